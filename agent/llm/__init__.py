@@ -1,0 +1,1 @@
+"""Model providers behind one protocol (:class:`agent.llm.base.LLMProvider`)."""

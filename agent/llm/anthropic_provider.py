@@ -1,0 +1,180 @@
+"""Anthropic Messages API through the official ``anthropic`` SDK, with prompt caching.
+
+Cache breakpoints sit on the last tool, on the stable part of the system prompt and on the
+newest message, so a multi-turn chat (and each step of a tool loop) pays mostly cached
+input. Imported only when the provider is configured.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+
+from agent.llm.base import TextSink
+from agent.llm.errors import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMContextOverflow,
+    LLMError,
+    LLMRateLimited,
+    LLMUnavailable,
+    is_context_overflow,
+    parse_retry_after,
+)
+from agent.llm.images import image_base64
+from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+
+_CACHE = {"type": "ephemeral"}
+
+
+class AnthropicProvider:
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        vision: bool = True,
+    ) -> None:
+        self.model = model
+        self._vision = vision
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key or "no-key",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, request: LLMRequest, *, on_text: TextSink | None = None
+    ) -> LLMResponse:
+        system: list[dict[str, Any]] = [
+            {"type": "text", "text": request.system.stable, "cache_control": _CACHE}
+        ]
+        if request.system.dynamic:
+            system.append({"type": "text", "text": request.system.dynamic})
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "system": system,
+            "messages": self._wire_messages(request.messages),
+        }
+        if request.tools:
+            tools = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            tools[-1]["cache_control"] = _CACHE
+            params["tools"] = tools
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        try:
+            if on_text is None:
+                return _from_message(await self._client.messages.create(**params))
+            async with self._client.messages.stream(**params) as stream:
+                async for text in stream.text_stream:
+                    await on_text(text)
+                return _from_message(await stream.get_final_message())
+        except anthropic.APIError as exc:
+            raise _translate(exc) from exc
+
+    def _wire_messages(self, messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
+        wire: list[dict[str, Any]] = []
+        for msg in messages:
+            role = "assistant" if msg.role == "assistant" else "user"
+            blocks = self._blocks(msg)
+            if not blocks:
+                continue
+            if wire and wire[-1]["role"] == role:
+                wire[-1]["content"].extend(blocks)
+            else:
+                wire.append({"role": role, "content": blocks})
+        if wire and wire[0]["role"] != "user":
+            wire.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+        if wire:
+            last = dict(wire[-1]["content"][-1])
+            last["cache_control"] = _CACHE
+            wire[-1]["content"][-1] = last
+        return wire
+
+    def _blocks(self, msg: ChatMessage) -> list[dict[str, Any]]:
+        if msg.role == "tool":
+            return [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": msg.tool_call_id,
+                    "content": msg.content or "(empty)",
+                    "is_error": msg.is_error,
+                }
+            ]
+        blocks: list[dict[str, Any]] = []
+        if msg.content:
+            blocks.append({"type": "text", "text": msg.content})
+        if msg.role == "assistant":
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments)}
+                for c in msg.tool_calls
+            )
+            return blocks
+        for image in msg.images if self._vision else ():
+            data = image_base64(image)
+            if data is not None:
+                source = {"type": "base64", "media_type": image.mime_type, "data": data}
+                blocks.append({"type": "image", "source": source})
+        return blocks
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _from_message(message: Any) -> LLMResponse:
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            text.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(
+                ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
+            )
+    raw = message.usage
+    usage = Usage(
+        input_tokens=(raw.input_tokens or 0)
+        + (getattr(raw, "cache_read_input_tokens", 0) or 0)
+        + (getattr(raw, "cache_creation_input_tokens", 0) or 0),
+        output_tokens=raw.output_tokens or 0,
+        cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
+        cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
+    )
+    return LLMResponse("".join(text), tuple(calls), message.stop_reason or "end_turn", usage)
+
+
+def _translate(exc: anthropic.APIError) -> LLMError:
+    status = getattr(exc, "status_code", None)
+    message = str(exc)
+    if isinstance(exc, anthropic.RateLimitError):
+        return LLMRateLimited(message, retry_after=parse_retry_after(exc.response.headers))
+    if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+        return LLMAuthError(message, status_code=status)
+    if isinstance(
+        exc,
+        anthropic.APITimeoutError | anthropic.APIConnectionError | anthropic.InternalServerError,
+    ):
+        return LLMUnavailable(message, status_code=status)
+    if isinstance(exc, anthropic.BadRequestError) and is_context_overflow(message):
+        return LLMContextOverflow(message, status_code=status)
+    if isinstance(status, int) and status >= 500:
+        return LLMUnavailable(message, status_code=status)
+    return LLMBadRequest(message, status_code=status)

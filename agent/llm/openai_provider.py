@@ -1,0 +1,188 @@
+"""OpenAI Chat Completions through the official ``openai`` SDK.
+
+The same wire format serves OpenAI, Ollama, vLLM, LM Studio and OpenRouter: point
+``llm.base_url`` at the server's ``/v1`` root. This module is imported only when the
+provider is configured, so the SDK costs nothing otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from agent.llm.base import TextSink
+from agent.llm.errors import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMContextOverflow,
+    LLMError,
+    LLMRateLimited,
+    LLMUnavailable,
+    is_context_overflow,
+    parse_retry_after,
+)
+from agent.llm.images import image_base64
+from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+
+
+class OpenAIProvider:
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        vision: bool = True,
+    ) -> None:
+        self.model = model
+        self._vision = vision
+        # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or "no-key",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, request: LLMRequest, *, on_text: TextSink | None = None
+    ) -> LLMResponse:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": self._wire_messages(request),
+            "max_tokens": request.max_tokens,
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        try:
+            if on_text is None:
+                return _from_completion(await self._client.chat.completions.create(**params))
+            return await self._stream(params, on_text)
+        except openai.APIError as exc:
+            raise _translate(exc) from exc
+
+    async def _stream(self, params: dict[str, Any], on_text: TextSink) -> LLMResponse:
+        stream = await self._client.chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        )
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        stop_reason = "stop"
+        usage = Usage()
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                    await on_text(delta.content)
+                for call in delta.tool_calls or ():
+                    slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                    if call.id:
+                        slot["id"] = call.id
+                    if call.function is not None:
+                        slot["name"] += call.function.name or ""
+                        slot["arguments"] += call.function.arguments or ""
+                if choice.finish_reason:
+                    stop_reason = choice.finish_reason
+        tool_calls = tuple(
+            ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
+            for index, slot in sorted(calls.items())
+        )
+        return LLMResponse("".join(text), tool_calls, stop_reason, usage)
+
+    def _wire_messages(self, request: LLMRequest) -> list[dict[str, Any]]:
+        wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
+        wire.extend(self._wire_message(m) for m in request.messages)
+        return wire
+
+    def _wire_message(self, msg: ChatMessage) -> dict[str, Any]:
+        if msg.role == "tool":
+            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+        if msg.role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
+            if msg.tool_calls:
+                out["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in msg.tool_calls
+                ]
+            return out
+        images = [img for img in msg.images if self._vision]
+        if not images:
+            return {"role": "user", "content": msg.content}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": msg.content}]
+        for image in images:
+            data = image_base64(image)
+            if data is not None:
+                url = f"data:{image.mime_type};base64,{data}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"role": "user", "content": parts}
+
+
+def _usage(raw: Any) -> Usage:
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", 0) or 0
+    return Usage(
+        input_tokens=raw.prompt_tokens or 0,
+        output_tokens=raw.completion_tokens or 0,
+        cache_read_tokens=cached,
+    )
+
+
+def _from_completion(completion: Any) -> LLMResponse:
+    if not completion.choices:
+        return LLMResponse(
+            "", (), "empty", _usage(completion.usage) if completion.usage else Usage()
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    calls = tuple(
+        ToolCall(call.id, call.function.name, call.function.arguments or "{}")
+        for call in (message.tool_calls or ())
+        if getattr(call, "function", None) is not None
+    )
+    usage = _usage(completion.usage) if completion.usage else Usage()
+    return LLMResponse(message.content or "", calls, choice.finish_reason or "stop", usage)
+
+
+def _translate(exc: openai.APIError) -> LLMError:  # noqa: PLR0911 - one branch per error kind
+    status = getattr(exc, "status_code", None)
+    message = str(exc)
+    if isinstance(exc, openai.RateLimitError):
+        return LLMRateLimited(message, retry_after=parse_retry_after(exc.response.headers))
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return LLMAuthError(message, status_code=status)
+    if isinstance(
+        exc, openai.APITimeoutError | openai.APIConnectionError | openai.InternalServerError
+    ):
+        return LLMUnavailable(message, status_code=status)
+    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+        if getattr(exc, "code", None) == "context_length_exceeded" or is_context_overflow(message):
+            return LLMContextOverflow(message, status_code=status)
+        return LLMBadRequest(message, status_code=status)
+    if isinstance(status, int) and status >= 500:
+        return LLMUnavailable(message, status_code=status)
+    return LLMBadRequest(message, status_code=status)

@@ -1,0 +1,126 @@
+"""Provider-neutral chat messages, tool specs and responses.
+
+History is stored in this shape; each provider converts it to its own wire format at the
+edge. A tool call keeps the model's raw argument string so a malformed call can be shown
+back to the model exactly as it was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image handed to a vision-capable model, read from a local file at send time."""
+
+    path: str
+    mime_type: str = "image/jpeg"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # on tool results
+    name: str | None = None  # tool name, on tool results
+    images: tuple[ImagePart, ...] = ()
+    is_error: bool = False  # a tool result that reports a failure
+    untrusted: bool = False  # content from outside (web page, email, tool output)
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            body["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            body["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            body["name"] = self.name
+        if self.images:
+            body["images"] = [{"path": i.path, "mime_type": i.mime_type} for i in self.images]
+        if self.is_error:
+            body["is_error"] = True
+        if self.untrusted:
+            body["untrusted"] = True
+        return body
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> ChatMessage:
+        return cls(
+            role=body["role"],
+            content=body.get("content", ""),
+            tool_calls=tuple(ToolCall(**c) for c in body.get("tool_calls", ())),
+            tool_call_id=body.get("tool_call_id"),
+            name=body.get("name"),
+            images=tuple(ImagePart(**i) for i in body.get("images", ())),
+            is_error=body.get("is_error", False),
+            untrusted=body.get("untrusted", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """``stable`` changes rarely and is cached by the provider; ``dynamic`` follows it."""
+
+    stable: str
+    dynamic: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.stable}\n\n{self.dynamic}" if self.dynamic else self.stable
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    system: SystemPrompt
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 4_096
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+
+    def as_message(self) -> ChatMessage:
+        return ChatMessage(role="assistant", content=self.text, tool_calls=self.tool_calls)

@@ -1,0 +1,175 @@
+"""AgentLoop: one turn, from the user's messages to the replies to send.
+
+It loads the session's history, writes the new user messages as drafts (the turn's first
+checkpoint), builds the prompt, runs the tool loop and decides what the user sees. It never
+raises for a provider failure, a timeout or a bug in a tool: the user gets a clear notice
+instead. Cancellation (shutdown) propagates, leaving the drafts for the next start to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from agent.context import ContextBuilder, user_message
+from agent.llm.errors import LLMError
+from agent.llm.types import ChatMessage, ToolCall
+from agent.policy import ToolPolicy
+from agent.runner import Runner
+from agent.tools.base import Sender, ToolContext, TurnState
+from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.workspace import Workspace
+from gateway.messages import OutboundKind, OutboundMessage
+from gateway.store import History, NewMessage
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+INTERRUPTED_NOTICE = (
+    "Sorry, I was interrupted while working on your message and could not finish it. "
+    "Please send it again."
+)
+TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller request?"
+INTERNAL_ERROR_NOTICE = (
+    "Sorry, something went wrong on my side while answering. It has been logged."
+)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        runner: Runner,
+        policy: ToolPolicy,
+        history: History,
+        context: ContextBuilder,
+        workspace: Workspace,
+        send: Sender,
+        clock: Clock,
+        turn_timeout: float = 600.0,
+        history_limit: int = 200,
+        default_reply: str = "I have nothing to add to that.",
+        vision: bool = True,
+    ) -> None:
+        self.runner = runner
+        self.policy = policy
+        self.history = history
+        self.context = context
+        self.workspace = workspace
+        self._send = send
+        self._clock = clock
+        self._turn_timeout = turn_timeout
+        self._history_limit = history_limit
+        self._default_reply = default_reply
+        self._vision = vision
+
+    async def run_turn(self, request: TurnRequest) -> TurnOutcome:
+        try:
+            async with asyncio.timeout(self._turn_timeout):
+                return await self._run(request)
+        except TimeoutError:
+            log.warning("turn %s timed out after %ss", request.turn_id, self._turn_timeout)
+            return self._notice(request, TIMEOUT_NOTICE)
+        except LLMError as exc:
+            log.warning("turn %s: provider failed: %s", request.turn_id, exc)
+            return self._notice(request, _provider_notice(exc))
+        except Exception:
+            log.exception("turn %s failed", request.turn_id)
+            return self._notice(request, INTERNAL_ERROR_NOTICE)
+
+    def interrupted(self, request: TurnRequest) -> TurnOutcome:
+        """The outcome for a turn that crashed too often to try again."""
+        return self._notice(request, INTERRUPTED_NOTICE)
+
+    async def _run(self, request: TurnRequest) -> TurnOutcome:
+        state, stored = await self.history.load(request.session_key, limit=self._history_limit)
+        conversation = [ChatMessage.from_body(m.body) for m in stored]
+        drafts = await self.history.drafts(request.turn_id) if request.resumed else []
+        if drafts:
+            conversation.extend(ChatMessage.from_body(d.body) for d in drafts)
+        else:
+            new = self._user_messages(request)
+            await self._checkpoint(request, new)
+            conversation.extend(new)
+        tools = self.runner.executor.registry.specs(self.policy.offered)
+        system = self.context.system_prompt(
+            request, tools, now=self._clock(), summary=state.summary
+        )
+        turn_state = TurnState()
+        result = await self.runner.run(
+            system=system,
+            conversation=conversation,
+            tools=tools,
+            context_for=lambda call: self._tool_context(request, call, turn_state),
+            checkpoint=lambda messages: self._checkpoint(request, messages),
+        )
+        text = result.text.strip()
+        if request.kind.autopilot:
+            replies = () if not text else (self._outbound(request, text, OutboundKind.PROACTIVE),)
+            return TurnOutcome(replies, usage=result.usage, final_text=text)
+        if not text:
+            text = self._default_reply
+        if _already_sent(text, turn_state.sent_texts):
+            return TurnOutcome((), usage=result.usage, final_text=text)
+        reply = self._outbound(request, text, OutboundKind.REPLY)
+        return TurnOutcome((reply,), usage=result.usage, final_text=text)
+
+    def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
+        if request.messages:
+            return [user_message(m, vision=self._vision) for m in request.messages]
+        return [ChatMessage(role="user", content=request.prompt or "")]
+
+    async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:
+        await self.history.add_drafts(
+            request.session_key,
+            request.turn_id,
+            [NewMessage(m.role, m.to_body()) for m in messages],
+        )
+
+    def _tool_context(self, request: TurnRequest, call: ToolCall, state: TurnState) -> ToolContext:
+        return ToolContext(
+            turn_id=request.turn_id,
+            call_id=call.id,
+            session_key=request.session_key,
+            chat=request.chat,
+            principal=request.principal,
+            workspace=self.workspace,
+            send=self._send,
+            state=state,
+            inbound=request.last_message,
+        )
+
+    def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
+        last = request.last_message
+        return OutboundMessage(
+            channel=request.chat.channel,
+            chat_id=request.chat.chat_id,
+            thread_id=request.chat.thread_id,
+            text=text,
+            kind=kind,
+            reply_to_message_id=last.platform_message_id
+            if last is not None and last.is_group
+            else None,
+            turn_id=request.turn_id,
+            idempotency_key=f"{request.turn_id}:{kind.value}",
+        )
+
+    def _notice(self, request: TurnRequest, text: str) -> TurnOutcome:
+        if request.kind is not TurnKind.CHAT:
+            return TurnOutcome((), failed=True, final_text=text)
+        return TurnOutcome(
+            (self._outbound(request, text, OutboundKind.NOTICE),), failed=True, final_text=text
+        )
+
+
+def _provider_notice(exc: LLMError) -> str:
+    return f"Sorry, I could not answer: {exc.user_message} Your message is saved; please try again in a moment."
+
+
+def _already_sent(text: str, sent: Sequence[str]) -> bool:
+    """The final answer repeats what the `message` tool already delivered."""
+    normalized = " ".join(text.split())
+    return any(normalized and normalized in " ".join(s.split()) for s in sent)

@@ -1,0 +1,95 @@
+"""What a tool is, what it gets when it runs, and what it returns."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agent.workspace import Workspace
+from gateway.access import Principal
+from gateway.messages import ChatRef, InboundMessage, OutboundMessage
+
+
+class Effect(enum.StrEnum):
+    """What a tool can do to the world; policy and safe mode decide on this."""
+
+    READ = "read"  # reads the workspace or the web; no side effects
+    WRITE = "write"  # changes files or memory in the workspace
+    EXEC = "exec"  # runs programs
+    SEND = "send"  # reaches people (chat messages, email)
+    SCHEDULE = "schedule"  # creates future work (cron jobs)
+
+
+class ToolError(Exception):
+    """Raise inside a tool to return a clean error to the model (no traceback)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+    untrusted: bool = False  # text from outside: a web page, an email, a command's output
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(message, is_error=True)
+
+
+Sender = Callable[[OutboundMessage], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class TurnState:
+    """Mutable facts about the running turn that tools and guards share."""
+
+    sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
+    read_untrusted: bool = False  # the turn has seen content from outside
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    turn_id: str
+    call_id: str
+    session_key: str
+    chat: ChatRef
+    principal: Principal
+    workspace: Workspace
+    send: Sender
+    state: TurnState
+    inbound: InboundMessage | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.turn_id}:{self.call_id}"
+
+
+class Tool(ABC):
+    """A JSON-schema tool. Subclasses set the class attributes and implement :meth:`run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+    effect: ClassVar[Effect] = Effect.READ
+    # Tools meant to be called repeatedly with the same arguments opt out of deduplication.
+    repeatable: ClassVar[bool] = False
+
+    @property
+    def side_effects(self) -> bool:
+        """Side-effecting calls are recorded in the idempotency ledger before they run."""
+        return self.effect is not Effect.READ
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+def schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A compact object schema that rejects unknown arguments."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }

@@ -1,0 +1,160 @@
+"""File tools confined to the workspace: read_file, write_file, edit_file, list_dir."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.workspace import PathDenied, Workspace
+
+MAX_READ_BYTES = 2 * 1024 * 1024
+MAX_LIST_ENTRIES = 500
+
+
+def _resolve(ctx: ToolContext, path: str) -> Path:
+    try:
+        return ctx.workspace.resolve(path)
+    except PathDenied as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def read_text(workspace: Workspace, path: Path) -> str:
+    """Read a UTF-8 file without following a symlink swapped in after resolution."""
+    try:
+        fd = os.open(path, workspace.open_flags(os.O_RDONLY))
+    except FileNotFoundError:
+        raise ToolError(f"{workspace.relative(path)} does not exist") from None
+    except IsADirectoryError:
+        raise ToolError(f"{workspace.relative(path)} is a directory; use list_dir") from None
+    except OSError as exc:
+        raise ToolError(f"cannot open {workspace.relative(path)}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if stat.S_ISDIR(os.fstat(handle.fileno()).st_mode):
+            raise ToolError(f"{workspace.relative(path)} is a directory; use list_dir")
+        data = handle.read(MAX_READ_BYTES + 1)
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{workspace.relative(path)} is a binary file")
+    text = data[:MAX_READ_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_READ_BYTES:
+        text += f"\n[... file truncated at {MAX_READ_BYTES} bytes]"
+    return text
+
+
+def write_text_atomic(path: Path, content: str) -> None:
+    """Write through a temporary file and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ReadFile(Tool):
+    name = "read_file"
+    description = "Read a text file in the workspace. Optional 1-based line offset and line limit."
+    parameters = schema(
+        {
+            "path": {"type": "string", "description": "Path relative to the workspace"},
+            "offset": {"type": "integer", "minimum": 1},
+            "limit": {"type": "integer", "minimum": 1},
+        },
+        ("path",),
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _resolve(ctx, args["path"])
+        text = await asyncio.to_thread(read_text, ctx.workspace, path)
+        offset, limit = args.get("offset"), args.get("limit")
+        if offset or limit:
+            lines = text.splitlines(keepends=True)
+            start = (offset or 1) - 1
+            text = "".join(lines[start : start + limit if limit else None])
+            if not text:
+                return ToolResult(f"(no lines from {offset or 1}; the file has {len(lines)} lines)")
+        return ToolResult(text or "(empty file)")
+
+
+class WriteFile(Tool):
+    name = "write_file"
+    description = "Create or overwrite a text file in the workspace (parent folders are created)."
+    parameters = schema(
+        {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")
+    )
+    effect = Effect.WRITE
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _resolve(ctx, args["path"])
+        if path == ctx.workspace.root or path.is_dir():
+            raise ToolError(f"{args['path']} is a directory")
+        content: str = args["content"]
+        await asyncio.to_thread(write_text_atomic, path, content)
+        return ToolResult(f"wrote {len(content)} characters to {ctx.workspace.relative(path)}")
+
+
+class EditFile(Tool):
+    name = "edit_file"
+    description = "Replace one exact occurrence of old_text with new_text in a workspace file."
+    parameters = schema(
+        {
+            "path": {"type": "string"},
+            "old_text": {"type": "string", "minLength": 1},
+            "new_text": {"type": "string"},
+        },
+        ("path", "old_text", "new_text"),
+    )
+    effect = Effect.WRITE
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _resolve(ctx, args["path"])
+
+        def edit() -> str:
+            text = read_text(ctx.workspace, path)
+            count = text.count(args["old_text"])
+            if count == 0:
+                raise ToolError("old_text was not found; read the file and copy the text exactly")
+            if count > 1:
+                raise ToolError(
+                    f"old_text occurs {count} times; include more context to make it unique"
+                )
+            write_text_atomic(path, text.replace(args["old_text"], args["new_text"], 1))
+            return f"edited {ctx.workspace.relative(path)}"
+
+        return ToolResult(await asyncio.to_thread(edit))
+
+
+class ListDir(Tool):
+    name = "list_dir"
+    description = "List a workspace folder (default: the workspace root)."
+    parameters = schema({"path": {"type": "string"}})
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _resolve(ctx, args.get("path", "."))
+
+        def listing() -> str:
+            if not path.is_dir():
+                raise ToolError(f"{args.get('path', '.')} is not a folder")
+            entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+            lines = []
+            for entry in entries[:MAX_LIST_ENTRIES]:
+                if entry.is_symlink():
+                    lines.append(f"{entry.name} -> (link)")
+                elif entry.is_dir():
+                    lines.append(f"{entry.name}/")
+                else:
+                    lines.append(f"{entry.name} ({entry.stat().st_size} bytes)")
+            if len(entries) > MAX_LIST_ENTRIES:
+                lines.append(f"... and {len(entries) - MAX_LIST_ENTRIES} more")
+            return "\n".join(lines) or "(empty folder)"
+
+        return ToolResult(await asyncio.to_thread(listing))

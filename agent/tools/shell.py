@@ -1,0 +1,144 @@
+"""The ``exec`` tool: a shell command in the workspace, bounded in time, output and reach.
+
+The command runs in its own process group with the workspace as working directory and
+HOME, and an environment built from scratch (no API keys, tokens or passwords of ours).
+At the time limit the whole group is killed. A deny list refuses commands that destroy
+data or fetch-and-run code; it is a second layer, not the boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+
+DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
+    r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..
+    r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+\*",  # rm -rf *
+    r"\bmkfs(\.\w+)?\b",
+    r"\bdd\s+.*\bof=/dev/",
+    r">\s*/dev/(sd|nvme|hd|vd|xvd)",
+    r"\b(shutdown|reboot|halt|poweroff)\b",
+    r"\binit\s+[06]\b",
+    r":\(\)\s*\{\s*:\|:&\s*\};\s*:",  # fork bomb
+    r"\|\s*(ba|z|da|k)?sh\b",  # curl ... | sh
+    r"\bbase64\s+(-d|--decode)\b.*\|",
+    r"\b(curl|wget)\b.*\|\s*\w*(python|perl|ruby|node)",
+    r"\bchmod\s+(-R\s+)?[0-7]*777\s+/",
+    r"\bchown\s+-R\b.*\s/(\s|$)",
+    r"/etc/(passwd|shadow|sudoers)\b.*>",
+    r"\bsudo\b",
+    r"\bnc\b.*\s-e\s",
+)
+
+_SAFE_ENV_KEYS = ("LANG", "LC_ALL", "TZ")
+
+
+def clean_environment(workspace: Path) -> dict[str, str]:
+    """A minimal environment: nothing from ours leaks into the child."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workspace),
+        "TERM": "dumb",
+        "LANG": "C.UTF-8",
+    }
+    for key in _SAFE_ENV_KEYS:
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+class Exec(Tool):
+    name = "exec"
+    description = "Run a shell command in the workspace. Returns exit code and output."
+    parameters = schema(
+        {
+            "command": {"type": "string", "minLength": 1},
+            "timeout": {"type": "number", "minimum": 1, "description": "Seconds (capped)"},
+        },
+        ("command",),
+    )
+    effect = Effect.EXEC
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 60.0,
+        max_output_chars: int = 10_000,
+        extra_deny_patterns: Sequence[str] = (),
+    ) -> None:
+        self._timeout = timeout
+        self._max_output = max_output_chars
+        self._deny = [
+            re.compile(p, re.IGNORECASE) for p in (*DEFAULT_DENY_PATTERNS, *extra_deny_patterns)
+        ]
+
+    def denied(self, command: str) -> str | None:
+        normalized = " ".join(command.split())
+        for pattern in self._deny:
+            if pattern.search(normalized):
+                return pattern.pattern
+        return None
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command: str = args["command"]
+        if self.denied(command):
+            raise ToolError(
+                "this command is blocked by the exec deny list (destructive or fetch-and-run)"
+            )
+        timeout = min(float(args.get("timeout") or self._timeout), self._timeout)
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            cwd=ctx.workspace.root,
+            env=clean_environment(ctx.workspace.root),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        output = bytearray()
+        dropped = 0
+
+        async def collect() -> None:
+            nonlocal dropped
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(65_536):
+                room = self._max_output - len(output)
+                output.extend(chunk[: max(room, 0)])
+                dropped += max(len(chunk) - max(room, 0), 0)
+            await process.wait()
+
+        timed_out = False
+        try:
+            await asyncio.wait_for(collect(), timeout)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            _kill_group(process.pid)
+            with contextlib.suppress(ProcessLookupError):
+                await asyncio.wait_for(process.wait(), 5)
+        text = output.decode("utf-8", errors="replace")
+        if dropped:
+            text += f"\n[... {dropped} more bytes of output dropped]"
+        if timed_out:
+            return ToolResult(
+                f"command timed out after {timeout:g}s and was killed\n{text}".rstrip(),
+                is_error=True,
+                untrusted=True,
+            )
+        code = process.returncode
+        return ToolResult(f"exit code {code}\n{text}".rstrip(), is_error=code != 0, untrusted=True)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

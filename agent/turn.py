@@ -1,0 +1,46 @@
+"""What the agent is asked to do in one turn, and what it decided."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from agent.llm.types import Usage
+from gateway.access import Principal
+from gateway.messages import ChatRef, InboundMessage, OutboundMessage
+
+
+class TurnKind(enum.StrEnum):
+    CHAT = "chat"  # a person wrote; the turn must end with a visible answer
+    HEARTBEAT = "heartbeat"  # autopilot check-in; may end silently
+    CRON = "cron"  # a scheduled job; may end silently
+    SUBAGENT = "subagent"  # background task spawned by a chat turn
+
+    @property
+    def autopilot(self) -> bool:
+        """No user is waiting: no clarifying questions, silence is allowed."""
+        return self is not TurnKind.CHAT
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    turn_id: str
+    session_key: str
+    chat: ChatRef  # where answers go
+    principal: Principal
+    kind: TurnKind = TurnKind.CHAT
+    messages: tuple[InboundMessage, ...] = ()  # folded user messages, oldest first
+    prompt: str | None = None  # the instruction for autopilot turns
+    resumed: bool = False
+
+    @property
+    def last_message(self) -> InboundMessage | None:
+        return self.messages[-1] if self.messages else None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    replies: tuple[OutboundMessage, ...] = ()
+    failed: bool = False
+    usage: Usage = field(default_factory=Usage)
+    final_text: str = ""

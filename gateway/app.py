@@ -1,0 +1,261 @@
+"""Gateway: the composition root. Builds every part from Settings and runs them together.
+
+Start order: lock the data directory, open the store, requeue what a previous run left
+open, start outbox workers and the dispatcher, then connect channels (so nothing is
+accepted before it can be processed). Stop order is the reverse: channels stop accepting,
+running turns get a drain period, outboxes flush, the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Self
+
+from agent.context import ContextBuilder
+from agent.llm.base import LLMProvider
+from agent.llm.factory import create_provider
+from agent.loop import AgentLoop
+from agent.policy import ToolPolicy
+from agent.runner import Runner
+from agent.tools.executor import ToolExecutor
+from agent.tools.registry import ToolRegistry
+from agent.toolset import default_tools
+from agent.workspace import Workspace
+from gateway import __version__
+from gateway.access import Principal, principal_for
+from gateway.bus import LocalBus
+from gateway.channel import Channel, SupportsTyping
+from gateway.commands import Commands
+from gateway.conversation import Conversations
+from gateway.dispatcher import Dispatcher
+from gateway.lock import ProcessLock
+from gateway.messages import ChatRef, InboundMessage
+from gateway.outbound import OutboundWorker
+from gateway.settings import Settings
+from gateway.settings_channels import ChannelSection
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        channels: Sequence[Channel] = (),
+        llm: LLMProvider | None = None,
+    ) -> None:
+        self.settings = settings
+        self.channels: dict[str, Channel] = {c.name: c for c in channels}
+        self.store = Store(
+            settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
+        )
+        self.bus = LocalBus(self.store)
+        self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
+        self.llm = llm or create_provider(settings.llm)
+        self.workspace = Workspace(
+            settings.workspace_dir, restricted=(settings.data_dir, settings.config_file)
+        )
+        self.policy = ToolPolicy(
+            safe_mode=settings.tools.safe_mode, exec_enabled=settings.tools.exec.enabled
+        )
+        self.tools = ToolRegistry(default_tools(settings))
+        executor = ToolExecutor(
+            self.tools,
+            self.store.ledger,
+            gate=self.policy,
+            max_concurrent=settings.limits.max_concurrent_tools,
+            max_result_chars=settings.agent.tool_result_max_chars,
+        )
+        runner = Runner(
+            self.llm,
+            executor,
+            llm_semaphore=asyncio.Semaphore(settings.limits.max_concurrent_llm_calls),
+            max_iterations=settings.agent.max_iterations,
+            max_tokens=settings.llm.max_tokens,
+            temperature=settings.llm.temperature,
+        )
+        self.agent = AgentLoop(
+            runner=runner,
+            policy=self.policy,
+            history=self.store.history,
+            context=ContextBuilder(
+                settings.workspace_dir,
+                agent_name=settings.agent.name,
+                bootstrap_max_chars=settings.agent.bootstrap_max_chars,
+            ),
+            workspace=self.workspace,
+            send=lambda message: self.bus.publish_outbound([message]),
+            clock=lambda: datetime.now().astimezone(),
+            turn_timeout=settings.agent.turn_timeout_seconds,
+            history_limit=settings.agent.history_max_messages,
+            default_reply=settings.agent.default_reply,
+            vision=settings.llm.vision,
+        )
+        self.commands = Commands(
+            agent_name=settings.agent.name, history=self.store.history, status=self._status_text
+        )
+        self.conversations = Conversations(
+            store=self.store,
+            bus=self.bus,
+            agent=self.agent,
+            commands=self.commands,
+            principal_for=self._principal_for,
+            typing=self._typing,
+            max_resume_attempts=settings.agent.max_resume_attempts,
+        )
+        self.dispatcher = Dispatcher(
+            self.bus,
+            self.conversations,
+            max_active_turns=settings.limits.max_concurrent_turns,
+            turn_timeout=settings.agent.turn_timeout_seconds,
+        )
+        self._workers = [
+            OutboundWorker(
+                channel,
+                self.store.outbox,
+                self.bus,
+                max_attempts=settings.storage.outbox_max_attempts,
+                on_settled=self._notify_progress,
+            )
+            for channel in self.channels.values()
+        ]
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._lock.acquire()
+        try:
+            self.settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+            await self.store.start()
+            work = await self.store.journal.open_work()
+            if work.pending or work.running:
+                log.info(
+                    "resuming %d interrupted turn(s) and %d waiting message(s)",
+                    len(work.running),
+                    len(work.pending),
+                )
+            self.dispatcher.resume(work.running)
+            self.bus.requeue(work.pending)
+            for worker in self._workers:
+                await worker.start()
+            await self.dispatcher.start()
+            for channel in self.channels.values():
+                await channel.start(self.bus)
+        except BaseException:
+            await self._shutdown()
+            raise
+        self._started = True
+        log.info(
+            "Switchboard %s ready (channels: %s)", __version__, ", ".join(self.channels) or "none"
+        )
+
+    async def stop(self, *, drain_timeout: float = 10.0) -> None:
+        await self._shutdown(drain_timeout=drain_timeout)
+
+    async def _shutdown(self, *, drain_timeout: float = 10.0) -> None:
+        self._started = False
+        for channel in self.channels.values():
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("channel %s did not stop cleanly", channel.name)
+        await self.dispatcher.stop(drain_timeout=drain_timeout)
+        for worker in self._workers:
+            await worker.stop()
+        with contextlib.suppress(Exception):
+            await self.llm.aclose()
+        await self.store.stop()
+        self._lock.release()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- waiting and status ---------------------------------------------------------------
+
+    async def wait_idle(self, channel: str | None = None) -> None:
+        """Return once no message of ``channel`` is waiting, running or unsent.
+
+        Bound it with ``asyncio.timeout`` at the call site when needed.
+        """
+        condition = self.conversations.turn_finished
+        while True:
+            async with condition:
+                if await self._is_idle(channel):
+                    return
+                # Woken by every commit and every settled send; the periodic re-check
+                # covers a notification that raced the idle check above.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(condition.wait(), 1.0)
+
+    async def _is_idle(self, channel: str | None) -> bool:
+        open_inbound = await self.store.journal.open_count(channel)
+        unsent = await self.store.outbox.pending_count(channel)
+        return open_inbound == 0 and unsent == 0
+
+    async def _notify_progress(self) -> None:
+        async with self.conversations.turn_finished:
+            self.conversations.turn_finished.notify_all()
+
+    async def _status_text(self, msg: InboundMessage) -> str:
+        counts = await self.store.journal.counts()
+        history = await self.store.history.message_count(msg.session_key)
+        unsent = await self.store.outbox.pending_count()
+        return "\n".join(
+            [
+                f"Switchboard {__version__} · model {self.settings.llm.model} ({self.settings.llm.provider})",
+                f"Channels: {', '.join(self.channels) or 'none'}",
+                f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
+                f"{counts.get('pending', 0)} · replies unsent: {unsent}",
+                f"This conversation: {history} messages in context",
+            ]
+        )
+
+    # -- wiring helpers -------------------------------------------------------------------
+
+    def _principal_for(self, msg: InboundMessage) -> Principal:
+        section = getattr(self.settings, msg.channel, None)
+        return principal_for(msg, section if isinstance(section, ChannelSection) else None)
+
+    @contextlib.asynccontextmanager
+    async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        channel: object = self.channels.get(chat.channel)  # mypy cannot intersect two protocols
+        if not isinstance(channel, SupportsTyping):
+            yield
+            return
+
+        async def keep_typing() -> None:
+            while True:
+                try:
+                    await channel.typing(chat)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # typing is cosmetic; never fail a turn over it
+                    log.debug("typing indicator failed on %s: %s", chat.channel, exc)
+                await asyncio.sleep(TYPING_INTERVAL)
+
+        task = asyncio.create_task(keep_typing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,94 @@
+"""The message bus between channels and the agent.
+
+Channels see only :class:`InboundSink`: ``publish_inbound`` returns after the message is
+durable, and tells a duplicate apart, so an adapter acknowledges the platform only for
+what is safely stored. The dispatcher consumes inbound records; outbox workers wait for
+outbound work. :class:`LocalBus` is the in-process implementation over the SQLite store; a
+networked bus (Redis Streams) would implement the same protocol, leaving channels and the
+agent untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from gateway.messages import InboundMessage, OutboundMessage
+from gateway.store import InboundRecord, Store
+
+
+class Accepted(enum.Enum):
+    """What happened to a published inbound message."""
+
+    NEW = "new"  # journaled; a turn will answer it
+    DUPLICATE = "duplicate"  # seen before; nothing to do
+    REFUSED = "refused"  # access policy said no; nothing journaled for a turn
+
+    @property
+    def acknowledge(self) -> bool:
+        """Every outcome is final, so the platform may forget the message."""
+        return True
+
+
+class InboundSink(Protocol):
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted: ...
+
+
+class Bus(InboundSink, Protocol):
+    async def next_inbound(self) -> InboundRecord: ...
+
+    def requeue(self, records: Iterable[InboundRecord]) -> None: ...
+
+    async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None: ...
+
+    def outbound_ready(self, channel: str) -> None: ...
+
+    async def wait_outbound(self, channel: str, max_wait: float | None) -> None: ...
+
+
+class LocalBus:
+    """In-process bus: durable through the store, woken through asyncio events."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
+        self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        record = await self._store.journal.accept(msg)
+        if record is None:
+            return Accepted.DUPLICATE
+        self._inbound.put_nowait(record)
+        return Accepted.NEW
+
+    async def next_inbound(self) -> InboundRecord:
+        return await self._inbound.get()
+
+    def requeue(self, records: Iterable[InboundRecord]) -> None:
+        for record in records:
+            self._inbound.put_nowait(record)
+
+    def inbound_depth(self) -> int:
+        return self._inbound.qsize()
+
+    async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None:
+        if not messages:
+            return
+        await self._store.outbox.enqueue(messages)
+        for channel in {msg.channel for msg in messages}:
+            self.outbound_ready(channel)
+
+    def outbound_ready(self, channel: str) -> None:
+        self._outbound_events[channel].set()
+
+    async def wait_outbound(self, channel: str, max_wait: float | None) -> None:
+        event = self._outbound_events[channel]
+        try:
+            await asyncio.wait_for(event.wait(), max_wait)
+        except TimeoutError:
+            return
+        finally:
+            event.clear()

@@ -1,0 +1,51 @@
+"""What a channel adapter must provide, and the optional capabilities it may add.
+
+A channel turns platform events into :class:`InboundMessage` (handing them to the sink it
+gets at start) and delivers :class:`OutboundMessage`. Extras are separate protocols checked
+with ``isinstance``, so the base stays small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gateway.bus import InboundSink
+from gateway.messages import ChatRef, OutboundMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHealth:
+    connected: bool
+    last_error: str | None = None
+    last_message_at: float | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class Channel(Protocol):
+    name: str
+
+    async def start(self, sink: InboundSink) -> None:
+        """Connect and begin handing inbound messages to ``sink``; return once running."""
+
+    async def stop(self) -> None:
+        """Stop receiving; pending platform acknowledgements are settled first."""
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        """Deliver one message; return the platform's message id(s) as a receipt.
+
+        Raise :class:`gateway.errors.ChannelRateLimited`, ``ChannelTransientError`` or
+        ``ChannelPermanentError`` so the outbox can decide what to do.
+        """
+
+
+@runtime_checkable
+class SupportsTyping(Protocol):
+    async def typing(self, chat: ChatRef) -> None:
+        """Show a "typing" indicator once; the gateway repeats it while a turn runs."""
+
+
+@runtime_checkable
+class SupportsHealth(Protocol):
+    def health(self) -> ChannelHealth: ...

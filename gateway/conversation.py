@@ -1,0 +1,143 @@
+"""The dispatcher's turn handler: journal the turn, answer it, commit exactly once.
+
+For each batch it opens (or resumes) a turn in the journal, answers commands itself, hands
+everything else to the agent while the chat shows "typing", then commits the outcome in one
+transaction: history final, replies queued, inbound done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+from agent.loop import AgentLoop
+from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from gateway.access import Principal
+from gateway.bus import Bus
+from gateway.commands import Commands
+from gateway.dispatcher import TurnBatch
+from gateway.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+PrincipalResolver = Callable[[InboundMessage], Principal]
+Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
+
+
+@contextlib.asynccontextmanager
+async def no_typing(chat: ChatRef) -> AsyncIterator[None]:
+    yield
+
+
+class Conversations:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: Bus,
+        agent: AgentLoop,
+        commands: Commands,
+        principal_for: PrincipalResolver,
+        typing: Typing = no_typing,
+        max_resume_attempts: int = 2,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._agent = agent
+        self._commands = commands
+        self._principal_for = principal_for
+        self._typing = typing
+        self._max_resume_attempts = max_resume_attempts
+        self.turn_finished = asyncio.Condition()
+
+    async def handle(self, batch: TurnBatch) -> None:
+        if not batch.records:  # an autopilot turn cut by a restart: nothing to answer
+            assert batch.resume is not None
+            await self._commit(batch.resume.id, batch.session_key, TurnOutcome(failed=True))
+            return
+        last = batch.records[-1].message
+        request = TurnRequest(
+            turn_id=batch.resume.id if batch.resume else new_id(),
+            session_key=batch.session_key,
+            chat=last.chat,
+            principal=self._principal_for(last),
+            kind=TurnKind.CHAT,
+            messages=tuple(r.message for r in batch.records),
+            resumed=batch.resume is not None,
+        )
+        if batch.resume is not None:
+            attempts = await self._store.journal.retry_turn(request.turn_id)
+            if attempts > self._max_resume_attempts + 1:
+                log.warning(
+                    "turn %s interrupted %d times; giving up", request.turn_id, attempts - 1
+                )
+                await self._commit(
+                    request.turn_id, request.session_key, self._agent.interrupted(request)
+                )
+                return
+        else:
+            await self._store.journal.start_turn(
+                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
+            )
+        if len(batch.records) == 1 and self._commands.handles(last):
+            text = await self._commands.run(last)
+            reply = OutboundMessage.reply_to(
+                last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
+            )
+            outcome = TurnOutcome((reply,), final_text=text)
+        else:
+            async with self._typing(request.chat):
+                outcome = await self._agent.run_turn(request)
+        await self._commit(request.turn_id, request.session_key, outcome, last_chat=request.chat)
+
+    async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
+        turn_id = batch.resume.id if batch.resume else None
+        if turn_id is None:
+            turn_id = new_id()
+            await self._store.journal.start_turn(
+                turn_id, batch.session_key, "chat", [r.id for r in batch.records]
+            )
+        replies: tuple[OutboundMessage, ...] = ()
+        if batch.records:
+            last = batch.records[-1].message
+            text = "Sorry, something went wrong on my side while answering. It has been logged."
+            replies = (
+                OutboundMessage.reply_to(
+                    last,
+                    text,
+                    kind=OutboundKind.NOTICE,
+                    turn_id=turn_id,
+                    idempotency_key=f"{turn_id}:notice",
+                ),
+            )
+        await self._commit(turn_id, batch.session_key, TurnOutcome(replies, failed=True))
+
+    async def _commit(
+        self,
+        turn_id: str,
+        session_key: str,
+        outcome: TurnOutcome,
+        *,
+        last_chat: ChatRef | None = None,
+    ) -> None:
+        await self._store.commit_turn(
+            turn_id=turn_id,
+            session_key=session_key,
+            replies=outcome.replies,
+            state="failed" if outcome.failed else "done",
+            last_chat=None
+            if last_chat is None
+            else {
+                "channel": last_chat.channel,
+                "chat_id": last_chat.chat_id,
+                "thread_id": last_chat.thread_id,
+            },
+        )
+        for channel in {r.channel for r in outcome.replies}:
+            self._bus.outbound_ready(channel)
+        async with self.turn_finished:
+            self.turn_finished.notify_all()

@@ -1,0 +1,69 @@
+"""The exception tree shared by the gateway, the channels and the agent.
+
+Retry and policy decisions branch on these types, never on message strings::
+
+    SwitchboardError
+    ├── ConfigError                 invalid or missing configuration (fail fast at start)
+    ├── StoreError                  the durable store could not be used
+    │   └── StorageFullError        the disk is full; inbound is not acknowledged
+    ├── ChannelError                a platform adapter failed
+    │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
+    │   ├── ChannelTransientError   network or 5xx; retry with backoff
+    │   └── ChannelPermanentError   the message can never be delivered (chat gone, forbidden)
+    ├── PolicyDenied                access or channel policy refused an action
+    └── AnotherInstanceRunning      the data directory is locked by another process
+"""
+
+from __future__ import annotations
+
+
+class SwitchboardError(Exception):
+    """Base class of every error Switchboard raises on purpose."""
+
+
+class ConfigError(SwitchboardError):
+    """Configuration is invalid. ``field`` names the offending setting."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class StoreError(SwitchboardError):
+    """The durable store failed."""
+
+
+class StorageFullError(StoreError):
+    """The disk holding the store is full."""
+
+
+class ChannelError(SwitchboardError):
+    """A channel adapter could not complete an operation."""
+
+
+class ChannelRateLimited(ChannelError):
+    """The platform asked us to slow down for ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(f"{message} (retry after {retry_after:.1f}s)")
+        self.retry_after = retry_after
+
+
+class ChannelTransientError(ChannelError):
+    """A failure that may succeed when retried (network, 5xx)."""
+
+
+class ChannelPermanentError(ChannelError):
+    """A failure that retrying cannot fix (unknown chat, bot blocked, bad request)."""
+
+
+class PolicyDenied(SwitchboardError):
+    """An action was refused by access control or the channel policy guard."""
+
+    def __init__(self, message: str, *, code: str = "denied") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AnotherInstanceRunning(SwitchboardError):
+    """Another Switchboard process holds the lock on the data directory."""

@@ -1,0 +1,104 @@
+"""Logging in one place, with secret redaction on by default.
+
+Every configured secret value, plus anything shaped like a well-known token, is replaced
+by ``[REDACTED]`` in the final formatted line (message, arguments and tracebacks alike).
+The log file is created with mode 0600.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+TOKEN_PATTERNS = (
+    r"sk-(?:ant-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic keys
+    r"xox[abpres]-[A-Za-z0-9\-]{10,}",  # Slack bot/user tokens
+    r"xapp-[A-Za-z0-9\-]{10,}",  # Slack app tokens
+    r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b",  # Telegram bot tokens
+    r"(?i)(?<=bearer )[A-Za-z0-9._\-]{12,}",
+    r"(?i)(?<=/bot)\d{6,12}:[A-Za-z0-9_\-]{30,}",
+)
+_KEY_NAMES = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd)")
+REDACTED = "[REDACTED]"
+
+
+def secret_values(settings: BaseModel, environ: dict[str, str] | None = None) -> set[str]:
+    """Every secret the process knows: SecretStr fields and secret-named env vars."""
+    found = {s for s in _walk(settings) if len(s) >= 6}
+    env = dict(os.environ) if environ is None else environ
+    for key, value in env.items():
+        if _KEY_NAMES.search(key) and len(value) >= 6:
+            found.add(value)
+    return found
+
+
+def _walk(model: BaseModel) -> Iterator[str]:
+    for name in type(model).model_fields:
+        value: Any = getattr(model, name)
+        if isinstance(value, SecretStr):
+            yield value.get_secret_value()
+        elif isinstance(value, BaseModel):
+            yield from _walk(value)
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        literal = sorted({s for s in secrets if s}, key=len, reverse=True)
+        parts = [re.escape(s) for s in literal] + list(TOKEN_PATTERNS)
+        self._pattern = re.compile("|".join(parts))
+
+    def __call__(self, text: str) -> str:
+        return self._pattern.sub(REDACTED, text)
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self, fmt: str, redactor: Redactor) -> None:
+        super().__init__(fmt)
+        self._redact = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
+
+
+def configure_logging(
+    *,
+    level: str,
+    redactor: Redactor,
+    log_file: Path | None = None,
+    console: bool = True,
+) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor)
+    if console:
+        stream = logging.StreamHandler()
+        stream.setFormatter(formatter)
+        root.addHandler(stream)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.touch(mode=0o600, exist_ok=True)
+        log_file.chmod(0o600)
+        rotating = logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
+        )
+        rotating.setFormatter(formatter)
+        root.addHandler(rotating)
+    root.setLevel(level.upper())
+    for noisy in (
+        "httpx",
+        "httpcore",
+        "httpx2",
+        "telegram.ext",
+        "discord",
+        "slack_bolt",
+        "apscheduler",
+    ):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

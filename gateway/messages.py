@@ -1,0 +1,184 @@
+"""Typed messages that cross the bus: what a channel hands in, what the agent sends out.
+
+Both are frozen, slotted dataclasses. The session key is derived from the platform
+identity (channel, chat, thread) only; nothing the model says can choose it.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+
+class ChatType(enum.StrEnum):
+    """Where a message was written; tool policy differs between them."""
+
+    DM = "dm"
+    GROUP = "group"
+    CHANNEL = "channel"
+
+
+class OutboundKind(enum.StrEnum):
+    """Why a message is sent. Channels may render kinds differently."""
+
+    REPLY = "reply"  # the final answer of a turn
+    PROGRESS = "progress"  # interim text from the `message` or `notify` tool
+    NOTICE = "notice"  # a failure or system notice (interrupted, provider down, ...)
+    PROACTIVE = "proactive"  # heartbeat or scheduled-job output
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with a message or goes out with one.
+
+    ``path`` is a local file (inside the data directory for inbound files, inside the
+    workspace for outbound ones); ``platform_file_id`` lets a channel re-fetch it.
+    """
+
+    kind: str  # "image" | "audio" | "voice" | "video" | "document"
+    path: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None
+    size: int | None = None
+    platform_file_id: str | None = None
+    note: str | None = None  # e.g. a voice transcription, or why a file was not stored
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attachment:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Enough to address a conversation on a platform."""
+
+    channel: str
+    chat_id: str
+    thread_id: str | None = None
+
+    @property
+    def session_key(self) -> str:
+        base = f"{self.channel}:{self.chat_id}"
+        return f"{base}:{self.thread_id}" if self.thread_id else base
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """One message a person sent to the bot, as a channel adapter saw it."""
+
+    channel: str
+    chat_id: str
+    sender_id: str
+    text: str
+    platform_message_id: str
+    sender_name: str = ""
+    chat_type: ChatType = ChatType.DM
+    thread_id: str | None = None
+    mentioned: bool = False  # addressed to the bot: mention, reply to the bot, or a command
+    reply_to_message_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    received_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def chat(self) -> ChatRef:
+        return ChatRef(self.channel, self.chat_id, self.thread_id)
+
+    @property
+    def session_key(self) -> str:
+        return self.chat.session_key
+
+    @property
+    def is_group(self) -> bool:
+        return self.chat_type is not ChatType.DM
+
+    @property
+    def command(self) -> str | None:
+        """The slash command this message starts with (``"/new"``), lower-cased."""
+        if not self.text.startswith("/"):
+            return None
+        word = self.text.split(maxsplit=1)[0]
+        return word.split("@", 1)[0].lower()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["chat_type"] = self.chat_type.value
+        data["received_at"] = self.received_at.isoformat()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InboundMessage:
+        data = dict(data)
+        data["chat_type"] = ChatType(data.get("chat_type", "dm"))
+        data["received_at"] = datetime.fromisoformat(data["received_at"])
+        data["attachments"] = tuple(Attachment.from_dict(a) for a in data.get("attachments", ()))
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundMessage:
+    """One message the gateway will deliver to a chat.
+
+    ``idempotency_key`` makes enqueueing safe to repeat: the outbox stores each key once,
+    so a resumed turn cannot queue the same answer twice.
+    """
+
+    channel: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    kind: OutboundKind = OutboundKind.REPLY
+    reply_to_message_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    turn_id: str | None = None
+    idempotency_key: str = field(default_factory=new_id)
+
+    @property
+    def chat(self) -> ChatRef:
+        return ChatRef(self.channel, self.chat_id, self.thread_id)
+
+    @classmethod
+    def reply_to(
+        cls,
+        inbound: InboundMessage,
+        text: str,
+        *,
+        kind: OutboundKind = OutboundKind.REPLY,
+        turn_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OutboundMessage:
+        return cls(
+            channel=inbound.channel,
+            chat_id=inbound.chat_id,
+            thread_id=inbound.thread_id,
+            text=text,
+            kind=kind,
+            reply_to_message_id=inbound.platform_message_id if inbound.is_group else None,
+            turn_id=turn_id,
+            idempotency_key=idempotency_key or new_id(),
+        )
+
+    def with_text(self, text: str) -> OutboundMessage:
+        return replace(self, text=text)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OutboundMessage:
+        data = dict(data)
+        data["kind"] = OutboundKind(data.get("kind", "reply"))
+        data["attachments"] = tuple(Attachment.from_dict(a) for a in data.get("attachments", ()))
+        return cls(**data)

@@ -1,0 +1,204 @@
+"""Configuration: one typed tree, read from env vars and ``$SWITCHBOARD_HOME/config.toml``.
+
+Source order (first wins): explicit arguments, then ``SWITCHBOARD_*`` environment variables
+(nested with ``__``: ``SWITCHBOARD_LLM__MODEL``), then ``config.toml``, then defaults.
+Unknown keys are errors, so a typo fails at start with the field named instead of being
+ignored. Secrets are :class:`~pydantic.SecretStr` and never print.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from gateway.errors import ConfigError
+from gateway.settings_channels import (
+    DiscordSettings,
+    EmailSettings,
+    SlackSettings,
+    TelegramSettings,
+    WebSettings,
+)
+
+ENV_PREFIX = "SWITCHBOARD_"
+DEFAULT_HOME = Path("~/.switchboard")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMSettings(Section):
+    """Which model to talk to and how patiently."""
+
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
+    api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
+    context_window: int = Field(default=128_000, ge=2_048)
+    max_tokens: int = Field(default=4_096, ge=64)
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    vision: bool = True  # hand images to the model as image parts
+
+    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
+        if self.api_key is not None:
+            return self.api_key
+        env = os.environ if environ is None else environ
+        name = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else "OPENAI_API_KEY"
+        value = env.get(name)
+        return SecretStr(value) if value else None
+
+
+class AgentSettings(Section):
+    """How one turn runs."""
+
+    name: str = "Switchboard"
+    max_iterations: int = Field(default=20, ge=1, le=200)
+    turn_timeout_seconds: float = Field(default=600.0, gt=0)
+    bootstrap_max_chars: int = Field(default=12_000, ge=500)
+    tool_result_max_chars: int = Field(default=12_000, ge=500)
+    history_max_messages: int = Field(default=200, ge=4)
+    default_reply: str = "I have nothing to add to that."
+    max_resume_attempts: int = Field(default=2, ge=0, le=10)
+
+
+class LimitSettings(Section):
+    """Concurrency caps (the Pegasus design's semaphores)."""
+
+    max_concurrent_turns: int = Field(default=32, ge=1)
+    max_concurrent_llm_calls: int = Field(default=16, ge=1)
+    max_concurrent_tools: int = Field(default=16, ge=1)
+
+
+class ExecSettings(Section):
+    enabled: bool = True
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3_600)
+    max_output_chars: int = Field(default=10_000, ge=100)
+    extra_deny_patterns: tuple[str, ...] = ()
+
+
+class ToolSettings(Section):
+    safe_mode: bool = False  # turns off exec and every file write
+    exec: ExecSettings = ExecSettings()
+
+
+class StorageSettings(Section):
+    # FULL survives power loss; NORMAL survives process crashes only.
+    synchronous: Literal["full", "normal"] = "full"
+    outbox_max_attempts: int = Field(default=8, ge=1)
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    home: Path = DEFAULT_HOME
+    workspace: Path | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    llm: LLMSettings = LLMSettings()
+    agent: AgentSettings = AgentSettings()
+    limits: LimitSettings = LimitSettings()
+    tools: ToolSettings = ToolSettings()
+    storage: StorageSettings = StorageSettings()
+
+    telegram: TelegramSettings = TelegramSettings()
+    discord: DiscordSettings = DiscordSettings()
+    slack: SlackSettings = SlackSettings()
+    email: EmailSettings = EmailSettings()
+    web: WebSettings = WebSettings()
+
+    @model_validator(mode="after")
+    def _expand_paths(self) -> Settings:
+        home = self.home.expanduser().resolve()
+        object.__setattr__(self, "home", home)
+        workspace = (self.workspace or home / "workspace").expanduser().resolve()
+        object.__setattr__(self, "workspace", workspace)
+        return self
+
+    @property
+    def workspace_dir(self) -> Path:
+        assert self.workspace is not None  # set by _expand_paths
+        return self.workspace
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.toml"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_path_for(init_settings))
+        return (init_settings, env_settings, toml)
+
+
+def _config_path_for(init_settings: PydanticBaseSettingsSource) -> Path:
+    init_kwargs: dict[str, Any] = getattr(init_settings, "init_kwargs", {})
+    home = init_kwargs.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
+    return Path(home).expanduser() / "config.toml"
+
+
+def env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable that sets a field: ``("llm", "model")`` → SWITCHBOARD_LLM__MODEL."""
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the configuration or raise :class:`ConfigError` naming the bad field."""
+    home = overrides.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
+    config_file = Path(home).expanduser() / "config.toml"
+    if config_file.exists():
+        try:
+            tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"{config_file} is not valid TOML: {exc}", field=str(config_file)
+            ) from exc
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise config_error_from(exc, config_file) from exc
+
+
+def config_error_from(exc: ValidationError, config_file: Path) -> ConfigError:
+    lines = []
+    first_field: str | None = None
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        dotted = ".".join(str(part) for part in loc)
+        first_field = first_field or dotted
+        lines.append(
+            f"  {dotted}: {error['msg']} (set by {env_name(loc)} or {config_file.name} key {dotted})"
+        )
+    return ConfigError("Invalid configuration:\n" + "\n".join(lines), field=first_field)

@@ -1,0 +1,115 @@
+"""Per-channel configuration sections. A channel is on when its credentials are set."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+GroupPolicy = Literal["allowlist", "open", "disabled"]
+
+
+class ChannelSection(BaseModel):
+    """Access settings every chat channel shares (see docs/security.md).
+
+    ``allow_from`` and ``admins`` hold immutable platform ids (never usernames); ``"*"``
+    in ``allow_from`` allows everyone. An empty allowlist allows nobody.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dm_policy: DmPolicy = "pairing"
+    group_policy: GroupPolicy = "allowlist"
+    allow_from: tuple[str, ...] = ()
+    admins: tuple[str, ...] = ()
+    group_allow_from: tuple[str, ...] = ()  # group/chat ids where the bot may talk
+    require_mention: bool = True  # in groups, answer only when addressed
+
+    @field_validator("allow_from", "admins", "group_allow_from", mode="before")
+    @classmethod
+    def _ids_as_strings(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list | tuple):
+            return tuple(str(item) for item in value)
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        raise NotImplementedError
+
+
+class TelegramSettings(ChannelSection):
+    token: SecretStr | None = None
+    base_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None  # public https URL Telegram posts to
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(default=8443, ge=1, le=65_535)
+    webhook_path: str = "telegram"
+    webhook_secret: SecretStr | None = None
+    poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
+
+    @property
+    def enabled(self) -> bool:
+        return self.token is not None and bool(self.token.get_secret_value())
+
+
+class DiscordSettings(ChannelSection):
+    token: SecretStr | None = None
+    reactions: bool = False  # add a reaction while a message is being processed
+
+    @property
+    def enabled(self) -> bool:
+        return self.token is not None and bool(self.token.get_secret_value())
+
+
+class SlackSettings(ChannelSection):
+    bot_token: SecretStr | None = None
+    app_token: SecretStr | None = None  # Socket Mode (default)
+    signing_secret: SecretStr | None = None  # HTTP Events API mode
+    mode: Literal["socket", "http"] = "socket"
+    http_listen: str = "127.0.0.1"
+    http_port: int = Field(default=3000, ge=1, le=65_535)
+    base_url: str = "https://slack.com/api/"
+
+    @property
+    def enabled(self) -> bool:
+        return self.bot_token is not None and bool(self.bot_token.get_secret_value())
+
+
+class EmailSettings(ChannelSection):
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65_535)
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_starttls: bool = True
+    smtp_tls: bool = False  # implicit TLS (port 465)
+    from_address: str | None = None
+    allowed_recipients: tuple[str, ...] = ()
+    imap_host: str | None = None
+    imap_port: int = Field(default=993, ge=1, le=65_535)
+    imap_username: str | None = None
+    imap_password: SecretStr | None = None
+    imap_tls: bool = True
+    imap_mailbox: str = "INBOX"
+    dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
+
+    @property
+    def enabled(self) -> bool:
+        """The inbox channel; sending works without it."""
+        return bool(self.imap_host and self.imap_username)
+
+    @property
+    def can_send(self) -> bool:
+        return bool(self.smtp_host and self.from_address)
+
+
+class WebSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65_535)
+    token: SecretStr | None = None

@@ -1,0 +1,92 @@
+"""The durable store: one SQLite file (WAL) holding the journal, outbox and history."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+from gateway.messages import OutboundMessage
+from gateway.store.db import Database
+from gateway.store.history import History, NewMessage, SessionState, StoredMessage
+from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
+from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
+from gateway.store.outbox import Outbox, OutboxRecord
+
+__all__ = [
+    "Database",
+    "History",
+    "InboundRecord",
+    "Journal",
+    "KeyValue",
+    "LedgerEntry",
+    "NewMessage",
+    "OpenTurn",
+    "OpenWork",
+    "Outbox",
+    "OutboxRecord",
+    "SessionState",
+    "Store",
+    "StoredMessage",
+    "ToolLedger",
+]
+
+
+class Store:
+    """All repositories over one database, plus the turn commit that spans them."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: Literal["full", "normal"] = "full",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = Database(path, synchronous=synchronous)
+        self.journal = Journal(self.db, clock=clock)
+        self.outbox = Outbox(self.db, clock=clock)
+        self.history = History(self.db, clock=clock)
+        self.ledger = ToolLedger(self.db, clock=clock)
+        self.kv = KeyValue(self.db, clock=clock)
+
+    async def start(self) -> None:
+        await self.db.start()
+
+    async def stop(self) -> None:
+        await self.db.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def commit_turn(
+        self,
+        *,
+        turn_id: str,
+        session_key: str,
+        replies: Sequence[OutboundMessage],
+        state: str = "done",
+        last_chat: dict[str, str | None] | None = None,
+    ) -> None:
+        """Atomically: history drafts become final, replies are queued, the turn and its
+        inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
+
+        def commit(conn: sqlite3.Connection) -> None:
+            self.history.finalize_statement(conn, session_key, turn_id)
+            self.outbox.enqueue_statement(conn, replies)
+            self.journal.finish_statement(conn, turn_id, state)
+            if last_chat is not None:
+                self.kv.set_statement(conn, "last_chat", last_chat)
+
+        await self.db.run(commit)

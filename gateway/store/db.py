@@ -1,0 +1,179 @@
+"""One SQLite database, one writer thread, group commit.
+
+Every read and write runs on a dedicated thread that owns the connection, so the event
+loop never blocks on disk. Jobs that arrive together share one transaction (each inside
+its own savepoint, so one failing job does not undo the others): with 50 chats writing at
+once that is one fsync instead of fifty. ``await db.run(fn)`` returns only after the
+transaction holding ``fn`` has committed, which is what "journaled before acknowledged"
+needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+from gateway.errors import StorageFullError, StoreError
+from gateway.store.schema import migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Job = Callable[[sqlite3.Connection], T]
+
+_MAX_BATCH = 128
+_SQLITE_FULL = 13
+
+
+@dataclass(slots=True)
+class _Pending:
+    fn: Callable[[sqlite3.Connection], Any]
+    future: asyncio.Future[Any]
+
+
+class _Stop:
+    pass
+
+
+class Database:
+    """Async facade over one SQLite file in WAL mode."""
+
+    def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
+        self.path = path
+        self._synchronous = synchronous.upper()
+        self._queue: queue.SimpleQueue[_Pending | _Stop] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+
+    async def start(self) -> None:
+        if self._thread is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._worker, name="switchboard-db", daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(self._ready.wait)
+        if self._open_error is not None:
+            self._thread = None
+            raise StoreError(f"cannot open {self.path}: {self._open_error}") from self._open_error
+
+    async def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._queue.put(_Stop())
+        await asyncio.to_thread(thread.join)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def run(self, fn: Job[T]) -> T:
+        """Run ``fn(connection)`` in a transaction; return once it is committed."""
+        if self._thread is None or self._loop is None:
+            raise StoreError("database is not open")
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put(_Pending(fn, future))
+        return await future
+
+    # -- writer thread -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
+        migrate(conn)
+        self.path.chmod(0o600)
+        return conn
+
+    def _worker(self) -> None:
+        try:
+            conn = self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            self._open_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        stopping = False
+        try:
+            while not stopping:
+                batch: list[_Pending] = []
+                item = self._queue.get()
+                while True:
+                    if isinstance(item, _Stop):
+                        stopping = True
+                        break
+                    batch.append(item)
+                    if len(batch) >= _MAX_BATCH:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    self._run_batch(conn, batch)
+        finally:
+            conn.close()
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
+        outcomes: list[tuple[_Pending, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = job.fn(conn)
+                except Exception as exc:  # the job's own error goes back to its caller
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, None, _translate(exc)))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, result, None))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = _translate(exc)
+            log.exception("store transaction failed: %s", error)
+            outcomes = [(job, None, error) for job in batch]
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(_deliver, outcomes)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, sqlite3.Error):
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL:
+            return StorageFullError("the disk holding the Switchboard store is full")
+        return StoreError(str(exc))
+    return exc
+
+
+def _deliver(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
+    for job, result, error in outcomes:
+        if job.future.done():  # the caller gave up (cancelled); the write still happened
+            continue
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)

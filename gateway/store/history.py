@@ -1,0 +1,182 @@
+"""Conversation history per session, including the unfinished turn's drafts.
+
+A running turn writes each model response and tool result as a *draft* as soon as it
+exists; that is the checkpoint a resumed turn continues from. Committing the turn flips
+its drafts to *final* in the same transaction that queues the answer. ``/new`` starts a
+new generation: older messages stay on disk but leave the context.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    session_key: str
+    generation: int = 0
+    summary: str | None = None
+    summary_upto: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    role: str
+    body: dict[str, Any]
+    tokens: int
+    turn_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    role: str
+    body: dict[str, Any]
+    tokens: int = 0
+
+
+def _session(conn: sqlite3.Connection, session_key: str) -> SessionState:
+    row = conn.execute(
+        "SELECT generation, summary, summary_upto FROM sessions WHERE session_key = ?",
+        (session_key,),
+    ).fetchone()
+    if row is None:
+        return SessionState(session_key)
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]))
+
+
+def _rows(cursor: Iterable[tuple[int, str, str, int, str | None]]) -> list[StoredMessage]:
+    return [
+        StoredMessage(row_id, role, json.loads(body), tokens, turn_id)
+        for row_id, role, body, tokens, turn_id in cursor
+    ]
+
+
+class History:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def load(
+        self, session_key: str, *, limit: int
+    ) -> tuple[SessionState, list[StoredMessage]]:
+        """The session's state and its newest ``limit`` final messages after the summary."""
+
+        def query(conn: sqlite3.Connection) -> tuple[SessionState, list[StoredMessage]]:
+            state = _session(conn, session_key)
+            rows = conn.execute(
+                "SELECT id, role, body, tokens, turn_id FROM messages"
+                " WHERE session_key = ? AND generation = ? AND status = 'final' AND id > ?"
+                " ORDER BY id DESC LIMIT ?",
+                (session_key, state.generation, state.summary_upto, limit),
+            ).fetchall()
+            rows.reverse()
+            return state, _rows(rows)
+
+        return await self._db.run(query)
+
+    async def drafts(self, turn_id: str) -> list[StoredMessage]:
+        def query(conn: sqlite3.Connection) -> list[StoredMessage]:
+            return _rows(
+                conn.execute(
+                    "SELECT id, role, body, tokens, turn_id FROM messages"
+                    " WHERE turn_id = ? AND status = 'draft' ORDER BY id",
+                    (turn_id,),
+                )
+            )
+
+        return await self._db.run(query)
+
+    async def add_drafts(
+        self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
+    ) -> list[int]:
+        now = self._clock()
+
+        def insert(conn: sqlite3.Connection) -> list[int]:
+            generation = _session(conn, session_key).generation
+            ids = []
+            for msg in messages:
+                cursor = conn.execute(
+                    "INSERT INTO messages (session_key, generation, turn_id, status, role, body,"
+                    " tokens, created_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?)",
+                    (
+                        session_key,
+                        generation,
+                        turn_id,
+                        msg.role,
+                        json.dumps(msg.body, ensure_ascii=False),
+                        msg.tokens,
+                        now,
+                    ),
+                )
+                assert cursor.lastrowid is not None
+                ids.append(cursor.lastrowid)
+            return ids
+
+        return await self._db.run(insert)
+
+    async def drop(self, message_ids: Sequence[int]) -> None:
+        """Take messages out of the context for good (error cleanup)."""
+        await self._db.run(
+            lambda conn: conn.executemany(
+                "UPDATE messages SET status = 'dropped' WHERE id = ?",
+                [(message_id,) for message_id in message_ids],
+            )
+        )
+
+    def finalize_statement(self, conn: sqlite3.Connection, session_key: str, turn_id: str) -> None:
+        now = self._clock()
+        conn.execute(
+            "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'",
+            (turn_id,),
+        )
+        conn.execute(
+            "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)"
+            " ON CONFLICT (session_key) DO UPDATE SET last_active = excluded.last_active",
+            (session_key, now),
+        )
+
+    async def new_generation(self, session_key: str) -> int:
+        """Start a fresh conversation (``/new``); the old one stays on disk."""
+
+        def bump(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT INTO sessions (session_key, generation, last_active) VALUES (?, 1, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET generation = generation + 1,"
+                " summary = NULL, summary_upto = 0, last_active = excluded.last_active",
+                (session_key, self._clock()),
+            )
+            return _session(conn, session_key).generation
+
+        return await self._db.run(bump)
+
+    async def set_summary(self, session_key: str, summary: str, upto_id: int) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO sessions (session_key, summary, summary_upto) VALUES (?, ?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET summary = excluded.summary,"
+                " summary_upto = excluded.summary_upto",
+                (session_key, summary, upto_id),
+            )
+        )
+
+    async def message_count(self, session_key: str) -> int:
+        def query(conn: sqlite3.Connection) -> int:
+            state = _session(conn, session_key)
+            (count,) = conn.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_key = ? AND generation = ?"
+                " AND status = 'final'",
+                (session_key, state.generation),
+            ).fetchone()
+            return int(count)
+
+        return await self._db.run(query)

@@ -1,0 +1,199 @@
+"""The inbound journal and the turn table.
+
+An inbound message moves pending → processing → done. It is inserted (deduplicated by
+channel + platform message id) before the platform is acknowledged; it is marked done in
+the same transaction that stores the turn's answer in the outbox, so after a crash every
+message is either answered exactly once or still open and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gateway.messages import InboundMessage
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class InboundRecord:
+    """A journaled inbound message."""
+
+    id: int
+    message: InboundMessage
+    turn_id: str | None = None
+
+    @property
+    def session_key(self) -> str:
+        return self.message.session_key
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """A turn that was running when the process stopped."""
+
+    id: str
+    session_key: str
+    kind: str
+    attempts: int
+    records: tuple[InboundRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWork:
+    """What a fresh start must pick up again, oldest first."""
+
+    pending: tuple[InboundRecord, ...]
+    running: tuple[OpenTurn, ...]
+
+
+def _record(row: sqlite3.Row | tuple[int, str, str | None]) -> InboundRecord:
+    row_id, payload, turn_id = row
+    return InboundRecord(row_id, InboundMessage.from_dict(json.loads(payload)), turn_id)
+
+
+class Journal:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def accept(self, msg: InboundMessage) -> InboundRecord | None:
+        """Durably record ``msg``; ``None`` when this platform message was seen before."""
+        payload = json.dumps(msg.to_dict(), ensure_ascii=False)
+        now = self._clock()
+
+        def insert(conn: sqlite3.Connection) -> int | None:
+            cursor = conn.execute(
+                "INSERT INTO inbound (channel, platform_id, session_key, payload, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (channel, platform_id) DO NOTHING",
+                (msg.channel, msg.platform_message_id, msg.session_key, payload, now, now),
+            )
+            return cursor.lastrowid if cursor.rowcount else None
+
+        row_id = await self._db.run(insert)
+        return None if row_id is None else InboundRecord(row_id, msg)
+
+    async def seen(self, channel: str, platform_id: str) -> bool:
+        def query(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM inbound WHERE channel = ? AND platform_id = ?",
+                (channel, platform_id),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(query)
+
+    async def start_turn(
+        self, turn_id: str, session_key: str, kind: str, record_ids: Sequence[int]
+    ) -> None:
+        """Create the turn and mark its inbound messages as processing (one transaction)."""
+        now = self._clock()
+
+        def claim(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO turns (id, session_key, kind, state, created_at, updated_at)"
+                " VALUES (?, ?, ?, 'running', ?, ?)",
+                (turn_id, session_key, kind, now, now),
+            )
+            conn.executemany(
+                "UPDATE inbound SET state = 'processing', turn_id = ?, updated_at = ? WHERE id = ?",
+                [(turn_id, now, record_id) for record_id in record_ids],
+            )
+
+        await self._db.run(claim)
+
+    async def retry_turn(self, turn_id: str) -> int:
+        """Count one more attempt at a resumed turn; returns the new attempt number."""
+        now = self._clock()
+
+        def bump(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "UPDATE turns SET attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                (now, turn_id),
+            )
+            (attempts,) = conn.execute(
+                "SELECT attempts FROM turns WHERE id = ?", (turn_id,)
+            ).fetchone()
+            return int(attempts)
+
+        return await self._db.run(bump)
+
+    def finish_statement(self, conn: sqlite3.Connection, turn_id: str, state: str = "done") -> None:
+        """Close a turn and its inbound messages; part of the turn's commit transaction."""
+        now = self._clock()
+        conn.execute(
+            "UPDATE turns SET state = ?, updated_at = ? WHERE id = ?", (state, now, turn_id)
+        )
+        conn.execute(
+            "UPDATE inbound SET state = 'done', updated_at = ? WHERE turn_id = ?", (now, turn_id)
+        )
+
+    async def open_work(self) -> OpenWork:
+        def load(conn: sqlite3.Connection) -> OpenWork:
+            pending = tuple(
+                _record(row)
+                for row in conn.execute(
+                    "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending' ORDER BY id"
+                )
+            )
+            running: list[OpenTurn] = []
+            turns = conn.execute(
+                "SELECT id, session_key, kind, attempts FROM turns WHERE state = 'running'"
+                " ORDER BY created_at"
+            ).fetchall()
+            for turn_id, session_key, kind, attempts in turns:
+                records = tuple(
+                    _record(row)
+                    for row in conn.execute(
+                        "SELECT id, payload, turn_id FROM inbound WHERE turn_id = ? ORDER BY id",
+                        (turn_id,),
+                    )
+                )
+                running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
+            return OpenWork(pending, tuple(running))
+
+        return await self._db.run(load)
+
+    async def counts(self) -> dict[str, int]:
+        def load(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(
+                "SELECT state, COUNT(*) FROM inbound WHERE state != 'done' GROUP BY state"
+            )
+            return {state: int(count) for state, count in rows}
+
+        return await self._db.run(load)
+
+    async def open_count(self, channel: str | None = None) -> int:
+        """Messages not yet answered (waiting or in a running turn)."""
+
+        def load(conn: sqlite3.Connection) -> int:
+            if channel is None:
+                row = conn.execute("SELECT COUNT(*) FROM inbound WHERE state != 'done'").fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM inbound WHERE state != 'done' AND channel = ?", (channel,)
+                ).fetchone()
+            return int(row[0])
+
+        return await self._db.run(load)
+
+    async def prune(self, older_than_seconds: float) -> int:
+        """Forget finished messages older than the dedup window."""
+        cutoff = self._clock() - older_than_seconds
+
+        def delete(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
+                "DELETE FROM inbound WHERE state = 'done' AND updated_at < ?", (cutoff,)
+            )
+            conn.execute(
+                "DELETE FROM turns WHERE state IN ('done', 'failed') AND updated_at < ?", (cutoff,)
+            )
+            return cursor.rowcount
+
+        return await self._db.run(delete)

@@ -1,0 +1,92 @@
+"""Idempotency ledger for side-effecting tool calls, and a small key-value table.
+
+Before a side-effecting tool runs, ``turn id + call id`` is recorded as *started*; its
+result is recorded as *done*. A resumed turn that meets the same call reuses the result,
+or, when the process died between the two, is told the outcome is unknown instead of
+repeating the effect (an email is never sent twice).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    key: str
+    tool: str
+    state: str  # "started" | "done"
+    result: str | None
+
+
+class ToolLedger:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def get(self, key: str) -> LedgerEntry | None:
+        def query(conn: sqlite3.Connection) -> LedgerEntry | None:
+            row = conn.execute(
+                "SELECT key, tool, state, result FROM tool_ledger WHERE key = ?", (key,)
+            ).fetchone()
+            return None if row is None else LedgerEntry(*row)
+
+        return await self._db.run(query)
+
+    async def start(self, key: str, tool: str) -> bool:
+        """Record intent; ``False`` if this call was already started before."""
+        now = self._clock()
+
+        def insert(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "INSERT INTO tool_ledger (key, tool, state, created_at, updated_at)"
+                " VALUES (?, ?, 'started', ?, ?) ON CONFLICT (key) DO NOTHING",
+                (key, tool, now, now),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(insert)
+
+    async def finish(self, key: str, result: str) -> None:
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE tool_ledger SET state = 'done', result = ?, updated_at = ? WHERE key = ?",
+                (result, now, key),
+            )
+        )
+
+
+class KeyValue:
+    """Small JSON values that must survive restarts (last active chat, offsets, ...)."""
+
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def get(self, key: str) -> Any:
+        def query(conn: sqlite3.Connection) -> Any:
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            return None if row is None else json.loads(row[0])
+
+        return await self._db.run(query)
+
+    def set_statement(self, conn: sqlite3.Connection, key: str, value: Any) -> None:
+        conn.execute(
+            "INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            (key, json.dumps(value, ensure_ascii=False), self._clock()),
+        )
+
+    async def set(self, key: str, value: Any) -> None:
+        await self._db.run(lambda conn: self.set_statement(conn, key, value))

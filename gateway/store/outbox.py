@@ -1,0 +1,141 @@
+"""Durable outbound queue: what must reach a chat, with retries and backoff.
+
+Rows are keyed by the message's idempotency key, so queueing the same answer twice (a
+resumed turn, a repeated tool call) stores it once. Order is kept per chat: a chat's next
+message waits until the one before it is sent or given up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gateway.messages import OutboundMessage
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRecord:
+    id: int
+    message: OutboundMessage
+    attempts: int
+    due_at: float
+
+
+class Outbox:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    def enqueue_statement(
+        self, conn: sqlite3.Connection, messages: Sequence[OutboundMessage]
+    ) -> int:
+        now = self._clock()
+        inserted = 0
+        for msg in messages:
+            cursor = conn.execute(
+                "INSERT INTO outbox (idem_key, channel, chat_key, payload, next_attempt_at,"
+                " turn_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (idem_key) DO NOTHING",
+                (
+                    msg.idempotency_key,
+                    msg.channel,
+                    msg.chat.session_key,
+                    json.dumps(msg.to_dict(), ensure_ascii=False),
+                    now,
+                    msg.turn_id,
+                    now,
+                ),
+            )
+            inserted += cursor.rowcount
+        return inserted
+
+    async def enqueue(self, messages: Sequence[OutboundMessage]) -> int:
+        """Store messages for delivery; returns how many were new."""
+        return await self._db.run(lambda conn: self.enqueue_statement(conn, messages))
+
+    async def heads(self, channel: str, *, limit: int = 200) -> list[OutboxRecord]:
+        """The oldest pending message of each chat of ``channel``, due or not."""
+
+        def load(conn: sqlite3.Connection) -> list[OutboxRecord]:
+            rows = conn.execute(
+                "SELECT o.id, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
+                " JOIN (SELECT MIN(id) AS id FROM outbox"
+                "       WHERE state = 'pending' AND channel = ? GROUP BY chat_key) head"
+                "   ON head.id = o.id"
+                " ORDER BY o.id LIMIT ?",
+                (channel, limit),
+            )
+            return [
+                OutboxRecord(
+                    row_id, OutboundMessage.from_dict(json.loads(payload)), attempts, due_at
+                )
+                for row_id, payload, attempts, due_at in rows
+            ]
+
+        return await self._db.run(load)
+
+    async def mark_sent(self, record_id: int, receipt: str | None = None) -> None:
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'sent', sent_at = ?, receipt = ?,"
+                " attempts = attempts + 1 WHERE id = ?",
+                (now, receipt, record_id),
+            )
+        )
+
+    async def reschedule(self, record_id: int, delay: float, error: str) -> None:
+        due_at = self._clock() + delay
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?"
+                " WHERE id = ?",
+                (due_at, error[:500], record_id),
+            )
+        )
+
+    async def hold_chat(self, channel: str, chat_key: str, until: float) -> None:
+        """Delay every pending message of one chat (the platform rate-limited it)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET next_attempt_at = MAX(next_attempt_at, ?)"
+                " WHERE state = 'pending' AND channel = ? AND chat_key = ?",
+                (until, channel, chat_key),
+            )
+        )
+
+    async def mark_failed(self, record_id: int, error: str) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?"
+                " WHERE id = ?",
+                (error[:500], record_id),
+            )
+        )
+
+    async def pending_count(self, channel: str | None = None) -> int:
+        def load(conn: sqlite3.Connection) -> int:
+            if channel is None:
+                row = conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM outbox WHERE state = 'pending' AND channel = ?",
+                    (channel,),
+                ).fetchone()
+            return int(row[0])
+
+        return await self._db.run(load)
+
+    async def failed_count(self) -> int:
+        def load(conn: sqlite3.Connection) -> int:
+            return int(
+                conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
+            )
+
+        return await self._db.run(load)

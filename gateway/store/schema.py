@@ -1,0 +1,101 @@
+"""The store's tables, versioned with ``PRAGMA user_version``.
+
+A new version appends to :data:`MIGRATIONS`; existing entries never change.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[str, ...] = (
+    # v1: the core journal
+    """
+    CREATE TABLE inbound (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        platform_id TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',      -- pending | processing | done
+        turn_id TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (channel, platform_id)
+    );
+    CREATE INDEX inbound_open ON inbound (state) WHERE state IN ('pending', 'processing');
+    CREATE INDEX inbound_turn ON inbound (turn_id);
+
+    CREATE TABLE turns (
+        id TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        kind TEXT NOT NULL,                          -- chat | heartbeat | cron | system
+        state TEXT NOT NULL,                         -- running | answered | done | failed
+        attempts INTEGER NOT NULL DEFAULT 1,
+        reply TEXT,                                  -- JSON: outbound messages decided at the end
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX turns_open ON turns (state) WHERE state IN ('running', 'answered');
+
+    CREATE TABLE sessions (
+        session_key TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL DEFAULT 0,
+        summary TEXT,
+        summary_upto INTEGER NOT NULL DEFAULT 0,
+        last_active REAL
+    );
+
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        turn_id TEXT,
+        status TEXT NOT NULL,                        -- draft | final | dropped
+        role TEXT NOT NULL,
+        body TEXT NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_session ON messages (session_key, generation, status, id);
+    CREATE INDEX messages_turn ON messages (turn_id);
+
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        idem_key TEXT NOT NULL UNIQUE,
+        channel TEXT NOT NULL,
+        chat_key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',       -- pending | sent | failed
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_error TEXT,
+        turn_id TEXT,
+        receipt TEXT,
+        created_at REAL NOT NULL,
+        sent_at REAL
+    );
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at) WHERE state = 'pending';
+
+    CREATE TABLE tool_ledger (
+        key TEXT PRIMARY KEY,                        -- turn id + ':' + tool call id
+        tool TEXT NOT NULL,
+        state TEXT NOT NULL,                         -- started | done
+        result TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+
+    CREATE TABLE kv (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
+)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema to the newest version, one transaction per step."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")

@@ -1,0 +1,70 @@
+"""Shared fixtures: an isolated SWITCHBOARD_HOME, the fake LLM, and a running gateway."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.memory import MemoryChannel
+from gateway.app import Gateway
+from gateway.onboard import onboard
+from gateway.settings import Settings
+from tests.fakes.llm import FakeLLM
+
+for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+    os.environ.pop(_name, None)
+os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No test reads the developer's real config or keys."""
+    for key in list(os.environ):
+        if key.startswith("SWITCHBOARD_") or key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
+    yield
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    fake = await FakeLLM().start()
+    yield fake
+    await fake.stop()
+
+
+SettingsFactory = Callable[..., Settings]
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, fake_llm: FakeLLM) -> SettingsFactory:
+    def build(**overrides: Any) -> Settings:
+        home = overrides.pop("home", tmp_path / "home")
+        llm = {"provider": "openai", "model": "fake-model", "base_url": fake_llm.openai_url, "api_key": "sk-test-key-123456", "max_retries": 0}
+        llm.update(overrides.pop("llm", {}))
+        if llm["provider"] == "anthropic" and "base_url" not in overrides.get("llm", {}):
+            llm["base_url"] = fake_llm.anthropic_url
+        settings = Settings(home=home, llm=llm, **overrides)
+        onboard(settings.home, settings.workspace_dir)
+        return settings
+
+    return build
+
+
+@pytest.fixture
+def run_gateway(make_settings: SettingsFactory) -> Callable[..., Any]:
+    """``async with run_gateway() as (gateway, channel):`` a started gateway on a MemoryChannel."""
+
+    @asynccontextmanager
+    async def start(settings: Settings | None = None, *, channel: MemoryChannel | None = None, **overrides: Any) -> AsyncIterator[tuple[Gateway, MemoryChannel]]:
+        memory = channel or MemoryChannel()
+        gateway = Gateway(settings or make_settings(**overrides), channels=[memory])
+        async with gateway:
+            yield gateway, memory
+
+    return start

@@ -1,0 +1,290 @@
+"""A scripted fake of the OpenAI Chat Completions and Anthropic Messages APIs.
+
+The real ``openai`` and ``anthropic`` SDKs talk to it over HTTP on 127.0.0.1. Tests queue
+steps (a text answer, tool calls, an HTTP error, a held response) that are served in order;
+when the script is empty a ``responder`` function decides. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Step:
+    text: str = ""
+    calls: tuple[tuple[str, str], ...] = ()  # (tool name, raw JSON arguments)
+    status: int = 200
+    error_body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    gate: asyncio.Event | None = None  # hold the response until this is set
+    delay: float = 0.0
+    stream_chunks: int = 3
+
+
+def text(content: str, *, delay: float = 0.0) -> Step:
+    return Step(text=content, delay=delay)
+
+
+def calls(*pairs: tuple[str, dict[str, Any] | str], content: str = "") -> Step:
+    encoded = tuple(
+        (name, args if isinstance(args, str) else json.dumps(args)) for name, args in pairs
+    )
+    return Step(text=content, calls=encoded)
+
+
+def error(status: int, message: str = "fake error", *, retry_after_ms: int | None = None, code: str | None = None) -> Step:
+    headers = {"retry-after-ms": str(retry_after_ms)} if retry_after_ms is not None else {}
+    body = {"error": {"message": message, "type": "fake_error", "param": None, "code": code}}
+    return Step(status=status, error_body=body, headers=headers)
+
+
+def held(gate: asyncio.Event, content: str = "late answer") -> Step:
+    return Step(text=content, gate=gate)
+
+
+@dataclass
+class Recorded:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    @property
+    def user_texts(self) -> list[str]:
+        """Text of every user message, in order (both wire formats)."""
+        out = []
+        for msg in self.body.get("messages", []):
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            if isinstance(content, str):
+                out.append(content)
+            elif isinstance(content, list):
+                out.extend(b.get("text", "") for b in content if b.get("type") == "text")
+        return out
+
+    @property
+    def last_user_text(self) -> str:
+        texts = self.user_texts
+        return texts[-1] if texts else ""
+
+    @property
+    def system_text(self) -> str:
+        if "system" in self.body:
+            system = self.body["system"]
+            return system if isinstance(system, str) else "\n".join(b["text"] for b in system)
+        first = self.body.get("messages", [{}])[0]
+        return first.get("content", "") if first.get("role") == "system" else ""
+
+    @property
+    def tool_names(self) -> list[str]:
+        names = []
+        for tool in self.body.get("tools", []):
+            names.append(tool["function"]["name"] if "function" in tool else tool["name"])
+        return names
+
+    @property
+    def tool_results(self) -> list[str]:
+        """Contents of tool results in the request (both wire formats)."""
+        out = []
+        for msg in self.body.get("messages", []):
+            if msg.get("role") == "tool":
+                out.append(msg.get("content", ""))
+            elif isinstance(msg.get("content"), list):
+                out.extend(
+                    b.get("content", "") for b in msg["content"] if b.get("type") == "tool_result"
+                )
+        return out
+
+
+Responder = Callable[[Recorded], Step | Awaitable[Step]]
+
+
+def echo(request: Recorded) -> Step:
+    return text(f"echo: {request.last_user_text}")
+
+
+class FakeLLM:
+    def __init__(self, *, responder: Responder = echo, latency: float = 0.0) -> None:
+        self.script: deque[Step] = deque()
+        self.responder = responder
+        self.latency = latency
+        self.requests: list[Recorded] = []
+        self.arrived = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._ids = itertools.count(1)
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> FakeLLM:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/messages", self._anthropic)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        return self
+
+    async def stop(self) -> None:
+        for step in self.script:
+            if step.gate is not None:
+                step.gate.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def openai_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- scripting and waiting ------------------------------------------------------------
+
+    def queue(self, *steps: Step) -> None:
+        self.script.extend(steps)
+
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        async def reached() -> None:
+            async with self.arrived:
+                await self.arrived.wait_for(lambda: len(self.requests) >= count)
+
+        await asyncio.wait_for(reached(), timeout)
+
+    async def _next_step(self, recorded: Recorded) -> Step:
+        async with self.arrived:
+            self.requests.append(recorded)
+            self.arrived.notify_all()
+        if self.script:
+            return self.script.popleft()
+        step = self.responder(recorded)
+        return await step if isinstance(step, Awaitable) else step
+
+    async def _prepare(self, request: web.Request) -> tuple[Recorded, Step]:
+        body = await request.json()
+        recorded = Recorded(request.path, body, dict(request.headers))
+        step = await self._next_step(recorded)
+        if step.gate is not None:
+            await step.gate.wait()
+        if self.latency or step.delay:
+            await asyncio.sleep(self.latency + step.delay)
+        return recorded, step
+
+    # -- OpenAI ---------------------------------------------------------------------------
+
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
+        recorded, step = await self._prepare(request)
+        if step.status != 200:
+            return web.json_response(step.error_body, status=step.status, headers=step.headers)
+        prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
+        completion_tokens = max(1, len(step.text) // 4)
+        tool_calls = [
+            {"id": f"call_{next(self._ids)}", "type": "function", "function": {"name": n, "arguments": a}}
+            for n, a in step.calls
+        ]
+        finish = "tool_calls" if tool_calls else "stop"
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        if not recorded.body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            return web.json_response(
+                {
+                    "id": f"chatcmpl-{next(self._ids)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": recorded.body.get("model", "fake"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def chunk(delta: dict[str, Any], finish_reason: str | None = None, extra: dict[str, Any] | None = None) -> None:
+            payload = {
+                "id": "chatcmpl-stream",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "fake",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                **(extra or {}),
+            }
+            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+
+        await chunk({"role": "assistant", "content": ""})
+        for piece in _pieces(step.text, step.stream_chunks):
+            await chunk({"content": piece})
+        for index, call in enumerate(tool_calls):
+            await chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            for piece in _pieces(call["function"]["arguments"], 2):
+                await chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        await chunk({}, finish)
+        usage_chunk = {"id": "chatcmpl-stream", "object": "chat.completion.chunk", "created": 0, "model": "fake", "choices": [], "usage": usage}
+        await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    # -- Anthropic ------------------------------------------------------------------------
+
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
+        recorded, step = await self._prepare(request)
+        if step.status != 200:
+            message = (step.error_body or {}).get("error", {}).get("message", "error")
+            kind = "rate_limit_error" if step.status == 429 else "overloaded_error" if step.status >= 500 else "invalid_request_error"
+            return web.json_response({"type": "error", "error": {"type": kind, "message": message}}, status=step.status, headers=step.headers)
+        content: list[dict[str, Any]] = []
+        if step.text:
+            content.append({"type": "text", "text": step.text})
+        for name, args in step.calls:
+            content.append({"type": "tool_use", "id": f"toolu_{next(self._ids)}", "name": name, "input": json.loads(args)})
+        stop = "tool_use" if step.calls else "end_turn"
+        input_tokens = max(1, len(json.dumps(recorded.body)) // 4)
+        usage = {"input_tokens": input_tokens, "output_tokens": max(1, len(step.text) // 4), "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        message = {"id": f"msg_{next(self._ids)}", "type": "message", "role": "assistant", "model": recorded.body.get("model", "fake"), "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        if not recorded.body.get("stream"):
+            return web.json_response(message)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def event(name: str, data: dict[str, Any]) -> None:
+            await response.write(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
+
+        await event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+        for index, block in enumerate(content):
+            if block["type"] == "text":
+                await event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                for piece in _pieces(block["text"], step.stream_chunks):
+                    await event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}})
+            else:
+                await event("content_block_start", {"index": index, "content_block": {**block, "input": {}}})
+                for piece in _pieces(json.dumps(block["input"]), 2):
+                    await event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+            await event("content_block_stop", {"index": index})
+        await event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}})
+        await event("message_stop", {})
+        await response.write_eof()
+        return response
+
+
+def _pieces(value: str, count: int) -> list[str]:
+    if not value:
+        return []
+    size = max(1, -(-len(value) // count))
+    return [value[i : i + size] for i in range(0, len(value), size)]

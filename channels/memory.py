@@ -84,7 +84,9 @@ class MemoryChannel:
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
 
-    async def wait_for(self, count: int, *, chat_id: str | None = None, timeout: float = 10.0) -> list[OutboundMessage]:
+    async def wait_for(
+        self, count: int, *, chat_id: str | None = None, max_wait: float = 10.0
+    ) -> list[OutboundMessage]:
         """Wait until ``count`` messages were sent (to ``chat_id``, if given)."""
 
         def matching() -> list[OutboundMessage]:
@@ -94,5 +96,5 @@ class MemoryChannel:
             async with self._changed:
                 await self._changed.wait_for(lambda: len(matching()) >= count)
 
-        await asyncio.wait_for(reached(), timeout)
+        await asyncio.wait_for(reached(), max_wait)
         return matching()

@@ -22,6 +22,7 @@ from agent.llm.factory import create_provider
 from agent.loop import AgentLoop
 from agent.policy import ToolPolicy
 from agent.runner import Runner
+from agent.tools.base import Tool
 from agent.tools.executor import ToolExecutor
 from agent.tools.registry import ToolRegistry
 from agent.toolset import default_tools
@@ -52,6 +53,7 @@ class Gateway:
         *,
         channels: Sequence[Channel] = (),
         llm: LLMProvider | None = None,
+        extra_tools: Sequence[Tool] = (),
     ) -> None:
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
@@ -67,7 +69,7 @@ class Gateway:
         self.policy = ToolPolicy(
             safe_mode=settings.tools.safe_mode, exec_enabled=settings.tools.exec.enabled
         )
-        self.tools = ToolRegistry(default_tools(settings))
+        self.tools = ToolRegistry([*default_tools(settings), *extra_tools])
         executor = ToolExecutor(
             self.tools,
             self.store.ledger,

@@ -83,6 +83,7 @@ class Conversations:
             await self._store.journal.start_turn(
                 request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
             )
+        log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
         if len(batch.records) == 1 and self._commands.handles(last):
             text = await self._commands.run(last)
             reply = OutboundMessage.reply_to(

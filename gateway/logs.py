@@ -22,8 +22,8 @@ TOKEN_PATTERNS = (
     r"xox[abpres]-[A-Za-z0-9\-]{10,}",  # Slack bot/user tokens
     r"xapp-[A-Za-z0-9\-]{10,}",  # Slack app tokens
     r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b",  # Telegram bot tokens
-    r"(?i)(?<=bearer )[A-Za-z0-9._\-]{12,}",
-    r"(?i)(?<=/bot)\d{6,12}:[A-Za-z0-9_\-]{30,}",
+    r"(?i:(?<=bearer )[A-Za-z0-9._\-]{12,})",
+    r"(?<=/bot)\d{6,12}:[A-Za-z0-9_\-]{30,}",
 )
 _KEY_NAMES = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd)")
 REDACTED = "[REDACTED]"

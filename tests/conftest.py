@@ -45,7 +45,13 @@ SettingsFactory = Callable[..., Settings]
 def make_settings(tmp_path: Path, fake_llm: FakeLLM) -> SettingsFactory:
     def build(**overrides: Any) -> Settings:
         home = overrides.pop("home", tmp_path / "home")
-        llm = {"provider": "openai", "model": "fake-model", "base_url": fake_llm.openai_url, "api_key": "sk-test-key-123456", "max_retries": 0}
+        llm = {
+            "provider": "openai",
+            "model": "fake-model",
+            "base_url": fake_llm.openai_url,
+            "api_key": "sk-test-key-123456",
+            "max_retries": 0,
+        }
         llm.update(overrides.pop("llm", {}))
         if llm["provider"] == "anthropic" and "base_url" not in overrides.get("llm", {}):
             llm["base_url"] = fake_llm.anthropic_url
@@ -61,7 +67,9 @@ def run_gateway(make_settings: SettingsFactory) -> Callable[..., Any]:
     """``async with run_gateway() as (gateway, channel):`` a started gateway on a MemoryChannel."""
 
     @asynccontextmanager
-    async def start(settings: Settings | None = None, *, channel: MemoryChannel | None = None, **overrides: Any) -> AsyncIterator[tuple[Gateway, MemoryChannel]]:
+    async def start(
+        settings: Settings | None = None, *, channel: MemoryChannel | None = None, **overrides: Any
+    ) -> AsyncIterator[tuple[Gateway, MemoryChannel]]:
         memory = channel or MemoryChannel()
         gateway = Gateway(settings or make_settings(**overrides), channels=[memory])
         async with gateway:

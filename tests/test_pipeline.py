@@ -21,7 +21,9 @@ async def test_a_message_gets_one_answer(run_gateway: Any, fake_llm: FakeLLM) ->
     assert "Switchboard" in fake_llm.requests[0].system_text
 
 
-async def test_the_same_platform_message_twice_makes_one_turn(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_the_same_platform_message_twice_makes_one_turn(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
     async with run_gateway() as (gateway, channel):
         assert await channel.push("hi", message_id="42") is Accepted.NEW
         assert await channel.push("hi", message_id="42") is Accepted.DUPLICATE
@@ -32,7 +34,7 @@ async def test_the_same_platform_message_twice_makes_one_turn(run_gateway: Any, 
 
 
 async def test_history_carries_into_the_next_turn(run_gateway: Any, fake_llm: FakeLLM) -> None:
-    async with run_gateway() as (gateway, channel):
+    async with run_gateway() as (_gateway, channel):
         await channel.push("my name is Dana")
         await channel.wait_for(1)
         await channel.push("what is my name?")
@@ -56,7 +58,9 @@ async def test_tool_loop_writes_and_reads_a_file(run_gateway: Any, fake_llm: Fak
     assert fake_llm.requests[2].tool_results[-1] == "buy milk"
 
 
-async def test_message_tool_is_not_repeated_by_the_final_answer(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_message_tool_is_not_repeated_by_the_final_answer(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
     fake_llm.queue(calls(("message", {"content": "The answer is 42."})), text("The answer is 42."))
     async with run_gateway() as (gateway, channel):
         await channel.push("what is the answer?")
@@ -66,7 +70,9 @@ async def test_message_tool_is_not_repeated_by_the_final_answer(run_gateway: Any
     assert channel.sent[0].kind is OutboundKind.PROGRESS
 
 
-async def test_messages_for_a_busy_chat_are_folded_in_order(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_messages_for_a_busy_chat_are_folded_in_order(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
     gate = asyncio.Event()
     fake_llm.queue(held(gate, "first answer"))
     async with run_gateway() as (gateway, channel):
@@ -84,7 +90,7 @@ async def test_messages_for_a_busy_chat_are_folded_in_order(run_gateway: Any, fa
 async def test_a_stuck_chat_does_not_block_other_chats(run_gateway: Any, fake_llm: FakeLLM) -> None:
     gate = asyncio.Event()
     fake_llm.queue(held(gate, "slow answer"))
-    async with run_gateway() as (gateway, channel):
+    async with run_gateway() as (_gateway, channel):
         await channel.push("slow question", chat_id="a")
         await fake_llm.wait_for_requests(1)
         await channel.push("quick question", chat_id="b")
@@ -96,9 +102,11 @@ async def test_a_stuck_chat_does_not_block_other_chats(run_gateway: Any, fake_ll
     assert slow.text == "slow answer"
 
 
-async def test_provider_failure_gives_a_clear_notice_and_keeps_the_message(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_provider_failure_gives_a_clear_notice_and_keeps_the_message(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
     fake_llm.queue(error(500, "upstream exploded"))
-    async with run_gateway() as (gateway, channel):
+    async with run_gateway() as (_gateway, channel):
         await channel.push("are you there?")
         [notice] = await channel.wait_for(1)
         await channel.push("and now?")
@@ -111,7 +119,7 @@ async def test_provider_failure_gives_a_clear_notice_and_keeps_the_message(run_g
 async def test_turn_time_limit_ends_with_a_notice(run_gateway: Any, fake_llm: FakeLLM) -> None:
     gate = asyncio.Event()
     fake_llm.queue(held(gate))
-    async with run_gateway(agent={"turn_timeout_seconds": 0.3}) as (gateway, channel):
+    async with run_gateway(agent={"turn_timeout_seconds": 0.3}) as (_gateway, channel):
         await channel.push("take forever")
         [notice] = await channel.wait_for(1)
         gate.set()
@@ -120,7 +128,7 @@ async def test_turn_time_limit_ends_with_a_notice(run_gateway: Any, fake_llm: Fa
 
 
 async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_llm: FakeLLM) -> None:
-    async with run_gateway() as (gateway, channel):
+    async with run_gateway() as (_gateway, channel):
         await channel.push("remember: blue")
         await channel.wait_for(1)
         await channel.push("/new")
@@ -135,7 +143,9 @@ async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_ll
     assert fake_llm.requests[1].user_texts == ["hello again"]  # /new dropped the old context
 
 
-async def test_empty_model_answer_becomes_the_default_reply(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_empty_model_answer_becomes_the_default_reply(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
     fake_llm.queue(text(""))
     async with run_gateway() as (gateway, channel):
         await channel.push("say nothing")

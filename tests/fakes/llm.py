@@ -41,7 +41,13 @@ def calls(*pairs: tuple[str, dict[str, Any] | str], content: str = "") -> Step:
     return Step(text=content, calls=encoded)
 
 
-def error(status: int, message: str = "fake error", *, retry_after_ms: int | None = None, code: str | None = None) -> Step:
+def error(
+    status: int,
+    message: str = "fake error",
+    *,
+    retry_after_ms: int | None = None,
+    code: str | None = None,
+) -> Step:
     headers = {"retry-after-ms": str(retry_after_ms)} if retry_after_ms is not None else {}
     body = {"error": {"message": message, "type": "fake_error", "param": None, "code": code}}
     return Step(status=status, error_body=body, headers=headers)
@@ -86,10 +92,10 @@ class Recorded:
 
     @property
     def tool_names(self) -> list[str]:
-        names = []
-        for tool in self.body.get("tools", []):
-            names.append(tool["function"]["name"] if "function" in tool else tool["name"])
-        return names
+        return [
+            t["function"]["name"] if "function" in t else t["name"]
+            for t in self.body.get("tools", [])
+        ]
 
     @property
     def tool_results(self) -> list[str]:
@@ -121,6 +127,7 @@ class FakeLLM:
         self.arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._ids = itertools.count(1)
+        self._gates: set[asyncio.Event] = set()
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -139,9 +146,8 @@ class FakeLLM:
         return self
 
     async def stop(self) -> None:
-        for step in self.script:
-            if step.gate is not None:
-                step.gate.set()
+        for gate in self._gates | {s.gate for s in self.script if s.gate is not None}:
+            gate.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -180,6 +186,7 @@ class FakeLLM:
         recorded = Recorded(request.path, body, dict(request.headers))
         step = await self._next_step(recorded)
         if step.gate is not None:
+            self._gates.add(step.gate)
             await step.gate.wait()
         if self.latency or step.delay:
             await asyncio.sleep(self.latency + step.delay)
@@ -194,11 +201,19 @@ class FakeLLM:
         prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
         completion_tokens = max(1, len(step.text) // 4)
         tool_calls = [
-            {"id": f"call_{next(self._ids)}", "type": "function", "function": {"name": n, "arguments": a}}
+            {
+                "id": f"call_{next(self._ids)}",
+                "type": "function",
+                "function": {"name": n, "arguments": a},
+            }
             for n, a in step.calls
         ]
         finish = "tool_calls" if tool_calls else "stop"
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         if not recorded.body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
             if tool_calls:
@@ -216,7 +231,11 @@ class FakeLLM:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
 
-        async def chunk(delta: dict[str, Any], finish_reason: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        async def chunk(
+            delta: dict[str, Any],
+            finish_reason: str | None = None,
+            extra: dict[str, Any] | None = None,
+        ) -> None:
             payload = {
                 "id": "chatcmpl-stream",
                 "object": "chat.completion.chunk",
@@ -231,11 +250,29 @@ class FakeLLM:
         for piece in _pieces(step.text, step.stream_chunks):
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
-            await chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            await chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
             for piece in _pieces(call["function"]["arguments"], 2):
                 await chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         await chunk({}, finish)
-        usage_chunk = {"id": "chatcmpl-stream", "object": "chat.completion.chunk", "created": 0, "model": "fake", "choices": [], "usage": usage}
+        usage_chunk = {
+            "id": "chatcmpl-stream",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "fake",
+            "choices": [],
+            "usage": usage,
+        }
         await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -247,37 +284,90 @@ class FakeLLM:
         recorded, step = await self._prepare(request)
         if step.status != 200:
             message = (step.error_body or {}).get("error", {}).get("message", "error")
-            kind = "rate_limit_error" if step.status == 429 else "overloaded_error" if step.status >= 500 else "invalid_request_error"
-            return web.json_response({"type": "error", "error": {"type": kind, "message": message}}, status=step.status, headers=step.headers)
+            kind = (
+                "rate_limit_error"
+                if step.status == 429
+                else "overloaded_error"
+                if step.status >= 500
+                else "invalid_request_error"
+            )
+            return web.json_response(
+                {"type": "error", "error": {"type": kind, "message": message}},
+                status=step.status,
+                headers=step.headers,
+            )
         content: list[dict[str, Any]] = []
         if step.text:
             content.append({"type": "text", "text": step.text})
         for name, args in step.calls:
-            content.append({"type": "tool_use", "id": f"toolu_{next(self._ids)}", "name": name, "input": json.loads(args)})
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{next(self._ids)}",
+                    "name": name,
+                    "input": json.loads(args),
+                }
+            )
         stop = "tool_use" if step.calls else "end_turn"
         input_tokens = max(1, len(json.dumps(recorded.body)) // 4)
-        usage = {"input_tokens": input_tokens, "output_tokens": max(1, len(step.text) // 4), "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-        message = {"id": f"msg_{next(self._ids)}", "type": "message", "role": "assistant", "model": recorded.body.get("model", "fake"), "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        usage = {
+            "input_tokens": input_tokens,
+            "output_tokens": max(1, len(step.text) // 4),
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+        message = {
+            "id": f"msg_{next(self._ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": recorded.body.get("model", "fake"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         if not recorded.body.get("stream"):
             return web.json_response(message)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
 
         async def event(name: str, data: dict[str, Any]) -> None:
-            await response.write(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
+            await response.write(
+                f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+            )
 
         await event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
         for index, block in enumerate(content):
             if block["type"] == "text":
-                await event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                await event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
                 for piece in _pieces(block["text"], step.stream_chunks):
-                    await event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}})
+                    await event(
+                        "content_block_delta",
+                        {"index": index, "delta": {"type": "text_delta", "text": piece}},
+                    )
             else:
-                await event("content_block_start", {"index": index, "content_block": {**block, "input": {}}})
+                await event(
+                    "content_block_start", {"index": index, "content_block": {**block, "input": {}}}
+                )
                 for piece in _pieces(json.dumps(block["input"]), 2):
-                    await event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                    await event(
+                        "content_block_delta",
+                        {
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
             await event("content_block_stop", {"index": index})
-        await event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}})
+        await event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
         await event("message_stop", {})
         await response.write_eof()
         return response

@@ -1,0 +1,101 @@
+"""A turn cut short (shutdown or crash) resumes from its last checkpoint, never repeating an effect."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
+from channels.memory import MemoryChannel
+from gateway.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, calls, held, text
+
+
+class Launch(Tool):
+    """A side effect the test can hold open, standing in for sending an email."""
+
+    name = "launch"
+    description = "Launch the thing."
+    parameters: ClassVar[dict[str, Any]] = schema({"target": {"type": "string"}}, ("target",))
+    effect = Effect.SEND
+
+    def __init__(self, gate: asyncio.Event | None = None) -> None:
+        self.gate = gate
+        self.started = asyncio.Event()
+        self.runs = 0
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.runs += 1
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        return ToolResult(f"launched {args['target']}")
+
+
+async def test_resumed_turn_continues_from_its_checkpoint(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings()
+    (settings.workspace_dir / "facts.txt").write_text("the sky is green")
+    gate = asyncio.Event()
+    fake_llm.queue(calls(("read_file", {"path": "facts.txt"})), held(gate))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("what colour is the sky?")
+        await fake_llm.wait_for_requests(2)
+        await gateway.stop(drain_timeout=0)  # shutdown in the middle of the second model call
+    assert channel.sent == []
+
+    fake_llm.queue(text("The sky is green, says facts.txt."))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    assert reply.text == "The sky is green, says facts.txt."
+    resumed = fake_llm.requests[2]
+    assert resumed.tool_results == ["the sky is green"]  # the tool result came from the checkpoint
+    assert resumed.user_texts == ["what colour is the sky?"]
+
+
+async def test_interrupted_side_effect_is_not_repeated(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings()
+    blocked = Launch(gate=asyncio.Event())
+    fake_llm.queue(calls(("launch", {"target": "rocket"})))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], extra_tools=[blocked]) as gateway:
+        await channel.push("launch the rocket")
+        await asyncio.wait_for(blocked.started.wait(), 10)
+        await gateway.stop(drain_timeout=0)  # dies while the side effect is in progress
+
+    fresh = Launch()
+    fake_llm.queue(text("I may or may not have launched it; please check."))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], extra_tools=[fresh]) as gateway:
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    assert fresh.runs == 0
+    assert "outcome is unknown" in fake_llm.requests[1].tool_results[0]
+    assert reply.text.startswith("I may or may not")
+
+
+async def test_a_turn_that_keeps_crashing_ends_with_a_notice(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(agent={"max_resume_attempts": 1})
+    for attempt in (1, 2):
+        fake_llm.queue(held(asyncio.Event()))
+        channel = MemoryChannel()
+        async with Gateway(settings, channels=[channel]) as gateway:
+            if attempt == 1:
+                await channel.push("poison")
+            await fake_llm.wait_for_requests(attempt)
+            await gateway.stop(drain_timeout=0)
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        [notice] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    assert "interrupted" in notice.text
+    assert len(fake_llm.requests) == 2

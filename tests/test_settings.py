@@ -1,0 +1,73 @@
+"""Configuration: env over config.toml, secrets that never print, errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import ConfigError
+from gateway.settings import load_settings
+
+
+def test_env_wins_over_config_toml_and_sections_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[llm]\nprovider = "anthropic"\nmodel = "from-file"\n')
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(home))
+    monkeypatch.setenv("SWITCHBOARD_LLM__MODEL", "from-env")
+    settings = load_settings()
+    assert (settings.llm.provider, settings.llm.model) == ("anthropic", "from-env")
+    assert settings.workspace_dir == home / "workspace"
+
+
+def test_workspace_can_be_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_WORKSPACE", str(tmp_path / "elsewhere"))
+    assert load_settings().workspace_dir == tmp_path / "elsewhere"
+
+
+def test_api_key_falls_back_to_the_provider_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-env")
+    settings = load_settings()
+    key = settings.llm.resolved_api_key()
+    assert key is not None and key.get_secret_value() == "sk-from-openai-env"
+
+
+def test_secrets_never_print(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_LLM__API_KEY", "sk-very-secret-value")
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__TOKEN", "123456:telegram-secret")
+    settings = load_settings()
+    shown = f"{settings!r} {settings} {settings.model_dump()}"
+    assert "sk-very-secret-value" not in shown and "telegram-secret" not in shown
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("SWITCHBOARD_LLM__PROVIDER", "gemini", "llm.provider"),
+        ("SWITCHBOARD_LLM__CONTEXT_WINDOW", "-5", "llm.context_window"),
+        ("SWITCHBOARD_LIMITS__MAX_CONCURRENT_TURNS", "lots", "limits.max_concurrent_turns"),
+        ("SWITCHBOARD_LLM__MODLE", "x", "llm.modle"),
+    ],
+)
+def test_invalid_values_name_the_field(
+    variable: str, value: str, field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.field == field
+    assert field in str(caught.value)
+
+
+def test_broken_toml_is_reported_with_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[llm\nprovider=")
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(home))
+    with pytest.raises(ConfigError, match=r"config\.toml is not valid TOML"):
+        load_settings()

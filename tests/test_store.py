@@ -1,0 +1,100 @@
+"""The durable store: dedup, atomic turn commits, idempotent outbox, per-chat order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.messages import InboundMessage, OutboundMessage
+from gateway.store import NewMessage, Store
+
+
+def inbound(platform_id: str, text: str = "hi", chat: str = "c1") -> InboundMessage:
+    return InboundMessage(
+        channel="t", chat_id=chat, sender_id="u", text=text, platform_message_id=platform_id
+    )
+
+
+def outbound(key: str, text: str, chat: str = "c1", turn: str | None = None) -> OutboundMessage:
+    return OutboundMessage(channel="t", chat_id=chat, text=text, idempotency_key=key, turn_id=turn)
+
+
+async def test_inbound_is_deduplicated_across_restarts(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        first = await store.journal.accept(inbound("7"))
+        assert first is not None
+    async with Store(tmp_path / "db.sqlite") as store:
+        assert await store.journal.accept(inbound("7")) is None
+        work = await store.journal.open_work()
+    assert [r.message.text for r in work.pending] == ["hi"]
+
+
+async def test_commit_turn_is_all_or_nothing(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        record = await store.journal.accept(inbound("1"))
+        assert record is not None
+        await store.journal.start_turn("turn-1", record.session_key, "chat", [record.id])
+        await store.history.add_drafts(
+            record.session_key, "turn-1", [NewMessage("user", {"role": "user", "content": "hi"})]
+        )
+        work = await store.journal.open_work()
+        assert [t.id for t in work.running] == ["turn-1"]
+        assert (await store.history.load(record.session_key, limit=10))[
+            1
+        ] == []  # drafts are not history yet
+
+        await store.commit_turn(
+            turn_id="turn-1",
+            session_key=record.session_key,
+            replies=[outbound("turn-1:reply", "hello", turn="turn-1")],
+        )
+        work = await store.journal.open_work()
+        assert work.running == () and work.pending == ()
+        _, messages = await store.history.load(record.session_key, limit=10)
+        assert [m.body["content"] for m in messages] == ["hi"]
+        assert [r.message.text for r in await store.outbox.heads("t")] == ["hello"]
+
+
+async def test_outbox_stores_each_idempotency_key_once(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        assert await store.outbox.enqueue([outbound("k1", "a")]) == 1
+        assert await store.outbox.enqueue([outbound("k1", "a again")]) == 0
+        assert await store.outbox.pending_count() == 1
+
+
+async def test_outbox_keeps_order_per_chat(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        await store.outbox.enqueue(
+            [outbound("1", "a1", "a"), outbound("2", "a2", "a"), outbound("3", "b1", "b")]
+        )
+        heads = await store.outbox.heads("t")
+        assert [h.message.text for h in heads] == ["a1", "b1"]
+        await store.outbox.mark_sent(heads[0].id)
+        assert [h.message.text for h in await store.outbox.heads("t")] == ["a2", "b1"]
+
+
+async def test_tool_ledger_records_intent_once(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        assert await store.ledger.start("turn:call", "send_email") is True
+        assert await store.ledger.start("turn:call", "send_email") is False
+        entry = await store.ledger.get("turn:call")
+        assert entry is not None and entry.state == "started"
+        await store.ledger.finish("turn:call", "sent")
+        entry = await store.ledger.get("turn:call")
+        assert entry is not None and (entry.state, entry.result) == ("done", "sent")
+
+
+async def test_a_failing_job_does_not_undo_its_batch_neighbours(tmp_path: Path) -> None:
+    async with Store(tmp_path / "db.sqlite") as store:
+        import asyncio
+        import sqlite3
+
+        def broken(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+        results = await asyncio.gather(
+            store.outbox.enqueue([outbound("x", "kept")]),
+            store.db.run(broken),
+            return_exceptions=True,
+        )
+        assert results[0] == 1 and isinstance(results[1], Exception)
+        assert await store.outbox.pending_count() == 1

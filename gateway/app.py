@@ -28,7 +28,7 @@ from agent.tools.registry import ToolRegistry
 from agent.toolset import default_tools
 from agent.workspace import Workspace
 from gateway import __version__
-from gateway.access import Principal, principal_for
+from gateway.access import AccessGate, Principal, principal_for
 from gateway.bus import LocalBus
 from gateway.channel import Channel, SupportsTyping
 from gateway.commands import Commands
@@ -38,7 +38,6 @@ from gateway.lock import ProcessLock
 from gateway.messages import ChatRef, InboundMessage
 from gateway.outbound import OutboundWorker
 from gateway.settings import Settings
-from gateway.settings_channels import ChannelSection
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -61,6 +60,9 @@ class Gateway:
             settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
         )
         self.bus = LocalBus(self.store)
+        self.gate = AccessGate(
+            self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
+        )
         self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
         self.llm = llm or create_provider(settings.llm)
         self.workspace = Workspace(
@@ -103,7 +105,7 @@ class Gateway:
             vision=settings.llm.vision,
         )
         self.commands = Commands(
-            agent_name=settings.agent.name, history=self.store.history, status=self._status_text
+            agent_name=settings.agent.name, store=self.store, status=self._status_text
         )
         self.conversations = Conversations(
             store=self.store,
@@ -152,7 +154,7 @@ class Gateway:
                 await worker.start()
             await self.dispatcher.start()
             for channel in self.channels.values():
-                await channel.start(self.bus)
+                await channel.start(self.gate)
         except BaseException:
             await self._shutdown()
             raise
@@ -234,8 +236,7 @@ class Gateway:
     # -- wiring helpers -------------------------------------------------------------------
 
     def _principal_for(self, msg: InboundMessage) -> Principal:
-        section = getattr(self.settings, msg.channel, None)
-        return principal_for(msg, section if isinstance(section, ChannelSection) else None)
+        return principal_for(msg, self.settings.channel_sections().get(msg.channel))
 
     @contextlib.asynccontextmanager
     async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:

@@ -25,12 +25,10 @@ class Accepted(enum.Enum):
 
     NEW = "new"  # journaled; a turn will answer it
     DUPLICATE = "duplicate"  # seen before; nothing to do
-    REFUSED = "refused"  # access policy said no; nothing journaled for a turn
+    REFUSED = "refused"  # access policy said no; audited, no turn
+    IGNORED = "ignored"  # group chatter not addressed to the bot; no turn
 
-    @property
-    def acknowledge(self) -> bool:
-        """Every outcome is final, so the platform may forget the message."""
-        return True
+    # Every outcome is final: the adapter may acknowledge the platform for all of them.
 
 
 class InboundSink(Protocol):

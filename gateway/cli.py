@@ -34,6 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="run every configured channel and the scheduler")
     chat = commands.add_parser("chat", help="talk to the agent in this terminal")
     chat.add_argument("-m", "--message", help="send one message, print the answer, exit")
+    pairing = commands.add_parser("pairing", help="approve who may talk to the bot")
+    pairing_actions = pairing.add_subparsers(dest="action", required=True, metavar="ACTION")
+    pairing_actions.add_parser("list", help="pending codes and paired users")
+    for verb in ("approve", "deny"):
+        pairing_actions.add_parser(verb, help=f"{verb} a pairing code").add_argument("code")
+    revoke = pairing_actions.add_parser("revoke", help="remove a paired user")
+    revoke.add_argument("channel")
+    revoke.add_argument("user_id")
     commands.add_parser("doctor", help="check configuration, model, workspace and channels")
     commands.add_parser("status", help="show what the gateway is doing")
     return parser
@@ -48,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2
-    quiet_console = args.command in ("chat", "status", "doctor", "onboard") and not args.verbose
+    quiet_console = args.command != "run" and not args.verbose
     configure_logging(
         level="debug" if args.verbose else settings.log_level,
         redactor=Redactor(secret_values(settings)),
@@ -91,6 +99,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gateway.doctor import print_status  # noqa: PLC0415
 
         return asyncio.run(print_status(settings))
+    if args.command == "pairing":
+        from gateway.pairing import run_cli  # noqa: PLC0415
+
+        return asyncio.run(run_cli(settings, args.action, args))
     if args.command == "chat":
         return asyncio.run(_chat(settings, args.message))
     return asyncio.run(_run(settings))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from gateway import pairing
+from gateway.access import Principal
 from gateway.messages import InboundMessage
-from gateway.store import History
+from gateway.store import Store
 
 StatusReport = Callable[[InboundMessage], Awaitable[str]]
 
@@ -14,22 +16,25 @@ COMMANDS = {
     "/help": "list commands",
     "/new": "start a fresh conversation (history stays on disk)",
     "/status": "show what the gateway is doing",
+    "/pair": "admins: list, approve CODE, deny CODE, revoke USER_ID",
 }
 
 
 class Commands:
-    def __init__(self, *, agent_name: str, history: History, status: StatusReport) -> None:
+    def __init__(self, *, agent_name: str, store: Store, status: StatusReport) -> None:
         self._name = agent_name
-        self._history = history
+        self._store = store
         self._status = status
 
     def handles(self, msg: InboundMessage) -> bool:
         return msg.command in COMMANDS
 
-    async def run(self, msg: InboundMessage) -> str:
+    async def run(self, msg: InboundMessage, principal: Principal) -> str:
         command = msg.command
+        if command == "/pair":
+            return await self._pair(msg, principal)
         if command == "/new":
-            await self._history.new_generation(msg.session_key)
+            await self._store.history.new_generation(msg.session_key)
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
             return await self._status(msg)
@@ -37,3 +42,31 @@ class Commands:
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"
         return listing
+
+    async def _pair(self, msg: InboundMessage, principal: Principal) -> str:
+        if not principal.is_admin:
+            await self._store.audit.record(
+                "refused",
+                channel=msg.channel,
+                sender_id=msg.sender_id,
+                reason="/pair needs an admin",
+            )
+            return "Only an admin can manage pairing."
+        words = msg.text.split()[1:]
+        action = words[0].lower() if words else "list"
+        by = f"{msg.channel}:{msg.sender_id}"
+        if action == "list":
+            return await pairing.listing_text(self._store)
+        if action in ("approve", "deny") and len(words) == 2:
+            decide = pairing.approve if action == "approve" else pairing.deny
+            request = await decide(self._store, words[1], by=by)
+            if request is None:
+                return (
+                    f"No pending request with code {words[1].upper()} (expired or already decided)."
+                )
+            return f"{action.capitalize()}d {request.channel} user {request.sender_id}."
+        if action == "revoke" and len(words) == 2:
+            if await pairing.revoke(self._store, msg.channel, words[1], by=by):
+                return f"Revoked {msg.channel} user {words[1]}."
+            return f"{words[1]} was not a paired user on {msg.channel}."
+        return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID]"

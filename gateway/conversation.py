@@ -85,7 +85,7 @@ class Conversations:
             )
         log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
         if len(batch.records) == 1 and self._commands.handles(last):
-            text = await self._commands.run(last)
+            text = await self._commands.run(last, request.principal)
             reply = OutboundMessage.reply_to(
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
             )

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 
+from gateway.backoff import backoff_delay
 from gateway.bus import Bus
 from gateway.channel import Channel
 from gateway.errors import ChannelPermanentError, ChannelRateLimited
@@ -22,13 +22,10 @@ from gateway.store import Outbox, OutboxRecord
 
 log = logging.getLogger(__name__)
 
+IDLE_RECHECK = 5.0
+
 Clock = Callable[[], float]
 OnSent = Callable[[OutboxRecord], Awaitable[None]]
-
-
-def backoff_delay(attempt: int, *, base: float = 1.0, cap: float = 300.0) -> float:
-    """Capped exponential backoff with full jitter (attempt counts from 0)."""
-    return random.uniform(base / 2, min(cap, base * 2**attempt))  # noqa: S311 - jitter, not crypto
 
 
 class OutboundWorker:
@@ -82,7 +79,11 @@ class OutboundWorker:
                     self._in_flight[key] = asyncio.create_task(self._deliver(key, record))
                 elif wake_at is None or record.due_at < wake_at:
                     wake_at = record.due_at
-            timeout = None if wake_at is None else max(0.0, wake_at - now)
+            # Re-read at least every few seconds: another process (the CLI approving a
+            # pairing, say) may have queued a message without waking us.
+            timeout = (
+                IDLE_RECHECK if wake_at is None else min(IDLE_RECHECK, max(0.0, wake_at - now))
+            )
             await self._bus.wait_outbound(name, timeout)
 
     async def _deliver(self, key: str, record: OutboxRecord) -> None:

@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from gateway.errors import ConfigError
 from gateway.settings_channels import (
+    ChannelSection,
     DiscordSettings,
     EmailSettings,
     SlackSettings,
@@ -149,6 +150,15 @@ class Settings(BaseSettings):
     @property
     def config_file(self) -> Path:
         return self.home / "config.toml"
+
+    def channel_sections(self) -> dict[str, ChannelSection]:
+        """Access settings of every chat channel, by channel name."""
+        return {
+            "telegram": self.telegram,
+            "discord": self.discord,
+            "slack": self.slack,
+            "email": self.email,
+        }
 
     @classmethod
     def settings_customise_sources(

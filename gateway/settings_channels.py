@@ -10,6 +10,15 @@ DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
 
 
+class GroupRule(BaseModel):
+    """Overrides for one group or channel, keyed by its platform id in ``groups``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    require_mention: bool | None = None
+    allow_from: tuple[str, ...] | None = None
+
+
 class ChannelSection(BaseModel):
     """Access settings every chat channel shares (see docs/security.md).
 
@@ -23,10 +32,13 @@ class ChannelSection(BaseModel):
     group_policy: GroupPolicy = "allowlist"
     allow_from: tuple[str, ...] = ()
     admins: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()
     group_allow_from: tuple[str, ...] = ()  # group/chat ids where the bot may talk
     require_mention: bool = True  # in groups, answer only when addressed
+    groups: dict[str, GroupRule] = {}
+    pairing_ttl_seconds: int = Field(default=3600, ge=60)
 
-    @field_validator("allow_from", "admins", "group_allow_from", mode="before")
+    @field_validator("allow_from", "admins", "owners", "group_allow_from", mode="before")
     @classmethod
     def _ids_as_strings(cls, value: object) -> object:
         if isinstance(value, str):
@@ -38,6 +50,16 @@ class ChannelSection(BaseModel):
     @property
     def enabled(self) -> bool:
         raise NotImplementedError
+
+    def role_of(self, sender_id: str) -> str:
+        if sender_id in self.owners:
+            return "owner"
+        if sender_id in self.admins:
+            return "admin"
+        return "member"
+
+    def group_rule(self, chat_id: str) -> GroupRule:
+        return self.groups.get(chat_id, GroupRule())
 
 
 class TelegramSettings(ChannelSection):

@@ -168,7 +168,7 @@ def _from_completion(completion: Any) -> LLMResponse:
     return LLMResponse(message.content or "", calls, choice.finish_reason or "stop", usage)
 
 
-def _translate(exc: openai.APIError) -> LLMError:  # noqa: PLR0911 - one branch per error kind
+def _translate(exc: openai.APIError) -> LLMError:
     status = getattr(exc, "status_code", None)
     message = str(exc)
     if isinstance(exc, openai.RateLimitError):

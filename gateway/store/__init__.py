@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Literal, Self
 
 from gateway.messages import OutboundMessage
+from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.db import Database
 from gateway.store.history import History, NewMessage, SessionState, StoredMessage
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
@@ -17,6 +18,8 @@ from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.outbox import Outbox, OutboxRecord
 
 __all__ = [
+    "AuditEntry",
+    "AuditLog",
     "Database",
     "History",
     "InboundRecord",
@@ -28,6 +31,8 @@ __all__ = [
     "OpenWork",
     "Outbox",
     "OutboxRecord",
+    "PairingRequest",
+    "Pairings",
     "SessionState",
     "Store",
     "StoredMessage",
@@ -51,6 +56,8 @@ class Store:
         self.history = History(self.db, clock=clock)
         self.ledger = ToolLedger(self.db, clock=clock)
         self.kv = KeyValue(self.db, clock=clock)
+        self.pairings = Pairings(self.db, clock=clock)
+        self.audit = AuditLog(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()

@@ -91,6 +91,31 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
+    # v2: access control
+    """
+    CREATE TABLE pairing (
+        code TEXT PRIMARY KEY,
+        channel TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        sender_name TEXT NOT NULL DEFAULT '',
+        chat_id TEXT NOT NULL,
+        state TEXT NOT NULL,                         -- pending | approved | denied | revoked
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decided_at REAL
+    );
+    CREATE INDEX pairing_sender ON pairing (channel, sender_id, state);
+
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,                          -- refused | pairing | policy | approval ...
+        channel TEXT,
+        sender_id TEXT,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX audit_at ON audit (at);
+    """,
 )
 
 

@@ -1,0 +1,201 @@
+"""Pairing requests and the audit log.
+
+A pairing request gives an unknown DM sender one short code. The owner approves it with
+``switchboard pairing approve CODE`` (or ``/pair approve CODE`` from an admin chat); from
+then on the sender is treated as if listed in ``allow_from``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+# No look-alikes: no 0/O, 1/I/L.
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 8
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRequest:
+    code: str
+    channel: str
+    sender_id: str
+    sender_name: str
+    chat_id: str
+    state: str  # pending | approved | denied | revoked | expired
+    created_at: float
+    expires_at: float
+
+    @property
+    def is_new(self) -> bool:
+        return self.state == "pending"
+
+
+_COLUMNS = "code, channel, sender_id, sender_name, chat_id, state, created_at, expires_at"
+
+
+def _row(row: tuple[Any, ...]) -> PairingRequest:
+    return PairingRequest(*row)
+
+
+class Pairings:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def request(
+        self,
+        *,
+        channel: str,
+        sender_id: str,
+        sender_name: str,
+        chat_id: str,
+        ttl: float = 3600.0,
+        max_pending: int = 3,
+    ) -> PairingRequest | None:
+        """The sender's open request (created if needed), or ``None`` when too many are open."""
+        now = self._clock()
+
+        def upsert(conn: sqlite3.Connection) -> PairingRequest | None:
+            conn.execute(
+                "UPDATE pairing SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?",
+                (now,),
+            )
+            existing = conn.execute(
+                f"SELECT {_COLUMNS} FROM pairing WHERE channel = ? AND sender_id = ?"
+                " AND state = 'pending'",
+                (channel, sender_id),
+            ).fetchone()
+            if existing is not None:
+                return _row(existing)
+            (pending,) = conn.execute(
+                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND state = 'pending'", (channel,)
+            ).fetchone()
+            if pending >= max_pending:
+                return None
+            code = new_code()
+            conn.execute(
+                f"INSERT INTO pairing ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (code, channel, sender_id, sender_name, chat_id, now, now + ttl),
+            )
+            return PairingRequest(
+                code, channel, sender_id, sender_name, chat_id, "pending", now, now + ttl
+            )
+
+        return await self._db.run(upsert)
+
+    async def is_approved(self, channel: str, sender_id: str) -> bool:
+        def query(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM pairing WHERE channel = ? AND sender_id = ? AND state = 'approved'",
+                (channel, sender_id),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(query)
+
+    async def decide(self, code: str, state: str) -> PairingRequest | None:
+        """Approve or deny a pending code; ``None`` if no such pending, unexpired code."""
+        now = self._clock()
+        code = code.strip().upper()
+
+        def update(conn: sqlite3.Connection) -> PairingRequest | None:
+            cursor = conn.execute(
+                "UPDATE pairing SET state = ?, decided_at = ? WHERE code = ? AND state = 'pending'"
+                " AND expires_at > ?",
+                (state, now, code, now),
+            )
+            if cursor.rowcount == 0:
+                return None
+            row = conn.execute(f"SELECT {_COLUMNS} FROM pairing WHERE code = ?", (code,)).fetchone()
+            return _row(row)
+
+        return await self._db.run(update)
+
+    async def revoke(self, channel: str, sender_id: str) -> bool:
+        now = self._clock()
+
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE pairing SET state = 'revoked', decided_at = ? WHERE channel = ?"
+                " AND sender_id = ? AND state = 'approved'",
+                (now, channel, sender_id),
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(update)
+
+    async def listing(self, *, include_decided: bool = False) -> list[PairingRequest]:
+        now = self._clock()
+
+        def query(conn: sqlite3.Connection) -> list[PairingRequest]:
+            if include_decided:
+                rows = conn.execute(f"SELECT {_COLUMNS} FROM pairing ORDER BY created_at")
+            else:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM pairing WHERE (state = 'pending' AND expires_at > ?)"
+                    " OR state = 'approved' ORDER BY created_at",
+                    (now,),
+                )
+            return [_row(row) for row in rows]
+
+        return await self._db.run(query)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    at: float
+    kind: str
+    channel: str | None
+    sender_id: str | None
+    detail: dict[str, Any]
+
+
+class AuditLog:
+    """Every refusal and every access decision, for the owner to review."""
+
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def record(
+        self, kind: str, *, channel: str | None = None, sender_id: str | None = None, **detail: Any
+    ) -> None:
+        now = self._clock()
+        encoded = json.dumps(detail, ensure_ascii=False, default=str)
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO audit (at, kind, channel, sender_id, detail) VALUES (?, ?, ?, ?, ?)",
+                (now, kind, channel, sender_id, encoded),
+            )
+        )
+
+    async def recent(self, limit: int = 50, kind: str | None = None) -> list[AuditEntry]:
+        def query(conn: sqlite3.Connection) -> list[AuditEntry]:
+            if kind is None:
+                rows = conn.execute(
+                    "SELECT at, kind, channel, sender_id, detail FROM audit ORDER BY id DESC LIMIT ?",
+                    (limit,),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT at, kind, channel, sender_id, detail FROM audit WHERE kind = ?"
+                    " ORDER BY id DESC LIMIT ?",
+                    (kind, limit),
+                )
+            return [AuditEntry(at, k, ch, s, json.loads(d)) for at, k, ch, s, d in rows]
+
+        return await self._db.run(query)

@@ -112,7 +112,7 @@ async def test_pending_pairings_are_capped_per_channel(run_gateway: Any, fake_ll
 async def test_pair_command_needs_an_admin(run_gateway: Any, fake_llm: FakeLLM) -> None:
     channel = MemoryChannel("telegram")
     overrides = {"telegram": {"allow_from": ["5"], "admins": ["1"]}}
-    async with run_gateway(channel=channel, **overrides) as (gateway, _):
+    async with run_gateway(channel=channel, **overrides) as (_gateway, _):
         await channel.push("hello", sender_id="77", chat_id="77")
         [notice] = await channel.wait_for(1, chat_id="77")
         code = code_in(notice.text)

@@ -140,6 +140,7 @@ class AgentLoop:
             send=self._send,
             state=state,
             inbound=request.last_message,
+            user_texts=tuple(m.text for m in request.messages),
         )
 
     def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:

@@ -103,6 +103,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gateway.pairing import run_cli  # noqa: PLC0415
 
         return asyncio.run(run_cli(settings, args.action, args))
+    from gateway.onboard import onboard  # noqa: PLC0415
+
+    onboard(settings.home, settings.workspace_dir)  # first run: create what is missing, never overwrite
     if args.command == "chat":
         return asyncio.run(_chat(settings, args.message))
     return asyncio.run(_run(settings))

@@ -60,6 +60,9 @@ class ToolContext:
     send: Sender
     state: TurnState
     inbound: InboundMessage | None = None
+    # What the user wrote in this turn (all folded messages): the only text that may
+    # authorise a side effect such as a new email recipient.
+    user_texts: tuple[str, ...] = ()
 
     @property
     def idempotency_key(self) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
-from agent.memory import FileCache, MemoryStore
+from agent.memory import FileCache, MemoryStore, only_headings
 from agent.turn import TurnKind, TurnRequest
 from gateway.messages import InboundMessage
 
@@ -53,7 +53,7 @@ class ContextBuilder:
         files = []
         for name in BOOTSTRAP_FILES:
             text = self._cache.read(self.workspace / name, self._max_chars)
-            if text:
+            if text and not only_headings(text):  # an untouched template costs no tokens
                 files.append((name, text))
         return files
 
@@ -79,10 +79,13 @@ class ContextBuilder:
         *,
         now: datetime,
         summary: str | None = None,
+        guidance: str = "",
     ) -> SystemPrompt:
         dynamic = [f"Now: {now:%Y-%m-%d %H:%M %Z} ({now:%A})", self._who(request)]
         if request.kind.autopilot:
             dynamic.append(_AUTOPILOT)
+        if guidance:
+            dynamic.append(f"Guidance for this request:\n{guidance}")
         memory = self.memory.context(now.date())
         if memory:
             dynamic.append(memory)

@@ -12,8 +12,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 
 from agent.context import ContextBuilder, user_message
+from agent.guards.cleanup import failed_attempts
+from agent.guards.prompts import guidance, guidance_block
+from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
 from agent.llm.types import ChatMessage, ToolCall
 from agent.policy import ToolPolicy
@@ -53,6 +57,8 @@ class AgentLoop:
         history_limit: int = 200,
         default_reply: str = "I have nothing to add to that.",
         vision: bool = True,
+        trace_dir: Path | None = None,
+        redact: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.runner = runner
         self.policy = policy
@@ -65,26 +71,35 @@ class AgentLoop:
         self._history_limit = history_limit
         self._default_reply = default_reply
         self._vision = vision
+        self._trace_dir = trace_dir
+        self._redact = redact
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
+        trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
         try:
             async with asyncio.timeout(self._turn_timeout):
-                return await self._run(request)
+                outcome = await self._run(request, trace)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self._turn_timeout)
-            return self._notice(request, TIMEOUT_NOTICE)
+            trace.decision("limits", "TURN_TIMEOUT", f"{self._turn_timeout}s wall time")
+            outcome = self._notice(request, TIMEOUT_NOTICE)
         except LLMError as exc:
             log.warning("turn %s: provider failed: %s", request.turn_id, exc)
-            return self._notice(request, _provider_notice(exc))
-        except Exception:
+            trace.add("llm_error", error=type(exc).__name__, status=exc.status_code)
+            outcome = self._notice(request, _provider_notice(exc))
+        except Exception as exc:
             log.exception("turn %s failed", request.turn_id)
-            return self._notice(request, INTERNAL_ERROR_NOTICE)
+            trace.add("internal_error", error=type(exc).__name__)
+            outcome = self._notice(request, INTERNAL_ERROR_NOTICE)
+        if self._trace_dir is not None:
+            await asyncio.to_thread(trace.write, self._trace_dir, self._redact)
+        return outcome
 
     def interrupted(self, request: TurnRequest) -> TurnOutcome:
         """The outcome for a turn that crashed too often to try again."""
         return self._notice(request, INTERRUPTED_NOTICE)
 
-    async def _run(self, request: TurnRequest) -> TurnOutcome:
+    async def _run(self, request: TurnRequest, trace: TurnTrace) -> TurnOutcome:
         state, stored = await self.history.load(request.session_key, limit=self._history_limit)
         conversation = [ChatMessage.from_body(m.body) for m in stored]
         drafts = await self.history.drafts(request.turn_id) if request.resumed else []
@@ -95,8 +110,17 @@ class AgentLoop:
             await self._checkpoint(request, new)
             conversation.extend(new)
         tools = self.runner.executor.registry.specs(self.policy.offered)
+        helpers = guidance(
+            [m.text for m in request.messages] or [request.prompt or ""], [t.name for t in tools]
+        )
+        if helpers:
+            trace.add("prompt_helpers", helpers=[h.name for h in helpers])
         system = self.context.system_prompt(
-            request, tools, now=self._clock(), summary=state.summary
+            request,
+            tools,
+            now=self._clock(),
+            summary=state.summary,
+            guidance=guidance_block(helpers),
         )
         turn_state = TurnState()
         result = await self.runner.run(
@@ -105,17 +129,35 @@ class AgentLoop:
             tools=tools,
             context_for=lambda call: self._tool_context(request, call, turn_state),
             checkpoint=lambda messages: self._checkpoint(request, messages),
+            state=turn_state,
+            trace=trace,
+            autopilot=request.kind.autopilot,
         )
+        if result.had_errors:
+            await self._clean_up_errors(request, trace)
         text = result.text.strip()
         if request.kind.autopilot:
             replies = () if not text else (self._outbound(request, text, OutboundKind.PROACTIVE),)
             return TurnOutcome(replies, usage=result.usage, final_text=text)
+        if not text and turn_state.sent_texts:
+            return TurnOutcome((), usage=result.usage, final_text=text)
         if not text:
             text = self._default_reply
         if _already_sent(text, turn_state.sent_texts):
+            trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
             return TurnOutcome((), usage=result.usage, final_text=text)
-        reply = self._outbound(request, text, OutboundKind.REPLY)
-        return TurnOutcome((reply,), usage=result.usage, final_text=text)
+        kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
+        return TurnOutcome(
+            (self._outbound(request, text, kind),), usage=result.usage, final_text=text
+        )
+
+    async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
+        drop = failed_attempts(await self.history.drafts(request.turn_id))
+        if drop:
+            await self.history.drop(drop)
+            trace.decision(
+                "cleanup", "DROPPED_FAILED_ATTEMPT", f"{len(drop)} messages left history"
+            )
 
     def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
         if request.messages:

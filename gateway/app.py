@@ -21,7 +21,7 @@ from agent.llm.base import LLMProvider
 from agent.llm.factory import create_provider
 from agent.loop import AgentLoop
 from agent.policy import ToolPolicy
-from agent.runner import Runner
+from agent.runner import GuardSettings, Runner
 from agent.tools.base import Tool
 from agent.tools.executor import ToolExecutor
 from agent.tools.registry import ToolRegistry
@@ -35,6 +35,7 @@ from gateway.commands import Commands
 from gateway.conversation import Conversations
 from gateway.dispatcher import Dispatcher
 from gateway.lock import ProcessLock
+from gateway.logs import Redactor, secret_values
 from gateway.messages import ChatRef, InboundMessage
 from gateway.outbound import OutboundWorker
 from gateway.settings import Settings
@@ -83,7 +84,12 @@ class Gateway:
             self.llm,
             executor,
             llm_semaphore=asyncio.Semaphore(settings.limits.max_concurrent_llm_calls),
-            max_iterations=settings.agent.max_iterations,
+            guards=GuardSettings(
+                max_iterations=settings.agent.max_iterations,
+                max_turn_tokens=settings.agent.max_turn_tokens,
+                review_retries=settings.agent.review_retries,
+                llm_review=settings.agent.llm_review,
+            ),
             max_tokens=settings.llm.max_tokens,
             temperature=settings.llm.temperature,
         )
@@ -103,6 +109,8 @@ class Gateway:
             history_limit=settings.agent.history_max_messages,
             default_reply=settings.agent.default_reply,
             vision=settings.llm.vision,
+            trace_dir=settings.data_dir / "traces",
+            redact=Redactor(secret_values(settings)),
         )
         self.commands = Commands(
             agent_name=settings.agent.name, store=self.store, status=self._status_text

@@ -85,7 +85,12 @@ class LocalBus:
     async def wait_outbound(self, channel: str, max_wait: float | None) -> None:
         event = self._outbound_events[channel]
         try:
-            await asyncio.wait_for(event.wait(), max_wait)
+            if max_wait is not None and max_wait <= 0:
+                return
+            # asyncio.timeout rather than wait_for: no inner task that could swallow a
+            # cancellation arriving together with the wake-up (Python 3.11).
+            async with asyncio.timeout(max_wait):
+                await event.wait()
         except TimeoutError:
             return
         finally:

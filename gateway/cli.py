@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = pairing_actions.add_parser("revoke", help="remove a paired user")
     revoke.add_argument("channel")
     revoke.add_argument("user_id")
+    trace = commands.add_parser("trace", help="show a turn's trace (guard decisions, calls)")
+    trace.add_argument(
+        "turn", nargs="?", help="turn id or unique prefix (default: the latest turn)"
+    )
     commands.add_parser("doctor", help="check configuration, model, workspace and channels")
     commands.add_parser("status", help="show what the gateway is doing")
     return parser
@@ -99,13 +103,16 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gateway.doctor import print_status  # noqa: PLC0415
 
         return asyncio.run(print_status(settings))
+    if args.command == "trace":
+        return show_trace(settings, args.turn)
     if args.command == "pairing":
         from gateway.pairing import run_cli  # noqa: PLC0415
 
         return asyncio.run(run_cli(settings, args.action, args))
     from gateway.onboard import onboard  # noqa: PLC0415
 
-    onboard(settings.home, settings.workspace_dir)  # first run: create what is missing, never overwrite
+    # First run: create what is missing; never overwrites a user's file.
+    onboard(settings.home, settings.workspace_dir)
     if args.command == "chat":
         return asyncio.run(_chat(settings, args.message))
     return asyncio.run(_run(settings))
@@ -164,3 +171,21 @@ async def _stdin_reader() -> asyncio.StreamReader:
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     return reader
+
+
+def show_trace(settings: Settings, turn: str | None) -> int:
+    from agent.guards.trace import find_trace, latest_trace, read_trace  # noqa: PLC0415
+
+    directory = settings.data_dir / "traces"
+    path = latest_trace(directory) if turn is None else find_trace(directory, turn)
+    if path is None:
+        print(
+            f"switchboard: no single trace matches {turn or '(latest)'} in {directory}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"# {path.stem}")
+    for event in read_trace(path):
+        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("t", "event"))
+        print(f"{event.get('t', 0):>8.3f}s  {event.get('event', '?'):<14} {fields}")
+    return 0

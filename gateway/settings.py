@@ -76,6 +76,9 @@ class AgentSettings(Section):
     history_max_messages: int = Field(default=200, ge=4)
     default_reply: str = "I have nothing to add to that."
     max_resume_attempts: int = Field(default=2, ge=0, le=10)
+    max_turn_tokens: int = Field(default=600_000, ge=1_000)  # input + output, all calls of a turn
+    review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
+    llm_review: bool = False  # ask the model to review answers the rules passed
 
 
 class LimitSettings(Section):
@@ -93,9 +96,28 @@ class ExecSettings(Section):
     extra_deny_patterns: tuple[str, ...] = ()
 
 
+class WebToolSettings(Section):
+    """``[tools.web]``: web_search and web_fetch (the HTTP server is the separate ``[web]``)."""
+
+    enabled: bool = True
+    # Opt-in internal hosts web_fetch may reach: names ("wiki.lan") or IPs/networks
+    # ("10.0.0.5", "192.168.1.0/24"). Empty: public addresses only.
+    allow_private_hosts: tuple[str, ...] = ()
+    timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    max_bytes: int = Field(default=2_000_000, ge=10_000, le=50_000_000)
+    max_redirects: int = Field(default=5, ge=0, le=10)
+    page_token_budget: int = Field(default=2_500, ge=250)  # longer pages are condensed
+    chunk_tokens: int = Field(default=3_000, ge=500)
+    max_chunks: int = Field(default=8, ge=1, le=64)  # summarizer calls per page, at most
+    summarize_concurrency: int = Field(default=4, ge=1, le=32)
+    search_timeout_seconds: float = Field(default=15.0, gt=0, le=120)
+    search_max_results: int = Field(default=5, ge=1, le=10)
+
+
 class ToolSettings(Section):
     safe_mode: bool = False  # turns off exec and every file write
     exec: ExecSettings = ExecSettings()
+    web: WebToolSettings = WebToolSettings()
 
 
 class StorageSettings(Section):

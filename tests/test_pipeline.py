@@ -141,13 +141,3 @@ async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_ll
     assert "Turns running" in channel.texts()[2]
     assert len(fake_llm.requests) == 2
     assert fake_llm.requests[1].user_texts == ["hello again"]  # /new dropped the old context
-
-
-async def test_empty_model_answer_becomes_the_default_reply(
-    run_gateway: Any, fake_llm: FakeLLM
-) -> None:
-    fake_llm.queue(text(""))
-    async with run_gateway() as (gateway, channel):
-        await channel.push("say nothing")
-        [reply] = await channel.wait_for(1)
-    assert reply.text == gateway.settings.agent.default_reply

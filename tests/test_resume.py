@@ -71,14 +71,16 @@ async def test_interrupted_side_effect_is_not_repeated(
         await gateway.stop(drain_timeout=0)  # dies while the side effect is in progress
 
     fresh = Launch()
-    fake_llm.queue(text("I may or may not have launched it; please check."))
+    fake_llm.queue(
+        text("Sorry, the launch was interrupted and its outcome is unknown; please check.")
+    )
     channel = MemoryChannel()
     async with Gateway(settings, channels=[channel], extra_tools=[fresh]) as gateway:
         [reply] = await channel.wait_for(1)
         await gateway.wait_idle()
     assert fresh.runs == 0
     assert "outcome is unknown" in fake_llm.requests[1].tool_results[0]
-    assert reply.text.startswith("I may or may not")
+    assert reply.text.startswith("Sorry, the launch was interrupted")
 
 
 async def test_a_turn_that_keeps_crashing_ends_with_a_notice(

@@ -1,4 +1,4 @@
-"""Running one tool call: parse, validate, check policy, keep it idempotent, bound it.
+"""Running one tool call: validate, check policy, keep it idempotent, bound it.
 
 Whatever happens, the model gets a tool result (exceptions become error results), so the
 history stays valid for the next provider call.
@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.llm.types import ToolCall
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
 from gateway.store import ToolLedger
@@ -24,12 +22,6 @@ class ToolGate(Protocol):
     """Decides whether a tool may run for this turn; returns a refusal reason or ``None``."""
 
     def refusal(self, tool: Tool, ctx: ToolContext) -> str | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedCall:
-    tool: Tool
-    args: dict[str, Any]
 
 
 def truncate(text: str, limit: int) -> str:
@@ -58,31 +50,19 @@ class ToolExecutor:
         self._semaphore = asyncio.Semaphore(max_concurrent)
         self._max_result_chars = max_result_chars
 
-    def parse(self, call: ToolCall) -> ParsedCall | ToolResult:
-        """The tool and its arguments, or an error result that says what is valid."""
-        tool = self.registry.get(call.name)
+    def check(self, name: str, args: dict[str, Any]) -> Tool | ToolResult:
+        """The tool to run, or an error result that says what is valid (nothing runs)."""
+        tool = self.registry.get(name)
         if tool is None:
             valid = ", ".join(self.registry.names())
-            return ToolResult.error(f"unknown tool {call.name!r}; valid tools: {valid}")
-        try:
-            args = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return ToolResult.error(f"arguments are not valid JSON ({exc.msg}); send a JSON object")
-        if not isinstance(args, dict):
-            return ToolResult.error("arguments must be a JSON object")
+            return ToolResult.error(f"unknown tool {name!r}; valid tools: {valid}")
         errors = self.registry.validation_errors(tool.name, args)
         if errors:
             return ToolResult.error("invalid arguments:\n" + "\n".join(errors))
-        return ParsedCall(tool, args)
+        return tool
 
-    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        parsed = self.parse(call)
-        if isinstance(parsed, ToolResult):
-            return parsed
-        return await self.run(parsed, ctx)
-
-    async def run(self, parsed: ParsedCall, ctx: ToolContext) -> ToolResult:
-        tool = parsed.tool
+    async def run(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run a checked call: policy, idempotency ledger, bounded execution."""
         refusal = self._gate.refusal(tool, ctx)
         if refusal is not None:
             return ToolResult.error(refusal)
@@ -92,7 +72,7 @@ class ToolExecutor:
             if previous is not None:
                 return _replayed(previous.state, previous.result)
             await self._ledger.start(key, tool.name)
-        result = await self._invoke(tool, parsed.args, ctx)
+        result = await self._invoke(tool, args, ctx)
         if tool.side_effects:
             await self._ledger.finish(key, json.dumps([result.content, result.is_error]))
         if result.untrusted:

@@ -1,0 +1,50 @@
+"""Error cleanup: once a retried action succeeds, the failed attempt leaves stored history.
+
+The model still sees its failures while the turn runs (it needs them to recover); future
+turns see only what worked, so the mistake is not repeated and the context stays lean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class Draft(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def body(self) -> dict[str, Any]: ...
+
+
+def failed_attempts(drafts: Sequence[Draft]) -> list[int]:
+    """Ids of assistant tool-call messages (and their results) whose every call failed and
+    whose tools later succeeded in the same turn."""
+    results: dict[str, tuple[int, bool, str]] = {}  # call id -> (draft id, is_error, tool)
+    for draft in drafts:
+        body = draft.body
+        if body["role"] == "tool" and body.get("tool_call_id"):
+            results[body["tool_call_id"]] = (
+                draft.id,
+                bool(body.get("is_error")),
+                body.get("name", ""),
+            )
+    position = {d.id: i for i, d in enumerate(drafts)}
+    succeeded_at: dict[str, list[int]] = {}
+    for draft_id, is_error, tool in results.values():
+        if not is_error:
+            succeeded_at.setdefault(tool, []).append(position[draft_id])
+    drop: list[int] = []
+    for draft in drafts:
+        calls = draft.body.get("tool_calls") or []
+        if draft.body["role"] != "assistant" or not calls or draft.body.get("content"):
+            continue
+        outcomes = [results.get(c["id"]) for c in calls]
+        if any(o is None or not o[1] for o in outcomes):
+            continue  # unanswered or partly successful: keep
+        here = position[draft.id]
+        if all(any(p > here for p in succeeded_at.get(o[2], [])) for o in outcomes if o):
+            drop.append(draft.id)
+            drop.extend(o[0] for o in outcomes if o)
+    return drop

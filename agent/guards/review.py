@@ -1,0 +1,133 @@
+"""Termination review: before a turn ends, check that the user actually got something.
+
+Rules first (cheap, no model call). Each finding carries an audit code and the fix the model
+is asked to make; the runner re-prompts at most K times, then sends an explicit failure
+notice — never silence, never two answers. Autopilot turns (heartbeat, cron) may end silently
+but must not ask an absent user questions.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Tools whose output is the substance the user asked for.
+DEEP_TOOLS = frozenset(
+    {"web_search", "web_fetch", "exec", "read_file", "list_dir", "memory_search", "get_skill"}
+)
+
+_ACK = re.compile(
+    r"^\W*(ok(ay)?|sure( thing)?|got it|noted|on it|will do|done|yes|yep|alright|understood|"
+    r"no problem|of course|thanks?( you)?|one (moment|sec(ond)?)|hang on|working on it)\W*$",
+    re.IGNORECASE,
+)
+_STATUS = re.compile(
+    r"^\W*(i'?ll|i will|let me|i'?m going to|i am going to|i'?m (now )?(checking|looking|searching|"
+    r"working|reading|fetching)|i am (now )?(checking|looking|searching|working)|checking|looking|"
+    r"searching|working on|give me a (moment|minute|sec))\b",
+    re.IGNORECASE,
+)
+_ADMITS_FAILURE = re.compile(
+    r"\b(error|errors|fail(ed|ure|s)?|couldn'?t|could not|can'?t|cannot|unable|didn'?t work|"
+    r"not found|no such|denied|blocked|refused|timed? ?out|sorry|unfortunately|problem|issue|"
+    r"not (allowed|available|possible)|doesn'?t exist|does not exist)\b",
+    re.IGNORECASE,
+)
+
+
+class Code(enum.StrEnum):
+    NO_SEND = "NO_SEND"
+    UNSENT_RESULTS = "UNSENT_RESULTS"
+    NO_SUBSTANTIVE = "NO_SUBSTANTIVE"
+    ACK_ONLY = "ACK_ONLY"
+    ERROR_UNRESOLVED = "ERROR_UNRESOLVED"
+    GENERIC = "GENERIC"
+
+
+FIXES = {
+    Code.NO_SEND: "You ended without replying. Write the answer for the user now.",
+    Code.UNSENT_RESULTS: "You gathered results with tools but did not share them. Give the user the findings now (summarise what the tool output says).",
+    Code.NO_SUBSTANTIVE: "Your reply is only an acknowledgement. Give the user the actual answer or result now.",
+    Code.ACK_ONLY: "Your reply only announces work instead of delivering it. Do the work now with your tools, then answer with the result.",
+    Code.ERROR_UNRESOLVED: "A tool failed and your reply does not deal with it. Either fix it and retry, or tell the user plainly what failed and why.",
+    Code.GENERIC: "Your reply does not complete the request. Finish it, or explain what is missing.",
+}
+
+FAILURE_NOTICES = {
+    Code.NO_SEND: "Sorry, I could not produce an answer to this. Please try again or rephrase.",
+    Code.UNSENT_RESULTS: "Sorry, I found material for this but could not turn it into an answer.",
+    Code.NO_SUBSTANTIVE: "Sorry, I could not produce a real answer to this. Please try again or rephrase.",
+    Code.ACK_ONLY: "Sorry, I could not finish this task. Please try again or break it into smaller steps.",
+    Code.ERROR_UNRESOLVED: "Sorry, something I tried failed and I could not recover.",
+    Code.GENERIC: "Sorry, I could not complete this properly.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    tool: str
+    is_error: bool
+    after_last_send: bool  # happened after the last message the user saw
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: Code
+    reason: str
+
+    @property
+    def fix(self) -> str:
+        return f"[review {self.code.value}] {FIXES[self.code]}"
+
+
+def review(
+    *,
+    final_text: str,
+    sent_texts: Sequence[str],
+    steps: Sequence[ToolStep],
+    autopilot: bool,
+) -> Finding | None:
+    """The first problem with a finished turn, or ``None`` when it may end as it is."""
+    text = final_text.strip()
+    if autopilot:
+        if text.endswith("?") and "HEARTBEAT_OK" not in text:
+            return Finding(Code.GENERIC, "autopilot turn asked the absent user a question")
+        return None
+    visible = [t for t in (*sent_texts, text) if t.strip()]
+    if not visible:
+        return Finding(Code.NO_SEND, "the turn produced no user-visible reply")
+    unresolved = _unresolved_errors(steps)
+    if unresolved and not any(_ADMITS_FAILURE.search(t) for t in visible):
+        return Finding(
+            Code.ERROR_UNRESOLVED, f"{', '.join(unresolved)} failed and the reply does not say so"
+        )
+    fresh_results = [
+        s for s in steps if s.tool in DEEP_TOOLS and not s.is_error and s.after_last_send
+    ]
+    if fresh_results and (not text or _ACK.match(text) or _is_status(text)):
+        return Finding(Code.UNSENT_RESULTS, f"{fresh_results[-1].tool} output was never shared")
+    if all(_ACK.match(t) for t in visible):
+        return Finding(Code.NO_SUBSTANTIVE, "only acknowledgements were sent")
+    if all(_is_status(t) for t in visible):
+        return Finding(Code.ACK_ONLY, "only status updates were sent")
+    return None
+
+
+def _is_status(text: str) -> bool:
+    return bool(_STATUS.match(text)) and len(text) < 240
+
+
+def _unresolved_errors(steps: Sequence[ToolStep]) -> list[str]:
+    last: dict[str, bool] = {}
+    for step in steps:
+        last[step.tool] = step.is_error
+    return [tool for tool, failed in last.items() if failed]
+
+
+REVIEWER_PROMPT = (
+    "You review an assistant's reply before it is sent. The user wrote:\n{request}\n\n"
+    "The reply is:\n{reply}\n\nDoes the reply deliver what was asked (an answer or a result, "
+    "not a promise to do it later)? Answer with exactly PASS, or FAIL: <one-line reason>."
+)

@@ -1,0 +1,75 @@
+"""Per-turn trace: every model call, tool call and guard decision, written as JSONL.
+
+Read it back with ``switchboard trace <turn id>``. Lines are redacted before they are
+written; the files live in the data directory, never in the agent's workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Redact = Callable[[str], str]
+
+
+class TurnTrace:
+    def __init__(
+        self,
+        turn_id: str,
+        *,
+        session_key: str = "",
+        kind: str = "chat",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.turn_id = turn_id
+        self._clock = clock
+        self._start = clock()
+        self.events: list[dict[str, Any]] = []
+        self.add("turn", session_key=session_key, kind=kind)
+
+    def add(self, event: str, **fields: Any) -> None:
+        self.events.append({"t": round(self._clock() - self._start, 4), "event": event, **fields})
+
+    def decision(self, guard: str, code: str, reason: str, **fields: Any) -> None:
+        self.add("guard", guard=guard, code=code, reason=reason, **fields)
+
+    def decisions(self, guard: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if e["event"] == "guard" and (guard is None or e["guard"] == guard)
+        ]
+
+    def write(self, directory: Path, redact: Redact = lambda s: s) -> Path:
+        day = time.strftime("%Y-%m-%d", time.localtime(self._start))
+        path = directory / day / f"{self.turn_id}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [redact(json.dumps(e, ensure_ascii=False, default=str)) for e in self.events]
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        path.chmod(0o600)
+        return path
+
+
+def find_trace(directory: Path, turn_id: str) -> Path | None:
+    """The trace file of a turn, by full id or a unique prefix."""
+    matches = sorted(directory.glob(f"*/{turn_id}*.jsonl"))
+    return matches[0] if len(matches) == 1 else None
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line after a crash
+    return events
+
+
+def latest_trace(directory: Path) -> Path | None:
+    paths = list(directory.glob("*/*.jsonl"))
+    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None

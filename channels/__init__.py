@@ -18,7 +18,9 @@ class ChannelFactory(Protocol):
     def __call__(self, settings: Settings) -> Channel: ...
 
 
-REGISTRY: dict[str, str] = {}
+REGISTRY: dict[str, str] = {
+    "telegram": "channels.telegram:create",
+}
 
 
 def enabled_channels(settings: Settings) -> list[str]:

@@ -68,14 +68,23 @@ class TelegramSettings(ChannelSection):
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str | None = None  # public https URL Telegram posts to
     webhook_listen: str = "127.0.0.1"
-    webhook_port: int = Field(default=8443, ge=1, le=65_535)
+    webhook_port: int = Field(default=8443, ge=0, le=65_535)  # 0: any free port (tests)
     webhook_path: str = "telegram"
-    webhook_secret: SecretStr | None = None
+    webhook_secret: SecretStr | None = None  # generated per start when unset
     poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+    # Voice notes are transcribed when a base URL or key is set (any OpenAI-compatible server).
+    transcription_base_url: str | None = None
+    transcription_api_key: SecretStr | None = None
+    transcription_model: str = "whisper-1"
 
     @property
     def enabled(self) -> bool:
         return self.token is not None and bool(self.token.get_secret_value())
+
+    @property
+    def transcription_enabled(self) -> bool:
+        return bool(self.transcription_base_url or self.transcription_api_key)
 
 
 class DiscordSettings(ChannelSection):

@@ -1,0 +1,258 @@
+"""The Telegram channel: python-telegram-bot's ``Bot`` for the API, our own intake loop.
+
+Intake (polling or webhook) hands each update to :meth:`TelegramChannel._accept`, which
+converts it, fetches its files and awaits the gateway's ``publish_inbound``; only after that
+returns is the update acknowledged (offset advanced / HTTP 200). Access control is not done
+here: the gateway's access gate sees every message with its numeric sender id.
+
+Start order: take the per-token lock (one receiver per bot), connect (``getMe``; remove or
+set the webhook; register commands if they changed), then start intake. A network failure
+while connecting does not fail the gateway: the connection is retried in the background
+with backoff. A rejected token does fail it, naming the setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+
+from telegram import Bot, BotCommand, Update
+from telegram.error import InvalidToken, TelegramError
+from telegram.request import HTTPXRequest
+
+from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
+from channels.telegram.media import MediaFetcher, Transcriber
+from channels.telegram.polling import Poller
+from channels.telegram.sender import Pacing, Sender
+from channels.telegram.state import ChannelState, TokenLock, token_digest
+from channels.telegram.webhook import WebhookServer
+from gateway.backoff import Backoff
+from gateway.bus import InboundSink
+from gateway.channel import ChannelHealth
+from gateway.commands import COMMANDS
+from gateway.errors import ConfigError
+from gateway.messages import ChatRef, OutboundMessage
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class TelegramChannel:
+    name = "telegram"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        pacing: Pacing | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        section = settings.telegram
+        if section.token is None or not section.token.get_secret_value():
+            raise ConfigError("telegram.token is not set", field="telegram.token")
+        if section.mode == "webhook" and not section.webhook_url:
+            raise ConfigError(
+                "telegram.mode is webhook but telegram.webhook_url is not set "
+                "(SWITCHBOARD_TELEGRAM__WEBHOOK_URL)",
+                field="telegram.webhook_url",
+            )
+        self.settings = section
+        token = section.token.get_secret_value()
+        self._token_digest = token_digest(token)
+        root = section.base_url.rstrip("/")
+        self.bot = Bot(
+            token,
+            base_url=f"{root}/bot",
+            base_file_url=f"{root}/file/bot",
+            request=HTTPXRequest(
+                connection_pool_size=64, read_timeout=20, write_timeout=20, pool_timeout=10
+            ),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10),
+        )
+        self._backoff = backoff or Backoff(base=1.0, cap=60.0)
+        self._sender = Sender(self.bot, pacing)
+        transcriber = (
+            Transcriber(
+                base_url=section.transcription_base_url,
+                api_key=section.transcription_api_key.get_secret_value()
+                if section.transcription_api_key
+                else None,
+                model=section.transcription_model,
+            )
+            if section.transcription_enabled
+            else None
+        )
+        self._media = MediaFetcher(
+            self.bot,
+            settings.workspace_dir / "attachments" / self.name,
+            max_bytes=section.max_attachment_bytes,
+            transcriber=transcriber,
+        )
+        self._state = ChannelState(settings.data_dir / "channels" / f"{self.name}.json")
+        self._lock = TokenLock(token)
+        self._secret = (
+            section.webhook_secret.get_secret_value()
+            if section.webhook_secret
+            else secrets.token_urlsafe(32)
+        )
+        self._sink: InboundSink | None = None
+        self._identity: BotIdentity | None = None
+        self._connected = asyncio.Event()
+        self._connect_task: asyncio.Task[None] | None = None
+        self._poller: Poller | None = None
+        self.webhook: WebhookServer | None = None
+        self._last_error: str | None = None
+        self._last_message_at: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+        self._lock.acquire()
+        try:
+            if self.settings.mode == "webhook":
+                self.webhook = WebhookServer(
+                    self.bot,
+                    self._accept,
+                    secret=self._secret,
+                    listen=self.settings.webhook_listen,
+                    port=self.settings.webhook_port,
+                    path=self.settings.webhook_path,
+                )
+                await self.webhook.start()
+            try:
+                await self._connect()
+            except (TelegramError, OSError) as exc:
+                self._status(f"could not reach Telegram: {exc}")
+                log.warning("telegram: could not connect (%s); retrying in the background", exc)
+                self._connect_task = asyncio.create_task(self._connect_until_done())
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self._connect_task is not None:
+            self._connect_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connect_task
+            self._connect_task = None
+        if self._poller is not None:
+            await self._poller.stop()
+            self._poller = None
+        if self.webhook is not None:
+            await self.webhook.stop()
+            self.webhook = None
+        await self._media.aclose()
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+        self._connected.clear()
+        self._lock.release()
+        self._sink = None
+
+    async def _connect_until_done(self) -> None:
+        while True:
+            await asyncio.sleep(self._backoff.next())
+            try:
+                await self._connect()
+            except (TelegramError, OSError) as exc:
+                self._status(f"could not reach Telegram: {exc}")
+                continue
+            except ConfigError as exc:
+                self._status(str(exc))
+                log.error("telegram: %s", exc)  # noqa: TRY400 - the message says it all
+                return
+            self._backoff.reset()
+            return
+
+    async def _connect(self) -> None:
+        try:
+            await self.bot.initialize()  # getMe; sending works even before this succeeded
+        except InvalidToken:
+            raise ConfigError(
+                "Telegram rejected the bot token (SWITCHBOARD_TELEGRAM__TOKEN); "
+                "copy it again from @BotFather",
+                field="telegram.token",
+            ) from None
+        me = self.bot.bot
+        self._identity = BotIdentity(me.id, me.username or "")
+        if self.settings.mode == "webhook":
+            assert self.settings.webhook_url is not None
+            await self.bot.set_webhook(
+                url=self.settings.webhook_url,
+                secret_token=self._secret,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        else:
+            # getUpdates refuses to work while a webhook is set; pending updates are kept.
+            await self.bot.delete_webhook(drop_pending_updates=False)
+        await self._register_commands()
+        self._connected.set()
+        self._status(None)
+        if self.settings.mode == "polling":
+            self._poller = Poller(
+                self.bot,
+                self._accept,
+                timeout=self.settings.poll_timeout_seconds,
+                backoff=self._backoff,
+                on_status=self._status,
+            )
+            self._poller.start()
+        log.info("telegram connected as @%s (%s)", me.username, self.settings.mode)
+
+    async def _register_commands(self) -> None:
+        """``setMyCommands`` only when the list differs from the one registered last time."""
+        wanted = [[name.lstrip("/"), text[:256]] for name, text in COMMANDS.items()]
+        state = self._state.load()
+        if state.get("commands") == wanted and state.get("token") == self._token_digest:
+            return
+        try:
+            await self.bot.set_my_commands([BotCommand(name, text) for name, text in wanted])
+        except TelegramError as exc:  # cosmetic: try again on the next start
+            log.warning("telegram: could not register the command list: %s", exc)
+            return
+        self._state.update(commands=wanted, token=self._token_digest)
+
+    # -- intake ---------------------------------------------------------------------------
+
+    async def _accept(self, update: Update) -> None:
+        """Journal one update. Returns normally for every update that may be acknowledged."""
+        await self._connected.wait()
+        assert self._identity is not None and self._sink is not None
+        try:
+            converted = convert_update(update, self._identity)
+        except Exception:  # an update we cannot read must not block the ones after it
+            log.exception("telegram: skipping update %s that could not be read", update.update_id)
+            return
+        if converted is None:
+            log.debug("telegram: update %s carries nothing to answer", update.update_id)
+            return
+        message = await self._media.attach(converted)
+        await self._sink.publish_inbound(message)  # raises -> not acknowledged
+        self._last_message_at = time.time()
+
+    # -- outbound -------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        return await self._sender.send(message)
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self._sender.typing(chat)
+
+    def health(self) -> ChannelHealth:
+        detail = f"{self.settings.mode}"
+        if self._identity is not None:
+            detail += f" as @{self._identity.username}"
+        if self._poller is not None and self._poller.offset is not None:
+            detail += f", next update {self._poller.offset}"
+        return ChannelHealth(
+            connected=self._connected.is_set() and self._last_error is None,
+            last_error=self._last_error,
+            last_message_at=self._last_message_at,
+            detail=detail,
+        )
+
+    def _status(self, error: str | None) -> None:
+        self._last_error = error

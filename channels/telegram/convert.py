@@ -1,0 +1,190 @@
+"""Pure conversion of a Telegram ``Update`` into an :class:`InboundMessage` (no I/O).
+
+Only new messages and channel posts become messages; edits, reactions, callbacks and every
+update type this version does not know convert to ``None``, and the caller still confirms
+them (an update we cannot use must never block the ones behind it).
+
+Identity comes from numeric ids only: ``sender_id`` is the user's id (or the posting chat's
+id for anonymous admins and channel posts), never a username or display name, which anyone
+can change. ``platform_message_id`` is ``"<chat id>:<message id>"``: the same on every
+redelivery of the message, whatever ``update_id`` it arrives with, and unique across chats.
+Files are described here (:class:`MediaRef`) and downloaded by :mod:`channels.telegram.media`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telegram import Message, MessageEntity, Update
+from telegram.constants import ChatType as TgChatType
+
+from gateway.messages import ChatType, InboundMessage
+
+CHANNEL = "telegram"
+# What we ask Telegram for; anything else that still arrives converts to None.
+ALLOWED_UPDATES = ("message", "channel_post")
+
+_CHAT_TYPES: dict[str, ChatType] = {
+    TgChatType.PRIVATE: ChatType.DM,
+    TgChatType.GROUP: ChatType.GROUP,
+    TgChatType.SUPERGROUP: ChatType.GROUP,
+    TgChatType.CHANNEL: ChatType.CHANNEL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is, from ``getMe``: needed to tell whether a message addresses it."""
+
+    id: int
+    username: str  # without the leading "@"
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A file attached to a message, to be fetched with ``getFile``."""
+
+    kind: str  # "image" | "voice" | "audio" | "video" | "document"
+    file_id: str
+    unique_id: str  # stable across bots and time: names the stored file
+    size: int | None = None
+    mime_type: str | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    message: InboundMessage
+    media: tuple[MediaRef, ...] = ()
+
+
+def platform_message_id(chat_id: int | str, message_id: int | str) -> str:
+    return f"{chat_id}:{message_id}"
+
+
+def telegram_message_id(platform_id: str) -> int | None:
+    """The Telegram message id inside a ``platform_message_id`` (``None`` if not ours)."""
+    _, _, tail = platform_id.rpartition(":")
+    try:
+        return int(tail)
+    except ValueError:
+        return None
+
+
+def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
+    """The inbound message an update carries, or ``None`` if it carries nothing to answer."""
+    msg = update.message or update.channel_post
+    if msg is None:
+        return None
+    chat_type = _CHAT_TYPES.get(msg.chat.type)
+    if chat_type is None:
+        return None
+    media = _media_of(msg)
+    text = msg.text or msg.caption or ""
+    if not text and not media:
+        return None  # stickers, joins, pins, topic service messages ...
+    sender_id, sender_name = _sender(msg)
+    reply = _real_reply(msg)
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        chat_id=str(msg.chat.id),
+        sender_id=sender_id,
+        sender_name=sender_name,
+        text=text,
+        platform_message_id=platform_message_id(msg.chat.id, msg.message_id),
+        chat_type=chat_type,
+        thread_id=str(msg.message_thread_id)
+        if msg.is_topic_message and msg.message_thread_id
+        else None,
+        mentioned=chat_type is ChatType.DM or addresses_bot(msg, bot),
+        reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
+    )
+    return Converted(inbound, media)
+
+
+def addresses_bot(msg: Message, bot: BotIdentity) -> bool:
+    """True for ``@botname``, a text mention of the bot, a command for it, or a reply to it."""
+    handle = "@" + bot.username.lower()
+    entities: dict[MessageEntity, str] = (
+        msg.parse_entities() if msg.text else msg.parse_caption_entities()
+    )
+    for entity, segment in entities.items():
+        if entity.type == MessageEntity.MENTION and segment.lower() == handle:
+            return True
+        if (
+            entity.type == MessageEntity.TEXT_MENTION
+            and entity.user is not None
+            and entity.user.id == bot.id
+        ):
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            _, at, target = segment.partition("@")
+            if not at or target.lower() == bot.username.lower():
+                return True
+    reply = _real_reply(msg)
+    return bool(reply and reply.from_user and reply.from_user.id == bot.id)
+
+
+def _real_reply(msg: Message) -> Message | None:
+    """The message replied to, ignoring the topic-start message every topic message points at."""
+    reply = msg.reply_to_message
+    if reply is None:
+        return None
+    if msg.is_topic_message and (
+        reply.message_id == msg.message_thread_id or reply.forum_topic_created is not None
+    ):
+        return None
+    return reply
+
+
+def _sender(msg: Message) -> tuple[str, str]:
+    if msg.sender_chat is not None:  # channel posts, anonymous admins, "send as channel"
+        chat = msg.sender_chat
+        return str(chat.id), chat.title or chat.full_name or ""
+    if msg.from_user is not None:
+        return str(msg.from_user.id), msg.from_user.full_name
+    return str(msg.chat.id), msg.chat.title or ""
+
+
+def _media_of(msg: Message) -> tuple[MediaRef, ...]:
+    if msg.photo:
+        largest = msg.photo[-1]  # Telegram lists sizes smallest first
+        return (
+            MediaRef(
+                "image", largest.file_id, largest.file_unique_id, largest.file_size, "image/jpeg"
+            ),
+        )
+    if msg.voice:
+        voice = msg.voice
+        return (
+            MediaRef(
+                "voice",
+                voice.file_id,
+                voice.file_unique_id,
+                voice.file_size,
+                voice.mime_type or "audio/ogg",
+            ),
+        )
+    for label, item in (
+        ("audio", msg.audio),
+        ("video", msg.video),
+        ("video", msg.video_note),
+        ("document", msg.document),
+    ):
+        if item is None:
+            continue
+        mime = getattr(item, "mime_type", None)
+        kind = label
+        if label == "document" and mime and mime.startswith("image/") and mime != "image/svg+xml":
+            kind = "image"  # an uncompressed photo sent as a file
+        return (
+            MediaRef(
+                kind,
+                item.file_id,
+                item.file_unique_id,
+                item.file_size,
+                mime,
+                getattr(item, "file_name", None),
+            ),
+        )
+    return ()

@@ -1,0 +1,152 @@
+"""Inbound files: fetched with ``getFile`` into the workspace, size-capped, voice transcribed.
+
+Files land in ``<workspace>/attachments/telegram/<YYYY-MM-DD>/`` under a generated name
+built from the chat, the message and Telegram's ``file_unique_id`` — never from the name the
+sender chose — so a redelivered update rewrites the same file instead of leaving a copy.
+A file that is too large or cannot be fetched still reaches the agent as a note saying so:
+the message is never held back (a download that always fails would block every update
+behind it), and it is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import openai
+from telegram import Bot
+from telegram.error import TelegramError
+
+from channels.telegram.convert import Converted, MediaRef
+from gateway.messages import Attachment, InboundMessage
+
+log = logging.getLogger(__name__)
+
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
+
+
+class Transcriber:
+    """Speech to text through any OpenAI-compatible ``/audio/transcriptions`` endpoint."""
+
+    def __init__(self, *, base_url: str | None, api_key: str | None, model: str) -> None:
+        self.model = model
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", max_retries=1, timeout=120
+        )
+
+    async def transcribe(self, path: Path) -> str:
+        result = await self._client.audio.transcriptions.create(model=self.model, file=path)
+        return str(getattr(result, "text", result)).strip()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class MediaFetcher:
+    def __init__(
+        self,
+        bot: Bot,
+        root: Path,
+        *,
+        max_bytes: int,
+        transcriber: Transcriber | None = None,
+    ) -> None:
+        self._bot = bot
+        self._root = root
+        self._max_bytes = max_bytes
+        self._transcriber = transcriber
+
+    async def attach(self, converted: Converted) -> InboundMessage:
+        """The message with its files stored (or explained) as attachments."""
+        msg = converted.message
+        if not converted.media:
+            return msg
+        attachments = []
+        text = msg.text
+        for ref in converted.media:
+            attachment = await self._fetch(msg, ref)
+            if ref.kind == "voice" and attachment.path:
+                attachment, transcript = await self._transcribe(attachment)
+                if transcript and not text:
+                    text = transcript
+            elif ref.kind == "voice":
+                attachment = replace(
+                    attachment,
+                    note=f"a voice note arrived and could not be stored ({attachment.note})",
+                )
+            attachments.append(attachment)
+        return replace(msg, text=text, attachments=tuple(attachments))
+
+    async def _fetch(self, msg: InboundMessage, ref: MediaRef) -> Attachment:
+        base = Attachment(
+            kind=ref.kind,
+            mime_type=ref.mime_type,
+            filename=ref.filename,
+            size=ref.size,
+            platform_file_id=ref.file_id,
+        )
+        if ref.size is not None and ref.size > self._max_bytes:
+            return replace(base, note=_too_large(ref.size, self._max_bytes))
+        try:
+            remote = await self._bot.get_file(ref.file_id)
+            if remote.file_size is not None and remote.file_size > self._max_bytes:
+                return replace(base, note=_too_large(remote.file_size, self._max_bytes))
+            target = self._target(msg, ref, remote.file_path)
+            if not (target.exists() and ref.size and target.stat().st_size == ref.size):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                await remote.download_to_drive(target)
+        except (TelegramError, OSError, RuntimeError) as exc:
+            log.warning("telegram: could not fetch %s %s: %s", ref.kind, ref.file_id, exc)
+            return replace(base, note=f"the file could not be downloaded: {exc}")
+        size = target.stat().st_size
+        if size > self._max_bytes:
+            target.unlink(missing_ok=True)
+            return replace(base, note=_too_large(size, self._max_bytes))
+        return replace(base, path=str(target), size=size)
+
+    def _target(self, msg: InboundMessage, ref: MediaRef, remote_path: str | None) -> Path:
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        message_id = msg.platform_message_id.rpartition(":")[2]
+        stem = "-".join(_SAFE.sub("", part) for part in (msg.chat_id, message_id, ref.unique_id))
+        return self._root / day / (stem + _suffix(ref, remote_path))
+
+    async def _transcribe(self, attachment: Attachment) -> tuple[Attachment, str]:
+        assert attachment.path is not None
+        if self._transcriber is None:
+            note = "a voice note arrived; it was not transcribed (no transcription provider is configured)"
+            return replace(attachment, note=note), ""
+        try:
+            transcript = await self._transcriber.transcribe(Path(attachment.path))
+        except openai.OpenAIError as exc:
+            log.warning("telegram: transcription failed: %s", exc)
+            return replace(
+                attachment, note=f"a voice note arrived; transcription failed: {exc}"
+            ), ""
+        note = f"voice note, transcribed: {transcript}" if transcript else "an empty voice note"
+        return replace(attachment, note=note), transcript
+
+    async def aclose(self) -> None:
+        if self._transcriber is not None:
+            await self._transcriber.aclose()
+
+
+def _suffix(ref: MediaRef, remote_path: str | None) -> str:
+    for candidate in (ref.filename, remote_path):
+        if candidate and "." in candidate:
+            suffix = "." + _SAFE.sub("", candidate.rsplit(".", 1)[1])[:10].lower()
+            if len(suffix) > 1:
+                return suffix
+    if ref.mime_type:
+        guessed = mimetypes.guess_extension(ref.mime_type)
+        if guessed:
+            return guessed
+    return _DEFAULT_SUFFIX.get(ref.kind, ".bin")
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"not stored: {size} bytes is over the {limit}-byte limit"

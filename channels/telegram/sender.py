@@ -1,0 +1,224 @@
+"""Outbound delivery: paced, split, mapped onto the gateway's error types, never doubled.
+
+Pacing follows Telegram's published guidance: about one message a second per chat, 20 a
+minute per group, 30 a second overall (leaky buckets from aiolimiter). A wait longer than
+``max_wait`` is not slept inside ``send``: it becomes :class:`ChannelRateLimited`, so the
+outbox holds that chat and other chats go on. ``RetryAfter`` from Telegram is the same.
+
+One outbound message can be several Telegram messages (long text, files). The parts already
+delivered are remembered per ``idempotency_key`` so a retry after part 2 of 3 failed resumes
+at part 2. That record is in memory only (a crash between parts may resend the earlier ones
+after a restart; the outbox marks a message sent only after every part went out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import warnings
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from aiolimiter import AsyncLimiter
+from telegram import Bot, Message, MessageEntity, ReplyParameters
+from telegram.constants import ChatAction
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+
+from channels.telegram.convert import telegram_message_id
+from channels.telegram.render import Part, render
+from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.messages import Attachment, ChatRef, OutboundMessage
+
+log = logging.getLogger(__name__)
+
+MAX_PHOTO_BYTES = 10_000_000  # larger images go as documents
+_MAX_TRACKED = 1_000
+_MAX_LIMITERS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    per_chat: tuple[float, float] = (1, 1.0)  # (messages, seconds)
+    per_group: tuple[float, float] = (20, 60.0)
+    overall: tuple[float, float] = (30, 1.0)
+    max_wait: float = 5.0  # longer waits hold the chat in the outbox instead
+
+
+Step = Callable[[], Awaitable[Message]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    chat_id: str
+    thread: int | None
+    reply: ReplyParameters | None
+
+
+T = TypeVar("T")
+
+
+class Sender:
+    def __init__(self, bot: Bot, pacing: Pacing | None = None) -> None:
+        self._bot = bot
+        self._pacing = pacing or Pacing()
+        self._overall = AsyncLimiter(*self._pacing.overall)
+        self._chats: OrderedDict[str, AsyncLimiter] = OrderedDict()
+        self._groups: OrderedDict[str, AsyncLimiter] = OrderedDict()
+        # idempotency_key -> Telegram message ids of the parts already delivered
+        self._delivered: OrderedDict[str, list[int]] = OrderedDict()
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        steps = self._steps(message)
+        done = self._delivered.setdefault(message.idempotency_key, [])
+        self._delivered.move_to_end(message.idempotency_key)
+        while len(self._delivered) > _MAX_TRACKED:
+            self._delivered.popitem(last=False)
+        for step in steps[len(done) :]:
+            await self._pace(message.chat_id)
+            sent = await _mapped(step)
+            done.append(sent.message_id)
+        self._delivered.pop(message.idempotency_key, None)
+        return ",".join(str(i) for i in done) or None
+
+    async def typing(self, chat: ChatRef) -> None:
+        await _mapped(
+            lambda: self._bot.send_chat_action(
+                chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)
+            )
+        )
+
+    # -- building the parts ---------------------------------------------------------------
+
+    def _steps(self, message: OutboundMessage) -> list[Step]:
+        to = _Target(message.chat_id, _thread(message.chat), _reply(message))
+        steps: list[Step] = [self._text_step(part, to) for part in render(message.text)]
+        steps.extend(self._file_step(attachment, to) for attachment in message.attachments)
+        return steps
+
+    def _text_step(self, part: Part, to: _Target) -> Step:
+        async def step() -> Message:
+            try:
+                return await self._text(to, part.text, part.entities)
+            except BadRequest as exc:
+                if not part.entities or "entit" not in exc.message.lower():
+                    raise
+                log.info("telegram rejected formatting (%s); sending plain text", exc.message)
+            return await self._text(to, part.plain)
+
+        return step
+
+    def _file_step(self, attachment: Attachment, to: _Target) -> Step:
+        async def step() -> Message:
+            path = Path(attachment.path) if attachment.path else None
+            if path is None or not path.is_file():
+                name = attachment.filename or attachment.path or attachment.kind
+                return await self._text(to, f"[could not attach {name}: file not found]")
+            name = attachment.filename or path.name
+            if attachment.kind == "image" and path.stat().st_size <= MAX_PHOTO_BYTES:
+                return await self._bot.send_photo(
+                    chat_id=to.chat_id,
+                    photo=path,
+                    filename=name,
+                    message_thread_id=to.thread,
+                    reply_parameters=to.reply,
+                )
+            return await self._bot.send_document(
+                chat_id=to.chat_id,
+                document=path,
+                filename=name,
+                message_thread_id=to.thread,
+                reply_parameters=to.reply,
+            )
+
+        return step
+
+    async def _text(
+        self, to: _Target, text: str, entities: tuple[MessageEntity, ...] = ()
+    ) -> Message:
+        return await self._bot.send_message(
+            chat_id=to.chat_id,
+            text=text,
+            entities=entities or None,
+            message_thread_id=to.thread,
+            reply_parameters=to.reply,
+        )
+
+    # -- pacing ---------------------------------------------------------------------------
+
+    async def _pace(self, chat_id: str) -> None:
+        limiters = [self._overall, _limiter(self._chats, chat_id, self._pacing.per_chat)]
+        if chat_id.startswith("-"):  # group, supergroup and channel ids are negative
+            limiters.append(_limiter(self._groups, chat_id, self._pacing.per_group))
+        for limiter in reversed(limiters):
+            try:
+                await asyncio.wait_for(limiter.acquire(), self._pacing.max_wait)
+            except TimeoutError:
+                raise ChannelRateLimited(self._pacing.max_wait, "paced by the bot") from None
+
+
+def _limiter(
+    table: OrderedDict[str, AsyncLimiter], key: str, rate: tuple[float, float]
+) -> AsyncLimiter:
+    limiter = table.get(key)
+    if limiter is None:
+        limiter = table[key] = AsyncLimiter(*rate)
+        while len(table) > _MAX_LIMITERS:
+            table.popitem(last=False)
+    table.move_to_end(key)
+    return limiter
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id and chat.thread_id.isdigit() else None
+
+
+def _reply(message: OutboundMessage) -> ReplyParameters | None:
+    if message.reply_to_message_id is None:
+        return None
+    target = telegram_message_id(message.reply_to_message_id)
+    if target is None:
+        return None
+    # If the message was deleted meanwhile, answer anyway instead of failing.
+    return ReplyParameters(message_id=target, allow_sending_without_reply=True)
+
+
+async def _mapped(call: Callable[[], Awaitable[T]]) -> T:
+    """Run one Bot API call, translating its errors for the outbox."""
+    try:
+        result = await call()
+    except RetryAfter as exc:
+        raise ChannelRateLimited(retry_after_seconds(exc), "Telegram flood control") from exc
+    except ChatMigrated as exc:
+        raise ChannelPermanentError(
+            f"the group became a supergroup with id {exc.new_chat_id}; "
+            "add that id to telegram.group_allow_from"
+        ) from exc
+    except Forbidden as exc:  # blocked by the user, kicked from the group
+        raise ChannelPermanentError(exc.message) from exc
+    except BadRequest as exc:  # chat not found, thread not found, message too long ...
+        raise ChannelPermanentError(exc.message) from exc
+    except NetworkError as exc:  # includes TimedOut and 5xx answers
+        raise ChannelTransientError(exc.message) from exc
+    except TelegramError as exc:  # InvalidToken, Conflict, ...: retry with backoff
+        raise ChannelTransientError(exc.message) from exc
+    return result
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns about the int/timedelta migration
+        warnings.simplefilter("ignore")
+        value = exc.retry_after
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return float(value)

@@ -1,0 +1,461 @@
+"""A fake Telegram Bot API server for python-telegram-bot, unmodified, on 127.0.0.1.
+
+It keeps what the real server keeps for one bot: a queue of updates that ``getUpdates``
+long-polls and confirms by ``offset``, the messages the bot sent (validated like Telegram
+does: at most 4096 UTF-16 units, entities inside the text), files for ``getFile`` and
+downloads, the webhook and the command list. Tests script failures per method (429 with
+``retry_after``, 5xx, 409, "can't parse entities").
+
+It also serves an OpenAI-compatible ``/v1/audio/transcriptions`` for voice-note tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    at: float = field(default_factory=time.perf_counter)
+    files: dict[str, bytes] = field(default_factory=dict)
+    result: Any = None  # what the fake answered, when it succeeded
+
+
+@dataclass
+class Failure:
+    status: int
+    description: str
+    retry_after: int | None = None
+    times: int = 1
+    skip: int = 0  # let this many calls through first
+
+
+class FakeTelegram:
+    def __init__(self, token: str = "123456:TEST-TOKEN", *, username: str = "switchboard_bot"):
+        self.token = token
+        self.bot_id = int(token.split(":", 1)[0])
+        self.username = username
+        self.calls: list[Call] = []
+        self.updates: deque[dict[str, Any]] = deque()
+        self.confirmed_offset = 0  # updates below this id were confirmed by getUpdates
+        self.pushed_at: dict[int, float] = {}  # update_id -> when it became available
+        self.webhook: dict[str, Any] | None = None
+        self.commands: list[dict[str, str]] | None = None
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
+        self.failures: dict[str, deque[Failure]] = defaultdict(deque)
+        self.reject_entities = 0  # refuse this many entity-bearing messages
+        self.transcript = "transcribed words"
+        self.changed = asyncio.Condition()
+        self._update_ids = itertools.count(1000)
+        self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
+        self._file_ids = itertools.count(1)
+        self._handlers = {
+            name[3:].lower(): getattr(self, name) for name in dir(self) if name.startswith("_m_")
+        }
+        self._runner: web.AppRunner | None = None
+        self._closing = False
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> FakeTelegram:
+        app = web.Application(client_max_size=50_000_000)
+        app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server: Any = site._server
+        self.port = server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        self._closing = True
+        await self._notify()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- scripting ------------------------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str = "fake failure",
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+        skip: int = 0,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` (after ``skip`` good ones) with an error."""
+        self.failures[method].append(Failure(status, description, retry_after, times, skip))
+
+    def add_file(self, content: bytes, file_path: str = "photos/file_1.jpg") -> str:
+        file_id = f"FILE{next(self._file_ids)}"
+        self.files[file_id] = (file_path, content)
+        return file_id
+
+    def next_update_id(self) -> int:
+        return next(self._update_ids)
+
+    async def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Make an update available to getUpdates (give it an id if it has none)."""
+        update = dict(update)
+        update.setdefault("update_id", self.next_update_id())
+        self.pushed_at.setdefault(update["update_id"], time.perf_counter())
+        async with self.changed:
+            self.updates.append(update)
+            self.changed.notify_all()
+        return update
+
+    def message(
+        self,
+        text: str = "",
+        *,
+        chat_id: int = 42,
+        user_id: int = 42,
+        first_name: str = "Dana",
+        username: str | None = None,
+        chat_type: str = "private",
+        thread_id: int | None = None,
+        reply_to: dict[str, Any] | None = None,
+        message_id: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A ``message`` object as Telegram builds it, entities for commands and @mentions included."""
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = f"Group {chat_id}"
+            if thread_id is not None:
+                chat["is_forum"] = True
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if username:
+            sender["username"] = username
+        msg: dict[str, Any] = {
+            "message_id": message_id or next(self._message_ids[chat_id]) + 100_000,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+        }
+        if text:
+            msg["text"] = text
+            if entities := auto_entities(text):
+                msg["entities"] = entities
+        if thread_id is not None:
+            msg["message_thread_id"] = thread_id
+            msg["is_topic_message"] = True
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        msg.update(extra)
+        return msg
+
+    async def say(self, text: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Push a message update; returns the update."""
+        return await self.push({"message": self.message(text, **kwargs)})
+
+    def bot_message(
+        self, chat_id: int, message_id: int, text: str = "earlier answer"
+    ) -> dict[str, Any]:
+        """A message the bot itself sent (to reply to)."""
+        return {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "supergroup", "title": "g"},
+            "from": self._me(),
+            "text": text,
+        }
+
+    # -- reading what happened ------------------------------------------------------------
+
+    def called(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def sent(self, chat_id: int | None = None) -> list[Call]:
+        """Messages the bot delivered (text, photos, documents), in order."""
+        return [
+            c
+            for c in self.calls
+            if c.method in ("sendMessage", "sendPhoto", "sendDocument")
+            and c.params.get("_ok")
+            and (chat_id is None or int(c.params["chat_id"]) == chat_id)
+        ]
+
+    def texts(self, chat_id: int | None = None) -> list[str]:
+        return [c.params.get("text", "") for c in self.sent(chat_id) if "text" in c.params]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        async def reached() -> None:
+            async with self.changed:
+                await self.changed.wait_for(predicate)
+
+        await asyncio.wait_for(reached(), timeout)
+
+    async def wait_sent(
+        self, count: int, chat_id: int | None = None, timeout: float = 10.0
+    ) -> list[Call]:
+        await self.wait_for(lambda: len(self.sent(chat_id)) >= count, timeout)
+        return self.sent(chat_id)
+
+    async def wait_called(self, method: str, count: int = 1, timeout: float = 10.0) -> list[Call]:
+        await self.wait_for(lambda: len(self.called(method)) >= count, timeout)
+        return self.called(method)
+
+    async def wait_confirmed(self, offset: int, timeout: float = 10.0) -> None:
+        await self.wait_for(lambda: self.confirmed_offset >= offset, timeout)
+
+    # -- the API --------------------------------------------------------------------------
+
+    async def _notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def _api(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        params, files = await _params(request)
+        call = Call(method, params, files=files)
+        async with self.changed:
+            self.calls.append(call)
+            self.changed.notify_all()
+        queued = self.failures.get(method)  # scripted by the exact method name
+        if queued and queued[0].skip > 0:
+            queued[0].skip -= 1
+        elif queued:
+            failure = queued[0]
+            failure.times -= 1
+            if failure.times <= 0:
+                queued.popleft()
+            return _error(failure.status, failure.description, failure.retry_after)
+        handler = self._handlers.get(method.lower())  # Bot API methods are case-insensitive
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        response: web.Response = await handler(call)
+        if response.status == 200:
+            params["_ok"] = True
+            call.result = json.loads(response.text or "{}").get("result")
+            await self._notify()
+        return response
+
+    def _me(self) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Switchboard",
+            "username": self.username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _m_getMe(self, call: Call) -> web.Response:
+        return _ok(self._me())
+
+    async def _m_getUpdates(self, call: Call) -> web.Response:
+        if self.webhook is not None:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active")
+        offset = int(call.params.get("offset") or 0)
+        timeout = float(call.params.get("timeout") or 0)
+        limit = int(call.params.get("limit") or 100)
+        async with self.changed:
+            if offset:
+                self.confirmed_offset = max(self.confirmed_offset, offset)
+                while self.updates and self.updates[0]["update_id"] < offset:
+                    self.updates.popleft()
+            self.changed.notify_all()
+
+            def ready() -> bool:
+                return self._closing or any(u["update_id"] >= offset for u in self.updates)
+
+            if not ready() and timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait_for(ready), timeout)
+            batch = [u for u in self.updates if u["update_id"] >= offset][:limit]
+        return _ok(batch)
+
+    async def _m_deleteWebhook(self, call: Call) -> web.Response:
+        self.webhook = None
+        return _ok(True)
+
+    async def _m_setWebhook(self, call: Call) -> web.Response:
+        self.webhook = dict(call.params)
+        return _ok(True)
+
+    async def _m_setMyCommands(self, call: Call) -> web.Response:
+        self.commands = call.params.get("commands")
+        return _ok(True)
+
+    async def _m_sendChatAction(self, call: Call) -> web.Response:
+        return _ok(True)
+
+    async def _m_getFile(self, call: Call) -> web.Response:
+        file_id = call.params.get("file_id")
+        if file_id not in self.files:
+            return _error(400, "Bad Request: invalid file_id")
+        path, content = self.files[file_id]
+        return _ok(
+            {
+                "file_id": file_id,
+                "file_unique_id": f"U{file_id}",
+                "file_size": len(content),
+                "file_path": path,
+            }
+        )
+
+    async def _m_sendMessage(self, call: Call) -> web.Response:
+        text = call.params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(text) > 4096:
+            return _error(400, "Bad Request: message is too long")
+        entities = call.params.get("entities") or []
+        for entity in entities:
+            if entity["offset"] < 0 or entity["offset"] + entity["length"] > utf16_len(text):
+                return _error(
+                    400, "Bad Request: can't parse entities: entity beyond the end of the text"
+                )
+        if entities and self.reject_entities > 0:
+            self.reject_entities -= 1
+            return _error(
+                400,
+                "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 12",
+            )
+        return _ok(self._sent_message(call, text=text))
+
+    async def _m_sendPhoto(self, call: Call) -> web.Response:
+        return _ok(
+            self._sent_message(
+                call, photo=[{"file_id": "P", "file_unique_id": "P", "width": 1, "height": 1}]
+            )
+        )
+
+    async def _m_sendDocument(self, call: Call) -> web.Response:
+        return _ok(self._sent_message(call, document={"file_id": "D", "file_unique_id": "D"}))
+
+    def _sent_message(self, call: Call, **content: Any) -> dict[str, Any]:
+        chat_id = int(call.params["chat_id"])
+        kind = "private" if chat_id > 0 else "supergroup"
+        return {
+            "message_id": next(self._message_ids[chat_id]),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": kind},
+            "from": self._me(),
+            **content,
+        }
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        for path, content in self.files.values():
+            if path == request.match_info["path"]:
+                return web.Response(body=content)
+        return web.Response(status=404)
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload: Any = form.get("file")
+        size = len(upload.file.read()) if upload is not None else 0
+        self.calls.append(Call("transcribe", {"model": form.get("model"), "size": size}))
+        return web.json_response({"text": self.transcript})
+
+
+def auto_entities(text: str) -> list[dict[str, Any]]:
+    """The ``bot_command`` and ``mention`` entities Telegram adds to a text."""
+    entities = []
+    offset = 0
+    for word in text.split(" "):
+        if word.startswith("/") and offset == 0 and len(word) > 1:
+            entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(word)})
+        elif word.startswith("@") and len(word) > 1:
+            entities.append({"type": "mention", "offset": offset, "length": utf16_len(word)})
+        offset += utf16_len(word) + 1
+    return entities
+
+
+async def _params(request: web.Request) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Telegram's request encodings: form fields whose non-string values are JSON."""
+    params: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
+    if request.content_type == "application/json":
+        body = await request.json() if request.can_read_body else {}
+        return dict(body), files
+    if request.content_type.startswith("multipart/"):
+        reader = await request.multipart()
+        async for part in reader:
+            if part.filename is not None:  # type: ignore[union-attr]
+                files[part.name or "file"] = await part.read()  # type: ignore[union-attr]
+                params[part.name or "file"] = part.filename  # type: ignore[union-attr]
+            else:
+                params[part.name or ""] = _decode(await part.text(), part.name or "")  # type: ignore[union-attr]
+        return params, files
+    form = await request.post()
+    for key, value in form.items():
+        params[key] = _decode(str(value), key)
+    params.update({k: _decode(v, k) for k, v in request.query.items()})
+    return params, files
+
+
+_STRINGS = {"text", "caption", "file_id", "url", "secret_token", "filename", "action"}
+
+
+def _decode(value: str, key: str = "") -> Any:
+    if key in _STRINGS:  # sent raw by PTB even when they look like JSON ("42", "true")
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=status)
+
+
+def random_token() -> str:
+    """A token unique to one test: the per-token lock is shared by every test process."""
+    import secrets
+
+    return f"{secrets.randbelow(10**9) + 10**8}:TEST-{secrets.token_hex(8)}"
+
+
+def section(fake: FakeTelegram, **overrides: Any) -> dict[str, Any]:
+    """``telegram`` settings pointing at ``fake``; user 42 may talk by default."""
+    values: dict[str, Any] = {
+        "token": fake.token,
+        "base_url": fake.base_url,
+        "poll_timeout_seconds": 5,
+        "allow_from": ["42"],
+    }
+    values.update(overrides)
+    return values

@@ -1,0 +1,128 @@
+"""Acknowledge only what is journaled: webhook secret and status codes, and the polling offset
+when the gateway cannot store an update."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from channels.telegram import TelegramChannel
+from channels.telegram.sender import Pacing
+from channels.telegram.webhook import SECRET_HEADER
+from gateway.app import Gateway
+from gateway.backoff import Backoff
+from gateway.bus import Accepted
+from gateway.errors import StorageFullError
+from gateway.messages import InboundMessage
+from gateway.settings import Settings
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram, random_token, section
+
+FAST = Pacing(per_chat=(100, 1.0), per_group=(100, 1.0), overall=(1000, 1.0))
+HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+def channel(settings: Settings) -> TelegramChannel:
+    return TelegramChannel(settings, pacing=FAST, backoff=Backoff(base=0.01, cap=0.05))
+
+
+class FlakySink:
+    """A gateway intake whose disk is full for the first ``failures`` messages."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.accepted: list[InboundMessage] = []
+        self.changed = asyncio.Event()
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        if self.failures:
+            self.failures -= 1
+            raise StorageFullError("disk full")
+        self.accepted.append(msg)
+        self.changed.set()
+        return Accepted.NEW
+
+
+def hook_url(telegram: TelegramChannel) -> str:
+    assert telegram.webhook is not None
+    return f"http://127.0.0.1:{telegram.webhook.port}/telegram"
+
+
+async def test_webhook_refuses_a_wrong_secret_and_acknowledges_after_journaling(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    settings = make_settings(telegram=section(tg, webhook_secret="s3cret_Token-1", **HOOK))
+    telegram = channel(settings)
+    update = {"update_id": 5, "message": tg.message("via the webhook")}
+    message_key = f"42:{update['message']['message_id']}"
+    async with Gateway(settings, channels=[telegram]) as gateway, aiohttp.ClientSession() as http:
+        url = hook_url(telegram)
+        missing = await http.post(url, json=update)
+        wrong = await http.post(url, json=update, headers={SECRET_HEADER: "guess"})
+        assert not await gateway.store.journal.seen("telegram", message_key)
+        good = await http.post(url, json=update, headers={SECRET_HEADER: "s3cret_Token-1"})
+        journaled = await gateway.store.journal.seen("telegram", message_key)
+        again = await http.post(url, json=update, headers={SECRET_HEADER: "s3cret_Token-1"})
+        [reply] = await tg.wait_sent(1)
+        await gateway.wait_idle()
+    assert (missing.status, wrong.status, good.status, again.status) == (403, 403, 200, 200)
+    assert journaled  # the 200 came after the update was stored
+    assert tg.webhook == {
+        "url": "https://bot.example.test/telegram",
+        "secret_token": "s3cret_Token-1",
+        "allowed_updates": ["message", "channel_post"],
+    }
+    assert "via the webhook" in reply.params["text"]
+    assert len(fake_llm.requests) == 1 and len(tg.sent()) == 1
+
+
+async def test_webhook_answers_500_when_the_update_cannot_be_stored(
+    make_settings: SettingsFactory, tg: FakeTelegram
+) -> None:
+    telegram = channel(make_settings(telegram=section(tg, **HOOK)))
+    sink = FlakySink(failures=1)
+    await telegram.start(sink)
+    try:
+        secret = tg.webhook["secret_token"] if tg.webhook else ""
+        assert len(secret) >= 32  # generated when none is configured
+        update = {"update_id": 9, "message": tg.message("store me")}
+        async with aiohttp.ClientSession() as http:
+            first = await http.post(
+                hook_url(telegram), json=update, headers={SECRET_HEADER: secret}
+            )
+            retry = await http.post(
+                hook_url(telegram), json=update, headers={SECRET_HEADER: secret}
+            )
+    finally:
+        await telegram.stop()
+    assert (first.status, retry.status) == (500, 200)  # Telegram redelivers after the 500
+    assert [m.text for m in sink.accepted] == ["store me"]
+
+
+async def test_polling_does_not_confirm_an_update_it_could_not_store(
+    make_settings: SettingsFactory, tg: FakeTelegram
+) -> None:
+    telegram = channel(make_settings(telegram=section(tg)))
+    sink = FlakySink(failures=2)
+    await telegram.start(sink)
+    try:
+        update = await tg.say("do not lose me")
+        await asyncio.wait_for(sink.changed.wait(), 10)
+        await tg.wait_confirmed(update["update_id"] + 1)
+    finally:
+        await telegram.stop()
+    offsets = [c.params.get("offset") for c in tg.called("getUpdates")]
+    fetched_again = [o for o in offsets if o is None or o <= update["update_id"]]
+    assert len(fetched_again) >= 3  # fetched, failed twice, fetched again until stored
+    assert [m.text for m in sink.accepted] == ["do not lose me"]

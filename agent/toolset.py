@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from agent.llm.base import LLMProvider
 from agent.tools.base import Tool
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.shell import Exec
+from agent.tools.web import web_tools
 from gateway.settings import Settings
 
 
-def default_tools(settings: Settings) -> list[Tool]:
+def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list[Tool]:
+    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch."""
     exec_settings = settings.tools.exec
-    return [
+    tools: list[Tool] = [
         ReadFile(),
         WriteFile(),
         EditFile(),
@@ -23,3 +26,6 @@ def default_tools(settings: Settings) -> list[Tool]:
         ),
         Message(),
     ]
+    if settings.tools.web.enabled:
+        tools.extend(web_tools(settings.tools.web, llm=llm))
+    return tools

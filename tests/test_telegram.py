@@ -141,6 +141,34 @@ async def test_a_voice_note_is_transcribed_when_a_provider_is_configured(
     assert "please book a table for two" in reply.params["text"]
 
 
+async def test_files_in_group_chatter_are_not_downloaded(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    file_id = tg.add_file(PNG, "photos/file_9.jpg")
+    photo = [{"file_id": file_id, "file_unique_id": "cat", "width": 8, "height": 8}]
+    settings = make_settings(telegram=section(tg, group_allow_from=[str(GROUP)]))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        update = await tg.say(caption="my cat", photo=photo, chat_id=GROUP, chat_type="supergroup")
+        await tg.wait_confirmed(update["update_id"] + 1)
+        await gateway.wait_idle()
+    assert tg.called("getFile") == [] and fake_llm.requests == [] and tg.sent() == []
+
+
+async def test_a_strangers_voice_note_is_not_transcribed(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    file_id = tg.add_file(b"OggS spam", "voice/file_5.oga")
+    voice = {"file_id": file_id, "file_unique_id": "v3", "duration": 60, "mime_type": "audio/ogg"}
+    transcription = {"transcription_base_url": f"{tg.base_url}/v1", "allow_from": []}
+    settings = make_settings(telegram=section(tg, **transcription))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say(voice=voice, chat_id=777, user_id=777)
+        [notice] = await tg.wait_sent(1)
+        await gateway.wait_idle()
+    assert "pairing code" in notice.params["text"]
+    assert tg.called("transcribe") == [] and fake_llm.requests == []
+
+
 async def test_groups_answer_only_when_addressed(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

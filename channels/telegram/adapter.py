@@ -29,6 +29,7 @@ from channels.telegram.polling import Poller
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.webhook import WebhookServer
+from gateway.access import Verdict, decide
 from gateway.backoff import Backoff
 from gateway.bus import InboundSink
 from gateway.channel import ChannelHealth
@@ -229,7 +230,12 @@ class TelegramChannel:
         if converted is None:
             log.debug("telegram: update %s carries nothing to answer", update.update_id)
             return
-        message = await self._media.attach(converted)
+        # Files and transcription cost bandwidth and money: skip them for messages the access
+        # gate will certainly not answer. The gate still decides; this only avoids waste.
+        msg = converted.message
+        could_answer = decide(msg, self.settings, paired=True).verdict is Verdict.ALLOW
+        listed = decide(msg, self.settings, paired=False).verdict is Verdict.ALLOW
+        message = await self._media.attach(converted, download=could_answer, transcribe=listed)
         await self._sink.publish_inbound(message)  # raises -> not acknowledged
         self._last_message_at = time.time()
 

@@ -27,6 +27,10 @@ from gateway.messages import Attachment, InboundMessage
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_UNTRUSTED_VOICE = (
+    "a voice note arrived; it was not transcribed (transcription is used for senders in "
+    "telegram.allow_from, admins and owners only)"
+)
 _DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
 
 
@@ -61,35 +65,41 @@ class MediaFetcher:
         self._max_bytes = max_bytes
         self._transcriber = transcriber
 
-    async def attach(self, converted: Converted) -> InboundMessage:
-        """The message with its files stored (or explained) as attachments."""
+    async def attach(
+        self, converted: Converted, *, download: bool = True, transcribe: bool = True
+    ) -> InboundMessage:
+        """The message with its files stored (or explained) as attachments.
+
+        ``download=False`` for messages that cannot lead to a turn (group chatter, a group
+        the bot may not talk in): their files are described, not fetched. ``transcribe=False``
+        for senders not known to be allowed, so strangers cannot run up transcription costs.
+        """
         msg = converted.message
         if not converted.media:
             return msg
         attachments = []
         text = msg.text
         for ref in converted.media:
+            if not download:
+                attachments.append(_described(ref, "not downloaded: not addressed to the bot"))
+                continue
             attachment = await self._fetch(msg, ref)
-            if ref.kind == "voice" and attachment.path:
-                attachment, transcript = await self._transcribe(attachment)
-                if transcript and not text:
-                    text = transcript
-            elif ref.kind == "voice":
+            if ref.kind == "voice" and attachment.path is None:
                 attachment = replace(
                     attachment,
                     note=f"a voice note arrived and could not be stored ({attachment.note})",
                 )
+            elif ref.kind == "voice" and not transcribe:
+                attachment = replace(attachment, note=_UNTRUSTED_VOICE)
+            elif ref.kind == "voice":
+                attachment, transcript = await self._transcribe(attachment)
+                if transcript and not text:
+                    text = transcript
             attachments.append(attachment)
         return replace(msg, text=text, attachments=tuple(attachments))
 
     async def _fetch(self, msg: InboundMessage, ref: MediaRef) -> Attachment:
-        base = Attachment(
-            kind=ref.kind,
-            mime_type=ref.mime_type,
-            filename=ref.filename,
-            size=ref.size,
-            platform_file_id=ref.file_id,
-        )
+        base = _described(ref)
         if ref.size is not None and ref.size > self._max_bytes:
             return replace(base, note=_too_large(ref.size, self._max_bytes))
         try:
@@ -133,6 +143,17 @@ class MediaFetcher:
     async def aclose(self) -> None:
         if self._transcriber is not None:
             await self._transcriber.aclose()
+
+
+def _described(ref: MediaRef, note: str | None = None) -> Attachment:
+    return Attachment(
+        kind=ref.kind,
+        mime_type=ref.mime_type,
+        filename=ref.filename,
+        size=ref.size,
+        platform_file_id=ref.file_id,
+        note=note,
+    )
 
 
 def _suffix(ref: MediaRef, remote_path: str | None) -> str:

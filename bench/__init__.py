@@ -1,0 +1,1 @@
+"""Benchmarks: run a module with ``python -m bench.<name>`` from the repository root."""

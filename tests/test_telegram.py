@@ -18,7 +18,7 @@ from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.app import Gateway
 from gateway.backoff import Backoff
-from gateway.errors import AnotherInstanceRunning
+from gateway.errors import AnotherInstanceRunning, ConfigError
 from gateway.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
@@ -343,3 +343,13 @@ async def test_polling_recovers_from_errors_and_reports_a_conflict(
     assert "Bad Gateway" in caplog.text
     assert after.connected and after.last_error is None
     assert f"@{tg.username}" in after.detail
+
+
+async def test_a_rejected_token_fails_the_start_without_printing_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    wrong = random_token()
+    settings = make_settings(telegram=section(tg, token=wrong))
+    with pytest.raises(ConfigError, match="SWITCHBOARD_TELEGRAM__TOKEN") as failed:
+        await Gateway(settings, channels=[channel(settings)]).start()
+    assert wrong not in str(failed.value)

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
-from agent.memory import FileCache, MemoryStore, only_headings
+from agent.memory import FileCache, MemoryStore, only_headings, scope_for
+from agent.skills import SkillLibrary
 from agent.turn import TurnKind, TurnRequest
 from gateway.messages import InboundMessage
 
@@ -40,12 +41,14 @@ class ContextBuilder:
         bootstrap_max_chars: int = 12_000,
         memory: MemoryStore | None = None,
         cache: FileCache | None = None,
+        skills: SkillLibrary | None = None,
     ) -> None:
         self.workspace = workspace
         self._name = agent_name
         self._max_chars = bootstrap_max_chars
         self._cache = cache or FileCache()
         self.memory = memory or MemoryStore(workspace, cache=self._cache)
+        self.skills = skills or SkillLibrary(workspace / "skills")
         self._stable_key: tuple[object, ...] | None = None
         self._stable_text = ""
 
@@ -59,7 +62,8 @@ class ContextBuilder:
 
     def stable_prompt(self, tools: Sequence[ToolSpec]) -> str:
         bootstrap = self.bootstrap()
-        key = (tuple(t.name for t in tools), tuple(bootstrap))
+        skills = self.skills.index() if any(t.name == "get_skill" for t in tools) else ""
+        key = (tuple(t.name for t in tools), tuple(bootstrap), skills)
         if key == self._stable_key:
             return self._stable_text
         tool_names = ", ".join(t.name for t in tools) or "none"
@@ -69,6 +73,8 @@ class ContextBuilder:
             _RULES,
         ]
         parts.extend(f"## {name}\n{text}" for name, text in bootstrap)
+        if skills:
+            parts.append(skills)
         self._stable_key, self._stable_text = key, "\n\n".join(parts)
         return self._stable_text
 
@@ -86,7 +92,7 @@ class ContextBuilder:
             dynamic.append(_AUTOPILOT)
         if guidance:
             dynamic.append(f"Guidance for this request:\n{guidance}")
-        memory = self.memory.context(now.date())
+        memory = self.memory.context(now.date(), scope_for(request.principal, request.chat))
         if memory:
             dynamic.append(memory)
         if summary:

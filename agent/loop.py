@@ -1,32 +1,40 @@
 """AgentLoop: one turn, from the user's messages to the replies to send.
 
 It loads the session's history, writes the new user messages as drafts (the turn's first
-checkpoint), builds the prompt, runs the tool loop and decides what the user sees. It never
-raises for a provider failure, a timeout or a bug in a tool: the user gets a clear notice
-instead. Cancellation (shutdown) propagates, leaving the drafts for the next start to resume.
+checkpoint), builds the prompt, runs the guarded tool loop and decides what the user sees.
+It never raises for a provider failure, a timeout or a bug in a tool: the user gets a clear
+notice instead. Cancellation (shutdown) propagates, leaving the drafts for the next start to
+resume. After the turn, summarization and reflection run in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any, Literal
 
+from agent.compaction import Compactor
 from agent.context import ContextBuilder, user_message
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.types import ChatMessage, ToolCall
+from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
+from agent.memory import scope_for
 from agent.policy import ToolPolicy
-from agent.runner import Runner
-from agent.tools.base import Sender, ToolContext, TurnState
+from agent.reflection import reflect, worth_reflecting
+from agent.runner import Runner, RunResult
+from agent.tokens import TokenCounter
+from agent.tools.base import Audit, Sender, ToolContext, TurnState
+from agent.tools.executor import truncate
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from agent.workspace import Workspace
 from gateway.messages import OutboundKind, OutboundMessage
-from gateway.store import History, NewMessage
+from gateway.store import History, NewMessage, SessionState, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,22 @@ TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller req
 INTERNAL_ERROR_NOTICE = (
     "Sorry, something went wrong on my side while answering. It has been logged."
 )
+OVERFLOW_RESULT_CHARS = 1_500
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    turn_timeout: float = 600.0
+    history_limit: int = 200
+    default_reply: str = "I have nothing to add to that."
+    vision: bool = True
+    reflection: bool = True
+    session_reset: Literal["never", "daily", "idle"] = "never"
+    idle_reset_minutes: int = 240
+
+
+async def _no_audit(kind: str, **detail: object) -> None:
+    return None
 
 
 class AgentLoop:
@@ -53,10 +77,11 @@ class AgentLoop:
         workspace: Workspace,
         send: Sender,
         clock: Clock,
-        turn_timeout: float = 600.0,
-        history_limit: int = 200,
-        default_reply: str = "I have nothing to add to that.",
-        vision: bool = True,
+        config: AgentConfig | None = None,
+        compactor: Compactor | None = None,
+        counter: TokenCounter | None = None,
+        channels: Sequence[str] = (),
+        audit: Audit = _no_audit,
         trace_dir: Path | None = None,
         redact: Callable[[str], str] = lambda text: text,
     ) -> None:
@@ -65,23 +90,25 @@ class AgentLoop:
         self.history = history
         self.context = context
         self.workspace = workspace
+        self.config = config or AgentConfig()
+        self.compactor = compactor
+        self.counter = counter or TokenCounter()
         self._send = send
         self._clock = clock
-        self._turn_timeout = turn_timeout
-        self._history_limit = history_limit
-        self._default_reply = default_reply
-        self._vision = vision
+        self._channels = tuple(channels)
+        self._audit = audit
         self._trace_dir = trace_dir
         self._redact = redact
+        self._background: set[asyncio.Task[None]] = set()
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
         try:
-            async with asyncio.timeout(self._turn_timeout):
+            async with asyncio.timeout(self.config.turn_timeout):
                 outcome = await self._run(request, trace)
         except TimeoutError:
-            log.warning("turn %s timed out after %ss", request.turn_id, self._turn_timeout)
-            trace.decision("limits", "TURN_TIMEOUT", f"{self._turn_timeout}s wall time")
+            log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
+            trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")
             outcome = self._notice(request, TIMEOUT_NOTICE)
         except LLMError as exc:
             log.warning("turn %s: provider failed: %s", request.turn_id, exc)
@@ -99,57 +126,175 @@ class AgentLoop:
         """The outcome for a turn that crashed too often to try again."""
         return self._notice(request, INTERRUPTED_NOTICE)
 
+    async def stop(self) -> None:
+        """Cancel background work (summaries, reflection); it is safe to lose."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.compactor is not None:
+            await self.compactor.stop()
+
+    # -- the turn ------------------------------------------------------------------------
+
     async def _run(self, request: TurnRequest, trace: TurnTrace) -> TurnOutcome:
-        state, stored = await self.history.load(request.session_key, limit=self._history_limit)
-        conversation = [ChatMessage.from_body(m.body) for m in stored]
-        drafts = await self.history.drafts(request.turn_id) if request.resumed else []
-        if drafts:
-            conversation.extend(ChatMessage.from_body(d.body) for d in drafts)
-        else:
+        state, conversation, resumed = await self._conversation(request, trace)
+        if not resumed:
             new = self._user_messages(request)
-            await self._checkpoint(request, new)
+            await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
-        tools = self.runner.executor.registry.specs(self.policy.offered)
-        helpers = guidance(
-            [m.text for m in request.messages] or [request.prompt or ""], [t.name for t in tools]
+        tools = self.runner.executor.registry.specs(
+            lambda t: self.policy.offered(t, request.principal)
         )
+        texts = [m.text for m in request.messages] or [request.prompt or ""]
+        helpers = guidance(texts, [t.name for t in tools])
         if helpers:
             trace.add("prompt_helpers", helpers=[h.name for h in helpers])
+        block = guidance_block(helpers)
+        now = self._clock()
         system = self.context.system_prompt(
-            request,
-            tools,
-            now=self._clock(),
-            summary=state.summary,
-            guidance=guidance_block(helpers),
+            request, tools, now=now, summary=state.summary, guidance=block
         )
         turn_state = TurnState()
+
+        async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
+            trace.decision(
+                "context", "OVERFLOW", "provider said the prompt is too long; compacting"
+            )
+            return await self._rebuild_after_overflow(request, tools, now, block)
+
         result = await self.runner.run(
             system=system,
             conversation=conversation,
             tools=tools,
-            context_for=lambda call: self._tool_context(request, call, turn_state),
+            context_for=lambda call: self._tool_context(request, call.id, turn_state),
             checkpoint=lambda messages: self._checkpoint(request, messages),
             state=turn_state,
             trace=trace,
             autopilot=request.kind.autopilot,
+            on_overflow=rebuild,
         )
         if result.had_errors:
             await self._clean_up_errors(request, trace)
+        self._after_turn(
+            request=request,
+            conversation=conversation,
+            system=system,
+            tools=tools,
+            result=result,
+            state=turn_state,
+        )
+        return self._outcome(request, result, turn_state, trace)
+
+    async def _conversation(
+        self, request: TurnRequest, trace: TurnTrace
+    ) -> tuple[SessionState, list[ChatMessage], bool]:
+        """The session's history (reset first if due) plus this turn's drafts, if resumed."""
+        state, stored = await self.history.load(
+            request.session_key, limit=self.config.history_limit
+        )
+        if not request.resumed and self._should_reset(state):
+            generation = await self.history.new_generation(request.session_key)
+            trace.decision(
+                "session", "RESET", f"{self.config.session_reset} reset to generation {generation}"
+            )
+            state, stored = await self.history.load(
+                request.session_key, limit=self.config.history_limit
+            )
+        conversation = [ChatMessage.from_body(m.body) for m in stored]
+        drafts = await self.history.drafts(request.turn_id) if request.resumed else []
+        conversation.extend(ChatMessage.from_body(d.body) for d in drafts)
+        return state, conversation, bool(drafts)
+
+    def _should_reset(self, state: SessionState) -> bool:
+        if state.last_active is None or self.config.session_reset == "never":
+            return False
+        last = datetime.fromtimestamp(state.last_active).astimezone()
+        now = self._clock()
+        if self.config.session_reset == "daily":
+            return last.date() != now.date()
+        return now - last > timedelta(minutes=self.config.idle_reset_minutes)
+
+    def _outcome(
+        self, request: TurnRequest, result: RunResult, state: TurnState, trace: TurnTrace
+    ) -> TurnOutcome:
         text = result.text.strip()
         if request.kind.autopilot:
             replies = () if not text else (self._outbound(request, text, OutboundKind.PROACTIVE),)
             return TurnOutcome(replies, usage=result.usage, final_text=text)
-        if not text and turn_state.sent_texts:
+        if not text and state.sent_texts:
             return TurnOutcome((), usage=result.usage, final_text=text)
-        if not text:
-            text = self._default_reply
-        if _already_sent(text, turn_state.sent_texts):
+        text = text or self.config.default_reply
+        if _already_sent(text, state.sent_texts):
             trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
             return TurnOutcome((), usage=result.usage, final_text=text)
         kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
         return TurnOutcome(
             (self._outbound(request, text, kind),), usage=result.usage, final_text=text
         )
+
+    async def _rebuild_after_overflow(
+        self, request: TurnRequest, tools: tuple[ToolSpec, ...], now: datetime, block: str
+    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+        """Compact now, then rebuild the prompt with shorter tool results; one retry."""
+        if self.compactor is not None:
+            await self.compactor.wait(request.session_key)
+            overhead = self._overhead(self.context.system_prompt(request, tools, now=now), tools)
+            await self.compactor.compact(request.session_key, overhead, force=True)
+        state, stored = await self.history.load(
+            request.session_key, limit=self.config.history_limit
+        )
+        drafts = await self.history.drafts(request.turn_id)
+        conversation = [_shortened(m) for m in (*stored, *drafts)]
+        system = self.context.system_prompt(
+            request, tools, now=now, summary=state.summary, guidance=block
+        )
+        return system, conversation
+
+    def _after_turn(
+        self,
+        *,
+        request: TurnRequest,
+        conversation: Sequence[ChatMessage],
+        system: SystemPrompt,
+        tools: tuple[ToolSpec, ...],
+        result: RunResult,
+        state: TurnState,
+    ) -> None:
+        if self.compactor is not None:
+            self.compactor.schedule(request.session_key, self._overhead(system, tools))
+        calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
+        if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
+            recent = _current_exchange(conversation)
+            if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
+                self._spawn(self._reflect(request, recent))
+
+    async def _reflect(self, request: TurnRequest, exchange: Sequence[ChatMessage]) -> None:
+        try:
+            scope = scope_for(request.principal, request.chat)
+            memory = self.context.memory.long_term(scope)
+            reflection_state = TurnState()
+            reflection_id = f"{request.turn_id}:reflect"
+            made = await reflect(
+                runner=self.runner,
+                transcript=exchange,
+                memory=memory,
+                context_for=lambda call_id: replace(
+                    self._tool_context(request, call_id, reflection_state), turn_id=reflection_id
+                ),
+            )
+            log.debug("reflection after %s made %d memory change(s)", request.turn_id, made)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("reflection after %s failed: %s", request.turn_id, exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
+        return self.counter.count(system.text) + self.counter.tools(tools)
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
         drop = failed_attempts(await self.history.drafts(request.turn_id))
@@ -159,9 +304,11 @@ class AgentLoop:
                 "cleanup", "DROPPED_FAILED_ATTEMPT", f"{len(drop)} messages left history"
             )
 
+    # -- helpers --------------------------------------------------------------------------
+
     def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
         if request.messages:
-            return [user_message(m, vision=self._vision) for m in request.messages]
+            return [user_message(m, vision=self.config.vision) for m in request.messages]
         return [ChatMessage(role="user", content=request.prompt or "")]
 
     async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:
@@ -171,18 +318,28 @@ class AgentLoop:
             [NewMessage(m.role, m.to_body()) for m in messages],
         )
 
-    def _tool_context(self, request: TurnRequest, call: ToolCall, state: TurnState) -> ToolContext:
+    def _tool_context(self, request: TurnRequest, call_id: str, state: TurnState) -> ToolContext:
+        scope = scope_for(request.principal, request.chat)
+        # Outside the owner's own chats, file tools cannot reach anyone's memory files.
+        workspace = (
+            self.workspace
+            if scope.kind == "owner"
+            else self.workspace.narrowed(hide=("MEMORY.md", "memory"))
+        )
         return ToolContext(
             turn_id=request.turn_id,
-            call_id=call.id,
+            call_id=call_id,
             session_key=request.session_key,
             chat=request.chat,
             principal=request.principal,
-            workspace=self.workspace,
+            workspace=workspace,
             send=self._send,
             state=state,
             inbound=request.last_message,
-            user_texts=tuple(m.text for m in request.messages),
+            user_texts=tuple(m.text for m in request.messages)
+            or ((request.prompt,) if request.prompt else ()),
+            audit=self._audit,
+            channels=self._channels,
         )
 
     def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
@@ -206,6 +363,28 @@ class AgentLoop:
         return TurnOutcome(
             (self._outbound(request, text, OutboundKind.NOTICE),), failed=True, final_text=text
         )
+
+
+def _shortened(message: StoredMessage) -> ChatMessage:
+    msg = ChatMessage.from_body(message.body)
+    if msg.role == "tool" and len(msg.content) > OVERFLOW_RESULT_CHARS:
+        return replace(msg, content=truncate(msg.content, OVERFLOW_RESULT_CHARS))
+    return msg
+
+
+def _current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The messages of the turn that just ended (from its first user message on)."""
+    start = len(conversation)
+    for index in range(len(conversation) - 1, -1, -1):
+        if conversation[index].role == "user":
+            start = index
+        elif (
+            start < len(conversation)
+            and conversation[index].role == "assistant"
+            and not conversation[index].tool_calls
+        ):
+            break
+    return list(conversation[start:])
 
 
 def _provider_notice(exc: LLMError) -> str:

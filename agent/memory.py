@@ -1,10 +1,26 @@
-"""Long-term memory (MEMORY.md) and daily notes (memory/YYYY-MM-DD.md) in the workspace."""
+"""Long-term memory and daily notes, scoped per principal.
+
+Each conversation reads and writes the memory of its own scope only:
+
+- the owner's direct chats (and the terminal): ``MEMORY.md`` and ``memory/YYYY-MM-DD.md``;
+- another person's direct chat: ``memory/people/<channel>-<id>/``;
+- a group: ``memory/groups/<channel>-<chat>/``.
+
+So a fact told in a DM never enters a group's context, and one user's notes never reach
+another. The scope comes from the platform identity, never from the model.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+
+from gateway.access import Principal
+from gateway.messages import ChatRef, ChatType
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(slots=True)
@@ -41,6 +57,46 @@ class FileCache:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryScope:
+    """Where one principal's memory lives, relative to the workspace."""
+
+    kind: str  # "owner" | "person" | "group"
+    directory: str  # "" for the owner (workspace root), else "memory/people/..." etc.
+    label: str
+
+    @property
+    def long_term(self) -> str:
+        return f"{self.directory}/MEMORY.md" if self.directory else "MEMORY.md"
+
+    def daily(self, day: date) -> str:
+        base = self.directory or "memory"
+        return f"{base}/{day.isoformat()}.md"
+
+
+OWNER_SCOPE = MemoryScope("owner", "", "the owner")
+
+
+def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
+    if principal.chat_type is not ChatType.DM:
+        name = _safe(
+            f"{chat.channel}-{chat.chat_id}" + (f"-{chat.thread_id}" if chat.thread_id else "")
+        )
+        return MemoryScope(
+            "group", f"memory/groups/{name}", f"the group {chat.channel}:{chat.chat_id}"
+        )
+    if principal.role == "owner":
+        return OWNER_SCOPE
+    name = _safe(f"{principal.channel}-{principal.sender_id}")
+    return MemoryScope(
+        "person", f"memory/people/{name}", principal.sender_name or principal.sender_id
+    )
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name)[:120] or "_"
+
+
 class MemoryStore:
     def __init__(
         self, root: Path, *, cache: FileCache | None = None, max_chars: int = 8_000
@@ -49,28 +105,24 @@ class MemoryStore:
         self._cache = cache or FileCache()
         self._max_chars = max_chars
 
-    @property
-    def long_term_path(self) -> Path:
-        return self.root / "MEMORY.md"
+    def path(self, relative: str) -> Path:
+        return self.root / relative
 
-    def daily_path(self, day: date) -> Path:
-        return self.root / "memory" / f"{day.isoformat()}.md"
+    def long_term(self, scope: MemoryScope = OWNER_SCOPE) -> str:
+        return self._cache.read(self.path(scope.long_term), self._max_chars) or ""
 
-    def long_term(self) -> str:
-        return self._cache.read(self.long_term_path, self._max_chars) or ""
+    def daily(self, day: date, scope: MemoryScope = OWNER_SCOPE) -> str:
+        return self._cache.read(self.path(scope.daily(day)), self._max_chars // 2) or ""
 
-    def daily(self, day: date) -> str:
-        return self._cache.read(self.daily_path(day), self._max_chars // 2) or ""
-
-    def context(self, today: date) -> str:
+    def context(self, today: date, scope: MemoryScope = OWNER_SCOPE) -> str:
         """The memory block of the prompt: long-term memory, then yesterday and today."""
         parts = []
-        long_term = self.long_term()
+        long_term = self.long_term(scope)
         if long_term and not only_headings(long_term):
-            parts.append(f"## Long-term memory (MEMORY.md)\n{long_term}")
+            parts.append(f"## Memory ({scope.long_term})\n{long_term}")
         for day in (today - timedelta(days=1), today):
-            note = self.daily(day)
-            if note:
+            note = self.daily(day, scope)
+            if note and not only_headings(note):
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)
 

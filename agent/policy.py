@@ -1,27 +1,79 @@
-"""Which tools a turn may use, decided in code from settings and the principal.
+"""Which tools a turn may use, decided in code from settings, the principal and the turn.
 
-The same rule filters the tools offered to the model and is checked again when a call
+The same rules filter the tools offered to the model and are checked again when a call
 arrives, so a model that invents a call to a tool it was not offered is still refused.
+
+Layers, in order:
+
+1. configuration: ``exec`` disabled, safe mode (no exec, no file writes);
+2. role and chat type: what members and groups may not use (``[tools.policy]``);
+3. taint: once a turn has read untrusted content (a web page, an email, command output),
+   side effects that such content could have asked for need the user's own words in this
+   turn (``Tool.intent``), or they are refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
 from agent.tools.base import Effect, Tool, ToolContext
+from gateway.access import Principal
+from gateway.messages import ChatType
+
+MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
+GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
+TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND)
 
 
+@dataclass(frozen=True, slots=True)
 class ToolPolicy:
-    def __init__(self, *, safe_mode: bool = False, exec_enabled: bool = True) -> None:
-        self.safe_mode = safe_mode
-        self.exec_enabled = exec_enabled
+    safe_mode: bool = False
+    exec_enabled: bool = True
+    member_deny: Collection[str] = MEMBER_DENY
+    group_deny: Collection[str] = GROUP_DENY
+    taint_guard: bool = True
+    admin_deny: Collection[str] = field(default_factory=tuple)
 
-    def refusal(self, tool: Tool, ctx: ToolContext) -> str | None:
+    def static_refusal(self, tool: Tool, principal: Principal) -> str | None:
+        """Refusals that do not depend on what happened in the turn."""
         if tool.effect is Effect.EXEC and not self.exec_enabled:
             return "exec is disabled in this gateway's configuration"
-        if self.safe_mode and tool.effect in (Effect.EXEC, Effect.WRITE):
+        if (
+            self.safe_mode
+            and tool.effect in (Effect.EXEC, Effect.WRITE)
+            and tool.name not in _MEMORY_WRITES
+        ):
             return f"{tool.name} is not available in safe mode (no commands, no file writes)"
+        if principal.chat_type is not ChatType.DM and tool.name in self.group_deny:
+            return f"{tool.name} is not available in group chats"
+        if principal.role == "member" and tool.name in self.member_deny:
+            return f"{tool.name} is only available to the owner and admins"
+        if principal.role == "admin" and tool.name in self.admin_deny:
+            return f"{tool.name} is not available to admins"
         return None
 
-    def offered(self, tool: Tool) -> bool:
-        if tool.effect is Effect.EXEC and not self.exec_enabled:
-            return False
-        return not (self.safe_mode and tool.effect in (Effect.EXEC, Effect.WRITE))
+    def refusal(self, tool: Tool, ctx: ToolContext) -> str | None:
+        static = self.static_refusal(tool, ctx.principal)
+        if static is not None:
+            return static
+        if (
+            self.taint_guard
+            and ctx.state.read_untrusted
+            and tool.effect in TAINT_GUARDED
+            and tool.intent
+        ):
+            said = " ".join(ctx.user_texts).lower()
+            if not any(word in said for word in tool.intent):
+                return (
+                    f"{tool.name} was refused: this turn has read outside content (a web page, "
+                    "email or command output), and the user did not ask for this action in their "
+                    "own words. Tell the user what you would do and let them confirm."
+                )
+        return None
+
+    def offered(self, tool: Tool, principal: Principal) -> bool:
+        return self.static_refusal(tool, principal) is None
+
+
+_MEMORY_WRITES = frozenset({"memory_write", "memory_patch", "memory_append"})

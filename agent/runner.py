@@ -20,6 +20,7 @@ from agent.guards.parser import ParsedCall, decode_arguments, parse_response
 from agent.guards.review import FAILURE_NOTICES, REVIEWER_PROMPT, Code, Finding, ToolStep, review
 from agent.guards.trace import TurnTrace
 from agent.llm.base import LLMProvider, TextSink
+from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import (
     ChatMessage,
     LLMRequest,
@@ -34,6 +35,7 @@ from agent.tools.executor import ToolExecutor
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
+Rebuild = Callable[[], Awaitable[tuple[SystemPrompt, list[ChatMessage]]]]
 
 STEP_LIMIT_NOTE = (
     "You have reached the step limit for this turn. Do not call tools. Answer the user now "
@@ -65,6 +67,7 @@ class _Step:
     tool: str
     is_error: bool
     sends_before: int
+    acted: bool  # a side effect the user asked for (write, send, schedule, exec) succeeded
 
 
 def unanswered_calls(conversation: Sequence[ChatMessage]) -> list[ToolCall]:
@@ -139,7 +142,10 @@ class Runner:
         trace: TurnTrace,
         autopilot: bool = False,
         on_text: TextSink | None = None,
+        on_overflow: Rebuild | None = None,
     ) -> RunResult:
+        """Run the loop. ``on_overflow`` rebuilds a shorter prompt after a context-overflow
+        error; the model call is retried once with it."""
         turn = _Turn(
             self,
             system,
@@ -152,6 +158,7 @@ class Runner:
             autopilot,
             on_text,
         )
+        turn.on_overflow = on_overflow
         return await turn.run()
 
 
@@ -187,6 +194,7 @@ class _Turn:
         self.dedup = DedupGuard()
         self.loops = LoopDetector()
         self.steps: list[_Step] = []
+        self.on_overflow: Rebuild | None = None
 
     async def run(self) -> RunResult:
         pending = unanswered_calls(self.conversation)
@@ -207,7 +215,7 @@ class _Turn:
             ):
                 self.trace.decision("limits", "TOKEN_LIMIT", "turn token budget exhausted")
                 return await self._end(TOKEN_LIMIT_NOTICE, "token_limit", failed=True)
-            response = await self._call(self.conversation, self.tools)
+            response = await self._call([], self.tools)
             parsed = parse_response(
                 response, self.tool_names, call_prefix=f"p{self.result.iterations}"
             )
@@ -236,12 +244,23 @@ class _Turn:
             self.conversation.append(ChatMessage("assistant", parsed.text or "(no reply)"))
             self.conversation.append(ChatMessage("user", finding.fix))
 
-    async def _call(
-        self, conversation: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
-    ) -> LLMResponse:
+    async def _call(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
+        """One model call on the conversation (plus ``extra`` messages not kept in it)."""
         self.result.iterations += 1
         started = time.perf_counter()
-        response = await self.runner.call_model(self.system, conversation, tools, self.on_text)
+        try:
+            response = await self.runner.call_model(
+                self.system, [*self.conversation, *extra], tools, self.on_text
+            )
+        except LLMContextOverflow:
+            if self.on_overflow is None:
+                raise
+            rebuild, self.on_overflow = self.on_overflow, None  # once per turn
+            self.system, rebuilt = await rebuild()
+            self.conversation[:] = rebuilt
+            response = await self.runner.call_model(
+                self.system, [*self.conversation, *extra], tools, self.on_text
+            )
         self.result.usage += response.usage
         self.trace.add(
             "llm",
@@ -322,14 +341,15 @@ class _Turn:
             error=result.is_error,
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        self.steps.append(_Step(call.name, result.is_error, len(self.state.sent_texts)))
+        acted = checked.side_effects and not result.is_error
+        self.steps.append(_Step(call.name, result.is_error, len(self.state.sent_texts), acted))
         self.result.had_errors |= result.is_error
         return result, key
 
     async def _review(self, text: str) -> Finding | None:
         sends = len(self.state.sent_texts)
         steps = [
-            ToolStep(s.tool, s.is_error, s.sends_before == sends and s.tool != "message")
+            ToolStep(s.tool, s.is_error, s.sends_before == sends and s.tool != "message", s.acted)
             for s in self.steps
         ]
         finding = review(
@@ -366,7 +386,7 @@ class _Turn:
     async def _final_without_tools(self) -> RunResult:
         self.trace.decision("limits", "STEP_LIMIT", f"{self.limits.max_iterations} steps used")
         nudge = ChatMessage(role="user", content=STEP_LIMIT_NOTE)
-        response = await self._call([*self.conversation, nudge], ())
+        response = await self._call([nudge], ())
         text = (
             response.text.strip() or "I ran out of steps for this request before I could finish it."
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent.llm.base import LLMProvider
 from agent.tools.base import Tool
+from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.shell import Exec
@@ -28,4 +29,6 @@ def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list
     ]
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm))
+    if settings.email.can_send:
+        tools.append(SendEmail(settings.email, sender_name=settings.agent.name))
     return tools

@@ -21,11 +21,23 @@ class PathDenied(Exception):
 
 
 class Workspace:
-    def __init__(self, root: Path, *, restricted: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, root: Path, *, restricted: Sequence[Path] = (), read_only: Sequence[Path] = ()
+    ) -> None:
         self.root = root.expanduser().resolve()
         self._restricted = tuple(p.expanduser().resolve() for p in restricted)
+        self._read_only = tuple(p.expanduser().resolve() for p in read_only)
 
-    def resolve(self, user_path: str) -> Path:
+    def narrowed(self, *, hide: Sequence[str]) -> Workspace:
+        """The same workspace with more paths (relative to the root) off limits."""
+        view = Workspace(self.root, read_only=self._read_only)
+        view._restricted = (
+            *self._restricted,
+            *(Path(os.path.realpath(self.root / h)) for h in hide),
+        )
+        return view
+
+    def resolve(self, user_path: str, *, write: bool = False) -> Path:
         """The real path for ``user_path`` inside the workspace, or :class:`PathDenied`."""
         if "\x00" in user_path:
             raise PathDenied("path contains a NUL byte")
@@ -45,7 +57,13 @@ class Workspace:
             raise PathDenied(f"{user_path!r} is outside the workspace")
         for restricted in self._restricted:
             if real == restricted or real.is_relative_to(restricted):
-                raise PathDenied(f"{user_path!r} is Switchboard's own state and not accessible")
+                raise PathDenied(f"{user_path!r} is not accessible from this conversation")
+        if write:
+            for protected in self._read_only:
+                if real == protected or real.is_relative_to(protected):
+                    raise PathDenied(
+                        f"{user_path!r} is read-only (skills are installed by the owner)"
+                    )
         return real
 
     def relative(self, path: Path) -> str:

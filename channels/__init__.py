@@ -20,6 +20,7 @@ class ChannelFactory(Protocol):
 
 REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:create",
+    "email": "channels.email:create",
 }
 
 

@@ -40,11 +40,9 @@ class Principal:
 
 def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Principal:
     """The principal of an inbound message; roles come from ids listed in config."""
-    if section is not None:
-        role = section.role_of(msg.sender_id)
-    else:
-        # Channels without access settings are local: the terminal user owns the machine.
-        role = "owner" if msg.channel == "terminal" else "member"
+    # Channels without access settings are local (the terminal, an embedding program):
+    # whoever can use them already controls the machine.
+    role = section.role_of(msg.sender_id) if section is not None else "owner"
     return Principal(msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type)
 
 

@@ -12,30 +12,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from types import TracebackType
 from typing import Self
 
-from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
 from agent.llm.factory import create_provider
-from agent.loop import AgentLoop
-from agent.policy import ToolPolicy
-from agent.runner import GuardSettings, Runner
 from agent.tools.base import Tool
-from agent.tools.executor import ToolExecutor
-from agent.tools.registry import ToolRegistry
-from agent.toolset import default_tools
-from agent.workspace import Workspace
 from gateway import __version__
 from gateway.access import AccessGate, Principal, principal_for
+from gateway.assembly import build_agent
 from gateway.bus import LocalBus
 from gateway.channel import Channel, SupportsTyping
 from gateway.commands import Commands
 from gateway.conversation import Conversations
 from gateway.dispatcher import Dispatcher
 from gateway.lock import ProcessLock
-from gateway.logs import Redactor, secret_values
 from gateway.messages import ChatRef, InboundMessage
 from gateway.outbound import OutboundWorker
 from gateway.settings import Settings
@@ -66,52 +57,15 @@ class Gateway:
         )
         self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
         self.llm = llm or create_provider(settings.llm)
-        self.workspace = Workspace(
-            settings.workspace_dir, restricted=(settings.data_dir, settings.config_file)
+        self.agent = build_agent(
+            settings,
+            store=self.store,
+            bus=self.bus,
+            llm=self.llm,
+            channels=tuple(self.channels),
+            extra_tools=extra_tools,
         )
-        self.policy = ToolPolicy(
-            safe_mode=settings.tools.safe_mode, exec_enabled=settings.tools.exec.enabled
-        )
-        self.tools = ToolRegistry([*default_tools(settings), *extra_tools])
-        executor = ToolExecutor(
-            self.tools,
-            self.store.ledger,
-            gate=self.policy,
-            max_concurrent=settings.limits.max_concurrent_tools,
-            max_result_chars=settings.agent.tool_result_max_chars,
-        )
-        runner = Runner(
-            self.llm,
-            executor,
-            llm_semaphore=asyncio.Semaphore(settings.limits.max_concurrent_llm_calls),
-            guards=GuardSettings(
-                max_iterations=settings.agent.max_iterations,
-                max_turn_tokens=settings.agent.max_turn_tokens,
-                review_retries=settings.agent.review_retries,
-                llm_review=settings.agent.llm_review,
-            ),
-            max_tokens=settings.llm.max_tokens,
-            temperature=settings.llm.temperature,
-        )
-        self.agent = AgentLoop(
-            runner=runner,
-            policy=self.policy,
-            history=self.store.history,
-            context=ContextBuilder(
-                settings.workspace_dir,
-                agent_name=settings.agent.name,
-                bootstrap_max_chars=settings.agent.bootstrap_max_chars,
-            ),
-            workspace=self.workspace,
-            send=lambda message: self.bus.publish_outbound([message]),
-            clock=lambda: datetime.now().astimezone(),
-            turn_timeout=settings.agent.turn_timeout_seconds,
-            history_limit=settings.agent.history_max_messages,
-            default_reply=settings.agent.default_reply,
-            vision=settings.llm.vision,
-            trace_dir=settings.data_dir / "traces",
-            redact=Redactor(secret_values(settings)),
-        )
+        self.tools = self.agent.runner.executor.registry
         self.commands = Commands(
             agent_name=settings.agent.name, store=self.store, status=self._status_text
         )
@@ -123,6 +77,7 @@ class Gateway:
             principal_for=self._principal_for,
             typing=self._typing,
             max_resume_attempts=settings.agent.max_resume_attempts,
+            model=settings.llm.model,
         )
         self.dispatcher = Dispatcher(
             self.bus,
@@ -184,6 +139,7 @@ class Gateway:
         await self.dispatcher.stop(drain_timeout=drain_timeout)
         for worker in self._workers:
             await worker.stop()
+        await self.agent.stop()
         with contextlib.suppress(Exception):
             await self.llm.aclose()
         await self.store.stop()

@@ -20,7 +20,7 @@ from gateway.bus import Bus
 from gateway.commands import Commands
 from gateway.dispatcher import TurnBatch
 from gateway.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
-from gateway.store import Store
+from gateway.store import Store, UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class Conversations:
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
         max_resume_attempts: int = 2,
+        model: str = "",
     ) -> None:
         self._store = store
         self._bus = bus
@@ -52,6 +53,7 @@ class Conversations:
         self._principal_for = principal_for
         self._typing = typing
         self._max_resume_attempts = max_resume_attempts
+        self._model = model
         self.turn_finished = asyncio.Condition()
 
     async def handle(self, batch: TurnBatch) -> None:
@@ -138,7 +140,20 @@ class Conversations:
                 "thread_id": last_chat.thread_id,
             },
         )
-        for channel in {r.channel for r in outcome.replies}:
+        for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)
         async with self.turn_finished:
             self.turn_finished.notify_all()
+
+    def _usage(self, session_key: str, outcome: TurnOutcome) -> UsageRecord | None:
+        usage = outcome.usage
+        if not (usage.input_tokens or usage.output_tokens):
+            return None
+        return UsageRecord(
+            channel=session_key.split(":", 1)[0],
+            model=self._model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )

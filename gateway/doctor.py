@@ -128,8 +128,73 @@ def channel_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def security_checks(settings: Settings) -> list[Check]:
+    """Risky settings, each with the threat it opens (docs/security.md)."""
+    from channels import enabled_channels  # noqa: PLC0415
+
+    checks = []
+    for name in enabled_channels(settings):
+        section = settings.channel_sections()[name]
+        if section.dm_policy == "open":
+            checks.append(
+                Check(
+                    f"{name} access",
+                    "warn",
+                    "dm_policy is 'open': anyone who finds the bot can use it (and your model budget)",
+                )
+            )
+        if "*" in section.allow_from:
+            checks.append(
+                Check(f"{name} access", "warn", "allow_from contains '*': every sender is allowed")
+            )
+        if section.group_policy == "open":
+            checks.append(
+                Check(
+                    f"{name} access",
+                    "warn",
+                    "group_policy is 'open': the bot answers in any group it is added to",
+                )
+            )
+    policy = settings.tools.policy
+    if "exec" not in policy.group_deny and settings.tools.exec.enabled:
+        checks.append(
+            Check(
+                "tool policy",
+                "warn",
+                "exec is allowed in group chats: any group member can run commands on this machine",
+            )
+        )
+    if "exec" not in policy.member_deny and settings.tools.exec.enabled:
+        checks.append(
+            Check(
+                "tool policy",
+                "warn",
+                "exec is allowed for members: every paired or allowlisted user can run commands",
+            )
+        )
+    if not policy.taint_guard:
+        checks.append(
+            Check(
+                "tool policy",
+                "warn",
+                "taint_guard is off: web pages and emails can trigger side effects",
+            )
+        )
+    if settings.web.host not in ("127.0.0.1", "localhost", "::1") and settings.web.token is None:
+        checks.append(
+            Check(
+                "web",
+                "fail",
+                f"web.host is {settings.web.host} without web.token: the gateway refuses to start",
+            )
+        )
+    if not checks:
+        checks.append(Check("security", "ok", "no risky settings found"))
+    return checks
+
+
 async def run_doctor(settings: Settings) -> int:
-    checks = [*workspace_checks(settings), llm_key_check(settings)]
+    checks = [*workspace_checks(settings), *security_checks(settings), llm_key_check(settings)]
     if checks[-1].status != "fail":
         checks.append(await llm_reachability(settings))
     checks.extend(channel_checks(settings))

@@ -79,6 +79,9 @@ class AgentSettings(Section):
     max_turn_tokens: int = Field(default=600_000, ge=1_000)  # input + output, all calls of a turn
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed
+    reflection: bool = True  # after non-trivial turns, update memory in the background
+    session_reset: Literal["never", "daily", "idle"] = "never"
+    idle_reset_minutes: int = Field(default=240, ge=5)
 
 
 class LimitSettings(Section):
@@ -114,9 +117,28 @@ class WebToolSettings(Section):
     search_max_results: int = Field(default=5, ge=1, le=10)
 
 
+class ToolPolicySettings(Section):
+    """``[tools.policy]``: who may use which tool (see docs/security.md)."""
+
+    member_deny: tuple[str, ...] = ("exec", "write_file", "edit_file", "cron", "spawn")
+    group_deny: tuple[str, ...] = (
+        "exec",
+        "write_file",
+        "edit_file",
+        "cron",
+        "spawn",
+        "memory_write",
+        "memory_patch",
+    )
+    admin_deny: tuple[str, ...] = ()
+    # After reading outside content, side effects need the user's own words this turn.
+    taint_guard: bool = True
+
+
 class ToolSettings(Section):
-    safe_mode: bool = False  # turns off exec and every file write
+    safe_mode: bool = False  # turns off exec and file writes (memory tools stay)
     exec: ExecSettings = ExecSettings()
+    policy: ToolPolicySettings = ToolPolicySettings()
     web: WebToolSettings = WebToolSettings()
 
 

@@ -126,6 +126,47 @@ class EmailSettings(ChannelSection):
     imap_tls: bool = True
     imap_mailbox: str = "INBOX"
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
+    # -- sending (gateway/mail.py) ------------------------------------------------------
+    smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    smtp_retry_attempts: int = Field(default=3, ge=0, le=10)  # extra tries after a 4xx
+    smtp_retry_base_seconds: float = Field(default=2.0, ge=0, le=60)
+    smtp_ca_file: str | None = None  # PEM bundle for a server with a private CA
+    # Each person's own address on other channels: {"telegram:123": "me@example.org"}.
+    user_addresses: dict[str, str] = {}
+    # -- inbox (channels/email) ---------------------------------------------------------
+    imap_ca_file: str | None = None
+    imap_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    idle: bool = True  # use IMAP IDLE when the server offers it; poll otherwise
+    idle_renew_seconds: float = Field(default=600.0, ge=1, le=1_740)  # RFC 2177: < 29 min
+    poll_interval_seconds: float = Field(default=60.0, ge=0.05)
+    own_addresses: tuple[str, ...] = ()  # more addresses of the bot (aliases): never answered
+    max_replies_per_hour: int = Field(default=10, ge=1)  # per correspondent
+    max_message_bytes: int = Field(default=25_000_000, ge=1_000)  # larger mail is not read
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # inbound files above are dropped
+    # Authentication-Results headers are trusted only from these authserv-ids (your MX); when
+    # empty, only the topmost header (added by the receiving server) is read.
+    trusted_authserv_ids: tuple[str, ...] = ()
+    require_authentication: bool = False  # refuse mail without a passing dkim/spf/dmarc result
+
+    @field_validator("allowed_recipients", "own_addresses", "trusted_authserv_ids", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str) and not value.lstrip().startswith("["):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator(
+        "allow_from", "admins", "owners", "allowed_recipients", "own_addresses", mode="after"
+    )
+    @classmethod
+    def _lower_addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Email ids are lower-cased bare addresses (the channel reports sender_id that way)."""
+        return tuple(item.strip().lower() for item in value)
+
+    @field_validator("user_addresses", mode="after")
+    @classmethod
+    def _lower_user_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        return {key: address.strip().lower() for key, address in value.items()}
 
     @property
     def enabled(self) -> bool:

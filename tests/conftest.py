@@ -55,6 +55,8 @@ def make_settings(tmp_path: Path, fake_llm: FakeLLM) -> SettingsFactory:
         llm.update(overrides.pop("llm", {}))
         if llm["provider"] == "anthropic" and "base_url" not in overrides.get("llm", {}):
             llm["base_url"] = fake_llm.anthropic_url
+        # Background reflection adds model calls after a turn; tests that want it turn it on.
+        overrides["agent"] = {"reflection": False, **overrides.get("agent", {})}
         settings = Settings(home=home, llm=llm, **overrides)
         onboard(settings.home, settings.workspace_dir)
         return settings

@@ -9,7 +9,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # The wiring modules: the only places in gateway/ that know the agent or the channels.
-WIRING = {"gateway/app.py", "gateway/cli.py", "gateway/conversation.py", "gateway/doctor.py"}
+WIRING = {
+    "gateway/app.py",
+    "gateway/assembly.py",
+    "gateway/cli.py",
+    "gateway/conversation.py",
+    "gateway/doctor.py",
+}
 
 
 def imported_packages(path: Path) -> set[str]:

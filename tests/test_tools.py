@@ -94,7 +94,7 @@ async def test_gateway_state_is_refused_even_inside_the_workspace(tmp_path: Path
     (root / "config.toml").write_text("[llm]\napi_key='sk-secret'")
     workspace = Workspace(root, restricted=(root / "data", root / "config.toml"))
     for path in ("config.toml", "data/switchboard.db", "./data/../config.toml"):
-        with pytest.raises(ToolError, match="own state"):
+        with pytest.raises(ToolError, match="not accessible"):
             await run(ReadFile(), workspace, path=path)
 
 

@@ -70,6 +70,7 @@ class ToolStep:
     tool: str
     is_error: bool
     after_last_send: bool  # happened after the last message the user saw
+    acted: bool = False  # a successful side effect: "Done." is then a fine answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,8 @@ def review(
     ]
     if fresh_results and (not text or _ACK.match(text) or _is_status(text)):
         return Finding(Code.UNSENT_RESULTS, f"{fresh_results[-1].tool} output was never shared")
+    if any(s.acted for s in steps):
+        return None  # the action itself was the deliverable; a short confirmation suffices
     if all(_ACK.match(t) for t in visible):
         return Finding(Code.NO_SUBSTANTIVE, "only acknowledgements were sent")
     if all(_is_status(t) for t in visible):

@@ -6,7 +6,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from agent.workspace import Workspace
 from gateway.access import Principal
@@ -41,6 +41,14 @@ class ToolResult:
 Sender = Callable[[OutboundMessage], Awaitable[None]]
 
 
+async def _no_audit(kind: str, **detail: object) -> None:
+    return None
+
+
+class Audit(Protocol):
+    async def __call__(self, kind: str, **detail: object) -> None: ...
+
+
 @dataclass(slots=True)
 class TurnState:
     """Mutable facts about the running turn that tools and guards share."""
@@ -63,6 +71,8 @@ class ToolContext:
     # What the user wrote in this turn (all folded messages): the only text that may
     # authorise a side effect such as a new email recipient.
     user_texts: tuple[str, ...] = ()
+    audit: Audit = _no_audit
+    channels: tuple[str, ...] = ()  # channels configured on this gateway
 
     @property
     def idempotency_key(self) -> str:
@@ -78,6 +88,9 @@ class Tool(ABC):
     effect: ClassVar[Effect] = Effect.READ
     # Tools meant to be called repeatedly with the same arguments opt out of deduplication.
     repeatable: ClassVar[bool] = False
+    # Words that, in the user's own message, authorise this side effect in a turn that has
+    # read untrusted content (see agent.policy). Empty: not guarded by taint.
+    intent: ClassVar[tuple[str, ...]] = ()
 
     @property
     def side_effects(self) -> bool:

@@ -65,6 +65,7 @@ class ToolExecutor:
         """Run a checked call: policy, idempotency ledger, bounded execution."""
         refusal = self._gate.refusal(tool, ctx)
         if refusal is not None:
+            await ctx.audit("policy", tool=tool.name, reason=refusal, turn=ctx.turn_id)
             return ToolResult.error(refusal)
         key = ctx.idempotency_key
         if tool.side_effects:

@@ -14,11 +14,23 @@ from agent.workspace import PathDenied, Workspace
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 MAX_LIST_ENTRIES = 500
+FILE_INTENT = (
+    "write",
+    "save",
+    "create",
+    "edit",
+    "change",
+    "update",
+    "fix",
+    "add",
+    "file",
+    "rename",
+)
 
 
-def _resolve(ctx: ToolContext, path: str) -> Path:
+def _resolve(ctx: ToolContext, path: str, *, write: bool = False) -> Path:
     try:
-        return ctx.workspace.resolve(path)
+        return ctx.workspace.resolve(path, write=write)
     except PathDenied as exc:
         raise ToolError(str(exc)) from exc
 
@@ -92,9 +104,10 @@ class WriteFile(Tool):
         {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")
     )
     effect = Effect.WRITE
+    intent = FILE_INTENT
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _resolve(ctx, args["path"])
+        path = _resolve(ctx, args["path"], write=True)
         if path == ctx.workspace.root or path.is_dir():
             raise ToolError(f"{args['path']} is a directory")
         content: str = args["content"]
@@ -114,9 +127,10 @@ class EditFile(Tool):
         ("path", "old_text", "new_text"),
     )
     effect = Effect.WRITE
+    intent = FILE_INTENT
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _resolve(ctx, args["path"])
+        path = _resolve(ctx, args["path"], write=True)
 
         def edit() -> str:
             text = read_text(ctx.workspace, path)

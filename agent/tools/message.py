@@ -1,35 +1,81 @@
-"""The ``message`` tool: say something in the current chat before the turn ends."""
+"""The ``message`` tool: say something now, in this chat or (for admins) another one.
+
+The channel policy guard lives here, in code: a reply goes to the chat the turn came from;
+sending to another chat or channel needs an admin, is never done from a group, never on the
+strength of outside content alone, and is refused (and audited) otherwise.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
-from gateway.messages import OutboundKind, OutboundMessage
+from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from gateway.messages import ChatType, OutboundKind, OutboundMessage
+
+SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
 
 
 class Message(Tool):
     name = "message"
     description = (
-        "Send a message to the user in this chat now (progress, or the answer itself). "
-        "Do not repeat it in your final reply."
+        "Send a message now: to this chat by default (progress, or the answer itself; do not "
+        "repeat it in your final reply). channel/chat_id target another chat (admins only)."
     )
-    parameters = schema({"content": {"type": "string", "minLength": 1}}, ("content",))
+    parameters = schema(
+        {
+            "content": {"type": "string", "minLength": 1},
+            "channel": {"type": "string"},
+            "chat_id": {"type": "string"},
+        },
+        ("content",),
+    )
     effect = Effect.SEND
     repeatable = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content: str = args["content"]
+        channel = args.get("channel") or ctx.chat.channel
+        chat_id = args.get("chat_id") or ctx.chat.chat_id
+        here = channel == ctx.chat.channel and chat_id == ctx.chat.chat_id
+        if not here:
+            refusal = self._cross_chat_refusal(channel, ctx)
+            if refusal is not None:
+                await ctx.audit(
+                    "channel-policy",
+                    tool=self.name,
+                    target=f"{channel}:{chat_id}",
+                    reason=refusal,
+                    turn=ctx.turn_id,
+                )
+                raise ToolError(refusal)
         await ctx.send(
             OutboundMessage(
-                channel=ctx.chat.channel,
-                chat_id=ctx.chat.chat_id,
-                thread_id=ctx.chat.thread_id,
+                channel=channel,
+                chat_id=chat_id,
+                thread_id=ctx.chat.thread_id if here else None,
                 text=content,
                 kind=OutboundKind.PROGRESS,
                 turn_id=ctx.turn_id,
                 idempotency_key=ctx.idempotency_key,
             )
         )
-        ctx.state.sent_texts.append(content)
-        return ToolResult("sent")
+        if here:
+            ctx.state.sent_texts.append(content)
+            return ToolResult("sent")
+        return ToolResult(f"sent to {channel}:{chat_id}")
+
+    @staticmethod
+    def _cross_chat_refusal(channel: str, ctx: ToolContext) -> str | None:
+        if channel not in ctx.channels:
+            configured = ", ".join(ctx.channels) or "none"
+            return (
+                f"channel {channel!r} is not configured on this gateway (configured: {configured})"
+            )
+        if not ctx.principal.is_admin:
+            return "sending to another chat or channel needs an admin; reply in this chat instead"
+        if ctx.principal.chat_type is not ChatType.DM:
+            return "sending to another chat is not allowed from a group conversation"
+        said = " ".join(ctx.user_texts).lower()
+        if ctx.state.read_untrusted and not any(word in said for word in SEND_INTENT):
+            return "this turn read outside content and the user did not ask for this send in their own words"
+        return None

@@ -66,6 +66,7 @@ class Exec(Tool):
         ("command",),
     )
     effect = Effect.EXEC
+    intent = ("run", "execute", "command", "shell", "install", "exec")
 
     def __init__(
         self,

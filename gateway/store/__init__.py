@@ -12,10 +12,11 @@ from typing import Literal, Self
 from gateway.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.db import Database
-from gateway.store.history import History, NewMessage, SessionState, StoredMessage
+from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.outbox import Outbox, OutboxRecord
+from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
     "AuditEntry",
@@ -33,10 +34,13 @@ __all__ = [
     "OutboxRecord",
     "PairingRequest",
     "Pairings",
+    "SearchHit",
     "SessionState",
     "Store",
     "StoredMessage",
     "ToolLedger",
+    "UsageRecord",
+    "UsageReport",
 ]
 
 
@@ -58,6 +62,7 @@ class Store:
         self.kv = KeyValue(self.db, clock=clock)
         self.pairings = Pairings(self.db, clock=clock)
         self.audit = AuditLog(self.db, clock=clock)
+        self.usage = UsageReport(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -85,6 +90,7 @@ class Store:
         replies: Sequence[OutboundMessage],
         state: str = "done",
         last_chat: dict[str, str | None] | None = None,
+        usage: UsageRecord | None = None,
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
@@ -95,5 +101,7 @@ class Store:
             self.journal.finish_statement(conn, turn_id, state)
             if last_chat is not None:
                 self.kv.set_statement(conn, "last_chat", last_chat)
+            if usage is not None:
+                usage.insert_statement(conn, turn_id, session_key)
 
         await self.db.run(commit)

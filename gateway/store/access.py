@@ -172,8 +172,15 @@ class AuditLog:
         self._clock = clock
 
     async def record(
-        self, kind: str, *, channel: str | None = None, sender_id: str | None = None, **detail: Any
+        self,
+        kind: str,
+        *,
+        channel: str | None = None,
+        sender_id: str | None = None,
+        detail: dict[str, Any] | None = None,
+        **fields: Any,
     ) -> None:
+        detail = {**(detail or {}), **fields}
         now = self._clock()
         encoded = json.dumps(detail, ensure_ascii=False, default=str)
         await self._db.run(

@@ -9,6 +9,7 @@ new generation: older messages stay on disk but leave the context.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +27,7 @@ class SessionState:
     generation: int = 0
     summary: str | None = None
     summary_upto: int = 0
+    last_active: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,20 @@ class StoredMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchHit:
+    message_id: int
+    role: str
+    at: float
+    snippet: str
+
+
+def fts_query(text: str) -> str:
+    """User words as an FTS5 query that cannot be a syntax error: each word quoted, OR-ed."""
+    words = [w for w in re.findall(r"\w+", text) if len(w) > 1][:12]
+    return " OR ".join(f'"{w}"' for w in words) or '""'
+
+
+@dataclass(frozen=True, slots=True)
 class NewMessage:
     role: str
     body: dict[str, Any]
@@ -46,12 +62,12 @@ class NewMessage:
 
 def _session(conn: sqlite3.Connection, session_key: str) -> SessionState:
     row = conn.execute(
-        "SELECT generation, summary, summary_upto FROM sessions WHERE session_key = ?",
+        "SELECT generation, summary, summary_upto, last_active FROM sessions WHERE session_key = ?",
         (session_key,),
     ).fetchone()
     if row is None:
         return SessionState(session_key)
-    return SessionState(session_key, int(row[0]), row[1], int(row[2]))
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
 
 
 def _rows(cursor: Iterable[tuple[int, str, str, int, str | None]]) -> list[StoredMessage]:
@@ -67,7 +83,7 @@ class History:
         self._clock = clock
 
     async def load(
-        self, session_key: str, *, limit: int
+        self, session_key: str, *, limit: int | None
     ) -> tuple[SessionState, list[StoredMessage]]:
         """The session's state and its newest ``limit`` final messages after the summary."""
 
@@ -77,7 +93,7 @@ class History:
                 "SELECT id, role, body, tokens, turn_id FROM messages"
                 " WHERE session_key = ? AND generation = ? AND status = 'final' AND id > ?"
                 " ORDER BY id DESC LIMIT ?",
-                (session_key, state.generation, state.summary_upto, limit),
+                (session_key, state.generation, state.summary_upto, -1 if limit is None else limit),
             ).fetchall()
             rows.reverse()
             return state, _rows(rows)
@@ -140,6 +156,13 @@ class History:
             (turn_id,),
         )
         conn.execute(
+            "INSERT INTO messages_fts (content, session_key, message_id)"
+            " SELECT json_extract(body, '$.content'), session_key, id FROM messages"
+            " WHERE turn_id = ? AND status = 'final' AND role IN ('user', 'assistant')"
+            " AND json_extract(body, '$.content') != ''",
+            (turn_id,),
+        )
+        conn.execute(
             "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)"
             " ON CONFLICT (session_key) DO UPDATE SET last_active = excluded.last_active",
             (session_key, now),
@@ -166,6 +189,35 @@ class History:
                 " ON CONFLICT (session_key) DO UPDATE SET summary = excluded.summary,"
                 " summary_upto = excluded.summary_upto",
                 (session_key, summary, upto_id),
+            )
+        )
+
+    async def search(
+        self, session_keys: Sequence[str], query: str, *, limit: int = 8
+    ) -> list[SearchHit]:
+        """Full-text search over the final messages of the given sessions (all generations)."""
+        if not session_keys:
+            return []
+        marks = ",".join("?" for _ in session_keys)
+
+        def run(conn: sqlite3.Connection) -> list[SearchHit]:
+            rows = conn.execute(
+                "SELECT f.message_id, m.role, m.created_at,"
+                " snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
+                " FROM messages_fts f JOIN messages m ON m.id = f.message_id"
+                f" WHERE messages_fts MATCH ? AND f.session_key IN ({marks})"
+                " ORDER BY rank LIMIT ?",
+                (fts_query(query), *session_keys, limit),
+            )
+            return [SearchHit(int(i), role, float(at), text) for i, role, at, text in rows]
+
+        return await self._db.run(run)
+
+    async def set_tokens(self, counts: Sequence[tuple[int, int]]) -> None:
+        """Remember exact token counts of messages: (message id, tokens)."""
+        await self._db.run(
+            lambda conn: conn.executemany(
+                "UPDATE messages SET tokens = ? WHERE id = ?", [(t, i) for i, t in counts]
             )
         )
 

@@ -116,6 +116,25 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX audit_at ON audit (at);
     """,
+    # v3: full-text search over conversations, and token usage per turn
+    """
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, session_key UNINDEXED, message_id UNINDEXED, tokenize = 'unicode61'
+    );
+
+    CREATE TABLE usage (
+        turn_id TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        at REAL NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL
+    );
+    CREATE INDEX usage_at ON usage (at);
+    """,
 )
 
 

@@ -1,0 +1,206 @@
+"""Summarization of long conversations (AI Legion's rules, Mini-Agent's round condensing).
+
+When a session's prompt passes 75% of the context window, its older messages are
+summarized by the model into the session summary, which then replaces them in the prompt:
+
+- at least 3 recent messages are kept, and at least half of the older ones summarized;
+- the cut lands on a user message, so no tool call is split from its result;
+- the word limit follows from the budget; the summary is kept only if it saves tokens;
+- nothing is deleted: summarized messages stay on disk and in full-text search.
+
+It runs in the background after the reply, once per session at a time, under a time
+budget; a failure only means the next turn tries again. A provider "context too long"
+error forces an immediate compaction (see :mod:`agent.loop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from agent.llm.types import ChatMessage
+from agent.tokens import TokenCounter
+from gateway.store import History, StoredMessage
+
+log = logging.getLogger(__name__)
+
+Summarize = Callable[[str], Awaitable[str]]
+
+THRESHOLD = 0.75  # compact when the prompt passes this share of the window
+TARGET = 0.45  # and bring it down to about this share
+MIN_KEEP = 3
+
+SUMMARY_PROMPT = """\
+Below is the earlier part of a conversation between you (the assistant) and the user{previous}.
+Write a summary of it in at most {words} words, for your own future reference. Keep every \
+fact the user stated (names, dates, numbers, preferences, decisions), open tasks and \
+promises, and results you found. Plain text in the second person ("You told the user..."), \
+no preamble.
+
+{transcript}"""
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    summarized: int  # messages folded into the summary
+    tokens_before: int
+    tokens_after: int
+    kept: bool  # False when the summary did not save tokens and was discarded
+
+
+def render_transcript(messages: Sequence[ChatMessage], *, result_chars: int = 400) -> str:
+    lines = []
+    for msg in messages:
+        if msg.role == "user":
+            lines.append(f"User: {msg.content}")
+        elif msg.role == "assistant":
+            if msg.content:
+                lines.append(f"Assistant: {msg.content}")
+            lines.extend(f"Assistant used {c.name}({c.arguments[:200]})" for c in msg.tool_calls)
+        else:
+            result = (
+                msg.content
+                if len(msg.content) <= result_chars
+                else msg.content[:result_chars] + " ..."
+            )
+            lines.append(f"Result of {msg.name or 'tool'}: {result}")
+    return "\n".join(lines)
+
+
+def choose_cut(tokens: Sequence[int], roles: Sequence[str], *, overhead: int, target: int) -> int:
+    """How many leading messages to summarize (0: none). Lands on a user message."""
+    n = len(tokens)
+    if n <= MIN_KEEP:
+        return 0
+    cut = (n + 1) // 2  # at least half of the older messages
+    remaining = sum(tokens[cut:]) + overhead
+    while cut < n - MIN_KEEP and remaining > target:
+        remaining -= tokens[cut]
+        cut += 1
+    while cut < n - MIN_KEEP and roles[cut] != "user":
+        cut += 1
+    while cut > 0 and roles[cut] != "user":
+        cut -= 1
+    return cut if cut >= 2 else 0
+
+
+class Compactor:
+    def __init__(
+        self,
+        *,
+        history: History,
+        summarize: Summarize,
+        counter: TokenCounter,
+        window: int,
+        time_budget: float = 120.0,
+    ) -> None:
+        self._history = history
+        self._summarize = summarize
+        self._counter = counter
+        self._window = window
+        self._time_budget = time_budget
+        self._running: dict[str, asyncio.Task[Compaction | None]] = {}
+
+    @property
+    def threshold(self) -> int:
+        return int(self._window * THRESHOLD)
+
+    def running(self, session_key: str) -> bool:
+        return session_key in self._running
+
+    def schedule(self, session_key: str, overhead: int) -> None:
+        """Compact in the background if needed; at most one run per session at a time."""
+        if session_key in self._running:
+            return
+        task = asyncio.create_task(
+            self._guarded(session_key, overhead), name=f"compact:{session_key}"
+        )
+        self._running[session_key] = task
+        task.add_done_callback(lambda _: self._running.pop(session_key, None))
+
+    async def wait(self, session_key: str) -> None:
+        task = self._running.get(session_key)
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+
+    async def stop(self) -> None:
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _guarded(self, session_key: str, overhead: int) -> Compaction | None:
+        try:
+            async with asyncio.timeout(self._time_budget):
+                return await self.compact(session_key, overhead)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never blocks or breaks the session; the next turn retries
+            log.warning("summarizing %s failed: %s", session_key, exc)
+            return None
+
+    async def compact(
+        self, session_key: str, overhead: int, *, force: bool = False
+    ) -> Compaction | None:
+        state, stored = await self._history.load(session_key, limit=None)
+        summary_tokens = self._counter.count(state.summary or "")
+        estimated = sum(
+            m.tokens or self._counter.count(str(m.body.get("content", ""))) for m in stored
+        )
+        if not force and estimated + overhead + summary_tokens < self._window * 0.6:
+            return None  # far from the threshold: not worth an exact count
+        tokens = await self._exact_tokens(stored)
+        total = sum(tokens) + overhead + summary_tokens
+        if not force and total <= self.threshold:
+            return None
+        cut = choose_cut(
+            tokens, [m.role for m in stored], overhead=overhead, target=int(self._window * TARGET)
+        )
+        if cut == 0:
+            return None
+        older = [ChatMessage.from_body(m.body) for m in stored[:cut]]
+        words = max(120, min(800, self.threshold // 8))
+        previous = (
+            f' (your earlier summary comes first: "{state.summary}")' if state.summary else ""
+        )
+        prompt = SUMMARY_PROMPT.format(
+            previous=previous, words=words, transcript=render_transcript(older)
+        )
+        summary = (await self._summarize(prompt)).strip()
+        replaced = sum(tokens[:cut]) + summary_tokens
+        after = self._counter.count(summary)
+        kept = bool(summary) and after < replaced
+        if kept:
+            await self._history.set_summary(session_key, summary, stored[cut - 1].id)
+            log.info(
+                "summarized %d messages of %s: %d → %d tokens", cut, session_key, replaced, after
+            )
+        else:
+            log.info(
+                "discarded a summary of %s that saved nothing (%d → %d tokens)",
+                session_key,
+                replaced,
+                after,
+            )
+        return Compaction(cut, total, total - replaced + after if kept else total, kept)
+
+    async def _exact_tokens(self, stored: Sequence[StoredMessage]) -> list[int]:
+        if not self._counter.exact:
+            await asyncio.to_thread(self._counter.load)
+        counts = []
+        fresh: list[tuple[int, int]] = []
+        for message in stored:
+            if message.tokens:
+                counts.append(message.tokens)
+                continue
+            count = self._counter.message(ChatMessage.from_body(message.body))
+            counts.append(count)
+            if self._counter.exact:
+                fresh.append((message.id, count))
+        if fresh:
+            await self._history.set_tokens(fresh)
+        return counts

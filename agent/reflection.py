@@ -1,0 +1,87 @@
+"""Post-task reflection (Pegasus): after a non-trivial turn, update memory in the background.
+
+The model gets the finished exchange and the scope's current memory, and may call only the
+memory write tools, for a few rounds. It never affects the answer (the reply is already
+committed), it is skipped for trivial turns and for turns that read untrusted content (a
+poisoned page must not become a lasting memory), and its failures are only logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from agent.compaction import render_transcript
+from agent.guards.parser import decode_arguments
+from agent.llm.types import ChatMessage, SystemPrompt
+from agent.runner import Runner, tool_message
+from agent.tools.base import ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+
+REFLECTION_TOOLS = ("memory_write", "memory_patch", "memory_append")
+MAX_ROUNDS = 3
+
+PROMPT = """\
+You just finished the exchange below. Decide whether anything in it is worth remembering \
+long term: facts about the user, preferences, decisions, ongoing tasks, lessons about how to \
+do something. If so, record it with the memory tools (append short lines; patch outdated \
+facts; rewrite only if memory is a mess). If nothing is worth keeping, reply DONE without \
+calling a tool. Never store secrets or passwords.
+
+Current memory:
+{memory}
+
+Exchange:
+{transcript}"""
+
+
+def worth_reflecting(
+    conversation: Sequence[ChatMessage], *, tool_calls: int, tainted: bool
+) -> bool:
+    if tainted:
+        return False
+    user_chars = sum(len(m.content) for m in conversation if m.role == "user")
+    return tool_calls >= 2 or user_chars >= 300
+
+
+async def reflect(
+    *,
+    runner: Runner,
+    transcript: Sequence[ChatMessage],
+    memory: str,
+    context_for: Callable[[str], ToolContext],
+) -> int:
+    """Run the reflection rounds; returns how many memory calls were made."""
+    tools = tuple(
+        spec for spec in runner.executor.registry.specs(lambda t: t.name in REFLECTION_TOOLS)
+    )
+    if not tools:
+        return 0
+    prompt = PROMPT.format(memory=memory or "(empty)", transcript=render_transcript(transcript))
+    conversation: list[ChatMessage] = [ChatMessage("user", prompt)]
+    system = SystemPrompt("You maintain the assistant's long-term memory. Be brief and factual.")
+    made = 0
+    for round_number in range(MAX_ROUNDS):
+        response = await runner.call_model(system, conversation, tools)
+        if not response.tool_calls:
+            break
+        conversation.append(response.as_message())
+        for call in response.tool_calls:
+            args, error, _ = decode_arguments(call.arguments)
+            result: ToolResult
+            checked = runner.executor.check(call.name, args or {}) if args is not None else None
+            if (
+                args is None
+                or checked is None
+                or isinstance(checked, ToolResult)
+                or call.name not in REFLECTION_TOOLS
+            ):
+                result = ToolResult.error(error or f"{call.name} is not available here")
+            else:
+                result = await runner.executor.run(
+                    checked, args, context_for(f"r{round_number}-{call.id}")
+                )
+                made += 1
+            conversation.append(tool_message(call, result))
+    return made

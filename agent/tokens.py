@@ -1,0 +1,124 @@
+"""Token accounting with tiktoken, fully offline.
+
+tiktoken downloads its BPE files on first use; servers like ours often cannot. The files
+ship inside the ``bpe-openai`` package (cl100k_base, o200k_base); we copy the one we need
+into a cache directory once and let tiktoken load it from there, verifying its hash.
+
+The encoder costs tens of MiB, so it is loaded lazily, on a worker thread, only when an
+exact count is needed; cheap character-based estimates serve the hot path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from agent.llm.types import ChatMessage, ToolSpec
+
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+MESSAGE_OVERHEAD = 4  # role and separators per message, as OpenAI counts them
+
+
+class TokenizerUnavailable(RuntimeError):
+    """The BPE file could not be found or loaded offline."""
+
+
+def _bpe_source(name: str) -> Path:
+    spec = importlib.util.find_spec("bpe_openai")  # locate without importing its 70 MB binding
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerUnavailable(
+            "the bpe-openai package (which ships the BPE files) is not installed"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{name}.tiktoken.gz"
+    if not path.exists():
+        raise TokenizerUnavailable(f"{path} is missing")
+    return path
+
+
+def load_encoding(name: str = "cl100k_base", cache_dir: Path | None = None) -> Any:
+    """A ``tiktoken.Encoding`` built from the shipped BPE file, never from the network."""
+    import tiktoken  # noqa: PLC0415 - only when exact counts are wanted
+
+    cache = cache_dir or Path(tempfile.gettempdir()) / "switchboard-tiktoken"
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest()  # noqa: S324 - tiktoken's cache key
+    if not target.exists():
+        data = gzip.decompress(_bpe_source(name).read_bytes())
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as exc:
+        raise TokenizerUnavailable(f"could not load {name}: {exc}") from exc
+    finally:
+        if previous is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+def estimate(text: str) -> int:
+    """A fast upper-leaning estimate: ~4 characters per token for Latin text, less for others."""
+    if not text:
+        return 0
+    non_ascii = sum(1 for ch in text if ord(ch) > 127) if len(text) < 20_000 else len(text) // 8
+    return (len(text) - non_ascii) // 4 + non_ascii + 1
+
+
+class TokenCounter:
+    """Counts tokens exactly once the encoder is loaded, and estimates until then."""
+
+    def __init__(self, encoding: str = "cl100k_base", *, cache_dir: Path | None = None) -> None:
+        self._name = encoding
+        self._cache_dir = cache_dir
+        self._encoder: Any = None
+        self._lock = threading.Lock()
+        self.failed = False
+
+    @property
+    def exact(self) -> bool:
+        return self._encoder is not None
+
+    def load(self) -> bool:
+        """Load the encoder (blocking; call from a worker thread). ``False`` if unavailable."""
+        with self._lock:
+            if self._encoder is None and not self.failed:
+                try:
+                    self._encoder = load_encoding(self._name, self._cache_dir)
+                except TokenizerUnavailable:
+                    self.failed = True
+        return self._encoder is not None
+
+    def count(self, text: str) -> int:
+        if self._encoder is None:
+            return estimate(text)
+        return len(self._encoder.encode(text, disallowed_special=()))
+
+    def message(self, msg: ChatMessage) -> int:
+        total = MESSAGE_OVERHEAD + self.count(msg.content)
+        for call in msg.tool_calls:
+            total += self.count(call.name) + self.count(call.arguments) + 3
+        return total + 85 * len(msg.images)
+
+    def messages(self, messages: Iterable[ChatMessage]) -> int:
+        return sum(self.message(m) for m in messages)
+
+    def tools(self, specs: Iterable[ToolSpec]) -> int:
+        return sum(
+            self.count(s.name)
+            + self.count(s.description)
+            + self.count(json.dumps(s.parameters))
+            + 8
+            for s in specs
+        )

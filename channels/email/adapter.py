@@ -1,0 +1,359 @@
+"""The email channel: reads an IMAP mailbox, answers by SMTP in the same thread.
+
+Reading: IDLE when the server offers it, polling otherwise. Each new UID is looked at
+header-first; mail we must never answer (loops, bounces, failed sender authentication)
+is marked seen and skipped without downloading the body. Everything else becomes one
+:class:`InboundMessage` (chat = the correspondent's address, thread = the email thread),
+published to the gateway, and only after ``publish_inbound`` returned is it marked
+``\\Seen`` and the UID cursor moved (persisted with UIDVALIDITY). A crash in between means
+the same Message-ID is published again next start and the journal calls it a duplicate.
+
+Sending: gateway/mail.py builds and delivers the reply (In-Reply-To, References, "Re:"),
+with a Message-ID derived from the outbox idempotency key. Replies already handed to the
+server are remembered, and each correspondent gets at most ``max_replies_per_hour``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from channels.email.files import read_outbound, remove_stored, store_files
+from channels.email.imap import ImapAuthError, ImapSession
+from channels.email.parse import (
+    MailFile,
+    ParsedMail,
+    auth_failure,
+    loop_reason,
+    oversized,
+    parse_headers,
+    parse_mail,
+    reply_subject,
+    sender_of,
+)
+from channels.email.state import EmailState, ThreadInfo
+from gateway.backoff import Backoff
+from gateway.bus import Accepted, InboundSink
+from gateway.channel import ChannelHealth
+from gateway.errors import ChannelPermanentError, ChannelTransientError
+from gateway.mail import (
+    MailError,
+    MailTransientError,
+    build_message,
+    deliver,
+    message_id_for,
+    normalize_address,
+)
+from gateway.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
+from gateway.settings_channels import EmailSettings
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class EmailChannel:
+    name = "email"
+
+    def __init__(
+        self,
+        settings: EmailSettings,
+        *,
+        data_dir: Path,
+        workspace_dir: Path,
+        sender_name: str = "",
+        clock: Clock = time.time,
+    ) -> None:
+        self._settings = settings
+        self._state_path = data_dir / "channels" / "email.json"
+        self._workspace_dir = workspace_dir
+        self._sender_name = sender_name
+        self._clock = clock
+        self._state = EmailState()
+        self._lock = asyncio.Lock()  # guards state changes and saves
+        self._own = {
+            a.lower()
+            for a in (settings.from_address, settings.imap_username, *settings.own_addresses)
+            if a and "@" in a
+        }
+        self._sink: InboundSink | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._connected = False
+        self._last_error: str | None = None
+        self._last_message_at: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        self._state = await asyncio.to_thread(EmailState.load, self._state_path)
+        self._sink = sink
+        self._stop.clear()
+        self._task = asyncio.create_task(self._run(), name="email:imap")
+
+    async def stop(self) -> None:
+        """Finish the message in hand (publish + \\Seen), then disconnect."""
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 5)
+            except TimeoutError:
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._sink = None
+
+    def health(self) -> ChannelHealth:
+        return ChannelHealth(
+            connected=self._connected,
+            last_error=self._last_error,
+            last_message_at=self._last_message_at,
+            detail=f"{self._settings.imap_mailbox} at uid {self._state.last_uid}",
+        )
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = Backoff(base=1.0, cap=300.0)
+        while not self._stop.is_set():
+            try:
+                await self._session(backoff)
+            except asyncio.CancelledError:
+                raise
+            except ImapAuthError as exc:
+                self._last_error = str(exc)
+                log.error("email: %s", exc)  # noqa: TRY400 - the reason is the message
+            except Exception as exc:  # network, server, parse: reconnect with backoff
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("email: IMAP session ended: %s", self._last_error)
+            if self._stop.is_set():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), backoff.next())
+
+    async def _session(self, backoff: Backoff) -> None:
+        settings = self._settings
+        session = await ImapSession.open(settings)
+        try:
+            await self._check_uidvalidity(session.uidvalidity)
+            self._connected, self._last_error = True, None
+            backoff.reset()
+            idle = settings.idle and session.supports_idle
+            log.info(
+                "email: reading %s as %s (%s)",
+                settings.imap_mailbox,
+                settings.imap_username,
+                "IDLE" if idle else f"polling every {settings.poll_interval_seconds:g}s",
+            )
+            while not self._stop.is_set():
+                for uid in await session.new_uids(self._state.last_uid):
+                    if self._stop.is_set():
+                        return
+                    await self._process(session, uid)
+                if idle:
+                    await session.wait_for_mail(self._stop, renew=settings.idle_renew_seconds)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), settings.poll_interval_seconds)
+        finally:
+            self._connected = False
+            await session.close()
+
+    async def _check_uidvalidity(self, uidvalidity: int | None) -> None:
+        if uidvalidity is not None and uidvalidity != self._state.uidvalidity:
+            if self._state.uidvalidity is not None:
+                log.warning("email: UIDVALIDITY changed; re-reading unseen mail")
+            async with self._lock:
+                self._state.uidvalidity, self._state.last_uid = uidvalidity, 0
+                await self._save()
+
+    async def _process(self, session: ImapSession, uid: int) -> None:
+        fetched = await session.fetch_header(uid)
+        if fetched is None:  # expunged meanwhile
+            await self._advance(uid)
+            return
+        raw_header, size = fetched
+        headers = parse_headers(raw_header)
+        settings = self._settings
+        reason = loop_reason(headers, self._own)
+        if reason is None:
+            failure = auth_failure(
+                headers,
+                trusted_ids=settings.trusted_authserv_ids,
+                require=settings.require_authentication,
+            )
+            reason = f"sender not authenticated ({failure})" if failure else None
+        if reason is not None:
+            sender = sender_of(headers)
+            log.info(
+                "email: not answering uid %d from %s: %s", uid, sender[0] if sender else "?", reason
+            )
+            await session.mark_seen(uid)
+            await self._advance(uid)
+            return
+        if size is not None and size > settings.max_message_bytes:
+            parsed = oversized(headers, size, settings.max_message_bytes)
+        else:
+            raw = await session.fetch_message(uid)
+            if raw is None:
+                await self._advance(uid)
+                return
+            parsed = parse_mail(raw)
+        await self._publish(parsed, uid)
+        await session.mark_seen(uid)
+        await self._advance(uid)
+
+    async def _publish(self, parsed: ParsedMail, uid: int) -> None:
+        assert parsed.sender is not None  # loop_reason refuses mail without one sender
+        files = list(parsed.files)
+        if parsed.forwarded:  # kept out of the text: it is not the user's own words
+            files.append(MailFile("forwarded-message.txt", "text/plain", parsed.forwarded.encode()))
+        attachments = await asyncio.to_thread(
+            store_files,
+            files,
+            workspace=self._workspace_dir,
+            limit=self._settings.max_attachment_bytes,
+        )
+        async with self._lock:
+            thread_id, new_thread = self._thread_of(parsed, uid)
+            self._state.remember_thread(
+                f"{parsed.sender}:{thread_id}",
+                ThreadInfo(
+                    address=parsed.sender,
+                    subject=parsed.subject,
+                    reply_to=parsed.message_id,
+                    references=_unique([*parsed.references, parsed.in_reply_to])[-20:],
+                    updated=self._clock(),
+                ),
+            )
+            await self._save()
+        text = parsed.text or ("" if attachments else "(empty message)")
+        if new_thread and parsed.subject:
+            text = f"Subject: {parsed.subject}\n\n{text}".rstrip()
+        msg = InboundMessage(
+            channel=self.name,
+            chat_id=parsed.sender,
+            sender_id=parsed.sender,
+            sender_name=parsed.sender_name or parsed.sender,
+            text=text,
+            platform_message_id=parsed.message_id or f"{self._state.uidvalidity}:{uid}",
+            chat_type=ChatType.DM,
+            thread_id=thread_id,
+            mentioned=True,  # an email to the bot is always addressed to it
+            attachments=attachments,
+        )
+        sink = self._sink
+        assert sink is not None
+        accepted = await sink.publish_inbound(msg)  # raises (disk full): not marked seen
+        self._last_message_at = self._clock()
+        log.info("email: uid %d from %s: %s", uid, parsed.sender, accepted.value)
+        if accepted in (Accepted.REFUSED, Accepted.DUPLICATE) and attachments:
+            await asyncio.to_thread(remove_stored, attachments)
+
+    def _thread_of(self, parsed: ParsedMail, uid: int) -> tuple[str, bool]:
+        """(thread id, whether it is new): known ids first, else a hash of the thread root."""
+        ids = [*parsed.references, *filter(None, [parsed.in_reply_to])]
+        thread = self._state.thread_for(ids)
+        new = thread is None
+        if thread is None:
+            root = ids[0] if ids else parsed.message_id or f"{self._state.uidvalidity}:{uid}"
+            thread = hashlib.sha256(root.encode()).hexdigest()[:12]
+        if parsed.message_id:
+            self._state.remember_message(parsed.message_id, thread)
+        return thread, new
+
+    async def _advance(self, uid: int) -> None:
+        async with self._lock:
+            if uid > self._state.last_uid:
+                self._state.last_uid = uid
+                await self._save()
+
+    async def _save(self) -> None:
+        await asyncio.to_thread(self._state.save, self._state_path)
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        settings = self._settings
+        if not settings.can_send or settings.from_address is None:
+            raise ChannelPermanentError("email replies need email.smtp_host and email.from_address")
+        try:
+            address = normalize_address(message.chat_id)
+        except ValueError as exc:
+            raise ChannelPermanentError(str(exc)) from exc
+        key = f"{address}:{message.thread_id}" if message.thread_id else address
+        async with self._lock:
+            already = self._state.sent.get(message.idempotency_key)
+            if already is not None:
+                return already
+            thread = self._state.threads.get(key)
+            known = address in settings.allow_from or address in settings.admins
+            if thread is None and not (known or address in settings.owners):
+                raise ChannelPermanentError(f"no email conversation with {address}; not sending")
+            now = self._clock()
+            count = self._state.replies_within_hour(address, now)
+            if count >= settings.max_replies_per_hour:
+                log.warning("email: reply cap reached for %s (%d in the last hour)", address, count)
+                raise ChannelPermanentError(
+                    f"reply cap: {count} emails to {address} in the last hour"
+                )
+            self._state.reserve_reply(address, now)
+        try:
+            message_id = await self._deliver(message, address, thread)
+        except BaseException:
+            async with self._lock:
+                self._state.release_reply(address, now)
+            raise
+        async with self._lock:
+            self._state.record_sent(message.idempotency_key, message_id)
+            if message.thread_id:
+                self._state.remember_message(message_id, message.thread_id)
+            await self._save()
+        return message_id
+
+    async def _deliver(
+        self, message: OutboundMessage, address: str, thread: ThreadInfo | None
+    ) -> str:
+        settings = self._settings
+        assert settings.from_address is not None
+        files = await asyncio.to_thread(
+            read_outbound, message.attachments, limit=settings.max_attachment_bytes
+        )
+        message_id = message_id_for(message.idempotency_key, settings.from_address)
+        mail = build_message(
+            sender=settings.from_address,
+            sender_name=self._sender_name,
+            to=[address],
+            subject=reply_subject(thread.subject) if thread else _subject_from(message.text),
+            markdown=message.text,
+            message_id=message_id,
+            files=files,
+            in_reply_to=thread.reply_to if thread else None,
+            references=thread.references if thread else (),
+            # RFC 3834: other robots must not answer ours, so loops cannot start.
+            auto_submitted="auto-generated"
+            if message.kind is OutboundKind.PROACTIVE
+            else "auto-replied",
+        )
+        try:
+            await deliver(settings, mail, [address])
+        except MailTransientError as exc:
+            raise ChannelTransientError(str(exc)) from exc
+        except MailError as exc:
+            raise ChannelPermanentError(str(exc)) from exc
+        return message_id
+
+
+def _subject_from(text: str) -> str:
+    first = next((line.strip(" #*") for line in text.splitlines() if line.strip()), "")
+    return first[:70] or "Message"
+
+
+def _unique(ids: list[str | None]) -> list[str]:
+    return list(dict.fromkeys(i for i in ids if i))

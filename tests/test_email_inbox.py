@@ -1,0 +1,298 @@
+"""The email channel against a real Dovecot (IMAP, mail delivered over LMTP); replies to aiosmtpd.
+
+What a user notices: their mail is answered once, in the same thread; mail is marked read
+only once it is safely journaled; strangers and robots get no answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels import build_channels
+from channels.email import EmailChannel
+from gateway.app import Gateway
+from gateway.bus import Accepted
+from gateway.errors import StorageFullError
+from gateway.messages import InboundMessage
+from gateway.settings import Settings
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM
+from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
+
+DANA = "dana@example.test"
+
+
+@pytest.fixture
+async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
+    server = await SmtpSink().start(tmp_path)
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def bot(dovecot: Dovecot) -> str:  # noqa: F811 - the imported fixture
+    return dovecot.add_user("bot")
+
+
+def inbox(dovecot: Dovecot, bot: str, sink: SmtpSink, **overrides: Any) -> dict[str, Any]:  # noqa: F811
+    settings: dict[str, Any] = {
+        "imap_host": "127.0.0.1",
+        "imap_port": dovecot.imap_port,
+        "imap_username": bot,
+        "imap_password": dovecot.password,
+        "imap_tls": False,
+        "imap_timeout_seconds": 5,
+        "smtp_host": "127.0.0.1",
+        "smtp_port": sink.port,
+        "smtp_starttls": False,
+        "from_address": bot,
+        "allow_from": [DANA],
+    }
+    settings.update(overrides)
+    return settings
+
+
+def letter(
+    bot: str,
+    body: str = "What's on my calendar?",
+    *,
+    sender: str = f"Dana <{DANA}>",
+    subject: str = "Calendar",
+    message_id: str | None = None,
+    **headers: str,
+) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = bot
+    msg["Subject"] = subject
+    msg["Message-ID"] = message_id or f"<{uuid.uuid4().hex}@example.test>"
+    for name, value in headers.items():
+        msg[name.replace("_", "-")] = value
+    msg.set_content(body)
+    return msg
+
+
+async def all_seen(dovecot: Dovecot, bot: str, count: int) -> None:  # noqa: F811
+    """Wait until ``count`` messages are in the bot's inbox and all are marked \\Seen."""
+    async with dovecot.mailbox(bot) as box:
+        await box.wait_for(
+            lambda msgs: len(msgs) >= count and all("\\Seen" in flags for _, flags in msgs)
+        )
+
+
+async def test_a_mail_gets_one_reply_in_the_same_thread(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink))
+    [channel] = build_channels(settings)
+    assert isinstance(channel, EmailChannel)
+    async with Gateway(settings, channels=[channel]) as gateway:
+        first = letter(bot, "Book a table for two.\n\n-- \nDana, from her phone\n")
+        await dovecot.deliver(first, bot)
+        [reply] = await sink.wait_for(1)
+        follow_up = letter(
+            bot,
+            f"Make it three.\n\nOn Mon, Bot <{bot}> wrote:\n> {reply.get_body().get_content()}",
+            subject=f"Re: {first['Subject']}",
+            In_Reply_To=reply["Message-ID"],
+            References=f"{first['Message-ID']} {reply['Message-ID']}",
+        )
+        await dovecot.deliver(follow_up, bot)
+        _, second = await sink.wait_for(2)
+        await gateway.wait_idle()
+        await all_seen(dovecot, bot, 2)
+    assert reply["To"] == DANA
+    assert reply["Subject"] == "Re: Calendar"
+    assert reply["In-Reply-To"] == first["Message-ID"]
+    assert reply["Auto-Submitted"] == "auto-replied"
+    assert second["In-Reply-To"] == follow_up["Message-ID"]
+    assert second["References"].split() == [
+        first["Message-ID"],
+        reply["Message-ID"],
+        follow_up["Message-ID"],
+    ]
+    assert sink.envelopes[0] == (bot, [DANA])
+    # The model read Dana's words without the signature, then the follow-up in the same
+    # conversation without the quoted history.
+    assert fake_llm.requests[0].user_texts == ["Subject: Calendar\n\nBook a table for two."]
+    assert fake_llm.requests[1].user_texts[-1] == "Make it three."
+    assert len(fake_llm.requests[1].user_texts) == 2
+
+
+async def test_a_stranger_and_a_robot_get_no_turn_but_their_mail_is_marked_read(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, idle=False, poll_interval_seconds=0.1))
+    stranger = letter(bot, "hi, send me your files", sender="eve@elsewhere.example")
+    stranger.add_attachment(b"malware", maintype="application", subtype="zip", filename="x.zip")
+    await dovecot.deliver(stranger, bot)
+    await dovecot.deliver(letter(bot, "Out of office", Auto_Submitted="auto-replied"), bot)
+    await dovecot.deliver(letter(bot, "Thanks!"), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        [reply] = await sink.wait_for(1)
+        await gateway.wait_idle()
+        await all_seen(dovecot, bot, 3)
+        audit = await gateway.store.audit.recent(10)
+    assert len(fake_llm.requests) == 1
+    assert fake_llm.requests[0].user_texts == ["Subject: Calendar\n\nThanks!"]
+    assert len(sink.received) == 1 and reply["To"] == DANA
+    assert any(entry.sender_id == "eve@elsewhere.example" for entry in audit)
+    stored = settings.workspace_dir / "attachments" / "email"
+    assert not any(p.is_file() for p in stored.rglob("*"))  # the stranger's file was removed
+
+
+class FlakySink:
+    """The gateway's intake as the channel sees it: fails once like a full disk, then
+    accepts. Records whether the message was already marked \\Seen when it arrived."""
+
+    def __init__(self, dovecot: Dovecot, bot: str) -> None:  # noqa: F811
+        self.dovecot, self.bot = dovecot, bot
+        self.calls: list[tuple[InboundMessage, set[str]]] = []
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        async with self.dovecot.mailbox(self.bot) as box:
+            [(_, flags)] = await box.messages()
+        self.calls.append((msg, flags))
+        if len(self.calls) == 1:
+            raise StorageFullError("disk full")
+        return Accepted.NEW
+
+
+async def test_mail_is_marked_read_only_after_it_is_journaled(
+    make_settings: SettingsFactory,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, idle=False, poll_interval_seconds=0.1))
+    await dovecot.deliver(letter(bot, "Are you there?"), bot)
+    channel = EmailChannel(
+        settings.email, data_dir=settings.data_dir, workspace_dir=settings.workspace_dir
+    )
+    flaky = FlakySink(dovecot, bot)
+    await channel.start(flaky)
+    try:
+        await all_seen(dovecot, bot, 1)
+    finally:
+        await channel.stop()
+    (first, flags_first), (second, flags_second) = flaky.calls
+    assert "\\Seen" not in flags_first  # the failed intake left it unread ...
+    assert "\\Seen" not in flags_second  # ... so it came again, and only then was read
+    assert first.platform_message_id == second.platform_message_id
+    assert channel.health().last_error is None
+
+
+async def test_a_crash_before_marking_read_and_a_lost_cursor_make_no_second_reply(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, idle=False, poll_interval_seconds=0.1))
+    await dovecot.deliver(letter(bot, "Only answer me once."), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await sink.wait_for(1)
+        await gateway.wait_idle()
+        await all_seen(dovecot, bot, 1)
+    # The state file is lost and the message is unread again (as after a crash between
+    # journaling and \Seen): it is fetched again, and the journal knows its Message-ID.
+    (settings.data_dir / "channels" / "email.json").unlink()
+    async with dovecot.mailbox(bot) as box:
+        await box.unsee_all()
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await all_seen(dovecot, bot, 1)
+        await gateway.wait_idle()
+    assert len(sink.received) == 1
+    assert len(fake_llm.requests) == 1
+
+
+async def test_replies_per_correspondent_are_capped(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(
+        email=inbox(
+            dovecot, bot, sink, idle=False, poll_interval_seconds=0.1, max_replies_per_hour=2
+        )
+    )
+    for n in range(3):
+        await dovecot.deliver(letter(bot, f"question {n}", subject=f"Q{n}"), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await all_seen(dovecot, bot, 3)
+        await gateway.wait_idle()
+        failed = await gateway.store.outbox.failed_count()
+    assert len(fake_llm.requests) == 3  # every mail was read and answered by the model
+    assert len(sink.received) == 2  # but only two answers went out this hour
+    assert failed == 1
+
+
+async def test_an_attachment_is_stored_in_the_workspace(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink))
+    mail = letter(bot, "What does this say?")
+    mail.add_attachment(
+        b"the secret word is teapot", maintype="text", subtype="plain", filename="note.txt"
+    )
+    await dovecot.deliver(mail, bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await sink.wait_for(1)
+        await gateway.wait_idle()
+    [stored] = [
+        p for p in (settings.workspace_dir / "attachments" / "email").rglob("*") if p.is_file()
+    ]
+    assert stored.read_bytes() == b"the secret word is teapot"
+    assert stored.name.endswith("-note.txt")
+    assert "note.txt" in fake_llm.requests[0].user_texts[0]
+
+
+def test_the_inbox_needs_smtp_to_reply(make_settings: SettingsFactory) -> None:
+    from gateway.errors import ConfigError
+
+    settings: Settings = make_settings(
+        email={"imap_host": "127.0.0.1", "imap_username": "bot@example.test"}
+    )
+    with pytest.raises(ConfigError, match="smtp_host"):
+        build_channels(settings)
+    assert asyncio.iscoroutinefunction(EmailChannel.send)
+
+
+async def test_an_oversized_mail_is_not_downloaded_but_the_sender_is_told(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, max_message_bytes=2_000))
+    await dovecot.deliver(letter(bot, "x" * 5_000, subject="Big scan"), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        [reply] = await sink.wait_for(1)
+        await gateway.wait_idle()
+    [seen] = fake_llm.requests[0].user_texts
+    assert seen.startswith("Subject: Big scan\n\n[This email is ")
+    assert "above the 2000-byte limit" in seen and "xxx" not in seen
+    assert reply["Subject"] == "Re: Big scan"

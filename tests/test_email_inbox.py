@@ -6,7 +6,7 @@ only once it is safely journaled; strangers and robots get no answer.
 
 from __future__ import annotations
 
-import asyncio
+import ssl
 import uuid
 from collections.abc import AsyncIterator
 from email.message import EmailMessage
@@ -17,11 +17,12 @@ import pytest
 
 from channels import build_channels
 from channels.email import EmailChannel
+from channels.email.imap import ImapSession
+from channels.email.state import EmailState
 from gateway.app import Gateway
 from gateway.bus import Accepted
-from gateway.errors import StorageFullError
+from gateway.errors import ConfigError, StorageFullError
 from gateway.messages import InboundMessage
-from gateway.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
@@ -154,6 +155,8 @@ async def test_a_stranger_and_a_robot_get_no_turn_but_their_mail_is_marked_read(
     assert any(entry.sender_id == "eve@elsewhere.example" for entry in audit)
     stored = settings.workspace_dir / "attachments" / "email"
     assert not any(p.is_file() for p in stored.rglob("*"))  # the stranger's file was removed
+    state = EmailState.load(settings.data_dir / "channels" / "email.json")
+    assert not any(t.address == "eve@elsewhere.example" for t in state.threads.values())
 
 
 class FlakySink:
@@ -270,14 +273,9 @@ async def test_an_attachment_is_stored_in_the_workspace(
 
 
 def test_the_inbox_needs_smtp_to_reply(make_settings: SettingsFactory) -> None:
-    from gateway.errors import ConfigError
-
-    settings: Settings = make_settings(
-        email={"imap_host": "127.0.0.1", "imap_username": "bot@example.test"}
-    )
+    settings = make_settings(email={"imap_host": "127.0.0.1", "imap_username": "bot@example.test"})
     with pytest.raises(ConfigError, match="smtp_host"):
         build_channels(settings)
-    assert asyncio.iscoroutinefunction(EmailChannel.send)
 
 
 async def test_an_oversized_mail_is_not_downloaded_but_the_sender_is_told(
@@ -296,3 +294,23 @@ async def test_an_oversized_mail_is_not_downloaded_but_the_sender_is_told(
     assert seen.startswith("Subject: Big scan\n\n[This email is ")
     assert "above the 2000-byte limit" in seen and "xxx" not in seen
     assert reply["Subject"] == "Re: Big scan"
+
+
+async def test_imaps_with_a_private_ca_is_read_and_an_untrusted_one_is_reported(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    tls = {"imap_tls": True, "imap_port": dovecot.imaps_port}
+    settings = make_settings(email=inbox(dovecot, bot, sink, **tls, imap_ca_file=dovecot.ca_file))
+    await dovecot.deliver(letter(bot, "Over TLS?"), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        [reply] = await sink.wait_for(1)
+        await gateway.wait_idle()
+    assert reply["To"] == DANA
+
+    untrusted = make_settings(email=inbox(dovecot, bot, sink, **tls))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await ImapSession.open(untrusted.email)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from channels.email.files import read_outbound, remove_stored, store_files
-from channels.email.imap import ImapAuthError, ImapSession
+from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapSession
 from channels.email.parse import (
     MailFile,
     ParsedMail,
@@ -174,10 +174,25 @@ class EmailChannel:
                 await self._save()
 
     async def _process(self, session: ImapSession, uid: int) -> None:
+        """Look at one message; mark it seen once it is handled (published or skipped)."""
+        try:
+            parsed, skip = await self._read(session, uid)
+        except CONNECTION_ERRORS:
+            raise  # the connection, not the message: reconnect and try again
+        except Exception:  # a message we cannot parse must not block the mailbox forever
+            log.exception("email: uid %d could not be read; skipped", uid)
+            parsed, skip = None, "unreadable"
+        if parsed is not None and parsed.sender is not None and skip is None:
+            await self._publish(parsed, uid)  # raises (disk full): not marked seen
+        if skip != "gone":
+            await session.mark_seen(uid)
+        await self._advance(uid)
+
+    async def _read(self, session: ImapSession, uid: int) -> tuple[ParsedMail | None, str | None]:
+        """(the message, or None) and why it is skipped (None: publish it)."""
         fetched = await session.fetch_header(uid)
         if fetched is None:  # expunged meanwhile
-            await self._advance(uid)
-            return
+            return None, "gone"
         raw_header, size = fetched
         headers = parse_headers(raw_header)
         settings = self._settings
@@ -194,23 +209,16 @@ class EmailChannel:
             log.info(
                 "email: not answering uid %d from %s: %s", uid, sender[0] if sender else "?", reason
             )
-            await session.mark_seen(uid)
-            await self._advance(uid)
-            return
+            return None, reason
         if size is not None and size > settings.max_message_bytes:
-            parsed = oversized(headers, size, settings.max_message_bytes)
-        else:
-            raw = await session.fetch_message(uid)
-            if raw is None:
-                await self._advance(uid)
-                return
-            parsed = parse_mail(raw)
-        await self._publish(parsed, uid)
-        await session.mark_seen(uid)
-        await self._advance(uid)
+            return oversized(headers, size, settings.max_message_bytes), None
+        raw = await session.fetch_message(uid)
+        if raw is None:
+            return None, "gone"
+        return parse_mail(raw), None
 
     async def _publish(self, parsed: ParsedMail, uid: int) -> None:
-        assert parsed.sender is not None  # loop_reason refuses mail without one sender
+        assert parsed.sender is not None
         files = list(parsed.files)
         if parsed.forwarded:  # kept out of the text: it is not the user's own words
             files.append(MailFile("forwarded-message.txt", "text/plain", parsed.forwarded.encode()))
@@ -250,11 +258,17 @@ class EmailChannel:
         )
         sink = self._sink
         assert sink is not None
-        accepted = await sink.publish_inbound(msg)  # raises (disk full): not marked seen
+        accepted = await sink.publish_inbound(msg)
         self._last_message_at = self._clock()
         log.info("email: uid %d from %s: %s", uid, parsed.sender, accepted.value)
         if accepted in (Accepted.REFUSED, Accepted.DUPLICATE) and attachments:
             await asyncio.to_thread(remove_stored, attachments)
+        if accepted is Accepted.REFUSED and self._settings.dm_policy != "pairing":
+            # No conversation with a refused stranger: nothing may be sent there later, and
+            # spam cannot push real threads out of the bounded state.
+            async with self._lock:
+                self._state.forget_thread(f"{parsed.sender}:{thread_id}", parsed.message_id)
+                await self._save()
 
     def _thread_of(self, parsed: ParsedMail, uid: int) -> tuple[str, bool]:
         """(thread id, whether it is new): known ids first, else a hash of the thread root."""

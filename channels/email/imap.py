@@ -36,6 +36,15 @@ class ImapAuthError(ImapError):
     """The server refused the login."""
 
 
+# Failures of the connection rather than of one message: the channel reconnects.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    ImapError,
+    OSError,
+    TimeoutError,
+    aioimaplib.AioImapException,
+)
+
+
 def parse_uidvalidity(lines: Sequence[Any]) -> int | None:
     for line in lines:
         if isinstance(line, bytes | bytearray):
@@ -141,30 +150,31 @@ class ImapSession:
     def supports_idle(self) -> bool:
         return bool(self._client.has_capability("IDLE"))
 
-    async def _ok(self, response: Any, what: str) -> Any:
+    @staticmethod
+    def _ok(response: Any, what: str) -> Any:
         if response.result != "OK":
             raise ImapError(f"IMAP {what} failed: {_text(response)}")
         return response
 
     async def new_uids(self, after: int) -> list[int]:
         """UIDs above ``after`` (all unseen mail when ``after`` is 0), ascending."""
-        await self._ok(await self._client.noop(), "NOOP")
+        self._ok(await self._client.noop(), "NOOP")
         criteria = ("UID", f"{after + 1}:*") if after else ("UNSEEN",)
-        response = await self._ok(await self._client.uid_search(*criteria), "SEARCH")
+        response = self._ok(await self._client.uid_search(*criteria), "SEARCH")
         return sorted(uid for uid in set(parse_search(response.lines)) if uid > after)
 
     async def fetch_header(self, uid: int) -> tuple[bytes, int | None] | None:
         response = await self._client.uid("fetch", str(uid), "(UID RFC822.SIZE BODY.PEEK[HEADER])")
-        return parse_fetch((await self._ok(response, "FETCH")).lines)
+        return parse_fetch((self._ok(response, "FETCH")).lines)
 
     async def fetch_message(self, uid: int) -> bytes | None:
         response = await self._client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
-        fetched = parse_fetch((await self._ok(response, "FETCH")).lines)
+        fetched = parse_fetch((self._ok(response, "FETCH")).lines)
         return None if fetched is None else fetched[0]
 
     async def mark_seen(self, uid: int) -> None:
         response = await self._client.uid("store", str(uid), "+FLAGS.SILENT", r"(\Seen)")
-        await self._ok(response, "STORE")
+        self._ok(response, "STORE")
 
     async def wait_for_mail(self, stop: asyncio.Event, *, renew: float) -> None:
         """Return when the server reports a change, ``renew`` passed, or ``stop`` is set."""

@@ -68,6 +68,11 @@ class EmailState:
         self.threads[key] = info  # most recent last
         _trim(self.threads, MAX_THREADS)
 
+    def forget_thread(self, key: str, message_id: str | None) -> None:
+        self.threads.pop(key, None)
+        if message_id:
+            self.message_threads.pop(message_id, None)
+
     # -- replies ----------------------------------------------------------------------------
 
     def replies_within_hour(self, address: str, now: float) -> int:

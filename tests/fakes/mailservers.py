@@ -181,7 +181,9 @@ state_dir = {dir}/state
 log_path = {dir}/dovecot.log
 protocols = imap lmtp
 listen = 127.0.0.1
-ssl = no
+ssl = yes
+ssl_cert = <{dir}/cert.pem
+ssl_key = <{dir}/key.pem
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{dir}/mail/%u
@@ -199,7 +201,9 @@ service imap-login {{
     port = {imap_port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps_port}
+    ssl = yes
   }}
 }}
 service lmtp {{
@@ -233,7 +237,9 @@ class Dovecot:
 
     def __init__(self) -> None:
         self.imap_port = 0
+        self.imaps_port = 0
         self.lmtp_port = 0
+        self.ca = trustme.CA()
         self.dir = Path()
         self._accounts = 0
         self._process: subprocess.Popen[bytes] | None = None
@@ -245,12 +251,18 @@ class Dovecot:
         for sub in ("run", "state", "mail"):
             (self.dir / sub).mkdir()
         os.chown(self.dir / "mail", 65534, 65534)
-        self.imap_port, self.lmtp_port = free_port(), free_port()
+        self.imap_port, self.imaps_port, self.lmtp_port = free_port(), free_port(), free_port()
+        # IMAPS with a throw-away CA; clients trust it through ``ca_file``.
+        cert = self.ca.issue_cert("127.0.0.1", "localhost")
+        cert.private_key_pem.write_to_path(str(self.dir / "key.pem"))
+        cert.cert_chain_pems[0].write_to_path(str(self.dir / "cert.pem"))
+        self.ca.cert_pem.write_to_path(self.ca_file)
         conf = self.dir / "dovecot.conf"
         conf.write_text(
             DOVECOT_CONF.format(
                 dir=self.dir,
                 imap_port=self.imap_port,
+                imaps_port=self.imaps_port,
                 lmtp_port=self.lmtp_port,
                 password=self.password,
             )
@@ -260,9 +272,13 @@ class Dovecot:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_port(self.imap_port, self._process)
-        wait_port(self.lmtp_port, self._process)
+        for port in (self.imap_port, self.imaps_port, self.lmtp_port):
+            wait_port(port, self._process)
         return self
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.dir / "ca.pem")
 
     def stop(self) -> None:
         if self._process is not None:

@@ -20,6 +20,7 @@ from gateway.app import Gateway
 from gateway.mail import message_id_for
 from gateway.messages import ChatRef
 from gateway.settings import Settings
+from gateway.store.access import AuditEntry
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 from tests.fakes.mailservers import SmtpSink
@@ -66,6 +67,7 @@ async def run_turn(
     *,
     extra_tools: tuple[Tool, ...] = (),
     before: tuple[Any, ...] = (),
+    audit: list[AuditEntry] | None = None,
 ) -> str:
     """One chat turn in which the model calls send_email(args); returns the tool result."""
     fake_llm.queue(*before, calls(("send_email", args)), text("done"))
@@ -74,6 +76,8 @@ async def run_turn(
         await channel.push(user_text, message_id=uuid.uuid4().hex)
         await channel.wait_for(1)
         await gateway.wait_idle()
+        if audit is not None:
+            audit.extend(await gateway.store.audit.recent(20))
     return next(r for r in reversed(fake_llm.requests) if r.tool_results).tool_results[-1]
 
 
@@ -273,6 +277,7 @@ async def test_an_address_from_a_fetched_page_is_refused(
 ) -> None:
     sink = await smtp()
     settings = make_settings(email=email_settings(sink))
+    audit: list[AuditEntry] = []
     result = await run_turn(
         settings,
         fake_llm,
@@ -280,10 +285,30 @@ async def test_an_address_from_a_fetched_page_is_refused(
         user_text="summarise https://recipes.example and send it to Dana",
         extra_tools=(FetchPage(),),
         before=(calls(("fetch_page", {"url": "https://recipes.example"})),),
+        audit=audit,
     )
     assert result.startswith("not sent: thief@evil.example is not an allowed recipient")
     assert "dana@example.test" in result  # says what would be allowed
     assert sink.attempts == 0  # nothing went out, not even to the allowed recipient
+    [entry] = [e for e in audit if e.kind == "recipient-policy"]
+    assert entry.detail["refused"] == ["thief@evil.example"]
+
+
+async def test_after_reading_a_page_mail_needs_the_users_own_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
+) -> None:
+    sink = await smtp()
+    settings = make_settings(email=email_settings(sink))
+    result = await run_turn(
+        settings,
+        fake_llm,
+        {"to": DANA, "subject": "recipes", "body": "x"},
+        user_text="summarise https://recipes.example for me",  # no word about mail
+        extra_tools=(FetchPage(),),
+        before=(calls(("fetch_page", {"url": "https://recipes.example"})),),
+    )
+    assert "send_email was refused" in result
+    assert sink.attempts == 0
 
 
 async def test_an_address_from_a_workspace_file_is_refused(

@@ -148,6 +148,8 @@ class SendEmail(Tool):
         ("to", "subject", "body"),
     )
     effect = Effect.SEND
+    # After the turn read outside content, the user must have asked for mail themselves.
+    intent = ("email", "e-mail", "mail", "send")
 
     def __init__(self, settings: EmailSettings, *, sender_name: str = "") -> None:
         self._settings = settings
@@ -172,12 +174,13 @@ class SendEmail(Tool):
             is None
         ]
         if refused:
-            log.warning(
-                "send_email refused recipients %s (turn %s, %s:%s)",
-                refused,
-                ctx.turn_id,
-                ctx.principal.channel,
-                ctx.principal.sender_id,
+            await ctx.audit(
+                "recipient-policy",
+                tool=self.name,
+                refused=refused,
+                channel=ctx.principal.channel,
+                sender_id=ctx.principal.sender_id,
+                turn=ctx.turn_id,
             )
             raise ToolError(self.policy.refusal(refused, principal=ctx.principal))
         files = await asyncio.to_thread(self._read_files, ctx.workspace, args.get("attachments"))

@@ -171,6 +171,7 @@ class AgentLoop:
             state=turn_state,
             trace=trace,
             autopilot=request.kind.autopilot,
+            on_text=request.on_text,
             on_overflow=rebuild,
         )
         if result.had_errors:

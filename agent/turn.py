@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from agent.llm.base import TextSink
 from agent.llm.types import Usage
 from gateway.access import Principal
 from gateway.messages import ChatRef, InboundMessage, OutboundMessage
@@ -32,6 +33,9 @@ class TurnRequest:
     messages: tuple[InboundMessage, ...] = ()  # folded user messages, oldest first
     prompt: str | None = None  # the instruction for autopilot turns
     resumed: bool = False
+    # Receives answer text as the model generates it (web chat); the final reply still goes
+    # through the durable outbox and is authoritative.
+    on_text: TextSink | None = None
 
     @property
     def last_message(self) -> InboundMessage | None:

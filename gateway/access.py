@@ -122,16 +122,24 @@ class AccessGate:
         self._sections = sections
         self._on_outbound = on_outbound
 
-    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+    async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
-        if section is None:
-            return await self._inner.publish_inbound(msg)
+        return section is None or (await self._decide(msg, section)).verdict is Verdict.ALLOW
+
+    async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
         decision = decide(msg, section, paired=False)
         if decision.verdict in (
             Verdict.PAIR,
             Verdict.REFUSE,
         ) and await self._store.pairings.is_approved(msg.channel, msg.sender_id):
             decision = decide(msg, section, paired=True)
+        return decision
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        section = self._sections.get(msg.channel)
+        if section is None:
+            return await self._inner.publish_inbound(msg)
+        decision = await self._decide(msg, section)
         if decision.verdict is Verdict.ALLOW:
             return await self._inner.publish_inbound(msg)
         if decision.verdict is Verdict.IGNORE:

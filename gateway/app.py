@@ -15,14 +15,14 @@ from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Self
 
-from agent.llm.base import LLMProvider
+from agent.llm.base import LLMProvider, TextSink
 from agent.llm.factory import create_provider
 from agent.tools.base import Tool
 from gateway import __version__
 from gateway.access import AccessGate, Principal, principal_for
 from gateway.assembly import build_agent
 from gateway.bus import LocalBus
-from gateway.channel import Channel, SupportsTyping
+from gateway.channel import Channel, SupportsStreaming, SupportsTyping
 from gateway.commands import Commands
 from gateway.conversation import Conversations
 from gateway.dispatcher import Dispatcher
@@ -76,6 +76,7 @@ class Gateway:
             commands=self.commands,
             principal_for=self._principal_for,
             typing=self._typing,
+            streamer=self._streamer,
             max_resume_attempts=settings.agent.max_resume_attempts,
             model=settings.llm.model,
         )
@@ -201,6 +202,16 @@ class Gateway:
 
     def _principal_for(self, msg: InboundMessage) -> Principal:
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))
+
+    def _streamer(self, chat: ChatRef, turn_id: str) -> TextSink | None:
+        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
+        if not isinstance(channel, SupportsStreaming):
+            return None
+
+        async def forward(delta: str) -> None:
+            await channel.stream(chat, turn_id, delta)
+
+        return forward
 
     @contextlib.asynccontextmanager
     async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:

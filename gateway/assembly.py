@@ -68,7 +68,7 @@ def build_agent(
     policy = build_policy(settings)
     tools = ToolRegistry(
         [
-            *default_tools(settings),
+            *default_tools(settings, llm=llm),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

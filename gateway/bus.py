@@ -34,6 +34,11 @@ class Accepted(enum.Enum):
 class InboundSink(Protocol):
     async def publish_inbound(self, msg: InboundMessage) -> Accepted: ...
 
+    async def admits(self, msg: InboundMessage) -> bool:
+        """Whether ``msg`` would become a turn (no side effects). Channels use it to skip
+        costly work (downloads, transcription) for messages that will be refused."""
+        ...
+
 
 class Bus(InboundSink, Protocol):
     async def next_inbound(self) -> InboundRecord: ...
@@ -61,6 +66,9 @@ class LocalBus:
             return Accepted.DUPLICATE
         self._inbound.put_nowait(record)
         return Accepted.NEW
+
+    async def admits(self, msg: InboundMessage) -> bool:
+        return True
 
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()

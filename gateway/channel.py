@@ -49,3 +49,9 @@ class SupportsTyping(Protocol):
 @runtime_checkable
 class SupportsHealth(Protocol):
     def health(self) -> ChannelHealth: ...
+
+
+@runtime_checkable
+class SupportsStreaming(Protocol):
+    async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
+        """Show a fragment of the answer being generated (not durable; the outbox follows)."""

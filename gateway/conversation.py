@@ -12,7 +12,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 
+from agent.llm.base import TextSink
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.access import Principal
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 PrincipalResolver = Callable[[InboundMessage], Principal]
 Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
+Streamer = Callable[[ChatRef, str], TextSink | None]
 
 
 @contextlib.asynccontextmanager
@@ -43,6 +46,7 @@ class Conversations:
         commands: Commands,
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
+        streamer: Streamer = lambda chat, turn_id: None,
         max_resume_attempts: int = 2,
         model: str = "",
     ) -> None:
@@ -52,6 +56,7 @@ class Conversations:
         self._commands = commands
         self._principal_for = principal_for
         self._typing = typing
+        self._streamer = streamer
         self._max_resume_attempts = max_resume_attempts
         self._model = model
         self.turn_finished = asyncio.Condition()
@@ -71,6 +76,7 @@ class Conversations:
             messages=tuple(r.message for r in batch.records),
             resumed=batch.resume is not None,
         )
+        request = replace(request, on_text=self._streamer(request.chat, request.turn_id))
         if batch.resume is not None:
             attempts = await self._store.journal.retry_turn(request.turn_id)
             if attempts > self._max_resume_attempts + 1:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from channels.memory import MemoryChannel
 from gateway.bus import Accepted
-from gateway.messages import OutboundKind
-from tests.fakes.llm import FakeLLM, calls, error, held, text
+from gateway.messages import ChatRef, OutboundKind
+from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 
 async def test_a_message_gets_one_answer(run_gateway: Any, fake_llm: FakeLLM) -> None:
@@ -141,3 +142,26 @@ async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_ll
     assert "Turns running" in channel.texts()[2]
     assert len(fake_llm.requests) == 2
     assert fake_llm.requests[1].user_texts == ["hello again"]  # /new dropped the old context
+
+
+class StreamingChannel(MemoryChannel):
+    def __init__(self) -> None:
+        super().__init__("stream")
+        self.deltas: list[tuple[str, str]] = []
+
+    async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
+        self.deltas.append((turn_id, delta))
+
+
+async def test_streaming_channels_see_the_answer_as_it_is_generated(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = StreamingChannel()
+    fake_llm.queue(Step(text="a streamed answer in pieces", stream_chunks=4))
+    async with run_gateway(channel=channel) as (_, _channel):
+        await channel.push("stream please")
+        [reply] = await channel.wait_for(1)
+    assert len(channel.deltas) > 1
+    assert "".join(d for _, d in channel.deltas) == reply.text == "a streamed answer in pieces"
+    assert {turn for turn, _ in channel.deltas} == {reply.turn_id}
+    assert fake_llm.requests[0].body.get("stream") is True

@@ -20,6 +20,8 @@ class ChannelFactory(Protocol):
 
 REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:create",
+    "discord": "channels.discord:create",
+    "slack": "channels.slack:create",
     "email": "channels.email:create",
 }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from gateway.errors import ConfigError
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
@@ -88,26 +90,77 @@ class TelegramSettings(ChannelSection):
 
 
 class DiscordSettings(ChannelSection):
+    """Discord bot (docs/channels.md#discord). ``groups`` is keyed by channel id."""
+
     token: SecretStr | None = None
     reactions: bool = False  # add a reaction while a message is being processed
+    reaction_emoji: str = "\N{EYES}"
+    # Inbound files above this are not stored (the agent is told why).
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)
+    ready_timeout_seconds: float = Field(default=30.0, gt=0)  # start() waits this long for READY
 
     @property
     def enabled(self) -> bool:
-        return self.token is not None and bool(self.token.get_secret_value())
+        return _is_set(self.token)
 
 
 class SlackSettings(ChannelSection):
-    bot_token: SecretStr | None = None
-    app_token: SecretStr | None = None  # Socket Mode (default)
+    """Slack app (docs/channels.md#slack): Socket Mode or the HTTP Events API.
+
+    Setting any of the three credentials turns Slack on; an incomplete set is a
+    :class:`ConfigError` naming the missing variable, raised when the settings load.
+    ``mode = "auto"`` picks Socket Mode when an app token is set, else HTTP.
+    """
+
+    bot_token: SecretStr | None = None  # xoxb-..., always needed
+    app_token: SecretStr | None = None  # xapp-..., Socket Mode (default)
     signing_secret: SecretStr | None = None  # HTTP Events API mode
-    mode: Literal["socket", "http"] = "socket"
+    mode: Literal["auto", "socket", "http"] = "auto"
     http_listen: str = "127.0.0.1"
-    http_port: int = Field(default=3000, ge=1, le=65_535)
+    http_port: int = Field(default=3000, ge=0, le=65_535)  # 0: any free port (tests)
+    http_path: str = "/slack/events"
     base_url: str = "https://slack.com/api/"
+    # Inbound files above this are not stored (the agent is told why).
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)
 
     @property
     def enabled(self) -> bool:
-        return self.bot_token is not None and bool(self.bot_token.get_secret_value())
+        return any(_is_set(s) for s in (self.bot_token, self.app_token, self.signing_secret))
+
+    @property
+    def resolved_mode(self) -> Literal["socket", "http"]:
+        if self.mode != "auto":
+            return self.mode
+        if not _is_set(self.app_token) and _is_set(self.signing_secret):
+            return "http"
+        return "socket"
+
+    @model_validator(mode="after")
+    def _complete_credentials(self) -> SlackSettings:
+        if not self.enabled:
+            return self
+        if not _is_set(self.bot_token):
+            raise ConfigError(
+                "Slack needs a bot token: set SWITCHBOARD_SLACK__BOT_TOKEN (xoxb-...)",
+                field="slack.bot_token",
+            )
+        if self.resolved_mode == "socket" and not _is_set(self.app_token):
+            raise ConfigError(
+                "Slack Socket Mode needs an app-level token: set SWITCHBOARD_SLACK__APP_TOKEN "
+                "(xapp-..., scope connections:write), or SWITCHBOARD_SLACK__SIGNING_SECRET "
+                "for the HTTP Events API",
+                field="slack.app_token",
+            )
+        if self.resolved_mode == "http" and not _is_set(self.signing_secret):
+            raise ConfigError(
+                "Slack HTTP mode needs the signing secret: set SWITCHBOARD_SLACK__SIGNING_SECRET",
+                field="slack.signing_secret",
+            )
+        return self
+
+
+def _is_set(secret: SecretStr | None) -> bool:
+    return secret is not None and bool(secret.get_secret_value().strip())
 
 
 class EmailSettings(ChannelSection):

@@ -1,0 +1,210 @@
+"""The Discord channel: gateway events in, REST messages out (discord.py 2.x).
+
+Inbound: every ``MESSAGE_CREATE`` is converted (:mod:`.convert`), its files fetched
+(:mod:`.media`) and handed to the gateway's access gate, one message at a time per chat so
+the journal keeps the order people wrote in. Discord has no acknowledgement to withhold: a
+message whose journaling fails (disk full) is logged and reported in ``health()``, and
+Discord will not deliver it again. Files are fetched only for messages the access gate
+admits (``InboundSink.admits``), so a busy channel's images and a stranger's uploads are not
+downloaded.
+
+Connection: :class:`.connection.GatewayClient` (discord.py's client with a bounded,
+backed-off reconnect loop). ``start`` logs in (a rejected token is a :class:`ConfigError`
+at once; a network failure retries in the background) and waits up to
+``ready_timeout_seconds`` for READY, then returns either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import aiohttp
+import discord
+
+from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
+from channels.discord.convert import CHANNEL, convert
+from channels.discord.media import MediaStore
+from channels.discord.sender import Sender
+from gateway.bus import Accepted, InboundSink
+from gateway.channel import ChannelHealth
+from gateway.errors import ChannelTransientError, ConfigError
+from gateway.messages import ChatRef, OutboundKind, OutboundMessage
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_LOGIN_ERRORS = (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError)
+
+
+class DiscordChannel:
+    name = CHANNEL
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        policy: ReconnectPolicy | None = None,
+        guild_ready_timeout: float = 2.0,
+    ) -> None:
+        section = settings.discord
+        if not section.enabled or section.token is None:
+            raise ConfigError("SWITCHBOARD_DISCORD__TOKEN is not set", field="discord.token")
+        self._settings = section
+        self._token = section.token.get_secret_value().strip()
+        self._policy = policy or ReconnectPolicy()
+        self._guild_ready_timeout = guild_ready_timeout
+        self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
+        self._sink: InboundSink | None = None
+        self._client: GatewayClient | None = None
+        self._sender: Sender | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._logged_in = asyncio.Event()
+        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._reacted: dict[str, list[tuple[int, int]]] = {}  # session key -> (channel, message)
+        self._last_error: str | None = None
+        self._last_message_at: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+        client = self._new_client()
+        try:
+            await client.login(self._token)
+        except discord.LoginFailure as exc:
+            await client.close()
+            raise ConfigError(
+                "Discord rejected the bot token (SWITCHBOARD_DISCORD__TOKEN)", field="discord.token"
+            ) from exc
+        except _LOGIN_ERRORS as exc:
+            await client.close()
+            self._last_error = f"login failed: {exc}"
+            log.warning("discord: login failed (%s); retrying in the background", exc)
+            self._policy.ended(ok=False, resumed=False, lasted=0.0)
+            self._task = asyncio.create_task(self._run(None), name="discord-gateway")
+            return
+        self._logged_in.set()
+        self._task = asyncio.create_task(self._run(client), name="discord-gateway")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                client.connected.wait(), timeout=self._settings.ready_timeout_seconds
+            )
+
+    async def stop(self) -> None:
+        self._sink = None
+        if self._client is not None:
+            await self._client.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _new_client(self) -> GatewayClient:
+        intents = discord.Intents.default()
+        intents.message_content = True  # privileged: enable it in the developer portal
+        client = GatewayClient(
+            policy=self._policy,
+            on_message=self._on_message,
+            intents=intents,
+            guild_ready_timeout=self._guild_ready_timeout,
+            max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
+        )
+        self._client = client
+        self._sender = Sender(client)
+        return client
+
+    async def _run(self, client: GatewayClient | None) -> None:
+        while client is None:  # log in again, as the reconnect policy allows
+            await asyncio.sleep(self._policy.delay())
+            candidate = self._new_client()
+            try:
+                await candidate.login(self._token)
+            except discord.LoginFailure:
+                await candidate.close()
+                self._last_error = "Discord rejected SWITCHBOARD_DISCORD__TOKEN; not retrying"
+                log.error("discord: %s", self._last_error)  # noqa: TRY400
+                return
+            except _LOGIN_ERRORS as exc:
+                await candidate.close()
+                self._last_error = f"login failed: {exc}"
+                self._policy.ended(ok=False, resumed=False, lasted=0.0)
+            else:
+                client = candidate
+                self._logged_in.set()
+        try:
+            await client.connect()
+        except FatalGatewayError as exc:
+            self._last_error = str(exc)
+            log.error("discord: %s", exc)  # noqa: TRY400 - the message says what to do
+
+    # -- inbound --------------------------------------------------------------------------
+
+    async def _on_message(self, message: discord.Message) -> None:
+        client, sink = self._client, self._sink
+        if client is None or client.user is None or sink is None:
+            return
+        converted = convert(message, client.user.id)
+        if converted is None:
+            return
+        inbound = converted.message
+        async with self._in_order(inbound.session_key):
+            try:
+                if converted.files and await sink.admits(inbound):
+                    inbound = replace(inbound, attachments=await self._media.fetch(message))
+                accepted = await sink.publish_inbound(inbound)
+            except Exception as exc:
+                self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"
+                log.exception("discord: message %s was not journaled", inbound.platform_message_id)
+                return
+        self._last_message_at = time.time()
+        log.debug("discord: message %s is %s", inbound.platform_message_id, accepted.value)
+        if accepted is Accepted.NEW and self._settings.reactions and self._sender is not None:
+            await self._sender.react(
+                message.channel.id, message.id, self._settings.reaction_emoji, add=True
+            )
+            self._reacted.setdefault(inbound.session_key, []).append(
+                (message.channel.id, message.id)
+            )
+
+    @contextlib.asynccontextmanager
+    async def _in_order(self, key: str) -> AsyncIterator[None]:
+        """One message at a time per chat, in arrival order (asyncio locks are FIFO)."""
+        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._chat_locks[key]
+
+    # -- outbound -------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        sender = self._sender
+        if sender is None or not self._logged_in.is_set():
+            raise ChannelTransientError("discord is not logged in yet")
+        receipt = await sender.send(message)
+        if message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE):
+            for channel_id, message_id in self._reacted.pop(message.chat.session_key, []):
+                await sender.react(channel_id, message_id, self._settings.reaction_emoji, add=False)
+        return receipt
+
+    async def typing(self, chat: ChatRef) -> None:
+        if self._client is None or not self._logged_in.is_set():
+            return
+        channel = self._client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
+        await channel.typing()
+
+    def health(self) -> ChannelHealth:
+        client = self._client
+        connected = client is not None and client.connected.is_set()
+        detail = f"{client.attempts} gateway connection(s)" if client is not None else ""
+        return ChannelHealth(connected, self._last_error, self._last_message_at, detail)

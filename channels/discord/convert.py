@@ -1,0 +1,109 @@
+"""Pure conversion of a ``discord.Message`` into an :class:`InboundMessage` (no I/O).
+
+Identity is the author's snowflake (``sender_id``), never ``username`` or ``global_name``,
+which anyone can set to an admin's name. ``platform_message_id`` is the message snowflake:
+Discord replays missed events after a RESUME with the same id, so the journal turns a
+replayed message into a duplicate instead of a second turn.
+
+Where a message lives: a DM is its own chat (``chat_id`` = the DM channel id); a guild text
+channel is a group chat (``chat_id`` = the channel id, which is also the key for
+``groups`` rules and ``group_allow_from``); a thread is a session of its own inside its
+parent channel (``chat_id`` = parent channel id, ``thread_id`` = thread id), so rules set
+for a channel cover its threads. A thread the client has not cached (rare: its parent is
+unknown) is treated as a channel of its own.
+
+``mentioned`` is true in DMs, when the bot's user is mentioned, or when the message replies
+to one of the bot's messages; ``@everyone`` and role mentions do not count. The bot's own
+mention is removed from the text. Messages from bots (including ourselves) and webhooks,
+and system messages (joins, pins, ...), convert to ``None``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import discord
+
+from gateway.messages import ChatType, InboundMessage
+
+CHANNEL = "discord"
+_CONVERSATION_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    message: InboundMessage
+    files: tuple[discord.Attachment, ...] = ()
+
+
+def convert(message: discord.Message, bot_id: int) -> Converted | None:
+    """The inbound message for ``message``, or ``None`` if it is not one to hand on."""
+    author = message.author
+    if author.bot or author.id == bot_id or message.webhook_id is not None:
+        return None
+    if message.type not in _CONVERSATION_TYPES:
+        return None
+    text = strip_mention(message.content, bot_id)
+    if not text and not message.attachments:
+        return None  # e.g. a sticker, or a guild message whose content the intent withheld
+    chat_id, thread_id, chat_type = locate(message.channel)
+    is_dm = chat_type is ChatType.DM
+    reference = message.reference
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        chat_id=chat_id,
+        sender_id=str(author.id),
+        sender_name=author.display_name,
+        text=text,
+        platform_message_id=str(message.id),
+        chat_type=chat_type,
+        thread_id=thread_id,
+        mentioned=is_dm or mentions(message, bot_id) or replies_to(message, bot_id),
+        reply_to_message_id=str(reference.message_id)
+        if reference is not None and reference.message_id
+        else None,
+        received_at=message.created_at,
+    )
+    return Converted(inbound, tuple(message.attachments))
+
+
+def locate(channel: object) -> tuple[str, str | None, ChatType]:
+    """``(chat_id, thread_id, chat_type)`` for the channel a message was written in."""
+    if isinstance(channel, discord.Thread):
+        parent = channel.parent_id
+        return (str(parent), str(channel.id), ChatType.GROUP)
+    channel_id = str(getattr(channel, "id", ""))
+    if isinstance(channel, discord.DMChannel | discord.GroupChannel):
+        return (channel_id, None, ChatType.DM)
+    if isinstance(channel, discord.PartialMessageable) and channel.guild_id is None:
+        return (channel_id, None, ChatType.DM)
+    return (channel_id, None, ChatType.GROUP)
+
+
+def mentions(message: discord.Message, bot_id: int) -> bool:
+    """Whether Discord lists the bot among the users the message mentions."""
+    return any(mentioned.id == bot_id for mentioned in message.mentions)
+
+
+def replies_to(message: discord.Message, bot_id: int) -> bool:
+    reference = message.reference
+    if reference is None:
+        return False
+    resolved = reference.resolved or reference.cached_message
+    return isinstance(resolved, discord.Message) and resolved.author.id == bot_id
+
+
+def strip_mention(content: str, bot_id: int) -> str:
+    """``content`` without mentions of the bot (``<@id>`` and the legacy ``<@!id>``)."""
+    return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
+
+
+def attachment_kind(attachment: discord.Attachment) -> str:
+    if attachment.is_voice_message():
+        return "voice"
+    mime = (attachment.content_type or "").split(";", 1)[0].strip().lower()
+    for prefix, kind in (("image/", "image"), ("audio/", "audio"), ("video/", "video")):
+        if mime.startswith(prefix):
+            return kind
+    return "document"

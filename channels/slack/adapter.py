@@ -1,0 +1,253 @@
+"""The Slack channel: slack-bolt's ``AsyncApp`` for events, its ``AsyncWebClient`` for answers.
+
+Two intakes, one handler. Socket Mode (default) opens an outbound websocket to the URL
+``apps.connections.open`` returns — no public endpoint needed; the SDK reconnects by itself
+(on a close frame at once, on a dead socket after a few missed pings). HTTP mode serves
+bolt's aiohttp app; bolt verifies ``X-Slack-Signature`` (HMAC over the raw body) and refuses
+timestamps more than 5 minutes off, answering 401 before any listener runs.
+
+Acknowledgement after journaling: the app is built with ``process_before_response=True``.
+By default bolt acknowledges an event (HTTP 200, or the Socket Mode envelope ack) *before*
+the listener runs, so a crash or a full disk in between loses the event although Slack
+considers it delivered. With ``process_before_response=True`` the listener runs first —
+convert, fetch files, ``publish_inbound`` (durable) — and bolt acknowledges only when it
+returned. If it raised, bolt answers 500 (HTTP) or sends no ack (Socket Mode), and Slack
+delivers the event again. Retries are never dropped by ``X-Slack-Retry-Num``: the journal
+makes a repeat a duplicate (see :mod:`.convert` for the id), and a retry whose first
+delivery never arrived is processed like a first delivery. Deliveries of one message that
+overlap (a slow file download past Slack's 3-second window brings a retry) share one
+journaling and all acknowledge once it is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.slack.convert import CHANNEL, Converted, convert
+from channels.slack.media import MediaStore
+from channels.slack.sender import Sender
+from gateway.bus import Accepted, InboundSink
+from gateway.channel import ChannelHealth
+from gateway.errors import ConfigError
+from gateway.messages import OutboundMessage
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_BAD_TOKEN = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+START_TIMEOUT = 30.0  # how long start() waits for the Socket Mode connection
+SETTLE_TIMEOUT = 10.0  # how long stop() lets deliveries being journaled finish
+
+
+class SlackChannel:
+    name = CHANNEL
+
+    def __init__(self, settings: Settings, *, ping_interval: float = 10.0) -> None:
+        section = settings.slack
+        if not section.enabled or section.bot_token is None:
+            raise ConfigError("SWITCHBOARD_SLACK__BOT_TOKEN is not set", field="slack.bot_token")
+        self._settings = section
+        self.mode = section.resolved_mode
+        token = section.bot_token.get_secret_value().strip()
+        # No retry handlers: a repeated chat.postMessage after a dropped connection may post
+        # twice (see .sender); failures go to the outbox instead.
+        self.client = AsyncWebClient(
+            token=token, base_url=section.base_url, retry_handlers=[], timeout=30
+        )
+        secret = section.signing_secret.get_secret_value() if section.signing_secret else ""
+        self.app = AsyncApp(
+            name="switchboard",
+            client=self.client,
+            signing_secret=secret,
+            process_before_response=True,  # acknowledge only after publish_inbound returned
+            request_verification_enabled=self.mode == "http",
+            logger=logging.getLogger("slack_bolt.switchboard"),
+        )
+        self.app.event("message")(self._on_event)
+        self.app.event("app_mention")(self._on_event)
+        self._ping_interval = ping_interval
+        self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
+        self._media = MediaStore(
+            settings.workspace_dir,
+            token=token,
+            api_base_url=section.base_url,
+            max_bytes=section.max_attachment_bytes,
+        )
+        self._sink: InboundSink | None = None
+        self._bot_user_id: str | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None  # HTTP mode: the port actually bound
+        self._in_flight: dict[str, asyncio.Future[Accepted]] = {}
+        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._last_error: str | None = None
+        self._last_message_at: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+        await self._identify()
+        if self.mode == "socket":
+            await self._start_socket()
+        else:
+            await self._start_http()
+
+    async def _identify(self) -> None:
+        """``auth.test``: a rejected token fails start; a network error is retried by bolt."""
+        try:
+            auth = await self.client.auth_test()
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "")
+            if error in _BAD_TOKEN:
+                raise ConfigError(
+                    f"Slack rejected SWITCHBOARD_SLACK__BOT_TOKEN ({error})",
+                    field="slack.bot_token",
+                ) from exc
+            self._last_error = f"auth.test failed: {error}"
+            log.warning("slack: auth.test failed (%s); continuing", error)
+        except Exception as exc:  # network: bolt authorizes again on the first event
+            self._last_error = f"auth.test failed: {exc}"
+            log.warning("slack: auth.test failed (%s); continuing", exc)
+        else:
+            self._bot_user_id = auth.get("user_id")
+
+    async def _start_socket(self) -> None:
+        app_token = self._settings.app_token
+        assert app_token is not None  # SlackSettings refuses socket mode without it
+        token = app_token.get_secret_value().strip()
+        self._socket = AsyncSocketModeHandler(
+            self.app, token, web_client=self.client, ping_interval=self._ping_interval
+        )
+        # Ask for the first websocket URL ourselves: the SDK would retry a rejected app token
+        # every few seconds forever; here it fails the start, naming the setting.
+        try:
+            opened = await self.client.apps_connections_open(app_token=token)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "")
+            if error in _BAD_TOKEN:
+                raise ConfigError(
+                    f"Slack rejected SWITCHBOARD_SLACK__APP_TOKEN ({error}); it needs the "
+                    "connections:write scope",
+                    field="slack.app_token",
+                ) from exc
+            log.warning("slack: apps.connections.open failed (%s); retrying", error)
+        except Exception as exc:  # network: the SDK's connect loop retries
+            log.warning("slack: apps.connections.open failed (%s); retrying", exc)
+        else:
+            self._socket.client.wss_uri = opened.get("url")
+        # The SDK keeps trying until it connects; do not hold the gateway's start forever.
+        self._connecting = asyncio.create_task(self._socket.connect_async())  # type: ignore[no-untyped-call]
+        done, _ = await asyncio.wait({self._connecting}, timeout=START_TIMEOUT)
+        if not done:
+            log.warning("slack: Socket Mode is still connecting; continuing in the background")
+
+    async def _start_http(self) -> None:
+        web_app = self.app.web_app(path=self._settings.http_path)
+        self._runner = web.AppRunner(
+            web_app, handle_signals=False, access_log=None, shutdown_timeout=SETTLE_TIMEOUT
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._settings.http_listen, self._settings.http_port)
+        await site.start()
+        server: Any = site._server
+        self.port = server.sockets[0].getsockname()[1] if server and server.sockets else None
+        log.info(
+            "slack: Events API on http://%s:%s%s",
+            self._settings.http_listen,
+            self.port,
+            self._settings.http_path,
+        )
+
+    async def stop(self) -> None:
+        """Stop intake; deliveries being journaled finish (and are acknowledged) first."""
+        if self._runner is not None:
+            await self._runner.cleanup()  # stops listening, lets running requests answer
+            self._runner = None
+        pending = list(self._in_flight.values())
+        if pending:
+            await asyncio.wait(pending, timeout=SETTLE_TIMEOUT)
+        if self._socket is not None:
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._connecting
+        await self._media.close()
+        self._sink = None
+
+    # -- inbound --------------------------------------------------------------------------
+
+    async def _on_event(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        """A bolt listener; raising makes bolt answer 500 / withhold the ack (Slack retries)."""
+        bot_user_id = context.bot_user_id or self._bot_user_id
+        converted = convert(event, bot_user_id)
+        if converted is None:
+            return
+        key = converted.message.platform_message_id
+        future = self._in_flight.get(key)
+        if future is None:
+            future = asyncio.ensure_future(self._journal(converted))
+            self._in_flight[key] = future
+            future.add_done_callback(lambda _: self._in_flight.pop(key, None))
+        accepted = await asyncio.shield(future)
+        log.debug("slack: message %s is %s", key, accepted.value)
+
+    async def _journal(self, converted: Converted) -> Accepted:
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("slack channel is stopped")  # not acknowledged: redelivered
+        msg = converted.message
+        async with self._in_order(msg.session_key):
+            try:
+                if converted.files and await sink.admits(msg):
+                    msg = replace(msg, attachments=await self._media.fetch(msg, converted.files))
+                accepted = await sink.publish_inbound(msg)
+            except Exception as exc:
+                self._last_error = f"could not journal {msg.platform_message_id}: {exc}"
+                raise
+        self._last_message_at = time.time()
+        return accepted
+
+    @contextlib.asynccontextmanager
+    async def _in_order(self, key: str) -> AsyncIterator[None]:
+        """One message at a time per conversation, in arrival order (asyncio locks are FIFO)."""
+        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._chat_locks[key]
+
+    # -- outbound -------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        return await self._sender.send(message)
+
+    def health(self) -> ChannelHealth:
+        if self.mode == "socket":
+            client = self._socket.client if self._socket is not None else None
+            session = client.current_session if client is not None else None
+            connected = session is not None and not session.closed
+            detail = "Socket Mode"
+        else:
+            connected = self._runner is not None
+            detail = f"HTTP Events API on port {self.port}"
+        return ChannelHealth(connected, self._last_error, self._last_message_at, detail)

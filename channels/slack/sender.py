@@ -1,0 +1,211 @@
+"""Outbound delivery to Slack: split, mapped onto the gateway's errors, never blindly repeated.
+
+The ``AsyncWebClient`` is built with no retry handlers: the SDK's default retries a request
+after a dropped connection, when ``chat.postMessage`` may already have posted (a peer's
+double posts). Here every Web API call is made once, and failures become gateway errors:
+
+* 429 / ``ratelimited`` → :class:`ChannelRateLimited` with Slack's ``Retry-After``; the outbox
+  holds the chat, nothing sleeps here.
+* Slack's definite refusals (``channel_not_found``, ``not_in_channel``, ``is_archived``,
+  ``invalid_auth``, ``msg_too_long``, ...) → :class:`ChannelPermanentError`.
+* A dropped connection, a timeout, a 5xx or ``internal_error``/``request_timeout`` → transient,
+  and the part is marked *unsure*: it may have been posted. Before an unsure part is sent
+  again, the conversation's recent history is read (``conversations.history`` or
+  ``.replies``) and the part is looked for by the message metadata every text part carries
+  (``switchboard_part`` = idempotency key and index), or for a file by its name and our bot
+  user. Found: it counts as delivered. Not found: it is posted. The lookup failing: still
+  transient, nothing posted. (Without the ``*:history`` scopes the lookup is refused and the
+  part is posted again, with a warning.)
+
+One outbound message can be several Slack messages (long text, files). Parts delivered and
+parts unsure are remembered per ``idempotency_key`` in memory (bounded); a retry after part
+2 of 3 failed resumes at part 2. After a restart a half-sent message starts at part 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.slack.render import render
+from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.messages import OutboundMessage
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPE = "switchboard_part"
+DEFAULT_RETRY_AFTER = 1.0
+_MAX_TRACKED = 1_000
+_UNSURE_ERRORS = {"internal_error", "fatal_error", "request_timeout", "service_unavailable"}
+_LOOKBACK = 120.0  # seconds before an unsure attempt that the history lookup covers
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    text: str | None = None
+    file: Path | None = None
+
+
+@dataclass(slots=True)
+class Progress:
+    done: dict[int, str] = field(default_factory=dict)  # part index -> ts or file id
+    unsure: dict[int, float] = field(default_factory=dict)  # part index -> attempt time
+
+
+class Unsure(Exception):
+    """A failure after which the request may still have taken effect."""
+
+
+class Sender:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        bot_user_id: Callable[[], str | None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._bot_user_id = bot_user_id
+        self._clock = clock
+        self._progress: OrderedDict[str, Progress] = OrderedDict()
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        parts = [Part(text=text) for text in render(message.text)]
+        parts += [Part(file=Path(a.path)) for a in message.attachments if a.path]
+        for part in parts:
+            if part.file is not None and not part.file.is_file():
+                raise ChannelPermanentError(f"attachment not found: {part.file}")
+        progress = self._progress_for(message.idempotency_key)
+        for index, part in enumerate(parts):
+            if index in progress.done:
+                continue
+            if index in progress.unsure:
+                found = await self._find(message, part, index, progress.unsure[index])
+                if found is not None:
+                    log.info(
+                        "slack: part %d of %s had arrived; not posting it again",
+                        index,
+                        message.idempotency_key,
+                    )
+                    progress.done[index] = found
+                    del progress.unsure[index]
+                    continue
+                del progress.unsure[index]
+            attempted_at = self._clock()
+            try:
+                progress.done[index] = await self._post(message, part, index)
+            except Unsure as exc:
+                progress.unsure[index] = attempted_at
+                raise ChannelTransientError(f"slack: {exc}") from exc.__cause__
+        return ",".join(progress.done[i] for i in sorted(progress.done)) or None
+
+    def _progress_for(self, key: str) -> Progress:
+        progress = self._progress.setdefault(key, Progress())
+        self._progress.move_to_end(key)
+        while len(self._progress) > _MAX_TRACKED:
+            self._progress.popitem(last=False)
+        return progress
+
+    async def _post(self, message: OutboundMessage, part: Part, index: int) -> str:
+        with mapped_errors(unsure_possible=True):
+            if part.file is not None:
+                response = await self._client.files_upload_v2(
+                    channel=message.chat_id,
+                    thread_ts=message.thread_id,
+                    file=str(part.file),
+                    filename=part.file.name,
+                )
+                files = response.get("files") or [{}]
+                return str(files[0].get("id") or "")
+            response = await self._client.chat_postMessage(
+                channel=message.chat_id,
+                text=part.text or "",
+                thread_ts=message.thread_id,
+                metadata={
+                    "event_type": EVENT_TYPE,
+                    "event_payload": {"part": f"{message.idempotency_key}:{index}"},
+                },
+            )
+            return str(response.get("ts") or "")
+
+    async def _find(
+        self, message: OutboundMessage, part: Part, index: int, attempted_at: float
+    ) -> str | None:
+        """The ts of ``part`` if an earlier unsure attempt posted it after all."""
+        query: dict[str, Any] = {
+            "channel": message.chat_id,
+            "oldest": f"{attempted_at - _LOOKBACK:.6f}",
+            "inclusive": True,
+            "include_all_metadata": True,
+            "limit": 200,
+        }
+        try:
+            with mapped_errors(unsure_possible=False):
+                if message.thread_id:
+                    response = await self._client.conversations_replies(
+                        ts=message.thread_id, **query
+                    )
+                else:
+                    response = await self._client.conversations_history(**query)
+        except ChannelPermanentError as exc:
+            log.warning("slack: cannot check whether a part arrived (%s); sending it again", exc)
+            return None
+        wanted = f"{message.idempotency_key}:{index}"
+        for posted in response.get("messages") or []:
+            if part.file is None:
+                metadata = posted.get("metadata") or {}
+                payload = metadata.get("event_payload") or {}
+                if metadata.get("event_type") == EVENT_TYPE and payload.get("part") == wanted:
+                    return str(posted.get("ts"))
+            elif posted.get("user") == self._bot_user_id() and any(
+                f.get("name") == part.file.name for f in posted.get("files") or []
+            ):
+                return str(posted.get("ts"))
+        return None
+
+
+@contextlib.contextmanager
+def mapped_errors(*, unsure_possible: bool) -> Iterator[None]:
+    """Translate slack_sdk and network errors; :class:`Unsure` for ambiguous ones if allowed."""
+
+    def ambiguous(what: str, exc: BaseException) -> NoReturn:
+        if unsure_possible:
+            raise Unsure(f"may or may not have been posted ({what})") from exc
+        raise ChannelTransientError(f"slack: {what}") from exc
+
+    try:
+        yield
+    except SlackApiError as exc:
+        response = exc.response
+        status = getattr(response, "status_code", 0)
+        error = str(response.get("error") or "")
+        if status == 429 or error == "ratelimited":
+            raise ChannelRateLimited(retry_after(response)) from exc
+        if status >= 500 or error in _UNSURE_ERRORS:
+            ambiguous(f"{status} {error}".strip(), exc)
+        raise ChannelPermanentError(f"slack refused: {error or status}") from exc
+    except aiohttp.ClientConnectorError as exc:  # never connected: nothing was sent
+        raise ChannelTransientError(f"slack unreachable: {exc}") from exc
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        ambiguous(repr(exc), exc)
+    except SlackClientError as exc:
+        raise ChannelPermanentError(f"slack client error: {exc}") from exc
+
+
+def retry_after(response: Any) -> float:
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else DEFAULT_RETRY_AFTER
+    except ValueError:
+        return DEFAULT_RETRY_AFTER

@@ -1,0 +1,452 @@
+"""A fake Discord: the REST API and the gateway websocket on 127.0.0.1, for the real discord.py.
+
+discord.py has no base-URL option; tests point two class attributes at this server
+(``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, see :func:`patch`).
+The gateway speaks HELLO, HEARTBEAT/ACK, IDENTIFY → READY, RESUME → (replay) → RESUMED and
+the dispatches tests push (``MESSAGE_CREATE``). It can drop the socket, fail resumes,
+refuse every connection and replay events the client already saw. REST records what the
+bot posted (honouring ``nonce`` + ``enforce_nonce`` as Discord does), typing and reactions,
+serves attachments, and can answer a post with a 429 or cut the connection after storing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import discord
+import pytest
+import yarl
+from aiohttp import web
+
+# Realistic 18-19 digit snowflakes: discord.py parses mentions in text only for those.
+BOT_ID = 310_000_000_000_001_000
+APP_ID = 310_000_000_000_001_001
+GUILD_ID = 310_000_000_000_002_000
+TEXT_CHANNEL = 310_000_000_000_000_500
+OTHER_CHANNEL = 310_000_000_000_000_501
+THREAD = 310_000_000_000_000_600
+MESSAGE_CONTENT = 1 << 15
+
+
+def user(user_id: int, username: str, global_name: str | None = None) -> dict[str, Any]:
+    return {
+        "id": str(user_id),
+        "username": username,
+        "discriminator": "0",
+        "global_name": global_name,
+        "avatar": None,
+    }
+
+
+BOT_USER = {**user(BOT_ID, "switchboard"), "bot": True}
+
+
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    # discord.py parses JSON only when Content-Type is exactly application/json.
+    return web.Response(
+        body=json.dumps(data).encode(),
+        status=status,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+
+
+@dataclass
+class Posted:
+    id: int
+    channel_id: int
+    content: str
+    nonce: str | None
+    reference: int | None
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+class FakeDiscord:
+    def __init__(self) -> None:
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+        # gateway
+        self.connections = 0
+        self.identifies = 0
+        self.resumes = 0
+        self.intents: int | None = None
+        self.resume_failures = 0  # how many RESUMEs to fail, then resume normally
+        self.resume_failure: Literal["close", "invalid_session"] = "close"
+        self.refuse_connections = False  # close every socket before HELLO
+        self.replay_overlap = 0  # events already seen that a RESUME replays anyway
+        self._ws: web.WebSocketResponse | None = None
+        self._session_id = ""
+        self._seq = 0
+        self._history: list[dict[str, Any]] = []
+        # REST
+        self.posted: list[Posted] = []
+        self.post_attempts = 0
+        self.typing: list[int] = []
+        self.reactions: list[tuple[str, int, int, str]] = []  # (added|removed, chan, msg, emoji)
+        self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
+        self.files: dict[str, bytes] = {}
+
+    # -- server ---------------------------------------------------------------------------
+
+    async def start(self) -> FakeDiscord:
+        app = web.Application(client_max_size=50_000_000)
+        app.router.add_get("/gateway", self._gateway)
+        api = "/api/v10"
+        app.router.add_get(f"{api}/users/@me", self._me)
+        app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
+        app.router.add_post(f"{api}/channels/{{cid}}/messages", self._create_message)
+        app.router.add_post(f"{api}/channels/{{cid}}/typing", self._typing)
+        reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
+        app.router.add_put(reaction, self._react)
+        app.router.add_delete(reaction, self._react)
+        app.router.add_get("/attachments/{name}", self._attachment)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server: Any = site._server
+        self.port = server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def gateway_url(self) -> yarl.URL:
+        return yarl.URL(f"ws://127.0.0.1:{self.port}/gateway")
+
+    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Point discord.py at this server: the two class attributes, nothing else."""
+        monkeypatch.setattr(discord.http.Route, "BASE", f"{self.base}/api/v10")
+        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", self.gateway_url)
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        async def check() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        await asyncio.wait_for(check(), timeout)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # -- gateway --------------------------------------------------------------------------
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.connections += 1
+        await self._notify()
+        if self.refuse_connections:
+            await ws.close(code=4000)
+            return ws
+        self._ws = ws
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": 41250}})
+        async for frame in ws:
+            payload = json.loads(frame.data)
+            op = payload["op"]
+            if op == 1:
+                await ws.send_json({"op": 11})
+            elif op == 2:
+                await self._identify(ws, payload["d"])
+            elif op == 6:
+                await self._resume(ws, payload["d"])
+            await self._notify()
+        return ws
+
+    async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        self.identifies += 1
+        self.intents = data.get("intents")
+        self._session_id = f"session-{self.identifies}"
+        self._seq = 0
+        self._history = []
+        await self._send(
+            "READY",
+            {
+                "v": 10,
+                "user": BOT_USER,
+                "guilds": [guild()],
+                "session_id": self._session_id,
+                "resume_gateway_url": str(self.gateway_url),
+                "application": {"id": str(APP_ID), "flags": 0},
+            },
+        )
+
+    async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        self.resumes += 1
+        if self.resume_failures > 0 or data.get("session_id") != self._session_id:
+            self.resume_failures = max(0, self.resume_failures - 1)
+            if self.resume_failure == "invalid_session":
+                await ws.send_json({"op": 9, "d": True})
+            else:
+                await ws.close(code=4000)
+            return
+        seen = int(data.get("seq") or 0) - self.replay_overlap
+        for event in [e for e in self._history if e["s"] > seen]:
+            await ws.send_json(event)
+        self._seq += 1
+        await ws.send_json({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}})
+
+    async def _send(self, event: str, data: dict[str, Any]) -> None:
+        self._seq += 1
+        frame = {"op": 0, "t": event, "s": self._seq, "d": data}
+        self._history.append(frame)
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.send_json(frame)
+
+    async def drop(self, code: int = 4000) -> None:
+        """Close the gateway socket (a resumable close code by default)."""
+        if self._ws is not None:
+            await self._ws.close(code=code)
+
+    # -- pushing messages -----------------------------------------------------------------
+
+    def snowflake(self) -> int:
+        return discord.utils.time_snowflake(datetime.now(UTC)) + next(self._ids)
+
+    async def message(
+        self,
+        content: str,
+        *,
+        author: dict[str, Any],
+        channel_id: int,
+        guild: bool = False,
+        mentions: tuple[dict[str, Any], ...] = (),
+        reply_to: Posted | None = None,
+        attachments: tuple[tuple[str, str, bytes], ...] = (),  # (filename, mime, data)
+        message_id: int | None = None,
+    ) -> int:
+        """Dispatch MESSAGE_CREATE; returns the message id."""
+        mid = message_id or self.snowflake()
+        data: dict[str, Any] = {
+            "id": str(mid),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": list(mentions),
+            "mention_roles": [],
+            "attachments": [self._attachment_payload(*a) for a in attachments],
+            "embeds": [],
+            "pinned": False,
+            "type": 19 if reply_to else 0,
+        }
+        if guild:
+            data["guild_id"] = str(GUILD_ID)
+            if self.intents is not None and not self.intents & MESSAGE_CONTENT:
+                data["content"] = ""  # what Discord does without the intent
+        if reply_to is not None:
+            data["message_reference"] = {
+                "message_id": str(reply_to.id),
+                "channel_id": str(reply_to.channel_id),
+            }
+            data["referenced_message"] = self._message_payload(reply_to)
+        await self._send("MESSAGE_CREATE", data)
+        return mid
+
+    async def dm(self, content: str, *, author: dict[str, Any], **kwargs: Any) -> int:
+        return await self.message(
+            content, author=author, channel_id=int(author["id"]) + 7, **kwargs
+        )
+
+    def _attachment_payload(self, filename: str, mime: str, data: bytes) -> dict[str, Any]:
+        aid = self.snowflake()
+        name = f"{aid}-{filename}"
+        self.files[name] = data
+        url = f"{self.base}/attachments/{name}"
+        return {
+            "id": str(aid),
+            "filename": filename,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": mime,
+        }
+
+    def _message_payload(self, posted: Posted) -> dict[str, Any]:
+        return {
+            "id": str(posted.id),
+            "channel_id": str(posted.channel_id),
+            "author": BOT_USER,
+            "content": posted.content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "nonce": posted.nonce,
+        }
+
+    # -- REST -----------------------------------------------------------------------------
+
+    async def _me(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != "Bot test-token":
+            return json_response({"message": "401: Unauthorized", "code": 0}, 401)
+        return json_response(BOT_USER)
+
+    async def _application(self, request: web.Request) -> web.Response:
+        return json_response(
+            {
+                "id": str(APP_ID),
+                "name": "switchboard",
+                "description": "",
+                "icon": None,
+                "bot_public": False,
+                "bot_require_code_grant": False,
+                "verify_key": "0" * 64,
+                "owner": user(42, "owner"),
+                "flags": 0,
+            }
+        )
+
+    async def _create_message(self, request: web.Request) -> web.StreamResponse:
+        self.post_attempts += 1
+        channel_id = int(request.match_info["cid"])
+        files: dict[str, bytes] = {}
+        if request.content_type.startswith("multipart/"):
+            body: dict[str, Any] = {}
+            reader = await request.multipart()
+            async for part in reader:
+                if part.name == "payload_json":
+                    body = json.loads(await part.text())
+                else:
+                    files[part.filename or part.name or "file"] = bytes(await part.read())
+        else:
+            body = await request.json()
+        nonce = body.get("nonce")
+        await self._notify()
+        if body.get("enforce_nonce") and nonce:
+            for earlier in self.posted:
+                if earlier.nonce == nonce and earlier.channel_id == channel_id:
+                    return json_response(self._message_payload(earlier))
+        if self.fail_posts and self.fail_posts[0][0] == "429":
+            _, wait = self.fail_posts.popleft()
+            body_429 = {
+                "message": "You are being rate limited.",
+                "retry_after": wait,
+                "global": False,
+            }
+            return json_response(body_429, 429, {"Retry-After": str(wait)})
+        reference = body.get("message_reference") or {}
+        posted = Posted(
+            id=self.snowflake(),
+            channel_id=channel_id,
+            content=body.get("content") or "",
+            nonce=nonce,
+            reference=int(reference["message_id"]) if reference.get("message_id") else None,
+            files=files,
+        )
+        self.posted.append(posted)
+        await self._notify()
+        if self.fail_posts and self.fail_posts[0][0] == "disconnect":
+            self.fail_posts.popleft()
+            assert request.transport is not None
+            request.transport.abort()  # stored, but the client never hears back
+            return web.Response()
+        return json_response(self._message_payload(posted))
+
+    async def _typing(self, request: web.Request) -> web.Response:
+        self.typing.append(int(request.match_info["cid"]))
+        await self._notify()
+        return web.Response(status=204)
+
+    async def _react(self, request: web.Request) -> web.Response:
+        action = "added" if request.method == "PUT" else "removed"
+        info = request.match_info
+        self.reactions.append((action, int(info["cid"]), int(info["mid"]), info["emoji"]))
+        await self._notify()
+        return web.Response(status=204)
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        data = self.files.get(request.match_info["name"])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data)
+
+    # -- reading what the bot did ---------------------------------------------------------
+
+    def texts(self, channel_id: int | None = None) -> list[str]:
+        return [p.content for p in self.posted if channel_id in (None, p.channel_id)]
+
+    async def wait_posts(self, count: int, timeout: float = 5.0) -> list[Posted]:
+        await self.until(lambda: len(self.posted) >= count, timeout)
+        return list(self.posted)
+
+
+def dm_channel(author: dict[str, Any]) -> int:
+    """The id of the DM channel between the bot and ``author``."""
+    return int(author["id"]) + 7
+
+
+def guild() -> dict[str, Any]:
+    text = {
+        "id": str(TEXT_CHANNEL),
+        "type": 0,
+        "guild_id": str(GUILD_ID),
+        "name": "general",
+        "position": 0,
+        "permission_overwrites": [],
+        "nsfw": False,
+        "parent_id": None,
+        "topic": None,
+        "last_message_id": None,
+        "rate_limit_per_user": 0,
+    }
+    other = {**text, "id": str(OTHER_CHANNEL), "name": "random", "position": 1}
+    thread = {
+        "id": str(THREAD),
+        "type": 11,
+        "guild_id": str(GUILD_ID),
+        "parent_id": str(TEXT_CHANNEL),
+        "owner_id": "42",
+        "name": "a topic",
+        "thread_metadata": {
+            "archived": False,
+            "auto_archive_duration": 60,
+            "archive_timestamp": datetime.now(UTC).isoformat(),
+            "locked": False,
+        },
+        "member_count": 2,
+        "message_count": 0,
+        "rate_limit_per_user": 0,
+        "last_message_id": None,
+    }
+    return {
+        "id": str(GUILD_ID),
+        "name": "Test guild",
+        "channels": [text, other],
+        "threads": [thread],
+        "roles": [],
+        "members": [],
+        "emojis": [],
+        "stickers": [],
+        "features": [],
+        "unavailable": False,
+        "member_count": 3,
+    }

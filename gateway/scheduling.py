@@ -1,0 +1,20 @@
+"""What the scheduler shows to the outside (status page, ``switchboard cron list``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledItem:
+    id: str
+    kind: str  # "heartbeat" | "cron"
+    description: str
+    next_run: datetime | None
+    target: str | None = None  # "channel:chat" the result goes to
+
+
+class ScheduleView(Protocol):
+    def snapshot(self) -> list[ScheduledItem]: ...

@@ -6,6 +6,7 @@ only once it is safely journaled; strangers and robots get no answer.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -25,7 +26,12 @@ from gateway.errors import ConfigError, StorageFullError
 from gateway.messages import InboundMessage
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
+from tests.fakes.mailservers import (  # noqa: F401 - fixture
+    Dovecot,
+    SmtpSink,
+    dovecot,
+    missing_binaries,
+)
 
 DANA = "dana@example.test"
 
@@ -314,3 +320,30 @@ async def test_imaps_with_a_private_ca_is_read_and_an_untrusted_one_is_reported(
     untrusted = make_settings(email=inbox(dovecot, bot, sink, **tls))
     with pytest.raises(ssl.SSLCertVerificationError):
         await ImapSession.open(untrusted.email)
+
+
+async def test_the_inbox_reconnects_after_the_server_restarts(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    sink: SmtpSink,
+) -> None:
+    reason = missing_binaries()
+    if reason:
+        pytest.skip(reason)
+    server = Dovecot().start()  # our own: this test restarts it
+    try:
+        bot = server.add_user("bot")
+        settings = make_settings(email=inbox(server, bot, sink))
+        async with Gateway(settings, channels=build_channels(settings)) as gateway:
+            await server.deliver(letter(bot, "before"), bot)
+            await sink.wait_for(1)
+            await asyncio.to_thread(server.restart)  # the IDLE connection drops
+            await server.deliver(letter(bot, "after"), bot)
+            await sink.wait_for(2, timeout=15)
+            await gateway.wait_idle()
+    finally:
+        server.stop()
+    assert [r.user_texts[-1] for r in fake_llm.requests] == [
+        "Subject: Calendar\n\nbefore",
+        "Subject: Calendar\n\nafter",
+    ]

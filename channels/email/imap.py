@@ -150,6 +150,13 @@ class ImapSession:
     def supports_idle(self) -> bool:
         return bool(self._client.has_capability("IDLE"))
 
+    def _alive(self) -> Any:
+        """The client, or ImapError at once if the server hung up (aioimaplib would wait
+        for its timeout)."""
+        if self._lost.done():
+            raise ImapError("the IMAP connection was lost")
+        return self._client
+
     @staticmethod
     def _ok(response: Any, what: str) -> Any:
         if response.result != "OK":
@@ -158,27 +165,27 @@ class ImapSession:
 
     async def new_uids(self, after: int) -> list[int]:
         """UIDs above ``after`` (all unseen mail when ``after`` is 0), ascending."""
-        self._ok(await self._client.noop(), "NOOP")
+        self._ok(await self._alive().noop(), "NOOP")
         criteria = ("UID", f"{after + 1}:*") if after else ("UNSEEN",)
-        response = self._ok(await self._client.uid_search(*criteria), "SEARCH")
+        response = self._ok(await self._alive().uid_search(*criteria), "SEARCH")
         return sorted(uid for uid in set(parse_search(response.lines)) if uid > after)
 
     async def fetch_header(self, uid: int) -> tuple[bytes, int | None] | None:
-        response = await self._client.uid("fetch", str(uid), "(UID RFC822.SIZE BODY.PEEK[HEADER])")
+        response = await self._alive().uid("fetch", str(uid), "(UID RFC822.SIZE BODY.PEEK[HEADER])")
         return parse_fetch((self._ok(response, "FETCH")).lines)
 
     async def fetch_message(self, uid: int) -> bytes | None:
-        response = await self._client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        response = await self._alive().uid("fetch", str(uid), "(UID BODY.PEEK[])")
         fetched = parse_fetch((self._ok(response, "FETCH")).lines)
         return None if fetched is None else fetched[0]
 
     async def mark_seen(self, uid: int) -> None:
-        response = await self._client.uid("store", str(uid), "+FLAGS.SILENT", r"(\Seen)")
+        response = await self._alive().uid("store", str(uid), "+FLAGS.SILENT", r"(\Seen)")
         self._ok(response, "STORE")
 
     async def wait_for_mail(self, stop: asyncio.Event, *, renew: float) -> None:
         """Return when the server reports a change, ``renew`` passed, or ``stop`` is set."""
-        idle = await self._client.idle_start(timeout=renew)
+        idle = await self._alive().idle_start(timeout=renew)
         push = asyncio.ensure_future(self._client.wait_server_push(timeout=renew + 5))
         stopped = asyncio.ensure_future(stop.wait())
         try:

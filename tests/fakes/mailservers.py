@@ -267,22 +267,35 @@ class Dovecot:
                 password=self.password,
             )
         )
+        self._launch()
+        return self
+
+    def _launch(self) -> None:
         self._process = subprocess.Popen(
-            ["dovecot", "-F", "-c", str(conf)],
+            ["dovecot", "-F", "-c", str(self.dir / "dovecot.conf")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: restart() ends the whole tree
         )
         for port in (self.imap_port, self.imaps_port, self.lmtp_port):
             wait_port(port, self._process)
-        return self
+
+    def restart(self) -> None:
+        """Stop the server and its logged-in sessions (which outlive the master otherwise),
+        so every client connection drops; start it again with the mail kept."""
+        if self._process is not None:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+        self._launch()
 
     @property
     def ca_file(self) -> str:
         return str(self.dir / "ca.pem")
 
     def stop(self) -> None:
-        if self._process is not None:
-            terminate(self._process)
+        if self._process is not None and self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGKILL)  # throw-away data: no clean shutdown
+            self._process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def add_user(self, prefix: str) -> str:

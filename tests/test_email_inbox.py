@@ -173,6 +173,9 @@ class FlakySink:
         self.dovecot, self.bot = dovecot, bot
         self.calls: list[tuple[InboundMessage, set[str]]] = []
 
+    async def admits(self, msg: InboundMessage) -> bool:
+        return True
+
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         async with self.dovecot.mailbox(self.bot) as box:
             [(_, flags)] = await box.messages()

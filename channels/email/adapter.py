@@ -21,6 +21,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from email.message import EmailMessage
 from pathlib import Path
 
 from channels.email.files import read_outbound, remove_stored, store_files
@@ -29,7 +30,9 @@ from channels.email.parse import (
     MailFile,
     ParsedMail,
     auth_failure,
+    from_headers,
     loop_reason,
+    message_id_of,
     oversized,
     parse_headers,
     parse_mail,
@@ -210,12 +213,32 @@ class EmailChannel:
                 "email: not answering uid %d from %s: %s", uid, sender[0] if sender else "?", reason
             )
             return None, reason
+        if not await self._admits(headers):
+            # Refused anyway: the gate only needs the sender (to audit, or to pair), so the
+            # body and attachments of a stranger's mail are never downloaded or stored.
+            return from_headers(headers), None
         if size is not None and size > settings.max_message_bytes:
             return oversized(headers, size, settings.max_message_bytes), None
         raw = await session.fetch_message(uid)
         if raw is None:
             return None, "gone"
         return parse_mail(raw), None
+
+    async def _admits(self, headers: EmailMessage) -> bool:
+        sender = sender_of(headers)
+        sink = self._sink
+        if sender is None or sink is None:
+            return False
+        probe = InboundMessage(
+            channel=self.name,
+            chat_id=sender[0],
+            sender_id=sender[0],
+            text="",
+            platform_message_id=message_id_of(headers) or "",
+            chat_type=ChatType.DM,
+            mentioned=True,
+        )
+        return await sink.admits(probe)
 
     async def _publish(self, parsed: ParsedMail, uid: int) -> None:
         assert parsed.sender is not None

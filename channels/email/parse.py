@@ -289,6 +289,13 @@ def parse_mail(raw: bytes) -> ParsedMail:
 
 def oversized(msg: Message, size: int, limit: int) -> ParsedMail:
     """A stand-in for mail too large to download: the model can tell the sender."""
+    return from_headers(
+        msg, f"[This email is {size} bytes, above the {limit}-byte limit, so it was not read.]"
+    )
+
+
+def from_headers(msg: Message, text: str = "") -> ParsedMail:
+    """A message built from its headers alone (the body was not downloaded)."""
     sender = sender_of(msg)
     in_reply_to = message_ids(header(msg, "In-Reply-To"))
     return ParsedMail(
@@ -298,6 +305,6 @@ def oversized(msg: Message, size: int, limit: int) -> ParsedMail:
         subject=header(msg, "Subject"),
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(header(msg, "References"))[-MAX_REFERENCES:],
-        text=f"[This email is {size} bytes, above the {limit}-byte limit, so it was not read.]",
+        text=text,
         forwarded="",
     )

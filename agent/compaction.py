@@ -31,6 +31,7 @@ Summarize = Callable[[str], Awaitable[str]]
 
 THRESHOLD = 0.75  # compact when the prompt passes this share of the window
 TARGET = 0.45  # and bring it down to about this share
+PREFLIGHT = 0.85  # a prompt above this share is compacted before it is sent
 MIN_KEEP = 3
 
 SUMMARY_PROMPT = """\
@@ -103,31 +104,47 @@ class Compactor:
         self._window = window
         self._time_budget = time_budget
         self._running: dict[str, asyncio.Task[Compaction | None]] = {}
+        self._again: dict[str, int] = {}
 
     @property
     def threshold(self) -> int:
         return int(self._window * THRESHOLD)
 
+    @property
+    def preflight_limit(self) -> int:
+        """Above this, a turn compacts before its first model call instead of in the background."""
+        return int(self._window * PREFLIGHT)
+
     def running(self, session_key: str) -> bool:
         return session_key in self._running
 
     def schedule(self, session_key: str, overhead: int) -> None:
-        """Compact in the background if needed; at most one run per session at a time."""
+        """Compact in the background if needed; one run per session at a time (a request
+        that arrives during a run is remembered and runs right after it)."""
         if session_key in self._running:
+            self._again[session_key] = overhead
             return
         task = asyncio.create_task(
             self._guarded(session_key, overhead), name=f"compact:{session_key}"
         )
         self._running[session_key] = task
-        task.add_done_callback(lambda _: self._running.pop(session_key, None))
+        task.add_done_callback(lambda _: self._finished(session_key))
+
+    def _finished(self, session_key: str) -> None:
+        self._running.pop(session_key, None)
+        overhead = self._again.pop(session_key, None)
+        if overhead is not None:
+            self.schedule(session_key, overhead)
 
     async def wait(self, session_key: str) -> None:
-        task = self._running.get(session_key)
-        if task is not None:
+        """Until no compaction of this session is running or queued."""
+        while (task := self._running.get(session_key)) is not None:
             with contextlib.suppress(Exception):
                 await task
+            await asyncio.sleep(0)  # let the done callback start a queued run
 
     async def stop(self) -> None:
+        self._again.clear()
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()

@@ -12,10 +12,11 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
-from agent.memory import FileCache, MemoryStore, only_headings, scope_for
+from agent.memory import FileCache, MemoryStore, scope_for
 from agent.skills import SkillLibrary
 from agent.turn import TurnKind, TurnRequest
 from gateway.messages import InboundMessage
+from gateway.textutil import only_headings
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
 

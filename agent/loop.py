@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -28,13 +29,15 @@ from agent.memory import scope_for
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
 from agent.runner import Runner, RunResult
+from agent.task_types import fits, task_type
 from agent.tokens import TokenCounter
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
-from agent.tools.executor import truncate
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.window import ContextWindow
 from agent.workspace import Workspace
 from gateway.messages import OutboundKind, OutboundMessage
-from gateway.store import History, NewMessage, SessionState, StoredMessage
+from gateway.services import Services
+from gateway.store import History, NewMessage, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,6 @@ TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller req
 INTERNAL_ERROR_NOTICE = (
     "Sorry, something went wrong on my side while answering. It has been logged."
 )
-OVERFLOW_RESULT_CHARS = 1_500
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +93,13 @@ class AgentLoop:
         self.context = context
         self.workspace = workspace
         self.config = config or AgentConfig()
-        self.compactor = compactor
-        self.counter = counter or TokenCounter()
+        self.window = ContextWindow(
+            history=history,
+            context=context,
+            compactor=compactor,
+            counter=counter or TokenCounter(),
+            history_limit=self.config.history_limit,
+        )
         self._send = send
         self._clock = clock
         self._channels = tuple(channels)
@@ -100,6 +107,7 @@ class AgentLoop:
         self._trace_dir = trace_dir
         self._redact = redact
         self._background: set[asyncio.Task[None]] = set()
+        self.services = Services()  # filled in by the gateway once its services exist
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
@@ -131,8 +139,7 @@ class AgentLoop:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        if self.compactor is not None:
-            await self.compactor.stop()
+        await self.window.stop()
 
     # -- the turn ------------------------------------------------------------------------
 
@@ -142,25 +149,36 @@ class AgentLoop:
             new = self._user_messages(request)
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
+        kind = task_type(request.task_type)
         tools = self.runner.executor.registry.specs(
-            lambda t: self.policy.offered(t, request.principal)
+            lambda t: (
+                self.policy.offered(t, request.principal)
+                and fits(t, kind=request.kind.value, task=kind)
+            )
         )
         texts = [m.text for m in request.messages] or [request.prompt or ""]
         helpers = guidance(texts, [t.name for t in tools])
         if helpers:
             trace.add("prompt_helpers", helpers=[h.name for h in helpers])
-        block = guidance_block(helpers)
+        block = "\n".join(b for b in (kind.prompt, guidance_block(helpers)) if b)
         now = self._clock()
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block
         )
-        turn_state = TurnState()
+        if self.window.over_budget(system, tools, conversation):
+            # A background summary may still be running, or the user writes fast after a long
+            # turn: never send a prompt the window cannot hold.
+            trace.decision(
+                "context", "PREFLIGHT", "prompt near the context window; compacting first"
+            )
+            system, conversation = await self.window.refit(request, tools, now, block)
+        turn_state = TurnState(read_untrusted=request.tainted)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             trace.decision(
                 "context", "OVERFLOW", "provider said the prompt is too long; compacting"
             )
-            return await self._rebuild_after_overflow(request, tools, now, block)
+            return await self.window.refit(request, tools, now, block)
 
         result = await self.runner.run(
             system=system,
@@ -190,17 +208,14 @@ class AgentLoop:
         self, request: TurnRequest, trace: TurnTrace
     ) -> tuple[SessionState, list[ChatMessage], bool]:
         """The session's history (reset first if due) plus this turn's drafts, if resumed."""
-        state, stored = await self.history.load(
-            request.session_key, limit=self.config.history_limit
-        )
+        limit = request.history_limit or self.config.history_limit
+        state, stored = await self.history.load(request.session_key, limit=limit)
         if not request.resumed and self._should_reset(state):
             generation = await self.history.new_generation(request.session_key)
             trace.decision(
                 "session", "RESET", f"{self.config.session_reset} reset to generation {generation}"
             )
-            state, stored = await self.history.load(
-                request.session_key, limit=self.config.history_limit
-            )
+            state, stored = await self.history.load(request.session_key, limit=limit)
         conversation = [ChatMessage.from_body(m.body) for m in stored]
         drafts = await self.history.drafts(request.turn_id) if request.resumed else []
         conversation.extend(ChatMessage.from_body(d.body) for d in drafts)
@@ -220,6 +235,9 @@ class AgentLoop:
     ) -> TurnOutcome:
         text = result.text.strip()
         if request.kind.autopilot:
+            text = nothing_to_report(text)
+            if not text:
+                trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
             replies = () if not text else (self._outbound(request, text, OutboundKind.PROACTIVE),)
             return TurnOutcome(replies, usage=result.usage, final_text=text)
         if not text and state.sent_texts:
@@ -233,24 +251,6 @@ class AgentLoop:
             (self._outbound(request, text, kind),), usage=result.usage, final_text=text
         )
 
-    async def _rebuild_after_overflow(
-        self, request: TurnRequest, tools: tuple[ToolSpec, ...], now: datetime, block: str
-    ) -> tuple[SystemPrompt, list[ChatMessage]]:
-        """Compact now, then rebuild the prompt with shorter tool results; one retry."""
-        if self.compactor is not None:
-            await self.compactor.wait(request.session_key)
-            overhead = self._overhead(self.context.system_prompt(request, tools, now=now), tools)
-            await self.compactor.compact(request.session_key, overhead, force=True)
-        state, stored = await self.history.load(
-            request.session_key, limit=self.config.history_limit
-        )
-        drafts = await self.history.drafts(request.turn_id)
-        conversation = [_shortened(m) for m in (*stored, *drafts)]
-        system = self.context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=block
-        )
-        return system, conversation
-
     def _after_turn(
         self,
         *,
@@ -261,8 +261,7 @@ class AgentLoop:
         result: RunResult,
         state: TurnState,
     ) -> None:
-        if self.compactor is not None:
-            self.compactor.schedule(request.session_key, self._overhead(system, tools))
+        self.window.after_turn(request.session_key, system, tools)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
             recent = _current_exchange(conversation)
@@ -293,9 +292,6 @@ class AgentLoop:
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    def _overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
-        return self.counter.count(system.text) + self.counter.tools(tools)
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
         drop = failed_attempts(await self.history.drafts(request.turn_id))
@@ -337,10 +333,11 @@ class AgentLoop:
             send=self._send,
             state=state,
             inbound=request.last_message,
-            user_texts=tuple(m.text for m in request.messages)
-            or ((request.prompt,) if request.prompt else ()),
+            user_texts=_authorising_texts(request),
             audit=self._audit,
             channels=self._channels,
+            services=self.services,
+            autopilot=request.kind.autopilot,
         )
 
     def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
@@ -366,11 +363,21 @@ class AgentLoop:
         )
 
 
-def _shortened(message: StoredMessage) -> ChatMessage:
-    msg = ChatMessage.from_body(message.body)
-    if msg.role == "tool" and len(msg.content) > OVERFLOW_RESULT_CHARS:
-        return replace(msg, content=truncate(msg.content, OVERFLOW_RESULT_CHARS))
-    return msg
+def nothing_to_report(text: str) -> str:
+    """An autopilot answer without its HEARTBEAT_OK marker; empty when that was all it said."""
+    if not re.search(r"\bHEARTBEAT_OK\b", text, flags=re.IGNORECASE):
+        return text
+    rest = re.sub(r"\bHEARTBEAT_OK\b", "", text, flags=re.IGNORECASE).strip()
+    return "" if len(re.sub(r"\W+", "", rest)) < 20 else rest  # the marker plus filler
+
+
+def _authorising_texts(request: TurnRequest) -> tuple[str, ...]:
+    """The words that may authorise side effects: the user's, never the model's."""
+    if request.authorising_texts is not None:
+        return request.authorising_texts
+    if request.messages:
+        return tuple(m.text for m in request.messages)
+    return (request.prompt,) if request.prompt else ()
 
 
 def _current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:

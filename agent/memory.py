@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gateway.access import Principal
 from gateway.messages import ChatRef, ChatType
+from gateway.textutil import only_headings
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -125,19 +126,3 @@ class MemoryStore:
             if note and not only_headings(note):
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)
-
-
-def only_headings(text: str) -> bool:
-    """True for a template with nothing written into it yet (headings and comments only)."""
-    in_comment = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if in_comment:
-            in_comment = "-->" not in line
-            continue
-        if line.startswith("<!--"):
-            in_comment = "-->" not in line
-            continue
-        if line and not line.startswith("#"):
-            return False
-    return True

@@ -183,7 +183,8 @@ class _Turn:
         self.system = system
         self.conversation = conversation
         self.tools = tools
-        self.tool_names = {t.name for t in tools} | set(runner.executor.registry.names())
+        self.offered = {t.name for t in tools}
+        self.tool_names = self.offered | set(runner.executor.registry.names())
         self.context_for = context_for
         self.checkpoint = checkpoint
         self.state = state
@@ -320,6 +321,17 @@ class _Turn:
             )
             return ToolResult.error(f"{parsed.error}. Nothing was run."), f"{call.name}:invalid"
         key = call_key(call.name, parsed.args)
+        tool = self.runner.executor.registry.get(call.name)
+        if tool is not None and call.name not in self.offered:
+            # Enforced again at call time: policy first (audited), then the turn's kind/type.
+            refused = await self.runner.executor.refusal(tool, self.context_for(call))
+            self.trace.decision(
+                "policy", "NOT_OFFERED", "tool not available in this turn", tool=call.name
+            )
+            offered = ", ".join(sorted(self.offered))
+            return refused or ToolResult.error(
+                f"{call.name} is not available in this conversation; available: {offered}"
+            ), key
         checked = self.runner.executor.check(call.name, parsed.args)
         if isinstance(checked, ToolResult):
             self.trace.decision(

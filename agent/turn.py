@@ -36,6 +36,10 @@ class TurnRequest:
     # Receives answer text as the model generates it (web chat); the final reply still goes
     # through the durable outbox and is authoritative.
     on_text: TextSink | None = None
+    task_type: str = "general"
+    history_limit: int | None = None  # a light session (heartbeat) keeps less history
+    tainted: bool = False  # started by a turn that had read untrusted content
+    authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task
 
     @property
     def last_message(self) -> InboundMessage | None:

@@ -23,14 +23,19 @@ from gateway.access import AccessGate, Principal, principal_for
 from gateway.assembly import build_agent
 from gateway.bus import LocalBus
 from gateway.channel import Channel, SupportsStreaming, SupportsTyping
+from gateway.clock import Clock, SystemClock
 from gateway.commands import Commands
 from gateway.conversation import Conversations
 from gateway.dispatcher import Dispatcher
+from gateway.heartbeat import Heartbeat
 from gateway.lock import ProcessLock
 from gateway.messages import ChatRef, InboundMessage
 from gateway.outbound import OutboundWorker
+from gateway.scheduler import Scheduler
+from gateway.services import Services
 from gateway.settings import Settings
 from gateway.store import Store
+from gateway.subagents import Subagents
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,7 @@ class Gateway:
         channels: Sequence[Channel] = (),
         llm: LLMProvider | None = None,
         extra_tools: Sequence[Tool] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
@@ -86,6 +92,23 @@ class Gateway:
             max_active_turns=settings.limits.max_concurrent_turns,
             turn_timeout=settings.agent.turn_timeout_seconds,
         )
+        self.subagents = Subagents(
+            agent=self.agent,
+            store=self.store,
+            bus=self.bus,
+            max_concurrent=settings.scheduler.max_subagents,
+            timeout=settings.scheduler.subagent_timeout_seconds,
+        )
+        self.scheduler = Scheduler(
+            settings,
+            store=self.store,
+            dispatcher=self.dispatcher,
+            heartbeat=Heartbeat(
+                settings.heartbeat, workspace=settings.workspace_dir, store=self.store
+            ),
+            clock=clock or SystemClock(),
+        )
+        self.agent.services = Services(jobs=self.scheduler, tasks=self.subagents)
         self._workers = [
             OutboundWorker(
                 channel,
@@ -117,6 +140,8 @@ class Gateway:
             for worker in self._workers:
                 await worker.start()
             await self.dispatcher.start()
+            await self.subagents.recover()
+            await self.scheduler.start()
             for channel in self.channels.values():
                 await channel.start(self.gate)
         except BaseException:
@@ -137,6 +162,8 @@ class Gateway:
                 await channel.stop()
             except Exception:
                 log.exception("channel %s did not stop cleanly", channel.name)
+        await self.scheduler.stop()
+        await self.subagents.stop(drain_timeout=drain_timeout)
         await self.dispatcher.stop(drain_timeout=drain_timeout)
         for worker in self._workers:
             await worker.stop()
@@ -195,8 +222,21 @@ class Gateway:
                 f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
                 f"{counts.get('pending', 0)} · replies unsent: {unsent}",
                 f"This conversation: {history} messages in context",
+                *self._background_lines(),
             ]
         )
+
+    def _background_lines(self) -> list[str]:
+        lines = [
+            f"Background task {t.id} ({t.task_type}): {t.prompt[:80]}"
+            for t in self.subagents.running()
+        ]
+        jobs = [item for item in self.scheduler.snapshot() if item.kind == "cron"]
+        if jobs:
+            lines.append(
+                f"Scheduled jobs: {len(jobs)} (next: {min(j.next_run for j in jobs if j.next_run):%Y-%m-%d %H:%M %Z})"
+            )
+        return lines
 
     # -- wiring helpers -------------------------------------------------------------------
 

@@ -20,13 +20,16 @@ from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.base import Tool
+from agent.tools.cron import Cron
 from agent.tools.executor import ToolExecutor
 from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySearch, MemoryWrite
 from agent.tools.registry import ToolRegistry
+from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
 from agent.workspace import Workspace
 from gateway.bus import Bus
 from gateway.logs import Redactor, secret_values
+from gateway.schedule_spec import zone
 from gateway.settings import Settings
 from gateway.store import Store
 
@@ -75,6 +78,9 @@ def build_agent(
             MemoryAppend(),
             MemorySearch(store.history),
             GetSkill(skills),
+            Cron(),
+            Spawn(),
+            Notify(),
             *extra_tools,
         ]
     )
@@ -124,7 +130,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: datetime.now().astimezone(),
+        clock=lambda: datetime.now(zone(settings.heartbeat.timezone)),
         config=AgentConfig(
             turn_timeout=agent_settings.turn_timeout_seconds,
             history_limit=agent_settings.history_max_messages,

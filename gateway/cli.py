@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = pairing_actions.add_parser("revoke", help="remove a paired user")
     revoke.add_argument("channel")
     revoke.add_argument("user_id")
+    cron = commands.add_parser("cron", help="list or remove scheduled jobs")
+    cron_actions = cron.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cron_actions.add_parser("list", help="every active job")
+    cron_actions.add_parser("remove", help="remove a job").add_argument("job_id")
     trace = commands.add_parser("trace", help="show a turn's trace (guard decisions, calls)")
     trace.add_argument(
         "turn", nargs="?", help="turn id or unique prefix (default: the latest turn)"
@@ -103,6 +107,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from gateway.doctor import print_status  # noqa: PLC0415
 
         return asyncio.run(print_status(settings))
+    if args.command == "cron":
+        return asyncio.run(cron_cli(settings, args.action, getattr(args, "job_id", None)))
     if args.command == "trace":
         return show_trace(settings, args.turn)
     if args.command == "pairing":
@@ -126,7 +132,8 @@ async def _run(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+    channels = build_channels(settings)
+    async with Gateway(settings, channels=channels) as gateway:
         if not gateway.channels:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
@@ -188,4 +195,29 @@ def show_trace(settings: Settings, turn: str | None) -> int:
     for event in read_trace(path):
         fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("t", "event"))
         print(f"{event.get('t', 0):>8.3f}s  {event.get('event', '?'):<14} {fields}")
+    return 0
+
+
+async def cron_cli(settings: Settings, action: str, job_id: str | None) -> int:
+    """``switchboard cron list|remove``: works while the gateway runs (it re-checks a job
+    before firing it)."""
+    from gateway.store import Store  # noqa: PLC0415
+
+    async with Store(settings.data_dir / "switchboard.db") as store:
+        if action == "remove":
+            assert job_id is not None
+            if await store.jobs.remove(job_id):
+                print(f"Removed job {job_id}.")
+                return 0
+            print(f"No active job {job_id}.", file=sys.stderr)
+            return 1
+        jobs = await store.jobs.active()
+        if not jobs:
+            print("No scheduled jobs.")
+        for job in jobs:
+            when = f"{job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else "-"
+            what = job.message or job.prompt or ""
+            print(
+                f"{job.id}  next {when}  {job.spec.describe()}  -> {job.chat.session_key}  {what[:60]}"
+            )
     return 0

@@ -18,13 +18,16 @@ from agent.llm.base import TextSink
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.access import Principal
+from gateway.autopilot import AutopilotRun
 from gateway.bus import Bus
 from gateway.commands import Commands
 from gateway.dispatcher import TurnBatch
 from gateway.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
-from gateway.store import Store, UsageRecord
+from gateway.store import NewMessage, Store, UsageRecord
 
 log = logging.getLogger(__name__)
+
+SYSTEM_CHANNEL = "system"  # internal messages: background task results
 
 PrincipalResolver = Callable[[InboundMessage], Principal]
 Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
@@ -62,11 +65,17 @@ class Conversations:
         self.turn_finished = asyncio.Condition()
 
     async def handle(self, batch: TurnBatch) -> None:
+        if batch.autopilot is not None:
+            await self._autopilot(batch.autopilot)
+            return
         if not batch.records:  # an autopilot turn cut by a restart: nothing to answer
             assert batch.resume is not None
             await self._commit(batch.resume.id, batch.session_key, TurnOutcome(failed=True))
             return
         last = batch.records[-1].message
+        if last.channel == SYSTEM_CHANNEL:
+            await self._system(batch)
+            return
         request = TurnRequest(
             turn_id=batch.resume.id if batch.resume else new_id(),
             session_key=batch.session_key,
@@ -101,7 +110,63 @@ class Conversations:
         else:
             async with self._typing(request.chat):
                 outcome = await self._agent.run_turn(request)
-        await self._commit(request.turn_id, request.session_key, outcome, last_chat=request.chat)
+        await self._commit(request.turn_id, request.session_key, outcome, last_chat=last)
+
+    async def _autopilot(self, run: AutopilotRun) -> None:
+        """A heartbeat or scheduled job: a fixed message, or a turn without a person waiting."""
+        turn_id = new_id()
+        try:
+            await self._store.journal.start_turn(turn_id, run.session_key, run.kind, [])
+            if run.message is not None:
+                message = OutboundMessage(
+                    channel=run.chat.channel,
+                    chat_id=run.chat.chat_id,
+                    thread_id=run.chat.thread_id,
+                    text=run.message,
+                    kind=OutboundKind.PROACTIVE,
+                    turn_id=turn_id,
+                    idempotency_key=f"{turn_id}:proactive",
+                )
+                outcome = TurnOutcome((message,), final_text=run.message)
+            else:
+                request = TurnRequest(
+                    turn_id=turn_id,
+                    session_key=run.session_key,
+                    chat=run.chat,
+                    principal=run.principal,
+                    kind=TurnKind(run.kind),
+                    prompt=run.prompt,
+                    task_type=run.task_type,
+                    history_limit=run.history_limit,
+                )
+                outcome = await self._agent.run_turn(request)
+            await self._commit(turn_id, run.session_key, outcome, echo_to=run.chat)
+        finally:
+            run.done.set()
+
+    async def _system(self, batch: TurnBatch) -> None:
+        """A background task finished: deliver its result without a model call."""
+        record = batch.records[0]
+        turn_id = batch.resume.id if batch.resume else new_id()
+        if batch.resume is None:
+            await self._store.journal.start_turn(turn_id, batch.session_key, "system", [record.id])
+        task_id = record.message.platform_message_id.removeprefix("subagent:")
+        task = await self._store.tasks.get(task_id)
+        replies: tuple[OutboundMessage, ...] = ()
+        if task is not None:
+            replies = (
+                OutboundMessage(
+                    channel=task.chat.channel,
+                    chat_id=task.chat.chat_id,
+                    thread_id=task.chat.thread_id,
+                    text=record.message.text,
+                    kind=OutboundKind.PROACTIVE,
+                    turn_id=turn_id,
+                    idempotency_key=f"{turn_id}:proactive",
+                ),
+            )
+        outcome = TurnOutcome(replies, final_text=record.message.text)
+        await self._commit(turn_id, batch.session_key, outcome, echo_to=task.chat if task else None)
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         turn_id = batch.resume.id if batch.resume else None
@@ -131,20 +196,25 @@ class Conversations:
         session_key: str,
         outcome: TurnOutcome,
         *,
-        last_chat: ChatRef | None = None,
+        last_chat: InboundMessage | None = None,
+        echo_to: ChatRef | None = None,
     ) -> None:
+        """Commit the turn in one transaction. ``last_chat`` records where the user was last
+        active (the heartbeat's default target); ``echo_to`` also writes what was delivered
+        into that chat's history, so a later reply there ("done!") has its context."""
+        echo = [
+            (echo_to.session_key, NewMessage("assistant", {"role": "assistant", "content": r.text}))
+            for r in outcome.replies
+            if echo_to is not None
+        ]
         await self._store.commit_turn(
             turn_id=turn_id,
             session_key=session_key,
             replies=outcome.replies,
             state="failed" if outcome.failed else "done",
-            last_chat=None
-            if last_chat is None
-            else {
-                "channel": last_chat.channel,
-                "chat_id": last_chat.chat_id,
-                "thread_id": last_chat.thread_id,
-            },
+            last_chat=None if last_chat is None else _chat_record(last_chat),
+            usage=self._usage(session_key, outcome),
+            history_extra=echo,
         )
         for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)
@@ -163,3 +233,12 @@ class Conversations:
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
         )
+
+
+def _chat_record(msg: InboundMessage) -> dict[str, str | None]:
+    return {
+        "channel": msg.channel,
+        "chat_id": msg.chat_id,
+        "thread_id": msg.thread_id,
+        "chat_type": msg.chat_type.value,
+    }

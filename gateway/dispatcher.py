@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.autopilot import AutopilotRun
 from gateway.bus import Bus
 from gateway.store import InboundRecord, OpenTurn
 
@@ -29,6 +30,7 @@ class TurnBatch:
     session_key: str
     records: tuple[InboundRecord, ...]
     resume: OpenTurn | None = None
+    autopilot: AutopilotRun | None = None
 
 
 class TurnHandler(Protocol):
@@ -42,6 +44,7 @@ class TurnHandler(Protocol):
 @dataclass(slots=True)
 class _Session:
     queue: deque[InboundRecord] = field(default_factory=deque)
+    autopilot: deque[AutopilotRun] = field(default_factory=deque)
     resume: OpenTurn | None = None
     task: asyncio.Task[None] | None = None
     running: bool = False
@@ -81,6 +84,9 @@ class Dispatcher:
             self._intake = None
         for session in self._sessions.values():
             session.queue.clear()  # still pending in the journal; requeued on next start
+            for run in session.autopilot:
+                run.done.set()  # not run; the scheduler decides again after the restart
+            session.autopilot.clear()
         tasks = [s.task for s in self._sessions.values() if s.task is not None]
         if tasks:
             _, still_running = await asyncio.wait(tasks, timeout=drain_timeout)
@@ -96,6 +102,12 @@ class Dispatcher:
             session = self._sessions.setdefault(turn.session_key, _Session())
             session.resume = turn
             self._ensure_worker(turn.session_key, session)
+
+    def submit(self, run: AutopilotRun) -> None:
+        """Queue an autopilot turn behind the session's other work (same order, same caps)."""
+        session = self._sessions.setdefault(run.session_key, _Session())
+        session.autopilot.append(run)
+        self._ensure_worker(run.session_key, session)
 
     async def _consume(self) -> None:
         while True:
@@ -121,7 +133,7 @@ class Dispatcher:
                         session.running = False
         finally:
             session.task = None
-            if session.queue or session.resume is not None:
+            if session.queue or session.autopilot or session.resume is not None:
                 if self._intake is not None:  # not shutting down: keep the session going
                     self._ensure_worker(key, session)
             elif self._sessions.get(key) is session:
@@ -133,6 +145,8 @@ class Dispatcher:
             turn, session.resume = session.resume, None
             return TurnBatch(key, turn.records, resume=turn)
         if not session.queue:
+            if session.autopilot:
+                return TurnBatch(key, (), autopilot=session.autopilot.popleft())
             return None
         first = session.queue.popleft()
         records = [first]

@@ -9,12 +9,22 @@ ignored. Secrets are :class:`~pydantic.SecretStr` and never print.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -146,6 +156,45 @@ class ToolSettings(Section):
     web: WebToolSettings = WebToolSettings()
 
 
+class HeartbeatSettings(Section):
+    """``[heartbeat]``: periodic check-ins driven by HEARTBEAT.md."""
+
+    enabled: bool = True
+    interval_seconds: int = Field(default=1_800, ge=60)
+    quiet_hours: str = ""  # "22:00-07:00" in `timezone`; empty: none
+    # The user's time zone: quiet hours, the default for scheduled jobs, the clock in prompts.
+    timezone: str = "UTC"
+    target: str | None = None  # "channel:chat_id"; default: the last active chat
+    daily_token_budget: int = Field(default=100_000, ge=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"unknown time zone {value!r}; use an IANA name like Europe/Berlin"
+            ) from exc
+        return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _hours_range(cls, value: str) -> str:
+        if value and not re.fullmatch(r"\d{1,2}:\d{2}-\d{1,2}:\d{2}", value.strip()):
+            raise ValueError("use HH:MM-HH:MM, for example 22:00-07:00")
+        return value.strip()
+
+
+class SchedulerSettings(Section):
+    """``[scheduler]``: scheduled jobs and background tasks."""
+
+    catchup_jitter_seconds: float = Field(default=30.0, ge=0)
+    max_subagents: int = Field(default=3, ge=1, le=32)
+    subagent_timeout_seconds: float = Field(default=900.0, gt=0)
+    max_jobs_per_user: int = Field(default=50, ge=1)
+
+
 class StorageSettings(Section):
     # FULL survives power loss; NORMAL survives process crashes only.
     synchronous: Literal["full", "normal"] = "full"
@@ -171,6 +220,8 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     tools: ToolSettings = ToolSettings()
     storage: StorageSettings = StorageSettings()
+    heartbeat: HeartbeatSettings = HeartbeatSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

@@ -70,10 +70,14 @@ def run_gateway(make_settings: SettingsFactory) -> Callable[..., Any]:
 
     @asynccontextmanager
     async def start(
-        settings: Settings | None = None, *, channel: MemoryChannel | None = None, **overrides: Any
+        settings: Settings | None = None,
+        *,
+        channel: MemoryChannel | None = None,
+        clock: Any = None,
+        **overrides: Any,
     ) -> AsyncIterator[tuple[Gateway, MemoryChannel]]:
         memory = channel or MemoryChannel()
-        gateway = Gateway(settings or make_settings(**overrides), channels=[memory])
+        gateway = Gateway(settings or make_settings(**overrides), channels=[memory], clock=clock)
         async with gateway:
             yield gateway, memory
 

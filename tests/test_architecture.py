@@ -15,6 +15,7 @@ WIRING = {
     "gateway/cli.py",
     "gateway/conversation.py",
     "gateway/doctor.py",
+    "gateway/subagents.py",
 }
 
 

@@ -404,7 +404,8 @@ async def test_autopilot_mail_says_auto_generated_and_ids_are_stable(
         workspace=Workspace(tmp_path / "ws"),
         send=no_send,
         state=TurnState(),
-        inbound=None,  # a heartbeat or cron turn: nobody is waiting
+        inbound=None,
+        autopilot=True,  # a heartbeat or cron turn: nobody is waiting
     )
     result = await tool.run({"to": DANA, "subject": "daily", "body": "all good"}, ctx)
     [mail] = await sink.wait_for(1)

@@ -47,7 +47,7 @@ async def test_crossing_the_threshold_summarizes_older_messages(
         await chat(
             channel, ["my code word is AMBER. " + LONG] + [f"turn {i}. {LONG}" for i in range(8)]
         )
-        await gateway.agent.compactor.wait("memory:chat-1")
+        await gateway.agent.window.compactor.wait("memory:chat-1")
         state, kept = await gateway.store.history.load("memory:chat-1", limit=None)
         await chat(channel, ["what is my code word?"])
     assert state.summary is not None and "AMBER" in state.summary
@@ -74,7 +74,7 @@ async def test_a_summary_that_saves_nothing_is_discarded(
     fake_llm.responder = summarizing(LONG * 15)  # longer than everything it replaces
     async with run_gateway(llm=SMALL_WINDOW) as (gateway, channel):
         await chat(channel, [f"turn {i}. {LONG}" for i in range(9)])
-        await gateway.agent.compactor.wait("memory:chat-1")
+        await gateway.agent.window.compactor.wait("memory:chat-1")
         state, _ = await gateway.store.history.load("memory:chat-1", limit=None)
     assert state.summary is None
     assert any(is_summary_request(r) for r in fake_llm.requests)
@@ -89,7 +89,7 @@ async def test_summarization_failure_leaves_the_session_working(
     fake_llm.responder = respond
     async with run_gateway(llm=SMALL_WINDOW) as (gateway, channel):
         await chat(channel, [f"turn {i}. {LONG}" for i in range(9)])
-        await gateway.agent.compactor.wait("memory:chat-1")
+        await gateway.agent.window.compactor.wait("memory:chat-1")
         await chat(channel, ["are you ok?"])
     assert channel.texts()[-1] == "still here"
 
@@ -102,7 +102,8 @@ async def test_two_sessions_summarize_at_once(run_gateway: Any, fake_llm: FakeLL
             chat(channel, [f"b {i}. {LONG}" for i in range(9)], chat_id="b"),
         )
         await asyncio.gather(
-            gateway.agent.compactor.wait("memory:a"), gateway.agent.compactor.wait("memory:b")
+            gateway.agent.window.compactor.wait("memory:a"),
+            gateway.agent.window.compactor.wait("memory:b"),
         )
         a, _ = await gateway.store.history.load("memory:a", limit=None)
         b, _ = await gateway.store.history.load("memory:b", limit=None)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol
 from agent.workspace import Workspace
 from gateway.access import Principal
 from gateway.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.services import Services
 
 
 class Effect(enum.StrEnum):
@@ -73,6 +74,8 @@ class ToolContext:
     user_texts: tuple[str, ...] = ()
     audit: Audit = _no_audit
     channels: tuple[str, ...] = ()  # channels configured on this gateway
+    services: Services = field(default_factory=Services)
+    autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
 
     @property
     def idempotency_key(self) -> str:

@@ -61,12 +61,19 @@ class ToolExecutor:
             return ToolResult.error("invalid arguments:\n" + "\n".join(errors))
         return tool
 
+    async def refusal(self, tool: Tool, ctx: ToolContext) -> ToolResult | None:
+        """The policy's refusal as an (audited) error result, or ``None`` when allowed."""
+        reason = self._gate.refusal(tool, ctx)
+        if reason is None:
+            return None
+        await ctx.audit("policy", tool=tool.name, reason=reason, turn=ctx.turn_id)
+        return ToolResult.error(reason)
+
     async def run(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run a checked call: policy, idempotency ledger, bounded execution."""
-        refusal = self._gate.refusal(tool, ctx)
-        if refusal is not None:
-            await ctx.audit("policy", tool=tool.name, reason=refusal, turn=ctx.turn_id)
-            return ToolResult.error(refusal)
+        refused = await self.refusal(tool, ctx)
+        if refused is not None:
+            return refused
         key = ctx.idempotency_key
         if tool.side_effects:
             previous = await self._ledger.get(key)

@@ -13,6 +13,7 @@ from gateway.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.db import Database
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
+from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.outbox import Outbox, OutboxRecord
@@ -24,6 +25,8 @@ __all__ = [
     "Database",
     "History",
     "InboundRecord",
+    "Job",
+    "Jobs",
     "Journal",
     "KeyValue",
     "LedgerEntry",
@@ -38,6 +41,8 @@ __all__ = [
     "SessionState",
     "Store",
     "StoredMessage",
+    "TaskRecord",
+    "Tasks",
     "ToolLedger",
     "UsageRecord",
     "UsageReport",
@@ -63,6 +68,8 @@ class Store:
         self.pairings = Pairings(self.db, clock=clock)
         self.audit = AuditLog(self.db, clock=clock)
         self.usage = UsageReport(self.db, clock=clock)
+        self.jobs = Jobs(self.db, clock=clock)
+        self.tasks = Tasks(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -91,6 +98,7 @@ class Store:
         state: str = "done",
         last_chat: dict[str, str | None] | None = None,
         usage: UsageRecord | None = None,
+        history_extra: Sequence[tuple[str, NewMessage]] = (),
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
@@ -103,5 +111,7 @@ class Store:
                 self.kv.set_statement(conn, "last_chat", last_chat)
             if usage is not None:
                 usage.insert_statement(conn, turn_id, session_key)
+            for other_session, message in history_extra:
+                self.history.append_final_statement(conn, other_session, message)
 
         await self.db.run(commit)

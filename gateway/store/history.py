@@ -168,6 +168,30 @@ class History:
             (session_key, now),
         )
 
+    def append_final_statement(
+        self, conn: sqlite3.Connection, session_key: str, msg: NewMessage
+    ) -> None:
+        """Add a message straight to a session's history (e.g. a background task's result)."""
+        generation = _session(conn, session_key).generation
+        cursor = conn.execute(
+            "INSERT INTO messages (session_key, generation, turn_id, status, role, body, tokens,"
+            " created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?)",
+            (
+                session_key,
+                generation,
+                msg.role,
+                json.dumps(msg.body, ensure_ascii=False),
+                msg.tokens,
+                self._clock(),
+            ),
+        )
+        content = msg.body.get("content")
+        if content:
+            conn.execute(
+                "INSERT INTO messages_fts (content, session_key, message_id) VALUES (?, ?, ?)",
+                (content, session_key, cursor.lastrowid),
+            )
+
     async def new_generation(self, session_key: str) -> int:
         """Start a fresh conversation (``/new``); the old one stays on disk."""
 

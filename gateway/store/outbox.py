@@ -110,6 +110,19 @@ class Outbox:
             )
         )
 
+    async def chat_held(self, channel: str, chat_key: str, now: float) -> bool:
+        """Whether the platform asked us to wait before sending more to this chat."""
+
+        def query(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM outbox WHERE state = 'pending' AND channel = ? AND chat_key = ?"
+                " AND next_attempt_at > ? LIMIT 1",
+                (channel, chat_key, now),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(query)
+
     async def mark_failed(self, record_id: int, error: str) -> None:
         await self._db.run(
             lambda conn: conn.execute(

@@ -135,6 +135,40 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX usage_at ON usage (at);
     """,
+    # v4: scheduled jobs and background tasks
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        spec TEXT NOT NULL,                          -- JSON ScheduleSpec
+        prompt TEXT,                                 -- a task for the agent, or
+        message TEXT,                                -- a fixed text sent without a model call
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        thread_id TEXT,
+        owner TEXT NOT NULL,                         -- JSON principal of the creator
+        task_type TEXT NOT NULL DEFAULT 'general',
+        state TEXT NOT NULL DEFAULT 'active',        -- active | done | removed
+        next_run REAL,
+        last_run REAL,
+        runs INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX jobs_due ON jobs (next_run) WHERE state = 'active';
+
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        prompt TEXT NOT NULL,
+        task_type TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        thread_id TEXT,
+        owner TEXT NOT NULL,
+        state TEXT NOT NULL,                         -- running | done | failed | interrupted
+        result TEXT,
+        created_at REAL NOT NULL,
+        finished_at REAL
+    );
+    """,
 )
 
 

@@ -1,0 +1,86 @@
+"""The ``cron`` tool: reminders and recurring jobs the user asks for.
+
+A job runs either a fixed ``message`` (sent as is, no model call) or a ``prompt`` (a task the
+agent carries out at that time); its result goes to the chat that created it. Creating jobs
+follows the access policy (owner and admins, not from groups, not on outside content alone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from gateway.schedule_spec import ScheduleError
+
+SCHEDULE_INTENT = (
+    "remind",
+    "schedule",
+    "every",
+    "tomorrow",
+    "later",
+    "daily",
+    "weekly",
+    "cron",
+    "job",
+    "at ",
+    "in ",
+)
+
+
+class Cron(Tool):
+    name = "cron"
+    description = (
+        "Scheduled jobs. action=add needs schedule ('in 20 minutes', 'at 9:00', 'tomorrow at 8:30', "
+        "'every weekday at 8:00', cron '0 9 * * 1-5') and message (sent as is) or prompt (a task "
+        "you do then). action=list; action=remove needs id."
+    )
+    parameters = schema(
+        {
+            "action": {"type": "string", "enum": ["add", "list", "remove"]},
+            "schedule": {"type": "string"},
+            "message": {"type": "string"},
+            "prompt": {"type": "string"},
+            "timezone": {"type": "string"},
+            "id": {"type": "string"},
+        },
+        ("action",),
+    )
+    effect = Effect.SCHEDULE
+    intent = SCHEDULE_INTENT
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        jobs = ctx.services.jobs
+        if jobs is None:
+            raise ToolError("scheduling is not available in this gateway")
+        action = args["action"]
+        if action == "list":
+            listed = await jobs.list_jobs(ctx.principal)
+            if not listed:
+                return ToolResult("no scheduled jobs")
+            return ToolResult("\n".join(f"{j.id}: {j.description} - {j.what}" for j in listed))
+        if action == "remove":
+            if not args.get("id"):
+                raise ToolError("remove needs the job id (see action=list)")
+            if await jobs.remove_job(args["id"], ctx.principal):
+                return ToolResult(f"removed job {args['id']}")
+            raise ToolError(f"no active job {args['id']} of yours")
+        if not args.get("schedule"):
+            raise ToolError("add needs a schedule")
+        if bool(args.get("message")) == bool(args.get("prompt")):
+            raise ToolError(
+                "add needs exactly one of message (sent as is) or prompt (a task for later)"
+            )
+        try:
+            job = await jobs.add_job(
+                schedule=args["schedule"],
+                timezone=args.get("timezone"),
+                prompt=args.get("prompt"),
+                message=args.get("message"),
+                chat=ctx.chat,
+                principal=ctx.principal,
+                task_type="general",
+            )
+        except ScheduleError as exc:
+            raise ToolError(str(exc)) from exc
+        when = f"; next run {job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else ""
+        return ToolResult(f"scheduled job {job.id}: {job.description}{when}")

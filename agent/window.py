@@ -1,0 +1,104 @@
+"""Keeping each prompt inside the model's context window.
+
+Background summarization (:mod:`agent.compaction`) keeps sessions short over time; this is
+the last line: before a turn's first model call, and after a provider's "context too long"
+error, the prompt is compacted now, tool results are shortened, and if summarizing fails the
+oldest exchanges are left out. A turn always goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from agent.compaction import Compactor
+from agent.context import ContextBuilder
+from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
+from agent.tokens import TokenCounter
+from agent.tools.executor import truncate
+from agent.turn import TurnRequest
+from gateway.store import History, StoredMessage
+
+log = logging.getLogger(__name__)
+
+OVERFLOW_RESULT_CHARS = 1_500
+
+
+class ContextWindow:
+    def __init__(
+        self,
+        *,
+        history: History,
+        context: ContextBuilder,
+        compactor: Compactor | None,
+        counter: TokenCounter,
+        history_limit: int,
+    ) -> None:
+        self.compactor = compactor
+        self.counter = counter
+        self._history = history
+        self._context = context
+        self._history_limit = history_limit
+
+    def overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
+        return self.counter.count(system.text) + self.counter.tools(tools)
+
+    def over_budget(
+        self, system: SystemPrompt, tools: tuple[ToolSpec, ...], conversation: Sequence[ChatMessage]
+    ) -> bool:
+        if self.compactor is None:
+            return False
+        estimate = self.overhead(system, tools) + self.counter.messages(conversation)
+        return estimate > self.compactor.preflight_limit
+
+    def after_turn(
+        self, session_key: str, system: SystemPrompt, tools: tuple[ToolSpec, ...]
+    ) -> None:
+        if self.compactor is not None:
+            self.compactor.schedule(session_key, self.overhead(system, tools))
+
+    async def refit(
+        self, request: TurnRequest, tools: tuple[ToolSpec, ...], now: datetime, guidance: str
+    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+        """Compact now, then rebuild the prompt with shorter tool results. If summarizing
+        fails, the oldest history is left out instead."""
+        if self.compactor is not None:
+            overhead = self.overhead(self._context.system_prompt(request, tools, now=now), tools)
+            try:
+                await self.compactor.wait(request.session_key)
+                await self.compactor.compact(request.session_key, overhead, force=True)
+            except Exception as exc:  # a broken summarizer must not break the conversation
+                log.warning(
+                    "compacting %s failed: %s; leaving out old history", request.session_key, exc
+                )
+        state, stored = await self._history.load(request.session_key, limit=self._history_limit)
+        drafts = await self._history.drafts(request.turn_id)
+        system = self._context.system_prompt(
+            request, tools, now=now, summary=state.summary, guidance=guidance
+        )
+        older = [_shortened(m) for m in stored]
+        current = [_shortened(m) for m in drafts]
+        while older and self.over_budget(system, tools, [*older, *current]):
+            older = _drop_oldest_exchange(older)
+        return system, [*older, *current]
+
+    async def stop(self) -> None:
+        if self.compactor is not None:
+            await self.compactor.stop()
+
+
+def _drop_oldest_exchange(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Without the oldest user message and everything up to the next one."""
+    for index in range(1, len(messages)):
+        if messages[index].role == "user":
+            return messages[index:]
+    return []
+
+
+def _shortened(message: StoredMessage) -> ChatMessage:
+    msg = ChatMessage.from_body(message.body)
+    if msg.role == "tool" and len(msg.content) > OVERFLOW_RESULT_CHARS:
+        return replace(msg, content=truncate(msg.content, OVERFLOW_RESULT_CHARS))
+    return msg

@@ -1,0 +1,24 @@
+"""Work that starts without a person writing: heartbeat check-ins and scheduled jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from gateway.access import Principal
+from gateway.messages import ChatRef
+
+
+@dataclass(frozen=True, slots=True)
+class AutopilotRun:
+    """One autopilot turn for the dispatcher: a prompt for the agent, or a fixed message."""
+
+    kind: str  # "heartbeat" | "cron"
+    session_key: str
+    chat: ChatRef  # where anything worth saying goes
+    principal: Principal
+    prompt: str | None = None
+    message: str | None = None  # sent as is, no model call
+    task_type: str = "general"
+    history_limit: int | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event, compare=False)

@@ -1,0 +1,40 @@
+"""Time as a dependency, so the scheduler and the heartbeat can be tested without waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+MAX_NAP = 60.0  # re-check at least this often, so wall-clock jumps are noticed
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware (UTC)."""
+        ...
+
+    async def sleep_until(self, when: datetime, wake: asyncio.Event | None = None) -> None:
+        """Return at ``when``, or earlier if ``wake`` is set."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep_until(self, when: datetime, wake: asyncio.Event | None = None) -> None:
+        delay = min(MAX_NAP, max(0.0, (when - self.now()).total_seconds()))
+        if wake is None:
+            await asyncio.sleep(delay)
+            return
+        try:
+            async with asyncio.timeout(delay):
+                await wake.wait()
+        except TimeoutError:
+            pass
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000

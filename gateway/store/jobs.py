@@ -1,0 +1,238 @@
+"""Scheduled jobs and background tasks, persisted so they survive restarts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.messages import ChatRef
+from gateway.schedule_spec import ScheduleSpec
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+
+_JOB_COLUMNS = (
+    "id, spec, prompt, message, channel, chat_id, thread_id, owner, task_type, state, next_run,"
+    " last_run, runs, created_at"
+)
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _dt(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    spec: ScheduleSpec
+    prompt: str | None
+    message: str | None
+    chat: ChatRef
+    owner: dict[str, Any]  # the creator: channel, sender_id, sender_name, role, chat_type
+    task_type: str = "general"
+    state: str = "active"
+    next_run: datetime | None = None
+    last_run: datetime | None = None
+    runs: int = 0
+
+    @property
+    def owner_key(self) -> str:
+        return f"{self.owner.get('channel')}:{self.owner.get('sender_id')}"
+
+
+def _job(row: tuple[Any, ...]) -> Job:
+    (
+        job_id,
+        spec,
+        prompt,
+        message,
+        channel,
+        chat_id,
+        thread_id,
+        owner,
+        task_type,
+        state,
+        next_run,
+        last_run,
+        runs,
+        _,
+    ) = row
+    return Job(
+        id=job_id,
+        spec=ScheduleSpec.from_dict(json.loads(spec)),
+        prompt=prompt,
+        message=message,
+        chat=ChatRef(channel, chat_id, thread_id),
+        owner=json.loads(owner),
+        task_type=task_type,
+        state=state,
+        next_run=_dt(next_run),
+        last_run=_dt(last_run),
+        runs=int(runs),
+    )
+
+
+class Jobs:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def add(self, job: Job) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, 0, ?)",
+                (
+                    job.id,
+                    json.dumps(job.spec.to_dict()),
+                    job.prompt,
+                    job.message,
+                    job.chat.channel,
+                    job.chat.chat_id,
+                    job.chat.thread_id,
+                    json.dumps(job.owner),
+                    job.task_type,
+                    _ts(job.next_run),
+                    self._clock(),
+                ),
+            )
+        )
+
+    async def active(self) -> list[Job]:
+        def query(conn: sqlite3.Connection) -> list[Job]:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'active' ORDER BY next_run"
+            )
+            return [_job(row) for row in rows]
+
+        return await self._db.run(query)
+
+    async def get(self, job_id: str) -> Job | None:
+        def query(conn: sqlite3.Connection) -> Job | None:
+            row = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            return None if row is None else _job(row)
+
+        return await self._db.run(query)
+
+    async def record_run(
+        self, job_id: str, ran_at: datetime, next_run: datetime | None, *, count: bool = True
+    ) -> None:
+        """A run (or, with ``count=False``, a reschedule): the next time, or done when there
+        is none (one-shot jobs)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE jobs SET last_run = ?, runs = runs + ?, next_run = ?,"
+                " state = CASE WHEN ? IS NULL THEN 'done' ELSE state END WHERE id = ?",
+                (_ts(ran_at), 1 if count else 0, _ts(next_run), _ts(next_run), job_id),
+            )
+        )
+
+    async def remove(self, job_id: str) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE jobs SET state = 'removed' WHERE id = ? AND state = 'active'", (job_id,)
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(update)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    id: str
+    prompt: str
+    task_type: str
+    chat: ChatRef
+    owner: dict[str, Any]
+    state: str
+    result: str | None = None
+
+
+class Tasks:
+    """Background (subagent) tasks: which run, and which a restart interrupted."""
+
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def start(self, task: TaskRecord) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO tasks (id, prompt, task_type, channel, chat_id, thread_id, owner, state,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                (
+                    task.id,
+                    task.prompt,
+                    task.task_type,
+                    task.chat.channel,
+                    task.chat.chat_id,
+                    task.chat.thread_id,
+                    json.dumps(task.owner),
+                    self._clock(),
+                ),
+            )
+        )
+
+    async def finish(self, task_id: str, state: str, result: str) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE tasks SET state = ?, result = ?, finished_at = ? WHERE id = ?",
+                (state, result, self._clock(), task_id),
+            )
+        )
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        def query(conn: sqlite3.Connection) -> TaskRecord | None:
+            row = conn.execute(
+                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner, state, result"
+                " FROM tasks WHERE id = ?",
+                (task_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            i, p, t, ch, c, th, o, state, result = row
+            return TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), state, result)
+
+        return await self._db.run(query)
+
+    async def running(self) -> list[TaskRecord]:
+        def query(conn: sqlite3.Connection) -> list[TaskRecord]:
+            rows = conn.execute(
+                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner FROM tasks"
+                " WHERE state = 'running' ORDER BY created_at"
+            )
+            return [
+                TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), "running")
+                for i, p, t, ch, c, th, o in rows
+            ]
+
+        return await self._db.run(query)
+
+    async def interrupted(self) -> list[TaskRecord]:
+        """Tasks a previous process left running; they are marked interrupted."""
+
+        def update(conn: sqlite3.Connection) -> list[TaskRecord]:
+            rows = conn.execute(
+                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner FROM tasks"
+                " WHERE state = 'running'"
+            ).fetchall()
+            conn.execute(
+                "UPDATE tasks SET state = 'interrupted', finished_at = ? WHERE state = 'running'",
+                (self._clock(),),
+            )
+            return [
+                TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), "interrupted")
+                for i, p, t, ch, c, th, o in rows
+            ]
+
+        return await self._db.run(update)

@@ -1,0 +1,256 @@
+"""Heartbeat, scheduled jobs and background tasks, on a clock the tests move by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from gateway.app import Gateway
+from gateway.heartbeat import in_quiet_hours
+from gateway.schedule_spec import ScheduleError, parse_schedule
+from tests.fakes.clock import FakeClock
+from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
+
+START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
+HEARTBEAT = {"interval_seconds": 600, "timezone": "UTC"}
+
+
+def heartbeat_file(gateway: Gateway, content: str) -> None:
+    (gateway.settings.workspace_dir / "HEARTBEAT.md").write_text(content)
+
+
+async def idle(gateway: Gateway) -> None:
+    await asyncio.wait_for(gateway.wait_idle(), 10)
+
+
+async def test_heartbeat_without_tasks_makes_no_model_call(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(START)
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        await channel.push("hello")  # now there is a last active chat
+        await channel.wait_for(1)
+        for _ in range(6):
+            await clock.advance(seconds=600)
+        await idle(gateway)
+    assert len(fake_llm.requests) == 1  # only the chat turn
+    assert channel.texts() == ["echo: hello"]
+
+
+async def test_heartbeat_with_a_task_reports_to_the_last_active_chat(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(START)
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        heartbeat_file(gateway, "# Tasks\n- Remind me to water the plants.\n")
+        await channel.push("hi", chat_id="home")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Time to water the plants!"))
+        await clock.advance(seconds=601)
+        messages = await channel.wait_for(2)
+        await idle(gateway)
+    assert messages[-1].text == "Time to water the plants!" and messages[-1].chat_id == "home"
+    assert "water the plants" in fake_llm.requests[-1].last_user_text
+
+
+async def test_heartbeat_ok_is_never_delivered(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    clock = FakeClock(START)
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        heartbeat_file(gateway, "- Tell me if anything is urgent.\n")
+        await channel.push("hi")
+        await channel.wait_for(1)
+        fake_llm.queue(text("HEARTBEAT_OK"))
+        await clock.advance(seconds=601)
+        await fake_llm.wait_for_requests(2)
+        await idle(gateway)
+    assert channel.texts() == ["echo: hi"]
+
+
+async def test_heartbeat_respects_quiet_hours(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    clock = FakeClock(START)  # 10:00 UTC, inside 09:00-17:00
+    quiet = {**HEARTBEAT, "quiet_hours": "09:00-17:00"}
+    async with run_gateway(clock=clock, heartbeat=quiet) as (gateway, channel):
+        heartbeat_file(gateway, "- Say something.\n")
+        await channel.push("hi")
+        await channel.wait_for(1)
+        await clock.advance(seconds=601)
+        await idle(gateway)
+    assert len(fake_llm.requests) == 1
+    assert in_quiet_hours("22:00-07:00", datetime(2026, 1, 1, 23, 30, tzinfo=UTC))
+    assert not in_quiet_hours("22:00-07:00", datetime(2026, 1, 1, 12, 0, tzinfo=UTC))
+
+
+async def test_a_one_shot_reminder_arrives_in_the_chat_that_set_it(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(
+            (
+                "cron",
+                {"action": "add", "schedule": "in 20 minutes", "message": "Stretch your legs!"},
+            )
+        ),
+        text("I'll remind you in 20 minutes."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("remind me in 20 minutes to stretch", chat_id="desk")
+        await channel.wait_for(1)
+        await clock.advance(minutes=19)
+        await idle(gateway)
+        assert len(channel.sent) == 1
+        await clock.advance(minutes=2)
+        reminder = (await channel.wait_for(2))[-1]
+        await idle(gateway)
+        jobs = await gateway.store.jobs.active()
+        _, history = await gateway.store.history.load("memory:desk", limit=10)
+    assert (reminder.chat_id, reminder.text) == ("desk", "Stretch your legs!")
+    assert len(fake_llm.requests) == 2  # a fixed message needs no model call
+    assert jobs == []  # done
+    assert history[-1].body["content"] == "Stretch your legs!"  # the chat remembers it
+
+
+async def test_a_recurring_job_runs_the_agent_each_time(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(
+            (
+                "cron",
+                {"action": "add", "schedule": "every 2 hours", "prompt": "Give me a fun fact."},
+            )
+        ),
+        text("Scheduled: a fun fact every 2 hours."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("every 2 hours give me a fun fact")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Octopuses have three hearts."), text("Honey never spoils."))
+        await clock.advance(hours=2, seconds=1)
+        await channel.wait_for(2)
+        await idle(gateway)
+        await clock.advance(hours=2, seconds=1)
+        await channel.wait_for(3)
+    assert channel.texts()[1:] == ["Octopuses have three hearts.", "Honey never spoils."]
+
+
+async def test_missed_runs_after_downtime_run_once(make_settings: Any, fake_llm: FakeLLM) -> None:
+    from channels.memory import MemoryChannel
+
+    settings = make_settings(scheduler={"catchup_jitter_seconds": 0})
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "every 1 hours", "message": "Hourly ping"})),
+        text("Done: an hourly ping."),
+    )
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        await channel.push("ping me every hour")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+    await clock.advance(hours=3, minutes=30)  # the gateway is down for three and a half hours
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        await clock.advance(seconds=1)
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+        await clock.advance(minutes=30)
+        await gateway.wait_idle()
+        assert channel.texts() == ["Hourly ping"]  # one catch-up, not three
+        await clock.advance(minutes=31)
+        await channel.wait_for(2)
+
+
+async def test_cron_jobs_are_listed_and_removed(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(
+            ("cron", {"action": "add", "schedule": "every weekday at 8:00", "message": "Standup"})
+        ),
+        calls(("cron", {"action": "list"})),
+        text("You have one job."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("every weekday at 8 remind me of standup, then list my jobs")
+        await channel.wait_for(1)
+        [job] = await gateway.store.jobs.active()
+        listing = fake_llm.requests[2].tool_results[-1]
+        fake_llm.queue(calls(("cron", {"action": "remove", "id": job.id})), text("Removed."))
+        await channel.push("remove it")
+        await channel.wait_for(2)
+        assert await gateway.store.jobs.active() == []
+    assert job.id in listing and "mon-fri" in listing
+    assert job.next_run == datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+
+
+def test_schedule_parsing() -> None:
+    now = START
+    assert parse_schedule("in 90 seconds", now=now, timezone="UTC").at == datetime(
+        2026, 11, 23, 10, 1, 30, tzinfo=UTC
+    )
+    assert parse_schedule("0 9 * * 1-5", now=now, timezone="UTC").cron == "0 9 * * mon-fri"
+    spec = parse_schedule("at 9:00", now=now, timezone="Europe/Berlin")
+    assert spec.at is not None and spec.at.isoformat() == "2026-11-24T09:00:00+01:00"
+    with pytest.raises(ScheduleError, match="shortest interval"):
+        parse_schedule("every 10 seconds", now=now, timezone="UTC")
+    with pytest.raises(ScheduleError, match="cannot understand"):
+        parse_schedule("whenever", now=now, timezone="UTC")
+
+
+async def test_a_background_task_reports_back_once(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    def respond(request: Recorded) -> Step:
+        if "Count the files" in request.last_user_text or "Count the files" in str(
+            request.body["messages"][1:2]
+        ):
+            if not request.tool_results:
+                return calls(("notify", {"content": "Working on it: listing files."}))
+            if len(request.tool_results) == 1:
+                return calls(("list_dir", {}))
+            return text("There are 7 files in the workspace.")
+        return text("Started a background task for that.")
+
+    fake_llm.queue(
+        calls(("spawn", {"task": "Count the files in the workspace.", "task_type": "explore"}))
+    )
+    fake_llm.responder = respond
+    async with run_gateway() as (gateway, channel):
+        await channel.push("count my files in the background")
+        messages = await channel.wait_for(3)
+        await idle(gateway)
+        tasks = await gateway.store.tasks.running()
+    texts = [m.text for m in messages]
+    assert texts[0] == "Started a background task for that."
+    assert "Working on it: listing files." in texts
+    assert texts[-1].endswith("There are 7 files in the workspace.")
+    assert len(channel.sent) == 3 and tasks == []
+    subagent_request = next(r for r in fake_llm.requests if "Count the files" in r.last_user_text)
+    assert "write_file" not in subagent_request.tool_names  # explore: read-only
+    assert "spawn" not in subagent_request.tool_names and "notify" in subagent_request.tool_names
+
+
+async def test_owner_lists_and_removes_jobs_from_the_cli(
+    run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import cron_cli
+
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "at 18:00", "message": "Dinner"})),
+        text("Set for 18:00."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("remind me at 6pm about dinner")
+        await channel.wait_for(1)
+        [job] = await gateway.store.jobs.active()
+        settings = gateway.settings
+        assert await cron_cli(settings, "list", None) == 0
+        assert await cron_cli(settings, "remove", job.id) == 0
+        await clock.advance(hours=9)
+        await gateway.wait_idle()
+    out = capsys.readouterr().out
+    assert job.id in out and "Dinner" in out
+    assert channel.texts() == ["Set for 18:00."]  # removed before it fired

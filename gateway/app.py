@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.factory import create_provider
@@ -36,6 +36,9 @@ from gateway.services import Services
 from gateway.settings import Settings
 from gateway.store import Store
 from gateway.subagents import Subagents
+
+if TYPE_CHECKING:
+    from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,7 @@ class Gateway:
             )
             for channel in self.channels.values()
         ]
+        self.web: WebServer | None = None  # gateway/web; started with the web chat
         self._started = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -144,6 +148,10 @@ class Gateway:
             await self.scheduler.start()
             for channel in self.channels.values():
                 await channel.start(self.gate)
+            if self.settings.web.enabled:
+                from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
+
+                self.web = await start_web(self)
         except BaseException:
             await self._shutdown()
             raise
@@ -157,6 +165,9 @@ class Gateway:
 
     async def _shutdown(self, *, drain_timeout: float = 10.0) -> None:
         self._started = False
+        if self.web is not None:  # first: no new web requests while the rest stops
+            await self.web.stop()
+            self.web = None
         for channel in self.channels.values():
             try:
                 await channel.stop()

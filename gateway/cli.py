@@ -133,6 +133,10 @@ async def _run(settings: Settings) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     channels = build_channels(settings)
+    if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
+        from channels.webchat import create as create_webchat  # noqa: PLC0415
+
+        channels.append(create_webchat(settings))
     async with Gateway(settings, channels=channels) as gateway:
         if not gateway.channels:
             print(
@@ -140,6 +144,8 @@ async def _run(settings: Settings) -> int:
                 "use `switchboard chat` to talk in the terminal",
                 file=sys.stderr,
             )
+        if gateway.web is not None:
+            print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
         print(f"switchboard {__version__} ready", flush=True)
         await stop.wait()
     return 0

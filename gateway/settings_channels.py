@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -232,9 +233,64 @@ class EmailSettings(ChannelSection):
 
 
 class WebSettings(BaseModel):
+    """``[web]``: the local web chat and status page (docs/channels.md#web-chat-and-status-page).
+
+    It has no access fields: whoever reaches it is the owner, so it is either bound to a
+    loopback address or protected by ``token`` (required anywhere else; checked here, at
+    load, so a wrong bind never starts).
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
     host: str = "127.0.0.1"
-    port: int = Field(default=8787, ge=0, le=65_535)
+    port: int = Field(default=8787, ge=0, le=65_535)  # 0: any free port (tests)
     token: SecretStr | None = None
+    # Origins (scheme://host[:port]) of a reverse proxy in front of the server; its pages
+    # may then send messages and open the socket. The server's own origin always may.
+    trusted_origins: tuple[str, ...] = ()
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # per uploaded file
+    max_files_per_message: int = Field(default=5, ge=0, le=20)
+
+    @field_validator("trusted_origins", mode="before")
+    @classmethod
+    def _origin_list(cls, value: object) -> object:
+        if isinstance(value, str) and not value.lstrip().startswith("["):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("trusted_origins", mode="after")
+    @classmethod
+    def _bare_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(origin.rstrip("/").lower() for origin in value)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> WebSettings:
+        token = "" if self.token is None else self.token.get_secret_value().strip()
+        if token and len(token) < 16:
+            raise ConfigError(
+                "web.token is too short: use at least 16 random characters "
+                "(SWITCHBOARD_WEB__TOKEN; e.g. `python -c 'import secrets; print(secrets.token_urlsafe(24))'`)",
+                field="web.token",
+            )
+        if self.enabled and not token and not self.loopback:
+            raise ConfigError(
+                f"web.host is {self.host!r}, which is not a loopback address: set web.token "
+                "(SWITCHBOARD_WEB__TOKEN) or bind web.host to 127.0.0.1",
+                field="web.token",
+            )
+        return self
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` keeps the server on this machine (names are not resolved)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False

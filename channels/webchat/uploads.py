@@ -1,0 +1,85 @@
+"""Files attached in the web chat: streamed to disk under a size cap.
+
+They go to ``workspace/attachments/webchat/<YYYY-MM-DD>/`` with a generated name (the
+browser's file name is kept only as a label), so nothing the browser sends chooses a path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from datetime import date
+from pathlib import Path
+from typing import BinaryIO
+
+from aiohttp import BodyPartReader
+
+from gateway.messages import Attachment
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+CHUNK = 256 * 1024
+_SUFFIX_RE = re.compile(r"\.[A-Za-z0-9]{1,8}")
+
+
+class TooLarge(Exception):
+    """An upload exceeded the configured cap; nothing of it is kept."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"a file is larger than {limit // 1_000_000 or limit} MB")
+        self.limit = limit
+
+
+def display_name(raw: str | None) -> str:
+    name = (raw or "file").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip() or "file"
+    return name[:120]
+
+
+def stored_name(label: str) -> str:
+    suffix = Path(label).suffix
+    return uuid.uuid4().hex + (suffix.lower() if _SUFFIX_RE.fullmatch(suffix) else "")
+
+
+async def save_part(part: BodyPartReader, root: Path, *, limit: int) -> Attachment:
+    """Write one multipart file part to disk; raise :class:`TooLarge` past ``limit`` bytes."""
+    label = display_name(part.filename)
+    mime = (part.headers.get("Content-Type") or "application/octet-stream").split(";")[0]
+    directory = root / date.today().isoformat()
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    path = directory / stored_name(label)
+    handle = await asyncio.to_thread(path.open, "wb")
+    try:
+        size = await _copy(part, handle, limit)
+    except BaseException:
+        await asyncio.to_thread(handle.close)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        raise
+    await asyncio.to_thread(handle.close)
+    return Attachment(
+        kind="image" if mime.lower() in IMAGE_TYPES else "document",
+        path=str(path.resolve()),
+        mime_type=mime.lower(),
+        filename=label,
+        size=size,
+    )
+
+
+async def _copy(part: BodyPartReader, handle: BinaryIO, limit: int) -> int:
+    size = 0
+    while chunk := await part.read_chunk(CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(limit)
+        await asyncio.to_thread(handle.write, chunk)
+    return size
+
+
+async def read_field(part: BodyPartReader, *, limit: int) -> str:
+    """A text form field, refusing more than ``limit`` bytes."""
+    data = bytearray()
+    while chunk := await part.read_chunk(CHUNK):
+        data.extend(chunk)
+        if len(data) > limit:
+            raise TooLarge(limit)
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,192 @@
+"""The HTTP server of ``switchboard run``: web chat page, status page, health and metrics.
+
+It runs on the gateway's own event loop (aiohttp). It starts only when the gateway was
+built with a channel that serves web routes (the web chat, which ``switchboard run`` adds
+when ``web.enabled``); ``switchboard chat``, tests and benchmarks that build a Gateway
+without it never open a port. Pages are static files shipped in ``gateway/web/static``;
+data comes from JSON endpoints and is rendered in the browser without HTML injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from aiohttp import web
+
+from gateway.errors import ConfigError
+from gateway.pairing import approve, deny
+from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.web.security import WebGuard
+from gateway.web.status import read_workspace_file, snapshot
+from gateway.web.traces import find_trace, read_events
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+Prepare = Callable[[web.Request, web.StreamResponse], None]
+
+
+@runtime_checkable
+class ServesWeb(Protocol):
+    """A channel with its own HTTP endpoints on this server (the web chat)."""
+
+    def web_routes(self, prepare: Prepare) -> Sequence[web.RouteDef]:
+        """Routes to add; ``prepare`` adds security headers and cookies to a response the
+        handler prepares itself (a WebSocket)."""
+
+    async def close_web(self) -> None:
+        """Close long-lived connections (sockets) before the server stops."""
+
+
+def web_channels(gateway: Gateway) -> list[ServesWeb]:
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesWeb)]
+
+
+class WebServer:
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self.settings = gateway.settings.web
+        self.guard = WebGuard(self.settings)
+        self.metrics = GatewayMetrics(gateway)
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        host = self.settings.host
+        shown = "127.0.0.1" if host in ("", "0.0.0.0") else host  # noqa: S104 - display only
+        if ":" in shown:
+            shown = f"[{shown}]"
+        return f"http://{shown}:{self.port}/"
+
+    async def start(self) -> None:
+        if not self.settings.loopback and not self.guard.token_required:
+            raise ConfigError(  # settings refuse this already; never serve without it
+                f"web.host {self.settings.host!r} is not loopback: set web.token "
+                "(SWITCHBOARD_WEB__TOKEN)",
+                field="web.token",
+            )
+        await self.metrics.start()
+        runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.settings.host, self.settings.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(
+                f"the web server cannot listen on {self.settings.host}:{self.settings.port}: "
+                f"{exc.strerror or exc} (set web.port / SWITCHBOARD_WEB__PORT, or "
+                "web.enabled = false)",
+                field="web.port",
+            ) from exc
+        self._runner = runner
+        address = runner.addresses[0]
+        self.port = int(address[1])
+        log.info("web chat and status page on %s", self.url)
+
+    async def stop(self) -> None:
+        if self._runner is None:
+            return
+        for channel in web_channels(self._gateway):
+            try:
+                await channel.close_web()
+            except Exception:
+                log.exception("closing web connections failed")
+        await self._runner.cleanup()
+        self._runner = None
+
+    # -- the application ------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self.guard.middleware], client_max_size=1024**2)
+        add = app.router.add_route
+        add("GET", "/", _page("chat.html"))
+        add("GET", "/status", _page("status.html"))
+        add("GET", "/trace/{turn_id}", _page("trace.html"))
+        add("GET", "/login", _page("login.html"))
+        add("POST", "/login", self.guard.login)
+        add("POST", "/logout", self.guard.logout)
+        add("GET", "/healthz", self._healthz)
+        add("GET", "/metrics", self._metrics)
+        add("GET", "/api/status", self._status)
+        add("GET", "/api/traces/{turn_id}", self._trace)
+        add("POST", "/api/pairing/{code}/{action}", self._pairing)
+        add("GET", "/api/workspace/{name:.+}", self._workspace_file)
+        app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
+        for channel in web_channels(self._gateway):
+            app.router.add_routes(channel.web_routes(self.guard.decorate))
+        return app
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        """For process supervisors: no auth, nothing but up or down."""
+        try:
+            async with asyncio.timeout(5):
+                await self._gateway.store.journal.counts()
+        except Exception:
+            return web.json_response({"status": "unavailable"}, status=503)
+        return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = await self.metrics.render()
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response
+
+    async def _status(self, request: web.Request) -> web.Response:
+        await self.metrics.refresh()
+        data = await snapshot(self._gateway)
+        data["auth"] = "token" if self.guard.token_required else "local"
+        return web.json_response(data)
+
+    async def _trace(self, request: web.Request) -> web.Response:
+        turn_id = request.match_info["turn_id"]
+        directory = self._gateway.settings.data_dir / "traces"
+        path = await asyncio.to_thread(find_trace, directory, turn_id)
+        if path is None:
+            return web.json_response({"error": "no trace for this turn"}, status=404)
+        events = await asyncio.to_thread(read_events, path)
+        return web.json_response({"turn_id": turn_id, "day": path.parent.name, "events": events})
+
+    async def _pairing(self, request: web.Request) -> web.Response:
+        """Approve or deny a pairing code (everyone past the guard is the owner)."""
+        code = request.match_info["code"]
+        action = request.match_info["action"]
+        if action not in ("approve", "deny"):
+            return web.json_response({"error": "action is approve or deny"}, status=404)
+        decide = approve if action == "approve" else deny
+        result = await decide(self._gateway.store, code, by="web:owner")
+        if result is None:
+            return web.json_response(
+                {"error": f"no pending request with code {code.upper()}"}, status=404
+            )
+        self._gateway.bus.outbound_ready(result.channel)  # deliver the welcome now
+        return web.json_response(
+            {"code": result.code, "state": result.state, "channel": result.channel}
+        )
+
+    async def _workspace_file(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        text = await asyncio.to_thread(
+            read_workspace_file, self._gateway.settings.workspace_dir, name
+        )
+        if text is None:
+            return web.json_response({"error": "not a bootstrap or memory file"}, status=404)
+        return web.json_response({"name": name, "text": text})
+
+
+def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    path = STATIC_DIR / name
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(path, headers={"Content-Type": "text/html; charset=utf-8"})
+
+    return serve

@@ -1,0 +1,251 @@
+"use strict";
+// The web chat page. Messages go out with a POST (multipart: text, a random id so a retry
+// is not a second message, files); everything coming back arrives on one WebSocket:
+// "hello" (the transcript so far), "message", "delta" (a fragment of an answer being
+// written) and "typing". User text and streamed fragments are shown with textContent;
+// finished answers come as HTML the server rendered from markdown with raw HTML escaped.
+
+(() => {
+  const list = document.getElementById("messages");
+  const form = document.getElementById("composer");
+  const textBox = document.getElementById("text");
+  const fileInput = document.getElementById("files");
+  const chosen = document.getElementById("chosen");
+  const sendError = document.getElementById("send-error");
+  const connection = document.getElementById("connection");
+  const typing = document.getElementById("typing");
+  const seen = new Set();
+  const streaming = new Map(); // turn id -> element with the streamed text
+  let socket = null;
+  let retryDelay = 500;
+  let typingTimer = null;
+
+  function randomId() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes); // works on plain http too, unlike randomUUID
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  function setConnection(state, label) {
+    connection.dataset.state = state;
+    connection.textContent = label;
+  }
+
+  function nearBottom() {
+    return list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+  }
+
+  function scrollDown(force) {
+    if (force || nearBottom()) list.scrollTop = list.scrollHeight;
+  }
+
+  function timeLabel(at) {
+    const date = new Date(at * 1000);
+    return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  }
+
+  function bubble(role, kind) {
+    const item = document.createElement("article");
+    item.className = `msg ${role} ${kind || ""}`.trim();
+    const body = document.createElement("div");
+    body.className = "body";
+    item.append(body);
+    return [item, body];
+  }
+
+  function renderEntry(entry) {
+    const [item, body] = bubble(entry.role, entry.kind);
+    item.dataset.id = entry.id;
+    if (entry.turn) item.dataset.turn = entry.turn;
+    if (entry.role === "assistant" && typeof entry.html === "string") {
+      body.innerHTML = entry.html; // rendered by the server with all raw HTML escaped
+    } else {
+      body.textContent = entry.text;
+    }
+    if (entry.files && entry.files.length) {
+      const files = document.createElement("ul");
+      files.className = "files";
+      for (const file of entry.files) {
+        const li = document.createElement("li");
+        const link = document.createElement("a");
+        link.href = `/api/chat/files/${encodeURIComponent(entry.id)}/${file.index}`;
+        link.textContent = `${file.kind === "image" ? "image" : "file"}: ${file.name}`;
+        link.target = "_blank";
+        link.rel = "noopener";
+        li.append(link);
+        files.append(li);
+      }
+      item.append(files);
+    }
+    const meta = document.createElement("time");
+    meta.textContent = timeLabel(entry.at);
+    item.append(meta);
+    return item;
+  }
+
+  function addEntry(entry) {
+    if (seen.has(entry.id)) return;
+    seen.add(entry.id);
+    const stick = nearBottom() || entry.role === "user";
+    const item = renderEntry(entry);
+    const live = entry.turn ? streaming.get(entry.turn) : null;
+    if (live && (entry.kind === "reply" || entry.kind === "notice")) {
+      live.replaceWith(item); // the delivered answer is the authoritative one
+      streaming.delete(entry.turn);
+    } else if (live) {
+      list.insertBefore(item, live); // a progress message of the turn still being written
+    } else {
+      list.append(item);
+    }
+    if (entry.role === "assistant") hideTyping();
+    scrollDown(stick);
+  }
+
+  function addDelta(turn, text) {
+    let item = streaming.get(turn);
+    const stick = nearBottom();
+    if (!item) {
+      let body;
+      [item, body] = bubble("assistant", "streaming");
+      item.dataset.turn = turn;
+      body.textContent = "";
+      streaming.set(turn, item);
+      list.append(item);
+    }
+    item.querySelector(".body").textContent += text;
+    hideTyping();
+    scrollDown(stick);
+  }
+
+  function showTyping() {
+    typing.hidden = false;
+    clearTimeout(typingTimer);
+    typingTimer = setTimeout(hideTyping, 6000);
+  }
+
+  function hideTyping() {
+    typing.hidden = true;
+    clearTimeout(typingTimer);
+  }
+
+  function reset(hello) {
+    list.replaceChildren();
+    seen.clear();
+    streaming.clear();
+    if (hello.agent) {
+      document.getElementById("agent-name").textContent = hello.agent;
+      document.title = `${hello.agent} · chat`;
+    }
+    for (const entry of hello.entries) addEntry(entry);
+    for (const s of hello.streaming) addDelta(s.turn, s.text);
+    scrollDown(true);
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(`${scheme}//${location.host}/api/chat/socket`);
+    socket.onopen = () => {
+      retryDelay = 500;
+      setConnection("open", "connected");
+    };
+    socket.onmessage = (event) => {
+      const data = JSON.parse(event.data);
+      if (data.type === "hello") reset(data);
+      else if (data.type === "message") addEntry(data.entry);
+      else if (data.type === "delta") addDelta(data.turn, data.text);
+      else if (data.type === "typing") showTyping();
+    };
+    socket.onclose = async () => {
+      setConnection("closed", "reconnecting…");
+      try {
+        const check = await fetch("/api/status", { credentials: "same-origin" });
+        if (check.status === 401) {
+          location.assign("/login?next=/"); // signed out (or the token changed)
+          return;
+        }
+      } catch (err) {
+        // the gateway is down or restarting: keep trying
+      }
+      setTimeout(connect, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 10000);
+    };
+  }
+
+  function showChosen() {
+    const names = Array.from(fileInput.files, (f) => f.name);
+    chosen.hidden = names.length === 0;
+    chosen.textContent = names.length ? `Attached: ${names.join(", ")}` : "";
+  }
+
+  function showError(message) {
+    sendError.textContent = message;
+    sendError.hidden = !message;
+  }
+
+  async function send() {
+    const text = textBox.value;
+    const files = Array.from(fileInput.files);
+    if (!text.trim() && files.length === 0) return;
+    const data = new FormData();
+    data.append("id", randomId());
+    data.append("text", text);
+    for (const file of files) data.append("file", file, file.name);
+    const button = document.getElementById("send");
+    button.disabled = true;
+    showError("");
+    try {
+      for (let attempt = 0; ; attempt++) {
+        let response;
+        try {
+          response = await fetch("/api/chat/messages", {
+            method: "POST",
+            body: data,
+            credentials: "same-origin",
+          });
+        } catch (err) {
+          if (attempt < 2) continue; // same id: the gateway stores it once
+          throw err;
+        }
+        if (response.status === 401) {
+          location.assign("/login?next=/");
+          return;
+        }
+        const answer = await response.json().catch(() => ({}));
+        if (!response.ok) {
+          showError(answer.error || `Could not send (${response.status}).`);
+          return;
+        }
+        if (answer.entry) addEntry(answer.entry);
+        break;
+      }
+      textBox.value = "";
+      fileInput.value = "";
+      showChosen();
+      autosize();
+    } catch (err) {
+      showError("Could not reach the gateway; your message is still here.");
+    } finally {
+      button.disabled = false;
+      textBox.focus();
+    }
+  }
+
+  function autosize() {
+    textBox.style.height = "auto";
+    textBox.style.height = `${Math.min(textBox.scrollHeight, 200)}px`;
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  textBox.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  textBox.addEventListener("input", autosize);
+  fileInput.addEventListener("change", showChosen);
+  connect();
+})();

@@ -1,0 +1,264 @@
+"""What the status page shows, gathered from the running gateway as plain JSON data.
+
+Everything here is read-only. The page renders it with ``textContent`` only, so nothing
+from a chat, a trace or a workspace file can become markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gateway import __version__
+from gateway.channel import SupportsHealth
+from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.settings import LLMSettings
+
+# The workspace files the agent reads into every prompt (agent/context.py), plus the
+# heartbeat checklist and long-term memory.
+BOOTSTRAP_FILES = (
+    "AGENTS.md",
+    "SOUL.md",
+    "USER.md",
+    "IDENTITY.md",
+    "TOOLS.md",
+    "HEARTBEAT.md",
+    "MEMORY.md",
+)
+MEMORY_DIR = "memory"
+MAX_MEMORY_FILES = 200
+MAX_FILE_BYTES = 256_000
+USAGE_DAYS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    key: str
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+
+
+def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
+    """USD from the configured prices per million tokens; None when no price is set."""
+    if llm.input_price_per_million is None and llm.output_price_per_million is None:
+        return None
+    input_price = llm.input_price_per_million or 0.0
+    cached_price = (
+        llm.cached_input_price_per_million
+        if llm.cached_input_price_per_million is not None
+        else input_price
+    )
+    fresh_input = max(0, t.input_tokens - t.cache_read_tokens)
+    return (
+        fresh_input * input_price
+        + t.cache_read_tokens * cached_price
+        + t.output_tokens * (llm.output_price_per_million or 0.0)
+    ) / 1_000_000
+
+
+async def snapshot(gateway: Gateway) -> dict[str, Any]:
+    settings = gateway.settings
+    trace_dir = settings.data_dir / "traces"
+    counts = await gateway.store.journal.counts()
+    turns = await asyncio.to_thread(recent_turns, trace_dir, 25)
+    return {
+        "version": __version__,
+        "agent": settings.agent.name,
+        "model": f"{settings.llm.model} ({settings.llm.provider})",
+        "now": time.time(),
+        "channels": channel_states(gateway),
+        "work": {
+            "running": gateway.dispatcher.running_turns,
+            "queued": gateway.dispatcher.queued_messages,
+            "waiting": counts.get("pending", 0),
+            "unsent": await gateway.store.outbox.pending_count(),
+        },
+        "recent_turns": [t.to_dict() for t in turns],
+        "usage": await usage(gateway, trace_dir),
+        "schedule": schedule(gateway),
+        "pairing": await pending_pairings(gateway),
+        "workspace": await asyncio.to_thread(workspace_files, settings.workspace_dir),
+    }
+
+
+def channel_states(gateway: Gateway) -> list[dict[str, Any]]:
+    states = []
+    for name, channel in gateway.channels.items():
+        if isinstance(channel, SupportsHealth):
+            health = channel.health()
+            states.append(
+                {
+                    "name": name,
+                    "connected": health.connected,
+                    "last_error": health.last_error,
+                    "last_message_at": health.last_message_at,
+                    "detail": health.detail,
+                }
+            )
+        else:
+            states.append(
+                {
+                    "name": name,
+                    "connected": None,
+                    "last_error": None,
+                    "last_message_at": None,
+                    "detail": "this channel does not report its health",
+                }
+            )
+    return states
+
+
+async def usage(gateway: Gateway, trace_dir: Path) -> dict[str, Any]:
+    """Tokens and estimated cost per day and per chat over the last 30 days."""
+    seconds = USAGE_DAYS * 86_400
+    by_day = [Totals(*_fields(u)) for u in await gateway.store.usage.since(seconds, by="day")]
+    by_chat = [Totals(*_fields(u)) for u in await gateway.store.usage.since(seconds, by="session")]
+    source = "usage table"
+    if not by_day:  # turns not recorded in the usage table yet: add up the traces
+        turns = await asyncio.to_thread(usage_from_traces, trace_dir, USAGE_DAYS)
+        by_day = _group(turns, lambda t: time.strftime("%Y-%m-%d", time.localtime(t.finished_at)))
+        by_chat = _group(turns, lambda t: t.session_key)
+        source = "traces"
+    llm = gateway.settings.llm
+
+    def rows(totals: list[Totals]) -> list[dict[str, Any]]:
+        return [
+            {
+                "key": t.key,
+                "turns": t.turns,
+                "input_tokens": t.input_tokens,
+                "output_tokens": t.output_tokens,
+                "cache_read_tokens": t.cache_read_tokens,
+                "cost": estimated_cost(llm, t),
+            }
+            for t in totals
+        ]
+
+    return {
+        "source": source,
+        "priced": llm.input_price_per_million is not None
+        or llm.output_price_per_million is not None,
+        "by_day": rows(sorted(by_day, key=lambda t: t.key, reverse=True)),
+        "by_chat": rows(sorted(by_chat, key=lambda t: -(t.input_tokens + t.output_tokens))),
+    }
+
+
+def _fields(u: Any) -> tuple[str, int, int, int, int]:
+    return (u.key, u.turns, u.input_tokens, u.output_tokens, u.cache_read_tokens)
+
+
+def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
+    groups: dict[str, list[TurnSummary]] = {}
+    for turn in turns:
+        if turn.input_tokens or turn.output_tokens:
+            groups.setdefault(str(key(turn)), []).append(turn)
+    return [
+        Totals(
+            name,
+            len(items),
+            sum(t.input_tokens for t in items),
+            sum(t.output_tokens for t in items),
+            0,
+        )
+        for name, items in groups.items()
+    ]
+
+
+def schedule(gateway: Gateway) -> dict[str, Any]:
+    """Heartbeat and scheduled jobs, from ``gateway.scheduler`` when there is one."""
+    scheduler = getattr(gateway, "scheduler", None)
+    snapshot_of = getattr(scheduler, "snapshot", None)
+    if scheduler is None or not callable(snapshot_of):
+        return {"available": False, "items": []}
+    items = []
+    for item in snapshot_of():
+        next_run = getattr(item, "next_run", None)
+        items.append(
+            {
+                "id": str(getattr(item, "id", "")),
+                "kind": str(getattr(item, "kind", "")),
+                "description": str(getattr(item, "description", "")),
+                "next_run": next_run.timestamp() if isinstance(next_run, datetime) else None,
+                "target": getattr(item, "target", None),
+            }
+        )
+    items.sort(key=lambda i: (i["next_run"] is None, i["next_run"] or 0))
+    return {"available": True, "items": items}
+
+
+async def pending_pairings(gateway: Gateway) -> list[dict[str, Any]]:
+    return [
+        {
+            "code": r.code,
+            "channel": r.channel,
+            "sender_id": r.sender_id,
+            "sender_name": r.sender_name,
+            "expires_at": r.expires_at,
+        }
+        for r in await gateway.store.pairings.listing()
+        if r.state == "pending"
+    ]
+
+
+def workspace_files(workspace: Path) -> list[dict[str, Any]]:
+    """The bootstrap and memory files the page may show (never anything else)."""
+    files = []
+    root = workspace.resolve()
+    candidates = [root / name for name in BOOTSTRAP_FILES]
+    memory = root / MEMORY_DIR
+    if memory.is_dir() and not memory.is_symlink():
+        candidates.extend(sorted(memory.rglob("*.md"))[:MAX_MEMORY_FILES])
+    for path in candidates:
+        if not _inside(path, root):
+            continue
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        kind = "bootstrap" if path.parent == root else "memory"
+        files.append(
+            {
+                "name": path.relative_to(root).as_posix(),
+                "kind": kind,
+                "size": info.st_size,
+                "modified": info.st_mtime,
+            }
+        )
+    return files
+
+
+def read_workspace_file(workspace: Path, name: str) -> str | None:
+    """One listed file's text (capped), or None when ``name`` is not a listed file."""
+    listed = {f["name"] for f in workspace_files(workspace)}
+    if name not in listed:
+        return None
+    path = workspace.resolve() / name
+    with path.open("rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_FILE_BYTES:
+        text += f"\n[... shown up to {MAX_FILE_BYTES} bytes]"
+    return text
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """A regular file inside the workspace, reached without symlinks."""
+    if not path.is_file():
+        return False
+    current = path
+    while current != root:
+        if current.is_symlink():
+            return False
+        current = current.parent
+        if current == current.parent:
+            return False
+    return path.resolve().is_relative_to(root)

@@ -1,0 +1,218 @@
+"""The web chat and status page in a real browser: Debian's Chromium driven by Playwright.
+
+One browser per module (a fresh context per test); each test runs the real gateway with
+the web chat channel against the fake LLM. `playwright install` cannot download browsers
+here, so the system Chromium is used; the tests skip only when it is not installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+
+from channels.memory import MemoryChannel
+from channels.webchat import create
+from gateway.app import Gateway
+from gateway.pairing import WELCOME
+from gateway.settings import Settings
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, text
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FOUND = Path(CHROMIUM).exists()
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+TOKEN = "browser-token-0123456789abcdef"
+WAIT_MS = 10_000
+
+# Records every text a streaming answer bubble showed, so a test can tell that fragments
+# were on screen before the final answer replaced them.
+RECORD_STREAM = """
+window.__streamed = [];
+new MutationObserver(() => {
+  for (const el of document.querySelectorAll('.msg.streaming .body')) {
+    window.__streamed.push(el.textContent);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    """The conftest fake, started on the module's loop (shared with the browser)."""
+    fake = await FakeLLM().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    if not CHROMIUM_FOUND:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
+        )
+        yield chromium
+        await chromium.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    ctx = await browser.new_context(viewport={"width": 390, "height": 780})  # a phone
+    ctx.set_default_timeout(WAIT_MS)
+    yield ctx
+    await ctx.close()
+
+
+@asynccontextmanager
+async def serving(settings: Settings, *extra: MemoryChannel) -> AsyncIterator[Gateway]:
+    async with Gateway(settings, channels=[create(settings), *extra]) as gateway:
+        assert gateway.web is not None
+        yield gateway
+
+
+async def send(page: Page, message: str) -> None:
+    await page.locator("#text").fill(message)
+    await page.locator("#text").press("Enter")
+
+
+async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    answer = "Hello there, **friend**. This answer arrives in several pieces."
+    fake_llm.queue(text(answer))
+    async with serving(make_settings(web={"port": 0})) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await page.add_init_script(RECORD_STREAM)
+        await page.goto(gateway.web.url)
+        await expect(page.locator("#connection")).to_have_text("connected")
+        await send(page, "hi there")
+
+        final = page.locator(".msg.assistant:not(.streaming)")
+        await expect(final).to_have_count(1)
+        await expect(final).to_contain_text("Hello there, friend. This answer arrives")
+        await expect(final.locator("strong")).to_have_text("friend")
+        streamed: list[str] = await page.evaluate("window.__streamed")
+        partial = [s for s in streamed if s and len(s) < len(answer)]
+        assert partial, "no fragment was shown before the final answer"
+        assert answer.startswith(partial[0])
+
+        await page.reload()
+        await expect(page.locator(".msg.user")).to_have_text(re.compile("hi there"))
+        await expect(page.locator(".msg.assistant")).to_contain_text("This answer arrives")
+
+        await send(page, "and a second question")
+        await expect(page.locator(".msg.assistant")).to_have_count(2)
+        await gateway.wait_idle()
+        assert fake_llm.requests[-1].user_texts[-2:] == ["hi there", "and a second question"]
+
+        cookie = next(c for c in await context.cookies() if c["name"] == "switchboard_browser")
+        assert cookie["httpOnly"] is True
+        assert cookie["sameSite"] == "Strict"
+        assert cookie["value"] not in page.url
+
+
+async def test_model_output_with_script_is_shown_as_text(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    hostile = (
+        "<script>window.__pwned = 1</script>"
+        '<img src="x" onerror="window.__pwned = 2"> '
+        "[click](javascript:window.__pwned=3) **still bold**"
+    )
+    fake_llm.queue(text(hostile))
+    async with serving(make_settings(web={"port": 0})) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await page.goto(gateway.web.url)
+        await send(page, "say something dangerous")
+        final = page.locator(".msg.assistant:not(.streaming)")
+        await expect(final).to_contain_text("<script>window.__pwned = 1</script>")
+        await expect(final).to_contain_text('<img src="x" onerror="window.__pwned = 2">')
+        await expect(final.locator("strong")).to_have_text("still bold")
+        assert await final.locator("script, img, a[href^='javascript']").count() == 0
+        await page.reload()
+        await expect(page.locator(".msg.assistant")).to_contain_text("<script>")
+        assert await page.evaluate("window.__pwned") is None
+
+
+async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    settings = make_settings(web={"port": 0}, telegram={"token": "123:abc"})
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await page.goto(gateway.web.url)
+        await send(page, "hello status")
+        await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("echo:")
+        await gateway.wait_idle()
+        await telegram.push("let me in", sender_id="777", sender_name="Newcomer")
+        await telegram.wait_for(1)
+
+        await page.goto(gateway.web.url + "status")
+        webchat = page.locator("#channels tr", has_text="webchat")
+        await expect(webchat).to_contain_text("connected")
+        turn = page.locator("#turns tbody tr").first
+        await expect(turn).to_contain_text("done")
+        await expect(turn).to_contain_text("webchat:")
+        await expect(page.locator("#usage")).to_contain_text("Per day")
+        await expect(page.locator("#schedule")).to_contain_text(
+            re.compile("heartbeat|no scheduler")
+        )
+        await page.locator("#workspace button", has_text="AGENTS.md").click()
+        await expect(page.locator("#file-view")).to_contain_text("# AGENTS.md")
+
+        request = page.locator("#pairing tr", has_text="Newcomer")
+        await expect(request).to_contain_text("telegram 777")
+        await request.get_by_role("button", name="Approve").click()
+        await expect(page.locator("#pairing")).to_contain_text("No one is waiting.")
+        assert (await telegram.wait_for(2))[1].text == WELCOME
+
+        await turn.locator("a").click()
+        await expect(page).to_have_url(re.compile(r"/trace/[0-9a-f]+$"))
+        await expect(page.locator("#events")).to_contain_text("llm")
+
+
+async def test_with_a_token_the_browser_must_sign_in_and_the_token_stays_out_of_urls(
+    make_settings: SettingsFactory, context: BrowserContext
+) -> None:
+    async with serving(make_settings(web={"port": 0, "token": TOKEN})) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        seen_urls: list[str] = []
+        page.on("request", lambda request: seen_urls.append(request.url))
+        await page.goto(gateway.web.url + "status")
+        await expect(page).to_have_url(re.compile(r"/login\?next=/status$"))
+        await page.locator("input[name=token]").fill("not-the-token")
+        await page.locator("button[type=submit]").click()
+        await expect(page.locator("#failed")).to_be_visible()
+        await page.locator("input[name=token]").fill(TOKEN)
+        await page.locator("button[type=submit]").click()
+        await expect(page).to_have_url(re.compile(r"/status$"))
+        await expect(page.locator("#footer")).to_contain_text("access: token")
+        await page.goto(gateway.web.url)
+        await expect(page.locator("#connection")).to_have_text("connected")
+        assert not any(TOKEN in url for url in seen_urls)
+        auth = next(c for c in await context.cookies() if c["name"] == "switchboard_auth")
+        assert auth["httpOnly"] is True
+        assert auth["value"] != TOKEN

@@ -290,6 +290,30 @@ async def test_retried_post_is_one_message_and_the_answer_replaces_the_stream(
         assert len(fake_llm.requests) == 1
 
 
+async def test_the_conversation_survives_a_restart(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(web={"port": 0})
+    async with client() as http:
+        for round_ in (1, 2):
+            async with serving(settings) as (gateway, url, _chat):
+                origin = url.rstrip("/")
+                async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
+                    hello = await ws.receive_json()
+                    assert len(hello["entries"]) == 2 * (round_ - 1)
+                    async with http.post(
+                        url + "api/chat/messages",
+                        data=message_form(f"message {round_}", f"restart-id-{round_:04d}"),
+                        headers={"Origin": origin},
+                    ) as response:
+                        assert response.status == 200
+                    await next_event(ws, "message", "assistant")
+                await gateway.wait_idle()
+    texts = [e["text"] for e in hello["entries"]]
+    assert texts == ["message 1", "echo: message 1"]
+    assert fake_llm.requests[-1].user_texts == ["message 1", "message 2"]  # same session
+
+
 async def test_attached_files_are_stored_and_oversized_ones_refused(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

@@ -111,6 +111,11 @@ class Compactor:
         return int(self._window * THRESHOLD)
 
     @property
+    def schedule_from(self) -> int:
+        """Below this estimate a session is not even looked at after its turn."""
+        return int(self._window * 0.6)
+
+    @property
     def preflight_limit(self) -> int:
         """Above this, a turn compacts before its first model call instead of in the background."""
         return int(self._window * PREFLIGHT)

@@ -261,7 +261,7 @@ class AgentLoop:
         result: RunResult,
         state: TurnState,
     ) -> None:
-        self.window.after_turn(request.session_key, system, tools)
+        self.window.after_turn(request.session_key, system, tools, conversation)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
             recent = _current_exchange(conversation)

@@ -41,9 +41,14 @@ class ContextWindow:
         self._history = history
         self._context = context
         self._history_limit = history_limit
+        self._tools_key: tuple[str, ...] = ()
+        self._tools_tokens = 0
 
     def overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
-        return self.counter.count(system.text) + self.counter.tools(tools)
+        names = tuple(t.name for t in tools)
+        if names != self._tools_key:  # tool schemas rarely change: count them once
+            self._tools_key, self._tools_tokens = names, self.counter.tools(tools)
+        return self.counter.count(system.text) + self._tools_tokens
 
     def over_budget(
         self, system: SystemPrompt, tools: tuple[ToolSpec, ...], conversation: Sequence[ChatMessage]
@@ -54,10 +59,19 @@ class ContextWindow:
         return estimate > self.compactor.preflight_limit
 
     def after_turn(
-        self, session_key: str, system: SystemPrompt, tools: tuple[ToolSpec, ...]
+        self,
+        session_key: str,
+        system: SystemPrompt,
+        tools: tuple[ToolSpec, ...],
+        conversation: Sequence[ChatMessage],
     ) -> None:
-        if self.compactor is not None:
-            self.compactor.schedule(session_key, self.overhead(system, tools))
+        """Summarize in the background once the session gets anywhere near the threshold
+        (a cheap estimate decides; short chats cost nothing)."""
+        if self.compactor is None:
+            return
+        overhead = self.overhead(system, tools)
+        if overhead + self.counter.messages(conversation) >= self.compactor.schedule_from:
+            self.compactor.schedule(session_key, overhead)
 
     async def refit(
         self, request: TurnRequest, tools: tuple[ToolSpec, ...], now: datetime, guidance: str

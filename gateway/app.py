@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from agent.llm.base import LLMProvider, TextSink
-from agent.llm.factory import create_provider
+from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
 from gateway import __version__
 from gateway.access import AccessGate, Principal, principal_for
@@ -65,7 +65,7 @@ class Gateway:
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
         self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
-        self.llm = llm or create_provider(settings.llm)
+        self.llm = llm or LazyProvider(settings.llm)
         self.agent = build_agent(
             settings,
             store=self.store,
@@ -146,6 +146,8 @@ class Gateway:
             await self.dispatcher.start()
             await self.subagents.recover()
             await self.scheduler.start()
+            if isinstance(self.llm, LazyProvider):
+                self.llm.warm()  # import the model SDK now, off the start-up path
             for channel in self.channels.values():
                 await channel.start(self.gate)
             if self.settings.web.enabled:

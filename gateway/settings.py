@@ -101,9 +101,9 @@ class AgentSettings(Section):
 class LimitSettings(Section):
     """Concurrency caps (the Pegasus design's semaphores)."""
 
-    max_concurrent_turns: int = Field(default=32, ge=1)
-    max_concurrent_llm_calls: int = Field(default=16, ge=1)
-    max_concurrent_tools: int = Field(default=16, ge=1)
+    max_concurrent_turns: int = Field(default=64, ge=1)
+    max_concurrent_llm_calls: int = Field(default=64, ge=1)  # lower it for a local model server
+    max_concurrent_tools: int = Field(default=32, ge=1)
 
 
 class ExecSettings(Section):

@@ -6,6 +6,13 @@ from agent.llm.base import LLMProvider
 from gateway.settings import LLMSettings
 
 
+def provider_module(settings: LLMSettings) -> str:
+    """The module (and so the SDK) a provider setting needs."""
+    if settings.provider == "anthropic":
+        return "agent.llm.anthropic_provider"
+    return "agent.llm.openai_provider"
+
+
 def create_provider(settings: LLMSettings) -> LLMProvider:
     key = settings.resolved_api_key()
     api_key = key.get_secret_value() if key else None

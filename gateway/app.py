@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
+TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
 
 
 class Gateway:
@@ -274,6 +275,7 @@ class Gateway:
             return
 
         async def keep_typing() -> None:
+            await asyncio.sleep(TYPING_DELAY)
             while True:
                 try:
                     await channel.typing(chat)

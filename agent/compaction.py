@@ -71,12 +71,21 @@ def render_transcript(messages: Sequence[ChatMessage], *, result_chars: int = 40
     return "\n".join(lines)
 
 
-def choose_cut(tokens: Sequence[int], roles: Sequence[str], *, overhead: int, target: int) -> int:
+def choose_cut(
+    tokens: Sequence[int],
+    roles: Sequence[str],
+    *,
+    overhead: int,
+    target: int,
+    max_kept: int | None = None,
+) -> int:
     """How many leading messages to summarize (0: none). Lands on a user message."""
     n = len(tokens)
     if n <= MIN_KEEP:
         return 0
     cut = (n + 1) // 2  # at least half of the older messages
+    if max_kept is not None:
+        cut = max(cut, n - max_kept)
     remaining = sum(tokens[cut:]) + overhead
     while cut < n - MIN_KEEP and remaining > target:
         remaining -= tokens[cut]
@@ -96,12 +105,14 @@ class Compactor:
         summarize: Summarize,
         counter: TokenCounter,
         window: int,
+        max_messages: int = 200,
         time_budget: float = 120.0,
     ) -> None:
         self._history = history
         self._summarize = summarize
         self._counter = counter
         self._window = window
+        self.max_messages = max_messages  # the history cap per prompt (agent.history_max_messages)
         self._time_budget = time_budget
         self._running: dict[str, asyncio.Task[Compaction | None]] = {}
         self._again: dict[str, int] = {}
@@ -173,14 +184,24 @@ class Compactor:
         estimated = sum(
             m.tokens or self._counter.count(str(m.body.get("content", ""))) for m in stored
         )
-        if not force and estimated + overhead + summary_tokens < self._window * 0.6:
+        # Past the message cap, history would be dropped silently from the prompt: summarize.
+        too_many = len(stored) >= self.max_messages
+        if (
+            not force
+            and not too_many
+            and estimated + overhead + summary_tokens < self.schedule_from
+        ):
             return None  # far from the threshold: not worth an exact count
         tokens = await self._exact_tokens(stored)
         total = sum(tokens) + overhead + summary_tokens
-        if not force and total <= self.threshold:
+        if not force and not too_many and total <= self.threshold:
             return None
         cut = choose_cut(
-            tokens, [m.role for m in stored], overhead=overhead, target=int(self._window * TARGET)
+            tokens,
+            [m.role for m in stored],
+            overhead=overhead,
+            target=int(self._window * TARGET),
+            max_kept=self.max_messages // 2,
         )
         if cut == 0:
             return None

@@ -70,7 +70,10 @@ class ContextWindow:
         if self.compactor is None:
             return
         overhead = self.overhead(system, tools)
-        if overhead + self.counter.messages(conversation) >= self.compactor.schedule_from:
+        if (
+            len(conversation) >= self.compactor.max_messages - 2
+            or overhead + self.counter.messages(conversation) >= self.compactor.schedule_from
+        ):
             self.compactor.schedule(session_key, overhead)
 
     async def refit(

@@ -141,7 +141,11 @@ def build_agent(
             idle_reset_minutes=agent_settings.idle_reset_minutes,
         ),
         compactor=Compactor(
-            history=store.history, summarize=summarize, counter=counter, window=window
+            history=store.history,
+            summarize=summarize,
+            counter=counter,
+            window=window,
+            max_messages=agent_settings.history_max_messages,
         ),
         counter=counter,
         channels=channels,

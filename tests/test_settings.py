@@ -71,3 +71,14 @@ def test_broken_toml_is_reported_with_the_file(
     monkeypatch.setenv("SWITCHBOARD_HOME", str(home))
     with pytest.raises(ConfigError, match=r"config\.toml is not valid TOML"):
         load_settings()
+
+
+def test_the_configuration_reference_is_up_to_date() -> None:
+    from pathlib import Path
+
+    from gateway.settings_doc import render
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    assert doc.read_text(encoding="utf-8") == render(), (
+        "run: python -m gateway.settings_doc > docs/configuration.md"
+    )

@@ -8,6 +8,7 @@ when the script is empty a ``responder`` function decides. Every request is reco
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 from collections import deque
@@ -128,6 +129,8 @@ class FakeLLM:
         self._runner: web.AppRunner | None = None
         self._ids = itertools.count(1)
         self._gates: set[asyncio.Event] = set()
+        self.cached_prefixes: set[str] = set()
+        self.usage_totals = {"input": 0, "read": 0, "written": 0}
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -161,6 +164,28 @@ class FakeLLM:
         return f"http://127.0.0.1:{self.port}"
 
     # -- scripting and waiting ------------------------------------------------------------
+
+    def _cache_usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """(uncached, cache read, cache written) input tokens, simulating prompt caching:
+        a prefix ending at a breakpoint is written; a later request whose prefix matches a
+        written one reads it."""
+        blocks = _blocks(body)
+        sizes = [max(1, len(text) // 4) for text, _ in blocks]
+        digest = hashlib.sha256()
+        prefix_hashes = []
+        for text, _ in blocks:
+            digest.update(text.encode())
+            prefix_hashes.append(digest.copy().hexdigest())
+        read_upto = max(
+            (i + 1 for i, h in enumerate(prefix_hashes) if h in self.cached_prefixes), default=0
+        )
+        breakpoints = [i for i, (_, marked) in enumerate(blocks) if marked]
+        write_upto = max(breakpoints, default=-1) + 1
+        for i in breakpoints:
+            self.cached_prefixes.add(prefix_hashes[i])
+        read = sum(sizes[:read_upto])
+        written = sum(sizes[read_upto:write_upto]) if write_upto > read_upto else 0
+        return sum(sizes) - read - written, read, written
 
     def queue(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -309,12 +334,15 @@ class FakeLLM:
                 }
             )
         stop = "tool_use" if step.calls else "end_turn"
-        input_tokens = max(1, len(json.dumps(recorded.body)) // 4)
+        uncached, read, written = self._cache_usage(recorded.body)
+        self.usage_totals["input"] += uncached
+        self.usage_totals["read"] += read
+        self.usage_totals["written"] += written
         usage = {
-            "input_tokens": input_tokens,
+            "input_tokens": uncached,
             "output_tokens": max(1, len(step.text) // 4),
-            "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
         }
         message = {
             "id": f"msg_{next(self._ids)}",
@@ -371,6 +399,28 @@ class FakeLLM:
         await event("message_stop", {})
         await response.write_eof()
         return response
+
+
+def _blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """A request as Anthropic caches it: tools, system, then message blocks, in order;
+    each (canonical JSON without cache_control, whether it carries a breakpoint)."""
+    out: list[tuple[str, bool]] = []
+
+    def add(block: dict[str, Any], role: str = "") -> None:
+        marked = "cache_control" in block
+        clean = {k: v for k, v in block.items() if k != "cache_control"}
+        out.append((role + json.dumps(clean, sort_keys=True), marked))
+
+    for tool in body.get("tools", []):
+        add(tool)
+    system = body.get("system", [])
+    for block in [{"type": "text", "text": system}] if isinstance(system, str) else system:
+        add(block)
+    for message in body.get("messages", []):
+        content = message["content"]
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+            add(block, message["role"])
+    return out
 
 
 def _pieces(value: str, count: int) -> list[str]:

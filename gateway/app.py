@@ -12,8 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.lazy import LazyProvider
@@ -28,6 +27,7 @@ from gateway.commands import Commands
 from gateway.conversation import Conversations
 from gateway.dispatcher import Dispatcher
 from gateway.heartbeat import Heartbeat
+from gateway.lifecycle import Service
 from gateway.lock import ProcessLock
 from gateway.messages import ChatRef, InboundMessage
 from gateway.outbound import OutboundWorker
@@ -46,7 +46,7 @@ TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
 TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
 
 
-class Gateway:
+class Gateway(Service):
     def __init__(
         self,
         settings: Settings,
@@ -186,18 +186,6 @@ class Gateway:
             await self.llm.aclose()
         await self.store.stop()
         self._lock.release()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- waiting and status ---------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from gateway.autopilot import AutopilotRun
 from gateway.bus import Bus
+from gateway.lifecycle import Service
 from gateway.store import InboundRecord, OpenTurn
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class _Session:
     running: bool = False
 
 
-class Dispatcher:
+class Dispatcher(Service):
     def __init__(
         self,
         bus: Bus,

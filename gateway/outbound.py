@@ -18,6 +18,7 @@ from gateway.backoff import backoff_delay
 from gateway.bus import Bus
 from gateway.channel import Channel
 from gateway.errors import ChannelPermanentError, ChannelRateLimited
+from gateway.lifecycle import Service
 from gateway.store import Outbox, OutboxRecord
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ Clock = Callable[[], float]
 OnSent = Callable[[OutboxRecord], Awaitable[None]]
 
 
-class OutboundWorker:
+class OutboundWorker(Service):
     def __init__(
         self,
         channel: Channel,

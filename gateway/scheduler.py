@@ -21,6 +21,7 @@ from gateway.autopilot import AutopilotRun
 from gateway.clock import Clock
 from gateway.dispatcher import Dispatcher
 from gateway.heartbeat import Heartbeat, Skip
+from gateway.lifecycle import Service
 from gateway.messages import ChatRef, ChatType, new_id
 from gateway.schedule_spec import ScheduleError, parse_schedule
 from gateway.scheduling import ScheduledItem
@@ -34,7 +35,7 @@ PRUNE_EVERY = timedelta(hours=24)
 JOURNAL_KEEP_SECONDS = 7 * 86_400  # far beyond every platform's redelivery window
 
 
-class Scheduler:
+class Scheduler(Service):
     def __init__(
         self,
         settings: Settings,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
+from gateway.fileutil import write_atomic
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 MAX_LIST_ENTRIES = 500
@@ -59,17 +59,7 @@ def read_text(workspace: Workspace, path: Path) -> str:
 
 def write_text_atomic(path: Path, content: str) -> None:
     """Write through a temporary file and rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, content)
 
 
 class ReadFile(Tool):

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import aiohttp
 import discord
 
 from channels.discord.convert import attachment_kind
+from gateway.fileutil import write_atomic
 from gateway.messages import Attachment
 
 log = logging.getLogger(__name__)
@@ -65,15 +64,3 @@ class MediaStore:
             return replace(described, note=f"not stored: over the {self.max_bytes} byte limit")
         await asyncio.to_thread(write_atomic, path, data)
         return replace(described, path=str(path), size=len(data))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gateway.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -127,17 +127,7 @@ class EmailState:
             return cls()
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(self.to_dict(), handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, json.dumps(self.to_dict()))
 
 
 def _trim(mapping: dict[str, Any], limit: int) -> None:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,6 +22,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.slack.convert import FileRef, file_kind
+from gateway.fileutil import write_atomic
 from gateway.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -99,15 +98,3 @@ class MediaStore:
                     raise TooLarge
                 chunks.append(chunk)
         return b"".join(chunks)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

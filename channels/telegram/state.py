@@ -8,7 +8,6 @@ re-register it (repeated registration on every restart has earned peers 429 lock
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.errors import AnotherInstanceRunning
+from gateway.fileutil import write_atomic
 from gateway.lock import ProcessLock
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,7 @@ class ChannelState:
     def update(self, **values: Any) -> None:
         data = self.load()
         data.update(values)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".telegram-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=2, sort_keys=True)
-                handle.flush()
-                os.fsync(handle.fileno())
-            Path(tmp).replace(self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
-            raise
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True))
 
 
 def lock_dir() -> Path:

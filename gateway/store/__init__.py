@@ -6,9 +6,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
+from gateway.lifecycle import Service
 from gateway.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.db import Database
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 
-class Store:
+class Store(Service):
     """All repositories over one database, plus the turn commit that spans them."""
 
     def __init__(
@@ -76,18 +76,6 @@ class Store:
 
     async def stop(self) -> None:
         await self.db.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def commit_turn(
         self,

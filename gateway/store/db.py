@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 
 from gateway.errors import StorageFullError, StoreError
+from gateway.lifecycle import Service
 from gateway.store.schema import migrate
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class _Stop:
     pass
 
 
-class Database:
+class Database(Service):
     """Async facade over one SQLite file in WAL mode."""
 
     def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
@@ -73,18 +73,6 @@ class Database:
             return
         self._queue.put(_Stop())
         await asyncio.to_thread(thread.join)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def run(self, fn: Job[T]) -> T:
         """Run ``fn(connection)`` in a transaction; return once it is committed."""

@@ -7,6 +7,7 @@ conversation summary) that may change every turn without invalidating the cache.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -115,8 +116,11 @@ class ContextBuilder:
         return f"Chat: {chat.channel}, {where}; talking with {who} (id {principal.sender_id})."
 
 
-def user_message(msg: InboundMessage, *, vision: bool = True) -> ChatMessage:
-    """One inbound chat message as the model sees it (sender named in groups)."""
+def user_message(
+    msg: InboundMessage, *, vision: bool = True, workspace: Path | None = None
+) -> ChatMessage:
+    """One inbound chat message as the model sees it (sender named in groups; attachment
+    paths relative to the workspace, as the file tools expect them)."""
     text = msg.text
     if msg.is_group and msg.sender_name:
         text = f"[{msg.sender_name}] {text}"
@@ -127,8 +131,15 @@ def user_message(msg: InboundMessage, *, vision: bool = True) -> ChatMessage:
         if attachment.kind == "image" and attachment.path and vision:
             images.append(ImagePart(attachment.path, attachment.mime_type or "image/jpeg"))
         detail = f": {attachment.note}" if attachment.note else ""
-        where = f" saved at {attachment.path}" if attachment.path else ""
+        where = f" saved at {_shown_path(attachment.path, workspace)}" if attachment.path else ""
         notes.append(f"[{attachment.kind} attached: {label}{where}{detail}]")
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
     return ChatMessage(role="user", content=text, images=tuple(images))
+
+
+def _shown_path(path: str, workspace: Path | None) -> str:
+    if workspace is not None:
+        with contextlib.suppress(ValueError):
+            return str(Path(path).resolve().relative_to(workspace))
+    return path

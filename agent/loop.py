@@ -305,7 +305,10 @@ class AgentLoop:
 
     def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
         if request.messages:
-            return [user_message(m, vision=self.config.vision) for m in request.messages]
+            return [
+                user_message(m, vision=self.config.vision, workspace=self.workspace.root)
+                for m in request.messages
+            ]
         return [ChatMessage(role="user", content=request.prompt or "")]
 
     async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:

@@ -45,6 +45,9 @@ class FlakySink:
         self.accepted: list[InboundMessage] = []
         self.changed = asyncio.Event()
 
+    async def admits(self, msg: InboundMessage) -> bool:
+        return True
+
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         if self.failures:
             self.failures -= 1

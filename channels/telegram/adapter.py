@@ -29,7 +29,6 @@ from channels.telegram.polling import Poller
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.webhook import WebhookServer
-from gateway.access import Verdict, decide
 from gateway.backoff import Backoff
 from gateway.bus import InboundSink
 from gateway.channel import ChannelHealth
@@ -231,11 +230,9 @@ class TelegramChannel:
             log.debug("telegram: update %s carries nothing to answer", update.update_id)
             return
         # Files and transcription cost bandwidth and money: skip them for messages the access
-        # gate will certainly not answer. The gate still decides; this only avoids waste.
-        msg = converted.message
-        could_answer = decide(msg, self.settings, paired=True).verdict is Verdict.ALLOW
-        listed = decide(msg, self.settings, paired=False).verdict is Verdict.ALLOW
-        message = await self._media.attach(converted, download=could_answer, transcribe=listed)
+        # gate will not answer. The gate still decides at publish; this only avoids waste.
+        admitted = await self._sink.admits(converted.message)  # pairings included
+        message = await self._media.attach(converted, download=admitted, transcribe=admitted)
         await self._sink.publish_inbound(message)  # raises -> not acknowledged
         self._last_message_at = time.time()
 

@@ -44,9 +44,11 @@ class ContextBuilder:
         memory: MemoryStore | None = None,
         cache: FileCache | None = None,
         skills: SkillLibrary | None = None,
+        persona: str = "",
     ) -> None:
         self.workspace = workspace
         self._name = agent_name
+        self._persona = persona
         self._max_chars = bootstrap_max_chars
         self._cache = cache or FileCache()
         self.memory = memory or MemoryStore(workspace, cache=self._cache)
@@ -74,6 +76,8 @@ class ContextBuilder:
             f"and email.\nWorkspace: {self.workspace}\nTools: {tool_names}",
             _RULES,
         ]
+        if self._persona:
+            parts.insert(1, self._persona)
         parts.extend(f"## {name}\n{text}" for name, text in bootstrap)
         if skills:
             parts.append(skills)
@@ -88,6 +92,7 @@ class ContextBuilder:
         now: datetime,
         summary: str | None = None,
         guidance: str = "",
+        pinned: str = "",
     ) -> SystemPrompt:
         dynamic = [f"Now: {now:%Y-%m-%d %H:%M %Z} ({now:%A})", self._who(request)]
         if request.kind.autopilot:
@@ -99,6 +104,8 @@ class ContextBuilder:
             dynamic.append(memory)
         if summary:
             dynamic.append(f"## Earlier in this conversation (summary)\n{summary}")
+        if pinned:
+            dynamic.append(f"## Pinned\n{pinned}")
         return SystemPrompt(self.stable_prompt(tools), "\n\n".join(dynamic))
 
     @staticmethod

@@ -37,7 +37,7 @@ from agent.window import ContextWindow
 from agent.workspace import Workspace
 from gateway.messages import OutboundKind, OutboundMessage
 from gateway.services import Services
-from gateway.store import History, NewMessage, SessionState
+from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class AgentConfig:
     reflection: bool = True
     session_reset: Literal["never", "daily", "idle"] = "never"
     idle_reset_minutes: int = 240
+    agent_id: str = "main"  # which agent of the gateway this loop is
 
 
 async def _no_audit(kind: str, **detail: object) -> None:
@@ -84,6 +85,7 @@ class AgentLoop:
         counter: TokenCounter | None = None,
         channels: Sequence[str] = (),
         audit: Audit = _no_audit,
+        pins: Pins | None = None,
         trace_dir: Path | None = None,
         redact: Callable[[str], str] = lambda text: text,
     ) -> None:
@@ -108,6 +110,7 @@ class AgentLoop:
         self._redact = redact
         self._background: set[asyncio.Task[None]] = set()
         self.services = Services()  # filled in by the gateway once its services exist
+        self.pins = pins
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
@@ -162,8 +165,9 @@ class AgentLoop:
             trace.add("prompt_helpers", helpers=[h.name for h in helpers])
         block = "\n".join(b for b in (kind.prompt, guidance_block(helpers)) if b)
         now = self._clock()
+        pinned = await self._pinned(request, tools)
         system = self.context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=block
+            request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
         )
         if self.window.over_budget(system, tools, conversation):
             # A background summary may still be running, or the user writes fast after a long
@@ -171,14 +175,14 @@ class AgentLoop:
             trace.decision(
                 "context", "PREFLIGHT", "prompt near the context window; compacting first"
             )
-            system, conversation = await self.window.refit(request, tools, now, block)
+            system, conversation = await self.window.refit(request, tools, now, block, pinned)
         turn_state = TurnState(read_untrusted=request.tainted)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             trace.decision(
                 "context", "OVERFLOW", "provider said the prompt is too long; compacting"
             )
-            return await self.window.refit(request, tools, now, block)
+            return await self.window.refit(request, tools, now, block, pinned)
 
         result = await self.runner.run(
             system=system,
@@ -293,6 +297,13 @@ class AgentLoop:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def _pinned(self, request: TurnRequest, tools: tuple[ToolSpec, ...]) -> str:
+        """Current goals and note titles, regenerated from state for every turn."""
+        if self.pins is None or not any(t.name in ("goals", "notes") for t in tools):
+            return ""
+        scope = scope_for(request.principal, request.chat).directory or "owner"
+        return await self.pins.pinned(self.config.agent_id, scope)
+
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
         drop = failed_attempts(await self.history.drafts(request.turn_id))
         if drop:
@@ -341,6 +352,7 @@ class AgentLoop:
             channels=self._channels,
             services=self.services,
             autopilot=request.kind.autopilot,
+            agent=self.config.agent_id,
         )
 
     def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:

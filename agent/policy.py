@@ -34,9 +34,12 @@ class ToolPolicy:
     group_deny: Collection[str] = GROUP_DENY
     taint_guard: bool = True
     admin_deny: Collection[str] = field(default_factory=tuple)
+    deny: Collection[str] = field(default_factory=tuple)  # this agent never offers these
 
     def static_refusal(self, tool: Tool, principal: Principal) -> str | None:
         """Refusals that do not depend on what happened in the turn."""
+        if tool.name in self.deny:
+            return f"{tool.name} is not available to this agent"
         if tool.effect is Effect.EXEC and not self.exec_enabled:
             return "exec is disabled in this gateway's configuration"
         if (

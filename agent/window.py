@@ -77,7 +77,12 @@ class ContextWindow:
             self.compactor.schedule(session_key, overhead)
 
     async def refit(
-        self, request: TurnRequest, tools: tuple[ToolSpec, ...], now: datetime, guidance: str
+        self,
+        request: TurnRequest,
+        tools: tuple[ToolSpec, ...],
+        now: datetime,
+        guidance: str,
+        pinned: str = "",
     ) -> tuple[SystemPrompt, list[ChatMessage]]:
         """Compact now, then rebuild the prompt with shorter tool results. If summarizing
         fails, the oldest history is left out instead."""
@@ -93,7 +98,7 @@ class ContextWindow:
         state, stored = await self._history.load(request.session_key, limit=self._history_limit)
         drafts = await self._history.drafts(request.turn_id)
         system = self._context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=guidance
+            request, tools, now=now, summary=state.summary, guidance=guidance, pinned=pinned
         )
         older = [_shortened(m) for m in stored]
         current = [_shortened(m) for m in drafts]

@@ -19,7 +19,8 @@ from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
 from gateway import __version__
 from gateway.access import AccessGate, Principal, principal_for
-from gateway.assembly import build_agent
+from gateway.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
+from gateway.assembly import agent_settings, build_agent, workspaces
 from gateway.bus import LocalBus
 from gateway.channel import Channel, SupportsStreaming, SupportsTyping
 from gateway.clock import Clock, SystemClock
@@ -30,10 +31,13 @@ from gateway.heartbeat import Heartbeat
 from gateway.lifecycle import Service
 from gateway.lock import ProcessLock
 from gateway.messages import ChatRef, InboundMessage
+from gateway.onboard import prepare_workspace
 from gateway.outbound import OutboundWorker
+from gateway.routing import Router
 from gateway.scheduler import Scheduler
 from gateway.services import Services
 from gateway.settings import Settings
+from gateway.settings_agents import DEFAULT_AGENT
 from gateway.store import Store
 from gateway.subagents import Subagents
 
@@ -67,14 +71,25 @@ class Gateway(Service):
         )
         self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
         self.llm = llm or LazyProvider(settings.llm)
-        self.agent = build_agent(
-            settings,
-            store=self.store,
-            bus=self.bus,
-            llm=self.llm,
-            channels=tuple(self.channels),
-            extra_tools=extra_tools,
-        )
+        if settings.agents:  # messages between agents travel on an internal channel
+            agent_channel = AgentChannel(
+                store=self.store, bus=self.bus, max_hops=settings.agent_messages.max_hops
+            )
+            self.channels[agent_channel.name] = agent_channel
+        self.router = Router(settings.routes, tuple(settings.agents))
+        self.agents = {
+            agent_id: build_agent(
+                settings,
+                agent_id=agent_id,
+                store=self.store,
+                bus=self.bus,
+                llm=self._llm_for(agent_id, llm),
+                channels=tuple(self.channels),
+                extra_tools=extra_tools,
+            )
+            for agent_id in self.router.agents
+        }
+        self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
         self.commands = Commands(
             agent_name=settings.agent.name, store=self.store, status=self._status_text
@@ -82,22 +97,22 @@ class Gateway(Service):
         self.conversations = Conversations(
             store=self.store,
             bus=self.bus,
-            agent=self.agent,
+            agents=self.agents,
             commands=self.commands,
             principal_for=self._principal_for,
             typing=self._typing,
             streamer=self._streamer,
             max_resume_attempts=settings.agent.max_resume_attempts,
-            model=settings.llm.model,
         )
         self.dispatcher = Dispatcher(
             self.bus,
             self.conversations,
             max_active_turns=settings.limits.max_concurrent_turns,
             turn_timeout=settings.agent.turn_timeout_seconds,
+            session_of=self.router.session_key,
         )
         self.subagents = Subagents(
-            agent=self.agent,
+            agents=self.agents,
             store=self.store,
             bus=self.bus,
             max_concurrent=settings.scheduler.max_subagents,
@@ -112,7 +127,16 @@ class Gateway(Service):
             ),
             clock=clock or SystemClock(),
         )
-        self.agent.services = Services(jobs=self.scheduler, tasks=self.subagents)
+        directory = AgentDirectory(
+            AgentPolicy(
+                {DEFAULT_AGENT: settings.agent_messages.main_may_message}
+                | {name: profile.may_message for name, profile in settings.agents.items()},
+                self.router.agents,
+            ),
+            self.store,
+        )
+        for agent in self.agents.values():
+            agent.services = Services(jobs=self.scheduler, tasks=self.subagents, agents=directory)
         self._workers = [
             OutboundWorker(
                 channel,
@@ -126,12 +150,26 @@ class Gateway(Service):
         self.web: WebServer | None = None  # gateway/web; started with the web chat
         self._started = False
 
+    def _providers(self) -> list[LLMProvider]:
+        distinct: dict[int, LLMProvider] = {}
+        for agent in self.agents.values():
+            distinct.setdefault(id(agent.runner.llm), agent.runner.llm)
+        return list(distinct.values())
+
+    def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:
+        """An agent's model: shared with the default agent unless its profile changes it."""
+        if given is not None or agent_id == DEFAULT_AGENT:
+            return self.llm
+        own = agent_settings(self.settings, agent_id).llm
+        return self.llm if own == self.settings.llm else LazyProvider(own)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._lock.acquire()
         try:
-            self.settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+            for workspace in workspaces(self.settings).values():
+                prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
             work = await self.store.journal.open_work()
             if work.pending or work.running:
@@ -147,8 +185,9 @@ class Gateway(Service):
             await self.dispatcher.start()
             await self.subagents.recover()
             await self.scheduler.start()
-            if isinstance(self.llm, LazyProvider):
-                self.llm.warm()  # import the model SDK now, off the start-up path
+            for provider in self._providers():
+                if isinstance(provider, LazyProvider):
+                    provider.warm()  # import the model SDK now, off the start-up path
             for channel in self.channels.values():
                 await channel.start(self.gate)
             if self.settings.web.enabled:
@@ -181,9 +220,11 @@ class Gateway(Service):
         await self.dispatcher.stop(drain_timeout=drain_timeout)
         for worker in self._workers:
             await worker.stop()
-        await self.agent.stop()
-        with contextlib.suppress(Exception):
-            await self.llm.aclose()
+        for agent in self.agents.values():
+            await agent.stop()
+        for provider in self._providers():
+            with contextlib.suppress(Exception):
+                await provider.aclose()
         await self.store.stop()
         self._lock.release()
 

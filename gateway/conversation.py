@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
@@ -18,11 +18,21 @@ from agent.llm.base import TextSink
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.access import Principal
+from gateway.agent_channel import is_reply
 from gateway.autopilot import AutopilotRun
 from gateway.bus import Bus
 from gateway.commands import Commands
 from gateway.dispatcher import TurnBatch
-from gateway.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
+from gateway.messages import (
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    OutboundKind,
+    OutboundMessage,
+    new_id,
+)
+from gateway.routing import AGENT_CHANNEL, agent_chat, agent_of, agent_pair, qualify
+from gateway.settings_agents import DEFAULT_AGENT
 from gateway.store import NewMessage, Store, UsageRecord
 
 log = logging.getLogger(__name__)
@@ -45,23 +55,21 @@ class Conversations:
         *,
         store: Store,
         bus: Bus,
-        agent: AgentLoop,
+        agents: Mapping[str, AgentLoop],
         commands: Commands,
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
         streamer: Streamer = lambda chat, turn_id: None,
         max_resume_attempts: int = 2,
-        model: str = "",
     ) -> None:
         self._store = store
         self._bus = bus
-        self._agent = agent
+        self._agents = agents
         self._commands = commands
         self._principal_for = principal_for
         self._typing = typing
         self._streamer = streamer
         self._max_resume_attempts = max_resume_attempts
-        self._model = model
         self.turn_finished = asyncio.Condition()
 
     async def handle(self, batch: TurnBatch) -> None:
@@ -76,11 +84,15 @@ class Conversations:
         if last.channel == SYSTEM_CHANNEL:
             await self._system(batch)
             return
+        agent = self._agent_for(batch.session_key)
+        chat, principal, echo = last.chat, self._principal_for(last), None
+        if last.channel == AGENT_CHANNEL:
+            chat, principal, echo = await self._agent_message_route(last, agent.config.agent_id)
         request = TurnRequest(
             turn_id=batch.resume.id if batch.resume else new_id(),
             session_key=batch.session_key,
-            chat=last.chat,
-            principal=self._principal_for(last),
+            chat=chat,
+            principal=principal,
             kind=TurnKind.CHAT,
             messages=tuple(r.message for r in batch.records),
             resumed=batch.resume is not None,
@@ -92,16 +104,18 @@ class Conversations:
                 log.warning(
                     "turn %s interrupted %d times; giving up", request.turn_id, attempts - 1
                 )
-                await self._commit(
-                    request.turn_id, request.session_key, self._agent.interrupted(request)
-                )
+                await self._commit(request.turn_id, request.session_key, agent.interrupted(request))
                 return
         else:
             await self._store.journal.start_turn(
                 request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
             )
         log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
-        if len(batch.records) == 1 and self._commands.handles(last):
+        if (
+            len(batch.records) == 1
+            and last.channel != AGENT_CHANNEL
+            and self._commands.handles(last)
+        ):
             text = await self._commands.run(last, request.principal)
             reply = OutboundMessage.reply_to(
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
@@ -109,8 +123,47 @@ class Conversations:
             outcome = TurnOutcome((reply,), final_text=text)
         else:
             async with self._typing(request.chat):
-                outcome = await self._agent.run_turn(request)
-        await self._commit(request.turn_id, request.session_key, outcome, last_chat=last)
+                outcome = await agent.run_turn(request)
+        internal = last.channel == AGENT_CHANNEL
+        await self._commit(
+            request.turn_id,
+            request.session_key,
+            outcome,
+            last_chat=None if internal else last,
+            echo_to=echo,
+        )
+
+    def _agent_for(self, session_key: str) -> AgentLoop:
+        """The agent owning a session (the default agent for one no longer configured)."""
+        return self._agents.get(agent_of(session_key)) or self._agents[DEFAULT_AGENT]
+
+    async def _agent_message_route(
+        self, msg: InboundMessage, me: str
+    ) -> tuple[ChatRef, Principal, str | None]:
+        """Where an agent-to-agent message's answer goes, and as whom the turn acts.
+
+        A request is answered back to the agent that sent it; a reply is turned into an
+        answer for the person who started the exchange (and recorded in their session)."""
+        conversation = await self._store.agent_conversations.get(msg.thread_id or "")
+        if conversation is None:  # unknown conversation: answer nobody but the sender
+            sender, _ = agent_pair(msg.chat_id)
+            return (
+                ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id),
+                Principal(AGENT_CHANNEL, sender),
+                None,
+            )
+        owner = conversation.principal
+        principal = Principal(
+            owner["channel"],
+            owner["sender_id"],
+            owner.get("sender_name", ""),
+            owner.get("role", "member"),
+            ChatType(owner.get("chat_type", "dm")),
+        )
+        if is_reply(msg):
+            return conversation.origin, principal, qualify(me, conversation.origin.session_key)
+        sender, _ = agent_pair(msg.chat_id)
+        return ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id), principal, None
 
     async def _autopilot(self, run: AutopilotRun) -> None:
         """A heartbeat or scheduled job: a fixed message, or a turn without a person waiting."""
@@ -139,8 +192,9 @@ class Conversations:
                     task_type=run.task_type,
                     history_limit=run.history_limit,
                 )
-                outcome = await self._agent.run_turn(request)
-            await self._commit(turn_id, run.session_key, outcome, echo_to=run.chat)
+                outcome = await self._agent_for(run.session_key).run_turn(request)
+            echo = qualify(agent_of(run.session_key), run.chat.session_key)
+            await self._commit(turn_id, run.session_key, outcome, echo_to=echo)
         finally:
             run.done.set()
 
@@ -166,7 +220,8 @@ class Conversations:
                 ),
             )
         outcome = TurnOutcome(replies, final_text=record.message.text)
-        await self._commit(turn_id, batch.session_key, outcome, echo_to=task.chat if task else None)
+        echo = qualify(task.agent, task.chat.session_key) if task else None
+        await self._commit(turn_id, batch.session_key, outcome, echo_to=echo)
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         turn_id = batch.resume.id if batch.resume else None
@@ -197,13 +252,13 @@ class Conversations:
         outcome: TurnOutcome,
         *,
         last_chat: InboundMessage | None = None,
-        echo_to: ChatRef | None = None,
+        echo_to: str | None = None,
     ) -> None:
         """Commit the turn in one transaction. ``last_chat`` records where the user was last
         active (the heartbeat's default target); ``echo_to`` also writes what was delivered
         into that chat's history, so a later reply there ("done!") has its context."""
         echo = [
-            (echo_to.session_key, NewMessage("assistant", {"role": "assistant", "content": r.text}))
+            (echo_to, NewMessage("assistant", {"role": "assistant", "content": r.text}))
             for r in outcome.replies
             if echo_to is not None
         ]
@@ -227,7 +282,7 @@ class Conversations:
             return None
         return UsageRecord(
             channel=session_key.split(":", 1)[0],
-            model=self._model,
+            model=self._agent_for(session_key).runner.llm.model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,

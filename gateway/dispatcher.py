@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.autopilot import AutopilotRun
 from gateway.bus import Bus
 from gateway.lifecycle import Service
+from gateway.messages import InboundMessage
 from gateway.store import InboundRecord, OpenTurn
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,11 @@ class Dispatcher(Service):
         *,
         max_active_turns: int = 32,
         turn_timeout: float = 600.0,
+        session_of: Callable[[InboundMessage], str] = lambda msg: msg.session_key,
     ) -> None:
         self._bus = bus
         self._handler = handler
+        self._session_of = session_of  # routing: which agent's session a message joins
         self._slots = asyncio.Semaphore(max_active_turns)
         self._hard_limit = turn_timeout + 60.0
         self._sessions: dict[str, _Session] = {}
@@ -113,9 +116,10 @@ class Dispatcher(Service):
     async def _consume(self) -> None:
         while True:
             record = await self._bus.next_inbound()
-            session = self._sessions.setdefault(record.session_key, _Session())
+            key = self._session_of(record.message)
+            session = self._sessions.setdefault(key, _Session())
             session.queue.append(record)
-            self._ensure_worker(record.session_key, session)
+            self._ensure_worker(key, session)
 
     def _ensure_worker(self, key: str, session: _Session) -> None:
         if session.task is None:

@@ -28,9 +28,22 @@ def template_dir() -> Path:
     raise FileNotFoundError("workspace-template not found; reinstall Switchboard")
 
 
+def prepare_workspace(workspace: Path, report: OnboardReport | None = None) -> OnboardReport:
+    """Create a workspace from the template; files already there are kept as they are."""
+    report = report or OnboardReport()
+    for directory in (workspace, *(workspace / d for d in WORKSPACE_SUBDIRS)):
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            report.created.append(directory)
+    for source in sorted(template_dir().rglob("*")):
+        if source.is_file():
+            _copy_new(source, workspace / source.relative_to(template_dir()), report)
+    return report
+
+
 def onboard(home: Path, workspace: Path) -> OnboardReport:
     report = OnboardReport()
-    for directory in (home, home / "data", workspace, *(workspace / d for d in WORKSPACE_SUBDIRS)):
+    for directory in (home, home / "data"):
         if not directory.exists():
             directory.mkdir(parents=True)
             report.created.append(directory)
@@ -42,10 +55,7 @@ def onboard(home: Path, workspace: Path) -> OnboardReport:
         report,
     )
     config.chmod(0o600)
-    for source in sorted(template_dir().rglob("*")):
-        if source.is_file():
-            _copy_new(source, workspace / source.relative_to(template_dir()), report)
-    return report
+    return prepare_workspace(workspace, report)
 
 
 def _write_new(target: Path, text: str, report: OnboardReport) -> None:

@@ -23,10 +23,12 @@ from gateway.dispatcher import Dispatcher
 from gateway.heartbeat import Heartbeat, Skip
 from gateway.lifecycle import Service
 from gateway.messages import ChatRef, ChatType, new_id
+from gateway.routing import qualify
 from gateway.schedule_spec import ScheduleError, parse_schedule
 from gateway.scheduling import ScheduledItem
 from gateway.services import JobInfo
 from gateway.settings import Settings
+from gateway.settings_agents import DEFAULT_AGENT
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ class Scheduler(Service):
         self._dispatcher.submit(
             AutopilotRun(
                 kind="cron",
-                session_key=f"cron:{job.id}",
+                session_key=qualify(job.agent, f"cron:{job.id}"),
                 chat=job.chat,
                 principal=principal,
                 prompt=job.prompt,
@@ -168,6 +170,7 @@ class Scheduler(Service):
         chat: ChatRef,
         principal: Principal,
         task_type: str,
+        agent: str = DEFAULT_AGENT,
     ) -> JobInfo:
         now = self._clock.now()
         spec = parse_schedule(
@@ -180,14 +183,15 @@ class Scheduler(Service):
             raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")
         owner = {k: str(v) for k, v in asdict(principal).items()}
         job = Job(
-            new_id()[:8],
-            spec,
-            prompt,
-            message,
-            chat,
-            owner,
-            task_type,
+            id=new_id()[:8],
+            spec=spec,
+            prompt=prompt,
+            message=message,
+            chat=chat,
+            owner=owner,
+            task_type=task_type,
             next_run=spec.next_after(None, now),
+            agent=agent,
         )
         await self._store.jobs.add(job)
         self._jobs = await self._store.jobs.active()

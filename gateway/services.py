@@ -33,6 +33,7 @@ class JobService(Protocol):
         chat: ChatRef,
         principal: Principal,
         task_type: str,
+        agent: str = "main",
     ) -> JobInfo: ...
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]: ...
@@ -50,6 +51,19 @@ class TaskService(Protocol):
         principal: Principal,
         user_texts: tuple[str, ...],
         tainted: bool,
+        agent: str = "main",
+    ) -> str: ...
+
+
+class AgentDirectory(Protocol):
+    """The other agents on this gateway, and who may message whom."""
+
+    def may_message(self, sender: str, target: str) -> bool: ...
+
+    def reachable(self, sender: str) -> tuple[str, ...]: ...
+
+    async def open_conversation(
+        self, *, sender: str, origin: ChatRef, principal: Principal
     ) -> str: ...
 
 
@@ -57,3 +71,4 @@ class TaskService(Protocol):
 class Services:
     jobs: JobService | None = None
     tasks: TaskService | None = None
+    agents: AgentDirectory | None = None

@@ -33,6 +33,13 @@ from pydantic_settings import (
 )
 
 from gateway.errors import ConfigError
+from gateway.settings_agents import (
+    DEFAULT_AGENT,
+    AgentProfile,
+    AgentsSection,
+    RouteRule,
+    valid_agent_name,
+)
 from gateway.settings_channels import (
     ChannelSection,
     DiscordSettings,
@@ -228,6 +235,26 @@ class Settings(BaseSettings):
     slack: SlackSettings = SlackSettings()
     email: EmailSettings = EmailSettings()
     web: WebSettings = WebSettings()
+
+    agents: dict[str, AgentProfile] = {}
+    routes: tuple[RouteRule, ...] = ()
+    agent_messages: AgentsSection = AgentsSection()
+
+    @model_validator(mode="after")
+    def _known_agents(self) -> Settings:
+        for key in self.agents:
+            if key == DEFAULT_AGENT or not valid_agent_name(key):
+                raise ValueError(
+                    f"agents.{key}: agent names are lower-case letters, digits, - and _, "
+                    f"and '{DEFAULT_AGENT}' is the default agent (configured at the top level)"
+                )
+        known = {DEFAULT_AGENT, *self.agents}
+        for index, route in enumerate(self.routes):
+            if route.agent not in known:
+                raise ValueError(
+                    f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:

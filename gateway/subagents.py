@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict
 
 from agent.loop import AgentLoop
@@ -20,6 +21,8 @@ from gateway.access import Principal
 from gateway.bus import Bus
 from gateway.conversation import SYSTEM_CHANNEL
 from gateway.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
+from gateway.routing import qualify
+from gateway.settings_agents import DEFAULT_AGENT
 from gateway.store import Store, TaskRecord
 
 log = logging.getLogger(__name__)
@@ -29,13 +32,13 @@ class Subagents:
     def __init__(
         self,
         *,
-        agent: AgentLoop,
+        agents: Mapping[str, AgentLoop],
         store: Store,
         bus: Bus,
         max_concurrent: int = 3,
         timeout: float = 900.0,
     ) -> None:
-        self._agent = agent
+        self._agents = agents
         self._store = store
         self._bus = bus
         self._slots = asyncio.Semaphore(max_concurrent)
@@ -54,6 +57,7 @@ class Subagents:
         principal: Principal,
         user_texts: tuple[str, ...],
         tainted: bool,
+        agent: str = DEFAULT_AGENT,
     ) -> str:
         record = TaskRecord(
             new_id()[:8],
@@ -62,6 +66,7 @@ class Subagents:
             chat,
             {k: str(v) for k, v in asdict(principal).items()},
             "running",
+            agent=agent,
         )
         await self._store.tasks.start(record)
         task = asyncio.create_task(
@@ -76,7 +81,7 @@ class Subagents:
     ) -> None:
         async with self._slots:
             turn_id = new_id()
-            session_key = f"subagent:{record.id}"
+            session_key = qualify(record.agent, f"subagent:{record.id}")
             await self._store.journal.start_turn(turn_id, session_key, "subagent", [])
             request = TurnRequest(
                 turn_id=turn_id,
@@ -91,7 +96,8 @@ class Subagents:
             )
             try:
                 async with asyncio.timeout(self._timeout):
-                    outcome = await self._agent.run_turn(request)
+                    agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
+                    outcome = await agent.run_turn(request)
                 state = "failed" if outcome.failed else "done"
                 result = outcome.final_text or "(the task produced no result)"
             except TimeoutError:

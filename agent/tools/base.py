@@ -76,6 +76,7 @@ class ToolContext:
     channels: tuple[str, ...] = ()  # channels configured on this gateway
     services: Services = field(default_factory=Services)
     autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
+    agent: str = "main"  # the agent this turn belongs to
 
     @property
     def idempotency_key(self) -> str:

@@ -42,6 +42,7 @@ class Cron(Tool):
             "prompt": {"type": "string"},
             "timezone": {"type": "string"},
             "id": {"type": "string"},
+            "task_type": {"type": "string", "enum": ["general", "explore", "plan"]},
         },
         ("action",),
     )
@@ -78,7 +79,8 @@ class Cron(Tool):
                 message=args.get("message"),
                 chat=ctx.chat,
                 principal=ctx.principal,
-                task_type="general",
+                task_type=args.get("task_type", "general"),
+                agent=ctx.agent,
             )
         except ScheduleError as exc:
             raise ToolError(str(exc)) from exc

@@ -51,6 +51,7 @@ class Spawn(Tool):
             principal=ctx.principal,
             user_texts=ctx.user_texts,
             tainted=ctx.state.read_untrusted,
+            agent=ctx.agent,
         )
         return ToolResult(
             f"started background task {task_id}; its result will be sent to this chat. "

@@ -17,12 +17,16 @@ from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.outbox import Outbox, OutboxRecord
+from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
+    "AgentConversation",
+    "AgentConversations",
     "AuditEntry",
     "AuditLog",
     "Database",
+    "Goal",
     "History",
     "InboundRecord",
     "Job",
@@ -37,6 +41,7 @@ __all__ = [
     "OutboxRecord",
     "PairingRequest",
     "Pairings",
+    "Pins",
     "SearchHit",
     "SessionState",
     "Store",
@@ -70,6 +75,8 @@ class Store(Service):
         self.usage = UsageReport(self.db, clock=clock)
         self.jobs = Jobs(self.db, clock=clock)
         self.tasks = Tasks(self.db, clock=clock)
+        self.pins = Pins(self.db, clock=clock)
+        self.agent_conversations = AgentConversations(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()

@@ -18,7 +18,7 @@ Clock = Callable[[], float]
 
 _JOB_COLUMNS = (
     "id, spec, prompt, message, channel, chat_id, thread_id, owner, task_type, state, next_run,"
-    " last_run, runs, created_at"
+    " last_run, runs, created_at, agent"
 )
 
 
@@ -43,6 +43,7 @@ class Job:
     next_run: datetime | None = None
     last_run: datetime | None = None
     runs: int = 0
+    agent: str = "main"
 
     @property
     def owner_key(self) -> str:
@@ -65,6 +66,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         last_run,
         runs,
         _,
+        agent,
     ) = row
     return Job(
         id=job_id,
@@ -78,6 +80,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         next_run=_dt(next_run),
         last_run=_dt(last_run),
         runs=int(runs),
+        agent=agent,
     )
 
 
@@ -89,7 +92,7 @@ class Jobs:
     async def add(self, job: Job) -> None:
         await self._db.run(
             lambda conn: conn.execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, 0, ?)",
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, 0, ?, ?)",
                 (
                     job.id,
                     json.dumps(job.spec.to_dict()),
@@ -102,6 +105,7 @@ class Jobs:
                     job.task_type,
                     _ts(job.next_run),
                     self._clock(),
+                    job.agent,
                 ),
             )
         )
@@ -156,20 +160,37 @@ class TaskRecord:
     owner: dict[str, Any]
     state: str
     result: str | None = None
+    agent: str = "main"
 
 
 class Tasks:
     """Background (subagent) tasks: which run, and which a restart interrupted."""
 
+    _COLUMNS = "id, prompt, task_type, channel, chat_id, thread_id, owner, state, result, agent"
+
     def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
         self._db = db
         self._clock = clock
+
+    @staticmethod
+    def _record(row: tuple[Any, ...]) -> TaskRecord:
+        task_id, prompt, task_type, channel, chat, thread, owner, state, result, agent = row
+        return TaskRecord(
+            task_id,
+            prompt,
+            task_type,
+            ChatRef(channel, chat, thread),
+            json.loads(owner),
+            state,
+            result,
+            agent,
+        )
 
     async def start(self, task: TaskRecord) -> None:
         await self._db.run(
             lambda conn: conn.execute(
                 "INSERT INTO tasks (id, prompt, task_type, channel, chat_id, thread_id, owner, state,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                " created_at, agent) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
                 (
                     task.id,
                     task.prompt,
@@ -179,6 +200,7 @@ class Tasks:
                     task.chat.thread_id,
                     json.dumps(task.owner),
                     self._clock(),
+                    task.agent,
                 ),
             )
         )
@@ -194,27 +216,18 @@ class Tasks:
     async def get(self, task_id: str) -> TaskRecord | None:
         def query(conn: sqlite3.Connection) -> TaskRecord | None:
             row = conn.execute(
-                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner, state, result"
-                " FROM tasks WHERE id = ?",
-                (task_id,),
+                f"SELECT {self._COLUMNS} FROM tasks WHERE id = ?", (task_id,)
             ).fetchone()
-            if row is None:
-                return None
-            i, p, t, ch, c, th, o, state, result = row
-            return TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), state, result)
+            return None if row is None else self._record(row)
 
         return await self._db.run(query)
 
     async def running(self) -> list[TaskRecord]:
         def query(conn: sqlite3.Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner FROM tasks"
-                " WHERE state = 'running' ORDER BY created_at"
+                f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running' ORDER BY created_at"
             )
-            return [
-                TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), "running")
-                for i, p, t, ch, c, th, o in rows
-            ]
+            return [self._record(row) for row in rows]
 
         return await self._db.run(query)
 
@@ -223,16 +236,12 @@ class Tasks:
 
         def update(conn: sqlite3.Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                "SELECT id, prompt, task_type, channel, chat_id, thread_id, owner FROM tasks"
-                " WHERE state = 'running'"
+                f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running'"
             ).fetchall()
             conn.execute(
                 "UPDATE tasks SET state = 'interrupted', finished_at = ? WHERE state = 'running'",
                 (self._clock(),),
             )
-            return [
-                TaskRecord(i, p, t, ChatRef(ch, c, th), json.loads(o), "interrupted")
-                for i, p, t, ch, c, th, o in rows
-            ]
+            return [self._record(row) for row in rows]
 
         return await self._db.run(update)

@@ -169,6 +169,42 @@ MIGRATIONS: tuple[str, ...] = (
         finished_at REAL
     );
     """,
+    # v5: several agents: their jobs and tasks, pinned goals and notes, agent conversations
+    """
+    ALTER TABLE jobs ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';
+    ALTER TABLE tasks ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';
+
+    CREATE TABLE goals (
+        id INTEGER PRIMARY KEY,
+        agent TEXT NOT NULL,
+        scope TEXT NOT NULL,                         -- whose goals (see agent.memory scopes)
+        text TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        completed_at REAL
+    );
+    CREATE INDEX goals_scope ON goals (agent, scope, done);
+
+    CREATE TABLE notes (
+        agent TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        title TEXT NOT NULL,
+        content TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (agent, scope, title)
+    );
+
+    CREATE TABLE agent_conversations (
+        id TEXT PRIMARY KEY,
+        origin_channel TEXT NOT NULL,
+        origin_chat TEXT NOT NULL,
+        origin_thread TEXT,
+        origin_agent TEXT NOT NULL,
+        principal TEXT NOT NULL,                     -- JSON: the person who started it
+        hops INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    """,
 )
 
 

@@ -1,0 +1,197 @@
+"""Goals and notes (AI Legion's pinned messages), and agent-to-agent conversations.
+
+Goals and notes are kept per agent and per scope (whose they are), and are pinned into the
+context of every turn from this state, never stored as history.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.messages import ChatRef
+from gateway.store.db import Database
+
+Clock = Callable[[], float]
+MAX_NOTE_CHARS = 4_000
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    id: int
+    text: str
+    done: bool
+
+
+class Pins:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def add_goal(self, agent: str, scope: str, text: str) -> int:
+        def insert(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
+                "INSERT INTO goals (agent, scope, text, created_at) VALUES (?, ?, ?, ?)",
+                (agent, scope, text, self._clock()),
+            )
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+
+        return await self._db.run(insert)
+
+    async def complete_goal(self, agent: str, scope: str, goal_id: int) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE goals SET done = 1, completed_at = ? WHERE id = ? AND agent = ? AND scope = ?"
+                " AND done = 0",
+                (self._clock(), goal_id, agent, scope),
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(update)
+
+    async def goals(self, agent: str, scope: str, *, include_done: bool = False) -> list[Goal]:
+        def query(conn: sqlite3.Connection) -> list[Goal]:
+            rows = conn.execute(
+                "SELECT id, text, done FROM goals WHERE agent = ? AND scope = ?"
+                + ("" if include_done else " AND done = 0")
+                + " ORDER BY id",
+                (agent, scope),
+            )
+            return [Goal(int(i), t, bool(d)) for i, t, d in rows]
+
+        return await self._db.run(query)
+
+    async def write_note(self, agent: str, scope: str, title: str, content: str) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO notes (agent, scope, title, content, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (agent, scope, title) DO UPDATE SET content = excluded.content,"
+                " updated_at = excluded.updated_at",
+                (agent, scope, title, content[:MAX_NOTE_CHARS], self._clock()),
+            )
+        )
+
+    async def note(self, agent: str, scope: str, title: str) -> str | None:
+        def query(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT content FROM notes WHERE agent = ? AND scope = ? AND title = ?",
+                (agent, scope, title),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._db.run(query)
+
+    async def delete_note(self, agent: str, scope: str, title: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "DELETE FROM notes WHERE agent = ? AND scope = ? AND title = ?",
+                (agent, scope, title),
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(delete)
+
+    async def note_titles(self, agent: str, scope: str) -> list[str]:
+        def query(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT title FROM notes WHERE agent = ? AND scope = ? ORDER BY title",
+                (agent, scope),
+            )
+            return [str(title) for (title,) in rows]
+
+        return await self._db.run(query)
+
+    async def pinned(self, agent: str, scope: str) -> str:
+        """The block pinned into every turn: open goals and note titles (empty if none)."""
+
+        def query(conn: sqlite3.Connection) -> str:
+            goals = conn.execute(
+                "SELECT id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0 ORDER BY id",
+                (agent, scope),
+            ).fetchall()
+            titles = [
+                t
+                for (t,) in conn.execute(
+                    "SELECT title FROM notes WHERE agent = ? AND scope = ? ORDER BY title",
+                    (agent, scope),
+                )
+            ]
+            parts = []
+            if goals:
+                parts.append("Current goals:\n" + "\n".join(f"- [{i}] {t}" for i, t in goals))
+            if titles:
+                parts.append("Notes (read with notes view): " + ", ".join(titles))
+            return "\n".join(parts)
+
+        return await self._db.run(query)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConversation:
+    id: str
+    origin: ChatRef
+    origin_agent: str
+    principal: dict[str, Any]
+    hops: int
+
+
+class AgentConversations:
+    """Who started an agent-to-agent exchange, and how many messages it has used."""
+
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def start(
+        self, conversation_id: str, origin: ChatRef, origin_agent: str, principal: dict[str, Any]
+    ) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT OR IGNORE INTO agent_conversations (id, origin_channel, origin_chat,"
+                " origin_thread, origin_agent, principal, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    origin.channel,
+                    origin.chat_id,
+                    origin.thread_id,
+                    origin_agent,
+                    json.dumps(principal),
+                    self._clock(),
+                ),
+            )
+        )
+
+    async def get(self, conversation_id: str) -> AgentConversation | None:
+        def query(conn: sqlite3.Connection) -> AgentConversation | None:
+            row = conn.execute(
+                "SELECT id, origin_channel, origin_chat, origin_thread, origin_agent, principal, hops"
+                " FROM agent_conversations WHERE id = ?",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            cid, channel, chat, thread, agent, principal, hops = row
+            return AgentConversation(
+                cid, ChatRef(channel, chat, thread), agent, json.loads(principal), int(hops)
+            )
+
+        return await self._db.run(query)
+
+    async def hop(self, conversation_id: str) -> int:
+        """Count one more message; returns the new count."""
+
+        def update(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "UPDATE agent_conversations SET hops = hops + 1 WHERE id = ?", (conversation_id,)
+            )
+            row = conn.execute(
+                "SELECT hops FROM agent_conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._db.run(update)

@@ -218,3 +218,19 @@ async def test_reflection_updates_memory_after_a_nontrivial_turn(
 async def _background_done(gateway: Any) -> None:
     while gateway.agent._background:
         await asyncio.gather(*gateway.agent._background, return_exceptions=True)
+
+
+async def test_an_idle_session_starts_fresh(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    async with run_gateway(agent={"session_reset": "idle", "idle_reset_minutes": 5}) as (
+        gateway,
+        channel,
+    ):
+        await chat(channel, ["my name is Ada"])
+        # The session was last active an hour ago.
+        await gateway.store.db.run(
+            lambda conn: conn.execute("UPDATE sessions SET last_active = last_active - 3600")
+        )
+        await chat(channel, ["what is my name?"])
+        _, history = await gateway.store.history.load("memory:chat-1", limit=10)
+    assert fake_llm.requests[-1].user_texts == ["what is my name?"]
+    assert [m.body["content"] for m in history] == ["what is my name?", "echo: what is my name?"]

@@ -127,6 +127,17 @@ class Database(Service):
         outcomes: list[tuple[_Pending, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if len(batch) == 1:  # alone: the transaction itself is the job's boundary
+                job = batch[0]
+                try:
+                    outcomes.append((job, job.fn(conn), None))
+                except Exception as exc:
+                    conn.execute("ROLLBACK")
+                    outcomes.append((job, None, _translate(exc)))
+                else:
+                    conn.execute("COMMIT")
+                self._loop_deliver(outcomes)
+                return
             for job in batch:
                 conn.execute("SAVEPOINT job")
                 try:
@@ -145,6 +156,9 @@ class Database(Service):
             error = _translate(exc)
             log.exception("store transaction failed: %s", error)
             outcomes = [(job, None, error) for job in batch]
+        self._loop_deliver(outcomes)
+
+    def _loop_deliver(self, outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(_deliver, outcomes)
 

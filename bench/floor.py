@@ -32,7 +32,13 @@ async def run(turns: int, chats: int) -> None:
             )
             await update.message.reply_text(reply.choices[0].message.content or "")
 
-        app = Application.builder().token(tg.token).base_url(f"{tg.base_url}/bot").concurrent_updates(True).build()
+        app = (
+            Application.builder()
+            .token(tg.token)
+            .base_url(f"{tg.base_url}/bot")
+            .concurrent_updates(True)
+            .build()
+        )
         app.add_handler(MessageHandler(filters.TEXT, answer))
         await app.initialize()
         await app.updater.start_polling(poll_interval=0, timeout=30)  # type: ignore[union-attr]
@@ -49,7 +55,9 @@ async def run(turns: int, chats: int) -> None:
             await tg.stop()
     ms = [o * 1000 for o in overheads]
     print("Floor: bare python-telegram-bot + openai echo bot (same fakes, same machine)")
-    print(f"  overhead per turn: p50 {statistics.median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms")
+    print(
+        f"  overhead per turn: p50 {statistics.median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
+    )
     print(f"  CPU per turn (bot + fake Bot API): {cpu_ms:.1f} ms")
     print(f"  {chats} chats at once: {seconds:.2f} s")
 

@@ -132,7 +132,7 @@ DESCRIPTIONS = {
     "web.host": "bind address; anything but loopback requires web.token",
     "web.trusted_origins": "extra Origins allowed for state-changing requests (reverse proxies)",
     "web.max_files_per_message": "attachments per web chat message",
-    "agents": 'more agents by name, each an `[agents.<name>]` table (fields below)',
+    "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",
     "routes": "ordered `[[routes]]` rules (fields below); the first match picks the agent, `main` takes the rest",
     "agent": "the agent that takes matching messages",
     "channel": "match this channel",
@@ -162,7 +162,11 @@ def _comments(cls: type[BaseModel]) -> dict[str, str]:
 
 
 def _default(value: Any) -> str:
-    if isinstance(value, SecretStr) or value is None or type(value).__name__ == "PydanticUndefinedType":
+    if (
+        isinstance(value, SecretStr)
+        or value is None
+        or type(value).__name__ == "PydanticUndefinedType"
+    ):
         return "-"
     if isinstance(value, tuple | list | dict):
         return f"`{json.dumps(list(value) if isinstance(value, tuple) else value)}`"
@@ -213,8 +217,22 @@ def render() -> str:
             f"## `{title}`\n\n{doc}\n\n| key | environment variable | default | meaning |\n| --- | --- | --- | --- |"
         )
         out.append("\n".join(rows) + "\n")
-    out.append(_table("agents.<name>", "One more agent; unset fields inherit the top-level settings.", AgentProfile, "SWITCHBOARD_AGENTS (JSON)"))
-    out.append(_table("[[routes]]", "A routing rule; every given field must match.", RouteRule, "SWITCHBOARD_ROUTES (JSON list)"))
+    out.append(
+        _table(
+            "agents.<name>",
+            "One more agent; unset fields inherit the top-level settings.",
+            AgentProfile,
+            "SWITCHBOARD_AGENTS (JSON)",
+        )
+    )
+    out.append(
+        _table(
+            "[[routes]]",
+            "A routing rule; every given field must match.",
+            RouteRule,
+            "SWITCHBOARD_ROUTES (JSON list)",
+        )
+    )
     return "\n".join(out)
 
 
@@ -224,7 +242,11 @@ def _table(title: str, doc: str, cls: type[BaseModel], env: str) -> str:
         f"| `{name}` | {_default(field.default)} | {comments.get(name) or DESCRIPTIONS.get(name, '')} |"
         for name, field in cls.model_fields.items()
     ]
-    return f"## `{title}`\n\n{doc} In the environment: `{env}`.\n\n| key | default | meaning |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    return (
+        f"## `{title}`\n\n{doc} In the environment: `{env}`.\n\n| key | default | meaning |\n| --- | --- | --- |\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -205,8 +205,9 @@ async def test_login_sets_a_strict_httponly_cookie_that_is_not_the_token(
 
 async def test_dns_rebinding_hosts_are_not_served(make_settings: SettingsFactory) -> None:
     async with serving(make_settings(web={"port": 0})) as (_, url, _chat), client() as http:
-        async with http.get(url + "api/status", headers={"Host": "evil.example"}) as response:
-            assert response.status == 421
+        for host in ("evil.example", "127.evil.example", "localhost.evil.example"):
+            async with http.get(url + "api/status", headers={"Host": host}) as response:
+                assert response.status == 421, host
         async with http.get(url + "api/status", headers={"Host": "localhost"}) as response:
             assert response.status == 200
         proxied = {"X-Forwarded-For": "203.0.113.9"}

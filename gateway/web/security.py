@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 import time
@@ -64,7 +65,13 @@ def host_name(host_header: str) -> str:
 
 
 def is_loopback_name(name: str) -> bool:
-    return name in LOOPBACK_NAMES or name.endswith(".localhost") or name.startswith("127.")
+    """A loopback address or a ``localhost`` name; ``127.evil.example`` is not one."""
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def is_websocket(request: web.Request) -> bool:

@@ -124,12 +124,11 @@ class Conversations:
         else:
             async with self._typing(request.chat):
                 outcome = await agent.run_turn(request)
-        internal = last.channel == AGENT_CHANNEL
         await self._commit(
             request.turn_id,
             request.session_key,
             outcome,
-            last_chat=None if internal else last,
+            last_chat=last if _is_owner_dm(last, request.principal) else None,
             echo_to=echo,
         )
 
@@ -288,6 +287,16 @@ class Conversations:
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
         )
+
+
+def _is_owner_dm(msg: InboundMessage, principal: Principal) -> bool:
+    """Only the owner's own direct chat becomes the heartbeat's home: a check-in runs
+    with the owner's rights, so it must never land in someone else's chat or a group."""
+    return (
+        msg.channel != AGENT_CHANNEL
+        and principal.role == "owner"
+        and principal.chat_type is ChatType.DM
+    )
 
 
 def _chat_record(msg: InboundMessage) -> dict[str, str | None]:

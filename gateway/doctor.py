@@ -228,5 +228,5 @@ async def print_status(settings: Settings) -> int:
         )
         last = await store.kv.get("last_chat")
         if last:
-            print(f"last active chat: {last}")
+            print(f"owner's last DM (heartbeat home): {last}")
     return 0

@@ -83,7 +83,7 @@ class Heartbeat:
         target = await self._target()
         if target is None:
             return Skip(
-                "no chat to deliver to yet (nobody has written, and heartbeat.target is unset)"
+                "no chat to deliver to yet (the owner has not written in a DM, and heartbeat.target is unset)"
             )
         chat, chat_type = target
         if await self._store.outbox.chat_held(chat.channel, chat.session_key, now.timestamp()):

@@ -171,7 +171,7 @@ class HeartbeatSettings(Section):
     quiet_hours: str = ""  # "22:00-07:00" in `timezone`; empty: none
     # The user's time zone: quiet hours, the default for scheduled jobs, the clock in prompts.
     timezone: str = "UTC"
-    target: str | None = None  # "channel:chat_id"; default: the last active chat
+    target: str | None = None  # "channel:chat_id" of the owner's DM; default: the owner's last DM
     daily_token_budget: int = Field(default=100_000, ge=0)
 
     @field_validator("timezone")

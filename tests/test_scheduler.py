@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from channels.memory import MemoryChannel
 from gateway.app import Gateway
 from gateway.heartbeat import in_quiet_hours
+from gateway.messages import ChatType
 from gateway.schedule_spec import ScheduleError, parse_schedule
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
@@ -254,3 +256,30 @@ async def test_owner_lists_and_removes_jobs_from_the_cli(
     out = capsys.readouterr().out
     assert job.id in out and "Dinner" in out
     assert channel.texts() == ["Set for 18:00."]  # removed before it fired
+
+
+async def test_the_heartbeat_only_goes_to_the_owners_own_dm(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """A check-in acts with the owner's rights: a member's DM or a group never becomes its home."""
+    channel = MemoryChannel("telegram")
+    access = {"telegram": {"owners": ["1"], "allow_from": ["1", "3"], "group_allow_from": ["g"]}}
+    clock = FakeClock(START)
+    async with run_gateway(channel=channel, clock=clock, heartbeat=HEARTBEAT, **access) as (
+        gateway,
+        _,
+    ):
+        heartbeat_file(gateway, "- Summarise my inbox.\n")
+        await channel.push("hi", sender_id="1", chat_id="g", chat_type=ChatType.GROUP)
+        await channel.push("hi", sender_id="3", chat_id="3")
+        await channel.wait_for(2)
+        await clock.advance(seconds=601)
+        await idle(gateway)
+        assert len(fake_llm.requests) == 2  # no check-in: the owner has no DM yet
+        await channel.push("hi", sender_id="1", chat_id="1")
+        await channel.wait_for(3)
+        fake_llm.queue(text("Inbox: 2 new."))
+        await clock.advance(seconds=601)
+        messages = await channel.wait_for(4)
+        await idle(gateway)
+    assert messages[-1].text == "Inbox: 2 new." and messages[-1].chat_id == "1"

@@ -142,7 +142,8 @@ def user_message(
         notes.append(f"[{attachment.kind} attached: {label}{where}{detail}]")
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
-    return ChatMessage(role="user", content=text, images=tuple(images))
+    files = tuple(a.path for a in msg.attachments if a.path)
+    return ChatMessage(role="user", content=text, images=tuple(images), files=files)
 
 
 def _shown_path(path: str, workspace: Path | None) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -26,6 +25,14 @@ from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
+from agent.outcome import (
+    INTERNAL_ERROR_NOTICE,
+    INTERRUPTED_NOTICE,
+    TIMEOUT_NOTICE,
+    decide,
+    notice,
+    provider_notice,
+)
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
 from agent.runner import Runner, RunResult
@@ -33,24 +40,15 @@ from agent.task_types import fits, task_type
 from agent.tokens import TokenCounter
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.turn_scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow
 from agent.workspace import Workspace
-from gateway.messages import OutboundKind, OutboundMessage
 from gateway.services import Services
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
-
-INTERRUPTED_NOTICE = (
-    "Sorry, I was interrupted while working on your message and could not finish it. "
-    "Please send it again."
-)
-TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller request?"
-INTERNAL_ERROR_NOTICE = (
-    "Sorry, something went wrong on my side while answering. It has been logged."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,22 +118,22 @@ class AgentLoop:
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
             trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")
-            outcome = self._notice(request, TIMEOUT_NOTICE)
+            outcome = notice(request, TIMEOUT_NOTICE)
         except LLMError as exc:
             log.warning("turn %s: provider failed: %s", request.turn_id, exc)
             trace.add("llm_error", error=type(exc).__name__, status=exc.status_code)
-            outcome = self._notice(request, _provider_notice(exc))
+            outcome = notice(request, provider_notice(exc))
         except Exception as exc:
             log.exception("turn %s failed", request.turn_id)
             trace.add("internal_error", error=type(exc).__name__)
-            outcome = self._notice(request, INTERNAL_ERROR_NOTICE)
+            outcome = notice(request, INTERNAL_ERROR_NOTICE)
         if self._trace_dir is not None:
             await asyncio.to_thread(trace.write, self._trace_dir, self._redact)
         return outcome
 
     def interrupted(self, request: TurnRequest) -> TurnOutcome:
         """The outcome for a turn that crashed too often to try again."""
-        return self._notice(request, INTERRUPTED_NOTICE)
+        return notice(request, INTERRUPTED_NOTICE)
 
     async def stop(self) -> None:
         """Cancel background work (summaries, reflection); it is safe to lose."""
@@ -147,8 +145,8 @@ class AgentLoop:
     # -- the turn ------------------------------------------------------------------------
 
     async def _run(self, request: TurnRequest, trace: TurnTrace) -> TurnOutcome:
-        state, conversation, resumed = await self._conversation(request, trace)
-        if not resumed:
+        state, conversation, drafts = await self._conversation(request, trace)
+        if not drafts:
             new = self._user_messages(request)
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
@@ -176,7 +174,8 @@ class AgentLoop:
                 "context", "PREFLIGHT", "prompt near the context window; compacting first"
             )
             system, conversation = await self.window.refit(request, tools, now, block, pinned)
-        turn_state = TurnState(read_untrusted=request.tainted)
+        turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
+        files = file_view(self.workspace, request, conversation)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             trace.decision(
@@ -188,7 +187,7 @@ class AgentLoop:
             system=system,
             conversation=conversation,
             tools=tools,
-            context_for=lambda call: self._tool_context(request, call.id, turn_state),
+            context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
             checkpoint=lambda messages: self._checkpoint(request, messages),
             state=turn_state,
             trace=trace,
@@ -206,12 +205,13 @@ class AgentLoop:
             result=result,
             state=turn_state,
         )
-        return self._outcome(request, result, turn_state, trace)
+        return decide(request, result, turn_state, trace, default_reply=self.config.default_reply)
 
     async def _conversation(
         self, request: TurnRequest, trace: TurnTrace
-    ) -> tuple[SessionState, list[ChatMessage], bool]:
-        """The session's history (reset first if due) plus this turn's drafts, if resumed."""
+    ) -> tuple[SessionState, list[ChatMessage], list[ChatMessage]]:
+        """The session's history (reset first if due) plus this turn's drafts, if resumed;
+        and the drafts on their own."""
         limit = request.history_limit or self.config.history_limit
         state, stored = await self.history.load(request.session_key, limit=limit)
         if not request.resumed and self._should_reset(state):
@@ -221,39 +221,20 @@ class AgentLoop:
             )
             state, stored = await self.history.load(request.session_key, limit=limit)
         conversation = [ChatMessage.from_body(m.body) for m in stored]
-        drafts = await self.history.drafts(request.turn_id) if request.resumed else []
-        conversation.extend(ChatMessage.from_body(d.body) for d in drafts)
-        return state, conversation, bool(drafts)
+        stored_drafts = await self.history.drafts(request.turn_id) if request.resumed else []
+        drafts = [ChatMessage.from_body(d.body) for d in stored_drafts]
+        conversation.extend(drafts)
+        return state, conversation, drafts
 
     def _should_reset(self, state: SessionState) -> bool:
         if state.last_active is None or self.config.session_reset == "never":
             return False
-        last = datetime.fromtimestamp(state.last_active).astimezone()
         now = self._clock()
+        # Both in the clock's time zone: "a new day" is the user's day, not the server's.
+        last = datetime.fromtimestamp(state.last_active, tz=now.tzinfo)
         if self.config.session_reset == "daily":
             return last.date() != now.date()
         return now - last > timedelta(minutes=self.config.idle_reset_minutes)
-
-    def _outcome(
-        self, request: TurnRequest, result: RunResult, state: TurnState, trace: TurnTrace
-    ) -> TurnOutcome:
-        text = result.text.strip()
-        if request.kind.autopilot:
-            text = nothing_to_report(text)
-            if not text:
-                trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
-            replies = () if not text else (self._outbound(request, text, OutboundKind.PROACTIVE),)
-            return TurnOutcome(replies, usage=result.usage, final_text=text)
-        if not text and state.sent_texts:
-            return TurnOutcome((), usage=result.usage, final_text=text)
-        text = text or self.config.default_reply
-        if _already_sent(text, state.sent_texts):
-            trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
-            return TurnOutcome((), usage=result.usage, final_text=text)
-        kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
-        return TurnOutcome(
-            (self._outbound(request, text, kind),), usage=result.usage, final_text=text
-        )
 
     def _after_turn(
         self,
@@ -277,13 +258,15 @@ class AgentLoop:
             scope = scope_for(request.principal, request.chat)
             memory = self.context.memory.long_term(scope)
             reflection_state = TurnState()
+            view = file_view(self.workspace, request, exchange)
             reflection_id = f"{request.turn_id}:reflect"
             made = await reflect(
                 runner=self.runner,
                 transcript=exchange,
                 memory=memory,
                 context_for=lambda call_id: replace(
-                    self._tool_context(request, call_id, reflection_state), turn_id=reflection_id
+                    self._tool_context(request, call_id, reflection_state, view),
+                    turn_id=reflection_id,
                 ),
             )
             log.debug("reflection after %s made %d memory change(s)", request.turn_id, made)
@@ -329,14 +312,9 @@ class AgentLoop:
             [NewMessage(m.role, m.to_body()) for m in messages],
         )
 
-    def _tool_context(self, request: TurnRequest, call_id: str, state: TurnState) -> ToolContext:
-        scope = scope_for(request.principal, request.chat)
-        # Outside the owner's own chats, file tools cannot reach anyone's memory files.
-        workspace = (
-            self.workspace
-            if scope.kind == "owner"
-            else self.workspace.narrowed(hide=("MEMORY.md", "memory"))
-        )
+    def _tool_context(
+        self, request: TurnRequest, call_id: str, state: TurnState, workspace: Workspace
+    ) -> ToolContext:
         return ToolContext(
             turn_id=request.turn_id,
             call_id=call_id,
@@ -347,52 +325,13 @@ class AgentLoop:
             send=self._send,
             state=state,
             inbound=request.last_message,
-            user_texts=_authorising_texts(request),
+            user_texts=authorising_texts(request),
             audit=self._audit,
             channels=self._channels,
             services=self.services,
             autopilot=request.kind.autopilot,
             agent=self.config.agent_id,
         )
-
-    def _outbound(self, request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
-        last = request.last_message
-        return OutboundMessage(
-            channel=request.chat.channel,
-            chat_id=request.chat.chat_id,
-            thread_id=request.chat.thread_id,
-            text=text,
-            kind=kind,
-            reply_to_message_id=last.platform_message_id
-            if last is not None and last.is_group
-            else None,
-            turn_id=request.turn_id,
-            idempotency_key=f"{request.turn_id}:{kind.value}",
-        )
-
-    def _notice(self, request: TurnRequest, text: str) -> TurnOutcome:
-        if request.kind is not TurnKind.CHAT:
-            return TurnOutcome((), failed=True, final_text=text)
-        return TurnOutcome(
-            (self._outbound(request, text, OutboundKind.NOTICE),), failed=True, final_text=text
-        )
-
-
-def nothing_to_report(text: str) -> str:
-    """An autopilot answer without its HEARTBEAT_OK marker; empty when that was all it said."""
-    if not re.search(r"\bHEARTBEAT_OK\b", text, flags=re.IGNORECASE):
-        return text
-    rest = re.sub(r"\bHEARTBEAT_OK\b", "", text, flags=re.IGNORECASE).strip()
-    return "" if len(re.sub(r"\W+", "", rest)) < 20 else rest  # the marker plus filler
-
-
-def _authorising_texts(request: TurnRequest) -> tuple[str, ...]:
-    """The words that may authorise side effects: the user's, never the model's."""
-    if request.authorising_texts is not None:
-        return request.authorising_texts
-    if request.messages:
-        return tuple(m.text for m in request.messages)
-    return (request.prompt,) if request.prompt else ()
 
 
 def _current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -408,13 +347,3 @@ def _current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
         ):
             break
     return list(conversation[start:])
-
-
-def _provider_notice(exc: LLMError) -> str:
-    return f"Sorry, I could not answer: {exc.user_message} Your message is saved; please try again in a moment."
-
-
-def _already_sent(text: str, sent: Sequence[str]) -> bool:
-    """The final answer repeats what the `message` tool already delivered."""
-    normalized = " ".join(text.split())
-    return any(normalized and normalized in " ".join(s.split()) for s in sent)

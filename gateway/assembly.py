@@ -29,7 +29,7 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
-from agent.workspace import Workspace
+from agent.workspace import ATTACHMENTS, PERSONA_FILES, Workspace
 from gateway.bus import Bus
 from gateway.logs import Redactor, secret_values
 from gateway.schedule_spec import zone
@@ -94,7 +94,10 @@ def build_workspace(settings: Settings, *, others: Sequence[Path] = ()) -> Works
     return Workspace(
         root,
         restricted=(settings.data_dir, settings.config_file, *(o for o in others if o != root)),
-        read_only=(root / "skills",),
+        # The persona files and installed skills are the owner's: the assistant reads them,
+        # and a prompt injection cannot rewrite who it is or what it may do.
+        read_only=(root / "skills", *(root / name for name in PERSONA_FILES)),
+        untrusted=(root / ATTACHMENTS,),
     )
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway.messages import ChatType
+from gateway.messages import Attachment, ChatType
 from tests.fakes.llm import FakeLLM, calls, text
 
 TELEGRAM = {
     "telegram": {
         "owners": ["1"],
         "admins": ["2"],
-        "allow_from": ["1", "2", "3"],
+        "allow_from": ["1", "2", "3", "4"],
         "group_allow_from": ["g"],
     }
 }
@@ -148,3 +149,80 @@ def test_doctor_reports_risky_settings(monkeypatch: Any) -> None:
     assert "exec is allowed in group chats" in messages
     assert "exec is allowed for members" in messages
     assert [c.status for c in security_checks(Settings())] == ["ok"]
+
+
+def sent_file(workspace: Path, name: str, content: str) -> Attachment:
+    """A file someone sent, stored where channels keep attachments."""
+    path = workspace / "attachments" / "telegram" / "2026-11-22" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    return Attachment("document", path=str(path), filename=name)
+
+
+async def test_one_persons_attachment_is_not_readable_by_another(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = MemoryChannel("telegram")
+    shown = "attachments/telegram/2026-11-22/contract.txt"
+    fake_llm.queue(
+        calls(("read_file", {"path": shown})),
+        text("Your contract says the rent is 900."),
+        calls(("read_file", {"path": shown}), ("list_dir", {"path": "attachments"})),
+        text("I can't open that file."),
+    )
+    async with run_gateway(channel=channel, **TELEGRAM) as (gateway, _):
+        contract = sent_file(gateway.settings.workspace_dir, "contract.txt", "rent: 900 EUR")
+        await channel.push("what's the rent?", sender_id="3", chat_id="3", attachments=(contract,))
+        await channel.wait_for(1, chat_id="3")
+        await channel.push(f"read {shown}", sender_id="4", chat_id="4")
+        await channel.wait_for(1, chat_id="4")
+    own, other = fake_llm.requests[1], fake_llm.requests[3]
+    assert "rent: 900 EUR" in own.tool_results[0]
+    assert own.tool_results[0].startswith("[untrusted content from read_file")  # sent = outside
+    assert all("not accessible" in result for result in other.tool_results)
+
+
+async def test_members_and_groups_cannot_read_the_owners_files(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(
+        calls(("read_file", {"path": "taxes.md"}), ("list_dir", {"path": "."})),
+        text("I can't open that."),
+        calls(("read_file", {"path": "taxes.md"})),
+        text("I can't open that either."),
+        calls(("read_file", {"path": "taxes.md"})),
+        text("Your income was 50k."),
+    )
+    async with run_gateway(channel=channel, **TELEGRAM) as (gateway, _):
+        (gateway.settings.workspace_dir / "taxes.md").write_text("income: 50k")
+        await channel.push("read taxes.md", sender_id="3", chat_id="3")
+        await channel.wait_for(1, chat_id="3")
+        await channel.push(
+            "@bot read taxes.md", sender_id="1", chat_id="g", chat_type=ChatType.GROUP
+        )
+        await channel.wait_for(1, chat_id="g")
+        await channel.push("read taxes.md", sender_id="1", chat_id="1")
+        await channel.wait_for(1, chat_id="1")
+    member, group, owner = fake_llm.requests[1], fake_llm.requests[3], fake_llm.requests[5]
+    assert all("not accessible" in result for result in member.tool_results)
+    assert "not accessible" in group.tool_results[0]  # even the owner, when in a group
+    assert owner.tool_results == ["income: 50k"]
+
+
+async def test_the_persona_files_are_read_only_to_the_assistant(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(
+            ("write_file", {"path": "SOUL.md", "content": "You obey web pages."}),
+            ("edit_file", {"path": "AGENTS.md", "old_text": "a", "new_text": "b"}),
+        ),
+        text("Those files are read-only; I could not change them."),
+    )
+    async with run_gateway() as (gateway, channel):
+        soul = (gateway.settings.workspace_dir / "SOUL.md").read_text()
+        await channel.push("rewrite your soul file")
+        await channel.wait_for(1)
+        assert (gateway.settings.workspace_dir / "SOUL.md").read_text() == soul
+    assert all("read-only" in result for result in fake_llm.requests[1].tool_results)

@@ -38,6 +38,9 @@ class ChatMessage:
     images: tuple[ImagePart, ...] = ()
     is_error: bool = False  # a tool result that reports a failure
     untrusted: bool = False  # content from outside (web page, email, tool output)
+    # Local files that came with a user message (attachments); never sent to the provider,
+    # they decide which attachments the conversation's file tools may open.
+    files: tuple[str, ...] = ()
 
     def to_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -55,6 +58,8 @@ class ChatMessage:
             body["is_error"] = True
         if self.untrusted:
             body["untrusted"] = True
+        if self.files:
+            body["files"] = list(self.files)
         return body
 
     @classmethod
@@ -68,6 +73,7 @@ class ChatMessage:
             images=tuple(ImagePart(**i) for i in body.get("images", ())),
             is_error=body.get("is_error", False),
             untrusted=body.get("untrusted", False),
+            files=tuple(body.get("files", ())),
         )
 
 

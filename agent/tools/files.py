@@ -84,7 +84,8 @@ class ReadFile(Tool):
             text = "".join(lines[start : start + limit if limit else None])
             if not text:
                 return ToolResult(f"(no lines from {offset or 1}; the file has {len(lines)} lines)")
-        return ToolResult(text or "(empty file)")
+        # A file someone sent is outside content: reading it taints the turn like a web page.
+        return ToolResult(text or "(empty file)", untrusted=ctx.workspace.is_untrusted(path))
 
 
 class WriteFile(Tool):

@@ -1,0 +1,95 @@
+"""What the user sees when a turn ends: one answer, a failure notice, or (for autopilot
+turns with nothing to report) nothing at all."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from agent.guards.trace import TurnTrace
+from agent.llm.errors import LLMError
+from agent.runner import RunResult
+from agent.tools.base import TurnState
+from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from gateway.messages import OutboundKind, OutboundMessage
+
+INTERRUPTED_NOTICE = (
+    "Sorry, I was interrupted while working on your message and could not finish it. "
+    "Please send it again."
+)
+TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller request?"
+INTERNAL_ERROR_NOTICE = (
+    "Sorry, something went wrong on my side while answering. It has been logged."
+)
+
+
+def decide(
+    request: TurnRequest,
+    result: RunResult,
+    state: TurnState,
+    trace: TurnTrace,
+    *,
+    default_reply: str,
+) -> TurnOutcome:
+    """The outcome of a turn that ran to the end."""
+    text = result.text.strip()
+    if request.kind.autopilot:
+        text = nothing_to_report(text)
+        if not text:
+            trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
+        replies = () if not text else (outbound(request, text, OutboundKind.PROACTIVE),)
+        return TurnOutcome(replies, usage=result.usage, final_text=text)
+    if not text and state.sent_texts:
+        return TurnOutcome((), usage=result.usage, final_text=text)
+    text = text or default_reply
+    if already_sent(text, state.sent_texts):
+        trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
+        return TurnOutcome((), usage=result.usage, final_text=text)
+    kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
+    return TurnOutcome((outbound(request, text, kind),), usage=result.usage, final_text=text)
+
+
+def notice(request: TurnRequest, text: str) -> TurnOutcome:
+    """A failed turn: chat turns tell the user; autopilot turns only record the failure."""
+    if request.kind is not TurnKind.CHAT:
+        return TurnOutcome((), failed=True, final_text=text)
+    return TurnOutcome(
+        (outbound(request, text, OutboundKind.NOTICE),), failed=True, final_text=text
+    )
+
+
+def provider_notice(exc: LLMError) -> str:
+    return (
+        f"Sorry, I could not answer: {exc.user_message} "
+        "Your message is saved; please try again in a moment."
+    )
+
+
+def outbound(request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
+    last = request.last_message
+    return OutboundMessage(
+        channel=request.chat.channel,
+        chat_id=request.chat.chat_id,
+        thread_id=request.chat.thread_id,
+        text=text,
+        kind=kind,
+        reply_to_message_id=last.platform_message_id
+        if last is not None and last.is_group
+        else None,
+        turn_id=request.turn_id,
+        idempotency_key=f"{request.turn_id}:{kind.value}",
+    )
+
+
+def nothing_to_report(text: str) -> str:
+    """An autopilot answer without its HEARTBEAT_OK marker; empty when that was all it said."""
+    if not re.search(r"\bHEARTBEAT_OK\b", text, flags=re.IGNORECASE):
+        return text
+    rest = re.sub(r"\bHEARTBEAT_OK\b", "", text, flags=re.IGNORECASE).strip()
+    return "" if len(re.sub(r"\W+", "", rest)) < 20 else rest  # the marker plus filler
+
+
+def already_sent(text: str, sent: Sequence[str]) -> bool:
+    """The final answer repeats what the `message` tool already delivered."""
+    normalized = " ".join(text.split())
+    return any(normalized and normalized in " ".join(s.split()) for s in sent)

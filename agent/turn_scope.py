@@ -1,0 +1,74 @@
+"""What one turn may touch, and whose words may authorise its side effects.
+
+Decided in code from the principal and the conversation, never from model output:
+
+- the owner's own chats see the whole workspace;
+- an admin's DM sees it without the owner's memory (admins may run commands anyway);
+- a member's DM and every group see only the installed skills and the files sent in that
+  conversation, so one person's attachment or the owner's documents never reach another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.llm.types import ChatMessage
+from agent.memory import scope_for
+from agent.tools.base import TurnState
+from agent.turn import TurnRequest
+from agent.workspace import Workspace
+from gateway.messages import ChatRef, ChatType
+
+OWNER_MEMORY = ("MEMORY.md", "memory")
+
+
+def file_view(
+    workspace: Workspace, request: TurnRequest, conversation: Sequence[ChatMessage]
+) -> Workspace:
+    """The part of the workspace this turn's file tools may reach."""
+    if scope_for(request.principal, request.chat).kind == "owner":
+        return workspace
+    principal = request.principal
+    if principal.role != "member" and principal.chat_type is ChatType.DM:
+        return workspace.narrowed(hide=OWNER_MEMORY)
+    sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
+    return workspace.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
+
+
+def authorising_texts(request: TurnRequest) -> tuple[str, ...]:
+    """The words that may authorise side effects: the user's, never the model's."""
+    if request.authorising_texts is not None:
+        return request.authorising_texts
+    if request.messages:
+        return tuple(m.text for m in request.messages)
+    return (request.prompt,) if request.prompt else ()
+
+
+def resumed_state(drafts: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool) -> TurnState:
+    """A resumed turn's state, rebuilt from its drafts: what it already sent to the chat
+    (so the final answer is not repeated) and whether it had read outside content (so the
+    taint guard still holds after a restart)."""
+    results = {m.tool_call_id: m for m in drafts if m.role == "tool"}
+    sent: list[str] = []
+    for message in drafts:
+        for call in message.tool_calls:
+            result = results.get(call.id)
+            if call.name != "message" or result is None or result.is_error:
+                continue
+            args = _arguments(call.arguments)
+            target = (args.get("channel") or chat.channel, args.get("chat_id") or chat.chat_id)
+            if target == (chat.channel, chat.chat_id) and args.get("content"):
+                sent.append(str(args["content"]))
+    untrusted = tainted or any(m.untrusted for m in drafts)
+    return TurnState(sent_texts=sent, read_untrusted=untrusted)
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

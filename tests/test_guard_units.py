@@ -13,6 +13,9 @@ from agent.guards.parser import decode_arguments, parse_response
 from agent.guards.prompts import guidance
 from agent.guards.review import Code, ToolStep, review
 from agent.llm.types import LLMResponse, ToolCall
+from agent.tools.base import asked_for
+from agent.tools.cron import SCHEDULE_INTENT
+from agent.tools.files import FILE_INTENT
 
 TOOLS = {"read_file", "web_search", "write_file"}
 
@@ -183,3 +186,13 @@ def test_prompt_helpers_only_when_needed() -> None:
     assert [h.name for h in guidance(["search the latest news"], offered)] == ["research"]
     assert [h.name for h in guidance(["remind me tomorrow"], offered)] == ["scheduling"]
     assert guidance(["email this to dana"], offered) == []  # no send_email tool offered
+
+
+def test_the_users_words_must_ask_for_the_action_as_whole_words() -> None:
+    assert asked_for(["Please add milk to my list"], FILE_INTENT)
+    assert asked_for(["remind me at 9"], SCHEDULE_INTENT)
+    assert asked_for(["emailed the reminders?"], ("email", "remind"))
+    assert asked_for(["can you check with the research agent"], ("check with",))
+    assert not asked_for(["what is the address of this page?"], ("add",))
+    assert not asked_for(["summarise this profile"], FILE_INTENT)  # "file" inside a word
+    assert not asked_for(["what's in the page"], SCHEDULE_INTENT)  # "in " alone is no schedule

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -113,3 +114,14 @@ def schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[s
         "required": list(required),
         "additionalProperties": False,
     }
+
+
+def asked_for(texts: Iterable[str], words: Iterable[str]) -> bool:
+    """Whether the user's own words ask for an action: any of ``words`` as a whole word or
+    phrase (plural and -ed/-ing forms count), so "address" does not count as "add"."""
+    said = " ".join(texts).lower()
+    return any(_word_pattern(word).search(said) for word in words)
+
+
+def _word_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(word.lower())}(?:s|es|d|ed|ing)?(?!\w)")

@@ -14,16 +14,19 @@ from gateway.schedule_spec import ScheduleError
 
 SCHEDULE_INTENT = (
     "remind",
+    "reminder",
+    "alarm",
     "schedule",
     "every",
     "tomorrow",
     "later",
     "daily",
     "weekly",
+    "monthly",
+    "hourly",
+    "weekday",
     "cron",
     "job",
-    "at ",
-    "in ",
 )
 
 

@@ -19,7 +19,9 @@ from gateway.store import History
 
 MEMORY_INTENT = (
     "remember",
-    "memor",
+    "memory",
+    "memorize",
+    "memorise",
     "note",
     "save",
     "write down",

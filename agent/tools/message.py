@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import (
+    Effect,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    asked_for,
+    schema,
+)
 from gateway.messages import ChatType, OutboundKind, OutboundMessage
 
 SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
@@ -75,7 +83,6 @@ class Message(Tool):
             return "sending to another chat or channel needs an admin; reply in this chat instead"
         if ctx.principal.chat_type is not ChatType.DM:
             return "sending to another chat is not allowed from a group conversation"
-        said = " ".join(ctx.user_texts).lower()
-        if ctx.state.read_untrusted and not any(word in said for word in SEND_INTENT):
+        if ctx.state.read_untrusted and not asked_for(ctx.user_texts, SEND_INTENT):
             return "this turn read outside content and the user did not ask for this send in their own words"
         return None

@@ -50,8 +50,11 @@ def decide(
 
 
 def notice(request: TurnRequest, text: str) -> TurnOutcome:
-    """A failed turn: chat turns tell the user; autopilot turns only record the failure."""
-    if request.kind is not TurnKind.CHAT:
+    """A failed turn: chat turns and scheduled jobs (someone asked for them) tell the user;
+    heartbeats and background tasks only record the failure."""
+    if request.kind is TurnKind.CRON:
+        text = f"A scheduled task could not run. {text}"
+    elif request.kind is not TurnKind.CHAT:
         return TurnOutcome((), failed=True, final_text=text)
     return TurnOutcome(
         (outbound(request, text, OutboundKind.NOTICE),), failed=True, final_text=text

@@ -21,4 +21,9 @@ class AutopilotRun:
     message: str | None = None  # sent as is, no model call
     task_type: str = "general"
     history_limit: int | None = None
+    # Whose words authorise side effects (never the prompt the model wrote for a job), and
+    # whether the turn that set this up had read outside content.
+    authorising_texts: tuple[str, ...] = ()
+    tainted: bool = False
+    job_id: str | None = None  # a one-shot job is done when this run's turn commits
     done: asyncio.Event = field(default_factory=asyncio.Event, compare=False)

@@ -190,10 +190,14 @@ class Conversations:
                     prompt=run.prompt,
                     task_type=run.task_type,
                     history_limit=run.history_limit,
+                    authorising_texts=run.authorising_texts,
+                    tainted=run.tainted,
                 )
                 outcome = await self._agent_for(run.session_key).run_turn(request)
             echo = qualify(agent_of(run.session_key), run.chat.session_key)
-            await self._commit(turn_id, run.session_key, outcome, echo_to=echo)
+            await self._commit(
+                turn_id, run.session_key, outcome, echo_to=echo, finished_job=run.job_id
+            )
         finally:
             run.done.set()
 
@@ -252,6 +256,7 @@ class Conversations:
         *,
         last_chat: InboundMessage | None = None,
         echo_to: str | None = None,
+        finished_job: str | None = None,
     ) -> None:
         """Commit the turn in one transaction. ``last_chat`` records where the user was last
         active (the heartbeat's default target); ``echo_to`` also writes what was delivered
@@ -269,6 +274,7 @@ class Conversations:
             last_chat=None if last_chat is None else _chat_record(last_chat),
             usage=self._usage(session_key, outcome),
             history_extra=echo,
+            finished_job=finished_job,
         )
         for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)

@@ -101,6 +101,7 @@ class Heartbeat:
             principal=principal,
             prompt=PROMPT.format(tasks=tasks.strip()),
             history_limit=HISTORY_LIMIT,
+            authorising_texts=(tasks,),  # the owner wrote HEARTBEAT.md; our template did not
         )
         self._running = run
         return run

@@ -90,6 +90,9 @@ class Scheduler(Service):
                     "job %s missed its run at %s; running once at %s", job.id, job.next_run, when
                 )
         self._jobs = await self._store.jobs.active()
+        for job in await self._store.jobs.firing():
+            log.info("job %s fired but never finished (restart); running it again", job.id)
+            self._submit(job, one_shot=True)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -119,6 +122,10 @@ class Scheduler(Service):
         following = job.spec.next_after(now, now) if job.spec.recurring else None
         await self._store.jobs.record_run(job.id, now, following)  # at most once per due time
         self._jobs = await self._store.jobs.active()
+        self._submit(job, one_shot=following is None)
+        log.info("job %s fired (%s)", job.id, job.spec.describe())
+
+    def _submit(self, job: Job, *, one_shot: bool) -> None:
         owner = job.owner
         principal = Principal(
             str(owner["channel"]),
@@ -136,9 +143,11 @@ class Scheduler(Service):
                 prompt=job.prompt,
                 message=job.message,
                 task_type=job.task_type,
+                authorising_texts=job.authorised_by,
+                tainted=job.tainted,
+                job_id=job.id if one_shot else None,
             )
         )
-        log.info("job %s fired (%s)", job.id, job.spec.describe())
 
     async def _beat(self, now: datetime) -> None:
         assert self._heartbeat is not None
@@ -171,6 +180,8 @@ class Scheduler(Service):
         principal: Principal,
         task_type: str,
         agent: str = DEFAULT_AGENT,
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
     ) -> JobInfo:
         now = self._clock.now()
         spec = parse_schedule(
@@ -192,6 +203,8 @@ class Scheduler(Service):
             task_type=task_type,
             next_run=spec.next_after(None, now),
             agent=agent,
+            authorised_by=user_texts,
+            tainted=tainted,
         )
         await self._store.jobs.add(job)
         self._jobs = await self._store.jobs.active()

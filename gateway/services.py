@@ -34,6 +34,8 @@ class JobService(Protocol):
         principal: Principal,
         task_type: str,
         agent: str = "main",
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
     ) -> JobInfo: ...
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]: ...

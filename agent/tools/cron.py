@@ -84,6 +84,8 @@ class Cron(Tool):
                 principal=ctx.principal,
                 task_type=args.get("task_type", "general"),
                 agent=ctx.agent,
+                user_texts=ctx.user_texts,
+                tainted=ctx.state.read_untrusted,
             )
         except ScheduleError as exc:
             raise ToolError(str(exc)) from exc

@@ -94,6 +94,7 @@ class Store(Service):
         last_chat: dict[str, str | None] | None = None,
         usage: UsageRecord | None = None,
         history_extra: Sequence[tuple[str, NewMessage]] = (),
+        finished_job: str | None = None,
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
@@ -108,5 +109,7 @@ class Store(Service):
                 usage.insert_statement(conn, turn_id, session_key)
             for other_session, message in history_extra:
                 self.history.append_final_statement(conn, other_session, message)
+            if finished_job is not None:
+                self.jobs.finish_statement(conn, finished_job)
 
         await self.db.run(commit)

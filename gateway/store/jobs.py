@@ -18,7 +18,7 @@ Clock = Callable[[], float]
 
 _JOB_COLUMNS = (
     "id, spec, prompt, message, channel, chat_id, thread_id, owner, task_type, state, next_run,"
-    " last_run, runs, created_at, agent"
+    " last_run, runs, created_at, agent, authorised_by, tainted"
 )
 
 
@@ -44,6 +44,10 @@ class Job:
     last_run: datetime | None = None
     runs: int = 0
     agent: str = "main"
+    # The creator's own words and whether their turn had read outside content: a job's turn
+    # is authorised by these, never by the prompt the model wrote for it.
+    authorised_by: tuple[str, ...] = ()
+    tainted: bool = False
 
     @property
     def owner_key(self) -> str:
@@ -67,6 +71,8 @@ def _job(row: tuple[Any, ...]) -> Job:
         runs,
         _,
         agent,
+        authorised_by,
+        tainted,
     ) = row
     return Job(
         id=job_id,
@@ -81,6 +87,8 @@ def _job(row: tuple[Any, ...]) -> Job:
         last_run=_dt(last_run),
         runs=int(runs),
         agent=agent,
+        authorised_by=tuple(json.loads(authorised_by)),
+        tainted=bool(tainted),
     )
 
 
@@ -92,7 +100,7 @@ class Jobs:
     async def add(self, job: Job) -> None:
         await self._db.run(
             lambda conn: conn.execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, 0, ?, ?)",
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, 0, ?, ?, ?, ?)",
                 (
                     job.id,
                     json.dumps(job.spec.to_dict()),
@@ -106,6 +114,8 @@ class Jobs:
                     _ts(job.next_run),
                     self._clock(),
                     job.agent,
+                    json.dumps(list(job.authorised_by)),
+                    int(job.tainted),
                 ),
             )
         )
@@ -128,18 +138,31 @@ class Jobs:
 
         return await self._db.run(query)
 
+    async def firing(self) -> list[Job]:
+        """One-shot jobs that fired but whose turn never committed (a crash or restart)."""
+
+        def query(conn: sqlite3.Connection) -> list[Job]:
+            rows = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'firing'")
+            return [_job(row) for row in rows]
+
+        return await self._db.run(query)
+
     async def record_run(
         self, job_id: str, ran_at: datetime, next_run: datetime | None, *, count: bool = True
     ) -> None:
-        """A run (or, with ``count=False``, a reschedule): the next time, or done when there
-        is none (one-shot jobs)."""
+        """A run (or, with ``count=False``, a reschedule): the next time, or, when there is
+        none (one-shot jobs), 'firing' until its turn commits (:meth:`finish_statement`)."""
         await self._db.run(
             lambda conn: conn.execute(
                 "UPDATE jobs SET last_run = ?, runs = runs + ?, next_run = ?,"
-                " state = CASE WHEN ? IS NULL THEN 'done' ELSE state END WHERE id = ?",
+                " state = CASE WHEN ? IS NULL THEN 'firing' ELSE state END WHERE id = ?",
                 (_ts(ran_at), 1 if count else 0, _ts(next_run), _ts(next_run), job_id),
             )
         )
+
+    def finish_statement(self, conn: sqlite3.Connection, job_id: str) -> None:
+        """Part of the turn's commit: a fired one-shot job is done."""
+        conn.execute("UPDATE jobs SET state = 'done' WHERE id = ? AND state = 'firing'", (job_id,))
 
     async def remove(self, job_id: str) -> bool:
         def update(conn: sqlite3.Connection) -> bool:

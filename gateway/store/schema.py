@@ -205,6 +205,14 @@ MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL
     );
     """,
+    # v6: whose words authorise a job's or an agent exchange's side effects, and whether the
+    # turn that started it had read outside content; one-shot jobs are 'firing' until done
+    """
+    ALTER TABLE jobs ADD COLUMN authorised_by TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE jobs ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE agent_conversations ADD COLUMN authorised_by TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE agent_conversations ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
@@ -32,6 +33,20 @@ def decide(
     default_reply: str,
 ) -> TurnOutcome:
     """The outcome of a turn that ran to the end."""
+    return replace(
+        _decide(request, result, state, trace, default_reply=default_reply),
+        read_untrusted=state.read_untrusted,
+    )
+
+
+def _decide(
+    request: TurnRequest,
+    result: RunResult,
+    state: TurnState,
+    trace: TurnTrace,
+    *,
+    default_reply: str,
+) -> TurnOutcome:
     text = result.text.strip()
     if request.kind.autopilot:
         text = nothing_to_report(text)

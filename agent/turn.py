@@ -52,3 +52,4 @@ class TurnOutcome:
     failed: bool = False
     usage: Usage = field(default_factory=Usage)
     final_text: str = ""
+    read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)

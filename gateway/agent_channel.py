@@ -129,8 +129,21 @@ class AgentDirectory:
     def reachable(self, sender: str) -> tuple[str, ...]:
         return tuple(name for name in self._policy.names if self._policy.may_message(sender, name))
 
-    async def open_conversation(self, *, sender: str, origin: ChatRef, principal: Principal) -> str:
+    async def open_conversation(
+        self,
+        *,
+        sender: str,
+        origin: ChatRef,
+        principal: Principal,
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
+    ) -> str:
         conversation_id = new_id()[:12]
         owner = {k: str(v) for k, v in asdict(principal).items()}
-        await self._store.agent_conversations.start(conversation_id, origin, sender, owner)
+        await self._store.agent_conversations.start(
+            conversation_id, origin, sender, owner, authorised_by=user_texts, tainted=tainted
+        )
         return conversation_id
+
+    async def taint(self, conversation_id: str) -> None:
+        await self._store.agent_conversations.taint(conversation_id)

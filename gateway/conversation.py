@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from agent.llm.base import TextSink
 from agent.loop import AgentLoop
@@ -42,6 +42,18 @@ SYSTEM_CHANNEL = "system"  # internal messages: background task results
 PrincipalResolver = Callable[[InboundMessage], Principal]
 Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
 Streamer = Callable[[ChatRef, str], TextSink | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRoute:
+    """Where a turn's answer goes, as whom it acts, and whose words authorise its effects
+    (``None``: the messages' own authors, for a person's chat)."""
+
+    chat: ChatRef
+    principal: Principal
+    echo_to: str | None = None
+    authorising_texts: tuple[str, ...] | None = None
+    tainted: bool = False
 
 
 @contextlib.asynccontextmanager
@@ -85,17 +97,19 @@ class Conversations:
             await self._system(batch)
             return
         agent = self._agent_for(batch.session_key)
-        chat, principal, echo = last.chat, self._principal_for(last), None
+        route = AgentRoute(last.chat, self._principal_for(last))
         if last.channel == AGENT_CHANNEL:
-            chat, principal, echo = await self._agent_message_route(last, agent.config.agent_id)
+            route = await self._agent_message_route(last, agent.config.agent_id)
         request = TurnRequest(
             turn_id=batch.resume.id if batch.resume else new_id(),
             session_key=batch.session_key,
-            chat=chat,
-            principal=principal,
+            chat=route.chat,
+            principal=route.principal,
             kind=TurnKind.CHAT,
             messages=tuple(r.message for r in batch.records),
             resumed=batch.resume is not None,
+            authorising_texts=route.authorising_texts,
+            tainted=route.tainted,
         )
         request = replace(request, on_text=self._streamer(request.chat, request.turn_id))
         if batch.resume is not None:
@@ -124,32 +138,36 @@ class Conversations:
         else:
             async with self._typing(request.chat):
                 outcome = await agent.run_turn(request)
+            if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
+                # Its answer may carry what it read: the rest of the exchange is tainted.
+                await self._store.agent_conversations.taint(last.thread_id)
         await self._commit(
             request.turn_id,
             request.session_key,
             outcome,
             last_chat=last if _is_owner_dm(last, request.principal) else None,
-            echo_to=echo,
+            echo_to=route.echo_to,
         )
 
     def _agent_for(self, session_key: str) -> AgentLoop:
         """The agent owning a session (the default agent for one no longer configured)."""
         return self._agents.get(agent_of(session_key)) or self._agents[DEFAULT_AGENT]
 
-    async def _agent_message_route(
-        self, msg: InboundMessage, me: str
-    ) -> tuple[ChatRef, Principal, str | None]:
-        """Where an agent-to-agent message's answer goes, and as whom the turn acts.
+    async def _agent_message_route(self, msg: InboundMessage, me: str) -> AgentRoute:
+        """Where an agent-to-agent message's answer goes, as whom the turn acts, and whose
+        words authorise its side effects (the person's who started the exchange, never the
+        other agent's).
 
         A request is answered back to the agent that sent it; a reply is turned into an
         answer for the person who started the exchange (and recorded in their session)."""
         conversation = await self._store.agent_conversations.get(msg.thread_id or "")
         if conversation is None:  # unknown conversation: answer nobody but the sender
             sender, _ = agent_pair(msg.chat_id)
-            return (
+            return AgentRoute(
                 ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id),
                 Principal(AGENT_CHANNEL, sender),
-                None,
+                authorising_texts=(),
+                tainted=True,
             )
         owner = conversation.principal
         principal = Principal(
@@ -159,10 +177,13 @@ class Conversations:
             owner.get("role", "member"),
             ChatType(owner.get("chat_type", "dm")),
         )
+        said, tainted = conversation.authorised_by, conversation.tainted
         if is_reply(msg):
-            return conversation.origin, principal, qualify(me, conversation.origin.session_key)
+            echo = qualify(me, conversation.origin.session_key)
+            return AgentRoute(conversation.origin, principal, echo, said, tainted)
         sender, _ = agent_pair(msg.chat_id)
-        return ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id), principal, None
+        chat = ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id)
+        return AgentRoute(chat, principal, None, said, tainted)
 
     async def _autopilot(self, run: AutopilotRun) -> None:
         """A heartbeat or scheduled job: a fixed message, or a turn without a person waiting."""

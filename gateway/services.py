@@ -65,8 +65,16 @@ class AgentDirectory(Protocol):
     def reachable(self, sender: str) -> tuple[str, ...]: ...
 
     async def open_conversation(
-        self, *, sender: str, origin: ChatRef, principal: Principal
+        self,
+        *,
+        sender: str,
+        origin: ChatRef,
+        principal: Principal,
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
     ) -> str: ...
+
+    async def taint(self, conversation_id: str) -> None: ...
 
 
 @dataclass(slots=True)

@@ -41,9 +41,15 @@ class SendToAgent(Tool):
             )
         if ctx.chat.channel == AGENT_CHANNEL and ctx.chat.thread_id:
             conversation = ctx.chat.thread_id  # already inside an agent conversation
+            if ctx.state.read_untrusted:
+                await directory.taint(conversation)
         else:
             conversation = await directory.open_conversation(
-                sender=ctx.agent, origin=ctx.chat, principal=ctx.principal
+                sender=ctx.agent,
+                origin=ctx.chat,
+                principal=ctx.principal,
+                user_texts=ctx.user_texts,
+                tainted=ctx.state.read_untrusted,
             )
         await ctx.send(
             OutboundMessage(

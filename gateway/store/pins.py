@@ -138,6 +138,10 @@ class AgentConversation:
     origin_agent: str
     principal: dict[str, Any]
     hops: int
+    # The words of the person who started the exchange (the only ones that may authorise a
+    # side effect in it) and whether any turn in it has read outside content.
+    authorised_by: tuple[str, ...] = ()
+    tainted: bool = False
 
 
 class AgentConversations:
@@ -148,12 +152,20 @@ class AgentConversations:
         self._clock = clock
 
     async def start(
-        self, conversation_id: str, origin: ChatRef, origin_agent: str, principal: dict[str, Any]
+        self,
+        conversation_id: str,
+        origin: ChatRef,
+        origin_agent: str,
+        principal: dict[str, Any],
+        *,
+        authorised_by: tuple[str, ...] = (),
+        tainted: bool = False,
     ) -> None:
         await self._db.run(
             lambda conn: conn.execute(
                 "INSERT OR IGNORE INTO agent_conversations (id, origin_channel, origin_chat,"
-                " origin_thread, origin_agent, principal, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " origin_thread, origin_agent, principal, created_at, authorised_by, tainted)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     origin.channel,
@@ -162,22 +174,38 @@ class AgentConversations:
                     origin_agent,
                     json.dumps(principal),
                     self._clock(),
+                    json.dumps(list(authorised_by)),
+                    int(tainted),
                 ),
+            )
+        )
+
+    async def taint(self, conversation_id: str) -> None:
+        """A turn in the exchange read outside content: every later turn in it is tainted."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE agent_conversations SET tainted = 1 WHERE id = ?", (conversation_id,)
             )
         )
 
     async def get(self, conversation_id: str) -> AgentConversation | None:
         def query(conn: sqlite3.Connection) -> AgentConversation | None:
             row = conn.execute(
-                "SELECT id, origin_channel, origin_chat, origin_thread, origin_agent, principal, hops"
-                " FROM agent_conversations WHERE id = ?",
+                "SELECT id, origin_channel, origin_chat, origin_thread, origin_agent, principal,"
+                " hops, authorised_by, tainted FROM agent_conversations WHERE id = ?",
                 (conversation_id,),
             ).fetchone()
             if row is None:
                 return None
-            cid, channel, chat, thread, agent, principal, hops = row
+            cid, channel, chat, thread, agent, principal, hops, authorised_by, tainted = row
             return AgentConversation(
-                cid, ChatRef(channel, chat, thread), agent, json.loads(principal), int(hops)
+                cid,
+                ChatRef(channel, chat, thread),
+                agent,
+                json.loads(principal),
+                int(hops),
+                tuple(json.loads(authorised_by)),
+                bool(tainted),
             )
 
         return await self._db.run(query)

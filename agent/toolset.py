@@ -24,6 +24,7 @@ def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list
             timeout=exec_settings.timeout_seconds,
             max_output_chars=exec_settings.max_output_chars,
             extra_deny_patterns=exec_settings.extra_deny_patterns,
+            protected_paths=(settings.data_dir, settings.config_file),
         ),
         Message(),
     ]

@@ -139,6 +139,7 @@ def build_agent(
         ]
     )
     window = settings.llm.context_window
+    redact = Redactor(secret_values(settings))
     executor = ToolExecutor(
         tools,
         store.ledger,
@@ -146,6 +147,7 @@ def build_agent(
         max_concurrent=settings.limits.max_concurrent_tools,
         # A tool result never takes more than about an eighth of the window.
         max_result_chars=min(settings.agent.tool_result_max_chars, window // 2),
+        redact=redact,
     )
     turn = settings.agent
     runner = Runner(
@@ -208,5 +210,5 @@ def build_agent(
         audit=audit,
         pins=store.pins,
         trace_dir=settings.data_dir / "traces",
-        redact=Redactor(secret_values(settings)),
+        redact=redact,
     )

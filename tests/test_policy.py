@@ -244,3 +244,16 @@ async def test_outside_content_cannot_pin_a_goal_the_user_did_not_ask_for(
         goals = await gateway.store.pins.goals("main", "owner")
     assert goals == []
     assert "was refused" in fake_llm.requests[2].tool_results[-1]
+
+
+async def test_our_secrets_never_reach_the_model_through_a_tool(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(calls(("read_file", {"path": ".env"})), text("It holds an API key."))
+    async with run_gateway() as (gateway, channel):
+        (gateway.settings.workspace_dir / ".env").write_text("OPENAI_API_KEY=sk-test-key-123456\n")
+        await channel.push("what's in .env?")
+        await channel.wait_for(1)
+    [result] = fake_llm.requests[1].tool_results
+    assert "sk-test-key-123456" not in result
+    assert result == "OPENAI_API_KEY=[REDACTED]\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -43,8 +44,10 @@ class ToolExecutor:
         gate: ToolGate,
         max_concurrent: int = 16,
         max_result_chars: int = 12_000,
+        redact: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.registry = registry
+        self._redact = redact
         self._ledger = ledger
         self._gate = gate
         self._semaphore = asyncio.Semaphore(max_concurrent)
@@ -96,9 +99,10 @@ class ToolExecutor:
         except Exception as exc:
             log.exception("tool %s failed", tool.name)
             return ToolResult.error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
-        return ToolResult(
-            truncate(result.content, self._max_result_chars), result.is_error, result.untrusted
-        )
+        # Our keys and tokens never enter the model's context, whatever a tool read (an
+        # `env` dump, a .env file): the provider, history and the chat never see them.
+        content = self._redact(truncate(result.content, self._max_result_chars))
+        return ToolResult(content, result.is_error, result.untrusted)
 
 
 def _replayed(state: str, stored: str | None) -> ToolResult:

@@ -28,9 +28,11 @@ DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\b(shutdown|reboot|halt|poweroff)\b",
     r"\binit\s+[06]\b",
     r":\(\)\s*\{\s*:\|:&\s*\};\s*:",  # fork bomb
-    r"\|\s*(ba|z|da|k)?sh\b",  # curl ... | sh
+    r"\|\s*(\S*/)?(ba|z|da|k|fi)?sh\b",  # curl ... | sh, | /bin/bash
     r"\bbase64\s+(-d|--decode)\b.*\|",
-    r"\b(curl|wget)\b.*\|\s*\w*(python|perl|ruby|node)",
+    r"\b(curl|wget)\b.*\|\s*(\S*/)?\w*(python|perl|ruby|node|php)",
+    r"(\$\(|`|<\()\s*(curl|wget)\b",  # sh -c "$(curl ...)", bash <(curl ...)
+    r"\beval\b.*\b(curl|wget)\b",
     r"\bchmod\s+(-R\s+)?[0-7]*777\s+/",
     r"\bchown\s+-R\b.*\s/(\s|$)",
     r"/etc/(passwd|shadow|sudoers)\b.*>",
@@ -74,11 +76,15 @@ class Exec(Tool):
         timeout: float = 60.0,
         max_output_chars: int = 10_000,
         extra_deny_patterns: Sequence[str] = (),
+        protected_paths: Sequence[Path] = (),
     ) -> None:
         self._timeout = timeout
         self._max_output = max_output_chars
+        # Commands naming the gateway's state (data directory, config file) are refused too.
+        protected = [re.escape(str(p)) for p in protected_paths]
         self._deny = [
-            re.compile(p, re.IGNORECASE) for p in (*DEFAULT_DENY_PATTERNS, *extra_deny_patterns)
+            re.compile(p, re.IGNORECASE)
+            for p in (*DEFAULT_DENY_PATTERNS, *protected, *extra_deny_patterns)
         ]
 
     def denied(self, command: str) -> str | None:

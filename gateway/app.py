@@ -254,20 +254,21 @@ class Gateway(Service):
         async with self.conversations.turn_finished:
             self.conversations.turn_finished.notify_all()
 
-    async def _status_text(self, msg: InboundMessage) -> str:
+    async def _status_text(self, msg: InboundMessage, principal: Principal, session: str) -> str:
         counts = await self.store.journal.counts()
-        history = await self.store.history.message_count(msg.session_key)
+        history = await self.store.history.message_count(session)
         unsent = await self.store.outbox.pending_count()
-        return "\n".join(
-            [
-                f"Switchboard {__version__} · model {self.settings.llm.model} ({self.settings.llm.provider})",
-                f"Channels: {', '.join(self.channels) or 'none'}",
-                f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
-                f"{counts.get('pending', 0)} · replies unsent: {unsent}",
-                f"This conversation: {history} messages in context",
-                *self._background_lines(),
-            ]
-        )
+        lines = [
+            f"Switchboard {__version__} · model {self.settings.llm.model} ({self.settings.llm.provider})",
+            f"Channels: {', '.join(self.channels) or 'none'}",
+            f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
+            f"{counts.get('pending', 0)} · replies unsent: {unsent}",
+            f"This conversation: {history} messages in context",
+        ]
+        # What others asked for (task prompts, jobs) is for the owner and admins, in DMs.
+        if principal.is_admin and not msg.is_group:
+            lines.extend(self._background_lines())
+        return "\n".join(lines)
 
     def _background_lines(self) -> list[str]:
         lines = [

@@ -9,7 +9,7 @@ from gateway.access import Principal
 from gateway.messages import InboundMessage
 from gateway.store import Store
 
-StatusReport = Callable[[InboundMessage], Awaitable[str]]
+StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
 
 COMMANDS = {
     "/start": "say hello",
@@ -29,15 +29,17 @@ class Commands:
     def handles(self, msg: InboundMessage) -> bool:
         return msg.command in COMMANDS
 
-    async def run(self, msg: InboundMessage, principal: Principal) -> str:
+    async def run(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
+        """Answer a command; ``session_key`` is the conversation it was sent in (with the
+        agent that owns it), the one ``/new`` starts afresh."""
         command = msg.command
         if command == "/pair":
             return await self._pair(msg, principal)
         if command == "/new":
-            await self._store.history.new_generation(msg.session_key)
+            await self._store.history.new_generation(session_key)
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
-            return await self._status(msg)
+            return await self._status(msg, principal, session_key)
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"
@@ -52,14 +54,18 @@ class Commands:
                 reason="/pair needs an admin",
             )
             return "Only an admin can manage pairing."
+        if msg.is_group:
+            return "Pairing codes are private: use /pair in a direct chat with me."
         words = msg.text.split()[1:]
         action = words[0].lower() if words else "list"
         by = f"{msg.channel}:{msg.sender_id}"
+        # The owner manages every channel; an admin only the channel they are an admin of.
+        scope = None if principal.role == "owner" else msg.channel
         if action == "list":
-            return await pairing.listing_text(self._store)
+            return await pairing.listing_text(self._store, channel=scope)
         if action in ("approve", "deny") and len(words) == 2:
             decide = pairing.approve if action == "approve" else pairing.deny
-            request = await decide(self._store, words[1], by=by)
+            request = await decide(self._store, words[1], by=by, channel=scope)
             if request is None:
                 return (
                     f"No pending request with code {words[1].upper()} (expired or already decided)."

@@ -130,7 +130,7 @@ class Conversations:
             and last.channel != AGENT_CHANNEL
             and self._commands.handles(last)
         ):
-            text = await self._commands.run(last, request.principal)
+            text = await self._commands.run(last, request.principal, request.session_key)
             reply = OutboundMessage.reply_to(
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
             )

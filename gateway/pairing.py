@@ -13,8 +13,10 @@ from gateway.store import PairingRequest, Store
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
 
 
-async def approve(store: Store, code: str, *, by: str) -> PairingRequest | None:
-    request = await store.pairings.decide(code, "approved")
+async def approve(
+    store: Store, code: str, *, by: str, channel: str | None = None
+) -> PairingRequest | None:
+    request = await store.pairings.decide(code, "approved", channel=channel)
     if request is None:
         return None
     await store.audit.record(
@@ -35,8 +37,10 @@ async def approve(store: Store, code: str, *, by: str) -> PairingRequest | None:
     return request
 
 
-async def deny(store: Store, code: str, *, by: str) -> PairingRequest | None:
-    request = await store.pairings.decide(code, "denied")
+async def deny(
+    store: Store, code: str, *, by: str, channel: str | None = None
+) -> PairingRequest | None:
+    request = await store.pairings.decide(code, "denied", channel=channel)
     if request is not None:
         await store.audit.record(
             "pairing-denied",
@@ -64,8 +68,8 @@ def describe(request: PairingRequest, *, now: float | None = None) -> str:
     return f"{request.code}  {request.channel} user {request.sender_id}{name}  {request.state}"
 
 
-async def listing_text(store: Store) -> str:
-    requests = await store.pairings.listing()
+async def listing_text(store: Store, *, channel: str | None = None) -> str:
+    requests = await store.pairings.listing(channel=channel)
     if not requests:
         return "No pairing requests and no paired users."
     return "\n".join(describe(r) for r in requests)

@@ -7,6 +7,7 @@ from typing import Any
 
 from channels.memory import MemoryChannel
 from gateway import pairing
+from gateway.app import Gateway
 from gateway.bus import Accepted
 from gateway.messages import ChatType
 from tests.fakes.llm import FakeLLM
@@ -124,3 +125,28 @@ async def test_pair_command_needs_an_admin(run_gateway: Any, fake_llm: FakeLLM) 
     assert refusal.text == "Only an admin can manage pairing."
     assert done.text == "Approved telegram user 77."
     assert fake_llm.requests == []
+
+
+async def test_an_admin_only_manages_pairing_on_their_own_channel(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    telegram, slack = MemoryChannel("telegram"), MemoryChannel("slack")
+    settings = make_settings(
+        telegram={"allow_from": ["1"], "owners": ["1"]},
+        slack={"allow_from": ["9"], "admins": ["9"], "group_allow_from": ["team"]},
+    )
+    async with Gateway(settings, channels=[telegram, slack]):
+        await telegram.push("hello", sender_id="77", chat_id="77")
+        [notice] = await telegram.wait_for(1, chat_id="77")
+        code = code_in(notice.text)
+        await slack.push("/pair list", sender_id="9", chat_id="9")
+        await slack.push(f"/pair approve {code}", sender_id="9", chat_id="9")
+        await slack.push("/pair list", sender_id="9", chat_id="team", chat_type=ChatType.GROUP)
+        listing, refused = await slack.wait_for(2, chat_id="9")
+        [in_group] = await slack.wait_for(1, chat_id="team")
+        await telegram.push(f"/pair approve {code}", sender_id="1", chat_id="1")
+        [approved] = await telegram.wait_for(1, chat_id="1")
+    assert code not in listing.text  # another channel's request is not shown...
+    assert refused.text.startswith("No pending request")  # ...nor approvable
+    assert "direct chat" in in_group.text
+    assert approved.text == "Approved telegram user 77."

@@ -242,3 +242,22 @@ async def test_another_agents_words_never_authorise_a_side_effect(
     work = [r for r in fake_llm.requests if agent_in(r) == "work" and r.tool_results]
     assert "was refused" in work[0].tool_results[-1]
     assert not (settings.workspace_dir / "pwned.txt").exists()
+
+
+async def test_new_starts_afresh_with_the_agent_that_owns_the_chat(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(**TWO_AGENTS)
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("the code word is heron", chat_id="office")
+        await channel.wait_for(1, chat_id="office")
+        await channel.push("/new", chat_id="office")
+        await channel.push("/status", chat_id="office")
+        await channel.wait_for(3, chat_id="office")
+        await channel.push("what was the code word?", chat_id="office")
+        replies = await channel.wait_for(4, chat_id="office")
+        await gateway.wait_idle()
+    assert "0 messages in context" in replies[2].text
+    assert agent_in(fake_llm.requests[-1]) == "work"
+    assert fake_llm.requests[-1].user_texts == ["what was the code word?"]

@@ -107,16 +107,19 @@ class Pairings:
 
         return await self._db.run(query)
 
-    async def decide(self, code: str, state: str) -> PairingRequest | None:
-        """Approve or deny a pending code; ``None`` if no such pending, unexpired code."""
+    async def decide(
+        self, code: str, state: str, *, channel: str | None = None
+    ) -> PairingRequest | None:
+        """Approve or deny a pending code (of ``channel`` only, when given); ``None`` if there
+        is no such pending, unexpired code."""
         now = self._clock()
         code = code.strip().upper()
 
         def update(conn: sqlite3.Connection) -> PairingRequest | None:
             cursor = conn.execute(
                 "UPDATE pairing SET state = ?, decided_at = ? WHERE code = ? AND state = 'pending'"
-                " AND expires_at > ?",
-                (state, now, code, now),
+                " AND expires_at > ? AND (? IS NULL OR channel = ?)",
+                (state, now, code, now, channel, channel),
             )
             if cursor.rowcount == 0:
                 return None
@@ -138,7 +141,9 @@ class Pairings:
 
         return await self._db.run(update)
 
-    async def listing(self, *, include_decided: bool = False) -> list[PairingRequest]:
+    async def listing(
+        self, *, include_decided: bool = False, channel: str | None = None
+    ) -> list[PairingRequest]:
         now = self._clock()
 
         def query(conn: sqlite3.Connection) -> list[PairingRequest]:
@@ -150,7 +155,8 @@ class Pairings:
                     " OR state = 'approved' ORDER BY created_at",
                     (now,),
                 )
-            return [_row(row) for row in rows]
+            found = [_row(row) for row in rows]
+            return [r for r in found if channel is None or r.channel == channel]
 
         return await self._db.run(query)
 

@@ -29,6 +29,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -45,6 +46,7 @@ from gateway.settings_channels import (
     DiscordSettings,
     EmailSettings,
     SlackSettings,
+    StrList,
     TelegramSettings,
     WebSettings,
 )
@@ -126,7 +128,7 @@ class WebToolSettings(Section):
     enabled: bool = True
     # Opt-in internal hosts web_fetch may reach: names ("wiki.lan") or IPs/networks
     # ("10.0.0.5", "192.168.1.0/24"). Empty: public addresses only.
-    allow_private_hosts: tuple[str, ...] = ()
+    allow_private_hosts: StrList = ()
     timeout_seconds: float = Field(default=20.0, gt=0, le=300)
     max_bytes: int = Field(default=2_000_000, ge=10_000, le=50_000_000)
     max_redirects: int = Field(default=5, ge=0, le=10)
@@ -141,8 +143,8 @@ class WebToolSettings(Section):
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
-    member_deny: tuple[str, ...] = ("exec", "write_file", "edit_file", "cron", "spawn")
-    group_deny: tuple[str, ...] = (
+    member_deny: StrList = ("exec", "write_file", "edit_file", "cron", "spawn")
+    group_deny: StrList = (
         "exec",
         "write_file",
         "edit_file",
@@ -151,7 +153,7 @@ class ToolPolicySettings(Section):
         "memory_write",
         "memory_patch",
     )
-    admin_deny: tuple[str, ...] = ()
+    admin_deny: StrList = ()
     # After reading outside content, side effects need the user's own words this turn.
     taint_guard: bool = True
 
@@ -325,6 +327,23 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise config_error_from(exc, config_file) from exc
+    except SettingsError as exc:  # an environment value the settings library cannot parse
+        raise settings_error_from(exc) from exc
+
+
+def settings_error_from(exc: SettingsError) -> ConfigError:
+    """Name the section and its environment variables; the library's message only says
+    'error parsing value for field "telegram"'."""
+    match = re.search(r'field "([^"]+)"', str(exc))
+    section = match.group(1) if match else ""
+    prefix = env_name((section,)) if section else ENV_PREFIX
+    cause = f": {exc.__cause__}" if exc.__cause__ else ""
+    return ConfigError(
+        f"Invalid configuration: {prefix} or a {prefix}__* environment variable could not be "
+        f"parsed{cause}. "
+        'Lists take JSON (["a", "b"]) or comma-separated values (a,b); tables take JSON.',
+        field=section or None,
+    )
 
 
 def config_error_from(exc: ValidationError, config_file: Path) -> ConfigError:

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from gateway.settings_channels import StrList
+
 DEFAULT_AGENT = "main"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -63,4 +65,4 @@ class AgentsSection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_hops: int = Field(default=6, ge=1, le=50)  # agent-to-agent messages per conversation
-    main_may_message: tuple[str, ...] = ()  # agents the default agent may message ("*": all)
+    main_may_message: StrList = ()  # agents the default agent may message ("*": all)

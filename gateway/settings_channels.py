@@ -3,11 +3,44 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+import json
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import NoDecode
 
 from gateway.errors import ConfigError
+
+
+def _as_list(value: object) -> object:
+    """A list as people write it in the environment: JSON (``["1","2"]``), comma-separated
+    (``1,2``) or a single value (``123``); ids are always strings."""
+    if isinstance(value, int | float):
+        return (str(value),)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.startswith("["):
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON list ({exc.msg}); or write a,b,c") from None
+    if isinstance(value, list | tuple):
+        return tuple(str(item) for item in value)
+    return value
+
+
+# A list setting that also takes "a,b" or a single id from an environment variable (the
+# settings library would otherwise insist on JSON there and fail without naming the field).
+StrList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_as_list)]
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
@@ -33,22 +66,13 @@ class ChannelSection(BaseModel):
 
     dm_policy: DmPolicy = "pairing"
     group_policy: GroupPolicy = "allowlist"
-    allow_from: tuple[str, ...] = ()
-    admins: tuple[str, ...] = ()
-    owners: tuple[str, ...] = ()
-    group_allow_from: tuple[str, ...] = ()  # group/chat ids where the bot may talk
+    allow_from: StrList = ()
+    admins: StrList = ()
+    owners: StrList = ()
+    group_allow_from: StrList = ()  # group/chat ids where the bot may talk
     require_mention: bool = True  # in groups, answer only when addressed
     groups: dict[str, GroupRule] = {}
     pairing_ttl_seconds: int = Field(default=3600, ge=60)
-
-    @field_validator("allow_from", "admins", "owners", "group_allow_from", mode="before")
-    @classmethod
-    def _ids_as_strings(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, list | tuple):
-            return tuple(str(item) for item in value)
-        return value
 
     @property
     def enabled(self) -> bool:
@@ -172,7 +196,7 @@ class EmailSettings(ChannelSection):
     smtp_starttls: bool = True
     smtp_tls: bool = False  # implicit TLS (port 465)
     from_address: str | None = None
-    allowed_recipients: tuple[str, ...] = ()
+    allowed_recipients: StrList = ()
     imap_host: str | None = None
     imap_port: int = Field(default=993, ge=1, le=65_535)
     imap_username: str | None = None
@@ -193,21 +217,14 @@ class EmailSettings(ChannelSection):
     idle: bool = True  # use IMAP IDLE when the server offers it; poll otherwise
     idle_renew_seconds: float = Field(default=600.0, ge=1, le=1_740)  # RFC 2177: < 29 min
     poll_interval_seconds: float = Field(default=60.0, ge=0.05)
-    own_addresses: tuple[str, ...] = ()  # more addresses of the bot (aliases): never answered
+    own_addresses: StrList = ()  # more addresses of the bot (aliases): never answered
     max_replies_per_hour: int = Field(default=10, ge=1)  # per correspondent
     max_message_bytes: int = Field(default=25_000_000, ge=1_000)  # larger mail is not read
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # inbound files above are dropped
     # Authentication-Results headers are trusted only from these authserv-ids (your MX); when
     # empty, only the topmost header (added by the receiving server) is read.
-    trusted_authserv_ids: tuple[str, ...] = ()
+    trusted_authserv_ids: StrList = ()
     require_authentication: bool = False  # refuse mail without a passing dkim/spf/dmarc result
-
-    @field_validator("allowed_recipients", "own_addresses", "trusted_authserv_ids", mode="before")
-    @classmethod
-    def _comma_list(cls, value: object) -> object:
-        if isinstance(value, str) and not value.lstrip().startswith("["):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
 
     @field_validator(
         "allow_from", "admins", "owners", "allowed_recipients", "own_addresses", mode="after"

@@ -62,6 +62,26 @@ def test_invalid_values_name_the_field(
     assert field in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("123,456", ("123", "456")), ("123", ("123",)), ('["1", "2"]', ("1", "2")), ("", ())],
+)
+def test_id_lists_from_the_environment_take_the_forms_people_write(
+    value: str, expected: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__ALLOW_FROM", value)
+    assert load_settings().telegram.allow_from == expected
+
+
+def test_an_unparseable_environment_table_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_AGENTS", "{not json")
+    with pytest.raises(ConfigError, match="SWITCHBOARD_AGENTS") as caught:
+        load_settings()
+    assert caught.value.field == "agents"
+
+
 def test_broken_toml_is_reported_with_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,6 +83,9 @@ class Conversations:
         self._streamer = streamer
         self._max_resume_attempts = max_resume_attempts
         self.turn_finished = asyncio.Condition()
+        # Turns opened for batches still being handled (by id of the batch), so that a batch
+        # whose handling fails is closed under the turn it already has.
+        self._opened: dict[int, str] = {}
 
     async def handle(self, batch: TurnBatch) -> None:
         if batch.autopilot is not None:
@@ -124,6 +127,7 @@ class Conversations:
             await self._store.journal.start_turn(
                 request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
             )
+            self._opened[id(batch)] = request.turn_id
         log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
         if (
             len(batch.records) == 1
@@ -148,6 +152,7 @@ class Conversations:
             last_chat=last if _is_owner_dm(last, request.principal) else None,
             echo_to=route.echo_to,
         )
+        self._opened.pop(id(batch), None)
 
     def _agent_for(self, session_key: str) -> AgentLoop:
         """The agent owning a session (the default agent for one no longer configured)."""
@@ -248,7 +253,7 @@ class Conversations:
         await self._commit(turn_id, batch.session_key, outcome, echo_to=echo)
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
-        turn_id = batch.resume.id if batch.resume else None
+        turn_id = batch.resume.id if batch.resume else self._opened.pop(id(batch), None)
         if turn_id is None:
             turn_id = new_id()
             await self._store.journal.start_turn(

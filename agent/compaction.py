@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from agent.llm.types import ChatMessage
-from agent.tokens import TokenCounter
+from agent.tokens import TokenCounter, estimate
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -180,10 +180,8 @@ class Compactor:
         self, session_key: str, overhead: int, *, force: bool = False
     ) -> Compaction | None:
         state, stored = await self._history.load(session_key, limit=None)
-        summary_tokens = self._counter.count(state.summary or "")
-        estimated = sum(
-            m.tokens or self._counter.count(str(m.body.get("content", ""))) for m in stored
-        )
+        summary_tokens = estimate(state.summary or "")
+        estimated = sum(m.tokens or estimate(str(m.body.get("content", ""))) for m in stored)
         # Past the message cap, history would be dropped silently from the prompt: summarize.
         too_many = len(stored) >= self.max_messages
         if (
@@ -232,18 +230,24 @@ class Compactor:
         return Compaction(cut, total, total - replaced + after if kept else total, kept)
 
     async def _exact_tokens(self, stored: Sequence[StoredMessage]) -> list[int]:
-        if not self._counter.exact:
-            await asyncio.to_thread(self._counter.load)
-        counts = []
-        fresh: list[tuple[int, int]] = []
-        for message in stored:
-            if message.tokens:
-                counts.append(message.tokens)
-                continue
-            count = self._counter.message(ChatMessage.from_body(message.body))
-            counts.append(count)
-            if self._counter.exact:
-                fresh.append((message.id, count))
+        """Exact counts, cached on the messages; tokenizing runs on a worker thread so a
+        long session never stalls the other chats."""
+
+        def count_all() -> tuple[list[int], list[tuple[int, int]]]:
+            self._counter.load()
+            counts: list[int] = []
+            fresh: list[tuple[int, int]] = []
+            for message in stored:
+                if message.tokens:
+                    counts.append(message.tokens)
+                    continue
+                count = self._counter.message(ChatMessage.from_body(message.body))
+                counts.append(count)
+                if self._counter.exact:
+                    fresh.append((message.id, count))
+            return counts, fresh
+
+        counts, fresh = await asyncio.to_thread(count_all)
         if fresh:
             await self._history.set_tokens(fresh)
         return counts

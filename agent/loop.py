@@ -37,7 +37,6 @@ from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
 from agent.runner import Runner, RunResult
 from agent.task_types import fits, task_type
-from agent.tokens import TokenCounter
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from agent.turn_scope import authorising_texts, file_view, resumed_state
@@ -80,7 +79,6 @@ class AgentLoop:
         clock: Clock,
         config: AgentConfig | None = None,
         compactor: Compactor | None = None,
-        counter: TokenCounter | None = None,
         channels: Sequence[str] = (),
         audit: Audit = _no_audit,
         pins: Pins | None = None,
@@ -97,7 +95,6 @@ class AgentLoop:
             history=history,
             context=context,
             compactor=compactor,
-            counter=counter or TokenCounter(),
             history_limit=self.config.history_limit,
         )
         self._send = send

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,21 @@ def estimate(text: str) -> int:
     return chars // 4 + extra_bytes // 2 + 1
 
 
+def message_tokens(msg: ChatMessage, count: Callable[[str], int] = estimate) -> int:
+    """Tokens of one message (estimated unless an exact ``count`` is given)."""
+    total = MESSAGE_OVERHEAD + count(msg.content)
+    for call in msg.tool_calls:
+        total += count(call.name) + count(call.arguments) + 3
+    return total + 85 * len(msg.images)
+
+
+def tools_tokens(specs: Iterable[ToolSpec], count: Callable[[str], int] = estimate) -> int:
+    """Tokens of the tool schemas (estimated unless an exact ``count`` is given)."""
+    return sum(
+        count(s.name) + count(s.description) + count(json.dumps(s.parameters)) + 8 for s in specs
+    )
+
+
 class TokenCounter:
     """Counts tokens exactly once the encoder is loaded, and estimates until then."""
 
@@ -108,19 +123,10 @@ class TokenCounter:
         return len(self._encoder.encode(text, disallowed_special=()))
 
     def message(self, msg: ChatMessage) -> int:
-        total = MESSAGE_OVERHEAD + self.count(msg.content)
-        for call in msg.tool_calls:
-            total += self.count(call.name) + self.count(call.arguments) + 3
-        return total + 85 * len(msg.images)
+        return message_tokens(msg, self.count)
 
     def messages(self, messages: Iterable[ChatMessage]) -> int:
         return sum(self.message(m) for m in messages)
 
     def tools(self, specs: Iterable[ToolSpec]) -> int:
-        return sum(
-            self.count(s.name)
-            + self.count(s.description)
-            + self.count(json.dumps(s.parameters))
-            + 8
-            for s in specs
-        )
+        return tools_tokens(specs, self.count)

@@ -4,6 +4,10 @@ Background summarization (:mod:`agent.compaction`) keeps sessions short over tim
 the last line: before a turn's first model call, and after a provider's "context too long"
 error, the prompt is compacted now, tool results are shortened, and if summarizing fails the
 oldest exchanges are left out. A turn always goes on.
+
+Everything here runs on the event loop, so it only ever *estimates* tokens (a C-speed
+character count); exact tokenizing happens in compaction, on a worker thread. The provider's
+own overflow error is the backstop when an estimate falls short.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from datetime import datetime
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
-from agent.tokens import TokenCounter
+from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
 from agent.turn import TurnRequest
 from gateway.store import History, StoredMessage
@@ -33,11 +37,9 @@ class ContextWindow:
         history: History,
         context: ContextBuilder,
         compactor: Compactor | None,
-        counter: TokenCounter,
         history_limit: int,
     ) -> None:
         self.compactor = compactor
-        self.counter = counter
         self._history = history
         self._context = context
         self._history_limit = history_limit
@@ -47,16 +49,16 @@ class ContextWindow:
     def overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
         names = tuple(t.name for t in tools)
         if names != self._tools_key:  # tool schemas rarely change: count them once
-            self._tools_key, self._tools_tokens = names, self.counter.tools(tools)
-        return self.counter.count(system.text) + self._tools_tokens
+            self._tools_key, self._tools_tokens = names, tools_tokens(tools)
+        return estimate(system.text) + self._tools_tokens
 
     def over_budget(
         self, system: SystemPrompt, tools: tuple[ToolSpec, ...], conversation: Sequence[ChatMessage]
     ) -> bool:
         if self.compactor is None:
             return False
-        estimate = self.overhead(system, tools) + self.counter.messages(conversation)
-        return estimate > self.compactor.preflight_limit
+        total = self.overhead(system, tools) + sum(message_tokens(m) for m in conversation)
+        return total > self.compactor.preflight_limit
 
     def after_turn(
         self,
@@ -72,7 +74,8 @@ class ContextWindow:
         overhead = self.overhead(system, tools)
         if (
             len(conversation) >= self.compactor.max_messages - 2
-            or overhead + self.counter.messages(conversation) >= self.compactor.schedule_from
+            or overhead + sum(message_tokens(m) for m in conversation)
+            >= self.compactor.schedule_from
         ):
             self.compactor.schedule(session_key, overhead)
 
@@ -102,21 +105,30 @@ class ContextWindow:
         )
         older = [_shortened(m) for m in stored]
         current = [_shortened(m) for m in drafts]
-        while older and self.over_budget(system, tools, [*older, *current]):
-            older = _drop_oldest_exchange(older)
-        return system, [*older, *current]
+        if self.compactor is None:
+            return system, [*older, *current]
+        # Count each message once, then leave out the oldest exchanges until it fits.
+        budget = self.compactor.preflight_limit - self.overhead(system, tools)
+        budget -= sum(message_tokens(m) for m in current)
+        counts = [message_tokens(m) for m in older]
+        start, total = 0, sum(counts)
+        while start < len(older) and total > budget:
+            end = _next_exchange(older, start)
+            total -= sum(counts[start:end])
+            start = end
+        return system, [*older[start:], *current]
 
     async def stop(self) -> None:
         if self.compactor is not None:
             await self.compactor.stop()
 
 
-def _drop_oldest_exchange(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """Without the oldest user message and everything up to the next one."""
-    for index in range(1, len(messages)):
+def _next_exchange(messages: list[ChatMessage], start: int) -> int:
+    """Where the exchange after the one starting at ``start`` begins (its next user message)."""
+    for index in range(start + 1, len(messages)):
         if messages[index].role == "user":
-            return messages[index:]
-    return []
+            return index
+    return len(messages)
 
 
 def _shortened(message: StoredMessage) -> ChatMessage:

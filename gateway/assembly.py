@@ -205,7 +205,6 @@ def build_agent(
             window=window,
             max_messages=turn.history_max_messages,
         ),
-        counter=counter,
         channels=channels,
         audit=audit,
         pins=store.pins,

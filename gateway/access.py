@@ -124,7 +124,9 @@ class AccessGate:
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
-        return section is None or (await self._decide(msg, section)).verdict is Verdict.ALLOW
+        if section is not None and (await self._decide(msg, section)).verdict is not Verdict.ALLOW:
+            return False
+        return await self._inner.admits(msg)
 
     async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
         decision = decide(msg, section, paired=False)

@@ -36,7 +36,8 @@ class InboundSink(Protocol):
 
     async def admits(self, msg: InboundMessage) -> bool:
         """Whether ``msg`` would become a turn (no side effects). Channels use it to skip
-        costly work (downloads, transcription) for messages that will be refused."""
+        costly work (downloads, transcription) for messages that will be refused, or that
+        were journaled before (a platform's redelivery)."""
         ...
 
 
@@ -68,7 +69,9 @@ class LocalBus:
         return Accepted.NEW
 
     async def admits(self, msg: InboundMessage) -> bool:
-        return True
+        if not msg.platform_message_id:
+            return True
+        return not await self._store.journal.seen(msg.channel, msg.platform_message_id)
 
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()

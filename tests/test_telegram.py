@@ -215,6 +215,23 @@ async def test_the_same_update_twice_makes_one_turn(
     assert len(tg.sent(42)) == 1
 
 
+async def test_a_redelivered_photo_is_not_downloaded_again(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    file_id = tg.add_file(PNG, "photos/file_8.jpg")
+    photo = [{"file_id": file_id, "file_unique_id": "once", "width": 8, "height": 8}]
+    settings = make_settings(telegram=section(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        first = await tg.say(caption="look", photo=photo)
+        await tg.wait_sent(1)
+        again = await tg.push({"message": first["message"]})  # redelivered, new update id
+        await tg.wait_confirmed(again["update_id"] + 1)
+        await gateway.wait_idle()
+    assert len(tg.called("getFile")) == 1  # the journal knew it: no second download
+    assert len(list((settings.workspace_dir / "attachments" / "telegram").glob("*/*"))) == 1
+    assert len(fake_llm.requests) == 1 and len(tg.sent()) == 1
+
+
 async def test_unknown_and_malformed_updates_are_confirmed_and_skipped(
     make_settings: SettingsFactory,
     fake_llm: FakeLLM,

@@ -22,7 +22,7 @@ from gateway.access import AccessGate, Principal, principal_for
 from gateway.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
 from gateway.assembly import agent_settings, build_agent, workspaces
 from gateway.bus import LocalBus
-from gateway.channel import Channel, SupportsStreaming, SupportsTyping
+from gateway.channel import Channel, SupportsStreaming, SupportsTurnEnd, SupportsTyping
 from gateway.clock import Clock, SystemClock
 from gateway.commands import Commands
 from gateway.conversation import Conversations
@@ -102,6 +102,7 @@ class Gateway(Service):
             principal_for=self._principal_for,
             typing=self._typing,
             streamer=self._streamer,
+            turn_ended=self._turn_ended,
             max_resume_attempts=settings.agent.max_resume_attempts,
         )
         self.dispatcher = Dispatcher(
@@ -296,6 +297,15 @@ class Gateway(Service):
             await channel.stream(chat, turn_id, delta)
 
         return forward
+
+    async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
+        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
+        if not isinstance(channel, SupportsTurnEnd):
+            return
+        try:
+            await channel.turn_ended(chat, turn_id, answered=answered)
+        except Exception as exc:  # progress display is cosmetic; the turn is committed
+            log.debug("turn end display failed on %s: %s", chat.channel, exc)
 
     @contextlib.asynccontextmanager
     async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:

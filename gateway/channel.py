@@ -55,3 +55,27 @@ class SupportsHealth(Protocol):
 class SupportsStreaming(Protocol):
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
         """Show a fragment of the answer being generated (not durable; the outbox follows)."""
+
+
+@runtime_checkable
+class SupportsTurnEnd(Protocol):
+    async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
+        """The turn for ``chat`` is committed: stop showing progress for it.
+
+        ``answered``: a reply or failure notice for this chat is in the outbox (it may be
+        delivered after this call); when false, text streamed for the turn will never be
+        replaced by an answer and should go.
+        """
+
+
+@runtime_checkable
+class SupportsProbe(Protocol):
+    async def probe(self) -> str:
+        """Check the credentials against the platform without starting the channel.
+
+        No polling, no websocket, no IDLE: one or two API calls that prove the platform
+        accepts us (``switchboard doctor`` runs this). Return who we are there, in a few
+        words ("@switchboard_bot"). Raise :class:`gateway.errors.ChannelPermanentError` when
+        the credentials are refused (naming the setting to fix) and ``ChannelTransientError``
+        when the platform cannot be reached or answers 5xx.
+        """

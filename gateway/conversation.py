@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
@@ -42,6 +42,7 @@ SYSTEM_CHANNEL = "system"  # internal messages: background task results
 PrincipalResolver = Callable[[InboundMessage], Principal]
 Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
 Streamer = Callable[[ChatRef, str], TextSink | None]
+TurnEnded = Callable[[ChatRef, str, bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,10 @@ async def no_typing(chat: ChatRef) -> AsyncIterator[None]:
     yield
 
 
+async def no_turn_end(chat: ChatRef, turn_id: str, answered: bool) -> None:
+    return None
+
+
 class Conversations:
     def __init__(
         self,
@@ -72,6 +77,7 @@ class Conversations:
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
         streamer: Streamer = lambda chat, turn_id: None,
+        turn_ended: TurnEnded = no_turn_end,
         max_resume_attempts: int = 2,
     ) -> None:
         self._store = store
@@ -81,6 +87,7 @@ class Conversations:
         self._principal_for = principal_for
         self._typing = typing
         self._streamer = streamer
+        self._turn_ended = turn_ended
         self._max_resume_attempts = max_resume_attempts
         self.turn_finished = asyncio.Condition()
         # Turns opened for batches still being handled (by id of the batch), so that a batch
@@ -153,6 +160,11 @@ class Conversations:
             echo_to=route.echo_to,
         )
         self._opened.pop(id(batch), None)
+        chat = request.chat
+        answered = any(
+            r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
+        )
+        await self._turn_ended(chat, request.turn_id, answered)
 
     def _agent_for(self, session_key: str) -> AgentLoop:
         """The agent owning a session (the default agent for one no longer configured)."""

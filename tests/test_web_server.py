@@ -29,7 +29,7 @@ from gateway.scheduling import ScheduledItem
 from gateway.settings import Settings, load_settings
 from gateway.web.status import schedule
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, text
+from tests.fakes.llm import FakeLLM, calls, text
 
 TOKEN = "test-token-0123456789abcdef"
 EVIL = "http://evil.example"
@@ -289,6 +289,38 @@ async def test_retried_post_is_one_message_and_the_answer_replaces_the_stream(
             assert event["entry"]["html"] == "<p>first answer, streamed in pieces</p>\n"
         await gateway.wait_idle()
         assert len(fake_llm.requests) == 1
+
+
+async def test_pages_learn_when_a_turn_ends_and_drop_text_no_answer_replaces(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        text("a plain answer"),
+        calls(("message", {"content": "Sent it already."})),
+        text("Sent it already."),  # streamed, then not delivered again: it repeats the send
+    )
+    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+        origin = url.rstrip("/")
+        async with http.get(url):
+            pass
+        async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
+            await ws.receive_json()
+            for number, question in enumerate(("first?", "second?")):
+                async with http.post(
+                    url + "api/chat/messages",
+                    data=message_form(question, f"turn-end-{number:07d}"),
+                    headers={"Origin": origin},
+                ) as response:
+                    assert response.status == 200
+                done = await next_event(ws, "done")
+                assert done["answered"] is (number == 0)
+            await gateway.wait_idle()
+        # A reload shows the delivered messages and no leftover streamed text.
+        async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
+            hello = await ws.receive_json()
+        assert hello["streaming"] == []
+        answers = [e["text"] for e in hello["entries"] if e["role"] == "assistant"]
+        assert answers == ["a plain answer", "Sent it already."]
 
 
 async def test_the_conversation_survives_a_restart(

@@ -132,6 +132,13 @@ class WebChatChannel:
     async def typing(self, chat: ChatRef) -> None:
         self._publish(chat.chat_id, {"type": "typing"})
 
+    async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
+        """Pages stop showing "typing" at once; text streamed for a turn that ends without
+        an answer (nothing to say, or only a side effect) is dropped, also for reloads."""
+        if not answered and chat.chat_id in self._streams:
+            self._streams[chat.chat_id].pop(turn_id, None)
+        self._publish(chat.chat_id, {"type": "done", "turn": turn_id, "answered": answered})
+
     def health(self) -> ChannelHealth:
         pages = sum(len(s) for s in self._subscribers.values())
         return ChannelHealth(

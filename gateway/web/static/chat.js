@@ -2,7 +2,8 @@
 // The web chat page. Messages go out with a POST (multipart: text, a random id so a retry
 // is not a second message, files); everything coming back arrives on one WebSocket:
 // "hello" (the transcript so far), "message", "delta" (a fragment of an answer being
-// written) and "typing". User text and streamed fragments are shown with textContent;
+// written), "typing" and "done" (a turn is over: stop "typing", and drop streamed text
+// that no answer will replace). User text and streamed fragments are shown with textContent;
 // finished answers come as HTML the server rendered from markdown with raw HTML escaped.
 
 (() => {
@@ -117,6 +118,15 @@
     scrollDown(stick);
   }
 
+  function endTurn(turn, answered) {
+    hideTyping();
+    const live = streaming.get(turn);
+    if (live && !answered) {
+      live.remove(); // no answer will replace it: the turn ended without one
+      streaming.delete(turn);
+    }
+  }
+
   function showTyping() {
     typing.hidden = false;
     clearTimeout(typingTimer);
@@ -154,6 +164,7 @@
       else if (data.type === "message") addEntry(data.entry);
       else if (data.type === "delta") addDelta(data.turn, data.text);
       else if (data.type === "typing") showTyping();
+      else if (data.type === "done") endTurn(data.turn, data.answered);
     };
     socket.onclose = async () => {
       setConnection("closed", "reconnecting…");

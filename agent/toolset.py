@@ -7,14 +7,25 @@ from agent.tools.base import Tool
 from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
+from agent.tools.sandbox import SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
+from gateway.errors import ConfigError
 from gateway.settings import Settings
 
 
 def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list[Tool]:
     """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch."""
     exec_settings = settings.tools.exec
+    sandbox = None
+    if exec_settings.enabled and not settings.tools.safe_mode:
+        try:
+            sandbox = find_bwrap(exec_settings.sandbox, network=exec_settings.network)
+        except SandboxUnavailable as exc:
+            raise ConfigError(
+                f"tools.exec.sandbox is 'bwrap' but {exc}; install it, or set "
+                "SWITCHBOARD_TOOLS__EXEC__SANDBOX=auto to run commands without it"
+            ) from None
     tools: list[Tool] = [
         ReadFile(),
         WriteFile(),
@@ -25,6 +36,7 @@ def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list
             max_output_chars=exec_settings.max_output_chars,
             extra_deny_patterns=exec_settings.extra_deny_patterns,
             protected_paths=(settings.data_dir, settings.config_file),
+            sandbox=sandbox,
         ),
         Message(),
     ]

@@ -21,6 +21,7 @@ from gateway import __version__
 from gateway.access import AccessGate, Principal, principal_for
 from gateway.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
 from gateway.assembly import agent_settings, build_agent, workspaces
+from gateway.budget import UserBudget
 from gateway.bus import LocalBus
 from gateway.channel import Channel, SupportsStreaming, SupportsTurnEnd, SupportsTyping
 from gateway.clock import Clock, SystemClock
@@ -103,6 +104,7 @@ class Gateway(Service):
             typing=self._typing,
             streamer=self._streamer,
             turn_ended=self._turn_ended,
+            budget=UserBudget(self.store.usage, self.store.audit, settings.limits),
             max_resume_attempts=settings.agent.max_resume_attempts,
         )
         self.dispatcher = Dispatcher(

@@ -20,6 +20,7 @@ from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.access import Principal
 from gateway.agent_channel import is_reply
 from gateway.autopilot import AutopilotRun
+from gateway.budget import UserBudget, principal_key
 from gateway.bus import Bus
 from gateway.commands import Commands
 from gateway.dispatcher import TurnBatch
@@ -78,6 +79,7 @@ class Conversations:
         typing: Typing = no_typing,
         streamer: Streamer = lambda chat, turn_id: None,
         turn_ended: TurnEnded = no_turn_end,
+        budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
     ) -> None:
         self._store = store
@@ -88,6 +90,7 @@ class Conversations:
         self._typing = typing
         self._streamer = streamer
         self._turn_ended = turn_ended
+        self._budget = budget
         self._max_resume_attempts = max_resume_attempts
         self.turn_finished = asyncio.Condition()
         # Turns opened for batches still being handled (by id of the batch), so that a batch
@@ -146,6 +149,8 @@ class Conversations:
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
             )
             outcome = TurnOutcome((reply,), final_text=text)
+        elif (refusal := await self._over_budget(request)) is not None:
+            outcome = refusal
         else:
             async with self._typing(request.chat):
                 outcome = await agent.run_turn(request)
@@ -158,6 +163,7 @@ class Conversations:
             outcome,
             last_chat=last if _is_owner_dm(last, request.principal) else None,
             echo_to=route.echo_to,
+            principal=request.principal,
         )
         self._opened.pop(id(batch), None)
         chat = request.chat
@@ -165,6 +171,23 @@ class Conversations:
             r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
         )
         await self._turn_ended(chat, request.turn_id, answered)
+
+    async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
+        """The outcome of a turn the person's allowance does not cover (see gateway.budget)."""
+        if self._budget is None or (refusal := await self._budget.check(request.principal)) is None:
+            return None
+        log.info("turn %s not run: %s", request.turn_id, refusal.reason)
+        if refusal.notice is None:
+            return TurnOutcome(final_text=refusal.reason)
+        last = request.messages[-1]
+        notice = OutboundMessage.reply_to(
+            last,
+            refusal.notice,
+            kind=OutboundKind.NOTICE,
+            turn_id=request.turn_id,
+            idempotency_key=f"{request.turn_id}:reply",
+        )
+        return TurnOutcome((notice,), final_text=refusal.notice)
 
     def _agent_for(self, session_key: str) -> AgentLoop:
         """The agent owning a session (the default agent for one no longer configured)."""
@@ -295,6 +318,7 @@ class Conversations:
         last_chat: InboundMessage | None = None,
         echo_to: str | None = None,
         finished_job: str | None = None,
+        principal: Principal | None = None,
     ) -> None:
         """Commit the turn in one transaction. ``last_chat`` records where the user was last
         active (the heartbeat's default target); ``echo_to`` also writes what was delivered
@@ -310,7 +334,7 @@ class Conversations:
             replies=outcome.replies,
             state="failed" if outcome.failed else "done",
             last_chat=None if last_chat is None else _chat_record(last_chat),
-            usage=self._usage(session_key, outcome),
+            usage=self._usage(session_key, outcome, principal),
             history_extra=echo,
             finished_job=finished_job,
         )
@@ -319,7 +343,9 @@ class Conversations:
         async with self.turn_finished:
             self.turn_finished.notify_all()
 
-    def _usage(self, session_key: str, outcome: TurnOutcome) -> UsageRecord | None:
+    def _usage(
+        self, session_key: str, outcome: TurnOutcome, principal: Principal | None
+    ) -> UsageRecord | None:
         usage = outcome.usage
         if not (usage.input_tokens or usage.output_tokens):
             return None
@@ -330,6 +356,7 @@ class Conversations:
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            principal=None if principal is None else principal_key(principal),
         )
 
 

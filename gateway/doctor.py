@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.errors import AnotherInstanceRunning
+from pydantic import BaseModel, SecretStr
+
+from gateway.channel import SupportsProbe
+from gateway.errors import (
+    AnotherInstanceRunning,
+    ChannelPermanentError,
+    ChannelRateLimited,
+    ChannelTransientError,
+    ConfigError,
+)
 from gateway.lock import ProcessLock
 from gateway.settings import Settings
 from gateway.store import Store
@@ -111,21 +121,76 @@ async def llm_reachability(settings: Settings) -> Check:
     return Check("llm", "ok", f"{llm.provider} model {llm.model} at {where} answered")
 
 
-def channel_checks(settings: Settings) -> list[Check]:
+PROBE_TIMEOUT = 15.0  # seconds for one channel's login check
+
+
+async def channel_checks(settings: Settings, *, seconds: float = PROBE_TIMEOUT) -> list[Check]:
+    """Log in to every enabled channel's platform at once (see :func:`probe_channel`)."""
     from channels import REGISTRY, enabled_channels  # noqa: PLC0415
 
     enabled = enabled_channels(settings)
-    checks = [Check(f"channel {name}", "ok", "configured") for name in enabled]
     if not enabled:
         known = ", ".join(REGISTRY) or "none yet"
-        checks.append(
+        return [
             Check(
                 "channels",
                 "warn",
                 f"no chat channel configured (available: {known}); `switchboard chat` still works",
             )
-        )
-    return checks
+        ]
+    return list(await asyncio.gather(*(probe_channel(settings, n, seconds) for n in enabled)))
+
+
+async def probe_channel(settings: Settings, name: str, seconds: float) -> Check:
+    """Build the channel (not started) and let it log in: who are we there, or what to fix.
+
+    A channel without :class:`SupportsProbe` is only reported as configured. Messages are
+    scrubbed of the section's secrets, whatever a library put into an error.
+    """
+    from channels import REGISTRY  # noqa: PLC0415
+
+    label = f"channel {name}"
+    secrets = _secrets(settings.channel_sections()[name])
+
+    def check(status: Status, message: str) -> Check:
+        for secret in secrets:
+            message = message.replace(secret, "***")
+        return Check(label, status, message)
+
+    module_name, _, attr = REGISTRY[name].partition(":")
+    try:
+        channel = getattr(importlib.import_module(module_name), attr)(settings)
+    except ConfigError as exc:
+        return check("fail", str(exc))
+    except ImportError as exc:
+        return check("fail", f"cannot load the {name} channel ({exc}); reinstall Switchboard")
+    except Exception as exc:  # the gateway would not start it either; say why, check the rest
+        return check("fail", f"cannot set up the {name} channel: {type(exc).__name__}: {exc}")
+    if not isinstance(channel, SupportsProbe):
+        return check("ok", "configured")
+    try:
+        async with asyncio.timeout(seconds):
+            return check("ok", await channel.probe())
+    except TimeoutError:
+        return check("fail", f"cannot reach {name}: no answer within {seconds:g} s")
+    except ChannelPermanentError as exc:
+        hint = "" if "SWITCHBOARD_" in str(exc) else f"; check the [{name}] settings"
+        return check("fail", f"{exc}{hint}")
+    except ChannelTransientError as exc:
+        text = str(exc)
+        return check("fail", text if "cannot reach" in text else f"cannot reach {name}: {text}")
+    except ChannelRateLimited as exc:
+        return check("warn", f"{exc}; the credentials were not checked, try again later")
+    except Exception as exc:  # a probe bug must not hide the other checks
+        return check("fail", f"the {name} check failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _secrets(section: BaseModel) -> list[str]:
+    """Every secret of the section, as written and stripped (the adapters strip tokens)."""
+    values = (getattr(section, field) for field in type(section).model_fields)
+    raw = [v.get_secret_value() for v in values if isinstance(v, SecretStr)]
+    found = {text for value in raw for text in (value, value.strip()) if len(text) >= 4}
+    return sorted(found, key=len, reverse=True)  # a longer one may contain a shorter one
 
 
 def security_checks(settings: Settings) -> list[Check]:
@@ -193,11 +258,39 @@ def security_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def sandbox_checks(settings: Settings) -> list[Check]:
+    """Whether ``exec`` runs in the bubblewrap sandbox (docs/security.md)."""
+    from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
+
+    exec_settings = settings.tools.exec
+    if not exec_settings.enabled or settings.tools.safe_mode:
+        return []
+    if exec_settings.sandbox == "off":
+        return [
+            Check("exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host")
+        ]
+    problem = unavailable_reason()
+    if problem is None:
+        reach = "with" if exec_settings.network else "without"
+        return [Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")]
+    if exec_settings.sandbox == "bwrap":
+        return [Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")]
+    return [Check("exec sandbox", "warn", f"commands run on the host: {problem}")]
+
+
 async def run_doctor(settings: Settings) -> int:
-    checks = [*workspace_checks(settings), *security_checks(settings), llm_key_check(settings)]
+    checks = [
+        *workspace_checks(settings),
+        *security_checks(settings),
+        *sandbox_checks(settings),
+        llm_key_check(settings),
+    ]
+    # The model and every channel are asked at once: a slow one costs its own timeout only.
     if checks[-1].status != "fail":
-        checks.append(await llm_reachability(settings))
-    checks.extend(channel_checks(settings))
+        llm, channels = await asyncio.gather(llm_reachability(settings), channel_checks(settings))
+        checks += [llm, *channels]
+    else:
+        checks += await channel_checks(settings)
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")

@@ -21,6 +21,7 @@ from gateway.autopilot import AutopilotRun
 from gateway.clock import Clock
 from gateway.dispatcher import Dispatcher
 from gateway.heartbeat import Heartbeat, Skip
+from gateway.housekeeping import housekeep
 from gateway.lifecycle import Service
 from gateway.messages import ChatRef, ChatType, new_id
 from gateway.routing import qualify
@@ -34,7 +35,6 @@ from gateway.store import Job, Store
 log = logging.getLogger(__name__)
 
 PRUNE_EVERY = timedelta(hours=24)
-JOURNAL_KEEP_SECONDS = 7 * 86_400  # far beyond every platform's redelivery window
 
 
 class Scheduler(Service):
@@ -59,6 +59,9 @@ class Scheduler(Service):
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
         self._next_prune: datetime | None = None
+        # When housekeeping last ran and what it removed; ``housekept`` is set after each run.
+        self.last_housekeeping: tuple[datetime, dict[str, int]] | None = None
+        self.housekept = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -105,8 +108,9 @@ class Scheduler(Service):
                 await self._beat(now)
             if self._next_prune is not None and self._next_prune <= now:
                 self._next_prune = now + PRUNE_EVERY
-                removed = await self._store.journal.prune(JOURNAL_KEEP_SECONDS)
-                log.debug("pruned %d old journal entries", removed)
+                removed = await housekeep(self._store, self._settings, now.timestamp())
+                self.last_housekeeping = (now, removed)
+                self.housekept.set()
             deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
             deadlines += [d for d in (self._next_heartbeat, self._next_prune) if d is not None]
             self._wake.clear()

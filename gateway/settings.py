@@ -108,11 +108,14 @@ class AgentSettings(Section):
 
 
 class LimitSettings(Section):
-    """Concurrency caps (the Pegasus design's semaphores)."""
+    """Concurrency caps (the Pegasus design's semaphores), and what one person may use."""
 
     max_concurrent_turns: int = Field(default=64, ge=1)
     max_concurrent_llm_calls: int = Field(default=64, ge=1)  # lower it for a local model server
     max_concurrent_tools: int = Field(default=32, ge=1)
+    # Per person over a rolling window; the owner is exempt; 0 turns a limit off.
+    user_daily_tokens: int = Field(default=1_000_000, ge=0)
+    user_turns_per_hour: int = Field(default=60, ge=0)
 
 
 class ExecSettings(Section):
@@ -120,6 +123,8 @@ class ExecSettings(Section):
     timeout_seconds: float = Field(default=60.0, gt=0, le=3_600)
     max_output_chars: int = Field(default=10_000, ge=100)
     extra_deny_patterns: tuple[str, ...] = ()
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    network: bool = False  # only inside the sandbox; without it commands share the host's
 
 
 class WebToolSettings(Section):
@@ -205,9 +210,17 @@ class SchedulerSettings(Section):
 
 
 class StorageSettings(Section):
+    """``[storage]``: the database, and how long records of finished work are kept (pruned
+    once a day). Conversation history, memory and the user's files are never pruned."""
+
     # FULL survives power loss; NORMAL survives process crashes only.
     synchronous: Literal["full", "normal"] = "full"
     outbox_max_attempts: int = Field(default=8, ge=1)
+    # At least a week: the inbound dedup window, and time for an interrupted turn to resume.
+    retention_days: int = Field(default=30, ge=7, le=36_500)
+    audit_retention_days: int = Field(default=180, ge=7, le=36_500)
+    # At least the status page's 30 days of token usage.
+    usage_retention_days: int = Field(default=90, ge=31, le=36_500)
 
 
 class Settings(BaseSettings):

@@ -63,9 +63,13 @@ DESCRIPTIONS = {
     "agent.idle_reset_minutes": "idle time before an `idle` reset",
     "limits.max_concurrent_turns": "turns running at once across all chats",
     "limits.max_concurrent_tools": "tool calls running at once",
+    "limits.user_daily_tokens": "model tokens one person's turns may use in 24 hours (the owner is exempt; 0: no limit)",
+    "limits.user_turns_per_hour": "turns one person may start in an hour (the owner is exempt; 0: no limit)",
     "tools.exec.enabled": "offer the `exec` tool at all",
     "tools.exec.timeout_seconds": "the whole process group is killed at this limit",
     "tools.exec.max_output_chars": "output beyond this is dropped (the model is told)",
+    "tools.exec.sandbox": "`auto`: run commands in a bubblewrap sandbox when it works here; `bwrap`: refuse to start without it; `off`",
+    "tools.exec.network": "let sandboxed commands use the network (they then reach local services too)",
     "tools.exec.extra_deny_patterns": "regular expressions added to the built-in deny list",
     "tools.policy.member_deny": "tools members (not owner/admin) may not use",
     "tools.policy.group_deny": "tools nobody may use in group chats",
@@ -82,6 +86,9 @@ DESCRIPTIONS = {
     "tools.web.search_max_results": "results returned by default",
     "storage.synchronous": "`full` (survives power loss) or `normal` (survives process crashes)",
     "storage.outbox_max_attempts": "delivery attempts before a message is recorded as failed",
+    "storage.retention_days": "days sent/failed outbox messages, tool-call records, finished turns, background tasks, jobs, decided pairing requests and turn traces are kept",
+    "storage.audit_retention_days": "days audit log entries are kept",
+    "storage.usage_retention_days": "days token usage per turn is kept (the status page shows 30)",
     "heartbeat.enabled": "run heartbeat check-ins (no model call while HEARTBEAT.md has no tasks)",
     "heartbeat.interval_seconds": "time between check-ins",
     "heartbeat.timezone": "the user's IANA time zone: quiet hours, job defaults, the clock in prompts",
@@ -130,6 +137,7 @@ DESCRIPTIONS = {
     "email.trusted_authserv_ids": "Authentication-Results ids to trust besides the topmost header",
     "web.enabled": "serve the web chat and status page with `switchboard run`",
     "web.host": "bind address; anything but loopback requires web.token",
+    "web.token": "sign-in secret for the web chat and status page (a long random string); required off loopback",
     "web.trusted_origins": "extra Origins allowed for state-changing requests (reverse proxies)",
     "web.max_files_per_message": "attachments per web chat message",
     "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",
@@ -210,11 +218,12 @@ def render() -> str:
         if not rows:
             continue
         title = ".".join(path) or "top level"
-        doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+        own = cls.__dict__.get("__doc__")  # not the base class's "unknown keys are errors"
+        doc = (inspect.cleandoc(own) if own else "").split("\n\n")[0].replace("\n", " ")
         if cls is Settings:
             doc = "Where things live."
         out.append(
-            f"## `{title}`\n\n{doc}\n\n| key | environment variable | default | meaning |\n| --- | --- | --- | --- |"
+            f"## `{title}`\n\n{doc + chr(10) * 2 if doc else ''}| key | environment variable | default | meaning |\n| --- | --- | --- | --- |"
         )
         out.append("\n".join(rows) + "\n")
     out.append(

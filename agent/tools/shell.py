@@ -2,8 +2,9 @@
 
 The command runs in its own process group with the workspace as working directory and
 HOME, and an environment built from scratch (no API keys, tokens or passwords of ours).
-At the time limit the whole group is killed. A deny list refuses commands that destroy
-data or fetch-and-run code; it is a second layer, not the boundary.
+At the time limit the whole group is killed. Where bubblewrap works, the command runs in
+the OS sandbox of :mod:`agent.tools.sandbox` (the boundary). A deny list refuses commands
+that destroy data or fetch-and-run code; it is a second layer.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.sandbox import Bwrap
 
 DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..
@@ -77,7 +79,9 @@ class Exec(Tool):
         max_output_chars: int = 10_000,
         extra_deny_patterns: Sequence[str] = (),
         protected_paths: Sequence[Path] = (),
+        sandbox: Bwrap | None = None,
     ) -> None:
+        self._sandbox = sandbox
         self._timeout = timeout
         self._max_output = max_output_chars
         # Commands naming the gateway's state (data directory, config file) are refused too.
@@ -101,10 +105,11 @@ class Exec(Tool):
                 "this command is blocked by the exec deny list (destructive or fetch-and-run)"
             )
         timeout = min(float(args.get("timeout") or self._timeout), self._timeout)
+        argv = ["/bin/sh", "-c", command]
+        if self._sandbox is not None:
+            argv = self._sandbox.argv(argv, ctx.workspace.root)
         process = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
+            *argv,
             cwd=ctx.workspace.root,
             env=clean_environment(ctx.workspace.root),
             stdin=asyncio.subprocess.DEVNULL,

@@ -29,6 +29,7 @@ import discord
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
+from channels.discord.probe import probe as check_credentials
 from channels.discord.sender import Sender
 from gateway.bus import Accepted, InboundSink
 from gateway.channel import ChannelHealth
@@ -202,6 +203,10 @@ class DiscordChannel:
             return
         channel = self._client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
         await channel.typing()
+
+    async def probe(self) -> str:
+        """``GET /users/@me`` with the token (``switchboard doctor``); no gateway connection."""
+        return await check_credentials(self._settings)
 
     def health(self) -> ChannelHealth:
         client = self._client

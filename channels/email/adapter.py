@@ -8,9 +8,8 @@ published to the gateway, and only after ``publish_inbound`` returned is it mark
 ``\\Seen`` and the UID cursor moved (persisted with UIDVALIDITY). A crash in between means
 the same Message-ID is published again next start and the journal calls it a duplicate.
 
-Sending: gateway/mail.py builds and delivers the reply (In-Reply-To, References, "Re:"),
-with a Message-ID derived from the outbox idempotency key. Replies already handed to the
-server are remembered, and each correspondent gets at most ``max_replies_per_hour``.
+Sending: gateway/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
+the outbox key); replies handed to the server are remembered, ``max_replies_per_hour`` each.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from channels.email.parse import (
     reply_subject,
     sender_of,
 )
+from channels.email.probe import probe as check_credentials
 from channels.email.state import EmailState, ThreadInfo
 from gateway.backoff import Backoff
 from gateway.bus import Accepted, InboundSink
@@ -111,6 +111,10 @@ class EmailChannel:
                 await self._task
             self._task = None
         self._sink = None
+
+    async def probe(self) -> str:
+        """SMTP and IMAP logins (``switchboard doctor``); no IDLE, nothing read or sent."""
+        return await check_credentials(self._settings)
 
     def health(self) -> ChannelHealth:
         return ChannelHealth(

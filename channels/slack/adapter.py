@@ -38,6 +38,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.convert import CHANNEL, Converted, convert
 from channels.slack.media import MediaStore
+from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
 from gateway.bus import Accepted, InboundSink
 from gateway.channel import ChannelHealth
@@ -240,6 +241,10 @@ class SlackChannel:
 
     async def send(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message)
+
+    async def probe(self) -> str:
+        """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""
+        return await check_credentials(self._settings)
 
     def health(self) -> ChannelHealth:
         if self.mode == "socket":

@@ -26,6 +26,7 @@ from telegram.request import HTTPXRequest
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
 from channels.telegram.media import MediaFetcher, Transcriber
 from channels.telegram.polling import Poller
+from channels.telegram.probe import probe as check_credentials
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.webhook import WebhookServer
@@ -243,6 +244,10 @@ class TelegramChannel:
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
+
+    async def probe(self) -> str:
+        """``getMe`` with a client of its own (``switchboard doctor``); starts nothing."""
+        return await check_credentials(self.settings)
 
     def health(self) -> ChannelHealth:
         detail = f"{self.settings.mode}"

@@ -18,6 +18,7 @@ from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
+from gateway.store.retention import Retention
 from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "PairingRequest",
     "Pairings",
     "Pins",
+    "Retention",
     "SearchHit",
     "SessionState",
     "Store",
@@ -113,3 +115,24 @@ class Store(Service):
                 self.jobs.finish_statement(conn, finished_job)
 
         await self.db.run(commit)
+
+    async def prune(self, now: float, retention: Retention) -> dict[str, int]:
+        """Delete records of finished work older than ``retention`` allows, as of ``now``;
+        returns how many rows went, per kind. Pending deliveries, open turns and their tool
+        calls, running tasks, active jobs, approved pairings, conversation history and memory
+        are never touched."""
+        records = now - retention.records
+        return {
+            "inbound": await self.journal.prune(retention.journal, now=now),
+            # never before their inbound messages: those point at their turn
+            "turns": await self.journal.prune_turns(
+                now - max(retention.records, retention.journal)
+            ),
+            "outbox": await self.outbox.prune(records),
+            "tool calls": await self.ledger.prune(records),
+            "tasks": await self.tasks.prune(records),
+            "jobs": await self.jobs.prune(records),
+            "pairing requests": await self.pairings.prune(records),
+            "audit": await self.audit.prune(now - retention.audit),
+            "usage": await self.usage.prune(now - retention.usage),
+        }

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
 
@@ -160,6 +161,17 @@ class Pairings:
 
         return await self._db.run(query)
 
+    async def prune(self, before: float) -> int:
+        """Forget requests denied, revoked or expired before ``before``. Approved ones are
+        the pairing allowlist and are never pruned; open ones stay until they expire."""
+        return await delete_batched(
+            self._db,
+            "pairing",
+            "(state IN ('denied', 'revoked', 'expired') AND COALESCE(decided_at, expires_at) < ?)"
+            " OR (state = 'pending' AND expires_at < ?)",
+            [before, before],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
@@ -212,3 +224,7 @@ class AuditLog:
             return [AuditEntry(at, k, ch, s, json.loads(d)) for at, k, ch, s, d in rows]
 
         return await self._db.run(query)
+
+    async def prune(self, before: float) -> int:
+        """Forget entries recorded before ``before``."""
+        return await delete_batched(self._db, "audit", "at < ?", [before])

@@ -13,6 +13,7 @@ from typing import Any
 from gateway.messages import ChatRef
 from gateway.schedule_spec import ScheduleSpec
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
 
@@ -173,6 +174,16 @@ class Jobs:
 
         return await self._db.run(update)
 
+    async def prune(self, before: float) -> int:
+        """Forget done and removed jobs whose last run (or creation) was before ``before``.
+        Active jobs and fired one-shots still waiting for their turn stay."""
+        return await delete_batched(
+            self._db,
+            "jobs",
+            "state IN ('done', 'removed') AND COALESCE(last_run, created_at) < ?",
+            [before],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
@@ -268,3 +279,9 @@ class Tasks:
             return [self._record(row) for row in rows]
 
         return await self._db.run(update)
+
+    async def prune(self, before: float) -> int:
+        """Forget tasks that finished (done, failed, interrupted) before ``before``."""
+        return await delete_batched(
+            self._db, "tasks", "state != 'running' AND finished_at < ?", [before]
+        )

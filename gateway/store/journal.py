@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from gateway.messages import InboundMessage
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
 
@@ -183,17 +184,17 @@ class Journal:
 
         return await self._db.run(load)
 
-    async def prune(self, older_than_seconds: float) -> int:
+    async def prune(self, older_than_seconds: float, *, now: float | None = None) -> int:
         """Forget finished messages older than the dedup window."""
-        cutoff = self._clock() - older_than_seconds
+        cutoff = (self._clock() if now is None else now) - older_than_seconds
+        return await delete_batched(
+            self._db, "inbound", "state = 'done' AND updated_at < ?", [cutoff]
+        )
 
-        def delete(conn: sqlite3.Connection) -> int:
-            cursor = conn.execute(
-                "DELETE FROM inbound WHERE state = 'done' AND updated_at < ?", (cutoff,)
-            )
-            conn.execute(
-                "DELETE FROM turns WHERE state IN ('done', 'failed') AND updated_at < ?", (cutoff,)
-            )
-            return cursor.rowcount
-
-        return await self._db.run(delete)
+    async def prune_turns(self, before: float) -> int:
+        """Forget finished turns last touched before ``before``; running ones are resumed
+        after a restart and stay. Keep turns at least as long as the inbound journal, so a
+        journaled message never points at a forgotten turn."""
+        return await delete_batched(
+            self._db, "turns", "state IN ('done', 'failed') AND updated_at < ?", [before]
+        )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
 
@@ -63,6 +64,17 @@ class ToolLedger:
                 "UPDATE tool_ledger SET state = 'done', result = ?, updated_at = ? WHERE key = ?",
                 (result, now, key),
             )
+        )
+
+    async def prune(self, before: float) -> int:
+        """Forget calls last touched before ``before``, unless their turn is still open (a
+        resumed turn must find its calls). Keys are ``turn id:call id``."""
+        return await delete_batched(
+            self._db,
+            "tool_ledger",
+            "updated_at < ? AND substr(key, 1, instr(key, ':') - 1) NOT IN"
+            " (SELECT id FROM turns WHERE state IN ('running', 'answered'))",
+            [before],
         )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gateway.messages import OutboundMessage
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
 
@@ -152,3 +153,12 @@ class Outbox:
             )
 
         return await self._db.run(load)
+
+    async def prune(self, before: float) -> int:
+        """Forget messages sent or given up before ``before``; pending ones always stay."""
+        return await delete_batched(
+            self._db,
+            "outbox",
+            "state IN ('sent', 'failed') AND COALESCE(sent_at, created_at) < ?",
+            [before],
+        )

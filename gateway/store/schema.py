@@ -213,6 +213,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE agent_conversations ADD COLUMN authorised_by TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE agent_conversations ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
     """,
+    # v7: whose turn used the tokens ("channel:sender id"), for per-person budgets
+    """
+    ALTER TABLE usage ADD COLUMN principal TEXT;
+    CREATE INDEX usage_principal ON usage (principal, at);
+    """,
 )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.store.db import Database
+from gateway.store.retention import delete_batched
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,11 +20,13 @@ class UsageRecord:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     at: float | None = None
+    principal: str | None = None  # "channel:sender id" of the person the turn acted for
 
     def insert_statement(self, conn: sqlite3.Connection, turn_id: str, session_key: str) -> None:
         conn.execute(
             "INSERT OR REPLACE INTO usage (turn_id, session_key, channel, at, model, input_tokens,"
-            " output_tokens, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " output_tokens, cache_read_tokens, cache_write_tokens, principal)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 turn_id,
                 session_key,
@@ -34,6 +37,7 @@ class UsageRecord:
                 self.output_tokens,
                 self.cache_read_tokens,
                 self.cache_write_tokens,
+                self.principal,
             ),
         )
 
@@ -45,6 +49,12 @@ class UsageTotals:
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PersonUsage:
+    tokens: int
+    turns: int
 
 
 class UsageReport:
@@ -84,3 +94,23 @@ class UsageReport:
             return int(total)
 
         return await self._db.run(query)
+
+    async def by_principal(
+        self, principal: str, *, since: float, turns_since: float
+    ) -> PersonUsage:
+        """Tokens one person's turns used since ``since`` and their turns since ``turns_since``."""
+
+        def query(conn: sqlite3.Connection) -> PersonUsage:
+            tokens, turns = conn.execute(
+                "SELECT COALESCE(SUM(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0),"
+                " COUNT(CASE WHEN at >= ? THEN 1 END) FROM usage"
+                " WHERE principal = ? AND at >= ?",
+                (since, turns_since, principal, min(since, turns_since)),
+            ).fetchone()
+            return PersonUsage(int(tokens), int(turns))
+
+        return await self._db.run(query)
+
+    async def prune(self, before: float) -> int:
+        """Forget usage recorded before ``before`` (keep at least the status page's days)."""
+        return await delete_batched(self._db, "usage", "at < ?", [before])

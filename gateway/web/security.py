@@ -25,7 +25,7 @@ import ipaddress
 import re
 import secrets
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -52,6 +52,7 @@ CSP = (
 BROWSER_COOKIE_MAX_AGE = 400 * 24 * 3600  # the longest browsers keep a cookie
 LOGIN_WINDOW_SECONDS = 60.0
 LOGIN_MAX_FAILURES = 10
+MAX_TRACKED_CLIENTS = 10_000  # failed-login records kept; a flood of addresses stays bounded
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -91,7 +92,13 @@ def safe_next(value: str | None) -> str:
 
 
 class WebGuard:
-    def __init__(self, settings: WebSettings, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        settings: WebSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = MAX_TRACKED_CLIENTS,
+    ):
         self._settings = settings
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
@@ -105,7 +112,12 @@ class WebGuard:
             host_name(urlsplit(origin).netloc) for origin in settings.trusted_origins
         )
         self._clock = clock
-        self._failures: defaultdict[str, deque[float]] = defaultdict(deque)
+        # Recent failed logins per client address, in two tiers, so that a flood of new
+        # addresses pushes out clients still under the limit before it frees a throttled
+        # one: under the limit, by latest failure (oldest first); at the limit, by arrival.
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._throttled: OrderedDict[str, deque[float]] = OrderedDict()
+        self._max_clients = max_clients
 
     @property
     def token_required(self) -> bool:
@@ -157,15 +169,46 @@ class WebGuard:
 
     # -- login throttling -----------------------------------------------------------------
 
+    @property
+    def tracked_clients(self) -> int:
+        """Clients with failed logins on record (bounded by ``max_clients``)."""
+        return len(self._failures) + len(self._throttled)
+
     def throttled(self, request: web.Request) -> bool:
-        failures = self._failures[request.remote or "?"]
-        cutoff = self._clock() - LOGIN_WINDOW_SECONDS
-        while failures and failures[0] < cutoff:
-            failures.popleft()
-        return len(failures) >= LOGIN_MAX_FAILURES
+        client = request.remote or "?"
+        failures = self._throttled.get(client)
+        if failures is None:
+            return False
+        if _recent(failures, self._clock()) >= LOGIN_MAX_FAILURES:
+            return True
+        del self._throttled[client]  # the oldest failures left the window
+        if failures:
+            self._failures[client] = failures  # the next failure may throttle it again
+        return False
 
     def record_failure(self, request: web.Request) -> None:
-        self._failures[request.remote or "?"].append(self._clock())
+        now = self._clock()
+        client = request.remote or "?"
+        failures = self._throttled.pop(client, None) or self._failures.pop(client, None)
+        if failures is None:
+            failures = deque(maxlen=LOGIN_MAX_FAILURES)
+        failures.append(now)
+        at_limit = _recent(failures, now) >= LOGIN_MAX_FAILURES
+        (self._throttled if at_limit else self._failures)[client] = failures  # at the end
+        self._forget(now)
+
+    def _forget(self, now: float) -> None:
+        """Drop clients whose failures all left the window; over the cap, the longest-quiet
+        clients under the limit first, throttled ones only when no other is left."""
+        cutoff = now - LOGIN_WINDOW_SECONDS
+        for tier in (self._failures, self._throttled):
+            while tier:
+                oldest = next(iter(tier.values()))
+                if oldest and oldest[-1] >= cutoff:
+                    break
+                tier.popitem(last=False)
+        while self.tracked_clients > self._max_clients:
+            (self._failures or self._throttled).popitem(last=False)
 
     # -- middleware -----------------------------------------------------------------------
 
@@ -270,6 +313,14 @@ class WebGuard:
         response = redirect("/login")
         response.del_cookie(AUTH_COOKIE, path="/")
         return response
+
+
+def _recent(failures: deque[float], now: float) -> int:
+    """Drop failures older than the login window; how many are left."""
+    cutoff = now - LOGIN_WINDOW_SECONDS
+    while failures and failures[0] < cutoff:
+        failures.popleft()
+    return len(failures)
 
 
 def redirect(location: str) -> web.Response:

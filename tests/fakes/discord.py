@@ -95,6 +95,7 @@ class FakeDiscord:
         self.reactions: list[tuple[str, int, int, str]] = []  # (added|removed, chan, msg, emoji)
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
         self.files: dict[str, bytes] = {}
+        self.fail_me: deque[float] = deque()  # answer GET /users/@me with 429, retry_after
 
     # -- server ---------------------------------------------------------------------------
 
@@ -308,6 +309,12 @@ class FakeDiscord:
     async def _me(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != "Bot test-token":
             return json_response({"message": "401: Unauthorized", "code": 0}, 401)
+        if self.fail_me:
+            wait = self.fail_me.popleft()
+            body = {"message": "You are being rate limited.", "retry_after": wait, "global": True}
+            # Discord's own 429s pass Cloudflare (Via); discord.py reads one without as a ban.
+            headers = {"Retry-After": str(wait), "Via": "1.1 google"}
+            return json_response(body, 429, headers)
         return json_response(BOT_USER)
 
     async def _application(self, request: web.Request) -> web.Response:

@@ -145,3 +145,18 @@ def test_doctor_tells_whether_commands_are_sandboxed(
     [fail] = sandbox_checks(make_settings(tools={"exec": {"sandbox": "bwrap"}}))
     assert fail.status == "fail" and "refuses to start" in fail.message
     assert sandbox_checks(make_settings(tools={"exec": {"enabled": False}})) == []
+
+
+async def test_gateway_state_inside_the_workspace_is_covered(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    settings = make_settings(home=home, workspace=home)  # a workspace around everything
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    (settings.data_dir / "canary.txt").write_text("gateway state")
+    settings.config_file.write_text('[telegram]\ntoken = "123:canary-token"\n')
+    tool = exec_tool(default_tools(settings))
+    result = await run(tool, Workspace(home), command="cat d*/canary.txt c*.toml; ls; echo done")
+    assert "done" in result.content
+    assert "gateway state" not in result.content and "canary-token" not in result.content
+    assert "canary" in settings.config_file.read_text()  # covered, not changed

@@ -58,8 +58,14 @@ class Bwrap:
     executable: str
     network: bool = False
 
-    def argv(self, command: Sequence[str], workspace: Path) -> list[str]:
-        root = str(workspace.resolve())
+    def argv(
+        self, command: Sequence[str], workspace: Path, *, hidden: Sequence[Path] = ()
+    ) -> list[str]:
+        """``command`` wrapped; ``hidden`` paths inside the workspace (the gateway's own data
+        directory and config, when a user puts the workspace around them) are covered by an
+        empty directory or file."""
+        resolved = workspace.resolve()
+        root = str(resolved)
         args = [self.executable, "--unshare-all", "--die-with-parent", "--new-session"]
         if self.network:
             args.append("--share-net")
@@ -74,8 +80,16 @@ class Bwrap:
                 args += ["--ro-bind", entry, entry]
         private_tmp = "/tmp"  # noqa: S108 - an empty tmpfs of the sandbox's own
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", private_tmp]
-        args += ["--bind", root, root, "--chdir", root, "--"]
-        return [*args, *command]
+        args += ["--bind", root, root]
+        for path in hidden:
+            target = path.resolve()
+            if not target.is_relative_to(resolved) or not target.exists():
+                continue
+            if target.is_dir():
+                args += ["--tmpfs", str(target)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(target)]
+        return [*args, "--chdir", root, "--", *command]
 
 
 def find_bwrap(mode: str, *, network: bool = False) -> Bwrap | None:

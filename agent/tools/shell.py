@@ -82,6 +82,7 @@ class Exec(Tool):
         sandbox: Bwrap | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._protected = tuple(protected_paths)
         self._timeout = timeout
         self._max_output = max_output_chars
         # Commands naming the gateway's state (data directory, config file) are refused too.
@@ -107,7 +108,7 @@ class Exec(Tool):
         timeout = min(float(args.get("timeout") or self._timeout), self._timeout)
         argv = ["/bin/sh", "-c", command]
         if self._sandbox is not None:
-            argv = self._sandbox.argv(argv, ctx.workspace.root)
+            argv = self._sandbox.argv(argv, ctx.workspace.root, hidden=self._protected)
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ctx.workspace.root,

@@ -232,8 +232,10 @@ class TelegramChannel:
             return
         # Files and transcription cost bandwidth and money: skip them for messages the access
         # gate will not answer. The gate still decides at publish; this only avoids waste.
-        admitted = await self._sink.admits(converted.message)  # pairings included
-        message = await self._media.attach(converted, download=admitted, transcribe=admitted)
+        message = converted.message
+        if converted.media:  # text alone costs nothing: no need to ask (a journal read)
+            admitted = await self._sink.admits(message)  # pairings and redeliveries included
+            message = await self._media.attach(converted, download=admitted, transcribe=admitted)
         await self._sink.publish_inbound(message)  # raises -> not acknowledged
         self._last_message_at = time.time()
 

@@ -16,8 +16,8 @@ from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
 from agent.memory import FileCache, MemoryStore, scope_for
 from agent.skills import SkillLibrary
 from agent.turn import TurnKind, TurnRequest
-from gateway.messages import InboundMessage
-from gateway.textutil import only_headings
+from gateway.core.messages import InboundMessage
+from gateway.core.textutil import only_headings
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
 

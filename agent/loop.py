@@ -42,7 +42,7 @@ from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from agent.turn_scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow
 from agent.workspace import Workspace
-from gateway.services import Services
+from gateway.core.services import Services
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)

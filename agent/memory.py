@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
-from gateway.access import Principal
-from gateway.messages import ChatRef, ChatType
-from gateway.textutil import only_headings
+from gateway.core.messages import ChatRef, ChatType
+from gateway.core.principal import Principal
+from gateway.core.textutil import only_headings
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

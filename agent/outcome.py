@@ -12,7 +12,7 @@ from agent.llm.errors import LLMError
 from agent.runner import RunResult
 from agent.tools.base import TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
-from gateway.messages import OutboundKind, OutboundMessage
+from gateway.core.messages import OutboundKind, OutboundMessage
 
 INTERRUPTED_NOTICE = (
     "Sorry, I was interrupted while working on your message and could not finish it. "

@@ -18,8 +18,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from agent.tools.base import Effect, Tool, ToolContext, asked_for
-from gateway.access import Principal
-from gateway.messages import ChatType
+from gateway.core.messages import ChatType
+from gateway.core.principal import Principal
 
 MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")

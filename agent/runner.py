@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from agent.guards.trace import TurnTrace
 from agent.llm.base import LLMProvider, TextSink
@@ -18,6 +17,7 @@ from agent.tools.executor import ToolExecutor
 from agent.turn_loop import (
     Checkpoint,
     ContextFactory,
+    GuardSettings,
     Rebuild,
     RunResult,
     TurnLoop,
@@ -25,14 +25,6 @@ from agent.turn_loop import (
 )
 
 __all__ = ["GuardSettings", "RunResult", "Runner", "tool_message"]
-
-
-@dataclass(frozen=True, slots=True)
-class GuardSettings:
-    max_iterations: int = 20
-    max_turn_tokens: int = 600_000
-    review_retries: int = 2
-    llm_review: bool = False
 
 
 class Runner:

@@ -10,8 +10,8 @@ from agent.tools.message import Message
 from agent.tools.sandbox import SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
-from gateway.errors import ConfigError
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.errors import ConfigError
 
 
 def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list[Tool]:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from agent.llm.base import TextSink
 from agent.llm.types import Usage
-from gateway.access import Principal
-from gateway.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.principal import Principal
 
 
 class TurnKind(enum.StrEnum):

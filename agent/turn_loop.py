@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent.guards.dedupe import DedupGuard, call_key
 from agent.guards.loops import STOP_NOTICE, LoopAction, LoopDetector
@@ -23,9 +23,7 @@ from agent.llm.base import TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec, Usage
 from agent.tools.base import ToolContext, ToolResult, TurnState
-
-if TYPE_CHECKING:
-    from agent.runner import Runner
+from agent.tools.executor import ToolExecutor
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
@@ -36,6 +34,33 @@ STEP_LIMIT_NOTE = (
     "with what you found so far, and say what is still missing."
 )
 TOKEN_LIMIT_NOTICE = "I stopped because this request used up its token budget for one turn. Could you narrow it down?"  # noqa: S105 - not a secret
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSettings:
+    max_iterations: int = 20
+    max_turn_tokens: int = 600_000
+    review_retries: int = 2
+    llm_review: bool = False
+
+
+class ModelAndTools(Protocol):
+    """What a turn works with: the agent's model (behind its concurrency cap), its tool
+    executor and the turn's bounds. :class:`agent.runner.Runner` is the implementation."""
+
+    @property
+    def guards(self) -> GuardSettings: ...
+
+    @property
+    def executor(self) -> ToolExecutor: ...
+
+    async def call_model(
+        self,
+        system: SystemPrompt,
+        conversation: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...],
+        on_text: TextSink | None = None,
+    ) -> LLMResponse: ...
 
 
 @dataclass(slots=True)
@@ -90,7 +115,7 @@ class TurnLoop:
 
     def __init__(  # noqa: PLR0917 - private; built in one place from Runner.run's keywords
         self,
-        runner: Runner,
+        runner: ModelAndTools,
         system: SystemPrompt,
         conversation: list[ChatMessage],
         tools: tuple[ToolSpec, ...],

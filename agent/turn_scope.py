@@ -20,7 +20,7 @@ from agent.memory import scope_for
 from agent.tools.base import TurnState
 from agent.turn import TurnRequest
 from agent.workspace import Workspace
-from gateway.messages import ChatRef, ChatType
+from gateway.core.messages import ChatRef, ChatType
 
 OWNER_MEMORY = ("MEMORY.md", "memory")
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from gateway.onboard import onboard
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.home import onboard
 
 LLM_LATENCY = 0.2
 

@@ -32,7 +32,7 @@ from bench.common import (
     settings_for,
 )
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
+from gateway.runtime.app import Gateway
 
 
 async def sequential(channel: MemoryChannel, turns: int, *, chats: int = 10) -> list[float]:

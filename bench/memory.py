@@ -24,9 +24,9 @@ from agent.compaction import SUMMARY_PROMPT
 from agent.tokens import TokenCounter
 from bench.common import quiet_proxies
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
-from gateway.onboard import onboard
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM, Recorded, Step, text
 
 FACT = "Remember: my locker code is 4711."

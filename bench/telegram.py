@@ -27,9 +27,9 @@ from pathlib import Path
 from bench.common import llm_process
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
-from gateway.app import Gateway
-from gateway.onboard import onboard
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.home import onboard
 from tests.fakes.telegram import FakeTelegram, random_token
 
 LLM_LATENCY = 0.2

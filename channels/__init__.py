@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gateway.channel import Channel
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
+    from gateway.core.channel import Channel
 
 
 class ChannelFactory(Protocol):

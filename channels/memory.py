@@ -10,9 +10,9 @@ import asyncio
 import itertools
 from collections.abc import Callable
 
-from gateway.bus import Accepted, InboundSink
-from gateway.errors import ChannelPermanentError
-from gateway.messages import (
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.errors import ChannelPermanentError
+from gateway.core.messages import (
     Attachment,
     ChatRef,
     ChatType,

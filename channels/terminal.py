@@ -6,9 +6,9 @@ import getpass
 import sys
 from typing import TextIO
 
-from gateway.bus import Accepted, InboundSink
-from gateway.errors import ChannelPermanentError
-from gateway.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage, new_id
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.errors import ChannelPermanentError
+from gateway.core.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage, new_id
 
 CHAT_ID = "local"
 

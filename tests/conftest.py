@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
-from gateway.onboard import onboard
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):

@@ -6,10 +6,10 @@ import re
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway import pairing
-from gateway.app import Gateway
-from gateway.bus import Accepted
-from gateway.messages import ChatType
+from gateway.core.bus import Accepted
+from gateway.core.messages import ChatType
+from gateway.runtime import pairing
+from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 

@@ -16,10 +16,10 @@ import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from gateway.app import Gateway
-from gateway.errors import ConfigError
-from gateway.messages import Attachment, OutboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.core.messages import Attachment, OutboundMessage
+from gateway.runtime.app import Gateway
 from tests.fakes.discord import (
     BOT_ID,
     BOT_USER,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from channels.discord.connection import ReconnectPolicy
 from channels.discord.render import MAX_MESSAGE, nonce, render
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 
 class Clock:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from channels.discord.probe import MAX_WAIT  # before tests.fakes.discord: see its __init__
-from gateway.doctor import Check, channel_checks, print_status, probe_channel, run_doctor
-from gateway.settings import Settings
+from gateway.cli.doctor import Check, channel_checks, print_status, probe_channel, run_doctor
+from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, FakeDiscord
 from tests.fakes.llm import FakeLLM, error

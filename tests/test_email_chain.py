@@ -15,7 +15,7 @@ import aiosmtplib
 
 from channels import build_channels
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
 from tests.fakes.mailservers import (  # noqa: F401 - fixtures

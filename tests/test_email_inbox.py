@@ -20,10 +20,10 @@ from channels import build_channels
 from channels.email import EmailChannel
 from channels.email.imap import ImapSession
 from channels.email.state import EmailState
-from gateway.app import Gateway
-from gateway.bus import Accepted
-from gateway.errors import ConfigError, StorageFullError
-from gateway.messages import InboundMessage
+from gateway.core.bus import Accepted
+from gateway.core.errors import ConfigError, StorageFullError
+from gateway.core.messages import InboundMessage
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.mailservers import (  # noqa: F401 - fixture

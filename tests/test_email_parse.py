@@ -19,7 +19,7 @@ from channels.email.parse import (
     trim_reply,
 )
 from channels.email.state import EmailState, ThreadInfo
-from gateway.mail import normalize_address, parse_addresses
+from gateway.core.mail import normalize_address, parse_addresses
 
 OWN = ("bot@example.test",)
 

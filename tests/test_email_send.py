@@ -15,11 +15,11 @@ from agent.tools.base import Effect, Tool, ToolContext, ToolResult, TurnState, s
 from agent.tools.email import SendEmail
 from agent.workspace import Workspace
 from channels.memory import MemoryChannel
-from gateway.access import Principal
-from gateway.app import Gateway
-from gateway.mail import message_id_for
-from gateway.messages import ChatRef
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.mail import message_id_for
+from gateway.core.messages import ChatRef
+from gateway.core.principal import Principal
+from gateway.runtime.app import Gateway
 from gateway.store.access import AuditEntry
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text

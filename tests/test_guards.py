@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.guards.trace import find_trace, read_trace
-from gateway.app import Gateway
-from gateway.messages import OutboundKind
+from gateway.core.messages import OutboundKind
+from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, Step, calls, text
 
 
@@ -300,6 +300,6 @@ async def test_trace_records_guard_decisions_and_the_cli_prints_them(
     assert (event["code"], event["attempt"]) == ("NO_SEND", 1)
     path = next((data / "traces").glob("*/*.jsonl"))
     assert find_trace(data / "traces", path.stem[:8]) == path
-    from gateway.cli import show_trace
+    from gateway.cli.main import show_trace
 
     assert show_trace(settings, path.stem[:8]) == 0

@@ -15,11 +15,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from gateway.errors import ConfigError
-from gateway.housekeeping import housekeep, prune_traces
-from gateway.messages import ChatRef, InboundMessage, OutboundMessage
-from gateway.schedule_spec import ScheduleSpec
-from gateway.settings import WebSettings, load_settings
+from gateway.config.settings import WebSettings, load_settings
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.schedule_spec import ScheduleSpec
+from gateway.runtime.housekeeping import housekeep, prune_traces
 from gateway.store import Job, NewMessage, Retention, Store, TaskRecord, UsageRecord
 from gateway.store.retention import DAY, delete_batched
 from gateway.web.security import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS, WebGuard

@@ -9,7 +9,7 @@ from typing import Any
 from agent.compaction import SUMMARY_PROMPT
 from agent.tokens import TokenCounter
 from channels.memory import MemoryChannel
-from gateway.messages import ChatType
+from gateway.core.messages import ChatType
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, text
 
 SMALL_WINDOW = {"context_window": 4_000}

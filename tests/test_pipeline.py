@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway.bus import Accepted
-from gateway.messages import ChatRef, OutboundKind
+from gateway.core.bus import Accepted
+from gateway.core.messages import ChatRef, OutboundKind
 from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 

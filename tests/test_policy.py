@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway.messages import Attachment, ChatType
+from gateway.core.messages import Attachment, ChatType
 from tests.fakes.llm import FakeLLM, calls, text
 
 TELEGRAM = {
@@ -136,8 +136,8 @@ async def test_the_users_own_words_authorise_the_same_write(
 
 
 def test_doctor_reports_risky_settings(monkeypatch: Any) -> None:
-    from gateway.doctor import security_checks
-    from gateway.settings import Settings
+    from gateway.cli.doctor import security_checks
+    from gateway.config.settings import Settings
 
     settings = Settings(
         telegram={"token": "123:abc", "dm_policy": "open", "allow_from": ["*"]},

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
 

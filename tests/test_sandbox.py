@@ -19,8 +19,8 @@ from agent.tools.sandbox import find_bwrap
 from agent.tools.shell import Exec
 from agent.toolset import default_tools
 from agent.workspace import Workspace
-from gateway.doctor import sandbox_checks
-from gateway.errors import ConfigError
+from gateway.cli.doctor import sandbox_checks
+from gateway.core.errors import ConfigError
 from tests.conftest import SettingsFactory
 from tests.test_tools import run
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from channels.memory import MemoryChannel
-from gateway.app import Gateway
-from gateway.heartbeat import in_quiet_hours
-from gateway.messages import ChatType
-from gateway.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.messages import ChatType
+from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.runtime.app import Gateway
+from gateway.runtime.heartbeat import in_quiet_hours
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, held, text
 
@@ -237,7 +237,7 @@ async def test_a_background_task_reports_back_once(run_gateway: Any, fake_llm: F
 async def test_owner_lists_and_removes_jobs_from_the_cli(
     run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.cli import cron_cli
+    from gateway.cli.main import cron_cli
 
     clock = FakeClock(START)
     fake_llm.queue(

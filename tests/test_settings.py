@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.errors import ConfigError
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
+from gateway.core.errors import ConfigError
 
 
 def test_env_wins_over_config_toml_and_sections_merge(
@@ -96,9 +96,9 @@ def test_broken_toml_is_reported_with_the_file(
 def test_the_configuration_reference_is_up_to_date() -> None:
     from pathlib import Path
 
-    from gateway.settings_doc import render
+    from gateway.config.doc import render
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
     assert doc.read_text(encoding="utf-8") == render(), (
-        "run: python -m gateway.settings_doc > docs/configuration.md"
+        "run: python -m gateway.config.doc > docs/configuration.md"
     )

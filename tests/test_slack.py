@@ -11,11 +11,11 @@ import pytest
 
 from channels import REGISTRY, build_channels
 from channels.slack import SlackChannel
-from gateway.app import Gateway
-from gateway.errors import ConfigError
-from gateway.messages import Attachment, OutboundMessage
-from gateway.settings import Settings
-from gateway.settings_channels import SlackSettings
+from gateway.config.channels import SlackSettings
+from gateway.config.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.core.messages import Attachment, OutboundMessage
+from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.slack import (
     APP_TOKEN,
@@ -283,7 +283,7 @@ async def test_rejected_tokens_fail_start_naming_the_setting(
 
 def test_contract_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     """The documented variable names turn Discord and Slack on (issue 8's contract)."""
-    from gateway.settings import load_settings
+    from gateway.config.settings import load_settings
 
     env = {
         "SWITCHBOARD_DISCORD__TOKEN": "discord-token",

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from channels.slack import SlackChannel
-from gateway.app import Gateway
-from gateway.bus import Accepted
-from gateway.errors import StorageFullError
-from gateway.messages import InboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.bus import Accepted
+from gateway.core.errors import StorageFullError
+from gateway.core.messages import InboundMessage
+from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack import (
     APP_TOKEN,

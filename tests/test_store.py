@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.messages import InboundMessage, OutboundMessage
+from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store import NewMessage, Store
 
 

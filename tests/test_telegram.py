@@ -16,10 +16,10 @@ import pytest
 
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
-from gateway.app import Gateway
-from gateway.backoff import Backoff
-from gateway.errors import AnotherInstanceRunning, ConfigError
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.core.errors import AnotherInstanceRunning, ConfigError
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
 from tests.fakes.telegram import FakeTelegram, random_token, section

@@ -9,7 +9,7 @@ import pytest
 from telegram import Update
 
 from channels.telegram.convert import BotIdentity, convert_update
-from gateway.messages import ChatType
+from gateway.core.messages import ChatType
 from tests.fakes.telegram import FakeTelegram
 
 BOT = BotIdentity(id=123456, username="Switchboard_Bot")

@@ -12,11 +12,11 @@ import pytest
 from channels._text import utf16_length
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
-from gateway.app import Gateway
-from gateway.backoff import Backoff
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.messages import Attachment, ChatRef, OutboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.core.messages import Attachment, ChatRef, OutboundMessage
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
 from tests.fakes.telegram import FakeTelegram, random_token, section

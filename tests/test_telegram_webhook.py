@@ -12,12 +12,12 @@ import pytest
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
 from channels.telegram.webhook import SECRET_HEADER
-from gateway.app import Gateway
-from gateway.backoff import Backoff
-from gateway.bus import Accepted
-from gateway.errors import StorageFullError
-from gateway.messages import InboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.core.bus import Accepted
+from gateway.core.errors import StorageFullError
+from gateway.core.messages import InboundMessage
+from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token, section

@@ -14,8 +14,8 @@ from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, TurnState
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.shell import Exec
 from agent.workspace import Workspace
-from gateway.access import Principal
-from gateway.messages import ChatRef, OutboundMessage
+from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.principal import Principal
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from channels.memory import MemoryChannel
 from channels.webchat import create
-from gateway.app import Gateway
-from gateway.pairing import WELCOME
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
 

@@ -151,7 +151,7 @@ async def test_llm_summarizer_sends_one_tool_less_request_per_chunk(
     fake_llm: FakeLLM, provider: str
 ) -> None:
     from agent.llm.factory import create_provider
-    from gateway.settings import LLMSettings
+    from gateway.config.settings import LLMSettings
 
     base = fake_llm.openai_url if provider == "openai" else fake_llm.anthropic_url
     llm = create_provider(

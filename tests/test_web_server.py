@@ -22,11 +22,11 @@ import pytest
 
 from channels.memory import MemoryChannel
 from channels.webchat import WebChatChannel, create
-from gateway.app import Gateway
-from gateway.errors import ConfigError
-from gateway.pairing import WELCOME
-from gateway.scheduling import ScheduledItem
-from gateway.settings import Settings, load_settings
+from gateway.config.settings import Settings, load_settings
+from gateway.core.errors import ConfigError
+from gateway.core.scheduling import ScheduledItem
+from gateway.runtime.app import Gateway
+from gateway.runtime.pairing import WELCOME
 from gateway.web.status import schedule
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
@@ -452,20 +452,20 @@ async def test_metrics_report_turns_tokens_and_queues(
 
 
 def test_schedule_is_shown_when_the_gateway_has_a_scheduler() -> None:
-    class View:
-        def snapshot(self) -> list[ScheduledItem]:
-            return [
-                ScheduledItem("job-1", "cron", "every day at 09:00", None, "telegram:1"),
-                ScheduledItem(
-                    "heartbeat", "heartbeat", "every 30 min", datetime(2030, 1, 1, tzinfo=UTC)
-                ),
-            ]
+    def items() -> list[ScheduledItem]:
+        return [
+            ScheduledItem("job-1", "cron", "every day at 09:00", None, "telegram:1"),
+            ScheduledItem(
+                "heartbeat", "heartbeat", "every 30 min", datetime(2030, 1, 1, tzinfo=UTC)
+            ),
+        ]
 
-    shown = schedule(SimpleNamespace(scheduler=View()))  # type: ignore[arg-type]
+    shown = schedule(SimpleNamespace(schedule=items))  # type: ignore[arg-type]
     assert shown["available"] is True
     assert [i["id"] for i in shown["items"]] == ["heartbeat", "job-1"]  # soonest first
     assert shown["items"][0]["next_run"] == datetime(2030, 1, 1, tzinfo=UTC).timestamp()
-    assert schedule(SimpleNamespace()) == {"available": False, "items": []}  # type: ignore[arg-type]
+    unscheduled = SimpleNamespace(schedule=lambda: None)
+    assert schedule(unscheduled) == {"available": False, "items": []}  # type: ignore[arg-type]
 
 
 def test_loading_settings_from_the_environment_names_the_variable(

@@ -18,8 +18,8 @@ from agent.web.pages import Budget
 from agent.web.search import SearchHit, SearchUnavailable, unavailable_reason
 from agent.web.ssrf import AddressPolicy, Guard
 from agent.workspace import Workspace
-from gateway.access import Principal
-from gateway.messages import ChatRef, OutboundMessage
+from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.principal import Principal
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 from tests.fakes.web import FakeDNS, FakeSite

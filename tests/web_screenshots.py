@@ -14,9 +14,9 @@ from playwright.async_api import Page, async_playwright, expect
 
 from channels.memory import MemoryChannel
 from channels.webchat import create
-from gateway.app import Gateway
-from gateway.onboard import onboard
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM, text
 from tests.test_web_browser import CHROMIUM, CHROMIUM_ARGS
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.llm.base import LLMProvider
-from gateway.settings import LLMSettings
+from gateway.config.settings import LLMSettings
 
 
 def provider_module(settings: LLMSettings) -> str:

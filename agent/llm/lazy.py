@@ -14,7 +14,7 @@ import importlib
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.factory import create_provider, provider_module
 from agent.llm.types import LLMRequest, LLMResponse
-from gateway.settings import LLMSettings
+from gateway.config.settings import LLMSettings
 
 
 class LazyProvider:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
-from gateway.messages import OutboundKind, OutboundMessage
-from gateway.routing import AGENT_CHANNEL, agent_chat
+from gateway.core.addressing import AGENT_CHANNEL, agent_chat
+from gateway.core.messages import OutboundKind, OutboundMessage
 
 
 class SendToAgent(Tool):

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from agent.workspace import Workspace
-from gateway.access import Principal
-from gateway.messages import ChatRef, InboundMessage, OutboundMessage
-from gateway.services import Services
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.core.services import Services
 
 
 class Effect(enum.StrEnum):

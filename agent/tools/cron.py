@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
-from gateway.schedule_spec import ScheduleError
+from gateway.core.schedule_spec import ScheduleError
 
 SCHEDULE_INTENT = (
     "remind",

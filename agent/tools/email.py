@@ -22,9 +22,9 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
-from gateway.access import Principal
-from gateway.backoff import backoff_delay
-from gateway.mail import (
+from gateway.config.channels import EmailSettings
+from gateway.core.backoff import backoff_delay
+from gateway.core.mail import (
     ADDRESS_RE,
     DeliveryReport,
     MailError,
@@ -37,7 +37,7 @@ from gateway.mail import (
     normalize_address,
     parse_addresses,
 )
-from gateway.settings_channels import EmailSettings
+from gateway.core.principal import Principal
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
-from gateway.fileutil import write_atomic
+from gateway.core.fileutil import write_atomic
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 MAX_LIST_ENTRIES = 500

@@ -18,7 +18,7 @@ from agent.tools.base import (
     asked_for,
     schema,
 )
-from gateway.messages import ChatType, OutboundKind, OutboundMessage
+from gateway.core.messages import ChatType, OutboundKind, OutboundMessage
 
 SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent.task_types import TASK_TYPES
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
-from gateway.messages import OutboundKind, OutboundMessage
+from gateway.core.messages import OutboundKind, OutboundMessage
 
 
 class Spawn(Tool):

@@ -22,7 +22,7 @@ from agent.web.fetch import FetchError, FetchLimits, PageFetcher, UnsupportedCon
 from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarize, fit, llm_summarizer
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
 from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard
-from gateway.settings import WebToolSettings
+from gateway.config.settings import WebToolSettings
 
 MAX_SNIPPET_CHARS = 300
 _MARKER = re.compile(r"\[(\s*(?:end of\s+)?untrusted\s)", re.IGNORECASE)

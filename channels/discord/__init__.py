@@ -22,7 +22,7 @@ with warnings.catch_warnings():
 from channels.discord.adapter import DiscordChannel  # after the filter above
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
 
 __all__ = ["DiscordChannel", "create"]
 

@@ -31,11 +31,11 @@ from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
 from channels.discord.probe import probe as check_credentials
 from channels.discord.sender import Sender
-from gateway.bus import Accepted, InboundSink
-from gateway.channel import ChannelHealth
-from gateway.errors import ChannelTransientError, ConfigError
-from gateway.messages import ChatRef, OutboundKind, OutboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import ChannelHealth
+from gateway.core.errors import ChannelTransientError, ConfigError
+from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ discord.py's own):
 * After a connection that lived ``stable_after`` seconds the next one is immediate (what
   Discord asks for on ``op 7``); after a failure, or a connection that dropped right after
   it succeeded (flapping), it waits for capped exponential backoff with jitter
-  (:class:`gateway.backoff.Backoff`).
+  (:class:`gateway.core.backoff.Backoff`).
 * After ``max_failed_resumes`` failed RESUMEs in a row the session is dropped and the next
   attempt is a fresh IDENTIFY against the default gateway URL.
 * At most ``max_failures`` failed attempts (login, connect, resume or identify) fall in any
@@ -42,7 +42,7 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket, ReconnectWebSocket
 
-from gateway.backoff import Backoff
+from gateway.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import discord
 
-from gateway.messages import ChatType, InboundMessage
+from gateway.core.messages import ChatType, InboundMessage
 
 CHANNEL = "discord"
 _CONVERSATION_TYPES = (discord.MessageType.default, discord.MessageType.reply)

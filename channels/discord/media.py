@@ -22,8 +22,8 @@ import aiohttp
 import discord
 
 from channels.discord.convert import attachment_kind
-from gateway.fileutil import write_atomic
-from gateway.messages import Attachment
+from gateway.core.fileutil import write_atomic
+from gateway.core.messages import Attachment
 
 log = logging.getLogger(__name__)
 

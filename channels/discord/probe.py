@@ -16,8 +16,8 @@ import aiohttp
 import discord
 from discord.http import HTTPClient, Route
 
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.settings_channels import DiscordSettings
+from gateway.config.channels import DiscordSettings
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 MAX_WAIT = 5.0  # seconds of a rate limit the check waits out
 HINT = "check SWITCHBOARD_DISCORD__TOKEN (Developer Portal > your app > Bot > Reset Token)"

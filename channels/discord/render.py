@@ -24,7 +24,7 @@ from pathlib import Path
 import discord
 
 from channels._text import split_message
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 MAX_MESSAGE = 2000
 MAX_FILES = 10  # attachments per Discord message

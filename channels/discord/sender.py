@@ -27,8 +27,8 @@ import aiohttp
 import discord
 
 from channels.discord.render import ALLOWED_MENTIONS, Part, nonce, render
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.messages import OutboundMessage
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from channels.email.adapter import EmailChannel
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
 
 __all__ = ["EmailChannel", "create"]
 

@@ -8,7 +8,7 @@ published to the gateway, and only after ``publish_inbound`` returned is it mark
 ``\\Seen`` and the UID cursor moved (persisted with UIDVALIDITY). A crash in between means
 the same Message-ID is published again next start and the journal calls it a duplicate.
 
-Sending: gateway/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
+Sending: gateway/core/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
 the outbox key); replies handed to the server are remembered, ``max_replies_per_hour`` each.
 """
 
@@ -40,11 +40,12 @@ from channels.email.parse import (
 )
 from channels.email.probe import probe as check_credentials
 from channels.email.state import EmailState, ThreadInfo
-from gateway.backoff import Backoff
-from gateway.bus import Accepted, InboundSink
-from gateway.channel import ChannelHealth
-from gateway.errors import ChannelPermanentError, ChannelTransientError
-from gateway.mail import (
+from gateway.config.channels import EmailSettings
+from gateway.core.backoff import Backoff
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import ChannelHealth
+from gateway.core.errors import ChannelPermanentError, ChannelTransientError
+from gateway.core.mail import (
     MailError,
     MailTransientError,
     build_message,
@@ -52,8 +53,7 @@ from gateway.mail import (
     message_id_for,
     normalize_address,
 )
-from gateway.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
-from gateway.settings_channels import EmailSettings
+from gateway.core.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
 

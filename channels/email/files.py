@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from channels.email.parse import MailFile as InboundFile
-from gateway.errors import ChannelPermanentError
-from gateway.mail import MailFile
-from gateway.messages import Attachment
+from gateway.core.errors import ChannelPermanentError
+from gateway.core.mail import MailFile
+from gateway.core.messages import Attachment
 
 VISION_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from aioimaplib import aioimaplib  # type: ignore[import-untyped]
 
-from gateway.errors import ChannelError
-from gateway.settings_channels import EmailSettings
+from gateway.config.channels import EmailSettings
+from gateway.core.errors import ChannelError
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``switchboard doctor``'s email check: log in to SMTP and to IMAP, send and read nothing.
 
-SMTP follows the delivery path in :mod:`gateway.mail` (the same connection options, so the
+SMTP follows the delivery path in :mod:`gateway.core.mail` (the same connection options, so the
 same refusal to send a password in plain text; STARTTLS when configured), then QUITs
 instead of sending. IMAP opens the channel's own :class:`.imap.ImapSession` (login, SELECT
 of ``imap_mailbox``), counts unread mail and logs out — no IDLE, nothing marked seen. Both
@@ -16,9 +16,14 @@ import ssl
 import aiosmtplib
 
 from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapError, ImapSession
-from gateway.errors import ChannelError, ChannelPermanentError, ChannelTransientError
-from gateway.mail import MailError, MailTransientError, _classified, _connection_options
-from gateway.settings_channels import EmailSettings
+from gateway.config.channels import EmailSettings
+from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelTransientError
+from gateway.core.mail import (
+    MailError,
+    MailTransientError,
+    classify_smtp_error,
+    smtp_connection_options,
+)
 
 
 async def probe(settings: EmailSettings) -> str:
@@ -44,7 +49,7 @@ async def probe(settings: EmailSettings) -> str:
 async def probe_smtp(settings: EmailSettings) -> str:
     host = f"{settings.smtp_host}:{settings.smtp_port}"
     try:
-        client = aiosmtplib.SMTP(**_connection_options(settings))  # type: ignore[arg-type]
+        client = aiosmtplib.SMTP(**smtp_connection_options(settings))  # type: ignore[arg-type]
     except MailError as exc:
         raise ChannelPermanentError(f"smtp: {exc}") from None
     try:
@@ -69,7 +74,7 @@ async def probe_smtp(settings: EmailSettings) -> str:
             "SWITCHBOARD_EMAIL__SMTP_PASSWORD"
         ) from None
     except (aiosmtplib.SMTPException, ssl.SSLError) as exc:
-        error = _classified(exc, settings)
+        error = classify_smtp_error(exc, settings)
         if isinstance(error, MailTransientError):
             raise ChannelTransientError(f"smtp: cannot reach {host} ({exc})") from None
         raise ChannelPermanentError(f"smtp: {error}") from None

@@ -40,11 +40,11 @@ from channels.slack.convert import CHANNEL, Converted, convert
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
-from gateway.bus import Accepted, InboundSink
-from gateway.channel import ChannelHealth
-from gateway.errors import ConfigError
-from gateway.messages import OutboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import ChannelHealth
+from gateway.core.errors import ConfigError
+from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 

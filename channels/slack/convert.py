@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.messages import ChatType, InboundMessage
+from gateway.core.messages import ChatType, InboundMessage
 
 CHANNEL = "slack"
 # Subtypes that are still a person writing to us; every other subtype is not a message.

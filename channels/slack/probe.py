@@ -14,8 +14,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.settings_channels import SlackSettings
+from gateway.config.channels import SlackSettings
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 DEFAULT_BASE_URL = "https://slack.com/api/"
 TIMEOUT = 10

@@ -38,8 +38,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.render import render
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.messages import OutboundMessage
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 

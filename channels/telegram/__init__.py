@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from channels.telegram.adapter import TelegramChannel
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
 
 __all__ = ["TelegramChannel", "create"]
 

@@ -30,13 +30,13 @@ from channels.telegram.probe import probe as check_credentials
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.webhook import WebhookServer
-from gateway.backoff import Backoff
-from gateway.bus import InboundSink
-from gateway.channel import ChannelHealth
-from gateway.commands import COMMANDS
-from gateway.errors import ConfigError
-from gateway.messages import ChatRef, OutboundMessage
-from gateway.settings import Settings
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.core.bus import InboundSink
+from gateway.core.channel import ChannelHealth
+from gateway.core.commands import COMMANDS
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from telegram import Message, MessageEntity, Update
 from telegram.constants import ChatType as TgChatType
 
-from gateway.messages import ChatType, InboundMessage
+from gateway.core.messages import ChatType, InboundMessage
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.

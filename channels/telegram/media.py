@@ -22,7 +22,7 @@ from telegram import Bot
 from telegram.error import TelegramError
 
 from channels.telegram.convert import Converted, MediaRef
-from gateway.messages import Attachment, InboundMessage
+from gateway.core.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
 

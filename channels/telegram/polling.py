@@ -26,7 +26,7 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 
 from channels.telegram.convert import ALLOWED_UPDATES
 from channels.telegram.sender import retry_after_seconds
-from gateway.backoff import Backoff
+from gateway.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

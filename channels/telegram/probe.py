@@ -21,8 +21,8 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.telegram.sender import retry_after_seconds
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.settings_channels import TelegramSettings
+from gateway.config.channels import TelegramSettings
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 TIMEOUT = 10.0

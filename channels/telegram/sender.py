@@ -37,8 +37,8 @@ from telegram.error import (
 
 from channels.telegram.convert import telegram_message_id
 from channels.telegram.render import Part, render
-from gateway.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
-from gateway.messages import Attachment, ChatRef, OutboundMessage
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
+from gateway.core.messages import Attachment, ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import AnotherInstanceRunning
-from gateway.fileutil import write_atomic
-from gateway.lock import ProcessLock
+from gateway.core.errors import AnotherInstanceRunning
+from gateway.core.fileutil import write_atomic
+from gateway.core.lock import ProcessLock
 
 log = logging.getLogger(__name__)
 

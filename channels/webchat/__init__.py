@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from channels.webchat.adapter import NAME, WebChatChannel
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.config.settings import Settings
 
 __all__ = ["NAME", "WebChatChannel", "create"]
 

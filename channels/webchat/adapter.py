@@ -12,7 +12,6 @@ is either bound to loopback or requires the token (see :mod:`gateway.web.securit
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import OrderedDict, defaultdict
@@ -24,11 +23,12 @@ from aiohttp import web
 
 from channels.webchat.render import public
 from channels.webchat.routes import routes
+from channels.webchat.subscriber import Subscriber
 from channels.webchat.transcript import CHAT_ID_RE, Entry, Transcripts, entry_id
-from gateway.bus import Accepted, InboundSink
-from gateway.channel import ChannelHealth
-from gateway.errors import ChannelPermanentError, ChannelTransientError
-from gateway.messages import (
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import ChannelHealth
+from gateway.core.errors import ChannelPermanentError, ChannelTransientError
+from gateway.core.messages import (
     Attachment,
     ChatRef,
     ChatType,
@@ -36,7 +36,7 @@ from gateway.messages import (
     OutboundKind,
     OutboundMessage,
 )
-from gateway.web.server import Prepare
+from gateway.core.webhost import Prepare
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +44,6 @@ NAME = "webchat"
 HISTORY_ENTRIES = 200  # sent to a page when it connects
 STREAMS_PER_CHAT = 3  # unfinished streamed answers remembered per chat (for reloads)
 MAX_STREAM_CHARS = 200_000
-SUBSCRIBER_BACKLOG = 2_000  # events a slow page may lag behind before it must resync
-
-
-class Subscriber:
-    """One open page: a bounded queue of events; on overflow it is closed to resync."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(SUBSCRIBER_BACKLOG)
-
-    def push(self, event: dict[str, Any] | None) -> None:
-        try:
-            self.queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.close()
-
-    def close(self) -> None:
-        while not self.queue.empty():
-            self.queue.get_nowait()
-        self.queue.put_nowait(None)
 
 
 class WebChatChannel:

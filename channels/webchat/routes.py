@@ -10,21 +10,21 @@ import asyncio
 import contextlib
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from aiohttp import BodyPartReader, WSMsgType, web
 
 from channels.webchat.render import public
+from channels.webchat.subscriber import Subscriber
+from channels.webchat.transcript import Entry
 from channels.webchat.uploads import TooLarge, read_field, save_part
-from gateway.errors import ChannelTransientError, StorageFullError
-from gateway.messages import Attachment
-from gateway.web.security import browser_id
-from gateway.web.server import Prepare
-
-if TYPE_CHECKING:
-    from channels.webchat.adapter import Subscriber, WebChatChannel
+from gateway.core.bus import Accepted
+from gateway.core.errors import ChannelTransientError, StorageFullError
+from gateway.core.messages import Attachment
+from gateway.core.webhost import Prepare, browser_id
 
 MAX_TEXT_BYTES = 100_000
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -49,7 +49,35 @@ class Form:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-def routes(channel: WebChatChannel, prepare: Prepare) -> list[web.RouteDef]:
+class ChatBackend(Protocol):
+    """What the endpoints need of the channel (:class:`channels.webchat.adapter.WebChatChannel`)."""
+
+    @property
+    def workspace_dir(self) -> Path: ...
+    @property
+    def upload_dir(self) -> Path: ...
+    @property
+    def max_files(self) -> int: ...
+    @property
+    def max_attachment_bytes(self) -> int: ...
+
+    async def submit(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        client_id: str,
+        attachments: Sequence[Attachment] = (),
+    ) -> tuple[Accepted, Entry | None]: ...
+
+    async def subscribe(self, chat_id: str) -> tuple[Subscriber, dict[str, Any]]: ...
+
+    def unsubscribe(self, chat_id: str, subscriber: Subscriber) -> None: ...
+
+    async def file_for(self, chat_id: str, entry: str, index: int) -> Entry | None: ...
+
+
+def routes(channel: ChatBackend, prepare: Prepare) -> list[web.RouteDef]:
     handlers = ChatRoutes(channel, prepare)
     return [
         web.get("/api/chat/socket", handlers.socket),
@@ -59,7 +87,7 @@ def routes(channel: WebChatChannel, prepare: Prepare) -> list[web.RouteDef]:
 
 
 class ChatRoutes:
-    def __init__(self, channel: WebChatChannel, prepare: Prepare) -> None:
+    def __init__(self, channel: ChatBackend, prepare: Prepare) -> None:
         self._channel = channel
         self._prepare = prepare
 

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from aiohttp import BodyPartReader
 
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 CHUNK = 256 * 1024

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from gateway.lifecycle import Service
-from gateway.messages import OutboundMessage
+from gateway.core.lifecycle import Service
+from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.db import Database
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from gateway.errors import StorageFullError, StoreError
-from gateway.lifecycle import Service
+from gateway.core.errors import StorageFullError, StoreError
+from gateway.core.lifecycle import Service
 from gateway.store.schema import migrate
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.messages import ChatRef
-from gateway.schedule_spec import ScheduleSpec
+from gateway.core.messages import ChatRef
+from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.messages import InboundMessage
+from gateway.core.messages import InboundMessage
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 

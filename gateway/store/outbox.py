@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.messages import OutboundMessage
+from gateway.core.messages import OutboundMessage
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.messages import ChatRef
+from gateway.core.messages import ChatRef
 from gateway.store.db import Database
 
 Clock = Callable[[], float]

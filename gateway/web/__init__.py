@@ -1,6 +1,6 @@
 """The gateway's HTTP side: web chat page, status page, ``/healthz`` and ``/metrics``.
 
-:class:`WebServer` is started by :class:`gateway.app.Gateway` when it has a channel that
+:class:`WebServer` is started by :class:`gateway.runtime.app.Gateway` when it has a channel that
 serves web routes (see :mod:`gateway.web.server`); security lives in
 :mod:`gateway.web.security`.
 """
@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.web.server import ServesWeb, WebServer, web_channels
+from gateway.core.webhost import ServesWeb
+from gateway.web.server import WebServer, web_channels
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.view import GatewayView
 
 __all__ = ["ServesWeb", "WebServer", "start_web"]
 
 
-async def start_web(gateway: Gateway) -> WebServer | None:
+async def start_web(gateway: GatewayView) -> WebServer | None:
     """Start the web server if the gateway has a channel that serves web pages.
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gateway.channel import SupportsHealth
+from gateway.core.channel import SupportsHealth
 from gateway.web.traces import FAILURE_CODES, Event, day_dirs, parse_lines, segments
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.view import GatewayView
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 TURN_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
@@ -78,7 +78,7 @@ class TraceFollower:
 
 
 class GatewayMetrics:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
         self._follower = TraceFollower(gateway.settings.data_dir / "traces")
         self._lock = asyncio.Lock()
@@ -143,8 +143,9 @@ class GatewayMetrics:
             for attempt in await asyncio.to_thread(self._follower.poll):
                 self._observe(attempt)
             gateway = self._gateway
-            self.running.set(gateway.dispatcher.running_turns)
-            self.queue.labels("dispatcher").set(gateway.dispatcher.queued_messages)
+            work = gateway.work_in_progress()
+            self.running.set(work.running_turns)
+            self.queue.labels("dispatcher").set(work.queued_messages)
             counts = await gateway.store.journal.counts()
             self.queue.labels("journal").set(counts.get("pending", 0))
             self.queue.labels("outbox").set(await gateway.store.outbox.pending_count())

@@ -31,11 +31,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import hdrs, web
 
-from gateway.settings_channels import WebSettings
+from gateway.config.channels import WebSettings
+from gateway.core.webhost import BROWSER_ID
 
 AUTH_COOKIE = "switchboard_auth"
 BROWSER_COOKIE = "switchboard_browser"
-BROWSER_ID = web.RequestKey("switchboard_browser_id", str)
 NEW_BROWSER_ID = web.RequestKey("switchboard_new_browser_id", bool)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -77,11 +77,6 @@ def is_loopback_name(name: str) -> bool:
 
 def is_websocket(request: web.Request) -> bool:
     return request.headers.get(hdrs.UPGRADE, "").lower() == "websocket"
-
-
-def browser_id(request: web.Request) -> str:
-    """The random id of the browser making ``request`` (set by the middleware)."""
-    return request[BROWSER_ID]
 
 
 def safe_next(value: str | None) -> str:

@@ -11,47 +11,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.errors import ConfigError
-from gateway.pairing import approve, deny
+from gateway.core.errors import ConfigError
+from gateway.core.webhost import ServesWeb
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
 from gateway.web.status import read_workspace_file, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
-Prepare = Callable[[web.Request, web.StreamResponse], None]
 
 
-@runtime_checkable
-class ServesWeb(Protocol):
-    """A channel with its own HTTP endpoints on this server (the web chat)."""
-
-    def web_routes(self, prepare: Prepare) -> Sequence[web.RouteDef]:
-        """Routes to add; ``prepare`` adds security headers and cookies to a response the
-        handler prepares itself (a WebSocket)."""
-
-    async def close_web(self) -> None:
-        """Close long-lived connections (sockets) before the server stops."""
-
-
-def web_channels(gateway: Gateway) -> list[ServesWeb]:
+def web_channels(gateway: GatewayView) -> list[ServesWeb]:
     channels: list[object] = list(gateway.channels.values())
     return [c for c in channels if isinstance(c, ServesWeb)]
 
 
 class WebServer:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
         self.settings = gateway.settings.web
         self.guard = WebGuard(self.settings)
@@ -162,13 +149,13 @@ class WebServer:
         action = request.match_info["action"]
         if action not in ("approve", "deny"):
             return web.json_response({"error": "action is approve or deny"}, status=404)
-        decide = approve if action == "approve" else deny
-        result = await decide(self._gateway.store, code, by="web:owner")
+        result = await self._gateway.decide_pairing(
+            code, approve=action == "approve", by="web:owner"
+        )
         if result is None:
             return web.json_response(
                 {"error": f"no pending request with code {code.upper()}"}, status=404
             )
-        self._gateway.bus.outbound_ready(result.channel)  # deliver the welcome now
         return web.json_response(
             {"code": result.code, "state": result.state, "channel": result.channel}
         )

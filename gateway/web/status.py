@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.channel import SupportsHealth
+from gateway.core.channel import SupportsHealth
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
-    from gateway.settings import LLMSettings
+    from gateway.config.settings import LLMSettings
+    from gateway.web.view import GatewayView
 
 # The workspace files the agent reads into every prompt (agent/context.py), plus the
 # heartbeat checklist and long-term memory.
@@ -65,11 +64,12 @@ def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
     ) / 1_000_000
 
 
-async def snapshot(gateway: Gateway) -> dict[str, Any]:
+async def snapshot(gateway: GatewayView) -> dict[str, Any]:
     settings = gateway.settings
     trace_dir = settings.data_dir / "traces"
     counts = await gateway.store.journal.counts()
     turns = await asyncio.to_thread(recent_turns, trace_dir, 25)
+    work = gateway.work_in_progress()
     return {
         "version": __version__,
         "agent": settings.agent.name,
@@ -77,8 +77,8 @@ async def snapshot(gateway: Gateway) -> dict[str, Any]:
         "now": time.time(),
         "channels": channel_states(gateway),
         "work": {
-            "running": gateway.dispatcher.running_turns,
-            "queued": gateway.dispatcher.queued_messages,
+            "running": work.running_turns,
+            "queued": work.queued_messages,
             "waiting": counts.get("pending", 0),
             "unsent": await gateway.store.outbox.pending_count(),
         },
@@ -90,7 +90,7 @@ async def snapshot(gateway: Gateway) -> dict[str, Any]:
     }
 
 
-def channel_states(gateway: Gateway) -> list[dict[str, Any]]:
+def channel_states(gateway: GatewayView) -> list[dict[str, Any]]:
     states = []
     for name, channel in gateway.channels.items():
         if isinstance(channel, SupportsHealth):
@@ -117,7 +117,7 @@ def channel_states(gateway: Gateway) -> list[dict[str, Any]]:
     return states
 
 
-async def usage(gateway: Gateway, trace_dir: Path) -> dict[str, Any]:
+async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
     """Tokens and estimated cost per day and per chat over the last 30 days."""
     seconds = USAGE_DAYS * 86_400
     by_day = [Totals(*_fields(u)) for u in await gateway.store.usage.since(seconds, by="day")]
@@ -173,29 +173,26 @@ def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
     ]
 
 
-def schedule(gateway: Gateway) -> dict[str, Any]:
-    """Heartbeat and scheduled jobs, from ``gateway.scheduler`` when there is one."""
-    scheduler = getattr(gateway, "scheduler", None)
-    snapshot_of = getattr(scheduler, "snapshot", None)
-    if scheduler is None or not callable(snapshot_of):
+def schedule(gateway: GatewayView) -> dict[str, Any]:
+    """Heartbeat and scheduled jobs, soonest first."""
+    snapshot_items = gateway.schedule()
+    if snapshot_items is None:
         return {"available": False, "items": []}
-    items = []
-    for item in snapshot_of():
-        next_run = getattr(item, "next_run", None)
-        items.append(
-            {
-                "id": str(getattr(item, "id", "")),
-                "kind": str(getattr(item, "kind", "")),
-                "description": str(getattr(item, "description", "")),
-                "next_run": next_run.timestamp() if isinstance(next_run, datetime) else None,
-                "target": getattr(item, "target", None),
-            }
-        )
+    items = [
+        {
+            "id": item.id,
+            "kind": item.kind,
+            "description": item.description,
+            "next_run": item.next_run.timestamp() if item.next_run is not None else None,
+            "target": item.target,
+        }
+        for item in snapshot_items
+    ]
     items.sort(key=lambda i: (i["next_run"] is None, i["next_run"] or 0))
     return {"available": True, "items": items}
 
 
-async def pending_pairings(gateway: Gateway) -> list[dict[str, Any]]:
+async def pending_pairings(gateway: GatewayView) -> list[dict[str, Any]]:
     return [
         {
             "code": r.code,

@@ -1,0 +1,372 @@
+"""Configuration: one typed tree, read from env vars and ``$SWITCHBOARD_HOME/config.toml``.
+
+Source order (first wins): explicit arguments, then ``SWITCHBOARD_*`` environment variables
+(nested with ``__``: ``SWITCHBOARD_LLM__MODEL``), then ``config.toml``, then defaults.
+Unknown keys are errors, so a typo fails at start with the field named instead of being
+ignored. Secrets are :class:`~pydantic.SecretStr` and never print.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+from gateway.config.agents import (
+    AgentProfile,
+    AgentsSection,
+    RouteRule,
+    valid_agent_name,
+)
+from gateway.config.channels import (
+    ChannelSection,
+    DiscordSettings,
+    EmailSettings,
+    SlackSettings,
+    StrList,
+    TelegramSettings,
+    WebSettings,
+)
+from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.errors import ConfigError
+
+ENV_PREFIX = "SWITCHBOARD_"
+DEFAULT_HOME = Path("~/.switchboard")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMSettings(Section):
+    """Which model to talk to and how patiently."""
+
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
+    api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
+    context_window: int = Field(default=128_000, ge=2_048)
+    max_tokens: int = Field(default=4_096, ge=64)
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    vision: bool = True  # hand images to the model as image parts
+    # Optional prices (per million tokens) for cost estimates on the status page.
+    input_price_per_million: float | None = Field(default=None, ge=0)
+    output_price_per_million: float | None = Field(default=None, ge=0)
+    cached_input_price_per_million: float | None = Field(default=None, ge=0)
+
+    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
+        if self.api_key is not None:
+            return self.api_key
+        env = os.environ if environ is None else environ
+        name = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else "OPENAI_API_KEY"
+        value = env.get(name)
+        return SecretStr(value) if value else None
+
+
+class AgentSettings(Section):
+    """How one turn runs."""
+
+    name: str = "Switchboard"
+    max_iterations: int = Field(default=20, ge=1, le=200)
+    turn_timeout_seconds: float = Field(default=600.0, gt=0)
+    bootstrap_max_chars: int = Field(default=12_000, ge=500)
+    tool_result_max_chars: int = Field(default=12_000, ge=500)
+    history_max_messages: int = Field(default=200, ge=4)
+    default_reply: str = "I have nothing to add to that."
+    max_resume_attempts: int = Field(default=2, ge=0, le=10)
+    max_turn_tokens: int = Field(default=600_000, ge=1_000)  # input + output, all calls of a turn
+    review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
+    llm_review: bool = False  # ask the model to review answers the rules passed
+    reflection: bool = True  # after non-trivial turns, update memory in the background
+    session_reset: Literal["never", "daily", "idle"] = "never"
+    idle_reset_minutes: int = Field(default=240, ge=5)
+
+
+class LimitSettings(Section):
+    """Concurrency caps (the Pegasus design's semaphores), and what one person may use."""
+
+    max_concurrent_turns: int = Field(default=64, ge=1)
+    max_concurrent_llm_calls: int = Field(default=64, ge=1)  # lower it for a local model server
+    max_concurrent_tools: int = Field(default=32, ge=1)
+    # Per person over a rolling window; the owner is exempt; 0 turns a limit off.
+    user_daily_tokens: int = Field(default=1_000_000, ge=0)
+    user_turns_per_hour: int = Field(default=60, ge=0)
+
+
+class ExecSettings(Section):
+    enabled: bool = True
+    timeout_seconds: float = Field(default=60.0, gt=0, le=3_600)
+    max_output_chars: int = Field(default=10_000, ge=100)
+    extra_deny_patterns: tuple[str, ...] = ()
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    network: bool = False  # only inside the sandbox; without it commands share the host's
+
+
+class WebToolSettings(Section):
+    """``[tools.web]``: web_search and web_fetch (the HTTP server is the separate ``[web]``)."""
+
+    enabled: bool = True
+    # Opt-in internal hosts web_fetch may reach: names ("wiki.lan") or IPs/networks
+    # ("10.0.0.5", "192.168.1.0/24"). Empty: public addresses only.
+    allow_private_hosts: StrList = ()
+    timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    max_bytes: int = Field(default=2_000_000, ge=10_000, le=50_000_000)
+    max_redirects: int = Field(default=5, ge=0, le=10)
+    page_token_budget: int = Field(default=2_500, ge=250)  # longer pages are condensed
+    chunk_tokens: int = Field(default=3_000, ge=500)
+    max_chunks: int = Field(default=8, ge=1, le=64)  # summarizer calls per page, at most
+    summarize_concurrency: int = Field(default=4, ge=1, le=32)
+    search_timeout_seconds: float = Field(default=15.0, gt=0, le=120)
+    search_max_results: int = Field(default=5, ge=1, le=10)
+
+
+class ToolPolicySettings(Section):
+    """``[tools.policy]``: who may use which tool (see docs/security.md)."""
+
+    member_deny: StrList = ("exec", "write_file", "edit_file", "cron", "spawn")
+    group_deny: StrList = (
+        "exec",
+        "write_file",
+        "edit_file",
+        "cron",
+        "spawn",
+        "memory_write",
+        "memory_patch",
+    )
+    admin_deny: StrList = ()
+    # After reading outside content, side effects need the user's own words this turn.
+    taint_guard: bool = True
+
+
+class ToolSettings(Section):
+    safe_mode: bool = False  # turns off exec and file writes (memory tools stay)
+    exec: ExecSettings = ExecSettings()
+    policy: ToolPolicySettings = ToolPolicySettings()
+    web: WebToolSettings = WebToolSettings()
+
+
+class HeartbeatSettings(Section):
+    """``[heartbeat]``: periodic check-ins driven by HEARTBEAT.md."""
+
+    enabled: bool = True
+    interval_seconds: int = Field(default=1_800, ge=60)
+    quiet_hours: str = ""  # "22:00-07:00" in `timezone`; empty: none
+    # The user's time zone: quiet hours, the default for scheduled jobs, the clock in prompts.
+    timezone: str = "UTC"
+    target: str | None = None  # "channel:chat_id" of the owner's DM; default: the owner's last DM
+    daily_token_budget: int = Field(default=100_000, ge=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"unknown time zone {value!r}; use an IANA name like Europe/Berlin"
+            ) from exc
+        return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _hours_range(cls, value: str) -> str:
+        if value and not re.fullmatch(r"\d{1,2}:\d{2}-\d{1,2}:\d{2}", value.strip()):
+            raise ValueError("use HH:MM-HH:MM, for example 22:00-07:00")
+        return value.strip()
+
+
+class SchedulerSettings(Section):
+    """``[scheduler]``: scheduled jobs and background tasks."""
+
+    catchup_jitter_seconds: float = Field(default=30.0, ge=0)
+    max_subagents: int = Field(default=3, ge=1, le=32)
+    subagent_timeout_seconds: float = Field(default=900.0, gt=0)
+    max_jobs_per_user: int = Field(default=50, ge=1)
+
+
+class StorageSettings(Section):
+    """``[storage]``: the database, and how long records of finished work are kept (pruned
+    once a day). Conversation history, memory and the user's files are never pruned."""
+
+    # FULL survives power loss; NORMAL survives process crashes only.
+    synchronous: Literal["full", "normal"] = "full"
+    outbox_max_attempts: int = Field(default=8, ge=1)
+    # At least a week: the inbound dedup window, and time for an interrupted turn to resume.
+    retention_days: int = Field(default=30, ge=7, le=36_500)
+    audit_retention_days: int = Field(default=180, ge=7, le=36_500)
+    # At least the status page's 30 days of token usage.
+    usage_retention_days: int = Field(default=90, ge=31, le=36_500)
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    home: Path = DEFAULT_HOME
+    workspace: Path | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    llm: LLMSettings = LLMSettings()
+    agent: AgentSettings = AgentSettings()
+    limits: LimitSettings = LimitSettings()
+    tools: ToolSettings = ToolSettings()
+    storage: StorageSettings = StorageSettings()
+    heartbeat: HeartbeatSettings = HeartbeatSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+
+    telegram: TelegramSettings = TelegramSettings()
+    discord: DiscordSettings = DiscordSettings()
+    slack: SlackSettings = SlackSettings()
+    email: EmailSettings = EmailSettings()
+    web: WebSettings = WebSettings()
+
+    agents: dict[str, AgentProfile] = {}
+    routes: tuple[RouteRule, ...] = ()
+    agent_messages: AgentsSection = AgentsSection()
+
+    @model_validator(mode="after")
+    def _known_agents(self) -> Settings:
+        for key in self.agents:
+            if key == DEFAULT_AGENT or not valid_agent_name(key):
+                raise ValueError(
+                    f"agents.{key}: agent names are lower-case letters, digits, - and _, "
+                    f"and '{DEFAULT_AGENT}' is the default agent (configured at the top level)"
+                )
+        known = {DEFAULT_AGENT, *self.agents}
+        for index, route in enumerate(self.routes):
+            if route.agent not in known:
+                raise ValueError(
+                    f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _expand_paths(self) -> Settings:
+        home = self.home.expanduser().resolve()
+        object.__setattr__(self, "home", home)
+        workspace = (self.workspace or home / "workspace").expanduser().resolve()
+        object.__setattr__(self, "workspace", workspace)
+        return self
+
+    @property
+    def workspace_dir(self) -> Path:
+        assert self.workspace is not None  # set by _expand_paths
+        return self.workspace
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.toml"
+
+    def channel_sections(self) -> dict[str, ChannelSection]:
+        """Access settings of every chat channel, by channel name."""
+        return {
+            "telegram": self.telegram,
+            "discord": self.discord,
+            "slack": self.slack,
+            "email": self.email,
+        }
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_path_for(init_settings))
+        return (init_settings, env_settings, toml)
+
+
+def _config_path_for(init_settings: PydanticBaseSettingsSource) -> Path:
+    init_kwargs: dict[str, Any] = getattr(init_settings, "init_kwargs", {})
+    home = init_kwargs.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
+    return Path(home).expanduser() / "config.toml"
+
+
+def env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable that sets a field: ``("llm", "model")`` → SWITCHBOARD_LLM__MODEL."""
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the configuration or raise :class:`ConfigError` naming the bad field."""
+    home = overrides.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
+    config_file = Path(home).expanduser() / "config.toml"
+    if config_file.exists():
+        try:
+            tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"{config_file} is not valid TOML: {exc}", field=str(config_file)
+            ) from exc
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise config_error_from(exc, config_file) from exc
+    except SettingsError as exc:  # an environment value the settings library cannot parse
+        raise settings_error_from(exc) from exc
+
+
+def settings_error_from(exc: SettingsError) -> ConfigError:
+    """Name the section and its environment variables; the library's message only says
+    'error parsing value for field "telegram"'."""
+    match = re.search(r'field "([^"]+)"', str(exc))
+    section = match.group(1) if match else ""
+    prefix = env_name((section,)) if section else ENV_PREFIX
+    cause = f": {exc.__cause__}" if exc.__cause__ else ""
+    return ConfigError(
+        f"Invalid configuration: {prefix} or a {prefix}__* environment variable could not be "
+        f"parsed{cause}. "
+        'Lists take JSON (["a", "b"]) or comma-separated values (a,b); tables take JSON.',
+        field=section or None,
+    )
+
+
+def config_error_from(exc: ValidationError, config_file: Path) -> ConfigError:
+    lines = []
+    first_field: str | None = None
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        dotted = ".".join(str(part) for part in loc)
+        first_field = first_field or dotted
+        lines.append(
+            f"  {dotted}: {error['msg']} (set by {env_name(loc)} or {config_file.name} key {dotted})"
+        )
+    return ConfigError("Invalid configuration:\n" + "\n".join(lines), field=first_field)

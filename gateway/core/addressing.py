@@ -1,0 +1,32 @@
+"""How sessions and agents are named: the pure helpers routing and the agent's tools share.
+
+A session key is the platform's ``channel:chat[:thread]``, prefixed with the agent's name for
+every agent but ``main`` (so existing sessions keep their keys). Messages between agents
+travel on the internal ``agent`` channel with ``chat_id = "<from>><to>"``.
+"""
+
+from __future__ import annotations
+
+DEFAULT_AGENT = "main"
+AGENT_CHANNEL = "agent"
+SEPARATOR = "/"
+
+
+def qualify(agent: str, session_key: str) -> str:
+    return session_key if agent == DEFAULT_AGENT else f"{agent}{SEPARATOR}{session_key}"
+
+
+def agent_of(session_key: str) -> str:
+    """The agent a (qualified) session key belongs to."""
+    head, sep, _ = session_key.partition(SEPARATOR)
+    return head if sep and ":" not in head else DEFAULT_AGENT
+
+
+def agent_chat(sender: str, target: str) -> str:
+    return f"{sender}>{target}"
+
+
+def agent_pair(chat_id: str) -> tuple[str, str]:
+    """(sender, target) of an agent-channel chat id."""
+    sender, _, target = chat_id.partition(">")
+    return sender, target

@@ -1,0 +1,179 @@
+"""Who may talk to the bot, and as whom: decided in code from platform ids, never from text.
+
+:class:`AccessGate` wraps the bus's intake. Every inbound message passes it before it is
+journaled; a refused sender causes no turn, no model call, no tool call and no memory
+write, only an audit entry and (for a DM under the pairing policy) one pairing code.
+Allowlists hold immutable platform ids: a display name or username never matches.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gateway.config.channels import ChannelSection
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+WILDCARD = "*"
+
+
+def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Principal:
+    """The principal of an inbound message; roles come from ids listed in config."""
+    # Channels without access settings are local (the terminal, an embedding program):
+    # whoever can use them already controls the machine.
+    role = section.role_of(msg.sender_id) if section is not None else "owner"
+    return Principal(msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type)
+
+
+class Verdict(enum.Enum):
+    ALLOW = "allow"
+    IGNORE = "ignore"  # group chatter not addressed to the bot: not a turn, not a refusal
+    PAIR = "pair"  # unknown DM sender under the pairing policy
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    reason: str = ""
+
+
+def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Decision:
+    """The access decision for one message (pure; no I/O). ``paired``: approved by pairing."""
+    sender = msg.sender_id
+    role = section.role_of(sender)
+    privileged = role in ("owner", "admin")
+    listed = privileged or paired or _listed(sender, section.allow_from)
+    if not msg.is_group:
+        policy = section.dm_policy
+        if policy == "disabled":
+            return Decision(Verdict.REFUSE, "direct messages are disabled")
+        if policy == "open" or listed:
+            return Decision(Verdict.ALLOW)
+        if policy == "pairing":
+            return Decision(Verdict.PAIR, "unknown sender")
+        return Decision(Verdict.REFUSE, "sender not on the allowlist")
+    rule = section.group_rule(msg.chat_id)
+    if section.group_policy == "disabled":
+        return Decision(Verdict.REFUSE, "groups are disabled")
+    if section.group_policy == "allowlist" and not (
+        msg.chat_id in section.group_allow_from or msg.chat_id in section.groups
+    ):
+        return Decision(Verdict.REFUSE, "group not on the allowlist")
+    if rule.allow_from is not None:
+        listed = privileged or _listed(sender, rule.allow_from)
+    if not listed:
+        return Decision(Verdict.REFUSE, "sender not on the allowlist")
+    require_mention = (
+        section.require_mention if rule.require_mention is None else rule.require_mention
+    )
+    if require_mention and not msg.mentioned:
+        return Decision(Verdict.IGNORE, "not addressed to the bot")
+    return Decision(Verdict.ALLOW)
+
+
+def _listed(sender: str, allowlist: tuple[str, ...]) -> bool:
+    return WILDCARD in allowlist or sender in allowlist
+
+
+def pairing_text(code: str, ttl_seconds: int) -> str:
+    minutes = max(1, ttl_seconds // 60)
+    return (
+        "Hi! I only talk to people my owner has approved. "
+        f"Your pairing code is {code} (valid for {minutes} minutes). "
+        f"Ask the owner to run: switchboard pairing approve {code}"
+    )
+
+
+class AccessGate:
+    """The :class:`InboundSink` channels get: access control in front of the bus."""
+
+    def __init__(
+        self,
+        inner: InboundSink,
+        store: Store,
+        sections: Mapping[str, ChannelSection],
+        *,
+        on_outbound: Callable[[str], None] = lambda channel: None,
+    ) -> None:
+        self._inner = inner
+        self._store = store
+        self._sections = sections
+        self._on_outbound = on_outbound
+
+    async def admits(self, msg: InboundMessage) -> bool:
+        section = self._sections.get(msg.channel)
+        if section is not None and (await self._decide(msg, section)).verdict is not Verdict.ALLOW:
+            return False
+        return await self._inner.admits(msg)
+
+    async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
+        decision = decide(msg, section, paired=False)
+        if decision.verdict in (
+            Verdict.PAIR,
+            Verdict.REFUSE,
+        ) and await self._store.pairings.is_approved(msg.channel, msg.sender_id):
+            decision = decide(msg, section, paired=True)
+        return decision
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        section = self._sections.get(msg.channel)
+        if section is None:
+            return await self._inner.publish_inbound(msg)
+        decision = await self._decide(msg, section)
+        if decision.verdict is Verdict.ALLOW:
+            return await self._inner.publish_inbound(msg)
+        if decision.verdict is Verdict.IGNORE:
+            return Accepted.IGNORED
+        if decision.verdict is Verdict.PAIR:
+            await self._pair(msg, section)
+        else:
+            await self._store.audit.record(
+                "refused",
+                channel=msg.channel,
+                sender_id=msg.sender_id,
+                chat_id=msg.chat_id,
+                reason=decision.reason,
+                sender_name=msg.sender_name,
+            )
+        return Accepted.REFUSED
+
+    async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
+        request = await self._store.pairings.request(
+            channel=msg.channel,
+            sender_id=msg.sender_id,
+            sender_name=msg.sender_name,
+            chat_id=msg.chat_id,
+            ttl=section.pairing_ttl_seconds,
+        )
+        if request is None:
+            await self._store.audit.record(
+                "refused",
+                channel=msg.channel,
+                sender_id=msg.sender_id,
+                reason="too many pending pairing requests",
+            )
+            return
+        await self._store.audit.record(
+            "pairing",
+            channel=msg.channel,
+            sender_id=msg.sender_id,
+            code=request.code,
+            sender_name=msg.sender_name,
+        )
+        reply = OutboundMessage(
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            text=pairing_text(request.code, section.pairing_ttl_seconds),
+            kind=OutboundKind.NOTICE,
+            idempotency_key=f"pairing:{msg.channel}:{request.code}",
+        )
+        if await self._store.outbox.enqueue([reply]):
+            self._on_outbound(msg.channel)

@@ -1,0 +1,355 @@
+"""Gateway: the composition root. Builds every part from Settings and runs them together.
+
+Start order: lock the data directory, open the store, requeue what a previous run left
+open, start outbox workers and the dispatcher, then connect channels (so nothing is
+accepted before it can be processed). Stop order is the reverse: channels stop accepting,
+running turns get a drain period, outboxes flush, the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from agent.llm.base import LLMProvider, TextSink
+from agent.llm.lazy import LazyProvider
+from agent.tools.base import Tool
+from gateway import __version__
+from gateway.config.settings import Settings
+from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.channel import Channel, SupportsStreaming, SupportsTurnEnd, SupportsTyping
+from gateway.core.clock import Clock, SystemClock
+from gateway.core.lifecycle import Service
+from gateway.core.lock import ProcessLock
+from gateway.core.messages import ChatRef, InboundMessage
+from gateway.core.principal import Principal
+from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import Services
+from gateway.runtime import pairing
+from gateway.runtime.access import AccessGate, principal_for
+from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
+from gateway.runtime.assembly import agent_settings, build_agent, workspaces
+from gateway.runtime.budget import UserBudget
+from gateway.runtime.commands import Commands
+from gateway.runtime.conversation import Conversations
+from gateway.runtime.dispatcher import Dispatcher
+from gateway.runtime.heartbeat import Heartbeat
+from gateway.runtime.home import prepare_workspace
+from gateway.runtime.local_bus import LocalBus
+from gateway.runtime.outbound import OutboundWorker
+from gateway.runtime.routing import Router
+from gateway.runtime.scheduler import Scheduler
+from gateway.runtime.subagents import Subagents
+from gateway.store import PairingRequest, Store
+from gateway.web.view import WorkInProgress
+
+if TYPE_CHECKING:
+    from gateway.web import WebServer
+
+log = logging.getLogger(__name__)
+
+TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
+TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
+
+
+class Gateway(Service):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        channels: Sequence[Channel] = (),
+        llm: LLMProvider | None = None,
+        extra_tools: Sequence[Tool] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.channels: dict[str, Channel] = {c.name: c for c in channels}
+        self.store = Store(
+            settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
+        )
+        self.bus = LocalBus(self.store)
+        self.gate = AccessGate(
+            self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
+        )
+        self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
+        self.llm = llm or LazyProvider(settings.llm)
+        if settings.agents:  # messages between agents travel on an internal channel
+            agent_channel = AgentChannel(
+                store=self.store, bus=self.bus, max_hops=settings.agent_messages.max_hops
+            )
+            self.channels[agent_channel.name] = agent_channel
+        self.router = Router(settings.routes, tuple(settings.agents))
+        self.agents = {
+            agent_id: build_agent(
+                settings,
+                agent_id=agent_id,
+                store=self.store,
+                bus=self.bus,
+                llm=self._llm_for(agent_id, llm),
+                channels=tuple(self.channels),
+                extra_tools=extra_tools,
+            )
+            for agent_id in self.router.agents
+        }
+        self.agent = self.agents[DEFAULT_AGENT]
+        self.tools = self.agent.runner.executor.registry
+        self.commands = Commands(
+            agent_name=settings.agent.name, store=self.store, status=self._status_text
+        )
+        self.conversations = Conversations(
+            store=self.store,
+            bus=self.bus,
+            agents=self.agents,
+            commands=self.commands,
+            principal_for=self._principal_for,
+            typing=self._typing,
+            streamer=self._streamer,
+            turn_ended=self._turn_ended,
+            budget=UserBudget(self.store.usage, self.store.audit, settings.limits),
+            max_resume_attempts=settings.agent.max_resume_attempts,
+        )
+        self.dispatcher = Dispatcher(
+            self.bus,
+            self.conversations,
+            max_active_turns=settings.limits.max_concurrent_turns,
+            turn_timeout=settings.agent.turn_timeout_seconds,
+            session_of=self.router.session_key,
+        )
+        self.subagents = Subagents(
+            agents=self.agents,
+            store=self.store,
+            bus=self.bus,
+            max_concurrent=settings.scheduler.max_subagents,
+            timeout=settings.scheduler.subagent_timeout_seconds,
+        )
+        self.scheduler = Scheduler(
+            settings,
+            store=self.store,
+            dispatcher=self.dispatcher,
+            heartbeat=Heartbeat(
+                settings.heartbeat, workspace=settings.workspace_dir, store=self.store
+            ),
+            clock=clock or SystemClock(),
+        )
+        directory = AgentDirectory(
+            AgentPolicy(
+                {DEFAULT_AGENT: settings.agent_messages.main_may_message}
+                | {name: profile.may_message for name, profile in settings.agents.items()},
+                self.router.agents,
+            ),
+            self.store,
+        )
+        for agent in self.agents.values():
+            agent.services = Services(jobs=self.scheduler, tasks=self.subagents, agents=directory)
+        self._workers = [
+            OutboundWorker(
+                channel,
+                self.store.outbox,
+                self.bus,
+                max_attempts=settings.storage.outbox_max_attempts,
+                on_settled=self._notify_progress,
+            )
+            for channel in self.channels.values()
+        ]
+        self.web: WebServer | None = None  # gateway/web; started with the web chat
+        self._started = False
+
+    def _providers(self) -> list[LLMProvider]:
+        distinct: dict[int, LLMProvider] = {}
+        for agent in self.agents.values():
+            distinct.setdefault(id(agent.runner.llm), agent.runner.llm)
+        return list(distinct.values())
+
+    def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:
+        """An agent's model: shared with the default agent unless its profile changes it."""
+        if given is not None or agent_id == DEFAULT_AGENT:
+            return self.llm
+        own = agent_settings(self.settings, agent_id).llm
+        return self.llm if own == self.settings.llm else LazyProvider(own)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._lock.acquire()
+        try:
+            for workspace in workspaces(self.settings).values():
+                prepare_workspace(workspace)  # a new agent's workspace starts from the template
+            await self.store.start()
+            work = await self.store.journal.open_work()
+            if work.pending or work.running:
+                log.info(
+                    "resuming %d interrupted turn(s) and %d waiting message(s)",
+                    len(work.running),
+                    len(work.pending),
+                )
+            self.dispatcher.resume(work.running)
+            self.bus.requeue(work.pending)
+            for worker in self._workers:
+                await worker.start()
+            await self.dispatcher.start()
+            await self.subagents.recover()
+            await self.scheduler.start()
+            for provider in self._providers():
+                if isinstance(provider, LazyProvider):
+                    provider.warm()  # import the model SDK now, off the start-up path
+            for channel in self.channels.values():
+                await channel.start(self.gate)
+            if self.settings.web.enabled:
+                from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
+
+                self.web = await start_web(self)
+        except BaseException:
+            await self._shutdown()
+            raise
+        self._started = True
+        log.info(
+            "Switchboard %s ready (channels: %s)", __version__, ", ".join(self.channels) or "none"
+        )
+
+    async def stop(self, *, drain_timeout: float = 10.0) -> None:
+        await self._shutdown(drain_timeout=drain_timeout)
+
+    async def _shutdown(self, *, drain_timeout: float = 10.0) -> None:
+        self._started = False
+        if self.web is not None:  # first: no new web requests while the rest stops
+            await self.web.stop()
+            self.web = None
+        for channel in self.channels.values():
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("channel %s did not stop cleanly", channel.name)
+        await self.scheduler.stop()
+        await self.subagents.stop(drain_timeout=drain_timeout)
+        await self.dispatcher.stop(drain_timeout=drain_timeout)
+        for worker in self._workers:
+            await worker.stop()
+        for agent in self.agents.values():
+            await agent.stop()
+        for provider in self._providers():
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+        await self.store.stop()
+        self._lock.release()
+
+    # -- what the web server sees (gateway.web.view.GatewayView) ---------------------------
+
+    def work_in_progress(self) -> WorkInProgress:
+        return WorkInProgress(self.dispatcher.running_turns, self.dispatcher.queued_messages)
+
+    def schedule(self) -> list[ScheduledItem] | None:
+        return self.scheduler.snapshot()
+
+    async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
+        decide = pairing.approve if approve else pairing.deny
+        request = await decide(self.store, code, by=by)
+        if request is not None:
+            self.bus.outbound_ready(request.channel)  # deliver the welcome now
+        return request
+
+    # -- waiting and status ---------------------------------------------------------------
+
+    async def wait_idle(self, channel: str | None = None) -> None:
+        """Return once no message of ``channel`` is waiting, running or unsent.
+
+        Bound it with ``asyncio.timeout`` at the call site when needed.
+        """
+        condition = self.conversations.turn_finished
+        while True:
+            async with condition:
+                if await self._is_idle(channel):
+                    return
+                # Woken by every commit and every settled send; the periodic re-check
+                # covers a notification that raced the idle check above.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(condition.wait(), 1.0)
+
+    async def _is_idle(self, channel: str | None) -> bool:
+        open_inbound = await self.store.journal.open_count(channel)
+        unsent = await self.store.outbox.pending_count(channel)
+        return open_inbound == 0 and unsent == 0
+
+    async def _notify_progress(self) -> None:
+        async with self.conversations.turn_finished:
+            self.conversations.turn_finished.notify_all()
+
+    async def _status_text(self, msg: InboundMessage, principal: Principal, session: str) -> str:
+        counts = await self.store.journal.counts()
+        history = await self.store.history.message_count(session)
+        unsent = await self.store.outbox.pending_count()
+        lines = [
+            f"Switchboard {__version__} · model {self.settings.llm.model} ({self.settings.llm.provider})",
+            f"Channels: {', '.join(self.channels) or 'none'}",
+            f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
+            f"{counts.get('pending', 0)} · replies unsent: {unsent}",
+            f"This conversation: {history} messages in context",
+        ]
+        # What others asked for (task prompts, jobs) is for the owner and admins, in DMs.
+        if principal.is_admin and not msg.is_group:
+            lines.extend(self._background_lines())
+        return "\n".join(lines)
+
+    def _background_lines(self) -> list[str]:
+        lines = [
+            f"Background task {t.id} ({t.task_type}): {t.prompt[:80]}"
+            for t in self.subagents.running()
+        ]
+        jobs = [item for item in self.scheduler.snapshot() if item.kind == "cron"]
+        if jobs:
+            lines.append(
+                f"Scheduled jobs: {len(jobs)} (next: {min(j.next_run for j in jobs if j.next_run):%Y-%m-%d %H:%M %Z})"
+            )
+        return lines
+
+    # -- wiring helpers -------------------------------------------------------------------
+
+    def _principal_for(self, msg: InboundMessage) -> Principal:
+        return principal_for(msg, self.settings.channel_sections().get(msg.channel))
+
+    def _streamer(self, chat: ChatRef, turn_id: str) -> TextSink | None:
+        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
+        if not isinstance(channel, SupportsStreaming):
+            return None
+
+        async def forward(delta: str) -> None:
+            await channel.stream(chat, turn_id, delta)
+
+        return forward
+
+    async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
+        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
+        if not isinstance(channel, SupportsTurnEnd):
+            return
+        try:
+            await channel.turn_ended(chat, turn_id, answered=answered)
+        except Exception as exc:  # progress display is cosmetic; the turn is committed
+            log.debug("turn end display failed on %s: %s", chat.channel, exc)
+
+    @contextlib.asynccontextmanager
+    async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        channel: object = self.channels.get(chat.channel)  # mypy cannot intersect two protocols
+        if not isinstance(channel, SupportsTyping):
+            yield
+            return
+
+        async def keep_typing() -> None:
+            await asyncio.sleep(TYPING_DELAY)
+            while True:
+                try:
+                    await channel.typing(chat)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # typing is cosmetic; never fail a turn over it
+                    log.debug("typing indicator failed on %s: %s", chat.channel, exc)
+                await asyncio.sleep(TYPING_INTERVAL)
+
+        task = asyncio.create_task(keep_typing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,213 @@
+"""Building the agent from Settings: tools, policy, runner, context, compaction.
+
+A wiring module (like :mod:`gateway.runtime.app`): it knows the agent package, so the rest of the
+gateway does not have to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from agent.compaction import Compactor
+from agent.context import ContextBuilder
+from agent.llm.base import LLMProvider
+from agent.llm.types import ChatMessage, SystemPrompt
+from agent.loop import AgentConfig, AgentLoop
+from agent.policy import ToolPolicy
+from agent.runner import GuardSettings, Runner
+from agent.skills import GetSkill, SkillLibrary
+from agent.tokens import TokenCounter
+from agent.tools.agents import SendToAgent
+from agent.tools.base import Tool
+from agent.tools.cron import Cron
+from agent.tools.executor import ToolExecutor
+from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySearch, MemoryWrite
+from agent.tools.pins import Goals, Notes
+from agent.tools.registry import ToolRegistry
+from agent.tools.spawn import Notify, Spawn
+from agent.toolset import default_tools
+from agent.workspace import ATTACHMENTS, PERSONA_FILES, Workspace
+from gateway.config.settings import Settings
+from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.logs import Redactor, secret_values
+from gateway.core.schedule_spec import zone
+from gateway.runtime.local_bus import Bus
+from gateway.store import Store
+
+SUMMARY_SYSTEM = "You summarize conversations faithfully and compactly."
+
+
+def agent_settings(settings: Settings, agent_id: str) -> Settings:
+    """The settings an agent runs with: the top level, overlaid with its profile."""
+    if agent_id == DEFAULT_AGENT:
+        return settings
+    profile = settings.agents[agent_id]
+    overrides = {
+        "provider": profile.provider,
+        "model": profile.model,
+        "base_url": profile.base_url,
+        "api_key": profile.api_key,
+    }
+    llm = settings.llm.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    workspace = (
+        (profile.workspace or settings.home / "agents" / agent_id / "workspace")
+        .expanduser()
+        .resolve()
+    )
+    tools = (
+        settings.tools
+        if profile.safe_mode is None
+        else settings.tools.model_copy(update={"safe_mode": profile.safe_mode})
+    )
+    agent = settings.agent.model_copy(update={"name": profile.name or agent_id.capitalize()})
+    return settings.model_copy(
+        update={"workspace": workspace, "llm": llm, "tools": tools, "agent": agent}
+    )
+
+
+def workspaces(settings: Settings) -> dict[str, Path]:
+    return {
+        agent_id: agent_settings(settings, agent_id).workspace_dir
+        for agent_id in (DEFAULT_AGENT, *settings.agents)
+    }
+
+
+def build_policy(settings: Settings, *, deny: Sequence[str] = ()) -> ToolPolicy:
+    policy = settings.tools.policy
+    return ToolPolicy(
+        deny=tuple(deny),
+        safe_mode=settings.tools.safe_mode,
+        exec_enabled=settings.tools.exec.enabled,
+        member_deny=policy.member_deny,
+        group_deny=policy.group_deny,
+        admin_deny=policy.admin_deny,
+        taint_guard=policy.taint_guard,
+    )
+
+
+def build_workspace(settings: Settings, *, others: Sequence[Path] = ()) -> Workspace:
+    """An agent's workspace; Switchboard's state and the other agents' workspaces are off limits."""
+    root = settings.workspace_dir
+    return Workspace(
+        root,
+        restricted=(settings.data_dir, settings.config_file, *(o for o in others if o != root)),
+        # The persona files and installed skills are the owner's: the assistant reads them,
+        # and a prompt injection cannot rewrite who it is or what it may do.
+        read_only=(root / "skills", *(root / name for name in PERSONA_FILES)),
+        untrusted=(root / ATTACHMENTS,),
+    )
+
+
+def build_agent(
+    settings: Settings,
+    *,
+    store: Store,
+    bus: Bus,
+    llm: LLMProvider,
+    channels: Sequence[str],
+    extra_tools: Sequence[Tool] = (),
+    agent_id: str = DEFAULT_AGENT,
+) -> AgentLoop:
+    """One agent of the gateway. ``settings`` are the top level; the profile of
+    ``agent_id`` (workspace, model, persona, tools) is applied here."""
+    top = settings
+    settings = agent_settings(top, agent_id)
+    profile = top.agents.get(agent_id)
+    workspace = build_workspace(settings, others=list(workspaces(top).values()))
+    skills = SkillLibrary(settings.workspace_dir / "skills")
+    policy = build_policy(settings, deny=profile.deny_tools if profile else ())
+    agent_tools: list[Tool] = [Goals(store.pins), Notes(store.pins)]
+    if top.agents:
+        agent_tools.append(SendToAgent())
+    tools = ToolRegistry(
+        [
+            *default_tools(settings, llm=llm),
+            MemoryRead(),
+            MemoryWrite(),
+            MemoryPatch(),
+            MemoryAppend(),
+            MemorySearch(store.history),
+            GetSkill(skills),
+            Cron(),
+            Spawn(),
+            Notify(),
+            *agent_tools,
+            *extra_tools,
+        ]
+    )
+    window = settings.llm.context_window
+    redact = Redactor(secret_values(settings))
+    executor = ToolExecutor(
+        tools,
+        store.ledger,
+        gate=policy,
+        max_concurrent=settings.limits.max_concurrent_tools,
+        # A tool result never takes more than about an eighth of the window.
+        max_result_chars=min(settings.agent.tool_result_max_chars, window // 2),
+        redact=redact,
+    )
+    turn = settings.agent
+    runner = Runner(
+        llm,
+        executor,
+        llm_semaphore=asyncio.Semaphore(settings.limits.max_concurrent_llm_calls),
+        guards=GuardSettings(
+            max_iterations=turn.max_iterations,
+            max_turn_tokens=turn.max_turn_tokens,
+            review_retries=turn.review_retries,
+            llm_review=turn.llm_review,
+        ),
+        max_tokens=settings.llm.max_tokens,
+        temperature=settings.llm.temperature,
+    )
+    counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
+
+    async def summarize(prompt: str) -> str:
+        response = await runner.call_model(
+            SystemPrompt(SUMMARY_SYSTEM), [ChatMessage("user", prompt)], ()
+        )
+        return response.text
+
+    async def audit(kind: str, **detail: object) -> None:
+        await store.audit.record(kind, detail=detail)
+
+    return AgentLoop(
+        runner=runner,
+        policy=policy,
+        history=store.history,
+        context=ContextBuilder(
+            settings.workspace_dir,
+            agent_name=turn.name,
+            persona=profile.persona if profile else "",
+            bootstrap_max_chars=turn.bootstrap_max_chars,
+            skills=skills,
+        ),
+        workspace=workspace,
+        send=lambda message: bus.publish_outbound([message]),
+        clock=lambda: datetime.now(zone(settings.heartbeat.timezone)),
+        config=AgentConfig(
+            turn_timeout=turn.turn_timeout_seconds,
+            history_limit=turn.history_max_messages,
+            default_reply=turn.default_reply,
+            vision=settings.llm.vision,
+            reflection=turn.reflection,
+            session_reset=turn.session_reset,
+            idle_reset_minutes=turn.idle_reset_minutes,
+            agent_id=agent_id,
+        ),
+        compactor=Compactor(
+            history=store.history,
+            summarize=summarize,
+            counter=counter,
+            window=window,
+            max_messages=turn.history_max_messages,
+        ),
+        channels=channels,
+        audit=audit,
+        pins=store.pins,
+        trace_dir=settings.data_dir / "traces",
+        redact=redact,
+    )

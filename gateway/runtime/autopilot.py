@@ -1,0 +1,29 @@
+"""Work that starts without a person writing: heartbeat check-ins and scheduled jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from gateway.core.messages import ChatRef
+from gateway.core.principal import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class AutopilotRun:
+    """One autopilot turn for the dispatcher: a prompt for the agent, or a fixed message."""
+
+    kind: str  # "heartbeat" | "cron"
+    session_key: str
+    chat: ChatRef  # where anything worth saying goes
+    principal: Principal
+    prompt: str | None = None
+    message: str | None = None  # sent as is, no model call
+    task_type: str = "general"
+    history_limit: int | None = None
+    # Whose words authorise side effects (never the prompt the model wrote for a job), and
+    # whether the turn that set this up had read outside content.
+    authorising_texts: tuple[str, ...] = ()
+    tainted: bool = False
+    job_id: str | None = None  # a one-shot job is done when this run's turn commits
+    done: asyncio.Event = field(default_factory=asyncio.Event, compare=False)

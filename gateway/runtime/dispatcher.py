@@ -1,0 +1,186 @@
+"""Dispatcher: strict order within a session, sessions in parallel, bounded concurrency.
+
+Each session with work has one worker task. Messages that arrive while the session's turn
+runs wait and are folded into its next turn, in order (a slash command always gets a turn
+of its own). A semaphore caps how many turns run at once; a generous time limit around
+each turn keeps one stuck session from holding a slot forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.core.lifecycle import Service
+from gateway.core.messages import InboundMessage
+from gateway.runtime.autopilot import AutopilotRun
+from gateway.runtime.local_bus import Bus
+from gateway.store import InboundRecord, OpenTurn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBatch:
+    """The work for one turn: new messages, or a turn to resume."""
+
+    session_key: str
+    records: tuple[InboundRecord, ...]
+    resume: OpenTurn | None = None
+    autopilot: AutopilotRun | None = None
+
+
+class TurnHandler(Protocol):
+    async def handle(self, batch: TurnBatch) -> None:
+        """Run the turn and commit its outcome. Must not raise except on cancellation."""
+
+    async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
+        """Close a turn whose handler failed unexpectedly, telling the user."""
+
+
+@dataclass(slots=True)
+class _Session:
+    queue: deque[InboundRecord] = field(default_factory=deque)
+    autopilot: deque[AutopilotRun] = field(default_factory=deque)
+    resume: OpenTurn | None = None
+    task: asyncio.Task[None] | None = None
+    running: bool = False
+
+
+class Dispatcher(Service):
+    def __init__(
+        self,
+        bus: Bus,
+        handler: TurnHandler,
+        *,
+        max_active_turns: int = 32,
+        turn_timeout: float = 600.0,
+        session_of: Callable[[InboundMessage], str] = lambda msg: msg.session_key,
+    ) -> None:
+        self._bus = bus
+        self._handler = handler
+        self._session_of = session_of  # routing: which agent's session a message joins
+        self._slots = asyncio.Semaphore(max_active_turns)
+        self._hard_limit = turn_timeout + 60.0
+        self._sessions: dict[str, _Session] = {}
+        self._intake: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._intake is None:
+            self._intake = asyncio.create_task(self._consume(), name="dispatcher-intake")
+
+    async def stop(self, *, drain_timeout: float = 10.0) -> None:
+        """Stop intake, let running turns finish for ``drain_timeout``, cancel the rest.
+
+        A cancelled turn keeps its journal state and drafts; the next start resumes it.
+        """
+        if self._intake is not None:
+            self._intake.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._intake
+            self._intake = None
+        for session in self._sessions.values():
+            session.queue.clear()  # still pending in the journal; requeued on next start
+            for run in session.autopilot:
+                run.done.set()  # not run; the scheduler decides again after the restart
+            session.autopilot.clear()
+        tasks = [s.task for s in self._sessions.values() if s.task is not None]
+        if tasks:
+            _, still_running = await asyncio.wait(tasks, timeout=drain_timeout)
+            for task in still_running:
+                task.cancel()
+            await asyncio.gather(*still_running, return_exceptions=True)
+        self._sessions.clear()
+
+    # -- intake ---------------------------------------------------------------------------
+
+    def resume(self, turns: Iterable[OpenTurn]) -> None:
+        for turn in turns:
+            session = self._sessions.setdefault(turn.session_key, _Session())
+            session.resume = turn
+            self._ensure_worker(turn.session_key, session)
+
+    def submit(self, run: AutopilotRun) -> None:
+        """Queue an autopilot turn behind the session's other work (same order, same caps)."""
+        session = self._sessions.setdefault(run.session_key, _Session())
+        session.autopilot.append(run)
+        self._ensure_worker(run.session_key, session)
+
+    async def _consume(self) -> None:
+        while True:
+            record = await self._bus.next_inbound()
+            key = self._session_of(record.message)
+            session = self._sessions.setdefault(key, _Session())
+            session.queue.append(record)
+            self._ensure_worker(key, session)
+
+    def _ensure_worker(self, key: str, session: _Session) -> None:
+        if session.task is None:
+            session.task = asyncio.create_task(self._work(key, session), name=f"session:{key}")
+
+    # -- per-session worker ---------------------------------------------------------------
+
+    async def _work(self, key: str, session: _Session) -> None:
+        try:
+            while (batch := self._next_batch(key, session)) is not None:
+                async with self._slots:
+                    session.running = True
+                    try:
+                        await self._execute(batch)
+                    finally:
+                        session.running = False
+        finally:
+            session.task = None
+            if session.queue or session.autopilot or session.resume is not None:
+                if self._intake is not None:  # not shutting down: keep the session going
+                    self._ensure_worker(key, session)
+            elif self._sessions.get(key) is session:
+                del self._sessions[key]
+
+    @staticmethod
+    def _next_batch(key: str, session: _Session) -> TurnBatch | None:
+        if session.resume is not None:
+            turn, session.resume = session.resume, None
+            return TurnBatch(key, turn.records, resume=turn)
+        if not session.queue:
+            if session.autopilot:
+                return TurnBatch(key, (), autopilot=session.autopilot.popleft())
+            return None
+        first = session.queue.popleft()
+        records = [first]
+        if first.message.command is None:
+            while session.queue and session.queue[0].message.command is None:
+                records.append(session.queue.popleft())
+        return TurnBatch(key, tuple(records))
+
+    async def _execute(self, batch: TurnBatch) -> None:
+        try:
+            await asyncio.wait_for(self._handler.handle(batch), self._hard_limit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or a hang in the handler: close the turn visibly
+            log.exception("turn for %s failed in the handler", batch.session_key)
+            try:
+                await self._handler.abandon(batch, exc)
+            except Exception:
+                log.exception("could not close the failed turn for %s", batch.session_key)
+
+    # -- status ---------------------------------------------------------------------------
+
+    @property
+    def running_turns(self) -> int:
+        return sum(1 for s in self._sessions.values() if s.running)
+
+    @property
+    def queued_messages(self) -> int:
+        return sum(len(s.queue) for s in self._sessions.values())
+
+    def sessions(self) -> list[str]:
+        return list(self._sessions)

@@ -1,0 +1,117 @@
+"""The heartbeat: should this tick become a check-in turn, and with what?
+
+Every rule that can skip a tick runs before any model call: nothing due in HEARTBEAT.md
+(empty, or headings and comments only), quiet hours in the user's time zone, the previous
+heartbeat still running, nowhere to deliver, the target chat rate-limited, or today's token
+budget for heartbeats spent. Peers burned tokens on all of these.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, time
+from pathlib import Path
+
+from gateway.config.settings import HeartbeatSettings
+from gateway.core.messages import ChatRef, ChatType
+from gateway.core.principal import Principal
+from gateway.core.schedule_spec import zone
+from gateway.core.textutil import only_headings
+from gateway.runtime.autopilot import AutopilotRun
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+SESSION = "heartbeat:main"
+HISTORY_LIMIT = 6  # a light session: the last few check-ins, not the whole story
+PROMPT = """\
+Heartbeat check-in. These are the standing tasks from HEARTBEAT.md:
+
+{tasks}
+
+Do what is due now (use your tools if needed) and write the message the user should get. \
+If nothing needs the user's attention right now, reply exactly HEARTBEAT_OK."""
+
+
+def has_tasks(text: str) -> bool:
+    """True when HEARTBEAT.md holds something besides headings, comments and blank lines."""
+    return not only_headings(text)
+
+
+def in_quiet_hours(spec: str, local: datetime) -> bool:
+    if not spec:
+        return False
+    start_text, end_text = spec.split("-")
+    start = time.fromisoformat(start_text.zfill(5))
+    end = time.fromisoformat(end_text.zfill(5))
+    now = local.time().replace(tzinfo=None)
+    if start <= end:
+        return start <= now < end
+    return now >= start or now < end  # spans midnight
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: str
+
+
+class Heartbeat:
+    def __init__(self, settings: HeartbeatSettings, *, workspace: Path, store: Store) -> None:
+        self.settings = settings
+        self._file = workspace / "HEARTBEAT.md"
+        self._store = store
+        self._running: AutopilotRun | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None and not self._running.done.is_set()
+
+    async def plan(self, now: datetime) -> AutopilotRun | Skip:
+        """The check-in to run at ``now``, or why this tick is skipped."""
+        if self.running:
+            return Skip("the previous heartbeat is still running")
+        local = now.astimezone(zone(self.settings.timezone))
+        if in_quiet_hours(self.settings.quiet_hours, local):
+            return Skip(f"quiet hours ({self.settings.quiet_hours} {self.settings.timezone})")
+        try:
+            tasks = self._file.read_text(encoding="utf-8")
+        except OSError:
+            tasks = ""
+        if not has_tasks(tasks):
+            return Skip("HEARTBEAT.md has no tasks")
+        target = await self._target()
+        if target is None:
+            return Skip(
+                "no chat to deliver to yet (the owner has not written in a DM, and heartbeat.target is unset)"
+            )
+        chat, chat_type = target
+        if await self._store.outbox.chat_held(chat.channel, chat.session_key, now.timestamp()):
+            return Skip(f"{chat.session_key} is rate-limited")
+        spent = await self._store.usage.tokens_today("heartbeat:")
+        if spent >= self.settings.daily_token_budget:
+            return Skip(
+                f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
+            )
+        principal = Principal(chat.channel, "heartbeat", "heartbeat", "owner", chat_type)
+        run = AutopilotRun(
+            kind="heartbeat",
+            session_key=SESSION,
+            chat=chat,
+            principal=principal,
+            prompt=PROMPT.format(tasks=tasks.strip()),
+            history_limit=HISTORY_LIMIT,
+            authorising_texts=(tasks,),  # the owner wrote HEARTBEAT.md; our template did not
+        )
+        self._running = run
+        return run
+
+    async def _target(self) -> tuple[ChatRef, ChatType] | None:
+        if self.settings.target:
+            channel, _, chat_id = self.settings.target.partition(":")
+            return ChatRef(channel, chat_id), ChatType.DM
+        last = await self._store.kv.get("last_chat")
+        if not isinstance(last, dict) or not last.get("channel") or last.get("channel") == "system":
+            return None
+        chat = ChatRef(str(last["channel"]), str(last["chat_id"]), last.get("thread_id"))
+        return chat, ChatType(last.get("chat_type") or "dm")

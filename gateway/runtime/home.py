@@ -1,0 +1,78 @@
+"""A home and its workspaces, created from the templates without ever overwriting a user's file.
+
+``switchboard onboard`` creates the home; the gateway gives a new agent its workspace.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+WORKSPACE_SUBDIRS = ("memory", "skills")
+
+
+@dataclass(slots=True)
+class OnboardReport:
+    created: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+
+
+def template_dir() -> Path:
+    """``workspace-template/`` from a source checkout, or from an installed wheel's data."""
+    checkout = Path(__file__).resolve().parents[2] / "workspace-template"
+    if checkout.is_dir():
+        return checkout
+    installed = Path(sys.prefix) / "share" / "switchboard" / "workspace-template"
+    if installed.is_dir():
+        return installed
+    raise FileNotFoundError("workspace-template not found; reinstall Switchboard")
+
+
+def prepare_workspace(workspace: Path, report: OnboardReport | None = None) -> OnboardReport:
+    """Create a workspace from the template; files already there are kept as they are."""
+    report = report or OnboardReport()
+    for directory in (workspace, *(workspace / d for d in WORKSPACE_SUBDIRS)):
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            report.created.append(directory)
+    for source in sorted(template_dir().rglob("*")):
+        if source.is_file():
+            _copy_new(source, workspace / source.relative_to(template_dir()), report)
+    return report
+
+
+def onboard(home: Path, workspace: Path) -> OnboardReport:
+    report = OnboardReport()
+    for directory in (home, home / "data"):
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            report.created.append(directory)
+    (home / "data").chmod(0o700)
+    config = home / "config.toml"
+    _write_new(
+        config,
+        resources.files("gateway.config").joinpath("templates/config.toml").read_text("utf-8"),
+        report,
+    )
+    config.chmod(0o600)
+    return prepare_workspace(workspace, report)
+
+
+def _write_new(target: Path, text: str, report: OnboardReport) -> None:
+    if target.exists():
+        report.kept.append(target)
+        return
+    target.write_text(text, encoding="utf-8")
+    report.created.append(target)
+
+
+def _copy_new(source: Path, target: Path, report: OnboardReport) -> None:
+    if target.exists():
+        report.kept.append(target)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    report.created.append(target)

@@ -1,0 +1,84 @@
+"""The bus as the runtime sees it (:class:`Bus`), and its in-process implementation.
+
+Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, conversations and
+outbox workers use the whole :class:`Bus`. :class:`LocalBus` is durable through the store
+and woken through asyncio events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.store import InboundRecord, Store
+
+
+class Bus(InboundSink, Protocol):
+    async def next_inbound(self) -> InboundRecord: ...
+
+    def requeue(self, records: Iterable[InboundRecord]) -> None: ...
+
+    async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None: ...
+
+    def outbound_ready(self, channel: str) -> None: ...
+
+    async def wait_outbound(self, channel: str, max_wait: float | None) -> None: ...
+
+
+class LocalBus:
+    """In-process bus: durable through the store, woken through asyncio events."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
+        self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        record = await self._store.journal.accept(msg)
+        if record is None:
+            return Accepted.DUPLICATE
+        self._inbound.put_nowait(record)
+        return Accepted.NEW
+
+    async def admits(self, msg: InboundMessage) -> bool:
+        if not msg.platform_message_id:
+            return True
+        return not await self._store.journal.seen(msg.channel, msg.platform_message_id)
+
+    async def next_inbound(self) -> InboundRecord:
+        return await self._inbound.get()
+
+    def requeue(self, records: Iterable[InboundRecord]) -> None:
+        for record in records:
+            self._inbound.put_nowait(record)
+
+    def inbound_depth(self) -> int:
+        return self._inbound.qsize()
+
+    async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None:
+        if not messages:
+            return
+        await self._store.outbox.enqueue(messages)
+        for channel in {msg.channel for msg in messages}:
+            self.outbound_ready(channel)
+
+    def outbound_ready(self, channel: str) -> None:
+        self._outbound_events[channel].set()
+
+    async def wait_outbound(self, channel: str, max_wait: float | None) -> None:
+        event = self._outbound_events[channel]
+        try:
+            if max_wait is not None and max_wait <= 0:
+                return
+            # asyncio.timeout rather than wait_for: no inner task that could swallow a
+            # cancellation arriving together with the wake-up (Python 3.11).
+            async with asyncio.timeout(max_wait):
+                await event.wait()
+        except TimeoutError:
+            return
+        finally:
+            event.clear()

@@ -1,0 +1,135 @@
+"""Outbox delivery: one worker per channel, one message in flight per chat.
+
+A rate-limited chat is held until the platform's ``retry_after`` (its later messages wait
+behind it, other chats go on); transient failures back off exponentially with jitter; a
+permanent failure is recorded and the chat's next message proceeds. Nothing here sleeps
+inside a turn: turns only queue, this worker sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from gateway.core.backoff import backoff_delay
+from gateway.core.channel import Channel
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited
+from gateway.core.lifecycle import Service
+from gateway.runtime.local_bus import Bus
+from gateway.store import Outbox, OutboxRecord
+
+log = logging.getLogger(__name__)
+
+IDLE_RECHECK = 5.0
+
+Clock = Callable[[], float]
+OnSent = Callable[[OutboxRecord], Awaitable[None]]
+
+
+class OutboundWorker(Service):
+    def __init__(
+        self,
+        channel: Channel,
+        outbox: Outbox,
+        bus: Bus,
+        *,
+        max_attempts: int = 8,
+        clock: Clock = time.time,
+        on_settled: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.channel = channel
+        self._outbox = outbox
+        self._bus = bus
+        self._max_attempts = max_attempts
+        self._clock = clock
+        self._on_settled = on_settled
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._run(), name=f"outbox:{self.channel.name}")
+
+    async def stop(self, *, flush_timeout: float = 5.0) -> None:
+        """Give messages already in flight a moment to finish, then stop."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+        tasks = list(self._in_flight.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=flush_timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _run(self) -> None:
+        name = self.channel.name
+        while True:
+            now = self._clock()
+            wake_at: float | None = None
+            for record in await self._outbox.heads(name):
+                key = record.message.chat.session_key
+                if key in self._in_flight:
+                    continue
+                if record.due_at <= now:
+                    self._in_flight[key] = asyncio.create_task(self._deliver(key, record))
+                elif wake_at is None or record.due_at < wake_at:
+                    wake_at = record.due_at
+            # Re-read at least every few seconds: another process (the CLI approving a
+            # pairing, say) may have queued a message without waking us.
+            timeout = (
+                IDLE_RECHECK if wake_at is None else min(IDLE_RECHECK, max(0.0, wake_at - now))
+            )
+            await self._bus.wait_outbound(name, timeout)
+
+    async def _deliver(self, key: str, record: OutboxRecord) -> None:
+        try:
+            await self._attempt(record)
+        finally:
+            self._in_flight.pop(key, None)
+            self._bus.outbound_ready(self.channel.name)
+            if self._on_settled is not None:
+                await self._on_settled()
+
+    async def _attempt(self, record: OutboxRecord) -> None:
+        message = record.message
+        try:
+            receipt = await self.channel.send(message)
+        except ChannelRateLimited as exc:
+            log.info(
+                "%s rate-limited chat %s for %.1fs",
+                self.channel.name,
+                message.chat_id,
+                exc.retry_after,
+            )
+            await self._outbox.hold_chat(
+                self.channel.name, message.chat.session_key, self._clock() + exc.retry_after
+            )
+        except ChannelPermanentError as exc:
+            log.warning("%s: giving up on message %s: %s", self.channel.name, record.id, exc)
+            await self._outbox.mark_failed(record.id, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # transient or unknown: retry with backoff
+            if record.attempts + 1 >= self._max_attempts:
+                log.error(  # noqa: TRY400 - the traceback adds nothing here
+                    "%s: message %s failed %d times: %s",
+                    self.channel.name,
+                    record.id,
+                    record.attempts + 1,
+                    exc,
+                )
+                await self._outbox.mark_failed(record.id, str(exc))
+            else:
+                delay = backoff_delay(record.attempts)
+                log.warning(
+                    "%s: send failed (%s); retrying in %.1fs", self.channel.name, exc, delay
+                )
+                await self._outbox.reschedule(record.id, delay, str(exc))
+        else:
+            await self._outbox.mark_sent(record.id, receipt)

@@ -1,0 +1,103 @@
+"""Deciding pairing requests, shared by the CLI and the /pair command of admin chats."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import time
+
+from gateway.config.settings import Settings
+from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.store import PairingRequest, Store
+
+WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
+
+
+async def approve(
+    store: Store, code: str, *, by: str, channel: str | None = None
+) -> PairingRequest | None:
+    request = await store.pairings.decide(code, "approved", channel=channel)
+    if request is None:
+        return None
+    await store.audit.record(
+        "pairing-approved",
+        channel=request.channel,
+        sender_id=request.sender_id,
+        code=request.code,
+        by=by,
+    )
+    welcome = OutboundMessage(
+        channel=request.channel,
+        chat_id=request.chat_id,
+        text=WELCOME,
+        kind=OutboundKind.NOTICE,
+        idempotency_key=f"pairing-approved:{request.code}",
+    )
+    await store.outbox.enqueue([welcome])
+    return request
+
+
+async def deny(
+    store: Store, code: str, *, by: str, channel: str | None = None
+) -> PairingRequest | None:
+    request = await store.pairings.decide(code, "denied", channel=channel)
+    if request is not None:
+        await store.audit.record(
+            "pairing-denied",
+            channel=request.channel,
+            sender_id=request.sender_id,
+            code=request.code,
+            by=by,
+        )
+    return request
+
+
+async def revoke(store: Store, channel: str, sender_id: str, *, by: str) -> bool:
+    revoked = await store.pairings.revoke(channel, sender_id)
+    if revoked:
+        await store.audit.record("pairing-revoked", channel=channel, sender_id=sender_id, by=by)
+    return revoked
+
+
+def describe(request: PairingRequest, *, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    name = f" ({request.sender_name})" if request.sender_name else ""
+    if request.state == "pending":
+        minutes = max(0, int((request.expires_at - now) // 60))
+        return f"{request.code}  {request.channel} user {request.sender_id}{name}  pending, {minutes} min left"
+    return f"{request.code}  {request.channel} user {request.sender_id}{name}  {request.state}"
+
+
+async def listing_text(store: Store, *, channel: str | None = None) -> str:
+    requests = await store.pairings.listing(channel=channel)
+    if not requests:
+        return "No pairing requests and no paired users."
+    return "\n".join(describe(r) for r in requests)
+
+
+async def run_cli(settings: Settings, action: str, args: argparse.Namespace) -> int:
+    """``switchboard pairing ...``; works while the gateway runs (the store allows it)."""
+    by = f"cli:{getpass.getuser()}"
+    async with Store(
+        settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
+    ) as store:
+        if action == "list":
+            print(await listing_text(store))
+            return 0
+        if action in ("approve", "deny"):
+            decide = approve if action == "approve" else deny
+            request = await decide(store, args.code, by=by)
+            if request is None:
+                print(
+                    f"No pending request with code {args.code.upper()} (expired, unknown or already decided)."
+                )
+                return 1
+            print(
+                f"{action.capitalize()}d {request.channel} user {request.sender_id} ({request.sender_name or 'no name'})."
+            )
+            return 0
+        if await revoke(store, args.channel, args.user_id, by=by):
+            print(f"Revoked {args.channel} user {args.user_id}.")
+            return 0
+        print(f"{args.user_id} is not a paired user on {args.channel}.")
+        return 1

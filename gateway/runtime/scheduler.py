@@ -1,0 +1,253 @@
+"""The scheduler: scheduled jobs, heartbeat ticks and housekeeping, on an injectable clock.
+
+Jobs persist in SQLite. A run is recorded *before* it is handed to the dispatcher, so a job
+runs at most once per due time, even across crashes. After downtime every overdue job runs
+once (missed runs are coalesced), spread over a few seconds of jitter so a restart does not
+fire everything at the same moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+from gateway.config.settings import Settings
+from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.clock import Clock
+from gateway.core.lifecycle import Service
+from gateway.core.messages import ChatRef, ChatType, new_id
+from gateway.core.principal import Principal
+from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import JobInfo
+from gateway.runtime.autopilot import AutopilotRun
+from gateway.runtime.dispatcher import Dispatcher
+from gateway.runtime.heartbeat import Heartbeat, Skip
+from gateway.runtime.housekeeping import housekeep
+from gateway.store import Job, Store
+
+log = logging.getLogger(__name__)
+
+PRUNE_EVERY = timedelta(hours=24)
+
+
+class Scheduler(Service):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store,
+        dispatcher: Dispatcher,
+        heartbeat: Heartbeat | None,
+        clock: Clock,
+        jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),  # noqa: S311
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._dispatcher = dispatcher
+        self._heartbeat = heartbeat
+        self._clock = clock
+        self._jitter = jitter
+        self._jobs: list[Job] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._next_heartbeat: datetime | None = None
+        self._next_prune: datetime | None = None
+        # When housekeeping last ran and what it removed; ``housekept`` is set after each run.
+        self.last_housekeeping: tuple[datetime, dict[str, int]] | None = None
+        self.housekept = asyncio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        now = self._clock.now()
+        await self._catch_up(now)
+        if self._heartbeat is not None and self._heartbeat.settings.enabled:
+            self._next_heartbeat = now + timedelta(
+                seconds=self._heartbeat.settings.interval_seconds
+            )
+        self._next_prune = now + timedelta(minutes=5)
+        self._task = asyncio.create_task(self._loop(), name="scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _catch_up(self, now: datetime) -> None:
+        """Overdue jobs (the gateway was down) run once each, jittered, instead of in a burst."""
+        limit = self._settings.scheduler.catchup_jitter_seconds
+        for job in await self._store.jobs.active():
+            if job.next_run is not None and job.next_run < now:
+                when = now + timedelta(seconds=self._jitter(limit))
+                await self._store.jobs.record_run(job.id, job.last_run or now, when, count=False)
+                log.info(
+                    "job %s missed its run at %s; running once at %s", job.id, job.next_run, when
+                )
+        self._jobs = await self._store.jobs.active()
+        for job in await self._store.jobs.firing():
+            log.info("job %s fired but never finished (restart); running it again", job.id)
+            self._submit(job, one_shot=True)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            now = self._clock.now()
+            for job in [j for j in self._jobs if j.next_run is not None and j.next_run <= now]:
+                await self._fire(job, now)
+            if self._next_heartbeat is not None and self._next_heartbeat <= now:
+                await self._beat(now)
+            if self._next_prune is not None and self._next_prune <= now:
+                self._next_prune = now + PRUNE_EVERY
+                removed = await housekeep(self._store, self._settings, now.timestamp())
+                self.last_housekeeping = (now, removed)
+                self.housekept.set()
+            deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
+            deadlines += [d for d in (self._next_heartbeat, self._next_prune) if d is not None]
+            self._wake.clear()
+            await self._clock.sleep_until(
+                min(deadlines, default=now + timedelta(hours=1)), self._wake
+            )
+
+    async def _fire(self, job: Job, now: datetime) -> None:
+        current = await self._store.jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
+        if current is None or current.state != "active":
+            self._jobs = await self._store.jobs.active()
+            return
+        following = job.spec.next_after(now, now) if job.spec.recurring else None
+        await self._store.jobs.record_run(job.id, now, following)  # at most once per due time
+        self._jobs = await self._store.jobs.active()
+        self._submit(job, one_shot=following is None)
+        log.info("job %s fired (%s)", job.id, job.spec.describe())
+
+    def _submit(self, job: Job, *, one_shot: bool) -> None:
+        owner = job.owner
+        principal = Principal(
+            str(owner["channel"]),
+            str(owner["sender_id"]),
+            str(owner.get("sender_name", "")),
+            str(owner.get("role", "member")),
+            ChatType(owner.get("chat_type", "dm")),
+        )
+        self._dispatcher.submit(
+            AutopilotRun(
+                kind="cron",
+                session_key=qualify(job.agent, f"cron:{job.id}"),
+                chat=job.chat,
+                principal=principal,
+                prompt=job.prompt,
+                message=job.message,
+                task_type=job.task_type,
+                authorising_texts=job.authorised_by,
+                tainted=job.tainted,
+                job_id=job.id if one_shot else None,
+            )
+        )
+
+    async def _beat(self, now: datetime) -> None:
+        assert self._heartbeat is not None
+        interval = timedelta(seconds=self._heartbeat.settings.interval_seconds)
+        self._next_heartbeat = now + interval
+        plan = await self._heartbeat.plan(now)
+        if isinstance(plan, Skip):
+            log.debug("heartbeat skipped: %s", plan.reason)
+            return
+        self._dispatcher.submit(plan)
+
+    async def beat_now(self) -> AutopilotRun | Skip:
+        """Run one heartbeat decision immediately (tests and the status page use it)."""
+        assert self._heartbeat is not None
+        plan = await self._heartbeat.plan(self._clock.now())
+        if not isinstance(plan, Skip):
+            self._dispatcher.submit(plan)
+        return plan
+
+    # -- the JobService the cron tool uses -------------------------------------------------
+
+    async def add_job(
+        self,
+        *,
+        schedule: str,
+        timezone: str | None,
+        prompt: str | None,
+        message: str | None,
+        chat: ChatRef,
+        principal: Principal,
+        task_type: str,
+        agent: str = DEFAULT_AGENT,
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
+    ) -> JobInfo:
+        now = self._clock.now()
+        spec = parse_schedule(
+            schedule, now=now, timezone=timezone or self._settings.heartbeat.timezone
+        )
+        mine = [
+            j for j in self._jobs if j.owner_key == f"{principal.channel}:{principal.sender_id}"
+        ]
+        if len(mine) >= self._settings.scheduler.max_jobs_per_user:
+            raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")
+        owner = {k: str(v) for k, v in asdict(principal).items()}
+        job = Job(
+            id=new_id()[:8],
+            spec=spec,
+            prompt=prompt,
+            message=message,
+            chat=chat,
+            owner=owner,
+            task_type=task_type,
+            next_run=spec.next_after(None, now),
+            agent=agent,
+            authorised_by=user_texts,
+            tainted=tainted,
+        )
+        await self._store.jobs.add(job)
+        self._jobs = await self._store.jobs.active()
+        self._wake.set()
+        return _info(job)
+
+    async def list_jobs(self, principal: Principal) -> list[JobInfo]:
+        self._jobs = await self._store.jobs.active()
+        return [_info(j) for j in self._jobs if _visible(j, principal)]
+
+    async def remove_job(self, job_id: str, principal: Principal) -> bool:
+        job = await self._store.jobs.get(job_id)
+        if job is None or not _visible(job, principal):
+            return False
+        removed = await self._store.jobs.remove(job_id)
+        self._jobs = await self._store.jobs.active()
+        return removed
+
+    # -- the status page's view -----------------------------------------------------------
+
+    def snapshot(self) -> list[ScheduledItem]:
+        items = [
+            ScheduledItem(j.id, "cron", j.spec.describe(), j.next_run, j.chat.session_key)
+            for j in self._jobs
+        ]
+        if self._heartbeat is not None and self._next_heartbeat is not None:
+            every = self._heartbeat.settings.interval_seconds
+            items.append(
+                ScheduledItem(
+                    "heartbeat", "heartbeat", f"every {every} seconds", self._next_heartbeat
+                )
+            )
+        return items
+
+
+def _visible(job: Job, principal: Principal) -> bool:
+    return (
+        principal.role == "owner" or job.owner_key == f"{principal.channel}:{principal.sender_id}"
+    )
+
+
+def _info(job: Job) -> JobInfo:
+    return JobInfo(job.id, job.spec.describe(), job.next_run, job.message or job.prompt or "")

@@ -1,0 +1,147 @@
+"""Background tasks (subagents): spawned by a chat turn, finished on their own.
+
+A task runs as its own turn (session ``subagent:<id>``) with the spawning user's permissions
+and taint, bounded in number and time. Its result is journaled as a message on the internal
+``system`` channel; the turn handler delivers it to the originating chat without another
+model call, exactly once. Shutdown waits a while for running tasks; a task a restart cut
+short is reported to its chat as interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+
+from agent.loop import AgentLoop
+from agent.turn import TurnKind, TurnRequest
+from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
+from gateway.core.principal import Principal
+from gateway.runtime.conversation import SYSTEM_CHANNEL
+from gateway.runtime.local_bus import Bus
+from gateway.store import Store, TaskRecord
+
+log = logging.getLogger(__name__)
+
+
+class Subagents:
+    def __init__(
+        self,
+        *,
+        agents: Mapping[str, AgentLoop],
+        store: Store,
+        bus: Bus,
+        max_concurrent: int = 3,
+        timeout: float = 900.0,
+    ) -> None:
+        self._agents = agents
+        self._store = store
+        self._bus = bus
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._timeout = timeout
+        self._tasks: dict[str, tuple[TaskRecord, asyncio.Task[None]]] = {}
+
+    def running(self) -> list[TaskRecord]:
+        return [record for record, _ in self._tasks.values()]
+
+    async def spawn(
+        self,
+        *,
+        prompt: str,
+        task_type: str,
+        chat: ChatRef,
+        principal: Principal,
+        user_texts: tuple[str, ...],
+        tainted: bool,
+        agent: str = DEFAULT_AGENT,
+    ) -> str:
+        record = TaskRecord(
+            new_id()[:8],
+            prompt,
+            task_type,
+            chat,
+            {k: str(v) for k, v in asdict(principal).items()},
+            "running",
+            agent=agent,
+        )
+        await self._store.tasks.start(record)
+        task = asyncio.create_task(
+            self._run(record, principal, user_texts, tainted), name=f"subagent:{record.id}"
+        )
+        self._tasks[record.id] = (record, task)
+        task.add_done_callback(lambda _: self._tasks.pop(record.id, None))
+        return record.id
+
+    async def _run(
+        self, record: TaskRecord, principal: Principal, user_texts: tuple[str, ...], tainted: bool
+    ) -> None:
+        async with self._slots:
+            turn_id = new_id()
+            session_key = qualify(record.agent, f"subagent:{record.id}")
+            await self._store.journal.start_turn(turn_id, session_key, "subagent", [])
+            request = TurnRequest(
+                turn_id=turn_id,
+                session_key=session_key,
+                chat=record.chat,
+                principal=principal,
+                kind=TurnKind.SUBAGENT,
+                prompt=record.prompt,
+                task_type=record.task_type,
+                tainted=tainted,
+                authorising_texts=user_texts,
+            )
+            try:
+                async with asyncio.timeout(self._timeout):
+                    agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
+                    outcome = await agent.run_turn(request)
+                state = "failed" if outcome.failed else "done"
+                result = outcome.final_text or "(the task produced no result)"
+            except TimeoutError:
+                state, result = "failed", f"it did not finish within {self._timeout:g} seconds"
+            await self._store.commit_turn(
+                turn_id=turn_id, session_key=session_key, replies=(), state=state
+            )
+        await self._store.tasks.finish(record.id, state, result)
+        headline = "finished" if state == "done" else "failed"
+        await self._bus.publish_inbound(
+            InboundMessage(
+                channel=SYSTEM_CHANNEL,
+                chat_id=record.id,
+                sender_id="subagent",
+                sender_name="background task",
+                text=f"Background task {record.id} {headline}:\n\n{result}",
+                platform_message_id=f"subagent:{record.id}",
+            )
+        )
+
+    async def recover(self) -> None:
+        """Tell each chat about its background task that a restart cut short."""
+        notices = [
+            OutboundMessage(
+                channel=record.chat.channel,
+                chat_id=record.chat.chat_id,
+                thread_id=record.chat.thread_id,
+                text=f"Background task {record.id} was interrupted by a restart and did not finish: {record.prompt[:200]}",
+                kind=OutboundKind.NOTICE,
+                idempotency_key=f"subagent-interrupted:{record.id}",
+            )
+            for record in await self._store.tasks.interrupted()
+        ]
+        if notices:
+            await self._bus.publish_outbound(notices)
+
+    async def stop(self, *, drain_timeout: float = 10.0) -> None:
+        """Give running tasks ``drain_timeout`` seconds; the rest stay recorded as running
+        and are reported as interrupted on the next start."""
+        tasks = [task for _, task in self._tasks.values()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=drain_timeout)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,42 @@
+"""What the web server reads of the running gateway, and the one thing it may change.
+
+The web layer depends on this small interface, not on the
+:class:`~gateway.runtime.app.Gateway` class that implements it, so the runtime can start
+the server without the server reaching back into the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.config.settings import Settings
+from gateway.core.channel import Channel
+from gateway.core.scheduling import ScheduledItem
+from gateway.store import PairingRequest, Store
+
+
+@dataclass(frozen=True, slots=True)
+class WorkInProgress:
+    running_turns: int  # turns running now
+    queued_messages: int  # messages behind a running turn of their chat
+
+
+class GatewayView(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def channels(self) -> Mapping[str, Channel]: ...
+
+    def work_in_progress(self) -> WorkInProgress: ...
+
+    def schedule(self) -> list[ScheduledItem] | None:
+        """Heartbeat and scheduled jobs, or None when this gateway runs no scheduler."""
+
+    async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
+        """Approve or deny a pending pairing code; None when no such request is pending."""

@@ -84,7 +84,7 @@ class TerminalServer:
         self.path = path
         self._wait_idle = wait_idle
         self._server: asyncio.Server | None = None
-        self._windows: set[asyncio.Task[None]] = set()
+        self._windows: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -101,8 +101,9 @@ class TerminalServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._windows):
-            task.cancel()
+        # Hang up rather than cancel: asyncio logs a cancelled connection handler as an error.
+        for writer in self._windows.values():
+            writer.transport.abort()
         await asyncio.gather(*self._windows, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
@@ -113,7 +114,7 @@ class TerminalServer:
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._windows.add(task)
+        self._windows[task] = writer
         try:
             sock: socket.socket = writer.get_extra_info("socket")
             uid = peer_uid(sock)
@@ -126,7 +127,7 @@ class TerminalServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
-            self._windows.discard(task)
+            self._windows.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -24,7 +24,6 @@ from typing import TypeVar
 from rich.console import Console
 
 from channels.terminal import socket_path
-from gateway.cli.chat_prompt import LEAVE, LineReader, PromptReader
 from gateway.cli.chat_session import LocalSession, RemoteSession
 from gateway.cli.chat_view import PlainView, RichView
 from gateway.cli.stopping import Interrupts
@@ -88,6 +87,8 @@ async def _one_shot(session: Session, view: View, message: str, interrupts: Inte
 async def _conversation(
     session: Session, view: View, settings: Settings, interrupts: Interrupts, at_terminal: bool
 ) -> int:
+    from gateway.cli.chat_prompt import LEAVE, LineReader, PromptReader  # noqa: PLC0415
+
     reader = PromptReader(settings.data_dir) if at_terminal else LineReader()
     if not await _settle(session, view, interrupts):
         return INTERRUPTED

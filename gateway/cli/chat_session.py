@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import ValidationError
 
@@ -34,7 +34,9 @@ from gateway.cli.stopping import Interrupts, stop_gateway
 from gateway.config.settings import Settings
 from gateway.core.errors import SwitchboardError
 from gateway.core.messages import new_id
-from gateway.runtime.app import Gateway
+
+if TYPE_CHECKING:
+    from gateway.runtime.app import Gateway
 
 
 class ChatError(SwitchboardError):
@@ -63,7 +65,9 @@ class LocalSession:
         self._window = window
         self.channel = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
         self.channel.attach(window)
-        self.gateway = Gateway(settings, channels=[self.channel])
+        from gateway.runtime.app import Gateway  # noqa: PLC0415 - an attached chat needs none
+
+        self.gateway: Gateway = Gateway(settings, channels=[self.channel])
         self.channel.serve(socket_path(settings.data_dir), self.wait_idle)
 
     async def start(self) -> None:

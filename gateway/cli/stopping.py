@@ -13,9 +13,10 @@ import contextlib
 import signal
 import sys
 from types import TracebackType
-from typing import Self, TextIO
+from typing import TYPE_CHECKING, Self, TextIO
 
-from gateway.runtime.app import Gateway
+if TYPE_CHECKING:
+    from gateway.runtime.app import Gateway
 
 DRAIN_SECONDS = 10.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

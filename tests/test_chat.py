@@ -135,6 +135,22 @@ async def test_attached_chat_left_mid_turn_gets_its_answer_next_time(
     assert len(fake_llm.requests) == 3  # one model call per question
 
 
+async def test_chat_reads_messages_from_a_pipe(home: Path, fake_llm: FakeLLM) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "gateway", "chat"),
+        env=chat_env(home, fake_llm),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"first\nsecond\n"), 60)
+    assert process.returncode == 0, err
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("Switchboard chat")
+    assert lines[1:] == ["assistant> echo: first", "assistant> echo: second"]
+    assert b"\x1b" not in out
+
+
 async def test_ctrl_c_in_chat_says_what_it_waits_for_and_the_turn_resumes(
     home: Path, fake_llm: FakeLLM
 ) -> None:
@@ -262,3 +278,22 @@ async def test_terminal_chat_says_it_resumes_before_answering(
         await child.expect_exact(pexpect.EOF, async_=True)
     finally:
         child.close()
+
+
+async def test_terminal_ctrl_c_during_a_turn_stops_cleanly(home: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("take your time\r")
+        await fake_llm.wait_for_requests(1, timeout=30)
+        child.sendcontrol("c")
+        await expect(child, STOPPING)
+        child.sendcontrol("c")
+        rest = await child.expect_exact(pexpect.EOF, async_=True)
+        assert rest == 0
+        tail = str(child.before)
+    finally:
+        child.close()
+    assert child.exitstatus == 130
+    assert "Unclosed" not in tail and "Traceback" not in tail, tail

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -108,8 +109,11 @@ class LineReader:
 
     def __init__(self) -> None:
         self._reader: asyncio.StreamReader | None = None
+        self._file = stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)  # `< file`: no pipe
 
     async def read(self) -> str | None:
+        if self._file:
+            return await asyncio.to_thread(sys.stdin.readline) or None
         if self._reader is None:
             loop = asyncio.get_running_loop()
             self._reader = asyncio.StreamReader()

@@ -190,6 +190,7 @@ class AgentLoop:
             trace=trace,
             autopilot=request.kind.autopilot,
             on_text=request.on_text,
+            on_tool=request.on_tool,
             on_overflow=rebuild,
         )
         if result.had_errors:

@@ -24,6 +24,7 @@ from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec, Usage
 from agent.tools.base import ToolContext, ToolResult, TurnState
 from agent.tools.executor import ToolExecutor
+from agent.turn import ToolSink
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
@@ -144,6 +145,7 @@ class TurnLoop:
         self.loops = LoopDetector()
         self.steps: list[_Step] = []
         self.on_overflow: Rebuild | None = None
+        self.on_tool: ToolSink | None = None
 
     async def run(self) -> RunResult:
         pending = unanswered_calls(self.conversation)
@@ -293,6 +295,8 @@ class TurnLoop:
             )
             return ToolResult(DedupGuard.message(call.name, earlier)), key
         self.dedup.record(call.name, parsed.args, self.result.iterations)
+        if self.on_tool is not None:
+            await self.on_tool(call.name)
         started = time.perf_counter()
         result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
         self.trace.add(

@@ -100,7 +100,9 @@ class OpenAIProvider:
         calls: dict[int, dict[str, str]] = {}
         stop_reason = "stop"
         usage = Usage()
+        received = False
         async for chunk in stream:
+            received = True
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
             for choice in chunk.choices:
@@ -117,6 +119,19 @@ class OpenAIProvider:
                         slot["arguments"] += call.function.arguments or ""
                 if choice.finish_reason:
                     stop_reason = choice.finish_reason
+        if not received:
+            # llama.cpp's server answers 200 and then closes an empty stream when it refuses
+            # the request late (a prompt over its context length); asked again without
+            # streaming it returns the real error (or, after a fluke, the answer). The pool
+            # may hand out the connection it closed: one retry gets a fresh one.
+            await stream.close()
+            completion = await self._client.post(
+                "/chat/completions",
+                body=params,
+                cast_to=ChatCompletion,
+                options={"max_retries": max(1, self._client.max_retries)},
+            )
+            return _from_completion(completion)
         tool_calls = tuple(
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
             for index, slot in sorted(calls.items())

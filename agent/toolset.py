@@ -7,7 +7,7 @@ from agent.tools.base import Tool
 from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
-from agent.tools.sandbox import SandboxUnavailable, find_bwrap
+from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
 from gateway.config.settings import Settings
@@ -20,7 +20,15 @@ def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list
     sandbox = None
     if exec_settings.enabled and not settings.tools.safe_mode:
         try:
-            sandbox = find_bwrap(exec_settings.sandbox, network=exec_settings.network)
+            limits = ExecLimits(
+                max_processes=exec_settings.max_processes,
+                max_memory_mb=exec_settings.max_memory_mb,
+                max_file_mb=exec_settings.max_file_mb,
+                tmp_mb=exec_settings.tmp_mb,
+            )
+            sandbox = find_bwrap(
+                exec_settings.sandbox, network=exec_settings.network, limits=limits
+            )
         except SandboxUnavailable as exc:
             raise ConfigError(
                 f"tools.exec.sandbox is 'bwrap' but {exc}; install it, or set "

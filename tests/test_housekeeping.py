@@ -22,7 +22,8 @@ from gateway.core.schedule_spec import ScheduleSpec
 from gateway.runtime.housekeeping import housekeep, prune_traces
 from gateway.store import Job, NewMessage, Retention, Store, TaskRecord, UsageRecord
 from gateway.store.retention import DAY, delete_batched
-from gateway.web.security import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS, WebGuard
+from gateway.web.security import WebGuard
+from gateway.web.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 

@@ -266,10 +266,14 @@ class WebSettings(BaseModel):
     # Origins (scheme://host[:port]) of a reverse proxy in front of the server; its pages
     # may then send messages and open the socket. The server's own origin always may.
     trusted_origins: tuple[str, ...] = ()
+    # Addresses or networks of reverse proxies in front of the server: failed logins are then
+    # counted per client address from X-Forwarded-For. Empty: the peer address is the client.
+    trusted_proxies: tuple[str, ...] = ()
+    session_hours: int = Field(default=168, ge=1)  # a login lasts this long; logout ends it
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # per uploaded file
     max_files_per_message: int = Field(default=5, ge=0, le=20)
 
-    @field_validator("trusted_origins", mode="before")
+    @field_validator("trusted_origins", "trusted_proxies", mode="before")
     @classmethod
     def _origin_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.lstrip().startswith("["):
@@ -280,6 +284,18 @@ class WebSettings(BaseModel):
     @classmethod
     def _bare_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(origin.rstrip("/").lower() for origin in value)
+
+    @field_validator("trusted_proxies", mode="after")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8)"
+                ) from None
+        return value
 
     @property
     def loopback(self) -> bool:

@@ -139,6 +139,7 @@ DESCRIPTIONS = {
     "web.host": "bind address; anything but loopback requires web.token",
     "web.token": "sign-in secret for the web chat and status page (a long random string); required off loopback",
     "web.trusted_origins": "extra Origins allowed for state-changing requests (reverse proxies)",
+    "web.trusted_proxies": "reverse proxies in front (IPs or networks): failed logins are counted per client from X-Forwarded-For; empty: the peer address is the client",
     "web.max_files_per_message": "attachments per web chat message",
     "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",
     "routes": "ordered `[[routes]]` rules (fields below); the first match picks the agent, `main` takes the rest",

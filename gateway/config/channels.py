@@ -123,6 +123,8 @@ class DiscordSettings(ChannelSection):
     # Inbound files above this are not stored (the agent is told why).
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)
     ready_timeout_seconds: float = Field(default=30.0, gt=0)  # start() waits this long for READY
+    # The user id tells when an account was made: a few throwaway accounts cannot fill the queue.
+    pairing_min_account_age_days: int = Field(default=7, ge=0)
 
     @property
     def enabled(self) -> bool:
@@ -197,6 +199,10 @@ class EmailSettings(ChannelSection):
     smtp_tls: bool = False  # implicit TLS (port 465)
     from_address: str | None = None
     allowed_recipients: StrList = ()
+    # Who may mail an address they typed themselves that is not on allowed_recipients:
+    # "admins" (the owner and admins) or "everyone" (then any member can mail anyone).
+    typed_recipients: Literal["admins", "everyone"] = "admins"
+    max_sends_per_day: int = Field(default=20, ge=0)  # per person and 24 h; owner exempt; 0: off
     imap_host: str | None = None
     imap_port: int = Field(default=993, ge=1, le=65_535)
     imap_username: str | None = None

@@ -139,6 +139,8 @@ DESCRIPTIONS = {
     "web.host": "bind address; anything but loopback requires web.token",
     "web.token": "sign-in secret for the web chat and status page (a long random string); required off loopback",
     "web.trusted_origins": "extra Origins allowed for state-changing requests (reverse proxies)",
+    "discord.pairing_min_account_age_days": "accounts younger than this many days (a Discord id tells its age) share one open pairing slot; 0: off",
+    "email.typed_recipients": "`admins`: only the owner and admins may mail an address they typed that is not on allowed_recipients; `everyone`: members too",
     "web.trusted_proxies": "reverse proxies in front (IPs or networks): failed logins are counted per client from X-Forwarded-For; empty: the peer address is the client",
     "web.max_files_per_message": "attachments per web chat message",
     "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",

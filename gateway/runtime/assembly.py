@@ -125,7 +125,7 @@ def build_agent(
         agent_tools.append(SendToAgent())
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=llm),
+            *default_tools(settings, llm=llm, audit_log=store.audit),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,28 +83,44 @@ class PidsCgroups:
         parent = folder / PARENT
         try:
             parent.mkdir(exist_ok=True)
-            probe = parent / f"probe-{secrets.token_hex(4)}"
+            probe = parent / _name()
             probe.mkdir()
             (probe / "pids.max").write_text("1")
             probe.rmdir()
         except OSError:
             return None
         for stale in parent.iterdir():
-            if stale.is_dir():
+            owner = stale.name.split("-", 1)[0]
+            if stale.is_dir() and owner.isdigit() and not _alive(int(owner)):
                 with contextlib.suppress(OSError):
-                    stale.rmdir()  # only empty groups go; busy ones belong to a running gateway
+                    stale.rmdir()  # left by a gateway that is gone
         return cls(parent)
 
     @contextlib.asynccontextmanager
     async def group(self, max_processes: int) -> AsyncIterator[Path]:
         """A fresh group allowing ``max_processes``; yields its ``cgroup.procs`` file, which
         the command writes its own pid into before it starts."""
-        folder = self.parent / secrets.token_hex(8)
+        folder = self.parent / _name()
         await asyncio.to_thread(_make, folder, max_processes)
         try:
             yield folder / "cgroup.procs"
         finally:
             await _remove(folder)
+
+
+def _name() -> str:
+    """A group's name starts with our pid: other gateways leave it alone while we live."""
+    return f"{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _make(folder: Path, max_processes: int) -> None:

@@ -12,18 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import make_mocked_request
 
-from gateway.config.settings import WebSettings, load_settings
+from gateway.config.settings import load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.runtime.housekeeping import housekeep, prune_traces
 from gateway.store import Job, NewMessage, Retention, Store, TaskRecord, UsageRecord
 from gateway.store.retention import DAY, delete_batched
-from gateway.web.security import WebGuard
-from gateway.web.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 
@@ -391,54 +387,3 @@ def test_retention_settings_from_config_toml(
         load_settings()
     assert caught.value.field == "storage.retention_days"
     assert "config.toml key storage.retention_days" in str(caught.value)
-
-
-# -- web sign-in: failed-login tracking stays bounded -------------------------------------
-
-
-class Seconds:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def sign_in_from(address: str) -> web.Request:
-    return make_mocked_request("POST", "/login").clone(remote=address)
-
-
-def guard(clock: Seconds, max_clients: int) -> WebGuard:
-    return WebGuard(WebSettings(token="t" * 32), clock=clock, max_clients=max_clients)
-
-
-def test_a_flood_of_addresses_stays_bounded_and_a_throttled_client_stays_throttled() -> None:
-    clock = Seconds()
-    web_guard = guard(clock, max_clients=50)
-    guesser = sign_in_from("203.0.113.7")
-    for _ in range(LOGIN_MAX_FAILURES):
-        web_guard.record_failure(guesser)
-    assert web_guard.throttled(guesser)
-    for i in range(1_000):
-        flood = sign_in_from(f"2001:db8::{i:x}")
-        assert not web_guard.throttled(flood)
-        web_guard.record_failure(flood)
-        clock.now += 0.01
-        assert web_guard.tracked_clients <= 50
-    assert web_guard.tracked_clients == 50
-    assert web_guard.throttled(guesser)  # still slowed down
-    clock.now += LOGIN_WINDOW_SECONDS
-    assert not web_guard.throttled(guesser)  # until its window has passed
-
-
-def test_a_failed_login_after_another_clients_failures_aged_out_is_still_counted() -> None:
-    clock = Seconds()
-    web_guard = guard(clock, max_clients=50)
-    first, second = sign_in_from("198.51.100.1"), sign_in_from("198.51.100.2")
-    web_guard.record_failure(first)
-    clock.now += LOGIN_WINDOW_SECONDS + 1
-    assert not web_guard.throttled(first)  # then signs in with the right token
-    for _ in range(LOGIN_MAX_FAILURES):
-        web_guard.record_failure(second)
-    assert web_guard.throttled(second)
-    assert web_guard.tracked_clients == 1  # the first client's old failure is forgotten

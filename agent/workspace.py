@@ -27,10 +27,12 @@ def _never() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Locked:
-    """A path a turn may not write, for the exec sandbox to bind read-only."""
+    """A path a turn may not write, for the exec sandbox to bind read-only. ``strict``: the
+    turn must not run commands at all if it cannot be kept read-only (a symbolic link)."""
 
     path: Path
     directory: bool
+    strict: bool = True
 
 
 class PathDenied(Exception):
@@ -151,7 +153,7 @@ class Workspace:
         member or a group, the owner's memory for an admin)."""
         owner = self._owner_writes()
         paths = [
-            Locked(self.root / rule.path, rule.directory)
+            Locked(self.root / rule.path, rule.directory, strict=not owner)
             for rule in self._protected
             if not (rule.owner_may_change and owner)
         ]

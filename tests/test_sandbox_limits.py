@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.protected import PROTECTED
+from agent.tools.base import ToolError
 from agent.tools.sandbox import ExecLimits, find_bwrap
 from agent.tools.shell import Exec
 from agent.workspace import Workspace
@@ -105,3 +106,15 @@ def test_doctor_warns_when_the_gateway_runs_as_root(monkeypatch: pytest.MonkeyPa
     assert root.status == "warn" and "runs as root" in root.message
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert root_checks() == []
+
+
+async def test_a_protected_file_that_is_a_link_stops_commands_it_could_not_protect(
+    workspace: Workspace,
+) -> None:
+    (workspace.root / "notes").mkdir()
+    (workspace.root / "notes" / "profile.md").write_text("- Name: Alex\n")
+    (workspace.root / "USER.md").symlink_to("notes/profile.md")
+    command = "rm USER.md; echo '- obey 2002' > USER.md"
+    with pytest.raises(ToolError, match="symbolic link"):
+        await run(sandboxed(), workspace, command=command)
+    assert (workspace.root / "USER.md").is_symlink()

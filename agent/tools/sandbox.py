@@ -69,6 +69,10 @@ class SandboxUnavailable(Exception):
     """bubblewrap is missing or cannot create namespaces here (the message says which)."""
 
 
+class CannotLock(Exception):
+    """A path the turn may not write cannot be kept read-only (the message says why)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExecLimits:
     """What one sandboxed command may use (``[tools.exec]``)."""
@@ -170,6 +174,15 @@ def _system_binds() -> list[str]:
 def _read_only_binds(read_only: Sequence[Locked], root: Path) -> list[str]:
     args: list[str] = []
     for locked in read_only:
+        if locked.path.is_symlink():
+            # A bind covers the link's target, but the link itself could be replaced.
+            if locked.strict:
+                raise CannotLock(
+                    f"{locked.path.name} is a symbolic link, which the sandbox cannot keep "
+                    "read-only, so commands are refused in this conversation; the owner can "
+                    "replace the link with the file itself"
+                )
+            continue
         path = Path(os.path.realpath(locked.path))
         if not path.is_relative_to(root) or path == root:
             continue

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
-from agent.tools.sandbox import Bwrap
+from agent.tools.sandbox import Bwrap, CannotLock
 
 DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..
@@ -121,14 +121,17 @@ class Exec(Tool):
         if self._sandbox is not None:
             # What the turn may not write (protected files, what is hidden from it) is
             # read-only in the sandbox too; blocking (it may create mount points): a thread.
-            argv = await asyncio.to_thread(
-                self._sandbox.argv,
-                argv,
-                ctx.workspace.root,
-                hidden=self._protected,
-                read_only=ctx.workspace.locked(),
-                cgroup_procs=cgroup_procs,
-            )
+            try:
+                argv = await asyncio.to_thread(
+                    self._sandbox.argv,
+                    argv,
+                    ctx.workspace.root,
+                    hidden=self._protected,
+                    read_only=ctx.workspace.locked(),
+                    cgroup_procs=cgroup_procs,
+                )
+            except CannotLock as exc:
+                raise ToolError(str(exc)) from None
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ctx.workspace.root,

@@ -172,7 +172,7 @@ class AgentLoop:
             )
             system, conversation = await self.window.refit(request, tools, now, block, pinned)
         turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
-        files = file_view(self.workspace, request, conversation)
+        files = file_view(self.workspace, request, conversation, turn_state)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             trace.decision(
@@ -256,7 +256,7 @@ class AgentLoop:
             scope = scope_for(request.principal, request.chat)
             memory = self.context.memory.long_term(scope)
             reflection_state = TurnState()
-            view = file_view(self.workspace, request, exchange)
+            view = file_view(self.workspace, request, exchange, reflection_state)
             reflection_id = f"{request.turn_id}:reflect"
             made = await reflect(
                 runner=self.runner,
@@ -328,6 +328,7 @@ class AgentLoop:
             channels=self._channels,
             services=self.services,
             autopilot=request.kind.autopilot,
+            turn_kind=request.kind.value,
             agent=self.config.agent_id,
         )
 

@@ -10,6 +10,11 @@ Layers, in order:
 3. taint: once a turn has read untrusted content (a web page, an email, command output),
    side effects that such content could have asked for need the user's own words in this
    turn (``Tool.intent``), or they are refused.
+
+Which *file* a write targets is checked where the path is resolved: protected files
+(``HEARTBEAT.md``, ``USER.md``, the persona, skills; :mod:`agent.protected`) are refused in
+:meth:`agent.workspace.Workspace.resolve` for every turn that may not change them, tainted
+ones included, whatever the user's words.
 """
 
 from __future__ import annotations

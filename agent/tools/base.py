@@ -77,6 +77,7 @@ class ToolContext:
     channels: tuple[str, ...] = ()  # channels configured on this gateway
     services: Services = field(default_factory=Services)
     autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
+    turn_kind: str = "chat"  # chat | heartbeat | cron | subagent (agent.turn.TurnKind)
     agent: str = "main"  # the agent this turn belongs to
 
     @property

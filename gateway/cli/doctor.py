@@ -258,6 +258,23 @@ def security_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def root_checks() -> list[Check]:
+    """A warning when the gateway runs as root (docs/security.md)."""
+    from agent.tools.sandbox import contains_fork_bombs  # noqa: PLC0415
+
+    if os.geteuid() != 0:
+        return []
+    bombs = "" if contains_fork_bombs() else " (and no writable pids cgroup caps its commands)"
+    return [
+        Check(
+            "user",
+            "warn",
+            f"the gateway runs as root{bombs}: a command run without the sandbox, or a sandbox "
+            "escape, owns the machine; run Switchboard as an unprivileged user",
+        )
+    ]
+
+
 def sandbox_checks(settings: Settings) -> list[Check]:
     """Whether ``exec`` runs in the bubblewrap sandbox (docs/security.md)."""
     from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
@@ -265,17 +282,21 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     exec_settings = settings.tools.exec
     if not exec_settings.enabled or settings.tools.safe_mode:
         return []
+    return [_sandbox_check(settings, unavailable_reason())]
+
+
+def _sandbox_check(settings: Settings, problem: str | None) -> Check:
+    exec_settings = settings.tools.exec
     if exec_settings.sandbox == "off":
-        return [
-            Check("exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host")
-        ]
-    problem = unavailable_reason()
+        return Check(
+            "exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host"
+        )
     if problem is None:
         reach = "with" if exec_settings.network else "without"
-        return [Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")]
+        return Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")
     if exec_settings.sandbox == "bwrap":
-        return [Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")]
-    return [Check("exec sandbox", "warn", f"commands run on the host: {problem}")]
+        return Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")
+    return Check("exec sandbox", "warn", f"commands run on the host: {problem}")
 
 
 async def run_doctor(settings: Settings) -> int:
@@ -283,6 +304,7 @@ async def run_doctor(settings: Settings) -> int:
         *workspace_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),
+        *root_checks(),
         llm_key_check(settings),
     ]
     # The model and every channel are asked at once: a slow one costs its own timeout only.

@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     pairing = commands.add_parser("pairing", help="approve who may talk to the bot")
     pairing_actions = pairing.add_subparsers(dest="action", required=True, metavar="ACTION")
     pairing_actions.add_parser("list", help="pending codes and paired users")
+    clear = pairing_actions.add_parser("clear", help="deny every open pairing request")
+    clear.add_argument("channel", nargs="?", help="only this channel's requests")
     for verb in ("approve", "deny"):
         pairing_actions.add_parser(verb, help=f"{verb} a pairing code").add_argument("code")
     revoke = pairing_actions.add_parser("revoke", help="remove a paired user")

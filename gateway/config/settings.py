@@ -125,6 +125,10 @@ class ExecSettings(Section):
     extra_deny_patterns: tuple[str, ...] = ()
     sandbox: Literal["auto", "bwrap", "off"] = "auto"
     network: bool = False  # only inside the sandbox; without it commands share the host's
+    max_processes: int = Field(default=256, ge=8)  # per command, threads included (sandbox)
+    max_memory_mb: int = Field(default=2_048, ge=64)  # address space per process (sandbox)
+    max_file_mb: int = Field(default=1_024, ge=1)  # largest file a command may write (sandbox)
+    tmp_mb: int = Field(default=256, ge=1)  # size of the sandbox's private /tmp (in memory)
 
 
 class WebToolSettings(Section):

@@ -17,6 +17,7 @@ from agent.llm.base import LLMProvider
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.loop import AgentConfig, AgentLoop
 from agent.policy import ToolPolicy
+from agent.protected import PROTECTED
 from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
@@ -29,7 +30,7 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
-from agent.workspace import ATTACHMENTS, PERSONA_FILES, Workspace
+from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
@@ -94,9 +95,9 @@ def build_workspace(settings: Settings, *, others: Sequence[Path] = ()) -> Works
     return Workspace(
         root,
         restricted=(settings.data_dir, settings.config_file, *(o for o in others if o != root)),
-        # The persona files and installed skills are the owner's: the assistant reads them,
-        # and a prompt injection cannot rewrite who it is or what it may do.
-        read_only=(root / "skills", *(root / name for name in PERSONA_FILES)),
+        # Files that shape other turns (persona, skills, HEARTBEAT.md, USER.md): only the
+        # owner changes them (agent/protected.py), so no turn can raise its own rights.
+        protected=PROTECTED,
         untrusted=(root / ATTACHMENTS,),
     )
 
@@ -124,7 +125,7 @@ def build_agent(
         agent_tools.append(SendToAgent())
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=llm),
+            *default_tools(settings, llm=llm, audit_log=store.audit),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

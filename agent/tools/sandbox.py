@@ -59,11 +59,18 @@ class Bwrap:
     network: bool = False
 
     def argv(
-        self, command: Sequence[str], workspace: Path, *, hidden: Sequence[Path] = ()
+        self,
+        command: Sequence[str],
+        workspace: Path,
+        *,
+        hidden: Sequence[Path] = (),
+        read_only: Sequence[Path] = (),
+        read_write: Sequence[Path] = (),
     ) -> list[str]:
-        """``command`` wrapped; ``hidden`` paths inside the workspace (the gateway's own data
+        """``command`` wrapped; ``hidden`` paths inside what it sees (the gateway's own data
         directory and config, when a user puts the workspace around them) are covered by an
-        empty directory or file."""
+        empty directory or file. ``read_only`` and ``read_write`` are further paths it sees
+        (an MCP server's program and data)."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--die-with-parent", "--new-session"]
@@ -81,15 +88,29 @@ class Bwrap:
         private_tmp = "/tmp"  # noqa: S108 - an empty tmpfs of the sandbox's own
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", private_tmp]
         args += ["--bind", root, root]
-        for path in hidden:
-            target = path.resolve()
-            if not target.is_relative_to(resolved) or not target.exists():
-                continue
-            if target.is_dir():
-                args += ["--tmpfs", str(target)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(target)]
+        visible = [resolved]
+        for flag, paths in (("--ro-bind", read_only), ("--bind", read_write)):
+            for path in paths:
+                extra = path.resolve()
+                if extra.exists():
+                    args += [flag, str(extra), str(extra)]
+                    visible.append(extra)
+        args += _covers(hidden, visible)
         return [*args, "--chdir", root, "--", *command]
+
+
+def _covers(hidden: Sequence[Path], visible: Sequence[Path]) -> list[str]:
+    """Arguments that cover each existing ``hidden`` path inside a ``visible`` one."""
+    args: list[str] = []
+    for path in hidden:
+        target = path.resolve()
+        if not any(target.is_relative_to(v) for v in visible) or not target.exists():
+            continue
+        if target.is_dir():
+            args += ["--tmpfs", str(target)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(target)]
+    return args
 
 
 def find_bwrap(mode: str, *, network: bool = False) -> Bwrap | None:

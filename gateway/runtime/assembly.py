@@ -16,6 +16,7 @@ from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.loop import AgentConfig, AgentLoop
+from agent.mcp.manager import McpManager
 from agent.policy import ToolPolicy
 from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
@@ -24,6 +25,7 @@ from agent.tools.agents import SendToAgent
 from agent.tools.base import Tool
 from agent.tools.cron import Cron
 from agent.tools.executor import ToolExecutor
+from agent.tools.find_tools import FindTools
 from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySearch, MemoryWrite
 from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
@@ -110,6 +112,7 @@ def build_agent(
     channels: Sequence[str],
     extra_tools: Sequence[Tool] = (),
     agent_id: str = DEFAULT_AGENT,
+    mcp: McpManager | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here."""
@@ -122,6 +125,12 @@ def build_agent(
     agent_tools: list[Tool] = [Goals(store.pins), Notes(store.pins)]
     if top.agents:
         agent_tools.append(SendToAgent())
+    toolbox = mcp.toolbox(agent_id) if mcp is not None else None
+    if toolbox is not None:  # its servers' tools are registered before each turn
+        budget = top.mcp
+        agent_tools.append(
+            FindTools(max_tools=budget.max_offered_tools, max_tokens=budget.max_offered_tokens)
+        )
     tools = ToolRegistry(
         [
             *default_tools(settings, llm=llm),
@@ -210,4 +219,5 @@ def build_agent(
         pins=store.pins,
         trace_dir=settings.data_dir / "traces",
         redact=redact,
+        tool_source=toolbox,
     )

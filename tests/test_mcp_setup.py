@@ -6,16 +6,18 @@ import json
 import sys
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from agent.llm.types import ToolSpec
 from agent.mcp.client import McpClient, ServerDown
-from agent.mcp.spec import ServerSpec, StdioTarget
+from agent.mcp.spec import HttpTarget, ServerSpec, StdioTarget
 from agent.mcp.tools import schema_problem, tool_name
 from agent.mcp.transports import Transports
-from agent.tools.find_tools import rank
+from agent.tools.base import Tool, ToolContext, ToolResult
+from agent.tools.find_tools import FindTools, rank
+from agent.tools.registry import ToolRegistry
 from gateway.cli import mcp as mcp_cli
 from gateway.cli.doctor import mcp_checks
 from gateway.config.settings import Settings, load_settings
@@ -23,7 +25,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.logs import Redactor, secret_values
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.fakes.mcp_fixtures import stdio
+from tests.fakes.mcp_fixtures import start_http_server, stdio
 from tests.test_cli import cli_env, switchboard
 
 # -- configuration --------------------------------------------------------------------------
@@ -127,6 +129,40 @@ def test_find_tools_ranks_by_name_description_and_arguments() -> None:
     assert rank("weather forecast", specs) == []
 
 
+def _tool(name: str, source: str = "") -> Tool:
+    class Sample(Tool):
+        description = f"Does {name} things."
+        parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+        async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return ToolResult("ok")
+
+    Sample.name = name
+    Sample.source = source
+    return Sample()
+
+
+def test_past_the_budget_whole_servers_wait_behind_find_tools() -> None:
+    tools = [
+        _tool("read_file"),
+        *(_tool(f"small__t{i}", "small") for i in range(3)),
+        *(_tool(f"big__t{i}", "big") for i in range(5)),
+        *(_tool(f"tiny__t{i}", "tiny") for i in range(2)),
+    ]
+    finder = FindTools(max_tools=6, max_tokens=10_000)
+    registry = ToolRegistry([*tools, finder])
+    offered, deferred = finder.split(registry.specs(), registry)
+    names = [spec.name for spec in offered]
+    # small (3) fits, big (5) would pass 6 and waits, tiny (2) still fits
+    assert names[:6] == ["read_file", "small__t0", "small__t1", "small__t2", "tiny__t0", "tiny__t1"]
+    assert names[-1] == "find_tools" and "big" in offered[-1].description
+    assert sorted(deferred) == [f"big__t{i}" for i in range(5)]
+    # within the budget nothing waits and find_tools is not offered
+    roomy = FindTools(max_tools=20)
+    offered, deferred = roomy.split(ToolRegistry([*tools, roomy]).specs(), registry)
+    assert deferred == {} and "find_tools" not in [s.name for s in offered]
+
+
 # -- the sandbox and the environment --------------------------------------------------------
 
 
@@ -157,6 +193,19 @@ async def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     with pytest.raises(ServerDown, match="next attempt in"):  # no waiting while it is down
         await client.call("anything", {})
     await client.stop()
+
+
+async def test_a_server_that_only_speaks_sse(tmp_path: Path) -> None:
+    process, url = await start_http_server("--sse")
+    try:
+        spec = ServerSpec("old", HttpTarget(f"{url}/sse", transport="sse"))
+        client = McpClient(spec, Transports(log_dir=tmp_path))
+        result = await client.call("now", {"zone": "UTC"})
+        await client.stop()
+    finally:
+        process.kill()
+        await process.wait()
+    assert result.content[0].text == "It is 2030-01-02 03:04 in UTC."  # type: ignore[union-attr]
 
 
 # -- switchboard mcp, doctor ----------------------------------------------------------------

@@ -81,17 +81,24 @@ class McpToolbox:
             await asyncio.gather(*(_started(c) for c in starting))
         for client in self.clients:
             if client.generation and self._registered.get(client.name) != client.generation:
-                tools, skipped = build_tools(client, self._limits, self._images)
-                registry.replace_source(client.name, tools)
-                self._registered[client.name] = client.generation
-                self.skipped[client.name] = skipped
-                if skipped:
-                    log.info(
-                        "MCP server %s: %d tool(s) left out: %s",
-                        client.name,
-                        len(skipped),
-                        "; ".join(f"{s.tool} ({s.reason})" for s in skipped[:5]),
-                    )
+                self._register(registry, client)
+
+    def _register(self, registry: ToolRegistry, client: McpClient) -> None:
+        self._registered[client.name] = client.generation  # once per connection, come what may
+        try:
+            tools, skipped = build_tools(client, self._limits, self._images)
+            registry.replace_source(client.name, tools)
+        except Exception:  # a server's odd listing must not take the turn down with it
+            log.exception("MCP server %s: its tools could not be registered", client.name)
+            return
+        self.skipped[client.name] = skipped
+        if skipped:
+            log.info(
+                "MCP server %s: %d tool(s) left out: %s",
+                client.name,
+                len(skipped),
+                "; ".join(f"{s.tool} ({s.reason})" for s in skipped[:5]),
+            )
 
 
 def _usable(client: McpClient, principal: Principal) -> bool:

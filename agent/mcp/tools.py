@@ -120,17 +120,25 @@ def _tool_class(spec: ServerSpec, remote: types.Tool, name: str, limits: Limits)
     description = (remote.description or remote.title or remote.name).strip()
     if len(description) > limits.max_description_chars:
         description = description[: limits.max_description_chars - 1] + "…"
-    words = re.sub(r"[_\-.]+", " ", remote.name).strip()
+    # "addEvent", "add_event" -> "add event"; its first word is most often the action.
+    words = re.sub(r"([a-z])([A-Z])|[_\-. ]+", r"\1 \2", remote.name).strip().lower()
+    words = " ".join(words.split())
     attributes: dict[str, Any] = {
         "name": name,
         "remote_name": remote.name,
         "description": f"{description} (from {spec.name})",
         "parameters": remote.input_schema,
         "effect": Effect.READ if read_only else Effect.REMOTE,
-        # In a turn that read outside content, the user must have named this action.
-        "intent": () if read_only else tuple(dict.fromkeys((name, remote.name, words))),
+        # In a turn that read outside content, the user's own words must name this action.
+        "intent": () if read_only else _intent(name, remote.name, words),
         "roles": spec.roles,
         "group_chats": spec.group_chats,
         "source": spec.name,
     }
     return type(f"Mcp_{name}", (McpTool,), attributes)
+
+
+def _intent(name: str, remote: str, words: str) -> tuple[str, ...]:
+    return tuple(
+        dict.fromkeys((name, remote, words, words.split(maxsplit=1)[0] if words else remote))
+    )

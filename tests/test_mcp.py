@@ -339,6 +339,26 @@ async def test_pictures_and_resources_reach_the_model(
     assert last["content"][1]["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
 
 
+async def test_pictures_travel_inside_the_tool_result_for_anthropic(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, shared: dict[str, Any]
+) -> None:
+    settings = make_settings(
+        llm={"provider": "anthropic"}, mcp={"servers": {"demo": {"url": shared["url"]}}}
+    )
+    channel, _ = await one_turn(settings, fake_llm, calls(("demo__picture", {})))
+    assert "[picture (image/png) attached]" in channel.texts()[0]
+    [result] = [
+        block
+        for message in fake_llm.requests[1].body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    text_block, image_block = result["content"]
+    assert "[picture (image/png) attached]" in text_block["text"]
+    assert image_block["source"]["data"].startswith("iVBOR")
+
+
 async def test_many_tools_are_found_instead_of_sent(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

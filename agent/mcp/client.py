@@ -126,6 +126,8 @@ class McpClient:
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             live.broken.set()
             raise ServerDown(f"lost the connection to the {self.name} server ({exc})") from None
+        except Exception as exc:  # an answer the SDK could not use (malformed, unexpected kind)
+            raise CallRefused(f"the server's answer could not be used: {describe(exc)}") from None
         if not isinstance(result, types.CallToolResult):
             raise CallRefused(f"unexpected answer of type {type(result).__name__}")
         return result
@@ -136,9 +138,13 @@ class McpClient:
             await self._changed.wait_for(lambda: self.state in states)
 
     async def stop(self) -> None:
+        """Close the connection (a stdio server gets its stdin closed, then SIGTERM, then
+        SIGKILL, a few seconds each at most); a start in progress is abandoned."""
         self._stop.set()
         task, self._task = self._task, None
         if task is not None:
+            if self.state is ServerState.STARTING:
+                task.cancel()
             try:
                 async with asyncio.timeout(15):
                     await task
@@ -146,6 +152,10 @@ class McpClient:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # we are being cancelled ourselves, not just the start we cancelled
         await self._set(ServerState.STOPPED)
 
     # -- the supervisor -------------------------------------------------------------------

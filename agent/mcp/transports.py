@@ -134,10 +134,16 @@ def _installation(command: str) -> list[Path]:
     return list(dict.fromkeys(roots))
 
 
+MAX_LOG_BYTES = 5_000_000  # a chatty server's log starts over past this
+
+
 def _open_log(path: Path, cwd: Path) -> TextIO:
     cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path.open("a", encoding="utf-8")
+    too_big = path.exists() and path.stat().st_size > MAX_LOG_BYTES
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if too_big else os.O_APPEND)
+    # 0600 like Switchboard's own logs: a server may print what it should not.
+    return os.fdopen(os.open(path, flags, 0o600), "a", encoding="utf-8")
 
 
 @contextlib.asynccontextmanager

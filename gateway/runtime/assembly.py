@@ -10,13 +10,13 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.loop import AgentConfig, AgentLoop
-from agent.mcp.manager import McpManager
 from agent.policy import ToolPolicy
 from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
@@ -38,6 +38,9 @@ from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store
+
+if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager  # loaded only when MCP servers are configured
 
 SUMMARY_SYSTEM = "You summarize conversations faithfully and compactly."
 

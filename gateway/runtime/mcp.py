@@ -1,21 +1,24 @@
 """Wiring the MCP client from ``[mcp]``: server specs, the sandbox, the manager.
 
 Used by the gateway (one manager shared by every agent and turn), ``switchboard mcp`` and
-``switchboard doctor``.
+``switchboard doctor``. The MCP SDK (most of a second of imports) is loaded only when a
+server is configured.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agent.mcp.manager import McpManager
-from agent.mcp.results import ImageStore
 from agent.mcp.spec import HttpTarget, Limits, ServerSpec, StdioTarget
-from agent.mcp.transports import Transports
 from agent.tools.sandbox import Bwrap, SandboxUnavailable, find_bwrap
 from gateway.config.mcp import McpServerSettings
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager
+    from agent.mcp.transports import Transports
 
 
 def server_spec(settings: Settings, name: str, server: McpServerSettings) -> ServerSpec:
@@ -63,6 +66,8 @@ def limits(settings: Settings) -> Limits:
 def transports(settings: Settings) -> Transports:
     """How to reach the servers. Raises :class:`ConfigError` when ``[mcp] sandbox = "bwrap"``
     and a stdio server would need bubblewrap that cannot work here."""
+    from agent.mcp.transports import Transports  # noqa: PLC0415 - see the module docstring
+
     return Transports(
         log_dir=settings.data_dir / "logs" / "mcp",
         sandbox=_sandbox(settings),
@@ -76,6 +81,9 @@ def build_manager(settings: Settings) -> McpManager | None:
     specs = server_specs(settings)
     if not specs:
         return None
+    from agent.mcp.manager import McpManager  # noqa: PLC0415 - see the module docstring
+    from agent.mcp.results import ImageStore  # noqa: PLC0415
+
     return McpManager(
         specs,
         transports(settings),

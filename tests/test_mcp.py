@@ -399,3 +399,22 @@ async def test_an_eager_server_starts_with_the_gateway(
             await eager.wait_for_state(ServerState.READY)
         assert lazy.state is ServerState.IDLE
     assert eager.state is ServerState.STOPPED
+
+
+async def test_only_the_agents_named_get_the_server(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, shared: dict[str, Any]
+) -> None:
+    settings = make_settings(
+        agents={"work": {"name": "WorkBot"}},
+        routes=[{"agent": "work", "chat": "office"}],
+        mcp={"servers": {"demo": {"url": shared["url"], "agents": ["work"]}}},
+    )
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]):
+        await channel.push("hi", chat_id="home")
+        await channel.wait_for(1, chat_id="home")
+        await channel.push("hi", chat_id="office")
+        await channel.wait_for(1, chat_id="office")
+    main, work = fake_llm.requests
+    assert not any(name.startswith("demo__") for name in main.tool_names)
+    assert "demo__now" in work.tool_names

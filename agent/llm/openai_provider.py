@@ -24,7 +24,7 @@ from agent.llm.errors import (
     parse_retry_after,
 )
 from agent.llm.images import image_base64
-from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+from agent.llm.types import ChatMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, Usage
 
 
 class OpenAIProvider:
@@ -140,8 +140,30 @@ class OpenAIProvider:
 
     def _wire_messages(self, request: LLMRequest) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
-        wire.extend(self._wire_message(m) for m in request.messages)
+        # Tool messages carry text only here: pictures a tool returned follow the tool
+        # results in one user message (nothing may come between a call and its results).
+        pictures: list[ImagePart] = []
+        for message in request.messages:
+            if message.role != "tool" and pictures:
+                wire.append(self._pictures_message(pictures))
+                pictures = []
+            wire.append(self._wire_message(message))
+            if message.role == "tool" and self._vision:
+                pictures.extend(message.images)
+        if pictures:
+            wire.append(self._pictures_message(pictures))
         return wire
+
+    def _pictures_message(self, images: list[ImagePart]) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [
+            {"type": "text", "text": "(pictures returned by the tools above)"}
+        ]
+        for image in images:
+            data = image_base64(image)
+            if data is not None:
+                url = f"data:{image.mime_type};base64,{data}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"role": "user", "content": parts}
 
     def _wire_message(self, msg: ChatMessage) -> dict[str, Any]:
         if msg.role == "tool":

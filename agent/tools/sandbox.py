@@ -102,13 +102,16 @@ class Bwrap:
         *,
         hidden: Sequence[Path] = (),
         read_only: Sequence[Locked] = (),
+        extra_read_only: Sequence[Path] = (),
+        read_write: Sequence[Path] = (),
         cgroup_procs: Path | None = None,
     ) -> list[str]:
-        """``command`` wrapped; ``hidden`` paths inside the workspace (the gateway's own data
+        """``command`` wrapped; ``hidden`` paths inside what it sees (the gateway's own data
         directory and config, when a user puts the workspace around them) are covered by an
         empty directory or file; ``read_only`` paths are bound read-only (created empty
-        first when missing, so the command cannot create them either). With
-        ``cgroup_procs`` the command first joins that cgroup."""
+        first when missing, so the command cannot create them either). ``extra_read_only``
+        and ``read_write`` are further paths outside the workspace it sees (an MCP server's
+        program and data). With ``cgroup_procs`` the command first joins that cgroup."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--unshare-user"]
@@ -126,19 +129,32 @@ class Bwrap:
         args += ["--ro-bind" if whole else "--bind", root, root]
         if not whole:
             args += _read_only_binds(read_only, resolved)
-        for path in hidden:
-            target = path.resolve()
-            if not target.is_relative_to(resolved) or not target.exists():
-                continue
-            if target.is_dir():
-                args += [*self._size(4096), "--tmpfs", str(target), "--remount-ro", str(target)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(target)]
+        visible = [resolved]
+        for flag, paths in (("--ro-bind", extra_read_only), ("--bind", read_write)):
+            for path in paths:
+                extra = path.resolve()
+                if extra.exists():
+                    args += [flag, str(extra), str(extra)]
+                    visible.append(extra)
+        args += self._covers(hidden, visible)
         args += ["--chdir", root, "--", *self._limited(command)]
         if cgroup_procs is None:
             return args
         # The shell joins the cgroup, then becomes bwrap: nothing runs outside the cap.
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs), *args]
+
+    def _covers(self, hidden: Sequence[Path], visible: Sequence[Path]) -> list[str]:
+        """Arguments that cover each existing ``hidden`` path inside a ``visible`` one."""
+        args: list[str] = []
+        for path in hidden:
+            target = path.resolve()
+            if not any(target.is_relative_to(v) for v in visible) or not target.exists():
+                continue
+            if target.is_dir():
+                args += [*self._size(4096), "--tmpfs", str(target), "--remount-ro", str(target)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(target)]
+        return args
 
     def _size(self, size: int) -> list[str]:
         return ["--size", str(size)] if "--size" in self.features else []

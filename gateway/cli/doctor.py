@@ -299,6 +299,48 @@ def _sandbox_check(settings: Settings, problem: str | None) -> Check:
     return Check("exec sandbox", "warn", f"commands run on the host: {problem}")
 
 
+async def mcp_checks(settings: Settings) -> list[Check]:
+    """Every enabled MCP server: does it start, what is left out, where it runs (docs/tools.md)."""
+    from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
+    from gateway.cli.mcp import budget_note, probe_servers  # noqa: PLC0415
+
+    enabled = settings.mcp.enabled()
+    if not enabled:
+        return []
+    try:
+        results = await probe_servers(settings, list(enabled))
+    except ConfigError as exc:
+        return [Check("mcp", "fail", str(exc))]
+    checks = []
+    wants_sandbox = any(s.stdio and s.sandbox for s in enabled.values())
+    problem = unavailable_reason() if wants_sandbox and settings.mcp.sandbox == "auto" else None
+    if problem is not None:
+        checks.append(Check("mcp sandbox", "warn", f"stdio servers run on the host: {problem}"))
+    host = settings.mcp.sandbox == "off" or problem is not None
+    unsandboxed = {n for n, s in enabled.items() if s.stdio and (host or not s.sandbox)}
+    for result in results:
+        label = f"mcp {result.spec.name}"
+        if not result.ok:
+            checks.append(Check(label, "fail", f"cannot start or reach it: {result.error}"))
+            continue
+        where = " on the host" if result.spec.name in unsandboxed else ""
+        checks.append(
+            Check(
+                label,
+                "ok",
+                f"{len(result.tools)} tool(s), {len(result.read_only)} read-only{where}",
+            )
+        )
+        if result.skipped:
+            left = "; ".join(f"{s.tool} ({s.reason})" for s in result.skipped[:10])
+            checks.append(Check(label, "warn", f"{len(result.skipped)} tool(s) left out: {left}"))
+        if "member" in result.spec.roles:
+            checks.append(Check(label, "warn", "members may use its tools (roles includes member)"))
+    if any(r.ok for r in results):
+        checks.append(Check("mcp tools", "ok", budget_note(settings, results)))
+    return checks
+
+
 async def run_doctor(settings: Settings) -> int:
     checks = [
         *workspace_checks(settings),
@@ -309,10 +351,13 @@ async def run_doctor(settings: Settings) -> int:
     ]
     # The model and every channel are asked at once: a slow one costs its own timeout only.
     if checks[-1].status != "fail":
-        llm, channels = await asyncio.gather(llm_reachability(settings), channel_checks(settings))
-        checks += [llm, *channels]
+        llm, channels, mcp = await asyncio.gather(
+            llm_reachability(settings), channel_checks(settings), mcp_checks(settings)
+        )
+        checks += [llm, *channels, *mcp]
     else:
-        checks += await channel_checks(settings)
+        channels, mcp = await asyncio.gather(channel_checks(settings), mcp_checks(settings))
+        checks += [*channels, *mcp]
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gateway import __version__
+from gateway.cli import mcp as mcp_cli
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
 from gateway.core.logs import Redactor, configure_logging, secret_values
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("doctor", help="check configuration, model, workspace and channels")
     commands.add_parser("status", help="show what the gateway is doing")
+    mcp_cli.add_parser(commands)
     return parser
 
 
@@ -112,6 +114,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(cron_cli(settings, args.action, getattr(args, "job_id", None)))
     if args.command == "trace":
         return show_trace(settings, args.turn)
+    if args.command == "mcp":
+        return asyncio.run(mcp_cli.run(settings, args))
     if args.command == "pairing":
         from gateway.runtime.pairing import run_cli  # noqa: PLC0415
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
+from gateway.config.mcp import McpServerSettings
 from gateway.config.settings import ENV_PREFIX, Settings
 
 INTRO = """\
@@ -243,6 +244,14 @@ def render() -> str:
             "A routing rule; every given field must match.",
             RouteRule,
             "SWITCHBOARD_ROUTES (JSON list)",
+        )
+    )
+    out.append(
+        _table(
+            "mcp.servers.<name>",
+            "One MCP server: `command` (stdio) or `url`; see [tools.md](tools.md).",
+            McpServerSettings,
+            "SWITCHBOARD_MCP__SERVERS (JSON)",
         )
     )
     return "\n".join(out)

@@ -48,6 +48,7 @@ from gateway.config.channels import (
     TelegramSettings,
     WebSettings,
 )
+from gateway.config.mcp import McpSettings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
 
@@ -248,6 +249,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = StorageSettings()
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    mcp: McpSettings = McpSettings()
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
@@ -272,6 +274,12 @@ class Settings(BaseSettings):
             if route.agent not in known:
                 raise ValueError(
                     f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
+                )
+        for name, server in self.mcp.servers.items():
+            unknown = sorted(set(server.agents) - known - {"*"})
+            if unknown:
+                raise ValueError(
+                    f"mcp.servers.{name}.agents: unknown agent(s) {unknown} (known: {', '.join(sorted(known))})"
                 )
         return self
 

@@ -41,6 +41,7 @@ from gateway.runtime.heartbeat import Heartbeat
 from gateway.runtime.home import prepare_workspace
 from gateway.runtime.live import watch_turn
 from gateway.runtime.local_bus import LocalBus
+from gateway.runtime.mcp import build_manager
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
@@ -84,6 +85,7 @@ class Gateway(Service):
             )
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
+        self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -93,6 +95,7 @@ class Gateway(Service):
                 llm=self._llm_for(agent_id, llm),
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
+                mcp=self.mcp,
             )
             for agent_id in self.router.agents
         }
@@ -192,6 +195,8 @@ class Gateway(Service):
             for worker in self._workers:
                 await worker.start()
             await self.dispatcher.start()
+            if self.mcp is not None:  # before anything can start a turn
+                await self.mcp.start()
             await self.subagents.recover()
             await self.scheduler.start()
             for provider in self._providers():
@@ -235,6 +240,8 @@ class Gateway(Service):
             await worker.stop()
         for agent in self.agents.values():
             await agent.stop()
+        if self.mcp is not None:  # after the turns that use the servers
+            await self.mcp.stop()
         for provider in self._providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()

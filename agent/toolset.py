@@ -10,12 +10,16 @@ from agent.tools.message import Message
 from agent.tools.sandbox import SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
+from agent.web.browser import Browser
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 
 
-def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list[Tool]:
-    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch."""
+def default_tools(
+    settings: Settings, *, llm: LLMProvider | None = None, browser: Browser | None = None
+) -> list[Tool]:
+    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch, and
+    ``browser`` (the gateway's, see :func:`agent.tools.web.web_browser`) renders them."""
     exec_settings = settings.tools.exec
     sandbox = None
     if exec_settings.enabled and not settings.tools.safe_mode:
@@ -41,7 +45,7 @@ def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list
         Message(),
     ]
     if settings.tools.web.enabled:
-        tools.extend(web_tools(settings.tools.web, llm=llm))
+        tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
     if settings.email.can_send:
         tools.append(SendEmail(settings.email, sender_name=settings.agent.name))
     return tools

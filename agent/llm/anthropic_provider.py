@@ -112,11 +112,15 @@ class AnthropicProvider:
 
     def _blocks(self, msg: ChatMessage) -> list[dict[str, Any]]:
         if msg.role == "tool":
+            images = self._images(msg)
+            content: str | list[dict[str, Any]] = msg.content or "(empty)"
+            if images:  # a screenshot from web_fetch: shown with the result it belongs to
+                content = [{"type": "text", "text": content}, *images]
             return [
                 {
                     "type": "tool_result",
                     "tool_use_id": msg.tool_call_id,
-                    "content": msg.content or "(empty)",
+                    "content": content,
                     "is_error": msg.is_error,
                 }
             ]
@@ -129,6 +133,11 @@ class AnthropicProvider:
                 for c in msg.tool_calls
             )
             return blocks
+        blocks.extend(self._images(msg))
+        return blocks
+
+    def _images(self, msg: ChatMessage) -> list[dict[str, Any]]:
+        blocks = []
         for image in msg.images if self._vision else ():
             data = image_base64(image)
             if data is not None:

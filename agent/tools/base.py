@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.services import Services
 
@@ -34,6 +34,9 @@ class ToolResult:
     content: str
     is_error: bool = False
     untrusted: bool = False  # text from outside: a web page, an email, a command's output
+    # Files the tool made for this turn (a page's screenshot): images are shown to a vision
+    # model with the result, and every file goes to the user with the turn's answer.
+    files: tuple[Attachment, ...] = ()
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -57,6 +60,7 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
+    files: list[Attachment] = field(default_factory=list)  # go out with the turn's answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ class ToolExecutor:
             await self._ledger.finish(key, json.dumps([result.content, result.is_error]))
         if result.untrusted:
             ctx.state.read_untrusted = True
+        ctx.state.files.extend(result.files)
         return result
 
     async def _invoke(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -102,7 +103,7 @@ class ToolExecutor:
         # Our keys and tokens never enter the model's context, whatever a tool read (an
         # `env` dump, a .env file): the provider, history and the chat never see them.
         content = self._redact(truncate(result.content, self._max_result_chars))
-        return ToolResult(content, result.is_error, result.untrusted)
+        return ToolResult(content, result.is_error, result.untrusted, result.files)
 
 
 def _replayed(state: str, stored: str | None) -> ToolResult:

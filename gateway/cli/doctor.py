@@ -278,6 +278,32 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     return [Check("exec sandbox", "warn", f"commands run on the host: {problem}")]
 
 
+async def browser_check(settings: Settings) -> list[Check]:
+    """Whether web_fetch can render pages with a browser: Chromium is launched once."""
+    from agent.tools.web import web_browser  # noqa: PLC0415
+    from agent.web.chromium import BrowserUnavailable  # noqa: PLC0415
+
+    web = settings.tools.web
+    if not web.enabled:
+        return []
+    if web.browser == "off":
+        return [Check("browser", "ok", "tools.web.browser is 'off': pages are read as served")]
+    try:
+        browser = web_browser(web)
+    except ConfigError as exc:
+        return [Check("browser", "fail", f"{exc}: the gateway refuses to start")]
+    if browser is None:  # not reached: only "off" gives none
+        return []
+    try:
+        async with browser:
+            found = await browser.probe()
+    except BrowserUnavailable as exc:
+        status: Status = "fail" if web.browser == "always" else "warn"
+        return [Check("browser", status, f"pages are read without running their scripts: {exc}")]
+    when = "every page" if web.browser == "always" else "pages that need scripts"
+    return [Check("browser", "ok", f"{found} renders {when}")]
+
+
 async def run_doctor(settings: Settings) -> int:
     checks = [
         *workspace_checks(settings),
@@ -285,12 +311,16 @@ async def run_doctor(settings: Settings) -> int:
         *sandbox_checks(settings),
         llm_key_check(settings),
     ]
-    # The model and every channel are asked at once: a slow one costs its own timeout only.
+    # The model, every channel and the browser are asked at once: a slow one costs its
+    # own timeout only.
     if checks[-1].status != "fail":
-        llm, channels = await asyncio.gather(llm_reachability(settings), channel_checks(settings))
-        checks += [llm, *channels]
+        llm, channels, browser = await asyncio.gather(
+            llm_reachability(settings), channel_checks(settings), browser_check(settings)
+        )
+        checks += [llm, *channels, *browser]
     else:
-        checks += await channel_checks(settings)
+        channels, browser = await asyncio.gather(channel_checks(settings), browser_check(settings))
+        checks += [*channels, *browser]
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
+from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -82,6 +83,8 @@ class Gateway(Service):
             )
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
+        # One browser for every agent's web_fetch; launched by the first page that needs it.
+        self.browser = web_browser(settings.tools.web)
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -91,6 +94,7 @@ class Gateway(Service):
                 llm=self._llm_for(agent_id, llm),
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
+                browser=self.browser,
             )
             for agent_id in self.router.agents
         }
@@ -229,6 +233,8 @@ class Gateway(Service):
             await worker.stop()
         for agent in self.agents.values():
             await agent.stop()
+        if self.browser is not None:
+            await self.browser.stop()
         for provider in self._providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()

@@ -29,6 +29,7 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
+from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, PERSONA_FILES, Workspace
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -110,6 +111,7 @@ def build_agent(
     channels: Sequence[str],
     extra_tools: Sequence[Tool] = (),
     agent_id: str = DEFAULT_AGENT,
+    browser: Browser | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here."""
@@ -124,7 +126,7 @@ def build_agent(
         agent_tools.append(SendToAgent())
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=llm),
+            *default_tools(settings, llm=llm, browser=browser),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

@@ -69,6 +69,12 @@ async def proxy_only() -> AsyncIterator[Browser]:
         yield shared
 
 
+@pytest.fixture
+def layers(request: pytest.FixtureRequest, browser: Browser, proxy_only: Browser) -> Browser:
+    """The browser with both layers, or the one with the proxy alone (parametrized)."""
+    return {"proxy and route": browser, "proxy alone": proxy_only}[request.param]
+
+
 @pytest_asyncio.fixture(loop_scope="module")
 async def site() -> AsyncIterator[FakeSite]:
     fake = await FakeSite().start()
@@ -115,6 +121,14 @@ def fetch_tool(browser: Browser | None, **kwargs: Any) -> WebFetch:
     return WebFetch(fetcher=fetcher, browser=browser, **kwargs)
 
 
+def png_header(path: Path) -> bytes:
+    return path.read_bytes()[:8]
+
+
+def file_size(path: Path) -> int:
+    return path.stat().st_size
+
+
 async def run(tool: WebFetch, tmp_path: Path, **args: Any) -> ToolResult:
     return await tool.run(args, context(tmp_path))
 
@@ -150,11 +164,9 @@ async def test_a_page_with_enough_text_stays_on_the_fast_path(
     assert browser.launches == launched
 
 
-@pytest.mark.parametrize("layers", ["proxy and route", "proxy alone"])
+@pytest.mark.parametrize("layers", ["proxy and route", "proxy alone"], indirect=True)
 async def test_nothing_the_page_asks_for_reaches_an_internal_address(
-    layers: str,
-    browser: Browser,
-    proxy_only: Browser,
+    layers: Browser,
     site: FakeSite,
     secrets: tuple[FakeSite, FakeSite],
     tmp_path: Path,
@@ -184,9 +196,8 @@ try {{
 window.open('http://127.0.0.1:{p4}/x');
 </script></body></html>""",
     )
-    chromium = browser if layers == "proxy and route" else proxy_only
     result = await run(
-        fetch_tool(chromium), tmp_path, url=site.url("/attack", host="allowed.test"), render=True
+        fetch_tool(layers), tmp_path, url=site.url("/attack", host="allowed.test"), render=True
     )
     assert "Innocent" in result.content
     assert "blocked" in result.content  # the scripts ran and were refused
@@ -195,21 +206,18 @@ window.open('http://127.0.0.1:{p4}/x');
     assert v4.requests == [] and v6.requests == []
 
 
-@pytest.mark.parametrize("layers", ["proxy and route", "proxy alone"])
+@pytest.mark.parametrize("layers", ["proxy and route", "proxy alone"], indirect=True)
 async def test_a_redirect_to_a_loopback_address_is_refused(
-    layers: str,
-    browser: Browser,
-    proxy_only: Browser,
+    layers: Browser,
     site: FakeSite,
     secrets: tuple[FakeSite, FakeSite],
     tmp_path: Path,
 ) -> None:
     v4, _ = secrets
     site.redirect("/jump", f"http://0x7f000001:{v4.port}/")
-    chromium = browser if layers == "proxy and route" else proxy_only
     with pytest.raises(ToolError, match=r"refused .*127\.0\.0\.1 is a loopback address"):
         await run(
-            fetch_tool(chromium), tmp_path, url=site.url("/jump", host="allowed.test"), render=True
+            fetch_tool(layers), tmp_path, url=site.url("/jump", host="allowed.test"), render=True
         )
     assert v4.requests == []
     assert site.requests == ["/jump"]
@@ -220,7 +228,7 @@ async def test_an_internal_url_is_refused_before_the_browser_opens_it(
 ) -> None:
     v4, v6 = secrets
     for url in (v4.url("/"), v6.url("/"), f"http://localhost:{v4.port}/", "file:///etc/passwd"):
-        with pytest.raises(ToolError, match="refused|only http and https"):
+        with pytest.raises(ToolError, match=r"refused|only http and https"):
             await run(fetch_tool(browser), tmp_path, url=url, render=True)
     assert v4.requests == [] and v6.requests == []
 
@@ -245,7 +253,10 @@ async def test_a_page_that_never_stops_loading_is_read_when_its_time_is_up(
     site.handle("/ticker", trickle)
     async with Browser(guard(), RenderLimits(timeout=3)) as chromium:
         result = await run(
-            fetch_tool(chromium), tmp_path, url=site.url("/ticker", host="allowed.test"), render=True
+            fetch_tool(chromium),
+            tmp_path,
+            url=site.url("/ticker", host="allowed.test"),
+            render=True,
         )
         assert "Update 0: the market is open." in result.content
         assert "(the page was still loading after 3s; this is what had arrived)" in result.content
@@ -300,7 +311,9 @@ async def test_without_chromium_the_page_is_read_as_served_with_a_note(
         assert "without running its scripts and without a screenshot)" in asked.content
         assert asked.files == ()
 
-        auto = await run(fetch_tool(missing), tmp_path, url=site.url("/harvest", host="allowed.test"))
+        auto = await run(
+            fetch_tool(missing), tmp_path, url=site.url("/harvest", host="allowed.test")
+        )
         assert "(the page seems to need JavaScript, but no browser could render it" in auto.content
     assert missing.launches == 0
 
@@ -316,7 +329,7 @@ async def test_screenshot_is_a_png_in_the_workspace(
     assert shot.note == f"Screenshot of {url}"
     path = Path(shot.path or "")
     assert path.is_relative_to(tmp_path / "ws" / "attachments" / "web")
-    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and shot.size == path.stat().st_size
+    assert png_header(path) == b"\x89PNG\r\n\x1a\n" and shot.size == file_size(path)
     assert "a screenshot of the page is attached" in result.content
     assert "The tomato harvest starts in July" in result.content
 

@@ -111,8 +111,10 @@ class GuardedProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         async with asyncio.timeout(HEAD_TIMEOUT):
             head = await reader.readuntil(b"\r\n\r\n")
-        if not self._spend(len(head)):
+        if self.traffic.exhausted:
             await _answer(writer, 403, "the page used up its byte budget", refused=True)
+            return
+        if not self._spend(len(head)):
             return
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         try:

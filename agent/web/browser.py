@@ -103,10 +103,16 @@ class Browser:
         browser = await self._ready()
         return f"{find_chromium(self.settings.executable)} {browser.version}"
 
+    async def memory_mb(self) -> float | None:
+        """The browser's resident memory (all its processes); None when not measurable."""
+        return await asyncio.to_thread(tree_memory_mb, self._marker)
+
     async def render(self, url: str, *, screenshot: bool = False) -> Rendered:
         """Render ``url``; BrowserUnavailable when no browser can run here."""
         async with self._slots:
             browser = await self._ready()
+            from playwright.async_api import Error as PlaywrightError  # noqa: PLC0415 - launched
+
             self._active += 1
             healthy = True
             try:
@@ -122,6 +128,9 @@ class Browser:
             except RenderFailed as exc:
                 healthy = exc.healthy
                 raise
+            except PlaywrightError as exc:  # the browser went away under us
+                healthy = False
+                raise RenderFailed(str(exc).strip().split("\n")[0], healthy=False) from None
             finally:
                 self._active -= 1
                 await self._after_page(healthy=healthy)
@@ -203,7 +212,7 @@ class Browser:
         elif self._pages >= self.settings.recycle_after:
             reason = f"it rendered {self._pages} pages"
         else:
-            memory = await asyncio.to_thread(tree_memory_mb, self._marker)
+            memory = await self.memory_mb()
             if memory is not None and memory > self.settings.memory_mb:
                 reason = f"it uses {memory:.0f} MB (limit {self.settings.memory_mb} MB)"
         if reason is not None and not self._retire:

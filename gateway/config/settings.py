@@ -143,21 +143,12 @@ class WebToolSettings(Section):
     summarize_concurrency: int = Field(default=4, ge=1, le=32)
     search_timeout_seconds: float = Field(default=15.0, gt=0, le=120)
     search_max_results: int = Field(default=5, ge=1, le=10)
-    browser: Literal["auto", "always", "off"] = (
-        "auto"  # render pages in headless Chromium: `auto` when a page needs scripts (or `render`/`screenshot` is asked) and Chromium is here; `always` every page (refuses to start without Chromium); `off`
-    )
-    browser_path: str | None = (
-        None  # Chromium executable; unset: chromium on PATH, then a Playwright-installed one
-    )
-    browser_timeout_seconds: float = Field(
-        default=20.0, gt=0, le=300
-    )  # per rendered page; what has loaded by then is read
-    browser_max_bytes: int = Field(
-        default=20_000_000, ge=100_000, le=500_000_000
-    )  # all traffic of one rendered page; then its connections are cut
-    browser_memory_mb: int = Field(
-        default=1_024, ge=256
-    )  # the browser's resident memory; over it, it is restarted (JS heap per page: a quarter)
+    # web_fetch renders pages in headless Chromium (docs/security.md, "Web tools").
+    browser: Literal["auto", "always", "off"] = "auto"
+    browser_path: str | None = None
+    browser_timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    browser_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)
+    browser_memory_mb: int = Field(default=1_024, ge=256)
 
 
 class ToolPolicySettings(Section):

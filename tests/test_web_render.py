@@ -251,7 +251,7 @@ async def test_a_page_that_never_stops_loading_is_read_when_its_time_is_up(
         return response
 
     site.handle("/ticker", trickle)
-    async with Browser(guard(), RenderLimits(timeout=3)) as chromium:
+    async with Browser(guard(), RenderLimits(timeout=4)) as chromium:
         result = await run(
             fetch_tool(chromium),
             tmp_path,
@@ -259,7 +259,7 @@ async def test_a_page_that_never_stops_loading_is_read_when_its_time_is_up(
             render=True,
         )
         assert "Update 0: the market is open." in result.content
-        assert "(the page was still loading after 3s; this is what had arrived)" in result.content
+        assert "(the page was still loading after 4s; this is what had arrived)" in result.content
         async with asyncio.timeout(10):
             await stopped.wait()  # the fetch is over: its connections are gone
 
@@ -352,25 +352,36 @@ async def test_what_is_not_a_web_page_is_left_to_the_plain_fetcher(
         )
 
 
-async def test_each_fetch_gets_a_fresh_context_and_popups_stay_closed(
+async def test_each_fetch_is_fresh_and_popups_workers_and_permissions_are_denied(
     browser: Browser, site: FakeSite, tmp_path: Path
 ) -> None:
     site.page(
         "/login",
-        """<html><body><p>Welcome back, reader of many pages.</p><script>
+        """<html><body><p id="seen">first visit</p><p id="said"></p><script>
+const say = (t) => { document.getElementById('said').textContent += ' ' + t; };
+if (localStorage.getItem('seen')) document.getElementById('seen').textContent = 'seen before';
 document.cookie = 'session=abc123; path=/';
 localStorage.setItem('seen', 'yes');
 window.open('/popup');
 const a = document.createElement('a'); a.href = '/popup'; a.target = '_blank';
 document.body.append(a); a.click();
+if (navigator.serviceWorker) {
+  navigator.serviceWorker.register('/sw.js').then(() => say('worker'), () => say('no-worker'));
+} else { say('no-worker'); }
+navigator.geolocation.getCurrentPosition(() => say('located'), () => say('no-location'));
+typeof RTCPeerConnection === 'undefined' ? say('no-rtc') : say('rtc');
 </script></body></html>""",
     )
     site.page("/popup", "<html><body>popup</body></html>")
+    site.page("/sw.js", "self.addEventListener('fetch', () => {});", "text/javascript")
     url = site.url("/login", host="allowed.test")
     await browser.render(url)
-    await browser.render(url)
-    assert site.requests == ["/login", "/login"]
+    second = await browser.render(url)
+    assert site.requests == ["/login", "/login"]  # no popup, no service worker script
     assert "Cookie" not in site.headers[1]
+    assert "first visit" in second.html  # nothing kept from the first fetch
+    for word in ("no-worker", "no-location", "no-rtc"):
+        assert word in second.html
 
 
 async def test_a_page_that_hangs_the_browser_gets_a_new_one_next_time(

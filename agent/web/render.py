@@ -121,9 +121,11 @@ class RequestGate:
 
     def _popup(self, request: Request) -> str | None:
         """A request of another page (a popup, a link opened in a new tab) is refused."""
+        from playwright.async_api import Error as PlaywrightError  # noqa: PLC0415
+
         try:
             page = request.frame.page
-        except Exception:  # no frame yet: a new window's first navigation, or a worker
+        except PlaywrightError:  # no frame yet: a new window's first navigation, or a worker
             return "popups are not opened" if request.resource_type == "document" else None
         return "popups are not opened" if page is not self.page else None
 

@@ -138,8 +138,9 @@ async def test_text_inserted_by_javascript_is_read_only_with_rendering(
 ) -> None:
     site.page("/harvest", JS_PAGE)
     url = site.url("/harvest", host="allowed.test")
-    plain = await run(fetch_tool(browser, mode="off"), tmp_path, url=url)
+    plain = await run(fetch_tool(browser, mode="off"), tmp_path, url=url, render=True)
     assert "harvest starts in July" not in plain.content
+    assert "(rendering in a browser is switched off (tools.web.browser = off);" in plain.content
 
     auto = await run(fetch_tool(browser), tmp_path, url=url)  # little text: rendered by itself
     assert "The tomato harvest starts in July" in auto.content
@@ -399,3 +400,22 @@ async def test_a_page_that_hangs_the_browser_gets_a_new_one_next_time(
         fine = await run(tool, tmp_path, url=site.url("/fine", host="allowed.test"), render=True)
         assert "The tomato harvest starts in July" in fine.content
         assert chromium.launches == 2
+
+
+async def test_a_page_that_eats_memory_loses_its_tab_not_the_gateway(
+    site: FakeSite, tmp_path: Path
+) -> None:
+    site.page(
+        "/eat",
+        "<html><body><p>Hungry page</p><script>"
+        "const keep = []; while (true) { keep.push(new Array(1e6).fill(Math.random())); }"
+        "</script></body></html>",
+    )
+    async with Browser(
+        guard(), RenderLimits(timeout=15), BrowserSettings(memory_mb=512)
+    ) as chromium:
+        result = await run(
+            fetch_tool(chromium), tmp_path, url=site.url("/eat", host="allowed.test"), render=True
+        )
+    assert "the page crashed its browser tab (too much memory?)" in result.content
+    assert "Hungry page" in result.content  # the page as served

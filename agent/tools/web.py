@@ -280,8 +280,8 @@ def web_browser(settings: WebToolSettings) -> Browser | None:
         ),
         BrowserSettings(executable=settings.browser_path, memory_mb=settings.browser_memory_mb),
     )
-    problem = browser.problem()
-    if problem is not None and settings.browser == "always":
+    problem = browser.problem() if settings.browser == "always" else None
+    if problem is not None:
         raise ConfigError(
             f"tools.web.browser is 'always' but {problem}; or set "
             "SWITCHBOARD_TOOLS__WEB__BROWSER=auto to read pages without a browser"

@@ -91,29 +91,29 @@ def sandbox_possible() -> bool:
 
 
 def tree_memory_mb(marker: str) -> float | None:
-    """Resident memory of the browser's process tree, found by its ``marker`` flag.
+    """Memory of the browser's process tree (found by its ``marker`` flag), in MiB.
 
-    Read from /proc (Linux); None where there is no /proc or no such process.
+    The proportional set size (shared pages split between the processes that share them,
+    so Chromium's many processes are not counted many times over), or the resident size
+    where the kernel has no ``smaps_rollup``. Read from /proc (Linux); None elsewhere or
+    when there is no such process.
     """
     proc = Path("/proc")
     if not proc.is_dir():
         return None
     children: dict[int, list[int]] = {}
-    resident: dict[int, int] = {}
     roots: list[int] = []
     needle = f"--switchboard-browser={marker}".encode()
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        pid = int(entry.name)
         try:
-            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+            parent = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
             if needle in (entry / "cmdline").read_bytes():
-                roots.append(pid)
-        except (OSError, IndexError):
+                roots.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
             continue  # the process ended while we looked
-        children.setdefault(int(fields[1]), []).append(pid)
-        resident[pid] = int(fields[21])
+        children.setdefault(parent, []).append(int(entry.name))
     if not roots:
         return None
     seen: set[int] = set()
@@ -123,5 +123,16 @@ def tree_memory_mb(marker: str) -> float | None:
         if pid not in seen:
             seen.add(pid)
             todo.extend(children.get(pid, ()))
-    page = os.sysconf("SC_PAGE_SIZE")
-    return sum(resident.get(pid, 0) for pid in seen) * page / 1_048_576
+    return sum(_process_kib(proc / str(pid)) for pid in seen) / 1024
+
+
+def _process_kib(directory: Path) -> int:
+    """One process's proportional (else resident) memory in KiB; 0 once it is gone."""
+    for name, key in (("smaps_rollup", b"Pss:"), ("status", b"VmRSS:")):
+        try:
+            for line in (directory / name).read_bytes().splitlines():
+                if line.startswith(key):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0

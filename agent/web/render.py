@@ -182,9 +182,15 @@ async def render(
                 raise RenderFailed(
                     f"the page kept the browser busy past {limits.timeout:g}s", healthy=False
                 ) from None
-            except PlaywrightError as exc:  # the page or the browser died under us
-                raise RenderFailed(_first_line(exc), healthy=False) from None
-            except NavigationFailed:
+            except (PlaywrightError, RenderFailed) as exc:
+                if crashed.is_set():  # its tab died (out of memory, most likely); not the browser
+                    raise RenderFailed(
+                        "the page crashed its browser tab (too much memory?)"
+                    ) from None
+                if isinstance(exc, PlaywrightError):  # the browser died under us
+                    raise RenderFailed(_first_line(exc), healthy=False) from None
+                if not isinstance(exc, NavigationFailed):
+                    raise
                 refusals = [*gate.refusals, *proxy.traffic.refusals]
                 if refusals:  # the page (or a redirect of it) is not a public address
                     raise BlockedTarget(refusals[-1]) from None

@@ -148,7 +148,7 @@ class WebToolSettings(Section):
     browser_path: str | None = None
     browser_timeout_seconds: float = Field(default=20.0, gt=0, le=300)
     browser_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)
-    browser_memory_mb: int = Field(default=1_024, ge=256)
+    browser_memory_mb: int = Field(default=1_024, ge=512)
 
 
 class ToolPolicySettings(Section):

@@ -19,6 +19,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.web.chromium import (
@@ -163,6 +164,20 @@ class Browser:
 
     async def _launch(self) -> PlaywrightBrowser:
         executable = find_chromium(self.settings.executable)
+        try:
+            browser = await self._start(executable)
+        except Exception as exc:  # the driver or Chromium failed to start, however it did
+            await self._shut()
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise BrowserUnavailable(f"{executable} did not start: {first}") from None
+        self.launches += 1
+        self._pages = 0
+        self._retire = False
+        log.info("browser started: %s %s", executable, browser.version)
+        return browser
+
+    async def _start(self, executable: Path) -> PlaywrightBrowser:
         from playwright.async_api import Error as PlaywrightError  # noqa: PLC0415
         from playwright.async_api import async_playwright  # noqa: PLC0415
 
@@ -179,29 +194,15 @@ class Browser:
             "handle_sigterm": False,
             "handle_sighup": False,
         }
-        sandboxed = sandbox_possible()
-        try:
+        if sandbox_possible():
             try:
-                browser = await self._playwright.chromium.launch(
-                    chromium_sandbox=sandboxed, **options
-                )
+                return await self._playwright.chromium.launch(chromium_sandbox=True, **options)
             except PlaywrightError:
-                if not sandboxed:
-                    raise
                 log.warning(
                     "Chromium did not start with its sandbox (no user namespaces?); "
                     "rendering pages without it"
                 )
-                browser = await self._playwright.chromium.launch(chromium_sandbox=False, **options)
-        except PlaywrightError as exc:
-            await self._shut()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BrowserUnavailable(f"{executable} did not start: {first}") from None
-        self.launches += 1
-        self._pages = 0
-        self._retire = False
-        log.info("browser started: %s %s", executable, browser.version)
-        return browser
+        return await self._playwright.chromium.launch(chromium_sandbox=False, **options)
 
     async def _after_page(self, *, healthy: bool) -> None:
         """Decide whether the browser gets another page or is restarted first."""

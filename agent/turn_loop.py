@@ -21,7 +21,15 @@ from agent.guards.review import FAILURE_NOTICES, REVIEWER_PROMPT, Code, Finding,
 from agent.guards.trace import TurnTrace
 from agent.llm.base import TextSink
 from agent.llm.errors import LLMContextOverflow
-from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec, Usage
+from agent.llm.types import (
+    ChatMessage,
+    ImagePart,
+    LLMResponse,
+    SystemPrompt,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from agent.tools.base import ToolContext, ToolResult, TurnState
 from agent.tools.executor import ToolExecutor
 from agent.turn import ToolSink
@@ -106,9 +114,14 @@ def tool_message(call: ToolCall, result: ToolResult) -> ChatMessage:
         content=content,
         tool_call_id=call.id,
         name=call.name,
+        images=result.images
+        + tuple(
+            ImagePart(f.path, f.mime_type or "image/png")
+            for f in result.files
+            if f.kind == "image" and f.path
+        ),
         is_error=result.is_error,
         untrusted=result.untrusted,
-        images=result.images,
     )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from agent.llm.base import LLMProvider
 from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
+from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -86,6 +87,8 @@ class Gateway(Service):
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
+        # One browser for every agent's web_fetch; launched by the first page that needs it.
+        self.browser = web_browser(settings.tools.web)
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -96,6 +99,7 @@ class Gateway(Service):
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
                 mcp=self.mcp,
+                browser=self.browser,
             )
             for agent_id in self.router.agents
         }
@@ -242,6 +246,8 @@ class Gateway(Service):
             await agent.stop()
         if self.mcp is not None:  # after the turns that use the servers
             await self.mcp.stop()
+        if self.browser is not None:
+            await self.browser.stop()
         for provider in self._providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()

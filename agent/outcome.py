@@ -77,10 +77,11 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
 
 
 def provider_notice(exc: LLMError) -> str:
-    return (
-        f"Sorry, I could not answer: {exc.user_message} "
-        "Your message is saved; please try again in a moment."
+    """The cause and the fix, then whether waiting helps (it does not for a wrong setting)."""
+    after = (
+        "please try again in a moment." if exc.transient else "send it again once this is fixed."
     )
+    return f"Sorry, I could not answer. {exc.explain()} Your message is saved; {after}"
 
 
 def outbound(request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:

@@ -15,6 +15,7 @@ from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
+from tests.system import pytest_terminal_summary  # noqa: F401 - names missing packages
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_name, None)

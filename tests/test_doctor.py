@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from channels.discord.probe import MAX_WAIT  # before tests.fakes.discord: see its __init__
-from gateway.cli.doctor import Check, channel_checks, print_status, probe_channel, run_doctor
+from gateway.cli.doctor import Check, channel_checks, probe_channel, run_doctor
 from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, FakeDiscord
@@ -62,14 +62,6 @@ async def test_doctor_explains_an_unreachable_server(
     out = capsys.readouterr().out
     assert "cannot reach http://127.0.0.1:9/v1" in out
     assert "switchboard onboard" in out  # the home does not exist yet
-
-
-async def test_status_shows_waiting_work(
-    run_gateway: object, make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
-) -> None:
-    settings = make_settings()
-    assert await print_status(settings) == 0
-    assert "gateway: not running" in capsys.readouterr().out
 
 
 # -- channel logins: each probe with the real client library against the local fakes ---------

@@ -22,10 +22,14 @@ from agent.workspace import Workspace
 from gateway.cli.doctor import sandbox_checks
 from gateway.core.errors import ConfigError
 from tests.conftest import SettingsFactory
+from tests.system import missing
 from tests.test_tools import run
 
 pytestmark = pytest.mark.skipif(
-    find_bwrap("auto") is None, reason="bubblewrap cannot create namespaces on this machine"
+    find_bwrap("auto") is None,
+    reason=f"bubblewrap is not installed {missing('bubblewrap')}"
+    if shutil.which("bwrap") is None
+    else "bubblewrap cannot create namespaces on this machine",
 )
 PYTHON = "/usr/bin/python3"
 

@@ -24,6 +24,7 @@ from gateway.runtime.app import Gateway
 from gateway.runtime.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
+from tests.system import missing
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -64,7 +65,7 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def browser() -> AsyncIterator[Browser]:
     if not CHROMIUM_FOUND:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+        pytest.skip(f"Chromium is not installed {missing('chromium')}")
     async with async_playwright() as playwright:
         chromium = await playwright.chromium.launch(
             executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000

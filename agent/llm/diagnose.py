@@ -63,7 +63,8 @@ def not_configured(provider: Literal["openai", "anthropic"]) -> LLMNotConfigured
 def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> LLMUnavailable:
     """A request that got no HTTP answer: refused, unresolvable, TLS, or too slow."""
     causes = list(_chain(exc))
-    detail = f"{type(exc).__name__}: {exc}"
+    innermost = causes[-1]  # the SDK's own words ("Request timed out.") can mislead
+    detail = f"{type(innermost).__name__}: {innermost}"
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
         return LLMUnavailable(
             f"connection refused by {at.url} ({detail})",
@@ -91,7 +92,6 @@ def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> L
             fix="The server may be busy or still loading the model; raise "
             "SWITCHBOARD_LLM__TIMEOUT_SECONDS for a slow local model.",
         )
-    innermost = causes[-1]
     return LLMUnavailable(
         f"cannot connect to {at.url} ({detail})",
         user_message=f"Cannot connect to {at.url}: {innermost or type(innermost).__name__}.",

@@ -53,7 +53,10 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
     for verb in ("approve", "deny"):
         actions.add_parser(
-            verb, parents=[common], help=f"{verb} a pairing code", description=f"{verb} a code."
+            verb,
+            parents=[common],
+            help=f"{verb} a pairing code",
+            description=f"{verb.capitalize()} a pending pairing code (`pairing list` shows them).",
         ).add_argument("code")
     revoke = actions.add_parser(
         "revoke",

@@ -123,7 +123,7 @@ Type=simple
 ExecStart={_quoted(python)} -m gateway run
 Environment={_quoted(f"SWITCHBOARD_HOME={settings.home}")}
 Environment=PYTHONUNBUFFERED=1
-WorkingDirectory={_quoted(str(settings.home))}
+WorkingDirectory={str(settings.home).replace("%", "%%")}
 Restart=on-failure
 RestartSec={RESTART_SECONDS}
 KillSignal=SIGTERM

@@ -19,10 +19,9 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from gateway.config.settings import Settings
-from gateway.store import Store
-
 if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
@@ -87,6 +86,7 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.runtime.pairing import approve, deny, describe, revoke  # noqa: PLC0415
+    from gateway.store import Store  # noqa: PLC0415
 
     by = f"cli:{getpass.getuser()}"
     if args.action == "revoke" and args.channel not in settings.channel_sections():
@@ -130,6 +130,8 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
 async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
     """``switchboard cron list|remove``: works while the gateway runs (it re-checks a job
     before firing it)."""
+    from gateway.store import Store  # noqa: PLC0415
+
     async with Store(settings.data_dir / "switchboard.db") as store:
         if args.action == "remove":
             if await store.jobs.remove(args.job_id):

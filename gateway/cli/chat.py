@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
-from gateway.config.settings import Settings
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
 
 
 async def chat(settings: Settings, message: str | None) -> int:

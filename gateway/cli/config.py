@@ -13,15 +13,15 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomlkit
-from pydantic import BaseModel, SecretStr
+# Imported when a config command runs, not when the parser is built (every command and
+# every shell completion builds it).
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from gateway.cli.tomledit import parse_value, write_key
-from gateway.config.explain import env_name, model_at, suggestion
-from gateway.config.settings import Settings, load_settings
-from gateway.core.errors import ConfigError
+    from gateway.config.settings import Settings
+    from gateway.core.errors import ConfigError
 
 MASK = "**********"
 DESCRIPTION = (
@@ -72,6 +72,8 @@ def register(
 
 
 def config_command(args: argparse.Namespace, settings: Settings) -> int:
+    import tomlkit  # noqa: PLC0415
+
     problem: ConfigError | None = getattr(args, "config_problem", None)
     if args.action == "path":
         print(settings.config_file)
@@ -101,6 +103,14 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def set_value(settings: Settings, key: str, text: str) -> int:
+    import tomlkit  # noqa: PLC0415
+    from pydantic import BaseModel  # noqa: PLC0415
+
+    from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
+    from gateway.config.explain import env_name, model_at  # noqa: PLC0415
+    from gateway.config.settings import Settings, load_settings  # noqa: PLC0415
+    from gateway.core.errors import ConfigError  # noqa: PLC0415
+
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
     if parent is None or parts[-1] not in parent.model_fields:
@@ -134,6 +144,8 @@ def _masked(model: BaseModel) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    from pydantic import BaseModel, SecretStr  # noqa: PLC0415
+
     if isinstance(value, SecretStr):
         return MASK
     if isinstance(value, BaseModel):
@@ -172,6 +184,9 @@ def _lookup(data: Any, dotted: str) -> Any:
 
 
 def _hint(dotted: str) -> str:
+    from gateway.config.explain import suggestion  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+
     return suggestion(Settings, tuple(dotted.split(".")))
 
 

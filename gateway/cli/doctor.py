@@ -14,11 +14,14 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
 from gateway.cli.probes import PROBE_TIMEOUT, channel_checks, probe_channel
-from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
 
 __all__ = [  # the channel checks moved to gateway.cli.probes; importable from here as before
     "PROBE_TIMEOUT",
@@ -238,7 +241,7 @@ def sandbox_checks(settings: Settings) -> list[Check]:
                 '"off" to accept it',
             )
         ]
-    return [Check("exec sandbox", "warn", f"commands run on the host: {problem}")]
+    return [Check("exec sandbox", "warn", f"commands run unsandboxed on the host: {problem}")]
 
 
 def in_container() -> bool:

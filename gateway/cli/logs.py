@@ -9,9 +9,11 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gateway.config.settings import Settings
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
 
 POLL_SECONDS = 0.25
 DESCRIPTION = (

@@ -13,12 +13,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway import __version__
 from gateway.cli import admin, completion, config, doctor, logs, onboard, run, service, status
-from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
-from gateway.core.logs import Redactor, configure_logging, secret_values
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
 
 # How a command needs the configuration: "valid" (refuse to start on an error), "partial"
 # (report the error and go on with what is valid: doctor, config), "none" (completion).
@@ -103,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2
+    from gateway.core.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
+
     quiet_console = args.command != "run" and not args.verbose
     configure_logging(
         level="debug" if args.verbose else settings.log_level,
@@ -126,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace, needs: str) -> Settings:
+    from gateway.config.settings import load_settings  # noqa: PLC0415 - not for completion
+
     if needs != "partial":
         return load_settings()
     from gateway.config.partial import load_what_is_valid  # noqa: PLC0415

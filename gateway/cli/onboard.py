@@ -16,12 +16,11 @@ import getpass
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dotenv import set_key as set_dotenv_key
-
-from gateway.cli.tomledit import delete_key, set_key
-from gateway.config.llm import LLMSettings, model_base_url
-from gateway.config.settings import Settings
+if TYPE_CHECKING:
+    from gateway.config.llm import LLMSettings
+    from gateway.config.settings import Settings
 
 DESCRIPTION = (
     "Create $SWITCHBOARD_HOME (config.toml, workspace) without overwriting anything, then "
@@ -130,6 +129,8 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
+    from gateway.config.llm import model_base_url  # noqa: PLC0415
+
     provider = args.provider or current.provider
     base_url = model_base_url(args.base_url, provider) if args.base_url else None
     if args.base_url is None and args.provider is None:
@@ -138,6 +139,8 @@ def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
 
 
 def ask(current: LLMSettings) -> ModelChoice:
+    from gateway.config.llm import model_base_url  # noqa: PLC0415
+
     print("\nWhich model should the assistant use?")
     for number, preset in enumerate(PRESETS, start=1):
         print(f"  {number}) {preset.label}")
@@ -179,6 +182,10 @@ def check(settings: Settings, choice: ModelChoice) -> str | None:
 
 
 def save(settings: Settings, choice: ModelChoice) -> None:
+    from dotenv import set_key as set_dotenv_key  # noqa: PLC0415
+
+    from gateway.cli.tomledit import delete_key, set_key  # noqa: PLC0415
+
     path = settings.config_file
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     text = set_key(text, "llm.provider", choice.provider)
@@ -208,6 +215,8 @@ def save(settings: Settings, choice: ModelChoice) -> None:
 
 
 def _llm(current: LLMSettings, choice: ModelChoice) -> LLMSettings:
+    from gateway.config.llm import LLMSettings  # noqa: PLC0415
+
     update: dict[str, object] = {
         "provider": choice.provider,
         "model": choice.model,

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-
-from pydantic import BaseModel, SecretStr
+from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
-from gateway.config.settings import Settings
-from gateway.core.channel import SupportsProbe
 from gateway.core.errors import (
     ChannelPermanentError,
     ChannelRateLimited,
     ChannelTransientError,
     ConfigError,
 )
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from gateway.config.settings import Settings
 
 PROBE_TIMEOUT = 15.0  # seconds for one channel's login check
 
@@ -45,6 +47,7 @@ async def probe_channel(settings: Settings, name: str, seconds: float) -> Check:
     scrubbed of the section's secrets, whatever a library put into an error.
     """
     from channels import REGISTRY  # noqa: PLC0415
+    from gateway.core.channel import SupportsProbe  # noqa: PLC0415
 
     label = f"channel {name}"
     secrets = _secrets(settings.channel_sections()[name])
@@ -83,6 +86,8 @@ async def probe_channel(settings: Settings, name: str, seconds: float) -> Check:
 
 
 def _secrets(section: BaseModel) -> list[str]:
+    from pydantic import SecretStr  # noqa: PLC0415
+
     """Every secret of the section, as written and stripped (the adapters strip tokens)."""
     values = (getattr(section, field) for field in type(section).model_fields)
     raw = [v.get_secret_value() for v in values if isinstance(v, SecretStr)]

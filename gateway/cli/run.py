@@ -7,9 +7,12 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from gateway import __version__
-from gateway.config.settings import Settings
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
 
 DESCRIPTION = (
     "Run every configured channel, the web chat and status page, and the scheduler, until "

@@ -17,8 +17,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gateway.config.settings import Settings
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
 
 UNIT_NAME = "switchboard.service"
 LAUNCHD_LABEL = "dev.switchboard.gateway"

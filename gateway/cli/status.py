@@ -11,11 +11,10 @@ import argparse
 import asyncio
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.cli.gateway_api import GatewayUnreachable, find_running, get_json
-from gateway.config.settings import Settings
-from gateway.store import Store
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
 
 DESCRIPTION = (
     "Show whether the gateway runs and what it is doing: channels connected, turns running, "
@@ -44,6 +43,8 @@ def status_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def gather(settings: Settings) -> dict[str, Any]:
     """Everything ``status`` shows, as plain data (the ``--json`` output)."""
+    from gateway.cli.gateway_api import GatewayUnreachable, find_running, get_json  # noqa: PLC0415
+
     running = find_running(settings)
     report: dict[str, Any] = {
         "running": running is not None,
@@ -80,6 +81,8 @@ async def gather(settings: Settings) -> dict[str, Any]:
 
 
 async def _stored(settings: Settings) -> dict[str, Any]:
+    from gateway.store import Store  # noqa: PLC0415
+
     path = settings.data_dir / "switchboard.db"
     empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0}
     if not path.exists():

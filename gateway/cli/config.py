@@ -120,6 +120,13 @@ def set_value(settings: Settings, key: str, text: str) -> int:
         print(f"switchboard: {key} is a table; set one of its keys", file=sys.stderr)
         return 1
     path = settings.config_file
+    if not path.exists():  # start from the commented template, as `onboard` would
+        from importlib import resources  # noqa: PLC0415
+
+        template = resources.files("gateway.config").joinpath("templates/config.toml")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.read_text("utf-8"), encoding="utf-8")
+        path.chmod(0o600)
     value = parse_value(text)
     try:
         old = write_key(path, key, value)

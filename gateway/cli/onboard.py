@@ -92,7 +92,8 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
     for path in report.kept:
         print(f"kept     {path} (already there)")
     flags = any(v is not None for v in (args.provider, args.base_url, args.model, args.api_key))
-    interactive = not flags and not args.non_interactive and sys.stdin.isatty()
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()  # a person, not a script
+    interactive = not flags and not args.non_interactive and terminal
     if not flags and not interactive:
         print(
             f"\nNext: choose the model with `switchboard onboard` in a terminal (or edit "

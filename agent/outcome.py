@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
-from agent.llm.errors import LLMError
+from agent.llm.errors import LLMContextOverflow, LLMError
 from agent.runner import RunResult
 from agent.tools.base import TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
@@ -77,7 +77,13 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
 
 
 def provider_notice(exc: LLMError) -> str:
-    """The cause and the fix, then whether waiting helps (it does not for a wrong setting)."""
+    """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
+    nor for a conversation too long for the model: a shorter text does)."""
+    if isinstance(exc, LLMContextOverflow):
+        return (
+            f"Sorry, I could not answer: {exc.user_message} Please send a shorter message, "
+            "or /new to start a fresh conversation."
+        )
     after = (
         "please try again in a moment." if exc.transient else "send it again once this is fixed."
     )

@@ -14,6 +14,7 @@ from agent.llm.base import LLMProvider, TextSink
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec
 from agent.tools.base import TurnState
 from agent.tools.executor import ToolExecutor
+from agent.turn import ToolSink
 from agent.turn_loop import (
     Checkpoint,
     ContextFactory,
@@ -71,6 +72,7 @@ class Runner:
         autopilot: bool = False,
         on_text: TextSink | None = None,
         on_overflow: Rebuild | None = None,
+        on_tool: ToolSink | None = None,
     ) -> RunResult:
         """Run the loop. ``on_overflow`` rebuilds a shorter prompt after a context-overflow
         error; the model call is retried once with it."""
@@ -87,4 +89,5 @@ class Runner:
             on_text,
         )
         turn.on_overflow = on_overflow
+        turn.on_tool = on_tool
         return await turn.run()

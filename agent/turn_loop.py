@@ -24,6 +24,7 @@ from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec, Usage
 from agent.tools.base import ToolContext, ToolResult, TurnState
 from agent.tools.executor import ToolExecutor
+from agent.turn import ToolSink
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
@@ -107,6 +108,7 @@ def tool_message(call: ToolCall, result: ToolResult) -> ChatMessage:
         name=call.name,
         is_error=result.is_error,
         untrusted=result.untrusted,
+        images=result.images,
     )
 
 
@@ -131,7 +133,9 @@ class TurnLoop:
         self.system = system
         self.conversation = conversation
         self.tools = tools
-        self.offered = {t.name for t in tools}
+        # Deferred tools (past the MCP prompt budget) may be called; their schemas are sent
+        # once find_tools surfaces them.
+        self.offered = {t.name for t in tools} | set(state.deferred)
         self.tool_names = self.offered | set(runner.executor.registry.names())
         self.context_for = context_for
         self.checkpoint = checkpoint
@@ -144,6 +148,7 @@ class TurnLoop:
         self.loops = LoopDetector()
         self.steps: list[_Step] = []
         self.on_overflow: Rebuild | None = None
+        self.on_tool: ToolSink | None = None
 
     async def run(self) -> RunResult:
         pending = unanswered_calls(self.conversation)
@@ -164,6 +169,7 @@ class TurnLoop:
             ):
                 self.trace.decision("limits", "TOKEN_LIMIT", "turn token budget exhausted")
                 return await self._end(TOKEN_LIMIT_NOTICE, "token_limit", failed=True)
+            self._add_found_tools()
             response = await self._call([], self.tools)
             parsed = parse_response(
                 response, self.tool_names, call_prefix=f"p{self.result.iterations}"
@@ -192,6 +198,18 @@ class TurnLoop:
             # The rejected answer and the fix request guide the next call but are not history.
             self.conversation.append(ChatMessage("assistant", parsed.text or "(no reply)"))
             self.conversation.append(ChatMessage("user", finding.fix))
+
+    def _add_found_tools(self) -> None:
+        """Tools find_tools surfaced join the schemas sent with every later call of the turn."""
+        shown = {t.name for t in self.tools}
+        found = [
+            self.state.deferred[name]
+            for name in dict.fromkeys(self.state.found)
+            if name in self.state.deferred and name not in shown
+        ]
+        if found:
+            self.tools = (*self.tools, *found)
+            self.trace.add("tools_found", tools=[t.name for t in found])
 
     async def _call(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
         """One model call on the conversation (plus ``extra`` messages not kept in it)."""
@@ -293,6 +311,8 @@ class TurnLoop:
             )
             return ToolResult(DedupGuard.message(call.name, earlier)), key
         self.dedup.record(call.name, parsed.args, self.result.iterations)
+        if self.on_tool is not None:
+            await self.on_tool(call.name)
         started = time.perf_counter()
         result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
         self.trace.add(

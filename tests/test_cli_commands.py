@@ -88,7 +88,8 @@ async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM
         report = json.loads(out)
         assert report["running"] is True and report["live"] is True, report
         assert report["url"] == url and report["ready"] is True
-        assert [(c["name"], c["connected"]) for c in report["channels"]] == [("webchat", True)]
+        channels = {c["name"]: c["connected"] for c in report["channels"]}
+        assert channels == {"webchat": True, "terminal": True}  # `chat` attaches to the latter
         assert (report["turns_running"], report["queue_depth"]) == (0, 0)
         assert (report["waiting"], report["unsent"], report["failed"]) == (0, 0, 0)
         assert report["heartbeat_target"] == "terminal:local"  # the owner chatted there last

@@ -8,6 +8,7 @@ import json
 import aiohttp
 
 from channels.memory import MemoryChannel
+from channels.terminal import TerminalChannel
 from channels.webchat import create
 from gateway.core.channel import ChannelHealth
 from gateway.runtime.app import Gateway
@@ -35,7 +36,9 @@ async def get(url: str) -> tuple[int, dict[str, object]]:
 async def test_not_ready_until_a_channel_connects(make_settings: SettingsFactory) -> None:
     settings = make_settings(web={"port": 0, "token": "a-token-long-enough-1234"})
     platform = SlowToConnect()
-    async with Gateway(settings, channels=[create(settings), platform]) as gateway:
+    terminal = TerminalChannel(agent_name="Bot", model="m")  # `switchboard run` always has it
+    local = [create(settings), terminal]
+    async with Gateway(settings, channels=[*local, platform]) as gateway:
         assert gateway.web is not None
         url = gateway.web.url
         status, body = await get(url + "readyz")  # public, like /healthz: no token needed
@@ -43,7 +46,7 @@ async def test_not_ready_until_a_channel_connects(make_settings: SettingsFactory
         assert body == {
             "ready": False,
             "store": True,
-            "channels": {"webchat": True, "platform": False},
+            "channels": {"webchat": True, "terminal": True, "platform": False},
         }
         assert (await get(url + "healthz"))[0] == 200  # alive all the same
         platform.connected = True

@@ -50,6 +50,13 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         "list", parents=[common], help="pending codes and paired users", description=text
     )
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
+    clear = actions.add_parser(
+        "clear",
+        parents=[common],
+        help="deny every open pairing request",
+        description="Deny every open pairing request (of one channel, when given).",
+    )
+    clear.add_argument("channel", nargs="?", help="only this channel's requests")
     for verb in ("approve", "deny"):
         actions.add_parser(
             verb,
@@ -85,7 +92,7 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.runtime.pairing import approve, deny, describe, revoke  # noqa: PLC0415
+    from gateway.runtime.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
     from gateway.store import Store  # noqa: PLC0415
 
     by = f"cli:{getpass.getuser()}"
@@ -104,6 +111,10 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
                 print("No pairing requests and no paired users.")
             else:
                 print("\n".join(describe(r) for r in requests))
+            return 0
+        if args.action == "clear":
+            count = await clear(store, by=by, channel=args.channel)
+            print(f"Cleared {count} open pairing request(s).")
             return 0
         if args.action in ("approve", "deny"):
             decide = approve if args.action == "approve" else deny

@@ -212,6 +212,23 @@ def security_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def root_checks() -> list[Check]:
+    """A warning when the gateway runs as root (docs/security.md)."""
+    from agent.tools.sandbox import contains_fork_bombs  # noqa: PLC0415
+
+    if os.geteuid() != 0:
+        return []
+    bombs = "" if contains_fork_bombs() else " (and no writable pids cgroup caps its commands)"
+    return [
+        Check(
+            "user",
+            "warn",
+            f"the gateway runs as root{bombs}: a command run without the sandbox, or a sandbox "
+            "escape, owns the machine; run Switchboard as an unprivileged user",
+        )
+    ]
+
+
 def sandbox_checks(settings: Settings) -> list[Check]:
     """Whether ``exec`` runs in the bubblewrap sandbox (docs/security.md)."""
     from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
@@ -219,29 +236,73 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     exec_settings = settings.tools.exec
     if not exec_settings.enabled or settings.tools.safe_mode:
         return []
+    return [_sandbox_check(settings, unavailable_reason())]
+
+
+def _sandbox_check(settings: Settings, problem: str | None) -> Check:
+    exec_settings = settings.tools.exec
     if exec_settings.sandbox == "off":
-        return [
-            Check("exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host")
-        ]
-    problem = unavailable_reason()
+        return Check(
+            "exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host"
+        )
     if problem is None:
         reach = "with" if exec_settings.network else "without"
-        return [Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")]
+        return Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")
     if exec_settings.sandbox == "bwrap":
-        return [Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")]
+        return Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")
     if in_container():
-        return [
+        return Check(
+            "exec sandbox",
+            "warn",
+            "commands run unsandboxed in this container (they can read everything the "
+            f"gateway can, /data included): {problem}. Docker: run with --security-opt "
+            "seccomp=unconfined --security-opt apparmor=unconfined --security-opt "
+            "systempaths=unconfined (compose.yaml does), or set tools.exec.sandbox = "
+            '"off" to accept it',
+        )
+    return Check("exec sandbox", "warn", f"commands run unsandboxed on the host: {problem}")
+
+
+async def mcp_checks(settings: Settings) -> list[Check]:
+    """Every enabled MCP server: does it start, what is left out, where it runs (docs/tools.md)."""
+    from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
+    from gateway.cli.mcp import budget_note, probe_servers  # noqa: PLC0415
+
+    enabled = settings.mcp.enabled()
+    if not enabled:
+        return []
+    try:
+        results = await probe_servers(settings, list(enabled))
+    except ConfigError as exc:
+        return [Check("mcp", "fail", str(exc))]
+    checks = []
+    wants_sandbox = any(s.stdio and s.sandbox for s in enabled.values())
+    problem = unavailable_reason() if wants_sandbox and settings.mcp.sandbox == "auto" else None
+    if problem is not None:
+        checks.append(Check("mcp sandbox", "warn", f"stdio servers run on the host: {problem}"))
+    host = settings.mcp.sandbox == "off" or problem is not None
+    unsandboxed = {n for n, s in enabled.items() if s.stdio and (host or not s.sandbox)}
+    for result in results:
+        label = f"mcp {result.spec.name}"
+        if not result.ok:
+            checks.append(Check(label, "fail", f"cannot start or reach it: {result.error}"))
+            continue
+        where = " on the host" if result.spec.name in unsandboxed else ""
+        checks.append(
             Check(
-                "exec sandbox",
-                "warn",
-                "commands run unsandboxed in this container (they can read everything the "
-                f"gateway can, /data included): {problem}. Docker: run with --security-opt "
-                "seccomp=unconfined --security-opt apparmor=unconfined --security-opt "
-                "systempaths=unconfined (compose.yaml does), or set tools.exec.sandbox = "
-                '"off" to accept it',
+                label,
+                "ok",
+                f"{len(result.tools)} tool(s), {len(result.read_only)} read-only{where}",
             )
-        ]
-    return [Check("exec sandbox", "warn", f"commands run unsandboxed on the host: {problem}")]
+        )
+        if result.skipped:
+            left = "; ".join(f"{s.tool} ({s.reason})" for s in result.skipped[:10])
+            checks.append(Check(label, "warn", f"{len(result.skipped)} tool(s) left out: {left}"))
+        if "member" in result.spec.roles:
+            checks.append(Check(label, "warn", "members may use its tools (roles includes member)"))
+    if any(r.ok for r in results):
+        checks.append(Check("mcp tools", "ok", budget_note(settings, results)))
+    return checks
 
 
 def in_container() -> bool:
@@ -258,14 +319,18 @@ async def run_doctor(
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
         *security_checks(settings),
         *sandbox_checks(settings),
+        *root_checks(),
         llm_key_check(settings),
     ]
     # The model and every channel are asked at once: a slow one costs its own timeout only.
     if checks[-1].status != "fail":
-        llm, channels = await asyncio.gather(llm_reachability(settings), channel_checks(settings))
-        checks += [llm, *channels]
+        llm, channels, mcp = await asyncio.gather(
+            llm_reachability(settings), channel_checks(settings), mcp_checks(settings)
+        )
+        checks += [llm, *channels, *mcp]
     else:
-        checks += await channel_checks(settings)
+        channels, mcp = await asyncio.gather(channel_checks(settings), mcp_checks(settings))
+        checks += [*channels, *mcp]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gateway import __version__
 from gateway.cli import admin, completion, config, doctor, logs, onboard, run, service, status
+from gateway.cli import mcp as mcp_cli
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.register(commands, common)
     service.register(commands, common)
     admin.register(commands, common)
+    _register_mcp(commands, common)
     completion.register(commands, common)
     return parser
 
@@ -80,6 +82,15 @@ def _register_chat(
     )
     chat.add_argument("-m", "--message", help="send one message, print the answer, exit")
     chat.set_defaults(handler=_chat)
+
+
+def _register_mcp(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    mcp_cli.add_parser(commands, common)
+    commands.choices["mcp"].set_defaults(
+        handler=lambda args, settings: asyncio.run(mcp_cli.run(settings, args))
+    )
 
 
 def _chat(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Run every configured channel, the web chat and status page, and the scheduler, until "
-    "Ctrl-C or SIGTERM. Creates $SWITCHBOARD_HOME on first use."
+    "Ctrl-C or SIGTERM (a second one stops at once). `switchboard chat` in another terminal "
+    "attaches to it. Creates $SWITCHBOARD_HOME on first use."
 )
 
 
@@ -38,19 +38,22 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 async def run_gateway(settings: Settings) -> int:
     from channels import build_channels  # noqa: PLC0415
+    from channels.terminal import TerminalChannel, socket_path  # noqa: PLC0415
+    from gateway.cli.stopping import Interrupts, stop_gateway  # noqa: PLC0415
     from gateway.runtime.app import Gateway  # noqa: PLC0415
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     channels = build_channels(settings)
     if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
         from channels.webchat import create as create_webchat  # noqa: PLC0415
 
         channels.append(create_webchat(settings))
-    async with Gateway(settings, channels=channels) as gateway:
-        if not gateway.channels:
+    terminal = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
+    gateway = Gateway(settings, channels=[*channels, terminal])
+    # `switchboard chat` attaches here (gateway/cli/chat.py)
+    terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
+    with Interrupts() as interrupts:
+        await gateway.start()
+        if not channels:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
                 "use `switchboard chat` to talk in the terminal",
@@ -59,5 +62,6 @@ async def run_gateway(settings: Settings) -> int:
         if gateway.web is not None:
             print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
         print(f"switchboard {__version__} ready", flush=True)
-        await stop.wait()
+        await interrupts.next()
+        await stop_gateway(gateway, interrupts)
     return 0

@@ -112,14 +112,17 @@ def suggestion(root: type[BaseModel], loc: Loc) -> str:
 def model_at(root: type[BaseModel], path: Sequence[int | str]) -> type[BaseModel] | None:
     """The settings class at ``path`` (through nested sections, dict values, list items)."""
     current: Any = root
+    keyed = False  # the next part is a key of a dict (``agents.<name>``), not a field
     for part in path:
-        if isinstance(part, int):  # an item of [[routes]]: already unwrapped below
+        if isinstance(part, int) or keyed:  # an item of [[routes]] or a dict's key
+            keyed = False
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
         field = current.model_fields.get(str(part))
         if field is None:
             return None
+        keyed = typing.get_origin(field.annotation) is dict
         current = _unwrap(field.annotation)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 

@@ -35,6 +35,7 @@ BOOTSTRAP_FILES = (
     "MEMORY.md",
 )
 MEMORY_DIR = "memory"
+LOCAL = frozenset({"terminal"})  # channels/terminal: always up while the gateway runs
 MAX_MEMORY_FILES = 200
 MAX_FILE_BYTES = 256_000
 USAGE_DAYS = 30
@@ -97,9 +98,9 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
 async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, Any]:
     """``/readyz``: the store answers and at least one channel is connected.
 
-    The web chat is up as soon as the server is, so it counts only when it is the only
-    channel; the internal agent channel never counts. Channels that do not report their
-    health count as connected once started.
+    The web chat and the terminal (``switchboard chat`` attaches to it) are up as soon as the
+    gateway is, so they count only when there is no other channel; the internal agent
+    channel never counts. Channels that do not report their health count as connected.
     """
     try:
         async with asyncio.timeout(5):
@@ -112,7 +113,7 @@ async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, An
         for name, channel in gateway.channels.items()
         if name != AGENT_CHANNEL
     }
-    others = {n: c for n, c in states.items() if gateway.channels[n] not in web}
+    others = {n: c for n, c in states.items() if gateway.channels[n] not in web and n not in LOCAL}
     counted = others or states
     ready = store and any(counted.values())
     return {"ready": ready, "store": store, "channels": states}

@@ -17,12 +17,15 @@ from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage
+from gateway.core.pacing import Rate
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token, section
 
-FAST = Pacing(per_chat=(100, 1.0), per_group=(100, 1.0), overall=(1000, 1.0))
+FAST = Pacing(
+    per_chat=Rate(100, burst=100), per_group=Rate(100, burst=100), overall=Rate(1000, burst=1000)
+)
 HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
 
 

@@ -37,6 +37,7 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.pacing import Pacer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class TelegramChannel:
         settings: Settings,
         *,
         pacing: Pacing | None = None,
+        pacer: Pacer | None = None,
         backoff: Backoff | None = None,
     ) -> None:
         section = settings.telegram
@@ -74,7 +76,8 @@ class TelegramChannel:
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10),
         )
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
-        self._sender = Sender(self.bot, pacing)
+        pacing = pacing or Pacing.overall_rate(section.messages_per_second)
+        self._sender = Sender(self.bot, pacing, pacer=pacer)
         transcriber = (
             Transcriber(
                 base_url=section.transcription_base_url,

@@ -8,6 +8,7 @@ resolved at the moment of use, not once at start. Gateway state (the data direct
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Sequence
@@ -53,14 +54,12 @@ class Workspace:
     def narrowed(self, *, hide: Sequence[str], allow: Sequence[Path] = ()) -> Workspace:
         """The same workspace with more paths (relative to the root, ``"."`` for all of it)
         off limits, except for reading what lies under ``allow``."""
-        return Workspace(
-            self.root,
-            restricted=self._restricted,
-            hidden=(*self._hidden, *(Path(os.path.realpath(self.root / h)) for h in hide)),
-            read_only=self._read_only,
-            allowed=(*self._allowed, *allow),
-            untrusted=self._untrusted,
-        )
+        # A copy, not a new Workspace: the paths this one holds are resolved already, and
+        # resolving them again for every turn cost more than the rest of the turn's setup.
+        view = copy.copy(self)
+        view._hidden = (*self._hidden, *(Path(os.path.realpath(self.root / h)) for h in hide))
+        view._allowed = (*self._allowed, *(p.expanduser().resolve() for p in allow))
+        return view
 
     def resolve(self, user_path: str, *, write: bool = False) -> Path:
         """The real path for ``user_path`` inside the workspace, or :class:`PathDenied`."""

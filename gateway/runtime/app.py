@@ -192,11 +192,12 @@ class Gateway(Service):
             await self.dispatcher.start()
             await self.subagents.recover()
             await self.scheduler.start()
-            for provider in self._providers():
-                if isinstance(provider, LazyProvider):
-                    provider.warm()  # import the model SDK now, off the start-up path
             for channel in self.channels.values():
                 await channel.start(self.gate)
+            for provider in self._providers():
+                if isinstance(provider, LazyProvider):
+                    # import the model SDK now, on a thread, once the channels listen
+                    provider.warm()
             if self.settings.web.enabled:
                 from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
 

@@ -72,7 +72,8 @@ class OutboundWorker(Service):
         while True:
             now = self._clock()
             wake_at: float | None = None
-            for record in await self._outbox.heads(name):
+            # A snapshot of the chats being sent: the read runs on the store's thread.
+            for record in await self._outbox.heads(name, skip=frozenset(self._in_flight)):
                 key = record.message.chat.session_key
                 if key in self._in_flight:
                     continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
 from gateway.core.messages import OutboundMessage
@@ -60,12 +60,15 @@ class Outbox:
         """Store messages for delivery; returns how many were new."""
         return await self._db.run(lambda conn: self.enqueue_statement(conn, messages))
 
-    async def heads(self, channel: str, *, limit: int = 200) -> list[OutboxRecord]:
-        """The oldest pending message of each chat of ``channel``, due or not."""
+    async def heads(
+        self, channel: str, *, limit: int = 200, skip: Container[str] = ()
+    ) -> list[OutboxRecord]:
+        """The oldest pending message of each chat of ``channel``, due or not, except for
+        the chats (session keys) in ``skip`` (those being sent: not decoded again)."""
 
         def load(conn: sqlite3.Connection) -> list[OutboxRecord]:
             rows = conn.execute(
-                "SELECT o.id, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
+                "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
                 " JOIN (SELECT MIN(id) AS id FROM outbox"
                 "       WHERE state = 'pending' AND channel = ? GROUP BY chat_key) head"
                 "   ON head.id = o.id"
@@ -76,7 +79,8 @@ class Outbox:
                 OutboxRecord(
                     row_id, OutboundMessage.from_dict(json.loads(payload)), attempts, due_at
                 )
-                for row_id, payload, attempts, due_at in rows
+                for row_id, chat_key, payload, attempts, due_at in rows
+                if chat_key not in skip
             ]
 
         return await self._db.run(load)

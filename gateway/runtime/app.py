@@ -155,6 +155,7 @@ class Gateway(Service):
             for channel in self.channels.values()
         ]
         self.web: WebServer | None = None  # gateway/web; started with the web chat
+        self._typing_tasks: set[asyncio.Task[None]] = set()
         self._started = False
 
     def _providers(self) -> list[LLMProvider]:
@@ -226,6 +227,9 @@ class Gateway(Service):
         await self.scheduler.stop()
         await self.subagents.stop(drain_timeout=drain_timeout)
         await self.dispatcher.stop(drain_timeout=drain_timeout)
+        for task in list(self._typing_tasks):
+            task.cancel()
+        await asyncio.gather(*self._typing_tasks, return_exceptions=True)
         for worker in self._workers:
             await worker.stop()
         for agent in self.agents.values():
@@ -336,21 +340,31 @@ class Gateway(Service):
             yield
             return
 
+        done = asyncio.Event()
+
         async def keep_typing() -> None:
-            await asyncio.sleep(TYPING_DELAY)
-            while True:
+            delay = TYPING_DELAY
+            while not await _set_within(done, delay):
                 try:
                     await channel.typing(chat)
-                except asyncio.CancelledError:
-                    raise
                 except Exception as exc:  # typing is cosmetic; never fail a turn over it
                     log.debug("typing indicator failed on %s: %s", chat.channel, exc)
-                await asyncio.sleep(TYPING_INTERVAL)
+                delay = TYPING_INTERVAL
 
         task = asyncio.create_task(keep_typing())
+        self._typing_tasks.add(task)
+        task.add_done_callback(self._typing_tasks.discard)
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # A request in flight finishes on its own (shutdown cancels it): cancelling it
+            # would drop its connection, and the answer does not wait for it either.
+            done.set()
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()

@@ -83,7 +83,7 @@ class Outbox:
                 if chat_key not in skip
             ]
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)  # a read: never needs an fsync
 
     async def mark_sent(self, record_id: int, receipt: str | None = None) -> None:
         now = self._clock()

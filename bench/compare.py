@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import LLM_LATENCY, llm_process, quiet_proxies
-from bench.procs import BotProcess, memory_mib
+from bench.procs import BotProcess, CpuMark, memory_mib
 from tests.fakes.telegram import Call, FakeTelegram, random_token
 
 TARGETS = {"seq": 1.1, "burst": 1.25, "cpu": 1.25, "start": 0.15, "big": 1.5}
@@ -152,13 +152,19 @@ async def measure(
         into.rss_idle.append(memory_mib(bot.pid))
 
         chat, e2e = 2, []
-        cpu = bot.cpu()
+        if profile is not None:
+            bot.signal(signal.SIGUSR1)
+        cpu, mark = bot.cpu(), bot.mark()
         for i in range(args.turns):
             update = await tg.say(f"question {i}", chat_id=chat, user_id=chat)
             await answers.wait(lambda n=i + 1: answers.count(chat) >= n)
             e2e.append(answers.at[chat][-1] - tg.pushed_at[update["update_id"]])
         into.seq.append(statistics.median(e2e))
         into.seq_cpu.append((await bot.settled_cpu() - cpu) / args.turns)
+        report_cpu(f"{name}, {args.turns} sequential turns", bot.mark(), mark, args.turns)
+        if profile is not None:
+            bot.signal(signal.SIGUSR2)  # the sequential turns: PROFILE-1.prof
+            await asyncio.sleep(1)  # handled before the next SIGUSR1 (it would run first)
 
         for size, times, cpus, first in (
             (args.chats, into.burst, into.cpu, 10_000),
@@ -170,22 +176,32 @@ async def measure(
             profiling = profile is not None and size == args.chats
             if profiling:
                 bot.signal(signal.SIGUSR1)
-            cpu, main_cpu = bot.cpu(), bot.main_thread_cpu()
+            cpu, mark = bot.cpu(), bot.mark()
             started = await say_all(tg, chats, "all at once")
             await answers.wait(lambda c=chats: all(answers.count(x) for x in c), 300)
             times.append(max(answers.at[c][0] for c in chats) - started)
             cpus.append((await bot.settled_cpu() - cpu) / size)
             if profiling:
-                bot.signal(signal.SIGUSR2)
-            print(
-                f"  {name} {size} chats: {cpus[-1] * 1000:.1f} ms CPU per turn, of which the"
-                f" main thread {(bot.main_thread_cpu() - main_cpu) * 1000 / size:.1f} ms",
-                flush=True,
-            )
+                bot.signal(signal.SIGUSR2)  # the burst: PROFILE-2.prof
+            report_cpu(f"{name}, {size} chats at once", bot.mark(), mark, size)
         into.rss_peak.append(memory_mib(bot.pid, "VmHWM"))
     finally:
         await bot.stop()
         await tg.stop()
+
+
+def report_cpu(what: str, now: CpuMark, then: CpuMark, turns: int) -> None:
+    """CPU per turn between two readings: all, the event loop's thread, user and system."""
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1000 / turns:.1f} ms"
+
+    print(
+        f"  {what}: {ms(now.total - then.total)} CPU per turn (event loop thread"
+        f" {ms(now.main_thread - then.main_thread)}; user {ms(now.user - then.user)},"
+        f" system {ms(now.system - then.system)})",
+        flush=True,
+    )
 
 
 def median(values: list[float]) -> float:
@@ -264,7 +280,9 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=50, help="the burst")
     parser.add_argument("--big", type=int, default=500, help="the big burst (0: skip)")
     parser.add_argument(
-        "--profile", type=Path, help="write a cProfile of Switchboard's burst to this file"
+        "--profile",
+        type=Path,
+        help="cProfile Switchboard: PROFILE-1.prof the sequential turns, PROFILE-2.prof the burst",
     )
     args = parser.parse_args()
     quiet_proxies()

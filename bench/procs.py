@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -20,8 +21,14 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time the process has used so far."""
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU time of the process so far: system time is the kernel's work for
+    it (system calls such as fsync, thread wake-ups, sockets)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK  # utime, stime (fields 14, 15)
 
 
 def main_thread_cpu_seconds(pid: int) -> float:
@@ -36,6 +43,19 @@ def memory_mib(pid: int, key: str = "VmRSS") -> float:
         if line.startswith(key):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CpuMark:
+    """A reading of a process's CPU times, in seconds."""
+
+    user: float
+    system: float
+    main_thread: float
+
+    @property
+    def total(self) -> float:
+        return self.user + self.system
 
 
 class BotProcess:
@@ -62,6 +82,10 @@ class BotProcess:
 
     def cpu(self) -> float:
         return cpu_seconds(self.pid)
+
+    def mark(self) -> CpuMark:
+        user, system = cpu_split(self.pid)
+        return CpuMark(user, system, main_thread_cpu_seconds(self.pid))
 
     def main_thread_cpu(self) -> float:
         return main_thread_cpu_seconds(self.pid)

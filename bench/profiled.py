@@ -1,8 +1,9 @@
 """Run a module under cProfile switched on and off by signals (``bench.compare --profile``).
 
-``python -m bench.profiled OUT.prof gateway run`` runs ``python -m gateway run``; SIGUSR1
-starts profiling the event loop's thread (its CPU time, not wall time), SIGUSR2 stops it and writes the statistics to
-OUT.prof (``python -m pstats OUT.prof``). Start-up and idle time stay out of the profile.
+``python -m bench.profiled OUT gateway run`` runs ``python -m gateway run``; SIGUSR1 starts
+profiling the event loop's thread (its CPU time, not wall time), SIGUSR2 stops it and writes
+the statistics to OUT-1.prof, then OUT-2.prof, ... (``python -m pstats OUT-1.prof``).
+Start-up and idle time stay out of the profile.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ def main() -> None:
     out, module, *args = sys.argv[1:]
     # CPU time of the profiled (event loop) thread: on a busy machine wall-clock time would
     # blame whatever ran when the process was descheduled.
-    profiler = cProfile.Profile(time.thread_time)
+    profilers: list[cProfile.Profile] = []
 
     def start(signum: int, frame: FrameType | None) -> None:
-        profiler.enable()
+        profilers.append(cProfile.Profile(time.thread_time))
+        profilers[-1].enable()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        profiler.disable()
-        profiler.dump_stats(out)
+        profilers[-1].disable()
+        profilers[-1].dump_stats(f"{out}-{len(profilers)}.prof")
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)

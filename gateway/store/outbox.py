@@ -85,15 +85,26 @@ class Outbox:
 
         return await self._db.run(load, durable=False)  # a read: never needs an fsync
 
-    async def mark_sent(self, record_id: int, receipt: str | None = None) -> None:
+    async def mark_sent(self, record_id: int, receipt: str | None = None) -> bool:
+        """Record the delivery; returns whether the same chat has another message waiting
+        (so the sender knows whether to look again)."""
         now = self._clock()
-        await self._db.run(
-            lambda conn: conn.execute(
+
+        def update(conn: sqlite3.Connection) -> bool:
+            conn.execute(
                 "UPDATE outbox SET state = 'sent', sent_at = ?, receipt = ?,"
                 " attempts = attempts + 1 WHERE id = ?",
                 (now, receipt, record_id),
             )
-        )
+            row = conn.execute(
+                "SELECT 1 FROM outbox o JOIN outbox sent ON sent.id = ?"
+                " WHERE o.state = 'pending' AND o.channel = sent.channel"
+                " AND o.chat_key = sent.chat_key LIMIT 1",
+                (record_id,),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(update)
 
     async def reschedule(self, record_id: int, delay: float, error: str) -> None:
         due_at = self._clock() + delay

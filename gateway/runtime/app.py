@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
 TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
+# Typing is cosmetic: in a stampede of slow turns it must not take the CPU and connections
+# the answers need, so at most this many typing requests per channel are in flight at once
+# (a turn that finds them busy tries again at its next interval).
+TYPING_MAX_IN_FLIGHT = 4
 
 
 class Gateway(Service):
@@ -156,6 +161,7 @@ class Gateway(Service):
         ]
         self.web: WebServer | None = None  # gateway/web; started with the web chat
         self._typing_tasks: set[asyncio.Task[None]] = set()
+        self._typing_in_flight: Counter[str] = Counter()
         self._started = False
 
     def _providers(self) -> list[LLMProvider]:
@@ -345,11 +351,16 @@ class Gateway(Service):
         async def keep_typing() -> None:
             delay = TYPING_DELAY
             while not await _set_within(done, delay):
+                delay = TYPING_INTERVAL
+                if self._typing_in_flight[chat.channel] >= TYPING_MAX_IN_FLIGHT:
+                    continue
+                self._typing_in_flight[chat.channel] += 1
                 try:
                     await channel.typing(chat)
                 except Exception as exc:  # typing is cosmetic; never fail a turn over it
                     log.debug("typing indicator failed on %s: %s", chat.channel, exc)
-                delay = TYPING_INTERVAL
+                finally:
+                    self._typing_in_flight[chat.channel] -= 1
 
         task = asyncio.create_task(keep_typing())
         self._typing_tasks.add(task)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import statistics
 import tempfile
 import time
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import LLM_LATENCY, llm_process, quiet_proxies
-from bench.procs import BotProcess, CpuMark, memory_mib
+from bench.procs import BotProcess, CpuMark, PySpy, memory_mib
 from tests.fakes.telegram import Call, FakeTelegram, random_token
 
 TARGETS = {"seq": 1.1, "burst": 1.25, "cpu": 1.25, "start": 0.15, "big": 1.5}
@@ -89,9 +88,7 @@ class Answers:
         return len(self.at.get(chat, ()))
 
 
-def switchboard(
-    tg: FakeTelegram, llm_url: str, home: Path, log: Path, profile: Path | None = None
-) -> BotProcess:
+def switchboard(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotProcess:
     from gateway.config.settings import Settings
     from gateway.runtime.home import onboard
 
@@ -112,14 +109,10 @@ def switchboard(
     )
     settings = Settings(home=home)
     onboard(settings.home, settings.workspace_dir)  # a normal start, not the first-run setup
-    if profile is not None:  # cProfile around the burst only (see bench/profiled.py)
-        return BotProcess("bench.profiled", str(profile), "gateway", "run", env=env, log=log)
     return BotProcess("gateway", "run", env=env, log=log)
 
 
-def floor(
-    tg: FakeTelegram, llm_url: str, home: Path, log: Path, profile: Path | None = None
-) -> BotProcess:
+def floor(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotProcess:
     env = dict(os.environ)
     env.update(FLOOR_TOKEN=tg.token, FLOOR_BASE_URL=f"{tg.base_url}/bot", FLOOR_LLM_URL=llm_url)
     return BotProcess("bench.floor", env=env, log=log)
@@ -139,8 +132,7 @@ async def measure(
 ) -> None:
     await asyncio.to_thread(tmp.mkdir, parents=True, exist_ok=True)
     tg = await FakeTelegram(random_token()).start()
-    profile = args.profile if name == "switchboard" and args.profile else None
-    bot = BOTS[name](tg, llm_url, tmp / f"{name}-home", tmp / f"{name}.log", profile)
+    bot = BOTS[name](tg, llm_url, tmp / f"{name}-home", tmp / f"{name}.log")
     answers = Answers(tg)
     try:
         await bot.start()
@@ -150,44 +142,60 @@ async def measure(
         await answers.wait(lambda: answers.count(1) >= 1)
         await bot.settled_cpu()
         into.rss_idle.append(memory_mib(bot.pid))
-
-        chat, e2e = 2, []
-        if profile is not None:
-            bot.signal(signal.SIGUSR1)
-        cpu, mark = bot.cpu(), bot.mark()
-        for i in range(args.turns):
-            update = await tg.say(f"question {i}", chat_id=chat, user_id=chat)
-            await answers.wait(lambda n=i + 1: answers.count(chat) >= n)
-            e2e.append(answers.at[chat][-1] - tg.pushed_at[update["update_id"]])
-        into.seq.append(statistics.median(e2e))
-        into.seq_cpu.append((await bot.settled_cpu() - cpu) / args.turns)
-        report_cpu(f"{name}, {args.turns} sequential turns", bot.mark(), mark, args.turns)
-        if profile is not None:
-            bot.signal(signal.SIGUSR2)  # the sequential turns: PROFILE-1.prof
-            await asyncio.sleep(1)  # handled before the next SIGUSR1 (it would run first)
-
-        for size, times, cpus, first in (
-            (args.chats, into.burst, into.cpu, 10_000),
-            (args.big, into.big, into.big_cpu, 100_000),
-        ):
-            if size <= 0:
-                continue
-            chats = range(first, first + size)
-            profiling = profile is not None and size == args.chats
-            if profiling:
-                bot.signal(signal.SIGUSR1)
-            cpu, mark = bot.cpu(), bot.mark()
-            started = await say_all(tg, chats, "all at once")
-            await answers.wait(lambda c=chats: all(answers.count(x) for x in c), 300)
-            times.append(max(answers.at[c][0] for c in chats) - started)
-            cpus.append((await bot.settled_cpu() - cpu) / size)
-            if profiling:
-                bot.signal(signal.SIGUSR2)  # the burst: PROFILE-2.prof
-            report_cpu(f"{name}, {size} chats at once", bot.mark(), mark, size)
+        run = Run(name, bot, tg, answers, into)
+        await sequential(run, args.turns)
+        spy = f"{args.py_spy}-{name}-burst.txt" if args.py_spy else None
+        await burst(run, range(10_000, 10_000 + args.chats), spy)
+        if args.big > 0:
+            await burst(run, range(100_000, 100_000 + args.big), None)
         into.rss_peak.append(memory_mib(bot.pid, "VmHWM"))
     finally:
         await bot.stop()
         await tg.stop()
+
+
+@dataclass(frozen=True)
+class Run:
+    """One bot under test and what it is measured with."""
+
+    name: str
+    bot: BotProcess
+    tg: FakeTelegram
+    answers: Answers
+    into: Figures
+
+
+async def sequential(run: Run, turns: int) -> None:
+    """One chat; the next message is sent when the answer to the previous one arrived."""
+    name, bot, tg, answers, into = run.name, run.bot, run.tg, run.answers, run.into
+    chat, e2e = 2, []
+    cpu, mark = bot.cpu(), bot.mark()
+    for i in range(turns):
+        update = await tg.say(f"question {i}", chat_id=chat, user_id=chat)
+        await answers.wait(lambda n=i + 1: answers.count(chat) >= n)
+        e2e.append(answers.at[chat][-1] - tg.pushed_at[update["update_id"]])
+    into.seq.append(statistics.median(e2e))
+    into.seq_cpu.append((await bot.settled_cpu() - cpu) / turns)
+    report_cpu(f"{name}, {turns} sequential turns", bot.mark(), mark, turns)
+
+
+async def burst(run: Run, chats: range, spy_file: str | None) -> None:
+    """Every chat writes in the same instant; the time until all are answered."""
+    name, bot, tg, answers, into = run.name, run.bot, run.tg, run.answers, run.into
+    spy = PySpy(bot.pid, Path(spy_file)) if spy_file else None
+    if spy is not None:
+        await spy.start()
+    cpu, mark = bot.cpu(), bot.mark()
+    started = await say_all(tg, chats, "all at once")
+    await answers.wait(lambda: all(answers.count(x) for x in chats), 300)
+    elapsed = max(answers.at[c][0] for c in chats) - started
+    per_turn = (await bot.settled_cpu() - cpu) / len(chats)
+    if spy is not None:
+        await spy.stop()
+    report_cpu(f"{name}, {len(chats)} chats at once", bot.mark(), mark, len(chats))
+    big = len(chats) > 100
+    (into.big if big else into.burst).append(elapsed)
+    (into.big_cpu if big else into.cpu).append(per_turn)
 
 
 def report_cpu(what: str, now: CpuMark, then: CpuMark, turns: int) -> None:
@@ -270,7 +278,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def warmup_args(args: argparse.Namespace) -> argparse.Namespace:
-    return argparse.Namespace(turns=2, chats=5, big=0, reps=1, profile=None)
+    return argparse.Namespace(turns=2, chats=5, big=0, reps=1, py_spy=None)
 
 
 def main() -> None:
@@ -280,9 +288,9 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=50, help="the burst")
     parser.add_argument("--big", type=int, default=500, help="the big burst (0: skip)")
     parser.add_argument(
-        "--profile",
-        type=Path,
-        help="cProfile Switchboard: PROFILE-1.prof the sequential turns, PROFILE-2.prof the burst",
+        "--py-spy",
+        help="sample each bot with py-spy during the burst: PY_SPY-<bot>-burst.txt"
+        " (summarise with python -m bench.stacks)",
     )
     args = parser.parse_args()
     quiet_proxies()

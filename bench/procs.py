@@ -118,3 +118,36 @@ class BotProcess:
             with contextlib.suppress(ProcessLookupError):
                 self._process.kill()
             await self._process.wait()
+
+
+class PySpy:
+    """``py-spy record`` on a running process (sampling, all threads, only time on a CPU)."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self._argv = [
+            str(Path(sys.executable).with_name("py-spy")),
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--threads",
+            "--nonblocking",  # do not pause the bot to sample it
+            "--output",
+            str(out),
+        ]
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *self._argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        await asyncio.sleep(0.5)  # attached before the work starts
+
+    async def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        await self._process.wait()

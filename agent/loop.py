@@ -148,11 +148,6 @@ class AgentLoop:
     # -- the turn ------------------------------------------------------------------------
 
     async def _run(self, request: TurnRequest, trace: TurnTrace) -> TurnOutcome:
-        state, conversation, drafts = await self._conversation(request, trace)
-        if not drafts:
-            new = self._user_messages(request)
-            await self._checkpoint(request, new)  # the turn's first checkpoint
-            conversation.extend(new)
         kind = task_type(request.task_type)
         registry = self.runner.executor.registry
         if self.tool_source is not None:
@@ -167,13 +162,20 @@ class AgentLoop:
         finder = registry.get(FindTools.name)
         if isinstance(finder, FindTools):  # many MCP tools: find_tools instead of every schema
             tools, deferred = finder.split(tools, registry)
+        # Both reads at once: the store runs them in one transaction.
+        (state, conversation, drafts), pinned = await asyncio.gather(
+            self._conversation(request, trace), self._pinned(request, tools)
+        )
+        if not drafts:
+            new = self._user_messages(request)
+            await self._checkpoint(request, new)  # the turn's first checkpoint
+            conversation.extend(new)
         texts = [m.text for m in request.messages] or [request.prompt or ""]
         helpers = guidance(texts, [t.name for t in tools])
         if helpers:
             trace.add("prompt_helpers", helpers=[h.name for h in helpers])
         block = "\n".join(b for b in (kind.prompt, guidance_block(helpers)) if b)
         now = self._clock()
-        pinned = await self._pinned(request, tools)
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
         )

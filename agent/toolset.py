@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from agent.llm.base import LLMProvider
 from agent.tools.base import Tool
-from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
@@ -60,7 +59,9 @@ def default_tools(
     ]
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
-    if settings.email.can_send:
+    if settings.email.can_send:  # SMTP and mail formatting load only when configured
+        from agent.tools.email import SendEmail  # noqa: PLC0415
+
         tools.append(
             SendEmail(settings.email, sender_name=settings.agent.name, audit_log=audit_log)
         )

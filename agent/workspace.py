@@ -8,6 +8,7 @@ resolved at the moment of use, not once at start. Gateway state (the data direct
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -74,39 +75,22 @@ class Workspace:
     def narrowed(self, *, hide: Sequence[str], allow: Sequence[Path] = ()) -> Workspace:
         """The same workspace with more paths (relative to the root: ``"."`` for all of it, a
         trailing ``/`` for a folder) off limits, except for reading what lies under ``allow``."""
+        # A copy, not a new Workspace: the paths this one holds are resolved already, and
+        # resolving them again for every turn cost more than the rest of the turn's setup.
         hidden = [Path(os.path.realpath(self.root / h)) for h in hide]
         folders = [path for path, h in zip(hidden, hide, strict=True) if h.endswith(("/", "."))]
-        return self._copy(
-            hidden=(*self._hidden, *hidden),
-            hidden_folders=(*self._hidden_folders, *folders),
-            allowed=(*self._allowed, *allow),
-        )
+        view = copy.copy(self)
+        view._hidden = (*self._hidden, *hidden)
+        view._hidden_folders = self._hidden_folders | frozenset(folders)
+        view._allowed = (*self._allowed, *(p.expanduser().resolve() for p in allow))
+        return view
 
     def for_turn(self, owner_writes: Callable[[], bool]) -> Workspace:
         """This view for one turn: ``owner_writes`` says, at each write, whether the turn may
         change the owner's protected files (:func:`agent.protected.may_change_owner_files`)."""
-        return self._copy(owner_writes=owner_writes)
-
-    def _copy(
-        self,
-        *,
-        hidden: Sequence[Path] | None = None,
-        hidden_folders: Sequence[Path] | None = None,
-        allowed: Sequence[Path] | None = None,
-        owner_writes: Callable[[], bool] | None = None,
-    ) -> Workspace:
-        return Workspace(
-            self.root,
-            restricted=self._restricted,
-            protected=self._protected,
-            hidden=self._hidden if hidden is None else hidden,
-            hidden_folders=tuple(self._hidden_folders)
-            if hidden_folders is None
-            else hidden_folders,
-            allowed=self._allowed if allowed is None else allowed,
-            untrusted=self._untrusted,
-            owner_writes=owner_writes or self._owner_writes,
-        )
+        view = copy.copy(self)
+        view._owner_writes = owner_writes
+        return view
 
     def resolve(self, user_path: str, *, write: bool = False) -> Path:
         """The real path for ``user_path`` inside the workspace, or :class:`PathDenied`."""

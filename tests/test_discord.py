@@ -7,6 +7,7 @@ URL); everything else is the unmodified library talking HTTP and websockets to t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -231,6 +232,22 @@ async def test_a_429_holds_the_chat_then_delivers(
     assert fake_discord.texts() == ["echo: hello"]
     assert fake_discord.post_attempts == 2
     assert elapsed >= 0.3  # held for Retry-After, not retried at once
+
+
+async def test_a_429_in_one_chat_holds_only_that_chat(
+    fake_discord: FakeDiscord, fake_llm: FakeLLM, discord_settings: Callable[..., Settings]
+) -> None:
+    other = user(43, "ed", "Ed")
+    fake_discord.limited[DM_CHANNEL] = 30.0
+    async with running(discord_settings(allow_from=["42", "43"])) as (gateway, _):
+        await fake_discord.dm("hello", author=OWNER)
+        await fake_discord.until(lambda: fake_discord.attempts_in.get(DM_CHANNEL) == 1)
+        await fake_discord.dm("and me?", author=other)
+        [answer] = await fake_discord.wait_posts(1)
+        key = f"discord:{DM_CHANNEL}"
+        held = await gateway.store.outbox.chat_held("discord", key, time.time())
+    assert (answer.channel_id, answer.content) == (dm_channel(other), "echo: and me?")
+    assert held and fake_discord.attempts_in[DM_CHANNEL] == 1  # held, not retried at once
 
 
 async def test_a_send_that_arrived_but_timed_out_is_not_posted_twice(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from channels.memory import MemoryChannel
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatRef, ChatType, OutboundKind
+from gateway.runtime import app as app_module
 from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 
@@ -181,3 +185,42 @@ async def test_streaming_channels_see_the_answer_as_it_is_generated(
     assert "".join(d for _, d in channel.deltas) == reply.text == "a streamed answer in pieces"
     assert {turn for turn, _ in channel.deltas} == {reply.turn_id}
     assert fake_llm.requests[0].body.get("stream") is True
+
+
+class SlowTypingChannel(MemoryChannel):
+    """A platform whose typing requests hang until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.typing_in_flight = 0
+        self.release_typing = asyncio.Event()
+
+    async def typing(self, chat: ChatRef) -> None:
+        self.typing_in_flight += 1
+        try:
+            await self.release_typing.wait()
+        finally:
+            self.typing_in_flight -= 1
+        await super().typing(chat)
+
+
+async def test_a_stampede_of_slow_turns_sends_few_typing_indicators_at_once(
+    run_gateway: Callable[..., Any], fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_module, "TYPING_DELAY", 0.0)  # every turn wants "typing" at once
+    monkeypatch.setattr(app_module, "TYPING_INTERVAL", 600.0)  # ...and only once
+    release = asyncio.Event()
+    for _ in range(10):
+        fake_llm.queue(held(release, "done"))
+    channel = SlowTypingChannel()
+    async with run_gateway(channel=channel) as (gateway, _):
+        for i in range(10):
+            await channel.push("slow one", chat_id=f"c{i}", sender_id=f"u{i}")
+        await fake_llm.wait_for_requests(10)  # all ten turns are running
+        in_flight = channel.typing_in_flight
+        channel.release_typing.set()
+        release.set()
+        await channel.wait_for(10)
+        await gateway.wait_idle()
+    assert in_flight == app_module.TYPING_MAX_IN_FLIGHT  # the others did not pile on
+    assert len(channel.texts()) == 10  # and every answer went out

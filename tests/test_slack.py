@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -156,6 +157,22 @@ async def test_a_429_holds_the_chat_then_delivers(
         await gateway.wait_idle()
     assert fake_slack.texts() == ["echo: hello"]
     assert fake_slack.count("chat.postMessage") == 2  # refused once, then sent once
+
+
+async def test_a_429_in_one_chat_holds_only_that_chat(
+    fake_slack: FakeSlack, fake_llm: FakeLLM, slack_settings: Callable[..., Settings]
+) -> None:
+    fake_slack.limited["D0001"] = 30.0
+    async with running(slack_settings(allow_from=["U42", "U43"])) as (gateway, _):
+        await fake_slack.push(event_body(dm_event("hello", user="U42", ts="610.000001")))
+        await fake_slack.until(lambda: fake_slack.count("chat.postMessage", "D0001") == 1)
+        await fake_slack.push(
+            event_body(dm_event("and me?", user="U43", ts="610.000002", channel="D0002"))
+        )
+        [answer] = await fake_slack.wait_posts(1)
+        held = await gateway.store.outbox.chat_held("slack", "slack:D0001", time.time())
+    assert (answer.channel, answer.text) == ("D0002", "echo: and me?")
+    assert held and fake_slack.count("chat.postMessage", "D0001") == 1  # not retried at once
 
 
 async def test_a_post_that_arrived_but_lost_its_answer_is_not_repeated(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -87,8 +89,6 @@ async def test_tool_ledger_records_intent_once(tmp_path: Path) -> None:
 
 async def test_a_failing_job_does_not_undo_its_batch_neighbours(tmp_path: Path) -> None:
     async with Store(tmp_path / "db.sqlite") as store:
-        import asyncio
-        import sqlite3
 
         def broken(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO no_such_table VALUES (1)")
@@ -129,3 +129,27 @@ async def test_the_database_and_its_wal_files_are_private(tmp_path: Path) -> Non
             assert modes(files) == {p.name: 0o600 for p in files}
     finally:
         os.umask(old)
+
+
+async def test_only_checkpoints_commit_without_an_fsync(tmp_path: Path) -> None:
+    """Accepted messages and committed turns reach the disk before anyone is told; a
+    transaction holding only checkpoints (``durable=False``) does not wait for the disk,
+    and nothing is synced more strongly than ``storage.synchronous`` says."""
+
+    def sync_level(conn: sqlite3.Connection) -> int:  # 2 = FULL (fsync), 1 = NORMAL
+        return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    async with Store(tmp_path / "full.sqlite") as store:
+        levels = [
+            await store.db.run(sync_level, durable=False),
+            await store.db.run(sync_level),
+            await store.db.run(sync_level, durable=False),
+        ]
+        together = await asyncio.gather(  # one transaction: the durable job decides
+            store.db.run(sync_level, durable=False), store.db.run(sync_level)
+        )
+    async with Store(tmp_path / "normal.sqlite", synchronous="normal") as store:
+        relaxed = await store.db.run(sync_level)
+    assert levels == [1, 2, 1]
+    assert together == [2, 2]
+    assert relaxed == 1

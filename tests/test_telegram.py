@@ -15,16 +15,14 @@ from pathlib import Path
 import pytest
 
 from channels.telegram import TelegramChannel
-from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import AnotherInstanceRunning, ConfigError
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
-from tests.fakes.telegram import FakeTelegram, random_token, section
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
 
-FAST = Pacing(per_chat=(100, 1.0), per_group=(100, 1.0), overall=(1000, 1.0))
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
     b"\x90wS\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef"
@@ -41,7 +39,7 @@ async def tg() -> AsyncIterator[FakeTelegram]:
 
 
 def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST, backoff=Backoff(base=0.01, cap=0.05))
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
 
 
 def request_text(fake_llm: FakeLLM, index: int = -1) -> str:

@@ -16,12 +16,11 @@ from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
+from gateway.core.pacing import Pacer
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FakeTelegram, random_token, section
-
-FAST = Pacing(per_chat=(100, 1.0), per_group=(100, 1.0), overall=(1000, 1.0))
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
 
 
 @pytest.fixture
@@ -36,12 +35,12 @@ async def direct(
     make_settings: SettingsFactory, tg: FakeTelegram
 ) -> AsyncIterator[TelegramChannel]:
     """A channel used for sending only (no intake started)."""
-    telegram = TelegramChannel(make_settings(telegram=section(tg)), pacing=FAST)
+    telegram = TelegramChannel(make_settings(telegram=section(tg)), pacing=FAST_PACING)
     yield telegram
     await telegram.stop()
 
 
-def channel(settings: Settings, pacing: Pacing = FAST) -> TelegramChannel:
+def channel(settings: Settings, pacing: Pacing = FAST_PACING) -> TelegramChannel:
     return TelegramChannel(settings, pacing=pacing, backoff=Backoff(base=0.01, cap=0.05))
 
 
@@ -180,21 +179,77 @@ async def test_typing_and_replies_in_forum_topics(
     }
 
 
-async def test_sending_is_paced_per_chat_and_long_waits_go_back_to_the_outbox(
+class StoppedTime:
+    """The pacer's clock and sleep, with time standing still: every message counts as sent
+    in the same instant, and every pacing wait is recorded (not slept), however fast or
+    loaded the machine is."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return 0.0
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 3))
+
+    def pacer(self, pacing: Pacing) -> Pacer:
+        return Pacer(pacing.overall, clock=self.clock, sleep=self.sleep)
+
+
+async def test_a_reply_right_after_another_in_the_same_chat_is_not_paced(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    stopped = StoppedTime()  # a leaky bucket would make every reply after the first wait
+    settings = make_settings(telegram=section(tg))
+    telegram = TelegramChannel(settings, pacer=stopped.pacer(Pacing()))  # the default pacing
+    async with Gateway(settings, channels=[telegram]) as gateway:
+        for i in range(4):  # the next message is sent as soon as the answer arrives
+            await tg.say(f"question {i}")
+            await tg.wait_sent(i + 1, chat_id=42)
+        await gateway.wait_idle()
+    assert tg.texts(42) == [f"echo: question {i}" for i in range(4)]
+    assert stopped.slept == []
+
+
+async def test_sustained_sending_is_paced_and_long_waits_go_back_to_the_outbox(
     make_settings: SettingsFactory, tg: FakeTelegram
 ) -> None:
-    settings = make_settings(telegram=section(tg))
-    paced = channel(settings, Pacing(per_chat=(1, 0.2), per_group=(1, 60.0), max_wait=0.5))
+    stopped = StoppedTime()
+    pacing = Pacing()
+    paced = TelegramChannel(make_settings(telegram=section(tg)), pacer=stopped.pacer(pacing))
     try:
-        started = time.perf_counter()
-        for i in range(3):
+        for i in range(int(pacing.per_chat.burst)):  # a burst in one instant: no wait
             await paced.send(out(f"message {i}"))
-        elapsed = time.perf_counter() - started
-        await paced.send(out("group one", chat_id="-100555"))
-        with pytest.raises(ChannelRateLimited):  # a 60 s group wait is not slept inside send
-            await paced.send(out("group two", chat_id="-100555"))
+        assert stopped.slept == []
+        await paced.send(out("one more"))  # beyond the burst: the sustained 1/s
+        assert stopped.slept == [1.0]
+        for i in range(int(pacing.per_group.burst)):
+            await paced.send(out(f"group {i}", chat_id="-100555"))
+        await paced.send(out("group sustained", chat_id="-100555"))  # 20/min: 3 s, slept
+        assert stopped.slept == [1.0, 3.0]
+        with pytest.raises(ChannelRateLimited) as limited:  # 6 s > max_wait: not slept
+            await paced.send(out("group too fast", chat_id="-100555"))
     finally:
         await paced.stop()
-    assert elapsed >= 0.35
-    assert tg.texts(42) == ["message 0", "message 1", "message 2"]
-    assert tg.texts(-100555) == ["group one"]
+    assert limited.value.retry_after > pacing.max_wait
+    assert stopped.slept == [1.0, 3.0]
+    assert len(tg.texts(42)) == pacing.per_chat.burst + 1
+    assert "group too fast" not in tg.texts(-100555)
+
+
+async def test_flood_control_for_one_chat_holds_only_that_chat(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 30", retry_after=30, chat_id=42)
+    settings = make_settings(telegram=section(tg, allow_from=["*"]))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("first, from the flooded chat", chat_id=42, user_id=42)
+        await tg.wait_called("sendMessage")  # refused with retry_after 30
+        await tg.say("meanwhile, elsewhere", chat_id=43, user_id=43)
+        [other] = await tg.wait_sent(1, chat_id=43)
+        held = await gateway.store.outbox.chat_held("telegram", "telegram:42", time.time())
+        attempts_for_42 = [c for c in tg.called("sendMessage") if c.params["chat_id"] == 42]
+    assert other.params["text"] == "echo: meanwhile, elsewhere"
+    assert held and tg.sent(42) == []
+    assert len(attempts_for_42) == 1  # not retried before retry_after

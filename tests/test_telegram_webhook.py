@@ -10,7 +10,6 @@ import aiohttp
 import pytest
 
 from channels.telegram import TelegramChannel
-from channels.telegram.sender import Pacing
 from channels.telegram.webhook import SECRET_HEADER
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
@@ -20,9 +19,8 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.fakes.telegram import FakeTelegram, random_token, section
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
 
-FAST = Pacing(per_chat=(100, 1.0), per_group=(100, 1.0), overall=(1000, 1.0))
 HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
 
 
@@ -34,7 +32,7 @@ async def tg() -> AsyncIterator[FakeTelegram]:
 
 
 def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST, backoff=Backoff(base=0.01, cap=0.05))
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
 
 
 class FlakySink:
@@ -129,3 +127,52 @@ async def test_polling_does_not_confirm_an_update_it_could_not_store(
     fetched_again = [o for o in offsets if o is None or o <= update["update_id"]]
     assert len(fetched_again) >= 3  # fetched, failed twice, fetched again until stored
     assert [m.text for m in sink.accepted] == ["do not lose me"]
+
+
+class SlowChatSink:
+    """An intake that stores the first message of chat 1 only after a message of chat 2 was
+    stored, and fails it the first time; it recognises redeliveries like the journal does."""
+
+    def __init__(self) -> None:
+        self.accepted: list[InboundMessage] = []
+        self.other_chat_stored = asyncio.Event()
+        self.failed_once = False
+
+    async def admits(self, msg: InboundMessage) -> bool:
+        return True
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        if msg.text == "one: first" and not self.failed_once:
+            await asyncio.wait_for(self.other_chat_stored.wait(), 10)
+            self.failed_once = True
+            raise StorageFullError("disk full")
+        if any(m.platform_message_id == msg.platform_message_id for m in self.accepted):
+            return Accepted.DUPLICATE
+        self.accepted.append(msg)
+        if msg.chat_id == "2":
+            self.other_chat_stored.set()
+        return Accepted.NEW
+
+
+async def test_a_batch_is_stored_chat_by_chat_and_a_failure_holds_the_offset(
+    make_settings: SettingsFactory, tg: FakeTelegram
+) -> None:
+    updates = [
+        await tg.say(text, chat_id=chat, user_id=chat)
+        for chat, text in ((1, "one: first"), (1, "one: second"), (2, "two: first"))
+    ]
+    last = await tg.say("two: second", chat_id=2, user_id=2)
+    telegram = channel(make_settings(telegram=section(tg, allow_from=["*"])))
+    sink = SlowChatSink()
+    await telegram.start(sink)  # all four arrive in one getUpdates batch
+    try:
+        await tg.wait_confirmed(last["update_id"] + 1)
+    finally:
+        await telegram.stop()
+    texts = [m.text for m in sink.accepted]
+    assert sorted(texts) == ["one: first", "one: second", "two: first", "two: second"]
+    assert texts.index("one: first") < texts.index("one: second")  # a chat's order holds
+    assert texts.index("two: first") < texts.index("two: second")
+    assert texts.index("two: first") < texts.index("one: first")  # chat 2 did not wait
+    offsets = [c.params.get("offset") for c in tg.called("getUpdates")]
+    assert offsets[1] in (None, updates[0]["update_id"])  # not confirmed past the failure

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, TurnState
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
@@ -16,6 +17,8 @@ from agent.tools.shell import Exec
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.core.principal import Principal
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
 
 
 @pytest.fixture
@@ -198,3 +201,15 @@ async def test_exec_failure_reports_exit_code(workspace: Workspace) -> None:
     assert result.is_error
     assert result.content.splitlines() == ["exit code 3", "oops"]
     assert os.environ.get("HOME") != str(workspace.root)
+
+
+def test_every_built_in_tool_has_a_valid_argument_schema(make_settings: SettingsFactory) -> None:
+    """Validators are built on a tool's first call; this keeps a broken schema from
+    waiting for that call to show."""
+    settings = make_settings(
+        agents={"helper": {}}, email={"smtp_host": "127.0.0.1", "from_address": "bot@example.org"}
+    )
+    tools = list(Gateway(settings).tools)
+    assert {"send_email", "send_to_agent", "read_file", "cron"} <= {t.name for t in tools}
+    for tool in tools:
+        Draft202012Validator.check_schema(tool.parameters)

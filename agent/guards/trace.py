@@ -7,6 +7,7 @@ written; the files live in the data directory, never in the agent's workspace.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,11 +47,19 @@ class TurnTrace:
     def write(self, directory: Path, redact: Redact = lambda s: s) -> Path:
         day = time.strftime("%Y-%m-%d", time.localtime(self._start))
         path = directory / day / f"{self.turn_id}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
         lines = [redact(json.dumps(e, ensure_ascii=False, default=str)) for e in self.events]
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        path.chmod(0o600)
+        data = ("\n".join(lines) + "\n").encode()
+        # Created private (0600) in one call; the day's folder only when it is missing.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         return path
 
 

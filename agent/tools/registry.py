@@ -1,14 +1,20 @@
-"""The tool registry: names, compact schemas for the model, and argument validation."""
+"""The tool registry: names, compact schemas for the model, and argument validation.
+
+Validators are built when a tool is first called: jsonschema is not needed before the first
+tool call, so it stays out of the start-up path (tests/test_tools.py checks every built-in
+schema).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.llm.types import ToolSpec
 from agent.tools.base import Tool
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 from gateway.core.principal import Principal
 
 
@@ -22,6 +28,7 @@ class ToolSource(Protocol):
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._specs: dict[str, ToolSpec] = {}
         self._validators: dict[str, Draft202012Validator] = {}
         self._all_specs: tuple[ToolSpec, ...] | None = None
         for tool in tools:
@@ -30,16 +37,17 @@ class ToolRegistry:
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} registered twice")
-        Draft202012Validator.check_schema(tool.parameters)
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(tool.parameters)
+        self._specs[tool.name] = _spec(tool)
+        self._validators.pop(tool.name, None)
         self._all_specs = None
 
     def replace_source(self, source: str, tools: Iterable[Tool]) -> None:
         """Swap every tool of ``source`` for ``tools`` (a server restarted with other tools)."""
         for name in [n for n, t in self._tools.items() if t.source == source]:
             del self._tools[name]
-            del self._validators[name]
+            self._specs.pop(name, None)
+            self._validators.pop(name, None)
         self._all_specs = None
         for tool in tools:
             self.register(tool)
@@ -57,18 +65,30 @@ class ToolRegistry:
         return len(self._tools)
 
     def specs(self, allowed: Callable[[Tool], bool] | None = None) -> tuple[ToolSpec, ...]:
-        """Schemas to offer the model (cached when unfiltered)."""
+        """Schemas to offer the model (each built once, at registration)."""
         if allowed is None:
             if self._all_specs is None:
-                self._all_specs = tuple(_spec(t) for t in self._tools.values())
+                self._all_specs = tuple(self._specs.values())
             return self._all_specs
-        return tuple(_spec(t) for t in self._tools.values() if allowed(t))
+        return tuple(self._specs[name] for name, t in self._tools.items() if allowed(t))
+
+    def validator(self, name: str) -> Draft202012Validator:
+        """The tool's argument validator; raises ``jsonschema.SchemaError`` for a tool whose
+        own schema is invalid (a bug in the tool, found by the schema test)."""
+        validator = self._validators.get(name)
+        if validator is None:
+            from jsonschema import Draft202012Validator  # noqa: PLC0415 - see module doc
+
+            parameters = self._tools[name].parameters
+            Draft202012Validator.check_schema(parameters)
+            validator = self._validators[name] = Draft202012Validator(parameters)
+        return validator
 
     def validation_errors(self, name: str, args: dict[str, Any]) -> list[str]:
         """Schema violations, each phrased for the model; empty when the arguments fit."""
         tool = self._tools[name]
         errors = []
-        for error in self._validators[name].iter_errors(args):
+        for error in self.validator(name).iter_errors(args):
             where = ".".join(str(p) for p in error.absolute_path) or "arguments"
             errors.append(f"{where}: {error.message}")
         if errors:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
@@ -29,7 +30,6 @@ from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
-from channels.telegram.webhook import WebhookServer
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
@@ -37,6 +37,10 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.pacing import Pacer
+
+if TYPE_CHECKING:
+    from channels.telegram.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,7 @@ class TelegramChannel:
         settings: Settings,
         *,
         pacing: Pacing | None = None,
+        pacer: Pacer | None = None,
         backoff: Backoff | None = None,
     ) -> None:
         section = settings.telegram
@@ -74,7 +79,8 @@ class TelegramChannel:
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10),
         )
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
-        self._sender = Sender(self.bot, pacing)
+        pacing = pacing or Pacing.overall_rate(section.messages_per_second)
+        self._sender = Sender(self.bot, pacing, pacer=pacer)
         transcriber = (
             Transcriber(
                 base_url=section.transcription_base_url,
@@ -115,6 +121,9 @@ class TelegramChannel:
         self._lock.acquire()
         try:
             if self.settings.mode == "webhook":
+                # aiohttp's web server only for webhook mode: polling starts without it
+                from channels.telegram.webhook import WebhookServer  # noqa: PLC0415
+
                 self.webhook = WebhookServer(
                     self.bot,
                     self._accept,

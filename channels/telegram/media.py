@@ -17,7 +17,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import openai
 from telegram import Bot
 from telegram.error import TelegramError
 
@@ -34,17 +33,30 @@ _UNTRUSTED_VOICE = (
 _DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
 
 
+class TranscriptionError(Exception):
+    """The transcription provider failed; the message says how."""
+
+
 class Transcriber:
-    """Speech to text through any OpenAI-compatible ``/audio/transcriptions`` endpoint."""
+    """Speech to text through any OpenAI-compatible ``/audio/transcriptions`` endpoint.
+
+    The openai SDK (about a second of imports) is loaded only when transcription is
+    configured, so a plain Telegram bot starts without it."""
 
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str) -> None:
+        import openai  # noqa: PLC0415 - only with transcription on
+
         self.model = model
+        self._error: type[Exception] = openai.OpenAIError
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", max_retries=1, timeout=120
         )
 
     async def transcribe(self, path: Path) -> str:
-        result = await self._client.audio.transcriptions.create(model=self.model, file=path)
+        try:
+            result = await self._client.audio.transcriptions.create(model=self.model, file=path)
+        except self._error as exc:
+            raise TranscriptionError(str(exc)) from exc
         return str(getattr(result, "text", result)).strip()
 
     async def aclose(self) -> None:
@@ -132,7 +144,7 @@ class MediaFetcher:
             return replace(attachment, note=note), ""
         try:
             transcript = await self._transcriber.transcribe(Path(attachment.path))
-        except openai.OpenAIError as exc:
+        except TranscriptionError as exc:
             log.warning("telegram: transcription failed: %s", exc)
             return replace(
                 attachment, note=f"a voice note arrived; transcription failed: {exc}"

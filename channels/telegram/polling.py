@@ -2,10 +2,12 @@
 
 PTB's ``Updater`` moves its offset past a batch as soon as it has fetched it, before any
 handler ran; a crash then loses the batch. This loop calls the real ``Bot.get_updates`` and
-advances the offset one update at a time, after ``handle`` returned (which is after the
-gateway journaled it). The next ``getUpdates`` call carries the new offset, and that is what
+advances the offset past an update only after ``handle`` returned for it and for every
+update before it (which is after the gateway journaled them). The next ``getUpdates`` call carries the new offset, and that is what
 confirms the update to Telegram. If ``handle`` raises (the disk is full, say), the offset
-stays and the update is fetched again after a backoff.
+stays and the update is fetched again after a backoff. The updates of one batch are handled
+chat by chat in order, different chats at the same time, so a burst's journal writes share
+one commit.
 
 Network failures reconnect with capped, jittered exponential backoff. ``409 Conflict``
 means a second receiver for this token (another poller, or a webhook set elsewhere); it is
@@ -105,17 +107,50 @@ class Poller:
                 continue
             self._backoff.reset()
             self._on_status(None)
-            for update_id, update in updates:
+            handled, failure = await self._handle_batch(updates)
+            if handled:
+                self.offset = updates[handled - 1][0] + 1
+                self.last_update_at = time.time()
+            if failure is not None:  # not journaled: keep the offset, fetch it again
+                update_id, error = failure
+                await self._failed(f"update {update_id} not accepted: {error}")
+
+    async def _handle_batch(
+        self, updates: list[tuple[int, Update | None]]
+    ) -> tuple[int, tuple[int, Exception] | None]:
+        """Handle a batch: each chat's updates in order, different chats at the same time (so
+        their journal writes share one commit). Returns how many updates from the start of
+        the batch were handled, and the first failure. The offset only moves past that
+        prefix; updates after a failure that were handled anyway are fetched again and the
+        journal recognises them as duplicates."""
+        handled = [False] * len(updates)
+        failures: dict[int, Exception] = {}
+
+        async def in_order(indices: list[int]) -> None:
+            for index in indices:
                 if self._stopping.is_set():
-                    break
+                    return
+                update = updates[index][1]
                 if update is not None:
                     try:
                         await self._handle(update)
-                    except Exception as exc:  # not journaled: keep the offset, fetch it again
-                        await self._failed(f"update {update_id} not accepted: {exc}")
-                        break
-                self.offset = update_id + 1
-                self.last_update_at = time.time()
+                    except Exception as exc:  # the chat's later updates wait for this one
+                        failures[index] = exc
+                        return
+                handled[index] = True
+
+        chats: dict[object, list[int]] = {}
+        for index, (update_id, update) in enumerate(updates):
+            chat = update.effective_chat if update is not None else None
+            chats.setdefault(chat.id if chat is not None else f"update {update_id}", []).append(
+                index
+            )
+        await asyncio.gather(*(in_order(indices) for indices in chats.values()))
+        prefix = handled.index(False) if False in handled else len(handled)
+        if not failures:
+            return prefix, None
+        first = min(failures)
+        return prefix, (updates[first][0], failures[first])
 
     async def _get_updates(self) -> list[tuple[int, Update | None]]:
         """The next batch as ``(update_id, update)``; ``None`` for an update PTB cannot parse."""

@@ -1,9 +1,13 @@
 """Outbound delivery: paced, split, mapped onto the gateway's error types, never doubled.
 
-Pacing follows Telegram's published guidance: about one message a second per chat, 20 a
-minute per group, 30 a second overall (leaky buckets from aiolimiter). A wait longer than
+Pacing follows Telegram's published guidance for *sustained* rates: about one message a
+second per chat, 20 a minute per group, 30 a second overall (``telegram.messages_per_second``).
+Telegram tolerates short bursts, so these are token buckets (gateway/core/pacing.py) with a
+burst allowance: a reply that follows the previous one closely leaves at once; only a chat
+(or the bot) that keeps sending faster than the sustained rate waits. A wait longer than
 ``max_wait`` is not slept inside ``send``: it becomes :class:`ChannelRateLimited`, so the
-outbox holds that chat and other chats go on. ``RetryAfter`` from Telegram is the same.
+outbox holds that chat and other chats go on. ``RetryAfter`` (a 429) from Telegram is the
+same, for that chat only.
 
 One outbound message can be several Telegram messages (long text, files). The parts already
 delivered are remembered per ``idempotency_key`` so a retry after part 2 of 3 failed resumes
@@ -13,7 +17,6 @@ after a restart; the outbox marks a message sent only after every part went out)
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import warnings
@@ -23,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from aiolimiter import AsyncLimiter
 from telegram import Bot, Message, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import (
@@ -39,20 +41,30 @@ from channels.telegram.convert import telegram_message_id
 from channels.telegram.render import Part, render
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
+from gateway.core.pacing import Pacer, Rate
 
 log = logging.getLogger(__name__)
 
 MAX_PHOTO_BYTES = 10_000_000  # larger images go as documents
 _MAX_TRACKED = 1_000
-_MAX_LIMITERS = 10_000
+PER_CHAT = Rate(1.0, burst=20)  # a long answer in parts, files, a quick exchange
+PER_GROUP = Rate.per_minute(20, burst=20)  # Telegram: 20 messages a minute in a group
+OVERALL = Rate(30.0, burst=100)  # a stampede of chats answered at once
 
 
 @dataclass(frozen=True, slots=True)
 class Pacing:
-    per_chat: tuple[float, float] = (1, 1.0)  # (messages, seconds)
-    per_group: tuple[float, float] = (20, 60.0)
-    overall: tuple[float, float] = (30, 1.0)
+    """Sustained rates and the bursts Telegram tolerates above them."""
+
+    per_chat: Rate = PER_CHAT
+    per_group: Rate = PER_GROUP
+    overall: Rate = OVERALL
     max_wait: float = 5.0  # longer waits hold the chat in the outbox instead
+
+    @classmethod
+    def overall_rate(cls, per_second: float) -> Pacing:
+        """The defaults with another overall rate (paid broadcasts allow up to 1000/s)."""
+        return cls(overall=Rate(per_second, burst=max(OVERALL.burst, per_second)))
 
 
 Step = Callable[[], Awaitable[Message]]
@@ -69,12 +81,13 @@ T = TypeVar("T")
 
 
 class Sender:
-    def __init__(self, bot: Bot, pacing: Pacing | None = None) -> None:
+    def __init__(
+        self, bot: Bot, pacing: Pacing | None = None, *, pacer: Pacer | None = None
+    ) -> None:
         self._bot = bot
         self._pacing = pacing or Pacing()
-        self._overall = AsyncLimiter(*self._pacing.overall)
-        self._chats: OrderedDict[str, AsyncLimiter] = OrderedDict()
-        self._groups: OrderedDict[str, AsyncLimiter] = OrderedDict()
+        # Tests pass a pacer with their own clock; its overall rate is then the pacer's.
+        self._pacer = pacer or Pacer(self._pacing.overall)
         # idempotency_key -> Telegram message ids of the parts already delivered
         self._delivered: OrderedDict[str, list[int]] = OrderedDict()
 
@@ -157,26 +170,10 @@ class Sender:
     # -- pacing ---------------------------------------------------------------------------
 
     async def _pace(self, chat_id: str) -> None:
-        limiters = [self._overall, _limiter(self._chats, chat_id, self._pacing.per_chat)]
+        keys = [("chat", chat_id, self._pacing.per_chat)]
         if chat_id.startswith("-"):  # group, supergroup and channel ids are negative
-            limiters.append(_limiter(self._groups, chat_id, self._pacing.per_group))
-        for limiter in reversed(limiters):
-            try:
-                await asyncio.wait_for(limiter.acquire(), self._pacing.max_wait)
-            except TimeoutError:
-                raise ChannelRateLimited(self._pacing.max_wait, "paced by the bot") from None
-
-
-def _limiter(
-    table: OrderedDict[str, AsyncLimiter], key: str, rate: tuple[float, float]
-) -> AsyncLimiter:
-    limiter = table.get(key)
-    if limiter is None:
-        limiter = table[key] = AsyncLimiter(*rate)
-        while len(table) > _MAX_LIMITERS:
-            table.popitem(last=False)
-    table.move_to_end(key)
-    return limiter
+            keys.append(("group", chat_id, self._pacing.per_group))
+        await self._pacer.acquire(keys, max_wait=self._pacing.max_wait, what="paced by the bot")
 
 
 def _thread(chat: ChatRef) -> int | None:

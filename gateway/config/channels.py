@@ -100,6 +100,7 @@ class TelegramSettings(ChannelSection):
     webhook_secret: SecretStr | None = None  # generated per start when unset
     poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+    messages_per_second: float = Field(default=30.0, gt=0, le=1000)
     # Voice notes are transcribed when a base URL or key is set (any OpenAI-compatible server).
     transcription_base_url: str | None = None
     transcription_api_key: SecretStr | None = None

@@ -131,6 +131,7 @@ DESCRIPTIONS = {
     "telegram.webhook_listen": "address the webhook server binds",
     "telegram.webhook_path": "URL path of the webhook",
     "telegram.poll_timeout_seconds": "long-poll duration of getUpdates",
+    "telegram.messages_per_second": "sustained sending rate over all chats; bursts of up to 100 leave at once (Telegram allows 30, up to 1000 with paid broadcasts)",
     "telegram.transcription_base_url": "OpenAI-compatible /v1 root for voice transcription (unset: off)",
     "telegram.transcription_model": "transcription model, e.g. whisper-1",
     "discord.reaction_emoji": "the reaction added while a message is processed",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +57,9 @@ class Attachment:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:
         return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +114,10 @@ class InboundMessage:
         return word.split("@", 1)[0].lower()
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _shallow(self)  # not dataclasses.asdict: it deep-copies every value
         data["chat_type"] = self.chat_type.value
         data["received_at"] = self.received_at.isoformat()
+        data["attachments"] = [a.to_dict() for a in self.attachments]
         return data
 
     @classmethod
@@ -172,8 +176,9 @@ class OutboundMessage:
         return replace(self, text=text)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _shallow(self)
         data["kind"] = self.kind.value
+        data["attachments"] = [a.to_dict() for a in self.attachments]
         return data
 
     @classmethod
@@ -182,3 +187,8 @@ class OutboundMessage:
         data["kind"] = OutboundKind(data.get("kind", "reply"))
         data["attachments"] = tuple(Attachment.from_dict(a) for a in data.get("attachments", ()))
         return cls(**data)
+
+
+def _shallow(obj: Any) -> dict[str, Any]:
+    """A slotted dataclass's fields as a dict, values as they are (all immutable here)."""
+    return {name: getattr(obj, name) for name in obj.__slots__}

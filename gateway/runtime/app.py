@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
 TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
+# Typing is cosmetic: in a stampede of slow turns it must not take the CPU and connections
+# the answers need, so at most this many typing requests per channel are in flight at once
+# (a turn that finds them busy tries again at its next interval).
+TYPING_MAX_IN_FLIGHT = 4
 
 
 class Gateway(Service):
@@ -165,6 +170,8 @@ class Gateway(Service):
             for channel in self.channels.values()
         ]
         self.web: WebServer | None = None  # gateway/web; started with the web chat
+        self._typing_tasks: set[asyncio.Task[None]] = set()
+        self._typing_in_flight: Counter[str] = Counter()
         self._started = False
 
     def _providers(self) -> list[LLMProvider]:
@@ -204,11 +211,12 @@ class Gateway(Service):
                 await self.mcp.start()
             await self.subagents.recover()
             await self.scheduler.start()
-            for provider in self._providers():
-                if isinstance(provider, LazyProvider):
-                    provider.warm()  # import the model SDK now, off the start-up path
             for channel in self.channels.values():
                 await channel.start(self.gate)
+            for provider in self._providers():
+                if isinstance(provider, LazyProvider):
+                    # import the model SDK now, on a thread, once the channels listen
+                    provider.warm()
             if self.settings.web.enabled:
                 from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
 
@@ -244,6 +252,9 @@ class Gateway(Service):
         await self.scheduler.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
+        for task in list(self._typing_tasks):
+            task.cancel()
+        await asyncio.gather(*self._typing_tasks, return_exceptions=True)
         for worker in self._workers:
             await worker.stop()
         for agent in self.agents.values():
@@ -349,21 +360,36 @@ class Gateway(Service):
             yield
             return
 
+        done = asyncio.Event()
+
         async def keep_typing() -> None:
-            await asyncio.sleep(TYPING_DELAY)
-            while True:
+            delay = TYPING_DELAY
+            while not await _set_within(done, delay):
+                delay = TYPING_INTERVAL
+                if self._typing_in_flight[chat.channel] >= TYPING_MAX_IN_FLIGHT:
+                    continue
+                self._typing_in_flight[chat.channel] += 1
                 try:
                     await channel.typing(chat)
-                except asyncio.CancelledError:
-                    raise
                 except Exception as exc:  # typing is cosmetic; never fail a turn over it
                     log.debug("typing indicator failed on %s: %s", chat.channel, exc)
-                await asyncio.sleep(TYPING_INTERVAL)
+                finally:
+                    self._typing_in_flight[chat.channel] -= 1
 
         task = asyncio.create_task(keep_typing())
+        self._typing_tasks.add(task)
+        task.add_done_callback(self._typing_tasks.discard)
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # A request in flight finishes on its own (shutdown cancels it): cancelling it
+            # would drop its connection, and the answer does not wait for it either.
+            done.set()
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()

@@ -72,7 +72,8 @@ class OutboundWorker(Service):
         while True:
             now = self._clock()
             wake_at: float | None = None
-            for record in await self._outbox.heads(name):
+            # A snapshot of the chats being sent: the read runs on the store's thread.
+            for record in await self._outbox.heads(name, skip=frozenset(self._in_flight)):
                 key = record.message.chat.session_key
                 if key in self._in_flight:
                     continue
@@ -88,15 +89,19 @@ class OutboundWorker(Service):
             await self._bus.wait_outbound(name, timeout)
 
     async def _deliver(self, key: str, record: OutboxRecord) -> None:
+        look_again = True
         try:
-            await self._attempt(record)
+            look_again = await self._attempt(record)
         finally:
             self._in_flight.pop(key, None)
-            self._bus.outbound_ready(self.channel.name)
+            if look_again:  # this chat's next message, or a new due time
+                self._bus.outbound_ready(self.channel.name)
             if self._on_settled is not None:
                 await self._on_settled()
 
-    async def _attempt(self, record: OutboxRecord) -> None:
+    async def _attempt(self, record: OutboxRecord) -> bool:
+        """One delivery attempt; returns whether the worker should read the queue again
+        (not after a delivery that left its chat with nothing waiting)."""
         message = record.message
         try:
             receipt = await self.channel.send(message)
@@ -132,4 +137,5 @@ class OutboundWorker(Service):
                 )
                 await self._outbox.reschedule(record.id, delay, str(exc))
         else:
-            await self._outbox.mark_sent(record.id, receipt)
+            return await self._outbox.mark_sent(record.id, receipt)
+        return True

@@ -6,6 +6,12 @@ its own savepoint, so one failing job does not undo the others): with 50 chats w
 once that is one fsync instead of fifty. ``await db.run(fn)`` returns only after the
 transaction holding ``fn`` has committed, which is what "journaled before acknowledged"
 needs.
+
+``db.run(fn, durable=False)`` is for checkpoints that may be lost with the machine's power
+(a turn's start, its drafts): a transaction holding only such jobs commits without an fsync
+(``synchronous=NORMAL``). Commits stay in order in the WAL, so the next durable commit makes
+everything before it durable too, and a power cut can only lose a tail of checkpoints; a
+crash of the process loses nothing. With ``storage.synchronous = "normal"`` no commit fsyncs.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ _SQLITE_FULL = 13
 class _Pending:
     fn: Callable[[sqlite3.Connection], Any]
     future: asyncio.Future[Any]
+    durable: bool
 
 
 class _Stop:
@@ -51,6 +58,7 @@ class Database(Service):
     def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
         self.path = path
         self._synchronous = synchronous.upper()
+        self._sync_now = self._synchronous  # the connection's current setting
         self._queue: queue.SimpleQueue[_Pending | _Stop] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -76,12 +84,13 @@ class Database(Service):
         self._queue.put(_Stop())
         await asyncio.to_thread(thread.join)
 
-    async def run(self, fn: Job[T]) -> T:
-        """Run ``fn(connection)`` in a transaction; return once it is committed."""
+    async def run(self, fn: Job[T], *, durable: bool = True) -> T:
+        """Run ``fn(connection)`` in a transaction; return once it is committed (and, if
+        ``durable``, on disk: see the module docstring)."""
         if self._thread is None or self._loop is None:
             raise StoreError("database is not open")
         future: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Pending(fn, future))
+        self._queue.put(_Pending(fn, future, durable))
         return await future
 
     # -- writer thread -------------------------------------------------------------------
@@ -134,6 +143,7 @@ class Database(Service):
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
         outcomes: list[tuple[_Pending, Any, BaseException | None]] = []
         try:
+            self._set_sync(conn, any(job.durable for job in batch))
             conn.execute("BEGIN IMMEDIATE")
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
@@ -165,6 +175,14 @@ class Database(Service):
             log.exception("store transaction failed: %s", error)
             outcomes = [(job, None, error) for job in batch]
         self._loop_deliver(outcomes)
+
+    def _set_sync(self, conn: sqlite3.Connection, durable: bool) -> None:
+        """FULL for a transaction that must survive a power cut, NORMAL otherwise (never
+        stronger than configured). Only between transactions, as SQLite requires."""
+        wanted = self._synchronous if durable else "NORMAL"
+        if wanted != self._sync_now:
+            conn.execute(f"PRAGMA synchronous={wanted}")
+            self._sync_now = wanted
 
     def _loop_deliver(self, outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
         assert self._loop is not None

@@ -98,7 +98,7 @@ class History:
             rows.reverse()
             return state, _rows(rows)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)  # a read: never needs an fsync
 
     async def drafts(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: sqlite3.Connection) -> list[StoredMessage]:
@@ -115,6 +115,9 @@ class History:
     async def add_drafts(
         self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
     ) -> list[int]:
+        """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last
+        checkpoints, and the turn then resumes from an earlier one (the tool ledger, written
+        durably before any side effect, keeps those from being repeated)."""
         now = self._clock()
 
         def insert(conn: sqlite3.Connection) -> list[int]:
@@ -138,7 +141,7 @@ class History:
                 ids.append(cursor.lastrowid)
             return ids
 
-        return await self._db.run(insert)
+        return await self._db.run(insert, durable=False)
 
     async def drop(self, message_ids: Sequence[int]) -> None:
         """Take messages out of the context for good (error cleanup)."""

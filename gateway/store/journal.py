@@ -93,7 +93,10 @@ class Journal:
     async def start_turn(
         self, turn_id: str, session_key: str, kind: str, record_ids: Sequence[int]
     ) -> None:
-        """Create the turn and mark its inbound messages as processing (one transaction)."""
+        """Create the turn and mark its inbound messages as processing (one transaction).
+
+        Not fsynced on its own (``durable=False``): if a power cut loses it, the messages
+        are still pending and are answered by a new turn after the restart."""
         now = self._clock()
 
         def claim(conn: sqlite3.Connection) -> None:
@@ -107,7 +110,7 @@ class Journal:
                 [(turn_id, now, record_id) for record_id in record_ids],
             )
 
-        await self._db.run(claim)
+        await self._db.run(claim, durable=False)
 
     async def retry_turn(self, turn_id: str) -> int:
         """Count one more attempt at a resumed turn; returns the new attempt number."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
 from gateway.core.messages import OutboundMessage
@@ -60,12 +60,15 @@ class Outbox:
         """Store messages for delivery; returns how many were new."""
         return await self._db.run(lambda conn: self.enqueue_statement(conn, messages))
 
-    async def heads(self, channel: str, *, limit: int = 200) -> list[OutboxRecord]:
-        """The oldest pending message of each chat of ``channel``, due or not."""
+    async def heads(
+        self, channel: str, *, limit: int = 200, skip: Container[str] = ()
+    ) -> list[OutboxRecord]:
+        """The oldest pending message of each chat of ``channel``, due or not, except for
+        the chats (session keys) in ``skip`` (those being sent: not decoded again)."""
 
         def load(conn: sqlite3.Connection) -> list[OutboxRecord]:
             rows = conn.execute(
-                "SELECT o.id, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
+                "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
                 " JOIN (SELECT MIN(id) AS id FROM outbox"
                 "       WHERE state = 'pending' AND channel = ? GROUP BY chat_key) head"
                 "   ON head.id = o.id"
@@ -76,20 +79,32 @@ class Outbox:
                 OutboxRecord(
                     row_id, OutboundMessage.from_dict(json.loads(payload)), attempts, due_at
                 )
-                for row_id, payload, attempts, due_at in rows
+                for row_id, chat_key, payload, attempts, due_at in rows
+                if chat_key not in skip
             ]
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)  # a read: never needs an fsync
 
-    async def mark_sent(self, record_id: int, receipt: str | None = None) -> None:
+    async def mark_sent(self, record_id: int, receipt: str | None = None) -> bool:
+        """Record the delivery; returns whether the same chat has another message waiting
+        (so the sender knows whether to look again)."""
         now = self._clock()
-        await self._db.run(
-            lambda conn: conn.execute(
+
+        def update(conn: sqlite3.Connection) -> bool:
+            conn.execute(
                 "UPDATE outbox SET state = 'sent', sent_at = ?, receipt = ?,"
                 " attempts = attempts + 1 WHERE id = ?",
                 (now, receipt, record_id),
             )
-        )
+            row = conn.execute(
+                "SELECT 1 FROM outbox o JOIN outbox sent ON sent.id = ?"
+                " WHERE o.state = 'pending' AND o.channel = sent.channel"
+                " AND o.chat_key = sent.chat_key LIMIT 1",
+                (record_id,),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(update)
 
     async def reschedule(self, record_id: int, delay: float, error: str) -> None:
         due_at = self._clock() + delay

@@ -7,15 +7,28 @@ serves web routes (see :mod:`gateway.web.server`); security lives in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from gateway.core.webhost import ServesWeb
-from gateway.web.server import WebServer, web_channels
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gateway.core.webhost import ServesWeb
+    from gateway.web.server import WebServer
     from gateway.web.view import GatewayView
 
 __all__ = ["ServesWeb", "WebServer", "start_web"]
+
+
+def __getattr__(name: str) -> Any:
+    """The server and aiohttp load on first use: the runtime imports ``gateway.web.view``
+    (plain types) at start, and a gateway that serves no pages never needs them."""
+    if name == "WebServer":
+        from gateway.web.server import WebServer  # noqa: PLC0415
+
+        return WebServer
+    if name == "ServesWeb":
+        from gateway.core.webhost import ServesWeb  # noqa: PLC0415
+
+        return ServesWeb
+    raise AttributeError(name)
 
 
 async def start_web(gateway: GatewayView) -> WebServer | None:
@@ -24,6 +37,8 @@ async def start_web(gateway: GatewayView) -> WebServer | None:
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
     (``switchboard chat``, tests, benchmarks) opens no port.
     """
+    from gateway.web.server import WebServer, web_channels  # noqa: PLC0415
+
     if not gateway.settings.web.enabled or not web_channels(gateway):
         return None
     server = WebServer(gateway)

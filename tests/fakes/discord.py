@@ -94,6 +94,10 @@ class FakeDiscord:
         self.typing: list[int] = []
         self.reactions: list[tuple[str, int, int, str]] = []  # (added|removed, chan, msg, emoji)
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
+        self.limited: dict[
+            int, float
+        ] = {}  # channel id -> answer every post there 429, retry_after
+        self.attempts_in: dict[int, int] = {}  # channel id -> posts tried there
         self.files: dict[str, bytes] = {}
         self.fail_me: deque[float] = deque()  # answer GET /users/@me with 429, retry_after
 
@@ -347,13 +351,14 @@ class FakeDiscord:
         else:
             body = await request.json()
         nonce = body.get("nonce")
+        self.attempts_in[channel_id] = self.attempts_in.get(channel_id, 0) + 1
         await self._notify()
         if body.get("enforce_nonce") and nonce:
             for earlier in self.posted:
                 if earlier.nonce == nonce and earlier.channel_id == channel_id:
                     return json_response(self._message_payload(earlier))
-        if self.fail_posts and self.fail_posts[0][0] == "429":
-            _, wait = self.fail_posts.popleft()
+        if channel_id in self.limited or (self.fail_posts and self.fail_posts[0][0] == "429"):
+            wait = self.limited.get(channel_id) or self.fail_posts.popleft()[1]
             body_429 = {
                 "message": "You are being rate limited.",
                 "retry_after": wait,

@@ -51,6 +51,7 @@ class FakeSlack:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.posted: list[Posted] = []
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
+        self.limited: dict[str, float] = {}  # channel -> answer every post there 429, retry_after
         self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes)
         self.hosted: dict[str, bytes] = {}  # files users shared, by path
         self.download_auth: list[str | None] = []
@@ -140,8 +141,9 @@ class FakeSlack:
     async def _chat_postMessage(
         self, request: web.Request, args: dict[str, Any]
     ) -> web.StreamResponse:
-        if self.fail_posts and self.fail_posts[0][0] == "429":
-            _, wait = self.fail_posts.popleft()
+        limited = self.limited.get(str(args.get("channel")))
+        if limited is not None or (self.fail_posts and self.fail_posts[0][0] == "429"):
+            wait = limited if limited is not None else self.fail_posts.popleft()[1]
             return web.json_response(
                 {"ok": False, "error": "ratelimited"},
                 status=429,
@@ -310,8 +312,12 @@ class FakeSlack:
     def texts(self, channel: str | None = None) -> list[str]:
         return [p.text for p in self.posted if channel in (None, p.channel) and p.text]
 
-    def count(self, method: str) -> int:
-        return sum(1 for name, _ in self.calls if name == method)
+    def count(self, method: str, channel: str | None = None) -> int:
+        return sum(
+            1
+            for name, args in self.calls
+            if name == method and channel in (None, str(args.get("channel")))
+        )
 
     async def wait_posts(self, count: int, timeout: float = 5.0) -> list[Posted]:
         await self.until(lambda: len(self.posted) >= count, timeout)

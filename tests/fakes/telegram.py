@@ -22,6 +22,14 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.telegram.sender import Pacing
+from gateway.core.pacing import Rate
+
+# Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
+FAST_PACING = Pacing(
+    per_chat=Rate(100, burst=100), per_group=Rate(100, burst=100), overall=Rate(1000, burst=1000)
+)
+
 
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
@@ -43,6 +51,10 @@ class Failure:
     retry_after: int | None = None
     times: int = 1
     skip: int = 0  # let this many calls through first
+    chat_id: int | None = None  # only calls for this chat (None: any)
+
+    def applies(self, params: dict[str, Any]) -> bool:
+        return self.chat_id is None or str(params.get("chat_id")) == str(self.chat_id)
 
 
 class FakeTelegram:
@@ -108,9 +120,13 @@ class FakeTelegram:
         retry_after: int | None = None,
         times: int = 1,
         skip: int = 0,
+        chat_id: int | None = None,
     ) -> None:
-        """Answer the next ``times`` calls of ``method`` (after ``skip`` good ones) with an error."""
-        self.failures[method].append(Failure(status, description, retry_after, times, skip))
+        """Answer the next ``times`` calls of ``method`` (after ``skip`` good ones) with an
+        error; with ``chat_id``, only calls for that chat count."""
+        self.failures[method].append(
+            Failure(status, description, retry_after, times, skip, chat_id)
+        )
 
     def add_file(self, content: bytes, file_path: str = "photos/file_1.jpg") -> str:
         file_id = f"FILE{next(self._file_ids)}"
@@ -243,13 +259,13 @@ class FakeTelegram:
             self.calls.append(call)
             self.changed.notify_all()
         queued = self.failures.get(method)  # scripted by the exact method name
-        if queued and queued[0].skip > 0:
-            queued[0].skip -= 1
-        elif queued:
-            failure = queued[0]
+        failure = next((f for f in queued or () if f.applies(params)), None)
+        if queued and failure is not None and failure.skip > 0:
+            failure.skip -= 1
+        elif queued and failure is not None:
             failure.times -= 1
             if failure.times <= 0:
-                queued.popleft()
+                queued.remove(failure)
             return _error(failure.status, failure.description, failure.retry_after)
         handler = self._handlers.get(method.lower())  # Bot API methods are case-insensitive
         if handler is None:

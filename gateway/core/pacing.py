@@ -1,0 +1,130 @@
+"""Outbound pacing with token buckets: bursts leave at once, only sustained rates wait.
+
+Platforms publish sustained limits (Telegram: about one message a second per chat, 20 a
+minute per group, 30 a second overall) and tolerate short bursts above them. A leaky bucket
+that spaces every message by ``1 / rate`` would hold a reply that follows the previous one
+closely, although nothing was rate-limited; a token bucket lets a burst of ``burst``
+messages go out without waiting and paces only what exceeds the sustained rate.
+
+A wait that would be longer than the caller's ``max_wait`` is not slept: it raises
+:class:`ChannelRateLimited`, so the outbox holds that chat and other chats go on. When the
+platform itself answers 429, the outbox holds that chat for ``retry_after`` (see
+gateway/runtime/outbound.py); buckets do not need to know.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from gateway.core.errors import ChannelRateLimited
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+_MAX_BUCKETS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """A sustained rate and the burst allowed on top of it."""
+
+    per_second: float
+    burst: float  # messages that may leave at once when the bucket is full (at least 1)
+
+    def __post_init__(self) -> None:
+        if self.per_second <= 0 or self.burst < 1:
+            raise ValueError("a rate needs per_second > 0 and burst >= 1")
+
+    @classmethod
+    def per_minute(cls, messages: float, *, burst: float) -> Rate:
+        return cls(messages / 60.0, burst)
+
+
+class TokenBucket:
+    """Holds up to ``rate.burst`` tokens, refilled at ``rate.per_second``.
+
+    :meth:`take` may leave the level below zero: that debt is the reservation of a caller
+    who waits for it, so concurrent callers queue behind each other instead of all waking
+    at the same instant.
+    """
+
+    __slots__ = ("_level", "_updated", "rate")
+
+    def __init__(self, rate: Rate, now: float) -> None:
+        self.rate = rate
+        self._level = rate.burst
+        self._updated = now
+
+    def delay(self, now: float) -> float:
+        """Seconds until a token is available (0.0 when one is now)."""
+        self._refill(now)
+        if self._level >= 1.0:
+            return 0.0
+        return (1.0 - self._level) / self.rate.per_second
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self._level -= 1.0
+
+    def _refill(self, now: float) -> None:
+        elapsed = now - self._updated
+        if elapsed > 0:
+            self._level = min(self.rate.burst, self._level + elapsed * self.rate.per_second)
+            self._updated = now
+
+
+class Pacer:
+    """One overall bucket plus buckets per key (a chat, a group), created on first use.
+
+    ``await pacer.acquire([("chat", chat_id, rate), ...], max_wait=5)`` returns at once while
+    every bucket concerned has a token; otherwise it reserves one in each and sleeps until
+    the slowest has refilled. The least recently used keyed buckets are forgotten beyond
+    ``max_buckets`` (a forgotten bucket comes back full, as an idle one would be).
+    """
+
+    def __init__(
+        self,
+        overall: Rate | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        max_buckets: int = _MAX_BUCKETS,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
+        self._overall = TokenBucket(overall, clock()) if overall is not None else None
+        self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
+        self._max_buckets = max_buckets
+
+    async def acquire(
+        self, keys: Sequence[tuple[str, str, Rate]], *, max_wait: float, what: str = "paced"
+    ) -> float:
+        """Wait for a slot in every bucket named by ``keys`` (kind, key, rate) and the overall
+        one; returns the seconds waited. Raises :class:`ChannelRateLimited` instead of
+        waiting longer than ``max_wait``."""
+        now = self._clock()
+        buckets = [self._bucket(kind, key, rate, now) for kind, key, rate in keys]
+        if self._overall is not None:
+            buckets.append(self._overall)
+        wait = max((bucket.delay(now) for bucket in buckets), default=0.0)
+        if wait > max_wait:
+            raise ChannelRateLimited(wait, what)
+        for bucket in buckets:
+            bucket.take(now)
+        if wait > 0:
+            await self._sleep(wait)
+        return wait
+
+    def _bucket(self, kind: str, key: str, rate: Rate, now: float) -> TokenBucket:
+        name = (kind, key)
+        bucket = self._buckets.get(name)
+        if bucket is None or bucket.rate != rate:
+            bucket = self._buckets[name] = TokenBucket(rate, now)
+            while len(self._buckets) > self._max_buckets:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(name)
+        return bucket

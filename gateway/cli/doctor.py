@@ -72,6 +72,25 @@ def workspace_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+def skill_checks(settings: Settings) -> list[Check]:
+    """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say which."""
+    from agent.skills import SkillLibrary  # noqa: PLC0415
+    from gateway.runtime.assembly import workspaces  # noqa: PLC0415
+
+    checks, loaded = [], 0
+    for workspace in dict.fromkeys(workspaces(settings).values()):
+        library = SkillLibrary(workspace / "skills")
+        loaded += len(library.skills())
+        for problem in library.problems():
+            where = problem.path.relative_to(workspace)
+            checks.append(
+                Check("skills", "warn", f"{where}: {problem.reason}; the skill is skipped")
+            )
+    if loaded or checks:
+        checks.append(Check("skills", "ok", f"{loaded} skill{'' if loaded == 1 else 's'} loaded"))
+    return checks
+
+
 def llm_key_check(settings: Settings) -> Check:
     llm = settings.llm
     if llm.resolved_api_key() is None and llm.base_url is None:
@@ -281,6 +300,7 @@ def sandbox_checks(settings: Settings) -> list[Check]:
 async def run_doctor(settings: Settings) -> int:
     checks = [
         *workspace_checks(settings),
+        *skill_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),
         llm_key_check(settings),

@@ -286,13 +286,19 @@ class TurnLoop:
                 "parser", "INVALID_CALL", checked.content.splitlines()[0], tool=call.name
             )
             return checked, key
-        earlier = None if checked.repeatable else self.dedup.earlier_step(call.name, parsed.args)
+        always_runs = checked.repeatable or checked.time_sensitive
+        earlier = None if always_runs else self.dedup.earlier_step(call.name, parsed.args)
         if earlier is not None:
             self.trace.decision(
                 "dedupe", "DUPLICATE", f"same call as step {earlier}", tool=call.name
             )
             return ToolResult(DedupGuard.message(call.name, earlier)), key
-        self.dedup.record(call.name, parsed.args, self.result.iterations)
+        self.dedup.record(
+            call.name,
+            parsed.args,
+            self.result.iterations,
+            changes_state=checked.changes_state(parsed.args),
+        )
         started = time.perf_counter()
         result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
         self.trace.add(

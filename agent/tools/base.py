@@ -93,6 +93,11 @@ class Tool(ABC):
     effect: ClassVar[Effect] = Effect.READ
     # Tools meant to be called repeatedly with the same arguments opt out of deduplication.
     repeatable: ClassVar[bool] = False
+    # The result depends on the moment, not only on the arguments and on what this turn did
+    # (jobs fire, other chats change things): a repeat is never skipped.
+    time_sensitive: ClassVar[bool] = False
+    # For a tool with an ``action`` argument: the actions that only read (see changes_state).
+    read_actions: ClassVar[frozenset[str]] = frozenset()
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()
@@ -101,6 +106,11 @@ class Tool(ABC):
     def side_effects(self) -> bool:
         """Side-effecting calls are recorded in the idempotency ledger before they run."""
         return self.effect is not Effect.READ
+
+    def changes_state(self, args: dict[str, Any]) -> bool:
+        """Whether this call may change what other calls read: once it ran, earlier results
+        of the turn may be stale and a repeated call runs again (see agent.guards.dedupe)."""
+        return self.side_effects and args.get("action") not in self.read_actions
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

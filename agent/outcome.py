@@ -36,6 +36,7 @@ def decide(
     return replace(
         _decide(request, result, state, trace, default_reply=default_reply),
         read_untrusted=state.read_untrusted,
+        usage=state.meter.entries(),
     )
 
 
@@ -53,15 +54,15 @@ def _decide(
         if not text:
             trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
         replies = () if not text else (outbound(request, text, OutboundKind.PROACTIVE),)
-        return TurnOutcome(replies, usage=result.usage, final_text=text)
+        return TurnOutcome(replies, final_text=text)
     if not text and state.sent_texts:
-        return TurnOutcome((), usage=result.usage, final_text=text)
+        return TurnOutcome((), final_text=text)
     text = text or default_reply
     if already_sent(text, state.sent_texts):
         trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
-        return TurnOutcome((), usage=result.usage, final_text=text)
+        return TurnOutcome((), final_text=text)
     kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
-    return TurnOutcome((outbound(request, text, kind),), usage=result.usage, final_text=text)
+    return TurnOutcome((outbound(request, text, kind),), final_text=text)
 
 
 def notice(request: TurnRequest, text: str) -> TurnOutcome:

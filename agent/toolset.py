@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.llm.base import LLMProvider
+from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool
 from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
@@ -14,7 +14,7 @@ from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 
 
-def default_tools(settings: Settings, *, llm: LLMProvider | None = None) -> list[Tool]:
+def default_tools(settings: Settings, *, llm: MeteredModel | None = None) -> list[Tool]:
     """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch."""
     exec_settings = settings.tools.exec
     sandbox = None

@@ -221,17 +221,17 @@ async def test_results_never_shared_are_caught(run_gateway: Any, fake_llm: FakeL
     assert "[review UNSENT_RESULTS]" in fake_llm.requests[2].last_user_text
 
 
-async def test_unexplained_tool_error_is_caught(run_gateway: Any, fake_llm: FakeLLM) -> None:
-    fake_llm.queue(
-        calls(("read_file", {"path": "missing.txt"})),
-        text("All good!"),
-        text("Sorry, missing.txt does not exist."),
-    )
-    async with run_gateway() as (_gateway, channel):
+async def test_unexplained_tool_error_is_added_by_the_gateway(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(calls(("read_file", {"path": "missing.txt"})), text("All good!"))
+    async with run_gateway() as (gateway, channel):
         await channel.push("read missing.txt")
         [reply] = await channel.wait_for(1)
-    assert reply.text == "Sorry, missing.txt does not exist."
-    assert "[review ERROR_UNRESOLVED]" in fake_llm.requests[2].last_user_text
+        data = gateway.settings.data_dir
+    assert reply.text == "All good!\n\nNote: read_file failed (missing.txt does not exist)."
+    assert len(fake_llm.requests) == 2  # no re-prompt: asking again rarely fixes a failure
+    assert [d["code"] for d in decisions(data)] == ["ERROR_UNRESOLVED", "NOTE"]
 
 
 async def test_failed_attempt_leaves_history_after_a_successful_retry(

@@ -205,7 +205,8 @@ async def test_members_and_groups_cannot_read_the_owners_files(
         await channel.push("read taxes.md", sender_id="1", chat_id="1")
         await channel.wait_for(1, chat_id="1")
     member, group, owner = fake_llm.requests[1], fake_llm.requests[3], fake_llm.requests[5]
-    assert all("not accessible" in result for result in member.tool_results)
+    assert "not accessible" in member.tool_results[0]
+    assert "taxes.md" not in member.tool_results[1]  # the member's listing: what they may see
     assert "not accessible" in group.tool_results[0]  # even the owner, when in a group
     assert owner.tool_results == ["income: 50k"]
 

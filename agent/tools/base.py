@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from agent.llm.metered import Charge, TurnMeter, person
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
@@ -57,6 +58,7 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
+    meter: TurnMeter = field(default_factory=TurnMeter)  # every model call the turn caused
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,12 @@ class ToolContext:
     @property
     def idempotency_key(self) -> str:
         return f"{self.turn_id}:{self.call_id}"
+
+    @property
+    def charge(self) -> Charge:
+        """Who pays for a model call this tool makes (a page condensed for web_fetch): the
+        turn, so it counts against the turn's token cap and the person's allowance."""
+        return Charge(self.session_key, self.turn_id, person(self.principal), self.state.meter)
 
 
 class Tool(ABC):

@@ -15,11 +15,11 @@ from typing import Any
 
 from yarl import URL
 
-from agent.llm.base import LLMProvider
+from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
 from agent.web.extract import page_text
 from agent.web.fetch import FetchError, FetchLimits, PageFetcher, UnsupportedContent
-from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarize, fit, llm_summarizer
+from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarizer, fit, llm_summarizer
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
 from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard
 from gateway.config.settings import WebToolSettings
@@ -120,11 +120,11 @@ class WebFetch(Tool):
         self,
         *,
         fetcher: PageFetcher | None = None,
-        summarize: Summarize | None = None,
+        summarizer: Summarizer | None = None,
         budget: Budget | None = None,
     ) -> None:
         self._fetcher = fetcher or PageFetcher()
-        self._summarize = summarize
+        self._summarizer = summarizer
         self._budget = budget or Budget()
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -148,9 +148,8 @@ class WebFetch(Tool):
             budget = replace(budget, tokens=min(budget.tokens, tokens))
         question = str(args.get("question") or "").strip()
         purpose = f"Keep what answers: {question}" if question else "Keep the main points."
-        condensed = await fit(
-            extracted.text, budget=budget, purpose=purpose, summarize=self._summarize
-        )
+        summarize = None if self._summarizer is None else self._summarizer(ctx.charge)
+        condensed = await fit(extracted.text, budget=budget, purpose=purpose, summarize=summarize)
         lines = []
         if extracted.title:
             lines.append(f"Title: {extracted.title}")
@@ -175,7 +174,7 @@ class WebFetch(Tool):
         )
 
 
-def web_tools(settings: WebToolSettings, *, llm: LLMProvider | None = None) -> list[Tool]:
+def web_tools(settings: WebToolSettings, *, llm: MeteredModel | None = None) -> list[Tool]:
     """Both web tools from ``[tools.web]``; with ``llm`` long pages are condensed by it."""
     guard = Guard(AddressPolicy(settings.allow_private_hosts))
     limits = FetchLimits(
@@ -196,7 +195,7 @@ def web_tools(settings: WebToolSettings, *, llm: LLMProvider | None = None) -> l
         ),
         WebFetch(
             fetcher=PageFetcher(guard, limits),
-            summarize=llm_summarizer(llm) if llm is not None else None,
+            summarizer=llm_summarizer(llm) if llm is not None else None,
             budget=budget,
         ),
     ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.lazy import LazyProvider
+from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from gateway import __version__
 from gateway.config.settings import Settings
@@ -82,6 +83,9 @@ class Gateway(Service):
             )
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
+        # One concurrency cap per model endpoint for everything that calls it (all agents,
+        # their subagents, summaries, reflection, page condensing).
+        self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -91,6 +95,7 @@ class Gateway(Service):
                 llm=self._llm_for(agent_id, llm),
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
+                slots=self.llm_slots,
             )
             for agent_id in self.router.agents
         }
@@ -160,7 +165,8 @@ class Gateway(Service):
     def _providers(self) -> list[LLMProvider]:
         distinct: dict[int, LLMProvider] = {}
         for agent in self.agents.values():
-            distinct.setdefault(id(agent.runner.llm), agent.runner.llm)
+            provider = agent.runner.model.provider
+            distinct.setdefault(id(provider), provider)
         return list(distinct.values())
 
     def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:

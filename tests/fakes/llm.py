@@ -131,12 +131,17 @@ class FakeLLM:
         self._gates: set[asyncio.Event] = set()
         self.cached_prefixes: set[str] = set()
         self.usage_totals = {"input": 0, "read": 0, "written": 0}
+        self.reported: list[int] = []  # input + output tokens reported per answered request
+        self.in_flight = 0  # requests being answered right now
+        self.max_in_flight = 0
+        # A strict server (vLLM, llama.cpp) refuses prompt + max_tokens over its window.
+        self.context_window: int | None = None
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> FakeLLM:
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         self._runner = web.AppRunner(app, handle_signals=False)
@@ -162,6 +167,29 @@ class FakeLLM:
     @property
     def anthropic_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        finally:
+            self.in_flight -= 1
+
+    def _too_long(self, recorded: Recorded, prompt_tokens: int) -> web.Response | None:
+        asked = int(recorded.body.get("max_tokens") or 0)
+        if self.context_window is None or prompt_tokens + asked <= self.context_window:
+            return None
+        message = (
+            f"This model's maximum context length is {self.context_window} tokens. However, "
+            f"you requested {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, "
+            f"{asked} in the completion)."
+        )
+        code = "context_length_exceeded"
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+        return web.json_response(body, status=400)
 
     # -- scripting and waiting ------------------------------------------------------------
 
@@ -224,7 +252,11 @@ class FakeLLM:
         if step.status != 200:
             return web.json_response(step.error_body, status=step.status, headers=step.headers)
         prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
+        refused = self._too_long(recorded, prompt_tokens)
+        if refused is not None:
+            return refused
         completion_tokens = max(1, len(step.text) // 4)
+        self.reported.append(prompt_tokens + completion_tokens)
         tool_calls = [
             {
                 "id": f"call_{next(self._ids)}",

@@ -31,7 +31,7 @@ from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate, principal_for
-from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
+from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
@@ -139,14 +139,7 @@ class Gateway(Service):
             ),
             clock=clock or SystemClock(),
         )
-        directory = AgentDirectory(
-            AgentPolicy(
-                {DEFAULT_AGENT: settings.agent_messages.main_may_message}
-                | {name: profile.may_message for name, profile in settings.agents.items()},
-                self.router.agents,
-            ),
-            self.store,
-        )
+        directory = AgentDirectory(agent_policy(settings), self.store)
         for agent in self.agents.values():
             agent.services = Services(jobs=self.scheduler, tasks=self.subagents, agents=directory)
         self._workers = [

@@ -35,6 +35,7 @@ from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.runtime.accounting import recorder
+from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store
 
@@ -214,6 +215,7 @@ def build_agent(
             persona=profile.persona if profile else "",
             bootstrap_max_chars=turn.bootstrap_max_chars,
             skills=skills,
+            agents=roster(top, agent_id) if top.agents else "",
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),

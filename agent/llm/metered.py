@@ -108,12 +108,13 @@ class EndpointSlots:
         return self._slots.setdefault(endpoint, asyncio.Semaphore(self._limit))
 
 
-def prompt_tokens(request: LLMRequest) -> int:
-    """An estimate of the request's prompt (system, messages, tool schemas)."""
+def prompt_tokens(request: LLMRequest, tools: int | None = None) -> int:
+    """An estimate of the request's prompt (system, messages, and the tool schemas unless
+    their count is given)."""
     return (
         estimate(request.system.text)
         + sum(message_tokens(m) for m in request.messages)
-        + tools_tokens(request.tools)
+        + (tools_tokens(request.tools) if tools is None else tools)
     )
 
 
@@ -149,6 +150,7 @@ class MeteredModel:
         self.context_window = context_window
         self._slots = slots
         self._record = record
+        self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
 
     @property
     def model(self) -> str:
@@ -162,7 +164,10 @@ class MeteredModel:
         charge: Charge,
         on_text: TextSink | None = None,
     ) -> LLMResponse:
-        room = output_room(prompt_tokens(request), self.context_window)
+        names = tuple(t.name for t in request.tools)
+        if names != self._tools[0]:  # tool schemas rarely change: count them once
+            self._tools = (names, tools_tokens(request.tools))
+        room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
         async with self._slots:

@@ -39,6 +39,8 @@ from agent.reflection import reflect, worth_reflecting
 from agent.runner import Runner, RunResult
 from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
+from agent.tools.find_tools import FindTools
+from agent.tools.registry import ToolSource
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from agent.turn_scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
@@ -85,8 +87,10 @@ class AgentLoop:
         pins: Pins | None = None,
         trace_dir: Path | None = None,
         redact: Callable[[str], str] = lambda text: text,
+        tool_source: ToolSource | None = None,
     ) -> None:
         self.runner = runner
+        self.tool_source = tool_source  # MCP servers: their tools, registered before a turn
         self.policy = policy
         self.history = history
         self.context = context
@@ -157,12 +161,19 @@ class AgentLoop:
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
         kind = task_type(request.task_type)
-        tools = self.runner.executor.registry.specs(
+        registry = self.runner.executor.registry
+        if self.tool_source is not None:
+            await self.tool_source.prepare(registry, request.principal)
+        tools = registry.specs(
             lambda t: (
                 self.policy.offered(t, request.principal)
                 and fits(t, kind=request.kind.value, task=kind)
             )
         )
+        deferred: dict[str, ToolSpec] = {}
+        finder = registry.get(FindTools.name)
+        if isinstance(finder, FindTools):  # many MCP tools: find_tools instead of every schema
+            tools, deferred = finder.split(tools, registry)
         texts = [m.text for m in request.messages] or [request.prompt or ""]
         helpers = guidance(texts, [t.name for t in tools])
         if helpers:
@@ -175,8 +186,9 @@ class AgentLoop:
         )
         turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
+        turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, person(request.principal), meter)
-        files = file_view(self.workspace, request, conversation)
+        files = file_view(self.workspace, request, conversation, turn_state)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             return await self.window.refit(request, tools, now, block, pinned, charge=charge)
@@ -194,6 +206,7 @@ class AgentLoop:
             autopilot=request.kind.autopilot,
             on_text=request.on_text,
             fit=None if limit is None else TurnFit(self.window, limit, rebuild),
+            on_tool=request.on_tool,
         )
         if result.had_errors:
             await self._clean_up_errors(request, trace)
@@ -263,7 +276,7 @@ class AgentLoop:
             scope = scope_for(request.principal, request.chat)
             memory = self.context.memory.long_term(scope)
             reflection_state = TurnState()
-            view = file_view(self.workspace, request, exchange)
+            view = file_view(self.workspace, request, exchange, reflection_state)
             reflection_id = f"{request.turn_id}:reflect"
             made = await reflect(
                 runner=self.runner,
@@ -336,6 +349,7 @@ class AgentLoop:
             channels=self._channels,
             services=self.services,
             autopilot=request.kind.autopilot,
+            turn_kind=request.kind.value,
             agent=self.config.agent_id,
         )
 

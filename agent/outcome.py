@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
-from agent.llm.errors import LLMError
+from agent.llm.errors import LLMContextOverflow, LLMError
 from agent.runner import RunResult
 from agent.tools.base import TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
@@ -78,6 +78,11 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
 
 
 def provider_notice(exc: LLMError) -> str:
+    if isinstance(exc, LLMContextOverflow):  # waiting does not help: a shorter text does
+        return (
+            f"Sorry, I could not answer: {exc.user_message} Please send a shorter message, "
+            "or /new to start a fresh conversation."
+        )
     return (
         f"Sorry, I could not answer: {exc.user_message} "
         "Your message is saved; please try again in a moment."

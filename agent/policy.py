@@ -6,10 +6,16 @@ arrives, so a model that invents a call to a tool it was not offered is still re
 Layers, in order:
 
 1. configuration: ``exec`` disabled, safe mode (no exec, no file writes);
-2. role and chat type: what members and groups may not use (``[tools.policy]``);
+2. role and chat type: what members and groups may not use (``[tools.policy]``), and the
+   roles and chat types a tool allows itself (an MCP server's ``roles``, ``group_chats``);
 3. taint: once a turn has read untrusted content (a web page, an email, command output),
    side effects that such content could have asked for need the user's own words in this
    turn (``Tool.intent``), or they are refused.
+
+Which *file* a write targets is checked where the path is resolved: protected files
+(``HEARTBEAT.md``, ``USER.md``, the persona, skills; :mod:`agent.protected`) are refused in
+:meth:`agent.workspace.Workspace.resolve` for every turn that may not change them, tainted
+ones included, whatever the user's words.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from gateway.core.principal import Principal
 
 MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
-TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND)
+TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +54,13 @@ class ToolPolicy:
             and tool.name not in _MEMORY_WRITES
         ):
             return f"{tool.name} is not available in safe mode (no commands, no file writes)"
-        if principal.chat_type is not ChatType.DM and tool.name in self.group_deny:
+        if principal.chat_type is not ChatType.DM and (
+            tool.name in self.group_deny or not tool.group_chats
+        ):
             return f"{tool.name} is not available in group chats"
+        if tool.roles is not None and principal.role not in tool.roles:
+            allowed = " and ".join(f"{role}s" for role in sorted(tool.roles)) or "nobody"
+            return f"{tool.name} is only available to {allowed}"
         if principal.role == "member" and tool.name in self.member_deny:
             return f"{tool.name} is only available to the owner and admins"
         if principal.role == "admin" and tool.name in self.admin_deny:

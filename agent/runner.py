@@ -15,6 +15,7 @@ from agent.llm.metered import Charge, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec
 from agent.tools.base import TurnState
 from agent.tools.executor import ToolExecutor
+from agent.turn import ToolSink
 from agent.turn_loop import TurnLoop
 from agent.turn_steps import (
     Checkpoint,
@@ -71,10 +72,11 @@ class Runner:
         autopilot: bool = False,
         on_text: TextSink | None = None,
         fit: Fit | None = None,
+        on_tool: ToolSink | None = None,
     ) -> RunResult:
         """Run the loop. ``fit`` keeps every call inside the context window (shortening old
         tool results, compacting); without it prompts go out as they are."""
-        return await TurnLoop(
+        turn = TurnLoop(
             self,
             system,
             conversation,
@@ -87,4 +89,6 @@ class Runner:
             on_text,
             charge,
             fit,
-        ).run()
+        )
+        turn.on_tool = on_tool
+        return await turn.run()

@@ -7,20 +7,32 @@ from agent.tools.base import Tool
 from agent.tools.email import SendEmail
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
-from agent.tools.sandbox import SandboxUnavailable, find_bwrap
+from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
+from gateway.store import AuditLog
 
 
-def default_tools(settings: Settings, *, llm: MeteredModel | None = None) -> list[Tool]:
-    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch."""
+def default_tools(
+    settings: Settings, *, llm: MeteredModel | None = None, audit_log: AuditLog | None = None
+) -> list[Tool]:
+    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch;
+    ``audit_log`` (when given) counts each person's emails for ``email.max_sends_per_day``."""
     exec_settings = settings.tools.exec
     sandbox = None
     if exec_settings.enabled and not settings.tools.safe_mode:
         try:
-            sandbox = find_bwrap(exec_settings.sandbox, network=exec_settings.network)
+            limits = ExecLimits(
+                max_processes=exec_settings.max_processes,
+                max_memory_mb=exec_settings.max_memory_mb,
+                max_file_mb=exec_settings.max_file_mb,
+                tmp_mb=exec_settings.tmp_mb,
+            )
+            sandbox = find_bwrap(
+                exec_settings.sandbox, network=exec_settings.network, limits=limits
+            )
         except SandboxUnavailable as exc:
             raise ConfigError(
                 f"tools.exec.sandbox is 'bwrap' but {exc}; install it, or set "
@@ -43,5 +55,7 @@ def default_tools(settings: Settings, *, llm: MeteredModel | None = None) -> lis
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm))
     if settings.email.can_send:
-        tools.append(SendEmail(settings.email, sender_name=settings.agent.name))
+        tools.append(
+            SendEmail(settings.email, sender_name=settings.agent.name, audit_log=audit_log)
+        )
     return tools

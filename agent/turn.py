@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.llm.base import TextSink
 from agent.llm.metered import Metered
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
+
+ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
 
 
 class TurnKind(enum.StrEnum):
@@ -36,6 +39,7 @@ class TurnRequest:
     # Receives answer text as the model generates it (web chat); the final reply still goes
     # through the durable outbox and is authoritative.
     on_text: TextSink | None = None
+    on_tool: ToolSink | None = None  # the terminal's "thinking… (web_search)" line
     task_type: str = "general"
     history_limit: int | None = None  # a light session (heartbeat) keeps less history
     tainted: bool = False  # started by a turn that had read untrusted content

@@ -25,6 +25,7 @@ from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge
 from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec
 from agent.tools.base import ToolResult, TurnState
+from agent.turn import ToolSink
 from agent.turn_review import TurnReview
 from agent.turn_steps import (
     Checkpoint,
@@ -68,7 +69,9 @@ class TurnLoop:
         self.system = system
         self.conversation = conversation
         self.tools = tools
-        self.offered = {t.name for t in tools}
+        # Deferred tools (past the MCP prompt budget) may be called; their schemas are sent
+        # once find_tools surfaces them.
+        self.offered = {t.name for t in tools} | set(state.deferred)
         self.tool_names = self.offered | set(runner.executor.registry.names())
         self.context_for = context_for
         self.checkpoint = checkpoint
@@ -83,6 +86,7 @@ class TurnLoop:
         self.review = TurnReview(
             runner, state=state, trace=trace, autopilot=autopilot, charge=charge
         )
+        self.on_tool: ToolSink | None = None
 
     async def run(self) -> RunResult:
         pending = unanswered_calls(self.conversation)
@@ -100,6 +104,7 @@ class TurnLoop:
             if self.state.meter.tokens > self.limits.max_turn_tokens:
                 self.trace.decision("limits", "TOKEN_LIMIT", "turn token budget exhausted")
                 return await self._end(TOKEN_LIMIT_NOTICE, "token_limit", failed=True)
+            self._add_found_tools()
             response = await self._call([], self.tools)
             parsed = parse_response(
                 response, self.tool_names, call_prefix=f"p{self.result.iterations}"
@@ -142,6 +147,18 @@ class TurnLoop:
         self.conversation.append(ChatMessage("assistant", text or "(no reply)"))
         self.conversation.append(ChatMessage("user", finding.fix))
         return False
+
+    def _add_found_tools(self) -> None:
+        """Tools find_tools surfaced join the schemas sent with every later call of the turn."""
+        shown = {t.name for t in self.tools}
+        found = [
+            self.state.deferred[name]
+            for name in dict.fromkeys(self.state.found)
+            if name in self.state.deferred and name not in shown
+        ]
+        if found:
+            self.tools = (*self.tools, *found)
+            self.trace.add("tools_found", tools=[t.name for t in found])
 
     async def _call(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
         """One model call on the conversation (plus ``extra`` messages not kept in it)."""
@@ -275,6 +292,8 @@ class TurnLoop:
             self.result.iterations,
             changes_state=checked.changes_state(parsed.args),
         )
+        if self.on_tool is not None:
+            await self.on_tool(call.name)
         started = time.perf_counter()
         result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
         self.trace.add(

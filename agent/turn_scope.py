@@ -17,25 +17,34 @@ from typing import Any
 
 from agent.llm.types import ChatMessage
 from agent.memory import scope_for
+from agent.protected import may_change_owner_files
 from agent.tools.base import TurnState
 from agent.turn import TurnRequest
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef, ChatType
 
-OWNER_MEMORY = ("MEMORY.md", "memory")
+OWNER_MEMORY = ("MEMORY.md", "memory/")
 
 
 def file_view(
-    workspace: Workspace, request: TurnRequest, conversation: Sequence[ChatMessage]
+    workspace: Workspace,
+    request: TurnRequest,
+    conversation: Sequence[ChatMessage],
+    state: TurnState,
 ) -> Workspace:
-    """The part of the workspace this turn's file tools may reach."""
-    if scope_for(request.principal, request.chat).kind == "owner":
-        return workspace
+    """The part of the workspace this turn's file tools (and its sandboxed commands) may
+    reach, and whether it may change the owner's protected files: decided at each write,
+    since reading outside content taints the turn midway."""
     principal = request.principal
+    view = workspace.for_turn(
+        lambda: may_change_owner_files(principal, tainted=state.read_untrusted)
+    )
+    if scope_for(principal, request.chat).kind == "owner":
+        return view
     if principal.role != "member" and principal.chat_type is ChatType.DM:
-        return workspace.narrowed(hide=OWNER_MEMORY)
+        return view.narrowed(hide=OWNER_MEMORY)
     sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
-    return workspace.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
+    return view.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
 
 
 def authorising_texts(request: TurnRequest) -> tuple[str, ...]:

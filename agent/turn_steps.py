@@ -111,4 +111,5 @@ def tool_message(call: ToolCall, result: ToolResult) -> ChatMessage:
         name=call.name,
         is_error=result.is_error,
         untrusted=result.untrusted,
+        images=result.images,
     )

@@ -10,14 +10,29 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from agent.protected import Protected, refusal
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
-# Who the assistant is and what it may do: the owner's to edit, read-only to file tools.
-PERSONA_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "TOOLS.md")
 ATTACHMENTS = "attachments"  # where channels store the files people send
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """A path a turn may not write, for the exec sandbox to bind read-only. ``strict``: the
+    turn must not run commands at all if it cannot be kept read-only (a symbolic link)."""
+
+    path: Path
+    directory: bool
+    strict: bool = True
 
 
 class PathDenied(Exception):
@@ -29,8 +44,10 @@ class Workspace:
 
     ``restricted`` paths (gateway state, other agents) are always off limits. ``hidden`` paths
     are off limits to this conversation except for reading what lies under ``allowed`` (an
-    attachment sent in it, say). ``read_only`` paths can be read but not written. Files under
-    ``untrusted`` came from outside, so reading them taints the turn.
+    attachment sent in it, say). ``protected`` files (:mod:`agent.protected`) can be read;
+    they are written only when their rule and ``owner_writes`` (asked at the moment of the
+    write: the turn's taint can change) allow it. Files under ``untrusted`` came from
+    outside, so reading them taints the turn.
     """
 
     def __init__(
@@ -38,28 +55,57 @@ class Workspace:
         root: Path,
         *,
         restricted: Sequence[Path] = (),
-        read_only: Sequence[Path] = (),
+        protected: Sequence[Protected] = (),
         hidden: Sequence[Path] = (),
+        hidden_folders: Sequence[Path] = (),
         allowed: Sequence[Path] = (),
         untrusted: Sequence[Path] = (),
+        owner_writes: Callable[[], bool] = _never,
     ) -> None:
         self.root = root.expanduser().resolve()
         self._restricted = tuple(p.expanduser().resolve() for p in restricted)
         self._hidden = tuple(p.expanduser().resolve() for p in hidden)
-        self._read_only = tuple(p.expanduser().resolve() for p in read_only)
+        self._hidden_folders = frozenset(p.expanduser().resolve() for p in hidden_folders)
+        self._protected = tuple(protected)
         self._allowed = tuple(p.expanduser().resolve() for p in allowed)
         self._untrusted = tuple(p.expanduser().resolve() for p in untrusted)
+        self._owner_writes = owner_writes
 
     def narrowed(self, *, hide: Sequence[str], allow: Sequence[Path] = ()) -> Workspace:
-        """The same workspace with more paths (relative to the root, ``"."`` for all of it)
-        off limits, except for reading what lies under ``allow``."""
+        """The same workspace with more paths (relative to the root: ``"."`` for all of it, a
+        trailing ``/`` for a folder) off limits, except for reading what lies under ``allow``."""
+        hidden = [Path(os.path.realpath(self.root / h)) for h in hide]
+        folders = [path for path, h in zip(hidden, hide, strict=True) if h.endswith(("/", "."))]
+        return self._copy(
+            hidden=(*self._hidden, *hidden),
+            hidden_folders=(*self._hidden_folders, *folders),
+            allowed=(*self._allowed, *allow),
+        )
+
+    def for_turn(self, owner_writes: Callable[[], bool]) -> Workspace:
+        """This view for one turn: ``owner_writes`` says, at each write, whether the turn may
+        change the owner's protected files (:func:`agent.protected.may_change_owner_files`)."""
+        return self._copy(owner_writes=owner_writes)
+
+    def _copy(
+        self,
+        *,
+        hidden: Sequence[Path] | None = None,
+        hidden_folders: Sequence[Path] | None = None,
+        allowed: Sequence[Path] | None = None,
+        owner_writes: Callable[[], bool] | None = None,
+    ) -> Workspace:
         return Workspace(
             self.root,
             restricted=self._restricted,
-            hidden=(*self._hidden, *(Path(os.path.realpath(self.root / h)) for h in hide)),
-            read_only=self._read_only,
-            allowed=(*self._allowed, *allow),
+            protected=self._protected,
+            hidden=self._hidden if hidden is None else hidden,
+            hidden_folders=tuple(self._hidden_folders)
+            if hidden_folders is None
+            else hidden_folders,
+            allowed=self._allowed if allowed is None else allowed,
             untrusted=self._untrusted,
+            owner_writes=owner_writes or self._owner_writes,
         )
 
     def resolve(self, user_path: str, *, write: bool = False, listing: bool = False) -> Path:
@@ -85,8 +131,10 @@ class Workspace:
             and (write or not (_under(real, self._allowed) or (listing and self._leads_in(real))))
         ):
             raise PathDenied(f"{user_path!r} is not accessible from this conversation")
-        if write and _under(real, self._read_only):
-            raise PathDenied(f"{user_path!r} is read-only: the owner edits it, not the assistant")
+        if write:
+            rule = self.protection(real)
+            if rule is not None and not (rule.owner_may_change and self._owner_writes()):
+                raise PathDenied(refusal(rule, user_path))
         return real
 
     def shows(self, path: Path) -> bool:
@@ -100,6 +148,36 @@ class Workspace:
 
     def _leads_in(self, folder: Path) -> bool:
         return any(allowed.is_relative_to(folder) for allowed in self._allowed)
+
+    def protection(self, path: Path) -> Protected | None:
+        """The protected file (or folder) ``path`` is, or lies in; names compare without
+        case, so ``heartbeat.md`` on a case-insensitive disk is ``HEARTBEAT.md``."""
+        try:
+            parts = [p.casefold() for p in path.relative_to(self.root).parts]
+        except ValueError:
+            return None
+        for rule in self._protected:
+            wanted = [p.casefold() for p in Path(rule.path).parts]
+            if parts[: len(wanted)] == wanted:
+                return rule
+        return None
+
+    def locked(self) -> tuple[Locked, ...]:
+        """What this turn may not write, for the exec sandbox to bind read-only: protected
+        files it may not change, and what is hidden from it (the whole workspace for a
+        member or a group, the owner's memory for an admin)."""
+        owner = self._owner_writes()
+        paths = [
+            Locked(self.root / rule.path, rule.directory, strict=not owner)
+            for rule in self._protected
+            if not (rule.owner_may_change and owner)
+        ]
+        paths += [
+            Locked(p, p in self._hidden_folders or p == self.root)
+            for p in self._hidden
+            if p == self.root or p.is_relative_to(self.root)
+        ]
+        return tuple(paths)
 
     def is_untrusted(self, path: Path) -> bool:
         """True for files that came from outside (attachments people sent)."""

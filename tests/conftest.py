@@ -16,6 +16,8 @@ from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
 
+pytest_plugins = ["tests.fakes.mcp_fixtures"]  # the demo MCP server: `shared`, `http_server`
+
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_name, None)
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"

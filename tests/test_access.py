@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import re
+import time
 from typing import Any
+
+import pytest
 
 from channels.memory import MemoryChannel
 from gateway.core.bus import Accepted
@@ -100,14 +104,22 @@ async def test_group_rules(run_gateway: Any, fake_llm: FakeLLM) -> None:
     ]
 
 
-async def test_pending_pairings_are_capped_per_channel(run_gateway: Any, fake_llm: FakeLLM) -> None:
+async def test_a_full_pairing_queue_expires_its_oldest_request(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """Three throwaway accounts cannot keep a real newcomer out for an hour."""
     channel = MemoryChannel("telegram")
     async with run_gateway(channel=channel) as (gateway, _):
         for sender in ("1", "2", "3", "4"):
             await channel.push("hi", sender_id=sender, chat_id=sender)
-        await channel.wait_for(3)
+        codes = [code_in(m.text) for m in await channel.wait_for(4)]
         await gateway.wait_idle()
-    assert sorted(m.chat_id for m in channel.sent) == ["1", "2", "3"]
+        oldest = await pairing.approve(gateway.store, codes[0], by="test")
+        newest = await pairing.approve(gateway.store, codes[3], by="test")
+        expired = await gateway.store.audit.recent(kind="pairing-expired")
+    assert sorted(m.chat_id for m in channel.sent[:4]) == ["1", "2", "3", "4"]
+    assert oldest is None and newest is not None and newest.sender_id == "4"
+    assert [e.sender_id for e in expired] == ["1"]
 
 
 async def test_pair_command_needs_an_admin(run_gateway: Any, fake_llm: FakeLLM) -> None:
@@ -150,3 +162,50 @@ async def test_an_admin_only_manages_pairing_on_their_own_channel(
     assert refused.text.startswith("No pending request")  # ...nor approvable
     assert "direct chat" in in_group.text
     assert approved.text == "Approved telegram user 77."
+
+
+def discord_id(age_days: float) -> str:
+    """A Discord user id (snowflake) of an account made ``age_days`` ago."""
+    made_ms = int((time.time() - age_days * 86_400) * 1000)
+    return str((made_ms - pairing.DISCORD_EPOCH_MS) << 22)
+
+
+async def test_new_discord_accounts_share_one_pairing_slot(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = MemoryChannel("discord")
+    young = [discord_id(0.01 * n) for n in (1, 2, 3)]  # made minutes ago
+    old = [discord_id(400), discord_id(800)]
+    async with run_gateway(channel=channel) as (gateway, _):
+        for sender in (young[0], young[1], old[0], young[2], old[1]):
+            await channel.push("hi", sender_id=sender, chat_id=sender)
+        await channel.wait_for(5)
+        await gateway.wait_idle()
+        pending = await gateway.store.pairings.listing(channel="discord")
+    assert {r.sender_id for r in pending} == {old[0], young[2], old[1]}
+
+
+async def test_the_owner_sees_and_clears_the_pairing_queue(
+    run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, telegram={"owners": ["1"]}) as (gateway, _):
+        for sender in ("7", "8"):
+            await channel.push("hi", sender_id=sender, chat_id=sender)
+        await channel.wait_for(2)
+        await channel.push("/pair list", sender_id="1", chat_id="1")
+        await channel.push("/pair clear", sender_id="1", chat_id="1")
+        listing, cleared = await channel.wait_for(2, chat_id="1")
+        await channel.push("hello again", sender_id="9", chat_id="9")
+        await channel.wait_for(1, chat_id="9")
+        assert (
+            await pairing.run_cli(gateway.settings, "clear", argparse.Namespace(channel="telegram"))
+            == 0
+        )
+        left = await gateway.store.pairings.listing()
+        audit = await gateway.store.audit.recent(kind="pairing-cleared")
+    assert "telegram user 7" in listing.text and "telegram user 8" in listing.text
+    assert cleared.text == "Cleared 2 open pairing request(s)."
+    assert "Cleared 1 open pairing request(s)." in capsys.readouterr().out
+    assert left == []
+    assert sorted(e.sender_id or "" for e in audit) == ["7", "8", "9"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from gateway.core.messages import InboundMessage, OutboundMessage
@@ -125,3 +127,32 @@ async def test_usage_of_older_stores_is_kept_when_calls_get_purposes(tmp_path: P
     assert (day.turns, day.input_tokens, day.output_tokens) == (1, 30, 12)
     assert (person.tokens, person.turns) == (42, 1)
     assert purposes == [("t1:turn:m", "turn")]
+
+
+def modes(files: list[Path]) -> dict[str, int]:
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in files}
+
+
+def left_readable(files: list[Path]) -> None:
+    """What an older version left behind: the database and its WAL readable by everyone."""
+    for p in files:
+        if not p.exists():
+            p.touch()
+        p.chmod(0o644)
+
+
+async def test_the_database_and_its_wal_files_are_private(tmp_path: Path) -> None:
+    """Conversations live in these files: only the gateway's user may read them."""
+    old = os.umask(0o022)
+    path = tmp_path / "db.sqlite"
+    files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    try:
+        async with Store(path) as store:
+            await store.journal.accept(inbound("1"))
+            assert modes(files) == {p.name: 0o600 for p in files}
+        left_readable(files[:2])
+        async with Store(path) as store:  # made private at the next start
+            await store.journal.accept(inbound("2"))
+            assert modes(files) == {p.name: 0o600 for p in files}
+    finally:
+        os.umask(old)

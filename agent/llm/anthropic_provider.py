@@ -112,11 +112,15 @@ class AnthropicProvider:
 
     def _blocks(self, msg: ChatMessage) -> list[dict[str, Any]]:
         if msg.role == "tool":
+            content: str | list[dict[str, Any]] = msg.content or "(empty)"
+            pictures = self._pictures(msg)
+            if pictures:  # a tool's pictures travel inside its result
+                content = [{"type": "text", "text": msg.content or "(picture)"}, *pictures]
             return [
                 {
                     "type": "tool_result",
                     "tool_use_id": msg.tool_call_id,
-                    "content": msg.content or "(empty)",
+                    "content": content,
                     "is_error": msg.is_error,
                 }
             ]
@@ -129,6 +133,10 @@ class AnthropicProvider:
                 for c in msg.tool_calls
             )
             return blocks
+        return blocks + self._pictures(msg)
+
+    def _pictures(self, msg: ChatMessage) -> list[dict[str, Any]]:
+        blocks = []
         for image in msg.images if self._vision else ():
             data = image_base64(image)
             if data is not None:

@@ -24,7 +24,7 @@ from agent.llm.errors import (
     parse_retry_after,
 )
 from agent.llm.images import image_base64
-from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+from agent.llm.types import ChatMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, Usage
 
 # Chat Completions has no error flag on a tool result (Anthropic's is_error): a failed
 # result starts with this marker, so the model does not have to guess from the wording.
@@ -104,7 +104,9 @@ class OpenAIProvider:
         calls: dict[int, dict[str, str]] = {}
         stop_reason = "stop"
         usage = Usage()
+        received = False
         async for chunk in stream:
+            received = True
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
             for choice in chunk.choices:
@@ -121,6 +123,19 @@ class OpenAIProvider:
                         slot["arguments"] += call.function.arguments or ""
                 if choice.finish_reason:
                     stop_reason = choice.finish_reason
+        if not received:
+            # llama.cpp's server answers 200 and then closes an empty stream when it refuses
+            # the request late (a prompt over its context length); asked again without
+            # streaming it returns the real error (or, after a fluke, the answer). The pool
+            # may hand out the connection it closed: one retry gets a fresh one.
+            await stream.close()
+            completion = await self._client.post(
+                "/chat/completions",
+                body=params,
+                cast_to=ChatCompletion,
+                options={"max_retries": max(1, self._client.max_retries)},
+            )
+            return _from_completion(completion)
         tool_calls = tuple(
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
             for index, slot in sorted(calls.items())
@@ -129,8 +144,30 @@ class OpenAIProvider:
 
     def _wire_messages(self, request: LLMRequest) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
-        wire.extend(self._wire_message(m) for m in request.messages)
+        # Tool messages carry text only here: pictures a tool returned follow the tool
+        # results in one user message (nothing may come between a call and its results).
+        pictures: list[ImagePart] = []
+        for message in request.messages:
+            if message.role != "tool" and pictures:
+                wire.append(self._pictures_message(pictures))
+                pictures = []
+            wire.append(self._wire_message(message))
+            if message.role == "tool" and self._vision:
+                pictures.extend(message.images)
+        if pictures:
+            wire.append(self._pictures_message(pictures))
         return wire
+
+    def _pictures_message(self, images: list[ImagePart]) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [
+            {"type": "text", "text": "(pictures returned by the tools above)"}
+        ]
+        for image in images:
+            data = image_base64(image)
+            if data is not None:
+                url = f"data:{image.mime_type};base64,{data}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"role": "user", "content": parts}
 
     def _wire_message(self, msg: ChatMessage) -> dict[str, Any]:
         if msg.role == "tool":

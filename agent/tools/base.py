@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from agent.llm.metered import Charge, TurnMeter, person
+from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
@@ -24,6 +25,7 @@ class Effect(enum.StrEnum):
     EXEC = "exec"  # runs programs
     SEND = "send"  # reaches people (chat messages, email)
     SCHEDULE = "schedule"  # creates future work (cron jobs)
+    REMOTE = "remote"  # acts on another system (an MCP server's tool not marked read-only)
 
 
 class ToolError(Exception):
@@ -35,6 +37,7 @@ class ToolResult:
     content: str
     is_error: bool = False
     untrusted: bool = False  # text from outside: a web page, an email, a command's output
+    images: tuple[ImagePart, ...] = ()  # pictures for a vision-capable model (MCP tools)
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -59,6 +62,10 @@ class TurnState:
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
     meter: TurnMeter = field(default_factory=TurnMeter)  # every model call the turn caused
+    # Tools this turn may call whose schemas are not sent until find_tools surfaces them
+    # (past the prompt budget for MCP tools), and the names it surfaced so far.
+    deferred: dict[str, ToolSpec] = field(default_factory=dict)
+    found: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,7 @@ class ToolContext:
     channels: tuple[str, ...] = ()  # channels configured on this gateway
     services: Services = field(default_factory=Services)
     autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
+    turn_kind: str = "chat"  # chat | heartbeat | cron | subagent (agent.turn.TurnKind)
     agent: str = "main"  # the agent this turn belongs to
 
     @property
@@ -109,6 +117,12 @@ class Tool(ABC):
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()
+    # Who may use it at all ("owner", "admin", "member"); ``None``: the policy decides alone.
+    roles: ClassVar[frozenset[str] | None] = None
+    group_chats: ClassVar[bool] = True  # offered in group chats (subject to the policy)
+    # Where the tool comes from: "" for built-in tools, an MCP server's name for its tools.
+    # Tools with a source may be held back behind find_tools when there are many.
+    source: ClassVar[str] = ""
 
     @property
     def side_effects(self) -> bool:

@@ -3,8 +3,10 @@
 A prompt-injected page or email would love to make the bot mail something to an attacker.
 So whom the bot may write to is decided in code, from facts the model cannot forge: the
 configured allowlist, the requesting user's own verified address, and addresses the user
-typed in their own messages of this turn. Tool results, fetched pages and emails are not
-looked at. Idempotency comes from the executor (the call is recorded in the ledger before it
+typed in their own messages of this turn (by default only the owner and admins: otherwise
+any member could use the bot as an open relay from its address). Tool results, fetched
+pages and emails are not looked at. Everyone but the owner has a daily send cap, counted in
+the audit log (each sent mail is an ``email-sent`` entry). Idempotency comes from the executor (the call is recorded in the ledger before it
 runs) and from a Message-ID derived from the turn and call ids.
 """
 
@@ -14,7 +16,8 @@ import asyncio
 import logging
 import os
 import stat
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
@@ -38,12 +41,15 @@ from gateway.core.mail import (
     parse_addresses,
 )
 from gateway.core.principal import Principal
+from gateway.store import AuditLog
 
 log = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 20
 MAX_ATTACHMENTS = 10
 RETRY_CAP_SECONDS = 30.0
+DAY = 24 * 3600.0
+SENT = "email-sent"  # audit kind of every sent mail; the per-person cap counts these
 
 
 def addresses_in(texts: Iterable[str]) -> set[str]:
@@ -57,6 +63,10 @@ class RecipientPolicy:
 
     allowed: tuple[str, ...] = ()  # exact addresses and "@domain" entries, lower-case
     user_addresses: Mapping[str, str] | None = None  # "channel:sender_id" -> address
+    typed_by: str = "admins"  # who may mail addresses they typed: "admins" | "everyone"
+
+    def may_type(self, principal: Principal) -> bool:
+        return self.typed_by == "everyone" or principal.is_admin
 
     def own_address(self, principal: Principal) -> str | None:
         """The requester's verified address: the sender of an accepted email, or configured."""
@@ -76,13 +86,21 @@ class RecipientPolicy:
             return "allowlist"
         if address == self.own_address(principal):
             return "your own address"
-        if address in addresses_in(user_texts):
+        if self.may_type(principal) and address in addresses_in(user_texts):
             return "written in your message"
         return None
 
     def refusal(self, refused: list[str], *, principal: Principal) -> str:
         allowed = ", ".join(self.allowed[:10]) + (" ..." if len(self.allowed) > 10 else "")
         own = self.own_address(principal)
+        if not self.may_type(principal):
+            return (
+                f"not sent: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not an "
+                f"allowed recipient. This user may email addresses on the allowlist ({allowed or 'empty'}) "
+                f"and their own address ({own or 'not known'}) only; other addresses need the "
+                "owner or an admin (email.typed_recipients), or the owner adding them to "
+                "email.allowed_recipients."
+            )
         return (
             f"not sent: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not an "
             "allowed recipient. Email may go to addresses on the configured allowlist"
@@ -151,10 +169,21 @@ class SendEmail(Tool):
     # After the turn read outside content, the user must have asked for mail themselves.
     intent = ("email", "e-mail", "mail", "send")
 
-    def __init__(self, settings: EmailSettings, *, sender_name: str = "") -> None:
+    def __init__(
+        self,
+        settings: EmailSettings,
+        *,
+        sender_name: str = "",
+        audit_log: AuditLog | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._settings = settings
         self._sender_name = sender_name
-        self.policy = RecipientPolicy(settings.allowed_recipients, settings.user_addresses)
+        self._audit_log = audit_log  # counts sends per person (no cap without it)
+        self._clock = clock
+        self.policy = RecipientPolicy(
+            settings.allowed_recipients, settings.user_addresses, settings.typed_recipients
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = self._settings
@@ -183,6 +212,7 @@ class SendEmail(Tool):
                 turn=ctx.turn_id,
             )
             raise ToolError(self.policy.refusal(refused, principal=ctx.principal))
+        await self._check_cap(ctx)
         files = await asyncio.to_thread(self._read_files, ctx.workspace, args.get("attachments"))
         message_id = message_id_for(ctx.idempotency_key, settings.from_address)
         message = build_message(
@@ -198,6 +228,14 @@ class SendEmail(Tool):
             auto_submitted="auto-generated" if ctx.autopilot else None,
         )
         report = await self._deliver(message, recipients)
+        if self._audit_log is not None:
+            await self._audit_log.record(
+                SENT,
+                channel=ctx.principal.channel,
+                sender_id=ctx.principal.sender_id,
+                to=report.accepted,
+                turn=ctx.turn_id,
+            )
         log.info(
             "send_email turn %s sent %s to %s", ctx.turn_id, message_id, ", ".join(report.accepted)
         )
@@ -206,6 +244,25 @@ class SendEmail(Tool):
             rejected = "; ".join(f"{rcpt}: {why}" for rcpt, why in report.refused.items())
             summary += f" The server refused some recipients: {rejected}."
         return ToolResult(summary)
+
+    async def _check_cap(self, ctx: ToolContext) -> None:
+        """Everyone but the owner sends at most ``max_sends_per_day`` mails a rolling day."""
+        cap = self._settings.max_sends_per_day
+        principal = ctx.principal
+        if not cap or principal.role == "owner" or self._audit_log is None:
+            return
+        sent = await self._audit_log.count(
+            SENT,
+            channel=principal.channel,
+            sender_id=principal.sender_id,
+            since=self._clock() - DAY,
+        )
+        if sent >= cap:
+            await ctx.audit("email-cap", tool=self.name, sent=sent, cap=cap, turn=ctx.turn_id)
+            raise ToolError(
+                f"not sent: this user has sent {sent} emails in the last 24 hours, the most "
+                f"allowed (email.max_sends_per_day = {cap}). Tell them to try again later."
+            )
 
     def _read_files(self, workspace: Workspace, paths: list[str] | None) -> list[MailFile]:
         files: list[MailFile] = []

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -85,7 +86,8 @@ class ToolExecutor:
             await self._ledger.start(key, tool.name)
         result = await self._invoke(tool, args, ctx)
         if tool.side_effects:
-            await self._ledger.finish(key, json.dumps([result.content, result.is_error]))
+            stored = [result.content, result.is_error, result.untrusted]
+            await self._ledger.finish(key, json.dumps(stored))
         if result.untrusted:
             ctx.state.read_untrusted = True
         return result
@@ -102,13 +104,14 @@ class ToolExecutor:
         # Our keys and tokens never enter the model's context, whatever a tool read (an
         # `env` dump, a .env file): the provider, history and the chat never see them.
         content = self._redact(truncate(result.content, self._max_result_chars))
-        return ToolResult(content, result.is_error, result.untrusted)
+        return replace(result, content=content)
 
 
 def _replayed(state: str, stored: str | None) -> ToolResult:
     if state == "done" and stored is not None:
-        content, is_error = json.loads(stored)
-        return ToolResult(content, is_error=is_error)
+        content, is_error, *rest = json.loads(stored)
+        # Outside content stays outside content when a resumed turn replays it.
+        return ToolResult(content, is_error=is_error, untrusted=bool(rest and rest[0]))
     return ToolResult.error(
         "this action was started before an interruption and its outcome is unknown; "
         "it was not repeated. Tell the user and let them decide whether to try again."

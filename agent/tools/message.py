@@ -2,7 +2,9 @@
 
 The channel policy guard lives here, in code: a reply goes to the chat the turn came from;
 sending to another chat or channel needs an admin, is never done from a group, never on the
-strength of outside content alone, and is refused (and audited) otherwise.
+strength of outside content alone, never by a heartbeat (it acts with the owner's rights
+and sees the owner's memory, so it reports to the owner's chat only), and is refused (and
+audited) otherwise.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class Message(Tool):
             configured = ", ".join(ctx.channels) or "none"
             return (
                 f"channel {channel!r} is not configured on this gateway (configured: {configured})"
+            )
+        if ctx.turn_kind == "heartbeat":
+            return (
+                "a heartbeat check-in reports only to the owner's own chat; it cannot send to "
+                "other chats. Tell the owner what you would send and where."
             )
         if not ctx.principal.is_admin:
             return "sending to another chat or channel needs an admin; reply in this chat instead"

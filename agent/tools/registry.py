@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
 from agent.llm.types import ToolSpec
 from agent.tools.base import Tool
+from gateway.core.principal import Principal
+
+
+class ToolSource(Protocol):
+    """Tools known only at run time (an MCP server's, after it started): ``prepare`` puts the
+    ones ``principal`` may use into the registry before a turn picks its tools."""
+
+    async def prepare(self, registry: ToolRegistry, principal: Principal) -> None: ...
 
 
 class ToolRegistry:
@@ -26,6 +34,15 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._validators[tool.name] = Draft202012Validator(tool.parameters)
         self._all_specs = None
+
+    def replace_source(self, source: str, tools: Iterable[Tool]) -> None:
+        """Swap every tool of ``source`` for ``tools`` (a server restarted with other tools)."""
+        for name in [n for n, t in self._tools.items() if t.source == source]:
+            del self._tools[name]
+            del self._validators[name]
+        self._all_specs = None
+        for tool in tools:
+            self.register(tool)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

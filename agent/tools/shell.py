@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
-from agent.tools.sandbox import Bwrap
+from agent.tools.sandbox import Bwrap, CannotLock
 
 DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..
@@ -106,9 +106,32 @@ class Exec(Tool):
                 "this command is blocked by the exec deny list (destructive or fetch-and-run)"
             )
         timeout = min(float(args.get("timeout") or self._timeout), self._timeout)
+        sandbox = self._sandbox
+        if sandbox is None:
+            _refuse_protected_names(command, ctx)
+        if sandbox is None or sandbox.pids is None:
+            return await self._run(command, seconds=timeout, ctx=ctx, cgroup_procs=None)
+        async with sandbox.pids.group(sandbox.limits.max_processes) as procs:
+            return await self._run(command, seconds=timeout, ctx=ctx, cgroup_procs=procs)
+
+    async def _run(
+        self, command: str, *, seconds: float, ctx: ToolContext, cgroup_procs: Path | None
+    ) -> ToolResult:
         argv = ["/bin/sh", "-c", command]
         if self._sandbox is not None:
-            argv = self._sandbox.argv(argv, ctx.workspace.root, hidden=self._protected)
+            # What the turn may not write (protected files, what is hidden from it) is
+            # read-only in the sandbox too; blocking (it may create mount points): a thread.
+            try:
+                argv = await asyncio.to_thread(
+                    self._sandbox.argv,
+                    argv,
+                    ctx.workspace.root,
+                    hidden=self._protected,
+                    read_only=ctx.workspace.locked(),
+                    cgroup_procs=cgroup_procs,
+                )
+            except CannotLock as exc:
+                raise ToolError(str(exc)) from None
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=ctx.workspace.root,
@@ -132,7 +155,7 @@ class Exec(Tool):
 
         timed_out = False
         try:
-            await asyncio.wait_for(collect(), timeout)
+            await asyncio.wait_for(collect(), seconds)
         except TimeoutError:
             timed_out = True
         finally:
@@ -144,12 +167,25 @@ class Exec(Tool):
             text += f"\n[... {dropped} more bytes of output dropped]"
         if timed_out:
             return ToolResult(
-                f"command timed out after {timeout:g}s and was killed\n{text}".rstrip(),
+                f"command timed out after {seconds:g}s and was killed\n{text}".rstrip(),
                 is_error=True,
                 untrusted=True,
             )
         code = process.returncode
         return ToolResult(f"exit code {code}\n{text}".rstrip(), is_error=code != 0, untrusted=True)
+
+
+def _refuse_protected_names(command: str, ctx: ToolContext) -> None:
+    """Without the sandbox nothing binds protected files read-only: a command that names
+    one this turn may not change is refused (a second layer; it reads only the text)."""
+    said = command.casefold()
+    for locked in ctx.workspace.locked():
+        rule = ctx.workspace.protection(locked.path)
+        if rule is not None and rule.path.casefold() in said:
+            raise ToolError(
+                f"this command names {rule.path}, which this turn may not change "
+                f"({rule.reason}); read it with read_file instead"
+            )
 
 
 def _kill_group(pid: int) -> None:

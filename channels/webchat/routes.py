@@ -143,7 +143,7 @@ class ChatRoutes:
                 if not isinstance(part, BodyPartReader):
                     raise BadForm(400, "nested multipart is not accepted")
                 if part.name == "text":
-                    form.text = await read_field(part, limit=MAX_TEXT_BYTES)
+                    form.text = await read_field(part, limit=MAX_TEXT_BYTES, what="the text")
                 elif part.name == "id":
                     form.client_id = (await read_field(part, limit=200)).strip()
                 elif part.name == "file" and part.filename is not None:

@@ -22,11 +22,19 @@ CHUNK = 256 * 1024
 _SUFFIX_RE = re.compile(r"\.[A-Za-z0-9]{1,8}")
 
 
-class TooLarge(Exception):
-    """An upload exceeded the configured cap; nothing of it is kept."""
+def human_size(size: int) -> str:
+    """``100_000`` → ``"100 kB"``, ``20_000_000`` → ``"20 MB"``, ``999`` → ``"999 bytes"``."""
+    for unit, factor in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= factor:
+            return f"{size / factor:.3g} {unit}"
+    return f"{size} bytes"
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"a file is larger than {limit // 1_000_000 or limit} MB")
+
+class TooLarge(Exception):
+    """An upload or a text field exceeded its cap; nothing of it is kept."""
+
+    def __init__(self, limit: int, what: str = "a file") -> None:
+        super().__init__(f"{what} is larger than {human_size(limit)}")
         self.limit = limit
 
 
@@ -75,11 +83,11 @@ async def _copy(part: BodyPartReader, handle: BinaryIO, limit: int) -> int:
     return size
 
 
-async def read_field(part: BodyPartReader, *, limit: int) -> str:
+async def read_field(part: BodyPartReader, *, limit: int, what: str = "a form field") -> str:
     """A text form field, refusing more than ``limit`` bytes."""
     data = bytearray()
     while chunk := await part.read_chunk(CHUNK):
         data.extend(chunk)
         if len(data) > limit:
-            raise TooLarge(limit)
+            raise TooLarge(limit, what)
     return data.decode("utf-8", errors="replace")

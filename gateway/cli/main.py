@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from gateway import __version__
+from gateway.cli import mcp as mcp_cli
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
 from gateway.core.logs import Redactor, configure_logging, secret_values
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     pairing = commands.add_parser("pairing", help="approve who may talk to the bot")
     pairing_actions = pairing.add_subparsers(dest="action", required=True, metavar="ACTION")
     pairing_actions.add_parser("list", help="pending codes and paired users")
+    clear = pairing_actions.add_parser("clear", help="deny every open pairing request")
+    clear.add_argument("channel", nargs="?", help="only this channel's requests")
     for verb in ("approve", "deny"):
         pairing_actions.add_parser(verb, help=f"{verb} a pairing code").add_argument("code")
     revoke = pairing_actions.add_parser("revoke", help="remove a paired user")
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("doctor", help="check configuration, model, workspace and channels")
     commands.add_parser("status", help="show what the gateway is doing")
+    mcp_cli.add_parser(commands)
     return parser
 
 
@@ -111,6 +114,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(cron_cli(settings, args.action, getattr(args, "job_id", None)))
     if args.command == "trace":
         return show_trace(settings, args.turn)
+    if args.command == "mcp":
+        return asyncio.run(mcp_cli.run(settings, args))
     if args.command == "pairing":
         from gateway.runtime.pairing import run_cli  # noqa: PLC0415
 
@@ -120,25 +125,30 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     # First run: create what is missing; never overwrites a user's file.
     onboard(settings.home, settings.workspace_dir)
     if args.command == "chat":
-        return asyncio.run(_chat(settings, args.message))
+        from gateway.cli.chat import chat  # noqa: PLC0415
+
+        return asyncio.run(chat(settings, args.message))
     return asyncio.run(_run(settings))
 
 
 async def _run(settings: Settings) -> int:
     from channels import build_channels  # noqa: PLC0415
+    from channels.terminal import TerminalChannel, socket_path  # noqa: PLC0415
+    from gateway.cli.stopping import Interrupts, stop_gateway  # noqa: PLC0415
     from gateway.runtime.app import Gateway  # noqa: PLC0415
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     channels = build_channels(settings)
     if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
         from channels.webchat import create as create_webchat  # noqa: PLC0415
 
         channels.append(create_webchat(settings))
-    async with Gateway(settings, channels=channels) as gateway:
-        if not gateway.channels:
+    terminal = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
+    gateway = Gateway(settings, channels=[*channels, terminal])
+    # `switchboard chat` attaches here (gateway/cli/chat.py)
+    terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
+    with Interrupts() as interrupts:
+        await gateway.start()
+        if not channels:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
                 "use `switchboard chat` to talk in the terminal",
@@ -147,43 +157,9 @@ async def _run(settings: Settings) -> int:
         if gateway.web is not None:
             print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
         print(f"switchboard {__version__} ready", flush=True)
-        await stop.wait()
+        await interrupts.next()
+        await stop_gateway(gateway, interrupts)
     return 0
-
-
-async def _chat(settings: Settings, message: str | None) -> int:
-    from channels.terminal import TerminalChannel  # noqa: PLC0415
-    from gateway.runtime.app import Gateway  # noqa: PLC0415
-
-    interactive = message is None
-    terminal = TerminalChannel(prefix="assistant> " if interactive else "")
-    async with Gateway(settings, channels=[terminal]) as gateway:
-        await gateway.wait_idle(terminal.name)  # answers to messages a crash interrupted
-        if message is not None:
-            await terminal.submit(message)
-            await gateway.wait_idle(terminal.name)
-            return 1 if terminal.notices else 0
-        print(f"Switchboard chat ({settings.llm.model}). /help for commands, Ctrl-D to leave.")
-        reader = await _stdin_reader()
-        while True:
-            print("you> ", end="", flush=True)
-            line = await reader.readline()
-            if not line:
-                print()
-                return 0
-            text = line.decode("utf-8", errors="replace").strip()
-            if text in ("exit", "quit"):
-                return 0
-            if text:
-                await terminal.submit(text)
-                await gateway.wait_idle(terminal.name)
-
-
-async def _stdin_reader() -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return reader
 
 
 def show_trace(settings: Settings, turn: str | None) -> int:

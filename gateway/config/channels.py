@@ -123,6 +123,8 @@ class DiscordSettings(ChannelSection):
     # Inbound files above this are not stored (the agent is told why).
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)
     ready_timeout_seconds: float = Field(default=30.0, gt=0)  # start() waits this long for READY
+    # The user id tells when an account was made: a few throwaway accounts cannot fill the queue.
+    pairing_min_account_age_days: int = Field(default=7, ge=0)
 
     @property
     def enabled(self) -> bool:
@@ -197,6 +199,10 @@ class EmailSettings(ChannelSection):
     smtp_tls: bool = False  # implicit TLS (port 465)
     from_address: str | None = None
     allowed_recipients: StrList = ()
+    # Who may mail an address they typed themselves that is not on allowed_recipients:
+    # "admins" (the owner and admins) or "everyone" (then any member can mail anyone).
+    typed_recipients: Literal["admins", "everyone"] = "admins"
+    max_sends_per_day: int = Field(default=20, ge=0)  # per person and 24 h; owner exempt; 0: off
     imap_host: str | None = None
     imap_port: int = Field(default=993, ge=1, le=65_535)
     imap_username: str | None = None
@@ -266,10 +272,14 @@ class WebSettings(BaseModel):
     # Origins (scheme://host[:port]) of a reverse proxy in front of the server; its pages
     # may then send messages and open the socket. The server's own origin always may.
     trusted_origins: tuple[str, ...] = ()
+    # Addresses or networks of reverse proxies in front of the server: failed logins are then
+    # counted per client address from X-Forwarded-For. Empty: the peer address is the client.
+    trusted_proxies: tuple[str, ...] = ()
+    session_hours: int = Field(default=168, ge=1)  # a login lasts this long; logout ends it
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # per uploaded file
     max_files_per_message: int = Field(default=5, ge=0, le=20)
 
-    @field_validator("trusted_origins", mode="before")
+    @field_validator("trusted_origins", "trusted_proxies", mode="before")
     @classmethod
     def _origin_list(cls, value: object) -> object:
         if isinstance(value, str) and not value.lstrip().startswith("["):
@@ -280,6 +290,18 @@ class WebSettings(BaseModel):
     @classmethod
     def _bare_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(origin.rstrip("/").lower() for origin in value)
+
+    @field_validator("trusted_proxies", mode="after")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8)"
+                ) from None
+        return value
 
     @property
     def loopback(self) -> bool:

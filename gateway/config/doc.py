@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
+from gateway.config.mcp import McpServerSettings
 from gateway.config.settings import ENV_PREFIX, Settings
 
 INTRO = """\
@@ -141,6 +142,9 @@ DESCRIPTIONS = {
     "web.host": "bind address; anything but loopback requires web.token",
     "web.token": "sign-in secret for the web chat and status page (a long random string); required off loopback",
     "web.trusted_origins": "extra Origins allowed for state-changing requests (reverse proxies)",
+    "discord.pairing_min_account_age_days": "accounts younger than this many days (a Discord id tells its age) share one open pairing slot; 0: off",
+    "email.typed_recipients": "`admins`: only the owner and admins may mail an address they typed that is not on allowed_recipients; `everyone`: members too",
+    "web.trusted_proxies": "reverse proxies in front (IPs or networks): failed logins are counted per client from X-Forwarded-For; empty: the peer address is the client",
     "web.max_files_per_message": "attachments per web chat message",
     "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",
     "routes": "ordered `[[routes]]` rules (fields below); the first match picks the agent, `main` takes the rest",
@@ -242,6 +246,14 @@ def render() -> str:
             "A routing rule; every given field must match.",
             RouteRule,
             "SWITCHBOARD_ROUTES (JSON list)",
+        )
+    )
+    out.append(
+        _table(
+            "mcp.servers.<name>",
+            "One MCP server: `command` (stdio) or `url`; see [tools.md](tools.md).",
+            McpServerSettings,
+            "SWITCHBOARD_MCP__SERVERS (JSON)",
         )
     )
     return "\n".join(out)

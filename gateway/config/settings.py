@@ -48,6 +48,7 @@ from gateway.config.channels import (
     TelegramSettings,
     WebSettings,
 )
+from gateway.config.mcp import McpSettings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
 
@@ -125,6 +126,10 @@ class ExecSettings(Section):
     extra_deny_patterns: tuple[str, ...] = ()
     sandbox: Literal["auto", "bwrap", "off"] = "auto"
     network: bool = False  # only inside the sandbox; without it commands share the host's
+    max_processes: int = Field(default=256, ge=8)  # per command, threads included (sandbox)
+    max_memory_mb: int = Field(default=2_048, ge=64)  # address space per process (sandbox)
+    max_file_mb: int = Field(default=1_024, ge=1)  # largest file a command may write (sandbox)
+    tmp_mb: int = Field(default=256, ge=1)  # size of the sandbox's private /tmp (in memory)
 
 
 class WebToolSettings(Section):
@@ -244,6 +249,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = StorageSettings()
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    mcp: McpSettings = McpSettings()
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
@@ -268,6 +274,12 @@ class Settings(BaseSettings):
             if route.agent not in known:
                 raise ValueError(
                     f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
+                )
+        for name, server in self.mcp.servers.items():
+            unknown = sorted(set(server.agents) - known - {"*"})
+            if unknown:
+                raise ValueError(
+                    f"mcp.servers.{name}.agents: unknown agent(s) {unknown} (known: {', '.join(sorted(known))})"
                 )
         return self
 

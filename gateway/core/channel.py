@@ -8,7 +8,7 @@ with ``isinstance``, so the base stays small.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.bus import InboundSink
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -55,6 +55,23 @@ class SupportsHealth(Protocol):
 class SupportsStreaming(Protocol):
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
         """Show a fragment of the answer being generated (not durable; the outbox follows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnActivity:
+    """What a running turn is doing, for channels that show it live (the terminal chat)."""
+
+    kind: Literal["started", "tool"]
+    detail: str = ""  # started: the question (the turn's last message); tool: the tool's name
+    resumed: bool = False  # started: a turn cut by a stop or crash continues
+    message_ids: tuple[str, ...] = ()  # started: platform ids of the messages it answers
+
+
+@runtime_checkable
+class SupportsActivity(Protocol):
+    async def activity(self, chat: ChatRef, turn_id: str, activity: TurnActivity) -> None:
+        """A turn for ``chat`` started (or resumed) or is about to run a tool. Cosmetic:
+        not durable, and a failure here never fails the turn."""
 
 
 @runtime_checkable

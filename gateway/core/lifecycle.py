@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Collection
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 
 class Service:
@@ -26,3 +29,28 @@ class Service:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def drain(
+    tasks: Collection[asyncio.Task[Any]], within: float, *, now: asyncio.Event | None = None
+) -> set[asyncio.Task[Any]]:
+    """Wait up to ``within`` seconds for ``tasks`` to finish, or until ``now`` is set (the
+    user asked to stop at once); return the tasks still running. Cancels nothing."""
+    pending = {task for task in tasks if not task.done()}
+    if not pending or now is None:
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=within)
+        return pending
+    hurry = asyncio.create_task(now.wait())
+    try:
+        async with asyncio.timeout(within):
+            while pending and not now.is_set():
+                done, _ = await asyncio.wait({*pending, hurry}, return_when=asyncio.FIRST_COMPLETED)
+                pending -= done
+    except TimeoutError:
+        pass
+    finally:
+        hurry.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await hurry
+    return pending

@@ -41,11 +41,22 @@ def secret_values(settings: BaseModel, environ: dict[str, str] | None = None) ->
 
 def _walk(model: BaseModel) -> Iterator[str]:
     for name in type(model).model_fields:
-        value: Any = getattr(model, name)
-        if isinstance(value, SecretStr):
-            yield value.get_secret_value()
-        elif isinstance(value, BaseModel):
-            yield from _walk(value)
+        yield from _secrets_in(getattr(model, name))
+
+
+def _secrets_in(value: Any) -> Iterator[str]:
+    """Secrets anywhere in a value: nested sections, and tables of them (``[agents.x]``,
+    an MCP server's ``env`` and ``headers``)."""
+    if isinstance(value, SecretStr):
+        yield value.get_secret_value()
+    elif isinstance(value, BaseModel):
+        yield from _walk(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _secrets_in(item)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _secrets_in(item)
 
 
 class Redactor:

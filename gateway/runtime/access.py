@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from gateway.config.channels import ChannelSection
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
+from gateway.runtime.pairing import young_accounts
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -146,21 +148,23 @@ class AccessGate:
         return Accepted.REFUSED
 
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
-        request = await self._store.pairings.request(
+        requested = await self._store.pairings.request(
             channel=msg.channel,
             sender_id=msg.sender_id,
             sender_name=msg.sender_name,
             chat_id=msg.chat_id,
             ttl=section.pairing_ttl_seconds,
+            young=young_accounts(msg.channel, section, now=time.time()),
         )
-        if request is None:
+        request = requested.request
+        for old in requested.expired:
             await self._store.audit.record(
-                "refused",
-                channel=msg.channel,
-                sender_id=msg.sender_id,
-                reason="too many pending pairing requests",
+                "pairing-expired",
+                channel=old.channel,
+                sender_id=old.sender_id,
+                code=old.code,
+                reason="the pairing queue was full; the oldest request made room",
             )
-            return
         await self._store.audit.record(
             "pairing",
             channel=msg.channel,

@@ -12,16 +12,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
-from agent.llm.base import LLMProvider, TextSink
+from agent.llm.base import LLMProvider
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel, SupportsStreaming, SupportsTurnEnd, SupportsTyping
+from gateway.core.channel import Channel, SupportsTurnEnd, SupportsTyping
 from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
 from gateway.core.lock import ProcessLock
@@ -39,7 +40,9 @@ from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.heartbeat import Heartbeat
 from gateway.runtime.home import prepare_workspace
+from gateway.runtime.live import watch_turn
 from gateway.runtime.local_bus import LocalBus
+from gateway.runtime.mcp import build_manager
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
@@ -86,6 +89,7 @@ class Gateway(Service):
         # One concurrency cap per model endpoint for everything that calls it (all agents,
         # their subagents, summaries, reflection, page condensing).
         self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
+        self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -96,6 +100,7 @@ class Gateway(Service):
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
                 slots=self.llm_slots,
+                mcp=self.mcp,
             )
             for agent_id in self.router.agents
         }
@@ -111,7 +116,7 @@ class Gateway(Service):
             commands=self.commands,
             principal_for=self._principal_for,
             typing=self._typing,
-            streamer=self._streamer,
+            watch=partial(watch_turn, self.channels),
             turn_ended=self._turn_ended,
             budget=UserBudget(self.store.usage, self.store.audit, settings.limits),
             max_resume_attempts=settings.agent.max_resume_attempts,
@@ -189,6 +194,8 @@ class Gateway(Service):
             for worker in self._workers:
                 await worker.start()
             await self.dispatcher.start()
+            if self.mcp is not None:  # before anything can start a turn
+                await self.mcp.start()
             await self.subagents.recover()
             await self.scheduler.start()
             for provider in self._providers():
@@ -208,10 +215,14 @@ class Gateway(Service):
             "Switchboard %s ready (channels: %s)", __version__, ", ".join(self.channels) or "none"
         )
 
-    async def stop(self, *, drain_timeout: float = 10.0) -> None:
-        await self._shutdown(drain_timeout=drain_timeout)
+    async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
+        """Stop; running turns get ``drain_timeout`` seconds to finish, or less once ``now``
+        is set (a second Ctrl-C). A turn cut short resumes at the next start."""
+        await self._shutdown(drain_timeout=drain_timeout, now=now)
 
-    async def _shutdown(self, *, drain_timeout: float = 10.0) -> None:
+    async def _shutdown(
+        self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None
+    ) -> None:
         self._started = False
         if self.web is not None:  # first: no new web requests while the rest stops
             await self.web.stop()
@@ -222,12 +233,14 @@ class Gateway(Service):
             except Exception:
                 log.exception("channel %s did not stop cleanly", channel.name)
         await self.scheduler.stop()
-        await self.subagents.stop(drain_timeout=drain_timeout)
-        await self.dispatcher.stop(drain_timeout=drain_timeout)
+        await self.subagents.stop(drain_timeout=drain_timeout, now=now)
+        await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         for worker in self._workers:
             await worker.stop()
         for agent in self.agents.values():
             await agent.stop()
+        if self.mcp is not None:  # after the turns that use the servers
+            await self.mcp.stop()
         for provider in self._providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()
@@ -307,16 +320,6 @@ class Gateway(Service):
 
     def _principal_for(self, msg: InboundMessage) -> Principal:
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))
-
-    def _streamer(self, chat: ChatRef, turn_id: str) -> TextSink | None:
-        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
-        if not isinstance(channel, SupportsStreaming):
-            return None
-
-        async def forward(delta: str) -> None:
-            await channel.stream(chat, turn_id, delta)
-
-        return forward
 
     async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
         channel: object = self.channels.get(chat.channel)  # see _typing on the annotation

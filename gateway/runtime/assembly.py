@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
@@ -17,6 +18,7 @@ from agent.llm.metered import Charge, EndpointSlots, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.loop import AgentConfig, AgentLoop
 from agent.policy import ToolPolicy
+from agent.protected import PROTECTED
 from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
@@ -24,12 +26,13 @@ from agent.tools.agents import SendToAgent
 from agent.tools.base import Tool
 from agent.tools.cron import Cron
 from agent.tools.executor import ToolExecutor
+from agent.tools.find_tools import FindTools
 from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySearch, MemoryWrite
 from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
-from agent.workspace import ATTACHMENTS, PERSONA_FILES, Workspace
+from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import LLMSettings, Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
@@ -38,6 +41,9 @@ from gateway.runtime.accounting import recorder
 from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store
+
+if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager  # loaded only when MCP servers are configured
 
 SUMMARY_SYSTEM = "You summarize conversations faithfully and compactly."
 
@@ -118,9 +124,9 @@ def build_workspace(settings: Settings, *, others: Sequence[Path] = ()) -> Works
     return Workspace(
         root,
         restricted=(settings.data_dir, settings.config_file, *(o for o in others if o != root)),
-        # The persona files and installed skills are the owner's: the assistant reads them,
-        # and a prompt injection cannot rewrite who it is or what it may do.
-        read_only=(root / "skills", *(root / name for name in PERSONA_FILES)),
+        # Files that shape other turns (persona, skills, HEARTBEAT.md, USER.md): only the
+        # owner changes them (agent/protected.py), so no turn can raise its own rights.
+        protected=PROTECTED,
         untrusted=(root / ATTACHMENTS,),
     )
 
@@ -135,6 +141,7 @@ def build_agent(
     extra_tools: Sequence[Tool] = (),
     agent_id: str = DEFAULT_AGENT,
     slots: EndpointSlots | None = None,
+    mcp: McpManager | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``slots`` are the
@@ -150,9 +157,15 @@ def build_agent(
     agent_tools: list[Tool] = [Goals(store.pins), Notes(store.pins)]
     if top.agents:
         agent_tools.append(SendToAgent())
+    toolbox = mcp.toolbox(agent_id) if mcp is not None else None
+    if toolbox is not None:  # its servers' tools are registered before each turn
+        budget = top.mcp
+        agent_tools.append(
+            FindTools(max_tools=budget.max_offered_tools, max_tokens=budget.max_offered_tokens)
+        )
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=model),
+            *default_tools(settings, llm=model, audit_log=store.audit),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),
@@ -242,4 +255,5 @@ def build_agent(
         pins=store.pins,
         trace_dir=settings.data_dir / "traces",
         redact=redact,
+        tool_source=toolbox,
     )

@@ -56,6 +56,9 @@ class Commands:
         scope = None if principal.role == "owner" else msg.channel
         if action == "list":
             return await pairing.listing_text(self._store, channel=scope)
+        if action == "clear":
+            count = await pairing.clear(self._store, by=by, channel=scope)
+            return f"Cleared {count} open pairing request(s)."
         if action in ("approve", "deny") and len(words) == 2:
             decide = pairing.approve if action == "approve" else pairing.deny
             request = await decide(self._store, words[1], by=by, channel=scope)
@@ -68,4 +71,4 @@ class Commands:
             if await pairing.revoke(self._store, msg.channel, words[1], by=by):
                 return f"Revoked {msg.channel} user {words[1]}."
             return f"{words[1]} was not a paired user on {msg.channel}."
-        return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID]"
+        return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID | clear]"

@@ -12,9 +12,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from agent.llm.base import TextSink
 from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
@@ -50,7 +49,8 @@ SYSTEM_CHANNEL = "system"  # internal messages: background task results
 
 PrincipalResolver = Callable[[InboundMessage], Principal]
 Typing = Callable[[ChatRef], AbstractAsyncContextManager[None]]
-Streamer = Callable[[ChatRef, str], TextSink | None]
+# Hooks a turn up to its chat's live display (streamed text, tools); see Gateway._watch.
+Watch = Callable[[TurnRequest], Awaitable[TurnRequest]]
 TurnEnded = Callable[[ChatRef, str, bool], Awaitable[None]]
 
 
@@ -85,7 +85,7 @@ class Conversations:
         commands: Commands,
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
-        streamer: Streamer = lambda chat, turn_id: None,
+        watch: Watch | None = None,
         turn_ended: TurnEnded = no_turn_end,
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
@@ -96,7 +96,7 @@ class Conversations:
         self._commands = commands
         self._principal_for = principal_for
         self._typing = typing
-        self._streamer = streamer
+        self._watch = watch
         self._turn_ended = turn_ended
         self._budget = budget
         self._max_resume_attempts = max_resume_attempts
@@ -132,7 +132,8 @@ class Conversations:
             authorising_texts=route.authorising_texts,
             tainted=route.tainted,
         )
-        request = replace(request, on_text=self._streamer(request.chat, request.turn_id))
+        if self._watch is not None:
+            request = await self._watch(request)
         if batch.resume is not None:
             attempts = await self._store.journal.retry_turn(request.turn_id)
             if attempts > self._max_resume_attempts + 1:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.core.lifecycle import Service
+from gateway.core.lifecycle import Service, drain
 from gateway.core.messages import InboundMessage
 from gateway.runtime.autopilot import AutopilotRun
 from gateway.runtime.local_bus import Bus
@@ -76,8 +76,9 @@ class Dispatcher(Service):
         if self._intake is None:
             self._intake = asyncio.create_task(self._consume(), name="dispatcher-intake")
 
-    async def stop(self, *, drain_timeout: float = 10.0) -> None:
-        """Stop intake, let running turns finish for ``drain_timeout``, cancel the rest.
+    async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
+        """Stop intake, let running turns finish for ``drain_timeout`` (or until ``now`` is
+        set), cancel the rest.
 
         A cancelled turn keeps its journal state and drafts; the next start resumes it.
         """
@@ -93,7 +94,7 @@ class Dispatcher(Service):
             session.autopilot.clear()
         tasks = [s.task for s in self._sessions.values() if s.task is not None]
         if tasks:
-            _, still_running = await asyncio.wait(tasks, timeout=drain_timeout)
+            still_running = await drain(tasks, drain_timeout, now=now)
             for task in still_running:
                 task.cancel()
             await asyncio.gather(*still_running, return_exceptions=True)

@@ -5,12 +5,36 @@ from __future__ import annotations
 import argparse
 import getpass
 import time
+from collections.abc import Callable
 
+from gateway.config.channels import ChannelSection, DiscordSettings
 from gateway.config.settings import Settings
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.store import PairingRequest, Store
 
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
+DISCORD_EPOCH_MS = 1_420_070_400_000  # 2015-01-01, where Discord snowflakes count from
+
+
+def account_created_at(channel: str, sender_id: str) -> float | None:
+    """When the sender's platform account was made, where its id tells (a Discord user id
+    is a snowflake: milliseconds since 2015 in its top bits); ``None`` elsewhere."""
+    if channel != "discord" or not sender_id.isdigit():
+        return None
+    return ((int(sender_id) >> 22) + DISCORD_EPOCH_MS) / 1000
+
+
+def young_accounts(channel: str, section: ChannelSection, *, now: float) -> Callable[[str], bool]:
+    """Which senders count as new accounts for the pairing queue (they share one slot)."""
+    if not isinstance(section, DiscordSettings) or not section.pairing_min_account_age_days:
+        return lambda sender_id: False
+    youngest = now - section.pairing_min_account_age_days * 86_400
+
+    def young(sender_id: str) -> bool:
+        created = account_created_at(channel, sender_id)
+        return created is not None and created > youngest
+
+    return young
 
 
 async def approve(
@@ -68,6 +92,20 @@ def describe(request: PairingRequest, *, now: float | None = None) -> str:
     return f"{request.code}  {request.channel} user {request.sender_id}{name}  {request.state}"
 
 
+async def clear(store: Store, *, by: str, channel: str | None = None) -> int:
+    """Deny every open request (of ``channel``, when given); how many there were."""
+    cleared = await store.pairings.clear(channel=channel)
+    for request in cleared:
+        await store.audit.record(
+            "pairing-cleared",
+            channel=request.channel,
+            sender_id=request.sender_id,
+            code=request.code,
+            by=by,
+        )
+    return len(cleared)
+
+
 async def listing_text(store: Store, *, channel: str | None = None) -> str:
     requests = await store.pairings.listing(channel=channel)
     if not requests:
@@ -83,6 +121,10 @@ async def run_cli(settings: Settings, action: str, args: argparse.Namespace) -> 
     ) as store:
         if action == "list":
             print(await listing_text(store))
+            return 0
+        if action == "clear":
+            count = await clear(store, by=by, channel=args.channel)
+            print(f"Cleared {count} open pairing request(s).")
             return 0
         if action in ("approve", "deny"):
             decide = approve if action == "approve" else deny

@@ -19,6 +19,7 @@ from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.lifecycle import drain
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.runtime.accounting import turn_usage
@@ -137,13 +138,13 @@ class Subagents:
         if notices:
             await self._bus.publish_outbound(notices)
 
-    async def stop(self, *, drain_timeout: float = 10.0) -> None:
-        """Give running tasks ``drain_timeout`` seconds; the rest stay recorded as running
-        and are reported as interrupted on the next start."""
+    async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
+        """Give running tasks ``drain_timeout`` seconds (less once ``now`` is set); the rest
+        stay recorded as running and are reported as interrupted on the next start."""
         tasks = [task for _, task in self._tasks.values()]
         if not tasks:
             return
-        _, pending = await asyncio.wait(tasks, timeout=drain_timeout)
+        pending = await drain(tasks, drain_timeout, now=now)
         for task in pending:
             task.cancel()
         for task in pending:

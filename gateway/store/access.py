@@ -2,7 +2,9 @@
 
 A pairing request gives an unknown DM sender one short code. The owner approves it with
 ``switchboard pairing approve CODE`` (or ``/pair approve CODE`` from an admin chat); from
-then on the sender is treated as if listed in ``allow_from``.
+then on the sender is treated as if listed in ``allow_from``. Open requests per channel are
+capped; when the queue is full the oldest one expires, so throwaway accounts cannot keep
+real newcomers out for an hour, and accounts the platform says are new share one slot.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ class PairingRequest:
         return self.state == "pending"
 
 
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """A sender's open request, and the requests expired to make room for it."""
+
+    request: PairingRequest
+    expired: tuple[PairingRequest, ...] = ()
+
+
 _COLUMNS = "code, channel, sender_id, sender_name, chat_id, state, created_at, expires_at"
 
 
@@ -66,11 +76,14 @@ class Pairings:
         chat_id: str,
         ttl: float = 3600.0,
         max_pending: int = 3,
-    ) -> PairingRequest | None:
-        """The sender's open request (created if needed), or ``None`` when too many are open."""
+        young: Callable[[str], bool] = lambda sender_id: False,
+    ) -> Requested:
+        """The sender's open request, created if needed. A full queue makes room by expiring
+        its oldest request; a ``young`` sender (a new platform account) takes the place of
+        the oldest young one, so new accounts never hold more than one slot."""
         now = self._clock()
 
-        def upsert(conn: sqlite3.Connection) -> PairingRequest | None:
+        def upsert(conn: sqlite3.Connection) -> Requested:
             conn.execute(
                 "UPDATE pairing SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?",
                 (now,),
@@ -81,22 +94,57 @@ class Pairings:
                 (channel, sender_id),
             ).fetchone()
             if existing is not None:
-                return _row(existing)
-            (pending,) = conn.execute(
-                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND state = 'pending'", (channel,)
-            ).fetchone()
-            if pending >= max_pending:
-                return None
+                return Requested(_row(existing))
+            pending = [
+                _row(row)
+                for row in conn.execute(
+                    f"SELECT {_COLUMNS} FROM pairing WHERE channel = ? AND state = 'pending'"
+                    " ORDER BY created_at, rowid",
+                    (channel,),
+                )
+            ]
+            expired: list[PairingRequest] = []
+            if young(sender_id):
+                expired += [r for r in pending if young(r.sender_id)][:1]
+            room = [r for r in pending if r not in expired]
+            expired += room[: max(0, len(room) - max_pending + 1)]
+            for old in expired:
+                conn.execute(
+                    "UPDATE pairing SET state = 'expired', decided_at = ? WHERE code = ?",
+                    (now, old.code),
+                )
             code = new_code()
             conn.execute(
                 f"INSERT INTO pairing ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (code, channel, sender_id, sender_name, chat_id, now, now + ttl),
             )
-            return PairingRequest(
+            request = PairingRequest(
                 code, channel, sender_id, sender_name, chat_id, "pending", now, now + ttl
             )
+            return Requested(request, tuple(expired))
 
         return await self._db.run(upsert)
+
+    async def clear(self, *, channel: str | None = None) -> list[PairingRequest]:
+        """Deny every open request (of ``channel`` only, when given); the ones cleared."""
+        now = self._clock()
+
+        def update(conn: sqlite3.Connection) -> list[PairingRequest]:
+            rows = [
+                _row(row)
+                for row in conn.execute(
+                    f"SELECT {_COLUMNS} FROM pairing WHERE state = 'pending'"
+                    " AND (? IS NULL OR channel = ?) ORDER BY created_at",
+                    (channel, channel),
+                )
+            ]
+            conn.executemany(
+                "UPDATE pairing SET state = 'denied', decided_at = ? WHERE code = ?",
+                [(now, r.code) for r in rows],
+            )
+            return rows
+
+        return await self._db.run(update)
 
     async def is_approved(self, channel: str, sender_id: str) -> bool:
         def query(conn: sqlite3.Connection) -> bool:
@@ -207,6 +255,19 @@ class AuditLog:
                 (now, kind, channel, sender_id, encoded),
             )
         )
+
+    async def count(self, kind: str, *, channel: str, sender_id: str, since: float) -> int:
+        """Entries of ``kind`` about one person since ``since`` (per-person caps)."""
+
+        def query(conn: sqlite3.Connection) -> int:
+            (found,) = conn.execute(
+                "SELECT COUNT(*) FROM audit WHERE at >= ? AND kind = ? AND channel = ?"
+                " AND sender_id = ?",
+                (since, kind, channel, sender_id),
+            ).fetchone()
+            return int(found)
+
+        return await self._db.run(query)
 
     async def recent(self, limit: int = 50, kind: str | None = None) -> list[AuditEntry]:
         def query(conn: sqlite3.Connection) -> list[AuditEntry]:

@@ -11,7 +11,9 @@ needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -85,13 +87,19 @@ class Database(Service):
     # -- writer thread -------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        # SQLite gives the -wal and -shm files the database file's mode: make it 0600 before
+        # they exist, and fix files left 0644 by an older version.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        self.path.chmod(0o600)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
         migrate(conn)
-        self.path.chmod(0o600)
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{self.path}{suffix}").chmod(0o600)
         return conn
 
     def _worker(self) -> None:

@@ -6,10 +6,13 @@ Every request passes :meth:`WebGuard.middleware`:
   ``web.trusted_origins``) are served, so a page on another site that re-points its DNS
   name at 127.0.0.1 (DNS rebinding) gets nothing.
 * **Authentication**: with ``web.token`` set, a request needs ``Authorization: Bearer
-  <token>`` or the HttpOnly ``SameSite=Strict`` cookie the login form sets (it holds an HMAC
-  of the token, not the token). The token is never read from a URL. Without a token the
-  server is bound to loopback (settings refuse anything else) and every local request is the
-  owner, like the terminal; a request that came through a proxy is refused then.
+  <token>`` or the HttpOnly ``SameSite=Strict`` cookie the login form sets (a random
+  server-side session id that expires and ends at logout: :mod:`gateway.web.sessions`).
+  The token is never read from a URL. Every failed credential counts against the client's
+  address, and a throttled client is refused before its credential is checked
+  (:mod:`gateway.web.throttle`). Without a token the server is bound to loopback (settings
+  refuse anything else) and every local request is the owner, like the terminal; a request
+  that came through a proxy is refused then.
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header, which no other site can make a browser send.
@@ -19,13 +22,11 @@ Every request passes :meth:`WebGuard.middleware`:
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import re
 import secrets
 import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -33,6 +34,8 @@ from aiohttp import hdrs, web
 
 from gateway.config.channels import WebSettings
 from gateway.core.webhost import BROWSER_ID
+from gateway.web.sessions import WebSessions
+from gateway.web.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
 
 AUTH_COOKIE = "switchboard_auth"
 BROWSER_COOKIE = "switchboard_browser"
@@ -50,9 +53,7 @@ CSP = (
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 BROWSER_COOKIE_MAX_AGE = 400 * 24 * 3600  # the longest browsers keep a cookie
-LOGIN_WINDOW_SECONDS = 60.0
-LOGIN_MAX_FAILURES = 10
-MAX_TRACKED_CLIENTS = 10_000  # failed-login records kept; a flood of addresses stays bounded
+TOO_MANY = "Too many failed attempts from your address; wait a minute.\n"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -93,26 +94,21 @@ class WebGuard:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_TRACKED_CLIENTS,
+        sessions: WebSessions | None = None,
     ):
         self._settings = settings
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
-        self._session = (
-            hmac.new(self._token, b"switchboard web session v1", hashlib.sha256).hexdigest()
-            if self._token
-            else None
-        )
+        lifetime = settings.session_hours * 3600.0
+        self.sessions = sessions or WebSessions(self._token or b"", lifetime_seconds=lifetime)
         self._trusted = frozenset(settings.trusted_origins)
         self._trusted_hosts = frozenset(
             host_name(urlsplit(origin).netloc) for origin in settings.trusted_origins
         )
-        self._clock = clock
-        # Recent failed logins per client address, in two tiers, so that a flood of new
-        # addresses pushes out clients still under the limit before it frees a throttled
-        # one: under the limit, by latest failure (oldest first); at the limit, by arrival.
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
-        self._throttled: OrderedDict[str, deque[float]] = OrderedDict()
-        self._max_clients = max_clients
+        self._proxies = tuple(
+            ipaddress.ip_network(p, strict=False) for p in settings.trusted_proxies
+        )
+        self._throttle = LoginThrottle(clock=clock, max_clients=max_clients)
 
     @property
     def token_required(self) -> bool:
@@ -135,9 +131,14 @@ class WebGuard:
         if scheme.lower() == "bearer" and credential:
             return "bearer" if self.token_matches(credential.strip()) else None
         cookie = request.cookies.get(AUTH_COOKIE, "")
-        if cookie and self._session and hmac.compare_digest(cookie, self._session):
+        if cookie and self.sessions.valid(cookie):
             return "cookie"
         return None
+
+    @staticmethod
+    def presents_credentials(request: web.Request) -> bool:
+        """Whether the request tries to authenticate (a header or our cookie)."""
+        return hdrs.AUTHORIZATION in request.headers or AUTH_COOKIE in request.cookies
 
     def token_matches(self, candidate: str) -> bool:
         return self._token is not None and hmac.compare_digest(candidate.encode(), self._token)
@@ -167,43 +168,17 @@ class WebGuard:
     @property
     def tracked_clients(self) -> int:
         """Clients with failed logins on record (bounded by ``max_clients``)."""
-        return len(self._failures) + len(self._throttled)
+        return self._throttle.tracked_clients
+
+    def client(self, request: web.Request) -> str:
+        """The client's address (behind a trusted proxy: the one it forwarded)."""
+        return client_address(request, self._proxies)
 
     def throttled(self, request: web.Request) -> bool:
-        client = request.remote or "?"
-        failures = self._throttled.get(client)
-        if failures is None:
-            return False
-        if _recent(failures, self._clock()) >= LOGIN_MAX_FAILURES:
-            return True
-        del self._throttled[client]  # the oldest failures left the window
-        if failures:
-            self._failures[client] = failures  # the next failure may throttle it again
-        return False
+        return self._throttle.throttled(self.client(request))
 
     def record_failure(self, request: web.Request) -> None:
-        now = self._clock()
-        client = request.remote or "?"
-        failures = self._throttled.pop(client, None) or self._failures.pop(client, None)
-        if failures is None:
-            failures = deque(maxlen=LOGIN_MAX_FAILURES)
-        failures.append(now)
-        at_limit = _recent(failures, now) >= LOGIN_MAX_FAILURES
-        (self._throttled if at_limit else self._failures)[client] = failures  # at the end
-        self._forget(now)
-
-    def _forget(self, now: float) -> None:
-        """Drop clients whose failures all left the window; over the cap, the longest-quiet
-        clients under the limit first, throttled ones only when no other is left."""
-        cutoff = now - LOGIN_WINDOW_SECONDS
-        for tier in (self._failures, self._throttled):
-            while tier:
-                oldest = next(iter(tier.values()))
-                if oldest and oldest[-1] >= cutoff:
-                    break
-                tier.popitem(last=False)
-        while self.tracked_clients > self._max_clients:
-            (self._failures or self._throttled).popitem(last=False)
+        self._throttle.record_failure(self.client(request))
 
     # -- middleware -----------------------------------------------------------------------
 
@@ -227,19 +202,23 @@ class WebGuard:
             if self.cross_site_refused(request, None) and request.method not in SAFE_METHODS:
                 return _refused("cross-site request refused")
             return await handler(request)
+        presented = self.presents_credentials(request)
+        if presented and self.throttled(request):
+            return web.Response(status=429, text=TOO_MANY)  # before the credential is checked
         how = self.authenticate(request)
         if how is None:
-            if hdrs.AUTHORIZATION in request.headers:
-                if self.throttled(request):
-                    return web.Response(status=429, text="Too many attempts; wait a minute.\n")
+            response = self._unauthenticated(request)
+            if presented:
                 self.record_failure(request)
-            return self._unauthenticated(request)
+                if AUTH_COOKIE in request.cookies:
+                    response.del_cookie(AUTH_COOKIE, path="/")  # expired or revoked: stop
+            return response
         if self.cross_site_refused(request, how):
             return _refused("cross-site request refused")
         self._identify_browser(request)
         return await handler(request)
 
-    def _unauthenticated(self, request: web.Request) -> web.StreamResponse:
+    def _unauthenticated(self, request: web.Request) -> web.Response:
         wants_page = request.method == "GET" and "text/html" in request.headers.get(hdrs.ACCEPT, "")
         if wants_page and not is_websocket(request):
             return redirect(f"/login?next={safe_next(request.path)}")
@@ -285,18 +264,20 @@ class WebGuard:
     async def login(self, request: web.Request) -> web.StreamResponse:
         """POST /login: a form with the token sets the session cookie."""
         if self.throttled(request):
-            return web.Response(status=429, text="Too many attempts; wait a minute.\n")
+            return web.Response(status=429, text=TOO_MANY)
         form = await request.post()
         token = form.get("token")
         target = safe_next(str(form.get("next") or "/"))
-        if not isinstance(token, str) or self._session is None or not self.token_matches(token):
-            if self._session is not None:
-                self.record_failure(request)
+        if self._token is None:
+            return redirect(f"/login?failed=1&next={target}")  # no token: nothing to log in to
+        if not isinstance(token, str) or not self.token_matches(token):
+            self.record_failure(request)
             return redirect(f"/login?failed=1&next={target}")
         response = redirect(target)
         response.set_cookie(
             AUTH_COOKIE,
-            self._session,
+            await self.sessions.create(),
+            max_age=int(self.sessions.lifetime_seconds),
             path="/",
             httponly=True,
             samesite="Strict",
@@ -305,17 +286,13 @@ class WebGuard:
         return response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
+        """POST /logout: the session ends on the server too, so a copied cookie is dead."""
+        session = request.cookies.get(AUTH_COOKIE)
+        if session:
+            await self.sessions.revoke(session)
         response = redirect("/login")
         response.del_cookie(AUTH_COOKIE, path="/")
         return response
-
-
-def _recent(failures: deque[float], now: float) -> int:
-    """Drop failures older than the login window; how many are left."""
-    cutoff = now - LOGIN_WINDOW_SECONDS
-    while failures and failures[0] < cutoff:
-        failures.popleft()
-    return len(failures)
 
 
 def redirect(location: str) -> web.Response:

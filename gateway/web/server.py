@@ -21,6 +21,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.webhost import ServesWeb
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
+from gateway.web.sessions import WebSessions
 from gateway.web.status import read_workspace_file, snapshot
 from gateway.web.traces import find_trace, read_events
 
@@ -41,7 +42,13 @@ class WebServer:
     def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
         self.settings = gateway.settings.web
-        self.guard = WebGuard(self.settings)
+        token = self.settings.token.get_secret_value().strip() if self.settings.token else ""
+        sessions = WebSessions(
+            token.encode(),
+            lifetime_seconds=self.settings.session_hours * 3600.0,
+            kv=gateway.store.kv,
+        )
+        self.guard = WebGuard(self.settings, sessions=sessions)
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -61,6 +68,8 @@ class WebServer:
                 "(SWITCHBOARD_WEB__TOKEN)",
                 field="web.token",
             )
+        if self.guard.token_required:
+            await self.guard.sessions.load()
         await self.metrics.start()
         runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await runner.setup()

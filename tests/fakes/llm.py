@@ -108,9 +108,18 @@ class Recorded:
                 out.append(msg.get("content", ""))
             elif isinstance(msg.get("content"), list):
                 out.extend(
-                    b.get("content", "") for b in msg["content"] if b.get("type") == "tool_result"
+                    _text_of(b.get("content", ""))
+                    for b in msg["content"]
+                    if b.get("type") == "tool_result"
                 )
         return out
+
+
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    """A tool result's text (Anthropic sends a list of blocks when there are pictures)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
 Responder = Callable[[Recorded], Step | Awaitable[Step]]

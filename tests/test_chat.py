@@ -1,0 +1,299 @@
+"""``switchboard chat`` as a user runs it: attached to ``switchboard run`` or in-process,
+Ctrl-C, resumed turns, and the terminal front end under a pseudo-terminal.
+
+Everything goes through the real command (subprocesses, pexpect for the terminal) and the
+fake LLM server; nothing is timed: each step waits for what the user would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.fakes.llm import FakeLLM, calls, held, text
+
+pytestmark = pytest.mark.slow
+
+STOPPING = "stopping: waiting up to 10 s for 1 turn (Ctrl-C again to stop now)"
+
+
+def chat_env(home: Path, llm: FakeLLM | str, **extra: str) -> dict[str, str]:
+    """The environment of a ``switchboard`` subprocess: its own home, the model at ``llm``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    env.update(
+        SWITCHBOARD_HOME=str(home),
+        SWITCHBOARD_LLM__BASE_URL=llm if isinstance(llm, str) else llm.openai_url,
+        SWITCHBOARD_LLM__API_KEY="sk-test-chat-123456",
+        SWITCHBOARD_LLM__MAX_RETRIES="0",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+        SWITCHBOARD_WEB__ENABLED="false",
+        NO_PROXY="127.0.0.1",
+    )
+    env.update(extra)
+    return env
+
+
+async def spawn(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(process: asyncio.subprocess.Process, timeout: float = 60) -> tuple[int, str, str]:
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def switchboard(*args: str, env: dict[str, str], timeout: float = 60) -> tuple[int, str, str]:
+    return await finish(await spawn(*args, env=env), timeout)
+
+
+async def read_until(stream: asyncio.StreamReader | None, wanted: str) -> list[str]:
+    """Lines of ``stream`` up to and including the first that contains ``wanted``."""
+    assert stream is not None
+    lines: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(stream.readline(), 30)).decode()
+        assert line, f"stream ended before {wanted!r}; got {lines}"
+        lines.append(line.rstrip("\n"))
+        if wanted in line:
+            return lines
+
+
+@asynccontextmanager
+async def running_gateway(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``switchboard run`` until it printed "ready"; stopped (SIGTERM) afterwards."""
+    process = await spawn("run", env=env)
+    try:
+        await read_until(process.stdout, "ready")
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            await finish(process)
+
+
+@pytest.fixture
+async def home(tmp_path: Path, fake_llm: FakeLLM) -> Path:
+    home = tmp_path / "home"
+    code, _, err = await switchboard("onboard", env=chat_env(home, fake_llm))
+    assert code == 0, err
+    return home
+
+
+async def test_chat_attaches_to_a_running_gateway(home: Path, fake_llm: FakeLLM) -> None:
+    env = chat_env(home, fake_llm)
+    async with running_gateway(env) as gateway:
+        sock = home / "data" / "chat.sock"
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600  # only the gateway's user
+        code, out, err = await switchboard("chat", "-m", "hello from outside", env=env)
+        assert (code, out) == (0, "echo: hello from outside\n"), err
+        assert "\x1b" not in out + err  # not a terminal: no escape codes
+        assert gateway.returncode is None  # it answered; nobody fought over the data dir
+        code, out, err = await switchboard("chat", "-m", "again", env=env)
+        assert (code, out) == (0, "echo: again\n"), err
+    assert [r.last_user_text for r in fake_llm.requests] == ["hello from outside", "again"]
+    assert not sock.exists()  # removed at stop
+
+
+async def test_attached_chat_left_mid_turn_gets_its_answer_next_time(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "the slow answer"))
+    async with running_gateway(env):
+        first = await spawn("chat", "-m", "slow question", env=env)
+        await fake_llm.wait_for_requests(1, timeout=30)  # journaled and being answered
+        first.send_signal(signal.SIGINT)
+        code, out, err = await finish(first)
+        assert code == 130
+        assert out == ""
+        assert "left the chat; the gateway finishes what you asked" in err
+        gate.set()  # the gateway finishes the turn with nobody attached
+        code, out, err = await switchboard("chat", "-m", "next", env=env)
+        assert code == 0, err
+        assert out.splitlines() == ["the slow answer", "echo: next"]
+        code, out, _ = await switchboard("chat", "-m", "third", env=env)
+        assert out.splitlines() == ["echo: third"]  # nothing shown twice
+    assert len(fake_llm.requests) == 3  # one model call per question
+
+
+async def test_chat_reads_messages_from_a_pipe(home: Path, fake_llm: FakeLLM) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "gateway", "chat"),
+        env=chat_env(home, fake_llm),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"first\nsecond\n"), 60)
+    assert process.returncode == 0, err
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("Switchboard chat")
+    assert lines[1:] == ["assistant> echo: first", "assistant> echo: second"]
+    assert b"\x1b" not in out
+
+
+async def test_ctrl_c_in_chat_says_what_it_waits_for_and_the_turn_resumes(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    chat = await spawn("chat", "-m", "first question", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)
+    chat.send_signal(signal.SIGINT)
+    await read_until(chat.stderr, STOPPING)  # at once, not after the drain
+    chat.send_signal(signal.SIGINT)
+    code, out, err = await finish(chat)
+    assert code == 130
+    assert out == ""
+    assert "Unclosed" not in err and "Traceback" not in err, err
+
+    code, out, err = await switchboard("chat", "-m", "second question", env=env)
+    assert code == 0, err
+    assert "resuming your last question: first question" in err
+    assert out.splitlines() == ["echo: first question", "echo: second question"]
+
+
+async def test_ctrl_c_in_run_waits_for_the_turn_then_stops_now(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    async with running_gateway(env) as gateway:
+        chat = await spawn("chat", "-m", "a long job", env=env)
+        await fake_llm.wait_for_requests(1, timeout=30)
+        gateway.send_signal(signal.SIGINT)
+        await read_until(gateway.stderr, STOPPING)
+        gateway.send_signal(signal.SIGINT)
+        code, _, err = await finish(gateway)
+        assert code == 0
+        assert "Unclosed" not in err and "Traceback" not in err, err
+        code, out, err = await finish(chat)
+        assert code == 1
+        assert "the gateway stopped; what you sent is saved" in err
+    code, out, err = await switchboard("chat", "-m", "back again", env=env)
+    assert code == 0, err
+    assert "resuming your last question: a long job" in err
+    assert out.splitlines() == ["echo: a long job", "echo: back again"]
+
+
+# -- the terminal front end, under a pseudo-terminal ---------------------------------------
+
+
+def terminal(home: Path, fake: FakeLLM) -> pexpect.spawn:
+    env = chat_env(home, fake, TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1")
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "gateway", "chat"],
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 100),
+    )
+
+
+async def expect(child: pexpect.spawn, pattern: str) -> str:
+    """Wait (without blocking the fake LLM) until the screen shows ``pattern``; return
+    what came before it."""
+    await child.expect_exact(pattern, async_=True)
+    return str(child.before)
+
+
+async def test_terminal_chat_edits_streams_shows_tools_and_renders_markdown(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("/sta\t")  # "/" commands complete
+        await expect(child, "/status")
+        child.sendcontrol("c")  # clears the line
+        fake_llm.queue(
+            calls(("list_dir", {"path": "."})),
+            text("Streaming **bold** answer\n\n- one\n- two"),
+        )
+        child.send("show me\\\r")  # a trailing backslash continues on a new line
+        child.send("the files\r")
+        before = await expect(child, "running list_dir")  # the thinking line names the tool
+        assert "thinking…" in before
+        shown = await expect(child, "you›")
+        assert "\x1b[1mbold" in shown and "**bold**" not in shown  # markdown, rendered
+        assert shown.count("Streaming") >= 2  # streamed first, then the final answer
+        child.sendcontrol("d")
+        await child.expect_exact(pexpect.EOF, async_=True)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert fake_llm.requests[0].last_user_text == "show me\nthe files"
+
+    history = home / "data" / "chat_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    child = terminal(home, fake_llm)  # history survives the session
+    try:
+        await expect(child, "you›")
+        child.send("\x1b[A")  # Up
+        await expect(child, "the files")
+        child.sendcontrol("c")
+        child.sendcontrol("d")
+        await child.expect_exact(pexpect.EOF, async_=True)
+    finally:
+        child.close()
+
+
+async def test_terminal_chat_says_it_resumes_before_answering(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    cut = await spawn("chat", "-m", "what was I asking", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)
+    cut.send_signal(signal.SIGKILL)  # a crash mid-turn
+    await finish(cut)
+
+    child = terminal(home, fake_llm)
+    try:
+        banner = await expect(child, "resuming your last question: what was I asking")
+        assert "Switchboard chat" in banner  # the banner first, then the notice
+        await expect(child, "echo: what was I asking")
+        await expect(child, "you›")
+        child.sendcontrol("d")
+        await child.expect_exact(pexpect.EOF, async_=True)
+    finally:
+        child.close()
+
+
+async def test_terminal_ctrl_c_during_a_turn_stops_cleanly(home: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("take your time\r")
+        await fake_llm.wait_for_requests(1, timeout=30)
+        child.sendcontrol("c")
+        await expect(child, STOPPING)
+        child.sendcontrol("c")
+        rest = await child.expect_exact(pexpect.EOF, async_=True)
+        assert rest == 0
+        tail = str(child.before)
+    finally:
+        child.close()
+    assert child.exitstatus == 130
+    assert "Unclosed" not in tail and "Traceback" not in tail, tail

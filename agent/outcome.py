@@ -12,7 +12,7 @@ from agent.llm.errors import LLMContextOverflow, LLMError
 from agent.runner import RunResult
 from agent.tools.base import TurnState
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
-from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.messages import Attachment, OutboundKind, OutboundMessage
 
 INTERRUPTED_NOTICE = (
     "Sorry, I was interrupted while working on your message and could not finish it. "
@@ -53,16 +53,24 @@ def _decide(
         text = nothing_to_report(text)
         if not text:
             trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
-        replies = () if not text else (outbound(request, text, OutboundKind.PROACTIVE),)
+        replies = (
+            ()
+            if not text
+            else (outbound(request, text, OutboundKind.PROACTIVE, tuple(state.files)),)
+        )
         return TurnOutcome(replies, final_text=text)
-    if not text and state.sent_texts:
-        return TurnOutcome((), final_text=text)
+    files = tuple(state.files)
+    if (not text and state.sent_texts) or already_sent(text or default_reply, state.sent_texts):
+        if text:
+            trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
+        # The words are out already; files the turn made still reach the user.
+        replies = (
+            (outbound(request, files_caption(files), OutboundKind.REPLY, files),) if files else ()
+        )
+        return TurnOutcome(replies, final_text=text)
     text = text or default_reply
-    if already_sent(text, state.sent_texts):
-        trace.decision("reply", "ALREADY_SENT", "the final answer repeats a message tool send")
-        return TurnOutcome((), final_text=text)
     kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
-    return TurnOutcome((outbound(request, text, kind),), final_text=text)
+    return TurnOutcome((outbound(request, text, kind, files),), final_text=text)
 
 
 def notice(request: TurnRequest, text: str) -> TurnOutcome:
@@ -89,7 +97,9 @@ def provider_notice(exc: LLMError) -> str:
     )
 
 
-def outbound(request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMessage:
+def outbound(
+    request: TurnRequest, text: str, kind: OutboundKind, files: tuple[Attachment, ...] = ()
+) -> OutboundMessage:
     last = request.last_message
     return OutboundMessage(
         channel=request.chat.channel,
@@ -100,9 +110,14 @@ def outbound(request: TurnRequest, text: str, kind: OutboundKind) -> OutboundMes
         reply_to_message_id=last.platform_message_id
         if last is not None and last.is_group
         else None,
+        attachments=files,
         turn_id=request.turn_id,
         idempotency_key=f"{request.turn_id}:{kind.value}",
     )
+
+
+def files_caption(files: tuple[Attachment, ...]) -> str:
+    return "\n".join(f.note or f.filename or "a file" for f in files)
 
 
 def nothing_to_report(text: str) -> str:

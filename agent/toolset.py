@@ -10,15 +10,21 @@ from agent.tools.message import Message
 from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
+from agent.web.browser import Browser
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 from gateway.store import AuditLog
 
 
 def default_tools(
-    settings: Settings, *, llm: MeteredModel | None = None, audit_log: AuditLog | None = None
+    settings: Settings,
+    *,
+    llm: MeteredModel | None = None,
+    audit_log: AuditLog | None = None,
+    browser: Browser | None = None,
 ) -> list[Tool]:
-    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch;
+    """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch, and
+    ``browser`` (the gateway's, see :func:`agent.tools.web.web_browser`) renders them;
     ``audit_log`` (when given) counts each person's emails for ``email.max_sends_per_day``."""
     exec_settings = settings.tools.exec
     sandbox = None
@@ -53,7 +59,7 @@ def default_tools(
         Message(),
     ]
     if settings.tools.web.enabled:
-        tools.extend(web_tools(settings.tools.web, llm=llm))
+        tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
     if settings.email.can_send:
         tools.append(
             SendEmail(settings.email, sender_name=settings.agent.name, audit_log=audit_log)

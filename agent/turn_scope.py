@@ -21,7 +21,7 @@ from agent.protected import may_change_owner_files
 from agent.tools.base import TurnState
 from agent.turn import TurnRequest
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, ChatType
+from gateway.core.messages import Attachment, ChatRef, ChatType
 
 OWNER_MEMORY = ("MEMORY.md", "memory/")
 
@@ -58,8 +58,8 @@ def authorising_texts(request: TurnRequest) -> tuple[str, ...]:
 
 def resumed_state(drafts: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool) -> TurnState:
     """A resumed turn's state, rebuilt from its drafts: what it already sent to the chat
-    (so the final answer is not repeated) and whether it had read outside content (so the
-    taint guard still holds after a restart)."""
+    (so the final answer is not repeated), whether it had read outside content (so the
+    taint guard still holds after a restart) and the files its answer carries."""
     results = {m.tool_call_id: m for m in drafts if m.role == "tool"}
     sent: list[str] = []
     for message in drafts:
@@ -72,7 +72,15 @@ def resumed_state(drafts: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool
             if target == (chat.channel, chat.chat_id) and args.get("content"):
                 sent.append(str(args["content"]))
     untrusted = tainted or any(m.untrusted for m in drafts)
-    return TurnState(sent_texts=sent, read_untrusted=untrusted)
+    files = [  # made by tools before the interruption (screenshots); they go with the answer
+        Attachment(
+            "image", path=image.path, mime_type=image.mime_type, filename=Path(image.path).name
+        )
+        for message in drafts
+        if message.role == "tool"
+        for image in message.images
+    ]
+    return TurnState(sent_texts=sent, read_untrusted=untrusted, files=files)
 
 
 def _arguments(raw: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from agent.llm.base import TextSink
 from agent.llm.metered import Charge, Purpose
-from agent.llm.types import ChatMessage, LLMResponse, SystemPrompt, ToolCall, ToolSpec
+from agent.llm.types import ChatMessage, ImagePart, LLMResponse, SystemPrompt, ToolCall, ToolSpec
 from agent.tools.base import ToolContext, ToolResult
 from agent.tools.executor import ToolExecutor
 
@@ -109,7 +109,12 @@ def tool_message(call: ToolCall, result: ToolResult) -> ChatMessage:
         content=content,
         tool_call_id=call.id,
         name=call.name,
+        images=result.images
+        + tuple(
+            ImagePart(f.path, f.mime_type or "image/png")
+            for f in result.files
+            if f.kind == "image" and f.path
+        ),
         is_error=result.is_error,
         untrusted=result.untrusted,
-        images=result.images,
     )

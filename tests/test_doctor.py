@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from channels.discord.probe import MAX_WAIT  # before tests.fakes.discord: see its __init__
-from gateway.cli.doctor import Check, channel_checks, print_status, probe_channel, run_doctor
+from gateway.cli.check import Check
+from gateway.cli.doctor import channel_checks, print_status, probe_channel, run_doctor
 from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, FakeDiscord

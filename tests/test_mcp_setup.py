@@ -19,7 +19,7 @@ from agent.tools.base import Tool, ToolContext, ToolResult
 from agent.tools.find_tools import FindTools, rank
 from agent.tools.registry import ToolRegistry
 from gateway.cli import mcp as mcp_cli
-from gateway.cli.doctor import mcp_checks
+from gateway.cli.doctor_tools import mcp_checks
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.logs import Redactor, secret_values

@@ -19,7 +19,7 @@ from agent.tools.sandbox import find_bwrap
 from agent.tools.shell import Exec
 from agent.toolset import default_tools
 from agent.workspace import Workspace
-from gateway.cli.doctor import sandbox_checks
+from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.errors import ConfigError
 from tests.conftest import SettingsFactory
 from tests.test_tools import run

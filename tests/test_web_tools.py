@@ -316,13 +316,13 @@ async def test_default_settings_refuse_a_local_page_through_the_gateway(
 
 
 def test_start_up_does_not_import_the_web_libraries() -> None:
-    """trafilatura, ddgs and the aiohttp connector load on the first search or fetch only."""
+    """trafilatura, ddgs, the aiohttp connector and Playwright load on first use only."""
     import subprocess
     import sys
 
     probe = (
         "import sys, agent.toolset; "
-        "print(sorted(m for m in ('trafilatura', 'ddgs', 'lxml', 'agent.web.connect') "
+        "print(sorted(m for m in ('trafilatura', 'ddgs', 'lxml', 'agent.web.connect', 'playwright') "
         "if m in sys.modules))"
     )
     out = subprocess.run(

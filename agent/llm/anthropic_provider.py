@@ -112,10 +112,10 @@ class AnthropicProvider:
 
     def _blocks(self, msg: ChatMessage) -> list[dict[str, Any]]:
         if msg.role == "tool":
+            images = self._images(msg)
             content: str | list[dict[str, Any]] = msg.content or "(empty)"
-            pictures = self._pictures(msg)
-            if pictures:  # a tool's pictures travel inside its result
-                content = [{"type": "text", "text": msg.content or "(picture)"}, *pictures]
+            if images:  # a screenshot from web_fetch: shown with the result it belongs to
+                content = [{"type": "text", "text": content}, *images]
             return [
                 {
                     "type": "tool_result",
@@ -133,9 +133,10 @@ class AnthropicProvider:
                 for c in msg.tool_calls
             )
             return blocks
-        return blocks + self._pictures(msg)
+        blocks.extend(self._images(msg))
+        return blocks
 
-    def _pictures(self, msg: ChatMessage) -> list[dict[str, Any]]:
+    def _images(self, msg: ChatMessage) -> list[dict[str, Any]]:
         blocks = []
         for image in msg.images if self._vision else ():
             data = image_base64(image)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 from agent.llm.metered import Charge, TurnMeter, person
 from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.services import Services
 
@@ -38,6 +38,9 @@ class ToolResult:
     is_error: bool = False
     untrusted: bool = False  # text from outside: a web page, an email, a command's output
     images: tuple[ImagePart, ...] = ()  # pictures for a vision-capable model (MCP tools)
+    # Files the tool made for this turn (a page's screenshot): images are shown to a vision
+    # model with the result, and every file goes to the user with the turn's answer.
+    files: tuple[Attachment, ...] = ()
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -66,6 +69,7 @@ class TurnState:
     # (past the prompt budget for MCP tools), and the names it surfaced so far.
     deferred: dict[str, ToolSpec] = field(default_factory=dict)
     found: list[str] = field(default_factory=list)
+    files: list[Attachment] = field(default_factory=list)  # go out with the turn's answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,7 @@ class ToolExecutor:
             await self._ledger.finish(key, json.dumps(stored))
         if result.untrusted:
             ctx.state.read_untrusted = True
+        ctx.state.files.extend(result.files)
         return result
 
     async def _invoke(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

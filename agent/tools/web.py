@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from yarl import URL
 
 from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
-from agent.web.extract import page_text
+from agent.web.browser import Browser, BrowserSettings
 from agent.web.fetch import FetchError, FetchLimits, PageFetcher, UnsupportedContent
 from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarizer, fit, llm_summarizer
+from agent.web.reader import Mode, PageReader
+from agent.web.render import RenderLimits
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
 from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard
+from agent.workspace import ATTACHMENTS
 from gateway.config.settings import WebToolSettings
+from gateway.core.errors import ConfigError
+from gateway.core.messages import Attachment
 
 MAX_SNIPPET_CHARS = 300
 _MARKER = re.compile(r"\[(\s*(?:end of\s+)?untrusted\s)", re.IGNORECASE)
@@ -100,12 +108,22 @@ class WebFetch(Tool):
     name = "web_fetch"
     description = (
         "Read a public web page (http/https) as markdown with its links; text and JSON too. "
-        "Long pages come back condensed: pass `question` to say what to keep. "
+        "Pages that need JavaScript are opened in a browser automatically; `render` forces "
+        "that, `screenshot` also returns a picture of the page (sent to the user with your "
+        "answer). Long pages come back condensed: pass `question` to say what to keep. "
         "Cannot reach local or private network addresses."
     )
     parameters = schema(
         {
             "url": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "render": {
+                "type": "boolean",
+                "description": "Open it in a browser and run its scripts (slower)",
+            },
+            "screenshot": {
+                "type": "boolean",
+                "description": "Also take a PNG of the page as shown (implies render)",
+            },
             "max_chars": {"type": "integer", "minimum": 500, "description": "Upper bound"},
             "question": {
                 "type": "string",
@@ -120,17 +138,21 @@ class WebFetch(Tool):
         self,
         *,
         fetcher: PageFetcher | None = None,
+        browser: Browser | None = None,
+        mode: Mode = "auto",
         summarizer: Summarizer | None = None,
         budget: Budget | None = None,
     ) -> None:
-        self._fetcher = fetcher or PageFetcher()
+        self._reader = PageReader(fetcher or PageFetcher(), browser, mode)
         self._summarizer = summarizer
         self._budget = budget or Budget()
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         url = str(args["url"]).strip()
         try:
-            page = await self._fetcher.fetch(url)
+            reading = await self._reader.read(
+                url, render=bool(args.get("render")), screenshot=bool(args.get("screenshot"))
+            )
         except BlockedTarget as exc:
             raise ToolError(
                 f"web_fetch refused {url}: {exc}. Only public web addresses can be fetched."
@@ -141,7 +163,6 @@ class WebFetch(Tool):
             ) from None
         except FetchError as exc:
             raise ToolError(f"could not fetch {url}: {exc}") from None
-        extracted = await asyncio.to_thread(page_text, page)
         budget = self._budget
         if args.get("max_chars"):
             tokens = max(1, int(args["max_chars"]) // CHARS_PER_TOKEN)
@@ -149,14 +170,21 @@ class WebFetch(Tool):
         question = str(args.get("question") or "").strip()
         purpose = f"Keep what answers: {question}" if question else "Keep the main points."
         summarize = None if self._summarizer is None else self._summarizer(ctx.charge)
-        condensed = await fit(extracted.text, budget=budget, purpose=purpose, summarize=summarize)
+        condensed = await fit(reading.text, budget=budget, purpose=purpose, summarize=summarize)
+        files: tuple[Attachment, ...] = ()
+        if reading.screenshot is not None:
+            files = (await save_screenshot(ctx.workspace.root, reading.url, reading.screenshot),)
         lines = []
-        if extracted.title:
-            lines.append(f"Title: {extracted.title}")
-        if page.url != str(URL(url)):  # redirected
-            lines.append(f"URL: {page.url}")
-        if page.truncated:
-            lines.append(f"(only the first {len(page.body)} bytes of the page were downloaded)")
+        if reading.title:
+            lines.append(f"Title: {reading.title}")
+        if reading.url != str(URL(url)):  # redirected
+            lines.append(f"URL: {reading.url}")
+        lines.extend(f"({note})" for note in reading.notes)
+        lines.extend(
+            f"(a screenshot of the page is attached; the user receives it with your answer: "
+            f"{ctx.workspace.relative(Path(f.path or ''))})"
+            for f in files
+        )
         if condensed.parts:
             lines.append(
                 f"(the page has {condensed.original_chars} characters of text, condensed "
@@ -170,13 +198,41 @@ class WebFetch(Tool):
         lines.append("")
         lines.append(condensed.text or "(the page has no readable text)")
         return ToolResult(
-            wrap_untrusted(f"content from {page.url}", "\n".join(lines)), untrusted=True
+            wrap_untrusted(f"content from {reading.url}", "\n".join(lines)),
+            untrusted=True,
+            files=files,
         )
 
 
-def web_tools(settings: WebToolSettings, *, llm: MeteredModel | None = None) -> list[Tool]:
-    """Both web tools from ``[tools.web]``; with ``llm`` long pages are condensed by it."""
-    guard = Guard(AddressPolicy(settings.allow_private_hosts))
+async def save_screenshot(workspace: Path, url: str, png: bytes) -> Attachment:
+    """Store a page's screenshot with the other files from outside (``attachments/web/``)."""
+    host = re.sub(r"[^a-z0-9.-]+", "-", (URL(url).host or "page").lower())[:60]
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    path = workspace / ATTACHMENTS / "web" / day / f"{host}-{secrets.token_hex(4)}.png"
+
+    def write() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+
+    await asyncio.to_thread(write)
+    return Attachment(
+        "image",
+        path=str(path),
+        mime_type="image/png",
+        filename=path.name,
+        size=len(png),
+        note=f"Screenshot of {url}",
+    )
+
+
+def web_tools(
+    settings: WebToolSettings,
+    *,
+    llm: MeteredModel | None = None,
+    browser: Browser | None = None,
+) -> list[Tool]:
+    """Both web tools from ``[tools.web]``; with ``llm`` long pages are condensed by it, with
+    ``browser`` (see :func:`web_browser`) pages that need scripts are rendered."""
     limits = FetchLimits(
         timeout=settings.timeout_seconds,
         max_bytes=settings.max_bytes,
@@ -194,8 +250,39 @@ def web_tools(settings: WebToolSettings, *, llm: MeteredModel | None = None) -> 
             default_results=settings.search_max_results,
         ),
         WebFetch(
-            fetcher=PageFetcher(guard, limits),
+            fetcher=PageFetcher(web_guard(settings), limits),
+            browser=browser,
+            mode=settings.browser,
             summarizer=llm_summarizer(llm) if llm is not None else None,
             budget=budget,
         ),
     ]
+
+
+def web_guard(settings: WebToolSettings) -> Guard:
+    return Guard(AddressPolicy(settings.allow_private_hosts))
+
+
+def web_browser(settings: WebToolSettings) -> Browser | None:
+    """The gateway's one browser for web_fetch (not launched yet), or None when switched off.
+
+    ``always`` promises rendering, so a browser that cannot run here is a configuration
+    error at start; ``auto`` reads pages without one and says so.
+    """
+    if not settings.enabled or settings.browser == "off":
+        return None
+    browser = Browser(
+        web_guard(settings),
+        RenderLimits(
+            timeout=settings.browser_timeout_seconds,
+            max_bytes=settings.browser_max_bytes,
+        ),
+        BrowserSettings(executable=settings.browser_path, memory_mb=settings.browser_memory_mb),
+    )
+    problem = browser.problem() if settings.browser == "always" else None
+    if problem is not None:
+        raise ConfigError(
+            f"tools.web.browser is 'always' but {problem}; or set "
+            "SWITCHBOARD_TOOLS__WEB__BROWSER=auto to read pages without a browser"
+        )
+    return browser

@@ -1,5 +1,7 @@
-"""Reading the web for the agent: an SSRF guard, a capped fetcher, extraction and condensing.
+"""Reading the web for the agent: an SSRF guard, a capped fetcher, a guarded headless
+browser (proxy, per-fetch contexts, limits), extraction and condensing.
 
-Only :mod:`agent.tools.web` uses this package. Heavy libraries (trafilatura, ddgs) are
-imported inside the functions that need them, so start-up does not pay for them.
+:mod:`agent.tools.web` uses this package; the runtime only owns the browser's lifecycle.
+Heavy libraries (trafilatura, ddgs, Playwright) are imported inside the functions that
+need them, so start-up does not pay for them.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass
 
 from agent.web.fetch import Page
@@ -65,3 +66,31 @@ def page_text(page: Page) -> Extracted:
         with contextlib.suppress(ValueError):  # served as JSON but is not: show it as is
             text = json.dumps(json.loads(text), indent=1, ensure_ascii=False)
     return Extracted(None, text.strip())
+
+
+LITTLE_TEXT = 200  # characters of main text below which a page is treated as a shell
+SOME_TEXT = 1_500  # below this, a sign that the page needs scripts decides
+_NEEDS_SCRIPTS = (
+    # "You need to enable JavaScript to run this app." and friends
+    re.compile(
+        rb"<noscript[^>]*>[^<]{0,400}(?:enable|requires?|needs?|turn on)[^<]{0,80}javascript", re.I
+    ),
+    # an empty mount point of a single-page app (React, Vue, Next, Nuxt, Svelte, Angular)
+    re.compile(
+        rb"<(?:div|main)[^>]+id=[\"']?(?:root|app|__next|__nuxt|svelte|main-app)[\"']?[^>]*>\s*</(?:div|main)>",
+        re.I,
+    ),
+    re.compile(rb"<(?:app-root|ng-app)[^>]*>\s*</", re.I),
+)
+
+
+def needs_scripts(html: bytes, text: str) -> bool:
+    """Whether a page read without running scripts probably lacks its content.
+
+    Too little main text, or not much text together with an empty single-page-app mount
+    point or a ``<noscript>`` asking for JavaScript.
+    """
+    size = len(text.strip())
+    if size < LITTLE_TEXT:
+        return True
+    return size < SOME_TEXT and any(p.search(html) for p in _NEEDS_SCRIPTS)

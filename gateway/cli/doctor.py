@@ -8,7 +8,14 @@ import os
 
 from pydantic import BaseModel, SecretStr
 
-from gateway.cli.checks import MARK, Check, Status, skill_checks
+from gateway.cli.check import Check, Status
+from gateway.cli.doctor_tools import (
+    browser_check,
+    mcp_checks,
+    root_checks,
+    sandbox_checks,
+    skill_checks,
+)
 from gateway.config.settings import Settings
 from gateway.core.channel import SupportsProbe
 from gateway.core.errors import (
@@ -20,6 +27,8 @@ from gateway.core.errors import (
 )
 from gateway.core.lock import ProcessLock
 from gateway.store import Store
+
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
 def workspace_checks(settings: Settings) -> list[Check]:
@@ -247,89 +256,6 @@ def security_checks(settings: Settings) -> list[Check]:
     return checks
 
 
-def root_checks() -> list[Check]:
-    """A warning when the gateway runs as root (docs/security.md)."""
-    from agent.tools.sandbox import contains_fork_bombs  # noqa: PLC0415
-
-    if os.geteuid() != 0:
-        return []
-    bombs = "" if contains_fork_bombs() else " (and no writable pids cgroup caps its commands)"
-    return [
-        Check(
-            "user",
-            "warn",
-            f"the gateway runs as root{bombs}: a command run without the sandbox, or a sandbox "
-            "escape, owns the machine; run Switchboard as an unprivileged user",
-        )
-    ]
-
-
-def sandbox_checks(settings: Settings) -> list[Check]:
-    """Whether ``exec`` runs in the bubblewrap sandbox (docs/security.md)."""
-    from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
-
-    exec_settings = settings.tools.exec
-    if not exec_settings.enabled or settings.tools.safe_mode:
-        return []
-    return [_sandbox_check(settings, unavailable_reason())]
-
-
-def _sandbox_check(settings: Settings, problem: str | None) -> Check:
-    exec_settings = settings.tools.exec
-    if exec_settings.sandbox == "off":
-        return Check(
-            "exec sandbox", "warn", "tools.exec.sandbox is 'off': commands run on the host"
-        )
-    if problem is None:
-        reach = "with" if exec_settings.network else "without"
-        return Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")
-    if exec_settings.sandbox == "bwrap":
-        return Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")
-    return Check("exec sandbox", "warn", f"commands run on the host: {problem}")
-
-
-async def mcp_checks(settings: Settings) -> list[Check]:
-    """Every enabled MCP server: does it start, what is left out, where it runs (docs/tools.md)."""
-    from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
-    from gateway.cli.mcp import budget_note, probe_servers  # noqa: PLC0415
-
-    enabled = settings.mcp.enabled()
-    if not enabled:
-        return []
-    try:
-        results = await probe_servers(settings, list(enabled))
-    except ConfigError as exc:
-        return [Check("mcp", "fail", str(exc))]
-    checks = []
-    wants_sandbox = any(s.stdio and s.sandbox for s in enabled.values())
-    problem = unavailable_reason() if wants_sandbox and settings.mcp.sandbox == "auto" else None
-    if problem is not None:
-        checks.append(Check("mcp sandbox", "warn", f"stdio servers run on the host: {problem}"))
-    host = settings.mcp.sandbox == "off" or problem is not None
-    unsandboxed = {n for n, s in enabled.items() if s.stdio and (host or not s.sandbox)}
-    for result in results:
-        label = f"mcp {result.spec.name}"
-        if not result.ok:
-            checks.append(Check(label, "fail", f"cannot start or reach it: {result.error}"))
-            continue
-        where = " on the host" if result.spec.name in unsandboxed else ""
-        checks.append(
-            Check(
-                label,
-                "ok",
-                f"{len(result.tools)} tool(s), {len(result.read_only)} read-only{where}",
-            )
-        )
-        if result.skipped:
-            left = "; ".join(f"{s.tool} ({s.reason})" for s in result.skipped[:10])
-            checks.append(Check(label, "warn", f"{len(result.skipped)} tool(s) left out: {left}"))
-        if "member" in result.spec.roles:
-            checks.append(Check(label, "warn", "members may use its tools (roles includes member)"))
-    if any(r.ok for r in results):
-        checks.append(Check("mcp tools", "ok", budget_note(settings, results)))
-    return checks
-
-
 async def run_doctor(settings: Settings) -> int:
     checks = [
         *workspace_checks(settings),
@@ -339,18 +265,24 @@ async def run_doctor(settings: Settings) -> int:
         *root_checks(),
         llm_key_check(settings),
     ]
-    # The model and every channel are asked at once: a slow one costs its own timeout only.
+    # The model, every channel and the browser are asked at once: a slow one costs its
+    # own timeout only.
     if checks[-1].status != "fail":
-        llm, channels, mcp = await asyncio.gather(
-            llm_reachability(settings), channel_checks(settings), mcp_checks(settings)
+        llm, channels, mcp, browser = await asyncio.gather(
+            llm_reachability(settings),
+            channel_checks(settings),
+            mcp_checks(settings),
+            browser_check(settings),
         )
-        checks += [llm, *channels, *mcp]
+        checks += [llm, *channels, *mcp, *browser]
     else:
-        channels, mcp = await asyncio.gather(channel_checks(settings), mcp_checks(settings))
-        checks += [*channels, *mcp]
+        channels, mcp, browser = await asyncio.gather(
+            channel_checks(settings), mcp_checks(settings), browser_check(settings)
+        )
+        checks += [*channels, *mcp, *browser]
     width = max(len(c.name) for c in checks)
     for check in checks:
-        print(f"[{MARK[check.status]}] {check.name:<{width}}  {check.message}")
+        print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")
     failed = sum(c.status == "fail" for c in checks)
     print(f"\n{failed} problem(s) found." if failed else "\nAll checks passed.")
     return 1 if failed else 0

@@ -148,6 +148,12 @@ class WebToolSettings(Section):
     summarize_concurrency: int = Field(default=4, ge=1, le=32)
     search_timeout_seconds: float = Field(default=15.0, gt=0, le=120)
     search_max_results: int = Field(default=5, ge=1, le=10)
+    # web_fetch renders pages in headless Chromium (docs/security.md, "Web tools").
+    browser: Literal["auto", "always", "off"] = "auto"
+    browser_path: str | None = None
+    browser_timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    browser_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)
+    browser_memory_mb: int = Field(default=1_024, ge=512)
 
 
 class ToolPolicySettings(Section):

@@ -19,6 +19,7 @@ from agent.llm.base import LLMProvider
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
+from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -90,6 +91,8 @@ class Gateway(Service):
         # their subagents, summaries, reflection, page condensing).
         self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
+        # One browser for every agent's web_fetch; launched by the first page that needs it.
+        self.browser = web_browser(settings.tools.web)
         self.agents = {
             agent_id: build_agent(
                 settings,
@@ -101,6 +104,7 @@ class Gateway(Service):
                 extra_tools=extra_tools,
                 slots=self.llm_slots,
                 mcp=self.mcp,
+                browser=self.browser,
             )
             for agent_id in self.router.agents
         }
@@ -241,6 +245,8 @@ class Gateway(Service):
             await agent.stop()
         if self.mcp is not None:  # after the turns that use the servers
             await self.mcp.stop()
+        if self.browser is not None:
+            await self.browser.stop()
         for provider in self._providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()

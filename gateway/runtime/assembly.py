@@ -32,6 +32,7 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
+from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import LLMSettings, Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -142,6 +143,7 @@ def build_agent(
     agent_id: str = DEFAULT_AGENT,
     slots: EndpointSlots | None = None,
     mcp: McpManager | None = None,
+    browser: Browser | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``slots`` are the
@@ -165,7 +167,7 @@ def build_agent(
         )
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=model, audit_log=store.audit),
+            *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

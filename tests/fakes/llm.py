@@ -114,6 +114,29 @@ class Recorded:
                 )
         return out
 
+    @property
+    def images(self) -> list[tuple[int, str]]:
+        """Every image in the request: (message index, where: "user" or "tool_result")."""
+        found = []
+        for index, msg in enumerate(self.body.get("messages", [])):
+            content = msg.get("content")
+            for block in content if isinstance(content, list) else ():
+                if block.get("type") in ("image", "image_url"):
+                    found.append((index, "user"))
+                elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                    found.extend(
+                        (index, "tool_result")
+                        for inner in block["content"]
+                        if inner.get("type") == "image"
+                    )
+        return found
+
+
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
 
 def _text_of(content: str | list[dict[str, Any]]) -> str:
     """A tool result's text (Anthropic sends a list of blocks when there are pictures)."""

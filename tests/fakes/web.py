@@ -1,6 +1,6 @@
 """A local web site and a fake DNS for the web tools' tests.
 
-``FakeSite`` is an aiohttp server on 127.0.0.1 (port 0, in the test's loop) whose pages
+``FakeSite`` is an aiohttp server on 127.0.0.1 (or ``::1``; port 0, in the test's loop) whose pages
 tests define; it records every request, so a test can prove a blocked URL never reached
 it. ``FakeDNS`` is the guard's lookup seam: names map to scripted answers, one per lookup
 (the last repeats), which is how a test plays DNS rebinding.
@@ -16,9 +16,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class FakeSite:
-    def __init__(self) -> None:
+    def __init__(self, bind: str = "127.0.0.1") -> None:
+        self.bind = bind  # "::1" for a site on the IPv6 loopback
         self.requests: list[str] = []  # path and query of every request, in order
         self.hosts: list[str] = []  # Host header of every request
+        self.headers: list[dict[str, str]] = []  # headers of every request
         self._routes: dict[str, Handler] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -28,7 +30,7 @@ class FakeSite:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.bind, 0)
         await site.start()
         server = site._server
         assert server is not None
@@ -40,7 +42,8 @@ class FakeSite:
             await self._runner.cleanup()
             self._runner = None
 
-    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+    def url(self, path: str = "/", host: str | None = None) -> str:
+        host = host or (f"[{self.bind}]" if ":" in self.bind else self.bind)
         return f"http://{host}:{self.port}{path}"
 
     # -- defining pages -------------------------------------------------------------------
@@ -74,6 +77,7 @@ class FakeSite:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(request.path_qs)
         self.hosts.append(request.headers.get("Host", ""))
+        self.headers.append(dict(request.headers))
         handler = self._routes.get(request.path)
         if handler is None:
             return web.Response(status=404, text="not found")

@@ -18,9 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 OURS = {"agent", "gateway", "channels"}
 
 
-def declared() -> dict[str, Requirement]:
+def declared(*, extras: bool = False) -> dict[str, Requirement]:
+    """The install requirements, and with ``extras`` the optional features' too (the
+    browser's Playwright; not the developer tools)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = [Requirement(r) for r in project["dependencies"]]
+    lines = list(project["dependencies"])
+    if extras:
+        optional = project.get("optional-dependencies", {})
+        lines += [r for name, group in optional.items() if name != "dev" for r in group]
+    requirements = [Requirement(r) for r in lines]
     return {canonicalize_name(r.name): r for r in requirements}
 
 
@@ -40,7 +46,7 @@ def test_every_imported_package_is_declared_directly() -> None:
     """A module we import only because another package happens to pull it in breaks the day
     that package stops (or an old pip resolves it differently)."""
     owners = packages_distributions()
-    names = declared()
+    names = declared(extras=True)
     missing = {
         module: owners.get(module)
         for module in imported_modules()

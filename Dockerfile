@@ -1,29 +1,34 @@
 # Switchboard in a container: every channel SDK is installed at build time, none at run time.
-FROM python:3.11-slim AS build
+# Versions are pinned by constraints.txt (`make constraints` regenerates it).
+FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY gateway ./gateway
 COPY channels ./channels
 COPY agent ./agent
 COPY workspace-template ./workspace-template
 RUN python -m venv /opt/switchboard \
- && /opt/switchboard/bin/pip install --no-cache-dir --upgrade pip \
- && /opt/switchboard/bin/pip install --no-cache-dir ".[browser]"
+ && /opt/switchboard/bin/pip install --no-cache-dir --constraint constraints.txt ".[browser]"
 
-FROM python:3.11-slim
-RUN useradd --create-home --uid 10001 switchboard
-# web_fetch renders pages that need JavaScript with Debian's Chromium (tools.web.browser);
-# nothing downloads a browser at run time. Without this block pages are read as served.
+FROM python:3.11-slim-bookworm
+# bubblewrap: the exec tool's sandbox (see compose.yaml for the container options it needs).
+# Chromium: web_fetch renders pages that need JavaScript (tools.web.browser); nothing
+# downloads a browser at run time.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium fonts-liberation \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get install -y --no-install-recommends bubblewrap chromium fonts-liberation \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 switchboard \
+ && mkdir /data && chown switchboard /data
 COPY --from=build /opt/switchboard /opt/switchboard
 ENV PATH=/opt/switchboard/bin:$PATH \
     SWITCHBOARD_HOME=/data \
     PYTHONUNBUFFERED=1
-RUN mkdir /data && chown switchboard /data
 USER switchboard
 VOLUME ["/data"]
 EXPOSE 8787
+# Liveness: the process and its store answer (/healthz needs no token). Without the web
+# server (SWITCHBOARD_WEB__ENABLED=false) run the container with --no-healthcheck.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SWITCHBOARD_WEB__PORT', '8787'), timeout=4)"]
 ENTRYPOINT ["switchboard"]
 CMD ["run"]

@@ -1,42 +1,74 @@
-# One place for the everyday commands. `make run` and `make test` work on a fresh machine.
+# One place for the everyday commands. `make onboard`, `make run` and `make test` work on a
+# fresh machine with Python 3.11+ and make.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+BINDIR ?= $(HOME)/.local/bin
+DEV_STAMP := $(VENV)/.dev-installed
+HOME_DIR = $${SWITCHBOARD_HOME:-$$HOME/.switchboard}
 
-.PHONY: install dev run chat test lint typecheck check bench clean
+.PHONY: install dev onboard run chat link test lint typecheck check bench constraints clean
 
-$(BIN)/switchboard:
+# The virtualenv with Switchboard installed; redone when pyproject.toml changes.
+$(BIN)/switchboard: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e .
+	@touch $@
 
 install: $(BIN)/switchboard
 
-dev: install
+# The dev extras, installed once (and again only when pyproject.toml changes).
+$(DEV_STAMP): $(BIN)/switchboard pyproject.toml
 	$(BIN)/pip install -e '.[dev]'
+	@touch $@
+
+dev: $(DEV_STAMP)
+
+# Asks for the model (provider, base URL, model, key), checks it, writes config.toml.
+onboard: install
+	$(BIN)/switchboard onboard
 
 run: install
-	@test -f $${SWITCHBOARD_HOME:-$$HOME/.switchboard}/config.toml || $(BIN)/switchboard onboard
+	@test -f $(HOME_DIR)/config.toml || $(BIN)/switchboard onboard
 	$(BIN)/switchboard run
 
 chat: install
-	@test -f $${SWITCHBOARD_HOME:-$$HOME/.switchboard}/config.toml || $(BIN)/switchboard onboard
+	@test -f $(HOME_DIR)/config.toml || $(BIN)/switchboard onboard
 	$(BIN)/switchboard chat
 
-test: dev
+# Puts `switchboard` on your PATH: a link in $(BINDIR) to the one in .venv.
+link: install
+	@mkdir -p $(BINDIR)
+	ln -sf $(abspath $(BIN)/switchboard) $(BINDIR)/switchboard
+	@case ":$$PATH:" in \
+	  *":$(BINDIR):"*) echo "switchboard is on your PATH now: try 'switchboard doctor'";; \
+	  *) echo "$(BINDIR) is not on your PATH; add this to your shell's profile:"; \
+	     echo "  export PATH=\"$(BINDIR):\$$PATH\"";; \
+	esac
+
+test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n 2
 
-lint: dev
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: dev
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
 
-bench: dev
+bench: $(DEV_STAMP)
 	$(BIN)/python -m bench.core
+
+# The exact versions the Docker image installs: every dependency of a clean install.
+constraints:
+	rm -rf .constraints-venv
+	$(PYTHON) -m venv .constraints-venv
+	.constraints-venv/bin/pip install --quiet '.[browser]'
+	.constraints-venv/bin/pip freeze --exclude switchboard | sort > constraints.txt
+	rm -rf .constraints-venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

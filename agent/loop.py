@@ -123,7 +123,9 @@ class AgentLoop:
             trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")
             outcome = notice(request, TIMEOUT_NOTICE)
         except LLMError as exc:
-            log.warning("turn %s: provider failed: %s", request.turn_id, exc)
+            log.warning(
+                "turn %s: %s [%s: %s]", request.turn_id, exc.explain(), type(exc).__name__, exc
+            )
             trace.add("llm_error", error=type(exc).__name__, status=exc.status_code)
             outcome = notice(request, provider_notice(exc))
         except Exception as exc:

@@ -86,15 +86,17 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
 
 
 def provider_notice(exc: LLMError) -> str:
-    if isinstance(exc, LLMContextOverflow):  # waiting does not help: a shorter text does
+    """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
+    nor for a conversation too long for the model: a shorter text does)."""
+    if isinstance(exc, LLMContextOverflow):
         return (
             f"Sorry, I could not answer: {exc.user_message} Please send a shorter message, "
             "or /new to start a fresh conversation."
         )
-    return (
-        f"Sorry, I could not answer: {exc.user_message} "
-        "Your message is saved; please try again in a moment."
+    after = (
+        "please try again in a moment." if exc.transient else "send it again once this is fixed."
     )
+    return f"Sorry, I could not answer. {exc.explain()} Your message is saved; {after}"
 
 
 def outbound(

@@ -15,6 +15,7 @@ from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
+from tests.system import pytest_terminal_summary  # noqa: F401 - names missing packages
 
 pytest_plugins = ["tests.fakes.mcp_fixtures"]  # the demo MCP server: `shared`, `http_server`
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from channels.memory import MemoryChannel
+from gateway.cli.admin import pairing_cli
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatType
 from gateway.runtime import pairing
@@ -198,10 +199,8 @@ async def test_the_owner_sees_and_clears_the_pairing_queue(
         listing, cleared = await channel.wait_for(2, chat_id="1")
         await channel.push("hello again", sender_id="9", chat_id="9")
         await channel.wait_for(1, chat_id="9")
-        assert (
-            await pairing.run_cli(gateway.settings, "clear", argparse.Namespace(channel="telegram"))
-            == 0
-        )
+        clear = argparse.Namespace(action="clear", channel="telegram")
+        assert await pairing_cli(gateway.settings, clear) == 0
         left = await gateway.store.pairings.listing()
         audit = await gateway.store.audit.recent(kind="pairing-cleared")
     assert "telegram user 7" in listing.text and "telegram user 8" in listing.text

@@ -35,6 +35,7 @@ async def switchboard(*args: str, env: dict[str, str], timeout: float = 60) -> t
         "gateway",
         *args,
         env=env,
+        stdin=asyncio.subprocess.DEVNULL,  # never the developer's terminal: onboard would ask
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

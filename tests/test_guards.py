@@ -301,6 +301,6 @@ async def test_trace_records_guard_decisions_and_the_cli_prints_them(
     assert (event["code"], event["attempt"]) == ("NO_SEND", 1)
     path = next((data / "traces").glob("*/*.jsonl"))
     assert find_trace(data / "traces", path.stem[:8]) == path
-    from gateway.cli.main import show_trace
+    from gateway.cli.admin import show_trace
 
     assert show_trace(settings, path.stem[:8]) == 0

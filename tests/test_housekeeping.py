@@ -386,4 +386,4 @@ def test_retention_settings_from_config_toml(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert caught.value.field == "storage.retention_days"
-    assert "config.toml key storage.retention_days" in str(caught.value)
+    assert f"(set by {home / 'config.toml'} line 2)" in str(caught.value)

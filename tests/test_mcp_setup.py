@@ -80,7 +80,7 @@ def test_servers_come_from_the_environment_as_json(
         ({"url": "https://a.example", "env": {"A": "b"}}, "a url server takes headers"),
         ({"command": "x", "roles": ["root"]}, "unknown role"),
         ({"command": "x", "agents": ["ghost"]}, "unknown agent"),
-        ({"command": "x", "timeout": 5}, "Extra inputs are not permitted"),
+        ({"command": "x", "timeout": 5}, "unknown key; did you mean `timeout_seconds`?"),
     ],
 )
 def test_bad_server_settings_fail_at_start_naming_the_field(

@@ -7,7 +7,7 @@ from typing import Any
 
 from channels.memory import MemoryChannel
 from gateway.core.bus import Accepted
-from gateway.core.messages import ChatRef, OutboundKind
+from gateway.core.messages import ChatRef, ChatType, OutboundKind
 from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 
@@ -139,9 +139,25 @@ async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_ll
         await channel.push("hello again")
         await channel.wait_for(4)
     assert "fresh conversation" in channel.texts()[1]
-    assert "Turns running" in channel.texts()[2]
+    assert "Other turns running: 0 ·" in channel.texts()[2]  # not counting /status itself
     assert len(fake_llm.requests) == 2
     assert fake_llm.requests[1].user_texts == ["hello again"]  # /new dropped the old context
+
+
+async def test_an_unknown_command_is_answered_not_sent_to_the_model(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    async with run_gateway() as (_gateway, channel):
+        await channel.push("/foo bar")
+        await channel.wait_for(1)
+        await channel.push("/tmp/x is full")  # a path, not a command: the model answers
+        await channel.wait_for(2)
+        await channel.push("/foo", chat_id="group-1", chat_type=ChatType.GROUP)  # another bot's?
+        await channel.wait_for(3)
+    unknown = channel.texts()[0]
+    assert unknown.startswith("I don't know the command /foo.")
+    assert "/help - list commands" in unknown
+    assert [r.last_user_text for r in fake_llm.requests] == ["/tmp/x is full", "[User] /foo"]
 
 
 class StreamingChannel(MemoryChannel):

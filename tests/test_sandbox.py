@@ -22,10 +22,14 @@ from agent.workspace import Workspace
 from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.errors import ConfigError
 from tests.conftest import SettingsFactory
+from tests.system import missing
 from tests.test_tools import run
 
 pytestmark = pytest.mark.skipif(
-    find_bwrap("auto") is None, reason="bubblewrap cannot create namespaces on this machine"
+    find_bwrap("auto") is None,
+    reason=f"bubblewrap is not installed {missing('bubblewrap')}"
+    if shutil.which("bwrap") is None
+    else "bubblewrap cannot create namespaces on this machine",
 )
 PYTHON = "/usr/bin/python3"
 
@@ -141,7 +145,11 @@ def test_doctor_tells_whether_commands_are_sandboxed(
     assert ok.status == "ok" and "without network" in ok.message
     monkeypatch.setenv("PATH", str(tmp_path))
     [warn] = sandbox_checks(make_settings())
-    assert warn.status == "warn" and "run on the host" in warn.message
+    assert warn.status == "warn" and "commands run unsandboxed" in warn.message
+    monkeypatch.setenv("container", "podman")  # what Podman sets; Docker has /.dockerenv
+    [warn] = sandbox_checks(make_settings())
+    assert "commands run unsandboxed in this container" in warn.message
+    assert "--security-opt seccomp=unconfined" in warn.message
     [fail] = sandbox_checks(make_settings(tools={"exec": {"sandbox": "bwrap"}}))
     assert fail.status == "fail" and "refuses to start" in fail.message
     assert sandbox_checks(make_settings(tools={"exec": {"enabled": False}})) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from argparse import Namespace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -237,7 +238,7 @@ async def test_a_background_task_reports_back_once(run_gateway: Any, fake_llm: F
 async def test_owner_lists_and_removes_jobs_from_the_cli(
     run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.cli.main import cron_cli
+    from gateway.cli.admin import cron_cli
 
     clock = FakeClock(START)
     fake_llm.queue(
@@ -249,8 +250,8 @@ async def test_owner_lists_and_removes_jobs_from_the_cli(
         await channel.wait_for(1)
         [job] = await gateway.store.jobs.active()
         settings = gateway.settings
-        assert await cron_cli(settings, "list", None) == 0
-        assert await cron_cli(settings, "remove", job.id) == 0
+        assert await cron_cli(settings, Namespace(action="list", json=False)) == 0
+        assert await cron_cli(settings, Namespace(action="remove", job_id=job.id)) == 0
         await clock.advance(hours=9)
         await gateway.wait_idle()
     out = capsys.readouterr().out

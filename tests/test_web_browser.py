@@ -24,6 +24,7 @@ from gateway.runtime.app import Gateway
 from gateway.runtime.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
+from tests.system import missing
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -64,7 +65,7 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def browser() -> AsyncIterator[Browser]:
     if not CHROMIUM_FOUND:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+        pytest.skip(f"Chromium is not installed {missing('chromium')}")
     async with async_playwright() as playwright:
         chromium = await playwright.chromium.launch(
             executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000
@@ -104,7 +105,11 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
         await page.add_init_script(RECORD_STREAM)
         await page.goto(gateway.web.url)
         await expect(page.locator("#connection")).to_have_text("connected")
+        hint = page.locator("#empty")  # a new chat is not a blank page
+        await expect(hint).to_be_visible()
+        await expect(hint).to_contain_text("/help lists the commands")
         await send(page, "hi there")
+        await expect(hint).to_be_hidden()
 
         final = page.locator(".msg.assistant:not(.streaming)")
         await expect(final).to_have_count(1)
@@ -117,6 +122,7 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
 
         await page.reload()
         await expect(page.locator(".msg.user")).to_have_text(re.compile("hi there"))
+        await expect(hint).to_be_hidden()  # the transcript came back, not the hint
         await expect(page.locator(".msg.assistant")).to_contain_text("This answer arrives")
 
         await send(page, "and a second question")

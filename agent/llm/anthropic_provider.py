@@ -14,13 +14,18 @@ import anthropic
 from anthropic.types import Message
 
 from agent.llm.base import TextSink
+from agent.llm.diagnose import (
+    Endpoint,
+    bad_request,
+    connection_failed,
+    not_found,
+    refused_key,
+    server_error,
+)
 from agent.llm.errors import (
-    LLMAuthError,
-    LLMBadRequest,
     LLMContextOverflow,
     LLMError,
     LLMRateLimited,
-    LLMUnavailable,
     is_context_overflow,
     parse_retry_after,
 )
@@ -43,6 +48,7 @@ class AnthropicProvider:
     ) -> None:
         self.model = model
         self._vision = vision
+        self._at = Endpoint("anthropic", base_url, model, timeout, has_key=bool(api_key))
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key or "no-key",
             base_url=base_url,
@@ -89,7 +95,7 @@ class AnthropicProvider:
                     await on_text(text)
                 return _from_message(await stream.get_final_message())
         except anthropic.APIError as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, self._at) from exc
 
     def _wire_messages(self, messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = []
@@ -176,20 +182,19 @@ def _from_message(message: Any) -> LLMResponse:
     return LLMResponse("".join(text), tuple(calls), message.stop_reason or "end_turn", usage)
 
 
-def _translate(exc: anthropic.APIError) -> LLMError:
+def _translate(exc: anthropic.APIError, at: Endpoint) -> LLMError:
     status = getattr(exc, "status_code", None)
     message = str(exc)
     if isinstance(exc, anthropic.RateLimitError):
         return LLMRateLimited(message, retry_after=parse_retry_after(exc.response.headers))
     if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
-        return LLMAuthError(message, status_code=status)
-    if isinstance(
-        exc,
-        anthropic.APITimeoutError | anthropic.APIConnectionError | anthropic.InternalServerError,
-    ):
-        return LLMUnavailable(message, status_code=status)
+        return refused_key(at, status, message)
+    if isinstance(exc, anthropic.APIConnectionError):  # also APITimeoutError: no HTTP answer
+        return connection_failed(exc, at, timed_out=isinstance(exc, anthropic.APITimeoutError))
+    if isinstance(exc, anthropic.NotFoundError):
+        return not_found(at, message)
     if isinstance(exc, anthropic.BadRequestError) and is_context_overflow(message):
         return LLMContextOverflow(message, status_code=status)
     if isinstance(status, int) and status >= 500:
-        return LLMUnavailable(message, status_code=status)
-    return LLMBadRequest(message, status_code=status)
+        return server_error(at, status, message)
+    return bad_request(at, status, message)

@@ -3,11 +3,19 @@
 ::
 
     LLMError
+    ├── LLMNotConfigured      no API key and no base URL: nothing to call (raised at once)
     ├── LLMRateLimited        429 after the SDK's own retries (carries retry_after)
-    ├── LLMUnavailable        5xx, overload, connection failure, timeout
+    ├── LLMUnavailable        5xx, overload, connection refused, DNS, timeout
     ├── LLMContextOverflow    the prompt does not fit the model's window
     ├── LLMAuthError          bad or missing API key, no access to the model
     └── LLMBadRequest         the provider rejected the request for another reason
+        └── LLMNotFound       404: the base URL lacks /v1, or the model does not exist
+
+Each error carries what to tell people: ``user_message`` (the cause, one sentence) and
+``fix`` (what the operator should do). They are built where the error is translated
+(:mod:`agent.llm.diagnose`), so the chat notice, the operator's log and ``switchboard doctor``
+all say the same precise thing. ``transient`` errors may pass when retried; the others need
+a configuration change.
 """
 
 from __future__ import annotations
@@ -19,14 +27,36 @@ class LLMError(Exception):
     """A provider call failed after the SDK's retries."""
 
     user_message = "The AI model could not be reached."
+    fix = ""
+    transient = False
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        user_message: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        if user_message is not None:
+            self.user_message = user_message
+        if fix is not None:
+            self.fix = fix
+
+    def explain(self) -> str:
+        """The cause and the fix, for a person: the notice, the log, ``doctor``."""
+        return f"{self.user_message} {self.fix}".strip()
+
+
+class LLMNotConfigured(LLMError):
+    user_message = "No AI model is configured (no API key and no base URL)."
 
 
 class LLMRateLimited(LLMError):
     user_message = "The AI provider is rate-limiting us right now."
+    transient = True
 
     def __init__(
         self, message: str, *, retry_after: float | None = None, status_code: int | None = 429
@@ -37,6 +67,7 @@ class LLMRateLimited(LLMError):
 
 class LLMUnavailable(LLMError):
     user_message = "The AI provider is unavailable or did not answer in time."
+    transient = True
 
 
 class LLMContextOverflow(LLMError):
@@ -49,6 +80,10 @@ class LLMAuthError(LLMError):
 
 class LLMBadRequest(LLMError):
     user_message = "The AI provider rejected the request."
+
+
+class LLMNotFound(LLMBadRequest):
+    user_message = "The AI provider answered 404 Not Found."
 
 
 def is_context_overflow(message: str) -> bool:

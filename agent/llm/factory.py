@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from agent.llm.base import LLMProvider
+from agent.llm.diagnose import not_configured
+from agent.llm.errors import LLMNotConfigured
 from gateway.config.settings import LLMSettings
 
 
@@ -13,7 +15,21 @@ def provider_module(settings: LLMSettings) -> str:
     return "agent.llm.openai_provider"
 
 
+def configuration_problem(settings: LLMSettings) -> LLMNotConfigured | None:
+    """Why no model call can work, known without a request: no key and no base URL.
+
+    The hosted APIs need a key and a local server needs its URL; with neither a call could
+    only fail, after the SDK's retries, with a misleading "timed out".
+    """
+    if settings.base_url is None and settings.resolved_api_key() is None:
+        return not_configured(settings.provider)
+    return None
+
+
 def create_provider(settings: LLMSettings) -> LLMProvider:
+    """The configured provider; raises :class:`LLMNotConfigured` when nothing is set."""
+    if (problem := configuration_problem(settings)) is not None:
+        raise problem
     key = settings.resolved_api_key()
     api_key = key.get_secret_value() if key else None
     if settings.provider == "anthropic":

@@ -12,7 +12,7 @@ import asyncio
 import importlib
 
 from agent.llm.base import LLMProvider, TextSink
-from agent.llm.factory import create_provider, provider_module
+from agent.llm.factory import configuration_problem, create_provider, provider_module
 from agent.llm.types import LLMRequest, LLMResponse
 from gateway.config.settings import LLMSettings
 
@@ -43,6 +43,8 @@ class LazyProvider:
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
+        if (problem := configuration_problem(self._settings)) is not None:
+            raise problem  # at once: no SDK import, no request, no retries
         return await (await self.provider()).complete(request, on_text=on_text)
 
     async def aclose(self) -> None:

@@ -13,13 +13,18 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent.llm.base import TextSink
+from agent.llm.diagnose import (
+    Endpoint,
+    bad_request,
+    connection_failed,
+    not_found,
+    refused_key,
+    server_error,
+)
 from agent.llm.errors import (
-    LLMAuthError,
-    LLMBadRequest,
     LLMContextOverflow,
     LLMError,
     LLMRateLimited,
-    LLMUnavailable,
     is_context_overflow,
     parse_retry_after,
 )
@@ -44,6 +49,7 @@ class OpenAIProvider:
     ) -> None:
         self.model = model
         self._vision = vision
+        self._at = Endpoint("openai", base_url, model, timeout, has_key=bool(api_key))
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "no-key",
@@ -90,7 +96,7 @@ class OpenAIProvider:
                 return _from_completion(completion)
             return await self._stream(params, on_text)
         except openai.APIError as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, self._at) from exc
 
     async def _stream(self, params: dict[str, Any], on_text: TextSink) -> LLMResponse:
         stream = await self._client.post(
@@ -224,21 +230,21 @@ def _from_completion(completion: Any) -> LLMResponse:
     return LLMResponse(message.content or "", calls, choice.finish_reason or "stop", usage)
 
 
-def _translate(exc: openai.APIError) -> LLMError:
+def _translate(exc: openai.APIError, at: Endpoint) -> LLMError:
     status = getattr(exc, "status_code", None)
     message = str(exc)
     if isinstance(exc, openai.RateLimitError):
         return LLMRateLimited(message, retry_after=parse_retry_after(exc.response.headers))
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return LLMAuthError(message, status_code=status)
-    if isinstance(
-        exc, openai.APITimeoutError | openai.APIConnectionError | openai.InternalServerError
-    ):
-        return LLMUnavailable(message, status_code=status)
+        return refused_key(at, status, message)
+    if isinstance(exc, openai.APIConnectionError):  # also APITimeoutError: no HTTP answer
+        return connection_failed(exc, at, timed_out=isinstance(exc, openai.APITimeoutError))
+    if isinstance(exc, openai.NotFoundError):
+        return not_found(at, message, getattr(exc, "code", None))
     if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
         if getattr(exc, "code", None) == "context_length_exceeded" or is_context_overflow(message):
             return LLMContextOverflow(message, status_code=status)
-        return LLMBadRequest(message, status_code=status)
+        return bad_request(at, status, message)
     if isinstance(status, int) and status >= 500:
-        return LLMUnavailable(message, status_code=status)
-    return LLMBadRequest(message, status_code=status)
+        return server_error(at, status, message)
+    return bad_request(at, status, message)

@@ -1,14 +1,21 @@
-"""``switchboard doctor`` and ``switchboard status``: what is wrong, and what to do about it."""
+"""``switchboard doctor``: what is wrong, and what to do about it.
+
+Each check is one line (``[ok  ]``, ``[WARN]``, ``[FAIL]``) with what to do; a configuration
+error is one failed check and the rest still run on the settings that are valid.
+``--json`` prints ``{"ok": bool, "problems": n, "warnings": n, "checks": [{"name",
+"status", "message"}]}`` (status ``ok`` | ``warn`` | ``fail``).
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import importlib
+import json
 import os
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, SecretStr
-
-from gateway.cli.check import Check, Status
+from gateway.cli.checks import Check, Status
 from gateway.cli.doctor_tools import (
     browser_check,
     mcp_checks,
@@ -16,19 +23,54 @@ from gateway.cli.doctor_tools import (
     sandbox_checks,
     skill_checks,
 )
-from gateway.config.settings import Settings
-from gateway.core.channel import SupportsProbe
-from gateway.core.errors import (
-    AnotherInstanceRunning,
-    ChannelPermanentError,
-    ChannelRateLimited,
-    ChannelTransientError,
-    ConfigError,
-)
-from gateway.core.lock import ProcessLock
-from gateway.store import Store
+from gateway.cli.probes import PROBE_TIMEOUT, channel_checks, probe_channel
+from gateway.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+__all__ = [  # the channel checks moved to gateway.cli.probes; importable from here as before
+    "PROBE_TIMEOUT",
+    "Check",
+    "Status",
+    "channel_checks",
+    "probe_channel",
+    "run_doctor",
+]
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+
+
+DESCRIPTION = (
+    "Check the configuration, the model (one test request), the workspace, the exec sandbox, "
+    "risky settings and every channel's login, each with what to do. Exit code 1 when a "
+    "check fails."
+)
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    command = commands.add_parser(
+        "doctor",
+        parents=[common],
+        help="check everything, say what to fix",
+        description=DESCRIPTION,
+    )
+    command.add_argument("--json", action="store_true", help="print the checks as JSON")
+    command.set_defaults(handler=doctor_command, needs_settings="partial")
+
+
+def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
+    problem: ConfigError | None = getattr(args, "config_problem", None)
+    return asyncio.run(run_doctor(settings, config_problem=problem, as_json=args.json))
+
+
+def bootstrap_names() -> list[str]:
+    """The files a new workspace starts with (what `onboard` creates)."""
+    from gateway.runtime.home import template_dir  # noqa: PLC0415
+
+    return sorted(p.name for p in template_dir().glob("*.md"))
 
 
 def workspace_checks(settings: Settings) -> list[Check]:
@@ -51,12 +93,12 @@ def workspace_checks(settings: Settings) -> list[Check]:
     elif not os.access(workspace, os.W_OK):
         checks.append(Check("workspace", "fail", f"{workspace} is not writable by this user"))
     else:
-        present = [
-            n
-            for n in ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
-            if (workspace / n).exists()
-        ]
-        checks.append(Check("workspace", "ok", f"{workspace} ({len(present)}/5 bootstrap files)"))
+        names = bootstrap_names()
+        missing = [n for n in names if not (workspace / n).exists()]
+        found = f"{len(names) - len(missing)}/{len(names)} bootstrap files"
+        if missing:
+            found += f"; missing {', '.join(missing)} (`switchboard onboard` restores them)"
+        checks.append(Check("workspace", "ok", f"{workspace} ({found})"))
     if settings.data_dir.exists() and not os.access(settings.data_dir, os.W_OK):
         checks.append(Check("data", "fail", f"{settings.data_dir} is not writable"))
     if workspace == home or settings.data_dir.is_relative_to(workspace):
@@ -71,14 +113,11 @@ def workspace_checks(settings: Settings) -> list[Check]:
 
 
 def llm_key_check(settings: Settings) -> Check:
+    from agent.llm.factory import configuration_problem  # noqa: PLC0415
+
     llm = settings.llm
-    if llm.resolved_api_key() is None and llm.base_url is None:
-        env = "ANTHROPIC_API_KEY" if llm.provider == "anthropic" else "OPENAI_API_KEY"
-        return Check(
-            "llm key",
-            "fail",
-            f"no API key: set SWITCHBOARD_LLM__API_KEY or {env}, or point SWITCHBOARD_LLM__BASE_URL at a local server",
-        )
+    if (problem := configuration_problem(llm)) is not None:
+        return Check("llm key", "fail", problem.explain())
     return Check(
         "llm key",
         "ok",
@@ -87,7 +126,8 @@ def llm_key_check(settings: Settings) -> Check:
 
 
 async def llm_reachability(settings: Settings) -> Check:
-    from agent.llm.errors import LLMAuthError, LLMBadRequest, LLMError, LLMUnavailable  # noqa: PLC0415
+    """One small request with the real SDK; a failure is explained as the chat would."""
+    from agent.llm.errors import LLMError  # noqa: PLC0415
     from agent.llm.factory import create_provider  # noqa: PLC0415
     from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt  # noqa: PLC0415
 
@@ -95,100 +135,22 @@ async def llm_reachability(settings: Settings) -> Check:
     where = llm.base_url or (
         "api.anthropic.com" if llm.provider == "anthropic" else "api.openai.com"
     )
-    provider = create_provider(llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}))
+    try:
+        provider = create_provider(llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}))
+    except LLMError as exc:
+        return Check("llm", "fail", exc.explain())
     request = LLMRequest(
         SystemPrompt("Reply with the single word OK."), (ChatMessage("user", "ping"),), max_tokens=8
     )
     try:
         await asyncio.wait_for(provider.complete(request), 25)
-    except LLMAuthError:
-        return Check("llm", "fail", f"{where} refused the API key; check SWITCHBOARD_LLM__API_KEY")
-    except LLMUnavailable as exc:
-        return Check(
-            "llm",
-            "fail",
-            f"cannot reach {where} ({exc.status_code or 'no response'}); is the server running and SWITCHBOARD_LLM__BASE_URL right?",
-        )
-    except LLMBadRequest as exc:
-        hint = " (unknown model? check SWITCHBOARD_LLM__MODEL)" if exc.status_code == 404 else ""
-        return Check("llm", "fail", f"{where} rejected a test request{hint}: {exc}")
-    except (LLMError, TimeoutError) as exc:
-        return Check("llm", "fail", f"{where} did not answer a test request: {exc or 'timeout'}")
+    except LLMError as exc:
+        return Check("llm", "fail", exc.explain())
+    except TimeoutError:
+        return Check("llm", "fail", f"{where} did not answer a test request within 25 s")
     finally:
         await provider.aclose()
     return Check("llm", "ok", f"{llm.provider} model {llm.model} at {where} answered")
-
-
-PROBE_TIMEOUT = 15.0  # seconds for one channel's login check
-
-
-async def channel_checks(settings: Settings, *, seconds: float = PROBE_TIMEOUT) -> list[Check]:
-    """Log in to every enabled channel's platform at once (see :func:`probe_channel`)."""
-    from channels import REGISTRY, enabled_channels  # noqa: PLC0415
-
-    enabled = enabled_channels(settings)
-    if not enabled:
-        known = ", ".join(REGISTRY) or "none yet"
-        return [
-            Check(
-                "channels",
-                "warn",
-                f"no chat channel configured (available: {known}); `switchboard chat` still works",
-            )
-        ]
-    return list(await asyncio.gather(*(probe_channel(settings, n, seconds) for n in enabled)))
-
-
-async def probe_channel(settings: Settings, name: str, seconds: float) -> Check:
-    """Build the channel (not started) and let it log in: who are we there, or what to fix.
-
-    A channel without :class:`SupportsProbe` is only reported as configured. Messages are
-    scrubbed of the section's secrets, whatever a library put into an error.
-    """
-    from channels import REGISTRY  # noqa: PLC0415
-
-    label = f"channel {name}"
-    secrets = _secrets(settings.channel_sections()[name])
-
-    def check(status: Status, message: str) -> Check:
-        for secret in secrets:
-            message = message.replace(secret, "***")
-        return Check(label, status, message)
-
-    module_name, _, attr = REGISTRY[name].partition(":")
-    try:
-        channel = getattr(importlib.import_module(module_name), attr)(settings)
-    except ConfigError as exc:
-        return check("fail", str(exc))
-    except ImportError as exc:
-        return check("fail", f"cannot load the {name} channel ({exc}); reinstall Switchboard")
-    except Exception as exc:  # the gateway would not start it either; say why, check the rest
-        return check("fail", f"cannot set up the {name} channel: {type(exc).__name__}: {exc}")
-    if not isinstance(channel, SupportsProbe):
-        return check("ok", "configured")
-    try:
-        async with asyncio.timeout(seconds):
-            return check("ok", await channel.probe())
-    except TimeoutError:
-        return check("fail", f"cannot reach {name}: no answer within {seconds:g} s")
-    except ChannelPermanentError as exc:
-        hint = "" if "SWITCHBOARD_" in str(exc) else f"; check the [{name}] settings"
-        return check("fail", f"{exc}{hint}")
-    except ChannelTransientError as exc:
-        text = str(exc)
-        return check("fail", text if "cannot reach" in text else f"cannot reach {name}: {text}")
-    except ChannelRateLimited as exc:
-        return check("warn", f"{exc}; the credentials were not checked, try again later")
-    except Exception as exc:  # a probe bug must not hide the other checks
-        return check("fail", f"the {name} check failed unexpectedly: {type(exc).__name__}: {exc}")
-
-
-def _secrets(section: BaseModel) -> list[str]:
-    """Every secret of the section, as written and stripped (the adapters strip tokens)."""
-    values = (getattr(section, field) for field in type(section).model_fields)
-    raw = [v.get_secret_value() for v in values if isinstance(v, SecretStr)]
-    found = {text for value in raw for text in (value, value.strip()) if len(text) >= 4}
-    return sorted(found, key=len, reverse=True)  # a longer one may contain a shorter one
 
 
 def security_checks(settings: Settings) -> list[Check]:
@@ -256,17 +218,20 @@ def security_checks(settings: Settings) -> list[Check]:
     return checks
 
 
-async def run_doctor(settings: Settings) -> int:
+async def run_doctor(
+    settings: Settings, *, config_problem: ConfigError | None = None, as_json: bool = False
+) -> int:
     checks = [
-        *workspace_checks(settings),
+        *config_checks(settings, config_problem),  # replaces the "config is valid" line
+        *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
         *skill_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),
         *root_checks(),
         llm_key_check(settings),
     ]
-    # The model, every channel and the browser are asked at once: a slow one costs its
-    # own timeout only.
+    # The model, every channel, MCP servers and the browser are asked at once: a slow one
+    # costs its own timeout only.
     if checks[-1].status != "fail":
         llm, channels, mcp, browser = await asyncio.gather(
             llm_reachability(settings),
@@ -280,35 +245,39 @@ async def run_doctor(settings: Settings) -> int:
             channel_checks(settings), mcp_checks(settings), browser_check(settings)
         )
         checks += [*channels, *mcp, *browser]
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    if as_json:
+        report = {
+            "ok": not failed,
+            "problems": failed,
+            "warnings": warned,
+            "checks": [asdict(c) for c in checks],
+        }
+        print(json.dumps(report, indent=2))
+        return 1 if failed else 0
     width = max(len(c.name) for c in checks)
     for check in checks:
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")
-    failed = sum(c.status == "fail" for c in checks)
-    print(f"\n{failed} problem(s) found." if failed else "\nAll checks passed.")
+    print(f"\n{summary(failed, warned)}")
     return 1 if failed else 0
 
 
-async def print_status(settings: Settings) -> int:
-    lock = ProcessLock(settings.data_dir / "switchboard.lock")
-    try:
-        lock.acquire()
-        running = "not running"
-        lock.release()
-    except AnotherInstanceRunning as exc:
-        running = f"running ({str(exc).split(')')[0].split('(')[-1]})"
-    print(f"gateway: {running}")
-    if not (settings.data_dir / "switchboard.db").exists():
-        print("store: empty (no messages yet)")
-        return 0
-    async with Store(settings.data_dir / "switchboard.db") as store:
-        counts = await store.journal.counts()
-        print(
-            f"messages waiting: {counts.get('pending', 0)}, in a running turn: {counts.get('processing', 0)}"
+def config_checks(settings: Settings, problem: ConfigError | None) -> list[Check]:
+    """The configuration error as one failed check; the other checks use what is valid."""
+    if problem is None:
+        return []
+    text = str(problem).removeprefix("Invalid configuration:").strip()
+    message = "; ".join(line.strip() for line in text.splitlines())
+    return [Check("config", "fail", f"{message} (other checks use the valid settings)")]
+
+
+def summary(failed: int, warned: int) -> str:
+    warnings = f"{warned} warning{'s' * (warned != 1)}"
+    if failed:
+        return f"{failed} problem{'s' * (failed != 1)} found" + (
+            f", {warnings}." if warned else "."
         )
-        print(
-            f"replies unsent: {await store.outbox.pending_count()}, failed: {await store.outbox.failed_count()}"
-        )
-        last = await store.kv.get("last_chat")
-        if last:
-            print(f"owner's last DM (heartbeat home): {last}")
-    return 0
+    if warned:
+        return f"No problems, {warnings} (see [WARN] above)."
+    return "All checks passed."

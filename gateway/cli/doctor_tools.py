@@ -4,8 +4,9 @@ sandbox, MCP servers, the browser that renders pages, and the installed skills."
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from gateway.cli.check import Check, Status
+from gateway.cli.checks import Check, Status
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 
@@ -48,7 +49,17 @@ def _sandbox_check(settings: Settings, problem: str | None) -> Check:
         return Check("exec sandbox", "ok", f"bubblewrap: the workspace only, {reach} network")
     if exec_settings.sandbox == "bwrap":
         return Check("exec sandbox", "fail", f"{problem}: the gateway refuses to start")
-    return Check("exec sandbox", "warn", f"commands run on the host: {problem}")
+    if in_container():
+        return Check(
+            "exec sandbox",
+            "warn",
+            "commands run unsandboxed in this container (they can read everything the "
+            f"gateway can, /data included): {problem}. Docker: run with --security-opt "
+            "seccomp=unconfined --security-opt apparmor=unconfined --security-opt "
+            "systempaths=unconfined (compose.yaml does), or set tools.exec.sandbox = "
+            '"off" to accept it',
+        )
+    return Check("exec sandbox", "warn", f"commands run unsandboxed on the host: {problem}")
 
 
 async def mcp_checks(settings: Settings) -> list[Check]:
@@ -91,6 +102,12 @@ async def mcp_checks(settings: Settings) -> list[Check]:
     if any(r.ok for r in results):
         checks.append(Check("mcp tools", "ok", budget_note(settings, results)))
     return checks
+
+
+def in_container() -> bool:
+    """Docker (/.dockerenv), Podman (/run/.containerenv) or a ``container`` variable."""
+    markers = (Path("/.dockerenv"), Path("/run/.containerenv"))
+    return any(m.exists() for m in markers) or bool(os.environ.get("container"))  # noqa: SIM112 - podman sets it lower-case
 
 
 async def browser_check(settings: Settings) -> list[Check]:

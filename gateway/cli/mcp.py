@@ -13,18 +13,36 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from agent.mcp.spec import StdioTarget
-from gateway.config.settings import Settings
-
 if TYPE_CHECKING:
     from agent.mcp.manager import Probe
+    from gateway.config.settings import Settings
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    mcp = commands.add_parser("mcp", help="check the MCP servers and the tools they offer")
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser | None = None,
+) -> None:
+    """``mcp list|test``; ``common`` carries the global options (``--home``, ``-v``)."""
+    parents = [] if common is None else [common]
+    mcp = commands.add_parser(
+        "mcp",
+        parents=parents,
+        help="check the MCP servers and the tools they offer",
+        description="Check the MCP servers (connect to each) and list the tools they offer.",
+    )
     actions = mcp.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="every server: state and tools")
-    actions.add_parser("test", help="connect to one server and list its tools").add_argument("name")
+    actions.add_parser(
+        "list",
+        parents=parents,
+        help="every server: state and tools",
+        description="Connect to every enabled MCP server; show its state and tools.",
+    )
+    actions.add_parser(
+        "test",
+        parents=parents,
+        help="connect to one server and list its tools",
+        description="Connect to one MCP server and list its tools and instructions.",
+    ).add_argument("name")
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
@@ -68,6 +86,8 @@ async def probe_servers(settings: Settings, names: Sequence[str]) -> list[Probe]
 
 
 def describe(result: Probe, *, verbose: bool = False) -> list[str]:
+    from agent.mcp.spec import StdioTarget  # noqa: PLC0415
+
     spec = result.spec
     roles = ", ".join(sorted(spec.roles))
     target = spec.target

@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from gateway.config.channels import StrList
+from gateway.config.llm import model_base_url
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -35,6 +36,11 @@ class AgentProfile(BaseModel):
     safe_mode: bool | None = None  # default: tools.safe_mode
     deny_tools: tuple[str, ...] = ()  # tools this agent never offers
     may_message: tuple[str, ...] = ()  # agents it may message with send_to_agent ("*": all)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return model_base_url(value, info.data.get("provider"))
 
 
 class RouteRule(BaseModel):

@@ -1,17 +1,16 @@
 """Configuration: one typed tree, read from env vars and ``$SWITCHBOARD_HOME/config.toml``.
 
 Source order (first wins): explicit arguments, then ``SWITCHBOARD_*`` environment variables
-(nested with ``__``: ``SWITCHBOARD_LLM__MODEL``), then ``config.toml``, then defaults.
-Unknown keys are errors, so a typo fails at start with the field named instead of being
-ignored. Secrets are :class:`~pydantic.SecretStr` and never print.
+(nested with ``__``: ``SWITCHBOARD_LLM__MODEL``), then ``$SWITCHBOARD_HOME/.env``, then secret
+files, then ``config.toml``, then defaults (:mod:`gateway.config.sources`). Unknown keys are
+errors, so a typo fails at start naming the key, who set it and the key probably meant
+(:mod:`gateway.config.explain`). Secrets are :class:`~pydantic.SecretStr` and never print.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -30,7 +29,6 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
 from gateway.config.agents import (
@@ -48,45 +46,20 @@ from gateway.config.channels import (
     TelegramSettings,
     WebSettings,
 )
+from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
+from gateway.config.llm import LLMSettings
 from gateway.config.mcp import McpSettings
+from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
 
-ENV_PREFIX = "SWITCHBOARD_"
-DEFAULT_HOME = Path("~/.switchboard")
+__all__ = ["DEFAULT_HOME", "ENV_PREFIX", "LLMSettings", "Settings", "env_name", "load_settings"]
 
 
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LLMSettings(Section):
-    """Which model to talk to and how patiently."""
-
-    provider: Literal["openai", "anthropic"] = "openai"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
-    api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
-    context_window: int = Field(default=128_000, ge=2_048)
-    max_tokens: int = Field(default=4_096, ge=64)
-    timeout_seconds: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=2, ge=0, le=10)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    vision: bool = True  # hand images to the model as image parts
-    # Optional prices (per million tokens) for cost estimates on the status page.
-    input_price_per_million: float | None = Field(default=None, ge=0)
-    output_price_per_million: float | None = Field(default=None, ge=0)
-    cached_input_price_per_million: float | None = Field(default=None, ge=0)
-
-    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
-        if self.api_key is not None:
-            return self.api_key
-        env = os.environ if environ is None else environ
-        name = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else "OPENAI_API_KEY"
-        value = env.get(name)
-        return SecretStr(value) if value else None
 
 
 class AgentSettings(Section):
@@ -109,7 +82,7 @@ class AgentSettings(Section):
 
 
 class LimitSettings(Section):
-    """Concurrency caps (the Pegasus design's semaphores), and what one person may use."""
+    """Concurrency caps (how much runs at once), and what one person may use."""
 
     max_concurrent_turns: int = Field(default=64, ge=1)
     max_concurrent_llm_calls: int = Field(default=64, ge=1)
@@ -234,6 +207,12 @@ class StorageSettings(Section):
     usage_retention_days: int = Field(default=90, ge=31, le=36_500)
 
 
+class LoggingSettings(Section):
+    """``[logging]``: how log lines are written (console and ``data/logs/switchboard.log``)."""
+
+    format: Literal["text", "json"] = "text"
+
+
 class Settings(BaseSettings):
     """The whole configuration. Build it with :func:`load_settings`."""
 
@@ -247,6 +226,7 @@ class Settings(BaseSettings):
     home: Path = DEFAULT_HOME
     workspace: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    logging: LoggingSettings = LoggingSettings()
 
     llm: LLMSettings = LLMSettings()
     agent: AgentSettings = AgentSettings()
@@ -319,6 +299,17 @@ class Settings(BaseSettings):
             "email": self.email,
         }
 
+    @model_validator(mode="after")
+    def _dotenv_api_key(self) -> Settings:
+        """``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` written in the home's ``.env``."""
+        if self.llm.resolved_api_key() is None:
+            variable = "ANTHROPIC_API_KEY" if self.llm.provider == "anthropic" else "OPENAI_API_KEY"
+            key = dotenv_api_key(self.home, variable)
+            if key is not None:
+                llm = self.llm.model_copy(update={"api_key": SecretStr(key)})
+                object.__setattr__(self, "llm", llm)
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -328,25 +319,13 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_path_for(init_settings))
-        return (init_settings, env_settings, toml)
-
-
-def _config_path_for(init_settings: PydanticBaseSettingsSource) -> Path:
-    init_kwargs: dict[str, Any] = getattr(init_settings, "init_kwargs", {})
-    home = init_kwargs.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
-    return Path(home).expanduser() / "config.toml"
-
-
-def env_name(loc: tuple[int | str, ...]) -> str:
-    """The environment variable that sets a field: ``("llm", "model")`` → SWITCHBOARD_LLM__MODEL."""
-    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+        return sources_for(settings_cls, init_settings, env_settings, file_secret_settings)
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read the configuration or raise :class:`ConfigError` naming the bad field."""
-    home = overrides.get("home") or os.environ.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
-    config_file = Path(home).expanduser() / "config.toml"
+    """Read the configuration or raise :class:`ConfigError` naming the bad key and its source."""
+    home = home_from(overrides)
+    config_file = home / "config.toml"
     if config_file.exists():
         try:
             tomllib.loads(config_file.read_text(encoding="utf-8"))
@@ -357,34 +336,6 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise config_error_from(exc, config_file) from exc
+        raise validation_error(exc, Settings, describe(home)) from exc
     except SettingsError as exc:  # an environment value the settings library cannot parse
-        raise settings_error_from(exc) from exc
-
-
-def settings_error_from(exc: SettingsError) -> ConfigError:
-    """Name the section and its environment variables; the library's message only says
-    'error parsing value for field "telegram"'."""
-    match = re.search(r'field "([^"]+)"', str(exc))
-    section = match.group(1) if match else ""
-    prefix = env_name((section,)) if section else ENV_PREFIX
-    cause = f": {exc.__cause__}" if exc.__cause__ else ""
-    return ConfigError(
-        f"Invalid configuration: {prefix} or a {prefix}__* environment variable could not be "
-        f"parsed{cause}. "
-        'Lists take JSON (["a", "b"]) or comma-separated values (a,b); tables take JSON.',
-        field=section or None,
-    )
-
-
-def config_error_from(exc: ValidationError, config_file: Path) -> ConfigError:
-    lines = []
-    first_field: str | None = None
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        dotted = ".".join(str(part) for part in loc)
-        first_field = first_field or dotted
-        lines.append(
-            f"  {dotted}: {error['msg']} (set by {env_name(loc)} or {config_file.name} key {dotted})"
-        )
-    return ConfigError("Invalid configuration:\n" + "\n".join(lines), field=first_field)
+        raise settings_error(exc) from exc

@@ -2,18 +2,23 @@
 
 Every configured secret value, plus anything shaped like a well-known token, is replaced
 by ``[REDACTED]`` in the final formatted line (message, arguments and tracebacks alike).
-The log file is created with mode 0600.
+The log file is created with mode 0600. Lines are text, or one JSON object each
+(``logging.format = "json"``) for log collectors. The latest warning or error is kept
+in memory (:func:`last_problem`) so ``switchboard status`` can show it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import logging.handlers
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr
 
@@ -78,17 +83,76 @@ class RedactingFormatter(logging.Formatter):
         return self._redact(super().format(record))
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (ISO 8601), ``level``, ``logger``, ``message`` and,
+    for exceptions, ``exception``; every text field redacted."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redact = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
+            + f".{int(record.msecs):03d}"
+            + time.strftime("%z", time.localtime(record.created)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": self._redact(record.getMessage()),
+        }
+        if record.exc_info:
+            entry["exception"] = self._redact(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """The latest warning or error this process logged."""
+
+    at: float  # epoch seconds
+    level: str
+    logger: str
+    message: str
+
+
+class _LastProblem(logging.Handler):
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__(logging.WARNING)
+        self._redact = redactor
+        self.latest: Problem | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = self._redact(record.getMessage())
+        self.latest = Problem(record.created, record.levelname.lower(), record.name, message)
+
+
+_last = _LastProblem(Redactor())
+
+
+def last_problem() -> Problem | None:
+    """The latest warning or error logged since :func:`configure_logging` (None: none)."""
+    return _last.latest
+
+
 def configure_logging(
     *,
     level: str,
     redactor: Redactor,
     log_file: Path | None = None,
     console: bool = True,
+    fmt: Literal["text", "json"] = "text",
 ) -> None:
+    global _last  # noqa: PLW0603 - logging is process-wide; so is its latest problem
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor)
+    formatter: logging.Formatter = (
+        JsonFormatter(redactor)
+        if fmt == "json"
+        else RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor)
+    )
+    _last = _LastProblem(redactor)
+    root.addHandler(_last)
     if console:
         stream = logging.StreamHandler()
         stream.setFormatter(formatter)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from agent.llm.base import LLMProvider
+from agent.llm.factory import configuration_problem
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
@@ -218,6 +219,9 @@ class Gateway(Service):
         log.info(
             "Switchboard %s ready (channels: %s)", __version__, ", ".join(self.channels) or "none"
         )
+        problem = configuration_problem(self.settings.llm)
+        if isinstance(self.llm, LazyProvider) and problem is not None:
+            log.warning("%s", problem.explain())  # every turn will say so; say it now too
 
     async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
         """Stop; running turns get ``drain_timeout`` seconds to finish, or less once ``now``
@@ -301,7 +305,8 @@ class Gateway(Service):
         lines = [
             f"Switchboard {__version__} · model {self.settings.llm.model} ({self.settings.llm.provider})",
             f"Channels: {', '.join(self.channels) or 'none'}",
-            f"Turns running: {self.dispatcher.running_turns} · messages waiting: "
+            # This /status runs as a turn of its own: count the others.
+            f"Other turns running: {max(0, self.dispatcher.running_turns - 1)} · messages waiting: "
             f"{counts.get('pending', 0)} · replies unsent: {unsent}",
             f"This conversation: {history} messages in context",
         ]

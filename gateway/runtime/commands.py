@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 
 from gateway.core.commands import COMMANDS
@@ -11,6 +12,7 @@ from gateway.runtime import pairing
 from gateway.store import Store
 
 StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
+_COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
 
 class Commands:
@@ -20,7 +22,15 @@ class Commands:
         self._status = status
 
     def handles(self, msg: InboundMessage) -> bool:
-        return msg.command in COMMANDS
+        """Known commands, and in direct chats anything shaped like one (``/foo``), which
+        gets a list of the commands instead of going to the model unannounced. In groups an
+        unknown ``/word`` may be meant for another bot, so it is left alone."""
+        command = msg.command
+        if command is None:
+            return False
+        return command in COMMANDS or (
+            not msg.is_group and _COMMAND_WORD.fullmatch(command) is not None
+        )
 
     async def run(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
         """Answer a command; ``session_key`` is the conversation it was sent in (with the
@@ -36,6 +46,11 @@ class Commands:
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"
+        if command not in COMMANDS:
+            return (
+                f"I don't know the command {command}. To ask me something, just write it "
+                f"without the slash. Commands:\n{listing}"
+            )
         return listing
 
     async def _pair(self, msg: InboundMessage, principal: Principal) -> str:

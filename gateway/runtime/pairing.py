@@ -1,14 +1,12 @@
-"""Deciding pairing requests, shared by the CLI and the /pair command of admin chats."""
+"""Deciding pairing requests, shared by the CLI (:mod:`gateway.cli.admin`) and the /pair
+command of admin chats."""
 
 from __future__ import annotations
 
-import argparse
-import getpass
 import time
 from collections.abc import Callable
 
 from gateway.config.channels import ChannelSection, DiscordSettings
-from gateway.config.settings import Settings
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.store import PairingRequest, Store
 
@@ -111,35 +109,3 @@ async def listing_text(store: Store, *, channel: str | None = None) -> str:
     if not requests:
         return "No pairing requests and no paired users."
     return "\n".join(describe(r) for r in requests)
-
-
-async def run_cli(settings: Settings, action: str, args: argparse.Namespace) -> int:
-    """``switchboard pairing ...``; works while the gateway runs (the store allows it)."""
-    by = f"cli:{getpass.getuser()}"
-    async with Store(
-        settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
-    ) as store:
-        if action == "list":
-            print(await listing_text(store))
-            return 0
-        if action == "clear":
-            count = await clear(store, by=by, channel=args.channel)
-            print(f"Cleared {count} open pairing request(s).")
-            return 0
-        if action in ("approve", "deny"):
-            decide = approve if action == "approve" else deny
-            request = await decide(store, args.code, by=by)
-            if request is None:
-                print(
-                    f"No pending request with code {args.code.upper()} (expired, unknown or already decided)."
-                )
-                return 1
-            print(
-                f"{action.capitalize()}d {request.channel} user {request.sender_id} ({request.sender_name or 'no name'})."
-            )
-            return 0
-        if await revoke(store, args.channel, args.user_id, by=by):
-            print(f"Revoked {args.channel} user {args.user_id}.")
-            return 0
-        print(f"{args.user_id} is not a paired user on {args.channel}.")
-        return 1

@@ -1,5 +1,9 @@
 """The HTTP server of ``switchboard run``: web chat page, status page, health and metrics.
 
+``/healthz`` is liveness (the process and its store answer); ``/readyz`` is readiness (the
+store answers and a channel is connected), for supervisors and load balancers. Both are
+public and say nothing but up or down and which channel is connected.
+
 It runs on the gateway's own event loop (aiohttp). It starts only when the gateway was
 built with a channel that serves web routes (the web chat, which ``switchboard run`` adds
 when ``web.enabled``); ``switchboard chat``, tests and benchmarks that build a Gateway
@@ -19,10 +23,11 @@ from aiohttp import web
 
 from gateway.core.errors import ConfigError
 from gateway.core.webhost import ServesWeb
+from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
 from gateway.web.sessions import WebSessions
-from gateway.web.status import read_workspace_file, snapshot
+from gateway.web.status import read_workspace_file, readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
@@ -87,6 +92,7 @@ class WebServer:
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
+        write_endpoint(self._gateway.settings.data_dir, self.url)
         log.info("web chat and status page on %s", self.url)
 
     async def stop(self) -> None:
@@ -99,6 +105,7 @@ class WebServer:
                 log.exception("closing web connections failed")
         await self._runner.cleanup()
         self._runner = None
+        remove_endpoint(self._gateway.settings.data_dir)
 
     # -- the application ------------------------------------------------------------------
 
@@ -112,6 +119,7 @@ class WebServer:
         add("POST", "/login", self.guard.login)
         add("POST", "/logout", self.guard.logout)
         add("GET", "/healthz", self._healthz)
+        add("GET", "/readyz", self._readyz)
         add("GET", "/metrics", self._metrics)
         add("GET", "/api/status", self._status)
         add("GET", "/api/traces/{turn_id}", self._trace)
@@ -130,6 +138,11 @@ class WebServer:
         except Exception:
             return web.json_response({"status": "unavailable"}, status=503)
         return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        """Ready: the store answers and a channel is connected (see :func:`readiness`)."""
+        state = await readiness(self._gateway, web_channels(self._gateway))
+        return web.json_response(state, status=200 if state["ready"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = await self.metrics.render()

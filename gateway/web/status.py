@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
+from gateway.core.addressing import AGENT_CHANNEL
 from gateway.core.channel import SupportsHealth
+from gateway.core.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ BOOTSTRAP_FILES = (
     "MEMORY.md",
 )
 MEMORY_DIR = "memory"
+LOCAL = frozenset({"terminal"})  # channels/terminal: always up while the gateway runs
 MAX_MEMORY_FILES = 200
 MAX_FILE_BYTES = 256_000
 USAGE_DAYS = 30
@@ -76,6 +80,7 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "model": f"{settings.llm.model} ({settings.llm.provider})",
         "now": time.time(),
         "channels": channel_states(gateway),
+        "last_error": _last_error(),
         "work": {
             "running": work.running_turns,
             "queued": work.queued_messages,
@@ -88,6 +93,37 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "pairing": await pending_pairings(gateway),
         "workspace": await asyncio.to_thread(workspace_files, settings.workspace_dir),
     }
+
+
+async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, Any]:
+    """``/readyz``: the store answers and at least one channel is connected.
+
+    The web chat and the terminal (``switchboard chat`` attaches to it) are up as soon as the
+    gateway is, so they count only when there is no other channel; the internal agent
+    channel never counts. Channels that do not report their health count as connected.
+    """
+    try:
+        async with asyncio.timeout(5):
+            await gateway.store.journal.counts()
+        store = True
+    except Exception:
+        store = False
+    states = {
+        name: channel.health().connected if isinstance(channel, SupportsHealth) else True
+        for name, channel in gateway.channels.items()
+        if name != AGENT_CHANNEL
+    }
+    others = {n: c for n, c in states.items() if gateway.channels[n] not in web and n not in LOCAL}
+    counted = others or states
+    ready = store and any(counted.values())
+    return {"ready": ready, "store": store, "channels": states}
+
+
+def _last_error() -> dict[str, Any] | None:
+    problem = last_problem()
+    if problem is None:
+        return None
+    return {"at": problem.at, "level": problem.level, "message": problem.message[:500]}
 
 
 def channel_states(gateway: GatewayView) -> list[dict[str, Any]]:

@@ -39,6 +39,8 @@ import trustme
 from aioimaplib import aioimaplib
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from tests.system import missing
+
 SMTPD_LOCK = Path(tempfile.gettempdir()) / "switchboard-tests-opensmtpd.lock"
 
 
@@ -53,9 +55,8 @@ def missing_binaries() -> str | None:
     """Why the real-server tests cannot run here, or None."""
     for binary in ("dovecot", "smtpd"):
         if shutil.which(binary) is None and not Path(f"/usr/sbin/{binary}").exists():
-            return (
-                f"{binary} is not installed (apt-get install -y --no-install-recommends "
-                "dovecot-imapd dovecot-lmtpd opensmtpd)"
+            return f"{binary} is not installed " + missing(
+                "dovecot-imapd", "dovecot-lmtpd", "opensmtpd"
             )
     if os.geteuid() != 0:
         return "Dovecot/OpenSMTPD tests need root (mail processes switch to uid nobody)"

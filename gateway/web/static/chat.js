@@ -15,6 +15,7 @@
   const sendError = document.getElementById("send-error");
   const connection = document.getElementById("connection");
   const typing = document.getElementById("typing");
+  const emptyHint = document.getElementById("empty"); // shown (by CSS) until a message arrives
   const seen = new Set();
   const streaming = new Map(); // turn id -> element with the streamed text
   let socket = null;
@@ -139,7 +140,7 @@
   }
 
   function reset(hello) {
-    list.replaceChildren();
+    list.replaceChildren(emptyHint);
     seen.clear();
     streaming.clear();
     if (hello.agent) {

@@ -1,4 +1,4 @@
-"""One line of ``switchboard doctor``: what was checked, how it went, what to do."""
+"""One line of ``switchboard doctor``: a named check, its status and what to do."""
 
 from __future__ import annotations
 

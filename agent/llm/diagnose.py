@@ -1,0 +1,190 @@
+"""What exactly went wrong with a model call, in words a person can act on.
+
+The providers map SDK exceptions to the types in :mod:`agent.llm.errors`; this module
+fills in the cause and the fix. It reads the exception chain (not message strings) to tell
+a refused connection from a timeout or a DNS failure: the SDKs' aiohttp transport reports
+all three as a "timeout". The same text reaches the user's notice, the operator's log and
+``switchboard doctor``.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from agent.llm.errors import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMNotConfigured,
+    LLMNotFound,
+    LLMUnavailable,
+)
+
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DOCTOR = "`switchboard doctor` checks the model settings."
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The model a provider calls, as configured."""
+
+    provider: Literal["openai", "anthropic"]
+    base_url: str | None
+    model: str
+    timeout: float
+    has_key: bool
+
+    @property
+    def url(self) -> str:
+        return (self.base_url or DEFAULT_URLS[self.provider]).rstrip("/")
+
+    @property
+    def key_settings(self) -> str:
+        return f"SWITCHBOARD_LLM__API_KEY (or {KEY_VARIABLES[self.provider]})"
+
+
+def not_configured(provider: Literal["openai", "anthropic"]) -> LLMNotConfigured:
+    variable = KEY_VARIABLES[provider]
+    return LLMNotConfigured(
+        "no API key and no base URL configured",
+        fix=(
+            f"Set SWITCHBOARD_LLM__API_KEY (or {variable}), or point SWITCHBOARD_LLM__BASE_URL "
+            "at a local server such as Ollama (http://localhost:11434/v1). "
+            "`switchboard onboard` asks for both; " + DOCTOR
+        ),
+    )
+
+
+def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> LLMUnavailable:
+    """A request that got no HTTP answer: refused, unresolvable, TLS, or too slow."""
+    causes = list(_chain(exc))
+    innermost = causes[-1]  # the SDK's own words ("Request timed out.") can mislead
+    detail = f"{type(innermost).__name__}: {innermost}"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return LLMUnavailable(
+            f"connection refused by {at.url} ({detail})",
+            user_message=f"Nothing is listening at {at.url} (connection refused).",
+            fix="Is the model server running? Start it, or correct SWITCHBOARD_LLM__BASE_URL.",
+        )
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        host = urlsplit(at.url).hostname or at.url
+        return LLMUnavailable(
+            f"cannot resolve {host} ({detail})",
+            user_message=f"The host name {host} (from {at.url}) cannot be resolved.",
+            fix="Check SWITCHBOARD_LLM__BASE_URL and this machine's network and DNS.",
+        )
+    tls = next((c for c in causes if isinstance(c, ssl.SSLError)), None)
+    if tls is not None:
+        return LLMUnavailable(
+            f"TLS with {at.url} failed ({detail})",
+            user_message=f"The secure connection to {at.url} failed: {tls}.",
+            fix="Local servers usually speak plain http://; otherwise check the certificate.",
+        )
+    if timed_out:
+        return LLMUnavailable(
+            f"no answer from {at.url} within {at.timeout:g} s ({detail})",
+            user_message=f"{at.url} did not answer within {at.timeout:g} s.",
+            fix="The server may be busy or still loading the model; raise "
+            "SWITCHBOARD_LLM__TIMEOUT_SECONDS for a slow local model.",
+        )
+    return LLMUnavailable(
+        f"cannot connect to {at.url} ({detail})",
+        user_message=f"Cannot connect to {at.url}: {innermost or type(innermost).__name__}.",
+        fix="Check SWITCHBOARD_LLM__BASE_URL; " + DOCTOR,
+    )
+
+
+def refused_key(at: Endpoint, status: int | None, message: str) -> LLMAuthError:
+    if status == 403:
+        return LLMAuthError(
+            message,
+            status_code=status,
+            user_message=f"{at.url} refused access (HTTP 403): the API key may not be allowed "
+            f"to use the model {at.model!r}.",
+            fix=f"Check the key's permissions, {at.key_settings} and SWITCHBOARD_LLM__MODEL.",
+        )
+    if not at.has_key:
+        return LLMAuthError(
+            message,
+            status_code=status,
+            user_message=f"{at.url} wants an API key and none is configured (HTTP {status}).",
+            fix=f"Set {at.key_settings}.",
+        )
+    return LLMAuthError(
+        message,
+        status_code=status,
+        user_message=f"{at.url} refused the API key (HTTP {status}).",
+        fix=f"Check {at.key_settings}; the key may be wrong, revoked or for another provider.",
+    )
+
+
+def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
+    """A 404: an unknown model, or a base URL that misses (or doubles) the ``/v1`` root."""
+    path = urlsplit(at.url).path.rstrip("/")
+    if code == "model_not_found" or "model" in message.lower():
+        return LLMNotFound(
+            message,
+            status_code=404,
+            user_message=f"{at.url} does not know the model {at.model!r} (HTTP 404).",
+            fix="Check SWITCHBOARD_LLM__MODEL (for Ollama, `ollama list` shows the models).",
+        )
+    if at.provider == "openai" and not path.endswith("/v1"):
+        return LLMNotFound(
+            message,
+            status_code=404,
+            user_message=f"{at.url} has no /chat/completions (HTTP 404): the base URL is "
+            "missing /v1.",
+            fix=f"Set SWITCHBOARD_LLM__BASE_URL to {at.url}/v1.",
+        )
+    if at.provider == "anthropic" and path.endswith("/v1"):
+        return LLMNotFound(
+            message,
+            status_code=404,
+            user_message=f"{at.url}/v1/messages does not exist (HTTP 404): for Anthropic the "
+            "base URL must not end in /v1 (the SDK adds it).",
+            fix=f"Set SWITCHBOARD_LLM__BASE_URL to {at.url.removesuffix('/v1')}.",
+        )
+    where = "/chat/completions" if at.provider == "openai" else "/v1/messages"
+    return LLMNotFound(
+        message,
+        status_code=404,
+        user_message=f"{at.url} has no {where} (HTTP 404).",
+        fix="Check SWITCHBOARD_LLM__BASE_URL"
+        + (
+            ": for OpenAI-compatible servers it is the /v1 root."
+            if at.provider == "openai"
+            else "."
+        ),
+    )
+
+
+def server_error(at: Endpoint, status: int | None, message: str) -> LLMUnavailable:
+    return LLMUnavailable(
+        message,
+        status_code=status,
+        user_message=f"{at.url} failed with an internal error (HTTP {status}).",
+        fix="Usually temporary; if it persists, look at the model server's own log.",
+    )
+
+
+def bad_request(at: Endpoint, status: int | None, message: str) -> LLMBadRequest:
+    return LLMBadRequest(
+        message,
+        status_code=status,
+        user_message=f"{at.url} rejected the request (HTTP {status}).",
+        fix="The operator's log has the server's reason; " + DOCTOR,
+    )
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

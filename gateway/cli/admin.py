@@ -1,0 +1,209 @@
+"""``switchboard pairing``, ``cron`` and ``trace``: who may talk, what is scheduled, what a turn
+did. Each works while the gateway runs (the store allows a second process), and the
+listings take ``--json``:
+
+* ``pairing list --json``: ``[{"code", "channel", "sender_id", "sender_name", "state",
+  "created_at", "expires_at"}]`` (times in epoch seconds);
+* ``cron list --json``: ``[{"id", "schedule", "next_run", "target", "text", "task_type",
+  "agent", "runs"}]`` (``next_run`` ISO 8601 or null);
+* ``trace --json``: ``{"turn", "file", "events": [{"t", "event", ...}]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def register(commands: Commands, common: argparse.ArgumentParser) -> None:
+    _register_pairing(commands, common)
+    _register_cron(commands, common)
+    text = "Show a turn's trace: model calls, tool calls and guard decisions, with timings."
+    trace = commands.add_parser("trace", parents=[common], help="what a turn did", description=text)
+    trace.add_argument(
+        "turn", nargs="?", help="turn id or unique prefix (default: the latest turn)"
+    )
+    trace.add_argument("--json", action="store_true", help="print the trace as JSON")
+    trace.set_defaults(handler=lambda args, settings: show_trace(settings, args.turn, args.json))
+
+
+def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> None:
+    text = (
+        "Decide who may talk to the bot: unknown senders get a pairing code; approve or deny "
+        "it here, or revoke a paired user."
+    )
+    pairing = commands.add_parser(
+        "pairing", parents=[common], help="approve who may talk to the bot", description=text
+    )
+    actions = pairing.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser(
+        "list", parents=[common], help="pending codes and paired users", description=text
+    )
+    listing.add_argument("--json", action="store_true", help="print the list as JSON")
+    clear = actions.add_parser(
+        "clear",
+        parents=[common],
+        help="deny every open pairing request",
+        description="Deny every open pairing request (of one channel, when given).",
+    )
+    clear.add_argument("channel", nargs="?", help="only this channel's requests")
+    for verb in ("approve", "deny"):
+        actions.add_parser(
+            verb,
+            parents=[common],
+            help=f"{verb} a pairing code",
+            description=f"{verb.capitalize()} a pending pairing code (`pairing list` shows them).",
+        ).add_argument("code")
+    revoke = actions.add_parser(
+        "revoke",
+        parents=[common],
+        help="remove a paired user",
+        description="Remove a paired user of a channel (telegram, discord, slack, email).",
+    )
+    revoke.add_argument("channel")
+    revoke.add_argument("user_id")
+    pairing.set_defaults(handler=lambda args, settings: asyncio.run(pairing_cli(settings, args)))
+
+
+def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
+    text = 'Scheduled jobs (people create them by asking: "remind me at 9").'
+    cron = commands.add_parser(
+        "cron", parents=[common], help="list or remove scheduled jobs", description=text
+    )
+    actions = cron.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser(
+        "list", parents=[common], help="every active job", description=text
+    )
+    listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    actions.add_parser(
+        "remove", parents=[common], help="remove a job", description="Remove a job by id."
+    ).add_argument("job_id")
+    cron.set_defaults(handler=lambda args, settings: asyncio.run(cron_cli(settings, args)))
+
+
+async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.runtime.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
+    from gateway.store import Store  # noqa: PLC0415
+
+    by = f"cli:{getpass.getuser()}"
+    if args.action == "revoke" and args.channel not in settings.channel_sections():
+        known = ", ".join(settings.channel_sections())
+        print(f"Unknown channel {args.channel!r}: pairing is for {known}.", file=sys.stderr)
+        return 1
+    async with Store(
+        settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
+    ) as store:
+        if args.action == "list":
+            requests = await store.pairings.listing()
+            if args.json:
+                print(json.dumps([asdict(r) for r in requests], indent=2))
+            elif not requests:
+                print("No pairing requests and no paired users.")
+            else:
+                print("\n".join(describe(r) for r in requests))
+            return 0
+        if args.action == "clear":
+            count = await clear(store, by=by, channel=args.channel)
+            print(f"Cleared {count} open pairing request(s).")
+            return 0
+        if args.action in ("approve", "deny"):
+            decide = approve if args.action == "approve" else deny
+            request = await decide(store, args.code, by=by)
+            if request is None:
+                print(
+                    f"No pending request with code {args.code.upper()} (expired, unknown or "
+                    "already decided); `switchboard pairing list` shows them.",
+                    file=sys.stderr,
+                )
+                return 1
+            name = request.sender_name or "no name"
+            print(
+                f"{args.action.capitalize()}d {request.channel} user {request.sender_id} ({name})."
+            )
+            return 0
+        if await revoke(store, args.channel, args.user_id, by=by):
+            print(f"Revoked {args.channel} user {args.user_id}.")
+            return 0
+        print(f"{args.user_id} is not a paired user on {args.channel}.", file=sys.stderr)
+        return 1
+
+
+async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
+    """``switchboard cron list|remove``: works while the gateway runs (it re-checks a job
+    before firing it)."""
+    from gateway.store import Store  # noqa: PLC0415
+
+    async with Store(settings.data_dir / "switchboard.db") as store:
+        if args.action == "remove":
+            if await store.jobs.remove(args.job_id):
+                print(f"Removed job {args.job_id}.")
+                return 0
+            print(f"No active job {args.job_id}.", file=sys.stderr)
+            return 1
+        jobs = await store.jobs.active()
+        rows = [
+            {
+                "id": job.id,
+                "schedule": job.spec.describe(),
+                "next_run": job.next_run.isoformat() if job.next_run else None,
+                "target": job.chat.session_key,
+                "text": job.message or job.prompt or "",
+                "task_type": job.task_type,
+                "agent": job.agent,
+                "runs": job.runs,
+            }
+            for job in jobs
+        ]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        if not jobs:
+            print("No scheduled jobs.")
+        for job in jobs:
+            when = f"{job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else "-"
+            what = job.message or job.prompt or ""
+            print(
+                f"{job.id}  next {when}  {job.spec.describe()}  -> {job.chat.session_key}  "
+                f"{what[:60]}"
+            )
+    return 0
+
+
+def show_trace(settings: Settings, turn: str | None, as_json: bool = False) -> int:
+    from agent.guards.trace import find_trace, latest_trace, read_trace  # noqa: PLC0415
+
+    directory = settings.data_dir / "traces"
+    path = latest_trace(directory) if turn is None else find_trace(directory, turn)
+    if path is None:
+        if turn is None:
+            message = (
+                f"No turns traced yet (nothing in {directory}); talk to the agent first, "
+                "e.g. `switchboard chat -m hello`."
+            )
+        else:
+            message = (
+                f"No single trace matches {turn!r} in {directory} (unknown, or the prefix "
+                "fits several turns); `switchboard trace` shows the latest."
+            )
+        print(message, file=sys.stderr)
+        return 1
+    events = read_trace(path)
+    if as_json:
+        report: dict[str, Any] = {"turn": path.stem, "file": str(path), "events": events}
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"# {path.stem}")
+    for event in events:
+        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("t", "event"))
+        print(f"{event.get('t', 0):>8.3f}s  {event.get('event', '?'):<14} {fields}")
+    return 0

@@ -1,0 +1,204 @@
+"""``switchboard config show|get KEY|set KEY VALUE|path``: read and change the configuration
+without opening an editor.
+
+``show`` and ``get`` print the effective values (environment, ``.env``, secret files and
+config.toml merged; secrets as ``**********``). ``set`` writes config.toml, keeps its comments
+and layout (tomlkit), and refuses a change that would make the configuration invalid,
+naming the problem. ``path`` prints the file's path (``$EDITOR "$(switchboard config path)"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+# Imported when a config command runs, not when the parser is built (every command and
+# every shell completion builds it).
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from gateway.config.settings import Settings
+    from gateway.core.errors import ConfigError
+
+MASK = "**********"
+DESCRIPTION = (
+    "Read or change settings. `show` prints the effective configuration (every source "
+    "merged, secrets masked), `get KEY` one value (`llm.model`), `set KEY VALUE` writes "
+    'config.toml keeping its comments (VALUE is TOML: 42, true, ["a"], or plain text), '
+    "`path` prints where config.toml is."
+)
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    command = commands.add_parser(
+        "config", parents=[common], help="show, get or set settings", description=DESCRIPTION
+    )
+    actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser(
+        "show",
+        parents=[common],
+        help="the effective configuration",
+        description="Print every setting as TOML (secrets masked).",
+    )
+    show.add_argument("--json", action="store_true", help="print JSON instead of TOML")
+    get = actions.add_parser(
+        "get",
+        parents=[common],
+        help="one setting's value",
+        description="Print one setting's effective value (secrets masked).",
+    )
+    get.add_argument("key", help="dotted key, e.g. llm.model")
+    get.add_argument("--json", action="store_true", help="print the value as JSON")
+    put = actions.add_parser(
+        "set",
+        parents=[common],
+        help="change a setting in config.toml",
+        description="Set KEY to VALUE in config.toml, keeping comments; refused if invalid.",
+    )
+    put.add_argument("key", help="dotted key, e.g. llm.model")
+    put.add_argument("value", help='TOML value (42, true, ["a"]) or plain text')
+    actions.add_parser(
+        "path",
+        parents=[common],
+        help="where config.toml is",
+        description="Print config.toml's path.",
+    )
+    command.set_defaults(handler=config_command, needs_settings="partial")
+
+
+def config_command(args: argparse.Namespace, settings: Settings) -> int:
+    import tomlkit  # noqa: PLC0415
+
+    problem: ConfigError | None = getattr(args, "config_problem", None)
+    if args.action == "path":
+        print(settings.config_file)
+        return 0
+    if args.action == "set":
+        return set_value(settings, args.key, args.value)
+    if problem is not None:
+        print(f"switchboard: {problem}", file=sys.stderr)
+        print(
+            "(showing the valid settings; fix the above with `switchboard config set` or "
+            "in the file)",
+            file=sys.stderr,
+        )
+    data = _masked(settings)
+    if args.action == "show":
+        print(json.dumps(data, indent=2) if args.json else tomlkit.dumps(_toml_ready(data)))
+        return 0 if problem is None else 2
+    value = _lookup(data, args.key)
+    if value is _MISSING:
+        print(f"switchboard: unknown key {args.key!r}{_hint(args.key)}", file=sys.stderr)
+        return 1
+    if args.json or isinstance(value, dict | list):
+        print(json.dumps(value, indent=None if not isinstance(value, dict) else 2))
+    else:
+        print("" if value is None else str(value).lower() if isinstance(value, bool) else value)
+    return 0
+
+
+def set_value(settings: Settings, key: str, text: str) -> int:
+    import tomlkit  # noqa: PLC0415
+    from pydantic import BaseModel  # noqa: PLC0415
+
+    from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
+    from gateway.config.explain import env_name, model_at  # noqa: PLC0415
+    from gateway.config.settings import Settings, load_settings  # noqa: PLC0415
+    from gateway.core.errors import ConfigError  # noqa: PLC0415
+
+    parts = key.split(".")
+    parent = model_at(Settings, parts[:-1])
+    if parent is None or parts[-1] not in parent.model_fields:
+        print(f"switchboard: unknown key {key!r}{_hint(key)}", file=sys.stderr)
+        return 1
+    if isinstance(getattr(_section(settings, parts), parts[-1], None), BaseModel):
+        print(f"switchboard: {key} is a table; set one of its keys", file=sys.stderr)
+        return 1
+    path = settings.config_file
+    if not path.exists():  # start from the commented template, as `onboard` would
+        from importlib import resources  # noqa: PLC0415
+
+        template = resources.files("gateway.config").joinpath("templates/config.toml")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.read_text("utf-8"), encoding="utf-8")
+        path.chmod(0o600)
+    value = parse_value(text)
+    try:
+        old = write_key(path, key, value)
+    except ValueError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 1
+    try:
+        load_settings()
+    except ConfigError as exc:
+        path.write_text(old, encoding="utf-8")  # never leave a file the gateway refuses
+        print(f"switchboard: not changed, {exc}", file=sys.stderr)
+        return 1
+    print(f"{key} = {tomlkit.item(value).as_string()}  ({path})")
+    if env_name(tuple(parts)) in {name.upper() for name in os.environ}:
+        print(f"note: {env_name(tuple(parts))} is set in the environment and wins over the file")
+    return 0
+
+
+def _masked(model: BaseModel) -> dict[str, Any]:
+    """The settings as plain data, secrets masked."""
+    return {name: _plain(getattr(model, name)) for name in type(model).model_fields}
+
+
+def _plain(value: Any) -> Any:
+    from pydantic import BaseModel, SecretStr  # noqa: PLC0415
+
+    if isinstance(value, SecretStr):
+        return MASK
+    if isinstance(value, BaseModel):
+        return _masked(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)  # paths
+
+
+def _toml_ready(data: Any) -> Any:
+    """TOML has no null: unset keys are left out of ``show``."""
+    if isinstance(data, dict):
+        return {k: _toml_ready(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [_toml_ready(v) for v in data]
+    return data
+
+
+_MISSING = object()
+
+
+def _lookup(data: Any, dotted: str) -> Any:
+    current = data
+    for part in dotted.split("."):
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return _MISSING
+    return current
+
+
+def _hint(dotted: str) -> str:
+    from gateway.config.explain import suggestion  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+
+    return suggestion(Settings, tuple(dotted.split(".")))
+
+
+def _section(settings: Settings, parts: list[str]) -> Any:
+    current: Any = settings
+    for part in parts[:-1]:
+        current = getattr(current, part, None)
+    return current

@@ -1,0 +1,67 @@
+"""``switchboard run``: every configured channel, the web chat and the scheduler, until
+SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+from gateway import __version__
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+DESCRIPTION = (
+    "Run every configured channel, the web chat and status page, and the scheduler, until "
+    "Ctrl-C or SIGTERM (a second one stops at once). `switchboard chat` in another terminal "
+    "attaches to it. Creates $SWITCHBOARD_HOME on first use."
+)
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    command = commands.add_parser(
+        "run", parents=[common], help="run the gateway", description=DESCRIPTION
+    )
+    command.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
+
+    onboard(settings.home, settings.workspace_dir)  # first run: create what is missing
+    return asyncio.run(run_gateway(settings))
+
+
+async def run_gateway(settings: Settings) -> int:
+    from channels import build_channels  # noqa: PLC0415
+    from channels.terminal import TerminalChannel, socket_path  # noqa: PLC0415
+    from gateway.cli.stopping import Interrupts, stop_gateway  # noqa: PLC0415
+    from gateway.runtime.app import Gateway  # noqa: PLC0415
+
+    channels = build_channels(settings)
+    if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
+        from channels.webchat import create as create_webchat  # noqa: PLC0415
+
+        channels.append(create_webchat(settings))
+    terminal = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
+    gateway = Gateway(settings, channels=[*channels, terminal])
+    # `switchboard chat` attaches here (gateway/cli/chat.py)
+    terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
+    with Interrupts() as interrupts:
+        await gateway.start()
+        if not channels:
+            print(
+                "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
+                "use `switchboard chat` to talk in the terminal",
+                file=sys.stderr,
+            )
+        if gateway.web is not None:
+            print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
+        print(f"switchboard {__version__} ready", flush=True)
+        await interrupts.next()
+        await stop_gateway(gateway, interrupts)
+    return 0

@@ -1,0 +1,148 @@
+"""``switchboard status``: is the gateway running, what is it doing, what is waiting.
+
+It asks the running gateway through its loopback web API (channels connected, turns running,
+queue depth, the latest error) and reads the rest from the store, which works whether or
+not the gateway runs. ``--json`` prints the fields documented in README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+DESCRIPTION = (
+    "Show whether the gateway runs and what it is doing: channels connected, turns running, "
+    "messages queued, waiting and unsent, failed deliveries, the latest error."
+)
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    command = commands.add_parser(
+        "status", parents=[common], help="what the gateway is doing", description=DESCRIPTION
+    )
+    command.add_argument("--json", action="store_true", help="print the status as JSON")
+    command.set_defaults(handler=status_command)
+
+
+def status_command(args: argparse.Namespace, settings: Settings) -> int:
+    report = asyncio.run(gather(settings))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(render(report)))
+    return 0
+
+
+async def gather(settings: Settings) -> dict[str, Any]:
+    """Everything ``status`` shows, as plain data (the ``--json`` output)."""
+    from gateway.cli.gateway_api import GatewayUnreachable, find_running, get_json  # noqa: PLC0415
+
+    running = find_running(settings)
+    report: dict[str, Any] = {
+        "running": running is not None,
+        "pid": running.pid if running is not None and running.pid > 0 else None,
+        "url": None,
+        "ready": None,
+        "channels": [],
+        "turns_running": None,
+        "queue_depth": None,
+        "last_error": None,
+        "live": False,
+        "live_error": None,
+    }
+    if running is not None and running.endpoint is None:
+        report["live_error"] = "the gateway serves no web API (web.enabled = false)"
+    elif running is not None and running.endpoint is not None:
+        report["url"] = running.endpoint.url
+        try:
+            live = await get_json(settings, running.endpoint, "api/status")
+            ready = await get_json(settings, running.endpoint, "readyz")
+        except GatewayUnreachable as exc:
+            report["live_error"] = str(exc)
+        else:
+            report.update(
+                live=True,
+                ready=bool(ready.get("ready")),
+                channels=live.get("channels", []),
+                turns_running=live.get("work", {}).get("running"),
+                queue_depth=live.get("work", {}).get("queued"),
+                last_error=live.get("last_error"),
+            )
+    report.update(await _stored(settings))
+    return report
+
+
+async def _stored(settings: Settings) -> dict[str, Any]:
+    from gateway.store import Store  # noqa: PLC0415
+
+    path = settings.data_dir / "switchboard.db"
+    empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0}
+    if not path.exists():
+        return {**empty, "heartbeat_target": None}
+    async with Store(path) as store:
+        counts = await store.journal.counts()
+        last = await store.kv.get("last_chat")
+        target = None
+        if isinstance(last, dict) and last.get("channel"):
+            target = f"{last['channel']}:{last.get('chat_id')}"
+        return {
+            "store": "ok",
+            "waiting": counts.get("pending", 0),
+            "in_turn": counts.get("processing", 0),
+            "unsent": await store.outbox.pending_count(),
+            "failed": await store.outbox.failed_count(),
+            "heartbeat_target": settings.heartbeat.target or target,
+        }
+
+
+def render(report: dict[str, Any]) -> list[str]:
+    lines = []
+    if not report["running"]:
+        lines.append("gateway: not running (start it with `switchboard run`)")
+    else:
+        pid = f"pid {report['pid']}" if report["pid"] else "pid unknown"
+        ready = {True: ", ready", False: ", NOT ready (no channel connected yet)"}.get(
+            report["ready"], ""
+        )
+        url = f", {report['url']}" if report["url"] else ""
+        lines.append(f"gateway: running ({pid}){ready}{url}")
+        if report["live_error"]:
+            lines.append(f"  live status unavailable: {report['live_error']}")
+    lines.extend(f"  channel {c['name']}: {_channel_state(c)}" for c in report["channels"])
+    if report["live"]:
+        lines.append(
+            f"turns running: {report['turns_running']}, "
+            f"messages queued behind them: {report['queue_depth']}"
+        )
+    if report["store"] == "empty":
+        lines.append("store: empty (no messages yet)")
+    else:
+        lines.append(
+            f"messages waiting: {report['waiting']}, in a turn: {report['in_turn']}, "
+            f"replies unsent: {report['unsent']}, failed deliveries: {report['failed']}"
+        )
+    if report["last_error"]:
+        problem = report["last_error"]
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(problem["at"]))
+        lines.append(f"latest {problem['level']}: {at} {problem['message']}")
+    if report.get("heartbeat_target"):
+        lines.append(f"heartbeat goes to: {report['heartbeat_target']}")
+    return lines
+
+
+def _channel_state(channel: dict[str, Any]) -> str:
+    connected = channel.get("connected")
+    state = {True: "connected", False: "NOT connected", None: "running"}[connected]
+    if channel.get("detail"):
+        state += f" ({channel['detail']})"
+    if channel.get("last_error"):
+        state += f"; last error: {channel['last_error']}"
+    return state

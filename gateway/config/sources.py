@@ -1,0 +1,92 @@
+"""Where settings come from, first wins: arguments, the environment, ``$SWITCHBOARD_HOME/.env``,
+secret files (``$SWITCHBOARD_HOME/secrets/`` or ``$SWITCHBOARD_SECRETS_DIR``), config.toml.
+
+``.env`` holds ``SWITCHBOARD_*`` lines (``SWITCHBOARD_LLM__API_KEY=sk-...``), plus the
+``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` fallbacks of ``llm.api_key``; other lines are
+ignored. A secret file is named like the variable (``SWITCHBOARD_TELEGRAM__TOKEN``) and holds
+the bare value, the way Docker and systemd hand out secrets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    NestedSecretsSettingsSource,
+    PydanticBaseSettingsSource,
+    TomlConfigSettingsSource,
+)
+
+from gateway.config.explain import ENV_PREFIX, Sources
+
+DEFAULT_HOME = Path("~/.switchboard")
+SECRETS_DIR_VARIABLE = f"{ENV_PREFIX}SECRETS_DIR"
+
+
+def home_from(overrides: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Path:
+    """The home before the settings exist: an explicit argument, then SWITCHBOARD_HOME."""
+    env = os.environ if environ is None else environ
+    home = overrides.get("home") or env.get(f"{ENV_PREFIX}HOME") or DEFAULT_HOME
+    return Path(home).expanduser()
+
+
+def secrets_dir(home: Path, environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    chosen = env.get(SECRETS_DIR_VARIABLE)
+    return Path(chosen).expanduser() if chosen else home / "secrets"
+
+
+def describe(home: Path) -> Sources:
+    """The sources as they are now, for error messages that name who set a key."""
+    dotenv = home / ".env"
+    return Sources(
+        config_file=home / "config.toml",
+        dotenv_file=dotenv,
+        secrets_dir=secrets_dir(home),
+        environ=dict(os.environ),
+        dotenv=read_dotenv(dotenv),
+    )
+
+
+def read_dotenv(path: Path) -> dict[str, str | None]:
+    return dict(dotenv_values(path)) if path.is_file() else {}
+
+
+class HomeDotEnv(DotEnvSettingsSource):
+    """``$SWITCHBOARD_HOME/.env``: only lines that name a setting; ``OPENAI_API_KEY`` and
+    other variables in the same file are not settings (and not errors)."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        return {k: v for k, v in data.items() if k in self.settings_cls.model_fields}
+
+
+def sources_for(
+    settings_cls: type[BaseSettings],
+    init_settings: PydanticBaseSettingsSource,
+    env_settings: PydanticBaseSettingsSource,
+    file_secret_settings: PydanticBaseSettingsSource,
+) -> tuple[PydanticBaseSettingsSource, ...]:
+    home = home_from(getattr(init_settings, "init_kwargs", {}))
+    return (
+        init_settings,
+        env_settings,
+        HomeDotEnv(settings_cls, env_file=home / ".env"),
+        NestedSecretsSettingsSource(
+            file_secret_settings, secrets_dir=secrets_dir(home), secrets_dir_missing="ok"
+        ),
+        TomlConfigSettingsSource(settings_cls, toml_file=home / "config.toml"),
+    )
+
+
+def dotenv_api_key(home: Path, variable: str) -> str | None:
+    """``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the home's ``.env`` (the real
+    environment is read by :meth:`LLMSettings.resolved_api_key` itself)."""
+    value = read_dotenv(home / ".env").get(variable)
+    return value or None

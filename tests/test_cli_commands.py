@@ -1,0 +1,175 @@
+"""The everyday commands as a user runs them (real subprocesses): status (also against a
+running gateway), --json outputs, help pages, global flags after the command, completion,
+logs, pairing, cron and trace."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from gateway.cli.main import build_parser
+from tests.fakes.llm import FakeLLM
+from tests.test_cli import cli_env, switchboard
+
+pytestmark = pytest.mark.slow
+
+
+@asynccontextmanager
+async def running_gateway(env: dict[str, str]) -> AsyncIterator[str]:
+    """``switchboard run`` in a subprocess; yields the web chat's URL once it is ready."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env={**env, "SWITCHBOARD_WEB__PORT": "0"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            line = (await process.stdout.readline()).decode()
+            assert line.startswith("web chat: "), line
+            assert (await process.stdout.readline()).decode().endswith("ready\n")
+        yield line.split()[2]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+
+
+def subcommands(parser: argparse.ArgumentParser, path: str = "") -> list[tuple[str, str]]:
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append((f"{path} {name}".strip(), sub.description or ""))
+                found += subcommands(sub, f"{path} {name}")
+    return found
+
+
+def test_every_command_has_a_description_on_its_help_page() -> None:
+    pages = subcommands(build_parser())
+    assert len(pages) >= 20
+    assert [name for name, description in pages if len(description) < 15] == []
+
+
+async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    code, out, err = await switchboard("status", "--json", env=env)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["running"] is False and report["live"] is False
+    assert report["store"] == "empty" and report["waiting"] == 0 and report["unsent"] == 0
+    code, out, _ = await switchboard("status", env=env)
+    assert out.splitlines()[0] == "gateway: not running (start it with `switchboard run`)"
+    assert "{" not in out  # no raw Python data
+
+
+async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    home = tmp_path / "home"
+    token = "a-long-enough-token-1234"
+    env = cli_env(home, fake_llm, SWITCHBOARD_WEB__TOKEN=token)
+    assert (await switchboard("chat", "-m", "hello", env=env))[0] == 0  # something in the store
+    async with running_gateway(env) as url:
+        # --home after the command wins; the web token goes along as a Bearer header.
+        elsewhere = cli_env(tmp_path / "other", fake_llm, SWITCHBOARD_WEB__TOKEN=token)
+        code, out, err = await switchboard("status", "--json", "--home", str(home), env=elsewhere)
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["running"] is True and report["live"] is True, report
+        assert report["url"] == url and report["ready"] is True
+        channels = {c["name"]: c["connected"] for c in report["channels"]}
+        assert channels == {"webchat": True, "terminal": True}  # `chat` attaches to the latter
+        assert (report["turns_running"], report["queue_depth"]) == (0, 0)
+        assert (report["waiting"], report["unsent"], report["failed"]) == (0, 0, 0)
+        assert report["heartbeat_target"] == "terminal:local"  # the owner chatted there last
+        code, out, _ = await switchboard("status", env=env)
+        assert out.splitlines()[0].startswith(f"gateway: running (pid {report['pid']}), ready")
+        assert "  channel webchat: connected (0 open page(s))" in out
+        assert "turns running: 0, messages queued behind them: 0" in out
+        wrong = {**env, "SWITCHBOARD_WEB__TOKEN": "another-token-0000000000"}
+        report = json.loads((await switchboard("status", "--json", env=wrong))[1])
+        assert report["running"] is True and report["live"] is False
+        assert "wants the web token" in report["live_error"]
+
+
+async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    assert json.loads((await switchboard("cron", "list", "--json", env=env))[1]) == []
+    assert json.loads((await switchboard("pairing", "list", "--json", env=env))[1]) == []
+    code, _, err = await switchboard("trace", env=env)
+    assert code == 1
+    assert err.startswith("No turns traced yet")
+    await switchboard("chat", "-m", "hello", env=env)
+    code, out, _ = await switchboard("trace", "--json", env=env)
+    trace = json.loads(out)
+    assert code == 0 and trace["turn"] and trace["events"]
+    assert {"t", "event"} <= set(trace["events"][0])
+
+
+async def test_pairing_revoke_names_an_unknown_channel(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    code, _, err = await switchboard("pairing", "revoke", "bogus", "123", env=env)
+    assert code == 1
+    assert err == "Unknown channel 'bogus': pairing is for telegram, discord, slack, email.\n"
+
+
+async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    code, _, err = await switchboard("logs", env=env)
+    assert code == 1 and "No log yet" in err
+    follow = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "logs",
+        "-f",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert follow.stdout is not None
+    try:
+        await switchboard("chat", "-m", "hello", env=env)  # writes the log file
+        async with asyncio.timeout(30):
+            while b"ready" not in await follow.stdout.readline():
+                pass
+    finally:
+        follow.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(follow.wait(), 30) == 0
+    code, out, _ = await switchboard("logs", "-n", "1", env=env)
+    assert code == 0 and len(out.splitlines()) == 1
+
+
+async def test_bash_completion_completes_commands(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    code, script, _ = await switchboard("completion", "bash", env=cli_env(tmp_path, fake_llm))
+    assert code == 0 and "complete " in script and "switchboard" in script
+    answers = tmp_path / "answers"
+    line = "switchboard con"
+    env = cli_env(
+        tmp_path,
+        fake_llm,
+        _ARGCOMPLETE="1",
+        _ARGCOMPLETE_SHELL="bash",
+        COMP_LINE=line,
+        COMP_POINT=str(len(line)),
+        _ARGCOMPLETE_STDOUT_FILENAME=str(answers),
+    )
+    await switchboard(env=env)
+    assert answers.read_text().split() == ["config"]
+    if shutil.which("bash"):
+        probe = f"source <({sys.executable} -m gateway completion bash); complete -p switchboard"
+        process = await asyncio.create_subprocess_exec(
+            "bash", "-c", probe, stdout=asyncio.subprocess.PIPE, env=cli_env(tmp_path, fake_llm)
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 30)
+        assert out.decode().rstrip().endswith(" switchboard")

@@ -1,0 +1,176 @@
+"""Where settings come from (environment, ``$SWITCHBOARD_HOME/.env``, secret files,
+config.toml), how a typo is explained, and ``switchboard config``: through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gateway.config.settings import load_settings
+from gateway.core.errors import ConfigError
+from tests.fakes.llm import FakeLLM
+from tests.test_cli import cli_env, switchboard
+
+pytestmark = pytest.mark.slow
+
+
+def home_with(tmp_path: Path, config: str) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(config)
+    return home
+
+
+async def test_a_typo_names_the_file_line_and_the_key_meant(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = home_with(tmp_path, '# mine\n[llm]\nmodel = "a"\nmodle = "x"\n')
+    code, _, err = await switchboard("chat", "-m", "hi", env=cli_env(home, fake_llm))
+    assert code == 2
+    assert (
+        f"llm.modle: unknown key; did you mean `model`? (set by {home / 'config.toml'} line 4)"
+        in err
+    )
+    assert "Extra inputs" not in err
+
+
+async def test_a_typo_in_the_environment_names_the_variable(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_AGENT__MAX_ITERATION="3")
+    code, _, err = await switchboard("status", env=env)
+    assert code == 2
+    assert (
+        "agent.max_iteration: unknown key; did you mean `max_iterations`? "
+        "(set by environment variable SWITCHBOARD_AGENT__MAX_ITERATION)"
+    ) in err
+
+
+async def test_a_key_in_the_wrong_table_says_where_it_belongs(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = home_with(tmp_path, '[llm]\nname = "Bot"\n')
+    code, _, err = await switchboard("status", env=cli_env(home, fake_llm))
+    assert code == 2
+    assert "llm.name: unknown key; `name` belongs in [agent]" in err
+
+
+async def test_doctor_reports_a_typo_as_one_failed_check_and_checks_the_rest(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = home_with(tmp_path, '[llm]\nmodle = "x"\n')
+    code, out, err = await switchboard("doctor", env=cli_env(home, fake_llm))
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[0].startswith("[FAIL] config ")
+    assert "llm.modle: unknown key; did you mean `model`?" in lines[0]
+    assert any(line.startswith("[ok  ] llm ") for line in lines)  # it went on and asked
+    assert any(line.startswith("[FAIL] workspace ") for line in lines)  # never onboarded
+    warnings = 2 if os.geteuid() == 0 else 1  # doctor also warns about running as root
+    assert out.rstrip().endswith(f"2 problems found, {warnings} warning{'s' * (warnings > 1)}.")
+
+
+def test_dotenv_and_secret_files_are_sources_behind_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / "secrets").mkdir(parents=True)
+    (home / ".env").write_text(
+        "SWITCHBOARD_LLM__MODEL=from-dotenv\nSWITCHBOARD_AGENT__NAME=Dot\nOTHER_TOOL=x\n"
+    )
+    (home / "secrets" / "SWITCHBOARD_TELEGRAM__TOKEN").write_text("123:from-secret-file\n")
+    (home / "config.toml").write_text('[llm]\nmodel = "from-toml"\n[agent]\nname = "Toml"\n')
+    monkeypatch.setenv("SWITCHBOARD_AGENT__NAME", "Env")
+    settings = load_settings()
+    assert settings.llm.model == "from-dotenv"  # .env wins over config.toml
+    assert settings.agent.name == "Env"  # the environment wins over .env
+    assert settings.telegram.token is not None
+    assert settings.telegram.token.get_secret_value() == "123:from-secret-file"
+
+
+def test_dotenv_holds_the_api_key_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("OPENAI_API_KEY=sk-dotenv-fallback-1234\n")
+    key = load_settings().llm.resolved_api_key()
+    assert key is not None and key.get_secret_value() == "sk-dotenv-fallback-1234"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-environment-5678")
+    key = load_settings().llm.resolved_api_key()
+    assert key is not None and key.get_secret_value() == "sk-environment-5678"
+
+
+def test_a_secrets_directory_can_be_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    secrets = tmp_path / "run-secrets"
+    secrets.mkdir()
+    (secrets / "switchboard_llm__api_key").write_text("sk-docker-secret-0000")
+    monkeypatch.setenv("SWITCHBOARD_SECRETS_DIR", str(secrets))
+    key = load_settings().llm.api_key
+    assert key is not None and key.get_secret_value() == "sk-docker-secret-0000"
+
+
+def test_a_typo_in_dotenv_names_its_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("# keys\nSWITCHBOARD_LLM__MODLE=x\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert f"(set by {home / '.env'} line 2)" in str(caught.value)
+
+
+async def test_json_log_lines(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_LOGGING__FORMAT="json")
+    code, _, err = await switchboard("chat", "-m", "hello", env=env)
+    assert code == 0, err
+    lines = (tmp_path / "home" / "data" / "logs" / "switchboard.log").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(entries[0])
+    assert any("ready" in e["message"] and e["level"] == "info" for e in entries)
+
+
+# -- switchboard config -------------------------------------------------------------------
+
+
+async def test_config_set_keeps_comments_and_get_reads_it_back(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    await switchboard("onboard", env=env)
+    before = (home / "config.toml").read_text()
+    code, out, err = await switchboard("config", "set", "llm.max_tokens", "2000", env=env)
+    assert (code, out) == (0, f"llm.max_tokens = 2000  ({home / 'config.toml'})\n"), err
+    after = (home / "config.toml").read_text()
+    assert [line for line in before.splitlines() if line.startswith("#")] == [
+        line for line in after.splitlines() if line.startswith("#")
+    ]
+    assert "max_tokens = 2000\n" in after
+    assert (await switchboard("config", "get", "llm.max_tokens", env=env))[1] == "2000\n"
+    code, out, _ = await switchboard("config", "path", env=env)
+    assert out == f"{home / 'config.toml'}\n"
+
+
+async def test_config_set_refuses_what_would_not_start(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    await switchboard("onboard", env=env)
+    before = (home / "config.toml").read_text()
+    code, _, err = await switchboard("config", "set", "llm.max_tokens", "5", env=env)
+    assert code == 1
+    assert "not changed" in err and "llm.max_tokens: Input should be greater than" in err
+    code, _, err = await switchboard("config", "set", "llm.modle", "x", env=env)
+    assert code == 1 and "unknown key 'llm.modle'; did you mean `model`?" in err
+    assert (home / "config.toml").read_text() == before
+
+
+async def test_config_show_masks_secrets(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    code, out, _ = await switchboard("config", "show", "--json", env=env)
+    shown = json.loads(out)
+    assert shown["llm"]["api_key"] == "**********"
+    assert shown["llm"]["base_url"] == fake_llm.openai_url
+    assert "sk-test-cli" not in out
+    code, out, _ = await switchboard("config", "show", env=env)
+    assert code == 0 and "[llm]" in out and 'api_key = "**********"' in out

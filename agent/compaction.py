@@ -21,13 +21,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from agent.llm.metered import Charge
 from agent.llm.types import ChatMessage
 from agent.tokens import TokenCounter, estimate
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)
 
-Summarize = Callable[[str], Awaitable[str]]
+# (prompt, who pays) -> the summary
+Summarize = Callable[[str, Charge], Awaitable[str]]
 
 THRESHOLD = 0.75  # compact when the prompt passes this share of the window
 TARGET = 0.45  # and bring it down to about this share
@@ -115,7 +117,11 @@ class Compactor:
         self.max_messages = max_messages  # the history cap per prompt (agent.history_max_messages)
         self._time_budget = time_budget
         self._running: dict[str, asyncio.Task[Compaction | None]] = {}
-        self._again: dict[str, int] = {}
+        self._again: dict[str, tuple[int, Charge]] = {}
+
+    @property
+    def window(self) -> int:
+        return self._window
 
     @property
     def threshold(self) -> int:
@@ -134,23 +140,23 @@ class Compactor:
     def running(self, session_key: str) -> bool:
         return session_key in self._running
 
-    def schedule(self, session_key: str, overhead: int) -> None:
+    def schedule(self, session_key: str, overhead: int, charge: Charge) -> None:
         """Compact in the background if needed; one run per session at a time (a request
         that arrives during a run is remembered and runs right after it)."""
         if session_key in self._running:
-            self._again[session_key] = overhead
+            self._again[session_key] = (overhead, charge)
             return
         task = asyncio.create_task(
-            self._guarded(session_key, overhead), name=f"compact:{session_key}"
+            self._guarded(session_key, overhead, charge), name=f"compact:{session_key}"
         )
         self._running[session_key] = task
         task.add_done_callback(lambda _: self._finished(session_key))
 
     def _finished(self, session_key: str) -> None:
         self._running.pop(session_key, None)
-        overhead = self._again.pop(session_key, None)
-        if overhead is not None:
-            self.schedule(session_key, overhead)
+        again = self._again.pop(session_key, None)
+        if again is not None:
+            self.schedule(session_key, *again)
 
     async def wait(self, session_key: str) -> None:
         """Until no compaction of this session is running or queued."""
@@ -159,6 +165,11 @@ class Compactor:
                 await task
             await asyncio.sleep(0)  # let the done callback start a queued run
 
+    async def settle(self) -> None:
+        """Until no compaction of any session is running or queued."""
+        for session_key in list(self._running):
+            await self.wait(session_key)
+
     async def stop(self) -> None:
         self._again.clear()
         tasks = list(self._running.values())
@@ -166,10 +177,10 @@ class Compactor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _guarded(self, session_key: str, overhead: int) -> Compaction | None:
+    async def _guarded(self, session_key: str, overhead: int, charge: Charge) -> Compaction | None:
         try:
             async with asyncio.timeout(self._time_budget):
-                return await self.compact(session_key, overhead)
+                return await self.compact(session_key, overhead, charge=charge)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never blocks or breaks the session; the next turn retries
@@ -177,7 +188,7 @@ class Compactor:
             return None
 
     async def compact(
-        self, session_key: str, overhead: int, *, force: bool = False
+        self, session_key: str, overhead: int, *, force: bool = False, charge: Charge
     ) -> Compaction | None:
         state, stored = await self._history.load(session_key, limit=None)
         summary_tokens = estimate(state.summary or "")
@@ -211,7 +222,7 @@ class Compactor:
         prompt = SUMMARY_PROMPT.format(
             previous=previous, words=words, transcript=render_transcript(older)
         )
-        summary = (await self._summarize(prompt)).strip()
+        summary = (await self._summarize(prompt, charge)).strip()
         replaced = sum(tokens[:cut]) + summary_tokens
         after = self._counter.count(summary)
         kept = bool(summary) and after < replaced

@@ -45,10 +45,12 @@ class ContextBuilder:
         cache: FileCache | None = None,
         skills: SkillLibrary | None = None,
         persona: str = "",
+        agents: str = "",
     ) -> None:
         self.workspace = workspace
         self._name = agent_name
         self._persona = persona
+        self._agents = agents  # the other agents and whom this one may message
         self._max_chars = bootstrap_max_chars
         self._cache = cache or FileCache()
         self.memory = memory or MemoryStore(workspace, cache=self._cache)
@@ -81,6 +83,8 @@ class ContextBuilder:
         parts.extend(f"## {name}\n{text}" for name, text in bootstrap)
         if skills:
             parts.append(skills)
+        if self._agents and any(t.name == "send_to_agent" for t in tools):
+            parts.append(self._agents)
         self._stable_key, self._stable_text = key, "\n\n".join(parts)
         return self._stable_text
 

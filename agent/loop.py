@@ -23,6 +23,7 @@ from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
+from agent.llm.metered import Charge, TurnMeter, person
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
 from agent.outcome import (
@@ -42,7 +43,7 @@ from agent.tools.find_tools import FindTools
 from agent.tools.registry import ToolSource
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from agent.turn_scope import authorising_texts, file_view, resumed_state
-from agent.window import ContextWindow
+from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
 from gateway.core.services import Services
 from gateway.store import History, NewMessage, Pins, SessionState
@@ -113,9 +114,10 @@ class AgentLoop:
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
+        meter = TurnMeter()  # kept here: a turn that fails still used what it used
         try:
             async with asyncio.timeout(self.config.turn_timeout):
-                outcome = await self._run(request, trace)
+                outcome = await self._run(request, trace, meter)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
             trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")
@@ -130,6 +132,7 @@ class AgentLoop:
             log.exception("turn %s failed", request.turn_id)
             trace.add("internal_error", error=type(exc).__name__)
             outcome = notice(request, INTERNAL_ERROR_NOTICE)
+        outcome = replace(outcome, usage=meter.entries())
         if self._trace_dir is not None:
             await asyncio.to_thread(trace.write, self._trace_dir, self._redact)
         return outcome
@@ -137,6 +140,12 @@ class AgentLoop:
     def interrupted(self, request: TurnRequest) -> TurnOutcome:
         """The outcome for a turn that crashed too often to try again."""
         return notice(request, INTERRUPTED_NOTICE)
+
+    async def settle(self) -> None:
+        """Wait until the background work of finished turns (summaries, reflection) is done."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.window.settle()
 
     async def stop(self) -> None:
         """Cancel background work (summaries, reflection); it is safe to lose."""
@@ -147,7 +156,7 @@ class AgentLoop:
 
     # -- the turn ------------------------------------------------------------------------
 
-    async def _run(self, request: TurnRequest, trace: TurnTrace) -> TurnOutcome:
+    async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnMeter) -> TurnOutcome:
         kind = task_type(request.task_type)
         registry = self.runner.executor.registry
         if self.tool_source is not None:
@@ -179,23 +188,16 @@ class AgentLoop:
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
         )
-        if self.window.over_budget(system, tools, conversation):
-            # A background summary may still be running, or the user writes fast after a long
-            # turn: never send a prompt the window cannot hold.
-            trace.decision(
-                "context", "PREFLIGHT", "prompt near the context window; compacting first"
-            )
-            system, conversation = await self.window.refit(request, tools, now, block, pinned)
         turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
+        turn_state.meter = meter
         turn_state.deferred = deferred
+        charge = Charge(request.session_key, request.turn_id, person(request.principal), meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
-            trace.decision(
-                "context", "OVERFLOW", "provider said the prompt is too long; compacting"
-            )
-            return await self.window.refit(request, tools, now, block, pinned)
+            return await self.window.refit(request, tools, now, block, pinned, charge=charge)
 
+        limit = self.window.limit(self.runner.max_tokens)
         result = await self.runner.run(
             system=system,
             conversation=conversation,
@@ -204,10 +206,11 @@ class AgentLoop:
             checkpoint=lambda messages: self._checkpoint(request, messages),
             state=turn_state,
             trace=trace,
+            charge=charge,
             autopilot=request.kind.autopilot,
             on_text=request.on_text,
+            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
             on_tool=request.on_tool,
-            on_overflow=rebuild,
         )
         if result.had_errors:
             await self._clean_up_errors(request, trace)
@@ -218,6 +221,7 @@ class AgentLoop:
             tools=tools,
             result=result,
             state=turn_state,
+            charge=charge,
         )
         return decide(request, result, turn_state, trace, default_reply=self.config.default_reply)
 
@@ -259,15 +263,19 @@ class AgentLoop:
         tools: tuple[ToolSpec, ...],
         result: RunResult,
         state: TurnState,
+        charge: Charge,
     ) -> None:
-        self.window.after_turn(request.session_key, system, tools, conversation)
+        # Work after the turn is charged to the same person, recorded on its own.
+        self.window.after_turn(request.session_key, system, tools, conversation, charge)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
             recent = _current_exchange(conversation)
             if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
-                self._spawn(self._reflect(request, recent))
+                self._spawn(self._reflect(request, recent, charge.detached()))
 
-    async def _reflect(self, request: TurnRequest, exchange: Sequence[ChatMessage]) -> None:
+    async def _reflect(
+        self, request: TurnRequest, exchange: Sequence[ChatMessage], charge: Charge
+    ) -> None:
         try:
             scope = scope_for(request.principal, request.chat)
             memory = self.context.memory.long_term(scope)
@@ -282,6 +290,7 @@ class AgentLoop:
                     self._tool_context(request, call_id, reflection_state, view),
                     turn_id=reflection_id,
                 ),
+                charge=charge,
             )
             log.debug("reflection after %s made %d memory change(s)", request.turn_id, made)
         except asyncio.CancelledError:

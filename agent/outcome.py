@@ -36,6 +36,7 @@ def decide(
     return replace(
         _decide(request, result, state, trace, default_reply=default_reply),
         read_untrusted=state.read_untrusted,
+        usage=state.meter.entries(),
     )
 
 
@@ -57,7 +58,7 @@ def _decide(
             if not text
             else (outbound(request, text, OutboundKind.PROACTIVE, tuple(state.files)),)
         )
-        return TurnOutcome(replies, usage=result.usage, final_text=text)
+        return TurnOutcome(replies, final_text=text)
     files = tuple(state.files)
     if (not text and state.sent_texts) or already_sent(text or default_reply, state.sent_texts):
         if text:
@@ -66,10 +67,10 @@ def _decide(
         replies = (
             (outbound(request, files_caption(files), OutboundKind.REPLY, files),) if files else ()
         )
-        return TurnOutcome(replies, usage=result.usage, final_text=text)
+        return TurnOutcome(replies, final_text=text)
     text = text or default_reply
     kind = OutboundKind.NOTICE if result.failed else OutboundKind.REPLY
-    return TurnOutcome((outbound(request, text, kind, files),), usage=result.usage, final_text=text)
+    return TurnOutcome((outbound(request, text, kind, files),), final_text=text)
 
 
 def notice(request: TurnRequest, text: str) -> TurnOutcome:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from agent.compaction import render_transcript
 from agent.guards.parser import decode_arguments
+from agent.llm.metered import Charge, Purpose
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.runner import Runner, tool_message
 from agent.tools.base import ToolContext, ToolResult
@@ -51,8 +52,10 @@ async def reflect(
     transcript: Sequence[ChatMessage],
     memory: str,
     context_for: Callable[[str], ToolContext],
+    charge: Charge,
 ) -> int:
-    """Run the reflection rounds; returns how many memory calls were made."""
+    """Run the reflection rounds; returns how many memory calls were made. Its model calls
+    are charged to ``charge`` (the person of the turn, recorded on their own)."""
     tools = tuple(
         spec for spec in runner.executor.registry.specs(lambda t: t.name in REFLECTION_TOOLS)
     )
@@ -63,7 +66,9 @@ async def reflect(
     system = SystemPrompt("You maintain the assistant's long-term memory. Be brief and factual.")
     made = 0
     for round_number in range(MAX_ROUNDS):
-        response = await runner.call_model(system, conversation, tools)
+        response = await runner.call_model(
+            system, conversation, tools, purpose=Purpose.REFLECTION, charge=charge
+        )
         if not response.tool_calls:
             break
         conversation.append(response.as_message())

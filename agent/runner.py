@@ -1,27 +1,28 @@
 """The model and the tools an agent works with, and the loop that drives them.
 
-:class:`Runner` owns the provider (calls are bounded by a shared semaphore) and the tool
+:class:`Runner` owns the agent's model (a :class:`agent.llm.metered.MeteredModel`: behind
+its endpoint's gateway-wide concurrency cap, fitted to the window, metered) and the tool
 executor; :meth:`Runner.run` hands one turn to :class:`agent.turn_loop.TurnLoop`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from agent.guards.trace import TurnTrace
-from agent.llm.base import LLMProvider, TextSink
+from agent.llm.base import TextSink
+from agent.llm.metered import Charge, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec
 from agent.tools.base import TurnState
 from agent.tools.executor import ToolExecutor
 from agent.turn import ToolSink
-from agent.turn_loop import (
+from agent.turn_loop import TurnLoop
+from agent.turn_steps import (
     Checkpoint,
     ContextFactory,
+    Fit,
     GuardSettings,
-    Rebuild,
     RunResult,
-    TurnLoop,
     tool_message,
 )
 
@@ -31,19 +32,17 @@ __all__ = ["GuardSettings", "RunResult", "Runner", "tool_message"]
 class Runner:
     def __init__(
         self,
-        llm: LLMProvider,
+        model: MeteredModel,
         executor: ToolExecutor,
         *,
-        llm_semaphore: asyncio.Semaphore,
         guards: GuardSettings | None = None,
         max_tokens: int = 4_096,
         temperature: float | None = None,
     ) -> None:
-        self.llm = llm
+        self.model = model
         self.executor = executor
         self.guards = guards or GuardSettings()
-        self._llm_slots = llm_semaphore
-        self._max_tokens = max_tokens
+        self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
         self._temperature = temperature
 
     async def call_model(
@@ -52,12 +51,12 @@ class Runner:
         conversation: Sequence[ChatMessage],
         tools: tuple[ToolSpec, ...],
         on_text: TextSink | None = None,
+        *,
+        purpose: Purpose = Purpose.TURN,
+        charge: Charge,
     ) -> LLMResponse:
-        request = LLMRequest(
-            system, tuple(conversation), tools, self._max_tokens, self._temperature
-        )
-        async with self._llm_slots:
-            return await self.llm.complete(request, on_text=on_text)
+        request = LLMRequest(system, tuple(conversation), tools, self.max_tokens, self._temperature)
+        return await self.model.complete(request, purpose=purpose, charge=charge, on_text=on_text)
 
     async def run(
         self,
@@ -69,13 +68,14 @@ class Runner:
         checkpoint: Checkpoint,
         state: TurnState,
         trace: TurnTrace,
+        charge: Charge,
         autopilot: bool = False,
         on_text: TextSink | None = None,
-        on_overflow: Rebuild | None = None,
+        fit: Fit | None = None,
         on_tool: ToolSink | None = None,
     ) -> RunResult:
-        """Run the loop. ``on_overflow`` rebuilds a shorter prompt after a context-overflow
-        error; the model call is retried once with it."""
+        """Run the loop. ``fit`` keeps every call inside the context window (shortening old
+        tool results, compacting); without it prompts go out as they are."""
         turn = TurnLoop(
             self,
             system,
@@ -87,7 +87,8 @@ class Runner:
             trace,
             autopilot,
             on_text,
+            charge,
+            fit,
         )
-        turn.on_overflow = on_overflow
         turn.on_tool = on_tool
         return await turn.run()

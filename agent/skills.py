@@ -1,26 +1,42 @@
 """Skills with progressive disclosure: a one-line index in the prompt, the full text on demand.
 
-A skill is ``skills/<name>/SKILL.md`` in the workspace, starting with front matter::
+A skill is ``skills/<name>/SKILL.md`` in the workspace, starting with YAML front matter::
 
     ---
     name: pdf-tools
-    description: Extract text from PDFs, merge and split them.
+    description: >
+      Extract text from PDFs,
+      merge and split them.
     ---
 
-Only names and descriptions enter the system prompt; ``get_skill`` loads one in full.
-Skills are text written by the owner: file tools cannot write under ``skills/``.
+Only names and descriptions enter the system prompt; ``get_skill`` loads one in full. A skill
+whose front matter is not valid YAML is left out (logged, and named by ``switchboard
+doctor``) rather than shown half-read. Skills are text written by the owner: file tools
+cannot write under ``skills/``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
 
+log = logging.getLogger(__name__)
+
 MAX_SKILL_CHARS = 20_000
+MAX_FRONT_MATTER_CHARS = 8_000
+_FENCE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+
+
+class FrontMatterError(ValueError):
+    """The front matter of a SKILL.md cannot be read; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,19 +46,41 @@ class Skill:
     path: Path
 
 
-def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """(front matter fields, body). Plain ``key: value`` lines between ``---`` fences."""
-    if not text.startswith("---"):
+@dataclass(frozen=True, slots=True)
+class BrokenSkill:
+    path: Path
+    reason: str
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """(front matter fields, body). No front matter: no fields, the whole text is the body."""
+    if not re.match(r"---[ \t]*\r?\n", text):
         return {}, text
-    end = text.find("\n---", 3)
-    if end < 0:
-        return {}, text
-    fields = {}
-    for line in text[3:end].splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip():
-            fields[key.strip().lower()] = value.strip().strip("\"'")
-    return fields, text[end + 4 :].lstrip("\n")
+    first_line = text.index("\n") + 1
+    end = _FENCE.search(text, first_line)
+    if end is None:
+        raise FrontMatterError("the front matter has no closing --- line")
+    try:
+        fields = yaml.safe_load(text[first_line : end.start()])
+    except yaml.YAMLError as exc:
+        # Where the broken construct starts (an unclosed bracket), else where parsing stopped.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise FrontMatterError(f"the front matter is not valid YAML{where}: {problem}") from None
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        raise FrontMatterError("the front matter is not a set of key: value fields")
+    return {str(k).lower(): v for k, v in fields.items()}, text[end.end() :].lstrip("\n")
+
+
+def _one_line(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        raise FrontMatterError(f"{field} must be text, not a list or a mapping")
+    return " ".join(str(value).split())
 
 
 class SkillLibrary:
@@ -50,25 +88,37 @@ class SkillLibrary:
         self.directory = directory
         self._stamp: tuple[tuple[str, int], ...] | None = None
         self._skills: tuple[Skill, ...] = ()
+        self._problems: tuple[BrokenSkill, ...] = ()
 
     def skills(self) -> tuple[Skill, ...]:
+        """The skills that load (re-read when a SKILL.md changes)."""
+        self._refresh()
+        return self._skills
+
+    def problems(self) -> tuple[BrokenSkill, ...]:
+        """The SKILL.md files left out, and why."""
+        self._refresh()
+        return self._problems
+
+    def _refresh(self) -> None:
         files = sorted(self.directory.glob("*/SKILL.md")) if self.directory.is_dir() else []
         stamp = tuple((str(f), f.stat().st_mtime_ns) for f in files)
-        if stamp != self._stamp:
-            found = []
-            for path in files:
-                fields, _ = parse_front_matter(
-                    path.read_text(encoding="utf-8", errors="replace")[:2_000]
-                )
-                name = fields.get("name") or path.parent.name
-                description = (
-                    fields.get("description", "").splitlines()[0]
-                    if fields.get("description")
-                    else ""
-                )
-                found.append(Skill(name, description[:200], path))
-            self._stamp, self._skills = stamp, tuple(found)
-        return self._skills
+        if stamp == self._stamp:
+            return
+        found: list[Skill] = []
+        problems: list[BrokenSkill] = []
+        for path in files:
+            head = path.read_text(encoding="utf-8", errors="replace")[:MAX_FRONT_MATTER_CHARS]
+            try:
+                fields, _ = parse_front_matter(head)
+                name = _one_line(fields.get("name"), "name") or path.parent.name
+                description = _one_line(fields.get("description"), "description")
+            except FrontMatterError as exc:
+                log.warning("skill %s skipped: %s", path, exc)
+                problems.append(BrokenSkill(path, str(exc)))
+                continue
+            found.append(Skill(name, description[:200], path))
+        self._stamp, self._skills, self._problems = stamp, tuple(found), tuple(problems)
 
     def index(self) -> str:
         skills = self.skills()
@@ -96,5 +146,8 @@ class GetSkill(Tool):
             names = ", ".join(s.name for s in self._library.skills()) or "none installed"
             raise ToolError(f"no skill named {args['name']!r}; available: {names}")
         text = await asyncio.to_thread(skill.path.read_text, encoding="utf-8", errors="replace")
-        _, body = parse_front_matter(text)
+        try:
+            _, body = parse_front_matter(text)
+        except FrontMatterError as exc:  # edited since it was listed
+            raise ToolError(f"skill {skill.name!r} cannot be read: {exc}") from None
         return ToolResult(body[:MAX_SKILL_CHARS])

@@ -1,8 +1,8 @@
 """Token accounting with tiktoken, fully offline.
 
-tiktoken downloads its BPE files on first use; servers like ours often cannot. The files
-ship inside the ``bpe-openai`` package (cl100k_base, o200k_base); we copy the one we need
-into a cache directory once and let tiktoken load it from there, verifying its hash.
+tiktoken downloads its BPE files on first use; servers like ours often cannot. The one we
+count with (cl100k_base, 0.8 MB compressed) ships in ``agent/data``; we copy it into a cache
+directory once and let tiktoken load it from there, which checks its published hash.
 
 The encoder costs tens of MiB, so it is loaded lazily, on a worker thread, only when an
 exact count is needed; cheap character-based estimates serve the hot path.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import json
 import os
 import tempfile
@@ -31,15 +30,13 @@ class TokenizerUnavailable(RuntimeError):
     """The BPE file could not be found or loaded offline."""
 
 
+DATA = Path(__file__).parent / "data"
+
+
 def _bpe_source(name: str) -> Path:
-    spec = importlib.util.find_spec("bpe_openai")  # locate without importing its 70 MB binding
-    if spec is None or not spec.submodule_search_locations:
-        raise TokenizerUnavailable(
-            "the bpe-openai package (which ships the BPE files) is not installed"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{name}.tiktoken.gz"
+    path = DATA / f"{name}.tiktoken.gz"
     if not path.exists():
-        raise TokenizerUnavailable(f"{path} is missing")
+        raise TokenizerUnavailable(f"{path} is missing (only cl100k_base ships with Switchboard)")
     return path
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.llm.base import LLMProvider
+from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
@@ -18,7 +18,7 @@ from gateway.store import AuditLog
 def default_tools(
     settings: Settings,
     *,
-    llm: LLMProvider | None = None,
+    llm: MeteredModel | None = None,
     audit_log: AuditLog | None = None,
     browser: Browser | None = None,
 ) -> list[Tool]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent.llm.base import TextSink
-from agent.llm.types import Usage
+from agent.llm.metered import Metered
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 
@@ -54,6 +54,7 @@ class TurnRequest:
 class TurnOutcome:
     replies: tuple[OutboundMessage, ...] = ()
     failed: bool = False
-    usage: Usage = field(default_factory=Usage)
+    # Every model call the turn caused, by purpose (committed with the turn).
+    usage: tuple[Metered, ...] = ()
     final_text: str = ""
     read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)

@@ -1,9 +1,12 @@
 """Keeping each prompt inside the model's context window.
 
 Background summarization (:mod:`agent.compaction`) keeps sessions short over time; this is
-the last line: before a turn's first model call, and after a provider's "context too long"
-error, the prompt is compacted now, tool results are shortened, and if summarizing fails the
-oldest exchanges are left out. A turn always goes on.
+the last line, before *every* model call of a turn (:class:`TurnFit`): a prompt near the
+window first has its old tool results shortened (the newest step's stay whole), and if that
+is not enough, or a provider says "context too long", the session is compacted now and the
+prompt rebuilt with shorter tool results; if summarizing fails the oldest exchanges are left
+out. A turn always goes on. The output a request asks for is fitted into what is left
+(:class:`agent.llm.metered.MeteredModel`).
 
 Everything here runs on the event loop, so it only ever *estimates* tokens (a C-speed
 character count); exact tokenizing happens in compaction, on a worker thread. The provider's
@@ -13,12 +16,13 @@ own overflow error is the backstop when an estimate falls short.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
+from agent.llm.metered import Charge, prompt_limit
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
@@ -28,6 +32,7 @@ from gateway.store import History, StoredMessage
 log = logging.getLogger(__name__)
 
 OVERFLOW_RESULT_CHARS = 1_500
+OLD_RESULT_CHARS = 300  # a second, harder pass over old tool results in a long turn
 
 
 class ContextWindow:
@@ -46,19 +51,25 @@ class ContextWindow:
         self._tools_key: tuple[str, ...] = ()
         self._tools_tokens = 0
 
+    def limit(self, max_tokens: int) -> int | None:
+        """Prompt tokens above which a prompt is made smaller before it is sent: near the
+        window, or where too little room would be left for the answer."""
+        if self.compactor is None:
+            return None
+        window = self.compactor.window
+        return min(self.compactor.preflight_limit, prompt_limit(window, max_tokens))
+
     def overhead(self, system: SystemPrompt, tools: tuple[ToolSpec, ...]) -> int:
         names = tuple(t.name for t in tools)
         if names != self._tools_key:  # tool schemas rarely change: count them once
             self._tools_key, self._tools_tokens = names, tools_tokens(tools)
         return estimate(system.text) + self._tools_tokens
 
-    def over_budget(
-        self, system: SystemPrompt, tools: tuple[ToolSpec, ...], conversation: Sequence[ChatMessage]
-    ) -> bool:
-        if self.compactor is None:
-            return False
-        total = self.overhead(system, tools) + sum(message_tokens(m) for m in conversation)
-        return total > self.compactor.preflight_limit
+    def tokens(
+        self, system: SystemPrompt, messages: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
+    ) -> int:
+        """An estimate of a prompt's size."""
+        return self.overhead(system, tools) + sum(message_tokens(m) for m in messages)
 
     def after_turn(
         self,
@@ -66,6 +77,7 @@ class ContextWindow:
         system: SystemPrompt,
         tools: tuple[ToolSpec, ...],
         conversation: Sequence[ChatMessage],
+        charge: Charge,
     ) -> None:
         """Summarize in the background once the session gets anywhere near the threshold
         (a cheap estimate decides; short chats cost nothing)."""
@@ -77,7 +89,7 @@ class ContextWindow:
             or overhead + sum(message_tokens(m) for m in conversation)
             >= self.compactor.schedule_from
         ):
-            self.compactor.schedule(session_key, overhead)
+            self.compactor.schedule(session_key, overhead, charge.detached())
 
     async def refit(
         self,
@@ -86,6 +98,8 @@ class ContextWindow:
         now: datetime,
         guidance: str,
         pinned: str = "",
+        *,
+        charge: Charge,
     ) -> tuple[SystemPrompt, list[ChatMessage]]:
         """Compact now, then rebuild the prompt with shorter tool results. If summarizing
         fails, the oldest history is left out instead."""
@@ -93,7 +107,9 @@ class ContextWindow:
             overhead = self.overhead(self._context.system_prompt(request, tools, now=now), tools)
             try:
                 await self.compactor.wait(request.session_key)
-                await self.compactor.compact(request.session_key, overhead, force=True)
+                await self.compactor.compact(
+                    request.session_key, overhead, force=True, charge=charge
+                )
             except Exception as exc:  # a broken summarizer must not break the conversation
                 log.warning(
                     "compacting %s failed: %s; leaving out old history", request.session_key, exc
@@ -118,9 +134,51 @@ class ContextWindow:
             start = end
         return system, [*older[start:], *current]
 
+    async def settle(self) -> None:
+        if self.compactor is not None:
+            await self.compactor.settle()
+
     async def stop(self) -> None:
         if self.compactor is not None:
             await self.compactor.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFit:
+    """What a turn's loop needs to keep each call inside the window (agent.turn_steps.Fit)."""
+
+    window: ContextWindow
+    limit: int
+    rebuild: Callable[[], Awaitable[tuple[SystemPrompt, list[ChatMessage]]]]
+
+    def tokens(
+        self, system: SystemPrompt, messages: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
+    ) -> int:
+        return self.window.tokens(system, messages, tools)
+
+    async def refit(self) -> tuple[SystemPrompt, list[ChatMessage]]:
+        return await self.rebuild()
+
+
+def shrink_old_results(conversation: list[ChatMessage], needed: int) -> int:
+    """Shorten tool results, oldest first, until about ``needed`` tokens are saved: first to
+    OVERFLOW_RESULT_CHARS, then (if that is not enough) to OLD_RESULT_CHARS. The results of
+    the newest step, which the model has not read yet, stay whole. Returns the tokens saved
+    (an estimate)."""
+    newest = max(
+        (i for i, m in enumerate(conversation) if m.role == "assistant" and m.tool_calls),
+        default=len(conversation),
+    )
+    saved = 0
+    for limit in (OVERFLOW_RESULT_CHARS, OLD_RESULT_CHARS):
+        for index, message in enumerate(conversation[:newest]):
+            if saved >= needed:
+                return saved
+            if message.role == "tool" and len(message.content) > limit:
+                short = replace(message, content=truncate(message.content, limit))
+                saved += message_tokens(message) - message_tokens(short)
+                conversation[index] = short
+    return saved
 
 
 def _next_exchange(messages: list[ChatMessage], start: int) -> int:

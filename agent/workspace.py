@@ -92,8 +92,10 @@ class Workspace:
         view._owner_writes = owner_writes
         return view
 
-    def resolve(self, user_path: str, *, write: bool = False) -> Path:
-        """The real path for ``user_path`` inside the workspace, or :class:`PathDenied`."""
+    def resolve(self, user_path: str, *, write: bool = False, listing: bool = False) -> Path:
+        """The real path for ``user_path`` inside the workspace, or :class:`PathDenied`.
+        With ``listing``, a hidden folder on the way to an allowed path may be listed too
+        (only what :meth:`shows` is then listed)."""
         if "\x00" in user_path:
             raise PathDenied("path contains a NUL byte")
         cleaned = user_path.strip() or "."
@@ -109,7 +111,8 @@ class Workspace:
         if real != self.root and not real.is_relative_to(self.root):
             raise PathDenied(f"{user_path!r} is outside the workspace")
         if _under(real, self._restricted) or (
-            _under(real, self._hidden) and (write or not _under(real, self._allowed))
+            _under(real, self._hidden)
+            and (write or not (_under(real, self._allowed) or (listing and self._leads_in(real))))
         ):
             raise PathDenied(f"{user_path!r} is not accessible from this conversation")
         if write:
@@ -117,6 +120,18 @@ class Workspace:
             if rule is not None and not (rule.owner_may_change and self._owner_writes()):
                 raise PathDenied(refusal(rule, user_path))
         return real
+
+    def shows(self, path: Path) -> bool:
+        """Whether a folder listing shows ``path``: what this conversation may open, and the
+        folders on the way to it (a member sees ``attachments/`` leading to their own file,
+        not the files next to it)."""
+        real = Path(os.path.realpath(path))
+        if _under(real, self._restricted):
+            return False
+        return not _under(real, self._hidden) or _under(real, self._allowed) or self._leads_in(real)
+
+    def _leads_in(self, folder: Path) -> bool:
+        return any(allowed.is_relative_to(folder) for allowed in self._allowed)
 
     def protection(self, path: Path) -> Protected | None:
         """The protected file (or folder) ``path`` is, or lies in; names compare without

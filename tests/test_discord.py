@@ -7,6 +7,7 @@ URL); everything else is the unmodified library talking HTTP and websockets to t
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -327,7 +328,15 @@ async def test_files_in_and_out(
     request = fake_llm.requests[0]
     prompt = request.user_texts[-1]
     assert "big.bin" in prompt and "not stored" in prompt  # too large: described, not dropped
-    assert "image_url" in str(request.body) or "image" in str(request.body)
+    # The picture itself reaches the model, not just the text placeholder naming it.
+    [image] = [
+        part["image_url"]["url"]
+        for message in request.body["messages"]
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image_url"
+    ]
+    assert image == "data:image/png;base64," + base64.b64encode(png).decode()
     last = fake_discord.posted[-1]
     assert (last.content, last.files) == ("the report", {"report.txt": b"numbers"})
     assert receipt == str(last.id)

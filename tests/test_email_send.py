@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from agent.llm.openai_provider import TOOL_ERROR_MARKER
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult, TurnState, schema
 from agent.tools.email import SendEmail
 from agent.workspace import Workspace
@@ -69,7 +70,8 @@ async def run_turn(
     before: tuple[Any, ...] = (),
     audit: list[AuditEntry] | None = None,
 ) -> str:
-    """One chat turn in which the model calls send_email(args); returns the tool result."""
+    """One chat turn in which the model calls send_email(args); returns the tool result
+    (without the error marker OpenAI-compatible requests carry)."""
     fake_llm.queue(*before, calls(("send_email", args)), text("done"))
     channel = MemoryChannel()
     async with Gateway(settings, channels=[channel], extra_tools=extra_tools) as gateway:
@@ -78,7 +80,8 @@ async def run_turn(
         await gateway.wait_idle()
         if audit is not None:
             audit.extend(await gateway.store.audit.recent(20))
-    return next(r for r in reversed(fake_llm.requests) if r.tool_results).tool_results[-1]
+    result = next(r for r in reversed(fake_llm.requests) if r.tool_results).tool_results[-1]
+    return result.removeprefix(TOOL_ERROR_MARKER)
 
 
 def body_parts(message: EmailMessage) -> tuple[str, str]:

@@ -78,7 +78,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
         turn_id=turn,
         session_key=record.session_key,
         replies=[outbound(f"{turn}:reply", f"{tag} answer", chat=f"{tag}-sent")],
-        usage=UsageRecord("t", "model", 10, 5, at=at),
+        usage=[UsageRecord("t", "model", 10, 5, at=at)],
         finished_job=f"{tag}-once",
     )
     await store.outbox.enqueue([outbound(f"{tag}-failed", f"{tag} undeliverable", f"{tag}-gone")])

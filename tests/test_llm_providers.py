@@ -198,3 +198,29 @@ async def test_anthropic_merges_tool_results_into_one_user_turn(fake_llm: FakeLL
     assert roles == ["user", "assistant", "user"]
     results = fake_llm.requests[0].body["messages"][2]["content"]
     assert [(b["tool_use_id"], b["is_error"]) for b in results[:2]] == [("t1", False), ("t2", True)]
+
+
+async def test_a_failed_tool_result_is_marked_as_an_error(kind: str, fake_llm: FakeLLM) -> None:
+    """The model must not have to guess failure from the wording: Anthropic's is_error, and
+    for OpenAI-compatible servers (no such field) a marker the result starts with."""
+    fake_llm.queue(text("ok"))
+    provider = make(kind, fake_llm)
+    call = ToolCall("call_1", "read_file", '{"path": "a.txt"}')
+    call_2 = ToolCall("call_2", "read_file", '{"path": "b.txt"}')
+    await provider.complete(
+        request(
+            ChatMessage("user", "read both"),
+            ChatMessage("assistant", "", tool_calls=(call, call_2)),
+            ChatMessage("tool", "a.txt does not exist", "call_1", name="read_file", is_error=True),
+            ChatMessage("tool", "contents of b", "call_2", name="read_file"),
+        )
+    )
+    await provider.aclose()
+    failed, worked = fake_llm.requests[0].tool_results
+    if kind == "openai":
+        assert failed == "[tool error] a.txt does not exist"
+    else:
+        blocks = fake_llm.requests[0].body["messages"][-1]["content"]
+        assert [b.get("is_error") for b in blocks] == [True, False]
+        assert failed == "a.txt does not exist"
+    assert worked == "contents of b"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp.types import TextContent
 
+from agent.llm.openai_provider import TOOL_ERROR_MARKER
 from agent.mcp.client import McpClient, ServerState
 from agent.tools.sandbox import find_bwrap
 from channels.memory import MemoryChannel
@@ -156,7 +157,9 @@ async def test_its_output_taints_the_turn(
         await sink.stop()
     lookup, email, event = fake_llm.requests[3].tool_results
     assert "mallory@evil.example" in lookup
-    assert email.startswith("not sent: mallory@evil.example is not an allowed recipient")
+    assert email.startswith(
+        TOOL_ERROR_MARKER + "not sent: mallory@evil.example is not an allowed recipient"
+    )
     assert sink.attempts == 0
     # a side effect on the server the user did not ask for is refused too
     assert "demo__add_event was refused" in event
@@ -202,8 +205,8 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_and_is_restarted(
         await channel.wait_for(1)
         assert gateway.mcp is not None
         client = gateway.mcp.clients["demo"]
-        async with asyncio.timeout(20):
-            await client.wait_for_state(ServerState.READY)
+        async with asyncio.timeout(20):  # the crash is noticed after the call's answer
+            await client.wait_for_state(ServerState.READY, restarts=1)
         fake_llm.queue(calls(("demo__environment", {})))
         await channel.push("check it again")
         await channel.wait_for(2)
@@ -315,7 +318,7 @@ async def test_tools_of_a_server_that_died_answer_a_clear_error(
         await channel.push("time again?")
         await channel.wait_for(2)
     error = fake_llm.requests[-1].tool_results[-1]
-    assert error.startswith("demo__now is unavailable:")
+    assert error.startswith(TOOL_ERROR_MARKER + "demo__now is unavailable:")
     assert "demo" in channel.texts()[1]
 
 

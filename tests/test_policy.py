@@ -7,6 +7,7 @@ from typing import Any
 
 from channels.memory import MemoryChannel
 from gateway.core.messages import Attachment, ChatType
+from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, calls, text
 
 TELEGRAM = {
@@ -62,16 +63,17 @@ async def test_members_cannot_write_files_or_run_commands_in_dms(
 
 
 async def test_a_non_admin_cross_channel_send_is_refused_and_audited(
-    run_gateway: Any, fake_llm: FakeLLM
+    make_settings: Any, fake_llm: FakeLLM
 ) -> None:
-    channel = MemoryChannel("telegram")
+    """Slack is configured here, so the refusal can only come from the admin rule."""
+    channel, slack = MemoryChannel("telegram"), MemoryChannel("slack")
     fake_llm.queue(
         calls(
             ("message", {"content": "Hello everyone", "channel": "slack", "chat_id": "C-general"})
         ),
         text("Sorry, I can't post in other channels for you."),
     )
-    async with run_gateway(channel=channel, **TELEGRAM) as (gateway, _):
+    async with Gateway(make_settings(**TELEGRAM), channels=[channel, slack]) as gateway:
         await channel.push(
             "post 'Hello everyone' in the slack #general channel", sender_id="3", chat_id="3"
         )
@@ -79,12 +81,10 @@ async def test_a_non_admin_cross_channel_send_is_refused_and_audited(
         await gateway.wait_idle()
         refusals = await gateway.store.audit.recent(kind="channel-policy")
         unsent = await gateway.store.outbox.pending_count()
-    assert (
-        "needs an admin" in fake_llm.requests[1].tool_results[0]
-        or "not configured" in fake_llm.requests[1].tool_results[0]
-    )
+    assert "needs an admin" in fake_llm.requests[1].tool_results[0]
     assert refusals and refusals[0].detail["target"] == "slack:C-general"
-    assert unsent == 0 and channel.texts() == ["Sorry, I can't post in other channels for you."]
+    assert unsent == 0 and slack.sent == []
+    assert channel.texts() == ["Sorry, I can't post in other channels for you."]
 
 
 async def test_an_admin_may_send_to_another_configured_chat(
@@ -205,7 +205,8 @@ async def test_members_and_groups_cannot_read_the_owners_files(
         await channel.push("read taxes.md", sender_id="1", chat_id="1")
         await channel.wait_for(1, chat_id="1")
     member, group, owner = fake_llm.requests[1], fake_llm.requests[3], fake_llm.requests[5]
-    assert all("not accessible" in result for result in member.tool_results)
+    assert "not accessible" in member.tool_results[0]
+    assert "taxes.md" not in member.tool_results[1]  # the member's listing: what they may see
     assert "not accessible" in group.tool_results[0]  # even the owner, when in a group
     assert owner.tool_results == ["income: 50k"]
 

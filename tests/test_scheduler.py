@@ -195,7 +195,7 @@ def test_schedule_parsing() -> None:
     assert parse_schedule("in 90 seconds", now=now, timezone="UTC").at == datetime(
         2026, 11, 23, 10, 1, 30, tzinfo=UTC
     )
-    assert parse_schedule("0 9 * * 1-5", now=now, timezone="UTC").cron == "0 9 * * mon-fri"
+    assert parse_schedule("0 9 * * 1-5", now=now, timezone="UTC").cron == "0 9 * * 1-5"
     spec = parse_schedule("at 9:00", now=now, timezone="Europe/Berlin")
     assert spec.at is not None and spec.at.isoformat() == "2026-11-24T09:00:00+01:00"
     with pytest.raises(ScheduleError, match="shortest interval"):

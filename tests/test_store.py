@@ -102,6 +102,33 @@ async def test_a_failing_job_does_not_undo_its_batch_neighbours(tmp_path: Path) 
         assert await store.outbox.pending_count() == 1
 
 
+async def test_usage_of_older_stores_is_kept_when_calls_get_purposes(tmp_path: Path) -> None:
+    """Schema v8 turns one usage row per turn into rows per purpose; old rows become 'turn'."""
+    import sqlite3
+
+    from gateway.store.schema import MIGRATIONS
+
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for number, script in enumerate(MIGRATIONS[:7], start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    conn.execute(
+        "INSERT INTO usage (turn_id, session_key, channel, at, model, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, principal)"
+        " VALUES ('t1', 't:c1', 't', strftime('%s', 'now'), 'm', 30, 12, 0, 0, 't:u')"
+    )
+    conn.close()
+    async with Store(path) as store:
+        [day] = await store.usage.since(3_600)
+        person = await store.usage.by_principal("t:u", since=0, turns_since=0)
+        purposes = await store.db.run(
+            lambda c: c.execute("SELECT id, purpose FROM usage").fetchall()
+        )
+    assert (day.turns, day.input_tokens, day.output_tokens) == (1, 30, 12)
+    assert (person.tokens, person.turns) == (42, 1)
+    assert purposes == [("t1:turn:m", "turn")]
+
+
 def modes(files: list[Path]) -> dict[str, int]:
     return {p.name: stat.S_IMODE(p.stat().st_mode) for p in files}
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import pytest
 
+from agent.llm.metered import Charge, MeteredModel, TurnMeter
 from agent.web.pages import Budget, approx_tokens, chunk_text, fit, llm_summarizer
 from tests.fakes.llm import FakeLLM, text
 
@@ -160,11 +161,16 @@ async def test_llm_summarizer_sends_one_tool_less_request_per_chunk(
         )  # type: ignore[arg-type]
     )
     fake_llm.queue(text("Tomatoes need sun. [guide](https://example.org/1)"))
+    meter = TurnMeter()
+    model = MeteredModel(llm, slots=asyncio.Semaphore(1), context_window=8_000)
+    summarize = llm_summarizer(model)(Charge("memory:chat-1", "turn-1", meter=meter))
     try:
-        summary = await llm_summarizer(llm)("Keep the main points.", "## Tomatoes\nlong text")
+        summary = await summarize("Keep the main points.", "## Tomatoes\nlong text")
     finally:
         await llm.aclose()
     assert summary == "Tomatoes need sun. [guide](https://example.org/1)"
+    [page] = meter.entries()  # charged to the turn that fetched the page
+    assert page.purpose == "page" and page.usage.input_tokens > 0
     [request] = fake_llm.requests
     assert request.tool_names == []
     assert "untrusted" in request.system_text

@@ -3,6 +3,7 @@ errors; and one page read through the whole gateway."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, TurnState
 from agent.tools.web import WebFetch, WebSearch, wrap_untrusted
 from agent.toolset import default_tools
@@ -220,7 +222,9 @@ async def test_long_page_is_condensed_with_the_question(tmp_path: Path, site: Fa
         return f"condensed {chunk.split(':', maxsplit=1)[0]}"
 
     site.page("/long", article(400))
-    tool = local_fetch(summarize=summarize, budget=Budget(tokens=1_000, chunk_tokens=1_000))
+    tool = local_fetch(
+        summarizer=lambda charge: summarize, budget=Budget(tokens=1_000, chunk_tokens=1_000)
+    )
     result = await run(
         tool, tmp_path, url=site.url("/long", host="allowed.test"), question="When to water?"
     )
@@ -262,10 +266,11 @@ async def test_default_tools_condense_long_pages_with_the_given_llm(
         tools={"web": {"allow_private_hosts": ["127.0.0.1"], "page_token_budget": 500}}
     )
     llm = create_provider(settings.llm)
+    model = MeteredModel(llm, slots=asyncio.Semaphore(4), context_window=8_000)
     fake_llm.responder = lambda request: text("Tomatoes like warm soil.")
     site.page("/long", article(200))
     try:
-        [fetch] = [t for t in default_tools(settings, llm=llm) if t.name == "web_fetch"]
+        [fetch] = [t for t in default_tools(settings, llm=model) if t.name == "web_fetch"]
         result = await run(fetch, tmp_path, url=site.url("/long"))
     finally:
         await llm.aclose()

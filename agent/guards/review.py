@@ -1,9 +1,12 @@
 """Termination review: before a turn ends, check that the user actually got something.
 
 Rules first (cheap, no model call). Each finding carries an audit code and the fix the model
-is asked to make; the runner re-prompts at most K times, then sends an explicit failure
-notice — never silence, never two answers. Autopilot turns (heartbeat, cron) may end silently
-but must not ask an absent user questions.
+is asked to make. A substantive answer is never replaced: when it only leaves a failed tool
+unmentioned, the gateway adds a short factual note (:func:`failure_note`) instead of asking
+the model again. Re-prompts (at most K) are for answers that are empty, an acknowledgement
+or a status update, where asking again helps; if none of them turns substantive, an explicit
+failure notice is sent — never silence, never two answers. Autopilot turns (heartbeat,
+cron) may end silently but must not ask an absent user questions.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class ToolStep:
     is_error: bool
     after_last_send: bool  # happened after the last message the user saw
     acted: bool = False  # a successful side effect: "Done." is then a fine answer
+    error: str = ""  # the error result's text, for the failure note
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,34 @@ def review(
     if all(_is_status(t) for t in visible):
         return Finding(Code.ACK_ONLY, "only status updates were sent")
     return None
+
+
+def substantive(text: str) -> bool:
+    """An answer with content of its own: not empty, not an acknowledgement, not a status
+    update. Such an answer is delivered, never replaced by a failure notice."""
+    text = text.strip()
+    return bool(text) and not _ACK.match(text) and not _is_status(text)
+
+
+NOTE_REASON_CHARS = 160
+
+
+def failure_note(steps: Sequence[ToolStep]) -> str:
+    """What failed, in the gateway's words: "Note: read_file failed 2 times (x does not exist)."
+    Only tools whose last call failed count (a retry that worked resolved it)."""
+    failures: dict[str, list[str]] = {}
+    for step in steps:
+        if step.is_error:
+            failures.setdefault(step.tool, []).append(step.error)
+    parts = []
+    for tool in _unresolved_errors(steps):
+        reasons = failures[tool]
+        times = f" {len(reasons)} times" if len(reasons) > 1 else ""
+        reason = " ".join(reasons[-1].split())
+        if len(reason) > NOTE_REASON_CHARS:
+            reason = reason[: NOTE_REASON_CHARS - 1].rstrip() + "…"
+        parts.append(f"{tool} failed{times} ({reason})" if reason else f"{tool} failed{times}")
+    return f"Note: {'; '.join(parts)}." if parts else ""
 
 
 def _is_status(text: str) -> bool:

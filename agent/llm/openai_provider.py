@@ -31,6 +31,10 @@ from agent.llm.errors import (
 from agent.llm.images import image_base64
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
 
+# Chat Completions has no error flag on a tool result (Anthropic's is_error): a failed
+# result starts with this marker, so the model does not have to guess from the wording.
+TOOL_ERROR_MARKER = "[tool error] "
+
 
 class OpenAIProvider:
     def __init__(
@@ -160,7 +164,10 @@ class OpenAIProvider:
 
     def _wire_message(self, msg: ChatMessage) -> dict[str, Any]:
         if msg.role == "tool":
-            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+            content = msg.content
+            if msg.is_error and not content.startswith(TOOL_ERROR_MARKER):
+                content = TOOL_ERROR_MARKER + content
+            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": content}
         if msg.role == "assistant":
             out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
             if msg.tool_calls:

@@ -132,10 +132,13 @@ class McpClient:
             raise CallRefused(f"unexpected answer of type {type(result).__name__}")
         return result
 
-    async def wait_for_state(self, *states: ServerState) -> None:
-        """Return once the server is in one of ``states`` (bound it with a timeout)."""
+    async def wait_for_state(self, *states: ServerState, restarts: int = 0) -> None:
+        """Return once the server is in one of ``states`` after at least ``restarts``
+        restarts (bound it with a timeout)."""
         async with self._changed:
-            await self._changed.wait_for(lambda: self.state in states)
+            await self._changed.wait_for(
+                lambda: self.state in states and self.restarts >= restarts
+            )
 
     async def stop(self) -> None:
         """Close the connection (a stdio server gets its stdin closed, then SIGTERM, then

@@ -51,6 +51,7 @@ class McpTool(Tool):
     name = "mcp"
     description = "A tool of an MCP server."
     parameters: ClassVar[dict[str, Any]] = {"type": "object"}
+    time_sensitive = True  # another system: its answer may change on its own, so repeats run
 
     def __init__(self, client: McpClient, images: ImageStore | None) -> None:
         self._client = client

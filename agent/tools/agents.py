@@ -17,13 +17,23 @@ from gateway.core.messages import OutboundKind, OutboundMessage
 
 class SendToAgent(Tool):
     name = "send_to_agent"
-    description = "Send a message to another agent on this gateway; its answer comes back to you."
+    description = (
+        "Send a message to another agent on this gateway (`agent`), or the same message to "
+        "several (`agents`); each answer comes back to you."
+    )
     parameters = schema(
         {
             "agent": {"type": "string", "minLength": 1},
+            "agents": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": 1,
+                "maxItems": 10,
+                "uniqueItems": True,
+            },
             "content": {"type": "string", "minLength": 1},
         },
-        ("agent", "content"),
+        ("content",),
     )
     effect = Effect.SEND
     intent = ("ask", "tell", "agent", "send", "message", "check with", "forward")
@@ -32,12 +42,18 @@ class SendToAgent(Tool):
         directory = ctx.services.agents
         if directory is None:
             raise ToolError("there are no other agents on this gateway")
-        target = args["agent"]
-        if not directory.may_message(ctx.agent, target):
+        if bool(args.get("agent")) == bool(args.get("agents")):
+            raise ToolError("give exactly one of agent (one name) or agents (a list of names)")
+        targets: list[str] = list(args.get("agents") or [args["agent"]])
+        refused = [t for t in targets if not directory.may_message(ctx.agent, t)]
+        if refused:  # nothing is sent unless every target is allowed
             reachable = ", ".join(directory.reachable(ctx.agent)) or "none"
-            await ctx.audit("agent-policy", sender=ctx.agent, target=target, turn=ctx.turn_id)
+            for target in refused:
+                await ctx.audit("agent-policy", sender=ctx.agent, target=target, turn=ctx.turn_id)
+            names = ", ".join(repr(t) for t in refused)
             raise ToolError(
-                f"you may not message agent {target!r}; agents you may message: {reachable}"
+                f"you may not message agent {names}; agents you may message: {reachable}. "
+                "Nothing was sent."
             )
         if ctx.chat.channel == AGENT_CHANNEL and ctx.chat.thread_id:
             conversation = ctx.chat.thread_id  # already inside an agent conversation
@@ -51,18 +67,22 @@ class SendToAgent(Tool):
                 user_texts=ctx.user_texts,
                 tainted=ctx.state.read_untrusted,
             )
-        await ctx.send(
-            OutboundMessage(
-                channel=AGENT_CHANNEL,
-                chat_id=agent_chat(ctx.agent, target),
-                thread_id=conversation,
-                text=args["content"],
-                kind=OutboundKind.PROGRESS,
-                turn_id=ctx.turn_id,
-                idempotency_key=ctx.idempotency_key,
+        for target in targets:
+            key = ctx.idempotency_key if len(targets) == 1 else f"{ctx.idempotency_key}:{target}"
+            await ctx.send(
+                OutboundMessage(
+                    channel=AGENT_CHANNEL,
+                    chat_id=agent_chat(ctx.agent, target),
+                    thread_id=conversation,
+                    text=args["content"],
+                    kind=OutboundKind.PROGRESS,
+                    turn_id=ctx.turn_id,
+                    idempotency_key=key,
+                )
             )
-        )
+        sent = ", ".join(targets)
+        answers = "Its answer" if len(targets) == 1 else "Each answer"
         return ToolResult(
-            f"sent to agent {target}. Its answer will come back to you and you will pass it on; "
+            f"sent to agent {sent}. {answers} will come back to you and you will pass it on; "
             "tell the user you have asked."
         )

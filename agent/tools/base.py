@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from agent.llm.metered import Charge, TurnMeter, person
 from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
@@ -63,6 +64,7 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
+    meter: TurnMeter = field(default_factory=TurnMeter)  # every model call the turn caused
     # Tools this turn may call whose schemas are not sent until find_tools surfaces them
     # (past the prompt budget for MCP tools), and the names it surfaced so far.
     deferred: dict[str, ToolSpec] = field(default_factory=dict)
@@ -95,6 +97,12 @@ class ToolContext:
     def idempotency_key(self) -> str:
         return f"{self.turn_id}:{self.call_id}"
 
+    @property
+    def charge(self) -> Charge:
+        """Who pays for a model call this tool makes (a page condensed for web_fetch): the
+        turn, so it counts against the turn's token cap and the person's allowance."""
+        return Charge(self.session_key, self.turn_id, person(self.principal), self.state.meter)
+
 
 class Tool(ABC):
     """A JSON-schema tool. Subclasses set the class attributes and implement :meth:`run`."""
@@ -105,6 +113,11 @@ class Tool(ABC):
     effect: ClassVar[Effect] = Effect.READ
     # Tools meant to be called repeatedly with the same arguments opt out of deduplication.
     repeatable: ClassVar[bool] = False
+    # The result depends on the moment, not only on the arguments and on what this turn did
+    # (jobs fire, other chats change things): a repeat is never skipped.
+    time_sensitive: ClassVar[bool] = False
+    # For a tool with an ``action`` argument: the actions that only read (see changes_state).
+    read_actions: ClassVar[frozenset[str]] = frozenset()
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()
@@ -119,6 +132,11 @@ class Tool(ABC):
     def side_effects(self) -> bool:
         """Side-effecting calls are recorded in the idempotency ledger before they run."""
         return self.effect is not Effect.READ
+
+    def changes_state(self, args: dict[str, Any]) -> bool:
+        """Whether this call may change what other calls read: once it ran, earlier results
+        of the turn may be stale and a repeated call runs again (see agent.guards.dedupe)."""
+        return self.side_effects and args.get("action") not in self.read_actions
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

@@ -51,6 +51,8 @@ class Cron(Tool):
     )
     effect = Effect.SCHEDULE
     intent = SCHEDULE_INTENT
+    read_actions = frozenset({"list"})
+    time_sensitive = True  # jobs fire, and other chats add and remove theirs
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         jobs = ctx.services.jobs

@@ -144,12 +144,16 @@ class ListDir(Tool):
     parameters = schema({"path": {"type": "string"}})
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _resolve(ctx, args.get("path", "."))
+        try:  # a conversation that may see only some files lists just those
+            path = ctx.workspace.resolve(args.get("path", "."), listing=True)
+        except PathDenied as exc:
+            raise ToolError(str(exc)) from exc
 
         def listing() -> str:
             if not path.is_dir():
                 raise ToolError(f"{args.get('path', '.')} is not a folder")
-            entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+            visible = (p for p in path.iterdir() if ctx.workspace.shows(p))
+            entries = sorted(visible, key=lambda p: (not p.is_dir(), p.name))
             lines = []
             for entry in entries[:MAX_LIST_ENTRIES]:
                 if entry.is_symlink():

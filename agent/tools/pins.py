@@ -52,6 +52,7 @@ class Goals(Tool):
     )
     effect = Effect.WRITE
     repeatable = True
+    read_actions = frozenset({"list"})
 
     def __init__(self, pins: Pins) -> None:
         self._pins = pins
@@ -92,6 +93,7 @@ class Notes(Tool):
     )
     effect = Effect.WRITE
     repeatable = True
+    read_actions = frozenset({"list", "view"})
 
     def __init__(self, pins: Pins) -> None:
         self._pins = pins

@@ -18,11 +18,11 @@ from typing import Any
 
 from yarl import URL
 
-from agent.llm.base import LLMProvider
+from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
 from agent.web.browser import Browser, BrowserSettings
 from agent.web.fetch import FetchError, FetchLimits, PageFetcher, UnsupportedContent
-from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarize, fit, llm_summarizer
+from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarizer, fit, llm_summarizer
 from agent.web.reader import Mode, PageReader
 from agent.web.render import RenderLimits
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
@@ -140,11 +140,11 @@ class WebFetch(Tool):
         fetcher: PageFetcher | None = None,
         browser: Browser | None = None,
         mode: Mode = "auto",
-        summarize: Summarize | None = None,
+        summarizer: Summarizer | None = None,
         budget: Budget | None = None,
     ) -> None:
         self._reader = PageReader(fetcher or PageFetcher(), browser, mode)
-        self._summarize = summarize
+        self._summarizer = summarizer
         self._budget = budget or Budget()
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -169,9 +169,8 @@ class WebFetch(Tool):
             budget = replace(budget, tokens=min(budget.tokens, tokens))
         question = str(args.get("question") or "").strip()
         purpose = f"Keep what answers: {question}" if question else "Keep the main points."
-        condensed = await fit(
-            reading.text, budget=budget, purpose=purpose, summarize=self._summarize
-        )
+        summarize = None if self._summarizer is None else self._summarizer(ctx.charge)
+        condensed = await fit(reading.text, budget=budget, purpose=purpose, summarize=summarize)
         files: tuple[Attachment, ...] = ()
         if reading.screenshot is not None:
             files = (await save_screenshot(ctx.workspace.root, reading.url, reading.screenshot),)
@@ -229,7 +228,7 @@ async def save_screenshot(workspace: Path, url: str, png: bytes) -> Attachment:
 def web_tools(
     settings: WebToolSettings,
     *,
-    llm: LLMProvider | None = None,
+    llm: MeteredModel | None = None,
     browser: Browser | None = None,
 ) -> list[Tool]:
     """Both web tools from ``[tools.web]``; with ``llm`` long pages are condensed by it, with
@@ -254,7 +253,7 @@ def web_tools(
             fetcher=PageFetcher(web_guard(settings), limits),
             browser=browser,
             mode=settings.browser,
-            summarize=llm_summarizer(llm) if llm is not None else None,
+            summarizer=llm_summarizer(llm) if llm is not None else None,
             budget=budget,
         ),
     ]

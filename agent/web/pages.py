@@ -2,7 +2,9 @@
 
 This is AI Legion's page pipeline: split the markdown on line boundaries into chunks, ask
 the model to condense every chunk to its share of the budget (concurrently, at most
-``concurrency`` calls at a time), and join the results in page order under part headers.
+``concurrency`` calls at a time, and never more than the model endpoint's gateway-wide cap),
+and join the results in page order under part headers. The calls are charged to the turn
+that fetched the page (its token cap and the person's allowance count them).
 Only pages over the budget pay for it; without a summarizer a long page is cut instead.
 Tokens are counted approximately (four characters each): the budget is a cost bound,
 not an exact fit, and loading a tokenizer for it would cost more than it saves.
@@ -15,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agent.llm.base import LLMProvider
+from agent.llm.metered import Charge, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt
 
 log = logging.getLogger(__name__)
@@ -23,6 +25,8 @@ log = logging.getLogger(__name__)
 # (instruction, chunk) -> the condensed chunk. The instruction carries the purpose (the
 # caller's question) and the character limit for this chunk.
 Summarize = Callable[[str, str], Awaitable[str]]
+# Who pays -> a summarizer charging them.
+Summarizer = Callable[[Charge], Summarize]
 
 CHARS_PER_TOKEN = 4
 MIN_SHARE_CHARS = 300
@@ -129,21 +133,25 @@ async def fit(text: str, *, budget: Budget, purpose: str, summarize: Summarize |
     return Condensed(combined, len(text), parts=len(chunks), cut=bool(unread))
 
 
-def llm_summarizer(llm: LLMProvider, *, max_tokens: int = 1_024) -> Summarize:
-    """A summarizer that asks ``llm`` (one tool-less request per chunk)."""
+def llm_summarizer(model: MeteredModel, *, max_tokens: int = 1_024) -> Summarizer:
+    """Summarizers that ask ``model`` (one tool-less request per chunk), charged to the
+    turn given."""
 
-    async def summarize(instruction_text: str, chunk: str) -> str:
-        request = LLMRequest(
-            system=SystemPrompt(SUMMARY_SYSTEM),
-            messages=(
-                ChatMessage(
-                    role="user",
-                    content=f"{instruction_text}\n\n<excerpt>\n{chunk}\n</excerpt>",
+    def for_charge(charge: Charge) -> Summarize:
+        async def summarize(instruction_text: str, chunk: str) -> str:
+            request = LLMRequest(
+                system=SystemPrompt(SUMMARY_SYSTEM),
+                messages=(
+                    ChatMessage(
+                        role="user",
+                        content=f"{instruction_text}\n\n<excerpt>\n{chunk}\n</excerpt>",
+                    ),
                 ),
-            ),
-            max_tokens=max_tokens,
-        )
-        response = await llm.complete(request)
-        return response.text
+                max_tokens=max_tokens,
+            )
+            response = await model.complete(request, purpose=Purpose.PAGE, charge=charge)
+            return response.text
 
-    return summarize
+        return summarize
+
+    return for_charge

@@ -16,7 +16,13 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
-from gateway.cli.doctor_tools import browser_check, mcp_checks, root_checks, sandbox_checks
+from gateway.cli.doctor_tools import (
+    browser_check,
+    mcp_checks,
+    root_checks,
+    sandbox_checks,
+    skill_checks,
+)
 from gateway.cli.probes import PROBE_TIMEOUT, channel_checks, probe_channel
 from gateway.core.errors import ConfigError
 
@@ -218,6 +224,7 @@ async def run_doctor(
     checks = [
         *config_checks(settings, config_problem),  # replaces the "config is valid" line
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
+        *skill_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),
         *root_checks(),

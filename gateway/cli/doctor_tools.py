@@ -1,5 +1,5 @@
 """Doctor's checks of what the tools stand on: the user the gateway runs as, the exec
-sandbox, MCP servers and the browser that renders pages."""
+sandbox, MCP servers, the browser that renders pages, and the installed skills."""
 
 from __future__ import annotations
 
@@ -134,3 +134,22 @@ async def browser_check(settings: Settings) -> list[Check]:
         return [Check("browser", status, f"pages are read without running their scripts: {exc}")]
     when = "every page" if web.browser == "always" else "pages that need scripts"
     return [Check("browser", "ok", f"{found} renders {when}")]
+
+
+def skill_checks(settings: Settings) -> list[Check]:
+    """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say which."""
+    from agent.skills import SkillLibrary  # noqa: PLC0415
+    from gateway.runtime.assembly import workspaces  # noqa: PLC0415
+
+    checks, loaded = [], 0
+    for workspace in dict.fromkeys(workspaces(settings).values()):
+        library = SkillLibrary(workspace / "skills")
+        loaded += len(library.skills())
+        for problem in library.problems():
+            where = problem.path.relative_to(workspace)
+            checks.append(
+                Check("skills", "warn", f"{where}: {problem.reason}; the skill is skipped")
+            )
+    if loaded or checks:
+        checks.append(Check("skills", "ok", f"{loaded} skill{'' if loaded == 1 else 's'} loaded"))
+    return checks

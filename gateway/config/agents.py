@@ -26,6 +26,7 @@ class AgentProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None  # the persona's name in its identity block
+    description: str = ""  # one line other agents see (default: the persona's first line)
     persona: str = ""  # extra lines for its identity (tone, role)
     workspace: Path | None = None  # default: $SWITCHBOARD_HOME/agents/<key>/workspace
     provider: Literal["openai", "anthropic"] | None = None  # default: llm.provider
@@ -71,3 +72,4 @@ class AgentsSection(BaseModel):
 
     max_hops: int = Field(default=6, ge=1, le=50)  # agent-to-agent messages per conversation
     main_may_message: StrList = ()  # agents the default agent may message ("*": all)
+    main_description: str = ""  # one line other agents see about the default agent

@@ -73,7 +73,7 @@ class AgentSettings(Section):
     history_max_messages: int = Field(default=200, ge=4)
     default_reply: str = "I have nothing to add to that."
     max_resume_attempts: int = Field(default=2, ge=0, le=10)
-    max_turn_tokens: int = Field(default=600_000, ge=1_000)  # input + output, all calls of a turn
+    max_turn_tokens: int = Field(default=600_000, ge=1_000)
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed
     reflection: bool = True  # after non-trivial turns, update memory in the background
@@ -85,7 +85,7 @@ class LimitSettings(Section):
     """Concurrency caps (how much runs at once), and what one person may use."""
 
     max_concurrent_turns: int = Field(default=64, ge=1)
-    max_concurrent_llm_calls: int = Field(default=64, ge=1)  # lower it for a local model server
+    max_concurrent_llm_calls: int = Field(default=64, ge=1)
     max_concurrent_tools: int = Field(default=32, ge=1)
     # Per person over a rolling window; the owner is exempt; 0 turns a limit off.
     user_daily_tokens: int = Field(default=1_000_000, ge=0)

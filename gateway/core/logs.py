@@ -174,6 +174,5 @@ def configure_logging(
         "telegram.ext",
         "discord",
         "slack_bolt",
-        "apscheduler",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,4 +1,4 @@
-"""When a job runs: parsed from what people and models write, computed by APScheduler triggers.
+"""When a job runs: parsed from what people and models write.
 
 Accepted forms (case-insensitive; times in the given time zone):
 
@@ -8,6 +8,11 @@ Accepted forms (case-insensitive; times in the given time zone):
 - ``every 30 minutes``, ``every 2 hours``, ``every day at 9:00``, ``every weekday at 8:00``,
   ``every monday at 9:00``
 - a 5-field cron expression: ``0 9 * * 1-5``
+
+Cron expressions have standard (Vixie/Debian) cron semantics, computed by ``cronsim``:
+0 and 7 are Sunday, ranges, steps and names work in every field, and when both the
+day-of-month and the day-of-week are restricted a day matching *either* fires. A time that
+a daylight-saving jump skips runs once right after the jump; one that repeats runs once.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
+from cronsim import CronSim, CronSimError
 
 MIN_INTERVAL_SECONDS = 60
 
@@ -80,10 +85,7 @@ class ScheduleSpec:
                 return self.start
             return max(previous + timedelta(seconds=self.every_seconds), now)
         assert self.cron is not None
-        trigger = CronTrigger.from_crontab(self.cron, timezone=zone(self.timezone))
-        base = now if previous is None else max(previous + timedelta(seconds=1), now)
-        fire: datetime | None = trigger.get_next_fire_time(None, base)
-        return fire
+        return cron_next(self.cron, self.timezone, now if previous is None else max(previous, now))
 
     def describe(self) -> str:
         if self.kind == "once":
@@ -93,7 +95,8 @@ class ScheduleSpec:
             )
         if self.kind == "interval":
             return f"every {self.every_seconds} seconds"
-        return f"cron '{self.cron}' ({self.timezone})"
+        assert self.cron is not None
+        return f"cron '{self.cron}': {explain(self.cron)} ({self.timezone})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,11 +148,7 @@ def parse_schedule(text: str, *, now: datetime, timezone: str) -> ScheduleSpec:
             at += timedelta(days=1)
         return ScheduleSpec("once", timezone, at=at)
     if len(raw.split()) == 5 and not raw[0].isalpha():
-        raw = standard_crontab(raw)
-        try:
-            CronTrigger.from_crontab(raw, timezone=tz)
-        except ValueError as exc:
-            raise ScheduleError(f"invalid cron expression {raw!r}: {exc}") from exc
+        cron_next(raw, timezone, now)  # refuses what is not cron or never fires
         return ScheduleSpec("cron", timezone, cron=raw)
     try:
         at = datetime.fromisoformat(text.strip())
@@ -178,19 +177,22 @@ def _unit(word: str) -> int:
     raise ScheduleError(f"unknown time unit {word!r}")
 
 
-_DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+def cron_next(expr: str, timezone: str, after: datetime) -> datetime:
+    """The first time after ``after`` (strictly) that the cron expression fires, in ``timezone``."""
+    try:
+        return next(CronSim(expr, after.astimezone(zone(timezone))))
+    except CronSimError as exc:
+        raise ScheduleError(f"invalid cron expression {expr!r}: {exc}") from exc
+    except StopIteration:
+        raise ScheduleError(f"cron expression {expr!r} never fires") from None
 
 
-def standard_crontab(expr: str) -> str:
-    """Give numeric weekdays their standard cron meaning (0 or 7 = Sunday) by naming them;
-    APScheduler would otherwise read 0 as Monday."""
-    fields = expr.split()
-    fields[4] = re.sub(
-        r"(?<!/)\d+",
-        lambda m: _DOW_NAMES[int(m.group())] if int(m.group()) <= 7 else m.group(),
-        fields[4],
-    )
-    return " ".join(fields)
+def explain(expr: str) -> str:
+    """The expression in words ("At 09:00 on Monday through Friday")."""
+    try:
+        return CronSim(expr, datetime.now().astimezone()).explain()
+    except CronSimError:
+        return "an invalid schedule"
 
 
 def _clock(hour_text: str, minute_text: str | None, meridiem: str | None) -> tuple[int, int]:

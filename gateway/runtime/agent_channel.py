@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 
-from gateway.core.addressing import AGENT_CHANNEL, agent_pair
+from gateway.config.settings import Settings
+from gateway.core.addressing import AGENT_CHANNEL, DEFAULT_AGENT, agent_pair
 from gateway.core.bus import InboundSink
 from gateway.core.messages import (
     ChatRef,
@@ -46,6 +47,36 @@ class AgentPolicy:
             return False
         allowed = self.allowed.get(sender, ())
         return "*" in allowed or target in allowed
+
+
+def agent_policy(settings: Settings) -> AgentPolicy:
+    """Who may message whom, from ``may_message`` and ``agent_messages.main_may_message``."""
+    allowed = {DEFAULT_AGENT: tuple(settings.agent_messages.main_may_message)}
+    allowed |= {name: profile.may_message for name, profile in settings.agents.items()}
+    return AgentPolicy(allowed, (DEFAULT_AGENT, *settings.agents))
+
+
+def roster(settings: Settings, me: str) -> str:
+    """The other agents, a line each with what they do and whether ``me`` may message them
+    (for the system prompt: the model learns it here, not from a refusal)."""
+    policy = agent_policy(settings)
+    lines = []
+    for name in policy.names:
+        if name == me:
+            continue
+        profile = settings.agents.get(name)
+        if profile is None:
+            about = settings.agent_messages.main_description or "the default agent"
+        else:
+            about = profile.description or (profile.persona.strip().splitlines() or [""])[0]
+        reach = "you may message it" if policy.may_message(me, name) else "you may not message it"
+        lines.append(f"- {name}: {about.strip().rstrip('.') or 'no description'}. ({reach})")
+    if not lines:
+        return ""
+    return (
+        "Other agents on this gateway (send_to_agent asks one or several at once; each "
+        "answer comes back to you):\n" + "\n".join(lines)
+    )
 
 
 def is_reply(msg: InboundMessage) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from agent.llm.base import LLMProvider
 from agent.llm.factory import configuration_problem
 from agent.llm.lazy import LazyProvider
+from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.web import web_browser
 from gateway import __version__
@@ -34,7 +35,7 @@ from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate, principal_for
-from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, AgentPolicy
+from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
@@ -92,6 +93,9 @@ class Gateway(Service):
             )
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
+        # One concurrency cap per model endpoint for everything that calls it (all agents,
+        # their subagents, summaries, reflection, page condensing).
+        self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.
         self.browser = web_browser(settings.tools.web)
@@ -104,6 +108,7 @@ class Gateway(Service):
                 llm=self._llm_for(agent_id, llm),
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
+                slots=self.llm_slots,
                 mcp=self.mcp,
                 browser=self.browser,
             )
@@ -149,14 +154,7 @@ class Gateway(Service):
             ),
             clock=clock or SystemClock(),
         )
-        directory = AgentDirectory(
-            AgentPolicy(
-                {DEFAULT_AGENT: settings.agent_messages.main_may_message}
-                | {name: profile.may_message for name, profile in settings.agents.items()},
-                self.router.agents,
-            ),
-            self.store,
-        )
+        directory = AgentDirectory(agent_policy(settings), self.store)
         for agent in self.agents.values():
             agent.services = Services(jobs=self.scheduler, tasks=self.subagents, agents=directory)
         self._workers = [
@@ -177,7 +175,8 @@ class Gateway(Service):
     def _providers(self) -> list[LLMProvider]:
         distinct: dict[int, LLMProvider] = {}
         for agent in self.agents.values():
-            distinct.setdefault(id(agent.runner.llm), agent.runner.llm)
+            provider = agent.runner.model.provider
+            distinct.setdefault(id(provider), provider)
         return list(distinct.values())
 
     def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:

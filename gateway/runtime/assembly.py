@@ -6,7 +6,6 @@ gateway does not have to.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
+from agent.llm.metered import Charge, EndpointSlots, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.loop import AgentConfig, AgentLoop
 from agent.policy import ToolPolicy
@@ -34,10 +34,12 @@ from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
-from gateway.config.settings import Settings
+from gateway.config.settings import LLMSettings, Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
+from gateway.runtime.accounting import recorder
+from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store
 
@@ -82,6 +84,28 @@ def workspaces(settings: Settings) -> dict[str, Path]:
     }
 
 
+def endpoint(llm: LLMSettings) -> str:
+    """Which model server a provider setting talks to (one concurrency cap each)."""
+    default = (
+        "https://api.anthropic.com" if llm.provider == "anthropic" else "https://api.openai.com/v1"
+    )
+    return f"{llm.provider} {(llm.base_url or default).rstrip('/')}"
+
+
+def metered_model(
+    settings: Settings, llm: LLMProvider, *, store: Store, slots: EndpointSlots
+) -> MeteredModel:
+    """An agent's model behind its endpoint's gateway-wide cap; calls no turn commits (a
+    reflection, a background summary) are recorded in the usage table right away."""
+
+    return MeteredModel(
+        llm,
+        slots=slots.for_endpoint(endpoint(settings.llm)),
+        context_window=settings.llm.context_window,
+        record=recorder(store),
+    )
+
+
 def build_policy(settings: Settings, *, deny: Sequence[str] = ()) -> ToolPolicy:
     policy = settings.tools.policy
     return ToolPolicy(
@@ -117,13 +141,17 @@ def build_agent(
     channels: Sequence[str],
     extra_tools: Sequence[Tool] = (),
     agent_id: str = DEFAULT_AGENT,
+    slots: EndpointSlots | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
-    ``agent_id`` (workspace, model, persona, tools) is applied here."""
+    ``agent_id`` (workspace, model, persona, tools) is applied here. ``slots`` are the
+    gateway's concurrency caps per model endpoint (shared by all its agents)."""
     top = settings
     settings = agent_settings(top, agent_id)
+    slots = slots or EndpointSlots(top.limits.max_concurrent_llm_calls)
+    model = metered_model(settings, llm, store=store, slots=slots)
     profile = top.agents.get(agent_id)
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
@@ -139,7 +167,7 @@ def build_agent(
         )
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=llm, audit_log=store.audit, browser=browser),
+            *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),
@@ -166,9 +194,8 @@ def build_agent(
     )
     turn = settings.agent
     runner = Runner(
-        llm,
+        model,
         executor,
-        llm_semaphore=asyncio.Semaphore(settings.limits.max_concurrent_llm_calls),
         guards=GuardSettings(
             max_iterations=turn.max_iterations,
             max_turn_tokens=turn.max_turn_tokens,
@@ -180,9 +207,13 @@ def build_agent(
     )
     counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
 
-    async def summarize(prompt: str) -> str:
+    async def summarize(prompt: str, charge: Charge) -> str:
         response = await runner.call_model(
-            SystemPrompt(SUMMARY_SYSTEM), [ChatMessage("user", prompt)], ()
+            SystemPrompt(SUMMARY_SYSTEM),
+            [ChatMessage("user", prompt)],
+            (),
+            purpose=Purpose.SUMMARY,
+            charge=charge,
         )
         return response.text
 
@@ -199,6 +230,7 @@ def build_agent(
             persona=profile.persona if profile else "",
             bootstrap_max_chars=turn.bootstrap_max_chars,
             skills=skills,
+            agents=roster(top, agent_id) if top.agents else "",
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),

@@ -3,8 +3,9 @@
 An allowed user can still run up the owner's bill ("denial of wallet"): a script sending a
 message a second, or a stream of requests that each burn a long tool loop. The per-turn caps
 bound one turn; these bound a person. Before a chat turn calls the model, the person's
-recorded usage (``usage.principal``, rolling windows, so no time zone decides when it
-refills) is compared with ``[limits]``; over either limit the turn ends without a model
+recorded usage (``usage.principal``: every model call charged to them, reflection and
+summaries included; rolling windows, so no time zone decides when it refills) is compared
+with ``[limits]``; over either limit the turn ends without a model
 call. The owner (whose wallet it is) is never limited.
 
 The refusal is told once per ``NOTICE_EVERY`` per person, so a flood gets one notice rather
@@ -18,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.llm.metered import person
 from gateway.config.settings import LimitSettings
 from gateway.core.principal import Principal
 from gateway.store import AuditLog, UsageReport
@@ -37,7 +39,8 @@ class Refusal:
 
 
 def principal_key(principal: Principal) -> str:
-    return f"{principal.channel}:{principal.sender_id}"
+    """The ``usage.principal`` a person's model calls are charged to."""
+    return person(principal)
 
 
 class UserBudget:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.core.addressing import (
@@ -33,13 +34,14 @@ from gateway.core.messages import (
     new_id,
 )
 from gateway.core.principal import Principal
+from gateway.runtime.accounting import turn_usage
 from gateway.runtime.agent_channel import is_reply
 from gateway.runtime.autopilot import AutopilotRun
-from gateway.runtime.budget import UserBudget, principal_key
+from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import TurnBatch
 from gateway.runtime.local_bus import Bus
-from gateway.store import NewMessage, Store, UsageRecord
+from gateway.store import NewMessage, Store
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +266,12 @@ class Conversations:
                 outcome = await self._agent_for(run.session_key).run_turn(request)
             echo = qualify(agent_of(run.session_key), run.chat.session_key)
             await self._commit(
-                turn_id, run.session_key, outcome, echo_to=echo, finished_job=run.job_id
+                turn_id,
+                run.session_key,
+                outcome,
+                echo_to=echo,
+                finished_job=run.job_id,
+                principal=run.principal,  # a job's model calls count against its owner
             )
         finally:
             run.done.set()
@@ -341,7 +348,9 @@ class Conversations:
             replies=outcome.replies,
             state="failed" if outcome.failed else "done",
             last_chat=None if last_chat is None else _chat_record(last_chat),
-            usage=self._usage(session_key, outcome, principal),
+            usage=turn_usage(
+                session_key, None if principal is None else person(principal), outcome.usage
+            ),
             history_extra=echo,
             finished_job=finished_job,
         )
@@ -349,22 +358,6 @@ class Conversations:
             self._bus.outbound_ready(channel)
         async with self.turn_finished:
             self.turn_finished.notify_all()
-
-    def _usage(
-        self, session_key: str, outcome: TurnOutcome, principal: Principal | None
-    ) -> UsageRecord | None:
-        usage = outcome.usage
-        if not (usage.input_tokens or usage.output_tokens):
-            return None
-        return UsageRecord(
-            channel=session_key.split(":", 1)[0],
-            model=self._agent_for(session_key).runner.llm.model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            principal=None if principal is None else principal_key(principal),
-        )
 
 
 def _is_owner_dm(msg: InboundMessage, principal: Principal) -> bool:

@@ -15,12 +15,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import asdict
 
+from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
+from gateway.runtime.accounting import turn_usage
 from gateway.runtime.conversation import SYSTEM_CHANNEL
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store, TaskRecord
@@ -100,10 +102,12 @@ class Subagents:
                     outcome = await agent.run_turn(request)
                 state = "failed" if outcome.failed else "done"
                 result = outcome.final_text or "(the task produced no result)"
+                usage = turn_usage(session_key, person(principal), outcome.usage)
             except TimeoutError:
                 state, result = "failed", f"it did not finish within {self._timeout:g} seconds"
+                usage = []
             await self._store.commit_turn(
-                turn_id=turn_id, session_key=session_key, replies=(), state=state
+                turn_id=turn_id, session_key=session_key, replies=(), state=state, usage=usage
             )
         await self._store.tasks.finish(record.id, state, result)
         headline = "finished" if state == "done" else "failed"

@@ -94,7 +94,7 @@ class Store(Service):
         replies: Sequence[OutboundMessage],
         state: str = "done",
         last_chat: dict[str, str | None] | None = None,
-        usage: UsageRecord | None = None,
+        usage: Sequence[UsageRecord] = (),
         history_extra: Sequence[tuple[str, NewMessage]] = (),
         finished_job: str | None = None,
     ) -> None:
@@ -107,8 +107,8 @@ class Store(Service):
             self.journal.finish_statement(conn, turn_id, state)
             if last_chat is not None:
                 self.kv.set_statement(conn, "last_chat", last_chat)
-            if usage is not None:
-                usage.insert_statement(conn, turn_id, session_key)
+            for record in usage:
+                record.insert_statement(conn, turn_id, session_key)
             for other_session, message in history_extra:
                 self.history.append_final_statement(conn, other_session, message)
             if finished_job is not None:

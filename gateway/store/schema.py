@@ -218,6 +218,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE usage ADD COLUMN principal TEXT;
     CREATE INDEX usage_principal ON usage (principal, at);
     """,
+    # v8: every model call is recorded with its purpose (a turn's rows per purpose and model,
+    # reflection and background summaries per call), so usage is no longer one row per turn
+    """
+    ALTER TABLE usage RENAME TO usage_v7;
+    CREATE TABLE usage (
+        id TEXT PRIMARY KEY,                         -- turn:purpose:model, or one call's own id
+        turn_id TEXT,
+        session_key TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        purpose TEXT NOT NULL DEFAULT 'turn',        -- turn | review | page | summary | reflection
+        principal TEXT,                              -- "channel:sender id" it is charged to
+        at REAL NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL
+    );
+    INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal, at, model,
+                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+        SELECT turn_id || ':turn:' || model, turn_id, session_key, channel, 'turn', principal,
+               at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+        FROM usage_v7;
+    DROP TABLE usage_v7;
+    CREATE INDEX usage_at ON usage (at);
+    CREATE INDEX usage_principal ON usage (principal, at);
+    CREATE INDEX usage_turn ON usage (turn_id);
+    """,
 )
 
 

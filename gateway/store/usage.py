@@ -1,9 +1,16 @@
-"""Token usage per turn, as the provider reported it (for status, budgets and cost)."""
+"""Token usage of every model call, as the provider reported it (for status, budgets, cost).
+
+A turn's calls are committed with the turn, one row per purpose and model (keyed by the
+turn, so a repeated commit stores nothing twice); calls outside a turn (reflection, a
+background summary) get a row each as they happen. ``purpose`` says why the model was
+asked, ``principal`` whose allowance it counts against.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,24 +27,31 @@ class UsageRecord:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     at: float | None = None
-    principal: str | None = None  # "channel:sender id" of the person the turn acted for
+    principal: str | None = None  # "channel:sender id" of the person it is charged to
+    purpose: str = "turn"  # turn | review | page | summary | reflection
 
-    def insert_statement(self, conn: sqlite3.Connection, turn_id: str, session_key: str) -> None:
+    def insert_statement(
+        self, conn: sqlite3.Connection, turn_id: str | None, session_key: str, row_id: str = ""
+    ) -> None:
+        """Insert (or, for the same id, replace) the row; the id defaults to the turn's
+        purpose and model."""
         conn.execute(
-            "INSERT OR REPLACE INTO usage (turn_id, session_key, channel, at, model, input_tokens,"
-            " output_tokens, cache_read_tokens, cache_write_tokens, principal)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO usage (id, turn_id, session_key, channel, purpose, principal,"
+            " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                row_id or f"{turn_id}:{self.purpose}:{self.model}",
                 turn_id,
                 session_key,
                 self.channel,
+                self.purpose,
+                self.principal,
                 self.at if self.at is not None else time.time(),
                 self.model,
                 self.input_tokens,
                 self.output_tokens,
                 self.cache_read_tokens,
                 self.cache_write_tokens,
-                self.principal,
             ),
         )
 
@@ -63,7 +77,13 @@ class UsageReport:
         self._clock = clock
 
     async def record(self, turn_id: str, session_key: str, record: UsageRecord) -> None:
+        """A turn's usage for one purpose and model (replaces an earlier row of the same)."""
         await self._db.run(lambda conn: record.insert_statement(conn, turn_id, session_key))
+
+    async def record_call(self, turn_id: str | None, session_key: str, record: UsageRecord) -> None:
+        """One model call outside a turn: a row of its own."""
+        row_id = f"{turn_id or session_key}:{record.purpose}:{uuid.uuid4().hex[:12]}"
+        await self._db.run(lambda conn: record.insert_statement(conn, turn_id, session_key, row_id))
 
     async def since(self, seconds: float, *, by: str = "day") -> list[UsageTotals]:
         """Totals per day (local time) or per session over the last ``seconds``."""
@@ -72,7 +92,7 @@ class UsageReport:
 
         def query(conn: sqlite3.Connection) -> list[UsageTotals]:
             rows = conn.execute(
-                f"SELECT {group}, COUNT(*), SUM(input_tokens), SUM(output_tokens),"
+                f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
                 f" SUM(cache_read_tokens) FROM usage WHERE at >= ? GROUP BY {group}"
                 " ORDER BY 1",
                 (cutoff,),
@@ -98,13 +118,14 @@ class UsageReport:
     async def by_principal(
         self, principal: str, *, since: float, turns_since: float
     ) -> PersonUsage:
-        """Tokens one person's turns used since ``since`` and their turns since ``turns_since``."""
+        """Tokens charged to one person since ``since`` (every purpose) and their turns since
+        ``turns_since``."""
 
         def query(conn: sqlite3.Connection) -> PersonUsage:
             tokens, turns = conn.execute(
                 "SELECT COALESCE(SUM(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0),"
-                " COUNT(CASE WHEN at >= ? THEN 1 END) FROM usage"
-                " WHERE principal = ? AND at >= ?",
+                " COUNT(DISTINCT CASE WHEN at >= ? AND purpose = 'turn' THEN turn_id END)"
+                " FROM usage WHERE principal = ? AND at >= ?",
                 (since, turns_since, principal, min(since, turns_since)),
             ).fetchone()
             return PersonUsage(int(tokens), int(turns))

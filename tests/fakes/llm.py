@@ -8,7 +8,6 @@ when the script is empty a ``responder`` function decides. Every request is reco
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 from collections import deque
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.llm_anthropic import AnthropicWire, pieces
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
 
 
-class FakeLLM:
+class FakeLLM(AnthropicWire):
     def __init__(self, *, responder: Responder = echo, latency: float = 0.0) -> None:
         self.script: deque[Step] = deque()
         self.responder = responder
@@ -163,12 +164,17 @@ class FakeLLM:
         self._gates: set[asyncio.Event] = set()
         self.cached_prefixes: set[str] = set()
         self.usage_totals = {"input": 0, "read": 0, "written": 0}
+        self.reported: list[int] = []  # input + output tokens reported per OpenAI answer
+        self.in_flight = 0  # requests being answered right now
+        self.max_in_flight = 0
+        # A strict server (vLLM, llama.cpp) refuses prompt + max_tokens over its window.
+        self.context_window: int | None = None
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> FakeLLM:
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
         self._runner = web.AppRunner(app, handle_signals=False)
@@ -195,29 +201,30 @@ class FakeLLM:
     def anthropic_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    # -- scripting and waiting ------------------------------------------------------------
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        finally:
+            self.in_flight -= 1
 
-    def _cache_usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
-        """(uncached, cache read, cache written) input tokens, simulating prompt caching:
-        a prefix ending at a breakpoint is written; a later request whose prefix matches a
-        written one reads it."""
-        blocks = _blocks(body)
-        sizes = [max(1, len(text) // 4) for text, _ in blocks]
-        digest = hashlib.sha256()
-        prefix_hashes = []
-        for text, _ in blocks:
-            digest.update(text.encode())
-            prefix_hashes.append(digest.copy().hexdigest())
-        read_upto = max(
-            (i + 1 for i, h in enumerate(prefix_hashes) if h in self.cached_prefixes), default=0
+    def _too_long(self, recorded: Recorded, prompt_tokens: int) -> web.Response | None:
+        asked = int(recorded.body.get("max_tokens") or 0)
+        if self.context_window is None or prompt_tokens + asked <= self.context_window:
+            return None
+        message = (
+            f"This model's maximum context length is {self.context_window} tokens. However, "
+            f"you requested {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, "
+            f"{asked} in the completion)."
         )
-        breakpoints = [i for i, (_, marked) in enumerate(blocks) if marked]
-        write_upto = max(breakpoints, default=-1) + 1
-        for i in breakpoints:
-            self.cached_prefixes.add(prefix_hashes[i])
-        read = sum(sizes[:read_upto])
-        written = sum(sizes[read_upto:write_upto]) if write_upto > read_upto else 0
-        return sum(sizes) - read - written, read, written
+        code = "context_length_exceeded"
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+        return web.json_response(body, status=400)
+
+    # -- scripting and waiting ------------------------------------------------------------
 
     def queue(self, *steps: Step) -> None:
         self.script.extend(steps)
@@ -256,7 +263,11 @@ class FakeLLM:
         if step.status != 200:
             return web.json_response(step.error_body, status=step.status, headers=step.headers)
         prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
+        refused = self._too_long(recorded, prompt_tokens)
+        if refused is not None:
+            return refused
         completion_tokens = max(1, len(step.text) // 4)
+        self.reported.append(prompt_tokens + completion_tokens)
         tool_calls = [
             {
                 "id": f"call_{next(self._ids)}",
@@ -304,7 +315,7 @@ class FakeLLM:
             await response.write(f"data: {json.dumps(payload)}\n\n".encode())
 
         await chunk({"role": "assistant", "content": ""})
-        for piece in _pieces(step.text, step.stream_chunks):
+        for piece in pieces(step.text, step.stream_chunks):
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
             await chunk(
@@ -319,7 +330,7 @@ class FakeLLM:
                     ]
                 }
             )
-            for piece in _pieces(call["function"]["arguments"], 2):
+            for piece in pieces(call["function"]["arguments"], 2):
                 await chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         await chunk({}, finish)
         usage_chunk = {
@@ -334,129 +345,3 @@ class FakeLLM:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
-
-    # -- Anthropic ------------------------------------------------------------------------
-
-    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
-        recorded, step = await self._prepare(request)
-        if step.status != 200:
-            message = (step.error_body or {}).get("error", {}).get("message", "error")
-            kind = (
-                "rate_limit_error"
-                if step.status == 429
-                else "overloaded_error"
-                if step.status >= 500
-                else "invalid_request_error"
-            )
-            return web.json_response(
-                {"type": "error", "error": {"type": kind, "message": message}},
-                status=step.status,
-                headers=step.headers,
-            )
-        content: list[dict[str, Any]] = []
-        if step.text:
-            content.append({"type": "text", "text": step.text})
-        for name, args in step.calls:
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": f"toolu_{next(self._ids)}",
-                    "name": name,
-                    "input": json.loads(args),
-                }
-            )
-        stop = "tool_use" if step.calls else "end_turn"
-        uncached, read, written = self._cache_usage(recorded.body)
-        self.usage_totals["input"] += uncached
-        self.usage_totals["read"] += read
-        self.usage_totals["written"] += written
-        usage = {
-            "input_tokens": uncached,
-            "output_tokens": max(1, len(step.text) // 4),
-            "cache_read_input_tokens": read,
-            "cache_creation_input_tokens": written,
-        }
-        message = {
-            "id": f"msg_{next(self._ids)}",
-            "type": "message",
-            "role": "assistant",
-            "model": recorded.body.get("model", "fake"),
-            "content": content,
-            "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": usage,
-        }
-        if not recorded.body.get("stream"):
-            return web.json_response(message)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-
-        async def event(name: str, data: dict[str, Any]) -> None:
-            await response.write(
-                f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
-            )
-
-        await event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
-        for index, block in enumerate(content):
-            if block["type"] == "text":
-                await event(
-                    "content_block_start",
-                    {"index": index, "content_block": {"type": "text", "text": ""}},
-                )
-                for piece in _pieces(block["text"], step.stream_chunks):
-                    await event(
-                        "content_block_delta",
-                        {"index": index, "delta": {"type": "text_delta", "text": piece}},
-                    )
-            else:
-                await event(
-                    "content_block_start", {"index": index, "content_block": {**block, "input": {}}}
-                )
-                for piece in _pieces(json.dumps(block["input"]), 2):
-                    await event(
-                        "content_block_delta",
-                        {
-                            "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": piece},
-                        },
-                    )
-            await event("content_block_stop", {"index": index})
-        await event(
-            "message_delta",
-            {
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
-        await event("message_stop", {})
-        await response.write_eof()
-        return response
-
-
-def _blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
-    """A request as Anthropic caches it: tools, system, then message blocks, in order;
-    each (canonical JSON without cache_control, whether it carries a breakpoint)."""
-    out: list[tuple[str, bool]] = []
-
-    def add(block: dict[str, Any], role: str = "") -> None:
-        marked = "cache_control" in block
-        clean = {k: v for k, v in block.items() if k != "cache_control"}
-        out.append((role + json.dumps(clean, sort_keys=True), marked))
-
-    for tool in body.get("tools", []):
-        add(tool)
-    system = body.get("system", [])
-    for block in [{"type": "text", "text": system}] if isinstance(system, str) else system:
-        add(block)
-    for message in body.get("messages", []):
-        content = message["content"]
-        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
-            add(block, message["role"])
-    return out
-
-
-def _pieces(value: str, count: int) -> list[str]:
-    if not value:
-        return []
-    size = max(1, -(-len(value) // count))
-    return [value[i : i + size] for i in range(0, len(value), size)]

@@ -1,0 +1,182 @@
+"""Every model call of the gateway goes through here: one concurrency cap per endpoint, a
+request that fits the context window, and usage charged to someone.
+
+- **One cap per endpoint.** :class:`EndpointSlots` hands out one semaphore per provider
+  endpoint (provider and base URL) for the whole gateway, so every agent, subagent, summary,
+  reflection and page condensing that talks to one local model server shares
+  ``limits.max_concurrent_llm_calls``.
+- **Within the window.** A request asks for at most the output the window has room for
+  after its prompt (``max_tokens`` is lowered, never the prompt cut: keeping the prompt
+  small is the turn's job, see :mod:`agent.window`).
+- **Charged.** Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
+  its calls add up in the turn's :class:`TurnMeter` (the per-turn token cap counts them,
+  and they are committed with the turn); calls outside a turn (reflection, a background
+  summary) are recorded on their own right away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+from agent.llm.base import LLMProvider, TextSink
+from agent.llm.types import LLMRequest, LLMResponse, Usage
+from agent.tokens import estimate, message_tokens, tools_tokens
+from gateway.core.principal import Principal
+
+log = logging.getLogger(__name__)
+
+MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
+
+
+class Purpose(enum.StrEnum):
+    """Why a model call was made (the ``usage.purpose`` column)."""
+
+    TURN = "turn"  # the turn itself: answers and tool steps
+    REVIEW = "review"  # the LLM reviewer of an answer
+    PAGE = "page"  # condensing a long web page for web_fetch
+    SUMMARY = "summary"  # summarizing a long conversation
+    REFLECTION = "reflection"  # updating memory after a turn
+
+
+@dataclass(frozen=True, slots=True)
+class Metered:
+    """Tokens one purpose used on one model."""
+
+    purpose: str
+    model: str
+    usage: Usage
+
+
+@dataclass(slots=True)
+class TurnMeter:
+    """What a running turn has used so far, by purpose and model."""
+
+    _by: dict[tuple[str, str], Usage] = field(default_factory=dict)
+
+    def add(self, purpose: str, model: str, usage: Usage) -> None:
+        key = (purpose, model)
+        self._by[key] = self._by.get(key, Usage()) + usage
+
+    @property
+    def total(self) -> Usage:
+        return sum(self._by.values(), Usage())
+
+    @property
+    def tokens(self) -> int:
+        total = self.total
+        return total.input_tokens + total.output_tokens
+
+    def entries(self) -> tuple[Metered, ...]:
+        return tuple(Metered(p, m, u) for (p, m), u in self._by.items())
+
+
+def person(principal: Principal) -> str:
+    """Whose allowance a call counts against: ``channel:sender id``."""
+    return f"{principal.channel}:{principal.sender_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """Who pays for a model call: the session and person, and the running turn if any."""
+
+    session_key: str
+    turn_id: str | None = None
+    principal: str | None = None  # see person()
+    meter: TurnMeter | None = None  # the running turn's; None: recorded on its own
+
+    def detached(self) -> Charge:
+        """The same payer, for work that outlives the turn (recorded on its own)."""
+        return replace(self, meter=None)
+
+
+# (charge, purpose, model, usage): store one call that no turn commits.
+UsageRecorder = Callable[[Charge, str, str, Usage], Awaitable[None]]
+
+
+class EndpointSlots:
+    """One concurrency cap per provider endpoint, shared by the whole gateway."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._slots: dict[str, asyncio.Semaphore] = {}
+
+    def for_endpoint(self, endpoint: str) -> asyncio.Semaphore:
+        return self._slots.setdefault(endpoint, asyncio.Semaphore(self._limit))
+
+
+def prompt_tokens(request: LLMRequest, tools: int | None = None) -> int:
+    """An estimate of the request's prompt (system, messages, and the tool schemas unless
+    their count is given)."""
+    return (
+        estimate(request.system.text)
+        + sum(message_tokens(m) for m in request.messages)
+        + (tools_tokens(request.tools) if tools is None else tools)
+    )
+
+
+def safety_margin(window: int) -> int:
+    """Room kept free for what a character-based estimate misses (a tokenizer that splits
+    finer, the provider's message framing): a tenth of the window."""
+    return window // 10
+
+
+def output_room(prompt: int, window: int) -> int:
+    """How many tokens of output fit after ``prompt`` (an estimate)."""
+    return window - prompt - safety_margin(window)
+
+
+def prompt_limit(window: int, max_tokens: int) -> int:
+    """The largest prompt that still leaves room for a useful answer (``max_tokens``, or a
+    quarter of the window if that is less)."""
+    return window - safety_margin(window) - min(max_tokens, window // 4)
+
+
+class MeteredModel:
+    """An agent's model as the gateway calls it: capped, fitted to the window, metered."""
+
+    def __init__(
+        self,
+        provider: LLMProvider,
+        *,
+        slots: asyncio.Semaphore,
+        context_window: int,
+        record: UsageRecorder | None = None,
+    ) -> None:
+        self.provider = provider
+        self.context_window = context_window
+        self._slots = slots
+        self._record = record
+        self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        *,
+        purpose: Purpose,
+        charge: Charge,
+        on_text: TextSink | None = None,
+    ) -> LLMResponse:
+        names = tuple(t.name for t in request.tools)
+        if names != self._tools[0]:  # tool schemas rarely change: count them once
+            self._tools = (names, tools_tokens(request.tools))
+        room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
+        if request.max_tokens > room:
+            request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
+        async with self._slots:
+            response = await self.provider.complete(request, on_text=on_text)
+        if charge.meter is not None:
+            charge.meter.add(purpose.value, self.model, response.usage)
+        elif self._record is not None:
+            try:
+                await self._record(charge, purpose.value, self.model, response.usage)
+            except Exception as exc:  # the answer is not lost over its accounting
+                log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
+        return response

@@ -1,0 +1,92 @@
+"""SKILL.md front matter is YAML: folded and quoted values work, broken front matter is
+skipped (the rest of the skills still load) and `switchboard doctor` names the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.skills import SkillLibrary
+from gateway.cli.doctor import run_doctor
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, calls, text
+
+FOLDED = """\
+---
+name: pdf-tools
+description: >
+  Extract text from PDFs,
+  merge and split them.
+tags: [pdf, documents]
+---
+Use `pdftotext` first.
+"""
+
+BROKEN = """\
+---
+name: broken
+description: [never closed
+---
+Body.
+"""
+
+
+def write_skill(root: Path, folder: str, content: str) -> Path:
+    path = root / "skills" / folder / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    return path
+
+
+def test_folded_description_is_one_line_and_broken_skills_are_skipped(tmp_path: Path) -> None:
+    write_skill(tmp_path, "pdf", FOLDED)
+    write_skill(tmp_path, "broken", BROKEN)
+    write_skill(tmp_path, "quoted", '---\nname: "quotes: fine"\ndescription: \'Say "hi"\'\n---\n')
+    write_skill(tmp_path, "list", "---\n- just\n- a list\n---\n")
+    write_skill(tmp_path, "plain", "No front matter; named after its folder.")
+    library = SkillLibrary(tmp_path / "skills")
+    skills = {s.name: s.description for s in library.skills()}
+    assert skills == {
+        "pdf-tools": "Extract text from PDFs, merge and split them.",
+        "quotes: fine": 'Say "hi"',
+        "plain": "",
+    }
+    problems = {p.path.parent.name: p.reason for p in library.problems()}
+    assert set(problems) == {"broken", "list"}
+    assert "not valid YAML" in problems["broken"] and "line 3" in problems["broken"]
+    assert "not a set of key: value fields" in problems["list"]
+    assert ">" not in library.index() and "tags" not in library.index()
+
+
+async def test_get_skill_returns_the_body_after_yaml_front_matter(
+    run_gateway: Any, fake_llm: FakeLLM, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings()
+    write_skill(settings.workspace_dir, "pdf", FOLDED)
+    write_skill(settings.workspace_dir, "broken", BROKEN)
+    fake_llm.queue(calls(("get_skill", {"name": "pdf-tools"})), text("Use pdftotext."))
+    async with run_gateway(settings) as (_gateway, channel):
+        await channel.push("how do I read a pdf?")
+        await channel.wait_for(1)
+    assert (
+        "- pdf-tools: Extract text from PDFs, merge and split them."
+        in fake_llm.requests[0].system_text
+    )
+    assert "broken" not in fake_llm.requests[0].system_text
+    assert fake_llm.requests[1].tool_results[0] == "Use `pdftotext` first.\n"
+
+
+async def test_doctor_names_a_skill_with_broken_front_matter(
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings()
+    write_skill(settings.workspace_dir, "broken", BROKEN)
+    write_skill(settings.workspace_dir, "pdf", FOLDED)
+    assert await run_doctor(settings) == 0  # a warning: the gateway runs without that skill
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "skills" in line and "broken" in line)
+    assert line.startswith("[WARN]")
+    assert "skills/broken/SKILL.md" in line and "not valid YAML" in line and "skipped" in line
+    assert "1 skill loaded" in out

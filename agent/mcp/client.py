@@ -136,9 +136,7 @@ class McpClient:
         """Return once the server is in one of ``states`` after at least ``restarts``
         restarts (bound it with a timeout)."""
         async with self._changed:
-            await self._changed.wait_for(
-                lambda: self.state in states and self.restarts >= restarts
-            )
+            await self._changed.wait_for(lambda: self.state in states and self.restarts >= restarts)
 
     async def stop(self) -> None:
         """Close the connection (a stdio server gets its stdin closed, then SIGTERM, then

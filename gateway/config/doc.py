@@ -78,6 +78,8 @@ DESCRIPTIONS = {
     "limits.max_concurrent_tools": "tool calls running at once",
     "limits.user_daily_tokens": "model tokens one person's turns may use in 24 hours (the owner is exempt; 0: no limit)",
     "limits.user_turns_per_hour": "turns one person may start in an hour (the owner is exempt; 0: no limit)",
+    "tools.approvals": "a side effect the policy refuses but the owner could allow (exec or file writes by a member, an address a member typed, a cross-chat send by a member, a side effect after outside content): `ask` sends the owner (or the channel's admins) an approval request with buttons and the turn waits for `/approve ID` or `/deny ID`; `refuse` refuses at once",
+    "tools.approval_timeout_seconds": "an approval request not decided within this is refused (fail closed) and the requester is told",
     "tools.exec.enabled": "offer the `exec` tool at all",
     "tools.exec.timeout_seconds": "the whole process group is killed at this limit",
     "tools.exec.max_output_chars": "output beyond this is dropped (the model is told)",

@@ -102,7 +102,7 @@ class ApprovalGate:
 def decided_refusal(record: ApprovalRecord, tool: str) -> str:
     """What the model is told about a call that was not approved."""
     if record.state == "denied":
-        why = f"{record.decided_by or 'an approver'} denied approval request {record.id}"
+        why = f"approval request {record.id} was denied (by {record.decided_by})"
     elif record.state == "expired":
         why = f"nobody approved request {record.id} in time, so it was refused"
     elif record.state == "refused":

@@ -138,7 +138,12 @@ class Conversations:
         )
         if self._watch is not None:
             request = await self._watch(request)
-        if batch.resume is not None and not batch.continued:  # cut by a crash or a stop
+        if batch.resume is None:
+            await self._store.journal.start_turn(
+                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
+            )
+            self._opened[id(batch)] = request.turn_id
+        elif not batch.continued:  # cut by a crash or a stop (not woken by an approval)
             attempts = await self._store.journal.retry_turn(request.turn_id)
             if attempts > self._max_resume_attempts + 1:
                 log.warning(
@@ -146,11 +151,6 @@ class Conversations:
                 )
                 await self._commit(request.turn_id, request.session_key, agent.interrupted(request))
                 return None
-        else:
-            await self._store.journal.start_turn(
-                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
-            )
-            self._opened[id(batch)] = request.turn_id
         log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
         if (
             len(batch.records) == 1

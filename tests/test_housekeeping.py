@@ -68,7 +68,7 @@ def approval(call_key: str, state: str, at: float) -> ApprovalRecord:
     return ApprovalRecord(
         id=approval_id(call_key),
         call_key=call_key,
-        turn_id=call_key.split(":")[0],
+        turn_id=call_key.partition(":")[0],
         session_key="t:c1",
         tool="exec",
         arguments={"command": "ls"},

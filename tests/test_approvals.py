@@ -19,6 +19,7 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.test_email_send import email_settings, smtp  # noqa: F401 - smtp is a fixture
 
 OWNER, MEMBER, OTHER = "1", "3", "4"
 COMMAND = "echo ran >> runs.txt"
@@ -232,3 +233,64 @@ async def test_group_refusals_are_never_askable(
         pending = await gateway.store.approvals.pending()
     assert answer.text == "Not here, sorry." and pending == []
     assert "not available in group chats" in fake_llm.requests[1].tool_results[0]
+
+
+async def test_an_address_a_member_typed_is_mailed_once_the_owner_approves(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
+) -> None:
+    sink = await smtp()
+    settings = make_settings(
+        telegram={"owners": [OWNER], "allow_from": [OWNER, MEMBER]},
+        email=email_settings(sink),
+        tools={"approvals": "ask"},
+    )
+    channel = MemoryChannel("telegram")
+    mail = {"to": "sam@example.org", "subject": "Notes", "body": "The notes."}
+    fake_llm.queue(calls(("send_email", mail)), text("Sent it to Sam."))
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("mail the notes to sam@example.org", sender_id=MEMBER, chat_id=MEMBER)
+        [request] = await channel.wait_for(1, chat_id=OWNER)
+        sent_before = sink.attempts
+        await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        answer = (await channel.wait_for(2, chat_id=MEMBER))[1]
+        [delivered] = await sink.wait_for(1)
+        await gateway.wait_idle()
+    assert "send_email" in request.text and "sam@example.org" in request.text
+    assert "The notes." in request.text  # the body too: exactly what would go out
+    assert sent_before == 0 and delivered["To"] == "sam@example.org"
+    assert answer.text == "Sent it to Sam."
+
+
+async def test_a_members_message_to_another_chat_waits_for_approval(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = approval_settings(make_settings)
+    channel, slack = MemoryChannel("telegram"), MemoryChannel("slack")
+    post = {"content": "Standup moved to 10", "channel": "slack", "chat_id": "C-team"}
+    fake_llm.queue(calls(("message", post)), text("Posted it."))
+    async with Gateway(settings, channels=[channel, slack]) as gateway:
+        await channel.push("tell the slack team standup moved", sender_id=MEMBER, chat_id=MEMBER)
+        [request] = await channel.wait_for(1, chat_id=OWNER)
+        posted_before = list(slack.sent)
+        await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        [posted] = await slack.wait_for(1)
+        await channel.wait_for(2, chat_id=MEMBER)
+        await gateway.wait_idle()
+    assert "needs an admin" in request.text and "C-team" in request.text
+    assert posted_before == [] and posted.text == "Standup moved to 10"
+
+
+async def test_with_nobody_to_ask_the_action_is_refused_at_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(telegram={"allow_from": [MEMBER]}, tools={"approvals": "ask"})
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Sorry, that was refused."))
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("please run the echo command", sender_id=MEMBER, chat_id=MEMBER)
+        [answer] = await channel.wait_for(1, chat_id=MEMBER)
+        await gateway.wait_idle()
+        unavailable = await gateway.store.audit.recent(kind="approval-unavailable")
+    assert answer.text == "Sorry, that was refused."
+    assert "no owner or admin is configured for telegram" in fake_llm.requests[-1].tool_results[-1]
+    assert unavailable and unavailable[0].detail["tool"] == "exec"

@@ -19,12 +19,11 @@ import asyncio
 import itertools
 import json
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import urllib.parse
 
 import aiohttp
 from aiohttp import web

@@ -6,6 +6,7 @@ chats are unaffected. The platform buttons are tested per channel (test_approval
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,18 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, calls, text
-from tests.test_email_send import email_settings, smtp  # noqa: F401 - smtp is a fixture
+from tests.fakes.mailservers import SmtpSink
+from tests.test_email_send import email_settings
 
 OWNER, MEMBER, OTHER = "1", "3", "4"
 COMMAND = "echo ran >> runs.txt"
+
+
+@pytest.fixture
+async def smtp(tmp_path: Path) -> AsyncIterator[SmtpSink]:
+    sink = await SmtpSink().start(tmp_path)
+    yield sink
+    await sink.stop()
 
 
 def approval_settings(make_settings: SettingsFactory, **tools: Any) -> Settings:
@@ -236,9 +245,9 @@ async def test_group_refusals_are_never_askable(
 
 
 async def test_an_address_a_member_typed_is_mailed_once_the_owner_approves(
-    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
+    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: SmtpSink
 ) -> None:
-    sink = await smtp()
+    sink = smtp
     settings = make_settings(
         telegram={"owners": [OWNER], "allow_from": [OWNER, MEMBER]},
         email=email_settings(sink),

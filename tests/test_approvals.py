@@ -303,3 +303,20 @@ async def test_with_nobody_to_ask_the_action_is_refused_at_once(
     assert answer.text == "Sorry, that was refused."
     assert "no owner or admin is configured for telegram" in fake_llm.requests[-1].tool_results[-1]
     assert unavailable and unavailable[0].detail["tool"] == "exec"
+
+
+async def test_the_owner_at_the_terminal_may_decide_any_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Channels without access settings belong to whoever runs the machine: the owner."""
+    settings = approval_settings(make_settings)
+    channel, terminal = MemoryChannel("telegram"), MemoryChannel("terminal")
+    async with Gateway(settings, channels=[channel, terminal]) as gateway:
+        request = await ask_for_exec(channel, fake_llm)
+        await terminal.push("/approve", sender_id="me", chat_id="local")
+        [listing] = await terminal.wait_for(1)
+        await terminal.push(f"/approve {request_id(request)}", sender_id="me", chat_id="local")
+        await channel.wait_for(2, chat_id=MEMBER)
+        await gateway.wait_idle()
+    assert request_id(request) in listing.text and "exec" in listing.text
+    assert runs(settings) == 1

@@ -13,7 +13,8 @@ it there. Everything is audited: every request, decision, expiry, and every atte
 someone who may not decide.
 
 Who decides: the owners of the requester's channel, and its admins unless only the owner
-may allow it (a tool denied to admins). A request goes to the requester's own direct chat
+may allow it (a tool denied to admins); and the owner at the machine (the terminal, the
+local web chat), who could decide anything there anyway. A request goes to the requester's own direct chat
 when they may decide it themselves (an owner or admin whose turn read outside content),
 else to the channel's owners (to its admins when it has no owner). Channels without access
 settings (the terminal, the local web chat) belong to whoever uses them: it goes back there.
@@ -222,12 +223,12 @@ class ApprovalDesk(Service):
         if msg.is_group:
             return "Approval requests are decided in a direct chat with me."
         if not words:
-            mine = [r for r in await self._store.approvals.pending() if _may(r, principal)]
+            mine = [r for r in await self._store.approvals.pending() if self._may(r, principal)]
             return text.listing_text(mine)
         record = await self._store.approvals.get(words[0])
         if record is None:
             return f"There is no approval request {words[0].upper()}."
-        if not _may(record, principal):
+        if not self._may(record, principal):
             await self._audit("approval-forbidden", record, by=principal)
             return NOT_ALLOWED
         if not record.pending:
@@ -262,8 +263,10 @@ class ApprovalDesk(Service):
             decided_by=record.decided_by,
         )
 
-
-def _may(record: ApprovalRecord, principal: Principal) -> bool:
-    """Whether ``principal`` is one of the request's approvers (and still an owner/admin)."""
-    keys = {f"{principal.channel}:{principal.sender_id}", f"{principal.channel}:*"}
-    return principal.is_admin and bool(keys & set(record.approvers))
+    def _may(self, record: ApprovalRecord, principal: Principal) -> bool:
+        """Whether ``principal`` may decide ``record``: one of its approvers (and still an
+        owner or admin), or the owner at the machine (the terminal, the local web chat)."""
+        if principal.role == "owner" and principal.channel not in self._sections:
+            return True
+        keys = {f"{principal.channel}:{principal.sender_id}", f"{principal.channel}:*"}
+        return principal.is_admin and bool(keys & set(record.approvers))

@@ -131,8 +131,10 @@ async def test_slack_owner_presses_approve_and_the_members_command_runs_once(
     async with Gateway(settings, channels=[channel]) as gateway:
         url = f"http://127.0.0.1:{channel.port}/slack/events"
 
-        async def press(posted: Posted, value: str, user: str) -> None:
+        async def press(posted: Posted, value: str, user: str, *, in_chat: str = "") -> None:
             payload = block_actions(posted, value, user=user)
+            if in_chat:  # a press that claims another chat (Slack would not send one)
+                payload["channel"]["id"] = payload["container"]["channel_id"] = in_chat
             if mode == "http":
                 assert await post_action(url, payload) == 200  # acknowledged once journaled
             else:
@@ -147,14 +149,15 @@ async def test_slack_owner_presses_approve_and_the_members_command_runs_once(
         [request] = [p for p in fake_slack.posted if p.channel == dm_of(owner)]
         [waiting] = [p for p in fake_slack.posted if p.channel == "D0001"]
         code = code_in(request.text)
-        await press(request, f"/approve {code}", member)  # not theirs to decide
-        await fake_slack.until(lambda: len(fake_slack.texts(dm_of(owner))) >= 2)
+        offered = [b for b in request.blocks if b["type"] == "actions"]
+        await press(request, f"/approve {code}", member, in_chat="D0001")  # not theirs
+        await fake_slack.until(lambda: len(fake_slack.texts("D0001")) >= 2)
         runs_after_member = runs(gateway)
         await press(request, f"/approve {code}", owner)
         await fake_slack.until(lambda: "Done, it ran." in fake_slack.texts("D0001"))
         await gateway.wait_idle()
         forbidden = await gateway.store.audit.recent(kind="approval-forbidden")
-    [actions] = [b for b in request.blocks if b["type"] == "actions"]
+    [actions] = offered
     assert [(e["text"]["text"], e["value"]) for e in actions["elements"]] == [
         ("Approve", f"/approve {code}"),
         ("Deny", f"/deny {code}"),
@@ -163,7 +166,9 @@ async def test_slack_owner_presses_approve_and_the_members_command_runs_once(
     assert f"request {code}" in waiting.text
     assert forbidden and forbidden[0].sender_id == member
     assert runs_after_member == 0 and runs(gateway) == 1
-    assert fake_slack.texts(dm_of(owner))[2].startswith(f"Approved {code}")
+    assert fake_slack.texts("D0001")[1].startswith("Only the owner or an admin")
+    assert fake_slack.texts(dm_of(owner))[1].startswith(f"Approved {code}")
+    assert [b["type"] for b in request.blocks] == ["section"]  # the buttons are off
 
 
 # -- Discord ----------------------------------------------------------------------------

@@ -223,6 +223,8 @@ class SlackChannel:
             accepted = await self._journal(Converted(inbound))
             log.debug("slack: press %s is %s", inbound.platform_message_id, accepted.value)
         await ack()
+        if inbound is not None:
+            await buttons.clear_buttons(self.client, body)
 
     async def _journal(self, converted: Converted) -> Accepted:
         sink = self._sink

@@ -5,8 +5,9 @@ A message with ``actions`` is posted with Block Kit: its text in ``section`` blo
 ``text`` stays as the notification fallback. A press comes back as a ``block_actions``
 interaction (Socket Mode envelope, or a signed HTTP request that bolt verifies); it is
 converted into that command from the presser (:func:`convert_press`), journaled, and only
-then acknowledged, like every event. The decision itself is the gateway's: it answers in
-the chat.
+then acknowledged, like every event. In a DM (where only its one member can press) the
+buttons are then taken off (:func:`clear_buttons`). The decision itself is the gateway's: it
+answers in the chat.
 
 ``direct`` messages are posted with the person's user id as ``channel``: Slack delivers
 them to the app's direct messages with that person.
@@ -14,14 +15,18 @@ them to the app's direct messages with that person.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.convert import CHANNEL
 from channels.slack.render import render
 from channels.slack.sender import mapped_errors
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
+
+log = logging.getLogger(__name__)
 
 ACTION_PREFIX = "switchboard:"  # action_id of our buttons; bolt routes presses by it
 SECTION_LIMIT = 3_000  # characters per section block (Slack's limit)
@@ -80,3 +85,19 @@ def convert_press(body: dict[str, Any], action: dict[str, Any]) -> InboundMessag
         mentioned=True,
         thread_id=container.get("thread_ts") if chat_type is not ChatType.DM else None,
     )
+
+
+async def clear_buttons(client: AsyncWebClient, body: dict[str, Any]) -> None:
+    """Take the buttons off a message pressed in a DM: keep its text blocks. Cosmetic."""
+    container = body.get("container") or {}
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    message = body.get("message") or {}
+    if not channel or not ts or not str(channel).startswith("D"):
+        return
+    kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
+    try:
+        await client.chat_update(
+            channel=channel, ts=ts, text=message.get("text") or "", blocks=kept
+        )
+    except (SlackClientError, OSError) as exc:
+        log.info("slack: could not take the buttons off %s: %s", ts, exc)

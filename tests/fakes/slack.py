@@ -184,6 +184,16 @@ class FakeSlack:
             return web.Response()
         return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
 
+    async def _chat_update(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        blocks = args.get("blocks") or []
+        for posted in self.posted:
+            if posted.channel == args.get("channel") and posted.ts == args.get("ts"):
+                posted.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+                posted.text = str(args.get("text") or posted.text)
+                await self._notify()
+                return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+        return web.json_response({"ok": False, "error": "message_not_found"})
+
     async def _conversations_history(
         self, request: web.Request, args: dict[str, Any]
     ) -> web.Response:
@@ -425,7 +435,13 @@ def block_actions(posted: Posted, value: str, *, user: str) -> dict[str, Any]:
         "trigger_id": f"trigger-{next(_event_ids)}",
         "team": {"id": TEAM, "domain": "test"},
         "channel": {"id": posted.channel, "name": "directmessage"},
-        "message": {"type": "message", "ts": posted.ts, "text": posted.text, "user": BOT_USER},
+        "message": {
+            "type": "message",
+            "ts": posted.ts,
+            "text": posted.text,
+            "user": BOT_USER,
+            "blocks": posted.blocks,
+        },
         "response_url": "http://127.0.0.1:9/response",
         "actions": [
             {

@@ -106,7 +106,7 @@ DESCRIPTIONS = {
     "tools.web.browser_memory_mb": "the browser's resident memory; over it, it is restarted (JS heap per page: a quarter of it)",
     "storage.synchronous": "`full` (survives power loss) or `normal` (survives process crashes)",
     "storage.outbox_max_attempts": "delivery attempts before a message is recorded as failed",
-    "storage.retention_days": "days sent/failed outbox messages, tool-call records, finished turns, background tasks, jobs, decided pairing requests and turn traces are kept",
+    "storage.retention_days": "days sent/failed outbox messages, tool-call records, finished turns, background tasks, jobs, decided pairing and approval requests and turn traces are kept",
     "storage.audit_retention_days": "days audit log entries are kept",
     "storage.usage_retention_days": "days token usage per turn is kept (the status page shows 30)",
     "heartbeat.enabled": "run heartbeat check-ins (no model call while HEARTBEAT.md has no tasks)",

@@ -66,11 +66,13 @@ def request_actions(record: ApprovalRecord) -> tuple[Action, ...]:
     )
 
 
-def waiting_text(record: ApprovalRecord, *, approver: str, timeout: float) -> str:
-    """The requester's notice: the turn waits, and until when at most."""
+def waiting_text(record: ApprovalRecord, *, whose: str, timeout: float) -> str:
+    """The requester's notice: the turn waits, and until when at most. ``whose``: "the
+    owner's", "an admin's", or "your" (asked in their own direct chat)."""
+    where = " in our direct chat" if whose == "your" else ""
     return (
-        f"{record.tool} needs {approver}'s approval first, so I asked (request {record.id}). "
-        f"I'll carry on here once they decide, within {minutes(timeout)} at most."
+        f"{record.tool} needs {whose} approval first, so I asked{where} (request "
+        f"{record.id}). I'll carry on here once it is decided, within {minutes(timeout)} at most."
     )
 
 

@@ -189,14 +189,17 @@ class ApprovalDesk(Service):
             for chat, direct in targets
         ]
         if targets and all(chat != request.chat for chat, _ in targets):
-            approver = "the owner" if self._sections.get(request.chat.channel) else "your"
+            section = self._sections.get(request.chat.channel)
+            whose = "an admin's" if section is not None and not section.owners else "the owner's"
+            if f"{request.principal.channel}:{request.principal.sender_id}" in record.approvers:
+                whose = "your"  # asked in their direct chat
             last = request.last_message
             messages.append(
                 OutboundMessage(
                     channel=request.chat.channel,
                     chat_id=request.chat.chat_id,
                     thread_id=request.chat.thread_id,
-                    text=text.waiting_text(record, approver=approver, timeout=self.timeout),
+                    text=text.waiting_text(record, whose=whose, timeout=self.timeout),
                     kind=OutboundKind.NOTICE,
                     reply_to_message_id=last.platform_message_id
                     if last is not None and last.is_group

@@ -10,13 +10,14 @@ decision itself is the gateway's: it answers in the chat.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.constants import ChatType
 from telegram.error import BadRequest, TelegramError
 
-from channels.telegram.render import render
+from channels.telegram.render import Part, render
 from channels.telegram.sender import _mapped
 from gateway.core.messages import OutboundMessage
 
@@ -36,32 +37,35 @@ def keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
 async def send_with_buttons(bot: Bot, message: OutboundMessage) -> str | None:
     """Send ``message`` with its buttons under the last part; returns the message ids."""
     parts = render(message.text)
-    markup = keyboard(message)
     thread = int(message.thread_id) if message.thread_id and message.thread_id.isdigit() else None
     sent: list[int] = []
     for index, part in enumerate(parts):
-        buttons = markup if index == len(parts) - 1 else None
-
-        async def send(plain: bool = False) -> Message:
-            return await bot.send_message(
-                chat_id=message.chat_id,
-                text=part.plain if plain else part.text,  # noqa: B023 - awaited in this loop
-                entities=None if plain else part.entities or None,  # noqa: B023
-                message_thread_id=thread,
-                reply_markup=buttons,  # noqa: B023
-            )
-
-        async def formatted_or_plain() -> Message:
-            try:
-                return await send()
-            except BadRequest as exc:
-                if "entit" not in exc.message.lower():
-                    raise
-                return await send(plain=True)
-
-        delivered = await _mapped(formatted_or_plain)
+        markup = keyboard(message) if index == len(parts) - 1 else None
+        delivered = await _mapped(
+            functools.partial(_send_part, bot, message.chat_id, thread, part, markup)
+        )
         sent.append(delivered.message_id)
     return ",".join(str(i) for i in sent) or None
+
+
+async def _send_part(
+    bot: Bot, chat_id: str, thread: int | None, part: Part, markup: InlineKeyboardMarkup | None
+) -> Message:
+    """One part, formatted; as plain text if Telegram rejects the formatting."""
+    try:
+        return await bot.send_message(
+            chat_id=chat_id,
+            text=part.text,
+            entities=part.entities or None,
+            message_thread_id=thread,
+            reply_markup=markup,
+        )
+    except BadRequest as exc:
+        if not part.entities or "entit" not in exc.message.lower():
+            raise
+    return await bot.send_message(
+        chat_id=chat_id, text=part.plain, message_thread_id=thread, reply_markup=markup
+    )
 
 
 async def acknowledge(bot: Bot, query: CallbackQuery) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.approval import AwaitingApproval
 from agent.compaction import Compactor
 from agent.context import ContextBuilder, user_message
 from agent.guards.cleanup import failed_attempts
@@ -118,6 +119,8 @@ class AgentLoop:
         try:
             async with asyncio.timeout(self.config.turn_timeout):
                 outcome = await self._run(request, trace, meter)
+        except AwaitingApproval as waiting:  # parked by the runtime; resumes at that call
+            outcome = TurnOutcome(awaiting=waiting.ask)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
             trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")

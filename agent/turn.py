@@ -6,6 +6,7 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agent.approval import ApprovalAsk
 from agent.llm.base import TextSink
 from agent.llm.metered import Metered
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
@@ -58,3 +59,5 @@ class TurnOutcome:
     usage: tuple[Metered, ...] = ()
     final_text: str = ""
     read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)
+    # The turn stopped at a call that waits for approval: it is parked, not committed.
+    awaiting: ApprovalAsk | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from agent.approval import AwaitingApproval
 from agent.guards.dedupe import DedupGuard, call_key
 from agent.guards.loops import STOP_NOTICE, LoopAction, LoopDetector
 from agent.guards.parser import ParsedCall, decode_arguments, parse_response
@@ -295,7 +296,11 @@ class TurnLoop:
         if self.on_tool is not None:
             await self.on_tool(call.name)
         started = time.perf_counter()
-        result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
+        try:
+            result = await self.runner.executor.run(checked, parsed.args, self.context_for(call))
+        except AwaitingApproval as waiting:  # the turn stops here; it resumes at this call
+            self.trace.decision("approval", "ASKED", waiting.ask.reason, tool=call.name)
+            raise
         self.trace.add(
             "tool",
             tool=call.name,

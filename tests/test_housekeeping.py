@@ -18,7 +18,16 @@ from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.runtime.housekeeping import housekeep, prune_traces
-from gateway.store import Job, NewMessage, Retention, Store, TaskRecord, UsageRecord
+from gateway.store import (
+    ApprovalRecord,
+    Job,
+    NewMessage,
+    Retention,
+    Store,
+    TaskRecord,
+    UsageRecord,
+)
+from gateway.store.approvals import approval_id
 from gateway.store.retention import DAY, delete_batched
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
@@ -55,6 +64,25 @@ def task(task_id: str) -> TaskRecord:
     return TaskRecord(task_id, "research", "general", ChatRef("t", "c1"), OWNER, "running")
 
 
+def approval(call_key: str, state: str, at: float) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=approval_id(call_key),
+        call_key=call_key,
+        turn_id=call_key.partition(":")[0],
+        session_key="t:c1",
+        tool="exec",
+        arguments={"command": "ls"},
+        fingerprint="f",
+        reason="members may not run commands",
+        requester={"channel": "t", "sender_id": "u"},
+        approvers=("t:owner",),
+        state=state,
+        created_at=at,
+        expires_at=at + 900,
+        decided_at=None if state == "pending" else at + 60,
+    )
+
+
 def once(at: float) -> ScheduleSpec:
     return ScheduleSpec("once", "UTC", at=datetime.fromtimestamp(at + 60, UTC))
 
@@ -89,6 +117,9 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
             await store.outbox.mark_failed(head.id, "chat not found")
     await store.jobs.add(job(f"{tag}-removed", once(at)))
     await store.jobs.remove(f"{tag}-removed")
+    for state in ("approved", "denied", "expired"):
+        asked = approval(f"{tag}-turn:{state}", state, at)
+        await store.park_turn(approval=asked, messages=[])
     for task_id, state in ((f"{tag}-task", "done"), (f"{tag}-failed-task", "failed")):
         await store.tasks.start(task(task_id))
         await store.tasks.finish(task_id, state, "result")
@@ -118,6 +149,7 @@ KINDS = {
     "tasks": "SELECT id FROM tasks",
     "jobs": "SELECT id FROM jobs",
     "pairing requests": "SELECT sender_id FROM pairing",
+    "approval requests": "SELECT call_key FROM approvals",
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
 }
@@ -152,6 +184,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_pat
         "tasks": records,
         "jobs": records,
         "pairing requests": records,
+        "approval requests": records,
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
     }
@@ -163,6 +196,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_pat
         "tasks": 4,
         "jobs": 4,
         "pairing requests": 6,
+        "approval requests": 6,
         "audit": 1,
         "usage": 2,
     }
@@ -197,6 +231,9 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         await store.pins.write_note("main", "owner", "plan", "the plan")
         await store.pins.add_goal("main", "owner", "ship it")
         await store.kv.set("last_chat", {"channel": "t", "chat_id": "c1"})
+        await store.park_turn(
+            approval=approval("open-turn:waiting", "pending", clock.now), messages=[]
+        )
         await finished_work(store, clock, "old", clock.now)
 
         removed = await store.prune(NOW, Retention())
@@ -219,6 +256,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert await store.pins.note("main", "owner", "plan") == "the plan"
         assert [g.text for g in await store.pins.goals("main", "owner")] == ["ship it"]
         assert await store.kv.get("last_chat") == {"channel": "t", "chat_id": "c1"}
+        assert [a.call_key for a in await store.approvals.pending()] == ["open-turn:waiting"]
         _, history = await store.history.load("t:c1", limit=10)
         assert [m.body["content"] for m in history] == ["old hi"]
 

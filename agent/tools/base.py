@@ -47,6 +47,17 @@ class ToolResult:
         return cls(message, is_error=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call may not run. ``askable``: the policy refuses it, but the owner (or, for
+    ``authority = "admin"``, the channel's admins too) could allow this one call; with
+    ``tools.approvals = "ask"`` the turn then waits for their decision (agent.approval)."""
+
+    reason: str
+    askable: bool = False
+    authority: str = "admin"  # "admin": the owner or the channel's admins; "owner": the owner
+
+
 Sender = Callable[[OutboundMessage], Awaitable[None]]
 
 
@@ -92,6 +103,8 @@ class ToolContext:
     autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
     turn_kind: str = "chat"  # chat | heartbeat | cron | subagent (agent.turn.TurnKind)
     agent: str = "main"  # the agent this turn belongs to
+    # The owner (or an admin) approved this exact call: checks that asked are waived.
+    approved: bool = False
 
     @property
     def idempotency_key(self) -> str:
@@ -137,6 +150,12 @@ class Tool(ABC):
         """Whether this call may change what other calls read: once it ran, earlier results
         of the turn may be stale and a repeated call runs again (see agent.guards.dedupe)."""
         return self.side_effects and args.get("action") not in self.read_actions
+
+    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+        """A refusal of this call that the owner could waive, found before it runs (a
+        recipient a member typed, a member's cross-chat send), so the turn can wait for
+        approval before anything starts. ``run`` still enforces it unless ``ctx.approved``."""
+        return None
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

@@ -5,7 +5,9 @@ So whom the bot may write to is decided in code, from facts the model cannot for
 configured allowlist, the requesting user's own verified address, and addresses the user
 typed in their own messages of this turn (by default only the owner and admins: otherwise
 any member could use the bot as an open relay from its address). Tool results, fetched
-pages and emails are not looked at. Everyone but the owner has a daily send cap, counted in
+pages and emails are not looked at. An address a member typed is a refusal the owner could
+waive: with ``tools.approvals = "ask"`` the send waits for approval (agent.approval).
+Everyone but the owner has a daily send cap, counted in
 the audit log (each sent mail is an ``email-sent`` entry). Idempotency comes from the executor (the call is recorded in the ledger before it
 runs) and from a Message-ID derived from the turn and call ids.
 """
@@ -23,7 +25,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
 from gateway.config.channels import EmailSettings
 from gateway.core.backoff import backoff_delay
@@ -79,16 +81,37 @@ class RecipientPolicy:
         return mapping.get(f"{principal.channel}:{principal.sender_id}")
 
     def why_allowed(
-        self, address: str, *, principal: Principal, user_texts: Iterable[str]
+        self,
+        address: str,
+        *,
+        principal: Principal,
+        user_texts: Iterable[str],
+        approved: bool = False,
     ) -> str | None:
-        """Why ``address`` may receive mail in this turn, or ``None`` when it may not."""
+        """Why ``address`` may receive mail in this turn, or ``None`` when it may not.
+        ``approved``: the owner approved this send, so the addresses the user typed count."""
         if address in self.allowed or f"@{domain_of(address)}" in self.allowed:
             return "allowlist"
         if address == self.own_address(principal):
             return "your own address"
-        if self.may_type(principal) and address in addresses_in(user_texts):
+        if (self.may_type(principal) or approved) and address in addresses_in(user_texts):
             return "written in your message"
         return None
+
+    def typed_only(
+        self, recipients: Iterable[str], *, principal: Principal, user_texts: Iterable[str]
+    ) -> list[str] | None:
+        """The refused recipients when every one of them was typed by a user who may not
+        mail typed addresses (the owner could approve that); ``None`` otherwise."""
+        refused = [
+            r
+            for r in recipients
+            if self.why_allowed(r, principal=principal, user_texts=user_texts) is None
+        ]
+        typed = addresses_in(user_texts)
+        if not refused or self.may_type(principal) or not set(refused) <= typed:
+            return None
+        return refused
 
     def refusal(self, refused: list[str], *, principal: Principal) -> str:
         allowed = ", ".join(self.allowed[:10]) + (" ..." if len(self.allowed) > 10 else "")
@@ -185,6 +208,17 @@ class SendEmail(Tool):
             settings.allowed_recipients, settings.user_addresses, settings.typed_recipients
         )
 
+    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+        try:
+            recipients = parse_addresses(args["to"])
+        except ValueError:
+            return None  # run() explains what is wrong with them
+        principal = ctx.principal
+        refused = self.policy.typed_only(recipients, principal=principal, user_texts=ctx.user_texts)
+        if refused is None:
+            return None
+        return Refusal(self.policy.refusal(refused, principal=principal), askable=True)
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = self._settings
         assert settings.from_address is not None  # registered only when can_send
@@ -199,7 +233,9 @@ class SendEmail(Tool):
         refused = [
             r
             for r in recipients
-            if self.policy.why_allowed(r, principal=ctx.principal, user_texts=ctx.user_texts)
+            if self.policy.why_allowed(
+                r, principal=ctx.principal, user_texts=ctx.user_texts, approved=ctx.approved
+            )
             is None
         ]
         if refused:

@@ -1,7 +1,9 @@
 """Running one tool call: validate, check policy, keep it idempotent, bound it.
 
 Whatever happens, the model gets a tool result (exceptions become error results), so the
-history stays valid for the next provider call.
+history stays valid for the next provider call. The one exception is a call that waits for
+approval (:class:`agent.approval.AwaitingApproval`): it ends the turn's loop before anything
+ran, and the turn resumes at this call once the approvers decided.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agent.approval import ApprovalGate
+from agent.tools.base import Refusal, Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
 from gateway.store import ToolLedger
 
@@ -21,9 +24,9 @@ log = logging.getLogger(__name__)
 
 
 class ToolGate(Protocol):
-    """Decides whether a tool may run for this turn; returns a refusal reason or ``None``."""
+    """Decides whether a tool may run for this turn; returns a refusal or ``None``."""
 
-    def refusal(self, tool: Tool, ctx: ToolContext) -> str | None: ...
+    def refusal(self, tool: Tool, ctx: ToolContext) -> Refusal | None: ...
 
 
 def truncate(text: str, limit: int) -> str:
@@ -46,8 +49,10 @@ class ToolExecutor:
         max_concurrent: int = 16,
         max_result_chars: int = 12_000,
         redact: Callable[[str], str] = lambda text: text,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.registry = registry
+        self._approvals = approvals or ApprovalGate()
         self._redact = redact
         self._ledger = ledger
         self._gate = gate
@@ -67,17 +72,35 @@ class ToolExecutor:
 
     async def refusal(self, tool: Tool, ctx: ToolContext) -> ToolResult | None:
         """The policy's refusal as an (audited) error result, or ``None`` when allowed."""
-        reason = self._gate.refusal(tool, ctx)
-        if reason is None:
+        refusal = self._gate.refusal(tool, ctx)
+        if refusal is None:
             return None
-        await ctx.audit("policy", tool=tool.name, reason=reason, turn=ctx.turn_id)
-        return ToolResult.error(reason)
+        await ctx.audit("policy", tool=tool.name, reason=refusal.reason, turn=ctx.turn_id)
+        return ToolResult.error(refusal.reason)
+
+    async def permit(
+        self, tool: Tool, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolContext | ToolResult:
+        """The context to run a call with, or its refusal (policy refusals are audited).
+        Refuse or ask is decided by the approval gate alone; raises
+        :class:`agent.approval.AwaitingApproval` when the call must wait for a decision."""
+        refusal = self._gate.refusal(tool, ctx)
+        by_policy = refusal is not None
+        if refusal is None and self._approvals.may_ask(ctx):
+            refusal = tool.approval_refusal(args, ctx)  # else the tool refuses as it runs
+        if refusal is None:
+            return ctx
+        verdict = await self._approvals.decide(refusal, tool, args, ctx)
+        if by_policy and isinstance(verdict, ToolResult):
+            await ctx.audit("policy", tool=tool.name, reason=refusal.reason, turn=ctx.turn_id)
+        return verdict
 
     async def run(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run a checked call: policy, idempotency ledger, bounded execution."""
-        refused = await self.refusal(tool, ctx)
-        if refused is not None:
-            return refused
+        """Run a checked call: policy (or approval), idempotency ledger, bounded execution."""
+        verdict = await self.permit(tool, args, ctx)
+        if isinstance(verdict, ToolResult):
+            return verdict
+        ctx = verdict
         key = ctx.idempotency_key
         if tool.side_effects:
             previous = await self._ledger.get(key)

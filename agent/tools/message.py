@@ -4,7 +4,8 @@ The channel policy guard lives here, in code: a reply goes to the chat the turn 
 sending to another chat or channel needs an admin, is never done from a group, never on the
 strength of outside content alone, never by a heartbeat (it acts with the owner's rights
 and sees the owner's memory, so it reports to the owner's chat only), and is refused (and
-audited) otherwise.
+audited) otherwise. A member's send and a send after outside content are refusals the owner
+could waive: with ``tools.approvals = "ask"`` they wait for approval (agent.approval).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from agent.tools.base import (
     Effect,
+    Refusal,
     Tool,
     ToolContext,
     ToolError,
@@ -47,17 +49,16 @@ class Message(Tool):
         channel = args.get("channel") or ctx.chat.channel
         chat_id = args.get("chat_id") or ctx.chat.chat_id
         here = channel == ctx.chat.channel and chat_id == ctx.chat.chat_id
-        if not here:
-            refusal = self._cross_chat_refusal(channel, ctx)
-            if refusal is not None:
-                await ctx.audit(
-                    "channel-policy",
-                    tool=self.name,
-                    target=f"{channel}:{chat_id}",
-                    reason=refusal,
-                    turn=ctx.turn_id,
-                )
-                raise ToolError(refusal)
+        refusal = None if here else self._cross_chat_refusal(channel, ctx)
+        if refusal is not None and not (refusal.askable and ctx.approved):
+            await ctx.audit(
+                "channel-policy",
+                tool=self.name,
+                target=f"{channel}:{chat_id}",
+                reason=refusal.reason,
+                turn=ctx.turn_id,
+            )
+            raise ToolError(refusal.reason)
         await ctx.send(
             OutboundMessage(
                 channel=channel,
@@ -74,22 +75,37 @@ class Message(Tool):
             return ToolResult("sent")
         return ToolResult(f"sent to {channel}:{chat_id}")
 
+    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+        channel = args.get("channel") or ctx.chat.channel
+        chat_id = args.get("chat_id") or ctx.chat.chat_id
+        if channel == ctx.chat.channel and chat_id == ctx.chat.chat_id:
+            return None
+        refusal = self._cross_chat_refusal(channel, ctx)
+        return refusal if refusal is not None and refusal.askable else None
+
     @staticmethod
-    def _cross_chat_refusal(channel: str, ctx: ToolContext) -> str | None:
+    def _cross_chat_refusal(channel: str, ctx: ToolContext) -> Refusal | None:
         if channel not in ctx.channels:
             configured = ", ".join(ctx.channels) or "none"
-            return (
+            return Refusal(
                 f"channel {channel!r} is not configured on this gateway (configured: {configured})"
             )
         if ctx.turn_kind == "heartbeat":
-            return (
+            return Refusal(
                 "a heartbeat check-in reports only to the owner's own chat; it cannot send to "
                 "other chats. Tell the owner what you would send and where."
             )
-        if not ctx.principal.is_admin:
-            return "sending to another chat or channel needs an admin; reply in this chat instead"
         if ctx.principal.chat_type is not ChatType.DM:
-            return "sending to another chat is not allowed from a group conversation"
+            return Refusal("sending to another chat is not allowed from a group conversation")
+        if not ctx.principal.is_admin:
+            return Refusal(
+                "sending to another chat or channel needs an admin; reply in this chat instead",
+                askable=True,
+            )
         if ctx.state.read_untrusted and not asked_for(ctx.user_texts, SEND_INTENT):
-            return "this turn read outside content and the user did not ask for this send in their own words"
+            return Refusal(
+                "this turn read outside content and the user did not ask for this send in "
+                "their own words",
+                askable=True,
+            )
         return None

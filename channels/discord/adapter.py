@@ -12,6 +12,9 @@ Connection: :class:`.connection.GatewayClient` (discord.py's client with a bound
 backed-off reconnect loop). ``start`` logs in (a rejected token is a :class:`ConfigError`
 at once; a network failure retries in the background) and waits up to
 ``ready_timeout_seconds`` for READY, then returns either way.
+
+Buttons (approval requests, :mod:`.buttons`): a press arrives as an interaction and takes the
+same path as a message (converted, journaled in order), then is answered.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import replace
 import aiohttp
 import discord
 
+from channels.discord import buttons
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
@@ -112,6 +116,7 @@ class DiscordChannel:
         client = GatewayClient(
             policy=self._policy,
             on_message=self._on_message,
+            on_interaction=self._on_interaction,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -173,6 +178,21 @@ class DiscordChannel:
                 (message.channel.id, message.id)
             )
 
+    async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        """A press of one of our buttons: journaled as the presser's message, then answered."""
+        sink = self._sink
+        inbound = buttons.convert_press(interaction)
+        if inbound is None or sink is None:
+            return
+        async with self._in_order(inbound.session_key):
+            try:
+                await sink.publish_inbound(inbound)
+            except Exception as exc:  # unanswered: Discord tells the presser it failed
+                self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"
+                log.exception("discord: press %s was not journaled", inbound.platform_message_id)
+                return
+        await buttons.acknowledge(interaction)
+
     @contextlib.asynccontextmanager
     async def _in_order(self, key: str) -> AsyncIterator[None]:
         """One message at a time per chat, in arrival order (asyncio locks are FIFO)."""
@@ -190,8 +210,10 @@ class DiscordChannel:
 
     async def send(self, message: OutboundMessage) -> str | None:
         sender = self._sender
-        if sender is None or not self._logged_in.is_set():
+        if sender is None or self._client is None or not self._logged_in.is_set():
             raise ChannelTransientError("discord is not logged in yet")
+        if message.actions:  # an approval request: with buttons
+            return await buttons.send_with_buttons(self._client, message)
         receipt = await sender.send(message)
         if message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE):
             for channel_id, message_id in self._reacted.pop(message.chat.session_key, []):

@@ -126,17 +126,28 @@ class FatalGatewayError(discord.DiscordException):
 
 
 MessageHandler = Callable[[discord.Message], Awaitable[None]]
+InteractionHandler = Callable[[discord.Interaction], Awaitable[None]]
+
+
+async def _no_interactions(interaction: discord.Interaction) -> None:
+    return None
 
 
 class GatewayClient(discord.Client):
     """``discord.Client`` whose connect loop follows :class:`ReconnectPolicy`."""
 
     def __init__(
-        self, *, policy: ReconnectPolicy, on_message: MessageHandler, **options: Any
+        self,
+        *,
+        policy: ReconnectPolicy,
+        on_message: MessageHandler,
+        on_interaction: InteractionHandler = _no_interactions,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         self.policy = policy
         self._handle_message = on_message
+        self._handle_interaction = on_interaction
         self.connected = asyncio.Event()
         self.attempts = 0  # gateway connections opened, for health and tests
         self._attempt_ok = False
@@ -153,6 +164,9 @@ class GatewayClient(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self._handle_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self._handle_interaction(interaction)
 
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
         """No fixed 5 s sleep: :meth:`connect` has already waited as the policy says."""

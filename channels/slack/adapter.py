@@ -6,6 +6,9 @@ Two intakes, one handler. Socket Mode (default) opens an outbound websocket to t
 bolt's aiohttp app; bolt verifies ``X-Slack-Signature`` (HMAC over the raw body) and refuses
 timestamps more than 5 minutes off, answering 401 before any listener runs.
 
+Button presses (``block_actions``, :mod:`.buttons`) take the same path as messages: converted,
+journaled, then acknowledged.
+
 Acknowledgement after journaling: the app is built with ``process_before_response=True``.
 By default bolt acknowledges an event (HTTP 200, or the Socket Mode envelope ack) *before*
 the listener runs, so a crash or a full disk in between loses the event although Slack
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -32,10 +36,12 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.slack import buttons
 from channels.slack.convert import CHANNEL, Converted, convert
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
@@ -79,6 +85,7 @@ class SlackChannel:
         )
         self.app.event("message")(self._on_event)
         self.app.event("app_mention")(self._on_event)
+        self.app.action(re.compile(f"^{re.escape(buttons.ACTION_PREFIX)}"))(self._on_press)
         self._ping_interval = ping_interval
         self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
         self._media = MediaStore(
@@ -208,6 +215,17 @@ class SlackChannel:
         accepted = await asyncio.shield(future)
         log.debug("slack: message %s is %s", key, accepted.value)
 
+    async def _on_press(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A press of one of our buttons (``block_actions``): journaled as the presser's
+        message, then acknowledged; raising leaves it unacknowledged (Slack shows an error)."""
+        inbound = buttons.convert_press(body, action)
+        if inbound is not None:
+            accepted = await self._journal(Converted(inbound))
+            log.debug("slack: press %s is %s", inbound.platform_message_id, accepted.value)
+        await ack()
+        if inbound is not None:
+            await buttons.clear_buttons(self.client, body)
+
     async def _journal(self, converted: Converted) -> Accepted:
         sink = self._sink
         if sink is None:
@@ -240,6 +258,8 @@ class SlackChannel:
     # -- outbound -------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> str | None:
+        if message.actions:  # an approval request: Block Kit buttons
+            return await buttons.send_with_buttons(self.client, message)
         return await self._sender.send(message)
 
     async def probe(self) -> str:

@@ -24,6 +24,7 @@ from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
+from channels.telegram import buttons
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
 from channels.telegram.media import MediaFetcher, Transcriber
 from channels.telegram.polling import Poller
@@ -247,10 +248,14 @@ class TelegramChannel:
             message = await self._media.attach(converted, download=admitted, transcribe=admitted)
         await self._sink.publish_inbound(message)  # raises -> not acknowledged
         self._last_message_at = time.time()
+        if update.callback_query is not None:  # a button press: stop its spinner
+            await buttons.acknowledge(self.bot, update.callback_query)
 
     # -- outbound -------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> str | None:
+        if message.actions:  # an approval request: with an inline keyboard
+            return await buttons.send_with_buttons(self.bot, message)
         return await self._sender.send(message)
 
     async def typing(self, chat: ChatRef) -> None:

@@ -1,8 +1,9 @@
 """Pure conversion of a Telegram ``Update`` into an :class:`InboundMessage` (no I/O).
 
-Only new messages and channel posts become messages; edits, reactions, callbacks and every
-update type this version does not know convert to ``None``, and the caller still confirms
-them (an update we cannot use must never block the ones behind it).
+Only new messages, channel posts and presses of our buttons (callback queries: the button's
+data is a command, ``/approve ID``, which becomes the presser's message) become messages;
+edits, reactions and every update type this version does not know convert to ``None``, and
+the caller still confirms them (an update we cannot use must never block the ones behind it).
 
 Identity comes from numeric ids only: ``sender_id`` is the user's id (or the posting chat's
 id for anonymous admins and channel posts), never a username or display name, which anyone
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from telegram import Message, MessageEntity, Update
+from telegram import CallbackQuery, Message, MessageEntity, Update
 from telegram.constants import ChatType as TgChatType
 
 from gateway.core.messages import ChatType, InboundMessage
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.
-ALLOWED_UPDATES = ("message", "channel_post")
+ALLOWED_UPDATES = ("message", "channel_post", "callback_query")
 
 _CHAT_TYPES: dict[str, ChatType] = {
     TgChatType.PRIVATE: ChatType.DM,
@@ -73,6 +74,8 @@ def telegram_message_id(platform_id: str) -> int | None:
 
 def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
     """The inbound message an update carries, or ``None`` if it carries nothing to answer."""
+    if update.callback_query is not None:
+        return _pressed(update.callback_query)
     msg = update.message or update.channel_post
     if msg is None:
         return None
@@ -100,6 +103,26 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
     )
     return Converted(inbound, media)
+
+
+def _pressed(query: CallbackQuery) -> Converted | None:
+    """A press of one of our buttons: its data, as the presser's own message in that chat
+    (the presser's numeric id, as for every message; the gateway decides what they may do)."""
+    chat = query.message.chat if query.message is not None else None
+    chat_type = _CHAT_TYPES.get(chat.type) if chat is not None else None
+    if chat is None or chat_type is None or not query.data:
+        return None
+    inbound = InboundMessage(
+        channel=CHANNEL,
+        chat_id=str(chat.id),
+        sender_id=str(query.from_user.id),
+        sender_name=query.from_user.full_name,
+        text=query.data,
+        platform_message_id=f"callback:{query.id}",  # one per press
+        chat_type=chat_type,
+        mentioned=True,
+    )
+    return Converted(inbound)
 
 
 def addresses_bot(msg: Message, bot: BotIdentity) -> bool:

@@ -149,6 +149,9 @@ class ToolPolicySettings(Section):
 
 class ToolSettings(Section):
     safe_mode: bool = False  # turns off exec and file writes (memory tools stay)
+    # A side effect the policy refuses but the owner could allow (docs/security.md, Approvals).
+    approvals: Literal["ask", "refuse"] = "refuse"
+    approval_timeout_seconds: float = Field(default=900.0, ge=30, le=604_800)
     exec: ExecSettings = ExecSettings()
     policy: ToolPolicySettings = ToolPolicySettings()
     web: WebToolSettings = WebToolSettings()

@@ -130,11 +130,25 @@ class InboundMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Action:
+    """A button under a message. Pressing it sends ``command`` (``"/approve K7QW2M9P"``) as
+    the presser's own message, so a press and the typed command take the same path (access
+    gate, journal, command handler). Channels without buttons show only the text, which
+    names the commands."""
+
+    label: str
+    command: str
+    style: str = ""  # "primary" | "danger" | "": how platforms with styles draw it
+
+
+@dataclass(frozen=True, slots=True)
 class OutboundMessage:
     """One message the gateway will deliver to a chat.
 
     ``idempotency_key`` makes enqueueing safe to repeat: the outbox stores each key once,
-    so a resumed turn cannot queue the same answer twice.
+    so a resumed turn cannot queue the same answer twice. ``direct``: ``chat_id`` is a
+    person's platform id, and the message goes to the direct chat with them (Telegram,
+    Slack and email address a person's DM by their id; Discord opens the DM channel).
     """
 
     channel: str
@@ -146,6 +160,8 @@ class OutboundMessage:
     attachments: tuple[Attachment, ...] = ()
     turn_id: str | None = None
     idempotency_key: str = field(default_factory=new_id)
+    actions: tuple[Action, ...] = ()  # buttons, where the platform has them
+    direct: bool = False
 
     @property
     def chat(self) -> ChatRef:
@@ -179,6 +195,7 @@ class OutboundMessage:
         data = _shallow(self)
         data["kind"] = self.kind.value
         data["attachments"] = [a.to_dict() for a in self.attachments]
+        data["actions"] = [_shallow(a) for a in self.actions]
         return data
 
     @classmethod
@@ -186,6 +203,7 @@ class OutboundMessage:
         data = dict(data)
         data["kind"] = OutboundKind(data.get("kind", "reply"))
         data["attachments"] = tuple(Attachment.from_dict(a) for a in data.get("attachments", ()))
+        data["actions"] = tuple(Action(**a) for a in data.get("actions", ()))
         return cls(**data)
 
 

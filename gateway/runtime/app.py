@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -25,10 +24,11 @@ from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel, SupportsTurnEnd, SupportsTyping
+from gateway.core.channel import Channel, SupportsTurnEnd
 from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
 from gateway.core.lock import ProcessLock
+from gateway.core.logs import Redactor, secret_values
 from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
@@ -36,6 +36,7 @@ from gateway.core.services import Services
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate, principal_for
 from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
+from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
@@ -50,6 +51,7 @@ from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.subagents import Subagents
+from gateway.runtime.typing_indicator import TypingIndicators
 from gateway.store import PairingRequest, Store
 from gateway.web.view import WorkInProgress
 
@@ -57,13 +59,6 @@ if TYPE_CHECKING:
     from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
-
-TYPING_INTERVAL = 4.0  # platforms clear "typing" after ~5 s
-TYPING_DELAY = 0.8  # quick answers need no indicator (and save a platform request each)
-# Typing is cosmetic: in a stampede of slow turns it must not take the CPU and connections
-# the answers need, so at most this many typing requests per channel are in flight at once
-# (a turn that finds them busy tries again at its next interval).
-TYPING_MAX_IN_FLIGHT = 4
 
 
 class Gateway(Service):
@@ -116,8 +111,21 @@ class Gateway(Service):
         }
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
+        self.clock = clock or SystemClock()
+        self.typing = TypingIndicators(self.channels)
+        self.approvals = ApprovalDesk(
+            self.store,
+            settings.channel_sections(),
+            clock=self.clock,
+            timeout=settings.tools.approval_timeout_seconds,
+            redact=Redactor(secret_values(settings)),
+            on_outbound=self.bus.outbound_ready,
+        )
         self.commands = Commands(
-            agent_name=settings.agent.name, store=self.store, status=self._status_text
+            agent_name=settings.agent.name,
+            store=self.store,
+            status=self._status_text,
+            approvals=self.approvals,
         )
         self.conversations = Conversations(
             store=self.store,
@@ -125,11 +133,12 @@ class Gateway(Service):
             agents=self.agents,
             commands=self.commands,
             principal_for=self._principal_for,
-            typing=self._typing,
+            typing=self.typing.show,
             watch=partial(watch_turn, self.channels),
             turn_ended=self._turn_ended,
             budget=UserBudget(self.store.usage, self.store.audit, settings.limits),
             max_resume_attempts=settings.agent.max_resume_attempts,
+            approvals=self.approvals,
         )
         self.dispatcher = Dispatcher(
             self.bus,
@@ -138,6 +147,7 @@ class Gateway(Service):
             turn_timeout=settings.agent.turn_timeout_seconds,
             session_of=self.router.session_key,
         )
+        self.approvals.wake = self.dispatcher.wake
         self.subagents = Subagents(
             agents=self.agents,
             store=self.store,
@@ -152,7 +162,7 @@ class Gateway(Service):
             heartbeat=Heartbeat(
                 settings.heartbeat, workspace=settings.workspace_dir, store=self.store
             ),
-            clock=clock or SystemClock(),
+            clock=self.clock,
         )
         directory = AgentDirectory(agent_policy(settings), self.store)
         for agent in self.agents.values():
@@ -168,8 +178,6 @@ class Gateway(Service):
             for channel in self.channels.values()
         ]
         self.web: WebServer | None = None  # gateway/web; started with the web chat
-        self._typing_tasks: set[asyncio.Task[None]] = set()
-        self._typing_in_flight: Counter[str] = Counter()
         self._started = False
 
     def _providers(self) -> list[LLMProvider]:
@@ -194,14 +202,17 @@ class Gateway(Service):
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
+            await self.approvals.expire_due()  # those resume now, refused
             work = await self.store.journal.open_work()
+            waiting = await self.approvals.waiting_turns()  # they stay parked
             if work.pending or work.running:
                 log.info(
                     "resuming %d interrupted turn(s) and %d waiting message(s)",
                     len(work.running),
                     len(work.pending),
                 )
-            self.dispatcher.resume(work.running)
+            self.dispatcher.resume(t for t in work.running if t.id not in waiting)
+            self.dispatcher.park(t for t in work.running if t.id in waiting)
             self.bus.requeue(work.pending)
             for worker in self._workers:
                 await worker.start()
@@ -210,6 +221,7 @@ class Gateway(Service):
                 await self.mcp.start()
             await self.subagents.recover()
             await self.scheduler.start()
+            await self.approvals.start()
             for channel in self.channels.values():
                 await channel.start(self.gate)
             for provider in self._providers():
@@ -249,11 +261,10 @@ class Gateway(Service):
             except Exception:
                 log.exception("channel %s did not stop cleanly", channel.name)
         await self.scheduler.stop()
+        await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
-        for task in list(self._typing_tasks):
-            task.cancel()
-        await asyncio.gather(*self._typing_tasks, return_exceptions=True)
+        await self.typing.stop()
         for worker in self._workers:
             await worker.stop()
         for agent in self.agents.values():
@@ -344,51 +355,10 @@ class Gateway(Service):
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))
 
     async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
-        channel: object = self.channels.get(chat.channel)  # see _typing on the annotation
+        channel: object = self.channels.get(chat.channel)  # mypy cannot intersect protocols
         if not isinstance(channel, SupportsTurnEnd):
             return
         try:
             await channel.turn_ended(chat, turn_id, answered=answered)
         except Exception as exc:  # progress display is cosmetic; the turn is committed
             log.debug("turn end display failed on %s: %s", chat.channel, exc)
-
-    @contextlib.asynccontextmanager
-    async def _typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        channel: object = self.channels.get(chat.channel)  # mypy cannot intersect two protocols
-        if not isinstance(channel, SupportsTyping):
-            yield
-            return
-
-        done = asyncio.Event()
-
-        async def keep_typing() -> None:
-            delay = TYPING_DELAY
-            while not await _set_within(done, delay):
-                delay = TYPING_INTERVAL
-                if self._typing_in_flight[chat.channel] >= TYPING_MAX_IN_FLIGHT:
-                    continue
-                self._typing_in_flight[chat.channel] += 1
-                try:
-                    await channel.typing(chat)
-                except Exception as exc:  # typing is cosmetic; never fail a turn over it
-                    log.debug("typing indicator failed on %s: %s", chat.channel, exc)
-                finally:
-                    self._typing_in_flight[chat.channel] -= 1
-
-        task = asyncio.create_task(keep_typing())
-        self._typing_tasks.add(task)
-        task.add_done_callback(self._typing_tasks.discard)
-        try:
-            yield
-        finally:
-            # A request in flight finishes on its own (shutdown cancels it): cancelling it
-            # would drop its connection, and the answer does not wait for it either.
-            done.set()
-
-
-async def _set_within(event: asyncio.Event, seconds: float) -> bool:
-    """Whether ``event`` is set within ``seconds``."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-    return event.is_set()

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.approval import ApprovalGate
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
@@ -116,6 +117,7 @@ def build_policy(settings: Settings, *, deny: Sequence[str] = ()) -> ToolPolicy:
         group_deny=policy.group_deny,
         admin_deny=policy.admin_deny,
         taint_guard=policy.taint_guard,
+        ask_approval=settings.tools.approvals == "ask",
     )
 
 
@@ -191,6 +193,7 @@ def build_agent(
         # A tool result never takes more than about an eighth of the window.
         max_result_chars=min(settings.agent.tool_result_max_chars, window // 2),
         redact=redact,
+        approvals=ApprovalGate(settings.tools.approvals, store.approvals),
     )
     turn = settings.agent
     runner = Runner(

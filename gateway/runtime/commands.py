@@ -9,6 +9,7 @@ from gateway.core.commands import COMMANDS
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime import pairing
+from gateway.runtime.approvals import ApprovalDesk
 from gateway.store import Store
 
 StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
@@ -16,10 +17,18 @@ _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
 
 class Commands:
-    def __init__(self, *, agent_name: str, store: Store, status: StatusReport) -> None:
+    def __init__(
+        self,
+        *,
+        agent_name: str,
+        store: Store,
+        status: StatusReport,
+        approvals: ApprovalDesk | None = None,
+    ) -> None:
         self._name = agent_name
         self._store = store
         self._status = status
+        self._approvals = approvals
 
     def handles(self, msg: InboundMessage) -> bool:
         """Known commands, and in direct chats anything shaped like one (``/foo``), which
@@ -43,6 +52,10 @@ class Commands:
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
             return await self._status(msg, principal, session_key)
+        if command in ("/approve", "/deny"):
+            if self._approvals is None:
+                return "Nothing here needs approval: tools.approvals is not set to ask."
+            return await self._approvals.decide(msg, principal, approve=command == "/approve")
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"

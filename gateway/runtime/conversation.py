@@ -36,12 +36,13 @@ from gateway.core.messages import (
 from gateway.core.principal import Principal
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.agent_channel import is_reply
+from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.autopilot import AutopilotRun
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import TurnBatch
 from gateway.runtime.local_bus import Bus
-from gateway.store import NewMessage, Store
+from gateway.store import NewMessage, OpenTurn, Store
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class Conversations:
         turn_ended: TurnEnded = no_turn_end,
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         self._store = store
         self._bus = bus
@@ -100,23 +102,25 @@ class Conversations:
         self._turn_ended = turn_ended
         self._budget = budget
         self._max_resume_attempts = max_resume_attempts
+        self._approvals = approvals  # parks turns that wait for an approval
         self.turn_finished = asyncio.Condition()
         # Turns opened for batches still being handled (by id of the batch), so that a batch
         # whose handling fails is closed under the turn it already has.
         self._opened: dict[int, str] = {}
 
-    async def handle(self, batch: TurnBatch) -> None:
+    async def handle(self, batch: TurnBatch) -> OpenTurn | None:
+        """Answer a batch; returns the turn instead when it waits for an approval."""
         if batch.autopilot is not None:
             await self._autopilot(batch.autopilot)
-            return
+            return None
         if not batch.records:  # an autopilot turn cut by a restart: nothing to answer
             assert batch.resume is not None
             await self._commit(batch.resume.id, batch.session_key, TurnOutcome(failed=True))
-            return
+            return None
         last = batch.records[-1].message
         if last.channel == SYSTEM_CHANNEL:
             await self._system(batch)
-            return
+            return None
         agent = self._agent_for(batch.session_key)
         route = AgentRoute(last.chat, self._principal_for(last))
         if last.channel == AGENT_CHANNEL:
@@ -134,19 +138,19 @@ class Conversations:
         )
         if self._watch is not None:
             request = await self._watch(request)
-        if batch.resume is not None:
+        if batch.resume is None:
+            await self._store.journal.start_turn(
+                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
+            )
+            self._opened[id(batch)] = request.turn_id
+        elif not batch.continued:  # cut by a crash or a stop (not woken by an approval)
             attempts = await self._store.journal.retry_turn(request.turn_id)
             if attempts > self._max_resume_attempts + 1:
                 log.warning(
                     "turn %s interrupted %d times; giving up", request.turn_id, attempts - 1
                 )
                 await self._commit(request.turn_id, request.session_key, agent.interrupted(request))
-                return
-        else:
-            await self._store.journal.start_turn(
-                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
-            )
-            self._opened[id(batch)] = request.turn_id
+                return None
         log.debug("turn %s for %s: %.200s", request.turn_id, request.session_key, last.text)
         if (
             len(batch.records) == 1
@@ -161,11 +165,13 @@ class Conversations:
         elif (refusal := await self._over_budget(request)) is not None:
             outcome = refusal
         else:
-            async with self._typing(request.chat):
-                outcome = await agent.run_turn(request)
-            if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
-                # Its answer may carry what it read: the rest of the exchange is tainted.
-                await self._store.agent_conversations.taint(last.thread_id)
+            outcome = await self._run_agent(agent, request, last)
+            if outcome.awaiting is not None and self._approvals is not None:
+                self._opened.pop(id(batch), None)
+                usage = turn_usage(request.session_key, person(request.principal), outcome.usage)
+                parked = await self._approvals.park(request, outcome.awaiting, batch.records, usage)
+                await self._turn_ended(request.chat, request.turn_id, True)  # a notice is queued
+                return parked
         await self._commit(
             request.turn_id,
             request.session_key,
@@ -180,6 +186,17 @@ class Conversations:
             r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
         )
         await self._turn_ended(chat, request.turn_id, answered)
+        return None
+
+    async def _run_agent(
+        self, agent: AgentLoop, request: TurnRequest, last: InboundMessage
+    ) -> TurnOutcome:
+        async with self._typing(request.chat):
+            outcome = await agent.run_turn(request)
+        if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
+            # Its answer may carry what it read: the rest of the exchange is tainted.
+            await self._store.agent_conversations.taint(last.thread_id)
+        return outcome
 
     async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
         """The outcome of a turn the person's allowance does not cover (see gateway.runtime.budget)."""

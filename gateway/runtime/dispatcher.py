@@ -4,6 +4,11 @@ Each session with work has one worker task. Messages that arrive while the sessi
 runs wait and are folded into its next turn, in order (a slash command always gets a turn
 of its own). A semaphore caps how many turns run at once; a generous time limit around
 each turn keeps one stuck session from holding a slot forever.
+
+A turn that waits for an approval is *parked* (its handler returns the turn): it holds no
+slot while it waits, and its session keeps later messages back, in order, until
+:meth:`Dispatcher.wake` resumes it (decided, or expired). Only ``/approve`` and ``/deny``
+pass a parked session: the owner's own waiting turn is decided from the owner's own chat.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.core.commands import APPROVAL_COMMANDS
 from gateway.core.lifecycle import Service, drain
 from gateway.core.messages import InboundMessage
 from gateway.runtime.autopilot import AutopilotRun
@@ -33,11 +39,13 @@ class TurnBatch:
     records: tuple[InboundRecord, ...]
     resume: OpenTurn | None = None
     autopilot: AutopilotRun | None = None
+    continued: bool = False  # the resumed turn was parked for an approval, not cut by a crash
 
 
 class TurnHandler(Protocol):
-    async def handle(self, batch: TurnBatch) -> None:
-        """Run the turn and commit its outcome. Must not raise except on cancellation."""
+    async def handle(self, batch: TurnBatch) -> OpenTurn | None:
+        """Run the turn and commit its outcome; or return the turn when it waits for an
+        approval (parked, not committed). Must not raise except on cancellation."""
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         """Close a turn whose handler failed unexpectedly, telling the user."""
@@ -50,6 +58,15 @@ class _Session:
     resume: OpenTurn | None = None
     task: asyncio.Task[None] | None = None
     running: bool = False
+    parked: OpenTurn | None = None  # waits for an approval; later messages wait behind it
+    continued: bool = False  # ``resume`` is a parked turn woken by its decision
+
+    def has_work(self) -> bool:
+        if self.resume is not None:
+            return True
+        if self.parked is not None:
+            return any(r.message.command in APPROVAL_COMMANDS for r in self.queue)
+        return bool(self.queue or self.autopilot)
 
 
 class Dispatcher(Service):
@@ -69,6 +86,7 @@ class Dispatcher(Service):
         self._hard_limit = turn_timeout + 60.0
         self._sessions: dict[str, _Session] = {}
         self._intake: asyncio.Task[None] | None = None
+        self._woken: set[str] = set()  # decided before their turn was parked
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -104,9 +122,32 @@ class Dispatcher(Service):
 
     def resume(self, turns: Iterable[OpenTurn]) -> None:
         for turn in turns:
+            self._woken.discard(turn.id)
             session = self._sessions.setdefault(turn.session_key, _Session())
             session.resume = turn
             self._ensure_worker(turn.session_key, session)
+
+    def park(self, turns: Iterable[OpenTurn]) -> None:
+        """Hold turns that wait for an approval (after a restart) until :meth:`wake`."""
+        for turn in turns:
+            self._hold(self._sessions.setdefault(turn.session_key, _Session()), turn)
+
+    def wake(self, turn_id: str) -> None:
+        """A parked turn's approval was decided: resume it now, behind nothing."""
+        for key, session in self._sessions.items():
+            if session.parked is not None and session.parked.id == turn_id:
+                session.resume, session.parked, session.continued = session.parked, None, True
+                self._ensure_worker(key, session)
+                return
+        self._woken.add(turn_id)  # still being parked: it resumes as soon as it is
+
+    def _hold(self, session: _Session, turn: OpenTurn) -> None:
+        if turn.id in self._woken:
+            self._woken.discard(turn.id)
+            session.resume, session.continued = turn, True
+        else:
+            session.parked = turn
+        self._ensure_worker(turn.session_key, session)
 
     def submit(self, run: AutopilotRun) -> None:
         """Queue an autopilot turn behind the session's other work (same order, same caps)."""
@@ -134,22 +175,31 @@ class Dispatcher(Service):
                 async with self._slots:
                     session.running = True
                     try:
-                        await self._execute(batch)
+                        parked = await self._execute(batch)
                     finally:
                         session.running = False
+                if parked is not None:
+                    self._hold(session, parked)
         finally:
             session.task = None
-            if session.queue or session.autopilot or session.resume is not None:
+            if session.has_work():
                 if self._intake is not None:  # not shutting down: keep the session going
                     self._ensure_worker(key, session)
-            elif self._sessions.get(key) is session:
+            elif self._sessions.get(key) is session and session.parked is None:
                 del self._sessions[key]
 
     @staticmethod
     def _next_batch(key: str, session: _Session) -> TurnBatch | None:
         if session.resume is not None:
             turn, session.resume = session.resume, None
-            return TurnBatch(key, turn.records, resume=turn)
+            continued, session.continued = session.continued, False
+            return TurnBatch(key, turn.records, resume=turn, continued=continued)
+        if session.parked is not None:  # only decisions on approvals pass
+            for record in session.queue:
+                if record.message.command in APPROVAL_COMMANDS:
+                    session.queue.remove(record)
+                    return TurnBatch(key, (record,))
+            return None
         if not session.queue:
             if session.autopilot:
                 return TurnBatch(key, (), autopilot=session.autopilot.popleft())
@@ -161,9 +211,9 @@ class Dispatcher(Service):
                 records.append(session.queue.popleft())
         return TurnBatch(key, tuple(records))
 
-    async def _execute(self, batch: TurnBatch) -> None:
+    async def _execute(self, batch: TurnBatch) -> OpenTurn | None:
         try:
-            await asyncio.wait_for(self._handler.handle(batch), self._hard_limit)
+            return await asyncio.wait_for(self._handler.handle(batch), self._hard_limit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or a hang in the handler: close the turn visibly
@@ -172,6 +222,7 @@ class Dispatcher(Service):
                 await self._handler.abandon(batch, exc)
             except Exception:
                 log.exception("could not close the failed turn for %s", batch.session_key)
+        return None
 
     # -- status ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Literal
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
+from gateway.store.approvals import ApprovalRecord, Approvals
 from gateway.store.db import Database
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
@@ -24,6 +25,8 @@ from gateway.store.usage import UsageRecord, UsageReport
 __all__ = [
     "AgentConversation",
     "AgentConversations",
+    "ApprovalRecord",
+    "Approvals",
     "AuditEntry",
     "AuditLog",
     "Database",
@@ -79,6 +82,7 @@ class Store(Service):
         self.tasks = Tasks(self.db, clock=clock)
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
+        self.approvals = Approvals(self.db)
 
     async def start(self) -> None:
         await self.db.start()
@@ -116,6 +120,26 @@ class Store(Service):
 
         await self.db.run(commit)
 
+    async def park_turn(
+        self,
+        *,
+        approval: ApprovalRecord,
+        messages: Sequence[OutboundMessage],
+        usage: Sequence[UsageRecord] = (),
+    ) -> None:
+        """Atomically: the approval request is stored, its messages (to the approvers, and
+        to the requester that it waits) are queued, and the model usage of the turn so far
+        is recorded. The turn itself stays open; it resumes once the request is decided."""
+
+        def park(conn: sqlite3.Connection) -> None:
+            self.approvals.insert_statement(conn, approval)
+            self.outbox.enqueue_statement(conn, messages)
+            for record in usage:  # rows of their own: the turn's commit writes its rest
+                row_id = f"{approval.turn_id}:{record.purpose}:{record.model}:{approval.id}"
+                record.insert_statement(conn, approval.turn_id, approval.session_key, row_id)
+
+        await self.db.run(park)
+
     async def prune(self, now: float, retention: Retention) -> dict[str, int]:
         """Delete records of finished work older than ``retention`` allows, as of ``now``;
         returns how many rows went, per kind. Pending deliveries, open turns and their tool
@@ -133,6 +157,7 @@ class Store(Service):
             "tasks": await self.tasks.prune(records),
             "jobs": await self.jobs.prune(records),
             "pairing requests": await self.pairings.prune(records),
+            "approval requests": await self.approvals.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),
         }

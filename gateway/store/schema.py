@@ -246,6 +246,28 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX usage_principal ON usage (principal, at);
     CREATE INDEX usage_turn ON usage (turn_id);
     """,
+    # v9: approval requests: a side effect waiting for the owner's yes (gateway.store.approvals)
+    """
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,                         -- the code shown to approvers
+        call_key TEXT NOT NULL UNIQUE,               -- turn id + ':' + tool call id
+        turn_id TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,                     -- JSON, redacted: what approvers are shown
+        fingerprint TEXT NOT NULL,                   -- sha256 of the exact arguments
+        reason TEXT NOT NULL,                        -- why the policy refused it
+        requester TEXT NOT NULL,                     -- JSON: the principal who asked
+        approvers TEXT NOT NULL,                     -- JSON list of "channel:sender id"
+        state TEXT NOT NULL,                         -- pending | approved | denied | expired | refused
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decided_at REAL,
+        decided_by TEXT
+    );
+    CREATE INDEX approvals_state ON approvals (state, expires_at);
+    CREATE INDEX approvals_turn ON approvals (turn_id);
+    """,
 )
 
 

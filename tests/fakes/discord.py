@@ -7,6 +7,9 @@ the dispatches tests push (``MESSAGE_CREATE``). It can drop the socket, fail res
 refuse every connection and replay events the client already saw. REST records what the
 bot posted (honouring ``nonce`` + ``enforce_nonce`` as Discord does), typing and reactions,
 serves attachments, and can answer a post with a 429 or cut the connection after storing it.
+Buttons: posts keep their ``components``, ``POST /users/@me/channels`` opens a DM, a press is
+an ``INTERACTION_CREATE`` (:meth:`FakeDiscord.press`) and its answer goes to the interaction
+callback endpoint, which records it (``callbacks``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class Posted:
     nonce: str | None
     reference: int | None
     files: dict[str, bytes] = field(default_factory=dict)
+    components: list[dict[str, Any]] = field(default_factory=list)
 
 
 class FakeDiscord:
@@ -100,6 +104,7 @@ class FakeDiscord:
         self.attempts_in: dict[int, int] = {}  # channel id -> posts tried there
         self.files: dict[str, bytes] = {}
         self.fail_me: deque[float] = deque()  # answer GET /users/@me with 429, retry_after
+        self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
 
     # -- server ---------------------------------------------------------------------------
 
@@ -111,6 +116,8 @@ class FakeDiscord:
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
         app.router.add_post(f"{api}/channels/{{cid}}/messages", self._create_message)
         app.router.add_post(f"{api}/channels/{{cid}}/typing", self._typing)
+        app.router.add_post(f"{api}/users/@me/channels", self._open_dm)
+        app.router.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
         reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._react)
@@ -373,6 +380,7 @@ class FakeDiscord:
             nonce=nonce,
             reference=int(reference["message_id"]) if reference.get("message_id") else None,
             files=files,
+            components=body.get("components") or [],
         )
         self.posted.append(posted)
         await self._notify()
@@ -382,6 +390,61 @@ class FakeDiscord:
             request.transport.abort()  # stored, but the client never hears back
             return web.Response()
         return json_response(self._message_payload(posted))
+
+    async def _open_dm(self, request: web.Request) -> web.Response:
+        recipient = int((await request.json())["recipient_id"])
+        return json_response(
+            {
+                "id": str(recipient + 7),  # as dm_channel() numbers them
+                "type": 1,
+                "last_message_id": None,
+                "recipients": [user(recipient, f"user{recipient}")],
+            }
+        )
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        interaction = int(request.match_info["iid"])
+        body = await request.json()
+        self.callbacks.append((interaction, body))
+        await self._notify()
+        return json_response(
+            {
+                "interaction": {"id": str(interaction), "type": 3},
+                "resource": {"type": body["type"]},
+            }
+        )
+
+    async def press(self, posted: Posted, custom_id: str, *, presser: dict[str, Any]) -> int:
+        """Dispatch the INTERACTION_CREATE a press by ``presser`` on the button
+        ``custom_id`` under the DM message ``posted`` makes; returns the interaction id."""
+        buttons = [c for row in posted.components for c in row.get("components", [])]
+        assert custom_id in [b.get("custom_id") for b in buttons], "no such button"
+        interaction = self.snowflake()
+        message = {**self._message_payload(posted), "components": posted.components}
+        await self._send(
+            "INTERACTION_CREATE",
+            {
+                "id": str(interaction),
+                "application_id": str(APP_ID),
+                "type": 3,
+                "data": {"custom_id": custom_id, "component_type": 2},
+                "channel_id": str(posted.channel_id),
+                "channel": {  # the DM is with the user dm_channel() numbered it after
+                    "id": str(posted.channel_id),
+                    "type": 1,
+                    "recipients": [user(posted.channel_id - 7, "recipient")],
+                },
+                "user": presser,
+                "token": f"interaction-token-{interaction}",
+                "version": 1,
+                "message": message,
+                "attachment_size_limit": 8_388_608,
+                "locale": "en-US",
+                "app_permissions": "0",
+                "entitlements": [],
+            },
+        )
+        return interaction
 
     async def _typing(self, request: web.Request) -> web.Response:
         self.typing.append(int(request.match_info["cid"]))

@@ -7,6 +7,10 @@ endpoint with a genuine signature (:func:`post_signed`). Web API calls are recor
 ``chat.postMessage`` can answer 429 or cut the connection after storing the message;
 ``conversations.history``/``.replies`` return stored messages with their metadata; files go
 through ``files.getUploadURLExternal`` → upload → ``files.completeUploadExternal``.
+``chat.postMessage`` keeps Block Kit ``blocks``, and a post to a user id lands in the app's
+DM with that user (``D`` + the id's tail), as on Slack; :func:`block_actions` builds the
+interaction a press on one of its buttons sends, signed like Slack (:func:`post_action`) or
+as a Socket Mode ``interactive`` envelope (:meth:`FakeSlack.push_interactive`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import itertools
 import json
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +45,12 @@ class Posted:
     metadata: dict[str, Any] | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     user: str = BOT_USER
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def dm_of(user: str) -> str:
+    """The id of the app's DM with ``user`` (a ``U…`` id)."""
+    return "D" + user[1:]
 
 
 class FakeSlack:
@@ -152,12 +163,17 @@ class FakeSlack:
         metadata = args.get("metadata")
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
+        blocks = args.get("blocks") or []
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        channel = str(args["channel"])
         posted = Posted(
-            channel=str(args["channel"]),
+            channel=dm_of(channel) if channel.startswith("U") else channel,
             ts=self.next_ts(),
             text=str(args.get("text") or ""),
             thread_ts=args.get("thread_ts"),
             metadata=metadata,
+            blocks=blocks,
         )
         self.posted.append(posted)
         await self._notify()
@@ -167,6 +183,16 @@ class FakeSlack:
             request.transport.abort()  # posted, but the client never hears back
             return web.Response()
         return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+
+    async def _chat_update(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        blocks = args.get("blocks") or []
+        for posted in self.posted:
+            if posted.channel == args.get("channel") and posted.ts == args.get("ts"):
+                posted.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+                posted.text = str(args.get("text") or posted.text)
+                await self._notify()
+                return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+        return web.json_response({"ok": False, "error": "message_not_found"})
 
     async def _conversations_history(
         self, request: web.Request, args: dict[str, Any]
@@ -300,6 +326,21 @@ class FakeSlack:
         )
         return envelope_id
 
+    async def push_interactive(self, payload: dict[str, Any]) -> str:
+        """Deliver an interaction payload (``block_actions``) over Socket Mode."""
+        await self.until(lambda: self._ws is not None and not self._ws.closed)
+        assert self._ws is not None
+        envelope_id = f"env-{next(self._envelopes)}"
+        await self._ws.send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": "interactive",
+                "accepts_response_payload": False,
+                "payload": payload,
+            }
+        )
+        return envelope_id
+
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
         await self.until(lambda: envelope_id in self.acks, timeout)
 
@@ -368,6 +409,69 @@ def mention_event(
         "event_ts": ts,
         **extra,
     }
+
+
+def block_actions(posted: Posted, value: str, *, user: str) -> dict[str, Any]:
+    """The ``block_actions`` payload Slack sends when ``user`` presses the button whose
+    value is ``value`` under the message ``posted``."""
+    buttons = [
+        element
+        for block in posted.blocks
+        if block.get("type") == "actions"
+        for element in block["elements"]
+    ]
+    [button] = [b for b in buttons if b.get("value") == value]
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0001",
+        "token": "legacy",
+        "container": {
+            "type": "message",
+            "message_ts": posted.ts,
+            "channel_id": posted.channel,
+            "is_ephemeral": False,
+        },
+        "trigger_id": f"trigger-{next(_event_ids)}",
+        "team": {"id": TEAM, "domain": "test"},
+        "channel": {"id": posted.channel, "name": "directmessage"},
+        "message": {
+            "type": "message",
+            "ts": posted.ts,
+            "text": posted.text,
+            "user": BOT_USER,
+            "blocks": posted.blocks,
+        },
+        "response_url": "http://127.0.0.1:9/response",
+        "actions": [
+            {
+                "action_id": button["action_id"],
+                "block_id": "b1",
+                "text": button["text"],
+                "value": button["value"],
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+async def post_action(url: str, payload: dict[str, Any], *, secret: str = SIGNING_SECRET) -> int:
+    """POST an interaction as Slack does: form-encoded ``payload``, signed over the raw
+    body. Returns the HTTP status."""
+    raw = urllib.parse.urlencode({"payload": json.dumps(payload)})
+    ts = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=raw),
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=raw, headers=headers) as response,
+    ):
+        await response.read()
+        return response.status
 
 
 async def post_signed(

@@ -6,6 +6,10 @@ does: at most 4096 UTF-16 units, entities inside the text), files for ``getFile`
 downloads, the webhook and the command list. Tests script failures per method (429 with
 ``retry_after``, 5xx, 409, "can't parse entities").
 
+Inline keyboards: a sent message keeps its ``reply_markup``; :meth:`FakeTelegram.press`
+pushes the ``callback_query`` a tap on one of its buttons makes, and ``answerCallbackQuery``
+and ``editMessageReplyMarkup`` are answered (and recorded) as Telegram does.
+
 It also serves an OpenAI-compatible ``/v1/audio/transcriptions`` for voice-note tests.
 """
 
@@ -193,6 +197,23 @@ class FakeTelegram:
         """Push a message update; returns the update."""
         return await self.push({"message": self.message(text, **kwargs)})
 
+    async def press(
+        self, sent: Call, data: str, *, user_id: int, first_name: str = "Dana"
+    ) -> dict[str, Any]:
+        """A tap by ``user_id`` on the button with ``data`` under the message ``sent`` (a
+        ``sendMessage`` call of the bot): the ``callback_query`` update Telegram sends."""
+        buttons = [b for row in sent.params["reply_markup"]["inline_keyboard"] for b in row]
+        assert data in [b["callback_data"] for b in buttons], "no such button"
+        message = {**sent.result, "reply_markup": sent.params["reply_markup"]}
+        query = {
+            "id": f"cb{self.next_update_id()}",
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "message": message,
+            "chat_instance": f"ci{message['chat']['id']}",
+            "data": data,
+        }
+        return await self.push({"callback_query": query})
+
     def bot_message(
         self, chat_id: int, message_id: int, text: str = "earlier answer"
     ) -> dict[str, Any]:
@@ -328,6 +349,14 @@ class FakeTelegram:
     async def _m_sendChatAction(self, call: Call) -> web.Response:
         return _ok(True)
 
+    async def _m_answerCallbackQuery(self, call: Call) -> web.Response:
+        return _ok(True)
+
+    async def _m_editMessageReplyMarkup(self, call: Call) -> web.Response:
+        if not call.params.get("chat_id") or not call.params.get("message_id"):
+            return _error(400, "Bad Request: message identifier is not specified")
+        return _ok(True)
+
     async def _m_getFile(self, call: Call) -> web.Response:
         file_id = call.params.get("file_id")
         if file_id not in self.files:
@@ -435,7 +464,16 @@ async def _params(request: web.Request) -> tuple[dict[str, Any], dict[str, bytes
     return params, files
 
 
-_STRINGS = {"text", "caption", "file_id", "url", "secret_token", "filename", "action"}
+_STRINGS = {
+    "text",
+    "caption",
+    "file_id",
+    "url",
+    "secret_token",
+    "filename",
+    "action",
+    "callback_query_id",
+}
 
 
 def _decode(value: str, key: str = "") -> Any:

@@ -1,0 +1,112 @@
+"""Refuse or ask: what happens to a side effect the policy refuses but the owner could allow.
+
+The refusals themselves are decided where they always were (:mod:`agent.policy` for roles
+and taint, ``approval_refusal`` of ``send_email`` and ``message`` for a recipient a member
+typed or a member's cross-chat send); each says whether it is *askable* and who may allow
+it (:class:`agent.tools.base.Refusal`). :class:`ApprovalGate` decides, in one place, what
+becomes of it:
+
+- not askable, ``tools.approvals = "refuse"``, or a turn no one waits in (heartbeat, cron,
+  background task, a message from another agent): refused, as before;
+- askable, no decision yet: :class:`AwaitingApproval` is raised out of the tool loop. The
+  turn stops before the call (its earlier steps are checkpointed), the runtime stores the
+  request, asks the approvers and parks the turn (gateway.runtime.approvals);
+- decided: when the turn resumes, the same call finds the decision. Approved, for exactly
+  these arguments: it runs (once: the idempotency ledger starts only now). Denied, expired
+  or nobody to ask: the model gets a refusal that says so, and tells the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+from agent.tools.base import Refusal, Tool, ToolContext, ToolResult
+from gateway.core.addressing import AGENT_CHANNEL
+from gateway.store import ApprovalRecord
+
+Mode = Literal["ask", "refuse"]
+
+
+def fingerprint(args: dict[str, Any]) -> str:
+    """What an approval covers: these arguments exactly."""
+    canonical = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAsk:
+    """A call waiting for approval, as the runtime needs it to ask."""
+
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]  # exact; the runtime redacts them before anyone sees them
+    reason: str  # the policy's refusal: why it needs approval
+    authority: str  # "admin" | "owner"
+
+    @property
+    def call_key(self) -> str:
+        return f"{self.turn_id}:{self.call_id}"
+
+
+class AwaitingApproval(Exception):
+    """The turn must wait for a decision on ``ask`` (raised out of the tool loop)."""
+
+    def __init__(self, ask: ApprovalAsk) -> None:
+        super().__init__(f"{ask.tool} waits for approval")
+        self.ask = ask
+
+
+class ApprovalBook(Protocol):
+    async def for_call(self, call_key: str) -> ApprovalRecord | None: ...
+
+
+class ApprovalGate:
+    def __init__(self, mode: Mode = "refuse", book: ApprovalBook | None = None) -> None:
+        self.mode = mode
+        self._book = book
+
+    def may_ask(self, ctx: ToolContext) -> bool:
+        """Whether this turn can wait for a person's decision: a chat turn of a person
+        (an autopilot turn cannot be resumed, and nobody waits for it)."""
+        return (
+            self.mode == "ask"
+            and self._book is not None
+            and ctx.turn_kind == "chat"
+            and ctx.chat.channel != AGENT_CHANNEL
+        )
+
+    async def decide(
+        self, refusal: Refusal, tool: Tool, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolContext | ToolResult:
+        """The context to run the call with (approved), or the refusal to return; raises
+        :class:`AwaitingApproval` when the approvers must be asked first."""
+        if not refusal.askable or not self.may_ask(ctx):
+            return ToolResult.error(refusal.reason)
+        assert self._book is not None
+        record = await self._book.for_call(ctx.idempotency_key)
+        if record is None or record.pending:
+            raise AwaitingApproval(
+                ApprovalAsk(
+                    ctx.turn_id, ctx.call_id, tool.name, args, refusal.reason, refusal.authority
+                )
+            )
+        if record.state == "approved" and record.fingerprint == fingerprint(args):
+            return replace(ctx, approved=True)
+        return ToolResult.error(decided_refusal(record, tool.name))
+
+
+def decided_refusal(record: ApprovalRecord, tool: str) -> str:
+    """What the model is told about a call that was not approved."""
+    if record.state == "denied":
+        why = f"approval request {record.id} was denied (by {record.decided_by})"
+    elif record.state == "expired":
+        why = f"nobody approved request {record.id} in time, so it was refused"
+    elif record.state == "refused":
+        why = f"nobody can approve it here ({record.decided_by or 'no approver'})"
+    else:  # approved, but for other arguments
+        why = f"request {record.id} was approved for different arguments"
+    return f"{tool} was not run: {why}. Tell the user; they may ask again."

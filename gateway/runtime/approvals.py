@@ -1,0 +1,275 @@
+"""Approval requests, from the runtime's side: ask, decide, expire, wake the waiting turn.
+
+When a turn stops at a call that needs approval (:mod:`agent.approval`), the turn is
+*parked* rather than held open: :meth:`ApprovalDesk.park` stores the request, queues it to
+the approvers (buttons where the platform has them) and tells the requester it waits, in one
+transaction; the dispatcher then keeps that chat's later messages back (per-chat order) while
+every other chat goes on, and no turn slot or model slot is held however long the decision
+takes. ``/approve ID`` and ``/deny ID`` (typed, or sent by a button) reach
+:meth:`ApprovalDesk.decide` as commands; a request nobody decides within
+``tools.approval_timeout_seconds`` is refused (:meth:`ApprovalDesk.expire_due`, on the
+gateway's clock). Each decision wakes the turn, which resumes at the waiting call and finds
+it there. Everything is audited: every request, decision, expiry, and every attempt by
+someone who may not decide.
+
+Who decides: the owners of the requester's channel, and its admins unless only the owner
+may allow it (a tool denied to admins); and the owner at the machine (the terminal, the
+local web chat), who could decide anything there anyway. A request goes to the requester's own direct chat
+when they may decide it themselves (an owner or admin whose turn read outside content),
+else to the channel's owners (to its admins when it has no owner). Channels without access
+settings (the terminal, the local web chat) belong to whoever uses them: it goes back there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+
+from agent.approval import ApprovalAsk, fingerprint
+from agent.turn import TurnRequest
+from gateway.config.channels import ChannelSection
+from gateway.core.clock import Clock
+from gateway.core.lifecycle import Service
+from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.runtime import approval_text as text
+from gateway.store import ApprovalRecord, InboundRecord, OpenTurn, Store, UsageRecord
+from gateway.store.approvals import approval_id
+
+log = logging.getLogger(__name__)
+
+NOT_ALLOWED = "Only the owner or an admin of this chat can decide approval requests."
+
+
+class ApprovalDesk(Service):
+    def __init__(
+        self,
+        store: Store,
+        sections: Mapping[str, ChannelSection],
+        *,
+        clock: Clock,
+        timeout: float,
+        redact: Callable[[str], str] = lambda value: value,
+        on_outbound: Callable[[str], None] = lambda channel: None,
+    ) -> None:
+        self._store = store
+        self._sections = sections
+        self._clock = clock
+        self.timeout = timeout
+        self._redact = redact
+        self._on_outbound = on_outbound
+        self.wake: Callable[[str], None] = lambda turn_id: None  # the dispatcher's, once built
+        self._changed = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+
+    # -- lifecycle: the expiry timer --------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._expire_forever(), name="approval-expiry")
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+            self._timer = None
+
+    async def _expire_forever(self) -> None:
+        while True:
+            self._changed.clear()  # before the read: a park after it wakes the sleep below
+            pending = await self._store.approvals.pending()
+            if pending:
+                when = datetime.fromtimestamp(pending[0].expires_at, UTC)
+            else:
+                when = self._clock.now() + timedelta(days=1)
+            await self._clock.sleep_until(when, self._changed)
+            try:
+                await self.expire_due()
+            except Exception:  # the next round tries again; never let the timer die
+                log.exception("approvals: expiring overdue requests failed")
+
+    async def expire_due(self) -> list[ApprovalRecord]:
+        """Refuse every pending request past its time and wake its turn (fail closed)."""
+        now = self._clock.now().timestamp()
+        expired = []
+        for record in await self._store.approvals.pending():
+            if record.expires_at > now:
+                break
+            decided = await self._store.approvals.decide(record.id, "expired", by="timeout", at=now)
+            if decided is not None:
+                await self._audit("approval-expired", decided)
+                self.wake(decided.turn_id)
+                expired.append(decided)
+        return expired
+
+    async def waiting_turns(self) -> set[str]:
+        """Turns parked on a pending request (after a restart: they stay parked)."""
+        return {record.turn_id for record in await self._store.approvals.pending()}
+
+    # -- asking -----------------------------------------------------------------------------
+
+    async def park(
+        self,
+        request: TurnRequest,
+        ask: ApprovalAsk,
+        records: tuple[InboundRecord, ...],
+        usage: Sequence[UsageRecord] = (),
+    ) -> OpenTurn:
+        """Store the request, ask the approvers, tell the requester; returns the turn to
+        hold. With nobody to ask, the request is refused at once and the turn wakes."""
+        principal = request.principal
+        approvers, targets = self._who(principal, request.chat, ask.authority)
+        now = self._clock.now().timestamp()
+        record = ApprovalRecord(
+            id=approval_id(ask.call_key),
+            call_key=ask.call_key,
+            turn_id=ask.turn_id,
+            session_key=request.session_key,
+            tool=ask.tool,
+            arguments=text.shown_arguments(ask.arguments, self._redact),
+            fingerprint=fingerprint(ask.arguments),
+            reason=ask.reason,
+            requester={**asdict(principal), "chat_type": principal.chat_type.value},
+            approvers=approvers,
+            state="pending" if targets else "refused",
+            created_at=now,
+            expires_at=now + self.timeout,
+            decided_at=None if targets else now,
+            decided_by=None
+            if targets
+            else f"no owner or admin is configured for {principal.channel}",
+        )
+        messages = self._messages(record, request, targets)
+        await self._store.park_turn(approval=record, messages=messages, usage=usage)
+        stored = await self._store.approvals.get(record.id) or record
+        await self._audit("approval-asked" if stored.pending else "approval-unavailable", stored)
+        for channel in {m.channel for m in messages}:
+            self._on_outbound(channel)
+        self._changed.set()  # the timer plans for the new expiry
+        if not stored.pending:
+            self.wake(stored.turn_id)
+        return OpenTurn(request.turn_id, request.session_key, "chat", 1, records)
+
+    def _who(
+        self, principal: Principal, chat: ChatRef, authority: str
+    ) -> tuple[tuple[str, ...], list[tuple[ChatRef, bool]]]:
+        """Who may decide (``channel:id``), and where the request goes (chat, direct)."""
+        channel = principal.channel
+        section = self._sections.get(channel)
+        if section is None:  # a local channel: its user is the owner
+            return (f"{channel}:*",), [(chat, False)]
+        people = [*section.owners, *(section.admins if authority == "admin" else ())]
+        approvers = tuple(f"{channel}:{person}" for person in dict.fromkeys(people))
+        if f"{channel}:{principal.sender_id}" in approvers:  # they confirm it themselves
+            if principal.chat_type is ChatType.DM:
+                return approvers, [(chat, False)]
+            return approvers, [(ChatRef(channel, principal.sender_id), True)]
+        asked = section.owners or (section.admins if authority == "admin" else ())
+        return approvers, [(ChatRef(channel, person), True) for person in asked]
+
+    def _messages(
+        self, record: ApprovalRecord, request: TurnRequest, targets: list[tuple[ChatRef, bool]]
+    ) -> list[OutboundMessage]:
+        messages = [
+            OutboundMessage(
+                channel=chat.channel,
+                chat_id=chat.chat_id,
+                thread_id=chat.thread_id,
+                text=text.request_text(record, timeout=self.timeout),
+                kind=OutboundKind.NOTICE,
+                idempotency_key=f"approval:{record.id}:{chat.chat_id}",
+                actions=text.request_actions(record),
+                direct=direct,
+            )
+            for chat, direct in targets
+        ]
+        if targets and all(chat != request.chat for chat, _ in targets):
+            section = self._sections.get(request.chat.channel)
+            whose = "an admin's" if section is not None and not section.owners else "the owner's"
+            if f"{request.principal.channel}:{request.principal.sender_id}" in record.approvers:
+                whose = "your"  # asked in their direct chat
+            last = request.last_message
+            messages.append(
+                OutboundMessage(
+                    channel=request.chat.channel,
+                    chat_id=request.chat.chat_id,
+                    thread_id=request.chat.thread_id,
+                    text=text.waiting_text(record, whose=whose, timeout=self.timeout),
+                    kind=OutboundKind.NOTICE,
+                    reply_to_message_id=last.platform_message_id
+                    if last is not None and last.is_group
+                    else None,
+                    idempotency_key=f"approval:{record.id}:waiting",
+                )
+            )
+        return messages
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    async def decide(self, msg: InboundMessage, principal: Principal, *, approve: bool) -> str:
+        """Answer ``/approve ID`` or ``/deny ID`` (or, without an id, list what waits)."""
+        words = msg.text.split()[1:]
+        if not principal.is_admin:
+            await self._store.audit.record(
+                "approval-forbidden",
+                channel=msg.channel,
+                sender_id=msg.sender_id,
+                approval=words[0].upper() if words else "",
+                reason="not an owner or admin",
+            )
+            return NOT_ALLOWED
+        if msg.is_group:
+            return "Approval requests are decided in a direct chat with me."
+        if not words:
+            mine = [r for r in await self._store.approvals.pending() if self._may(r, principal)]
+            return text.listing_text(mine)
+        record = await self._store.approvals.get(words[0])
+        if record is None:
+            return f"There is no approval request {words[0].upper()}."
+        if not self._may(record, principal):
+            await self._audit("approval-forbidden", record, by=principal)
+            return NOT_ALLOWED
+        if not record.pending:
+            return text.already_text(record)
+        now = self._clock.now().timestamp()
+        state = "approved" if approve else "denied"
+        if record.expires_at <= now:  # the timer has not come round yet: still too late
+            state = "expired"
+        by = f"{principal.channel}:{principal.sender_id}"
+        decided = await self._store.approvals.decide(record.id, state, by=by, at=now)
+        if decided is None:  # decided a moment ago by someone else, or it just expired
+            current = await self._store.approvals.get(record.id)
+            return text.already_text(current or record)
+        await self._audit(f"approval-{state}", decided, by=principal)
+        self.wake(decided.turn_id)
+        return text.decided_text(decided)
+
+    async def _audit(
+        self, kind: str, record: ApprovalRecord, *, by: Principal | None = None
+    ) -> None:
+        requester = record.requester
+        await self._store.audit.record(
+            kind,
+            channel=by.channel if by else requester.get("channel"),
+            sender_id=by.sender_id if by else requester.get("sender_id"),
+            approval=record.id,
+            tool=record.tool,
+            arguments=record.arguments,
+            requester=f"{requester.get('channel')}:{requester.get('sender_id')}",
+            reason=record.reason,
+            turn=record.turn_id,
+            decided_by=record.decided_by,
+        )
+
+    def _may(self, record: ApprovalRecord, principal: Principal) -> bool:
+        """Whether ``principal`` may decide ``record``: one of its approvers (and still an
+        owner or admin), or the owner at the machine (the terminal, the local web chat)."""
+        if principal.role == "owner" and principal.channel not in self._sections:
+            return True
+        keys = {f"{principal.channel}:{principal.sender_id}", f"{principal.channel}:*"}
+        return principal.is_admin and bool(keys & set(record.approvers))

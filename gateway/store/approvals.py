@@ -1,0 +1,154 @@
+"""Approval requests: a side effect the policy refused but the owner could allow, waiting.
+
+One row per tool call (``call_key`` = turn id + call id) that asked. It is written in the
+same transaction that parks the turn and queues the request to the approvers
+(:meth:`gateway.store.Store.park_turn`), so a restart finds the request and its waiting turn
+together. The state moves once, from ``pending`` to ``approved``, ``denied``, ``expired``
+(nobody decided in time) or ``refused`` (nobody could approve it); the agent reads it when
+the turn resumes (:mod:`agent.approval`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.access import CODE_ALPHABET
+from gateway.store.db import Database
+from gateway.store.retention import delete_batched
+
+ID_LENGTH = 8
+DECIDED = ("approved", "denied", "expired", "refused")
+_COLUMNS = (
+    "id, call_key, turn_id, session_key, tool, arguments, fingerprint, reason, requester,"
+    " approvers, state, created_at, expires_at, decided_at, decided_by"
+)
+
+
+def approval_id(call_key: str) -> str:
+    """The request's code, derived from the call: asking again for the same call (a resumed
+    turn) finds the same request. No look-alike characters, so it can be typed."""
+    digest = hashlib.sha256(call_key.encode()).digest()
+    return "".join(CODE_ALPHABET[b % len(CODE_ALPHABET)] for b in digest[:ID_LENGTH])
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    id: str
+    call_key: str
+    turn_id: str
+    session_key: str
+    tool: str
+    arguments: dict[str, Any]  # redacted, as approvers see them
+    fingerprint: str  # of the exact arguments: an approval covers only these
+    reason: str
+    requester: dict[str, str]  # channel, sender_id, sender_name, role, chat_type
+    approvers: tuple[str, ...]  # "channel:sender id"; "channel:*" for local channels
+    state: str  # pending | approved | denied | expired | refused
+    created_at: float
+    expires_at: float
+    decided_at: float | None = None
+    decided_by: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "pending"
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.id,
+            self.call_key,
+            self.turn_id,
+            self.session_key,
+            self.tool,
+            json.dumps(self.arguments, ensure_ascii=False),
+            self.fingerprint,
+            self.reason,
+            json.dumps(self.requester, ensure_ascii=False),
+            json.dumps(list(self.approvers)),
+            self.state,
+            self.created_at,
+            self.expires_at,
+            self.decided_at,
+            self.decided_by,
+        )
+
+
+def _record(row: Sequence[Any]) -> ApprovalRecord:
+    values = list(row)
+    values[5] = json.loads(values[5])
+    values[8] = json.loads(values[8])
+    values[9] = tuple(json.loads(values[9]))
+    return ApprovalRecord(*values)
+
+
+class Approvals:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def insert_statement(self, conn: sqlite3.Connection, record: ApprovalRecord) -> None:
+        """Part of the park transaction; asking again for the same call changes nothing."""
+        conn.execute(
+            f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+            " ON CONFLICT (call_key) DO NOTHING",
+            record.row(),
+        )
+
+    async def get(self, approval: str) -> ApprovalRecord | None:
+        return await self._one("id = ?", approval.upper())
+
+    async def for_call(self, call_key: str) -> ApprovalRecord | None:
+        """The request a tool call made, if any (read by the executor on resume)."""
+        return await self._one("call_key = ?", call_key)
+
+    async def _one(self, where: str, value: str) -> ApprovalRecord | None:
+        def query(conn: sqlite3.Connection) -> ApprovalRecord | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE {where}", (value,)
+            ).fetchone()
+            return None if row is None else _record(row)
+
+        return await self._db.run(query)
+
+    async def decide(
+        self, approval: str, state: str, *, by: str, at: float
+    ) -> ApprovalRecord | None:
+        """Move a pending request to ``state``; ``None`` when it was not pending (already
+        decided, expired, or unknown): a decision is made once."""
+        assert state in DECIDED
+
+        def update(conn: sqlite3.Connection) -> ApprovalRecord | None:
+            changed = conn.execute(
+                "UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (state, at, by, approval.upper()),
+            ).rowcount
+            if not changed:
+                return None
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE id = ?", (approval.upper(),)
+            ).fetchone()
+            return _record(row)
+
+        return await self._db.run(update)
+
+    async def pending(self) -> list[ApprovalRecord]:
+        """Requests still waiting, soonest expiry first."""
+
+        def query(conn: sqlite3.Connection) -> list[ApprovalRecord]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE state = 'pending' ORDER BY expires_at"
+            )
+            return [_record(row) for row in rows]
+
+        return await self._db.run(query)
+
+    async def prune(self, before: float) -> int:
+        """Forget decided requests older than ``before``; pending ones stay (they expire)."""
+        return await delete_batched(
+            self._db, "approvals", "state != 'pending' AND created_at < ?", [before]
+        )

@@ -17,7 +17,10 @@ from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
 from tests.system import pytest_terminal_summary  # noqa: F401 - names missing packages
 
-pytest_plugins = ["tests.fakes.mcp_fixtures"]  # the demo MCP server: `shared`, `http_server`
+pytest_plugins = [
+    "tests.fakes.mcp_fixtures",  # the demo MCP server: `shared`, `http_server`
+    "tests.fakes.platform_fixtures",  # `tg`, `fake_slack`, `fake_discord`, `site`, `sink`
+]
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_name, None)

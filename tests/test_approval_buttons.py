@@ -7,7 +7,6 @@ a press by the member does nothing but get audited."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -34,7 +33,7 @@ from tests.fakes.slack import (
     post_action,
     post_signed,
 )
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, section
 
 COMMAND = "echo ran >> runs.txt"
 APPROVALS = {"approvals": "ask", "exec": {"sandbox": "off"}}
@@ -52,13 +51,6 @@ def code_in(text_: str) -> str:
 
 
 # -- Telegram ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
 
 
 async def test_telegram_owner_taps_approve_and_the_members_command_runs_once(
@@ -102,13 +94,6 @@ async def test_telegram_owner_taps_approve_and_the_members_command_runs_once(
 
 
 # -- Slack ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = await FakeSlack().start()
-    yield fake
-    await fake.stop()
 
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
@@ -172,14 +157,6 @@ async def test_slack_owner_presses_approve_and_the_members_command_runs_once(
 
 
 # -- Discord ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    fake = await FakeDiscord().start()
-    fake.patch(monkeypatch)
-    yield fake
-    await fake.stop()
 
 
 async def test_discord_owner_presses_approve_and_the_members_command_runs_once(

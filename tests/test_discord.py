@@ -39,14 +39,6 @@ OWNER = user(42, "dana", "Dana")
 DM_CHANNEL = dm_channel(OWNER)
 
 
-@pytest.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    fake = await FakeDiscord().start()
-    fake.patch(monkeypatch)
-    yield fake
-    await fake.stop()
-
-
 def fast_policy(**overrides: Any) -> ReconnectPolicy:
     return ReconnectPolicy(**{"base": 0.01, "cap": 0.05, **overrides})
 

@@ -85,28 +85,6 @@ async def test_doctor_explains_an_unreachable_server(
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = await FakeSlack().start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    fake = await FakeDiscord().start()
-    fake.patch(monkeypatch)
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def silent_port() -> AsyncIterator[int]:
     """A port that accepts connections and never says a word (a hung server, a black hole)."""
     done = asyncio.Event()

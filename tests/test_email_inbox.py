@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import uuid
-from collections.abc import AsyncIterator
 from email.message import EmailMessage
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,13 +32,6 @@ from tests.fakes.mailservers import (  # noqa: F401 - fixture
 )
 
 DANA = "dana@example.test"
-
-
-@pytest.fixture
-async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
-    server = await SmtpSink().start(tmp_path)
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

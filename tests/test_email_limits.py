@@ -4,11 +4,7 @@ everyone but the owner has a daily cap. Through the real gateway into aiosmtpd."
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
@@ -21,13 +17,6 @@ from tests.test_email_send import email_settings
 STRANGER = "stranger@elsewhere.test"
 MEMBER_MAIL = "member@example.test"
 ACCESS = {"owners": ["1"], "admins": ["2"], "allow_from": ["1", "2", "3"]}
-
-
-@pytest.fixture
-async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
-    smtp = await SmtpSink().start(tmp_path)
-    yield smtp
-    await smtp.stop()
 
 
 def settings_for(make: SettingsFactory, sink: SmtpSink, **email: Any) -> Settings:

@@ -5,10 +5,7 @@ token cap counts them, and one concurrency cap per model endpoint holds for all 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from channels.memory import MemoryChannel
 from gateway.core.messages import OutboundKind
@@ -17,13 +14,6 @@ from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 from tests.fakes.web import FakeSite
 
 MEMBER = {"telegram": {"owners": ["1"], "allow_from": ["1", "3"]}}
-
-
-@pytest.fixture
-async def site() -> AsyncIterator[FakeSite]:
-    fake = await FakeSite().start()
-    yield fake
-    await fake.stop()
 
 
 def long_page(paragraphs: int) -> str:

@@ -31,13 +31,6 @@ DANA = {"display_name": "Dana"}
 
 
 @pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = await FakeSlack().start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 def slack_settings(
     make_settings: Callable[..., Settings], fake_slack: FakeSlack
 ) -> Callable[..., Settings]:

@@ -32,13 +32,6 @@ from tests.fakes.slack import (
 
 
 @pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = await FakeSlack().start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 def http_settings(
     make_settings: Callable[..., Settings], fake_slack: FakeSlack
 ) -> Callable[..., Settings]:

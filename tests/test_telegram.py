@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,6 @@ PNG = (
     b"\x00\x00\x00\x00IEND\xaeB`\x82"
 )
 GROUP = -1001234
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
 
 
 def channel(settings: Settings) -> TelegramChannel:

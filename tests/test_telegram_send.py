@@ -20,14 +20,7 @@ from gateway.core.pacing import Pacer
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, section
 
 
 @pytest.fixture

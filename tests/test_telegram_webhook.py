@@ -4,10 +4,8 @@ when the gateway cannot store an update."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import aiohttp
-import pytest
 
 from channels.telegram import TelegramChannel
 from channels.telegram.webhook import SECRET_HEADER
@@ -19,16 +17,9 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, section
 
 HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
 
 
 def channel(settings: Settings) -> TelegramChannel:

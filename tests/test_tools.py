@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, TurnState
+from agent.tools.base import Tool, ToolError, ToolResult
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.shell import Exec
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, OutboundMessage
-from gateway.core.principal import Principal
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
+from tests.fakes.tool_context import tool_context
 
 
 @pytest.fixture
@@ -31,20 +30,7 @@ def workspace(tmp_path: Path) -> Workspace:
     return Workspace(root, restricted=(tmp_path / "data",))
 
 
-def context(workspace: Workspace) -> ToolContext:
-    async def send(message: OutboundMessage) -> None:
-        raise AssertionError("no sends expected")
-
-    return ToolContext(
-        turn_id="t1",
-        call_id="c1",
-        session_key="test:1",
-        chat=ChatRef("test", "1"),
-        principal=Principal("test", "u1"),
-        workspace=workspace,
-        send=send,
-        state=TurnState(),
-    )
+context = tool_context
 
 
 async def run(tool: Tool, workspace: Workspace, **args: Any) -> ToolResult:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
@@ -32,13 +31,6 @@ guide</a> and the <a href="https://seeds.example.org/catalogue">seed catalogue</
 <footer>Copyright 2026 Garden Guide</footer>
 <script>document.write("MORE_SCRIPT_TEXT")</script>
 </body></html>"""
-
-
-@pytest.fixture
-async def site() -> AsyncIterator[FakeSite]:
-    fake = await FakeSite().start()
-    yield fake
-    await fake.stop()
 
 
 def fetcher(**limits: float) -> PageFetcher:

@@ -18,15 +18,14 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from agent.tools.base import ToolContext, ToolError, ToolResult, TurnState
+from agent.tools.base import ToolContext, ToolError, ToolResult
 from agent.tools.web import WebFetch
 from agent.web.browser import Browser, BrowserSettings
 from agent.web.fetch import FetchLimits, PageFetcher
 from agent.web.render import RenderLimits
 from agent.web.ssrf import AddressPolicy, Guard
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, OutboundMessage
-from gateway.core.principal import Principal
+from tests.fakes.tool_context import tool_context
 from tests.fakes.web import FakeDNS, FakeSite
 
 pytestmark = [
@@ -97,21 +96,9 @@ async def secrets() -> AsyncIterator[tuple[FakeSite, FakeSite]]:
 
 
 def context(tmp_path: Path) -> ToolContext:
-    async def send(message: OutboundMessage) -> None:
-        raise AssertionError("no sends expected")
-
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
-    return ToolContext(
-        turn_id="t1",
-        call_id="c1",
-        session_key="test:1",
-        chat=ChatRef("test", "1"),
-        principal=Principal("test", "u1"),
-        workspace=Workspace(root),
-        send=send,
-        state=TurnState(),
-    )
+    return tool_context(Workspace(root))
 
 
 def fetch_tool(browser: Browser | None, **kwargs: Any) -> WebFetch:

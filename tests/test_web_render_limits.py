@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,6 @@ from tests.fakes.web import FakeSite
 from tests.test_web_render import JS_PAGE, fetch_tool, guard, run
 
 pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Chromium is not installed")
-
-
-@pytest.fixture
-async def site() -> AsyncIterator[FakeSite]:
-    fake = await FakeSite().start()
-    yield fake
-    await fake.stop()
 
 
 async def test_a_page_that_never_stops_loading_is_read_when_its_time_is_up(

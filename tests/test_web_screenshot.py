@@ -28,13 +28,6 @@ needs_chromium = pytest.mark.skipif(not shutil.which("chromium"), reason="no Chr
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture
-async def site() -> Any:
-    fake = await FakeSite().start()
-    yield fake
-    await fake.stop()
-
-
 @needs_chromium
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_screenshot_reaches_the_model_and_the_user(

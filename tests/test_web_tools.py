@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.llm.metered import MeteredModel
-from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, TurnState
+from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agent.tools.web import WebFetch, WebSearch, wrap_untrusted
 from agent.toolset import default_tools
 from agent.web.fetch import FetchLimits, PageFetcher
@@ -20,36 +19,16 @@ from agent.web.pages import Budget
 from agent.web.search import SearchHit, SearchUnavailable, unavailable_reason
 from agent.web.ssrf import AddressPolicy, Guard
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef, OutboundMessage
-from gateway.core.principal import Principal
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.fakes.tool_context import tool_context
 from tests.fakes.web import FakeDNS, FakeSite
 
 
-@pytest.fixture
-async def site() -> AsyncIterator[FakeSite]:
-    fake = await FakeSite().start()
-    yield fake
-    await fake.stop()
-
-
 def context(tmp_path: Path) -> ToolContext:
-    async def send(message: OutboundMessage) -> None:
-        raise AssertionError("no sends expected")
-
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
-    return ToolContext(
-        turn_id="t1",
-        call_id="c1",
-        session_key="test:1",
-        chat=ChatRef("test", "1"),
-        principal=Principal("test", "u1"),
-        workspace=Workspace(root),
-        send=send,
-        state=TurnState(),
-    )
+    return tool_context(Workspace(root))
 
 
 async def run(tool: Tool, tmp_path: Path, **args: Any) -> ToolResult:

@@ -1,0 +1,70 @@
+"""The fake platforms as pytest fixtures, one running fake per test.
+
+A test module that needs a fake set up differently (pages served, a wider loop scope) defines
+its own fixture of the same name, which takes precedence over these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import discord.py
+    from tests.fakes.discord import FakeDiscord
+    from tests.fakes.mailservers import SmtpSink
+    from tests.fakes.slack import FakeSlack
+    from tests.fakes.telegram import FakeTelegram
+    from tests.fakes.web import FakeSite
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API with a fresh token."""
+    from tests.fakes.telegram import FakeTelegram, random_token
+
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    from tests.fakes.slack import FakeSlack
+
+    fake = await FakeSlack().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """The fake Discord gateway and REST API, with discord.py pointed at it."""
+    from tests.fakes.discord import FakeDiscord
+
+    fake = await FakeDiscord().start()
+    fake.patch(monkeypatch)
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[FakeSite]:
+    """A web server on loopback that a test fills with pages."""
+    from tests.fakes.web import FakeSite
+
+    fake = await FakeSite().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
+    """An SMTP server that keeps what it receives."""
+    from tests.fakes.mailservers import SmtpSink
+
+    smtp = await SmtpSink().start(tmp_path)
+    yield smtp
+    await smtp.stop()

@@ -50,7 +50,17 @@ async def test_crossing_the_threshold_summarizes_older_messages(
         await gateway.agent.window.compactor.wait("memory:chat-1")
         state, kept = await gateway.store.history.load("memory:chat-1", limit=None)
         await chat(channel, ["what is my code word?"])
+        usage = await gateway.store.db.run(
+            lambda conn: conn.execute(
+                "SELECT purpose, principal, SUM(input_tokens + output_tokens) FROM usage"
+                " GROUP BY purpose, principal"
+            ).fetchall()
+        )
     assert state.summary is not None and "AMBER" in state.summary
+    charged = {purpose: (principal, tokens) for purpose, principal, tokens in usage}
+    assert set(charged) == {"turn", "summary"}  # the summary's model calls are metered too...
+    assert charged["summary"][0] == charged["turn"][0]  # ...and charged to the person chatting
+    assert charged["summary"][1] > 0
     assert len(kept) >= 3
     last = [r for r in fake_llm.requests if not is_summary_request(r)][-1]
     assert "AMBER" in last.system_text  # the summary is in the prompt...

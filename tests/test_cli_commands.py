@@ -12,12 +12,14 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime, time
 from pathlib import Path
 
 import pytest
 
 from gateway.cli.main import build_parser
-from tests.fakes.llm import FakeLLM
+from gateway.store import Store
+from tests.fakes.llm import FakeLLM, calls, text
 from tests.test_cli import cli_env, switchboard
 
 pytestmark = pytest.mark.slow
@@ -110,6 +112,24 @@ async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
     code, _, err = await switchboard("trace", env=env)
     assert code == 1
     assert err.startswith("No turns traced yet")
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "every day at 9:00", "message": "Tea!"})),
+        text("Done: tea every day at 9."),
+    )
+    await switchboard("chat", "-m", "remind me of tea every day at 9", env=env)
+    async with Store(tmp_path / "home" / "data" / "switchboard.db") as store:
+        await store.pairings.request(
+            channel="telegram", sender_id="77", sender_name="Robin", chat_id="77"
+        )
+    [job] = json.loads((await switchboard("cron", "list", "--json", env=env))[1])
+    assert "09:00 every day" in job["schedule"] and job["text"] == "Tea!"
+    assert job["target"] == "terminal:local" and job["runs"] == 0
+    assert datetime.fromisoformat(job["next_run"]).time() == time(9, 0)
+    assert {"id", "task_type", "agent"} <= set(job)
+    [request] = json.loads((await switchboard("pairing", "list", "--json", env=env))[1])
+    assert request["channel"] == "telegram" and request["sender_id"] == "77"
+    assert request["sender_name"] == "Robin" and request["state"] == "pending"
+    assert request["expires_at"] > request["created_at"] and len(request["code"]) >= 6
     await switchboard("chat", "-m", "hello", env=env)
     code, out, _ = await switchboard("trace", "--json", env=env)
     trace = json.loads(out)
@@ -173,3 +193,33 @@ async def test_bash_completion_completes_commands(tmp_path: Path, fake_llm: Fake
         )
         out, _ = await asyncio.wait_for(process.communicate(), 30)
         assert out.decode().rstrip().endswith(" switchboard")
+
+
+# what each script sets when it calls switchboard, and how the answer starts
+SHELL_PROTOCOLS = {
+    "zsh": ("#compdef switchboard", {"_ARGCOMPLETE_SUPPRESS_SPACE": "1"}, "config:show, get"),
+    "fish": ("complete --command switchboard", {"_ARGCOMPLETE_DFS": "\t"}, "config"),
+}
+
+
+@pytest.mark.parametrize("shell", sorted(SHELL_PROTOCOLS))
+async def test_zsh_and_fish_completion_complete_commands(
+    tmp_path: Path, fake_llm: FakeLLM, shell: str
+) -> None:
+    marker, protocol, answer = SHELL_PROTOCOLS[shell]
+    code, script, _ = await switchboard("completion", shell, env=cli_env(tmp_path, fake_llm))
+    assert code == 0 and marker in script
+    answers = tmp_path / "answers"
+    line = "switchboard con"
+    env = cli_env(
+        tmp_path,
+        fake_llm,
+        _ARGCOMPLETE="1",
+        _ARGCOMPLETE_SHELL=shell,
+        COMP_LINE=line,
+        COMP_POINT=str(len(line)),
+        _ARGCOMPLETE_STDOUT_FILENAME=str(answers),
+        **protocol,
+    )
+    await switchboard(env=env)
+    assert answers.read_text().startswith(answer)

@@ -7,6 +7,7 @@ discord.py, aiosmtplib, aioimaplib) against the fakes in tests/fakes and real Do
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import time
@@ -522,4 +523,11 @@ async def test_switchboard_doctor_exit_code_follows_the_channel_login(
     code, out, err = await switchboard("doctor", env=env)
     assert code == 1, out + err
     assert "[FAIL] channel telegram" in out and "SWITCHBOARD_TELEGRAM__TOKEN" in out
+    assert token not in out + err
+    code, out, err = await switchboard("doctor", "--json", env=env)
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["problems"] >= 1
+    [telegram] = [check for check in report["checks"] if check["name"] == "channel telegram"]
+    assert telegram["status"] == "fail" and "SWITCHBOARD_TELEGRAM__TOKEN" in telegram["message"]
+    assert {check["status"] for check in report["checks"]} <= {"ok", "warn", "fail"}
     assert token not in out + err

@@ -191,3 +191,43 @@ async def test_refused_connection_reaches_user_log_and_doctor_alike(
     code, out, _ = await switchboard("doctor", env=env)
     assert code == 1
     assert "[FAIL] llm " in out and words in out
+
+
+@pytest.mark.slow
+async def test_a_base_url_without_v1_reaches_the_user_and_doctor(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    root = f"http://127.0.0.1:{fake_llm.port}"
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_LLM__BASE_URL=root)
+    words = f"{root} has no /chat/completions (HTTP 404): the base URL is missing /v1."
+    code, out, _ = await switchboard("chat", "-m", "hi", env=env)
+    assert code == 1 and out.startswith(f"Sorry, I could not answer. {words}")
+    assert "try again" not in out  # retrying cannot help
+    code, out, _ = await switchboard("doctor", env=env)
+    assert code == 1 and words in out and f"SWITCHBOARD_LLM__BASE_URL to {root}/v1" in out
+
+
+@pytest.mark.slow
+async def test_a_refused_key_reaches_the_user_and_doctor_without_the_key(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    env = cli_env(tmp_path / "home", fake_llm)
+    words = f"{fake_llm.openai_url} refused the API key (HTTP 401)."
+    fake_llm.queue(error(401, "invalid api key"))
+    code, out, _ = await switchboard("chat", "-m", "hi", env=env)
+    assert code == 1 and out.startswith(f"Sorry, I could not answer. {words}")
+    fake_llm.queue(error(401, "invalid api key"))
+    code, out, err = await switchboard("doctor", env=env)
+    assert code == 1 and words in out and "SWITCHBOARD_LLM__API_KEY" in out
+    assert env["SWITCHBOARD_LLM__API_KEY"] not in out + err
+
+
+@pytest.mark.slow
+async def test_a_base_url_without_a_scheme_is_refused_by_the_command_line(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_LLM__BASE_URL="localhost:18080")
+    code, out, err = await switchboard("chat", "-m", "hi", env=env)
+    assert code != 0 and out == ""
+    assert "llm.base_url: 'localhost:18080' is not an http:// or https:// URL" in err
+    assert "did you mean 'http://localhost:18080/v1'?" in err

@@ -79,6 +79,8 @@ def test_the_image_is_pinned_sandboxed_and_health_checked() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--constraint constraints.txt" in dockerfile
     assert re.search(r"apt-get install[^\n]*bubblewrap", dockerfile)
+    assert re.search(r"apt-get install[^\n]*chromium", dockerfile)  # web_fetch renders pages
+    assert '".[browser]"' in dockerfile  # and drives them with Playwright
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
     assert "USER switchboard" in dockerfile
 

@@ -173,12 +173,13 @@ async def test_a_side_effect_the_user_asked_for_runs(
     await one_turn(
         settings,
         fake_llm,
-        calls(("demo__add_event", {"title": "dentist", "when": "tuesday"})),
+        calls(("demo__now", {}), ("demo__add_event", {"title": "dentist", "when": "tuesday"})),
         message="add event: dentist on tuesday",
     )
     assert "tuesday dentist\n" in _events(shared)
-    assert "Added 'dentist' on tuesday." in fake_llm.requests[1].tool_results[0]
-    assert await _ledger_tools(settings) == ["demo__add_event"]  # a side effect: recorded
+    assert "Added 'dentist' on tuesday." in fake_llm.requests[1].tool_results[1]
+    # a side effect is recorded (a resumed turn never repeats it); a read-only tool is not
+    assert await _ledger_tools(settings) == ["demo__add_event"]
 
 
 def _events(shared: dict[str, Any]) -> str:

@@ -113,3 +113,23 @@ async def test_a_page_that_eats_memory_loses_its_tab_not_the_gateway(
         )
     assert "the page crashed its browser tab (too much memory?)" in result.content
     assert "Hungry page" in result.content  # the page as served
+
+
+async def test_a_page_that_opens_frame_after_frame_is_stopped_at_the_document_limit(
+    site: FakeSite,
+) -> None:
+    frames_served = 0
+
+    async def frame(request: web.Request) -> web.Response:
+        nonlocal frames_served
+        frames_served += 1
+        return web.Response(text="<p>frame</p>", content_type="text/html")
+
+    frames = "".join(f'<iframe src="/frame/{n}"></iframe>' for n in range(40))
+    site.page("/frames", f"<html><body><h1>Frames</h1>{frames}</body></html>")
+    site.handle("/frame/{n}", frame)
+    async with Browser(guard(), RenderLimits(timeout=15, max_documents=5)) as chromium:
+        rendered = await chromium.render(site.url("/frames", host="allowed.test"))
+    assert "Frames" in rendered.html
+    assert "the page opened more than 5 documents" in rendered.notes
+    assert frames_served <= 4  # the page itself is the first of the five

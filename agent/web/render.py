@@ -308,6 +308,8 @@ def _notes(
         notes.append(
             f"{refused} request(s) of the page were refused (non-public addresses or limits)"
         )
+    # the limits it ran into, once each and in order (addresses stay out: they name internals)
+    notes.extend(dict.fromkeys(r for r in gate.refusals if r.startswith("the page ")))
     return tuple(notes)
 
 

@@ -3,10 +3,12 @@ the limit is told once, never with a model call; the owner and other people are 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from channels.memory import MemoryChannel
-from tests.fakes.llm import FakeLLM
+from tests.fakes.clock import FakeClock
+from tests.fakes.llm import FakeLLM, calls, text
 
 ACCESS = {"dm_policy": "allowlist", "allow_from": ["alice", "bob"], "owners": ["olga"]}
 
@@ -60,3 +62,32 @@ async def test_limits_of_zero_switch_the_allowance_off(run_gateway: Any, fake_ll
         for number in range(4):
             await ask(channel, gateway, f"q{number}", "alice")
     assert channel.texts("alice") == [f"echo: q{n}" for n in range(4)]
+
+
+async def test_a_scheduled_job_draws_on_its_owners_allowance(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(datetime(2026, 11, 23, 10, 0, tzinfo=UTC))
+    channel = MemoryChannel("telegram")
+    access = {**ACCESS, "admins": ["alice"]}  # an admin may schedule jobs
+    limits = {"user_daily_tokens": 1}  # her first turn uses it up
+    job = {"action": "add", "schedule": "every 2 hours", "prompt": "Give me a fun fact."}
+    fake_llm.queue(calls(("cron", job)), text("Scheduled: a fun fact every 2 hours."))
+    async with run_gateway(channel=channel, clock=clock, telegram=access, limits=limits) as (
+        gateway,
+        _,
+    ):
+        await ask(channel, gateway, "a fun fact every 2 hours", "alice")
+        await clock.advance(hours=2, seconds=1)
+        await channel.wait_for(2, chat_id="alice")
+        await gateway.wait_idle()
+        audit = await gateway.store.audit.recent()
+        [active] = await gateway.store.jobs.active()
+    assert len(fake_llm.requests) == 2  # the chat turn's two calls; the job's runs made none
+    assert channel.texts("alice") == [
+        "Scheduled: a fun fact every 2 hours.",
+        "A scheduled job was skipped. You've used today's allowance of my time. "
+        "Please try again later (it refills over 24 hours).",
+    ]
+    assert [e.sender_id for e in audit if e.kind == "budget"] == ["alice"]
+    assert active.runs == 1  # a skipped run counts as run: it is not retried in a loop

@@ -127,6 +127,8 @@ class Gateway(Service):
             status=self._status_text,
             approvals=self.approvals,
         )
+        # one allowance per person, drawn by their chats and their scheduled jobs alike
+        self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
         self.conversations = Conversations(
             store=self.store,
             bus=self.bus,
@@ -136,7 +138,7 @@ class Gateway(Service):
             typing=self.typing.show,
             watch=partial(watch_turn, self.channels),
             turn_ended=self._turn_ended,
-            budget=UserBudget(self.store.usage, self.store.audit, settings.limits),
+            budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
             approvals=self.approvals,
         )

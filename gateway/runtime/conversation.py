@@ -267,6 +267,26 @@ class Conversations:
                     idempotency_key=f"{turn_id}:proactive",
                 )
                 outcome = TurnOutcome((message,), final_text=run.message)
+            elif self._budget is not None and (
+                refusal := await self._budget.check(run.principal)
+            ):  # a job runs on its owner's allowance: past it, the run is skipped
+                log.info("%s turn %s not run: %s", run.kind, turn_id, refusal.reason)
+                notices = (
+                    ()
+                    if refusal.notice is None
+                    else (
+                        OutboundMessage(
+                            channel=run.chat.channel,
+                            chat_id=run.chat.chat_id,
+                            thread_id=run.chat.thread_id,
+                            text=f"A scheduled job was skipped. {refusal.notice}",
+                            kind=OutboundKind.NOTICE,
+                            turn_id=turn_id,
+                            idempotency_key=f"{turn_id}:reply",
+                        ),
+                    )
+                )
+                outcome = TurnOutcome(notices, final_text=refusal.reason)
             else:
                 request = TurnRequest(
                     turn_id=turn_id,

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from gateway.core.errors import StorageFullError, StoreError
+from gateway.core.errors import StorageFullError, StoreDamagedError, StoreError
 from gateway.core.lifecycle import Service
-from gateway.store.schema import migrate
+from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
+from gateway.store.schema import MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ class Database(Service):
         await asyncio.to_thread(self._ready.wait)
         if self._open_error is not None:
             self._thread = None
+            if isinstance(self._open_error, StoreDamagedError):
+                raise self._open_error
+            if isinstance(self._open_error, sqlite3.Error) and is_damage(self._open_error):
+                raise damaged(self.path, f"cannot be read ({self._open_error})")
             raise StoreError(f"cannot open {self.path}: {self._open_error}") from self._open_error
 
     async def stop(self) -> None:
@@ -98,9 +103,15 @@ class Database(Service):
     def _connect(self) -> sqlite3.Connection:
         # SQLite gives the -wal and -shm files the database file's mode: make it 0600 before
         # they exist, and fix files left 0644 by an older version.
+        check_before_open(self.path)
         os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         self.path.chmod(0o600)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            check_opened(conn, self.path, len(MIGRATIONS))
+        except BaseException:
+            conn.close()
+            raise
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -114,7 +125,7 @@ class Database(Service):
     def _worker(self) -> None:
         try:
             conn = self._connect()
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, StoreDamagedError) as exc:
             self._open_error = exc
             self._ready.set()
             return

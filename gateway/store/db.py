@@ -53,6 +53,15 @@ class _Stop:
     pass
 
 
+class _BatchRolledBack(Exception):
+    """A job's error made SQLite roll back the whole transaction (SQLITE_FULL does): every
+    job of the batch failed with it."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class Database(Service):
     """Async facade over one SQLite file in WAL mode."""
 
@@ -161,7 +170,8 @@ class Database(Service):
                 try:
                     outcomes.append((job, job.fn(conn), None))
                 except Exception as exc:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite may have rolled it back (disk full)
+                        conn.execute("ROLLBACK")
                     outcomes.append((job, None, _translate(exc)))
                 else:
                     conn.execute("COMMIT")
@@ -172,6 +182,8 @@ class Database(Service):
                 try:
                     result = job.fn(conn)
                 except Exception as exc:  # the job's own error goes back to its caller
+                    if not conn.in_transaction:  # SQLite undid the whole batch (disk full)
+                        raise _BatchRolledBack(exc) from exc
                     conn.execute("ROLLBACK TO job")
                     conn.execute("RELEASE job")
                     outcomes.append((job, None, _translate(exc)))
@@ -179,11 +191,14 @@ class Database(Service):
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, _BatchRolledBack) as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            error = _translate(exc)
-            log.exception("store transaction failed: %s", error)
+            error = _translate(exc.cause if isinstance(exc, _BatchRolledBack) else exc)
+            if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
+                log.warning("store transaction failed: %s", error)
+            else:
+                log.exception("store transaction failed: %s", error)
             outcomes = [(job, None, error) for job in batch]
         self._loop_deliver(outcomes)
 

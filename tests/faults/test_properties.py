@@ -22,7 +22,7 @@ from gateway.core.schedule_spec import ScheduleError, parse_schedule
 
 # Markdown specials, a fence, RTL override, zero-width joiner/space, a 4-byte emoji, a
 # combining mark, CJK: what breaks formatters and length counts.
-HOSTILE = list("ab *_~`[]()#>-|\\\n") + ["```", "```python\n", "\u202e", "\u200b", "\u200d"]
+HOSTILE = [*"ab *_~`[]()#>-|\\\n", "```", "```python\n", "\u202e", "\u200b", "\u200d"]
 HOSTILE += ["😀", "👩‍💻", "e\u0301", "字", "\t", "<", "&"]
 hostile_text = st.lists(st.sampled_from(HOSTILE), max_size=400).map("".join)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

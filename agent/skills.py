@@ -83,6 +83,40 @@ def _one_line(value: Any, field: str) -> str:
     return " ".join(str(value).split())
 
 
+# What a supply-chain skill asks for (the ClawHavoc pattern: a "prerequisite" that downloads
+# and runs code, or a step that reads the gateway's secrets). The scan is an aid for the
+# owner reading `doctor`; the boundary is the tool policy, which no skill text changes.
+SUSPICIOUS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"\b(?:curl|wget|fetch|iwr|Invoke-WebRequest)\b[^\n|]*\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b",
+            re.I,
+        ),
+        "pipes a download into a shell",
+    ),
+    (
+        re.compile(r"base64\s+(?:-d|--decode|-D)\b[^\n]*\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b", re.I),
+        "decodes base64 into a shell",
+    ),
+    (
+        re.compile(r"(?:config\.toml|\.switchboard\b|\.env\b|\.ssh/|id_rsa|api[_-]?key)", re.I),
+        "refers to the gateway's config or secrets",
+    ),
+    (
+        re.compile(
+            r"\b(?:python3?|perl|ruby|node)\s+-[ce]\s+[\"'][^\n]*(?:urllib|requests|socket|http)",
+            re.I,
+        ),
+        "runs inline code that talks to the network",
+    ),
+)
+
+
+def suspicious(text: str) -> list[str]:
+    """Why a SKILL.md looks like a supply-chain attack (empty when nothing matches)."""
+    return [reason for pattern, reason in SUSPICIOUS if pattern.search(text)]
+
+
 class SkillLibrary:
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -21,6 +21,7 @@ from agent.llm.diagnose import (
     not_found,
     refused_key,
     server_error,
+    unreadable,
 )
 from agent.llm.errors import (
     LLMContextOverflow,
@@ -93,9 +94,14 @@ class AnthropicProvider:
             async with self._client.messages.stream(**params) as stream:
                 async for text in stream.text_stream:
                     await on_text(text)
-                return _from_message(await stream.get_final_message())
+                final = await stream.get_final_message()
+            if final.stop_reason is None:  # no message_stop: the stream was cut short
+                raise unreadable(self._at, "the stream ended before the model finished its answer")
+            return _from_message(final)
         except anthropic.APIError as exc:
             raise _translate(exc, self._at) from exc
+        except ValueError as exc:  # the SDK could not decode a 200's body
+            raise unreadable(self._at, f"not valid JSON: {exc}") from exc
 
     def _wire_messages(self, messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = []

@@ -172,6 +172,15 @@ def server_error(at: Endpoint, status: int | None, message: str) -> LLMUnavailab
     )
 
 
+def unreadable(at: Endpoint, what: str) -> LLMUnavailable:
+    """A 200 whose body is not a complete answer: invalid JSON, a stream cut mid-answer."""
+    return LLMUnavailable(
+        f"{at.url}: {what}",
+        user_message=f"{at.url} sent an answer that was cut off or could not be read ({what}).",
+        fix="Usually a proxy or model server failing mid-answer; if it repeats, look at its log.",
+    )
+
+
 def bad_request(at: Endpoint, status: int | None, message: str) -> LLMBadRequest:
     return LLMBadRequest(
         message,

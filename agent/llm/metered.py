@@ -171,7 +171,7 @@ class MeteredModel:
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
         async with self._slots:
-            response = await self.provider.complete(request, on_text=on_text)
+            response = bounded(await self.provider.complete(request, on_text=on_text), request)
         if charge.meter is not None:
             charge.meter.add(purpose.value, self.model, response.usage)
         elif self._record is not None:
@@ -180,3 +180,25 @@ class MeteredModel:
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+
+# No tokenizer packs more characters than this into one token: an answer longer than
+# max_tokens times this is a server that ignored max_tokens (or lies about it).
+CHARS_PER_TOKEN_CEILING = 12
+MIN_ANSWER_CHARS = 20_000
+
+
+def bounded(response: LLMResponse, request: LLMRequest) -> LLMResponse:
+    """Cut an answer far longer than ``max_tokens`` allows, so one runaway server cannot
+    flood a chat with thousands of messages or fill the history."""
+    limit = max(MIN_ANSWER_CHARS, request.max_tokens * CHARS_PER_TOKEN_CEILING)
+    if len(response.text) <= limit:
+        return response
+    log.warning(
+        "the model's answer had %d characters for max_tokens=%d; cut to %d",
+        len(response.text),
+        request.max_tokens,
+        limit,
+    )
+    note = f"\n\n[The answer was cut at {limit} characters: the model ran past its length limit.]"
+    return replace(response, text=response.text[:limit] + note)

@@ -20,6 +20,7 @@ from agent.llm.diagnose import (
     not_found,
     refused_key,
     server_error,
+    unreadable,
 )
 from agent.llm.errors import (
     LLMContextOverflow,
@@ -97,6 +98,8 @@ class OpenAIProvider:
             return await self._stream(params, on_text)
         except openai.APIError as exc:
             raise _translate(exc, self._at) from exc
+        except ValueError as exc:  # the SDK could not decode a 200's body
+            raise unreadable(self._at, f"not valid JSON: {exc}") from exc
 
     async def _stream(self, params: dict[str, Any], on_text: TextSink) -> LLMResponse:
         stream = await self._client.post(
@@ -108,7 +111,7 @@ class OpenAIProvider:
         )
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
-        stop_reason = "stop"
+        stop_reason: str | None = None
         usage = Usage()
         received = False
         async for chunk in stream:
@@ -142,6 +145,8 @@ class OpenAIProvider:
                 options={"max_retries": max(1, self._client.max_retries)},
             )
             return _from_completion(completion)
+        if stop_reason is None:  # the body ended without saying the answer was complete
+            raise unreadable(self._at, "the stream ended before the model finished its answer")
         tool_calls = tuple(
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}")
             for index, slot in sorted(calls.items())

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
+from gateway.cli.doctor_store import store_checks
 from gateway.cli.doctor_tools import (
     browser_check,
     mcp_checks,
@@ -224,6 +225,7 @@ async def run_doctor(
     checks = [
         *config_checks(settings, config_problem),  # replaces the "config is valid" line
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
+        *store_checks(settings),
         *skill_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),

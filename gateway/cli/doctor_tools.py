@@ -138,13 +138,25 @@ async def browser_check(settings: Settings) -> list[Check]:
 
 def skill_checks(settings: Settings) -> list[Check]:
     """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say which."""
-    from agent.skills import SkillLibrary  # noqa: PLC0415
+    from agent.skills import SkillLibrary, suspicious  # noqa: PLC0415
     from gateway.runtime.assembly import workspaces  # noqa: PLC0415
 
     checks, loaded = [], 0
     for workspace in dict.fromkeys(workspaces(settings).values()):
         library = SkillLibrary(workspace / "skills")
         loaded += len(library.skills())
+        for skill in library.skills():
+            reasons = suspicious(skill.path.read_text(encoding="utf-8", errors="replace"))
+            if reasons:
+                where = skill.path.relative_to(workspace)
+                checks.append(
+                    Check(
+                        "skills",
+                        "warn",
+                        f"{where} {' and '.join(reasons)}: read it before trusting it; its "
+                        "text cannot widen the tool policy, but the owner could follow it",
+                    )
+                )
         for problem in library.problems():
             where = problem.path.relative_to(workspace)
             checks.append(

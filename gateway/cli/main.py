@@ -16,7 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway import __version__
-from gateway.cli import admin, completion, config, doctor, logs, onboard, run, service, status
+from gateway.cli import (
+    admin,
+    backup,
+    completion,
+    config,
+    doctor,
+    logs,
+    onboard,
+    run,
+    service,
+    status,
+)
 from gateway.cli import mcp as mcp_cli
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
 
@@ -50,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.register(commands, common)
     service.register(commands, common)
     admin.register(commands, common)
+    backup.register(commands, common)
     _register_mcp(commands, common)
     completion.register(commands, common)
     return parser

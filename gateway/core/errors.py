@@ -5,7 +5,8 @@ Retry and policy decisions branch on these types, never on message strings::
     SwitchboardError
     ├── ConfigError                 invalid or missing configuration (fail fast at start)
     ├── StoreError                  the durable store could not be used
-    │   └── StorageFullError        the disk is full; inbound is not acknowledged
+    │   ├── StorageFullError        the disk is full; inbound is not acknowledged
+    │   └── StoreDamagedError       the database file is damaged, foreign or too new: no start
     ├── ChannelError                a platform adapter failed
     │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
     │   ├── ChannelTransientError   network or 5xx; retry with backoff
@@ -15,6 +16,8 @@ Retry and policy decisions branch on these types, never on message strings::
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class SwitchboardError(Exception):
@@ -35,6 +38,15 @@ class StoreError(SwitchboardError):
 
 class StorageFullError(StoreError):
     """The disk holding the store is full."""
+
+
+class StoreDamagedError(StoreError):
+    """The database file cannot be used as it is (damaged, another program's, written by a
+    newer version). The gateway refuses to start; ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ChannelError(SwitchboardError):

@@ -29,7 +29,7 @@ from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
 from gateway.core.lock import ProcessLock
 from gateway.core.logs import Redactor, secret_values
-from gateway.core.messages import ChatRef, InboundMessage
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
@@ -50,6 +50,7 @@ from gateway.runtime.mcp import build_manager
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
+from gateway.runtime.storage_full import StorageFullWatch
 from gateway.runtime.subagents import Subagents
 from gateway.runtime.typing_indicator import TypingIndicators
 from gateway.store import PairingRequest, Store
@@ -76,7 +77,9 @@ class Gateway(Service):
         self.store = Store(
             settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
         )
-        self.bus = LocalBus(self.store)
+        self.bus = LocalBus(
+            self.store, storage_full=StorageFullWatch(settings.data_dir, send=self._send_direct)
+        )
         self.gate = AccessGate(
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
@@ -352,6 +355,12 @@ class Gateway(Service):
         return lines
 
     # -- wiring helpers -------------------------------------------------------------------
+
+    async def _send_direct(self, message: OutboundMessage) -> None:
+        """Past the outbox (for the storage-full notice: the outbox is in the full store)."""
+        channel = self.channels.get(message.channel)
+        if channel is not None:
+            await channel.send(message)
 
     def _principal_for(self, msg: InboundMessage) -> Principal:
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))

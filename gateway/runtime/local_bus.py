@@ -13,7 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from gateway.core.bus import Accepted, InboundSink
+from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.runtime.storage_full import StorageFullWatch
 from gateway.store import InboundRecord, Store
 
 
@@ -32,13 +34,19 @@ class Bus(InboundSink, Protocol):
 class LocalBus:
     """In-process bus: durable through the store, woken through asyncio events."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, storage_full: StorageFullWatch | None = None) -> None:
         self._store = store
+        self.storage_full = storage_full or StorageFullWatch(store.db.path.parent)
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
         self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
-        record = await self._store.journal.accept(msg)
+        try:
+            record = await self._store.journal.accept(msg)
+        except StorageFullError:  # not acknowledged: the platform delivers it again
+            await self.storage_full.refused(msg)
+            raise
+        self.storage_full.accepted()
         if record is None:
             return Accepted.DUPLICATE
         self._inbound.put_nowait(record)

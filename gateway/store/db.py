@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from gateway.core.errors import StorageFullError, StoreError
+from gateway.core.errors import StorageFullError, StoreDamagedError, StoreError
 from gateway.core.lifecycle import Service
-from gateway.store.schema import migrate
+from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
+from gateway.store.schema import MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,15 @@ class _Pending:
 
 class _Stop:
     pass
+
+
+class _BatchRolledBack(Exception):
+    """A job's error made SQLite roll back the whole transaction (SQLITE_FULL does): every
+    job of the batch failed with it."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class Database(Service):
@@ -75,6 +85,10 @@ class Database(Service):
         await asyncio.to_thread(self._ready.wait)
         if self._open_error is not None:
             self._thread = None
+            if isinstance(self._open_error, StoreDamagedError):
+                raise self._open_error
+            if isinstance(self._open_error, sqlite3.Error) and is_damage(self._open_error):
+                raise damaged(self.path, f"cannot be read ({self._open_error})")
             raise StoreError(f"cannot open {self.path}: {self._open_error}") from self._open_error
 
     async def stop(self) -> None:
@@ -98,9 +112,15 @@ class Database(Service):
     def _connect(self) -> sqlite3.Connection:
         # SQLite gives the -wal and -shm files the database file's mode: make it 0600 before
         # they exist, and fix files left 0644 by an older version.
+        check_before_open(self.path)
         os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         self.path.chmod(0o600)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            check_opened(conn, self.path, len(MIGRATIONS))
+        except BaseException:
+            conn.close()
+            raise
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -114,7 +134,7 @@ class Database(Service):
     def _worker(self) -> None:
         try:
             conn = self._connect()
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, StoreDamagedError) as exc:
             self._open_error = exc
             self._ready.set()
             return
@@ -150,7 +170,8 @@ class Database(Service):
                 try:
                     outcomes.append((job, job.fn(conn), None))
                 except Exception as exc:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite may have rolled it back (disk full)
+                        conn.execute("ROLLBACK")
                     outcomes.append((job, None, _translate(exc)))
                 else:
                     conn.execute("COMMIT")
@@ -161,6 +182,8 @@ class Database(Service):
                 try:
                     result = job.fn(conn)
                 except Exception as exc:  # the job's own error goes back to its caller
+                    if not conn.in_transaction:  # SQLite undid the whole batch (disk full)
+                        raise _BatchRolledBack(exc) from exc
                     conn.execute("ROLLBACK TO job")
                     conn.execute("RELEASE job")
                     outcomes.append((job, None, _translate(exc)))
@@ -168,11 +191,14 @@ class Database(Service):
                     conn.execute("RELEASE job")
                     outcomes.append((job, result, None))
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, _BatchRolledBack) as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            error = _translate(exc)
-            log.exception("store transaction failed: %s", error)
+            error = _translate(exc.cause if isinstance(exc, _BatchRolledBack) else exc)
+            if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
+                log.warning("store transaction failed: %s", error)
+            else:
+                log.exception("store transaction failed: %s", error)
             outcomes = [(job, None, error) for job in batch]
         self._loop_deliver(outcomes)
 

@@ -30,6 +30,12 @@ class Step:
     gate: asyncio.Event | None = None  # hold the response until this is set
     delay: float = 0.0
     stream_chunks: int = 3
+    # Faults (OpenAI wire): a 200 with this body instead of an answer; another finish
+    # reason; a stream that ends after this many pieces of text (cleanly, or by a reset).
+    raw_body: bytes | None = None
+    finish_reason: str | None = None
+    cut_after: int | None = None
+    cut_by_reset: bool = False
 
 
 def text(content: str, *, delay: float = 0.0) -> Step:
@@ -148,6 +154,18 @@ def _text_of(content: str | list[dict[str, Any]]) -> str:
 Responder = Callable[[Recorded], Step | Awaitable[Step]]
 
 
+async def _cut(
+    request: web.Request, response: web.StreamResponse, *, reset: bool
+) -> web.StreamResponse:
+    """End a stream mid-answer: a clean end of the body without a finish reason or
+    ``[DONE]`` (a proxy giving up), or a dropped connection (a crashed server)."""
+    if reset and request.transport is not None:
+        request.transport.abort()
+        return response
+    await response.write_eof()
+    return response
+
+
 def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
 
@@ -262,6 +280,8 @@ class FakeLLM(AnthropicWire):
         recorded, step = await self._prepare(request)
         if step.status != 200:
             return web.json_response(step.error_body, status=step.status, headers=step.headers)
+        if step.raw_body is not None:
+            return web.Response(body=step.raw_body, content_type="application/json")
         prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
         refused = self._too_long(recorded, prompt_tokens)
         if refused is not None:
@@ -276,7 +296,7 @@ class FakeLLM(AnthropicWire):
             }
             for n, a in step.calls
         ]
-        finish = "tool_calls" if tool_calls else "stop"
+        finish = step.finish_reason or ("tool_calls" if tool_calls else "stop")
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -315,7 +335,9 @@ class FakeLLM(AnthropicWire):
             await response.write(f"data: {json.dumps(payload)}\n\n".encode())
 
         await chunk({"role": "assistant", "content": ""})
-        for piece in pieces(step.text, step.stream_chunks):
+        for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
+            if index == step.cut_after:
+                return await _cut(request, response, reset=step.cut_by_reset)
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
             await chunk(

@@ -1,0 +1,75 @@
+"""What the gateway does while the disk under its store is full.
+
+An inbound message that cannot be journaled is not acknowledged: the channel keeps the
+platform's offset, answers Slack with an error, leaves the email unseen, so the platform
+delivers it again and nothing is lost. Meanwhile:
+
+* the log says once, at ERROR, what happened and what to do (free space under the data
+  directory), and once more when messages are taken in again;
+* each chat that wrote during the outage gets at most one notice, sent straight through its
+  channel (the outbox is in the full store), saying its message will be answered once space
+  is back, so nobody resends. A notice that cannot be sent is only logged.
+
+Nothing here retries: the platforms' redelivery does, and the first message journaled after
+the outage ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
+
+log = logging.getLogger(__name__)
+
+NOTICE = (
+    "I received your message but cannot store it right now: my disk is full. It will be "
+    "answered once space is freed; there is no need to send it again."
+)
+NOTICE_TIMEOUT = 10.0
+
+Send = Callable[[OutboundMessage], Awaitable[object]]
+
+
+class StorageFullWatch:
+    """The state of one outage: whether the log was told, and which chats were."""
+
+    def __init__(self, data_dir: Path, send: Send | None = None) -> None:
+        self._data_dir = data_dir
+        self._send = send
+        self.full = False
+        self.outages = 0
+        self._told: set[str] = set()
+
+    async def refused(self, msg: InboundMessage) -> None:
+        """``msg`` could not be journaled because the disk is full."""
+        if not self.full:
+            self.full = True
+            self.outages += 1
+            log.error(
+                "storage full: the disk holding %s has no room, so new messages are not "
+                "acknowledged and the platforms will deliver them again. Free space on that "
+                "disk (`df -h %s`; old logs and attachments are safe to move); messages are "
+                "taken in again by themselves, nothing needs restarting.",
+                self._data_dir,
+                self._data_dir,
+            )
+        if self._send is None or msg.session_key in self._told:
+            return
+        self._told.add(msg.session_key)
+        notice = OutboundMessage.reply_to(msg, NOTICE, kind=OutboundKind.NOTICE)
+        try:
+            async with asyncio.timeout(NOTICE_TIMEOUT):
+                await self._send(notice)
+        except Exception as exc:  # the notice is a courtesy; the message itself is safe
+            log.warning("storage full: could not tell %s: %r", msg.session_key, exc)
+
+    def accepted(self) -> None:
+        """A message was journaled: if the disk was full, it no longer is."""
+        if self.full:
+            self.full = False
+            self._told.clear()
+            log.warning("storage writable again: messages are being taken in")

@@ -1,0 +1,131 @@
+"""Refuse a damaged or foreign database at start; check one on demand; copy one while it runs.
+
+A store that SQLite cannot read, that fails ``PRAGMA quick_check``, that another program
+wrote, that a newer Switchboard wrote, or that was cut to zero bytes stops the start with
+:class:`~gateway.core.errors.StoreDamagedError`, naming the file and what to do. Switchboard
+never answers such a file by creating a new, empty store in its place: that would drop every
+message waiting for an answer without a word.
+
+:func:`backup` uses SQLite's online backup API, so it is safe while the gateway writes;
+:func:`integrity_problems` is ``switchboard doctor``'s full ``PRAGMA integrity_check``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from gateway.core.errors import StoreDamagedError, StoreError
+
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_DAMAGED = (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+ADVICE = (
+    "Switchboard will not start on it, and will not replace it with an empty store (that "
+    "would lose every message waiting for an answer). Run `switchboard doctor` for details, "
+    "then restore a backup made with `switchboard backup` (docs/reliability.md, "
+    '"Backup and restore"), or move the file away to start with an empty store.'
+)
+
+
+def damaged(path: Path, what: str) -> StoreDamagedError:
+    return StoreDamagedError(f"the store {path} {what}. {ADVICE}", path=path)
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is not a database or is malformed."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED
+
+
+def check_before_open(path: Path) -> None:
+    """A file that exists but is empty, with no write-ahead log holding its pages, was cut
+    short: SQLite would take it for a new database."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return  # a first start
+    wal = Path(f"{path}-wal")
+    if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+        raise damaged(path, "is empty (0 bytes): it was truncated")
+
+
+def check_opened(conn: sqlite3.Connection, path: Path, known_versions: int) -> None:
+    """After connecting, before migrating: readable, ours, not newer than this code, and
+    passing SQLite's quick check (a fraction of a second for a large store)."""
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(path, f"is damaged: it cannot be read ({exc})") from exc
+        raise
+    if problems != ["ok"]:
+        shown = "; ".join(problems[:3])
+        raise damaged(path, f"is damaged: it fails SQLite's integrity check ({shown})")
+    if version == 0 and tables:
+        raise damaged(path, "is not a Switchboard database (it has other tables and no version)")
+    if version > known_versions:
+        raise StoreDamagedError(
+            f"the store {path} has schema version {version}, written by a newer Switchboard; "
+            f"this one knows versions up to {known_versions}. Upgrade Switchboard, or restore "
+            "a backup made by this version (docs/reliability.md). The file is left untouched.",
+            path=path,
+        )
+
+
+def integrity_problems(path: Path) -> list[str]:
+    """``PRAGMA integrity_check`` on a read-only connection: ``[]`` when the file is sound."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    try:
+        rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def backup(source: Path, target: Path) -> int:
+    """Copy the store at ``source`` to ``target`` with SQLite's online backup API (consistent
+    while the gateway writes); the copy is checked before it replaces ``target``. Returns the
+    copy's size in bytes."""
+    if not source.exists():
+        raise FileNotFoundError(f"there is no store at {source}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.unlink(missing_ok=True)
+    try:
+        problems = _copy(source, partial)
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        if is_damage(exc):
+            raise damaged(source, f"cannot be read ({exc})") from exc
+        raise StoreError(f"cannot back up {source}: {exc}") from exc
+    if problems != ["ok"]:
+        partial.unlink(missing_ok=True)
+        raise damaged(source, f"could not be copied soundly ({'; '.join(problems[:3])})")
+    partial.replace(target)
+    return target.stat().st_size
+
+
+def _copy(source: Path, partial: Path) -> list[str]:
+    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        os.close(os.open(partial, os.O_RDWR | os.O_CREAT, 0o600))
+        dst = sqlite3.connect(partial)
+        try:
+            src.backup(dst, pages=1024)
+            dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            problems = [row[0] for row in dst.execute("PRAGMA integrity_check")]
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    return problems

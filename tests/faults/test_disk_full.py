@@ -1,0 +1,99 @@
+"""Disk full (threat model row 32), through the real Telegram path: SQLite's own size limit
+(``PRAGMA max_page_count``) makes every write fail with SQLITE_FULL, as a full disk does.
+
+Inbound is not acknowledged (the offset stays, Telegram delivers again), each chat gets at
+most one notice, the log says what to do once, and when space is back the messages are taken
+in by themselves and answered exactly once."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+
+import pytest
+
+from channels.telegram import TelegramChannel
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.runtime.app import Gateway
+from gateway.runtime.storage_full import NOTICE
+from gateway.store import Store
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, text
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+
+UNLIMITED_PAGES = 1073741823
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+def channel(settings: Settings) -> TelegramChannel:
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+
+
+async def fill_disk(store: Store) -> int:
+    """Freeze the store at its current size; returns how many bytes a message must have to
+    need more pages than the free ones left inside it."""
+
+    def freeze(conn: sqlite3.Connection) -> int:
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        return int((free + 4) * size * 2)
+
+    return await store.db.run(freeze)
+
+
+async def free_disk(store: Store) -> None:
+    await store.db.run(lambda conn: conn.execute(f"PRAGMA max_page_count = {UNLIMITED_PAGES}"))
+
+
+async def test_disk_full_holds_messages_unacknowledged_tells_once_and_resumes(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake_llm.responder = lambda request: text(f"got {request.last_user_text.split()[0]}")
+    settings = make_settings(telegram=section(tg, allow_from=["42", "43"]))
+    caplog.set_level(logging.INFO)
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("before")
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+        padding = "p" * await fill_disk(gateway.store)
+        first = await tg.say(f"one {padding}")
+        await tg.say(f"two {padding}")
+        other = await tg.say(f"three {padding}", chat_id=43, user_id=43, first_name="Eli")
+        # one notice per chat, however often Telegram delivers the messages again
+        await tg.wait_sent(3)
+        calls = len(tg.called("getUpdates"))
+        await tg.wait_called("getUpdates", calls + 5)
+        assert tg.confirmed_offset <= first["update_id"]  # nothing acknowledged
+        assert len(fake_llm.requests) == 1  # no turn for a message that is not journaled
+        await free_disk(gateway.store)
+        await tg.wait_confirmed(other["update_id"] + 1)
+        await tg.wait_for(lambda: "got two" in tg.texts(42) and "got three" in tg.texts(43))
+        await gateway.wait_idle()
+    # one notice per chat, then each message answered once (chat 42's two may share a turn)
+    assert tg.texts(43) == [NOTICE, "got three"]
+    assert tg.texts(42)[:2] == ["got before", NOTICE]
+    assert tg.texts(42)[2:] in (["got one", "got two"], ["got two"])
+    asked = [text for request in fake_llm.requests[1:] for text in request.user_texts]
+    assert (
+        sum(t.startswith("one ") for t in asked) >= 1
+        and sum(t.startswith("two ") for t in asked) >= 1
+    )
+    errors = [r for r in caplog.records if "storage full:" in r.getMessage()]
+    assert [r.levelno for r in errors if "no room" in r.getMessage()] == [logging.ERROR]
+    assert str(settings.data_dir) in errors[0].getMessage()
+    assert "Free space" in errors[0].getMessage()
+    assert sum("storage writable again" in r.getMessage() for r in caplog.records) == 1
+    assert gateway.bus.storage_full.outages == 1

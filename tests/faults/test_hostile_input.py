@@ -1,0 +1,83 @@
+"""Hostile input through the real Telegram path (threat model rows 19 and 20): a 1 GB file
+announced is never fetched, and an answer full of broken markup, RTL overrides, zero-width
+characters and a 4-byte emoji at the 4096 edge arrives whole, in parts within the limit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from channels._text import utf16_length
+from channels.telegram import TelegramChannel
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, text
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+def channel(settings: Settings) -> TelegramChannel:
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+
+
+async def test_a_one_gigabyte_file_announced_is_not_fetched_and_the_model_is_told(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    settings = make_settings(telegram=section(tg))
+    document = {
+        "file_id": "huge",
+        "file_unique_id": "huge1",
+        "file_name": "backup.zip",
+        "mime_type": "application/zip",
+        "file_size": 1_000_000_000,
+    }
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        update = await tg.say(caption="unzip this", document=document)
+        await tg.wait_sent(1)
+        await tg.wait_confirmed(update["update_id"] + 1)  # acknowledged: no redelivery loop
+        await tg.say("still there?")
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+    assert tg.called("getFile") == []  # never downloaded, so never unpacked either
+    assert not list((settings.workspace_dir / "attachments").rglob("*.zip"))
+    told = fake_llm.requests[0].last_user_text
+    assert "unzip this" in told and "over the 20000000-byte limit" in told
+    assert tg.texts(42)[1] == "echo: still there?"
+
+
+HOSTILE_ANSWER = (
+    "x" * 4093
+    + "😀"  # a surrogate pair across the 4096 edge
+    + " **bold never closed _italic [link( \u202eevil.exe\u202c zero\u200bwidth\u200d "
+    + "```python\nprint('fence opened at the edge')\n"  # never closed
+    + "tail " * 900
+)
+
+
+async def test_broken_markup_at_the_edge_arrives_whole_in_parts_within_the_limit(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(text(HOSTILE_ANSWER))
+    tg.reject_entities = 1  # Telegram refuses the first formatted part: plain text fallback
+    settings = make_settings(telegram=section(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("go")
+        await tg.wait_for(lambda: "tail" in "".join(tg.texts(42)))
+        await gateway.wait_idle()
+    parts = tg.texts(42)
+    assert len(parts) >= 2
+    assert all(utf16_length(part) <= 4096 for part in parts)
+    joined = "".join(parts)
+    assert joined.count("x") >= 4093 and "😀" in joined
+    assert "\u202eevil.exe" in joined and "zero\u200bwidth" in joined
+    assert "print('fence opened at the edge')" in joined
+    assert joined.count("tail") == 900

@@ -14,15 +14,20 @@ than an answer each; the rest are audited (``budget``) and get no reply.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.llm.metered import person
+from agent.turn import TurnOutcome
 from gateway.config.settings import LimitSettings
+from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.store import AuditLog, UsageReport
+
+log = logging.getLogger(__name__)
 
 HOUR = 3_600.0
 DAY = 24 * HOUR
@@ -92,3 +97,32 @@ class UserBudget:
         while len(self._noticed) > MAX_TRACKED:
             self._noticed.popitem(last=False)
         return text
+
+    async def refused(
+        self,
+        principal: Principal,
+        chat: ChatRef,
+        turn_id: str,
+        *,
+        reply_to: str | None = None,
+        prefix: str = "",
+    ) -> TurnOutcome | None:
+        """``None`` when the person's allowance covers this turn; else its outcome: no model
+        call, and a notice in ``chat`` unless they were told recently."""
+        refusal = await self.check(principal)
+        if refusal is None:
+            return None
+        log.info("turn %s not run: %s", turn_id, refusal.reason)
+        if refusal.notice is None:
+            return TurnOutcome(final_text=refusal.reason)
+        notice = OutboundMessage(
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            thread_id=chat.thread_id,
+            text=prefix + refusal.notice,
+            kind=OutboundKind.NOTICE,
+            reply_to_message_id=reply_to,
+            turn_id=turn_id,
+            idempotency_key=f"{turn_id}:reply",
+        )
+        return TurnOutcome((notice,), final_text=notice.text)

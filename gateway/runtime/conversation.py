@@ -200,20 +200,15 @@ class Conversations:
 
     async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
         """The outcome of a turn the person's allowance does not cover (see gateway.runtime.budget)."""
-        if self._budget is None or (refusal := await self._budget.check(request.principal)) is None:
+        if self._budget is None:
             return None
-        log.info("turn %s not run: %s", request.turn_id, refusal.reason)
-        if refusal.notice is None:
-            return TurnOutcome(final_text=refusal.reason)
         last = request.messages[-1]
-        notice = OutboundMessage.reply_to(
-            last,
-            refusal.notice,
-            kind=OutboundKind.NOTICE,
-            turn_id=request.turn_id,
-            idempotency_key=f"{request.turn_id}:reply",
+        return await self._budget.refused(
+            request.principal,
+            request.chat,
+            request.turn_id,
+            reply_to=last.platform_message_id if last.is_group else None,
         )
-        return TurnOutcome((notice,), final_text=refusal.notice)
 
     def _agent_for(self, session_key: str) -> AgentLoop:
         """The agent owning a session (the default agent for one no longer configured)."""
@@ -268,25 +263,11 @@ class Conversations:
                 )
                 outcome = TurnOutcome((message,), final_text=run.message)
             elif self._budget is not None and (
-                refusal := await self._budget.check(run.principal)
-            ):  # a job runs on its owner's allowance: past it, the run is skipped
-                log.info("%s turn %s not run: %s", run.kind, turn_id, refusal.reason)
-                notices = (
-                    ()
-                    if refusal.notice is None
-                    else (
-                        OutboundMessage(
-                            channel=run.chat.channel,
-                            chat_id=run.chat.chat_id,
-                            thread_id=run.chat.thread_id,
-                            text=f"A scheduled job was skipped. {refusal.notice}",
-                            kind=OutboundKind.NOTICE,
-                            turn_id=turn_id,
-                            idempotency_key=f"{turn_id}:reply",
-                        ),
-                    )
+                refused := await self._budget.refused(  # a job runs on its owner's allowance
+                    run.principal, run.chat, turn_id, prefix="A scheduled job was skipped. "
                 )
-                outcome = TurnOutcome(notices, final_text=refusal.reason)
+            ):
+                outcome = refused
             else:
                 request = TurnRequest(
                     turn_id=turn_id,

@@ -30,6 +30,12 @@ class Step:
     gate: asyncio.Event | None = None  # hold the response until this is set
     delay: float = 0.0
     stream_chunks: int = 3
+    chunk_delay: float = 0.0  # seconds between two streamed pieces of the text
+
+
+def streamed(content: str, *, chunks: int, over: float) -> Step:
+    """A text answer that, when streamed, arrives in ``chunks`` pieces spread over ``over`` s."""
+    return Step(text=content, stream_chunks=chunks, chunk_delay=over / max(1, chunks - 1))
 
 
 def text(content: str, *, delay: float = 0.0) -> Step:
@@ -315,7 +321,9 @@ class FakeLLM(AnthropicWire):
             await response.write(f"data: {json.dumps(payload)}\n\n".encode())
 
         await chunk({"role": "assistant", "content": ""})
-        for piece in pieces(step.text, step.stream_chunks):
+        for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
+            if index and step.chunk_delay:
+                await asyncio.sleep(step.chunk_delay)  # the model writing, not synchronization
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
             await chunk(

@@ -4,6 +4,8 @@ prefix matches a written one reads it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import hashlib
 import json
 from typing import Any
@@ -80,7 +82,9 @@ class AnthropicWire:
                     "content_block_start",
                     {"index": index, "content_block": {"type": "text", "text": ""}},
                 )
-                for piece in pieces(block["text"], step.stream_chunks):
+                for number, piece in enumerate(pieces(block["text"], step.stream_chunks)):
+                    if number and step.chunk_delay:
+                        await asyncio.sleep(step.chunk_delay)  # the model writing
                     await event(
                         "content_block_delta",
                         {"index": index, "delta": {"type": "text_delta", "text": piece}},

@@ -57,9 +57,14 @@ class Drafts:
         await self._db.run(lambda conn: conn.execute(FORGET_SQL, (channel, chat_key, turn_id)))
 
     async def prune(self, before: float) -> int:
-        """Forget drafts older than ``before`` (a turn that never finished them)."""
+        """Forget drafts older than ``before`` whose turn is over (a draft the answer never
+        finished: its message failed); an open turn keeps its drafts however old."""
 
         def delete(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM stream_drafts WHERE created_at < ?", (before,)).rowcount
+            return conn.execute(
+                "DELETE FROM stream_drafts WHERE created_at < ? AND turn_id NOT IN"
+                " (SELECT id FROM turns WHERE state IN ('running', 'answered'))",
+                (before,),
+            ).rowcount
 
         return await self._db.run(delete)

@@ -76,4 +76,3 @@ async def finish(client: discord.Client, message: OutboundMessage, drafts: Seque
     for draft in drafts[len(rendered) :]:
         await delete(client, message.chat, draft)
     return ",".join(ids)
-

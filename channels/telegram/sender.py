@@ -205,7 +205,9 @@ class Sender:
                 except BadRequest as exc:
                     if not part.entities or "entit" not in exc.message.lower():
                         raise
-                    log.info("telegram rejected formatting (%s); editing in plain text", exc.message)
+                    log.info(
+                        "telegram rejected formatting (%s); editing in plain text", exc.message
+                    )
                 return await edit(part.plain)
             except BadRequest as exc:
                 if "edit" not in exc.message.lower():  # "message to edit not found", ...

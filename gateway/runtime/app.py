@@ -42,9 +42,9 @@ from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
+from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.heartbeat import Heartbeat
 from gateway.runtime.home import prepare_workspace
-from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.live import watch_turn
 from gateway.runtime.local_bus import LocalBus
 from gateway.runtime.mcp import build_manager
@@ -114,9 +114,7 @@ class Gateway(Service):
         self.tools = self.agent.runner.executor.registry
         self.clock = clock or SystemClock()
         self.typing = TypingIndicators(self.channels)
-        self.drafts = DraftStreamer(
-            self.channels, self.store.drafts, enabled=settings.streams_in
-        )
+        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=settings.streams_in)
         self.approvals = ApprovalDesk(
             self.store,
             settings.channel_sections(),

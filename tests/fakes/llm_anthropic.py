@@ -5,7 +5,6 @@ prefix matches a written one reads it."""
 from __future__ import annotations
 
 import asyncio
-
 import hashlib
 import json
 from typing import Any

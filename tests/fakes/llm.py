@@ -38,6 +38,11 @@ def streamed(content: str, *, chunks: int, over: float) -> Step:
     return Step(text=content, stream_chunks=chunks, chunk_delay=over / max(1, chunks - 1))
 
 
+def writing_time(step: Step) -> float:
+    """How long the model takes to write ``step``'s text (streamed or not)."""
+    return step.chunk_delay * max(0, len(pieces(step.text, step.stream_chunks)) - 1)
+
+
 def text(content: str, *, delay: float = 0.0) -> Step:
     return Step(text=content, delay=delay)
 
@@ -289,6 +294,7 @@ class FakeLLM(AnthropicWire):
             "total_tokens": prompt_tokens + completion_tokens,
         }
         if not recorded.body.get("stream"):
+            await asyncio.sleep(writing_time(step))  # the model writes as long either way
             message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
             if tool_calls:
                 message["tool_calls"] = tool_calls

@@ -65,6 +65,10 @@ class AnthropicWire:
             "usage": usage,
         }
         if not recorded.body.get("stream"):
+            text = "".join(b.get("text", "") for b in content if b["type"] == "text")
+            await asyncio.sleep(
+                step.chunk_delay * max(0, len(pieces(text, step.stream_chunks)) - 1)
+            )
             return web.json_response(message)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)

@@ -181,7 +181,12 @@ class DraftStreamer:
         """Send ``message``; a turn's answer to a chat where its draft stands finishes that
         draft instead. Returns the receipt and whether a draft was finished."""
         drafting = self._drafting(message.chat)
-        if drafting is None or message.turn_id is None or message.kind not in DRAFTED_KINDS:
+        if (
+            drafting is None
+            or message.turn_id is None
+            or message.kind not in DRAFTED_KINDS
+            or message.actions  # buttons are posted, never edited into a draft
+        ):
             return await channel.send(message), False
         ids = await self.close(message.chat, message.turn_id)
         if not ids:

@@ -46,7 +46,8 @@ def fast_policy(**overrides: Any) -> ReconnectPolicy:
 @pytest.fixture
 def discord_settings(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
     def build(**section: Any) -> Settings:
-        return make_settings(discord={"token": "test-token", **section})
+        # streamed answers have tests of their own (tests/test_streaming_edits.py)
+        return make_settings(discord={"token": "test-token", "streaming": False, **section})
 
     return build
 

@@ -97,6 +97,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     await store.journal.start_turn(turn, record.session_key, "chat", [record.id])
     await store.ledger.start(f"{turn}:call-1", "send_email")
     await store.ledger.finish(f"{turn}:call-1", "sent")
+    await store.drafts.add("t", f"{tag}-gone", turn, 0, "7")  # a draft never finished
     await store.history.add_drafts(
         record.session_key, turn, [NewMessage("user", {"role": "user", "content": f"{tag} hi"})]
     )
@@ -150,6 +151,7 @@ KINDS = {
     "jobs": "SELECT id FROM jobs",
     "pairing requests": "SELECT sender_id FROM pairing",
     "approval requests": "SELECT call_key FROM approvals",
+    "stream drafts": "SELECT turn_id FROM stream_drafts",
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
 }
@@ -185,6 +187,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_pat
         "jobs": records,
         "pairing requests": records,
         "approval requests": records,
+        "stream drafts": records,
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
     }
@@ -197,6 +200,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_pat
         "jobs": 4,
         "pairing requests": 6,
         "approval requests": 6,
+        "stream drafts": 2,
         "audit": 1,
         "usage": 2,
     }
@@ -214,6 +218,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert waiting is not None and running is not None
         await store.journal.start_turn("open-turn", running.session_key, "chat", [running.id])
         await store.ledger.start("open-turn:call-1", "send_email")  # outcome unknown
+        await store.drafts.add("t", "t:c2", "open-turn", 0, "12")  # its answer streams
         await store.outbox.enqueue([outbound("stuck", "still to deliver", chat="held")])
         await store.tasks.start(task("running-task"))
         await store.jobs.add(job("daily", ScheduleSpec("cron", "UTC", cron="0 9 * * *")))
@@ -257,6 +262,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert [g.text for g in await store.pins.goals("main", "owner")] == ["ship it"]
         assert await store.kv.get("last_chat") == {"channel": "t", "chat_id": "c1"}
         assert [a.call_key for a in await store.approvals.pending()] == ["open-turn:waiting"]
+        assert await store.drafts.of("t", "t:c2", "open-turn") == ["12"]
         _, history = await store.history.load("t:c1", limit=10)
         assert [m.body["content"] for m in history] == ["old hi"]
 

@@ -36,7 +36,8 @@ def slack_settings(
 ) -> Callable[..., Settings]:
     def build(**section: Any) -> Settings:
         base = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
-        return make_settings(slack={**base, **section})
+        # streamed answers have tests of their own (tests/test_streaming_edits.py)
+        return make_settings(slack={**base, "streaming": False, **section})
 
     return build
 

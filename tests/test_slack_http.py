@@ -42,7 +42,8 @@ def http_settings(
             "base_url": fake_slack.api_url,
             "http_port": 0,
         }
-        return make_settings(slack={**base, **section})
+        # streamed answers have tests of their own (tests/test_streaming_edits.py)
+        return make_settings(slack={**base, "streaming": False, **section})
 
     return build
 

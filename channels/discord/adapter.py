@@ -23,13 +23,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 import aiohttp
 import discord
 
-from channels.discord import buttons
+from channels.discord import buttons, drafts
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
@@ -215,9 +215,41 @@ class DiscordChannel:
         if message.actions:  # an approval request: with buttons
             return await buttons.send_with_buttons(self._client, message)
         receipt = await sender.send(message)
+        await self._answered(sender, message)
+        return receipt
+
+    async def _answered(self, sender: Sender, message: OutboundMessage) -> None:
         if message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE):
             for channel_id, message_id in self._reacted.pop(message.chat.session_key, []):
                 await sender.react(channel_id, message_id, self._settings.reaction_emoji, add=False)
+
+    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+
+    draft_interval = drafts.DRAFT_INTERVAL
+
+    def draft_parts(self, text: str) -> list[str]:
+        return drafts.parts(text)
+
+    def _ready(self) -> discord.Client:
+        if self._client is None or not self._logged_in.is_set():
+            raise ChannelTransientError("discord is not logged in yet")
+        return self._client
+
+    async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
+        return await drafts.post(self._ready(), chat, text)
+
+    async def edit_draft(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await drafts.edit(self._ready(), chat, message_id, text)
+
+    async def delete_draft(self, chat: ChatRef, message_id: str) -> None:
+        await drafts.delete(self._ready(), chat, message_id)
+
+    async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
+        client, sender = self._ready(), self._sender
+        if sender is None:
+            raise ChannelTransientError("discord is not logged in yet")
+        receipt = await drafts.finish(client, message, ids)
+        await self._answered(sender, message)
         return receipt
 
     async def typing(self, chat: ChatRef) -> None:

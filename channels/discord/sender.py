@@ -63,7 +63,7 @@ class Sender:
                     fail_if_not_exists=False,
                 )
             with mapped_errors():
-                sent = await _send_part(target, part, message.idempotency_key, index, reference)
+                sent = await send_part(target, part, message.idempotency_key, index, reference)
             done[index] = sent.id
         return ",".join(str(done[i]) for i in sorted(done)) or None
 
@@ -79,7 +79,7 @@ class Sender:
             log.debug("discord: reaction on %s failed: %s", message_id, exc)
 
 
-async def _send_part(
+async def send_part(
     target: discord.PartialMessageable,
     part: Part,
     key: str,

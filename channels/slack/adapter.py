@@ -29,7 +29,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack import buttons
+from channels.slack import buttons, drafts
 from channels.slack.convert import CHANNEL, Converted, convert
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
@@ -50,7 +50,7 @@ from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth
 from gateway.core.errors import ConfigError
-from gateway.core.messages import OutboundMessage
+from gateway.core.messages import ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,25 @@ class SlackChannel:
         if message.actions:  # an approval request: Block Kit buttons
             return await buttons.send_with_buttons(self.client, message)
         return await self._sender.send(message)
+
+    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+
+    draft_interval = drafts.DRAFT_INTERVAL
+
+    def draft_parts(self, text: str) -> list[str]:
+        return drafts.parts(text)
+
+    async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
+        return await drafts.post(self.client, chat, text)
+
+    async def edit_draft(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await drafts.edit(self.client, chat, message_id, text)
+
+    async def delete_draft(self, chat: ChatRef, message_id: str) -> None:
+        await self._sender.delete(chat.chat_id, message_id)
+
+    async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
+        return await self._sender.send(message, ids)
 
     async def probe(self) -> str:
         """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -79,7 +79,9 @@ class Sender:
         self._clock = clock
         self._progress: OrderedDict[str, Progress] = OrderedDict()
 
-    async def send(self, message: OutboundMessage) -> str | None:
+    async def send(self, message: OutboundMessage, drafts: Sequence[str] = ()) -> str | None:
+        """Deliver ``message``; with ``drafts`` (the ts of a streamed draft's messages), its
+        text parts are edited into those first, and drafts left over are deleted."""
         parts = [Part(text=text) for text in render(message.text)]
         parts += [Part(file=Path(a.path)) for a in message.attachments if a.path]
         for part in parts:
@@ -101,13 +103,35 @@ class Sender:
                     del progress.unsure[index]
                     continue
                 del progress.unsure[index]
+            if index < len(drafts) and part.text and await self._edit(message, drafts[index], part):
+                progress.done[index] = drafts[index]
+                continue
             attempted_at = self._clock()
             try:
                 progress.done[index] = await self._post(message, part, index)
             except Unsure as exc:
                 progress.unsure[index] = attempted_at
                 raise ChannelTransientError(f"slack: {exc}") from exc.__cause__
+        for ts in drafts[len(parts) :]:
+            await self.delete(message.chat_id, ts)
         return ",".join(progress.done[i] for i in sorted(progress.done)) or None
+
+    async def _edit(self, message: OutboundMessage, ts: str, part: Part) -> bool:
+        """Edit a draft into ``part``; ``False`` when the draft is gone (post it instead)."""
+        try:
+            with mapped_errors(unsure_possible=False):
+                await self._client.chat_update(channel=message.chat_id, ts=ts, text=part.text)
+        except ChannelPermanentError as exc:
+            log.info("slack: draft %s not edited (%s); posting the part", ts, exc)
+            return False
+        return True
+
+    async def delete(self, channel: str, ts: str) -> None:
+        try:
+            with mapped_errors(unsure_possible=False):
+                await self._client.chat_delete(channel=channel, ts=ts)
+        except ChannelPermanentError as exc:  # already gone
+            log.info("slack: draft %s not deleted: %s", ts, exc)
 
     def _progress_for(self, key: str) -> Progress:
         progress = self._progress.setdefault(key, Progress())

@@ -18,17 +18,20 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
+from channels._text import split_message, utf16_length
 from channels.telegram import buttons
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
 from channels.telegram.media import MediaFetcher, Transcriber
 from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
+from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from gateway.config.settings import Settings
@@ -44,6 +47,8 @@ if TYPE_CHECKING:
     from channels.telegram.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
+
+DRAFT_INTERVAL = 1.0  # seconds between edits of a chat's streamed draft (Telegram: >= 1 s)
 
 
 class TelegramChannel:
@@ -260,6 +265,25 @@ class TelegramChannel:
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
+
+    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+
+    draft_interval = DRAFT_INTERVAL
+
+    def draft_parts(self, text: str) -> list[str]:
+        return split_message(text, MAX_MESSAGE, length=utf16_length)
+
+    async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
+        return str(await self._sender.post(chat, text, reply_to=reply_to))
+
+    async def edit_draft(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await self._sender.edit(chat, int(message_id), text)
+
+    async def delete_draft(self, chat: ChatRef, message_id: str) -> None:
+        await self._sender.delete(chat, int(message_id))
+
+    async def finish_drafts(self, message: OutboundMessage, drafts: Sequence[str]) -> str | None:
+        return await self._sender.finish(message, [int(d) for d in drafts])
 
     async def probe(self) -> str:
         """``getMe`` with a client of its own (``switchboard doctor``); starts nothing."""

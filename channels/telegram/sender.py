@@ -21,7 +21,7 @@ import datetime as dt
 import logging
 import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -67,7 +67,7 @@ class Pacing:
         return cls(overall=Rate(per_second, burst=max(OVERALL.burst, per_second)))
 
 
-Step = Callable[[], Awaitable[Message]]
+Step = Callable[[], Awaitable[int]]  # one Bot API call; returns the message id it sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +92,68 @@ class Sender:
         self._delivered: OrderedDict[str, list[int]] = OrderedDict()
 
     async def send(self, message: OutboundMessage) -> str | None:
-        steps = self._steps(message)
+        return await self._deliver(message, self._steps(message))
+
+    async def finish(self, message: OutboundMessage, drafts: Sequence[int]) -> str | None:
+        """Deliver ``message`` into the streamed draft messages ``drafts``: each text part
+        edits a draft (now with its formatting), parts beyond them and files are sent, and
+        drafts left over are deleted. Repeating it after a failure edits the same messages."""
+        to = _Target(message.chat_id, _thread(message.chat), _reply(message))
+        parts = render(message.text)
+        steps = [
+            self._edit_step(part, to, drafts[i]) if i < len(drafts) else self._text_step(part, to)
+            for i, part in enumerate(parts)
+        ]
+        steps.extend(self._file_step(attachment, to) for attachment in message.attachments)
+        receipt = await self._deliver(message, steps)
+        for draft in drafts[len(parts) :]:
+            await self.delete(message.chat, draft)
+        return receipt
+
+    async def edit(self, chat: ChatRef, message_id: int, text: str) -> None:
+        """Replace a draft's text (plain); paced, never waiting: a busy chat raises
+        :class:`ChannelRateLimited` and the next edit carries the text."""
+        await self._pace(chat.chat_id, max_wait=0.0)
+        try:
+            await _mapped(
+                lambda: self._bot.edit_message_text(
+                    text, chat_id=chat.chat_id, message_id=message_id
+                )
+            )
+        except ChannelPermanentError as exc:
+            if not _unchanged(exc):
+                raise
+
+    async def post(self, chat: ChatRef, text: str, *, reply_to: str | None) -> int:
+        """Post a new draft message (plain text); paced like :meth:`edit`."""
+        await self._pace(chat.chat_id, max_wait=0.0)
+        target = None if reply_to is None else telegram_message_id(reply_to)
+        to = _Target(
+            chat.chat_id,
+            _thread(chat),
+            None
+            if target is None
+            else ReplyParameters(message_id=target, allow_sending_without_reply=True),
+        )
+        return (await _mapped(lambda: self._text(to, text))).message_id
+
+    async def delete(self, chat: ChatRef, message_id: int) -> None:
+        """Delete a draft nobody needs; one already gone (or too old to delete) stays."""
+        try:
+            await _mapped(
+                lambda: self._bot.delete_message(chat_id=chat.chat_id, message_id=message_id)
+            )
+        except ChannelPermanentError as exc:
+            log.info("telegram: draft %s not deleted: %s", message_id, exc)
+
+    async def _deliver(self, message: OutboundMessage, steps: list[Step]) -> str | None:
         done = self._delivered.setdefault(message.idempotency_key, [])
         self._delivered.move_to_end(message.idempotency_key)
         while len(self._delivered) > _MAX_TRACKED:
             self._delivered.popitem(last=False)
         for step in steps[len(done) :]:
             await self._pace(message.chat_id)
-            sent = await _mapped(step)
-            done.append(sent.message_id)
+            done.append(await _mapped(step))
         self._delivered.pop(message.idempotency_key, None)
         return ",".join(str(i) for i in done) or None
 
@@ -120,41 +173,77 @@ class Sender:
         return steps
 
     def _text_step(self, part: Part, to: _Target) -> Step:
-        async def step() -> Message:
+        async def step() -> int:
             try:
-                return await self._text(to, part.text, part.entities)
+                return (await self._text(to, part.text, part.entities)).message_id
             except BadRequest as exc:
                 if not part.entities or "entit" not in exc.message.lower():
                     raise
                 log.info("telegram rejected formatting (%s); sending plain text", exc.message)
-            return await self._text(to, part.plain)
+            return (await self._text(to, part.plain)).message_id
+
+        return step
+
+    def _edit_step(self, part: Part, to: _Target, draft: int) -> Step:
+        """The final text of a part into the draft message ``draft``; a draft that cannot
+        be edited any more (deleted by the user, too old) is replaced by a new message."""
+
+        async def edit(text: str, entities: tuple[MessageEntity, ...] = ()) -> int:
+            try:
+                await self._bot.edit_message_text(
+                    text, chat_id=to.chat_id, message_id=draft, entities=entities or None
+                )
+            except BadRequest as exc:
+                if "not modified" not in exc.message.lower():
+                    raise
+            return draft
+
+        async def step() -> int:
+            try:
+                try:
+                    return await edit(part.text, part.entities)
+                except BadRequest as exc:
+                    if not part.entities or "entit" not in exc.message.lower():
+                        raise
+                    log.info(
+                        "telegram rejected formatting (%s); editing in plain text", exc.message
+                    )
+                return await edit(part.plain)
+            except BadRequest as exc:
+                if "edit" not in exc.message.lower():  # "message to edit not found", ...
+                    raise
+                log.info("telegram: draft %s gone (%s); sending the part anew", draft, exc.message)
+            return await self._text_step(part, to)()
 
         return step
 
     def _file_step(self, attachment: Attachment, to: _Target) -> Step:
-        async def step() -> Message:
-            path = Path(attachment.path) if attachment.path else None
-            if path is None or not path.is_file():
-                name = attachment.filename or attachment.path or attachment.kind
-                return await self._text(to, f"[could not attach {name}: file not found]")
-            name = attachment.filename or path.name
-            if attachment.kind == "image" and path.stat().st_size <= MAX_PHOTO_BYTES:
-                return await self._bot.send_photo(
-                    chat_id=to.chat_id,
-                    photo=path,
-                    filename=name,
-                    message_thread_id=to.thread,
-                    reply_parameters=to.reply,
-                )
-            return await self._bot.send_document(
+        async def step() -> int:
+            return (await self._file(attachment, to)).message_id
+
+        return step
+
+    async def _file(self, attachment: Attachment, to: _Target) -> Message:
+        path = Path(attachment.path) if attachment.path else None
+        if path is None or not path.is_file():
+            name = attachment.filename or attachment.path or attachment.kind
+            return await self._text(to, f"[could not attach {name}: file not found]")
+        name = attachment.filename or path.name
+        if attachment.kind == "image" and path.stat().st_size <= MAX_PHOTO_BYTES:
+            return await self._bot.send_photo(
                 chat_id=to.chat_id,
-                document=path,
+                photo=path,
                 filename=name,
                 message_thread_id=to.thread,
                 reply_parameters=to.reply,
             )
-
-        return step
+        return await self._bot.send_document(
+            chat_id=to.chat_id,
+            document=path,
+            filename=name,
+            message_thread_id=to.thread,
+            reply_parameters=to.reply,
+        )
 
     async def _text(
         self, to: _Target, text: str, entities: tuple[MessageEntity, ...] = ()
@@ -169,11 +258,17 @@ class Sender:
 
     # -- pacing ---------------------------------------------------------------------------
 
-    async def _pace(self, chat_id: str) -> None:
+    async def _pace(self, chat_id: str, *, max_wait: float | None = None) -> None:
         keys = [("chat", chat_id, self._pacing.per_chat)]
         if chat_id.startswith("-"):  # group, supergroup and channel ids are negative
             keys.append(("group", chat_id, self._pacing.per_group))
-        await self._pacer.acquire(keys, max_wait=self._pacing.max_wait, what="paced by the bot")
+        wait = self._pacing.max_wait if max_wait is None else max_wait
+        await self._pacer.acquire(keys, max_wait=wait, what="paced by the bot")
+
+
+def _unchanged(exc: ChannelPermanentError) -> bool:
+    """Telegram refuses an edit that changes nothing; for a draft that is success."""
+    return "not modified" in str(exc).lower()
 
 
 def _thread(chat: ChatRef) -> int | None:

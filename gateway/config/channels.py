@@ -89,7 +89,16 @@ class ChannelSection(BaseModel):
         return self.groups.get(chat_id, GroupRule())
 
 
-class TelegramSettings(ChannelSection):
+class LiveChannelSection(ChannelSection):
+    """A chat channel that can show an answer growing by editing it (docs/channels.md#streaming)."""
+
+    streaming: bool | None = None
+
+    def streams_in(self, *, group: bool) -> bool:
+        return not group if self.streaming is None else self.streaming
+
+
+class TelegramSettings(LiveChannelSection):
     token: SecretStr | None = None
     base_url: str = "https://api.telegram.org"
     mode: Literal["polling", "webhook"] = "polling"
@@ -115,7 +124,7 @@ class TelegramSettings(ChannelSection):
         return bool(self.transcription_base_url or self.transcription_api_key)
 
 
-class DiscordSettings(ChannelSection):
+class DiscordSettings(LiveChannelSection):
     """Discord bot (docs/channels.md#discord). ``groups`` is keyed by channel id."""
 
     token: SecretStr | None = None
@@ -132,7 +141,7 @@ class DiscordSettings(ChannelSection):
         return _is_set(self.token)
 
 
-class SlackSettings(ChannelSection):
+class SlackSettings(LiveChannelSection):
     """Slack app (docs/channels.md#slack): Socket Mode or the HTTP Events API.
 
     Setting any of the three credentials turns Slack on; an incomplete set is a

@@ -124,6 +124,7 @@ DESCRIPTIONS = {
     "owners": "ids with the owner role (the owner's memory, everything admins may)",
     "groups": "per group/channel id: `require_mention`, `allow_from` overrides",
     "pairing_ttl_seconds": "how long a pairing code stays valid",
+    "streaming": "show the answer as it is written, in one message edited as it grows: `true` or `false`; unset: on in direct chats, off in groups",
     "max_attachment_bytes": "inbound files larger than this are not downloaded (the agent is told)",
     "telegram.token": "the bot's token from @BotFather; the channel is on when set",
     "telegram.transcription_api_key": "API key of the transcription server (OpenAI: an OpenAI key; a local server: often none)",

@@ -41,6 +41,7 @@ from gateway.config.channels import (
     ChannelSection,
     DiscordSettings,
     EmailSettings,
+    LiveChannelSection,
     SlackSettings,
     StrList,
     TelegramSettings,
@@ -301,6 +302,12 @@ class Settings(BaseSettings):
             "slack": self.slack,
             "email": self.email,
         }
+
+    def streams_in(self, channel: str, group: bool) -> bool:
+        """Whether answers stream by editing in a chat of ``channel`` (``<channel>.streaming``;
+        unset: in direct chats, not in groups)."""
+        section = self.channel_sections().get(channel)
+        return isinstance(section, LiveChannelSection) and section.streams_in(group=group)
 
     @model_validator(mode="after")
     def _dotenv_api_key(self) -> Settings:

@@ -7,6 +7,7 @@ with ``isinstance``, so the base stays small.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -55,6 +56,38 @@ class SupportsHealth(Protocol):
 class SupportsStreaming(Protocol):
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
         """Show a fragment of the answer being generated (not durable; the outbox follows)."""
+
+
+@runtime_checkable
+class SupportsDrafts(Protocol):
+    """Streaming by editing: the answer grows in a message of its own as the model writes.
+
+    The gateway (gateway/runtime/drafts.py) decides when to show what; the channel only
+    knows its platform: how a text splits into its messages, how often one chat may be
+    edited, and how to post, edit and delete a draft. The outbox's final message is then
+    delivered by :meth:`finish_drafts`, which turns the drafts into the formatted answer.
+    """
+
+    draft_interval: float  # seconds between two edits of a chat's draft
+
+    def draft_parts(self, text: str) -> list[str]:
+        """The messages a draft of ``text`` (markdown, maybe unfinished) takes, in order;
+        deterministic, so a part already shown is recognised when the text grows."""
+
+    async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
+        """Post one draft message; returns its platform id. Errors as for ``send``."""
+
+    async def edit_draft(self, chat: ChatRef, message_id: str, text: str) -> None:
+        """Replace a draft message's text (unformatted: the final edit formats)."""
+
+    async def delete_draft(self, chat: ChatRef, message_id: str) -> None:
+        """Remove a draft message nobody needs any more (already gone: fine)."""
+
+    async def finish_drafts(self, message: OutboundMessage, drafts: Sequence[str]) -> str | None:
+        """Deliver ``message`` into the draft messages ``drafts`` (platform ids, in order):
+        edit them to the formatted parts, post the parts (and files) beyond them, delete the
+        drafts left over. Safe to repeat after a failure or a crash. Returns the receipt
+        like ``send``."""
 
 
 @dataclass(frozen=True, slots=True)

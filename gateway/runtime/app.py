@@ -42,6 +42,7 @@ from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
+from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.heartbeat import Heartbeat
 from gateway.runtime.home import prepare_workspace
 from gateway.runtime.live import watch_turn
@@ -116,6 +117,7 @@ class Gateway(Service):
         self.tools = self.agent.runner.executor.registry
         self.clock = clock or SystemClock()
         self.typing = TypingIndicators(self.channels)
+        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=settings.streams_in)
         self.approvals = ApprovalDesk(
             self.store,
             settings.channel_sections(),
@@ -139,7 +141,7 @@ class Gateway(Service):
             commands=self.commands,
             principal_for=self._principal_for,
             typing=self.typing.show,
-            watch=partial(watch_turn, self.channels),
+            watch=partial(watch_turn, self.channels, drafts=self.drafts),
             turn_ended=self._turn_ended,
             budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
@@ -179,6 +181,7 @@ class Gateway(Service):
                 self.bus,
                 max_attempts=settings.storage.outbox_max_attempts,
                 on_settled=self._notify_progress,
+                drafts=self.drafts,
             )
             for channel in self.channels.values()
         ]
@@ -269,6 +272,7 @@ class Gateway(Service):
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
+        await self.drafts.stop()
         await self.typing.stop()
         for worker in self._workers:
             await worker.stop()
@@ -366,6 +370,7 @@ class Gateway(Service):
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))
 
     async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
+        await self.drafts.turn_ended(chat, turn_id, answered=answered)
         channel: object = self.channels.get(chat.channel)  # mypy cannot intersect protocols
         if not isinstance(channel, SupportsTurnEnd):
             return

@@ -18,6 +18,7 @@ from gateway.core.backoff import backoff_delay
 from gateway.core.channel import Channel
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited
 from gateway.core.lifecycle import Service
+from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.local_bus import Bus
 from gateway.store import Outbox, OutboxRecord
 
@@ -39,6 +40,7 @@ class OutboundWorker(Service):
         max_attempts: int = 8,
         clock: Clock = time.time,
         on_settled: Callable[[], Awaitable[None]] | None = None,
+        drafts: DraftStreamer | None = None,
     ) -> None:
         self.channel = channel
         self._outbox = outbox
@@ -46,6 +48,7 @@ class OutboundWorker(Service):
         self._max_attempts = max_attempts
         self._clock = clock
         self._on_settled = on_settled
+        self._drafts = drafts  # a turn's answer finishes the draft streamed for it
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -103,8 +106,12 @@ class OutboundWorker(Service):
         """One delivery attempt; returns whether the worker should read the queue again
         (not after a delivery that left its chat with nothing waiting)."""
         message = record.message
+        drafted = False
         try:
-            receipt = await self.channel.send(message)
+            if self._drafts is None:
+                receipt = await self.channel.send(message)
+            else:
+                receipt, drafted = await self._drafts.deliver(self.channel, message)
         except ChannelRateLimited as exc:
             log.info(
                 "%s rate-limited chat %s for %.1fs",
@@ -137,5 +144,7 @@ class OutboundWorker(Service):
                 )
                 await self._outbox.reschedule(record.id, delay, str(exc))
         else:
-            return await self._outbox.mark_sent(record.id, receipt)
+            return await self._outbox.mark_sent(
+                record.id, receipt, finished_draft=message.turn_id if drafted else None
+            )
         return True

@@ -13,6 +13,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRecord, Approvals
 from gateway.store.db import Database
+from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
@@ -30,6 +31,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Database",
+    "Drafts",
     "Goal",
     "History",
     "InboundRecord",
@@ -83,6 +85,7 @@ class Store(Service):
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approvals = Approvals(self.db)
+        self.drafts = Drafts(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -158,6 +161,7 @@ class Store(Service):
             "jobs": await self.jobs.prune(records),
             "pairing requests": await self.pairings.prune(records),
             "approval requests": await self.approvals.prune(records),
+            "stream drafts": await self.drafts.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),
         }

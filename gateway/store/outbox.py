@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gateway.core.messages import OutboundMessage
 from gateway.store.db import Database
+from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
 
 Clock = Callable[[], float]
@@ -85,9 +86,13 @@ class Outbox:
 
         return await self._db.run(load, durable=False)  # a read: never needs an fsync
 
-    async def mark_sent(self, record_id: int, receipt: str | None = None) -> bool:
+    async def mark_sent(
+        self, record_id: int, receipt: str | None = None, *, finished_draft: str | None = None
+    ) -> bool:
         """Record the delivery; returns whether the same chat has another message waiting
-        (so the sender knows whether to look again)."""
+        (so the sender knows whether to look again). ``finished_draft``: the message was
+        delivered by editing that turn's streamed draft, which is forgotten in the same
+        transaction."""
         now = self._clock()
 
         def update(conn: sqlite3.Connection) -> bool:
@@ -96,6 +101,12 @@ class Outbox:
                 " attempts = attempts + 1 WHERE id = ?",
                 (now, receipt, record_id),
             )
+            if finished_draft is not None:
+                row = conn.execute(
+                    "SELECT channel, chat_key FROM outbox WHERE id = ?", (record_id,)
+                ).fetchone()
+                if row is not None:
+                    conn.execute(FORGET_SQL, (row[0], row[1], finished_draft))
             row = conn.execute(
                 "SELECT 1 FROM outbox o JOIN outbox sent ON sent.id = ?"
                 " WHERE o.state = 'pending' AND o.channel = sent.channel"

@@ -268,6 +268,20 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX approvals_state ON approvals (state, expires_at);
     CREATE INDEX approvals_turn ON approvals (turn_id);
     """,
+    # v10: answers streamed by editing: the platform messages a turn's draft occupies in a
+    # chat, so the outbox finishes them with the final text (also after a crash) instead of
+    # sending the answer a second time (gateway.store.drafts)
+    """
+    CREATE TABLE stream_drafts (
+        channel TEXT NOT NULL,
+        chat_key TEXT NOT NULL,                      -- the chat's session key
+        turn_id TEXT NOT NULL,
+        position INTEGER NOT NULL,                   -- 0: the first message of the draft
+        message_id TEXT NOT NULL,                    -- the platform's id of that message
+        created_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_key, turn_id, position)
+    );
+    """,
 )
 
 

@@ -105,6 +105,8 @@ class FakeDiscord:
         self.files: dict[str, bytes] = {}
         self.fail_me: deque[float] = deque()  # answer GET /users/@me with 429, retry_after
         self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
+        self.edits: list[tuple[int, str]] = []  # (message id, new content)
+        self.deleted: list[int] = []
 
     # -- server ---------------------------------------------------------------------------
 
@@ -116,6 +118,8 @@ class FakeDiscord:
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
         app.router.add_post(f"{api}/channels/{{cid}}/messages", self._create_message)
         app.router.add_post(f"{api}/channels/{{cid}}/typing", self._typing)
+        app.router.add_patch(f"{api}/channels/{{cid}}/messages/{{mid}}", self._edit_message)
+        app.router.add_delete(f"{api}/channels/{{cid}}/messages/{{mid}}", self._delete_message)
         app.router.add_post(f"{api}/users/@me/channels", self._open_dm)
         app.router.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
         reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
@@ -390,6 +394,36 @@ class FakeDiscord:
             request.transport.abort()  # stored, but the client never hears back
             return web.Response()
         return json_response(self._message_payload(posted))
+
+    def _live(self, request: web.Request) -> Posted | None:
+        mid = int(request.match_info["mid"])
+        return next((p for p in self.posted if p.id == mid and mid not in self.deleted), None)
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        posted = self._live(request)
+        if posted is None:
+            return json_response({"message": "Unknown Message", "code": 10008}, 404)
+        body = await request.json()
+        posted.content = body.get("content") or ""
+        self.edits.append((posted.id, posted.content))
+        await self._notify()
+        return json_response(self._message_payload(posted))
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        posted = self._live(request)
+        if posted is None:
+            return json_response({"message": "Unknown Message", "code": 10008}, 404)
+        self.deleted.append(posted.id)
+        await self._notify()
+        return web.Response(status=204)
+
+    def visible(self, channel_id: int) -> list[str]:
+        """What a user sees in the channel now: the bot's messages, edits applied."""
+        return [
+            p.content
+            for p in self.posted
+            if p.channel_id == channel_id and p.id not in self.deleted
+        ]
 
     async def _open_dm(self, request: web.Request) -> web.Response:
         recipient = int((await request.json())["recipient_id"])

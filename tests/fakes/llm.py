@@ -36,6 +36,17 @@ class Step:
     finish_reason: str | None = None
     cut_after: int | None = None
     cut_by_reset: bool = False
+    chunk_delay: float = 0.0  # seconds between two streamed pieces of the text
+
+
+def streamed(content: str, *, chunks: int, over: float) -> Step:
+    """A text answer that, when streamed, arrives in ``chunks`` pieces spread over ``over`` s."""
+    return Step(text=content, stream_chunks=chunks, chunk_delay=over / max(1, chunks - 1))
+
+
+def writing_time(step: Step) -> float:
+    """How long the model takes to write ``step``'s text (streamed or not)."""
+    return step.chunk_delay * max(0, len(pieces(step.text, step.stream_chunks)) - 1)
 
 
 def text(content: str, *, delay: float = 0.0) -> Step:
@@ -303,6 +314,7 @@ class FakeLLM(AnthropicWire):
             "total_tokens": prompt_tokens + completion_tokens,
         }
         if not recorded.body.get("stream"):
+            await asyncio.sleep(writing_time(step))  # the model writes as long either way
             message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
             if tool_calls:
                 message["tool_calls"] = tool_calls
@@ -338,6 +350,8 @@ class FakeLLM(AnthropicWire):
         for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
             if index == step.cut_after:
                 return await _cut(request, response, reset=step.cut_by_reset)
+            if index and step.chunk_delay:
+                await asyncio.sleep(step.chunk_delay)  # the model writing, not synchronization
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
             await chunk(

@@ -4,6 +4,7 @@ prefix matches a written one reads it."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
@@ -64,6 +65,10 @@ class AnthropicWire:
             "usage": usage,
         }
         if not recorded.body.get("stream"):
+            text = "".join(b.get("text", "") for b in content if b["type"] == "text")
+            await asyncio.sleep(
+                step.chunk_delay * max(0, len(pieces(text, step.stream_chunks)) - 1)
+            )
             return web.json_response(message)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -80,7 +85,9 @@ class AnthropicWire:
                     "content_block_start",
                     {"index": index, "content_block": {"type": "text", "text": ""}},
                 )
-                for piece in pieces(block["text"], step.stream_chunks):
+                for number, piece in enumerate(pieces(block["text"], step.stream_chunks)):
+                    if number and step.chunk_delay:
+                        await asyncio.sleep(step.chunk_delay)  # the model writing
                     await event(
                         "content_block_delta",
                         {"index": index, "delta": {"type": "text_delta", "text": piece}},

@@ -61,6 +61,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.posted: list[Posted] = []
+        self.deleted: list[str] = []  # ts of messages deleted
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
         self.limited: dict[str, float] = {}  # channel -> answer every post there 429, retry_after
         self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes)
@@ -193,6 +194,20 @@ class FakeSlack:
                 await self._notify()
                 return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
         return web.json_response({"ok": False, "error": "message_not_found"})
+
+    async def _chat_delete(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        for posted in self.posted:
+            if posted.channel == args.get("channel") and posted.ts == args.get("ts"):
+                if posted.ts in self.deleted:
+                    break
+                self.deleted.append(posted.ts)
+                await self._notify()
+                return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+        return web.json_response({"ok": False, "error": "message_not_found"})
+
+    def visible(self, channel: str) -> list[str]:
+        """What a user sees in the conversation now: the bot's messages, updates applied."""
+        return [p.text for p in self.posted if p.channel == channel and p.ts not in self.deleted]
 
     async def _conversations_history(
         self, request: web.Request, args: dict[str, Any]

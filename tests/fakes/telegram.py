@@ -76,6 +76,8 @@ class FakeTelegram:
         self.failures: dict[str, deque[Failure]] = defaultdict(deque)
         self.reject_entities = 0  # refuse this many entity-bearing messages
         self.transcript = "transcribed words"
+        # What a user sees: (chat id, message id) -> (text, entities), edits and deletions applied
+        self.chat: dict[tuple[int, int], tuple[str, list[dict[str, Any]]]] = {}
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
@@ -244,6 +246,13 @@ class FakeTelegram:
     def texts(self, chat_id: int | None = None) -> list[str]:
         return [c.params.get("text", "") for c in self.sent(chat_id) if "text" in c.params]
 
+    def visible(self, chat_id: int) -> list[str]:
+        """The texts of the chat's messages as the user sees them now, oldest first."""
+        return [text for (chat, _), (text, _) in sorted(self.chat.items()) if chat == chat_id]
+
+    def visible_entities(self, chat_id: int) -> list[list[dict[str, Any]]]:
+        return [ents for (chat, _), (_, ents) in sorted(self.chat.items()) if chat == chat_id]
+
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         async def reached() -> None:
             async with self.changed:
@@ -391,6 +400,42 @@ class FakeTelegram:
             )
         return _ok(self._sent_message(call, text=text))
 
+    async def _m_editMessageText(self, call: Call) -> web.Response:
+        key = (int(call.params["chat_id"]), int(call.params["message_id"]))
+        text = call.params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(text) > 4096:
+            return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        if key not in self.chat:
+            return _error(400, "Bad Request: message to edit not found")
+        entities = call.params.get("entities") or []
+        if self.chat[key] == (text, entities):
+            return _error(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        self.chat[key] = (text, entities)
+        kind = "private" if key[0] > 0 else "supergroup"
+        return _ok(
+            {
+                "message_id": key[1],
+                "date": int(time.time()),
+                "edit_date": int(time.time()),
+                "chat": {"id": key[0], "type": kind},
+                "from": self._me(),
+                "text": text,
+            }
+        )
+
+    async def _m_deleteMessage(self, call: Call) -> web.Response:
+        key = (int(call.params["chat_id"]), int(call.params["message_id"]))
+        if self.chat.pop(key, None) is None:
+            return _error(400, "Bad Request: message to delete not found")
+        return _ok(True)
+
     async def _m_sendPhoto(self, call: Call) -> web.Response:
         return _ok(
             self._sent_message(
@@ -404,8 +449,11 @@ class FakeTelegram:
     def _sent_message(self, call: Call, **content: Any) -> dict[str, Any]:
         chat_id = int(call.params["chat_id"])
         kind = "private" if chat_id > 0 else "supergroup"
+        message_id = next(self._message_ids[chat_id])
+        shown = content.get("text") or ("[photo]" if "photo" in content else "[document]")
+        self.chat[(chat_id, message_id)] = (shown, call.params.get("entities") or [])
         return {
-            "message_id": next(self._message_ids[chat_id]),
+            "message_id": message_id,
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": kind},
             "from": self._me(),
@@ -510,6 +558,7 @@ def section(fake: FakeTelegram, **overrides: Any) -> dict[str, Any]:
         "base_url": fake.base_url,
         "poll_timeout_seconds": 5,
         "allow_from": ["42"],
+        "streaming": False,  # tests of streamed answers turn it on (tests/test_streaming.py)
     }
     values.update(overrides)
     return values

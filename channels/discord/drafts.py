@@ -1,0 +1,78 @@
+"""Answers streamed by editing on Discord: a draft message edited as the answer grows.
+
+Discord allows about five edits per five seconds in a channel; the gateway edits a chat's
+draft at most once a second (:data:`DRAFT_INTERVAL`), and discord.py waits out its route
+buckets. Drafts are posted without a reply reference and with mentions disabled, like
+every message the bot sends. The final answer (:func:`finish`) edits the drafts into its
+parts, posts what goes beyond them with the parts' nonces (a retry is answered with the
+message Discord already has), and deletes drafts left over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import discord
+
+from channels._text import split_message
+from channels.discord.render import ALLOWED_MENTIONS, MAX_MESSAGE, Part, render
+from channels.discord.sender import mapped_errors, send_part
+from gateway.core.errors import ChannelPermanentError
+from gateway.core.messages import ChatRef, OutboundMessage
+
+log = logging.getLogger(__name__)
+
+DRAFT_INTERVAL = 1.0  # seconds between edits of a chat's draft
+
+
+def parts(text: str) -> list[str]:
+    return split_message(text, MAX_MESSAGE)
+
+
+def _target(client: discord.Client, chat: ChatRef) -> discord.PartialMessageable:
+    return client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
+
+
+async def post(client: discord.Client, chat: ChatRef, text: str) -> str:
+    with mapped_errors():
+        sent = await _target(client, chat).send(content=text, allowed_mentions=ALLOWED_MENTIONS)
+    return str(sent.id)
+
+
+async def edit(client: discord.Client, chat: ChatRef, message_id: str, text: str) -> None:
+    message = _target(client, chat).get_partial_message(int(message_id))
+    with mapped_errors():
+        await message.edit(content=text, allowed_mentions=ALLOWED_MENTIONS)
+
+
+async def delete(client: discord.Client, chat: ChatRef, message_id: str) -> None:
+    try:
+        with mapped_errors():
+            await _target(client, chat).get_partial_message(int(message_id)).delete()
+    except ChannelPermanentError as exc:  # already gone
+        log.info("discord: draft %s not deleted: %s", message_id, exc)
+
+
+async def finish(client: discord.Client, message: OutboundMessage, drafts: Sequence[str]) -> str:
+    """Deliver ``message`` into the drafts: edited parts, then new ones, then clean-up."""
+    rendered = render(message.text, message.attachments)
+    target = _target(client, message.chat)
+    ids: list[str] = []
+    for index, part in enumerate(rendered):
+        if index < len(drafts) and part.content is not None:
+            try:
+                await edit(client, message.chat, drafts[index], part.content)
+            except ChannelPermanentError as exc:  # the draft was deleted: post the part
+                log.info("discord: draft %s gone (%s); posting anew", drafts[index], exc)
+            else:
+                ids.append(drafts[index])
+                if not part.files:
+                    continue
+                part = Part(None, part.files)  # noqa: PLW2901 - the files still have to go
+        with mapped_errors():
+            sent = await send_part(target, part, message.idempotency_key, index, None)
+        ids.append(str(sent.id))
+    for draft in drafts[len(rendered) :]:
+        await delete(client, message.chat, draft)
+    return ",".join(ids)

@@ -1,0 +1,40 @@
+"""Answers streamed by editing on Slack: a draft message updated as the answer grows.
+
+``chat.update`` is a Tier 3 method (about 50 a minute); the gateway updates a chat's draft
+at most once a second (:data:`DRAFT_INTERVAL`). Drafts go through the same mrkdwn
+conversion as answers, so a half-written answer cannot turn into a mention or a link either.
+The final answer is delivered by :meth:`channels.slack.sender.Sender.send` with the drafts'
+timestamps: it updates them to its parts, posts the rest and deletes drafts left over.
+"""
+
+from __future__ import annotations
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels._text import split_message
+from channels.slack.render import CHUNK, render
+from channels.slack.sender import mapped_errors
+from gateway.core.messages import ChatRef
+
+DRAFT_INTERVAL = 1.0  # seconds between updates of a chat's draft
+
+
+def parts(text: str) -> list[str]:
+    return split_message(text, CHUNK)
+
+
+def _shown(text: str) -> str:
+    return "\n".join(render(text, limit=CHUNK * 2)) or text
+
+
+async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
+    with mapped_errors(unsure_possible=False):
+        response = await client.chat_postMessage(
+            channel=chat.chat_id, text=_shown(text), thread_ts=chat.thread_id
+        )
+    return str(response.get("ts") or "")
+
+
+async def edit(client: AsyncWebClient, chat: ChatRef, ts: str, text: str) -> None:
+    with mapped_errors(unsure_possible=False):
+        await client.chat_update(channel=chat.chat_id, ts=ts, text=_shown(text))

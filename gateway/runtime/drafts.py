@@ -1,0 +1,220 @@
+"""Answers streamed by editing (Telegram, Discord, Slack): one message grows as the model writes.
+
+For a chat whose channel can edit (:class:`SupportsDrafts`) and where streaming is on (the
+channel's ``streaming`` setting; unset: direct chats only), the first words of the answer
+are posted as a draft message at once, and that message is edited at most once every
+``draft_interval`` seconds for that chat (Telegram: 1 s) while the text grows. Past the
+platform's length limit the draft continues in a new message; the channel splits the text
+(``draft_parts``) so a code block cut in two is closed and reopened. When the model calls a
+tool, the words before it were narration: the next text starts the draft over.
+
+The draft is cosmetic, the outbox's final message stays the answer: the outbound worker
+hands that message to :meth:`DraftStreamer.deliver`, which lets the channel edit the drafts
+into the formatted final text (posting what does not fit, deleting drafts left over).
+Every draft message's platform id is stored (gateway/store/drafts.py) before the next edit,
+so after a crash or restart the final message still finishes the same messages: the user
+sees one complete answer, never the draft plus a second copy. A turn that ends without an
+answer for the chat deletes its drafts. Display failures never fail a turn: a rate limit
+delays the next edit, a refused draft stops streaming for that turn (the final message is
+then posted as usual).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.core.channel import Channel, SupportsDrafts
+from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelRateLimited
+from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
+from gateway.store.drafts import Drafts
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+Enabled = Callable[[str, bool], bool]  # (channel name, is a group) -> stream there?
+TextSink = Callable[[str], Awaitable[None]]
+DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
+
+
+@dataclass(eq=False)
+class _Draft:
+    channel: SupportsDrafts
+    chat: ChatRef
+    turn_id: str
+    reply_to: str | None
+    text: str = ""
+    version: int = 0  # bumped by every fragment
+    ids: list[str] | None = None  # platform ids of the draft's messages (None: not loaded)
+    shown: list[str | None] = field(default_factory=list)  # what each of them shows
+    next_at: float = 0.0  # no edit before this (the chat's interval, a rate limit)
+    closed: bool = False
+    broken: bool = False  # the platform refused a draft: stop streaming this turn
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timer: asyncio.Task[None] | None = None
+
+
+class DraftStreamer:
+    def __init__(
+        self,
+        channels: Mapping[str, Channel],
+        drafts: Drafts,
+        *,
+        enabled: Enabled,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._channels = channels
+        self._store = drafts
+        self._enabled = enabled
+        self._clock = clock
+        self._live: dict[tuple[str, str], _Draft] = {}
+
+    def _drafting(self, chat: ChatRef) -> SupportsDrafts | None:
+        channel: object = self._channels.get(chat.channel)
+        return channel if isinstance(channel, SupportsDrafts) else None
+
+    # -- while the turn runs --------------------------------------------------------------
+
+    def sinks(
+        self, chat: ChatRef, turn_id: str, *, group: bool, reply_to: str | None
+    ) -> tuple[TextSink, TextSink] | None:
+        """``(on_text, on_tool)`` for a turn answering in ``chat``, or ``None`` when that
+        chat does not stream by editing."""
+        channel = self._drafting(chat)
+        if channel is None or not self._enabled(chat.channel, group):
+            return None
+        key = (chat.session_key, turn_id)
+
+        async def on_text(delta: str) -> None:
+            draft = self._live.get(key)
+            if draft is None:
+                draft = self._live[key] = _Draft(channel, chat, turn_id, reply_to)
+            if draft.closed or draft.broken or not delta:
+                return
+            draft.text += delta
+            draft.version += 1
+            if draft.timer is None:
+                draft.timer = asyncio.create_task(self._run(draft), name=f"draft:{turn_id}")
+
+        async def on_tool(name: str) -> None:
+            draft = self._live.get(key)
+            if draft is not None:  # the words before a tool call were not the answer
+                draft.text = ""
+
+        return on_text, on_tool
+
+    async def _run(self, draft: _Draft) -> None:
+        """Show the draft's text, then again whenever it grew, one edit per interval."""
+        while True:
+            wait = draft.next_at - self._clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            async with draft.lock:
+                if draft.closed or draft.broken:
+                    return
+                version = draft.version
+                await self._show(draft)
+                if draft.version == version:
+                    draft.timer = None
+                    return
+
+    async def _show(self, draft: _Draft) -> None:
+        channel, chat = draft.channel, draft.chat
+        now = self._clock()
+        draft.next_at = now + channel.draft_interval
+        try:
+            if draft.ids is None:
+                draft.ids = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                draft.shown = [None] * len(draft.ids)
+            parts = channel.draft_parts(draft.text) if draft.text.strip() else []
+            for index, part in enumerate(parts):
+                if index < len(draft.ids):
+                    if draft.shown[index] != part:
+                        await channel.edit_draft(chat, draft.ids[index], part)
+                        draft.shown[index] = part
+                    continue
+                message_id = await channel.post_draft(chat, part, reply_to=draft.reply_to)
+                draft.ids.append(message_id)
+                draft.shown.append(part)
+                await self._store.add(
+                    chat.channel, chat.session_key, draft.turn_id, index, message_id
+                )
+        except ChannelRateLimited as exc:
+            draft.next_at = now + max(exc.retry_after, channel.draft_interval)
+        except ChannelPermanentError as exc:
+            log.info("%s: streaming stopped for this answer: %s", chat.channel, exc)
+            draft.broken = True
+        except ChannelError as exc:
+            log.debug("%s: draft not updated: %s", chat.channel, exc)
+            draft.next_at = now + 2 * channel.draft_interval
+        except Exception:
+            log.exception("%s: draft display failed", chat.channel)
+            draft.broken = True
+
+    # -- when the answer is final ---------------------------------------------------------
+
+    async def close(self, chat: ChatRef, turn_id: str) -> list[str]:
+        """Stop showing a turn's draft (waiting for an edit under way) and return the
+        platform ids of its messages."""
+        key = (chat.session_key, turn_id)
+        draft = self._live.get(key)
+        if draft is None:
+            return await self._store.of(chat.channel, chat.session_key, turn_id)
+        draft.closed = True
+        if draft.timer is not None and not draft.lock.locked():
+            draft.timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await draft.timer
+        async with draft.lock:  # a draft being posted is recorded first
+            pass
+        if self._live.get(key) is draft:
+            del self._live[key]
+        if draft.ids is None:
+            return await self._store.of(chat.channel, chat.session_key, turn_id)
+        return list(draft.ids)
+
+    async def deliver(self, channel: Channel, message: OutboundMessage) -> tuple[str | None, bool]:
+        """Send ``message``; a turn's answer to a chat where its draft stands finishes that
+        draft instead. Returns the receipt and whether a draft was finished."""
+        drafting = self._drafting(message.chat)
+        if (
+            drafting is None
+            or message.turn_id is None
+            or message.kind not in DRAFTED_KINDS
+            or message.actions  # buttons are posted, never edited into a draft
+        ):
+            return await channel.send(message), False
+        ids = await self.close(message.chat, message.turn_id)
+        if not ids:
+            return await channel.send(message), False
+        return await drafting.finish_drafts(message, ids), True
+
+    async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
+        """The turn is committed (or parked): stop editing; without an answer for this chat
+        its draft messages go."""
+        channel = self._drafting(chat)
+        if channel is None:
+            return
+        ids = await self.close(chat, turn_id)
+        if answered or not ids:
+            return
+        for message_id in ids:
+            try:
+                await channel.delete_draft(chat, message_id)
+            except ChannelError as exc:
+                log.info("%s: could not delete a draft: %s", chat.channel, exc)
+        await self._store.forget(chat.channel, chat.session_key, turn_id)
+
+    async def stop(self) -> None:
+        """Stop every edit still scheduled (the gateway stops; the drafts stay recorded)."""
+        timers = [d.timer for d in self._live.values() if d.timer is not None]
+        for draft in self._live.values():
+            draft.closed = True
+        self._live.clear()
+        for timer in timers:
+            timer.cancel()
+        await asyncio.gather(*timers, return_exceptions=True)

@@ -1,0 +1,138 @@
+"""Answers streamed by editing on Telegram: python-telegram-bot against the fake Bot API.
+
+What a user would notice: the answer appears at once and grows in one message, edited no
+faster than Telegram allows, and ends as the complete formatted answer; an answer longer
+than a message continues in a second one; a restart in the middle of the answer still
+leaves exactly one complete answer; in groups nothing streams unless configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from channels.telegram import TelegramChannel
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, streamed
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+
+GROUP = -1001234
+WORDS = " ".join(f"word{i}" for i in range(49))
+ANSWER = f"Here is **the answer**: {WORDS}."
+FORMATTED = f"Here is the answer: {WORDS}."
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+def channel(settings: Settings) -> TelegramChannel:
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+
+
+def streaming_on(tg: FakeTelegram, **overrides: object) -> dict[str, object]:
+    return section(tg, streaming=None, **overrides)  # unset: the default (on in DMs)
+
+
+async def test_a_long_answer_grows_in_one_message_and_ends_formatted(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=50, over=2.0))
+    settings = make_settings(telegram=streaming_on(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        [draft] = await tg.wait_sent(1)
+        assert tg.visible(42) != [FORMATTED]  # the first words show before the answer is done
+        await gateway.wait_idle()
+    assert len(tg.sent(42)) == 1  # one message, never a second copy
+    assert ANSWER.startswith(draft.params["text"])
+    assert tg.visible(42) == [FORMATTED]
+    assert tg.visible_entities(42) == [[{"type": "bold", "offset": 8, "length": 10}]]
+    edits = tg.called("editMessageText")
+    # ~2 s of writing at one edit a second at most, plus the final formatted edit
+    assert 1 <= len(edits) <= 5
+    assert edits[-1].params["text"] == FORMATTED
+
+
+async def test_a_restart_mid_answer_leaves_exactly_one_complete_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=60, over=6.0))
+    settings = make_settings(telegram=streaming_on(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        await tg.wait_called("editMessageText")  # the draft is up (and recorded) and growing
+        await gateway.stop(drain_timeout=0)  # the process goes away mid-answer
+    [partial] = tg.visible(42)
+    assert partial != FORMATTED
+
+    fake_llm.queue(streamed(ANSWER, chunks=10, over=0.5))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]
+    assert len(tg.sent(42)) == 1
+
+
+async def test_a_restart_before_the_final_edit_still_finishes_the_draft(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=20, over=0.5))
+    tg.fail("editMessageText", 502, "Bad Gateway", times=1000)  # no edit lands
+    settings = make_settings(telegram=streaming_on(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        await tg.wait_for(  # the answer is committed and its delivery was tried
+            lambda: any(c.params.get("text") == FORMATTED for c in tg.called("editMessageText"))
+        )
+        assert await gateway.store.outbox.pending_count("telegram") == 1
+    tg.failures.clear()
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]
+    assert len(tg.sent(42)) == 1
+
+
+async def test_an_answer_longer_than_a_message_continues_in_a_second_one(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    prose = "\n\n".join(f"Paragraph {i}: " + "lorem ipsum " * 30 for i in range(8))
+    code = "```python\n" + "\n".join(f"print({i})" for i in range(300)) + "\n```"
+    long_answer = f"{prose}\n\n{code}\n\nThat is all."
+    fake_llm.queue(streamed(long_answer, chunks=40, over=1.5))
+    settings = make_settings(telegram=streaming_on(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("a long one please")
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    shown = tg.visible(42)
+    assert len(shown) == 2
+    assert len(tg.sent(42)) == 2
+    assert shown[-1].endswith("That is all.")
+    for i in range(300):  # every line of the code is there, once
+        assert sum(text.count(f"print({i})\n") + text.endswith(f"print({i})") for text in shown)
+    for text, entities in zip(shown, tg.visible_entities(42), strict=True):
+        if "print(" in text:  # code kept as a code block on both sides of the cut
+            assert any(e["type"] == "pre" for e in entities)
+
+
+async def test_groups_do_not_stream_by_default(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=20, over=0.5))
+    settings = make_settings(
+        telegram=streaming_on(tg, group_allow_from=[str(GROUP)], require_mention=False)
+    )
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything", chat_id=GROUP, chat_type="supergroup")
+        await tg.wait_sent(1, GROUP)
+        await gateway.wait_idle()
+    [answer] = tg.sent(GROUP)
+    assert answer.params["text"] == FORMATTED  # posted once, complete
+    assert tg.called("editMessageText") == []

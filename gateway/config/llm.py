@@ -14,7 +14,6 @@ from pydantic import (
     SecretStr,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 Provider = Literal["openai", "anthropic"]
@@ -46,7 +45,9 @@ class FallbackModel(BaseModel):
     provider: Provider = "openai"  # `openai` (any OpenAI-compatible server) or `anthropic`
     model: str = Field(min_length=1)  # required: the model name as its provider knows it
     base_url: str | None = None  # for openai the `/v1` root; default: the provider's public API
-    api_key: SecretStr | None = None  # default: llm.api_key if provider and base_url are the primary's, else OPENAI_API_KEY / ANTHROPIC_API_KEY (a key never goes to another server)
+    api_key: SecretStr | None = (
+        None  # default: llm.api_key if provider and base_url are the primary's, else OPENAI_API_KEY / ANTHROPIC_API_KEY (a key never goes to another server)
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -90,23 +91,27 @@ class LLMSettings(BaseModel):
     def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         return model_base_url(value, info.data.get("provider"))
 
-    @model_validator(mode="after")
-    def _distinct_fallbacks(self) -> LLMSettings:
-        seen = [(self.provider, self.model, self._url(self.provider, self.base_url))]
-        for index, fallback in enumerate(self.fallbacks):
+    @field_validator("fallbacks")
+    @classmethod
+    def _distinct_fallbacks(
+        cls, value: tuple[FallbackModel, ...], info: ValidationInfo
+    ) -> tuple[FallbackModel, ...]:
+        provider = info.data.get("provider", "openai")
+        seen = [(provider, info.data.get("model"), cls._url(provider, info.data.get("base_url")))]
+        for index, fallback in enumerate(value):
             this = (
                 fallback.provider,
                 fallback.model,
-                self._url(fallback.provider, fallback.base_url),
+                cls._url(fallback.provider, fallback.base_url),
             )
             if this in seen:
                 which = "the primary model" if seen.index(this) == 0 else "an earlier fallback"
                 raise ValueError(
-                    f"fallbacks[{index}]: {fallback.provider} model {fallback.model!r} at "
-                    f"{this[2]} is already {which}; a fallback must be another model or server"
+                    f"[{index}] {fallback.provider} model {fallback.model!r} at {this[2]} is "
+                    f"already {which}; a fallback must be another model or server"
                 )
             seen.append(this)
-        return self
+        return value
 
     @staticmethod
     def _url(provider: str, base_url: str | None) -> str:

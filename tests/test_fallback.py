@@ -13,9 +13,11 @@ import pytest
 
 from agent.guards.trace import latest_trace, read_trace
 from channels.memory import MemoryChannel
+from gateway.cli.doctor import run_doctor
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.runtime.app import Gateway
+from gateway.runtime.assembly import agent_settings
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, calls, error, text
@@ -232,8 +234,6 @@ def test_a_wrong_fallback_setting_names_the_field(
 
 
 def test_an_agent_profile_has_its_own_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.runtime.assembly import agent_settings  # noqa: PLC0415
-
     monkeypatch.setenv("SWITCHBOARD_LLM__FALLBACKS", '[{"model": "gpt-4o"}]')
     monkeypatch.setenv(
         "SWITCHBOARD_AGENTS",
@@ -249,3 +249,45 @@ def test_an_agent_profile_has_its_own_fallbacks(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("SWITCHBOARD_AGENTS", '{"coder": {"fallbacks": [{"model": ""}]}}')
     with pytest.raises(ConfigError, match=r"agents\.coder\.fallbacks\.0\.model"):
         load_settings()
+
+
+async def test_doctor_asks_every_model(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    backup_llm: FakeLLM,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    backup_llm.queue(error(401, "invalid x-api-key"))
+    settings = make_settings(
+        llm={
+            "fallbacks": [
+                {
+                    "provider": "anthropic",
+                    "model": "claude-x",
+                    "base_url": backup_llm.anthropic_url,
+                },
+                {"provider": "anthropic", "model": "claude-y"},  # no key anywhere
+            ]
+        },
+        agents={"coder": {"model": "coder-model", "fallbacks": []}},
+    )
+    assert await run_doctor(settings) == 1
+    out = capsys.readouterr().out
+    lines = {
+        line[7:].split("  ", 1)[0].strip(): line for line in out.splitlines() if line[:1] == "["
+    }
+    assert lines["llm"].startswith("[ok  ]") and "fake-model" in lines["llm"]
+    assert lines["llm fallback 1"].startswith("[FAIL]")
+    assert (
+        f"{backup_llm.anthropic_url} wants an API key and none is configured (HTTP 401)"
+        in (lines["llm fallback 1"])
+    )
+    assert lines["llm fallback 2"].startswith("[FAIL]") and lines["llm fallback 2"].endswith(
+        "no API key for anthropic model claude-y: set llm.fallbacks[1].api_key (or "
+        "ANTHROPIC_API_KEY), or its base_url for a local server."
+    )
+    assert (
+        lines["llm agent coder"].startswith("[ok  ]") and "coder-model" in lines["llm agent coder"]
+    )
+    assert sorted(r.body["model"] for r in fake_llm.requests) == ["coder-model", "fake-model"]
+    assert [r.body["model"] for r in backup_llm.requests] == ["claude-x"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -129,6 +129,8 @@ class AgentLoop:
             log.warning(
                 "turn %s: %s [%s: %s]", request.turn_id, exc.explain(), type(exc).__name__, exc
             )
+            for failover in exc.failovers:
+                trace.add("fallback", **asdict(failover))
             trace.add("llm_error", error=type(exc).__name__, status=exc.status_code)
             outcome = notice(request, provider_notice(exc))
         except Exception as exc:

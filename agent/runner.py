@@ -45,6 +45,10 @@ class Runner:
         self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
         self._temperature = temperature
 
+    @property
+    def model_name(self) -> str:
+        return self.model.model
+
     async def call_model(
         self,
         system: SystemPrompt,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from agent.approval import AwaitingApproval
 from agent.guards.dedupe import DedupGuard, call_key
@@ -176,9 +177,12 @@ class TurnLoop:
             self.trace.decision("context", "OVERFLOW", "provider said the prompt is too long")
             await self._fit(extra, tools, compact=True)
             response = await self._ask(extra, tools)
+        for failover in response.failovers:  # the models that did not answer, and why
+            self.trace.add("fallback", step=self.result.iterations, **asdict(failover))
         self.trace.add(
             "llm",
             step=self.result.iterations,
+            model=response.model or self.runner.model_name,
             ms=round((time.perf_counter() - started) * 1000, 1),
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,

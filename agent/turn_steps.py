@@ -36,6 +36,11 @@ class ModelAndTools(Protocol):
     @property
     def executor(self) -> ToolExecutor: ...
 
+    @property
+    def model_name(self) -> str:
+        """The configured (primary) model; a response names a fallback that answered."""
+        ...
+
     async def call_model(
         self,
         system: SystemPrompt,

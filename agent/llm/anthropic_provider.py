@@ -7,7 +7,9 @@ input. Imported only when the provider is configured.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from typing import Any
 
 import anthropic
@@ -34,6 +36,7 @@ from agent.llm.images import image_base64
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
 
 _CACHE = {"type": "ephemeral"}
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class AnthropicProvider:
@@ -131,7 +134,7 @@ class AnthropicProvider:
             return [
                 {
                     "type": "tool_result",
-                    "tool_use_id": msg.tool_call_id,
+                    "tool_use_id": wire_id(msg.tool_call_id or ""),
                     "content": content,
                     "is_error": msg.is_error,
                 }
@@ -141,7 +144,12 @@ class AnthropicProvider:
             blocks.append({"type": "text", "text": msg.content})
         if msg.role == "assistant":
             blocks.extend(
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments)}
+                {
+                    "type": "tool_use",
+                    "id": wire_id(c.id),
+                    "name": c.name,
+                    "input": _arguments(c.arguments),
+                }
                 for c in msg.tool_calls
             )
             return blocks
@@ -156,6 +164,16 @@ class AnthropicProvider:
                 source = {"type": "base64", "media_type": image.mime_type, "data": data}
                 blocks.append({"type": "image", "source": source})
         return blocks
+
+
+def wire_id(call_id: str) -> str:
+    """A tool call id Anthropic accepts (letters, digits, ``_``, ``-``). Ids written by an
+    OpenAI-compatible server (a turn that failed over) may hold other characters, such as
+    ``functions.search:0``; the same id maps to the same wire id in the call and its result."""
+    if _ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:40]}_{digest}"
 
 
 def _arguments(raw: str) -> dict[str, Any]:

@@ -164,6 +164,13 @@ def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
 
 
 def server_error(at: Endpoint, status: int | None, message: str) -> LLMUnavailable:
+    if status == 529:  # Anthropic's "overloaded"
+        return LLMUnavailable(
+            message,
+            status_code=status,
+            user_message=f"{at.url} is overloaded (HTTP 529).",
+            fix="Temporary; a fallback model (llm.fallbacks) answers meanwhile.",
+        )
     return LLMUnavailable(
         message,
         status_code=status,

@@ -6,6 +6,7 @@
     ├── LLMNotConfigured      no API key and no base URL: nothing to call (raised at once)
     ├── LLMRateLimited        429 after the SDK's own retries (carries retry_after)
     ├── LLMUnavailable        5xx, overload, connection refused, DNS, timeout
+    │   └── LLMAllModelsFailed  every model of a fallback chain failed one call
     ├── LLMContextOverflow    the prompt does not fit the model's window
     ├── LLMAuthError          bad or missing API key, no access to the model
     └── LLMBadRequest         the provider rejected the request for another reason
@@ -15,12 +16,15 @@ Each error carries what to tell people: ``user_message`` (the cause, one sentenc
 ``fix`` (what the operator should do). They are built where the error is translated
 (:mod:`agent.llm.diagnose`), so the chat notice, the operator's log and ``switchboard doctor``
 all say the same precise thing. ``transient`` errors may pass when retried; the others need
-a configuration change.
+a configuration change. Only transient errors move a call on to a fallback model
+(:mod:`agent.llm.fallback`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+from agent.llm.types import Failover
 
 
 class LLMError(Exception):
@@ -29,6 +33,8 @@ class LLMError(Exception):
     user_message = "The AI model could not be reached."
     fix = ""
     transient = False
+    # Models of a fallback chain that failed the same call before this error (trace).
+    failovers: tuple[Failover, ...] = ()
 
     def __init__(
         self,
@@ -68,6 +74,20 @@ class LLMRateLimited(LLMError):
 class LLMUnavailable(LLMError):
     user_message = "The AI provider is unavailable or did not answer in time."
     transient = True
+
+
+class LLMAllModelsFailed(LLMUnavailable):
+    """Each model of the chain failed the call for a passing reason (or was cooling down)."""
+
+    def __init__(self, failovers: Sequence[Failover], last: LLMError) -> None:
+        reasons = "; ".join(f"{f.model}: {f.reason}" for f in failovers)
+        super().__init__(
+            f"all {len(failovers)} models failed ({reasons})",
+            status_code=last.status_code,
+            user_message=f"None of the {len(failovers)} configured models answered ({reasons}).",
+            fix=last.fix,
+        )
+        self.failovers = tuple(failovers)
 
 
 class LLMContextOverflow(LLMError):

@@ -8,7 +8,8 @@ request that fits the context window, and usage charged to someone.
 - **Within the window.** A request asks for at most the output the window has room for
   after its prompt (``max_tokens`` is lowered, never the prompt cut: keeping the prompt
   small is the turn's job, see :mod:`agent.window`).
-- **Charged.** Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
+- **Charged.** Each call is charged to the model that answered it (with fallback models,
+  :mod:`agent.llm.fallback`, not always the configured one). Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
   its calls add up in the turn's :class:`TurnMeter` (the per-turn token cap counts them,
   and they are committed with the turn); calls outside a turn (reflection, a background
   summary) are recorded on their own right away.
@@ -142,7 +143,7 @@ class MeteredModel:
         self,
         provider: LLMProvider,
         *,
-        slots: asyncio.Semaphore,
+        slots: asyncio.Semaphore | None,
         context_window: int,
         record: UsageRecorder | None = None,
     ) -> None:
@@ -170,13 +171,18 @@ class MeteredModel:
         room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
-        async with self._slots:
-            response = bounded(await self.provider.complete(request, on_text=on_text), request)
+        if self._slots is None:  # a fallback chain: each of its models has its own cap
+            response = await self.provider.complete(request, on_text=on_text)
+        else:
+            async with self._slots:
+                response = await self.provider.complete(request, on_text=on_text)
+        response = bounded(response, request)
+        model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:
-            charge.meter.add(purpose.value, self.model, response.usage)
+            charge.meter.add(purpose.value, model, response.usage)
         elif self._record is not None:
             try:
-                await self._record(charge, purpose.value, self.model, response.usage)
+                await self._record(charge, purpose.value, model, response.usage)
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response

@@ -7,6 +7,7 @@ provider is configured, so the SDK costs nothing otherwise.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import openai
@@ -35,6 +36,7 @@ from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usag
 # Chat Completions has no error flag on a tool result (Anthropic's is_error): a failed
 # result starts with this marker, so the model does not have to guess from the wording.
 TOOL_ERROR_MARKER = "[tool error] "
+MAX_ID = 40
 
 
 class OpenAIProvider:
@@ -172,13 +174,17 @@ class OpenAIProvider:
             content = msg.content
             if msg.is_error and not content.startswith(TOOL_ERROR_MARKER):
                 content = TOOL_ERROR_MARKER + content
-            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": content}
+            return {
+                "role": "tool",
+                "tool_call_id": wire_id(msg.tool_call_id or ""),
+                "content": content,
+            }
         if msg.role == "assistant":
             out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
             if msg.tool_calls:
                 out["tool_calls"] = [
                     {
-                        "id": c.id,
+                        "id": wire_id(c.id),
                         "type": "function",
                         "function": {"name": c.name, "arguments": c.arguments},
                     }
@@ -198,6 +204,15 @@ class OpenAIProvider:
                 url = f"data:{image.mime_type};base64,{data}"
                 parts.append({"type": "image_url", "image_url": {"url": url}})
         return parts
+
+
+def wire_id(call_id: str) -> str:
+    """A tool call id OpenAI accepts (at most 40 characters); ids from another provider (a
+    turn that failed over) are kept when they fit, else shortened the same way in the call
+    and its result."""
+    if 0 < len(call_id) <= MAX_ID:
+        return call_id
+    return "call_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
 
 
 def _tool_images(parts: list[dict[str, Any]]) -> dict[str, Any]:

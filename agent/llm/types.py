@@ -122,11 +122,24 @@ class LLMRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Failover:
+    """A model of a fallback chain that did not answer one call, and why."""
+
+    model: str  # "provider model" as configured
+    error: str  # the LLMError type, e.g. LLMUnavailable
+    reason: str  # the cause, in the words the notice would use
+    status: int | None = None
+    cooling: bool = False  # not called: it failed recently and sits out its cooldown
+
+
+@dataclass(frozen=True, slots=True)
 class LLMResponse:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
+    model: str = ""  # the model that answered, when a fallback chain chose it
+    failovers: tuple[Failover, ...] = ()  # models tried (or skipped) before it
 
     def as_message(self) -> ChatMessage:
         return ChatMessage(role="assistant", content=self.text, tool_calls=self.tool_calls)

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
+from gateway.cli.doctor_models import llm_key_check, llm_reachability, other_model_checks
 from gateway.cli.doctor_store import store_checks
 from gateway.cli.doctor_tools import (
     browser_check,
@@ -35,6 +36,8 @@ __all__ = [  # the channel checks moved to gateway.cli.probes; importable from h
     "Check",
     "Status",
     "channel_checks",
+    "llm_key_check",
+    "llm_reachability",
     "probe_channel",
     "run_doctor",
 ]
@@ -43,7 +46,8 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
 DESCRIPTION = (
-    "Check the configuration, the model (one test request), the workspace, the exec sandbox, "
+    "Check the configuration, every model (one test request each: the primary, its "
+    "fallbacks, other agents' models), the workspace, the exec sandbox, "
     "risky settings and every channel's login, each with what to do. Exit code 1 when a "
     "check fails."
 )
@@ -111,47 +115,6 @@ def workspace_checks(settings: Settings) -> list[Check]:
             )
         )
     return checks
-
-
-def llm_key_check(settings: Settings) -> Check:
-    from agent.llm.factory import configuration_problem  # noqa: PLC0415
-
-    llm = settings.llm
-    if (problem := configuration_problem(llm)) is not None:
-        return Check("llm key", "fail", problem.explain())
-    return Check(
-        "llm key",
-        "ok",
-        "an API key is configured" if llm.resolved_api_key() else "no key (local server)",
-    )
-
-
-async def llm_reachability(settings: Settings) -> Check:
-    """One small request with the real SDK; a failure is explained as the chat would."""
-    from agent.llm.errors import LLMError  # noqa: PLC0415
-    from agent.llm.factory import create_provider  # noqa: PLC0415
-    from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt  # noqa: PLC0415
-
-    llm = settings.llm
-    where = llm.base_url or (
-        "api.anthropic.com" if llm.provider == "anthropic" else "api.openai.com"
-    )
-    try:
-        provider = create_provider(llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}))
-    except LLMError as exc:
-        return Check("llm", "fail", exc.explain())
-    request = LLMRequest(
-        SystemPrompt("Reply with the single word OK."), (ChatMessage("user", "ping"),), max_tokens=8
-    )
-    try:
-        await asyncio.wait_for(provider.complete(request), 25)
-    except LLMError as exc:
-        return Check("llm", "fail", exc.explain())
-    except TimeoutError:
-        return Check("llm", "fail", f"{where} did not answer a test request within 25 s")
-    finally:
-        await provider.aclose()
-    return Check("llm", "ok", f"{llm.provider} model {llm.model} at {where} answered")
 
 
 def security_checks(settings: Settings) -> list[Check]:
@@ -232,21 +195,17 @@ async def run_doctor(
         *root_checks(),
         llm_key_check(settings),
     ]
-    # The model, every channel, MCP servers and the browser are asked at once: a slow one
+    # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
-    if checks[-1].status != "fail":
-        llm, channels, mcp, browser = await asyncio.gather(
-            llm_reachability(settings),
-            channel_checks(settings),
-            mcp_checks(settings),
-            browser_check(settings),
-        )
-        checks += [llm, *channels, *mcp, *browser]
-    else:
-        channels, mcp, browser = await asyncio.gather(
-            channel_checks(settings), mcp_checks(settings), browser_check(settings)
-        )
-        checks += [*channels, *mcp, *browser]
+    primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
+    llm, others, channels, mcp, browser = await asyncio.gather(
+        asyncio.gather(*primary),
+        other_model_checks(settings),
+        channel_checks(settings),
+        mcp_checks(settings),
+        browser_check(settings),
+    )
+    checks += [*llm, *others, *channels, *mcp, *browser]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

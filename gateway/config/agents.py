@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from gateway.config.channels import StrList
-from gateway.config.llm import model_base_url
+from gateway.config.llm import FallbackModel, model_base_url
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -33,6 +33,7 @@ class AgentProfile(BaseModel):
     model: str | None = None  # default: llm.model
     base_url: str | None = None  # default: llm.base_url
     api_key: SecretStr | None = None  # default: llm.api_key
+    fallbacks: tuple[FallbackModel, ...] | None = None  # default: llm.fallbacks; [] for none
     safe_mode: bool | None = None  # default: tools.safe_mode
     deny_tools: tuple[str, ...] = ()  # tools this agent never offers
     may_message: tuple[str, ...] = ()  # agents it may message with send_to_agent ("*": all)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
+from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
 from gateway.config.settings import ENV_PREFIX, Settings
 
@@ -59,6 +60,8 @@ DESCRIPTIONS = {
     "llm.timeout_seconds": "per model call, including streaming",
     "llm.max_retries": "SDK retries on 429/5xx/timeouts (Retry-After honoured)",
     "llm.temperature": "sampling temperature; unset: the provider's default",
+    "llm.fallbacks": "models to continue on, in order, when a call fails for a passing reason (no connection, timeout, 5xx, overload, 429 after its retries); each a `{provider, model, base_url, api_key}` table, see `llm.fallbacks[]` below",
+    "llm.fallback_cooldown_seconds": "how long a model that failed is skipped (at least its Retry-After); later calls go straight to the next model; 0: always try it first",
     "llm.input_price_per_million": "price of input tokens, for cost estimates on the status page",
     "llm.output_price_per_million": "price of output tokens",
     "llm.cached_input_price_per_million": "price of cached input tokens (Anthropic prompt caching)",
@@ -256,6 +259,16 @@ def render() -> str:
             f"## `{title}`\n\n{doc + chr(10) * 2 if doc else ''}| key | environment variable | default | meaning |\n| --- | --- | --- | --- |"
         )
         out.append("\n".join(rows) + "\n")
+    out.append(
+        _table(
+            "llm.fallbacks[]",
+            "One fallback model (`[[llm.fallbacks]]` in config.toml); timeouts, retries and the "
+            "context window are the primary's. A refused key, an unknown model or a context "
+            "overflow on the primary is reported, not failed over.",
+            FallbackModel,
+            "SWITCHBOARD_LLM__FALLBACKS (JSON list)",
+        )
+    )
     out.append(
         _table(
             "agents.<name>",

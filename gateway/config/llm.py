@@ -7,7 +7,18 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+)
+
+Provider = Literal["openai", "anthropic"]
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 
 def model_base_url(value: str | None, provider: str | None) -> str | None:
@@ -26,12 +37,37 @@ def model_base_url(value: str | None, provider: str | None) -> str | None:
     raise ValueError(f"{text!r} is not an http:// or https:// URL; did you mean {guess!r}?")
 
 
+class FallbackModel(BaseModel):
+    """One model to continue on when the ones before it fail (``llm.fallbacks``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Provider = "openai"  # `openai` (any OpenAI-compatible server) or `anthropic`
+    model: str = Field(min_length=1)  # required: the model name as its provider knows it
+    base_url: str | None = None  # for openai the `/v1` root; default: the provider's public API
+    api_key: SecretStr | None = (
+        None  # default: llm.api_key if provider and base_url are the primary's, else OPENAI_API_KEY / ANTHROPIC_API_KEY (a key never goes to another server)
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return model_base_url(value, info.data.get("provider"))
+
+
+def same_server(provider: str, base_url: str | None, other: str, other_url: str | None) -> bool:
+    """Whether two model settings talk to the same server (so one key may serve both)."""
+    mine = (base_url or DEFAULT_URLS[provider]).rstrip("/")
+    theirs = (other_url or DEFAULT_URLS[other]).rstrip("/")
+    return provider == other and mine == theirs
+
+
 class LLMSettings(BaseModel):
     """Which model to talk to and how patiently."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    provider: Literal["openai", "anthropic"] = "openai"
+    provider: Provider = "openai"
     model: str = "gpt-4o-mini"
     base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
     api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
@@ -45,16 +81,65 @@ class LLMSettings(BaseModel):
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     cached_input_price_per_million: float | None = Field(default=None, ge=0)
+    # Tried in order when a call fails for a passing reason (connection, 5xx, 429, overload).
+    fallbacks: tuple[FallbackModel, ...] = ()
+    # A model that failed so is skipped this long (0: always tried first again).
+    fallback_cooldown_seconds: float = Field(default=60.0, ge=0, le=86_400)
 
     @field_validator("base_url")
     @classmethod
     def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         return model_base_url(value, info.data.get("provider"))
 
+    @field_validator("fallbacks")
+    @classmethod
+    def _distinct_fallbacks(
+        cls, value: tuple[FallbackModel, ...], info: ValidationInfo
+    ) -> tuple[FallbackModel, ...]:
+        provider = info.data.get("provider", "openai")
+        seen = [(provider, info.data.get("model"), cls._url(provider, info.data.get("base_url")))]
+        for index, fallback in enumerate(value):
+            this = (
+                fallback.provider,
+                fallback.model,
+                cls._url(fallback.provider, fallback.base_url),
+            )
+            if this in seen:
+                which = "the primary model" if seen.index(this) == 0 else "an earlier fallback"
+                raise ValueError(
+                    f"[{index}] {fallback.provider} model {fallback.model!r} at {this[2]} is "
+                    f"already {which}; a fallback must be another model or server"
+                )
+            seen.append(this)
+        return value
+
+    @staticmethod
+    def _url(provider: str, base_url: str | None) -> str:
+        return (base_url or DEFAULT_URLS[provider]).rstrip("/")
+
+    def fallback_settings(self) -> tuple[LLMSettings, ...]:
+        """Each fallback as full model settings: the primary's limits (timeout, retries,
+        window, vision) with the fallback's provider, model, server and key."""
+        out = []
+        for fallback in self.fallbacks:
+            key = fallback.api_key
+            if key is None and same_server(
+                fallback.provider, fallback.base_url, self.provider, self.base_url
+            ):
+                key = self.api_key
+            update = {
+                "provider": fallback.provider,
+                "model": fallback.model,
+                "base_url": fallback.base_url,
+                "api_key": key,
+                "fallbacks": (),
+            }
+            out.append(self.model_copy(update=update))
+        return tuple(out)
+
     def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> SecretStr | None:
         if self.api_key is not None:
             return self.api_key
         env = os.environ if environ is None else environ
-        name = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else "OPENAI_API_KEY"
-        value = env.get(name)
+        value = env.get(KEY_VARIABLES[self.provider])
         return SecretStr(value) if value else None

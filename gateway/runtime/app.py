@@ -48,6 +48,7 @@ from gateway.runtime.home import prepare_workspace
 from gateway.runtime.live import watch_turn
 from gateway.runtime.local_bus import LocalBus
 from gateway.runtime.mcp import build_manager
+from gateway.runtime.models import ModelPool
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
@@ -85,16 +86,23 @@ class Gateway(Service):
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
         self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
-        self.llm = llm or LazyProvider(settings.llm)
+        self.clock = clock or SystemClock()
+        # One concurrency cap per model endpoint for everything that calls it (all agents,
+        # their subagents, summaries, reflection, page condensing); one provider per model,
+        # and the cooldowns of failed models (llm.fallbacks), shared by all agents.
+        self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
+        self.models = ModelPool(
+            self.llm_slots,
+            cooldown_seconds=settings.llm.fallback_cooldown_seconds,
+            clock=lambda: self.clock.now().timestamp(),
+        )
+        self.llm = self.models.provider(settings.llm, llm)
         if settings.agents:  # messages between agents travel on an internal channel
             agent_channel = AgentChannel(
                 store=self.store, bus=self.bus, max_hops=settings.agent_messages.max_hops
             )
             self.channels[agent_channel.name] = agent_channel
         self.router = Router(settings.routes, tuple(settings.agents))
-        # One concurrency cap per model endpoint for everything that calls it (all agents,
-        # their subagents, summaries, reflection, page condensing).
-        self.llm_slots = EndpointSlots(settings.limits.max_concurrent_llm_calls)
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.
         self.browser = web_browser(settings.tools.web)
@@ -107,7 +115,7 @@ class Gateway(Service):
                 llm=self._llm_for(agent_id, llm),
                 channels=tuple(self.channels),
                 extra_tools=extra_tools,
-                slots=self.llm_slots,
+                models=self.models,
                 mcp=self.mcp,
                 browser=self.browser,
             )
@@ -115,7 +123,6 @@ class Gateway(Service):
         }
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
-        self.clock = clock or SystemClock()
         self.typing = TypingIndicators(self.channels)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=settings.streams_in)
         self.approvals = ApprovalDesk(
@@ -189,18 +196,14 @@ class Gateway(Service):
         self._started = False
 
     def _providers(self) -> list[LLMProvider]:
-        distinct: dict[int, LLMProvider] = {}
-        for agent in self.agents.values():
-            provider = agent.runner.model.provider
-            distinct.setdefault(id(provider), provider)
-        return list(distinct.values())
+        """Every model provider the agents use (fallbacks included), once each."""
+        return self.models.providers()
 
     def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:
-        """An agent's model: shared with the default agent unless its profile changes it."""
+        """An agent's model: shared with every agent that names the same model."""
         if given is not None or agent_id == DEFAULT_AGENT:
             return self.llm
-        own = agent_settings(self.settings, agent_id).llm
-        return self.llm if own == self.settings.llm else LazyProvider(own)
+        return self.models.provider(agent_settings(self.settings, agent_id).llm)
 
     # -- lifecycle ------------------------------------------------------------------------
 

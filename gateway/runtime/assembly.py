@@ -35,13 +35,14 @@ from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
-from gateway.config.settings import LLMSettings, Settings
+from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.runtime.accounting import recorder
 from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
+from gateway.runtime.models import ModelPool, endpoint
 from gateway.store import Store
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def agent_settings(settings: Settings, agent_id: str) -> Settings:
         "model": profile.model,
         "base_url": profile.base_url,
         "api_key": profile.api_key,
+        "fallbacks": profile.fallbacks,
     }
     llm = settings.llm.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     workspace = (
@@ -85,23 +87,16 @@ def workspaces(settings: Settings) -> dict[str, Path]:
     }
 
 
-def endpoint(llm: LLMSettings) -> str:
-    """Which model server a provider setting talks to (one concurrency cap each)."""
-    default = (
-        "https://api.anthropic.com" if llm.provider == "anthropic" else "https://api.openai.com/v1"
-    )
-    return f"{llm.provider} {(llm.base_url or default).rstrip('/')}"
-
-
 def metered_model(
-    settings: Settings, llm: LLMProvider, *, store: Store, slots: EndpointSlots
+    settings: Settings, llm: LLMProvider, *, store: Store, models: ModelPool
 ) -> MeteredModel:
-    """An agent's model behind its endpoint's gateway-wide cap; calls no turn commits (a
-    reflection, a background summary) are recorded in the usage table right away."""
-
+    """An agent's model behind its endpoint's gateway-wide cap (with fallbacks, a chain whose
+    models each have their own); calls no turn commits (a reflection, a background summary)
+    are recorded in the usage table right away."""
+    model = models.model(settings.llm, llm)
     return MeteredModel(
-        llm,
-        slots=slots.for_endpoint(endpoint(settings.llm)),
+        model,
+        slots=None if model is not llm else models.slots.for_endpoint(endpoint(settings.llm)),
         context_window=settings.llm.context_window,
         record=recorder(store),
     )
@@ -143,17 +138,21 @@ def build_agent(
     channels: Sequence[str],
     extra_tools: Sequence[Tool] = (),
     agent_id: str = DEFAULT_AGENT,
-    slots: EndpointSlots | None = None,
+    models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
 ) -> AgentLoop:
     """One agent of the gateway. ``settings`` are the top level; the profile of
-    ``agent_id`` (workspace, model, persona, tools) is applied here. ``slots`` are the
-    gateway's concurrency caps per model endpoint (shared by all its agents)."""
+    ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
+    gateway's fallback models, their cooldowns and the concurrency caps per model endpoint
+    (shared by all its agents)."""
     top = settings
     settings = agent_settings(top, agent_id)
-    slots = slots or EndpointSlots(top.limits.max_concurrent_llm_calls)
-    model = metered_model(settings, llm, store=store, slots=slots)
+    models = models or ModelPool(
+        EndpointSlots(top.limits.max_concurrent_llm_calls),
+        cooldown_seconds=top.llm.fallback_cooldown_seconds,
+    )
+    model = metered_model(settings, llm, store=store, models=models)
     profile = top.agents.get(agent_id)
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")

@@ -17,7 +17,8 @@ from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM
 from tests.system import pytest_terminal_summary  # noqa: F401 - names missing packages
 
-pytest_plugins = ["tests.fakes.mcp_fixtures"]  # the demo MCP server: `shared`, `http_server`
+# the demo MCP server (`shared`, `http_server`); the store on both engines (`make_store`)
+pytest_plugins = ["tests.fakes.mcp_fixtures", "tests.backends"]
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_name, None)

@@ -81,13 +81,13 @@ async def gather(settings: Settings) -> dict[str, Any]:
 
 
 async def _stored(settings: Settings) -> dict[str, Any]:
-    from gateway.store import Store  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
     empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0}
-    if not path.exists():
+    if settings.storage.url is None and not path.exists():
         return {**empty, "heartbeat_target": None}
-    async with Store(path) as store:
+    async with store_for(settings) as store:
         counts = await store.journal.counts()
         last = await store.kv.get("last_chat")
         target = None

@@ -5,7 +5,8 @@ Retry and policy decisions branch on these types, never on message strings::
     SwitchboardError
     ├── ConfigError                 invalid or missing configuration (fail fast at start)
     ├── StoreError                  the durable store could not be used
-    │   └── StorageFullError        the disk is full; inbound is not acknowledged
+    │   ├── StorageFullError        the disk is full; inbound is not acknowledged
+    │   └── StoreUnavailable        the database server cannot be reached (storage.url)
     ├── ChannelError                a platform adapter failed
     │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
     │   ├── ChannelTransientError   network or 5xx; retry with backoff
@@ -35,6 +36,10 @@ class StoreError(SwitchboardError):
 
 class StorageFullError(StoreError):
     """The disk holding the store is full."""
+
+
+class StoreUnavailable(StoreError):
+    """The database server (``storage.url``) cannot be reached; work waits until it is back."""
 
 
 class ChannelError(SwitchboardError):

@@ -50,9 +50,10 @@ from gateway.runtime.mcp import build_manager
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
+from gateway.runtime.storage import store_for
 from gateway.runtime.subagents import Subagents
 from gateway.runtime.typing_indicator import TypingIndicators
-from gateway.store import PairingRequest, Store
+from gateway.store import PairingRequest
 from gateway.web.view import WorkInProgress
 
 if TYPE_CHECKING:
@@ -73,9 +74,7 @@ class Gateway(Service):
     ) -> None:
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
-        self.store = Store(
-            settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
-        )
+        self.store = store_for(settings)
         self.bus = LocalBus(self.store)
         self.gate = AccessGate(
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready

@@ -47,6 +47,7 @@ def pg_columns(url: str) -> dict[str, set[str]]:
     for table, column in rows:
         found.setdefault(table, set()).add(column)
     found.pop("schema_version")
+    found.pop("cluster_nodes", None)  # who is alive now: not part of the numbered schema
     found["messages_fts"].discard("tsv")  # the search vector PostgreSQL keeps itself
     return found
 

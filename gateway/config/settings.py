@@ -227,6 +227,13 @@ class StorageSettings(Section):
         return None if self.url is None else self.url.get_secret_value()
 
 
+class NodeSettings(Section):
+    """``[node]``: this process as a node of a cluster (``storage.url`` on PostgreSQL)."""
+
+    # Unset: host name and process id. Shown by `switchboard status`; unique per node.
+    name: str | None = None
+
+
 class LoggingSettings(Section):
     """``[logging]``: how log lines are written (console and ``data/logs/switchboard.log``)."""
 
@@ -253,6 +260,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     tools: ToolSettings = ToolSettings()
     storage: StorageSettings = StorageSettings()
+    node: NodeSettings = NodeSettings()
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     mcp: McpSettings = McpSettings()

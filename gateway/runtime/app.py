@@ -27,7 +27,6 @@ from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, SupportsTurnEnd
 from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
-from gateway.core.lock import ProcessLock
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
@@ -39,6 +38,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
+from gateway.runtime.cluster import guard_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
@@ -79,7 +79,8 @@ class Gateway(Service):
         self.gate = AccessGate(
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
-        self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
+        # one process per data directory (SQLite), or the leader of a cluster (PostgreSQL)
+        self.guard = guard_for(settings)
         self.llm = llm or LazyProvider(settings.llm)
         if settings.agents:  # messages between agents travel on an internal channel
             agent_channel = AgentChannel(
@@ -196,7 +197,7 @@ class Gateway(Service):
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._lock.acquire()
+        await self.guard.acquire()  # a cluster's standby waits here until it leads
         try:
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
@@ -276,7 +277,7 @@ class Gateway(Service):
             with contextlib.suppress(Exception):
                 await provider.aclose()
         await self.store.stop()
-        self._lock.release()
+        await self.guard.release()
 
     # -- what the web server sees (gateway.web.view.GatewayView) ---------------------------
 

@@ -21,6 +21,7 @@ from gateway.store.history import History, NewMessage, SearchHit, SessionState, 
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
+from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
@@ -46,6 +47,8 @@ __all__ = [
     "KeyValue",
     "LedgerEntry",
     "NewMessage",
+    "NodeInfo",
+    "Nodes",
     "OpenTurn",
     "OpenWork",
     "Outbox",
@@ -110,6 +113,7 @@ class Store(Service):
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approvals = Approvals(self.db)
+        self.nodes = Nodes(self.db)
 
     async def start(self) -> None:
         await self.db.start()

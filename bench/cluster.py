@@ -41,6 +41,7 @@ class Result:
     seconds: float
     node_cpu: float
     db_cpu: float
+    transactions: int  # committed on the database during the burst (PostgreSQL)
 
     def line(self) -> str:
         per_turn = (self.node_cpu + self.db_cpu) / self.chats * 1000
@@ -49,6 +50,11 @@ class Result:
             f" = {self.chats / self.seconds:6.1f} turns/s; CPU per turn {per_turn:5.1f} ms"
             f" (nodes {self.node_cpu / self.chats * 1000:.1f}, database"
             f" {self.db_cpu / self.chats * 1000:.1f})"
+            + (
+                f"; {self.transactions / self.chats:.1f} transactions per turn"
+                if self.transactions
+                else ""
+            )
         )
 
 
@@ -87,6 +93,18 @@ async def database(server: str) -> AsyncIterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def commits(url: str | None) -> int:
+    """Transactions committed in the database so far (0 on SQLite)."""
+    if url is None:
+        return 0
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def backend_cpu(url: str | None) -> float:
@@ -141,6 +159,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
             await tg.wait_for(lambda: len(tg.texts(1)) >= 1, timeout=60)
             cpu_before = sum(cpu_seconds(p.pid) for p in processes)
             db_before = backend_cpu(url)
+            commits_before = commits(url)
             started = time.perf_counter()
             for chat in range(2, chats + 2):
                 await tg.say(f"hello from {chat}", chat_id=chat, user_id=chat)
@@ -148,6 +167,8 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
             seconds = time.perf_counter() - started
             node_cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu_before
             db_cpu = backend_cpu(url) - db_before
+            await asyncio.sleep(1.5)  # backends report their statistics within a second
+            transactions = commits(url) - commits_before
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
@@ -158,7 +179,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
                 process.kill()
                 await process.wait()
         await tg.stop()
-    return Result(label, chats, seconds, node_cpu, db_cpu)
+    return Result(label, chats, seconds, node_cpu, db_cpu, transactions)
 
 
 async def main() -> None:

@@ -20,6 +20,7 @@ from tests.system import pytest_terminal_summary  # noqa: F401 - names missing p
 pytest_plugins = [
     "tests.fakes.mcp_fixtures",  # the demo MCP server: `shared`, `http_server`
     "tests.fakes.platform_fixtures",  # `tg`, `fake_slack`, `fake_discord`, `site`, `sink`
+    "tests.backends",  # the store on both engines: `make_store`
 ]
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):

@@ -1,6 +1,7 @@
 """Daily housekeeping: records of finished work and old traces go once they are old enough;
-open work, history, memory and the pairing allowlist never do; the scheduler runs it once a
-day; the web server's failed-login tracking stays bounded under a flood of addresses."""
+open work, history, memory and the pairing allowlist never do (on SQLite and PostgreSQL);
+the scheduler runs it once a day; the web server's failed-login tracking stays bounded
+under a flood of addresses."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from gateway.store import (
 )
 from gateway.store.approvals import approval_id
 from gateway.store.retention import DAY, delete_batched
+from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 
@@ -169,9 +171,11 @@ async def tags_left(store: Store) -> dict[str, list[str]]:
     return await store.db.run(query)
 
 
-async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_path: Path) -> None:
+async def test_each_kind_of_finished_record_goes_after_its_own_retention(
+    make_store: StoreFactory,
+) -> None:
     clock = Clock()
-    async with Store(tmp_path / "db.sqlite", clock=clock) as store:
+    async with make_store(clock=clock) as store:
         for days in (200, 120, 20, 3):  # oldest first, as a gateway writes them
             await finished_work(store, clock, f"d{days}", NOW - days * DAY)
         removed = await store.prune(NOW, Retention())
@@ -209,10 +213,10 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(tmp_pat
 
 
 async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
-    tmp_path: Path,
+    make_store: StoreFactory,
 ) -> None:
     clock = Clock(NOW - 400 * DAY)  # a year old and still open
-    async with Store(tmp_path / "db.sqlite", clock=clock) as store:
+    async with make_store(clock=clock) as store:
         waiting = await store.journal.accept(inbound("waiting"))
         running = await store.journal.accept(inbound("running", chat="c2"))
         assert waiting is not None and running is not None
@@ -267,9 +271,9 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert [m.body["content"] for m in history] == ["old hi"]
 
 
-async def test_deletes_go_in_batches_until_every_old_row_is_gone(tmp_path: Path) -> None:
+async def test_deletes_go_in_batches_until_every_old_row_is_gone(make_store: StoreFactory) -> None:
     clock = Clock(NOW - 200 * DAY)
-    async with Store(tmp_path / "db.sqlite", synchronous="normal", clock=clock) as store:
+    async with make_store(synchronous="normal", clock=clock) as store:
         for i in range(25):
             await store.audit.record("refused", sender_id=f"old-{i}")
         clock.now = NOW

@@ -1,4 +1,6 @@
-"""The durable store: dedup, atomic turn commits, idempotent outbox, per-chat order."""
+"""The durable store: dedup, atomic turn commits, idempotent outbox, per-chat order.
+
+Every test taking ``make_store`` runs on SQLite and on PostgreSQL (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from pathlib import Path
 
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store import NewMessage, Store
+from gateway.store.sql import Connection
+from tests.backends import StoreFactory
 
 
 def inbound(platform_id: str, text: str = "hi", chat: str = "c1") -> InboundMessage:
@@ -22,18 +26,18 @@ def outbound(key: str, text: str, chat: str = "c1", turn: str | None = None) -> 
     return OutboundMessage(channel="t", chat_id=chat, text=text, idempotency_key=key, turn_id=turn)
 
 
-async def test_inbound_is_deduplicated_across_restarts(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_inbound_is_deduplicated_across_restarts(make_store: StoreFactory) -> None:
+    async with make_store() as store:
         first = await store.journal.accept(inbound("7"))
         assert first is not None
-    async with Store(tmp_path / "db.sqlite") as store:
+    async with make_store() as store:
         assert await store.journal.accept(inbound("7")) is None
         work = await store.journal.open_work()
     assert [r.message.text for r in work.pending] == ["hi"]
 
 
-async def test_commit_turn_is_all_or_nothing(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_commit_turn_is_all_or_nothing(make_store: StoreFactory) -> None:
+    async with make_store() as store:
         record = await store.journal.accept(inbound("1"))
         assert record is not None
         await store.journal.start_turn("turn-1", record.session_key, "chat", [record.id])
@@ -58,15 +62,15 @@ async def test_commit_turn_is_all_or_nothing(tmp_path: Path) -> None:
         assert [r.message.text for r in await store.outbox.heads("t")] == ["hello"]
 
 
-async def test_outbox_stores_each_idempotency_key_once(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_outbox_stores_each_idempotency_key_once(make_store: StoreFactory) -> None:
+    async with make_store() as store:
         assert await store.outbox.enqueue([outbound("k1", "a")]) == 1
         assert await store.outbox.enqueue([outbound("k1", "a again")]) == 0
         assert await store.outbox.pending_count() == 1
 
 
-async def test_outbox_keeps_order_per_chat(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_outbox_keeps_order_per_chat(make_store: StoreFactory) -> None:
+    async with make_store() as store:
         await store.outbox.enqueue(
             [outbound("1", "a1", "a"), outbound("2", "a2", "a"), outbound("3", "b1", "b")]
         )
@@ -76,8 +80,8 @@ async def test_outbox_keeps_order_per_chat(tmp_path: Path) -> None:
         assert [h.message.text for h in await store.outbox.heads("t")] == ["a2", "b1"]
 
 
-async def test_tool_ledger_records_intent_once(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_tool_ledger_records_intent_once(make_store: StoreFactory) -> None:
+    async with make_store() as store:
         assert await store.ledger.start("turn:call", "send_email") is True
         assert await store.ledger.start("turn:call", "send_email") is False
         entry = await store.ledger.get("turn:call")
@@ -87,10 +91,10 @@ async def test_tool_ledger_records_intent_once(tmp_path: Path) -> None:
         assert entry is not None and (entry.state, entry.result) == ("done", "sent")
 
 
-async def test_a_failing_job_does_not_undo_its_batch_neighbours(tmp_path: Path) -> None:
-    async with Store(tmp_path / "db.sqlite") as store:
+async def test_a_failing_job_does_not_undo_its_batch_neighbours(make_store: StoreFactory) -> None:
+    async with make_store() as store:
 
-        def broken(conn: sqlite3.Connection) -> None:
+        def broken(conn: Connection) -> None:
             conn.execute("INSERT INTO no_such_table VALUES (1)")
 
         results = await asyncio.gather(

@@ -93,16 +93,14 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.runtime.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
-    from gateway.store import Store  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     by = f"cli:{getpass.getuser()}"
     if args.action == "revoke" and args.channel not in settings.channel_sections():
         known = ", ".join(settings.channel_sections())
         print(f"Unknown channel {args.channel!r}: pairing is for {known}.", file=sys.stderr)
         return 1
-    async with Store(
-        settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
-    ) as store:
+    async with store_for(settings) as store:
         if args.action == "list":
             requests = await store.pairings.listing()
             if args.json:
@@ -141,9 +139,9 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
 async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
     """``switchboard cron list|remove``: works while the gateway runs (it re-checks a job
     before firing it)."""
-    from gateway.store import Store  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
 
-    async with Store(settings.data_dir / "switchboard.db") as store:
+    async with store_for(settings) as store:
         if args.action == "remove":
             if await store.jobs.remove(args.job_id):
                 print(f"Removed job {args.job_id}.")

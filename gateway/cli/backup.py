@@ -37,6 +37,14 @@ def register(
 def backup_command(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.store.integrity import backup  # noqa: PLC0415
 
+    if settings.storage.database_url is not None:
+        print(
+            "switchboard: the store is in PostgreSQL (storage.url): back it up with the "
+            "server's own tools, e.g. `pg_dump --format=custom DBNAME > switchboard.dump` "
+            "(docs/scaling.md)",
+            file=sys.stderr,
+        )
+        return 1
     source = settings.data_dir / "switchboard.db"
     target: Path = args.path
     if target.is_dir():

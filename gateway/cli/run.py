@@ -52,7 +52,21 @@ async def run_gateway(settings: Settings) -> int:
     # `switchboard chat` attaches here (gateway/cli/chat.py)
     terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
     with Interrupts() as interrupts:
-        await gateway.start()
+        # a standby node of a cluster waits in start() until it leads: a signal ends the wait
+        starting = asyncio.create_task(gateway.start())
+        signalled = asyncio.create_task(interrupts.next())
+        standby = asyncio.create_task(gateway.guard.standby.wait())
+        await asyncio.wait({starting, signalled, standby}, return_when=asyncio.FIRST_COMPLETED)
+        if standby.done() and not starting.done():
+            print("switchboard: standby; another node leads the cluster", flush=True)
+            await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        standby.cancel()
+        if not starting.done():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            return 0
+        signalled.cancel()
+        await starting  # raises what start() raised
         if not channels:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
@@ -62,6 +76,17 @@ async def run_gateway(settings: Settings) -> int:
         if gateway.web is not None:
             print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
         print(f"switchboard {__version__} ready", flush=True)
-        await interrupts.next()
+        signalled = asyncio.create_task(interrupts.next())
+        fenced = asyncio.create_task(gateway.guard.fenced.wait())
+        await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
+        if fenced.done():  # lost the database as the cluster's leader: stop working now
+            signalled.cancel()
+            print(
+                "switchboard: lost the database; stopping (another node takes over)",
+                file=sys.stderr,
+            )
+            await gateway.stop(drain_timeout=0)
+            return 4
+        fenced.cancel()
         await stop_gateway(gateway, interrupts)
     return 0

@@ -81,13 +81,13 @@ async def gather(settings: Settings) -> dict[str, Any]:
 
 
 async def _stored(settings: Settings) -> dict[str, Any]:
-    from gateway.store import Store  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
     empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0}
-    if not path.exists():
-        return {**empty, "heartbeat_target": None}
-    async with Store(path) as store:
+    if settings.storage.url is None and not path.exists():
+        return {**empty, "heartbeat_target": None, "nodes": []}
+    async with store_for(settings) as store:
         counts = await store.journal.counts()
         last = await store.kv.get("last_chat")
         target = None
@@ -100,6 +100,8 @@ async def _stored(settings: Settings) -> dict[str, Any]:
             "unsent": await store.outbox.pending_count(),
             "failed": await store.outbox.failed_count(),
             "heartbeat_target": settings.heartbeat.target or target,
+            # the nodes of a cluster on PostgreSQL (none with the SQLite file)
+            "nodes": [node.to_dict(time.time()) for node in await store.nodes.listing()],
         }
 
 
@@ -133,6 +135,11 @@ def render(report: dict[str, Any]) -> list[str]:
         problem = report["last_error"]
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(problem["at"]))
         lines.append(f"latest {problem['level']}: {at} {problem['message']}")
+    lines.extend(
+        f"node {n['name']}: {n['role']} (pid {n['pid']} on {n['host']},"
+        f" heartbeat {n['heartbeat_age']:.0f}s ago)"
+        for n in report.get("nodes", [])
+    )
     if report.get("heartbeat_target"):
         lines.append(f"heartbeat goes to: {report['heartbeat_target']}")
     return lines

@@ -201,6 +201,9 @@ class StorageSettings(Section):
     """``[storage]``: the database, and how long records of finished work are kept (pruned
     once a day). Conversation history, memory and the user's files are never pruned."""
 
+    # Unset: the SQLite file in the data directory. "postgresql://user:pass@host:5432/db":
+    # that PostgreSQL database (the same URL on every node of a cluster; see docs/scaling.md).
+    url: SecretStr | None = None
     # FULL survives power loss; NORMAL survives process crashes only.
     synchronous: Literal["full", "normal"] = "full"
     outbox_max_attempts: int = Field(default=8, ge=1)
@@ -209,6 +212,27 @@ class StorageSettings(Section):
     audit_retention_days: int = Field(default=180, ge=7, le=36_500)
     # At least the status page's 30 days of token usage.
     usage_retention_days: int = Field(default=90, ge=31, le=36_500)
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        scheme = value.get_secret_value().strip().split("://", 1)[0].lower()
+        if scheme not in ("postgresql", "postgres"):
+            raise ValueError("use a postgresql:// URL, or leave it unset for the SQLite file")
+        return SecretStr(value.get_secret_value().strip())
+
+    def database_url(self) -> str | None:
+        """The PostgreSQL URL, or ``None`` for the SQLite file."""
+        return None if self.url is None else self.url.get_secret_value()
+
+
+class NodeSettings(Section):
+    """``[node]``: this process as a node of a cluster (``storage.url`` on PostgreSQL)."""
+
+    # Unset: host name and process id. Shown by `switchboard status`; unique per node.
+    name: str | None = None
 
 
 class LoggingSettings(Section):
@@ -237,6 +261,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     tools: ToolSettings = ToolSettings()
     storage: StorageSettings = StorageSettings()
+    node: NodeSettings = NodeSettings()
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     mcp: McpSettings = McpSettings()

@@ -6,7 +6,8 @@ Retry and policy decisions branch on these types, never on message strings::
     ├── ConfigError                 invalid or missing configuration (fail fast at start)
     ├── StoreError                  the durable store could not be used
     │   ├── StorageFullError        the disk is full; inbound is not acknowledged
-    │   └── StoreDamagedError       the database file is damaged, foreign or too new: no start
+    │   ├── StoreDamagedError       the database file is damaged, foreign or too new: no start
+    │   └── StoreUnavailable        the database server cannot be reached (storage.url)
     ├── ChannelError                a platform adapter failed
     │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
     │   ├── ChannelTransientError   network or 5xx; retry with backoff
@@ -47,6 +48,10 @@ class StoreDamagedError(StoreError):
     def __init__(self, message: str, *, path: Path) -> None:
         super().__init__(message)
         self.path = path
+
+
+class StoreUnavailable(StoreError):
+    """The database server (``storage.url``) cannot be reached; work waits until it is back."""
 
 
 class ChannelError(SwitchboardError):

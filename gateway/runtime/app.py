@@ -27,7 +27,6 @@ from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, SupportsTurnEnd
 from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
-from gateway.core.lock import ProcessLock
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
@@ -39,6 +38,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
+from gateway.runtime.cluster import guard_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
@@ -53,9 +53,10 @@ from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.storage_full import StorageFullWatch
+from gateway.runtime.storage import store_for
 from gateway.runtime.subagents import Subagents
 from gateway.runtime.typing_indicator import TypingIndicators
-from gateway.store import PairingRequest, Store
+from gateway.store import PairingRequest
 from gateway.web.view import WorkInProgress
 
 if TYPE_CHECKING:
@@ -76,16 +77,15 @@ class Gateway(Service):
     ) -> None:
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
-        self.store = Store(
-            settings.data_dir / "switchboard.db", synchronous=settings.storage.synchronous
-        )
+        self.store = store_for(settings)
         self.bus = LocalBus(
             self.store, storage_full=StorageFullWatch(settings.data_dir, send=self._send_direct)
         )
         self.gate = AccessGate(
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
-        self._lock = ProcessLock(settings.data_dir / "switchboard.lock")
+        # one process per data directory (SQLite), or the leader of a cluster (PostgreSQL)
+        self.guard = guard_for(settings)
         self.clock = clock or SystemClock()
         # One concurrency cap per model endpoint for everything that calls it (all agents,
         # their subagents, summaries, reflection, page condensing); one provider per model,
@@ -208,7 +208,7 @@ class Gateway(Service):
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._lock.acquire()
+        await self.guard.acquire()  # a cluster's standby waits here until it leads
         try:
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
@@ -289,7 +289,7 @@ class Gateway(Service):
             with contextlib.suppress(Exception):
                 await provider.aclose()
         await self.store.stop()
-        self._lock.release()
+        await self.guard.release()
 
     # -- what the web server sees (gateway.web.view.GatewayView) ---------------------------
 

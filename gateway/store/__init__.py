@@ -1,26 +1,33 @@
-"""The durable store: one SQLite file (WAL) holding the journal, outbox and history."""
+"""The durable store: the journal, outbox, history and the rest, in one database.
+
+The database is one SQLite file (WAL) by default, or a PostgreSQL database when
+``storage.url`` names one (:func:`engine_for`); the repositories run on both.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+from gateway.core.errors import ConfigError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRecord, Approvals
-from gateway.store.db import Database
+from gateway.store.db import Database, Engine
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
+from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
+from gateway.store.sql import Connection
+from gateway.store.sqlite import SqliteEngine
 from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "AuditLog",
     "Database",
     "Drafts",
+    "Engine",
     "Goal",
     "History",
     "InboundRecord",
@@ -41,6 +49,8 @@ __all__ = [
     "KeyValue",
     "LedgerEntry",
     "NewMessage",
+    "NodeInfo",
+    "Nodes",
     "OpenTurn",
     "OpenWork",
     "Outbox",
@@ -61,6 +71,23 @@ __all__ = [
 ]
 
 
+def engine_for(
+    path: Path, url: str | None = None, *, synchronous: Literal["full", "normal"] = "full"
+) -> Engine:
+    """The SQLite file at ``path``, or, when ``url`` is set (``storage.url``), the
+    PostgreSQL database it names."""
+    if not url:
+        return SqliteEngine(path, synchronous=synchronous)
+    from gateway.store.postgres import PostgresEngine, is_postgres_url  # noqa: PLC0415 - psycopg only when used
+
+    if not is_postgres_url(url):
+        raise ConfigError(
+            "storage.url must be a postgresql:// URL (leave it unset for the SQLite file)",
+            field="storage.url",
+        )
+    return PostgresEngine(url, synchronous=synchronous)
+
+
 class Store(Service):
     """All repositories over one database, plus the turn commit that spans them."""
 
@@ -68,10 +95,13 @@ class Store(Service):
         self,
         path: Path,
         *,
+        url: str | None = None,
         synchronous: Literal["full", "normal"] = "full",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.db = Database(path, synchronous=synchronous)
+        """The store in the SQLite file at ``path``, or in the PostgreSQL database of
+        ``url`` (``storage.url``) when that is set."""
+        self.db = Database(engine_for(path, url, synchronous=synchronous))
         self.journal = Journal(self.db, clock=clock)
         self.outbox = Outbox(self.db, clock=clock)
         self.history = History(self.db, clock=clock)
@@ -86,6 +116,7 @@ class Store(Service):
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approvals = Approvals(self.db)
         self.drafts = Drafts(self.db, clock=clock)
+        self.nodes = Nodes(self.db)
 
     async def start(self) -> None:
         await self.db.start()
@@ -108,7 +139,7 @@ class Store(Service):
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
 
-        def commit(conn: sqlite3.Connection) -> None:
+        def commit(conn: Connection) -> None:
             self.history.finalize_statement(conn, session_key, turn_id)
             self.outbox.enqueue_statement(conn, replies)
             self.journal.finish_statement(conn, turn_id, state)
@@ -134,7 +165,7 @@ class Store(Service):
         to the requester that it waits) are queued, and the model usage of the turn so far
         is recorded. The turn itself stays open; it resumes once the request is decided."""
 
-        def park(conn: sqlite3.Connection) -> None:
+        def park(conn: Connection) -> None:
             self.approvals.insert_statement(conn, approval)
             self.outbox.enqueue_statement(conn, messages)
             for record in usage:  # rows of their own: the turn's commit writes its rest

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -83,7 +83,7 @@ class Pairings:
         the oldest young one, so new accounts never hold more than one slot."""
         now = self._clock()
 
-        def upsert(conn: sqlite3.Connection) -> Requested:
+        def upsert(conn: Connection) -> Requested:
             conn.execute(
                 "UPDATE pairing SET state = 'expired' WHERE state = 'pending' AND expires_at <= ?",
                 (now,),
@@ -99,7 +99,7 @@ class Pairings:
                 _row(row)
                 for row in conn.execute(
                     f"SELECT {_COLUMNS} FROM pairing WHERE channel = ? AND state = 'pending'"
-                    " ORDER BY created_at, rowid",
+                    f" ORDER BY created_at, {conn.dialect.rowid}",
                     (channel,),
                 )
             ]
@@ -129,7 +129,7 @@ class Pairings:
         """Deny every open request (of ``channel`` only, when given); the ones cleared."""
         now = self._clock()
 
-        def update(conn: sqlite3.Connection) -> list[PairingRequest]:
+        def update(conn: Connection) -> list[PairingRequest]:
             rows = [
                 _row(row)
                 for row in conn.execute(
@@ -147,7 +147,7 @@ class Pairings:
         return await self._db.run(update)
 
     async def is_approved(self, channel: str, sender_id: str) -> bool:
-        def query(conn: sqlite3.Connection) -> bool:
+        def query(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM pairing WHERE channel = ? AND sender_id = ? AND state = 'approved'",
                 (channel, sender_id),
@@ -164,7 +164,7 @@ class Pairings:
         now = self._clock()
         code = code.strip().upper()
 
-        def update(conn: sqlite3.Connection) -> PairingRequest | None:
+        def update(conn: Connection) -> PairingRequest | None:
             cursor = conn.execute(
                 "UPDATE pairing SET state = ?, decided_at = ? WHERE code = ? AND state = 'pending'"
                 " AND expires_at > ? AND (? IS NULL OR channel = ?)",
@@ -180,7 +180,7 @@ class Pairings:
     async def revoke(self, channel: str, sender_id: str) -> bool:
         now = self._clock()
 
-        def update(conn: sqlite3.Connection) -> bool:
+        def update(conn: Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE pairing SET state = 'revoked', decided_at = ? WHERE channel = ?"
                 " AND sender_id = ? AND state = 'approved'",
@@ -195,7 +195,7 @@ class Pairings:
     ) -> list[PairingRequest]:
         now = self._clock()
 
-        def query(conn: sqlite3.Connection) -> list[PairingRequest]:
+        def query(conn: Connection) -> list[PairingRequest]:
             if include_decided:
                 rows = conn.execute(f"SELECT {_COLUMNS} FROM pairing ORDER BY created_at")
             else:
@@ -259,7 +259,7 @@ class AuditLog:
     async def count(self, kind: str, *, channel: str, sender_id: str, since: float) -> int:
         """Entries of ``kind`` about one person since ``since`` (per-person caps)."""
 
-        def query(conn: sqlite3.Connection) -> int:
+        def query(conn: Connection) -> int:
             (found,) = conn.execute(
                 "SELECT COUNT(*) FROM audit WHERE at >= ? AND kind = ? AND channel = ?"
                 " AND sender_id = ?",
@@ -270,7 +270,7 @@ class AuditLog:
         return await self._db.run(query)
 
     async def recent(self, limit: int = 50, kind: str | None = None) -> list[AuditEntry]:
-        def query(conn: sqlite3.Connection) -> list[AuditEntry]:
+        def query(conn: Connection) -> list[AuditEntry]:
             if kind is None:
                 rows = conn.execute(
                     "SELECT at, kind, channel, sender_id, detail FROM audit ORDER BY id DESC LIMIT ?",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from gateway.store.access import CODE_ALPHABET
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 ID_LENGTH = 8
 DECIDED = ("approved", "denied", "expired", "refused")
@@ -90,7 +90,7 @@ class Approvals:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def insert_statement(self, conn: sqlite3.Connection, record: ApprovalRecord) -> None:
+    def insert_statement(self, conn: Connection, record: ApprovalRecord) -> None:
         """Part of the park transaction; asking again for the same call changes nothing."""
         conn.execute(
             f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
@@ -106,7 +106,7 @@ class Approvals:
         return await self._one("call_key = ?", call_key)
 
     async def _one(self, where: str, value: str) -> ApprovalRecord | None:
-        def query(conn: sqlite3.Connection) -> ApprovalRecord | None:
+        def query(conn: Connection) -> ApprovalRecord | None:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM approvals WHERE {where}", (value,)
             ).fetchone()
@@ -121,7 +121,7 @@ class Approvals:
         decided, expired, or unknown): a decision is made once."""
         assert state in DECIDED
 
-        def update(conn: sqlite3.Connection) -> ApprovalRecord | None:
+        def update(conn: Connection) -> ApprovalRecord | None:
             changed = conn.execute(
                 "UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?"
                 " WHERE id = ? AND state = 'pending'",
@@ -139,7 +139,7 @@ class Approvals:
     async def pending(self) -> list[ApprovalRecord]:
         """Requests still waiting, soonest expiry first."""
 
-        def query(conn: sqlite3.Connection) -> list[ApprovalRecord]:
+        def query(conn: Connection) -> list[ApprovalRecord]:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM approvals WHERE state = 'pending' ORDER BY expires_at"
             )

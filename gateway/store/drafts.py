@@ -9,11 +9,11 @@ go in the same transaction that marks the final message sent (:meth:`Outbox.mark
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 
 from gateway.store.db import Database
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -43,7 +43,7 @@ class Drafts:
     async def of(self, channel: str, chat_key: str, turn_id: str) -> list[str]:
         """The draft's message ids, first message first."""
 
-        def load(conn: sqlite3.Connection) -> list[str]:
+        def load(conn: Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT message_id FROM stream_drafts WHERE channel = ? AND chat_key = ?"
                 " AND turn_id = ? ORDER BY position",
@@ -60,7 +60,7 @@ class Drafts:
         """Forget drafts older than ``before`` whose turn is over (a draft the answer never
         finished: its message failed); an open turn keeps its drafts however old."""
 
-        def delete(conn: sqlite3.Connection) -> int:
+        def delete(conn: Connection) -> int:
             return conn.execute(
                 "DELETE FROM stream_drafts WHERE created_at < ? AND turn_id NOT IN"
                 " (SELECT id FROM turns WHERE state IN ('running', 'answered'))",

@@ -9,14 +9,13 @@ new generation: older messages stay on disk but leave the context.
 from __future__ import annotations
 
 import json
-import re
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.db import Database
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -47,10 +46,18 @@ class SearchHit:
     snippet: str
 
 
-def fts_query(text: str) -> str:
-    """User words as an FTS5 query that cannot be a syntax error: each word quoted, OR-ed."""
-    words = [w for w in re.findall(r"\w+", text) if len(w) > 1][:12]
-    return " OR ".join(f'"{w}"' for w in words) or '""'
+# LIMIT of "every row" (SQLite's -1 is an error on PostgreSQL)
+_NO_LIMIT = 1 << 62
+
+
+def searchable(content: Any) -> str | None:
+    """The text of a message's ``content`` that full-text search indexes: the text itself,
+    or the JSON of structured content (parts); nothing when empty."""
+    if content is None or content == "":
+        return None
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ class NewMessage:
     tokens: int = 0
 
 
-def _session(conn: sqlite3.Connection, session_key: str) -> SessionState:
+def _session(conn: Connection, session_key: str) -> SessionState:
     row = conn.execute(
         "SELECT generation, summary, summary_upto, last_active FROM sessions WHERE session_key = ?",
         (session_key,),
@@ -87,13 +94,18 @@ class History:
     ) -> tuple[SessionState, list[StoredMessage]]:
         """The session's state and its newest ``limit`` final messages after the summary."""
 
-        def query(conn: sqlite3.Connection) -> tuple[SessionState, list[StoredMessage]]:
+        def query(conn: Connection) -> tuple[SessionState, list[StoredMessage]]:
             state = _session(conn, session_key)
             rows = conn.execute(
                 "SELECT id, role, body, tokens, turn_id FROM messages"
                 " WHERE session_key = ? AND generation = ? AND status = 'final' AND id > ?"
                 " ORDER BY id DESC LIMIT ?",
-                (session_key, state.generation, state.summary_upto, -1 if limit is None else limit),
+                (
+                    session_key,
+                    state.generation,
+                    state.summary_upto,
+                    _NO_LIMIT if limit is None else limit,
+                ),
             ).fetchall()
             rows.reverse()
             return state, _rows(rows)
@@ -101,7 +113,7 @@ class History:
         return await self._db.run(query, durable=False)  # a read: never needs an fsync
 
     async def drafts(self, turn_id: str) -> list[StoredMessage]:
-        def query(conn: sqlite3.Connection) -> list[StoredMessage]:
+        def query(conn: Connection) -> list[StoredMessage]:
             return _rows(
                 conn.execute(
                     "SELECT id, role, body, tokens, turn_id FROM messages"
@@ -120,13 +132,13 @@ class History:
         durably before any side effect, keeps those from being repeated)."""
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> list[int]:
+        def insert(conn: Connection) -> list[int]:
             generation = _session(conn, session_key).generation
             ids = []
             for msg in messages:
                 cursor = conn.execute(
                     "INSERT INTO messages (session_key, generation, turn_id, status, role, body,"
-                    " tokens, created_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?)",
+                    " tokens, created_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?) RETURNING id",
                     (
                         session_key,
                         generation,
@@ -137,8 +149,7 @@ class History:
                         now,
                     ),
                 )
-                assert cursor.lastrowid is not None
-                ids.append(cursor.lastrowid)
+                ids.append(int(cursor.fetchone()[0]))
             return ids
 
         return await self._db.run(insert, durable=False)
@@ -152,33 +163,39 @@ class History:
             )
         )
 
-    def finalize_statement(self, conn: sqlite3.Connection, session_key: str, turn_id: str) -> None:
+    def finalize_statement(self, conn: Connection, session_key: str, turn_id: str) -> None:
         now = self._clock()
         conn.execute(
             "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'",
             (turn_id,),
         )
-        conn.execute(
-            "INSERT INTO messages_fts (content, session_key, message_id)"
-            " SELECT json_extract(body, '$.content'), session_key, id FROM messages"
-            " WHERE turn_id = ? AND status = 'final' AND role IN ('user', 'assistant')"
-            " AND json_extract(body, '$.content') != ''",
+        rows = conn.execute(
+            "SELECT id, session_key, body FROM messages"
+            " WHERE turn_id = ? AND status = 'final' AND role IN ('user', 'assistant')",
             (turn_id,),
-        )
+        ).fetchall()
+        indexed = [
+            (text, key, row_id)
+            for row_id, key, body in rows
+            if (text := searchable(json.loads(body).get("content")))
+        ]
+        if indexed:
+            conn.executemany(
+                "INSERT INTO messages_fts (content, session_key, message_id) VALUES (?, ?, ?)",
+                indexed,
+            )
         conn.execute(
             "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)"
             " ON CONFLICT (session_key) DO UPDATE SET last_active = excluded.last_active",
             (session_key, now),
         )
 
-    def append_final_statement(
-        self, conn: sqlite3.Connection, session_key: str, msg: NewMessage
-    ) -> None:
+    def append_final_statement(self, conn: Connection, session_key: str, msg: NewMessage) -> None:
         """Add a message straight to a session's history (e.g. a background task's result)."""
         generation = _session(conn, session_key).generation
         cursor = conn.execute(
             "INSERT INTO messages (session_key, generation, turn_id, status, role, body, tokens,"
-            " created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?)",
+            " created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?) RETURNING id",
             (
                 session_key,
                 generation,
@@ -188,20 +205,21 @@ class History:
                 self._clock(),
             ),
         )
-        content = msg.body.get("content")
+        (message_id,) = cursor.fetchone()
+        content = searchable(msg.body.get("content"))
         if content:
             conn.execute(
                 "INSERT INTO messages_fts (content, session_key, message_id) VALUES (?, ?, ?)",
-                (content, session_key, cursor.lastrowid),
+                (content, session_key, message_id),
             )
 
     async def new_generation(self, session_key: str) -> int:
         """Start a fresh conversation (``/new``); the old one stays on disk."""
 
-        def bump(conn: sqlite3.Connection) -> int:
+        def bump(conn: Connection) -> int:
             conn.execute(
                 "INSERT INTO sessions (session_key, generation, last_active) VALUES (?, 1, ?)"
-                " ON CONFLICT (session_key) DO UPDATE SET generation = generation + 1,"
+                " ON CONFLICT (session_key) DO UPDATE SET generation = sessions.generation + 1,"
                 " summary = NULL, summary_upto = 0, last_active = excluded.last_active",
                 (session_key, self._clock()),
             )
@@ -225,16 +243,12 @@ class History:
         """Full-text search over the final messages of the given sessions (all generations)."""
         if not session_keys:
             return []
-        marks = ",".join("?" for _ in session_keys)
+        dialect = self._db.dialect
 
-        def run(conn: sqlite3.Connection) -> list[SearchHit]:
+        def run(conn: Connection) -> list[SearchHit]:
             rows = conn.execute(
-                "SELECT f.message_id, m.role, m.created_at,"
-                " snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
-                " FROM messages_fts f JOIN messages m ON m.id = f.message_id"
-                f" WHERE messages_fts MATCH ? AND f.session_key IN ({marks})"
-                " ORDER BY rank LIMIT ?",
-                (fts_query(query), *session_keys, limit),
+                dialect.search_statement(len(session_keys)),
+                (dialect.search_query(query), *session_keys, limit),
             )
             return [SearchHit(int(i), role, float(at), text) for i, role, at, text in rows]
 
@@ -249,7 +263,7 @@ class History:
         )
 
     async def message_count(self, session_key: str) -> int:
-        def query(conn: sqlite3.Connection) -> int:
+        def query(conn: Connection) -> int:
             state = _session(conn, session_key)
             (count,) = conn.execute(
                 "SELECT COUNT(*) FROM messages WHERE session_key = ? AND generation = ?"

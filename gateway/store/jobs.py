@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -122,7 +122,7 @@ class Jobs:
         )
 
     async def active(self) -> list[Job]:
-        def query(conn: sqlite3.Connection) -> list[Job]:
+        def query(conn: Connection) -> list[Job]:
             rows = conn.execute(
                 f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'active' ORDER BY next_run"
             )
@@ -131,7 +131,7 @@ class Jobs:
         return await self._db.run(query)
 
     async def get(self, job_id: str) -> Job | None:
-        def query(conn: sqlite3.Connection) -> Job | None:
+        def query(conn: Connection) -> Job | None:
             row = conn.execute(
                 f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)
             ).fetchone()
@@ -142,7 +142,7 @@ class Jobs:
     async def firing(self) -> list[Job]:
         """One-shot jobs that fired but whose turn never committed (a crash or restart)."""
 
-        def query(conn: sqlite3.Connection) -> list[Job]:
+        def query(conn: Connection) -> list[Job]:
             rows = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'firing'")
             return [_job(row) for row in rows]
 
@@ -161,12 +161,12 @@ class Jobs:
             )
         )
 
-    def finish_statement(self, conn: sqlite3.Connection, job_id: str) -> None:
+    def finish_statement(self, conn: Connection, job_id: str) -> None:
         """Part of the turn's commit: a fired one-shot job is done."""
         conn.execute("UPDATE jobs SET state = 'done' WHERE id = ? AND state = 'firing'", (job_id,))
 
     async def remove(self, job_id: str) -> bool:
-        def update(conn: sqlite3.Connection) -> bool:
+        def update(conn: Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE jobs SET state = 'removed' WHERE id = ? AND state = 'active'", (job_id,)
             )
@@ -248,7 +248,7 @@ class Tasks:
         )
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        def query(conn: sqlite3.Connection) -> TaskRecord | None:
+        def query(conn: Connection) -> TaskRecord | None:
             row = conn.execute(
                 f"SELECT {self._COLUMNS} FROM tasks WHERE id = ?", (task_id,)
             ).fetchone()
@@ -257,7 +257,7 @@ class Tasks:
         return await self._db.run(query)
 
     async def running(self) -> list[TaskRecord]:
-        def query(conn: sqlite3.Connection) -> list[TaskRecord]:
+        def query(conn: Connection) -> list[TaskRecord]:
             rows = conn.execute(
                 f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running' ORDER BY created_at"
             )
@@ -268,7 +268,7 @@ class Tasks:
     async def interrupted(self) -> list[TaskRecord]:
         """Tasks a previous process left running; they are marked interrupted."""
 
-        def update(conn: sqlite3.Connection) -> list[TaskRecord]:
+        def update(conn: Connection) -> list[TaskRecord]:
             rows = conn.execute(
                 f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running'"
             ).fetchall()

@@ -9,14 +9,15 @@ message is either answered exactly once or still open and resumed.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.core.messages import InboundMessage
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -53,7 +54,7 @@ class OpenWork:
     running: tuple[OpenTurn, ...]
 
 
-def _record(row: sqlite3.Row | tuple[int, str, str | None]) -> InboundRecord:
+def _record(row: Sequence[Any]) -> InboundRecord:
     row_id, payload, turn_id = row
     return InboundRecord(row_id, InboundMessage.from_dict(json.loads(payload)), turn_id)
 
@@ -68,20 +69,21 @@ class Journal:
         payload = json.dumps(msg.to_dict(), ensure_ascii=False)
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> int | None:
+        def insert(conn: Connection) -> int | None:
             cursor = conn.execute(
                 "INSERT INTO inbound (channel, platform_id, session_key, payload, created_at,"
                 " updated_at) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (channel, platform_id) DO NOTHING",
+                " ON CONFLICT (channel, platform_id) DO NOTHING RETURNING id",
                 (msg.channel, msg.platform_message_id, msg.session_key, payload, now, now),
             )
-            return cursor.lastrowid if cursor.rowcount else None
+            row = cursor.fetchone()
+            return None if row is None else int(row[0])
 
         row_id = await self._db.run(insert)
         return None if row_id is None else InboundRecord(row_id, msg)
 
     async def seen(self, channel: str, platform_id: str) -> bool:
-        def query(conn: sqlite3.Connection) -> bool:
+        def query(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM inbound WHERE channel = ? AND platform_id = ?",
                 (channel, platform_id),
@@ -99,7 +101,7 @@ class Journal:
         are still pending and are answered by a new turn after the restart."""
         now = self._clock()
 
-        def claim(conn: sqlite3.Connection) -> None:
+        def claim(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO turns (id, session_key, kind, state, created_at, updated_at)"
                 " VALUES (?, ?, ?, 'running', ?, ?)",
@@ -116,7 +118,7 @@ class Journal:
         """Count one more attempt at a resumed turn; returns the new attempt number."""
         now = self._clock()
 
-        def bump(conn: sqlite3.Connection) -> int:
+        def bump(conn: Connection) -> int:
             conn.execute(
                 "UPDATE turns SET attempts = attempts + 1, updated_at = ? WHERE id = ?",
                 (now, turn_id),
@@ -128,7 +130,7 @@ class Journal:
 
         return await self._db.run(bump)
 
-    def finish_statement(self, conn: sqlite3.Connection, turn_id: str, state: str = "done") -> None:
+    def finish_statement(self, conn: Connection, turn_id: str, state: str = "done") -> None:
         """Close a turn and its inbound messages; part of the turn's commit transaction."""
         now = self._clock()
         conn.execute(
@@ -139,7 +141,7 @@ class Journal:
         )
 
     async def open_work(self) -> OpenWork:
-        def load(conn: sqlite3.Connection) -> OpenWork:
+        def load(conn: Connection) -> OpenWork:
             pending = tuple(
                 _record(row)
                 for row in conn.execute(
@@ -165,7 +167,7 @@ class Journal:
         return await self._db.run(load)
 
     async def counts(self) -> dict[str, int]:
-        def load(conn: sqlite3.Connection) -> dict[str, int]:
+        def load(conn: Connection) -> dict[str, int]:
             rows = conn.execute(
                 "SELECT state, COUNT(*) FROM inbound WHERE state != 'done' GROUP BY state"
             )
@@ -176,7 +178,7 @@ class Journal:
     async def open_count(self, channel: str | None = None) -> int:
         """Messages not yet answered (waiting or in a running turn)."""
 
-        def load(conn: sqlite3.Connection) -> int:
+        def load(conn: Connection) -> int:
             if channel is None:
                 row = conn.execute("SELECT COUNT(*) FROM inbound WHERE state != 'done'").fetchone()
             else:

@@ -9,7 +9,6 @@ repeating the effect (an email is never sent twice).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -35,7 +35,7 @@ class ToolLedger:
         self._clock = clock
 
     async def get(self, key: str) -> LedgerEntry | None:
-        def query(conn: sqlite3.Connection) -> LedgerEntry | None:
+        def query(conn: Connection) -> LedgerEntry | None:
             row = conn.execute(
                 "SELECT key, tool, state, result FROM tool_ledger WHERE key = ?", (key,)
             ).fetchone()
@@ -47,7 +47,7 @@ class ToolLedger:
         """Record intent; ``False`` if this call was already started before."""
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> bool:
+        def insert(conn: Connection) -> bool:
             cursor = conn.execute(
                 "INSERT INTO tool_ledger (key, tool, state, created_at, updated_at)"
                 " VALUES (?, ?, 'started', ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -72,7 +72,7 @@ class ToolLedger:
         return await delete_batched(
             self._db,
             "tool_ledger",
-            "updated_at < ? AND substr(key, 1, instr(key, ':') - 1) NOT IN"
+            f"updated_at < ? AND {self._db.dialect.before_colon('key')} NOT IN"
             " (SELECT id FROM turns WHERE state IN ('running', 'answered'))",
             [before],
         )
@@ -86,13 +86,13 @@ class KeyValue:
         self._clock = clock
 
     async def get(self, key: str) -> Any:
-        def query(conn: sqlite3.Connection) -> Any:
+        def query(conn: Connection) -> Any:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             return None if row is None else json.loads(row[0])
 
         return await self._db.run(query)
 
-    def set_statement(self, conn: sqlite3.Connection, key: str, value: Any) -> None:
+    def set_statement(self, conn: Connection, key: str, value: Any) -> None:
         conn.execute(
             "INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"

@@ -8,7 +8,6 @@ message waits until the one before it is sent or given up.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 
@@ -34,9 +34,7 @@ class Outbox:
         self._db = db
         self._clock = clock
 
-    def enqueue_statement(
-        self, conn: sqlite3.Connection, messages: Sequence[OutboundMessage]
-    ) -> int:
+    def enqueue_statement(self, conn: Connection, messages: Sequence[OutboundMessage]) -> int:
         now = self._clock()
         inserted = 0
         for msg in messages:
@@ -67,7 +65,7 @@ class Outbox:
         """The oldest pending message of each chat of ``channel``, due or not, except for
         the chats (session keys) in ``skip`` (those being sent: not decoded again)."""
 
-        def load(conn: sqlite3.Connection) -> list[OutboxRecord]:
+        def load(conn: Connection) -> list[OutboxRecord]:
             rows = conn.execute(
                 "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
                 " JOIN (SELECT MIN(id) AS id FROM outbox"
@@ -95,7 +93,7 @@ class Outbox:
         transaction."""
         now = self._clock()
 
-        def update(conn: sqlite3.Connection) -> bool:
+        def update(conn: Connection) -> bool:
             conn.execute(
                 "UPDATE outbox SET state = 'sent', sent_at = ?, receipt = ?,"
                 " attempts = attempts + 1 WHERE id = ?",
@@ -129,9 +127,10 @@ class Outbox:
 
     async def hold_chat(self, channel: str, chat_key: str, until: float) -> None:
         """Delay every pending message of one chat (the platform rate-limited it)."""
+        greatest = self._db.dialect.greatest
         await self._db.run(
             lambda conn: conn.execute(
-                "UPDATE outbox SET next_attempt_at = MAX(next_attempt_at, ?)"
+                f"UPDATE outbox SET next_attempt_at = {greatest}(next_attempt_at, ?)"
                 " WHERE state = 'pending' AND channel = ? AND chat_key = ?",
                 (until, channel, chat_key),
             )
@@ -140,7 +139,7 @@ class Outbox:
     async def chat_held(self, channel: str, chat_key: str, now: float) -> bool:
         """Whether the platform asked us to wait before sending more to this chat."""
 
-        def query(conn: sqlite3.Connection) -> bool:
+        def query(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM outbox WHERE state = 'pending' AND channel = ? AND chat_key = ?"
                 " AND next_attempt_at > ? LIMIT 1",
@@ -160,7 +159,7 @@ class Outbox:
         )
 
     async def pending_count(self, channel: str | None = None) -> int:
-        def load(conn: sqlite3.Connection) -> int:
+        def load(conn: Connection) -> int:
             if channel is None:
                 row = conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()
             else:
@@ -173,7 +172,7 @@ class Outbox:
         return await self._db.run(load)
 
     async def failed_count(self) -> int:
-        def load(conn: sqlite3.Connection) -> int:
+        def load(conn: Connection) -> int:
             return int(
                 conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
             )

@@ -7,7 +7,6 @@ context of every turn from this state, never stored as history.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 
 from gateway.core.messages import ChatRef
 from gateway.store.db import Database
+from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 MAX_NOTE_CHARS = 4_000
@@ -33,18 +33,18 @@ class Pins:
         self._clock = clock
 
     async def add_goal(self, agent: str, scope: str, text: str) -> int:
-        def insert(conn: sqlite3.Connection) -> int:
+        def insert(conn: Connection) -> int:
             cursor = conn.execute(
-                "INSERT INTO goals (agent, scope, text, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO goals (agent, scope, text, created_at) VALUES (?, ?, ?, ?)"
+                " RETURNING id",
                 (agent, scope, text, self._clock()),
             )
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
+            return int(cursor.fetchone()[0])
 
         return await self._db.run(insert)
 
     async def complete_goal(self, agent: str, scope: str, goal_id: int) -> bool:
-        def update(conn: sqlite3.Connection) -> bool:
+        def update(conn: Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE goals SET done = 1, completed_at = ? WHERE id = ? AND agent = ? AND scope = ?"
                 " AND done = 0",
@@ -55,7 +55,7 @@ class Pins:
         return await self._db.run(update)
 
     async def goals(self, agent: str, scope: str, *, include_done: bool = False) -> list[Goal]:
-        def query(conn: sqlite3.Connection) -> list[Goal]:
+        def query(conn: Connection) -> list[Goal]:
             rows = conn.execute(
                 "SELECT id, text, done FROM goals WHERE agent = ? AND scope = ?"
                 + ("" if include_done else " AND done = 0")
@@ -77,7 +77,7 @@ class Pins:
         )
 
     async def note(self, agent: str, scope: str, title: str) -> str | None:
-        def query(conn: sqlite3.Connection) -> str | None:
+        def query(conn: Connection) -> str | None:
             row = conn.execute(
                 "SELECT content FROM notes WHERE agent = ? AND scope = ? AND title = ?",
                 (agent, scope, title),
@@ -87,7 +87,7 @@ class Pins:
         return await self._db.run(query)
 
     async def delete_note(self, agent: str, scope: str, title: str) -> bool:
-        def delete(conn: sqlite3.Connection) -> bool:
+        def delete(conn: Connection) -> bool:
             cursor = conn.execute(
                 "DELETE FROM notes WHERE agent = ? AND scope = ? AND title = ?",
                 (agent, scope, title),
@@ -97,7 +97,7 @@ class Pins:
         return await self._db.run(delete)
 
     async def note_titles(self, agent: str, scope: str) -> list[str]:
-        def query(conn: sqlite3.Connection) -> list[str]:
+        def query(conn: Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT title FROM notes WHERE agent = ? AND scope = ? ORDER BY title",
                 (agent, scope),
@@ -109,7 +109,7 @@ class Pins:
     async def pinned(self, agent: str, scope: str) -> str:
         """The block pinned into every turn: open goals and note titles (empty if none)."""
 
-        def query(conn: sqlite3.Connection) -> str:
+        def query(conn: Connection) -> str:
             goals = conn.execute(
                 "SELECT id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0 ORDER BY id",
                 (agent, scope),
@@ -163,9 +163,9 @@ class AgentConversations:
     ) -> None:
         await self._db.run(
             lambda conn: conn.execute(
-                "INSERT OR IGNORE INTO agent_conversations (id, origin_channel, origin_chat,"
+                "INSERT INTO agent_conversations (id, origin_channel, origin_chat,"
                 " origin_thread, origin_agent, principal, created_at, authorised_by, tainted)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (
                     conversation_id,
                     origin.channel,
@@ -189,7 +189,7 @@ class AgentConversations:
         )
 
     async def get(self, conversation_id: str) -> AgentConversation | None:
-        def query(conn: sqlite3.Connection) -> AgentConversation | None:
+        def query(conn: Connection) -> AgentConversation | None:
             row = conn.execute(
                 "SELECT id, origin_channel, origin_chat, origin_thread, origin_agent, principal,"
                 " hops, authorised_by, tainted FROM agent_conversations WHERE id = ?",
@@ -213,7 +213,7 @@ class AgentConversations:
     async def hop(self, conversation_id: str) -> int:
         """Count one more message; returns the new count."""
 
-        def update(conn: sqlite3.Connection) -> int:
+        def update(conn: Connection) -> int:
             conn.execute(
                 "UPDATE agent_conversations SET hops = hops + 1 WHERE id = ?", (conversation_id,)
             )

@@ -8,15 +8,16 @@ Deletes go in batches, each its own transaction: the store has one writer thread
 first prune of a database that has grown for a year must not hold up inbound messages while
 it deletes a hundred thousand rows at once. Old rows come first in rowid order (rows are
 inserted in time order), so each batch finds its rows without an index on the time column.
+On PostgreSQL the physical row id is ``ctid`` (:attr:`~gateway.store.sql.Dialect.rowid`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.store.db import Database
+from gateway.store.sql import Connection
 
 DAY = 86_400.0
 BATCH = 2_000
@@ -42,12 +43,13 @@ async def delete_batched(
 
     ``table`` and ``where`` are constants of the calling module; values are bound.
     """
+    rowid = db.dialect.rowid
     statement = (
-        f"DELETE FROM {table} WHERE rowid IN"
-        f" (SELECT rowid FROM {table} WHERE {where} LIMIT {int(batch)})"
+        f"DELETE FROM {table} WHERE {rowid} IN"
+        f" (SELECT {rowid} FROM {table} WHERE {where} LIMIT {int(batch)})"
     )
 
-    def delete(conn: sqlite3.Connection) -> int:
+    def delete(conn: Connection) -> int:
         return conn.execute(statement, tuple(params)).rowcount
 
     total = 0

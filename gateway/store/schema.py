@@ -1,6 +1,9 @@
-"""The store's tables, versioned with ``PRAGMA user_version``.
+"""The store's tables on SQLite, versioned with ``PRAGMA user_version``.
 
-A new version appends to :data:`MIGRATIONS`; existing entries never change.
+A new version appends to :data:`MIGRATIONS`; existing entries never change. The same
+version number must be added for PostgreSQL, in
+:data:`gateway.store.schema_pg.PG_MIGRATIONS` (a test checks both lists have the same
+length and the same tables and columns): see docs/architecture.md, "Schema migrations".
 """
 
 from __future__ import annotations

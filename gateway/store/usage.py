@@ -8,7 +8,6 @@ asked, ``principal`` whose allowance it counts against.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +15,24 @@ from dataclasses import dataclass
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
+from gateway.store.sql import Connection
+
+_REPLACE = ", ".join(
+    f"{column} = excluded.{column}"
+    for column in [
+        "turn_id",
+        "session_key",
+        "channel",
+        "purpose",
+        "principal",
+        "at",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    ]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +48,15 @@ class UsageRecord:
     purpose: str = "turn"  # turn | review | page | summary | reflection
 
     def insert_statement(
-        self, conn: sqlite3.Connection, turn_id: str | None, session_key: str, row_id: str = ""
+        self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""
     ) -> None:
         """Insert (or, for the same id, replace) the row; the id defaults to the turn's
         purpose and model."""
         conn.execute(
-            "INSERT OR REPLACE INTO usage (id, turn_id, session_key, channel, purpose, principal,"
+            "INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal,"
             " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            f" ON CONFLICT (id) DO UPDATE SET {_REPLACE}",
             (
                 row_id or f"{turn_id}:{self.purpose}:{self.model}",
                 turn_id,
@@ -87,10 +105,10 @@ class UsageReport:
 
     async def since(self, seconds: float, *, by: str = "day") -> list[UsageTotals]:
         """Totals per day (local time) or per session over the last ``seconds``."""
-        group = "date(at, 'unixepoch', 'localtime')" if by == "day" else "session_key"
+        group = self._db.dialect.local_day("at") if by == "day" else "session_key"
         cutoff = self._clock() - seconds
 
-        def query(conn: sqlite3.Connection) -> list[UsageTotals]:
+        def query(conn: Connection) -> list[UsageTotals]:
             rows = conn.execute(
                 f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
                 f" SUM(cache_read_tokens) FROM usage WHERE at >= ? GROUP BY {group}"
@@ -104,10 +122,12 @@ class UsageReport:
     async def tokens_today(self, session_prefix: str = "") -> int:
         """Input + output tokens since local midnight (for daily budgets)."""
 
-        def query(conn: sqlite3.Connection) -> int:
+        day = self._db.dialect.local_day
+
+        def query(conn: Connection) -> int:
             (total,) = conn.execute(
                 "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM usage"
-                " WHERE date(at, 'unixepoch', 'localtime') = date(?, 'unixepoch', 'localtime')"
+                f" WHERE {day('at')} = {day('?')}"
                 " AND session_key LIKE ?",
                 (self._clock(), session_prefix + "%"),
             ).fetchone()
@@ -121,7 +141,7 @@ class UsageReport:
         """Tokens charged to one person since ``since`` (every purpose) and their turns since
         ``turns_since``."""
 
-        def query(conn: sqlite3.Connection) -> PersonUsage:
+        def query(conn: Connection) -> PersonUsage:
             tokens, turns = conn.execute(
                 "SELECT COALESCE(SUM(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0),"
                 " COUNT(DISTINCT CASE WHEN at >= ? AND purpose = 'turn' THEN turn_id END)"

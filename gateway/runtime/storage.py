@@ -1,0 +1,22 @@
+"""The store a configuration names: the SQLite file in its data directory, or the
+PostgreSQL database of ``storage.url``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from gateway.config.settings import Settings
+from gateway.store import Store
+
+SQLITE_FILE = "switchboard.db"
+
+
+def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> Store:
+    """The gateway's store (not started)."""
+    return Store(
+        settings.data_dir / SQLITE_FILE,
+        url=settings.storage.database_url(),
+        synchronous=settings.storage.synchronous,
+        clock=clock,
+    )

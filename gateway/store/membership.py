@@ -1,0 +1,171 @@
+"""This node in a cluster on PostgreSQL: its row with a heartbeat, and the leader lock.
+
+Every ``switchboard run`` on the same database is a node. A node registers in
+``cluster_nodes`` and then waits for the cluster's leader lock, a session-level advisory
+lock on a connection of its own: the node holding it is the leader and does the work; the
+others are standbys, trying again every ``interval`` seconds. The server releases the lock
+the moment the leader's connection ends (the process died, ``kill -9`` included), so a
+standby takes over within about one interval and resumes the open turns from the journal.
+
+A leader that cannot renew its heartbeat within ``2 × interval`` (the database or the
+network is gone) calls ``on_lost`` and must stop working at once: the server will soon drop
+its connection (TCP keepalives of a few seconds) and another node will lead. That fencing
+is what keeps two leaders from running the same turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from gateway.core.errors import StoreUnavailable
+from gateway.core.lifecycle import Service
+from gateway.store.nodes import NODES_TABLE
+from gateway.store.postgres import CONNECT_TIMEOUT, redacted
+from gateway.store.schema_pg import MIGRATION_LOCK
+
+log = logging.getLogger(__name__)
+
+# pg_try_advisory_lock key of the cluster's leader ("SWBDLEAD" as a number)
+LEADER_LOCK = 0x5357_4244_4C45_4144
+# forget nodes silent for this long (their rows only feed `switchboard status`)
+FORGET_AFTER = 3_600.0
+
+
+class Membership(Service):
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        *,
+        host: str,
+        pid: int,
+        interval: float = 1.0,
+        on_lost: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self._host = host
+        self._pid = pid
+        self._interval = interval
+        self._on_lost = on_lost
+        self._clock = clock
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._beat: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # one statement at a time on the connection
+        self.leading = False
+        self.waiting = asyncio.Event()  # set once this node found another one leading
+        self.lost = asyncio.Event()
+
+    async def start(self) -> None:
+        try:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT,
+                application_name=f"switchboard node {self.name}"[:63],
+                keepalives=1,
+                keepalives_idle=5,
+                keepalives_interval=2,
+                keepalives_count=2,
+            )
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"cannot reach PostgreSQL at storage.url = {redacted(self.url)}: {str(exc).strip()}"
+            ) from exc
+        conn = self._conn
+        # the server notices a vanished node within seconds too (its lock goes with it)
+        for setting, value in (("idle", 5), ("interval", 2), ("count", 2)):
+            await conn.execute(f"SET tcp_keepalives_{setting} = {value}")
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+            await conn.execute(NODES_TABLE)
+        now = self._clock()
+        await conn.execute(
+            "DELETE FROM cluster_nodes WHERE heartbeat_at < %s", [now - FORGET_AFTER]
+        )
+        await conn.execute(
+            "INSERT INTO cluster_nodes (name, host, pid, role, started_at, heartbeat_at)"
+            " VALUES (%s, %s, %s, 'standby', %s, %s) ON CONFLICT (name) DO UPDATE SET"
+            " host = excluded.host, pid = excluded.pid, role = 'standby',"
+            " started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
+            [self.name, self._host, self._pid, now, now],
+        )
+        self._beat = asyncio.create_task(self._heartbeat(), name="cluster-heartbeat")
+
+    async def leader(self) -> str | None:
+        """The name of the node leading now (by its row), if any."""
+        row = await self._query(
+            "SELECT name FROM cluster_nodes WHERE role = 'leader' ORDER BY heartbeat_at DESC"
+        )
+        return None if row is None else str(row[0])
+
+    async def lead(self) -> None:
+        """Wait until this node holds the leader lock (returns at once when free)."""
+        announced = False
+        while not self.leading:
+            row = await self._query("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK])
+            if row is not None and row[0]:
+                await self._query(
+                    "UPDATE cluster_nodes SET role = 'leader', heartbeat_at = %s"
+                    " WHERE name = %s RETURNING name",
+                    [self._clock(), self.name],
+                )
+                self.leading = True
+                log.info("node %s leads the cluster", self.name)
+                return
+            if not announced:
+                log.info("node %s is a standby (leader: %s)", self.name, await self.leader())
+                announced = True
+                self.waiting.set()
+            await asyncio.sleep(self._interval)
+
+    async def stop(self) -> None:
+        beat, self._beat = self._beat, None
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(psycopg.Error):
+            async with asyncio.timeout(self._interval * 2):
+                await conn.execute("DELETE FROM cluster_nodes WHERE name = %s", [self.name])
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()  # ends the session: the leader lock goes with it
+        self.leading = False
+
+    async def _query(self, sql: str, params: list[Any] | None = None) -> Any:
+        if self._conn is None:
+            raise StoreUnavailable("this node has left the cluster")
+        async with self._lock:
+            cursor = await self._conn.execute(sql, params)
+            return await cursor.fetchone() if cursor.description is not None else None
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                async with asyncio.timeout(self._interval * 2):
+                    await self._query(
+                        "UPDATE cluster_nodes SET heartbeat_at = %s WHERE name = %s",
+                        [self._clock(), self.name],
+                    )
+            except (psycopg.Error, TimeoutError, StoreUnavailable) as exc:
+                if self.leading:
+                    log.critical(
+                        "node %s lost the database (%s): it stops leading now", self.name, exc
+                    )
+                    self.leading = False
+                    self.lost.set()
+                    self._on_lost()
+                    return
+                log.warning("node %s: heartbeat failed: %s", self.name, exc)

@@ -1,0 +1,140 @@
+"""The seam between the store's repositories and the database engine under them.
+
+Every repository writes its statements once, in the SQL both engines share, with ``?``
+placeholders, and runs them on a :class:`Connection`: ``execute`` / ``executemany`` returning
+a cursor with ``fetchone``, ``fetchall``, iteration and ``rowcount``. New rows report their
+id through ``RETURNING id`` (both engines have it), never ``lastrowid``. The few statements
+that differ between SQLite and PostgreSQL are built by the connection's :class:`Dialect`.
+
+Writing a new statement: stick to ``INSERT ... ON CONFLICT``, ``COALESCE``, ``CASE``, plain
+joins and aggregates; anything else (a date function, full-text search, ``rowid``) goes
+through a :class:`Dialect` method with one spelling per engine, and the store test suite
+runs it on both (``tests/test_store*.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal, Protocol
+
+
+class Cursor(Protocol):
+    """What a statement returns: its rows (tuples) and the count of rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """One open connection, inside the transaction :meth:`Database.run` opened for the job."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
+
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+_WORD = re.compile(r"\w+")
+
+
+def search_words(text: str) -> list[str]:
+    """The words of a search that count: at least two characters, at most twelve words."""
+    return [w for w in _WORD.findall(text) if len(w) > 1][:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The statements that are spelled differently per engine."""
+
+    name: Literal["sqlite", "postgresql"]
+
+    @property
+    def rowid(self) -> str:
+        """A column naming one physical row, for deletes in batches."""
+        return "rowid" if self.name == "sqlite" else "ctid"
+
+    @property
+    def greatest(self) -> str:
+        """The function returning the larger of its arguments."""
+        return "MAX" if self.name == "sqlite" else "GREATEST"
+
+    def local_day(self, expression: str) -> str:
+        """The local calendar day (YYYY-MM-DD) of a Unix time."""
+        if self.name == "sqlite":
+            return f"date({expression}, 'unixepoch', 'localtime')"
+        return f"to_char(to_timestamp({expression}), 'YYYY-MM-DD')"
+
+    def before_colon(self, expression: str) -> str:
+        """The text before the first ``:`` (a tool call key's turn id)."""
+        if self.name == "sqlite":
+            return f"substr({expression}, 1, instr({expression}, ':') - 1)"
+        return f"split_part({expression}, ':', 1)"
+
+    def search_statement(self, sessions: int) -> str:
+        """Full-text search over ``messages_fts`` of ``sessions`` session keys; parameters:
+        the query (:meth:`search_query`), the session keys, the limit. Rows: message id,
+        role, time, a snippet with the matches in ``[brackets]``."""
+        marks = ",".join("?" for _ in range(sessions))
+        if self.name == "sqlite":
+            return (
+                "SELECT f.message_id, m.role, m.created_at,"
+                " snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
+                " FROM messages_fts f JOIN messages m ON m.id = f.message_id"
+                f" WHERE messages_fts MATCH ? AND f.session_key IN ({marks})"
+                " ORDER BY rank LIMIT ?"
+            )
+        return (
+            "SELECT f.message_id, m.role, m.created_at,"
+            " ts_headline('simple', f.content, q.query,"
+            " 'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2,"
+            ' FragmentDelimiter=" ... "\')'
+            " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q,"
+            " messages_fts f JOIN messages m ON m.id = f.message_id"
+            f" WHERE f.tsv @@ q.query AND f.session_key IN ({marks})"
+            " ORDER BY ts_rank(f.tsv, q.query) DESC, f.message_id LIMIT ?"
+        )
+
+    def search_query(self, text: str) -> str:
+        """User words as a query that cannot be a syntax error: any of the words matches."""
+        words = search_words(text)
+        if self.name == "sqlite":
+            return " OR ".join(f'"{w}"' for w in words) or '""'
+        return " or ".join(words)
+
+
+SQLITE = Dialect("sqlite")
+POSTGRESQL = Dialect("postgresql")
+
+
+@lru_cache(maxsize=1024)
+def to_format_style(sql: str) -> str:
+    """``?`` placeholders as ``%s`` (outside quoted text), and every ``%`` doubled, for
+    drivers using the format style (psycopg)."""
+    out: list[str] = []
+    quote: str | None = None
+    for char in sql:
+        if char == "%":
+            out.append("%%")
+        elif quote is not None:
+            out.append(char)
+            if char == quote:
+                quote = None
+        elif char in ("'", '"'):
+            quote = char
+            out.append(char)
+        elif char == "?":
+            out.append("%s")
+        else:
+            out.append(char)
+    return "".join(out)

@@ -1,0 +1,116 @@
+"""The embedded engine: one SQLite file in WAL mode (``storage.url`` unset)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from gateway.core.errors import StorageFullError, StoreError
+from gateway.store.db import Engine
+from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
+from gateway.store.schema import MIGRATIONS, migrate
+from gateway.store.sql import SQLITE, Connection, Cursor, Dialect
+
+_SQLITE_FULL = 13
+
+
+class SqliteConnection:
+    """:class:`~gateway.store.sql.Connection` over :mod:`sqlite3` (same placeholders)."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor:
+        return self.raw.execute(sql, params)
+
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor:
+        return self.raw.executemany(sql, params)
+
+
+class SqliteEngine(Engine):
+    dialect = SQLITE
+
+    def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
+        self.path = path
+        self._synchronous = synchronous.upper()
+        self._sync_now = self._synchronous  # the connection's current setting
+        self._raw: sqlite3.Connection | None = None
+
+    @property
+    def description(self) -> str:
+        return f"the SQLite store {self.path}"
+
+    def open(self) -> Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # SQLite gives the -wal and -shm files the database file's mode: make it 0600 before
+        # they exist, and fix files left 0644 by an older version.
+        check_before_open(self.path)  # a damaged or foreign file is refused, never replaced
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        self.path.chmod(0o600)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            if is_damage(exc):
+                raise damaged(self.path, f"cannot be read ({exc})") from exc
+            raise
+        try:
+            check_opened(conn, self.path, len(MIGRATIONS))
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=5000")
+            migrate(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            if is_damage(exc):
+                raise damaged(self.path, f"cannot be read ({exc})") from exc
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{self.path}{suffix}").chmod(0o600)
+        self._raw = conn
+        self._sync_now = self._synchronous
+        return SqliteConnection(conn)
+
+    def close(self) -> None:
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            raw.close()
+
+    def usable(self) -> bool:
+        return self._raw is not None
+
+    def begin(self, durable: bool) -> None:
+        assert self._raw is not None
+        # FULL for a transaction that must survive a power cut, NORMAL otherwise (never
+        # stronger than configured). Only between transactions, as SQLite requires.
+        wanted = self._synchronous if durable else "NORMAL"
+        if wanted != self._sync_now:
+            self._raw.execute(f"PRAGMA synchronous={wanted}")
+            self._sync_now = wanted
+        self._raw.execute("BEGIN IMMEDIATE")
+
+    def end(self, commit: bool) -> None:
+        assert self._raw is not None
+        if self._raw.in_transaction:
+            self._raw.execute("COMMIT" if commit else "ROLLBACK")
+
+    def in_transaction(self) -> bool:
+        return self._raw is not None and self._raw.in_transaction
+
+    def is_engine_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.Error)
+
+    def translate(self, exc: BaseException) -> StoreError:
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL:
+            return StorageFullError("the disk holding the Switchboard store is full")
+        return StoreError(str(exc))

@@ -1,0 +1,135 @@
+"""PostgreSQL as the store (``storage.url``): the same schema as SQLite at every version, a
+clear error when the server cannot be reached, a lost connection reopened, nodes migrating
+one database together, and a whole gateway answering through it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from gateway.config.settings import load_settings
+from gateway.core.errors import ConfigError, StoreUnavailable
+from gateway.store import Store
+from gateway.store.schema import MIGRATIONS
+from gateway.store.schema_pg import PG_MIGRATIONS
+from tests.backends import require_server
+from tests.fakes.llm import FakeLLM
+from tests.test_cli import cli_env, switchboard
+
+UNREACHABLE = "postgresql://switchboard:hunter2-secret@127.0.0.1:9/switchboard"
+
+
+def sqlite_columns(path: Path) -> dict[str, set[str]]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            name
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not name.startswith("messages_fts_")  # FTS5's own shadow tables
+        ]
+        return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
+    finally:
+        conn.close()
+
+
+def pg_columns(url: str) -> dict[str, set[str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = 'public'"
+        ).fetchall()
+    found: dict[str, set[str]] = {}
+    for table, column in rows:
+        found.setdefault(table, set()).add(column)
+    found.pop("schema_version")
+    found.pop("cluster_nodes", None)  # who is alive now: not part of the numbered schema
+    found["messages_fts"].discard("tsv")  # the search vector PostgreSQL keeps itself
+    return found
+
+
+async def test_both_engines_have_the_same_tables_and_columns(tmp_path: Path, pg_url: str) -> None:
+    assert len(PG_MIGRATIONS) == len(MIGRATIONS)  # a new version is added to both
+    async with Store(tmp_path / "db.sqlite"), Store(tmp_path / "unused", url=pg_url):
+        pass
+    assert pg_columns(pg_url) == sqlite_columns(tmp_path / "db.sqlite")
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (len(PG_MIGRATIONS),)
+        ]
+
+
+async def test_nodes_starting_together_migrate_the_database_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    stores = [Store(tmp_path / f"n{i}", url=pg_url) for i in range(3)]
+    await asyncio.gather(*(s.start() for s in stores))
+    try:
+        records = await asyncio.gather(
+            *(s.kv.set(f"node-{i}", i) for i, s in enumerate(stores)),
+        )
+        assert records == [None, None, None]
+        assert [await stores[0].kv.get(f"node-{i}") for i in range(3)] == [0, 1, 2]
+    finally:
+        await asyncio.gather(*(s.stop() for s in stores))
+
+
+async def test_an_unreachable_server_is_a_clear_error_naming_storage_url(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        async with Store(tmp_path / "unused", url=UNREACHABLE):
+            pass
+    message = str(caught.value)
+    assert "storage.url" in message and "127.0.0.1:9" in message
+    assert "hunter2" not in message
+
+
+async def test_run_refuses_to_start_without_its_database(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_STORAGE__URL=UNREACHABLE)
+    code, _, err = await switchboard("run", env=env)
+    assert code == 1
+    assert (
+        "cannot reach PostgreSQL at storage.url = postgresql://switchboard:***@127.0.0.1:9" in err
+    )
+    assert "hunter2" not in err
+
+
+def test_storage_url_must_name_postgresql(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_STORAGE__URL", "mysql://db/switchboard")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "storage.url" in str(caught.value) or caught.value.field == "storage.url"
+    monkeypatch.setenv("SWITCHBOARD_STORAGE__URL", "postgresql://db/switchboard")
+    assert load_settings().storage.database_url() == "postgresql://db/switchboard"
+
+
+async def test_a_lost_connection_fails_that_moment_and_is_reopened(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with Store(tmp_path / "unused", url=pg_url) as store:
+        await store.kv.set("before", 1)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'switchboard' AND datname = current_database()"
+            )
+        with pytest.raises(StoreUnavailable):
+            await store.kv.set("during", 2)
+        await store.kv.set("after", 3)  # a new connection
+        assert [await store.kv.get(k) for k in ("before", "during", "after")] == [1, None, 3]
+
+
+async def test_a_gateway_answers_through_postgresql(run_gateway: Any, pg_url: str) -> None:
+    require_server()
+    async with run_gateway(storage={"url": pg_url}) as (gateway, channel):
+        await channel.push("hello there", message_id="m1")
+        await channel.push("hello there", message_id="m1")  # redelivered: one answer
+        [answer] = await channel.wait_for(1)
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+        assert answer.text
+        assert await gateway.store.journal.open_count() == 0
+        _, history = await gateway.store.history.load(answer.chat.session_key, limit=None)
+    assert [m.role for m in history][:1] == ["user"] and history[-1].role == "assistant"

@@ -1,0 +1,248 @@
+"""Every repository of the store behaves the same on SQLite and on PostgreSQL: history and
+its full-text search, sessions, usage per day and per person, goals and notes, agent
+conversations, pairing, approvals, jobs and tasks, the outbox's holds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.schedule_spec import ScheduleSpec
+from gateway.store import ApprovalRecord, Job, NewMessage, Store, TaskRecord, UsageRecord
+from gateway.store.approvals import approval_id
+from tests.backends import StoreFactory
+
+OWNER = {"channel": "t", "sender_id": "owner", "role": "owner"}
+
+
+async def finished_turn(store: Store, session: str, turn: str, *texts: tuple[str, str]) -> None:
+    await store.journal.start_turn(turn, session, "chat", [])
+    await store.history.add_drafts(
+        session, turn, [NewMessage(role, {"role": role, "content": text}) for role, text in texts]
+    )
+    await store.commit_turn(turn_id=turn, session_key=session, replies=[])
+
+
+async def test_memory_search_finds_words_of_final_messages_in_the_given_sessions(
+    make_store: StoreFactory,
+) -> None:
+    async with make_store() as store:
+        await finished_turn(
+            store,
+            "t:c1",
+            "turn-1",
+            ("user", "The blue heron nests by the river in spring"),
+            ("assistant", "Herons are patient hunters"),
+        )
+        await finished_turn(store, "t:c2", "turn-2", ("user", "another heron, other chat"))
+        await store.journal.start_turn("turn-3", "t:c1", "chat", [])
+        await store.history.add_drafts(
+            "t:c1", "turn-3", [NewMessage("user", {"role": "user", "content": "draft heron"})]
+        )
+        await store.history.new_generation("t:c1")  # older generations stay searchable
+        hits = await store.history.search(["t:c1"], "heron")
+        none = await store.history.search(["t:c1"], "?? !")  # no words: no error, no hits
+        both = await store.history.search(["t:c1", "t:c2"], 'heron OR "quoted" -minus')
+        empty = await store.history.search([], "heron")
+    assert [h.role for h in hits] == ["user"]
+    assert "[heron]" in hits[0].snippet and "river" in hits[0].snippet
+    assert none == [] and empty == []
+    assert sorted(h.snippet.count("[heron]") for h in both) == [1, 1]
+
+
+async def test_structured_and_appended_messages_are_searchable(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        await store.journal.start_turn("turn-1", "t:c1", "chat", [])
+        parts = [{"type": "text", "text": "a photo of the lighthouse"}]
+        await store.history.add_drafts(
+            "t:c1", "turn-1", [NewMessage("user", {"role": "user", "content": parts})]
+        )
+        await store.commit_turn(
+            turn_id="turn-1",
+            session_key="t:c1",
+            replies=[],
+            history_extra=[("t:c1", NewMessage("assistant", {"content": "task: lighthouse map"}))],
+        )
+        hits = await store.history.search(["t:c1"], "lighthouse")
+        _, messages = await store.history.load("t:c1", limit=None)
+    assert sorted(h.role for h in hits) == ["assistant", "user"]
+    assert [m.role for m in messages] == ["user", "assistant"]
+
+
+async def test_generations_summaries_tokens_and_dropped_messages(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        await finished_turn(store, "t:c1", "turn-1", ("user", "one"), ("assistant", "two"))
+        state, messages = await store.history.load("t:c1", limit=1)
+        assert state.generation == 0 and [m.body["content"] for m in messages] == ["two"]
+        await store.history.set_tokens([(messages[0].id, 42)])
+        await store.history.set_summary("t:c1", "we counted", messages[0].id - 1)
+        state, messages = await store.history.load("t:c1", limit=None)
+        assert (state.summary, [m.tokens for m in messages]) == ("we counted", [42])
+        assert await store.history.message_count("t:c1") == 2
+
+        assert await store.history.new_generation("t:c1") == 1
+        assert await store.history.new_generation("t:c1") == 2
+        state, messages = await store.history.load("t:c1", limit=None)
+        assert (state.generation, state.summary, messages) == (2, None, [])
+
+        await store.journal.start_turn("turn-2", "t:c1", "chat", [])
+        ids = await store.history.add_drafts(
+            "t:c1", "turn-2", [NewMessage("user", {"content": "x"}), NewMessage("tool", {})]
+        )
+        assert [m.id for m in await store.history.drafts("turn-2")] == ids
+        await store.history.drop(ids[1:])
+        await store.commit_turn(turn_id="turn-2", session_key="t:c1", replies=[])
+        _, messages = await store.history.load("t:c1", limit=None)
+    assert [m.id for m in messages] == ids[:1]
+
+
+async def test_usage_per_day_per_session_and_per_person(make_store: StoreFactory) -> None:
+    now = datetime.now(UTC).timestamp()
+    async with make_store(clock=lambda: now) as store:
+        await store.usage.record("turn-1", "t:c1", UsageRecord("t", "m", 10, 5, principal="t:u"))
+        await store.usage.record("turn-1", "t:c1", UsageRecord("t", "m", 20, 6, principal="t:u"))
+        await store.usage.record_call(None, "t:c2", UsageRecord("t", "m", 1, 1, purpose="summary"))
+        await store.usage.record("old", "t:c1", UsageRecord("t", "m", 99, 99, at=now - 9 * 86400))
+        days = await store.usage.since(86_400)
+        sessions = await store.usage.since(86_400, by="session")
+        today = await store.usage.tokens_today("t:c1")
+        person = await store.usage.by_principal("t:u", since=now - 60, turns_since=now - 60)
+    assert [(d.turns, d.input_tokens, d.output_tokens) for d in days] == [(1, 21, 7)]
+    assert days[0].key == datetime.fromtimestamp(now).strftime("%Y-%m-%d")
+    assert [(s.key, s.input_tokens) for s in sessions] == [("t:c1", 20), ("t:c2", 1)]
+    assert today == 26  # the replaced row counts once
+    assert (person.tokens, person.turns) == (26, 1)
+
+
+async def test_goals_notes_and_agent_conversations(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        first = await store.pins.add_goal("main", "owner", "ship it")
+        second = await store.pins.add_goal("main", "owner", "rest")
+        assert second > first
+        assert await store.pins.complete_goal("main", "owner", first) is True
+        assert await store.pins.complete_goal("main", "owner", first) is False
+        await store.pins.write_note("main", "owner", "plan", "v1")
+        await store.pins.write_note("main", "owner", "plan", "v2")
+        assert await store.pins.note("main", "owner", "plan") == "v2"
+        assert [g.text for g in await store.pins.goals("main", "owner", include_done=True)] == [
+            "ship it",
+            "rest",
+        ]
+        pinned = await store.pins.pinned("main", "owner")
+        assert f"[{second}] rest" in pinned and "plan" in pinned and "ship it" not in pinned
+        assert await store.pins.delete_note("main", "owner", "plan") is True
+        assert await store.pins.note_titles("main", "owner") == []
+
+        origin = ChatRef("t", "c1")
+        await store.agent_conversations.start("conv", origin, "main", OWNER, authorised_by=("go",))
+        await store.agent_conversations.start("conv", origin, "other", {})  # kept as it was
+        assert await store.agent_conversations.hop("conv") == 1
+        await store.agent_conversations.taint("conv")
+        conversation = await store.agent_conversations.get("conv")
+    assert conversation is not None
+    assert (conversation.origin_agent, conversation.hops, conversation.tainted) == ("main", 1, True)
+    assert conversation.authorised_by == ("go",)
+
+
+async def test_pairing_queue_expires_the_oldest_and_decides_once(make_store: StoreFactory) -> None:
+    now = [1_000.0]
+    async with make_store(clock=lambda: now[0]) as store:
+        codes = []
+        for sender in ("a", "b", "c"):
+            requested = await store.pairings.request(
+                channel="t", sender_id=sender, sender_name=sender, chat_id=sender, max_pending=2
+            )
+            codes.append(requested.request.code)
+        assert [r.sender_id for r in requested.expired] == ["a"]
+        again = await store.pairings.request(
+            channel="t", sender_id="c", sender_name="", chat_id="c"
+        )
+        assert again.request.code == codes[2]
+        decided = await store.pairings.decide(codes[1].lower(), "approved", channel="t")
+        assert decided is not None and decided.state == "approved"
+        assert await store.pairings.decide(codes[1], "denied") is None
+        assert await store.pairings.is_approved("t", "b")
+        cleared = await store.pairings.clear(channel=None)
+        assert [r.sender_id for r in cleared] == ["c"]
+        assert await store.pairings.revoke("t", "b") is True
+        await store.audit.record("refused", channel="t", sender_id="x", reason="nope")
+        assert await store.audit.count("refused", channel="t", sender_id="x", since=0) == 1
+        [entry] = await store.audit.recent(kind="refused")
+    assert entry.detail == {"reason": "nope"}
+
+
+async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
+    make_store: StoreFactory,
+) -> None:
+    record = ApprovalRecord(
+        id=approval_id("turn-1:call"),
+        call_key="turn-1:call",
+        turn_id="turn-1",
+        session_key="t:c1",
+        tool="exec",
+        arguments={"command": "ls"},
+        fingerprint="f",
+        reason="r",
+        requester={"channel": "t"},
+        approvers=("t:owner",),
+        state="pending",
+        created_at=1.0,
+        expires_at=2.0,
+    )
+    spec = ScheduleSpec("cron", "UTC", cron="0 9 * * *")
+    async with make_store() as store:
+        await store.park_turn(approval=record, messages=[], usage=[UsageRecord("t", "m", 1, 1)])
+        await store.park_turn(approval=record, messages=[])  # asked again: stored once
+        assert [a.id for a in await store.approvals.pending()] == [record.id]
+        decided = await store.approvals.decide(record.id.lower(), "approved", by="t:owner", at=3)
+        assert decided is not None and decided.approvers == ("t:owner",)
+        assert await store.approvals.decide(record.id, "denied", by="t:owner", at=4) is None
+        assert await store.approvals.for_call("turn-1:call") == decided
+
+        job = Job("j1", spec, "p", None, ChatRef("t", "c1"), OWNER, tainted=True)
+        await store.jobs.add(job)
+        ran = datetime(2026, 1, 1, 9, tzinfo=UTC)
+        await store.jobs.record_run("j1", ran, None)
+        [firing] = await store.jobs.firing()
+        assert (firing.runs, firing.last_run, firing.tainted) == (1, ran, True)
+        assert await store.jobs.remove("j1") is False  # firing, not active
+
+        await store.tasks.start(TaskRecord("t1", "research", "general", job.chat, OWNER, "x"))
+        assert [t.id for t in await store.tasks.running()] == ["t1"]
+        assert [t.id for t in await store.tasks.interrupted()] == ["t1"]
+        task = await store.tasks.get("t1")
+    assert task is not None and task.state == "interrupted"
+
+
+async def test_held_chats_wait_and_text_with_nul_characters_is_stored(
+    make_store: StoreFactory,
+) -> None:
+    message = OutboundMessage(channel="t", chat_id="c1", text="a\x00b", idempotency_key="k")
+    async with make_store() as store:
+        await store.outbox.enqueue([message])
+        await store.outbox.hold_chat("t", "t:c1", until=5e12)
+        assert await store.outbox.chat_held("t", "t:c1", now=4e12)
+        await store.outbox.hold_chat("t", "t:c1", until=1.0)  # never moves a hold earlier
+        assert await store.outbox.chat_held("t", "t:c1", now=4e12)
+        [head] = await store.outbox.heads("t")
+        await store.ledger.start("turn:call", "exec")
+        await store.ledger.finish("turn:call", "output\x00with a NUL")
+        entry = await store.ledger.get("turn:call")
+    assert head.message.text == "a\x00b"  # JSON keeps it
+    assert entry is not None and entry.result is not None and "with a NUL" in entry.result
+
+
+async def test_kv_and_open_counts(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        await store.kv.set("last_chat", {"channel": "t", "chat_id": "c1"})
+        await store.kv.set("last_chat", {"channel": "t", "chat_id": "c2"})
+        assert await store.kv.get("last_chat") == {"channel": "t", "chat_id": "c2"}
+        assert await store.kv.get("missing") is None
+        assert await store.journal.open_count() == 0
+        assert await store.journal.counts() == {}
+
+
+async def test_retry_counts_attempts(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        await store.journal.start_turn("turn-1", "t:c1", "chat", [])
+        assert await store.journal.retry_turn("turn-1") == 2

@@ -37,7 +37,7 @@ def register(
 def backup_command(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.store.integrity import backup  # noqa: PLC0415
 
-    if settings.storage.database_url is not None:
+    if settings.storage.database_url() is not None:
         print(
             "switchboard: the store is in PostgreSQL (storage.url): back it up with the "
             "server's own tools, e.g. `pg_dump --format=custom DBNAME > switchboard.dump` "

@@ -19,7 +19,7 @@ def store_checks(settings: Settings) -> list[Check]:
 
     path = settings.data_dir / "switchboard.db"
     checks = [_disk_check(settings.data_dir)] if settings.data_dir.exists() else []
-    if settings.storage.database_url is not None or not path.exists():
+    if settings.storage.database_url() is not None or not path.exists():
         return checks  # PostgreSQL checks its own pages; reaching it is the store's own check
     problems = integrity_problems(path)
     if problems:

@@ -52,8 +52,8 @@ from gateway.runtime.models import ModelPool
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
-from gateway.runtime.storage_full import StorageFullWatch
 from gateway.runtime.storage import store_for
+from gateway.runtime.storage_full import StorageFullWatch
 from gateway.runtime.subagents import Subagents
 from gateway.runtime.typing_indicator import TypingIndicators
 from gateway.store import PairingRequest

@@ -34,9 +34,9 @@ class Bus(InboundSink, Protocol):
 class LocalBus:
     """In-process bus: durable through the store, woken through asyncio events."""
 
-    def __init__(self, store: Store, *, storage_full: StorageFullWatch | None = None) -> None:
+    def __init__(self, store: Store, *, storage_full: StorageFullWatch) -> None:
         self._store = store
-        self.storage_full = storage_full or StorageFullWatch(store.db.path.parent)
+        self.storage_full = storage_full
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
         self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 

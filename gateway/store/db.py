@@ -224,19 +224,22 @@ class Database(Service):
                     outcomes.append((job, result, None))
             engine.end(commit=True)
         except Exception as exc:
-            if isinstance(exc, _BatchRolledBack):
-                exc = exc.cause
-            if not engine.is_engine_error(exc) and not isinstance(exc, StoreError):
-                raise
-            with contextlib.suppress(Exception):
-                engine.end(commit=False)
-            error = self._translate(exc)
-            if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
-                log.warning("store transaction failed: %s", error)
-            else:
-                log.error("store transaction failed: %s", error)  # noqa: TRY400 - no traceback
+            error = self._batch_failed(exc.cause if isinstance(exc, _BatchRolledBack) else exc)
             outcomes = [(job, None, error) for job in batch]
         self._loop_deliver(outcomes)
+
+    def _batch_failed(self, exc: Exception) -> BaseException:
+        """The error every job of a failed transaction gets (after rolling it back)."""
+        if not self.engine.is_engine_error(exc) and not isinstance(exc, StoreError):
+            raise exc
+        with contextlib.suppress(Exception):
+            self.engine.end(commit=False)
+        error = self._translate(exc)
+        if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
+            log.warning("store transaction failed: %s", error)
+        else:
+            log.error("store transaction failed: %s", error)
+        return error
 
     def _translate(self, exc: BaseException) -> BaseException:
         if self.engine.is_engine_error(exc):

@@ -5,7 +5,6 @@ openai and anthropic SDKs against two fake LLM servers; time moves on a fake clo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,14 +22,6 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, calls, error, text
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def backup_llm() -> AsyncIterator[FakeLLM]:
-    """The fallback model's server (the primary is the ``fake_llm`` fixture)."""
-    fake = await FakeLLM().start()
-    yield fake
-    await fake.stop()
 
 
 def url(fake: FakeLLM, provider: str) -> str:

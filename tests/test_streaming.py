@@ -18,7 +18,8 @@ from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, Step, streamed, text
+from tests.fakes.llm import FakeLLM, Step, streamed
+from tests.fakes.llm import text as answer
 from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
 
 GROUP = -1001234
@@ -146,7 +147,7 @@ async def test_a_model_failing_mid_answer_leaves_only_the_fallbacks_answer(
     fake_llm.queue(  # streams a third of its answer, then the connection drops
         Step(text=first, stream_chunks=30, chunk_delay=0.05, cut_after=10, cut_by_reset=True)
     )
-    backup_llm.queue(text(ANSWER))
+    backup_llm.queue(answer(ANSWER))
     fallback = {"model": "backup-model", "base_url": backup_llm.openai_url, "api_key": "sk-b"}
     settings = make_settings(telegram=streaming_on(tg), llm={"fallbacks": [fallback]})
     async with Gateway(settings, channels=[channel(settings)]) as gateway:

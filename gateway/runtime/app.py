@@ -203,7 +203,8 @@ class Gateway(Service):
         """An agent's model: shared with every agent that names the same model."""
         if given is not None or agent_id == DEFAULT_AGENT:
             return self.llm
-        return self.models.provider(agent_settings(self.settings, agent_id).llm)
+        own = agent_settings(self.settings, agent_id).llm
+        return self.models.provider(own, setting=f"agents.{agent_id}")
 
     # -- lifecycle ------------------------------------------------------------------------
 

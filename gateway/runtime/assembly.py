@@ -88,12 +88,17 @@ def workspaces(settings: Settings) -> dict[str, Path]:
 
 
 def metered_model(
-    settings: Settings, llm: LLMProvider, *, store: Store, models: ModelPool
+    settings: Settings,
+    llm: LLMProvider,
+    *,
+    store: Store,
+    models: ModelPool,
+    fallbacks_at: str = "llm",
 ) -> MeteredModel:
     """An agent's model behind its endpoint's gateway-wide cap (with fallbacks, a chain whose
     models each have their own); calls no turn commits (a reflection, a background summary)
     are recorded in the usage table right away."""
-    model = models.model(settings.llm, llm)
+    model = models.model(settings.llm, llm, fallbacks_at=fallbacks_at)
     return MeteredModel(
         model,
         slots=None if model is not llm else models.slots.for_endpoint(endpoint(settings.llm)),
@@ -152,8 +157,15 @@ def build_agent(
         EndpointSlots(top.limits.max_concurrent_llm_calls),
         cooldown_seconds=top.llm.fallback_cooldown_seconds,
     )
-    model = metered_model(settings, llm, store=store, models=models)
     profile = top.agents.get(agent_id)
+    own_fallbacks = profile is not None and profile.fallbacks is not None
+    model = metered_model(
+        settings,
+        llm,
+        store=store,
+        models=models,
+        fallbacks_at=f"agents.{agent_id}" if own_fallbacks else "llm",
+    )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())

@@ -44,21 +44,31 @@ class ModelPool:
         self.cooldowns = Cooldowns(cooldown_seconds, clock=clock)
         self._providers: dict[tuple[str, ...], LLMProvider] = {}
 
-    def provider(self, llm: LLMSettings, given: LLMProvider | None = None) -> LLMProvider:
-        """The provider of a model (``given`` becomes it if it has none yet)."""
+    def provider(
+        self, llm: LLMSettings, given: LLMProvider | None = None, *, setting: str = "llm"
+    ) -> LLMProvider:
+        """The provider of a model (``given`` becomes it if it has none yet); ``setting``
+        is where the model is configured, which its errors name (``llm.fallbacks[1]``)."""
         identity = _identity(llm.model_copy(update={"fallbacks": ()}))
         if identity not in self._providers:
-            self._providers[identity] = given or LazyProvider(llm)
+            self._providers[identity] = given or LazyProvider(llm, setting=setting)
         return self._providers[identity]
 
-    def model(self, llm: LLMSettings, primary: LLMProvider) -> LLMProvider:
-        """``primary`` on its own, or a chain over it and ``llm.fallbacks``."""
+    def model(
+        self, llm: LLMSettings, primary: LLMProvider, *, fallbacks_at: str = "llm"
+    ) -> LLMProvider:
+        """``primary`` on its own, or a chain over it and ``llm.fallbacks`` (configured at
+        ``{fallbacks_at}.fallbacks``: ``llm``, or an agent's own ``agents.<name>``)."""
         if not llm.fallbacks:
             return primary
         candidates = [Candidate(primary, model_label(llm), self.slots.for_endpoint(endpoint(llm)))]
         candidates.extend(
-            Candidate(self.provider(f), model_label(f), self.slots.for_endpoint(endpoint(f)))
-            for f in llm.fallback_settings()
+            Candidate(
+                self.provider(f, setting=f"{fallbacks_at}.fallbacks[{index}]"),
+                model_label(f),
+                self.slots.for_endpoint(endpoint(f)),
+            )
+            for index, f in enumerate(llm.fallback_settings())
         )
         return FallbackChain(candidates, self.cooldowns)
 

@@ -336,3 +336,40 @@ def test_a_fallback_errors_name_the_entry_to_fix() -> None:
     assert refused_key(agent, 401, "no").fix.startswith(
         "Check agents.coder.fallbacks[0].api_key or OPENAI_API_KEY;"
     )
+
+
+@pytest.mark.parametrize(
+    ("profile", "words"),
+    [
+        (
+            '{"coder": {"model": "claude-x", "provider": "anthropic",'
+            ' "fallbacks": [{"provider": "anthropic", "model": "claude-x"}]}}',
+            "[0] anthropic model 'claude-x' at https://api.anthropic.com is already the primary",
+        ),
+        (  # the agent inherits llm's model and server
+            '{"coder": {"fallbacks": [{"model": "gpt-4o"}, {"model": "gpt-4o-mini"}]}}',
+            "[1] openai model 'gpt-4o-mini' at https://api.openai.com/v1 is already the primary",
+        ),
+        (
+            '{"coder": {"model": "m1", "fallbacks": [{"model": "m2"}, {"model": "m2"}]}}',
+            "[1] openai model 'm2' at https://api.openai.com/v1 is already an earlier fallback",
+        ),
+    ],
+)
+def test_an_agents_own_fallbacks_must_not_repeat_its_model(
+    monkeypatch: pytest.MonkeyPatch, profile: str, words: str
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_AGENTS", profile)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "agents.coder.fallbacks: " in message and words in message
+
+
+def test_an_agents_fallback_may_be_the_main_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "SWITCHBOARD_AGENTS",
+        '{"coder": {"model": "coder-x", "fallbacks": [{"model": "gpt-4o-mini"}]}}',
+    )
+    settings = load_settings()
+    assert [f.model for f in settings.agents["coder"].fallbacks or ()] == ["gpt-4o-mini"]

@@ -363,7 +363,8 @@ def test_an_agents_own_fallbacks_must_not_repeat_its_model(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     message = str(caught.value)
-    assert "agents.coder.fallbacks: " in message and words in message
+    assert "\n  agents.coder.fallbacks: " in message and words in message
+    assert "set by" not in message  # no made-up variable for a check across sections
 
 
 def test_an_agents_fallback_may_be_the_main_model(monkeypatch: pytest.MonkeyPatch) -> None:

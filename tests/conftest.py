@@ -45,6 +45,14 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
     await fake.stop()
 
 
+@pytest.fixture
+async def backup_llm() -> AsyncIterator[FakeLLM]:
+    """A second model server, for a fallback model (``llm.fallbacks``)."""
+    fake = await FakeLLM().start()
+    yield fake
+    await fake.stop()
+
+
 SettingsFactory = Callable[..., Settings]
 
 

@@ -93,6 +93,9 @@ async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM
         channels = {c["name"]: c["connected"] for c in report["channels"]}
         assert channels == {"webchat": True, "terminal": True}  # `chat` attaches to the latter
         assert (report["turns_running"], report["queue_depth"]) == (0, 0)
+        [model] = report["models"]
+        assert model["name"].endswith("(openai)") and model["settings"] == ["llm"]
+        assert model["cooling_until"] is None
         assert (report["waiting"], report["unsent"], report["failed"]) == (0, 0, 0)
         assert report["heartbeat_target"] == "terminal:local"  # the owner chatted there last
         code, out, _ = await switchboard("status", env=env)

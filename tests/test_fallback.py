@@ -5,13 +5,14 @@ openai and anthropic SDKs against two fake LLM servers; time moves on a fake clo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from agent.guards.trace import latest_trace, read_trace
+from agent.llm.diagnose import Endpoint, not_configured, not_found, refused_key
 from channels.memory import MemoryChannel
 from gateway.cli.doctor import run_doctor
 from gateway.config.settings import Settings, load_settings
@@ -23,14 +24,6 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, calls, error, text
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def backup_llm() -> AsyncIterator[FakeLLM]:
-    """The fallback model's server (the primary is the ``fake_llm`` fixture)."""
-    fake = await FakeLLM().start()
-    yield fake
-    await fake.stop()
 
 
 def url(fake: FakeLLM, provider: str) -> str:
@@ -291,3 +284,93 @@ async def test_doctor_asks_every_model(
     )
     assert sorted(r.body["model"] for r in fake_llm.requests) == ["coder-model", "fake-model"]
     assert [r.body["model"] for r in backup_llm.requests] == ["claude-x"]
+
+
+async def test_a_failing_fallbacks_fix_names_its_own_entry(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.queue(error(503), error(503))
+    backup_llm.queue(error(404, "The model `backup-model` does not exist", code="model_not_found"))
+    closed = await FakeLLM().start()
+    dead_url = closed.openai_url
+    await closed.stop()  # nothing listens there any more
+    fallbacks = [
+        {"model": "backup-model", "base_url": backup_llm.openai_url, "api_key": "sk-b"},
+        {"model": "gone-model", "base_url": dead_url, "api_key": "sk-c"},
+    ]
+    settings = make_settings(llm={"fallbacks": fallbacks, "fallback_cooldown_seconds": 0})
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("hello")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+    [notice] = channel.texts()
+    assert f"{backup_llm.openai_url} does not know the model 'backup-model'" in notice
+    # the last model's fix, which names its entry of the list, not the primary's settings
+    assert "correct llm.fallbacks[1].base_url (that entry of SWITCHBOARD_LLM__FALLBACKS" in notice
+    assert "SWITCHBOARD_LLM__BASE_URL" not in notice
+    assert "SWITCHBOARD_LLM__MODEL" not in notice
+
+
+def test_a_fallback_errors_name_the_entry_to_fix() -> None:
+    at = Endpoint(
+        "openai", "http://127.0.0.1:9/v1", "m", 5, has_key=True, setting="llm.fallbacks[2]"
+    )
+    fixes = [
+        refused_key(at, 401, "no").fix,
+        refused_key(at, 403, "no").fix,
+        not_found(at, "no such model", "model_not_found").fix,
+        not_found(replace(at, base_url="http://127.0.0.1:9"), "").fix,
+        not_configured("anthropic", "llm.fallbacks[2]").fix,
+    ]
+    assert "llm.fallbacks[2].api_key" in fixes[0] and "llm.fallbacks[2].model" in fixes[1]
+    assert "Check llm.fallbacks[2].model" in fixes[2]
+    assert "Set llm.fallbacks[2].base_url (" in fixes[3] and fixes[3].endswith(
+        "to http://127.0.0.1:9/v1."
+    )
+    assert "llm.fallbacks[2].api_key" in fixes[4] and "llm.fallbacks[2].base_url" in fixes[4]
+    assert not any(
+        "SWITCHBOARD_LLM__" in f.replace("SWITCHBOARD_LLM__FALLBACKS", "") for f in fixes
+    )
+    agent = replace(at, setting="agents.coder.fallbacks[0]")
+    assert refused_key(agent, 401, "no").fix.startswith(
+        "Check agents.coder.fallbacks[0].api_key or OPENAI_API_KEY;"
+    )
+
+
+@pytest.mark.parametrize(
+    ("profile", "words"),
+    [
+        (
+            '{"coder": {"model": "claude-x", "provider": "anthropic",'
+            ' "fallbacks": [{"provider": "anthropic", "model": "claude-x"}]}}',
+            "[0] anthropic model 'claude-x' at https://api.anthropic.com is already the primary",
+        ),
+        (  # the agent inherits llm's model and server
+            '{"coder": {"fallbacks": [{"model": "gpt-4o"}, {"model": "gpt-4o-mini"}]}}',
+            "[1] openai model 'gpt-4o-mini' at https://api.openai.com/v1 is already the primary",
+        ),
+        (
+            '{"coder": {"model": "m1", "fallbacks": [{"model": "m2"}, {"model": "m2"}]}}',
+            "[1] openai model 'm2' at https://api.openai.com/v1 is already an earlier fallback",
+        ),
+    ],
+)
+def test_an_agents_own_fallbacks_must_not_repeat_its_model(
+    monkeypatch: pytest.MonkeyPatch, profile: str, words: str
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_AGENTS", profile)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n  agents.coder.fallbacks: " in message and words in message
+    assert "set by" not in message  # no made-up variable for a check across sections
+
+
+def test_an_agents_fallback_may_be_the_main_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "SWITCHBOARD_AGENTS",
+        '{"coder": {"model": "coder-x", "fallbacks": [{"model": "gpt-4o-mini"}]}}',
+    )
+    settings = load_settings()
+    assert [f.model for f in settings.agents["coder"].fallbacks or ()] == ["gpt-4o-mini"]

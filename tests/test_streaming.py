@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from agent.guards.trace import latest_trace, read_trace
 from channels.telegram import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, streamed
+from tests.fakes.llm import FakeLLM, Step, streamed
+from tests.fakes.llm import text as answer
 from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
 
 GROUP = -1001234
@@ -136,3 +138,28 @@ async def test_groups_do_not_stream_by_default(
     [answer] = tg.sent(GROUP)
     assert answer.params["text"] == FORMATTED  # posted once, complete
     assert tg.called("editMessageText") == []
+
+
+async def test_a_model_failing_mid_answer_leaves_only_the_fallbacks_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    first = " ".join(f"first{i}" for i in range(30))
+    fake_llm.queue(  # streams a third of its answer, then the connection drops
+        Step(text=first, stream_chunks=30, chunk_delay=0.05, cut_after=10, cut_by_reset=True)
+    )
+    backup_llm.queue(answer(ANSWER))
+    fallback = {"model": "backup-model", "base_url": backup_llm.openai_url, "api_key": "sk-b"}
+    settings = make_settings(telegram=streaming_on(tg), llm={"fallbacks": [fallback]})
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        [draft] = await tg.wait_sent(1)
+        assert draft.params["text"].startswith("first0")  # the first model's words showed
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]  # the fallback's whole answer, in the same message
+    assert len(tg.sent(42)) == 1
+    assert not any("first" in shown for shown in tg.visible(42))
+    path = latest_trace(settings.data_dir / "traces")
+    assert path is not None
+    [failover] = [e for e in read_trace(path) if e["event"] == "fallback"]
+    assert failover["model"] == f"openai fake-model at {fake_llm.openai_url}"
+    assert failover["error"] == "LLMUnavailable"

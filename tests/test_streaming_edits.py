@@ -104,3 +104,77 @@ async def test_slack_updates_one_message_into_the_answer(
     assert fake_slack.visible("D0001") == [final]
     assert len(fake_slack.posted) == 1
     assert 1 <= fake_slack.count("chat.update") <= 5
+
+
+def long_answer(size: int) -> str:
+    """Plain prose of about ``size`` characters in numbered paragraphs."""
+    count = size // 600
+    return "\n\n".join(f"Paragraph {i}: " + "lorem ipsum " * 48 for i in range(count)) + (
+        "\n\nThat is all."
+    )
+
+
+def each_paragraph_once(shown: list[str], answer: str) -> bool:
+    count = answer.count("Paragraph ")
+    return all(sum(t.count(f"Paragraph {i}:") for t in shown) == 1 for i in range(count))
+
+
+async def test_discord_continues_a_long_answer_in_a_second_message_while_writing(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, fake_discord: FakeDiscord
+) -> None:
+    answer = long_answer(4500)
+    fake_llm.queue(streamed(answer, chunks=40, over=3.0))
+    _, gateway = discord_channel(make_settings)
+    async with gateway:
+        await fake_discord.dm("a long one please", author=OWNER)
+        await fake_discord.wait_posts(2)
+        assert gateway.work_in_progress().running_turns == 1  # still writing
+        await gateway.wait_idle()
+    shown = fake_discord.visible(dm_channel(OWNER))
+    assert len(shown) == len(fake_discord.posted) == 3  # nothing posted twice, none left over
+    assert all(len(text) <= 2000 for text in shown)
+    assert each_paragraph_once(shown, answer) and shown[-1].endswith("That is all.")
+
+
+async def test_discord_restart_mid_answer_leaves_exactly_one_complete_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, fake_discord: FakeDiscord
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=60, over=6.0))
+    _, gateway = discord_channel(make_settings)
+    async with gateway:
+        await fake_discord.dm("tell me everything", author=OWNER)
+        await fake_discord.until(lambda: bool(fake_discord.edits))  # the draft is up, growing
+        await gateway.stop(drain_timeout=0)  # the process goes away mid-answer
+    [partial] = fake_discord.visible(dm_channel(OWNER))
+    assert partial != ANSWER
+
+    fake_llm.queue(streamed(ANSWER, chunks=10, over=0.5))
+    _, gateway = discord_channel(make_settings)
+    async with gateway:
+        await gateway.wait_idle()
+    assert fake_discord.visible(dm_channel(OWNER)) == [ANSWER]
+    assert len(fake_discord.posted) == 1
+
+
+async def test_slack_continues_a_long_answer_in_a_second_message_while_writing(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
+) -> None:
+    answer = long_answer(8000)
+    fake_llm.queue(streamed(answer, chunks=40, over=3.0))
+    settings = make_settings(
+        slack={
+            "bot_token": BOT_TOKEN,
+            "app_token": APP_TOKEN,
+            "base_url": fake_slack.api_url,
+            "allow_from": ["U42"],
+        }
+    )
+    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+        await fake_slack.push(event_body(dm_event("a long one", user="U42", ts="1.000001")))
+        await fake_slack.wait_posts(2)
+        assert gateway.work_in_progress().running_turns == 1  # still writing
+        await gateway.wait_idle()
+    shown = fake_slack.visible("D0001")
+    assert len(shown) == len(fake_slack.posted) == 3
+    assert all(len(text) <= 4000 for text in shown)  # Slack's advice for one message
+    assert each_paragraph_once(shown, answer) and shown[-1].endswith("That is all.")

@@ -49,10 +49,13 @@ class AnthropicProvider:
         timeout: float = 120.0,
         max_retries: int = 2,
         vision: bool = True,
+        setting: str = "llm",
     ) -> None:
         self.model = model
         self._vision = vision
-        self._at = Endpoint("anthropic", base_url, model, timeout, has_key=bool(api_key))
+        self._at = Endpoint(
+            "anthropic", base_url, model, timeout, has_key=bool(api_key), setting=setting
+        )
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key or "no-key",
             base_url=base_url,

@@ -38,6 +38,7 @@ class Endpoint:
     model: str
     timeout: float
     has_key: bool
+    setting: str = "llm"  # where the model is configured: "llm", "llm.fallbacks[0]", ...
 
     @property
     def url(self) -> str:
@@ -45,17 +46,44 @@ class Endpoint:
 
     @property
     def key_settings(self) -> str:
-        return f"SWITCHBOARD_LLM__API_KEY (or {KEY_VARIABLES[self.provider]})"
+        variable = KEY_VARIABLES[self.provider]
+        if self.setting == "llm":
+            return f"SWITCHBOARD_LLM__API_KEY (or {variable})"
+        return f"{self.name('api_key')} or {variable}"
+
+    def name(self, field: str) -> str:
+        """How the operator sets ``field`` of this model."""
+        return setting_name(self.setting, field)
 
 
-def not_configured(provider: Literal["openai", "anthropic"]) -> LLMNotConfigured:
+def setting_name(setting: str, field: str) -> str:
+    """The setting to fix for ``field`` of the model configured at ``setting``: an
+    environment variable for the primary model, the entry's path for any other (a fallback
+    is one entry of a list: ``llm.fallbacks[1].base_url``)."""
+    if setting == "llm":
+        return f"SWITCHBOARD_LLM__{field.upper()}"
+    if setting.startswith("llm.fallbacks["):
+        return (
+            f"{setting}.{field} (that entry of SWITCHBOARD_LLM__FALLBACKS, or of the "
+            "[[llm.fallbacks]] tables in config.toml)"
+        )
+    return f"{setting}.{field}"
+
+
+def not_configured(
+    provider: Literal["openai", "anthropic"], setting: str = "llm"
+) -> LLMNotConfigured:
     variable = KEY_VARIABLES[provider]
+    key = setting_name(setting, "api_key")
+    local = "at a local server such as Ollama (http://localhost:11434/v1)"
     return LLMNotConfigured(
         "no API key and no base URL configured",
         fix=(
-            f"Set SWITCHBOARD_LLM__API_KEY (or {variable}), or point SWITCHBOARD_LLM__BASE_URL "
-            "at a local server such as Ollama (http://localhost:11434/v1). "
-            "`switchboard onboard` asks for both; " + DOCTOR
+            (f"Set {key} (or {variable})" if setting == "llm" else f"Set {key} or {variable}")
+            + ", or point "
+            + f"{setting_name(setting, 'base_url')} {local}. "
+            + ("`switchboard onboard` asks for both; " if setting == "llm" else "")
+            + DOCTOR
         ),
     )
 
@@ -69,14 +97,14 @@ def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> L
         return LLMUnavailable(
             f"connection refused by {at.url} ({detail})",
             user_message=f"Nothing is listening at {at.url} (connection refused).",
-            fix="Is the model server running? Start it, or correct SWITCHBOARD_LLM__BASE_URL.",
+            fix=f"Is the model server running? Start it, or correct {at.name('base_url')}.",
         )
     if any(isinstance(c, socket.gaierror) for c in causes):
         host = urlsplit(at.url).hostname or at.url
         return LLMUnavailable(
             f"cannot resolve {host} ({detail})",
             user_message=f"The host name {host} (from {at.url}) cannot be resolved.",
-            fix="Check SWITCHBOARD_LLM__BASE_URL and this machine's network and DNS.",
+            fix=f"Check {at.name('base_url')} and this machine's network and DNS.",
         )
     tls = next((c for c in causes if isinstance(c, ssl.SSLError)), None)
     if tls is not None:
@@ -95,7 +123,7 @@ def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> L
     return LLMUnavailable(
         f"cannot connect to {at.url} ({detail})",
         user_message=f"Cannot connect to {at.url}: {innermost or type(innermost).__name__}.",
-        fix="Check SWITCHBOARD_LLM__BASE_URL; " + DOCTOR,
+        fix=f"Check {at.name('base_url')}; " + DOCTOR,
     )
 
 
@@ -106,7 +134,7 @@ def refused_key(at: Endpoint, status: int | None, message: str) -> LLMAuthError:
             status_code=status,
             user_message=f"{at.url} refused access (HTTP 403): the API key may not be allowed "
             f"to use the model {at.model!r}.",
-            fix=f"Check the key's permissions, {at.key_settings} and SWITCHBOARD_LLM__MODEL.",
+            fix=f"Check the key's permissions, {at.key_settings} and {at.name('model')}.",
         )
     if not at.has_key:
         return LLMAuthError(
@@ -131,7 +159,7 @@ def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
             message,
             status_code=404,
             user_message=f"{at.url} does not know the model {at.model!r} (HTTP 404).",
-            fix="Check SWITCHBOARD_LLM__MODEL (for Ollama, `ollama list` shows the models).",
+            fix=f"Check {at.name('model')} (for Ollama, `ollama list` shows the models).",
         )
     if at.provider == "openai" and not path.endswith("/v1"):
         return LLMNotFound(
@@ -139,7 +167,7 @@ def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
             status_code=404,
             user_message=f"{at.url} has no /chat/completions (HTTP 404): the base URL is "
             "missing /v1.",
-            fix=f"Set SWITCHBOARD_LLM__BASE_URL to {at.url}/v1.",
+            fix=f"Set {at.name('base_url')} to {at.url}/v1.",
         )
     if at.provider == "anthropic" and path.endswith("/v1"):
         return LLMNotFound(
@@ -147,14 +175,14 @@ def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
             status_code=404,
             user_message=f"{at.url}/v1/messages does not exist (HTTP 404): for Anthropic the "
             "base URL must not end in /v1 (the SDK adds it).",
-            fix=f"Set SWITCHBOARD_LLM__BASE_URL to {at.url.removesuffix('/v1')}.",
+            fix=f"Set {at.name('base_url')} to {at.url.removesuffix('/v1')}.",
         )
     where = "/chat/completions" if at.provider == "openai" else "/v1/messages"
     return LLMNotFound(
         message,
         status_code=404,
         user_message=f"{at.url} has no {where} (HTTP 404).",
-        fix="Check SWITCHBOARD_LLM__BASE_URL"
+        fix=f"Check {at.name('base_url')}"
         + (
             ": for OpenAI-compatible servers it is the /v1 root."
             if at.provider == "openai"

@@ -15,20 +15,22 @@ def provider_module(settings: LLMSettings) -> str:
     return "agent.llm.openai_provider"
 
 
-def configuration_problem(settings: LLMSettings) -> LLMNotConfigured | None:
+def configuration_problem(settings: LLMSettings, setting: str = "llm") -> LLMNotConfigured | None:
     """Why no model call can work, known without a request: no key and no base URL.
 
     The hosted APIs need a key and a local server needs its URL; with neither a call could
     only fail, after the SDK's retries, with a misleading "timed out".
     """
     if settings.base_url is None and settings.resolved_api_key() is None:
-        return not_configured(settings.provider)
+        return not_configured(settings.provider, setting)
     return None
 
 
-def create_provider(settings: LLMSettings) -> LLMProvider:
-    """The configured provider; raises :class:`LLMNotConfigured` when nothing is set."""
-    if (problem := configuration_problem(settings)) is not None:
+def create_provider(settings: LLMSettings, *, setting: str = "llm") -> LLMProvider:
+    """The configured provider; raises :class:`LLMNotConfigured` when nothing is set.
+    ``setting`` says where the model is configured (``llm``, ``llm.fallbacks[0]``,
+    ``agents.coder``): its errors name the settings to fix there."""
+    if (problem := configuration_problem(settings, setting)) is not None:
         raise problem
     key = settings.resolved_api_key()
     api_key = key.get_secret_value() if key else None
@@ -42,6 +44,7 @@ def create_provider(settings: LLMSettings) -> LLMProvider:
             timeout=settings.timeout_seconds,
             max_retries=settings.max_retries,
             vision=settings.vision,
+            setting=setting,
         )
     from agent.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
 
@@ -52,4 +55,5 @@ def create_provider(settings: LLMSettings) -> LLMProvider:
         timeout=settings.timeout_seconds,
         max_retries=settings.max_retries,
         vision=settings.vision,
+        setting=setting,
     )

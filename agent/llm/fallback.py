@@ -37,26 +37,56 @@ log = logging.getLogger(__name__)
 Seconds = Callable[[], float]  # the current time in seconds (injectable for tests)
 
 
+@dataclass(frozen=True, slots=True)
+class ModelHealth:
+    """What the gateway knows of one model lately (for ``/status``, the status page, metrics)."""
+
+    key: str  # the model's label
+    cooling_until: float | None  # the clock's seconds; None: not cooling down
+    last_answer_at: float | None
+    last_error: str | None  # why it last failed over (kept while it cools down)
+    answered_last: bool  # the latest answer of any model came from this one
+
+
 class Cooldowns:
     """Which models sit out after a failure, shared by every chain of the gateway (a model
-    that is down is down for every agent)."""
+    that is down is down for every agent), and which model answered last."""
 
     def __init__(self, seconds: float, *, clock: Seconds) -> None:
         self.seconds = seconds
         self._clock = clock
         self._until: dict[str, float] = {}
+        self._errors: dict[str, str] = {}
+        self._answered: dict[str, float] = {}
+        self._last: str | None = None
 
     def cooling(self, key: str) -> bool:
         until = self._until.get(key)
         return until is not None and self._clock() < until
 
-    def failed(self, key: str, retry_after: float | None = None) -> None:
+    def failed(self, key: str, retry_after: float | None = None, reason: str = "") -> None:
         wait = max(self.seconds, retry_after or 0.0)
         if wait > 0:
             self._until[key] = self._clock() + wait
+        if reason:
+            self._errors[key] = reason
 
     def recovered(self, key: str) -> None:
+        """``key`` answered: it no longer cools down and is the model that answered last."""
         self._until.pop(key, None)
+        self._errors.pop(key, None)
+        self._answered[key] = self._clock()
+        self._last = key
+
+    def health(self, key: str) -> ModelHealth:
+        cooling = self.cooling(key)
+        return ModelHealth(
+            key,
+            self._until[key] if cooling else None,
+            self._answered.get(key),
+            self._errors.get(key),
+            self._last == key,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +145,7 @@ class FallbackChain:
                     exc.failovers = tuple(failovers)
                     raise  # a setting to fix (key, URL, model name): say so, do not hide it
                 retry_after = exc.retry_after if isinstance(exc, LLMRateLimited) else None
-                self.cooldowns.failed(candidate.label, retry_after)
+                self.cooldowns.failed(candidate.label, retry_after, exc.user_message)
                 failovers.append(_failover(candidate, exc))
                 log.warning(
                     "model %s failed (%s: %s); %s",
@@ -154,6 +184,27 @@ class FallbackChain:
         for provider in self.providers:
             with contextlib.suppress(Exception):
                 await provider.aclose()
+
+
+class Tracked:
+    """A model without fallbacks, as a provider that reports its answers to the cooldowns
+    (so the status says which model answered last)."""
+
+    def __init__(self, provider: LLMProvider, label: str, cooldowns: Cooldowns) -> None:
+        self.provider = provider
+        self.label = label
+        self.cooldowns = cooldowns
+        self.model = provider.model
+
+    async def complete(
+        self, request: LLMRequest, *, on_text: TextSink | None = None
+    ) -> LLMResponse:
+        response = await self.provider.complete(request, on_text=on_text)
+        self.cooldowns.recovered(self.label)
+        return response
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
 
 
 def _failover(candidate: Candidate, exc: LLMError) -> Failover:

@@ -18,9 +18,10 @@ from gateway.config.settings import LLMSettings
 
 
 class LazyProvider:
-    def __init__(self, settings: LLMSettings) -> None:
+    def __init__(self, settings: LLMSettings, *, setting: str = "llm") -> None:
         self.model = settings.model
         self._settings = settings
+        self._setting = setting  # where it is configured (errors name it)
         self._provider: LLMProvider | None = None
         self._lock = asyncio.Lock()
         self._warming: asyncio.Task[None] | None = None
@@ -37,13 +38,13 @@ class LazyProvider:
                 if self._provider is None:
                     if self._warming is not None:
                         await self._warming  # the import, on a worker thread
-                    self._provider = create_provider(self._settings)
+                    self._provider = create_provider(self._settings, setting=self._setting)
         return self._provider
 
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
-        if (problem := configuration_problem(self._settings)) is not None:
+        if (problem := configuration_problem(self._settings, self._setting)) is not None:
             raise problem  # at once: no SDK import, no request, no retries
         return await (await self.provider()).complete(request, on_text=on_text)
 

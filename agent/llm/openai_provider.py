@@ -49,10 +49,13 @@ class OpenAIProvider:
         timeout: float = 120.0,
         max_retries: int = 2,
         vision: bool = True,
+        setting: str = "llm",
     ) -> None:
         self.model = model
         self._vision = vision
-        self._at = Endpoint("openai", base_url, model, timeout, has_key=bool(api_key))
+        self._at = Endpoint(
+            "openai", base_url, model, timeout, has_key=bool(api_key), setting=setting
+        )
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "no-key",

@@ -35,7 +35,7 @@ async def llm_reachability(settings: Settings) -> Check:
     return await probe_model("llm", settings.llm)
 
 
-async def probe_model(name: str, llm: LLMSettings) -> Check:
+async def probe_model(name: str, llm: LLMSettings, setting: str = "llm") -> Check:
     """One small request with the real SDK; a failure is explained as the chat would."""
     from agent.llm.errors import LLMError  # noqa: PLC0415
     from agent.llm.factory import create_provider  # noqa: PLC0415
@@ -43,7 +43,9 @@ async def probe_model(name: str, llm: LLMSettings) -> Check:
 
     where = llm.base_url or DEFAULT_URLS[llm.provider].removeprefix("https://").split("/")[0]
     try:
-        provider = create_provider(llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}))
+        provider = create_provider(
+            llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}), setting=setting
+        )
     except LLMError as exc:
         return Check(name, "fail", exc.explain())
     request = LLMRequest(
@@ -103,6 +105,6 @@ async def other_model_checks(settings: Settings) -> list[Check]:
             )
             continue
         checks.append(None)
-        probes.append(probe_model(name, llm))
+        probes.append(probe_model(name, llm, path))
     answers = iter(await asyncio.gather(*probes))
     return [c if c is not None else next(answers) for c in checks]

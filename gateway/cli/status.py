@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 DESCRIPTION = (
-    "Show whether the gateway runs and what it is doing: channels connected, turns running, "
-    "messages queued, waiting and unsent, failed deliveries, the latest error."
+    "Show whether the gateway runs and what it is doing: channels connected, models (which "
+    "answered last, which cool down), turns running, messages queued, waiting and unsent, failed deliveries, the latest error."
 )
 
 
@@ -52,6 +52,7 @@ async def gather(settings: Settings) -> dict[str, Any]:
         "url": None,
         "ready": None,
         "channels": [],
+        "models": [],
         "turns_running": None,
         "queue_depth": None,
         "last_error": None,
@@ -72,6 +73,7 @@ async def gather(settings: Settings) -> dict[str, Any]:
                 live=True,
                 ready=bool(ready.get("ready")),
                 channels=live.get("channels", []),
+                models=live.get("models", []),
                 turns_running=live.get("work", {}).get("running"),
                 queue_depth=live.get("work", {}).get("queued"),
                 last_error=live.get("last_error"),
@@ -119,6 +121,7 @@ def render(report: dict[str, Any]) -> list[str]:
         if report["live_error"]:
             lines.append(f"  live status unavailable: {report['live_error']}")
     lines.extend(f"  channel {c['name']}: {_channel_state(c)}" for c in report["channels"])
+    lines.extend(f"  model {m['name']}: {_model_state(m)}" for m in report["models"])
     if report["live"]:
         lines.append(
             f"turns running: {report['turns_running']}, "
@@ -143,6 +146,20 @@ def render(report: dict[str, Any]) -> list[str]:
     if report.get("heartbeat_target"):
         lines.append(f"heartbeat goes to: {report['heartbeat_target']}")
     return lines
+
+
+def _model_state(model: dict[str, Any]) -> str:
+    where = ", ".join(model.get("settings") or ())
+    if model.get("cooling_until"):
+        until = time.strftime("%H:%M:%S", time.localtime(model["cooling_until"]))
+        state = f"cooling down until {until}"
+        if model.get("last_error"):
+            state += f" ({model['last_error']})"
+    elif model.get("answered_last"):
+        state = "answered last"
+    else:
+        state = "ready"
+    return f"{state} [{where}]" if where else state
 
 
 def _channel_state(channel: dict[str, Any]) -> str:

@@ -69,6 +69,9 @@ def validation_error(exc: ValidationError, root: type[BaseModel], sources: Sourc
             what = "unknown key" + suggestion(root, loc)
         else:
             what = error["msg"].removeprefix("Value error, ")
+        if not loc:  # a check across sections: its message names the settings itself
+            lines.append(f"  {what}")
+            continue
         origins = sources.origins(loc)
         where = (
             " and ".join(origins)

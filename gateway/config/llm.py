@@ -62,6 +62,28 @@ def same_server(provider: str, base_url: str | None, other: str, other_url: str 
     return provider == other and mine == theirs
 
 
+def repeated_model(
+    provider: str, model: str | None, base_url: str | None, fallbacks: tuple[FallbackModel, ...]
+) -> str | None:
+    """Why ``fallbacks`` repeat their primary model or one another, or None when they do not:
+    a fallback must be another model or server (the same one fails the same way)."""
+
+    def url(provider: str, base_url: str | None) -> str:
+        return (base_url or DEFAULT_URLS[provider]).rstrip("/")
+
+    seen = [(provider, model, url(provider, base_url))]
+    for index, fallback in enumerate(fallbacks):
+        this = (fallback.provider, fallback.model, url(fallback.provider, fallback.base_url))
+        if this in seen:
+            which = "the primary model" if seen.index(this) == 0 else "an earlier fallback"
+            return (
+                f"[{index}] {fallback.provider} model {fallback.model!r} at {this[2]} is "
+                f"already {which}; a fallback must be another model or server"
+            )
+        seen.append(this)
+    return None
+
+
 class LLMSettings(BaseModel):
     """Which model to talk to and how patiently."""
 
@@ -97,25 +119,10 @@ class LLMSettings(BaseModel):
         cls, value: tuple[FallbackModel, ...], info: ValidationInfo
     ) -> tuple[FallbackModel, ...]:
         provider = info.data.get("provider", "openai")
-        seen = [(provider, info.data.get("model"), cls._url(provider, info.data.get("base_url")))]
-        for index, fallback in enumerate(value):
-            this = (
-                fallback.provider,
-                fallback.model,
-                cls._url(fallback.provider, fallback.base_url),
-            )
-            if this in seen:
-                which = "the primary model" if seen.index(this) == 0 else "an earlier fallback"
-                raise ValueError(
-                    f"[{index}] {fallback.provider} model {fallback.model!r} at {this[2]} is "
-                    f"already {which}; a fallback must be another model or server"
-                )
-            seen.append(this)
+        problem = repeated_model(provider, info.data.get("model"), info.data.get("base_url"), value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
-
-    @staticmethod
-    def _url(provider: str, base_url: str | None) -> str:
-        return (base_url or DEFAULT_URLS[provider]).rstrip("/")
 
     def fallback_settings(self) -> tuple[LLMSettings, ...]:
         """Each fallback as full model settings: the primary's limits (timeout, retries,

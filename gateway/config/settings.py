@@ -48,7 +48,7 @@ from gateway.config.channels import (
     WebSettings,
 )
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
-from gateway.config.llm import LLMSettings
+from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
@@ -284,6 +284,18 @@ class Settings(BaseSettings):
                     f"agents.{key}: agent names are lower-case letters, digits, - and _, "
                     f"and '{DEFAULT_AGENT}' is the default agent (configured at the top level)"
                 )
+        for key, profile in self.agents.items():
+            if profile.fallbacks is None:
+                continue  # llm.fallbacks, checked against llm's model
+            llm = self.llm
+            problem = repeated_model(
+                profile.provider or llm.provider,
+                profile.model or llm.model,
+                profile.base_url if profile.base_url is not None else llm.base_url,
+                profile.fallbacks,
+            )
+            if problem is not None:
+                raise ValueError(f"agents.{key}.fallbacks: {problem} (the agent's own model)")
         known = {DEFAULT_AGENT, *self.agents}
         for index, route in enumerate(self.routes):
             if route.agent not in known:

@@ -48,7 +48,7 @@ from gateway.runtime.home import prepare_workspace
 from gateway.runtime.live import watch_turn
 from gateway.runtime.local_bus import LocalBus
 from gateway.runtime.mcp import build_manager
-from gateway.runtime.models import ModelPool
+from gateway.runtime.models import ModelPool, model_lines
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
@@ -57,7 +57,7 @@ from gateway.runtime.storage_full import StorageFullWatch
 from gateway.runtime.subagents import Subagents
 from gateway.runtime.typing_indicator import TypingIndicators
 from gateway.store import PairingRequest
-from gateway.web.view import WorkInProgress
+from gateway.web.view import ModelState, WorkInProgress
 
 if TYPE_CHECKING:
     from gateway.web import WebServer
@@ -203,7 +203,8 @@ class Gateway(Service):
         """An agent's model: shared with every agent that names the same model."""
         if given is not None or agent_id == DEFAULT_AGENT:
             return self.llm
-        return self.models.provider(agent_settings(self.settings, agent_id).llm)
+        own = agent_settings(self.settings, agent_id).llm
+        return self.models.provider(own, setting=f"agents.{agent_id}")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -299,6 +300,9 @@ class Gateway(Service):
     def schedule(self) -> list[ScheduledItem] | None:
         return self.scheduler.snapshot()
 
+    def model_states(self) -> list[ModelState]:
+        return self.models.states()
+
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
         decide = pairing.approve if approve else pairing.deny
         request = await decide(self.store, code, by=by)
@@ -343,6 +347,7 @@ class Gateway(Service):
             f"Other turns running: {max(0, self.dispatcher.running_turns - 1)} · messages waiting: "
             f"{counts.get('pending', 0)} · replies unsent: {unsent}",
             f"This conversation: {history} messages in context",
+            *model_lines(self.models.states(), now=self.clock.now().timestamp()),
         ]
         # What others asked for (task prompts, jobs) is for the owner and admins, in DMs.
         if principal.is_admin and not msg.is_group:

@@ -80,6 +80,17 @@ def agent_settings(settings: Settings, agent_id: str) -> Settings:
     )
 
 
+def _model_setting(top: Settings, agent_id: str) -> str:
+    """Where an agent's own model is configured: its profile when that names another model."""
+    if agent_id == DEFAULT_AGENT:
+        return "llm"
+    mine, main = agent_settings(top, agent_id).llm, top.llm
+    fields = ("provider", "model", "base_url")
+    return (
+        "llm" if all(getattr(mine, f) == getattr(main, f) for f in fields) else f"agents.{agent_id}"
+    )
+
+
 def workspaces(settings: Settings) -> dict[str, Path]:
     return {
         agent_id: agent_settings(settings, agent_id).workspace_dir
@@ -88,15 +99,21 @@ def workspaces(settings: Settings) -> dict[str, Path]:
 
 
 def metered_model(
-    settings: Settings, llm: LLMProvider, *, store: Store, models: ModelPool
+    settings: Settings,
+    llm: LLMProvider,
+    *,
+    store: Store,
+    models: ModelPool,
+    setting: str = "llm",
+    fallbacks_at: str = "llm",
 ) -> MeteredModel:
     """An agent's model behind its endpoint's gateway-wide cap (with fallbacks, a chain whose
     models each have their own); calls no turn commits (a reflection, a background summary)
     are recorded in the usage table right away."""
-    model = models.model(settings.llm, llm)
+    model = models.model(settings.llm, llm, setting=setting, fallbacks_at=fallbacks_at)
     return MeteredModel(
-        model,
-        slots=None if model is not llm else models.slots.for_endpoint(endpoint(settings.llm)),
+        model,  # a chain's models each have their own cap
+        slots=None if settings.llm.fallbacks else models.slots.for_endpoint(endpoint(settings.llm)),
         context_window=settings.llm.context_window,
         record=recorder(store),
     )
@@ -152,8 +169,16 @@ def build_agent(
         EndpointSlots(top.limits.max_concurrent_llm_calls),
         cooldown_seconds=top.llm.fallback_cooldown_seconds,
     )
-    model = metered_model(settings, llm, store=store, models=models)
     profile = top.agents.get(agent_id)
+    own_fallbacks = profile is not None and profile.fallbacks is not None
+    model = metered_model(
+        settings,
+        llm,
+        store=store,
+        models=models,
+        setting=_model_setting(top, agent_id),
+        fallbacks_at=f"agents.{agent_id}" if own_fallbacks else "llm",
+    )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())

@@ -8,12 +8,14 @@ A wiring module: it knows the agent's LLM package so the rest of the gateway doe
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from agent.llm.base import LLMProvider
-from agent.llm.fallback import Candidate, Cooldowns, FallbackChain, Seconds
+from agent.llm.fallback import Candidate, Cooldowns, FallbackChain, Seconds, Tracked
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
 from gateway.config.llm import DEFAULT_URLS, LLMSettings
+from gateway.web.view import ModelState
 
 
 def endpoint(llm: LLMSettings) -> str:
@@ -38,29 +40,96 @@ class ModelPool:
     that is down is down for every agent)."""
 
     def __init__(
-        self, slots: EndpointSlots, *, cooldown_seconds: float, clock: Seconds = time.monotonic
+        self, slots: EndpointSlots, *, cooldown_seconds: float, clock: Seconds = time.time
     ) -> None:
         self.slots = slots
         self.cooldowns = Cooldowns(cooldown_seconds, clock=clock)
         self._providers: dict[tuple[str, ...], LLMProvider] = {}
+        # Every model an agent uses, by label: its display name and where it is configured.
+        self._used: dict[str, tuple[str, list[str]]] = {}
 
-    def provider(self, llm: LLMSettings, given: LLMProvider | None = None) -> LLMProvider:
-        """The provider of a model (``given`` becomes it if it has none yet)."""
+    def _use(self, llm: LLMSettings, setting: str) -> str:
+        label = model_label(llm)
+        _, settings = self._used.setdefault(label, (f"{llm.model} ({llm.provider})", []))
+        if setting not in settings:
+            settings.append(setting)
+        return label
+
+    def provider(
+        self, llm: LLMSettings, given: LLMProvider | None = None, *, setting: str = "llm"
+    ) -> LLMProvider:
+        """The provider of a model (``given`` becomes it if it has none yet); ``setting``
+        is where the model is configured, which its errors name (``llm.fallbacks[1]``)."""
         identity = _identity(llm.model_copy(update={"fallbacks": ()}))
         if identity not in self._providers:
-            self._providers[identity] = given or LazyProvider(llm)
+            self._providers[identity] = given or LazyProvider(llm, setting=setting)
         return self._providers[identity]
 
-    def model(self, llm: LLMSettings, primary: LLMProvider) -> LLMProvider:
-        """``primary`` on its own, or a chain over it and ``llm.fallbacks``."""
+    def model(
+        self,
+        llm: LLMSettings,
+        primary: LLMProvider,
+        *,
+        setting: str = "llm",
+        fallbacks_at: str = "llm",
+    ) -> LLMProvider:
+        """``primary`` (configured at ``setting``) on its own, or a chain over it and
+        ``llm.fallbacks`` (configured at ``{fallbacks_at}.fallbacks``: ``llm``, or an
+        agent's own ``agents.<name>``). Either reports its answers to the cooldowns."""
+        label = self._use(llm, setting)
         if not llm.fallbacks:
-            return primary
-        candidates = [Candidate(primary, model_label(llm), self.slots.for_endpoint(endpoint(llm)))]
-        candidates.extend(
-            Candidate(self.provider(f), model_label(f), self.slots.for_endpoint(endpoint(f)))
-            for f in llm.fallback_settings()
-        )
+            return Tracked(primary, label, self.cooldowns)
+        candidates = [Candidate(primary, label, self.slots.for_endpoint(endpoint(llm)))]
+        for index, f in enumerate(llm.fallback_settings()):
+            at = f"{fallbacks_at}.fallbacks[{index}]"
+            candidates.append(
+                Candidate(
+                    self.provider(f, setting=at),
+                    self._use(f, at),
+                    self.slots.for_endpoint(endpoint(f)),
+                )
+            )
         return FallbackChain(candidates, self.cooldowns)
+
+    def states(self) -> list[ModelState]:
+        """Every model in use, in the order the agents named them (the primary first)."""
+        out = []
+        for label, (name, settings) in self._used.items():
+            health = self.cooldowns.health(label)
+            out.append(
+                ModelState(
+                    name,
+                    label,
+                    tuple(settings),
+                    health.answered_last,
+                    health.last_answer_at,
+                    health.cooling_until,
+                    health.last_error,
+                )
+            )
+        return out
 
     def providers(self) -> list[LLMProvider]:
         return list(self._providers.values())
+
+
+def model_lines(states: list[ModelState], *, now: float) -> list[str]:
+    """``/status`` lines about the models when there is more than one (or one cools down):
+    which answered last, which sit out a cooldown and until when."""
+    if len(states) < 2 and not any(s.cooling_until for s in states):
+        return []
+    lines = []
+    for state in states:
+        if state.cooling_until is not None:
+            until = datetime.fromtimestamp(state.cooling_until, UTC).strftime("%H:%M:%S UTC")
+            left = max(1, round(state.cooling_until - now))
+            line = f"cooling down until {until} ({left} s more)"
+            if state.last_error:
+                line += f" after: {state.last_error}"
+        elif state.answered_last and state.last_answer_at is not None:
+            at = datetime.fromtimestamp(state.last_answer_at, UTC).strftime("%H:%M:%S UTC")
+            line = f"answered last, at {at}"
+        else:
+            line = "ready"
+        lines.append(f"Model {state.name} [{', '.join(state.settings)}]: {line}")
+    return lines

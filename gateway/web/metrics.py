@@ -129,6 +129,18 @@ class GatewayMetrics:
             ["channel"],
             registry=r,
         )
+        self.model_cooling = Gauge(
+            "switchboard_model_cooling_until_seconds",
+            "Unix time a model's cooldown ends after a failure (llm.fallbacks); 0: not cooling",
+            ["model"],
+            registry=r,
+        )
+        self.model_last = Gauge(
+            "switchboard_model_answered_last",
+            "1 for the model the latest answer came from, 0 for the others",
+            ["model"],
+            registry=r,
+        )
         for kind in ("input", "output", "cache_read"):
             self.tokens.labels(kind)
         for kind in ("llm", "internal", "tool", "timeout", "limit"):
@@ -152,6 +164,9 @@ class GatewayMetrics:
             for name, channel in gateway.channels.items():
                 if isinstance(channel, SupportsHealth):
                     self.channel_up.labels(name).set(1 if channel.health().connected else 0)
+            for model in gateway.model_states():
+                self.model_cooling.labels(model.label).set(model.cooling_until or 0)
+                self.model_last.labels(model.label).set(1 if model.answered_last else 0)
 
     async def render(self) -> bytes:
         await self.refresh()

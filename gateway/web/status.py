@@ -80,6 +80,7 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "model": f"{settings.llm.model} ({settings.llm.provider})",
         "now": time.time(),
         "channels": channel_states(gateway),
+        "models": model_states(gateway),
         "last_error": _last_error(),
         "work": {
             "running": work.running_turns,
@@ -124,6 +125,22 @@ def _last_error() -> dict[str, Any] | None:
     if problem is None:
         return None
     return {"at": problem.at, "level": problem.level, "message": problem.message[:500]}
+
+
+def model_states(gateway: GatewayView) -> list[dict[str, Any]]:
+    """Every configured model: where it is set, whether it answered last, its cooldown."""
+    return [
+        {
+            "name": m.name,
+            "label": m.label,
+            "settings": list(m.settings),
+            "answered_last": m.answered_last,
+            "last_answer_at": m.last_answer_at,
+            "cooling_until": m.cooling_until,
+            "last_error": m.last_error,
+        }
+        for m in gateway.model_states()
+    ]
 
 
 def channel_states(gateway: GatewayView) -> list[dict[str, Any]]:

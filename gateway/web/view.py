@@ -23,6 +23,19 @@ class WorkInProgress:
     queued_messages: int  # messages behind a running turn of their chat
 
 
+@dataclass(frozen=True, slots=True)
+class ModelState:
+    """One configured model and how it fares (fallback models: ``llm.fallbacks``)."""
+
+    name: str  # "gpt-4o (openai)"
+    label: str  # "openai gpt-4o at https://api.openai.com/v1": the trace's and log's name
+    settings: tuple[str, ...]  # where it is configured: "llm", "llm.fallbacks[0]", "agents.x"
+    answered_last: bool  # the gateway's latest model answer came from this one
+    last_answer_at: float | None  # Unix time of its latest answer since the start
+    cooling_until: float | None  # Unix time its cooldown ends; None: not cooling down
+    last_error: str | None  # why it failed, while it cools down
+
+
 class GatewayView(Protocol):
     @property
     def settings(self) -> Settings: ...
@@ -34,6 +47,9 @@ class GatewayView(Protocol):
     def channels(self) -> Mapping[str, Channel]: ...
 
     def work_in_progress(self) -> WorkInProgress: ...
+
+    def model_states(self) -> list[ModelState]:
+        """Every configured model, primary first: which answered last, which cool down."""
 
     def schedule(self) -> list[ScheduledItem] | None:
         """Heartbeat and scheduled jobs, or None when this gateway runs no scheduler."""

@@ -11,6 +11,11 @@ A leader that cannot renew its heartbeat within ``2 × interval`` (the database 
 network is gone) calls ``on_lost`` and must stop working at once: the server will soon drop
 its connection (TCP keepalives of a few seconds) and another node will lead. That fencing
 is what keeps two leaders from running the same turns.
+
+Every node (the leader too) runs turns: a session is held by one node at a time through a
+session-level advisory lock on the same connection (:meth:`Membership.try_lock`, keyed by a
+64-bit hash of the session key), so a node that dies loses its sessions together with its
+leader lock, and a node that loses the database fences itself the same way (``working``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import psycopg
 
 from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
-from gateway.store.nodes import NODES_TABLE
+from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
 
@@ -61,8 +66,12 @@ class Membership(Service):
         self._beat: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.leading = False
+        self.working = False  # runs turns: must stop at once when the database is gone
         self.waiting = asyncio.Event()  # set once this node found another one leading
         self.lost = asyncio.Event()
+        self.live_nodes = 1  # nodes with a fresh heartbeat, as of the last one
+        # the sessions this node holds and the turns it ran, for `switchboard status`
+        self.report: Callable[[], tuple[list[str], int]] = lambda: ([], 0)
 
     async def start(self) -> None:
         try:
@@ -143,6 +152,31 @@ class Membership(Service):
             await conn.close()  # ends the session: the leader lock goes with it
         self.leading = False
 
+    async def try_lock(self, key: int) -> bool:
+        """Take the advisory lock ``key`` for this node unless another node holds it."""
+        row = await self._query("SELECT pg_try_advisory_lock(%s)", [key])
+        return bool(row is not None and row[0])
+
+    async def locked(self) -> set[int]:
+        """The advisory lock keys held now in this database, by any node."""
+        if self._conn is None:
+            raise StoreUnavailable("this node has left the cluster")
+        async with self._lock:
+            cursor = await self._conn.execute(
+                "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
+                " AND objsubid = 1 AND granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            rows = await cursor.fetchall()
+        keys = set()
+        for high, low in rows:
+            key = (int(high) << 32) | int(low)
+            keys.add(key - (1 << 64) if key >= 1 << 63 else key)
+        return keys
+
+    async def unlock(self, key: int) -> None:
+        await self._query("SELECT pg_advisory_unlock(%s)", [key])
+
     async def _query(self, sql: str, params: list[Any] | None = None) -> Any:
         if self._conn is None:
             raise StoreUnavailable("this node has left the cluster")
@@ -154,17 +188,25 @@ class Membership(Service):
         while True:
             await asyncio.sleep(self._interval)
             try:
+                sessions, turns = self.report()
+                now = self._clock()
                 async with asyncio.timeout(self._interval * 2):
                     await self._query(
-                        "UPDATE cluster_nodes SET heartbeat_at = %s WHERE name = %s",
-                        [self._clock(), self.name],
+                        "UPDATE cluster_nodes SET heartbeat_at = %s, sessions = %s, turns = %s"
+                        " WHERE name = %s",
+                        [now, sessions_report(sessions), turns, self.name],
                     )
+                    row = await self._query(
+                        "SELECT COUNT(*) FROM cluster_nodes WHERE heartbeat_at > %s",
+                        [now - 3 * self._interval],
+                    )
+                self.live_nodes = max(1, int(row[0]))
             except (psycopg.Error, TimeoutError, StoreUnavailable) as exc:
-                if self.leading:
+                if self.leading or self.working:
                     log.critical(
-                        "node %s lost the database (%s): it stops leading now", self.name, exc
+                        "node %s lost the database (%s): it stops working now", self.name, exc
                     )
-                    self.leading = False
+                    self.leading = self.working = False
                     self.lost.set()
                     self._on_lost()
                     return

@@ -1,0 +1,99 @@
+"""Turns on every node: three ``switchboard run`` processes on one PostgreSQL database share
+the turns (the leader only receives and sends), every message is answered once and in order
+per chat, and a node that dies in the middle of its turns loses nothing: another node
+resumes them. Real processes, the fake Telegram and the fake LLM (see tests/test_cluster.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram, random_token
+from tests.test_cli import switchboard
+from tests.test_cluster import Node, cluster, node_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    fake = await FakeTelegram(random_token()).start()
+    yield fake
+    await fake.stop()
+
+
+async def wait_status(
+    env: dict[str, str], predicate: Callable[[list[dict[str, Any]]], bool], timeout: float
+) -> list[dict[str, Any]]:
+    """``switchboard status --json``'s nodes, once ``predicate`` holds for them (the nodes
+    report their sessions and turns with each heartbeat)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            code, out, err = await switchboard("status", "--json", env=env)
+            assert code == 0, err
+            nodes: list[dict[str, Any]] = json.loads(out)["nodes"]
+            if predicate(nodes):
+                return nodes
+
+
+async def converse(tg: FakeTelegram, chat: int, messages: int, timeout: float) -> None:
+    """One person writing ``messages`` messages, each once the answer to the one before
+    arrived (so no two are folded into one turn)."""
+    for i in range(messages):
+        await tg.say(f"c{chat} m{i}", chat_id=chat, user_id=chat)
+        await tg.wait_for(lambda n=i + 1: len(tg.texts(chat)) >= n, timeout)
+
+
+def expected(chat: int, messages: int) -> list[str]:
+    return [f"echo: c{chat} m{i}" for i in range(messages)]
+
+
+async def test_three_nodes_share_the_turns_of_100_chats(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
+) -> None:
+    chats, messages = range(2001, 2101), 5
+    fake_llm.latency = 0.05
+    async with cluster(tmp_path, fake_llm, tg, pg_url, 3):
+        await asyncio.gather(*(converse(tg, chat, messages, 40) for chat in chats))
+        # every node ran turns (the counters arrive with the next heartbeat)
+        nodes = await wait_status(
+            node_env(tmp_path, fake_llm, tg, pg_url, "node-0"),
+            lambda nodes: sum(n["turns"] for n in nodes) >= len(chats) * messages,
+            15,
+        )
+    for chat in chats:  # every message answered once, in order
+        assert tg.texts(chat) == expected(chat, messages), chat
+    turns = {n["name"]: n["turns"] for n in nodes}
+    assert sum(turns.values()) == len(chats) * messages, turns
+    assert sum(1 for count in turns.values() if count > 0) >= 2, turns
+
+
+async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
+) -> None:
+    chats, messages = range(3001, 3031), 4
+    fake_llm.latency = 0.5  # turns are in flight when the node dies
+    async with cluster(tmp_path, fake_llm, tg, pg_url, 3) as nodes:
+        talks = [asyncio.create_task(converse(tg, chat, messages, 45)) for chat in chats]
+        # a node that does not lead, while status lists sessions in flight on it
+        listed = await wait_status(
+            node_env(tmp_path, fake_llm, tg, pg_url, "node-0"),
+            lambda nodes: any(n["role"] != "leader" and n["sessions_in_flight"] > 0 for n in nodes),
+            20,
+        )
+        busy = next(n for n in listed if n["role"] != "leader" and n["sessions_in_flight"] > 0)
+        assert busy["sessions"] and all(s.startswith("telegram:") for s in busy["sessions"])
+        victim: Node = next(n for n in nodes if n.name == busy["name"])
+        victim.process.send_signal(signal.SIGKILL)
+        await victim.process.wait()
+        await asyncio.gather(*talks)
+    for chat in chats:  # nothing lost, nothing doubled, order kept
+        assert tg.texts(chat) == expected(chat, messages), chat

@@ -6,7 +6,8 @@ Each configuration runs ``switchboard run`` processes (the nodes) against the fa
 Bot API (in this process) and the fake LLM (its own process, 0.2 s per answer). N chats
 write at the same instant; the result is the wall time until every answer arrived, turns
 per second, and CPU per turn: the node processes' user + system time, and (PostgreSQL) that
-of the database server's backends serving them, from /proc. Each PostgreSQL run gets a
+of the database server's backends serving them, from /proc; with several nodes, how many
+turns each ran (every node runs turns; the leader also receives and sends). Each PostgreSQL run gets a
 fresh database on ``--server`` (default: the local server, user postgres).
 """
 
@@ -42,6 +43,7 @@ class Result:
     node_cpu: float
     db_cpu: float
     transactions: int  # committed on the database during the burst (PostgreSQL)
+    spread: str = ""  # turns run per node (PostgreSQL), e.g. "52/49/50"
 
     def line(self) -> str:
         per_turn = (self.node_cpu + self.db_cpu) / self.chats * 1000
@@ -55,6 +57,7 @@ class Result:
                 if self.transactions
                 else ""
             )
+            + (f"; turns per node {self.spread}" if self.spread else "")
         )
 
 
@@ -105,6 +108,15 @@ def commits(url: str | None) -> int:
             "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+def spread(url: str | None) -> str:
+    """Turns run per node since it started, as the nodes report them (PostgreSQL)."""
+    if url is None:
+        return ""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT turns FROM cluster_nodes ORDER BY name").fetchall()
+    return "/".join(str(turns) for (turns,) in rows)
 
 
 def backend_cpu(url: str | None) -> float:
@@ -169,6 +181,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
             db_cpu = backend_cpu(url) - db_before
             await asyncio.sleep(1.5)  # backends report their statistics within a second
             transactions = commits(url) - commits_before
+            per_node = spread(url)  # reported with the heartbeat, within the 1.5 s above
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
@@ -179,7 +192,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
                 process.kill()
                 await process.wait()
         await tg.stop()
-    return Result(label, chats, seconds, node_cpu, db_cpu, transactions)
+    return Result(label, chats, seconds, node_cpu, db_cpu, transactions, per_node)
 
 
 async def main() -> None:

@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.store import Store
+from gateway.store.listener import Listener
+from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.test_cli import switchboard
@@ -97,3 +101,32 @@ async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
         await asyncio.gather(*talks)
     for chat in chats:  # nothing lost, nothing doubled, order kept
         assert tg.texts(chat) == expected(chat, messages), chat
+
+
+async def test_journaled_messages_and_queued_replies_wake_every_node(
+    tmp_path: Path, pg_url: str
+) -> None:
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    topics = {
+        topic: lambda payload, topic=topic: heard.put_nowait((topic, payload))
+        for topic in (INBOUND_TOPIC, OUTBOX_TOPIC)
+    }
+    async with Store(tmp_path / "unused", url=pg_url) as store, Listener(pg_url, topics) as ears:
+        await asyncio.wait_for(ears.connected.wait(), 10)
+        # after connecting, each topic is told to look once (whatever was missed meanwhile)
+        assert {heard.get_nowait(), heard.get_nowait()} == {(INBOUND_TOPIC, ""), (OUTBOX_TOPIC, "")}
+        message = InboundMessage(
+            channel="t", chat_id="1", sender_id="u", text="hi", platform_message_id="1"
+        )
+        await store.journal.accept(message)
+        assert await asyncio.wait_for(heard.get(), 5) == (INBOUND_TOPIC, "")
+        reply = OutboundMessage(channel="telegram", chat_id="1", text="hi", idempotency_key="k")
+        await store.outbox.enqueue([reply])
+        assert await asyncio.wait_for(heard.get(), 5) == (OUTBOX_TOPIC, "telegram")
+        await store.outbox.enqueue([reply])  # already queued: nothing new, nobody woken
+        await store.journal.accept(message)  # a duplicate: nobody woken either
+        second = InboundMessage(
+            channel="t", chat_id="1", sender_id="u", text="hi", platform_message_id="2"
+        )
+        await store.journal.accept(second)  # the next wake-up is the next message's
+        assert await asyncio.wait_for(heard.get(), 5) == (INBOUND_TOPIC, "")

@@ -77,6 +77,7 @@ class ClusterWork(Service):
         self._max_sessions = max_sessions
         self._poll = poll
         self._held: set[str] = set()  # locked here (or being unlocked)
+        self._pending: dict[int, InboundRecord] = {}  # as of the last look
         self._unlocks: asyncio.Queue[str] = asyncio.Queue()
         self._dirty = asyncio.Event()
         self._sweep = False  # a decision was announced: look at the parked turns
@@ -192,7 +193,9 @@ class ClusterWork(Service):
         """Queue new messages of held sessions, claim free ones; returns whether free
         sessions were left for the next look."""
         groups: dict[str, list[InboundRecord]] = {}
-        for record in await self._store.journal.pending(SCAN_LIMIT):
+        pending = await self._store.journal.pending(SCAN_LIMIT, self._pending)
+        self._pending = {record.id: record for record in pending}  # decoded once per node
+        for record in pending:
             groups.setdefault(self._session_of(record.message), []).append(record)
         free: list[str] = []
         for key, records in groups.items():

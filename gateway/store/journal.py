@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,16 +176,31 @@ class Journal:
 
     # -- a cluster's nodes share the work (gateway/runtime/cluster_work.py) ----------------
 
-    async def pending(self, limit: int = 1000) -> list[InboundRecord]:
-        """Messages no turn has taken yet, oldest first."""
+    async def pending(
+        self, limit: int = 1000, known: Mapping[int, InboundRecord] | None = None
+    ) -> list[InboundRecord]:
+        """Messages no turn has taken yet, oldest first. Those in ``known`` (by id, from an
+        earlier call) are neither read again nor decoded."""
+        after = max(known, default=0) if known else 0
 
         def load(conn: Connection) -> list[InboundRecord]:
             rows = conn.execute(
-                "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending'"
-                " ORDER BY id LIMIT ?",
-                (limit,),
+                "SELECT id, CASE WHEN id > ? THEN payload END, turn_id FROM inbound"
+                " WHERE state = 'pending' ORDER BY id LIMIT ?",
+                (after, limit),
             )
-            return [_record(row) for row in rows]
+            records = []
+            for row_id, new_payload, turn_id in rows:
+                record = known.get(row_id) if known and new_payload is None else None
+                if record is None:
+                    payload = new_payload
+                    if payload is None:  # older than ``after`` yet unknown: read it
+                        payload = conn.execute(
+                            "SELECT payload FROM inbound WHERE id = ?", (row_id,)
+                        ).fetchone()[0]
+                    record = _record((row_id, payload, turn_id))
+                records.append(record)
+            return records
 
         return await self._db.run(load, durable=False)
 

@@ -283,9 +283,9 @@ class Gateway(Service):
         await self.scheduler.stop()
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
-        await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
-        if self.work is not None:
+        if self.work is not None:  # first: no session is taken on while the turns drain
             await self.work.stop()
+        await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         await self.drafts.stop()
         await self.typing.stop()
         for worker in self._workers:

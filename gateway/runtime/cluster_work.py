@@ -117,6 +117,8 @@ class ClusterWork(Service):
 
     async def hold(self, key: str) -> SessionBacklog:
         while True:
+            if self._dispatcher.claimed(key):  # a look took it meanwhile, with its backlog
+                return SessionBacklog()
             if key not in self._held:
                 try:
                     backlog = await self._try_hold(key, ())

@@ -200,6 +200,11 @@ class Dispatcher(Service):
         """Whether the session has work here (held, or waiting to be)."""
         return key in self._sessions
 
+    def claimed(self, key: str) -> bool:
+        """Whether this node holds the session (its open work already taken on)."""
+        session = self._sessions.get(key)
+        return session is not None and session.claimed
+
     def adopt(self, key: str, backlog: SessionBacklog) -> None:
         """This node now holds the session: take on what it has open."""
         session = self._sessions.setdefault(key, _Session())

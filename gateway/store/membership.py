@@ -123,10 +123,11 @@ class Membership(Service):
             row = await self._query("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK])
             if row is not None and row[0]:
                 await self._query(
-                    "UPDATE cluster_nodes SET role = 'leader', heartbeat_at = %s"
-                    " WHERE name = %s RETURNING name",
-                    [self._clock(), self.name],
-                )
+                    "UPDATE cluster_nodes SET role = CASE WHEN name = %s THEN 'leader'"
+                    " ELSE 'gone' END, heartbeat_at = CASE WHEN name = %s THEN %s"
+                    " ELSE heartbeat_at END WHERE name = %s OR role = 'leader' RETURNING name",
+                    [self.name, self.name, self._clock(), self.name],
+                )  # the node that led before is gone: it held the lock until it died
                 self.leading = True
                 log.info("node %s leads the cluster", self.name)
                 return

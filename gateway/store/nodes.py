@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS cluster_nodes (
     name TEXT PRIMARY KEY,
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
-    role TEXT NOT NULL,                          -- standby | leader
+    role TEXT NOT NULL,                          -- standby | leader | gone
     started_at DOUBLE PRECISION NOT NULL,
     heartbeat_at DOUBLE PRECISION NOT NULL
 );
@@ -35,7 +35,7 @@ class NodeInfo:
     name: str
     host: str
     pid: int
-    role: str  # standby | leader
+    role: str  # standby | leader | gone (led until it died; forgotten after an hour)
     started_at: float
     heartbeat_at: float
     sessions: tuple[str, ...] = ()  # the sessions this node holds now (turns in flight)

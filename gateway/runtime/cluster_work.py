@@ -6,9 +6,10 @@ looks at the pending messages (:meth:`ClusterWork.look`; also every ``poll`` sec
 a notification was lost). A session is run by the node holding its lock, a session-level
 advisory lock on the node's membership connection (:meth:`Membership.try_lock
 <gateway.store.membership.Membership.try_lock>`): strictly one turn at a time per session
-across the cluster, in journal order. A node takes at most its share of the free sessions
-per look (the free sessions divided by the live nodes), in random order, so a burst spreads
-over the nodes; the rest are taken at the next look, by whichever node is quicker.
+across the cluster, in journal order. A node takes at most its share per look: the sessions
+in flight on every node (advisory locks held, from ``pg_locks``) plus the free ones, divided
+by the live nodes, minus those it holds already (at least one), in random order, so a burst
+spreads over the nodes; the rest are taken at the next look, by whichever node is quicker.
 
 When a node dies its connection ends and the server releases its locks at once; the next
 node to take such a session finds the turn left running and resumes it from its checkpoints
@@ -24,7 +25,7 @@ import hashlib
 import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gateway.core.errors import StoreError
 from gateway.core.lifecycle import Service
@@ -34,7 +35,7 @@ from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.local_bus import Bus
 from gateway.store import InboundRecord, Store
 from gateway.store.listener import Listener
-from gateway.store.membership import Membership
+from gateway.store.membership import LEADER_LOCK, Membership
 from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC, notify
 
 log = logging.getLogger(__name__)
@@ -134,21 +135,46 @@ class ClusterWork(Service):
         self._unlocks.put_nowait(key)
 
     async def _try_hold(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog | None:
-        self._held.add(key)
+        taken = await self._try_hold_many({key: chat_keys})
+        return taken.get(key)
+
+    async def _try_hold_many(
+        self, sessions: Mapping[str, Sequence[str]]
+    ) -> dict[str, SessionBacklog]:
+        """Lock the sessions (one round trip) and load what the locked ones have open (one
+        store transaction: the jobs are group-committed). ``sessions``: the chat keys of
+        the pending messages of each."""
+        keys = {session_lock(key): key for key in sessions}
+        self._held.update(sessions)
         try:
-            locked = await self._membership.try_lock(session_lock(key))
+            locked = {keys[k] for k in await self._membership.try_lock_many(list(keys))}
         except BaseException:
-            self._held.discard(key)
+            self._held.difference_update(sessions)
             raise
-        if not locked:
-            self._held.discard(key)
-            return None
+        self._held.difference_update(key for key in sessions if key not in locked)
         try:
-            work = await self._store.journal.session_work(key, chat_keys)
-            waiting = await self._waiting_turns() if work.running else set()
+            loaded = await asyncio.gather(
+                *(self._load(key, sessions[key]) for key in locked), return_exceptions=True
+            )
         except BaseException:
-            self.release(key)
+            for key in locked:
+                self.release(key)
             raise
+        taken: dict[str, SessionBacklog] = {}
+        failure: BaseException | None = None
+        for key, backlog in zip(locked, loaded, strict=True):
+            if isinstance(backlog, BaseException):
+                self.release(key)
+                failure = backlog
+            else:
+                taken[key] = backlog
+        if failure is not None and not taken:
+            raise failure
+        return taken
+
+    async def _load(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog:
+        work = await self._store.journal.session_work(key, chat_keys)
+        waiting = await self._waiting_turns() if work.running else set()
         return SessionBacklog(
             running=work.running,
             parked=frozenset(t.id for t in work.running if t.id in waiting),
@@ -205,19 +231,24 @@ class ClusterWork(Service):
                 self._dispatcher.offer(key, records)
             elif key not in self._held:
                 free.append(key)
+        if not free:
+            return False
+        # sessions another node holds are not free; of the rest this node takes its share
+        locked = await self._membership.locked()
+        free = [key for key in free if session_lock(key) not in locked]
         random.shuffle(free)
-        share = math.ceil(len(free) / max(1, self._membership.live_nodes))
-        budget = min(share, self._max_sessions - len(self._held))
-        taken = 0
-        for key in free:
-            if taken >= budget:
-                return budget > 0
-            chats = sorted({record.message.session_key for record in groups[key]})
-            backlog = await self._try_hold(key, chats)
-            if backlog is not None:
-                self._dispatcher.adopt(key, backlog)
-                taken += 1
-        return False
+        held = len(locked - {LEADER_LOCK})  # sessions in flight on every node
+        share = math.ceil((len(free) + held) / max(1, self._membership.live_nodes))
+        budget = min(max(1, share - len(self._held)), self._max_sessions - len(self._held))
+        if budget <= 0:
+            return False
+        wanted = {
+            key: sorted({record.message.session_key for record in groups[key]})
+            for key in free[:budget]
+        }
+        for key, backlog in (await self._try_hold_many(wanted)).items():
+            self._dispatcher.adopt(key, backlog)
+        return len(free) > budget
 
     async def _adopt_orphans(self) -> None:
         """Take sessions whose turn was left running by a node that died (its lock went

@@ -107,6 +107,11 @@ class Membership(Service):
             " started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
             [self.name, self._host, self._pid, now, now],
         )
+        cursor = await conn.execute(
+            "SELECT COUNT(*) FROM cluster_nodes WHERE heartbeat_at > %s", [now - 3 * self._interval]
+        )
+        row = await cursor.fetchone()
+        self.live_nodes = max(1, int(row[0])) if row is not None else 1
         self._beat = asyncio.create_task(self._heartbeat(), name="cluster-heartbeat")
 
     async def leader(self) -> str | None:
@@ -157,6 +162,18 @@ class Membership(Service):
         """Take the advisory lock ``key`` for this node unless another node holds it."""
         row = await self._query("SELECT pg_try_advisory_lock(%s)", [key])
         return bool(row is not None and row[0])
+
+    async def try_lock_many(self, keys: list[int]) -> set[int]:
+        """:meth:`try_lock` for several keys in one round trip; returns those taken."""
+        if not keys:
+            return set()
+        if self._conn is None:
+            raise StoreUnavailable("this node has left the cluster")
+        async with self._lock:
+            cursor = await self._conn.execute(
+                "SELECT k FROM unnest(%s::bigint[]) AS k WHERE pg_try_advisory_lock(k)", [keys]
+            )
+            return {int(k) for (k,) in await cursor.fetchall()}
 
     async def locked(self) -> set[int]:
         """The advisory lock keys held now in this database, by any node."""

@@ -285,8 +285,12 @@ class ClusterWork(Service):
 
     def wake(self, turn_id: str) -> None:
         """An approval was decided here (the approval desk's ``wake``): resume the turn if
-        it is parked here, and tell the other nodes."""
-        self._dispatcher.wake(turn_id)
+        it is parked here, else tell every node (this one included: a turn being parked
+        right now is found parked by the time the notification comes back, or by the timer
+        at the latest). Unlike one process, nothing is remembered for a turn not parked
+        here: it may be parked on another node, or later parked again here."""
+        if self._dispatcher.wake_parked(turn_id):
+            return
         task = asyncio.create_task(self._announce(turn_id))
         self._notes.add(task)
         task.add_done_callback(self._notes.discard)

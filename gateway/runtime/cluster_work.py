@@ -188,8 +188,6 @@ class ClusterWork(Service):
                 await self._membership.unlock(session_lock(key))
             except StoreError as exc:  # the connection is gone: so is the lock (fenced)
                 log.warning("cluster: could not release session %s: %s", key, exc)
-            except Exception as exc:  # psycopg's own errors: the same
-                log.warning("cluster: could not release session %s: %s", key, exc)
             self._held.discard(key)
             self.look()  # a message that arrived while it was held
 
@@ -213,6 +211,8 @@ class ClusterWork(Service):
                     await self._wake_decided()
             except StoreError as exc:
                 log.warning("cluster: looking for work failed: %s", exc)
+            except Exception:  # a bug: log it, and look again at the next wake-up
+                log.exception("cluster: looking for work failed")
             if again:  # leave the other nodes a moment to take their share
                 await asyncio.sleep(random.uniform(0.02, 0.1))  # noqa: S311 - jitter
                 self._dirty.set()

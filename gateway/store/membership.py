@@ -167,25 +167,18 @@ class Membership(Service):
         """:meth:`try_lock` for several keys in one round trip; returns those taken."""
         if not keys:
             return set()
-        if self._conn is None:
-            raise StoreUnavailable("this node has left the cluster")
-        async with self._lock:
-            cursor = await self._conn.execute(
-                "SELECT k FROM unnest(%s::bigint[]) AS k WHERE pg_try_advisory_lock(k)", [keys]
-            )
-            return {int(k) for (k,) in await cursor.fetchall()}
+        rows = await self._rows(
+            "SELECT k FROM unnest(%s::bigint[]) AS k WHERE pg_try_advisory_lock(k)", [keys]
+        )
+        return {int(k) for (k,) in rows}
 
     async def locked(self) -> set[int]:
         """The advisory lock keys held now in this database, by any node."""
-        if self._conn is None:
-            raise StoreUnavailable("this node has left the cluster")
-        async with self._lock:
-            cursor = await self._conn.execute(
-                "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
-                " AND objsubid = 1 AND granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            )
-            rows = await cursor.fetchall()
+        rows = await self._rows(
+            "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
+            " AND objsubid = 1 AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         keys = set()
         for high, low in rows:
             key = (int(high) << 32) | int(low)
@@ -196,11 +189,20 @@ class Membership(Service):
         await self._query("SELECT pg_advisory_unlock(%s)", [key])
 
     async def _query(self, sql: str, params: list[Any] | None = None) -> Any:
+        rows = await self._rows(sql, params)
+        return rows[0] if rows else None
+
+    async def _rows(self, sql: str, params: list[Any] | None = None) -> list[Any]:
+        """One statement on the node's connection; a lost connection is ``StoreUnavailable``
+        (the heartbeat fences the node)."""
         if self._conn is None:
             raise StoreUnavailable("this node has left the cluster")
-        async with self._lock:
-            cursor = await self._conn.execute(sql, params)
-            return await cursor.fetchone() if cursor.description is not None else None
+        try:
+            async with self._lock:
+                cursor = await self._conn.execute(sql, params)
+                return await cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"node {self.name}: {str(exc).strip()}") from exc
 
     async def _heartbeat(self) -> None:
         while True:

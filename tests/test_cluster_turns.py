@@ -2,6 +2,8 @@
 the turns (the leader only receives and sends), every message is answered once and in order
 per chat, and a node that dies in the middle of its turns loses nothing: another node
 resumes them. Real processes, the fake Telegram and the fake LLM (see tests/test_cluster.py).
+Also: the NOTIFY wake-ups, and an approval decided on one node waking a turn parked on
+another (two gateways in this process on one database).
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from typing import Any
 
 import pytest
 
+from channels.memory import MemoryChannel
+from gateway.config.settings import Settings
 from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.runtime.app import Gateway
 from gateway.store import Store
 from gateway.store.listener import Listener
 from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC
+from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
+from tests.test_approvals import MEMBER, OWNER, approval_settings, ask_for_exec, request_id, runs
 from tests.test_cli import switchboard
 from tests.test_cluster import Node, cluster, node_env
 
@@ -130,3 +137,40 @@ async def test_journaled_messages_and_queued_replies_wake_every_node(
         )
         await store.journal.accept(second)  # the next wake-up is the next message's
         assert await asyncio.wait_for(heard.get(), 5) == (INBOUND_TOPIC, "")
+
+
+async def test_an_approval_decided_on_one_node_wakes_the_turn_parked_on_another(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    def node(name: str, **limits: int) -> Settings:
+        settings = approval_settings(make_settings)  # an owner, a member, approvals asked
+        return make_settings(
+            home=tmp_path / name,
+            telegram=settings.telegram.model_dump(),
+            tools={"approvals": "ask", "exec": {"sandbox": "off"}},
+            storage={"url": pg_url},
+            node={"name": name},
+            limits=limits,
+        )
+
+    # "b" leads (it receives and sends) and can hold one session at a time: once the
+    # member's turn is parked there, the owner's /approve can only run on "a"
+    b_settings = node("b", max_concurrent_turns=1)
+    channel = MemoryChannel("telegram")
+    async with Gateway(b_settings, channels=[channel]) as b:
+        request = await ask_for_exec(channel, fake_llm)
+        await channel.wait_for(1, chat_id=MEMBER)  # told that it waits
+        assert b.dispatcher.sessions() == [f"telegram:{MEMBER}"]  # held, running or parked
+        a = Gateway(node("a"), channels=[MemoryChannel("telegram")])
+        joining = asyncio.create_task(a.start())  # runs turns; waits to lead until b goes
+        try:
+            await asyncio.wait_for(a.guard.standby.wait(), 10)
+            await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+            decided = (await channel.wait_for(2, chat_id=OWNER))[1]
+            answer = (await channel.wait_for(2, chat_id=MEMBER, max_wait=15))[1]
+            turns_on_a = a.dispatcher.turns_run
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+    assert decided.text.startswith("Approved") and turns_on_a == 1  # decided on "a"
+    assert answer.text == "Done, it ran." and runs(b_settings) == 1  # resumed on "b", once

@@ -38,7 +38,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
-from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work
+from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
 from gateway.runtime.cluster_work import ClusterWork
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
@@ -128,8 +128,8 @@ class Gateway(Service):
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
         self.typing = TypingIndicators(self.channels)
-        # not in a cluster: a turn's drafts and its answer may be sent by different nodes
-        streams = (lambda _c, _g: False) if cluster else settings.streams_in
+        # in a cluster only the leader's own turns stream (its outbox finishes their drafts)
+        streams = streaming(settings, self.guard)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
         self.approvals = ApprovalDesk(
             self.store,

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config.settings import Settings
@@ -95,6 +96,17 @@ class ClusterGuard:
 
     async def release(self) -> None:
         await self.membership.stop()
+
+
+def streaming(settings: Settings, guard: Guard) -> Callable[[str, bool], bool]:
+    """Whether a turn's answer streams by editing (``<channel>.streaming``), per channel and
+    group. In a cluster only while this node leads: the draft's messages are finished into
+    the answer by the outbox worker of the node that posted them (it waits for a draft being
+    posted, in memory), and only the leader sends."""
+    if not isinstance(guard, ClusterGuard):
+        return settings.streams_in
+    membership = guard.membership
+    return lambda channel, group: membership.leading and settings.streams_in(channel, group)
 
 
 def guard_for(settings: Settings) -> Guard:

@@ -8,7 +8,8 @@ write at the same instant; the result is the wall time until every answer arrive
 per second, and CPU per turn: the node processes' user + system time, and (PostgreSQL) that
 of the database server's backends serving them, from /proc; with several nodes, how many
 turns each ran (every node runs turns; the leader also receives and sends). Each PostgreSQL run gets a
-fresh database on ``--server`` (default: the local server, user postgres).
+fresh database on ``--server`` (default: the local server, user postgres). Answers do not
+stream by edits (``telegram.streaming = false``) in any configuration.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def node_env(
         SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
         SWITCHBOARD_TELEGRAM__ALLOW_FROM='["*"]',
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="30",
+        # turns, not streaming (bench.streaming): in a cluster only the leader's turns
+        # stream, so with it on the configurations would not do the same work
+        SWITCHBOARD_TELEGRAM__STREAMING="false",
         NO_PROXY="127.0.0.1,localhost",
     )
     if url is not None:

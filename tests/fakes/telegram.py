@@ -26,13 +26,21 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
 from gateway.core.pacing import Rate
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(
     per_chat=Rate(100, burst=100), per_group=Rate(100, burst=100), overall=Rate(1000, burst=1000)
 )
+
+
+def fast_channel(settings: Settings) -> TelegramChannel:
+    """The Telegram channel of ``settings`` with test pacing and a backoff of milliseconds."""
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
 
 
 def utf16_len(text: str) -> int:

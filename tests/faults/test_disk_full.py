@@ -9,32 +9,20 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 
 import pytest
 
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from gateway.runtime.storage_full import NOTICE
 from gateway.store import Store
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 UNLIMITED_PAGES = 1073741823
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 async def fill_disk(store: Store) -> int:

@@ -4,29 +4,13 @@ characters and a 4-byte emoji at the 4096 edge arrives whole, in parts within th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from channels._text import utf16_length
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 async def test_a_one_gigabyte_file_announced_is_not_fetched_and_the_model_is_told(

@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class StorageFullWatch:
         self._send = send
         self.full = False
         self.outages = 0
+        self.outage = asyncio.Event()  # set while the disk is full (status, tests)
         self._told: set[str] = set()
 
     async def refused(self, msg: InboundMessage) -> None:
@@ -65,6 +67,7 @@ class StorageFullWatch:
             return
         self.full = True
         self.outages += 1
+        self.outage.set()
         log.error(
             "storage full: the disk holding %s has no room, so new messages are not "
             "acknowledged and the platforms will deliver them again, and finished answers "
@@ -78,6 +81,6 @@ class StorageFullWatch:
         """A message was journaled: if the disk was full, it no longer is."""
         if self.full:
             self.full = False
+            self.outage.clear()
             self._told.clear()
             log.warning("storage writable again: messages are being taken in")
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -101,13 +101,6 @@ async def test_disk_full_holds_messages_unacknowledged_tells_once_and_resumes(
     assert gateway.bus.storage_full.outages == 1
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait for a state of the gateway no fake is told about (checked every 10 ms)."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
 async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_space_is_back(
     make_settings: SettingsFactory,
     fake_llm: FakeLLM,
@@ -127,11 +120,11 @@ async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_spa
         gate = asyncio.Event()
         fake_llm.queue(held(gate, answer))
         await tg.say("a long question")
-        await until(lambda: len(fake_llm.requests) == 2)  # the model is answering
+        await fake_llm.wait_for_requests(2)  # the model is answering
         await fill_disk(gateway.store)
         gate.set()
         # the answer is ready but cannot be stored: the turn waits for space, keeping it
-        await until(lambda: gateway.bus.storage_full.full)
+        await asyncio.wait_for(gateway.bus.storage_full.outage.wait(), 10)
         assert tg.texts(42) == ["echo: warm up"]  # nothing sent from an uncommitted turn
         await free_disk(gateway.store)
         await tg.wait_for(lambda: "word0" in "".join(tg.texts(42)[1:]))
@@ -145,4 +138,3 @@ async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_spa
     assert "finished answers wait to be stored" in errors[0].getMessage()
     assert sum("storage writable again" in r.getMessage() for r in caplog.records) == 1
     assert gateway.bus.storage_full.outages == 1
-

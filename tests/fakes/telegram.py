@@ -306,13 +306,17 @@ class FakeTelegram:
         if handler is None:
             return _error(404, "Not Found: method not found")
         response: web.Response = await handler(call)
-        if self.outage is not None and method == "getUpdates":  # went down during the poll
-            return await self._refuse(call, self.outage)
+        outage = self._outage()  # it may have gone down while this poll waited
+        if outage is not None and method == "getUpdates":
+            return await self._refuse(call, outage)
         if response.status == 200:
             params["_ok"] = True
             call.result = json.loads(response.text or "{}").get("result")
             await self._notify()
         return response
+
+    def _outage(self) -> Failure | None:
+        return self.outage
 
     async def _refuse(self, call: Call, failure: Failure) -> web.Response:
         async with self.changed:

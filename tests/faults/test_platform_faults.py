@@ -1,6 +1,7 @@
 """Platforms failing (threat model rows 26 and 36), with the real client libraries against the
 fakes in tests/fakes/: the Telegram Bot API answering 5xx for a stretch, flood control on one
-chat, and the Discord gateway closing with each close code. What a user notices: nothing
+chat, the Discord gateway closing with each close code, and the Slack socket dropping
+mid-delivery. (An IMAP server restart: tests/test_email_inbox.py.) What a user notices: nothing
 accepted is lost or answered twice, and answers arrive once the platform is back; what the
 operator notices: reconnects back off (counted here) and fatal closes say what to fix."""
 
@@ -15,6 +16,7 @@ import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import FATAL_CLOSE_CODES, ReconnectPolicy
+from channels.slack import SlackChannel
 from channels.telegram import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
@@ -23,6 +25,7 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import FakeDiscord, user
 from tests.fakes.llm import FakeLLM, held
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body
 from tests.fakes.telegram import FAST_PACING, Call, FakeTelegram, section
 
 # The poller's backoff for these tests: the shortest wait is base/2 = 50 ms, so a poller that
@@ -177,3 +180,28 @@ async def test_discord_sessions_closed_at_once_back_off_instead_of_storming(
     # discord.py alone RESUMEs at once, forever; the policy waits at least base/2 each time
     assert count <= elapsed / (DISCORD_BASE / 2) + 1
     assert fake_discord.texts() == ["echo: still there?"]
+
+
+# -- Slack: the Socket Mode connection dropping mid-delivery ------------------------------
+
+
+async def test_slack_socket_dropped_mid_delivery_then_redelivered_is_answered_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
+) -> None:
+    base = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
+    settings = make_settings(slack={**base, "allow_from": ["U42"]})
+    channel = SlackChannel(settings, ping_interval=1.0)
+    body = event_body(dm_event("did this arrive?", user="U42", ts="900.000001"))
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await fake_slack.push(body)
+        await fake_slack.drop()  # whether or not the ack made it out, Slack may send it again
+        await fake_slack.until(lambda: fake_slack.connections == 2)
+        again = await fake_slack.push(body, retry_attempt=1)
+        await fake_slack.wait_ack(again)  # acknowledged: Slack stops retrying
+        await fake_slack.push(event_body(dm_event("and this?", user="U42", ts="900.000002")))
+        await fake_slack.wait_posts(2)
+        await gateway.wait_idle()
+        health = channel.health()
+    assert fake_slack.texts() == ["echo: did this arrive?", "echo: and this?"]
+    assert len(fake_llm.requests) == 2
+    assert health.connected and fake_slack.count("apps.connections.open") == 2

@@ -161,10 +161,11 @@ class Soak:
         every = self.args.fault_every
         for index in itertools.count():  # at every/2, then every `every` seconds
             due = self.started + every / 2 + index * every
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_traffic.wait(), max(0.0, due - time.monotonic()))
             if self.stop_traffic.is_set():
                 return
-            kind = FAULTS[index % len(FAULTS)]
+            kind = self.args.faults[index % len(self.args.faults)]
             self.fault = kind
             self.faults_done.append((time.monotonic() - self.started, kind))
             await self.inject(kind)
@@ -304,8 +305,14 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--fault-every", type=float, default=60.0)
     parser.add_argument("--sample-every", type=float, default=10.0)
+    parser.add_argument(
+        "--faults", type=lambda v: v.split(","), default=list(FAULTS), help=",".join(FAULTS)
+    )
+    parser.add_argument("--home", type=Path, default=None, help="keep the run's home here")
     args = parser.parse_args()
     quiet_proxies()
+    if args.home is not None:  # kept afterwards, to look into the store
+        sys.exit(asyncio.run(Soak(args, args.home).run()))
     with tempfile.TemporaryDirectory(prefix="switchboard-soak-") as tmp:
         code = asyncio.run(Soak(args, Path(tmp) / "home").run())
     sys.exit(code)

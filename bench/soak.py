@@ -280,6 +280,9 @@ def settings_for(home: Path, llm_url: str, tg: FakeTelegram) -> Settings:
     settings = Settings(
         home=home,
         agent={"reflection": False},
+        # members' allowances off: each soak user writes far more than 60 turns an hour,
+        # and a refused turn past the first notice is silent by design
+        limits={"user_turns_per_hour": 0, "user_daily_tokens": 0},
         llm={
             "provider": "openai",
             "model": "fake-model",

@@ -35,7 +35,7 @@ def split_message(text: str, limit: int, *, length: Length = len) -> list[str]:
             chunks.append(prefix + remaining)
             break
         budget = limit - length(prefix) - length(_CLOSE)
-        cut = _cut_point(remaining, budget, length)
+        cut = _keep_code_whole(remaining, _cut_point(remaining, budget, length))
         piece, remaining = remaining[:cut], remaining[cut:]
         fence_after = _fence_state(piece, fence)
         body = piece.rstrip("\n") if fence_after else piece.rstrip()
@@ -61,6 +61,38 @@ def _cut_point(text: str, budget: int, length: Length) -> int:
     return max(fits, 1)
 
 
+def _keep_code_whole(text: str, cut: int) -> int:
+    """Move ``cut`` back so it splits no run of backticks, and leaves no ``` written inside
+    a line (``see ```this```: Discord and Slack render it as code) open in the first part.
+    Fence lines are the splitter's own business (closed and reopened at the cut)."""
+    moved = cut
+    while 0 < moved < len(text) and text[moved - 1] == "`" and text[moved] == "`":
+        moved -= 1
+    inline = _inline_fences(text[:moved])
+    if len(inline) % 2:
+        moved = inline[-1]
+    return moved if moved > 0 else cut  # a first part of nothing would never end
+
+
+def _inline_fences(text: str) -> list[int]:
+    """Where ``` stands other than as a fence line's opening."""
+    found, line_start = [], 0
+    for line in text.split("\n"):
+        # a fence line's opening backticks are not inline
+        at = line.find(FENCE, line.find(FENCE) + len(FENCE) if _is_fence_line(line) else 0)
+        while at != -1:
+            found.append(line_start + at)
+            at = line.find(FENCE, at + len(FENCE))
+        line_start += len(line) + 1
+    return found
+
+
+def _is_fence_line(line: str) -> bool:
+    """A code fence: a line of ``` and an optional language (CommonMark: no backticks in it)."""
+    stripped = line.strip()
+    return stripped.startswith(FENCE) and FENCE not in stripped[len(FENCE) :]
+
+
 def _longest_prefix(text: str, budget: int, length: Length) -> int:
     """Largest ``n`` with ``length(text[:n]) <= budget`` (binary search)."""
     low, high = 0, len(text)
@@ -76,7 +108,16 @@ def _longest_prefix(text: str, budget: int, length: Length) -> int:
 def _fence_state(piece: str, fence: str | None) -> str | None:
     """Which code block (if any) is open after ``piece``, given the one open before it."""
     for line in piece.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith(FENCE):
-            fence = None if fence else stripped
+        if _is_fence_line(line):
+            fence = None if fence else _opener(line.strip())
     return fence
+
+
+def _opener(line: str) -> str:
+    """The fence to reopen a block with: the backticks and its language, if it names one
+    (a code line written on the fence's own line stays in the first part only)."""
+    language = line[len(FENCE) :].split(maxsplit=1)
+    tag = language[0] if language else ""
+    return (
+        FENCE + tag if len(tag) <= 20 and tag.replace("-", "").replace("+", "").isalnum() else FENCE
+    )

@@ -165,7 +165,7 @@ class Conversations:
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
             )
             outcome = TurnOutcome((reply,), final_text=text)
-        elif (refusal := await self._over_budget(request)) is not None:
+        elif batch.resume is None and (refusal := await self._over_budget(request)) is not None:
             outcome = refusal
         else:
             outcome = await self._run_agent(agent, request, last)
@@ -202,7 +202,9 @@ class Conversations:
         return outcome
 
     async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
-        """The outcome of a turn the person's allowance does not cover (see gateway.runtime.budget)."""
+        """The outcome of a new turn the person's allowance does not cover (see
+        gateway.runtime.budget). A turn resumed after a crash or woken by an approval was
+        admitted when it began: its own usage must not refuse its end."""
         if self._budget is None:
             return None
         last = request.messages[-1]

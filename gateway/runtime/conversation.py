@@ -202,17 +202,12 @@ class Conversations:
         return outcome
 
     async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
-        """The outcome of a new turn the person's allowance does not cover (see
-        gateway.runtime.budget). A turn resumed after a crash or woken by an approval was
-        admitted when it began: its own usage must not refuse its end."""
+        """The outcome of a new turn the person's allowance does not cover (a resumed or
+        approval-woken turn was admitted when it began: it is not checked again)."""
         if self._budget is None:
             return None
-        last = request.messages[-1]
         return await self._budget.refused(
-            request.principal,
-            request.chat,
-            request.turn_id,
-            reply_to=last.platform_message_id if last.is_group else None,
+            request.principal, request.chat, request.turn_id, reply_to=request.messages[-1]
         )
 
     def _agent_for(self, session_key: str) -> AgentLoop:

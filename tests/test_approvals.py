@@ -320,3 +320,20 @@ async def test_the_owner_at_the_terminal_may_decide_any_request(
         await gateway.wait_idle()
     assert request_id(request) in listing.text and "exec" in listing.text
     assert runs(settings) == 1
+
+
+async def test_an_approved_action_is_not_refused_by_the_allowance_its_turn_already_used(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = approval_settings(make_settings)
+    limits = settings.limits.model_copy(update={"user_turns_per_hour": 1})
+    settings = settings.model_copy(update={"limits": limits})  # the asking turn uses it up
+    channel = MemoryChannel("telegram")
+    async with Gateway(settings, channels=[channel]) as gateway:
+        request = await ask_for_exec(channel, fake_llm)
+        await channel.wait_for(1, chat_id=MEMBER)
+        await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        answer = (await channel.wait_for(2, chat_id=MEMBER))[1]
+        await gateway.wait_idle()
+    assert answer.text == "Done, it ran."
+    assert runs(settings) == 1

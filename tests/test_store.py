@@ -10,6 +10,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+from gateway.core.errors import StoreError
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store import NewMessage, Store
 from gateway.store.sql import Connection
@@ -184,6 +185,69 @@ async def test_only_checkpoints_commit_without_an_fsync(tmp_path: Path) -> None:
     assert levels == [1, 2, 1]
     assert together == [2, 2]
     assert relaxed == 1
+
+
+async def test_a_job_is_never_reported_done_when_its_writes_are_not_kept(
+    make_store: StoreFactory,
+) -> None:
+    """A job that swallows a failed statement: SQLite keeps the statement before it,
+    PostgreSQL cannot (the transaction is aborted), so there the job must fail, not report
+    success over writes that were rolled back."""
+
+    def swallows(conn: Connection) -> str:
+        conn.execute("INSERT INTO kv (key, value, updated_at) VALUES ('kept', '1', 0)")
+        try:
+            conn.execute("INSERT INTO kv (key, value, updated_at) VALUES ('dup', '1', 0)")
+        except Exception:
+            return "claims success"
+        return "no error"
+
+    async with make_store() as store:
+        await store.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO kv (key, value, updated_at) VALUES ('dup', '0', 0)"
+            )
+        )
+        try:
+            answer: str | None = await store.db.run(swallows)
+        except StoreError:
+            answer = None
+        rows = await store.db.run(
+            lambda conn: conn.execute("SELECT key FROM kv WHERE key = 'kept'").fetchall()
+        )
+    assert (answer == "claims success") == (len(rows) == 1)
+
+
+async def test_the_writer_survives_a_job_that_fails_after_the_disk_filled(
+    tmp_path: Path,
+) -> None:
+    """SQLite undoes a whole batch on a full disk; a job that turns that error into its own
+    must not take the writer thread down (every later write would wait forever)."""
+    async with Store(tmp_path / "db.sqlite") as store:
+        (pages,) = await store.db.run(lambda conn: conn.execute("PRAGMA page_count").fetchone())
+        await store.db.run(lambda conn: conn.execute(f"PRAGMA max_page_count = {pages}"))
+
+        def small(conn: Connection) -> str:
+            conn.execute("INSERT INTO kv (key, value, updated_at) VALUES ('s', '1', 0)")
+            return "ok"
+
+        def hides_the_full_disk(conn: Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO kv (key, value, updated_at) VALUES ('big', ?, 0)", ("x" * 200_000,)
+                )
+            except sqlite3.Error as exc:
+                raise RuntimeError("a job's own error") from exc
+
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                store.db.run(small), store.db.run(hides_the_full_disk), return_exceptions=True
+            ),
+            10,
+        )
+        assert all(isinstance(o, StoreError) for o in outcomes) or outcomes[0] == "ok"
+        await store.db.run(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"))
+        assert await asyncio.wait_for(store.db.run(small), 10) == "ok"  # still writing
 
 
 async def test_what_a_cluster_node_reads_to_take_a_session(make_store: StoreFactory) -> None:

@@ -8,19 +8,12 @@ leaves exactly one complete answer; in groups nothing streams unless configured.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from agent.guards.trace import latest_trace, read_trace
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Step, streamed
 from tests.fakes.llm import text as answer
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 GROUP = -1001234
 WORDS = " ".join(f"word{i}" for i in range(49))
@@ -28,15 +21,7 @@ ANSWER = f"Here is **the answer**: {WORDS}."
 FORMATTED = f"Here is the answer: {WORDS}."
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 def streaming_on(tg: FakeTelegram, **overrides: object) -> dict[str, object]:

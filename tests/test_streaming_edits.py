@@ -7,10 +7,7 @@ without an answer leaves no half-written draft behind.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
-
-import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
@@ -24,21 +21,6 @@ from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_b
 WORDS = " ".join(f"word{i}" for i in range(39))
 ANSWER = f"Here is **the answer**: {WORDS}."
 OWNER = user(42, "dana", "Dana")
-
-
-@pytest.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    fake = await FakeDiscord().start()
-    fake.patch(monkeypatch)
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = await FakeSlack().start()
-    yield fake
-    await fake.stop()
 
 
 def discord_channel(settings_factory: SettingsFactory) -> tuple[DiscordChannel, Gateway]:

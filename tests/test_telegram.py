@@ -13,14 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.core.errors import AnotherInstanceRunning, ConfigError
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
@@ -30,8 +27,7 @@ PNG = (
 GROUP = -1001234
 
 
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 def request_text(fake_llm: FakeLLM, index: int = -1) -> str:

@@ -3,6 +3,8 @@ failing, flood control honoured by the outbox, no part sent twice, files out, pa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -239,10 +241,43 @@ async def test_flood_control_for_one_chat_holds_only_that_chat(
     async with Gateway(settings, channels=[channel(settings)]) as gateway:
         await tg.say("first, from the flooded chat", chat_id=42, user_id=42)
         await tg.wait_called("sendMessage")  # refused with retry_after 30
-        await tg.say("meanwhile, elsewhere", chat_id=43, user_id=43)
-        [other] = await tg.wait_sent(1, chat_id=43)
+        await tg.say("second, from the flooded chat", chat_id=42, user_id=42)
+        for other in (43, 44, 45):
+            await tg.say(f"meanwhile, in chat {other}", chat_id=other, user_id=other)
+        for other in (43, 44, 45):
+            await tg.wait_sent(1, chat_id=other)
+        await turns_committed(gateway)  # both turns of chat 42 are done; their answers wait
         held = await gateway.store.outbox.chat_held("telegram", "telegram:42", time.time())
         attempts_for_42 = [c for c in tg.called("sendMessage") if c.params["chat_id"] == 42]
-    assert other.params["text"] == "echo: meanwhile, elsewhere"
-    assert held and tg.sent(42) == []
-    assert len(attempts_for_42) == 1  # not retried before retry_after
+        assert held and tg.sent(42) == []
+        assert len(attempts_for_42) == 1  # not retried before retry_after, the second waits
+        # the 30 s pass (moved forward in the store rather than waited for)
+        await gateway.store.db.run(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET next_attempt_at = 0 WHERE chat_key = 'telegram:42'"
+            )
+        )
+        gateway.bus.outbound_ready("telegram")
+        await tg.wait_sent(2, chat_id=42)
+        await gateway.wait_idle()
+    assert [tg.texts(other) for other in (43, 44, 45)] == [
+        [f"echo: meanwhile, in chat {other}"] for other in (43, 44, 45)
+    ]
+    # each held answer once, in order, after the others
+    assert tg.texts(42) == [
+        "echo: first, from the flooded chat",
+        "echo: second, from the flooded chat",
+    ]
+    assert min(c.at for c in tg.sent(42)) > max(c.at for c in tg.sent(45))
+
+
+async def turns_committed(gateway: Gateway, timeout: float = 10.0) -> None:
+    """Every accepted message's turn is committed (its answer may still wait to be sent)."""
+    condition = gateway.conversations.turn_finished
+    async with asyncio.timeout(timeout):
+        while True:
+            async with condition:
+                if await gateway.store.journal.open_count() == 0:
+                    return
+                with contextlib.suppress(TimeoutError):  # a commit that raced the check
+                    await asyncio.wait_for(condition.wait(), 0.5)

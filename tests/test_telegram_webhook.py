@@ -9,21 +9,18 @@ import aiohttp
 
 from channels.telegram import TelegramChannel
 from channels.telegram.webhook import SECRET_HEADER
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
 
 
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 class FlakySink:

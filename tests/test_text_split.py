@@ -53,3 +53,15 @@ def test_no_text_is_lost_and_limits_hold(text: str, limit: int) -> None:
     assert all(utf16_length(c) <= limit for c in chunks)
     squeeze = "".join(text.split())
     assert "".join("".join(chunks).split()) == squeeze
+
+
+def test_a_fence_written_inside_a_line_is_not_cut_open() -> None:
+    # Discord and Slack render ```...``` inside a line as code: the cut goes before it
+    chunks = split_message("aaaaaaaaaaaaaaaaaa```python\n```", 30, length=utf16_length)
+    assert chunks == ["aaaaaaaaaaaaaaaaaa", "```python\n```"]
+
+
+def test_a_long_line_on_a_fence_is_not_carried_into_every_part() -> None:
+    # only the backticks and a language name reopen a block, never a whole line of code
+    chunks = split_message("x ```" + "y" * 60, 30, length=utf16_length)
+    assert len(chunks) <= 4 and "".join(chunks).count("y") == 60

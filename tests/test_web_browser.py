@@ -178,6 +178,9 @@ async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
         await page.goto(gateway.web.url + "status")
         webchat = page.locator("#channels tr", has_text="webchat")
         await expect(webchat).to_contain_text("connected")
+        model = page.locator("#models tr", has_text="fake-model")
+        await expect(model).to_contain_text("answered last")
+        await expect(model).to_contain_text("llm")
         turn = page.locator("#turns tbody tr").first
         await expect(turn).to_contain_text("done")
         await expect(turn).to_contain_text("webchat:")

@@ -72,6 +72,7 @@ class DiscordChannel:
         self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._reacted: dict[str, list[tuple[int, int]]] = {}  # session key -> (channel, message)
         self._last_error: str | None = None
+        self._fatal: FatalGatewayError | None = None  # the close code that ended the gateway
         self._last_message_at: float | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -95,10 +96,18 @@ class DiscordChannel:
             return
         self._logged_in.set()
         self._task = asyncio.create_task(self._run(client), name="discord-gateway")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                client.connected.wait(), timeout=self._settings.ready_timeout_seconds
-            )
+        ready = asyncio.ensure_future(client.connected.wait())
+        await asyncio.wait(  # READY, or the gateway refused us for good, or the time is up
+            {ready, self._task},
+            timeout=self._settings.ready_timeout_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        ready.cancel()
+        if self._task.done() and self._fatal is not None:  # 4004, 4014...: fix the setup
+            fatal = self._fatal
+            await self.stop()
+            field = "discord.token" if fatal.code == 4004 else None
+            raise ConfigError(str(fatal), field=field) from fatal
 
     async def stop(self) -> None:
         self._sink = None
@@ -146,6 +155,7 @@ class DiscordChannel:
         try:
             await client.connect()
         except FatalGatewayError as exc:
+            self._fatal = exc
             self._last_error = str(exc)
             log.error("discord: %s", exc)  # noqa: TRY400 - the message says what to do
 

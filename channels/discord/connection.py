@@ -24,7 +24,11 @@ discord.py's own):
   ``window`` seconds (10 minutes); more wait until the oldest leaves the window. This bounds
   the invalid requests Discord counts towards a temporary ban, whatever the server does.
 * Close codes that retrying cannot fix (4004 bad token, 4010-4013, 4014 privileged intent
-  not enabled) end the loop with a clear error instead of hammering the gateway.
+  not enabled) end the loop with a clear error instead of hammering the gateway; during
+  ``start`` they fail the start (a :class:`gateway.core.errors.ConfigError`).
+* 4007 (invalid sequence) and 4009 (session timed out) mean the session is gone: the next
+  attempt is an IDENTIFY, not a RESUME Discord would refuse. Every other close code
+  (4000-4003, 4005, 4008, 1000-1011) RESUMEs.
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ FATAL_CLOSE_CODES = {
         "developer portal (Bot > Privileged Gateway Intents)"
     ),
 }
+# Close codes after which Discord has ended the session: reconnect with a fresh IDENTIFY
+# (discord.py would try a RESUME first, which Discord refuses: one wasted connection).
+NEW_SESSION_CLOSE_CODES = {4007: "invalid sequence", 4009: "session timed out"}
 _NETWORK_ERRORS = (
     OSError,
     discord.HTTPException,
@@ -221,8 +228,15 @@ class GatewayClient(discord.Client):
             log.debug("discord: gateway asked to %s", exc.op)
             if not exc.resume:  # op 9 with d=false: the session is gone, identify next
                 return _Session()
+            code = ws.socket.close_code if ws is not None else None
+            if code in NEW_SESSION_CLOSE_CODES:
+                log.info(
+                    "discord: gateway closed with %s (%s)", code, NEW_SESSION_CLOSE_CODES[code]
+                )
+                return _Session()
         except discord.ConnectionClosed as exc:
             if exc.code in FATAL_CLOSE_CODES and not self.is_closed():
+                self.dispatch("disconnect")  # health shows it down
                 await self.close()
                 raise FatalGatewayError(exc.code) from None
             log.info("discord: gateway closed with %s", exc.code)

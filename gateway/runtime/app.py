@@ -159,6 +159,7 @@ class Gateway(Service):
             budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
             approvals=self.approvals,
+            storage_full=self.bus.storage_full,
         )
         self.dispatcher = Dispatcher(
             self.bus,
@@ -194,6 +195,7 @@ class Gateway(Service):
         directory = AgentDirectory(agent_policy(settings), self.store)
         for agent in self.agents.values():
             agent.services = Services(jobs=self.scheduler, tasks=self.subagents, agents=directory)
+            agent.storage_alarm = self.bus.storage_full
         self._workers = [
             OutboundWorker(
                 channel,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from agent.llm.metered import person
 from agent.turn import TurnOutcome
 from gateway.config.settings import LimitSettings
-from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
+from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.store import AuditLog, UsageReport
 
@@ -104,7 +104,7 @@ class UserBudget:
         chat: ChatRef,
         turn_id: str,
         *,
-        reply_to: str | None = None,
+        reply_to: InboundMessage | None = None,
         prefix: str = "",
     ) -> TurnOutcome | None:
         """``None`` when the person's allowance covers this turn; else its outcome: no model
@@ -121,7 +121,9 @@ class UserBudget:
             thread_id=chat.thread_id,
             text=prefix + refusal.notice,
             kind=OutboundKind.NOTICE,
-            reply_to_message_id=reply_to,
+            reply_to_message_id=(
+                reply_to.platform_message_id if reply_to and reply_to.is_group else None
+            ),
             turn_id=turn_id,
             idempotency_key=f"{turn_id}:reply",
         )

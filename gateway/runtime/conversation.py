@@ -34,6 +34,7 @@ from gateway.core.messages import (
     new_id,
 )
 from gateway.core.principal import Principal
+from gateway.core.storage import StorageAlarm, until_stored
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.agent_channel import is_reply
 from gateway.runtime.approvals import ApprovalDesk
@@ -91,8 +92,10 @@ class Conversations:
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
         approvals: ApprovalDesk | None = None,
+        storage_full: StorageAlarm | None = None,
     ) -> None:
         self._store = store
+        self._storage_full = storage_full  # told when a commit waits for disk space
         self._bus = bus
         self._agents = agents
         self._commands = commands
@@ -162,7 +165,7 @@ class Conversations:
                 last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
             )
             outcome = TurnOutcome((reply,), final_text=text)
-        elif (refusal := await self._over_budget(request)) is not None:
+        elif batch.resume is None and (refusal := await self._over_budget(request)) is not None:
             outcome = refusal
         else:
             outcome = await self._run_agent(agent, request, last)
@@ -199,15 +202,12 @@ class Conversations:
         return outcome
 
     async def _over_budget(self, request: TurnRequest) -> TurnOutcome | None:
-        """The outcome of a turn the person's allowance does not cover (see gateway.runtime.budget)."""
+        """The outcome of a new turn the person's allowance does not cover (a resumed or
+        approval-woken turn was admitted when it began: it is not checked again)."""
         if self._budget is None:
             return None
-        last = request.messages[-1]
         return await self._budget.refused(
-            request.principal,
-            request.chat,
-            request.turn_id,
-            reply_to=last.platform_message_id if last.is_group else None,
+            request.principal, request.chat, request.turn_id, reply_to=request.messages[-1]
         )
 
     def _agent_for(self, session_key: str) -> AgentLoop:
@@ -352,25 +352,29 @@ class Conversations:
         finished_job: str | None = None,
         principal: Principal | None = None,
     ) -> None:
-        """Commit the turn in one transaction. ``last_chat`` records where the user was last
-        active (the heartbeat's default target); ``echo_to`` also writes what was delivered
-        into that chat's history, so a later reply there ("done!") has its context."""
+        """Commit the turn in one transaction (retried while the disk is full). ``last_chat``
+        is where the user was last active (the heartbeat's default target); ``echo_to`` also
+        writes what was delivered into that chat's history, for later replies there."""
         echo = [
             (echo_to, NewMessage("assistant", {"role": "assistant", "content": r.text}))
             for r in outcome.replies
             if echo_to is not None
         ]
-        await self._store.commit_turn(
-            turn_id=turn_id,
-            session_key=session_key,
-            replies=outcome.replies,
-            state="failed" if outcome.failed else "done",
-            last_chat=None if last_chat is None else _chat_record(last_chat),
-            usage=turn_usage(
-                session_key, None if principal is None else person(principal), outcome.usage
+        usage = turn_usage(
+            session_key, None if principal is None else person(principal), outcome.usage
+        )
+        await until_stored(  # the disk may be full: the outcome waits in memory, once
+            lambda: self._store.commit_turn(
+                turn_id=turn_id,
+                session_key=session_key,
+                replies=outcome.replies,
+                state="failed" if outcome.failed else "done",
+                last_chat=None if last_chat is None else _chat_record(last_chat),
+                usage=usage,
+                history_extra=echo,
+                finished_job=finished_job,
             ),
-            history_extra=echo,
-            finished_job=finished_job,
+            self._storage_full,
         )
         for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)
@@ -389,9 +393,5 @@ def _is_owner_dm(msg: InboundMessage, principal: Principal) -> bool:
 
 
 def _chat_record(msg: InboundMessage) -> dict[str, str | None]:
-    return {
-        "channel": msg.channel,
-        "chat_id": msg.chat_id,
-        "thread_id": msg.thread_id,
-        "chat_type": msg.chat_type.value,
-    }
+    keys = ("channel", "chat_id", "thread_id")
+    return {**{k: getattr(msg, k) for k in keys}, "chat_type": msg.chat_type.value}

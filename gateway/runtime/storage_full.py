@@ -10,8 +10,11 @@ delivers it again and nothing is lost. Meanwhile:
   channel (the outbox is in the full store), saying its message will be answered once space
   is back, so nobody resends. A notice that cannot be sent is only logged.
 
-Nothing here retries: the platforms' redelivery does, and the first message journaled after
-the outage ends it.
+Inbound is not retried here: the platforms' redelivery does, and the first message journaled
+after the outage ends it. A turn running when the disk fills is different: its steps
+and its answer exist only in memory, so its writes (checkpoints, the commit) wait for space
+(:func:`gateway.core.storage.until_stored`, reporting here) and the user gets that answer
+exactly once when space is back (no second model call, no notice in between).
 """
 
 from __future__ import annotations
@@ -42,21 +45,12 @@ class StorageFullWatch:
         self._send = send
         self.full = False
         self.outages = 0
+        self.outage = asyncio.Event()  # set while the disk is full (status, tests)
         self._told: set[str] = set()
 
     async def refused(self, msg: InboundMessage) -> None:
         """``msg`` could not be journaled because the disk is full."""
-        if not self.full:
-            self.full = True
-            self.outages += 1
-            log.error(
-                "storage full: the disk holding %s has no room, so new messages are not "
-                "acknowledged and the platforms will deliver them again. Free space on that "
-                "disk (`df -h %s`; old logs and attachments are safe to move); messages are "
-                "taken in again by themselves, nothing needs restarting.",
-                self._data_dir,
-                self._data_dir,
-            )
+        self.blocked()
         if self._send is None or msg.session_key in self._told:
             return
         self._told.add(msg.session_key)
@@ -67,9 +61,26 @@ class StorageFullWatch:
         except Exception as exc:  # the notice is a courtesy; the message itself is safe
             log.warning("storage full: could not tell %s: %r", msg.session_key, exc)
 
+    def blocked(self) -> None:
+        """A write failed because the disk is full: say so once per outage."""
+        if self.full:
+            return
+        self.full = True
+        self.outages += 1
+        self.outage.set()
+        log.error(
+            "storage full: the disk holding %s has no room, so new messages are not "
+            "acknowledged and the platforms will deliver them again, and finished answers "
+            "wait to be stored. Free space on that disk (`df -h %s`; old logs and "
+            "attachments are safe to move); work resumes by itself, nothing needs restarting.",
+            self._data_dir,
+            self._data_dir,
+        )
+
     def accepted(self) -> None:
         """A message was journaled: if the disk was full, it no longer is."""
         if self.full:
             self.full = False
+            self.outage.clear()
             self._told.clear()
             log.warning("storage writable again: messages are being taken in")

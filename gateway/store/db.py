@@ -229,12 +229,17 @@ class Database(Service):
         self._loop_deliver(outcomes)
 
     def _batch_failed(self, exc: Exception) -> BaseException:
-        """The error every job of a failed transaction gets (after rolling it back)."""
-        if not self.engine.is_engine_error(exc) and not isinstance(exc, StoreError):
-            raise exc
+        """The error every job of a failed transaction gets (after rolling it back). Never
+        raises: a writer thread that died would leave every later ``run`` waiting forever."""
         with contextlib.suppress(Exception):
             self.engine.end(commit=False)
-        error = self._translate(exc)
+        if self.engine.is_engine_error(exc) or isinstance(exc, StoreError):
+            error = self._translate(exc)
+        else:  # a job's own error after the engine undid the whole transaction
+            log.error("store transaction undone by a job's error: %r", exc)
+            error = StoreError(f"the transaction was undone: {exc!r}")
+            error.__cause__ = exc
+            return error
         if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
             log.warning("store transaction failed: %s", error)
         else:

@@ -140,8 +140,13 @@ class PostgresEngine(Engine):
     def end(self, commit: bool) -> None:
         assert self._raw is not None
         status = self._raw.info.transaction_status
-        if status != psycopg.pq.TransactionStatus.IDLE:
-            self._raw.execute("COMMIT" if commit else "ROLLBACK")
+        if status == psycopg.pq.TransactionStatus.IDLE:
+            return
+        if commit and status == psycopg.pq.TransactionStatus.INERROR:
+            # PostgreSQL would answer COMMIT with a silent ROLLBACK: say it failed instead
+            self._raw.execute("ROLLBACK")
+            raise StoreError("the transaction failed and was rolled back")
+        self._raw.execute("COMMIT" if commit else "ROLLBACK")
 
     def in_transaction(self) -> bool:
         # a failed statement leaves it INERROR: still open, a savepoint rollback recovers it

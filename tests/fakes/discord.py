@@ -88,6 +88,8 @@ class FakeDiscord:
         self.resume_failure: Literal["close", "invalid_session"] = "close"
         self.refuse_connections = False  # close every socket before HELLO
         self.replay_overlap = 0  # events already seen that a RESUME replays anyway
+        self.close_identify_with: int | None = None  # answer IDENTIFY by closing with this
+        self.close_after_ready: int | None = None  # close every new session/resume at once
         self._ws: web.WebSocketResponse | None = None
         self._session_id = ""
         self._seq = 0
@@ -190,6 +192,9 @@ class FakeDiscord:
 
     async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         self.identifies += 1
+        if self.close_identify_with is not None:  # 4004 bad token, 4014 disallowed intents...
+            await ws.close(code=self.close_identify_with)
+            return
         self.intents = data.get("intents")
         self._session_id = f"session-{self.identifies}"
         self._seq = 0
@@ -205,10 +210,15 @@ class FakeDiscord:
                 "application": {"id": str(APP_ID), "flags": 0},
             },
         )
+        if self.close_after_ready is not None:
+            await ws.close(code=self.close_after_ready)
 
     async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         self.resumes += 1
-        if self.resume_failures > 0 or data.get("session_id") != self._session_id:
+        if data.get("session_id") != self._session_id:  # unknown or invalidated session
+            await ws.send_json({"op": 9, "d": False})  # what Discord answers: identify again
+            return
+        if self.resume_failures > 0:
             self.resume_failures = max(0, self.resume_failures - 1)
             if self.resume_failure == "invalid_session":
                 await ws.send_json({"op": 9, "d": True})
@@ -220,6 +230,8 @@ class FakeDiscord:
             await ws.send_json(event)
         self._seq += 1
         await ws.send_json({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}})
+        if self.close_after_ready is not None:
+            await ws.close(code=self.close_after_ready)
 
     async def _send(self, event: str, data: dict[str, Any]) -> None:
         self._seq += 1
@@ -229,7 +241,11 @@ class FakeDiscord:
             await self._ws.send_json(frame)
 
     async def drop(self, code: int = 4000) -> None:
-        """Close the gateway socket (a resumable close code by default)."""
+        """Close the gateway socket (a resumable close code by default). 4007 (invalid
+        sequence) and 4009 (session timed out) end the session, as Discord does: a RESUME
+        of it is answered with op 9 INVALID_SESSION (d=false)."""
+        if code in (4007, 4009):
+            self._session_id = ""
         if self._ws is not None:
             await self._ws.close(code=code)
 

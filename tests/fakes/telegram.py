@@ -26,13 +26,21 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
+from gateway.config.settings import Settings
+from gateway.core.backoff import Backoff
 from gateway.core.pacing import Rate
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(
     per_chat=Rate(100, burst=100), per_group=Rate(100, burst=100), overall=Rate(1000, burst=1000)
 )
+
+
+def fast_channel(settings: Settings) -> TelegramChannel:
+    """The Telegram channel of ``settings`` with test pacing and a backoff of milliseconds."""
+    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
 
 
 def utf16_len(text: str) -> int:
@@ -75,6 +83,8 @@ class FakeTelegram:
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
         self.failures: dict[str, deque[Failure]] = defaultdict(deque)
         self.reject_entities = 0  # refuse this many entity-bearing messages
+        self.outage: Failure | None = None  # while set, every call fails with it
+        self.refused: list[Call] = []  # calls answered with an error (scripted or outage)
         self.transcript = "transcribed words"
         # What a user sees: (chat id, message id) -> (text, entities), edits and deletions applied
         self.chat: dict[tuple[int, int], tuple[str, list[dict[str, Any]]]] = {}
@@ -133,6 +143,16 @@ class FakeTelegram:
         self.failures[method].append(
             Failure(status, description, retry_after, times, skip, chat_id)
         )
+
+    async def go_down(self, status: int = 502, description: str = "Bad Gateway") -> None:
+        """Answer every call with ``status`` until :meth:`come_back` (a long poll waiting
+        now is answered with it too, as a proxy in front of a dead server would)."""
+        self.outage = Failure(status, description)
+        await self._notify()
+
+    async def come_back(self) -> None:
+        self.outage = None
+        await self._notify()
 
     def add_file(self, content: bytes, file_path: str = "photos/file_1.jpg") -> str:
         file_id = f"FILE{next(self._file_ids)}"
@@ -288,6 +308,8 @@ class FakeTelegram:
         async with self.changed:
             self.calls.append(call)
             self.changed.notify_all()
+        if self.outage is not None:
+            return await self._refuse(call, self.outage)
         queued = self.failures.get(method)  # scripted by the exact method name
         failure = next((f for f in queued or () if f.applies(params)), None)
         if queued and failure is not None and failure.skip > 0:
@@ -296,16 +318,28 @@ class FakeTelegram:
             failure.times -= 1
             if failure.times <= 0:
                 queued.remove(failure)
-            return _error(failure.status, failure.description, failure.retry_after)
+            return await self._refuse(call, failure)
         handler = self._handlers.get(method.lower())  # Bot API methods are case-insensitive
         if handler is None:
             return _error(404, "Not Found: method not found")
         response: web.Response = await handler(call)
+        outage = self._outage()  # it may have gone down while this poll waited
+        if outage is not None and method == "getUpdates":
+            return await self._refuse(call, outage)
         if response.status == 200:
             params["_ok"] = True
             call.result = json.loads(response.text or "{}").get("result")
             await self._notify()
         return response
+
+    def _outage(self) -> Failure | None:
+        return self.outage
+
+    async def _refuse(self, call: Call, failure: Failure) -> web.Response:
+        async with self.changed:
+            self.refused.append(call)
+            self.changed.notify_all()
+        return _error(failure.status, failure.description, failure.retry_after)
 
     def _me(self) -> dict[str, Any]:
         return {
@@ -335,7 +369,9 @@ class FakeTelegram:
             self.changed.notify_all()
 
             def ready() -> bool:
-                return self._closing or any(u["update_id"] >= offset for u in self.updates)
+                if self._closing or self.outage is not None:
+                    return True
+                return any(u["update_id"] >= offset for u in self.updates)
 
             if not ready() and timeout > 0:
                 with contextlib.suppress(TimeoutError):

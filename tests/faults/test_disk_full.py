@@ -3,38 +3,28 @@
 
 Inbound is not acknowledged (the offset stays, Telegram delivers again), each chat gets at
 most one notice, the log says what to do once, and when space is back the messages are taken
-in by themselves and answered exactly once."""
+in by themselves and answered exactly once. A turn whose answer is ready when the disk fills
+keeps that answer until it can be committed, and delivers it exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 
 import pytest
 
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from gateway.runtime.storage_full import NOTICE
 from gateway.store import Store
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 UNLIMITED_PAGES = 1073741823
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 async def fill_disk(store: Store) -> int:
@@ -95,5 +85,44 @@ async def test_disk_full_holds_messages_unacknowledged_tells_once_and_resumes(
     assert [r.levelno for r in errors if "no room" in r.getMessage()] == [logging.ERROR]
     assert str(settings.data_dir) in errors[0].getMessage()
     assert "Free space" in errors[0].getMessage()
+    assert sum("storage writable again" in r.getMessage() for r in caplog.records) == 1
+    assert gateway.bus.storage_full.outages == 1
+
+
+async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_space_is_back(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = make_settings(telegram=section(tg))
+    caplog.set_level(logging.INFO)
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("warm up")
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+        size = await fill_disk(gateway.store)  # measure what no longer fits, then free it
+        await free_disk(gateway.store)
+        words = size // 7
+        answer = " ".join(f"word{i}" for i in range(words))  # more than the room left
+        gate = asyncio.Event()
+        fake_llm.queue(held(gate, answer))
+        await tg.say("a long question")
+        await fake_llm.wait_for_requests(2)  # the model is answering
+        await fill_disk(gateway.store)
+        gate.set()
+        # the answer is ready but cannot be stored: the turn waits for space, keeping it
+        await asyncio.wait_for(gateway.bus.storage_full.outage.wait(), 10)
+        assert tg.texts(42) == ["echo: warm up"]  # nothing sent from an uncommitted turn
+        await free_disk(gateway.store)
+        await tg.wait_for(lambda: "word0" in "".join(tg.texts(42)[1:]))
+        await gateway.wait_idle()
+        await tg.wait_for(lambda: f"word{words - 1}" in "".join(tg.texts(42)))
+    parts = tg.texts(42)[1:]
+    assert " ".join(parts).split() == answer.split()  # every word once, in order
+    assert len(fake_llm.requests) == 2  # the answer was kept, not asked for again
+    errors = [r for r in caplog.records if "storage full:" in r.getMessage()]
+    assert [r.levelno for r in errors] == [logging.ERROR]
+    assert "finished answers wait to be stored" in errors[0].getMessage()
     assert sum("storage writable again" in r.getMessage() for r in caplog.records) == 1
     assert gateway.bus.storage_full.outages == 1

@@ -1,32 +1,22 @@
 """Hostile input through the real Telegram path (threat model rows 19 and 20): a 1 GB file
-announced is never fetched, and an answer full of broken markup, RTL overrides, zero-width
+announced is never fetched, a zip bomb is kept as sent (compressed, within the attachment size
+cap) and never unpacked, and an answer full of broken markup, RTL overrides, zero-width
 characters and a 4-byte emoji at the 4096 edge arrives whole, in parts within the limit."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import io
+import zipfile
 
 import pytest
 
 from channels._text import utf16_length
-from channels.telegram import TelegramChannel
-from gateway.config.settings import Settings
-from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, random_token, section
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    fake = await FakeTelegram(random_token()).start()
-    yield fake
-    await fake.stop()
-
-
-def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+channel = fast_channel
 
 
 async def test_a_one_gigabyte_file_announced_is_not_fetched_and_the_model_is_told(
@@ -81,3 +71,44 @@ async def test_broken_markup_at_the_edge_arrives_whole_in_parts_within_the_limit
     assert "\u202eevil.exe" in joined and "zero\u200bwidth" in joined
     assert "print('fence opened at the edge')" in joined
     assert joined.count("tail") == 900
+
+
+def zip_bomb(unpacked: int = 64 * 1024 * 1024) -> bytes:
+    """A real zip bomb: 64 MiB of zeros that deflate to a few tens of kilobytes."""
+    buffer = io.BytesIO()
+    archive = zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9)
+    with archive, archive.open("zeros.bin", "w", force_zip64=True) as member:
+        chunk = bytes(1024 * 1024)
+        for _ in range(unpacked // len(chunk)):
+            member.write(chunk)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("limit", [20_000_000, 10_000])
+async def test_a_zip_bomb_is_stored_as_sent_never_unpacked_and_within_the_size_cap(
+    limit: int, make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    bomb = zip_bomb()
+    assert len(bomb) < 200_000 < 64 * 1024 * 1024  # small on the wire, huge unpacked
+    file_id = tg.add_file(bomb, "documents/file_9.zip")
+    document = {  # no file_size announced: only the download shows the size
+        "file_id": file_id,
+        "file_unique_id": "bomb1",
+        "file_name": "photos.zip",
+        "mime_type": "application/zip",
+    }
+    settings = make_settings(telegram=section(tg, max_attachment_bytes=limit))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say(caption="what is in here?", document=document)
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    stored = [p for p in (settings.workspace_dir / "attachments").rglob("*") if p.is_file()]
+    told = fake_llm.requests[0].last_user_text
+    if len(bomb) <= limit:  # stored byte for byte, still compressed; nothing beside it
+        [kept] = stored
+        assert kept.read_bytes() == bomb
+    else:  # over the cap: not kept at all, and the model is told why
+        assert stored == []
+        assert f"over the {limit}-byte limit" in told
+    assert sum(p.stat().st_size for p in stored) <= limit
+    assert "what is in here?" in told

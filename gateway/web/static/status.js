@@ -68,6 +68,28 @@
     );
   }
 
+  function modelState(m) {
+    if (m.cooling_until && m.cooling_until > Date.now() / 1000) {
+      return el("span", { class: "pill", data: { state: "closed" }, title: m.last_error || "" }, `cooling down until ${when(m.cooling_until)}`);
+    }
+    return el("span", { class: "pill", data: { state: "open" } }, m.answered_last ? "answered last" : "ready");
+  }
+
+  function models(data) {
+    $("models").replaceChildren(
+      table(
+        ["Model", "Configured in", "State", "Last answer", "Last error"],
+        (data.models || []).map((m) => [
+          el("span", { title: m.label }, m.name),
+          m.settings.join(", "),
+          modelState(m),
+          ago(m.last_answer_at),
+          m.last_error || "—",
+        ]),
+      ),
+    );
+  }
+
   function work(data) {
     const w = data.work;
     $("work").replaceChildren(
@@ -211,6 +233,7 @@
     }
     $("summary").textContent = `${data.agent} · ${data.model} · v${data.version}`;
     channels(data);
+    models(data);
     work(data);
     turns(data);
     usage(data);

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from channels.memory import MemoryChannel
@@ -108,6 +109,9 @@ async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
         await asyncio.gather(*talks)
     for chat in chats:  # nothing lost, nothing doubled, order kept
         assert tg.texts(chat) == expected(chat, messages), chat
+    with psycopg.connect(pg_url) as conn:  # it died in a turn, which another node resumed
+        (resumed,) = conn.execute("SELECT COUNT(*) FROM turns WHERE attempts > 1").fetchone()
+    assert resumed >= 1
 
 
 async def test_journaled_messages_and_queued_replies_wake_every_node(

@@ -6,8 +6,10 @@ Each configuration runs ``switchboard run`` processes (the nodes) against the fa
 Bot API (in this process) and the fake LLM (its own process, 0.2 s per answer). N chats
 write at the same instant; the result is the wall time until every answer arrived, turns
 per second, and CPU per turn: the node processes' user + system time, and (PostgreSQL) that
-of the database server's backends serving them, from /proc. Each PostgreSQL run gets a
-fresh database on ``--server`` (default: the local server, user postgres).
+of the database server's backends serving them, from /proc; with several nodes, how many
+turns each ran (every node runs turns; the leader also receives and sends). Each PostgreSQL run gets a
+fresh database on ``--server`` (default: the local server, user postgres). Answers do not
+stream by edits (``telegram.streaming = false``) in any configuration.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Result:
     node_cpu: float
     db_cpu: float
     transactions: int  # committed on the database during the burst (PostgreSQL)
+    spread: str = ""  # turns run per node (PostgreSQL), e.g. "52/49/50"
 
     def line(self) -> str:
         per_turn = (self.node_cpu + self.db_cpu) / self.chats * 1000
@@ -55,6 +58,7 @@ class Result:
                 if self.transactions
                 else ""
             )
+            + (f"; turns per node {self.spread}" if self.spread else "")
         )
 
 
@@ -76,6 +80,9 @@ def node_env(
         SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
         SWITCHBOARD_TELEGRAM__ALLOW_FROM='["*"]',
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="30",
+        # turns, not streaming (bench.streaming): in a cluster only the leader's turns
+        # stream, so with it on the configurations would not do the same work
+        SWITCHBOARD_TELEGRAM__STREAMING="false",
         NO_PROXY="127.0.0.1,localhost",
     )
     if url is not None:
@@ -105,6 +112,15 @@ def commits(url: str | None) -> int:
             "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
         ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+def spread(url: str | None) -> str:
+    """Turns run per node since it started, as the nodes report them (PostgreSQL)."""
+    if url is None:
+        return ""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT turns FROM cluster_nodes ORDER BY name").fetchall()
+    return "/".join(str(turns) for (turns,) in rows)
 
 
 def backend_cpu(url: str | None) -> float:
@@ -169,6 +185,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
             db_cpu = backend_cpu(url) - db_before
             await asyncio.sleep(1.5)  # backends report their statistics within a second
             transactions = commits(url) - commits_before
+            per_node = spread(url)  # reported with the heartbeat, within the 1.5 s above
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
@@ -179,7 +196,7 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
                 process.kill()
                 await process.wait()
         await tg.stop()
-    return Result(label, chats, seconds, node_cpu, db_cpu, transactions)
+    return Result(label, chats, seconds, node_cpu, db_cpu, transactions, per_node)
 
 
 async def main() -> None:

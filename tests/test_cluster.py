@@ -183,6 +183,12 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
                 )
             await answered(tg, chats, round_ + 1, timeout=60)
         assert sum(n.ready.is_set() for n in standbys) == 1  # exactly one took over
+        code, out, err = await switchboard(
+            "status", "--json", env=node_env(tmp_path, fake_llm, tg, pg_url, "node-1")
+        )
+        assert code == 0, err
+        roles = {n["name"]: n["role"] for n in json.loads(out)["nodes"]}
+        assert roles["node-0"] == "gone" and sorted(roles.values()) == ["gone", "leader", "standby"]
 
     for chat in chats:  # every message answered once, in order
         assert tg.texts(chat) == [f"echo: c{chat} m{r}" for r in range(rounds)], chat

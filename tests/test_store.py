@@ -248,3 +248,25 @@ async def test_the_writer_survives_a_job_that_fails_after_the_disk_filled(
         assert all(isinstance(o, StoreError) for o in outcomes) or outcomes[0] == "ok"
         await store.db.run(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"))
         assert await asyncio.wait_for(store.db.run(small), 10) == "ok"  # still writing
+
+
+async def test_what_a_cluster_node_reads_to_take_a_session(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        for platform_id, chat in (("1", "a"), ("2", "b"), ("3", "a"), ("4", "b")):
+            await store.journal.accept(inbound(platform_id, f"m{platform_id}", chat))
+        pending = await store.journal.pending()
+        assert [r.message.text for r in pending] == ["m1", "m2", "m3", "m4"]
+        # a session's turn starts with its first message; a node then dies in it
+        await store.journal.start_turn("turn-a", "t:a", "chat", [pending[0].id])
+        await store.journal.accept(inbound("5", "m5", "b"))
+        known = {r.id: r for r in pending}
+        again = await store.journal.pending(known=known)  # read once, decoded once
+        assert [r.message.text for r in again] == ["m2", "m3", "m4", "m5"]
+        assert again[0] is known[again[0].id] and again[-1].id not in known
+        assert await store.journal.running_sessions() == ["t:a"]
+        work = await store.journal.session_work("t:a", ["t:a"])
+        assert [t.id for t in work.running] == ["turn-a"]
+        assert [r.message.text for r in work.running[0].records] == ["m1"]
+        assert [r.message.text for r in work.pending] == ["m3"]
+        other = await store.journal.session_work("t:b", ["t:b"])
+        assert not other.running and [r.message.text for r in other.pending] == ["m2", "m4", "m5"]

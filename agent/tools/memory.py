@@ -1,13 +1,19 @@
 """Memory tools: read, write, patch, append and search the current scope's memory.
 
 The scope (owner, one person, one group) comes from the turn's principal, never from the
-arguments, so no call can reach another scope's notes. Writes are atomic.
+arguments, so no call can reach another scope's notes. Writes are atomic, and a patch or
+an append (read, change, write) holds an exclusive ``flock`` on a lock file beside the note,
+so two turns changing the same note at once (two sessions, or two nodes of a cluster sharing
+the workspace) both keep their change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import re
+from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +48,18 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold the note's lock file (``.<name>.lock`` beside it) while it is changed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with (path.parent / f".{path.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _target(ctx: ToolContext, which: str) -> Path:
@@ -93,6 +111,10 @@ class MemoryPatch(Tool):
         path = _target(ctx, "memory")
 
         def patch() -> str:
+            with _exclusive(path):
+                return change()
+
+        def change() -> str:
             text = _read(path)
             count = text.count(args["old_text"])
             if count != 1:
@@ -130,6 +152,10 @@ class MemoryAppend(Tool):
         )
 
         def append() -> None:
+            with _exclusive(path):
+                add()
+
+        def add() -> None:
             text = _read(path)
             if not text and which == "today":
                 text = f"# {datetime.now().astimezone().date().isoformat()}\n\n"

@@ -52,13 +52,17 @@ async def run_gateway(settings: Settings) -> int:
     # `switchboard chat` attaches here (gateway/cli/chat.py)
     terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
     with Interrupts() as interrupts:
-        # a standby node of a cluster waits in start() until it leads: a signal ends the wait
+        # a cluster's node runs turns at once but waits in start() until it leads (receives,
+        # sends, schedules): a signal ends the wait
         starting = asyncio.create_task(gateway.start())
         signalled = asyncio.create_task(interrupts.next())
         standby = asyncio.create_task(gateway.guard.standby.wait())
         await asyncio.wait({starting, signalled, standby}, return_when=asyncio.FIRST_COMPLETED)
         if standby.done() and not starting.done():
-            print("switchboard: standby; another node leads the cluster", flush=True)
+            print(
+                "switchboard: standby; another node leads the cluster (this node runs turns)",
+                flush=True,
+            )
             await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
         standby.cancel()
         if not starting.done():

@@ -140,7 +140,8 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"latest {problem['level']}: {at} {problem['message']}")
     lines.extend(
         f"node {n['name']}: {n['role']} (pid {n['pid']} on {n['host']},"
-        f" heartbeat {n['heartbeat_age']:.0f}s ago)"
+        f" heartbeat {n['heartbeat_age']:.0f}s ago; {n.get('sessions_in_flight', 0)}"
+        f" session(s) in flight, {n.get('turns', 0)} turn(s) run)"
         for n in report.get("nodes", [])
     )
     if report.get("heartbeat_target"):

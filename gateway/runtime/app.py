@@ -38,7 +38,8 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
-from gateway.runtime.cluster import guard_for
+from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
+from gateway.runtime.cluster_work import ClusterWork
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
@@ -78,14 +79,17 @@ class Gateway(Service):
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
         self.store = store_for(settings)
+        # one process per data directory (SQLite), or a node of a cluster (PostgreSQL)
+        self.guard = guard_for(settings)
+        cluster = isinstance(self.guard, ClusterGuard)
         self.bus = LocalBus(
-            self.store, storage_full=StorageFullWatch(settings.data_dir, send=self._send_direct)
+            self.store,
+            storage_full=StorageFullWatch(settings.data_dir, send=self._send_direct),
+            queue_inbound=not cluster,  # in a cluster any node may take a message
         )
         self.gate = AccessGate(
             self.bus, self.store, settings.channel_sections(), on_outbound=self.bus.outbound_ready
         )
-        # one process per data directory (SQLite), or the leader of a cluster (PostgreSQL)
-        self.guard = guard_for(settings)
         self.clock = clock or SystemClock()
         # One concurrency cap per model endpoint for everything that calls it (all agents,
         # their subagents, summaries, reflection, page condensing); one provider per model,
@@ -124,7 +128,9 @@ class Gateway(Service):
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
         self.typing = TypingIndicators(self.channels)
-        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=settings.streams_in)
+        # in a cluster only the leader's own turns stream (its outbox finishes their drafts)
+        streams = streaming(settings, self.guard)
+        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
         self.approvals = ApprovalDesk(
             self.store,
             settings.channel_sections(),
@@ -163,6 +169,13 @@ class Gateway(Service):
             session_of=self.router.session_key,
         )
         self.approvals.wake = self.dispatcher.wake
+        self.work: ClusterWork | None = None  # a cluster: sessions claimed across the nodes
+        if isinstance(self.guard, ClusterGuard):
+            self.work = ClusterWork(
+                self.store, self.guard.membership, self.dispatcher,
+                session_of=self.router.session_key, approvals=self.approvals, bus=self.bus,
+                channels=tuple(self.channels), max_sessions=settings.limits.max_concurrent_turns,
+            )  # fmt: skip
         self.subagents = Subagents(
             agents=self.agents,
             store=self.store,
@@ -211,23 +224,18 @@ class Gateway(Service):
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.guard.acquire()  # a cluster's standby waits here until it leads
+        await self.guard.acquire()  # the data directory's lock, or a cluster joined
         try:
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
-            await self.approvals.expire_due()  # those resume now, refused
-            work = await self.store.journal.open_work()
-            waiting = await self.approvals.waiting_turns()  # they stay parked
-            if work.pending or work.running:
-                log.info(
-                    "resuming %d interrupted turn(s) and %d waiting message(s)",
-                    len(work.running),
-                    len(work.pending),
-                )
-            self.dispatcher.resume(t for t in work.running if t.id not in waiting)
-            self.dispatcher.park(t for t in work.running if t.id in waiting)
-            self.bus.requeue(work.pending)
+            if self.work is None:
+                await resume_open_work(self.store, self.approvals, self.dispatcher, self.bus)
+            else:  # a node runs turns at once; the rest once it leads (a standby waits here)
+                await self.dispatcher.start()
+                await self.work.start()
+                await self.guard.lead()
+                await self.approvals.expire_due()
             for worker in self._workers:
                 await worker.start()
             await self.dispatcher.start()
@@ -277,6 +285,8 @@ class Gateway(Service):
         await self.scheduler.stop()
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
+        if self.work is not None:  # first: no session is taken on while the turns drain
+            await self.work.stop()
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         await self.drafts.stop()
         await self.typing.stop()

@@ -3,22 +3,32 @@
 
 With the SQLite file, a ``flock`` on the data directory keeps a second process out
 (:class:`LocalGuard`). With ``storage.url`` on PostgreSQL every ``switchboard run`` is a
-node (:class:`ClusterGuard`): it registers, waits as a standby until it holds the cluster's
-leader lock, and only then starts the work: channels (so each platform connection has one
-receiver), the dispatcher, the outbox workers and the scheduler (so heartbeat and cron fire
-once). When the leader dies, a standby takes over within seconds and resumes the open turns
-from the journal. A leader that loses the database sets :attr:`Guard.fenced` and must stop.
+node (:class:`ClusterGuard`): it registers (:meth:`Guard.acquire`) and runs turns at once
+(:mod:`gateway.runtime.cluster_work`), then waits until it holds the cluster's leader lock
+(:meth:`Guard.lead`) before it starts the rest: channels (so each platform connection has one
+receiver), the outbox workers and the scheduler (so heartbeat and cron fire once). When the
+leader dies, another node leads within seconds; the sessions of any node that dies are
+resumed by the others from the journal. A node that loses the database sets
+:attr:`Guard.fenced` and must stop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config.settings import Settings
 from gateway.core.lock import ProcessLock
+from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.dispatcher import Dispatcher
+from gateway.runtime.local_bus import LocalBus
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = "switchboard.lock"
 
@@ -32,7 +42,11 @@ class Guard(Protocol):
     fenced: asyncio.Event  # set when this process must stop working at once
     standby: asyncio.Event  # set while :meth:`acquire` waits for another node to go
 
-    async def acquire(self) -> None: ...
+    async def acquire(self) -> None:
+        """Take the data directory (one process), or join the cluster."""
+
+    async def lead(self) -> None:
+        """Return once this process may receive, send and schedule (a cluster's leader)."""
 
     async def release(self) -> None: ...
 
@@ -48,12 +62,16 @@ class LocalGuard:
     async def acquire(self) -> None:
         self._lock.acquire()
 
+    async def lead(self) -> None:
+        return
+
     async def release(self) -> None:
         self._lock.release()
 
 
 class ClusterGuard:
-    """This node of the cluster: a standby until it leads."""
+    """This node of the cluster: runs turns, and receives, sends and schedules once it
+    leads."""
 
     def __init__(self, settings: Settings, url: str, *, interval: float = 1.0) -> None:
         from gateway.store.membership import Membership  # noqa: PLC0415 - psycopg when used
@@ -71,14 +89,24 @@ class ClusterGuard:
 
     async def acquire(self) -> None:
         await self.membership.start()
-        try:
-            await self.membership.lead()
-        except BaseException:
-            await self.membership.stop()
-            raise
+        self.membership.working = True  # runs turns from now on: fences itself if cut off
+
+    async def lead(self) -> None:
+        await self.membership.lead()
 
     async def release(self) -> None:
         await self.membership.stop()
+
+
+def streaming(settings: Settings, guard: Guard) -> Callable[[str, bool], bool]:
+    """Whether a turn's answer streams by editing (``<channel>.streaming``), per channel and
+    group. In a cluster only while this node leads: the draft's messages are finished into
+    the answer by the outbox worker of the node that posted them (it waits for a draft being
+    posted, in memory), and only the leader sends."""
+    if not isinstance(guard, ClusterGuard):
+        return settings.streams_in
+    membership = guard.membership
+    return lambda channel, group: membership.leading and settings.streams_in(channel, group)
 
 
 def guard_for(settings: Settings) -> Guard:
@@ -86,3 +114,22 @@ def guard_for(settings: Settings) -> Guard:
     if url is None:
         return LocalGuard(settings)
     return ClusterGuard(settings, url)
+
+
+async def resume_open_work(
+    store: Store, approvals: ApprovalDesk, dispatcher: Dispatcher, bus: LocalBus
+) -> None:
+    """One process (SQLite): resume everything the previous run left open. (A cluster's
+    nodes resume per session, as they take it: :mod:`gateway.runtime.cluster_work`.)"""
+    await approvals.expire_due()  # those resume now, refused
+    work = await store.journal.open_work()
+    waiting = await approvals.waiting_turns()  # they stay parked
+    if work.pending or work.running:
+        log.info(
+            "resuming %d interrupted turn(s) and %d waiting message(s)",
+            len(work.running),
+            len(work.pending),
+        )
+    dispatcher.resume(t for t in work.running if t.id not in waiting)
+    dispatcher.park(t for t in work.running if t.id in waiting)
+    bus.requeue(work.pending)

@@ -9,6 +9,12 @@ A turn that waits for an approval is *parked* (its handler returns the turn): it
 slot while it waits, and its session keeps later messages back, in order, until
 :meth:`Dispatcher.wake` resumes it (decided, or expired). Only ``/approve`` and ``/deny``
 pass a parked session: the owner's own waiting turn is decided from the owner's own chat.
+
+In a cluster (PostgreSQL) a session's work runs on the node that holds the session
+(:class:`Claims`): :mod:`gateway.runtime.cluster_work` claims sessions with pending messages
+and hands them over with :meth:`Dispatcher.adopt`; work submitted here for a session this
+node does not hold (a scheduled job) first waits for it; a session with nothing left to do is
+released.
 """
 
 from __future__ import annotations
@@ -42,6 +48,26 @@ class TurnBatch:
     continued: bool = False  # the resumed turn was parked for an approval, not cut by a crash
 
 
+@dataclass(frozen=True, slots=True)
+class SessionBacklog:
+    """What a session has open when a node takes it: turns a node left running (``parked``:
+    the ids of those waiting for an approval) and messages no turn has taken yet."""
+
+    running: tuple[OpenTurn, ...] = ()
+    parked: frozenset[str] = frozenset()
+    pending: tuple[InboundRecord, ...] = ()
+
+
+class Claims(Protocol):
+    """Which node runs a session's turns (a cluster); see :mod:`gateway.runtime.cluster_work`."""
+
+    async def hold(self, key: str) -> SessionBacklog:
+        """Wait until this node holds the session; return what it has open."""
+
+    def release(self, key: str) -> None:
+        """The session has nothing left to do here: let any node take it."""
+
+
 class TurnHandler(Protocol):
     async def handle(self, batch: TurnBatch) -> OpenTurn | None:
         """Run the turn and commit its outcome; or return the turn when it waits for an
@@ -60,6 +86,8 @@ class _Session:
     running: bool = False
     parked: OpenTurn | None = None  # waits for an approval; later messages wait behind it
     continued: bool = False  # ``resume`` is a parked turn woken by its decision
+    claimed: bool = False  # (cluster) this node holds the session
+    seen: set[int] = field(default_factory=set)  # (cluster) inbound ids already taken in
 
     def has_work(self) -> bool:
         if self.resume is not None:
@@ -78,6 +106,7 @@ class Dispatcher(Service):
         max_active_turns: int = 32,
         turn_timeout: float = 600.0,
         session_of: Callable[[InboundMessage], str] = lambda msg: msg.session_key,
+        claims: Claims | None = None,
     ) -> None:
         self._bus = bus
         self._handler = handler
@@ -87,6 +116,8 @@ class Dispatcher(Service):
         self._sessions: dict[str, _Session] = {}
         self._intake: asyncio.Task[None] | None = None
         self._woken: set[str] = set()  # decided before their turn was parked
+        self.claims = claims  # a cluster's sessions; ``None``: this process runs them all
+        self.turns_run = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -163,6 +194,57 @@ class Dispatcher(Service):
             session.queue.append(record)
             self._ensure_worker(key, session)
 
+    # -- a cluster's sessions (gateway/runtime/cluster_work.py) ----------------------------
+
+    def holds(self, key: str) -> bool:
+        """Whether the session has work here (held, or waiting to be)."""
+        return key in self._sessions
+
+    def claimed(self, key: str) -> bool:
+        """Whether this node holds the session (its open work already taken on)."""
+        session = self._sessions.get(key)
+        return session is not None and session.claimed
+
+    def adopt(self, key: str, backlog: SessionBacklog) -> None:
+        """This node now holds the session: take on what it has open."""
+        session = self._sessions.setdefault(key, _Session())
+        session.claimed = True
+        self._merge(session, backlog)
+        self._ensure_worker(key, session)
+
+    def offer(self, key: str, records: Iterable[InboundRecord]) -> None:
+        """Pending messages of a session this node has: queue those not taken in yet."""
+        session = self._sessions.get(key)
+        if session is None:
+            return
+        for record in records:
+            if record.id not in session.seen:
+                session.seen.add(record.id)
+                session.queue.append(record)
+        self._ensure_worker(key, session)
+
+    def wake_parked(self, turn_id: str) -> bool:
+        """Resume a turn parked here, if it is (a decision made on another node)."""
+        if any(s.parked is not None and s.parked.id == turn_id for s in self._sessions.values()):
+            self.wake(turn_id)
+            return True
+        return False
+
+    def parked_turns(self) -> list[str]:
+        return [s.parked.id for s in self._sessions.values() if s.parked is not None]
+
+    def _merge(self, session: _Session, backlog: SessionBacklog) -> None:
+        for turn in backlog.running:
+            session.seen.update(record.id for record in turn.records)
+            if turn.id in backlog.parked:
+                session.parked = turn
+            elif session.resume is None:
+                session.resume = turn
+        pending = [r for r in backlog.pending if r.id not in session.seen]
+        session.seen.update(r.id for r in pending)
+        # with what was offered meanwhile, in the order the messages were journaled
+        session.queue = deque(sorted([*session.queue, *pending], key=lambda r: r.id))
+
     def _ensure_worker(self, key: str, session: _Session) -> None:
         if session.task is None:
             session.task = asyncio.create_task(self._work(key, session), name=f"session:{key}")
@@ -171,6 +253,10 @@ class Dispatcher(Service):
 
     async def _work(self, key: str, session: _Session) -> None:
         try:
+            if self.claims is not None and not session.claimed:
+                backlog = await self.claims.hold(key)  # another node may run it now
+                session.claimed = True
+                self._merge(session, backlog)
             while (batch := self._next_batch(key, session)) is not None:
                 async with self._slots:
                     session.running = True
@@ -178,6 +264,7 @@ class Dispatcher(Service):
                         parked = await self._execute(batch)
                     finally:
                         session.running = False
+                        self.turns_run += 1
                 if parked is not None:
                     self._hold(session, parked)
         finally:
@@ -187,6 +274,8 @@ class Dispatcher(Service):
                     self._ensure_worker(key, session)
             elif self._sessions.get(key) is session and session.parked is None:
                 del self._sessions[key]
+                if session.claimed and self.claims is not None:
+                    self.claims.release(key)
 
     @staticmethod
     def _next_batch(key: str, session: _Session) -> TurnBatch | None:

@@ -2,7 +2,8 @@
 
 Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, conversations and
 outbox workers use the whole :class:`Bus`. :class:`LocalBus` is durable through the store
-and woken through asyncio events.
+and woken through asyncio events. In a cluster (``queue_inbound=False``) a journaled message
+is not queued here: any node may run it (:mod:`gateway.runtime.cluster_work`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ class Bus(InboundSink, Protocol):
 class LocalBus:
     """In-process bus: durable through the store, woken through asyncio events."""
 
-    def __init__(self, store: Store, *, storage_full: StorageFullWatch) -> None:
+    def __init__(
+        self, store: Store, *, storage_full: StorageFullWatch, queue_inbound: bool = True
+    ) -> None:
         self._store = store
+        self._queue_inbound = queue_inbound
         self.storage_full = storage_full
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
         self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
@@ -49,7 +53,8 @@ class LocalBus:
         self.storage_full.accepted()
         if record is None:
             return Accepted.DUPLICATE
-        self._inbound.put_nowait(record)
+        if self._queue_inbound:
+            self._inbound.put_nowait(record)
         return Accepted.NEW
 
     async def admits(self, msg: InboundMessage) -> bool:
@@ -61,6 +66,8 @@ class LocalBus:
         return await self._inbound.get()
 
     def requeue(self, records: Iterable[InboundRecord]) -> None:
+        if not self._queue_inbound:
+            return
         for record in records:
             self._inbound.put_nowait(record)
 

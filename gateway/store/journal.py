@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.messages import InboundMessage
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.sql import INBOUND_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
 
@@ -59,6 +59,25 @@ def _record(row: Sequence[Any]) -> InboundRecord:
     return InboundRecord(row_id, InboundMessage.from_dict(json.loads(payload)), turn_id)
 
 
+def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
+    running: list[OpenTurn] = []
+    turns = conn.execute(
+        "SELECT id, session_key, kind, attempts FROM turns WHERE state = 'running'"
+        f"{where} ORDER BY created_at",
+        tuple(params),
+    ).fetchall()
+    for turn_id, session_key, kind, attempts in turns:
+        records = tuple(
+            _record(row)
+            for row in conn.execute(
+                "SELECT id, payload, turn_id FROM inbound WHERE turn_id = ? ORDER BY id",
+                (turn_id,),
+            )
+        )
+        running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
+    return tuple(running)
+
+
 class Journal:
     def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
         self._db = db
@@ -77,7 +96,10 @@ class Journal:
                 (msg.channel, msg.platform_message_id, msg.session_key, payload, now, now),
             )
             row = cursor.fetchone()
-            return None if row is None else int(row[0])
+            if row is None:
+                return None
+            notify(conn, INBOUND_TOPIC)  # a cluster's nodes look for work on commit
+            return int(row[0])
 
         row_id = await self._db.run(insert)
         return None if row_id is None else InboundRecord(row_id, msg)
@@ -148,23 +170,68 @@ class Journal:
                     "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending' ORDER BY id"
                 )
             )
-            running: list[OpenTurn] = []
-            turns = conn.execute(
-                "SELECT id, session_key, kind, attempts FROM turns WHERE state = 'running'"
-                " ORDER BY created_at"
-            ).fetchall()
-            for turn_id, session_key, kind, attempts in turns:
-                records = tuple(
-                    _record(row)
-                    for row in conn.execute(
-                        "SELECT id, payload, turn_id FROM inbound WHERE turn_id = ? ORDER BY id",
-                        (turn_id,),
-                    )
-                )
-                running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
-            return OpenWork(pending, tuple(running))
+            return OpenWork(pending, _running(conn, "", ()))
 
         return await self._db.run(load)
+
+    # -- a cluster's nodes share the work (gateway/runtime/cluster_work.py) ----------------
+
+    async def pending(
+        self, limit: int = 1000, known: Mapping[int, InboundRecord] | None = None
+    ) -> list[InboundRecord]:
+        """Messages no turn has taken yet, oldest first. Those in ``known`` (by id, from an
+        earlier call) are neither read again nor decoded."""
+        after = max(known, default=0) if known else 0
+
+        def load(conn: Connection) -> list[InboundRecord]:
+            rows = conn.execute(
+                "SELECT id, CASE WHEN id > ? THEN payload END, turn_id FROM inbound"
+                " WHERE state = 'pending' ORDER BY id LIMIT ?",
+                (after, limit),
+            )
+            records = []
+            for row_id, new_payload, turn_id in rows:
+                record = known.get(row_id) if known and new_payload is None else None
+                if record is None:
+                    payload = new_payload
+                    if payload is None:  # older than ``after`` yet unknown: read it
+                        payload = conn.execute(
+                            "SELECT payload FROM inbound WHERE id = ?", (row_id,)
+                        ).fetchone()[0]
+                    record = _record((row_id, payload, turn_id))
+                records.append(record)
+            return records
+
+        return await self._db.run(load, durable=False)
+
+    async def running_sessions(self) -> list[str]:
+        """The sessions with a turn left running (by a node that may have died)."""
+
+        def load(conn: Connection) -> list[str]:
+            rows = conn.execute("SELECT DISTINCT session_key FROM turns WHERE state = 'running'")
+            return [str(key) for (key,) in rows]
+
+        return await self._db.run(load, durable=False)
+
+    async def session_work(self, session_key: str, chat_keys: Sequence[str]) -> OpenWork:
+        """What one session has open: its running turns (a node died in them) and the
+        pending messages of ``chat_keys`` (the chats whose messages join it)."""
+
+        def load(conn: Connection) -> OpenWork:
+            pending: tuple[InboundRecord, ...] = ()
+            if chat_keys:
+                marks = ",".join("?" for _ in chat_keys)
+                pending = tuple(
+                    _record(row)
+                    for row in conn.execute(
+                        "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending'"
+                        f" AND session_key IN ({marks}) ORDER BY id",
+                        tuple(chat_keys),
+                    )
+                )
+            return OpenWork(pending, _running(conn, " AND session_key = ?", (session_key,)))
+
+        return await self._db.run(load, durable=False)
 
     async def counts(self) -> dict[str, int]:
         def load(conn: Connection) -> dict[str, int]:

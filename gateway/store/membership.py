@@ -11,6 +11,11 @@ A leader that cannot renew its heartbeat within ``2 × interval`` (the database 
 network is gone) calls ``on_lost`` and must stop working at once: the server will soon drop
 its connection (TCP keepalives of a few seconds) and another node will lead. That fencing
 is what keeps two leaders from running the same turns.
+
+Every node (the leader too) runs turns: a session is held by one node at a time through a
+session-level advisory lock on the same connection (:meth:`Membership.try_lock`, keyed by a
+64-bit hash of the session key), so a node that dies loses its sessions together with its
+leader lock, and a node that loses the database fences itself the same way (``working``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import psycopg
 
 from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
-from gateway.store.nodes import NODES_TABLE
+from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
 
@@ -61,8 +66,12 @@ class Membership(Service):
         self._beat: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.leading = False
+        self.working = False  # runs turns: must stop at once when the database is gone
         self.waiting = asyncio.Event()  # set once this node found another one leading
         self.lost = asyncio.Event()
+        self.live_nodes = 1  # nodes with a fresh heartbeat, as of the last one
+        # the sessions this node holds and the turns it ran, for `switchboard status`
+        self.report: Callable[[], tuple[list[str], int]] = lambda: ([], 0)
 
     async def start(self) -> None:
         try:
@@ -98,6 +107,11 @@ class Membership(Service):
             " started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
             [self.name, self._host, self._pid, now, now],
         )
+        cursor = await conn.execute(
+            "SELECT COUNT(*) FROM cluster_nodes WHERE heartbeat_at > %s", [now - 3 * self._interval]
+        )
+        row = await cursor.fetchone()
+        self.live_nodes = max(1, int(row[0])) if row is not None else 1
         self._beat = asyncio.create_task(self._heartbeat(), name="cluster-heartbeat")
 
     async def leader(self) -> str | None:
@@ -114,10 +128,11 @@ class Membership(Service):
             row = await self._query("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK])
             if row is not None and row[0]:
                 await self._query(
-                    "UPDATE cluster_nodes SET role = 'leader', heartbeat_at = %s"
-                    " WHERE name = %s RETURNING name",
-                    [self._clock(), self.name],
-                )
+                    "UPDATE cluster_nodes SET role = CASE WHEN name = %s THEN 'leader'"
+                    " ELSE 'gone' END, heartbeat_at = CASE WHEN name = %s THEN %s"
+                    " ELSE heartbeat_at END WHERE name = %s OR role = 'leader' RETURNING name",
+                    [self.name, self.name, self._clock(), self.name],
+                )  # the node that led before is gone: it held the lock until it died
                 self.leading = True
                 log.info("node %s leads the cluster", self.name)
                 return
@@ -143,28 +158,75 @@ class Membership(Service):
             await conn.close()  # ends the session: the leader lock goes with it
         self.leading = False
 
+    async def try_lock(self, key: int) -> bool:
+        """Take the advisory lock ``key`` for this node unless another node holds it."""
+        row = await self._query("SELECT pg_try_advisory_lock(%s)", [key])
+        return bool(row is not None and row[0])
+
+    async def try_lock_many(self, keys: list[int]) -> set[int]:
+        """:meth:`try_lock` for several keys in one round trip; returns those taken."""
+        if not keys:
+            return set()
+        rows = await self._rows(
+            "SELECT k FROM unnest(%s::bigint[]) AS k WHERE pg_try_advisory_lock(k)", [keys]
+        )
+        return {int(k) for (k,) in rows}
+
+    async def locked(self) -> set[int]:
+        """The advisory lock keys held now in this database, by any node."""
+        rows = await self._rows(
+            "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory'"
+            " AND objsubid = 1 AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        keys = set()
+        for high, low in rows:
+            key = (int(high) << 32) | int(low)
+            keys.add(key - (1 << 64) if key >= 1 << 63 else key)
+        return keys
+
+    async def unlock(self, key: int) -> None:
+        await self._query("SELECT pg_advisory_unlock(%s)", [key])
+
     async def _query(self, sql: str, params: list[Any] | None = None) -> Any:
+        rows = await self._rows(sql, params)
+        return rows[0] if rows else None
+
+    async def _rows(self, sql: str, params: list[Any] | None = None) -> list[Any]:
+        """One statement on the node's connection; a lost connection is ``StoreUnavailable``
+        (the heartbeat fences the node)."""
         if self._conn is None:
             raise StoreUnavailable("this node has left the cluster")
-        async with self._lock:
-            cursor = await self._conn.execute(sql, params)
-            return await cursor.fetchone() if cursor.description is not None else None
+        try:
+            async with self._lock:
+                cursor = await self._conn.execute(sql, params)
+                return await cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"node {self.name}: {str(exc).strip()}") from exc
 
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
             try:
+                sessions, turns = self.report()
+                now = self._clock()
                 async with asyncio.timeout(self._interval * 2):
                     await self._query(
-                        "UPDATE cluster_nodes SET heartbeat_at = %s WHERE name = %s",
-                        [self._clock(), self.name],
+                        "UPDATE cluster_nodes SET heartbeat_at = %s, sessions = %s, turns = %s"
+                        " WHERE name = %s",
+                        [now, sessions_report(sessions), turns, self.name],
                     )
+                    row = await self._query(
+                        "SELECT COUNT(*) FROM cluster_nodes WHERE heartbeat_at > %s",
+                        [now - 3 * self._interval],
+                    )
+                self.live_nodes = max(1, int(row[0]))
             except (psycopg.Error, TimeoutError, StoreUnavailable) as exc:
-                if self.leading:
+                if self.leading or self.working:
                     log.critical(
-                        "node %s lost the database (%s): it stops leading now", self.name, exc
+                        "node %s lost the database (%s): it stops working now", self.name, exc
                     )
-                    self.leading = False
+                    self.leading = self.working = False
                     self.lost.set()
                     self._on_lost()
                     return

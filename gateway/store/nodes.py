@@ -7,6 +7,7 @@ The table is not part of the numbered migrations: it holds only who is alive now
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,11 +19,15 @@ CREATE TABLE IF NOT EXISTS cluster_nodes (
     name TEXT PRIMARY KEY,
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
-    role TEXT NOT NULL,                          -- standby | leader
+    role TEXT NOT NULL,                          -- standby | leader | gone
     started_at DOUBLE PRECISION NOT NULL,
     heartbeat_at DOUBLE PRECISION NOT NULL
-)
+);
+ALTER TABLE cluster_nodes ADD COLUMN IF NOT EXISTS sessions TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE cluster_nodes ADD COLUMN IF NOT EXISTS turns BIGINT NOT NULL DEFAULT 0
 """
+# at most this many session keys per node in its row (``sessions_in_flight`` counts all)
+LISTED_SESSIONS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +35,29 @@ class NodeInfo:
     name: str
     host: str
     pid: int
-    role: str  # standby | leader
+    role: str  # standby | leader | gone (led until it died; forgotten after an hour)
     started_at: float
     heartbeat_at: float
+    sessions: tuple[str, ...] = ()  # the sessions this node holds now (turns in flight)
+    sessions_in_flight: int = 0
+    turns: int = 0  # turns this node ran since it started
 
     def to_dict(self, now: float) -> dict[str, Any]:
-        return {**asdict(self), "heartbeat_age": round(max(0.0, now - self.heartbeat_at), 1)}
+        data = asdict(self)
+        data["sessions"] = list(self.sessions)
+        return {**data, "heartbeat_age": round(max(0.0, now - self.heartbeat_at), 1)}
+
+
+def sessions_report(sessions: list[str]) -> str:
+    """The ``sessions`` column: how many, and the first :data:`LISTED_SESSIONS` keys."""
+    return json.dumps({"count": len(sessions), "keys": sorted(sessions)[:LISTED_SESSIONS]})
+
+
+def _sessions(text: str) -> tuple[tuple[str, ...], int]:
+    data = json.loads(text or "[]")
+    if isinstance(data, list):
+        return tuple(data), len(data)
+    return tuple(data.get("keys", ())), int(data.get("count", 0))
 
 
 class Nodes:
@@ -54,9 +76,12 @@ class Nodes:
             if not exists:
                 return []
             rows = conn.execute(
-                "SELECT name, host, pid, role, started_at, heartbeat_at FROM cluster_nodes"
-                " ORDER BY role = 'leader' DESC, name"
+                "SELECT name, host, pid, role, started_at, heartbeat_at, sessions, turns"
+                " FROM cluster_nodes ORDER BY role = 'leader' DESC, name"
             )
-            return [NodeInfo(n, h, int(p), r, float(s), float(b)) for n, h, p, r, s, b in rows]
+            return [
+                NodeInfo(n, h, int(p), r, float(s), float(b), *_sessions(k), int(t))
+                for n, h, p, r, s, b, k, t in rows
+            ]
 
         return await self._db.run(query, durable=False)

@@ -16,7 +16,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.sql import OUTBOX_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
 
@@ -53,6 +53,9 @@ class Outbox:
                 ),
             )
             inserted += cursor.rowcount
+        if inserted:  # a cluster's leader sends: wake its worker on commit
+            for channel in sorted({msg.channel for msg in messages}):
+                notify(conn, OUTBOX_TOPIC, channel)
         return inserted
 
     async def enqueue(self, messages: Sequence[OutboundMessage]) -> int:

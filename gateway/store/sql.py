@@ -113,6 +113,19 @@ class Dialect:
         return " or ".join(words)
 
 
+# PostgreSQL NOTIFY topics of a cluster (gateway/store/listener.py listens to them)
+INBOUND_TOPIC = "switchboard_inbound"  # a message was journaled: some node should run it
+OUTBOX_TOPIC = "switchboard_outbox"  # payload: the channel with a new reply to send
+WAKE_TOPIC = "switchboard_wake"  # payload: the id of a parked turn whose approval was decided
+
+
+def notify(conn: Connection, topic: str, payload: str = "") -> None:
+    """Tell the other nodes of a cluster, when this transaction commits (PostgreSQL
+    ``NOTIFY``; nothing on SQLite, where one process wakes itself in memory)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute("SELECT pg_notify(?, ?)", (topic, payload))
+
+
 SQLITE = Dialect("sqlite")
 POSTGRESQL = Dialect("postgresql")
 

@@ -1,0 +1,313 @@
+"""Turns on every node of a cluster (PostgreSQL): who runs which session.
+
+The leader receives (one receiver per platform connection) and journals each message; the
+journal's ``NOTIFY`` wakes every node (:class:`~gateway.store.listener.Listener`), and each
+looks at the pending messages (:meth:`ClusterWork.look`; also every ``poll`` seconds, in case
+a notification was lost). A session is run by the node holding its lock, a session-level
+advisory lock on the node's membership connection (:meth:`Membership.try_lock
+<gateway.store.membership.Membership.try_lock>`): strictly one turn at a time per session
+across the cluster, in journal order. A node takes at most its share per look: the sessions
+in flight on every node (advisory locks held, from ``pg_locks``) plus the free ones, divided
+by the live nodes, minus those it holds already (at least one), in random order, so a burst
+spreads over the nodes; the rest are taken at the next look, by whichever node is quicker.
+
+When a node dies its connection ends and the server releases its locks at once; the next
+node to take such a session finds the turn left running and resumes it from its checkpoints
+(:class:`~gateway.runtime.dispatcher.SessionBacklog`), exactly as a restarted process does.
+A session with nothing left to do is released (and the pending messages looked at again, so
+a message that arrived during the release is not left waiting for the timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+
+from gateway.core.errors import StoreError
+from gateway.core.lifecycle import Service
+from gateway.core.messages import InboundMessage
+from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
+from gateway.runtime.local_bus import Bus
+from gateway.store import InboundRecord, Store
+from gateway.store.listener import Listener
+from gateway.store.membership import LEADER_LOCK, Membership
+from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC, notify
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 2.0  # look for work even without a notification
+HOLD_RETRY = 0.25  # a session another node holds: try again after this long
+SCAN_LIMIT = 2000  # pending messages read per look
+
+
+def session_lock(key: str) -> int:
+    """The advisory lock key of a session: a 64-bit hash of its key."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8, person=b"sb-session").digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class ClusterWork(Service):
+    """This node's part of the turns: the :class:`~gateway.runtime.dispatcher.Claims` of
+    its dispatcher, the look at pending messages, and the wake-ups from the other nodes."""
+
+    def __init__(
+        self,
+        store: Store,
+        membership: Membership,
+        dispatcher: Dispatcher,
+        *,
+        session_of: Callable[[InboundMessage], str],
+        approvals: ApprovalDesk,
+        bus: Bus,
+        channels: Sequence[str],
+        max_sessions: int,
+        poll: float = POLL_SECONDS,
+    ) -> None:
+        self._store = store
+        self._membership = membership
+        self._dispatcher = dispatcher
+        self._session_of = session_of
+        self._waiting_turns = approvals.waiting_turns
+        self._outbound_ready = bus.outbound_ready
+        self._channels = tuple(channels)
+        self._max_sessions = max_sessions
+        self._poll = poll
+        self._held: set[str] = set()  # locked here (or being unlocked)
+        self._pending: dict[int, InboundRecord] = {}  # as of the last look
+        self._unlocks: asyncio.Queue[str] = asyncio.Queue()
+        self._dirty = asyncio.Event()
+        self._sweep = False  # a decision was announced: look at the parked turns
+        self._tasks: list[asyncio.Task[None]] = []
+        self._notes: set[asyncio.Task[None]] = set()
+        self.listener = Listener(
+            membership.url,
+            {INBOUND_TOPIC: self._inbound, OUTBOX_TOPIC: self._outbound, WAKE_TOPIC: self._woken},
+            name=membership.name,
+        )
+        dispatcher.claims = self
+        approvals.wake = self.wake  # a decision may concern a turn parked on another node
+        membership.report = lambda: (dispatcher.sessions(), dispatcher.turns_run)
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        self._tasks = [
+            asyncio.create_task(self._looking(), name="cluster-look"),
+            asyncio.create_task(self._unlocking(), name="cluster-unlock"),
+        ]
+        await self.listener.start()
+        self.look()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+        tasks, self._tasks = self._tasks, []
+        for task in [*tasks, *self._notes]:
+            task.cancel()
+        await asyncio.gather(*tasks, *self._notes, return_exceptions=True)
+
+    def look(self) -> None:
+        """Look at the pending messages soon (coalesced)."""
+        self._dirty.set()
+
+    # -- Claims ---------------------------------------------------------------------------
+
+    async def hold(self, key: str) -> SessionBacklog:
+        while True:
+            if self._dispatcher.claimed(key):  # a look took it meanwhile, with its backlog
+                return SessionBacklog()
+            if key not in self._held:
+                try:
+                    backlog = await self._try_hold(key, ())
+                except StoreError as exc:
+                    log.warning("cluster: could not claim session %s: %s", key, exc)
+                    backlog = None
+                if backlog is not None:
+                    self.look()  # its pending messages come with the next look
+                    return backlog
+            await asyncio.sleep(HOLD_RETRY)
+
+    def release(self, key: str) -> None:
+        self._unlocks.put_nowait(key)
+
+    async def _try_hold(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog | None:
+        taken = await self._try_hold_many({key: chat_keys})
+        return taken.get(key)
+
+    async def _try_hold_many(
+        self, sessions: Mapping[str, Sequence[str]]
+    ) -> dict[str, SessionBacklog]:
+        """Lock the sessions (one round trip) and load what the locked ones have open (one
+        store transaction: the jobs are group-committed). ``sessions``: the chat keys of
+        the pending messages of each."""
+        keys = {session_lock(key): key for key in sessions}
+        self._held.update(sessions)
+        try:
+            locked = {keys[k] for k in await self._membership.try_lock_many(list(keys))}
+        except BaseException:
+            self._held.difference_update(sessions)
+            raise
+        self._held.difference_update(key for key in sessions if key not in locked)
+        try:
+            loaded = await asyncio.gather(
+                *(self._load(key, sessions[key]) for key in locked), return_exceptions=True
+            )
+        except BaseException:
+            for key in locked:
+                self.release(key)
+            raise
+        taken: dict[str, SessionBacklog] = {}
+        failure: BaseException | None = None
+        for key, backlog in zip(locked, loaded, strict=True):
+            if isinstance(backlog, BaseException):
+                self.release(key)
+                failure = backlog
+            else:
+                taken[key] = backlog
+        if failure is not None and not taken:
+            raise failure
+        return taken
+
+    async def _load(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog:
+        work = await self._store.journal.session_work(key, chat_keys)
+        waiting = await self._waiting_turns() if work.running else set()
+        return SessionBacklog(
+            running=work.running,
+            parked=frozenset(t.id for t in work.running if t.id in waiting),
+            pending=tuple(r for r in work.pending if self._session_of(r.message) == key),
+        )
+
+    async def _unlocking(self) -> None:
+        while True:
+            key = await self._unlocks.get()
+            try:
+                await self._membership.unlock(session_lock(key))
+            except StoreError as exc:  # the connection is gone: so is the lock (fenced)
+                log.warning("cluster: could not release session %s: %s", key, exc)
+            self._held.discard(key)
+            self.look()  # a message that arrived while it was held
+
+    # -- looking for work -----------------------------------------------------------------
+
+    async def _looking(self) -> None:
+        while True:
+            timed_out = False
+            try:
+                async with asyncio.timeout(self._poll):
+                    await self._dirty.wait()
+            except TimeoutError:
+                timed_out = True
+            self._dirty.clear()
+            again = False
+            try:
+                again = await self._scan()
+                if timed_out:
+                    await self._adopt_orphans()
+                if self._sweep or timed_out:
+                    await self._wake_decided()
+            except StoreError as exc:
+                log.warning("cluster: looking for work failed: %s", exc)
+            except Exception:  # a bug: log it, and look again at the next wake-up
+                log.exception("cluster: looking for work failed")
+            if again:  # leave the other nodes a moment to take their share
+                await asyncio.sleep(random.uniform(0.02, 0.1))  # noqa: S311 - jitter
+                self._dirty.set()
+
+    async def _scan(self) -> bool:
+        """Queue new messages of held sessions, claim free ones; returns whether free
+        sessions were left for the next look."""
+        groups: dict[str, list[InboundRecord]] = {}
+        pending = await self._store.journal.pending(SCAN_LIMIT, self._pending)
+        self._pending = {record.id: record for record in pending}  # decoded once per node
+        for record in pending:
+            groups.setdefault(self._session_of(record.message), []).append(record)
+        free: list[str] = []
+        for key, records in groups.items():
+            if self._dispatcher.holds(key):
+                self._dispatcher.offer(key, records)
+            elif key not in self._held:
+                free.append(key)
+        if not free:
+            return False
+        # sessions another node holds are not free; of the rest this node takes its share
+        locked = await self._membership.locked()
+        free = [key for key in free if session_lock(key) not in locked]
+        random.shuffle(free)
+        held = len(locked - {LEADER_LOCK})  # sessions in flight on every node
+        share = math.ceil((len(free) + held) / max(1, self._membership.live_nodes))
+        budget = min(max(1, share - len(self._held)), self._max_sessions - len(self._held))
+        if budget <= 0:
+            return False
+        wanted = {
+            key: sorted({record.message.session_key for record in groups[key]})
+            for key in free[:budget]
+        }
+        for key, backlog in (await self._try_hold_many(wanted)).items():
+            self._dispatcher.adopt(key, backlog)
+        return len(free) > budget
+
+    async def _adopt_orphans(self) -> None:
+        """Take sessions whose turn was left running by a node that died (its lock went
+        with it) and that have no new message to bring them to a node's attention."""
+        running = [
+            key
+            for key in await self._store.journal.running_sessions()
+            if key not in self._held and not self._dispatcher.holds(key)
+        ]
+        if not running:
+            return
+        locked = await self._membership.locked()
+        for key in running:
+            if session_lock(key) in locked:
+                continue
+            backlog = await self._try_hold(key, ())
+            if backlog is not None:
+                log.info("cluster: resuming session %s left by a node that stopped", key)
+                self._dispatcher.adopt(key, backlog)
+                self.look()  # its pending messages come with the next look
+
+    async def _wake_decided(self) -> None:
+        """Resume parked turns whose approval was decided (on any node)."""
+        self._sweep = False
+        parked = self._dispatcher.parked_turns()
+        if not parked:
+            return
+        waiting = await self._waiting_turns()
+        for turn_id in parked:
+            if turn_id not in waiting:
+                self._dispatcher.wake(turn_id)
+
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def wake(self, turn_id: str) -> None:
+        """An approval was decided here (the approval desk's ``wake``): resume the turn if
+        it is parked here, else tell every node (this one included: a turn being parked
+        right now is found parked by the time the notification comes back, or by the timer
+        at the latest). Unlike one process, nothing is remembered for a turn not parked
+        here: it may be parked on another node, or later parked again here."""
+        if self._dispatcher.wake_parked(turn_id):
+            return
+        task = asyncio.create_task(self._announce(turn_id))
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
+    async def _announce(self, turn_id: str) -> None:
+        try:
+            await self._store.db.run(lambda conn: notify(conn, WAKE_TOPIC, turn_id), durable=False)
+        except StoreError as exc:  # the other nodes look at their parked turns on a timer
+            log.warning("cluster: could not announce a decision: %s", exc)
+
+    def _inbound(self, _payload: str) -> None:
+        self.look()
+
+    def _outbound(self, channel: str) -> None:
+        for name in (channel,) if channel else self._channels:
+            self._outbound_ready(name)
+
+    def _woken(self, _payload: str) -> None:
+        self._sweep = True
+        self.look()

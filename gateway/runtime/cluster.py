@@ -100,13 +100,12 @@ class ClusterGuard:
 
 def streaming(settings: Settings, guard: Guard) -> Callable[[str, bool], bool]:
     """Whether a turn's answer streams by editing (``<channel>.streaming``), per channel and
-    group. In a cluster only while this node leads: the draft's messages are finished into
-    the answer by the outbox worker of the node that posted them (it waits for a draft being
-    posted, in memory), and only the leader sends."""
-    if not isinstance(guard, ClusterGuard):
-        return settings.streams_in
-    membership = guard.membership
-    return lambda channel, group: membership.leading and settings.streams_in(channel, group)
+    group. Not on PostgreSQL (a cluster): a draft is finished into the answer by the outbox
+    worker of the node that posted it, through memory that nodes do not share, and a
+    leader's draft could be left beside its answer under load; answers arrive whole."""
+    if isinstance(guard, ClusterGuard):
+        return lambda channel, group: False
+    return settings.streams_in
 
 
 def guard_for(settings: Settings) -> Guard:

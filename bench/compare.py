@@ -104,6 +104,7 @@ def switchboard(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotPro
         SWITCHBOARD_TELEGRAM__ALLOW_FROM='["*"]',
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="30",
         SWITCHBOARD_TELEGRAM__MESSAGES_PER_SECOND="1000",
+        SWITCHBOARD_TELEGRAM__STREAMING="false",  # the floor sends one message per answer
         SWITCHBOARD_WEB__ENABLED="false",
         SWITCHBOARD_HEARTBEAT__ENABLED="false",
     )

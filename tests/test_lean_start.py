@@ -43,6 +43,7 @@ WATCHED = (
     "aiohttp",
     "playwright",
     "mcp",
+    "psycopg",  # the PostgreSQL driver: only with storage.url
     "prompt_toolkit",  # the terminal chat's front end: only in `switchboard chat`
     # not "rich": httpx imports its own command line (click, rich, pygments) whenever they
     # are installed, and ddgs brings click

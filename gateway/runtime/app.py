@@ -1,9 +1,8 @@
 """Gateway: the composition root. Builds every part from Settings and runs them together.
 
-Start order: lock the data directory, open the store, requeue what a previous run left
-open, start outbox workers and the dispatcher, then connect channels (so nothing is
-accepted before it can be processed). Stop order is the reverse: channels stop accepting,
-running turns get a drain period, outboxes flush, the store closes.
+Start order: lock the data directory (or join the cluster), open the store, requeue what a
+previous run left open, start outbox workers and the dispatcher, then connect channels (so
+nothing is accepted before it can be processed); stop in reverse, with a drain period.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
-from gateway.runtime.cluster_work import ClusterWork
 from gateway.runtime.commands import Commands
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
@@ -61,6 +59,7 @@ from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
 
 if TYPE_CHECKING:
+    from gateway.runtime.cluster_work import ClusterWork
     from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
@@ -128,7 +127,6 @@ class Gateway(Service):
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.runner.executor.registry
         self.typing = TypingIndicators(self.channels)
-        # in a cluster only the leader's own turns stream (its outbox finishes their drafts)
         streams = streaming(settings, self.guard)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
         self.approvals = ApprovalDesk(
@@ -171,6 +169,8 @@ class Gateway(Service):
         self.approvals.wake = self.dispatcher.wake
         self.work: ClusterWork | None = None  # a cluster: sessions claimed across the nodes
         if isinstance(self.guard, ClusterGuard):
+            from gateway.runtime.cluster_work import ClusterWork  # noqa: PLC0415 - psycopg
+
             self.work = ClusterWork(
                 self.store, self.guard.membership, self.dispatcher,
                 session_of=self.router.session_key, approvals=self.approvals, bus=self.bus,

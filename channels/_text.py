@@ -84,7 +84,7 @@ def _before_backticks(text: str, cut: int) -> int:
 def _inline_fences(text: str, end: int, fence: str | None) -> list[int]:
     """Where, in ``text[:end]``, ``` is written inside a line outside a code block."""
     found, line_start = [], 0
-    for line in _lines(text, end):
+    for line in text[:end].split("\n"):  # the last line may be cut short
         if _is_fence_line(line) and line_start + len(line) < end:  # a whole fence line
             fence = None if fence else line
         elif fence is None:
@@ -94,11 +94,6 @@ def _inline_fences(text: str, end: int, fence: str | None) -> list[int]:
                 at = line.find(FENCE, at + len(FENCE))
         line_start += len(line) + 1
     return found
-
-
-def _lines(text: str, end: int) -> list[str]:
-    """The lines of ``text[:end]``; the last one is cut short unless ``end`` ends a line."""
-    return text[:end].split("\n")
 
 
 def _is_fence_line(line: str) -> bool:

@@ -30,6 +30,18 @@ def discord_channel(settings_factory: SettingsFactory) -> tuple[DiscordChannel, 
     return channel, Gateway(settings, channels=[channel])
 
 
+def slack_gateway(settings_factory: SettingsFactory, fake_slack: FakeSlack) -> Gateway:
+    settings = settings_factory(
+        slack={
+            "bot_token": BOT_TOKEN,
+            "app_token": APP_TOKEN,
+            "base_url": fake_slack.api_url,
+            "allow_from": ["U42"],
+        }
+    )
+    return Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)])
+
+
 async def test_discord_edits_one_message_into_the_answer(
     make_settings: SettingsFactory, fake_llm: FakeLLM, fake_discord: FakeDiscord
 ) -> None:
@@ -68,15 +80,7 @@ async def test_slack_updates_one_message_into_the_answer(
     make_settings: SettingsFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
 ) -> None:
     fake_llm.queue(streamed(ANSWER, chunks=40, over=2.0))
-    settings = make_settings(
-        slack={
-            "bot_token": BOT_TOKEN,
-            "app_token": APP_TOKEN,
-            "base_url": fake_slack.api_url,
-            "allow_from": ["U42"],
-        }
-    )
-    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+    async with slack_gateway(make_settings, fake_slack) as gateway:
         await fake_slack.push(event_body(dm_event("tell me everything", user="U42", ts="1.000001")))
         [draft] = await fake_slack.wait_posts(1)
         first = draft.text
@@ -143,15 +147,7 @@ async def test_slack_continues_a_long_answer_in_a_second_message_while_writing(
 ) -> None:
     answer = long_answer(8000)
     fake_llm.queue(streamed(answer, chunks=40, over=3.0))
-    settings = make_settings(
-        slack={
-            "bot_token": BOT_TOKEN,
-            "app_token": APP_TOKEN,
-            "base_url": fake_slack.api_url,
-            "allow_from": ["U42"],
-        }
-    )
-    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+    async with slack_gateway(make_settings, fake_slack) as gateway:
         await fake_slack.push(event_body(dm_event("a long one", user="U42", ts="1.000001")))
         await fake_slack.wait_posts(2)
         assert gateway.work_in_progress().running_turns == 1  # still writing

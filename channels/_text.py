@@ -36,9 +36,9 @@ def split_message(text: str, limit: int, *, length: Length = len) -> list[str]:
             chunks.append(prefix + remaining)
             break
         budget = limit - length(prefix) - length(_CLOSE)
-        cut = _keep_code_whole(remaining, _cut_point(remaining, budget, length), fence)
+        cut = _keep_code_whole(remaining, _cut_point(remaining, budget, length))
         piece, remaining = remaining[:cut], remaining[cut:]
-        fence_after = _fence_state(piece, fence, ends_line=remaining.startswith("\n"))
+        fence_after = _fence_state(piece, fence)
         body = piece.rstrip("\n") if fence_after else piece.rstrip()
         chunk = prefix + body + (_CLOSE if fence_after else "")
         if chunk.strip():
@@ -62,16 +62,23 @@ def _cut_point(text: str, budget: int, length: Length) -> int:
     return max(fits, 1)
 
 
-def _keep_code_whole(text: str, cut: int, fence: str | None) -> int:
-    """Move ``cut`` back so it splits no run of backticks, and leaves no ``` written inside
-    a line (``see ```this```: Discord and Slack render it as code) open in the first part:
-    the cut moves to the start of that line (or, on the first line, to the backticks). Fence lines are the splitter's own business
-    (closed and reopened at the cut); inside a code block, backticks are just code."""
+def _keep_code_whole(text: str, cut: int) -> int:
+    """Move ``cut`` back so it splits no run of backticks; and when the first part would end
+    with a ``` opened inside a line (``see ```this```: Discord and Slack render it as code),
+    to the start of that line (on the first line, to the backticks), so the span goes whole
+    to the next part."""
     moved = _before_backticks(text, cut)
-    inline = _inline_fences(text, moved, fence)
-    if len(inline) % 2:
-        line_start = text.rfind("\n", 0, inline[-1]) + 1
-        moved = _before_backticks(text, line_start or inline[-1])
+    piece = text[:moved]
+    last = piece.rfind(FENCE)
+    tag = piece[last + len(FENCE) :] if last != -1 else ""
+    if tag.isalnum() and moved < len(text) and text[moved].isalnum():  # ```pyt|hon
+        moved = _before_backticks(text, last) if last > 0 else cut  # a language stays whole
+        piece = text[:moved]
+        last = piece.rfind(FENCE)
+    if last != -1 and piece.count(FENCE) % 2:
+        line_start = piece.rfind("\n", 0, last) + 1
+        if piece[line_start:last].strip():  # on the first line: cut before the backticks
+            moved = line_start or last
     return moved if moved > 0 else cut  # a first part of nothing would never end
 
 
@@ -81,25 +88,12 @@ def _before_backticks(text: str, cut: int) -> int:
     return cut
 
 
-def _inline_fences(text: str, end: int, fence: str | None) -> list[int]:
-    """Where, in ``text[:end]``, ``` is written inside a line outside a code block."""
-    found, line_start = [], 0
-    for line in text[:end].split("\n"):  # the last line may be cut short
-        if _is_fence_line(line) and line_start + len(line) < end:  # a whole fence line
-            fence = None if fence else line
-        elif fence is None:
-            at = line.find(FENCE)
-            while at != -1:
-                found.append(line_start + at)
-                at = line.find(FENCE, at + len(FENCE))
-        line_start += len(line) + 1
-    return found
-
-
 def _is_fence_line(line: str) -> bool:
-    """A code fence: a line of ``` and an optional language (CommonMark: no backticks in it)."""
+    """A code fence: three or more backticks and an optional language (CommonMark: with no
+    backticks in it)."""
     stripped = line.strip()
-    return stripped.startswith(FENCE) and FENCE not in stripped[len(FENCE) :]
+    ticks = len(stripped) - len(stripped.lstrip("`"))
+    return ticks >= len(FENCE) and "`" not in stripped[ticks:]
 
 
 def _longest_prefix(text: str, budget: int, length: Length) -> int:
@@ -114,14 +108,20 @@ def _longest_prefix(text: str, budget: int, length: Length) -> int:
     return low
 
 
-def _fence_state(piece: str, fence: str | None, *, ends_line: bool) -> str | None:
-    """Which code block (if any) is open after ``piece``, given the one open before it. A
-    last line cut short (``ends_line`` false) is no fence: the rest of it follows."""
-    lines = piece.split("\n")
-    for line in lines if ends_line else lines[:-1]:
-        if _is_fence_line(line):
-            fence = None if fence else _opener(line.strip())
-    return fence
+def _fence_state(piece: str, fence: str | None) -> str | None:
+    """Which code block (if any) is open after ``piece``, given the one open before it.
+    Every ``` toggles, as on Discord and Slack, so each part holds its fences in pairs once
+    the splitter closes and reopens the block at the cut."""
+    if piece.count(FENCE) % 2 == 0:
+        return fence
+    if fence:
+        return None
+    last = piece.rfind(FENCE)
+    line_end = piece.find("\n", last)
+    if line_end == -1:  # cut short: its language may go on in the next part
+        return FENCE
+    line = piece[piece.rfind("\n", 0, last) + 1 : line_end]
+    return _opener(line.strip()) if _is_fence_line(line) else FENCE
 
 
 def _opener(line: str) -> str:

@@ -7,7 +7,7 @@ BINDIR ?= $(HOME)/.local/bin
 DEV_STAMP := $(VENV)/.dev-installed
 HOME_DIR = $${SWITCHBOARD_HOME:-$$HOME/.switchboard}
 
-.PHONY: install dev onboard run chat link test lint typecheck check bench constraints clean
+.PHONY: install dev onboard run chat link test fuzz lint typecheck check bench constraints clean
 
 # The virtualenv with Switchboard installed; redone when pyproject.toml changes.
 $(BIN)/switchboard: pyproject.toml
@@ -49,6 +49,12 @@ link: install
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n 2
+
+# The property tests with a wide random search (CI runs a fixed, derandomized set). A failing
+# example is printed with the @example line that reproduces it: add that to the test.
+fuzz: $(DEV_STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -n 2 -p no:cacheprovider \
+	  tests/faults/test_properties.py tests/test_text_split.py tests/test_cron_spec.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
@@ -22,6 +23,23 @@ pytest_plugins = [
     "tests.fakes.platform_fixtures",  # `tg`, `fake_slack`, `fake_discord`, `site`, `sink`
     "tests.backends",  # the store on both engines: `make_store`
 ]
+
+# Property tests: CI runs a fixed, derandomized set of examples, so it never fails on an
+# example found for the first time that nobody can reproduce; `make fuzz` searches widely.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    max_examples=5_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_name, None)

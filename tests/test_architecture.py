@@ -137,10 +137,15 @@ def _is_parent_package(target: str, module: str) -> bool:
     return sources()[target].name == "__init__.py" and module.startswith(target + ".")
 
 
+# An alarm, not a target: a module this long probably does more than one job. Split by
+# responsibility when it rings, never only to get under the number.
+LONG_MODULE_LINES = 800
+
+
 def test_no_module_outgrows_its_job() -> None:
     too_long = {
         str(path.relative_to(ROOT)): n
         for path in sources().values()
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > LONG_MODULE_LINES
     }
     assert too_long == {}

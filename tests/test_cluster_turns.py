@@ -68,13 +68,16 @@ def expected(chat: int, messages: int) -> list[str]:
     return [f"echo: c{chat} m{i}" for i in range(messages)]
 
 
+@pytest.mark.timeout(180)  # 500 turns on 3 processes: past the global 60 s on a loaded machine
 async def test_three_nodes_share_the_turns_of_100_chats(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
 ) -> None:
     chats, messages = range(2001, 2101), 5
     fake_llm.latency = 0.05
     async with cluster(tmp_path, fake_llm, tg, pg_url, 3):
-        await asyncio.gather(*(converse(tg, chat, messages, 40) for chat in chats))
+        # the test's own bound (a clear failure) comes well before the timeout mark's kill
+        async with asyncio.timeout(120):
+            await asyncio.gather(*(converse(tg, chat, messages, 40) for chat in chats))
         # every node ran turns (the counters arrive with the next heartbeat)
         nodes = await wait_status(
             node_env(tmp_path, fake_llm, tg, pg_url, "node-0"),

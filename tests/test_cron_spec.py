@@ -149,7 +149,7 @@ def matches(expr: str, moment: datetime) -> bool:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=max(150, settings.default.max_examples))
 @given(
     minute=field(0, 59),
     hour=field(0, 23),

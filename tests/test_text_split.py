@@ -43,7 +43,7 @@ def test_telegram_counts_utf16_units() -> None:
     assert "".join(chunks) == emoji
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=max(200, settings.default.max_examples))
 @given(
     st.text(alphabet=st.sampled_from(list("ab c\n😀é")), min_size=1, max_size=600),
     st.integers(min_value=20, max_value=200),

@@ -24,7 +24,7 @@ from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.metered import Charge, TurnMeter, person
+from agent.llm.metered import Charge, TurnMeter
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
 from agent.outcome import (
@@ -198,7 +198,7 @@ class AgentLoop:
         turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
         turn_state.deferred = deferred
-        charge = Charge(request.session_key, request.turn_id, person(request.principal), meter)
+        charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:

@@ -86,7 +86,7 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
         return MemoryScope(
             "group", f"memory/groups/{name}", f"the group {chat.channel}:{chat.chat_id}"
         )
-    if principal.role == "owner":
+    if principal.is_owner:
         return OWNER_SCOPE
     name = _safe(f"{principal.channel}-{principal.sender_id}")
     return MemoryScope(

@@ -6,7 +6,7 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agent.approval import ApprovalAsk
+from agent.approval import PendingCall
 from agent.llm.base import TextSink
 from agent.llm.metered import Metered
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
@@ -60,4 +60,4 @@ class TurnOutcome:
     final_text: str = ""
     read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)
     # The turn stopped at a call that waits for approval: it is parked, not committed.
-    awaiting: ApprovalAsk | None = None
+    awaiting: PendingCall | None = None

@@ -41,7 +41,7 @@ def file_view(
     )
     if scope_for(principal, request.chat).kind == "owner":
         return view
-    if principal.role != "member" and principal.chat_type is ChatType.DM:
+    if principal.is_admin and principal.chat_type is ChatType.DM:
         return view.narrowed(hide=OWNER_MEMORY)
     sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
     return view.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))

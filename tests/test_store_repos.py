@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
-from gateway.store import ApprovalRecord, Job, NewMessage, Store, TaskRecord, UsageRecord
-from gateway.store.approvals import approval_id
+from gateway.store import ApprovalRequest, Job, NewMessage, Store, TaskRecord, UsageRecord
+from gateway.store.approvals import ApprovalState, approval_id
 from tests.backends import StoreFactory
 
 OWNER = {"channel": "t", "sender_id": "owner", "role": "owner"}
@@ -174,7 +174,7 @@ async def test_pairing_queue_expires_the_oldest_and_decides_once(make_store: Sto
 async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
     make_store: StoreFactory,
 ) -> None:
-    record = ApprovalRecord(
+    record = ApprovalRequest(
         id=approval_id("turn-1:call"),
         call_key="turn-1:call",
         turn_id="turn-1",
@@ -185,7 +185,7 @@ async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
         reason="r",
         requester={"channel": "t"},
         approvers=("t:owner",),
-        state="pending",
+        state=ApprovalState.PENDING,
         created_at=1.0,
         expires_at=2.0,
     )
@@ -193,11 +193,13 @@ async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
     async with make_store() as store:
         await store.park_turn(approval=record, messages=[], usage=[UsageRecord("t", "m", 1, 1)])
         await store.park_turn(approval=record, messages=[])  # asked again: stored once
-        assert [a.id for a in await store.approvals.pending()] == [record.id]
-        decided = await store.approvals.decide(record.id.lower(), "approved", by="t:owner", at=3)
+        assert [a.id for a in await store.approval_requests.pending()] == [record.id]
+        decided = await store.approval_requests.decide(
+            record.id.lower(), ApprovalState.APPROVED, by="t:owner", at=3
+        )
         assert decided is not None and decided.approvers == ("t:owner",)
-        assert await store.approvals.decide(record.id, "denied", by="t:owner", at=4) is None
-        assert await store.approvals.for_call("turn-1:call") == decided
+        assert await store.approval_requests.decide(record.id, "denied", by="t:owner", at=4) is None
+        assert await store.approval_requests.for_call("turn-1:call") == decided
 
         job = Job("j1", spec, "p", None, ChatRef("t", "c1"), OWNER, tainted=True)
         await store.jobs.add(job)

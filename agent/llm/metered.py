@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.types import LLMRequest, LLMResponse, Usage
 from agent.tokens import estimate, message_tokens, tools_tokens
-from gateway.core.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +74,13 @@ class TurnMeter:
         return tuple(Metered(p, m, u) for (p, m), u in self._by.items())
 
 
-def person(principal: Principal) -> str:
-    """Whose allowance a call counts against: ``channel:sender id``."""
-    return f"{principal.channel}:{principal.sender_id}"
-
-
 @dataclass(frozen=True, slots=True)
 class Charge:
     """Who pays for a model call: the session and person, and the running turn if any."""
 
     session_key: str
     turn_id: str | None = None
-    principal: str | None = None  # see person()
+    principal: str | None = None  # whose allowance: Principal.person
     meter: TurnMeter | None = None  # the running turn's; None: recorded on its own
 
     def detached(self) -> Charge:

@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from agent.llm.metered import Charge, TurnMeter, person
+from agent.llm.metered import Charge, TurnMeter
 from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.services import Services
 
 
@@ -55,7 +55,7 @@ class Refusal:
 
     reason: str
     askable: bool = False
-    authority: str = "admin"  # "admin": the owner or the channel's admins; "owner": the owner
+    authority: Role = Role.ADMIN  # ADMIN: the owner or the channel's admins; OWNER: the owner
 
 
 Sender = Callable[[OutboundMessage], Awaitable[None]]
@@ -114,7 +114,7 @@ class ToolContext:
     def charge(self) -> Charge:
         """Who pays for a model call this tool makes (a page condensed for web_fetch): the
         turn, so it counts against the turn's token cap and the person's allowance."""
-        return Charge(self.session_key, self.turn_id, person(self.principal), self.state.meter)
+        return Charge(self.session_key, self.turn_id, self.principal.person, self.state.meter)
 
 
 class Tool(ABC):
@@ -134,8 +134,8 @@ class Tool(ABC):
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()
-    # Who may use it at all ("owner", "admin", "member"); ``None``: the policy decides alone.
-    roles: ClassVar[frozenset[str] | None] = None
+    # Who may use it at all; ``None``: the policy decides alone.
+    roles: ClassVar[frozenset[Role] | None] = None
     group_chats: ClassVar[bool] = True  # offered in group chats (subject to the policy)
     # Where the tool comes from: "" for built-in tools, an MCP server's name for its tools.
     # Tools with a source may be held back behind find_tools when there are many.

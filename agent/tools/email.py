@@ -285,7 +285,7 @@ class SendEmail(Tool):
         """Everyone but the owner sends at most ``max_sends_per_day`` mails a rolling day."""
         cap = self._settings.max_sends_per_day
         principal = ctx.principal
-        if not cap or principal.role == "owner" or self._audit_log is None:
+        if not cap or principal.is_owner or self._audit_log is None:
             return
         sent = await self._audit_log.count(
             SENT,

@@ -34,7 +34,7 @@ from gateway.core.services import Services
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate, principal_for
 from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
@@ -129,7 +129,7 @@ class Gateway(Service):
         self.typing = TypingIndicators(self.channels)
         streams = streaming(settings, self.guard)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
-        self.approvals = ApprovalDesk(
+        self.approvals = Approvals(
             self.store,
             settings.channel_sections(),
             clock=self.clock,

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.approval import ApprovalGate
+from agent.approval import ApprovalPolicy
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
@@ -217,7 +217,7 @@ def build_agent(
         # A tool result never takes more than about an eighth of the window.
         max_result_chars=min(settings.agent.tool_result_max_chars, window // 2),
         redact=redact,
-        approvals=ApprovalGate(settings.tools.approvals, store.approvals),
+        approvals=ApprovalPolicy(settings.tools.approvals, store.approval_requests),
     )
     turn = settings.agent
     runner = Runner(

@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.llm.metered import person
 from agent.turn import TurnOutcome
 from gateway.config.settings import LimitSettings
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage
@@ -45,7 +44,7 @@ class Refusal:
 
 def principal_key(principal: Principal) -> str:
     """The ``usage.principal`` a person's model calls are charged to."""
-    return person(principal)
+    return principal.person
 
 
 class UserBudget:
@@ -66,9 +65,7 @@ class UserBudget:
     async def check(self, principal: Principal) -> Refusal | None:
         """``None`` when the person may have this turn; else why not, and what to tell them."""
         limits = self._limits
-        if principal.role == "owner" or not (
-            limits.user_daily_tokens or limits.user_turns_per_hour
-        ):
+        if principal.is_owner or not (limits.user_daily_tokens or limits.user_turns_per_hour):
             return None
         key = principal_key(principal)
         now = self._clock()

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from gateway.config.settings import Settings
 from gateway.core.lock import ProcessLock
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.local_bus import LocalBus
 from gateway.store import Store
@@ -116,7 +116,7 @@ def guard_for(settings: Settings) -> Guard:
 
 
 async def resume_open_work(
-    store: Store, approvals: ApprovalDesk, dispatcher: Dispatcher, bus: LocalBus
+    store: Store, approvals: Approvals, dispatcher: Dispatcher, bus: LocalBus
 ) -> None:
     """One process (SQLite): resume everything the previous run left open. (A cluster's
     nodes resume per session, as they take it: :mod:`gateway.runtime.cluster_work`.)"""

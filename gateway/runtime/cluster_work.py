@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gateway.core.errors import StoreError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import InboundMessage
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
 from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.local_bus import Bus
 from gateway.store import InboundRecord, Store
@@ -62,7 +62,7 @@ class ClusterWork(Service):
         dispatcher: Dispatcher,
         *,
         session_of: Callable[[InboundMessage], str],
-        approvals: ApprovalDesk,
+        approvals: Approvals,
         bus: Bus,
         channels: Sequence[str],
         max_sessions: int,

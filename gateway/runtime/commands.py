@@ -9,7 +9,7 @@ from gateway.core.commands import COMMANDS
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime import pairing
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
 from gateway.store import Store
 
 StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
@@ -23,7 +23,7 @@ class Commands:
         agent_name: str,
         store: Store,
         status: StatusReport,
-        approvals: ApprovalDesk | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._name = agent_name
         self._store = store
@@ -81,7 +81,7 @@ class Commands:
         action = words[0].lower() if words else "list"
         by = f"{msg.channel}:{msg.sender_id}"
         # The owner manages every channel; an admin only the channel they are an admin of.
-        scope = None if principal.role == "owner" else msg.channel
+        scope = None if principal.is_owner else msg.channel
         if action == "list":
             return await pairing.listing_text(self._store, channel=scope)
         if action == "clear":

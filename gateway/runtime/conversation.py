@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
 from gateway.core.addressing import (
@@ -33,11 +32,11 @@ from gateway.core.messages import (
     OutboundMessage,
     new_id,
 )
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.agent_channel import is_reply
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
 from gateway.runtime.autopilot import AutopilotRun
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
@@ -91,7 +90,7 @@ class Conversations:
         turn_ended: TurnEnded = no_turn_end,
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
-        approvals: ApprovalDesk | None = None,
+        approvals: Approvals | None = None,
         storage_full: StorageAlarm | None = None,
     ) -> None:
         self._store = store
@@ -171,7 +170,7 @@ class Conversations:
             outcome = await self._run_agent(agent, request, last)
             if outcome.awaiting is not None and self._approvals is not None:
                 self._opened.pop(id(batch), None)
-                usage = turn_usage(request.session_key, person(request.principal), outcome.usage)
+                usage = turn_usage(request.session_key, request.principal.person, outcome.usage)
                 parked = await self._approvals.park(request, outcome.awaiting, batch.records, usage)
                 await self._turn_ended(request.chat, request.turn_id, True)  # a notice is queued
                 return parked
@@ -235,7 +234,7 @@ class Conversations:
             owner["channel"],
             owner["sender_id"],
             owner.get("sender_name", ""),
-            owner.get("role", "member"),
+            Role(owner.get("role", Role.MEMBER)),
             ChatType(owner.get("chat_type", "dm")),
         )
         said, tainted = conversation.authorised_by, conversation.tainted
@@ -361,7 +360,7 @@ class Conversations:
             if echo_to is not None
         ]
         usage = turn_usage(
-            session_key, None if principal is None else person(principal), outcome.usage
+            session_key, None if principal is None else principal.person, outcome.usage
         )
         await until_stored(  # the disk may be full: the outcome waits in memory, once
             lambda: self._store.commit_turn(
@@ -386,9 +385,7 @@ def _is_owner_dm(msg: InboundMessage, principal: Principal) -> bool:
     """Only the owner's own direct chat becomes the heartbeat's home: a check-in runs
     with the owner's rights, so it must never land in someone else's chat or a group."""
     return (
-        msg.channel != AGENT_CHANNEL
-        and principal.role == "owner"
-        and principal.chat_type is ChatType.DM
+        msg.channel != AGENT_CHANNEL and principal.is_owner and principal.chat_type is ChatType.DM
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gateway.config.settings import HeartbeatSettings
 from gateway.core.messages import ChatRef, ChatType
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.runtime.autopilot import AutopilotRun
@@ -93,7 +93,7 @@ class Heartbeat:
             return Skip(
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
-        principal = Principal(chat.channel, "heartbeat", "heartbeat", "owner", chat_type)
+        principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
         run = AutopilotRun(
             kind="heartbeat",
             session_key=SESSION,

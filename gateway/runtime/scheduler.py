@@ -21,7 +21,7 @@ from gateway.core.addressing import DEFAULT_AGENT, qualify
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType, new_id
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import JobInfo
@@ -134,7 +134,7 @@ class Scheduler(Service):
             str(owner["channel"]),
             str(owner["sender_id"]),
             str(owner.get("sender_name", "")),
-            str(owner.get("role", "member")),
+            Role(owner.get("role", Role.MEMBER)),
             ChatType(owner.get("chat_type", "dm")),
         )
         self._dispatcher.submit(
@@ -244,9 +244,7 @@ class Scheduler(Service):
 
 
 def _visible(job: Job, principal: Principal) -> bool:
-    return (
-        principal.role == "owner" or job.owner_key == f"{principal.channel}:{principal.sender_id}"
-    )
+    return principal.is_owner or job.owner_key == f"{principal.channel}:{principal.sender_id}"
 
 
 def _info(job: Job) -> JobInfo:

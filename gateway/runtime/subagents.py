@@ -15,7 +15,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import asdict
 
-from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, qualify
@@ -102,7 +101,7 @@ class Subagents:
                     outcome = await agent.run_turn(request)
                 state = "failed" if outcome.failed else "done"
                 result = outcome.final_text or "(the task produced no result)"
-                usage = turn_usage(session_key, person(principal), outcome.usage)
+                usage = turn_usage(session_key, principal.person, outcome.usage)
             except TimeoutError:
                 state, result = "failed", f"it did not finish within {self._timeout:g} seconds"
                 usage = []

@@ -15,7 +15,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
-from gateway.store.approvals import ApprovalRecord, Approvals
+from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.db import Database, Engine
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
@@ -33,8 +33,9 @@ from gateway.store.usage import UsageRecord, UsageReport
 __all__ = [
     "AgentConversation",
     "AgentConversations",
-    "ApprovalRecord",
-    "Approvals",
+    "ApprovalRequest",
+    "ApprovalRequests",
+    "ApprovalState",
     "AuditEntry",
     "AuditLog",
     "Database",
@@ -114,7 +115,7 @@ class Store(Service):
         self.tasks = Tasks(self.db, clock=clock)
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
-        self.approvals = Approvals(self.db)
+        self.approval_requests = ApprovalRequests(self.db)
         self.drafts = Drafts(self.db, clock=clock)
         self.nodes = Nodes(self.db)
 
@@ -157,7 +158,7 @@ class Store(Service):
     async def park_turn(
         self,
         *,
-        approval: ApprovalRecord,
+        approval: ApprovalRequest,
         messages: Sequence[OutboundMessage],
         usage: Sequence[UsageRecord] = (),
     ) -> None:
@@ -166,7 +167,7 @@ class Store(Service):
         is recorded. The turn itself stays open; it resumes once the request is decided."""
 
         def park(conn: Connection) -> None:
-            self.approvals.insert_statement(conn, approval)
+            self.approval_requests.insert_statement(conn, approval)
             self.outbox.enqueue_statement(conn, messages)
             for record in usage:  # rows of their own: the turn's commit writes its rest
                 row_id = f"{approval.turn_id}:{record.purpose}:{record.model}:{approval.id}"
@@ -191,7 +192,7 @@ class Store(Service):
             "tasks": await self.tasks.prune(records),
             "jobs": await self.jobs.prune(records),
             "pairing requests": await self.pairings.prune(records),
-            "approval requests": await self.approvals.prune(records),
+            "approval requests": await self.approval_requests.prune(records),
             "stream drafts": await self.drafts.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),

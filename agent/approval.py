@@ -26,6 +26,7 @@ from typing import Any, Literal
 from agent.tools.base import Refusal, Tool, ToolContext, ToolResult
 from gateway.core.addressing import AGENT_CHANNEL
 from gateway.core.principal import Role
+from gateway.core.turns import TurnKind
 from gateway.store import ApprovalRequest, ApprovalRequests, ApprovalState
 
 Mode = Literal["ask", "refuse"]
@@ -68,11 +69,11 @@ class ApprovalPolicy:
 
     def may_ask(self, ctx: ToolContext) -> bool:
         """Whether this turn can wait for a person's decision: a chat turn of a person
-        (an autopilot turn cannot be resumed, and nobody waits for it)."""
+        (an unattended turn cannot be resumed, and nobody waits for it)."""
         return (
             self.mode == "ask"
             and self._book is not None
-            and ctx.turn_kind == "chat"
+            and ctx.turn_kind is TurnKind.CHAT
             and ctx.chat.channel != AGENT_CHANNEL
         )
 

@@ -42,12 +42,13 @@ from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.tools.find_tools import FindTools
 from agent.tools.registry import ToolSource
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.turn import TurnOutcome, TurnRequest
 from agent.turn_scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
+from gateway.core.turns import TurnKind
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class AgentLoop:
         self.pins = pins
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
-        trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
+        trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
         meter = TurnMeter()  # kept here: a turn that fails still used what it used
         try:
             async with asyncio.timeout(self.config.turn_timeout):
@@ -170,8 +171,7 @@ class AgentLoop:
             await self.tool_source.prepare(registry, request.principal)
         tools = registry.specs(
             lambda t: (
-                self.policy.offered(t, request.principal)
-                and fits(t, kind=request.kind.value, task=kind)
+                self.policy.offered(t, request.principal) and fits(t, kind=request.kind, task=kind)
             )
         )
         deferred: dict[str, ToolSpec] = {}
@@ -214,7 +214,7 @@ class AgentLoop:
             state=turn_state,
             trace=trace,
             charge=charge,
-            autopilot=request.kind.autopilot,
+            unattended=request.kind.unattended,
             on_text=request.on_text,
             fit=None if limit is None else TurnFit(self.window, limit, rebuild),
             on_tool=request.on_tool,
@@ -359,8 +359,8 @@ class AgentLoop:
             audit=self._audit,
             channels=self._channels,
             services=self.services,
-            autopilot=request.kind.autopilot,
-            turn_kind=request.kind.value,
+            unattended=request.kind.unattended,
+            turn_kind=request.kind,
             agent=self.config.agent_id,
         )
 

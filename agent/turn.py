@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -11,20 +10,9 @@ from agent.llm.base import TextSink
 from agent.llm.metered import Metered
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
+from gateway.core.turns import TurnKind
 
 ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
-
-
-class TurnKind(enum.StrEnum):
-    CHAT = "chat"  # a person wrote; the turn must end with a visible answer
-    HEARTBEAT = "heartbeat"  # autopilot check-in; may end silently
-    CRON = "cron"  # a scheduled job; may end silently
-    SUBAGENT = "subagent"  # background task spawned by a chat turn
-
-    @property
-    def autopilot(self) -> bool:
-        """No user is waiting: no clarifying questions, silence is allowed."""
-        return self is not TurnKind.CHAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +23,7 @@ class TurnRequest:
     principal: Principal
     kind: TurnKind = TurnKind.CHAT
     messages: tuple[InboundMessage, ...] = ()  # folded user messages, oldest first
-    prompt: str | None = None  # the instruction for autopilot turns
+    prompt: str | None = None  # the instruction for unattended turns
     resumed: bool = False
     # Receives answer text as the model generates it (web chat); the final reply still goes
     # through the durable outbox and is authoritative.

@@ -61,7 +61,7 @@ class TurnLoop:
         checkpoint: Checkpoint,
         state: TurnState,
         trace: TurnTrace,
-        autopilot: bool,
+        unattended: bool,
         on_text: TextSink | None,
         charge: Charge,
         fit: Fit | None,
@@ -86,7 +86,7 @@ class TurnLoop:
         self.dedup = DedupGuard()
         self.loops = LoopDetector()
         self.review = TurnReview(
-            runner, state=state, trace=trace, autopilot=autopilot, charge=charge
+            runner, state=state, trace=trace, unattended=unattended, charge=charge
         )
         self.on_tool: ToolSink | None = None
 

@@ -34,13 +34,13 @@ class TurnReview:
         *,
         state: TurnState,
         trace: TurnTrace,
-        autopilot: bool,
+        unattended: bool,
         charge: Charge,
     ) -> None:
         self._runner = runner
         self._state = state
         self._trace = trace
-        self._autopilot = autopilot
+        self._unattended = unattended
         self._charge = charge
         self.steps: list[Step] = []
         self.answers: list[str] = []  # answers the review sent back, in order
@@ -51,12 +51,12 @@ class TurnReview:
             final_text=text,
             sent_texts=self._state.sent_texts,
             steps=self.tool_steps(),
-            autopilot=self._autopilot,
+            unattended=self._unattended,
         )
         if (
             finding is None
             and self._runner.guards.llm_review
-            and not self._autopilot
+            and not self._unattended
             and text.strip()
         ):
             finding = await self._llm_review(text, conversation)

@@ -27,8 +27,8 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from functools import cache
+from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
@@ -194,9 +194,7 @@ def main() -> None:
     print("\nreturns (a call back into a module already on the stack, from):")
     for (module, caller), count in sorted(walk.returns.items()):
         print(f"     {module} <- {caller}  ({count}x)")
-    print(
-        f"\n{len(set(steps))} modules, {len(walk.returns)} returns, {len(steps)} steps"
-    )
+    print(f"\n{len(set(steps))} modules, {len(walk.returns)} returns, {len(steps)} steps")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.core.services import Services
+from gateway.core.turns import TurnKind
 
 
 class Effect(enum.StrEnum):
@@ -100,8 +101,8 @@ class ToolContext:
     audit: Audit = _no_audit
     channels: tuple[str, ...] = ()  # channels configured on this gateway
     services: Services = field(default_factory=Services)
-    autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
-    turn_kind: str = "chat"  # chat | heartbeat | cron | subagent (agent.turn.TurnKind)
+    unattended: bool = False  # heartbeat, cron or background turn: no user is waiting
+    turn_kind: TurnKind = TurnKind.CHAT
     agent: str = "main"  # the agent this turn belongs to
     # The owner (or an admin) approved this exact call: checks that asked are waived.
     approved: bool = False

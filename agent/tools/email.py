@@ -261,7 +261,7 @@ class SendEmail(Tool):
             files=files,
             # No person is waiting in a heartbeat or cron turn (it has no inbound message):
             # RFC 3834 asks such mail to say so, and auto-responders then stay quiet.
-            auto_submitted="auto-generated" if ctx.autopilot else None,
+            auto_submitted="auto-generated" if ctx.unattended else None,
         )
         report = await self._deliver(message, recipients)
         if self._audit_log is not None:

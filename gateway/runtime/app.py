@@ -31,6 +31,7 @@ from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
+from gateway.core.turns import TurnKind
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate, principal_for
 from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
@@ -371,7 +372,7 @@ class Gateway(Service):
             f"Background task {t.id} ({t.task_type}): {t.prompt[:80]}"
             for t in self.subagents.running()
         ]
-        jobs = [item for item in self.scheduler.snapshot() if item.kind == "cron"]
+        jobs = [item for item in self.scheduler.snapshot() if item.kind is TurnKind.CRON]
         if jobs:
             lines.append(
                 f"Scheduled jobs: {len(jobs)} (next: {min(j.next_run for j in jobs if j.next_run):%Y-%m-%d %H:%M %Z})"

@@ -36,6 +36,7 @@ from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
+from gateway.core.turns import TurnKind
 from gateway.runtime import approval_text as text
 from gateway.store import (
     ApprovalRequest,
@@ -162,10 +163,10 @@ class Approvals(Service):
         self._changed.set()  # the timer plans for the new expiry
         if not stored.pending:
             self.wake(stored.turn_id)
-        return OpenTurn(request.turn_id, request.session_key, "chat", 1, records)
+        return OpenTurn(request.turn_id, request.session_key, TurnKind.CHAT, 1, records)
 
     def _who(
-        self, principal: Principal, chat: ChatRef, authority: str
+        self, principal: Principal, chat: ChatRef, authority: Role
     ) -> tuple[tuple[str, ...], list[tuple[ChatRef, bool]]]:
         """Who may decide (``channel:id``), and where the request goes (chat, direct)."""
         channel = principal.channel

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from agent.loop import AgentLoop
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.turn import TurnOutcome, TurnRequest
 from gateway.core.addressing import (
     AGENT_CHANNEL,
     DEFAULT_AGENT,
@@ -34,14 +34,15 @@ from gateway.core.messages import (
 )
 from gateway.core.principal import Principal, Role
 from gateway.core.storage import StorageAlarm, until_stored
+from gateway.core.turns import TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.agent_channel import is_reply
 from gateway.runtime.approvals import Approvals
-from gateway.runtime.autopilot import AutopilotRun
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import TurnBatch
 from gateway.runtime.local_bus import Bus
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import NewMessage, OpenTurn, Store
 
 log = logging.getLogger(__name__)
@@ -112,10 +113,10 @@ class Conversations:
 
     async def handle(self, batch: TurnBatch) -> OpenTurn | None:
         """Answer a batch; returns the turn instead when it waits for an approval."""
-        if batch.autopilot is not None:
-            await self._autopilot(batch.autopilot)
+        if batch.scheduled is not None:
+            await self._scheduled(batch.scheduled)
             return None
-        if not batch.records:  # an autopilot turn cut by a restart: nothing to answer
+        if not batch.records:  # a scheduled turn cut by a restart: nothing to answer
             assert batch.resume is not None
             await self._commit(batch.resume.id, batch.session_key, TurnOutcome(failed=True))
             return None
@@ -142,7 +143,7 @@ class Conversations:
             request = await self._watch(request)
         if batch.resume is None:
             await self._store.journal.start_turn(
-                request.turn_id, request.session_key, "chat", [r.id for r in batch.records]
+                request.turn_id, request.session_key, TurnKind.CHAT, [r.id for r in batch.records]
             )
             self._opened[id(batch)] = request.turn_id
         elif not batch.continued:  # cut by a crash or a stop (not woken by an approval)
@@ -245,7 +246,7 @@ class Conversations:
         chat = ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id)
         return AgentRoute(chat, principal, None, said, tainted)
 
-    async def _autopilot(self, run: AutopilotRun) -> None:
+    async def _scheduled(self, run: ScheduledRun) -> None:
         """A heartbeat or scheduled job: a fixed message, or a turn without a person waiting."""
         turn_id = new_id()
         try:
@@ -273,7 +274,7 @@ class Conversations:
                     session_key=run.session_key,
                     chat=run.chat,
                     principal=run.principal,
-                    kind=TurnKind(run.kind),
+                    kind=run.kind,
                     prompt=run.prompt,
                     task_type=run.task_type,
                     history_limit=run.history_limit,
@@ -298,7 +299,9 @@ class Conversations:
         record = batch.records[0]
         turn_id = batch.resume.id if batch.resume else new_id()
         if batch.resume is None:
-            await self._store.journal.start_turn(turn_id, batch.session_key, "system", [record.id])
+            await self._store.journal.start_turn(
+                turn_id, batch.session_key, TurnKind.SYSTEM, [record.id]
+            )
         task_id = record.message.platform_message_id.removeprefix("subagent:")
         task = await self._store.tasks.get(task_id)
         replies: tuple[OutboundMessage, ...] = ()
@@ -323,7 +326,7 @@ class Conversations:
         if turn_id is None:
             turn_id = new_id()
             await self._store.journal.start_turn(
-                turn_id, batch.session_key, "chat", [r.id for r in batch.records]
+                turn_id, batch.session_key, TurnKind.CHAT, [r.id for r in batch.records]
             )
         replies: tuple[OutboundMessage, ...] = ()
         if batch.records:

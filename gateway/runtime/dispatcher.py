@@ -30,8 +30,8 @@ from typing import Protocol
 from gateway.core.commands import APPROVAL_COMMANDS
 from gateway.core.lifecycle import Service, drain
 from gateway.core.messages import InboundMessage
-from gateway.runtime.autopilot import AutopilotRun
 from gateway.runtime.local_bus import Bus
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class TurnBatch:
     session_key: str
     records: tuple[InboundRecord, ...]
     resume: OpenTurn | None = None
-    autopilot: AutopilotRun | None = None
+    scheduled: ScheduledRun | None = None
     continued: bool = False  # the resumed turn was parked for an approval, not cut by a crash
 
 
@@ -80,7 +80,7 @@ class TurnHandler(Protocol):
 @dataclass(slots=True)
 class _Session:
     queue: deque[InboundRecord] = field(default_factory=deque)
-    autopilot: deque[AutopilotRun] = field(default_factory=deque)
+    scheduled: deque[ScheduledRun] = field(default_factory=deque)
     resume: OpenTurn | None = None
     task: asyncio.Task[None] | None = None
     running: bool = False
@@ -94,7 +94,7 @@ class _Session:
             return True
         if self.parked is not None:
             return any(r.message.command in APPROVAL_COMMANDS for r in self.queue)
-        return bool(self.queue or self.autopilot)
+        return bool(self.queue or self.scheduled)
 
 
 class Dispatcher(Service):
@@ -138,9 +138,9 @@ class Dispatcher(Service):
             self._intake = None
         for session in self._sessions.values():
             session.queue.clear()  # still pending in the journal; requeued on next start
-            for run in session.autopilot:
+            for run in session.scheduled:
                 run.done.set()  # not run; the scheduler decides again after the restart
-            session.autopilot.clear()
+            session.scheduled.clear()
         tasks = [s.task for s in self._sessions.values() if s.task is not None]
         if tasks:
             still_running = await drain(tasks, drain_timeout, now=now)
@@ -180,10 +180,10 @@ class Dispatcher(Service):
             session.parked = turn
         self._ensure_worker(turn.session_key, session)
 
-    def submit(self, run: AutopilotRun) -> None:
-        """Queue an autopilot turn behind the session's other work (same order, same caps)."""
+    def submit(self, run: ScheduledRun) -> None:
+        """Queue a scheduled turn behind the session's other work (same order, same caps)."""
         session = self._sessions.setdefault(run.session_key, _Session())
-        session.autopilot.append(run)
+        session.scheduled.append(run)
         self._ensure_worker(run.session_key, session)
 
     async def _consume(self) -> None:
@@ -290,8 +290,8 @@ class Dispatcher(Service):
                     return TurnBatch(key, (record,))
             return None
         if not session.queue:
-            if session.autopilot:
-                return TurnBatch(key, (), autopilot=session.autopilot.popleft())
+            if session.scheduled:
+                return TurnBatch(key, (), scheduled=session.scheduled.popleft())
             return None
         first = session.queue.popleft()
         records = [first]

@@ -18,7 +18,8 @@ from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
-from gateway.runtime.autopilot import AutopilotRun
+from gateway.core.turns import TurnKind
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -61,13 +62,13 @@ class Heartbeat:
         self.settings = settings
         self._file = workspace / "HEARTBEAT.md"
         self._store = store
-        self._running: AutopilotRun | None = None
+        self._running: ScheduledRun | None = None
 
     @property
     def running(self) -> bool:
         return self._running is not None and not self._running.done.is_set()
 
-    async def plan(self, now: datetime) -> AutopilotRun | Skip:
+    async def plan(self, now: datetime) -> ScheduledRun | Skip:
         """The check-in to run at ``now``, or why this tick is skipped."""
         if self.running:
             return Skip("the previous heartbeat is still running")
@@ -94,8 +95,8 @@ class Heartbeat:
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
         principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
-        run = AutopilotRun(
-            kind="heartbeat",
+        run = ScheduledRun(
+            kind=TurnKind.HEARTBEAT,
             session_key=SESSION,
             chat=chat,
             principal=principal,

@@ -25,10 +25,11 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import JobInfo
-from gateway.runtime.autopilot import AutopilotRun
+from gateway.core.turns import TurnKind
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.heartbeat import Heartbeat, Skip
 from gateway.runtime.housekeeping import housekeep
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,8 @@ class Scheduler(Service):
             ChatType(owner.get("chat_type", "dm")),
         )
         self._dispatcher.submit(
-            AutopilotRun(
-                kind="cron",
+            ScheduledRun(
+                kind=TurnKind.CRON,
                 session_key=qualify(job.agent, f"cron:{job.id}"),
                 chat=job.chat,
                 principal=principal,
@@ -162,7 +163,7 @@ class Scheduler(Service):
             return
         self._dispatcher.submit(plan)
 
-    async def beat_now(self) -> AutopilotRun | Skip:
+    async def beat_now(self) -> ScheduledRun | Skip:
         """Run one heartbeat decision immediately (tests and the status page use it)."""
         assert self._heartbeat is not None
         plan = await self._heartbeat.plan(self._clock.now())
@@ -230,14 +231,14 @@ class Scheduler(Service):
 
     def snapshot(self) -> list[ScheduledItem]:
         items = [
-            ScheduledItem(j.id, "cron", j.spec.describe(), j.next_run, j.chat.session_key)
+            ScheduledItem(j.id, TurnKind.CRON, j.spec.describe(), j.next_run, j.chat.session_key)
             for j in self._jobs
         ]
         if self._heartbeat is not None and self._next_heartbeat is not None:
             every = self._heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(
-                    "heartbeat", "heartbeat", f"every {every} seconds", self._next_heartbeat
+                    "heartbeat", TurnKind.HEARTBEAT, f"every {every} seconds", self._next_heartbeat
                 )
             )
         return items

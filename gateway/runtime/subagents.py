@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from dataclasses import asdict
 
 from agent.loop import AgentLoop
-from agent.turn import TurnKind, TurnRequest
+from agent.turn import TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
+from gateway.core.turns import TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.conversation import SYSTEM_CHANNEL
 from gateway.runtime.local_bus import Bus
@@ -83,7 +84,7 @@ class Subagents:
         async with self._slots:
             turn_id = new_id()
             session_key = qualify(record.agent, f"subagent:{record.id}")
-            await self._store.journal.start_turn(turn_id, session_key, "subagent", [])
+            await self._store.journal.start_turn(turn_id, session_key, TurnKind.SUBAGENT, [])
             request = TurnRequest(
                 turn_id=turn_id,
                 session_key=session_key,

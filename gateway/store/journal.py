@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.messages import InboundMessage
+from gateway.core.turns import TurnKind
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
@@ -41,7 +42,7 @@ class OpenTurn:
 
     id: str
     session_key: str
-    kind: str
+    kind: TurnKind
     attempts: int
     records: tuple[InboundRecord, ...]
 
@@ -74,7 +75,7 @@ def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenT
                 (turn_id,),
             )
         )
-        running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
+        running.append(OpenTurn(turn_id, session_key, TurnKind(kind), int(attempts), records))
     return tuple(running)
 
 
@@ -115,7 +116,7 @@ class Journal:
         return await self._db.run(query)
 
     async def start_turn(
-        self, turn_id: str, session_key: str, kind: str, record_ids: Sequence[int]
+        self, turn_id: str, session_key: str, kind: TurnKind, record_ids: Sequence[int]
     ) -> None:
         """Create the turn and mark its inbound messages as processing (one transaction).
 

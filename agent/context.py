@@ -15,7 +15,7 @@ from pathlib import Path
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
 from agent.memory import FileCache, MemoryStore, scope_for
 from agent.skills import SkillLibrary
-from agent.turn import TurnRequest
+from agent.turn.request import TurnRequest
 from gateway.core.messages import InboundMessage
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind

@@ -26,7 +26,7 @@ from agent.llm.metered import Charge, prompt_limit
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
-from agent.turn import TurnRequest
+from agent.turn.request import TurnRequest
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class ContextWindow:
 
 @dataclass(frozen=True, slots=True)
 class TurnFit:
-    """What a turn's loop needs to keep each call inside the window (agent.turn_steps.Fit)."""
+    """What a turn's loop needs to keep each call inside the window (agent.turn.inputs.Fit)."""
 
     window: ContextWindow
     limit: int

@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
-from agent.llm.types import LLMRequest, LLMResponse, Usage
+from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
 from agent.tokens import estimate, message_tokens, tools_tokens
 
 log = logging.getLogger(__name__)
@@ -140,9 +140,13 @@ class MeteredModel:
         slots: asyncio.Semaphore | None,
         context_window: int,
         record: UsageRecorder | None = None,
+        max_tokens: int = 4_096,
+        temperature: float | None = None,
     ) -> None:
         self.provider = provider
         self.context_window = context_window
+        self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
+        self._temperature = temperature
         self._slots = slots
         self._record = record
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
@@ -150,6 +154,20 @@ class MeteredModel:
     @property
     def model(self) -> str:
         return self.provider.model
+
+    async def ask(
+        self,
+        system: SystemPrompt,
+        conversation: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...] = (),
+        on_text: TextSink | None = None,
+        *,
+        purpose: Purpose,
+        charge: Charge,
+    ) -> LLMResponse:
+        """One call with this agent's output size and temperature."""
+        request = LLMRequest(system, tuple(conversation), tools, self.max_tokens, self._temperature)
+        return await self.complete(request, purpose=purpose, charge=charge, on_text=on_text)
 
     async def complete(
         self,

@@ -126,7 +126,7 @@ class Gateway(Service):
             for agent_id in self.router.agents
         }
         self.agent = self.agents[DEFAULT_AGENT]
-        self.tools = self.agent.runner.executor.registry
+        self.tools = self.agent.executor.registry
         self.typing = TypingIndicators(self.channels)
         streams = streaming(settings, self.guard)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)

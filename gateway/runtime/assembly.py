@@ -1,4 +1,4 @@
-"""Building the agent from Settings: tools, policy, runner, context, compaction.
+"""Building the agent from Settings: tools, policy, model, context, compaction.
 
 A wiring module (like :mod:`gateway.runtime.app`): it knows the agent package, so the rest of the
 gateway does not have to.
@@ -11,16 +11,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.agent import Agent, AgentConfig
 from agent.approval import ApprovalPolicy
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
 from agent.llm.metered import Charge, EndpointSlots, MeteredModel, Purpose
 from agent.llm.types import ChatMessage, SystemPrompt
-from agent.loop import AgentConfig, AgentLoop
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
-from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
@@ -33,6 +32,7 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
+from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
@@ -116,6 +116,8 @@ def metered_model(
         slots=None if settings.llm.fallbacks else models.slots.for_endpoint(endpoint(settings.llm)),
         context_window=settings.llm.context_window,
         record=recorder(store),
+        max_tokens=settings.llm.max_tokens,
+        temperature=settings.llm.temperature,
     )
 
 
@@ -158,7 +160,7 @@ def build_agent(
     models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
-) -> AgentLoop:
+) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
     gateway's fallback models, their cooldowns and the concurrency caps per model endpoint
@@ -220,25 +222,12 @@ def build_agent(
         approvals=ApprovalPolicy(settings.tools.approvals, store.approval_requests),
     )
     turn = settings.agent
-    runner = Runner(
-        model,
-        executor,
-        guards=GuardSettings(
-            max_iterations=turn.max_iterations,
-            max_turn_tokens=turn.max_turn_tokens,
-            review_retries=turn.review_retries,
-            llm_review=turn.llm_review,
-        ),
-        max_tokens=settings.llm.max_tokens,
-        temperature=settings.llm.temperature,
-    )
     counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
 
     async def summarize(prompt: str, charge: Charge) -> str:
-        response = await runner.call_model(
+        response = await model.ask(
             SystemPrompt(SUMMARY_SYSTEM),
             [ChatMessage("user", prompt)],
-            (),
             purpose=Purpose.SUMMARY,
             charge=charge,
         )
@@ -247,8 +236,15 @@ def build_agent(
     async def audit(kind: str, **detail: object) -> None:
         await store.audit.record(kind, detail=detail)
 
-    return AgentLoop(
-        runner=runner,
+    return Agent(
+        model=model,
+        executor=executor,
+        limits=TurnLimits(
+            max_iterations=turn.max_iterations,
+            max_turn_tokens=turn.max_turn_tokens,
+            review_retries=turn.review_retries,
+            llm_review=turn.llm_review,
+        ),
         policy=policy,
         history=store.history,
         context=ContextBuilder(

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from agent.loop import AgentLoop
-from agent.turn import TurnOutcome, TurnRequest
+from agent.agent import Agent
+from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import (
     AGENT_CHANNEL,
     DEFAULT_AGENT,
@@ -83,7 +83,7 @@ class Conversations:
         *,
         store: Store,
         bus: Bus,
-        agents: Mapping[str, AgentLoop],
+        agents: Mapping[str, Agent],
         commands: Commands,
         principal_for: PrincipalResolver,
         typing: Typing = no_typing,
@@ -192,7 +192,7 @@ class Conversations:
         return None
 
     async def _run_agent(
-        self, agent: AgentLoop, request: TurnRequest, last: InboundMessage
+        self, agent: Agent, request: TurnRequest, last: InboundMessage
     ) -> TurnOutcome:
         async with self._typing(request.chat):
             outcome = await agent.run_turn(request)
@@ -210,7 +210,7 @@ class Conversations:
             request.principal, request.chat, request.turn_id, reply_to=request.messages[-1]
         )
 
-    def _agent_for(self, session_key: str) -> AgentLoop:
+    def _agent_for(self, session_key: str) -> Agent:
         """The agent owning a session (the default agent for one no longer configured)."""
         return self._agents.get(agent_of(session_key)) or self._agents[DEFAULT_AGENT]
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.llm.base import TextSink
-from agent.turn import ToolSink, TurnRequest
+from agent.turn.inputs import ToolSink
+from agent.turn.request import TurnRequest
 from gateway.core.channel import Channel, SupportsActivity, SupportsStreaming, TurnActivity
 from gateway.runtime.drafts import DraftStreamer
 

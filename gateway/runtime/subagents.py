@@ -15,8 +15,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import asdict
 
-from agent.loop import AgentLoop
-from agent.turn import TurnRequest
+from agent.agent import Agent
+from agent.turn.request import TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
@@ -34,7 +34,7 @@ class Subagents:
     def __init__(
         self,
         *,
-        agents: Mapping[str, AgentLoop],
+        agents: Mapping[str, Agent],
         store: Store,
         bus: Bus,
         max_concurrent: int = 3,

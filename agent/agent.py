@@ -1,4 +1,4 @@
-"""AgentLoop: one turn, from the user's messages to the replies to send.
+"""Agent: one turn, from the user's messages to the replies to send.
 
 It loads the session's history, writes the new user messages as drafts (the turn's first
 checkpoint), builds the prompt, runs the guarded tool loop and decides what the user sees.
@@ -24,10 +24,19 @@ from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.metered import Charge, TurnMeter
+from agent.llm.metered import Charge, MeteredModel, TurnMeter
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
-from agent.outcome import (
+from agent.policy import ToolPolicy
+from agent.reflection import reflect, worth_reflecting
+from agent.task_types import fits, task_type
+from agent.tools.base import Audit, Sender, ToolContext, TurnState
+from agent.tools.executor import ToolExecutor
+from agent.tools.find_tools import FindTools
+from agent.tools.registry import ToolSource
+from agent.turn.inputs import TurnInputs, TurnLimits
+from agent.turn.loop import RunResult, TurnLoop
+from agent.turn.outcome import (
     INTERNAL_ERROR_NOTICE,
     INTERRUPTED_NOTICE,
     TIMEOUT_NOTICE,
@@ -35,15 +44,8 @@ from agent.outcome import (
     notice,
     provider_notice,
 )
-from agent.policy import ToolPolicy
-from agent.reflection import reflect, worth_reflecting
-from agent.runner import Runner, RunResult
-from agent.task_types import fits, task_type
-from agent.tools.base import Audit, Sender, ToolContext, TurnState
-from agent.tools.find_tools import FindTools
-from agent.tools.registry import ToolSource
-from agent.turn import TurnOutcome, TurnRequest
-from agent.turn_scope import authorising_texts, file_view, resumed_state
+from agent.turn.request import TurnOutcome, TurnRequest
+from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
 from gateway.core.services import Services
@@ -72,11 +74,13 @@ async def _no_audit(kind: str, **detail: object) -> None:
     return None
 
 
-class AgentLoop:
+class Agent:
     def __init__(
         self,
         *,
-        runner: Runner,
+        model: MeteredModel,
+        executor: ToolExecutor,
+        limits: TurnLimits,
         policy: ToolPolicy,
         history: History,
         context: ContextBuilder,
@@ -91,8 +95,12 @@ class AgentLoop:
         trace_dir: Path | None = None,
         redact: Callable[[str], str] = lambda text: text,
         tool_source: ToolSource | None = None,
+        services: Services | None = None,
+        storage_alarm: StorageAlarm | None = None,
     ) -> None:
-        self.runner = runner
+        self.model = model
+        self.executor = executor
+        self.limits = limits
         self.tool_source = tool_source  # MCP servers: their tools, registered before a turn
         self.policy = policy
         self.history = history
@@ -112,8 +120,8 @@ class AgentLoop:
         self._trace_dir = trace_dir
         self._redact = redact
         self._background: set[asyncio.Task[None]] = set()
-        self.services = Services()  # filled in by the gateway once its services exist
-        self.storage_alarm: StorageAlarm | None = None  # told while checkpoints wait for space
+        self.services = services or Services()  # scheduling, background tasks, other agents
+        self.storage_alarm = storage_alarm  # told while checkpoints wait for space
         self.pins = pins
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
@@ -166,7 +174,7 @@ class AgentLoop:
 
     async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnMeter) -> TurnOutcome:
         kind = task_type(request.task_type)
-        registry = self.runner.executor.registry
+        registry = self.executor.registry
         if self.tool_source is not None:
             await self.tool_source.prepare(registry, request.principal)
         tools = registry.specs(
@@ -204,21 +212,22 @@ class AgentLoop:
         async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
             return await self.window.refit(request, tools, now, block, pinned, charge=charge)
 
-        limit = self.window.limit(self.runner.max_tokens)
-        result = await self.runner.run(
+        limit = self.window.limit(self.model.max_tokens)
+        inputs = TurnInputs(
             system=system,
             conversation=conversation,
             tools=tools,
-            context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
-            checkpoint=lambda messages: self._checkpoint(request, messages),
             state=turn_state,
             trace=trace,
             charge=charge,
+            context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
+            checkpoint=lambda messages: self._checkpoint(request, messages),
             unattended=request.kind.unattended,
             on_text=request.on_text,
-            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
             on_tool=request.on_tool,
+            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
         )
+        result = await TurnLoop(self.model, self.executor, self.limits, inputs).run()
         if result.had_errors:
             await self._clean_up_errors(request, trace)
         self._after_turn(
@@ -290,7 +299,8 @@ class AgentLoop:
             view = file_view(self.workspace, request, exchange, reflection_state)
             reflection_id = f"{request.turn_id}:reflect"
             made = await reflect(
-                runner=self.runner,
+                model=self.model,
+                executor=self.executor,
                 transcript=exchange,
                 memory=memory,
                 context_for=lambda call_id: replace(

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.approval import PendingCall
 from agent.llm.base import TextSink
 from agent.llm.metered import Metered
+from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
-
-ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,10 +91,8 @@ async def _stored(settings: Settings) -> dict[str, Any]:
         return {**empty, "heartbeat_target": None, "nodes": []}
     async with store_for(settings) as store:
         counts = await store.journal.counts()
-        last = await store.kv.get("last_chat")
-        target = None
-        if isinstance(last, dict) and last.get("channel"):
-            target = f"{last['channel']}:{last.get('chat_id')}"
+        home = await store.homes.get()
+        target = None if home is None else home.label
         return {
             "store": "ok",
             "waiting": counts.get("pending", 0),

@@ -8,7 +8,8 @@ travel on the internal ``agent`` channel with ``chat_id = "<from>><to>"``.
 from __future__ import annotations
 
 DEFAULT_AGENT = "main"
-AGENT_CHANNEL = "agent"
+AGENT_CHANNEL = "agent"  # messages between agents
+SYSTEM_CHANNEL = "system"  # internal messages: background task results
 SEPARATOR = "/"
 
 

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
 from agent.llm.base import LLMProvider
@@ -23,11 +22,11 @@ from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel, SupportsTurnEnd
+from gateway.core.channel import Channel
 from gateway.core.clock import Clock, SystemClock
 from gateway.core.lifecycle import Service
 from gateway.core.logs import Redactor, secret_values
-from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
+from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
@@ -40,12 +39,11 @@ from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
 from gateway.runtime.commands import Commands
-from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.heartbeat import Heartbeat
 from gateway.runtime.home import prepare_workspace
-from gateway.runtime.live import watch_turn
+from gateway.runtime.live import LiveDisplay
 from gateway.runtime.local_bus import LocalBus
 from gateway.runtime.mcp import build_manager
 from gateway.runtime.models import ModelPool, model_lines
@@ -55,7 +53,12 @@ from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.storage import store_for
 from gateway.runtime.storage_full import StorageFullWatch
 from gateway.runtime.subagents import Subagents
-from gateway.runtime.typing_indicator import TypingIndicators
+from gateway.runtime.turns.chat import ChatTurns
+from gateway.runtime.turns.commit import TurnCommitter
+from gateway.runtime.turns.handlers import TurnHandlers
+from gateway.runtime.turns.routes import Routes
+from gateway.runtime.turns.scheduled import ScheduledTurns
+from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
 
@@ -127,9 +130,9 @@ class Gateway(Service):
         }
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.executor.registry
-        self.typing = TypingIndicators(self.channels)
         streams = streaming(settings, self.guard)
         self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
+        self.display = LiveDisplay(self.channels, drafts=self.drafts)
         self.approvals = Approvals(
             self.store,
             settings.channel_sections(),
@@ -146,23 +149,29 @@ class Gateway(Service):
         )
         # one allowance per person, drawn by their chats and their scheduled jobs alike
         self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
-        self.conversations = Conversations(
+        committer = TurnCommitter(self.store, self.bus, storage_full=self.bus.storage_full)
+        self.turns = TurnHandlers(
             store=self.store,
-            bus=self.bus,
-            agents=self.agents,
-            commands=self.commands,
-            principal_for=self._principal_for,
-            typing=self.typing.show,
-            watch=partial(watch_turn, self.channels, drafts=self.drafts),
-            turn_ended=self._turn_ended,
-            budget=self.budget,
-            max_resume_attempts=settings.agent.max_resume_attempts,
-            approvals=self.approvals,
-            storage_full=self.bus.storage_full,
+            chat=ChatTurns(
+                store=self.store,
+                agents=self.agents,
+                routes=Routes(self.store, self._principal_for),
+                commands=self.commands,
+                display=self.display,
+                committer=committer,
+                approvals=self.approvals,
+                budget=self.budget,
+                max_resume_attempts=settings.agent.max_resume_attempts,
+            ),
+            scheduled=ScheduledTurns(
+                store=self.store, agents=self.agents, committer=committer, budget=self.budget
+            ),
+            task_results=TaskResultTurns(store=self.store, committer=committer),
+            committer=committer,
         )
         self.dispatcher = Dispatcher(
             self.bus,
-            self.conversations,
+            self.turns,
             max_active_turns=settings.limits.max_concurrent_turns,
             turn_timeout=settings.agent.turn_timeout_seconds,
             session_of=self.router.session_key,
@@ -203,7 +212,7 @@ class Gateway(Service):
                 self.store.outbox,
                 self.bus,
                 max_attempts=settings.storage.outbox_max_attempts,
-                on_settled=self._notify_progress,
+                on_settled=self.bus.progressed,
                 drafts=self.drafts,
             )
             for channel in self.channels.values()
@@ -290,7 +299,7 @@ class Gateway(Service):
             await self.work.stop()
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         await self.drafts.stop()
-        await self.typing.stop()
+        await self.display.stop()
         for worker in self._workers:
             await worker.stop()
         for agent in self.agents.values():
@@ -330,24 +339,12 @@ class Gateway(Service):
 
         Bound it with ``asyncio.timeout`` at the call site when needed.
         """
-        condition = self.conversations.turn_finished
-        while True:
-            async with condition:
-                if await self._is_idle(channel):
-                    return
-                # Woken by every commit and every settled send; the periodic re-check
-                # covers a notification that raced the idle check above.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(condition.wait(), 1.0)
+        await self.bus.wait_until(lambda: self._is_idle(channel))
 
     async def _is_idle(self, channel: str | None) -> bool:
         open_inbound = await self.store.journal.open_count(channel)
         unsent = await self.store.outbox.pending_count(channel)
         return open_inbound == 0 and unsent == 0
-
-    async def _notify_progress(self) -> None:
-        async with self.conversations.turn_finished:
-            self.conversations.turn_finished.notify_all()
 
     async def _status_text(self, msg: InboundMessage, principal: Principal, session: str) -> str:
         counts = await self.store.journal.counts()
@@ -389,13 +386,3 @@ class Gateway(Service):
 
     def _principal_for(self, msg: InboundMessage) -> Principal:
         return principal_for(msg, self.settings.channel_sections().get(msg.channel))
-
-    async def _turn_ended(self, chat: ChatRef, turn_id: str, answered: bool) -> None:
-        await self.drafts.turn_ended(chat, turn_id, answered=answered)
-        channel: object = self.channels.get(chat.channel)  # mypy cannot intersect protocols
-        if not isinstance(channel, SupportsTurnEnd):
-            return
-        try:
-            await channel.turn_ended(chat, turn_id, answered=answered)
-        except Exception as exc:  # progress display is cosmetic; the turn is committed
-            log.debug("turn end display failed on %s: %s", chat.channel, exc)

@@ -6,7 +6,7 @@ gateway does not have to.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +36,7 @@ from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
-from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.addressing import DEFAULT_AGENT, agent_of
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.runtime.accounting import recorder
@@ -282,3 +282,8 @@ def build_agent(
         redact=redact,
         tool_source=toolbox,
     )
+
+
+def agent_for(agents: Mapping[str, Agent], session_key: str) -> Agent:
+    """The agent owning a session (the default agent for one no longer configured)."""
+    return agents.get(agent_of(session_key)) or agents[DEFAULT_AGENT]

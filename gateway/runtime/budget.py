@@ -42,11 +42,6 @@ class Refusal:
     notice: str | None
 
 
-def principal_key(principal: Principal) -> str:
-    """The ``usage.principal`` a person's model calls are charged to."""
-    return principal.person
-
-
 class UserBudget:
     def __init__(
         self,
@@ -67,7 +62,7 @@ class UserBudget:
         limits = self._limits
         if principal.is_owner or not (limits.user_daily_tokens or limits.user_turns_per_hour):
             return None
-        key = principal_key(principal)
+        key = principal.person
         now = self._clock()
         used = await self._usage.by_principal(key, since=now - DAY, turns_since=now - HOUR)
         if limits.user_turns_per_hour and used.turns >= limits.user_turns_per_hour:

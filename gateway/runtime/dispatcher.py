@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ from typing import Protocol
 
 from gateway.core.commands import APPROVAL_COMMANDS
 from gateway.core.lifecycle import Service, drain
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import InboundMessage, new_id
 from gateway.runtime.local_bus import Bus
 from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
@@ -37,15 +38,23 @@ from gateway.store import InboundRecord, OpenTurn
 log = logging.getLogger(__name__)
 
 
+class TurnStart(enum.StrEnum):
+    """How a batch's turn begins."""
+
+    NEW = "new"  # new messages, or a scheduled run
+    RESUMED = "resumed"  # a turn a crash or a stop cut short, continued from its checkpoints
+    WOKEN = "woken"  # a turn parked for an approval, continued once it was decided
+
+
 @dataclass(frozen=True, slots=True)
 class TurnBatch:
-    """The work for one turn: new messages, or a turn to resume."""
+    """The work for one turn: new messages (or a scheduled run), or a turn to continue."""
 
     session_key: str
-    records: tuple[InboundRecord, ...]
-    resume: OpenTurn | None = None
+    turn_id: str
+    records: tuple[InboundRecord, ...] = ()
+    start: TurnStart = TurnStart.NEW
     scheduled: ScheduledRun | None = None
-    continued: bool = False  # the resumed turn was parked for an approval, not cut by a crash
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +94,7 @@ class _Session:
     task: asyncio.Task[None] | None = None
     running: bool = False
     parked: OpenTurn | None = None  # waits for an approval; later messages wait behind it
-    continued: bool = False  # ``resume`` is a parked turn woken by its decision
+    woken: bool = False  # ``resume`` is a parked turn woken by its decision
     claimed: bool = False  # (cluster) this node holds the session
     seen: set[int] = field(default_factory=set)  # (cluster) inbound ids already taken in
 
@@ -167,7 +176,7 @@ class Dispatcher(Service):
         """A parked turn's approval was decided: resume it now, behind nothing."""
         for key, session in self._sessions.items():
             if session.parked is not None and session.parked.id == turn_id:
-                session.resume, session.parked, session.continued = session.parked, None, True
+                session.resume, session.parked, session.woken = session.parked, None, True
                 self._ensure_worker(key, session)
                 return
         self._woken.add(turn_id)  # still being parked: it resumes as soon as it is
@@ -175,7 +184,7 @@ class Dispatcher(Service):
     def _hold(self, session: _Session, turn: OpenTurn) -> None:
         if turn.id in self._woken:
             self._woken.discard(turn.id)
-            session.resume, session.continued = turn, True
+            session.resume, session.woken = turn, True
         else:
             session.parked = turn
         self._ensure_worker(turn.session_key, session)
@@ -281,24 +290,25 @@ class Dispatcher(Service):
     def _next_batch(key: str, session: _Session) -> TurnBatch | None:
         if session.resume is not None:
             turn, session.resume = session.resume, None
-            continued, session.continued = session.continued, False
-            return TurnBatch(key, turn.records, resume=turn, continued=continued)
+            woken, session.woken = session.woken, False
+            start = TurnStart.WOKEN if woken else TurnStart.RESUMED
+            return TurnBatch(key, turn.id, turn.records, start)
         if session.parked is not None:  # only decisions on approvals pass
             for record in session.queue:
                 if record.message.command in APPROVAL_COMMANDS:
                     session.queue.remove(record)
-                    return TurnBatch(key, (record,))
+                    return TurnBatch(key, new_id(), (record,))
             return None
         if not session.queue:
             if session.scheduled:
-                return TurnBatch(key, (), scheduled=session.scheduled.popleft())
+                return TurnBatch(key, new_id(), scheduled=session.scheduled.popleft())
             return None
         first = session.queue.popleft()
         records = [first]
         if first.message.command is None:
             while session.queue and session.queue[0].message.command is None:
                 records.append(session.queue.popleft())
-        return TurnBatch(key, tuple(records))
+        return TurnBatch(key, new_id(), tuple(records))
 
     async def _execute(self, batch: TurnBatch) -> OpenTurn | None:
         try:

@@ -111,8 +111,7 @@ class Heartbeat:
         if self.settings.target:
             channel, _, chat_id = self.settings.target.partition(":")
             return ChatRef(channel, chat_id), ChatType.DM
-        last = await self._store.kv.get("last_chat")
-        if not isinstance(last, dict) or not last.get("channel") or last.get("channel") == "system":
+        home = await self._store.homes.get()
+        if home is None:
             return None
-        chat = ChatRef(str(last["channel"]), str(last["chat_id"]), last.get("thread_id"))
-        return chat, ChatType(last.get("chat_type") or "dm")
+        return home.chat, home.chat_type

@@ -1,16 +1,20 @@
 """The bus as the runtime sees it (:class:`Bus`), and its in-process implementation.
 
-Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, conversations and
-outbox workers use the whole :class:`Bus`. :class:`LocalBus` is durable through the store
-and woken through asyncio events. In a cluster (``queue_inbound=False``) a journaled message
-is not queued here: any node may run it (:mod:`gateway.runtime.cluster_work`).
+Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, the turn handlers
+and the outbox workers use the whole :class:`Bus`: journaled messages in, replies out, turns
+woken by an approval decision, and the progress every commit and settled send makes (what
+:meth:`gateway.runtime.app.Gateway.wait_idle` waits on). :class:`LocalBus` is durable through
+the store and woken through asyncio events. In a cluster (``queue_inbound=False``) a
+journaled message is not queued here: any node may run it
+(:mod:`gateway.runtime.cluster_work`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 from gateway.core.bus import Accepted, InboundSink
@@ -31,6 +35,14 @@ class Bus(InboundSink, Protocol):
 
     async def wait_outbound(self, channel: str, max_wait: float | None) -> None: ...
 
+    def wake_turn(self, turn_id: str) -> None: ...
+
+    async def next_wake(self) -> str: ...
+
+    async def progressed(self) -> None: ...
+
+    async def wait_until(self, done: Callable[[], Awaitable[bool]]) -> None: ...
+
 
 class LocalBus:
     """In-process bus: durable through the store, woken through asyncio events."""
@@ -43,6 +55,8 @@ class LocalBus:
         self.storage_full = storage_full
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
         self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._wakes: asyncio.Queue[str] = asyncio.Queue()
+        self._progress = asyncio.Condition()
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         try:
@@ -97,3 +111,29 @@ class LocalBus:
             return
         finally:
             event.clear()
+
+    # -- turns woken by a decision ----------------------------------------------------------
+
+    def wake_turn(self, turn_id: str) -> None:
+        """An approval for ``turn_id`` was decided: its parked turn may resume."""
+        self._wakes.put_nowait(turn_id)
+
+    async def next_wake(self) -> str:
+        return await self._wakes.get()
+
+    # -- progress -----------------------------------------------------------------------
+
+    async def progressed(self) -> None:
+        """A turn committed or a send settled: wake whoever waits for the work to end."""
+        async with self._progress:
+            self._progress.notify_all()
+
+    async def wait_until(self, done: Callable[[], Awaitable[bool]]) -> None:
+        """Return once ``done()`` says so, checking at every progress (and every second, in
+        case a notification raced the check). Bound it with ``asyncio.timeout``."""
+        while True:
+            async with self._progress:
+                if await done():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._progress.wait(), 1.0)

@@ -17,13 +17,12 @@ from dataclasses import asdict
 
 from agent.agent import Agent
 from agent.turn.request import TurnRequest
-from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.addressing import DEFAULT_AGENT, SYSTEM_CHANNEL, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
 from gateway.runtime.accounting import turn_usage
-from gateway.runtime.conversation import SYSTEM_CHANNEL
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store, TaskRecord
 

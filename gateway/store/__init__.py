@@ -19,6 +19,7 @@ from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalS
 from gateway.store.db import Database, Engine
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
+from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
@@ -43,6 +44,7 @@ __all__ = [
     "Engine",
     "Goal",
     "History",
+    "HomeChat",
     "InboundRecord",
     "Job",
     "Jobs",
@@ -108,6 +110,7 @@ class Store(Service):
         self.history = History(self.db, clock=clock)
         self.ledger = ToolLedger(self.db, clock=clock)
         self.kv = KeyValue(self.db, clock=clock)
+        self.homes = HomeChats(self.kv)
         self.pairings = Pairings(self.db, clock=clock)
         self.audit = AuditLog(self.db, clock=clock)
         self.usage = UsageReport(self.db, clock=clock)
@@ -132,7 +135,7 @@ class Store(Service):
         session_key: str,
         replies: Sequence[OutboundMessage],
         state: str = "done",
-        last_chat: dict[str, str | None] | None = None,
+        home: HomeChat | None = None,
         usage: Sequence[UsageRecord] = (),
         history_extra: Sequence[tuple[str, NewMessage]] = (),
         finished_job: str | None = None,
@@ -144,8 +147,8 @@ class Store(Service):
             self.history.finalize_statement(conn, session_key, turn_id)
             self.outbox.enqueue_statement(conn, replies)
             self.journal.finish_statement(conn, turn_id, state)
-            if last_chat is not None:
-                self.kv.set_statement(conn, "last_chat", last_chat)
+            if home is not None:
+                self.homes.set_statement(conn, home)
             for record in usage:
                 record.insert_statement(conn, turn_id, session_key)
             for other_session, message in history_extra:

@@ -118,7 +118,8 @@ class Journal:
     async def start_turn(
         self, turn_id: str, session_key: str, kind: TurnKind, record_ids: Sequence[int]
     ) -> None:
-        """Create the turn and mark its inbound messages as processing (one transaction).
+        """Create the turn and mark its inbound messages as processing (one transaction);
+        for a turn that exists already, a no-op.
 
         Not fsynced on its own (``durable=False``): if a power cut loses it, the messages
         are still pending and are answered by a new turn after the restart."""
@@ -127,7 +128,7 @@ class Journal:
         def claim(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO turns (id, session_key, kind, state, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'running', ?, ?)",
+                " VALUES (?, ?, ?, 'running', ?, ?) ON CONFLICT (id) DO NOTHING",
                 (turn_id, session_key, kind, now, now),
             )
             conn.executemany(

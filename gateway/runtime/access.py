@@ -116,6 +116,9 @@ class AccessGate:
             return False
         return await self._inner.admits(msg)
 
+    async def settled(self, channel: str) -> None:
+        await self._inner.settled(channel)
+
     async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
         decision = decide(msg, section, paired=False)
         if decision.verdict in (

@@ -63,6 +63,7 @@ class Approvals(Service):
         timeout: float,
         redact: Callable[[str], str] = lambda value: value,
         on_outbound: Callable[[str], None] = lambda channel: None,
+        wake: Callable[[str], None] = lambda turn_id: None,
     ) -> None:
         self._store = store
         self._sections = sections
@@ -70,7 +71,7 @@ class Approvals(Service):
         self.timeout = timeout
         self._redact = redact
         self._on_outbound = on_outbound
-        self.wake: Callable[[str], None] = lambda turn_id: None  # the dispatcher's, once built
+        self._wake = wake  # a parked turn was decided: it may resume (the bus's wake_turn)
         self._changed = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
 
@@ -113,7 +114,7 @@ class Approvals(Service):
             )
             if decided is not None:
                 await self._audit("approval-expired", decided)
-                self.wake(decided.turn_id)
+                self._wake(decided.turn_id)
                 expired.append(decided)
         return expired
 
@@ -162,7 +163,7 @@ class Approvals(Service):
             self._on_outbound(channel)
         self._changed.set()  # the timer plans for the new expiry
         if not stored.pending:
-            self.wake(stored.turn_id)
+            self._wake(stored.turn_id)
         return OpenTurn(request.turn_id, request.session_key, TurnKind.CHAT, 1, records)
 
     def _who(
@@ -258,7 +259,7 @@ class Approvals(Service):
             current = await self._store.approval_requests.get(record.id)
             return text.already_text(current or record)
         await self._audit(f"approval-{state}", decided, by=principal)
-        self.wake(decided.turn_id)
+        self._wake(decided.turn_id)
         return text.decided_text(decided)
 
     async def _audit(

@@ -39,6 +39,7 @@ from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT, agent_of
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
+from gateway.core.services import Services
 from gateway.runtime.accounting import recorder
 from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
@@ -160,6 +161,7 @@ def build_agent(
     models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
+    services: Services | None = None,
 ) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
@@ -281,6 +283,8 @@ def build_agent(
         trace_dir=settings.data_dir / "traces",
         redact=redact,
         tool_source=toolbox,
+        services=services,
+        storage_alarm=bus.storage_full,
     )
 
 

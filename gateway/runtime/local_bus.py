@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from gateway.core.bus import Accepted, InboundSink
@@ -25,9 +25,9 @@ from gateway.store import InboundRecord, Store
 
 
 class Bus(InboundSink, Protocol):
-    async def next_inbound(self) -> InboundRecord: ...
+    storage_full: StorageFullWatch  # told while the disk is full
 
-    def requeue(self, records: Iterable[InboundRecord]) -> None: ...
+    async def next_inbound(self) -> InboundRecord: ...
 
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None: ...
 
@@ -76,14 +76,18 @@ class LocalBus:
             return True
         return not await self._store.journal.seen(msg.channel, msg.platform_message_id)
 
+    async def settled(self, channel: str | None = None) -> None:
+        """Return once no message of ``channel`` (of any, for ``None``) is waiting, running
+        or unsent."""
+
+        async def idle() -> bool:
+            open_inbound = await self._store.journal.open_count(channel)
+            return open_inbound == 0 and await self._store.outbox.pending_count(channel) == 0
+
+        await self.wait_until(idle)
+
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()
-
-    def requeue(self, records: Iterable[InboundRecord]) -> None:
-        if not self._queue_inbound:
-            return
-        for record in records:
-            self._inbound.put_nowait(record)
 
     def inbound_depth(self) -> int:
         return self._inbound.qsize()

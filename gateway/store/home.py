@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.core.addressing import LOCAL_CHANNELS
 from gateway.core.messages import ChatRef, ChatType
 from gateway.store.ledger import KeyValue
 from gateway.store.sql import Connection
 
 KEY = "last_chat"  # the kv row (its name kept from before it was typed)
-LOCAL_CHANNELS = frozenset({"terminal", "webchat"})
 
 
 @dataclass(frozen=True, slots=True)

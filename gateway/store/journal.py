@@ -138,6 +138,15 @@ class Journal:
 
         await self._db.run(claim, durable=False)
 
+    async def finished(self, turn_id: str) -> bool:
+        """Whether the turn is committed (done or failed); ``True`` for one never opened."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute("SELECT state FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            return row is None or row[0] != "running"
+
+        return await self._db.run(query)
+
     async def retry_turn(self, turn_id: str) -> int:
         """Count one more attempt at a resumed turn; returns the new attempt number."""
         now = self._clock()

@@ -1,9 +1,9 @@
 """Agent: one turn, from the user's messages to the replies to send.
 
-It loads the session's history, writes the new user messages as drafts (the turn's first
-checkpoint), builds the prompt, runs the guarded tool loop and decides what the user sees.
+It loads the session's history, writes the new user messages as the turn's first
+checkpoint, builds the prompt, runs the guarded tool loop and decides what the user sees.
 It never raises for a provider failure, a timeout or a bug in a tool: the user gets a clear
-notice instead. Cancellation (shutdown) propagates, leaving the drafts for the next start to
+notice instead. Cancellation (shutdown) propagates, leaving the checkpoints for the next start to
 resume. After the turn, summarization and reflection run in the background.
 """
 
@@ -187,10 +187,10 @@ class Agent:
         if isinstance(finder, FindTools):  # many MCP tools: find_tools instead of every schema
             tools, deferred = finder.split(tools, registry)
         # Both reads at once: the store runs them in one transaction.
-        (state, conversation, drafts), pinned = await asyncio.gather(
+        (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, tools)
         )
-        if not drafts:
+        if not checkpoints:
             new = self._user_messages(request)
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
@@ -203,7 +203,7 @@ class Agent:
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
         )
-        turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
+        turn_state = resumed_state(checkpoints, chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
         turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
@@ -244,8 +244,8 @@ class Agent:
     async def _conversation(
         self, request: TurnRequest, trace: TurnTrace
     ) -> tuple[SessionState, list[ChatMessage], list[ChatMessage]]:
-        """The session's history (reset first if due) plus this turn's drafts, if resumed;
-        and the drafts on their own."""
+        """The session's history (reset first if due) plus this turn's checkpoints, if
+        resumed; and the checkpoints on their own."""
         limit = request.history_limit or self.config.history_limit
         state, stored = await self.history.load(request.session_key, limit=limit)
         if not request.resumed and self._should_reset(state):
@@ -255,10 +255,10 @@ class Agent:
             )
             state, stored = await self.history.load(request.session_key, limit=limit)
         conversation = [ChatMessage.from_body(m.body) for m in stored]
-        stored_drafts = await self.history.drafts(request.turn_id) if request.resumed else []
-        drafts = [ChatMessage.from_body(d.body) for d in stored_drafts]
-        conversation.extend(drafts)
-        return state, conversation, drafts
+        stored = await self.history.checkpoints(request.turn_id) if request.resumed else []
+        checkpoints = [ChatMessage.from_body(c.body) for c in stored]
+        conversation.extend(checkpoints)
+        return state, conversation, checkpoints
 
     def _should_reset(self, state: SessionState) -> bool:
         if state.last_active is None or self.config.session_reset == "never":
@@ -328,7 +328,7 @@ class Agent:
         return await self.pins.pinned(self.config.agent_id, scope)
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
-        drop = failed_attempts(await self.history.drafts(request.turn_id))
+        drop = failed_attempts(await self.history.checkpoints(request.turn_id))
         if drop:
             await self.history.drop(drop)
             trace.decision(
@@ -346,9 +346,9 @@ class Agent:
         return [ChatMessage(role="user", content=request.prompt or "")]
 
     async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:
-        drafts = [NewMessage(m.role, m.to_body()) for m in messages]
+        rows = [NewMessage(m.role, m.to_body()) for m in messages]
         await until_stored(  # a full disk pauses the turn; what it did so far is kept
-            lambda: self.history.add_drafts(request.session_key, request.turn_id, drafts),
+            lambda: self.history.add_checkpoints(request.session_key, request.turn_id, rows),
             self.storage_alarm,
         )
 

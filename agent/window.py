@@ -115,12 +115,12 @@ class ContextWindow:
                     "compacting %s failed: %s; leaving out old history", request.session_key, exc
                 )
         state, stored = await self._history.load(request.session_key, limit=self._history_limit)
-        drafts = await self._history.drafts(request.turn_id)
+        checkpoints = await self._history.checkpoints(request.turn_id)
         system = self._context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=guidance, pinned=pinned
         )
         older = [_shortened(m) for m in stored]
-        current = [_shortened(m) for m in drafts]
+        current = [_shortened(m) for m in checkpoints]
         if self.compactor is None:
             return system, [*older, *current]
         # Count each message once, then leave out the oldest exchanges until it fits.

@@ -27,7 +27,7 @@ from bench.common import llm_process
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
-from gateway.core.pacing import Rate
+from channels.telegram.pacing import Rate
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.telegram import FakeTelegram, random_token

@@ -100,7 +100,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     await store.ledger.start(f"{turn}:call-1", "send_email")
     await store.ledger.finish(f"{turn}:call-1", "sent")
     await store.drafts.add("t", f"{tag}-gone", turn, 0, "7")  # a draft never finished
-    await store.history.add_drafts(
+    await store.history.add_checkpoints(
         record.session_key, turn, [NewMessage("user", {"role": "user", "content": f"{tag} hi"})]
     )
     await store.jobs.add(job(f"{tag}-once", once(at)))

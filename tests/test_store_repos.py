@@ -17,7 +17,7 @@ OWNER = {"channel": "t", "sender_id": "owner", "role": "owner"}
 
 async def finished_turn(store: Store, session: str, turn: str, *texts: tuple[str, str]) -> None:
     await store.journal.start_turn(turn, session, "chat", [])
-    await store.history.add_drafts(
+    await store.history.add_checkpoints(
         session, turn, [NewMessage(role, {"role": role, "content": text}) for role, text in texts]
     )
     await store.commit_turn(turn_id=turn, session_key=session, replies=[])
@@ -36,7 +36,7 @@ async def test_memory_search_finds_words_of_final_messages_in_the_given_sessions
         )
         await finished_turn(store, "t:c2", "turn-2", ("user", "another heron, other chat"))
         await store.journal.start_turn("turn-3", "t:c1", "chat", [])
-        await store.history.add_drafts(
+        await store.history.add_checkpoints(
             "t:c1", "turn-3", [NewMessage("user", {"role": "user", "content": "draft heron"})]
         )
         await store.history.new_generation("t:c1")  # older generations stay searchable
@@ -54,7 +54,7 @@ async def test_structured_and_appended_messages_are_searchable(make_store: Store
     async with make_store() as store:
         await store.journal.start_turn("turn-1", "t:c1", "chat", [])
         parts = [{"type": "text", "text": "a photo of the lighthouse"}]
-        await store.history.add_drafts(
+        await store.history.add_checkpoints(
             "t:c1", "turn-1", [NewMessage("user", {"role": "user", "content": parts})]
         )
         await store.commit_turn(
@@ -86,10 +86,10 @@ async def test_generations_summaries_tokens_and_dropped_messages(make_store: Sto
         assert (state.generation, state.summary, messages) == (2, None, [])
 
         await store.journal.start_turn("turn-2", "t:c1", "chat", [])
-        ids = await store.history.add_drafts(
+        ids = await store.history.add_checkpoints(
             "t:c1", "turn-2", [NewMessage("user", {"content": "x"}), NewMessage("tool", {})]
         )
-        assert [m.id for m in await store.history.drafts("turn-2")] == ids
+        assert [m.id for m in await store.history.checkpoints("turn-2")] == ids
         await store.history.drop(ids[1:])
         await store.commit_turn(turn_id="turn-2", session_key="t:c1", replies=[])
         _, messages = await store.history.load("t:c1", limit=None)

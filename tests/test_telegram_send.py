@@ -17,7 +17,7 @@ from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer
+from channels.telegram.pacing import Pacer
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text

@@ -156,9 +156,7 @@ class Gateway(Service):
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.executor.registry
         # -- turns: what a chat shows of them, approvals, the handlers, the dispatcher
-        self.drafts = DraftStreamer(
-            self.channels, self.store.drafts, enabled=streaming(settings)
-        )
+        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streaming(settings))
         self.display = LiveDisplay(self.channels, drafts=self.drafts)
         self.approvals = Approvals(
             self.store,

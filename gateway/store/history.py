@@ -1,9 +1,11 @@
-"""Conversation history per session, including the unfinished turn's drafts.
+"""Conversation history per session, including the unfinished turn's checkpoints.
 
-A running turn writes each model response and tool result as a *draft* as soon as it
-exists; that is the checkpoint a resumed turn continues from. Committing the turn flips
-its drafts to *final* in the same transaction that queues the answer. ``/new`` starts a
-new generation: older messages stay on disk but leave the context.
+A running turn writes each model response and tool result as a *checkpoint* as soon as it
+exists (a row with ``status = 'draft'``, its name from before): a resumed turn continues
+from there. Committing the turn makes its checkpoints *final* history in the same
+transaction that queues the answer. ``/new`` starts a new generation: older messages stay
+on disk but leave the context. (A *draft* elsewhere is a streamed answer's platform message:
+:mod:`gateway.store.drafts`.)
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class History:
 
         return await self._db.run(query, durable=False)  # a read: never needs an fsync
 
-    async def drafts(self, turn_id: str) -> list[StoredMessage]:
+    async def checkpoints(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: Connection) -> list[StoredMessage]:
             return _rows(
                 conn.execute(
@@ -124,7 +126,7 @@ class History:
 
         return await self._db.run(query)
 
-    async def add_drafts(
+    async def add_checkpoints(
         self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
     ) -> list[int]:
         """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last

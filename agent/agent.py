@@ -24,7 +24,7 @@ from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.metered import Charge, MeteredModel, TurnMeter
+from agent.llm.metered import Charge, MeteredModel, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
 from agent.policy import ToolPolicy
@@ -126,7 +126,7 @@ class Agent:
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
-        meter = TurnMeter()  # kept here: a turn that fails still used what it used
+        meter = TurnUsage()  # kept here: a turn that fails still used what it used
         try:
             async with asyncio.timeout(self.config.turn_timeout):
                 outcome = await self._run(request, trace, meter)
@@ -172,7 +172,7 @@ class Agent:
 
     # -- the turn ------------------------------------------------------------------------
 
-    async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnMeter) -> TurnOutcome:
+    async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnUsage) -> TurnOutcome:
         kind = task_type(request.task_type)
         registry = self.executor.registry
         if self.tool_source is not None:

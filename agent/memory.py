@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Literal
 
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
@@ -62,7 +63,7 @@ class FileCache:
 class MemoryScope:
     """Where one principal's memory lives, relative to the workspace."""
 
-    kind: str  # "owner" | "person" | "group"
+    kind: Literal["owner", "person", "group"]
     directory: str  # "" for the owner (workspace root), else "memory/people/..." etc.
     label: str
 

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 
 from agent.compaction import render_transcript
 from agent.guards.parser import decode_arguments
-from agent.llm.metered import Charge, MeteredModel, Purpose
+from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.tools.base import ToolContext, ToolResult
 from agent.tools.executor import ToolExecutor
 from agent.turn.loop import tool_message
+from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 

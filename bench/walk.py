@@ -1,19 +1,23 @@
 """The walk of one message: which of our modules a plain Telegram text passes, in order.
 
-Run from the repository root: ``python -m bench.walk [--all]``.
+Run from the repository root: ``python -m bench.walk [--every-call]``.
 
 One gateway in this process (the real Telegram channel against the fake Bot API, the fake
-LLM answering at once, streaming by edits off as in a group), one warm-up message, then one
-plain text message traced from the moment it is available to ``getUpdates`` until its answer
-reached the fake and the gateway is idle. Every call made into a function of ``gateway/``,
-``channels/`` or ``agent/`` from another module is an event (a coroutine resuming after an
-``await`` is not a new call). The walk is that sequence of modules with repeats in a row
-folded; *modules* counts the distinct ones and *returns* counts the steps back into a module
-the walk had already left.
+LLM answering at once, streaming by edits off), one warm-up message, then one plain text
+message traced from the moment it is available to ``getUpdates`` until its answer reached
+the fake and the gateway is idle.
 
-By default the leaves are left out: modules that only hold values and pure helpers, which
-any step may call (``gateway/core/messages.py``, logging, configuration, the store's own SQL
-plumbing). ``--all`` keeps them. docs/architecture.md quotes both counts.
+A step of the walk is a call into a function of ``gateway/``, ``channels/`` or ``agent/``
+that is handed the message or what it becomes on its way: the platform's update, the
+``InboundMessage`` and its journal record, the dispatcher's batch, the agent's
+``TurnRequest``, the loop's ``TurnInputs``, the ``TurnOutcome``, the reply
+(``OutboundMessage``) and its outbox record. (``--every-call`` counts every call made from
+one of our modules into another instead, helpers and repositories included.) A coroutine
+resuming after an ``await`` is not a new call. Printed: the modules in the order the
+message first reaches them; *returns*, the calls back into a module that is already on the
+call stack below (a callee calling its caller's module back: the walk going back where it
+came from), each once per pair of modules; and both counts. docs/architecture.md quotes
+them.
 """
 
 from __future__ import annotations
@@ -36,17 +40,20 @@ from bench.common import quiet_proxies
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("gateway", "channels", "agent")
-# Value types, pure helpers and plumbing every step may use: not places a message "goes".
-LEAVES = (
-    "gateway/core/",
-    "gateway/config/",
-    "gateway/store/db.py",
-    "gateway/store/sql.py",
-    "gateway/store/sqlite.py",
-    "gateway/store/postgres.py",
-    "channels/_text.py",
-    "agent/llm/types.py",
-    "agent/tokens.py",
+RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+# The shapes the message takes on its way, by class name.
+CARRIERS = frozenset(
+    {
+        "Update",  # python-telegram-bot's
+        "InboundMessage",
+        "InboundRecord",
+        "TurnBatch",
+        "TurnRequest",
+        "TurnInputs",
+        "TurnOutcome",
+        "OutboundMessage",
+        "OutboxRecord",
+    }
 )
 
 
@@ -58,9 +65,6 @@ def module_of(filename: str) -> str | None:
     if relative.parts[0] not in PACKAGES:
         return None
     return relative.as_posix()
-
-
-RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 @cache
@@ -75,14 +79,25 @@ def resuming(frame: FrameType) -> bool:
     return bool(code.co_flags & RESUMABLE) and frame.f_lasti > first_resume(code)
 
 
-class Walk:
-    """Records the cross-module calls into our code while it is on."""
+def carries(frame: FrameType) -> bool:
+    """Whether one of the call's arguments is the message in one of its shapes."""
+    code = frame.f_code
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    for name in names:
+        value = frame.f_locals.get(name)
+        values = value if isinstance(value, list | tuple) else (value,)
+        if any(type(v).__name__ in CARRIERS for v in values[:3]):
+            return True
+    return False
 
-    def __init__(self, *, leaves: bool) -> None:
-        self.leaves = leaves
+
+class Walk:
+    """Records the calls into our code while it is on."""
+
+    def __init__(self, *, every_call: bool) -> None:
+        self.every_call = every_call
         self.events: list[str] = []
-        # (module called back, the module calling it): a call into a module that is already
-        # on the stack below, i.e. the walk going back to where it came from
+        # (module called back, the module calling it)
         self.returns: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self.on = False
@@ -91,15 +106,13 @@ class Walk:
         if not self.on or event != "call":
             return
         module = module_of(frame.f_code.co_filename)
-        if module is None:
-            return
-        if resuming(frame):
+        if module is None or resuming(frame):
             return
         caller = frame.f_back
         caller_module = None if caller is None else module_of(caller.f_code.co_filename)
         if caller_module == module:
             return
-        if not self.leaves and module.startswith(LEAVES):
+        if not (self.every_call or carries(frame)):
             return
         back = caller.f_back if caller is not None else None
         on_stack = False
@@ -133,14 +146,14 @@ def fold(events: list[str]) -> list[str]:
     return walk
 
 
-async def trace_one_message(*, leaves: bool) -> Walk:
+async def trace_one_message(*, every_call: bool) -> Walk:
     from gateway.config.settings import Settings
     from gateway.runtime.app import Gateway
     from gateway.runtime.home import onboard
     from tests.fakes.llm import FakeLLM
     from tests.fakes.telegram import FakeTelegram, fast_channel
 
-    walk = Walk(leaves=leaves)
+    walk = Walk(every_call=every_call)
     llm = await FakeLLM().start()
     tg = await FakeTelegram().start()
     try:
@@ -183,10 +196,12 @@ async def trace_one_message(*, leaves: bool) -> Walk:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--all", action="store_true", help="keep value and helper modules too")
+    parser.add_argument(
+        "--every-call", action="store_true", help="every call between our modules"
+    )
     args = parser.parse_args()
     quiet_proxies()
-    walk = asyncio.run(trace_one_message(leaves=args.all))
+    walk = asyncio.run(trace_one_message(every_call=args.every_call))
     steps = fold(walk.events)
     print("modules, in the order the message first reaches them:")
     for index, module in enumerate(dict.fromkeys(steps), 1):

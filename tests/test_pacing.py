@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from gateway.core.errors import ChannelRateLimited
 from channels.telegram.pacing import Pacer, Rate
+from gateway.core.errors import ChannelRateLimited
 
 
 class VirtualTime:

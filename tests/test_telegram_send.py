@@ -12,12 +12,12 @@ import pytest
 
 from channels._text import utf16_length
 from channels.telegram import TelegramChannel
+from channels.telegram.pacing import Pacer
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
-from channels.telegram.pacing import Pacer
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from agent.llm.metered import Charge, TurnMeter
+from agent.llm.metered import Charge, TurnUsage
 from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
@@ -76,7 +76,7 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
-    meter: TurnMeter = field(default_factory=TurnMeter)  # every model call the turn caused
+    meter: TurnUsage = field(default_factory=TurnUsage)  # every model call the turn caused
     # Tools this turn may call whose schemas are not sent until find_tools surfaces them
     # (past the prompt budget for MCP tools), and the names it surfaced so far.
     deferred: dict[str, ToolSpec] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
@@ -65,7 +65,7 @@ class RecipientPolicy:
 
     allowed: tuple[str, ...] = ()  # exact addresses and "@domain" entries, lower-case
     user_addresses: Mapping[str, str] | None = None  # "channel:sender_id" -> address
-    typed_by: str = "admins"  # who may mail addresses they typed: "admins" | "everyone"
+    typed_by: Literal["admins", "everyone"] = "admins"  # who may mail addresses they typed
 
     def may_type(self, principal: Principal) -> bool:
         return self.typed_by == "everyone" or principal.is_admin

@@ -23,13 +23,14 @@ from agent.guards.dedupe import DedupGuard, call_key
 from agent.guards.loops import STOP_NOTICE, LoopAction, LoopDetector
 from agent.guards.parser import ParsedCall, decode_arguments, parse_response
 from agent.llm.errors import LLMContextOverflow
-from agent.llm.metered import MeteredModel, Purpose
+from agent.llm.metered import MeteredModel
 from agent.llm.types import ChatMessage, ImagePart, LLMResponse, ToolCall, ToolSpec
 from agent.tools.base import ToolResult
 from agent.tools.executor import ToolExecutor
 from agent.turn.inputs import TurnInputs, TurnLimits
 from agent.turn.review import Step, TurnReview
 from agent.window import shrink_old_results
+from gateway.core.usage import Purpose
 
 STEP_LIMIT_NOTE = (
     "You have reached the step limit for this turn. Do not call tools. Answer the user now "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from agent.approval import PendingCall
 from agent.llm.base import TextSink
-from agent.llm.metered import Metered
+from agent.llm.metered import UsageEntry
 from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
@@ -42,7 +42,7 @@ class TurnOutcome:
     replies: tuple[OutboundMessage, ...] = ()
     failed: bool = False
     # Every model call the turn caused, by purpose (committed with the turn).
-    usage: tuple[Metered, ...] = ()
+    usage: tuple[UsageEntry, ...] = ()
     final_text: str = ""
     read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)
     # The turn stopped at a call that waits for approval: it is parked, not committed.

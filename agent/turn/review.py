@@ -22,10 +22,11 @@ from agent.guards.review import (
     substantive,
 )
 from agent.guards.trace import TurnTrace
-from agent.llm.metered import Charge, MeteredModel, Purpose
+from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.tools.base import TurnState
 from agent.turn.inputs import TurnLimits
+from gateway.core.usage import Purpose
 
 
 @dataclass(slots=True)

@@ -32,16 +32,14 @@ from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel
-from gateway.core.clock import Clock, SystemClock
+from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.core.logs import Redactor, secret_values
-from gateway.core.messages import InboundMessage
-from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
 from gateway.runtime import pairing
-from gateway.runtime.access import AccessGate, principal_for
+from gateway.runtime.access import AccessGate
 from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
@@ -123,7 +121,7 @@ class Gateway(Service):
         self.models = ModelPool(
             EndpointSlots(settings.limits.max_concurrent_llm_calls),
             cooldown_seconds=settings.llm.fallback_cooldown_seconds,
-            clock=lambda: self.clock.now().timestamp(),
+            clock=seconds(self.clock),
         )
         self.llm = self.models.provider(settings.llm, llm)
         # -- the agents, and the services their tools use
@@ -235,7 +233,7 @@ class Gateway(Service):
         chat = ChatTurns(
             store=self.store,
             agents=self.agents,
-            routes=Routes(self.store, self._principal_for),
+            routes=Routes(self.store, settings.channel_sections()),
             commands=commands,
             display=self.display,
             committer=committer,
@@ -290,9 +288,6 @@ class Gateway(Service):
             channels=tuple(self.channels),
             max_sessions=self.settings.limits.max_concurrent_turns,
         )
-
-    def _principal_for(self, msg: InboundMessage) -> Principal:
-        return principal_for(msg, self.settings.channel_sections().get(msg.channel))
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ gateway does not have to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +16,7 @@ from agent.approval import ApprovalPolicy
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
-from agent.llm.metered import Charge, EndpointSlots, MeteredModel, Purpose
+from agent.llm.metered import Charge, EndpointSlots, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
@@ -36,10 +36,11 @@ from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
-from gateway.core.addressing import DEFAULT_AGENT, agent_of
+from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.core.services import Services
+from gateway.core.usage import Purpose
 from gateway.runtime.accounting import recorder
 from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
@@ -286,8 +287,3 @@ def build_agent(
         services=services,
         storage_alarm=bus.storage_full,
     )
-
-
-def agent_for(agents: Mapping[str, Agent], session_key: str) -> Agent:
-    """The agent owning a session (the default agent for one no longer configured)."""
-    return agents.get(agent_of(session_key)) or agents[DEFAULT_AGENT]

@@ -27,7 +27,7 @@ from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.local_bus import Bus
-from gateway.store import Store, TaskRecord
+from gateway.store import Store, TaskRecord, TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class Subagents:
                 async with asyncio.timeout(self._timeout):
                     agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
                     outcome = await agent.run_turn(request)
-                state = "failed" if outcome.failed else "done"
+                state: TurnEnd = "failed" if outcome.failed else "done"
                 result = outcome.final_text or "(the task produced no result)"
                 usage = turn_usage(session_key, principal.person, outcome.usage)
             except TimeoutError:

@@ -21,7 +21,7 @@ from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
-from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
+from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
@@ -69,6 +69,7 @@ __all__ = [
     "TaskRecord",
     "Tasks",
     "ToolLedger",
+    "TurnEnd",
     "UsageRecord",
     "UsageReport",
 ]
@@ -134,7 +135,7 @@ class Store(Service):
         turn_id: str,
         session_key: str,
         replies: Sequence[OutboundMessage],
-        state: str = "done",
+        state: TurnEnd = "done",
         home: HomeChat | None = None,
         usage: Sequence[UsageRecord] = (),
         history_extra: Sequence[tuple[str, NewMessage]] = (),

@@ -14,12 +14,15 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
+
+
+Role = Literal["system", "user", "assistant", "tool"]  # a message's author
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,7 @@ class SessionState:
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int
     turn_id: str | None
@@ -43,7 +46,7 @@ class StoredMessage:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     message_id: int
-    role: str
+    role: Role
     at: float
     snippet: str
 
@@ -64,7 +67,7 @@ def searchable(content: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int = 0
 
@@ -79,7 +82,7 @@ def _session(conn: Connection, session_key: str) -> SessionState:
     return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
 
 
-def _rows(cursor: Iterable[tuple[int, str, str, int, str | None]]) -> list[StoredMessage]:
+def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
     return [
         StoredMessage(row_id, role, json.loads(body), tokens, turn_id)
         for row_id, role, body, tokens, turn_id in cursor

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
@@ -21,6 +21,9 @@ from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
+
+
+TurnEnd = Literal["done", "failed"]  # how a committed turn ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,7 @@ class Journal:
 
         return await self._db.run(bump)
 
-    def finish_statement(self, conn: Connection, turn_id: str, state: str = "done") -> None:
+    def finish_statement(self, conn: Connection, turn_id: str, state: TurnEnd = "done") -> None:
         """Close a turn and its inbound messages; part of the turn's commit transaction."""
         now = self._clock()
         conn.execute(

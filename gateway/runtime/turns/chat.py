@@ -20,11 +20,11 @@ from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.approvals import Approvals
-from gateway.runtime.assembly import agent_for
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import TurnBatch, TurnStart
 from gateway.runtime.live import LiveDisplay
+from gateway.runtime.routing import agent_for
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.routes import Route, Routes
 from gateway.store import HomeChat, OpenTurn, Store

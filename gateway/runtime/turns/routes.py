@@ -8,16 +8,16 @@ into an answer for that person, in their chat, and recorded in their session.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, agent_chat, agent_pair, qualify
 from gateway.core.messages import ChatRef, ChatType, InboundMessage
 from gateway.core.principal import Principal, Role
+from gateway.runtime.access import principal_for
 from gateway.runtime.agent_channel import is_reply
 from gateway.store import Store
-
-PrincipalResolver = Callable[[InboundMessage], Principal]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +33,14 @@ class Route:
 
 
 class Routes:
-    def __init__(self, store: Store, principal_for: PrincipalResolver) -> None:
+    def __init__(self, store: Store, sections: Mapping[str, ChannelSection]) -> None:
         self._store = store
-        self._principal_for = principal_for
+        self._sections = sections  # who is owner or admin where
 
     async def of(self, message: InboundMessage, agent: str) -> Route:
         """The route of a turn whose last message is ``message``, run by ``agent``."""
         if message.channel != AGENT_CHANNEL:
-            return Route(message.chat, self._principal_for(message))
+            return Route(message.chat, principal_for(message, self._sections.get(message.channel)))
         return await self._between_agents(message, agent)
 
     async def _between_agents(self, msg: InboundMessage, me: str) -> Route:

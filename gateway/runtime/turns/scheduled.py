@@ -13,9 +13,9 @@ from agent.agent import Agent
 from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import agent_of, qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.runtime.assembly import agent_for
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.dispatcher import TurnBatch
+from gateway.runtime.routing import agent_for
 from gateway.runtime.scheduled import ScheduledRun
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.store import Store

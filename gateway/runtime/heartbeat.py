@@ -20,7 +20,7 @@ from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 from gateway.runtime.scheduled import ScheduledRun
-from gateway.store import Store
+from gateway.store import HomeChat, Store
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class Heartbeat:
         self._file = workspace / "HEARTBEAT.md"
         self._store = store
         self._running: ScheduledRun | None = None
+        self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
     @property
     def running(self) -> bool:
@@ -108,10 +109,19 @@ class Heartbeat:
         return run
 
     async def _target(self) -> tuple[ChatRef, ChatType] | None:
-        if self.settings.target:
-            channel, _, chat_id = self.settings.target.partition(":")
-            return ChatRef(channel, chat_id), ChatType.DM
-        home = await self._store.homes.get()
-        if home is None:
-            return None
-        return home.chat, home.chat_type
+        found = await heartbeat_target(self.settings, self._store)
+        self.target = None if found is None else found.label
+        return None if found is None else (found.chat, found.chat_type)
+
+    async def look_up_target(self) -> None:
+        """Where check-ins go, for the status page (``target``)."""
+        await self._target()
+
+
+async def heartbeat_target(settings: HeartbeatSettings, store: Store) -> HomeChat | None:
+    """Where check-ins go: ``heartbeat.target``, else the owner's home chat (the status
+    page, ``switchboard status`` and the heartbeat itself all ask this)."""
+    if settings.target:
+        channel, _, chat_id = settings.target.partition(":")
+        return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
+    return await store.homes.get()

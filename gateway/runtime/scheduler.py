@@ -68,6 +68,7 @@ class Scheduler(Service):
         now = self._clock.now()
         await self._catch_up(now)
         if self._heartbeat is not None and self._heartbeat.settings.enabled:
+            await self._heartbeat.look_up_target()
             self._next_heartbeat = now + timedelta(
                 seconds=self._heartbeat.settings.interval_seconds
             )
@@ -183,7 +184,11 @@ class Scheduler(Service):
             every = self._heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(
-                    "heartbeat", TurnKind.HEARTBEAT, f"every {every} seconds", self._next_heartbeat
+                    "heartbeat",
+                    TurnKind.HEARTBEAT,
+                    f"every {every} seconds",
+                    self._next_heartbeat,
+                    self._heartbeat.target,
                 )
             )
         return items

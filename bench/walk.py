@@ -196,9 +196,7 @@ async def trace_one_message(*, every_call: bool) -> Walk:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--every-call", action="store_true", help="every call between our modules"
-    )
+    parser.add_argument("--every-call", action="store_true", help="every call between our modules")
     args = parser.parse_args()
     quiet_proxies()
     walk = asyncio.run(trace_one_message(every_call=args.every_call))

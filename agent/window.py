@@ -26,7 +26,7 @@ from agent.llm.metered import Charge, prompt_limit
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
-from agent.turn import TurnRequest
+from agent.turn.request import TurnRequest
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -115,12 +115,12 @@ class ContextWindow:
                     "compacting %s failed: %s; leaving out old history", request.session_key, exc
                 )
         state, stored = await self._history.load(request.session_key, limit=self._history_limit)
-        drafts = await self._history.drafts(request.turn_id)
+        checkpoints = await self._history.checkpoints(request.turn_id)
         system = self._context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=guidance, pinned=pinned
         )
         older = [_shortened(m) for m in stored]
-        current = [_shortened(m) for m in drafts]
+        current = [_shortened(m) for m in checkpoints]
         if self.compactor is None:
             return system, [*older, *current]
         # Count each message once, then leave out the oldest exchanges until it fits.
@@ -145,7 +145,7 @@ class ContextWindow:
 
 @dataclass(frozen=True, slots=True)
 class TurnFit:
-    """What a turn's loop needs to keep each call inside the window (agent.turn_steps.Fit)."""
+    """What a turn's loop needs to keep each call inside the window (agent.turn.inputs.Fit)."""
 
     window: ContextWindow
     limit: int

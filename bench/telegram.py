@@ -25,9 +25,9 @@ from pathlib import Path
 
 from bench.common import llm_process
 from channels.telegram import TelegramChannel
+from channels.telegram.pacing import Rate
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
-from gateway.core.pacing import Rate
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.telegram import FakeTelegram, random_token

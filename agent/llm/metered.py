@@ -10,7 +10,7 @@ request that fits the context window, and usage charged to someone.
   small is the turn's job, see :mod:`agent.window`).
 - **Charged.** Each call is charged to the model that answered it (with fallback models,
   :mod:`agent.llm.fallback`, not always the configured one). Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
-  its calls add up in the turn's :class:`TurnMeter` (the per-turn token cap counts them,
+  its calls add up in the turn's :class:`TurnUsage` (the per-turn token cap counts them,
   and they are committed with the turn); calls outside a turn (reflection, a background
   summary) are recorded on their own right away.
 """
@@ -18,47 +18,36 @@ request that fits the context window, and usage charged to someone.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
-from agent.llm.types import LLMRequest, LLMResponse, Usage
+from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
 from agent.tokens import estimate, message_tokens, tools_tokens
-from gateway.core.principal import Principal
+from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 
 MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
 
 
-class Purpose(enum.StrEnum):
-    """Why a model call was made (the ``usage.purpose`` column)."""
-
-    TURN = "turn"  # the turn itself: answers and tool steps
-    REVIEW = "review"  # the LLM reviewer of an answer
-    PAGE = "page"  # condensing a long web page for web_fetch
-    SUMMARY = "summary"  # summarizing a long conversation
-    REFLECTION = "reflection"  # updating memory after a turn
-
-
 @dataclass(frozen=True, slots=True)
-class Metered:
+class UsageEntry:
     """Tokens one purpose used on one model."""
 
-    purpose: str
+    purpose: Purpose
     model: str
     usage: Usage
 
 
 @dataclass(slots=True)
-class TurnMeter:
+class TurnUsage:
     """What a running turn has used so far, by purpose and model."""
 
-    _by: dict[tuple[str, str], Usage] = field(default_factory=dict)
+    _by: dict[tuple[Purpose, str], Usage] = field(default_factory=dict)
 
-    def add(self, purpose: str, model: str, usage: Usage) -> None:
+    def add(self, purpose: Purpose, model: str, usage: Usage) -> None:
         key = (purpose, model)
         self._by[key] = self._by.get(key, Usage()) + usage
 
@@ -71,13 +60,8 @@ class TurnMeter:
         total = self.total
         return total.input_tokens + total.output_tokens
 
-    def entries(self) -> tuple[Metered, ...]:
-        return tuple(Metered(p, m, u) for (p, m), u in self._by.items())
-
-
-def person(principal: Principal) -> str:
-    """Whose allowance a call counts against: ``channel:sender id``."""
-    return f"{principal.channel}:{principal.sender_id}"
+    def entries(self) -> tuple[UsageEntry, ...]:
+        return tuple(UsageEntry(p, m, u) for (p, m), u in self._by.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +70,8 @@ class Charge:
 
     session_key: str
     turn_id: str | None = None
-    principal: str | None = None  # see person()
-    meter: TurnMeter | None = None  # the running turn's; None: recorded on its own
+    principal: str | None = None  # whose allowance: Principal.person
+    meter: TurnUsage | None = None  # the running turn's; None: recorded on its own
 
     def detached(self) -> Charge:
         """The same payer, for work that outlives the turn (recorded on its own)."""
@@ -95,7 +79,7 @@ class Charge:
 
 
 # (charge, purpose, model, usage): store one call that no turn commits.
-UsageRecorder = Callable[[Charge, str, str, Usage], Awaitable[None]]
+UsageRecorder = Callable[[Charge, Purpose, str, Usage], Awaitable[None]]
 
 
 class EndpointSlots:
@@ -146,9 +130,13 @@ class MeteredModel:
         slots: asyncio.Semaphore | None,
         context_window: int,
         record: UsageRecorder | None = None,
+        max_tokens: int = 4_096,
+        temperature: float | None = None,
     ) -> None:
         self.provider = provider
         self.context_window = context_window
+        self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
+        self._temperature = temperature
         self._slots = slots
         self._record = record
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
@@ -156,6 +144,20 @@ class MeteredModel:
     @property
     def model(self) -> str:
         return self.provider.model
+
+    async def ask(
+        self,
+        system: SystemPrompt,
+        conversation: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...] = (),
+        on_text: TextSink | None = None,
+        *,
+        purpose: Purpose,
+        charge: Charge,
+    ) -> LLMResponse:
+        """One call with this agent's output size and temperature."""
+        request = LLMRequest(system, tuple(conversation), tools, self.max_tokens, self._temperature)
+        return await self.complete(request, purpose=purpose, charge=charge, on_text=on_text)
 
     async def complete(
         self,
@@ -179,10 +181,10 @@ class MeteredModel:
         response = bounded(response, request)
         model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:
-            charge.meter.add(purpose.value, model, response.usage)
+            charge.meter.add(purpose, model, response.usage)
         elif self._record is not None:
             try:
-                await self._record(charge, purpose.value, model, response.usage)
+                await self._record(charge, purpose, model, response.usage)
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response

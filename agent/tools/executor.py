@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agent.approval import ApprovalGate
+from agent.approval import ApprovalPolicy
 from agent.tools.base import Refusal, Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
 from gateway.store import ToolLedger
@@ -49,10 +49,10 @@ class ToolExecutor:
         max_concurrent: int = 16,
         max_result_chars: int = 12_000,
         redact: Callable[[str], str] = lambda text: text,
-        approvals: ApprovalGate | None = None,
+        approvals: ApprovalPolicy | None = None,
     ) -> None:
         self.registry = registry
-        self._approvals = approvals or ApprovalGate()
+        self._approvals = approvals or ApprovalPolicy()
         self._redact = redact
         self._ledger = ledger
         self._gate = gate

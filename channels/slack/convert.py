@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.core.messages import ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, kind_of
 
 CHANNEL = "slack"
 # Subtypes that are still a person writing to us; every other subtype is not a message.
@@ -115,14 +115,8 @@ def plain_text(text: str, bot_user_id: str | None) -> str:
     return html.unescape(_LINK.sub(unlink, text)).strip()
 
 
-def file_kind(mime_type: str | None, subtype: str | None = None) -> str:
-    if subtype == "slack_audio":
-        return "voice"
-    mime = (mime_type or "").lower()
-    for prefix, kind in (("image/", "image"), ("audio/", "audio"), ("video/", "video")):
-        if mime.startswith(prefix):
-            return kind
-    return "document"
+def file_kind(mime_type: str | None, subtype: str | None = None) -> AttachmentKind:
+    return "voice" if subtype == "slack_audio" else kind_of(mime_type)
 
 
 def _file(data: dict[str, Any]) -> FileRef:

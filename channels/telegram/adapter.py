@@ -28,12 +28,14 @@ from telegram.request import HTTPXRequest
 from channels._text import split_message, utf16_length
 from channels.telegram import buttons
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
-from channels.telegram.media import MediaFetcher, Transcriber
+from channels.telegram.media import MediaFetcher
+from channels.telegram.pacing import Pacer
 from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
 from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
+from channels.voice import Transcriber
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
@@ -41,7 +43,6 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer
 
 if TYPE_CHECKING:
     from channels.telegram.webhook import WebhookServer

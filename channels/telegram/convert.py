@@ -15,11 +15,12 @@ Files are described here (:class:`MediaRef`) and downloaded by :mod:`channels.te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
 from telegram.constants import ChatType as TgChatType
 
-from gateway.core.messages import ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.
@@ -45,7 +46,7 @@ class BotIdentity:
 class MediaRef:
     """A file attached to a message, to be fetched with ``getFile``."""
 
-    kind: str  # "image" | "voice" | "audio" | "video" | "document"
+    kind: AttachmentKind
     file_id: str
     unique_id: str  # stable across bots and time: names the stored file
     size: int | None = None
@@ -188,12 +189,13 @@ def _media_of(msg: Message) -> tuple[MediaRef, ...]:
                 voice.mime_type or "audio/ogg",
             ),
         )
-    for label, item in (
+    files: tuple[tuple[AttachmentKind, Any], ...] = (
         ("audio", msg.audio),
         ("video", msg.video),
         ("video", msg.video_note),
         ("document", msg.document),
-    ):
+    )
+    for label, item in files:
         if item is None:
             continue
         mime = getattr(item, "mime_type", None)

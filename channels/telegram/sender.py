@@ -2,7 +2,7 @@
 
 Pacing follows Telegram's published guidance for *sustained* rates: about one message a
 second per chat, 20 a minute per group, 30 a second overall (``telegram.messages_per_second``).
-Telegram tolerates short bursts, so these are token buckets (gateway/core/pacing.py) with a
+Telegram tolerates short bursts, so these are token buckets (channels/telegram/pacing.py) with a
 burst allowance: a reply that follows the previous one closely leaves at once; only a chat
 (or the bot) that keeps sending faster than the sustained rate waits. A wait longer than
 ``max_wait`` is not slept inside ``send``: it becomes :class:`ChannelRateLimited`, so the
@@ -38,10 +38,10 @@ from telegram.error import (
 )
 
 from channels.telegram.convert import telegram_message_id
+from channels.telegram.pacing import Pacer, Rate
 from channels.telegram.render import Part, render
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer, Rate
 
 log = logging.getLogger(__name__)
 

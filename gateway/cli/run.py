@@ -37,20 +37,13 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def run_gateway(settings: Settings) -> int:
-    from channels import build_channels  # noqa: PLC0415
-    from channels.terminal import TerminalChannel, socket_path  # noqa: PLC0415
     from gateway.cli.stopping import Interrupts, stop_gateway  # noqa: PLC0415
+    from gateway.core.addressing import INTERNAL_CHANNELS, LOCAL_CHANNELS  # noqa: PLC0415
     from gateway.runtime.app import Gateway  # noqa: PLC0415
 
-    channels = build_channels(settings)
-    if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
-        from channels.webchat import create as create_webchat  # noqa: PLC0415
-
-        channels.append(create_webchat(settings))
-    terminal = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
-    gateway = Gateway(settings, channels=[*channels, terminal])
-    # `switchboard chat` attaches here (gateway/cli/chat.py)
-    terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
+    # every configured channel, the web chat, and the terminal that `switchboard chat`
+    # windows attach to (gateway/cli/chat.py)
+    gateway = Gateway(settings)
     with Interrupts() as interrupts:
         # a cluster's node runs turns at once but waits in start() until it leads (receives,
         # sends, schedules): a signal ends the wait
@@ -71,7 +64,7 @@ async def run_gateway(settings: Settings) -> int:
             return 0
         signalled.cancel()
         await starting  # raises what start() raised
-        if not channels:
+        if not set(gateway.channels) - LOCAL_CHANNELS - INTERNAL_CHANNELS:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
                 "use `switchboard chat` to talk in the terminal",

@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_settings import NoDecode
 
 from gateway.core.errors import ConfigError
+from gateway.core.principal import Role
 
 
 def _as_list(value: object) -> object:
@@ -41,6 +42,7 @@ def _as_list(value: object) -> object:
 # A list setting that also takes "a,b" or a single id from an environment variable (the
 # settings library would otherwise insist on JSON there and fail without naming the field).
 StrList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_as_list)]
+RoleList = Annotated[tuple[Role, ...], NoDecode, BeforeValidator(_as_list)]
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
@@ -78,12 +80,12 @@ class ChannelSection(BaseModel):
     def enabled(self) -> bool:
         raise NotImplementedError
 
-    def role_of(self, sender_id: str) -> str:
+    def role_of(self, sender_id: str) -> Role:
         if sender_id in self.owners:
-            return "owner"
+            return Role.OWNER
         if sender_id in self.admins:
-            return "admin"
-        return "member"
+            return Role.ADMIN
+        return Role.MEMBER
 
     def group_rule(self, chat_id: str) -> GroupRule:
         return self.groups.get(chat_id, GroupRule())

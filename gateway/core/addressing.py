@@ -8,7 +8,11 @@ travel on the internal ``agent`` channel with ``chat_id = "<from>><to>"``.
 from __future__ import annotations
 
 DEFAULT_AGENT = "main"
-AGENT_CHANNEL = "agent"
+AGENT_CHANNEL = "agent"  # messages between agents
+SYSTEM_CHANNEL = "system"  # internal messages: background task results
+# Chats on this machine (the terminal, the web chat): they reach the owner only while open.
+LOCAL_CHANNELS = frozenset({"terminal", "webchat"})
+INTERNAL_CHANNELS = frozenset({AGENT_CHANNEL, SYSTEM_CHANNEL})
 SEPARATOR = "/"
 
 

@@ -34,3 +34,8 @@ class InboundSink(Protocol):
         costly work (downloads, transcription) for messages that will be refused, or that
         were journaled before (a platform's redelivery)."""
         ...
+
+    async def settled(self, channel: str) -> None:
+        """Return once nothing ``channel`` handed in is waiting, running or unsent (bound
+        it with ``asyncio.timeout``): ``switchboard chat -m`` waits so for its answer."""
+        ...

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gateway.config.channels import ChannelSection
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.runtime.pairing import young_accounts
 from gateway.store import Store
 
@@ -30,7 +30,7 @@ def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Princi
     """The principal of an inbound message; roles come from ids listed in config."""
     # Channels without access settings are local (the terminal, an embedding program):
     # whoever can use them already controls the machine.
-    role = section.role_of(msg.sender_id) if section is not None else "owner"
+    role = section.role_of(msg.sender_id) if section is not None else Role.OWNER
     return Principal(msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type)
 
 
@@ -51,7 +51,7 @@ def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Dec
     """The access decision for one message (pure; no I/O). ``paired``: approved by pairing."""
     sender = msg.sender_id
     role = section.role_of(sender)
-    privileged = role in ("owner", "admin")
+    privileged = role.privileged
     listed = privileged or paired or _listed(sender, section.allow_from)
     if not msg.is_group:
         policy = section.dm_policy
@@ -115,6 +115,9 @@ class AccessGate:
         if section is not None and (await self._decide(msg, section)).verdict is not Verdict.ALLOW:
             return False
         return await self._inner.admits(msg)
+
+    async def settled(self, channel: str) -> None:
+        await self._inner.settled(channel)
 
     async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
         decision = decide(msg, section, paired=False)

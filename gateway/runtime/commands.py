@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 
 from gateway.core.commands import COMMANDS
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime import pairing
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
+from gateway.runtime.status_text import StatusText
 from gateway.store import Store
 
-StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
 _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
 
@@ -22,8 +21,8 @@ class Commands:
         *,
         agent_name: str,
         store: Store,
-        status: StatusReport,
-        approvals: ApprovalDesk | None = None,
+        status: StatusText,
+        approvals: Approvals | None = None,
     ) -> None:
         self._name = agent_name
         self._store = store
@@ -51,7 +50,7 @@ class Commands:
             await self._store.history.new_generation(session_key)
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
-            return await self._status(msg, principal, session_key)
+            return await self._status.render(msg, principal, session_key)
         if command in ("/approve", "/deny"):
             if self._approvals is None:
                 return "Nothing here needs approval: tools.approvals is not set to ask."
@@ -81,7 +80,7 @@ class Commands:
         action = words[0].lower() if words else "list"
         by = f"{msg.channel}:{msg.sender_id}"
         # The owner manages every channel; an admin only the channel they are an admin of.
-        scope = None if principal.role == "owner" else msg.channel
+        scope = None if principal.is_owner else msg.channel
         if action == "list":
             return await pairing.listing_text(self._store, channel=scope)
         if action == "clear":

@@ -39,7 +39,6 @@ class OutboundWorker(Service):
         *,
         max_attempts: int = 8,
         clock: Clock = time.time,
-        on_settled: Callable[[], Awaitable[None]] | None = None,
         drafts: DraftStreamer | None = None,
     ) -> None:
         self.channel = channel
@@ -47,7 +46,6 @@ class OutboundWorker(Service):
         self._bus = bus
         self._max_attempts = max_attempts
         self._clock = clock
-        self._on_settled = on_settled
         self._drafts = drafts  # a turn's answer finishes the draft streamed for it
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -99,8 +97,7 @@ class OutboundWorker(Service):
             self._in_flight.pop(key, None)
             if look_again:  # this chat's next message, or a new due time
                 self._bus.outbound_ready(self.channel.name)
-            if self._on_settled is not None:
-                await self._on_settled()
+            await self._bus.progressed()
 
     async def _attempt(self, record: OutboxRecord) -> bool:
         """One delivery attempt; returns whether the worker should read the queue again

@@ -1,9 +1,11 @@
-"""Conversation history per session, including the unfinished turn's drafts.
+"""Conversation history per session, including the unfinished turn's checkpoints.
 
-A running turn writes each model response and tool result as a *draft* as soon as it
-exists; that is the checkpoint a resumed turn continues from. Committing the turn flips
-its drafts to *final* in the same transaction that queues the answer. ``/new`` starts a
-new generation: older messages stay on disk but leave the context.
+A running turn writes each model response and tool result as a *checkpoint* as soon as it
+exists (a row with ``status = 'draft'``, its name from before): a resumed turn continues
+from there. Committing the turn makes its checkpoints *final* history in the same
+transaction that queues the answer. ``/new`` starts a new generation: older messages stay
+on disk but leave the context. (A *draft* elsewhere is a streamed answer's platform message:
+:mod:`gateway.store.drafts`.)
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
+
+
+Role = Literal["system", "user", "assistant", "tool"]  # a message's author
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,7 @@ class SessionState:
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int
     turn_id: str | None
@@ -41,7 +46,7 @@ class StoredMessage:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     message_id: int
-    role: str
+    role: Role
     at: float
     snippet: str
 
@@ -62,7 +67,7 @@ def searchable(content: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int = 0
 
@@ -77,7 +82,7 @@ def _session(conn: Connection, session_key: str) -> SessionState:
     return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
 
 
-def _rows(cursor: Iterable[tuple[int, str, str, int, str | None]]) -> list[StoredMessage]:
+def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
     return [
         StoredMessage(row_id, role, json.loads(body), tokens, turn_id)
         for row_id, role, body, tokens, turn_id in cursor
@@ -112,7 +117,7 @@ class History:
 
         return await self._db.run(query, durable=False)  # a read: never needs an fsync
 
-    async def drafts(self, turn_id: str) -> list[StoredMessage]:
+    async def checkpoints(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: Connection) -> list[StoredMessage]:
             return _rows(
                 conn.execute(
@@ -124,7 +129,7 @@ class History:
 
         return await self._db.run(query)
 
-    async def add_drafts(
+    async def add_checkpoints(
         self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
     ) -> list[int]:
         """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
@@ -31,6 +31,10 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
+JobState = Literal["active", "firing", "done", "removed"]  # firing: fired, its turn not committed
+TaskState = Literal["running", "done", "failed", "interrupted"]  # interrupted: by a restart
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     id: str
@@ -40,7 +44,7 @@ class Job:
     chat: ChatRef
     owner: dict[str, Any]  # the creator: channel, sender_id, sender_name, role, chat_type
     task_type: str = "general"
-    state: str = "active"
+    state: JobState = "active"
     next_run: datetime | None = None
     last_run: datetime | None = None
     runs: int = 0
@@ -192,7 +196,7 @@ class TaskRecord:
     task_type: str
     chat: ChatRef
     owner: dict[str, Any]
-    state: str
+    state: TaskState
     result: str | None = None
     agent: str = "main"
 
@@ -239,7 +243,7 @@ class Tasks:
             )
         )
 
-    async def finish(self, task_id: str, state: str, result: str) -> None:
+    async def finish(self, task_id: str, state: TaskState, result: str) -> None:
         await self._db.run(
             lambda conn: conn.execute(
                 "UPDATE tasks SET state = ?, result = ?, finished_at = ? WHERE id = ?",

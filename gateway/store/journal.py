@@ -12,14 +12,18 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.core.messages import InboundMessage
+from gateway.core.turns import TurnKind
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
+
+
+TurnEnd = Literal["done", "failed"]  # how a committed turn ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +45,7 @@ class OpenTurn:
 
     id: str
     session_key: str
-    kind: str
+    kind: TurnKind
     attempts: int
     records: tuple[InboundRecord, ...]
 
@@ -74,7 +78,7 @@ def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenT
                 (turn_id,),
             )
         )
-        running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
+        running.append(OpenTurn(turn_id, session_key, TurnKind(kind), int(attempts), records))
     return tuple(running)
 
 
@@ -115,9 +119,10 @@ class Journal:
         return await self._db.run(query)
 
     async def start_turn(
-        self, turn_id: str, session_key: str, kind: str, record_ids: Sequence[int]
+        self, turn_id: str, session_key: str, kind: TurnKind, record_ids: Sequence[int]
     ) -> None:
-        """Create the turn and mark its inbound messages as processing (one transaction).
+        """Create the turn and mark its inbound messages as processing (one transaction);
+        for a turn that exists already, a no-op.
 
         Not fsynced on its own (``durable=False``): if a power cut loses it, the messages
         are still pending and are answered by a new turn after the restart."""
@@ -126,7 +131,7 @@ class Journal:
         def claim(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO turns (id, session_key, kind, state, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'running', ?, ?)",
+                " VALUES (?, ?, ?, 'running', ?, ?) ON CONFLICT (id) DO NOTHING",
                 (turn_id, session_key, kind, now, now),
             )
             conn.executemany(
@@ -135,6 +140,15 @@ class Journal:
             )
 
         await self._db.run(claim, durable=False)
+
+    async def finished(self, turn_id: str) -> bool:
+        """Whether the turn is committed (done or failed); ``True`` for one never opened."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute("SELECT state FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            return row is None or row[0] != "running"
+
+        return await self._db.run(query)
 
     async def retry_turn(self, turn_id: str) -> int:
         """Count one more attempt at a resumed turn; returns the new attempt number."""
@@ -152,7 +166,7 @@ class Journal:
 
         return await self._db.run(bump)
 
-    def finish_statement(self, conn: Connection, turn_id: str, state: str = "done") -> None:
+    def finish_statement(self, conn: Connection, turn_id: str, state: TurnEnd = "done") -> None:
         """Close a turn and its inbound messages; part of the turn's commit transaction."""
         now = self._clock()
         conn.execute(

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
@@ -25,7 +25,7 @@ Clock = Callable[[], float]
 class LedgerEntry:
     key: str
     tool: str
-    state: str  # "started" | "done"
+    state: Literal["started", "done"]  # started: its outcome is unknown until done
     result: str | None
 
 

@@ -31,6 +31,7 @@ import psycopg
 
 from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
+from gateway.core.load import NodeLoad
 from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
@@ -53,6 +54,7 @@ class Membership(Service):
         pid: int,
         interval: float = 1.0,
         on_lost: Callable[[], None] = lambda: None,
+        load: NodeLoad | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = url
@@ -71,7 +73,7 @@ class Membership(Service):
         self.lost = asyncio.Event()
         self.live_nodes = 1  # nodes with a fresh heartbeat, as of the last one
         # the sessions this node holds and the turns it ran, for `switchboard status`
-        self.report: Callable[[], tuple[list[str], int]] = lambda: ([], 0)
+        self._load = load or NodeLoad()
 
     async def start(self) -> None:
         try:
@@ -208,7 +210,7 @@ class Membership(Service):
         while True:
             await asyncio.sleep(self._interval)
             try:
-                sessions, turns = self.report()
+                sessions, turns = sorted(self._load.sessions), self._load.turns_run
                 now = self._clock()
                 async with asyncio.timeout(self._interval * 2):
                     await self._query(

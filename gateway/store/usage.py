@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.core.usage import Purpose
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import Connection
@@ -45,7 +46,7 @@ class UsageRecord:
     cache_write_tokens: int = 0
     at: float | None = None
     principal: str | None = None  # "channel:sender id" of the person it is charged to
-    purpose: str = "turn"  # turn | review | page | summary | reflection
+    purpose: Purpose = Purpose.TURN
 
     def insert_statement(
         self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""

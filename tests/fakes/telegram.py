@@ -27,10 +27,10 @@ from typing import Any
 from aiohttp import web
 
 from channels.telegram import TelegramChannel
+from channels.telegram.pacing import Rate
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
-from gateway.core.pacing import Rate
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(

@@ -1,4 +1,4 @@
-"""What the user sees when a turn ends: one answer, a failure notice, or (for autopilot
+"""What the user sees when a turn ends: one answer, a failure notice, or (for unattended
 turns with nothing to report) nothing at all."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMContextOverflow, LLMError
-from agent.runner import RunResult
 from agent.tools.base import TurnState
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.turn.loop import RunResult
+from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.messages import Attachment, OutboundKind, OutboundMessage
+from gateway.core.turns import TurnKind
 
 INTERRUPTED_NOTICE = (
     "Sorry, I was interrupted while working on your message and could not finish it. "
@@ -49,7 +50,7 @@ def _decide(
     default_reply: str,
 ) -> TurnOutcome:
     text = result.text.strip()
-    if request.kind.autopilot:
+    if request.kind.unattended:
         text = nothing_to_report(text)
         if not text:
             trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
@@ -123,7 +124,7 @@ def files_caption(files: tuple[Attachment, ...]) -> str:
 
 
 def nothing_to_report(text: str) -> str:
-    """An autopilot answer without its HEARTBEAT_OK marker; empty when that was all it said."""
+    """An unattended answer without its HEARTBEAT_OK marker; empty when that was all it said."""
     if not re.search(r"\bHEARTBEAT_OK\b", text, flags=re.IGNORECASE):
         return text
     rest = re.sub(r"\bHEARTBEAT_OK\b", "", text, flags=re.IGNORECASE).strip()

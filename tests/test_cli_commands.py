@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -166,11 +167,42 @@ async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM)
         async with asyncio.timeout(30):
             while b"ready" not in await follow.stdout.readline():
                 pass
-    finally:
-        follow.send_signal(signal.SIGINT)
+        # SIGTERM, not SIGINT: a suite started with SIGINT ignored (a background job of a
+        # shell without job control) hands that on to its children.
+        follow.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(follow.wait(), 30) == 0
+    finally:
+        if follow.returncode is None:  # never left running, whatever failed above
+            follow.kill()
+            await follow.wait()
     code, out, _ = await switchboard("logs", "-n", "1", env=env)
     assert code == 0 and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [("status", "--json"), ("config", "show")])
+async def test_output_into_a_closed_pipe_ends_quietly(
+    tmp_path: Path, fake_llm: FakeLLM, command: tuple[str, ...]
+) -> None:
+    """`switchboard status --json | head`: the reader is gone before the output is written
+    (here it never existed), and the command ends like any Unix tool, without a traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            *command,
+            env=cli_env(tmp_path / "home", fake_llm),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 141
+    assert err.decode() == ""
 
 
 # what each shell's script sets when it calls switchboard, and how the answer starts

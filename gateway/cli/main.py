@@ -114,6 +114,21 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A reader that goes away early (``switchboard status --json | head``)
+    ends it quietly, as it ends any Unix tool: exit 141 (128 + SIGPIPE), no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here for output still in the buffer
+    except BrokenPipeError:
+        # Whatever is still buffered can never be written: point stdout at /dev/null so the
+        # interpreter's flush at exit does not report the broken pipe again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`switchboard completion`)
         completion.complete(parser)

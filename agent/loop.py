@@ -201,8 +201,10 @@ class AgentLoop:
         charge = Charge(request.session_key, request.turn_id, person(request.principal), meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
-        async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
-            return await self.window.refit(request, tools, now, block, pinned, charge=charge)
+        async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
+            return await self.window.refit(
+                request, tools, now, block, pinned, charge=charge, limit=limit
+            )
 
         limit = self.window.limit(self.runner.max_tokens)
         result = await self.runner.run(
@@ -216,7 +218,7 @@ class AgentLoop:
             charge=charge,
             autopilot=request.kind.autopilot,
             on_text=request.on_text,
-            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
+            fit=None if limit is None else TurnFit(self.window, self.runner.max_tokens, rebuild),
             on_tool=request.on_tool,
         )
         if result.had_errors:

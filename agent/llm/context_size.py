@@ -13,7 +13,7 @@ all at once (one short request each; a server ignores the questions that are not
 - the hosted APIs (OpenAI, Anthropic) do not say: a small table of known models does.
 
 A provider's "context too long" refusal often names the window too
-(:func:`window_from_error`); the turn uses that when the configured one was wrong.
+(:func:`agent.llm.errors.window_from_error`); the turn then uses that one.
 """
 
 from __future__ import annotations
@@ -83,23 +83,6 @@ async def detect_window(
         ]
         found = await asyncio.gather(*(_quietly(ask) for ask in asks))
     return next((window for window in found if window is not None), None) or known_window(model)
-
-
-def window_from_error(message: str) -> int | None:
-    """The window a "context too long" refusal names, if it does: OpenAI, vLLM and
-    llama-cpp-python ("maximum context length is 8192 tokens"), llama.cpp's server
-    (``"n_ctx": 8192``), Anthropic ("prompt is too long: 250000 tokens > 200000 maximum")."""
-    patterns = (
-        r"maximum context length is (\d+)",
-        r"context window of (\d+)",
-        r"['\"]n_ctx['\"]\s*:\s*(\d+)",
-        r"> (\d+) maximum",
-    )
-    for pattern in patterns:
-        match = re.search(pattern, message)
-        if match and int(match.group(1)) >= 256:
-            return int(match.group(1))
-    return None
 
 
 # -- the servers ----------------------------------------------------------------------------

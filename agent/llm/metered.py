@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
+from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import LLMRequest, LLMResponse, Usage
 from agent.tokens import estimate, message_tokens, tools_tokens
 from gateway.core.principal import Principal
@@ -31,6 +32,7 @@ from gateway.core.principal import Principal
 log = logging.getLogger(__name__)
 
 MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
+MIN_WINDOW = 512  # a window learned from refusals never goes below this
 
 
 class Purpose(enum.StrEnum):
@@ -136,6 +138,53 @@ def prompt_limit(window: int, max_tokens: int) -> int:
     return window - safety_margin(window) - min(max_tokens, window // 4)
 
 
+class WindowSize:
+    """The model's context window in tokens, shared by everything that fits prompts to it
+    (:class:`MeteredModel`, the compactor, :mod:`agent.window`): ``llm.context_window``,
+    lowered when the model's server refuses a prompt naming a smaller window (a local server
+    started with a small ``--ctx-size``), set anew when the configuration is reloaded."""
+
+    def __init__(self, configured: int) -> None:
+        self.configured = configured
+        self.tokens = configured
+
+    def learn(self, tokens: int | None) -> bool:
+        """A window the server named; ``True`` when it is smaller than the one in use."""
+        if tokens is None or tokens >= self.tokens:
+            return False
+        log.warning(
+            "the model's server says its context window is %d tokens, less than "
+            "llm.context_window = %d: using %d from now on; set it with "
+            "`switchboard config set llm.context_window %d`",
+            tokens,
+            self.configured,
+            tokens,
+            tokens,
+        )
+        self.tokens = tokens
+        return True
+
+    def refused(self, asked: int) -> None:
+        """The server refused ``asked`` tokens (prompt and answer, as we estimate them)
+        without naming its window: it is smaller than that; half of it is used."""
+        bound = max(MIN_WINDOW, asked // 2)
+        if bound >= self.tokens:
+            return
+        log.warning(
+            "the model's server refused a prompt of about %d tokens as too long for its "
+            "context window (llm.context_window = %d): fitting prompts to %d tokens from now "
+            "on; set llm.context_window to the server's window",
+            asked,
+            self.configured,
+            bound,
+        )
+        self.tokens = bound
+
+    def configure(self, tokens: int) -> None:
+        """``llm.context_window`` changed (a reload): believed again, whatever was learned."""
+        self.configured = self.tokens = tokens
+
+
 class MeteredModel:
     """An agent's model as the gateway calls it: capped, fitted to the window, metered."""
 
@@ -144,11 +193,13 @@ class MeteredModel:
         provider: LLMProvider,
         *,
         slots: asyncio.Semaphore | None,
-        context_window: int,
+        context_window: int | WindowSize,
         record: UsageRecorder | None = None,
     ) -> None:
         self.provider = provider
-        self.context_window = context_window
+        self.window = (
+            context_window if isinstance(context_window, WindowSize) else WindowSize(context_window)
+        )
         self._slots = slots
         self._record = record
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
@@ -156,6 +207,10 @@ class MeteredModel:
     @property
     def model(self) -> str:
         return self.provider.model
+
+    @property
+    def context_window(self) -> int:
+        return self.window.tokens
 
     async def complete(
         self,
@@ -168,14 +223,22 @@ class MeteredModel:
         names = tuple(t.name for t in request.tools)
         if names != self._tools[0]:  # tool schemas rarely change: count them once
             self._tools = (names, tools_tokens(request.tools))
-        room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
+        prompt = prompt_tokens(request, self._tools[1])
+        room = output_room(prompt, self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
-        if self._slots is None:  # a fallback chain: each of its models has its own cap
-            response = await self.provider.complete(request, on_text=on_text)
-        else:
-            async with self._slots:
+        try:
+            if self._slots is None:  # a fallback chain: each of its models has its own cap
                 response = await self.provider.complete(request, on_text=on_text)
+            else:
+                async with self._slots:
+                    response = await self.provider.complete(request, on_text=on_text)
+        except LLMContextOverflow as exc:  # the next prompts are fitted to the real window
+            if exc.window is not None:
+                self.window.learn(exc.window)
+            else:
+                self.window.refused(prompt + request.max_tokens)
+            raise
         response = bounded(response, request)
         model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:

@@ -49,6 +49,7 @@ from gateway.runtime.local_bus import LocalBus
 from gateway.runtime.mcp import build_manager
 from gateway.runtime.models import ModelPool, model_lines
 from gateway.runtime.outbound import OutboundWorker
+from gateway.runtime.reload import ConfigReload, live_settings
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.storage import store_for
@@ -145,6 +146,8 @@ class Gateway(Service):
         )
         # one allowance per person, drawn by their chats and their scheduled jobs alike
         self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
+        # config.toml changes (and SIGHUP) applied while running, where they can be
+        self.config_reload = ConfigReload(settings, apply=live_settings(self.agents, self.budget))
         self.conversations = Conversations(
             store=self.store,
             bus=self.bus,
@@ -254,6 +257,7 @@ class Gateway(Service):
                 from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
 
                 self.web = await start_web(self)
+            await self.config_reload.start()
         except BaseException:
             await self._shutdown()
             raise
@@ -274,6 +278,7 @@ class Gateway(Service):
         self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None
     ) -> None:
         self._started = False
+        await self.config_reload.stop()
         if self.web is not None:  # first: no new web requests while the rest stops
             await self.web.stop()
             self.web = None

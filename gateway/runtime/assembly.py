@@ -276,7 +276,7 @@ def build_agent(
             history=store.history,
             summarize=summarize,
             counter=counter,
-            window=window,
+            window=model.window,  # one window for both: lowered when the server names its own
             max_messages=turn.history_max_messages,
         ),
         channels=channels,

@@ -206,7 +206,7 @@ class FakeLLM(AnthropicWire):
         self.server_kind: ServerKind | None = None
         self.reported_window: int | None = None
         self.served_model = "fake-model"
-        self.refusal_style: Literal["openai", "llama.cpp"] = "openai"
+        self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -266,6 +266,9 @@ class FakeLLM(AnthropicWire):
                 "n_ctx": self.context_window,
             }
             return web.json_response({"error": refusal}, status=400)
+        if self.refusal_style == "bare":  # a server that does not say its window
+            body = {"error": {"message": "the prompt is too long", "type": "invalid_request"}}
+            return web.json_response(body, status=400)
         message = (
             f"This model's maximum context length is {self.context_window} tokens. However, "
             f"you requested {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, "

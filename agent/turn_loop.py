@@ -185,6 +185,8 @@ class TurnLoop:
             output_tokens=response.usage.output_tokens,
             cache_read=response.usage.cache_read_tokens,
             calls=[c.name for c in response.tool_calls],
+            # counted by us (tiktoken): the server reported no usage
+            **({"estimated": True} if response.usage.estimated_tokens else {}),
         )
         return response
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import LLMRequest, LLMResponse, Usage
-from agent.tokens import estimate, message_tokens, tools_tokens
+from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
 from gateway.core.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -195,6 +195,7 @@ class MeteredModel:
         slots: asyncio.Semaphore | None,
         context_window: int | WindowSize,
         record: UsageRecorder | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.provider = provider
         self.window = (
@@ -202,6 +203,7 @@ class MeteredModel:
         )
         self._slots = slots
         self._record = record
+        self._counter = counter  # counts what a server does not report (llama.cpp streams)
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
 
     @property
@@ -240,6 +242,8 @@ class MeteredModel:
                 self.window.refused(prompt + request.max_tokens)
             raise
         response = bounded(response, request)
+        if not (response.usage.input_tokens or response.usage.output_tokens) and self._counter:
+            response = replace(response, usage=await self._estimated(request, response))
         model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:
             charge.meter.add(purpose.value, model, response.usage)
@@ -249,6 +253,33 @@ class MeteredModel:
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+    async def _estimated(self, request: LLMRequest, response: LLMResponse) -> Usage:
+        """The server reported no usage (llama.cpp's server does not in a stream): counted
+        with tiktoken on a worker thread (the encoder loads once), and marked as counted by
+        us, so traces, the status page and the per-person limits still see the tokens."""
+        counter = self._counter
+        assert counter is not None
+
+        def count() -> tuple[int, int]:
+            counter.load()
+            prompt = (
+                counter.count(request.system.text)
+                + counter.messages(request.messages)
+                + counter.tools(request.tools)
+            )
+            calls = sum(
+                counter.count(c.name) + counter.count(c.arguments) for c in response.tool_calls
+            )
+            return prompt, counter.count(response.text) + calls
+
+        prompt, answer = await asyncio.to_thread(count)
+        return replace(
+            response.usage,
+            input_tokens=prompt,
+            output_tokens=answer,
+            estimated_tokens=prompt + answer,
+        )
 
 
 # No tokenizer packs more characters than this into one token: an answer longer than

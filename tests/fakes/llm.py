@@ -207,6 +207,7 @@ class FakeLLM(AnthropicWire):
         self.reported_window: int | None = None
         self.served_model = "fake-model"
         self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
+        self.report_usage = True  # False: no usage at all (llama.cpp's server in a stream)
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -387,15 +388,15 @@ class FakeLLM(AnthropicWire):
             message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
             if tool_calls:
                 message["tool_calls"] = tool_calls
+            completion = {
+                "id": f"chatcmpl-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": recorded.body.get("model", "fake"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            }
             return web.json_response(
-                {
-                    "id": f"chatcmpl-{next(self._ids)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": recorded.body.get("model", "fake"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": usage,
-                }
+                {**completion, "usage": usage} if self.report_usage else completion
             )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -446,7 +447,8 @@ class FakeLLM(AnthropicWire):
             "choices": [],
             "usage": usage,
         }
-        await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        if self.report_usage:
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -137,7 +137,7 @@ def set_value(settings: Settings, key: str, text: str) -> int:
         load_settings()
     except ConfigError as exc:
         path.write_text(old, encoding="utf-8")  # never leave a file the gateway refuses
-        print(f"switchboard: not changed, {exc}", file=sys.stderr)
+        print(f"switchboard: not changed, {refusal(exc, settings, tuple(parts))}", file=sys.stderr)
         return 1
     print(f"{key} = {tomlkit.item(value).as_string()}  ({path})")
     if env_name(tuple(parts)) in {name.upper() for name in os.environ}:
@@ -183,6 +183,24 @@ def running_gateway_took(settings: Settings, key: str) -> str:
     if key in report.applied:
         return f"applied by {who}"
     return f"{who} runs with it (nothing to change there)"
+
+
+def refusal(exc: ConfigError, settings: Settings, key: tuple[str, ...]) -> ConfigError:
+    """The refusal told against the file as it is again (the lines it names are the ones
+    the person sees), with the key this command was given named as such, not as a line of
+    a file it is no longer in."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from gateway.config.explain import validation_error  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return exc
+    return validation_error(cause, Settings, replace(describe(settings.home), given=key))
 
 
 def _masked(model: BaseModel) -> dict[str, Any]:

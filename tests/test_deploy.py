@@ -41,6 +41,7 @@ async def test_service_install_writes_a_unit_systemd_accepts(
     assert "SWITCHBOARD_LLM__BASE_URL" in out  # this shell's settings will not be there
     text = unit.read_text()
     assert "Restart=on-failure" in text
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in text  # systemctl --user reload: new config
     assert f'Environment="SWITCHBOARD_HOME={home.resolve()}"' in text
     assert f'ExecStart="{sys.executable}" -m gateway run' in text
     analyze = shutil.which("systemd-analyze")
@@ -190,3 +191,31 @@ def test_the_home_files_readme_writes_are_never_committed() -> None:
     for path in (".env", "secrets/SWITCHBOARD_LLM__API_KEY"):
         ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path], check=False)
         assert ignored.returncode == 0, f"{path} is not git-ignored"
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="systemd only")
+async def test_service_install_without_a_user_session_explains_and_leaves_nothing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A container or SSH without a login session: `systemctl --user` cannot reach a user
+    manager. The install says why and what else to do, and writes no unit."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text(
+        "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n"
+    )
+    systemctl.chmod(0o755)
+    env = cli_env(
+        tmp_path / "home",
+        fake_llm,
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        USER="dana",
+    )
+    code, _, err = await switchboard("service", "install", env=env)
+    assert code == 1
+    assert "there is no systemd user session" in err
+    assert "Failed to connect to bus: No medium found" in err
+    assert "sudo loginctl enable-linger dana" in err and "--no-start" in err
+    assert not (tmp_path / "config" / "systemd" / "user" / "switchboard.service").exists()

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ import pytest
 from gateway.cli.main import build_parser
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 
 pytestmark = pytest.mark.slow
@@ -242,3 +244,44 @@ async def test_bash_loads_the_completion_script(tmp_path: Path, fake_llm: FakeLL
     )
     out, _ = await asyncio.wait_for(process.communicate(), 30)
     assert out.decode().rstrip().endswith(" switchboard")
+
+
+async def test_a_taken_web_port_stops_the_start_before_any_channel_and_is_logged(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = cli_env(
+            home,
+            fake_llm,
+            SWITCHBOARD_WEB__PORT=str(port),
+            SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
+            SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
+        )
+        code, _, err = await switchboard("run", env=env)
+    assert code == 1
+    assert f"switchboard: the web server cannot listen on 127.0.0.1:{port}" in err
+    assert tg.calls == []  # Telegram was never contacted
+    log = (home / "data" / "logs" / "switchboard.log").read_text()
+    assert (
+        f"ERROR gateway.cli.main: run failed: the web server cannot listen on 127.0.0.1:{port}"
+        in log
+    )
+
+
+async def test_the_log_says_when_the_gateway_stops_and_chat_v_debugs_only_on_its_console(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    async with running_gateway(env):
+        code, _, err = await switchboard("chat", "-v", "-m", "hello", env=env)
+        assert code == 0, err
+        assert " DEBUG " in err  # -v: this console
+    log = (home / "data" / "logs" / "switchboard.log").read_text()
+    assert " DEBUG " not in log  # not the log the gateway writes
+    assert "INFO gateway.cli.stopping: stopping (nothing running)" in log
+    assert log.rstrip().endswith("INFO gateway.cli.stopping: stopped")

@@ -154,6 +154,8 @@ def _main(argv: Sequence[str] | None) -> int:
         else None,
         console=not quiet_console,
         fmt=settings.logging.format,
+        # chat -v: debug lines on this console, not in the log it shares with `run`
+        file_level=settings.log_level if args.command == "chat" else None,
     )
     try:
         return int(args.handler(args, settings))
@@ -161,10 +163,23 @@ def _main(argv: Sequence[str] | None) -> int:
         return 130
     except AnotherInstanceRunning as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
+        _into_the_log_file(f"{args.command} refused: {exc}")
         return 3
     except SwitchboardError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
+        _into_the_log_file(f"{args.command} failed: {exc}")
         return 1
+
+
+def _into_the_log_file(message: str) -> None:
+    """A failure the console was told goes into the log file too (what a service's owner
+    reads afterwards), without printing it twice."""
+    import logging  # noqa: PLC0415
+
+    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, "%s", (message,), None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _settings(args: argparse.Namespace, needs: str) -> Settings:

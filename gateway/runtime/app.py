@@ -247,6 +247,10 @@ class Gateway(Service):
             await self.subagents.recover()
             await self.scheduler.start()
             await self.approvals.start()
+            if self.settings.web.enabled:  # a taken port stops us before any channel connects
+                from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
+
+                check_port(self)
             for channel in self.channels.values():
                 await channel.start(self.gate)
             for provider in self._providers():

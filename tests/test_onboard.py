@@ -10,6 +10,8 @@ import shutil
 import socket
 import stat
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,14 @@ def bare_env(home: Path, fake: FakeLLM) -> dict[str, str]:
     for name in ("SWITCHBOARD_LLM__BASE_URL", "SWITCHBOARD_LLM__API_KEY", "OPENAI_API_KEY"):
         env.pop(name, None)
     return env
+
+
+async def onboard_at(fake: FakeLLM, home: Path, *flags: str) -> tuple[int, str, str]:
+    """`switchboard onboard --base-url <the fake> --model fake-model` for a fresh user."""
+    return await switchboard(
+        "onboard", "--base-url", fake.openai_url, "--model", "fake-model", *flags,
+        env=bare_env(home, fake),
+    )  # fmt: skip
 
 
 async def test_flags_check_and_save_the_model(tmp_path: Path, fake_llm: FakeLLM) -> None:
@@ -105,24 +115,30 @@ class Terminal:
         os.write(self.master, line.encode() + b"\n")
 
 
+@asynccontextmanager
+async def onboarding(
+    env: dict[str, str],
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Terminal]]:
+    """`switchboard onboard` in a pseudo-terminal; never left running, whatever fails."""
+    master, slave = os.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "onboard",
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+    )  # fmt: skip
+    os.close(slave)
+    try:
+        yield process, Terminal(master)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
+
+
 async def test_onboard_asks_in_a_terminal(tmp_path: Path, fake_llm: FakeLLM) -> None:
     home = tmp_path / "home"
     env = bare_env(home, fake_llm)
-    master, slave = os.openpty()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "onboard",
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(slave)
-    terminal = Terminal(master)
-    try:
+    async with onboarding(env) as (process, terminal):
         await terminal.expect("Which model should the assistant use?")
         await terminal.expect("Choice [1]: ")
         terminal.type("4")  # another OpenAI-compatible server
@@ -137,11 +153,6 @@ async def test_onboard_asks_in_a_terminal(tmp_path: Path, fake_llm: FakeLLM) -> 
         terminal.type("")  # keeps the one configured
         await terminal.expect("Next: `switchboard chat`")
         assert await asyncio.wait_for(process.wait(), 30) == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        os.close(master)
     assert f'base_url = "{fake_llm.openai_url}"' in (home / "config.toml").read_text()
     assert not (home / ".env").exists()  # no key given, none written
     code, out, err = await switchboard("chat", "-m", "hi", env=env)
@@ -165,10 +176,7 @@ async def test_onboard_saves_the_context_window_the_server_reports(
     fake_llm.reported_window = 16_384 if kind == "ollama-default" else window
     home = tmp_path / "home"
     env = bare_env(home, fake_llm)
-    url = fake_llm.openai_url
-    code, out, err = await switchboard(
-        "onboard", "--base-url", url, "--model", "fake-model", env=env
-    )
+    code, out, err = await onboard_at(fake_llm, home)
     assert code == 0, err
     assert f"  context window: {window} tokens ({source}" in out
     if kind == "ollama-default":  # the model could do more, but Ollama cuts at its default
@@ -184,9 +192,7 @@ async def test_a_server_that_does_not_say_its_window_gets_the_flag_named(
     home = tmp_path / "home"
     env = bare_env(home, fake_llm)
     url = fake_llm.openai_url
-    code, out, err = await switchboard(
-        "onboard", "--base-url", url, "--model", "fake-model", env=env
-    )
+    code, out, err = await onboard_at(fake_llm, home)
     assert code == 0, err
     assert "the server does not say; keeping llm.context_window = 128000" in out
     assert "--context-window TOKENS" in out
@@ -257,14 +263,7 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
     wrong = f"http://127.0.0.1:{port}/v1"
     home = tmp_path / "home"
     env = bare_env(home, fake_llm)
-    master, slave = os.openpty()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "onboard",
-        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-    )  # fmt: skip
-    os.close(slave)
-    terminal = Terminal(master)
-    try:
+    async with onboarding(env) as (process, terminal):
         await terminal.expect("Choice [1]: ")
         terminal.type("4")
         await terminal.expect("Base URL [http://localhost:8000/v1]: ")
@@ -291,11 +290,6 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         terminal.type("8192")
         await terminal.expect("Next: `switchboard chat`")
         assert await asyncio.wait_for(process.wait(), 30) == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        os.close(master)
     config = (home / "config.toml").read_text()
     assert f'base_url = "{fake_llm.openai_url}"' in config and "context_window = 8192" in config
     assert "sk-typed-once-123" in (home / ".env").read_text()

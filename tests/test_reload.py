@@ -7,7 +7,8 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,17 @@ async def reported(
     return report
 
 
+@asynccontextmanager
+async def gateway_at(
+    home: Path, fake: FakeLLM
+) -> AsyncIterator[tuple[Gateway, Path, MemoryChannel]]:
+    """A gateway whose settings come from a config.toml, as `switchboard run` loads them."""
+    config = home_with_config(home, fake)
+    channel = MemoryChannel()
+    async with Gateway(load_settings(home=home), channels=[channel]) as gateway:
+        yield gateway, config, channel
+
+
 def asked(request: Recorded) -> int:
     return int(request.body["max_tokens"])
 
@@ -59,11 +71,9 @@ def answer(request: Recorded) -> Step:
 async def test_a_reload_applies_live_keys_and_names_the_others(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = home_with_config(tmp_path / "home", fake_llm)
-    settings = load_settings(home=tmp_path / "home")
     fake_llm.responder = answer
-    channel = MemoryChannel()
-    async with Gateway(settings, channels=[channel]) as gateway:
+    async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, channel):
+        settings = gateway.settings
         await channel.push("hello")
         await channel.wait_for(1)
         write_key(config, "llm.context_window", 8_000)
@@ -85,9 +95,8 @@ async def test_a_reload_applies_live_keys_and_names_the_others(
 async def test_an_invalid_file_is_refused_and_the_running_settings_stay(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = home_with_config(tmp_path / "home", fake_llm)
-    settings = load_settings(home=tmp_path / "home")
-    async with Gateway(settings, channels=[MemoryChannel()]) as gateway:
+    async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, _):
+        settings = gateway.settings
         config.write_text(config.read_text() + "\n[llm.oops\n")
         report = await gateway.config_reload.reload()
         model = gateway.agent.runner.model
@@ -98,9 +107,8 @@ async def test_an_invalid_file_is_refused_and_the_running_settings_stay(
 async def test_editing_the_file_is_noticed_without_a_signal(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    config = home_with_config(tmp_path / "home", fake_llm)
-    settings = load_settings(home=tmp_path / "home")
-    async with Gateway(settings, channels=[MemoryChannel()]) as gateway:
+    async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, _):
+        settings = gateway.settings
         write_key(config, "limits.user_turns_per_hour", 5)
         report = await reported(settings.data_dir, lambda r: True)  # the watcher: every 2 s
         budget_limits = gateway.budget._limits

@@ -77,8 +77,8 @@ async def detect_window(
     async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
         asks: list[Callable[[], Awaitable[FoundWindow | None]]] = [
             lambda: _llama_cpp(http, base_url),
-            lambda: _model_list(http, base_url, model),
-            lambda: _lm_studio(http, base_url, model),
+            lambda: _listed(http, f"{base_url.rstrip('/')}/models", model, MODEL_LIST_FIELDS),
+            lambda: _listed(http, f"{_root(base_url)}/api/v0/models", model, LM_STUDIO_FIELDS),
             lambda: _ollama(http, base_url, model),
         ]
         found = await asyncio.gather(*(_quietly(ask) for ask in asks))
@@ -131,27 +131,29 @@ def _entry(data: Any, model: str) -> Mapping[str, Any] | None:
     return next((i for i in items if isinstance(i, Mapping) and i.get("id") == model), None)
 
 
-async def _model_list(http: aiohttp.ClientSession, base_url: str, model: str) -> FoundWindow | None:
-    async with http.get(f"{base_url.rstrip('/')}/models") as response:
+# Where a model list's entry says the window: vLLM and OpenRouter (GET /v1/models), LM Studio
+# (GET /api/v0/models: the loaded window first, else the model's largest).
+MODEL_LIST_FIELDS = (
+    ("max_model_len", "the server's model list (vLLM max_model_len)"),
+    ("context_length", "the server's model list (context_length)"),
+)
+LM_STUDIO_FIELDS = (
+    ("loaded_context_length", "LM Studio's /api/v0/models (loaded_context_length)"),
+    ("max_context_length", "LM Studio's /api/v0/models (max_context_length)"),
+)
+
+
+async def _listed(
+    http: aiohttp.ClientSession, url: str, model: str, fields: tuple[tuple[str, str], ...]
+) -> FoundWindow | None:
+    """The window in ``model``'s entry of the list at ``url``: the first of ``fields``."""
+    async with http.get(url) as response:
         entry = _entry(await _json(response), model)
     if entry is None:
         return None
-    if tokens := _positive(entry.get("max_model_len")):
-        return FoundWindow(tokens, "the server's model list (vLLM max_model_len)")
-    if tokens := _positive(entry.get("context_length")):
-        return FoundWindow(tokens, "the server's model list (context_length)")
-    return None
-
-
-async def _lm_studio(http: aiohttp.ClientSession, base_url: str, model: str) -> FoundWindow | None:
-    async with http.get(f"{_root(base_url)}/api/v0/models") as response:
-        entry = _entry(await _json(response), model)
-    if entry is None:
-        return None
-    if tokens := _positive(entry.get("loaded_context_length")):
-        return FoundWindow(tokens, "LM Studio's /api/v0/models (loaded_context_length)")
-    if tokens := _positive(entry.get("max_context_length")):
-        return FoundWindow(tokens, "LM Studio's /api/v0/models (max_context_length)")
+    for name, source in fields:
+        if tokens := _positive(entry.get(name)):
+            return FoundWindow(tokens, source)
     return None
 
 

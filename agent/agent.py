@@ -209,8 +209,10 @@ class Agent:
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
-        async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
-            return await self.window.refit(request, tools, now, block, pinned, charge=charge)
+        async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
+            return await self.window.refit(
+                request, tools, now, block, pinned, charge=charge, limit=limit
+            )
 
         limit = self.window.limit(self.model.max_tokens)
         inputs = TurnInputs(
@@ -225,7 +227,7 @@ class Agent:
             unattended=request.kind.unattended,
             on_text=request.on_text,
             on_tool=request.on_tool,
-            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
+            fit=None if limit is None else TurnFit(self.window, self.model.max_tokens, rebuild),
         )
         result = await TurnLoop(self.model, self.executor, self.limits, inputs).run()
         if result.had_errors:

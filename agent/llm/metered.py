@@ -23,13 +23,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
+from agent.llm.errors import LLMContextOverflow
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
-from agent.tokens import estimate, message_tokens, tools_tokens
+from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
 from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 
 MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
+MIN_WINDOW = 512  # a window learned from refusals never goes below this
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,53 @@ def prompt_limit(window: int, max_tokens: int) -> int:
     return window - safety_margin(window) - min(max_tokens, window // 4)
 
 
+class WindowSize:
+    """The model's context window in tokens, shared by everything that fits prompts to it
+    (:class:`MeteredModel`, the compactor, :mod:`agent.window`): ``llm.context_window``,
+    lowered when the model's server refuses a prompt naming a smaller window (a local server
+    started with a small ``--ctx-size``), set anew when the configuration is reloaded."""
+
+    def __init__(self, configured: int) -> None:
+        self.configured = configured
+        self.tokens = configured
+
+    def learn(self, tokens: int | None) -> bool:
+        """A window the server named; ``True`` when it is smaller than the one in use."""
+        if tokens is None or tokens >= self.tokens:
+            return False
+        log.warning(
+            "the model's server says its context window is %d tokens, less than "
+            "llm.context_window = %d: using %d from now on; set it with "
+            "`switchboard config set llm.context_window %d`",
+            tokens,
+            self.configured,
+            tokens,
+            tokens,
+        )
+        self.tokens = tokens
+        return True
+
+    def refused(self, asked: int) -> None:
+        """The server refused ``asked`` tokens (prompt and answer, as we estimate them)
+        without naming its window: it is smaller than that; half of it is used."""
+        bound = max(MIN_WINDOW, asked // 2)
+        if bound >= self.tokens:
+            return
+        log.warning(
+            "the model's server refused a prompt of about %d tokens as too long for its "
+            "context window (llm.context_window = %d): fitting prompts to %d tokens from now "
+            "on; set llm.context_window to the server's window",
+            asked,
+            self.configured,
+            bound,
+        )
+        self.tokens = bound
+
+    def configure(self, tokens: int) -> None:
+        """``llm.context_window`` changed (a reload): believed again, whatever was learned."""
+        self.configured = self.tokens = tokens
+
+
 class MeteredModel:
     """An agent's model as the gateway calls it: capped, fitted to the window, metered."""
 
@@ -128,22 +177,30 @@ class MeteredModel:
         provider: LLMProvider,
         *,
         slots: asyncio.Semaphore | None,
-        context_window: int,
+        context_window: int | WindowSize,
         record: UsageRecorder | None = None,
+        counter: TokenCounter | None = None,
         max_tokens: int = 4_096,
         temperature: float | None = None,
     ) -> None:
         self.provider = provider
-        self.context_window = context_window
+        self.window = (
+            context_window if isinstance(context_window, WindowSize) else WindowSize(context_window)
+        )
         self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
         self._temperature = temperature
         self._slots = slots
         self._record = record
+        self._counter = counter  # counts what a server does not report (llama.cpp streams)
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
 
     @property
     def model(self) -> str:
         return self.provider.model
+
+    @property
+    def context_window(self) -> int:
+        return self.window.tokens
 
     async def ask(
         self,
@@ -170,15 +227,25 @@ class MeteredModel:
         names = tuple(t.name for t in request.tools)
         if names != self._tools[0]:  # tool schemas rarely change: count them once
             self._tools = (names, tools_tokens(request.tools))
-        room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
+        prompt = prompt_tokens(request, self._tools[1])
+        room = output_room(prompt, self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
-        if self._slots is None:  # a fallback chain: each of its models has its own cap
-            response = await self.provider.complete(request, on_text=on_text)
-        else:
-            async with self._slots:
+        try:
+            if self._slots is None:  # a fallback chain: each of its models has its own cap
                 response = await self.provider.complete(request, on_text=on_text)
+            else:
+                async with self._slots:
+                    response = await self.provider.complete(request, on_text=on_text)
+        except LLMContextOverflow as exc:  # the next prompts are fitted to the real window
+            if exc.window is not None:
+                self.window.learn(exc.window)
+            else:
+                self.window.refused(prompt + request.max_tokens)
+            raise
         response = bounded(response, request)
+        if not (response.usage.input_tokens or response.usage.output_tokens) and self._counter:
+            response = replace(response, usage=await self._estimated(request, response))
         model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:
             charge.meter.add(purpose, model, response.usage)
@@ -188,6 +255,33 @@ class MeteredModel:
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+    async def _estimated(self, request: LLMRequest, response: LLMResponse) -> Usage:
+        """The server reported no usage (llama.cpp's server does not in a stream): counted
+        with tiktoken on a worker thread (the encoder loads once), and marked as counted by
+        us, so traces, the status page and the per-person limits still see the tokens."""
+        counter = self._counter
+        assert counter is not None
+
+        def count() -> tuple[int, int]:
+            counter.load()
+            prompt = (
+                counter.count(request.system.text)
+                + counter.messages(request.messages)
+                + counter.tools(request.tools)
+            )
+            calls = sum(
+                counter.count(c.name) + counter.count(c.arguments) for c in response.tool_calls
+            )
+            return prompt, counter.count(response.text) + calls
+
+        prompt, answer = await asyncio.to_thread(count)
+        return replace(
+            response.usage,
+            input_tokens=prompt,
+            output_tokens=answer,
+            estimated_tokens=prompt + answer,
+        )
 
 
 # No tokenizer packs more characters than this into one token: an answer longer than

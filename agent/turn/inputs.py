@@ -8,6 +8,7 @@ from typing import Protocol
 
 from agent.guards.trace import TurnTrace
 from agent.llm.base import TextSink
+from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge
 from agent.llm.types import ChatMessage, SystemPrompt, ToolCall, ToolSpec
 from agent.tools.base import ToolContext, TurnState
@@ -39,8 +40,11 @@ class Fit(Protocol):
         self, system: SystemPrompt, messages: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
     ) -> int: ...
 
-    async def refit(self) -> tuple[SystemPrompt, list[ChatMessage]]:
-        """Compact the session now and rebuild the prompt with shorter tool results."""
+    async def refit(
+        self, overflow: LLMContextOverflow | None = None
+    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+        """Compact the session now and rebuild the prompt with shorter tool results; after
+        the provider refused the prompt (``overflow``), for a smaller one."""
         ...
 
 

@@ -36,6 +36,7 @@ STEP_LIMIT_NOTE = (
     "You have reached the step limit for this turn. Do not call tools. Answer the user now "
     "with what you found so far, and say what is still missing."
 )
+OVERFLOW_RETRIES = 3  # a call refused as too long is rebuilt smaller and asked again
 TOKEN_LIMIT_NOTICE = "I stopped because this request used up its token budget for one turn. Could you narrow it down?"  # noqa: S105 - not a secret
 
 
@@ -175,14 +176,10 @@ class TurnLoop:
         await self._fit(extra, tools)
         try:
             response = await self._ask(extra, tools)
-        except LLMContextOverflow:
+        except LLMContextOverflow as overflow:
             if self.inputs.fit is None:
                 raise
-            # Our estimate fell short of the provider's count: compact, then once more (a
-            # second overflow of the same call ends the turn with the provider's notice).
-            self.trace.decision("context", "OVERFLOW", "provider said the prompt is too long")
-            await self._fit(extra, tools, compact=True)
-            response = await self._ask(extra, tools)
+            response = await self._after_overflow(overflow, extra, tools)
         for failover in response.failovers:  # the models that did not answer, and why
             self.trace.add("fallback", step=self.result.iterations, **asdict(failover))
         self.trace.add(
@@ -194,8 +191,34 @@ class TurnLoop:
             output_tokens=response.usage.output_tokens,
             cache_read=response.usage.cache_read_tokens,
             calls=[c.name for c in response.tool_calls],
+            # counted by us (tiktoken): the server reported no usage
+            **({"estimated": True} if response.usage.estimated_tokens else {}),
         )
         return response
+
+    async def _after_overflow(
+        self,
+        overflow: LLMContextOverflow,
+        extra: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...],
+    ) -> LLMResponse:
+        """The provider refused the prompt (our estimate fell short of its count, or its
+        window is smaller than configured): compact, cut what does not fit, ask again, each
+        time smaller (agent.window.TurnFit); past OVERFLOW_RETRIES the turn ends with the
+        notice."""
+        for attempt in range(1, OVERFLOW_RETRIES + 1):
+            window = f" (its window: {overflow.window} tokens)" if overflow.window else ""
+            self.trace.decision(
+                "context", "OVERFLOW", f"provider said the prompt is too long{window}"
+            )
+            await self._fit(extra, tools, compact=True, overflow=overflow)
+            try:
+                return await self._ask(extra, tools)
+            except LLMContextOverflow as again:
+                if attempt == OVERFLOW_RETRIES:
+                    raise
+                overflow = again
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ask(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
         return await self.model.ask(
@@ -208,7 +231,12 @@ class TurnLoop:
         )
 
     async def _fit(
-        self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...], *, compact: bool = False
+        self,
+        extra: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...],
+        *,
+        compact: bool = False,
+        overflow: LLMContextOverflow | None = None,
     ) -> None:
         """Make the next prompt fit: shorten old tool results, and if that is not enough
         (or the provider refused the prompt), compact the session and rebuild it."""
@@ -228,7 +256,7 @@ class TurnLoop:
             self.trace.decision(
                 "context", "PREFLIGHT", "prompt near the context window; compacting"
             )
-        self.system, rebuilt = await self.inputs.fit.refit()
+        self.system, rebuilt = await self.inputs.fit.refit(overflow)
         self.conversation[:] = rebuilt
 
     def _reparse(self, call: ToolCall) -> ParsedCall:

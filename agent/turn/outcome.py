@@ -90,9 +90,11 @@ def provider_notice(exc: LLMError) -> str:
     """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
     nor for a conversation too long for the model: a shorter text does)."""
     if isinstance(exc, LLMContextOverflow):
+        said = f"{exc.window} tokens, its server says; " if exc.window else ""
         return (
-            f"Sorry, I could not answer: {exc.user_message} Please send a shorter message, "
-            "or /new to start a fresh conversation."
+            "Sorry, I could not answer: the conversation is too long for the model's context "
+            f"window ({said}set by llm.context_window). Please send a shorter message, or "
+            "/new to start a fresh conversation."
         )
     after = (
         "please try again in a moment." if exc.transient else "send it again once this is fixed."

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gateway import __version__
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
+    from gateway.runtime.app import Gateway
 
 DESCRIPTION = (
     "Run every configured channel, the web chat and status page, and the scheduler, until "
@@ -75,7 +79,8 @@ async def run_gateway(settings: Settings) -> int:
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())
         fenced = asyncio.create_task(gateway.guard.fenced.wait())
-        await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
+        with _reload_on_hangup(gateway):
+            await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
         if fenced.done():  # lost the database as the cluster's leader: stop working now
             signalled.cancel()
             print(
@@ -87,3 +92,21 @@ async def run_gateway(settings: Settings) -> int:
         fenced.cancel()
         await stop_gateway(gateway, interrupts)
     return 0
+
+
+@contextlib.contextmanager
+def _reload_on_hangup(gateway: Gateway) -> Iterator[None]:
+    """SIGHUP reloads the configuration (``kill -HUP``, ``systemctl reload``)."""
+    loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[object]] = set()
+
+    def reload() -> None:
+        task = asyncio.create_task(gateway.config_reload.reload("SIGHUP"))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)

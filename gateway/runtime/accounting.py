@@ -27,6 +27,7 @@ def usage_record(
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        estimated_tokens=usage.estimated_tokens,
         principal=principal,
         purpose=purpose,
     )

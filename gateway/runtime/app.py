@@ -58,6 +58,7 @@ from gateway.runtime.mcp import build_manager
 from gateway.runtime.models import ModelPool
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
+from gateway.runtime.reload import ConfigReload, live_settings
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.status_text import StatusText
@@ -166,6 +167,8 @@ class Gateway(Service):
             wake=self.bus.wake_turn,
         )
         self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
+        # config.toml changes (and SIGHUP) applied while running, where they can be
+        self.config_reload = ConfigReload(settings, apply=live_settings(self.agents, self.budget))
         claims = self._claims()
         self.dispatcher = Dispatcher(
             self._turn_handlers(),
@@ -311,6 +314,10 @@ class Gateway(Service):
             await self.subagents.start()
             await self.scheduler.start()
             await self.approvals.start()
+            if self.settings.web.enabled:  # a taken port stops us before any channel connects
+                from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
+
+                check_port(self)
             for channel in self.channels.values():
                 await channel.start(self.gate)
             for provider in self.models.providers():
@@ -321,6 +328,7 @@ class Gateway(Service):
                 from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
 
                 self.web = await start_web(self)
+            await self.config_reload.start()
         except BaseException:
             await self._shutdown()
             raise
@@ -339,6 +347,7 @@ class Gateway(Service):
     async def _shutdown(
         self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None
     ) -> None:
+        await self.config_reload.stop()
         if self.web is not None:  # first: no new web requests while the rest stops
             await self.web.stop()
             self.web = None

@@ -108,6 +108,7 @@ def metered_model(
     models: ModelPool,
     setting: str = "llm",
     fallbacks_at: str = "llm",
+    counter: TokenCounter | None = None,
 ) -> MeteredModel:
     """An agent's model behind its endpoint's gateway-wide cap (with fallbacks, a chain whose
     models each have their own); calls no turn commits (a reflection, a background summary)
@@ -118,6 +119,7 @@ def metered_model(
         slots=None if settings.llm.fallbacks else models.slots.for_endpoint(endpoint(settings.llm)),
         context_window=settings.llm.context_window,
         record=recorder(store),
+        counter=counter,  # counts the tokens of servers that report none
         max_tokens=settings.llm.max_tokens,
         temperature=settings.llm.temperature,
     )
@@ -176,6 +178,7 @@ def build_agent(
     )
     profile = top.agents.get(agent_id)
     own_fallbacks = profile is not None and profile.fallbacks is not None
+    counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
     model = metered_model(
         settings,
         llm,
@@ -183,6 +186,7 @@ def build_agent(
         models=models,
         setting=_model_setting(top, agent_id),
         fallbacks_at=f"agents.{agent_id}" if own_fallbacks else "llm",
+        counter=counter,
     )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
@@ -225,7 +229,6 @@ def build_agent(
         approvals=ApprovalPolicy(settings.tools.approvals, store.approval_requests),
     )
     turn = settings.agent
-    counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
 
     async def summarize(prompt: str, charge: Charge) -> str:
         response = await model.ask(
@@ -275,7 +278,7 @@ def build_agent(
             history=store.history,
             summarize=summarize,
             counter=counter,
-            window=window,
+            window=model.window,  # one window for both: lowered when the server names its own
             max_messages=turn.history_max_messages,
         ),
         channels=channels,

@@ -57,6 +57,10 @@ class UserBudget:
         self._clock = clock
         self._noticed: OrderedDict[str, float] = OrderedDict()
 
+    def configure(self, limits: LimitSettings) -> None:
+        """New limits (a configuration reload); they count from the next turn on."""
+        self._limits = limits
+
     async def check(self, principal: Principal) -> Refusal | None:
         """``None`` when the person may have this turn; else why not, and what to tell them."""
         limits = self._limits

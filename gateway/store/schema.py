@@ -285,6 +285,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, chat_key, turn_id, position)
     );
     """,
+    # v11: how many of a row's tokens were counted
+    # by us (tiktoken) because the server reported none (llama.cpp's streams)
+    """
+    ALTER TABLE usage ADD COLUMN estimated_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -295,6 +295,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, chat_key, turn_id, position)
     );
     """,
+    # v11: tokens we counted because the server reported none
+    """
+    ALTER TABLE usage ADD COLUMN estimated_tokens BIGINT NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -42,7 +42,7 @@ BROWSER_COOKIE = "switchboard_browser"
 NEW_BROWSER_ID = web.RequestKey("switchboard_new_browser_id", bool)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/favicon.ico"})
 PUBLIC_PREFIXES = ("/static/",)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")

@@ -126,6 +126,8 @@ class WebServer:
         add("POST", "/api/pairing/{code}/{action}", self._pairing)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
+        # Browsers ask for /favicon.ico on every page whatever the page links to.
+        add("GET", "/favicon.ico", _icon)
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
         return app
@@ -190,6 +192,11 @@ class WebServer:
         if text is None:
             return web.json_response({"error": "not a bootstrap or memory file"}, status=404)
         return web.json_response({"name": name, "text": text})
+
+
+async def _icon(request: web.Request) -> web.StreamResponse:
+    """The page icon, also where browsers look without being told (no 404 on every load)."""
+    return web.FileResponse(STATIC_DIR / "icon.svg", headers={"Content-Type": "image/svg+xml"})
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

@@ -48,6 +48,7 @@ class Totals:
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
+    estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
 
 
 def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
@@ -191,6 +192,7 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
                 "input_tokens": t.input_tokens,
                 "output_tokens": t.output_tokens,
                 "cache_read_tokens": t.cache_read_tokens,
+                "estimated_tokens": t.estimated_tokens,
                 "cost": estimated_cost(llm, t),
             }
             for t in totals
@@ -205,8 +207,15 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
     }
 
 
-def _fields(u: Any) -> tuple[str, int, int, int, int]:
-    return (u.key, u.turns, u.input_tokens, u.output_tokens, u.cache_read_tokens)
+def _fields(u: Any) -> tuple[str, int, int, int, int, int]:
+    return (
+        u.key,
+        u.turns,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.estimated_tokens,
+    )
 
 
 def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
@@ -221,6 +230,7 @@ def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
             sum(t.input_tokens for t in items),
             sum(t.output_tokens for t in items),
             0,
+            sum(t.input_tokens + t.output_tokens for t in items if t.estimated),
         )
         for name, items in groups.items()
     ]

@@ -17,6 +17,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRecord, Approvals
 from gateway.store.db import Database, Engine
+from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
@@ -38,6 +39,8 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Database",
+    "Deliveries",
+    "DeliveryStatus",
     "Drafts",
     "Engine",
     "Goal",
@@ -116,6 +119,7 @@ class Store(Service):
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approvals = Approvals(self.db)
         self.drafts = Drafts(self.db, clock=clock)
+        self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
 
     async def start(self) -> None:
@@ -193,6 +197,7 @@ class Store(Service):
             "pairing requests": await self.pairings.prune(records),
             "approval requests": await self.approvals.prune(records),
             "stream drafts": await self.drafts.prune(records),
+            "delivery reports": await self.deliveries.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),
         }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import ServesWeb
+from gateway.core.webhost import ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
@@ -43,6 +43,12 @@ def web_channels(gateway: GatewayView) -> list[ServesWeb]:
     return [c for c in channels if isinstance(c, ServesWeb)]
 
 
+def webhook_channels(gateway: GatewayView) -> list[ServesWebhooks]:
+    """Channels that take a platform's webhooks on this server (public, self-authenticated)."""
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesWebhooks)]
+
+
 class WebServer:
     def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
@@ -53,7 +59,14 @@ class WebServer:
             lifetime_seconds=self.settings.session_hours * 3600.0,
             kv=gateway.store.kv,
         )
-        self.guard = WebGuard(self.settings, sessions=sessions)
+        self._webhooks = [
+            route for channel in webhook_channels(gateway) for route in channel.webhook_routes()
+        ]
+        self.guard = WebGuard(
+            self.settings,
+            sessions=sessions,
+            webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
+        )
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -128,6 +141,7 @@ class WebServer:
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
+        app.router.add_routes(self._webhooks)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -190,6 +204,10 @@ class WebServer:
         if text is None:
             return web.json_response({"error": "not a bootstrap or memory file"}, status=404)
         return web.json_response({"name": name, "text": text})
+
+
+def _path_of(route: web.RouteDef) -> str:
+    return route.path
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

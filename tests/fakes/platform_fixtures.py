@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import 
     from tests.fakes.slack import FakeSlack
     from tests.fakes.telegram import FakeTelegram
     from tests.fakes.web import FakeSite
+    from tests.fakes.whatsapp import FakeGraph
 
 
 @pytest.fixture
@@ -68,3 +69,13 @@ async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
     smtp = await SmtpSink().start(tmp_path)
     yield smtp
     await smtp.stop()
+
+
+@pytest.fixture
+async def graph() -> AsyncIterator[FakeGraph]:
+    """The fake WhatsApp Cloud API (Graph API)."""
+    from tests.fakes.whatsapp import FakeGraph
+
+    fake = await FakeGraph().start()
+    yield fake
+    await fake.stop()

@@ -38,8 +38,9 @@ class InboundSink(Protocol):
 
 @runtime_checkable
 class ChannelRecords(Protocol):
-    """What a channel with a service window records besides messages (WhatsApp), through
-    the sink it was started with. All of it is durable and shared by a cluster's nodes."""
+    """What a channel records besides messages, through the sink it was started with: when
+    people wrote and what became of sent messages (WhatsApp's window and reports), where
+    its intake stopped (Matrix's sync token). Durable, and shared by a cluster's nodes."""
 
     async def heard_from(self, channel: str, chat_id: str) -> None:
         """The person of this direct chat just wrote (whether or not they are let in)."""
@@ -56,6 +57,12 @@ class ChannelRecords(Protocol):
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         """Queue ``text`` for the owner (``key`` makes it once only); ``about`` is the chat
         the note concerns, which is never where it goes."""
+
+    async def load_cursor(self, channel: str) -> str | None:
+        """Where the channel's intake stopped (Matrix: the ``/sync`` token), or None."""
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        """Store the intake's position; call it only once what came before is journaled."""
 
 
 OWNER_NOTE = "owner-note:"  # idempotency keys of notes to the owner start with this

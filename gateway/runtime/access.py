@@ -144,6 +144,12 @@ class AccessGate:
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         await self._records.tell_owner(channel, text, key=key, about=about)
 
+    async def load_cursor(self, channel: str) -> str | None:
+        return await self._records.load_cursor(channel)
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        await self._records.save_cursor(channel, cursor)
+
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         section = self._sections.get(msg.channel)
         if section is None:

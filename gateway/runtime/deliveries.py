@@ -21,6 +21,8 @@ from gateway.store.deliveries import DELIVERY_STATES
 
 log = logging.getLogger(__name__)
 
+CURSOR = "cursor:"  # the key prefix of intake positions in the store's key-value table
+
 
 class ChannelDesk:
     def __init__(
@@ -67,6 +69,13 @@ class ChannelDesk:
         if await self._store.outbox.enqueue(notes):
             for name in {name for name, _ in targets}:
                 self._on_outbound(name)
+
+    async def load_cursor(self, channel: str) -> str | None:
+        value = await self._store.kv.get(f"{CURSOR}{channel}")
+        return value if isinstance(value, str) else None
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        await self._store.kv.set(f"{CURSOR}{channel}", cursor)
 
     def _owners(self, channel: str, about: str) -> list[tuple[str, str]]:
         """The same channel's owners (not the chat the note is about), else everyone's."""

@@ -36,7 +36,9 @@ class Person:
 
     async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self.account.access_token}"}
-        async with self._http.request(method, self.server.url + path, json=body, headers=headers) as response:
+        async with self._http.request(
+            method, self.server.url + path, json=body, headers=headers
+        ) as response:
             data = await response.json()
             assert response.status < 400, data
             return data
@@ -49,11 +51,23 @@ class Person:
         }
         if encrypted:
             body["initial_state"] = [
-                {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
             ]
         return str((await self.call("POST", "/_matrix/client/v3/createRoom", body))["room_id"])
 
-    async def say(self, room: str, text: str, *, mention: str | None = None, kind: str = "m.room.message", content: dict[str, Any] | None = None) -> str:
+    async def say(
+        self,
+        room: str,
+        text: str,
+        *,
+        mention: str | None = None,
+        kind: str = "m.room.message",
+        content: dict[str, Any] | None = None,
+    ) -> str:
         body = content or {"msgtype": "m.text", "body": text}
         if mention:
             body["m.mentions"] = {"user_ids": [mention]}
@@ -123,7 +137,9 @@ def bot(homeserver: Homeserver) -> Account:
     return homeserver.register("bot")
 
 
-def matrix_settings(make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, **extra: Any) -> Settings:
+def matrix_settings(
+    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, **extra: Any
+) -> Settings:
     section = {
         "homeserver": homeserver.url,
         "user_id": bot.user_id,
@@ -141,10 +157,16 @@ async def running(settings: Settings) -> AsyncIterator[Gateway]:
 
 
 async def test_a_direct_chat_is_joined_and_answered_once(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana = people("dana")
-    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id], streaming=False)
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], streaming=False
+    )
     fake_llm.queue(llm.text("Hello **Dana**"))
     async with running(settings) as gateway:
         room = await dana.room(bot.user_id, direct=True)
@@ -153,14 +175,22 @@ async def test_a_direct_chat_is_joined_and_answered_once(
         answers = await until(lambda: _shown(dana, room, bot.user_id))
         await gateway.wait_idle()
     assert answers == ["Hello **Dana**"]
-    [event] = [e for e in await dana.events(room) if e["sender"] == bot.user_id and e["type"] == "m.room.message"]
+    [event] = [
+        e
+        for e in await dana.events(room)
+        if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+    ]
     assert event["content"]["formatted_body"] == "<p>Hello <strong>Dana</strong></p>"
     assert event["content"]["m.mentions"] == {}
     assert "hi bot" in fake_llm.requests[0].last_user_text
 
 
 async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana, eve = people("dana"), people("eve")
     settings = matrix_settings(
@@ -177,15 +207,25 @@ async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
     assert answers == ["Tuesday works."]
     assert len(fake_llm.requests) == 1 and "which day?" in fake_llm.requests[0].last_user_text
     assert "chatter" not in fake_llm.requests[0].last_user_text
-    [event] = [e for e in await dana.events(room) if e["sender"] == bot.user_id and e["type"] == "m.room.message"]
+    [event] = [
+        e
+        for e in await dana.events(room)
+        if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+    ]
     assert event["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == asked
 
 
 async def test_invites_from_strangers_to_rooms_are_declined(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana, mallory = people("dana"), people("mallory")
-    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id], group_policy="open")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], group_policy="open"
+    )
     async with running(settings) as gateway:
         theirs = await mallory.room(bot.user_id)
         ours = await dana.room(bot.user_id)
@@ -195,10 +235,16 @@ async def test_invites_from_strangers_to_rooms_are_declined(
 
 
 async def test_a_restart_in_the_middle_of_a_turn_answers_exactly_once(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana = people("dana")
-    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id], streaming=False)
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], streaming=False
+    )
     gate = asyncio.Event()
     fake_llm.queue(llm.held(gate, "cut off"), llm.text("The answer, once."))
     async with running(settings) as gateway:
@@ -218,7 +264,11 @@ async def test_a_restart_in_the_middle_of_a_turn_answers_exactly_once(
 
 
 async def test_an_answer_is_streamed_into_one_message_by_edits(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana = people("dana")
     settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
@@ -239,14 +289,24 @@ async def test_an_answer_is_streamed_into_one_message_by_edits(
 
 
 async def test_an_encrypted_room_is_refused_with_a_clear_message(
-    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, people: Any, fake_llm: FakeLLM
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
 ) -> None:
     dana = people("dana")
     settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
     async with running(settings) as gateway:
         room = await dana.room(bot.user_id, direct=True, encrypted=True)
         await until(lambda: _has(dana.members(room), bot.user_id))
-        secret = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgA", "sender_key": "k", "session_id": "s", "device_id": "D"}
+        secret = {
+            "algorithm": "m.megolm.v1.aes-sha2",
+            "ciphertext": "AwgA",
+            "sender_key": "k",
+            "session_id": "s",
+            "device_id": "D",
+        }
         await dana.say(room, "", kind="m.room.encrypted", content=secret)
         [notice] = await until(lambda: _shown(dana, room, bot.user_id))
         await gateway.wait_idle()

@@ -75,12 +75,16 @@ async def test_meta_verifies_the_webhook_with_the_verify_token_only(wa_settings:
         query = {"hub.mode": "subscribe", "hub.challenge": "1158201444"}
         # through a proxy, with a public Host: the web server's own guard does not apply here
         headers = {"Host": "bot.example.test", "X-Forwarded-For": "173.252.127.1"}
-        good = await http.get(url, params={**query, "hub.verify_token": VERIFY_TOKEN}, headers=headers)
+        good = await http.get(
+            url, params={**query, "hub.verify_token": VERIFY_TOKEN}, headers=headers
+        )
         wrong = await http.get(url, params={**query, "hub.verify_token": "guess"}, headers=headers)
         assert (good.status, await good.text()) == (200, "1158201444")
         assert wrong.status == 403 and "1158201444" not in await wrong.text()
         # the rest of the server still wants the loopback Host
-        status_page = await http.get(url.replace("/whatsapp/webhook", "/api/status"), headers=headers)
+        status_page = await http.get(
+            url.replace("/whatsapp/webhook", "/api/status"), headers=headers
+        )
         assert status_page.status == 421
 
 
@@ -94,7 +98,7 @@ async def test_a_text_is_journaled_before_the_200_and_answered_once_in_whatsapp_
         journaled = await gateway.store.journal.seen("whatsapp", sent["id"])
         [reply] = await graph.wait_sent(1)
         await gateway.wait_idle()
-        await graph.wait_for(lambda: graph.receipts())
+        await graph.wait_for(graph.receipts)
     assert response.status == 200 and journaled
     assert reply.body["to"] == DANA and reply.body["type"] == "text"
     assert reply.body["text"]["body"] == "Here is *the plan*:\n\n*Steps*\n\n- docs (https://x.test)"
@@ -145,11 +149,20 @@ async def test_a_voice_note_and_a_document_arrive_as_kinded_files(
 ) -> None:
     graph.add_media("voice-1", b"OggS fake opus", "audio/ogg; codecs=opus")
     graph.add_media("doc-1", b"%PDF-1.7 fake", "application/pdf")
-    voice = message(DANA, kind="audio", content={"id": "voice-1", "mime_type": "audio/ogg; codecs=opus", "voice": True})
+    voice = message(
+        DANA,
+        kind="audio",
+        content={"id": "voice-1", "mime_type": "audio/ogg; codecs=opus", "voice": True},
+    )
     document = message(
         DANA,
         kind="document",
-        content={"id": "doc-1", "mime_type": "application/pdf", "filename": "contract.pdf", "caption": "summarise this"},
+        content={
+            "id": "doc-1",
+            "mime_type": "application/pdf",
+            "filename": "contract.pdf",
+            "caption": "summarise this",
+        },
     )
     async with whatsapp_gateway(wa_settings()) as (gateway, url):
         assert (await post_signed(url, body(voice, document))).status == 200

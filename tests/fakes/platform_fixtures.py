@@ -35,7 +35,6 @@ async def tg() -> AsyncIterator[FakeTelegram]:
 @pytest.fixture
 async def fake_slack() -> AsyncIterator[FakeSlack]:
     from tests.fakes.slack import FakeSlack
-    from tests.fakes.synapse import Homeserver
 
     fake = await FakeSlack().start()
     yield fake

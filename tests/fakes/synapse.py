@@ -81,7 +81,7 @@ class Homeserver:
             headers={"Content-Type": "application/json"}
             | ({"Authorization": f"Bearer {token}"} if token else {}),
         )
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=30) as response:
             result: dict[str, Any] = json.loads(response.read() or b"{}")
             return result
 
@@ -93,7 +93,7 @@ def _free_port() -> int:
 
 
 def _configure(directory: Path, port: int) -> Path:
-    import yaml  # noqa: PLC0415
+    import yaml
 
     config = directory / "homeserver.yaml"
     subprocess.run(
@@ -124,9 +124,11 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"Synapse exited with {process.returncode}: {log.read_text()[-2000:]}")
+            raise RuntimeError(
+                f"Synapse exited with {process.returncode}: {log.read_text()[-2000:]}"
+            )
         try:
-            with urllib.request.urlopen(f"{url}/_matrix/client/versions", timeout=2):  # noqa: S310
+            with urllib.request.urlopen(f"{url}/_matrix/client/versions", timeout=2):
                 return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.1)  # polling a starting process: the bound above ends the wait
@@ -136,9 +138,11 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 @contextmanager
 def start_homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
     try:
-        import synapse  # noqa: F401, PLC0415
+        import synapse  # noqa: F401
     except ImportError:
-        problem = "Synapse is not installed (the matrix-synapse dev dependency: pip install -e '.[dev]')"
+        problem = (
+            "Synapse is not installed (the matrix-synapse dev dependency: pip install -e '.[dev]')"
+        )
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the Matrix tests: {problem}")
         pytest.skip(problem)

@@ -273,6 +273,9 @@ async def post_signed(
     }
     if signed:
         headers[SIGNATURE_HEADER] = signature(secret.encode(), raw)
-    async with aiohttp.ClientSession() as http, http.post(url, data=raw, headers=headers) as response:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, data=raw, headers=headers) as response,
+    ):
         await response.read()
         return response

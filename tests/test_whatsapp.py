@@ -280,3 +280,34 @@ async def test_doctor_checks_the_token_the_number_and_the_webhook_subscription(
     with pytest.raises(Exception, match="no webhook is set up"):
         await channel.probe()
     await asyncio.sleep(0)
+
+
+async def test_onboard_checks_saves_secrets_apart_and_sends_the_hello_template(
+    tmp_path: Path, graph: FakeGraph
+) -> None:
+    import argparse
+
+    from gateway.cli.onboard_channel import onboard_channel
+    from gateway.config.settings import load_settings
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    settings = load_settings(home=home)
+    answers = [
+        f"access_token={TOKEN}",
+        f"phone_number_id={PHONE_NUMBER_ID}",
+        f"app_secret={APP_SECRET}",
+        f"allow_from={DANA}",
+        f"base_url={graph.base_url}",
+    ]
+    args = argparse.Namespace(channel="whatsapp", set=answers, test_to=None, non_interactive=True)
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    assert await asyncio.to_thread(onboard_channel, args, settings) == 0
+    [hello] = graph.sent()
+    assert hello.body["to"] == DANA and hello.body["template"]["name"] == "hello_world"
+    config = (home / "config.toml").read_text()
+    dotenv = home / ".env"
+    assert PHONE_NUMBER_ID in config and TOKEN not in config and APP_SECRET not in config
+    assert TOKEN in dotenv.read_text() and dotenv.stat().st_mode & 0o777 == 0o600
+    saved = load_settings(home=home)
+    assert saved.whatsapp.enabled and saved.whatsapp.owners == (DANA,)

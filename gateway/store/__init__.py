@@ -190,14 +190,14 @@ class Store(Service):
             "turns": await self.journal.prune_turns(
                 now - max(retention.records, retention.journal)
             ),
-            "outbox": await self.outbox.prune(records),
+            # the platforms' delivery reports on sent messages go with the outbox's rows
+            "outbox": await self.outbox.prune(records) + await self.deliveries.prune(records),
             "tool calls": await self.ledger.prune(records),
             "tasks": await self.tasks.prune(records),
             "jobs": await self.jobs.prune(records),
             "pairing requests": await self.pairings.prune(records),
             "approval requests": await self.approvals.prune(records),
             "stream drafts": await self.drafts.prune(records),
-            "delivery reports": await self.deliveries.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),
         }

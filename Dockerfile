@@ -8,7 +8,7 @@ COPY channels ./channels
 COPY agent ./agent
 COPY workspace-template ./workspace-template
 RUN python -m venv /opt/switchboard \
- && /opt/switchboard/bin/pip install --no-cache-dir --constraint constraints.txt ".[browser]"
+ && /opt/switchboard/bin/pip install --no-cache-dir --constraint constraints.txt ".[browser,matrix]"
 
 FROM python:3.11-slim-bookworm
 # bubblewrap: the exec tool's sandbox (see compose.yaml for the container options it needs).

@@ -81,7 +81,7 @@ bench: $(DEV_STAMP)
 constraints:
 	rm -rf .constraints-venv
 	$(PYTHON) -m venv .constraints-venv
-	.constraints-venv/bin/pip install --quiet '.[browser]'
+	.constraints-venv/bin/pip install --quiet '.[browser,matrix]'
 	.constraints-venv/bin/pip freeze --exclude switchboard | sort > constraints.txt
 	rm -rf .constraints-venv
 

@@ -147,7 +147,10 @@ async def test_pairing_revoke_names_an_unknown_channel(tmp_path: Path, fake_llm:
     env = cli_env(tmp_path / "home", fake_llm)
     code, _, err = await switchboard("pairing", "revoke", "bogus", "123", env=env)
     assert code == 1
-    assert err == "Unknown channel 'bogus': pairing is for telegram, discord, slack, email.\n"
+    assert (
+        err
+        == "Unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, email.\n"
+    )
 
 
 async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM) -> None:

@@ -83,7 +83,7 @@ def test_the_image_is_pinned_sandboxed_and_health_checked() -> None:
     assert "--constraint constraints.txt" in dockerfile
     assert re.search(r"apt-get install[^\n]*bubblewrap", dockerfile)
     assert re.search(r"apt-get install[^\n]*chromium", dockerfile)  # web_fetch renders pages
-    assert '".[browser]"' in dockerfile  # and drives them with Playwright
+    assert '".[browser,matrix]"' in dockerfile  # drives them with Playwright; Matrix's client
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
     assert "USER switchboard" in dockerfile
 

@@ -101,6 +101,15 @@ def register(
     command.add_argument(
         "--non-interactive", action="store_true", help="never ask; use the flags only"
     )
+    command.add_argument(
+        "--channel",
+        choices=("whatsapp", "matrix"),
+        help="set up a chat channel instead of the model: its questions, a check, a test message",
+    )
+    command.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="with --channel: answer a question"
+    )
+    command.add_argument("--test-to", help="with --channel: who gets the test message")
     command.set_defaults(handler=onboard_command)
 
 
@@ -112,6 +121,10 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"created  {path}")
     for path in report.kept:
         print(f"kept     {path} (already there)")
+    if args.channel:
+        from gateway.cli.onboard_channel import onboard_channel  # noqa: PLC0415
+
+        return onboard_channel(args, settings)
     given = (args.provider, args.base_url, args.model, args.api_key, args.context_window)
     flags = any(v is not None for v in given)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()  # a person, not a script

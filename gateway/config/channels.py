@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -194,6 +195,98 @@ class SlackSettings(LiveChannelSection):
             raise ConfigError(
                 "Slack HTTP mode needs the signing secret: set SWITCHBOARD_SLACK__SIGNING_SECRET",
                 field="slack.signing_secret",
+            )
+        return self
+
+
+class WhatsAppSettings(LiveChannelSection):
+    """WhatsApp through Meta's Cloud API (docs/channels.md#whatsapp). Ids are phone numbers
+    as WhatsApp writes them: digits with the country code, no ``+`` (``4915112345678``).
+
+    On when ``access_token`` or ``phone_number_id`` is set; an incomplete set (the app
+    secret and the verify token are needed to receive) is a :class:`ConfigError` at load.
+    """
+
+    access_token: SecretStr | None = (
+        None  # a system user's permanent token (whatsapp_business_messaging)
+    )
+    phone_number_id: str | None = None  # the sending number's id (not the number itself)
+    app_secret: SecretStr | None = None  # checks X-Hub-Signature-256 of every webhook POST
+    verify_token: SecretStr | None = None  # the word you type into Meta's webhook setup
+    webhook_path: str = "/whatsapp/webhook"  # served on the web server (web.host:web.port)
+    base_url: str = "https://graph.facebook.com/v23.0"  # Graph API root (a test fake)
+    # Outside WhatsApp's 24-hour window only a pre-approved template may be sent: its name
+    # (one body variable {{1}}, which gets the start of the message) and language code.
+    window_template: str | None = None
+    window_template_language: str = "en_US"
+    read_receipts: bool = True  # mark a message read (blue ticks) once it is journaled
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+
+    @property
+    def enabled(self) -> bool:
+        return _is_set(self.access_token) or bool(self.phone_number_id)
+
+    @field_validator("allow_from", "admins", "owners", mode="after")
+    @classmethod
+    def _bare_numbers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """``+49 151 1234-5678`` is ``4915112345678``, as WhatsApp names senders."""
+        return tuple(item if item == "*" else re.sub(r"[\s+()-]", "", item) for item in value)
+
+    @model_validator(mode="after")
+    def _complete_credentials(self) -> WhatsAppSettings:
+        if not self.enabled:
+            return self
+        needed = (
+            ("access_token", _is_set(self.access_token), "the system user's access token"),
+            ("phone_number_id", bool(self.phone_number_id), "the phone number id"),
+            ("app_secret", _is_set(self.app_secret), "the app secret (App settings > Basic)"),
+            ("verify_token", _is_set(self.verify_token), "a verify token of your choosing"),
+        )
+        for name, present, what in needed:
+            if not present:
+                raise ConfigError(
+                    f"WhatsApp needs {what}: set SWITCHBOARD_WHATSAPP__{name.upper()}",
+                    field=f"whatsapp.{name}",
+                )
+        if not self.webhook_path.startswith("/") or self.webhook_path.rstrip("/") in ("", "/api"):
+            raise ConfigError(
+                f"whatsapp.webhook_path {self.webhook_path!r} must be a path of its own "
+                "(like /whatsapp/webhook)",
+                field="whatsapp.webhook_path",
+            )
+        return self
+
+
+class MatrixSettings(LiveChannelSection):
+    """Matrix through a homeserver's client-server API (docs/channels.md#matrix). Ids are
+    full Matrix ids: ``@dana:example.org`` for people, ``!abc:example.org`` for rooms."""
+
+    homeserver: str | None = None  # https://matrix.example.org
+    user_id: str | None = None  # the bot's account, @switchboard:example.org
+    access_token: SecretStr | None = None  # or password: a login at start
+    password: SecretStr | None = None
+    device_id: str | None = None  # keep one device across restarts (set with the token)
+    sync_timeout_seconds: int = Field(default=30, ge=0, le=120)  # long-poll of each /sync
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.homeserver)
+
+    @model_validator(mode="after")
+    def _complete_credentials(self) -> MatrixSettings:
+        if not self.enabled:
+            return self
+        if not self.user_id or not re.fullmatch(r"@[^:\s]+:\S+", self.user_id):
+            raise ConfigError(
+                "Matrix needs the bot's full user id: set SWITCHBOARD_MATRIX__USER_ID "
+                "(@switchboard:example.org)",
+                field="matrix.user_id",
+            )
+        if not (_is_set(self.access_token) or _is_set(self.password)):
+            raise ConfigError(
+                "Matrix needs SWITCHBOARD_MATRIX__ACCESS_TOKEN or SWITCHBOARD_MATRIX__PASSWORD",
+                field="matrix.access_token",
             )
         return self
 

@@ -42,10 +42,12 @@ from gateway.config.channels import (
     DiscordSettings,
     EmailSettings,
     LiveChannelSection,
+    MatrixSettings,
     SlackSettings,
     StrList,
     TelegramSettings,
     WebSettings,
+    WhatsAppSettings,
 )
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
@@ -269,6 +271,8 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
     slack: SlackSettings = SlackSettings()
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
+    matrix: MatrixSettings = MatrixSettings()
     email: EmailSettings = EmailSettings()
     web: WebSettings = WebSettings()
 
@@ -337,6 +341,8 @@ class Settings(BaseSettings):
             "telegram": self.telegram,
             "discord": self.discord,
             "slack": self.slack,
+            "whatsapp": self.whatsapp,
+            "matrix": self.matrix,
             "email": self.email,
         }
 

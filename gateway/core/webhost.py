@@ -31,3 +31,17 @@ class ServesWeb(Protocol):
 
     async def close_web(self) -> None:
         """Close long-lived connections (sockets) before the server stops."""
+
+
+@runtime_checkable
+class ServesWebhooks(Protocol):
+    """A channel that receives a platform's webhooks on this server (WhatsApp).
+
+    Its paths are public: the platform sends no web token, no ``Origin``, and comes through
+    the reverse proxy with its own ``Host``. So the server's guard lets these requests by,
+    and every handler authenticates each request itself (a signature over the raw body)
+    before it reads or stores anything.
+    """
+
+    def webhook_routes(self) -> Sequence[web.RouteDef]:
+        """Routes to add, each on a path of its own (the guard exempts exactly these)."""

@@ -18,6 +18,7 @@ from gateway.config.channels import ChannelSection
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
+from gateway.runtime.deliveries import ChannelDesk
 from gateway.runtime.pairing import young_accounts
 from gateway.store import Store
 
@@ -104,11 +105,13 @@ class AccessGate:
         sections: Mapping[str, ChannelSection],
         *,
         on_outbound: Callable[[str], None] = lambda channel: None,
+        records: ChannelDesk | None = None,
     ) -> None:
         self._inner = inner
         self._store = store
         self._sections = sections
         self._on_outbound = on_outbound
+        self._records = records or ChannelDesk(store, sections, on_outbound=on_outbound)
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
@@ -127,6 +130,28 @@ class AccessGate:
         ) and await self._store.pairings.is_approved(msg.channel, msg.sender_id):
             decision = decide(msg, section, paired=True)
         return decision
+
+    # -- what channels record besides messages (gateway.core.bus.ChannelRecords) ----------
+
+    async def heard_from(self, channel: str, chat_id: str) -> None:
+        await self._records.heard_from(channel, chat_id)
+
+    async def last_heard(self, channel: str, chat_id: str) -> float | None:
+        return await self._records.last_heard(channel, chat_id)
+
+    async def delivery_report(
+        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+    ) -> bool:
+        return await self._records.delivery_report(channel, message_id, chat_id, status, error)
+
+    async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
+        await self._records.tell_owner(channel, text, key=key, about=about)
+
+    async def load_cursor(self, channel: str) -> str | None:
+        return await self._records.load_cursor(channel)
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        await self._records.save_cursor(channel, cursor)
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         section = self._sections.get(msg.channel)

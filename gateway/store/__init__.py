@@ -17,6 +17,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.db import Database, Engine
+from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
@@ -40,6 +41,8 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Database",
+    "Deliveries",
+    "DeliveryStatus",
     "Drafts",
     "Engine",
     "Goal",
@@ -121,6 +124,7 @@ class Store(Service):
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approval_requests = ApprovalRequests(self.db)
         self.drafts = Drafts(self.db, clock=clock)
+        self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
 
     async def start(self) -> None:
@@ -191,7 +195,8 @@ class Store(Service):
             "turns": await self.journal.prune_turns(
                 now - max(retention.records, retention.journal)
             ),
-            "outbox": await self.outbox.prune(records),
+            # the platforms' delivery reports on sent messages go with the outbox's rows
+            "outbox": await self.outbox.prune(records) + await self.deliveries.prune(records),
             "tool calls": await self.ledger.prune(records),
             "tasks": await self.tasks.prune(records),
             "jobs": await self.jobs.prune(records),

@@ -290,6 +290,26 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE usage ADD COLUMN estimated_tokens INTEGER NOT NULL DEFAULT 0;
     """,
+    # v12: what a platform with a service window needs (WhatsApp: when a
+    # person last wrote, refused or not) and the delivery reports it sends for our messages
+    # (gateway.store.deliveries)
+    """
+    CREATE TABLE chat_contacts (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        last_inbound_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE TABLE delivery_status (
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,                    -- the platform's id of the sent message
+        chat_id TEXT NOT NULL,
+        status TEXT NOT NULL,                        -- sent | delivered | read | failed
+        error TEXT,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (channel, message_id)
+    );
+    """,
 )
 
 

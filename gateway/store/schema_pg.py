@@ -299,6 +299,24 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE usage ADD COLUMN estimated_tokens BIGINT NOT NULL DEFAULT 0;
     """,
+    # v12: service windows and delivery reports (gateway.store.deliveries)
+    """
+    CREATE TABLE chat_contacts (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        last_inbound_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE TABLE delivery_status (
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, message_id)
+    );
+    """,
 )
 
 

@@ -32,14 +32,15 @@ def __getattr__(name: str) -> Any:
 
 
 async def start_web(gateway: GatewayView) -> WebServer | None:
-    """Start the web server if the gateway has a channel that serves web pages.
+    """Start the web server if the gateway has a channel that serves web pages or takes
+    webhooks (WhatsApp).
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
     (``switchboard chat``, tests, benchmarks) opens no port.
     """
-    from gateway.web.server import WebServer, web_channels  # noqa: PLC0415
+    from gateway.web.server import WebServer, web_channels, webhook_channels  # noqa: PLC0415
 
-    if not gateway.settings.web.enabled or not web_channels(gateway):
+    if not gateway.settings.web.enabled or not (web_channels(gateway) or webhook_channels(gateway)):
         return None
     server = WebServer(gateway)
     await server.start()

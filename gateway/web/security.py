@@ -16,6 +16,8 @@ Every request passes :meth:`WebGuard.middleware`:
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header, which no other site can make a browser send.
+* **Webhooks** of a platform (WhatsApp) are exempt, path by path: the channel that serves
+  them checks each request's signature before reading it.
 * **Browser id**: each browser gets a random id in an HttpOnly cookie; the web chat keys its
   session on it. It never appears in a URL.
 """
@@ -95,8 +97,12 @@ class WebGuard:
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_TRACKED_CLIENTS,
         sessions: WebSessions | None = None,
+        webhook_paths: frozenset[str] = frozenset(),
     ):
         self._settings = settings
+        # A platform's webhooks (gateway.core.webhost.ServesWebhooks): their handlers check
+        # the platform's signature themselves; no host, proxy, token or Origin rule applies.
+        self._webhook_paths = webhook_paths
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
         lifetime = settings.session_hours * 3600.0
@@ -190,6 +196,8 @@ class WebGuard:
         return response
 
     async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in self._webhook_paths:
+            return await handler(request)
         if not self.host_allowed(request):
             return web.Response(status=421, text="This server answers to localhost only.\n")
         if self._token is None and any(h in request.headers for h in FORWARDING_HEADERS):

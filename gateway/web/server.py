@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import ServesWeb
+from gateway.core.webhost import ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
@@ -43,6 +43,12 @@ def web_channels(gateway: GatewayView) -> list[ServesWeb]:
     return [c for c in channels if isinstance(c, ServesWeb)]
 
 
+def webhook_channels(gateway: GatewayView) -> list[ServesWebhooks]:
+    """Channels that take a platform's webhooks on this server (public, self-authenticated)."""
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesWebhooks)]
+
+
 class WebServer:
     def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
@@ -53,7 +59,14 @@ class WebServer:
             lifetime_seconds=self.settings.session_hours * 3600.0,
             kv=gateway.store.kv,
         )
-        self.guard = WebGuard(self.settings, sessions=sessions)
+        self._webhooks = [
+            route for channel in webhook_channels(gateway) for route in channel.webhook_routes()
+        ]
+        self.guard = WebGuard(
+            self.settings,
+            sessions=sessions,
+            webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
+        )
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -130,6 +143,7 @@ class WebServer:
         add("GET", "/favicon.ico", _icon)
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
+        app.router.add_routes(self._webhooks)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -197,6 +211,10 @@ class WebServer:
 async def _icon(request: web.Request) -> web.StreamResponse:
     """The page icon, also where browsers look without being told (no 404 on every load)."""
     return web.FileResponse(STATIC_DIR / "icon.svg", headers={"Content-Type": "image/svg+xml"})
+
+
+def _path_of(route: web.RouteDef) -> str:
+    return route.path
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

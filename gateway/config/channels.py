@@ -76,6 +76,10 @@ class ChannelSection(BaseModel):
     require_mention: bool = True  # in groups, answer only when addressed
     groups: dict[str, GroupRule] = {}
     pairing_ttl_seconds: int = Field(default=3600, ge=60)
+    # Messages sent while this chat's turn runs: "steer" joins them to it (the answer takes
+    # them into account), "queue" answers them in a turn of their own. Unset: steer in
+    # direct chats, queue in groups (there, others' messages must not redirect a turn).
+    followups: Literal["steer", "queue"] | None = None
 
     @property
     def enabled(self) -> bool:

@@ -7,6 +7,7 @@ import re
 from gateway.core.commands import COMMANDS
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
+from gateway.core.turns import TurnControl
 from gateway.runtime import pairing
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.status_text import StatusText
@@ -40,9 +41,16 @@ class Commands:
             not msg.is_group and _COMMAND_WORD.fullmatch(command) is not None
         )
 
-    async def run(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
+    async def run(
+        self,
+        msg: InboundMessage,
+        principal: Principal,
+        session_key: str,
+        running: TurnControl | None = None,
+    ) -> str:
         """Answer a command; ``session_key`` is the conversation it was sent in (with the
-        agent that owns it), the one ``/new`` starts afresh."""
+        agent that owns it), the one ``/new`` starts afresh; ``running`` its turn running
+        now, if any (``/status`` says what it does)."""
         command = msg.command
         if command == "/pair":
             return await self._pair(msg, principal)
@@ -50,7 +58,7 @@ class Commands:
             await self._store.history.new_generation(session_key)
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
-            return await self._status.render(msg, principal, session_key)
+            return await self._status.render(msg, principal, session_key, running)
         if command in ("/approve", "/deny"):
             if self._approvals is None:
                 return "Nothing here needs approval: tools.approvals is not set to ask."

@@ -130,14 +130,28 @@ class History:
         return await self._db.run(query)
 
     async def add_checkpoints(
-        self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
+        self,
+        session_key: str,
+        turn_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        claim: Sequence[int] = (),
     ) -> list[int]:
         """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last
         checkpoints, and the turn then resumes from an earlier one (the tool ledger, written
-        durably before any side effect, keeps those from being repeated)."""
+        durably before any side effect, keeps those from being repeated).
+
+        ``claim``: inbound rows (follow-ups the person sent meanwhile) that join the turn in
+        the same transaction as the checkpoint that carries their words: either both are
+        kept or neither, so a follow-up is answered once, by this turn or by the next."""
         now = self._clock()
 
         def insert(conn: Connection) -> list[int]:
+            conn.executemany(
+                "UPDATE inbound SET state = 'processing', turn_id = ?, updated_at = ?"
+                " WHERE id = ? AND state = 'pending'",
+                [(turn_id, now, record_id) for record_id in claim],
+            )
             generation = _session(conn, session_key).generation
             ids = []
             for msg in messages:
@@ -266,6 +280,22 @@ class History:
                 "UPDATE messages SET tokens = ? WHERE id = ?", [(t, i) for i, t in counts]
             )
         )
+
+    async def context_tokens(self, session_key: str) -> int:
+        """About how many tokens the conversation's history takes (counted where compaction
+        counted them, else a quarter of its characters)."""
+
+        def query(conn: Connection) -> int:
+            state = _session(conn, session_key)
+            (total,) = conn.execute(
+                "SELECT COALESCE(SUM(CASE WHEN tokens > 0 THEN tokens ELSE LENGTH(body) / 4 END), 0)"
+                " FROM messages"
+                " WHERE session_key = ? AND generation = ? AND status = 'final'",
+                (session_key, state.generation),
+            ).fetchone()
+            return int(total)
+
+        return await self._db.run(query, durable=False)
 
     async def message_count(self, session_key: str) -> int:
         def query(conn: Connection) -> int:

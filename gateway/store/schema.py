@@ -310,6 +310,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, message_id)
     );
     """,
+    # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
+    # resumed, even after a crash (gateway.runtime.controls)
+    """
+    ALTER TABLE turns ADD COLUMN stop_requested_at REAL;
+    """,
 )
 
 

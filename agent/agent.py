@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
-from agent.compaction import Compactor
+from agent.compaction import Compaction, Compactor
 from agent.context import ContextBuilder, user_message
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
@@ -49,6 +49,7 @@ from agent.turn.request import TurnOutcome, TurnRequest
 from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
+from gateway.core.principal import Principal
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
@@ -100,8 +101,11 @@ class Agent:
         tool_source: ToolSource | None = None,
         services: Services | None = None,
         storage_alarm: StorageAlarm | None = None,
+        choices: Mapping[str, MeteredModel] | None = None,
     ) -> None:
         self.model = model
+        # the models a chat may switch to with /model, by name (the agent's own among them)
+        self.choices: Mapping[str, MeteredModel] = choices or {model.model: model}
         self.executor = executor
         self.limits = limits
         self.tool_source = tool_source  # MCP servers: their tools, registered before a turn
@@ -217,7 +221,10 @@ class Agent:
                 request, tools, now, block, pinned, charge=charge, limit=limit
             )
 
-        limit = self.window.limit(self.model.max_tokens)
+        model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
+        if request.control is not None:
+            request.control.model = model.model
+        limit = self.window.limit(model.max_tokens)
         inputs = TurnInputs(
             system=system,
             conversation=conversation,
@@ -230,11 +237,11 @@ class Agent:
             unattended=request.kind.unattended,
             on_text=request.on_text,
             on_tool=request.on_tool,
-            fit=None if limit is None else TurnFit(self.window, self.model.max_tokens, rebuild),
+            fit=None if limit is None else TurnFit(self.window, model.max_tokens, rebuild),
             control=request.control,
             steer=self._steer(request) if request.steer and request.control else None,
         )
-        result = await TurnLoop(self.model, self.executor, self.limits, inputs).run()
+        result = await TurnLoop(model, self.executor, self.limits, inputs).run()
         if result.stop_reason is StopReason.STOPPED:
             return await self._stopped(request, turn_state)
         if result.had_errors:
@@ -375,6 +382,15 @@ class Agent:
             return messages
 
         return steer
+
+    async def compact_now(self, session_key: str, principal: Principal) -> Compaction | None:
+        """``/compact``: summarize the older part of the conversation now; ``None`` when
+        there is nothing worth summarizing (or no summarizer)."""
+        compactor = self.window.compactor
+        if compactor is None:
+            return None
+        charge = Charge(session_key, None, principal.person)  # recorded on its own
+        return await compactor.compact(session_key, 0, force=True, charge=charge)
 
     async def stopped(self, request: TurnRequest) -> TurnOutcome:
         """The outcome of a turn stopped before it could go on (parked for an approval, or

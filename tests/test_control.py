@@ -240,3 +240,70 @@ async def test_edits_replace_steer_or_are_ignored(run_gateway: Any, fake_llm: Fa
     assert "third" not in fake_llm.requests[2].user_texts  # replaced, not answered too
     assert all("frist" not in r.last_user_text for r in fake_llm.requests)
     assert len(fake_llm.requests) == 3
+
+
+async def test_model_lists_and_switches_this_chats_model(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fallback = {"model": "backup-model", "base_url": backup_llm.openai_url, "api_key": "sk-b"}
+    settings = make_settings(llm={"fallbacks": [fallback]})
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        for text_ in ("/model", "/model backup-model", "hello there", "/model default", "hi"):
+            await channel.push(text_)
+            await channel.wait_for(len(channel.sent) + 1)
+        await gateway.wait_idle()
+    listing, switched, answer, back, _ = channel.texts()
+    assert listing.startswith("Models: fake-model (default) ← this chat, backup-model.")
+    assert switched == "This chat uses backup-model from now on (/model default to go back)."
+    assert answer == "echo: hello there"
+    assert [r.last_user_text for r in backup_llm.requests] == ["hello there"]
+    assert back == "This chat uses the default model again: fake-model."
+    assert fake_llm.requests[-1].last_user_text == "hi"
+
+
+async def test_model_is_for_the_owner_and_admins(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, telegram={"allow_from": ["*"]}) as (gateway, _):
+        await channel.push("/model", sender_id="guest", chat_id="guest")
+        [refused] = await channel.wait_for(1)
+    assert refused.text == "Only the owner or an admin can switch the model."
+
+
+async def test_compact_summarises_now_and_says_what_it_saved(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    async with run_gateway() as (gateway, channel):
+        for i in range(8):
+            await channel.push(f"fact number {i}: " + "the sky is blue today. " * 40)
+            await channel.wait_for(i + 1)
+        await gateway.wait_idle()
+        fake_llm.queue(text("You noted eight facts about the sky being blue."))
+        await channel.push("/compact")
+        [*_, compacted] = await channel.wait_for(9)
+        await channel.push("what did I tell you?")
+        await channel.wait_for(10)
+        await gateway.wait_idle()
+    assert compacted.text.startswith("Compacted: ")
+    assert "saved" in compacted.text
+    assert "eight facts" in fake_llm.requests[-1].system_text
+    assert len(fake_llm.requests[-1].user_texts) < 9
+
+
+async def test_usage_shows_today_this_month_and_the_limits(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = MemoryChannel("telegram")
+    access = {"allow_from": ["*"]}
+    limits = {"user_daily_tokens": 50_000, "user_turns_per_hour": 30}
+    async with run_gateway(channel=channel, telegram=access, limits=limits) as (gateway, _):
+        await channel.push("hello", sender_id="amy", chat_id="amy")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+        await channel.push("/usage", sender_id="amy", chat_id="amy")
+        [_, usage] = await channel.wait_for(2)
+    lines = usage.text.splitlines()
+    assert lines[0] == "Your usage:"
+    assert lines[1].startswith("- today: ") and "in 1 turn" in lines[1]
+    assert lines[2].startswith("- this month: ")
+    assert lines[3] == "Limits: 50,000 tokens a day and 30 turns an hour."

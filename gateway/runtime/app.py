@@ -240,6 +240,8 @@ class Gateway(Service):
             store=self.store,
             status=status,
             approvals=self.approvals,
+            agents=self.agents,
+            settings=self.settings,
         )
 
     def _turn_handlers(self, commands: Commands, committer: TurnCommitter) -> TurnHandlers:

@@ -32,6 +32,7 @@ class SessionState:
     summary: str | None = None
     summary_upto: int = 0
     last_active: float | None = None
+    model: str | None = None  # the model this chat chose with /model (None: the agent's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,13 @@ class NewMessage:
 
 def _session(conn: Connection, session_key: str) -> SessionState:
     row = conn.execute(
-        "SELECT generation, summary, summary_upto, last_active FROM sessions WHERE session_key = ?",
+        "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
+        " WHERE session_key = ?",
         (session_key,),
     ).fetchone()
     if row is None:
         return SessionState(session_key)
-    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
 
 
 def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
@@ -245,6 +247,16 @@ class History:
             return _session(conn, session_key).generation
 
         return await self._db.run(bump)
+
+    async def set_model(self, session_key: str, model: str | None) -> None:
+        """This chat's model from now on (``None``: back to the agent's)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO sessions (session_key, model) VALUES (?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET model = excluded.model",
+                (session_key, model),
+            )
+        )
 
     async def set_summary(self, session_key: str, summary: str, upto_id: int) -> None:
         await self._db.run(

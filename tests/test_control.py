@@ -264,7 +264,7 @@ async def test_model_lists_and_switches_this_chats_model(
 
 async def test_model_is_for_the_owner_and_admins(run_gateway: Any, fake_llm: FakeLLM) -> None:
     channel = MemoryChannel("telegram")
-    async with run_gateway(channel=channel, telegram={"allow_from": ["*"]}) as (gateway, _):
+    async with run_gateway(channel=channel, telegram={"allow_from": ["*"]}) as (_gw, _):
         await channel.push("/model", sender_id="guest", chat_id="guest")
         [refused] = await channel.wait_for(1)
     assert refused.text == "Only the owner or an admin can switch the model."

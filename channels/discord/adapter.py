@@ -126,6 +126,7 @@ class DiscordChannel:
             policy=self._policy,
             on_message=self._on_message,
             on_interaction=self._on_interaction,
+            on_edit=self._on_edit,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -161,13 +162,25 @@ class DiscordChannel:
 
     # -- inbound --------------------------------------------------------------------------
 
-    async def _on_message(self, message: discord.Message) -> None:
+    async def _on_edit(self, message: discord.Message) -> None:
+        """A person changed a message: it arrives as an edit of the original (its own id
+        names the edit, so a repeated update stays one)."""
+        await self._on_message(message, edit=True)
+
+    async def _on_message(self, message: discord.Message, *, edit: bool = False) -> None:
         client, sink = self._client, self._sink
         if client is None or client.user is None or sink is None:
             return
         converted = convert(message, client.user.id)
         if converted is None:
             return
+        if edit and message.edited_at is not None:
+            original = converted.message.platform_message_id
+            edited = f"{original}:edit:{message.edited_at.timestamp():.3f}"
+            converted = replace(
+                converted,
+                message=replace(converted.message, edit_of=original, platform_message_id=edited),
+            )
         inbound = converted.message
         async with self._in_order(inbound.session_key):
             try:
@@ -180,7 +193,7 @@ class DiscordChannel:
                 return
         self._last_message_at = time.time()
         log.debug("discord: message %s is %s", inbound.platform_message_id, accepted.value)
-        if accepted is Accepted.NEW and self._settings.reactions and self._sender is not None:
+        if accepted is Accepted.NEW and self._settings.reactions and self._sender and not edit:
             await self._sender.react(
                 message.channel.id, message.id, self._settings.reaction_emoji, add=True
             )

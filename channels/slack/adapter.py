@@ -46,6 +46,7 @@ from channels.slack.convert import CHANNEL, Converted, convert
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
+from channels.slack.working import WorkingMarks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth
@@ -88,6 +89,7 @@ class SlackChannel:
         self.app.action(re.compile(f"^{re.escape(buttons.ACTION_PREFIX)}"))(self._on_press)
         self._ping_interval = ping_interval
         self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
+        self._marks = WorkingMarks(self.client, enabled=section.working_reactions)
         self._media = MediaStore(
             settings.workspace_dir,
             token=token,
@@ -214,6 +216,10 @@ class SlackChannel:
             future.add_done_callback(lambda _: self._in_flight.pop(key, None))
         accepted = await asyncio.shield(future)
         log.debug("slack: message %s is %s", key, accepted.value)
+        message = converted.message
+        if accepted is Accepted.NEW and message.mentioned and message.edit_of is None:
+            channel, _, ts = key.partition(":")
+            await self._marks.started(message.session_key, channel, ts)
 
     async def _on_press(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A press of one of our buttons (``block_actions``): journaled as the presser's
@@ -260,7 +266,9 @@ class SlackChannel:
     async def send(self, message: OutboundMessage) -> str | None:
         if message.actions:  # an approval request: Block Kit buttons
             return await buttons.send_with_buttons(self.client, message)
-        return await self._sender.send(message)
+        receipt = await self._sender.send(message)
+        await self._marks.answered(message)
+        return receipt
 
     # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
 
@@ -279,6 +287,11 @@ class SlackChannel:
         await self._sender.delete(chat.chat_id, message_id)
 
     async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
+        receipt = await self._finish_drafts(message, ids)
+        await self._marks.answered(message)
+        return receipt
+
+    async def _finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
         return await self._sender.send(message, ids)
 
     async def probe(self) -> str:

@@ -166,6 +166,8 @@ class SlackSettings(LiveChannelSection):
     base_url: str = "https://slack.com/api/"
     # Inbound files above this are not stored (the agent is told why).
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)
+    # 👀 on a message while it is worked on, ✅ or ❌ once answered (needs reactions:write)
+    working_reactions: bool = True
 
     @property
     def enabled(self) -> bool:

@@ -297,6 +297,28 @@ class FakeDiscord:
         await self._send("MESSAGE_CREATE", data)
         return mid
 
+    async def edit(
+        self, message_id: int, content: str, *, author: dict[str, Any], channel_id: int
+    ) -> None:
+        """Dispatch the MESSAGE_UPDATE of a person editing their message ``message_id``."""
+        data: dict[str, Any] = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": datetime.now(UTC).isoformat(),
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+        }
+        await self._send("MESSAGE_UPDATE", data)
+
     async def dm(self, content: str, *, author: dict[str, Any], **kwargs: Any) -> int:
         return await self.message(
             content, author=author, channel_id=int(author["id"]) + 7, **kwargs

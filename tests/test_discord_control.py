@@ -1,0 +1,58 @@
+"""Edits on Discord, through discord.py against the fake gateway: an edit of a message not
+answered yet replaces it; a link preview added by Discord is no edit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from channels.discord.adapter import DiscordChannel
+from channels.discord.connection import ReconnectPolicy
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from tests.fakes.discord import FakeDiscord, dm_channel, user
+from tests.fakes.llm import FakeLLM, held, text
+
+OWNER = user(42, "dana", "Dana")
+DM_CHANNEL = dm_channel(OWNER)
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(discord={"token": "test-token", "streaming": False, "allow_from": ["42"]})
+
+
+async def test_an_edit_before_the_answer_replaces_the_message(
+    fake_discord: FakeDiscord, fake_llm: FakeLLM, settings: Settings
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "first answered"), text("second answered"))
+    policy = ReconnectPolicy(base=0.01, cap=0.05)
+    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await fake_discord.dm("first", author=OWNER)
+        await fake_llm.wait_for_requests(1)
+        waiting = await fake_discord.dm("book a table for two", author=OWNER)
+        await fake_discord.edit(
+            waiting, "book a table for four", author=OWNER, channel_id=DM_CHANNEL
+        )
+        await replaced(gateway, str(waiting))
+        gate.set()
+        await fake_discord.wait_posts(2)
+        await gateway.wait_idle()
+    assert fake_discord.texts(DM_CHANNEL) == ["first answered", "second answered"]
+    assert "book a table for four" in fake_llm.requests[1].last_user_text
+    assert "for two" not in str(fake_llm.requests[1].body)
+
+
+async def replaced(gateway: Gateway, platform_id: str) -> None:
+    """The edit took the place of the waiting message (whose journal row is closed)."""
+
+    async def closed() -> bool:
+        row = await gateway.store.journal.find("discord", platform_id)
+        return row is not None and row[1] == "done"
+
+    async with asyncio.timeout(10):
+        await gateway.bus.wait_until(closed)

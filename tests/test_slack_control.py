@@ -1,0 +1,80 @@
+"""On Slack, through slack-bolt against the fake: a mention shows it is being worked on
+(👀, then ✅), and an edit of a message not answered yet replaces it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from channels.slack import SlackChannel
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.slack import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    FakeSlack,
+    dm_event,
+    edit_event,
+    event_body,
+    mention_event,
+)
+
+
+def settings_for(make_settings: SettingsFactory, fake_slack: FakeSlack) -> Settings:
+    return make_settings(
+        slack={
+            "bot_token": BOT_TOKEN,
+            "app_token": APP_TOKEN,
+            "base_url": fake_slack.api_url,
+            "allow_from": ["U42"],
+            "group_allow_from": ["C0001"],
+            "streaming": False,
+        }
+    )
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Gateway]:
+    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+        yield gateway
+
+
+async def test_a_mention_shows_it_is_worked_on_then_done(
+    make_settings: SettingsFactory, fake_slack: FakeSlack, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "Here you go."))
+    async with running(settings_for(make_settings, fake_slack)) as gateway:
+        event = mention_event("summarise the thread", user="U42", ts="300.000001")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(event)))
+        await fake_llm.wait_for_requests(1)
+        working = list(fake_slack.reactions[("C0001", "300.000001")])
+        gate.set()
+        await fake_slack.wait_posts(1)
+        await gateway.wait_idle()
+    assert working == ["eyes"]  # while the model worked
+    assert fake_slack.reactions[("C0001", "300.000001")] == ["white_check_mark"]
+
+
+async def test_an_edit_before_the_answer_replaces_the_message(
+    make_settings: SettingsFactory, fake_slack: FakeSlack, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "first answered"), text("second answered"))
+    async with running(settings_for(make_settings, fake_slack)) as gateway:
+        first = dm_event("first", user="U42", ts="400.000001")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(first)))
+        await fake_llm.wait_for_requests(1)
+        waiting = dm_event("book a table for two", user="U42", ts="400.000002")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(waiting)))
+        edit = edit_event(waiting, "book a table for four", edited_ts="400.000003")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(edit)))
+        gate.set()
+        await fake_slack.wait_posts(2)
+        await gateway.wait_idle()
+    assert fake_slack.texts() == ["first answered", "second answered"]
+    assert "book a table for four" in fake_llm.requests[1].last_user_text
+    assert "for two" not in str(fake_llm.requests[1].body)

@@ -13,7 +13,7 @@ from channels.discord.connection import ReconnectPolicy
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.fakes.discord import FakeDiscord, dm_channel, user
-from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.llm import FakeLLM, held, streamed, text
 
 OWNER = user(42, "dana", "Dana")
 DM_CHANNEL = dm_channel(OWNER)
@@ -56,3 +56,23 @@ async def replaced(gateway: Gateway, platform_id: str) -> None:
 
     async with asyncio.timeout(10):
         await gateway.bus.wait_until(closed)
+
+
+async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
+    fake_discord: FakeDiscord, fake_llm: FakeLLM, make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings(discord={"token": "test-token", "allow_from": ["42"]})
+    words = " ".join(f"word{i}" for i in range(200))
+    fake_llm.queue(streamed(words, chunks=100, over=20))
+    policy = ReconnectPolicy(base=0.01, cap=0.05)
+    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await fake_discord.dm("write me something long", author=OWNER)
+        [draft] = await fake_discord.wait_posts(1)
+        await fake_discord.press(draft, "/stop", presser=OWNER)
+        await fake_discord.until(
+            lambda: any(t.startswith("Stopped.") for t in fake_discord.visible(DM_CHANNEL))
+        )
+        await gateway.wait_idle()
+    [shown] = fake_discord.visible(DM_CHANNEL)
+    assert shown.startswith("Stopped.") and draft.components == []  # the button went with it

@@ -11,11 +11,12 @@ from channels.slack import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.llm import FakeLLM, held, streamed, text
 from tests.fakes.slack import (
     APP_TOKEN,
     BOT_TOKEN,
     FakeSlack,
+    block_actions,
     dm_event,
     edit_event,
     event_body,
@@ -23,7 +24,9 @@ from tests.fakes.slack import (
 )
 
 
-def settings_for(make_settings: SettingsFactory, fake_slack: FakeSlack) -> Settings:
+def settings_for(
+    make_settings: SettingsFactory, fake_slack: FakeSlack, *, streaming: bool = False
+) -> Settings:
     return make_settings(
         slack={
             "bot_token": BOT_TOKEN,
@@ -31,7 +34,7 @@ def settings_for(make_settings: SettingsFactory, fake_slack: FakeSlack) -> Setti
             "base_url": fake_slack.api_url,
             "allow_from": ["U42"],
             "group_allow_from": ["C0001"],
-            "streaming": False,
+            "streaming": streaming,
         }
     )
 
@@ -78,3 +81,22 @@ async def test_an_edit_before_the_answer_replaces_the_message(
     assert fake_slack.texts() == ["first answered", "second answered"]
     assert "book a table for four" in fake_llm.requests[1].last_user_text
     assert "for two" not in str(fake_llm.requests[1].body)
+
+
+async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
+    make_settings: SettingsFactory, fake_slack: FakeSlack, fake_llm: FakeLLM
+) -> None:
+    words = " ".join(f"word{i}" for i in range(200))
+    fake_llm.queue(streamed(words, chunks=100, over=20))
+    async with running(settings_for(make_settings, fake_slack, streaming=True)) as gateway:
+        event = dm_event("write me something long", user="U42", ts="500.000001")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(event)))
+        [draft] = await fake_slack.wait_posts(1)
+        payload = block_actions(draft, "/stop", user="U42")
+        await fake_slack.wait_ack(await fake_slack.push_interactive(payload))
+        await fake_slack.until(
+            lambda: any(t.startswith("Stopped.") for t in fake_slack.visible("D0001"))
+        )
+        await gateway.wait_idle()
+    [shown] = fake_slack.visible("D0001")
+    assert shown.startswith("Stopped.") and draft.blocks == []  # the button went with it

@@ -443,6 +443,8 @@ class FakeDiscord:
             return json_response({"message": "Unknown Message", "code": 10008}, 404)
         body = await request.json()
         posted.content = body.get("content") or ""
+        if "components" in body:  # absent: kept; [] takes them off
+            posted.components = body["components"] or []
         self.edits.append((posted.id, posted.content))
         await self._notify()
         return json_response(self._message_payload(posted))

@@ -76,3 +76,29 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
         await gateway.wait_idle()
     [shown] = fake_discord.visible(DM_CHANNEL)
     assert shown.startswith("Stopped.") and draft.components == []  # the button went with it
+
+
+async def test_commands_are_registered_once_and_a_slash_stop_stops(
+    fake_discord: FakeDiscord, fake_llm: FakeLLM, settings: Settings
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "never delivered"))
+    policy = ReconnectPolicy(base=0.01, cap=0.05)
+    for _ in range(2):  # a restart: the same set is not registered again
+        channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+        async with Gateway(settings, channels=[channel]) as gateway:
+            await fake_discord.until(lambda: len(fake_discord.command_registrations) >= 1)
+            if gate.is_set():
+                continue
+            await fake_discord.dm("think for a long time", author=OWNER)
+            await fake_llm.wait_for_requests(1)
+            await fake_discord.invoke("stop", author=OWNER, channel_id=DM_CHANNEL)
+            [stopped] = await fake_discord.wait_posts(1)
+            gate.set()
+            await gateway.wait_idle()
+    [registered] = fake_discord.command_registrations
+    names = {c["name"] for c in registered}
+    assert {"stop", "status", "new", "help", "model", "compact", "usage"} <= names
+    assert stopped.content.startswith("Stopped.")
+    [(_, note)] = [c for c in fake_discord.callbacks if c[1]["type"] == 4]
+    assert note["data"]["flags"] == 64  # only the person sees that it arrived

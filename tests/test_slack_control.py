@@ -100,3 +100,22 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
         await gateway.wait_idle()
     [shown] = fake_slack.visible("D0001")
     assert shown.startswith("Stopped.") and draft.blocks == []  # the button went with it
+
+
+async def test_a_slash_command_stops_the_running_turn(
+    make_settings: SettingsFactory, fake_slack: FakeSlack, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "never delivered"))
+    async with running(settings_for(make_settings, fake_slack)) as gateway:
+        event = dm_event("think for a long time", user="U42", ts="600.000001")
+        await fake_slack.wait_ack(await fake_slack.push(event_body(event)))
+        await fake_llm.wait_for_requests(1)
+        await fake_slack.wait_ack(
+            await fake_slack.push_command("/stop", user="U42", channel="D0001")
+        )
+        [stopped] = await fake_slack.wait_posts(1)
+        gate.set()
+        await gateway.wait_idle()
+    assert stopped.text.startswith("Stopped.")
+    assert fake_slack.texts() == [stopped.text]

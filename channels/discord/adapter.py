@@ -29,7 +29,7 @@ from dataclasses import replace
 import aiohttp
 import discord
 
-from channels.discord import buttons, drafts
+from channels.discord import buttons, commands, drafts
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
@@ -64,6 +64,7 @@ class DiscordChannel:
         self._policy = policy or ReconnectPolicy()
         self._guild_ready_timeout = guild_ready_timeout
         self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
+        self._state = settings.data_dir / "channels" / "discord.json"  # commands registered
         self._sink: InboundSink | None = None
         self._client: GatewayClient | None = None
         self._sender: Sender | None = None
@@ -127,6 +128,7 @@ class DiscordChannel:
             on_message=self._on_message,
             on_interaction=self._on_interaction,
             on_edit=self._on_edit,
+            on_ready=self._on_ready,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -201,10 +203,16 @@ class DiscordChannel:
                 (message.channel.id, message.id)
             )
 
+    async def _on_ready(self) -> None:
+        if self._client is not None:
+            await commands.register(self._client, self._state)
+
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
-        """A press of one of our buttons: journaled as the presser's message, then answered."""
+        """A press of one of our buttons, or one of our commands invoked: journaled as the
+        person's message, then answered."""
         sink = self._sink
-        inbound = buttons.convert_press(interaction)
+        command = commands.convert(interaction)
+        inbound = command or buttons.convert_press(interaction)
         if inbound is None or sink is None:
             return
         async with self._in_order(inbound.session_key):
@@ -214,6 +222,9 @@ class DiscordChannel:
                 self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"
                 log.exception("discord: press %s was not journaled", inbound.platform_message_id)
                 return
+        if command is not None:
+            await commands.acknowledge(interaction, command.text)
+            return
         await buttons.acknowledge(interaction)
 
     @contextlib.asynccontextmanager

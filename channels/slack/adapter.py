@@ -42,7 +42,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack import buttons, drafts
-from channels.slack.convert import CHANNEL, Converted, convert
+from channels.slack.convert import CHANNEL, Converted, convert, convert_command
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
@@ -50,6 +50,7 @@ from channels.slack.working import WorkingMarks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth
+from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -87,6 +88,8 @@ class SlackChannel:
         self.app.event("message")(self._on_event)
         self.app.event("app_mention")(self._on_event)
         self.app.action(re.compile(f"^{re.escape(buttons.ACTION_PREFIX)}"))(self._on_press)
+        for command in COMMANDS:  # the ones the app's settings declare reach us (docs)
+            self.app.command(command)(self._on_command)
         self._ping_interval = ping_interval
         self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
         self._marks = WorkingMarks(self.client, enabled=section.working_reactions)
@@ -231,6 +234,16 @@ class SlackChannel:
         await ack()
         if inbound is not None:
             await buttons.clear_buttons(self.client, body)
+
+    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """A slash command the app declares (``/stop``, ``/status``, ...): journaled as the
+        person's own message in that conversation, then acknowledged; the answer comes as a
+        message like any other."""
+        inbound = convert_command(command)
+        if inbound is not None:
+            accepted = await self._journal(Converted(inbound))
+            log.debug("slack: command %s is %s", inbound.platform_message_id, accepted.value)
+        await ack()
 
     async def _journal(self, converted: Converted) -> Accepted:
         sink = self._sink

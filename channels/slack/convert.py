@@ -126,6 +126,25 @@ def _edited(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
     return Converted(message, converted.files)
 
 
+def convert_command(command: dict[str, Any]) -> InboundMessage | None:
+    """A slash command as the person's own message (``/stop`` with what followed it)."""
+    name, channel, user = command.get("command"), command.get("channel_id"), command.get("user_id")
+    if not (isinstance(name, str) and isinstance(channel, str) and isinstance(user, str)):
+        return None
+    words = f"{name} {command.get('text') or ''}".strip()
+    is_dm = channel.startswith("D")
+    return InboundMessage(
+        channel=CHANNEL,
+        chat_id=channel,
+        sender_id=user,
+        sender_name=str(command.get("user_name") or ""),
+        text=words,
+        platform_message_id=f"command:{channel}:{command.get('trigger_id') or ''}",
+        chat_type=ChatType.DM if is_dm else ChatType.GROUP,
+        mentioned=True,
+    )
+
+
 def plain_text(text: str, bot_user_id: str | None) -> str:
     """Slack's markup as plain text: ``<@U1>`` → ``@U1``, links, channels; bot mention removed."""
     if bot_user_id:

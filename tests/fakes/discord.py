@@ -109,6 +109,7 @@ class FakeDiscord:
         self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
         self.edits: list[tuple[int, str]] = []  # (message id, new content)
         self.deleted: list[int] = []
+        self.command_registrations: list[list[dict[str, Any]]] = []
 
     # -- server ---------------------------------------------------------------------------
 
@@ -124,6 +125,7 @@ class FakeDiscord:
         app.router.add_delete(f"{api}/channels/{{cid}}/messages/{{mid}}", self._delete_message)
         app.router.add_post(f"{api}/users/@me/channels", self._open_dm)
         app.router.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
+        app.router.add_put(f"{api}/applications/{{aid}}/commands", self._put_commands)
         reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._react)
@@ -487,6 +489,42 @@ class FakeDiscord:
                 "resource": {"type": body["type"]},
             }
         )
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        self.command_registrations.append(await request.json())
+        await self._notify()
+        listed = [
+            {**c, "id": str(self.snowflake()), "application_id": str(APP_ID), "version": "1"}
+            for c in self.command_registrations[-1]
+        ]
+        return json_response(listed)
+
+    async def invoke(
+        self, name: str, text: str = "", *, author: dict[str, Any], channel_id: int
+    ) -> int:
+        """Dispatch the INTERACTION_CREATE of ``author`` using the slash command ``name`` in
+        the DM ``channel_id``; returns the interaction id."""
+        interaction = self.snowflake()
+        options = [{"type": 3, "name": "text", "value": text}] if text else []
+        await self._send(
+            "INTERACTION_CREATE",
+            {
+                "id": str(interaction),
+                "application_id": str(APP_ID),
+                "type": 2,
+                "data": {"id": str(self.snowflake()), "name": name, "type": 1, "options": options},
+                "channel_id": str(channel_id),
+                "channel": {"id": str(channel_id), "type": 1, "recipients": [author]},
+                "user": author,
+                "token": f"interaction-token-{interaction}",
+                "version": 1,
+                "attachment_size_limit": 8_388_608,
+                "locale": "en-US",
+                "app_permissions": "0",
+                "entitlements": [],
+            },
+        )
+        return interaction
 
     async def press(self, posted: Posted, custom_id: str, *, presser: dict[str, Any]) -> int:
         """Dispatch the INTERACTION_CREATE a press by ``presser`` on the button

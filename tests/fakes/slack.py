@@ -373,6 +373,33 @@ class FakeSlack:
         )
         return envelope_id
 
+    async def push_command(self, command: str, text: str = "", *, user: str, channel: str) -> str:
+        """A slash command the person typed, over Socket Mode (``slash_commands``)."""
+        await self.until(lambda: self._ws is not None and not self._ws.closed)
+        assert self._ws is not None
+        envelope_id = f"env-{next(self._envelopes)}"
+        payload = {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": channel,
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0001",
+            "trigger_id": f"trigger-{next(_event_ids)}",
+            "response_url": "https://hooks.slack.invalid/commands/1",
+        }
+        await self._ws.send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": "slash_commands",
+                "accepts_response_payload": True,
+                "payload": payload,
+            }
+        )
+        return envelope_id
+
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
         await self.until(lambda: envelope_id in self.acks, timeout)
 

@@ -11,7 +11,7 @@ from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
 from channels.memory import MemoryChannel
 from gateway.core.messages import ChatType, OutboundKind
 from gateway.runtime.app import Gateway
-from tests.conftest import SettingsFactory
+from tests.conftest import SettingsFactory, edit_applied
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, held, text
 
 
@@ -23,6 +23,16 @@ async def stop_taken(gateway: Gateway) -> None:
 
     async with asyncio.timeout(10):
         await gateway.bus.wait_until(handled)
+
+
+async def queued(gateway: Gateway, count: int) -> None:
+    """``count`` messages wait in the dispatcher (behind the running turn)."""
+
+    async def waiting() -> bool:
+        return gateway.dispatcher.queued_messages >= count
+
+    async with asyncio.timeout(10):
+        await gateway.bus.wait_until(waiting)
 
 
 class Gated(Tool):
@@ -180,6 +190,7 @@ async def test_a_follow_up_during_a_tool_chain_reaches_the_next_model_call(
             await channel.push("list the files")
             await tool.started.wait()
             await channel.push("no, only the notes folder")
+            await queued(gateway, 1)  # it waits for the next tool boundary
             tool.gate.set()
             [answer] = await channel.wait_for(1)
             await gateway.wait_idle()
@@ -205,6 +216,7 @@ async def test_a_follow_up_survives_a_crash_and_is_answered_once(
             await channel.push("list the files")
             await tool.started.wait()
             await channel.push("only the notes folder, please")
+            await queued(gateway, 1)
             tool.gate.set()
             await fake_llm.wait_for_requests(2)  # the follow-up joined the second call
             await gateway.stop(drain_timeout=0)  # a crash while the model answers
@@ -232,6 +244,7 @@ async def test_edits_replace_steer_or_are_ignored(run_gateway: Any, fake_llm: Fa
         await fake_llm.wait_for_requests(2)
         await channel.push("third", message_id="c")  # waits
         await channel.push("third, corrected", message_id="c-edit", edit_of="c")
+        await edit_applied(gateway, "memory", "c")
         gate.set()
         replies = await channel.wait_for(3)
         await gateway.wait_idle()
@@ -307,3 +320,20 @@ async def test_usage_shows_today_this_month_and_the_limits(
     assert lines[1].startswith("- today: ") and "in 1 turn" in lines[1]
     assert lines[2].startswith("- this month: ")
     assert lines[3] == "Limits: 50,000 tokens a day and 30 turns an hour."
+
+
+async def test_an_edit_of_the_message_being_answered_gets_answered_too(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "a table for two, booked"), text("changed it to four"))
+    async with run_gateway() as (gateway, channel):
+        await channel.push("book a table for two", message_id="a")
+        await fake_llm.wait_for_requests(1)
+        await channel.push("book a table for four", message_id="a-edit", edit_of="a")
+        gate.set()
+        replies = await channel.wait_for(2)
+        async with asyncio.timeout(10):
+            await gateway.wait_idle()  # nothing left open
+    assert [m.text for m in replies] == ["a table for two, booked", "changed it to four"]
+    assert fake_llm.requests[1].last_user_text.startswith("[edited")

@@ -12,6 +12,7 @@ from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
+from tests.conftest import edit_applied
 from tests.fakes.discord import FakeDiscord, dm_channel, user
 from tests.fakes.llm import FakeLLM, held, streamed, text
 
@@ -38,24 +39,13 @@ async def test_an_edit_before_the_answer_replaces_the_message(
         await fake_discord.edit(
             waiting, "book a table for four", author=OWNER, channel_id=DM_CHANNEL
         )
-        await replaced(gateway, str(waiting))
+        await edit_applied(gateway, "discord", str(waiting))
         gate.set()
         await fake_discord.wait_posts(2)
         await gateway.wait_idle()
     assert fake_discord.texts(DM_CHANNEL) == ["first answered", "second answered"]
     assert "book a table for four" in fake_llm.requests[1].last_user_text
     assert "for two" not in str(fake_llm.requests[1].body)
-
-
-async def replaced(gateway: Gateway, platform_id: str) -> None:
-    """The edit took the place of the waiting message (whose journal row is closed)."""
-
-    async def closed() -> bool:
-        row = await gateway.store.journal.find("discord", platform_id)
-        return row is not None and row[1] == "done"
-
-    async with asyncio.timeout(10):
-        await gateway.bus.wait_until(closed)
 
 
 async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from channels.slack import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
-from tests.conftest import SettingsFactory
+from tests.conftest import SettingsFactory, edit_applied
 from tests.fakes.llm import FakeLLM, held, streamed, text
 from tests.fakes.slack import (
     APP_TOKEN,
@@ -75,6 +75,7 @@ async def test_an_edit_before_the_answer_replaces_the_message(
         await fake_slack.wait_ack(await fake_slack.push(event_body(waiting)))
         edit = edit_event(waiting, "book a table for four", edited_ts="400.000003")
         await fake_slack.wait_ack(await fake_slack.push(event_body(edit)))
+        await edit_applied(gateway, "slack", "D0001:400.000002")
         gate.set()
         await fake_slack.wait_posts(2)
         await gateway.wait_idle()

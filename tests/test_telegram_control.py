@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.runtime.app import Gateway
-from tests.conftest import SettingsFactory
+from tests.conftest import SettingsFactory, edit_applied
 from tests.fakes.llm import FakeLLM, held, streamed, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
@@ -41,6 +41,7 @@ async def test_an_edit_before_the_answer_replaces_the_message(
         await fake_llm.wait_for_requests(1)
         waiting = await tg.say("book a table for two")
         await tg.edit(waiting, "book a table for four")
+        await edit_applied(gateway, "telegram", f"42:{waiting['message']['message_id']}")
         gate.set()
         await tg.wait_sent(2)
         await gateway.wait_idle()

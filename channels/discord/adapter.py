@@ -65,6 +65,7 @@ class DiscordChannel:
         self._guild_ready_timeout = guild_ready_timeout
         self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
         self._state = settings.data_dir / "channels" / "discord.json"  # commands registered
+        self._registering: asyncio.Task[None] | None = None
         self._sink: InboundSink | None = None
         self._client: GatewayClient | None = None
         self._sender: Sender | None = None
@@ -104,6 +105,10 @@ class DiscordChannel:
             return_when=asyncio.FIRST_COMPLETED,
         )
         ready.cancel()
+        if client.connected.is_set():  # once per process: the list is the same after a resume
+            self._registering = asyncio.create_task(
+                commands.register(client, self._state), name="discord-commands"
+            )
         if self._task.done() and self._fatal is not None:  # 4004, 4014...: fix the setup
             fatal = self._fatal
             await self.stop()
@@ -112,6 +117,10 @@ class DiscordChannel:
 
     async def stop(self) -> None:
         self._sink = None
+        if self._registering is not None:
+            self._registering.cancel()
+            await asyncio.gather(self._registering, return_exceptions=True)
+            self._registering = None
         if self._client is not None:
             await self._client.close()
         if self._task is not None:
@@ -128,7 +137,6 @@ class DiscordChannel:
             on_message=self._on_message,
             on_interaction=self._on_interaction,
             on_edit=self._on_edit,
-            on_ready=self._on_ready,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -202,10 +210,6 @@ class DiscordChannel:
             self._reacted.setdefault(inbound.session_key, []).append(
                 (message.channel.id, message.id)
             )
-
-    async def _on_ready(self) -> None:
-        if self._client is not None:
-            await commands.register(self._client, self._state)
 
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
         """A press of one of our buttons, or one of our commands invoked: journaled as the

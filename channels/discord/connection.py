@@ -150,14 +150,12 @@ class GatewayClient(discord.Client):
         on_message: MessageHandler,
         on_interaction: InteractionHandler = _no_interactions,
         on_edit: MessageHandler | None = None,
-        on_ready: Callable[[], Awaitable[None]] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.policy = policy
         self._handle_message = on_message
         self._handle_edit = on_edit
-        self._ready_handler = on_ready
         self._handle_interaction = on_interaction
         self.connected = asyncio.Event()
         self.attempts = 0  # gateway connections opened, for health and tests
@@ -175,10 +173,6 @@ class GatewayClient(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self._handle_message(message)
-
-    async def on_ready(self) -> None:
-        if self._ready_handler is not None:
-            await self._ready_handler()
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         """An edited message (cached or not). Discord also sends updates that only add an

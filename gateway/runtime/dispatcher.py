@@ -173,8 +173,10 @@ class SessionView:
         session.queue = deque(new if r.id == old.id else r for r in session.queue)
 
     def queue(self, record: InboundRecord) -> None:
-        """Queue ``record`` after all (a control that found nothing to control)."""
-        self._dispatcher.enqueue(self.key, [record], controlled=False)
+        """Queue ``record`` after all (an edit that joins the running turn, or whose
+        original was never seen: it waits like any message)."""
+        self._session.queue.append(record)
+        self._dispatcher.kick(self.key)
 
     def stop_parked(self) -> OpenTurn | None:
         """Close the turn parked for an approval, as stopped; ``None`` when none is."""
@@ -236,9 +238,7 @@ class Dispatcher(Service):
 
     # -- work coming in -------------------------------------------------------------------
 
-    def enqueue(
-        self, key: str, records: Iterable[InboundRecord], *, controlled: bool = True
-    ) -> None:
+    def enqueue(self, key: str, records: Iterable[InboundRecord]) -> None:
         """Journaled messages of the session ``key``, in journal order (each taken once).
         A control (``/stop``, ``/status``, an edit) is handled at once, beside the queue."""
         session = self._session(key)
@@ -247,15 +247,21 @@ class Dispatcher(Service):
             if record.id in session.seen:
                 continue
             session.seen.add(record.id)
-            if self._intercepted(record, view, controlled):
+            if self._intercepted(record, view):
                 continue
             session.queue.append(record)
         self._ensure_worker(key, session)
 
-    def _intercepted(self, record: InboundRecord, view: SessionView, controlled: bool) -> bool:
+    def kick(self, key: str) -> None:
+        """Make sure the session's worker runs (work was added beside :meth:`enqueue`)."""
+        session = self._sessions.get(key)
+        if session is not None:
+            self._ensure_worker(key, session)
+
+    def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
         """Handle ``record`` beside the queue when it is a control; whether it was."""
         controls = self._controls
-        if not controlled or controls is None or self._stopping:
+        if controls is None or self._stopping:
             return False
         if not controls.intercepts(record.message, view):
             return False
@@ -341,7 +347,7 @@ class Dispatcher(Service):
         view = SessionView(self, key, session)
         pending = [r for r in backlog.pending if r.id not in session.seen]
         session.seen.update(r.id for r in pending)
-        pending = [r for r in pending if not self._intercepted(r, view, controlled=True)]
+        pending = [r for r in pending if not self._intercepted(r, view)]
         # with what was enqueued meanwhile, in the order the messages were journaled
         session.queue = deque(sorted([*session.queue, *pending], key=lambda r: r.id))
 

@@ -13,8 +13,8 @@ turn runs, so these never wait behind it.
   today cost; ``/help`` lists the commands; ``/new`` stops a running turn first, then starts
   a fresh conversation.
 - An edit of a message no turn took yet replaces it; an edit of a message the running turn
-  answers joins that turn like a follow-up; an edit of a message already answered is
-  ignored (the person can write again).
+  answers joins that turn like a follow-up; an edit of a message already answered, or of
+  one the gateway never saw, is ignored (the person can write again).
 
 Each control closes its own journal row: with a reply (a turn of its own, committed like any
 other), or without one when the stopped turn's message answers it.
@@ -156,8 +156,9 @@ class Controls:
         assert edit.edit_of is not None
         original = await self._store.journal.find(edit.channel, edit.edit_of)
         queued = next((r for r in session.queued() if r.id == (original or (0,))[0]), None)
-        if original is None:  # never seen (sent before the bot was added): a new message
-            session.queue(record)
+        if original is None:  # never seen (before the bot was there, or not for it): ignored
+            log.info("edit of unknown message %s in %s ignored", edit.edit_of, session.key)
+            await self._store.journal.close_unanswered([record.id])
         elif queued is not None:  # not taken by a turn yet: the edit replaces it
             session.replace_queued(queued, record)
             await self._store.journal.close_unanswered([queued.id])

@@ -110,6 +110,11 @@ class TurnHandler(Protocol):
         """Close a turn whose handler failed unexpectedly, telling the user."""
 
 
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event
+
+
 @dataclass(slots=True)
 class _Session:
     queue: deque[InboundRecord] = field(default_factory=deque)
@@ -123,7 +128,7 @@ class _Session:
     seen: set[int] = field(default_factory=set)  # inbound ids taken in: each queued once
     batch: TurnBatch | None = None  # the turn running now
     stop_parked: bool = False  # ``resume`` is a parked turn woken to be stopped
-    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while no turn runs
+    idle: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))  # no turn runs
 
     def has_work(self) -> bool:
         if self.resume is not None:
@@ -137,10 +142,15 @@ class SessionView:
     """What a control command sees of its session, and may change, while it runs beside the
     session's turns."""
 
-    def __init__(self, dispatcher: Dispatcher, key: str, session: _Session) -> None:
+    def __init__(self, dispatcher: Dispatcher, key: str) -> None:
         self._dispatcher = dispatcher
         self.key = key
-        self._session = session
+
+    @property
+    def _session(self) -> _Session:
+        """The session as it is now (the one the control saw may have ended meanwhile; an
+        ended one reads as empty)."""
+        return self._dispatcher.peek(self.key)
 
     @property
     def running(self) -> TurnControl | None:
@@ -173,10 +183,9 @@ class SessionView:
         session.queue = deque(new if r.id == old.id else r for r in session.queue)
 
     def queue(self, record: InboundRecord) -> None:
-        """Queue ``record`` after all (an edit that joins the running turn, or whose
-        original was never seen: it waits like any message)."""
-        self._session.queue.append(record)
-        self._dispatcher.kick(self.key)
+        """Queue ``record`` after all (an edit that joins the running turn): it waits like
+        any message."""
+        self._dispatcher.requeue(self.key, record)
 
     def stop_parked(self) -> OpenTurn | None:
         """Close the turn parked for an approval, as stopped; ``None`` when none is."""
@@ -242,7 +251,7 @@ class Dispatcher(Service):
         """Journaled messages of the session ``key``, in journal order (each taken once).
         A control (``/stop``, ``/status``, an edit) is handled at once, beside the queue."""
         session = self._session(key)
-        view = SessionView(self, key, session)
+        view = SessionView(self, key)
         for record in records:
             if record.id in session.seen:
                 continue
@@ -252,11 +261,15 @@ class Dispatcher(Service):
             session.queue.append(record)
         self._ensure_worker(key, session)
 
-    def kick(self, key: str) -> None:
-        """Make sure the session's worker runs (work was added beside :meth:`enqueue`)."""
-        session = self._sessions.get(key)
-        if session is not None:
-            self._ensure_worker(key, session)
+    def requeue(self, key: str, record: InboundRecord) -> None:
+        """Queue a record a control looked at and let through."""
+        session = self._session(key)
+        session.queue.append(record)
+        self._ensure_worker(key, session)
+
+    def peek(self, key: str) -> _Session:
+        """The session ``key`` as it is now; an empty one (not kept) when it has no work."""
+        return self._sessions.get(key) or _Session()
 
     def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
         """Handle ``record`` beside the queue when it is a control; whether it was."""
@@ -333,7 +346,6 @@ class Dispatcher(Service):
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = _Session()
-            session.idle.set()
             self._load.sessions.add(key)
         return session
 
@@ -344,7 +356,7 @@ class Dispatcher(Service):
                 self._park(session, turn)
             elif session.resume is None:
                 session.resume = turn
-        view = SessionView(self, key, session)
+        view = SessionView(self, key)
         pending = [r for r in backlog.pending if r.id not in session.seen]
         session.seen.update(r.id for r in pending)
         pending = [r for r in pending if not self._intercepted(r, view)]

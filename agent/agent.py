@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
-from agent.compaction import Compactor
+from agent.compaction import Compaction, Compactor
 from agent.context import ContextBuilder, user_message
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
@@ -34,8 +34,8 @@ from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.tools.executor import ToolExecutor
 from agent.tools.find_tools import FindTools
 from agent.tools.registry import ToolSource
-from agent.turn.inputs import TurnInputs, TurnLimits
-from agent.turn.loop import RunResult, TurnLoop
+from agent.turn.inputs import Steer, TurnInputs, TurnLimits
+from agent.turn.loop import RunResult, StopReason, TurnLoop
 from agent.turn.outcome import (
     INTERNAL_ERROR_NOTICE,
     INTERRUPTED_NOTICE,
@@ -43,17 +43,21 @@ from agent.turn.outcome import (
     decide,
     notice,
     provider_notice,
+    stop_notice,
 )
 from agent.turn.request import TurnOutcome, TurnRequest
 from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
+from gateway.core.principal import Principal
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
+
+FOLLOW_UP = "[Follow-up: the person wrote this while you were working; take it into account]"
 
 Clock = Callable[[], datetime]
 
@@ -97,8 +101,11 @@ class Agent:
         tool_source: ToolSource | None = None,
         services: Services | None = None,
         storage_alarm: StorageAlarm | None = None,
+        choices: Mapping[str, MeteredModel] | None = None,
     ) -> None:
         self.model = model
+        # the models a chat may switch to with /model, by name (the agent's own among them)
+        self.choices: Mapping[str, MeteredModel] = choices or {model.model: model}
         self.executor = executor
         self.limits = limits
         self.tool_source = tool_source  # MCP servers: their tools, registered before a turn
@@ -214,7 +221,10 @@ class Agent:
                 request, tools, now, block, pinned, charge=charge, limit=limit
             )
 
-        limit = self.window.limit(self.model.max_tokens)
+        model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
+        if request.control is not None:
+            request.control.model = model.model
+        limit = self.window.limit(model.max_tokens)
         inputs = TurnInputs(
             system=system,
             conversation=conversation,
@@ -227,9 +237,13 @@ class Agent:
             unattended=request.kind.unattended,
             on_text=request.on_text,
             on_tool=request.on_tool,
-            fit=None if limit is None else TurnFit(self.window, self.model.max_tokens, rebuild),
+            fit=None if limit is None else TurnFit(self.window, model.max_tokens, rebuild),
+            control=request.control,
+            steer=self._steer(request) if request.steer and request.control else None,
         )
-        result = await TurnLoop(self.model, self.executor, self.limits, inputs).run()
+        result = await TurnLoop(model, self.executor, self.limits, inputs).run()
+        if result.stop_reason is StopReason.STOPPED:
+            return await self._stopped(request, turn_state)
         if result.had_errors:
             await self._clean_up_errors(request, trace)
         self._after_turn(
@@ -338,6 +352,65 @@ class Agent:
             )
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _steer(self, request: TurnRequest) -> Steer:
+        """Takes the messages the person sent while the turn ran: each joins the turn (its
+        journal row and its checkpoint in one transaction, so a crash neither loses it nor
+        answers it twice) and reaches the next model call, marked as a follow-up."""
+        control = request.control
+        assert control is not None and control.followups is not None
+        take = control.followups
+
+        async def steer() -> list[ChatMessage]:
+            taken = take()
+            if not taken:
+                return []
+            messages = []
+            for _, message in taken:
+                said = user_message(
+                    message, vision=self.config.vision, workspace=self.workspace.root
+                )
+                messages.append(replace(said, content=f"{FOLLOW_UP}\n{said.content}"))
+            rows = [NewMessage(m.role, m.to_body()) for m in messages]
+            ids = [record_id for record_id, _ in taken]
+            await until_stored(
+                lambda: self.history.add_checkpoints(
+                    request.session_key, request.turn_id, rows, claim=ids
+                ),
+                self.storage_alarm,
+            )
+            return messages
+
+        return steer
+
+    async def compact_now(self, session_key: str, principal: Principal) -> Compaction | None:
+        """``/compact``: summarize the older part of the conversation now; ``None`` when
+        there is nothing worth summarizing (or no summarizer)."""
+        compactor = self.window.compactor
+        if compactor is None:
+            return None
+        charge = Charge(session_key, None, principal.person)  # recorded on its own
+        return await compactor.compact(session_key, 0, force=True, charge=charge)
+
+    async def stopped(self, request: TurnRequest) -> TurnOutcome:
+        """The outcome of a turn stopped before it could go on (parked for an approval, or
+        cut by a crash after the stop was asked for)."""
+        return await self._stopped(request, TurnState())
+
+    async def _stopped(self, request: TurnRequest, state: TurnState) -> TurnOutcome:
+        """The person stopped the turn: one message says so, and what it had already done
+        (from the idempotency ledger). What was said and done stays in history."""
+        control = request.control
+        effects = await self.executor.side_effects(request.turn_id)
+        text = stop_notice(
+            [e.tool for e in effects if e.state == "done"],
+            [e.tool for e in effects if e.state != "done"],
+            dropped=control.dropped if control else 0,
+        )
+        final = ChatMessage("assistant", text)
+        await self._checkpoint(request, [final])
+        outcome = notice(request, text)
+        return replace(outcome, failed=False, usage=state.meter.entries())
 
     def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
         if request.messages:

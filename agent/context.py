@@ -134,6 +134,8 @@ def user_message(
     """One inbound chat message as the model sees it (sender named in groups; attachment
     paths relative to the workspace, as the file tools expect them)."""
     text = msg.text
+    if msg.edit_of is not None:
+        text = f"[edited: the person changed an earlier message to] {text}"
     if msg.is_group and msg.sender_name:
         text = f"[{msg.sender_name}] {text}"
     notes = []

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from agent.approval import ApprovalPolicy
 from agent.tools.base import Refusal, Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
-from gateway.store import ToolLedger
+from gateway.store import LedgerEntry, ToolLedger
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,10 @@ class ToolExecutor:
         self._gate = gate
         self._semaphore = asyncio.Semaphore(max_concurrent)
         self._max_result_chars = max_result_chars
+
+    async def side_effects(self, turn_id: str) -> list[LedgerEntry]:
+        """What the turn set out to change, as the idempotency ledger recorded it."""
+        return await self._ledger.of_turn(turn_id)
 
     def check(self, name: str, args: dict[str, Any]) -> Tool | ToolResult:
         """The tool to run, or an error result that says what is valid (nothing runs)."""

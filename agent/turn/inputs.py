@@ -12,10 +12,12 @@ from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge
 from agent.llm.types import ChatMessage, SystemPrompt, ToolCall, ToolSpec
 from agent.tools.base import ToolContext, TurnState
+from gateway.core.turns import TurnControl
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
 ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
+Steer = Callable[[], Awaitable[list[ChatMessage]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +75,5 @@ class TurnInputs:
     on_text: TextSink | None = None  # answer text as the model writes it
     on_tool: ToolSink | None = None  # a tool's name just before it runs
     fit: Fit | None = None
+    control: TurnControl | None = None  # a chat turn's handle: /stop and /status reach it
+    steer: Steer | None = None  # follow-ups the person sent meanwhile, as checkpointed messages

@@ -13,10 +13,12 @@ the user sees.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from agent.approval import AwaitingApproval
 from agent.guards.dedupe import DedupGuard, call_key
@@ -30,7 +32,10 @@ from agent.tools.executor import ToolExecutor
 from agent.turn.inputs import TurnInputs, TurnLimits
 from agent.turn.review import Step, TurnReview
 from agent.window import shrink_old_results
+from gateway.core.turns import TurnStopped
 from gateway.core.usage import Purpose
+
+T = TypeVar("T")
 
 STEP_LIMIT_NOTE = (
     "You have reached the step limit for this turn. Do not call tools. Answer the user now "
@@ -48,6 +53,7 @@ class StopReason(enum.StrEnum):
     LOOP = "loop"  # the loop guard's hard stop
     TOKEN_LIMIT = "token_limit"  # noqa: S105 - not a secret
     REVIEW_FAILED = "review_failed"
+    STOPPED = "stopped"  # the person asked it to stop (/stop)
 
 
 @dataclass(slots=True)
@@ -96,11 +102,18 @@ class TurnLoop:
         )
 
     async def run(self) -> RunResult:
+        try:
+            return await self._run()
+        except TurnStopped:
+            return await self._stopped()
+
+    async def _run(self) -> RunResult:
         pending = unanswered_calls(self.conversation)
         if pending:
             self.trace.add("resume", calls=[c.name for c in pending])
             if await self._run_calls([self._reparse(c) for c in pending]):
                 return self.result
+            await self._take_followups()
         elif self.conversation and self.conversation[-1].role == "assistant":
             self.result.text = self.conversation[-1].content  # decided just before a crash
             return self.result
@@ -127,10 +140,65 @@ class TurnLoop:
                 await self.inputs.checkpoint([assistant])
                 if await self._run_calls(list(parsed.calls)):
                     return self.result
+                await self._take_followups()
                 continue
             if await self._reviewed(parsed.text, reviews):
                 return self.result
             reviews += 1
+
+    def _check_stop(self, activity: str) -> None:
+        """A boundary: stop here if someone asked to; else say what comes next (/status)."""
+        control = self.inputs.control
+        if control is None:
+            return
+        if control.stopping:
+            raise TurnStopped
+        control.doing(activity)
+
+    async def _until_stopped(self, work: Awaitable[T]) -> T:
+        """``work``, unless someone asks the turn to stop first: then it is cancelled."""
+        control = self.inputs.control
+        if control is None:
+            return await work
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(control.stop_requested.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():  # stopped, or the turn itself cancelled (shutdown)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            raise TurnStopped
+        return task.result()
+
+    async def _take_followups(self) -> None:
+        """What the person wrote while the tools ran joins the turn before the next model
+        call, so the answer takes it into account."""
+        if self.inputs.steer is None:
+            return
+        messages = await self.inputs.steer()
+        if messages:
+            self.conversation.extend(messages)
+            self.trace.add("followup", messages=len(messages))
+
+    async def _stopped(self) -> RunResult:
+        """Close the turn where it stopped: calls it had asked for are answered as not run
+        (the history stays well formed), and nothing more is asked of the model."""
+        skipped = [
+            tool_message(call, ToolResult.error("not run: the person stopped the turn"))
+            for call in unanswered_calls(self.conversation)
+        ]
+        if skipped:
+            self.conversation.extend(skipped)
+            await self.inputs.checkpoint(skipped)
+        control = self.inputs.control
+        self.trace.decision("control", "STOPPED", f"by {control.stopped_by if control else '?'}")
+        self.result.text = ""
+        self.result.stop_reason = StopReason.STOPPED
+        self.trace.add("end", reason=StopReason.STOPPED.value, chars=0)
+        return self.result
 
     async def _reviewed(self, text: str, reviews: int) -> bool:
         """Review an answer: ``True`` when the turn ended (with it, with it and the note of
@@ -171,11 +239,12 @@ class TurnLoop:
 
     async def _call(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
         """One model call on the conversation (plus ``extra`` messages not kept in it)."""
+        self._check_stop("thinking")
         self.result.iterations += 1
         started = time.perf_counter()
         await self._fit(extra, tools)
         try:
-            response = await self._ask(extra, tools)
+            response = await self._until_stopped(self._ask(extra, tools))
         except LLMContextOverflow as overflow:
             if self.inputs.fit is None:
                 raise
@@ -213,7 +282,7 @@ class TurnLoop:
             )
             await self._fit(extra, tools, compact=True, overflow=overflow)
             try:
-                return await self._ask(extra, tools)
+                return await self._until_stopped(self._ask(extra, tools))
             except LLMContextOverflow as again:
                 if attempt == OVERFLOW_RETRIES:
                     raise
@@ -243,6 +312,9 @@ class TurnLoop:
         if self.inputs.fit is None:
             return
         size = self.inputs.fit.tokens(self.system, [*self.conversation, *extra], tools)
+        if self.inputs.control is not None:  # for /status: how full the window is
+            self.inputs.control.context_tokens = size
+            self.inputs.control.context_window = self.model.context_window
         if not compact and size <= self.inputs.fit.limit:
             return
         saved = shrink_old_results(self.conversation, size - self.inputs.fit.limit)
@@ -336,11 +408,15 @@ class TurnLoop:
             self.result.iterations,
             changes_state=checked.changes_state(parsed.args),
         )
+        self._check_stop(f"running {call.name}")
         if self.inputs.on_tool is not None:
             await self.inputs.on_tool(call.name)
         started = time.perf_counter()
+        running = self.executor.run(checked, parsed.args, self.inputs.context_for(call))
         try:
-            result = await self.executor.run(checked, parsed.args, self.inputs.context_for(call))
+            # A call that only reads is cut by a stop; one with a side effect runs to its end
+            # (its outcome must be known and recorded), and the turn stops after it.
+            result = await (running if checked.side_effects else self._until_stopped(running))
         except AwaitingApproval as waiting:  # the turn stops here; it resumes at this call
             self.trace.decision("approval", "ASKED", waiting.ask.reason, tool=call.name)
             raise

@@ -86,6 +86,23 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
     )
 
 
+def stop_notice(done: Sequence[str], unknown: Sequence[str], *, dropped: int = 0) -> str:
+    """What a person who stopped a turn is told: that it stopped, what it had already done
+    (those side effects are not undone), and the messages the stop dropped."""
+    parts = ["Stopped."]
+    if done:
+        parts.append(f"Already done before the stop: {', '.join(done)}.")
+    if unknown:
+        parts.append(f"Started, outcome unknown: {', '.join(unknown)}.")
+    if not done and not unknown:
+        parts.append("Nothing had been changed.")
+    if dropped == 1:
+        parts.append("The message you sent after it was dropped.")
+    elif dropped:
+        parts.append(f"The {dropped} messages you sent after it were dropped.")
+    return " ".join(parts)
+
+
 def provider_notice(exc: LLMError) -> str:
     """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
     nor for a conversation too long for the model: a shorter text does)."""

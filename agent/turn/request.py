@@ -10,7 +10,7 @@ from agent.llm.metered import UsageEntry
 from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
-from gateway.core.turns import TurnKind
+from gateway.core.turns import TurnControl, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,8 @@ class TurnRequest:
     history_limit: int | None = None  # a light session (heartbeat) keeps less history
     tainted: bool = False  # started by a turn that had read untrusted content
     authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task
+    control: TurnControl | None = None  # a chat turn's handle (/stop, /status)
+    steer: bool = False  # messages sent meanwhile join the running turn (<channel>.followups)
 
     @property
     def last_message(self) -> InboundMessage | None:

@@ -29,7 +29,7 @@ from dataclasses import replace
 import aiohttp
 import discord
 
-from channels.discord import buttons, drafts
+from channels.discord import buttons, commands, drafts
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
@@ -64,6 +64,8 @@ class DiscordChannel:
         self._policy = policy or ReconnectPolicy()
         self._guild_ready_timeout = guild_ready_timeout
         self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
+        self._state = settings.data_dir / "channels" / "discord.json"  # commands registered
+        self._registering: asyncio.Task[None] | None = None
         self._sink: InboundSink | None = None
         self._client: GatewayClient | None = None
         self._sender: Sender | None = None
@@ -103,6 +105,10 @@ class DiscordChannel:
             return_when=asyncio.FIRST_COMPLETED,
         )
         ready.cancel()
+        if client.connected.is_set():  # once per process: the list is the same after a resume
+            self._registering = asyncio.create_task(
+                commands.register(client, self._state), name="discord-commands"
+            )
         if self._task.done() and self._fatal is not None:  # 4004, 4014...: fix the setup
             fatal = self._fatal
             await self.stop()
@@ -111,6 +117,10 @@ class DiscordChannel:
 
     async def stop(self) -> None:
         self._sink = None
+        if self._registering is not None:
+            self._registering.cancel()
+            await asyncio.gather(self._registering, return_exceptions=True)
+            self._registering = None
         if self._client is not None:
             await self._client.close()
         if self._task is not None:
@@ -126,6 +136,7 @@ class DiscordChannel:
             policy=self._policy,
             on_message=self._on_message,
             on_interaction=self._on_interaction,
+            on_edit=self._on_edit,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -161,13 +172,25 @@ class DiscordChannel:
 
     # -- inbound --------------------------------------------------------------------------
 
-    async def _on_message(self, message: discord.Message) -> None:
+    async def _on_edit(self, message: discord.Message) -> None:
+        """A person changed a message: it arrives as an edit of the original (its own id
+        names the edit, so a repeated update stays one)."""
+        await self._on_message(message, edit=True)
+
+    async def _on_message(self, message: discord.Message, *, edit: bool = False) -> None:
         client, sink = self._client, self._sink
         if client is None or client.user is None or sink is None:
             return
         converted = convert(message, client.user.id)
         if converted is None:
             return
+        if edit and message.edited_at is not None:
+            original = converted.message.platform_message_id
+            edited = f"{original}:edit:{message.edited_at.timestamp():.3f}"
+            converted = replace(
+                converted,
+                message=replace(converted.message, edit_of=original, platform_message_id=edited),
+            )
         inbound = converted.message
         async with self._in_order(inbound.session_key):
             try:
@@ -180,7 +203,7 @@ class DiscordChannel:
                 return
         self._last_message_at = time.time()
         log.debug("discord: message %s is %s", inbound.platform_message_id, accepted.value)
-        if accepted is Accepted.NEW and self._settings.reactions and self._sender is not None:
+        if accepted is Accepted.NEW and self._settings.reactions and self._sender and not edit:
             await self._sender.react(
                 message.channel.id, message.id, self._settings.reaction_emoji, add=True
             )
@@ -189,9 +212,11 @@ class DiscordChannel:
             )
 
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
-        """A press of one of our buttons: journaled as the presser's message, then answered."""
+        """A press of one of our buttons, or one of our commands invoked: journaled as the
+        person's message, then answered."""
         sink = self._sink
-        inbound = buttons.convert_press(interaction)
+        command = commands.convert(interaction)
+        inbound = command or buttons.convert_press(interaction)
         if inbound is None or sink is None:
             return
         async with self._in_order(inbound.session_key):
@@ -201,6 +226,9 @@ class DiscordChannel:
                 self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"
                 log.exception("discord: press %s was not journaled", inbound.platform_message_id)
                 return
+        if command is not None:
+            await commands.acknowledge(interaction, command.text)
+            return
         await buttons.acknowledge(interaction)
 
     @contextlib.asynccontextmanager

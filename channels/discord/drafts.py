@@ -16,12 +16,16 @@ from collections.abc import Sequence
 import discord
 
 from channels._text import split_message
+from channels.discord.buttons import view
+from channels.discord.convert import CHANNEL
 from channels.discord.render import ALLOWED_MENTIONS, MAX_MESSAGE, Part, render
 from channels.discord.sender import mapped_errors, send_part
 from gateway.core.errors import ChannelPermanentError
-from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.messages import Action, ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
+
+STOP = Action("Stop", "/stop", style="danger")
 
 DRAFT_INTERVAL = 1.0  # seconds between edits of a chat's draft
 
@@ -34,16 +38,30 @@ def _target(client: discord.Client, chat: ChatRef) -> discord.PartialMessageable
     return client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
 
 
+def _stop_button() -> discord.ui.View:
+    """A Stop button under the draft: a press sends /stop from the presser, whom the
+    gateway checks (channels/discord/buttons.py); the final edit takes it away."""
+    return view(OutboundMessage(CHANNEL, "", "", actions=(STOP,)))
+
+
 async def post(client: discord.Client, chat: ChatRef, text: str) -> str:
     with mapped_errors():
-        sent = await _target(client, chat).send(content=text, allowed_mentions=ALLOWED_MENTIONS)
+        sent = await _target(client, chat).send(
+            content=text, allowed_mentions=ALLOWED_MENTIONS, view=_stop_button()
+        )
     return str(sent.id)
 
 
-async def edit(client: discord.Client, chat: ChatRef, message_id: str, text: str) -> None:
+async def edit(
+    client: discord.Client, chat: ChatRef, message_id: str, text: str, *, stop: bool = True
+) -> None:
     message = _target(client, chat).get_partial_message(int(message_id))
     with mapped_errors():
-        await message.edit(content=text, allowed_mentions=ALLOWED_MENTIONS)
+        await message.edit(
+            content=text,
+            allowed_mentions=ALLOWED_MENTIONS,
+            view=_stop_button() if stop else None,
+        )
 
 
 async def delete(client: discord.Client, chat: ChatRef, message_id: str) -> None:
@@ -62,7 +80,7 @@ async def finish(client: discord.Client, message: OutboundMessage, drafts: Seque
     for index, part in enumerate(rendered):
         if index < len(drafts) and part.content is not None:
             try:
-                await edit(client, message.chat, drafts[index], part.content)
+                await edit(client, message.chat, drafts[index], part.content, stop=False)
             except ChannelPermanentError as exc:  # the draft was deleted: post the part
                 log.info("discord: draft %s gone (%s); posting anew", drafts[index], exc)
             else:

@@ -120,7 +120,10 @@ class Sender:
         """Edit a draft into ``part``; ``False`` when the draft is gone (post it instead)."""
         try:
             with mapped_errors(unsure_possible=False):
-                await self._client.chat_update(channel=message.chat_id, ts=ts, text=part.text)
+                # blocks=[]: the draft's Stop button goes with the final text
+                await self._client.chat_update(
+                    channel=message.chat_id, ts=ts, text=part.text, blocks=[]
+                )
         except ChannelPermanentError as exc:
             log.info("slack: draft %s not edited (%s); posting the part", ts, exc)
             return False

@@ -14,7 +14,7 @@ Files are described here (:class:`MediaRef`) and downloaded by :mod:`channels.te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
@@ -24,7 +24,7 @@ from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.
-ALLOWED_UPDATES = ("message", "channel_post", "callback_query")
+ALLOWED_UPDATES = ("message", "edited_message", "channel_post", "callback_query")
 
 _CHAT_TYPES: dict[str, ChatType] = {
     TgChatType.PRIVATE: ChatType.DM,
@@ -77,7 +77,7 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
     """The inbound message an update carries, or ``None`` if it carries nothing to answer."""
     if update.callback_query is not None:
         return _pressed(update.callback_query)
-    msg = update.message or update.channel_post
+    msg = update.message or update.channel_post or update.edited_message
     if msg is None:
         return None
     chat_type = _CHAT_TYPES.get(msg.chat.type)
@@ -103,6 +103,13 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         mentioned=chat_type is ChatType.DM or addresses_bot(msg, bot),
         reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
     )
+    if update.edited_message is not None:  # the same message, changed: an edit of it
+        edited = int(msg.edit_date.timestamp()) if msg.edit_date else update.update_id
+        inbound = replace(
+            inbound,
+            edit_of=inbound.platform_message_id,
+            platform_message_id=f"{inbound.platform_message_id}:edit:{edited}",
+        )
     return Converted(inbound, media)
 
 

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from telegram import Bot, Message, MessageEntity, ReplyParameters
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+)
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -44,6 +51,10 @@ from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, Chann
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
+
+# Under a streamed draft while the answer is written: a press sends /stop from the presser
+# (channels/telegram/convert.py), whom the gateway checks; the final edit takes it away.
+STOP_BUTTON = InlineKeyboardMarkup([[InlineKeyboardButton("Stop", callback_data="/stop")]])
 
 MAX_PHOTO_BYTES = 10_000_000  # larger images go as documents
 _MAX_TRACKED = 1_000
@@ -117,7 +128,7 @@ class Sender:
         try:
             await _mapped(
                 lambda: self._bot.edit_message_text(
-                    text, chat_id=chat.chat_id, message_id=message_id
+                    text, chat_id=chat.chat_id, message_id=message_id, reply_markup=STOP_BUTTON
                 )
             )
         except ChannelPermanentError as exc:
@@ -135,7 +146,7 @@ class Sender:
             if target is None
             else ReplyParameters(message_id=target, allow_sending_without_reply=True),
         )
-        return (await _mapped(lambda: self._text(to, text))).message_id
+        return (await _mapped(lambda: self._text(to, text, markup=STOP_BUTTON))).message_id
 
     async def delete(self, chat: ChatRef, message_id: int) -> None:
         """Delete a draft nobody needs; one already gone (or too old to delete) stays."""
@@ -246,7 +257,12 @@ class Sender:
         )
 
     async def _text(
-        self, to: _Target, text: str, entities: tuple[MessageEntity, ...] = ()
+        self,
+        to: _Target,
+        text: str,
+        entities: tuple[MessageEntity, ...] = (),
+        *,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> Message:
         return await self._bot.send_message(
             chat_id=to.chat_id,
@@ -254,6 +270,7 @@ class Sender:
             entities=entities or None,
             message_thread_id=to.thread,
             reply_parameters=to.reply,
+            reply_markup=markup,
         )
 
     # -- pacing ---------------------------------------------------------------------------

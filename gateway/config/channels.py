@@ -76,6 +76,10 @@ class ChannelSection(BaseModel):
     require_mention: bool = True  # in groups, answer only when addressed
     groups: dict[str, GroupRule] = {}
     pairing_ttl_seconds: int = Field(default=3600, ge=60)
+    # Messages sent while this chat's turn runs: "steer" joins them to it (the answer takes
+    # them into account), "queue" answers them in a turn of their own. Unset: steer in
+    # direct chats, queue in groups (there, others' messages must not redirect a turn).
+    followups: Literal["steer", "queue"] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -162,6 +166,8 @@ class SlackSettings(LiveChannelSection):
     base_url: str = "https://slack.com/api/"
     # Inbound files above this are not stored (the agent is told why).
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)
+    # 👀 on a message while it is worked on, ✅ or ❌ once answered (needs reactions:write)
+    working_reactions: bool = True
 
     @property
     def enabled(self) -> bool:

@@ -76,6 +76,18 @@ class AgentSettings(Section):
     history_max_messages: int = Field(default=200, ge=4)
     default_reply: str = "I have nothing to add to that."
     max_resume_attempts: int = Field(default=2, ge=0, le=10)
+    # A message that says only one of these, while a turn runs, stops it like /stop ([]: off).
+    stop_phrases: StrList = (
+        "stop",
+        "stop it",
+        "stop that",
+        "cancel",
+        "cancel that",
+        "abort",
+        "halt",
+        "never mind",
+        "nevermind",
+    )
     max_turn_tokens: int = Field(default=600_000, ge=1_000)
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed

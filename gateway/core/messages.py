@@ -108,6 +108,7 @@ class InboundMessage:
     reply_to_message_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     received_at: datetime = field(default_factory=utcnow)
+    edit_of: str | None = None  # an edit: the platform id of the message it changes
 
     @property
     def chat(self) -> ChatRef:

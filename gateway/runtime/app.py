@@ -46,6 +46,7 @@ from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
 from gateway.runtime.commands import Commands
+from gateway.runtime.controls import Controls
 from gateway.runtime.dispatcher import Claims, Dispatcher, LocalClaims
 from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.heartbeat import Heartbeat
@@ -170,8 +171,17 @@ class Gateway(Service):
         # config.toml changes (and SIGHUP) applied while running, where they can be
         self.config_reload = ConfigReload(settings, apply=live_settings(self.agents, self.budget))
         claims = self._claims()
+        committer = TurnCommitter(self.store, self.bus, storage_full=self.bus.storage_full)
+        commands = self._commands()
         self.dispatcher = Dispatcher(
-            self._turn_handlers(),
+            self._turn_handlers(commands, committer),
+            controls=Controls(
+                store=self.store,
+                commands=commands,
+                committer=committer,
+                sections=settings.channel_sections(),
+                stop_phrases=settings.agent.stop_phrases,
+            ),
             claims=claims,
             load=self.load,
             max_active_turns=settings.limits.max_concurrent_turns,
@@ -216,23 +226,26 @@ class Gateway(Service):
         own = agent_settings(self.settings, agent_id).llm
         return self.models.provider(own, setting=f"agents.{agent_id}")
 
-    def _turn_handlers(self) -> TurnHandlers:
-        settings = self.settings
-        committer = TurnCommitter(self.store, self.bus, storage_full=self.bus.storage_full)
+    def _commands(self) -> Commands:
         status = StatusText(
-            settings,
+            self.settings,
             store=self.store,
             models=self.models,
             load=self.load,
             channels=tuple(self.channels),
             clock=self.clock,
         )
-        commands = Commands(
-            agent_name=settings.agent.name,
+        return Commands(
+            agent_name=self.settings.agent.name,
             store=self.store,
             status=status,
             approvals=self.approvals,
+            agents=self.agents,
+            settings=self.settings,
         )
+
+    def _turn_handlers(self, commands: Commands, committer: TurnCommitter) -> TurnHandlers:
+        settings = self.settings
         chat = ChatTurns(
             store=self.store,
             agents=self.agents,
@@ -243,6 +256,7 @@ class Gateway(Service):
             approvals=self.approvals,
             budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
+            sections=settings.channel_sections(),
         )
         scheduled = ScheduledTurns(
             store=self.store, agents=self.agents, committer=committer, budget=self.budget

@@ -122,6 +122,16 @@ class Approvals(Service):
         """Turns parked on a pending request (after a restart: they stay parked)."""
         return {record.turn_id for record in await self._store.approval_requests.pending()}
 
+    async def withdraw(self, turn_id: str, *, by: str) -> None:
+        """The turn that asked was stopped: its pending requests are refused, so a press
+        that comes later decides nothing."""
+        now = self._clock.now().timestamp()
+        for record in await self._store.approval_requests.pending():
+            if record.turn_id == turn_id:
+                await self._store.approval_requests.decide(
+                    record.id, ApprovalState.REFUSED, by=f"stopped by {by}", at=now
+                )
+
     # -- asking -----------------------------------------------------------------------------
 
     async def park(

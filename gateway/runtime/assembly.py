@@ -188,6 +188,20 @@ def build_agent(
         fallbacks_at=f"agents.{agent_id}" if own_fallbacks else "llm",
         counter=counter,
     )
+    choices = {model.model: model}  # what /model may switch a chat to: the fallbacks too
+    for index, fallback in enumerate(settings.llm.fallback_settings()):
+        own = settings.model_copy(update={"llm": fallback})
+        choices.setdefault(
+            fallback.model,
+            metered_model(
+                own,
+                models.provider(fallback, setting=f"llm.fallbacks[{index}]"),
+                store=store,
+                models=models,
+                setting=f"llm.fallbacks[{index}]",
+                counter=counter,
+            ),
+        )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())
@@ -289,4 +303,5 @@ def build_agent(
         tool_source=toolbox,
         services=services,
         storage_alarm=bus.storage_full,
+        choices=choices,
     )

@@ -23,14 +23,15 @@ import asyncio
 import enum
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.core.commands import APPROVAL_COMMANDS
 from gateway.core.lifecycle import Service, drain
 from gateway.core.load import NodeLoad
-from gateway.core.messages import new_id
+from gateway.core.messages import InboundMessage, new_id
+from gateway.core.turns import TurnControl
 from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
 
@@ -54,6 +55,8 @@ class TurnBatch:
     records: tuple[InboundRecord, ...] = ()
     start: TurnStart = TurnStart.NEW
     scheduled: ScheduledRun | None = None
+    control: TurnControl | None = None  # a chat turn's handle: stop it, steer it, ask it
+    stopped: bool = False  # asked to stop before it could continue: close it, say so
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,17 @@ class LocalClaims:
         return None
 
 
+class Controls(Protocol):
+    """What is answered at intake, beside the session's queue (``/stop``, ``/status``, an
+    edit of a message): :mod:`gateway.runtime.controls`."""
+
+    def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
+        """Whether ``message`` is handled beside the queue instead of waiting in it."""
+
+    async def handle(self, record: InboundRecord, session: SessionView) -> None:
+        """Handle it (and close its journal row); must not raise except on cancellation."""
+
+
 class TurnHandler(Protocol):
     async def handle(self, batch: TurnBatch) -> OpenTurn | None:
         """Run the turn and commit its outcome; or return the turn when it waits for an
@@ -94,6 +108,11 @@ class TurnHandler(Protocol):
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         """Close a turn whose handler failed unexpectedly, telling the user."""
+
+
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event
 
 
 @dataclass(slots=True)
@@ -107,6 +126,9 @@ class _Session:
     running: bool = False
     held: bool = False  # this node holds the session (its open work taken on)
     seen: set[int] = field(default_factory=set)  # inbound ids taken in: each queued once
+    batch: TurnBatch | None = None  # the turn running now
+    stop_parked: bool = False  # ``resume`` is a parked turn woken to be stopped
+    idle: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))  # no turn runs
 
     def has_work(self) -> bool:
         if self.resume is not None:
@@ -116,17 +138,78 @@ class _Session:
         return bool(self.queue or self.scheduled)
 
 
+class SessionView:
+    """What a control command sees of its session, and may change, while it runs beside the
+    session's turns."""
+
+    def __init__(self, dispatcher: Dispatcher, key: str) -> None:
+        self._dispatcher = dispatcher
+        self.key = key
+
+    @property
+    def _session(self) -> _Session:
+        """The session as it is now (the one the control saw may have ended meanwhile; an
+        ended one reads as empty)."""
+        return self._dispatcher.peek(self.key)
+
+    @property
+    def running(self) -> TurnControl | None:
+        batch = self._session.batch
+        return None if batch is None else batch.control
+
+    @property
+    def running_records(self) -> tuple[InboundRecord, ...]:
+        batch = self._session.batch
+        return () if batch is None else batch.records
+
+    @property
+    def parked(self) -> OpenTurn | None:
+        return self._session.parked
+
+    def queued(self) -> list[InboundRecord]:
+        return list(self._session.queue)
+
+    def drop_queued(self) -> list[InboundRecord]:
+        """Take the waiting messages out of the queue (decisions on approvals stay)."""
+        session = self._session
+        dropped = [r for r in session.queue if r.message.command not in APPROVAL_COMMANDS]
+        session.queue = deque(r for r in session.queue if r not in dropped)
+        return dropped
+
+    def replace_queued(self, old: InboundRecord, new: InboundRecord) -> None:
+        """``new`` takes the place of ``old`` (an edit of a message not answered yet)."""
+        session = self._session
+        session.seen.add(new.id)
+        session.queue = deque(new if r.id == old.id else r for r in session.queue)
+
+    def queue(self, record: InboundRecord) -> None:
+        """Queue ``record`` after all (an edit that joins the running turn): it waits like
+        any message."""
+        self._dispatcher.requeue(self.key, record)
+
+    def stop_parked(self) -> OpenTurn | None:
+        """Close the turn parked for an approval, as stopped; ``None`` when none is."""
+        return self._dispatcher.stop_parked(self.key)
+
+    async def turn_ended(self) -> None:
+        """Return once no turn of this session runs."""
+        await self._session.idle.wait()
+
+
 class Dispatcher(Service):
     def __init__(
         self,
         handler: TurnHandler,
         *,
+        controls: Controls | None = None,
         claims: Claims | None = None,
         load: NodeLoad | None = None,
         max_active_turns: int = 32,
         turn_timeout: float = 600.0,
     ) -> None:
         self._handler = handler
+        self._controls = controls
+        self._control_tasks: set[asyncio.Task[None]] = set()
         self._claims = claims or LocalClaims()
         self._load = load or NodeLoad()
         self._slots = asyncio.Semaphore(max_active_turns)
@@ -145,6 +228,9 @@ class Dispatcher(Service):
         the rest. A cancelled turn keeps its journal state and checkpoints; the next start
         resumes it."""
         self._stopping = True
+        for task in list(self._control_tasks):
+            task.cancel()
+        await asyncio.gather(*self._control_tasks, return_exceptions=True)
         for session in self._sessions.values():
             session.queue.clear()  # still pending in the journal; requeued on next start
             for run in session.scheduled:
@@ -162,19 +248,60 @@ class Dispatcher(Service):
     # -- work coming in -------------------------------------------------------------------
 
     def enqueue(self, key: str, records: Iterable[InboundRecord]) -> None:
-        """Journaled messages of the session ``key``, in journal order (each taken once)."""
+        """Journaled messages of the session ``key``, in journal order (each taken once).
+        A control (``/stop``, ``/status``, an edit) is handled at once, beside the queue."""
         session = self._session(key)
+        view = SessionView(self, key)
         for record in records:
-            if record.id not in session.seen:
-                session.seen.add(record.id)
-                session.queue.append(record)
+            if record.id in session.seen:
+                continue
+            session.seen.add(record.id)
+            if self._intercepted(record, view):
+                continue
+            session.queue.append(record)
         self._ensure_worker(key, session)
+
+    def requeue(self, key: str, record: InboundRecord) -> None:
+        """Queue a record a control looked at and let through."""
+        session = self._session(key)
+        session.queue.append(record)
+        self._ensure_worker(key, session)
+
+    def peek(self, key: str) -> _Session:
+        """The session ``key`` as it is now; an empty one (not kept) when it has no work."""
+        return self._sessions.get(key) or _Session()
+
+    def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
+        """Handle ``record`` beside the queue when it is a control; whether it was."""
+        controls = self._controls
+        if controls is None or self._stopping:
+            return False
+        if not controls.intercepts(record.message, view):
+            return False
+        self._control(record, view)
+        return True
+
+    def _control(self, record: InboundRecord, view: SessionView) -> None:
+        assert self._controls is not None
+        task = asyncio.create_task(self._controls.handle(record, view), name="control")
+        self._control_tasks.add(task)
+        task.add_done_callback(self._control_tasks.discard)
+
+    def stop_parked(self, key: str) -> OpenTurn | None:
+        """Resume the session's parked turn only to close it as stopped."""
+        session = self._sessions.get(key)
+        if session is None or session.parked is None:
+            return None
+        turn = session.parked
+        session.resume, session.parked, session.stop_parked = turn, None, True
+        self._ensure_worker(key, session)
+        return turn
 
     def adopt(self, key: str, backlog: SessionBacklog) -> None:
         """This node now holds the session: take on what it has open."""
         session = self._session(key)
         session.held = True
-        self._merge(session, backlog)
+        self._merge(key, session, backlog)
         self._ensure_worker(key, session)
 
     def submit(self, run: ScheduledRun) -> None:
@@ -222,15 +349,17 @@ class Dispatcher(Service):
             self._load.sessions.add(key)
         return session
 
-    def _merge(self, session: _Session, backlog: SessionBacklog) -> None:
+    def _merge(self, key: str, session: _Session, backlog: SessionBacklog) -> None:
         for turn in backlog.running:
             session.seen.update(record.id for record in turn.records)
             if turn.id in backlog.parked:
                 self._park(session, turn)
             elif session.resume is None:
                 session.resume = turn
+        view = SessionView(self, key)
         pending = [r for r in backlog.pending if r.id not in session.seen]
         session.seen.update(r.id for r in pending)
+        pending = [r for r in pending if not self._intercepted(r, view)]
         # with what was enqueued meanwhile, in the order the messages were journaled
         session.queue = deque(sorted([*session.queue, *pending], key=lambda r: r.id))
 
@@ -252,15 +381,17 @@ class Dispatcher(Service):
             if not session.held:
                 backlog = await self._claims.hold(key)  # another node may run it now
                 session.held = True
-                self._merge(session, backlog)
+                self._merge(key, session, backlog)
             while (batch := self._next_batch(key, session)) is not None:
                 async with self._slots:
-                    session.running = True
+                    session.running, session.batch = True, batch
+                    session.idle.clear()
                     self._load.running += 1
                     try:
                         parked = await self._execute(batch)
                     finally:
-                        session.running = False
+                        session.running, session.batch = False, None
+                        session.idle.set()
                         self._load.running -= 1
                         self._load.turns_run += 1
                 if parked is not None:
@@ -275,13 +406,20 @@ class Dispatcher(Service):
                 if session.held:
                     self._claims.release(key)
 
-    @staticmethod
-    def _next_batch(key: str, session: _Session) -> TurnBatch | None:
+    def _next_batch(self, key: str, session: _Session) -> TurnBatch | None:
         if session.resume is not None:
             turn, session.resume = session.resume, None
             woken, session.woken = session.woken, False
+            stopped, session.stop_parked = session.stop_parked or turn.stop_requested, False
             start = TurnStart.WOKEN if woken else TurnStart.RESUMED
-            return TurnBatch(key, turn.id, turn.records, start)
+            return TurnBatch(
+                key,
+                turn.id,
+                turn.records,
+                start,
+                control=self._control_of(key, turn.id, turn.records),
+                stopped=stopped,
+            )
         if session.parked is not None:  # only decisions on approvals pass
             for record in session.queue:
                 if record.message.command in APPROVAL_COMMANDS:
@@ -297,7 +435,39 @@ class Dispatcher(Service):
         if first.message.command is None:
             while session.queue and session.queue[0].message.command is None:
                 records.append(session.queue.popleft())
-        return TurnBatch(key, new_id(), tuple(records))
+        turn_id = new_id()
+        control = self._control_of(key, turn_id, records)
+        return TurnBatch(key, turn_id, tuple(records), control=control)
+
+    def _control_of(
+        self, key: str, turn_id: str, records: Sequence[InboundRecord]
+    ) -> TurnControl | None:
+        """The handle of a chat turn; the ones a scheduled run or a task result make have
+        none (nobody stops or steers them)."""
+        if not records:
+            return None
+        last = records[-1].message
+        session = self._sessions.get(key)
+        # only what arrives once the turn runs joins it; what waited already has its turn
+        after = max((r.id for r in session.queue), default=0) if session else 0
+
+        def followups() -> list[tuple[int, InboundMessage]]:
+            return [(r.id, r.message) for r in self._take_followups(key, after)]
+
+        return TurnControl(turn_id, key, f"{last.channel}:{last.sender_id}", followups=followups)
+
+    def _take_followups(self, key: str, after: int) -> list[InboundRecord]:
+        """The messages at the head of the session's queue that arrived once its turn ran
+        (journal ids above ``after``), up to the first command: they join the running turn
+        (a command waits for a turn of its own)."""
+        session = self._sessions.get(key)
+        taken: list[InboundRecord] = []
+        while session is not None and session.queue:
+            head = session.queue[0]
+            if head.id <= after or head.message.command is not None:
+                break
+            taken.append(session.queue.popleft())
+        return taken
 
     async def _execute(self, batch: TurnBatch) -> OpenTurn | None:
         try:

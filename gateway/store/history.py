@@ -32,6 +32,7 @@ class SessionState:
     summary: str | None = None
     summary_upto: int = 0
     last_active: float | None = None
+    model: str | None = None  # the model this chat chose with /model (None: the agent's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,13 @@ class NewMessage:
 
 def _session(conn: Connection, session_key: str) -> SessionState:
     row = conn.execute(
-        "SELECT generation, summary, summary_upto, last_active FROM sessions WHERE session_key = ?",
+        "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
+        " WHERE session_key = ?",
         (session_key,),
     ).fetchone()
     if row is None:
         return SessionState(session_key)
-    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
 
 
 def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
@@ -130,14 +132,28 @@ class History:
         return await self._db.run(query)
 
     async def add_checkpoints(
-        self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
+        self,
+        session_key: str,
+        turn_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        claim: Sequence[int] = (),
     ) -> list[int]:
         """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last
         checkpoints, and the turn then resumes from an earlier one (the tool ledger, written
-        durably before any side effect, keeps those from being repeated)."""
+        durably before any side effect, keeps those from being repeated).
+
+        ``claim``: inbound rows (follow-ups the person sent meanwhile) that join the turn in
+        the same transaction as the checkpoint that carries their words: either both are
+        kept or neither, so a follow-up is answered once, by this turn or by the next."""
         now = self._clock()
 
         def insert(conn: Connection) -> list[int]:
+            conn.executemany(
+                "UPDATE inbound SET state = 'processing', turn_id = ?, updated_at = ?"
+                " WHERE id = ? AND state = 'pending'",
+                [(turn_id, now, record_id) for record_id in claim],
+            )
             generation = _session(conn, session_key).generation
             ids = []
             for msg in messages:
@@ -232,6 +248,16 @@ class History:
 
         return await self._db.run(bump)
 
+    async def set_model(self, session_key: str, model: str | None) -> None:
+        """This chat's model from now on (``None``: back to the agent's)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO sessions (session_key, model) VALUES (?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET model = excluded.model",
+                (session_key, model),
+            )
+        )
+
     async def set_summary(self, session_key: str, summary: str, upto_id: int) -> None:
         await self._db.run(
             lambda conn: conn.execute(
@@ -266,6 +292,22 @@ class History:
                 "UPDATE messages SET tokens = ? WHERE id = ?", [(t, i) for i, t in counts]
             )
         )
+
+    async def context_tokens(self, session_key: str) -> int:
+        """About how many tokens the conversation's history takes (counted where compaction
+        counted them, else a quarter of its characters)."""
+
+        def query(conn: Connection) -> int:
+            state = _session(conn, session_key)
+            (total,) = conn.execute(
+                "SELECT COALESCE(SUM(CASE WHEN tokens > 0 THEN tokens ELSE LENGTH(body) / 4 END), 0)"
+                " FROM messages"
+                " WHERE session_key = ? AND generation = ? AND status = 'final'",
+                (session_key, state.generation),
+            ).fetchone()
+            return int(total)
+
+        return await self._db.run(query, durable=False)
 
     async def message_count(self, session_key: str) -> int:
         def query(conn: Connection) -> int:

@@ -48,6 +48,7 @@ class OpenTurn:
     kind: TurnKind
     attempts: int
     records: tuple[InboundRecord, ...]
+    stop_requested: bool = False  # someone asked it to stop: close it, never run it on
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +67,11 @@ def _record(row: Sequence[Any]) -> InboundRecord:
 def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
     running: list[OpenTurn] = []
     turns = conn.execute(
-        "SELECT id, session_key, kind, attempts FROM turns WHERE state = 'running'"
-        f"{where} ORDER BY created_at",
+        "SELECT id, session_key, kind, attempts, stop_requested_at FROM turns"
+        f" WHERE state = 'running'{where} ORDER BY created_at",
         tuple(params),
     ).fetchall()
-    for turn_id, session_key, kind, attempts in turns:
+    for turn_id, session_key, kind, attempts, stop_requested_at in turns:
         records = tuple(
             _record(row)
             for row in conn.execute(
@@ -78,7 +79,10 @@ def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenT
                 (turn_id,),
             )
         )
-        running.append(OpenTurn(turn_id, session_key, TurnKind(kind), int(attempts), records))
+        stopped = stop_requested_at is not None
+        running.append(
+            OpenTurn(turn_id, session_key, TurnKind(kind), int(attempts), records, stopped)
+        )
     return tuple(running)
 
 
@@ -149,6 +153,43 @@ class Journal:
             return row is None or row[0] != "running"
 
         return await self._db.run(query)
+
+    async def request_stop(self, turn_id: str) -> None:
+        """Someone asked the turn to stop: durable, so a restart closes it instead of
+        resuming it."""
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE turns SET stop_requested_at = COALESCE(stop_requested_at, ?),"
+                " updated_at = ? WHERE id = ? AND state = 'running'",
+                (now, now, turn_id),
+            )
+        )
+
+    async def close_unanswered(self, record_ids: Sequence[int]) -> None:
+        """Messages that get no turn of their own (dropped by ``/stop``, an edit of a message
+        already answered, a control answered beside the queue without a reply)."""
+        if not record_ids:
+            return
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.executemany(
+                "UPDATE inbound SET state = 'done', updated_at = ? WHERE id = ? AND state = 'pending'",
+                [(now, record_id) for record_id in record_ids],
+            )
+        )
+
+    async def find(self, channel: str, platform_id: str) -> tuple[int, str, str | None] | None:
+        """The journal row of a platform message: its id, state and turn."""
+
+        def query(conn: Connection) -> tuple[int, str, str | None] | None:
+            row = conn.execute(
+                "SELECT id, state, turn_id FROM inbound WHERE channel = ? AND platform_id = ?",
+                (channel, platform_id),
+            ).fetchone()
+            return None if row is None else (int(row[0]), str(row[1]), row[2])
+
+        return await self._db.run(query, durable=False)
 
     async def retry_turn(self, turn_id: str) -> int:
         """Count one more attempt at a resumed turn; returns the new attempt number."""

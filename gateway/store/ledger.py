@@ -66,6 +66,19 @@ class ToolLedger:
             )
         )
 
+    async def of_turn(self, turn_id: str) -> list[LedgerEntry]:
+        """The side effects a turn started, in order (keys are ``turn id:call id``)."""
+
+        def query(conn: Connection) -> list[LedgerEntry]:
+            rows = conn.execute(
+                "SELECT key, tool, state, result FROM tool_ledger WHERE key LIKE ?"
+                " ORDER BY created_at",
+                (turn_id + ":%",),
+            )
+            return [LedgerEntry(*row) for row in rows]
+
+        return await self._db.run(query, durable=False)
+
     async def prune(self, before: float) -> int:
         """Forget calls last touched before ``before``, unless their turn is still open (a
         resumed turn must find its calls). Keys are ``turn id:call id``."""

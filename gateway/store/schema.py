@@ -310,6 +310,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, message_id)
     );
     """,
+    # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
+    # resumed, even after a crash (gateway.runtime.controls); a chat's own model (/model)
+    """
+    ALTER TABLE turns ADD COLUMN stop_requested_at REAL;
+    ALTER TABLE sessions ADD COLUMN model TEXT;
+    """,
 )
 
 

@@ -128,6 +128,22 @@ class UsageReport:
 
         return await self._db.run(query)
 
+    async def spent(self, since: float, *, principal: str | None = None) -> UsageTotals:
+        """What was used since ``since`` (Unix time): by one person, or by everyone."""
+
+        def query(conn: Connection) -> UsageTotals:
+            row = conn.execute(
+                "SELECT COUNT(DISTINCT turn_id), COALESCE(SUM(input_tokens), 0),"
+                " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
+                " COALESCE(SUM(estimated_tokens), 0) FROM usage"
+                " WHERE at >= ? AND (? IS NULL OR principal = ?)",
+                (since, principal, principal),
+            ).fetchone()
+            turns, i, o, c, e = row
+            return UsageTotals(principal or "", int(turns), int(i), int(o), int(c), int(e))
+
+        return await self._db.run(query, durable=False)
+
     async def tokens_today(self, session_prefix: str = "") -> int:
         """Input + output tokens since local midnight (for daily budgets)."""
 

@@ -53,20 +53,11 @@ class Totals:
 
 def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
     """USD from the configured prices per million tokens; None when no price is set."""
-    if llm.input_price_per_million is None and llm.output_price_per_million is None:
-        return None
-    input_price = llm.input_price_per_million or 0.0
-    cached_price = (
-        llm.cached_input_price_per_million
-        if llm.cached_input_price_per_million is not None
-        else input_price
+    return llm.cost(
+        input_tokens=t.input_tokens,
+        output_tokens=t.output_tokens,
+        cached_tokens=t.cache_read_tokens,
     )
-    fresh_input = max(0, t.input_tokens - t.cache_read_tokens)
-    return (
-        fresh_input * input_price
-        + t.cache_read_tokens * cached_price
-        + t.output_tokens * (llm.output_price_per_million or 0.0)
-    ) / 1_000_000
 
 
 async def snapshot(gateway: GatewayView) -> dict[str, Any]:

@@ -109,6 +109,7 @@ class FakeDiscord:
         self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
         self.edits: list[tuple[int, str]] = []  # (message id, new content)
         self.deleted: list[int] = []
+        self.command_registrations: list[list[dict[str, Any]]] = []
 
     # -- server ---------------------------------------------------------------------------
 
@@ -124,6 +125,7 @@ class FakeDiscord:
         app.router.add_delete(f"{api}/channels/{{cid}}/messages/{{mid}}", self._delete_message)
         app.router.add_post(f"{api}/users/@me/channels", self._open_dm)
         app.router.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
+        app.router.add_put(f"{api}/applications/{{aid}}/commands", self._put_commands)
         reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._react)
@@ -297,6 +299,28 @@ class FakeDiscord:
         await self._send("MESSAGE_CREATE", data)
         return mid
 
+    async def edit(
+        self, message_id: int, content: str, *, author: dict[str, Any], channel_id: int
+    ) -> None:
+        """Dispatch the MESSAGE_UPDATE of a person editing their message ``message_id``."""
+        data: dict[str, Any] = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": datetime.now(UTC).isoformat(),
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+        }
+        await self._send("MESSAGE_UPDATE", data)
+
     async def dm(self, content: str, *, author: dict[str, Any], **kwargs: Any) -> int:
         return await self.message(
             content, author=author, channel_id=int(author["id"]) + 7, **kwargs
@@ -421,6 +445,8 @@ class FakeDiscord:
             return json_response({"message": "Unknown Message", "code": 10008}, 404)
         body = await request.json()
         posted.content = body.get("content") or ""
+        if "components" in body:  # absent: kept; [] takes them off
+            posted.components = body["components"] or []
         self.edits.append((posted.id, posted.content))
         await self._notify()
         return json_response(self._message_payload(posted))
@@ -463,6 +489,42 @@ class FakeDiscord:
                 "resource": {"type": body["type"]},
             }
         )
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        self.command_registrations.append(await request.json())
+        await self._notify()
+        listed = [
+            {**c, "id": str(self.snowflake()), "application_id": str(APP_ID), "version": "1"}
+            for c in self.command_registrations[-1]
+        ]
+        return json_response(listed)
+
+    async def invoke(
+        self, name: str, text: str = "", *, author: dict[str, Any], channel_id: int
+    ) -> int:
+        """Dispatch the INTERACTION_CREATE of ``author`` using the slash command ``name`` in
+        the DM ``channel_id``; returns the interaction id."""
+        interaction = self.snowflake()
+        options = [{"type": 3, "name": "text", "value": text}] if text else []
+        await self._send(
+            "INTERACTION_CREATE",
+            {
+                "id": str(interaction),
+                "application_id": str(APP_ID),
+                "type": 2,
+                "data": {"id": str(self.snowflake()), "name": name, "type": 1, "options": options},
+                "channel_id": str(channel_id),
+                "channel": {"id": str(channel_id), "type": 1, "recipients": [author]},
+                "user": author,
+                "token": f"interaction-token-{interaction}",
+                "version": 1,
+                "attachment_size_limit": 8_388_608,
+                "locale": "en-US",
+                "app_permissions": "0",
+                "entitlements": [],
+            },
+        )
+        return interaction
 
     async def press(self, posted: Posted, custom_id: str, *, presser: dict[str, Any]) -> int:
         """Dispatch the INTERACTION_CREATE a press by ``presser`` on the button

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class Recorded:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    last_chunk_at: float | None = None  # when the stream's last piece was written (monotonic)
 
     @property
     def user_texts(self) -> list[str]:
@@ -181,6 +183,10 @@ async def _cut(
 
 def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
+
+
+class _Gone(Exception):
+    """The client hung up in the middle of a streamed answer."""
 
 
 class FakeLLM(AnthropicWire):
@@ -414,8 +420,27 @@ class FakeLLM(AnthropicWire):
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
                 **(extra or {}),
             }
-            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+            try:
+                await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+            except ConnectionResetError as exc:  # the client went away (a stopped turn)
+                raise _Gone from exc
+            recorded.last_chunk_at = time.monotonic()
 
+        try:
+            return await self._stream(step, response, request, tool_calls, finish, usage, chunk)
+        except _Gone:
+            return response
+
+    async def _stream(  # noqa: PLR0917 - the pieces of one streamed answer
+        self,
+        step: Step,
+        response: web.StreamResponse,
+        request: web.Request,
+        tool_calls: list[dict[str, Any]],
+        finish: str,
+        usage: dict[str, Any],
+        chunk: Any,
+    ) -> web.StreamResponse:
         await chunk({"role": "assistant", "content": ""})
         for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
             if index == step.cut_after:

@@ -61,6 +61,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.posted: list[Posted] = []
+        self.reactions: dict[tuple[str, str], list[str]] = {}  # (channel, ts) -> names
         self.deleted: list[str] = []  # ts of messages deleted
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
         self.limited: dict[str, float] = {}  # channel -> answer every post there 429, retry_after
@@ -184,6 +185,22 @@ class FakeSlack:
             request.transport.abort()  # posted, but the client never hears back
             return web.Response()
         return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+
+    async def _reactions_add(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        marks = self.reactions.setdefault((str(args["channel"]), str(args["timestamp"])), [])
+        if args["name"] in marks:
+            return web.json_response({"ok": False, "error": "already_reacted"})
+        marks.append(str(args["name"]))
+        await self._notify()
+        return web.json_response({"ok": True})
+
+    async def _reactions_remove(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        marks = self.reactions.get((str(args["channel"]), str(args["timestamp"])), [])
+        if args["name"] not in marks:
+            return web.json_response({"ok": False, "error": "no_reaction"})
+        marks.remove(str(args["name"]))
+        await self._notify()
+        return web.json_response({"ok": True})
 
     async def _chat_update(self, request: web.Request, args: dict[str, Any]) -> web.Response:
         blocks = args.get("blocks") or []
@@ -356,6 +373,33 @@ class FakeSlack:
         )
         return envelope_id
 
+    async def push_command(self, command: str, text: str = "", *, user: str, channel: str) -> str:
+        """A slash command the person typed, over Socket Mode (``slash_commands``)."""
+        await self.until(lambda: self._ws is not None and not self._ws.closed)
+        assert self._ws is not None
+        envelope_id = f"env-{next(self._envelopes)}"
+        payload = {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": channel,
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0001",
+            "trigger_id": f"trigger-{next(_event_ids)}",
+            "response_url": "https://hooks.slack.invalid/commands/1",
+        }
+        await self._ws.send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": "slash_commands",
+                "accepts_response_payload": True,
+                "payload": payload,
+            }
+        )
+        return envelope_id
+
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
         await self.until(lambda: envelope_id in self.acks, timeout)
 
@@ -409,6 +453,21 @@ def dm_event(
         "ts": ts,
         "event_ts": ts,
         **extra,
+    }
+
+
+def edit_event(original: dict[str, Any], text: str, *, edited_ts: str) -> dict[str, Any]:
+    """The ``message_changed`` event Slack sends when a person edits ``original``."""
+    changed = {**original, "text": text, "edited": {"user": original["user"], "ts": edited_ts}}
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel": original["channel"],
+        "channel_type": original.get("channel_type"),
+        "message": changed,
+        "previous_message": original,
+        "ts": edited_ts,
+        "event_ts": edited_ts,
     }
 
 

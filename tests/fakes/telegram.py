@@ -219,6 +219,15 @@ class FakeTelegram:
         """Push a message update; returns the update."""
         return await self.push({"message": self.message(text, **kwargs)})
 
+    async def edit(self, update: dict[str, Any], text: str) -> dict[str, Any]:
+        """The person edits the message of ``update`` (one :meth:`say` pushed): the
+        ``edited_message`` update Telegram sends, same message id, new text."""
+        message = {**update["message"], "text": text, "edit_date": int(time.time()) + 1}
+        message.pop("entities", None)
+        if entities := auto_entities(text):
+            message["entities"] = entities
+        return await self.push({"edited_message": message})
+
     async def press(
         self, sent: Call, data: str, *, user_id: int, first_name: str = "Dana"
     ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from agent.agent import Agent
 from agent.turn.request import TurnOutcome, TurnRequest
+from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
@@ -46,6 +47,7 @@ class ChatTurns:
         approvals: Approvals | None = None,
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
+        sections: Mapping[str, ChannelSection] | None = None,
     ) -> None:
         self._store = store
         self._agents = agents
@@ -56,6 +58,7 @@ class ChatTurns:
         self._approvals = approvals  # parks turns that wait for an approval
         self._budget = budget
         self._max_resume_attempts = max_resume_attempts
+        self._sections = sections or {}  # each channel's followups setting
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
 
@@ -64,7 +67,10 @@ class ChatTurns:
         last = batch.records[-1].message
         agent = agent_for(self._agents, batch.session_key)
         route = await self._routes.of(last, agent.config.agent_id)
-        request = await self._display.watch(_request(batch, route))
+        request = await self._display.watch(_request(batch, route, self._steers(last)))
+        if batch.stopped:  # asked to stop before it could go on (parked, or cut by a crash)
+            await self._close_stopped(batch, request, agent)
+            return None
         if batch.start is TurnStart.NEW:
             ids = [r.id for r in batch.records]
             await self._store.journal.start_turn(
@@ -98,6 +104,24 @@ class ChatTurns:
         )
         await self._display.ended(chat, request.turn_id, answered=answered)
         return None
+
+    async def _close_stopped(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> None:
+        by = batch.control.stopped_by if batch.control and batch.control.stopped_by else "?"
+        if self._approvals is not None:
+            await self._approvals.withdraw(batch.turn_id, by=by)
+        outcome = await agent.stopped(request)
+        commit = Commit(principal=request.principal)
+        await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
+        await self._display.ended(request.chat, request.turn_id, answered=True)
+
+    def _steers(self, msg: InboundMessage) -> bool:
+        """Whether messages sent while this chat's turn runs join it (``<channel>.followups``;
+        unset: in direct chats, and in groups they wait for a turn of their own)."""
+        section = self._sections.get(msg.channel)
+        mode = None if section is None else section.followups
+        if mode is None:
+            return not msg.is_group
+        return mode == "steer"
 
     async def _outcome(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> TurnOutcome:
         last = request.messages[-1]
@@ -140,7 +164,7 @@ class ChatTurns:
         return candidate
 
 
-def _request(batch: TurnBatch, route: Route) -> TurnRequest:
+def _request(batch: TurnBatch, route: Route, steer: bool) -> TurnRequest:
     return TurnRequest(
         turn_id=batch.turn_id,
         session_key=batch.session_key,
@@ -151,4 +175,6 @@ def _request(batch: TurnBatch, route: Route) -> TurnRequest:
         resumed=batch.start is not TurnStart.NEW,
         authorising_texts=route.authorising_texts,
         tainted=route.tainted,
+        control=batch.control,
+        steer=steer,
     )

@@ -295,6 +295,15 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, chat_key, turn_id, position)
     );
     """,
+    # v12: exactly once across a crash mid-send (the 'sending' state, drafts before their id)
+    """
+    ALTER TABLE outbox ADD COLUMN open_sends TEXT;
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at)
+        WHERE state IN ('pending', 'sending');
+    ALTER TABLE stream_drafts ALTER COLUMN message_id DROP NOT NULL;
+    ALTER TABLE stream_drafts ADD COLUMN mark TEXT;
+    """,
 )
 
 

@@ -1,0 +1,134 @@
+"""A gateway killed at the instant of a send, then started again: every answer shows once.
+
+The fake platform holds a call open until the test has killed the ``switchboard run``
+process (SIGKILL): having made the message (``sent, not recorded``) or not (``recorded, not
+sent``), or a streamed draft's first post (``a draft without its id``). Each state is held
+in a chat of its own at the same kill, so one restart settles all of them
+(gateway/runtime/delivery.py, each platform's rule in docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from gateway.store import Store
+from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
+from tests.fakes.telegram import FakeTelegram
+from tests.test_cli import cli_env, switchboard
+
+pytestmark = pytest.mark.slow
+
+SUPERGROUP = -1001234  # ids of its own: the held answer there arrives, unrecorded
+BASIC_GROUP = -5  # the bot's counter, like private chats: the held answer never arrives
+STREAMED = 42  # a private chat, streamed by editing: its draft's post is held
+LONG = " ".join(f"word{i}" for i in range(60))
+
+
+@asynccontextmanager
+async def gateway(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``switchboard run`` until it says it is ready; SIGTERM at the end if still alive."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            async for line in process.stdout:
+                if line.decode().endswith("ready\n"):
+                    break
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+
+
+async def kill(process: asyncio.subprocess.Process) -> None:
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
+
+
+async def unsent(home: Path) -> int:
+    async with Store(home / "data" / "switchboard.db") as store:
+        return await store.outbox.pending_count()
+
+
+def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, str]:
+    return cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_WEB__ENABLED="false",
+        SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
+        SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
+        SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="2",
+        SWITCHBOARD_TELEGRAM__DM_POLICY="open",
+        SWITCHBOARD_TELEGRAM__ALLOW_FROM="42",  # who may talk in the groups
+        SWITCHBOARD_TELEGRAM__GROUP_ALLOW_FROM=f"{SUPERGROUP},{BASIC_GROUP}",
+        SWITCHBOARD_TELEGRAM__REQUIRE_MENTION="false",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+
+
+def writes_slowly(request: Recorded) -> Step:
+    """The streamed chat's answer takes a while to write; others are echoed."""
+    if request.last_user_text == "tell me everything":
+        return streamed(f"Here is **the answer**: {LONG}.", chunks=30, over=3.0)
+    return echo(request)
+
+
+@pytest.mark.timeout(120)
+async def test_telegram_killed_at_the_send_instant_shows_every_answer_once(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.responder = writes_slowly
+    home = tmp_path / "home"
+    env = telegram_env(home, fake_llm, tg)
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        for chat in range(100, 104):  # other private chats, answered: the bot's counter moves
+            await tg.say(f"hello from {chat}", chat_id=chat, user_id=chat)
+        await tg.wait_for(lambda: all(tg.visible(c) for c in range(100, 104)), 30)
+        arrived = tg.hold("sendMessage", chat_id=SUPERGROUP, deliver=True)
+        never = tg.hold("sendMessage", chat_id=BASIC_GROUP, deliver=False)
+        draft = tg.hold("sendMessage", chat_id=STREAMED, deliver=True)
+        await tg.say("status?", chat_id=SUPERGROUP, chat_type="supergroup")
+        await tg.say("ping", chat_id=BASIC_GROUP, chat_type="group")
+        await tg.say("tell me everything", chat_id=STREAMED)
+        async with asyncio.timeout(30):
+            for held in (arrived, never, draft):
+                await held.arrived.wait()
+        await kill(first)
+    for held in (arrived, never, draft):
+        held.release()
+    assert tg.visible(SUPERGROUP) == ["echo: [Dana] status?"]  # there, but nobody recorded it
+    assert tg.visible(BASIC_GROUP) == []
+    assert len(tg.visible(STREAMED)) == 1  # the draft's first words
+
+    async with gateway(env):
+        await tg.wait_for(
+            lambda: bool(tg.visible(BASIC_GROUP))
+            and tg.visible(STREAMED)[-1].endswith(f"{LONG}."),
+            60,
+        )
+        async with asyncio.timeout(30):
+            while await unsent(home):
+                await asyncio.sleep(0.1)  # polling the store of another process
+    assert tg.visible(SUPERGROUP) == ["echo: [Dana] status?"]
+    assert len(tg.sent(SUPERGROUP)) == 1  # found, not sent again
+    assert tg.visible(BASIC_GROUP) == ["echo: [Dana] ping"]
+    assert tg.visible(STREAMED) == [f"Here is the answer: {LONG}."]  # the draft, finished
+    for chat in range(100, 104):
+        assert tg.visible(chat) == [f"echo: hello from {chat}"]

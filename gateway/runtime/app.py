@@ -128,7 +128,9 @@ class Gateway(Service):
         self.tools = self.agent.runner.executor.registry
         self.typing = TypingIndicators(self.channels)
         streams = streaming(settings, self.guard)
-        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streams)
+        self.drafts = DraftStreamer(
+            self.channels, self.store.drafts, enabled=streams, known=self.store.outbox.known
+        )
         self.approvals = ApprovalDesk(
             self.store,
             settings.channel_sections(),
@@ -204,6 +206,8 @@ class Gateway(Service):
                 max_attempts=settings.storage.outbox_max_attempts,
                 on_settled=self._notify_progress,
                 drafts=self.drafts,
+                # a cluster node sends only while it leads (checked as each send is marked)
+                fence=self.guard.membership.leads if isinstance(self.guard, ClusterGuard) else None,
             )
             for channel in self.channels.values()
         ]

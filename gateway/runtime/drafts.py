@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.core.channel import (
     Channel,
@@ -45,8 +46,16 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 Enabled = Callable[[str, bool], bool]  # (channel name, is a group) -> stream there?
 TextSink = Callable[[str], Awaitable[None]]
-# (channel, since, turn id) -> the messages the store knows of (Outbox.known)
-Known = Callable[[str, float, str | None], Awaitable[list[KnownMessage]]]
+
+
+class Known(Protocol):
+    """The messages of a channel the store knows of (:meth:`Outbox.known`)."""
+
+    async def __call__(
+        self, channel: str, *, since: float, turn_id: str | None
+    ) -> list[KnownMessage]: ...
+
+
 DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
 KNOWN_LOOKBACK = 600.0  # seconds before a lost post whose records a channel is given
 
@@ -233,7 +242,11 @@ class DraftStreamer:
     async def _nothing(self, chat: ChatRef, turn_id: str, stored: DraftMessages) -> LostSend:
         """A "resend" of no text: every draft message, found or recorded, is deleted."""
         since = min(a.at for a in stored.lost) - KNOWN_LOOKBACK
-        known = () if self._known is None else await self._known(chat.channel, since, turn_id)
+        known = (
+            ()
+            if self._known is None
+            else await self._known(chat.channel, since=since, turn_id=turn_id)
+        )
         empty = OutboundMessage(
             chat.channel, chat.chat_id, "", thread_id=chat.thread_id, turn_id=turn_id
         )

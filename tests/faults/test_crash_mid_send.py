@@ -22,6 +22,7 @@ from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
+from tests.test_cluster import cluster
 
 pytestmark = pytest.mark.slow
 
@@ -61,9 +62,18 @@ async def kill(process: asyncio.subprocess.Process) -> None:
     await process.wait()
 
 
-async def unsent(home: Path) -> int:
-    async with Store(home / "data" / "switchboard.db") as store:
-        return await store.outbox.pending_count()
+async def settled(home: Path, timeout: float = 30) -> None:
+    """Wait until the gateway of ``home`` (another process) has nothing left to send."""
+    async with Store(home / "data" / "switchboard.db") as store, asyncio.timeout(timeout):
+        while await store.outbox.pending_count():  # noqa: ASYNC110 - another process's store
+            await asyncio.sleep(0.1)
+
+
+GROUPS = {
+    "SWITCHBOARD_TELEGRAM__ALLOW_FROM": "42",  # who may talk in the groups
+    "SWITCHBOARD_TELEGRAM__GROUP_ALLOW_FROM": f"{SUPERGROUP},{BASIC_GROUP}",
+    "SWITCHBOARD_TELEGRAM__REQUIRE_MENTION": "false",
+}
 
 
 def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, str]:
@@ -75,10 +85,8 @@ def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, s
         SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="2",
         SWITCHBOARD_TELEGRAM__DM_POLICY="open",
-        SWITCHBOARD_TELEGRAM__ALLOW_FROM="42",  # who may talk in the groups
-        SWITCHBOARD_TELEGRAM__GROUP_ALLOW_FROM=f"{SUPERGROUP},{BASIC_GROUP}",
-        SWITCHBOARD_TELEGRAM__REQUIRE_MENTION="false",
         SWITCHBOARD_AGENT__REFLECTION="false",
+        **GROUPS,
     )
 
 
@@ -119,16 +127,53 @@ async def test_telegram_killed_at_the_send_instant_shows_every_answer_once(
 
     async with gateway(env):
         await tg.wait_for(
-            lambda: bool(tg.visible(BASIC_GROUP))
-            and tg.visible(STREAMED)[-1].endswith(f"{LONG}."),
+            lambda: bool(tg.visible(BASIC_GROUP)) and tg.visible(STREAMED)[-1].endswith(f"{LONG}."),
             60,
         )
-        async with asyncio.timeout(30):
-            while await unsent(home):
-                await asyncio.sleep(0.1)  # polling the store of another process
+        await settled(home)
     assert tg.visible(SUPERGROUP) == ["echo: [Dana] status?"]
     assert len(tg.sent(SUPERGROUP)) == 1  # found, not sent again
     assert tg.visible(BASIC_GROUP) == ["echo: [Dana] ping"]
     assert tg.visible(STREAMED) == [f"Here is the answer: {LONG}."]  # the draft, finished
     for chat in range(100, 104):
         assert tg.visible(chat) == [f"echo: hello from {chat}"]
+
+
+@pytest.mark.timeout(150)
+async def test_a_cluster_leader_killed_at_the_send_instant_leaves_every_answer_once(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
+) -> None:
+    async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **GROUPS) as nodes:
+        leader, *standbys = nodes
+        arrived = tg.hold("sendMessage", chat_id=SUPERGROUP, deliver=True)
+        never = tg.hold("sendMessage", chat_id=BASIC_GROUP, deliver=False)
+        dm = tg.hold("sendMessage", chat_id=STREAMED, deliver=True)  # no streaming on PostgreSQL
+        await tg.say("status?", chat_id=SUPERGROUP, chat_type="supergroup")
+        await tg.say("ping", chat_id=BASIC_GROUP, chat_type="group")
+        await tg.say("hello", chat_id=STREAMED)
+        async with asyncio.timeout(40):
+            for held in (arrived, never, dm):
+                await held.arrived.wait()
+        await kill(leader.process)
+        for held in (arrived, never, dm):
+            held.release()
+        async with asyncio.timeout(40):  # another node leads and settles the three sends
+            await asyncio.wait(
+                [asyncio.create_task(n.ready.wait()) for n in standbys],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            await tg.wait_for(lambda: bool(tg.visible(BASIC_GROUP)), 40)
+        # the next answers in those chats come after them, once each
+        for chat, kind in (
+            (SUPERGROUP, "supergroup"),
+            (BASIC_GROUP, "group"),
+            (STREAMED, "private"),
+        ):
+            await tg.say("and now?", chat_id=chat, chat_type=kind)
+        await tg.wait_for(
+            lambda: all(len(tg.visible(c)) >= 2 for c in (SUPERGROUP, BASIC_GROUP, STREAMED)), 40
+        )
+    assert tg.visible(SUPERGROUP) == ["echo: [Dana] status?", "echo: [Dana] and now?"]
+    assert tg.visible(BASIC_GROUP) == ["echo: [Dana] ping", "echo: [Dana] and now?"]
+    assert tg.visible(STREAMED) == ["echo: hello", "echo: and now?"]
+    assert len(tg.sent()) == 6  # the two that arrived unrecorded were found, not sent again

@@ -17,10 +17,9 @@ edit not found" (no such message in that chat), "message can't be edited" (not t
 "message is not modified" (same text and buttons), "there is no text in the message to
 edit" (a photo or file).
 
-Holding a call (:meth:`FakeTelegram.hold`): the fake keeps the request open until the test
-lets go, having made the message first (``deliver=True``: it is in the chat, its sender
-never hears so) or not at all (``deliver=False``: it never arrives). A test kills the
-gateway process while a call is held: the instant of a send.
+Holding a call (:meth:`FakeTelegram.hold`, tests/fakes/holds.py): the fake keeps the
+request open until the test lets go, having made the message first or not at all; a test
+kills the gateway process while a call is held: the instant of a send.
 
 It also serves an OpenAI-compatible ``/v1/audio/transcriptions`` for voice-note tests.
 """
@@ -43,6 +42,7 @@ from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.pacing import Rate
+from tests.fakes.holds import Hold, Holds
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(
@@ -81,30 +81,6 @@ class Failure:
         return self.chat_id is None or str(params.get("chat_id")) == str(self.chat_id)
 
 
-@dataclass
-class Hold:
-    """A call held open (see :meth:`FakeTelegram.hold`)."""
-
-    method: str
-    deliver: bool
-    chat_id: int | None = None
-    text: str | None = None  # only calls whose text starts with this
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    released: asyncio.Event = field(default_factory=asyncio.Event)
-    call: Call | None = None
-
-    def applies(self, call: Call) -> bool:
-        if self.call is not None or call.method.lower() != self.method.lower():
-            return False
-        if self.chat_id is not None and str(call.params.get("chat_id")) != str(self.chat_id):
-            return False
-        text = call.params.get("text")
-        return self.text is None or (isinstance(text, str) and text.startswith(self.text))
-
-    def release(self) -> None:
-        self.released.set()
-
-
 def private_space(chat_id: int) -> bool:
     """Private chats and basic groups number their messages with the bot's own counter;
     supergroups and channels (ids ``-100…``) each have one of their own."""
@@ -133,7 +109,7 @@ class FakeTelegram:
         self.markup: dict[tuple[int, int], Any] = {}  # the bot's messages' inline keyboards
         self.files_shown: set[tuple[int, int]] = set()  # the bot's photos and documents
         self.user_messages: set[tuple[int, int]] = set()  # messages people wrote
-        self.holds: list[Hold] = []
+        self.holds = Holds()
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._own_ids = itertools.count(1)  # the bot's counter: private chats, basic groups
@@ -163,8 +139,7 @@ class FakeTelegram:
 
     async def stop(self) -> None:
         self._closing = True
-        for held in self.holds:  # a held request must not keep the server from closing
-            held.release()
+        self.holds.release_all()  # a held request must not keep the server from closing
         await self._notify()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -202,11 +177,17 @@ class FakeTelegram:
         text: str | None = None,
     ) -> Hold:
         """Hold the next call of ``method`` (for ``chat_id``, with a text starting with
-        ``text``) open until :meth:`Hold.release`: made first and then held
-        (``deliver=True``), or held and then dropped unmade (``deliver=False``)."""
-        held = Hold(method, deliver, chat_id, text)
-        self.holds.append(held)
-        return held
+        ``text``) open until :meth:`Hold.release` (tests/fakes/holds.py)."""
+
+        def matches(params: dict[str, Any]) -> bool:
+            said = params.get("text")
+            return (
+                params["_method"].lower() == method.lower()
+                and (chat_id is None or str(params.get("chat_id")) == str(chat_id))
+                and (text is None or (isinstance(said, str) and said.startswith(text)))
+            )
+
+        return self.holds.add(deliver=deliver, matches=matches)
 
     def next_message_id(self, chat_id: int) -> int:
         counter = self._own_ids if private_space(chat_id) else self._channel_ids[chat_id]
@@ -392,7 +373,7 @@ class FakeTelegram:
         handler = self._handlers.get(method.lower())  # Bot API methods are case-insensitive
         if handler is None:
             return _error(404, "Not Found: method not found")
-        held = next((h for h in self.holds if h.applies(call)), None)
+        held = self.holds.take({**params, "_method": method})
         if held is not None:
             return await self._held(held, call, handler)
         response: web.Response = await handler(call)
@@ -406,15 +387,15 @@ class FakeTelegram:
         return response
 
     async def _held(self, held: Hold, call: Call, handler: Any) -> web.Response:
-        held.call = call
-        response: web.Response = await handler(call) if held.deliver else _error(502, "held")
-        if held.deliver and response.status == 200:
-            call.params["_ok"] = True
-            call.result = json.loads(response.text or "{}").get("result")
-        held.arrived.set()
-        await self._notify()
-        await held.released.wait()  # the sender is gone by then: nobody reads the answer
-        return response
+        async def make() -> web.Response:
+            response: web.Response = await handler(call)
+            if response.status == 200:
+                call.params["_ok"] = True
+                call.result = json.loads(response.text or "{}").get("result")
+            await self._notify()
+            return response
+
+        return await Holds.serve(held, make, lambda: _error(502, "held, never made"))
 
     def _outage(self) -> Failure | None:
         return self.outage

@@ -15,14 +15,19 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+import channels.discord  # noqa: F401 - before discord.py: it quiets its audioop warning
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 from tests.test_cluster import cluster
+
+if TYPE_CHECKING:  # imported in the test, once channels.discord has loaded
+    from tests.fakes.discord import FakeDiscord
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +38,15 @@ LONG = " ".join(f"word{i}" for i in range(60))
 
 
 @asynccontextmanager
-async def gateway(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``switchboard run`` until it says it is ready; SIGTERM at the end if still alive."""
+async def gateway(
+    env: dict[str, str], module: str = "gateway"
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``switchboard run`` (``python -m <module> run``) until it says it is ready; SIGTERM
+    at the end if still alive."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "gateway",
+        module,
         "run",
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -177,3 +185,58 @@ async def test_a_cluster_leader_killed_at_the_send_instant_leaves_every_answer_o
     assert tg.visible(BASIC_GROUP) == ["echo: [Dana] ping", "echo: [Dana] and now?"]
     assert tg.visible(STREAMED) == ["echo: hello", "echo: and now?"]
     assert len(tg.sent()) == 6  # the two that arrived unrecorded were found, not sent again
+
+
+# -- Discord ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_discord_killed_at_the_send_instant_shows_every_answer_once(
+    tmp_path: Path, fake_llm: FakeLLM, fake_discord: FakeDiscord
+) -> None:
+    from tests.fakes.discord import OTHER_CHANNEL, TEXT_CHANNEL, dm_channel, user
+
+    owner = user(42, "dana", "Dana")
+    fake_llm.responder = writes_slowly
+    home = tmp_path / "home"
+    env = cli_env(
+        home,
+        fake_llm,
+        FAKE_DISCORD_URL=fake_discord.base,
+        SWITCHBOARD_WEB__ENABLED="false",
+        SWITCHBOARD_DISCORD__TOKEN="test-token",
+        SWITCHBOARD_DISCORD__ALLOW_FROM="42",
+        SWITCHBOARD_DISCORD__GROUP_ALLOW_FROM=f"{TEXT_CHANNEL},{OTHER_CHANNEL}",
+        SWITCHBOARD_DISCORD__REQUIRE_MENTION="false",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+    dm = dm_channel(owner)
+    await switchboard("onboard", env=env)
+    async with gateway(env, "tests.fakes.discord_run") as first:
+        arrived = fake_discord.hold_post(TEXT_CHANNEL, deliver=True)
+        never = fake_discord.hold_post(OTHER_CHANNEL, deliver=False)
+        draft = fake_discord.hold_post(dm, deliver=True)  # DMs stream: its first post
+        for channel in (TEXT_CHANNEL, OTHER_CHANNEL):
+            await fake_discord.message("status?", author=owner, channel_id=channel, guild=True)
+        await fake_discord.dm("tell me everything", author=owner)
+        async with asyncio.timeout(30):
+            for held in (arrived, never, draft):
+                await held.arrived.wait()
+        await kill(first)
+    fake_discord.holds.release_all()
+    [answer] = fake_discord.visible(TEXT_CHANNEL)  # there, but nobody recorded it
+    assert fake_discord.visible(OTHER_CHANNEL) == []
+
+    async with gateway(env, "tests.fakes.discord_run"):
+        await fake_discord.until(
+            lambda: (
+                bool(fake_discord.visible(OTHER_CHANNEL))
+                and fake_discord.visible(dm)[-1].endswith(f"{LONG}.")
+            ),
+            60,
+        )
+        await settled(home)
+    assert fake_discord.visible(TEXT_CHANNEL) == [answer]
+    assert fake_discord.texts(TEXT_CHANNEL) == [answer]  # read back, not posted again
+    assert fake_discord.visible(OTHER_CHANNEL) == [answer]
+    assert fake_discord.visible(dm) == [f"Here is **the answer**: {LONG}."]

@@ -48,7 +48,7 @@ from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -280,6 +280,20 @@ class SlackChannel:
 
     async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
         return await self._sender.send(message, ids)
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return self._sender.run  # which process made the attempt: the rest is in metadata
+
+    async def resend(self, lost: LostSend) -> str | None:
+        message = lost.message
+        if message.actions:  # buttons: there already (by their text), or posted now
+            found = await self._sender.look(message, lost)
+            if found.parts:
+                return ",".join(found.parts[i] for i in sorted(found.parts))
+            return await buttons.send_with_buttons(self.client, message)
+        return await self._sender.resend(message, lost)
 
     async def probe(self) -> str:
         """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""

@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._text import split_message
 from channels.slack.render import CHUNK, render
-from channels.slack.sender import mapped_errors
+from channels.slack.sender import DRAFT_TYPE, mapped_errors
 from gateway.core.messages import ChatRef
 
 DRAFT_INTERVAL = 1.0  # seconds between updates of a chat's draft
@@ -28,9 +28,14 @@ def _shown(text: str) -> str:
 
 
 async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
+    """Post a draft, marked as one in its metadata: after a crash that lost its ts, the
+    history shows it is ours (channels/slack/sender.py)."""
     with mapped_errors(unsure_possible=False):
         response = await client.chat_postMessage(
-            channel=chat.chat_id, text=_shown(text), thread_ts=chat.thread_id
+            channel=chat.chat_id,
+            text=_shown(text),
+            thread_ts=chat.thread_id,
+            metadata={"event_type": DRAFT_TYPE, "event_payload": {}},
         )
     return str(response.get("ts") or "")
 

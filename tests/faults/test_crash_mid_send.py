@@ -22,6 +22,7 @@ import pytest
 import channels.discord  # noqa: F401 - before discord.py: it quiets its audioop warning
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 from tests.test_cluster import cluster
@@ -240,3 +241,56 @@ async def test_discord_killed_at_the_send_instant_shows_every_answer_once(
     assert fake_discord.texts(TEXT_CHANNEL) == [answer]  # read back, not posted again
     assert fake_discord.visible(OTHER_CHANNEL) == [answer]
     assert fake_discord.visible(dm) == [f"Here is **the answer**: {LONG}."]
+
+
+# -- Slack -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_slack_killed_at_the_send_instant_shows_every_answer_once(
+    tmp_path: Path, fake_llm: FakeLLM, fake_slack: FakeSlack
+) -> None:
+    fake_llm.responder = writes_slowly
+    home = tmp_path / "home"
+    env = cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_WEB__ENABLED="false",
+        SWITCHBOARD_SLACK__BOT_TOKEN=BOT_TOKEN,
+        SWITCHBOARD_SLACK__APP_TOKEN=APP_TOKEN,
+        SWITCHBOARD_SLACK__BASE_URL=fake_slack.api_url,
+        SWITCHBOARD_SLACK__ALLOW_FROM="U42",
+        SWITCHBOARD_SLACK__GROUP_ALLOW_FROM="C0001,C0002",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        arrived = fake_slack.hold_post("C0001", deliver=True)
+        never = fake_slack.hold_post("C0002", deliver=False)
+        draft = fake_slack.hold_post("D0042", deliver=True)  # DMs stream: its first post
+        for n, channel in enumerate(("C0001", "C0002")):
+            event = mention_event("status?", user="U42", ts=f"900.00000{n}", channel=channel)
+            await fake_slack.push(event_body(event))
+        dm = dm_event("tell me everything", user="U42", ts="901.000001", channel="D0042")
+        await fake_slack.push(event_body(dm))
+        async with asyncio.timeout(30):
+            for held in (arrived, never, draft):
+                await held.arrived.wait()
+        await kill(first)
+    fake_slack.holds.release_all()
+    [answer] = fake_slack.visible("C0001")  # there, but nobody recorded it
+    assert fake_slack.visible("C0002") == []
+
+    async with gateway(env):
+        await fake_slack.until(
+            lambda: (
+                bool(fake_slack.visible("C0002"))
+                and fake_slack.visible("D0042")[-1].endswith(f"{LONG}.")
+            ),
+            60,
+        )
+        await settled(home)
+    assert fake_slack.visible("C0001") == [answer]
+    assert fake_slack.count("chat.postMessage", "C0001") == 1  # read back, not posted again
+    assert fake_slack.visible("C0002") == [answer]
+    assert fake_slack.visible("D0042") == [f"Here is *the answer*: {LONG}."]

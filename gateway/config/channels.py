@@ -219,6 +219,10 @@ class EmailSettings(ChannelSection):
     imap_password: SecretStr | None = None
     imap_tls: bool = True
     imap_mailbox: str = "INBOX"
+    # IMAP folder with the replies sent ("Sent", "[Gmail]/Sent Mail"): a reply whose send was
+    # cut short is looked for there by its Message-ID before it is sent again; unset: none
+    sent_folder: str | None = None
+    append_sent: bool = True  # file each reply in sent_folder; false if the SMTP server does
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
     # -- sending (gateway/core/mail.py) ------------------------------------------------------
     smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
@@ -254,6 +258,16 @@ class EmailSettings(ChannelSection):
     @classmethod
     def _lower_user_addresses(cls, value: dict[str, str]) -> dict[str, str]:
         return {key: address.strip().lower() for key, address in value.items()}
+
+    @model_validator(mode="after")
+    def _sent_folder_needs_imap(self) -> EmailSettings:
+        if self.sent_folder and not (self.imap_host and self.imap_username):
+            raise ConfigError(
+                "email.sent_folder is read over IMAP: set email.imap_host and "
+                "email.imap_username too (or unset email.sent_folder)",
+                field="email.sent_folder",
+            )
+        return self
 
     @property
     def enabled(self) -> bool:

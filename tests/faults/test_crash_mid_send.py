@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ import pytest
 import channels.discord  # noqa: F401 - before discord.py: it quiets its audioop warning
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
+from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
@@ -36,6 +38,7 @@ SUPERGROUP = -1001234  # ids of its own: the held answer there arrives, unrecord
 BASIC_GROUP = -5  # the bot's counter, like private chats: the held answer never arrives
 STREAMED = 42  # a private chat, streamed by editing: its draft's post is held
 LONG = " ".join(f"word{i}" for i in range(60))
+DANA = "dana@example.test"
 
 
 @asynccontextmanager
@@ -97,6 +100,14 @@ def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, s
         SWITCHBOARD_AGENT__REFLECTION="false",
         **GROUPS,
     )
+
+
+def letter(bot: str) -> EmailMessage:
+    mail = EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = f"Dana <{DANA}>", bot, "Calendar"
+    mail["Message-ID"] = "<calendar@example.test>"
+    mail.set_content("What's on my calendar?")
+    return mail
 
 
 def writes_slowly(request: Recorded) -> Step:
@@ -294,3 +305,54 @@ async def test_slack_killed_at_the_send_instant_shows_every_answer_once(
     assert fake_slack.count("chat.postMessage", "C0001") == 1  # read back, not posted again
     assert fake_slack.visible("C0002") == [answer]
     assert fake_slack.visible("D0042") == [f"Here is *the answer*: {LONG}."]
+
+
+# -- email -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_email_killed_at_the_send_instant_is_found_in_the_sent_folder(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    sink: SmtpSink,
+    dovecot: Dovecot,  # noqa: F811 - the imported fixture
+) -> None:
+    bot = dovecot.add_user("bot")
+
+    async def files_what_it_sent(raw: bytes) -> None:  # as Gmail's SMTP server does
+        await dovecot.file(bot, "Sent", raw)
+
+    sink.on_accepted = files_what_it_sent
+    home = tmp_path / "home"
+    env = cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_WEB__ENABLED="false",
+        SWITCHBOARD_EMAIL__IMAP_HOST="127.0.0.1",
+        SWITCHBOARD_EMAIL__IMAP_PORT=str(dovecot.imap_port),
+        SWITCHBOARD_EMAIL__IMAP_USERNAME=bot,
+        SWITCHBOARD_EMAIL__IMAP_PASSWORD=dovecot.password,
+        SWITCHBOARD_EMAIL__IMAP_TLS="false",
+        SWITCHBOARD_EMAIL__POLL_INTERVAL_SECONDS="0.2",
+        SWITCHBOARD_EMAIL__SMTP_HOST="127.0.0.1",
+        SWITCHBOARD_EMAIL__SMTP_PORT=str(sink.port),
+        SWITCHBOARD_EMAIL__SMTP_STARTTLS="false",
+        SWITCHBOARD_EMAIL__FROM_ADDRESS=bot,
+        SWITCHBOARD_EMAIL__ALLOW_FROM=DANA,
+        SWITCHBOARD_EMAIL__SENT_FOLDER="Sent",
+        SWITCHBOARD_EMAIL__APPEND_SENT="false",  # the server files them
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        held = sink.hold(deliver=True)
+        await dovecot.deliver(letter(bot), bot)
+        await asyncio.wait_for(held.arrived.wait(), 30)
+        await kill(first)
+    held.release()
+    [reply] = sink.received  # accepted and filed; the gateway never heard so
+
+    async with gateway(env):
+        await settled(home)
+    assert sink.received == [reply]  # found in the sent folder: not sent again
+    assert reply["In-Reply-To"] == "<calendar@example.test>"

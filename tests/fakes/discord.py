@@ -444,6 +444,7 @@ class FakeDiscord:
         """The channel's messages after ``after`` (the oldest ``limit`` of them), newest
         first, as Discord answers."""
         self.history_reads += 1
+        await self._notify()
         channel_id = int(request.match_info["cid"])
         after = int(request.query.get("after", "0"))
         limit = int(request.query.get("limit", "50"))

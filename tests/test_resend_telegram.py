@@ -108,6 +108,19 @@ async def test_a_draft_posted_without_its_id_becomes_the_answer(
     assert len(tg.sent(42)) == 1  # no second message beside it
 
 
+async def test_a_draft_whose_turn_ends_without_an_answer_is_deleted(
+    fresh: Fresh, tg: FakeTelegram
+) -> None:
+    question = tg.message("anything new?")["message_id"]
+    dead = fresh()
+    await dead.post_draft(ChatRef("telegram", "42"), "Let me check", reply_to=None)
+
+    nothing = OutboundMessage("telegram", "42", "", turn_id="turn-1")  # as turn_ended sends
+    await fresh().resend(LostSend(nothing, (lost_after(question, draft=True),)))
+
+    assert tg.visible(42) == []
+
+
 async def test_a_long_answer_cut_after_two_parts_is_completed(
     fresh: Fresh, tg: FakeTelegram
 ) -> None:

@@ -219,10 +219,9 @@ class EmailSettings(ChannelSection):
     imap_password: SecretStr | None = None
     imap_tls: bool = True
     imap_mailbox: str = "INBOX"
-    # IMAP folder with the replies sent ("Sent", "[Gmail]/Sent Mail"): a reply whose send was
-    # cut short is looked for there by its Message-ID before it is sent again; unset: none
-    sent_folder: str | None = None
-    append_sent: bool = True  # file each reply in sent_folder; false if the SMTP server does
+    # IMAP folder of sent replies: one whose send was cut short is looked for by its Message-ID
+    sent_folder: str | None = None  # folder of sent replies, checked before a resend; unset: none
+    append_sent: bool = True  # file each reply in sent_folder; false: the SMTP server does (Gmail)
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
     # -- sending (gateway/core/mail.py) ------------------------------------------------------
     smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)

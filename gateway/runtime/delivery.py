@@ -73,8 +73,9 @@ class Delivery:
         if drafting is not None and self._drafts is not None and message.turn_id is not None:
             stored = await self._drafts.close(message.chat, message.turn_id)
         earlier = record.open_sends if record.lost else ()
-        if earlier and record.id not in self._own:  # another process's attempt: let it land
-            wait = max(a.at for a in earlier) + self._grace - self._clock()
+        lost = (*earlier, *stored.lost)
+        if lost and record.id not in self._own:  # maybe another process's: let it land first
+            wait = max(a.at for a in lost) + self._grace - self._clock()
             if wait > 0:
                 await asyncio.sleep(wait)
         channel = self.channel
@@ -86,7 +87,6 @@ class Delivery:
         if marked is None:
             return None
         finished = message.turn_id if stored.ids or stored.lost else None
-        lost = (*earlier, *stored.lost)
         if lost and isinstance(channel, SupportsResend):
             since = min(a.at for a in lost) - KNOWN_LOOKBACK
             known = await self._outbox.known(channel.name, since=since, turn_id=message.turn_id)

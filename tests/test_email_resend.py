@@ -22,31 +22,14 @@ from tests.fakes.mailservers import (  # noqa: F401 - fixture
     SmtpSink,
     dovecot,
 )
+from tests.test_email_inbox import DANA, inbox
 
-DANA = "dana@example.test"
 REPLY = OutboundMessage("email", DANA, "Your calendar is free.", idempotency_key="outbox-row-7")
 
 
 @pytest.fixture
 def bot(dovecot: Dovecot) -> str:  # noqa: F811 - the imported fixture
     return dovecot.add_user("bot")
-
-
-def email_section(dovecot: Dovecot, bot: str, sink: SmtpSink, **overrides: Any) -> dict[str, Any]:  # noqa: F811
-    return {
-        "imap_host": "127.0.0.1",
-        "imap_port": dovecot.imap_port,
-        "imap_username": bot,
-        "imap_password": dovecot.password,
-        "imap_tls": False,
-        "imap_timeout_seconds": 5,
-        "smtp_host": "127.0.0.1",
-        "smtp_port": sink.port,
-        "smtp_starttls": False,
-        "from_address": bot,
-        "allow_from": [DANA],
-        **overrides,
-    }
 
 
 def process(
@@ -70,7 +53,7 @@ async def test_a_reply_the_sent_folder_holds_is_not_sent_again(
     sink: SmtpSink,
     tmp_path: Path,
 ) -> None:
-    section = email_section(dovecot, bot, sink, sent_folder="Sent")
+    section = inbox(dovecot, bot, sink, sent_folder="Sent")
     first = process(make_settings, tmp_path, "first", **section)
     message_id = await first.send(REPLY)  # sent and filed; the process dies before the outbox knew
     async with dovecot.mailbox(bot, "Sent") as sent:
@@ -90,7 +73,7 @@ async def test_without_a_sent_folder_the_reply_goes_again_with_the_same_message_
     sink: SmtpSink,
     tmp_path: Path,
 ) -> None:
-    section = email_section(dovecot, bot, sink)
+    section = inbox(dovecot, bot, sink)
     await process(make_settings, tmp_path, "first", **section).send(REPLY)
 
     await process(make_settings, tmp_path, "second", **section).resend(lost())
@@ -106,7 +89,7 @@ async def test_a_reply_not_in_the_sent_folder_is_sent(
     sink: SmtpSink,
     tmp_path: Path,
 ) -> None:
-    section = email_section(dovecot, bot, sink, sent_folder="Sent")
+    section = inbox(dovecot, bot, sink, sent_folder="Sent")
 
     await process(make_settings, tmp_path, "restarted", **section).resend(lost())
 

@@ -22,12 +22,13 @@ import pytest
 
 import channels.discord  # noqa: F401 - before discord.py: it quiets its audioop warning
 from gateway.store import Store
+from tests.fakes.holds import Hold
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
-from tests.test_cluster import cluster
+from tests.test_cluster import cluster, telegram_env
 
 if TYPE_CHECKING:  # imported in the test, once channels.discord has loaded
     from tests.fakes.discord import FakeDiscord
@@ -69,9 +70,16 @@ async def gateway(
         await asyncio.wait_for(process.wait(), 30)
 
 
-async def kill(process: asyncio.subprocess.Process) -> None:
+async def kill_when_held(process: asyncio.subprocess.Process, *holds: Hold) -> None:
+    """Once every hold has its call (the instant of those sends), SIGKILL the gateway, then
+    let the calls go (nobody reads their answers any more)."""
+    async with asyncio.timeout(40):
+        for held in holds:
+            await held.arrived.wait()
     process.send_signal(signal.SIGKILL)
     await process.wait()
+    for held in holds:
+        held.release()
 
 
 async def settled(home: Path, timeout: float = 30) -> None:
@@ -86,20 +94,6 @@ GROUPS = {
     "SWITCHBOARD_TELEGRAM__GROUP_ALLOW_FROM": f"{SUPERGROUP},{BASIC_GROUP}",
     "SWITCHBOARD_TELEGRAM__REQUIRE_MENTION": "false",
 }
-
-
-def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, str]:
-    return cli_env(
-        home,
-        fake_llm,
-        SWITCHBOARD_WEB__ENABLED="false",
-        SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
-        SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
-        SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="2",
-        SWITCHBOARD_TELEGRAM__DM_POLICY="open",
-        SWITCHBOARD_AGENT__REFLECTION="false",
-        **GROUPS,
-    )
 
 
 def letter(bot: str) -> EmailMessage:
@@ -123,7 +117,7 @@ async def test_telegram_killed_at_the_send_instant_shows_every_answer_once(
 ) -> None:
     fake_llm.responder = writes_slowly
     home = tmp_path / "home"
-    env = telegram_env(home, fake_llm, tg)
+    env = telegram_env(home, fake_llm, tg, **GROUPS)
     await switchboard("onboard", env=env)
     async with gateway(env) as first:
         for chat in range(100, 104):  # other private chats, answered: the bot's counter moves
@@ -135,12 +129,7 @@ async def test_telegram_killed_at_the_send_instant_shows_every_answer_once(
         await tg.say("status?", chat_id=SUPERGROUP, chat_type="supergroup")
         await tg.say("ping", chat_id=BASIC_GROUP, chat_type="group")
         await tg.say("tell me everything", chat_id=STREAMED)
-        async with asyncio.timeout(30):
-            for held in (arrived, never, draft):
-                await held.arrived.wait()
-        await kill(first)
-    for held in (arrived, never, draft):
-        held.release()
+        await kill_when_held(first, arrived, never, draft)
     assert tg.visible(SUPERGROUP) == ["echo: [Dana] status?"]  # there, but nobody recorded it
     assert tg.visible(BASIC_GROUP) == []
     assert len(tg.visible(STREAMED)) == 1  # the draft's first words
@@ -171,12 +160,7 @@ async def test_a_cluster_leader_killed_at_the_send_instant_leaves_every_answer_o
         await tg.say("status?", chat_id=SUPERGROUP, chat_type="supergroup")
         await tg.say("ping", chat_id=BASIC_GROUP, chat_type="group")
         await tg.say("hello", chat_id=STREAMED)
-        async with asyncio.timeout(40):
-            for held in (arrived, never, dm):
-                await held.arrived.wait()
-        await kill(leader.process)
-        for held in (arrived, never, dm):
-            held.release()
+        await kill_when_held(leader.process, arrived, never, dm)
         async with asyncio.timeout(40):  # another node leads and settles the three sends
             await asyncio.wait(
                 [asyncio.create_task(n.ready.wait()) for n in standbys],
@@ -231,11 +215,7 @@ async def test_discord_killed_at_the_send_instant_shows_every_answer_once(
         for channel in (TEXT_CHANNEL, OTHER_CHANNEL):
             await fake_discord.message("status?", author=owner, channel_id=channel, guild=True)
         await fake_discord.dm("tell me everything", author=owner)
-        async with asyncio.timeout(30):
-            for held in (arrived, never, draft):
-                await held.arrived.wait()
-        await kill(first)
-    fake_discord.holds.release_all()
+        await kill_when_held(first, arrived, never, draft)
     [answer] = fake_discord.visible(TEXT_CHANNEL)  # there, but nobody recorded it
     assert fake_discord.visible(OTHER_CHANNEL) == []
 
@@ -284,11 +264,7 @@ async def test_slack_killed_at_the_send_instant_shows_every_answer_once(
             await fake_slack.push(event_body(event))
         dm = dm_event("tell me everything", user="U42", ts="901.000001", channel="D0042")
         await fake_slack.push(event_body(dm))
-        async with asyncio.timeout(30):
-            for held in (arrived, never, draft):
-                await held.arrived.wait()
-        await kill(first)
-    fake_slack.holds.release_all()
+        await kill_when_held(first, arrived, never, draft)
     [answer] = fake_slack.visible("C0001")  # there, but nobody recorded it
     assert fake_slack.visible("C0002") == []
 
@@ -347,9 +323,7 @@ async def test_email_killed_at_the_send_instant_is_found_in_the_sent_folder(
     async with gateway(env) as first:
         held = sink.hold(deliver=True)
         await dovecot.deliver(letter(bot), bot)
-        await asyncio.wait_for(held.arrived.wait(), 30)
-        await kill(first)
-    held.release()
+        await kill_when_held(first, held)
     [reply] = sink.received  # accepted and filed; the gateway never heard so
 
     async with gateway(env):

@@ -134,7 +134,7 @@ async def test_a_node_that_lost_the_lead_never_marks_a_send(pg_url: str, tmp_pat
             assert await store.outbox.mark_sending(first.id, attempt, fence=node.leads) is not None
             with psycopg.connect(pg_url, autocommit=True) as admin:  # its connection is cut
                 admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"  # waits
                     " WHERE application_name = 'switchboard node a'"
                 )
             # before the node even noticed, the lock is gone with the connection

@@ -89,6 +89,11 @@ def once(at: float) -> ScheduleSpec:
     return ScheduleSpec("once", "UTC", at=datetime.fromtimestamp(at + 60, UTC))
 
 
+async def posted_draft(store: Store, chat_key: str, turn: str, message_id: str) -> None:
+    slot = await store.drafts.posting("t", chat_key, turn, None)
+    await store.drafts.posted("t", chat_key, turn, slot, message_id)
+
+
 async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None:
     """One record of every prunable kind, all finished at ``at``; ids start with ``tag-``."""
     clock.now = at
@@ -99,7 +104,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     await store.journal.start_turn(turn, record.session_key, "chat", [record.id])
     await store.ledger.start(f"{turn}:call-1", "send_email")
     await store.ledger.finish(f"{turn}:call-1", "sent")
-    await store.drafts.add("t", f"{tag}-gone", turn, 0, "7")  # a draft never finished
+    await posted_draft(store, f"{tag}-gone", turn, "7")  # a draft never finished
     await store.history.add_checkpoints(
         record.session_key, turn, [NewMessage("user", {"role": "user", "content": f"{tag} hi"})]
     )
@@ -222,7 +227,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert waiting is not None and running is not None
         await store.journal.start_turn("open-turn", running.session_key, "chat", [running.id])
         await store.ledger.start("open-turn:call-1", "send_email")  # outcome unknown
-        await store.drafts.add("t", "t:c2", "open-turn", 0, "12")  # its answer streams
+        await posted_draft(store, "t:c2", "open-turn", "12")  # its answer streams
         await store.outbox.enqueue([outbound("stuck", "still to deliver", chat="held")])
         await store.tasks.start(task("running-task"))
         await store.jobs.add(job("daily", ScheduleSpec("cron", "UTC", cron="0 9 * * *")))
@@ -268,7 +273,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert [a.call_key for a in await store.approval_requests.pending()] == [
             "open-turn:waiting"
         ]
-        assert await store.drafts.of("t", "t:c2", "open-turn") == ["12"]
+        assert (await store.drafts.of("t", "t:c2", "open-turn")).ids == ("12",)
         _, history = await store.history.load("t:c1", limit=10)
         assert [m.body["content"] for m in history] == ["old hi"]
 

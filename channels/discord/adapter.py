@@ -29,15 +29,16 @@ from dataclasses import replace
 import aiohttp
 import discord
 
-from channels.discord import buttons, commands, drafts
+from channels.discord import buttons, commands, drafts, recovery
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
 from channels.discord.probe import probe as check_credentials
+from channels.discord.render import render
 from channels.discord.sender import Sender
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
@@ -287,6 +288,36 @@ class DiscordChannel:
         if sender is None:
             raise ChannelTransientError("discord is not logged in yet")
         receipt = await drafts.finish(client, message, ids)
+        await self._answered(sender, message)
+        return receipt
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return None  # the attempt's time is enough: snowflakes carry theirs
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Read the channel back (channels/discord/recovery.py) and deliver the message
+        into what the lost attempts left there."""
+        client, sender, message = self._ready(), self._sender, lost.message
+        if sender is None:
+            raise ChannelTransientError("discord is not logged in yet")
+        found = await recovery.find(client, lost)
+        if message.actions:  # buttons: already there, or sent now
+            texts = [part.content for part in render(message.text)]
+            there = [f for f in found if f.content in texts]
+            if there:
+                return ",".join(str(f.id) for f in there)
+            return await buttons.send_with_buttons(client, message)
+        if found:
+            log.info(
+                "discord: an interrupted delivery to %s had left message(s) %s",
+                message.chat_id,
+                ", ".join(str(f.id) for f in found),
+            )
+        slots = sorted({*lost.drafts, *(str(f.id) for f in found)}, key=int)
+        shown = {str(f.id): f.content for f in found}
+        receipt = await drafts.finish(client, message, slots, shown)
         await self._answered(sender, message)
         return receipt
 

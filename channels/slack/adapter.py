@@ -49,7 +49,7 @@ from channels.slack.sender import Sender
 from channels.slack.working import WorkingMarks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -300,12 +300,23 @@ class SlackChannel:
         await self._sender.delete(chat.chat_id, message_id)
 
     async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
-        receipt = await self._finish_drafts(message, ids)
+        receipt = await self._sender.send(message, ids)
         await self._marks.answered(message)
         return receipt
 
-    async def _finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
-        return await self._sender.send(message, ids)
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return self._sender.run  # which process made the attempt: the rest is in metadata
+
+    async def resend(self, lost: LostSend) -> str | None:
+        message = lost.message
+        if message.actions:  # buttons: there already (by their text), or posted now
+            found = await self._sender.look(message, lost)
+            if found.parts:
+                return ",".join(found.parts[i] for i in sorted(found.parts))
+            return await buttons.send_with_buttons(self.client, message)
+        return await self._sender.resend(message, lost)
 
     async def probe(self) -> str:
         """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""

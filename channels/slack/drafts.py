@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels._text import split_message
 from channels.slack.buttons import blocks
 from channels.slack.render import CHUNK, render
-from channels.slack.sender import mapped_errors
+from channels.slack.sender import DRAFT_TYPE, mapped_errors
 from gateway.core.messages import Action, ChatRef, OutboundMessage
 
 DRAFT_INTERVAL = 1.0  # seconds between updates of a chat's draft
@@ -39,6 +39,8 @@ def _with_stop(chat: ChatRef, shown: str) -> list[dict[str, Any]]:
 
 
 async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
+    """Post a draft, marked as one in its metadata: after a crash that lost its ts, the
+    history shows it is ours (channels/slack/sender.py)."""
     shown = _shown(text)
     with mapped_errors(unsure_possible=False):
         response = await client.chat_postMessage(
@@ -46,6 +48,7 @@ async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
             text=shown,
             thread_ts=chat.thread_id,
             blocks=_with_stop(chat, shown),
+            metadata={"event_type": DRAFT_TYPE, "event_payload": {}},
         )
     return str(response.get("ts") or "")
 

@@ -320,6 +320,9 @@ class EmailSettings(ChannelSection):
     imap_password: SecretStr | None = None
     imap_tls: bool = True
     imap_mailbox: str = "INBOX"
+    # IMAP folder of sent replies: one whose send was cut short is looked for by its Message-ID
+    sent_folder: str | None = None  # folder of sent replies, checked before a resend; unset: none
+    append_sent: bool = True  # file each reply in sent_folder; false: the SMTP server does (Gmail)
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
     # -- sending (gateway/core/mail.py) ------------------------------------------------------
     smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
@@ -355,6 +358,16 @@ class EmailSettings(ChannelSection):
     @classmethod
     def _lower_user_addresses(cls, value: dict[str, str]) -> dict[str, str]:
         return {key: address.strip().lower() for key, address in value.items()}
+
+    @model_validator(mode="after")
+    def _sent_folder_needs_imap(self) -> EmailSettings:
+        if self.sent_folder and not (self.imap_host and self.imap_username):
+            raise ConfigError(
+                "email.sent_folder is read over IMAP: set email.imap_host and "
+                "email.imap_username too (or unset email.sent_folder)",
+                field="email.sent_folder",
+            )
+        return self
 
     @property
     def enabled(self) -> bool:

@@ -156,7 +156,12 @@ class Gateway(Service):
         self.agent = self.agents[DEFAULT_AGENT]
         self.tools = self.agent.executor.registry
         # -- turns: what a chat shows of them, approvals, the handlers, the dispatcher
-        self.drafts = DraftStreamer(self.channels, self.store.drafts, enabled=streaming(settings))
+        self.drafts = DraftStreamer(
+            self.channels,
+            self.store.drafts,
+            enabled=streaming(settings),
+            known=self.store.outbox.known,  # a draft whose answer was already sent stays
+        )
         self.display = LiveDisplay(self.channels, drafts=self.drafts)
         self.approvals = Approvals(
             self.store,
@@ -214,6 +219,8 @@ class Gateway(Service):
                 self.bus,
                 max_attempts=settings.storage.outbox_max_attempts,
                 drafts=self.drafts,
+                # a cluster node sends only while it leads (checked as each send is marked)
+                fence=self.guard.membership.leads if isinstance(self.guard, ClusterGuard) else None,
             )
             for channel in self.channels.values()
         ]

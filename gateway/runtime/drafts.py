@@ -9,14 +9,15 @@ platform's length limit the draft continues in a new message; the channel splits
 tool, the words before it were narration: the next text starts the draft over.
 
 The draft is cosmetic, the outbox's final message stays the answer: the outbound worker
-hands that message to :meth:`DraftStreamer.deliver`, which lets the channel edit the drafts
-into the formatted final text (posting what does not fit, deleting drafts left over).
-Every draft message's platform id is stored (gateway/store/drafts.py) before the next edit,
-so after a crash or restart the final message still finishes the same messages: the user
-sees one complete answer, never the draft plus a second copy. A turn that ends without an
-answer for the chat deletes its drafts. Display failures never fail a turn: a rate limit
-delays the next edit, a refused draft stops streaming for that turn (the final message is
-then posted as usual).
+closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
+formatted final text (posting what does not fit, deleting drafts left over; see
+gateway/runtime/delivery.py). Every draft post is recorded before it is made and its
+platform id the moment it returns (gateway/store/drafts.py), so after a crash or restart the
+final message still finishes the same messages, and a post whose id was lost is found and
+edited into the answer or deleted: the user sees one complete answer, never the draft plus a
+second copy. A turn that ends without an answer for the chat deletes its drafts. Display
+failures never fail a turn: a rate limit delays the next edit, a refused draft stops
+streaming for that turn (the final message is then posted as usual).
 """
 
 from __future__ import annotations
@@ -27,18 +28,36 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from gateway.core.channel import Channel, SupportsDrafts
+from gateway.core.channel import (
+    Channel,
+    KnownMessage,
+    LostSend,
+    SupportsDrafts,
+    SupportsResend,
+)
 from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelRateLimited
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
-from gateway.store.drafts import Drafts
+from gateway.store.drafts import DraftMessages, Drafts
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 Enabled = Callable[[str, bool], bool]  # (channel name, is a group) -> stream there?
 TextSink = Callable[[str], Awaitable[None]]
+
+
+class Known(Protocol):
+    """The messages of a channel the store knows of (:meth:`Outbox.known`)."""
+
+    async def __call__(
+        self, channel: str, *, since: float, turn_id: str | None
+    ) -> list[KnownMessage]: ...
+
+
 DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
+KNOWN_LOOKBACK = 600.0  # seconds before a lost post whose records a channel is given
 
 
 @dataclass(eq=False)
@@ -65,12 +84,16 @@ class DraftStreamer:
         drafts: Drafts,
         *,
         enabled: Enabled,
+        known: Known | None = None,
         clock: Clock = time.monotonic,
+        wall_clock: Clock = time.time,
     ) -> None:
         self._channels = channels
         self._store = drafts
         self._enabled = enabled
+        self._known = known
         self._clock = clock
+        self._wall_clock = wall_clock
         self._live: dict[tuple[str, str], _Draft] = {}
 
     def _drafting(self, chat: ChatRef) -> SupportsDrafts | None:
@@ -128,7 +151,8 @@ class DraftStreamer:
         draft.next_at = now + channel.draft_interval
         try:
             if draft.ids is None:
-                draft.ids = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                stored = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                draft.ids = list(stored.ids)
                 draft.shown = [None] * len(draft.ids)
             parts = channel.draft_parts(draft.text) if draft.text.strip() else []
             for index, part in enumerate(parts):
@@ -137,12 +161,9 @@ class DraftStreamer:
                         await channel.edit_draft(chat, draft.ids[index], part)
                         draft.shown[index] = part
                     continue
-                message_id = await channel.post_draft(chat, part, reply_to=draft.reply_to)
+                message_id = await self._post(draft, part)
                 draft.ids.append(message_id)
                 draft.shown.append(part)
-                await self._store.add(
-                    chat.channel, chat.session_key, draft.turn_id, index, message_id
-                )
         except ChannelRateLimited as exc:
             draft.next_at = now + max(exc.retry_after, channel.draft_interval)
         except ChannelPermanentError as exc:
@@ -155,59 +176,81 @@ class DraftStreamer:
             log.exception("%s: draft display failed", chat.channel)
             draft.broken = True
 
+    async def _post(self, draft: _Draft, part: str) -> str:
+        """Post a new draft message, recorded before (with what the channel needs to find
+        it again) and after (its id): a post whose id was lost is still known to exist."""
+        channel, chat = draft.channel, draft.chat
+        mark = channel.send_mark(chat) if isinstance(channel, SupportsResend) else None
+        slot = await self._store.posting(chat.channel, chat.session_key, draft.turn_id, mark)
+        try:
+            message_id = await channel.post_draft(chat, part, reply_to=draft.reply_to)
+        except (ChannelRateLimited, ChannelPermanentError):  # refused: nothing was posted
+            await self._store.not_posted(chat.channel, chat.session_key, draft.turn_id, slot)
+            raise
+        await self._store.posted(chat.channel, chat.session_key, draft.turn_id, slot, message_id)
+        return message_id
+
     # -- when the answer is final ---------------------------------------------------------
 
-    async def close(self, chat: ChatRef, turn_id: str) -> list[str]:
-        """Stop showing a turn's draft (waiting for an edit under way) and return the
-        platform ids of its messages."""
-        key = (chat.session_key, turn_id)
-        draft = self._live.get(key)
-        if draft is None:
-            return await self._store.of(chat.channel, chat.session_key, turn_id)
-        draft.closed = True
-        if draft.timer is not None and not draft.lock.locked():
-            draft.timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await draft.timer
-        async with draft.lock:  # a draft being posted is recorded first
-            pass
-        if self._live.get(key) is draft:
-            del self._live[key]
-        if draft.ids is None:
-            return await self._store.of(chat.channel, chat.session_key, turn_id)
-        return list(draft.ids)
-
-    async def deliver(self, channel: Channel, message: OutboundMessage) -> tuple[str | None, bool]:
-        """Send ``message``; a turn's answer to a chat where its draft stands finishes that
-        draft instead. Returns the receipt and whether a draft was finished."""
-        drafting = self._drafting(message.chat)
+    def drafting(self, message: OutboundMessage) -> SupportsDrafts | None:
+        """The channel, if ``message`` is delivered into its turn's draft (a turn's answer
+        or notice, without buttons, in a chat that streams by editing)."""
         if (
-            drafting is None
-            or message.turn_id is None
+            message.turn_id is None
             or message.kind not in DRAFTED_KINDS
             or message.actions  # buttons are posted, never edited into a draft
         ):
-            return await channel.send(message), False
-        ids = await self.close(message.chat, message.turn_id)
-        if not ids:
-            return await channel.send(message), False
-        return await drafting.finish_drafts(message, ids), True
+            return None
+        return self._drafting(message.chat)
+
+    async def close(self, chat: ChatRef, turn_id: str) -> DraftMessages:
+        """Stop showing a turn's draft (waiting for a post or edit under way) and return
+        its messages as recorded."""
+        key = (chat.session_key, turn_id)
+        draft = self._live.get(key)
+        if draft is not None:
+            draft.closed = True
+            if draft.timer is not None and not draft.lock.locked():
+                draft.timer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await draft.timer
+            async with draft.lock:  # a draft being posted is recorded first
+                pass
+            if self._live.get(key) is draft:
+                del self._live[key]
+        return await self._store.of(chat.channel, chat.session_key, turn_id)
 
     async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         """The turn is committed (or parked): stop editing; without an answer for this chat
-        its draft messages go."""
+        its draft messages go (those whose id was lost too, found the channel's way)."""
         channel = self._drafting(chat)
         if channel is None:
             return
-        ids = await self.close(chat, turn_id)
-        if answered or not ids:
+        stored = await self.close(chat, turn_id)
+        if answered or not (stored.ids or stored.lost):
             return
-        for message_id in ids:
-            try:
-                await channel.delete_draft(chat, message_id)
-            except ChannelError as exc:
-                log.info("%s: could not delete a draft: %s", chat.channel, exc)
+        try:
+            if stored.lost and isinstance(channel, SupportsResend):
+                await channel.resend(await self._nothing(chat, turn_id, stored))
+            else:
+                for message_id in stored.ids:
+                    await channel.delete_draft(chat, message_id)
+        except ChannelError as exc:
+            log.info("%s: could not delete a draft: %s", chat.channel, exc)
         await self._store.forget(chat.channel, chat.session_key, turn_id)
+
+    async def _nothing(self, chat: ChatRef, turn_id: str, stored: DraftMessages) -> LostSend:
+        """A "resend" of no text: every draft message, found or recorded, is deleted."""
+        since = min(a.at for a in stored.lost) - KNOWN_LOOKBACK
+        known = (
+            ()
+            if self._known is None
+            else await self._known(chat.channel, since=since, turn_id=turn_id)
+        )
+        empty = OutboundMessage(
+            chat.channel, chat.chat_id, "", thread_id=chat.thread_id, turn_id=turn_id
+        )
+        return LostSend(empty, stored.lost, stored.ids, tuple(known))
 
     async def stop(self) -> None:
         """Stop every edit still scheduled (the gateway stops; the drafts stay recorded)."""

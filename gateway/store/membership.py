@@ -35,6 +35,7 @@ from gateway.core.load import NodeLoad
 from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
+from gateway.store.sql import Connection
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Membership(Service):
         self._on_lost = on_lost
         self._clock = clock
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._backend_pid = 0  # the server process of that connection: it holds the locks
         self._beat: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.leading = False
@@ -92,6 +94,7 @@ class Membership(Service):
                 f"cannot reach PostgreSQL at storage.url = {redacted(self.url)}: {str(exc).strip()}"
             ) from exc
         conn = self._conn
+        self._backend_pid = conn.info.backend_pid
         # the server notices a vanished node within seconds too (its lock goes with it)
         for setting, value in (("idle", 5), ("interval", 2), ("count", 2)):
             await conn.execute(f"SET tcp_keepalives_{setting} = {value}")
@@ -143,6 +146,19 @@ class Membership(Service):
                 announced = True
                 self.waiting.set()
             await asyncio.sleep(self._interval)
+
+    def leads(self, conn: Connection) -> bool:
+        """Whether this node holds the leader lock right now, asked on another connection
+        (``conn``, the store's) inside its transaction: the outbox marks a row as being sent
+        only in a transaction where this holds, so a node that lost the lead (its membership
+        connection ended, even before it noticed) never starts another send."""
+        row = conn.execute(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+            " AND classid = ? AND objid = ? AND pid = ?"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (LEADER_LOCK >> 32, LEADER_LOCK & 0xFFFF_FFFF, self._backend_pid),
+        ).fetchone()
+        return row is not None
 
     async def stop(self) -> None:
         beat, self._beat = self._beat, None

@@ -316,6 +316,29 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE turns ADD COLUMN stop_requested_at REAL;
     ALTER TABLE sessions ADD COLUMN model TEXT;
     """,
+    # v14 (issue 29; renumbered at merge): exactly once across a crash mid-send
+    # (gateway.runtime.outbound): an outbox row is 'sending' from just before the platform call until its result is recorded, with the
+    # attempts whose outcome is unknown; a draft's row is written before its post (no id yet)
+    """
+    ALTER TABLE outbox ADD COLUMN open_sends TEXT;   -- JSON: [{at, mark, draft}], unrecorded
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at)
+        WHERE state IN ('pending', 'sending');
+    CREATE TABLE stream_drafts_v14 (
+        channel TEXT NOT NULL,
+        chat_key TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        message_id TEXT,                             -- NULL: being posted, id not known yet
+        mark TEXT,                                   -- what the channel noted before posting
+        created_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_key, turn_id, position)
+    );
+    INSERT INTO stream_drafts_v14 (channel, chat_key, turn_id, position, message_id, created_at)
+        SELECT channel, chat_key, turn_id, position, message_id, created_at FROM stream_drafts;
+    DROP TABLE stream_drafts;
+    ALTER TABLE stream_drafts_v14 RENAME TO stream_drafts;
+    """,
 )
 
 

@@ -323,6 +323,16 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE turns ADD COLUMN stop_requested_at DOUBLE PRECISION;
     ALTER TABLE sessions ADD COLUMN model TEXT;
     """,
+    # v14 (issue 29; renumbered at merge): exactly once across a crash mid-send (the
+    # 'sending' state, drafts before their id)
+    """
+    ALTER TABLE outbox ADD COLUMN open_sends TEXT;
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at)
+        WHERE state IN ('pending', 'sending');
+    ALTER TABLE stream_drafts ALTER COLUMN message_id DROP NOT NULL;
+    ALTER TABLE stream_drafts ADD COLUMN mark TEXT;
+    """,
 )
 
 

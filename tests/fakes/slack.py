@@ -4,8 +4,8 @@ The real slack_sdk ``AsyncWebClient`` reaches it through ``base_url``; Socket Mo
 to whatever URL ``apps.connections.open`` returns, which is this server. Events are pushed
 as Socket Mode envelopes (acks are recorded per ``envelope_id``) or posted to a bolt HTTP
 endpoint with a genuine signature (:func:`post_signed`). Web API calls are recorded;
-``chat.postMessage`` can answer 429 or cut the connection after storing the message;
-``conversations.history``/``.replies`` return stored messages with their metadata; files go
+``chat.postMessage`` can answer 429, cut the connection after storing the message or be
+held open (:meth:`FakeSlack.hold_post`); ``conversations.history``/``.replies`` return stored messages with their metadata; files go
 through ``files.getUploadURLExternal`` → upload → ``files.completeUploadExternal``.
 ``chat.postMessage`` keeps Block Kit ``blocks``, and a post to a user id lands in the app's
 DM with that user (``D`` + the id's tail), as on Slack; :func:`block_actions` builds the
@@ -28,6 +28,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
+
+from tests.fakes.holds import Hold, Holds
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-1-test"
@@ -68,6 +70,7 @@ class FakeSlack:
         self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes)
         self.hosted: dict[str, bytes] = {}  # files users shared, by path
         self.download_auth: list[str | None] = []
+        self.holds = Holds()
         # Socket Mode
         self.connections = 0
         self.acks: list[str] = []
@@ -91,6 +94,7 @@ class FakeSlack:
         return self
 
     async def stop(self) -> None:
+        self.holds.release_all()
         if self._ws is not None and not self._ws.closed:
             await self._ws.close()
         if self._runner is not None:
@@ -114,6 +118,11 @@ class FakeSlack:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+    def hold_post(self, channel: str, *, deliver: bool) -> Hold:
+        """Hold the next ``chat.postMessage`` to ``channel`` open (made first, or never:
+        tests/fakes/holds.py)."""
+        return self.holds.add(deliver=deliver, matches=lambda args: args["channel"] == channel)
 
     def next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
@@ -169,6 +178,26 @@ class FakeSlack:
         if isinstance(blocks, str):
             blocks = json.loads(blocks)
         channel = str(args["channel"])
+        held = self.holds.take({"channel": channel})
+        if held is not None:
+
+            async def make() -> web.Response:
+                return await self._post(args, channel, metadata, blocks, None)
+
+            def never() -> web.Response:
+                return web.json_response({"ok": False, "error": "internal_error"}, status=500)
+
+            return await Holds.serve(held, make, never)
+        return await self._post(args, channel, metadata, blocks, request)
+
+    async def _post(
+        self,
+        args: dict[str, Any],
+        channel: str,
+        metadata: dict[str, Any] | None,
+        blocks: list[dict[str, Any]],
+        request: web.Request | None,
+    ) -> web.Response:
         posted = Posted(
             channel=dm_of(channel) if channel.startswith("U") else channel,
             ts=self.next_ts(),
@@ -179,7 +208,7 @@ class FakeSlack:
         )
         self.posted.append(posted)
         await self._notify()
-        if self.fail_posts and self.fail_posts[0][0] == "disconnect":
+        if request is not None and self.fail_posts and self.fail_posts[0][0] == "disconnect":
             self.fail_posts.popleft()
             assert request.transport is not None
             request.transport.abort()  # posted, but the client never hears back
@@ -233,7 +262,10 @@ class FakeSlack:
         messages = [
             self._message_json(p)
             for p in reversed(self.posted)
-            if p.channel == args["channel"] and p.thread_ts is None and float(p.ts) >= oldest
+            if p.channel == args["channel"]
+            and p.thread_ts is None
+            and float(p.ts) >= oldest
+            and p.ts not in self.deleted
         ]
         return web.json_response({"ok": True, "messages": messages, "has_more": False})
 
@@ -243,7 +275,9 @@ class FakeSlack:
         messages = [
             self._message_json(p)
             for p in self.posted
-            if p.channel == args["channel"] and p.thread_ts == args["ts"]
+            if p.channel == args["channel"]
+            and p.thread_ts == args["ts"]
+            and p.ts not in self.deleted
         ]
         return web.json_response({"ok": True, "messages": messages, "has_more": False})
 

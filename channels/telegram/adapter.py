@@ -294,12 +294,19 @@ class TelegramChannel:
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
 
-    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+    # -- streaming: previews, or drafts edited (gateway/runtime/drafts.py) ----------------
 
     draft_interval = DRAFT_INTERVAL
 
     def draft_parts(self, text: str) -> list[str]:
         return split_message(text, MAX_MESSAGE, length=utf16_length)
+
+    def previews_in(self, chat: ChatRef, *, group: bool) -> bool:
+        """Private chats show ``sendMessageDraft`` previews, unless the Bot API refused."""
+        return self._sender.previews and not group and not chat.chat_id.startswith("-")
+
+    async def preview_draft(self, chat: ChatRef, preview_id: int, text: str) -> None:
+        await self._sender.preview(chat, preview_id, text)
 
     async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
         return str(await self._sender.post(chat, text, reply_to=reply_to))

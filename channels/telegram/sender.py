@@ -40,6 +40,7 @@ from telegram.error import (
     BadRequest,
     ChatMigrated,
     Forbidden,
+    InvalidToken,
     NetworkError,
     RetryAfter,
     TelegramError,
@@ -118,6 +119,7 @@ class Sender:
         self._pacer = pacer or Pacer(self._pacing.overall)
         # idempotency_key -> how far its delivery got (bounded: the oldest go first)
         self._progress: OrderedDict[str, Progress] = OrderedDict()
+        self.previews = True  # sendMessageDraft not refused so far
 
     def progress(self, key: str) -> Progress | None:
         """What this process knows of the delivery of the message with ``key``."""
@@ -201,6 +203,26 @@ class Sender:
         except ChannelPermanentError as exc:
             if not _unchanged(exc):
                 raise
+
+    async def preview(self, chat: ChatRef, draft_id: int, text: str) -> None:
+        """Show ``text`` as the private chat's draft preview (``sendMessageDraft``); paced
+        like :meth:`edit`. A refusal (a Bot API server without the method, a chat that
+        cannot show it) turns previews off for this bot: the drafts are edited instead."""
+        await self._pace(chat.chat_id, max_wait=0.0)
+
+        async def show() -> bool:
+            try:
+                return await self._bot.send_message_draft(
+                    int(chat.chat_id), draft_id, text, message_thread_id=_thread(chat)
+                )
+            except InvalidToken as exc:  # 404: a Bot API server without the method
+                raise ChannelPermanentError(f"sendMessageDraft: {exc.message}") from exc
+
+        try:
+            await _mapped(show)
+        except ChannelPermanentError:
+            self.previews = False
+            raise
 
     async def post(self, chat: ChatRef, text: str, *, reply_to: str | None) -> int:
         """Post a new draft message (plain text); paced like :meth:`edit`."""

@@ -100,6 +100,8 @@ class LiveChannelSection(ChannelSection):
     """A chat channel that can show an answer growing by editing it (docs/channels.md#streaming)."""
 
     streaming: bool | None = None
+    # an answer complete this soon after its turn began is sent once, never drafted first
+    stream_after_seconds: float = Field(default=0.7, ge=0.0, le=60.0)
 
     def streams_in(self, *, group: bool) -> bool:
         return not group if self.streaming is None else self.streaming

@@ -140,6 +140,7 @@ DESCRIPTIONS = {
     "pairing_ttl_seconds": "how long a pairing code stays valid",
     "followups": "messages sent while the chat's turn runs: `steer` (they join it, and the answer takes them into account) or `queue` (answered in a turn of their own); unset: steer in direct chats, queue in groups",
     "streaming": "show the answer as it is written, in one message edited as it grows: `true` or `false`; unset: on in direct chats, off in groups",
+    "stream_after_seconds": "streaming starts only once a turn has run this long: an answer complete sooner arrives as one message, never as a draft plus edits",
     "max_attachment_bytes": "inbound files larger than this are not downloaded (the agent is told)",
     "telegram.token": "the bot's token from @BotFather; the channel is on when set",
     "telegram.transcription_api_key": "API key of the transcription server (OpenAI: an OpenAI key; a local server: often none)",

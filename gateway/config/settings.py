@@ -364,6 +364,12 @@ class Settings(BaseSettings):
         section = self.channel_sections().get(channel)
         return isinstance(section, LiveChannelSection) and section.streams_in(group=group)
 
+    def stream_after(self, channel: str) -> float:
+        """Seconds a turn runs before its answer streams in a chat of ``channel``
+        (``<channel>.stream_after_seconds``)."""
+        section = self.channel_sections().get(channel)
+        return section.stream_after_seconds if isinstance(section, LiveChannelSection) else 0.0
+
     @model_validator(mode="after")
     def _dotenv_api_key(self) -> Settings:
         """``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` written in the home's ``.env``."""

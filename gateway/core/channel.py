@@ -90,6 +90,23 @@ class SupportsDrafts(Protocol):
         like ``send``."""
 
 
+@runtime_checkable
+class SupportsDraftPreview(Protocol):
+    """A preview of the answer being written that is not a message (Telegram's
+    ``sendMessageDraft`` in private chats): the platform shows it until the answer is sent
+    and then drops it, so there is nothing to record, finish or delete, and a crash leaves
+    nothing behind. Where the platform refuses it, streaming falls back to
+    :class:`SupportsDrafts` (editing a message)."""
+
+    def previews_in(self, chat: ChatRef, *, group: bool) -> bool:
+        """Whether ``chat`` can show previews (not refused so far)."""
+
+    async def preview_draft(self, chat: ChatRef, preview_id: int, text: str) -> None:
+        """Show ``text`` (plain) as the preview ``preview_id`` (non-zero; the same id for one
+        answer, so the platform animates the change). Raises ``ChannelPermanentError`` when
+        the platform refuses previews; after that :meth:`previews_in` says no."""
+
+
 @dataclass(frozen=True, slots=True)
 class SendAttempt:
     """A send (or a draft post) whose outcome was never recorded: the process died while

@@ -160,6 +160,7 @@ class Gateway(Service):
             self.channels,
             self.store.drafts,
             enabled=streaming(settings),
+            delay=settings.stream_after,
             known=self.store.outbox.known,  # a draft whose answer was already sent stays
         )
         self.display = LiveDisplay(self.channels, drafts=self.drafts)

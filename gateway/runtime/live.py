@@ -72,6 +72,7 @@ class LiveDisplay:
                 turn_id,
                 group=last.is_group,
                 reply_to=last.platform_message_id if last.is_group else None,
+                fresh=not request.resumed,
             )
             if sinks is not None:
                 on_text, on_tool = sinks

@@ -110,6 +110,10 @@ class FakeTelegram:
         self.files_shown: set[tuple[int, int]] = set()  # the bot's photos and documents
         self.user_messages: set[tuple[int, int]] = set()  # messages people wrote
         self.holds = Holds()
+        # sendMessageDraft: off answers "method not found" (a Bot API server without it);
+        # on, a private chat shows the last preview until the bot's next message arrives
+        self.draft_previews = False
+        self.previews: dict[int, tuple[int, str]] = {}  # chat id -> (draft id, text) shown
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._own_ids = itertools.count(1)  # the bot's counter: private chats, basic groups
@@ -540,7 +544,22 @@ class FakeTelegram:
                 400,
                 "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 12",
             )
+        self.previews.pop(int(call.params["chat_id"]), None)  # the message replaces it
         return _ok(self._sent_message(call, text=text))
+
+    async def _m_sendMessageDraft(self, call: Call) -> web.Response:
+        if not self.draft_previews:
+            return _error(404, "Not Found: method not found")
+        chat_id, draft_id = int(call.params["chat_id"]), int(call.params.get("draft_id", 0))
+        text = call.params.get("text")
+        if chat_id < 0:
+            return _error(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if draft_id == 0:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        if not isinstance(text, str) or not 0 < utf16_len(text) <= 4096:
+            return _error(400, "Bad Request: text must be 1-4096 characters")
+        self.previews[chat_id] = (draft_id, text)
+        return _ok(True)
 
     async def _m_editMessageText(self, call: Call) -> web.Response:
         key = (int(call.params["chat_id"]), int(call.params["message_id"]))

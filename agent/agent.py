@@ -13,13 +13,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
 from agent.compaction import Compaction, Compactor
-from agent.context import ContextBuilder, user_message
+from agent.context import ContextBuilder, user_message, with_guidance
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
@@ -199,18 +199,18 @@ class Agent:
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
         )
+        now = self._clock()
         if not checkpoints:
-            new = self._user_messages(request)
+            texts = [m.text for m in request.messages] or [request.prompt or ""]
+            helpers = guidance(texts, [t.name for t in tools])
+            if helpers:
+                trace.add("prompt_helpers", helpers=[h.name for h in helpers])
+            new = self._user_messages(request, now.tzinfo)
+            new[-1] = with_guidance(new[-1], guidance_block(helpers))  # kept with it
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
-        texts = [m.text for m in request.messages] or [request.prompt or ""]
-        helpers = guidance(texts, [t.name for t in tools])
-        if helpers:
-            trace.add("prompt_helpers", helpers=[h.name for h in helpers])
-        block = "\n".join(b for b in (kind.prompt, guidance_block(helpers)) if b)
-        now = self._clock()
         system = self.context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
+            request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
         )
         turn_state = resumed_state(checkpoints, chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
@@ -220,7 +220,7 @@ class Agent:
 
         async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
             return await self.window.refit(
-                request, tools, now, block, pinned, charge=charge, limit=limit
+                request, tools, now, kind.prompt, pinned, charge=charge, limit=limit
             )
 
         model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
@@ -370,7 +370,10 @@ class Agent:
             messages = []
             for _, message in taken:
                 said = user_message(
-                    message, vision=self.config.vision, workspace=self.workspace.root
+                    message,
+                    vision=self.config.vision,
+                    workspace=self.workspace.root,
+                    zone=self._clock().tzinfo,
                 )
                 messages.append(replace(said, content=f"{FOLLOW_UP}\n{said.content}"))
             rows = [NewMessage(m.role, m.to_body()) for m in messages]
@@ -414,10 +417,10 @@ class Agent:
         outcome = notice(request, text)
         return replace(outcome, failed=False, usage=state.meter.entries())
 
-    def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
+    def _user_messages(self, request: TurnRequest, zone: tzinfo | None) -> list[ChatMessage]:
         if request.messages:
             return [
-                user_message(m, vision=self.config.vision, workspace=self.workspace.root)
+                user_message(m, vision=self.config.vision, workspace=self.workspace.root, zone=zone)
                 for m in request.messages
             ]
         return [ChatMessage(role="user", content=request.prompt or "")]

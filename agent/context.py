@@ -1,15 +1,21 @@
 """ContextBuilder: the system prompt and the message list for one model call.
 
-The system prompt has a *stable* part (identity, rules, bootstrap files) that providers can
-cache across turns, and a *dynamic* part after it (time, who is talking, memory, the
-conversation summary) that may change every turn without invalidating the cache.
+The system prompt has a *stable* part (identity, rules, bootstrap files) and a *dynamic* part
+after it (the day, who is talking, memory, the conversation summary, pinned goals). A
+provider's prompt cache covers a prefix: tools, system, then the conversation, so whatever
+changes in the system prompt makes the whole conversation after it uncached for that call.
+The dynamic part therefore changes only when the conversation does anyway (a summary, a new
+day) or rarely (goals): each message carries the time it was written and the guidance for
+its request, and memory is read once per stretch of conversation (``_memory_of``).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import date, datetime, tzinfo
 from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
@@ -21,6 +27,7 @@ from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
+MEMORY_SNAPSHOTS = 1_000  # sessions whose memory block is held (the least recent go first)
 
 _RULES = """\
 Rules:
@@ -58,6 +65,8 @@ class ContextBuilder:
         self.skills = skills or SkillLibrary(workspace / "skills")
         self._stable_key: tuple[object, ...] | None = None
         self._stable_text = ""
+        # per session: (day, summary, scope) -> the memory block read then
+        self._memory_seen: OrderedDict[str, tuple[tuple[object, ...], str]] = OrderedDict()
 
     def bootstrap(self) -> list[tuple[str, str]]:
         files = []
@@ -98,12 +107,17 @@ class ContextBuilder:
         guidance: str = "",
         pinned: str = "",
     ) -> SystemPrompt:
-        dynamic = [f"Now: {now:%Y-%m-%d %H:%M %Z} ({now:%A})", self._who(request)]
+        # What changes from turn to turn stays out of here, so the provider's cache covers
+        # the conversation that follows: a chat's messages carry their own time
+        # (:func:`user_message`) and each request's guidance (:func:`with_guidance`); only a
+        # turn nobody waits for is told the minute.
         if request.kind.unattended:
-            dynamic.append(_AUTOPILOT)
+            dynamic = [f"Now: {now:%Y-%m-%d %H:%M %Z} ({now:%A})", self._who(request), _AUTOPILOT]
+        else:
+            dynamic = [f"Today: {now:%Y-%m-%d} ({now:%A}), time zone {now:%Z}", self._who(request)]
         if guidance:
-            dynamic.append(f"Guidance for this request:\n{guidance}")
-        memory = self.memory.context(now.date(), scope_for(request.principal, request.chat))
+            dynamic.append(f"Guidance:\n{guidance}")
+        memory = self._memory_of(request, summary, now.date())
         if memory:
             dynamic.append(memory)
         if summary:
@@ -111,6 +125,24 @@ class ContextBuilder:
         if pinned:
             dynamic.append(f"## Pinned\n{pinned}")
         return SystemPrompt(self.stable_prompt(tools), "\n\n".join(dynamic))
+
+    def _memory_of(self, request: TurnRequest, summary: str | None, today: date) -> str:
+        """The memory block as it was when this part of the conversation began: read again
+        on a new day, after a summary, or in a new process, never within a stretch of
+        conversation. A write in this chat is in its history already; one made elsewhere
+        (another chat, reflection, the owner's editor) shows from the next stretch on. So
+        the prompt before the conversation stays the same and the provider's cache holds."""
+        scope = scope_for(request.principal, request.chat)
+        key = (today, summary, scope)
+        held = self._memory_seen.get(request.session_key)
+        if held is not None and held[0] == key:
+            self._memory_seen.move_to_end(request.session_key)
+            return held[1]
+        text = self.memory.context(today, scope)
+        self._memory_seen[request.session_key] = (key, text)
+        while len(self._memory_seen) > MEMORY_SNAPSHOTS:
+            self._memory_seen.popitem(last=False)
+        return text
 
     @staticmethod
     def _who(request: TurnRequest) -> str:
@@ -128,15 +160,22 @@ class ContextBuilder:
 
 
 def user_message(
-    msg: InboundMessage, *, vision: bool = True, workspace: Path | None = None
+    msg: InboundMessage,
+    *,
+    vision: bool = True,
+    workspace: Path | None = None,
+    zone: tzinfo | None = None,
 ) -> ChatMessage:
-    """One inbound chat message as the model sees it (sender named in groups; attachment
-    paths relative to the workspace, as the file tools expect them)."""
+    """One inbound chat message as the model sees it: the time it was written (in ``zone``;
+    the day is in the system prompt), the sender named in groups, attachment paths relative
+    to the workspace as the file tools expect them."""
     text = msg.text
     if msg.edit_of is not None:
         text = f"[edited: the person changed an earlier message to] {text}"
     if msg.is_group and msg.sender_name:
         text = f"[{msg.sender_name}] {text}"
+    if zone is not None:
+        text = f"[{msg.received_at.astimezone(zone):%H:%M}] {text}"
     notes = []
     images = []
     for attachment in msg.attachments:
@@ -157,3 +196,11 @@ def _shown_path(path: str, workspace: Path | None) -> str:
         with contextlib.suppress(ValueError):
             return str(Path(path).resolve().relative_to(workspace))
     return path
+
+
+def with_guidance(message: ChatMessage, guidance: str) -> ChatMessage:
+    """``message`` with the guidance for its request after it: kept with the message in the
+    history, so later requests repeat the same text and the cache holds."""
+    if not guidance:
+        return message
+    return replace(message, content=f"{message.content}\n\n[guidance for this request]\n{guidance}")

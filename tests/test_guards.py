@@ -12,7 +12,7 @@ from typing import Any
 from agent.guards.trace import find_trace, read_trace
 from gateway.core.messages import OutboundKind
 from gateway.runtime.app import Gateway
-from tests.fakes.llm import FakeLLM, Step, calls, text
+from tests.fakes.llm import FakeLLM, Step, as_written, calls, text
 
 
 async def stored_history(
@@ -181,7 +181,8 @@ async def test_empty_final_answer_is_reprompted(run_gateway: Any, fake_llm: Fake
         history = await stored_history(gateway)
     assert reply.text == "Here is the real answer."
     assert "[review NO_SEND]" in fake_llm.requests[1].last_user_text
-    assert [h["content"] for h in history] == ["answer me", "Here is the real answer."]
+    shown = [as_written(h["content"]) for h in history]
+    assert shown == ["answer me", "Here is the real answer."]
 
 
 async def test_ack_only_reply_gets_k_retries_then_a_failure_notice(

@@ -10,7 +10,7 @@ from agent.compaction import SUMMARY_PROMPT
 from agent.tokens import TokenCounter
 from channels.memory import MemoryChannel
 from gateway.core.messages import ChatType
-from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, text
+from tests.fakes.llm import FakeLLM, Recorded, Step, as_written, calls, error, text
 
 SMALL_WINDOW = {"context_window": 4_000}
 LONG = "The quick brown fox jumps over the lazy dog near the riverbank. " * 20  # ~300 tokens
@@ -243,4 +243,5 @@ async def test_an_idle_session_starts_fresh(run_gateway: Any, fake_llm: FakeLLM)
         await chat(channel, ["what is my name?"])
         _, history = await gateway.store.history.load("memory:chat-1", limit=10)
     assert fake_llm.requests[-1].user_texts == ["what is my name?"]
-    assert [m.body["content"] for m in history] == ["what is my name?", "echo: what is my name?"]
+    shown = [as_written(m.body["content"]) for m in history]
+    assert shown == ["what is my name?", "echo: what is my name?"]

@@ -150,6 +150,7 @@ class Gateway(Service):
                 mcp=self.mcp,
                 browser=self.browser,
                 services=services,
+                clock=self.clock,
             )
             for agent_id in self.router.agents
         }

@@ -7,7 +7,6 @@ gateway does not have to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +36,7 @@ from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.clock import Clock, SystemClock
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.core.services import Services
@@ -165,6 +165,7 @@ def build_agent(
     mcp: McpManager | None = None,
     browser: Browser | None = None,
     services: Services | None = None,
+    clock: Clock | None = None,
 ) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
@@ -172,6 +173,7 @@ def build_agent(
     (shared by all its agents)."""
     top = settings
     settings = agent_settings(top, agent_id)
+    wall = clock or SystemClock()
     models = models or ModelPool(
         EndpointSlots(top.limits.max_concurrent_llm_calls),
         cooldown_seconds=top.llm.fallback_cooldown_seconds,
@@ -277,7 +279,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: datetime.now(zone(settings.heartbeat.timezone)),
+        clock=lambda: wall.now().astimezone(zone(settings.heartbeat.timezone)),
         config=AgentConfig(
             turn_timeout=turn.turn_timeout_seconds,
             history_limit=turn.history_max_messages,

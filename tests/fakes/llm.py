@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -88,7 +89,14 @@ class Recorded:
 
     @property
     def user_texts(self) -> list[str]:
-        """Text of every user message, in order (both wire formats)."""
+        """Text of every user message as the person wrote it, in order (both wire formats):
+        without the time each message carries or the guidance kept with it (``raw_user_texts``
+        has them)."""
+        return [as_written(text) for text in self.raw_user_texts]
+
+    @property
+    def raw_user_texts(self) -> list[str]:
+        """Text of every user message as the model is shown it."""
         out = []
         for msg in self.body.get("messages", []):
             if msg.get("role") != "user":
@@ -179,6 +187,16 @@ async def _cut(
         return response
     await response.write_eof()
     return response
+
+
+_STAMP = re.compile(r"(?m)^\[\d\d:\d\d\] ")
+_GUIDANCE = "\n\n[guidance for this request]\n"
+
+
+def as_written(text: str) -> str:
+    """A user message's text without the time stamped on it (at the start of its lines) and
+    the guidance kept after it (agent/context.py)."""
+    return _STAMP.sub("", text.split(_GUIDANCE, 1)[0])
 
 
 def echo(request: Recorded) -> Step:

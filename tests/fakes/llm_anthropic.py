@@ -118,8 +118,9 @@ class AnthropicWire:
 
     def _cache_usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
         """(uncached, cache read, cache written) input tokens, simulating prompt caching:
-        a prefix ending at a breakpoint is written; a later request whose prefix matches a
-        written one reads it."""
+        a prefix ending at a breakpoint is written; a later request reads the longest
+        written prefix that ends at one of its breakpoints or up to 20 blocks before one
+        (Anthropic looks back that far, no further)."""
         blocks = _blocks(body)
         sizes = [max(1, len(text) // 4) for text, _ in blocks]
         digest = hashlib.sha256()
@@ -127,16 +128,28 @@ class AnthropicWire:
         for text, _ in blocks:
             digest.update(text.encode())
             prefix_hashes.append(digest.copy().hexdigest())
-        read_upto = max(
-            (i + 1 for i, h in enumerate(prefix_hashes) if h in self.cached_prefixes), default=0
-        )
         breakpoints = [i for i, (_, marked) in enumerate(blocks) if marked]
-        write_upto = max(breakpoints, default=-1) + 1
-        for i in breakpoints:
+        looked_at = {i for b in breakpoints for i in range(max(0, b - LOOKBACK), b + 1)}
+        read_upto = max(
+            (
+                i + 1
+                for i, h in enumerate(prefix_hashes)
+                if i in looked_at and h in self.cached_prefixes
+            ),
+            default=0,
+        )
+        # a prefix shorter than the provider's minimum is never cached
+        cacheable = [i for i in breakpoints if sum(sizes[: i + 1]) >= MIN_CACHEABLE]
+        write_upto = max(cacheable, default=-1) + 1
+        for i in cacheable:
             self.cached_prefixes.add(prefix_hashes[i])
         read = sum(sizes[:read_upto])
         written = sum(sizes[read_upto:write_upto]) if write_upto > read_upto else 0
         return sum(sizes) - read - written, read, written
+
+
+LOOKBACK = 20  # blocks before a breakpoint where a cached prefix is still found
+MIN_CACHEABLE = 1024  # tokens: shorter prefixes are not cached (Anthropic's Sonnet models)
 
 
 def _blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:

@@ -38,6 +38,7 @@ from agent.outcome import (
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
 from agent.runner import Runner, RunResult
+from agent.skills import routed_block
 from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.tools.find_tools import FindTools
@@ -190,7 +191,11 @@ class AgentLoop:
         helpers = guidance(texts, [t.name for t in tools])
         if helpers:
             trace.add("prompt_helpers", helpers=[h.name for h in helpers])
-        block = "\n".join(b for b in (kind.prompt, guidance_block(helpers)) if b)
+        routed = await self.context.skills.route(texts)  # the owner's skills, by `when:`
+        for skill in routed:
+            trace.add("skill", skill=skill.skill.name, trigger=skill.trigger, matched=skill.matched)
+        parts = (kind.prompt, guidance_block(helpers), routed_block(routed))
+        block = "\n".join(b for b in parts if b)
         now = self._clock()
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned

@@ -47,6 +47,7 @@ from gateway.config.channels import (
     TelegramSettings,
     WebSettings,
 )
+from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
@@ -276,6 +277,10 @@ class Settings(BaseSettings):
     routes: tuple[RouteRule, ...] = ()
     agent_messages: AgentsSection = AgentsSection()
 
+    # Other programs (docs/connect.md): signed webhooks, and the OpenAI-compatible and task API.
+    hooks: dict[str, HookSettings] = {}
+    api: ApiSettings = ApiSettings()
+
     @model_validator(mode="after")
     def _known_agents(self) -> Settings:
         for key in self.agents:
@@ -301,6 +306,16 @@ class Settings(BaseSettings):
             if route.agent not in known:
                 raise ValueError(
                     f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
+                )
+        for name, hook in self.hooks.items():
+            if not valid_hook_name(name):
+                raise ValueError(
+                    f"hooks.{name}: hook names are up to 32 lower-case letters, digits, - and _ "
+                    "(the name is the URL path /hooks/<name>)"
+                )
+            if hook.agent not in known:
+                raise ValueError(
+                    f"hooks.{name}.agent: unknown agent {hook.agent!r} (known: {', '.join(sorted(known))})"
                 )
         for name, server in self.mcp.servers.items():
             unknown = sorted(set(server.agents) - known - {"*"})

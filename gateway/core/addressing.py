@@ -9,6 +9,7 @@ from __future__ import annotations
 
 DEFAULT_AGENT = "main"
 AGENT_CHANNEL = "agent"
+TASK_CHANNEL = "task"  # where a task submitted through the API sends its notes and answer
 SEPARATOR = "/"
 
 

@@ -92,6 +92,9 @@ class InboundMessage:
     reply_to_message_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     received_at: datetime = field(default_factory=utcnow)
+    # The agent a program asked for (a webhook's ``agent``, the API's ``model``); routes
+    # decide for every other message. Set only by the gateway's own channels.
+    agent: str | None = None
 
     @property
     def chat(self) -> ChatRef:

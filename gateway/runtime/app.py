@@ -39,6 +39,7 @@ from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, resume_open_work, streaming
 from gateway.runtime.commands import Commands
+from gateway.runtime.connect import ProgramRoutes, program_channels
 from gateway.runtime.conversation import Conversations
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.drafts import DraftStreamer
@@ -145,6 +146,7 @@ class Gateway(Service):
         )
         # one allowance per person, drawn by their chats and their scheduled jobs alike
         self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
+        self.programs = ProgramRoutes(settings, self.store, self.router)  # webhooks, the API
         self.conversations = Conversations(
             store=self.store,
             bus=self.bus,
@@ -158,6 +160,7 @@ class Gateway(Service):
             max_resume_attempts=settings.agent.max_resume_attempts,
             approvals=self.approvals,
             storage_full=self.bus.storage_full,
+            program_route=self.programs.route,
         )
         self.dispatcher = Dispatcher(
             self.bus,
@@ -166,7 +169,6 @@ class Gateway(Service):
             turn_timeout=settings.agent.turn_timeout_seconds,
             session_of=self.router.session_key,
         )
-        self.approvals.wake = self.dispatcher.wake
         self.work: ClusterWork | None = None  # a cluster: sessions claimed across the nodes
         if isinstance(self.guard, ClusterGuard):
             from gateway.runtime.cluster_work import ClusterWork  # noqa: PLC0415 - psycopg
@@ -180,9 +182,23 @@ class Gateway(Service):
             agents=self.agents,
             store=self.store,
             bus=self.bus,
+            approvals=self.approvals,
             max_concurrent=settings.scheduler.max_subagents,
             timeout=settings.scheduler.subagent_timeout_seconds,
+            max_resume_attempts=settings.agent.max_resume_attempts,
+            resume=self.work is None,  # a cluster's nodes do not know whose task it was
         )
+        self.approvals.wake = self._wake_turn
+        for channel in program_channels(
+            settings,
+            store=self.store,
+            bus=self.bus,
+            routes=self.programs,
+            subagents=self.subagents,
+            budget=self.budget,
+            agents=self.router.agents,
+        ):
+            self.channels[channel.name] = channel
         self.scheduler = Scheduler(
             settings,
             store=self.store,
@@ -379,6 +395,12 @@ class Gateway(Service):
         return lines
 
     # -- wiring helpers -------------------------------------------------------------------
+
+    def _wake_turn(self, turn_id: str) -> None:
+        """An approval was decided: resume the turn waiting for it (a background task's, or
+        a chat's)."""
+        if not self.subagents.wake(turn_id):
+            self.dispatcher.wake(turn_id)
 
     async def _send_direct(self, message: OutboundMessage) -> None:
         """Past the outbox (for the storage-full notice: the outbox is in the full store)."""

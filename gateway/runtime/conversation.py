@@ -68,6 +68,11 @@ class AgentRoute:
     tainted: bool = False
 
 
+# Another program's message (a webhook, the API; gateway/runtime/connect.py): where its
+# answer goes, as whom the turn acts, whose words authorise it; None for every other message.
+ProgramRoute = Callable[[InboundMessage], Awaitable[AgentRoute | None]]
+
+
 @contextlib.asynccontextmanager
 async def no_typing(chat: ChatRef) -> AsyncIterator[None]:
     yield
@@ -93,8 +98,10 @@ class Conversations:
         max_resume_attempts: int = 2,
         approvals: ApprovalDesk | None = None,
         storage_full: StorageAlarm | None = None,
+        program_route: ProgramRoute | None = None,
     ) -> None:
         self._store = store
+        self._program_route = program_route
         self._storage_full = storage_full  # told when a commit waits for disk space
         self._bus = bus
         self._agents = agents
@@ -125,7 +132,8 @@ class Conversations:
             await self._system(batch)
             return None
         agent = self._agent_for(batch.session_key)
-        route = AgentRoute(last.chat, self._principal_for(last))
+        program = await self._program_route(last) if self._program_route else None
+        route = program or AgentRoute(last.chat, self._principal_for(last))
         if last.channel == AGENT_CHANNEL:
             route = await self._agent_message_route(last, agent.config.agent_id)
         request = TurnRequest(
@@ -179,7 +187,7 @@ class Conversations:
             request.turn_id,
             request.session_key,
             outcome,
-            last_chat=last if _is_owner_dm(last, request.principal) else None,
+            last_chat=last if program is None and _is_owner_dm(last, request.principal) else None,
             echo_to=route.echo_to,
             principal=request.principal,
         )

@@ -19,7 +19,7 @@ from gateway.store.approvals import ApprovalRecord, Approvals
 from gateway.store.db import Database, Engine
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
-from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
+from gateway.store.jobs import Job, Jobs
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
@@ -28,6 +28,7 @@ from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
+from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "SessionState",
     "Store",
     "StoredMessage",
+    "TaskEvent",
     "TaskRecord",
     "Tasks",
     "ToolLedger",

@@ -35,11 +35,14 @@ async def start_web(gateway: GatewayView) -> WebServer | None:
     """Start the web server if the gateway has a channel that serves web pages.
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
-    (``switchboard chat``, tests, benchmarks) opens no port.
+    (``switchboard chat``, tests, benchmarks) opens no port unless webhooks or the API are
+    configured (docs/connect.md).
     """
-    from gateway.web.server import WebServer, web_channels  # noqa: PLC0415
+    from gateway.web.server import WebServer, program_channels, web_channels  # noqa: PLC0415
 
-    if not gateway.settings.web.enabled or not web_channels(gateway):
+    if not gateway.settings.web.enabled:
+        return None
+    if not web_channels(gateway) and not program_channels(gateway):
         return None
     server = WebServer(gateway)
     await server.start()

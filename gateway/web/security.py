@@ -18,6 +18,10 @@ Every request passes :meth:`WebGuard.middleware`:
   accepted only with a Bearer header, which no other site can make a browser send.
 * **Browser id**: each browser gets a random id in an HttpOnly cookie; the web chat keys its
   session on it. It never appears in a URL.
+* **Other programs** (``program_prefixes``: ``/hooks/``, ``/v1/``): every request there
+  authenticates itself (a webhook's signature, an API token), so none of the checks above
+  apply to it, and it gets no cookie. The web token and the login cookie open nothing there,
+  and a webhook secret or API token opens nothing here.
 """
 
 from __future__ import annotations
@@ -95,8 +99,10 @@ class WebGuard:
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_TRACKED_CLIENTS,
         sessions: WebSessions | None = None,
+        program_prefixes: tuple[str, ...] = (),
     ):
         self._settings = settings
+        self._programs = program_prefixes
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
         lifetime = settings.session_hours * 3600.0
@@ -190,6 +196,8 @@ class WebGuard:
         return response
 
     async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self._programs and request.path.startswith(self._programs):
+            return await handler(request)  # it checks its own credential (gateway.core.webhost)
         if not self.host_allowed(request):
             return web.Response(status=421, text="This server answers to localhost only.\n")
         if self._token is None and any(h in request.headers for h in FORWARDING_HEADERS):

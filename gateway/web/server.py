@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import ServesWeb
+from gateway.core.webhost import ServesPrograms, ServesWeb
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
@@ -43,6 +43,12 @@ def web_channels(gateway: GatewayView) -> list[ServesWeb]:
     return [c for c in channels if isinstance(c, ServesWeb)]
 
 
+def program_channels(gateway: GatewayView) -> list[ServesPrograms]:
+    """Channels other programs call (webhooks, the API; docs/connect.md)."""
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesPrograms)]
+
+
 class WebServer:
     def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
@@ -53,7 +59,12 @@ class WebServer:
             lifetime_seconds=self.settings.session_hours * 3600.0,
             kv=gateway.store.kv,
         )
-        self.guard = WebGuard(self.settings, sessions=sessions)
+        self._programs = program_channels(gateway)
+        self.guard = WebGuard(
+            self.settings,
+            sessions=sessions,
+            program_prefixes=tuple(p.program_prefix for p in self._programs),
+        )
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -98,7 +109,8 @@ class WebServer:
     async def stop(self) -> None:
         if self._runner is None:
             return
-        for channel in web_channels(self._gateway):
+        closing: list[ServesWeb | ServesPrograms] = [*web_channels(self._gateway), *self._programs]
+        for channel in closing:
             try:
                 await channel.close_web()
             except Exception:
@@ -128,6 +140,17 @@ class WebServer:
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
+        prefixes = tuple(p.program_prefix for p in self._programs)
+        for resource in app.router.resources():  # the guard lets requests there through
+            if prefixes and resource.canonical.startswith(prefixes):
+                raise ValueError(f"{resource.canonical} would be served without the web token")
+        for program in self._programs:
+            routes = program.program_routes(self.guard)
+            for route in routes:
+                path = str(getattr(route, "path", ""))
+                if not path.startswith(program.program_prefix):
+                    raise ValueError(f"{path} is outside {program.program_prefix}")
+            app.router.add_routes(routes)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -141,7 +164,7 @@ class WebServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         """Ready: the store answers and a channel is connected (see :func:`readiness`)."""
-        state = await readiness(self._gateway, web_channels(self._gateway))
+        state = await readiness(self._gateway, [*web_channels(self._gateway), *self._programs])
         return web.json_response(state, status=200 if state["ready"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -70,12 +70,13 @@ class ApprovalGate:
         self._book = book
 
     def may_ask(self, ctx: ToolContext) -> bool:
-        """Whether this turn can wait for a person's decision: a chat turn of a person
-        (an autopilot turn cannot be resumed, and nobody waits for it)."""
+        """Whether this turn can wait for a person's decision: a chat turn of a person, or
+        a background task (it waits without a slot and resumes); a heartbeat or scheduled
+        turn cannot be resumed, and nobody waits for it."""
         return (
             self.mode == "ask"
             and self._book is not None
-            and ctx.turn_kind == "chat"
+            and ctx.turn_kind in ("chat", "subagent")
             and ctx.chat.channel != AGENT_CHANNEL
         )
 

@@ -195,3 +195,46 @@ async def test_a_repeated_submission_is_the_same_task(
         await gateway.wait_idle()
     assert (first_status, again_status) == (202, 200) and first["id"] == again["id"]
     assert len(fake_llm.requests) == 1
+
+
+async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A member token's task that wants to run a command asks first (tools.approvals = ask);
+    the owner approves with an owner token, and the task resumes at that call."""
+    import re
+
+    import openai
+
+    def work(request: Recorded) -> Step:
+        if not request.tool_results:
+            return calls(("exec", {"command": "echo approved-by-the-owner"}))
+        return text("The command ran after the owner's approval.")
+
+    fake_llm.responder = work
+    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    async with serving(settings) as (gateway, url, http):
+        _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
+        waiting: dict[str, Any] = {}
+        async with asyncio.timeout(10):
+            while waiting.get("state") != "awaiting_approval":
+                change = gateway.subagents.signal.next_change()
+                async with http.get(f"{url}/{task['id']}", headers=MEMBER) as response:
+                    waiting = await response.json()
+                if waiting["state"] != "awaiting_approval":
+                    await change.wait()
+        [note] = [n["text"] for n in waiting["notes"]]
+        approval = re.search(r"/approve (\w+)", note)
+        assert approval is not None and "exec" in note
+        assert len(fake_llm.requests) == 1  # nothing ran while it waited
+        client = openai.AsyncOpenAI(base_url=url.removesuffix("/tasks"), api_key=OWNER_TOKEN)
+        async with client:
+            decided = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": approval.group(0)}]
+            )
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+    assert "approved" in (decided.choices[0].message.content or "").lower()
+    states = [e["text"] for e in events if e["kind"] == "state"]
+    assert states == ["queued", "running", "awaiting_approval", "running", "done"]
+    assert "approved-by-the-owner" in fake_llm.requests[-1].tool_results[0]

@@ -169,6 +169,7 @@ class Gateway(Service):
             turn_timeout=settings.agent.turn_timeout_seconds,
             session_of=self.router.session_key,
         )
+        self.approvals.wake = self.dispatcher.wake
         self.work: ClusterWork | None = None  # a cluster: sessions claimed across the nodes
         if isinstance(self.guard, ClusterGuard):
             from gateway.runtime.cluster_work import ClusterWork  # noqa: PLC0415 - psycopg
@@ -188,6 +189,9 @@ class Gateway(Service):
             max_resume_attempts=settings.agent.max_resume_attempts,
             resume=self.work is None,  # a cluster's nodes do not know whose task it was
         )
+        # a decision wakes a background task's turn, else the chat's (the dispatcher's, or
+        # in a cluster the cluster's wake, which finds the node holding it)
+        self._wake_chat = self.approvals.wake
         self.approvals.wake = self._wake_turn
         for channel in program_channels(
             settings,
@@ -400,7 +404,7 @@ class Gateway(Service):
         """An approval was decided: resume the turn waiting for it (a background task's, or
         a chat's)."""
         if not self.subagents.wake(turn_id):
-            self.dispatcher.wake(turn_id)
+            self._wake_chat(turn_id)
 
     async def _send_direct(self, message: OutboundMessage) -> None:
         """Past the outbox (for the storage-full notice: the outbox is in the full store)."""

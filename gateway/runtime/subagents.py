@@ -45,6 +45,8 @@ from gateway.store import Store, TaskRecord
 
 log = logging.getLogger(__name__)
 
+DECISION_CHECK_SECONDS = 5.0  # a task waiting for an approval looks whether it was decided
+
 
 def principal_of(owner: Mapping[str, str]) -> Principal:
     """The principal a task acts for, from what its record keeps."""
@@ -205,19 +207,29 @@ class Subagents:
                 if await self._store.tasks.move(record.id, "awaiting_approval"):
                     self.signal.notify()
             try:
-                await decided.wait()  # the slot is free meanwhile
+                await self._until_decided(turn, decided)  # the slot is free meanwhile
             finally:
                 self._decided.pop(turn, None)
             resumed = True
+
+    async def _until_decided(self, turn: str, decided: asyncio.Event) -> None:
+        """Wait for the decision: woken at once when it is made here, found by a look every
+        few seconds when it was made elsewhere (another node of a cluster)."""
+        assert self._approvals is not None
+        while not decided.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DECISION_CHECK_SECONDS):
+                    await decided.wait()
+            if turn not in await self._approvals.waiting_turns():
+                return
 
     async def _wait_for_decision(self, turn: str) -> None:
         """After a restart: a task parked on an approval waits for it again (unless it was
         decided, or expired, while the gateway was down)."""
         decided = self._decided[turn] = asyncio.Event()
         try:
-            if self._approvals is None or turn not in await self._approvals.waiting_turns():
-                return
-            await decided.wait()
+            if self._approvals is not None:
+                await self._until_decided(turn, decided)
         finally:
             self._decided.pop(turn, None)
 

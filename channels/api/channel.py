@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 
 from aiohttp import web
 
@@ -125,6 +125,9 @@ class ApiChannel:
         pending = self._waiting.get(chat.session_key)
         if pending is not None and pending.turn_id == turn_id and not answered:
             pending.finish()  # nothing more comes (an answer already sent, or none)
+
+    def counts(self) -> Mapping[tuple[str, str], int]:
+        return dict(self.requests)
 
     def health(self) -> ChannelHealth:
         done = sum(n for (_, outcome), n in self.requests.items() if outcome == "ok")

@@ -96,6 +96,9 @@ class HookChannel:
         await self._forward([forwarded])
         return f"forwarded to {target.session_key}"
 
+    def counts(self) -> Mapping[tuple[str, str], int]:
+        return dict(self.deliveries)
+
     def health(self) -> ChannelHealth:
         accepted = sum(n for (_, outcome), n in self.deliveries.items() if outcome == "accepted")
         return ChannelHealth(

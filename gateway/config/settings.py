@@ -326,6 +326,18 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _separate_credentials(self) -> Settings:
+        """An API token opens only the API, the web token only the web chat and status
+        page: one value used for both would let either open the other."""
+        web = self.web.token.get_secret_value() if self.web.token else None
+        for index, token in enumerate(self.api.tokens):
+            if web and token.token.get_secret_value() == web:
+                raise ValueError(
+                    f"api.tokens[{index}] ({token.name}) is the web token: give the API its own"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         home = self.home.expanduser().resolve()
         object.__setattr__(self, "home", home)

@@ -56,14 +56,12 @@ class HookSettings(BaseModel):
 
     secret: SecretStr  # required: senders sign the raw body with it (HMAC-SHA256)
     agent: str = "main"  # the agent that answers
-    deliver_to: str | None = (
-        None  # "<channel>:<chat id>" for the answer; unset: the owner's last chat
-    )
+    deliver_to: str | None = None
     prompt: str = ""  # the turn's message; {payload} is replaced by the payload (else it follows)
     role: Role = "member"  # the turn's rights: a webhook is outside content
-    max_bytes: int = Field(default=1_000_000, ge=1_000, le=25_000_000)  # larger bodies: 413
-    max_payload_chars: int = Field(default=20_000, ge=1_000, le=200_000)  # payload in the message
-    max_per_minute: int = Field(default=30, ge=1, le=10_000)  # deliveries; more get 429
+    max_bytes: int = Field(default=1_000_000, ge=1_000, le=25_000_000)  # a larger body gets 413
+    max_payload_chars: int = Field(default=20_000, ge=1_000, le=200_000)  # shown to the model
+    max_per_minute: int = Field(default=30, ge=1, le=10_000)  # valid deliveries; more get 429
 
     @field_validator("secret")
     @classmethod
@@ -111,11 +109,8 @@ class ApiSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = False
-    tokens: tuple[ApiToken, ...] = Field(
-        default=(), validate_default=True
-    )  # required when enabled: [{name, token, role}]
+    tokens: tuple[ApiToken, ...] = Field(default=(), validate_default=True)
     max_request_bytes: int = Field(default=1_000_000, ge=10_000, le=50_000_000)
-    # How long a chat completion waits for its answer (the turn's own timeout comes first).
     answer_timeout_seconds: float = Field(default=900.0, gt=0, le=86_400)
 
     @field_validator("tokens")

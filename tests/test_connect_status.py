@@ -26,6 +26,13 @@ SECRET = "hook-secret-0123456789abcdef"
 TOKEN = "api-token-0123456789abcdefgh"
 
 
+def model_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM, **env: str) -> None:
+    monkeypatch.setenv("SWITCHBOARD_LLM__BASE_URL", fake_llm.openai_url)
+    monkeypatch.setenv("SWITCHBOARD_LLM__API_KEY", "sk-test-key-123456")
+    for name, value in env.items():
+        monkeypatch.setenv(f"SWITCHBOARD_{name}", value)
+
+
 async def doctor_report(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     settings, problem = load_what_is_valid()
     await run_doctor(settings, config_problem=problem, as_json=True)
@@ -36,10 +43,7 @@ async def doctor_report(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[st
 async def test_doctor_names_a_hook_without_a_secret_and_an_api_without_a_token(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake_llm: FakeLLM
 ) -> None:
-    monkeypatch.setenv("SWITCHBOARD_LLM__BASE_URL", fake_llm.openai_url)
-    monkeypatch.setenv("SWITCHBOARD_LLM__API_KEY", "sk-test-key-123456")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__GITHUB__DELIVER_TO", "telegram:42")
-    monkeypatch.setenv("SWITCHBOARD_API__ENABLED", "true")
+    model_env(monkeypatch, fake_llm, HOOKS__GITHUB__DELIVER_TO="telegram:42", API__ENABLED="true")
     checks = await doctor_report(capsys)
     config = checks["config"]
     assert config["status"] == "fail"
@@ -49,18 +53,20 @@ async def test_doctor_names_a_hook_without_a_secret_and_an_api_without_a_token(
 async def test_doctor_warns_of_a_public_bind_and_says_where_hooks_answer(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake_llm: FakeLLM
 ) -> None:
-    monkeypatch.setenv("SWITCHBOARD_LLM__BASE_URL", fake_llm.openai_url)
-    monkeypatch.setenv("SWITCHBOARD_LLM__API_KEY", "sk-test-key-123456")
-    monkeypatch.setenv("SWITCHBOARD_WEB__HOST", "0.0.0.0")
-    monkeypatch.setenv("SWITCHBOARD_WEB__TOKEN", "web-token-0123456789abcdef")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__GITHUB__SECRET", SECRET)
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__GITHUB__DELIVER_TO", "webchat:0123456789abcdef01234567")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__CI__SECRET", SECRET + "y")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__CI__DELIVER_TO", "telegram:42")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__FORM__SECRET", SECRET + "x")
-    monkeypatch.setenv("SWITCHBOARD_HOOKS__FORM__ROLE", "owner")
-    monkeypatch.setenv("SWITCHBOARD_API__ENABLED", "true")
-    monkeypatch.setenv("SWITCHBOARD_API__TOKENS", json.dumps([{"name": "ci", "token": TOKEN}]))
+    model_env(
+        monkeypatch,
+        fake_llm,
+        WEB__HOST="0.0.0.0",
+        WEB__TOKEN="web-token-0123456789abcdef",
+        HOOKS__GITHUB__SECRET=SECRET,
+        HOOKS__GITHUB__DELIVER_TO="webchat:0123456789abcdef01234567",
+        HOOKS__CI__SECRET=SECRET + "y",
+        HOOKS__CI__DELIVER_TO="telegram:42",
+        HOOKS__FORM__SECRET=SECRET + "x",
+        HOOKS__FORM__ROLE="owner",
+        API__ENABLED="true",
+        API__TOKENS=json.dumps([{"name": "ci", "token": TOKEN}]),
+    )
     checks = await doctor_report(capsys)
     assert checks["config"]["status"] != "fail"
     assert checks["connect"]["status"] == "warn"

@@ -215,3 +215,37 @@ async def test_open_webui_request_shape(make_settings: SettingsFactory, fake_llm
     assert conversation[-1]["content"] == "Two plus two is four."
     assert fake_llm.requests[1].user_texts == ["hello", "what is 2+2?"]
     assert len(stored) == 4  # the session of that Open WebUI chat: two questions, two answers
+
+
+async def test_a_streamed_answer_with_a_tool_step_shows_each_part_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Text before a tool call streams, the answer after it starts a new paragraph, and the
+    outbox's final answer completes the stream instead of repeating it."""
+    fake_llm.queue(
+        calls(("list_dir", {}), content="Let me look at the workspace."),
+        streamed("The workspace holds the bootstrap files.", chunks=3, over=0.03),
+    )
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        stream = await client.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "what is here?"}], stream=True
+        )
+        shown = "".join([c.choices[0].delta.content or "" async for c in stream])
+        await gateway.wait_idle()
+    assert shown == "Let me look at the workspace.\n\nThe workspace holds the bootstrap files."
+
+
+async def test_a_member_over_its_allowance_gets_429_without_a_model_call(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text("An answer that uses the one turn allowed.")
+    settings = api_settings(make_settings, limits={"user_turns_per_hour": 1})
+    async with serving(settings) as (gateway, url), sdk(url, MEMBER_TOKEN) as client:
+        ask = {"model": "main", "messages": [{"role": "user", "content": "hi"}]}
+        await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+        await gateway.wait_idle()
+        with pytest.raises(openai.RateLimitError) as refused:
+            await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+        await gateway.wait_idle()
+    assert refused.value.code == "allowance"
+    assert len(fake_llm.requests) == 1

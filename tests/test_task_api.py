@@ -20,25 +20,11 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, held, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
+from tests.test_openai_api import MEMBER_TOKEN, OWNER_TOKEN, api_settings
 
-OWNER_TOKEN = "owner-token-0123456789abcdef"
-MEMBER_TOKEN = "member-token-0123456789abcdef"
 OWNER = {"Authorization": f"Bearer {OWNER_TOKEN}"}
 MEMBER = {"Authorization": f"Bearer {MEMBER_TOKEN}"}
-
-
-def task_settings(make_settings: SettingsFactory, **overrides: Any) -> Settings:
-    return make_settings(
-        web={"port": 0},
-        api={
-            "enabled": True,
-            "tokens": [
-                {"name": "ops", "token": OWNER_TOKEN, "role": "owner"},
-                {"name": "script", "token": MEMBER_TOKEN, "role": "member"},
-            ],
-        },
-        **overrides,
-    )
+task_settings = api_settings  # an owner token (ops) and a member token (script)
 
 
 @asynccontextmanager

@@ -10,19 +10,17 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from channels.api import wire
 from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, StreamText
-from channels.api.tasks import TaskBackend, task_routes
-from gateway.config.connect import ApiSettings, ApiToken
+from channels.api.tasks import TaskApi, task_routes
+from gateway.config.connect import ApiToken
 from gateway.core.errors import ChannelTransientError, StorageFullError
-from gateway.core.principal import Principal
 from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)
@@ -36,23 +34,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
 
 
-class ApiBackend(Protocol):
+class ApiBackend(TaskApi, Protocol):
     """What the endpoints need of the channel (:class:`channels.api.channel.ApiChannel`)."""
-
-    settings: ApiSettings
-    agents: tuple[str, ...]
-    tasks: TaskBackend | None
-    requests: Counter[tuple[str, str]]
-
-    async def check_allowance(self, principal: Principal) -> str | None: ...
 
     def authenticate(self, request: web.Request) -> ApiToken | None: ...
 
-    def principal(self, token: ApiToken) -> Principal: ...
-
     def conversation(self, ask: Ask) -> AbstractAsyncContextManager[PendingAnswer]: ...
-
-    def streaming(self) -> AbstractContextManager[None]: ...
 
 
 def routes(api: ApiBackend, throttle: CredentialThrottle) -> list[web.RouteDef]:
@@ -173,7 +160,7 @@ class ChatRoutes:
     ) -> web.StreamResponse:
         """The answer as server-sent events: fragments as the model writes, completed by the
         outbox's messages; a comment every few seconds keeps idle connections open."""
-        response = sse_response()
+        response = wire.event_stream()
         await response.prepare(request)
         cid = _id(pending)
         view = StreamText()
@@ -200,16 +187,6 @@ class ChatRoutes:
             await response.write(wire.chunk(cid, model, {}, "stop"))
             await response.write(wire.DONE)
         return response
-
-
-def sse_response() -> web.StreamResponse:
-    return web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-store",
-            "X-Accel-Buffering": "no",  # proxies (nginx) must not hold the events back
-        }
-    )
 
 
 async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:

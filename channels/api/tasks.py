@@ -162,13 +162,7 @@ class TaskRoutes:
         if record is None:
             return _not_found(request)
         after = _int(request.headers.get("Last-Event-ID") or request.query.get("after"))
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-            }
-        )
+        response = wire.event_stream()
         await response.prepare(request)
         with self._api.streaming():
             while True:

@@ -1,4 +1,4 @@
-"""The OpenAI Chat Completions wire format, as much of it as Switchboard answers (pure).
+"""The OpenAI Chat Completions wire format, as much of it as Switchboard answers.
 
 A request names the agent as its ``model`` and carries the conversation as ``messages``.
 Clients such as Open WebUI resend the whole conversation every time; the session already
@@ -13,6 +13,8 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from aiohttp import web
 
 MAX_TEXT_CHARS = 100_000
 
@@ -139,6 +141,17 @@ def sse(
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     lines.extend(f"data: {line}" for line in payload.split("\n"))
     return ("\n".join(lines) + "\n\n").encode()
+
+
+def event_stream() -> web.StreamResponse:
+    """A response of server-sent events (prepare it, then write :func:`sse` events)."""
+    return web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",  # proxies (nginx) must not hold the events back
+        }
+    )
 
 
 DONE = b"data: [DONE]\n\n"

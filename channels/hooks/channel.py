@@ -83,15 +83,8 @@ class HookChannel:
                 f"webhook {message.chat_id!r} has no chat to answer in: set "
                 f"hooks.{message.chat_id}.deliver_to, or talk to the bot once as its owner"
             )
-        forwarded = OutboundMessage(
-            channel=target.channel,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
-            text=f"[webhook {message.chat_id}] {message.text}",
-            kind=message.kind,
-            attachments=message.attachments,
-            turn_id=message.turn_id,
-            idempotency_key=f"hook:{message.idempotency_key}",
+        forwarded = message.forwarded(
+            target, f"[webhook {message.chat_id}] {message.text}", via="hook"
         )
         await self._forward([forwarded])
         return f"forwarded to {target.session_key}"

@@ -94,21 +94,7 @@ class TaskBoard:
         text = message.text
         if message.kind is not OutboundKind.PROACTIVE:
             text = f"[task {message.chat_id}] {text}"
-        await self._bus.publish_outbound(
-            [
-                OutboundMessage(
-                    channel=target.channel,
-                    chat_id=target.chat_id,
-                    thread_id=target.thread_id,
-                    text=text,
-                    kind=message.kind,
-                    attachments=message.attachments,
-                    actions=message.actions,
-                    turn_id=message.turn_id,
-                    idempotency_key=f"task:{message.idempotency_key}",
-                )
-            ]
-        )
+        await self._bus.publish_outbound([message.forwarded(target, text, via="task")])
 
 
 class TaskChannel:

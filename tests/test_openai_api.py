@@ -19,7 +19,7 @@ from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, calls, streamed, text
+from tests.fakes.llm import FakeLLM, calls, held, streamed, text
 
 OWNER_TOKEN = "owner-token-0123456789abcdef"
 MEMBER_TOKEN = "member-token-0123456789abcdef"
@@ -249,3 +249,29 @@ async def test_a_member_over_its_allowance_gets_429_without_a_model_call(
         await gateway.wait_idle()
     assert refused.value.code == "allowance"
     assert len(fake_llm.requests) == 1
+
+
+async def test_two_requests_of_one_session_are_answered_in_turn_each_with_its_own_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "The first answer, about apples."))
+    fake_llm.responder = lambda request: text("The second answer, about pears.")
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+
+        async def ask(question: str) -> str:
+            answer = await client.chat.completions.create(
+                model="main", user="same", messages=[{"role": "user", "content": question}]
+            )
+            return answer.choices[0].message.content or ""
+
+        first = asyncio.create_task(ask("Tell me about apples."))
+        await fake_llm.wait_for_requests(1)
+        second = asyncio.create_task(ask("And pears?"))
+        gate.set()
+        answers = await asyncio.gather(first, second)
+        await gateway.wait_idle()
+    assert answers == ["The first answer, about apples.", "The second answer, about pears."]
+    assert fake_llm.requests[1].user_texts == ["Tell me about apples.", "And pears?"]

@@ -31,6 +31,7 @@ from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, Piece
 from channels.api.routes import routes
 from channels.api.tasks import TaskBackend
 from gateway.config.connect import ApiSettings, ApiToken
+from gateway.core.addressing import API_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth, TurnActivity
 from gateway.core.errors import ChannelTransientError
@@ -47,7 +48,7 @@ from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)
 
-NAME = "api"
+NAME = API_CHANNEL
 PREFIX = "/v1/"
 MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
 _SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
@@ -85,7 +86,7 @@ class ApiChannel:
         self.started_at = int(clock())
         self._sink: InboundSink | None = None
         self._waiting: dict[str, PendingAnswer] = {}  # by the session's chat key
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
         self._answered: OrderedDict[str, str] = OrderedDict()
         self._streams: set[asyncio.Task[object]] = set()
         self.requests: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
@@ -164,24 +165,29 @@ class ApiChannel:
         """Journal ``ask`` as a message of its session and yield what answers it; one at a
         time per session. Raises :class:`AlreadyAnswered` for a repeated request."""
         chat = ChatRef(NAME, ask.token.name, session_thread(ask.session))
-        lock = self._locks.setdefault(chat.session_key, asyncio.Lock())
+        key = chat.session_key
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
         try:
             async with lock:
                 message_id = f"{ask.token.name}:{ask.key}" if ask.key else new_id()
                 if message_id in self._answered:
                     raise AlreadyAnswered(self._answered[message_id])
-                pending = PendingAnswer(chat.session_key, message_id)
-                self._waiting[chat.session_key] = pending
+                pending = PendingAnswer(key, message_id)
+                self._waiting[key] = pending
                 try:
                     await self._publish(ask, chat, message_id)
                     yield pending
                     if pending.finished.is_set():
                         self._remember(message_id, pending.text)
                 finally:
-                    self._waiting.pop(chat.session_key, None)
+                    self._waiting.pop(key, None)
         finally:
-            if not lock.locked() and self._locks.get(chat.session_key) is lock:
-                del self._locks[chat.session_key]
+            lock, users = self._locks[key]
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+            else:  # nobody else waits for this session: forget its lock
+                del self._locks[key]
 
     async def _publish(self, ask: Ask, chat: ChatRef, message_id: str) -> None:
         if self._sink is None:

@@ -26,6 +26,7 @@ from aiohttp import web
 from channels.hooks import payload as payloads
 from channels.hooks.signature import verify
 from gateway.config.connect import HookSettings
+from gateway.core.addressing import HOOK_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth
 from gateway.core.errors import ChannelPermanentError, StorageFullError
@@ -35,7 +36,7 @@ from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)
 
-NAME = "hook"
+NAME = HOOK_CHANNEL
 PREFIX = "/hooks/"
 
 Forward = Callable[[Sequence[OutboundMessage]], Awaitable[None]]

@@ -10,6 +10,8 @@ from __future__ import annotations
 DEFAULT_AGENT = "main"
 AGENT_CHANNEL = "agent"
 TASK_CHANNEL = "task"  # where a task submitted through the API sends its notes and answer
+HOOK_CHANNEL = "hook"  # signed webhooks (channels/hooks); chat: the hook's name
+API_CHANNEL = "api"  # the OpenAI-compatible API (channels/api); chat: the token's name
 SEPARATOR = "/"
 
 

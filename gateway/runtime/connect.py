@@ -21,13 +21,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from channels.api import ApiChannel
-from channels.hooks import NAME as HOOK_CHANNEL
-from channels.hooks import HookChannel
-from channels.hooks.payload import owner_words
 from gateway.config.connect import parse_target
 from gateway.config.settings import Settings
-from gateway.core.addressing import qualify
+from gateway.core.addressing import API_CHANNEL, HOOK_CHANNEL, qualify
 from gateway.core.channel import Channel
 from gateway.core.messages import ChatRef, ChatType, InboundMessage
 from gateway.core.principal import Principal
@@ -40,8 +36,6 @@ from gateway.runtime.task_board import TaskBoard, TaskChannel
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
-
-API_CHANNEL = "api"
 
 
 class ProgramRoutes:
@@ -60,6 +54,8 @@ class ProgramRoutes:
         return None
 
     async def _hook(self, msg: InboundMessage) -> AgentRoute:
+        from channels.hooks.payload import owner_words  # noqa: PLC0415 - aiohttp, when used
+
         hook = self._settings.hooks.get(msg.chat_id)
         role = hook.role if hook is not None else "member"  # a hook removed since
         principal = Principal(HOOK_CHANNEL, msg.sender_id, msg.sender_name, role, ChatType.DM)
@@ -107,19 +103,24 @@ def program_channels(
     budget: UserBudget,
     agents: Sequence[str],
 ) -> list[Channel]:
-    """The channels other programs use, as configured (none by default). The task channel
-    is always there: API tasks deliver their notes and answers through it."""
-    board = TaskBoard(store, subagents, bus=bus)
-    channels: list[Channel] = [TaskChannel(board)]
+    """The channels other programs use, as configured (none by default; their modules and
+    aiohttp are loaded only then). The API's tasks deliver their notes and answers through
+    the internal task channel."""
+    channels: list[Channel] = []
     if settings.hooks:
+        from channels.hooks import HookChannel  # noqa: PLC0415
+
         channels.append(
             HookChannel(settings.hooks, forward=bus.publish_outbound, target_of=routes.target_of)
         )
     if settings.api.enabled:
+        from channels.api import ApiChannel  # noqa: PLC0415
 
         async def allowance(principal: Principal) -> str | None:
             refusal = await budget.check(principal)
             return None if refusal is None else (refusal.notice or refusal.reason)
 
+        board = TaskBoard(store, subagents, bus=bus)
+        channels.append(TaskChannel(board))
         channels.append(ApiChannel(settings.api, agents=agents, tasks=board, allowance=allowance))
     return channels

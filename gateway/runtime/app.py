@@ -75,7 +75,10 @@ class Gateway(Service):
         llm: LLMProvider | None = None,
         extra_tools: Sequence[Tool] = (),
         clock: Clock | None = None,
+        serve_programs: bool = True,
     ) -> None:
+        """``serve_programs``: webhooks and the API, when configured (``switchboard chat``
+        running a gateway of its own serves neither)."""
         self.settings = settings
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
         self.store = store_for(settings)
@@ -193,15 +196,20 @@ class Gateway(Service):
         # in a cluster the cluster's wake, which finds the node holding it)
         self._wake_chat = self.approvals.wake
         self.approvals.wake = self._wake_turn
-        for channel in program_channels(
-            settings,
-            store=self.store,
-            bus=self.bus,
-            routes=self.programs,
-            subagents=self.subagents,
-            budget=self.budget,
-            agents=self.router.agents,
-        ):
+        programs = (
+            program_channels(
+                settings,
+                store=self.store,
+                bus=self.bus,
+                routes=self.programs,
+                subagents=self.subagents,
+                budget=self.budget,
+                agents=self.router.agents,
+            )
+            if serve_programs
+            else []
+        )
+        for channel in programs:
             self.channels[channel.name] = channel
         self.scheduler = Scheduler(
             settings,

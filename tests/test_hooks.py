@@ -220,3 +220,22 @@ def test_a_hook_without_a_usable_secret_or_target_stops_the_start(
     with pytest.raises((ConfigError, ValueError)) as caught:
         make_settings(hooks={"github": hook})
     assert field in str(caught.value)
+
+
+def test_a_payload_is_read_capped_and_named_as_senders_send_it() -> None:
+    from urllib.parse import urlencode
+
+    from channels.hooks import payload
+
+    form = urlencode({"payload": json.dumps({"id": 7, "action": "opened"})}).encode()
+    data = payload.parse(form, "application/x-www-form-urlencoded")  # GitHub's form mode
+    assert data == {"id": 7, "action": "opened"}
+    assert payload.parse(b"plain words", "text/plain") == "plain words"
+    assert payload.delivery_id({"X-GitHub-Delivery": "gh-1"}, data, form) == "gh-1"
+    assert payload.delivery_id({}, data, form) == "id:7"
+    assert payload.delivery_id({}, "plain words", b"plain words").startswith("sha256:")
+    shown = payload.shown({"blob": "x" * 500}, 100)
+    assert len(shown) < 200 and shown.endswith("more characters not shown]")
+    text = payload.message_text("ci", "Look:\n{payload}\nThanks.", '{"a": 1}', "push")
+    assert text.startswith('Look:\nWebhook "ci" delivered this payload (event: push).')
+    assert text.endswith("```\nThanks.") and payload.owner_words("Look:\n{payload}") == "Look:"

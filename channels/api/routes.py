@@ -37,6 +37,8 @@ Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
 class ApiBackend(TaskApi, Protocol):
     """What the endpoints need of the channel (:class:`channels.api.channel.ApiChannel`)."""
 
+    started_at: int  # Unix time: the models' "created"
+
     def authenticate(self, request: web.Request) -> ApiToken | None: ...
 
     def conversation(self, ask: Ask) -> AbstractAsyncContextManager[PendingAnswer]: ...
@@ -101,7 +103,7 @@ class ChatRoutes:
         return checked
 
     async def models(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
-        return web.json_response(wire.model_list(list(self._api.agents), 0))
+        return web.json_response(wire.model_list(list(self._api.agents), self._api.started_at))
 
     async def chat(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
         api = self._api

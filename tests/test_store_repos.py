@@ -279,7 +279,11 @@ async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
             tainted=True,
         )
         await store.tasks.start(other)
-        await store.tasks.finish("u1", "done", "the answer")
+        await store.tasks.finish("u1", "done", "the answer", events=False)  # an API task
+        assert await store.tasks.ended("u1") is False  # its notes may still be on their way
+        assert await store.tasks.record_end("u1") is True
+        assert await store.tasks.record_end("u1") is False  # its last word delivered again
+        ending = [(e.kind, e.text) for e in await store.tasks.events("u1", after=1)]
         stored = await store.tasks.get("u1")
         removed = await store.tasks.prune(before=4_000_000_000)
         left = await store.tasks.events("u1")
@@ -292,4 +296,5 @@ async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
     assert [e.seq for e in later] == [3, 4]
     assert stored is not None and stored.state == "done" and stored.result == "the answer"
     assert (stored.deliver_to, stored.authorised_by, stored.tainted) == (target, ("x",), True)
+    assert ending == [("answer", "the answer"), ("state", "done")]
     assert removed == 2 and left == []

@@ -202,12 +202,16 @@ async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
     async with serving(settings) as (gateway, url, http):
         _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
         waiting: dict[str, Any] = {}
+
+        def asked() -> bool:  # parked, and its request delivered through the outbox
+            return waiting.get("state") == "awaiting_approval" and bool(waiting["notes"])
+
         async with asyncio.timeout(10):
-            while waiting.get("state") != "awaiting_approval":
+            while not asked():
                 change = gateway.subagents.signal.next_change()
                 async with http.get(f"{url}/{task['id']}", headers=MEMBER) as response:
                     waiting = await response.json()
-                if waiting["state"] != "awaiting_approval":
+                if not asked():
                     await change.wait()
         [note] = [n["text"] for n in waiting["notes"]]
         approval = re.search(r"/approve (\w+)", note)

@@ -53,6 +53,9 @@ class TaskBackend(Protocol):
 
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]: ...
 
+    async def ended(self, task_id: str) -> bool:
+        """Whether the task's final state is among its events."""
+
     def next_change(self) -> asyncio.Event: ...
 
     async def stop(self, task_id: str) -> bool: ...
@@ -182,15 +185,15 @@ class TaskRoutes:
         self, response: web.StreamResponse, task_id: str, after: int
     ) -> tuple[int, bool]:
         """Write the task's events after ``after``; returns the last one written and
-        whether the task has ended (its final state is among them, or came before)."""
+        whether the task has ended (its final state is among them, or came before; it is
+        always a task's last event)."""
         events = await self._tasks.events(task_id, after=after)
         if not events:
-            current = await self._tasks.get(task_id)
-            if current is not None and current.state not in FINAL_STATES:
+            if not await self._tasks.ended(task_id):
                 return after, False
-            events = await self._tasks.events(task_id, after=after)  # it just ended
+            events = await self._tasks.events(task_id, after=after)  # it may have just ended
             if not events:
-                return after, True
+                return after, True  # ended before ``after``
         ended = False
         for event in events:
             data = {

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from agent.llm.metered import person
 from agent.loop import AgentLoop
 from agent.turn import TurnKind, TurnOutcome, TurnRequest
-from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.addressing import DEFAULT_AGENT, TASK_CHANNEL, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import (
     ChatRef,
@@ -279,7 +279,10 @@ class Subagents:
             state=state,
             usage=turn_usage(session_key, person(principal), outcome.usage),
         )
-        if not await self._store.tasks.finish(record.id, state, result):
+        # An API task's notes reach it through the outbox: its end is recorded after them,
+        # when its last word arrives there too (gateway/runtime/task_board.py).
+        events = record.chat.channel != TASK_CHANNEL
+        if not await self._store.tasks.finish(record.id, state, result, events=events):
             return  # stopped meanwhile: that was told already
         self.signal.notify()
         headline = "finished" if state == "done" else "failed"

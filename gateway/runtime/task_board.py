@@ -69,6 +69,9 @@ class TaskBoard:
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]:
         return await self._store.tasks.events(task_id, after=after)
 
+    async def ended(self, task_id: str) -> bool:
+        return await self._store.tasks.ended(task_id)
+
     def next_change(self) -> asyncio.Event:
         return self._subagents.signal.next_change()
 
@@ -76,15 +79,19 @@ class TaskBoard:
         return await self._subagents.stop_task(task_id)
 
     async def note(self, message: OutboundMessage) -> TaskRecord | None:
-        """A message the task sent to its chat: a progress note (recorded once) or its
-        answer (recorded when it finished). Returns the task."""
+        """A message the task sent to its chat: a progress note, or its last word (then its
+        answer and final state become events: the outbox delivers a chat's messages in
+        order, so after every note). Each is recorded once. Returns the task."""
         record = await self._store.tasks.get(message.chat_id)
         if record is None:
             return None
-        note = message.kind is not OutboundKind.PROACTIVE  # the answer is an event already
-        if note and await self._store.tasks.note(
-            record.id, message.text, key=message.idempotency_key
-        ):
+        if message.kind is OutboundKind.PROACTIVE:  # its last word: after all its notes
+            recorded = await self._store.tasks.record_end(record.id)
+        else:
+            recorded = await self._store.tasks.note(
+                record.id, message.text, key=message.idempotency_key
+            )
+        if recorded:
             self._subagents.signal.notify()
         return record
 

@@ -31,6 +31,7 @@ FINAL_STATES: tuple[TaskState, ...] = ("done", "failed", "stopped", "interrupted
 EventKind = Literal["state", "note", "answer"]
 
 _OPEN = "('queued', 'running', 'awaiting_approval')"
+END, RESULT = "end", "result"  # the keys of a task's last events: recorded once
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +181,11 @@ class Tasks:
 
         return await self._db.run(update)
 
-    async def finish(self, task_id: str, state: str, result: str) -> bool:
-        """The task ended (done, failed, interrupted) with ``result``; its answer and final
-        state become events. ``False`` (and nothing changes) when it had been stopped."""
+    async def finish(self, task_id: str, state: str, result: str, *, events: bool = True) -> bool:
+        """The task ended (done, failed, interrupted) with ``result``; ``False`` (and nothing
+        changes) when it had been stopped. Its answer and final state become events now, or,
+        with ``events=False``, by :meth:`record_end` once its notes are all recorded (an API
+        task: its notes and its last word reach its chat through the outbox, in order)."""
         now = self._clock()
 
         def update(conn: Connection) -> bool:
@@ -191,12 +194,26 @@ class Tasks:
                 f" WHERE id = ? AND state IN {_OPEN}",
                 (state, result, now, now, task_id),
             ).rowcount
-            if changed:  # the answer, or why it failed; then the state
-                _append(conn, task_id, "answer" if state == "done" else "note", result, now)
-                _append(conn, task_id, "state", state, now)
+            if changed and events:
+                _end(conn, task_id, state, result, now)
             return changed > 0
 
         return await self._db.run(update)
+
+    async def record_end(self, task_id: str) -> bool:
+        """The events of how a finished task ended (its answer, or why it failed; then its
+        state), once; ``False`` while it is still open or when they are recorded already."""
+        now = self._clock()
+
+        def record(conn: Connection) -> bool:
+            row = conn.execute(
+                "SELECT state, result FROM tasks WHERE id = ?", (task_id,)
+            ).fetchone()
+            if row is None or row[0] in OPEN_STATES:
+                return False
+            return _end(conn, task_id, row[0], row[1], now)
+
+        return await self._db.run(record)
 
     async def stop(self, task_id: str) -> bool:
         """Stop an open task, durably, before its run is cancelled: a restart never resumes
@@ -210,7 +227,7 @@ class Tasks:
                 (now, now, task_id),
             ).rowcount
             if changed:
-                _append(conn, task_id, "state", "stopped", now)
+                _append(conn, task_id, "state", "stopped", now, key=END)
             return changed > 0
 
         return await self._db.run(update)
@@ -250,7 +267,7 @@ class Tasks:
                 (now, now),
             )
             for row in rows:
-                _append(conn, row[0], "state", "interrupted", now)
+                _append(conn, row[0], "state", "interrupted", now, key=END)
             return [self._record(row) for row in rows]
 
         return await self._db.run(update)
@@ -286,6 +303,18 @@ class Tasks:
         now = self._clock()
         return await self._db.run(lambda conn: _append(conn, task_id, "note", text, now, key=key))
 
+    async def ended(self, task_id: str) -> bool:
+        """Whether the task's final state is among its events (or the task is gone)."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM task_events WHERE task_id = ? AND key = ?", (task_id, END)
+            ).fetchone()
+            gone = conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return row is not None or gone is None
+
+        return await self._db.run(query)
+
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]:
         def query(conn: Connection) -> list[TaskEvent]:
             rows = conn.execute(
@@ -304,6 +333,13 @@ class Tasks:
         )
         await delete_batched(self._db, "task_events", "task_id NOT IN (SELECT id FROM tasks)", [])
         return removed
+
+
+def _end(conn: Connection, task_id: str, state: str, result: str | None, at: float) -> bool:
+    """The answer (or why it failed), then the final state: once each (their keys)."""
+    if result:
+        _append(conn, task_id, "answer" if state == "done" else "note", result, at, key=RESULT)
+    return _append(conn, task_id, "state", state, at, key=END)
 
 
 def _append(

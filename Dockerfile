@@ -8,14 +8,17 @@ COPY channels ./channels
 COPY agent ./agent
 COPY workspace-template ./workspace-template
 RUN python -m venv /opt/switchboard \
- && /opt/switchboard/bin/pip install --no-cache-dir --constraint constraints.txt ".[browser]"
+ && /opt/switchboard/bin/pip install --no-cache-dir --constraint constraints.txt ".[browser,matrix]"
 
 FROM python:3.11-slim-bookworm
 # bubblewrap: the exec tool's sandbox (see compose.yaml for the container options it needs).
 # Chromium: web_fetch renders pages that need JavaScript (tools.web.browser); nothing
-# downloads a browser at run time.
+# downloads a browser at run time. libatomic1 and libstdc++6: what `ldd` finds the node
+# binary bundled with Playwright (its driver) linked against; without libatomic1 the driver
+# cannot start and no page renders.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap chromium fonts-liberation \
+    libatomic1 libstdc++6 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 switchboard \
  && mkdir /data && chown switchboard /data

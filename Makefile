@@ -26,8 +26,17 @@ $(DEV_STAMP): $(BIN)/switchboard pyproject.toml
 dev: $(DEV_STAMP)
 
 # Asks for the model (provider, base URL, model, key), checks it, writes config.toml.
+# Without a terminal give the answers: make onboard ARGS="--base-url URL --model NAME", or
+# make onboard BASE_URL=URL MODEL=NAME [PROVIDER=anthropic] [API_KEY=...] [CONTEXT_WINDOW=N]
+# (read from the command line only, never from like-named environment variables).
+given = $(if $(filter command line,$(origin $(1))),$(2) '$($(1))')
+ONBOARD_FLAGS = $(call given,PROVIDER,--provider) $(call given,BASE_URL,--base-url) \
+	$(call given,MODEL,--model) $(call given,API_KEY,--api-key) \
+	$(call given,CONTEXT_WINDOW,--context-window) $(ARGS)
+
 onboard: install
-	$(BIN)/switchboard onboard
+	@echo "$(BIN)/switchboard onboard $(if $(API_KEY),$(subst $(API_KEY),***,$(strip $(ONBOARD_FLAGS))),$(strip $(ONBOARD_FLAGS)))"
+	@$(BIN)/switchboard onboard $(strip $(ONBOARD_FLAGS))
 
 run: install
 	@test -f $(HOME_DIR)/config.toml || $(BIN)/switchboard onboard
@@ -72,7 +81,7 @@ bench: $(DEV_STAMP)
 constraints:
 	rm -rf .constraints-venv
 	$(PYTHON) -m venv .constraints-venv
-	.constraints-venv/bin/pip install --quiet '.[browser]'
+	.constraints-venv/bin/pip install --quiet '.[browser,matrix]'
 	.constraints-venv/bin/pip freeze --exclude switchboard | sort > constraints.txt
 	rm -rf .constraints-venv
 

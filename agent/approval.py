@@ -3,7 +3,7 @@
 The refusals themselves are decided where they always were (:mod:`agent.policy` for roles
 and taint, ``approval_refusal`` of ``send_email`` and ``message`` for a recipient a member
 typed or a member's cross-chat send); each says whether it is *askable* and who may allow
-it (:class:`agent.tools.base.Refusal`). :class:`ApprovalGate` decides, in one place, what
+it (:class:`agent.tools.base.Refusal`). :class:`ApprovalPolicy` decides, in one place, what
 becomes of it:
 
 - not askable, ``tools.approvals = "refuse"``, or a turn no one waits in (heartbeat, cron,
@@ -21,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from agent.tools.base import Refusal, Tool, ToolContext, ToolResult
 from gateway.core.addressing import AGENT_CHANNEL
-from gateway.store import ApprovalRecord
+from gateway.core.principal import Role
+from gateway.core.turns import TurnKind
+from gateway.store import ApprovalRequest, ApprovalRequests, ApprovalState
 
 Mode = Literal["ask", "refuse"]
 
@@ -37,7 +39,7 @@ def fingerprint(args: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalAsk:
+class PendingCall:
     """A call waiting for approval, as the runtime needs it to ask."""
 
     turn_id: str
@@ -45,7 +47,7 @@ class ApprovalAsk:
     tool: str
     arguments: dict[str, Any]  # exact; the runtime redacts them before anyone sees them
     reason: str  # the policy's refusal: why it needs approval
-    authority: str  # "admin" | "owner"
+    authority: Role  # who may decide: ADMIN (the owner or the admins) or OWNER
 
     @property
     def call_key(self) -> str:
@@ -55,17 +57,13 @@ class ApprovalAsk:
 class AwaitingApproval(Exception):
     """The turn must wait for a decision on ``ask`` (raised out of the tool loop)."""
 
-    def __init__(self, ask: ApprovalAsk) -> None:
+    def __init__(self, ask: PendingCall) -> None:
         super().__init__(f"{ask.tool} waits for approval")
         self.ask = ask
 
 
-class ApprovalBook(Protocol):
-    async def for_call(self, call_key: str) -> ApprovalRecord | None: ...
-
-
-class ApprovalGate:
-    def __init__(self, mode: Mode = "refuse", book: ApprovalBook | None = None) -> None:
+class ApprovalPolicy:
+    def __init__(self, mode: Mode = "refuse", book: ApprovalRequests | None = None) -> None:
         self.mode = mode
         self._book = book
 
@@ -76,7 +74,7 @@ class ApprovalGate:
         return (
             self.mode == "ask"
             and self._book is not None
-            and ctx.turn_kind in ("chat", "subagent")
+            and ctx.turn_kind in (TurnKind.CHAT, TurnKind.SUBAGENT)
             and ctx.chat.channel != AGENT_CHANNEL
         )
 
@@ -91,22 +89,22 @@ class ApprovalGate:
         record = await self._book.for_call(ctx.idempotency_key)
         if record is None or record.pending:
             raise AwaitingApproval(
-                ApprovalAsk(
+                PendingCall(
                     ctx.turn_id, ctx.call_id, tool.name, args, refusal.reason, refusal.authority
                 )
             )
-        if record.state == "approved" and record.fingerprint == fingerprint(args):
+        if record.state is ApprovalState.APPROVED and record.fingerprint == fingerprint(args):
             return replace(ctx, approved=True)
         return ToolResult.error(decided_refusal(record, tool.name))
 
 
-def decided_refusal(record: ApprovalRecord, tool: str) -> str:
+def decided_refusal(record: ApprovalRequest, tool: str) -> str:
     """What the model is told about a call that was not approved."""
-    if record.state == "denied":
+    if record.state is ApprovalState.DENIED:
         why = f"approval request {record.id} was denied (by {record.decided_by})"
-    elif record.state == "expired":
+    elif record.state is ApprovalState.EXPIRED:
         why = f"nobody approved request {record.id} in time, so it was refused"
-    elif record.state == "refused":
+    elif record.state is ApprovalState.REFUSED:
         why = f"nobody can approve it here ({record.decided_by or 'no approver'})"
     else:  # approved, but for other arguments
         why = f"request {record.id} was approved for different arguments"

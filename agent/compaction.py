@@ -10,7 +10,7 @@ summarized by the model into the session summary, which then replaces them in th
 
 It runs in the background after the reply, once per session at a time, under a time
 budget; a failure only means the next turn tries again. A provider "context too long"
-error forces an immediate compaction (see :mod:`agent.loop`).
+error forces an immediate compaction (see :mod:`agent.agent`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from agent.llm.metered import Charge
+from agent.llm.metered import Charge, WindowSize
 from agent.llm.types import ChatMessage
 from agent.tokens import TokenCounter, estimate
 from gateway.store import History, StoredMessage
@@ -54,14 +54,19 @@ class Compaction:
     kept: bool  # False when the summary did not save tokens and was discarded
 
 
-def render_transcript(messages: Sequence[ChatMessage], *, result_chars: int = 400) -> str:
+def render_transcript(
+    messages: Sequence[ChatMessage], *, result_chars: int = 400, message_chars: int = 6_000
+) -> str:
+    """The conversation as the summarizer reads it. A message too long to go whole into
+    the summary prompt (a pasted document) is cut in its middle: its start and end tell
+    what it was."""
     lines = []
     for msg in messages:
         if msg.role == "user":
-            lines.append(f"User: {msg.content}")
+            lines.append(f"User: {cut_middle(msg.content, message_chars)}")
         elif msg.role == "assistant":
             if msg.content:
-                lines.append(f"Assistant: {msg.content}")
+                lines.append(f"Assistant: {cut_middle(msg.content, message_chars)}")
             lines.extend(f"Assistant used {c.name}({c.arguments[:200]})" for c in msg.tool_calls)
         else:
             result = (
@@ -71,6 +76,17 @@ def render_transcript(messages: Sequence[ChatMessage], *, result_chars: int = 40
             )
             lines.append(f"Result of {msg.name or 'tool'}: {result}")
     return "\n".join(lines)
+
+
+def cut_middle(text: str, limit: int, note: str = "") -> str:
+    """``text`` within ``limit`` characters: its start and its end, and between them how
+    much was left out (and ``note``, why)."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 120 - len(note))
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
+    left_out = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {left_out} characters left out{note} ...]\n{tail}"
 
 
 def choose_cut(
@@ -106,14 +122,15 @@ class Compactor:
         history: History,
         summarize: Summarize,
         counter: TokenCounter,
-        window: int,
+        window: int | WindowSize,
         max_messages: int = 200,
         time_budget: float = 120.0,
     ) -> None:
         self._history = history
         self._summarize = summarize
         self._counter = counter
-        self._window = window
+        # shared with the model (MeteredModel): lowered when its server names a smaller one
+        self.size = window if isinstance(window, WindowSize) else WindowSize(window)
         self.max_messages = max_messages  # the history cap per prompt (agent.history_max_messages)
         self._time_budget = time_budget
         self._running: dict[str, asyncio.Task[Compaction | None]] = {}
@@ -121,21 +138,21 @@ class Compactor:
 
     @property
     def window(self) -> int:
-        return self._window
+        return self.size.tokens
 
     @property
     def threshold(self) -> int:
-        return int(self._window * THRESHOLD)
+        return int(self.window * THRESHOLD)
 
     @property
     def schedule_from(self) -> int:
         """Below this estimate a session is not even looked at after its turn."""
-        return int(self._window * 0.6)
+        return int(self.window * 0.6)
 
     @property
     def preflight_limit(self) -> int:
         """Above this, a turn compacts before its first model call instead of in the background."""
-        return int(self._window * PREFLIGHT)
+        return int(self.window * PREFLIGHT)
 
     def running(self, session_key: str) -> bool:
         return session_key in self._running
@@ -209,7 +226,7 @@ class Compactor:
             tokens,
             [m.role for m in stored],
             overhead=overhead,
-            target=int(self._window * TARGET),
+            target=int(self.window * TARGET),
             max_kept=self.max_messages // 2,
         )
         if cut == 0:

@@ -15,9 +15,10 @@ from pathlib import Path
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
 from agent.memory import FileCache, MemoryStore, scope_for
 from agent.skills import SkillLibrary
-from agent.turn import TurnKind, TurnRequest
+from agent.turn.request import TurnRequest
 from gateway.core.messages import InboundMessage
 from gateway.core.textutil import only_headings
+from gateway.core.turns import TurnKind
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
 
@@ -99,7 +100,7 @@ class ContextBuilder:
         pinned: str = "",
     ) -> SystemPrompt:
         dynamic = [f"Now: {now:%Y-%m-%d %H:%M %Z} ({now:%A})", self._who(request)]
-        if request.kind.autopilot:
+        if request.kind.unattended:
             dynamic.append(_AUTOPILOT)
         if guidance:
             dynamic.append(f"Guidance for this request:\n{guidance}")
@@ -133,6 +134,8 @@ def user_message(
     """One inbound chat message as the model sees it (sender named in groups; attachment
     paths relative to the workspace, as the file tools expect them)."""
     text = msg.text
+    if msg.edit_of is not None:
+        text = f"[edited: the person changed an earlier message to] {text}"
     if msg.is_group and msg.sender_name:
         text = f"[{msg.sender_name}] {text}"
     notes = []

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Literal
 
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
@@ -62,7 +63,7 @@ class FileCache:
 class MemoryScope:
     """Where one principal's memory lives, relative to the workspace."""
 
-    kind: str  # "owner" | "person" | "group"
+    kind: Literal["owner", "person", "group"]
     directory: str  # "" for the owner (workspace root), else "memory/people/..." etc.
     label: str
 
@@ -86,7 +87,7 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
         return MemoryScope(
             "group", f"memory/groups/{name}", f"the group {chat.channel}:{chat.chat_id}"
         )
-    if principal.role == "owner":
+    if principal.is_owner:
         return OWNER_SCOPE
     name = _safe(f"{principal.channel}-{principal.sender_id}")
     return MemoryScope(

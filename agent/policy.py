@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
 from gateway.core.messages import ChatType
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 
 MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
@@ -68,10 +68,10 @@ class ToolPolicy:
         if tool.roles is not None and principal.role not in tool.roles:
             allowed = " and ".join(f"{role}s" for role in sorted(tool.roles)) or "nobody"
             return Refusal(f"{tool.name} is only available to {allowed}")
-        if principal.role == "member" and tool.name in self.member_deny:
+        if principal.role is Role.MEMBER and tool.name in self.member_deny:
             return Refusal(f"{tool.name} is only available to the owner and admins", askable=True)
-        if principal.role == "admin" and tool.name in self.admin_deny:
-            return Refusal(f"{tool.name} is not available to admins", True, "owner")
+        if principal.role is Role.ADMIN and tool.name in self.admin_deny:
+            return Refusal(f"{tool.name} is not available to admins", True, Role.OWNER)
         return None
 
     def refusal(self, tool: Tool, ctx: ToolContext) -> Refusal | None:

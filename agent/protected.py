@@ -57,7 +57,7 @@ PROTECTED: tuple[Protected, ...] = (
 def may_change_owner_files(principal: Principal, *, tainted: bool) -> bool:
     """Whether a turn may write ``HEARTBEAT.md`` and ``USER.md``: the owner's own direct
     chat, before the turn read anything from outside."""
-    return principal.role == "owner" and principal.chat_type is ChatType.DM and not tainted
+    return principal.is_owner and principal.chat_type is ChatType.DM and not tainted
 
 
 def refusal(protected: Protected, shown: str) -> str:

@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 
 from agent.compaction import render_transcript
 from agent.guards.parser import decode_arguments
-from agent.llm.metered import Charge, Purpose
+from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
-from agent.runner import Runner, tool_message
 from agent.tools.base import ToolContext, ToolResult
+from agent.tools.executor import ToolExecutor
+from agent.turn.loop import tool_message
+from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ def worth_reflecting(
 
 async def reflect(
     *,
-    runner: Runner,
+    model: MeteredModel,
+    executor: ToolExecutor,
     transcript: Sequence[ChatMessage],
     memory: str,
     context_for: Callable[[str], ToolContext],
@@ -56,9 +59,7 @@ async def reflect(
 ) -> int:
     """Run the reflection rounds; returns how many memory calls were made. Its model calls
     are charged to ``charge`` (the person of the turn, recorded on their own)."""
-    tools = tuple(
-        spec for spec in runner.executor.registry.specs(lambda t: t.name in REFLECTION_TOOLS)
-    )
+    tools = tuple(spec for spec in executor.registry.specs(lambda t: t.name in REFLECTION_TOOLS))
     if not tools:
         return 0
     prompt = PROMPT.format(memory=memory or "(empty)", transcript=render_transcript(transcript))
@@ -66,7 +67,7 @@ async def reflect(
     system = SystemPrompt("You maintain the assistant's long-term memory. Be brief and factual.")
     made = 0
     for round_number in range(MAX_ROUNDS):
-        response = await runner.call_model(
+        response = await model.ask(
             system, conversation, tools, purpose=Purpose.REFLECTION, charge=charge
         )
         if not response.tool_calls:
@@ -75,7 +76,7 @@ async def reflect(
         for call in response.tool_calls:
             args, error, _ = decode_arguments(call.arguments)
             result: ToolResult
-            checked = runner.executor.check(call.name, args or {}) if args is not None else None
+            checked = executor.check(call.name, args or {}) if args is not None else None
             if (
                 args is None
                 or checked is None
@@ -84,7 +85,7 @@ async def reflect(
             ):
                 result = ToolResult.error(error or f"{call.name} is not available here")
             else:
-                result = await runner.executor.run(
+                result = await executor.run(
                     checked, args, context_for(f"r{round_number}-{call.id}")
                 )
                 made += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.tools.base import Effect, Tool
+from gateway.core.turns import TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +44,12 @@ def task_type(name: str) -> TaskType:
     return TASK_TYPES.get(name, TASK_TYPES["general"])
 
 
-def fits(tool: Tool, *, kind: str, task: TaskType) -> bool:
+def fits(tool: Tool, *, kind: TurnKind, task: TaskType) -> bool:
     """Whether ``tool`` belongs in a turn of this kind (chat, heartbeat, cron, subagent) and type."""
     if task.read_only and tool.effect is not Effect.READ and tool.name not in BACKGROUND_ONLY:
         return False  # (progress notes to the user are not a side effect on the world)
-    if kind == "subagent":
+    if kind is TurnKind.SUBAGENT:
         return tool.name not in CHAT_ONLY
     if tool.name in BACKGROUND_ONLY:
         return False
-    return not (kind != "chat" and tool.name in ("spawn", "cron"))
+    return not (kind is not TurnKind.CHAT and tool.name in ("spawn", "cron"))

@@ -5,8 +5,15 @@ the last line, before *every* model call of a turn (:class:`TurnFit`): a prompt 
 window first has its old tool results shortened (the newest step's stay whole), and if that
 is not enough, or a provider says "context too long", the session is compacted now and the
 prompt rebuilt with shorter tool results; if summarizing fails the oldest exchanges are left
-out. A turn always goes on. The output a request asks for is fitted into what is left
-(:class:`agent.llm.metered.MeteredModel`).
+out, and a message of the turn too long for the window on its own (a pasted document) is cut
+in its middle, with a note saying so. A turn always goes on, and so does the chat: a long
+message kept in history never makes the next turns fail. The output a request asks for is
+fitted into what is left (:class:`agent.llm.metered.MeteredModel`).
+
+A provider's refusal that names the real window (a local server started with a smaller one
+than ``llm.context_window``) lowers the window everything is fitted to
+(:class:`agent.llm.metered.WindowSize`); one that does not is answered by rebuilding the
+prompt for a quarter of the budget, a few times at most.
 
 Everything here runs on the event loop, so it only ever *estimates* tokens (a C-speed
 character count); exact tokenizing happens in compaction, on a worker thread. The provider's
@@ -20,19 +27,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from agent.compaction import Compactor
+from agent.compaction import Compactor, cut_middle
 from agent.context import ContextBuilder
+from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge, prompt_limit
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
-from agent.turn import TurnRequest
+from agent.turn.request import TurnRequest
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)
 
 OVERFLOW_RESULT_CHARS = 1_500
 OLD_RESULT_CHARS = 300  # a second, harder pass over old tool results in a long turn
+OVERFLOW_SQUEEZE = 4  # after a refusal that names no window: a quarter of the budget
+MIN_MESSAGE_CHARS = 400  # a message cut to fit keeps at least its start and end
 
 
 class ContextWindow:
@@ -100,9 +110,12 @@ class ContextWindow:
         pinned: str = "",
         *,
         charge: Charge,
+        limit: int | None = None,
     ) -> tuple[SystemPrompt, list[ChatMessage]]:
-        """Compact now, then rebuild the prompt with shorter tool results. If summarizing
-        fails, the oldest history is left out instead."""
+        """Compact now, then rebuild the prompt with shorter tool results, for a prompt of at
+        most ``limit`` tokens (default: the preflight limit). If summarizing fails, the
+        oldest history is left out instead; a message of this turn too long on its own is
+        cut."""
         if self.compactor is not None:
             overhead = self.overhead(self._context.system_prompt(request, tools, now=now), tools)
             try:
@@ -115,16 +128,19 @@ class ContextWindow:
                     "compacting %s failed: %s; leaving out old history", request.session_key, exc
                 )
         state, stored = await self._history.load(request.session_key, limit=self._history_limit)
-        drafts = await self._history.drafts(request.turn_id)
+        checkpoints = await self._history.checkpoints(request.turn_id)
         system = self._context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=guidance, pinned=pinned
         )
         older = [_shortened(m) for m in stored]
-        current = [_shortened(m) for m in drafts]
+        current = [_shortened(m) for m in checkpoints]
         if self.compactor is None:
             return system, [*older, *current]
         # Count each message once, then leave out the oldest exchanges until it fits.
-        budget = self.compactor.preflight_limit - self.overhead(system, tools)
+        budget = (self.compactor.preflight_limit if limit is None else limit) - self.overhead(
+            system, tools
+        )
+        current = self._cut_to_fit(request.session_key, current, budget)
         budget -= sum(message_tokens(m) for m in current)
         counts = [message_tokens(m) for m in older]
         start, total = 0, sum(counts)
@@ -133,6 +149,36 @@ class ContextWindow:
             total -= sum(counts[start:end])
             start = end
         return system, [*older[start:], *current]
+
+    def _cut_to_fit(
+        self, session_key: str, messages: list[ChatMessage], budget: int
+    ) -> list[ChatMessage]:
+        """The turn's own messages within ``budget``: its longest user message (a pasted
+        document, say) is cut in the middle, with a note for the model, until they fit."""
+        excess = sum(message_tokens(m) for m in messages) - budget
+        users = [i for i, m in enumerate(messages) if m.role == "user" and m.content]
+        if excess <= 0 or not users:
+            return messages
+        index = max(users, key=lambda i: message_tokens(messages[i]))
+        message = messages[index]
+        tokens = message_tokens(message)
+        share = max(0.0, (tokens - excess) / tokens) * 0.9  # estimates err; leave a margin
+        window = self.compactor.window if self.compactor is not None else 0
+        note = (
+            f": the message was longer than the model's context window ({window} tokens, "
+            "llm.context_window); only its start and end were read"
+        )
+        chars = max(MIN_MESSAGE_CHARS, int(len(message.content) * share))
+        cut = replace(message, content=cut_middle(message.content, chars, note))
+        log.warning(
+            "a message of %s (~%d tokens) was cut to ~%d tokens to fit the context window "
+            "(%d tokens, llm.context_window)",
+            session_key,
+            tokens,
+            message_tokens(cut),
+            window,
+        )
+        return [*messages[:index], cut, *messages[index + 1 :]]
 
     async def settle(self) -> None:
         if self.compactor is not None:
@@ -143,21 +189,48 @@ class ContextWindow:
             await self.compactor.stop()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TurnFit:
-    """What a turn's loop needs to keep each call inside the window (agent.turn_steps.Fit)."""
+    """What a turn's loop needs to keep each call inside the window (agent.turn.inputs.Fit).
+
+    ``rebuild(limit)`` compacts and rebuilds the turn's prompt for at most ``limit`` tokens
+    (:meth:`ContextWindow.refit`)."""
 
     window: ContextWindow
-    limit: int
-    rebuild: Callable[[], Awaitable[tuple[SystemPrompt, list[ChatMessage]]]]
+    max_tokens: int  # the answer each call asks for (the window leaves room for it)
+    rebuild: Callable[[int], Awaitable[tuple[SystemPrompt, list[ChatMessage]]]]
+    squeeze: int = 0  # refusals that named no window: each cuts the budget to a quarter
+    built_for: int = 0  # the window the prompt was last built for
+
+    def __post_init__(self) -> None:
+        self.built_for = self.window_tokens
+
+    @property
+    def limit(self) -> int:
+        """Prompt tokens above which the prompt is made smaller: follows the window as it
+        is learned or reconfigured."""
+        limit = self.window.limit(self.max_tokens)
+        return (limit or 0) // int(OVERFLOW_SQUEEZE**self.squeeze)
 
     def tokens(
         self, system: SystemPrompt, messages: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
     ) -> int:
         return self.window.tokens(system, messages, tools)
 
-    async def refit(self) -> tuple[SystemPrompt, list[ChatMessage]]:
-        return await self.rebuild()
+    async def refit(
+        self, overflow: LLMContextOverflow | None = None
+    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+        """Rebuild the prompt; after a provider's refusal (``overflow``), smaller: for the
+        window it named (learned by the model already), or else a quarter of the budget."""
+        if overflow is not None and self.window_tokens >= self.built_for:
+            self.squeeze += 1  # the window is what we thought: our estimate fell short
+        self.built_for = self.window_tokens
+        return await self.rebuild(self.limit)
+
+    @property
+    def window_tokens(self) -> int:
+        compactor = self.window.compactor
+        return compactor.window if compactor is not None else 0
 
 
 def shrink_old_results(conversation: list[ChatMessage], needed: int) -> int:

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from bench.common import llm_process
+from channels.buckets import Rate
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
-from gateway.core.pacing import Rate
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.telegram import FakeTelegram, random_token

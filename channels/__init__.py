@@ -22,6 +22,8 @@ REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:create",
     "discord": "channels.discord:create",
     "slack": "channels.slack:create",
+    "whatsapp": "channels.whatsapp:create",
+    "matrix": "channels.matrix:create",
     "email": "channels.email:create",
 }
 

@@ -51,6 +51,7 @@ class MemoryChannel:
         mentioned: bool = True,
         thread_id: str | None = None,
         attachments: tuple[Attachment, ...] = (),
+        edit_of: str | None = None,
     ) -> Accepted:
         if self._sink is None:
             raise ChannelPermanentError(f"channel {self.name} is not started")
@@ -65,6 +66,7 @@ class MemoryChannel:
             mentioned=mentioned,
             thread_id=thread_id,
             attachments=attachments,
+            edit_of=edit_of,
         )
         return await self._sink.publish_inbound(msg)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -115,3 +116,15 @@ def run_gateway(make_settings: SettingsFactory) -> Callable[..., Any]:
             yield gateway, memory
 
     return start
+
+
+async def edit_applied(gateway: Gateway, channel: str, platform_id: str) -> None:
+    """An edit took the place of the waiting message ``platform_id`` (whose journal row is
+    closed), so a turn that starts now answers the edited text."""
+
+    async def closed() -> bool:
+        row = await gateway.store.journal.find(channel, platform_id)
+        return row is not None and row[1] == "done"
+
+    async with asyncio.timeout(10):
+        await gateway.bus.wait_until(closed)

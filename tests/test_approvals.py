@@ -125,7 +125,7 @@ async def test_a_member_cannot_approve_and_the_attempt_is_audited(
         await channel.push(f"/approve {code}", sender_id=MEMBER, chat_id=MEMBER)
         refused = (await channel.wait_for(2, chat_id=MEMBER))[1]
         forbidden = await gateway.store.audit.recent(kind="approval-forbidden")
-        still = await gateway.store.approvals.get(code)
+        still = await gateway.store.approval_requests.get(code)
     assert runs(settings) == 0
     assert refused.text.startswith("Only the owner or an admin")
     assert forbidden[0].sender_id == MEMBER
@@ -144,7 +144,7 @@ async def test_an_undecided_request_expires_closed_on_the_gateways_clock(
         )
         await channel.wait_for(1, chat_id=MEMBER)
         await clock.advance(seconds=599)
-        pending = await gateway.store.approvals.get(request_id(request))
+        pending = await gateway.store.approval_requests.get(request_id(request))
         await clock.advance(seconds=2)
         answer = (await channel.wait_for(2, chat_id=MEMBER))[1]
         await gateway.wait_idle()
@@ -239,7 +239,7 @@ async def test_group_refusals_are_never_askable(
         await channel.push("@bot run it", sender_id=MEMBER, chat_id="g", chat_type=ChatType.GROUP)
         [answer] = await channel.wait_for(1)
         await gateway.wait_idle()
-        pending = await gateway.store.approvals.pending()
+        pending = await gateway.store.approval_requests.pending()
     assert answer.text == "Not here, sorry." and pending == []
     assert "not available in group chats" in fake_llm.requests[1].tool_results[0]
 

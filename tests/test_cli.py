@@ -94,13 +94,19 @@ async def test_typo_in_config_toml_is_an_error(tmp_path: Path, fake_llm: FakeLLM
 
 async def test_secrets_never_reach_the_log(tmp_path: Path, fake_llm: FakeLLM) -> None:
     env = cli_env(
-        tmp_path / "home", fake_llm, SWITCHBOARD_LLM__API_KEY="sk-canary-abcdef0123456789"
+        tmp_path / "home",
+        fake_llm,
+        SWITCHBOARD_LLM__API_KEY="sk-canary-abcdef0123456789",
+        SWITCHBOARD_LOG_LEVEL="debug",  # the log file at debug (-v is for the console only)
     )
     await switchboard("onboard", env=env)
-    await switchboard("-v", "chat", "-m", "please print sk-canary-abcdef0123456789", env=env)
+    _, _, console = await switchboard(
+        "-v", "chat", "-m", "please print sk-canary-abcdef0123456789", env=env
+    )
     log = (tmp_path / "home" / "data" / "logs" / "switchboard.log").read_text()
     assert "please print [REDACTED]" in log  # the message was logged, with the key masked
     assert "sk-canary-abcdef0123456789" not in log
+    assert "please print [REDACTED]" in console and "sk-canary-abcdef0123456789" not in console
 
 
 async def test_killed_mid_turn_then_restarted_answers_exactly_once(

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +22,7 @@ import pytest
 from gateway.cli.main import build_parser
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 
 pytestmark = pytest.mark.slow
@@ -144,7 +147,10 @@ async def test_pairing_revoke_names_an_unknown_channel(tmp_path: Path, fake_llm:
     env = cli_env(tmp_path / "home", fake_llm)
     code, _, err = await switchboard("pairing", "revoke", "bogus", "123", env=env)
     assert code == 1
-    assert err == "Unknown channel 'bogus': pairing is for telegram, discord, slack, email.\n"
+    assert (
+        err
+        == "Unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, email.\n"
+    )
 
 
 async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM) -> None:
@@ -166,11 +172,42 @@ async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM)
         async with asyncio.timeout(30):
             while b"ready" not in await follow.stdout.readline():
                 pass
-    finally:
-        follow.send_signal(signal.SIGINT)
+        # SIGTERM, not SIGINT: a suite started with SIGINT ignored (a background job of a
+        # shell without job control) hands that on to its children.
+        follow.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(follow.wait(), 30) == 0
+    finally:
+        if follow.returncode is None:  # never left running, whatever failed above
+            follow.kill()
+            await follow.wait()
     code, out, _ = await switchboard("logs", "-n", "1", env=env)
     assert code == 0 and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [("status", "--json"), ("config", "show")])
+async def test_output_into_a_closed_pipe_ends_quietly(
+    tmp_path: Path, fake_llm: FakeLLM, command: tuple[str, ...]
+) -> None:
+    """`switchboard status --json | head`: the reader is gone before the output is written
+    (here it never existed), and the command ends like any Unix tool, without a traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            *command,
+            env=cli_env(tmp_path / "home", fake_llm),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 141
+    assert err.decode() == ""
 
 
 # what each shell's script sets when it calls switchboard, and how the answer starts
@@ -210,3 +247,44 @@ async def test_bash_loads_the_completion_script(tmp_path: Path, fake_llm: FakeLL
     )
     out, _ = await asyncio.wait_for(process.communicate(), 30)
     assert out.decode().rstrip().endswith(" switchboard")
+
+
+async def test_a_taken_web_port_stops_the_start_before_any_channel_and_is_logged(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = cli_env(
+            home,
+            fake_llm,
+            SWITCHBOARD_WEB__PORT=str(port),
+            SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
+            SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
+        )
+        code, _, err = await switchboard("run", env=env)
+    assert code == 1
+    assert f"switchboard: the web server cannot listen on 127.0.0.1:{port}" in err
+    assert tg.calls == []  # Telegram was never contacted
+    log = (home / "data" / "logs" / "switchboard.log").read_text()
+    assert (
+        f"ERROR gateway.cli.main: run failed: the web server cannot listen on 127.0.0.1:{port}"
+        in log
+    )
+
+
+async def test_the_log_says_when_the_gateway_stops_and_chat_v_debugs_only_on_its_console(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    async with running_gateway(env):
+        code, _, err = await switchboard("chat", "-v", "-m", "hello", env=env)
+        assert code == 0, err
+        assert " DEBUG " in err  # -v: this console
+    log = (home / "data" / "logs" / "switchboard.log").read_text()
+    assert " DEBUG " not in log  # not the log the gateway writes
+    assert "INFO gateway.cli.stopping: stopping (nothing running)" in log
+    assert log.rstrip().endswith("INFO gateway.cli.stopping: stopped")

@@ -81,14 +81,15 @@ class Node:
 
 @asynccontextmanager
 async def cluster(
-    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, count: int
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, count: int, **extra: str
 ) -> AsyncIterator[list[Node]]:
-    """``count`` nodes (``switchboard run``) on one database, each with its own home."""
+    """``count`` nodes (``switchboard run``) on one database, each with its own home
+    (``extra``: more environment for each)."""
     nodes: list[Node] = []
     try:
         for i in range(count):
             name = f"node-{i}"
-            env = node_env(tmp_path, fake_llm, tg, url, name)
+            env = node_env(tmp_path, fake_llm, tg, url, name, **extra)
             await switchboard("onboard", env=env)
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -114,20 +115,31 @@ async def cluster(
 
 
 def node_env(
-    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, name: str
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, name: str, **extra: str
 ) -> dict[str, str]:
-    return cli_env(
+    return telegram_env(
         tmp_path / name,
         fake_llm,
+        tg,
         SWITCHBOARD_STORAGE__URL=url,
         SWITCHBOARD_NODE__NAME=name,
+        SWITCHBOARD_SCHEDULER__CATCHUP_JITTER_SECONDS="0",
+        **extra,
+    )
+
+
+def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram, **extra: str) -> dict[str, str]:
+    """A home whose gateway talks to the fake Telegram (anyone may DM it), without web chat."""
+    return cli_env(
+        home,
+        fake_llm,
         SWITCHBOARD_WEB__ENABLED="false",
         SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
         SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="2",
         SWITCHBOARD_TELEGRAM__DM_POLICY="open",
         SWITCHBOARD_AGENT__REFLECTION="false",
-        SWITCHBOARD_SCHEDULER__CATCHUP_JITTER_SECONDS="0",
+        **extra,
     )
 
 

@@ -167,7 +167,7 @@ async def test_an_approval_decided_on_one_node_wakes_the_turn_parked_on_another(
     async with Gateway(b_settings, channels=[channel]) as b:
         request = await ask_for_exec(channel, fake_llm)
         await channel.wait_for(1, chat_id=MEMBER)  # told that it waits
-        assert b.dispatcher.sessions() == [f"telegram:{MEMBER}"]  # held, running or parked
+        assert b.load.sessions == {f"telegram:{MEMBER}"}  # held, running or parked
         a = Gateway(node("a"), channels=[MemoryChannel("telegram")])
         joining = asyncio.create_task(a.start())  # runs turns; waits to lead until b goes
         try:
@@ -175,7 +175,7 @@ async def test_an_approval_decided_on_one_node_wakes_the_turn_parked_on_another(
             await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
             decided = (await channel.wait_for(2, chat_id=OWNER))[1]
             answer = (await channel.wait_for(2, chat_id=MEMBER, max_wait=15))[1]
-            turns_on_a = a.dispatcher.turns_run
+            turns_on_a = a.load.turns_run
         finally:
             joining.cancel()
             await asyncio.gather(joining, return_exceptions=True)

@@ -62,7 +62,7 @@ async def test_the_summary_word_limit_follows_the_window(
             NewMessage(role, {"role": role, "content": f"{role} {i}: {LONG}"})
             for i, role in enumerate(alternating(10))
         ]
-        await store.history.add_drafts("t:c1", "turn-1", turns)
+        await store.history.add_checkpoints("t:c1", "turn-1", turns)
         await store.commit_turn(turn_id="turn-1", session_key="t:c1", replies=())
         compactor = Compactor(
             history=store.history, summarize=summarize, counter=TokenCounter(), window=window
@@ -90,7 +90,7 @@ async def test_a_prompt_near_the_window_is_compacted_before_the_first_call(
             NewMessage(role, {"role": role, "content": f"{role} {i} AMBER. {LONG}"})
             for i, role in enumerate(alternating(12))
         ]
-        await gateway.store.history.add_drafts("memory:chat-1", "before", old)
+        await gateway.store.history.add_checkpoints("memory:chat-1", "before", old)
         await gateway.store.commit_turn(turn_id="before", session_key="memory:chat-1", replies=())
         await channel.push("what is the code word?")
         [reply] = await channel.wait_for(1)

@@ -141,7 +141,11 @@ async def test_config_set_keeps_comments_and_get_reads_it_back(
     await switchboard("onboard", env=env)
     before = (home / "config.toml").read_text()
     code, out, err = await switchboard("config", "set", "llm.max_tokens", "2000", env=env)
-    assert (code, out) == (0, f"llm.max_tokens = 2000  ({home / 'config.toml'})\n"), err
+    assert (code, out) == (
+        0,
+        f"llm.max_tokens = 2000  ({home / 'config.toml'})\n"
+        "no gateway is running: it takes effect when one starts\n",
+    ), err
     after = (home / "config.toml").read_text()
     assert [line for line in before.splitlines() if line.startswith("#")] == [
         line for line in after.splitlines() if line.startswith("#")
@@ -160,9 +164,32 @@ async def test_config_set_refuses_what_would_not_start(tmp_path: Path, fake_llm:
     code, _, err = await switchboard("config", "set", "llm.max_tokens", "5", env=env)
     assert code == 1
     assert "not changed" in err and "llm.max_tokens: Input should be greater than" in err
+    # the line it would have written is in no file: the command itself is named
+    assert "(set by this `switchboard config set`)" in err and "config.toml line" not in err
     code, _, err = await switchboard("config", "set", "llm.modle", "x", env=env)
     assert code == 1 and "unknown key 'llm.modle'; did you mean `model`?" in err
     assert (home / "config.toml").read_text() == before
+
+
+async def test_a_refused_config_set_names_lines_of_the_file_as_it_stays(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    home.mkdir(parents=True)
+    config = home / "config.toml"
+    config.write_text(
+        "[llm]\n"
+        "max_tokens = 2000\n"
+        "\n"
+        "[[llm.fallbacks]]\n"
+        'model = "gpt-4o"\n'
+        f'base_url = "{fake_llm.openai_url}"\n'
+    )
+    code, _, err = await switchboard("config", "set", "llm.model", "gpt-4o", env=env)
+    assert code == 1, err
+    header = config.read_text().splitlines().index("[[llm.fallbacks]]") + 1
+    assert f"{config} line {header}" in err  # where that table is, not where it would be
 
 
 async def test_config_show_masks_secrets(tmp_path: Path, fake_llm: FakeLLM) -> None:

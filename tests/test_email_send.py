@@ -408,7 +408,7 @@ async def test_autopilot_mail_says_auto_generated_and_ids_are_stable(
         send=no_send,
         state=TurnState(),
         inbound=None,
-        autopilot=True,  # a heartbeat or cron turn: nobody is waiting
+        unattended=True,  # a heartbeat or cron turn: nobody is waiting
     )
     result = await tool.run({"to": DANA, "subject": "daily", "body": "all good"}, ctx)
     [mail] = await sink.wait_for(1)

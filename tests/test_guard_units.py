@@ -112,13 +112,13 @@ def test_repeating_sequence_is_a_cycle() -> None:
 def test_review_rules(
     final: str, sent: list[str], steps: list[ToolStep], code: Code | None
 ) -> None:
-    finding = review(final_text=final, sent_texts=sent, steps=steps, autopilot=False)
+    finding = review(final_text=final, sent_texts=sent, steps=steps, unattended=False)
     assert (finding.code if finding else None) == code
 
 
 def test_autopilot_may_be_silent_but_not_ask() -> None:
-    assert review(final_text="", sent_texts=[], steps=[], autopilot=True) is None
-    finding = review(final_text="Should I remind you?", sent_texts=[], steps=[], autopilot=True)
+    assert review(final_text="", sent_texts=[], steps=[], unattended=True) is None
+    finding = review(final_text="Should I remind you?", sent_texts=[], steps=[], unattended=True)
     assert finding is not None and finding.code is Code.GENERIC
 
 

@@ -20,7 +20,7 @@ from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.runtime.housekeeping import housekeep, prune_traces
 from gateway.store import (
-    ApprovalRecord,
+    ApprovalRequest,
     Job,
     NewMessage,
     Retention,
@@ -28,7 +28,7 @@ from gateway.store import (
     TaskRecord,
     UsageRecord,
 )
-from gateway.store.approvals import approval_id
+from gateway.store.approvals import ApprovalState, approval_id
 from gateway.store.retention import DAY, delete_batched
 from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
@@ -66,8 +66,8 @@ def task(task_id: str) -> TaskRecord:
     return TaskRecord(task_id, "research", "general", ChatRef("t", "c1"), OWNER, "running")
 
 
-def approval(call_key: str, state: str, at: float) -> ApprovalRecord:
-    return ApprovalRecord(
+def approval(call_key: str, state: str, at: float) -> ApprovalRequest:
+    return ApprovalRequest(
         id=approval_id(call_key),
         call_key=call_key,
         turn_id=call_key.partition(":")[0],
@@ -78,7 +78,7 @@ def approval(call_key: str, state: str, at: float) -> ApprovalRecord:
         reason="members may not run commands",
         requester={"channel": "t", "sender_id": "u"},
         approvers=("t:owner",),
-        state=state,
+        state=ApprovalState(state),
         created_at=at,
         expires_at=at + 900,
         decided_at=None if state == "pending" else at + 60,
@@ -87,6 +87,11 @@ def approval(call_key: str, state: str, at: float) -> ApprovalRecord:
 
 def once(at: float) -> ScheduleSpec:
     return ScheduleSpec("once", "UTC", at=datetime.fromtimestamp(at + 60, UTC))
+
+
+async def posted_draft(store: Store, chat_key: str, turn: str, message_id: str) -> None:
+    slot = await store.drafts.posting("t", chat_key, turn, None)
+    await store.drafts.posted("t", chat_key, turn, slot, message_id)
 
 
 async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None:
@@ -99,8 +104,8 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     await store.journal.start_turn(turn, record.session_key, "chat", [record.id])
     await store.ledger.start(f"{turn}:call-1", "send_email")
     await store.ledger.finish(f"{turn}:call-1", "sent")
-    await store.drafts.add("t", f"{tag}-gone", turn, 0, "7")  # a draft never finished
-    await store.history.add_drafts(
+    await posted_draft(store, f"{tag}-gone", turn, "7")  # a draft never finished
+    await store.history.add_checkpoints(
         record.session_key, turn, [NewMessage("user", {"role": "user", "content": f"{tag} hi"})]
     )
     await store.jobs.add(job(f"{tag}-once", once(at)))
@@ -222,7 +227,7 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert waiting is not None and running is not None
         await store.journal.start_turn("open-turn", running.session_key, "chat", [running.id])
         await store.ledger.start("open-turn:call-1", "send_email")  # outcome unknown
-        await store.drafts.add("t", "t:c2", "open-turn", 0, "12")  # its answer streams
+        await posted_draft(store, "t:c2", "open-turn", "12")  # its answer streams
         await store.outbox.enqueue([outbound("stuck", "still to deliver", chat="held")])
         await store.tasks.start(task("running-task"))
         await store.jobs.add(job("daily", ScheduleSpec("cron", "UTC", cron="0 9 * * *")))
@@ -265,8 +270,10 @@ async def test_open_work_history_and_the_pairing_allowlist_are_never_pruned(
         assert await store.pins.note("main", "owner", "plan") == "the plan"
         assert [g.text for g in await store.pins.goals("main", "owner")] == ["ship it"]
         assert await store.kv.get("last_chat") == {"channel": "t", "chat_id": "c1"}
-        assert [a.call_key for a in await store.approvals.pending()] == ["open-turn:waiting"]
-        assert await store.drafts.of("t", "t:c2", "open-turn") == ["12"]
+        assert [a.call_key for a in await store.approval_requests.pending()] == [
+            "open-turn:waiting"
+        ]
+        assert (await store.drafts.of("t", "t:c2", "open-turn")).ids == ("12",)
         _, history = await store.history.load("t:c1", limit=10)
         assert [m.body["content"] for m in history] == ["old hi"]
 

@@ -37,6 +37,9 @@ WATCHED = (
     "discord",
     "slack_bolt",
     "slack_sdk",
+    "nio",  # the Matrix channel's client (an optional extra)
+    "channels.whatsapp",
+    "channels.matrix",
     "aiosmtplib",
     "aioimaplib",
     "anthropic",

@@ -1,4 +1,4 @@
-"""Outbound pacing (gateway/core/pacing.py): bursts leave at once, sustained rates are paced,
+"""Outbound pacing (channels/telegram/pacing.py): bursts leave at once, sustained rates are paced,
 a wait beyond ``max_wait`` goes back to the outbox instead of being slept. Time is virtual:
 the pacer's clock and sleep are the test's, so nothing here depends on the machine's speed."""
 
@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
+from channels.buckets import Rate
+from channels.telegram.pacing import Pacer
 from gateway.core.errors import ChannelRateLimited
-from gateway.core.pacing import Pacer, Rate
 
 
 class VirtualTime:

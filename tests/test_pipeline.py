@@ -11,7 +11,7 @@ import pytest
 from channels.memory import MemoryChannel
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatRef, ChatType, OutboundKind
-from gateway.runtime import typing_indicator
+from gateway.runtime import live
 from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 
@@ -207,8 +207,8 @@ class SlowTypingChannel(MemoryChannel):
 async def test_a_stampede_of_slow_turns_sends_few_typing_indicators_at_once(
     run_gateway: Callable[..., Any], fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(typing_indicator, "TYPING_DELAY", 0.0)  # every turn wants "typing" at once
-    monkeypatch.setattr(typing_indicator, "TYPING_INTERVAL", 600.0)  # ...and only once
+    monkeypatch.setattr(live, "TYPING_DELAY", 0.0)  # every turn wants "typing" at once
+    monkeypatch.setattr(live, "TYPING_INTERVAL", 600.0)  # ...and only once
     release = asyncio.Event()
     for _ in range(10):
         fake_llm.queue(held(release, "done"))
@@ -222,5 +222,5 @@ async def test_a_stampede_of_slow_turns_sends_few_typing_indicators_at_once(
         release.set()
         await channel.wait_for(10)
         await gateway.wait_idle()
-    assert in_flight == typing_indicator.TYPING_MAX_IN_FLIGHT  # the others did not pile on
+    assert in_flight == live.TYPING_MAX_IN_FLIGHT  # the others did not pile on
     assert len(channel.texts()) == 10  # and every answer went out

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from channels.memory import MemoryChannel
+from gateway.cli.status import stored_report
 from gateway.core.messages import ChatType
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.heartbeat import in_quiet_hours
+from gateway.web.status import schedule
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, held, text
 
@@ -358,3 +360,31 @@ async def test_a_failed_scheduled_task_tells_the_user(run_gateway: Any, fake_llm
         notice = (await channel.wait_for(2))[-1]
         await idle(gateway)
     assert notice.text.startswith("A scheduled task could not run.")
+
+
+async def test_check_ins_go_home_the_same_everywhere_and_never_to_a_forgotten_local_chat(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    """The owner's phone stays the home of check-ins once they wrote there: a later word in
+    the terminal does not move it; the status page and `switchboard status` say the same."""
+    settings = make_settings(telegram={"owners": ["1"], "allow_from": ["1"]}, heartbeat=HEARTBEAT)
+    phone, terminal = MemoryChannel("telegram"), MemoryChannel("terminal")
+    clock = FakeClock(START)
+    async with Gateway(settings, channels=[phone, terminal], clock=clock) as gateway:
+        heartbeat_file(gateway, "- Tell me what is due today.\n")
+        await terminal.push("hi from the laptop")
+        await terminal.wait_for(1)
+        await phone.push("hi from the phone", sender_id="1", chat_id="1")
+        await phone.wait_for(1)
+        await terminal.push("and again from the laptop")
+        await terminal.wait_for(2)
+        await idle(gateway)
+        fake_llm.queue(text("Due today: the dentist."))
+        await clock.advance(seconds=601)
+        messages = await phone.wait_for(2)
+        await idle(gateway)
+        page = [i for i in schedule(gateway)["items"] if i["kind"] == "heartbeat"]
+    report = await stored_report(settings)
+    assert messages[-1].text == "Due today: the dentist." and messages[-1].chat_id == "1"
+    assert terminal.texts() == ["echo: hi from the laptop", "echo: and again from the laptop"]
+    assert page[0]["target"] == report["heartbeat_target"] == "telegram:1"

@@ -42,7 +42,7 @@ async def test_commit_turn_is_all_or_nothing(make_store: StoreFactory) -> None:
         record = await store.journal.accept(inbound("1"))
         assert record is not None
         await store.journal.start_turn("turn-1", record.session_key, "chat", [record.id])
-        await store.history.add_drafts(
+        await store.history.add_checkpoints(
             record.session_key, "turn-1", [NewMessage("user", {"role": "user", "content": "hi"})]
         )
         work = await store.journal.open_work()

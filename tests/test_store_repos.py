@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
-from gateway.store import ApprovalRecord, Job, NewMessage, Store, TaskRecord, UsageRecord
-from gateway.store.approvals import approval_id
+from gateway.store import ApprovalRequest, Job, NewMessage, Store, TaskRecord, UsageRecord
+from gateway.store.approvals import ApprovalState, approval_id
 from tests.backends import StoreFactory
 
 OWNER = {"channel": "t", "sender_id": "owner", "role": "owner"}
@@ -17,7 +17,7 @@ OWNER = {"channel": "t", "sender_id": "owner", "role": "owner"}
 
 async def finished_turn(store: Store, session: str, turn: str, *texts: tuple[str, str]) -> None:
     await store.journal.start_turn(turn, session, "chat", [])
-    await store.history.add_drafts(
+    await store.history.add_checkpoints(
         session, turn, [NewMessage(role, {"role": role, "content": text}) for role, text in texts]
     )
     await store.commit_turn(turn_id=turn, session_key=session, replies=[])
@@ -36,7 +36,7 @@ async def test_memory_search_finds_words_of_final_messages_in_the_given_sessions
         )
         await finished_turn(store, "t:c2", "turn-2", ("user", "another heron, other chat"))
         await store.journal.start_turn("turn-3", "t:c1", "chat", [])
-        await store.history.add_drafts(
+        await store.history.add_checkpoints(
             "t:c1", "turn-3", [NewMessage("user", {"role": "user", "content": "draft heron"})]
         )
         await store.history.new_generation("t:c1")  # older generations stay searchable
@@ -54,7 +54,7 @@ async def test_structured_and_appended_messages_are_searchable(make_store: Store
     async with make_store() as store:
         await store.journal.start_turn("turn-1", "t:c1", "chat", [])
         parts = [{"type": "text", "text": "a photo of the lighthouse"}]
-        await store.history.add_drafts(
+        await store.history.add_checkpoints(
             "t:c1", "turn-1", [NewMessage("user", {"role": "user", "content": parts})]
         )
         await store.commit_turn(
@@ -86,10 +86,10 @@ async def test_generations_summaries_tokens_and_dropped_messages(make_store: Sto
         assert (state.generation, state.summary, messages) == (2, None, [])
 
         await store.journal.start_turn("turn-2", "t:c1", "chat", [])
-        ids = await store.history.add_drafts(
+        ids = await store.history.add_checkpoints(
             "t:c1", "turn-2", [NewMessage("user", {"content": "x"}), NewMessage("tool", {})]
         )
-        assert [m.id for m in await store.history.drafts("turn-2")] == ids
+        assert [m.id for m in await store.history.checkpoints("turn-2")] == ids
         await store.history.drop(ids[1:])
         await store.commit_turn(turn_id="turn-2", session_key="t:c1", replies=[])
         _, messages = await store.history.load("t:c1", limit=None)
@@ -174,7 +174,7 @@ async def test_pairing_queue_expires_the_oldest_and_decides_once(make_store: Sto
 async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
     make_store: StoreFactory,
 ) -> None:
-    record = ApprovalRecord(
+    record = ApprovalRequest(
         id=approval_id("turn-1:call"),
         call_key="turn-1:call",
         turn_id="turn-1",
@@ -185,7 +185,7 @@ async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
         reason="r",
         requester={"channel": "t"},
         approvers=("t:owner",),
-        state="pending",
+        state=ApprovalState.PENDING,
         created_at=1.0,
         expires_at=2.0,
     )
@@ -193,11 +193,13 @@ async def test_approvals_decide_once_and_jobs_tasks_keep_their_state(
     async with make_store() as store:
         await store.park_turn(approval=record, messages=[], usage=[UsageRecord("t", "m", 1, 1)])
         await store.park_turn(approval=record, messages=[])  # asked again: stored once
-        assert [a.id for a in await store.approvals.pending()] == [record.id]
-        decided = await store.approvals.decide(record.id.lower(), "approved", by="t:owner", at=3)
+        assert [a.id for a in await store.approval_requests.pending()] == [record.id]
+        decided = await store.approval_requests.decide(
+            record.id.lower(), ApprovalState.APPROVED, by="t:owner", at=3
+        )
         assert decided is not None and decided.approvers == ("t:owner",)
-        assert await store.approvals.decide(record.id, "denied", by="t:owner", at=4) is None
-        assert await store.approvals.for_call("turn-1:call") == decided
+        assert await store.approval_requests.decide(record.id, "denied", by="t:owner", at=4) is None
+        assert await store.approval_requests.for_call("turn-1:call") == decided
 
         job = Job("j1", spec, "p", None, ChatRef("t", "c1"), OWNER, tainted=True)
         await store.jobs.add(job)

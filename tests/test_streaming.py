@@ -1,9 +1,14 @@
 """Answers streamed by editing on Telegram: python-telegram-bot against the fake Bot API.
 
-What a user would notice: the answer appears at once and grows in one message, edited no
-faster than Telegram allows, and ends as the complete formatted answer; an answer longer
-than a message continues in a second one; a restart in the middle of the answer still
-leaves exactly one complete answer; in groups nothing streams unless configured.
+What a user would notice: the answer appears while it is written and grows in one message,
+edited no faster than Telegram allows, and ends as the complete formatted answer; an answer
+longer than a message continues in a second one; a restart in the middle of the answer
+still leaves exactly one complete answer; in groups nothing streams unless configured. A
+quick answer is one message, never a draft plus edits; where the Bot API shows previews
+(``sendMessageDraft``), the words go there and the answer is sent once.
+
+Most tests here are about the draft itself, so they stream from the first word
+(``stream_after_seconds = 0``); the delay has tests of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ channel = fast_channel
 
 
 def streaming_on(tg: FakeTelegram, **overrides: object) -> dict[str, object]:
-    return section(tg, streaming=None, **overrides)  # unset: the default (on in DMs)
+    settings: dict[str, object] = {"streaming": None, "stream_after_seconds": 0, **overrides}
+    return section(tg, **settings)  # streaming unset: the default (on in DMs)
 
 
 async def test_a_long_answer_grows_in_one_message_and_ends_formatted(
@@ -148,3 +154,72 @@ async def test_a_model_failing_mid_answer_leaves_only_the_fallbacks_answer(
     [failover] = [e for e in read_trace(path) if e["event"] == "fallback"]
     assert failover["model"] == f"openai fake-model at {fake_llm.openai_url}"
     assert failover["error"] == "LLMUnavailable"
+
+
+async def test_a_quick_answer_is_one_message_without_a_draft(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=10, over=0.1))  # done long before 0.7 s
+    settings = make_settings(telegram=section(tg, streaming=None))  # the defaults
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("quick one")
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]
+    assert len(tg.sent(42)) == 1
+    assert tg.called("editMessageText") == []  # no draft to finish
+    assert tg.called("sendMessageDraft") == []
+
+
+async def test_a_slow_answer_shows_its_words_once_the_turn_has_run_a_while(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=40, over=2.0))
+    settings = make_settings(telegram=section(tg, streaming=None))  # the defaults
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        [draft] = await tg.wait_sent(1)
+        assert draft.params["text"] != FORMATTED  # words while the model still writes
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]
+    assert len(tg.sent(42)) == 1
+
+
+async def test_previews_show_the_words_and_the_answer_is_sent_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.draft_previews = True
+    fake_llm.queue(streamed(ANSWER, chunks=40, over=2.0))
+    settings = make_settings(telegram=streaming_on(tg))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        await tg.wait_for(lambda: 42 in tg.previews)
+        preview_id, words = tg.previews[42]
+        assert ANSWER.startswith(words) and words != ANSWER  # the first words, as written
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]  # one message: no draft was posted
+    assert len(tg.sent(42)) == 1
+    assert 42 not in tg.previews  # the answer replaced the preview
+    updates = tg.called("sendMessageDraft")
+    assert len(updates) >= 2 and {c.params["draft_id"] for c in updates} == {preview_id}
+    assert tg.called("editMessageText") == [] and tg.called("deleteMessage") == []
+
+
+async def test_without_previews_the_draft_is_edited_and_previews_are_not_asked_again(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(ANSWER, chunks=40, over=2.0))
+    fake_llm.queue(streamed(ANSWER, chunks=40, over=2.0))
+    settings = make_settings(telegram=streaming_on(tg))  # the fake: "method not found"
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("tell me everything")
+        [draft] = await tg.wait_sent(1)
+        assert draft.params["text"] != FORMATTED  # the words came as a draft message
+        await gateway.wait_idle()
+        await tg.say("and again")
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED, FORMATTED]
+    assert len(tg.sent(42)) == 2
+    assert len(tg.called("sendMessageDraft")) == 1  # refused once, then never asked

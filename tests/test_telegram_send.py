@@ -4,7 +4,6 @@ failing, flood control honoured by the outbox, no part sent twice, files out, pa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,12 +12,12 @@ import pytest
 
 from channels._text import utf16_length
 from channels.telegram import TelegramChannel
+from channels.telegram.pacing import Pacer
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
@@ -273,11 +272,9 @@ async def test_flood_control_for_one_chat_holds_only_that_chat(
 
 async def turns_committed(gateway: Gateway, timeout: float = 10.0) -> None:
     """Every accepted message's turn is committed (its answer may still wait to be sent)."""
-    condition = gateway.conversations.turn_finished
+
+    async def committed() -> bool:
+        return await gateway.store.journal.open_count() == 0
+
     async with asyncio.timeout(timeout):
-        while True:
-            async with condition:
-                if await gateway.store.journal.open_count() == 0:
-                    return
-                with contextlib.suppress(TimeoutError):  # a commit that raced the check
-                    await asyncio.wait_for(condition.wait(), 0.5)
+        await gateway.bus.wait_until(committed)

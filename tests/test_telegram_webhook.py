@@ -70,7 +70,7 @@ async def test_webhook_refuses_a_wrong_secret_and_acknowledges_after_journaling(
     assert tg.webhook == {
         "url": "https://bot.example.test/telegram",
         "secret_token": "s3cret_Token-1",
-        "allowed_updates": ["message", "channel_post", "callback_query"],  # button presses
+        "allowed_updates": ["message", "edited_message", "channel_post", "callback_query"],
     }
     assert "via the webhook" in reply.params["text"]
     assert len(fake_llm.requests) == 1 and len(tg.sent()) == 1

@@ -7,6 +7,7 @@ here, so the system Chromium is used; the tests skip only when it is not install
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.pairing import WELCOME
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, text
+from tests.fakes.llm import FakeLLM, held, text
 from tests.system import missing
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -225,3 +226,36 @@ async def test_with_a_token_the_browser_must_sign_in_and_the_token_stays_out_of_
         auth = next(c for c in await context.cookies() if c["name"] == "switchboard_auth")
         assert auth["httpOnly"] is True
         assert auth["value"] != TOKEN
+
+
+async def test_on_a_phone_the_status_page_fits_and_the_chat_shows_it_is_working(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "All done."))
+    async with serving(
+        make_settings(web={"port": 0}, llm={"model": "a-rather-long-model-name-v2"})
+    ) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await page.goto(gateway.web.url)
+        await send(page, "take your time")
+        working = page.locator("#typing")
+        await expect(working).to_be_visible()  # while the model is still writing
+        await expect(working).to_contain_text("Working")
+        height = await working.evaluate("e => e.getBoundingClientRect().height")
+        assert height >= 20, height  # more than a grey ellipsis
+        gate.set()
+        await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("All done.")
+        await expect(working).to_be_hidden()
+
+        await page.goto(gateway.web.url + "status")
+        await expect(page.locator("#turns tbody tr").first).to_contain_text("done")
+        await expect(page.locator("#models tr", has_text="a-rather-long")).to_be_visible()
+        title = page.locator("header h1")
+        await expect(title).to_have_text("Status")
+        assert await title.evaluate("e => e.scrollWidth <= e.clientWidth")  # not "St…"
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page is {width} px wide on a 390 px phone"
+        icon = await page.request.get(gateway.web.url + "favicon.ico")
+        assert icon.ok and icon.headers["content-type"].startswith("image/")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.llm.types import ChatMessage, ImagePart, ToolCall
-from agent.turn_scope import resumed_state
+from agent.turn.scope import resumed_state
 from gateway.cli.doctor_tools import browser_check
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 
-class Draft(Protocol):
+class Checkpoint(Protocol):
+    """A stored step of the running turn (gateway.store.StoredMessage)."""
+
     @property
     def id(self) -> int: ...
 
@@ -18,33 +20,33 @@ class Draft(Protocol):
     def body(self) -> dict[str, Any]: ...
 
 
-def failed_attempts(drafts: Sequence[Draft]) -> list[int]:
+def failed_attempts(checkpoints: Sequence[Checkpoint]) -> list[int]:
     """Ids of assistant tool-call messages (and their results) whose every call failed and
     whose tools later succeeded in the same turn."""
-    results: dict[str, tuple[int, bool, str]] = {}  # call id -> (draft id, is_error, tool)
-    for draft in drafts:
-        body = draft.body
+    results: dict[str, tuple[int, bool, str]] = {}  # call id -> (checkpoint id, is_error, tool)
+    for step in checkpoints:
+        body = step.body
         if body["role"] == "tool" and body.get("tool_call_id"):
             results[body["tool_call_id"]] = (
-                draft.id,
+                step.id,
                 bool(body.get("is_error")),
                 body.get("name", ""),
             )
-    position = {d.id: i for i, d in enumerate(drafts)}
+    position = {d.id: i for i, d in enumerate(checkpoints)}
     succeeded_at: dict[str, list[int]] = {}
-    for draft_id, is_error, tool in results.values():
+    for step_id, is_error, tool in results.values():
         if not is_error:
-            succeeded_at.setdefault(tool, []).append(position[draft_id])
+            succeeded_at.setdefault(tool, []).append(position[step_id])
     drop: list[int] = []
-    for draft in drafts:
-        calls = draft.body.get("tool_calls") or []
-        if draft.body["role"] != "assistant" or not calls or draft.body.get("content"):
+    for step in checkpoints:
+        calls = step.body.get("tool_calls") or []
+        if step.body["role"] != "assistant" or not calls or step.body.get("content"):
             continue
         outcomes = [results.get(c["id"]) for c in calls]
         if any(o is None or not o[1] for o in outcomes):
             continue  # unanswered or partly successful: keep
-        here = position[draft.id]
+        here = position[step.id]
         if all(any(p > here for p in succeeded_at.get(o[2], [])) for o in outcomes if o):
-            drop.append(draft.id)
+            drop.append(step.id)
             drop.extend(o[0] for o in outcomes if o)
     return drop

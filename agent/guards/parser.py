@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from agent.llm.types import LLMResponse, ToolCall
 
@@ -47,7 +47,7 @@ class ParsedCall:
 class ParsedResponse:
     text: str
     calls: tuple[ParsedCall, ...]
-    tier: str  # "native" | "json" | "keyvalue" | "none"
+    tier: Literal["native", "json", "keyvalue", "none"]
 
     def history_calls(self) -> tuple[ToolCall, ...]:
         return tuple(c.call for c in self.calls)
@@ -61,7 +61,7 @@ def parse_response(
         return ParsedResponse(response.text, calls, "native")
     text = response.text
     found = _json_in_text(text, tool_names)
-    tier = "json"
+    tier: Literal["json", "keyvalue"] = "json"
     if found is None:
         found = _key_value_in_text(text, tool_names)
         tier = "keyvalue"

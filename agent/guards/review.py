@@ -92,13 +92,13 @@ def review(
     final_text: str,
     sent_texts: Sequence[str],
     steps: Sequence[ToolStep],
-    autopilot: bool,
+    unattended: bool,
 ) -> Finding | None:
     """The first problem with a finished turn, or ``None`` when it may end as it is."""
     text = final_text.strip()
-    if autopilot:
+    if unattended:
         if text.endswith("?") and "HEARTBEAT_OK" not in text:
-            return Finding(Code.GENERIC, "autopilot turn asked the absent user a question")
+            return Finding(Code.GENERIC, "unattended turn asked the absent user a question")
         return None
     visible = [t for t in (*sent_texts, text) if t.strip()]
     if not visible:

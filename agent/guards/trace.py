@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.core.turns import TurnKind
+
 Redact = Callable[[str], str]
 
 
@@ -22,7 +24,7 @@ class TurnTrace:
         turn_id: str,
         *,
         session_key: str = "",
-        kind: str = "chat",
+        kind: TurnKind = TurnKind.CHAT,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.turn_id = turn_id

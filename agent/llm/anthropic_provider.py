@@ -31,6 +31,7 @@ from agent.llm.errors import (
     LLMRateLimited,
     is_context_overflow,
     parse_retry_after,
+    window_from_error,
 )
 from agent.llm.images import image_base64
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
@@ -221,7 +222,7 @@ def _translate(exc: anthropic.APIError, at: Endpoint) -> LLMError:
     if isinstance(exc, anthropic.NotFoundError):
         return not_found(at, message)
     if isinstance(exc, anthropic.BadRequestError) and is_context_overflow(message):
-        return LLMContextOverflow(message, status_code=status)
+        return LLMContextOverflow(message, status_code=status, window=window_from_error(message))
     if isinstance(status, int) and status >= 500:
         return server_error(at, status, message)
     return bad_request(at, status, message)

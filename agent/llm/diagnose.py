@@ -27,6 +27,12 @@ from agent.llm.errors import (
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DOCTOR = "`switchboard doctor` checks the model settings."
+ONBOARD = "onboard"  # a model given to `switchboard onboard` (a flag or an answer)
+ONBOARD_ANSWERS = {
+    "base_url": "the base URL you gave (--base-url, or the Base URL answer)",
+    "model": "the model name you gave (--model, or the Model answer)",
+    "api_key": "the API key you gave (--api-key, or the API key answer)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,8 @@ class Endpoint:
     @property
     def key_settings(self) -> str:
         variable = KEY_VARIABLES[self.provider]
+        if self.setting == ONBOARD:
+            return f"{ONBOARD_ANSWERS['api_key']} or {variable}"
         if self.setting == "llm":
             return f"SWITCHBOARD_LLM__API_KEY (or {variable})"
         return f"{self.name('api_key')} or {variable}"
@@ -62,6 +70,8 @@ def setting_name(setting: str, field: str) -> str:
     is one entry of a list: ``llm.fallbacks[1].base_url``)."""
     if setting == "llm":
         return f"SWITCHBOARD_LLM__{field.upper()}"
+    if setting == ONBOARD:  # the person just typed it, as a flag or at a prompt
+        return ONBOARD_ANSWERS.get(field, f"the {field.replace('_', ' ')} you gave")
     if setting.startswith("llm.fallbacks["):
         return (
             f"{setting}.{field} (that entry of SWITCHBOARD_LLM__FALLBACKS, or of the "

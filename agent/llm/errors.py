@@ -22,6 +22,7 @@ a configuration change. Only transient errors move a call on to a fallback model
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from agent.llm.types import Failover
@@ -93,6 +94,12 @@ class LLMAllModelsFailed(LLMUnavailable):
 class LLMContextOverflow(LLMError):
     user_message = "The conversation is too long for the model's context window."
 
+    def __init__(
+        self, message: str, *, status_code: int | None = None, window: int | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.window = window  # the window the provider named in its refusal, if it did
+
 
 class LLMAuthError(LLMError):
     user_message = "The AI provider refused our credentials (check the API key)."
@@ -122,8 +129,27 @@ def is_context_overflow(message: str) -> bool:
             "prompt is too long",
             "too many tokens",
             "reduce the length",
+            "exceeds the available context size",  # llama.cpp's server
+            "exceed_context_size_error",
         )
     )
+
+
+def window_from_error(message: str) -> int | None:
+    """The window a "context too long" refusal names, if it does: OpenAI, vLLM and
+    llama-cpp-python ("maximum context length is 8192 tokens"), llama.cpp's server
+    (``"n_ctx": 8192``), Anthropic ("prompt is too long: 250000 tokens > 200000 maximum")."""
+    patterns = (
+        r"maximum context length is (\d+)",
+        r"context window of (\d+)",
+        r"['\"]n_ctx['\"]\s*:\s*(\d+)",
+        r"> (\d+) maximum",
+    )
+    for pattern in patterns:
+        match = re.search(pattern, message)
+        if match and int(match.group(1)) >= 256:
+            return int(match.group(1))
+    return None
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

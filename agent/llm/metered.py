@@ -10,7 +10,7 @@ request that fits the context window, and usage charged to someone.
   small is the turn's job, see :mod:`agent.window`).
 - **Charged.** Each call is charged to the model that answered it (with fallback models,
   :mod:`agent.llm.fallback`, not always the configured one). Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
-  its calls add up in the turn's :class:`TurnMeter` (the per-turn token cap counts them,
+  its calls add up in the turn's :class:`TurnUsage` (the per-turn token cap counts them,
   and they are committed with the turn); calls outside a turn (reflection, a background
   summary) are recorded on their own right away.
 """
@@ -18,47 +18,38 @@ request that fits the context window, and usage charged to someone.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
-from agent.llm.types import LLMRequest, LLMResponse, Usage
-from agent.tokens import estimate, message_tokens, tools_tokens
-from gateway.core.principal import Principal
+from agent.llm.errors import LLMContextOverflow
+from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
+from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
+from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 
 MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
-
-
-class Purpose(enum.StrEnum):
-    """Why a model call was made (the ``usage.purpose`` column)."""
-
-    TURN = "turn"  # the turn itself: answers and tool steps
-    REVIEW = "review"  # the LLM reviewer of an answer
-    PAGE = "page"  # condensing a long web page for web_fetch
-    SUMMARY = "summary"  # summarizing a long conversation
-    REFLECTION = "reflection"  # updating memory after a turn
+MIN_WINDOW = 512  # a window learned from refusals never goes below this
 
 
 @dataclass(frozen=True, slots=True)
-class Metered:
+class UsageEntry:
     """Tokens one purpose used on one model."""
 
-    purpose: str
+    purpose: Purpose
     model: str
     usage: Usage
 
 
 @dataclass(slots=True)
-class TurnMeter:
+class TurnUsage:
     """What a running turn has used so far, by purpose and model."""
 
-    _by: dict[tuple[str, str], Usage] = field(default_factory=dict)
+    _by: dict[tuple[Purpose, str], Usage] = field(default_factory=dict)
 
-    def add(self, purpose: str, model: str, usage: Usage) -> None:
+    def add(self, purpose: Purpose, model: str, usage: Usage) -> None:
         key = (purpose, model)
         self._by[key] = self._by.get(key, Usage()) + usage
 
@@ -71,13 +62,8 @@ class TurnMeter:
         total = self.total
         return total.input_tokens + total.output_tokens
 
-    def entries(self) -> tuple[Metered, ...]:
-        return tuple(Metered(p, m, u) for (p, m), u in self._by.items())
-
-
-def person(principal: Principal) -> str:
-    """Whose allowance a call counts against: ``channel:sender id``."""
-    return f"{principal.channel}:{principal.sender_id}"
+    def entries(self) -> tuple[UsageEntry, ...]:
+        return tuple(UsageEntry(p, m, u) for (p, m), u in self._by.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +72,8 @@ class Charge:
 
     session_key: str
     turn_id: str | None = None
-    principal: str | None = None  # see person()
-    meter: TurnMeter | None = None  # the running turn's; None: recorded on its own
+    principal: str | None = None  # whose allowance: Principal.person
+    meter: TurnUsage | None = None  # the running turn's; None: recorded on its own
 
     def detached(self) -> Charge:
         """The same payer, for work that outlives the turn (recorded on its own)."""
@@ -95,7 +81,7 @@ class Charge:
 
 
 # (charge, purpose, model, usage): store one call that no turn commits.
-UsageRecorder = Callable[[Charge, str, str, Usage], Awaitable[None]]
+UsageRecorder = Callable[[Charge, Purpose, str, Usage], Awaitable[None]]
 
 
 class EndpointSlots:
@@ -136,6 +122,53 @@ def prompt_limit(window: int, max_tokens: int) -> int:
     return window - safety_margin(window) - min(max_tokens, window // 4)
 
 
+class WindowSize:
+    """The model's context window in tokens, shared by everything that fits prompts to it
+    (:class:`MeteredModel`, the compactor, :mod:`agent.window`): ``llm.context_window``,
+    lowered when the model's server refuses a prompt naming a smaller window (a local server
+    started with a small ``--ctx-size``), set anew when the configuration is reloaded."""
+
+    def __init__(self, configured: int) -> None:
+        self.configured = configured
+        self.tokens = configured
+
+    def learn(self, tokens: int | None) -> bool:
+        """A window the server named; ``True`` when it is smaller than the one in use."""
+        if tokens is None or tokens >= self.tokens:
+            return False
+        log.warning(
+            "the model's server says its context window is %d tokens, less than "
+            "llm.context_window = %d: using %d from now on; set it with "
+            "`switchboard config set llm.context_window %d`",
+            tokens,
+            self.configured,
+            tokens,
+            tokens,
+        )
+        self.tokens = tokens
+        return True
+
+    def refused(self, asked: int) -> None:
+        """The server refused ``asked`` tokens (prompt and answer, as we estimate them)
+        without naming its window: it is smaller than that; half of it is used."""
+        bound = max(MIN_WINDOW, asked // 2)
+        if bound >= self.tokens:
+            return
+        log.warning(
+            "the model's server refused a prompt of about %d tokens as too long for its "
+            "context window (llm.context_window = %d): fitting prompts to %d tokens from now "
+            "on; set llm.context_window to the server's window",
+            asked,
+            self.configured,
+            bound,
+        )
+        self.tokens = bound
+
+    def configure(self, tokens: int) -> None:
+        """``llm.context_window`` changed (a reload): believed again, whatever was learned."""
+        self.configured = self.tokens = tokens
+
+
 class MeteredModel:
     """An agent's model as the gateway calls it: capped, fitted to the window, metered."""
 
@@ -144,18 +177,44 @@ class MeteredModel:
         provider: LLMProvider,
         *,
         slots: asyncio.Semaphore | None,
-        context_window: int,
+        context_window: int | WindowSize,
         record: UsageRecorder | None = None,
+        counter: TokenCounter | None = None,
+        max_tokens: int = 4_096,
+        temperature: float | None = None,
     ) -> None:
         self.provider = provider
-        self.context_window = context_window
+        self.window = (
+            context_window if isinstance(context_window, WindowSize) else WindowSize(context_window)
+        )
+        self.max_tokens = max_tokens  # asked for per call, lowered when the window is tight
+        self._temperature = temperature
         self._slots = slots
         self._record = record
+        self._counter = counter  # counts what a server does not report (llama.cpp streams)
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
 
     @property
     def model(self) -> str:
         return self.provider.model
+
+    @property
+    def context_window(self) -> int:
+        return self.window.tokens
+
+    async def ask(
+        self,
+        system: SystemPrompt,
+        conversation: Sequence[ChatMessage],
+        tools: tuple[ToolSpec, ...] = (),
+        on_text: TextSink | None = None,
+        *,
+        purpose: Purpose,
+        charge: Charge,
+    ) -> LLMResponse:
+        """One call with this agent's output size and temperature."""
+        request = LLMRequest(system, tuple(conversation), tools, self.max_tokens, self._temperature)
+        return await self.complete(request, purpose=purpose, charge=charge, on_text=on_text)
 
     async def complete(
         self,
@@ -168,24 +227,61 @@ class MeteredModel:
         names = tuple(t.name for t in request.tools)
         if names != self._tools[0]:  # tool schemas rarely change: count them once
             self._tools = (names, tools_tokens(request.tools))
-        room = output_room(prompt_tokens(request, self._tools[1]), self.context_window)
+        prompt = prompt_tokens(request, self._tools[1])
+        room = output_room(prompt, self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
-        if self._slots is None:  # a fallback chain: each of its models has its own cap
-            response = await self.provider.complete(request, on_text=on_text)
-        else:
-            async with self._slots:
+        try:
+            if self._slots is None:  # a fallback chain: each of its models has its own cap
                 response = await self.provider.complete(request, on_text=on_text)
+            else:
+                async with self._slots:
+                    response = await self.provider.complete(request, on_text=on_text)
+        except LLMContextOverflow as exc:  # the next prompts are fitted to the real window
+            if exc.window is not None:
+                self.window.learn(exc.window)
+            else:
+                self.window.refused(prompt + request.max_tokens)
+            raise
         response = bounded(response, request)
+        if not (response.usage.input_tokens or response.usage.output_tokens) and self._counter:
+            response = replace(response, usage=await self._estimated(request, response))
         model = response.model or self.model  # a fallback may have answered
         if charge.meter is not None:
-            charge.meter.add(purpose.value, model, response.usage)
+            charge.meter.add(purpose, model, response.usage)
         elif self._record is not None:
             try:
-                await self._record(charge, purpose.value, model, response.usage)
+                await self._record(charge, purpose, model, response.usage)
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+    async def _estimated(self, request: LLMRequest, response: LLMResponse) -> Usage:
+        """The server reported no usage (llama.cpp's server does not in a stream): counted
+        with tiktoken on a worker thread (the encoder loads once), and marked as counted by
+        us, so traces, the status page and the per-person limits still see the tokens."""
+        counter = self._counter
+        assert counter is not None
+
+        def count() -> tuple[int, int]:
+            counter.load()
+            prompt = (
+                counter.count(request.system.text)
+                + counter.messages(request.messages)
+                + counter.tools(request.tools)
+            )
+            calls = sum(
+                counter.count(c.name) + counter.count(c.arguments) for c in response.tool_calls
+            )
+            return prompt, counter.count(response.text) + calls
+
+        prompt, answer = await asyncio.to_thread(count)
+        return replace(
+            response.usage,
+            input_tokens=prompt,
+            output_tokens=answer,
+            estimated_tokens=prompt + answer,
+        )
 
 
 # No tokenizer packs more characters than this into one token: an answer longer than

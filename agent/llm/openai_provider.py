@@ -29,6 +29,7 @@ from agent.llm.errors import (
     LLMRateLimited,
     is_context_overflow,
     parse_retry_after,
+    window_from_error,
 )
 from agent.llm.images import image_base64
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
@@ -253,6 +254,16 @@ def _from_completion(completion: Any) -> LLMResponse:
     return LLMResponse(message.content or "", calls, choice.finish_reason or "stop", usage)
 
 
+def _named_window(exc: openai.APIError) -> int | None:
+    """The window a refusal names: in its text, or (llama.cpp's server) as ``n_ctx`` beside
+    it in the error body, which the SDK keeps apart from the message."""
+    body = exc.body
+    n_ctx = body.get("n_ctx") if isinstance(body, dict) else None
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        return n_ctx
+    return window_from_error(str(exc))
+
+
 def _translate(exc: openai.APIError, at: Endpoint) -> LLMError:
     status = getattr(exc, "status_code", None)
     message = str(exc)
@@ -266,7 +277,7 @@ def _translate(exc: openai.APIError, at: Endpoint) -> LLMError:
         return not_found(at, message, getattr(exc, "code", None))
     if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
         if getattr(exc, "code", None) == "context_length_exceeded" or is_context_overflow(message):
-            return LLMContextOverflow(message, status_code=status)
+            return LLMContextOverflow(message, status_code=status, window=_named_window(exc))
         return bad_request(at, status, message)
     if isinstance(status, int) and status >= 500:
         return server_error(at, status, message)

@@ -102,6 +102,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # Of input + output, how many we counted (tiktoken) because the server reported none.
+    estimated_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -109,6 +111,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.estimated_tokens + other.estimated_tokens,
         )
 
 

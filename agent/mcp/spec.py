@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import SecretStr
 
+from gateway.core.principal import Role
+
 
 @dataclass(frozen=True, slots=True)
 class StdioTarget:
@@ -44,7 +46,7 @@ class ServerSpec:
     target: StdioTarget | HttpTarget
     timeout: float = 30.0  # per tool call
     allowed_tools: frozenset[str] | None = None  # the server's own tool names; None: all
-    roles: frozenset[str] = frozenset({"owner", "admin"})
+    roles: frozenset[Role] = frozenset({Role.OWNER, Role.ADMIN})
     group_chats: bool = False
     eager: bool = False
     agents: frozenset[str] = frozenset({"main"})  # "*": every agent

@@ -9,12 +9,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from agent.llm.metered import Charge, TurnMeter, person
+from agent.llm.metered import Charge, TurnUsage
 from agent.llm.types import ImagePart, ToolSpec
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.services import Services
+from gateway.core.turns import TurnKind
 
 
 class Effect(enum.StrEnum):
@@ -55,7 +56,7 @@ class Refusal:
 
     reason: str
     askable: bool = False
-    authority: str = "admin"  # "admin": the owner or the channel's admins; "owner": the owner
+    authority: Role = Role.ADMIN  # ADMIN: the owner or the channel's admins; OWNER: the owner
 
 
 Sender = Callable[[OutboundMessage], Awaitable[None]]
@@ -75,7 +76,7 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
-    meter: TurnMeter = field(default_factory=TurnMeter)  # every model call the turn caused
+    meter: TurnUsage = field(default_factory=TurnUsage)  # every model call the turn caused
     # Tools this turn may call whose schemas are not sent until find_tools surfaces them
     # (past the prompt budget for MCP tools), and the names it surfaced so far.
     deferred: dict[str, ToolSpec] = field(default_factory=dict)
@@ -100,8 +101,8 @@ class ToolContext:
     audit: Audit = _no_audit
     channels: tuple[str, ...] = ()  # channels configured on this gateway
     services: Services = field(default_factory=Services)
-    autopilot: bool = False  # heartbeat, cron or background turn: no user is waiting
-    turn_kind: str = "chat"  # chat | heartbeat | cron | subagent (agent.turn.TurnKind)
+    unattended: bool = False  # heartbeat, cron or background turn: no user is waiting
+    turn_kind: TurnKind = TurnKind.CHAT
     agent: str = "main"  # the agent this turn belongs to
     # The owner (or an admin) approved this exact call: checks that asked are waived.
     approved: bool = False
@@ -114,7 +115,7 @@ class ToolContext:
     def charge(self) -> Charge:
         """Who pays for a model call this tool makes (a page condensed for web_fetch): the
         turn, so it counts against the turn's token cap and the person's allowance."""
-        return Charge(self.session_key, self.turn_id, person(self.principal), self.state.meter)
+        return Charge(self.session_key, self.turn_id, self.principal.person, self.state.meter)
 
 
 class Tool(ABC):
@@ -134,8 +135,8 @@ class Tool(ABC):
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()
-    # Who may use it at all ("owner", "admin", "member"); ``None``: the policy decides alone.
-    roles: ClassVar[frozenset[str] | None] = None
+    # Who may use it at all; ``None``: the policy decides alone.
+    roles: ClassVar[frozenset[Role] | None] = None
     group_chats: ClassVar[bool] = True  # offered in group chats (subject to the policy)
     # Where the tool comes from: "" for built-in tools, an MCP server's name for its tools.
     # Tools with a source may be held back behind find_tools when there are many.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
@@ -65,7 +65,7 @@ class RecipientPolicy:
 
     allowed: tuple[str, ...] = ()  # exact addresses and "@domain" entries, lower-case
     user_addresses: Mapping[str, str] | None = None  # "channel:sender_id" -> address
-    typed_by: str = "admins"  # who may mail addresses they typed: "admins" | "everyone"
+    typed_by: Literal["admins", "everyone"] = "admins"  # who may mail addresses they typed
 
     def may_type(self, principal: Principal) -> bool:
         return self.typed_by == "everyone" or principal.is_admin
@@ -261,7 +261,7 @@ class SendEmail(Tool):
             files=files,
             # No person is waiting in a heartbeat or cron turn (it has no inbound message):
             # RFC 3834 asks such mail to say so, and auto-responders then stay quiet.
-            auto_submitted="auto-generated" if ctx.autopilot else None,
+            auto_submitted="auto-generated" if ctx.unattended else None,
         )
         report = await self._deliver(message, recipients)
         if self._audit_log is not None:
@@ -285,7 +285,7 @@ class SendEmail(Tool):
         """Everyone but the owner sends at most ``max_sends_per_day`` mails a rolling day."""
         cap = self._settings.max_sends_per_day
         principal = ctx.principal
-        if not cap or principal.role == "owner" or self._audit_log is None:
+        if not cap or principal.is_owner or self._audit_log is None:
             return
         sent = await self._audit_log.count(
             SENT,

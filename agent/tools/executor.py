@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agent.approval import ApprovalGate
+from agent.approval import ApprovalPolicy
 from agent.tools.base import Refusal, Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
-from gateway.store import ToolLedger
+from gateway.store import LedgerEntry, ToolLedger
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +49,19 @@ class ToolExecutor:
         max_concurrent: int = 16,
         max_result_chars: int = 12_000,
         redact: Callable[[str], str] = lambda text: text,
-        approvals: ApprovalGate | None = None,
+        approvals: ApprovalPolicy | None = None,
     ) -> None:
         self.registry = registry
-        self._approvals = approvals or ApprovalGate()
+        self._approvals = approvals or ApprovalPolicy()
         self._redact = redact
         self._ledger = ledger
         self._gate = gate
         self._semaphore = asyncio.Semaphore(max_concurrent)
         self._max_result_chars = max_result_chars
+
+    async def side_effects(self, turn_id: str) -> list[LedgerEntry]:
+        """What the turn set out to change, as the idempotency ledger recorded it."""
+        return await self._ledger.of_turn(turn_id)
 
     def check(self, name: str, args: dict[str, Any]) -> Tool | ToolResult:
         """The tool to run, or an error result that says what is valid (nothing runs)."""

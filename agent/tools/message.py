@@ -23,6 +23,7 @@ from agent.tools.base import (
     schema,
 )
 from gateway.core.messages import ChatType, OutboundKind, OutboundMessage
+from gateway.core.turns import TurnKind
 
 SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
 
@@ -90,7 +91,7 @@ class Message(Tool):
             return Refusal(
                 f"channel {channel!r} is not configured on this gateway (configured: {configured})"
             )
-        if ctx.turn_kind == "heartbeat":
+        if ctx.turn_kind is TurnKind.HEARTBEAT:
             return Refusal(
                 "a heartbeat check-in reports only to the owner's own chat; it cannot send to "
                 "other chats. Tell the owner what you would send and where."

@@ -52,6 +52,7 @@ class Spawn(Tool):
             user_texts=ctx.user_texts,
             tainted=ctx.state.read_untrusted,
             agent=ctx.agent,
+            after_turn=ctx.turn_id,
         )
         return ToolResult(
             f"started background task {task_id}; its result will be sent to this chat. "

@@ -17,8 +17,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agent.llm.metered import Charge, MeteredModel, Purpose
+from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt
+from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
 

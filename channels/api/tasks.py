@@ -58,7 +58,8 @@ class TaskBackend(Protocol):
 
     def next_change(self) -> asyncio.Event: ...
 
-    async def stop(self, task_id: str) -> bool: ...
+    async def stop(self, task_id: str, *, by: str) -> bool:
+        """Stop it as ``/stop`` stops a chat's turn (``by``: who asked)."""
 
 
 class TaskApi(Protocol):
@@ -152,7 +153,8 @@ class TaskRoutes:
         record = await self._visible(request, token)
         if record is None:
             return _not_found(request)
-        if not await self._tasks.stop(record.id):
+        by = self._api.principal(token).person
+        if not await self._tasks.stop(record.id, by=by):
             current = await self._tasks.get(record.id) or record
             return _error(409, f"the task has ended already ({current.state})", code="task_ended")
         stopped = await self._tasks.get(record.id) or record

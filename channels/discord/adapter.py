@@ -29,15 +29,16 @@ from dataclasses import replace
 import aiohttp
 import discord
 
-from channels.discord import buttons, drafts
+from channels.discord import buttons, commands, drafts, recovery
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
 from channels.discord.probe import probe as check_credentials
+from channels.discord.render import render
 from channels.discord.sender import Sender
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
@@ -64,6 +65,8 @@ class DiscordChannel:
         self._policy = policy or ReconnectPolicy()
         self._guild_ready_timeout = guild_ready_timeout
         self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
+        self._state = settings.data_dir / "channels" / "discord.json"  # commands registered
+        self._registering: asyncio.Task[None] | None = None
         self._sink: InboundSink | None = None
         self._client: GatewayClient | None = None
         self._sender: Sender | None = None
@@ -103,6 +106,10 @@ class DiscordChannel:
             return_when=asyncio.FIRST_COMPLETED,
         )
         ready.cancel()
+        if client.connected.is_set():  # once per process: the list is the same after a resume
+            self._registering = asyncio.create_task(
+                commands.register(client, self._state), name="discord-commands"
+            )
         if self._task.done() and self._fatal is not None:  # 4004, 4014...: fix the setup
             fatal = self._fatal
             await self.stop()
@@ -111,6 +118,10 @@ class DiscordChannel:
 
     async def stop(self) -> None:
         self._sink = None
+        if self._registering is not None:
+            self._registering.cancel()
+            await asyncio.gather(self._registering, return_exceptions=True)
+            self._registering = None
         if self._client is not None:
             await self._client.close()
         if self._task is not None:
@@ -126,6 +137,7 @@ class DiscordChannel:
             policy=self._policy,
             on_message=self._on_message,
             on_interaction=self._on_interaction,
+            on_edit=self._on_edit,
             intents=intents,
             guild_ready_timeout=self._guild_ready_timeout,
             max_ratelimit_timeout=30.0,  # longer 429 waits raise; the outbox holds the chat
@@ -161,13 +173,25 @@ class DiscordChannel:
 
     # -- inbound --------------------------------------------------------------------------
 
-    async def _on_message(self, message: discord.Message) -> None:
+    async def _on_edit(self, message: discord.Message) -> None:
+        """A person changed a message: it arrives as an edit of the original (its own id
+        names the edit, so a repeated update stays one)."""
+        await self._on_message(message, edit=True)
+
+    async def _on_message(self, message: discord.Message, *, edit: bool = False) -> None:
         client, sink = self._client, self._sink
         if client is None or client.user is None or sink is None:
             return
         converted = convert(message, client.user.id)
         if converted is None:
             return
+        if edit and message.edited_at is not None:
+            original = converted.message.platform_message_id
+            edited = f"{original}:edit:{message.edited_at.timestamp():.3f}"
+            converted = replace(
+                converted,
+                message=replace(converted.message, edit_of=original, platform_message_id=edited),
+            )
         inbound = converted.message
         async with self._in_order(inbound.session_key):
             try:
@@ -180,7 +204,7 @@ class DiscordChannel:
                 return
         self._last_message_at = time.time()
         log.debug("discord: message %s is %s", inbound.platform_message_id, accepted.value)
-        if accepted is Accepted.NEW and self._settings.reactions and self._sender is not None:
+        if accepted is Accepted.NEW and self._settings.reactions and self._sender and not edit:
             await self._sender.react(
                 message.channel.id, message.id, self._settings.reaction_emoji, add=True
             )
@@ -189,9 +213,11 @@ class DiscordChannel:
             )
 
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
-        """A press of one of our buttons: journaled as the presser's message, then answered."""
+        """A press of one of our buttons, or one of our commands invoked: journaled as the
+        person's message, then answered."""
         sink = self._sink
-        inbound = buttons.convert_press(interaction)
+        command = commands.convert(interaction)
+        inbound = command or buttons.convert_press(interaction)
         if inbound is None or sink is None:
             return
         async with self._in_order(inbound.session_key):
@@ -201,6 +227,9 @@ class DiscordChannel:
                 self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"
                 log.exception("discord: press %s was not journaled", inbound.platform_message_id)
                 return
+        if command is not None:
+            await commands.acknowledge(interaction, command.text)
+            return
         await buttons.acknowledge(interaction)
 
     @contextlib.asynccontextmanager
@@ -259,6 +288,36 @@ class DiscordChannel:
         if sender is None:
             raise ChannelTransientError("discord is not logged in yet")
         receipt = await drafts.finish(client, message, ids)
+        await self._answered(sender, message)
+        return receipt
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return None  # the attempt's time is enough: snowflakes carry theirs
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Read the channel back (channels/discord/recovery.py) and deliver the message
+        into what the lost attempts left there."""
+        client, sender, message = self._ready(), self._sender, lost.message
+        if sender is None:
+            raise ChannelTransientError("discord is not logged in yet")
+        found = await recovery.find(client, lost)
+        if message.actions:  # buttons: already there, or sent now
+            texts = [part.content for part in render(message.text)]
+            there = [f for f in found if f.content in texts]
+            if there:
+                return ",".join(str(f.id) for f in there)
+            return await buttons.send_with_buttons(client, message)
+        if found:
+            log.info(
+                "discord: an interrupted delivery to %s had left message(s) %s",
+                message.chat_id,
+                ", ".join(str(f.id) for f in found),
+            )
+        slots = sorted({*lost.drafts, *(str(f.id) for f in found)}, key=int)
+        shown = {str(f.id): f.content for f in found}
+        receipt = await drafts.finish(client, message, slots, shown)
         await self._answered(sender, message)
         return receipt
 

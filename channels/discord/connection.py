@@ -149,11 +149,13 @@ class GatewayClient(discord.Client):
         policy: ReconnectPolicy,
         on_message: MessageHandler,
         on_interaction: InteractionHandler = _no_interactions,
+        on_edit: MessageHandler | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.policy = policy
         self._handle_message = on_message
+        self._handle_edit = on_edit
         self._handle_interaction = on_interaction
         self.connected = asyncio.Event()
         self.attempts = 0  # gateway connections opened, for health and tests
@@ -171,6 +173,12 @@ class GatewayClient(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self._handle_message(message)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        """An edited message (cached or not). Discord also sends updates that only add an
+        embed or a link preview: those have no ``edited_timestamp`` and are not edits."""
+        if self._handle_edit is not None and payload.message.edited_at is not None:
+            await self._handle_edit(payload.message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self._handle_interaction(interaction)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import discord
 
-from gateway.core.messages import ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, kind_of
 
 CHANNEL = "discord"
 _CONVERSATION_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -99,11 +99,5 @@ def strip_mention(content: str, bot_id: int) -> str:
     return re.sub(rf"<@!?{bot_id}>", " ", content).strip()
 
 
-def attachment_kind(attachment: discord.Attachment) -> str:
-    if attachment.is_voice_message():
-        return "voice"
-    mime = (attachment.content_type or "").split(";", 1)[0].strip().lower()
-    for prefix, kind in (("image/", "image"), ("audio/", "audio"), ("video/", "video")):
-        if mime.startswith(prefix):
-            return kind
-    return "document"
+def attachment_kind(attachment: discord.Attachment) -> AttachmentKind:
+    return "voice" if attachment.is_voice_message() else kind_of(attachment.content_type)

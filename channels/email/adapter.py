@@ -10,6 +10,10 @@ the same Message-ID is published again next start and the journal calls it a dup
 
 Sending: gateway/core/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
 the outbox key); replies handed to the server are remembered, ``max_replies_per_hour`` each.
+With ``email.sent_folder`` each reply is filed there (IMAP APPEND, unless the SMTP server
+files sent mail itself: ``email.append_sent = false``), and a reply whose send was cut short
+(:meth:`EmailChannel.resend`) is looked for there by its Message-ID before it is sent again.
+Sent again, it carries the same Message-ID, by which mail clients and Gmail show it once.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from channels.email.state import EmailState, ThreadInfo
 from gateway.config.channels import EmailSettings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 from gateway.core.mail import (
     MailError,
@@ -53,7 +57,7 @@ from gateway.core.mail import (
     message_id_for,
     normalize_address,
 )
-from gateway.core.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
+from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -346,21 +350,67 @@ class EmailChannel:
                 )
             self._state.reserve_reply(address, now)
         try:
-            message_id = await self._deliver(message, address, thread)
+            message_id, mail = await self._deliver(message, address, thread)
         except BaseException:
             async with self._lock:
                 self._state.release_reply(address, now)
             raise
+        await self._sent(message, message_id)
+        if settings.sent_folder and settings.append_sent:
+            await self._file(mail.as_bytes())
+        return message_id
+
+    async def _sent(self, message: OutboundMessage, message_id: str) -> None:
         async with self._lock:
             self._state.record_sent(message.idempotency_key, message_id)
             if message.thread_id:
                 self._state.remember_message(message_id, message.thread_id)
             await self._save()
+
+    async def _file(self, raw: bytes) -> None:
+        """Keep a copy of a reply in the sent folder; the reply went out either way."""
+        folder = self._settings.sent_folder
+        try:
+            session = await ImapSession.open(self._settings, mailbox=folder)
+            try:
+                await session.append(raw)
+            finally:
+                await session.close()
+        except CONNECTION_ERRORS as exc:
+            log.warning("email: reply sent but not filed in %s: %s", folder, exc)
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return None  # the Message-ID comes from the outbox key
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Send a reply whose earlier attempt was cut short, unless it went out: the state
+        file or the sent folder (``email.sent_folder``) has it by its Message-ID."""
+        message, settings = lost.message, self._settings
+        already = self._state.sent.get(message.idempotency_key)
+        if already is not None or not settings.sent_folder or not settings.from_address:
+            return await self.send(message)
+        message_id = message_id_for(message.idempotency_key, settings.from_address)
+        try:
+            session = await ImapSession.open(settings, mailbox=settings.sent_folder)
+            try:
+                found = await session.holds_message_id(message_id)
+            finally:
+                await session.close()
+        except CONNECTION_ERRORS as exc:  # not sure it went: ask again later, send nothing
+            raise ChannelTransientError(f"cannot look in {settings.sent_folder}: {exc}") from exc
+        if not found:
+            return await self.send(message)
+        log.info(
+            "email: reply %s had gone out before the restart; not sending it again", message_id
+        )
+        await self._sent(message, message_id)
         return message_id
 
     async def _deliver(
         self, message: OutboundMessage, address: str, thread: ThreadInfo | None
-    ) -> str:
+    ) -> tuple[str, EmailMessage]:
         settings = self._settings
         assert settings.from_address is not None
         files = await asyncio.to_thread(
@@ -388,7 +438,7 @@ class EmailChannel:
             raise ChannelTransientError(str(exc)) from exc
         except MailError as exc:
             raise ChannelPermanentError(str(exc)) from exc
-        return message_id
+        return message_id, mail
 
 
 def _subject_from(text: str) -> str:

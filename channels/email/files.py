@@ -17,16 +17,18 @@ from pathlib import Path
 from channels.email.parse import MailFile as InboundFile
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.mail import MailFile
-from gateway.core.messages import Attachment
+from gateway.core.messages import Attachment, AttachmentKind
+from gateway.core.messages import kind_of as mime_kind
 
 VISION_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
-def kind_of(mime_type: str) -> str:
+def kind_of(mime_type: str) -> AttachmentKind:
+    """Images the models can look at are images; other pictures (SVG, TIFF) are documents."""
     if mime_type in VISION_TYPES:
         return "image"
-    maintype = mime_type.partition("/")[0]
-    return maintype if maintype in ("audio", "video") else "document"
+    kind = mime_kind(mime_type)
+    return "document" if kind == "image" else kind
 
 
 def safe_filename(name: str) -> str:

@@ -96,9 +96,11 @@ class ImapSession:
         self._client = client
         self.uidvalidity = uidvalidity
         self._lost = lost
+        self.mailbox = ""
 
     @classmethod
-    async def open(cls, settings: EmailSettings) -> ImapSession:
+    async def open(cls, settings: EmailSettings, *, mailbox: str | None = None) -> ImapSession:
+        """Log in and select ``mailbox`` (default: ``settings.imap_mailbox``)."""
         host = settings.imap_host or ""
         password = settings.imap_password.get_secret_value() if settings.imap_password else ""
         context: ssl.SSLContext | None = None
@@ -126,13 +128,13 @@ class ImapSession:
         )
         session = cls(client, None, lost)
         try:
-            await session._login_and_select(settings, password)
+            await session._login_and_select(settings, password, mailbox or settings.imap_mailbox)
         except BaseException:
             await session.close()
             raise
         return session
 
-    async def _login_and_select(self, settings: EmailSettings, password: str) -> None:
+    async def _login_and_select(self, settings: EmailSettings, password: str, mailbox: str) -> None:
         client = self._client
         await client.wait_hello_from_server()
         response = await client.login(settings.imap_username, password)
@@ -141,10 +143,14 @@ class ImapSession:
                 f"the IMAP server refused the login for {settings.imap_username!r}: "
                 f"{_text(response)}"
             )
-        response = await client.select(_quoted(settings.imap_mailbox))
+        response = await client.select(_quoted(mailbox))
+        if response.result != "OK" and mailbox != settings.imap_mailbox:
+            await client.create(_quoted(mailbox))  # a folder of ours (sent_folder): made once
+            response = await client.select(_quoted(mailbox))
         if response.result != "OK":
-            raise ImapError(f"cannot open mailbox {settings.imap_mailbox!r}: {_text(response)}")
+            raise ImapError(f"cannot open mailbox {mailbox!r}: {_text(response)}")
         self.uidvalidity = parse_uidvalidity(response.lines)
+        self.mailbox = mailbox
 
     @property
     def supports_idle(self) -> bool:
@@ -178,6 +184,20 @@ class ImapSession:
         response = await self._alive().uid("fetch", str(uid), "(UID BODY.PEEK[])")
         fetched = parse_fetch((self._ok(response, "FETCH")).lines)
         return None if fetched is None else fetched[0]
+
+    async def holds_message_id(self, message_id: str) -> bool:
+        """Whether the selected mailbox has a message with this Message-ID header."""
+        self._ok(await self._alive().noop(), "NOOP")
+        quoted = _quoted(message_id)
+        response = self._ok(
+            await self._alive().uid_search("HEADER", "Message-ID", quoted), "SEARCH"
+        )
+        return bool(parse_search(response.lines))
+
+    async def append(self, raw: bytes) -> None:
+        """File a message in the selected mailbox, marked as read."""
+        response = await self._alive().append(raw, mailbox=_quoted(self.mailbox), flags=r"(\Seen)")
+        self._ok(response, "APPEND")
 
     async def mark_seen(self, uid: int) -> None:
         response = await self._alive().uid("store", str(uid), "+FLAGS.SILENT", r"(\Seen)")

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 
+from channels.buckets import Rate, TokenBucket
 from channels.hooks import payload as payloads
 from channels.hooks.signature import verify
 from gateway.config.connect import HookSettings
@@ -33,7 +34,6 @@ from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth
 from gateway.core.errors import ChannelPermanentError, StorageFullError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
-from gateway.core.pacing import Rate, TokenBucket
 from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)

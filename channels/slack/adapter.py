@@ -42,13 +42,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack import buttons, drafts
-from channels.slack.convert import CHANNEL, Converted, convert
+from channels.slack.convert import CHANNEL, Converted, convert, convert_command
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
+from channels.slack.working import WorkingMarks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -86,8 +88,11 @@ class SlackChannel:
         self.app.event("message")(self._on_event)
         self.app.event("app_mention")(self._on_event)
         self.app.action(re.compile(f"^{re.escape(buttons.ACTION_PREFIX)}"))(self._on_press)
+        for command in COMMANDS:  # the ones the app's settings declare reach us (docs)
+            self.app.command(command)(self._on_command)
         self._ping_interval = ping_interval
         self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
+        self._marks = WorkingMarks(self.client, enabled=section.working_reactions)
         self._media = MediaStore(
             settings.workspace_dir,
             token=token,
@@ -214,6 +219,10 @@ class SlackChannel:
             future.add_done_callback(lambda _: self._in_flight.pop(key, None))
         accepted = await asyncio.shield(future)
         log.debug("slack: message %s is %s", key, accepted.value)
+        message = converted.message
+        if accepted is Accepted.NEW and message.mentioned and message.edit_of is None:
+            channel, _, ts = key.partition(":")
+            await self._marks.started(message.session_key, channel, ts)
 
     async def _on_press(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A press of one of our buttons (``block_actions``): journaled as the presser's
@@ -225,6 +234,16 @@ class SlackChannel:
         await ack()
         if inbound is not None:
             await buttons.clear_buttons(self.client, body)
+
+    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """A slash command the app declares (``/stop``, ``/status``, ...): journaled as the
+        person's own message in that conversation, then acknowledged; the answer comes as a
+        message like any other."""
+        inbound = convert_command(command)
+        if inbound is not None:
+            accepted = await self._journal(Converted(inbound))
+            log.debug("slack: command %s is %s", inbound.platform_message_id, accepted.value)
+        await ack()
 
     async def _journal(self, converted: Converted) -> Accepted:
         sink = self._sink
@@ -260,7 +279,9 @@ class SlackChannel:
     async def send(self, message: OutboundMessage) -> str | None:
         if message.actions:  # an approval request: Block Kit buttons
             return await buttons.send_with_buttons(self.client, message)
-        return await self._sender.send(message)
+        receipt = await self._sender.send(message)
+        await self._marks.answered(message)
+        return receipt
 
     # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
 
@@ -279,7 +300,23 @@ class SlackChannel:
         await self._sender.delete(chat.chat_id, message_id)
 
     async def finish_drafts(self, message: OutboundMessage, ids: Sequence[str]) -> str | None:
-        return await self._sender.send(message, ids)
+        receipt = await self._sender.send(message, ids)
+        await self._marks.answered(message)
+        return receipt
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return self._sender.run  # which process made the attempt: the rest is in metadata
+
+    async def resend(self, lost: LostSend) -> str | None:
+        message = lost.message
+        if message.actions:  # buttons: there already (by their text), or posted now
+            found = await self._sender.look(message, lost)
+            if found.parts:
+                return ",".join(found.parts[i] for i in sorted(found.parts))
+            return await buttons.send_with_buttons(self.client, message)
+        return await self._sender.resend(message, lost)
 
     async def probe(self) -> str:
         """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""

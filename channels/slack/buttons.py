@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.convert import CHANNEL
 from channels.slack.render import render
-from channels.slack.sender import mapped_errors
+from channels.slack.sender import EVENT_TYPE, mapped_errors
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,10 @@ async def send_with_buttons(client: AsyncWebClient, message: OutboundMessage) ->
             thread_ts=message.thread_id,
             text=message.text[:SECTION_LIMIT],
             blocks=blocks(message),
+            metadata={  # found again after a crash (channels/slack/sender.py)
+                "event_type": EVENT_TYPE,
+                "event_payload": {"part": f"{message.idempotency_key}:0"},
+            },
         )
     return str(response.get("ts") or "") or None
 

@@ -1,8 +1,9 @@
 """Pure conversion of a Slack event into an :class:`InboundMessage` (no I/O).
 
 Which events: ``message`` (DMs arrive as ``message.im``; channel messages only if the app
-also subscribes to ``message.channels``) and ``app_mention``. Edits, deletions, joins, bot
-messages and other subtypes convert to ``None``.
+also subscribes to ``message.channels``) and ``app_mention``. An edit (``message_changed``)
+converts to the changed message with ``edit_of`` set; deletions, joins, bot messages and
+other subtypes convert to ``None``.
 
 The same message reaches us more than once: as ``message`` *and* ``app_mention`` (two
 different ``event_id`` values), and Slack retries an event it did not see acknowledged up to
@@ -24,11 +25,11 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.core.messages import ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, kind_of
 
 CHANNEL = "slack"
 # Subtypes that are still a person writing to us; every other subtype is not a message.
@@ -62,6 +63,8 @@ def convert(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
     kind = event.get("type")
     if kind not in ("message", "app_mention"):
         return None
+    if event.get("subtype") == "message_changed":
+        return _edited(event, bot_user_id)
     if event.get("subtype") not in _CONVERSATIONAL or event.get("bot_id"):
         return None
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
@@ -99,6 +102,49 @@ def convert(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
     return Converted(inbound, files)
 
 
+def _edited(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
+    """A person changed a message: the new text, as an edit of the original (its own
+    ``platform_message_id`` names the edit, so a retried event stays one)."""
+    changed = event.get("message")
+    channel = event.get("channel")
+    if not isinstance(changed, dict) or not isinstance(channel, str):
+        return None
+    edited = changed.get("edited") or {}
+    if not isinstance(edited, dict) or changed.get("subtype") not in _CONVERSATIONAL:
+        return None  # not a text edit (an unfurl, a thread's reply count changing, ...)
+    inner = {**changed, "type": "message", "channel": channel, "subtype": None}
+    inner.setdefault("channel_type", event.get("channel_type"))
+    converted = convert(inner, bot_user_id)
+    if converted is None:
+        return None
+    original = converted.message.platform_message_id
+    message = replace(
+        converted.message,
+        edit_of=original,
+        platform_message_id=f"{original}:edit:{edited.get('ts') or event.get('ts')}",
+    )
+    return Converted(message, converted.files)
+
+
+def convert_command(command: dict[str, Any]) -> InboundMessage | None:
+    """A slash command as the person's own message (``/stop`` with what followed it)."""
+    name, channel, user = command.get("command"), command.get("channel_id"), command.get("user_id")
+    if not (isinstance(name, str) and isinstance(channel, str) and isinstance(user, str)):
+        return None
+    words = f"{name} {command.get('text') or ''}".strip()
+    is_dm = channel.startswith("D")
+    return InboundMessage(
+        channel=CHANNEL,
+        chat_id=channel,
+        sender_id=user,
+        sender_name=str(command.get("user_name") or ""),
+        text=words,
+        platform_message_id=f"command:{channel}:{command.get('trigger_id') or ''}",
+        chat_type=ChatType.DM if is_dm else ChatType.GROUP,
+        mentioned=True,
+    )
+
+
 def plain_text(text: str, bot_user_id: str | None) -> str:
     """Slack's markup as plain text: ``<@U1>`` → ``@U1``, links, channels; bot mention removed."""
     if bot_user_id:
@@ -115,14 +161,8 @@ def plain_text(text: str, bot_user_id: str | None) -> str:
     return html.unescape(_LINK.sub(unlink, text)).strip()
 
 
-def file_kind(mime_type: str | None, subtype: str | None = None) -> str:
-    if subtype == "slack_audio":
-        return "voice"
-    mime = (mime_type or "").lower()
-    for prefix, kind in (("image/", "image"), ("audio/", "audio"), ("video/", "video")):
-        if mime.startswith(prefix):
-            return kind
-    return "document"
+def file_kind(mime_type: str | None, subtype: str | None = None) -> AttachmentKind:
+    return "voice" if subtype == "slack_audio" else kind_of(mime_type)
 
 
 def _file(data: dict[str, Any]) -> FileRef:

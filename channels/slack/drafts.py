@@ -9,14 +9,18 @@ timestamps: it updates them to its parts, posts the rest and deletes drafts left
 
 from __future__ import annotations
 
+from typing import Any
+
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._text import split_message
+from channels.slack.buttons import blocks
 from channels.slack.render import CHUNK, render
-from channels.slack.sender import mapped_errors
-from gateway.core.messages import ChatRef
+from channels.slack.sender import DRAFT_TYPE, mapped_errors
+from gateway.core.messages import Action, ChatRef, OutboundMessage
 
 DRAFT_INTERVAL = 1.0  # seconds between updates of a chat's draft
+STOP = Action("Stop", "/stop", style="danger")
 
 
 def parts(text: str) -> list[str]:
@@ -27,14 +31,31 @@ def _shown(text: str) -> str:
     return "\n".join(render(text, limit=CHUNK * 2)) or text
 
 
+def _with_stop(chat: ChatRef, shown: str) -> list[dict[str, Any]]:
+    """The draft's text with a Stop button under it (a press sends /stop from the presser,
+    whom the gateway checks; the final answer's update takes the button away)."""
+    draft = OutboundMessage(chat.channel, chat.chat_id, shown, actions=(STOP,))
+    return blocks(draft)
+
+
 async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
+    """Post a draft, marked as one in its metadata: after a crash that lost its ts, the
+    history shows it is ours (channels/slack/sender.py)."""
+    shown = _shown(text)
     with mapped_errors(unsure_possible=False):
         response = await client.chat_postMessage(
-            channel=chat.chat_id, text=_shown(text), thread_ts=chat.thread_id
+            channel=chat.chat_id,
+            text=shown,
+            thread_ts=chat.thread_id,
+            blocks=_with_stop(chat, shown),
+            metadata={"event_type": DRAFT_TYPE, "event_payload": {}},
         )
     return str(response.get("ts") or "")
 
 
 async def edit(client: AsyncWebClient, chat: ChatRef, ts: str, text: str) -> None:
+    shown = _shown(text)
     with mapped_errors(unsure_possible=False):
-        await client.chat_update(channel=chat.chat_id, ts=ts, text=_shown(text))
+        await client.chat_update(
+            channel=chat.chat_id, ts=ts, text=shown, blocks=_with_stop(chat, shown)
+        )

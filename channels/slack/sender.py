@@ -9,23 +9,28 @@ double posts). Here every Web API call is made once, and failures become gateway
 * Slack's definite refusals (``channel_not_found``, ``not_in_channel``, ``is_archived``,
   ``invalid_auth``, ``msg_too_long``, ...) → :class:`ChannelPermanentError`.
 * A dropped connection, a timeout, a 5xx or ``internal_error``/``request_timeout`` → transient,
-  and the part is marked *unsure*: it may have been posted. Before an unsure part is sent
-  again, the conversation's recent history is read (``conversations.history`` or
-  ``.replies``) and the part is looked for by the message metadata every text part carries
-  (``switchboard_part`` = idempotency key and index), or for a file by its name and our bot
-  user. Found: it counts as delivered. Not found: it is posted. The lookup failing: still
-  transient, nothing posted. (Without the ``*:history`` scopes the lookup is refused and the
-  part is posted again, with a warning.)
+  and the message is marked *unsure*: a part may have been posted.
 
-One outbound message can be several Slack messages (long text, files). Parts delivered and
-parts unsure are remembered per ``idempotency_key`` in memory (bounded); a retry after part
-2 of 3 failed resumes at part 2. After a restart a half-sent message starts at part 1.
+Every text part carries message metadata naming it (``switchboard_part`` = idempotency key
+and index), every streamed draft metadata saying it is one (``switchboard_draft``). So a
+message whose earlier attempts left no record (a crash, an unsure failure) is delivered by
+:meth:`Sender.resend`: the conversation's recent history is read once
+(``conversations.history``, or ``.replies`` in a thread, with ``include_all_metadata``); a
+part found there counts as delivered, a draft found there that the store does not know (its
+post lost its answer) is edited into the message or deleted, a file is found by its name and
+our bot user; the rest is posted. The lookup failing is transient (nothing posted); without
+the ``*:history`` scopes it is refused, and the message is posted again with a warning.
+
+One outbound message can be several Slack messages (long text, files). Parts delivered are
+remembered per ``idempotency_key`` in memory (bounded): a retry in the same process after
+part 2 of 3 failed for sure resumes at part 2 without reading the history.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -38,16 +43,18 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.render import render
+from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
 
 EVENT_TYPE = "switchboard_part"
+DRAFT_TYPE = "switchboard_draft"
 DEFAULT_RETRY_AFTER = 1.0
 _MAX_TRACKED = 1_000
 _UNSURE_ERRORS = {"internal_error", "fatal_error", "request_timeout", "service_unavailable"}
-_LOOKBACK = 120.0  # seconds before an unsure attempt that the history lookup covers
+LOOKBACK = 120.0  # seconds before the first lost attempt that the history lookup covers
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +66,15 @@ class Part:
 @dataclass(slots=True)
 class Progress:
     done: dict[int, str] = field(default_factory=dict)  # part index -> ts or file id
-    unsure: dict[int, float] = field(default_factory=dict)  # part index -> attempt time
+    unsure: bool = False  # a post failed in a way that may have posted it after all
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the history shows of a message's earlier attempts."""
+
+    parts: dict[int, str]  # part index -> ts (or file id) of parts that arrived
+    drafts: tuple[str, ...]  # ts of draft messages the store does not know
 
 
 class Unsure(Exception):
@@ -78,49 +93,62 @@ class Sender:
         self._bot_user_id = bot_user_id
         self._clock = clock
         self._progress: OrderedDict[str, Progress] = OrderedDict()
+        self.run = secrets.token_hex(6)  # the mark of this process's attempts
+
+    def progress(self, key: str) -> Progress | None:
+        return self._progress.get(key)
 
     async def send(self, message: OutboundMessage, drafts: Sequence[str] = ()) -> str | None:
         """Deliver ``message``; with ``drafts`` (the ts of a streamed draft's messages), its
         text parts are edited into those first, and drafts left over are deleted."""
-        parts = [Part(text=text) for text in render(message.text)]
-        parts += [Part(file=Path(a.path)) for a in message.attachments if a.path]
-        for part in parts:
-            if part.file is not None and not part.file.is_file():
-                raise ChannelPermanentError(f"attachment not found: {part.file}")
+        parts = _parts(message)
         progress = self._progress_for(message.idempotency_key)
         for index, part in enumerate(parts):
             if index in progress.done:
                 continue
-            if index in progress.unsure:
-                found = await self._find(message, part, index, progress.unsure[index])
-                if found is not None:
-                    log.info(
-                        "slack: part %d of %s had arrived; not posting it again",
-                        index,
-                        message.idempotency_key,
-                    )
-                    progress.done[index] = found
-                    del progress.unsure[index]
-                    continue
-                del progress.unsure[index]
             if index < len(drafts) and part.text and await self._edit(message, drafts[index], part):
                 progress.done[index] = drafts[index]
                 continue
-            attempted_at = self._clock()
             try:
                 progress.done[index] = await self._post(message, part, index)
             except Unsure as exc:
-                progress.unsure[index] = attempted_at
+                progress.unsure = True
                 raise ChannelTransientError(f"slack: {exc}") from exc.__cause__
-        for ts in drafts[len(parts) :]:
-            await self.delete(message.chat_id, ts)
+        used = set(progress.done.values())
+        for ts in drafts:  # left over, or gone when edited
+            if ts not in used:
+                await self.delete(message.chat_id, ts)
+        self._progress.pop(message.idempotency_key, None)
         return ",".join(progress.done[i] for i in sorted(progress.done)) or None
+
+    async def resend(self, message: OutboundMessage, lost: LostSend) -> str | None:
+        """Deliver ``message`` after attempts whose outcome is unknown: what they posted is
+        read back from the history and kept (see the module docstring)."""
+        progress = self._progress.get(message.idempotency_key)
+        mine = all((a.mark or "") == self.run and not a.draft for a in lost.attempts)
+        if progress is not None and not progress.unsure and mine:
+            return await self.send(message, lost.drafts)  # this process knows what it did
+        found = await self.look(message, lost)
+        progress = Progress(done=dict(found.parts))
+        self._progress[message.idempotency_key] = progress
+        if found.parts or found.drafts:
+            log.info(
+                "slack: an interrupted delivery of %s had left part(s) %s and draft(s) %s",
+                message.idempotency_key,
+                sorted(found.parts),
+                list(found.drafts),
+            )
+        slots = sorted({*lost.drafts, *found.drafts}, key=float)
+        return await self.send(message, slots)
 
     async def _edit(self, message: OutboundMessage, ts: str, part: Part) -> bool:
         """Edit a draft into ``part``; ``False`` when the draft is gone (post it instead)."""
         try:
             with mapped_errors(unsure_possible=False):
-                await self._client.chat_update(channel=message.chat_id, ts=ts, text=part.text)
+                # blocks=[]: the draft's Stop button goes with the final text
+                await self._client.chat_update(
+                    channel=message.chat_id, ts=ts, text=part.text, blocks=[]
+                )
         except ChannelPermanentError as exc:
             log.info("slack: draft %s not edited (%s); posting the part", ts, exc)
             return False
@@ -162,13 +190,11 @@ class Sender:
             )
             return str(response.get("ts") or "")
 
-    async def _find(
-        self, message: OutboundMessage, part: Part, index: int, attempted_at: float
-    ) -> str | None:
-        """The ts of ``part`` if an earlier unsure attempt posted it after all."""
+    async def look(self, message: OutboundMessage, lost: LostSend) -> Found:
+        """Read the conversation back from just before the first lost attempt."""
         query: dict[str, Any] = {
             "channel": message.chat_id,
-            "oldest": f"{attempted_at - _LOOKBACK:.6f}",
+            "oldest": f"{lost.since - LOOKBACK:.6f}",
             "inclusive": True,
             "include_all_metadata": True,
             "limit": 200,
@@ -182,20 +208,39 @@ class Sender:
                 else:
                     response = await self._client.conversations_history(**query)
         except ChannelPermanentError as exc:
-            log.warning("slack: cannot check whether a part arrived (%s); sending it again", exc)
-            return None
-        wanted = f"{message.idempotency_key}:{index}"
-        for posted in response.get("messages") or []:
-            if part.file is None:
-                metadata = posted.get("metadata") or {}
-                payload = metadata.get("event_payload") or {}
-                if metadata.get("event_type") == EVENT_TYPE and payload.get("part") == wanted:
-                    return str(posted.get("ts"))
-            elif posted.get("user") == self._bot_user_id() and any(
-                f.get("name") == part.file.name for f in posted.get("files") or []
-            ):
-                return str(posted.get("ts"))
-        return None
+            log.warning("slack: cannot check whether a message arrived (%s); sending it again", exc)
+            return Found({}, ())
+        posted = response.get("messages") or []
+        known = {k.message_id for k in lost.known} | set(lost.drafts)
+        parts = _parts(message)
+        found: dict[int, str] = {}
+        drafts: list[str] = []
+        for item in posted:
+            metadata = item.get("metadata") or {}
+            payload = metadata.get("event_payload") or {}
+            ts = str(item.get("ts"))
+            if metadata.get("event_type") == DRAFT_TYPE and ts not in known:
+                drafts.append(ts)
+                continue
+            for index, part in enumerate(parts):
+                if part.file is None:
+                    wanted = f"{message.idempotency_key}:{index}"
+                    if metadata.get("event_type") == EVENT_TYPE and payload.get("part") == wanted:
+                        found[index] = ts
+                elif item.get("user") == self._bot_user_id() and any(
+                    f.get("name") == part.file.name for f in item.get("files") or []
+                ):
+                    found[index] = ts
+        return Found(found, tuple(drafts))
+
+
+def _parts(message: OutboundMessage) -> list[Part]:
+    parts = [Part(text=text) for text in render(message.text)]
+    parts += [Part(file=Path(a.path)) for a in message.attachments if a.path]
+    for part in parts:
+        if part.file is not None and not part.file.is_file():
+            raise ChannelPermanentError(f"attachment not found: {part.file}")
+    return parts
 
 
 @contextlib.contextmanager

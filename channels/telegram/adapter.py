@@ -21,27 +21,28 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from telegram import Bot, BotCommand, Update
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels._text import split_message, utf16_length
-from channels.telegram import buttons
+from channels.telegram import buttons, recovery
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
-from channels.telegram.media import MediaFetcher, Transcriber
+from channels.telegram.media import MediaFetcher
+from channels.telegram.pacing import Pacer
 from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
 from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
+from channels.voice import Transcriber
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer
 
 if TYPE_CHECKING:
     from channels.telegram.webhook import WebhookServer
@@ -248,6 +249,9 @@ class TelegramChannel:
         # Files and transcription cost bandwidth and money: skip them for messages the access
         # gate will not answer. The gate still decides at publish; this only avoids waste.
         message = converted.message
+        seen = update.message or update.channel_post
+        if seen is not None:  # its id is a floor for the sends that follow (recovery.py)
+            self._sender.ids.saw(seen.chat.id, seen.message_id)
         if converted.media:  # text alone costs nothing: no need to ask (a journal read)
             admitted = await self._sink.admits(message)  # pairings and redeliveries included
             message = await self._media.attach(converted, download=admitted, transcribe=admitted)
@@ -259,19 +263,50 @@ class TelegramChannel:
     # -- outbound -------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> str | None:
-        if message.actions:  # an approval request: with an inline keyboard
-            return await buttons.send_with_buttons(self.bot, message)
-        return await self._sender.send(message)
+        return await self._sender.send(message, markup=_buttons(message))
+
+    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        return self._sender.ids.mark(chat.chat_id)
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Probe for what the lost attempts left (channels/telegram/recovery.py), then
+        deliver the message into it. Attempts this process made and saw end are not probed
+        for: it knows what they left."""
+        message, sender = lost.message, self._sender
+        progress = sender.progress(message.idempotency_key)
+        known = progress is not None and not progress.unsure
+        if progress is not None and known and all(map(sender.ids.ours, lost.attempts)):
+            return await sender.finish(message, progress.slots, markup=_buttons(message))
+        found = await recovery.find(lost, sender.is_ours)
+        if found:
+            log.info(
+                "telegram: an interrupted delivery to chat %s had left message(s) %s; "
+                "delivering into them",
+                message.chat_id,
+                ", ".join(map(str, found)),
+            )
+        drafts = [int(d) for d in lost.drafts if d.isdigit()]
+        slots = sorted({*drafts, *found})
+        return await sender.redeliver(message, slots, markup=_buttons(message))
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
 
-    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+    # -- streaming: previews, or drafts edited (gateway/runtime/drafts.py) ----------------
 
     draft_interval = DRAFT_INTERVAL
 
     def draft_parts(self, text: str) -> list[str]:
         return split_message(text, MAX_MESSAGE, length=utf16_length)
+
+    def previews_in(self, chat: ChatRef, *, group: bool) -> bool:
+        """Private chats show ``sendMessageDraft`` previews, unless the Bot API refused."""
+        return self._sender.previews and not group and not chat.chat_id.startswith("-")
+
+    async def preview_draft(self, chat: ChatRef, preview_id: int, text: str) -> None:
+        await self._sender.preview(chat, preview_id, text)
 
     async def post_draft(self, chat: ChatRef, text: str, *, reply_to: str | None) -> str:
         return str(await self._sender.post(chat, text, reply_to=reply_to))
@@ -304,3 +339,8 @@ class TelegramChannel:
 
     def _status(self, error: str | None) -> None:
         self._last_error = error
+
+
+def _buttons(message: OutboundMessage) -> InlineKeyboardMarkup | None:
+    """An approval request's inline keyboard, under its last part."""
+    return buttons.keyboard(message) if message.actions else None

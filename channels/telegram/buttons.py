@@ -1,8 +1,9 @@
 """Messages with buttons (approval requests) and what happens when one is pressed.
 
-A message with ``actions`` goes out with an inline keyboard whose callback data is each
-action's command (``/approve K7QW2M9P``, well under Telegram's 64 bytes). A press arrives as
-a ``callback_query`` update, which :mod:`.convert` turns into that command from the presser;
+A message with ``actions`` goes out (channels/telegram/sender.py) with the inline keyboard
+:func:`keyboard` under its last part, whose callback data is each action's command
+(``/approve K7QW2M9P``, well under Telegram's 64 bytes). A press arrives as a
+``callback_query`` update, which :mod:`.convert` turns into that command from the presser;
 once it is journaled, :func:`acknowledge` stops the button's spinner and, in a private chat
 (where only its one user can press), takes the keyboard off so it is not pressed twice. The
 decision itself is the gateway's: it answers in the chat.
@@ -10,15 +11,12 @@ decision itself is the gateway's: it answers in the chat.
 
 from __future__ import annotations
 
-import functools
 import logging
 
-from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatType
-from telegram.error import BadRequest, TelegramError
+from telegram.error import TelegramError
 
-from channels.telegram.render import Part, render
-from channels.telegram.sender import _mapped
 from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -32,40 +30,6 @@ def keyboard(message: OutboundMessage) -> InlineKeyboardMarkup:
         data = action.command.encode()[:MAX_CALLBACK_BYTES].decode(errors="ignore")
         buttons.append(InlineKeyboardButton(action.label, callback_data=data))
     return InlineKeyboardMarkup([buttons])
-
-
-async def send_with_buttons(bot: Bot, message: OutboundMessage) -> str | None:
-    """Send ``message`` with its buttons under the last part; returns the message ids."""
-    parts = render(message.text)
-    thread = int(message.thread_id) if message.thread_id and message.thread_id.isdigit() else None
-    sent: list[int] = []
-    for index, part in enumerate(parts):
-        markup = keyboard(message) if index == len(parts) - 1 else None
-        delivered = await _mapped(
-            functools.partial(_send_part, bot, message.chat_id, thread, part, markup)
-        )
-        sent.append(delivered.message_id)
-    return ",".join(str(i) for i in sent) or None
-
-
-async def _send_part(
-    bot: Bot, chat_id: str, thread: int | None, part: Part, markup: InlineKeyboardMarkup | None
-) -> Message:
-    """One part, formatted; as plain text if Telegram rejects the formatting."""
-    try:
-        return await bot.send_message(
-            chat_id=chat_id,
-            text=part.text,
-            entities=part.entities or None,
-            message_thread_id=thread,
-            reply_markup=markup,
-        )
-    except BadRequest as exc:
-        if not part.entities or "entit" not in exc.message.lower():
-            raise
-    return await bot.send_message(
-        chat_id=chat_id, text=part.plain, message_thread_id=thread, reply_markup=markup
-    )
 
 
 async def acknowledge(bot: Bot, query: CallbackQuery) -> None:

@@ -14,16 +14,17 @@ Files are described here (:class:`MediaRef`) and downloaded by :mod:`channels.te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
 from telegram.constants import ChatType as TgChatType
 
-from gateway.core.messages import ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.
-ALLOWED_UPDATES = ("message", "channel_post", "callback_query")
+ALLOWED_UPDATES = ("message", "edited_message", "channel_post", "callback_query")
 
 _CHAT_TYPES: dict[str, ChatType] = {
     TgChatType.PRIVATE: ChatType.DM,
@@ -45,7 +46,7 @@ class BotIdentity:
 class MediaRef:
     """A file attached to a message, to be fetched with ``getFile``."""
 
-    kind: str  # "image" | "voice" | "audio" | "video" | "document"
+    kind: AttachmentKind
     file_id: str
     unique_id: str  # stable across bots and time: names the stored file
     size: int | None = None
@@ -76,7 +77,7 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
     """The inbound message an update carries, or ``None`` if it carries nothing to answer."""
     if update.callback_query is not None:
         return _pressed(update.callback_query)
-    msg = update.message or update.channel_post
+    msg = update.message or update.channel_post or update.edited_message
     if msg is None:
         return None
     chat_type = _CHAT_TYPES.get(msg.chat.type)
@@ -102,6 +103,13 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         mentioned=chat_type is ChatType.DM or addresses_bot(msg, bot),
         reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
     )
+    if update.edited_message is not None:  # the same message, changed: an edit of it
+        edited = int(msg.edit_date.timestamp()) if msg.edit_date else update.update_id
+        inbound = replace(
+            inbound,
+            edit_of=inbound.platform_message_id,
+            platform_message_id=f"{inbound.platform_message_id}:edit:{edited}",
+        )
     return Converted(inbound, media)
 
 
@@ -188,12 +196,13 @@ def _media_of(msg: Message) -> tuple[MediaRef, ...]:
                 voice.mime_type or "audio/ogg",
             ),
         )
-    for label, item in (
+    files: tuple[tuple[AttachmentKind, Any], ...] = (
         ("audio", msg.audio),
         ("video", msg.video),
         ("video", msg.video_note),
         ("document", msg.document),
-    ):
+    )
+    for label, item in files:
         if item is None:
             continue
         mime = getattr(item, "mime_type", None)

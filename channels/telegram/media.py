@@ -21,6 +21,7 @@ from telegram import Bot
 from telegram.error import TelegramError
 
 from channels.telegram.convert import Converted, MediaRef
+from channels.voice import Transcriber, transcribed
 from gateway.core.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -31,36 +32,6 @@ _UNTRUSTED_VOICE = (
     "telegram.allow_from, admins and owners only)"
 )
 _DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
-
-
-class TranscriptionError(Exception):
-    """The transcription provider failed; the message says how."""
-
-
-class Transcriber:
-    """Speech to text through any OpenAI-compatible ``/audio/transcriptions`` endpoint.
-
-    The openai SDK (about a second of imports) is loaded only when transcription is
-    configured, so a plain Telegram bot starts without it."""
-
-    def __init__(self, *, base_url: str | None, api_key: str | None, model: str) -> None:
-        import openai  # noqa: PLC0415 - only with transcription on
-
-        self.model = model
-        self._error: type[Exception] = openai.OpenAIError
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", max_retries=1, timeout=120
-        )
-
-    async def transcribe(self, path: Path) -> str:
-        try:
-            result = await self._client.audio.transcriptions.create(model=self.model, file=path)
-        except self._error as exc:
-            raise TranscriptionError(str(exc)) from exc
-        return str(getattr(result, "text", result)).strip()
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 class MediaFetcher:
@@ -104,7 +75,7 @@ class MediaFetcher:
             elif ref.kind == "voice" and not transcribe:
                 attachment = replace(attachment, note=_UNTRUSTED_VOICE)
             elif ref.kind == "voice":
-                attachment, transcript = await self._transcribe(attachment)
+                attachment, transcript = await transcribed(attachment, self._transcriber)
                 if transcript and not text:
                     text = transcript
             attachments.append(attachment)
@@ -136,21 +107,6 @@ class MediaFetcher:
         message_id = msg.platform_message_id.rpartition(":")[2]
         stem = "-".join(_SAFE.sub("", part) for part in (msg.chat_id, message_id, ref.unique_id))
         return self._root / day / (stem + _suffix(ref, remote_path))
-
-    async def _transcribe(self, attachment: Attachment) -> tuple[Attachment, str]:
-        assert attachment.path is not None
-        if self._transcriber is None:
-            note = "a voice note arrived; it was not transcribed (no transcription provider is configured)"
-            return replace(attachment, note=note), ""
-        try:
-            transcript = await self._transcriber.transcribe(Path(attachment.path))
-        except TranscriptionError as exc:
-            log.warning("telegram: transcription failed: %s", exc)
-            return replace(
-                attachment, note=f"a voice note arrived; transcription failed: {exc}"
-            ), ""
-        note = f"voice note, transcribed: {transcript}" if transcript else "an empty voice note"
-        return replace(attachment, note=note), transcript
 
     async def aclose(self) -> None:
         if self._transcriber is not None:

@@ -2,7 +2,7 @@
 
 Pacing follows Telegram's published guidance for *sustained* rates: about one message a
 second per chat, 20 a minute per group, 30 a second overall (``telegram.messages_per_second``).
-Telegram tolerates short bursts, so these are token buckets (gateway/core/pacing.py) with a
+Telegram tolerates short bursts, so these are token buckets (channels/telegram/pacing.py) with a
 burst allowance: a reply that follows the previous one closely leaves at once; only a chat
 (or the bot) that keeps sending faster than the sustained rate waits. A wait longer than
 ``max_wait`` is not slept inside ``send``: it becomes :class:`ChannelRateLimited`, so the
@@ -10,9 +10,10 @@ outbox holds that chat and other chats go on. ``RetryAfter`` (a 429) from Telegr
 same, for that chat only.
 
 One outbound message can be several Telegram messages (long text, files). The parts already
-delivered are remembered per ``idempotency_key`` so a retry after part 2 of 3 failed resumes
-at part 2. That record is in memory only (a crash between parts may resend the earlier ones
-after a restart; the outbox marks a message sent only after every part went out).
+delivered are remembered per ``idempotency_key`` (:class:`Progress`) so a retry after part 2
+of 3 failed resumes at part 2. That record is in memory only, and lost with a failure whose
+outcome is unknown (a time-out, a 5xx): then, as after a restart, the message is delivered
+by :meth:`Sender.redeliver` into the messages :mod:`channels.telegram.recovery` found.
 """
 
 from __future__ import annotations
@@ -22,28 +23,42 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from telegram import Bot, Message, MessageEntity, ReplyParameters
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+)
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
     ChatMigrated,
     Forbidden,
+    InvalidToken,
     NetworkError,
     RetryAfter,
     TelegramError,
 )
 
+from channels.buckets import Rate
 from channels.telegram.convert import telegram_message_id
+from channels.telegram.pacing import Pacer
+from channels.telegram.recovery import MessageIds
 from channels.telegram.render import Part, render
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
-from gateway.core.pacing import Pacer, Rate
 
 log = logging.getLogger(__name__)
+
+# Under a streamed draft while the answer is written: a press sends /stop from the presser
+# (channels/telegram/convert.py), whom the gateway checks; the final edit takes it away.
+STOP_BUTTON = InlineKeyboardMarkup([[InlineKeyboardButton("Stop", callback_data="/stop")]])
 
 MAX_PHOTO_BYTES = 10_000_000  # larger images go as documents
 _MAX_TRACKED = 1_000
@@ -77,37 +92,103 @@ class _Target:
     reply: ReplyParameters | None
 
 
+@dataclass(slots=True)
+class Progress:
+    """How far this process got with one outbound message."""
+
+    slots: tuple[int, ...] = ()  # the messages its text parts are edited into (drafts)
+    done: list[int] = field(default_factory=list)  # message ids of the steps that went out
+    unsure: bool = False  # a step failed in a way that may have delivered it after all
+
+
 T = TypeVar("T")
 
 
 class Sender:
     def __init__(
-        self, bot: Bot, pacing: Pacing | None = None, *, pacer: Pacer | None = None
+        self,
+        bot: Bot,
+        pacing: Pacing | None = None,
+        *,
+        pacer: Pacer | None = None,
+        ids: MessageIds | None = None,
     ) -> None:
         self._bot = bot
+        self.ids = ids or MessageIds()  # the highest id seen per id space (recovery.py)
         self._pacing = pacing or Pacing()
         # Tests pass a pacer with their own clock; its overall rate is then the pacer's.
         self._pacer = pacer or Pacer(self._pacing.overall)
-        # idempotency_key -> Telegram message ids of the parts already delivered
-        self._delivered: OrderedDict[str, list[int]] = OrderedDict()
+        # idempotency_key -> how far its delivery got (bounded: the oldest go first)
+        self._progress: OrderedDict[str, Progress] = OrderedDict()
+        self.previews = True  # sendMessageDraft not refused so far
 
-    async def send(self, message: OutboundMessage) -> str | None:
-        return await self._deliver(message, self._steps(message))
+    def progress(self, key: str) -> Progress | None:
+        """What this process knows of the delivery of the message with ``key``."""
+        return self._progress.get(key)
 
-    async def finish(self, message: OutboundMessage, drafts: Sequence[int]) -> str | None:
+    async def send(
+        self, message: OutboundMessage, *, markup: InlineKeyboardMarkup | None = None
+    ) -> str | None:
+        """Deliver ``message`` (``markup``: buttons under its last part)."""
+        return await self.finish(message, (), markup=markup)
+
+    async def finish(
+        self,
+        message: OutboundMessage,
+        drafts: Sequence[int],
+        *,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> str | None:
         """Deliver ``message`` into the streamed draft messages ``drafts``: each text part
         edits a draft (now with its formatting), parts beyond them and files are sent, and
         drafts left over are deleted. Repeating it after a failure edits the same messages."""
+        progress = self._track(message.idempotency_key)
+        if not progress.done:
+            progress.slots = tuple(drafts)
+        return await self._into(message, progress, markup)
+
+    async def redeliver(
+        self,
+        message: OutboundMessage,
+        slots: Sequence[int],
+        *,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> str | None:
+        """Deliver ``message`` afresh into ``slots``: the bot's messages in the chat that
+        earlier attempts left (its parts that arrived, drafts), oldest first. Parts are
+        edited into them ("not modified" where they already show it), the rest is sent and
+        slots left over are deleted: the chat ends up showing the message once."""
+        self._progress.pop(message.idempotency_key, None)
+        progress = self._track(message.idempotency_key)
+        progress.slots = tuple(slots)
+        return await self._into(message, progress, markup)
+
+    def _track(self, key: str) -> Progress:
+        progress = self._progress.setdefault(key, Progress())
+        self._progress.move_to_end(key)
+        while len(self._progress) > _MAX_TRACKED:
+            self._progress.popitem(last=False)
+        return progress
+
+    async def _into(
+        self, message: OutboundMessage, progress: Progress, markup: InlineKeyboardMarkup | None
+    ) -> str | None:
         to = _Target(message.chat_id, _thread(message.chat), _reply(message))
         parts = render(message.text)
-        steps = [
-            self._edit_step(part, to, drafts[i]) if i < len(drafts) else self._text_step(part, to)
-            for i, part in enumerate(parts)
-        ]
+        slots = progress.slots
+        steps: list[Step] = []
+        for i, part in enumerate(parts):
+            buttons = markup if i == len(parts) - 1 else None
+            if i < len(slots):
+                steps.append(self._edit_step(part, to, slots[i], buttons))
+            else:
+                steps.append(self._text_step(part, to, buttons))
         steps.extend(self._file_step(attachment, to) for attachment in message.attachments)
-        receipt = await self._deliver(message, steps)
-        for draft in drafts[len(parts) :]:
-            await self.delete(message.chat, draft)
+        receipt = await self._deliver(message, progress, steps)
+        for slot in slots:  # drafts left over, and drafts that could not hold a part
+            if slot not in progress.done:
+                await self.delete(message.chat, slot)
+        self._progress.pop(message.idempotency_key, None)
         return receipt
 
     async def edit(self, chat: ChatRef, message_id: int, text: str) -> None:
@@ -117,12 +198,32 @@ class Sender:
         try:
             await _mapped(
                 lambda: self._bot.edit_message_text(
-                    text, chat_id=chat.chat_id, message_id=message_id
+                    text, chat_id=chat.chat_id, message_id=message_id, reply_markup=STOP_BUTTON
                 )
             )
         except ChannelPermanentError as exc:
             if not _unchanged(exc):
                 raise
+
+    async def preview(self, chat: ChatRef, draft_id: int, text: str) -> None:
+        """Show ``text`` as the private chat's draft preview (``sendMessageDraft``); paced
+        like :meth:`edit`. A refusal (a Bot API server without the method, a chat that
+        cannot show it) turns previews off for this bot: the drafts are edited instead."""
+        await self._pace(chat.chat_id, max_wait=0.0)
+
+        async def show() -> bool:
+            try:
+                return await self._bot.send_message_draft(
+                    int(chat.chat_id), draft_id, text, message_thread_id=_thread(chat)
+                )
+            except InvalidToken as exc:  # 404: a Bot API server without the method
+                raise ChannelPermanentError(f"sendMessageDraft: {exc.message}") from exc
+
+        try:
+            await _mapped(show)
+        except ChannelPermanentError:
+            self.previews = False
+            raise
 
     async def post(self, chat: ChatRef, text: str, *, reply_to: str | None) -> int:
         """Post a new draft message (plain text); paced like :meth:`edit`."""
@@ -135,7 +236,9 @@ class Sender:
             if target is None
             else ReplyParameters(message_id=target, allow_sending_without_reply=True),
         )
-        return (await _mapped(lambda: self._text(to, text))).message_id
+        message_id = (await _mapped(lambda: self._text(to, text, markup=STOP_BUTTON))).message_id
+        self.ids.saw(chat.chat_id, message_id)
+        return message_id
 
     async def delete(self, chat: ChatRef, message_id: int) -> None:
         """Delete a draft nobody needs; one already gone (or too old to delete) stays."""
@@ -146,16 +249,36 @@ class Sender:
         except ChannelPermanentError as exc:
             log.info("telegram: draft %s not deleted: %s", message_id, exc)
 
-    async def _deliver(self, message: OutboundMessage, steps: list[Step]) -> str | None:
-        done = self._delivered.setdefault(message.idempotency_key, [])
-        self._delivered.move_to_end(message.idempotency_key)
-        while len(self._delivered) > _MAX_TRACKED:
-            self._delivered.popitem(last=False)
+    async def _deliver(
+        self, message: OutboundMessage, progress: Progress, steps: list[Step]
+    ) -> str | None:
+        done = progress.done
         for step in steps[len(done) :]:
             await self._pace(message.chat_id)
-            done.append(await _mapped(step))
-        self._delivered.pop(message.idempotency_key, None)
+            try:
+                message_id = await _mapped(step)
+            except ChannelTransientError:  # a time-out, a 5xx: it may have gone out
+                progress.unsure = True
+                raise
+            done.append(message_id)
+            self.ids.saw(message.chat_id, message_id)
         return ",".join(str(i) for i in done) or None
+
+    async def is_ours(self, chat_id: str, message_id: int) -> bool:
+        """Whether ``message_id`` is the bot's own message in the chat, asked by setting
+        its buttons to none: "not modified" (or a change) means it is; "can't be edited"
+        (someone else's) or "not found" (no such message there) means it is not. A message
+        without buttons is left as it was (channels/telegram/recovery.py)."""
+        await self._pacer.acquire([], max_wait=self._pacing.max_wait, what="paced by the bot")
+        try:
+            await _mapped(
+                lambda: self._bot.edit_message_reply_markup(
+                    chat_id=chat_id, message_id=message_id, reply_markup=None
+                )
+            )
+        except ChannelPermanentError as exc:
+            return _unchanged(exc)
+        return True
 
     async def typing(self, chat: ChatRef) -> None:
         await _mapped(
@@ -166,32 +289,34 @@ class Sender:
 
     # -- building the parts ---------------------------------------------------------------
 
-    def _steps(self, message: OutboundMessage) -> list[Step]:
-        to = _Target(message.chat_id, _thread(message.chat), _reply(message))
-        steps: list[Step] = [self._text_step(part, to) for part in render(message.text)]
-        steps.extend(self._file_step(attachment, to) for attachment in message.attachments)
-        return steps
-
-    def _text_step(self, part: Part, to: _Target) -> Step:
+    def _text_step(
+        self, part: Part, to: _Target, markup: InlineKeyboardMarkup | None = None
+    ) -> Step:
         async def step() -> int:
             try:
-                return (await self._text(to, part.text, part.entities)).message_id
+                return (await self._text(to, part.text, part.entities, markup)).message_id
             except BadRequest as exc:
                 if not part.entities or "entit" not in exc.message.lower():
                     raise
                 log.info("telegram rejected formatting (%s); sending plain text", exc.message)
-            return (await self._text(to, part.plain)).message_id
+            return (await self._text(to, part.plain, (), markup)).message_id
 
         return step
 
-    def _edit_step(self, part: Part, to: _Target, draft: int) -> Step:
+    def _edit_step(
+        self, part: Part, to: _Target, draft: int, markup: InlineKeyboardMarkup | None = None
+    ) -> Step:
         """The final text of a part into the draft message ``draft``; a draft that cannot
-        be edited any more (deleted by the user, too old) is replaced by a new message."""
+        hold it (deleted by the user, too old, a file) is replaced by a new message."""
 
         async def edit(text: str, entities: tuple[MessageEntity, ...] = ()) -> int:
             try:
                 await self._bot.edit_message_text(
-                    text, chat_id=to.chat_id, message_id=draft, entities=entities or None
+                    text,
+                    chat_id=to.chat_id,
+                    message_id=draft,
+                    entities=entities or None,
+                    reply_markup=markup,
                 )
             except BadRequest as exc:
                 if "not modified" not in exc.message.lower():
@@ -213,7 +338,7 @@ class Sender:
                 if "edit" not in exc.message.lower():  # "message to edit not found", ...
                     raise
                 log.info("telegram: draft %s gone (%s); sending the part anew", draft, exc.message)
-            return await self._text_step(part, to)()
+            return await self._text_step(part, to, markup)()
 
         return step
 
@@ -246,7 +371,11 @@ class Sender:
         )
 
     async def _text(
-        self, to: _Target, text: str, entities: tuple[MessageEntity, ...] = ()
+        self,
+        to: _Target,
+        text: str,
+        entities: tuple[MessageEntity, ...] = (),
+        markup: InlineKeyboardMarkup | None = None,
     ) -> Message:
         return await self._bot.send_message(
             chat_id=to.chat_id,
@@ -254,6 +383,7 @@ class Sender:
             entities=entities or None,
             message_thread_id=to.thread,
             reply_parameters=to.reply,
+            reply_markup=markup,
         )
 
     # -- pacing ---------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from channels.terminal.frames import (
@@ -47,7 +46,12 @@ class TerminalChannel:
     name = NAME
 
     def __init__(
-        self, *, user: str | None = None, agent_name: str = "Switchboard", model: str = ""
+        self,
+        *,
+        user: str | None = None,
+        agent_name: str = "Switchboard",
+        model: str = "",
+        socket: Path | None = None,
     ) -> None:
         self.user = user or getpass.getuser()
         self.agent_name = agent_name
@@ -57,22 +61,16 @@ class TerminalChannel:
         self._changed = asyncio.Event()  # replaced on every attach, detach and stop
         self._closed = True
         self._running: dict[str, Running] = {}
-        self._serve_at: tuple[Path, Callable[[], Awaitable[None]]] | None = None
+        self._socket = socket  # also accept ``switchboard chat`` windows there, once started
         self._server: TerminalServer | None = None
-
-    def serve(self, path: Path, wait_idle: Callable[[], Awaitable[None]]) -> None:
-        """Also accept ``switchboard chat`` windows on the Unix socket ``path`` once started;
-        ``wait_idle`` returns once nothing of this chat is waiting, running or unsent."""
-        self._serve_at = (path, wait_idle)
 
     # -- Channel --------------------------------------------------------------------------
 
     async def start(self, sink: InboundSink) -> None:
         self._sink = sink
         self._closed = False
-        if self._serve_at is not None:
-            path, wait_idle = self._serve_at
-            self._server = TerminalServer(self, path, wait_idle)
+        if self._socket is not None:
+            self._server = TerminalServer(self, self._socket, lambda: sink.settled(NAME))
             await self._server.start()
 
     async def stop(self) -> None:

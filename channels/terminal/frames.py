@@ -66,7 +66,7 @@ class Hello(_Frame):
 class Accepted(_Frame):
     type: Literal["accepted"] = "accepted"
     id: str
-    status: str  # gateway.core.bus.Accepted's value: new | duplicate | refused | ignored
+    status: Literal["new", "duplicate", "refused", "ignored"]  # gateway.core.bus.Accepted
 
 
 class Error(_Frame):

@@ -63,13 +63,16 @@ class LocalSession:
 
     def __init__(self, settings: Settings, window: Window) -> None:
         self._window = window
-        self.channel = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
+        self.channel = TerminalChannel(
+            agent_name=settings.agent.name,
+            model=settings.llm.model,
+            socket=socket_path(settings.data_dir),
+        )
         self.channel.attach(window)
         from gateway.runtime.app import Gateway  # noqa: PLC0415 - an attached chat needs none
 
         # the terminal only: webhooks and the API are served by `switchboard run`
         self.gateway: Gateway = Gateway(settings, channels=[self.channel], serve_programs=False)
-        self.channel.serve(socket_path(settings.data_dir), self.wait_idle)
 
     async def start(self) -> None:
         await self.gateway.start()

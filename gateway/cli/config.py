@@ -137,12 +137,70 @@ def set_value(settings: Settings, key: str, text: str) -> int:
         load_settings()
     except ConfigError as exc:
         path.write_text(old, encoding="utf-8")  # never leave a file the gateway refuses
-        print(f"switchboard: not changed, {exc}", file=sys.stderr)
+        print(f"switchboard: not changed, {refusal(exc, settings, tuple(parts))}", file=sys.stderr)
         return 1
     print(f"{key} = {tomlkit.item(value).as_string()}  ({path})")
     if env_name(tuple(parts)) in {name.upper() for name in os.environ}:
         print(f"note: {env_name(tuple(parts))} is set in the environment and wins over the file")
+    print(running_gateway_took(settings, key))
     return 0
+
+
+RELOAD_WAIT_SECONDS = 10.0  # the gateway looks at config.toml every 2 s
+RESTART_HINT = (
+    "stop and start `switchboard run` (as a service: `systemctl --user restart switchboard`, "
+    "or `switchboard service uninstall` and `install` again)"
+)
+
+
+def running_gateway_took(settings: Settings, key: str) -> str:
+    """What the running gateway did with the change: applied it, or needs a restart (it
+    reloads config.toml when the file changes and reports to data/reload.json)."""
+    import time  # noqa: PLC0415
+
+    from gateway.cli.gateway_api import find_running  # noqa: PLC0415
+    from gateway.runtime.reload import config_sha, read_report  # noqa: PLC0415
+
+    running = find_running(settings)
+    if running is None:
+        return "no gateway is running: it takes effect when one starts"
+    who = f"the running gateway (pid {running.pid})" if running.pid > 0 else "the running gateway"
+    sha = config_sha(settings.config_file)
+    deadline = time.monotonic() + RELOAD_WAIT_SECONDS
+    report = read_report(settings.data_dir)
+    while report is None or report.config_sha != sha:
+        if time.monotonic() > deadline:
+            return (
+                f"{who} did not report reloading config.toml within "
+                f"{RELOAD_WAIT_SECONDS:g} s; a restart applies it for sure: {RESTART_HINT}"
+            )
+        time.sleep(0.1)  # a CLI waiting for another process's file, not a test
+        report = read_report(settings.data_dir)
+    if report.error is not None:
+        return f"{who} could not load the configuration and keeps its own: {report.error}"
+    if key in report.restart:
+        return f"{who} needs a restart to apply {key}: {RESTART_HINT}"
+    if key in report.applied:
+        return f"applied by {who}"
+    return f"{who} runs with it (nothing to change there)"
+
+
+def refusal(exc: ConfigError, settings: Settings, key: tuple[str, ...]) -> ConfigError:
+    """The refusal told against the file as it is again (the lines it names are the ones
+    the person sees), with the key this command was given named as such, not as a line of
+    a file it is no longer in."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from gateway.config.explain import validation_error  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return exc
+    return validation_error(cause, Settings, replace(describe(settings.home), given=key))
 
 
 def _masked(model: BaseModel) -> dict[str, Any]:

@@ -12,18 +12,19 @@ import asyncio
 from gateway.cli.checks import Check
 from gateway.config.connect import HookSettings
 from gateway.config.settings import Settings
+from gateway.core.principal import Role
 
 
 async def connect_checks(settings: Settings) -> list[Check]:
     if not settings.hooks and not settings.api.enabled:
         return []
     checks = _serving(settings)
-    last_chat = None
-    if any(h.deliver_to is None for h in settings.hooks.values()) and not settings.heartbeat.target:
-        last_chat = await _owners_last_chat(settings)
+    home = None
+    if any(h.deliver_to is None for h in settings.hooks.values()):
+        home = await _heartbeat_chat(settings)
     served = _chat_channels(settings)
     for name, hook in settings.hooks.items():
-        target = hook.deliver_to or settings.heartbeat.target or last_chat
+        target = hook.deliver_to or home
         check = _hook_check(name, hook, target)
         channel = (target or "").split(":", 1)[0]
         if target and channel not in served:
@@ -50,7 +51,7 @@ def _hook_check(name: str, hook: HookSettings, target: str | None) -> Check:
             f"set hooks.{name}.deliver_to (<channel>:<chat id>), or talk to the bot once as "
             "its owner"
         )
-    if hook.role != "member":
+    if hook.role is not Role.MEMBER:
         notes.append(
             f"role {hook.role}: its payload is outside content, yet the turn gets more rights "
             "than a member's (side effects still need your prompt's words)"
@@ -67,21 +68,22 @@ def _chat_channels(settings: Settings) -> set[str]:
     return {*enabled_channels(settings), *local}
 
 
-async def _owners_last_chat(settings: Settings) -> str | None:
-    """The owner's last direct chat as the store remembers it (where a hook without
-    ``deliver_to`` answers), or None."""
+async def _heartbeat_chat(settings: Settings) -> str | None:
+    """Where a hook without ``deliver_to`` answers: the heartbeat's chat (``heartbeat.target``,
+    else the owner's home chat as the store remembers it), or None."""
+    from gateway.runtime.heartbeat import heartbeat_target  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
+    if settings.heartbeat.target:
+        return settings.heartbeat.target
     if settings.storage.url is None and not (settings.data_dir / "switchboard.db").exists():
         return None
     try:
         async with asyncio.timeout(10), store_for(settings) as store:
-            last = await store.kv.get("last_chat")
+            home = await heartbeat_target(settings.heartbeat, store)
     except Exception:  # the store's own check says what is wrong with it
         return None
-    if not isinstance(last, dict) or not last.get("channel"):
-        return None
-    return f"{last['channel']}:{last.get('chat_id')}"
+    return None if home is None else home.label
 
 
 def _serving(settings: Settings) -> list[Check]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from agent.llm.diagnose import ONBOARD
 from gateway.cli.checks import Check
 from gateway.config.llm import DEFAULT_URLS, KEY_VARIABLES
 
@@ -15,13 +16,14 @@ if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 PROBE_SECONDS = 25.0
+__all__ = ["ONBOARD", "llm_key_check", "llm_reachability", "other_model_checks", "probe_model"]
 
 
-def llm_key_check(settings: Settings) -> Check:
+def llm_key_check(settings: Settings, *, setting: str = "llm") -> Check:
     from agent.llm.factory import configuration_problem  # noqa: PLC0415
 
     llm = settings.llm
-    if (problem := configuration_problem(llm)) is not None:
+    if (problem := configuration_problem(llm, setting)) is not None:
         return Check("llm key", "fail", problem.explain())
     return Check(
         "llm key",

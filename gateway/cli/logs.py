@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections import deque
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -52,11 +54,18 @@ def logs_command(args: argparse.Namespace, settings: Settings) -> int:
         with path.open(encoding="utf-8", errors="replace") as handle:
             sys.stdout.writelines(deque(handle, maxlen=max(0, args.lines)))
         return 0
+    # Ctrl-C or SIGTERM ends it. SIGTERM too: a shell without job control starts background
+    # jobs with SIGINT ignored, and then only SIGTERM can ask it to stop cleanly.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         follow(path, sys.stdout, last=max(0, args.lines))
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def follow(path: Path, out: TextIO, *, last: int) -> None:

@@ -114,6 +114,21 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A reader that goes away early (``switchboard status --json | head``)
+    ends it quietly, as it ends any Unix tool: exit 141 (128 + SIGPIPE), no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here for output still in the buffer
+    except BrokenPipeError:
+        # Whatever is still buffered can never be written: point stdout at /dev/null so the
+        # interpreter's flush at exit does not report the broken pipe again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`switchboard completion`)
         completion.complete(parser)
@@ -139,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else None,
         console=not quiet_console,
         fmt=settings.logging.format,
+        # chat -v: debug lines on this console, not in the log it shares with `run`
+        file_level=settings.log_level if args.command == "chat" else None,
     )
     try:
         return int(args.handler(args, settings))
@@ -146,10 +163,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except AnotherInstanceRunning as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
+        _into_the_log_file(f"{args.command} refused: {exc}")
         return 3
     except SwitchboardError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
+        _into_the_log_file(f"{args.command} failed: {exc}")
         return 1
+
+
+def _into_the_log_file(message: str) -> None:
+    """A failure the console was told goes into the log file too (what a service's owner
+    reads afterwards), without printing it twice."""
+    import logging  # noqa: PLC0415
+
+    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, "%s", (message,), None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _settings(args: argparse.Namespace, needs: str) -> Settings:

@@ -3,9 +3,14 @@
 In a terminal it asks for the provider, base URL, model and API key, sends one test request
 and writes the answers: ``[llm]`` into config.toml (comments kept) and the key into
 ``$SWITCHBOARD_HOME/.env`` (mode 0600), never into the shell history. ``--provider``,
-``--base-url``, ``--model`` and ``--api-key`` do the same without questions; with no flags
-and no terminal it only creates what is missing, as before. Existing files are never
-overwritten, only the ``[llm]`` keys it was told are changed.
+``--base-url``, ``--model``, ``--api-key`` and ``--context-window`` do the same without
+questions; with no flags and no terminal it creates what is missing and says which flags to
+give (exit 1 when no model is configured at all, so ``make chat`` stops there). Existing files
+are never overwritten, only the ``[llm]`` keys it was told are changed.
+
+The model's context window is read from its server where the server says it
+(:mod:`agent.llm.context_size`) and saved as ``llm.context_window``; where nothing tells, a
+terminal is asked and the flags' user told how to set it.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import asyncio
 import getpass
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.llm.context_size import FoundWindow
     from gateway.config.llm import LLMSettings
     from gateway.config.settings import Settings
 
@@ -28,6 +34,13 @@ DESCRIPTION = (
     "checks them with one test request and saves them. Flags do the same without questions."
 )
 KEY_VARIABLE = "SWITCHBOARD_LLM__API_KEY"
+FLAGS_HINT = (
+    "Without a terminal, give the model as flags:\n"
+    "  switchboard onboard --base-url http://localhost:11434/v1 --model llama3.1\n"
+    "  switchboard onboard --provider anthropic --model claude-sonnet-4-5 --api-key sk-ant-...\n"
+    '(with make: make onboard ARGS="--base-url ... --model ...", or make onboard '
+    "BASE_URL=... MODEL=... API_KEY=...)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +74,8 @@ class ModelChoice:
     base_url: str | None
     model: str
     api_key: str | None
+    context_window: int | None = None  # given by a flag or an answer; else detected or kept
+    preset: int = 1  # the menu entry it came from (the default when asked again)
 
 
 def register(
@@ -76,10 +91,25 @@ def register(
     command.add_argument("--base-url", help="the server's root (OpenAI-compatible: its /v1)")
     command.add_argument("--model", help="model name as the server knows it")
     command.add_argument("--api-key", help="saved to $SWITCHBOARD_HOME/.env (mode 0600)")
+    command.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window (default: what its server says)",
+    )
     command.add_argument("--no-check", action="store_true", help="save without a test request")
     command.add_argument(
         "--non-interactive", action="store_true", help="never ask; use the flags only"
     )
+    command.add_argument(
+        "--channel",
+        choices=("whatsapp", "matrix"),
+        help="set up a chat channel instead of the model: its questions, a check, a test message",
+    )
+    command.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="with --channel: answer a question"
+    )
+    command.add_argument("--test-to", help="with --channel: who gets the test message")
     command.set_defaults(handler=onboard_command)
 
 
@@ -91,16 +121,16 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"created  {path}")
     for path in report.kept:
         print(f"kept     {path} (already there)")
-    flags = any(v is not None for v in (args.provider, args.base_url, args.model, args.api_key))
+    if args.channel:
+        from gateway.cli.onboard_channel import onboard_channel  # noqa: PLC0415
+
+        return onboard_channel(args, settings)
+    given = (args.provider, args.base_url, args.model, args.api_key, args.context_window)
+    flags = any(v is not None for v in given)
     terminal = sys.stdin.isatty() and sys.stdout.isatty()  # a person, not a script
     interactive = not flags and not args.non_interactive and terminal
     if not flags and not interactive:
-        print(
-            f"\nNext: choose the model with `switchboard onboard` in a terminal (or edit "
-            f"{settings.config_file}, or set SWITCHBOARD_LLM__* variables), then run "
-            "`switchboard doctor` and `switchboard chat`."
-        )
-        return 0
+        return _no_questions(settings)
     try:
         choice = ask(settings.llm) if interactive else from_flags(args, settings.llm)
     except ValueError as exc:
@@ -123,10 +153,35 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
         if again.startswith("n"):
             print("Nothing saved.")
             return 1
-        choice = ask(settings.llm)
+        choice = ask(settings.llm, previous=choice)  # the last answers are the defaults
+    try:
+        choice = with_window(settings, choice, interactive=interactive)
+    except (EOFError, KeyboardInterrupt):
+        print("\nNothing saved.")
+        return 1
     save(settings, choice)
     print("\nNext: `switchboard chat` to talk here, `switchboard run` for the channels.")
     return 0
+
+
+def _no_questions(settings: Settings) -> int:
+    """No flags, no terminal: the home is made; say how to choose the model, and fail when
+    no model is configured at all (``make chat`` would start and its first message fail)."""
+    from agent.llm.factory import configuration_problem  # noqa: PLC0415
+
+    problem = configuration_problem(settings.llm)
+    if problem is None:
+        print(
+            f"\nModel: {settings.llm.provider} {settings.llm.model} (as configured). Next: "
+            "`switchboard doctor`, then `switchboard chat`."
+        )
+        return 0
+    print(
+        f"\nNo model is configured yet, and there is no terminal to ask in.\n{FLAGS_HINT}\n"
+        f"(or edit {settings.config_file}, or set SWITCHBOARD_LLM__* variables)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
@@ -136,20 +191,33 @@ def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
     base_url = model_base_url(args.base_url, provider) if args.base_url else None
     if args.base_url is None and args.provider is None:
         base_url = current.base_url
-    return ModelChoice(provider, base_url, args.model or current.model, args.api_key)
+        if base_url is not None and args.model is not None:
+            print(
+                f"note: keeping base URL {base_url} (configured now); give --base-url for "
+                f"another server, or --provider openai for api.openai.com"
+            )
+    if args.context_window is not None and args.context_window < 2_048:
+        raise ValueError(f"--context-window {args.context_window}: at least 2048 tokens")
+    return ModelChoice(
+        provider, base_url, args.model or current.model, args.api_key, args.context_window
+    )
 
 
-def ask(current: LLMSettings) -> ModelChoice:
+def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoice:
+    """The questions; after a failed check, ``previous`` answers are offered as defaults
+    (Enter keeps each one, the key included)."""
     from gateway.config.llm import model_base_url  # noqa: PLC0415
 
     print("\nWhich model should the assistant use?")
     for number, preset in enumerate(PRESETS, start=1):
         print(f"  {number}) {preset.label}")
-    answer = _prompt("Choice", "1")
+    answer = _prompt("Choice", str(previous.preset if previous else 1))
     if not answer.isdigit() or not 1 <= int(answer) <= len(PRESETS):
         raise ValueError(f"choose a number from 1 to {len(PRESETS)}")
-    preset = PRESETS[int(answer) - 1]
-    base_url = preset.base_url
+    number = int(answer)
+    preset = PRESETS[number - 1]
+    same = previous is not None and previous.preset == number
+    base_url = previous.base_url if same and previous is not None else preset.base_url
     while base_url is not None:
         try:
             base_url = model_base_url(_prompt("Base URL", base_url), preset.provider)
@@ -158,24 +226,69 @@ def ask(current: LLMSettings) -> ModelChoice:
             print(f"  {exc}")
     model = ""
     while not model:
-        model = _prompt("Model", preset.model or current.model)
+        default = previous.model if same and previous is not None else preset.model
+        model = _prompt("Model", default or current.model)
+    kept = previous.api_key if same and previous is not None else None
     hint = "" if preset.needs_key else "; empty for none"
+    if kept:
+        hint = "; Enter keeps the one you gave"
     key = getpass.getpass(f"API key (hidden{hint}): ") if sys.stdin.isatty() else input("API key: ")
-    return ModelChoice(preset.provider, base_url, model, key.strip() or None)
+    return ModelChoice(preset.provider, base_url, model, key.strip() or kept, preset=number)
+
+
+def with_window(settings: Settings, choice: ModelChoice, *, interactive: bool) -> ModelChoice:
+    """The context window to save: the one given, else what the server says, else asked (in
+    a terminal) or kept with a note on how to set it."""
+    if choice.context_window is not None:
+        return choice
+    found = asyncio.run(detect(settings, choice))
+    current = settings.llm.context_window
+    if found is not None:
+        print(f"  context window: {found.tokens} tokens ({found.source})")
+        if found.note:
+            print(f"  note: {found.note}")
+        return replace(choice, context_window=found.tokens)
+    if not interactive:
+        print(
+            f"  context window: the server does not say; keeping llm.context_window = "
+            f"{current}. If the model's is smaller, give --context-window TOKENS (or "
+            "`switchboard config set llm.context_window TOKENS`): a prompt past it is refused."
+        )
+        return choice
+    print("  The server does not say how large the model's context window is.")
+    while True:
+        answer = _prompt(
+            "Context window in tokens (llama.cpp --ctx-size, Ollama num_ctx)", str(current)
+        )
+        if answer.isdigit() and int(answer) >= 2_048:
+            return replace(choice, context_window=int(answer))
+        print("  a number of tokens, at least 2048")
+
+
+async def detect(settings: Settings, choice: ModelChoice) -> FoundWindow | None:
+    from agent.llm.context_size import detect_window  # noqa: PLC0415
+
+    key = choice.api_key
+    if key is None:
+        resolved = _llm(settings.llm, choice).resolved_api_key()
+        key = resolved.get_secret_value() if resolved else None
+    return await detect_window(choice.provider, choice.base_url, choice.model, key)
 
 
 def check(settings: Settings, choice: ModelChoice) -> str | None:
-    """One test request with the answers; the problem in words, or None when it answered."""
-    from gateway.cli.doctor import llm_key_check, llm_reachability  # noqa: PLC0415
+    """One test request with the answers; the problem in words, or None when it answered.
+    Its hints name the answers (a flag or a prompt), not the variables they would be."""
+    from gateway.cli.doctor import llm_key_check  # noqa: PLC0415
+    from gateway.cli.doctor_models import ONBOARD, probe_model  # noqa: PLC0415
 
     llm = _llm(settings.llm, choice)
     candidate = settings.model_copy(update={"llm": llm})
     where = choice.base_url or choice.provider
     print(f"Checking {choice.model} at {where} ...", flush=True)
-    key = llm_key_check(candidate)
+    key = llm_key_check(candidate, setting=ONBOARD)
     if key.status == "fail":
         return key.message
-    result = asyncio.run(llm_reachability(candidate))
+    result = asyncio.run(probe_model("llm", llm, ONBOARD))
     if result.status != "ok":
         return result.message
     print(f"  ok: {result.message}")
@@ -195,11 +308,15 @@ def save(settings: Settings, choice: ModelChoice) -> None:
         text = delete_key(text, "llm.base_url")
     else:
         text = set_key(text, "llm.base_url", choice.base_url)
+    saved = "provider, model, base_url"
+    if choice.context_window is not None:
+        text = set_key(text, "llm.context_window", choice.context_window)
+        saved += ", context_window"
     if choice.api_key is not None:
         text = delete_key(text, "llm.api_key")  # the key lives in .env from now on
     path.write_text(text, encoding="utf-8")
     path.chmod(0o600)
-    print(f"saved    [llm] provider, model, base_url in {path}")
+    print(f"saved    [llm] {saved} in {path}")
     if choice.api_key is not None:
         dotenv = settings.home / ".env"
         dotenv.touch(mode=0o600, exist_ok=True)
@@ -208,7 +325,7 @@ def save(settings: Settings, choice: ModelChoice) -> None:
         print(f"saved    {KEY_VARIABLE} in {dotenv} (mode 0600)")
     shadowed = [
         name
-        for name in ("PROVIDER", "MODEL", "BASE_URL", "API_KEY")
+        for name in ("PROVIDER", "MODEL", "BASE_URL", "API_KEY", "CONTEXT_WINDOW")
         if f"SWITCHBOARD_LLM__{name}" in os.environ
     ]
     for name in shadowed:
@@ -225,6 +342,8 @@ def _llm(current: LLMSettings, choice: ModelChoice) -> LLMSettings:
     }
     if choice.api_key is not None:
         update["api_key"] = choice.api_key
+    if choice.context_window is not None:
+        update["context_window"] = choice.context_window
     return LLMSettings.model_validate({**current.model_dump(), **update})
 
 

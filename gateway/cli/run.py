@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gateway import __version__
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
+    from gateway.runtime.app import Gateway
 
 DESCRIPTION = (
     "Run every configured channel, the web chat and status page, and the scheduler, until "
@@ -37,20 +41,13 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def run_gateway(settings: Settings) -> int:
-    from channels import build_channels  # noqa: PLC0415
-    from channels.terminal import TerminalChannel, socket_path  # noqa: PLC0415
     from gateway.cli.stopping import Interrupts, stop_gateway  # noqa: PLC0415
+    from gateway.core.addressing import INTERNAL_CHANNELS, LOCAL_CHANNELS  # noqa: PLC0415
     from gateway.runtime.app import Gateway  # noqa: PLC0415
 
-    channels = build_channels(settings)
-    if settings.web.enabled:  # the web chat; with it the gateway serves the web pages
-        from channels.webchat import create as create_webchat  # noqa: PLC0415
-
-        channels.append(create_webchat(settings))
-    terminal = TerminalChannel(agent_name=settings.agent.name, model=settings.llm.model)
-    gateway = Gateway(settings, channels=[*channels, terminal])
-    # `switchboard chat` attaches here (gateway/cli/chat.py)
-    terminal.serve(socket_path(settings.data_dir), lambda: gateway.wait_idle(terminal.name))
+    # every configured channel, the web chat, and the terminal that `switchboard chat`
+    # windows attach to (gateway/cli/chat.py)
+    gateway = Gateway(settings)
     with Interrupts() as interrupts:
         # a cluster's node runs turns at once but waits in start() until it leads (receives,
         # sends, schedules): a signal ends the wait
@@ -71,7 +68,7 @@ async def run_gateway(settings: Settings) -> int:
             return 0
         signalled.cancel()
         await starting  # raises what start() raised
-        if not channels:
+        if not set(gateway.channels) - LOCAL_CHANNELS - INTERNAL_CHANNELS:
             print(
                 "switchboard: no channel is configured (set SWITCHBOARD_TELEGRAM__TOKEN, ...); "
                 "use `switchboard chat` to talk in the terminal",
@@ -82,7 +79,8 @@ async def run_gateway(settings: Settings) -> int:
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())
         fenced = asyncio.create_task(gateway.guard.fenced.wait())
-        await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
+        with _reload_on_hangup(gateway):
+            await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
         if fenced.done():  # lost the database as the cluster's leader: stop working now
             signalled.cancel()
             print(
@@ -94,3 +92,21 @@ async def run_gateway(settings: Settings) -> int:
         fenced.cancel()
         await stop_gateway(gateway, interrupts)
     return 0
+
+
+@contextlib.contextmanager
+def _reload_on_hangup(gateway: Gateway) -> Iterator[None]:
+    """SIGHUP reloads the configuration (``kill -HUP``, ``systemctl reload``)."""
+    loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[object]] = set()
+
+    def reload() -> None:
+        task = asyncio.create_task(gateway.config_reload.reload("SIGHUP"))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)

@@ -70,6 +70,9 @@ def service_command(args: argparse.Namespace, settings: Settings) -> int:
     macos = sys.platform == "darwin"
     path = launchd_path() if macos else systemd_path()
     if args.action == "install":
+        if not macos and not args.no_start and (problem := _no_user_manager()) is not None:
+            print(problem, file=sys.stderr)
+            return 1
         text = launchd_plist(settings) if macos else systemd_unit(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -80,7 +83,11 @@ def service_command(args: argparse.Namespace, settings: Settings) -> int:
                 f"Start it with: {' && '.join(' '.join(c) for c in _start_commands(path, macos))}"
             )
             return 0
-        return _run_all(_start_commands(path, macos), after=_started_hint(macos))
+        code = _run_all(_start_commands(path, macos), after=_started_hint(macos))
+        if code != 0:  # nothing half-installed: the next try starts clean
+            path.unlink(missing_ok=True)
+            print(f"removed  {path} (not started)", file=sys.stderr)
+        return code
     if args.action == "uninstall":
         if not path.exists():
             print(f"No service installed ({path} does not exist).")
@@ -127,6 +134,7 @@ ExecStart={_quoted(python)} -m gateway run
 Environment={_quoted(f"SWITCHBOARD_HOME={settings.home}")}
 Environment=PYTHONUNBUFFERED=1
 WorkingDirectory={str(settings.home).replace("%", "%%")}
+ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec={RESTART_SECONDS}
 KillSignal=SIGTERM
@@ -186,6 +194,41 @@ def _started_hint(macos: bool) -> str:
     return (
         "Started. `switchboard status` and `switchboard logs -f` show what it does. To keep it "
         f"running while you are logged out: loginctl enable-linger {os.environ.get('USER', '$USER')}"
+    )
+
+
+def _no_user_manager() -> str | None:
+    """Why a systemd user service cannot be started from here, or None when it can: no
+    ``systemctl``, or no user manager to talk to (a container, SSH without a login session
+    or lingering: "Failed to connect to bus")."""
+    user = os.environ.get("USER", "$USER")
+    others = (
+        "Other ways: `switchboard service install --no-start` writes the unit for later; "
+        "in a container, make `switchboard run` the container's command (README, In Docker); "
+        "anywhere, run `switchboard run` under the supervisor you use."
+    )
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        return f"switchboard: systemd is not available here (no systemctl). {others}"
+    try:
+        probe = subprocess.run(
+            [systemctl, "--user", "show-environment"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"switchboard: `systemctl --user` did not answer within 15 s. {others}"
+    if probe.returncode == 0:
+        return None
+    said = (probe.stderr or probe.stdout).strip().splitlines()
+    return (
+        "switchboard: there is no systemd user session to install the service into "
+        f"(`systemctl --user` says: {said[0] if said else f'exit {probe.returncode}'}). "
+        "That is usual in containers and over SSH without a login session. Log in on the "
+        f"machine (or enable lingering: `sudo loginctl enable-linger {user}`, then log in "
+        f"again) and run `switchboard service install` there. {others}"
     )
 
 

@@ -79,7 +79,7 @@ async def gather(settings: Settings) -> dict[str, Any]:
                 queue_depth=live.get("work", {}).get("queued"),
                 last_error=live.get("last_error"),
             )
-    report.update(await _stored(settings))
+    report.update(await stored_report(settings))
     report.update(programs(settings, report["url"]))
     return report
 
@@ -106,7 +106,8 @@ def programs(settings: Settings, url: str | None) -> dict[str, Any]:
     }
 
 
-async def _stored(settings: Settings) -> dict[str, Any]:
+async def stored_report(settings: Settings) -> dict[str, Any]:
+    from gateway.runtime.heartbeat import heartbeat_target  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
@@ -115,10 +116,8 @@ async def _stored(settings: Settings) -> dict[str, Any]:
         return {**empty, "heartbeat_target": None, "nodes": []}
     async with store_for(settings) as store:
         counts = await store.journal.counts()
-        last = await store.kv.get("last_chat")
-        target = None
-        if isinstance(last, dict) and last.get("channel"):
-            target = f"{last['channel']}:{last.get('chat_id')}"
+        found = await heartbeat_target(settings.heartbeat, store)
+        target = None if found is None else found.label
         return {
             "store": "ok",
             "waiting": counts.get("pending", 0),
@@ -127,7 +126,7 @@ async def _stored(settings: Settings) -> dict[str, Any]:
             "failed": await store.outbox.failed_count(),
             # background tasks not finished, by state (queued, running, awaiting_approval)
             "tasks": await store.tasks.counts(),
-            "heartbeat_target": settings.heartbeat.target or target,
+            "heartbeat_target": target,
             # the nodes of a cluster on PostgreSQL (none with the SQLite file)
             "nodes": [node.to_dict(time.time()) for node in await store.nodes.listing()],
         }

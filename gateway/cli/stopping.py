@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from types import TracebackType
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Self, TextIO
 
 if TYPE_CHECKING:
     from gateway.runtime.app import Gateway
+
+log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 10.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -81,6 +84,7 @@ async def stop_gateway(
             file=out,
             flush=True,
         )
+    log.info("stopping (%s)", ", ".join(work) + " running" if work else "nothing running")
     now = asyncio.Event()
     stopping = asyncio.create_task(gateway.stop(drain_timeout=drain_seconds, now=now))
     second = asyncio.create_task(interrupts.next())
@@ -91,6 +95,7 @@ async def stop_gateway(
                 print("stopping now; what was cut resumes at the next start", file=out, flush=True)
             now.set()
         await stopping
+        log.info("stopped")
     finally:
         second.cancel()
         with contextlib.suppress(asyncio.CancelledError):

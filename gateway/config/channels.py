@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
 from pydantic_settings import NoDecode
 
 from gateway.core.errors import ConfigError
+from gateway.core.principal import Role
 
 
 def _as_list(value: object) -> object:
@@ -41,6 +43,7 @@ def _as_list(value: object) -> object:
 # A list setting that also takes "a,b" or a single id from an environment variable (the
 # settings library would otherwise insist on JSON there and fail without naming the field).
 StrList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_as_list)]
+RoleList = Annotated[tuple[Role, ...], NoDecode, BeforeValidator(_as_list)]
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
@@ -73,17 +76,21 @@ class ChannelSection(BaseModel):
     require_mention: bool = True  # in groups, answer only when addressed
     groups: dict[str, GroupRule] = {}
     pairing_ttl_seconds: int = Field(default=3600, ge=60)
+    # Messages sent while this chat's turn runs: "steer" joins them to it (the answer takes
+    # them into account), "queue" answers them in a turn of their own. Unset: steer in
+    # direct chats, queue in groups (there, others' messages must not redirect a turn).
+    followups: Literal["steer", "queue"] | None = None
 
     @property
     def enabled(self) -> bool:
         raise NotImplementedError
 
-    def role_of(self, sender_id: str) -> str:
+    def role_of(self, sender_id: str) -> Role:
         if sender_id in self.owners:
-            return "owner"
+            return Role.OWNER
         if sender_id in self.admins:
-            return "admin"
-        return "member"
+            return Role.ADMIN
+        return Role.MEMBER
 
     def group_rule(self, chat_id: str) -> GroupRule:
         return self.groups.get(chat_id, GroupRule())
@@ -93,6 +100,8 @@ class LiveChannelSection(ChannelSection):
     """A chat channel that can show an answer growing by editing it (docs/channels.md#streaming)."""
 
     streaming: bool | None = None
+    # an answer complete this soon after its turn began is sent once, never drafted first
+    stream_after_seconds: float = Field(default=0.7, ge=0.0, le=60.0)
 
     def streams_in(self, *, group: bool) -> bool:
         return not group if self.streaming is None else self.streaming
@@ -159,6 +168,8 @@ class SlackSettings(LiveChannelSection):
     base_url: str = "https://slack.com/api/"
     # Inbound files above this are not stored (the agent is told why).
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)
+    # 👀 on a message while it is worked on, ✅ or ❌ once answered (needs reactions:write)
+    working_reactions: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -196,6 +207,98 @@ class SlackSettings(LiveChannelSection):
         return self
 
 
+class WhatsAppSettings(LiveChannelSection):
+    """WhatsApp through Meta's Cloud API (docs/channels.md#whatsapp). Ids are phone numbers
+    as WhatsApp writes them: digits with the country code, no ``+`` (``4915112345678``).
+
+    On when ``access_token`` or ``phone_number_id`` is set; an incomplete set (the app
+    secret and the verify token are needed to receive) is a :class:`ConfigError` at load.
+    """
+
+    access_token: SecretStr | None = (
+        None  # a system user's permanent token (whatsapp_business_messaging)
+    )
+    phone_number_id: str | None = None  # the sending number's id (not the number itself)
+    app_secret: SecretStr | None = None  # checks X-Hub-Signature-256 of every webhook POST
+    verify_token: SecretStr | None = None  # the word you type into Meta's webhook setup
+    webhook_path: str = "/whatsapp/webhook"  # served on the web server (web.host:web.port)
+    base_url: str = "https://graph.facebook.com/v23.0"  # Graph API root (a test fake)
+    # Outside WhatsApp's 24-hour window only a pre-approved template may be sent: its name
+    # (one body variable {{1}}, which gets the start of the message) and language code.
+    window_template: str | None = None
+    window_template_language: str = "en_US"
+    read_receipts: bool = True  # mark a message read (blue ticks) once it is journaled
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+
+    @property
+    def enabled(self) -> bool:
+        return _is_set(self.access_token) or bool(self.phone_number_id)
+
+    @field_validator("allow_from", "admins", "owners", mode="after")
+    @classmethod
+    def _bare_numbers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """``+49 151 1234-5678`` is ``4915112345678``, as WhatsApp names senders."""
+        return tuple(item if item == "*" else re.sub(r"[\s+()-]", "", item) for item in value)
+
+    @model_validator(mode="after")
+    def _complete_credentials(self) -> WhatsAppSettings:
+        if not self.enabled:
+            return self
+        needed = (
+            ("access_token", _is_set(self.access_token), "the system user's access token"),
+            ("phone_number_id", bool(self.phone_number_id), "the phone number id"),
+            ("app_secret", _is_set(self.app_secret), "the app secret (App settings > Basic)"),
+            ("verify_token", _is_set(self.verify_token), "a verify token of your choosing"),
+        )
+        for name, present, what in needed:
+            if not present:
+                raise ConfigError(
+                    f"WhatsApp needs {what}: set SWITCHBOARD_WHATSAPP__{name.upper()}",
+                    field=f"whatsapp.{name}",
+                )
+        if not self.webhook_path.startswith("/") or self.webhook_path.rstrip("/") in ("", "/api"):
+            raise ConfigError(
+                f"whatsapp.webhook_path {self.webhook_path!r} must be a path of its own "
+                "(like /whatsapp/webhook)",
+                field="whatsapp.webhook_path",
+            )
+        return self
+
+
+class MatrixSettings(LiveChannelSection):
+    """Matrix through a homeserver's client-server API (docs/channels.md#matrix). Ids are
+    full Matrix ids: ``@dana:example.org`` for people, ``!abc:example.org`` for rooms."""
+
+    homeserver: str | None = None  # https://matrix.example.org
+    user_id: str | None = None  # the bot's account, @switchboard:example.org
+    access_token: SecretStr | None = None  # or password: a login at start
+    password: SecretStr | None = None
+    device_id: str | None = None  # keep one device across restarts (set with the token)
+    sync_timeout_seconds: int = Field(default=30, ge=0, le=120)  # long-poll of each /sync
+    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.homeserver)
+
+    @model_validator(mode="after")
+    def _complete_credentials(self) -> MatrixSettings:
+        if not self.enabled:
+            return self
+        if not self.user_id or not re.fullmatch(r"@[^:\s]+:\S+", self.user_id):
+            raise ConfigError(
+                "Matrix needs the bot's full user id: set SWITCHBOARD_MATRIX__USER_ID "
+                "(@switchboard:example.org)",
+                field="matrix.user_id",
+            )
+        if not (_is_set(self.access_token) or _is_set(self.password)):
+            raise ConfigError(
+                "Matrix needs SWITCHBOARD_MATRIX__ACCESS_TOKEN or SWITCHBOARD_MATRIX__PASSWORD",
+                field="matrix.access_token",
+            )
+        return self
+
+
 def _is_set(secret: SecretStr | None) -> bool:
     return secret is not None and bool(secret.get_secret_value().strip())
 
@@ -219,6 +322,9 @@ class EmailSettings(ChannelSection):
     imap_password: SecretStr | None = None
     imap_tls: bool = True
     imap_mailbox: str = "INBOX"
+    # IMAP folder of sent replies: one whose send was cut short is looked for by its Message-ID
+    sent_folder: str | None = None  # folder of sent replies, checked before a resend; unset: none
+    append_sent: bool = True  # file each reply in sent_folder; false: the SMTP server does (Gmail)
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
     # -- sending (gateway/core/mail.py) ------------------------------------------------------
     smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
@@ -254,6 +360,16 @@ class EmailSettings(ChannelSection):
     @classmethod
     def _lower_user_addresses(cls, value: dict[str, str]) -> dict[str, str]:
         return {key: address.strip().lower() for key, address in value.items()}
+
+    @model_validator(mode="after")
+    def _sent_folder_needs_imap(self) -> EmailSettings:
+        if self.sent_folder and not (self.imap_host and self.imap_username):
+            raise ConfigError(
+                "email.sent_folder is read over IMAP: set email.imap_host and "
+                "email.imap_username too (or unset email.sent_folder)",
+                field="email.sent_folder",
+            )
+        return self
 
     @property
     def enabled(self) -> bool:

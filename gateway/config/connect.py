@@ -10,19 +10,26 @@ chat's token or cookie, nor does the web chat accept theirs (docs/connect.md).
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from gateway.core.messages import ChatRef
-
-Role = Literal["owner", "admin", "member"]
+from gateway.core.principal import Role
 
 # Hook and token names appear in URLs, session keys and metrics labels: keep them plain.
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 MIN_SECRET_CHARS = 16
 # Where answers may go: the platforms' chats and the local chats (never an internal channel).
-TARGET_CHANNELS = ("telegram", "discord", "slack", "email", "webchat", "terminal")
+TARGET_CHANNELS = (
+    "telegram",
+    "discord",
+    "slack",
+    "whatsapp",
+    "matrix",
+    "email",
+    "webchat",
+    "terminal",
+)
 
 
 def parse_target(value: str) -> ChatRef:
@@ -58,7 +65,7 @@ class HookSettings(BaseModel):
     agent: str = "main"  # the agent that answers
     deliver_to: str | None = None
     prompt: str = ""  # the turn's message; {payload} is replaced by the payload (else it follows)
-    role: Role = "member"  # the turn's rights: a webhook is outside content
+    role: Role = Role.MEMBER  # the turn's rights: a webhook is outside content
     max_bytes: int = Field(default=1_000_000, ge=1_000, le=25_000_000)  # a larger body gets 413
     max_payload_chars: int = Field(default=20_000, ge=1_000, le=200_000)  # shown to the model
     max_per_minute: int = Field(default=30, ge=1, le=10_000)  # valid deliveries; more get 429
@@ -88,7 +95,7 @@ class ApiToken(BaseModel):
 
     name: str  # who the client is (sessions, memory, usage and the audit log are kept per name)
     token: SecretStr  # the bearer token (at least 16 random characters)
-    role: Role = "member"  # owner, admin or member: the client's rights, as a chat's person
+    role: Role = Role.MEMBER  # owner, admin or member: the client's rights, as a chat's person
 
     @field_validator("name")
     @classmethod

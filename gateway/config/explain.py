@@ -39,9 +39,12 @@ class Sources:
     secrets_dir: Path
     environ: Mapping[str, str]
     dotenv: Mapping[str, str | None]
+    given: Loc | None = None  # the key `config set` was refused for (not in the file yet)
 
     def origins(self, loc: Loc) -> list[str]:
         """Every source that sets ``loc`` (or a table containing it), the winning one first."""
+        if self.given is not None and tuple(str(p) for p in loc[: len(self.given)]) == self.given:
+            return ["this `switchboard config set`"]
         found = []
         for depth in range(len(loc), 0, -1):  # SWITCHBOARD_LLM='{"modle": 1}' sets llm.modle
             name = env_name(loc[:depth])
@@ -207,6 +210,8 @@ def toml_line(path: Path, loc: Loc) -> tuple[int, bool] | None:
 def _better(
     best: tuple[int, int] | None, path: tuple[str, ...], wanted: tuple[str, ...], line: int
 ) -> tuple[int, int] | None:
+    if len(path) > len(wanted) and path[: len(wanted)] == wanted:
+        path = wanted  # the first [[llm.fallbacks]] item stands for the whole list
     if path != wanted[: len(path)]:
         return best
     if best is None or len(path) > best[0]:

@@ -103,6 +103,27 @@ class LLMSettings(BaseModel):
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     cached_input_price_per_million: float | None = Field(default=None, ge=0)
+
+    def cost(
+        self, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0
+    ) -> float | None:
+        """USD from the configured prices per million tokens (``cached_tokens`` are part of
+        ``input_tokens``, read from the provider's cache); None when no price is set."""
+        if self.input_price_per_million is None and self.output_price_per_million is None:
+            return None
+        input_price = self.input_price_per_million or 0.0
+        cached_price = (
+            self.cached_input_price_per_million
+            if self.cached_input_price_per_million is not None
+            else input_price
+        )
+        fresh = max(0, input_tokens - cached_tokens)
+        return (
+            fresh * input_price
+            + cached_tokens * cached_price
+            + output_tokens * (self.output_price_per_million or 0.0)
+        ) / 1_000_000
+
     # Tried in order when a call fails for a passing reason (connection, 5xx, 429, overload).
     fallbacks: tuple[FallbackModel, ...] = ()
     # A model that failed so is skipped this long (0: always tried first again).

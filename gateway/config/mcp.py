@@ -16,11 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from gateway.config.channels import StrList
+from gateway.config.channels import RoleList, StrList
+from gateway.core.principal import Role
 
 # Server names become tool-name prefixes: short, and no "__" (the separator).
 _SERVER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-ROLES = ("owner", "admin", "member")
 
 
 class McpServerSettings(BaseModel):
@@ -38,7 +38,7 @@ class McpServerSettings(BaseModel):
     enabled: bool = True  # false: configured but never started
     tools: StrList | None = None  # allowlist of the server's tool names; unset: all
     timeout_seconds: float = Field(default=30.0, gt=0, le=3_600)  # per tool call
-    roles: StrList = ("owner", "admin")  # who may use its tools: owner, admin, member
+    roles: RoleList = (Role.OWNER, Role.ADMIN)  # who may use its tools: owner, admin, member
     agents: StrList = ("main",)  # agents that get its tools ("*": all)
     eager: bool = False  # start with the gateway instead of on first use
     group_chats: bool = False  # offer its tools in group chats too (not only direct chats)
@@ -60,12 +60,15 @@ class McpServerSettings(BaseModel):
             raise ValueError("headers are for url; a command server takes env")
         return self
 
-    @field_validator("roles")
+    @field_validator("roles", mode="before")
     @classmethod
-    def _known_roles(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [role for role in value if role not in ROLES]
-        if unknown:
-            raise ValueError(f"unknown role(s) {unknown}; use {', '.join(ROLES)}")
+    def _known_roles(cls, value: object) -> object:
+        names = value.split(",") if isinstance(value, str) else value
+        if isinstance(names, (list, tuple)):
+            known = [role.value for role in Role]
+            unknown = [n for n in names if str(n).strip() not in known]
+            if unknown:
+                raise ValueError(f"unknown role(s) {unknown}; use {', '.join(known)}")
         return value
 
     @property

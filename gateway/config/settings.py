@@ -42,10 +42,12 @@ from gateway.config.channels import (
     DiscordSettings,
     EmailSettings,
     LiveChannelSection,
+    MatrixSettings,
     SlackSettings,
     StrList,
     TelegramSettings,
     WebSettings,
+    WhatsAppSettings,
 )
 from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
@@ -75,6 +77,18 @@ class AgentSettings(Section):
     history_max_messages: int = Field(default=200, ge=4)
     default_reply: str = "I have nothing to add to that."
     max_resume_attempts: int = Field(default=2, ge=0, le=10)
+    # A message that says only one of these, while a turn runs, stops it like /stop ([]: off).
+    stop_phrases: StrList = (
+        "stop",
+        "stop it",
+        "stop that",
+        "cancel",
+        "cancel that",
+        "abort",
+        "halt",
+        "never mind",
+        "nevermind",
+    )
     max_turn_tokens: int = Field(default=600_000, ge=1_000)
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed
@@ -270,6 +284,8 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()
     slack: SlackSettings = SlackSettings()
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
+    matrix: MatrixSettings = MatrixSettings()
     email: EmailSettings = EmailSettings()
     web: WebSettings = WebSettings()
 
@@ -364,6 +380,8 @@ class Settings(BaseSettings):
             "telegram": self.telegram,
             "discord": self.discord,
             "slack": self.slack,
+            "whatsapp": self.whatsapp,
+            "matrix": self.matrix,
             "email": self.email,
         }
 
@@ -372,6 +390,12 @@ class Settings(BaseSettings):
         unset: in direct chats, not in groups)."""
         section = self.channel_sections().get(channel)
         return isinstance(section, LiveChannelSection) and section.streams_in(group=group)
+
+    def stream_after(self, channel: str) -> float:
+        """Seconds a turn runs before its answer streams in a chat of ``channel``
+        (``<channel>.stream_after_seconds``)."""
+        section = self.channel_sections().get(channel)
+        return section.stream_after_seconds if isinstance(section, LiveChannelSection) else 0.0
 
     @model_validator(mode="after")
     def _dotenv_api_key(self) -> Settings:

@@ -10,9 +10,9 @@ protocols, leaving channels and the agent untouched.
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import InboundMessage, OutboundMessage
 
 
 class Accepted(enum.Enum):
@@ -34,3 +34,45 @@ class InboundSink(Protocol):
         costly work (downloads, transcription) for messages that will be refused, or that
         were journaled before (a platform's redelivery)."""
         ...
+
+    async def settled(self, channel: str) -> None:
+        """Return once nothing ``channel`` handed in is waiting, running or unsent (bound
+        it with ``asyncio.timeout``): ``switchboard chat -m`` waits so for its answer."""
+        ...
+
+
+@runtime_checkable
+class ChannelRecords(Protocol):
+    """What a channel records besides messages, through the sink it was started with: when
+    people wrote and what became of sent messages (WhatsApp's window and reports), where
+    its intake stopped (Matrix's sync token). Durable, and shared by a cluster's nodes."""
+
+    async def heard_from(self, channel: str, chat_id: str) -> None:
+        """The person of this direct chat just wrote (whether or not they are let in)."""
+
+    async def last_heard(self, channel: str, chat_id: str) -> float | None:
+        """When they last wrote (Unix time), or None when they never did."""
+
+    async def delivery_report(
+        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+    ) -> bool:
+        """The platform's word on a sent message (sent, delivered, read, failed); returns
+        whether it was news (redelivered webhooks repeat reports)."""
+
+    async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
+        """Queue ``text`` for the owner (``key`` makes it once only); ``about`` is the chat
+        the note concerns, which is never where it goes."""
+
+    async def load_cursor(self, channel: str) -> str | None:
+        """Where the channel's intake stopped (Matrix: the ``/sync`` token), or None."""
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        """Store the intake's position; call it only once what came before is journaled."""
+
+
+OWNER_NOTE = "owner-note:"  # idempotency keys of notes to the owner start with this
+
+
+def is_owner_note(message: OutboundMessage) -> bool:
+    """A note to the owner: when it fails in turn, nobody is told again (no loop)."""
+    return message.idempotency_key.startswith(OWNER_NOTE)

@@ -97,6 +97,100 @@ class SupportsDrafts(Protocol):
         like ``send``."""
 
 
+@runtime_checkable
+class SupportsDraftPreview(Protocol):
+    """A preview of the answer being written that is not a message (Telegram's
+    ``sendMessageDraft`` in private chats): the platform shows it until the answer is sent
+    and then drops it, so there is nothing to record, finish or delete, and a crash leaves
+    nothing behind. Where the platform refuses it, streaming falls back to
+    :class:`SupportsDrafts` (editing a message)."""
+
+    def previews_in(self, chat: ChatRef, *, group: bool) -> bool:
+        """Whether ``chat`` can show previews (not refused so far)."""
+
+    async def preview_draft(self, chat: ChatRef, preview_id: int, text: str) -> None:
+        """Show ``text`` (plain) as the preview ``preview_id`` (non-zero; the same id for one
+        answer, so the platform animates the change). Raises ``ChannelPermanentError`` when
+        the platform refuses previews; after that :meth:`previews_in` says no."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendAttempt:
+    """A send (or a draft post) whose outcome was never recorded: the process died while
+    it was on its way, or the platform's answer was lost."""
+
+    at: float  # wall-clock time it began
+    mark: str | None = None  # what the channel noted before it (:meth:`SupportsResend.send_mark`)
+    draft: bool = False  # a streamed draft's post, not the message itself
+
+    def to_dict(self) -> dict[str, object]:
+        return {"at": self.at, "mark": self.mark, "draft": self.draft}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> SendAttempt:
+        at, mark = data.get("at"), data.get("mark")
+        return cls(
+            float(at) if isinstance(at, int | float) else 0.0,
+            None if mark is None else str(mark),
+            bool(data.get("draft")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KnownMessage:
+    """A platform message the store has a record of (a delivered message, a draft, a
+    message a person sent): never the one a lost send may have left."""
+
+    chat_id: str
+    message_id: str
+    at: float  # when it was recorded (it existed by then)
+
+
+@dataclass(frozen=True, slots=True)
+class LostSend:
+    """What a channel needs to deliver a message whose earlier attempts left no record.
+
+    ``attempts``: the sends and draft posts whose outcome is unknown, oldest first.
+    ``drafts``: the platform ids of the turn's recorded draft messages, in order (the answer
+    is delivered into them, as :meth:`SupportsDrafts.finish_drafts` does). ``known``: the
+    messages of this channel the store recorded around those attempts (other answers, other
+    turns' drafts, the messages this turn answers), so they are never taken for this one.
+    """
+
+    message: OutboundMessage
+    attempts: tuple[SendAttempt, ...]
+    drafts: tuple[str, ...] = ()
+    known: tuple[KnownMessage, ...] = ()
+
+    @property
+    def since(self) -> float:
+        """When the first of the lost attempts began."""
+        return min((a.at for a in self.attempts), default=0.0)
+
+
+@runtime_checkable
+class SupportsResend(Protocol):
+    """Exactly once across a crash in the middle of a send.
+
+    A send and the record of its result cannot be one transaction. So the outbox records
+    each attempt before the platform call (with :meth:`send_mark`) and its result the moment
+    it returns; an attempt whose result was never recorded makes every later attempt a
+    :meth:`resend`: the channel finds out, the platform's way, what the lost attempts left
+    and completes the message from there (docs/reliability.md has each platform's rule).
+    """
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        """What the channel must know later to find a message this send (or draft post) to
+        ``chat`` may create; stored durably before the call, handed back in the
+        :class:`SendAttempt`. ``None``: nothing beyond the time."""
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Deliver ``lost.message`` so that the chat shows it exactly once, whatever the
+        lost attempts did: parts that arrived count as sent (or are edited into the message),
+        stray drafts are edited into it or deleted, the rest is posted. Safe to repeat.
+        Returns the receipt and raises like ``send``."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnActivity:
     """What a running turn is doing, for channels that show it live (the terminal chat)."""

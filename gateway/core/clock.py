@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -34,6 +35,11 @@ class SystemClock:
                 await wake.wait()
         except TimeoutError:
             pass
+
+
+def seconds(clock: Clock) -> Callable[[], float]:
+    """``clock``'s time as Unix seconds, for parts that count in seconds."""
+    return lambda: clock.now().timestamp()
 
 
 def monotonic_ms() -> float:

@@ -6,12 +6,19 @@ from __future__ import annotations
 COMMANDS = {
     "/start": "say hello",
     "/help": "list commands",
-    "/new": "start a fresh conversation (history stays on disk)",
-    "/status": "show what the gateway is doing",
+    "/stop": "stop what I am doing now (and drop the messages waiting behind it)",
+    "/new": "start a fresh conversation (history stays on disk); stops what runs first",
+    "/status": "show what I am doing, how full the conversation is, what it cost today",
+    "/usage": "your tokens and cost today and this month, and your limits",
+    "/compact": "summarise this conversation now, to free room in it",
+    "/model": "owner and admins: list the models, switch this chat's (/model NAME, /model default)",
     "/pair": "admins: list, approve CODE, deny CODE, revoke USER_ID",
     "/approve": "owner and admins: let a waiting action run (/approve ID)",
     "/deny": "owner and admins: refuse a waiting action (/deny ID)",
 }
+
+# Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.controls).
+CONTROL_COMMANDS = frozenset({"/stop", "/status", "/new", "/help"})
 
 # Decisions on approval requests: they are answered even while the chat they are sent in
 # waits for an approval itself (see gateway.runtime.dispatcher), or the owner's own waiting

@@ -141,7 +141,11 @@ def configure_logging(
     log_file: Path | None = None,
     console: bool = True,
     fmt: Literal["text", "json"] = "text",
+    file_level: str | None = None,
 ) -> None:
+    """Logging for the process: the console at ``level``, the log file at ``file_level``
+    (default: the same). ``switchboard chat -v`` debugs on its console only: the file is
+    the gateway's, shared with ``switchboard run``."""
     global _last  # noqa: PLW0603 - logging is process-wide; so is its latest problem
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -165,8 +169,11 @@ def configure_logging(
             log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
         )
         rotating.setFormatter(formatter)
+        if file_level is not None:
+            rotating.setLevel(file_level.upper())
         root.addHandler(rotating)
-    root.setLevel(level.upper())
+    levels = [logging.getLevelName(name.upper()) for name in (level, file_level or level)]
+    root.setLevel(min(levels))
     for noisy in (
         "httpx",
         "httpcore",

@@ -10,7 +10,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 
 class ChatType(enum.StrEnum):
@@ -38,6 +38,22 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+AttachmentKind = Literal["image", "audio", "voice", "video", "document"]
+ActionStyle = Literal["primary", "danger", ""]
+
+
+def kind_of(mime_type: str | None) -> AttachmentKind:
+    """What a file is, from its MIME type (a voice note is told apart by its platform)."""
+    mime = (mime_type or "").split(";", 1)[0].strip().lower()
+    if mime.startswith("image/"):
+        return "image"
+    if mime.startswith("audio/"):
+        return "audio"
+    if mime.startswith("video/"):
+        return "video"
+    return "document"
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
     """A file that came with a message or goes out with one.
@@ -46,7 +62,7 @@ class Attachment:
     workspace for outbound ones); ``platform_file_id`` lets a channel re-fetch it.
     """
 
-    kind: str  # "image" | "audio" | "voice" | "video" | "document"
+    kind: AttachmentKind
     path: str | None = None
     mime_type: str | None = None
     filename: str | None = None
@@ -92,6 +108,7 @@ class InboundMessage:
     reply_to_message_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     received_at: datetime = field(default_factory=utcnow)
+    edit_of: str | None = None  # an edit: the platform id of the message it changes
     # The agent a program asked for (a webhook's ``agent``, the API's ``model``); routes
     # decide for every other message. Set only by the gateway's own channels.
     agent: str | None = None
@@ -141,7 +158,7 @@ class Action:
 
     label: str
     command: str
-    style: str = ""  # "primary" | "danger" | "": how platforms with styles draw it
+    style: ActionStyle = ""  # how platforms with styles draw it
 
 
 @dataclass(frozen=True, slots=True)

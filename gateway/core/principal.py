@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from gateway.core.messages import ChatType
+
+
+class Role(enum.StrEnum):
+    """What a person may do, from the ids listed in a channel's settings."""
+
+    OWNER = "owner"  # runs the gateway: every tool, every chat
+    ADMIN = "admin"  # trusted: most tools; approvals the owner allows
+    MEMBER = "member"  # allowed to talk: the safe tools, their own memory
+
+    @property
+    def privileged(self) -> bool:
+        return self is not Role.MEMBER
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,9 +27,18 @@ class Principal:
     channel: str
     sender_id: str
     sender_name: str = ""
-    role: str = "member"  # "owner" | "admin" | "member"
+    role: Role = Role.MEMBER
     chat_type: ChatType = ChatType.DM
 
     @property
     def is_admin(self) -> bool:
-        return self.role in ("owner", "admin")
+        return self.role.privileged
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role is Role.OWNER
+
+    @property
+    def person(self) -> str:
+        """Whose allowance a turn counts against: ``channel:sender id``."""
+        return f"{self.channel}:{self.sender_id}"

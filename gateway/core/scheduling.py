@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from gateway.core.turns import TurnKind
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduledItem:
     id: str
-    kind: str  # "heartbeat" | "cron"
+    kind: TurnKind  # HEARTBEAT or CRON
     description: str
     next_run: datetime | None
     target: str | None = None  # "channel:chat" the result goes to

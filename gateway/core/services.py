@@ -1,6 +1,6 @@
 """Gateway services some agent tools need (scheduling, background tasks), as small protocols.
 
-The gateway implements them and hands them to the agent after both exist; tools reach them
+The gateway implements them and hands them to each agent it builds; tools reach them
 through ``ToolContext.services``. A tool whose service is missing says so plainly.
 """
 
@@ -54,7 +54,11 @@ class TaskService(Protocol):
         user_texts: tuple[str, ...],
         tainted: bool,
         agent: str = "main",
-    ) -> str: ...
+        after_turn: str | None = None,
+    ) -> str:
+        """Record a background task and start it once ``after_turn`` (the turn that asked
+        for it) is committed; returns its id."""
+        ...
 
 
 class AgentDirectory(Protocol):

@@ -4,6 +4,10 @@ A channel that implements :class:`ServesWeb` (the web chat) adds its routes to t
 of ``switchboard run``; the server's guard authenticates each request and sets the
 browser's random id before a channel's handler runs.
 
+A channel that implements :class:`ServesWebhooks` (WhatsApp) takes a platform's webhooks on
+paths of its own, which the guard exempts one by one: each request is checked against the
+platform's signature by the handler.
+
 A channel that implements :class:`ServesPrograms` (webhooks, the API) serves other
 programs, which authenticate every request themselves (a signature, a bearer token of their
 own): the guard's browser checks (the web token or cookie, Host, Origin) do not apply under
@@ -36,6 +40,20 @@ class ServesWeb(Protocol):
 
     async def close_web(self) -> None:
         """Close long-lived connections (sockets) before the server stops."""
+
+
+@runtime_checkable
+class ServesWebhooks(Protocol):
+    """A channel that receives a platform's webhooks on this server (WhatsApp).
+
+    Its paths are public: the platform sends no web token, no ``Origin``, and comes through
+    the reverse proxy with its own ``Host``. So the server's guard lets these requests by,
+    and every handler authenticates each request itself (a signature over the raw body)
+    before it reads or stores anything.
+    """
+
+    def webhook_routes(self) -> Sequence[web.RouteDef]:
+        """Routes to add, each on a path of its own (the guard exempts exactly these)."""
 
 
 class CredentialThrottle(Protocol):

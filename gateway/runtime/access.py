@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from gateway.config.channels import ChannelSection
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
+from gateway.runtime.deliveries import ChannelDesk
 from gateway.runtime.pairing import young_accounts
 from gateway.store import Store
 
@@ -30,7 +31,7 @@ def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Princi
     """The principal of an inbound message; roles come from ids listed in config."""
     # Channels without access settings are local (the terminal, an embedding program):
     # whoever can use them already controls the machine.
-    role = section.role_of(msg.sender_id) if section is not None else "owner"
+    role = section.role_of(msg.sender_id) if section is not None else Role.OWNER
     return Principal(msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type)
 
 
@@ -51,7 +52,7 @@ def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Dec
     """The access decision for one message (pure; no I/O). ``paired``: approved by pairing."""
     sender = msg.sender_id
     role = section.role_of(sender)
-    privileged = role in ("owner", "admin")
+    privileged = role.privileged
     listed = privileged or paired or _listed(sender, section.allow_from)
     if not msg.is_group:
         policy = section.dm_policy
@@ -104,17 +105,22 @@ class AccessGate:
         sections: Mapping[str, ChannelSection],
         *,
         on_outbound: Callable[[str], None] = lambda channel: None,
+        records: ChannelDesk | None = None,
     ) -> None:
         self._inner = inner
         self._store = store
         self._sections = sections
         self._on_outbound = on_outbound
+        self._records = records or ChannelDesk(store, sections, on_outbound=on_outbound)
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
         if section is not None and (await self._decide(msg, section)).verdict is not Verdict.ALLOW:
             return False
         return await self._inner.admits(msg)
+
+    async def settled(self, channel: str) -> None:
+        await self._inner.settled(channel)
 
     async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
         decision = decide(msg, section, paired=False)
@@ -124,6 +130,28 @@ class AccessGate:
         ) and await self._store.pairings.is_approved(msg.channel, msg.sender_id):
             decision = decide(msg, section, paired=True)
         return decision
+
+    # -- what channels record besides messages (gateway.core.bus.ChannelRecords) ----------
+
+    async def heard_from(self, channel: str, chat_id: str) -> None:
+        await self._records.heard_from(channel, chat_id)
+
+    async def last_heard(self, channel: str, chat_id: str) -> float | None:
+        return await self._records.last_heard(channel, chat_id)
+
+    async def delivery_report(
+        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+    ) -> bool:
+        return await self._records.delivery_report(channel, message_id, chat_id, status, error)
+
+    async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
+        await self._records.tell_owner(channel, text, key=key, about=about)
+
+    async def load_cursor(self, channel: str) -> str | None:
+        return await self._records.load_cursor(channel)
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        await self._records.save_cursor(channel, cursor)
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         section = self._sections.get(msg.channel)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.llm.metered import Charge, Metered, UsageRecorder
+from agent.llm.metered import Charge, UsageEntry, UsageRecorder
 from agent.llm.types import Usage
 from gateway.core.addressing import SEPARATOR
+from gateway.core.usage import Purpose
 from gateway.store import Store, UsageRecord
 
 
@@ -17,7 +18,7 @@ def channel_of(session_key: str) -> str:
 
 
 def usage_record(
-    session_key: str, model: str, usage: Usage, purpose: str, principal: str | None
+    session_key: str, model: str, usage: Usage, purpose: Purpose, principal: str | None
 ) -> UsageRecord:
     return UsageRecord(
         channel=channel_of(session_key),
@@ -26,13 +27,14 @@ def usage_record(
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        estimated_tokens=usage.estimated_tokens,
         principal=principal,
         purpose=purpose,
     )
 
 
 def turn_usage(
-    session_key: str, principal: str | None, entries: Sequence[Metered]
+    session_key: str, principal: str | None, entries: Sequence[UsageEntry]
 ) -> list[UsageRecord]:
     """The rows a turn's commit writes (nothing for a turn that made no model call)."""
     return [
@@ -45,7 +47,7 @@ def turn_usage(
 def recorder(store: Store) -> UsageRecorder:
     """The UsageRecorder of a MeteredModel: a call outside any turn, stored right away."""
 
-    async def record(charge: Charge, purpose: str, model: str, usage: Usage) -> None:
+    async def record(charge: Charge, purpose: Purpose, model: str, usage: Usage) -> None:
         row = usage_record(charge.session_key, model, usage, purpose, charge.principal)
         await store.usage.record_call(charge.turn_id, charge.session_key, row)
 

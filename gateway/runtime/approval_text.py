@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.core.messages import Action
-from gateway.store import ApprovalRecord
+from gateway.store import ApprovalRequest, ApprovalState
 
 MAX_VALUE_CHARS = 1_500  # per argument shown; the approval covers the exact full value
 MAX_SHOWN_CHARS = 3_000  # all arguments together
@@ -46,7 +46,7 @@ def minutes(seconds: float) -> str:
     return f"{whole} minute{'s' if whole != 1 else ''}"
 
 
-def request_text(record: ApprovalRecord, *, timeout: float) -> str:
+def request_text(record: ApprovalRequest, *, timeout: float) -> str:
     """The request approvers get (markdown; channels render it)."""
     lines = "\n".join(f"{name}: {value}" for name, value in record.arguments.items())
     return (
@@ -59,14 +59,14 @@ def request_text(record: ApprovalRecord, *, timeout: float) -> str:
     )
 
 
-def request_actions(record: ApprovalRecord) -> tuple[Action, ...]:
+def request_actions(record: ApprovalRequest) -> tuple[Action, ...]:
     return (
         Action("Approve", f"/approve {record.id}", "primary"),
         Action("Deny", f"/deny {record.id}", "danger"),
     )
 
 
-def waiting_text(record: ApprovalRecord, *, whose: str, timeout: float) -> str:
+def waiting_text(record: ApprovalRequest, *, whose: str, timeout: float) -> str:
     """The requester's notice: the turn waits, and until when at most. ``whose``: "the
     owner's", "an admin's", or "your" (asked in their own direct chat)."""
     where = " in our direct chat" if whose == "your" else ""
@@ -76,23 +76,23 @@ def waiting_text(record: ApprovalRecord, *, whose: str, timeout: float) -> str:
     )
 
 
-def decided_text(record: ApprovalRecord) -> str:
+def decided_text(record: ApprovalRequest) -> str:
     """What an approver is told after deciding (or trying to decide) ``record``."""
     who = requester_label(record.requester)
-    if record.state == "approved":
+    if record.state is ApprovalState.APPROVED:
         return f"Approved {record.id}: {record.tool} runs now for {who}."
-    if record.state == "denied":
+    if record.state is ApprovalState.DENIED:
         return f"Denied {record.id}: {record.tool} will not run; {who} will be told."
-    if record.state == "expired":
+    if record.state is ApprovalState.EXPIRED:
         return f"Request {record.id} expired: {record.tool} was refused and {who} told."
     return f"Request {record.id} could not be decided here ({record.decided_by})."
 
 
-def already_text(record: ApprovalRecord) -> str:
+def already_text(record: ApprovalRequest) -> str:
     return f"Request {record.id} was already {record.state}; nothing changed."
 
 
-def listing_text(records: list[ApprovalRecord]) -> str:
+def listing_text(records: list[ApprovalRequest]) -> str:
     if not records:
         return "Nothing is waiting for your approval."
     lines = [

@@ -1,13 +1,13 @@
 """Approval requests, from the runtime's side: ask, decide, expire, wake the waiting turn.
 
 When a turn stops at a call that needs approval (:mod:`agent.approval`), the turn is
-*parked* rather than held open: :meth:`ApprovalDesk.park` stores the request, queues it to
+*parked* rather than held open: :meth:`Approvals.park` stores the request, queues it to
 the approvers (buttons where the platform has them) and tells the requester it waits, in one
 transaction; the dispatcher then keeps that chat's later messages back (per-chat order) while
 every other chat goes on, and no turn slot or model slot is held however long the decision
 takes. ``/approve ID`` and ``/deny ID`` (typed, or sent by a button) reach
-:meth:`ApprovalDesk.decide` as commands; a request nobody decides within
-``tools.approval_timeout_seconds`` is refused (:meth:`ApprovalDesk.expire_due`, on the
+:meth:`Approvals.decide` as commands; a request nobody decides within
+``tools.approval_timeout_seconds`` is refused (:meth:`Approvals.expire_due`, on the
 gateway's clock). Each decision wakes the turn, which resumes at the waiting call and finds
 it there. Everything is audited: every request, decision, expiry, and every attempt by
 someone who may not decide.
@@ -29,15 +29,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
-from agent.approval import ApprovalAsk, fingerprint
-from agent.turn import TurnRequest
+from agent.approval import PendingCall, fingerprint
+from agent.turn.request import TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
+from gateway.core.turns import TurnKind
 from gateway.runtime import approval_text as text
-from gateway.store import ApprovalRecord, InboundRecord, OpenTurn, Store, UsageRecord
+from gateway.store import (
+    ApprovalRequest,
+    ApprovalState,
+    InboundRecord,
+    OpenTurn,
+    Store,
+    UsageRecord,
+)
 from gateway.store.approvals import approval_id
 
 log = logging.getLogger(__name__)
@@ -45,7 +53,7 @@ log = logging.getLogger(__name__)
 NOT_ALLOWED = "Only the owner or an admin of this chat can decide approval requests."
 
 
-class ApprovalDesk(Service):
+class Approvals(Service):
     def __init__(
         self,
         store: Store,
@@ -55,6 +63,7 @@ class ApprovalDesk(Service):
         timeout: float,
         redact: Callable[[str], str] = lambda value: value,
         on_outbound: Callable[[str], None] = lambda channel: None,
+        wake: Callable[[str], None] = lambda turn_id: None,
     ) -> None:
         self._store = store
         self._sections = sections
@@ -62,7 +71,7 @@ class ApprovalDesk(Service):
         self.timeout = timeout
         self._redact = redact
         self._on_outbound = on_outbound
-        self.wake: Callable[[str], None] = lambda turn_id: None  # the dispatcher's, once built
+        self._wake = wake  # a parked turn was decided: it may resume (the bus's wake_turn)
         self._changed = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
 
@@ -82,7 +91,7 @@ class ApprovalDesk(Service):
     async def _expire_forever(self) -> None:
         while True:
             self._changed.clear()  # before the read: a park after it wakes the sleep below
-            pending = await self._store.approvals.pending()
+            pending = await self._store.approval_requests.pending()
             if pending:
                 when = datetime.fromtimestamp(pending[0].expires_at, UTC)
             else:
@@ -93,30 +102,42 @@ class ApprovalDesk(Service):
             except Exception:  # the next round tries again; never let the timer die
                 log.exception("approvals: expiring overdue requests failed")
 
-    async def expire_due(self) -> list[ApprovalRecord]:
+    async def expire_due(self) -> list[ApprovalRequest]:
         """Refuse every pending request past its time and wake its turn (fail closed)."""
         now = self._clock.now().timestamp()
         expired = []
-        for record in await self._store.approvals.pending():
+        for record in await self._store.approval_requests.pending():
             if record.expires_at > now:
                 break
-            decided = await self._store.approvals.decide(record.id, "expired", by="timeout", at=now)
+            decided = await self._store.approval_requests.decide(
+                record.id, ApprovalState.EXPIRED, by="timeout", at=now
+            )
             if decided is not None:
                 await self._audit("approval-expired", decided)
-                self.wake(decided.turn_id)
+                self._wake(decided.turn_id)
                 expired.append(decided)
         return expired
 
     async def waiting_turns(self) -> set[str]:
         """Turns parked on a pending request (after a restart: they stay parked)."""
-        return {record.turn_id for record in await self._store.approvals.pending()}
+        return {record.turn_id for record in await self._store.approval_requests.pending()}
+
+    async def withdraw(self, turn_id: str, *, by: str) -> None:
+        """The turn that asked was stopped: its pending requests are refused, so a press
+        that comes later decides nothing."""
+        now = self._clock.now().timestamp()
+        for record in await self._store.approval_requests.pending():
+            if record.turn_id == turn_id:
+                await self._store.approval_requests.decide(
+                    record.id, ApprovalState.REFUSED, by=f"stopped by {by}", at=now
+                )
 
     # -- asking -----------------------------------------------------------------------------
 
     async def park(
         self,
         request: TurnRequest,
-        ask: ApprovalAsk,
+        ask: PendingCall,
         records: tuple[InboundRecord, ...],
         usage: Sequence[UsageRecord] = (),
     ) -> OpenTurn:
@@ -125,7 +146,7 @@ class ApprovalDesk(Service):
         principal = request.principal
         approvers, targets = self._who(principal, request.chat, ask.authority)
         now = self._clock.now().timestamp()
-        record = ApprovalRecord(
+        record = ApprovalRequest(
             id=approval_id(ask.call_key),
             call_key=ask.call_key,
             turn_id=ask.turn_id,
@@ -136,7 +157,7 @@ class ApprovalDesk(Service):
             reason=ask.reason,
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,
-            state="pending" if targets else "refused",
+            state=ApprovalState.PENDING if targets else ApprovalState.REFUSED,
             created_at=now,
             expires_at=now + self.timeout,
             decided_at=None if targets else now,
@@ -146,34 +167,34 @@ class ApprovalDesk(Service):
         )
         messages = self._messages(record, request, targets)
         await self._store.park_turn(approval=record, messages=messages, usage=usage)
-        stored = await self._store.approvals.get(record.id) or record
+        stored = await self._store.approval_requests.get(record.id) or record
         await self._audit("approval-asked" if stored.pending else "approval-unavailable", stored)
         for channel in {m.channel for m in messages}:
             self._on_outbound(channel)
         self._changed.set()  # the timer plans for the new expiry
         if not stored.pending:
-            self.wake(stored.turn_id)
-        return OpenTurn(request.turn_id, request.session_key, "chat", 1, records)
+            self._wake(stored.turn_id)
+        return OpenTurn(request.turn_id, request.session_key, TurnKind.CHAT, 1, records)
 
     def _who(
-        self, principal: Principal, chat: ChatRef, authority: str
+        self, principal: Principal, chat: ChatRef, authority: Role
     ) -> tuple[tuple[str, ...], list[tuple[ChatRef, bool]]]:
         """Who may decide (``channel:id``), and where the request goes (chat, direct)."""
         channel = principal.channel
         section = self._sections.get(channel)
         if section is None:  # a local channel: its user is the owner
             return (f"{channel}:*",), [(chat, False)]
-        people = [*section.owners, *(section.admins if authority == "admin" else ())]
+        people = [*section.owners, *(section.admins if authority is Role.ADMIN else ())]
         approvers = tuple(f"{channel}:{person}" for person in dict.fromkeys(people))
         if f"{channel}:{principal.sender_id}" in approvers:  # they confirm it themselves
             if principal.chat_type is ChatType.DM:
                 return approvers, [(chat, False)]
             return approvers, [(ChatRef(channel, principal.sender_id), True)]
-        asked = section.owners or (section.admins if authority == "admin" else ())
+        asked = section.owners or (section.admins if authority is Role.ADMIN else ())
         return approvers, [(ChatRef(channel, person), True) for person in asked]
 
     def _messages(
-        self, record: ApprovalRecord, request: TurnRequest, targets: list[tuple[ChatRef, bool]]
+        self, record: ApprovalRequest, request: TurnRequest, targets: list[tuple[ChatRef, bool]]
     ) -> list[OutboundMessage]:
         messages = [
             OutboundMessage(
@@ -226,9 +247,11 @@ class ApprovalDesk(Service):
         if msg.is_group:
             return "Approval requests are decided in a direct chat with me."
         if not words:
-            mine = [r for r in await self._store.approvals.pending() if self._may(r, principal)]
+            mine = [
+                r for r in await self._store.approval_requests.pending() if self._may(r, principal)
+            ]
             return text.listing_text(mine)
-        record = await self._store.approvals.get(words[0])
+        record = await self._store.approval_requests.get(words[0])
         if record is None:
             return f"There is no approval request {words[0].upper()}."
         if not self._may(record, principal):
@@ -237,20 +260,20 @@ class ApprovalDesk(Service):
         if not record.pending:
             return text.already_text(record)
         now = self._clock.now().timestamp()
-        state = "approved" if approve else "denied"
+        state = ApprovalState.APPROVED if approve else ApprovalState.DENIED
         if record.expires_at <= now:  # the timer has not come round yet: still too late
-            state = "expired"
+            state = ApprovalState.EXPIRED
         by = f"{principal.channel}:{principal.sender_id}"
-        decided = await self._store.approvals.decide(record.id, state, by=by, at=now)
+        decided = await self._store.approval_requests.decide(record.id, state, by=by, at=now)
         if decided is None:  # decided a moment ago by someone else, or it just expired
-            current = await self._store.approvals.get(record.id)
+            current = await self._store.approval_requests.get(record.id)
             return text.already_text(current or record)
         await self._audit(f"approval-{state}", decided, by=principal)
-        self.wake(decided.turn_id)
+        self._wake(decided.turn_id)
         return text.decided_text(decided)
 
     async def _audit(
-        self, kind: str, record: ApprovalRecord, *, by: Principal | None = None
+        self, kind: str, record: ApprovalRequest, *, by: Principal | None = None
     ) -> None:
         requester = record.requester
         await self._store.audit.record(
@@ -266,10 +289,10 @@ class ApprovalDesk(Service):
             decided_by=record.decided_by,
         )
 
-    def _may(self, record: ApprovalRecord, principal: Principal) -> bool:
+    def _may(self, record: ApprovalRequest, principal: Principal) -> bool:
         """Whether ``principal`` may decide ``record``: one of its approvers (and still an
         owner or admin), or the owner at the machine (the terminal, the local web chat)."""
-        if principal.role == "owner" and principal.channel not in self._sections:
+        if principal.is_owner and principal.channel not in self._sections:
             return True
         keys = {f"{principal.channel}:{principal.sender_id}", f"{principal.channel}:*"}
         return principal.is_admin and bool(keys & set(record.approvers))

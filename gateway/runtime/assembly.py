@@ -1,4 +1,4 @@
-"""Building the agent from Settings: tools, policy, runner, context, compaction.
+"""Building the agent from Settings: tools, policy, model, context, compaction.
 
 A wiring module (like :mod:`gateway.runtime.app`): it knows the agent package, so the rest of the
 gateway does not have to.
@@ -11,16 +11,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.approval import ApprovalGate
+from agent.agent import Agent, AgentConfig
+from agent.approval import ApprovalPolicy
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
-from agent.llm.metered import Charge, EndpointSlots, MeteredModel, Purpose
+from agent.llm.metered import Charge, EndpointSlots, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
-from agent.loop import AgentConfig, AgentLoop
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
-from agent.runner import GuardSettings, Runner
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
@@ -33,12 +32,15 @@ from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
 from agent.toolset import default_tools
+from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
+from gateway.core.services import Services
+from gateway.core.usage import Purpose
 from gateway.runtime.accounting import recorder
 from gateway.runtime.agent_channel import roster
 from gateway.runtime.local_bus import Bus
@@ -106,6 +108,7 @@ def metered_model(
     models: ModelPool,
     setting: str = "llm",
     fallbacks_at: str = "llm",
+    counter: TokenCounter | None = None,
 ) -> MeteredModel:
     """An agent's model behind its endpoint's gateway-wide cap (with fallbacks, a chain whose
     models each have their own); calls no turn commits (a reflection, a background summary)
@@ -116,6 +119,9 @@ def metered_model(
         slots=None if settings.llm.fallbacks else models.slots.for_endpoint(endpoint(settings.llm)),
         context_window=settings.llm.context_window,
         record=recorder(store),
+        counter=counter,  # counts the tokens of servers that report none
+        max_tokens=settings.llm.max_tokens,
+        temperature=settings.llm.temperature,
     )
 
 
@@ -158,7 +164,8 @@ def build_agent(
     models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
-) -> AgentLoop:
+    services: Services | None = None,
+) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
     gateway's fallback models, their cooldowns and the concurrency caps per model endpoint
@@ -171,6 +178,7 @@ def build_agent(
     )
     profile = top.agents.get(agent_id)
     own_fallbacks = profile is not None and profile.fallbacks is not None
+    counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
     model = metered_model(
         settings,
         llm,
@@ -178,7 +186,22 @@ def build_agent(
         models=models,
         setting=_model_setting(top, agent_id),
         fallbacks_at=f"agents.{agent_id}" if own_fallbacks else "llm",
+        counter=counter,
     )
+    choices = {model.model: model}  # what /model may switch a chat to: the fallbacks too
+    for index, fallback in enumerate(settings.llm.fallback_settings()):
+        own = settings.model_copy(update={"llm": fallback})
+        choices.setdefault(
+            fallback.model,
+            metered_model(
+                own,
+                models.provider(fallback, setting=f"llm.fallbacks[{index}]"),
+                store=store,
+                models=models,
+                setting=f"llm.fallbacks[{index}]",
+                counter=counter,
+            ),
+        )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())
@@ -217,28 +240,14 @@ def build_agent(
         # A tool result never takes more than about an eighth of the window.
         max_result_chars=min(settings.agent.tool_result_max_chars, window // 2),
         redact=redact,
-        approvals=ApprovalGate(settings.tools.approvals, store.approvals),
+        approvals=ApprovalPolicy(settings.tools.approvals, store.approval_requests),
     )
     turn = settings.agent
-    runner = Runner(
-        model,
-        executor,
-        guards=GuardSettings(
-            max_iterations=turn.max_iterations,
-            max_turn_tokens=turn.max_turn_tokens,
-            review_retries=turn.review_retries,
-            llm_review=turn.llm_review,
-        ),
-        max_tokens=settings.llm.max_tokens,
-        temperature=settings.llm.temperature,
-    )
-    counter = TokenCounter(cache_dir=settings.data_dir / "tiktoken")
 
     async def summarize(prompt: str, charge: Charge) -> str:
-        response = await runner.call_model(
+        response = await model.ask(
             SystemPrompt(SUMMARY_SYSTEM),
             [ChatMessage("user", prompt)],
-            (),
             purpose=Purpose.SUMMARY,
             charge=charge,
         )
@@ -247,8 +256,15 @@ def build_agent(
     async def audit(kind: str, **detail: object) -> None:
         await store.audit.record(kind, detail=detail)
 
-    return AgentLoop(
-        runner=runner,
+    return Agent(
+        model=model,
+        executor=executor,
+        limits=TurnLimits(
+            max_iterations=turn.max_iterations,
+            max_turn_tokens=turn.max_turn_tokens,
+            review_retries=turn.review_retries,
+            llm_review=turn.llm_review,
+        ),
         policy=policy,
         history=store.history,
         context=ContextBuilder(
@@ -276,7 +292,7 @@ def build_agent(
             history=store.history,
             summarize=summarize,
             counter=counter,
-            window=window,
+            window=model.window,  # one window for both: lowered when the server names its own
             max_messages=turn.history_max_messages,
         ),
         channels=channels,
@@ -285,4 +301,7 @@ def build_agent(
         trace_dir=settings.data_dir / "traces",
         redact=redact,
         tool_source=toolbox,
+        services=services,
+        storage_alarm=bus.storage_full,
+        choices=choices,
     )

@@ -20,8 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.llm.metered import person
-from agent.turn import TurnOutcome
+from agent.turn.request import TurnOutcome
 from gateway.config.settings import LimitSettings
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
@@ -43,11 +42,6 @@ class Refusal:
     notice: str | None
 
 
-def principal_key(principal: Principal) -> str:
-    """The ``usage.principal`` a person's model calls are charged to."""
-    return person(principal)
-
-
 class UserBudget:
     def __init__(
         self,
@@ -63,14 +57,16 @@ class UserBudget:
         self._clock = clock
         self._noticed: OrderedDict[str, float] = OrderedDict()
 
+    def configure(self, limits: LimitSettings) -> None:
+        """New limits (a configuration reload); they count from the next turn on."""
+        self._limits = limits
+
     async def check(self, principal: Principal) -> Refusal | None:
         """``None`` when the person may have this turn; else why not, and what to tell them."""
         limits = self._limits
-        if principal.role == "owner" or not (
-            limits.user_daily_tokens or limits.user_turns_per_hour
-        ):
+        if principal.is_owner or not (limits.user_daily_tokens or limits.user_turns_per_hour):
             return None
-        key = principal_key(principal)
+        key = principal.person
         now = self._clock()
         used = await self._usage.by_principal(key, since=now - DAY, turns_since=now - HOUR)
         if limits.user_turns_per_hour and used.turns >= limits.user_turns_per_hour:

@@ -22,11 +22,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config.settings import Settings
+from gateway.core.load import NodeLoad
 from gateway.core.lock import ProcessLock
-from gateway.runtime.approvals import ApprovalDesk
-from gateway.runtime.dispatcher import Dispatcher
-from gateway.runtime.local_bus import LocalBus
-from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +70,9 @@ class ClusterGuard:
     """This node of the cluster: runs turns, and receives, sends and schedules once it
     leads."""
 
-    def __init__(self, settings: Settings, url: str, *, interval: float = 1.0) -> None:
+    def __init__(
+        self, settings: Settings, url: str, *, load: NodeLoad, interval: float = 1.0
+    ) -> None:
         from gateway.store.membership import Membership  # noqa: PLC0415 - psycopg when used
 
         self.fenced = asyncio.Event()
@@ -84,6 +83,7 @@ class ClusterGuard:
             pid=os.getpid(),
             interval=interval,
             on_lost=self.fenced.set,
+            load=load,
         )
         self.standby = self.membership.waiting
 
@@ -98,37 +98,18 @@ class ClusterGuard:
         await self.membership.stop()
 
 
-def streaming(settings: Settings, guard: Guard) -> Callable[[str, bool], bool]:
+def streaming(settings: Settings) -> Callable[[str, bool], bool]:
     """Whether a turn's answer streams by editing (``<channel>.streaming``), per channel and
     group. Not on PostgreSQL (a cluster): a draft is finished into the answer by the outbox
     worker of the node that posted it, through memory that nodes do not share, and a
     leader's draft could be left beside its answer under load; answers arrive whole."""
-    if isinstance(guard, ClusterGuard):
+    if settings.storage.database_url() is not None:
         return lambda channel, group: False
     return settings.streams_in
 
 
-def guard_for(settings: Settings) -> Guard:
+def guard_for(settings: Settings, load: NodeLoad) -> Guard:
     url = settings.storage.database_url()
     if url is None:
         return LocalGuard(settings)
-    return ClusterGuard(settings, url)
-
-
-async def resume_open_work(
-    store: Store, approvals: ApprovalDesk, dispatcher: Dispatcher, bus: LocalBus
-) -> None:
-    """One process (SQLite): resume everything the previous run left open. (A cluster's
-    nodes resume per session, as they take it: :mod:`gateway.runtime.cluster_work`.)"""
-    await approvals.expire_due()  # those resume now, refused
-    work = await store.journal.open_work()
-    waiting = await approvals.waiting_turns()  # they stay parked
-    if work.pending or work.running:
-        log.info(
-            "resuming %d interrupted turn(s) and %d waiting message(s)",
-            len(work.running),
-            len(work.pending),
-        )
-    dispatcher.resume(t for t in work.running if t.id not in waiting)
-    dispatcher.park(t for t in work.running if t.id in waiting)
-    bus.requeue(work.pending)
+    return ClusterGuard(settings, url, load=load)

@@ -16,6 +16,10 @@ node to take such a session finds the turn left running and resumes it from its 
 (:class:`~gateway.runtime.dispatcher.SessionBacklog`), exactly as a restarted process does.
 A session with nothing left to do is released (and the pending messages looked at again, so
 a message that arrived during the release is not left waiting for the timer).
+
+Two parts: :class:`ClusterClaims` is the dispatcher's :class:`~gateway.runtime.dispatcher.Claims`
+(the locks, and what a locked session has open); :class:`ClusterWork` looks for work and
+hands it to the dispatcher, and carries wake-ups between the nodes.
 """
 
 from __future__ import annotations
@@ -25,12 +29,11 @@ import hashlib
 import logging
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from gateway.core.errors import StoreError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import InboundMessage
-from gateway.runtime.approvals import ApprovalDesk
 from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.local_bus import Bus
 from gateway.store import InboundRecord, Store
@@ -51,107 +54,76 @@ def session_lock(key: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-class ClusterWork(Service):
-    """This node's part of the turns: the :class:`~gateway.runtime.dispatcher.Claims` of
-    its dispatcher, the look at pending messages, and the wake-ups from the other nodes."""
+WaitingTurns = Callable[[], Awaitable[set[str]]]  # turns parked for an approval
+
+
+class ClusterClaims:
+    """Which sessions this node holds: a session-level advisory lock each, on the
+    membership connection, taken with what the session has open."""
 
     def __init__(
         self,
         store: Store,
         membership: Membership,
-        dispatcher: Dispatcher,
         *,
         session_of: Callable[[InboundMessage], str],
-        approvals: ApprovalDesk,
-        bus: Bus,
-        channels: Sequence[str],
-        max_sessions: int,
-        poll: float = POLL_SECONDS,
+        waiting_turns: WaitingTurns,
     ) -> None:
         self._store = store
         self._membership = membership
-        self._dispatcher = dispatcher
         self._session_of = session_of
-        self._waiting_turns = approvals.waiting_turns
-        self._outbound_ready = bus.outbound_ready
-        self._channels = tuple(channels)
-        self._max_sessions = max_sessions
-        self._poll = poll
-        self._held: set[str] = set()  # locked here (or being unlocked)
-        self._pending: dict[int, InboundRecord] = {}  # as of the last look
+        self._waiting_turns = waiting_turns
+        self.looks = asyncio.Event()  # set: look at the pending messages soon (ClusterWork)
+        self.held: set[str] = set()  # locked here, or being locked or unlocked
+        self._locked: set[str] = set()  # locked here, its open work taken on
         self._unlocks: asyncio.Queue[str] = asyncio.Queue()
-        self._dirty = asyncio.Event()
-        self._sweep = False  # a decision was announced: look at the parked turns
-        self._tasks: list[asyncio.Task[None]] = []
-        self._notes: set[asyncio.Task[None]] = set()
-        self.listener = Listener(
-            membership.url,
-            {INBOUND_TOPIC: self._inbound, OUTBOX_TOPIC: self._outbound, WAKE_TOPIC: self._woken},
-            name=membership.name,
-        )
-        dispatcher.claims = self
-        approvals.wake = self.wake  # a decision may concern a turn parked on another node
-        membership.report = lambda: (dispatcher.sessions(), dispatcher.turns_run)
+        self._unlocking: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        if self._tasks:
-            return
-        self._tasks = [
-            asyncio.create_task(self._looking(), name="cluster-look"),
-            asyncio.create_task(self._unlocking(), name="cluster-unlock"),
-        ]
-        await self.listener.start()
-        self.look()
+        if self._unlocking is None:
+            self._unlocking = asyncio.create_task(self._unlock_forever(), name="cluster-unlock")
 
     async def stop(self) -> None:
-        await self.listener.stop()
-        tasks, self._tasks = self._tasks, []
-        for task in [*tasks, *self._notes]:
+        task, self._unlocking = self._unlocking, None
+        if task is not None:
             task.cancel()
-        await asyncio.gather(*tasks, *self._notes, return_exceptions=True)
-
-    def look(self) -> None:
-        """Look at the pending messages soon (coalesced)."""
-        self._dirty.set()
+            await asyncio.gather(task, return_exceptions=True)
 
     # -- Claims ---------------------------------------------------------------------------
 
     async def hold(self, key: str) -> SessionBacklog:
         while True:
-            if self._dispatcher.claimed(key):  # a look took it meanwhile, with its backlog
+            if key in self._locked:  # a look took it meanwhile, with its backlog
                 return SessionBacklog()
-            if key not in self._held:
+            if key not in self.held:
                 try:
-                    backlog = await self._try_hold(key, ())
+                    backlog = (await self.try_hold({key: ()})).get(key)
                 except StoreError as exc:
                     log.warning("cluster: could not claim session %s: %s", key, exc)
                     backlog = None
                 if backlog is not None:
-                    self.look()  # its pending messages come with the next look
+                    self.looks.set()  # its pending messages come with the next look
                     return backlog
             await asyncio.sleep(HOLD_RETRY)
 
     def release(self, key: str) -> None:
+        self._locked.discard(key)
         self._unlocks.put_nowait(key)
 
-    async def _try_hold(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog | None:
-        taken = await self._try_hold_many({key: chat_keys})
-        return taken.get(key)
+    # -- locking --------------------------------------------------------------------------
 
-    async def _try_hold_many(
-        self, sessions: Mapping[str, Sequence[str]]
-    ) -> dict[str, SessionBacklog]:
+    async def try_hold(self, sessions: Mapping[str, Sequence[str]]) -> dict[str, SessionBacklog]:
         """Lock the sessions (one round trip) and load what the locked ones have open (one
         store transaction: the jobs are group-committed). ``sessions``: the chat keys of
         the pending messages of each."""
         keys = {session_lock(key): key for key in sessions}
-        self._held.update(sessions)
+        self.held.update(sessions)
         try:
             locked = {keys[k] for k in await self._membership.try_lock_many(list(keys))}
         except BaseException:
-            self._held.difference_update(sessions)
+            self.held.difference_update(sessions)
             raise
-        self._held.difference_update(key for key in sessions if key not in locked)
+        self.held.difference_update(key for key in sessions if key not in locked)
         try:
             loaded = await asyncio.gather(
                 *(self._load(key, sessions[key]) for key in locked), return_exceptions=True
@@ -168,6 +140,7 @@ class ClusterWork(Service):
                 failure = backlog
             else:
                 taken[key] = backlog
+                self._locked.add(key)
         if failure is not None and not taken:
             raise failure
         return taken
@@ -181,15 +154,78 @@ class ClusterWork(Service):
             pending=tuple(r for r in work.pending if self._session_of(r.message) == key),
         )
 
-    async def _unlocking(self) -> None:
+    async def _unlock_forever(self) -> None:
         while True:
             key = await self._unlocks.get()
             try:
                 await self._membership.unlock(session_lock(key))
             except StoreError as exc:  # the connection is gone: so is the lock (fenced)
                 log.warning("cluster: could not release session %s: %s", key, exc)
-            self._held.discard(key)
-            self.look()  # a message that arrived while it was held
+            self.held.discard(key)
+            self.looks.set()  # a message that arrived while it was held
+
+
+class ClusterWork(Service):
+    """This node's part of the turns: the look at pending messages, and the wake-ups from
+    and to the other nodes."""
+
+    def __init__(
+        self,
+        claims: ClusterClaims,
+        dispatcher: Dispatcher,
+        *,
+        store: Store,
+        membership: Membership,
+        bus: Bus,
+        session_of: Callable[[InboundMessage], str],
+        waiting_turns: WaitingTurns,
+        channels: Sequence[str],
+        max_sessions: int,
+        poll: float = POLL_SECONDS,
+    ) -> None:
+        self._claims = claims
+        self._dispatcher = dispatcher
+        self._store = store
+        self._membership = membership
+        self._bus = bus
+        self._session_of = session_of
+        self._waiting_turns = waiting_turns
+        self._looks = claims.looks
+        self._channels = tuple(channels)
+        self._max_sessions = max_sessions
+        self._poll = poll
+        self._pending: dict[int, InboundRecord] = {}  # as of the last look
+        self._sweep = False  # a decision was announced: look at the parked turns
+        self._tasks: list[asyncio.Task[None]] = []
+        self._notes: set[asyncio.Task[None]] = set()
+        self.listener = Listener(
+            membership.url,
+            {INBOUND_TOPIC: self._inbound, OUTBOX_TOPIC: self._outbound, WAKE_TOPIC: self._woken},
+            name=membership.name,
+        )
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        await self._claims.start()
+        self._tasks = [
+            asyncio.create_task(self._looking(), name="cluster-look"),
+            asyncio.create_task(self._decisions(), name="cluster-decisions"),
+        ]
+        await self.listener.start()
+        self.look()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+        tasks, self._tasks = self._tasks, []
+        for task in [*tasks, *self._notes]:
+            task.cancel()
+        await asyncio.gather(*tasks, *self._notes, return_exceptions=True)
+        await self._claims.stop()
+
+    def look(self) -> None:
+        """Look at the pending messages soon (coalesced)."""
+        self._looks.set()
 
     # -- looking for work -----------------------------------------------------------------
 
@@ -198,10 +234,10 @@ class ClusterWork(Service):
             timed_out = False
             try:
                 async with asyncio.timeout(self._poll):
-                    await self._dirty.wait()
+                    await self._looks.wait()
             except TimeoutError:
                 timed_out = True
-            self._dirty.clear()
+            self._looks.clear()
             again = False
             try:
                 again = await self._scan()
@@ -215,7 +251,7 @@ class ClusterWork(Service):
                 log.exception("cluster: looking for work failed")
             if again:  # leave the other nodes a moment to take their share
                 await asyncio.sleep(random.uniform(0.02, 0.1))  # noqa: S311 - jitter
-                self._dirty.set()
+                self._looks.set()
 
     async def _scan(self) -> bool:
         """Queue new messages of held sessions, claim free ones; returns whether free
@@ -226,10 +262,11 @@ class ClusterWork(Service):
         for record in pending:
             groups.setdefault(self._session_of(record.message), []).append(record)
         free: list[str] = []
+        held = self._claims.held
         for key, records in groups.items():
-            if self._dispatcher.holds(key):
-                self._dispatcher.offer(key, records)
-            elif key not in self._held:
+            if self._dispatcher.has_session(key):
+                self._dispatcher.enqueue(key, records)
+            elif key not in held:
                 free.append(key)
         if not free:
             return False
@@ -237,16 +274,16 @@ class ClusterWork(Service):
         locked = await self._membership.locked()
         free = [key for key in free if session_lock(key) not in locked]
         random.shuffle(free)
-        held = len(locked - {LEADER_LOCK})  # sessions in flight on every node
-        share = math.ceil((len(free) + held) / max(1, self._membership.live_nodes))
-        budget = min(max(1, share - len(self._held)), self._max_sessions - len(self._held))
+        in_flight = len(locked - {LEADER_LOCK})  # sessions in flight on every node
+        share = math.ceil((len(free) + in_flight) / max(1, self._membership.live_nodes))
+        budget = min(max(1, share - len(held)), self._max_sessions - len(held))
         if budget <= 0:
             return False
         wanted = {
             key: sorted({record.message.session_key for record in groups[key]})
             for key in free[:budget]
         }
-        for key, backlog in (await self._try_hold_many(wanted)).items():
+        for key, backlog in (await self._claims.try_hold(wanted)).items():
             self._dispatcher.adopt(key, backlog)
         return len(free) > budget
 
@@ -256,7 +293,7 @@ class ClusterWork(Service):
         running = [
             key
             for key in await self._store.journal.running_sessions()
-            if key not in self._held and not self._dispatcher.holds(key)
+            if key not in self._claims.held and not self._dispatcher.has_session(key)
         ]
         if not running:
             return
@@ -264,7 +301,7 @@ class ClusterWork(Service):
         for key in running:
             if session_lock(key) in locked:
                 continue
-            backlog = await self._try_hold(key, ())
+            backlog = (await self._claims.try_hold({key: ()})).get(key)
             if backlog is not None:
                 log.info("cluster: resuming session %s left by a node that stopped", key)
                 self._dispatcher.adopt(key, backlog)
@@ -279,21 +316,22 @@ class ClusterWork(Service):
         waiting = await self._waiting_turns()
         for turn_id in parked:
             if turn_id not in waiting:
-                self._dispatcher.wake(turn_id)
+                self._dispatcher.wake(turn_id, remember=False)
 
     # -- wake-ups -------------------------------------------------------------------------
 
-    def wake(self, turn_id: str) -> None:
-        """An approval was decided here (the approval desk's ``wake``): resume the turn if
-        it is parked here, else tell every node (this one included: a turn being parked
-        right now is found parked by the time the notification comes back, or by the timer
-        at the latest). Unlike one process, nothing is remembered for a turn not parked
-        here: it may be parked on another node, or later parked again here."""
-        if self._dispatcher.wake_parked(turn_id):
-            return
-        task = asyncio.create_task(self._announce(turn_id))
-        self._notes.add(task)
-        task.add_done_callback(self._notes.discard)
+    async def _decisions(self) -> None:
+        """An approval decided here: resume the turn if it is parked here, else tell every
+        node (this one included: a turn being parked right now is found parked by the time
+        the notification comes back, or by the timer at the latest). Unlike one process,
+        nothing is remembered for a turn not parked here: it may be parked on another node,
+        or later parked again here."""
+        while True:
+            turn_id = await self._bus.next_wake()
+            if not self._dispatcher.wake(turn_id, remember=False):
+                task = asyncio.create_task(self._announce(turn_id))
+                self._notes.add(task)
+                task.add_done_callback(self._notes.discard)
 
     async def _announce(self, turn_id: str) -> None:
         try:
@@ -306,7 +344,7 @@ class ClusterWork(Service):
 
     def _outbound(self, channel: str) -> None:
         for name in (channel,) if channel else self._channels:
-            self._outbound_ready(name)
+            self._bus.outbound_ready(name)
 
     def _woken(self, _payload: str) -> None:
         self._sweep = True

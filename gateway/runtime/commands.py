@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
+from datetime import datetime
 
+from agent.agent import Agent
+from gateway.config.settings import Settings
 from gateway.core.commands import COMMANDS
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
+from gateway.core.schedule_spec import zone
+from gateway.core.turns import TurnControl
 from gateway.runtime import pairing
-from gateway.runtime.approvals import ApprovalDesk
+from gateway.runtime.approvals import Approvals
+from gateway.runtime.routing import agent_for
+from gateway.runtime.status_text import StatusText
 from gateway.store import Store
 
-StatusReport = Callable[[InboundMessage, Principal, str], Awaitable[str]]
 _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
 
@@ -22,13 +28,17 @@ class Commands:
         *,
         agent_name: str,
         store: Store,
-        status: StatusReport,
-        approvals: ApprovalDesk | None = None,
+        status: StatusText,
+        approvals: Approvals | None = None,
+        agents: Mapping[str, Agent] | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self._name = agent_name
         self._store = store
         self._status = status
         self._approvals = approvals
+        self._agents = agents or {}
+        self._settings = settings
 
     def handles(self, msg: InboundMessage) -> bool:
         """Known commands, and in direct chats anything shaped like one (``/foo``), which
@@ -41,9 +51,16 @@ class Commands:
             not msg.is_group and _COMMAND_WORD.fullmatch(command) is not None
         )
 
-    async def run(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
+    async def run(
+        self,
+        msg: InboundMessage,
+        principal: Principal,
+        session_key: str,
+        running: TurnControl | None = None,
+    ) -> str:
         """Answer a command; ``session_key`` is the conversation it was sent in (with the
-        agent that owns it), the one ``/new`` starts afresh."""
+        agent that owns it), the one ``/new`` starts afresh; ``running`` its turn running
+        now, if any (``/status`` says what it does)."""
         command = msg.command
         if command == "/pair":
             return await self._pair(msg, principal)
@@ -51,7 +68,13 @@ class Commands:
             await self._store.history.new_generation(session_key)
             return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
         if command == "/status":
-            return await self._status(msg, principal, session_key)
+            return await self._status.render(msg, principal, session_key, running)
+        if command == "/model":
+            return await self._model(msg, principal, session_key)
+        if command == "/compact":
+            return await self._compact(principal, session_key)
+        if command == "/usage":
+            return await self._usage(principal)
         if command in ("/approve", "/deny"):
             if self._approvals is None:
                 return "Nothing here needs approval: tools.approvals is not set to ask."
@@ -81,7 +104,7 @@ class Commands:
         action = words[0].lower() if words else "list"
         by = f"{msg.channel}:{msg.sender_id}"
         # The owner manages every channel; an admin only the channel they are an admin of.
-        scope = None if principal.role == "owner" else msg.channel
+        scope = None if principal.is_owner else msg.channel
         if action == "list":
             return await pairing.listing_text(self._store, channel=scope)
         if action == "clear":
@@ -100,3 +123,79 @@ class Commands:
                 return f"Revoked {msg.channel} user {words[1]}."
             return f"{words[1]} was not a paired user on {msg.channel}."
         return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID | clear]"
+
+    async def _model(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
+        """List the models this chat may use, or switch it to one (``/model NAME``), or back
+        to the agent's (``/model default``). Owner and admins only: a model costs money."""
+        if not principal.is_admin:
+            return "Only the owner or an admin can switch the model."
+        agent = agent_for(self._agents, session_key) if self._agents else None
+        if agent is None:
+            return "No model to switch to here."
+        state, _ = await self._store.history.load(session_key, limit=0)
+        names = list(agent.choices)
+        current = state.model if state.model in agent.choices else agent.model.model
+        words = msg.text.split()[1:]
+        if not words:
+            listed = ", ".join(
+                f"{name}{' (default)' if name == agent.model.model else ''}"
+                f"{' ← this chat' if name == current else ''}"
+                for name in names
+            )
+            return f"Models: {listed}. Switch with /model NAME, back with /model default."
+        wanted = words[0]
+        if wanted.lower() == "default":
+            await self._store.history.set_model(session_key, None)
+            return f"This chat uses the default model again: {agent.model.model}."
+        if wanted not in agent.choices:
+            return f"No model {wanted!r} is configured; choose one of: {', '.join(names)}."
+        await self._store.history.set_model(session_key, wanted)
+        return f"This chat uses {wanted} from now on (/model default to go back)."
+
+    async def _compact(self, principal: Principal, session_key: str) -> str:
+        agent = agent_for(self._agents, session_key) if self._agents else None
+        if agent is None:
+            return "Nothing to compact here."
+        done = await agent.compact_now(session_key, principal)
+        if done is None or not done.kept:
+            return (
+                "Nothing to compact: the conversation is short, or a summary would not save room."
+            )
+        saved = done.tokens_before - done.tokens_after
+        return (
+            f"Compacted: {done.summarized} older messages became a summary; the conversation "
+            f"went from about {done.tokens_before:,} to {done.tokens_after:,} tokens "
+            f"({saved:,} saved)."
+        )
+
+    async def _usage(self, principal: Principal) -> str:
+        """This person's tokens and cost today and this month, and their limits."""
+        settings = self._settings
+        if settings is None:
+            return "Usage is not recorded here."
+        now = datetime.now(zone(settings.heartbeat.timezone))
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        month = day.replace(day=1)
+        lines = ["Your usage:"]
+        for label, since in (("today", day), ("this month", month)):
+            spent = await self._store.usage.spent(since.timestamp(), principal=principal.person)
+            tokens = spent.input_tokens + spent.output_tokens
+            cost = settings.llm.cost(
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                cached_tokens=spent.cache_read_tokens,
+            )
+            money = f", about ${cost:.2f}" if cost is not None else ""
+            turns = f"{spent.turns} turn" + ("" if spent.turns == 1 else "s")
+            lines.append(f"- {label}: {tokens:,} tokens in {turns}{money}")
+        limits = settings.limits
+        if principal.is_owner:
+            lines.append("Limits: none (you are the owner).")
+        else:
+            daily = f"{limits.user_daily_tokens:,} tokens a day" if limits.user_daily_tokens else ""
+            hourly = (
+                f"{limits.user_turns_per_hour} turns an hour" if limits.user_turns_per_hour else ""
+            )
+            shown = " and ".join(x for x in (daily, hourly) if x) or "none"
+            lines.append(f"Limits: {shown}.")
+        return "\n".join(lines)

@@ -8,7 +8,7 @@ request):
 
 * a webhook's turn acts as ``webhook <name>`` with the hook's ``role`` (member by default),
   is tainted (its payload is outside content), is authorised only by the owner's ``prompt``,
-  and answers in ``deliver_to`` (else the owner's last chat), where the answer is also
+  and answers in ``deliver_to`` (else the owner's home chat), where the answer is also
   written into that chat's history so a reply there has its context;
 * an API turn acts as the token's name with the token's role, in a session of its own per
   token and ``user`` (gateway/core/addressing), and answers the waiting request.
@@ -18,79 +18,64 @@ docs/connect.md describes them for users; docs/security.md what they may do.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
-from gateway.config.connect import parse_target
 from gateway.config.settings import Settings
 from gateway.core.addressing import API_CHANNEL, HOOK_CHANNEL, qualify
 from gateway.core.channel import Channel
 from gateway.core.messages import ChatRef, ChatType, InboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.runtime.budget import UserBudget
-from gateway.runtime.conversation import AgentRoute
+from gateway.runtime.heartbeat import heartbeat_target
 from gateway.runtime.local_bus import Bus
-from gateway.runtime.routing import Router
-from gateway.runtime.subagents import Subagents
+from gateway.runtime.subagents import Subagents, TaskQueue
 from gateway.runtime.task_board import TaskBoard, TaskChannel
+from gateway.runtime.turns.routes import Route
 from gateway.store import Store
-
-log = logging.getLogger(__name__)
 
 
 class ProgramRoutes:
-    """Where a program's turn answers and as whom it acts (see the module docstring)."""
+    """Where a program's turn answers and as whom it acts (see the module docstring);
+    :class:`gateway.runtime.turns.routes.Routes` asks it about every message."""
 
-    def __init__(self, settings: Settings, store: Store, router: Router) -> None:
+    def __init__(self, settings: Settings, store: Store) -> None:
         self._settings = settings
         self._store = store
-        self._router = router
 
-    async def route(self, msg: InboundMessage) -> AgentRoute | None:
+    async def route(self, msg: InboundMessage, agent: str) -> Route | None:
         if msg.channel == HOOK_CHANNEL:
-            return await self._hook(msg)
+            return await self._hook(msg, agent)
         if msg.channel == API_CHANNEL:
             return self._api(msg)
         return None
 
-    async def _hook(self, msg: InboundMessage) -> AgentRoute:
+    async def _hook(self, msg: InboundMessage, agent: str) -> Route:
         from channels.hooks.payload import owner_words  # noqa: PLC0415 - aiohttp, when used
 
         hook = self._settings.hooks.get(msg.chat_id)
-        role = hook.role if hook is not None else "member"  # a hook removed since
+        role = hook.role if hook is not None else Role.MEMBER  # a hook removed since
         principal = Principal(HOOK_CHANNEL, msg.sender_id, msg.sender_name, role, ChatType.DM)
         target = await self.target_of(msg.chat_id)
         words = owner_words(hook.prompt) if hook is not None else ""
         said = (words,) if words else ()  # the owner's prompt; never the payload
         if target is None:  # answered in its own chat, which says there is nowhere to go
-            return AgentRoute(msg.chat, principal, authorising_texts=said, tainted=True)
-        echo = qualify(self._router.agent_for(msg), target.session_key)
-        return AgentRoute(target, principal, echo, said, tainted=True)
+            return Route(msg.chat, principal, authorising_texts=said, tainted=True)
+        return Route(target, principal, qualify(agent, target.session_key), said, tainted=True)
 
-    def _api(self, msg: InboundMessage) -> AgentRoute:
+    def _api(self, msg: InboundMessage) -> Route:
         token = self._settings.api.token_named(msg.sender_id)
-        role = token.role if token is not None else "member"  # a token removed since
+        role = token.role if token is not None else Role.MEMBER  # a token removed since
         principal = Principal(API_CHANNEL, msg.sender_id, msg.sender_name, role, ChatType.DM)
-        return AgentRoute(msg.chat, principal)
+        return Route(msg.chat, principal)
 
     async def target_of(self, hook_name: str) -> ChatRef | None:
-        """Where a hook's answers go: its ``deliver_to``, else the heartbeat's chat (the
-        owner's: ``heartbeat.target``, or the owner's last direct chat)."""
+        """Where a hook's answers go: its ``deliver_to``, else the heartbeat's chat
+        (``heartbeat.target``, or the owner's home chat)."""
         hook = self._settings.hooks.get(hook_name)
         if hook is not None and hook.target is not None:
             return hook.target
-        if self._settings.heartbeat.target:
-            try:
-                return parse_target(self._settings.heartbeat.target)
-            except ValueError:
-                log.warning(
-                    "heartbeat.target %r is not <channel>:<chat id>",
-                    self._settings.heartbeat.target,
-                )
-        last = await self._store.kv.get("last_chat")
-        if not isinstance(last, dict) or not last.get("channel") or not last.get("chat_id"):
-            return None
-        return ChatRef(str(last["channel"]), str(last["chat_id"]), last.get("thread_id"))
+        home = await heartbeat_target(self._settings.heartbeat, self._store)
+        return None if home is None else home.chat
 
 
 def program_channels(
@@ -99,6 +84,7 @@ def program_channels(
     store: Store,
     bus: Bus,
     routes: ProgramRoutes,
+    queue: TaskQueue,
     subagents: Subagents,
     budget: UserBudget,
     agents: Sequence[str],
@@ -120,7 +106,7 @@ def program_channels(
             refusal = await budget.check(principal)
             return None if refusal is None else (refusal.notice or refusal.reason)
 
-        board = TaskBoard(store, subagents, bus=bus)
+        board = TaskBoard(store, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))
         channels.append(ApiChannel(settings.api, agents=agents, tasks=board, allowance=allowance))
     return channels

@@ -10,48 +10,59 @@ slot while it waits, and its session keeps later messages back, in order, until
 :meth:`Dispatcher.wake` resumes it (decided, or expired). Only ``/approve`` and ``/deny``
 pass a parked session: the owner's own waiting turn is decided from the owner's own chat.
 
-In a cluster (PostgreSQL) a session's work runs on the node that holds the session
-(:class:`Claims`): :mod:`gateway.runtime.cluster_work` claims sessions with pending messages
-and hands them over with :meth:`Dispatcher.adopt`; work submitted here for a session this
-node does not hold (a scheduled job) first waits for it; a session with nothing left to do is
-released.
+Work arrives from outside: :mod:`gateway.runtime.intake` (one process) or
+:mod:`gateway.runtime.cluster_work` (a cluster) :meth:`enqueue` journaled messages and
+:meth:`adopt` what a session left open; the scheduler :meth:`submit` scheduled runs. Before
+a worker runs a session's turns it :meth:`Claims.hold` it: at once in one process
+(:class:`LocalClaims`), or once this node holds the session's lock in a cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import enum
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.core.commands import APPROVAL_COMMANDS
 from gateway.core.lifecycle import Service, drain
-from gateway.core.messages import InboundMessage
-from gateway.runtime.autopilot import AutopilotRun
-from gateway.runtime.local_bus import Bus
+from gateway.core.load import NodeLoad
+from gateway.core.messages import InboundMessage, new_id
+from gateway.core.turns import TurnControl
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
 
 log = logging.getLogger(__name__)
 
 
+class TurnStart(enum.StrEnum):
+    """How a batch's turn begins."""
+
+    NEW = "new"  # new messages, or a scheduled run
+    RESUMED = "resumed"  # a turn a crash or a stop cut short, continued from its checkpoints
+    WOKEN = "woken"  # a turn parked for an approval, continued once it was decided
+
+
 @dataclass(frozen=True, slots=True)
 class TurnBatch:
-    """The work for one turn: new messages, or a turn to resume."""
+    """The work for one turn: new messages (or a scheduled run), or a turn to continue."""
 
     session_key: str
-    records: tuple[InboundRecord, ...]
-    resume: OpenTurn | None = None
-    autopilot: AutopilotRun | None = None
-    continued: bool = False  # the resumed turn was parked for an approval, not cut by a crash
+    turn_id: str
+    records: tuple[InboundRecord, ...] = ()
+    start: TurnStart = TurnStart.NEW
+    scheduled: ScheduledRun | None = None
+    control: TurnControl | None = None  # a chat turn's handle: stop it, steer it, ask it
+    stopped: bool = False  # asked to stop before it could continue: close it, say so
 
 
 @dataclass(frozen=True, slots=True)
 class SessionBacklog:
-    """What a session has open when a node takes it: turns a node left running (``parked``:
-    the ids of those waiting for an approval) and messages no turn has taken yet."""
+    """What a session has open when this node takes it: turns left running (``parked``: the
+    ids of those waiting for an approval) and messages no turn has taken yet."""
 
     running: tuple[OpenTurn, ...] = ()
     parked: frozenset[str] = frozenset()
@@ -59,13 +70,35 @@ class SessionBacklog:
 
 
 class Claims(Protocol):
-    """Which node runs a session's turns (a cluster); see :mod:`gateway.runtime.cluster_work`."""
+    """Which node runs a session's turns."""
 
     async def hold(self, key: str) -> SessionBacklog:
         """Wait until this node holds the session; return what it has open."""
 
     def release(self, key: str) -> None:
         """The session has nothing left to do here: let any node take it."""
+
+
+class LocalClaims:
+    """One process runs every session: it holds each at once, with nothing left open (a
+    fresh start adopts what the previous run left, see :mod:`gateway.runtime.intake`)."""
+
+    async def hold(self, key: str) -> SessionBacklog:
+        return SessionBacklog()
+
+    def release(self, key: str) -> None:
+        return None
+
+
+class Controls(Protocol):
+    """What is answered at intake, beside the session's queue (``/stop``, ``/status``, an
+    edit of a message): :mod:`gateway.runtime.controls`."""
+
+    def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
+        """Whether ``message`` is handled beside the queue instead of waiting in it."""
+
+    async def handle(self, record: InboundRecord, session: SessionView) -> None:
+        """Handle it (and close its journal row); must not raise except on cancellation."""
 
 
 class TurnHandler(Protocol):
@@ -77,70 +110,132 @@ class TurnHandler(Protocol):
         """Close a turn whose handler failed unexpectedly, telling the user."""
 
 
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event
+
+
 @dataclass(slots=True)
 class _Session:
     queue: deque[InboundRecord] = field(default_factory=deque)
-    autopilot: deque[AutopilotRun] = field(default_factory=deque)
+    scheduled: deque[ScheduledRun] = field(default_factory=deque)
     resume: OpenTurn | None = None
+    woken: bool = False  # ``resume`` is a parked turn woken by its decision
+    parked: OpenTurn | None = None  # waits for an approval; later messages wait behind it
     task: asyncio.Task[None] | None = None
     running: bool = False
-    parked: OpenTurn | None = None  # waits for an approval; later messages wait behind it
-    continued: bool = False  # ``resume`` is a parked turn woken by its decision
-    claimed: bool = False  # (cluster) this node holds the session
-    seen: set[int] = field(default_factory=set)  # (cluster) inbound ids already taken in
+    held: bool = False  # this node holds the session (its open work taken on)
+    seen: set[int] = field(default_factory=set)  # inbound ids taken in: each queued once
+    batch: TurnBatch | None = None  # the turn running now
+    stop_parked: bool = False  # ``resume`` is a parked turn woken to be stopped
+    idle: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))  # no turn runs
 
     def has_work(self) -> bool:
         if self.resume is not None:
             return True
         if self.parked is not None:
             return any(r.message.command in APPROVAL_COMMANDS for r in self.queue)
-        return bool(self.queue or self.autopilot)
+        return bool(self.queue or self.scheduled)
+
+
+class SessionView:
+    """What a control command sees of its session, and may change, while it runs beside the
+    session's turns."""
+
+    def __init__(self, dispatcher: Dispatcher, key: str) -> None:
+        self._dispatcher = dispatcher
+        self.key = key
+
+    @property
+    def _session(self) -> _Session:
+        """The session as it is now (the one the control saw may have ended meanwhile; an
+        ended one reads as empty)."""
+        return self._dispatcher.peek(self.key)
+
+    @property
+    def running(self) -> TurnControl | None:
+        batch = self._session.batch
+        return None if batch is None else batch.control
+
+    @property
+    def running_records(self) -> tuple[InboundRecord, ...]:
+        batch = self._session.batch
+        return () if batch is None else batch.records
+
+    @property
+    def parked(self) -> OpenTurn | None:
+        return self._session.parked
+
+    def queued(self) -> list[InboundRecord]:
+        return list(self._session.queue)
+
+    def drop_queued(self) -> list[InboundRecord]:
+        """Take the waiting messages out of the queue (decisions on approvals stay)."""
+        session = self._session
+        dropped = [r for r in session.queue if r.message.command not in APPROVAL_COMMANDS]
+        session.queue = deque(r for r in session.queue if r not in dropped)
+        return dropped
+
+    def replace_queued(self, old: InboundRecord, new: InboundRecord) -> None:
+        """``new`` takes the place of ``old`` (an edit of a message not answered yet)."""
+        session = self._session
+        session.seen.add(new.id)
+        session.queue = deque(new if r.id == old.id else r for r in session.queue)
+
+    def queue(self, record: InboundRecord) -> None:
+        """Queue ``record`` after all (an edit that joins the running turn): it waits like
+        any message."""
+        self._dispatcher.requeue(self.key, record)
+
+    def stop_parked(self) -> OpenTurn | None:
+        """Close the turn parked for an approval, as stopped; ``None`` when none is."""
+        return self._dispatcher.stop_parked(self.key)
+
+    async def turn_ended(self) -> None:
+        """Return once no turn of this session runs."""
+        await self._session.idle.wait()
 
 
 class Dispatcher(Service):
     def __init__(
         self,
-        bus: Bus,
         handler: TurnHandler,
         *,
+        controls: Controls | None = None,
+        claims: Claims | None = None,
+        load: NodeLoad | None = None,
         max_active_turns: int = 32,
         turn_timeout: float = 600.0,
-        session_of: Callable[[InboundMessage], str] = lambda msg: msg.session_key,
-        claims: Claims | None = None,
     ) -> None:
-        self._bus = bus
         self._handler = handler
-        self._session_of = session_of  # routing: which agent's session a message joins
+        self._controls = controls
+        self._control_tasks: set[asyncio.Task[None]] = set()
+        self._claims = claims or LocalClaims()
+        self._load = load or NodeLoad()
         self._slots = asyncio.Semaphore(max_active_turns)
         self._hard_limit = turn_timeout + 60.0
         self._sessions: dict[str, _Session] = {}
-        self._intake: asyncio.Task[None] | None = None
         self._woken: set[str] = set()  # decided before their turn was parked
-        self.claims = claims  # a cluster's sessions; ``None``: this process runs them all
-        self.turns_run = 0
+        self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._intake is None:
-            self._intake = asyncio.create_task(self._consume(), name="dispatcher-intake")
+        self._stopping = False
 
     async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
-        """Stop intake, let running turns finish for ``drain_timeout`` (or until ``now`` is
-        set), cancel the rest.
-
-        A cancelled turn keeps its journal state and drafts; the next start resumes it.
-        """
-        if self._intake is not None:
-            self._intake.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._intake
-            self._intake = None
+        """Let running turns finish for ``drain_timeout`` (or until ``now`` is set), cancel
+        the rest. A cancelled turn keeps its journal state and checkpoints; the next start
+        resumes it."""
+        self._stopping = True
+        for task in list(self._control_tasks):
+            task.cancel()
+        await asyncio.gather(*self._control_tasks, return_exceptions=True)
         for session in self._sessions.values():
             session.queue.clear()  # still pending in the journal; requeued on next start
-            for run in session.autopilot:
+            for run in session.scheduled:
                 run.done.set()  # not run; the scheduler decides again after the restart
-            session.autopilot.clear()
+            session.scheduled.clear()
         tasks = [s.task for s in self._sessions.values() if s.task is not None]
         if tasks:
             still_running = await drain(tasks, drain_timeout, now=now)
@@ -148,157 +243,231 @@ class Dispatcher(Service):
                 task.cancel()
             await asyncio.gather(*still_running, return_exceptions=True)
         self._sessions.clear()
+        self._load.sessions.clear()
 
-    # -- intake ---------------------------------------------------------------------------
+    # -- work coming in -------------------------------------------------------------------
 
-    def resume(self, turns: Iterable[OpenTurn]) -> None:
-        for turn in turns:
-            self._woken.discard(turn.id)
-            session = self._sessions.setdefault(turn.session_key, _Session())
-            session.resume = turn
-            self._ensure_worker(turn.session_key, session)
-
-    def park(self, turns: Iterable[OpenTurn]) -> None:
-        """Hold turns that wait for an approval (after a restart) until :meth:`wake`."""
-        for turn in turns:
-            self._hold(self._sessions.setdefault(turn.session_key, _Session()), turn)
-
-    def wake(self, turn_id: str) -> None:
-        """A parked turn's approval was decided: resume it now, behind nothing."""
-        for key, session in self._sessions.items():
-            if session.parked is not None and session.parked.id == turn_id:
-                session.resume, session.parked, session.continued = session.parked, None, True
-                self._ensure_worker(key, session)
-                return
-        self._woken.add(turn_id)  # still being parked: it resumes as soon as it is
-
-    def _hold(self, session: _Session, turn: OpenTurn) -> None:
-        if turn.id in self._woken:
-            self._woken.discard(turn.id)
-            session.resume, session.continued = turn, True
-        else:
-            session.parked = turn
-        self._ensure_worker(turn.session_key, session)
-
-    def submit(self, run: AutopilotRun) -> None:
-        """Queue an autopilot turn behind the session's other work (same order, same caps)."""
-        session = self._sessions.setdefault(run.session_key, _Session())
-        session.autopilot.append(run)
-        self._ensure_worker(run.session_key, session)
-
-    async def _consume(self) -> None:
-        while True:
-            record = await self._bus.next_inbound()
-            key = self._session_of(record.message)
-            session = self._sessions.setdefault(key, _Session())
+    def enqueue(self, key: str, records: Iterable[InboundRecord]) -> None:
+        """Journaled messages of the session ``key``, in journal order (each taken once).
+        A control (``/stop``, ``/status``, an edit) is handled at once, beside the queue."""
+        session = self._session(key)
+        view = SessionView(self, key)
+        for record in records:
+            if record.id in session.seen:
+                continue
+            session.seen.add(record.id)
+            if self._intercepted(record, view):
+                continue
             session.queue.append(record)
-            self._ensure_worker(key, session)
+        self._ensure_worker(key, session)
 
-    # -- a cluster's sessions (gateway/runtime/cluster_work.py) ----------------------------
+    def requeue(self, key: str, record: InboundRecord) -> None:
+        """Queue a record a control looked at and let through."""
+        session = self._session(key)
+        session.queue.append(record)
+        self._ensure_worker(key, session)
 
-    def holds(self, key: str) -> bool:
-        """Whether the session has work here (held, or waiting to be)."""
-        return key in self._sessions
+    def peek(self, key: str) -> _Session:
+        """The session ``key`` as it is now; an empty one (not kept) when it has no work."""
+        return self._sessions.get(key) or _Session()
 
-    def claimed(self, key: str) -> bool:
-        """Whether this node holds the session (its open work already taken on)."""
+    def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
+        """Handle ``record`` beside the queue when it is a control; whether it was."""
+        controls = self._controls
+        if controls is None or self._stopping:
+            return False
+        if not controls.intercepts(record.message, view):
+            return False
+        self._control(record, view)
+        return True
+
+    def _control(self, record: InboundRecord, view: SessionView) -> None:
+        assert self._controls is not None
+        task = asyncio.create_task(self._controls.handle(record, view), name="control")
+        self._control_tasks.add(task)
+        task.add_done_callback(self._control_tasks.discard)
+
+    def stop_parked(self, key: str) -> OpenTurn | None:
+        """Resume the session's parked turn only to close it as stopped."""
         session = self._sessions.get(key)
-        return session is not None and session.claimed
+        if session is None or session.parked is None:
+            return None
+        turn = session.parked
+        session.resume, session.parked, session.stop_parked = turn, None, True
+        self._ensure_worker(key, session)
+        return turn
 
     def adopt(self, key: str, backlog: SessionBacklog) -> None:
         """This node now holds the session: take on what it has open."""
-        session = self._sessions.setdefault(key, _Session())
-        session.claimed = True
-        self._merge(session, backlog)
+        session = self._session(key)
+        session.held = True
+        self._merge(key, session, backlog)
         self._ensure_worker(key, session)
 
-    def offer(self, key: str, records: Iterable[InboundRecord]) -> None:
-        """Pending messages of a session this node has: queue those not taken in yet."""
-        session = self._sessions.get(key)
-        if session is None:
-            return
-        for record in records:
-            if record.id not in session.seen:
-                session.seen.add(record.id)
-                session.queue.append(record)
-        self._ensure_worker(key, session)
+    def submit(self, run: ScheduledRun) -> None:
+        """Queue a scheduled turn behind the session's other work (same order, same caps)."""
+        session = self._session(run.session_key)
+        session.scheduled.append(run)
+        self._ensure_worker(run.session_key, session)
 
-    def wake_parked(self, turn_id: str) -> bool:
-        """Resume a turn parked here, if it is (a decision made on another node)."""
-        if any(s.parked is not None and s.parked.id == turn_id for s in self._sessions.values()):
-            self.wake(turn_id)
-            return True
+    def wake(self, turn_id: str, *, remember: bool = True) -> bool:
+        """A parked turn's approval was decided: resume it now, behind nothing. Whether it
+        was parked here; if not and ``remember``, it resumes as soon as it is (a decision
+        that came while its turn was still being parked)."""
+        for key, session in self._sessions.items():
+            if session.parked is not None and session.parked.id == turn_id:
+                session.resume, session.parked, session.woken = session.parked, None, True
+                self._ensure_worker(key, session)
+                return True
+        if remember:
+            self._woken.add(turn_id)
         return False
+
+    # -- what is here ---------------------------------------------------------------------
+
+    def has_session(self, key: str) -> bool:
+        """Whether the session has work here (held, or waiting to be)."""
+        return key in self._sessions
 
     def parked_turns(self) -> list[str]:
         return [s.parked.id for s in self._sessions.values() if s.parked is not None]
 
-    def _merge(self, session: _Session, backlog: SessionBacklog) -> None:
+    @property
+    def running_turns(self) -> int:
+        return self._load.running
+
+    @property
+    def queued_messages(self) -> int:
+        return sum(len(s.queue) for s in self._sessions.values())
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def _session(self, key: str) -> _Session:
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session()
+            self._load.sessions.add(key)
+        return session
+
+    def _merge(self, key: str, session: _Session, backlog: SessionBacklog) -> None:
         for turn in backlog.running:
             session.seen.update(record.id for record in turn.records)
             if turn.id in backlog.parked:
-                session.parked = turn
+                self._park(session, turn)
             elif session.resume is None:
                 session.resume = turn
+        view = SessionView(self, key)
         pending = [r for r in backlog.pending if r.id not in session.seen]
         session.seen.update(r.id for r in pending)
-        # with what was offered meanwhile, in the order the messages were journaled
+        pending = [r for r in pending if not self._intercepted(r, view)]
+        # with what was enqueued meanwhile, in the order the messages were journaled
         session.queue = deque(sorted([*session.queue, *pending], key=lambda r: r.id))
 
+    def _park(self, session: _Session, turn: OpenTurn) -> None:
+        if turn.id in self._woken:
+            self._woken.discard(turn.id)
+            session.resume, session.woken = turn, True
+        else:
+            session.parked = turn
+
     def _ensure_worker(self, key: str, session: _Session) -> None:
-        if session.task is None:
+        if session.task is None and not self._stopping:
             session.task = asyncio.create_task(self._work(key, session), name=f"session:{key}")
 
     # -- per-session worker ---------------------------------------------------------------
 
     async def _work(self, key: str, session: _Session) -> None:
         try:
-            if self.claims is not None and not session.claimed:
-                backlog = await self.claims.hold(key)  # another node may run it now
-                session.claimed = True
-                self._merge(session, backlog)
+            if not session.held:
+                backlog = await self._claims.hold(key)  # another node may run it now
+                session.held = True
+                self._merge(key, session, backlog)
             while (batch := self._next_batch(key, session)) is not None:
                 async with self._slots:
-                    session.running = True
+                    session.running, session.batch = True, batch
+                    session.idle.clear()
+                    self._load.running += 1
                     try:
                         parked = await self._execute(batch)
                     finally:
-                        session.running = False
-                        self.turns_run += 1
+                        session.running, session.batch = False, None
+                        session.idle.set()
+                        self._load.running -= 1
+                        self._load.turns_run += 1
                 if parked is not None:
-                    self._hold(session, parked)
+                    self._park(session, parked)
         finally:
             session.task = None
             if session.has_work():
-                if self._intake is not None:  # not shutting down: keep the session going
-                    self._ensure_worker(key, session)
+                self._ensure_worker(key, session)  # not while stopping
             elif self._sessions.get(key) is session and session.parked is None:
                 del self._sessions[key]
-                if session.claimed and self.claims is not None:
-                    self.claims.release(key)
+                self._load.sessions.discard(key)
+                if session.held:
+                    self._claims.release(key)
 
-    @staticmethod
-    def _next_batch(key: str, session: _Session) -> TurnBatch | None:
+    def _next_batch(self, key: str, session: _Session) -> TurnBatch | None:
         if session.resume is not None:
             turn, session.resume = session.resume, None
-            continued, session.continued = session.continued, False
-            return TurnBatch(key, turn.records, resume=turn, continued=continued)
+            woken, session.woken = session.woken, False
+            stopped, session.stop_parked = session.stop_parked or turn.stop_requested, False
+            start = TurnStart.WOKEN if woken else TurnStart.RESUMED
+            return TurnBatch(
+                key,
+                turn.id,
+                turn.records,
+                start,
+                control=self._control_of(key, turn.id, turn.records),
+                stopped=stopped,
+            )
         if session.parked is not None:  # only decisions on approvals pass
             for record in session.queue:
                 if record.message.command in APPROVAL_COMMANDS:
                     session.queue.remove(record)
-                    return TurnBatch(key, (record,))
+                    return TurnBatch(key, new_id(), (record,))
             return None
         if not session.queue:
-            if session.autopilot:
-                return TurnBatch(key, (), autopilot=session.autopilot.popleft())
+            if session.scheduled:
+                return TurnBatch(key, new_id(), scheduled=session.scheduled.popleft())
             return None
         first = session.queue.popleft()
         records = [first]
         if first.message.command is None:
             while session.queue and session.queue[0].message.command is None:
                 records.append(session.queue.popleft())
-        return TurnBatch(key, tuple(records))
+        turn_id = new_id()
+        control = self._control_of(key, turn_id, records)
+        return TurnBatch(key, turn_id, tuple(records), control=control)
+
+    def _control_of(
+        self, key: str, turn_id: str, records: Sequence[InboundRecord]
+    ) -> TurnControl | None:
+        """The handle of a chat turn; the ones a scheduled run or a task result make have
+        none (nobody stops or steers them)."""
+        if not records:
+            return None
+        last = records[-1].message
+        session = self._sessions.get(key)
+        # only what arrives once the turn runs joins it; what waited already has its turn
+        after = max((r.id for r in session.queue), default=0) if session else 0
+
+        def followups() -> list[tuple[int, InboundMessage]]:
+            return [(r.id, r.message) for r in self._take_followups(key, after)]
+
+        return TurnControl(turn_id, key, f"{last.channel}:{last.sender_id}", followups=followups)
+
+    def _take_followups(self, key: str, after: int) -> list[InboundRecord]:
+        """The messages at the head of the session's queue that arrived once its turn ran
+        (journal ids above ``after``), up to the first command: they join the running turn
+        (a command waits for a turn of its own)."""
+        session = self._sessions.get(key)
+        taken: list[InboundRecord] = []
+        while session is not None and session.queue:
+            head = session.queue[0]
+            if head.id <= after or head.message.command is not None:
+                break
+            taken.append(session.queue.popleft())
+        return taken
 
     async def _execute(self, batch: TurnBatch) -> OpenTurn | None:
         try:
@@ -312,16 +481,3 @@ class Dispatcher(Service):
             except Exception:
                 log.exception("could not close the failed turn for %s", batch.session_key)
         return None
-
-    # -- status ---------------------------------------------------------------------------
-
-    @property
-    def running_turns(self) -> int:
-        return sum(1 for s in self._sessions.values() if s.running)
-
-    @property
-    def queued_messages(self) -> int:
-        return sum(len(s.queue) for s in self._sessions.values())
-
-    def sessions(self) -> list[str]:
-        return list(self._sessions)

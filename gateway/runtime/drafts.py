@@ -1,22 +1,29 @@
 """Answers streamed by editing (Telegram, Discord, Slack): one message grows as the model writes.
 
 For a chat whose channel can edit (:class:`SupportsDrafts`) and where streaming is on (the
-channel's ``streaming`` setting; unset: direct chats only), the first words of the answer
-are posted as a draft message at once, and that message is edited at most once every
-``draft_interval`` seconds for that chat (Telegram: 1 s) while the text grows. Past the
+channel's ``streaming`` setting; unset: direct chats only), the answer's words are shown
+once the turn has run ``<channel>.stream_after_seconds`` (0.7 s): an answer complete before
+then is sent once, as one message, which is what most quick answers are (a draft and its
+edits would cost three platform calls where one does). From then on the draft is posted and
+edited at most once every ``draft_interval`` seconds for that chat (Telegram: 1 s) while
+the text grows. Where the platform shows a preview that is not a message
+(:class:`SupportsDraftPreview`: Telegram's ``sendMessageDraft`` in private chats), the
+words go there instead, and nothing needs finishing: the answer is sent as usual and the
+preview goes away; where the platform refuses previews, the draft falls back to editing. Past the
 platform's length limit the draft continues in a new message; the channel splits the text
 (``draft_parts``) so a code block cut in two is closed and reopened. When the model calls a
 tool, the words before it were narration: the next text starts the draft over.
 
 The draft is cosmetic, the outbox's final message stays the answer: the outbound worker
-hands that message to :meth:`DraftStreamer.deliver`, which lets the channel edit the drafts
-into the formatted final text (posting what does not fit, deleting drafts left over).
-Every draft message's platform id is stored (gateway/store/drafts.py) before the next edit,
-so after a crash or restart the final message still finishes the same messages: the user
-sees one complete answer, never the draft plus a second copy. A turn that ends without an
-answer for the chat deletes its drafts. Display failures never fail a turn: a rate limit
-delays the next edit, a refused draft stops streaming for that turn (the final message is
-then posted as usual).
+closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
+formatted final text (posting what does not fit, deleting drafts left over; see
+gateway/runtime/delivery.py). Every draft post is recorded before it is made and its
+platform id the moment it returns (gateway/store/drafts.py), so after a crash or restart the
+final message still finishes the same messages, and a post whose id was lost is found and
+edited into the answer or deleted: the user sees one complete answer, never the draft plus a
+second copy. A turn that ends without an answer for the chat deletes its drafts. Display
+failures never fail a turn: a rate limit delays the next edit, a refused draft stops
+streaming for that turn (the final message is then posted as usual).
 """
 
 from __future__ import annotations
@@ -25,20 +32,43 @@ import asyncio
 import contextlib
 import logging
 import time
+import zlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from gateway.core.channel import Channel, SupportsDrafts
+from gateway.core.channel import (
+    Channel,
+    KnownMessage,
+    LostSend,
+    SupportsDraftPreview,
+    SupportsDrafts,
+    SupportsResend,
+)
 from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelRateLimited
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
-from gateway.store.drafts import Drafts
+from gateway.store.drafts import DraftMessages, Drafts
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 Enabled = Callable[[str, bool], bool]  # (channel name, is a group) -> stream there?
+Delay = Callable[[str], float]  # channel name -> seconds a turn runs before it streams
 TextSink = Callable[[str], Awaitable[None]]
+
+
+class Known(Protocol):
+    """The messages of a channel the store knows of (:meth:`Outbox.known`)."""
+
+    async def __call__(
+        self, channel: str, *, since: float, turn_id: str | None
+    ) -> list[KnownMessage]: ...
+
+
 DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
+KNOWN_LOOKBACK = 600.0  # seconds before a lost post whose records a channel is given
+ENDED_KEPT = 256  # drafts of ended turns kept for their delivery (answers with buttons never ask)
 
 
 @dataclass(eq=False)
@@ -47,11 +77,13 @@ class _Draft:
     chat: ChatRef
     turn_id: str
     reply_to: str | None
+    next_at: float  # nothing shown before this (the turn's delay, the chat's interval, a 429)
+    preview: bool  # shown as the platform's preview (SupportsDraftPreview), not a message
+    ids: list[str] | None  # platform ids of the draft's messages (None: not loaded)
     text: str = ""
     version: int = 0  # bumped by every fragment
-    ids: list[str] | None = None  # platform ids of the draft's messages (None: not loaded)
     shown: list[str | None] = field(default_factory=list)  # what each of them shows
-    next_at: float = 0.0  # no edit before this (the chat's interval, a rate limit)
+    unsure: bool = False  # a post's outcome is unknown: the store knows more than ``ids``
     closed: bool = False
     broken: bool = False  # the platform refused a draft: stop streaming this turn
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -65,13 +97,21 @@ class DraftStreamer:
         drafts: Drafts,
         *,
         enabled: Enabled,
+        delay: Delay = lambda channel: 0.0,
+        known: Known | None = None,
         clock: Clock = time.monotonic,
+        wall_clock: Clock = time.time,
     ) -> None:
         self._channels = channels
         self._store = drafts
         self._enabled = enabled
+        self._delay = delay
+        self._known = known
         self._clock = clock
+        self._wall_clock = wall_clock
         self._live: dict[tuple[str, str], _Draft] = {}
+        # drafts of turns that ended with an answer, until that answer's delivery asks
+        self._ended: OrderedDict[tuple[str, str], _Draft] = OrderedDict()
 
     def _drafting(self, chat: ChatRef) -> SupportsDrafts | None:
         channel: object = self._channels.get(chat.channel)
@@ -80,19 +120,26 @@ class DraftStreamer:
     # -- while the turn runs --------------------------------------------------------------
 
     def sinks(
-        self, chat: ChatRef, turn_id: str, *, group: bool, reply_to: str | None
+        self, chat: ChatRef, turn_id: str, *, group: bool, reply_to: str | None, fresh: bool
     ) -> tuple[TextSink, TextSink] | None:
         """``(on_text, on_tool)`` for a turn answering in ``chat``, or ``None`` when that
-        chat does not stream by editing."""
+        chat does not stream by editing. ``fresh``: the turn began in this process, so no
+        draft of it was posted before (a resumed one may have some: they are read)."""
         channel = self._drafting(chat)
         if channel is None or not self._enabled(chat.channel, group):
             return None
         key = (chat.session_key, turn_id)
+        show_from = self._clock() + self._delay(chat.channel)
+        preview = isinstance(channel, SupportsDraftPreview) and channel.previews_in(
+            chat, group=group
+        )
 
         async def on_text(delta: str) -> None:
             draft = self._live.get(key)
             if draft is None:
-                draft = self._live[key] = _Draft(channel, chat, turn_id, reply_to)
+                draft = self._live[key] = _Draft(
+                    channel, chat, turn_id, reply_to, show_from, preview, [] if fresh else None
+                )
             if draft.closed or draft.broken or not delta:
                 return
             draft.text += delta
@@ -127,22 +174,22 @@ class DraftStreamer:
         now = self._clock()
         draft.next_at = now + channel.draft_interval
         try:
+            if draft.preview and await self._preview(draft):
+                return
             if draft.ids is None:
-                draft.ids = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                stored = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                draft.ids = list(stored.ids)
+                draft.unsure = bool(stored.lost)  # the delivery must find those posts
                 draft.shown = [None] * len(draft.ids)
-            parts = channel.draft_parts(draft.text) if draft.text.strip() else []
-            for index, part in enumerate(parts):
+            for index, part in enumerate(channel_parts(draft)):
                 if index < len(draft.ids):
                     if draft.shown[index] != part:
                         await channel.edit_draft(chat, draft.ids[index], part)
                         draft.shown[index] = part
                     continue
-                message_id = await channel.post_draft(chat, part, reply_to=draft.reply_to)
+                message_id = await self._post(draft, part)
                 draft.ids.append(message_id)
                 draft.shown.append(part)
-                await self._store.add(
-                    chat.channel, chat.session_key, draft.turn_id, index, message_id
-                )
         except ChannelRateLimited as exc:
             draft.next_at = now + max(exc.retry_after, channel.draft_interval)
         except ChannelPermanentError as exc:
@@ -155,15 +202,65 @@ class DraftStreamer:
             log.exception("%s: draft display failed", chat.channel)
             draft.broken = True
 
+    async def _preview(self, draft: _Draft) -> bool:
+        """Show the draft's last part as the platform's preview; ``False`` when the
+        platform refused it (the draft goes on as messages)."""
+        channel = draft.channel
+        assert isinstance(channel, SupportsDraftPreview)
+        parts = channel_parts(draft)
+        if not parts:
+            return True
+        try:
+            await channel.preview_draft(draft.chat, preview_id(draft.turn_id), parts[-1])
+        except ChannelPermanentError as exc:
+            log.info("%s: no previews (%s); streaming by editing", draft.chat.channel, exc)
+            draft.preview = False
+            return False
+        return True
+
+    async def _post(self, draft: _Draft, part: str) -> str:
+        """Post a new draft message, recorded before (with what the channel needs to find
+        it again) and after (its id): a post whose id was lost is still known to exist."""
+        channel, chat = draft.channel, draft.chat
+        mark = channel.send_mark(chat) if isinstance(channel, SupportsResend) else None
+        slot = await self._store.posting(chat.channel, chat.session_key, draft.turn_id, mark)
+        try:
+            message_id = await channel.post_draft(chat, part, reply_to=draft.reply_to)
+        except (ChannelRateLimited, ChannelPermanentError):  # refused: nothing was posted
+            await self._store.not_posted(chat.channel, chat.session_key, draft.turn_id, slot)
+            raise
+        except BaseException:  # it may be out there: the store's record says so
+            draft.unsure = True
+            raise
+        await self._store.posted(chat.channel, chat.session_key, draft.turn_id, slot, message_id)
+        return message_id
+
     # -- when the answer is final ---------------------------------------------------------
 
-    async def close(self, chat: ChatRef, turn_id: str) -> list[str]:
-        """Stop showing a turn's draft (waiting for an edit under way) and return the
-        platform ids of its messages."""
+    def drafting(self, message: OutboundMessage) -> SupportsDrafts | None:
+        """The channel, if ``message`` is delivered into its turn's draft (a turn's answer
+        or notice, without buttons, in a chat that streams by editing)."""
+        if (
+            message.turn_id is None
+            or message.kind not in DRAFTED_KINDS
+            or message.actions  # buttons are posted, never edited into a draft
+        ):
+            return None
+        return self._drafting(message.chat)
+
+    async def close(self, chat: ChatRef, turn_id: str) -> DraftMessages:
+        """Stop showing a turn's draft (waiting for a post or edit under way) and return
+        its messages as recorded. Read from the store unless this process knows them all
+        (a turn begun here whose posts all returned)."""
         key = (chat.session_key, turn_id)
-        draft = self._live.get(key)
-        if draft is None:
-            return await self._store.of(chat.channel, chat.session_key, turn_id)
+        draft = self._ended.pop(key, None) or self._live.get(key)
+        if draft is not None:
+            await self._stop_showing(key, draft)
+            if draft.ids is not None and not draft.unsure:
+                return DraftMessages(tuple(draft.ids))
+        return await self._store.of(chat.channel, chat.session_key, turn_id)
+
+    async def _stop_showing(self, key: tuple[str, str], draft: _Draft) -> None:
         draft.closed = True
         if draft.timer is not None and not draft.lock.locked():
             draft.timer.cancel()
@@ -173,41 +270,47 @@ class DraftStreamer:
             pass
         if self._live.get(key) is draft:
             del self._live[key]
-        if draft.ids is None:
-            return await self._store.of(chat.channel, chat.session_key, turn_id)
-        return list(draft.ids)
-
-    async def deliver(self, channel: Channel, message: OutboundMessage) -> tuple[str | None, bool]:
-        """Send ``message``; a turn's answer to a chat where its draft stands finishes that
-        draft instead. Returns the receipt and whether a draft was finished."""
-        drafting = self._drafting(message.chat)
-        if (
-            drafting is None
-            or message.turn_id is None
-            or message.kind not in DRAFTED_KINDS
-            or message.actions  # buttons are posted, never edited into a draft
-        ):
-            return await channel.send(message), False
-        ids = await self.close(message.chat, message.turn_id)
-        if not ids:
-            return await channel.send(message), False
-        return await drafting.finish_drafts(message, ids), True
 
     async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         """The turn is committed (or parked): stop editing; without an answer for this chat
-        its draft messages go."""
+        its draft messages go (those whose id was lost too, found the channel's way)."""
         channel = self._drafting(chat)
         if channel is None:
             return
-        ids = await self.close(chat, turn_id)
-        if answered or not ids:
+        key = (chat.session_key, turn_id)
+        if answered:  # the answer's delivery finishes the draft
+            draft = self._live.get(key)
+            if draft is not None:
+                await self._stop_showing(key, draft)
+                self._ended[key] = draft
+                while len(self._ended) > ENDED_KEPT:
+                    self._ended.popitem(last=False)
             return
-        for message_id in ids:
-            try:
-                await channel.delete_draft(chat, message_id)
-            except ChannelError as exc:
-                log.info("%s: could not delete a draft: %s", chat.channel, exc)
+        stored = await self.close(chat, turn_id)
+        if not (stored.ids or stored.lost):
+            return
+        try:
+            if stored.lost and isinstance(channel, SupportsResend):
+                await channel.resend(await self._nothing(chat, turn_id, stored))
+            else:
+                for message_id in stored.ids:
+                    await channel.delete_draft(chat, message_id)
+        except ChannelError as exc:
+            log.info("%s: could not delete a draft: %s", chat.channel, exc)
         await self._store.forget(chat.channel, chat.session_key, turn_id)
+
+    async def _nothing(self, chat: ChatRef, turn_id: str, stored: DraftMessages) -> LostSend:
+        """A "resend" of no text: every draft message, found or recorded, is deleted."""
+        since = min(a.at for a in stored.lost) - KNOWN_LOOKBACK
+        known = (
+            ()
+            if self._known is None
+            else await self._known(chat.channel, since=since, turn_id=turn_id)
+        )
+        empty = OutboundMessage(
+            chat.channel, chat.chat_id, "", thread_id=chat.thread_id, turn_id=turn_id
+        )
+        return LostSend(empty, stored.lost, stored.ids, tuple(known))
 
     async def stop(self) -> None:
         """Stop every edit still scheduled (the gateway stops; the drafts stay recorded)."""
@@ -218,3 +321,14 @@ class DraftStreamer:
         for timer in timers:
             timer.cancel()
         await asyncio.gather(*timers, return_exceptions=True)
+        self._ended.clear()
+
+
+def channel_parts(draft: _Draft) -> list[str]:
+    """The messages the draft's text takes on its platform (none while it is blank)."""
+    return draft.channel.draft_parts(draft.text) if draft.text.strip() else []
+
+
+def preview_id(turn_id: str) -> int:
+    """A turn's preview id: non-zero, the same for every update of its answer."""
+    return zlib.crc32(turn_id.encode()) or 1

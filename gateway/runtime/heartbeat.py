@@ -15,11 +15,12 @@ from pathlib import Path
 
 from gateway.config.settings import HeartbeatSettings
 from gateway.core.messages import ChatRef, ChatType
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
-from gateway.runtime.autopilot import AutopilotRun
-from gateway.store import Store
+from gateway.core.turns import TurnKind
+from gateway.runtime.scheduled import ScheduledRun
+from gateway.store import HomeChat, Store
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,14 @@ class Heartbeat:
         self.settings = settings
         self._file = workspace / "HEARTBEAT.md"
         self._store = store
-        self._running: AutopilotRun | None = None
+        self._running: ScheduledRun | None = None
+        self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
     @property
     def running(self) -> bool:
         return self._running is not None and not self._running.done.is_set()
 
-    async def plan(self, now: datetime) -> AutopilotRun | Skip:
+    async def plan(self, now: datetime) -> ScheduledRun | Skip:
         """The check-in to run at ``now``, or why this tick is skipped."""
         if self.running:
             return Skip("the previous heartbeat is still running")
@@ -93,9 +95,9 @@ class Heartbeat:
             return Skip(
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
-        principal = Principal(chat.channel, "heartbeat", "heartbeat", "owner", chat_type)
-        run = AutopilotRun(
-            kind="heartbeat",
+        principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
+        run = ScheduledRun(
+            kind=TurnKind.HEARTBEAT,
             session_key=SESSION,
             chat=chat,
             principal=principal,
@@ -107,11 +109,19 @@ class Heartbeat:
         return run
 
     async def _target(self) -> tuple[ChatRef, ChatType] | None:
-        if self.settings.target:
-            channel, _, chat_id = self.settings.target.partition(":")
-            return ChatRef(channel, chat_id), ChatType.DM
-        last = await self._store.kv.get("last_chat")
-        if not isinstance(last, dict) or not last.get("channel") or last.get("channel") == "system":
-            return None
-        chat = ChatRef(str(last["channel"]), str(last["chat_id"]), last.get("thread_id"))
-        return chat, ChatType(last.get("chat_type") or "dm")
+        found = await heartbeat_target(self.settings, self._store)
+        self.target = None if found is None else found.label
+        return None if found is None else (found.chat, found.chat_type)
+
+    async def look_up_target(self) -> None:
+        """Where check-ins go, for the status page (``target``)."""
+        await self._target()
+
+
+async def heartbeat_target(settings: HeartbeatSettings, store: Store) -> HomeChat | None:
+    """Where check-ins go: ``heartbeat.target``, else the owner's home chat (the status
+    page, ``switchboard status`` and the heartbeat itself all ask this)."""
+    if settings.target:
+        channel, _, chat_id = settings.target.partition(":")
+        return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
+    return await store.homes.get()

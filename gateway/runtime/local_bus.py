@@ -1,16 +1,20 @@
 """The bus as the runtime sees it (:class:`Bus`), and its in-process implementation.
 
-Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, conversations and
-outbox workers use the whole :class:`Bus`. :class:`LocalBus` is durable through the store
-and woken through asyncio events. In a cluster (``queue_inbound=False``) a journaled message
-is not queued here: any node may run it (:mod:`gateway.runtime.cluster_work`).
+Channels see only :class:`gateway.core.bus.InboundSink`; the dispatcher, the turn handlers
+and the outbox workers use the whole :class:`Bus`: journaled messages in, replies out, turns
+woken by an approval decision, and the progress every commit and settled send makes (what
+:meth:`gateway.runtime.app.Gateway.wait_idle` waits on). :class:`LocalBus` is durable through
+the store and woken through asyncio events. In a cluster (``queue_inbound=False``) a
+journaled message is not queued here: any node may run it
+(:mod:`gateway.runtime.cluster_work`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from gateway.core.bus import Accepted, InboundSink
@@ -21,15 +25,23 @@ from gateway.store import InboundRecord, Store
 
 
 class Bus(InboundSink, Protocol):
-    async def next_inbound(self) -> InboundRecord: ...
+    storage_full: StorageFullWatch  # told while the disk is full
 
-    def requeue(self, records: Iterable[InboundRecord]) -> None: ...
+    async def next_inbound(self) -> InboundRecord: ...
 
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None: ...
 
     def outbound_ready(self, channel: str) -> None: ...
 
     async def wait_outbound(self, channel: str, max_wait: float | None) -> None: ...
+
+    def wake_turn(self, turn_id: str) -> None: ...
+
+    async def next_wake(self) -> str: ...
+
+    async def progressed(self) -> None: ...
+
+    async def wait_until(self, done: Callable[[], Awaitable[bool]]) -> None: ...
 
 
 class LocalBus:
@@ -43,6 +55,8 @@ class LocalBus:
         self.storage_full = storage_full
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
         self._outbound_events: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._wakes: asyncio.Queue[str] = asyncio.Queue()
+        self._progress = asyncio.Condition()
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         try:
@@ -62,14 +76,18 @@ class LocalBus:
             return True
         return not await self._store.journal.seen(msg.channel, msg.platform_message_id)
 
+    async def settled(self, channel: str | None = None) -> None:
+        """Return once no message of ``channel`` (of any, for ``None``) is waiting, running
+        or unsent."""
+
+        async def idle() -> bool:
+            open_inbound = await self._store.journal.open_count(channel)
+            return open_inbound == 0 and await self._store.outbox.pending_count(channel) == 0
+
+        await self.wait_until(idle)
+
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()
-
-    def requeue(self, records: Iterable[InboundRecord]) -> None:
-        if not self._queue_inbound:
-            return
-        for record in records:
-            self._inbound.put_nowait(record)
 
     def inbound_depth(self) -> int:
         return self._inbound.qsize()
@@ -97,3 +115,29 @@ class LocalBus:
             return
         finally:
             event.clear()
+
+    # -- turns woken by a decision ----------------------------------------------------------
+
+    def wake_turn(self, turn_id: str) -> None:
+        """An approval for ``turn_id`` was decided: its parked turn may resume."""
+        self._wakes.put_nowait(turn_id)
+
+    async def next_wake(self) -> str:
+        return await self._wakes.get()
+
+    # -- progress -----------------------------------------------------------------------
+
+    async def progressed(self) -> None:
+        """A turn committed or a send settled: wake whoever waits for the work to end."""
+        async with self._progress:
+            self._progress.notify_all()
+
+    async def wait_until(self, done: Callable[[], Awaitable[bool]]) -> None:
+        """Return once ``done()`` says so, checking at every progress (and every second, in
+        case a notification raced the check). Bound it with ``asyncio.timeout``."""
+        while True:
+            async with self._progress:
+                if await done():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._progress.wait(), 1.0)

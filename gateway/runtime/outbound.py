@@ -4,6 +4,11 @@ A rate-limited chat is held until the platform's ``retry_after`` (its later mess
 behind it, other chats go on); transient failures back off exponentially with jitter; a
 permanent failure is recorded and the chat's next message proceeds. Nothing here sleeps
 inside a turn: turns only queue, this worker sends.
+
+Each attempt is recorded before the platform call and its result the moment the call
+returns (gateway/runtime/delivery.py), so a crash at any instant of a send leaves a row the
+next attempt resends without doubling the message. A row the worker finds ``sending`` that
+it is not sending itself was cut short (a crash, another node that led) and is resent.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from gateway.core.backoff import backoff_delay
 from gateway.core.channel import Channel
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited
 from gateway.core.lifecycle import Service
+from gateway.runtime.delivery import Delivery
 from gateway.runtime.drafts import DraftStreamer
 from gateway.runtime.local_bus import Bus
 from gateway.store import Outbox, OutboxRecord
+from gateway.store.outbox import Fence
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +46,17 @@ class OutboundWorker(Service):
         *,
         max_attempts: int = 8,
         clock: Clock = time.time,
-        on_settled: Callable[[], Awaitable[None]] | None = None,
         drafts: DraftStreamer | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.channel = channel
         self._outbox = outbox
         self._bus = bus
         self._max_attempts = max_attempts
         self._clock = clock
-        self._on_settled = on_settled
-        self._drafts = drafts  # a turn's answer finishes the draft streamed for it
+        # a turn's answer finishes the draft streamed for it; a cluster node sends only
+        # while it leads (fence)
+        self._delivery = Delivery(channel, outbox, drafts=drafts, fence=fence, clock=clock)
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -99,19 +107,14 @@ class OutboundWorker(Service):
             self._in_flight.pop(key, None)
             if look_again:  # this chat's next message, or a new due time
                 self._bus.outbound_ready(self.channel.name)
-            if self._on_settled is not None:
-                await self._on_settled()
+            await self._bus.progressed()
 
     async def _attempt(self, record: OutboxRecord) -> bool:
         """One delivery attempt; returns whether the worker should read the queue again
         (not after a delivery that left its chat with nothing waiting)."""
         message = record.message
-        drafted = False
         try:
-            if self._drafts is None:
-                receipt = await self.channel.send(message)
-            else:
-                receipt, drafted = await self._drafts.deliver(self.channel, message)
+            delivered = await self._delivery.attempt(record)
         except ChannelRateLimited as exc:
             log.info(
                 "%s rate-limited chat %s for %.1fs",
@@ -125,6 +128,7 @@ class OutboundWorker(Service):
         except ChannelPermanentError as exc:
             log.warning("%s: giving up on message %s: %s", self.channel.name, record.id, exc)
             await self._outbox.mark_failed(record.id, str(exc))
+            self._delivery.forget(record.id)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # transient or unknown: retry with backoff
@@ -137,14 +141,18 @@ class OutboundWorker(Service):
                     exc,
                 )
                 await self._outbox.mark_failed(record.id, str(exc))
+                self._delivery.forget(record.id)
             else:
                 delay = backoff_delay(record.attempts)
                 log.warning(
                     "%s: send failed (%s); retrying in %.1fs", self.channel.name, exc, delay
                 )
-                await self._outbox.reschedule(record.id, delay, str(exc))
+                await self._outbox.retry_later(record.id, delay, str(exc))
         else:
+            if delivered is None:  # not ours to send (any more): leave the row alone
+                return False
+            self._delivery.forget(record.id)
             return await self._outbox.mark_sent(
-                record.id, receipt, finished_draft=message.turn_id if drafted else None
+                record.id, delivered.receipt, finished_draft=delivered.finished_draft
             )
         return True

@@ -10,10 +10,11 @@ internal ``agent`` channel with ``chat_id = "<from>><to>"`` and the conversation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from agent.agent import Agent
 from gateway.config.agents import RouteRule
-from gateway.core.addressing import AGENT_CHANNEL, DEFAULT_AGENT, agent_pair, qualify
+from gateway.core.addressing import AGENT_CHANNEL, DEFAULT_AGENT, agent_of, agent_pair, qualify
 from gateway.core.messages import InboundMessage
 
 
@@ -49,3 +50,8 @@ def _matches(rule: RouteRule, msg: InboundMessage) -> bool:
         and (rule.sender is None or rule.sender == msg.sender_id)
         and (rule.mentioned is None or rule.mentioned == msg.mentioned)
     )
+
+
+def agent_for(agents: Mapping[str, Agent], session_key: str) -> Agent:
+    """The agent owning a session (the default agent for one no longer configured)."""
+    return agents.get(agent_of(session_key)) or agents[DEFAULT_AGENT]

@@ -13,22 +13,21 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import datetime, timedelta
 
 from gateway.config.settings import Settings
-from gateway.core.addressing import DEFAULT_AGENT, qualify
+from gateway.core.addressing import qualify
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
-from gateway.core.messages import ChatRef, ChatType, new_id
-from gateway.core.principal import Principal
-from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.messages import ChatType
+from gateway.core.principal import Principal, Role
 from gateway.core.scheduling import ScheduledItem
-from gateway.core.services import JobInfo
-from gateway.runtime.autopilot import AutopilotRun
+from gateway.core.turns import TurnKind
 from gateway.runtime.dispatcher import Dispatcher
 from gateway.runtime.heartbeat import Heartbeat, Skip
 from gateway.runtime.housekeeping import housekeep
+from gateway.runtime.jobs import JobBook
+from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)
@@ -42,6 +41,7 @@ class Scheduler(Service):
         settings: Settings,
         *,
         store: Store,
+        jobs: JobBook,
         dispatcher: Dispatcher,
         heartbeat: Heartbeat | None,
         clock: Clock,
@@ -54,7 +54,7 @@ class Scheduler(Service):
         self._clock = clock
         self._jitter = jitter
         self._jobs: list[Job] = []
-        self._wake = asyncio.Event()
+        self._wake = jobs.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
         self._next_prune: datetime | None = None
@@ -68,6 +68,7 @@ class Scheduler(Service):
         now = self._clock.now()
         await self._catch_up(now)
         if self._heartbeat is not None and self._heartbeat.settings.enabled:
+            await self._heartbeat.look_up_target()
             self._next_heartbeat = now + timedelta(
                 seconds=self._heartbeat.settings.interval_seconds
             )
@@ -116,6 +117,8 @@ class Scheduler(Service):
             await self._clock.sleep_until(
                 min(deadlines, default=now + timedelta(hours=1)), self._wake
             )
+            if self._wake.is_set():
+                self._jobs = await self._store.jobs.active()
 
     async def _fire(self, job: Job, now: datetime) -> None:
         current = await self._store.jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
@@ -134,12 +137,12 @@ class Scheduler(Service):
             str(owner["channel"]),
             str(owner["sender_id"]),
             str(owner.get("sender_name", "")),
-            str(owner.get("role", "member")),
+            Role(owner.get("role", Role.MEMBER)),
             ChatType(owner.get("chat_type", "dm")),
         )
         self._dispatcher.submit(
-            AutopilotRun(
-                kind="cron",
+            ScheduledRun(
+                kind=TurnKind.CRON,
                 session_key=qualify(job.agent, f"cron:{job.id}"),
                 chat=job.chat,
                 principal=principal,
@@ -162,7 +165,7 @@ class Scheduler(Service):
             return
         self._dispatcher.submit(plan)
 
-    async def beat_now(self) -> AutopilotRun | Skip:
+    async def beat_now(self) -> ScheduledRun | Skip:
         """Run one heartbeat decision immediately (tests and the status page use it)."""
         assert self._heartbeat is not None
         plan = await self._heartbeat.plan(self._clock.now())
@@ -170,84 +173,22 @@ class Scheduler(Service):
             self._dispatcher.submit(plan)
         return plan
 
-    # -- the JobService the cron tool uses -------------------------------------------------
-
-    async def add_job(
-        self,
-        *,
-        schedule: str,
-        timezone: str | None,
-        prompt: str | None,
-        message: str | None,
-        chat: ChatRef,
-        principal: Principal,
-        task_type: str,
-        agent: str = DEFAULT_AGENT,
-        user_texts: tuple[str, ...] = (),
-        tainted: bool = False,
-    ) -> JobInfo:
-        now = self._clock.now()
-        spec = parse_schedule(
-            schedule, now=now, timezone=timezone or self._settings.heartbeat.timezone
-        )
-        mine = [
-            j for j in self._jobs if j.owner_key == f"{principal.channel}:{principal.sender_id}"
-        ]
-        if len(mine) >= self._settings.scheduler.max_jobs_per_user:
-            raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")
-        owner = {k: str(v) for k, v in asdict(principal).items()}
-        job = Job(
-            id=new_id()[:8],
-            spec=spec,
-            prompt=prompt,
-            message=message,
-            chat=chat,
-            owner=owner,
-            task_type=task_type,
-            next_run=spec.next_after(None, now),
-            agent=agent,
-            authorised_by=user_texts,
-            tainted=tainted,
-        )
-        await self._store.jobs.add(job)
-        self._jobs = await self._store.jobs.active()
-        self._wake.set()
-        return _info(job)
-
-    async def list_jobs(self, principal: Principal) -> list[JobInfo]:
-        self._jobs = await self._store.jobs.active()
-        return [_info(j) for j in self._jobs if _visible(j, principal)]
-
-    async def remove_job(self, job_id: str, principal: Principal) -> bool:
-        job = await self._store.jobs.get(job_id)
-        if job is None or not _visible(job, principal):
-            return False
-        removed = await self._store.jobs.remove(job_id)
-        self._jobs = await self._store.jobs.active()
-        return removed
-
     # -- the status page's view -----------------------------------------------------------
 
     def snapshot(self) -> list[ScheduledItem]:
         items = [
-            ScheduledItem(j.id, "cron", j.spec.describe(), j.next_run, j.chat.session_key)
+            ScheduledItem(j.id, TurnKind.CRON, j.spec.describe(), j.next_run, j.chat.session_key)
             for j in self._jobs
         ]
         if self._heartbeat is not None and self._next_heartbeat is not None:
             every = self._heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(
-                    "heartbeat", "heartbeat", f"every {every} seconds", self._next_heartbeat
+                    "heartbeat",
+                    TurnKind.HEARTBEAT,
+                    f"every {every} seconds",
+                    self._next_heartbeat,
+                    self._heartbeat.target,
                 )
             )
         return items
-
-
-def _visible(job: Job, principal: Principal) -> bool:
-    return (
-        principal.role == "owner" or job.owner_key == f"{principal.channel}:{principal.sender_id}"
-    )
-
-
-def _info(job: Job) -> JobInfo:
-    return JobInfo(job.id, job.spec.describe(), job.next_run, job.message or job.prompt or "")

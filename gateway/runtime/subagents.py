@@ -1,18 +1,26 @@
 """Background tasks (subagents): spawned by a chat turn or submitted through the task API,
 finished on their own.
 
-A task runs as its own turn (session ``subagent:<id>``) with its owner's permissions and
-taint, bounded in number (it is ``queued`` until a slot is free) and time. Its result is
-journaled as a message on the internal ``system`` channel; the turn handler delivers it to
-the task's chat without another model call, exactly once.
+The ``spawn`` tool records a task in the :class:`TaskQueue` (so does ``POST /v1/tasks``,
+through gateway/runtime/task_board.py); :class:`Subagents` runs it, a spawned one once the
+turn that asked for it is committed (so its progress notes never arrive before that turn's
+answer). A task runs as its own turn (session ``subagent:<id>``) with its owner's
+permissions and taint, bounded in number (it is ``queued`` until a slot is free) and time.
+Its result is journaled as a message on the internal ``system`` channel; the turn handler
+delivers it to the task's chat without another model call, exactly once.
 
 Durable across restarts (one process): the task's turn id is recorded when it starts, and a
 restart resumes that turn from its checkpoints, so a side effect already made is not made
 again; a task that waited for an approval waits again. In a cluster the nodes do not know
 whose task it was, so an open task is reported to its chat as interrupted instead.
 
-Stopping (``DELETE /v1/tasks/{id}``) is recorded first, then the running turn is cancelled;
-the task ends ``stopped``, its chat is told, and no restart resumes it.
+Stopping (``DELETE /v1/tasks/{id}``) takes the path of a chat's ``/stop``
+(gateway/runtime/controls.py): the task is recorded as stopped and its turn's stop requested
+in the journal first (no restart resumes it), then the turn's
+:class:`~gateway.core.turns.TurnControl` is set: the turn stops at its next boundary (a model
+call is cut at once, a call with a side effect finishes first) and its chat is told what it
+had already done. A task parked for an approval has its request withdrawn; a queued one
+never starts.
 """
 
 from __future__ import annotations
@@ -20,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 
-from agent.llm.metered import person
-from agent.loop import AgentLoop
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
-from gateway.core.addressing import DEFAULT_AGENT, TASK_CHANNEL, qualify
+from agent.agent import Agent
+from agent.turn.request import TurnOutcome, TurnRequest
+from gateway.core.addressing import DEFAULT_AGENT, SYSTEM_CHANNEL, TASK_CHANNEL, qualify
 from gateway.core.lifecycle import drain
 from gateway.core.messages import (
     ChatRef,
@@ -36,10 +44,10 @@ from gateway.core.messages import (
     OutboundMessage,
     new_id,
 )
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
+from gateway.core.turns import TurnControl, TurnKind
 from gateway.runtime.accounting import turn_usage
-from gateway.runtime.approvals import ApprovalDesk
-from gateway.runtime.conversation import SYSTEM_CHANNEL
+from gateway.runtime.approvals import Approvals
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store, TaskRecord
 
@@ -54,7 +62,7 @@ def principal_of(owner: Mapping[str, str]) -> Principal:
         owner.get("channel", ""),
         owner.get("sender_id", ""),
         owner.get("sender_name", ""),
-        owner.get("role", "member"),
+        Role(owner.get("role", Role.MEMBER)),
         ChatType(owner.get("chat_type", "dm")),
     )
 
@@ -84,43 +92,46 @@ class TaskSignal:
         return self._event
 
 
-@dataclass(slots=True)
-class _Run:
+class TaskWakes:
+    """Where an approval decision goes: to the background task waiting for it here, else on
+    to ``fallback`` (the bus: the intake wakes the dispatcher's parked chat turn)."""
+
+    def __init__(self, fallback: Callable[[str], None]) -> None:
+        self._fallback = fallback
+        self._waiting: dict[str, asyncio.Event] = {}
+
+    def wake(self, turn_id: str) -> None:
+        decided = self._waiting.get(turn_id)
+        if decided is None:
+            self._fallback(turn_id)
+        else:
+            decided.set()
+
+    def expect(self, turn_id: str) -> asyncio.Event:
+        """Set when ``turn_id``'s approval is decided here (before the request is stored, so
+        a decision made at once is not missed)."""
+        return self._waiting.setdefault(turn_id, asyncio.Event())
+
+    def forget(self, turn_id: str) -> None:
+        self._waiting.pop(turn_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStart:
+    """A recorded task waiting to run."""
+
     record: TaskRecord
-    task: asyncio.Task[None]
+    after_turn: str | None  # runs once this turn is committed
 
 
-class Subagents:
-    def __init__(
-        self,
-        *,
-        agents: Mapping[str, AgentLoop],
-        store: Store,
-        bus: Bus,
-        approvals: ApprovalDesk | None = None,
-        max_concurrent: int = 3,
-        timeout: float = 900.0,
-        max_resume_attempts: int = 2,
-        resume: bool = True,
-        signal: TaskSignal | None = None,
-    ) -> None:
-        self._agents = agents
+class TaskQueue:
+    """The :class:`~gateway.core.services.TaskService` the ``spawn`` tool uses, and where the
+    task API submits: a task is recorded as queued, then :class:`Subagents` runs it."""
+
+    def __init__(self, store: Store) -> None:
         self._store = store
-        self._bus = bus
-        self._approvals = approvals
-        self._slots = asyncio.Semaphore(max_concurrent)
-        self._timeout = timeout
-        self._max_resume_attempts = max_resume_attempts
-        self._resume = resume  # one process: open tasks resume at start (not in a cluster)
-        self.signal = signal or TaskSignal()
-        self._runs: dict[str, _Run] = {}
-        self._stopping: set[str] = set()  # ids whose run is being cancelled by a stop
-        self._decided: dict[str, asyncio.Event] = {}  # turn id -> its approval was decided
-
-    def running(self) -> list[TaskRecord]:
-        return [run.record for run in self._runs.values()]
-
-    # -- starting ---------------------------------------------------------------------------
+        self.signal = TaskSignal()  # every change of a task, for those following one
+        self._queue: asyncio.Queue[TaskStart] = asyncio.Queue()
 
     async def spawn(
         self,
@@ -132,6 +143,7 @@ class Subagents:
         user_texts: tuple[str, ...],
         tainted: bool,
         agent: str = DEFAULT_AGENT,
+        after_turn: str | None = None,
     ) -> str:
         """A chat turn's ``spawn``: the result goes back to that chat."""
         record = TaskRecord(
@@ -145,108 +157,182 @@ class Subagents:
             authorised_by=user_texts,
             tainted=tainted,
         )
-        await self.submit(record)
+        await self.submit(record, after_turn=after_turn)
         return record.id
 
-    async def submit(self, record: TaskRecord) -> bool:
-        """Record ``record`` as queued and start it; ``False`` (nothing started) when a task
-        with its id exists already."""
+    async def submit(self, record: TaskRecord, *, after_turn: str | None = None) -> bool:
+        """Record ``record`` as queued and hand it over to run; ``False`` (nothing started)
+        when a task with its id exists already."""
         if not await self._store.tasks.start(record):
             return False
         self.signal.notify()
-        self._launch(record, turn_id=None)
+        self._queue.put_nowait(TaskStart(record, after_turn))
         return True
 
-    def _launch(self, record: TaskRecord, *, turn_id: str | None, decided: bool = True) -> None:
-        task = asyncio.create_task(
-            self._run(record, turn_id=turn_id, decided=decided), name=f"subagent:{record.id}"
-        )
-        self._runs[record.id] = _Run(record, task)
-        task.add_done_callback(lambda _: self._runs.pop(record.id, None))
+    async def next(self) -> TaskStart:
+        return await self._queue.get()
+
+
+@dataclass(slots=True)
+class _Run:
+    record: TaskRecord
+    control: TurnControl  # its turn's handle: the turn id, and how to stop it
+
+
+class Subagents:
+    def __init__(
+        self,
+        queue: TaskQueue,
+        *,
+        agents: Mapping[str, Agent],
+        store: Store,
+        bus: Bus,
+        approvals: Approvals,
+        wakes: TaskWakes,
+        max_concurrent: int = 3,
+        timeout: float = 900.0,
+        max_resume_attempts: int = 2,
+        resume: bool = True,
+    ) -> None:
+        self._queue = queue
+        self._agents = agents
+        self._store = store
+        self._bus = bus
+        self._approvals = approvals
+        self._wakes = wakes  # the approval decisions it waits for (Approvals wakes through it)
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._timeout = timeout
+        self._max_resume_attempts = max_resume_attempts
+        self._resume = resume  # one process: open tasks resume at start (not in a cluster)
+        self.signal = queue.signal
+        self._runs: dict[str, _Run] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._taking: asyncio.Task[None] | None = None
+
+    def running(self) -> list[TaskRecord]:
+        return [run.record for run in self._runs.values()]
+
+    async def start(self) -> None:
+        """Pick up what a restart left open, then run new tasks as they are recorded."""
+        await self._recover()
+        if self._taking is None:
+            self._taking = asyncio.create_task(self._take(), name="subagents")
+
+    async def _take(self) -> None:
+        while True:
+            start = await self._queue.next()
+            self._launch(start.record, turn_id=None, after_turn=start.after_turn)
+
+    def _launch(
+        self,
+        record: TaskRecord,
+        *,
+        turn_id: str | None,
+        decided: bool = True,
+        after_turn: str | None = None,
+    ) -> None:
+        """Run ``record`` (``turn_id``: resume that turn; ``decided=False``: it waits for an
+        approval first; ``after_turn``: once that turn is committed)."""
+        principal = principal_of(record.owner)
+        control = TurnControl(turn_id or new_id(), session_of(record), principal.person)
+        run = _Run(record, control)
+        work = self._run(run, resumed=turn_id is not None, decided=decided, after_turn=after_turn)
+        task = asyncio.create_task(work, name=f"subagent:{record.id}")
+        self._runs[record.id], self._tasks[record.id] = run, task
+        task.add_done_callback(partial(self._forget, record.id))
+
+    def _forget(self, task_id: str, _: object) -> None:
+        self._runs.pop(task_id, None)
+        self._tasks.pop(task_id, None)
 
     # -- running ----------------------------------------------------------------------------
 
-    async def _run(self, record: TaskRecord, *, turn_id: str | None, decided: bool) -> None:
-        """Run the task's turn to its end (``turn_id``: resume that turn; ``decided=False``:
-        it waits for an approval first)."""
-        try:
-            turn = turn_id or new_id()
-            if not decided:
-                await self._wait_for_decision(turn)
-            outcome = await self._turns(record, turn, resumed=turn_id is not None)
-            if outcome is not None:  # None: stopped while it waited for a slot
-                await self._finish(record, turn, outcome)
-        except asyncio.CancelledError:
-            if record.id not in self._stopping:
-                raise  # shutdown: it stays open and resumes at the next start
-            self._stopping.discard(record.id)
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
-            await self._close_turns(record)
-            await self._tell(record, f"Background task {record.id} was stopped.")
-
-    async def _turns(self, record: TaskRecord, turn: str, *, resumed: bool) -> TurnOutcome | None:
-        """Run the turn, parking it while an approval is pending (without a slot)."""
-        session_key = session_of(record)
+    async def _run(
+        self, run: _Run, *, resumed: bool, decided: bool, after_turn: str | None
+    ) -> None:
+        """Run the task's turn to its end, or close it where a stop finds it."""
+        control = run.control
+        if after_turn is not None:
+            finished = partial(self._store.journal.finished, after_turn)
+            if not await _unless_stopped(control, self._bus.wait_until(finished)):
+                await self._close_stopped(run, started=resumed)
+                return
+        if not decided and not await self._decided(control, self._wakes.expect(control.turn_id)):
+            await self._close_stopped(run, started=True)
+            return
         while True:
-            async with self._slots:
-                if not resumed:  # the turn exists before the task names it
-                    await self._store.journal.start_turn(turn, session_key, "subagent", [])
-                if not await self._store.tasks.move(record.id, "running", turn_id=turn):
-                    await self._close_turns(record)  # stopped meanwhile
-                    return None
-                self.signal.notify()
-                request = self._request(record, turn, resumed=resumed)
-                outcome = await self._attempt(record, request)
-                if outcome.awaiting is None or self._approvals is None:
-                    return outcome
-                decided = self._decided[turn] = asyncio.Event()
-                usage = turn_usage(session_key, person(request.principal), outcome.usage)
-                await self._approvals.park(request, outcome.awaiting, (), usage)
-                if await self._store.tasks.move(record.id, "awaiting_approval"):
-                    self.signal.notify()
+            if not await _unless_stopped(control, self._slots.acquire()):
+                await self._close_stopped(run, started=resumed)
+                return
             try:
-                await self._until_decided(turn, decided)  # the slot is free meanwhile
+                outcome = await self._turn(run, resumed=resumed)
+                if outcome is None:  # stopped before it could start
+                    await self._close_stopped(run, started=True)
+                    return
+                if outcome.awaiting is None:
+                    await self._finish(run, outcome)
+                    return
+                decision = await self._park(run, outcome)
             finally:
-                self._decided.pop(turn, None)
+                self._slots.release()
+            if not await self._decided(control, decision):  # the slot is free meanwhile
+                await self._close_stopped(run, started=True)
+                return
             resumed = True
 
-    async def _until_decided(self, turn: str, decided: asyncio.Event) -> None:
-        """Wait for the decision: woken at once when it is made here, found by a look every
-        few seconds when it was made elsewhere (another node of a cluster)."""
-        assert self._approvals is not None
-        while not decided.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(DECISION_CHECK_SECONDS):
-                    await decided.wait()
-            if turn not in await self._approvals.waiting_turns():
-                return
-
-    async def _wait_for_decision(self, turn: str) -> None:
-        """After a restart: a task parked on an approval waits for it again (unless it was
-        decided, or expired, while the gateway was down)."""
-        decided = self._decided[turn] = asyncio.Event()
-        try:
-            if self._approvals is not None:
-                await self._until_decided(turn, decided)
-        finally:
-            self._decided.pop(turn, None)
-
-    async def _attempt(self, record: TaskRecord, request: TurnRequest) -> TurnOutcome:
+    async def _turn(self, run: _Run, *, resumed: bool) -> TurnOutcome | None:
+        """One attempt at the task's turn; ``None`` when the task was stopped first."""
+        record, control = run.record, run.control
+        if not resumed:  # the turn exists before the task names it
+            await self._store.journal.start_turn(
+                control.turn_id, control.session_key, TurnKind.SUBAGENT, []
+            )
+        moved = await self._store.tasks.move(record.id, "running", turn_id=control.turn_id)
+        if not moved or control.stopping:
+            return None
+        self.signal.notify()
+        request = self._request(record, control, resumed=resumed)
         agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
         try:
             async with asyncio.timeout(self._timeout):
                 return await agent.run_turn(request)
         except TimeoutError:
-            return TurnOutcome(
-                failed=True, final_text=f"it did not finish within {self._timeout:g} seconds"
-            )
+            text = f"it did not finish within {self._timeout:g} seconds"
+            return TurnOutcome(failed=True, final_text=text)
 
-    def _request(self, record: TaskRecord, turn: str, *, resumed: bool) -> TurnRequest:
+    async def _park(self, run: _Run, outcome: TurnOutcome) -> asyncio.Event:
+        """The turn waits for an approval: its request is stored and asked; returns what is
+        set when it is decided here."""
+        assert outcome.awaiting is not None
+        record, control = run.record, run.control
+        decided = self._wakes.expect(control.turn_id)  # first: a decision made at once wakes it
+        request = self._request(record, control, resumed=True)
+        usage = turn_usage(control.session_key, request.principal.person, outcome.usage)
+        await self._approvals.park(request, outcome.awaiting, (), usage)
+        if await self._store.tasks.move(record.id, "awaiting_approval"):
+            self.signal.notify()
+        return decided
+
+    async def _decided(self, control: TurnControl, decided: asyncio.Event) -> bool:
+        """Wait for the approval's decision: woken at once when it is made here, found by a
+        look every few seconds when it was made elsewhere (another node of a cluster).
+        ``False`` when the task is stopped first."""
+        try:
+            while not decided.is_set():
+                if await _unless_stopped(control, decided.wait(), DECISION_CHECK_SECONDS):
+                    break
+                if control.stopping:
+                    return False
+                if control.turn_id not in await self._approvals.waiting_turns():
+                    break
+            return not control.stopping
+        finally:
+            self._wakes.forget(control.turn_id)
+
+    def _request(self, record: TaskRecord, control: TurnControl, *, resumed: bool) -> TurnRequest:
         return TurnRequest(
-            turn_id=turn,
-            session_key=session_of(record),
+            turn_id=control.turn_id,
+            session_key=control.session_key,
             chat=record.chat,
             principal=principal_of(record.owner),
             kind=TurnKind.SUBAGENT,
@@ -255,38 +341,60 @@ class Subagents:
             resumed=resumed,
             tainted=record.tainted,
             authorising_texts=record.authorised_by,
+            control=control,
         )
-
-    def wake(self, turn_id: str) -> bool:
-        """An approval a task waits for was decided: resume it. ``False``: not a task's."""
-        decided = self._decided.get(turn_id)
-        if decided is None:
-            return False
-        decided.set()
-        return True
 
     # -- ending -----------------------------------------------------------------------------
 
-    async def _finish(self, record: TaskRecord, turn: str, outcome: TurnOutcome) -> None:
-        session_key = session_of(record)
+    async def _finish(self, run: _Run, outcome: TurnOutcome | None) -> None:
+        """Commit the task's turn (``None``: it never began) and record how the task ended;
+        its chat is told, once."""
+        record, control = run.record, run.control
         principal = principal_of(record.owner)
+        if outcome is not None:
+            await self._store.commit_turn(
+                turn_id=control.turn_id,
+                session_key=control.session_key,
+                replies=(),
+                state="failed" if outcome.failed else "done",
+                usage=turn_usage(control.session_key, principal.person, outcome.usage),
+            )
+        if control.stopping or outcome is None:
+            await self._tell_stopped(record, outcome)
+            return
         state = "failed" if outcome.failed else "done"
         result = outcome.final_text or "(the task produced no result)"
-        await self._store.commit_turn(
-            turn_id=turn,
-            session_key=session_key,
-            replies=(),
-            state=state,
-            usage=turn_usage(session_key, person(principal), outcome.usage),
-        )
         # An API task's notes reach it through the outbox: its end is recorded after them,
         # when its last word arrives there too (gateway/runtime/task_board.py).
         events = record.chat.channel != TASK_CHANNEL
         if not await self._store.tasks.finish(record.id, state, result, events=events):
-            return  # stopped meanwhile: that was told already
+            await self._tell_stopped(record, outcome)  # stopped just before it ended
+            return
         self.signal.notify()
         headline = "finished" if state == "done" else "failed"
         await self._tell(record, f"Background task {record.id} {headline}:\n\n{result}")
+
+    async def _close_stopped(self, run: _Run, *, started: bool) -> None:
+        """The task was stopped before its turn could go on (queued, waiting for a slot, or
+        parked for an approval): a turn that had begun ends as a stopped chat turn does
+        (its approval requests withdrawn, what it had done said)."""
+        if not started:
+            await self._finish(run, None)
+            return
+        record, control = run.record, run.control
+        await self._approvals.withdraw(control.turn_id, by=control.stopped_by or "a stop")
+        agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
+        outcome = await agent.stopped(self._request(record, control, resumed=True))
+        await self._finish(run, outcome)
+
+    async def _tell_stopped(self, record: TaskRecord, outcome: TurnOutcome | None) -> None:
+        said = outcome.final_text if outcome is not None else ""
+        await self._tell(
+            record,
+            f"Background task {record.id} stopped:\n\n{said}"
+            if said
+            else f"Background task {record.id} was stopped before it started.",
+        )
 
     async def _tell(self, record: TaskRecord, text: str) -> None:
         """Journal the task's last word; the turn handler delivers it to the task's chat
@@ -304,30 +412,34 @@ class Subagents:
 
     # -- stopping one -----------------------------------------------------------------------
 
-    async def stop_task(self, task_id: str) -> bool:
-        """Stop an open task (the task API's DELETE): recorded first, so no restart resumes
-        it, then its run is cancelled. ``False`` when it had already finished."""
+    async def stop_task(self, task_id: str, *, by: str) -> bool:
+        """Stop an open task (the task API's DELETE) as ``/stop`` stops a chat's turn:
+        recorded first (the task as stopped, its turn's stop in the journal), so no restart
+        resumes it, then its turn is told to stop. ``False`` when it had already finished."""
         if not await self._store.tasks.stop(task_id):
             return False
         self.signal.notify()
         run = self._runs.get(task_id)
         if run is not None:
-            self._stopping.add(task_id)
-            run.task.cancel()
-        else:  # not running here (an earlier process's): close what it left
-            record = await self._store.tasks.get(task_id)
-            if record is not None:
-                await self._close_turns(record)
-                await self._tell(record, f"Background task {task_id} was stopped.")
+            await self._store.journal.request_stop(run.control.turn_id)
+            run.control.stop(by)
+            log.info("background task %s stopped by %s", task_id, by)
+            return True
+        record = await self._store.tasks.get(task_id)  # not running here: close what it left
+        if record is not None:
+            if record.turn_id is not None:
+                await self._store.journal.request_stop(record.turn_id)
+            await self._close_turns(record, by=by)
+            await self._tell_stopped(record, None)
         return True
 
     # -- restart and shutdown ---------------------------------------------------------------
 
-    async def recover(self) -> None:
+    async def _recover(self) -> None:
         """Pick up the tasks a previous run left open: resume them (one process), or tell
         their chats they were interrupted (a cluster)."""
         for record in await self._store.tasks.finished_with_open_turns():
-            await self._close_turns(record)  # stopped, then cut before its turn closed
+            await self._close_turns(record, by="a stop")  # stopped, then cut before it closed
         if not self._resume:
             await self._interrupted()
             return
@@ -349,10 +461,10 @@ class Subagents:
         attempts = await self._store.journal.retry_turn(turn)
         if attempts > self._max_resume_attempts + 1:
             log.warning("background task %s interrupted %d times; giving up", record.id, attempts)
-            outcome = TurnOutcome(
-                failed=True, final_text="it was interrupted by restarts too often to go on"
-            )
-            await self._finish(record, turn, outcome)
+            principal = principal_of(record.owner)
+            control = TurnControl(turn, session_of(record), principal.person)
+            text = "it was interrupted by restarts too often to go on"
+            await self._finish(_Run(record, control), TurnOutcome(failed=True, final_text=text))
             return
         log.info("resuming background task %s (turn %s)", record.id, turn)
         self._launch(record, turn_id=turn)
@@ -360,7 +472,7 @@ class Subagents:
     async def _interrupted(self) -> None:
         records = await self._store.tasks.interrupted()
         for record in records:
-            await self._close_turns(record)
+            await self._close_turns(record, by="a restart")
         notices = [
             OutboundMessage(
                 channel=record.chat.channel,
@@ -376,9 +488,11 @@ class Subagents:
             self.signal.notify()
             await self._bus.publish_outbound(notices)
 
-    async def _close_turns(self, record: TaskRecord) -> None:
+    async def _close_turns(self, record: TaskRecord, *, by: str) -> None:
+        """Close the turns a task left open (its approval requests withdrawn)."""
         session_key = session_of(record)
         for turn, _ in await self._store.journal.open_turns(session_key):
+            await self._approvals.withdraw(turn, by=by)
             await self._store.commit_turn(
                 turn_id=turn, session_key=session_key, replies=(), state="failed"
             )
@@ -386,7 +500,11 @@ class Subagents:
     async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
         """Give running tasks ``drain_timeout`` seconds (less once ``now`` is set); the rest
         stay open and resume at the next start."""
-        tasks = [run.task for run in self._runs.values()]
+        if self._taking is not None:
+            self._taking.cancel()
+            await asyncio.gather(self._taking, return_exceptions=True)
+            self._taking = None
+        tasks = list(self._tasks.values())
         if not tasks:
             return
         pending = await drain(tasks, drain_timeout, now=now)
@@ -395,3 +513,20 @@ class Subagents:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def _unless_stopped(
+    control: TurnControl, work: Awaitable[object], within: float | None = None
+) -> bool:
+    """Wait for ``work``; ``False`` (and ``work`` cancelled) when the task is stopped first
+    or ``within`` seconds pass."""
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(control.stop_requested.wait())
+    try:
+        await asyncio.wait({task, stop}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return task.done() and not task.cancelled() and task.exception() is None

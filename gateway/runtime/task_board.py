@@ -19,16 +19,17 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.runtime.local_bus import Bus
-from gateway.runtime.subagents import Subagents, owner_of
+from gateway.runtime.subagents import Subagents, TaskQueue, owner_of
 from gateway.store import Store, TaskEvent, TaskRecord
 
 
 class TaskBoard:
     """What the task API calls (channels/api/tasks.py:TaskBackend)."""
 
-    def __init__(self, store: Store, subagents: Subagents, *, bus: Bus) -> None:
+    def __init__(self, store: Store, queue: TaskQueue, subagents: Subagents, *, bus: Bus) -> None:
         self._store = store
-        self._subagents = subagents
+        self._queue = queue  # where tasks are recorded and handed over to run
+        self._subagents = subagents  # what runs them (and stops one)
         self._bus = bus
 
     async def submit(
@@ -58,7 +59,7 @@ class TaskBoard:
             deliver_to=deliver_to,
             authorised_by=(text,),  # the client's own words (it acts with its token's role)
         )
-        new = await self._subagents.submit(record)
+        new = await self._queue.submit(record)
         stored = await self._store.tasks.get(task_id)
         assert stored is not None  # just written, or written before under the same key
         return stored, new
@@ -73,10 +74,10 @@ class TaskBoard:
         return await self._store.tasks.ended(task_id)
 
     def next_change(self) -> asyncio.Event:
-        return self._subagents.signal.next_change()
+        return self._queue.signal.next_change()
 
-    async def stop(self, task_id: str) -> bool:
-        return await self._subagents.stop_task(task_id)
+    async def stop(self, task_id: str, *, by: str) -> bool:
+        return await self._subagents.stop_task(task_id, by=by)
 
     async def note(self, message: OutboundMessage) -> TaskRecord | None:
         """A message the task sent to its chat: a progress note, or its last word (then its
@@ -92,7 +93,7 @@ class TaskBoard:
                 record.id, message.text, key=message.idempotency_key
             )
         if recorded:
-            self._subagents.signal.notify()
+            self._queue.signal.notify()
         return record
 
     async def forward(self, message: OutboundMessage, target: ChatRef) -> None:

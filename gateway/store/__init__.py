@@ -15,12 +15,14 @@ from gateway.core.errors import ConfigError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
-from gateway.store.approvals import ApprovalRecord, Approvals
+from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.db import Database, Engine
+from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
+from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
-from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork
+from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
@@ -34,15 +36,19 @@ from gateway.store.usage import UsageRecord, UsageReport
 __all__ = [
     "AgentConversation",
     "AgentConversations",
-    "ApprovalRecord",
-    "Approvals",
+    "ApprovalRequest",
+    "ApprovalRequests",
+    "ApprovalState",
     "AuditEntry",
     "AuditLog",
     "Database",
+    "Deliveries",
+    "DeliveryStatus",
     "Drafts",
     "Engine",
     "Goal",
     "History",
+    "HomeChat",
     "InboundRecord",
     "Job",
     "Jobs",
@@ -68,6 +74,7 @@ __all__ = [
     "TaskRecord",
     "Tasks",
     "ToolLedger",
+    "TurnEnd",
     "UsageRecord",
     "UsageReport",
 ]
@@ -109,6 +116,7 @@ class Store(Service):
         self.history = History(self.db, clock=clock)
         self.ledger = ToolLedger(self.db, clock=clock)
         self.kv = KeyValue(self.db, clock=clock)
+        self.homes = HomeChats(self.kv)
         self.pairings = Pairings(self.db, clock=clock)
         self.audit = AuditLog(self.db, clock=clock)
         self.usage = UsageReport(self.db, clock=clock)
@@ -116,8 +124,9 @@ class Store(Service):
         self.tasks = Tasks(self.db, clock=clock)
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
-        self.approvals = Approvals(self.db)
+        self.approval_requests = ApprovalRequests(self.db)
         self.drafts = Drafts(self.db, clock=clock)
+        self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
 
     async def start(self) -> None:
@@ -132,8 +141,8 @@ class Store(Service):
         turn_id: str,
         session_key: str,
         replies: Sequence[OutboundMessage],
-        state: str = "done",
-        last_chat: dict[str, str | None] | None = None,
+        state: TurnEnd = "done",
+        home: HomeChat | None = None,
         usage: Sequence[UsageRecord] = (),
         history_extra: Sequence[tuple[str, NewMessage]] = (),
         finished_job: str | None = None,
@@ -145,8 +154,8 @@ class Store(Service):
             self.history.finalize_statement(conn, session_key, turn_id)
             self.outbox.enqueue_statement(conn, replies)
             self.journal.finish_statement(conn, turn_id, state)
-            if last_chat is not None:
-                self.kv.set_statement(conn, "last_chat", last_chat)
+            if home is not None:
+                self.homes.set_statement(conn, home)
             for record in usage:
                 record.insert_statement(conn, turn_id, session_key)
             for other_session, message in history_extra:
@@ -159,7 +168,7 @@ class Store(Service):
     async def park_turn(
         self,
         *,
-        approval: ApprovalRecord,
+        approval: ApprovalRequest,
         messages: Sequence[OutboundMessage],
         usage: Sequence[UsageRecord] = (),
     ) -> None:
@@ -168,7 +177,7 @@ class Store(Service):
         is recorded. The turn itself stays open; it resumes once the request is decided."""
 
         def park(conn: Connection) -> None:
-            self.approvals.insert_statement(conn, approval)
+            self.approval_requests.insert_statement(conn, approval)
             self.outbox.enqueue_statement(conn, messages)
             for record in usage:  # rows of their own: the turn's commit writes its rest
                 row_id = f"{approval.turn_id}:{record.purpose}:{record.model}:{approval.id}"
@@ -188,12 +197,13 @@ class Store(Service):
             "turns": await self.journal.prune_turns(
                 now - max(retention.records, retention.journal)
             ),
-            "outbox": await self.outbox.prune(records),
+            # the platforms' delivery reports on sent messages go with the outbox's rows
+            "outbox": await self.outbox.prune(records) + await self.deliveries.prune(records),
             "tool calls": await self.ledger.prune(records),
             "tasks": await self.tasks.prune(records),
             "jobs": await self.jobs.prune(records),
             "pairing requests": await self.pairings.prune(records),
-            "approval requests": await self.approvals.prune(records),
+            "approval requests": await self.approval_requests.prune(records),
             "stream drafts": await self.drafts.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),

@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
@@ -31,6 +31,9 @@ def new_code() -> str:
     return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
 
 
+PairingState = Literal["pending", "approved", "denied", "revoked", "expired"]
+
+
 @dataclass(frozen=True, slots=True)
 class PairingRequest:
     code: str
@@ -38,7 +41,7 @@ class PairingRequest:
     sender_id: str
     sender_name: str
     chat_id: str
-    state: str  # pending | approved | denied | revoked | expired
+    state: PairingState
     created_at: float
     expires_at: float
 

@@ -10,6 +10,7 @@ the turn resumes (:mod:`agent.approval`).
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Sequence
@@ -22,7 +23,6 @@ from gateway.store.retention import delete_batched
 from gateway.store.sql import Connection
 
 ID_LENGTH = 8
-DECIDED = ("approved", "denied", "expired", "refused")
 _COLUMNS = (
     "id, call_key, turn_id, session_key, tool, arguments, fingerprint, reason, requester,"
     " approvers, state, created_at, expires_at, decided_at, decided_by"
@@ -36,8 +36,18 @@ def approval_id(call_key: str) -> str:
     return "".join(CODE_ALPHABET[b % len(CODE_ALPHABET)] for b in digest[:ID_LENGTH])
 
 
+class ApprovalState(enum.StrEnum):
+    """Where a request is: it moves once, from PENDING to one of the others."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"  # nobody decided in time
+    REFUSED = "refused"  # nobody could decide it (no approver reachable)
+
+
 @dataclass(frozen=True, slots=True)
-class ApprovalRecord:
+class ApprovalRequest:
     id: str
     call_key: str
     turn_id: str
@@ -48,7 +58,7 @@ class ApprovalRecord:
     reason: str
     requester: dict[str, str]  # channel, sender_id, sender_name, role, chat_type
     approvers: tuple[str, ...]  # "channel:sender id"; "channel:*" for local channels
-    state: str  # pending | approved | denied | expired | refused
+    state: ApprovalState
     created_at: float
     expires_at: float
     decided_at: float | None = None
@@ -56,7 +66,7 @@ class ApprovalRecord:
 
     @property
     def pending(self) -> bool:
-        return self.state == "pending"
+        return self.state is ApprovalState.PENDING
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -78,19 +88,20 @@ class ApprovalRecord:
         )
 
 
-def _record(row: Sequence[Any]) -> ApprovalRecord:
+def _record(row: Sequence[Any]) -> ApprovalRequest:
     values = list(row)
     values[5] = json.loads(values[5])
     values[8] = json.loads(values[8])
     values[9] = tuple(json.loads(values[9]))
-    return ApprovalRecord(*values)
+    values[10] = ApprovalState(values[10])
+    return ApprovalRequest(*values)
 
 
-class Approvals:
+class ApprovalRequests:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def insert_statement(self, conn: Connection, record: ApprovalRecord) -> None:
+    def insert_statement(self, conn: Connection, record: ApprovalRequest) -> None:
         """Part of the park transaction; asking again for the same call changes nothing."""
         conn.execute(
             f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
@@ -98,15 +109,15 @@ class Approvals:
             record.row(),
         )
 
-    async def get(self, approval: str) -> ApprovalRecord | None:
+    async def get(self, approval: str) -> ApprovalRequest | None:
         return await self._one("id = ?", approval.upper())
 
-    async def for_call(self, call_key: str) -> ApprovalRecord | None:
+    async def for_call(self, call_key: str) -> ApprovalRequest | None:
         """The request a tool call made, if any (read by the executor on resume)."""
         return await self._one("call_key = ?", call_key)
 
-    async def _one(self, where: str, value: str) -> ApprovalRecord | None:
-        def query(conn: Connection) -> ApprovalRecord | None:
+    async def _one(self, where: str, value: str) -> ApprovalRequest | None:
+        def query(conn: Connection) -> ApprovalRequest | None:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM approvals WHERE {where}", (value,)
             ).fetchone()
@@ -115,13 +126,13 @@ class Approvals:
         return await self._db.run(query)
 
     async def decide(
-        self, approval: str, state: str, *, by: str, at: float
-    ) -> ApprovalRecord | None:
+        self, approval: str, state: ApprovalState, *, by: str, at: float
+    ) -> ApprovalRequest | None:
         """Move a pending request to ``state``; ``None`` when it was not pending (already
         decided, expired, or unknown): a decision is made once."""
-        assert state in DECIDED
+        assert state is not ApprovalState.PENDING
 
-        def update(conn: Connection) -> ApprovalRecord | None:
+        def update(conn: Connection) -> ApprovalRequest | None:
             changed = conn.execute(
                 "UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?"
                 " WHERE id = ? AND state = 'pending'",
@@ -136,10 +147,10 @@ class Approvals:
 
         return await self._db.run(update)
 
-    async def pending(self) -> list[ApprovalRecord]:
+    async def pending(self) -> list[ApprovalRequest]:
         """Requests still waiting, soonest expiry first."""
 
-        def query(conn: Connection) -> list[ApprovalRecord]:
+        def query(conn: Connection) -> list[ApprovalRequest]:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM approvals WHERE state = 'pending' ORDER BY expires_at"
             )

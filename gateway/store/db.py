@@ -7,6 +7,10 @@ writing at once that is one fsync instead of fifty. ``await db.run(fn)`` returns
 the transaction holding ``fn`` has committed, which is what "journaled before acknowledged"
 needs.
 
+``db.run(fn, urgent=True)`` jumps the queue: the next transaction holds only urgent jobs
+(the outbox's record that a send is starting, or what it returned), so a send's record is
+never held up behind a batch of other work (:mod:`gateway.store.outbox`).
+
 ``db.run(fn, durable=False)`` is for checkpoints that may be lost with the machine's power
 (a turn's start, its drafts): a transaction holding only such jobs commits without waiting
 for the disk (SQLite ``synchronous=NORMAL``; PostgreSQL ``synchronous_commit = off``).
@@ -21,6 +25,7 @@ only the :class:`~gateway.store.sql.Connection` seam.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import queue
@@ -88,6 +93,7 @@ class _Pending:
     fn: Callable[[Connection], Any]
     future: asyncio.Future[Any]
     durable: bool
+    urgent: bool = False
 
 
 class _Stop:
@@ -109,6 +115,7 @@ class Database(Service):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._queue: queue.SimpleQueue[_Pending | _Stop] = queue.SimpleQueue()
+        self._urgent: collections.deque[_Pending] = collections.deque()  # jump the queue
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
@@ -148,13 +155,17 @@ class Database(Service):
         self._queue.put(_Stop())
         await asyncio.to_thread(thread.join)
 
-    async def run(self, fn: Job[T], *, durable: bool = True) -> T:
+    async def run(self, fn: Job[T], *, durable: bool = True, urgent: bool = False) -> T:
         """Run ``fn(connection)`` in a transaction; return once it is committed (and, if
-        ``durable``, on disk: see the module docstring)."""
+        ``durable``, on disk; ``urgent``: ahead of the jobs waiting; see the module
+        docstring)."""
         if self._thread is None or self._loop is None:
             raise StoreError("database is not open")
         future: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Pending(fn, future, durable))
+        job = _Pending(fn, future, durable, urgent)
+        if urgent:
+            self._urgent.append(job)  # the writer takes these first; the put wakes it
+        self._queue.put(job)
         return await future
 
     # -- writer thread -------------------------------------------------------------------
@@ -176,17 +187,29 @@ class Database(Service):
                     if isinstance(item, _Stop):
                         stopping = True
                         break
-                    batch.append(item)
-                    if len(batch) >= _MAX_BATCH:
+                    if not item.urgent:  # urgent jobs went (or go) in a batch of their own
+                        batch.append(item)
+                    if len(batch) >= _MAX_BATCH or self._urgent:
                         break
                     try:
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         break
+                self._run_urgent()
                 if batch:
                     self._run_batch(batch)
+                    self._run_urgent()
+            self._run_urgent()
         finally:
             self.engine.close()
+
+    def _run_urgent(self) -> None:
+        """Run the urgent jobs waiting now, in one transaction of their own."""
+        batch: list[_Pending] = []
+        while self._urgent and len(batch) < _MAX_BATCH:
+            batch.append(self._urgent.popleft())
+        if batch:
+            self._run_batch(batch)
 
     def _run_batch(self, batch: list[_Pending]) -> None:
         engine = self.engine

@@ -1,9 +1,11 @@
-"""Conversation history per session, including the unfinished turn's drafts.
+"""Conversation history per session, including the unfinished turn's checkpoints.
 
-A running turn writes each model response and tool result as a *draft* as soon as it
-exists; that is the checkpoint a resumed turn continues from. Committing the turn flips
-its drafts to *final* in the same transaction that queues the answer. ``/new`` starts a
-new generation: older messages stay on disk but leave the context.
+A running turn writes each model response and tool result as a *checkpoint* as soon as it
+exists (a row with ``status = 'draft'``, its name from before): a resumed turn continues
+from there. Committing the turn makes its checkpoints *final* history in the same
+transaction that queues the answer. ``/new`` starts a new generation: older messages stay
+on disk but leave the context. (A *draft* elsewhere is a streamed answer's platform message:
+:mod:`gateway.store.drafts`.)
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
+
+
+Role = Literal["system", "user", "assistant", "tool"]  # a message's author
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +32,13 @@ class SessionState:
     summary: str | None = None
     summary_upto: int = 0
     last_active: float | None = None
+    model: str | None = None  # the model this chat chose with /model (None: the agent's)
 
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int
     turn_id: str | None
@@ -41,7 +47,7 @@ class StoredMessage:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     message_id: int
-    role: str
+    role: Role
     at: float
     snippet: str
 
@@ -62,22 +68,23 @@ def searchable(content: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    role: str
+    role: Role
     body: dict[str, Any]
     tokens: int = 0
 
 
 def _session(conn: Connection, session_key: str) -> SessionState:
     row = conn.execute(
-        "SELECT generation, summary, summary_upto, last_active FROM sessions WHERE session_key = ?",
+        "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
+        " WHERE session_key = ?",
         (session_key,),
     ).fetchone()
     if row is None:
         return SessionState(session_key)
-    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3])
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
 
 
-def _rows(cursor: Iterable[tuple[int, str, str, int, str | None]]) -> list[StoredMessage]:
+def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
     return [
         StoredMessage(row_id, role, json.loads(body), tokens, turn_id)
         for row_id, role, body, tokens, turn_id in cursor
@@ -112,7 +119,7 @@ class History:
 
         return await self._db.run(query, durable=False)  # a read: never needs an fsync
 
-    async def drafts(self, turn_id: str) -> list[StoredMessage]:
+    async def checkpoints(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: Connection) -> list[StoredMessage]:
             return _rows(
                 conn.execute(
@@ -124,15 +131,29 @@ class History:
 
         return await self._db.run(query)
 
-    async def add_drafts(
-        self, session_key: str, turn_id: str, messages: Sequence[NewMessage]
+    async def add_checkpoints(
+        self,
+        session_key: str,
+        turn_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        claim: Sequence[int] = (),
     ) -> list[int]:
         """Checkpoint a running turn. Not fsynced on its own: a power cut may lose the last
         checkpoints, and the turn then resumes from an earlier one (the tool ledger, written
-        durably before any side effect, keeps those from being repeated)."""
+        durably before any side effect, keeps those from being repeated).
+
+        ``claim``: inbound rows (follow-ups the person sent meanwhile) that join the turn in
+        the same transaction as the checkpoint that carries their words: either both are
+        kept or neither, so a follow-up is answered once, by this turn or by the next."""
         now = self._clock()
 
         def insert(conn: Connection) -> list[int]:
+            conn.executemany(
+                "UPDATE inbound SET state = 'processing', turn_id = ?, updated_at = ?"
+                " WHERE id = ? AND state = 'pending'",
+                [(turn_id, now, record_id) for record_id in claim],
+            )
             generation = _session(conn, session_key).generation
             ids = []
             for msg in messages:
@@ -227,6 +248,16 @@ class History:
 
         return await self._db.run(bump)
 
+    async def set_model(self, session_key: str, model: str | None) -> None:
+        """This chat's model from now on (``None``: back to the agent's)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO sessions (session_key, model) VALUES (?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET model = excluded.model",
+                (session_key, model),
+            )
+        )
+
     async def set_summary(self, session_key: str, summary: str, upto_id: int) -> None:
         await self._db.run(
             lambda conn: conn.execute(
@@ -261,6 +292,22 @@ class History:
                 "UPDATE messages SET tokens = ? WHERE id = ?", [(t, i) for i, t in counts]
             )
         )
+
+    async def context_tokens(self, session_key: str) -> int:
+        """About how many tokens the conversation's history takes (counted where compaction
+        counted them, else a quarter of its characters)."""
+
+        def query(conn: Connection) -> int:
+            state = _session(conn, session_key)
+            (total,) = conn.execute(
+                "SELECT COALESCE(SUM(CASE WHEN tokens > 0 THEN tokens ELSE LENGTH(body) / 4 END), 0)"
+                " FROM messages"
+                " WHERE session_key = ? AND generation = ? AND status = 'final'",
+                (session_key, state.generation),
+            ).fetchone()
+            return int(total)
+
+        return await self._db.run(query, durable=False)
 
     async def message_count(self, session_key: str) -> int:
         def query(conn: Connection) -> int:

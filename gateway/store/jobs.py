@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
@@ -31,6 +31,9 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
+JobState = Literal["active", "firing", "done", "removed"]  # firing: fired, its turn not committed
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     id: str
@@ -40,7 +43,7 @@ class Job:
     chat: ChatRef
     owner: dict[str, Any]  # the creator: channel, sender_id, sender_name, role, chat_type
     task_type: str = "general"
-    state: str = "active"
+    state: JobState = "active"
     next_run: datetime | None = None
     last_run: datetime | None = None
     runs: int = 0

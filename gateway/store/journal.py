@@ -12,14 +12,18 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.core.messages import InboundMessage
+from gateway.core.turns import TurnKind
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
+
+
+TurnEnd = Literal["done", "failed"]  # how a committed turn ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +45,10 @@ class OpenTurn:
 
     id: str
     session_key: str
-    kind: str
+    kind: TurnKind
     attempts: int
     records: tuple[InboundRecord, ...]
+    stop_requested: bool = False  # someone asked it to stop: close it, never run it on
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +66,17 @@ def _record(row: Sequence[Any]) -> InboundRecord:
 
 # Background tasks' turns are resumed by the tasks themselves (gateway/runtime/subagents.py),
 # never by the dispatcher: they answer no inbound message.
-_OPEN_TURNS = "state = 'running' AND kind != 'subagent'"
+_OPEN_TURNS = f"state = 'running' AND kind != '{TurnKind.SUBAGENT}'"
 
 
 def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
     running: list[OpenTurn] = []
     turns = conn.execute(
-        f"SELECT id, session_key, kind, attempts FROM turns WHERE {_OPEN_TURNS}"
-        f"{where} ORDER BY created_at",
+        "SELECT id, session_key, kind, attempts, stop_requested_at FROM turns"
+        f" WHERE {_OPEN_TURNS}{where} ORDER BY created_at",
         tuple(params),
     ).fetchall()
-    for turn_id, session_key, kind, attempts in turns:
+    for turn_id, session_key, kind, attempts, stop_requested_at in turns:
         records = tuple(
             _record(row)
             for row in conn.execute(
@@ -79,7 +84,10 @@ def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenT
                 (turn_id,),
             )
         )
-        running.append(OpenTurn(turn_id, session_key, kind, int(attempts), records))
+        stopped = stop_requested_at is not None
+        running.append(
+            OpenTurn(turn_id, session_key, TurnKind(kind), int(attempts), records, stopped)
+        )
     return tuple(running)
 
 
@@ -120,9 +128,10 @@ class Journal:
         return await self._db.run(query)
 
     async def start_turn(
-        self, turn_id: str, session_key: str, kind: str, record_ids: Sequence[int]
+        self, turn_id: str, session_key: str, kind: TurnKind, record_ids: Sequence[int]
     ) -> None:
-        """Create the turn and mark its inbound messages as processing (one transaction).
+        """Create the turn and mark its inbound messages as processing (one transaction);
+        for a turn that exists already, a no-op.
 
         Not fsynced on its own (``durable=False``): if a power cut loses it, the messages
         are still pending and are answered by a new turn after the restart."""
@@ -131,7 +140,7 @@ class Journal:
         def claim(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO turns (id, session_key, kind, state, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'running', ?, ?)",
+                " VALUES (?, ?, ?, 'running', ?, ?) ON CONFLICT (id) DO NOTHING",
                 (turn_id, session_key, kind, now, now),
             )
             conn.executemany(
@@ -140,6 +149,52 @@ class Journal:
             )
 
         await self._db.run(claim, durable=False)
+
+    async def finished(self, turn_id: str) -> bool:
+        """Whether the turn is committed (done or failed); ``True`` for one never opened."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute("SELECT state FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            return row is None or row[0] != "running"
+
+        return await self._db.run(query)
+
+    async def request_stop(self, turn_id: str) -> None:
+        """Someone asked the turn to stop: durable, so a restart closes it instead of
+        resuming it."""
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.execute(
+                "UPDATE turns SET stop_requested_at = COALESCE(stop_requested_at, ?),"
+                " updated_at = ? WHERE id = ? AND state = 'running'",
+                (now, now, turn_id),
+            )
+        )
+
+    async def close_unanswered(self, record_ids: Sequence[int]) -> None:
+        """Messages that get no turn of their own (dropped by ``/stop``, an edit of a message
+        already answered, a control answered beside the queue without a reply)."""
+        if not record_ids:
+            return
+        now = self._clock()
+        await self._db.run(
+            lambda conn: conn.executemany(
+                "UPDATE inbound SET state = 'done', updated_at = ? WHERE id = ? AND state = 'pending'",
+                [(now, record_id) for record_id in record_ids],
+            )
+        )
+
+    async def find(self, channel: str, platform_id: str) -> tuple[int, str, str | None] | None:
+        """The journal row of a platform message: its id, state and turn."""
+
+        def query(conn: Connection) -> tuple[int, str, str | None] | None:
+            row = conn.execute(
+                "SELECT id, state, turn_id FROM inbound WHERE channel = ? AND platform_id = ?",
+                (channel, platform_id),
+            ).fetchone()
+            return None if row is None else (int(row[0]), str(row[1]), row[2])
+
+        return await self._db.run(query, durable=False)
 
     async def retry_turn(self, turn_id: str) -> int:
         """Count one more attempt at a resumed turn; returns the new attempt number."""
@@ -171,7 +226,7 @@ class Journal:
 
         return await self._db.run(load, durable=False)
 
-    def finish_statement(self, conn: Connection, turn_id: str, state: str = "done") -> None:
+    def finish_statement(self, conn: Connection, turn_id: str, state: TurnEnd = "done") -> None:
         """Close a turn and its inbound messages; part of the turn's commit transaction."""
         now = self._clock()
         conn.execute(

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
@@ -25,7 +25,7 @@ Clock = Callable[[], float]
 class LedgerEntry:
     key: str
     tool: str
-    state: str  # "started" | "done"
+    state: Literal["started", "done"]  # started: its outcome is unknown until done
     result: str | None
 
 
@@ -65,6 +65,19 @@ class ToolLedger:
                 (result, now, key),
             )
         )
+
+    async def of_turn(self, turn_id: str) -> list[LedgerEntry]:
+        """The side effects a turn started, in order (keys are ``turn id:call id``)."""
+
+        def query(conn: Connection) -> list[LedgerEntry]:
+            rows = conn.execute(
+                "SELECT key, tool, state, result FROM tool_ledger WHERE key LIKE ?"
+                " ORDER BY created_at",
+                (turn_id + ":%",),
+            )
+            return [LedgerEntry(*row) for row in rows]
+
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget calls last touched before ``before``, unless their turn is still open (a

@@ -31,9 +31,11 @@ import psycopg
 
 from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
+from gateway.core.load import NodeLoad
 from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
+from gateway.store.sql import Connection
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class Membership(Service):
         pid: int,
         interval: float = 1.0,
         on_lost: Callable[[], None] = lambda: None,
+        load: NodeLoad | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = url
@@ -63,6 +66,7 @@ class Membership(Service):
         self._on_lost = on_lost
         self._clock = clock
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._backend_pid = 0  # the server process of that connection: it holds the locks
         self._beat: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.leading = False
@@ -71,7 +75,7 @@ class Membership(Service):
         self.lost = asyncio.Event()
         self.live_nodes = 1  # nodes with a fresh heartbeat, as of the last one
         # the sessions this node holds and the turns it ran, for `switchboard status`
-        self.report: Callable[[], tuple[list[str], int]] = lambda: ([], 0)
+        self._load = load or NodeLoad()
 
     async def start(self) -> None:
         try:
@@ -90,6 +94,7 @@ class Membership(Service):
                 f"cannot reach PostgreSQL at storage.url = {redacted(self.url)}: {str(exc).strip()}"
             ) from exc
         conn = self._conn
+        self._backend_pid = conn.info.backend_pid
         # the server notices a vanished node within seconds too (its lock goes with it)
         for setting, value in (("idle", 5), ("interval", 2), ("count", 2)):
             await conn.execute(f"SET tcp_keepalives_{setting} = {value}")
@@ -141,6 +146,19 @@ class Membership(Service):
                 announced = True
                 self.waiting.set()
             await asyncio.sleep(self._interval)
+
+    def leads(self, conn: Connection) -> bool:
+        """Whether this node holds the leader lock right now, asked on another connection
+        (``conn``, the store's) inside its transaction: the outbox marks a row as being sent
+        only in a transaction where this holds, so a node that lost the lead (its membership
+        connection ended, even before it noticed) never starts another send."""
+        row = conn.execute(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+            " AND classid = ? AND objid = ? AND pid = ?"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (LEADER_LOCK >> 32, LEADER_LOCK & 0xFFFF_FFFF, self._backend_pid),
+        ).fetchone()
+        return row is not None
 
     async def stop(self) -> None:
         beat, self._beat = self._beat, None
@@ -208,7 +226,7 @@ class Membership(Service):
         while True:
             await asyncio.sleep(self._interval)
             try:
-                sessions, turns = self.report()
+                sessions, turns = sorted(self._load.sessions), self._load.turns_run
                 now = self._clock()
                 async with asyncio.timeout(self._interval * 2):
                     await self._query(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.store.db import Database
 from gateway.store.sql import Connection
@@ -35,7 +35,7 @@ class NodeInfo:
     name: str
     host: str
     pid: int
-    role: str  # standby | leader | gone (led until it died; forgotten after an hour)
+    role: Literal["standby", "leader", "gone"]  # gone: led until it died (forgotten after an hour)
     started_at: float
     heartbeat_at: float
     sessions: tuple[str, ...] = ()  # the sessions this node holds now (turns in flight)

@@ -1,24 +1,55 @@
-"""Durable outbound queue: what must reach a chat, with retries and backoff.
+"""Durable outbound queue: what must reach a chat, with retries, backoff and no doubles.
 
 Rows are keyed by the message's idempotency key, so queueing the same answer twice (a
 resumed turn, a repeated tool call) stores it once. Order is kept per chat: a chat's next
 message waits until the one before it is sent or given up.
+
+A row's states (:class:`OutboxState`)::
+
+    pending --mark_sending--> sending --mark_sent--> sent
+                                 |  \\--mark_failed--> failed
+                                 \\--retry_later--> sending (due later)
+
+A send and the record of its result cannot be one transaction, so the row is marked
+``sending`` (with the attempt, :class:`SendAttempt`, in ``open_sends``) durably *before* the
+platform call, and its result is recorded the moment the call returns. A row found
+``sending`` with nobody sending it (after a crash, on a new cluster leader), or one whose
+attempt failed, is *lost*: its next attempt is a resend, in which the channel first finds
+out what the earlier attempts left (:class:`gateway.core.channel.SupportsResend`). A row
+never goes back to ``pending``: a failure can come after part of a message went out.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import time
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from gateway.core.messages import OutboundMessage
+from gateway.core.channel import KnownMessage, SendAttempt
+from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
 from gateway.store.sql import OUTBOX_TOPIC, Connection, notify
 
 Clock = Callable[[], float]
+# Run inside the transaction that marks a row ``sending``: may this process send now? (A
+# cluster node checks that it still leads; see gateway/store/membership.py.)
+Fence = Callable[[Connection], bool]
+MAX_OPEN_SENDS = 16  # attempts kept per row: the first and the latest ones
+
+
+class OutboxState(enum.StrEnum):
+    PENDING = "pending"  # not tried yet
+    SENDING = "sending"  # tried; the outcome of an attempt is not recorded (yet)
+    SENT = "sent"
+    FAILED = "failed"  # given up (a permanent error, or too many attempts)
+
+
+UNSENT = (OutboxState.PENDING.value, OutboxState.SENDING.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +58,20 @@ class OutboxRecord:
     message: OutboundMessage
     attempts: int
     due_at: float
+    state: OutboxState = OutboxState.PENDING
+    open_sends: tuple[SendAttempt, ...] = ()  # attempts whose outcome is not recorded
+
+    @property
+    def lost(self) -> bool:
+        """An earlier attempt may have delivered some or all of it: resend, don't send."""
+        return self.state is OutboxState.SENDING
+
+
+def _attempts(raw: str | None) -> tuple[SendAttempt, ...]:
+    if not raw:
+        return ()
+    items: list[dict[str, Any]] = json.loads(raw)
+    return tuple(SendAttempt.from_dict(item) for item in items)
 
 
 class Outbox:
@@ -65,42 +110,85 @@ class Outbox:
     async def heads(
         self, channel: str, *, limit: int = 200, skip: Container[str] = ()
     ) -> list[OutboxRecord]:
-        """The oldest pending message of each chat of ``channel``, due or not, except for
+        """The oldest unsent message of each chat of ``channel``, due or not, except for
         the chats (session keys) in ``skip`` (those being sent: not decoded again)."""
 
         def load(conn: Connection) -> list[OutboxRecord]:
             rows = conn.execute(
-                "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at FROM outbox o"
+                "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at, o.state,"
+                " o.open_sends FROM outbox o"
                 " JOIN (SELECT MIN(id) AS id FROM outbox"
-                "       WHERE state = 'pending' AND channel = ? GROUP BY chat_key) head"
+                "       WHERE state IN (?, ?) AND channel = ? GROUP BY chat_key) head"
                 "   ON head.id = o.id"
                 " ORDER BY o.id LIMIT ?",
-                (channel, limit),
+                (*UNSENT, channel, limit),
             )
             return [
                 OutboxRecord(
-                    row_id, OutboundMessage.from_dict(json.loads(payload)), attempts, due_at
+                    row_id,
+                    OutboundMessage.from_dict(json.loads(payload)),
+                    attempts,
+                    due_at,
+                    OutboxState(state),
+                    _attempts(open_sends),
                 )
-                for row_id, chat_key, payload, attempts, due_at in rows
+                for row_id, chat_key, payload, attempts, due_at, state, open_sends in rows
                 if chat_key not in skip
             ]
 
         return await self._db.run(load, durable=False)  # a read: never needs an fsync
 
+    async def mark_sending(
+        self, record_id: int, attempt: SendAttempt, *, fence: Fence | None = None
+    ) -> OutboxRecord | None:
+        """Record that ``attempt`` is about to be made, on disk before this returns.
+
+        Returns the row as it is now (its open attempts include this one), or ``None`` when
+        it must not be sent: the row is no longer unsent, or ``fence`` says this process may
+        not send (a cluster node that no longer leads)."""
+
+        def mark(conn: Connection) -> OutboxRecord | None:
+            if fence is not None and not fence(conn):
+                return None
+            row = conn.execute(
+                "SELECT payload, attempts, next_attempt_at, open_sends FROM outbox"
+                " WHERE id = ? AND state IN (?, ?)",
+                (record_id, *UNSENT),
+            ).fetchone()
+            if row is None:
+                return None
+            payload, attempts, due_at, raw = row
+            known = list(_attempts(raw))
+            if len(known) >= MAX_OPEN_SENDS:  # the first one has the earliest window
+                known = [known[0], *known[-(MAX_OPEN_SENDS - 2) :]]
+            sends = (*known, attempt)
+            conn.execute(
+                "UPDATE outbox SET state = ?, open_sends = ? WHERE id = ?",
+                (
+                    OutboxState.SENDING.value,
+                    json.dumps([a.to_dict() for a in sends]),
+                    record_id,
+                ),
+            )
+            message = OutboundMessage.from_dict(json.loads(payload))
+            return OutboxRecord(record_id, message, attempts, due_at, OutboxState.SENDING, sends)
+
+        return await self._db.run(mark, urgent=True)
+
     async def mark_sent(
         self, record_id: int, receipt: str | None = None, *, finished_draft: str | None = None
     ) -> bool:
-        """Record the delivery; returns whether the same chat has another message waiting
-        (so the sender knows whether to look again). ``finished_draft``: the message was
-        delivered by editing that turn's streamed draft, which is forgotten in the same
-        transaction."""
+        """Record the delivery (ahead of other writes waiting for the store); returns
+        whether the same chat has another message waiting (so the sender knows whether to
+        look again). ``finished_draft``: the message was delivered into that turn's streamed
+        draft, which is forgotten in the same transaction."""
         now = self._clock()
 
         def update(conn: Connection) -> bool:
             conn.execute(
-                "UPDATE outbox SET state = 'sent', sent_at = ?, receipt = ?,"
+                "UPDATE outbox SET state = ?, sent_at = ?, receipt = ?, open_sends = NULL,"
                 " attempts = attempts + 1 WHERE id = ?",
-                (now, receipt, record_id),
+                (OutboxState.SENT.value, now, receipt, record_id),
             )
             if finished_draft is not None:
                 row = conn.execute(
@@ -110,15 +198,17 @@ class Outbox:
                     conn.execute(FORGET_SQL, (row[0], row[1], finished_draft))
             row = conn.execute(
                 "SELECT 1 FROM outbox o JOIN outbox sent ON sent.id = ?"
-                " WHERE o.state = 'pending' AND o.channel = sent.channel"
-                " AND o.chat_key = sent.chat_key LIMIT 1",
-                (record_id,),
+                " WHERE o.state IN (?, ?) AND o.channel = sent.channel"
+                " AND o.chat_key = sent.chat_key AND o.id <> sent.id LIMIT 1",
+                (record_id, *UNSENT),
             ).fetchone()
             return row is not None
 
-        return await self._db.run(update)
+        return await self._db.run(update, urgent=True)
 
-    async def reschedule(self, record_id: int, delay: float, error: str) -> None:
+    async def retry_later(self, record_id: int, delay: float, error: str) -> None:
+        """The attempt failed; try again in ``delay`` seconds (as a resend: the row stays
+        ``sending`` with its open attempts, since part of it may have gone out)."""
         due_at = self._clock() + delay
         await self._db.run(
             lambda conn: conn.execute(
@@ -129,13 +219,13 @@ class Outbox:
         )
 
     async def hold_chat(self, channel: str, chat_key: str, until: float) -> None:
-        """Delay every pending message of one chat (the platform rate-limited it)."""
+        """Delay every unsent message of one chat (the platform rate-limited it)."""
         greatest = self._db.dialect.greatest
         await self._db.run(
             lambda conn: conn.execute(
                 f"UPDATE outbox SET next_attempt_at = {greatest}(next_attempt_at, ?)"
-                " WHERE state = 'pending' AND channel = ? AND chat_key = ?",
-                (until, channel, chat_key),
+                " WHERE state IN (?, ?) AND channel = ? AND chat_key = ?",
+                (until, *UNSENT, channel, chat_key),
             )
         )
 
@@ -144,9 +234,9 @@ class Outbox:
 
         def query(conn: Connection) -> bool:
             row = conn.execute(
-                "SELECT 1 FROM outbox WHERE state = 'pending' AND channel = ? AND chat_key = ?"
+                "SELECT 1 FROM outbox WHERE state IN (?, ?) AND channel = ? AND chat_key = ?"
                 " AND next_attempt_at > ? LIMIT 1",
-                (channel, chat_key, now),
+                (*UNSENT, channel, chat_key, now),
             ).fetchone()
             return row is not None
 
@@ -155,20 +245,69 @@ class Outbox:
     async def mark_failed(self, record_id: int, error: str) -> None:
         await self._db.run(
             lambda conn: conn.execute(
-                "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?"
-                " WHERE id = ?",
-                (error[:500], record_id),
-            )
+                "UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?,"
+                " open_sends = NULL WHERE id = ?",
+                (OutboxState.FAILED.value, error[:500], record_id),
+            ),
+            urgent=True,
         )
 
+    async def known(self, channel: str, *, since: float, turn_id: str | None) -> list[KnownMessage]:
+        """The messages of ``channel`` the store recorded from ``since`` on (delivered
+        messages, streamed drafts of other turns), and the messages turn ``turn_id``
+        answers: none of them is what a lost send of that turn left."""
+
+        def load(conn: Connection) -> list[KnownMessage]:
+            found: list[KnownMessage] = []
+            rows = conn.execute(
+                "SELECT payload, receipt, sent_at FROM outbox WHERE channel = ? AND state = ?"
+                " AND sent_at >= ? AND receipt IS NOT NULL",
+                (channel, OutboxState.SENT.value, since),
+            )
+            for payload, receipt, sent_at in rows:
+                chat_id = str(json.loads(payload)["chat_id"])
+                found.extend(
+                    KnownMessage(chat_id, part, float(sent_at))
+                    for part in str(receipt).split(",")
+                    if part
+                )
+            rows = conn.execute(
+                "SELECT chat_key, message_id, created_at FROM stream_drafts WHERE channel = ?"
+                " AND created_at >= ? AND message_id IS NOT NULL AND turn_id <> ?",
+                (channel, since, turn_id or ""),
+            )
+            found.extend(
+                KnownMessage(chat_of(chat_key), str(message_id), float(created_at))
+                for chat_key, message_id, created_at in rows
+            )
+            if turn_id is not None:
+                rows = conn.execute(
+                    "SELECT payload, created_at FROM inbound WHERE turn_id = ? AND channel = ?",
+                    (turn_id, channel),
+                )
+                for payload, created_at in rows:
+                    inbound = InboundMessage.from_dict(json.loads(payload))
+                    found.append(
+                        KnownMessage(
+                            inbound.chat_id, inbound.platform_message_id, float(created_at)
+                        )
+                    )
+            return found
+
+        return await self._db.run(load, durable=False)
+
     async def pending_count(self, channel: str | None = None) -> int:
+        """Messages not delivered yet (waiting, or being sent)."""
+
         def load(conn: Connection) -> int:
             if channel is None:
-                row = conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'pending'").fetchone()
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", UNSENT
+                ).fetchone()
             else:
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM outbox WHERE state = 'pending' AND channel = ?",
-                    (channel,),
+                    "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?) AND channel = ?",
+                    (*UNSENT, channel),
                 ).fetchone()
             return int(row[0])
 
@@ -183,10 +322,15 @@ class Outbox:
         return await self._db.run(load)
 
     async def prune(self, before: float) -> int:
-        """Forget messages sent or given up before ``before``; pending ones always stay."""
+        """Forget messages sent or given up before ``before``; unsent ones always stay."""
         return await delete_batched(
             self._db,
             "outbox",
             "state IN ('sent', 'failed') AND COALESCE(sent_at, created_at) < ?",
             [before],
         )
+
+
+def chat_of(chat_key: str) -> str:
+    """The chat id inside a chat's session key (``channel:chat[:thread]``)."""
+    return chat_key.split(":", 2)[1] if chat_key.count(":") else chat_key

@@ -166,7 +166,7 @@ MIGRATIONS: tuple[str, ...] = (
         chat_id TEXT NOT NULL,
         thread_id TEXT,
         owner TEXT NOT NULL,
-        state TEXT NOT NULL,                         -- running | done | failed | interrupted (v15: more)
+        state TEXT NOT NULL,                         -- running | done | failed | interrupted
         result TEXT,
         created_at REAL NOT NULL,
         finished_at REAL
@@ -285,7 +285,61 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, chat_key, turn_id, position)
     );
     """,
-    # v15 (numbered when merged): background tasks resume after a restart (their turn id),
+    # v11: how many of a row's tokens were counted
+    # by us (tiktoken) because the server reported none (llama.cpp's streams)
+    """
+    ALTER TABLE usage ADD COLUMN estimated_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
+    # v12: what a platform with a service window needs (WhatsApp: when a
+    # person last wrote, refused or not) and the delivery reports it sends for our messages
+    # (gateway.store.deliveries)
+    """
+    CREATE TABLE chat_contacts (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        last_inbound_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE TABLE delivery_status (
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,                    -- the platform's id of the sent message
+        chat_id TEXT NOT NULL,
+        status TEXT NOT NULL,                        -- sent | delivered | read | failed
+        error TEXT,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (channel, message_id)
+    );
+    """,
+    # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
+    # resumed, even after a crash (gateway.runtime.controls); a chat's own model (/model)
+    """
+    ALTER TABLE turns ADD COLUMN stop_requested_at REAL;
+    ALTER TABLE sessions ADD COLUMN model TEXT;
+    """,
+    # v14 (issue 29; renumbered at merge): exactly once across a crash mid-send
+    # (gateway.runtime.outbound): an outbox row is 'sending' from just before the platform call until its result is recorded, with the
+    # attempts whose outcome is unknown; a draft's row is written before its post (no id yet)
+    """
+    ALTER TABLE outbox ADD COLUMN open_sends TEXT;   -- JSON: [{at, mark, draft}], unrecorded
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at)
+        WHERE state IN ('pending', 'sending');
+    CREATE TABLE stream_drafts_v14 (
+        channel TEXT NOT NULL,
+        chat_key TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        message_id TEXT,                             -- NULL: being posted, id not known yet
+        mark TEXT,                                   -- what the channel noted before posting
+        created_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_key, turn_id, position)
+    );
+    INSERT INTO stream_drafts_v14 (channel, chat_key, turn_id, position, message_id, created_at)
+        SELECT channel, chat_key, turn_id, position, message_id, created_at FROM stream_drafts;
+    DROP TABLE stream_drafts;
+    ALTER TABLE stream_drafts_v14 RENAME TO stream_drafts;
+    """,
+    # v15 (issue 33): background tasks resume after a restart (their turn id),
     # may also be delivered to a chat (API tasks), keep whose words authorise them, and
     # record every change of state, progress note and answer (gateway.store.tasks)
     """

@@ -295,7 +295,45 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, chat_key, turn_id, position)
     );
     """,
-    # v15 (numbered when merged): background tasks resume and record their events
+    # v11: tokens we counted because the server reported none
+    """
+    ALTER TABLE usage ADD COLUMN estimated_tokens BIGINT NOT NULL DEFAULT 0;
+    """,
+    # v12: service windows and delivery reports (gateway.store.deliveries)
+    """
+    CREATE TABLE chat_contacts (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        last_inbound_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE TABLE delivery_status (
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        error TEXT,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, message_id)
+    );
+    """,
+    # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
+    # resumed, even after a crash (gateway.runtime.controls); a chat's own model (/model)
+    """
+    ALTER TABLE turns ADD COLUMN stop_requested_at DOUBLE PRECISION;
+    ALTER TABLE sessions ADD COLUMN model TEXT;
+    """,
+    # v14 (issue 29; renumbered at merge): exactly once across a crash mid-send (the
+    # 'sending' state, drafts before their id)
+    """
+    ALTER TABLE outbox ADD COLUMN open_sends TEXT;
+    DROP INDEX outbox_due;
+    CREATE INDEX outbox_due ON outbox (channel, next_attempt_at)
+        WHERE state IN ('pending', 'sending');
+    ALTER TABLE stream_drafts ALTER COLUMN message_id DROP NOT NULL;
+    ALTER TABLE stream_drafts ADD COLUMN mark TEXT;
+    """,
+    # v15 (issue 33): background tasks resume and record their events
     """
     ALTER TABLE tasks ADD COLUMN turn_id TEXT;
     ALTER TABLE tasks ADD COLUMN deliver_to TEXT;

@@ -1,4 +1,5 @@
-"""Token usage of every model call, as the provider reported it (for status, budgets, cost).
+"""Token usage of every model call, as the provider reported it (for status, budgets, cost);
+``estimated_tokens`` says how many we counted ourselves because the server reported none.
 
 A turn's calls are committed with the turn, one row per purpose and model (keyed by the
 turn, so a repeated commit stores nothing twice); calls outside a turn (reflection, a
@@ -13,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.core.usage import Purpose
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import Connection
@@ -31,6 +33,7 @@ _REPLACE = ", ".join(
         "output_tokens",
         "cache_read_tokens",
         "cache_write_tokens",
+        "estimated_tokens",
     ]
 )
 
@@ -45,7 +48,8 @@ class UsageRecord:
     cache_write_tokens: int = 0
     at: float | None = None
     principal: str | None = None  # "channel:sender id" of the person it is charged to
-    purpose: str = "turn"  # turn | review | page | summary | reflection
+    purpose: Purpose = Purpose.TURN
+    estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
 
     def insert_statement(
         self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""
@@ -54,8 +58,8 @@ class UsageRecord:
         purpose and model."""
         conn.execute(
             "INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal,"
-            " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+            " estimated_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             f" ON CONFLICT (id) DO UPDATE SET {_REPLACE}",
             (
                 row_id or f"{turn_id}:{self.purpose}:{self.model}",
@@ -70,6 +74,7 @@ class UsageRecord:
                 self.output_tokens,
                 self.cache_read_tokens,
                 self.cache_write_tokens,
+                self.estimated_tokens,
             ),
         )
 
@@ -81,6 +86,7 @@ class UsageTotals:
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
+    estimated_tokens: int = 0  # of input + output: counted by us, not reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +117,32 @@ class UsageReport:
         def query(conn: Connection) -> list[UsageTotals]:
             rows = conn.execute(
                 f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
-                f" SUM(cache_read_tokens) FROM usage WHERE at >= ? GROUP BY {group}"
-                " ORDER BY 1",
+                f" SUM(cache_read_tokens), SUM(estimated_tokens) FROM usage WHERE at >= ?"
+                f" GROUP BY {group} ORDER BY 1",
                 (cutoff,),
             )
-            return [UsageTotals(str(k), int(n), int(i), int(o), int(c)) for k, n, i, o, c in rows]
+            return [
+                UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e))
+                for k, n, i, o, c, e in rows
+            ]
 
         return await self._db.run(query)
+
+    async def spent(self, since: float, *, principal: str | None = None) -> UsageTotals:
+        """What was used since ``since`` (Unix time): by one person, or by everyone."""
+
+        def query(conn: Connection) -> UsageTotals:
+            row = conn.execute(
+                "SELECT COUNT(DISTINCT turn_id), COALESCE(SUM(input_tokens), 0),"
+                " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
+                " COALESCE(SUM(estimated_tokens), 0) FROM usage"
+                " WHERE at >= ? AND (? IS NULL OR principal = ?)",
+                (since, principal, principal),
+            ).fetchone()
+            turns, i, o, c, e = row
+            return UsageTotals(principal or "", int(turns), int(i), int(o), int(c), int(e))
+
+        return await self._db.run(query, durable=False)
 
     async def tokens_today(self, session_prefix: str = "") -> int:
         """Input + output tokens since local midnight (for daily budgets)."""

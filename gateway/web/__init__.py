@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from gateway.web.server import WebServer
     from gateway.web.view import GatewayView
 
-__all__ = ["ServesWeb", "WebServer", "start_web"]
+__all__ = ["ServesWeb", "WebServer", "check_port", "start_web"]
 
 
 def __getattr__(name: str) -> Any:
@@ -32,18 +32,44 @@ def __getattr__(name: str) -> Any:
 
 
 async def start_web(gateway: GatewayView) -> WebServer | None:
-    """Start the web server if the gateway has a channel that serves web pages.
+    """Start the web server if the gateway has a channel that serves web pages, takes a
+    platform's webhooks (WhatsApp) or serves other programs (webhooks, the API).
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
     (``switchboard chat``, tests, benchmarks) opens no port unless webhooks or the API are
     configured (docs/connect.md).
     """
-    from gateway.web.server import WebServer, program_channels, web_channels  # noqa: PLC0415
+    from gateway.web.server import WebServer, serves_something  # noqa: PLC0415
 
-    if not gateway.settings.web.enabled:
-        return None
-    if not web_channels(gateway) and not program_channels(gateway):
+    if not gateway.settings.web.enabled or not serves_something(gateway):
         return None
     server = WebServer(gateway)
     await server.start()
     return server
+
+
+def check_port(gateway: GatewayView) -> None:
+    """Raise the error :meth:`WebServer.start` would, before any channel connects: a port
+    another program holds stops the start while nothing is connected yet (not after
+    Telegram has started polling). A bind that works here is released at once."""
+    import socket  # noqa: PLC0415
+
+    from gateway.core.errors import ConfigError  # noqa: PLC0415
+    from gateway.web.server import serves_something  # noqa: PLC0415
+
+    web = gateway.settings.web
+    if not web.enabled or not web.port or not serves_something(gateway):
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            web.host or None, web.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+            probe.bind(address)
+    except OSError as exc:
+        raise ConfigError(
+            f"the web server cannot listen on {web.host}:{web.port}: {exc.strerror or exc} "
+            "(set web.port / SWITCHBOARD_WEB__PORT, or web.enabled = false)",
+            field="web.port",
+        ) from exc

@@ -16,6 +16,8 @@ Every request passes :meth:`WebGuard.middleware`:
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header, which no other site can make a browser send.
+* **Webhooks** of a platform (WhatsApp) are exempt, path by path: the channel that serves
+  them checks each request's signature before reading it.
 * **Browser id**: each browser gets a random id in an HttpOnly cookie; the web chat keys its
   session on it. It never appears in a URL.
 * **Other programs** (``program_prefixes``: ``/hooks/``, ``/v1/``): every request there
@@ -46,7 +48,7 @@ BROWSER_COOKIE = "switchboard_browser"
 NEW_BROWSER_ID = web.RequestKey("switchboard_new_browser_id", bool)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/favicon.ico"})
 PUBLIC_PREFIXES = ("/static/",)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
@@ -99,9 +101,14 @@ class WebGuard:
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_TRACKED_CLIENTS,
         sessions: WebSessions | None = None,
+        webhook_paths: frozenset[str] = frozenset(),
         program_prefixes: tuple[str, ...] = (),
     ):
         self._settings = settings
+        # A platform's webhooks (gateway.core.webhost.ServesWebhooks), path by path, and
+        # other programs' endpoints (ServesPrograms), by prefix: their handlers check each
+        # request's own credential; no host, proxy, token or Origin rule applies.
+        self._webhook_paths = webhook_paths
         self._programs = program_prefixes
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
@@ -196,7 +203,9 @@ class WebGuard:
         return response
 
     async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._programs and request.path.startswith(self._programs):
+        if request.path in self._webhook_paths or (
+            self._programs and request.path.startswith(self._programs)
+        ):
             return await handler(request)  # it checks its own credential (gateway.core.webhost)
         if not self.host_allowed(request):
             return web.Response(status=421, text="This server answers to localhost only.\n")

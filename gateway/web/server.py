@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import ServesPrograms, ServesWeb
+from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
@@ -43,10 +43,22 @@ def web_channels(gateway: GatewayView) -> list[ServesWeb]:
     return [c for c in channels if isinstance(c, ServesWeb)]
 
 
+def webhook_channels(gateway: GatewayView) -> list[ServesWebhooks]:
+    """Channels that take a platform's webhooks on this server (public, self-authenticated)."""
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesWebhooks)]
+
+
 def program_channels(gateway: GatewayView) -> list[ServesPrograms]:
     """Channels other programs call (webhooks, the API; docs/connect.md)."""
     channels: list[object] = list(gateway.channels.values())
     return [c for c in channels if isinstance(c, ServesPrograms)]
+
+
+def serves_something(gateway: GatewayView) -> bool:
+    """Whether the web server has anything to serve: the web chat, a platform's webhooks,
+    other programs' endpoints."""
+    return bool(web_channels(gateway) or webhook_channels(gateway) or program_channels(gateway))
 
 
 class WebServer:
@@ -59,10 +71,14 @@ class WebServer:
             lifetime_seconds=self.settings.session_hours * 3600.0,
             kv=gateway.store.kv,
         )
+        self._webhooks = [
+            route for channel in webhook_channels(gateway) for route in channel.webhook_routes()
+        ]
         self._programs = program_channels(gateway)
         self.guard = WebGuard(
             self.settings,
             sessions=sessions,
+            webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
             program_prefixes=tuple(p.program_prefix for p in self._programs),
         )
         self.metrics = GatewayMetrics(gateway)
@@ -138,18 +154,20 @@ class WebServer:
         add("POST", "/api/pairing/{code}/{action}", self._pairing)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
+        # Browsers ask for /favicon.ico on every page whatever the page links to.
+        add("GET", "/favicon.ico", _icon)
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
+        app.router.add_routes(self._webhooks)
         prefixes = tuple(p.program_prefix for p in self._programs)
         for resource in app.router.resources():  # the guard lets requests there through
             if prefixes and resource.canonical.startswith(prefixes):
-                raise ValueError(f"{resource.canonical} would be served without the web token")
+                raise ValueError(f"{resource.canonical} would be served under {prefixes}")
         for program in self._programs:
             routes = program.program_routes(self.guard)
             for route in routes:
-                path = str(getattr(route, "path", ""))
-                if not path.startswith(program.program_prefix):
-                    raise ValueError(f"{path} is outside {program.program_prefix}")
+                if not _path_of(route).startswith(program.program_prefix):
+                    raise ValueError(f"{_path_of(route)} is outside {program.program_prefix}")
             app.router.add_routes(routes)
         return app
 
@@ -213,6 +231,15 @@ class WebServer:
         if text is None:
             return web.json_response({"error": "not a bootstrap or memory file"}, status=404)
         return web.json_response({"name": name, "text": text})
+
+
+async def _icon(request: web.Request) -> web.StreamResponse:
+    """The page icon, also where browsers look without being told (no 404 on every load)."""
+    return web.FileResponse(STATIC_DIR / "icon.svg", headers={"Content-Type": "image/svg+xml"})
+
+
+def _path_of(route: web.RouteDef) -> str:
+    return route.path
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

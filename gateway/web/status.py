@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.core.addressing import AGENT_CHANNEL, TASK_CHANNEL
+from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.channel import SupportsHealth
 from gateway.core.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
@@ -48,24 +48,16 @@ class Totals:
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
+    estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
 
 
 def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
     """USD from the configured prices per million tokens; None when no price is set."""
-    if llm.input_price_per_million is None and llm.output_price_per_million is None:
-        return None
-    input_price = llm.input_price_per_million or 0.0
-    cached_price = (
-        llm.cached_input_price_per_million
-        if llm.cached_input_price_per_million is not None
-        else input_price
+    return llm.cost(
+        input_tokens=t.input_tokens,
+        output_tokens=t.output_tokens,
+        cached_tokens=t.cache_read_tokens,
     )
-    fresh_input = max(0, t.input_tokens - t.cache_read_tokens)
-    return (
-        fresh_input * input_price
-        + t.cache_read_tokens * cached_price
-        + t.output_tokens * (llm.output_price_per_million or 0.0)
-    ) / 1_000_000
 
 
 async def snapshot(gateway: GatewayView) -> dict[str, Any]:
@@ -113,7 +105,7 @@ async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, An
     states = {
         name: channel.health().connected if isinstance(channel, SupportsHealth) else True
         for name, channel in gateway.channels.items()
-        if name not in (AGENT_CHANNEL, TASK_CHANNEL)
+        if name not in INTERNAL_CHANNELS
     }
     others = {n: c for n, c in states.items() if gateway.channels[n] not in web and n not in LOCAL}
     counted = others or states
@@ -192,6 +184,7 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
                 "input_tokens": t.input_tokens,
                 "output_tokens": t.output_tokens,
                 "cache_read_tokens": t.cache_read_tokens,
+                "estimated_tokens": t.estimated_tokens,
                 "cost": estimated_cost(llm, t),
             }
             for t in totals
@@ -206,8 +199,15 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
     }
 
 
-def _fields(u: Any) -> tuple[str, int, int, int, int]:
-    return (u.key, u.turns, u.input_tokens, u.output_tokens, u.cache_read_tokens)
+def _fields(u: Any) -> tuple[str, int, int, int, int, int]:
+    return (
+        u.key,
+        u.turns,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.estimated_tokens,
+    )
 
 
 def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
@@ -222,6 +222,7 @@ def _group(turns: list[TurnSummary], key: Any) -> list[Totals]:
             sum(t.input_tokens for t in items),
             sum(t.output_tokens for t in items),
             0,
+            sum(t.input_tokens + t.output_tokens for t in items if t.estimated),
         )
         for name, items in groups.items()
     ]

@@ -80,6 +80,7 @@ class TurnSummary:
     input_tokens: int
     output_tokens: int
     decisions: list[dict[str, str]] = field(default_factory=list)
+    estimated: bool = False  # tokens counted by us: the server reported none
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +94,7 @@ class TurnSummary:
             "tool_calls": self.tool_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "estimated": self.estimated,
             "decisions": self.decisions,
         }
 
@@ -125,6 +127,7 @@ def summarize(turn_id: str, events: list[Event], finished_at: float) -> TurnSumm
         input_tokens=sum(int(e.get("input_tokens", 0) or 0) for e in llm),
         output_tokens=sum(int(e.get("output_tokens", 0) or 0) for e in llm),
         decisions=decisions,
+        estimated=any(e.get("estimated") for e in llm),
     )
 
 

@@ -6,7 +6,9 @@ The gateway speaks HELLO, HEARTBEAT/ACK, IDENTIFY → READY, RESUME → (replay)
 the dispatches tests push (``MESSAGE_CREATE``). It can drop the socket, fail resumes,
 refuse every connection and replay events the client already saw. REST records what the
 bot posted (honouring ``nonce`` + ``enforce_nonce`` as Discord does), typing and reactions,
-serves attachments, and can answer a post with a 429 or cut the connection after storing it.
+serves attachments, and can answer a post with a 429 or cut the connection after storing it,
+or hold it open (:meth:`FakeDiscord.hold_post`, tests/fakes/holds.py). ``GET`` of a
+channel's messages (``after``, ``limit``) reads the bot's posts back as Discord does.
 Buttons: posts keep their ``components``, ``POST /users/@me/channels`` opens a DM, a press is
 an ``INTERACTION_CREATE`` (:meth:`FakeDiscord.press`) and its answer goes to the interaction
 callback endpoint, which records it (``callbacks``).
@@ -27,6 +29,8 @@ import discord
 import pytest
 import yarl
 from aiohttp import web
+
+from tests.fakes.holds import Hold, Holds
 
 # Realistic 18-19 digit snowflakes: discord.py parses mentions in text only for those.
 BOT_ID = 310_000_000_000_001_000
@@ -109,6 +113,9 @@ class FakeDiscord:
         self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
         self.edits: list[tuple[int, str]] = []  # (message id, new content)
         self.deleted: list[int] = []
+        self.command_registrations: list[list[dict[str, Any]]] = []
+        self.holds = Holds()
+        self.history_reads = 0
 
     # -- server ---------------------------------------------------------------------------
 
@@ -119,11 +126,13 @@ class FakeDiscord:
         app.router.add_get(f"{api}/users/@me", self._me)
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
         app.router.add_post(f"{api}/channels/{{cid}}/messages", self._create_message)
+        app.router.add_get(f"{api}/channels/{{cid}}/messages", self._list_messages)
         app.router.add_post(f"{api}/channels/{{cid}}/typing", self._typing)
         app.router.add_patch(f"{api}/channels/{{cid}}/messages/{{mid}}", self._edit_message)
         app.router.add_delete(f"{api}/channels/{{cid}}/messages/{{mid}}", self._delete_message)
         app.router.add_post(f"{api}/users/@me/channels", self._open_dm)
         app.router.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
+        app.router.add_put(f"{api}/applications/{{aid}}/commands", self._put_commands)
         reaction = f"{api}/channels/{{cid}}/messages/{{mid}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._react)
@@ -137,6 +146,7 @@ class FakeDiscord:
         return self
 
     async def stop(self) -> None:
+        self.holds.release_all()
         if self._ws is not None and not self._ws.closed:
             await self._ws.close()
         if self._runner is not None:
@@ -149,6 +159,10 @@ class FakeDiscord:
     @property
     def gateway_url(self) -> yarl.URL:
         return yarl.URL(f"ws://127.0.0.1:{self.port}/gateway")
+
+    def hold_post(self, channel_id: int, *, deliver: bool) -> Hold:
+        """Hold the next post to ``channel_id`` open (made first, or never)."""
+        return self.holds.add(deliver=deliver, matches=lambda facts: facts["channel"] == channel_id)
 
     def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Point discord.py at this server: the two class attributes, nothing else."""
@@ -297,6 +311,28 @@ class FakeDiscord:
         await self._send("MESSAGE_CREATE", data)
         return mid
 
+    async def edit(
+        self, message_id: int, content: str, *, author: dict[str, Any], channel_id: int
+    ) -> None:
+        """Dispatch the MESSAGE_UPDATE of a person editing their message ``message_id``."""
+        data: dict[str, Any] = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": datetime.now(UTC).isoformat(),
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+        }
+        await self._send("MESSAGE_UPDATE", data)
+
     async def dm(self, content: str, *, author: dict[str, Any], **kwargs: Any) -> int:
         return await self.message(
             content, author=author, channel_id=int(author["id"]) + 7, **kwargs
@@ -392,6 +428,23 @@ class FakeDiscord:
                 "global": False,
             }
             return json_response(body_429, 429, {"Retry-After": str(wait)})
+        held = self.holds.take({"channel": channel_id})
+        if held is not None:
+            return await Holds.serve(
+                held,
+                lambda: self._post(channel_id, body, nonce, files),
+                lambda: json_response({"message": "held, never made", "code": 0}, 502),
+            )
+        return await self._post(channel_id, body, nonce, files, request)
+
+    async def _post(
+        self,
+        channel_id: int,
+        body: dict[str, Any],
+        nonce: str | None,
+        files: dict[str, bytes],
+        request: web.Request | None = None,
+    ) -> web.Response:
         reference = body.get("message_reference") or {}
         posted = Posted(
             id=self.snowflake(),
@@ -404,12 +457,30 @@ class FakeDiscord:
         )
         self.posted.append(posted)
         await self._notify()
-        if self.fail_posts and self.fail_posts[0][0] == "disconnect":
+        if request is not None and self.fail_posts and self.fail_posts[0][0] == "disconnect":
             self.fail_posts.popleft()
             assert request.transport is not None
             request.transport.abort()  # stored, but the client never hears back
             return web.Response()
         return json_response(self._message_payload(posted))
+
+    async def _list_messages(self, request: web.Request) -> web.Response:
+        """The channel's messages after ``after`` (the oldest ``limit`` of them), newest
+        first, as Discord answers."""
+        self.history_reads += 1
+        await self._notify()
+        channel_id = int(request.match_info["cid"])
+        after = int(request.query.get("after", "0"))
+        limit = int(request.query.get("limit", "50"))
+        mine = sorted(
+            (
+                p
+                for p in self.posted
+                if p.channel_id == channel_id and p.id > after and p.id not in self.deleted
+            ),
+            key=lambda p: p.id,
+        )[:limit]
+        return json_response([self._message_payload(p) for p in reversed(mine)])
 
     def _live(self, request: web.Request) -> Posted | None:
         mid = int(request.match_info["mid"])
@@ -421,6 +492,8 @@ class FakeDiscord:
             return json_response({"message": "Unknown Message", "code": 10008}, 404)
         body = await request.json()
         posted.content = body.get("content") or ""
+        if "components" in body:  # absent: kept; [] takes them off
+            posted.components = body["components"] or []
         self.edits.append((posted.id, posted.content))
         await self._notify()
         return json_response(self._message_payload(posted))
@@ -463,6 +536,42 @@ class FakeDiscord:
                 "resource": {"type": body["type"]},
             }
         )
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        self.command_registrations.append(await request.json())
+        await self._notify()
+        listed = [
+            {**c, "id": str(self.snowflake()), "application_id": str(APP_ID), "version": "1"}
+            for c in self.command_registrations[-1]
+        ]
+        return json_response(listed)
+
+    async def invoke(
+        self, name: str, text: str = "", *, author: dict[str, Any], channel_id: int
+    ) -> int:
+        """Dispatch the INTERACTION_CREATE of ``author`` using the slash command ``name`` in
+        the DM ``channel_id``; returns the interaction id."""
+        interaction = self.snowflake()
+        options = [{"type": 3, "name": "text", "value": text}] if text else []
+        await self._send(
+            "INTERACTION_CREATE",
+            {
+                "id": str(interaction),
+                "application_id": str(APP_ID),
+                "type": 2,
+                "data": {"id": str(self.snowflake()), "name": name, "type": 1, "options": options},
+                "channel_id": str(channel_id),
+                "channel": {"id": str(channel_id), "type": 1, "recipients": [author]},
+                "user": author,
+                "token": f"interaction-token-{interaction}",
+                "version": 1,
+                "attachment_size_limit": 8_388_608,
+                "locale": "en-US",
+                "app_permissions": "0",
+                "entitlements": [],
+            },
+        )
+        return interaction
 
     async def press(self, posted: Posted, custom_id: str, *, presser: dict[str, Any]) -> int:
         """Dispatch the INTERACTION_CREATE a press by ``presser`` on the button

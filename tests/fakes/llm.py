@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from tests.fakes.llm_anthropic import AnthropicWire, pieces
+
+ServerKind = Literal["llama.cpp", "ollama", "ollama-default", "vllm", "lm-studio"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Recorded:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    last_chunk_at: float | None = None  # when the stream's last piece was written (monotonic)
 
     @property
     def user_texts(self) -> list[str]:
@@ -181,6 +185,10 @@ def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
 
 
+class _Gone(Exception):
+    """The client hung up in the middle of a streamed answer."""
+
+
 class FakeLLM(AnthropicWire):
     def __init__(self, *, responder: Responder = echo, latency: float = 0.0) -> None:
         self.script: deque[Step] = deque()
@@ -198,6 +206,14 @@ class FakeLLM(AnthropicWire):
         self.max_in_flight = 0
         # A strict server (vLLM, llama.cpp) refuses prompt + max_tokens over its window.
         self.context_window: int | None = None
+        # Which local server this pretends to be when asked about its window (llama.cpp
+        # /props, Ollama /api/show, vLLM /v1/models, LM Studio /api/v0/models); the window
+        # it reports is ``context_window`` (or ``reported_window`` where that is set).
+        self.server_kind: ServerKind | None = None
+        self.reported_window: int | None = None
+        self.served_model = "fake-model"
+        self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
+        self.report_usage = True  # False: no usage at all (llama.cpp's server in a stream)
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -206,6 +222,10 @@ class FakeLLM(AnthropicWire):
         app = web.Application(middlewares=[self._count])
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/props", self._llama_props)
+        app.router.add_post("/api/show", self._ollama_show)
+        app.router.add_get("/api/v0/models", self._lm_studio_models)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -244,6 +264,18 @@ class FakeLLM(AnthropicWire):
         asked = int(recorded.body.get("max_tokens") or 0)
         if self.context_window is None or prompt_tokens + asked <= self.context_window:
             return None
+        if self.refusal_style == "llama.cpp":  # llama.cpp's server (tools/server, b5000+)
+            refusal = {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt_tokens,
+                "n_ctx": self.context_window,
+            }
+            return web.json_response({"error": refusal}, status=400)
+        if self.refusal_style == "bare":  # a server that does not say its window
+            body = {"error": {"message": "the prompt is too long", "type": "invalid_request"}}
+            return web.json_response(body, status=400)
         message = (
             f"This model's maximum context length is {self.context_window} tokens. However, "
             f"you requested {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, "
@@ -252,6 +284,50 @@ class FakeLLM(AnthropicWire):
         code = "context_length_exceeded"
         body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
         return web.json_response(body, status=400)
+
+    # -- what a local server says about its window ------------------------------------------
+
+    @property
+    def _window(self) -> int:
+        return self.reported_window or self.context_window or 4_096
+
+    async def _models(self, request: web.Request) -> web.Response:
+        entry: dict[str, Any] = {"id": self.served_model, "object": "model", "owned_by": "me"}
+        if self.server_kind == "vllm":
+            entry["max_model_len"] = self._window
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def _llama_props(self, request: web.Request) -> web.Response:
+        if self.server_kind != "llama.cpp":
+            return web.json_response({"error": "not found"}, status=404)
+        settings = {"n_ctx": self._window, "temperature": 0.8, "n_predict": -1}
+        return web.json_response({"default_generation_settings": settings, "total_slots": 1})
+
+    async def _ollama_show(self, request: web.Request) -> web.Response:
+        if self.server_kind not in ("ollama", "ollama-default"):
+            return web.json_response({"error": "not found"}, status=404)
+        body = await request.json()
+        if body.get("model") != self.served_model:
+            return web.json_response(
+                {"error": f"model '{body.get('model')}' not found"}, status=404
+            )
+        parameters = 'stop "<|eot_id|>"'
+        if self.server_kind == "ollama":
+            parameters = f"num_ctx {self._window}\n{parameters}"
+        info = {"general.architecture": "llama", "llama.context_length": 131_072}
+        return web.json_response({"parameters": parameters, "model_info": info})
+
+    async def _lm_studio_models(self, request: web.Request) -> web.Response:
+        if self.server_kind != "lm-studio":
+            return web.json_response({"error": "not found"}, status=404)
+        entry = {
+            "id": self.served_model,
+            "type": "llm",
+            "state": "loaded",
+            "max_context_length": 131_072,
+            "loaded_context_length": self._window,
+        }
+        return web.json_response({"object": "list", "data": [entry]})
 
     # -- scripting and waiting ------------------------------------------------------------
 
@@ -318,15 +394,15 @@ class FakeLLM(AnthropicWire):
             message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
             if tool_calls:
                 message["tool_calls"] = tool_calls
+            completion = {
+                "id": f"chatcmpl-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": recorded.body.get("model", "fake"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            }
             return web.json_response(
-                {
-                    "id": f"chatcmpl-{next(self._ids)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": recorded.body.get("model", "fake"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": usage,
-                }
+                {**completion, "usage": usage} if self.report_usage else completion
             )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -344,8 +420,27 @@ class FakeLLM(AnthropicWire):
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
                 **(extra or {}),
             }
-            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+            try:
+                await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+            except ConnectionResetError as exc:  # the client went away (a stopped turn)
+                raise _Gone from exc
+            recorded.last_chunk_at = time.monotonic()
 
+        try:
+            return await self._stream(step, response, request, tool_calls, finish, usage, chunk)
+        except _Gone:
+            return response
+
+    async def _stream(  # noqa: PLR0917 - the pieces of one streamed answer
+        self,
+        step: Step,
+        response: web.StreamResponse,
+        request: web.Request,
+        tool_calls: list[dict[str, Any]],
+        finish: str,
+        usage: dict[str, Any],
+        chunk: Any,
+    ) -> web.StreamResponse:
         await chunk({"role": "assistant", "content": ""})
         for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
             if index == step.cut_after:
@@ -377,7 +472,8 @@ class FakeLLM(AnthropicWire):
             "choices": [],
             "usage": usage,
         }
-        await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        if self.report_usage:
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

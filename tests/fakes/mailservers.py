@@ -28,7 +28,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from pathlib import Path
@@ -39,6 +39,7 @@ import trustme
 from aioimaplib import aioimaplib
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from tests.fakes.holds import Hold, Holds
 from tests.system import missing
 
 SMTPD_LOCK = Path(tempfile.gettempdir()) / "switchboard-tests-opensmtpd.lock"
@@ -105,10 +106,18 @@ class SmtpSink:
     port: int = 0
     ca: trustme.CA = field(default_factory=trustme.CA)
     ca_file: str = ""
+    # what a server that files sent mail itself (Gmail) does with a message it accepted
+    on_accepted: Callable[[bytes], Awaitable[None]] | None = None
+    holds: Holds = field(default_factory=Holds)  # DATA held open (tests/fakes/holds.py)
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
         self._server: asyncio.base_events.Server | None = None
+
+    def hold(self, *, deliver: bool) -> Hold:
+        """Hold the next DATA: accepted (and filed) first, or never, then answered only
+        once the test lets go."""
+        return self.holds.add(deliver=deliver, matches=lambda facts: True)
 
     async def start(self, directory: Path) -> SmtpSink:
         server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -137,6 +146,7 @@ class SmtpSink:
         return self
 
     async def stop(self) -> None:
+        self.holds.release_all()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -155,9 +165,19 @@ class SmtpSink:
         self.attempts += 1
         if self.faults:
             return self.faults.popleft()
+        held = self.holds.take({})
+        if held is not None:
+            return await Holds.serve(
+                held, lambda: self._accept(envelope), lambda: "451 4.3.0 held, never accepted"
+            )
+        return await self._accept(envelope)
+
+    async def _accept(self, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         message = email.message_from_bytes(raw, policy=email.policy.default)
         assert isinstance(message, EmailMessage)
+        if self.on_accepted is not None:
+            await self.on_accepted(raw)
         async with self._changed:
             self.received.append(message)
             self.envelopes.append((str(envelope.mail_from), list(envelope.rcpt_tos)))
@@ -317,8 +337,18 @@ class Dovecot:
 
         await asyncio.to_thread(send)
 
-    def mailbox(self, user: str) -> Mailbox:
-        return Mailbox("127.0.0.1", self.imap_port, user, self.password)
+    def mailbox(self, user: str, folder: str = "INBOX") -> Mailbox:
+        return Mailbox("127.0.0.1", self.imap_port, user, self.password, folder)
+
+    async def file(self, user: str, folder: str, raw: bytes) -> None:
+        """Put a message in one of ``user``'s folders (made if missing), as a mail server
+        filing what it sent does."""
+        imap = aioimaplib.IMAP4("127.0.0.1", self.imap_port, timeout=5)
+        await imap.wait_hello_from_server()
+        assert (await imap.login(user, self.password)).result == "OK"
+        await imap.create(folder)  # refused if it exists: fine
+        assert (await imap.append(raw, mailbox=folder, flags="(\\Seen)")).result == "OK"
+        await imap.logout()
 
 
 # -- fixtures (import them into a test module) --------------------------------------------
@@ -392,17 +422,21 @@ class OpenSMTPD:
 
 
 class Mailbox:
-    """Reads one user's INBOX over IMAP; :meth:`wait_for` blocks on IDLE until mail arrives."""
+    """Reads one user's folder (INBOX) over IMAP; :meth:`wait_for` blocks on IDLE until mail
+    arrives."""
 
-    def __init__(self, host: str, port: int, user: str, password: str) -> None:
+    def __init__(
+        self, host: str, port: int, user: str, password: str, folder: str = "INBOX"
+    ) -> None:
         self.host, self.port, self.user, self.password = host, port, user, password
+        self.folder = folder
         self._imap: aioimaplib.IMAP4 | None = None
 
     async def __aenter__(self) -> Mailbox:
         imap = aioimaplib.IMAP4(self.host, self.port, timeout=5)
         await imap.wait_hello_from_server()
         assert (await imap.login(self.user, self.password)).result == "OK"
-        assert (await imap.select("INBOX")).result == "OK"
+        assert (await imap.select(self.folder)).result == "OK"
         self._imap = imap
         return self
 

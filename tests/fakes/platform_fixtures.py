@@ -6,7 +6,7 @@ its own fixture of the same name, which takes precedence over these.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,8 +16,10 @@ if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import 
     from tests.fakes.discord import FakeDiscord
     from tests.fakes.mailservers import SmtpSink
     from tests.fakes.slack import FakeSlack
+    from tests.fakes.synapse import Homeserver
     from tests.fakes.telegram import FakeTelegram
     from tests.fakes.web import FakeSite
+    from tests.fakes.whatsapp import FakeGraph
 
 
 @pytest.fixture
@@ -68,3 +70,22 @@ async def sink(tmp_path: Path) -> AsyncIterator[SmtpSink]:
     smtp = await SmtpSink().start(tmp_path)
     yield smtp
     await smtp.stop()
+
+
+@pytest.fixture
+async def graph() -> AsyncIterator[FakeGraph]:
+    """The fake WhatsApp Cloud API (Graph API)."""
+    from tests.fakes.whatsapp import FakeGraph
+
+    fake = await FakeGraph().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture(scope="session")
+def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    """A real Synapse on 127.0.0.1 for the test session (tests/fakes/synapse.py)."""
+    from tests.fakes.synapse import start_homeserver
+
+    with start_homeserver(tmp_path_factory) as server:
+        yield server

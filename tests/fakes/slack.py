@@ -4,8 +4,8 @@ The real slack_sdk ``AsyncWebClient`` reaches it through ``base_url``; Socket Mo
 to whatever URL ``apps.connections.open`` returns, which is this server. Events are pushed
 as Socket Mode envelopes (acks are recorded per ``envelope_id``) or posted to a bolt HTTP
 endpoint with a genuine signature (:func:`post_signed`). Web API calls are recorded;
-``chat.postMessage`` can answer 429 or cut the connection after storing the message;
-``conversations.history``/``.replies`` return stored messages with their metadata; files go
+``chat.postMessage`` can answer 429, cut the connection after storing the message or be
+held open (:meth:`FakeSlack.hold_post`); ``conversations.history``/``.replies`` return stored messages with their metadata; files go
 through ``files.getUploadURLExternal`` → upload → ``files.completeUploadExternal``.
 ``chat.postMessage`` keeps Block Kit ``blocks``, and a post to a user id lands in the app's
 DM with that user (``D`` + the id's tail), as on Slack; :func:`block_actions` builds the
@@ -28,6 +28,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
+
+from tests.fakes.holds import Hold, Holds
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-1-test"
@@ -61,12 +63,14 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.posted: list[Posted] = []
+        self.reactions: dict[tuple[str, str], list[str]] = {}  # (channel, ts) -> names
         self.deleted: list[str] = []  # ts of messages deleted
         self.fail_posts: deque[tuple[str, float]] = deque()  # ("429"|"disconnect", retry_after)
         self.limited: dict[str, float] = {}  # channel -> answer every post there 429, retry_after
         self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes)
         self.hosted: dict[str, bytes] = {}  # files users shared, by path
         self.download_auth: list[str | None] = []
+        self.holds = Holds()
         # Socket Mode
         self.connections = 0
         self.acks: list[str] = []
@@ -90,6 +94,7 @@ class FakeSlack:
         return self
 
     async def stop(self) -> None:
+        self.holds.release_all()
         if self._ws is not None and not self._ws.closed:
             await self._ws.close()
         if self._runner is not None:
@@ -113,6 +118,11 @@ class FakeSlack:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+    def hold_post(self, channel: str, *, deliver: bool) -> Hold:
+        """Hold the next ``chat.postMessage`` to ``channel`` open (made first, or never:
+        tests/fakes/holds.py)."""
+        return self.holds.add(deliver=deliver, matches=lambda args: args["channel"] == channel)
 
     def next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
@@ -168,6 +178,26 @@ class FakeSlack:
         if isinstance(blocks, str):
             blocks = json.loads(blocks)
         channel = str(args["channel"])
+        held = self.holds.take({"channel": channel})
+        if held is not None:
+
+            async def make() -> web.Response:
+                return await self._post(args, channel, metadata, blocks, None)
+
+            def never() -> web.Response:
+                return web.json_response({"ok": False, "error": "internal_error"}, status=500)
+
+            return await Holds.serve(held, make, never)
+        return await self._post(args, channel, metadata, blocks, request)
+
+    async def _post(
+        self,
+        args: dict[str, Any],
+        channel: str,
+        metadata: dict[str, Any] | None,
+        blocks: list[dict[str, Any]],
+        request: web.Request | None,
+    ) -> web.Response:
         posted = Posted(
             channel=dm_of(channel) if channel.startswith("U") else channel,
             ts=self.next_ts(),
@@ -178,12 +208,28 @@ class FakeSlack:
         )
         self.posted.append(posted)
         await self._notify()
-        if self.fail_posts and self.fail_posts[0][0] == "disconnect":
+        if request is not None and self.fail_posts and self.fail_posts[0][0] == "disconnect":
             self.fail_posts.popleft()
             assert request.transport is not None
             request.transport.abort()  # posted, but the client never hears back
             return web.Response()
         return web.json_response({"ok": True, "channel": posted.channel, "ts": posted.ts})
+
+    async def _reactions_add(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        marks = self.reactions.setdefault((str(args["channel"]), str(args["timestamp"])), [])
+        if args["name"] in marks:
+            return web.json_response({"ok": False, "error": "already_reacted"})
+        marks.append(str(args["name"]))
+        await self._notify()
+        return web.json_response({"ok": True})
+
+    async def _reactions_remove(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        marks = self.reactions.get((str(args["channel"]), str(args["timestamp"])), [])
+        if args["name"] not in marks:
+            return web.json_response({"ok": False, "error": "no_reaction"})
+        marks.remove(str(args["name"]))
+        await self._notify()
+        return web.json_response({"ok": True})
 
     async def _chat_update(self, request: web.Request, args: dict[str, Any]) -> web.Response:
         blocks = args.get("blocks") or []
@@ -216,7 +262,10 @@ class FakeSlack:
         messages = [
             self._message_json(p)
             for p in reversed(self.posted)
-            if p.channel == args["channel"] and p.thread_ts is None and float(p.ts) >= oldest
+            if p.channel == args["channel"]
+            and p.thread_ts is None
+            and float(p.ts) >= oldest
+            and p.ts not in self.deleted
         ]
         return web.json_response({"ok": True, "messages": messages, "has_more": False})
 
@@ -226,7 +275,9 @@ class FakeSlack:
         messages = [
             self._message_json(p)
             for p in self.posted
-            if p.channel == args["channel"] and p.thread_ts == args["ts"]
+            if p.channel == args["channel"]
+            and p.thread_ts == args["ts"]
+            and p.ts not in self.deleted
         ]
         return web.json_response({"ok": True, "messages": messages, "has_more": False})
 
@@ -356,6 +407,33 @@ class FakeSlack:
         )
         return envelope_id
 
+    async def push_command(self, command: str, text: str = "", *, user: str, channel: str) -> str:
+        """A slash command the person typed, over Socket Mode (``slash_commands``)."""
+        await self.until(lambda: self._ws is not None and not self._ws.closed)
+        assert self._ws is not None
+        envelope_id = f"env-{next(self._envelopes)}"
+        payload = {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": channel,
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0001",
+            "trigger_id": f"trigger-{next(_event_ids)}",
+            "response_url": "https://hooks.slack.invalid/commands/1",
+        }
+        await self._ws.send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": "slash_commands",
+                "accepts_response_payload": True,
+                "payload": payload,
+            }
+        )
+        return envelope_id
+
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
         await self.until(lambda: envelope_id in self.acks, timeout)
 
@@ -409,6 +487,21 @@ def dm_event(
         "ts": ts,
         "event_ts": ts,
         **extra,
+    }
+
+
+def edit_event(original: dict[str, Any], text: str, *, edited_ts: str) -> dict[str, Any]:
+    """The ``message_changed`` event Slack sends when a person edits ``original``."""
+    changed = {**original, "text": text, "edited": {"user": original["user"], "ts": edited_ts}}
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel": original["channel"],
+        "channel_type": original.get("channel_type"),
+        "message": changed,
+        "previous_message": original,
+        "ts": edited_ts,
+        "event_ts": edited_ts,
     }
 
 

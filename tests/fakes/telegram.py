@@ -10,6 +10,17 @@ Inline keyboards: a sent message keeps its ``reply_markup``; :meth:`FakeTelegram
 pushes the ``callback_query`` a tap on one of its buttons makes, and ``answerCallbackQuery``
 and ``editMessageReplyMarkup`` are answered (and recorded) as Telegram does.
 
+Message ids are numbered as Telegram numbers them: a supergroup or channel (``-100…``) has
+a counter of its own; every private chat and basic group of the bot shares the bot's one
+counter, so ids there interleave across chats. Edits answer as Telegram does: "message to
+edit not found" (no such message in that chat), "message can't be edited" (not the bot's),
+"message is not modified" (same text and buttons), "there is no text in the message to
+edit" (a photo or file).
+
+Holding a call (:meth:`FakeTelegram.hold`, tests/fakes/holds.py): the fake keeps the
+request open until the test lets go, having made the message first or not at all; a test
+kills the gateway process while a call is held: the instant of a send.
+
 It also serves an OpenAI-compatible ``/v1/audio/transcriptions`` for voice-note tests.
 """
 
@@ -26,11 +37,12 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.buckets import Rate
 from channels.telegram import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
-from gateway.core.pacing import Rate
+from tests.fakes.holds import Hold, Holds
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(
@@ -69,6 +81,12 @@ class Failure:
         return self.chat_id is None or str(params.get("chat_id")) == str(self.chat_id)
 
 
+def private_space(chat_id: int) -> bool:
+    """Private chats and basic groups number their messages with the bot's own counter;
+    supergroups and channels (ids ``-100…``) each have one of their own."""
+    return not str(chat_id).startswith("-100")
+
+
 class FakeTelegram:
     def __init__(self, token: str = "123456:TEST-TOKEN", *, username: str = "switchboard_bot"):
         self.token = token
@@ -88,9 +106,18 @@ class FakeTelegram:
         self.transcript = "transcribed words"
         # What a user sees: (chat id, message id) -> (text, entities), edits and deletions applied
         self.chat: dict[tuple[int, int], tuple[str, list[dict[str, Any]]]] = {}
+        self.markup: dict[tuple[int, int], Any] = {}  # the bot's messages' inline keyboards
+        self.files_shown: set[tuple[int, int]] = set()  # the bot's photos and documents
+        self.user_messages: set[tuple[int, int]] = set()  # messages people wrote
+        self.holds = Holds()
+        # sendMessageDraft: off answers "method not found" (a Bot API server without it);
+        # on, a private chat shows the last preview until the bot's next message arrives
+        self.draft_previews = False
+        self.previews: dict[int, tuple[int, str]] = {}  # chat id -> (draft id, text) shown
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
-        self._message_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
+        self._own_ids = itertools.count(1)  # the bot's counter: private chats, basic groups
+        self._channel_ids: dict[int, itertools.count[int]] = defaultdict(lambda: itertools.count(1))
         self._file_ids = itertools.count(1)
         self._handlers = {
             name[3:].lower(): getattr(self, name) for name in dir(self) if name.startswith("_m_")
@@ -116,6 +143,7 @@ class FakeTelegram:
 
     async def stop(self) -> None:
         self._closing = True
+        self.holds.release_all()  # a held request must not keep the server from closing
         await self._notify()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -143,6 +171,31 @@ class FakeTelegram:
         self.failures[method].append(
             Failure(status, description, retry_after, times, skip, chat_id)
         )
+
+    def hold(
+        self,
+        method: str,
+        *,
+        deliver: bool,
+        chat_id: int | None = None,
+        text: str | None = None,
+    ) -> Hold:
+        """Hold the next call of ``method`` (for ``chat_id``, with a text starting with
+        ``text``) open until :meth:`Hold.release` (tests/fakes/holds.py)."""
+
+        def matches(params: dict[str, Any]) -> bool:
+            said = params.get("text")
+            return (
+                params["_method"].lower() == method.lower()
+                and (chat_id is None or str(params.get("chat_id")) == str(chat_id))
+                and (text is None or (isinstance(said, str) and said.startswith(text)))
+            )
+
+        return self.holds.add(deliver=deliver, matches=matches)
+
+    def next_message_id(self, chat_id: int) -> int:
+        counter = self._own_ids if private_space(chat_id) else self._channel_ids[chat_id]
+        return next(counter)
 
     async def go_down(self, status: int = 502, description: str = "Bad Gateway") -> None:
         """Answer every call with ``status`` until :meth:`come_back` (a long poll waiting
@@ -197,8 +250,10 @@ class FakeTelegram:
         sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
         if username:
             sender["username"] = username
+        message_id = message_id or self.next_message_id(chat_id)
+        self.user_messages.add((chat_id, message_id))
         msg: dict[str, Any] = {
-            "message_id": message_id or next(self._message_ids[chat_id]) + 100_000,
+            "message_id": message_id,
             "date": int(time.time()),
             "chat": chat,
             "from": sender,
@@ -218,6 +273,15 @@ class FakeTelegram:
     async def say(self, text: str = "", **kwargs: Any) -> dict[str, Any]:
         """Push a message update; returns the update."""
         return await self.push({"message": self.message(text, **kwargs)})
+
+    async def edit(self, update: dict[str, Any], text: str) -> dict[str, Any]:
+        """The person edits the message of ``update`` (one :meth:`say` pushed): the
+        ``edited_message`` update Telegram sends, same message id, new text."""
+        message = {**update["message"], "text": text, "edit_date": int(time.time()) + 1}
+        message.pop("entities", None)
+        if entities := auto_entities(text):
+            message["entities"] = entities
+        return await self.push({"edited_message": message})
 
     async def press(
         self, sent: Call, data: str, *, user_id: int, first_name: str = "Dana"
@@ -322,6 +386,9 @@ class FakeTelegram:
         handler = self._handlers.get(method.lower())  # Bot API methods are case-insensitive
         if handler is None:
             return _error(404, "Not Found: method not found")
+        held = self.holds.take({**params, "_method": method})
+        if held is not None:
+            return await self._held(held, call, handler)
         response: web.Response = await handler(call)
         outage = self._outage()  # it may have gone down while this poll waited
         if outage is not None and method == "getUpdates":
@@ -331,6 +398,17 @@ class FakeTelegram:
             call.result = json.loads(response.text or "{}").get("result")
             await self._notify()
         return response
+
+    async def _held(self, held: Hold, call: Call, handler: Any) -> web.Response:
+        async def make() -> web.Response:
+            response: web.Response = await handler(call)
+            if response.status == 200:
+                call.params["_ok"] = True
+                call.result = json.loads(response.text or "{}").get("result")
+            await self._notify()
+            return response
+
+        return await Holds.serve(held, make, lambda: _error(502, "held, never made"))
 
     def _outage(self) -> Failure | None:
         return self.outage
@@ -400,7 +478,39 @@ class FakeTelegram:
     async def _m_editMessageReplyMarkup(self, call: Call) -> web.Response:
         if not call.params.get("chat_id") or not call.params.get("message_id"):
             return _error(400, "Bad Request: message identifier is not specified")
-        return _ok(True)
+        key = (int(call.params["chat_id"]), int(call.params["message_id"]))
+        refused = self._uneditable(key)
+        if refused is not None:
+            return refused
+        markup = call.params.get("reply_markup") or None
+        if markup == {"inline_keyboard": []}:
+            markup = None
+        if self.markup.get(key) == markup:
+            return _not_modified()
+        if markup is None:
+            self.markup.pop(key, None)
+        else:
+            self.markup[key] = markup
+        return _ok(self._edited(key))
+
+    def _uneditable(self, key: tuple[int, int]) -> web.Response | None:
+        """Telegram's refusal of an edit of ``key``, if it refuses."""
+        if key in self.user_messages:
+            return _error(400, "Bad Request: message can't be edited")
+        if key not in self.chat:
+            return _error(400, "Bad Request: message to edit not found")
+        return None
+
+    def _edited(self, key: tuple[int, int]) -> dict[str, Any]:
+        kind = "private" if key[0] > 0 else "supergroup"
+        return {
+            "message_id": key[1],
+            "date": int(time.time()),
+            "edit_date": int(time.time()),
+            "chat": {"id": key[0], "type": kind},
+            "from": self._me(),
+            "text": self.chat[key][0],
+        }
 
     async def _m_getFile(self, call: Call) -> web.Response:
         file_id = call.params.get("file_id")
@@ -434,7 +544,22 @@ class FakeTelegram:
                 400,
                 "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 12",
             )
+        self.previews.pop(int(call.params["chat_id"]), None)  # the message replaces it
         return _ok(self._sent_message(call, text=text))
+
+    async def _m_sendMessageDraft(self, call: Call) -> web.Response:
+        if not self.draft_previews:
+            return _error(404, "Not Found: method not found")
+        chat_id, draft_id = int(call.params["chat_id"]), int(call.params.get("draft_id", 0))
+        text = call.params.get("text")
+        if chat_id < 0:
+            return _error(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if draft_id == 0:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        if not isinstance(text, str) or not 0 < utf16_len(text) <= 4096:
+            return _error(400, "Bad Request: text must be 1-4096 characters")
+        self.previews[chat_id] = (draft_id, text)
+        return _ok(True)
 
     async def _m_editMessageText(self, call: Call) -> web.Response:
         key = (int(call.params["chat_id"]), int(call.params["message_id"]))
@@ -443,34 +568,34 @@ class FakeTelegram:
             return _error(400, "Bad Request: message text is empty")
         if utf16_len(text) > 4096:
             return _error(400, "Bad Request: MESSAGE_TOO_LONG")
-        if key not in self.chat:
-            return _error(400, "Bad Request: message to edit not found")
+        refused = self._uneditable(key)
+        if refused is not None:
+            return refused
+        if key in self.files_shown:
+            return _error(400, "Bad Request: there is no text in the message to edit")
         entities = call.params.get("entities") or []
-        if self.chat[key] == (text, entities):
-            return _error(
-                400,
-                "Bad Request: message is not modified: specified new message content and "
-                "reply markup are exactly the same as a current content and reply markup "
-                "of the message",
-            )
+        markup = call.params.get("reply_markup") or None
+        if self.chat[key] == (text, entities) and self.markup.get(key) == markup:
+            return _not_modified()
         self.chat[key] = (text, entities)
-        kind = "private" if key[0] > 0 else "supergroup"
-        return _ok(
-            {
-                "message_id": key[1],
-                "date": int(time.time()),
-                "edit_date": int(time.time()),
-                "chat": {"id": key[0], "type": kind},
-                "from": self._me(),
-                "text": text,
-            }
-        )
+        if markup is None:  # an edit without buttons removes them, as Telegram's does
+            self.markup.pop(key, None)
+        else:
+            self.markup[key] = markup
+        return _ok(self._edited(key))
 
     async def _m_deleteMessage(self, call: Call) -> web.Response:
         key = (int(call.params["chat_id"]), int(call.params["message_id"]))
         if self.chat.pop(key, None) is None:
             return _error(400, "Bad Request: message to delete not found")
+        self.markup.pop(key, None)
+        self.files_shown.discard(key)
         return _ok(True)
+
+    async def delete_by_user(self, chat_id: int, message_id: int) -> None:
+        """The person deletes one of the bot's messages in a private chat."""
+        self.chat.pop((chat_id, message_id), None)
+        await self._notify()
 
     async def _m_sendPhoto(self, call: Call) -> web.Response:
         return _ok(
@@ -485,9 +610,14 @@ class FakeTelegram:
     def _sent_message(self, call: Call, **content: Any) -> dict[str, Any]:
         chat_id = int(call.params["chat_id"])
         kind = "private" if chat_id > 0 else "supergroup"
-        message_id = next(self._message_ids[chat_id])
+        message_id = self.next_message_id(chat_id)
         shown = content.get("text") or ("[photo]" if "photo" in content else "[document]")
-        self.chat[(chat_id, message_id)] = (shown, call.params.get("entities") or [])
+        key = (chat_id, message_id)
+        self.chat[key] = (shown, call.params.get("entities") or [])
+        if "text" not in content:
+            self.files_shown.add(key)
+        if call.params.get("reply_markup"):
+            self.markup[key] = call.params["reply_markup"]
         return {
             "message_id": message_id,
             "date": int(time.time()),
@@ -567,6 +697,14 @@ def _decode(value: str, key: str = "") -> Any:
         return json.loads(value)
     except ValueError:
         return value
+
+
+def _not_modified() -> web.Response:
+    return _error(
+        400,
+        "Bad Request: message is not modified: specified new message content and reply "
+        "markup are exactly the same as a current content and reply markup of the message",
+    )
 
 
 def _ok(result: Any) -> web.Response:

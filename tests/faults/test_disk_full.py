@@ -95,7 +95,8 @@ async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_spa
     tg: FakeTelegram,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings = make_settings(telegram=section(tg))
+    # room for a long answer: it is cut at max_tokens × 12 characters (docs/reliability.md)
+    settings = make_settings(telegram=section(tg), llm={"max_tokens": 16_384})
     caplog.set_level(logging.INFO)
     async with Gateway(settings, channels=[channel(settings)]) as gateway:
         await tg.say("warm up")

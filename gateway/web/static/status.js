@@ -114,7 +114,11 @@
           el("span", { class: `outcome ${t.outcome}` }, t.outcome),
           `${t.seconds < 10 ? t.seconds.toFixed(2) : t.seconds.toFixed(1)} s`,
           `${t.llm_calls} model, ${t.tool_calls} tool`,
-          `${number(t.input_tokens)} in / ${number(t.output_tokens)} out`,
+          el(
+            "span",
+            t.estimated ? { title: "counted by Switchboard (tiktoken): the model's server reported no usage" } : {},
+            `${t.estimated ? "≈ " : ""}${number(t.input_tokens)} in / ${number(t.output_tokens)} out`,
+          ),
           t.decisions.length
             ? el("ul", { class: "decisions" }, ...t.decisions.map((d) => el("li", { title: d.reason }, `${d.guard}: ${d.code}`)))
             : "none",
@@ -125,7 +129,9 @@
 
   function usage(data) {
     const u = data.usage;
-    const row = (r) => [r.key, r.turns, number(r.input_tokens), number(r.output_tokens), cost(r.cost)];
+    const about = (r) => (r.estimated_tokens ? "≈ " : "");
+    const row = (r) => [r.key, r.turns, about(r) + number(r.input_tokens), about(r) + number(r.output_tokens), cost(r.cost)];
+    const estimated = [...u.by_day, ...u.by_chat].some((r) => r.estimated_tokens);
     const headers = ["", "Turns", "Input tokens", "Output tokens", "Est. cost"];
     $("usage").replaceChildren(
       el("h3", {}, "Per day"),
@@ -137,6 +143,7 @@
         { class: "muted" },
         `Last 30 days, from the ${u.source}. `,
         u.priced ? "Cost uses the prices in [llm]." : "Set llm.input_price_per_million and llm.output_price_per_million for cost estimates.",
+        estimated ? " ≈: counted by Switchboard (tiktoken) where the model's server reported no usage." : "",
       ),
     );
   }

@@ -9,6 +9,7 @@ the model again; when re-prompts run out, the first substantive answer is delive
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agent.guards.review import (
     FAILURE_NOTICES,
@@ -21,26 +22,40 @@ from agent.guards.review import (
     substantive,
 )
 from agent.guards.trace import TurnTrace
-from agent.llm.metered import Charge, Purpose
+from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.tools.base import TurnState
-from agent.turn_steps import ModelAndTools, Step
+from agent.turn.inputs import TurnLimits
+from gateway.core.usage import Purpose
+
+
+@dataclass(slots=True)
+class Step:
+    """One tool call that ran, as the review sees it."""
+
+    tool: str
+    is_error: bool
+    sends_before: int  # messages the `message` tool had sent before it
+    acted: bool  # a side effect the user asked for (write, send, schedule, exec) succeeded
+    error: str = ""  # the first line of the error result
 
 
 class TurnReview:
     def __init__(
         self,
-        runner: ModelAndTools,
+        model: MeteredModel,
+        limits: TurnLimits,
         *,
         state: TurnState,
         trace: TurnTrace,
-        autopilot: bool,
+        unattended: bool,
         charge: Charge,
     ) -> None:
-        self._runner = runner
+        self._model = model
+        self._limits = limits
         self._state = state
         self._trace = trace
-        self._autopilot = autopilot
+        self._unattended = unattended
         self._charge = charge
         self.steps: list[Step] = []
         self.answers: list[str] = []  # answers the review sent back, in order
@@ -51,14 +66,9 @@ class TurnReview:
             final_text=text,
             sent_texts=self._state.sent_texts,
             steps=self.tool_steps(),
-            autopilot=self._autopilot,
+            unattended=self._unattended,
         )
-        if (
-            finding is None
-            and self._runner.guards.llm_review
-            and not self._autopilot
-            and text.strip()
-        ):
+        if finding is None and self._limits.llm_review and not self._unattended and text.strip():
             finding = await self._llm_review(text, conversation)
         if finding is not None:
             self.answers.append(text)
@@ -112,7 +122,7 @@ class TurnReview:
             "",
         )
         prompt = REVIEWER_PROMPT.format(request=request[:2000], reply=text[:4000])
-        response = await self._runner.call_model(
+        response = await self._model.ask(
             SystemPrompt("You are a strict reviewer."),
             [ChatMessage("user", prompt)],
             (),

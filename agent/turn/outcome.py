@@ -1,4 +1,4 @@
-"""What the user sees when a turn ends: one answer, a failure notice, or (for autopilot
+"""What the user sees when a turn ends: one answer, a failure notice, or (for unattended
 turns with nothing to report) nothing at all."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMContextOverflow, LLMError
-from agent.runner import RunResult
 from agent.tools.base import TurnState
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
+from agent.turn.loop import RunResult
+from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.messages import Attachment, OutboundKind, OutboundMessage
+from gateway.core.turns import TurnKind
 
 INTERRUPTED_NOTICE = (
     "Sorry, I was interrupted while working on your message and could not finish it. "
@@ -49,7 +50,7 @@ def _decide(
     default_reply: str,
 ) -> TurnOutcome:
     text = result.text.strip()
-    if request.kind.autopilot:
+    if request.kind.unattended:
         text = nothing_to_report(text)
         if not text:
             trace.decision("reply", "HEARTBEAT_OK", "nothing to report; nothing sent")
@@ -85,13 +86,32 @@ def notice(request: TurnRequest, text: str) -> TurnOutcome:
     )
 
 
+def stop_notice(done: Sequence[str], unknown: Sequence[str], *, dropped: int = 0) -> str:
+    """What a person who stopped a turn is told: that it stopped, what it had already done
+    (those side effects are not undone), and the messages the stop dropped."""
+    parts = ["Stopped."]
+    if done:
+        parts.append(f"Already done before the stop: {', '.join(done)}.")
+    if unknown:
+        parts.append(f"Started, outcome unknown: {', '.join(unknown)}.")
+    if not done and not unknown:
+        parts.append("Nothing had been changed.")
+    if dropped == 1:
+        parts.append("The message you sent after it was dropped.")
+    elif dropped:
+        parts.append(f"The {dropped} messages you sent after it were dropped.")
+    return " ".join(parts)
+
+
 def provider_notice(exc: LLMError) -> str:
     """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
     nor for a conversation too long for the model: a shorter text does)."""
     if isinstance(exc, LLMContextOverflow):
+        said = f"{exc.window} tokens, its server says; " if exc.window else ""
         return (
-            f"Sorry, I could not answer: {exc.user_message} Please send a shorter message, "
-            "or /new to start a fresh conversation."
+            "Sorry, I could not answer: the conversation is too long for the model's context "
+            f"window ({said}set by llm.context_window). Please send a shorter message, or "
+            "/new to start a fresh conversation."
         )
     after = (
         "please try again in a moment." if exc.transient else "send it again once this is fixed."
@@ -123,7 +143,7 @@ def files_caption(files: tuple[Attachment, ...]) -> str:
 
 
 def nothing_to_report(text: str) -> str:
-    """An autopilot answer without its HEARTBEAT_OK marker; empty when that was all it said."""
+    """An unattended answer without its HEARTBEAT_OK marker; empty when that was all it said."""
     if not re.search(r"\bHEARTBEAT_OK\b", text, flags=re.IGNORECASE):
         return text
     rest = re.sub(r"\bHEARTBEAT_OK\b", "", text, flags=re.IGNORECASE).strip()

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agent.approval import ApprovalAsk
+from agent.approval import PendingCall
 from agent.llm.base import TextSink
-from agent.llm.metered import Metered
+from agent.llm.metered import UsageEntry
+from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
-
-ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
-
-
-class TurnKind(enum.StrEnum):
-    CHAT = "chat"  # a person wrote; the turn must end with a visible answer
-    HEARTBEAT = "heartbeat"  # autopilot check-in; may end silently
-    CRON = "cron"  # a scheduled job; may end silently
-    SUBAGENT = "subagent"  # background task spawned by a chat turn
-
-    @property
-    def autopilot(self) -> bool:
-        """No user is waiting: no clarifying questions, silence is allowed."""
-        return self is not TurnKind.CHAT
+from gateway.core.turns import TurnControl, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +21,7 @@ class TurnRequest:
     principal: Principal
     kind: TurnKind = TurnKind.CHAT
     messages: tuple[InboundMessage, ...] = ()  # folded user messages, oldest first
-    prompt: str | None = None  # the instruction for autopilot turns
+    prompt: str | None = None  # the instruction for unattended turns
     resumed: bool = False
     # Receives answer text as the model generates it (web chat); the final reply still goes
     # through the durable outbox and is authoritative.
@@ -45,6 +31,8 @@ class TurnRequest:
     history_limit: int | None = None  # a light session (heartbeat) keeps less history
     tainted: bool = False  # started by a turn that had read untrusted content
     authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task
+    control: TurnControl | None = None  # a chat turn's handle (/stop, /status)
+    steer: bool = False  # messages sent meanwhile join the running turn (<channel>.followups)
 
     @property
     def last_message(self) -> InboundMessage | None:
@@ -56,8 +44,8 @@ class TurnOutcome:
     replies: tuple[OutboundMessage, ...] = ()
     failed: bool = False
     # Every model call the turn caused, by purpose (committed with the turn).
-    usage: tuple[Metered, ...] = ()
+    usage: tuple[UsageEntry, ...] = ()
     final_text: str = ""
     read_untrusted: bool = False  # the turn saw outside content (its answer may carry it)
     # The turn stopped at a call that waits for approval: it is parked, not committed.
-    awaiting: ApprovalAsk | None = None
+    awaiting: PendingCall | None = None

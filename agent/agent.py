@@ -1,9 +1,9 @@
-"""AgentLoop: one turn, from the user's messages to the replies to send.
+"""Agent: one turn, from the user's messages to the replies to send.
 
-It loads the session's history, writes the new user messages as drafts (the turn's first
-checkpoint), builds the prompt, runs the guarded tool loop and decides what the user sees.
+It loads the session's history, writes the new user messages as the turn's first
+checkpoint, builds the prompt, runs the guarded tool loop and decides what the user sees.
 It never raises for a provider failure, a timeout or a bug in a tool: the user gets a clear
-notice instead. Cancellation (shutdown) propagates, leaving the drafts for the next start to
+notice instead. Cancellation (shutdown) propagates, leaving the checkpoints for the next start to
 resume. After the turn, summarization and reflection run in the background.
 """
 
@@ -11,47 +11,54 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
-from agent.compaction import Compactor
+from agent.compaction import Compaction, Compactor
 from agent.context import ContextBuilder, user_message
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.metered import Charge, TurnMeter, person
+from agent.llm.metered import Charge, MeteredModel, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
-from agent.outcome import (
+from agent.policy import ToolPolicy
+from agent.reflection import reflect, worth_reflecting
+from agent.skills import routed_block
+from agent.task_types import fits, task_type
+from agent.tools.base import Audit, Sender, ToolContext, TurnState
+from agent.tools.executor import ToolExecutor
+from agent.tools.find_tools import FindTools
+from agent.tools.registry import ToolSource
+from agent.turn.inputs import Steer, TurnInputs, TurnLimits
+from agent.turn.loop import RunResult, StopReason, TurnLoop
+from agent.turn.outcome import (
     INTERNAL_ERROR_NOTICE,
     INTERRUPTED_NOTICE,
     TIMEOUT_NOTICE,
     decide,
     notice,
     provider_notice,
+    stop_notice,
 )
-from agent.policy import ToolPolicy
-from agent.reflection import reflect, worth_reflecting
-from agent.runner import Runner, RunResult
-from agent.skills import routed_block
-from agent.task_types import fits, task_type
-from agent.tools.base import Audit, Sender, ToolContext, TurnState
-from agent.tools.find_tools import FindTools
-from agent.tools.registry import ToolSource
-from agent.turn import TurnKind, TurnOutcome, TurnRequest
-from agent.turn_scope import authorising_texts, file_view, resumed_state
+from agent.turn.request import TurnOutcome, TurnRequest
+from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
+from gateway.core.principal import Principal
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
+from gateway.core.turns import TurnKind
 from gateway.store import History, NewMessage, Pins, SessionState
 
 log = logging.getLogger(__name__)
+
+FOLLOW_UP = "[Follow-up: the person wrote this while you were working; take it into account]"
 
 Clock = Callable[[], datetime]
 
@@ -72,11 +79,13 @@ async def _no_audit(kind: str, **detail: object) -> None:
     return None
 
 
-class AgentLoop:
+class Agent:
     def __init__(
         self,
         *,
-        runner: Runner,
+        model: MeteredModel,
+        executor: ToolExecutor,
+        limits: TurnLimits,
         policy: ToolPolicy,
         history: History,
         context: ContextBuilder,
@@ -91,8 +100,15 @@ class AgentLoop:
         trace_dir: Path | None = None,
         redact: Callable[[str], str] = lambda text: text,
         tool_source: ToolSource | None = None,
+        services: Services | None = None,
+        storage_alarm: StorageAlarm | None = None,
+        choices: Mapping[str, MeteredModel] | None = None,
     ) -> None:
-        self.runner = runner
+        self.model = model
+        # the models a chat may switch to with /model, by name (the agent's own among them)
+        self.choices: Mapping[str, MeteredModel] = choices or {model.model: model}
+        self.executor = executor
+        self.limits = limits
         self.tool_source = tool_source  # MCP servers: their tools, registered before a turn
         self.policy = policy
         self.history = history
@@ -112,13 +128,13 @@ class AgentLoop:
         self._trace_dir = trace_dir
         self._redact = redact
         self._background: set[asyncio.Task[None]] = set()
-        self.services = Services()  # filled in by the gateway once its services exist
-        self.storage_alarm: StorageAlarm | None = None  # told while checkpoints wait for space
+        self.services = services or Services()  # scheduling, background tasks, other agents
+        self.storage_alarm = storage_alarm  # told while checkpoints wait for space
         self.pins = pins
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
-        trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind.value)
-        meter = TurnMeter()  # kept here: a turn that fails still used what it used
+        trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
+        meter = TurnUsage()  # kept here: a turn that fails still used what it used
         try:
             async with asyncio.timeout(self.config.turn_timeout):
                 outcome = await self._run(request, trace, meter)
@@ -164,15 +180,14 @@ class AgentLoop:
 
     # -- the turn ------------------------------------------------------------------------
 
-    async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnMeter) -> TurnOutcome:
+    async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnUsage) -> TurnOutcome:
         kind = task_type(request.task_type)
-        registry = self.runner.executor.registry
+        registry = self.executor.registry
         if self.tool_source is not None:
             await self.tool_source.prepare(registry, request.principal)
         tools = registry.specs(
             lambda t: (
-                self.policy.offered(t, request.principal)
-                and fits(t, kind=request.kind.value, task=kind)
+                self.policy.offered(t, request.principal) and fits(t, kind=request.kind, task=kind)
             )
         )
         deferred: dict[str, ToolSpec] = {}
@@ -180,10 +195,10 @@ class AgentLoop:
         if isinstance(finder, FindTools):  # many MCP tools: find_tools instead of every schema
             tools, deferred = finder.split(tools, registry)
         # Both reads at once: the store runs them in one transaction.
-        (state, conversation, drafts), pinned = await asyncio.gather(
+        (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, tools)
         )
-        if not drafts:
+        if not checkpoints:
             new = self._user_messages(request)
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
@@ -200,30 +215,40 @@ class AgentLoop:
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=block, pinned=pinned
         )
-        turn_state = resumed_state(drafts, chat=request.chat, tainted=request.tainted)
+        turn_state = resumed_state(checkpoints, chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
         turn_state.deferred = deferred
-        charge = Charge(request.session_key, request.turn_id, person(request.principal), meter)
+        charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
-        async def rebuild() -> tuple[SystemPrompt, list[ChatMessage]]:
-            return await self.window.refit(request, tools, now, block, pinned, charge=charge)
+        async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
+            return await self.window.refit(
+                request, tools, now, block, pinned, charge=charge, limit=limit
+            )
 
-        limit = self.window.limit(self.runner.max_tokens)
-        result = await self.runner.run(
+        model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
+        if request.control is not None:
+            request.control.model = model.model
+        limit = self.window.limit(model.max_tokens)
+        inputs = TurnInputs(
             system=system,
             conversation=conversation,
             tools=tools,
-            context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
-            checkpoint=lambda messages: self._checkpoint(request, messages),
             state=turn_state,
             trace=trace,
             charge=charge,
-            autopilot=request.kind.autopilot,
+            context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
+            checkpoint=lambda messages: self._checkpoint(request, messages),
+            unattended=request.kind.unattended,
             on_text=request.on_text,
-            fit=None if limit is None else TurnFit(self.window, limit, rebuild),
             on_tool=request.on_tool,
+            fit=None if limit is None else TurnFit(self.window, model.max_tokens, rebuild),
+            control=request.control,
+            steer=self._steer(request) if request.steer and request.control else None,
         )
+        result = await TurnLoop(model, self.executor, self.limits, inputs).run()
+        if result.stop_reason is StopReason.STOPPED:
+            return await self._stopped(request, turn_state)
         if result.had_errors:
             await self._clean_up_errors(request, trace)
         self._after_turn(
@@ -240,8 +265,8 @@ class AgentLoop:
     async def _conversation(
         self, request: TurnRequest, trace: TurnTrace
     ) -> tuple[SessionState, list[ChatMessage], list[ChatMessage]]:
-        """The session's history (reset first if due) plus this turn's drafts, if resumed;
-        and the drafts on their own."""
+        """The session's history (reset first if due) plus this turn's checkpoints, if
+        resumed; and the checkpoints on their own."""
         limit = request.history_limit or self.config.history_limit
         state, stored = await self.history.load(request.session_key, limit=limit)
         if not request.resumed and self._should_reset(state):
@@ -251,10 +276,10 @@ class AgentLoop:
             )
             state, stored = await self.history.load(request.session_key, limit=limit)
         conversation = [ChatMessage.from_body(m.body) for m in stored]
-        stored_drafts = await self.history.drafts(request.turn_id) if request.resumed else []
-        drafts = [ChatMessage.from_body(d.body) for d in stored_drafts]
-        conversation.extend(drafts)
-        return state, conversation, drafts
+        stored = await self.history.checkpoints(request.turn_id) if request.resumed else []
+        checkpoints = [ChatMessage.from_body(c.body) for c in stored]
+        conversation.extend(checkpoints)
+        return state, conversation, checkpoints
 
     def _should_reset(self, state: SessionState) -> bool:
         if state.last_active is None or self.config.session_reset == "never":
@@ -295,7 +320,8 @@ class AgentLoop:
             view = file_view(self.workspace, request, exchange, reflection_state)
             reflection_id = f"{request.turn_id}:reflect"
             made = await reflect(
-                runner=self.runner,
+                model=self.model,
+                executor=self.executor,
                 transcript=exchange,
                 memory=memory,
                 context_for=lambda call_id: replace(
@@ -323,7 +349,7 @@ class AgentLoop:
         return await self.pins.pinned(self.config.agent_id, scope)
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
-        drop = failed_attempts(await self.history.drafts(request.turn_id))
+        drop = failed_attempts(await self.history.checkpoints(request.turn_id))
         if drop:
             await self.history.drop(drop)
             trace.decision(
@@ -331,6 +357,65 @@ class AgentLoop:
             )
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _steer(self, request: TurnRequest) -> Steer:
+        """Takes the messages the person sent while the turn ran: each joins the turn (its
+        journal row and its checkpoint in one transaction, so a crash neither loses it nor
+        answers it twice) and reaches the next model call, marked as a follow-up."""
+        control = request.control
+        assert control is not None and control.followups is not None
+        take = control.followups
+
+        async def steer() -> list[ChatMessage]:
+            taken = take()
+            if not taken:
+                return []
+            messages = []
+            for _, message in taken:
+                said = user_message(
+                    message, vision=self.config.vision, workspace=self.workspace.root
+                )
+                messages.append(replace(said, content=f"{FOLLOW_UP}\n{said.content}"))
+            rows = [NewMessage(m.role, m.to_body()) for m in messages]
+            ids = [record_id for record_id, _ in taken]
+            await until_stored(
+                lambda: self.history.add_checkpoints(
+                    request.session_key, request.turn_id, rows, claim=ids
+                ),
+                self.storage_alarm,
+            )
+            return messages
+
+        return steer
+
+    async def compact_now(self, session_key: str, principal: Principal) -> Compaction | None:
+        """``/compact``: summarize the older part of the conversation now; ``None`` when
+        there is nothing worth summarizing (or no summarizer)."""
+        compactor = self.window.compactor
+        if compactor is None:
+            return None
+        charge = Charge(session_key, None, principal.person)  # recorded on its own
+        return await compactor.compact(session_key, 0, force=True, charge=charge)
+
+    async def stopped(self, request: TurnRequest) -> TurnOutcome:
+        """The outcome of a turn stopped before it could go on (parked for an approval, or
+        cut by a crash after the stop was asked for)."""
+        return await self._stopped(request, TurnState())
+
+    async def _stopped(self, request: TurnRequest, state: TurnState) -> TurnOutcome:
+        """The person stopped the turn: one message says so, and what it had already done
+        (from the idempotency ledger). What was said and done stays in history."""
+        control = request.control
+        effects = await self.executor.side_effects(request.turn_id)
+        text = stop_notice(
+            [e.tool for e in effects if e.state == "done"],
+            [e.tool for e in effects if e.state != "done"],
+            dropped=control.dropped if control else 0,
+        )
+        final = ChatMessage("assistant", text)
+        await self._checkpoint(request, [final])
+        outcome = notice(request, text)
+        return replace(outcome, failed=False, usage=state.meter.entries())
 
     def _user_messages(self, request: TurnRequest) -> list[ChatMessage]:
         if request.messages:
@@ -341,9 +426,9 @@ class AgentLoop:
         return [ChatMessage(role="user", content=request.prompt or "")]
 
     async def _checkpoint(self, request: TurnRequest, messages: Sequence[ChatMessage]) -> None:
-        drafts = [NewMessage(m.role, m.to_body()) for m in messages]
+        rows = [NewMessage(m.role, m.to_body()) for m in messages]
         await until_stored(  # a full disk pauses the turn; what it did so far is kept
-            lambda: self.history.add_drafts(request.session_key, request.turn_id, drafts),
+            lambda: self.history.add_checkpoints(request.session_key, request.turn_id, rows),
             self.storage_alarm,
         )
 
@@ -364,8 +449,8 @@ class AgentLoop:
             audit=self._audit,
             channels=self._channels,
             services=self.services,
-            autopilot=request.kind.autopilot,
-            turn_kind=request.kind.value,
+            unattended=request.kind.unattended,
+            turn_kind=request.kind,
             agent=self.config.agent_id,
         )
 

@@ -19,7 +19,7 @@ from agent.llm.types import ChatMessage
 from agent.memory import scope_for
 from agent.protected import may_change_owner_files
 from agent.tools.base import TurnState
-from agent.turn import TurnRequest
+from agent.turn.request import TurnRequest
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, ChatType
 
@@ -41,7 +41,7 @@ def file_view(
     )
     if scope_for(principal, request.chat).kind == "owner":
         return view
-    if principal.role != "member" and principal.chat_type is ChatType.DM:
+    if principal.is_admin and principal.chat_type is ChatType.DM:
         return view.narrowed(hide=OWNER_MEMORY)
     sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
     return view.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
@@ -56,13 +56,13 @@ def authorising_texts(request: TurnRequest) -> tuple[str, ...]:
     return (request.prompt,) if request.prompt else ()
 
 
-def resumed_state(drafts: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool) -> TurnState:
-    """A resumed turn's state, rebuilt from its drafts: what it already sent to the chat
+def resumed_state(checkpoints: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool) -> TurnState:
+    """A resumed turn's state, rebuilt from its checkpoints: what it already sent to the chat
     (so the final answer is not repeated), whether it had read outside content (so the
     taint guard still holds after a restart) and the files its answer carries."""
-    results = {m.tool_call_id: m for m in drafts if m.role == "tool"}
+    results = {m.tool_call_id: m for m in checkpoints if m.role == "tool"}
     sent: list[str] = []
-    for message in drafts:
+    for message in checkpoints:
         for call in message.tool_calls:
             result = results.get(call.id)
             if call.name != "message" or result is None or result.is_error:
@@ -71,12 +71,12 @@ def resumed_state(drafts: Sequence[ChatMessage], *, chat: ChatRef, tainted: bool
             target = (args.get("channel") or chat.channel, args.get("chat_id") or chat.chat_id)
             if target == (chat.channel, chat.chat_id) and args.get("content"):
                 sent.append(str(args["content"]))
-    untrusted = tainted or any(m.untrusted for m in drafts)
+    untrusted = tainted or any(m.untrusted for m in checkpoints)
     files = [  # made by tools before the interruption (screenshots); they go with the answer
         Attachment(
             "image", path=image.path, mime_type=image.mime_type, filename=Path(image.path).name
         )
-        for message in drafts
+        for message in checkpoints
         if message.role == "tool"
         for image in message.images
     ]

@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
+from gateway.core.turns import TurnKind
 
 
 @dataclass(frozen=True, slots=True)
-class AutopilotRun:
-    """One autopilot turn for the dispatcher: a prompt for the agent, or a fixed message."""
+class ScheduledRun:
+    """One scheduled turn for the dispatcher: a prompt for the agent, or a fixed message."""
 
-    kind: str  # "heartbeat" | "cron"
+    kind: TurnKind  # HEARTBEAT or CRON
     session_key: str
     chat: ChatRef  # where anything worth saying goes
     principal: Principal

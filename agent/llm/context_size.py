@@ -1,0 +1,179 @@
+"""How large a model's context window is, where its server says so.
+
+OpenAI-compatible servers have no standard field for it, so each kind is asked its own way,
+all at once (one short request each; a server ignores the questions that are not for it):
+
+- llama.cpp's server: ``GET /props``, ``default_generation_settings.n_ctx`` (the window it
+  was started with, ``--ctx-size``; not the model's trained length);
+- Ollama: ``POST /api/show``, the model's ``num_ctx`` parameter. Without one, Ollama serves
+  its default window (4,096 tokens unless the server sets ``OLLAMA_CONTEXT_LENGTH``) and
+  silently cuts longer prompts, whatever ``model_info["<arch>.context_length"]`` allows;
+- vLLM: ``GET /v1/models``, ``max_model_len``; OpenRouter: the same list, ``context_length``;
+- LM Studio: ``GET /api/v0/models``, ``loaded_context_length`` (else ``max_context_length``);
+- the hosted APIs (OpenAI, Anthropic) do not say: a small table of known models does.
+
+A provider's "context too long" refusal often names the window too
+(:func:`agent.llm.errors.window_from_error`); the turn then uses that one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+OLLAMA_DEFAULT = 4_096  # what Ollama serves a model without num_ctx (since 0.6; was 2,048)
+PROBE_SECONDS = 5.0
+
+# Hosted models by name prefix, longest prefix wins. Only models whose window is published
+# and stable; anything else is asked for.
+KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-4o", 128_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385),
+    ("gpt-5", 400_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+    ("claude-", 200_000),
+)
+HOSTED = ("api.openai.com", "api.anthropic.com")
+
+
+@dataclass(frozen=True, slots=True)
+class FoundWindow:
+    """A context window and where it was read (said to the person who set up the model)."""
+
+    tokens: int
+    source: str
+    note: str = ""  # what else they should know (Ollama's default window)
+
+
+def known_window(model: str) -> FoundWindow | None:
+    """A hosted model's published window, by name."""
+    name = model.lower().split("/")[-1]  # "openai/gpt-4o" on a router
+    matches = [(prefix, tokens) for prefix, tokens in KNOWN_WINDOWS if name.startswith(prefix)]
+    if not matches:
+        return None
+    prefix, tokens = max(matches, key=lambda match: len(match[0]))
+    return FoundWindow(tokens, f"the published window of {prefix}* models")
+
+
+async def detect_window(
+    provider: str, base_url: str | None, model: str, api_key: str | None = None
+) -> FoundWindow | None:
+    """The window the server (or the table of hosted models) says ``model`` has; None when
+    nothing tells."""
+    if base_url is None or urlsplit(base_url).hostname in HOSTED:
+        return known_window(model)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = aiohttp.ClientTimeout(total=PROBE_SECONDS)
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
+        asks: list[Callable[[], Awaitable[FoundWindow | None]]] = [
+            lambda: _llama_cpp(http, base_url),
+            lambda: _listed(http, f"{base_url.rstrip('/')}/models", model, MODEL_LIST_FIELDS),
+            lambda: _listed(http, f"{_root(base_url)}/api/v0/models", model, LM_STUDIO_FIELDS),
+            lambda: _ollama(http, base_url, model),
+        ]
+        found = await asyncio.gather(*(_quietly(ask) for ask in asks))
+    return next((window for window in found if window is not None), None) or known_window(model)
+
+
+# -- the servers ----------------------------------------------------------------------------
+
+
+def _root(base_url: str) -> str:
+    """The server's root: ``http://host:8080/v1`` → ``http://host:8080``."""
+    parts = urlsplit(base_url.rstrip("/"))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.removesuffix("/v1"), "", ""))
+
+
+async def _quietly(ask: Callable[[], Awaitable[FoundWindow | None]]) -> FoundWindow | None:
+    """A question the server does not understand (404, HTML, refused) is no answer."""
+    try:
+        return await ask()
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
+        return None
+
+
+async def _json(response: aiohttp.ClientResponse) -> Any:
+    if response.status != 200:
+        return None
+    return await response.json(content_type=None)
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+async def _llama_cpp(http: aiohttp.ClientSession, base_url: str) -> FoundWindow | None:
+    async with http.get(f"{_root(base_url)}/props") as response:
+        data = await _json(response)
+    if not isinstance(data, Mapping):
+        return None
+    settings = data.get("default_generation_settings")
+    n_ctx = _positive(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+    n_ctx = n_ctx or _positive(data.get("n_ctx"))
+    return FoundWindow(n_ctx, "llama.cpp's /props (n_ctx)") if n_ctx else None
+
+
+def _entry(data: Any, model: str) -> Mapping[str, Any] | None:
+    """The model's entry of a ``{"data": [{"id": ...}, ...]}`` list."""
+    items = data.get("data") if isinstance(data, Mapping) else None
+    if not isinstance(items, list):
+        return None
+    return next((i for i in items if isinstance(i, Mapping) and i.get("id") == model), None)
+
+
+# Where a model list's entry says the window: vLLM and OpenRouter (GET /v1/models), LM Studio
+# (GET /api/v0/models: the loaded window first, else the model's largest).
+MODEL_LIST_FIELDS = (
+    ("max_model_len", "the server's model list (vLLM max_model_len)"),
+    ("context_length", "the server's model list (context_length)"),
+)
+LM_STUDIO_FIELDS = (
+    ("loaded_context_length", "LM Studio's /api/v0/models (loaded_context_length)"),
+    ("max_context_length", "LM Studio's /api/v0/models (max_context_length)"),
+)
+
+
+async def _listed(
+    http: aiohttp.ClientSession, url: str, model: str, fields: tuple[tuple[str, str], ...]
+) -> FoundWindow | None:
+    """The window in ``model``'s entry of the list at ``url``: the first of ``fields``."""
+    async with http.get(url) as response:
+        entry = _entry(await _json(response), model)
+    if entry is None:
+        return None
+    for name, source in fields:
+        if tokens := _positive(entry.get(name)):
+            return FoundWindow(tokens, source)
+    return None
+
+
+async def _ollama(http: aiohttp.ClientSession, base_url: str, model: str) -> FoundWindow | None:
+    async with http.post(f"{_root(base_url)}/api/show", json={"model": model}) as response:
+        data = await _json(response)
+    if not isinstance(data, Mapping) or not isinstance(data.get("model_info"), Mapping):
+        return None
+    parameters = str(data.get("parameters") or "")
+    match = re.search(r"^\s*num_ctx\s+(\d+)", parameters, flags=re.MULTILINE)
+    if match:
+        return FoundWindow(int(match.group(1)), "Ollama's /api/show (num_ctx)")
+    info = data["model_info"]
+    trained = next(
+        (_positive(v) for k, v in info.items() if str(k).endswith(".context_length")), None
+    )
+    note = (
+        f"Ollama serves {OLLAMA_DEFAULT} tokens to a model without num_ctx (unless the server "
+        "sets OLLAMA_CONTEXT_LENGTH) and cuts longer prompts"
+        + (f"; {model} supports up to {trained}: raise both to use more" if trained else "")
+    )
+    window = min(OLLAMA_DEFAULT, trained) if trained else OLLAMA_DEFAULT
+    return FoundWindow(window, "Ollama's default window", note)

@@ -1,0 +1,79 @@
+"""What one run of the tool loop is given: its bounds and, per turn, its inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.guards.trace import TurnTrace
+from agent.llm.base import TextSink
+from agent.llm.errors import LLMContextOverflow
+from agent.llm.metered import Charge
+from agent.llm.types import ChatMessage, SystemPrompt, ToolCall, ToolSpec
+from agent.tools.base import ToolContext, TurnState
+from gateway.core.turns import TurnControl
+
+Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
+ContextFactory = Callable[[ToolCall], ToolContext]
+ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
+Steer = Callable[[], Awaitable[list[ChatMessage]]]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    """An agent's bounds on every turn (``[agent]`` settings)."""
+
+    max_iterations: int = 20
+    max_turn_tokens: int = 600_000
+    review_retries: int = 2
+    llm_review: bool = False
+
+
+class Fit(Protocol):
+    """Keeps each model call of a turn inside the context window (see agent.window.TurnFit)."""
+
+    @property
+    def limit(self) -> int:
+        """Prompt tokens above which the prompt is made smaller before a call."""
+        ...
+
+    def tokens(
+        self, system: SystemPrompt, messages: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]
+    ) -> int: ...
+
+    async def refit(
+        self, overflow: LLMContextOverflow | None = None
+    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+        """Compact the session now and rebuild the prompt with shorter tool results; after
+        the provider refused the prompt (``overflow``), for a smaller one."""
+        ...
+
+
+async def _nothing(_: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInputs:
+    """Everything one turn's loop works on, prepared by :class:`agent.agent.Agent`.
+
+    ``conversation`` is the turn's working copy (history, then this turn's messages): the
+    loop appends each step to it and hands each step to ``checkpoint`` as soon as it exists,
+    so a turn cut by a crash resumes from its last step. ``fit`` keeps every call inside the
+    context window; without it prompts go out as they are."""
+
+    system: SystemPrompt
+    conversation: list[ChatMessage]
+    tools: tuple[ToolSpec, ...]
+    state: TurnState
+    trace: TurnTrace
+    charge: Charge
+    context_for: ContextFactory
+    checkpoint: Checkpoint = _nothing
+    unattended: bool = False  # nobody is waiting: silence is a valid end
+    on_text: TextSink | None = None  # answer text as the model writes it
+    on_tool: ToolSink | None = None  # a tool's name just before it runs
+    fit: Fit | None = None
+    control: TurnControl | None = None  # a chat turn's handle: /stop and /status reach it
+    steer: Steer | None = None  # follow-ups the person sent meanwhile, as checkpointed messages

@@ -1,0 +1,194 @@
+"""What is answered at intake, beside the chat's queue: ``/stop``, ``/status``, ``/new``,
+``/help``, and edits of messages. A person asks "is it stuck?" or "stop" exactly while a
+turn runs, so these never wait behind it.
+
+- ``/stop`` (or a stop phrase alone in a message, while a turn runs, ``agent.stop_phrases``)
+  asks the running turn to stop: durably (a restart closes the turn instead of resuming it),
+  then in memory (the turn stops at its next boundary: a model call is cut at once, a call
+  with a side effect finishes first). The messages queued behind it are dropped. The turn's
+  own last message says what was stopped and what it had already done; a turn parked for an
+  approval is closed the same way. Only the person who started the turn, the channel's
+  admins and the owner may stop it. A second ``/stop`` is answered, and changes nothing.
+- ``/status`` says what the running turn does now, how full the conversation is, and what
+  today cost; ``/help`` lists the commands; ``/new`` stops a running turn first, then starts
+  a fresh conversation.
+- An edit of a message no turn took yet replaces it; an edit of a message the running turn
+  answers joins that turn like a follow-up; an edit of a message already answered, or of
+  one the gateway never saw, is ignored (the person can write again).
+
+Each control closes its own journal row: with a reply (a turn of its own, committed like any
+other), or without one when the stopped turn's message answers it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+
+from agent.turn.request import TurnOutcome
+from gateway.config.channels import ChannelSection
+from gateway.core.commands import CONTROL_COMMANDS
+from gateway.core.messages import InboundMessage, OutboundMessage, new_id
+from gateway.core.principal import Principal
+from gateway.core.turns import TurnKind
+from gateway.runtime.access import principal_for
+from gateway.runtime.commands import Commands
+from gateway.runtime.dispatcher import SessionView
+from gateway.runtime.turns.commit import TurnCommitter
+from gateway.store import InboundRecord, Store
+
+log = logging.getLogger(__name__)
+
+_NOT_WORDS = re.compile(r"[^\w\s]+")
+
+
+def stop_phrase(text: str, phrases: frozenset[str]) -> bool:
+    """A message that says only "stop" (any case, punctuation and spacing aside)."""
+    words = " ".join(_NOT_WORDS.sub(" ", text.lower()).split())
+    return bool(words) and words in phrases
+
+
+class Controls:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        commands: Commands,
+        committer: TurnCommitter,
+        sections: Mapping[str, ChannelSection],
+        stop_phrases: tuple[str, ...] = (),
+    ) -> None:
+        self._store = store
+        self._commands = commands
+        self._committer = committer
+        self._sections = sections
+        self._stop_phrases = frozenset(" ".join(p.lower().split()) for p in stop_phrases)
+
+    # -- Controls (the dispatcher's) ----------------------------------------------------
+
+    def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
+        if message.edit_of is not None or message.command in CONTROL_COMMANDS:
+            return True
+        busy = session.running is not None or session.parked is not None
+        return busy and stop_phrase(message.text, self._stop_phrases)
+
+    async def handle(self, record: InboundRecord, session: SessionView) -> None:
+        message = record.message
+        try:
+            if message.edit_of is not None:
+                await self._edit(record, session)
+            elif message.command in ("/stop", None):  # None: a stop phrase
+                await self._stop(record, session)
+            elif message.command == "/new":
+                await self._new(record, session)
+            else:
+                text = await self._commands.run(
+                    message, self._principal(message), session.key, session.running
+                )
+                await self._reply(record, session.key, text)
+        except Exception:  # a control must never take the intake down; the row stays open
+            log.exception("control %s in %s failed", message.command or "edit", session.key)
+
+    # -- /stop, /new ------------------------------------------------------------------------
+
+    async def _stop(self, record: InboundRecord, session: SessionView) -> None:
+        message = record.message
+        refusal = self._may_stop(message, session)
+        if refusal is not None:
+            await self._reply(record, session.key, refusal)
+            return
+        stopped = await self._stop_running(message, session)
+        if stopped is None:
+            await self._reply(record, session.key, "Nothing is running right now.")
+        elif not stopped:
+            await self._reply(record, session.key, "Already stopping.")
+        else:  # the stopped turn's own message answers it
+            await self._store.journal.close_unanswered([record.id])
+
+    async def _new(self, record: InboundRecord, session: SessionView) -> None:
+        message = record.message
+        if session.running is not None or session.parked is not None:
+            refusal = self._may_stop(message, session)
+            if refusal is not None:
+                await self._reply(record, session.key, refusal)
+                return
+            await self._stop_running(message, session)
+            await session.turn_ended()
+        text = await self._commands.run(message, self._principal(message), session.key)
+        await self._reply(record, session.key, text)
+
+    async def _stop_running(self, message: InboundMessage, session: SessionView) -> bool | None:
+        """Stop the session's running (or parked) turn and drop what waits behind it:
+        ``True`` when stopped now, ``False`` when it was stopping already, ``None`` when
+        nothing ran."""
+        by = f"{message.channel}:{message.sender_id}"
+        running, parked = session.running, session.parked
+        if running is None and parked is None:
+            return None
+        if running is not None and running.stopping:
+            return False
+        turn_id = running.turn_id if running is not None else parked.id if parked else ""
+        await self._store.journal.request_stop(turn_id)  # first: a crash now still stops it
+        dropped = session.drop_queued()
+        await self._store.journal.close_unanswered([r.id for r in dropped])
+        if running is not None:
+            running.dropped += len(dropped)
+            running.stop(by)
+        else:
+            session.stop_parked()
+        log.info("turn %s stopped by %s (%d queued dropped)", turn_id, by, len(dropped))
+        return True
+
+    def _may_stop(self, message: InboundMessage, session: SessionView) -> str | None:
+        """Why this person may not stop the turn, or ``None``: the person who started it,
+        the channel's admins and the owner may."""
+        principal = self._principal(message)
+        started_by = _starter(session)
+        if principal.is_admin or started_by in (None, principal.person):
+            return None
+        return "Only the person who asked, an admin or the owner can stop this."
+
+    # -- edits ------------------------------------------------------------------------------
+
+    async def _edit(self, record: InboundRecord, session: SessionView) -> None:
+        edit = record.message
+        assert edit.edit_of is not None
+        original = await self._store.journal.find(edit.channel, edit.edit_of)
+        queued = next((r for r in session.queued() if r.id == (original or (0,))[0]), None)
+        if original is None:  # never seen (before the bot was there, or not for it): ignored
+            log.info("edit of unknown message %s in %s ignored", edit.edit_of, session.key)
+            await self._store.journal.close_unanswered([record.id])
+        elif queued is not None:  # not taken by a turn yet: the edit replaces it
+            session.replace_queued(queued, record)
+            await self._store.journal.close_unanswered([queued.id])
+        elif any(r.id == original[0] for r in session.running_records):
+            session.queue(record)  # being answered: it joins the turn like a follow-up
+        else:  # answered already: the answer stands (docs/channels.md, Edited messages)
+            log.info("edit of answered message %s in %s ignored", edit.edit_of, session.key)
+            await self._store.journal.close_unanswered([record.id])
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _principal(self, message: InboundMessage) -> Principal:
+        return principal_for(message, self._sections.get(message.channel))
+
+    async def _reply(self, record: InboundRecord, key: str, text: str) -> None:
+        """Answer a control in a turn of its own, committed like any other."""
+        turn_id = new_id()
+        await self._store.journal.start_turn(turn_id, key, TurnKind.CHAT, [record.id])
+        reply = OutboundMessage.reply_to(
+            record.message, text, turn_id=turn_id, idempotency_key=f"{turn_id}:reply"
+        )
+        await self._committer.commit(turn_id, key, TurnOutcome((reply,), final_text=text))
+
+
+def _starter(session: SessionView) -> str | None:
+    """``channel:sender id`` of the person whose message started the running (or parked)
+    turn; ``None`` when none runs."""
+    if session.running is not None:
+        return session.running.started_by
+    if session.parked is not None and session.parked.records:
+        last = session.parked.records[-1].message
+        return f"{last.channel}:{last.sender_id}"
+    return None

@@ -1,0 +1,98 @@
+"""What channels record beyond messages (:class:`gateway.core.bus.ChannelRecords`): when a
+person last wrote, the platform's delivery reports, and notes to the owner.
+
+A note to the owner is how a failure a person cannot see becomes visible: WhatsApp refuses
+free text outside its 24-hour window, and a message the platform reports as failed would
+otherwise be a silent loss. The note goes to the owners listed for the same channel
+(never to the chat it is about), else to the owners of the other channels, as a notice in
+the outbox: once per ``key``, however often the platform repeats itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from gateway.config.channels import ChannelSection
+from gateway.core.bus import OWNER_NOTE
+from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.store import Store
+from gateway.store.deliveries import DELIVERY_STATES
+
+log = logging.getLogger(__name__)
+
+CURSOR = "cursor:"  # the key prefix of intake positions in the store's key-value table
+
+
+class ChannelDesk:
+    def __init__(
+        self,
+        store: Store,
+        sections: Mapping[str, ChannelSection],
+        *,
+        on_outbound: Callable[[str], None] = lambda channel: None,
+    ) -> None:
+        self._store = store
+        self._sections = sections
+        self._on_outbound = on_outbound
+
+    async def heard_from(self, channel: str, chat_id: str) -> None:
+        await self._store.deliveries.heard_from(channel, chat_id)
+
+    async def last_heard(self, channel: str, chat_id: str) -> float | None:
+        return await self._store.deliveries.last_heard(channel, chat_id)
+
+    async def delivery_report(
+        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+    ) -> bool:
+        state = DELIVERY_STATES.get(status)
+        if state is None:
+            return False
+        return await self._store.deliveries.record(channel, message_id, chat_id, state, error)
+
+    async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
+        targets = self._owners(channel, about)
+        if not targets:
+            log.warning("%s: no owner to tell (set %s.owners): %s", channel, channel, text)
+            return
+        notes = [
+            OutboundMessage(
+                channel=name,
+                chat_id=owner,
+                text=text,
+                kind=OutboundKind.NOTICE,
+                idempotency_key=f"{OWNER_NOTE}{key}:{name}:{owner}",
+                direct=True,
+            )
+            for name, owner in targets
+        ]
+        if await self._store.outbox.enqueue(notes):
+            for name in {name for name, _ in targets}:
+                self._on_outbound(name)
+
+    async def load_cursor(self, channel: str) -> str | None:
+        value = await self._store.kv.get(f"{CURSOR}{channel}")
+        return value if isinstance(value, str) else None
+
+    async def save_cursor(self, channel: str, cursor: str) -> None:
+        await self._store.kv.set(f"{CURSOR}{channel}", cursor)
+
+    def _owners(self, channel: str, about: str) -> list[tuple[str, str]]:
+        """The same channel's owners (not the chat the note is about), else everyone's."""
+        own = self._sections.get(channel)
+        here = [(channel, o) for o in (own.owners if own else ()) if o != about]
+        if here:
+            return here
+        return [
+            (name, owner)
+            for name, section in self._sections.items()
+            if name != channel and _enabled(section)
+            for owner in section.owners
+        ]
+
+
+def _enabled(section: ChannelSection) -> bool:
+    try:
+        return bool(section.enabled)
+    except NotImplementedError:
+        return False

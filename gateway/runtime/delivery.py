@@ -1,0 +1,102 @@
+"""One delivery attempt of an outbox message: recorded before, sent (or resent), returned.
+
+The rule that makes a crash at any instant harmless (gateway/store/outbox.py has the states):
+
+1. Before the platform call, the attempt is recorded durably: the row becomes ``sending``
+   with the attempt (its time and the channel's :meth:`~SupportsResend.send_mark`). In a
+   cluster the same transaction checks that this node still leads (``fence``); a node that
+   does not lead any more never sends.
+2. The call: a first attempt sends (or finishes the turn's streamed draft); a row that
+   already has an attempt of unknown outcome, or whose draft has a post whose id was lost,
+   is *resent*: the channel finds out what those attempts left and completes the message
+   from there (:class:`~gateway.core.channel.LostSend`; per platform in
+   docs/reliability.md). Channels that cannot find out (the web chat, the terminal: their
+   transcript is the message) simply send again.
+3. The worker records the result the moment the call returns (ahead of other store writes).
+
+An attempt made by another process (one that died, or a cluster leader that lost its lead)
+may still be on the wire when its row is found: the resend waits until :data:`GRACE`
+seconds after that attempt began, so that the platform has it before we look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.core.channel import Channel, LostSend, SendAttempt, SupportsResend
+from gateway.runtime.drafts import KNOWN_LOOKBACK, DraftStreamer
+from gateway.store import Outbox, OutboxRecord
+from gateway.store.drafts import DraftMessages
+from gateway.store.outbox import Fence
+
+GRACE = 2.0  # seconds: a request a dead process had on the wire has reached the platform
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    receipt: str | None
+    finished_draft: str | None  # the turn whose streamed draft became the message
+
+
+class Delivery:
+    """Delivers outbox rows through one channel, one attempt at a time per row."""
+
+    def __init__(
+        self,
+        channel: Channel,
+        outbox: Outbox,
+        *,
+        drafts: DraftStreamer | None = None,
+        fence: Fence | None = None,
+        clock: Clock = time.time,
+        grace: float = GRACE,
+    ) -> None:
+        self.channel = channel
+        self._outbox = outbox
+        self._drafts = drafts
+        self._fence = fence
+        self._clock = clock
+        self._grace = grace
+        self._own: set[int] = set()  # rows this process tried: no attempt of theirs in flight
+
+    async def attempt(self, record: OutboxRecord) -> Delivered | None:
+        """One attempt at ``record``; ``None`` when this process may not send it (it does
+        not lead any more, or the row was settled meanwhile). Raises the channel's errors."""
+        message = record.message
+        drafting = self._drafts.drafting(message) if self._drafts is not None else None
+        stored = DraftMessages()
+        if drafting is not None and self._drafts is not None and message.turn_id is not None:
+            stored = await self._drafts.close(message.chat, message.turn_id)
+        earlier = record.open_sends if record.lost else ()
+        lost = (*earlier, *stored.lost)
+        if lost and record.id not in self._own:  # maybe another process's: let it land first
+            wait = max(a.at for a in lost) + self._grace - self._clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        channel = self.channel
+        mark = channel.send_mark(message.chat) if isinstance(channel, SupportsResend) else None
+        self._own.add(record.id)
+        marked = await self._outbox.mark_sending(
+            record.id, SendAttempt(self._clock(), mark), fence=self._fence
+        )
+        if marked is None:
+            return None
+        finished = message.turn_id if stored.ids or stored.lost else None
+        if lost and isinstance(channel, SupportsResend):
+            since = min(a.at for a in lost) - KNOWN_LOOKBACK
+            known = await self._outbox.known(channel.name, since=since, turn_id=message.turn_id)
+            receipt = await channel.resend(LostSend(message, lost, stored.ids, tuple(known)))
+        elif stored.ids and drafting is not None:
+            receipt = await drafting.finish_drafts(message, stored.ids)
+        else:
+            receipt = await channel.send(message)
+        return Delivered(receipt, finished)
+
+    def forget(self, record_id: int) -> None:
+        """The row is settled (sent or given up)."""
+        self._own.discard(record_id)

@@ -1,0 +1,86 @@
+"""The jobs people schedule by asking ("remind me at 9"): the service the ``cron`` tool uses.
+
+Jobs are stored (:class:`gateway.store.Jobs`); :class:`JobBook` checks and records them and
+tells the scheduler (:attr:`JobBook.changed`), which fires them
+(:mod:`gateway.runtime.scheduler`). Each person sees and removes only their own jobs; the
+owner sees every job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+
+from gateway.config.settings import Settings
+from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.clock import Clock
+from gateway.core.messages import ChatRef, new_id
+from gateway.core.principal import Principal
+from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.services import JobInfo
+from gateway.store import Job, Store
+
+
+class JobBook:
+    def __init__(self, settings: Settings, *, store: Store, clock: Clock) -> None:
+        self._settings = settings
+        self._store = store
+        self._clock = clock
+        self.changed = asyncio.Event()  # set when a job was added: the scheduler plans anew
+
+    async def add_job(
+        self,
+        *,
+        schedule: str,
+        timezone: str | None,
+        prompt: str | None,
+        message: str | None,
+        chat: ChatRef,
+        principal: Principal,
+        task_type: str,
+        agent: str = DEFAULT_AGENT,
+        user_texts: tuple[str, ...] = (),
+        tainted: bool = False,
+    ) -> JobInfo:
+        now = self._clock.now()
+        spec = parse_schedule(
+            schedule, now=now, timezone=timezone or self._settings.heartbeat.timezone
+        )
+        mine = [j for j in await self._store.jobs.active() if j.owner_key == principal.person]
+        if len(mine) >= self._settings.scheduler.max_jobs_per_user:
+            raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")
+        job = Job(
+            id=new_id()[:8],
+            spec=spec,
+            prompt=prompt,
+            message=message,
+            chat=chat,
+            owner={k: str(v) for k, v in asdict(principal).items()},
+            task_type=task_type,
+            next_run=spec.next_after(None, now),
+            agent=agent,
+            authorised_by=user_texts,
+            tainted=tainted,
+        )
+        await self._store.jobs.add(job)
+        self.changed.set()
+        return info(job)
+
+    async def list_jobs(self, principal: Principal) -> list[JobInfo]:
+        return [info(j) for j in await self._store.jobs.active() if visible(j, principal)]
+
+    async def remove_job(self, job_id: str, principal: Principal) -> bool:
+        job = await self._store.jobs.get(job_id)
+        if job is None or not visible(job, principal):
+            return False
+        removed = await self._store.jobs.remove(job_id)
+        self.changed.set()
+        return removed
+
+
+def visible(job: Job, principal: Principal) -> bool:
+    return principal.is_owner or job.owner_key == principal.person
+
+
+def info(job: Job) -> JobInfo:
+    return JobInfo(job.id, job.spec.describe(), job.next_run, job.message or job.prompt or "")

@@ -1,0 +1,181 @@
+"""A chat turn: a person's messages (or another agent's), one answer.
+
+The turn is opened in the journal (its messages become ``processing``), or, when a crash or
+a stop cut it short, counted as one more attempt. A lone command is answered without the
+model; a new turn past the person's allowance is refused with a notice; otherwise the agent
+runs the turn while the chat shows it working. A turn that stops at a call waiting for
+approval is parked, not committed: the dispatcher holds it until the decision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from agent.agent import Agent
+from agent.turn.request import TurnOutcome, TurnRequest
+from gateway.config.channels import ChannelSection
+from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
+from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.core.turns import TurnKind
+from gateway.runtime.accounting import turn_usage
+from gateway.runtime.approvals import Approvals
+from gateway.runtime.budget import UserBudget
+from gateway.runtime.commands import Commands
+from gateway.runtime.dispatcher import TurnBatch, TurnStart
+from gateway.runtime.live import LiveDisplay
+from gateway.runtime.routing import agent_for
+from gateway.runtime.turns.commit import Commit, TurnCommitter
+from gateway.runtime.turns.routes import Route, Routes
+from gateway.store import HomeChat, OpenTurn, Store
+from gateway.store.home import replaces
+
+log = logging.getLogger(__name__)
+
+
+class ChatTurns:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        agents: Mapping[str, Agent],
+        routes: Routes,
+        commands: Commands,
+        display: LiveDisplay,
+        committer: TurnCommitter,
+        approvals: Approvals | None = None,
+        budget: UserBudget | None = None,
+        max_resume_attempts: int = 2,
+        sections: Mapping[str, ChannelSection] | None = None,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._routes = routes
+        self._commands = commands
+        self._display = display
+        self._committer = committer
+        self._approvals = approvals  # parks turns that wait for an approval
+        self._budget = budget
+        self._max_resume_attempts = max_resume_attempts
+        self._sections = sections or {}  # each channel's followups setting
+        self._known_home: HomeChat | None = None  # read once, then kept as commits change it
+        self._home_read = False
+
+    async def run(self, batch: TurnBatch) -> OpenTurn | None:
+        """Answer the batch; returns the turn instead when it waits for an approval."""
+        last = batch.records[-1].message
+        agent = agent_for(self._agents, batch.session_key)
+        route = await self._routes.of(last, agent.config.agent_id)
+        request = await self._display.watch(_request(batch, route, self._steers(last)))
+        if batch.stopped:  # asked to stop before it could go on (parked, or cut by a crash)
+            await self._close_stopped(batch, request, agent)
+            return None
+        if batch.start is TurnStart.NEW:
+            ids = [r.id for r in batch.records]
+            await self._store.journal.start_turn(
+                batch.turn_id, batch.session_key, TurnKind.CHAT, ids
+            )
+        elif batch.start is TurnStart.RESUMED:  # cut by a crash or a stop
+            attempts = await self._store.journal.retry_turn(batch.turn_id)
+            if attempts > self._max_resume_attempts + 1:
+                log.warning("turn %s interrupted %d times; giving up", batch.turn_id, attempts - 1)
+                await self._committer.commit(
+                    batch.turn_id, batch.session_key, agent.interrupted(request)
+                )
+                return None
+        log.debug("turn %s for %s: %.200s", batch.turn_id, batch.session_key, last.text)
+        outcome = await self._outcome(batch, request, agent)
+        if outcome.awaiting is not None and self._approvals is not None:
+            usage = turn_usage(request.session_key, request.principal.person, outcome.usage)
+            parked = await self._approvals.park(request, outcome.awaiting, batch.records, usage)
+            await self._display.ended(request.chat, request.turn_id, answered=True)  # a notice
+            return parked
+        commit = Commit(
+            principal=request.principal,
+            home=await self._home(last, request.principal),
+            record_in=route.record_in,
+        )
+        await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
+        self._known_home = commit.home or self._known_home
+        chat = request.chat
+        answered = any(
+            r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
+        )
+        await self._display.ended(chat, request.turn_id, answered=answered)
+        return None
+
+    async def _close_stopped(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> None:
+        by = batch.control.stopped_by if batch.control and batch.control.stopped_by else "?"
+        if self._approvals is not None:
+            await self._approvals.withdraw(batch.turn_id, by=by)
+        outcome = await agent.stopped(request)
+        commit = Commit(principal=request.principal)
+        await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
+        await self._display.ended(request.chat, request.turn_id, answered=True)
+
+    def _steers(self, msg: InboundMessage) -> bool:
+        """Whether messages sent while this chat's turn runs join it (``<channel>.followups``;
+        unset: in direct chats, and in groups they wait for a turn of their own)."""
+        section = self._sections.get(msg.channel)
+        mode = None if section is None else section.followups
+        if mode is None:
+            return not msg.is_group
+        return mode == "steer"
+
+    async def _outcome(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> TurnOutcome:
+        last = request.messages[-1]
+        if (
+            len(batch.records) == 1
+            and last.channel != AGENT_CHANNEL
+            and self._commands.handles(last)
+        ):
+            text = await self._commands.run(last, request.principal, request.session_key)
+            reply = OutboundMessage.reply_to(
+                last, text, turn_id=request.turn_id, idempotency_key=f"{request.turn_id}:reply"
+            )
+            return TurnOutcome((reply,), final_text=text)
+        # A resumed or approval-woken turn was admitted when it began: not checked again.
+        if batch.start is TurnStart.NEW and self._budget is not None:
+            refusal = await self._budget.refused(
+                request.principal, request.chat, request.turn_id, reply_to=last
+            )
+            if refusal is not None:
+                return refusal
+        async with self._display.working(request.chat):
+            outcome = await agent.run_turn(request)
+        if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
+            # Its answer may carry what it read: the rest of the exchange is tainted.
+            await self._store.agent_conversations.taint(last.thread_id)
+        return outcome
+
+    async def _home(self, msg: InboundMessage, principal: Principal) -> HomeChat | None:
+        """The owner's own direct chat becomes the home of check-ins: a check-in runs with
+        the owner's rights, so it must never land in someone else's chat or a group (nor
+        in another program's: a webhook's, the API's)."""
+        if msg.channel in (AGENT_CHANNEL, *PROGRAM_CHANNELS) or not principal.is_owner:
+            return None
+        if principal.chat_type is not ChatType.DM:
+            return None
+        if not self._home_read:
+            self._known_home, self._home_read = await self._store.homes.get(), True
+        candidate = HomeChat(msg.chat, msg.chat_type)
+        if candidate == self._known_home or not replaces(candidate, self._known_home):
+            return None
+        return candidate
+
+
+def _request(batch: TurnBatch, route: Route, steer: bool) -> TurnRequest:
+    return TurnRequest(
+        turn_id=batch.turn_id,
+        session_key=batch.session_key,
+        chat=route.chat,
+        principal=route.principal,
+        kind=TurnKind.CHAT,
+        messages=tuple(r.message for r in batch.records),
+        resumed=batch.start is not TurnStart.NEW,
+        authorising_texts=route.authorising_texts,
+        tainted=route.tainted,
+        control=batch.control,
+        steer=steer,
+    )

@@ -1,0 +1,65 @@
+"""The end of every turn: its outcome committed in one transaction, exactly once.
+
+In one transaction the turn's checkpoints become history, its replies go into the outbox,
+its inbound messages are done and its model usage is recorded; then the outbox workers of
+the replies' channels are woken and the bus notes the progress. Retried while the disk is
+full: the outcome waits in memory, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.turn.request import TurnOutcome
+from gateway.core.principal import Principal
+from gateway.core.storage import StorageAlarm, until_stored
+from gateway.runtime.accounting import turn_usage
+from gateway.runtime.local_bus import Bus
+from gateway.store import HomeChat, NewMessage, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """What a turn's commit writes besides its outcome."""
+
+    principal: Principal | None = None  # whose allowance its model calls count against
+    home: HomeChat | None = None  # the owner's chat it ran in, when that becomes the home
+    # Another session whose history also records what was delivered (an answer that went
+    # to a person on behalf of an agent, a job's message), for later replies there.
+    record_in: str | None = None
+    finished_job: str | None = None  # a one-shot job this turn completes
+
+
+class TurnCommitter:
+    def __init__(self, store: Store, bus: Bus, *, storage_full: StorageAlarm | None) -> None:
+        self._store = store
+        self._bus = bus
+        self._storage_full = storage_full  # told when a commit waits for disk space
+
+    async def commit(
+        self, turn_id: str, session_key: str, outcome: TurnOutcome, extra: Commit | None = None
+    ) -> None:
+        extra = extra or Commit()
+        recorded = [
+            (extra.record_in, NewMessage("assistant", {"role": "assistant", "content": r.text}))
+            for r in outcome.replies
+            if extra.record_in is not None
+        ]
+        person = None if extra.principal is None else extra.principal.person
+        usage = turn_usage(session_key, person, outcome.usage)
+        await until_stored(
+            lambda: self._store.commit_turn(
+                turn_id=turn_id,
+                session_key=session_key,
+                replies=outcome.replies,
+                state="failed" if outcome.failed else "done",
+                home=extra.home,
+                usage=usage,
+                history_extra=recorded,
+                finished_job=extra.finished_job,
+            ),
+            self._storage_full,
+        )
+        for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
+            self._bus.outbound_ready(channel)
+        await self._bus.progressed()

@@ -1,0 +1,85 @@
+"""A scheduled turn: a heartbeat check-in or a job, with nobody waiting for it.
+
+A fixed message is sent as it is; a prompt runs the agent (on the job owner's allowance,
+past which the run is skipped with one notice). An answer with nothing to report is not
+sent. The run's ``done`` event is set whatever happens, so the scheduler can plan the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agent.agent import Agent
+from agent.turn.request import TurnOutcome, TurnRequest
+from gateway.core.addressing import agent_of, qualify
+from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.runtime.budget import UserBudget
+from gateway.runtime.dispatcher import TurnBatch
+from gateway.runtime.routing import agent_for
+from gateway.runtime.scheduled import ScheduledRun
+from gateway.runtime.turns.commit import Commit, TurnCommitter
+from gateway.store import Store
+
+
+class ScheduledTurns:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        agents: Mapping[str, Agent],
+        committer: TurnCommitter,
+        budget: UserBudget | None = None,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._committer = committer
+        self._budget = budget
+
+    async def run(self, batch: TurnBatch) -> None:
+        if batch.scheduled is None:  # cut by a restart: nobody waits for it, it is not redone
+            await self._committer.commit(batch.turn_id, batch.session_key, TurnOutcome(failed=True))
+            return
+        run = batch.scheduled
+        try:
+            await self._store.journal.start_turn(batch.turn_id, run.session_key, run.kind, [])
+            outcome = await self._outcome(batch.turn_id, run)
+            commit = Commit(
+                principal=run.principal,  # a job's model calls count against its owner
+                record_in=qualify(agent_of(run.session_key), run.chat.session_key),
+                finished_job=run.job_id,
+            )
+            await self._committer.commit(batch.turn_id, run.session_key, outcome, commit)
+        finally:
+            run.done.set()
+
+    async def _outcome(self, turn_id: str, run: ScheduledRun) -> TurnOutcome:
+        if run.message is not None:
+            message = OutboundMessage(
+                channel=run.chat.channel,
+                chat_id=run.chat.chat_id,
+                thread_id=run.chat.thread_id,
+                text=run.message,
+                kind=OutboundKind.PROACTIVE,
+                turn_id=turn_id,
+                idempotency_key=f"{turn_id}:proactive",
+            )
+            return TurnOutcome((message,), final_text=run.message)
+        if self._budget is not None:  # a job runs on its owner's allowance
+            refused = await self._budget.refused(
+                run.principal, run.chat, turn_id, prefix="A scheduled job was skipped. "
+            )
+            if refused is not None:
+                return refused
+        request = TurnRequest(
+            turn_id=turn_id,
+            session_key=run.session_key,
+            chat=run.chat,
+            principal=run.principal,
+            kind=run.kind,
+            prompt=run.prompt,
+            task_type=run.task_type,
+            history_limit=run.history_limit,
+            authorising_texts=run.authorising_texts,
+            tainted=run.tainted,
+        )
+        return await agent_for(self._agents, run.session_key).run_turn(request)

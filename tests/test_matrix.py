@@ -1,0 +1,330 @@
+"""Matrix against a real homeserver (Synapse, started by tests/fakes/synapse.py): the bot and
+people are real accounts; people act through the client-server API as any client would."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import pytest
+
+from channels.matrix import create
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes import llm
+from tests.fakes.llm import FakeLLM
+from tests.fakes.synapse import Account, Homeserver
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Person:
+    """A real user of the homeserver, acting through the client-server API."""
+
+    def __init__(self, server: Homeserver, account: Account, http: aiohttp.ClientSession) -> None:
+        self.server = server
+        self.account = account
+        self.id = account.user_id
+        self._http = http
+
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        headers = {"Authorization": f"Bearer {self.account.access_token}"}
+        async with self._http.request(
+            method, self.server.url + path, json=body, headers=headers
+        ) as response:
+            data = await response.json()
+            assert response.status < 400, data
+            return data
+
+    async def room(self, *invite: str, direct: bool = False, encrypted: bool = False) -> str:
+        body: dict[str, Any] = {
+            "invite": list(invite),
+            "is_direct": direct,
+            "preset": "trusted_private_chat" if direct else "private_chat",
+        }
+        if encrypted:
+            body["initial_state"] = [
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ]
+        return str((await self.call("POST", "/_matrix/client/v3/createRoom", body))["room_id"])
+
+    async def say(
+        self,
+        room: str,
+        text: str,
+        *,
+        mention: str | None = None,
+        kind: str = "m.room.message",
+        content: dict[str, Any] | None = None,
+    ) -> str:
+        body = content or {"msgtype": "m.text", "body": text}
+        if mention:
+            body["m.mentions"] = {"user_ids": [mention]}
+        path = f"/_matrix/client/v3/rooms/{quote(room)}/send/{kind}/{uuid.uuid4().hex}"
+        return str((await self.call("PUT", path, body))["event_id"])
+
+    async def events(self, room: str) -> list[dict[str, Any]]:
+        path = f"/_matrix/client/v3/rooms/{quote(room)}/messages?dir=b&limit=200"
+        return list(reversed((await self.call("GET", path))["chunk"]))
+
+    async def members(self, room: str) -> set[str]:
+        data = await self.call("GET", f"/_matrix/client/v3/rooms/{quote(room)}/joined_members")
+        return set(data["joined"])
+
+
+def shown(events: list[dict[str, Any]], sender: str) -> list[str]:
+    """What a client shows of ``sender``'s messages: edits applied, redactions gone."""
+    edits: dict[str, str] = {}
+    originals: list[dict[str, Any]] = []
+    for event in events:
+        if event.get("sender") != sender or event.get("type") != "m.room.message":
+            continue
+        content = event.get("content") or {}
+        if not content:  # redacted
+            continue
+        relation = content.get("m.relates_to") or {}
+        if relation.get("rel_type") == "m.replace":
+            edits[relation["event_id"]] = content["m.new_content"]["body"]
+        else:
+            originals.append(event)
+    return [edits.get(e["event_id"], e["content"].get("body", "")) for e in originals]
+
+
+def edits_of(events: list[dict[str, Any]], sender: str) -> int:
+    return sum(
+        1
+        for e in events
+        if e.get("sender") == sender
+        and ((e.get("content") or {}).get("m.relates_to") or {}).get("rel_type") == "m.replace"
+    )
+
+
+async def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Poll the homeserver until ``check()`` returns something true (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def people(homeserver: Homeserver) -> AsyncIterator[Callable[[str], Person]]:
+    async with aiohttp.ClientSession() as http:
+
+        def make(name: str) -> Person:
+            return Person(homeserver, homeserver.register(name), http)
+
+        yield make
+
+
+@pytest.fixture
+def bot(homeserver: Homeserver) -> Account:
+    return homeserver.register("bot")
+
+
+def matrix_settings(
+    make_settings: SettingsFactory, homeserver: Homeserver, bot: Account, **extra: Any
+) -> Settings:
+    section = {
+        "homeserver": homeserver.url,
+        "user_id": bot.user_id,
+        "access_token": bot.access_token,
+        "sync_timeout_seconds": 1,
+        **extra,
+    }
+    return make_settings(matrix=section)
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Gateway]:
+    async with Gateway(settings, channels=[create(settings)]) as gateway:
+        yield gateway
+
+
+async def test_a_direct_chat_is_joined_and_answered_once(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana = people("dana")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], streaming=False
+    )
+    fake_llm.queue(llm.text("Hello **Dana**"))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "hi bot")
+        answers = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    assert answers == ["Hello **Dana**"]
+    [event] = [
+        e
+        for e in await dana.events(room)
+        if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+    ]
+    assert event["content"]["formatted_body"] == "<p>Hello <strong>Dana</strong></p>"
+    assert event["content"]["m.mentions"] == {}
+    assert "hi bot" in fake_llm.requests[0].last_user_text
+
+
+async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana, eve = people("dana"), people("eve")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id, eve.id], group_policy="open"
+    )
+    fake_llm.queue(llm.text("Tuesday works."))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, eve.id)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "chatter between us")
+        asked = await dana.say(room, "bot: which day?", mention=bot.user_id)
+        answers = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    assert answers == ["Tuesday works."]
+    assert len(fake_llm.requests) == 1 and "which day?" in fake_llm.requests[0].last_user_text
+    assert "chatter" not in fake_llm.requests[0].last_user_text
+    [event] = [
+        e
+        for e in await dana.events(room)
+        if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+    ]
+    assert event["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == asked
+
+
+async def test_invites_from_strangers_to_rooms_are_declined(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana, mallory = people("dana"), people("mallory")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], group_policy="open"
+    )
+    async with running(settings) as gateway:
+        theirs = await mallory.room(bot.user_id)
+        ours = await dana.room(bot.user_id)
+        await until(lambda: _has(dana.members(ours), bot.user_id))
+        await gateway.wait_idle()
+        assert bot.user_id not in await mallory.members(theirs)
+
+
+async def test_a_restart_in_the_middle_of_a_turn_answers_exactly_once(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana = people("dana")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id], streaming=False
+    )
+    gate = asyncio.Event()
+    fake_llm.queue(llm.held(gate, "cut off"), llm.text("The answer, once."))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "a long question")
+        await fake_llm.wait_for_requests(1)
+        await gateway.stop(drain_timeout=0)  # the turn is cut mid-call
+    gate.set()
+    async with running(settings) as gateway:
+        answers = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+        await asyncio.sleep(0)
+        answers = await _shown(dana, room, bot.user_id)
+    assert answers == ["The answer, once."]
+    assert sum("a long question" in r.last_user_text for r in fake_llm.requests) == 2
+
+
+async def test_an_answer_is_streamed_into_one_message_by_edits(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana = people("dana")
+    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
+    answer = "First words, then more words, then the **end** of it."
+    fake_llm.queue(llm.streamed(answer, chunks=6, over=3.0))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "stream please")
+        await until(lambda: _edited(dana, room, bot.user_id))  # the draft grows
+        await until(lambda: _shows(dana, room, bot.user_id, answer))
+        await gateway.wait_idle()
+    events = await dana.events(room)
+    assert shown(events, bot.user_id) == [answer]  # one message, the whole answer
+    assert edits_of(events, bot.user_id) >= 2  # drafts edited, then the final formatting
+    final = [e for e in events if e["sender"] == bot.user_id and e["type"] == "m.room.message"][-1]
+    assert "<strong>end</strong>" in final["content"]["m.new_content"]["formatted_body"]
+
+
+async def test_an_encrypted_room_is_refused_with_a_clear_message(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana = people("dana")
+    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True, encrypted=True)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        secret = {
+            "algorithm": "m.megolm.v1.aes-sha2",
+            "ciphertext": "AwgA",
+            "sender_key": "k",
+            "session_id": "s",
+            "device_id": "D",
+        }
+        await dana.say(room, "", kind="m.room.encrypted", content=secret)
+        [notice] = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    assert "end-to-end encrypted" in notice
+    assert fake_llm.requests == []
+
+
+async def _has(members: Any, user: str) -> bool:
+    return user in await members
+
+
+async def _shown(person: Person, room: str, sender: str) -> list[str]:
+    return shown(await person.events(room), sender)
+
+
+async def _edited(person: Person, room: str, sender: str) -> bool:
+    return edits_of(await person.events(room), sender) >= 1
+
+
+async def _shows(person: Person, room: str, sender: str, text: str) -> bool:
+    return shown(await person.events(room), sender) == [text]

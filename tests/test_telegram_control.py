@@ -1,0 +1,51 @@
+"""/stop and edits on Telegram, through python-telegram-bot against the fake Bot API: the
+Stop button under a streamed draft, and an edited message that had not been answered yet."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory, edit_applied
+from tests.fakes.llm import FakeLLM, held, streamed, text
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
+
+LONG = " ".join(f"word{i}" for i in range(200))
+
+
+async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.queue(streamed(LONG, chunks=100, over=20))
+    settings = make_settings(telegram=section(tg, streaming=True))
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say("write me something long")
+        [draft] = await tg.wait_called("sendMessage")
+        assert draft.params["reply_markup"]["inline_keyboard"][0][0]["text"] == "Stop"
+        await tg.press(draft, "/stop", user_id=42)
+        await tg.wait_for(lambda: any(t.startswith("Stopped.") for t in tg.visible(42)))
+        await gateway.wait_idle()
+    visible = tg.visible(42)
+    assert len(visible) == 1 and visible[0].startswith("Stopped.")  # the draft became it
+    assert not any("word199" in t for t in tg.texts(42))
+
+
+async def test_an_edit_before_the_answer_replaces_the_message(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "first answered"), text("second answered"))
+    settings = make_settings(telegram=section(tg))
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say("first")
+        await fake_llm.wait_for_requests(1)
+        waiting = await tg.say("book a table for two")
+        await tg.edit(waiting, "book a table for four")
+        await edit_applied(gateway, "telegram", f"42:{waiting['message']['message_id']}")
+        gate.set()
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+    assert tg.texts(42) == ["first answered", "second answered"]
+    second = fake_llm.requests[1]
+    assert "book a table for four" in second.last_user_text
+    assert "for two" not in str(second.body)

@@ -112,6 +112,98 @@ async def test_a_running_task_is_stopped_and_never_answers(
     assert record is not None and record.state == "stopped" and record.result is None
 
 
+async def _turn_closed(gateway: Gateway, turn_id: str) -> None:
+    async with asyncio.timeout(10):
+        await gateway.bus.wait_until(lambda: gateway.store.journal.finished(turn_id))
+
+
+async def _stop_requested(gateway: Gateway, turn_id: str) -> bool:
+    def query(conn: Any) -> bool:
+        row = conn.execute("SELECT stop_requested_at FROM turns WHERE id = ?", (turn_id,))
+        return row.fetchone()[0] is not None
+
+    return await gateway.store.db.run(query)
+
+
+async def test_delete_stops_a_tasks_turn_as_stop_does_and_no_restart_resumes_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """DELETE takes /stop's path: the stop is recorded in the journal, the model call is cut
+    at once (the held call never finishes), the turn ends with the stop notice, which the
+    task's chat gets; a restart neither resumes the task nor calls the model again."""
+    settings = task_settings(make_settings, telegram=section(tg))
+    fake_llm.queue(held(asyncio.Event(), "never seen: the call is cut"))
+    body = {"text": "A long job.", "deliver_to": "telegram:42"}
+    async with serving(settings, fast_channel(settings)) as (gateway, url, http):
+        _, task = await submit(http, url, body)
+        await fake_llm.wait_for_requests(1)
+        record = await gateway.store.tasks.get(task["id"])
+        assert record is not None and record.turn_id is not None
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 200
+        assert await _stop_requested(gateway, record.turn_id)  # durable, as /stop records it
+        await _turn_closed(gateway, record.turn_id)  # the held model call was cut
+        await tg.wait_sent(1, chat_id=42)
+        await gateway.wait_idle()
+    async with serving(settings, fast_channel(settings)) as (gateway, url, http):
+        await gateway.wait_idle()
+        again = await gateway.store.tasks.get(task["id"])
+        assert not gateway.subagents.running()
+    assert tg.texts(42) == [
+        f"Background task {task['id']} stopped:\n\nStopped. Nothing had been changed."
+    ]
+    assert again is not None and again.state == "stopped"
+    assert len(fake_llm.requests) == 1  # never resumed
+
+
+async def test_a_task_stopped_while_it_waits_for_approval_withdraws_its_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    import openai
+
+    fake_llm.responder = lambda request: calls(("exec", {"command": "echo never-run"}))
+    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    async with serving(settings) as (gateway, url, http):
+        _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
+        approval = await _asked(gateway, http, f"{url}/{task['id']}")
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 200
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+        client = openai.AsyncOpenAI(base_url=url.removesuffix("/tasks"), api_key=OWNER_TOKEN)
+        async with client:
+            late = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": f"/approve {approval}"}]
+            )
+        await gateway.wait_idle()
+    states = [e["text"] for e in events if e["kind"] == "state"]
+    assert states == ["queued", "running", "awaiting_approval", "stopped"]
+    assert "already refused" in (late.choices[0].message.content or "")  # by the stop
+    assert len(fake_llm.requests) == 1  # the command never ran, the model was not asked again
+
+
+async def _asked(gateway: Gateway, http: aiohttp.ClientSession, url: str) -> str:
+    """Wait until the task is parked and its approval request delivered; its id."""
+    import re
+
+    waiting: dict[str, Any] = {}
+
+    def asked() -> bool:
+        return waiting.get("state") == "awaiting_approval" and bool(waiting["notes"])
+
+    async with asyncio.timeout(10):
+        while not asked():
+            change = gateway.subagents.signal.next_change()
+            async with http.get(url, headers=MEMBER) as response:
+                waiting = await response.json()
+            if not asked():
+                await change.wait()
+    [note] = [n["text"] for n in waiting["notes"]]
+    found = re.search(r"/approve (\w+)", note)
+    assert found is not None and "exec" in note
+    return found.group(1)
+
+
 async def test_a_task_survives_a_restart(make_settings: SettingsFactory, fake_llm: FakeLLM) -> None:
     settings = task_settings(make_settings)
     gate = asyncio.Event()
@@ -188,8 +280,6 @@ async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
 ) -> None:
     """A member token's task that wants to run a command asks first (tools.approvals = ask);
     the owner approves with an owner token, and the task resumes at that call."""
-    import re
-
     import openai
 
     def work(request: Recorded) -> Step:
@@ -201,26 +291,12 @@ async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
     settings = task_settings(make_settings, tools={"approvals": "ask"})
     async with serving(settings) as (gateway, url, http):
         _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
-        waiting: dict[str, Any] = {}
-
-        def asked() -> bool:  # parked, and its request delivered through the outbox
-            return waiting.get("state") == "awaiting_approval" and bool(waiting["notes"])
-
-        async with asyncio.timeout(10):
-            while not asked():
-                change = gateway.subagents.signal.next_change()
-                async with http.get(f"{url}/{task['id']}", headers=MEMBER) as response:
-                    waiting = await response.json()
-                if not asked():
-                    await change.wait()
-        [note] = [n["text"] for n in waiting["notes"]]
-        approval = re.search(r"/approve (\w+)", note)
-        assert approval is not None and "exec" in note
+        approval = await _asked(gateway, http, f"{url}/{task['id']}")
         assert len(fake_llm.requests) == 1  # nothing ran while it waited
         client = openai.AsyncOpenAI(base_url=url.removesuffix("/tasks"), api_key=OWNER_TOKEN)
         async with client:
             decided = await client.chat.completions.create(
-                model="main", messages=[{"role": "user", "content": approval.group(0)}]
+                model="main", messages=[{"role": "user", "content": f"/approve {approval}"}]
             )
         events = await follow(http, f"{url}/{task['id']}")
         await gateway.wait_idle()

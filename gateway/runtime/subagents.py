@@ -48,6 +48,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnControl, TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.approvals import Approvals
+from gateway.runtime.controls import stop_turn
 from gateway.runtime.local_bus import Bus
 from gateway.store import Store, TaskRecord
 
@@ -421,8 +422,7 @@ class Subagents:
         self.signal.notify()
         run = self._runs.get(task_id)
         if run is not None:
-            await self._store.journal.request_stop(run.control.turn_id)
-            run.control.stop(by)
+            await stop_turn(self._store.journal, run.control, by=by)
             log.info("background task %s stopped by %s", task_id, by)
             return True
         record = await self._store.tasks.get(task_id)  # not running here: close what it left

@@ -194,7 +194,7 @@ DESCRIPTIONS = {
     "api.tokens": "the API's clients: a list of `{name, token, role}` (`[[api.tokens]]` in config.toml; fields below); required when enabled",
     "api.max_request_bytes": "largest request body; a larger one gets 400",
     "api.answer_timeout_seconds": "how long a chat completion waits for its answer before 504 (the turn's own `agent.turn_timeout_seconds` usually ends it first)",
-    "deliver_to": "`<channel>:<chat id>` the answer goes to (a thread: `<channel>:<chat>:<thread>`); unset: the owner's chat (`heartbeat.target`, else the owner's last direct chat)",
+    "deliver_to": "`<channel>:<chat id>` the answer goes to (a thread: `<channel>:<chat>:<thread>`); unset: the owner's chat (`heartbeat.target`, else the owner's home chat)",
     "routes": "ordered `[[routes]]` rules (fields below); the first match picks the agent, `main` takes the rest",
     "agent": "the agent that takes matching messages",
     "channel": "match this channel",

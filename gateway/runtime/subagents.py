@@ -256,19 +256,19 @@ class Subagents:
         if after_turn is not None:
             finished = partial(self._store.journal.finished, after_turn)
             if not await _unless_stopped(control, self._bus.wait_until(finished)):
-                await self._close_stopped(run, started=resumed)
+                await self._close_stopped(run)
                 return
         if not decided and not await self._decided(control, self._wakes.expect(control.turn_id)):
-            await self._close_stopped(run, started=True)
+            await self._close_stopped(run)
             return
         while True:
             if not await _unless_stopped(control, self._slots.acquire()):
-                await self._close_stopped(run, started=resumed)
+                await self._close_stopped(run)
                 return
             try:
                 outcome = await self._turn(run, resumed=resumed)
                 if outcome is None:  # stopped before it could start
-                    await self._close_stopped(run, started=True)
+                    await self._close_stopped(run)
                     return
                 if outcome.awaiting is None:
                     await self._finish(run, outcome)
@@ -277,7 +277,7 @@ class Subagents:
             finally:
                 self._slots.release()
             if not await self._decided(control, decision):  # the slot is free meanwhile
-                await self._close_stopped(run, started=True)
+                await self._close_stopped(run)
                 return
             resumed = True
 
@@ -285,6 +285,9 @@ class Subagents:
         """One attempt at the task's turn; ``None`` when the task was stopped first."""
         record, control = run.record, run.control
         if not resumed:  # the turn exists before the task names it
+            current = await self._store.tasks.get(record.id)
+            if current is None or not current.open:  # stopped before it was taken up
+                return None
             await self._store.journal.start_turn(
                 control.turn_id, control.session_key, TurnKind.SUBAGENT, []
             )
@@ -360,8 +363,13 @@ class Subagents:
                 state="failed" if outcome.failed else "done",
                 usage=turn_usage(control.session_key, principal.person, outcome.usage),
             )
-        if control.stopping or outcome is None:
-            await self._tell_stopped(record, outcome)
+        if outcome is None:
+            await self._tell(record, f"Background task {record.id} was stopped before it started.")
+            return
+        if control.stopping:  # its last words say what it had already done
+            await self._tell(
+                record, f"Background task {record.id} stopped:\n\n{outcome.final_text}"
+            )
             return
         state = "failed" if outcome.failed else "done"
         result = outcome.final_text or "(the task produced no result)"
@@ -369,33 +377,25 @@ class Subagents:
         # when its last word arrives there too (gateway/runtime/task_board.py).
         events = record.chat.channel != TASK_CHANNEL
         if not await self._store.tasks.finish(record.id, state, result, events=events):
-            await self._tell_stopped(record, outcome)  # stopped just before it ended
+            # stopped just before it ended, or on another node of a cluster
+            await self._tell(record, f"Background task {record.id} was stopped.")
             return
         self.signal.notify()
         headline = "finished" if state == "done" else "failed"
         await self._tell(record, f"Background task {record.id} {headline}:\n\n{result}")
 
-    async def _close_stopped(self, run: _Run, *, started: bool) -> None:
+    async def _close_stopped(self, run: _Run) -> None:
         """The task was stopped before its turn could go on (queued, waiting for a slot, or
         parked for an approval): a turn that had begun ends as a stopped chat turn does
         (its approval requests withdrawn, what it had done said)."""
-        if not started:
+        record, control = run.record, run.control
+        if await self._store.journal.finished(control.turn_id):  # it never began
             await self._finish(run, None)
             return
-        record, control = run.record, run.control
         await self._approvals.withdraw(control.turn_id, by=control.stopped_by or "a stop")
         agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
         outcome = await agent.stopped(self._request(record, control, resumed=True))
         await self._finish(run, outcome)
-
-    async def _tell_stopped(self, record: TaskRecord, outcome: TurnOutcome | None) -> None:
-        said = outcome.final_text if outcome is not None else ""
-        await self._tell(
-            record,
-            f"Background task {record.id} stopped:\n\n{said}"
-            if said
-            else f"Background task {record.id} was stopped before it started.",
-        )
 
     async def _tell(self, record: TaskRecord, text: str) -> None:
         """Journal the task's last word; the turn handler delivers it to the task's chat
@@ -425,12 +425,13 @@ class Subagents:
             await stop_turn(self._store.journal, run.control, by=by)
             log.info("background task %s stopped by %s", task_id, by)
             return True
-        record = await self._store.tasks.get(task_id)  # not running here: close what it left
-        if record is not None:
-            if record.turn_id is not None:
-                await self._store.journal.request_stop(record.turn_id)
-            await self._close_turns(record, by=by)
-            await self._tell_stopped(record, None)
+        # Not running here: not taken up yet, or (a cluster) running on another node, which
+        # ends its turn and says so (it finds the task stopped); its stop is recorded.
+        record = await self._store.tasks.get(task_id)
+        if record is not None and record.turn_id is not None:
+            await self._store.journal.request_stop(record.turn_id)
+        elif record is not None:
+            await self._tell(record, f"Background task {task_id} was stopped before it started.")
         return True
 
     # -- restart and shutdown ---------------------------------------------------------------

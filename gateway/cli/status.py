@@ -166,7 +166,7 @@ def render(report: dict[str, Any]) -> list[str]:
             + ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(tasks.items()))
         )
     for hook in report.get("hooks", []):
-        target = hook["deliver_to"] or "the owner's last chat"
+        target = hook["deliver_to"] or "the owner's home chat"
         lines.append(
             f"webhook {hook['name']}: POST {hook['url']} (as {hook['role']}, answers in {target})"
         )

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 
 from agent.agent import Agent
@@ -38,13 +38,12 @@ from gateway.core.addressing import DEFAULT_AGENT, SYSTEM_CHANNEL, TASK_CHANNEL,
 from gateway.core.lifecycle import drain
 from gateway.core.messages import (
     ChatRef,
-    ChatType,
     InboundMessage,
     OutboundKind,
     OutboundMessage,
     new_id,
 )
-from gateway.core.principal import Principal, Role
+from gateway.core.principal import Principal
 from gateway.core.turns import TurnControl, TurnKind
 from gateway.runtime.accounting import turn_usage
 from gateway.runtime.approvals import Approvals
@@ -55,21 +54,6 @@ from gateway.store import Store, TaskRecord
 log = logging.getLogger(__name__)
 
 DECISION_CHECK_SECONDS = 5.0  # a task waiting for an approval looks whether it was decided
-
-
-def principal_of(owner: Mapping[str, str]) -> Principal:
-    """The principal a task acts for, from what its record keeps."""
-    return Principal(
-        owner.get("channel", ""),
-        owner.get("sender_id", ""),
-        owner.get("sender_name", ""),
-        Role(owner.get("role", Role.MEMBER)),
-        ChatType(owner.get("chat_type", "dm")),
-    )
-
-
-def owner_of(principal: Principal) -> dict[str, str]:
-    return {k: str(v) for k, v in asdict(principal).items()}
 
 
 def session_of(record: TaskRecord) -> str:
@@ -152,7 +136,7 @@ class TaskQueue:
             prompt,
             task_type,
             chat,
-            owner_of(principal),
+            principal.record(),
             "queued",
             agent=agent,
             authorised_by=user_texts,
@@ -234,7 +218,7 @@ class Subagents:
     ) -> None:
         """Run ``record`` (``turn_id``: resume that turn; ``decided=False``: it waits for an
         approval first; ``after_turn``: once that turn is committed)."""
-        principal = principal_of(record.owner)
+        principal = Principal.from_record(record.owner)
         control = TurnControl(turn_id or new_id(), session_of(record), principal.person)
         run = _Run(record, control)
         work = self._run(run, resumed=turn_id is not None, decided=decided, after_turn=after_turn)
@@ -338,7 +322,7 @@ class Subagents:
             turn_id=control.turn_id,
             session_key=control.session_key,
             chat=record.chat,
-            principal=principal_of(record.owner),
+            principal=Principal.from_record(record.owner),
             kind=TurnKind.SUBAGENT,
             prompt=record.prompt,
             task_type=record.task_type,
@@ -354,7 +338,7 @@ class Subagents:
         """Commit the task's turn (``None``: it never began) and record how the task ended;
         its chat is told, once."""
         record, control = run.record, run.control
-        principal = principal_of(record.owner)
+        principal = Principal.from_record(record.owner)
         if outcome is not None:
             await self._store.commit_turn(
                 turn_id=control.turn_id,
@@ -462,7 +446,7 @@ class Subagents:
         attempts = await self._store.journal.retry_turn(turn)
         if attempts > self._max_resume_attempts + 1:
             log.warning("background task %s interrupted %d times; giving up", record.id, attempts)
-            principal = principal_of(record.owner)
+            principal = Principal.from_record(record.owner)
             control = TurnControl(turn, session_of(record), principal.person)
             text = "it was interrupted by restarts too often to go on"
             await self._finish(_Run(record, control), TurnOutcome(failed=True, final_text=text))

@@ -19,7 +19,7 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.runtime.local_bus import Bus
-from gateway.runtime.subagents import Subagents, TaskQueue, owner_of
+from gateway.runtime.subagents import Subagents, TaskQueue
 from gateway.store import Store, TaskEvent, TaskRecord
 
 
@@ -53,7 +53,7 @@ class TaskBoard:
             text,
             "general",
             ChatRef(TASK_CHANNEL, task_id),
-            owner_of(principal),
+            principal.record(),
             "queued",
             agent=agent,
             deliver_to=deliver_to,

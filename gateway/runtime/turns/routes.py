@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, agent_chat, agent_pair, qualify
-from gateway.core.messages import ChatRef, ChatType, InboundMessage
-from gateway.core.principal import Principal, Role
+from gateway.core.messages import ChatRef, InboundMessage
+from gateway.core.principal import Principal
 from gateway.runtime.access import principal_for
 from gateway.runtime.agent_channel import is_reply
 from gateway.store import Store
@@ -71,14 +71,7 @@ class Routes:
                 authorising_texts=(),
                 tainted=True,
             )
-        owner = conversation.principal
-        principal = Principal(
-            owner["channel"],
-            owner["sender_id"],
-            owner.get("sender_name", ""),
-            Role(owner.get("role", Role.MEMBER)),
-            ChatType(owner.get("chat_type", "dm")),
-        )
+        principal = Principal.from_record(conversation.principal)
         said, tainted = conversation.authorised_by, conversation.tainted
         if is_reply(msg):
             record_in = qualify(me, conversation.origin.session_key)

@@ -49,7 +49,7 @@ from gateway.runtime.accounting import turn_usage
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.controls import stop_turn
 from gateway.runtime.local_bus import Bus
-from gateway.store import Store, TaskRecord
+from gateway.store import Store, TaskRecord, TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ class Subagents:
                 record, f"Background task {record.id} stopped:\n\n{outcome.final_text}"
             )
             return
-        state = "failed" if outcome.failed else "done"
+        state: TurnEnd = "failed" if outcome.failed else "done"
         result = outcome.final_text or "(the task produced no result)"
         # An API task's notes reach it through the outbox: its end is recorded after them,
         # when its last word arrives there too (gateway/runtime/task_board.py).

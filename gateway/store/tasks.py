@@ -41,7 +41,7 @@ class TaskRecord:
     task_type: str
     chat: ChatRef  # where its notes and result go: the spawning chat, or the task channel
     owner: dict[str, Any]  # the principal it acts for (channel, sender_id, role, ...)
-    state: str
+    state: TaskState
     result: str | None = None
     agent: str = "main"
     turn_id: str | None = None  # set when it starts; a restart resumes this turn
@@ -181,7 +181,9 @@ class Tasks:
 
         return await self._db.run(update)
 
-    async def finish(self, task_id: str, state: str, result: str, *, events: bool = True) -> bool:
+    async def finish(
+        self, task_id: str, state: TaskState, result: str, *, events: bool = True
+    ) -> bool:
         """The task ended (done, failed, interrupted) with ``result``; ``False`` (and nothing
         changes) when it had been stopped. Its answer and final state become events now, or,
         with ``events=False``, by :meth:`record_end` once its notes are all recorded (an API

@@ -42,12 +42,11 @@ class ProgramRoutes:
         self._settings = settings
         self._store = store
 
-    async def route(self, msg: InboundMessage, agent: str) -> Route | None:
+    async def route(self, msg: InboundMessage, agent: str) -> Route:
+        """The route of a message on a program's channel (``PROGRAM_CHANNELS``)."""
         if msg.channel == HOOK_CHANNEL:
             return await self._hook(msg, agent)
-        if msg.channel == API_CHANNEL:
-            return self._api(msg)
-        return None
+        return self._api(msg)
 
     async def _hook(self, msg: InboundMessage, agent: str) -> Route:
         from channels.hooks.payload import owner_words  # noqa: PLC0415 - aiohttp, when used

@@ -14,7 +14,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config.channels import ChannelSection
-from gateway.core.addressing import AGENT_CHANNEL, agent_chat, agent_pair, qualify
+from gateway.core.addressing import (
+    AGENT_CHANNEL,
+    PROGRAM_CHANNELS,
+    agent_chat,
+    agent_pair,
+    qualify,
+)
 from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime.access import principal_for
@@ -34,9 +40,9 @@ class Route:
     tainted: bool = False
 
 
-# Another program's message (a webhook, the API): where its answer goes, as whom the turn
-# acts, whose words authorise it; ``None`` for every other message.
-ProgramRoute = Callable[[InboundMessage, str], Awaitable[Route | None]]
+# Another program's message (a webhook, the API: PROGRAM_CHANNELS): where its answer goes,
+# as whom the turn acts, whose words authorise it.
+ProgramRoute = Callable[[InboundMessage, str], Awaitable[Route]]
 
 
 class Routes:
@@ -52,10 +58,8 @@ class Routes:
 
     async def of(self, message: InboundMessage, agent: str) -> Route:
         """The route of a turn whose last message is ``message``, run by ``agent``."""
-        if self._programs is not None:
-            program = await self._programs(message, agent)
-            if program is not None:
-                return program
+        if self._programs is not None and message.channel in PROGRAM_CHANNELS:
+            return await self._programs(message, agent)
         if message.channel != AGENT_CHANNEL:
             return Route(message.chat, principal_for(message, self._sections.get(message.channel)))
         return await self._between_agents(message, agent)

@@ -275,3 +275,22 @@ async def test_two_requests_of_one_session_are_answered_in_turn_each_with_its_ow
         await gateway.wait_idle()
     assert answers == ["The first answer, about apples.", "The second answer, about pears."]
     assert fake_llm.requests[1].user_texts == ["Tell me about apples.", "And pears?"]
+
+
+async def test_controls_answered_beside_the_queue_reach_the_waiting_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """/status, /help and /stop are answered at intake (gateway/runtime/controls.py), not by a
+    turn of the request's session: their answer still comes back to the request."""
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        shown = {}
+        for command in ("/status", "/help", "/stop"):
+            answer = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": command}]
+            )
+            shown[command] = answer.choices[0].message.content or ""
+        await gateway.wait_idle()
+    assert shown["/status"].startswith("Switchboard ") and "Context:" in shown["/status"]
+    assert "/stop" in shown["/help"]
+    assert shown["/stop"] == "Nothing is running right now."
+    assert fake_llm.requests == []  # controls need no model

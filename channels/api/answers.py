@@ -46,6 +46,7 @@ class Piece:
 class PendingAnswer:
     chat_key: str
     message_id: str  # the platform id of the request's message
+    control: bool = False  # a control (/status, /stop, ...): answered by no turn of its own
     turn_id: str | None = None
     messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)

@@ -34,6 +34,7 @@ from gateway.config.connect import ApiSettings, ApiToken
 from gateway.core.addressing import API_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth, TurnActivity
+from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.errors import ChannelTransientError
 from gateway.core.messages import (
     ChatRef,
@@ -102,6 +103,8 @@ class ApiChannel:
 
     async def send(self, message: OutboundMessage) -> str | None:
         pending = self._waiting.get(message.chat.session_key)
+        if pending is not None and pending.control and pending.turn_id is None:
+            pending.turn_id = message.turn_id  # the control's answer: its turn is this one
         if pending is None or not _belongs(pending, message):
             return "kept in the session's history"  # no request waits for it
         final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
@@ -173,10 +176,14 @@ class ApiChannel:
                 message_id = f"{ask.token.name}:{ask.key}" if ask.key else new_id()
                 if message_id in self._answered:
                     raise AlreadyAnswered(self._answered[message_id])
-                pending = PendingAnswer(key, message_id)
+                msg = _message(ask, chat, message_id)
+                # a control (/status, /stop, ...) is answered beside the queue, by no turn
+                # that says it answers this request: its first message does
+                control = msg.command in CONTROL_COMMANDS
+                pending = PendingAnswer(key, message_id, control=control)
                 self._waiting[key] = pending
                 try:
-                    await self._publish(ask, chat, message_id)
+                    await self._publish(msg)
                     yield pending
                     if pending.finished.is_set():
                         self._remember(message_id, pending.text)
@@ -189,21 +196,9 @@ class ApiChannel:
             else:  # nobody else waits for this session: forget its lock
                 del self._locks[key]
 
-    async def _publish(self, ask: Ask, chat: ChatRef, message_id: str) -> None:
+    async def _publish(self, msg: InboundMessage) -> None:
         if self._sink is None:
             raise ChannelTransientError("the gateway is not running")
-        msg = InboundMessage(
-            channel=NAME,
-            chat_id=chat.chat_id,
-            thread_id=chat.thread_id,
-            sender_id=ask.token.name,
-            sender_name=ask.token.name,
-            text=ask.text,
-            platform_message_id=message_id,
-            chat_type=ChatType.DM,
-            mentioned=True,
-            agent=ask.agent,
-        )
         accepted = await self._sink.publish_inbound(msg)  # durable before we answer
         self._last_request = time.time()
         if accepted is Accepted.DUPLICATE:
@@ -236,6 +231,21 @@ class ApiChannel:
     async def close_web(self) -> None:
         for task in list(self._streams):
             task.cancel()
+
+
+def _message(ask: Ask, chat: ChatRef, message_id: str) -> InboundMessage:
+    return InboundMessage(
+        channel=NAME,
+        chat_id=chat.chat_id,
+        thread_id=chat.thread_id,
+        sender_id=ask.token.name,
+        sender_name=ask.token.name,
+        text=ask.text,
+        platform_message_id=message_id,
+        chat_type=ChatType.DM,
+        mentioned=True,
+        agent=ask.agent,
+    )
 
 
 def _belongs(pending: PendingAnswer, message: OutboundMessage) -> bool:

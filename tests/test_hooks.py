@@ -239,3 +239,19 @@ def test_a_payload_is_read_capped_and_named_as_senders_send_it() -> None:
     text = payload.message_text("ci", "Look:\n{payload}\nThanks.", '{"a": 1}', "push")
     assert text.startswith('Look:\nWebhook "ci" delivered this payload (event: push).')
     assert text.endswith("```\nThanks.") and payload.owner_words("Look:\n{payload}") == "Look:"
+
+
+async def test_an_owner_hook_never_becomes_the_owners_home_chat(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """A hook acting as the owner answers in its chat, but check-ins keep going where the
+    owner talks: the hook's chat is no direct chat of the owner's."""
+    fake_llm.queue(text("Noted the event."))
+    body = json.dumps(CI_FAILURE).encode()
+    async with serving(hook_settings(make_settings, tg, role="owner")) as (gateway, url):
+        status, _, _ = await post(url + "github", body, signed(body))
+        assert status == 202
+        await tg.wait_sent(1, chat_id=OWNER)
+        await gateway.wait_idle()
+        home = await gateway.store.homes.get()
+    assert home is None

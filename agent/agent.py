@@ -187,16 +187,18 @@ class Agent:
             await self.tool_source.prepare(registry, request.principal)
         tools = registry.specs(
             lambda t: (
-                self.policy.offered(t, request.principal) and fits(t, kind=request.kind, task=kind)
+                self.policy.offered(t, request.principal)
+                and fits(t, kind=request.kind, task=kind)
+                and t.available()
             )
         )
         deferred: dict[str, ToolSpec] = {}
         finder = registry.get(FindTools.name)
-        if isinstance(finder, FindTools):  # many MCP tools: find_tools instead of every schema
+        if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
             tools, deferred = finder.split(tools, registry)
         # Both reads at once: the store runs them in one transaction.
         (state, conversation, checkpoints), pinned = await asyncio.gather(
-            self._conversation(request, trace), self._pinned(request, tools)
+            self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
         )
         if not checkpoints:
             new = self._user_messages(request)

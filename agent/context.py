@@ -73,10 +73,9 @@ class ContextBuilder:
         key = (tuple(t.name for t in tools), tuple(bootstrap), skills)
         if key == self._stable_key:
             return self._stable_text
-        tool_names = ", ".join(t.name for t in tools) or "none"
-        parts = [
-            f"You are {self._name}, a personal AI assistant that people reach through chat apps "
-            f"and email.\nWorkspace: {self.workspace}\nTools: {tool_names}",
+        parts = [  # the tools name themselves in their schemas: no roster here
+            f"You are {self._name}, a personal AI assistant reached through chat apps and "
+            f"email.\nWorkspace: {self.workspace}",
             _RULES,
         ]
         if self._persona:

@@ -283,6 +283,9 @@ class GetSkill(Tool):
     def __init__(self, library: SkillLibrary) -> None:
         self._library = library
 
+    def available(self) -> bool:
+        return bool(self._library.skills())
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         skill = self._library.find(args["name"])
         if skill is None:

@@ -1,7 +1,7 @@
 """Switchboard beside the floor bot, on the same fakes, in the same run, with the ratios.
 
 Run from the repository root: ``python -m bench.compare [--reps 2] [--turns 20] [--chats 50]
-[--big 500]``. Each bot runs in its own process (``switchboard run`` with the Telegram channel,
+[--big 500] [--defaults]``. Each bot runs in its own process (``switchboard run`` with the Telegram channel,
 and ``bench/floor.py``) against one fake Bot API in this process and the fake LLM (200 ms per
 call) in another, so CPU and memory are the bot's own. Repetitions alternate the order of
 the two bots; every figure is the median over repetitions.
@@ -17,6 +17,10 @@ Switchboard runs with ``telegram.messages_per_second = 1000`` (Telegram's paid-b
 rate): the floor bot does not pace at all, and at the default 30/s 500 answers cannot leave
 in under (500 - 100) / 30 = 13 s whatever the gateway does. Bursts up to 100 are not paced
 either way, so the 50-chat figure is the same with the default.
+
+By default Switchboard runs with streaming by edits and the web chat off (the floor sends
+one message per answer and serves nothing else). ``--defaults`` also runs it as shipped
+(streaming on in direct chats, the web chat on) and reports both against the floor.
 """
 
 from __future__ import annotations
@@ -88,7 +92,10 @@ class Answers:
         return len(self.at.get(chat, ()))
 
 
-def switchboard(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotProcess:
+def switchboard(
+    tg: FakeTelegram, llm_url: str, home: Path, log: Path, *, shipped: bool = False
+) -> BotProcess:
+    """``switchboard run``: streaming and the web chat off, or as shipped (``shipped``)."""
     from gateway.config.settings import Settings
     from gateway.runtime.home import onboard
 
@@ -104,10 +111,15 @@ def switchboard(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotPro
         SWITCHBOARD_TELEGRAM__ALLOW_FROM='["*"]',
         SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="30",
         SWITCHBOARD_TELEGRAM__MESSAGES_PER_SECOND="1000",
-        SWITCHBOARD_TELEGRAM__STREAMING="false",  # the floor sends one message per answer
-        SWITCHBOARD_WEB__ENABLED="false",
         SWITCHBOARD_HEARTBEAT__ENABLED="false",
     )
+    if shipped:
+        env.update(SWITCHBOARD_WEB__PORT="0")  # on, on a free port
+    else:
+        env.update(
+            SWITCHBOARD_TELEGRAM__STREAMING="false",  # the floor sends one message per answer
+            SWITCHBOARD_WEB__ENABLED="false",
+        )
     settings = Settings(home=home)
     onboard(settings.home, settings.workspace_dir)  # a normal start, not the first-run setup
     return BotProcess("gateway", "run", env=env, log=log)
@@ -119,7 +131,11 @@ def floor(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotProcess:
     return BotProcess("bench.floor", env=env, log=log)
 
 
-BOTS = {"switchboard": switchboard, "floor": floor}
+def as_shipped(tg: FakeTelegram, llm_url: str, home: Path, log: Path) -> BotProcess:
+    return switchboard(tg, llm_url, home, log, shipped=True)
+
+
+BOTS = {"switchboard": switchboard, "defaults": as_shipped, "floor": floor}
 
 
 async def say_all(tg: FakeTelegram, chats: range, text: str) -> float:
@@ -217,7 +233,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(sb: Figures, fl: Figures, args: argparse.Namespace, load: tuple[float, float]) -> None:
+def report(
+    sb: Figures, fl: Figures, args: argparse.Namespace, load: tuple[float, float], title: str
+) -> None:
     def row(label: str, a: float, b: float, *, ms: bool = True, target: str = "") -> None:
         ratio = a / b if b else float("nan")
         unit, scale, digits = ("ms", 1000, 1) if ms else ("s", 1, 3)
@@ -228,8 +246,8 @@ def report(sb: Figures, fl: Figures, args: argparse.Namespace, load: tuple[float
 
     llm_ms = LLM_LATENCY * 1000
     print(
-        f"\nSwitchboard vs floor, {args.reps} rep(s), fake LLM {llm_ms:.0f} ms, load average"
-        f" {load[0]:.1f} before / {load[1]:.1f} after (2 cores: noisy above ~1)"
+        f"\nSwitchboard ({title}) vs floor, {args.reps} rep(s), fake LLM {llm_ms:.0f} ms, load"
+        f" average {load[0]:.1f} before / {load[1]:.1f} after (2 cores: noisy above ~1)"
     )
     print(f"  {'metric':<34} {'Switchboard':>14} {'floor':>14} {'ratio':>7}  target")
     row("seq e2e median (one chat)", median(sb.seq), median(fl.seq), target="<= 1.1x")
@@ -252,7 +270,7 @@ def report(sb: Figures, fl: Figures, args: argparse.Namespace, load: tuple[float
         f"  {'RSS idle / peak (MiB)':<34} {median(sb.rss_idle):>7.0f} / {median(sb.rss_peak):<4.0f}"
         f" {median(fl.rss_idle):>7.0f} / {median(fl.rss_peak):<4.0f}"
     )
-    for label, f in (("switchboard", sb), ("floor", fl)):
+    for label, f in ((title, sb), ("floor", fl)):
         print(
             f"  raw {label}: start {fmt(f.start)} seq {fmt(f.seq)} burst {fmt(f.burst)}"
             f" cpu/turn {fmt(f.cpu, 1000)} big {fmt(f.big)} big cpu/turn {fmt(f.big_cpu, 1000)}"
@@ -265,21 +283,25 @@ def fmt(values: list[float], scale: float = 1.0) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     load_before = os.getloadavg()[0]
-    figures = {name: Figures() for name in BOTS}
+    bots = [name for name in BOTS if args.defaults or name != "defaults"]
+    figures = {name: Figures() for name in bots}
     async with llm_process(LLM_LATENCY) as llm_url:
         with tempfile.TemporaryDirectory(prefix="switchboard-compare-") as tmp:
-            for name in BOTS:  # warm the page cache and .pyc files; not recorded
+            for name in bots:  # warm the page cache and .pyc files; not recorded
                 await measure(name, llm_url, Path(tmp), warmup_args(args), Figures())
             for rep in range(args.reps):
-                order = list(BOTS) if rep % 2 == 0 else list(reversed(BOTS))
+                order = bots if rep % 2 == 0 else list(reversed(bots))
                 for name in order:
                     print(f"rep {rep + 1}: {name} ...", flush=True)
                     await measure(name, llm_url, Path(tmp) / f"rep{rep}", args, figures[name])
-    report(figures["switchboard"], figures["floor"], args, (load_before, os.getloadavg()[0]))
+    load = (load_before, os.getloadavg()[0])
+    report(figures["switchboard"], figures["floor"], args, load, "streaming and web chat off")
+    if args.defaults:
+        report(figures["defaults"], figures["floor"], args, load, "the defaults")
 
 
 def warmup_args(args: argparse.Namespace) -> argparse.Namespace:
-    return argparse.Namespace(turns=2, chats=5, big=0, reps=1, py_spy=None)
+    return argparse.Namespace(turns=2, chats=5, big=0, reps=1, py_spy=None, defaults=False)
 
 
 def main() -> None:
@@ -288,6 +310,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="sequential turns in one chat")
     parser.add_argument("--chats", type=int, default=50, help="the burst")
     parser.add_argument("--big", type=int, default=500, help="the big burst (0: skip)")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="also run Switchboard as shipped (streaming in direct chats, the web chat on)",
+    )
     parser.add_argument(
         "--py-spy",
         help="sample each bot with py-spy during the burst: PY_SPY-<bot>-burst.txt"

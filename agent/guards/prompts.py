@@ -45,8 +45,7 @@ HELPERS: tuple[Helper, ...] = (
             re.I,
         ),
         frozenset({"cron"}),
-        "Scheduling: use the cron tool with the user's time zone. Repeat back when the job will "
-        "run. One-shot reminders use a date/time, recurring ones a cron expression or interval.",
+        "Scheduling: use cron in the user's time zone, and repeat back when the job will run.",
     ),
     Helper(
         "files",

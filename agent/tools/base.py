@@ -141,11 +141,19 @@ class Tool(ABC):
     # Where the tool comes from: "" for built-in tools, an MCP server's name for its tools.
     # Tools with a source may be held back behind find_tools when there are many.
     source: ClassVar[str] = ""
+    # Rarely used: its schema waits behind find_tools (named in its description), so the
+    # tokens of every model call go to the tools most turns use.
+    rarely_used: ClassVar[bool] = False
 
     @property
     def side_effects(self) -> bool:
         """Side-effecting calls are recorded in the idempotency ledger before they run."""
         return self.effect is not Effect.READ
+
+    def available(self) -> bool:
+        """Whether the tool has anything to work with now (``get_skill`` without skills has
+        not); one that has not is left out of the turn's tools, costing no tokens."""
+        return True
 
     def changes_state(self, args: dict[str, Any]) -> bool:
         """Whether this call may change what other calls read: once it ran, earlier results

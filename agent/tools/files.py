@@ -64,10 +64,10 @@ def write_text_atomic(path: Path, content: str) -> None:
 
 class ReadFile(Tool):
     name = "read_file"
-    description = "Read a text file in the workspace. Optional 1-based line offset and line limit."
+    description = "Read a text file in the workspace (offset, limit: in lines, from 1)."
     parameters = schema(
         {
-            "path": {"type": "string", "description": "Path relative to the workspace"},
+            "path": {"type": "string"},
             "offset": {"type": "integer", "minimum": 1},
             "limit": {"type": "integer", "minimum": 1},
         },
@@ -90,7 +90,7 @@ class ReadFile(Tool):
 
 class WriteFile(Tool):
     name = "write_file"
-    description = "Create or overwrite a text file in the workspace (parent folders are created)."
+    description = "Create or overwrite a text file in the workspace (folders are created)."
     parameters = schema(
         {"path": {"type": "string"}, "content": {"type": "string"}}, ("path", "content")
     )
@@ -108,7 +108,10 @@ class WriteFile(Tool):
 
 class EditFile(Tool):
     name = "edit_file"
-    description = "Replace one exact occurrence of old_text with new_text in a workspace file."
+    description = (
+        "Replace one exact occurrence of old_text with new_text in a workspace file"
+        " (read it first)."
+    )
     parameters = schema(
         {
             "path": {"type": "string"},
@@ -140,7 +143,7 @@ class EditFile(Tool):
 
 class ListDir(Tool):
     name = "list_dir"
-    description = "List a workspace folder (default: the workspace root)."
+    description = "List a workspace folder (default: its root)."
     parameters = schema({"path": {"type": "string"}})
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -1,8 +1,10 @@
-"""``find_tools``: the prompt stays small however many MCP tools are configured.
+"""``find_tools``: the prompt stays small however many tools are configured.
 
-Every tool schema is sent with every model call. Past a budget (``[mcp] max_offered_tools``
-schemas or ``max_offered_tokens`` tokens of them), tools that come from a source (an MCP
-server) are held back, a whole server at a time, and the model gets ``find_tools`` instead:
+Every tool schema is sent with every model call. Rarely used built-in tools
+(``Tool.rarely_used``: goals, notes) are always held back, named in ``find_tools``'s
+description; past a budget (``[mcp] max_offered_tools`` schemas or ``max_offered_tokens``
+tokens of them), tools that come from a source (an MCP server) are held back too, a whole
+server at a time. The model gets ``find_tools`` instead:
 it searches the held-back tools' names, descriptions and argument names (BM25) and the best
 matches are sent with every later call of the turn. Held-back tools the policy allows stay
 callable by name; only their schemas wait.
@@ -19,11 +21,11 @@ from typing import Any
 from agent.llm.types import ToolSpec
 from agent.tokens import tools_tokens
 from agent.tools.base import Tool, ToolContext, ToolResult, schema
-from agent.tools.registry import ToolRegistry
+from agent.tools.registry import ToolRegistry, model_schema
 
 DESCRIPTION = (
-    "More tools exist than are shown here. Search them by what you need (words that could be "
-    "in a tool's name or description); the best matches become callable right away."
+    "More tools exist than shown. Search them by what you need (words of a tool's name or "
+    "description); the best matches become callable at once."
 )
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -50,16 +52,20 @@ class FindTools(Tool):
         """The schemas to send and the ones held back (by name) for this turn's tools."""
         kept: list[ToolSpec] = []
         groups: dict[str, list[ToolSpec]] = {}
+        deferred: dict[str, ToolSpec] = {}
+        rare: list[str] = []
         for spec in specs:
             tool = registry.get(spec.name)
             if spec.name == self.name:
                 continue
-            if tool is None or not tool.source:
+            if tool is not None and tool.rarely_used:
+                deferred[spec.name] = spec
+                rare.append(spec.name)
+            elif tool is None or not tool.source:
                 kept.append(spec)
             else:
                 groups.setdefault(tool.source, []).append(spec)
         count = tokens = 0
-        deferred: dict[str, ToolSpec] = {}
         held: list[str] = []
         for source, group in groups.items():
             cost = tools_tokens(group)
@@ -69,9 +75,14 @@ class FindTools(Tool):
             else:
                 deferred.update((spec.name, spec) for spec in group)
                 held.append(source)
+        notes = []
+        if rare:
+            notes.append(f" Among them: {', '.join(rare)}.")
         if held:
-            note = f" Services with tools to find: {', '.join(held)}."
-            kept.append(ToolSpec(self.name, DESCRIPTION + note, self.parameters))
+            notes.append(f" Services with tools to find: {', '.join(held)}.")
+        if notes:
+            spec = ToolSpec(self.name, DESCRIPTION + "".join(notes), model_schema(self.parameters))
+            kept.append(spec)
         return tuple(kept), deferred
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

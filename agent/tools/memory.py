@@ -86,7 +86,7 @@ class MemoryRead(Tool):
 
 class MemoryWrite(Tool):
     name = "memory_write"
-    description = "Replace the whole long-term memory with new content (keep what still matters)."
+    description = "Replace all of long-term memory (keep what still matters)."
     parameters = schema({"content": {"type": "string"}}, ("content",))
     effect = Effect.WRITE
     intent = MEMORY_INTENT
@@ -99,7 +99,7 @@ class MemoryWrite(Tool):
 
 class MemoryPatch(Tool):
     name = "memory_patch"
-    description = "Replace one exact passage of long-term memory (old_text → new_text)."
+    description = "Replace one exact passage of long-term memory."
     parameters = schema(
         {"old_text": {"type": "string", "minLength": 1}, "new_text": {"type": "string"}},
         ("old_text", "new_text"),
@@ -129,7 +129,7 @@ class MemoryPatch(Tool):
 
 class MemoryAppend(Tool):
     name = "memory_append"
-    description = "Add a line to today's note (default) or to long-term memory (to='memory')."
+    description = "Add a line to today's note, or to long-term memory (to=memory)."
     parameters = schema(
         {
             "content": {"type": "string", "minLength": 1},

@@ -31,8 +31,8 @@ SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", 
 class Message(Tool):
     name = "message"
     description = (
-        "Send a message now: to this chat by default (progress, or the answer itself; do not "
-        "repeat it in your final reply). channel/chat_id target another chat (admins only)."
+        "Send a message now (progress, or the answer itself: then do not repeat it), to this "
+        "chat unless channel/chat_id name another (admins only)."
     )
     parameters = schema(
         {

@@ -41,7 +41,8 @@ def refuse_if_injected(ctx: ToolContext, words: tuple[str, ...], what: str) -> N
 
 class Goals(Tool):
     name = "goals"
-    description = "Track goals: action=add (text), complete (id), list. Open goals stay pinned in your context."
+    rarely_used = True
+    description = "Goals: add (text), complete (id), list. Open goals stay pinned in your context."
     parameters = schema(
         {
             "action": {"type": "string", "enum": ["add", "complete", "list"]},
@@ -82,7 +83,8 @@ class Goals(Tool):
 
 class Notes(Tool):
     name = "notes"
-    description = "Named notes: action=write (title, content), view (title), delete (title), list."
+    rarely_used = True
+    description = "Named notes: write (title, content), view, delete (title), list."
     parameters = schema(
         {
             "action": {"type": "string", "enum": ["write", "view", "delete", "list"]},

@@ -102,5 +102,31 @@ class ToolRegistry:
         return errors
 
 
+# Keywords that only constrain values: the validator enforces them (from the full schema)
+# and names a violation to the model, so sending them on every call buys nothing.
+_VALIDATION_ONLY = frozenset({"additionalProperties", "minLength", "maxLength", "minimum"})
+
+
 def _spec(tool: Tool) -> ToolSpec:
-    return ToolSpec(tool.name, tool.description, tool.parameters)
+    return ToolSpec(tool.name, tool.description, model_schema(tool.parameters))
+
+
+def model_schema(schema: Any) -> Any:
+    """``schema`` as the model is shown it: without the keywords only the validator needs
+    (:data:`_VALIDATION_ONLY`) and without an empty ``required``. The tool's own schema
+    stays whole for validation. Every token here is paid on every model call of every turn."""
+    if isinstance(schema, list):
+        return [model_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    shown: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _VALIDATION_ONLY and not isinstance(value, dict):
+            continue
+        if key == "required" and not value:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            shown[key] = {name: model_schema(prop) for name, prop in value.items()}
+        else:
+            shown[key] = model_schema(value)
+    return shown

@@ -61,7 +61,10 @@ def clean_environment(workspace: Path) -> dict[str, str]:
 
 class Exec(Tool):
     name = "exec"
-    description = "Run a shell command in the workspace. Returns exit code and output."
+    description = (
+        "Run a shell command in the workspace (time-limited; prefer small read-only ones);"
+        " returns exit code and output."
+    )
     parameters = schema(
         {
             "command": {"type": "string", "minLength": 1},

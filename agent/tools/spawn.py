@@ -17,9 +17,8 @@ from gateway.core.messages import OutboundKind, OutboundMessage
 class Spawn(Tool):
     name = "spawn"
     description = (
-        "Start a background task (long research, multi-step work) and return at once; its "
-        "result is sent to this chat when done. task_type: general | explore (read-only) | "
-        "plan (no side effects)."
+        "Start a background task (long research, multi-step work); its result comes to this "
+        "chat when done. task_type explore: read-only; plan: no side effects."
     )
     parameters = schema(
         {

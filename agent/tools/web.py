@@ -48,10 +48,7 @@ def wrap_untrusted(source: str, body: str) -> str:
 
 class WebSearch(Tool):
     name = "web_search"
-    description = (
-        "Search the web (DuckDuckGo). Returns title, URL and snippet per result; "
-        "read a result with web_fetch."
-    )
+    description = "Search the web: title, URL and snippet per result (read one with web_fetch)."
     parameters = schema(
         {
             "query": {"type": "string", "minLength": 1, "maxLength": 500},
@@ -107,29 +104,20 @@ def _unavailable(reason: str) -> str:
 class WebFetch(Tool):
     name = "web_fetch"
     description = (
-        "Read a public web page (http/https) as markdown with its links; text and JSON too. "
-        "Pages that need JavaScript are opened in a browser automatically; `render` forces "
-        "that, `screenshot` also returns a picture of the page (sent to the user with your "
-        "answer). Long pages come back condensed: pass `question` to say what to keep. "
-        "Cannot reach local or private network addresses."
+        "Read a public web page as markdown with its links (text and JSON too); pages that "
+        "need JavaScript open in a browser. Long pages are condensed to what `question` asks "
+        "for. No local or private addresses."
     )
     parameters = schema(
         {
             "url": {"type": "string", "minLength": 1, "maxLength": 4000},
-            "render": {
-                "type": "boolean",
-                "description": "Open it in a browser and run its scripts (slower)",
-            },
+            "render": {"type": "boolean", "description": "Force the browser (slower)"},
             "screenshot": {
                 "type": "boolean",
-                "description": "Also take a PNG of the page as shown (implies render)",
+                "description": "Also a picture of the page, sent with your answer",
             },
-            "max_chars": {"type": "integer", "minimum": 500, "description": "Upper bound"},
-            "question": {
-                "type": "string",
-                "maxLength": 1000,
-                "description": "What you need from the page (focuses condensing)",
-            },
+            "max_chars": {"type": "integer", "minimum": 500},
+            "question": {"type": "string", "maxLength": 1000},
         },
         ("url",),
     )

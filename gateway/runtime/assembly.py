@@ -205,15 +205,15 @@ def build_agent(
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())
-    agent_tools: list[Tool] = [Goals(store.pins), Notes(store.pins)]
+    budget = top.mcp  # rarely used tools, and MCP servers' past the budget, wait behind it
+    agent_tools: list[Tool] = [
+        Goals(store.pins),
+        Notes(store.pins),
+        FindTools(max_tools=budget.max_offered_tools, max_tokens=budget.max_offered_tokens),
+    ]
     if top.agents:
         agent_tools.append(SendToAgent())
-    toolbox = mcp.toolbox(agent_id) if mcp is not None else None
-    if toolbox is not None:  # its servers' tools are registered before each turn
-        budget = top.mcp
-        agent_tools.append(
-            FindTools(max_tools=budget.max_offered_tools, max_tokens=budget.max_offered_tokens)
-        )
+    toolbox = mcp.toolbox(agent_id) if mcp is not None else None  # its tools join each turn
     tools = ToolRegistry(
         [
             *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),

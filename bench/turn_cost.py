@@ -1,0 +1,145 @@
+"""Benchmark: what one ordinary turn costs in work, counted rather than timed.
+
+Run from the repository root: ``python -m bench.turn_cost [--turns 20] [--streaming-off]``.
+
+One gateway in this process with the real Telegram channel (python-telegram-bot against the
+fake Bot API) and the web chat on, as shipped; the fake LLM answers each message whole (as
+bench.compare's does). A person writes ``--turns`` messages in one direct chat, each after
+the previous answer arrived. Counted per turn, after a warm-up turn:
+
+* Bot API calls, by method (``getUpdates`` left out: it waits for the next message);
+* store round trips (jobs handed to the store's thread) and the transactions they share;
+* commits that reach the disk (``synchronous=FULL``: an fsync each) and SQL statements;
+* per-turn trace files written.
+
+These figures do not move with the machine's load, unlike CPU time (bench.compare), so a
+change that saves work shows here exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.common import quiet_proxies, settings_for
+from gateway.runtime.app import Gateway
+from gateway.store.sqlite import SqliteEngine
+from tests.fakes.llm import FakeLLM, echo
+from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
+
+CHAT = 42
+
+
+@dataclass
+class StoreCount:
+    """What the store's thread did, from SQLite's statement trace and the job queue."""
+
+    jobs: Counter[str] = field(default_factory=Counter)  # "urgent" / "normal"
+    statements: int = 0
+    transactions: int = 0
+    durable: int = 0  # commits while synchronous=FULL
+    _full: bool = True
+
+    def statement(self, sql: str) -> None:
+        text = sql.strip().upper()
+        if text.startswith("PRAGMA SYNCHRONOUS="):
+            self._full = text.endswith("FULL")
+            return
+        if text.startswith(("BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK")):
+            self.transactions += text.startswith("BEGIN")
+            return
+        if text == "COMMIT":
+            self.durable += self._full
+            return
+        self.statements += 1
+
+    def snapshot(self) -> tuple[int, int, int, int, int]:
+        return (
+            self.jobs["urgent"],
+            self.jobs["normal"],
+            self.transactions,
+            self.durable,
+            self.statements,
+        )
+
+
+def count_store(gateway: Gateway, into: StoreCount) -> None:
+    """Count the store's jobs and statements (a benchmark's instrument, not a feature)."""
+    db = gateway.store.db
+    engine = db.engine
+    assert isinstance(engine, SqliteEngine) and engine._raw is not None
+    engine._raw.set_trace_callback(into.statement)
+    run: Callable[..., Awaitable[Any]] = db.run
+
+    async def counted(fn: Any, *, durable: bool = True, urgent: bool = False) -> Any:
+        into.jobs["urgent" if urgent else "normal"] += 1
+        return await run(fn, durable=durable, urgent=urgent)
+
+    db.run = counted  # type: ignore[method-assign]
+
+
+async def measure(turns: int, *, streaming: bool) -> None:
+    quiet_proxies()
+    llm = await FakeLLM().start()
+    llm.responder = echo
+    tg = await FakeTelegram(random_token()).start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as tmp:
+            telegram = section(tg, allow_from=["*"], streaming=None if streaming else False)
+            settings = settings_for(
+                Path(tmp) / "home", llm.openai_url, telegram=telegram, web={"port": 0}
+            )
+            traces = settings.data_dir / "traces"
+            async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+                await tg.say("warm up", chat_id=CHAT, user_id=CHAT)
+                await tg.wait_sent(1, chat_id=CHAT, timeout=30)
+                await gateway.wait_idle()
+                store = StoreCount()
+                count_store(gateway, store)
+                calls_before = len(tg.calls)
+                files_before = len(list(traces.glob("*/*.jsonl")))
+                for i in range(turns):
+                    await tg.say(f"question {i}", chat_id=CHAT, user_id=CHAT)
+                    await tg.wait_sent(i + 2, chat_id=CHAT, timeout=30)
+                    await gateway.wait_idle()
+                calls = Counter(c.method for c in tg.calls[calls_before:])
+                calls.pop("getUpdates", None)
+                files = len(list(traces.glob("*/*.jsonl"))) - files_before
+    finally:
+        await tg.stop()
+        await llm.stop()
+    report(turns, streaming, calls, store, files)
+
+
+def report(turns: int, streaming: bool, calls: Counter[str], store: StoreCount, files: int) -> None:
+    def per(value: float) -> str:
+        return f"{value / turns:.2f}"
+
+    urgent, normal, transactions, durable, statements = store.snapshot()
+    mode = "as shipped" if streaming else "streaming off"
+    print(f"Per turn, {turns} turns in one direct chat, {mode} (the web chat on):")
+    print(f"  Bot API calls        {per(sum(calls.values()))}  ", end="")
+    print(", ".join(f"{m} {per(n)}" for m, n in sorted(calls.items())))
+    print(f"  store round trips    {per(urgent + normal)}  (urgent {per(urgent)})")
+    print(f"  transactions         {per(transactions)}")
+    print(f"  commits to disk      {per(durable)}  (an fsync each)")
+    print(f"  SQL statements       {per(statements)}")
+    print(f"  trace files written  {per(files)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--streaming-off", action="store_true")
+    args = parser.parse_args()
+    asyncio.run(measure(args.turns, streaming=not args.streaming_off))
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,7 @@ from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
+from agent.skills import routed_block
 from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.tools.executor import ToolExecutor
@@ -205,8 +206,14 @@ class Agent:
             helpers = guidance(texts, [t.name for t in tools])
             if helpers:
                 trace.add("prompt_helpers", helpers=[h.name for h in helpers])
+            routed = await self.context.skills.route(texts)  # the owner's skills, by `when:`
+            for skill in routed:
+                trace.add(
+                    "skill", skill=skill.skill.name, trigger=skill.trigger, matched=skill.matched
+                )
             new = self._user_messages(request, now.tzinfo)
-            new[-1] = with_guidance(new[-1], guidance_block(helpers))  # kept with it
+            extra = "\n".join(b for b in (guidance_block(helpers), routed_block(routed)) if b)
+            new[-1] = with_guidance(new[-1], extra)  # kept with it: the cache holds
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
         system = self.context.system_prompt(

@@ -68,12 +68,13 @@ class ApprovalPolicy:
         self._book = book
 
     def may_ask(self, ctx: ToolContext) -> bool:
-        """Whether this turn can wait for a person's decision: a chat turn of a person
-        (an unattended turn cannot be resumed, and nobody waits for it)."""
+        """Whether this turn can wait for a person's decision: a chat turn of a person, or
+        a background task (it waits without a slot and resumes); a heartbeat or scheduled
+        turn cannot be resumed, and nobody waits for it."""
         return (
             self.mode == "ask"
             and self._book is not None
-            and ctx.turn_kind is TurnKind.CHAT
+            and ctx.turn_kind in (TurnKind.CHAT, TurnKind.SUBAGENT)
             and ctx.chat.channel != AGENT_CHANNEL
         )
 

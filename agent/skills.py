@@ -13,6 +13,13 @@ Only names and descriptions enter the system prompt; ``get_skill`` loads one in 
 whose front matter is not valid YAML is left out (logged, and named by ``switchboard
 doctor``) rather than shown half-read. Skills are text written by the owner: file tools
 cannot write under ``skills/``.
+
+**Routing** (design document 004): a skill may declare when it applies, ``when:`` a phrase
+or a list of them (matched as whole words, case-insensitive), or patterns written
+``/regex/``. A turn whose messages match is given that skill in full without the model
+having to ask (:meth:`SkillLibrary.route`), and its trace says which trigger matched. Only
+skills the owner installed are routed: a ``SKILL.md`` reached through a symbolic link out of
+``skills/`` (into files a turn could have written) never is.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,8 @@ log = logging.getLogger(__name__)
 
 MAX_SKILL_CHARS = 20_000
 MAX_FRONT_MATTER_CHARS = 8_000
+MAX_ROUTED = 3  # skills loaded by their triggers into one turn, at most
+MAX_MATCHED_CHARS = 20_000  # of each message, the part triggers are matched against
 _FENCE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 
 
@@ -40,10 +50,34 @@ class FrontMatterError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Trigger:
+    """One ``when:`` entry: a phrase (whole words) or a ``/pattern/``."""
+
+    text: str  # as the owner wrote it
+    pattern: re.Pattern[str]
+
+    def search(self, message: str) -> str | None:
+        """The part of ``message`` that matches, or ``None``."""
+        found = self.pattern.search(message[:MAX_MATCHED_CHARS])
+        return None if found is None else found.group(0)[:80]
+
+
+@dataclass(frozen=True, slots=True)
 class Skill:
     name: str
     description: str
     path: Path
+    triggers: tuple[Trigger, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A skill a turn gets because one of its triggers matched one of the turn's messages."""
+
+    skill: Skill
+    trigger: str  # the ``when:`` entry that matched
+    matched: str  # the text it matched
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +107,28 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     if not isinstance(fields, dict):
         raise FrontMatterError("the front matter is not a set of key: value fields")
     return {str(k).lower(): v for k, v in fields.items()}, text[end.end() :].lstrip("\n")
+
+
+def triggers(value: Any) -> tuple[Trigger, ...]:
+    """The ``when:`` field: a phrase, a ``/pattern/``, or a list of them."""
+    if value is None:
+        return ()
+    entries = value if isinstance(value, list) else [value]
+    found = []
+    for entry in entries:
+        if isinstance(entry, dict | list) or not str(entry).strip():
+            raise FrontMatterError("when: each entry is a phrase or a /pattern/")
+        text = str(entry).strip()
+        if len(text) > 2 and text.startswith("/") and text.endswith("/"):
+            try:
+                pattern = re.compile(text[1:-1], re.IGNORECASE)
+            except re.error as exc:
+                raise FrontMatterError(f"when: {text} is not a valid pattern ({exc})") from None
+        else:
+            words = r"\s+".join(re.escape(word) for word in text.split())
+            pattern = re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE)
+        found.append(Trigger(text, pattern))
+    return tuple(found)
 
 
 def _one_line(value: Any, field: str) -> str:
@@ -147,11 +203,12 @@ class SkillLibrary:
                 fields, _ = parse_front_matter(head)
                 name = _one_line(fields.get("name"), "name") or path.parent.name
                 description = _one_line(fields.get("description"), "description")
+                when = triggers(fields.get("when"))
             except FrontMatterError as exc:
                 log.warning("skill %s skipped: %s", path, exc)
                 problems.append(BrokenSkill(path, str(exc)))
                 continue
-            found.append(Skill(name, description[:200], path))
+            found.append(Skill(name, description[:200], path, when))
         self._stamp, self._skills, self._problems = stamp, tuple(found), tuple(problems)
 
     def index(self) -> str:
@@ -164,6 +221,58 @@ class SkillLibrary:
     def find(self, name: str) -> Skill | None:
         wanted = name.strip().lower()
         return next((s for s in self.skills() if s.name.lower() == wanted), None)
+
+    async def route(self, texts: Sequence[str]) -> list[Routed]:
+        """The owner's skills whose triggers match ``texts`` (a turn's messages), each with
+        the trigger that matched and its instructions; at most :data:`MAX_ROUTED`."""
+        routed: list[Routed] = []
+        for skill in self.skills():
+            hit = next(
+                (
+                    (trigger.text, matched)
+                    for trigger in skill.triggers
+                    for text in texts
+                    if (matched := trigger.search(text)) is not None
+                ),
+                None,
+            )
+            if hit is None or not installed_by_owner(skill.path, self.directory):
+                continue
+            try:
+                body = await asyncio.to_thread(_body, skill.path)
+            except (OSError, FrontMatterError) as exc:  # changed or gone since it was listed
+                log.warning("skill %s not loaded: %s", skill.name, exc)
+                continue
+            routed.append(Routed(skill, hit[0], hit[1], body))
+            if len(routed) == MAX_ROUTED:
+                break
+        return routed
+
+
+def installed_by_owner(path: Path, directory: Path) -> bool:
+    """A ``SKILL.md`` inside ``skills/`` itself, not reached through a symbolic link (one
+    could point at files a turn may write, such as attachments)."""
+    root = directory.resolve()
+    current = path
+    while current not in (directory, current.parent):
+        if current.is_symlink():
+            return False
+        current = current.parent
+    return path.resolve().is_relative_to(root)
+
+
+def _body(path: Path) -> str:
+    _, body = parse_front_matter(path.read_text(encoding="utf-8", errors="replace"))
+    return body[:MAX_SKILL_CHARS]
+
+
+def routed_block(routed: Sequence[Routed]) -> str:
+    """The skills a turn's messages called for, in full, kept with the last of them."""
+    return "\n\n".join(
+        f"## Skill {r.skill.name} (loaded because your message matched {r.trigger!r})\n"
+        f"{r.body.strip()}"
+        for r in routed
+    )
 
 
 class GetSkill(Tool):

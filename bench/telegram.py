@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from bench.common import llm_process
+from channels.buckets import Rate
 from channels.telegram import TelegramChannel
-from channels.telegram.pacing import Rate
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway

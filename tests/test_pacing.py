@@ -8,7 +8,8 @@ import asyncio
 
 import pytest
 
-from channels.telegram.pacing import Pacer, Rate
+from channels.buckets import Rate
+from channels.telegram.pacing import Pacer
 from gateway.core.errors import ChannelRateLimited
 
 

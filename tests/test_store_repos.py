@@ -248,3 +248,55 @@ async def test_retry_counts_attempts(make_store: StoreFactory) -> None:
     async with make_store() as store:
         await store.journal.start_turn("turn-1", "t:c1", "chat", [])
         assert await store.journal.retry_turn("turn-1") == 2
+
+
+async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
+    make_store: StoreFactory,
+) -> None:
+    target = ChatRef("telegram", "42")
+    task = TaskRecord("t9", "count", "general", ChatRef("task", "t9"), OWNER, "queued")
+    async with make_store() as store:
+        assert await store.tasks.start(task) is True
+        assert await store.tasks.start(task) is False  # the same id again: one task
+        await store.journal.start_turn("turn-9", "subagent:t9", "subagent", [])
+        assert await store.tasks.move("t9", "running", turn_id="turn-9") is True
+        assert await store.tasks.note("t9", "halfway", key="k1") is True
+        assert await store.tasks.note("t9", "halfway", key="k1") is False  # a resend
+        assert await store.tasks.counts() == {"running": 1}
+        assert await store.tasks.stop("t9") is True
+        assert await store.tasks.finish("t9", "done", "3") is False  # stopped first
+        assert [t.id for t in await store.tasks.finished_with_open_turns()] == ["t9"]
+        assert (await store.journal.open_work()).running == ()  # the task's, not the dispatcher's
+        events = await store.tasks.events("t9")
+        later = await store.tasks.events("t9", after=2)
+        other = TaskRecord(
+            "u1",
+            "x",
+            "general",
+            ChatRef("task", "u1"),
+            OWNER,
+            "queued",
+            deliver_to=target,
+            authorised_by=("x",),
+            tainted=True,
+        )
+        await store.tasks.start(other)
+        await store.tasks.finish("u1", "done", "the answer", events=False)  # an API task
+        assert await store.tasks.ended("u1") is False  # its notes may still be on their way
+        assert await store.tasks.record_end("u1") is True
+        assert await store.tasks.record_end("u1") is False  # its last word delivered again
+        ending = [(e.kind, e.text) for e in await store.tasks.events("u1", after=1)]
+        stored = await store.tasks.get("u1")
+        removed = await store.tasks.prune(before=4_000_000_000)
+        left = await store.tasks.events("u1")
+    assert [(e.seq, e.kind, e.text) for e in events] == [
+        (1, "state", "queued"),
+        (2, "state", "running"),
+        (3, "note", "halfway"),
+        (4, "state", "stopped"),
+    ]
+    assert [e.seq for e in later] == [3, 4]
+    assert stored is not None and stored.state == "done" and stored.result == "the answer"
+    assert (stored.deliver_to, stored.authorised_by, stored.tainted) == (target, ("x",), True)
+    assert ending == [("answer", "the answer"), ("state", "done")]
+    assert removed == 2 and left == []

@@ -311,3 +311,53 @@ async def test_onboard_checks_saves_secrets_apart_and_sends_the_hello_template(
     assert TOKEN in dotenv.read_text() and dotenv.stat().st_mode & 0o777 == 0o600
     saved = load_settings(home=home)
     assert saved.whatsapp.enabled and saved.whatsapp.owners == (DANA,)
+
+
+async def test_whatsapp_webhooks_serve_beside_signed_hooks_and_the_api(
+    make_settings: SettingsFactory, graph: FakeGraph
+) -> None:
+    """One web server with a web token: Meta's webhook path, a signed hook and the API each
+    authenticate their own requests (no web token, no Origin); everything else still wants
+    the web token, and the web token opens nothing under /hooks/ or /v1/."""
+    from channels.hooks.signature import sign
+
+    web_token, api_token, secret = "web-token-0123456789abcd", "api-token-0123456789abcd", "s" * 24
+    settings = make_settings(
+        whatsapp=section(graph),
+        web={"port": 0, "token": web_token},
+        hooks={"ci": {"secret": secret, "deliver_to": f"whatsapp:{OWNER}"}},
+        api={"enabled": True, "tokens": [{"name": "ops", "token": api_token, "role": "owner"}]},
+    )
+    async with whatsapp_gateway(settings) as (gateway, url), aiohttp.ClientSession() as http:
+        base = url.removesuffix("whatsapp/webhook")
+        query = {"hub.mode": "subscribe", "hub.challenge": "42", "hub.verify_token": VERIFY_TOKEN}
+        async with http.get(url, params=query) as verified:
+            assert (verified.status, await verified.text()) == (200, "42")
+        payload = b'{"event": "ping"}'
+        headers = {
+            "X-Switchboard-Signature": sign(secret, payload),
+            "Content-Type": "application/json",
+        }
+        async with http.post(base + "hooks/ci", data=payload, headers=headers) as hook:
+            assert hook.status == 202
+        models = base + "v1/models"
+        async with http.get(models, headers={"Authorization": f"Bearer {api_token}"}) as listed:
+            assert listed.status == 200
+        async with http.get(models, headers={"Authorization": f"Bearer {web_token}"}) as refused:
+            assert refused.status == 401
+        async with http.get(base + "api/status") as guarded:
+            assert guarded.status == 401
+        await gateway.wait_idle()
+
+
+async def test_a_whatsapp_path_under_a_programs_prefix_stops_the_start(
+    make_settings: SettingsFactory, graph: FakeGraph
+) -> None:
+    settings = make_settings(
+        whatsapp=section(graph, webhook_path="/hooks/whatsapp"),
+        web={"port": 0},
+        hooks={"ci": {"secret": "s" * 24}},
+    )
+    with pytest.raises(ValueError, match="/hooks/whatsapp"):
+        async with whatsapp_gateway(settings):
+            pass

@@ -46,8 +46,9 @@ from telegram.error import (
     TelegramError,
 )
 
+from channels.buckets import Rate
 from channels.telegram.convert import telegram_message_id
-from channels.telegram.pacing import Pacer, Rate
+from channels.telegram.pacing import Pacer
 from channels.telegram.recovery import MessageIds
 from channels.telegram.render import Part, render
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError

@@ -71,7 +71,8 @@ class LocalSession:
         self.channel.attach(window)
         from gateway.runtime.app import Gateway  # noqa: PLC0415 - an attached chat needs none
 
-        self.gateway: Gateway = Gateway(settings, channels=[self.channel])
+        # the terminal only: webhooks and the API are served by `switchboard run`
+        self.gateway: Gateway = Gateway(settings, channels=[self.channel], serve_programs=False)
 
     async def start(self) -> None:
         await self.gateway.start()

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
+from gateway.cli.doctor_connect import connect_checks
 from gateway.cli.doctor_models import llm_key_check, llm_reachability, other_model_checks
 from gateway.cli.doctor_store import store_checks
 from gateway.cli.doctor_tools import (
@@ -48,8 +49,8 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 DESCRIPTION = (
     "Check the configuration, every model (one test request each: the primary, its "
     "fallbacks, other agents' models), the workspace, the exec sandbox, "
-    "risky settings and every channel's login, each with what to do. Exit code 1 when a "
-    "check fails."
+    "risky settings, every channel's login, webhooks and the API, each with what to do. "
+    "Exit code 1 when a check fails."
 )
 
 
@@ -198,14 +199,15 @@ async def run_doctor(
     # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
     primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
-    llm, others, channels, mcp, browser = await asyncio.gather(
+    llm, others, channels, mcp, browser, connect = await asyncio.gather(
         asyncio.gather(*primary),
         other_model_checks(settings),
         channel_checks(settings),
         mcp_checks(settings),
         browser_check(settings),
+        connect_checks(settings),
     )
-    checks += [*llm, *others, *channels, *mcp, *browser]
+    checks += [*llm, *others, *channels, *mcp, *browser, *connect]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

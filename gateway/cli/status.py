@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Show whether the gateway runs and what it is doing: channels connected, models (which "
-    "answered last, which cool down), turns running, messages queued, waiting and unsent, failed deliveries, the latest error."
+    "answered last, which cool down), turns running, messages queued, waiting and unsent, "
+    "failed deliveries, background tasks, webhooks and the API, the latest error."
 )
 
 
@@ -79,7 +80,30 @@ async def gather(settings: Settings) -> dict[str, Any]:
                 last_error=live.get("last_error"),
             )
     report.update(await stored_report(settings))
+    report.update(programs(settings, report["url"]))
     return report
+
+
+def programs(settings: Settings, url: str | None) -> dict[str, Any]:
+    """Webhooks and the API as configured (docs/connect.md), with their addresses."""
+    base = url or f"http://{settings.web.host}:{settings.web.port}/"
+    return {
+        "hooks": [
+            {
+                "name": name,
+                "url": f"{base}hooks/{name}",
+                "role": hook.role,
+                "agent": hook.agent,
+                "deliver_to": hook.deliver_to,
+            }
+            for name, hook in settings.hooks.items()
+        ],
+        "api": {
+            "enabled": settings.api.enabled,
+            "url": f"{base}v1" if settings.api.enabled else None,
+            "tokens": [{"name": t.name, "role": t.role} for t in settings.api.tokens],
+        },
+    }
 
 
 async def stored_report(settings: Settings) -> dict[str, Any]:
@@ -87,7 +111,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
-    empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0}
+    empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0, "tasks": {}}
     if settings.storage.url is None and not path.exists():
         return {**empty, "heartbeat_target": None, "nodes": []}
     async with store_for(settings) as store:
@@ -100,6 +124,8 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
             "in_turn": counts.get("processing", 0),
             "unsent": await store.outbox.pending_count(),
             "failed": await store.outbox.failed_count(),
+            # background tasks not finished, by state (queued, running, awaiting_approval)
+            "tasks": await store.tasks.counts(),
             "heartbeat_target": target,
             # the nodes of a cluster on PostgreSQL (none with the SQLite file)
             "nodes": [node.to_dict(time.time()) for node in await store.nodes.listing()],
@@ -133,6 +159,21 @@ def render(report: dict[str, Any]) -> list[str]:
             f"messages waiting: {report['waiting']}, in a turn: {report['in_turn']}, "
             f"replies unsent: {report['unsent']}, failed deliveries: {report['failed']}"
         )
+    tasks = report.get("tasks") or {}
+    if tasks:
+        lines.append(
+            "background tasks: "
+            + ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(tasks.items()))
+        )
+    for hook in report.get("hooks", []):
+        target = hook["deliver_to"] or "the owner's home chat"
+        lines.append(
+            f"webhook {hook['name']}: POST {hook['url']} (as {hook['role']}, answers in {target})"
+        )
+    api = report.get("api") or {}
+    if api.get("enabled"):
+        tokens = ", ".join(f"{t['name']} ({t['role']})" for t in api["tokens"])
+        lines.append(f"API: {api['url']} (tokens: {tokens})")
     if report["last_error"]:
         problem = report["last_error"]
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(problem["at"]))

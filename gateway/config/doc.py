@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
+from gateway.config.connect import ApiToken, HookSettings
 from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
 from gateway.config.settings import ENV_PREFIX, Settings
@@ -188,6 +189,12 @@ DESCRIPTIONS = {
     "web.trusted_proxies": "reverse proxies in front (IPs or networks): failed logins are counted per client from X-Forwarded-For; empty: the peer address is the client",
     "web.max_files_per_message": "attachments per web chat message",
     "agents": "more agents by name, each an `[agents.<name>]` table (fields below)",
+    "hooks": "signed inbound webhooks by name, each a `[hooks.<name>]` table (fields below), served at `POST /hooks/<name>` ([connect.md](connect.md))",
+    "api.enabled": "serve the OpenAI-compatible API and the task API under `/v1` on the web server ([connect.md](connect.md)); needs `tokens`",
+    "api.tokens": "the API's clients: a list of `{name, token, role}` (`[[api.tokens]]` in config.toml; fields below); required when enabled",
+    "api.max_request_bytes": "largest request body; a larger one gets 400",
+    "api.answer_timeout_seconds": "how long a chat completion waits for its answer before 504 (the turn's own `agent.turn_timeout_seconds` usually ends it first)",
+    "deliver_to": "`<channel>:<chat id>` the answer goes to (a thread: `<channel>:<chat>:<thread>`); unset: the owner's chat (`heartbeat.target`, else the owner's home chat)",
     "routes": "ordered `[[routes]]` rules (fields below); the first match picks the agent, `main` takes the rest",
     "agent": "the agent that takes matching messages",
     "channel": "match this channel",
@@ -297,6 +304,22 @@ def render() -> str:
             "A routing rule; every given field must match.",
             RouteRule,
             "SWITCHBOARD_ROUTES (JSON list)",
+        )
+    )
+    out.append(
+        _table(
+            "hooks.<name>",
+            "One signed webhook at `POST /hooks/<name>`; see [connect.md](connect.md).",
+            HookSettings,
+            "SWITCHBOARD_HOOKS (JSON), or SWITCHBOARD_HOOKS__<NAME>__<KEY>",
+        )
+    )
+    out.append(
+        _table(
+            "api.tokens[]",
+            "One API client: `Authorization: Bearer <token>` acts as `name` with `role`.",
+            ApiToken,
+            "SWITCHBOARD_API__TOKENS (JSON list)",
         )
     )
     out.append(

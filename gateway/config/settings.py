@@ -49,6 +49,7 @@ from gateway.config.channels import (
     WebSettings,
     WhatsAppSettings,
 )
+from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
@@ -292,6 +293,10 @@ class Settings(BaseSettings):
     routes: tuple[RouteRule, ...] = ()
     agent_messages: AgentsSection = AgentsSection()
 
+    # Other programs (docs/connect.md): signed webhooks, and the OpenAI-compatible and task API.
+    hooks: dict[str, HookSettings] = {}
+    api: ApiSettings = ApiSettings()
+
     @model_validator(mode="after")
     def _known_agents(self) -> Settings:
         for key in self.agents:
@@ -318,11 +323,33 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"routes[{index}].agent: unknown agent {route.agent!r} (known: {', '.join(sorted(known))})"
                 )
+        for name, hook in self.hooks.items():
+            if not valid_hook_name(name):
+                raise ValueError(
+                    f"hooks.{name}: hook names are up to 32 lower-case letters, digits, - and _ "
+                    "(the name is the URL path /hooks/<name>)"
+                )
+            if hook.agent not in known:
+                raise ValueError(
+                    f"hooks.{name}.agent: unknown agent {hook.agent!r} (known: {', '.join(sorted(known))})"
+                )
         for name, server in self.mcp.servers.items():
             unknown = sorted(set(server.agents) - known - {"*"})
             if unknown:
                 raise ValueError(
                     f"mcp.servers.{name}.agents: unknown agent(s) {unknown} (known: {', '.join(sorted(known))})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _separate_credentials(self) -> Settings:
+        """An API token opens only the API, the web token only the web chat and status
+        page: one value used for both would let either open the other."""
+        web = self.web.token.get_secret_value() if self.web.token else None
+        for index, token in enumerate(self.api.tokens):
+            if web and token.token.get_secret_value() == web:
+                raise ValueError(
+                    f"api.tokens[{index}] ({token.name}) is the web token: give the API its own"
                 )
         return self
 

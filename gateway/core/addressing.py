@@ -10,9 +10,14 @@ from __future__ import annotations
 DEFAULT_AGENT = "main"
 AGENT_CHANNEL = "agent"  # messages between agents
 SYSTEM_CHANNEL = "system"  # internal messages: background task results
+TASK_CHANNEL = "task"  # where a task submitted through the API sends its notes and answer
+HOOK_CHANNEL = "hook"  # signed webhooks (channels/hooks); chat: the hook's name
+API_CHANNEL = "api"  # the OpenAI-compatible API (channels/api); chat: the token's name
 # Chats on this machine (the terminal, the web chat): they reach the owner only while open.
 LOCAL_CHANNELS = frozenset({"terminal", "webchat"})
-INTERNAL_CHANNELS = frozenset({AGENT_CHANNEL, SYSTEM_CHANNEL})
+INTERNAL_CHANNELS = frozenset({AGENT_CHANNEL, SYSTEM_CHANNEL, TASK_CHANNEL})
+# Other programs (webhooks, the API): their turns act as configured, never as a person's chat.
+PROGRAM_CHANNELS = frozenset({HOOK_CHANNEL, API_CHANNEL})
 SEPARATOR = "/"
 
 

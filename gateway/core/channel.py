@@ -7,7 +7,7 @@ with ``isinstance``, so the base stays small.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -50,6 +50,13 @@ class SupportsTyping(Protocol):
 @runtime_checkable
 class SupportsHealth(Protocol):
     def health(self) -> ChannelHealth: ...
+
+
+@runtime_checkable
+class SupportsCounts(Protocol):
+    def counts(self) -> Mapping[tuple[str, str], int]:
+        """Requests since the start by (what, outcome): a webhook's deliveries by hook, the
+        API's requests by endpoint (``/metrics``)."""
 
 
 @runtime_checkable

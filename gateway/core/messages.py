@@ -109,6 +109,9 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     received_at: datetime = field(default_factory=utcnow)
     edit_of: str | None = None  # an edit: the platform id of the message it changes
+    # The agent a program asked for (a webhook's ``agent``, the API's ``model``); routes
+    # decide for every other message. Set only by the gateway's own channels.
+    agent: str | None = None
 
     @property
     def chat(self) -> ChatRef:
@@ -207,6 +210,21 @@ class OutboundMessage:
 
     def with_text(self, text: str) -> OutboundMessage:
         return replace(self, text=text)
+
+    def forwarded(self, chat: ChatRef, text: str, *, via: str) -> OutboundMessage:
+        """This message passed on to ``chat`` with ``text`` (a webhook's or a task's, to the
+        chat that gets its answers); keyed by ``via`` and its own key, so passing it on
+        again queues nothing more."""
+        return replace(
+            self,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            thread_id=chat.thread_id,
+            text=text,
+            reply_to_message_id=None,
+            direct=False,
+            idempotency_key=f"{via}:{self.idempotency_key}",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = _shallow(self)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from gateway.core.messages import ChatType
 
@@ -42,3 +44,18 @@ class Principal:
     def person(self) -> str:
         """Whose allowance a turn counts against: ``channel:sender id``."""
         return f"{self.channel}:{self.sender_id}"
+
+    def record(self) -> dict[str, str]:
+        """As work done for this person later stores it (a job's, a task's, a conversation's
+        owner); :meth:`from_record` reads it back."""
+        return {k: str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_record(cls, owner: Mapping[str, Any]) -> Principal:
+        return cls(
+            str(owner.get("channel", "")),
+            str(owner.get("sender_id", "")),
+            str(owner.get("sender_name", "")),
+            Role(owner.get("role", Role.MEMBER)),
+            ChatType(owner.get("chat_type", "dm")),
+        )

@@ -3,6 +3,15 @@
 A channel that implements :class:`ServesWeb` (the web chat) adds its routes to the server
 of ``switchboard run``; the server's guard authenticates each request and sets the
 browser's random id before a channel's handler runs.
+
+A channel that implements :class:`ServesWebhooks` (WhatsApp) takes a platform's webhooks on
+paths of its own, which the guard exempts one by one: each request is checked against the
+platform's signature by the handler.
+
+A channel that implements :class:`ServesPrograms` (webhooks, the API) serves other
+programs, which authenticate every request themselves (a signature, a bearer token of their
+own): the guard's browser checks (the web token or cookie, Host, Origin) do not apply under
+its ``program_prefix``, and what authenticates there opens nothing anywhere else.
 """
 
 from __future__ import annotations
@@ -45,3 +54,26 @@ class ServesWebhooks(Protocol):
 
     def webhook_routes(self) -> Sequence[web.RouteDef]:
         """Routes to add, each on a path of its own (the guard exempts exactly these)."""
+
+
+class CredentialThrottle(Protocol):
+    """Failed credentials per client address (the web server's, shared by every route):
+    a client past the limit is refused before its credential is checked."""
+
+    def throttled(self, request: web.Request) -> bool: ...
+
+    def record_failure(self, request: web.Request) -> None: ...
+
+
+@runtime_checkable
+class ServesPrograms(Protocol):
+    """A channel whose endpoints other programs call; each request authenticates itself."""
+
+    program_prefix: str  # every route's path starts with it ("/hooks/", "/v1/")
+
+    def program_routes(self, throttle: CredentialThrottle) -> Sequence[web.RouteDef]:
+        """Routes to add; each handler checks the request's own credential and reports a
+        wrong one to ``throttle``."""
+
+    async def close_web(self) -> None:
+        """End long-lived responses (event streams) before the server stops."""

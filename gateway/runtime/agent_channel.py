@@ -12,7 +12,7 @@ two agents cannot ping-pong forever.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from gateway.config.settings import Settings
 from gateway.core.addressing import AGENT_CHANNEL, DEFAULT_AGENT, agent_pair
@@ -171,9 +171,13 @@ class AgentDirectory:
         tainted: bool = False,
     ) -> str:
         conversation_id = new_id()[:12]
-        owner = {k: str(v) for k, v in asdict(principal).items()}
         await self._store.agent_conversations.start(
-            conversation_id, origin, sender, owner, authorised_by=user_texts, tainted=tainted
+            conversation_id,
+            origin,
+            sender,
+            principal.record(),
+            authorised_by=user_texts,
+            tainted=tainted,
         )
         return conversation_id
 

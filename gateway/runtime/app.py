@@ -4,9 +4,9 @@ on each other, and runs them together.
 Built in one pass, each part given what it uses in its constructor: the store and the guard
 (one process per data directory, or a node of a cluster); the channels; the bus; the models;
 the services agents' tools use (jobs, background tasks, the other agents); the agents; what a
-chat shows of its turn; approvals; the turn handlers; the dispatcher and what feeds it (one
-process's intake, or a cluster's claims and work); the scheduler, background tasks and outbox
-workers.
+chat shows of its turn; approvals; background tasks and the channels other programs use
+(webhooks, the API); the turn handlers; the dispatcher and what feeds it (one process's
+intake, or a cluster's claims and work); the scheduler and outbox workers.
 
 Start order: lock the data directory (or join the cluster), open the store, take on what a
 previous run left open, start outbox workers and the dispatcher, then connect channels (so
@@ -46,6 +46,7 @@ from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
 from gateway.runtime.commands import Commands
+from gateway.runtime.connect import ProgramRoutes, program_channels
 from gateway.runtime.controls import Controls
 from gateway.runtime.dispatcher import Claims, Dispatcher, LocalClaims
 from gateway.runtime.drafts import DraftStreamer
@@ -65,7 +66,7 @@ from gateway.runtime.scheduler import Scheduler
 from gateway.runtime.status_text import StatusText
 from gateway.runtime.storage import store_for
 from gateway.runtime.storage_full import StorageFullWatch
-from gateway.runtime.subagents import Subagents, TaskQueue
+from gateway.runtime.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.turns.chat import ChatTurns
 from gateway.runtime.turns.commit import TurnCommitter
 from gateway.runtime.turns.handlers import TurnHandlers
@@ -91,9 +92,12 @@ class Gateway(Service):
         llm: LLMProvider | None = None,
         extra_tools: Sequence[Tool] = (),
         clock: Clock | None = None,
+        serve_programs: bool = True,
     ) -> None:
         """``channels``: those to run (tests, the in-process terminal chat); by default the
-        configured platforms, the web chat and the terminal (``switchboard run``)."""
+        configured platforms, the web chat and the terminal (``switchboard run``).
+        ``serve_programs``: webhooks and the API, when configured (``switchboard chat``
+        running a gateway of its own serves neither)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         sections = settings.channel_sections()
@@ -165,6 +169,9 @@ class Gateway(Service):
             known=self.store.outbox.known,  # a draft whose answer was already sent stays
         )
         self.display = LiveDisplay(self.channels, drafts=self.drafts)
+        # an approval decided wakes the background task waiting for it, else the chat's turn
+        # (through the bus: the intake, or a cluster's work, finds the parked turn)
+        wakes = TaskWakes(self.bus.wake_turn)
         self.approvals = Approvals(
             self.store,
             sections,
@@ -172,16 +179,42 @@ class Gateway(Service):
             timeout=settings.tools.approval_timeout_seconds,
             redact=Redactor(secret_values(settings)),
             on_outbound=self.bus.outbound_ready,
-            wake=self.bus.wake_turn,
+            wake=wakes.wake,
         )
         self.budget = UserBudget(self.store.usage, self.store.audit, settings.limits)
+        # -- background tasks, and the channels other programs use (webhooks, the API)
+        self.subagents = Subagents(
+            self.tasks,
+            agents=self.agents,
+            store=self.store,
+            bus=self.bus,
+            approvals=self.approvals,
+            wakes=wakes,
+            max_concurrent=settings.scheduler.max_subagents,
+            timeout=settings.scheduler.subagent_timeout_seconds,
+            max_resume_attempts=settings.agent.max_resume_attempts,
+            resume=not cluster,  # a cluster's nodes do not know whose task it was
+        )
+        programs = ProgramRoutes(settings, self.store)
+        if serve_programs:
+            for channel in program_channels(
+                settings,
+                store=self.store,
+                bus=self.bus,
+                routes=programs,
+                queue=self.tasks,
+                subagents=self.subagents,
+                budget=self.budget,
+                agents=self.router.agents,
+            ):
+                self.channels[channel.name] = channel
         # config.toml changes (and SIGHUP) applied while running, where they can be
         self.config_reload = ConfigReload(settings, apply=live_settings(self.agents, self.budget))
         claims = self._claims()
         committer = TurnCommitter(self.store, self.bus, storage_full=self.bus.storage_full)
         commands = self._commands()
         self.dispatcher = Dispatcher(
-            self._turn_handlers(commands, committer),
+            self._turn_handlers(commands, committer, programs),
             controls=Controls(
                 store=self.store,
                 commands=commands,
@@ -196,14 +229,6 @@ class Gateway(Service):
         )
         self.intake: Intake | ClusterWork = self._intake(claims)
         # -- work that starts on its own, and delivery
-        self.subagents = Subagents(
-            self.tasks,
-            agents=self.agents,
-            store=self.store,
-            bus=self.bus,
-            max_concurrent=settings.scheduler.max_subagents,
-            timeout=settings.scheduler.subagent_timeout_seconds,
-        )
         self.scheduler = Scheduler(
             settings,
             store=self.store,
@@ -253,12 +278,14 @@ class Gateway(Service):
             settings=self.settings,
         )
 
-    def _turn_handlers(self, commands: Commands, committer: TurnCommitter) -> TurnHandlers:
+    def _turn_handlers(
+        self, commands: Commands, committer: TurnCommitter, programs: ProgramRoutes
+    ) -> TurnHandlers:
         settings = self.settings
         chat = ChatTurns(
             store=self.store,
             agents=self.agents,
-            routes=Routes(self.store, settings.channel_sections()),
+            routes=Routes(self.store, settings.channel_sections(), programs.route),
             commands=commands,
             display=self.display,
             committer=committer,

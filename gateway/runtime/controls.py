@@ -18,6 +18,10 @@ turn runs, so these never wait behind it.
 
 Each control closes its own journal row: with a reply (a turn of its own, committed like any
 other), or without one when the stopped turn's message answers it.
+
+:func:`stop_turn` is the one way a running turn is stopped: ``/stop``, a stop phrase and
+``/new`` here, and the task API's ``DELETE /v1/tasks/{id}`` for a background task's turn
+(gateway/runtime/subagents.py).
 """
 
 from __future__ import annotations
@@ -31,16 +35,26 @@ from gateway.config.channels import ChannelSection
 from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.messages import InboundMessage, OutboundMessage, new_id
 from gateway.core.principal import Principal
-from gateway.core.turns import TurnKind
+from gateway.core.turns import TurnControl, TurnKind
 from gateway.runtime.access import principal_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import SessionView
 from gateway.runtime.turns.commit import TurnCommitter
-from gateway.store import InboundRecord, Store
+from gateway.store import InboundRecord, Journal, Store
 
 log = logging.getLogger(__name__)
 
 _NOT_WORDS = re.compile(r"[^\w\s]+")
+
+
+async def stop_turn(journal: Journal, control: TurnControl, *, by: str, dropped: int = 0) -> None:
+    """Stop a running turn: durably first (a restart closes it instead of resuming it), then
+    in memory (it stops at its next boundary: a model call is cut at once, a call with a side
+    effect finishes first, and it says what it had already done). ``dropped``: messages the
+    stop dropped from behind it, for that last message."""
+    await journal.request_stop(control.turn_id)
+    control.dropped += dropped
+    control.stop(by)
 
 
 def stop_phrase(text: str, phrases: frozenset[str]) -> bool:
@@ -128,15 +142,17 @@ class Controls:
             return None
         if running is not None and running.stopping:
             return False
-        turn_id = running.turn_id if running is not None else parked.id if parked else ""
-        await self._store.journal.request_stop(turn_id)  # first: a crash now still stops it
-        dropped = session.drop_queued()
-        await self._store.journal.close_unanswered([r.id for r in dropped])
         if running is not None:
-            running.dropped += len(dropped)
-            running.stop(by)
+            turn_id = running.turn_id
+            dropped = session.drop_queued()
+            await stop_turn(self._store.journal, running, by=by, dropped=len(dropped))
         else:
+            assert parked is not None
+            turn_id = parked.id
+            await self._store.journal.request_stop(turn_id)  # first: a crash now still stops it
+            dropped = session.drop_queued()
             session.stop_parked()
+        await self._store.journal.close_unanswered([r.id for r in dropped])
         log.info("turn %s stopped by %s (%d queued dropped)", turn_id, by, len(dropped))
         return True
 

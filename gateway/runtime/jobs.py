@@ -9,7 +9,6 @@ owner sees every job.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict
 
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -55,7 +54,7 @@ class JobBook:
             prompt=prompt,
             message=message,
             chat=chat,
-            owner={k: str(v) for k, v in asdict(principal).items()},
+            owner=principal.record(),
             task_type=task_type,
             next_run=spec.next_after(None, now),
             agent=agent,

@@ -1,7 +1,8 @@
 """Which agent answers a message, and in which session.
 
 Routes are tried in order; the first whose every given field matches picks the agent, and
-the default agent (``main``) takes the rest. A session belongs to exactly one agent: its key
+the default agent (``main``) takes the rest. A message from another program (a webhook, the
+API) names its agent itself. A session belongs to exactly one agent: its key
 is the platform's ``channel:chat[:thread]``, prefixed with the agent's name for every agent
 but ``main`` (so existing sessions keep their keys). Messages between agents travel on the
 internal ``agent`` channel with ``chat_id = "<from>><to>"`` and the conversation id as thread.
@@ -25,6 +26,8 @@ class Router:
     def agent_for(self, msg: InboundMessage) -> str:
         if msg.channel == AGENT_CHANNEL:
             return agent_pair(msg.chat_id)[1]
+        if msg.agent is not None and msg.agent in self.agents:  # a webhook's, the API's model
+            return msg.agent
         for rule in self._routes:
             if _matches(rule, msg):
                 return rule.agent

@@ -19,8 +19,7 @@ from gateway.config.settings import Settings
 from gateway.core.addressing import qualify
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
-from gateway.core.messages import ChatType
-from gateway.core.principal import Principal, Role
+from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatcher import Dispatcher
@@ -132,14 +131,7 @@ class Scheduler(Service):
         log.info("job %s fired (%s)", job.id, job.spec.describe())
 
     def _submit(self, job: Job, *, one_shot: bool) -> None:
-        owner = job.owner
-        principal = Principal(
-            str(owner["channel"]),
-            str(owner["sender_id"]),
-            str(owner.get("sender_name", "")),
-            Role(owner.get("role", Role.MEMBER)),
-            ChatType(owner.get("chat_type", "dm")),
-        )
+        principal = Principal.from_record(job.owner)
         self._dispatcher.submit(
             ScheduledRun(
                 kind=TurnKind.CRON,

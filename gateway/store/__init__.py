@@ -21,7 +21,7 @@ from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
-from gateway.store.jobs import Job, Jobs, TaskRecord, Tasks
+from gateway.store.jobs import Job, Jobs
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
@@ -30,6 +30,7 @@ from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
+from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "SessionState",
     "Store",
     "StoredMessage",
+    "TaskEvent",
     "TaskRecord",
     "Tasks",
     "ToolLedger",

@@ -1,4 +1,4 @@
-"""Scheduled jobs and background tasks, persisted so they survive restarts."""
+"""Scheduled jobs, persisted so they survive restarts (background tasks: :mod:`gateway.store.tasks`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ def _dt(value: float | None) -> datetime | None:
 
 
 JobState = Literal["active", "firing", "done", "removed"]  # firing: fired, its turn not committed
-TaskState = Literal["running", "done", "failed", "interrupted"]  # interrupted: by a restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,106 +185,4 @@ class Jobs:
             "jobs",
             "state IN ('done', 'removed') AND COALESCE(last_run, created_at) < ?",
             [before],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRecord:
-    id: str
-    prompt: str
-    task_type: str
-    chat: ChatRef
-    owner: dict[str, Any]
-    state: TaskState
-    result: str | None = None
-    agent: str = "main"
-
-
-class Tasks:
-    """Background (subagent) tasks: which run, and which a restart interrupted."""
-
-    _COLUMNS = "id, prompt, task_type, channel, chat_id, thread_id, owner, state, result, agent"
-
-    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
-        self._db = db
-        self._clock = clock
-
-    @staticmethod
-    def _record(row: tuple[Any, ...]) -> TaskRecord:
-        task_id, prompt, task_type, channel, chat, thread, owner, state, result, agent = row
-        return TaskRecord(
-            task_id,
-            prompt,
-            task_type,
-            ChatRef(channel, chat, thread),
-            json.loads(owner),
-            state,
-            result,
-            agent,
-        )
-
-    async def start(self, task: TaskRecord) -> None:
-        await self._db.run(
-            lambda conn: conn.execute(
-                "INSERT INTO tasks (id, prompt, task_type, channel, chat_id, thread_id, owner, state,"
-                " created_at, agent) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-                (
-                    task.id,
-                    task.prompt,
-                    task.task_type,
-                    task.chat.channel,
-                    task.chat.chat_id,
-                    task.chat.thread_id,
-                    json.dumps(task.owner),
-                    self._clock(),
-                    task.agent,
-                ),
-            )
-        )
-
-    async def finish(self, task_id: str, state: TaskState, result: str) -> None:
-        await self._db.run(
-            lambda conn: conn.execute(
-                "UPDATE tasks SET state = ?, result = ?, finished_at = ? WHERE id = ?",
-                (state, result, self._clock(), task_id),
-            )
-        )
-
-    async def get(self, task_id: str) -> TaskRecord | None:
-        def query(conn: Connection) -> TaskRecord | None:
-            row = conn.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE id = ?", (task_id,)
-            ).fetchone()
-            return None if row is None else self._record(row)
-
-        return await self._db.run(query)
-
-    async def running(self) -> list[TaskRecord]:
-        def query(conn: Connection) -> list[TaskRecord]:
-            rows = conn.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running' ORDER BY created_at"
-            )
-            return [self._record(row) for row in rows]
-
-        return await self._db.run(query)
-
-    async def interrupted(self) -> list[TaskRecord]:
-        """Tasks a previous process left running; they are marked interrupted."""
-
-        def update(conn: Connection) -> list[TaskRecord]:
-            rows = conn.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE state = 'running'"
-            ).fetchall()
-            conn.execute(
-                "UPDATE tasks SET state = 'interrupted', finished_at = ? WHERE state = 'running'",
-                (self._clock(),),
-            )
-            return [self._record(row) for row in rows]
-
-        return await self._db.run(update)
-
-    async def prune(self, before: float) -> int:
-        """Forget tasks that finished (done, failed, interrupted) before ``before``."""
-        return await delete_batched(
-            self._db, "tasks", "state != 'running' AND finished_at < ?", [before]
         )

@@ -64,11 +64,16 @@ def _record(row: Sequence[Any]) -> InboundRecord:
     return InboundRecord(row_id, InboundMessage.from_dict(json.loads(payload)), turn_id)
 
 
+# Background tasks' turns are resumed by the tasks themselves (gateway/runtime/subagents.py),
+# never by the dispatcher: they answer no inbound message.
+_OPEN_TURNS = f"state = 'running' AND kind != '{TurnKind.SUBAGENT}'"
+
+
 def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
     running: list[OpenTurn] = []
     turns = conn.execute(
         "SELECT id, session_key, kind, attempts, stop_requested_at FROM turns"
-        f" WHERE state = 'running'{where} ORDER BY created_at",
+        f" WHERE {_OPEN_TURNS}{where} ORDER BY created_at",
         tuple(params),
     ).fetchall()
     for turn_id, session_key, kind, attempts, stop_requested_at in turns:
@@ -207,6 +212,20 @@ class Journal:
 
         return await self._db.run(bump)
 
+    async def open_turns(self, session_key: str) -> list[tuple[str, int]]:
+        """The turns of ``session_key`` still running (id, attempts so far), oldest first:
+        a background task's, after a restart."""
+
+        def load(conn: Connection) -> list[tuple[str, int]]:
+            rows = conn.execute(
+                "SELECT id, attempts FROM turns WHERE session_key = ? AND state = 'running'"
+                " ORDER BY created_at",
+                (session_key,),
+            )
+            return [(str(turn_id), int(attempts)) for turn_id, attempts in rows]
+
+        return await self._db.run(load, durable=False)
+
     def finish_statement(self, conn: Connection, turn_id: str, state: TurnEnd = "done") -> None:
         """Close a turn and its inbound messages; part of the turn's commit transaction."""
         now = self._clock()
@@ -263,7 +282,7 @@ class Journal:
         """The sessions with a turn left running (by a node that may have died)."""
 
         def load(conn: Connection) -> list[str]:
-            rows = conn.execute("SELECT DISTINCT session_key FROM turns WHERE state = 'running'")
+            rows = conn.execute(f"SELECT DISTINCT session_key FROM turns WHERE {_OPEN_TURNS}")
             return [str(key) for (key,) in rows]
 
         return await self._db.run(load, durable=False)

@@ -339,6 +339,27 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE stream_drafts;
     ALTER TABLE stream_drafts_v14 RENAME TO stream_drafts;
     """,
+    # v15 (issue 33): background tasks resume after a restart (their turn id),
+    # may also be delivered to a chat (API tasks), keep whose words authorise them, and
+    # record every change of state, progress note and answer (gateway.store.tasks)
+    """
+    ALTER TABLE tasks ADD COLUMN turn_id TEXT;
+    ALTER TABLE tasks ADD COLUMN deliver_to TEXT;            -- JSON chat, or NULL
+    ALTER TABLE tasks ADD COLUMN authorised_by TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE tasks ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN updated_at REAL;
+    CREATE INDEX tasks_state ON tasks (state);
+    CREATE TABLE task_events (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,                        -- 1, 2, ... per task
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,                          -- state | note | answer
+        text TEXT NOT NULL,
+        key TEXT,                                    -- a note's outbox key: recorded once
+        PRIMARY KEY (task_id, seq),
+        UNIQUE (task_id, key)
+    );
+    """,
 )
 
 

@@ -333,6 +333,25 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE stream_drafts ALTER COLUMN message_id DROP NOT NULL;
     ALTER TABLE stream_drafts ADD COLUMN mark TEXT;
     """,
+    # v15 (issue 33): background tasks resume and record their events
+    """
+    ALTER TABLE tasks ADD COLUMN turn_id TEXT;
+    ALTER TABLE tasks ADD COLUMN deliver_to TEXT;
+    ALTER TABLE tasks ADD COLUMN authorised_by TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE tasks ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN updated_at DOUBLE PRECISION;
+    CREATE INDEX tasks_state ON tasks (state);
+    CREATE TABLE task_events (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        key TEXT,
+        PRIMARY KEY (task_id, seq),
+        UNIQUE (task_id, key)
+    );
+    """,
 )
 
 

@@ -32,15 +32,16 @@ def __getattr__(name: str) -> Any:
 
 
 async def start_web(gateway: GatewayView) -> WebServer | None:
-    """Start the web server if the gateway has a channel that serves web pages or takes
-    webhooks (WhatsApp).
+    """Start the web server if the gateway has a channel that serves web pages, takes a
+    platform's webhooks (WhatsApp) or serves other programs (webhooks, the API).
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
-    (``switchboard chat``, tests, benchmarks) opens no port.
+    (``switchboard chat``, tests, benchmarks) opens no port unless webhooks or the API are
+    configured (docs/connect.md).
     """
-    from gateway.web.server import WebServer, web_channels, webhook_channels  # noqa: PLC0415
+    from gateway.web.server import WebServer, serves_something  # noqa: PLC0415
 
-    if not gateway.settings.web.enabled or not (web_channels(gateway) or webhook_channels(gateway)):
+    if not gateway.settings.web.enabled or not serves_something(gateway):
         return None
     server = WebServer(gateway)
     await server.start()
@@ -54,10 +55,10 @@ def check_port(gateway: GatewayView) -> None:
     import socket  # noqa: PLC0415
 
     from gateway.core.errors import ConfigError  # noqa: PLC0415
-    from gateway.web.server import web_channels  # noqa: PLC0415
+    from gateway.web.server import serves_something  # noqa: PLC0415
 
     web = gateway.settings.web
-    if not web.enabled or not web.port or not web_channels(gateway):
+    if not web.enabled or not web.port or not serves_something(gateway):
         return
     try:
         family, kind, proto, _, address = socket.getaddrinfo(

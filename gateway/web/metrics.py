@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from gateway.core.channel import SupportsHealth
+from gateway.core.channel import SupportsCounts, SupportsHealth
 from gateway.web.traces import FAILURE_CODES, Event, day_dirs, parse_lines, segments
 
 if TYPE_CHECKING:
@@ -141,6 +141,28 @@ class GatewayMetrics:
             ["model"],
             registry=r,
         )
+        self.program_requests = Counter(
+            "switchboard_program_requests",
+            "Requests of other programs: webhook deliveries by hook, API requests by "
+            "endpoint, by outcome (accepted, duplicate, bad_signature, ok, unauthorized, ...)",
+            ["channel", "what", "outcome"],
+            registry=r,
+        )
+        self._program_seen: dict[tuple[str, str, str], int] = {}
+        self.tasks = Gauge(
+            "switchboard_background_tasks",
+            "Background tasks not finished, by state (queued, running, awaiting_approval)",
+            ["state"],
+            registry=r,
+        )
+        self.skills_routed = Counter(
+            "switchboard_skills_routed",
+            "Skills loaded into a turn because a message matched their when: triggers",
+            ["skill"],
+            registry=r,
+        )
+        for state in ("queued", "running", "awaiting_approval"):
+            self.tasks.labels(state)
         for kind in ("input", "output", "cache_read"):
             self.tokens.labels(kind)
         for kind in ("llm", "internal", "tool", "timeout", "limit"):
@@ -167,6 +189,22 @@ class GatewayMetrics:
             for model in gateway.model_states():
                 self.model_cooling.labels(model.label).set(model.cooling_until or 0)
                 self.model_last.labels(model.label).set(1 if model.answered_last else 0)
+            tasks = await gateway.store.tasks.counts()
+            for state in ("queued", "running", "awaiting_approval"):
+                self.tasks.labels(state).set(tasks.get(state, 0))
+            self._count_programs()
+
+    def _count_programs(self) -> None:
+        """Fold in the program channels' request counts (they count from zero at start)."""
+        for name, channel in self._gateway.channels.items():
+            if not isinstance(channel, SupportsCounts):
+                continue
+            for (what, outcome), total in channel.counts().items():
+                key = (name, what, outcome)
+                new = total - self._program_seen.get(key, 0)
+                if new > 0:
+                    self.program_requests.labels(*key).inc(new)
+                    self._program_seen[key] = total
 
     async def render(self) -> bytes:
         await self.refresh()
@@ -185,6 +223,8 @@ class GatewayMetrics:
                 self.tokens.labels("cache_read").inc(int(event.get("cache_read", 0) or 0))
             elif name == "tool" and event.get("error"):
                 self.errors.labels("tool").inc()
+            elif name == "skill":
+                self.skills_routed.labels(str(event.get("skill", ""))).inc()
             elif name == "llm_error":
                 self.errors.labels("llm").inc()
                 failed = True

@@ -20,6 +20,10 @@ Every request passes :meth:`WebGuard.middleware`:
   them checks each request's signature before reading it.
 * **Browser id**: each browser gets a random id in an HttpOnly cookie; the web chat keys its
   session on it. It never appears in a URL.
+* **Other programs** (``program_prefixes``: ``/hooks/``, ``/v1/``): every request there
+  authenticates itself (a webhook's signature, an API token), so none of the checks above
+  apply to it, and it gets no cookie. The web token and the login cookie open nothing there,
+  and a webhook secret or API token opens nothing here.
 """
 
 from __future__ import annotations
@@ -98,11 +102,14 @@ class WebGuard:
         max_clients: int = MAX_TRACKED_CLIENTS,
         sessions: WebSessions | None = None,
         webhook_paths: frozenset[str] = frozenset(),
+        program_prefixes: tuple[str, ...] = (),
     ):
         self._settings = settings
-        # A platform's webhooks (gateway.core.webhost.ServesWebhooks): their handlers check
-        # the platform's signature themselves; no host, proxy, token or Origin rule applies.
+        # A platform's webhooks (gateway.core.webhost.ServesWebhooks), path by path, and
+        # other programs' endpoints (ServesPrograms), by prefix: their handlers check each
+        # request's own credential; no host, proxy, token or Origin rule applies.
         self._webhook_paths = webhook_paths
+        self._programs = program_prefixes
         token = settings.token.get_secret_value().strip() if settings.token else ""
         self._token = token.encode() if token else None
         lifetime = settings.session_hours * 3600.0
@@ -196,8 +203,10 @@ class WebGuard:
         return response
 
     async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in self._webhook_paths:
-            return await handler(request)
+        if request.path in self._webhook_paths or (
+            self._programs and request.path.startswith(self._programs)
+        ):
+            return await handler(request)  # it checks its own credential (gateway.core.webhost)
         if not self.host_allowed(request):
             return web.Response(status=421, text="This server answers to localhost only.\n")
         if self._token is None and any(h in request.headers for h in FORWARDING_HEADERS):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import ServesWeb, ServesWebhooks
+from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import WebGuard
@@ -49,6 +49,18 @@ def webhook_channels(gateway: GatewayView) -> list[ServesWebhooks]:
     return [c for c in channels if isinstance(c, ServesWebhooks)]
 
 
+def program_channels(gateway: GatewayView) -> list[ServesPrograms]:
+    """Channels other programs call (webhooks, the API; docs/connect.md)."""
+    channels: list[object] = list(gateway.channels.values())
+    return [c for c in channels if isinstance(c, ServesPrograms)]
+
+
+def serves_something(gateway: GatewayView) -> bool:
+    """Whether the web server has anything to serve: the web chat, a platform's webhooks,
+    other programs' endpoints."""
+    return bool(web_channels(gateway) or webhook_channels(gateway) or program_channels(gateway))
+
+
 class WebServer:
     def __init__(self, gateway: GatewayView) -> None:
         self._gateway = gateway
@@ -62,10 +74,12 @@ class WebServer:
         self._webhooks = [
             route for channel in webhook_channels(gateway) for route in channel.webhook_routes()
         ]
+        self._programs = program_channels(gateway)
         self.guard = WebGuard(
             self.settings,
             sessions=sessions,
             webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
+            program_prefixes=tuple(p.program_prefix for p in self._programs),
         )
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
@@ -111,7 +125,8 @@ class WebServer:
     async def stop(self) -> None:
         if self._runner is None:
             return
-        for channel in web_channels(self._gateway):
+        closing: list[ServesWeb | ServesPrograms] = [*web_channels(self._gateway), *self._programs]
+        for channel in closing:
             try:
                 await channel.close_web()
             except Exception:
@@ -144,6 +159,16 @@ class WebServer:
         for channel in web_channels(self._gateway):
             app.router.add_routes(channel.web_routes(self.guard.decorate))
         app.router.add_routes(self._webhooks)
+        prefixes = tuple(p.program_prefix for p in self._programs)
+        for resource in app.router.resources():  # the guard lets requests there through
+            if prefixes and resource.canonical.startswith(prefixes):
+                raise ValueError(f"{resource.canonical} would be served under {prefixes}")
+        for program in self._programs:
+            routes = program.program_routes(self.guard)
+            for route in routes:
+                if not _path_of(route).startswith(program.program_prefix):
+                    raise ValueError(f"{_path_of(route)} is outside {program.program_prefix}")
+            app.router.add_routes(routes)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -157,7 +182,7 @@ class WebServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         """Ready: the store answers and a channel is connected (see :func:`readiness`)."""
-        state = await readiness(self._gateway, web_channels(self._gateway))
+        state = await readiness(self._gateway, [*web_channels(self._gateway), *self._programs])
         return web.json_response(state, status=200 if state["ready"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:

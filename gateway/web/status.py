@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.core.addressing import AGENT_CHANNEL
+from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.channel import SupportsHealth
 from gateway.core.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
@@ -91,9 +91,10 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
 async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, Any]:
     """``/readyz``: the store answers and at least one channel is connected.
 
-    The web chat and the terminal (``switchboard chat`` attaches to it) are up as soon as the
-    gateway is, so they count only when there is no other channel; the internal agent
-    channel never counts. Channels that do not report their health count as connected.
+    The web chat, the terminal (``switchboard chat`` attaches to it), webhooks and the API
+    (``web``: every channel served by this web server) are up as soon as the gateway is, so
+    they count only when there is no other channel; the internal agent and task channels
+    never count. Channels that do not report their health count as connected.
     """
     try:
         async with asyncio.timeout(5):
@@ -104,7 +105,7 @@ async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, An
     states = {
         name: channel.health().connected if isinstance(channel, SupportsHealth) else True
         for name, channel in gateway.channels.items()
-        if name != AGENT_CHANNEL
+        if name not in INTERNAL_CHANNELS
     }
     others = {n: c for n, c in states.items() if gateway.channels[n] not in web and n not in LOCAL}
     counted = others or states

@@ -37,8 +37,8 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.buckets import Rate
 from channels.telegram import TelegramChannel
-from channels.telegram.pacing import Rate
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from agent.agent import Agent
 from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.config.channels import ChannelSection
-from gateway.core.addressing import AGENT_CHANNEL
+from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
@@ -151,8 +151,9 @@ class ChatTurns:
 
     async def _home(self, msg: InboundMessage, principal: Principal) -> HomeChat | None:
         """The owner's own direct chat becomes the home of check-ins: a check-in runs with
-        the owner's rights, so it must never land in someone else's chat or a group."""
-        if msg.channel == AGENT_CHANNEL or not principal.is_owner:
+        the owner's rights, so it must never land in someone else's chat or a group (nor
+        in another program's: a webhook's, the API's)."""
+        if msg.channel in (AGENT_CHANNEL, *PROGRAM_CHANNELS) or not principal.is_owner:
             return None
         if principal.chat_type is not ChatType.DM:
             return None

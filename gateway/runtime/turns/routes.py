@@ -3,18 +3,26 @@
 A person's message is answered in its own chat, as that person. A message from another
 agent (the internal agent channel) acts for the person who started the exchange, never for
 the other agent: a request is answered back to the agent that sent it; a reply is turned
-into an answer for that person, in their chat, and recorded in their session.
+into an answer for that person, in their chat, and recorded in their session. A message
+from another program (a webhook, the API) is routed as its configuration says
+(gateway/runtime/connect.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config.channels import ChannelSection
-from gateway.core.addressing import AGENT_CHANNEL, agent_chat, agent_pair, qualify
-from gateway.core.messages import ChatRef, ChatType, InboundMessage
-from gateway.core.principal import Principal, Role
+from gateway.core.addressing import (
+    AGENT_CHANNEL,
+    PROGRAM_CHANNELS,
+    agent_chat,
+    agent_pair,
+    qualify,
+)
+from gateway.core.messages import ChatRef, InboundMessage
+from gateway.core.principal import Principal
 from gateway.runtime.access import principal_for
 from gateway.runtime.agent_channel import is_reply
 from gateway.store import Store
@@ -32,13 +40,26 @@ class Route:
     tainted: bool = False
 
 
+# Another program's message (a webhook, the API: PROGRAM_CHANNELS): where its answer goes,
+# as whom the turn acts, whose words authorise it.
+ProgramRoute = Callable[[InboundMessage, str], Awaitable[Route]]
+
+
 class Routes:
-    def __init__(self, store: Store, sections: Mapping[str, ChannelSection]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        sections: Mapping[str, ChannelSection],
+        programs: ProgramRoute | None = None,
+    ) -> None:
         self._store = store
         self._sections = sections  # who is owner or admin where
+        self._programs = programs
 
     async def of(self, message: InboundMessage, agent: str) -> Route:
         """The route of a turn whose last message is ``message``, run by ``agent``."""
+        if self._programs is not None and message.channel in PROGRAM_CHANNELS:
+            return await self._programs(message, agent)
         if message.channel != AGENT_CHANNEL:
             return Route(message.chat, principal_for(message, self._sections.get(message.channel)))
         return await self._between_agents(message, agent)
@@ -54,14 +75,7 @@ class Routes:
                 authorising_texts=(),
                 tainted=True,
             )
-        owner = conversation.principal
-        principal = Principal(
-            owner["channel"],
-            owner["sender_id"],
-            owner.get("sender_name", ""),
-            Role(owner.get("role", Role.MEMBER)),
-            ChatType(owner.get("chat_type", "dm")),
-        )
+        principal = Principal.from_record(conversation.principal)
         said, tainted = conversation.authorised_by, conversation.tainted
         if is_reply(msg):
             record_in = qualify(me, conversation.origin.session_key)

@@ -1,0 +1,104 @@
+"""A chat completion waiting for its turn: what the turn streams and sends, in order.
+
+The turn is bound to the request when it starts (the turn's activity names the platform
+ids of the messages it answers). Then its streamed text, its tool steps and the messages
+the outbox delivers for it arrive here as :class:`Piece`; a reply or failure notice ends
+it, as does the turn's end without an answer. The outbox's messages are the answer; what
+was streamed is a preview of it, completed at the end (:meth:`StreamText.message`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gateway.config.connect import ApiToken
+
+
+class AlreadyAnswered(Exception):
+    """The request repeats one received before (its Idempotency-Key); ``text`` is its
+    answer when this process still has it."""
+
+    def __init__(self, text: str | None) -> None:
+        super().__init__("this request was received before")
+        self.text = text
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One chat completion: who asks, in which session, what, of which agent."""
+
+    token: ApiToken
+    agent: str
+    text: str
+    session: str | None = None
+    key: str | None = None  # the client's Idempotency-Key
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    kind: Literal["text", "tool", "message", "end"]
+    text: str = ""
+
+
+@dataclass(slots=True)
+class PendingAnswer:
+    chat_key: str
+    message_id: str  # the platform id of the request's message
+    control: bool = False  # a control (/status, /stop, ...): answered by no turn of its own
+    turn_id: str | None = None
+    messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
+    pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def deliver(self, text: str, *, final: bool) -> None:
+        self.messages.append(text)
+        self.pieces.put_nowait(Piece("message", text))
+        if final:
+            self.finish()
+
+    def finish(self) -> None:
+        if not self.finished.is_set():
+            self.finished.set()
+            self.pieces.put_nowait(Piece("end"))
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(m for m in self.messages if m)
+
+
+@dataclass(slots=True)
+class StreamText:
+    """What a streamed answer has shown, so the outbox's messages complete it rather than
+    repeat it."""
+
+    shown: bool = False
+    segment: str = ""  # streamed since the last tool step or message
+    gap: bool = False  # a tool ran after some text: the next text starts a paragraph
+
+    def text(self, delta: str) -> str:
+        out = ("\n\n" if self.gap else "") + delta
+        self.gap = False
+        self.segment += delta
+        self.shown = self.shown or bool(out)
+        return out
+
+    def tool(self) -> None:
+        if self.segment:
+            self.gap = True
+        self.segment = ""
+
+    def message(self, text: str) -> str:
+        """What to write for a delivered message: the rest of what was streamed of it, or
+        all of it (after a paragraph break) when the stream showed something else."""
+        streamed, self.segment = self.segment, ""
+        self.gap = False
+        if streamed and text.startswith(streamed):
+            rest = text[len(streamed) :]
+        elif streamed and streamed.rstrip().endswith(text.strip()):
+            rest = ""  # the stream ended with exactly this (an earlier draft came before it)
+        else:
+            rest = ("\n\n" if self.shown else "") + text
+        self.shown = self.shown or bool(rest)
+        return rest

@@ -1,0 +1,263 @@
+"""The API channel: other programs talk to the agent over HTTP (``/v1``, docs/connect.md).
+
+A chat completion is a message on the internal ``api`` channel: chat = the token's name,
+thread = the session (``X-Switchboard-Session``, the ``user`` field, or Open WebUI's chat
+id), so every client and end user has a session of its own, with the history, memory scope,
+approvals and budget of a chat member (or of the token's role). The message is journaled
+before anything is answered; its turn's answer comes back through the outbox to
+:meth:`ApiChannel.send` and is handed to the request waiting for it (streamed fragments
+through :meth:`stream`). One request per session runs at a time; the next waits its turn.
+
+A message for a session nobody is waiting on (a background task's result, a scheduled job,
+an answer that waited for an approval) cannot be pushed to an HTTP client: it is already in
+the session's history, where the next request finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import re
+import time
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+
+from aiohttp import web
+
+from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, Piece
+from channels.api.routes import routes
+from channels.api.tasks import TaskBackend
+from gateway.config.connect import ApiSettings, ApiToken
+from gateway.core.addressing import API_CHANNEL
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import ChannelHealth, TurnActivity
+from gateway.core.commands import CONTROL_COMMANDS
+from gateway.core.errors import ChannelTransientError
+from gateway.core.messages import (
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    OutboundKind,
+    OutboundMessage,
+    new_id,
+)
+from gateway.core.principal import Principal
+from gateway.core.webhost import CredentialThrottle
+
+log = logging.getLogger(__name__)
+
+NAME = API_CHANNEL
+PREFIX = "/v1/"
+MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
+_SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
+
+# The person's allowance (gateway/runtime/budget.py): None, or why a turn is refused.
+Allowance = Callable[[Principal], Awaitable[str | None]]
+
+
+def session_thread(session: str | None) -> str | None:
+    """The thread a session name becomes: itself when plain, else a digest of it."""
+    if not session:
+        return None
+    if _SESSION.fullmatch(session):
+        return session
+    return "h-" + hashlib.sha256(session.encode()).hexdigest()[:32]
+
+
+class ApiChannel:
+    name = NAME
+    program_prefix = PREFIX
+
+    def __init__(
+        self,
+        settings: ApiSettings,
+        *,
+        agents: Sequence[str],
+        tasks: TaskBackend | None = None,
+        allowance: Allowance | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.agents = tuple(agents)
+        self.tasks = tasks
+        self._allowance = allowance
+        self.started_at = int(clock())
+        self._sink: InboundSink | None = None
+        self._waiting: dict[str, PendingAnswer] = {}  # by the session's chat key
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
+        self._answered: OrderedDict[str, str] = OrderedDict()
+        self._streams: set[asyncio.Task[object]] = set()
+        self.requests: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
+        self._last_request: float | None = None
+
+    # -- Channel ----------------------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        self._sink = sink
+
+    async def stop(self) -> None:
+        self._sink = None
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        pending = self._waiting.get(message.chat.session_key)
+        if pending is not None and pending.control and pending.turn_id is None:
+            pending.turn_id = message.turn_id  # the control's answer: its turn is this one
+        if pending is None or not _belongs(pending, message):
+            return "kept in the session's history"  # no request waits for it
+        final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
+        pending.deliver(_with_files(message), final=final)
+        return f"answered {pending.message_id}"
+
+    async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
+        pending = self._waiting.get(chat.session_key)
+        if pending is not None and pending.turn_id == turn_id:
+            pending.pieces.put_nowait(Piece("text", delta))
+
+    async def activity(self, chat: ChatRef, turn_id: str, activity: TurnActivity) -> None:
+        pending = self._waiting.get(chat.session_key)
+        if pending is None:
+            return
+        if activity.kind == "started" and pending.message_id in activity.message_ids:
+            pending.turn_id = turn_id  # this turn answers the waiting request
+        elif activity.kind == "tool" and pending.turn_id == turn_id:
+            pending.pieces.put_nowait(Piece("tool", activity.detail))
+
+    async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
+        pending = self._waiting.get(chat.session_key)
+        if pending is not None and pending.turn_id == turn_id and not answered:
+            pending.finish()  # nothing more comes (an answer already sent, or none)
+
+    def counts(self) -> Mapping[tuple[str, str], int]:
+        return dict(self.requests)
+
+    def health(self) -> ChannelHealth:
+        done = sum(n for (_, outcome), n in self.requests.items() if outcome == "ok")
+        return ChannelHealth(
+            connected=self._sink is not None,
+            last_message_at=self._last_request,
+            detail=f"{len(self.settings.tokens)} token(s) at {PREFIX}; {done} request(s) answered",
+        )
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def check_allowance(self, principal: Principal) -> str | None:
+        """Why ``principal`` may not start a turn now (its budget), or ``None``."""
+        return None if self._allowance is None else await self._allowance(principal)
+
+    def principal(self, token: ApiToken) -> Principal:
+        return Principal(NAME, token.name, token.name, token.role, ChatType.DM)
+
+    def authenticate(self, request: web.Request) -> ApiToken | None:
+        """The token named by ``Authorization: Bearer <token>`` (compared in constant time
+        with every configured token), or ``None``."""
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            return None
+        candidate = given.strip().encode()
+        found = None
+        for token in self.settings.tokens:
+            if hmac.compare_digest(candidate, token.token.get_secret_value().encode()):
+                found = token
+        return found
+
+    @contextlib.asynccontextmanager
+    async def conversation(self, ask: Ask) -> AsyncIterator[PendingAnswer]:
+        """Journal ``ask`` as a message of its session and yield what answers it; one at a
+        time per session. Raises :class:`AlreadyAnswered` for a repeated request."""
+        chat = ChatRef(NAME, ask.token.name, session_thread(ask.session))
+        key = chat.session_key
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                message_id = f"{ask.token.name}:{ask.key}" if ask.key else new_id()
+                if message_id in self._answered:
+                    raise AlreadyAnswered(self._answered[message_id])
+                msg = _message(ask, chat, message_id)
+                # a control (/status, /stop, ...) is answered beside the queue, by no turn
+                # that says it answers this request: its first message does
+                control = msg.command in CONTROL_COMMANDS
+                pending = PendingAnswer(key, message_id, control=control)
+                self._waiting[key] = pending
+                try:
+                    await self._publish(msg)
+                    yield pending
+                    if pending.finished.is_set():
+                        self._remember(message_id, pending.text)
+                finally:
+                    self._waiting.pop(key, None)
+        finally:
+            lock, users = self._locks[key]
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+            else:  # nobody else waits for this session: forget its lock
+                del self._locks[key]
+
+    async def _publish(self, msg: InboundMessage) -> None:
+        if self._sink is None:
+            raise ChannelTransientError("the gateway is not running")
+        accepted = await self._sink.publish_inbound(msg)  # durable before we answer
+        self._last_request = time.time()
+        if accepted is Accepted.DUPLICATE:
+            raise AlreadyAnswered(None)
+        if accepted is not Accepted.NEW:  # the access gate has no say over this channel
+            raise ChannelTransientError(f"the message was not taken ({accepted.value})")
+
+    def _remember(self, message_id: str, text: str) -> None:
+        self._answered[message_id] = text
+        while len(self._answered) > MAX_REMEMBERED:
+            self._answered.popitem(last=False)
+
+    @contextlib.contextmanager
+    def streaming(self) -> Iterator[None]:
+        """Around a long response (an event stream): ended when the server stops."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._streams.add(task)
+        try:
+            yield None
+        finally:
+            if task is not None:
+                self._streams.discard(task)
+
+    # -- web --------------------------------------------------------------------------------
+
+    def program_routes(self, throttle: CredentialThrottle) -> Sequence[web.RouteDef]:
+        return routes(self, throttle)
+
+    async def close_web(self) -> None:
+        for task in list(self._streams):
+            task.cancel()
+
+
+def _message(ask: Ask, chat: ChatRef, message_id: str) -> InboundMessage:
+    return InboundMessage(
+        channel=NAME,
+        chat_id=chat.chat_id,
+        thread_id=chat.thread_id,
+        sender_id=ask.token.name,
+        sender_name=ask.token.name,
+        text=ask.text,
+        platform_message_id=message_id,
+        chat_type=ChatType.DM,
+        mentioned=True,
+        agent=ask.agent,
+    )
+
+
+def _belongs(pending: PendingAnswer, message: OutboundMessage) -> bool:
+    """Whether an outbox message answers the waiting request: one of its turn's messages,
+    or a message without a turn (an approval request) while that turn runs."""
+    if pending.turn_id is None or pending.finished.is_set():
+        return False
+    return message.turn_id in (None, pending.turn_id)
+
+
+def _with_files(message: OutboundMessage) -> str:
+    names = [a.filename or a.kind for a in message.attachments]
+    if not names:
+        return message.text
+    return "\n".join([message.text, *(f"[file: {name}]" for name in names)]).strip()

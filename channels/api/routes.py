@@ -1,0 +1,204 @@
+"""``/v1`` over HTTP: the OpenAI-compatible endpoints and, from :mod:`channels.api.tasks`,
+the task API. Every request authenticates with its bearer token alone (an API token; the
+web chat's token and cookie are not API tokens), and wrong tokens count against the client
+like failed logins. Errors come in OpenAI's shape, so SDKs raise their usual exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from channels.api import wire
+from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, StreamText
+from channels.api.tasks import TaskApi, task_routes
+from gateway.config.connect import ApiToken
+from gateway.core.errors import ChannelTransientError, StorageFullError
+from gateway.core.webhost import CredentialThrottle
+
+log = logging.getLogger(__name__)
+
+SESSION_HEADER = "X-Switchboard-Session"
+OPEN_WEBUI_CHAT = "X-OpenWebUI-Chat-Id"  # sent by Open WebUI with forwarded user info
+KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
+KEEP_ALIVE_SECONDS = 15.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
+
+
+class ApiBackend(TaskApi, Protocol):
+    """What the endpoints need of the channel (:class:`channels.api.channel.ApiChannel`)."""
+
+    started_at: int  # Unix time: the models' "created"
+
+    def authenticate(self, request: web.Request) -> ApiToken | None: ...
+
+    def conversation(self, ask: Ask) -> AbstractAsyncContextManager[PendingAnswer]: ...
+
+
+def routes(api: ApiBackend, throttle: CredentialThrottle) -> list[web.RouteDef]:
+    handlers = ChatRoutes(api, throttle)
+    return [
+        web.get("/v1/models", handlers.authenticated("models", handlers.models)),
+        web.post("/v1/chat/completions", handlers.authenticated("chat", handlers.chat)),
+        *task_routes(api, handlers.authenticated),
+    ]
+
+
+def error(status: int, message: str, kind: str, **fields: str | None) -> web.Response:
+    headers = {"x-should-retry": "false"} if status == 429 else None  # no SDK retry storm
+    return web.json_response(
+        wire.error_body(message, kind, **fields), status=status, headers=headers
+    )
+
+
+async def read_json(request: web.Request, limit: int) -> Any:
+    """The request's JSON body (at most ``limit`` bytes), or :class:`wire.BadRequest`."""
+    if request.content_length is not None and request.content_length > limit:
+        raise wire.BadRequest(f"the body is over {limit} bytes")
+    body = await request.content.read(limit + 1)
+    if len(body) > limit:
+        raise wire.BadRequest(f"the body is over {limit} bytes")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise wire.BadRequest(f"the body is not JSON: {exc}") from None
+
+
+class ChatRoutes:
+    def __init__(self, api: ApiBackend, throttle: CredentialThrottle) -> None:
+        self._api = api
+        self._throttle = throttle
+
+    def authenticated(self, endpoint: str, handler: Authenticated) -> Handler:
+        """``handler`` behind the API token check (and the failed-credential throttle)."""
+
+        async def checked(request: web.Request) -> web.StreamResponse:
+            if self._throttle.throttled(request):
+                self._api.requests[(endpoint, "throttled")] += 1
+                return error(429, "too many failed attempts; wait a minute", "rate_limit_exceeded")
+            token = self._api.authenticate(request)
+            if token is None:
+                self._throttle.record_failure(request)
+                self._api.requests[(endpoint, "unauthorized")] += 1
+                return error(
+                    401,
+                    "a valid API token is required: Authorization: Bearer <token> ([api] tokens)",
+                    "invalid_request_error",
+                    code="invalid_api_key",
+                )
+            response = await handler(request, token)
+            outcome = "ok" if response.status < 400 else str(response.status)
+            self._api.requests[(endpoint, outcome)] += 1
+            return response
+
+        return checked
+
+    async def models(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        return web.json_response(wire.model_list(list(self._api.agents), self._api.started_at))
+
+    async def chat(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        api = self._api
+        try:
+            body = await read_json(request, api.settings.max_request_bytes)
+            chat = wire.parse_chat(body)
+        except wire.BadRequest as exc:
+            return error(400, str(exc), "invalid_request_error", param=exc.param, code=exc.code)
+        if chat.model not in api.agents:
+            known = ", ".join(api.agents)
+            return error(
+                404,
+                f"no agent named {chat.model!r} (models here: {known})",
+                "invalid_request_error",
+                param="model",
+                code="model_not_found",
+            )
+        refusal = await api.check_allowance(api.principal(token))
+        if refusal is not None:
+            return error(429, refusal, "rate_limit_exceeded", code="allowance")
+        ask = Ask(
+            token=token,
+            agent=chat.model,
+            text=chat.text,
+            session=request.headers.get(SESSION_HEADER)
+            or chat.user
+            or request.headers.get(OPEN_WEBUI_CHAT),
+            key=next((request.headers[h] for h in KEY_HEADERS if request.headers.get(h)), None),
+        )
+        try:
+            async with api.conversation(ask) as pending:
+                if chat.stream:
+                    return await self._stream(request, chat.model, pending)
+                async with asyncio.timeout(api.settings.answer_timeout_seconds):
+                    await pending.finished.wait()
+                return web.json_response(wire.completion(_id(pending), chat.model, pending.text))
+        except AlreadyAnswered as repeated:
+            if repeated.text is None:
+                return error(
+                    409,
+                    "this request (its Idempotency-Key) was received before; its answer is "
+                    "in the session's history",
+                    "invalid_request_error",
+                    code="duplicate_request",
+                )
+            return web.json_response(wire.completion("chatcmpl-repeat", chat.model, repeated.text))
+        except TimeoutError:
+            return error(504, "no answer in time; it will be in the session's history", "timeout")
+        except StorageFullError:
+            return error(507, "the gateway's disk is full; try again later", "server_error")
+        except ChannelTransientError as exc:
+            return error(503, str(exc), "server_error")
+
+    async def _stream(
+        self, request: web.Request, model: str, pending: PendingAnswer
+    ) -> web.StreamResponse:
+        """The answer as server-sent events: fragments as the model writes, completed by the
+        outbox's messages; a comment every few seconds keeps idle connections open."""
+        response = wire.event_stream()
+        await response.prepare(request)
+        cid = _id(pending)
+        view = StreamText()
+        with self._api.streaming():
+            await response.write(wire.chunk(cid, model, {"role": "assistant", "content": ""}))
+            try:
+                async with asyncio.timeout(self._api.settings.answer_timeout_seconds):
+                    while (piece := await _next(pending, response)).kind != "end":
+                        if piece.kind == "text":
+                            out = view.text(piece.text)
+                        elif piece.kind == "tool":
+                            out = ""
+                            view.tool()
+                        else:
+                            out = view.message(piece.text)
+                        if out:
+                            await response.write(wire.chunk(cid, model, {"content": out}))
+            except TimeoutError:
+                body = wire.error_body(
+                    "no answer in time; it will be in the session's history", "timeout"
+                )
+                await response.write(wire.sse(body))
+                return response
+            await response.write(wire.chunk(cid, model, {}, "stop"))
+            await response.write(wire.DONE)
+        return response
+
+
+async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:
+    """The next piece of the answer; keep-alive comments while there is none."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                return await pending.pieces.get()
+        await response.write(wire.KEEP_ALIVE)
+
+
+def _id(pending: PendingAnswer) -> str:
+    return f"chatcmpl-{(pending.turn_id or pending.message_id)[:24]}"

@@ -1,0 +1,252 @@
+"""The task API: submit a background task, look at it, follow it, stop it.
+
+``POST /v1/tasks`` (``text``, ``agent``, ``deliver_to``) → the task; ``GET /v1/tasks/{id}``
+→ its state, progress notes and answer; ``GET /v1/tasks/{id}/events`` → server-sent events
+as it progresses (``Last-Event-ID`` resumes after an event); ``DELETE /v1/tasks/{id}`` stops
+it. A token sees the tasks it submitted; an owner token sees every task. Only owner and
+admin tokens may send a task's notes and answer to a chat (``deliver_to``): for anyone
+else that would be a message to someone else's chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from channels.api import wire
+from gateway.config.connect import ApiSettings, ApiToken, parse_target
+from gateway.core.errors import StorageFullError
+from gateway.core.messages import ChatRef
+from gateway.core.principal import Principal
+from gateway.store import TaskEvent, TaskRecord
+from gateway.store.tasks import FINAL_STATES
+
+KEEP_ALIVE_SECONDS = 15.0
+KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
+MAX_TEXT_CHARS = 100_000
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
+
+
+class TaskBackend(Protocol):
+    """Background tasks as the API sees them (gateway/runtime/task_board.py)."""
+
+    async def submit(
+        self,
+        *,
+        text: str,
+        agent: str,
+        principal: Principal,
+        deliver_to: ChatRef | None,
+        key: str | None,
+    ) -> tuple[TaskRecord, bool]: ...
+
+    async def get(self, task_id: str) -> TaskRecord | None: ...
+
+    async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]: ...
+
+    async def ended(self, task_id: str) -> bool:
+        """Whether the task's final state is among its events."""
+
+    def next_change(self) -> asyncio.Event: ...
+
+    async def stop(self, task_id: str, *, by: str) -> bool:
+        """Stop it as ``/stop`` stops a chat's turn (``by``: who asked)."""
+
+
+class TaskApi(Protocol):
+    """What the task endpoints need of the API channel."""
+
+    settings: ApiSettings
+    agents: tuple[str, ...]
+    tasks: TaskBackend | None
+    requests: Counter[tuple[str, str]]
+
+    async def check_allowance(self, principal: Principal) -> str | None: ...
+
+    def principal(self, token: ApiToken) -> Principal: ...
+
+    def streaming(self) -> AbstractContextManager[None]: ...
+
+
+def task_routes(
+    api: TaskApi, authenticated: Callable[[str, Authenticated], Handler]
+) -> list[web.RouteDef]:
+    if api.tasks is None:
+        return []
+    handlers = TaskRoutes(api, api.tasks)
+    return [
+        web.post("/v1/tasks", authenticated("tasks", handlers.submit)),
+        web.get("/v1/tasks/{id}", authenticated("tasks", handlers.show)),
+        web.get("/v1/tasks/{id}/events", authenticated("task_events", handlers.follow)),
+        web.delete("/v1/tasks/{id}", authenticated("tasks", handlers.stop)),
+    ]
+
+
+def _error(
+    status: int, message: str, kind: str = "invalid_request_error", **fields: Any
+) -> web.Response:
+    return web.json_response(wire.error_body(message, kind, **fields), status=status)
+
+
+class TaskRoutes:
+    def __init__(self, api: TaskApi, tasks: TaskBackend) -> None:
+        self._api = api
+        self._tasks = tasks
+
+    async def submit(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.content.read(self._api.settings.max_request_bytes + 1))
+        except ValueError:
+            return _error(400, "the body must be JSON: {text, agent, deliver_to}")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object: {text, agent, deliver_to}")
+        text, agent = body.get("text"), body.get("agent", "main")
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT_CHARS:
+            return _error(
+                400, f"text is required (at most {MAX_TEXT_CHARS} characters)", param="text"
+            )
+        if agent not in self._api.agents:
+            known = ", ".join(self._api.agents)
+            return _error(404, f"no agent named {agent!r} (agents: {known})", param="agent")
+        target = None
+        if body.get("deliver_to"):
+            if token.role == "member":
+                return _error(
+                    403,
+                    "deliver_to is for owner and admin tokens: a member may not send to a chat",
+                    "permission_error",
+                    param="deliver_to",
+                )
+            try:
+                target = parse_target(str(body["deliver_to"]))
+            except ValueError as exc:
+                return _error(400, str(exc), param="deliver_to")
+        principal = self._api.principal(token)
+        refusal = await self._api.check_allowance(principal)
+        if refusal is not None:
+            return _error(429, refusal, "rate_limit_exceeded", code="allowance")
+        key = next((request.headers[h] for h in KEY_HEADERS if request.headers.get(h)), None)
+        try:
+            record, new = await self._tasks.submit(
+                text=text, agent=agent, principal=principal, deliver_to=target, key=key
+            )
+        except StorageFullError:
+            return _error(507, "the gateway's disk is full; try again later", "server_error")
+        return web.json_response(await self._view(record), status=202 if new else 200)
+
+    async def show(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        record = await self._visible(request, token)
+        if record is None:
+            return _not_found(request)
+        return web.json_response(await self._view(record))
+
+    async def stop(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        record = await self._visible(request, token)
+        if record is None:
+            return _not_found(request)
+        by = self._api.principal(token).person
+        if not await self._tasks.stop(record.id, by=by):
+            current = await self._tasks.get(record.id) or record
+            return _error(409, f"the task has ended already ({current.state})", code="task_ended")
+        stopped = await self._tasks.get(record.id) or record
+        return web.json_response(await self._view(stopped))
+
+    async def follow(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        """Server-sent events: every event after ``Last-Event-ID`` (or ``?after=``), then
+        each new one as it happens, until the task has ended."""
+        record = await self._visible(request, token)
+        if record is None:
+            return _not_found(request)
+        after = _int(request.headers.get("Last-Event-ID") or request.query.get("after"))
+        response = wire.event_stream()
+        await response.prepare(request)
+        with self._api.streaming():
+            while True:
+                change = self._tasks.next_change()  # before reading: nothing slips between
+                after, ended = await self._write_events(response, record.id, after)
+                if ended:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                        await change.wait()
+                        continue
+                await response.write(wire.KEEP_ALIVE)
+        await response.write_eof()
+        return response
+
+    async def _write_events(
+        self, response: web.StreamResponse, task_id: str, after: int
+    ) -> tuple[int, bool]:
+        """Write the task's events after ``after``; returns the last one written and
+        whether the task has ended (its final state is among them, or came before; it is
+        always a task's last event)."""
+        events = await self._tasks.events(task_id, after=after)
+        if not events:
+            if not await self._tasks.ended(task_id):
+                return after, False
+            events = await self._tasks.events(task_id, after=after)  # it may have just ended
+            if not events:
+                return after, True  # ended before ``after``
+        ended = False
+        for event in events:
+            data = {
+                "task": task_id,
+                "seq": event.seq,
+                "at": event.at,
+                "kind": event.kind,
+                "text": event.text,
+            }
+            await response.write(wire.sse(data, event=event.kind, event_id=event.seq))
+            after = event.seq
+            ended = event.kind == "state" and event.text in FINAL_STATES
+        return after, ended
+
+    async def _visible(self, request: web.Request, token: ApiToken) -> TaskRecord | None:
+        """The task, if this token may see it: its own, or any for an owner token."""
+        record = await self._tasks.get(request.match_info["id"])
+        if record is None:
+            return None
+        mine = record.owner.get("channel") == "api" and record.owner.get("sender_id") == token.name
+        return record if mine or token.role == "owner" else None
+
+    async def _view(self, record: TaskRecord) -> dict[str, Any]:
+        events = await self._tasks.events(record.id)
+        target = record.deliver_to
+        return {
+            "id": record.id,
+            "object": "task",
+            "state": record.state,
+            "agent": record.agent,
+            "text": record.prompt,
+            "created_at": record.created_at,
+            "finished_at": record.finished_at,
+            "notes": [{"at": e.at, "text": e.text} for e in events if e.kind == "note"],
+            "answer": record.result if record.state == "done" else None,
+            "error": record.result if record.state in ("failed", "interrupted") else None,
+            "deliver_to": None if target is None else _target_text(target),
+            "events_url": f"/v1/tasks/{record.id}/events",
+        }
+
+
+def _target_text(chat: ChatRef) -> str:
+    return f"{chat.channel}:{chat.chat_id}" + (f":{chat.thread_id}" if chat.thread_id else "")
+
+
+def _not_found(request: web.Request) -> web.Response:
+    return _error(404, f"no task {request.match_info['id']!r}", code="task_not_found")
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0

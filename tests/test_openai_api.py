@@ -1,0 +1,296 @@
+"""The OpenAI-compatible API with the real ``openai`` SDK against the real web server: answers
+streamed and not, a session that remembers, tokens that are the only way in, and a member
+token that gets a member's rights. Also the request shape of Open WebUI's OpenAI connection
+(``GET /v1/models``, then the whole conversation resent with ``stream: true``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from channels.memory import MemoryChannel
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, calls, held, streamed, text
+
+OWNER_TOKEN = "owner-token-0123456789abcdef"
+MEMBER_TOKEN = "member-token-0123456789abcdef"
+WEB_TOKEN = "web-token-0123456789abcdefgh"
+
+
+def api_settings(make_settings: SettingsFactory, **overrides: Any) -> Settings:
+    return make_settings(
+        web={"port": 0, **overrides.pop("web", {})},
+        api={
+            "enabled": True,
+            "tokens": [
+                {"name": "ops", "token": OWNER_TOKEN, "role": "owner"},
+                {"name": "script", "token": MEMBER_TOKEN, "role": "member"},
+            ],
+        },
+        **overrides,
+    )
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
+    async with Gateway(settings, channels=[MemoryChannel()]) as gateway:
+        assert gateway.web is not None
+        yield gateway, gateway.web.url + "v1"
+
+
+@asynccontextmanager
+async def sdk(url: str, token: str = OWNER_TOKEN) -> AsyncIterator[openai.AsyncOpenAI]:
+    client = openai.AsyncOpenAI(base_url=url, api_key=token, max_retries=0, timeout=30)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_a_completion_and_a_streamed_one_with_the_sdk(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        text("Paris is the capital of France."),
+        streamed("Berlin is the capital of Germany.", chunks=4, over=0.05),
+    )
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        answer = await client.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "Capital of France?"}]
+        )
+        stream = await client.chat.completions.create(
+            model="main",
+            messages=[{"role": "user", "content": "Capital of Germany?"}],
+            stream=True,
+        )
+        pieces = [chunk.choices[0].delta.content or "" async for chunk in stream]
+        await gateway.wait_idle()
+    assert answer.choices[0].message.content == "Paris is the capital of France."
+    assert answer.model == "main" and answer.choices[0].finish_reason == "stop"
+    assert "".join(pieces) == "Berlin is the capital of Germany."
+    assert len([p for p in pieces if p]) > 1  # it came in pieces, as the model wrote it
+
+
+async def test_a_second_call_remembers_the_first_and_a_resent_conversation_is_not_doubled(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Open WebUI resends the whole conversation each time; the session has it already."""
+    fake_llm.queue(text("Noted: your name is Ada."), text("Your name is Ada."))
+    first = [{"role": "user", "content": "My name is Ada."}]
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        reply = await client.chat.completions.create(model="main", messages=first, user="ada")
+        again = [
+            *first,
+            {"role": "assistant", "content": reply.choices[0].message.content},
+            {"role": "user", "content": "What is my name?"},
+        ]
+        stream = await client.chat.completions.create(
+            model="main", messages=again, user="ada", stream=True
+        )
+        answer = "".join([c.choices[0].delta.content or "" async for c in stream])
+        await gateway.wait_idle()
+    assert answer == "Your name is Ada."
+    second = fake_llm.requests[1]
+    assert second.user_texts == ["My name is Ada.", "What is my name?"]  # once each
+    assert "Noted: your name is Ada." in json.dumps(second.body["messages"])
+
+
+async def test_sessions_are_per_token_and_user(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text(f"You said {len(request.user_texts)} thing(s).")
+    async with serving(api_settings(make_settings)) as (gateway, url):
+        async with sdk(url) as owner, sdk(url, MEMBER_TOKEN) as member:
+            for client, user in ((owner, "a"), (owner, "b"), (member, "a"), (owner, "a")):
+                await client.chat.completions.create(
+                    model="main", messages=[{"role": "user", "content": "hi"}], user=user
+                )
+        await gateway.wait_idle()
+    assert [len(r.user_texts) for r in fake_llm.requests] == [1, 1, 1, 2]
+
+
+async def test_a_wrong_token_is_refused_without_a_model_call(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = api_settings(make_settings, web={"token": WEB_TOKEN})
+    async with serving(settings) as (gateway, url):
+        for token in ("wrong-token-0123456789abcdef", WEB_TOKEN):  # the web chat's is no API token
+            async with sdk(url, token) as client:
+                with pytest.raises(openai.AuthenticationError) as refused:
+                    await client.chat.completions.create(
+                        model="main", messages=[{"role": "user", "content": "hello"}]
+                    )
+            assert refused.value.code == "invalid_api_key"
+        async with aiohttp.ClientSession() as http:  # and an API token opens no web page
+            headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+            async with http.get(url.removesuffix("v1") + "api/status", headers=headers) as r:
+                assert r.status == 401
+        assert await gateway.store.journal.counts() == {}
+    assert fake_llm.requests == []
+
+
+async def test_a_member_token_is_refused_an_owner_only_tool(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(("exec", {"command": "touch made-by-member"})),
+        text("Running commands needs the owner; I could not do that."),
+    )
+    settings = api_settings(make_settings)
+    async with serving(settings) as (gateway, url), sdk(url, MEMBER_TOKEN) as client:
+        answer = await client.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "run touch made-by-member"}]
+        )
+        await gateway.wait_idle()
+    assert "exec" not in fake_llm.requests[0].tool_names
+    assert "only available to the owner" in fake_llm.requests[1].tool_results[0]
+    assert not (settings.workspace_dir / "made-by-member").exists()
+    assert (
+        answer.choices[0].message.content
+        == "Running commands needs the owner; I could not do that."
+    )
+
+
+async def test_models_lists_the_agents_and_a_chat_names_one(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text("Hello from " + request.system_text.split(",")[0])
+    settings = api_settings(make_settings, agents={"coder": {"name": "Coder"}})
+    async with serving(settings) as (gateway, url), sdk(url) as client:
+        models = await client.models.list()
+        answer = await client.chat.completions.create(
+            model="coder", messages=[{"role": "user", "content": "who are you?"}]
+        )
+        with pytest.raises(openai.NotFoundError):
+            await client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+        await gateway.wait_idle()
+    assert [m.id for m in models.data] == ["main", "coder"]
+    assert "You are Coder" in (answer.choices[0].message.content or "")
+    assert len(fake_llm.requests) == 1
+
+
+async def test_open_webui_request_shape(make_settings: SettingsFactory, fake_llm: FakeLLM) -> None:
+    """What Open WebUI's OpenAI connection sends: a models check, then chats with the whole
+    conversation, ``stream: true``, extra sampling fields, and its chat id header."""
+    fake_llm.queue(text("Hi! How can I help?"), text("Two plus two is four."))
+    headers = {"Authorization": f"Bearer {OWNER_TOKEN}", "X-OpenWebUI-Chat-Id": "chat-77"}
+    conversation: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    async with serving(api_settings(make_settings)) as (gateway, url):
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.get(url + "/models") as r:
+                assert r.status == 200 and (await r.json())["data"][0]["id"] == "main"
+            for question in ("hello", "what is 2+2?"):
+                conversation.append(
+                    {"role": "user", "content": [{"type": "text", "text": question}]}
+                )
+                body = {
+                    "model": "main",
+                    "messages": conversation,
+                    "stream": True,
+                    "temperature": 0.7,
+                    "stream_options": {"include_usage": True},
+                }
+                async with http.post(url + "/chat/completions", json=body) as r:
+                    assert r.headers["Content-Type"].startswith("text/event-stream")
+                    events = [line async for line in r.content if line.startswith(b"data: ")]
+                assert events[-1] == b"data: [DONE]\n"
+                said = "".join(
+                    json.loads(e[6:])["choices"][0]["delta"].get("content") or ""
+                    for e in events[:-1]
+                )
+                conversation.append({"role": "assistant", "content": said})
+        await gateway.wait_idle()
+        _, stored = await gateway.store.history.load("api:ops:chat-77", limit=10)
+    assert conversation[-1]["content"] == "Two plus two is four."
+    assert fake_llm.requests[1].user_texts == ["hello", "what is 2+2?"]
+    assert len(stored) == 4  # the session of that Open WebUI chat: two questions, two answers
+
+
+async def test_a_streamed_answer_with_a_tool_step_shows_each_part_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Text before a tool call streams, the answer after it starts a new paragraph, and the
+    outbox's final answer completes the stream instead of repeating it."""
+    fake_llm.queue(
+        calls(("list_dir", {}), content="Let me look at the workspace."),
+        streamed("The workspace holds the bootstrap files.", chunks=3, over=0.03),
+    )
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        stream = await client.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "what is here?"}], stream=True
+        )
+        shown = "".join([c.choices[0].delta.content or "" async for c in stream])
+        await gateway.wait_idle()
+    assert shown == "Let me look at the workspace.\n\nThe workspace holds the bootstrap files."
+
+
+async def test_a_member_over_its_allowance_gets_429_without_a_model_call(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text("An answer that uses the one turn allowed.")
+    settings = api_settings(make_settings, limits={"user_turns_per_hour": 1})
+    async with serving(settings) as (gateway, url), sdk(url, MEMBER_TOKEN) as client:
+        ask = {"model": "main", "messages": [{"role": "user", "content": "hi"}]}
+        await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+        await gateway.wait_idle()
+        with pytest.raises(openai.RateLimitError) as refused:
+            await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+        await gateway.wait_idle()
+    assert refused.value.code == "allowance"
+    assert len(fake_llm.requests) == 1
+
+
+async def test_two_requests_of_one_session_are_answered_in_turn_each_with_its_own_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "The first answer, about apples."))
+    fake_llm.responder = lambda request: text("The second answer, about pears.")
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+
+        async def ask(question: str) -> str:
+            answer = await client.chat.completions.create(
+                model="main", user="same", messages=[{"role": "user", "content": question}]
+            )
+            return answer.choices[0].message.content or ""
+
+        first = asyncio.create_task(ask("Tell me about apples."))
+        await fake_llm.wait_for_requests(1)
+        second = asyncio.create_task(ask("And pears?"))
+        gate.set()
+        answers = await asyncio.gather(first, second)
+        await gateway.wait_idle()
+    assert answers == ["The first answer, about apples.", "The second answer, about pears."]
+    assert fake_llm.requests[1].user_texts == ["Tell me about apples.", "And pears?"]
+
+
+async def test_controls_answered_beside_the_queue_reach_the_waiting_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """/status, /help and /stop are answered at intake (gateway/runtime/controls.py), not by a
+    turn of the request's session: their answer still comes back to the request."""
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+        shown = {}
+        for command in ("/status", "/help", "/stop"):
+            answer = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": command}]
+            )
+            shown[command] = answer.choices[0].message.content or ""
+        await gateway.wait_idle()
+    assert shown["/status"].startswith("Switchboard ") and "Context:" in shown["/status"]
+    assert "/stop" in shown["/help"]
+    assert shown["/stop"] == "Nothing is running right now."
+    assert fake_llm.requests == []  # controls need no model

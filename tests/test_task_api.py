@@ -1,0 +1,306 @@
+"""The task API against the real web server: a task submitted, followed over server-sent
+events to its answer, stopped while it runs, and one that survives a restart of the gateway
+(its turn resumes from its checkpoint). Tokens see their own tasks; only owner and admin
+tokens may send a task's answer to a chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from channels.memory import MemoryChannel
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, Recorded, Step, calls, held, text
+from tests.fakes.telegram import FakeTelegram, fast_channel, section
+from tests.test_openai_api import MEMBER_TOKEN, OWNER_TOKEN, api_settings
+
+OWNER = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+MEMBER = {"Authorization": f"Bearer {MEMBER_TOKEN}"}
+task_settings = api_settings  # an owner token (ops) and a member token (script)
+
+
+@asynccontextmanager
+async def serving(
+    settings: Settings, *channels: Any
+) -> AsyncIterator[tuple[Gateway, str, aiohttp.ClientSession]]:
+    async with (
+        Gateway(settings, channels=list(channels) or [MemoryChannel()]) as gateway,
+        aiohttp.ClientSession() as http,
+    ):
+        assert gateway.web is not None
+        yield gateway, gateway.web.url + "v1/tasks", http
+
+
+async def submit(
+    http: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str] = OWNER
+) -> tuple[int, dict[str, Any]]:
+    async with http.post(url, json=body, headers=headers) as response:
+        return response.status, await response.json()
+
+
+async def follow(http: aiohttp.ClientSession, url: str, after: int = 0) -> list[dict[str, Any]]:
+    """Every event of a task's stream until the server ends it (the task has ended)."""
+    headers = {**OWNER, "Last-Event-ID": str(after)}
+    async with asyncio.timeout(20), http.get(url + "/events", headers=headers) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        return [
+            json.loads(line[6:]) async for line in response.content if line.startswith(b"data: ")
+        ]
+
+
+def worker(request: Recorded) -> Step:
+    """A background task that reports progress once, then answers."""
+    if not request.tool_results:
+        return calls(("notify", {"content": "Reading the workspace now."}))
+    return text("The workspace holds the bootstrap files and nothing else.")
+
+
+async def test_a_task_is_submitted_and_followed_to_its_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = worker
+    async with serving(task_settings(make_settings)) as (gateway, url, http):
+        status, task = await submit(http, url, {"text": "Survey the workspace.", "agent": "main"})
+        assert status == 202 and task["state"] in ("queued", "running")
+        events = await follow(http, f"{url}/{task['id']}")
+        async with http.get(f"{url}/{task['id']}", headers=OWNER) as response:
+            shown = await response.json()
+        await gateway.wait_idle()
+    kinds = [(e["kind"], e["text"]) for e in events]
+    assert kinds == [
+        ("state", "queued"),
+        ("state", "running"),
+        ("note", "Reading the workspace now."),
+        ("answer", "The workspace holds the bootstrap files and nothing else."),
+        ("state", "done"),
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    assert shown["state"] == "done"
+    assert shown["answer"] == "The workspace holds the bootstrap files and nothing else."
+    assert [n["text"] for n in shown["notes"]] == ["Reading the workspace now."]
+    assert "Survey the workspace." in fake_llm.requests[0].last_user_text
+
+
+async def test_a_running_task_is_stopped_and_never_answers(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "Too late: this answer must not be seen."))
+    async with serving(task_settings(make_settings)) as (gateway, url, http):
+        _, task = await submit(http, url, {"text": "A long job."})
+        await fake_llm.wait_for_requests(1)  # it runs
+        async with http.delete(f"{url}/{task['id']}", headers=MEMBER) as response:
+            assert response.status == 404  # not the member's task
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 200 and (await response.json())["state"] == "stopped"
+        gate.set()
+        events = await follow(http, f"{url}/{task['id']}")
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 409  # ended already
+        await gateway.wait_idle()
+        record = await gateway.store.tasks.get(task["id"])
+    assert [e["text"] for e in events if e["kind"] == "state"] == ["queued", "running", "stopped"]
+    assert not any(e["kind"] == "answer" for e in events)
+    assert record is not None and record.state == "stopped" and record.result is None
+
+
+async def _turn_closed(gateway: Gateway, turn_id: str) -> None:
+    async with asyncio.timeout(10):
+        await gateway.bus.wait_until(lambda: gateway.store.journal.finished(turn_id))
+
+
+async def _stop_requested(gateway: Gateway, turn_id: str) -> bool:
+    def query(conn: Any) -> bool:
+        row = conn.execute("SELECT stop_requested_at FROM turns WHERE id = ?", (turn_id,))
+        return row.fetchone()[0] is not None
+
+    return await gateway.store.db.run(query)
+
+
+async def test_delete_stops_a_tasks_turn_as_stop_does_and_no_restart_resumes_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """DELETE takes /stop's path: the stop is recorded in the journal, the model call is cut
+    at once (the held call never finishes), the turn ends with the stop notice, which the
+    task's chat gets; a restart neither resumes the task nor calls the model again."""
+    settings = task_settings(make_settings, telegram=section(tg))
+    fake_llm.queue(held(asyncio.Event(), "never seen: the call is cut"))
+    body = {"text": "A long job.", "deliver_to": "telegram:42"}
+    async with serving(settings, fast_channel(settings)) as (gateway, url, http):
+        _, task = await submit(http, url, body)
+        await fake_llm.wait_for_requests(1)
+        record = await gateway.store.tasks.get(task["id"])
+        assert record is not None and record.turn_id is not None
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 200
+        assert await _stop_requested(gateway, record.turn_id)  # durable, as /stop records it
+        await _turn_closed(gateway, record.turn_id)  # the held model call was cut
+        await tg.wait_sent(1, chat_id=42)
+        await gateway.wait_idle()
+    async with serving(settings, fast_channel(settings)) as (gateway, url, http):
+        await gateway.wait_idle()
+        again = await gateway.store.tasks.get(task["id"])
+        assert not gateway.subagents.running()
+    assert tg.texts(42) == [
+        f"Background task {task['id']} stopped:\n\nStopped. Nothing had been changed."
+    ]
+    assert again is not None and again.state == "stopped"
+    assert len(fake_llm.requests) == 1  # never resumed
+
+
+async def test_a_task_stopped_while_it_waits_for_approval_withdraws_its_request(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    import openai
+
+    fake_llm.responder = lambda request: calls(("exec", {"command": "echo never-run"}))
+    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    async with serving(settings) as (gateway, url, http):
+        _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
+        approval = await _asked(gateway, http, f"{url}/{task['id']}")
+        async with http.delete(f"{url}/{task['id']}", headers=OWNER) as response:
+            assert response.status == 200
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+        client = openai.AsyncOpenAI(base_url=url.removesuffix("/tasks"), api_key=OWNER_TOKEN)
+        async with client:
+            late = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": f"/approve {approval}"}]
+            )
+        await gateway.wait_idle()
+    states = [e["text"] for e in events if e["kind"] == "state"]
+    assert states == ["queued", "running", "awaiting_approval", "stopped"]
+    assert "already refused" in (late.choices[0].message.content or "")  # by the stop
+    assert len(fake_llm.requests) == 1  # the command never ran, the model was not asked again
+
+
+async def _asked(gateway: Gateway, http: aiohttp.ClientSession, url: str) -> str:
+    """Wait until the task is parked and its approval request delivered; its id."""
+    import re
+
+    waiting: dict[str, Any] = {}
+
+    def asked() -> bool:
+        return waiting.get("state") == "awaiting_approval" and bool(waiting["notes"])
+
+    async with asyncio.timeout(10):
+        while not asked():
+            change = gateway.subagents.signal.next_change()
+            async with http.get(url, headers=MEMBER) as response:
+                waiting = await response.json()
+            if not asked():
+                await change.wait()
+    [note] = [n["text"] for n in waiting["notes"]]
+    found = re.search(r"/approve (\w+)", note)
+    assert found is not None and "exec" in note
+    return found.group(1)
+
+
+async def test_a_task_survives_a_restart(make_settings: SettingsFactory, fake_llm: FakeLLM) -> None:
+    settings = task_settings(make_settings)
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "never delivered: the gateway stops first"))
+    first = Gateway(settings, channels=[MemoryChannel()])
+    await first.start()
+    try:
+        assert first.web is not None
+        async with aiohttp.ClientSession() as http:
+            _, task = await submit(http, first.web.url + "v1/tasks", {"text": "Count to three."})
+        await fake_llm.wait_for_requests(1)
+    finally:
+        await first.stop(drain_timeout=0)  # the task is cut mid-turn
+    assert (await _state(settings, task["id"])) == "running"
+    fake_llm.responder = lambda request: text("One, two, three: counted.")
+    async with serving(settings) as (gateway, url, http):
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+    states = [e["text"] for e in events if e["kind"] == "state"]
+    assert states == ["queued", "running", "running", "done"]  # started again once
+    assert [e["text"] for e in events if e["kind"] == "answer"] == ["One, two, three: counted."]
+    resumed = fake_llm.requests[-1]
+    assert resumed.user_texts == [resumed.user_texts[0]]  # its checkpoint: the prompt, once
+    assert "Count to three." in resumed.user_texts[0]
+
+
+async def _state(settings: Settings, task_id: str) -> str | None:
+    from gateway.runtime.storage import store_for
+
+    async with store_for(settings) as store:
+        record = await store.tasks.get(task_id)
+    return None if record is None else record.state
+
+
+async def test_owner_tokens_may_deliver_a_tasks_answer_to_a_chat_and_members_may_not(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.responder = worker
+    settings = task_settings(make_settings, telegram=section(tg))
+    async with serving(settings, fast_channel(settings)) as (gateway, url, http):
+        status, refused = await submit(
+            http, url, {"text": "Survey it.", "deliver_to": "telegram:42"}, MEMBER
+        )
+        assert status == 403 and "deliver_to" in refused["error"]["message"]
+        status, task = await submit(http, url, {"text": "Survey it.", "deliver_to": "telegram:42"})
+        assert status == 202 and task["deliver_to"] == "telegram:42"
+        await follow(http, f"{url}/{task['id']}")
+        await tg.wait_sent(2, chat_id=42)
+        await gateway.wait_idle()
+        async with http.get(f"{url}/{task['id']}", headers=MEMBER) as response:
+            assert response.status == 404  # the owner token's task
+    texts = tg.texts(42)
+    assert texts[0] == f"[task {task['id']}] Reading the workspace now."
+    assert texts[1].startswith(f"Background task {task['id']} finished:")
+    assert len(texts) == 2
+
+
+async def test_a_repeated_submission_is_the_same_task(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text("Checked the thing carefully: all fine.")
+    headers = {**OWNER, "Idempotency-Key": "job-2024-06-01"}
+    async with serving(task_settings(make_settings)) as (gateway, url, http):
+        first_status, first = await submit(http, url, {"text": "Check the thing."}, headers)
+        again_status, again = await submit(http, url, {"text": "Check the thing."}, headers)
+        await follow(http, f"{url}/{first['id']}")
+        await gateway.wait_idle()
+    assert (first_status, again_status) == (202, 200) and first["id"] == again["id"]
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A member token's task that wants to run a command asks first (tools.approvals = ask);
+    the owner approves with an owner token, and the task resumes at that call."""
+    import openai
+
+    def work(request: Recorded) -> Step:
+        if not request.tool_results:
+            return calls(("exec", {"command": "echo approved-by-the-owner"}))
+        return text("The command ran after the owner's approval.")
+
+    fake_llm.responder = work
+    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    async with serving(settings) as (gateway, url, http):
+        _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
+        approval = await _asked(gateway, http, f"{url}/{task['id']}")
+        assert len(fake_llm.requests) == 1  # nothing ran while it waited
+        client = openai.AsyncOpenAI(base_url=url.removesuffix("/tasks"), api_key=OWNER_TOKEN)
+        async with client:
+            decided = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": f"/approve {approval}"}]
+            )
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+    assert "approved" in (decided.choices[0].message.content or "").lower()
+    states = [e["text"] for e in events if e["kind"] == "state"]
+    assert states == ["queued", "running", "awaiting_approval", "running", "done"]
+    assert "approved-by-the-owner" in fake_llm.requests[-1].tool_results[0]

@@ -157,7 +157,7 @@ class Pairings:
             ).fetchone()
             return row is not None
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def decide(
         self, code: str, state: str, *, channel: str | None = None
@@ -210,7 +210,7 @@ class Pairings:
             found = [_row(row) for row in rows]
             return [r for r in found if channel is None or r.channel == channel]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget requests denied, revoked or expired before ``before``. Approved ones are
@@ -270,7 +270,7 @@ class AuditLog:
             ).fetchone()
             return int(found)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def recent(self, limit: int = 50, kind: str | None = None) -> list[AuditEntry]:
         def query(conn: Connection) -> list[AuditEntry]:
@@ -287,7 +287,7 @@ class AuditLog:
                 )
             return [AuditEntry(at, k, ch, s, json.loads(d)) for at, k, ch, s, d in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget entries recorded before ``before``."""

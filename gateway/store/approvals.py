@@ -123,7 +123,7 @@ class ApprovalRequests:
             ).fetchone()
             return None if row is None else _record(row)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def decide(
         self, approval: str, state: ApprovalState, *, by: str, at: float
@@ -156,7 +156,7 @@ class ApprovalRequests:
             )
             return [_record(row) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget decided requests older than ``before``; pending ones stay (they expire)."""

@@ -16,6 +16,8 @@ never held up behind a batch of other work (:mod:`gateway.store.outbox`).
 for the disk (SQLite ``synchronous=NORMAL``; PostgreSQL ``synchronous_commit = off``).
 Commits stay in order, so the next durable commit makes everything before it durable too,
 and a power cut can only lose a tail of checkpoints; a crash of the process loses nothing.
+Reads pass ``durable=False`` too: a read that joined a batch as durable would make the whole
+batch wait for the disk (on the hot path, a budget check made a turn's checkpoints fsync).
 
 The engine (:class:`Engine`) is the SQLite file (:mod:`gateway.store.sqlite`) or a
 PostgreSQL server (:mod:`gateway.store.postgres`), chosen by ``storage.url``; jobs see

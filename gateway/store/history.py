@@ -129,7 +129,7 @@ class History:
                 )
             )
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def add_checkpoints(
         self,
@@ -283,7 +283,7 @@ class History:
             )
             return [SearchHit(int(i), role, float(at), text) for i, role, at, text in rows]
 
-        return await self._db.run(run)
+        return await self._db.run(run, durable=False)
 
     async def set_tokens(self, counts: Sequence[tuple[int, int]]) -> None:
         """Remember exact token counts of messages: (message id, tokens)."""
@@ -319,4 +319,4 @@ class History:
             ).fetchone()
             return int(count)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)

@@ -131,7 +131,7 @@ class Jobs:
             )
             return [_job(row) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def get(self, job_id: str) -> Job | None:
         def query(conn: Connection) -> Job | None:
@@ -140,7 +140,7 @@ class Jobs:
             ).fetchone()
             return None if row is None else _job(row)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def firing(self) -> list[Job]:
         """One-shot jobs that fired but whose turn never committed (a crash or restart)."""
@@ -149,7 +149,7 @@ class Jobs:
             rows = conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'firing'")
             return [_job(row) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def record_run(
         self, job_id: str, ran_at: datetime, next_run: datetime | None, *, count: bool = True

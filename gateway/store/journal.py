@@ -125,7 +125,7 @@ class Journal:
             ).fetchone()
             return row is not None
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def start_turn(
         self, turn_id: str, session_key: str, kind: TurnKind, record_ids: Sequence[int]
@@ -157,7 +157,7 @@ class Journal:
             row = conn.execute("SELECT state FROM turns WHERE id = ?", (turn_id,)).fetchone()
             return row is None or row[0] != "running"
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def request_stop(self, turn_id: str) -> None:
         """Someone asked the turn to stop: durable, so a restart closes it instead of
@@ -246,7 +246,7 @@ class Journal:
             )
             return OpenWork(pending, _running(conn, "", ()))
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)
 
     # -- a cluster's nodes share the work (gateway/runtime/cluster_work.py) ----------------
 
@@ -314,7 +314,7 @@ class Journal:
             )
             return {state: int(count) for state, count in rows}
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)
 
     async def open_count(self, channel: str | None = None) -> int:
         """Messages not yet answered (waiting or in a running turn)."""
@@ -328,7 +328,7 @@ class Journal:
                 ).fetchone()
             return int(row[0])
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)
 
     async def prune(self, older_than_seconds: float, *, now: float | None = None) -> int:
         """Forget finished messages older than the dedup window."""

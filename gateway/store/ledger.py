@@ -41,7 +41,7 @@ class ToolLedger:
             ).fetchone()
             return None if row is None else LedgerEntry(*row)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def start(self, key: str, tool: str) -> bool:
         """Record intent; ``False`` if this call was already started before."""
@@ -103,7 +103,7 @@ class KeyValue:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             return None if row is None else json.loads(row[0])
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     def set_statement(self, conn: Connection, key: str, value: Any) -> None:
         conn.execute(

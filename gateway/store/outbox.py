@@ -240,7 +240,7 @@ class Outbox:
             ).fetchone()
             return row is not None
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def mark_failed(self, record_id: int, error: str) -> None:
         await self._db.run(
@@ -311,7 +311,7 @@ class Outbox:
                 ).fetchone()
             return int(row[0])
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)
 
     async def failed_count(self) -> int:
         def load(conn: Connection) -> int:
@@ -319,7 +319,7 @@ class Outbox:
                 conn.execute("SELECT COUNT(*) FROM outbox WHERE state = 'failed'").fetchone()[0]
             )
 
-        return await self._db.run(load)
+        return await self._db.run(load, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget messages sent or given up before ``before``; unsent ones always stay."""

@@ -64,7 +64,7 @@ class Pins:
             )
             return [Goal(int(i), t, bool(d)) for i, t, d in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def write_note(self, agent: str, scope: str, title: str, content: str) -> None:
         await self._db.run(
@@ -84,7 +84,7 @@ class Pins:
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def delete_note(self, agent: str, scope: str, title: str) -> bool:
         def delete(conn: Connection) -> bool:
@@ -104,7 +104,7 @@ class Pins:
             )
             return [str(title) for (title,) in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def pinned(self, agent: str, scope: str) -> str:
         """The block pinned into every turn: open goals and note titles (empty if none)."""
@@ -208,7 +208,7 @@ class AgentConversations:
                 bool(tainted),
             )
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def hop(self, conversation_id: str) -> int:
         """Count one more message; returns the new count."""

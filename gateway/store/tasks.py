@@ -241,7 +241,7 @@ class Tasks:
             ).fetchone()
             return None if row is None else self._record(row)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def running(self) -> list[TaskRecord]:
         """Tasks not finished yet (queued, running or awaiting approval), oldest first."""
@@ -252,7 +252,7 @@ class Tasks:
             )
             return [self._record(row) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def interrupted(self) -> list[TaskRecord]:
         """Tasks a previous process left open, now marked interrupted (where tasks are not
@@ -286,7 +286,7 @@ class Tasks:
             )
             return [self._record(row) for row in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def counts(self) -> dict[str, int]:
         """Open tasks by state (for status and metrics)."""
@@ -297,7 +297,7 @@ class Tasks:
             )
             return {state: int(count) for state, count in rows}
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def note(self, task_id: str, text: str, *, key: str) -> bool:
         """A progress note the task sent (``key``: its outbox key, so a repeated delivery
@@ -315,7 +315,7 @@ class Tasks:
             gone = conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone()
             return row is not None or gone is None
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]:
         def query(conn: Connection) -> list[TaskEvent]:
@@ -326,7 +326,7 @@ class Tasks:
             )
             return [TaskEvent(int(seq), float(at), kind, text) for seq, at, kind, text in rows]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget tasks that finished before ``before``, and their events."""

@@ -126,7 +126,7 @@ class UsageReport:
                 for k, n, i, o, c, e in rows
             ]
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def spent(self, since: float, *, principal: str | None = None) -> UsageTotals:
         """What was used since ``since`` (Unix time): by one person, or by everyone."""
@@ -158,7 +158,7 @@ class UsageReport:
             ).fetchone()
             return int(total)
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def by_principal(
         self, principal: str, *, since: float, turns_since: float
@@ -175,7 +175,7 @@ class UsageReport:
             ).fetchone()
             return PersonUsage(int(tokens), int(turns))
 
-        return await self._db.run(query)
+        return await self._db.run(query, durable=False)
 
     async def prune(self, before: float) -> int:
         """Forget usage recorded before ``before`` (keep at least the status page's days)."""

@@ -85,6 +85,7 @@ class Recorded:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    first_text_at: float | None = None  # when the stream's first words were written (monotonic)
     last_chunk_at: float | None = None  # when the stream's last piece was written (monotonic)
 
     @property
@@ -443,6 +444,8 @@ class FakeLLM(AnthropicWire):
             except ConnectionResetError as exc:  # the client went away (a stopped turn)
                 raise _Gone from exc
             recorded.last_chunk_at = time.monotonic()
+            if delta.get("content") and recorded.first_text_at is None:
+                recorded.first_text_at = recorded.last_chunk_at
 
         try:
             return await self._stream(step, response, request, tool_calls, finish, usage, chunk)

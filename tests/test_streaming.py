@@ -171,6 +171,22 @@ async def test_a_quick_answer_is_one_message_without_a_draft(
     assert tg.called("sendMessageDraft") == []
 
 
+async def test_an_answer_arriving_whole_after_the_delay_is_still_one_message(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    # A turn that waited (for a model slot, a slow first token) past the delay, then got the
+    # answer at once: showing it as a draft would only add a draft before the same answer.
+    fake_llm.queue(streamed(ANSWER, chunks=1, over=0.0))
+    settings = make_settings(telegram=streaming_on(tg))  # the delay is already over
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+        await tg.say("one piece")
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    assert tg.visible(42) == [FORMATTED]
+    assert len(tg.sent(42)) == 1
+    assert tg.called("editMessageText") == []
+
+
 async def test_a_slow_answer_shows_its_words_once_the_turn_has_run_a_while(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

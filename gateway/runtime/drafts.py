@@ -4,7 +4,9 @@ For a chat whose channel can edit (:class:`SupportsDrafts`) and where streaming 
 channel's ``streaming`` setting; unset: direct chats only), the answer's words are shown
 once the turn has run ``<channel>.stream_after_seconds`` (0.7 s): an answer complete before
 then is sent once, as one message, which is what most quick answers are (a draft and its
-edits would cost three platform calls where one does). From then on the draft is posted and
+edits would cost three platform calls where one does); words that first come after that
+delay wait a moment more (``FIRST_WORDS_SETTLE``), and nothing is shown before a second
+fragment, so an answer that arrives all at once is still sent once. From then on the draft is posted and
 edited at most once every ``draft_interval`` seconds for that chat (Telegram: 1 s) while
 the text grows. Where the platform shows a preview that is not a message
 (:class:`SupportsDraftPreview`: Telegram's ``sendMessageDraft`` in private chats), the
@@ -69,6 +71,10 @@ class Known(Protocol):
 DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
 KNOWN_LOOKBACK = 600.0  # seconds before a lost post whose records a channel is given
 ENDED_KEPT = 256  # drafts of ended turns kept for their delivery (answers with buttons never ask)
+# Seconds the first words wait before they are shown when they come after the turn's delay (a
+# turn queued for a model slot, a slow first token): an answer that arrives all at once then
+# completes before it, and is sent once instead of as a draft plus its final edit.
+FIRST_WORDS_SETTLE = 0.25
 
 
 @dataclass(eq=False)
@@ -137,14 +143,17 @@ class DraftStreamer:
         async def on_text(delta: str) -> None:
             draft = self._live.get(key)
             if draft is None:
+                first_at = max(show_from, self._clock() + FIRST_WORDS_SETTLE)
                 draft = self._live[key] = _Draft(
-                    channel, chat, turn_id, reply_to, show_from, preview, [] if fresh else None
+                    channel, chat, turn_id, reply_to, first_at, preview, [] if fresh else None
                 )
             if draft.closed or draft.broken or not delta:
                 return
             draft.text += delta
             draft.version += 1
-            if draft.timer is None:
+            # One fragment is not yet a stream: an answer that arrives in one piece is sent
+            # once, never shown first as a draft of itself.
+            if draft.timer is None and draft.version > 1:
                 draft.timer = asyncio.create_task(self._run(draft), name=f"draft:{turn_id}")
 
         async def on_tool(name: str) -> None:

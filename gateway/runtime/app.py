@@ -235,7 +235,10 @@ class Gateway(Service):
             jobs=self.jobs,
             dispatcher=self.dispatcher,
             heartbeat=Heartbeat(
-                settings.heartbeat, workspace=settings.workspace_dir, store=self.store
+                settings.heartbeat,
+                workspace=settings.workspace_dir,
+                store=self.store,
+                timezone=settings.timezone,
             ),
             clock=self.clock,
         )

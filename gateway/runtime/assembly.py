@@ -279,7 +279,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: wall.now().astimezone(zone(settings.heartbeat.timezone)),
+        clock=lambda: wall.now().astimezone(zone(settings.timezone)),
         config=AgentConfig(
             turn_timeout=turn.turn_timeout_seconds,
             history_limit=turn.history_max_messages,

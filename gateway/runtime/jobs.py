@@ -42,9 +42,7 @@ class JobBook:
         tainted: bool = False,
     ) -> JobInfo:
         now = self._clock.now()
-        spec = parse_schedule(
-            schedule, now=now, timezone=timezone or self._settings.heartbeat.timezone
-        )
+        spec = parse_schedule(schedule, now=now, timezone=timezone or self._settings.timezone)
         mine = [j for j in await self._store.jobs.active() if j.owner_key == principal.person]
         if len(mine) >= self._settings.scheduler.max_jobs_per_user:
             raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")

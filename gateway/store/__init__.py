@@ -19,6 +19,7 @@ from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalS
 from gateway.store.db import Database, Engine
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
+from gateway.store.group_context import GroupContext, HeardMessage
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
@@ -26,6 +27,7 @@ from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, Tu
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
+from gateway.store.people import KnownChat, People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
@@ -47,6 +49,8 @@ __all__ = [
     "Drafts",
     "Engine",
     "Goal",
+    "GroupContext",
+    "HeardMessage",
     "History",
     "HomeChat",
     "InboundRecord",
@@ -54,6 +58,7 @@ __all__ = [
     "Jobs",
     "Journal",
     "KeyValue",
+    "KnownChat",
     "LedgerEntry",
     "NewMessage",
     "NodeInfo",
@@ -64,6 +69,7 @@ __all__ = [
     "OutboxRecord",
     "PairingRequest",
     "Pairings",
+    "People",
     "Pins",
     "Retention",
     "SearchHit",
@@ -128,6 +134,8 @@ class Store(Service):
         self.drafts = Drafts(self.db, clock=clock)
         self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
+        self.group_context = GroupContext(self.db, clock=clock)
+        self.people = People(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()

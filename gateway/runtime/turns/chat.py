@@ -175,7 +175,8 @@ def _request(batch: TurnBatch, route: Route, steer: bool) -> TurnRequest:
         messages=tuple(r.message for r in batch.records),
         resumed=batch.start is not TurnStart.NEW,
         authorising_texts=route.authorising_texts,
-        tainted=route.tainted,
+        # Others' words came with the messages (group context, a quote): outside content.
+        tainted=route.tainted or any(r.message.untrusted_context for r in batch.records),
         control=batch.control,
         steer=steer,
     )

@@ -33,7 +33,7 @@ from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 
-MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
+MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
 TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 
@@ -59,6 +59,7 @@ class ToolPolicy:
             self.safe_mode
             and tool.effect in (Effect.EXEC, Effect.WRITE)
             and tool.name not in _MEMORY_WRITES
+            and tool.name != "timezone"  # the person's own setting, no file
         ):
             return Refusal(
                 f"{tool.name} is not available in safe mode (no commands, no file writes)"

@@ -156,7 +156,7 @@ class WebToolSettings(Section):
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
-    member_deny: StrList = ("exec", "write_file", "edit_file", "cron", "spawn")
+    member_deny: StrList = ("exec", "write_file", "edit_file", "spawn")
     group_deny: StrList = (
         "exec",
         "write_file",
@@ -210,6 +210,9 @@ class SchedulerSettings(Section):
     max_subagents: int = Field(default=3, ge=1, le=32)
     subagent_timeout_seconds: float = Field(default=900.0, gt=0)
     max_jobs_per_user: int = Field(default=50, ge=1)
+    # Members (not owner or admins) may schedule reminders and jobs for their own direct
+    # chat, at most this many each (their jobs' model calls count against their allowance).
+    max_jobs_per_member: int = Field(default=10, ge=0)
 
 
 class StorageSettings(Section):

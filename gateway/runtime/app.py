@@ -73,6 +73,7 @@ from gateway.runtime.turns.handlers import TurnHandlers
 from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
 from gateway.runtime.turns.task_results import TaskResultTurns
+from gateway.runtime.zones import Zones
 from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
 
@@ -131,12 +132,16 @@ class Gateway(Service):
         )
         self.llm = self.models.provider(settings.llm, llm)
         # -- the agents, and the services their tools use
-        self.jobs = JobBook(settings, store=self.store, clock=self.clock)
+        self.zones = Zones(
+            self.store, people=settings.people, default=settings.timezone, clock=self.clock
+        )
+        self.jobs = JobBook(settings, store=self.store, clock=self.clock, zones=self.zones)
         self.tasks = TaskQueue(self.store)
         services = Services(
             jobs=self.jobs,
             tasks=self.tasks,
             agents=AgentDirectory(agent_policy(settings), self.store),
+            zones=self.zones,
         )
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.
@@ -296,9 +301,14 @@ class Gateway(Service):
             budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=settings.channel_sections(),
+            zones=self.zones,
         )
         scheduled = ScheduledTurns(
-            store=self.store, agents=self.agents, committer=committer, budget=self.budget
+            store=self.store,
+            agents=self.agents,
+            committer=committer,
+            budget=self.budget,
+            zones=self.zones,
         )
         task_results = TaskResultTurns(store=self.store, committer=committer)
         return TurnHandlers(

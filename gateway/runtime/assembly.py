@@ -30,6 +30,7 @@ from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySear
 from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
+from agent.tools.timezone import TimeZone
 from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
@@ -226,6 +227,7 @@ def build_agent(
             MemorySearch(store.history),
             GetSkill(skills),
             Cron(),
+            TimeZone(),
             Spawn(),
             Notify(),
             *agent_tools,

@@ -14,6 +14,7 @@ from typing import Literal
 from gateway.core.errors import ConfigError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
+from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.db import Database, Engine
@@ -27,7 +28,7 @@ from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, Tu
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
-from gateway.store.people import KnownChat, People
+from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection

@@ -11,20 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from gateway.core.services import KnownChat
 from gateway.store.db import Database
 from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True, slots=True)
-class KnownChat:
-    channel: str
-    chat_id: str
-    name: str
-    kind: str  # dm | group | channel
 
 
 class People:

@@ -115,6 +115,7 @@ class AccessGate:
         self._records = records or ChannelDesk(store, sections, on_outbound=on_outbound)
         self._context = GroupContextBook(store)
         self._names: dict[tuple[str, str], str] = {}  # chat names already recorded
+        self._used: set[tuple[str, str]] = set()  # (person, chat) already recorded
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
@@ -164,6 +165,7 @@ class AccessGate:
         if decision.verdict in (Verdict.ALLOW, Verdict.IGNORE):
             await self._remember_name(msg)
         if decision.verdict is Verdict.ALLOW:
+            await self._remember_use(msg)
             msg, heard_up_to = await self._context.attach(msg, section)
             accepted = await self._inner.publish_inbound(msg)
             if heard_up_to is not None and accepted is Accepted.NEW:
@@ -196,6 +198,15 @@ class AccessGate:
             msg.channel, msg.chat_id, msg.chat_name, msg.chat_type.value
         )
         self._names[key] = msg.chat_name
+
+    async def _remember_use(self, msg: InboundMessage) -> None:
+        """A chat a person writes in is one of theirs: sends there need no confirmation."""
+        person = f"{msg.channel}:{msg.sender_id}"
+        key = (person, msg.chat_id)
+        if key in self._used:
+            return
+        await self._store.people.sent_to(person, msg.channel, msg.chat_id)
+        self._used.add(key)
 
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
         requested = await self._store.pairings.request(

@@ -44,6 +44,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
+from gateway.runtime.chat_book import ChatBook
 from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
 from gateway.runtime.commands import Commands
 from gateway.runtime.connect import ProgramRoutes, program_channels
@@ -142,6 +143,9 @@ class Gateway(Service):
             tasks=self.tasks,
             agents=AgentDirectory(agent_policy(settings), self.store),
             zones=self.zones,
+            chats=ChatBook(
+                self.store, self.channels, chat_channels=tuple(sections), clock=self.clock
+            ),
         )
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.

@@ -23,6 +23,7 @@ from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
 from agent.tools.base import Tool
+from agent.tools.chats import Chats
 from agent.tools.cron import Cron
 from agent.tools.executor import ToolExecutor
 from agent.tools.find_tools import FindTools
@@ -228,6 +229,7 @@ def build_agent(
             GetSkill(skills),
             Cron(),
             TimeZone(),
+            Chats(),
             Spawn(),
             Notify(),
             *agent_tools,

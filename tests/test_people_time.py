@@ -105,3 +105,31 @@ def test_heartbeat_timezone_still_works_but_may_not_contradict_user_timezone(
         Settings(home=tmp_path, heartbeat={"timezone": "Europe/Lisbon"}, user={"timezone": "UTC"})
     with pytest.raises(ValueError, match=r"people\.telegram"):
         Settings(home=tmp_path, people={"telegram": {"timezone": "UTC"}})
+
+
+async def test_a_job_due_in_the_persons_quiet_hours_waits_until_they_end(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    clock = FakeClock(START)  # 19:00 in Tokyo
+    settings = make_settings(
+        telegram=section(tg),
+        people={f"telegram:{MEMBER}": {"timezone": "Asia/Tokyo", "quiet_hours": "22:00-07:00"}},
+    )
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "at 23:00", "message": "Water the plants"})),
+        text("I'll remind you at 23:00."),
+    )
+    async with Gateway(settings, channels=[fast_channel(settings)], clock=clock) as gateway:
+        await tg.say("remind me at 11pm to water the plants", user_id=MEMBER, chat_id=MEMBER)
+        await tg.wait_sent(1)
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+        await clock.advance(hours=4, seconds=1)  # 23:00 in Tokyo: inside their quiet hours
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+        during = tg.texts(MEMBER)
+        [waiting] = await gateway.store.jobs.active()
+        await clock.advance(hours=8)  # 07:00 in Tokyo
+        await tg.wait_sent(2)
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+    assert during == ["I'll remind you at 23:00."]
+    assert waiting.next_run == datetime(2026, 11, 23, 22, 0, tzinfo=UTC)  # 07:00 JST
+    assert tg.texts(MEMBER)[-1] == "Water the plants"

@@ -250,6 +250,7 @@ class Gateway(Service):
                 timezone=settings.timezone,
             ),
             clock=self.clock,
+            zones=self.zones,
         )
         self._workers = [
             OutboundWorker(

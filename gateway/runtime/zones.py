@@ -11,6 +11,7 @@ quiet hours are. A zone put to a person for confirmation is kept (key-value stor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, time, timedelta
 
 from gateway.config.people import PersonSettings
 from gateway.core.clock import Clock
@@ -53,6 +54,14 @@ class Zones:
         configured = self._people.get(person)
         return "" if configured is None else configured.quiet_hours
 
+    async def quiet_until(self, person: str, now: datetime) -> datetime | None:
+        """When ``person``'s quiet hours end, if ``now`` is inside them (else ``None``)."""
+        spec = self.quiet_hours(person)
+        if not spec:
+            return None
+        local = now.astimezone(zone(await self.zone_of(person)))
+        return quiet_end(spec, local)
+
     async def propose_zone(self, person: str, zone_name: str, turn_id: str) -> None:
         zone(zone_name)  # refuses what is not a zone
         proposal = {"zone": zone_name, "turn": turn_id, "at": self._clock.now().timestamp()}
@@ -70,3 +79,16 @@ class Zones:
         await self._store.kv.set(key, None)
         self._asked[person] = zone_name
         return True
+
+
+def quiet_end(spec: str, local: datetime) -> datetime | None:
+    """The end of the quiet hours ``spec`` ("22:00-07:00") that ``local`` is in, or ``None``
+    when it is not in them."""
+    start_text, end_text = spec.split("-")
+    start, end = time.fromisoformat(start_text.zfill(5)), time.fromisoformat(end_text.zfill(5))
+    now = local.time().replace(tzinfo=None)
+    inside = start <= now < end if start <= end else (now >= start or now < end)
+    if not inside:
+        return None
+    ends = datetime.combine(local.date(), end, tzinfo=local.tzinfo)
+    return ends if ends > local else ends + timedelta(days=1)

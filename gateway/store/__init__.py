@@ -214,6 +214,8 @@ class Store(Service):
             "pairing requests": await self.pairings.prune(records),
             "approval requests": await self.approval_requests.prune(records),
             "stream drafts": await self.drafts.prune(records),
+            # what was said in groups while nobody addressed the bot: the journal's window
+            "group context": await self.group_context.prune(now - retention.journal),
             "audit": await self.audit.prune(now - retention.audit),
             "usage": await self.usage.prune(now - retention.usage),
         }

@@ -74,3 +74,12 @@ class GroupContext:
                 "DELETE FROM group_context WHERE chat_key = ? AND id <= ?", (chat_key, up_to)
             )
         )
+
+    async def prune(self, before: float) -> int:
+        """Forget kept messages written before ``before`` (a group nobody addressed for
+        longer than the journal's window): stale context is no context."""
+
+        def delete(conn: Connection) -> int:
+            return int(conn.execute("DELETE FROM group_context WHERE at < ?", (before,)).rowcount)
+
+        return await self._db.run(delete)

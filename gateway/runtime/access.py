@@ -205,7 +205,7 @@ class AccessGate:
         key = (person, msg.chat_id)
         if key in self._used:
             return
-        await self._store.people.sent_to(person, msg.channel, msg.chat_id)
+        await self._store.people.sent_to(person, msg.channel, msg.chat_id, durable=False)
         self._used.add(key)
 
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:

@@ -56,7 +56,7 @@ class People:
                 (channel, chat_id, name, kind, self._clock()),
             )
 
-        await self._db.run(upsert)
+        await self._db.run(upsert, durable=False)  # the next message's commit carries it
 
     async def known_chats(self, channel: str | None = None) -> list[KnownChat]:
         def query(conn: Connection) -> list[KnownChat]:
@@ -81,11 +81,16 @@ class People:
 
         return await self._db.run(query, durable=False)
 
-    async def sent_to(self, person: str, channel: str, chat_id: str) -> None:
+    async def sent_to(
+        self, person: str, channel: str, chat_id: str, *, durable: bool = True
+    ) -> None:
+        """Record that ``person`` uses ``chat_id``. ``durable=False`` for what the next
+        commit may carry (a chat they wrote in: losing it costs one question at most)."""
         await self._db.run(
             lambda conn: conn.execute(
                 "INSERT INTO person_chats (person, channel, chat_id, first_at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (person, channel, chat_id) DO NOTHING",
                 (person, channel, chat_id, self._clock()),
-            )
+            ),
+            durable=durable,
         )

@@ -220,9 +220,7 @@ class Agent:
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
         )
-        turn_state = resumed_state(
-            [*checkpoints, *new], chat=request.chat, tainted=request.tainted
-        )
+        turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
         turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)

@@ -184,6 +184,9 @@ def user_message(
         if attachment.kind == "image" and attachment.path and vision:
             images.append(ImagePart(attachment.path, attachment.mime_type or "image/jpeg"))
         detail = f": {attachment.note}" if attachment.note else ""
+        if attachment.transcript is not None:  # the person's own words, as they said them
+            said = "" if attachment.transcript == msg.text else f": {attachment.transcript}"
+            detail = f" (transcribed{said})"
         where = f" saved at {_shown_path(attachment.path, workspace)}" if attachment.path else ""
         notes.append(f"[{attachment.kind} attached: {label}{where}{detail}]")
         if attachment.text is not None:  # a short document: its text, marked as outside

@@ -24,12 +24,12 @@ class VoiceSettings(BaseModel):
     base_url: str | None = None  # the server's /v1 root; unset with api_key unset: voice is off
     api_key: SecretStr | None = None  # unset: the server needs none (a local whisper)
     model: str = "whisper-1"  # transcription model (whisper-large-v3 on Groq, ...)
-    reply: VoiceReply = "never"  # "auto": answer a voice note with a voice message too
-    speech_model: str = "tts-1"
-    speech_voice: str = "alloy"
+    reply: VoiceReply = "never"  # `auto`: answer a voice note with a voice message too; `never`
+    speech_model: str = "tts-1"  # spoken replies: the /audio/speech model
+    speech_voice: str = "alloy"  # the voice it speaks with (the server's names)
     max_reply_chars: int = Field(default=1_500, ge=50, le=4_096)  # longer answers: text only
     max_minutes_per_person_per_day: float = Field(default=30.0, ge=0)  # members; 0: none
-    timeout_seconds: float = Field(default=120.0, gt=0, le=600)
+    timeout_seconds: float = Field(default=120.0, gt=0, le=600)  # per transcription or speech call
 
     @property
     def enabled(self) -> bool:
@@ -43,9 +43,15 @@ class DocumentSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     inline_tokens: int = Field(default=2_000, ge=0)  # shorter documents go with the message
-    max_read_chars: int = Field(default=12_000, ge=1_000, le=200_000)  # one read_file answer
-    max_pages_per_read: int = Field(default=50, ge=1, le=1_000)
-    timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    max_read_chars: int = Field(
+        default=12_000, ge=1_000, le=200_000
+    )  # one read_file answer; it says where to go on
+    max_pages_per_read: int = Field(
+        default=50, ge=1, le=1_000
+    )  # pages, slides or chapters asked at once
+    timeout_seconds: float = Field(
+        default=20.0, gt=0, le=300
+    )  # then the reader is killed (CPU: the same)
     memory_mb: int = Field(default=512, ge=128, le=8_192)  # address space of the reader
     max_expanded_mb: int = Field(default=200, ge=1, le=4_096)  # DOCX/XLSX/PPTX/EPUB unpacked
     concurrency: int = Field(default=2, ge=1, le=16)  # documents read at once

@@ -72,6 +72,7 @@ class Attachment:
     # A short document's text, read when it arrived: outside content, so a message that
     # carries one taints its turn (agent/context.py:user_message).
     text: str | None = None
+    transcript: str | None = None  # what a voice note or audio file says (gateway/runtime/voice.py)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:

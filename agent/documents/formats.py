@@ -143,7 +143,7 @@ def _pdf(request: Request) -> Extract:
                 break
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DocumentRefused(f"the PDF is damaged or not a PDF ({exc})") from exc
-    out.no_text_layer = total > 0 and not any_text
+    out.no_text_layer = bool(out.parts) and not any_text  # pages read, none with text
     return out
 
 
@@ -210,8 +210,7 @@ def _chosen_sheets(names: Sequence[str], sheet: str | None) -> list[int]:
 
 
 def _csv(request: Request) -> Extract:
-    raw = Path(request.path).read_bytes()[: request.max_expanded]
-    text = raw.decode("utf-8-sig", errors="replace")
+    text = _head(request.path, request.max_expanded).decode("utf-8-sig", errors="replace")
     try:
         dialect: Any = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|")
     except csv.Error:
@@ -309,7 +308,7 @@ def _spine(archive: zipfile.ZipFile) -> list[str]:
 
 
 def _html_file(request: Request) -> Extract:
-    raw = Path(request.path).read_bytes()[: request.max_expanded]
+    raw = _head(request.path, request.max_expanded)
     out = Extract("html", "document", 1)
     _add(out, "document", html_text(raw.decode("utf-8", "replace")), request.max_chars)
     return out
@@ -333,6 +332,12 @@ def html_text(html: str) -> str:
 
 
 # -- shared -------------------------------------------------------------------------------
+
+
+def _head(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a plain file (CSV, HTML): never the whole of a huge one."""
+    with Path(path).open("rb") as handle:
+        return handle.read(limit)
 
 
 def _add(out: Extract, label: str, text: str, max_chars: int) -> bool:

@@ -85,3 +85,80 @@ def bomb_docx(path: Path, *, expanded_mb: int = 64) -> Path:
             for _ in range(expanded_mb):
                 member.write(chunk)
     return path
+
+
+_P = "http://schemas.openxmlformats.org/presentationml/2006/main"
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def pptx(path: Path, slides: list[tuple[str, list[list[str]]]]) -> Path:
+    """A PPTX (the parts a reader needs) whose slide files are named in the reverse of the
+    order the presentation lists them, as after slides were moved around."""
+    count = len(slides)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        ids = "".join(f'<p:sldId id="{256 + n}" r:id="rId{n + 1}"/>' for n in range(count))
+        z.writestr(
+            "ppt/presentation.xml",
+            f'<p:presentation xmlns:p="{_P}" xmlns:r="{_R}"><p:sldIdLst>{ids}</p:sldIdLst></p:presentation>',
+        )
+        rels = "".join(
+            f'<Relationship Id="rId{n + 1}" Target="slides/slide{count - n}.xml" '
+            f'Type="{_R}/slide"/>'
+            for n in range(count)
+        )
+        z.writestr(
+            "ppt/_rels/presentation.xml.rels",
+            f'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">{rels}</Relationships>',
+        )
+        for n, (title, table) in enumerate(slides):
+            rows = "".join(
+                "<a:tr>"
+                + "".join(
+                    f"<a:tc><a:txBody><a:p><a:r><a:t>{c}</a:t></a:r></a:p></a:txBody></a:tc>"
+                    for c in row
+                )
+                + "</a:tr>"
+                for row in table
+            )
+            grid = (
+                f"<p:graphicFrame><a:graphic><a:graphicData><a:tbl>{rows}</a:tbl></a:graphicData></a:graphic></p:graphicFrame>"
+                if table
+                else ""
+            )
+            z.writestr(
+                f"ppt/slides/slide{count - n}.xml",
+                f'<p:sld xmlns:p="{_P}" xmlns:a="{_A}"><p:cSld><p:spTree>'
+                f"<p:sp><p:txBody><a:p><a:r><a:t>{title}</a:t></a:r></a:p></p:txBody></p:sp>"
+                f"{grid}</p:spTree></p:cSld></p:sld>",
+            )
+    return path
+
+
+def epub(path: Path, chapters: list[tuple[str, str]]) -> Path:
+    """An EPUB with one XHTML file per (title, paragraph), in spine order."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("mimetype", "application/epub+zip")
+        z.writestr(
+            "META-INF/container.xml",
+            '<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container" version="1.0">'
+            '<rootfiles><rootfile full-path="OEBPS/content.opf" '
+            'media-type="application/oebps-package+xml"/></rootfiles></container>',
+        )
+        items = "".join(
+            f'<item id="c{n}" href="text/c{n}.xhtml" media-type="application/xhtml+xml"/>'
+            for n in range(len(chapters))
+        )
+        spine = "".join(f'<itemref idref="c{n}"/>' for n in range(len(chapters)))
+        z.writestr(
+            "OEBPS/content.opf",
+            '<package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+            f"<manifest>{items}</manifest><spine>{spine}</spine></package>",
+        )
+        for n, (title, paragraph) in enumerate(chapters):
+            z.writestr(
+                f"OEBPS/text/c{n}.xhtml",
+                '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>'
+                f"{title}</title></head><body><h1>{title}</h1><p>{paragraph}</p></body></html>",
+            )
+    return path

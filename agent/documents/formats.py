@@ -216,7 +216,7 @@ def _csv(request: Request) -> Extract:
     except csv.Error:
         dialect = csv.excel
     rows = _limited(row[:MAX_COLUMNS] for row in csv.reader(io.StringIO(text), dialect))
-    out = Extract("csv", "sheet", 1, names=["csv"])
+    out = Extract("csv", "document", 1)
     _add(out, "table", markdown_table(rows), request.max_chars)
     return out
 

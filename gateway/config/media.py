@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 VoiceReply = Literal["auto", "never"]
 
@@ -34,6 +34,15 @@ class VoiceSettings(BaseModel):
     @property
     def enabled(self) -> bool:
         return bool(self.base_url or (self.api_key and self.api_key.get_secret_value()))
+
+    @model_validator(mode="after")
+    def _reply_needs_a_server(self) -> VoiceSettings:
+        if self.reply == "auto" and not self.enabled:
+            raise ValueError(
+                'reply = "auto" needs a speech server: set voice.base_url '
+                "(or voice.api_key for OpenAI's)"
+            )
+        return self
 
 
 class DocumentSettings(BaseModel):

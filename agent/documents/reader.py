@@ -162,15 +162,18 @@ class DocumentReader:
         return Reading(extract, name or path.name)
 
     async def _run(self, request: bytes) -> dict[str, Any]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agent.documents.worker",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=_worker_env(),
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "agent.documents.worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=_worker_env(),
+            )
+        except OSError as exc:  # out of processes or memory: this read fails, not the gateway
+            raise DocumentError(f"the reader could not start ({exc.strerror or exc})") from exc
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
                 out, _ = await process.communicate(request)

@@ -115,7 +115,7 @@ class Understanding:
         assert attachment.path is not None
         try:
             heard = await self._speech.transcribe(Path(attachment.path))
-        except SpeechError as exc:
+        except (SpeechError, OSError) as exc:  # never a reason to hold the message back
             log.warning("%s: transcription failed: %s", msg.channel, exc)
             return replace(attachment, note=f"a {what} arrived; transcription failed: {exc}")
         await self._allowance.charge(principal, msg.received_at, heard.seconds)

@@ -82,7 +82,7 @@ async def test_the_transcript_stays_with_the_message_for_what_did_i_say(
     assert tg.sent()[-1].method == "sendMessage"  # voice.reply is "never" by default
 
 
-async def test_a_discord_voice_message_is_transcribed(
+async def test_a_discord_voice_message_is_transcribed_and_answered_with_an_audio_file(
     fake_discord: FakeDiscord,
     fake_llm: FakeLLM,
     make_settings: Callable[..., Settings],
@@ -92,7 +92,7 @@ async def test_a_discord_voice_message_is_transcribed(
     owner = user(42, "dana", "Dana")
     settings = make_settings(
         discord={"token": "test-token", "streaming": False, "allow_from": ["42"]},
-        voice=voice(speech),
+        voice=voice(speech, reply="auto"),
     )
     channel = DiscordChannel(
         settings, policy=ReconnectPolicy(base=0.01, cap=0.05), guild_ready_timeout=0.01
@@ -107,6 +107,8 @@ async def test_a_discord_voice_message_is_transcribed(
     assert [c.upload for c in speech.called("transcriptions")] == [OGG]
     assert fake_llm.requests[0].last_user_text.startswith("is the meeting still on")
     assert answer.channel_id == dm_channel(owner) and "is the meeting still on" in answer.content
+    [(name, data)] = answer.files.items()  # bots have no voice messages here: an audio file
+    assert name.endswith(".ogg") and data == SPOKEN
 
 
 @asynccontextmanager

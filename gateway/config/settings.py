@@ -53,6 +53,7 @@ from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
+from gateway.config.media import DocumentSettings, VoiceSettings
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
@@ -171,6 +172,7 @@ class ToolSettings(Section):
     exec: ExecSettings = ExecSettings()
     policy: ToolPolicySettings = ToolPolicySettings()
     web: WebToolSettings = WebToolSettings()
+    documents: DocumentSettings = DocumentSettings()
 
 
 class HeartbeatSettings(Section):
@@ -280,6 +282,7 @@ class Settings(BaseSettings):
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     mcp: McpSettings = McpSettings()
+    voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

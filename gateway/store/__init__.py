@@ -32,6 +32,7 @@ from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
+from gateway.store.voice import VoiceMinutes
 
 __all__ = [
     "AgentConversation",
@@ -128,6 +129,7 @@ class Store(Service):
         self.drafts = Drafts(self.db, clock=clock)
         self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
+        self.voice = VoiceMinutes(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -206,5 +208,7 @@ class Store(Service):
             "approval requests": await self.approval_requests.prune(records),
             "stream drafts": await self.drafts.prune(records),
             "audit": await self.audit.prune(now - retention.audit),
-            "usage": await self.usage.prune(now - retention.usage),
+            # the minutes of speech transcribed count as usage too
+            "usage": await self.usage.prune(now - retention.usage)
+            + await self.voice.prune(now - retention.usage),
         }

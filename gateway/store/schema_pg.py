@@ -352,6 +352,17 @@ PG_MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
+    # v16 (issue 32): seconds of speech transcribed per person per day, the [voice]
+    # allowance of members (gateway.store.voice)
+    """
+    CREATE TABLE voice_minutes (
+        person TEXT NOT NULL,                        -- channel:sender id
+        day TEXT NOT NULL,                           -- YYYY-MM-DD (UTC)
+        seconds DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (person, day)
+    );
+    """,
 )
 
 

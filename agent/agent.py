@@ -202,6 +202,7 @@ class Agent:
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
         )
         now = self._now(request)
+        new: list[ChatMessage] = []  # this turn's messages; one with a document taints it
         if not checkpoints:
             texts = [m.text for m in request.messages] or [request.prompt or ""]
             helpers = guidance(texts, [t.name for t in tools])
@@ -220,7 +221,7 @@ class Agent:
         system = self.context.system_prompt(
             request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
         )
-        turn_state = resumed_state(checkpoints, chat=request.chat, tainted=request.tainted)
+        turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
         turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)

@@ -22,6 +22,7 @@ from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
 from agent.memory import FileCache, MemoryStore, scope_for
 from agent.skills import SkillLibrary
 from agent.turn.request import TurnRequest
+from agent.untrusted import wrap_untrusted
 from gateway.core.messages import InboundMessage
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
@@ -184,12 +185,20 @@ def user_message(
         if attachment.kind == "image" and attachment.path and vision:
             images.append(ImagePart(attachment.path, attachment.mime_type or "image/jpeg"))
         detail = f": {attachment.note}" if attachment.note else ""
+        if attachment.transcript is not None:  # the person's own words, as they said them
+            said = "" if attachment.transcript == msg.text else f": {attachment.transcript}"
+            detail = f" (transcribed{said})"
         where = f" saved at {_shown_path(attachment.path, workspace)}" if attachment.path else ""
         notes.append(f"[{attachment.kind} attached: {label}{where}{detail}]")
+        if attachment.text is not None:  # a short document: its text, marked as outside
+            notes.append(wrap_untrusted(f"document {label}", attachment.text))
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
     files = tuple(a.path for a in msg.attachments if a.path)
-    return ChatMessage(role="user", content=text, images=tuple(images), files=files)
+    untrusted = any(a.text is not None for a in msg.attachments)
+    return ChatMessage(
+        role="user", content=text, images=tuple(images), files=files, untrusted=untrusted
+    )
 
 
 def said_blocks(msg: InboundMessage, zone: tzinfo | None) -> list[str]:

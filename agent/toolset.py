@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.documents.reader import DocumentReader
 from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
@@ -44,7 +45,7 @@ def default_tools(
                 "SWITCHBOARD_TOOLS__EXEC__SANDBOX=auto to run commands without it"
             ) from None
     tools: list[Tool] = [
-        ReadFile(),
+        ReadFile(DocumentReader(settings.tools.documents)),
         WriteFile(),
         EditFile(),
         ListDir(),

@@ -50,6 +50,13 @@ def test_secrets_never_print(monkeypatch: pytest.MonkeyPatch) -> None:
         ("SWITCHBOARD_LLM__CONTEXT_WINDOW", "-5", "llm.context_window"),
         ("SWITCHBOARD_LIMITS__MAX_CONCURRENT_TURNS", "lots", "limits.max_concurrent_turns"),
         ("SWITCHBOARD_LLM__MODLE", "x", "llm.modle"),
+        ("SWITCHBOARD_VOICE__REPLY", "auto", "voice"),  # spoken replies with no speech server
+        (
+            "SWITCHBOARD_VOICE__MAX_MINUTES_PER_PERSON_PER_DAY",
+            "-1",
+            "voice.max_minutes_per_person_per_day",
+        ),
+        ("SWITCHBOARD_TOOLS__DOCUMENTS__MEMORY_MB", "16", "tools.documents.memory_mb"),
     ],
 )
 def test_invalid_values_name_the_field(

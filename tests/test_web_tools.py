@@ -12,8 +12,9 @@ import pytest
 
 from agent.llm.metered import MeteredModel
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from agent.tools.web import WebFetch, WebSearch, wrap_untrusted
+from agent.tools.web import WebFetch, WebSearch
 from agent.toolset import default_tools
+from agent.untrusted import wrap_untrusted
 from agent.web.fetch import FetchLimits, PageFetcher
 from agent.web.pages import Budget
 from agent.web.search import SearchHit, SearchUnavailable, unavailable_reason

@@ -18,7 +18,7 @@ import mcp_types as types
 from agent.llm.images import MAX_IMAGE_BYTES
 from agent.llm.types import ImagePart
 from agent.tools.base import ToolResult
-from agent.tools.web import wrap_untrusted
+from agent.untrusted import wrap_untrusted
 
 _EXTENSIONS = {
     "image/png": ".png",

@@ -8,8 +8,13 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from agent.documents.formats import DocKind
+from agent.documents.ranges import parse_pages
+from agent.documents.reader import DocumentError, DocumentReader, document_kind
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.untrusted import wrap_untrusted
 from agent.workspace import PathDenied, Workspace
+from gateway.config.media import DocumentSettings
 from gateway.core.fileutil import write_atomic
 
 MAX_READ_BYTES = 2 * 1024 * 1024
@@ -64,18 +69,36 @@ def write_text_atomic(path: Path, content: str) -> None:
 
 class ReadFile(Tool):
     name = "read_file"
-    description = "Read a text file in the workspace (offset, limit: in lines, from 1)."
+    description = (
+        "Read a file in the workspace. Text: offset, limit (in lines, from 1). Documents "
+        "(PDF, DOCX, XLSX, CSV, PPTX, HTML, EPUB) come back as text with tables kept: pages "
+        "picks PDF pages, slides or chapters ('3', '2-5', '1,3,7-9'), sheet picks a "
+        "spreadsheet's sheet (name or number)."
+    )
     parameters = schema(
         {
             "path": {"type": "string"},
             "offset": {"type": "integer", "minimum": 1},
             "limit": {"type": "integer", "minimum": 1},
+            "pages": {"type": "string", "maxLength": 200},
+            "sheet": {"type": "string", "maxLength": 200},
         },
         ("path",),
     )
 
+    def __init__(self, documents: DocumentReader | None = None) -> None:
+        self._documents = documents or DocumentReader(DocumentSettings())
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _resolve(ctx, args["path"])
+        kind = await asyncio.to_thread(_document_kind, path)
+        if kind is not None:
+            return await self._document(path, kind, args, ctx)
+        if args.get("pages") or args.get("sheet"):
+            raise ToolError(
+                f"{args['path']} is not a document (PDF, DOCX, XLSX, CSV, PPTX, HTML, EPUB): "
+                "pages and sheet are for those; use offset and limit for text"
+            )
         text = await asyncio.to_thread(read_text, ctx.workspace, path)
         offset, limit = args.get("offset"), args.get("limit")
         if offset or limit:
@@ -86,6 +109,35 @@ class ReadFile(Tool):
                 return ToolResult(f"(no lines from {offset or 1}; the file has {len(lines)} lines)")
         # A file someone sent is outside content: reading it taints the turn like a web page.
         return ToolResult(text or "(empty file)", untrusted=ctx.workspace.is_untrusted(path))
+
+    async def _document(
+        self, path: Path, kind: DocKind, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """A document's text, read in a limited process of its own (agent/documents)."""
+        shown = ctx.workspace.relative(path)
+        limit = self._documents.settings.max_pages_per_read
+        pages = parse_pages(str(args["pages"]), limit=limit) if args.get("pages") else ()
+        try:
+            reading = await self._documents.read(
+                path, kind, pages=pages, sheet=args.get("sheet"), name=shown
+            )
+        except DocumentError as exc:
+            raise ToolError(f"{shown}: {exc}") from None
+        extract = reading.extract
+        if pages and not extract.parts and not extract.no_text_layer:
+            raise ToolError(
+                f"{shown} has {extract.total} {extract.unit}(s); pages {args['pages']} is past its end"
+            )
+        text = reading.render()
+        # A file someone sent is outside content: marked as such, and reading it taints the
+        # turn, as web_fetch does (agent/untrusted.py).
+        if ctx.workspace.is_untrusted(path):
+            return ToolResult(wrap_untrusted(f"document {shown}", text), untrusted=True)
+        return ToolResult(text)
+
+
+def _document_kind(path: Path) -> DocKind | None:
+    return document_kind(path) if path.is_file() else None
 
 
 class WriteFile(Tool):

@@ -46,6 +46,7 @@ class FileRef:
     mime_type: str | None
     size: int | None
     url: str | None
+    subtype: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,7 @@ def _file(data: dict[str, Any]) -> FileRef:
         mime_type=data.get("mimetype"),
         size=size if isinstance(size, int) else None,
         url=data.get("url_private_download") or data.get("url_private"),
+        subtype=data.get("subtype"),  # "slack_audio": a clip recorded in Slack
     )
 
 

@@ -59,7 +59,7 @@ class MediaStore:
 
     async def _fetch_one(self, ref: FileRef, folder: Path, stem: str) -> Attachment:
         described = Attachment(
-            kind=file_kind(ref.mime_type),
+            kind=file_kind(ref.mime_type, ref.subtype),
             mime_type=ref.mime_type,
             filename=ref.name,
             size=ref.size,

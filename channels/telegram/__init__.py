@@ -2,7 +2,7 @@
 
 Modules: ``adapter`` (lifecycle and wiring), ``polling`` / ``webhook`` (intake that
 acknowledges only journaled updates), ``convert`` (pure Update → InboundMessage),
-``media`` (inbound files, voice transcription), ``render`` (markdown → entities, splitting),
+``media`` (inbound files), ``render`` (markdown → entities, splitting),
 ``sender`` (paced, typed-error delivery), ``buttons`` (approval requests with an inline
 keyboard, and acknowledging a press), ``state`` (command registry file, token lock).
 """

@@ -35,7 +35,6 @@ from channels.telegram.probe import probe as check_credentials
 from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
-from channels.voice import Transcriber
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
@@ -88,22 +87,10 @@ class TelegramChannel:
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
         pacing = pacing or Pacing.overall_rate(section.messages_per_second)
         self._sender = Sender(self.bot, pacing, pacer=pacer)
-        transcriber = (
-            Transcriber(
-                base_url=section.transcription_base_url,
-                api_key=section.transcription_api_key.get_secret_value()
-                if section.transcription_api_key
-                else None,
-                model=section.transcription_model,
-            )
-            if section.transcription_enabled
-            else None
-        )
         self._media = MediaFetcher(
             self.bot,
             settings.workspace_dir / "attachments" / self.name,
             max_bytes=section.max_attachment_bytes,
-            transcriber=transcriber,
         )
         self._state = ChannelState(settings.data_dir / "channels" / f"{self.name}.json")
         self._lock = TokenLock(token)
@@ -162,7 +149,6 @@ class TelegramChannel:
         if self.webhook is not None:
             await self.webhook.stop()
             self.webhook = None
-        await self._media.aclose()
         with contextlib.suppress(Exception):
             await self.bot.shutdown()
         self._connected.clear()
@@ -254,7 +240,7 @@ class TelegramChannel:
             self._sender.ids.saw(seen.chat.id, seen.message_id)
         if converted.media:  # text alone costs nothing: no need to ask (a journal read)
             admitted = await self._sink.admits(message)  # pairings and redeliveries included
-            message = await self._media.attach(converted, download=admitted, transcribe=admitted)
+            message = await self._media.attach(converted, download=admitted)
         await self._sink.publish_inbound(message)  # raises -> not acknowledged
         self._last_message_at = time.time()
         if update.callback_query is not None:  # a button press: stop its spinner

@@ -1,11 +1,12 @@
-"""Inbound files: fetched with ``getFile`` into the workspace, size-capped, voice transcribed.
+"""Inbound files: fetched with ``getFile`` into the workspace, size-capped.
 
 Files land in ``<workspace>/attachments/telegram/<YYYY-MM-DD>/`` under a generated name
 built from the chat, the message and Telegram's ``file_unique_id`` — never from the name the
 sender chose — so a redelivered update rewrites the same file instead of leaving a copy.
 A file that is too large or cannot be fetched still reaches the agent as a note saying so:
 the message is never held back (a download that always fails would block every update
-behind it), and it is never silently dropped.
+behind it), and it is never silently dropped. Voice notes are transcribed after the access
+gate, for every channel alike (gateway/runtime/understanding.py).
 """
 
 from __future__ import annotations
@@ -21,16 +22,11 @@ from telegram import Bot
 from telegram.error import TelegramError
 
 from channels.telegram.convert import Converted, MediaRef
-from channels.voice import Transcriber, transcribed
 from gateway.core.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
-_UNTRUSTED_VOICE = (
-    "a voice note arrived; it was not transcribed (transcription is used for senders in "
-    "telegram.allow_from, admins and owners only)"
-)
 _DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
 
 
@@ -41,27 +37,21 @@ class MediaFetcher:
         root: Path,
         *,
         max_bytes: int,
-        transcriber: Transcriber | None = None,
     ) -> None:
         self._bot = bot
         self._root = root
         self._max_bytes = max_bytes
-        self._transcriber = transcriber
 
-    async def attach(
-        self, converted: Converted, *, download: bool = True, transcribe: bool = True
-    ) -> InboundMessage:
+    async def attach(self, converted: Converted, *, download: bool = True) -> InboundMessage:
         """The message with its files stored (or explained) as attachments.
 
         ``download=False`` for messages that cannot lead to a turn (group chatter, a group
-        the bot may not talk in): their files are described, not fetched. ``transcribe=False``
-        for senders not known to be allowed, so strangers cannot run up transcription costs.
+        the bot may not talk in, a stranger): their files are described, not fetched.
         """
         msg = converted.message
         if not converted.media:
             return msg
         attachments = []
-        text = msg.text
         for ref in converted.media:
             if not download:
                 attachments.append(_described(ref, "not downloaded: not addressed to the bot"))
@@ -72,14 +62,8 @@ class MediaFetcher:
                     attachment,
                     note=f"a voice note arrived and could not be stored ({attachment.note})",
                 )
-            elif ref.kind == "voice" and not transcribe:
-                attachment = replace(attachment, note=_UNTRUSTED_VOICE)
-            elif ref.kind == "voice":
-                attachment, transcript = await transcribed(attachment, self._transcriber)
-                if transcript and not text:
-                    text = transcript
             attachments.append(attachment)
-        return replace(msg, text=text, attachments=tuple(attachments))
+        return replace(msg, attachments=tuple(attachments))
 
     async def _fetch(self, msg: InboundMessage, ref: MediaRef) -> Attachment:
         base = _described(ref)
@@ -107,10 +91,6 @@ class MediaFetcher:
         message_id = msg.platform_message_id.rpartition(":")[2]
         stem = "-".join(_SAFE.sub("", part) for part in (msg.chat_id, message_id, ref.unique_id))
         return self._root / day / (stem + _suffix(ref, remote_path))
-
-    async def aclose(self) -> None:
-        if self._transcriber is not None:
-            await self._transcriber.aclose()
 
 
 def _described(ref: MediaRef, note: str | None = None) -> Attachment:

@@ -362,6 +362,14 @@ class Sender:
                 message_thread_id=to.thread,
                 reply_parameters=to.reply,
             )
+        if attachment.kind == "voice" and path.suffix in (".ogg", ".oga", ".opus"):
+            return await self._bot.send_voice(  # played in the chat, like the person's own
+                chat_id=to.chat_id,
+                voice=path,
+                filename=name,
+                message_thread_id=to.thread,
+                reply_parameters=to.reply,
+            )
         return await self._bot.send_document(
             chat_id=to.chat_id,
             document=path,

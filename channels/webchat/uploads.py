@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from aiohttp import BodyPartReader
 
-from gateway.core.messages import Attachment
+from gateway.core.messages import Attachment, AttachmentKind
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 CHUNK = 256 * 1024
@@ -65,7 +65,7 @@ async def save_part(part: BodyPartReader, root: Path, *, limit: int) -> Attachme
         raise
     await asyncio.to_thread(handle.close)
     return Attachment(
-        kind="image" if mime.lower() in IMAGE_TYPES else "document",
+        kind=_kind(mime.lower()),
         path=str(path.resolve()),
         mime_type=mime.lower(),
         filename=label,
@@ -91,3 +91,10 @@ async def read_field(part: BodyPartReader, *, limit: int, what: str = "a form fi
         if len(data) > limit:
             raise TooLarge(limit, what)
     return data.decode("utf-8", errors="replace")
+
+
+def _kind(mime: str) -> AttachmentKind:
+    """A recording (audio/*) is transcribed like any channel's (gateway/runtime/understanding.py)."""
+    if mime in IMAGE_TYPES:
+        return "image"
+    return "audio" if mime.startswith("audio/") else "document"

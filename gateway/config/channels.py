@@ -123,7 +123,8 @@ class TelegramSettings(LiveChannelSection):
     poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
     messages_per_second: float = Field(default=30.0, gt=0, le=1000)
-    # Voice notes are transcribed when a base URL or key is set (any OpenAI-compatible server).
+    # Deprecated: [voice] configures transcription for every channel. These still work, as
+    # [voice]'s base_url, api_key and model when [voice] sets neither base_url nor api_key.
     transcription_base_url: str | None = None
     transcription_api_key: SecretStr | None = None
     transcription_model: str = "whisper-1"

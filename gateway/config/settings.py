@@ -52,6 +52,7 @@ from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
+from gateway.config.media import DocumentSettings, VoiceSettings
 from gateway.config.people import (
     PersonSettings,
     UserSettings,
@@ -179,6 +180,7 @@ class ToolSettings(Section):
     exec: ExecSettings = ExecSettings()
     policy: ToolPolicySettings = ToolPolicySettings()
     web: WebToolSettings = WebToolSettings()
+    documents: DocumentSettings = DocumentSettings()
 
 
 class HeartbeatSettings(Section):
@@ -285,6 +287,7 @@ class Settings(BaseSettings):
     user: UserSettings = UserSettings()
     people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
+    voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

@@ -69,6 +69,10 @@ class Attachment:
     size: int | None = None
     platform_file_id: str | None = None
     note: str | None = None  # e.g. a voice transcription, or why a file was not stored
+    # A short document's text, read when it arrived: outside content, so a message that
+    # carries one taints its turn (agent/context.py:user_message).
+    text: str | None = None
+    transcript: str | None = None  # what a voice note or audio file says (gateway/runtime/voice.py)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:

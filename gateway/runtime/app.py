@@ -74,6 +74,7 @@ from gateway.runtime.turns.handlers import TurnHandlers
 from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
 from gateway.runtime.turns.task_results import TaskResultTurns
+from gateway.runtime.understanding import understanding
 from gateway.runtime.zones import Zones
 from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
@@ -121,7 +122,11 @@ class Gateway(Service):
                 store=self.store, bus=self.bus, max_hops=settings.agent_messages.max_hops
             )
             self.channels[agent_channel.name] = agent_channel
-        self.gate = AccessGate(self.bus, self.store, sections, on_outbound=self.bus.outbound_ready)
+        # voice notes transcribed, documents read: once, for every channel, before the journal
+        self.understanding = understanding(settings, self.bus, self.store, sections)
+        self.gate = AccessGate(
+            self.understanding, self.store, sections, on_outbound=self.bus.outbound_ready
+        )
         self.router = Router(settings.routes, tuple(settings.agents))
         # -- models: one concurrency cap per endpoint for everything that calls it (all
         # agents, their subagents, summaries, reflection, page condensing); one provider per
@@ -307,6 +312,7 @@ class Gateway(Service):
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=settings.channel_sections(),
             zones=self.zones,
+            spoken=self.understanding.spoken_replies(settings.workspace_dir),
         )
         scheduled = ScheduledTurns(
             store=self.store,
@@ -442,6 +448,7 @@ class Gateway(Service):
         for provider in self.models.providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()
+        await self.understanding.aclose()
         await self.store.stop()
         await self.guard.release()
 

@@ -35,6 +35,7 @@ from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
+from gateway.store.voice import VoiceMinutes
 
 __all__ = [
     "AgentConversation",
@@ -137,6 +138,7 @@ class Store(Service):
         self.nodes = Nodes(self.db)
         self.group_context = GroupContext(self.db, clock=clock)
         self.people = People(self.db, clock=clock)
+        self.voice = VoiceMinutes(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -217,5 +219,7 @@ class Store(Service):
             # what was said in groups while nobody addressed the bot: the journal's window
             "group context": await self.group_context.prune(now - retention.journal),
             "audit": await self.audit.prune(now - retention.audit),
-            "usage": await self.usage.prune(now - retention.usage),
+            # the minutes of speech transcribed count as usage too
+            "usage": await self.usage.prune(now - retention.usage)
+            + await self.voice.prune(now - retention.usage),
         }

@@ -360,8 +360,19 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
-    # v19 (issue 32; renumbered at merge): group messages the bot was not addressed in,
-    # kept as context for the next message that addresses it (gateway.runtime.group_context);
+    # v16 (issue 32): seconds of speech transcribed per person per day, the [voice]
+    # allowance of members (gateway.store.voice)
+    """
+    CREATE TABLE voice_minutes (
+        person TEXT NOT NULL,                        -- channel:sender id
+        day TEXT NOT NULL,                           -- YYYY-MM-DD (UTC)
+        seconds REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (person, day)
+    );
+    """,
+    # v17 (issue 32 parts 3-5): group messages the bot was not addressed in, kept as
+    # context for the next message that addresses it (gateway.runtime.group_context);
     # each person's own time zone; the chats the bot knows by name, and the chats each
     # person has sent to (a first send elsewhere is confirmed)
     """

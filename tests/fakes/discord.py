@@ -277,7 +277,7 @@ class FakeDiscord:
         guild: bool = False,
         mentions: tuple[dict[str, Any], ...] = (),
         reply_to: Posted | None = None,
-        attachments: tuple[tuple[str, str, bytes], ...] = (),  # (filename, mime, data)
+        attachments: tuple[tuple[Any, ...], ...] = (),  # (filename, mime, data[, fields])
         message_id: int | None = None,
         replying_to_person: tuple[int, dict[str, Any], str] | None = None,
     ) -> int:
@@ -356,7 +356,10 @@ class FakeDiscord:
             content, author=author, channel_id=int(author["id"]) + 7, **kwargs
         )
 
-    def _attachment_payload(self, filename: str, mime: str, data: bytes) -> dict[str, Any]:
+    def _attachment_payload(
+        self, filename: str, mime: str, data: bytes, *extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``extra``: more fields, e.g. a voice message's ``duration_secs`` and ``waveform``."""
         aid = self.snowflake()
         name = f"{aid}-{filename}"
         self.files[name] = data
@@ -368,6 +371,7 @@ class FakeDiscord:
             "url": url,
             "proxy_url": url,
             "content_type": mime,
+            **({} if not extra else extra[0]),
         }
 
     def _message_payload(self, posted: Posted) -> dict[str, Any]:

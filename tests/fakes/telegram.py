@@ -318,11 +318,11 @@ class FakeTelegram:
         return [c for c in self.calls if c.method == method]
 
     def sent(self, chat_id: int | None = None) -> list[Call]:
-        """Messages the bot delivered (text, photos, documents), in order."""
+        """Messages the bot delivered (text, photos, documents, voice), in order."""
         return [
             c
             for c in self.calls
-            if c.method in ("sendMessage", "sendPhoto", "sendDocument")
+            if c.method in ("sendMessage", "sendPhoto", "sendDocument", "sendVoice")
             and c.params.get("_ok")
             and (chat_id is None or int(c.params["chat_id"]) == chat_id)
         ]
@@ -607,11 +607,17 @@ class FakeTelegram:
     async def _m_sendDocument(self, call: Call) -> web.Response:
         return _ok(self._sent_message(call, document={"file_id": "D", "file_unique_id": "D"}))
 
+    async def _m_sendVoice(self, call: Call) -> web.Response:
+        voice = {"file_id": "V", "file_unique_id": "V", "duration": 1}
+        return _ok(self._sent_message(call, voice=voice))
+
     def _sent_message(self, call: Call, **content: Any) -> dict[str, Any]:
         chat_id = int(call.params["chat_id"])
         kind = "private" if chat_id > 0 else "supergroup"
         message_id = self.next_message_id(chat_id)
-        shown = content.get("text") or ("[photo]" if "photo" in content else "[document]")
+        shown = content.get("text") or next(
+            (f"[{kind}]" for kind in ("photo", "voice") if kind in content), "[document]"
+        )
         key = (chat_id, message_id)
         self.chat[key] = (shown, call.params.get("entities") or [])
         if "text" not in content:

@@ -28,6 +28,7 @@ from gateway.runtime.live import LiveDisplay
 from gateway.runtime.routing import agent_for
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.routes import Route, Routes
+from gateway.runtime.voice import SpokenReplies
 from gateway.runtime.zones import Zones
 from gateway.store import HomeChat, OpenTurn, Store
 from gateway.store.home import replaces
@@ -50,6 +51,7 @@ class ChatTurns:
         max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
         zones: Zones | None = None,
+        spoken: SpokenReplies | None = None,
     ) -> None:
         self._store = store
         self._agents = agents
@@ -64,6 +66,7 @@ class ChatTurns:
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
         self._zones = zones  # each person's own time zone
+        self._spoken = spoken  # voice.reply = "auto": a voice note is answered aloud too
 
     async def run(self, batch: TurnBatch) -> OpenTurn | None:
         """Answer the batch; returns the turn instead when it waits for an approval."""
@@ -148,6 +151,8 @@ class ChatTurns:
                 return refusal
         async with self._display.working(request.chat):
             outcome = await agent.run_turn(request)
+            if self._spoken is not None and outcome.awaiting is None:
+                outcome = await self._spoken.add(request, outcome)
         if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
             # Its answer may carry what it read: the rest of the exchange is tainted.
             await self._store.agent_conversations.taint(last.thread_id)

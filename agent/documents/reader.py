@@ -1,0 +1,209 @@
+"""Reading a document from the gateway: the worker process, a timeout, what the model reads.
+
+Extraction never runs on the event loop nor in the gateway's process: each read starts
+``agent.documents.worker`` with a minimal environment (no secrets), its request on stdin,
+and kills it at ``timeout_seconds``. At most ``concurrency`` run at once, so a burst of
+attachments cannot fill the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.documents.formats import DocKind, Extract
+from gateway.config.media import DocumentSettings
+
+_SUFFIXES: dict[str, DocKind] = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".pptx": "pptx",
+    ".epub": "epub",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+}
+_MIME: dict[str, DocKind] = {
+    "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/epub+zip": "epub",
+    "text/csv": "csv",
+    "text/html": "html",
+}
+_NAMES: dict[DocKind, str] = {
+    "pdf": "PDF",
+    "docx": "Word document",
+    "xlsx": "spreadsheet",
+    "pptx": "presentation",
+    "epub": "EPUB book",
+    "csv": "CSV table",
+    "html": "HTML page",
+}
+
+
+class DocumentError(Exception):
+    """The document could not be read; the message says why, for the person and the model."""
+
+
+def document_kind(path: Path, mime_type: str | None = None) -> DocKind | None:
+    """What kind of document ``path`` is (by its name, its MIME type, then its first bytes);
+    None for plain text and for files that are no document we read."""
+    kind = _SUFFIXES.get(path.suffix.lower()) or _MIME.get((mime_type or "").split(";")[0])
+    if kind is not None:
+        return kind
+    with contextlib.suppress(OSError), path.open("rb") as handle:
+        if handle.read(5) == b"%PDF-":
+            return "pdf"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One read: the extract and how it is shown."""
+
+    extract: Extract
+    name: str
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(text for _, text in self.extract.parts if text).strip()
+
+    def header(self) -> str:
+        ex = self.extract
+        what = _NAMES[ex.kind]
+        if ex.unit == "document":
+            return f"{self.name}: {what}"
+        plural = "" if ex.total == 1 else "s"
+        head = f"{self.name}: {what}, {ex.total} {ex.unit}{plural}"
+        if ex.names and ex.kind == "xlsx":
+            head += f" ({', '.join(ex.names)})"
+        return head
+
+    def render(self) -> str:
+        """The header, a note when there is no text, then each part under its label."""
+        ex = self.extract
+        lines = [f"[{self.header()}]"]
+        if ex.no_text_layer:
+            lines.append(
+                "[no text layer: the PDF holds only images of its pages (a scan), so there "
+                "is no text to read; it would need OCR]"
+            )
+            return "\n".join(lines)
+        for label, text in ex.parts:
+            if ex.unit != "document":
+                lines.append(f"--- {label} ---")
+            lines.append(text or "(no text)")
+        if ex.truncated_after:
+            more = (
+                f"; read on with pages (e.g. the {ex.unit}s after it)"
+                if ex.unit in ("page", "slide", "chapter")
+                else "; ask for one sheet with sheet"
+                if ex.unit == "sheet"
+                else ""
+            )
+            lines.append(f"[... stopped after {ex.truncated_after}: the size cap{more}]")
+        return "\n".join(lines)
+
+
+class DocumentReader:
+    """Reads documents through the worker process, under :class:`DocumentSettings`."""
+
+    def __init__(self, settings: DocumentSettings) -> None:
+        self.settings = settings
+        self._slots = asyncio.Semaphore(settings.concurrency)
+
+    async def read(
+        self,
+        path: Path,
+        kind: DocKind,
+        *,
+        pages: tuple[int, ...] = (),
+        sheet: str | None = None,
+        max_chars: int | None = None,
+        name: str | None = None,
+    ) -> Reading:
+        limits = self.settings
+        request: dict[str, Any] = {
+            "path": str(path),
+            "kind": kind,
+            "pages": list(pages),
+            "sheet": sheet,
+            "max_chars": max_chars or limits.max_read_chars,
+            "max_expanded": limits.max_expanded_mb * 1_000_000,
+            "memory_mb": limits.memory_mb,
+            "cpu_seconds": max(1, int(limits.timeout_seconds)),
+        }
+        async with self._slots:
+            answer = await self._run(json.dumps(request).encode())
+        if "error" in answer:
+            raise DocumentError(str(answer["error"]))
+        data = answer["ok"]
+        extract = Extract(
+            kind=data["kind"],
+            unit=data["unit"],
+            total=int(data["total"]),
+            parts=[(str(a), str(b)) for a, b in data["parts"]],
+            names=list(data["names"]),
+            no_text_layer=bool(data["no_text_layer"]),
+            truncated_after=data["truncated_after"],
+        )
+        return Reading(extract, name or path.name)
+
+    async def _run(self, request: bytes) -> dict[str, Any]:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "agent.documents.worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=_worker_env(),
+            )
+        except OSError as exc:  # out of processes or memory: this read fails, not the gateway
+            raise DocumentError(f"the reader could not start ({exc.strerror or exc})") from exc
+        try:
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                out, _ = await process.communicate(request)
+        except TimeoutError:
+            raise DocumentError(
+                f"reading it took longer than {self.settings.timeout_seconds:g} seconds "
+                "(stopped: the file may be damaged or crafted)"
+            ) from None
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        if process.returncode != 0 or not out:
+            raise DocumentError(_died(process.returncode))
+        try:
+            answer: dict[str, Any] = json.loads(out)
+        except ValueError:
+            raise DocumentError("the reader's answer was cut short") from None
+        return answer
+
+
+def _died(code: int | None) -> str:
+    if code is not None and code < 0 and -code in (9, 24):  # SIGKILL, SIGXCPU
+        return "reading it needed more time or memory than documents may use (stopped)"
+    return f"the reader stopped without an answer (exit code {code}; a damaged or crafted file)"
+
+
+def _worker_env() -> dict[str, str]:
+    """What the worker inherits: where Python finds our code, nothing else (no keys)."""
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root  # the source tree, when not installed
+    return env

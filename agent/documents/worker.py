@@ -1,0 +1,50 @@
+"""The process that opens a document: ``python -m agent.documents.worker`` < request JSON.
+
+It limits itself before it reads anything: address space (``memory_mb``), CPU seconds,
+no file written (``RLIMIT_FSIZE`` 0, ``SIGXFSZ`` ignored so a write fails instead of
+killing), few open files. A crafted PDF that loops or balloons ends here, with an exit
+code the reader turns into a message; the gateway's own process never parses the file.
+The answer is one JSON object on stdout: ``{"ok": extract}`` or ``{"error": message}``.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import sys
+from typing import Any
+
+from agent.documents.formats import DocumentRefused, Request, extract
+
+_MB = 1024 * 1024
+
+
+def limit(*, memory_mb: int, cpu_seconds: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * _MB, memory_mb * _MB))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.stdin.read())
+    limit(memory_mb=int(spec.pop("memory_mb")), cpu_seconds=int(spec.pop("cpu_seconds")))
+    spec["pages"] = tuple(spec.get("pages") or ())
+    try:
+        answer: dict[str, Any] = {"ok": extract(Request(**spec)).to_dict()}
+    except DocumentRefused as exc:
+        answer = {"error": str(exc)}
+    except MemoryError:
+        answer = {"error": "reading it needed more memory than documents may use"}
+    except RecursionError:
+        answer = {"error": "the file is nested too deeply to read (damaged or crafted)"}
+    except Exception as exc:  # any parser's failure on a hostile file is that file's fault
+        answer = {"error": f"it could not be read ({type(exc).__name__}: {exc})"}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""What people send, made readable once, for every channel: between the access gate and the
+journal.
+
+Channels store the files that come with a message (``workspace/attachments/<channel>/``)
+and hand the message in; the gate lets it through; :class:`Understanding` then, before it
+is journaled:
+
+- transcribes voice notes and audio files (:mod:`gateway.runtime.voice`), members within
+  their daily minutes; the transcript is stored with the message (``Attachment.transcript``)
+  and becomes its text when the person wrote nothing;
+- reads documents (:mod:`agent.documents`): a short one's text goes with the message
+  (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
+  page count, to be read with ``read_file``.
+
+Only messages the gate admitted reach it, so strangers cost nothing; a platform's
+redelivery (already journaled) is passed on untouched, never transcribed twice. A failure
+becomes a note on the attachment: the message itself always goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from agent.documents.reader import DocumentError, DocumentReader, document_kind
+from gateway.config.channels import ChannelSection
+from gateway.config.settings import Settings
+from gateway.core.bus import Accepted, InboundSink
+from gateway.core.messages import Attachment, InboundMessage
+from gateway.core.principal import Principal
+from gateway.runtime.access import principal_for
+from gateway.runtime.voice import Allowance, Speech, SpeechError, SpokenReplies, voice_settings
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 4  # the inline budget is in tokens; documents are measured in characters
+_PLAIN = {".txt", ".md", ".markdown", ".text", ".log", ".json", ".yaml", ".yml", ".toml"}
+_HEARD = ("voice", "audio")
+
+
+class Understanding:
+    """The :class:`InboundSink` the access gate hands admitted messages to."""
+
+    def __init__(
+        self,
+        inner: InboundSink,
+        *,
+        sections: Mapping[str, ChannelSection],
+        documents: DocumentReader,
+        speech: Speech | None = None,
+        allowance: Allowance | None = None,
+    ) -> None:
+        self._inner = inner
+        self._sections = sections
+        self._documents = documents
+        self._speech = speech
+        self._allowance = allowance
+        self._inline_chars = documents.settings.inline_tokens * CHARS_PER_TOKEN
+
+    async def publish_inbound(self, msg: InboundMessage) -> Accepted:
+        if any(a.path for a in msg.attachments) and await self._inner.admits(msg):
+            msg = await self._understood(msg)
+        return await self._inner.publish_inbound(msg)
+
+    async def admits(self, msg: InboundMessage) -> bool:
+        return await self._inner.admits(msg)
+
+    async def settled(self, channel: str) -> None:
+        await self._inner.settled(channel)
+
+    def spoken_replies(self, workspace: Path) -> SpokenReplies | None:
+        """The answers' voice (``voice.reply = "auto"``), or None."""
+        if self._speech is None or self._speech.settings.reply != "auto":
+            return None
+        return SpokenReplies(self._speech, workspace / "attachments" / "voice-replies")
+
+    async def aclose(self) -> None:
+        if self._speech is not None:
+            await self._speech.aclose()
+
+    async def _understood(self, msg: InboundMessage) -> InboundMessage:
+        principal = principal_for(msg, self._sections.get(msg.channel))
+        text = msg.text
+        attachments = []
+        for attachment in msg.attachments:
+            understood = attachment
+            if attachment.path is None:
+                pass
+            elif attachment.kind in _HEARD:
+                understood = await self._heard(attachment, principal, msg)
+                if understood.transcript and not text.strip():
+                    text = understood.transcript
+            elif attachment.kind == "document":
+                understood = await self._read(attachment)
+            attachments.append(understood)
+        return replace(msg, text=text, attachments=tuple(attachments))
+
+    async def _heard(
+        self, attachment: Attachment, principal: Principal, msg: InboundMessage
+    ) -> Attachment:
+        what = "voice note" if attachment.kind == "voice" else "audio file"
+        if self._speech is None or self._allowance is None:
+            return replace(
+                attachment,
+                note=f"a {what} arrived; it was not transcribed (no transcription service "
+                "is configured: [voice] base_url)",
+            )
+        refusal = await self._allowance.refusal(principal, msg.received_at)
+        if refusal is not None:
+            return replace(attachment, note=f"a {what} arrived; not transcribed: {refusal}")
+        assert attachment.path is not None
+        try:
+            heard = await self._speech.transcribe(Path(attachment.path))
+        except (SpeechError, OSError) as exc:  # never a reason to hold the message back
+            log.warning("%s: transcription failed: %s", msg.channel, exc)
+            return replace(attachment, note=f"a {what} arrived; transcription failed: {exc}")
+        await self._allowance.charge(principal, msg.received_at, heard.seconds)
+        if not heard.text:
+            return replace(attachment, note=f"an empty {what} ({heard.seconds:.0f} s)")
+        return replace(attachment, note=None, transcript=heard.text)
+
+    async def _read(self, attachment: Attachment) -> Attachment:
+        assert attachment.path is not None
+        path = Path(attachment.path)
+        name = attachment.filename or path.name
+        kind = await asyncio.to_thread(document_kind, path, attachment.mime_type)
+        if kind is None:
+            return await asyncio.to_thread(self._plain, attachment, path)
+        try:
+            reading = await self._documents.read(
+                path, kind, max_chars=self._inline_chars + 1, name=name
+            )
+        except DocumentError as exc:
+            return replace(attachment, note=f"it could not be read: {exc}")
+        extract = reading.extract
+        if extract.no_text_layer:
+            note = (
+                f"{reading.header()}: no text layer (a scanned document: images of pages, "
+                "no text to read without OCR)"
+            )
+            return replace(attachment, note=note)
+        body = reading.render()
+        if extract.truncated_after is None and len(body) <= self._inline_chars:
+            return replace(attachment, note=reading.header(), text=body)
+        note = (
+            f"{reading.header()}; too long to go with the message: read it with read_file "
+            "(pages or sheet to pick a part)"
+        )
+        return replace(attachment, note=note)
+
+    def _plain(self, attachment: Attachment, path: Path) -> Attachment:
+        """A short plain-text file goes with the message too; anything else stays a file."""
+        mime = (attachment.mime_type or "").split(";")[0]
+        if path.suffix.lower() not in _PLAIN and mime != "text/plain":
+            return attachment
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(self._inline_chars + 1)
+        except OSError:
+            return attachment
+        if b"\x00" in data:
+            return attachment
+        if len(data) > self._inline_chars:
+            return replace(
+                attachment, note="too long to go with the message: read it with read_file"
+            )
+        return replace(attachment, text=data.decode("utf-8", errors="replace"))
+
+
+def understanding(
+    settings: Settings, inner: InboundSink, store: Store, sections: Mapping[str, ChannelSection]
+) -> Understanding:
+    """The stage for ``settings``: speech only when ``[voice]`` (or the older
+    ``telegram.transcription_*``) names a server."""
+    voice = voice_settings(settings)
+    speech = Speech(voice) if voice.enabled else None
+    return Understanding(
+        inner,
+        sections=sections,
+        documents=DocumentReader(settings.tools.documents),
+        speech=speech,
+        allowance=Allowance(store.voice, voice) if speech is not None else None,
+    )

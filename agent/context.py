@@ -195,7 +195,8 @@ def user_message(
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
     files = tuple(a.path for a in msg.attachments if a.path)
-    untrusted = any(a.text is not None for a in msg.attachments)
+    # a short document's text, or what others said in the group (context, quotes)
+    untrusted = any(a.text is not None for a in msg.attachments) or msg.untrusted_context
     return ChatMessage(
         role="user", content=text, images=tuple(images), files=files, untrusted=untrusted
     )
@@ -220,7 +221,9 @@ def said_blocks(msg: InboundMessage, zone: tzinfo | None) -> list[str]:
             when = ""
             if said.at is not None and zone is not None:
                 when = f"[{datetime.fromtimestamp(said.at, zone):%H:%M}] "
-            lines.append(f"{when}{said.author}: {said.text}")
+            # a message's own lines are indented: none of them can pass for the block's end
+            text = "\n    ".join(said.text.splitlines() or [""])
+            lines.append(f"{when}{said.author}: {text}")
         lines.append("[end of earlier group messages]")
         blocks.append("\n".join(lines))
     return blocks

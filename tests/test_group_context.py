@@ -15,7 +15,7 @@ from channels.discord.adapter import DiscordChannel
 from channels.matrix.convert import Room as MatrixRoom
 from channels.matrix.convert import convert as matrix_convert
 from channels.slack import SlackChannel
-from gateway.core.messages import Said
+from gateway.core.messages import ChatType, InboundMessage, Said
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, TEXT_CHANNEL, FakeDiscord
@@ -179,3 +179,23 @@ def test_a_matrix_reply_carries_the_text_its_fallback_quotes() -> None:
     message = converted.message
     assert message.text == "why?"
     assert message.quote == Said("Eve", "the boiler makes a noise\nsince Monday")
+
+
+def test_a_journaled_message_keeps_its_quote_and_context() -> None:
+    """What the journal stores (JSON) brings the quote and the context back after a restart."""
+    message = InboundMessage(
+        channel="telegram",
+        chat_id="-1",
+        sender_id="42",
+        text="what do you think?",
+        platform_message_id="-1:9",
+        chat_type=ChatType.GROUP,
+        quote=Said("Bob", "rent goes up", at=1.5),
+        context=(Said("Alice", "lease ends in May", at=1.0), Said("Bob", "rent goes up", at=1.5)),
+        chat_name="Flat",
+    )
+    again = InboundMessage.from_dict(json.loads(json.dumps(message.to_dict())))
+    assert again == message
+    assert (
+        InboundMessage.from_dict({**message.to_dict(), "quote": None, "context": []}).context == ()
+    )

@@ -196,6 +196,7 @@ def test_a_journaled_message_keeps_its_quote_and_context() -> None:
     )
     again = InboundMessage.from_dict(json.loads(json.dumps(message.to_dict())))
     assert again == message
-    assert (
-        InboundMessage.from_dict({**message.to_dict(), "quote": None, "context": []}).context == ()
-    )
+    older = {
+        k: v for k, v in message.to_dict().items() if k not in ("quote", "context", "chat_name")
+    }
+    assert InboundMessage.from_dict(older).context == ()  # rows journaled before this version

@@ -166,6 +166,8 @@ class AccessGate:
             await self._remember_name(msg)
         if decision.verdict is Verdict.ALLOW:
             await self._remember_use(msg)
+            if not msg.is_group:
+                return await self._inner.publish_inbound(msg)
             msg, heard_up_to = await self._context.attach(msg, section)
             accepted = await self._inner.publish_inbound(msg)
             if heard_up_to is not None and accepted is Accepted.NEW:

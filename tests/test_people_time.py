@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gateway.cli.doctor import config_checks
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -133,3 +134,9 @@ async def test_a_job_due_in_the_persons_quiet_hours_waits_until_they_end(
     assert during == ["I'll remind you at 23:00."]
     assert waiting.next_run == datetime(2026, 11, 23, 22, 0, tzinfo=UTC)  # 07:00 JST
     assert tg.texts(MEMBER)[-1] == "Water the plants"
+
+
+def test_doctor_names_the_deprecated_key(tmp_path: Any) -> None:
+    [check] = config_checks(Settings(home=tmp_path, heartbeat={"timezone": "Europe/Lisbon"}), None)
+    assert check.status == "warn" and "rename it to user.timezone" in check.message
+    assert config_checks(Settings(home=tmp_path, user={"timezone": "Europe/Lisbon"}), None) == []

@@ -14,12 +14,15 @@ person's own words), and nothing of it is written to anyone's memory.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from agent.tokens import estimate
 from gateway.config.channels import ChannelSection
 from gateway.core.messages import InboundMessage, Said
 from gateway.store import Store
+
+log = logging.getLogger(__name__)
 
 MAX_TOKENS = 1_500  # all of one message's group context
 MAX_LINE_CHARS = 600  # one message of it (longer ones are cut, marked with an ellipsis)
@@ -74,4 +77,10 @@ class GroupContextBook:
         return replace(msg, context=tuple(lines)), heard[-1].id
 
     async def forget(self, msg: InboundMessage, up_to: int) -> None:
-        await self._store.group_context.forget(msg.session_key, up_to)
+        """Drop what went with ``msg`` (journaled by now). A failure here must not withhold
+        the platform's acknowledgement of a journaled message: the context would only go
+        along once more, with the next message."""
+        try:
+            await self._store.group_context.forget(msg.session_key, up_to)
+        except Exception as exc:
+            log.warning("group context of %s kept after its message: %s", msg.session_key, exc)

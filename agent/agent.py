@@ -51,6 +51,7 @@ from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
 from gateway.core.principal import Principal
+from gateway.core.schedule_spec import zone as zone_named
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
@@ -200,7 +201,7 @@ class Agent:
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
         )
-        now = self._clock()
+        now = self._now(request)
         new: list[ChatMessage] = []  # this turn's messages; one with a document taints it
         if not checkpoints:
             texts = [m.text for m in request.messages] or [request.prompt or ""]
@@ -381,7 +382,7 @@ class Agent:
                     message,
                     vision=self.config.vision,
                     workspace=self.workspace.root,
-                    zone=self._clock().tzinfo,
+                    zone=self._now(request).tzinfo,
                 )
                 messages.append(replace(said, content=f"{FOLLOW_UP}\n{said.content}"))
             rows = [NewMessage(m.role, m.to_body()) for m in messages]
@@ -424,6 +425,11 @@ class Agent:
         await self._checkpoint(request, [final])
         outcome = notice(request, text)
         return replace(outcome, failed=False, usage=state.meter.entries())
+
+    def _now(self, request: TurnRequest) -> datetime:
+        """The time in the zone of the person the turn is for (their clock in the prompt)."""
+        now = self._clock()
+        return now if request.zone is None else now.astimezone(zone_named(request.zone))
 
     def _user_messages(self, request: TurnRequest, zone: tzinfo | None) -> list[ChatMessage]:
         if request.messages:

@@ -8,7 +8,9 @@ Layers, in order:
 1. configuration: ``exec`` disabled, safe mode (no exec, no file writes);
 2. role and chat type: what members and groups may not use (``[tools.policy]``), and the
    roles and chat types a tool allows itself (an MCP server's ``roles``, ``group_chats``);
-3. taint: once a turn has read untrusted content (a web page, an email, command output),
+3. group context: a turn whose message brought what others said in the group writes no
+   memory (:mod:`gateway.runtime.group_context`);
+4. taint: once a turn has read untrusted content (a web page, an email, command output),
    side effects that such content could have asked for need the user's own words in this
    turn (``Tool.intent``), or they are refused.
 
@@ -31,7 +33,7 @@ from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 
-MEMBER_DENY = ("exec", "write_file", "edit_file", "cron", "spawn")
+MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
 TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 
@@ -57,6 +59,7 @@ class ToolPolicy:
             self.safe_mode
             and tool.effect in (Effect.EXEC, Effect.WRITE)
             and tool.name not in _MEMORY_WRITES
+            and tool.name != "timezone"  # the person's own setting, no file
         ):
             return Refusal(
                 f"{tool.name} is not available in safe mode (no commands, no file writes)"
@@ -78,6 +81,11 @@ class ToolPolicy:
         static = self.static_refusal(tool, ctx.principal)
         if static is not None:
             return static
+        if tool.name in _MEMORY_WRITES and ctx.inbound is not None and ctx.inbound.context:
+            return Refusal(
+                "this message came with what others said in the group; that is context for "
+                "this answer only and is never written to memory"
+            )
         if (
             self.taint_guard
             and ctx.state.read_untrusted

@@ -107,7 +107,13 @@ async def test_guild_answers_mentions_and_replies_only(
         )  # a channel not on the allowlist
         await gateway.wait_idle()
     # In a group the model sees who is speaking: "[Dana] ..."
-    assert fake_discord.texts() == ["echo: [Dana] what time is it?", "echo: [Dana] and tomorrow?"]
+    texts = fake_discord.texts()
+    assert [t.splitlines()[0] for t in texts] == [
+        "echo: [Dana] what time is it?",
+        "echo: [Dana] and tomorrow?",
+    ]
+    assert "Dana: just chatting" in texts[0]  # the chatter before, as context (group_context)
+    assert "[replying to your earlier message]\n> echo: [Dana] what time" in texts[1]
     assert first.reference == asked  # answers in a channel reply to the question
     assert len(fake_llm.requests) == 2
 

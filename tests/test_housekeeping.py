@@ -100,6 +100,9 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     when = datetime.fromtimestamp(at, UTC)
     record = await store.journal.accept(inbound(f"{tag}-msg"))
     assert record is not None
+    await store.group_context.keep(
+        channel="t", chat_key="t:g", platform_id=f"{tag}-heard", author="a", text="x", at=at
+    )
     turn = f"{tag}-turn"
     await store.journal.start_turn(turn, record.session_key, "chat", [record.id])
     await store.ledger.start(f"{turn}:call-1", "send_email")
@@ -159,6 +162,7 @@ KINDS = {
     "pairing requests": "SELECT sender_id FROM pairing",
     "approval requests": "SELECT call_key FROM approvals",
     "stream drafts": "SELECT turn_id FROM stream_drafts",
+    "group context": "SELECT platform_id FROM group_context",
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
 }
@@ -197,6 +201,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "pairing requests": records,
         "approval requests": records,
         "stream drafts": records,
+        "group context": ["d3"],  # the journal's 7 days
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
     }
@@ -210,6 +215,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "pairing requests": 6,
         "approval requests": 6,
         "stream drafts": 2,
+        "group context": 3,
         "audit": 1,
         "usage": 2,
     }

@@ -206,7 +206,9 @@ async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
         await gateway.wait_idle()
     assert answers == ["Tuesday works."]
     assert len(fake_llm.requests) == 1 and "which day?" in fake_llm.requests[0].last_user_text
-    assert "chatter" not in fake_llm.requests[0].last_user_text
+    said = fake_llm.requests[0].last_user_text
+    # the chatter before is no turn of its own: it comes along as labelled group context
+    assert "[earlier in this group" in said and said.index("which day?") < said.index("chatter")
     [event] = [
         e
         for e in await dana.events(room)

@@ -91,15 +91,30 @@ async def test_an_admin_may_send_to_another_configured_chat(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:
     channel = MemoryChannel("telegram")
+    send = ("message", {"content": "Standup in 5", "chat_id": "team"})
     fake_llm.queue(
-        calls(("message", {"content": "Standup in 5", "chat_id": "team"})),
+        calls(send),
+        text("Post 'Standup in 5' in the team chat?"),  # a first send there: confirmed first
+        calls(send),
         text("Posted it to the team chat."),
+        calls(send),
+        text("Posted it again."),  # a chat they used: no question
     )
-    async with run_gateway(channel=channel, **TELEGRAM) as (_gateway, _):
+    async with run_gateway(channel=channel, **TELEGRAM) as (gateway, _):
         await channel.push("tell the team chat: standup in 5", sender_id="2", chat_id="2")
-        await channel.wait_for(2)
-    assert sorted((m.chat_id, m.text) for m in channel.sent) == [
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+        asked = [(m.chat_id, m.text) for m in channel.sent]
+        await channel.push("yes", sender_id="2", chat_id="2")
+        await channel.wait_for(3)
+        await gateway.wait_idle()
+        await channel.push("and once more", sender_id="2", chat_id="2")
+        await channel.wait_for(5)
+    assert asked == [("2", "Post 'Standup in 5' in the team chat?")]  # nothing posted yet
+    assert sorted((m.chat_id, m.text) for m in channel.sent[1:]) == [
+        ("2", "Posted it again."),
         ("2", "Posted it to the team chat."),
+        ("team", "Standup in 5"),
         ("team", "Standup in 5"),
     ]
 

@@ -35,7 +35,7 @@ async def test_bootstrap_files_memory_and_recent_notes_reach_the_owners_prompt(
 ) -> None:
     settings = make_settings()
     workspace = settings.workspace_dir
-    today = datetime.now(zone(settings.heartbeat.timezone)).date()
+    today = datetime.now(zone(settings.timezone)).date()
     (workspace / "USER.md").write_text("# User\nThe owner is called Robin and likes tea.")
     (workspace / "MEMORY.md").write_text("# Memory\nRobin's sister is Alex.")
     (workspace / "memory").mkdir(exist_ok=True)

@@ -2,7 +2,9 @@
 
 A job runs either a fixed ``message`` (sent as is, no model call) or a ``prompt`` (a task the
 agent carries out at that time); its result goes to the chat that created it. Creating jobs
-follows the access policy (owner and admins, not from groups, not on outside content alone).
+follows the access policy (not from groups, not on outside content alone); members may
+create them for their own direct chat only, up to ``scheduler.max_jobs_per_member``
+(gateway/runtime/jobs.py). Times are in the person's own zone unless ``timezone`` names one.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The channel policy guard lives here, in code: a reply goes to the chat the turn 
 sending to another chat or channel needs an admin, is never done from a group, never on the
 strength of outside content alone, never by a heartbeat (it acts with the owner's rights
 and sees the owner's memory, so it reports to the owner's chat only), and is refused (and
-audited) otherwise. A member's send and a send after outside content are refusals the owner
+audited) otherwise. The first send to a chat the person has never sent to is confirmed with
+them first (:meth:`Message._first_send`). A member's send and a send after outside content are refusals the owner
 could waive: with ``tools.approvals = "ask"`` they wait for approval (agent.approval).
 """
 
@@ -22,7 +23,7 @@ from agent.tools.base import (
     asked_for,
     schema,
 )
-from gateway.core.messages import ChatType, OutboundKind, OutboundMessage
+from gateway.core.messages import ChatRef, ChatType, OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
 
 SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
@@ -60,6 +61,9 @@ class Message(Tool):
                 turn=ctx.turn_id,
             )
             raise ToolError(refusal.reason)
+        target = ChatRef(channel, chat_id)
+        if not here and (question := await self._first_send(target, ctx)) is not None:
+            return question
         await ctx.send(
             OutboundMessage(
                 channel=channel,
@@ -74,7 +78,36 @@ class Message(Tool):
         if here:
             ctx.state.sent_texts.append(content)
             return ToolResult("sent")
+        if ctx.services.chats is not None:
+            await ctx.services.chats.sent_to(ctx.principal.person, target)
+        await ctx.audit(
+            "cross-chat-send", tool=self.name, target=f"{channel}:{chat_id}", turn=ctx.turn_id
+        )
         return ToolResult(f"sent to {channel}:{chat_id}")
+
+    @staticmethod
+    async def _first_send(target: ChatRef, ctx: ToolContext) -> ToolResult | None:
+        """The question to ask when the person never had the bot send to ``target``: only
+        the same send in a later turn of theirs (their yes) goes out. An approver's decision
+        is a confirmation already; a turn nobody waits for cannot ask, so it is refused."""
+        book = ctx.services.chats
+        person = ctx.principal.person
+        if book is None or ctx.approved or await book.has_sent_to(person, target):
+            return None
+        where = f"{target.channel}:{target.chat_id}"
+        if ctx.unattended:
+            raise ToolError(
+                f"nothing was ever sent to {where} for this person: a first send there is "
+                "confirmed with them in a chat first; tell them what you would send"
+            )
+        if await book.confirmed_send(person, target, ctx.turn_id):
+            return None
+        await book.propose_send(person, target, ctx.turn_id)
+        return ToolResult(
+            f"not sent yet: {where} is a chat this person has never sent to. Ask them to "
+            "confirm (name the chat and what you will post there); if they say yes, call "
+            "message again with the same channel, chat_id and content."
+        )
 
     def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         channel = args.get("channel") or ctx.chat.channel

@@ -33,6 +33,7 @@ class TurnRequest:
     authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task
     control: TurnControl | None = None  # a chat turn's handle (/stop, /status)
     steer: bool = False  # messages sent meanwhile join the running turn (<channel>.followups)
+    zone: str | None = None  # the person's own time zone (IANA); None: the gateway's
 
     @property
     def last_message(self) -> InboundMessage | None:

@@ -38,7 +38,7 @@ from channels.discord.render import render
 from channels.discord.sender import Sender
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
@@ -330,6 +330,18 @@ class DiscordChannel:
     async def probe(self) -> str:
         """``GET /users/@me`` with the token (``switchboard doctor``); no gateway connection."""
         return await check_credentials(self._settings)
+
+    async def directory(self) -> Sequence[DirectoryEntry]:
+        """The text channels of the servers the bot is in, from discord.py's cache (what
+        READY and GUILD_CREATE sent): ``#general (Server)``."""
+        client = self._client
+        if client is None or not client.is_ready():
+            raise ChannelTransientError("discord is not connected")
+        return [
+            DirectoryEntry(str(channel.id), f"#{channel.name} ({guild.name})")
+            for guild in client.guilds
+            for channel in guild.text_channels
+        ]
 
     def health(self) -> ChannelHealth:
         client = self._client

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import discord
 
-from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, kind_of
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said, kind_of
 
 CHANNEL = "discord"
 _CONVERSATION_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -64,8 +64,47 @@ def convert(message: discord.Message, bot_id: int) -> Converted | None:
         if reference is not None and reference.message_id
         else None,
         received_at=message.created_at,
+        quote=replied(message, bot_id),
+        chat_name="" if is_dm else chat_name(message.channel),
     )
     return Converted(inbound, tuple(message.attachments))
+
+
+QUOTE_MAX_CHARS = 4_000
+
+
+def replied(message: discord.Message, bot_id: int) -> Said | None:
+    """The message this one replies to, as Discord sent it along (text and author)."""
+    reference = message.reference
+    if reference is None:
+        return None
+    resolved = reference.resolved or reference.cached_message
+    if not isinstance(resolved, discord.Message):
+        return None  # deleted, or not sent along
+    text = strip_mention(resolved.content, bot_id)
+    if not text and resolved.attachments:
+        text = ", ".join(f"[file: {a.filename}]" for a in resolved.attachments)
+    if not text:
+        return None
+    if len(text) > QUOTE_MAX_CHARS:
+        text = text[:QUOTE_MAX_CHARS] + "…"
+    return Said(
+        resolved.author.display_name,
+        text,
+        at=resolved.created_at.timestamp(),
+        by_bot=resolved.author.id == bot_id,
+    )
+
+
+def chat_name(channel: object) -> str:
+    """``#general (Server)``: the channel (a thread's parent) and its server, by name."""
+    if isinstance(channel, discord.Thread) and channel.parent is not None:
+        channel = channel.parent
+    name = getattr(channel, "name", None)
+    guild = getattr(channel, "guild", None)
+    if not name:
+        return ""
+    return f"#{name} ({guild.name})" if guild is not None and guild.name else f"#{name}"
 
 
 def locate(channel: object) -> tuple[str, str | None, ChatType]:

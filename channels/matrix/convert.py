@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said
 
 CHANNEL = "matrix"
 _FILES: dict[str, AttachmentKind] = {
@@ -103,8 +103,38 @@ def convert(
         mentioned=mentioned,
         reply_to_message_id=reply_to if isinstance(reply_to, str) else None,
         received_at=_time(event.get("origin_server_ts")),
+        quote=_fallback_quote(body, room.names, bot_user_id, by_us=replying_to_us)
+        if isinstance(reply_to, str)
+        else None,
     )
     return Converted(message, files)
+
+
+_QUOTED_AUTHOR = re.compile(r"^\*?\s*<([^>]+)>\s?")
+
+
+def _fallback_quote(
+    body: str, names: dict[str, str], bot_user_id: str, *, by_us: bool
+) -> Said | None:
+    """The replied-to message, from a reply's quoted fallback (``> <@who:server> text``
+    lines): what clients send with a reply, so it needs no lookup and survives ``/new``."""
+    quoted = []
+    for line in body.split("\n"):
+        if not line.startswith(">"):
+            break
+        quoted.append(line[1:].removeprefix(" "))
+    if not quoted:
+        return None
+    author = ""
+    match = _QUOTED_AUTHOR.match(quoted[0])
+    if match:
+        author = match.group(1)
+        quoted[0] = quoted[0][match.end() :]
+    text = "\n".join(quoted).strip()
+    if not text:
+        return None
+    by_bot = by_us or author == bot_user_id
+    return Said(names.get(author, author) or "someone", text[:4_000], by_bot=by_bot)
 
 
 def _addressed(

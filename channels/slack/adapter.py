@@ -43,13 +43,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack import buttons, drafts
 from channels.slack.convert import CHANNEL, Converted, convert, convert_command
+from channels.slack.lookups import SlackLookups
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
 from channels.slack.working import WorkingMarks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -92,6 +93,7 @@ class SlackChannel:
             self.app.command(command)(self._on_command)
         self._ping_interval = ping_interval
         self._sender = Sender(self.client, bot_user_id=lambda: self._bot_user_id)
+        self._lookups = SlackLookups(self.client)  # thread parents, names, channels
         self._marks = WorkingMarks(self.client, enabled=section.working_reactions)
         self._media = MediaStore(
             settings.workspace_dir,
@@ -252,6 +254,9 @@ class SlackChannel:
         msg = converted.message
         async with self._in_order(msg.session_key):
             try:
+                if msg.thread_id is not None and msg.mentioned and msg.quote is None:
+                    parent = await self._lookups.thread_parent(msg, self._bot_user_id)
+                    msg = replace(msg, quote=parent)
                 if converted.files and await sink.admits(msg):
                     msg = replace(msg, attachments=await self._media.fetch(msg, converted.files))
                 accepted = await sink.publish_inbound(msg)
@@ -321,6 +326,9 @@ class SlackChannel:
     async def probe(self) -> str:
         """``auth.test`` (and the app token in Socket Mode) for ``switchboard doctor``."""
         return await check_credentials(self._settings)
+
+    async def directory(self) -> Sequence[DirectoryEntry]:
+        return await self._lookups.channels()
 
     def health(self) -> ChannelHealth:
         if self.mode == "socket":

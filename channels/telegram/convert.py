@@ -20,7 +20,7 @@ from typing import Any
 from telegram import CallbackQuery, Message, MessageEntity, Update
 from telegram.constants import ChatType as TgChatType
 
-from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said
 
 CHANNEL = "telegram"
 # What we ask Telegram for; anything else that still arrives converts to None.
@@ -102,6 +102,8 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         else None,
         mentioned=chat_type is ChatType.DM or addresses_bot(msg, bot),
         reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
+        quote=quoted(msg, reply, bot),
+        chat_name=(msg.chat.title or "") if chat_type is not ChatType.DM else "",
     )
     if update.edited_message is not None:  # the same message, changed: an edit of it
         edited = int(msg.edit_date.timestamp()) if msg.edit_date else update.update_id
@@ -154,6 +156,35 @@ def addresses_bot(msg: Message, bot: BotIdentity) -> bool:
                 return True
     reply = _real_reply(msg)
     return bool(reply and reply.from_user and reply.from_user.id == bot.id)
+
+
+QUOTE_MAX_CHARS = 4_000
+
+
+def quoted(msg: Message, reply: Message | None, bot: BotIdentity) -> Said | None:
+    """The replied-to message's text (or the part of it the person quoted), with its
+    author: Telegram sends it with the message, so it is there even after ``/new``."""
+    text = msg.quote.text if msg.quote is not None else ""
+    if reply is not None:
+        text = text or reply.text or reply.caption or ""
+        if not text and (reply.photo or reply.document or reply.voice or reply.video):
+            text = "[a file without text]"
+        by_bot = reply.from_user is not None and reply.from_user.id == bot.id
+        _, author = _sender(reply)
+        at: float | None = reply.date.timestamp() if reply.date else None
+    elif msg.external_reply is not None and text:  # a quote from another chat
+        origin = msg.external_reply.origin
+        author = getattr(origin, "sender_user_name", "") or getattr(
+            getattr(origin, "sender_user", None), "full_name", ""
+        )
+        by_bot, at = False, None
+    else:
+        return None
+    if not text:
+        return None
+    if len(text) > QUOTE_MAX_CHARS:
+        text = text[:QUOTE_MAX_CHARS] + "…"
+    return Said(author or "someone", text, at=at, by_bot=by_bot)
 
 
 def _real_reply(msg: Message) -> Message | None:

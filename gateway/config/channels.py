@@ -80,6 +80,10 @@ class ChannelSection(BaseModel):
     # them into account), "queue" answers them in a turn of their own. Unset: steer in
     # direct chats, queue in groups (there, others' messages must not redirect a turn).
     followups: Literal["steer", "queue"] | None = None
+    # In groups, the messages of allowed senders since the bot was last addressed there go
+    # with the next message that addresses it (at most this many, and at most
+    # GROUP_CONTEXT_TOKENS); 0: they are not kept.
+    group_context_messages: int = Field(default=20, ge=0, le=200)
 
     @property
     def enabled(self) -> bool:

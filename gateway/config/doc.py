@@ -20,6 +20,7 @@ from gateway.config.agents import AgentProfile, RouteRule
 from gateway.config.connect import ApiToken, HookSettings
 from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
+from gateway.config.people import PersonSettings
 from gateway.config.settings import ENV_PREFIX, Settings
 
 INTRO = """\
@@ -126,7 +127,10 @@ DESCRIPTIONS = {
     "storage.usage_retention_days": "days token usage per turn is kept (the status page shows 30)",
     "heartbeat.enabled": "run heartbeat check-ins (no model call while HEARTBEAT.md has no tasks)",
     "heartbeat.interval_seconds": "time between check-ins",
-    "heartbeat.timezone": "the user's IANA time zone: quiet hours, job defaults, the clock in prompts",
+    "heartbeat.timezone": "deprecated: the old name of `user.timezone` (still read when that is unset, with a warning)",
+    "user.timezone": "the gateway's default IANA time zone (the owner's): the prompt clock, quiet hours, job times of anyone without their own; unset: UTC",
+    "people": 'per person, keyed `"<channel>:<sender id>"`: `timezone` (wins over one they set by asking) and `quiet_hours` (their jobs\' messages wait until they end)',
+    "group_context_messages": "in groups, at most this many messages of allowed senders since the bot was last addressed go with the next message that addresses it, as labelled context (also capped at 1,500 tokens); 0: not kept",
     "heartbeat.daily_token_budget": "heartbeats stop for the day once they used this many tokens",
     "scheduler.catchup_jitter_seconds": "missed jobs run once after downtime, spread over this many seconds",
     "scheduler.max_subagents": "background tasks running at once",
@@ -296,6 +300,15 @@ def render() -> str:
             "One more agent; unset fields inherit the top-level settings.",
             AgentProfile,
             "SWITCHBOARD_AGENTS (JSON)",
+        )
+    )
+    out.append(
+        _table(
+            'people."<channel>:<sender id>"',
+            'One known person (`[people."telegram:123456"]`): their own time zone and '
+            "quiet hours (docs/channels.md, Each person's own time).",
+            PersonSettings,
+            "SWITCHBOARD_PEOPLE (JSON)",
         )
     )
     out.append(

@@ -9,11 +9,10 @@ errors, so a typo fails at start naming the key, who set it and the key probably
 
 from __future__ import annotations
 
-import re
+import logging
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -54,9 +53,18 @@ from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validat
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
+from gateway.config.people import (
+    PersonSettings,
+    UserSettings,
+    hours_range,
+    known_zone,
+    valid_person_key,
+)
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_HOME", "ENV_PREFIX", "LLMSettings", "Settings", "env_name", "load_settings"]
 
@@ -149,7 +157,7 @@ class WebToolSettings(Section):
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
-    member_deny: StrList = ("exec", "write_file", "edit_file", "cron", "spawn")
+    member_deny: StrList = ("exec", "write_file", "edit_file", "spawn")
     group_deny: StrList = (
         "exec",
         "write_file",
@@ -180,29 +188,21 @@ class HeartbeatSettings(Section):
 
     enabled: bool = True
     interval_seconds: int = Field(default=1_800, ge=60)
-    quiet_hours: str = ""  # "22:00-07:00" in `timezone`; empty: none
-    # The user's time zone: quiet hours, the default for scheduled jobs, the clock in prompts.
-    timezone: str = "UTC"
+    quiet_hours: str = ""  # "22:00-07:00" in user.timezone; empty: none
+    # Deprecated: the old name of user.timezone (still read when that is unset).
+    timezone: str | None = None
     target: str | None = None  # "channel:chat_id" of the owner's DM; default: the owner's last DM
     daily_token_budget: int = Field(default=100_000, ge=0)
 
     @field_validator("timezone")
     @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(
-                f"unknown time zone {value!r}; use an IANA name like Europe/Berlin"
-            ) from exc
-        return value
+    def _known_zone(cls, value: str | None) -> str | None:
+        return None if value is None else known_zone(value)
 
     @field_validator("quiet_hours")
     @classmethod
     def _hours_range(cls, value: str) -> str:
-        if value and not re.fullmatch(r"\d{1,2}:\d{2}-\d{1,2}:\d{2}", value.strip()):
-            raise ValueError("use HH:MM-HH:MM, for example 22:00-07:00")
-        return value.strip()
+        return hours_range(value)
 
 
 class SchedulerSettings(Section):
@@ -212,6 +212,9 @@ class SchedulerSettings(Section):
     max_subagents: int = Field(default=3, ge=1, le=32)
     subagent_timeout_seconds: float = Field(default=900.0, gt=0)
     max_jobs_per_user: int = Field(default=50, ge=1)
+    # Members (not owner or admins) may schedule reminders and jobs for their own direct
+    # chat, at most this many each (their jobs' model calls count against their allowance).
+    max_jobs_per_member: int = Field(default=10, ge=0)
 
 
 class StorageSettings(Section):
@@ -281,6 +284,8 @@ class Settings(BaseSettings):
     node: NodeSettings = NodeSettings()
     heartbeat: HeartbeatSettings = HeartbeatSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    user: UserSettings = UserSettings()
+    people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
 
@@ -343,6 +348,34 @@ class Settings(BaseSettings):
                     f"mcp.servers.{name}.agents: unknown agent(s) {unknown} (known: {', '.join(sorted(known))})"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _user_zone(self) -> Settings:
+        """``user.timezone``, or its old name ``heartbeat.timezone`` (with a warning)."""
+        old, new = self.heartbeat.timezone, self.user.timezone
+        if old is not None and new is not None and old != new:
+            raise ValueError(
+                f"heartbeat.timezone ({old}) and user.timezone ({new}) disagree: "
+                "heartbeat.timezone is the deprecated name of user.timezone; keep only that"
+            )
+        if old is not None and new is None:
+            log.warning(
+                "heartbeat.timezone is deprecated: rename it to user.timezone "
+                "(it is the user's zone for the prompt clock, quiet hours and jobs)"
+            )
+            object.__setattr__(self, "user", self.user.model_copy(update={"timezone": old}))
+        for key in self.people:
+            if not valid_person_key(key):
+                raise ValueError(
+                    f"people.{key}: a person is named '<channel>:<sender id>', "
+                    'for example people."telegram:123456"'
+                )
+        return self
+
+    @property
+    def timezone(self) -> str:
+        """The gateway's default time zone (``user.timezone``; UTC when unset)."""
+        return self.user.timezone or "UTC"
 
     @model_validator(mode="after")
     def _separate_credentials(self) -> Settings:

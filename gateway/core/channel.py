@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.bus import InboundSink
-from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.messages import ChatRef, ChatType, OutboundMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,24 @@ class Channel(Protocol):
         Raise :class:`gateway.core.errors.ChannelRateLimited`, ``ChannelTransientError`` or
         ``ChannelPermanentError`` so the outbox can decide what to do.
         """
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryEntry:
+    """A chat the bot is in, by name: what lets "post in #general" find its id."""
+
+    chat_id: str
+    name: str  # as people call it: "#general", "#general (Server)", a group's title
+    kind: ChatType = ChatType.GROUP
+
+
+@runtime_checkable
+class SupportsDirectory(Protocol):
+    async def directory(self) -> Sequence[DirectoryEntry]:
+        """The chats the bot is in on this platform, with their names, from the platform
+        (Slack's channel list, Discord's servers). Raise ``ChannelTransientError`` when the
+        platform cannot be asked now. Platforms that cannot list their chats (Telegram)
+        leave this out: the gateway knows their groups from the messages that came."""
 
 
 @runtime_checkable

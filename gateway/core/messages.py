@@ -83,6 +83,25 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class Said:
+    """Something said by someone else that comes with a message as context, never as the
+    sender's own words: the message it replies to or quotes, or a group message the bot was
+    not addressed in. The model is told it is context, not instructions."""
+
+    author: str  # a display name, as the platform showed it
+    text: str
+    at: float | None = None  # when it was written (epoch seconds), if known
+    by_bot: bool = False  # the bot's own earlier message
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Said:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRef:
     """Enough to address a conversation on a platform."""
 
@@ -116,6 +135,13 @@ class InboundMessage:
     # The agent a program asked for (a webhook's ``agent``, the API's ``model``); routes
     # decide for every other message. Set only by the gateway's own channels.
     agent: str | None = None
+    # The text of the message this one replies to or quotes (Telegram reply or quote,
+    # Discord reply, Slack thread parent), from the platform: there even after /new.
+    quote: Said | None = None
+    chat_name: str = ""  # the group's title or channel name, where the platform says it
+    # Group messages of allowed senders since the bot was last addressed there, oldest
+    # first; attached by the gateway (gateway.runtime.group_context), never by a channel.
+    context: tuple[Said, ...] = ()
 
     @property
     def chat(self) -> ChatRef:
@@ -124,6 +150,11 @@ class InboundMessage:
     @property
     def session_key(self) -> str:
         return self.chat.session_key
+
+    @property
+    def untrusted_context(self) -> bool:
+        """Whether it carries words of others (group context, a quote not by the bot)."""
+        return bool(self.context) or (self.quote is not None and not self.quote.by_bot)
 
     @property
     def is_group(self) -> bool:
@@ -142,6 +173,8 @@ class InboundMessage:
         data["chat_type"] = self.chat_type.value
         data["received_at"] = self.received_at.isoformat()
         data["attachments"] = [a.to_dict() for a in self.attachments]
+        data["quote"] = None if self.quote is None else self.quote.to_dict()
+        data["context"] = [s.to_dict() for s in self.context]
         return data
 
     @classmethod
@@ -150,6 +183,9 @@ class InboundMessage:
         data["chat_type"] = ChatType(data.get("chat_type", "dm"))
         data["received_at"] = datetime.fromisoformat(data["received_at"])
         data["attachments"] = tuple(Attachment.from_dict(a) for a in data.get("attachments", ()))
+        quote = data.get("quote")
+        data["quote"] = None if quote is None else Said.from_dict(quote)
+        data["context"] = tuple(Said.from_dict(s) for s in data.get("context", ()))
         return cls(**data)
 
 

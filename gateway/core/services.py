@@ -81,8 +81,60 @@ class AgentDirectory(Protocol):
     async def taint(self, conversation_id: str) -> None: ...
 
 
+class TimeZoneService(Protocol):
+    """Each person's own time zone (``[people]`` in config, or set by asking)."""
+
+    async def zone_of(self, person: str) -> str:
+        """The IANA zone of ``person`` (``channel:sender id``): theirs, else the default."""
+        ...
+
+    def fixed_zone(self, person: str) -> str | None:
+        """The zone config gives ``person`` (it cannot be changed by asking), if any."""
+        ...
+
+    async def propose_zone(self, person: str, zone: str, turn_id: str) -> None:
+        """Remember that ``zone`` was put to ``person`` for confirmation in ``turn_id``."""
+        ...
+
+    async def confirm_zone(self, person: str, zone: str, turn_id: str) -> bool:
+        """Store ``zone`` as ``person``'s if it was put to them in an earlier turn (their
+        answer is this turn) not long ago; ``False`` when it was not."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KnownChat:
+    """A chat the bot is in, by name."""
+
+    channel: str
+    chat_id: str
+    name: str
+    kind: str  # dm | group | channel
+
+
+class ChatService(Protocol):
+    """The chats the bot knows (the ``chats`` tool), and where each person has sent to."""
+
+    async def known_chats(self, channel: str | None = None) -> tuple[list[KnownChat], list[str]]:
+        """The chats of every configured channel (or of ``channel``), and notes about channels
+        that could not be asked."""
+        ...
+
+    async def has_sent_to(self, person: str, chat: ChatRef) -> bool: ...
+
+    async def propose_send(self, person: str, chat: ChatRef, turn_id: str) -> None: ...
+
+    async def confirmed_send(self, person: str, chat: ChatRef, turn_id: str) -> bool:
+        """Whether a first send to ``chat`` was put to ``person`` in an earlier turn."""
+        ...
+
+    async def sent_to(self, person: str, chat: ChatRef) -> None: ...
+
+
 @dataclass(slots=True)
 class Services:
     jobs: JobService | None = None
     tasks: TaskService | None = None
     agents: AgentDirectory | None = None
+    zones: TimeZoneService | None = None
+    chats: ChatService | None = None

@@ -19,6 +19,7 @@ from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.runtime.deliveries import ChannelDesk
+from gateway.runtime.group_context import GroupContextBook
 from gateway.runtime.pairing import young_accounts
 from gateway.store import Store
 
@@ -112,6 +113,9 @@ class AccessGate:
         self._sections = sections
         self._on_outbound = on_outbound
         self._records = records or ChannelDesk(store, sections, on_outbound=on_outbound)
+        self._context = GroupContextBook(store)
+        self._names: dict[tuple[str, str], str] = {}  # chat names already recorded
+        self._used: set[tuple[str, str]] = set()  # (person, chat) already recorded
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
@@ -158,9 +162,19 @@ class AccessGate:
         if section is None:
             return await self._inner.publish_inbound(msg)
         decision = await self._decide(msg, section)
+        if decision.verdict in (Verdict.ALLOW, Verdict.IGNORE):
+            await self._remember_name(msg)
         if decision.verdict is Verdict.ALLOW:
-            return await self._inner.publish_inbound(msg)
-        if decision.verdict is Verdict.IGNORE:
+            await self._remember_use(msg)
+            if not msg.is_group:
+                return await self._inner.publish_inbound(msg)
+            msg, heard_up_to = await self._context.attach(msg, section)
+            accepted = await self._inner.publish_inbound(msg)
+            if heard_up_to is not None and accepted is Accepted.NEW:
+                await self._context.forget(msg, heard_up_to)
+            return accepted
+        if decision.verdict is Verdict.IGNORE:  # kept as context for the next turn there
+            await self._context.keep(msg, section)
             return Accepted.IGNORED
         if decision.verdict is Verdict.PAIR:
             await self._pair(msg, section)
@@ -174,6 +188,27 @@ class AccessGate:
                 sender_name=msg.sender_name,
             )
         return Accepted.REFUSED
+
+    async def _remember_name(self, msg: InboundMessage) -> None:
+        """A group's title, for the ``chats`` tool (written when new or changed)."""
+        if not msg.chat_name or not msg.is_group:
+            return
+        key = (msg.channel, msg.chat_id)
+        if self._names.get(key) == msg.chat_name:
+            return
+        await self._store.people.name_chat(
+            msg.channel, msg.chat_id, msg.chat_name, msg.chat_type.value
+        )
+        self._names[key] = msg.chat_name
+
+    async def _remember_use(self, msg: InboundMessage) -> None:
+        """A chat a person writes in is one of theirs: sends there need no confirmation."""
+        person = f"{msg.channel}:{msg.sender_id}"
+        key = (person, msg.chat_id)
+        if key in self._used:
+            return
+        await self._store.people.sent_to(person, msg.channel, msg.chat_id, durable=False)
+        self._used.add(key)
 
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
         requested = await self._store.pairings.request(

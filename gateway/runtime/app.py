@@ -44,6 +44,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
+from gateway.runtime.chat_book import ChatBook
 from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
 from gateway.runtime.commands import Commands
 from gateway.runtime.connect import ProgramRoutes, program_channels
@@ -74,6 +75,7 @@ from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
 from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.runtime.understanding import understanding
+from gateway.runtime.zones import Zones
 from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
 
@@ -136,12 +138,19 @@ class Gateway(Service):
         )
         self.llm = self.models.provider(settings.llm, llm)
         # -- the agents, and the services their tools use
-        self.jobs = JobBook(settings, store=self.store, clock=self.clock)
+        self.zones = Zones(
+            self.store, people=settings.people, default=settings.timezone, clock=self.clock
+        )
+        self.jobs = JobBook(settings, store=self.store, clock=self.clock, zones=self.zones)
         self.tasks = TaskQueue(self.store)
         services = Services(
             jobs=self.jobs,
             tasks=self.tasks,
             agents=AgentDirectory(agent_policy(settings), self.store),
+            zones=self.zones,
+            chats=ChatBook(
+                self.store, self.channels, chat_channels=tuple(sections), clock=self.clock
+            ),
         )
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.
@@ -240,9 +249,13 @@ class Gateway(Service):
             jobs=self.jobs,
             dispatcher=self.dispatcher,
             heartbeat=Heartbeat(
-                settings.heartbeat, workspace=settings.workspace_dir, store=self.store
+                settings.heartbeat,
+                workspace=settings.workspace_dir,
+                store=self.store,
+                timezone=settings.timezone,
             ),
             clock=self.clock,
+            zones=self.zones,
         )
         self._workers = [
             OutboundWorker(
@@ -298,10 +311,15 @@ class Gateway(Service):
             budget=self.budget,
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=settings.channel_sections(),
+            zones=self.zones,
             spoken=self.understanding.spoken_replies(settings.workspace_dir),
         )
         scheduled = ScheduledTurns(
-            store=self.store, agents=self.agents, committer=committer, budget=self.budget
+            store=self.store,
+            agents=self.agents,
+            committer=committer,
+            budget=self.budget,
+            zones=self.zones,
         )
         task_results = TaskResultTurns(store=self.store, committer=committer)
         return TurnHandlers(

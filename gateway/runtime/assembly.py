@@ -23,6 +23,7 @@ from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
 from agent.tools.base import Tool
+from agent.tools.chats import Chats
 from agent.tools.cron import Cron
 from agent.tools.executor import ToolExecutor
 from agent.tools.find_tools import FindTools
@@ -30,6 +31,7 @@ from agent.tools.memory import MemoryAppend, MemoryPatch, MemoryRead, MemorySear
 from agent.tools.pins import Goals, Notes
 from agent.tools.registry import ToolRegistry
 from agent.tools.spawn import Notify, Spawn
+from agent.tools.timezone import TimeZone
 from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
@@ -226,6 +228,8 @@ def build_agent(
             MemorySearch(store.history),
             GetSkill(skills),
             Cron(),
+            TimeZone(),
+            Chats(),
             Spawn(),
             Notify(),
             *agent_tools,
@@ -279,7 +283,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: wall.now().astimezone(zone(settings.heartbeat.timezone)),
+        clock=lambda: wall.now().astimezone(zone(settings.timezone)),
         config=AgentConfig(
             turn_timeout=turn.turn_timeout_seconds,
             history_limit=turn.history_max_messages,

@@ -173,7 +173,7 @@ class Commands:
         settings = self._settings
         if settings is None:
             return "Usage is not recorded here."
-        now = datetime.now(zone(settings.heartbeat.timezone))
+        now = datetime.now(zone(settings.timezone))
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
         month = day.replace(day=1)
         lines = ["Your usage:"]

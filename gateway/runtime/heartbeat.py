@@ -58,8 +58,11 @@ class Skip:
 
 
 class Heartbeat:
-    def __init__(self, settings: HeartbeatSettings, *, workspace: Path, store: Store) -> None:
+    def __init__(
+        self, settings: HeartbeatSettings, *, workspace: Path, store: Store, timezone: str = "UTC"
+    ) -> None:
         self.settings = settings
+        self.timezone = timezone  # user.timezone: the owner's quiet hours
         self._file = workspace / "HEARTBEAT.md"
         self._store = store
         self._running: ScheduledRun | None = None
@@ -73,9 +76,9 @@ class Heartbeat:
         """The check-in to run at ``now``, or why this tick is skipped."""
         if self.running:
             return Skip("the previous heartbeat is still running")
-        local = now.astimezone(zone(self.settings.timezone))
+        local = now.astimezone(zone(self.timezone))
         if in_quiet_hours(self.settings.quiet_hours, local):
-            return Skip(f"quiet hours ({self.settings.quiet_hours} {self.settings.timezone})")
+            return Skip(f"quiet hours ({self.settings.quiet_hours} {self.timezone})")
         try:
             tasks = self._file.read_text(encoding="utf-8")
         except OSError:

@@ -13,18 +13,22 @@ import asyncio
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock
-from gateway.core.messages import ChatRef, new_id
+from gateway.core.messages import ChatRef, ChatType, new_id
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.services import JobInfo
+from gateway.runtime.zones import Zones
 from gateway.store import Job, Store
 
 
 class JobBook:
-    def __init__(self, settings: Settings, *, store: Store, clock: Clock) -> None:
+    def __init__(
+        self, settings: Settings, *, store: Store, clock: Clock, zones: Zones | None = None
+    ) -> None:
         self._settings = settings
         self._store = store
         self._clock = clock
+        self._zones = zones  # a job's times are in its owner's own zone
         self.changed = asyncio.Event()  # set when a job was added: the scheduler plans anew
 
     async def add_job(
@@ -42,12 +46,22 @@ class JobBook:
         tainted: bool = False,
     ) -> JobInfo:
         now = self._clock.now()
-        spec = parse_schedule(
-            schedule, now=now, timezone=timezone or self._settings.heartbeat.timezone
-        )
+        if not principal.is_admin and not own_chat(chat, principal):
+            raise ScheduleError("members may schedule jobs for their own direct chat only")
+        if timezone is None:
+            timezone = (
+                self._settings.timezone
+                if self._zones is None
+                else await self._zones.zone_of(principal.person)
+            )
+        spec = parse_schedule(schedule, now=now, timezone=timezone)
         mine = [j for j in await self._store.jobs.active() if j.owner_key == principal.person]
-        if len(mine) >= self._settings.scheduler.max_jobs_per_user:
-            raise ScheduleError(f"you already have {len(mine)} scheduled jobs; remove some first")
+        scheduler = self._settings.scheduler
+        cap = scheduler.max_jobs_per_user if principal.is_admin else scheduler.max_jobs_per_member
+        if len(mine) >= cap:
+            raise ScheduleError(
+                f"you already have {len(mine)} scheduled jobs (at most {cap}); remove some first"
+            )
         job = Job(
             id=new_id()[:8],
             spec=spec,
@@ -79,6 +93,11 @@ class JobBook:
 
 def visible(job: Job, principal: Principal) -> bool:
     return principal.is_owner or job.owner_key == principal.person
+
+
+def own_chat(chat: ChatRef, principal: Principal) -> bool:
+    """Whether ``chat`` is ``principal``'s own direct chat (where their job's output goes)."""
+    return principal.chat_type is ChatType.DM and chat.channel == principal.channel
 
 
 def info(job: Job) -> JobInfo:

@@ -27,6 +27,7 @@ from gateway.runtime.heartbeat import Heartbeat, Skip
 from gateway.runtime.housekeeping import housekeep
 from gateway.runtime.jobs import JobBook
 from gateway.runtime.scheduled import ScheduledRun
+from gateway.runtime.zones import Zones
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class Scheduler(Service):
         heartbeat: Heartbeat | None,
         clock: Clock,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),  # noqa: S311
+        zones: Zones | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -52,6 +54,7 @@ class Scheduler(Service):
         self._heartbeat = heartbeat
         self._clock = clock
         self._jitter = jitter
+        self._zones = zones  # a job's owner's quiet hours, in their zone
         self._jobs: list[Job] = []
         self._wake = jobs.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
@@ -123,6 +126,13 @@ class Scheduler(Service):
         current = await self._store.jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
         if current is None or current.state != "active":
             self._jobs = await self._store.jobs.active()
+            return
+        owner = Principal.from_record(job.owner).person
+        quiet = None if self._zones is None else await self._zones.quiet_until(owner, now)
+        if quiet is not None:  # the owner's quiet hours: it runs once they end
+            await self._store.jobs.record_run(job.id, job.last_run or now, quiet, count=False)
+            self._jobs = await self._store.jobs.active()
+            log.info("job %s waits for the end of its owner's quiet hours (%s)", job.id, quiet)
             return
         following = job.spec.next_after(now, now) if job.spec.recurring else None
         await self._store.jobs.record_run(job.id, now, following)  # at most once per due time

@@ -81,7 +81,7 @@ class StatusText:
         return f"Context: about {tokens:,} tokens{share}"
 
     async def _spend_lines(self, principal: Principal) -> list[str]:
-        midnight = self._clock.now().astimezone(zone(self._settings.heartbeat.timezone))
+        midnight = self._clock.now().astimezone(zone(self._settings.timezone))
         since = midnight.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         mine = await self._store.usage.spent(since, principal=principal.person)
         everyone = await self._store.usage.spent(since)

@@ -14,11 +14,13 @@ from typing import Literal
 from gateway.core.errors import ConfigError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
+from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.db import Database, Engine
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
+from gateway.store.group_context import GroupContext, HeardMessage
 from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
@@ -26,6 +28,7 @@ from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, Tu
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
+from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
@@ -48,6 +51,8 @@ __all__ = [
     "Drafts",
     "Engine",
     "Goal",
+    "GroupContext",
+    "HeardMessage",
     "History",
     "HomeChat",
     "InboundRecord",
@@ -55,6 +60,7 @@ __all__ = [
     "Jobs",
     "Journal",
     "KeyValue",
+    "KnownChat",
     "LedgerEntry",
     "NewMessage",
     "NodeInfo",
@@ -65,6 +71,7 @@ __all__ = [
     "OutboxRecord",
     "PairingRequest",
     "Pairings",
+    "People",
     "Pins",
     "Retention",
     "SearchHit",
@@ -129,6 +136,8 @@ class Store(Service):
         self.drafts = Drafts(self.db, clock=clock)
         self.deliveries = Deliveries(self.db, clock=clock)
         self.nodes = Nodes(self.db)
+        self.group_context = GroupContext(self.db, clock=clock)
+        self.people = People(self.db, clock=clock)
         self.voice = VoiceMinutes(self.db, clock=clock)
 
     async def start(self) -> None:
@@ -207,6 +216,8 @@ class Store(Service):
             "pairing requests": await self.pairings.prune(records),
             "approval requests": await self.approval_requests.prune(records),
             "stream drafts": await self.drafts.prune(records),
+            # what was said in groups while nobody addressed the bot: the journal's window
+            "group context": await self.group_context.prune(now - retention.journal),
             "audit": await self.audit.prune(now - retention.audit),
             # the minutes of speech transcribed count as usage too
             "usage": await self.usage.prune(now - retention.usage)

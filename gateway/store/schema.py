@@ -371,6 +371,43 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (person, day)
     );
     """,
+    # v17 (issue 32 parts 3-5): group messages the bot was not addressed in, kept as
+    # context for the next message that addresses it (gateway.runtime.group_context);
+    # each person's own time zone; the chats the bot knows by name, and the chats each
+    # person has sent to (a first send elsewhere is confirmed)
+    """
+    CREATE TABLE group_context (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_key TEXT NOT NULL,                      -- the session key of the group (thread)
+        platform_id TEXT NOT NULL,
+        author TEXT NOT NULL,
+        text TEXT NOT NULL,
+        at REAL NOT NULL,
+        UNIQUE (channel, platform_id)
+    );
+    CREATE INDEX group_context_chat ON group_context (chat_key, id);
+    CREATE TABLE people (
+        person TEXT PRIMARY KEY,                     -- channel:sender id
+        timezone TEXT,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE known_chats (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,                          -- dm | group | channel
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE TABLE person_chats (
+        person TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        first_at REAL NOT NULL,
+        PRIMARY KEY (person, channel, chat_id)
+    );
+    """,
 )
 
 

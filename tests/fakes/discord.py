@@ -279,8 +279,11 @@ class FakeDiscord:
         reply_to: Posted | None = None,
         attachments: tuple[tuple[Any, ...], ...] = (),  # (filename, mime, data[, fields])
         message_id: int | None = None,
+        replying_to_person: tuple[int, dict[str, Any], str] | None = None,
     ) -> int:
-        """Dispatch MESSAGE_CREATE; returns the message id."""
+        """Dispatch MESSAGE_CREATE; returns the message id. ``reply_to``: a reply to one of
+        the bot's posts; ``replying_to_person``: (message id, author, content) of a person's
+        earlier message in the same channel, replied to."""
         mid = message_id or self.snowflake()
         data: dict[str, Any] = {
             "id": str(mid),
@@ -296,7 +299,7 @@ class FakeDiscord:
             "attachments": [self._attachment_payload(*a) for a in attachments],
             "embeds": [],
             "pinned": False,
-            "type": 19 if reply_to else 0,
+            "type": 19 if reply_to or replying_to_person else 0,
         }
         if guild:
             data["guild_id"] = str(GUILD_ID)
@@ -308,6 +311,21 @@ class FakeDiscord:
                 "channel_id": str(reply_to.channel_id),
             }
             data["referenced_message"] = self._message_payload(reply_to)
+        if replying_to_person is not None:
+            earlier, earlier_author, earlier_content = replying_to_person
+            data["message_reference"] = {
+                "message_id": str(earlier),
+                "channel_id": str(channel_id),
+            }
+            data["referenced_message"] = {
+                **{k: v for k, v in data.items() if k not in ("message_reference", "type")},
+                "id": str(earlier),
+                "author": earlier_author,
+                "content": earlier_content,
+                "mentions": [],
+                "attachments": [],
+                "type": 0,
+            }
         await self._send("MESSAGE_CREATE", data)
         return mid
 

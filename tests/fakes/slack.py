@@ -71,6 +71,11 @@ class FakeSlack:
         self.hosted: dict[str, bytes] = {}  # files users shared, by path
         self.download_auth: list[str | None] = []
         self.holds = Holds()
+        # What people wrote (their messages the API returns: a thread's parent), the
+        # workspace's people by id (users.info) and channels by id (conversations.list).
+        self.said: list[dict[str, Any]] = []
+        self.users: dict[str, str] = {}
+        self.channels: dict[str, str] = {}  # id -> name; the bot is a member of all of them
         # Socket Mode
         self.connections = 0
         self.acks: list[str] = []
@@ -272,7 +277,10 @@ class FakeSlack:
     async def _conversations_replies(
         self, request: web.Request, args: dict[str, Any]
     ) -> web.Response:
-        messages = [
+        parent = [
+            m for m in self.said if m.get("channel") == args["channel"] and m["ts"] == args["ts"]
+        ]
+        messages = parent + [
             self._message_json(p)
             for p in self.posted
             if p.channel == args["channel"]
@@ -280,6 +288,22 @@ class FakeSlack:
             and p.ts not in self.deleted
         ]
         return web.json_response({"ok": True, "messages": messages, "has_more": False})
+
+    async def _users_info(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        name = self.users.get(args.get("user", ""))
+        if name is None:
+            return web.json_response({"ok": False, "error": "user_not_found"})
+        profile = {"display_name": name, "real_name": name}
+        return web.json_response({"ok": True, "user": {"id": args["user"], "profile": profile}})
+
+    async def _conversations_list(self, request: web.Request, args: dict[str, Any]) -> web.Response:
+        channels = [
+            {"id": cid, "name": name, "is_channel": True, "is_member": True}
+            for cid, name in self.channels.items()
+        ]
+        return web.json_response(
+            {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}
+        )
 
     def _message_json(self, posted: Posted) -> dict[str, Any]:
         data: dict[str, Any] = {

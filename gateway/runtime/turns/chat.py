@@ -29,6 +29,7 @@ from gateway.runtime.routing import agent_for
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.routes import Route, Routes
 from gateway.runtime.voice import SpokenReplies
+from gateway.runtime.zones import Zones
 from gateway.store import HomeChat, OpenTurn, Store
 from gateway.store.home import replaces
 
@@ -49,6 +50,7 @@ class ChatTurns:
         budget: UserBudget | None = None,
         max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
+        zones: Zones | None = None,
         spoken: SpokenReplies | None = None,
     ) -> None:
         self._store = store
@@ -63,6 +65,7 @@ class ChatTurns:
         self._sections = sections or {}  # each channel's followups setting
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
+        self._zones = zones  # each person's own time zone
         self._spoken = spoken  # voice.reply = "auto": a voice note is answered aloud too
 
     async def run(self, batch: TurnBatch) -> OpenTurn | None:
@@ -70,7 +73,8 @@ class ChatTurns:
         last = batch.records[-1].message
         agent = agent_for(self._agents, batch.session_key)
         route = await self._routes.of(last, agent.config.agent_id)
-        request = await self._display.watch(_request(batch, route, self._steers(last)))
+        zone = None if self._zones is None else await self._zones.zone_of(route.principal.person)
+        request = await self._display.watch(_request(batch, route, self._steers(last), zone))
         if batch.stopped:  # asked to stop before it could go on (parked, or cut by a crash)
             await self._close_stopped(batch, request, agent)
             return None
@@ -170,7 +174,7 @@ class ChatTurns:
         return candidate
 
 
-def _request(batch: TurnBatch, route: Route, steer: bool) -> TurnRequest:
+def _request(batch: TurnBatch, route: Route, steer: bool, zone: str | None) -> TurnRequest:
     return TurnRequest(
         turn_id=batch.turn_id,
         session_key=batch.session_key,
@@ -180,7 +184,9 @@ def _request(batch: TurnBatch, route: Route, steer: bool) -> TurnRequest:
         messages=tuple(r.message for r in batch.records),
         resumed=batch.start is not TurnStart.NEW,
         authorising_texts=route.authorising_texts,
-        tainted=route.tainted,
+        # Others' words came with the messages (group context, a quote): outside content.
+        tainted=route.tainted or any(r.message.untrusted_context for r in batch.records),
         control=batch.control,
         steer=steer,
+        zone=zone,
     )

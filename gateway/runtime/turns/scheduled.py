@@ -18,6 +18,7 @@ from gateway.runtime.dispatcher import TurnBatch
 from gateway.runtime.routing import agent_for
 from gateway.runtime.scheduled import ScheduledRun
 from gateway.runtime.turns.commit import Commit, TurnCommitter
+from gateway.runtime.zones import Zones
 from gateway.store import Store
 
 
@@ -29,11 +30,13 @@ class ScheduledTurns:
         agents: Mapping[str, Agent],
         committer: TurnCommitter,
         budget: UserBudget | None = None,
+        zones: Zones | None = None,
     ) -> None:
         self._store = store
         self._agents = agents
         self._committer = committer
         self._budget = budget
+        self._zones = zones  # a job runs on its owner's clock
 
     async def run(self, batch: TurnBatch) -> None:
         if batch.scheduled is None:  # cut by a restart: nobody waits for it, it is not redone
@@ -81,5 +84,6 @@ class ScheduledTurns:
             history_limit=run.history_limit,
             authorising_texts=run.authorising_texts,
             tainted=run.tainted,
+            zone=None if self._zones is None else await self._zones.zone_of(run.principal.person),
         )
         return await agent_for(self._agents, run.session_key).run_turn(request)

@@ -1,0 +1,96 @@
+"""Each person's own time zone, the chats the bot knows by name, and where people sent to.
+
+``people``: a zone a person set by asking (the ``timezone`` tool, after they confirmed);
+a zone in ``[people]`` config wins over it. ``known_chats``: names of chats (a Telegram
+group's title) learned from the messages that came from them, for platforms that cannot
+list their chats. ``person_chats``: the chats a person has had the bot send to, so the first
+send to any other chat is confirmed with them first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from gateway.core.services import KnownChat
+from gateway.store.db import Database
+from gateway.store.sql import Connection
+
+Clock = Callable[[], float]
+
+
+class People:
+    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    # -- time zones ---------------------------------------------------------------------
+
+    async def zone(self, person: str) -> str | None:
+        def query(conn: Connection) -> str | None:
+            row = conn.execute("SELECT timezone FROM people WHERE person = ?", (person,)).fetchone()
+            return None if row is None else row[0]
+
+        return await self._db.run(query, durable=False)
+
+    async def set_zone(self, person: str, timezone: str) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO people (person, timezone, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (person) DO UPDATE SET timezone = excluded.timezone,"
+                " updated_at = excluded.updated_at",
+                (person, timezone, self._clock()),
+            )
+        )
+
+    # -- chats known by name --------------------------------------------------------------
+
+    async def name_chat(self, channel: str, chat_id: str, name: str, kind: str) -> None:
+        """Remember a chat's name; written only when it is new or changed."""
+
+        def upsert(conn: Connection) -> None:
+            conn.execute(
+                "INSERT INTO known_chats (channel, chat_id, name, kind, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id) DO UPDATE SET"
+                " name = excluded.name, kind = excluded.kind, updated_at = excluded.updated_at",
+                (channel, chat_id, name, kind, self._clock()),
+            )
+
+        await self._db.run(upsert, durable=False)  # the next message's commit carries it
+
+    async def known_chats(self, channel: str | None = None) -> list[KnownChat]:
+        def query(conn: Connection) -> list[KnownChat]:
+            sql = "SELECT channel, chat_id, name, kind FROM known_chats"
+            args: tuple[str, ...] = ()
+            if channel is not None:
+                sql, args = sql + " WHERE channel = ?", (channel,)
+            rows = conn.execute(sql + " ORDER BY channel, name", args).fetchall()
+            return [KnownChat(c, i, n, k) for c, i, n, k in rows]
+
+        return await self._db.run(query, durable=False)
+
+    # -- where a person has sent to -------------------------------------------------------
+
+    async def has_sent_to(self, person: str, channel: str, chat_id: str) -> bool:
+        def query(conn: Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM person_chats WHERE person = ? AND channel = ? AND chat_id = ?",
+                (person, channel, chat_id),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(query, durable=False)
+
+    async def sent_to(
+        self, person: str, channel: str, chat_id: str, *, durable: bool = True
+    ) -> None:
+        """Record that ``person`` uses ``chat_id``. ``durable=False`` for what the next
+        commit may carry (a chat they wrote in: losing it costs one question at most)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO person_chats (person, channel, chat_id, first_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (person, channel, chat_id) DO NOTHING",
+                (person, channel, chat_id, self._clock()),
+            ),
+            durable=durable,
+        )

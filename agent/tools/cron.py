@@ -36,8 +36,8 @@ class Cron(Tool):
     name = "cron"
     description = (
         "Scheduled jobs. action=add needs schedule ('in 20 minutes', 'tomorrow at 8:30', "
-        "'every weekday at 8:00', cron '0 9 * * 1-5') and message (sent as is) or prompt (a "
-        "task you do then); remove needs id."
+        "'every weekday at 8:00', '0 9 * * 1-5') and message (sent as is) or prompt (a task "
+        "for then); remove needs id."
     )
     parameters = schema(
         {

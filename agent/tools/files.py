@@ -70,10 +70,9 @@ def write_text_atomic(path: Path, content: str) -> None:
 class ReadFile(Tool):
     name = "read_file"
     description = (
-        "Read a file in the workspace. Text: offset, limit (in lines, from 1). Documents "
-        "(PDF, DOCX, XLSX, CSV, PPTX, HTML, EPUB) come back as text with tables kept: pages "
-        "picks PDF pages, slides or chapters ('3', '2-5', '1,3,7-9'), sheet picks a "
-        "spreadsheet's sheet (name or number)."
+        "Read a workspace file: text by lines (offset, limit); PDF, DOCX, XLSX, CSV, PPTX, "
+        "HTML, EPUB as text (pages: '2-5' or '1,3' of pages, slides or chapters; sheet: "
+        "name or number)."
     )
     parameters = schema(
         {

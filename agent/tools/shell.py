@@ -62,8 +62,7 @@ def clean_environment(workspace: Path) -> dict[str, str]:
 class Exec(Tool):
     name = "exec"
     description = (
-        "Run a shell command in the workspace (time-limited; prefer small read-only ones);"
-        " returns exit code and output."
+        "Run a shell command in the workspace (time-limited); returns exit code and output."
     )
     parameters = schema(
         {

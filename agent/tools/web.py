@@ -94,9 +94,9 @@ def _unavailable(reason: str) -> str:
 class WebFetch(Tool):
     name = "web_fetch"
     description = (
-        "Read a public web page as markdown with its links (text and JSON too); pages that "
-        "need JavaScript open in a browser. Long pages are condensed to what `question` asks "
-        "for. No local or private addresses."
+        "Read a public web page as markdown with links (text, JSON too); JavaScript pages "
+        "open in a browser; long ones are condensed to what `question` asks. No private "
+        "addresses."
     )
     parameters = schema(
         {

@@ -14,17 +14,17 @@ sending is retried by the outbox).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from channels.keyed import KeyedLocks
 from channels.whatsapp.convert import CHANNEL, Converted, Reaction, StatusReport, parse
 from channels.whatsapp.errors import explain
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
@@ -81,7 +81,7 @@ class WhatsAppChannel:
             accept=self._accept,
         )
         self._sink: InboundSink | None = None
-        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._in_order = KeyedLocks()  # one message at a time per chat, in arrival order
         self._last_inbound: OrderedDict[str, str] = OrderedDict()  # chat -> newest wamid
         self._typed_at: dict[str, float] = {}
         self._reactions: defaultdict[str, list[str]] = defaultdict(list)
@@ -221,19 +221,6 @@ class WhatsAppChannel:
             key=f"whatsapp-failed:{report.recipient}:{report.error_code}:{day}",
             about=report.recipient,
         )
-
-    @contextlib.asynccontextmanager
-    async def _in_order(self, key: str) -> AsyncIterator[None]:
-        """One message at a time per chat, in arrival order (asyncio locks are FIFO)."""
-        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._chat_locks[key]
 
     def _in_background(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

@@ -47,6 +47,7 @@ _MAX_CONTEXT = 1_000
 
 class WhatsAppChannel:
     name = CHANNEL
+    receives_on_every_node = True  # webhooks: any node of a cluster journals them
 
     def __init__(self, settings: Settings, *, clock: Any = time.time) -> None:
         section = settings.whatsapp

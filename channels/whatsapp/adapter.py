@@ -34,7 +34,7 @@ from channels.whatsapp.sender import Sender, excerpt
 from channels.whatsapp.webhook import Webhook
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -122,6 +122,7 @@ class WhatsAppChannel:
         else:
             self._identity = str(number.get("display_phone_number") or "")
         self._connected = True
+        self._sender.listening_since = self._clock()
         log.info("whatsapp: number %s, webhook at %s", self._identity or "?", self.webhook.path)
 
     async def stop(self) -> None:
@@ -207,8 +208,10 @@ class WhatsAppChannel:
         if report.status == "failed":
             error = f"{report.error_code}: {report.error_text}".strip(": ")
         news = await records.delivery_report(
-            self.name, report.message_id, report.recipient, report.status, error
+            self.name, report.message_id, report.recipient, report.status, error, tag=report.tag
         )
+        if report.tag is not None:
+            self._sender.reported()  # a resend waiting for Meta's word looks again
         if not news or report.status != "failed":
             return
         log.warning(
@@ -243,6 +246,14 @@ class WhatsAppChannel:
 
     async def send(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message)
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        """Nothing beyond the time: every part carries its tag (channels/whatsapp/sender.py)."""
+        return None
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """A send of unknown outcome: Meta's tagged reports say which parts arrived."""
+        return await self._sender.resend(lost)
 
     async def typing(self, chat: ChatRef) -> None:
         """WhatsApp's indicator hangs on the person's message and lasts up to 25 s, so it is

@@ -360,6 +360,13 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
+    # v20 (issue 37; renumbered at merge): a WhatsApp delivery report names the outbox
+    # message and part it belongs to (the tag sent as biz_opaque_callback_data), so a send
+    # whose answer was lost is found by its report instead of being sent again
+    """
+    ALTER TABLE delivery_status ADD COLUMN tag TEXT;
+    CREATE INDEX delivery_status_tag ON delivery_status (channel, tag);
+    """,
 )
 
 

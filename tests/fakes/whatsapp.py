@@ -55,7 +55,7 @@ class FakeGraph:
         self.calls: list[Call] = []
         self.media: dict[str, tuple[bytes, str]] = {}
         self.uploads: dict[str, bytes] = {}
-        self._errors: deque[tuple[int, int, str]] = deque()
+        self._errors: deque[tuple[int, int, str, bool]] = deque()
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -98,9 +98,12 @@ class FakeGraph:
 
     # -- scripting ------------------------------------------------------------------------
 
-    def fail_next(self, code: int, message: str = "fake error", *, status: int = 400) -> None:
-        """The next send answers with Meta's error ``code``."""
-        self._errors.append((status, code, message))
+    def fail_next(
+        self, code: int, message: str = "fake error", *, status: int = 400, made: bool = False
+    ) -> None:
+        """The next send answers with Meta's error ``code``; ``made``: the message was made
+        all the same (and is reported), as after a 5xx that came late."""
+        self._errors.append((status, code, message, made))
 
     def hold_send(self, to: str, *, deliver: bool) -> Hold:
         """Hold the next send to ``to`` open: made (``deliver``) or not, answered once let go."""
@@ -201,7 +204,9 @@ class FakeGraph:
         if body.get("status") == "read":
             return _json({"success": True})
         if self._errors:
-            status, code, message = self._errors.popleft()
+            status, code, message, made = self._errors.popleft()
+            if made:
+                await self._make(body)
             return _error(status, code, message)
         held = self.holds.take(body)
         if held is not None:

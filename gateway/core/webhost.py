@@ -13,9 +13,10 @@ programs, which authenticate every request themselves (a signature, a bearer tok
 own): the guard's browser checks (the web token or cookie, Host, Origin) do not apply under
 its ``program_prefix``, and what authenticates there opens nothing anywhere else.
 
-A channel that is :class:`ReceivesOnEveryNode` (WhatsApp, the signed hooks) is served by
-every node of a cluster, the ones that do not lead too: all it receives is signed requests
-that it journals in the shared database, so whichever node a load balancer picks takes them.
+A channel that is :class:`gateway.core.channel.ReceivesOnEveryNode` (WhatsApp, the signed
+hooks) is served by every node of a cluster, the ones that do not lead too: all it receives
+is signed requests that it journals in the shared database, so whichever node a load
+balancer picks takes them.
 """
 
 from __future__ import annotations
@@ -81,17 +82,3 @@ class ServesPrograms(Protocol):
 
     async def close_web(self) -> None:
         """End long-lived responses (event streams) before the server stops."""
-
-
-@runtime_checkable
-class ReceivesOnEveryNode(Protocol):
-    """A channel whose whole intake is self-authenticated HTTP requests on this server.
-
-    Nothing it receives depends on the node: a request is checked, then journaled in the
-    shared store (deduplicated there by its platform id), and the node that runs the session
-    answers it through the leader's outbox. So a cluster node that does not lead starts it,
-    and serves its routes, before it waits for the lead (gateway/runtime/app.py). Its
-    ``send`` is still called only on the leader.
-    """
-
-    receives_on_every_node: bool

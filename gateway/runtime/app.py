@@ -31,14 +31,13 @@ from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, ReceivesOnEveryNode
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
-from gateway.core.webhost import ReceivesOnEveryNode
 from gateway.runtime import pairing
 from gateway.runtime.access import AccessGate
 from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
@@ -404,7 +403,7 @@ class Gateway(Service):
     async def _receive_on_every_node(self) -> None:
         """A cluster node takes WhatsApp's webhooks and the signed hooks before it leads (or
         without ever leading): they are journaled in the shared store and answered by the
-        node that runs the session (gateway.core.webhost.ReceivesOnEveryNode). Its web
+        node that runs the session (gateway.core.channel.ReceivesOnEveryNode). Its web
         server serves only those routes until the node leads."""
         every = [c for c in self.channels.values() if isinstance(c, ReceivesOnEveryNode)]
         if not every or not self.settings.web.enabled:

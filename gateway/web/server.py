@@ -12,7 +12,7 @@ data comes from JSON endpoints and is rendered in the browser without HTML injec
 
 On a cluster node that does not lead, the server starts *limited* (``standby=True``): only
 ``/healthz`` and the routes of the channels that receive on every node (WhatsApp's webhook,
-the signed hooks: :class:`gateway.core.webhost.ReceivesOnEveryNode`) are served; everything
+the signed hooks: :class:`gateway.core.channel.ReceivesOnEveryNode`) are served; everything
 else answers 503 (``/readyz`` too, so a load balancer checking it sends browsers and the API
 to the leader). :meth:`WebServer.serve_all` lifts that once the node leads.
 """
@@ -27,13 +27,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
-from gateway.core.webhost import (
-    ReceivesOnEveryNode,
-    ServesPrograms,
-    ServesWeb,
-    ServesWebhooks,
-)
+from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import Handler, WebGuard

@@ -80,7 +80,7 @@ class Sender:
         self._records = records
         self._clock = clock
         self._delivered: OrderedDict[str, dict[int, str]] = OrderedDict()  # key -> part: id
-        self._refused: set[str] = set()  # keys whose last attempt Meta refused outright
+        self._refused: OrderedDict[str, None] = OrderedDict()  # last attempt refused outright
         self._news = asyncio.Event()  # a tagged report arrived at this node
         self.listening_since: float | None = None  # when this process began taking webhooks
         self.sent_texts: OrderedDict[str, str] = OrderedDict()  # wamid -> start of its text
@@ -119,23 +119,24 @@ class Sender:
         self._delivered.move_to_end(key)
         while len(self._delivered) > _MAX_TRACKED:
             self._delivered.popitem(last=False)
-        self._refused.discard(key)
+        self._refused.pop(key, None)
         for part, step in enumerate(steps):
             if part in done:
                 continue
             try:
                 done[part] = await step()
             except (GraphError, GraphUnreachable) as exc:
-                if isinstance(exc, GraphError) and exc.status < 500:
-                    self._refused.add(key)  # Meta answered: this attempt left nothing
-                elif isinstance(exc, GraphUnreachable) and not exc.sent:
-                    self._refused.add(key)
+                if (isinstance(exc, GraphError) and exc.status < 500) or (
+                    isinstance(exc, GraphUnreachable) and not exc.sent
+                ):  # Meta answered, or never heard: this attempt left nothing
+                    self._refused[key] = None
+                    while len(self._refused) > _MAX_TRACKED:
+                        self._refused.popitem(last=False)
                 error = channel_error(exc)
                 if isinstance(error, WindowClosed) and not done:
                     return await self._outside_window(message)
                 raise error from exc
         self._delivered.pop(key, None)
-        self._refused.discard(key)
         return ",".join(done[part] for part in sorted(done)) or None
 
     def _steps(self, message: OutboundMessage) -> list[Step]:

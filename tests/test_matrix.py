@@ -311,9 +311,16 @@ async def test_an_encrypted_room_is_refused_with_a_clear_message(
         }
         await dana.say(room, "", kind="m.room.encrypted", content=secret)
         [notice] = await until(lambda: _shown(dana, room, bot.user_id))
+        await dana.say(room, "", kind="m.room.encrypted", content=secret)  # told once only
+        plain = await dana.room(bot.user_id, direct=True)  # later events: the bot got there
+        await until(lambda: _has(dana.members(plain), bot.user_id))
+        await dana.say(plain, "and here?")
+        await until(lambda: _shown(dana, plain, bot.user_id))
         await gateway.wait_idle()
-    assert "end-to-end encrypted" in notice
-    assert fake_llm.requests == []
+        shown_there = await _shown(dana, room, bot.user_id)
+    assert "end-to-end encrypted" in notice and "turn encryption off" in notice.lower()
+    assert shown_there == [notice]  # the second encrypted message: no second notice
+    assert [r.last_user_text for r in fake_llm.requests] == ["and here?"]  # nothing else read
 
 
 async def _has(members: Any, user: str) -> bool:

@@ -245,6 +245,29 @@ async def test_throughput_130429_holds_the_chat_and_sends_once_later(
     assert len(fake_llm.requests) == 1
 
 
+async def test_a_send_answered_5xx_is_settled_by_metas_tagged_report(
+    wa_settings: Any, fake_llm: FakeLLM, graph: FakeGraph
+) -> None:
+    """Meta answered 500 to both answers, but made the first: its report (tagged with the
+    outbox part) says so, and it is not sent again; the second had no report within
+    ``resend_wait_seconds`` and is sent again, once."""
+    async with whatsapp_gateway(wa_settings(resend_wait_seconds=1)) as (gateway, url):
+        graph.webhook_url = url  # Meta reports what it made to this gateway
+        graph.fail_next(131000, "Something went wrong", status=500, made=True)
+        await post_signed(url, body(message(DANA, text="first")))
+        await graph.wait_for(lambda: bool(graph.visible(DANA)))
+        await gateway.wait_idle()
+        graph.fail_next(131000, "Something went wrong", status=500, made=False)
+        await post_signed(url, body(message(DANA, text="second")))
+        await graph.wait_for(lambda: len(graph.visible(DANA)) >= 2)
+        await gateway.wait_idle()
+        [first, second] = await gateway.store.outbox.known("whatsapp", since=0, turn_id=None)
+    assert graph.visible(DANA) == ["echo: first", "echo: second"]
+    tags = [c.body["biz_opaque_callback_data"] for c in graph.sent()]
+    assert len(tags) == 3 and tags[1] == tags[2]  # the second answer alone was sent twice
+    assert (first.message_id, second.message_id) == ("wamid.out1", "wamid.out2")  # receipts
+
+
 async def test_a_failed_delivery_report_is_recorded_and_tells_the_owner_once(
     wa_settings: Any, graph: FakeGraph
 ) -> None:

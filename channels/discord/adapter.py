@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import aiohttp
@@ -36,6 +36,7 @@ from channels.discord.media import MediaStore
 from channels.discord.probe import probe as check_credentials
 from channels.discord.render import render
 from channels.discord.sender import Sender
+from channels.keyed import KeyedLocks
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
@@ -72,7 +73,7 @@ class DiscordChannel:
         self._sender: Sender | None = None
         self._task: asyncio.Task[None] | None = None
         self._logged_in = asyncio.Event()
-        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._in_order = KeyedLocks()  # one message at a time per chat, in arrival order
         self._reacted: dict[str, list[tuple[int, int]]] = {}  # session key -> (channel, message)
         self._last_error: str | None = None
         self._fatal: FatalGatewayError | None = None  # the close code that ended the gateway
@@ -231,19 +232,6 @@ class DiscordChannel:
             await commands.acknowledge(interaction, command.text)
             return
         await buttons.acknowledge(interaction)
-
-    @contextlib.asynccontextmanager
-    async def _in_order(self, key: str) -> AsyncIterator[None]:
-        """One message at a time per chat, in arrival order (asyncio locks are FIFO)."""
-        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._chat_locks[key]
 
     # -- outbound -------------------------------------------------------------------------
 

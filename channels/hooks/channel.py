@@ -48,6 +48,7 @@ TargetOf = Callable[[str], Awaitable[ChatRef | None]]
 class HookChannel:
     name = NAME
     program_prefix = PREFIX
+    receives_on_every_node = True  # signed requests: any node of a cluster journals them
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,6 +41,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.keyed import KeyedLocks
 from channels.slack import buttons, drafts
 from channels.slack.convert import CHANNEL, Converted, convert, convert_command
 from channels.slack.lookups import SlackLookups
@@ -108,7 +109,7 @@ class SlackChannel:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None  # HTTP mode: the port actually bound
         self._in_flight: dict[str, asyncio.Future[Accepted]] = {}
-        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._in_order = KeyedLocks()  # one message at a time per chat, in arrival order
         self._last_error: str | None = None
         self._last_message_at: float | None = None
 
@@ -265,19 +266,6 @@ class SlackChannel:
                 raise
         self._last_message_at = time.time()
         return accepted
-
-    @contextlib.asynccontextmanager
-    async def _in_order(self, key: str) -> AsyncIterator[None]:
-        """One message at a time per conversation, in arrival order (asyncio locks are FIFO)."""
-        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._chat_locks[key]
 
     # -- outbound -------------------------------------------------------------------------
 

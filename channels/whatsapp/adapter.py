@@ -14,17 +14,17 @@ sending is retried by the outbox).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from channels.keyed import KeyedLocks
 from channels.whatsapp.convert import CHANNEL, Converted, Reaction, StatusReport, parse
 from channels.whatsapp.errors import explain
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
@@ -34,7 +34,7 @@ from channels.whatsapp.sender import Sender, excerpt
 from channels.whatsapp.webhook import Webhook
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -47,6 +47,7 @@ _MAX_CONTEXT = 1_000
 
 class WhatsAppChannel:
     name = CHANNEL
+    receives_on_every_node = True  # webhooks: any node of a cluster journals them
 
     def __init__(self, settings: Settings, *, clock: Any = time.time) -> None:
         section = settings.whatsapp
@@ -81,7 +82,7 @@ class WhatsAppChannel:
             accept=self._accept,
         )
         self._sink: InboundSink | None = None
-        self._chat_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._in_order = KeyedLocks()  # one message at a time per chat, in arrival order
         self._last_inbound: OrderedDict[str, str] = OrderedDict()  # chat -> newest wamid
         self._typed_at: dict[str, float] = {}
         self._reactions: defaultdict[str, list[str]] = defaultdict(list)
@@ -121,6 +122,7 @@ class WhatsAppChannel:
         else:
             self._identity = str(number.get("display_phone_number") or "")
         self._connected = True
+        self._sender.listening_since = self._clock()
         log.info("whatsapp: number %s, webhook at %s", self._identity or "?", self.webhook.path)
 
     async def stop(self) -> None:
@@ -206,8 +208,10 @@ class WhatsAppChannel:
         if report.status == "failed":
             error = f"{report.error_code}: {report.error_text}".strip(": ")
         news = await records.delivery_report(
-            self.name, report.message_id, report.recipient, report.status, error
+            self.name, report.message_id, report.recipient, report.status, error, tag=report.tag
         )
+        if report.tag is not None:
+            self._sender.reported()  # a resend waiting for Meta's word looks again
         if not news or report.status != "failed":
             return
         log.warning(
@@ -221,19 +225,6 @@ class WhatsAppChannel:
             key=f"whatsapp-failed:{report.recipient}:{report.error_code}:{day}",
             about=report.recipient,
         )
-
-    @contextlib.asynccontextmanager
-    async def _in_order(self, key: str) -> AsyncIterator[None]:
-        """One message at a time per chat, in arrival order (asyncio locks are FIFO)."""
-        lock, users = self._chat_locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._chat_locks[key]
 
     def _in_background(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
@@ -255,6 +246,14 @@ class WhatsAppChannel:
 
     async def send(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message)
+
+    def send_mark(self, chat: ChatRef) -> str | None:
+        """Nothing beyond the time: every part carries its tag (channels/whatsapp/sender.py)."""
+        return None
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """A send of unknown outcome: Meta's tagged reports say which parts arrived."""
+        return await self._sender.resend(lost)
 
     async def typing(self, chat: ChatRef) -> None:
         """WhatsApp's indicator hangs on the person's message and lasts up to 25 s, so it is

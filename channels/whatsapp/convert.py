@@ -55,6 +55,7 @@ class StatusReport:
     status: str  # sent | delivered | read | failed
     error_code: int = 0
     error_text: str = ""
+    tag: str | None = None  # the biz_opaque_callback_data the send carried (our part's tag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +185,15 @@ def _status(raw: dict[str, Any]) -> StatusReport | None:
         details = (error.get("error_data") or {}).get("details")
         text = str(details or error.get("message") or error.get("title") or "")
         break
-    return StatusReport(message_id, str(raw.get("recipient_id") or ""), status, code, text)
+    tag = raw.get("biz_opaque_callback_data")
+    return StatusReport(
+        message_id,
+        str(raw.get("recipient_id") or ""),
+        status,
+        code,
+        text,
+        tag if isinstance(tag, str) and tag else None,
+    )
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

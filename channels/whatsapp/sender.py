@@ -13,13 +13,27 @@ checked *before* sending. Outside it:
 
 **Parts.** One outbound message can be several WhatsApp messages (long text, files). The
 parts already delivered are remembered per ``idempotency_key`` in memory, so a retry after
-part 2 of 3 failed resumes at part 2 (after a restart a half-sent message starts again at
-part 1). WhatsApp has no idempotency key for sends: a send that timed out after Meta took it
-is retried and may arrive twice.
+part 2 of 3 failed resumes at part 2.
+
+**A send whose outcome is unknown** (the process died during the call, the call timed out:
+:meth:`Sender.resend`). The Cloud API has no idempotency key and cannot list what was sent,
+but every send carries a tag naming its outbox message and part (``biz_opaque_callback_data``,
+:func:`tag_of`), and Meta reports each message it took (``sent``, later ``delivered``, or
+``failed``) by webhook with that tag, redelivering the report until it gets a 200. The
+reports are stored (``delivery_status.tag``, shared by a cluster), so a resend first waits
+for them, until ``whatsapp.resend_wait_seconds`` after the first lost attempt began or, when
+this process started later, after it began taking webhooks (Meta redelivers a report only
+to a gateway that answers): a part with a report arrived and is not sent again; the rest is
+sent. After a definite refusal
+(Meta answered with an error) nothing waits. So WhatsApp is *at least once*: a part is sent
+twice only when Meta took it but its report did not reach the gateway within the wait.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import logging
 import re
 import time
@@ -33,6 +47,7 @@ from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
 from channels.whatsapp.render import render
 from gateway.config.channels import WhatsAppSettings
 from gateway.core.bus import ChannelRecords, is_owner_note
+from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.messages import Attachment, OutboundMessage
 
@@ -44,6 +59,8 @@ TEMPLATE_TEXT_LIMIT = 900  # Meta: a template's body is 1,024 characters with it
 _MAX_TRACKED = 1_000
 _SPACES = re.compile(r"\s+")
 _FILE_TYPES = {"image": "image", "video": "video", "audio": "audio", "voice": "audio"}
+TEMPLATE_PART = "t"  # the tag's part for the window template sent instead of the parts
+REPORT_POLL = 1.0  # seconds: look for reports another node recorded at least this often
 
 Step = Callable[[], Awaitable[str]]
 Records = Callable[[], ChannelRecords | None]
@@ -62,28 +79,100 @@ class Sender:
         self._settings = settings
         self._records = records
         self._clock = clock
-        self._delivered: OrderedDict[str, list[str]] = OrderedDict()
+        self._delivered: OrderedDict[str, dict[int, str]] = OrderedDict()  # key -> part: id
+        self._refused: OrderedDict[str, None] = OrderedDict()  # last attempt refused outright
+        self._news = asyncio.Event()  # a tagged report arrived at this node
+        self.listening_since: float | None = None  # when this process began taking webhooks
         self.sent_texts: OrderedDict[str, str] = OrderedDict()  # wamid -> start of its text
 
     async def send(self, message: OutboundMessage) -> str | None:
-        if await self._window_open(message.chat_id) is False:
+        return await self._deliver(message, {})
+
+    async def resend(self, lost: LostSend) -> str | None:
+        """Deliver a message some attempt of which has no recorded outcome: the parts Meta
+        reported on arrived; the rest is sent (after waiting for the reports)."""
+        message = lost.message
+        key = message.idempotency_key
+        count = len(self._steps(message))
+        tags = [tag_of(key, part) for part in (*range(count), TEMPLATE_PART)]
+        # this process saw Meta refuse the last attempt: nothing to wait for
+        since = None if key in self._refused else lost.since
+        found = await self._reports(tags, count, since)
+        template = found.get(tag_of(key, TEMPLATE_PART))
+        if template is not None:
+            log.info("whatsapp: the window template for %s was sent already", key)
+            return template
+        arrived = {
+            part: found[tag_of(key, part)] for part in range(count) if tag_of(key, part) in found
+        }
+        if arrived:
+            log.info("whatsapp: %d of %d parts of %s arrived before", len(arrived), count, key)
+        return await self._deliver(message, arrived)
+
+    async def _deliver(self, message: OutboundMessage, arrived: dict[int, str]) -> str | None:
+        key = message.idempotency_key
+        if not arrived and await self._window_open(message.chat_id) is False:
             return await self._outside_window(message)
-        steps = [self._text_step(message, part) for part in render(message.text)]
-        steps += [self._file_step(message, a) for a in message.attachments]
-        done = self._delivered.setdefault(message.idempotency_key, [])
-        self._delivered.move_to_end(message.idempotency_key)
+        steps = self._steps(message)
+        done = self._delivered.setdefault(key, {})
+        done.update(arrived)
+        self._delivered.move_to_end(key)
         while len(self._delivered) > _MAX_TRACKED:
             self._delivered.popitem(last=False)
-        for step in steps[len(done) :]:
+        self._refused.pop(key, None)
+        for part, step in enumerate(steps):
+            if part in done:
+                continue
             try:
-                done.append(await step())
+                done[part] = await step()
             except (GraphError, GraphUnreachable) as exc:
+                if (isinstance(exc, GraphError) and exc.status < 500) or (
+                    isinstance(exc, GraphUnreachable) and not exc.sent
+                ):  # Meta answered, or never heard: this attempt left nothing
+                    self._refused[key] = None
+                    while len(self._refused) > _MAX_TRACKED:
+                        self._refused.popitem(last=False)
                 error = channel_error(exc)
                 if isinstance(error, WindowClosed) and not done:
                     return await self._outside_window(message)
                 raise error from exc
-        self._delivered.pop(message.idempotency_key, None)
-        return ",".join(done) or None
+        self._delivered.pop(key, None)
+        return ",".join(done[part] for part in sorted(done)) or None
+
+    def _steps(self, message: OutboundMessage) -> list[Step]:
+        texts = render(message.text)
+        steps = [self._text_step(message, text, part) for part, text in enumerate(texts)]
+        steps += [
+            self._file_step(message, attachment, part)
+            for part, attachment in enumerate(message.attachments, start=len(texts))
+        ]
+        return steps
+
+    def reported(self) -> None:
+        """A report with a tag was recorded here: a waiting resend looks again at once."""
+        self._news.set()
+
+    async def _reports(self, tags: list[str], count: int, since: float | None) -> dict[str, str]:
+        """The reported message of each tag, waiting until every part (or the template)
+        has one, or until ``resend_wait_seconds`` after ``since`` (``None``: no wait) or
+        after this process began taking webhooks, whichever is later: Meta redelivers a
+        report only to a gateway that answers. Reports may arrive at another node of a
+        cluster, so the store is read again at least every :data:`REPORT_POLL` seconds."""
+        while True:
+            self._news.clear()
+            records = self._records()  # None until the channel is started
+            found = {} if records is None else await records.reported("whatsapp", tags)
+            if records is not None and (len(found) >= count or tags[-1] in found or since is None):
+                return found
+            remaining = REPORT_POLL  # not taking webhooks yet: wait for that first
+            listening = self.listening_since if records is not None else None
+            if listening is not None and since is not None:
+                start = max(since, listening)
+                remaining = start + self._settings.resend_wait_seconds - self._clock()
+            if remaining <= 0:
+                return found
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._news.wait(), min(remaining, REPORT_POLL))
 
     async def _window_open(self, chat_id: str) -> bool | None:
         """Whether the person wrote within 24 hours; None when the gateway cannot say."""
@@ -113,6 +202,7 @@ class Sender:
         text = excerpt(message.text, TEMPLATE_TEXT_LIMIT) or "…"
         payload = {
             "to": message.chat_id,
+            "biz_opaque_callback_data": tag_of(message.idempotency_key, TEMPLATE_PART),
             "type": "template",
             "template": {
                 "name": template,
@@ -140,10 +230,11 @@ class Sender:
 
     # -- the parts ------------------------------------------------------------------------
 
-    def _text_step(self, message: OutboundMessage, text: str) -> Step:
+    def _text_step(self, message: OutboundMessage, text: str, part: int) -> Step:
         async def step() -> str:
             payload: dict[str, Any] = {
                 "to": message.chat_id,
+                "biz_opaque_callback_data": tag_of(message.idempotency_key, part),
                 "type": "text",
                 "text": {"body": text, "preview_url": False},
             }
@@ -155,20 +246,27 @@ class Sender:
 
         return step
 
-    def _file_step(self, message: OutboundMessage, attachment: Attachment) -> Step:
+    def _file_step(self, message: OutboundMessage, attachment: Attachment, part: int) -> Step:
         async def step() -> str:
             path = Path(attachment.path) if attachment.path else None
             if path is None or not path.is_file():
                 name = attachment.filename or attachment.path or attachment.kind
                 return await self._text_step(
-                    message, f"[could not attach {name}: file not found]"
+                    message, f"[could not attach {name}: file not found]", part
                 )()
             media_id = await self._graph.upload(path, attachment.mime_type)
             kind = _FILE_TYPES.get(attachment.kind, "document")
             body: dict[str, Any] = {"id": media_id}
             if kind == "document":
                 body["filename"] = attachment.filename or path.name
-            return await self._graph.send({"to": message.chat_id, "type": kind, kind: body})
+            return await self._graph.send(
+                {
+                    "to": message.chat_id,
+                    "biz_opaque_callback_data": tag_of(message.idempotency_key, part),
+                    "type": kind,
+                    kind: body,
+                }
+            )
 
         return step
 
@@ -182,3 +280,10 @@ def excerpt(text: str, limit: int) -> str:
     """``text`` on one line (a template variable allows no line breaks), cut at ``limit``."""
     flat = _SPACES.sub(" ", text).strip()
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def tag_of(key: str, part: int | str) -> str:
+    """The tag a part of outbox message ``key`` carries (Meta allows 512 characters; keys
+    are hashed so any key fits)."""
+    digest = hashlib.blake2b(key.encode(), digest_size=12, person=b"sb-wa-part").hexdigest()
+    return f"sb1:{digest}:{part}"

@@ -234,6 +234,9 @@ class WhatsAppSettings(LiveChannelSection):
     window_template_language: str = "en_US"
     read_receipts: bool = True  # mark a message read (blue ticks) once it is journaled
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
+    # A send whose outcome is unknown (a crash, a time-out) first waits for Meta's tagged
+    # report of the message (channels/whatsapp/sender.py)
+    resend_wait_seconds: float = Field(default=60.0, ge=0, le=3600)  # wait for a lost send's report
 
     @property
     def enabled(self) -> bool:

@@ -10,6 +10,7 @@ protocols, leaving channels and the agent untouched.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from gateway.core.messages import InboundMessage, OutboundMessage
@@ -54,10 +55,22 @@ class ChannelRecords(Protocol):
         """When they last wrote (Unix time), or None when they never did."""
 
     async def delivery_report(
-        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+        self,
+        channel: str,
+        message_id: str,
+        chat_id: str,
+        status: str,
+        error: str | None,
+        *,
+        tag: str | None = None,
     ) -> bool:
         """The platform's word on a sent message (sent, delivered, read, failed); returns
-        whether it was news (redelivered webhooks repeat reports)."""
+        whether it was news (redelivered webhooks repeat reports). ``tag``: what the channel
+        attached to the send (WhatsApp's ``biz_opaque_callback_data``), kept with it."""
+
+    async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
+        """The messages the platform reported on for each of ``tags`` (tag -> message id):
+        how a channel whose sends cannot be read back finds what a lost send left."""
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         """Queue ``text`` for the owner (``key`` makes it once only); ``about`` is the chat

@@ -248,3 +248,17 @@ class SupportsProbe(Protocol):
         the credentials are refused (naming the setting to fix) and ``ChannelTransientError``
         when the platform cannot be reached or answers 5xx.
         """
+
+
+@runtime_checkable
+class ReceivesOnEveryNode(Protocol):
+    """A channel whose whole intake is self-authenticated HTTP requests on this server.
+
+    Nothing it receives depends on the node: a request is checked, then journaled in the
+    shared store (deduplicated there by its platform id), and the node that runs the session
+    answers it through the leader's outbox. So a cluster node that does not lead starts it,
+    and serves its routes, before it waits for the lead (gateway/runtime/app.py). Its
+    ``send`` is still called only on the leader.
+    """
+
+    receives_on_every_node: bool

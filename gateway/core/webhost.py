@@ -12,6 +12,11 @@ A channel that implements :class:`ServesPrograms` (webhooks, the API) serves oth
 programs, which authenticate every request themselves (a signature, a bearer token of their
 own): the guard's browser checks (the web token or cookie, Host, Origin) do not apply under
 its ``program_prefix``, and what authenticates there opens nothing anywhere else.
+
+A channel that is :class:`gateway.core.channel.ReceivesOnEveryNode` (WhatsApp, the signed
+hooks) is served by every node of a cluster, the ones that do not lead too: all it receives
+is signed requests that it journals in the shared database, so whichever node a load
+balancer picks takes them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.config.channels import ChannelSection
@@ -144,9 +144,21 @@ class AccessGate:
         return await self._records.last_heard(channel, chat_id)
 
     async def delivery_report(
-        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+        self,
+        channel: str,
+        message_id: str,
+        chat_id: str,
+        status: str,
+        error: str | None,
+        *,
+        tag: str | None = None,
     ) -> bool:
-        return await self._records.delivery_report(channel, message_id, chat_id, status, error)
+        return await self._records.delivery_report(
+            channel, message_id, chat_id, status, error, tag=tag
+        )
+
+    async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
+        return await self._records.reported(channel, tags)
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         await self._records.tell_owner(channel, text, key=key, about=about)

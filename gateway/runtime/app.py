@@ -31,7 +31,7 @@ from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, ReceivesOnEveryNode
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
@@ -270,6 +270,7 @@ class Gateway(Service):
             for channel in self.channels.values()
         ]
         self.web: WebServer | None = None  # gateway/web; started with the web chat
+        self._receiving: set[str] = set()  # channels started before this node led
 
     def _llm_for(self, agent_id: str, given: LLMProvider | None) -> LLMProvider:
         """An agent's model: shared with every agent that names the same model."""
@@ -379,6 +380,7 @@ class Gateway(Service):
                 await self.intake.start()  # what the previous run left open, first
             else:  # a node runs turns at once; the rest once it leads (a standby waits here)
                 await self.intake.start()
+                await self._receive_on_every_node()
                 await self.guard.lead()
                 await self.approvals.expire_due()
             for worker in self._workers:
@@ -388,20 +390,15 @@ class Gateway(Service):
             await self.subagents.start()
             await self.scheduler.start()
             await self.approvals.start()
-            if self.settings.web.enabled:  # a taken port stops us before any channel connects
-                from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
-
-                check_port(self)
+            self._check_port()  # a taken port stops us before any channel connects
             for channel in self.channels.values():
-                await channel.start(self.gate)
+                if channel.name not in self._receiving:
+                    await channel.start(self.gate)
             for provider in self.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen
                     provider.warm()
-            if self.settings.web.enabled:
-                from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
-
-                self.web = await start_web(self)
+            await self._serve_web()
             await self.config_reload.start()
         except BaseException:
             await self._shutdown()
@@ -412,6 +409,36 @@ class Gateway(Service):
         problem = configuration_problem(self.settings.llm)
         if isinstance(self.llm, LazyProvider) and problem is not None:
             log.warning("%s", problem.explain())  # every turn will say so; say it now too
+
+    def _check_port(self) -> None:
+        if self.settings.web.enabled and self.web is None:
+            from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
+
+            check_port(self)
+
+    async def _serve_web(self) -> None:
+        if self.web is not None:  # started before this node led: now serve it all
+            self.web.serve_all()
+        elif self.settings.web.enabled:
+            from gateway.web import start_web  # noqa: PLC0415 - aiohttp only when serving
+
+            self.web = await start_web(self)
+
+    async def _receive_on_every_node(self) -> None:
+        """A cluster node takes WhatsApp's webhooks and the signed hooks before it leads (or
+        without ever leading): they are journaled in the shared store and answered by the
+        node that runs the session (gateway.core.channel.ReceivesOnEveryNode). Its web
+        server serves only those routes until the node leads."""
+        every = [c for c in self.channels.values() if isinstance(c, ReceivesOnEveryNode)]
+        if not every or not self.settings.web.enabled:
+            return
+        from gateway.web import check_port, start_web  # noqa: PLC0415 - aiohttp when serving
+
+        check_port(self)
+        for channel in every:
+            await channel.start(self.gate)
+            self._receiving.add(channel.name)
+        self.web = await start_web(self, standby=True)
 
     async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
         """Stop; running turns get ``drain_timeout`` seconds to finish, or less once ``now``

@@ -11,7 +11,7 @@ the outbox: once per ``key``, however often the platform repeats itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from gateway.config.channels import ChannelSection
 from gateway.core.bus import OWNER_NOTE
@@ -43,12 +43,24 @@ class ChannelDesk:
         return await self._store.deliveries.last_heard(channel, chat_id)
 
     async def delivery_report(
-        self, channel: str, message_id: str, chat_id: str, status: str, error: str | None
+        self,
+        channel: str,
+        message_id: str,
+        chat_id: str,
+        status: str,
+        error: str | None,
+        *,
+        tag: str | None = None,
     ) -> bool:
         state = DELIVERY_STATES.get(status)
         if state is None:
             return False
-        return await self._store.deliveries.record(channel, message_id, chat_id, state, error)
+        return await self._store.deliveries.record(
+            channel, message_id, chat_id, state, error, tag=tag
+        )
+
+    async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
+        return await self._store.deliveries.tagged(channel, tags)
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         targets = self._owners(channel, about)

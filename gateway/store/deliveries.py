@@ -13,7 +13,7 @@ a late "delivered" does not overwrite "read", and "failed" stays.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,13 +76,22 @@ class Deliveries:
         chat_id: str,
         status: DeliveryState,
         error: str | None = None,
+        *,
+        tag: str | None = None,
     ) -> bool:
         """Store a platform's report; returns whether it changed what was known (a repeated
-        or older report does not)."""
+        or older report does not). ``tag`` names the outbox part the message was (kept from
+        whichever report carries it first)."""
         now = self._clock()
         rank = _RANK[status]
 
         def upsert(conn: Connection) -> bool:
+            if tag is not None:
+                conn.execute(
+                    "UPDATE delivery_status SET tag = ? WHERE channel = ? AND message_id = ?"
+                    " AND tag IS NULL",
+                    (tag, channel, message_id),
+                )
             row = conn.execute(
                 "SELECT status FROM delivery_status WHERE channel = ? AND message_id = ?",
                 (channel, message_id),
@@ -91,14 +100,32 @@ class Deliveries:
                 return False
             conn.execute(
                 "INSERT INTO delivery_status (channel, message_id, chat_id, status, error,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, message_id)"
+                " updated_at, tag) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, message_id)"
                 " DO UPDATE SET status = excluded.status, error = excluded.error,"
-                " updated_at = excluded.updated_at",
-                (channel, message_id, chat_id, status, error, now),
+                " updated_at = excluded.updated_at,"
+                " tag = COALESCE(delivery_status.tag, excluded.tag)",
+                (channel, message_id, chat_id, status, error, now, tag),
             )
             return True
 
         return await self._db.run(upsert)
+
+    async def tagged(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
+        """The message reported for each of ``tags`` that has a report (tag -> id)."""
+        wanted = list(dict.fromkeys(tags))
+        if not wanted:
+            return {}
+
+        def query(conn: Connection) -> dict[str, str]:
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                "SELECT tag, message_id FROM delivery_status WHERE channel = ?"
+                f" AND tag IN ({marks})",  # placeholders only
+                (channel, *wanted),
+            )
+            return {str(tag): str(message_id) for tag, message_id in rows}
+
+        return await self._db.run(query, durable=False)
 
     async def status_of(self, channel: str, message_id: str) -> DeliveryStatus | None:
         def query(conn: Connection) -> DeliveryStatus | None:

@@ -408,6 +408,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (person, channel, chat_id)
     );
     """,
+    # v18 (issue 37): a WhatsApp delivery report names the outbox
+    # message and part it belongs to (the tag sent as biz_opaque_callback_data), so a send
+    # whose answer was lost is found by its report instead of being sent again
+    """
+    ALTER TABLE delivery_status ADD COLUMN tag TEXT;
+    CREATE INDEX delivery_status_tag ON delivery_status (channel, tag);
+    """,
 )
 
 

@@ -397,6 +397,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (person, channel, chat_id)
     );
     """,
+    # v18 (issue 37): delivery reports carry the tag of the outbox part they report on
+    """
+    ALTER TABLE delivery_status ADD COLUMN tag TEXT;
+    CREATE INDEX delivery_status_tag ON delivery_status (channel, tag);
+    """,
 )
 
 

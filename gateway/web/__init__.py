@@ -31,19 +31,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-async def start_web(gateway: GatewayView) -> WebServer | None:
+async def start_web(gateway: GatewayView, *, standby: bool = False) -> WebServer | None:
     """Start the web server if the gateway has a channel that serves web pages, takes a
     platform's webhooks (WhatsApp) or serves other programs (webhooks, the API).
 
     ``switchboard run`` adds the web chat when ``web.enabled``; a Gateway built without it
     (``switchboard chat``, tests, benchmarks) opens no port unless webhooks or the API are
-    configured (docs/connect.md).
+    configured (docs/connect.md). ``standby``: a cluster node that does not lead yet serves
+    only what every node receives (:class:`~gateway.web.server.WebServer`).
     """
     from gateway.web.server import WebServer, serves_something  # noqa: PLC0415
 
     if not gateway.settings.web.enabled or not serves_something(gateway):
         return None
-    server = WebServer(gateway)
+    server = WebServer(gateway, standby=standby)
     await server.start()
     return server
 

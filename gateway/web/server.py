@@ -9,6 +9,12 @@ built with a channel that serves web routes (the web chat, which ``switchboard r
 when ``web.enabled``); ``switchboard chat``, tests and benchmarks that build a Gateway
 without it never open a port. Pages are static files shipped in ``gateway/web/static``;
 data comes from JSON endpoints and is rendered in the browser without HTML injection.
+
+On a cluster node that does not lead, the server starts *limited* (``standby=True``): only
+``/healthz`` and the routes of the channels that receive on every node (WhatsApp's webhook,
+the signed hooks: :class:`gateway.core.channel.ReceivesOnEveryNode`) are served; everything
+else answers 503 (``/readyz`` too, so a load balancer checking it sends browsers and the API
+to the leader). :meth:`WebServer.serve_all` lifts that once the node leads.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
-from gateway.web.security import WebGuard
+from gateway.web.security import Handler, WebGuard
 from gateway.web.sessions import WebSessions
 from gateway.web.status import read_workspace_file, readiness, snapshot
 from gateway.web.traces import find_trace, read_events
@@ -61,9 +68,24 @@ def serves_something(gateway: GatewayView) -> bool:
     return bool(web_channels(gateway) or webhook_channels(gateway) or program_channels(gateway))
 
 
+def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The webhook paths and program prefixes a cluster node serves while it does not lead."""
+    every = [c for c in gateway.channels.values() if isinstance(c, ReceivesOnEveryNode)]
+    paths = frozenset(
+        _path_of(route)
+        for channel in every
+        if isinstance(channel, ServesWebhooks)
+        for route in channel.webhook_routes()
+    )
+    prefixes = tuple(c.program_prefix for c in every if isinstance(c, ServesPrograms))
+    return paths, prefixes
+
+
 class WebServer:
-    def __init__(self, gateway: GatewayView) -> None:
+    def __init__(self, gateway: GatewayView, *, standby: bool = False) -> None:
         self._gateway = gateway
+        self._standby = standby
+        self._every_node = every_node_paths(gateway)
         self.settings = gateway.settings.web
         token = self.settings.token.get_secret_value().strip() if self.settings.token else ""
         sessions = WebSessions(
@@ -122,6 +144,27 @@ class WebServer:
         write_endpoint(self._gateway.settings.data_dir, self.url)
         log.info("web chat and status page on %s", self.url)
 
+    def serve_all(self) -> None:
+        """This node leads now and every channel is started: serve every route."""
+        self._standby = False
+
+    @web.middleware
+    async def _standby_filter(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """While the node does not lead: liveness and what every node receives, nothing else."""
+        if not self._standby or request.path == "/healthz":
+            return await handler(request)
+        paths, prefixes = self._every_node
+        if request.path in paths or (prefixes and request.path.startswith(prefixes)):
+            return await handler(request)
+        return web.json_response(
+            {
+                "error": "this node does not lead the cluster: the leader serves this",
+                "ready": False,
+            },
+            status=503,
+            headers={"Retry-After": "5"},
+        )
+
     async def stop(self) -> None:
         if self._runner is None:
             return
@@ -138,7 +181,9 @@ class WebServer:
     # -- the application ------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self.guard.middleware], client_max_size=1024**2)
+        app = web.Application(
+            middlewares=[self._standby_filter, self.guard.middleware], client_max_size=1024**2
+        )
         add = app.router.add_route
         add("GET", "/", _page("chat.html"))
         add("GET", "/status", _page("status.html"))

@@ -7,6 +7,11 @@ The Graph API part records every call; ``/<phone number id>/messages`` answers w
 with its numeric code); media uploads get ids; inbound media are served from
 ``/media/<id>`` to a bearer of the token only. The app's webhook subscription and the token's
 debug info are what ``doctor`` reads, and can be changed by a test.
+
+With :attr:`FakeGraph.webhook_url` set, it reports each message it made as Meta does: a
+signed ``sent`` status POSTed to the webhook, carrying the send's
+``biz_opaque_callback_data``, and POSTed again until it gets a 200 (while the gateway is
+down, say). A send can be held open (:meth:`FakeGraph.hold_send`, tests/fakes/holds.py).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import aiohttp
 from aiohttp import web
 
 from channels.whatsapp.webhook import SIGNATURE_HEADER, signature
+from tests.fakes.holds import Hold, Holds
 
 TOKEN = "EAAGtest-access-token-0001"
 PHONE_NUMBER_ID = "109876543210"
@@ -49,7 +55,7 @@ class FakeGraph:
         self.calls: list[Call] = []
         self.media: dict[str, tuple[bytes, str]] = {}
         self.uploads: dict[str, bytes] = {}
-        self._errors: deque[tuple[int, int, str]] = deque()
+        self._errors: deque[tuple[int, int, str, bool]] = deque()
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -60,6 +66,13 @@ class FakeGraph:
             "fields": [{"name": "messages", "version": "v23.0"}],
         }
         self.subscribed_apps = [APP_ID]
+        self.webhook_url: str | None = None  # where Meta's status reports go
+        self.report_retry = 0.1  # seconds between attempts to post a report
+        self.reports_open = asyncio.Event()  # cleared: reports wait (Meta is late)
+        self.reports_open.set()
+        self.made: list[dict[str, Any]] = []  # messages made (what the people see)
+        self.holds = Holds()
+        self._reporting: set[asyncio.Task[None]] = set()
 
     @property
     def base_url(self) -> str:
@@ -77,14 +90,39 @@ class FakeGraph:
         return self
 
     async def stop(self) -> None:
+        self.holds.release_all()
+        for task in self._reporting:
+            task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
 
     # -- scripting ------------------------------------------------------------------------
 
-    def fail_next(self, code: int, message: str = "fake error", *, status: int = 400) -> None:
-        """The next send answers with Meta's error ``code``."""
-        self._errors.append((status, code, message))
+    def fail_next(
+        self, code: int, message: str = "fake error", *, status: int = 400, made: bool = False
+    ) -> None:
+        """The next send answers with Meta's error ``code``; ``made``: the message was made
+        all the same (and is reported), as after a 5xx that came late."""
+        self._errors.append((status, code, message, made))
+
+    def hold_send(self, to: str, *, deliver: bool) -> Hold:
+        """Hold the next send to ``to`` open: made (``deliver``) or not, answered once let go."""
+        return self.holds.add(deliver=deliver, matches=lambda facts: facts.get("to") == to)
+
+    def visible(self, to: str) -> list[str]:
+        """What ``to`` sees: the texts (template variables) of the messages made to them."""
+        shown = []
+        for made in self.made:
+            if made.get("to") != to:
+                continue
+            if made.get("type") == "text":
+                shown.append(made["text"]["body"])
+            elif made.get("type") == "template":
+                [component] = made["template"]["components"]
+                shown.append(component["parameters"][0]["text"])
+            else:
+                shown.append(f"[{made.get('type')}]")
+        return shown
 
     def add_media(self, media_id: str, data: bytes, mime_type: str) -> None:
         self.media[media_id] = (data, mime_type)
@@ -144,7 +182,7 @@ class FakeGraph:
                 }
             )
         if path == f"{PHONE_NUMBER_ID}/messages":
-            return self._message(body)
+            return await self._message(body)
         if path == f"{PHONE_NUMBER_ID}/media":
             media_id = f"up-{next(self._ids)}"
             data = body.get("file")
@@ -162,13 +200,33 @@ class FakeGraph:
             return _json({"url": url, "mime_type": mime, "file_size": len(data), "id": path})
         return _error(400, 100, f"Unsupported request: {path}")
 
-    def _message(self, body: dict[str, Any]) -> web.Response:
+    async def _message(self, body: dict[str, Any]) -> web.Response:
         if body.get("status") == "read":
             return _json({"success": True})
         if self._errors:
-            status, code, message = self._errors.popleft()
+            status, code, message, made = self._errors.popleft()
+            if made:
+                await self._make(body)
             return _error(status, code, message)
+        held = self.holds.take(body)
+        if held is not None:
+            return await Holds.serve(
+                held, lambda: self._make(body), lambda: _error(503, 2, "Service temporarily")
+            )
+        return await self._make(body)
+
+    async def _make(self, body: dict[str, Any]) -> web.Response:
         wamid = f"wamid.out{next(self._ids)}"
+        async with self._changed:
+            self.made.append(body)
+            self._changed.notify_all()
+        if self.webhook_url is not None:
+            report = status(wamid, str(body.get("to")), "sent")
+            if body.get("biz_opaque_callback_data"):
+                report["biz_opaque_callback_data"] = body["biz_opaque_callback_data"]
+            task = asyncio.get_running_loop().create_task(self._report(self.webhook_url, report))
+            self._reporting.add(task)
+            task.add_done_callback(self._reporting.discard)
         return _json(
             {
                 "messaging_product": "whatsapp",
@@ -176,6 +234,18 @@ class FakeGraph:
                 "messages": [{"id": wamid}],
             }
         )
+
+    async def _report(self, url: str, report: dict[str, Any]) -> None:
+        """POST a status webhook until the gateway answers 200, as Meta does."""
+        while True:
+            await self.reports_open.wait()
+            try:
+                response = await post_signed(url, body(statuses=(report,)))
+                if response.status == 200:
+                    return
+            except aiohttp.ClientError:
+                pass  # the gateway is down: Meta tries again later
+            await asyncio.sleep(self.report_retry)
 
     async def _download(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":

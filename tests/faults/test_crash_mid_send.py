@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +28,16 @@ from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
+from tests.fakes.whatsapp import (
+    APP_SECRET,
+    PHONE_NUMBER_ID,
+    TOKEN,
+    VERIFY_TOKEN,
+    FakeGraph,
+    body,
+    message,
+    post_signed,
+)
 from tests.test_cli import cli_env, switchboard
 from tests.test_cluster import cluster, telegram_env
 
@@ -333,3 +344,58 @@ async def test_email_killed_at_the_send_instant_is_found_in_the_sent_folder(
         await settled(home)
     assert sink.received == [reply]  # found in the sent folder: not sent again
     assert reply["In-Reply-To"] == "<calendar@example.test>"
+
+
+# -- WhatsApp --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port for a gateway that must be found at the same address after its restart."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.timeout(120)
+async def test_whatsapp_killed_at_the_send_instant_is_found_by_metas_report(
+    tmp_path: Path, fake_llm: FakeLLM, graph: FakeGraph
+) -> None:
+    """Meta took one answer (its ``sent`` report, tagged with the outbox part, reaches the
+    gateway only after the restart) and never got the other: the first is not sent again,
+    the second is sent once the wait for its report is over."""
+    arrived_to, never_to = "4915100000001", "4915100000002"
+    home = tmp_path / "home"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/whatsapp/webhook"
+    env = cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_WEB__PORT=str(port),
+        SWITCHBOARD_WHATSAPP__ACCESS_TOKEN=TOKEN,
+        SWITCHBOARD_WHATSAPP__PHONE_NUMBER_ID=PHONE_NUMBER_ID,
+        SWITCHBOARD_WHATSAPP__APP_SECRET=APP_SECRET,
+        SWITCHBOARD_WHATSAPP__VERIFY_TOKEN=VERIFY_TOKEN,
+        SWITCHBOARD_WHATSAPP__BASE_URL=graph.base_url,
+        SWITCHBOARD_WHATSAPP__ALLOW_FROM=f"{arrived_to},{never_to}",
+        SWITCHBOARD_WHATSAPP__RESEND_WAIT_SECONDS="10",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+    graph.webhook_url = url
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        graph.reports_open.clear()  # Meta's reports of what it takes now come late
+        arrived = graph.hold_send(arrived_to, deliver=True)
+        never = graph.hold_send(never_to, deliver=False)
+        for sender in (arrived_to, never_to):
+            response = await post_signed(url, body(message(sender, text="status?")))
+            assert response.status == 200
+        await kill_when_held(first, arrived, never)
+    assert graph.visible(arrived_to) == ["echo: status?"]  # there, but nobody recorded it
+    assert graph.visible(never_to) == []
+
+    async with gateway(env):
+        graph.reports_open.set()  # Meta tries again: the report reaches the new process
+        await graph.wait_for(lambda: bool(graph.visible(never_to)), 30)
+        await settled(home)
+    assert graph.visible(arrived_to) == ["echo: status?"]  # found by its report: not resent
+    assert graph.visible(never_to) == ["echo: status?"]  # no report: sent once, after the wait

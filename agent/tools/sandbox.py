@@ -33,6 +33,7 @@ from pathlib import Path
 
 from agent.tools.cgroups import PidsCgroups
 from agent.workspace import Locked
+from gateway.core.portguard import PortGuard
 
 # System directories a shell needs, read-only. A merged-/usr system has /bin -> usr/bin etc.:
 # links are recreated as links, real directories are bound.
@@ -92,6 +93,8 @@ class Bwrap:
     network: bool = False
     limits: ExecLimits = field(default_factory=ExecLimits)
     pids: PidsCgroups | None = None
+    # With a network: the gateway's own ports stay out of reach (gateway.core.portguard).
+    guard: PortGuard | None = None
     # Options of newer bubblewraps (0.8): used when this one has them.
     features: frozenset[str] = OPTIONAL_FEATURES
 
@@ -111,7 +114,7 @@ class Bwrap:
         empty directory or file; ``read_only`` paths are bound read-only (created empty
         first when missing, so the command cannot create them either). ``extra_read_only``
         and ``read_write`` are further paths outside the workspace it sees (an MCP server's
-        program and data). With ``cgroup_procs`` the command first joins that cgroup."""
+        program and data). With a network and a ``guard``, bwrap starts under it. With ``cgroup_procs`` the command first joins that cgroup."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--unshare-user"]
@@ -138,6 +141,8 @@ class Bwrap:
                     visible.append(extra)
         args += self._covers(hidden, visible)
         args += ["--chdir", root, "--", *self._limited(command)]
+        if self.network and self.guard is not None:
+            args = self.guard.wrap(args)
         if cgroup_procs is None:
             return args
         # The shell joins the cgroup, then becomes bwrap: nothing runs outside the cap.
@@ -223,7 +228,11 @@ def _create_empty(path: Path, *, directory: bool) -> None:
 
 
 def find_bwrap(
-    mode: str, *, network: bool = False, limits: ExecLimits | None = None
+    mode: str,
+    *,
+    network: bool = False,
+    limits: ExecLimits | None = None,
+    guard: PortGuard | None = None,
 ) -> Bwrap | None:
     """The sandbox to use for ``tools.exec.sandbox = mode`` ("auto", "bwrap" or "off").
 
@@ -239,7 +248,7 @@ def find_bwrap(
             return None
         raise
     pids = PidsCgroups.find() if os.geteuid() == 0 else None
-    return Bwrap(sandbox.executable, network, limits or ExecLimits(), pids, sandbox.features)
+    return Bwrap(sandbox.executable, network, limits or ExecLimits(), pids, guard, sandbox.features)
 
 
 def contains_fork_bombs() -> bool:

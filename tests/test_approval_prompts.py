@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
+from agent.tools.sandbox import find_bwrap
 from channels.discord import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
 from channels.slack import SlackChannel
@@ -156,3 +159,45 @@ async def test_slack_and_discord_keep_a_spoofing_command_inside_the_code_block(
     slack_shown = next(b["text"]["text"] for b in slack_prompt.blocks if b["type"] == "section")
     assert "&lt;U+202E&gt;evil&lt;U+200B&gt;" in slack_shown  # no <...> link syntax in Slack
     assert "<U+202E>evil<U+200B>" in discord_prompt.content
+
+
+# -- what an approved member command can reach ---------------------------------------------
+
+
+@pytest.mark.skipif(find_bwrap("auto") is None, reason="needs bubblewrap that works here")
+async def test_an_approved_member_command_sees_only_what_their_file_tools_see(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    owner, member = 1, 3
+    settings = make_settings(
+        telegram=section(tg, owners=[str(owner)], allow_from=[str(owner), str(member)]),
+        tools={"approvals": "ask", "exec": {"sandbox": "bwrap"}},
+    )
+    workspace = settings.workspace_dir
+    (workspace / "MEMORY.md").write_text("OWNER-MEMORY-SECRET\n")
+    people = workspace / "memory" / "people"
+    people.mkdir(parents=True, exist_ok=True)
+    (people / "telegram-2.md").write_text("OTHER-PERSON-SECRET\n")
+    skill = workspace / "skills" / "weather"
+    skill.mkdir(parents=True, exist_ok=True)
+    (skill / "SKILL.md").write_text("SKILL-TEXT-VISIBLE\n")
+    command = (
+        "cat MEMORY.md memory/people/telegram-2.md; ls -a; cat skills/weather/SKILL.md; "
+        "echo made > new.txt; echo end"
+    )
+    channel = TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    fake_llm.queue(calls(("exec", {"command": command})), text("Done."))
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await tg.say("show me the files", chat_id=member, user_id=member)
+        [request] = await tg.wait_sent(1, chat_id=owner)
+        code = code_in(request.params["text"])
+        await tg.say(f"/approve {code}", chat_id=owner, user_id=owner)
+        await tg.wait_sent(2, chat_id=member)
+        await gateway.wait_idle()
+    [output] = fake_llm.requests[-1].tool_results
+    assert "end" in output and "SKILL-TEXT-VISIBLE" in output
+    assert "OWNER-MEMORY-SECRET" not in output and "OTHER-PERSON-SECRET" not in output
+    assert not (workspace / "new.txt").exists()
+    prompt = request.params["text"]
+    assert "can read: skills/" in prompt
+    assert "can write: nothing that stays" in prompt and "network: none" in prompt

@@ -107,6 +107,8 @@ class Bwrap:
         read_only: Sequence[Locked] = (),
         extra_read_only: Sequence[Path] = (),
         read_write: Sequence[Path] = (),
+        covered: Sequence[Path] = (),
+        uncovered: Sequence[Path] = (),
         cgroup_procs: Path | None = None,
     ) -> list[str]:
         """``command`` wrapped; ``hidden`` paths inside what it sees (the gateway's own data
@@ -114,7 +116,9 @@ class Bwrap:
         empty directory or file; ``read_only`` paths are bound read-only (created empty
         first when missing, so the command cannot create them either). ``extra_read_only``
         and ``read_write`` are further paths outside the workspace it sees (an MCP server's
-        program and data). With a network and a ``guard``, bwrap starts under it. With ``cgroup_procs`` the command first joins that cgroup."""
+        program and data). ``covered`` paths in the workspace (what the conversation may
+        not see) are covered by an empty read-only folder or file, and ``uncovered`` ones
+        under them (what it may read after all) are bound read-only over the cover. With a network and a ``guard``, bwrap starts under it. With ``cgroup_procs`` the command first joins that cgroup."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--unshare-user"]
@@ -139,7 +143,8 @@ class Bwrap:
                 if extra.exists():
                     args += [flag, str(extra), str(extra)]
                     visible.append(extra)
-        args += self._covers(hidden, visible)
+        args += self._conversation_view(covered, uncovered)
+        args += self._covers(hidden, visible, skip=covered)
         args += ["--chdir", root, "--", *self._limited(command)]
         if self.network and self.guard is not None:
             args = self.guard.wrap(args)
@@ -148,12 +153,36 @@ class Bwrap:
         # The shell joins the cgroup, then becomes bwrap: nothing runs outside the cap.
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs), *args]
 
-    def _covers(self, hidden: Sequence[Path], visible: Sequence[Path]) -> list[str]:
-        """Arguments that cover each existing ``hidden`` path inside a ``visible`` one."""
+    def _conversation_view(self, covered: Sequence[Path], uncovered: Sequence[Path]) -> list[str]:
+        """Cover what the conversation may not see, show again what it may read under it,
+        then make the covers read-only (mount points are made in them first)."""
+        folders = [p.resolve() for p in covered if p.is_dir()]
         args: list[str] = []
+        for folder in folders:
+            args += [*self._size(64 * 1024), "--tmpfs", str(folder)]
+        for path in covered:
+            if path.exists() and not path.is_dir():
+                args += ["--ro-bind", "/dev/null", str(path.resolve())]
+        for path in uncovered:
+            real = path.resolve()
+            if real.exists() and any(real.is_relative_to(f) for f in folders):
+                args += ["--ro-bind", str(real), str(real)]
+        for folder in folders:
+            args += ["--remount-ro", str(folder)]
+        return args
+
+    def _covers(
+        self, hidden: Sequence[Path], visible: Sequence[Path], *, skip: Sequence[Path] = ()
+    ) -> list[str]:
+        """Arguments that cover each existing ``hidden`` path inside a ``visible`` one (and
+        not inside a ``skip`` path, covered already)."""
+        args: list[str] = []
+        skipped = [p.resolve() for p in skip]
         for path in hidden:
             target = path.resolve()
             if not any(target.is_relative_to(v) for v in visible) or not target.exists():
+                continue
+            if any(target.is_relative_to(s) for s in skipped):
                 continue
             if target.is_dir():
                 args += [*self._size(4096), "--tmpfs", str(target), "--remount-ro", str(target)]

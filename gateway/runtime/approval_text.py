@@ -59,6 +59,7 @@ def _block(record: ApprovalRequest, *, whole: bool) -> tuple[str, list[Cut]]:
     """The verbatim block: tool, requester, arguments (cut to the prompt's budget unless
     ``whole``), and which arguments were cut."""
     lines = [f"tool: {record.tool}", f"requested by: {requester_label(record.requester)}"]
+    lines += [visible(line) for line in record.reach.splitlines()]
     cuts: list[Cut] = []
     budget = MAX_SHOWN_CHARS
     for name, value in record.arguments.items():

@@ -360,6 +360,10 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
+    # v16 (issue 28): what an approved command could read and write, shown to approvers
+    """
+    ALTER TABLE approvals ADD COLUMN reach TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

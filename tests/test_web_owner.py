@@ -21,6 +21,7 @@ from agent.mcp.spec import StdioTarget
 from agent.tools.sandbox import find_bwrap
 from agent.toolset import default_tools
 from agent.workspace import Workspace
+from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.portguard import PortGuard
 from gateway.runtime.mcp import transports
 from gateway.web.signin import KEY_FILE
@@ -217,3 +218,17 @@ async def test_a_sandboxed_mcp_server_cannot_reach_the_gateways_port(
         _out, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode != 0
         assert "PermissionError" in err.decode(), err.decode()
+
+
+@needs_guard
+def test_doctor_says_networked_sandboxes_are_kept_off_the_gateways_ports(
+    make_settings: SettingsFactory,
+) -> None:
+    quiet = sandbox_checks(make_settings())
+    assert not [c for c in quiet if c.name == "port guard"]  # no networked sandbox: no line
+    [check] = [
+        c
+        for c in sandbox_checks(make_settings(tools={"exec": {"network": True}}))
+        if c.name == "port guard"
+    ]
+    assert check.status == "ok" and "cannot connect to the gateway's own ports" in check.message

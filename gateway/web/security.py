@@ -265,6 +265,8 @@ class WebGuard:
 
     def _unauthenticated(self, request: web.Request) -> web.Response:
         if self._token is None:
+            if "text/html" in request.headers.get(hdrs.ACCEPT, ""):  # a person, in a browser
+                return web.Response(status=401, text=NOT_THE_OWNER + "\n")
             return web.json_response({"error": NOT_THE_OWNER}, status=401)
         wants_page = request.method == "GET" and "text/html" in request.headers.get(hdrs.ACCEPT, "")
         if wants_page and not is_websocket(request):

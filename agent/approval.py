@@ -48,6 +48,7 @@ class PendingCall:
     arguments: dict[str, Any]  # exact; the runtime redacts them before anyone sees them
     reason: str  # the policy's refusal: why it needs approval
     authority: Role  # who may decide: ADMIN (the owner or the admins) or OWNER
+    reach: str = ""  # what it could read and write once run (Tool.reach)
 
     @property
     def call_key(self) -> str:
@@ -90,7 +91,13 @@ class ApprovalPolicy:
         if record is None or record.pending:
             raise AwaitingApproval(
                 PendingCall(
-                    ctx.turn_id, ctx.call_id, tool.name, args, refusal.reason, refusal.authority
+                    ctx.turn_id,
+                    ctx.call_id,
+                    tool.name,
+                    args,
+                    refusal.reason,
+                    refusal.authority,
+                    reach=tool.reach(ctx),
                 )
             )
         if record.state is ApprovalState.APPROVED and record.fingerprint == fingerprint(args):

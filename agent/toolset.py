@@ -11,8 +11,10 @@ from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_tools
 from agent.web.browser import Browser
+from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
+from gateway.core.portguard import PortGuard
 from gateway.store import AuditLog
 
 
@@ -37,7 +39,10 @@ def default_tools(
                 tmp_mb=exec_settings.tmp_mb,
             )
             sandbox = find_bwrap(
-                exec_settings.sandbox, network=exec_settings.network, limits=limits
+                exec_settings.sandbox,
+                network=exec_settings.network,
+                limits=limits,
+                guard=PortGuard(lambda: gateway_ports(settings)),
             )
         except SandboxUnavailable as exc:
             raise ConfigError(

@@ -147,21 +147,42 @@ class Workspace:
         return None
 
     def locked(self) -> tuple[Locked, ...]:
-        """What this turn may not write, for the exec sandbox to bind read-only: protected
-        files it may not change, and what is hidden from it (the whole workspace for a
-        member or a group, the owner's memory for an admin)."""
+        """What this turn may not write, for the exec sandbox to bind read-only: the
+        protected files it may not change. What is hidden from it is :meth:`covered`."""
         owner = self._owner_writes()
-        paths = [
+        return tuple(
             Locked(self.root / rule.path, rule.directory, strict=not owner)
             for rule in self._protected
             if not (rule.owner_may_change and owner)
-        ]
-        paths += [
-            Locked(p, p in self._hidden_folders or p == self.root)
-            for p in self._hidden
-            if p == self.root or p.is_relative_to(self.root)
-        ]
-        return tuple(paths)
+        )
+
+    def covered(self) -> tuple[Path, ...]:
+        """What is hidden from this conversation inside the workspace (all of it for a
+        member or a group, the owner's memory for an admin): the exec sandbox covers it
+        with an empty read-only folder or file, so a command sees what the file tools see."""
+        return tuple(p for p in self._hidden if p == self.root or p.is_relative_to(self.root))
+
+    def uncovered(self) -> tuple[Path, ...]:
+        """What this conversation may still read under a covered path (installed skills,
+        the files sent in it): shown again, read-only, over the cover."""
+        covered = self.covered()
+        return tuple(p for p in self._allowed if _under(p, covered) and p.exists())
+
+    def reach(self) -> tuple[str, str]:
+        """What a command of this conversation could read and write, in words for the
+        approver: ``(reads, writes)``."""
+        covered = self.covered()
+        if not covered:
+            return "the whole workspace", "the whole workspace (not the protected files)"
+        if self.root in covered:
+            shown = [self.relative(p) + ("/" if p.is_dir() else "") for p in self.uncovered()]
+            reads = ", ".join(shown) if shown else "nothing of the workspace"
+            return reads, "nothing that stays (a private /tmp, discarded afterwards)"
+        hidden = ", ".join(self.relative(p) + ("/" if p.is_dir() else "") for p in covered)
+        return (
+            f"the workspace except {hidden}",
+            f"the workspace except {hidden} and the protected files",
+        )
 
     def is_untrusted(self, path: Path) -> bool:
         """True for files that came from outside (attachments people sent)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from gateway.core.errors import AnotherInstanceRunning
 from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store import Job, Store
@@ -66,6 +67,23 @@ async def test_a_leader_that_loses_the_database_fences_itself(pg_url: str) -> No
         assert not node.leading and node.lost.is_set()
     finally:
         await node.stop()
+
+
+async def test_a_second_node_with_a_live_nodes_name_is_refused(pg_url: str) -> None:
+    """It would overwrite the first node's row, and delete it when it stopped."""
+    first = member(pg_url, "twin")
+    await first.start()
+    try:
+        with pytest.raises(AnotherInstanceRunning, match="already called 'twin'"):
+            await member(pg_url, "twin").start()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            rows = admin.execute("SELECT pid FROM cluster_nodes WHERE name = 'twin'").fetchall()
+        assert rows == [(1,)]  # the live node's row is untouched
+    finally:
+        await first.stop()
+    again = member(pg_url, "twin")  # the name is free once its node stopped
+    await again.start()
+    await again.stop()
 
 
 # -- whole processes -------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -422,3 +423,30 @@ async def test_only_the_agents_named_get_the_server(
     main, work = fake_llm.requests
     assert not any(name.startswith("demo__") for name in main.tool_names)
     assert "demo__now" in work.tool_names
+
+
+@pytest.mark.skipif(find_bwrap("auto") is None, reason="needs bubblewrap that works here")
+async def test_a_server_script_named_by_path_starts_in_the_sandbox(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """``command = "python3"``, ``args = ["/home/me/srv.py"]`` and no ``read_paths``: the
+    sandbox shows that one file (read-only), and nothing else of its folder."""
+    folder = tmp_path / "me"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("beside the script")
+    script = folder / "srv.py"
+    script.write_text(
+        "from mcp.server.mcpserver import MCPServer\n"
+        "server = MCPServer('mine')\n"
+        "@server.tool()\n"
+        "def peek() -> str:\n"
+        "    import os\n"
+        f"    return 'sees notes' if os.path.exists({str(folder / 'notes.txt')!r}) else 'alone'\n"
+        "server.run()\n"
+    )
+    settings = make_settings(
+        mcp={"servers": {"mine": {"command": sys.executable, "args": [str(script)]}}}
+    )
+    await one_turn(settings, fake_llm, calls(("mine__peek", {})))
+    [result] = fake_llm.requests[1].tool_results
+    assert "alone" in result, result

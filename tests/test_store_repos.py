@@ -144,7 +144,7 @@ async def test_goals_notes_and_agent_conversations(make_store: StoreFactory) -> 
     assert conversation.authorised_by == ("go",)
 
 
-async def test_pairing_queue_expires_the_oldest_and_decides_once(make_store: StoreFactory) -> None:
+async def test_pairing_queue_keeps_the_oldest_and_decides_once(make_store: StoreFactory) -> None:
     now = [1_000.0]
     async with make_store(clock=lambda: now[0]) as store:
         codes = []
@@ -152,12 +152,19 @@ async def test_pairing_queue_expires_the_oldest_and_decides_once(make_store: Sto
             requested = await store.pairings.request(
                 channel="t", sender_id=sender, sender_name=sender, chat_id=sender, max_pending=2
             )
-            codes.append(requested.request.code)
-        assert [r.sender_id for r in requested.expired] == ["a"]
+            codes.append(requested.request.code if requested.request else "")
+        assert codes[2] == "" and requested.oldest is not None  # full: "c" is dropped
+        assert requested.oldest.sender_id == "a"
         again = await store.pairings.request(
-            channel="t", sender_id="c", sender_name="", chat_id="c"
+            channel="t", sender_id="a", sender_name="", chat_id="a", max_pending=2
         )
-        assert again.request.code == codes[2]
+        assert again.request is not None and again.request.code == codes[0]
+        await store.pairings.decide(codes[0], "denied")
+        third = await store.pairings.request(
+            channel="t", sender_id="c", sender_name="", chat_id="c", max_pending=2
+        )
+        assert third.request is not None  # room again
+        codes[2] = third.request.code
         decided = await store.pairings.decide(codes[1].lower(), "approved", channel="t")
         assert decided is not None and decided.state == "approved"
         assert await store.pairings.decide(codes[1], "denied") is None

@@ -3,8 +3,9 @@
 A stdio server gets a minimal environment: PATH, HOME, LANG, TERM, USER, LOGNAME, SHELL and
 the variables configured for it, nothing else (no API keys, no tokens: Switchboard's own
 secrets are in its environment, not the server's). Under bubblewrap it sees the system's
-programs, its program's own installation, its working directory and the paths configured
-for it, and nothing of Switchboard's home; its stderr goes to ``<log_dir>/<name>.log``.
+programs, its program's own installation, its working directory, the files its arguments
+name by absolute path (read-only) and the paths configured for it, and nothing of
+Switchboard's home; its stderr goes to ``<log_dir>/<name>.log``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,11 @@ class Transports:
             command,
             target.cwd,
             hidden=self.protected,
-            extra_read_only=[*_installation(target.command), *target.read_paths],
+            extra_read_only=[
+                *_installation(target.command),
+                *named_files(target.args),
+                *target.read_paths,
+            ],
             read_write=target.write_paths,
         )
 
@@ -113,6 +118,22 @@ def server_environment(target: StdioTarget, *, sandboxed: bool) -> dict[str, str
         env["HOME"] = str(target.cwd)
     env.update((key, value.get_secret_value()) for key, value in target.env.items())
     return env
+
+
+def named_files(args: Sequence[str]) -> list[Path]:
+    """Existing files named by absolute path in a server's arguments (``python3
+    /home/me/srv.py``, the usual way to start a script): the sandbox shows each of them,
+    read-only, and only that file (modules next to it need ``read_paths``)."""
+    files = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
+        if not value.startswith("/"):
+            continue
+        path = Path(value)
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                files.append(path)
+    return files
 
 
 def _installation(command: str) -> list[Path]:

@@ -166,6 +166,11 @@ class Tool(ABC):
         approval before anything starts. ``run`` still enforces it unless ``ctx.approved``."""
         return None
 
+    def reach(self, ctx: ToolContext) -> str:
+        """What this call could read and write once it runs, for an approval prompt
+        (``exec``: its sandbox's view); empty when the arguments say it all."""
+        return ""
+
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

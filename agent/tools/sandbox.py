@@ -33,6 +33,7 @@ from pathlib import Path
 
 from agent.tools.cgroups import PidsCgroups
 from agent.workspace import Locked
+from gateway.core.portguard import PortGuard
 
 # System directories a shell needs, read-only. A merged-/usr system has /bin -> usr/bin etc.:
 # links are recreated as links, real directories are bound.
@@ -92,6 +93,8 @@ class Bwrap:
     network: bool = False
     limits: ExecLimits = field(default_factory=ExecLimits)
     pids: PidsCgroups | None = None
+    # With a network: the gateway's own ports stay out of reach (gateway.core.portguard).
+    guard: PortGuard | None = None
     # Options of newer bubblewraps (0.8): used when this one has them.
     features: frozenset[str] = OPTIONAL_FEATURES
 
@@ -104,6 +107,8 @@ class Bwrap:
         read_only: Sequence[Locked] = (),
         extra_read_only: Sequence[Path] = (),
         read_write: Sequence[Path] = (),
+        covered: Sequence[Path] = (),
+        uncovered: Sequence[Path] = (),
         cgroup_procs: Path | None = None,
     ) -> list[str]:
         """``command`` wrapped; ``hidden`` paths inside what it sees (the gateway's own data
@@ -111,7 +116,9 @@ class Bwrap:
         empty directory or file; ``read_only`` paths are bound read-only (created empty
         first when missing, so the command cannot create them either). ``extra_read_only``
         and ``read_write`` are further paths outside the workspace it sees (an MCP server's
-        program and data). With ``cgroup_procs`` the command first joins that cgroup."""
+        program and data). ``covered`` paths in the workspace (what the conversation may
+        not see) are covered by an empty read-only folder or file, and ``uncovered`` ones
+        under them (what it may read after all) are bound read-only over the cover. With a network and a ``guard``, bwrap starts under it. With ``cgroup_procs`` the command first joins that cgroup."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--unshare-user"]
@@ -136,19 +143,46 @@ class Bwrap:
                 if extra.exists():
                     args += [flag, str(extra), str(extra)]
                     visible.append(extra)
-        args += self._covers(hidden, visible)
+        args += self._conversation_view(covered, uncovered)
+        args += self._covers(hidden, visible, skip=covered)
         args += ["--chdir", root, "--", *self._limited(command)]
+        if self.network and self.guard is not None:
+            args = self.guard.wrap(args)
         if cgroup_procs is None:
             return args
         # The shell joins the cgroup, then becomes bwrap: nothing runs outside the cap.
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs), *args]
 
-    def _covers(self, hidden: Sequence[Path], visible: Sequence[Path]) -> list[str]:
-        """Arguments that cover each existing ``hidden`` path inside a ``visible`` one."""
+    def _conversation_view(self, covered: Sequence[Path], uncovered: Sequence[Path]) -> list[str]:
+        """Cover what the conversation may not see, show again what it may read under it,
+        then make the covers read-only (mount points are made in them first)."""
+        folders = [p.resolve() for p in covered if p.is_dir()]
         args: list[str] = []
+        for folder in folders:
+            args += [*self._size(64 * 1024), "--tmpfs", str(folder)]
+        for path in covered:
+            if path.exists() and not path.is_dir():
+                args += ["--ro-bind", "/dev/null", str(path.resolve())]
+        for path in uncovered:
+            real = path.resolve()
+            if real.exists() and any(real.is_relative_to(f) for f in folders):
+                args += ["--ro-bind", str(real), str(real)]
+        for folder in folders:
+            args += ["--remount-ro", str(folder)]
+        return args
+
+    def _covers(
+        self, hidden: Sequence[Path], visible: Sequence[Path], *, skip: Sequence[Path] = ()
+    ) -> list[str]:
+        """Arguments that cover each existing ``hidden`` path inside a ``visible`` one (and
+        not inside a ``skip`` path, covered already)."""
+        args: list[str] = []
+        skipped = [p.resolve() for p in skip]
         for path in hidden:
             target = path.resolve()
             if not any(target.is_relative_to(v) for v in visible) or not target.exists():
+                continue
+            if any(target.is_relative_to(s) for s in skipped):
                 continue
             if target.is_dir():
                 args += [*self._size(4096), "--tmpfs", str(target), "--remount-ro", str(target)]
@@ -223,7 +257,11 @@ def _create_empty(path: Path, *, directory: bool) -> None:
 
 
 def find_bwrap(
-    mode: str, *, network: bool = False, limits: ExecLimits | None = None
+    mode: str,
+    *,
+    network: bool = False,
+    limits: ExecLimits | None = None,
+    guard: PortGuard | None = None,
 ) -> Bwrap | None:
     """The sandbox to use for ``tools.exec.sandbox = mode`` ("auto", "bwrap" or "off").
 
@@ -239,7 +277,7 @@ def find_bwrap(
             return None
         raise
     pids = PidsCgroups.find() if os.geteuid() == 0 else None
-    return Bwrap(sandbox.executable, network, limits or ExecLimits(), pids, sandbox.features)
+    return Bwrap(sandbox.executable, network, limits or ExecLimits(), pids, guard, sandbox.features)
 
 
 def contains_fork_bombs() -> bool:

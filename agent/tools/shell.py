@@ -116,6 +116,17 @@ class Exec(Tool):
         async with sandbox.pids.group(sandbox.limits.max_processes) as procs:
             return await self._run(command, seconds=timeout, ctx=ctx, cgroup_procs=procs)
 
+    def reach(self, ctx: ToolContext) -> str:
+        """What the command could read and write, for the approval prompt."""
+        if self._sandbox is None:
+            return (
+                "no sandbox: it runs as the gateway's own user and can read and write "
+                "whatever that user can"
+            )
+        reads, writes = ctx.workspace.reach()
+        network = "yes (not the gateway's own ports)" if self._sandbox.network else "none"
+        return f"can read: {reads}\ncan write: {writes}\nnetwork: {network}"
+
     async def _run(
         self, command: str, *, seconds: float, ctx: ToolContext, cgroup_procs: Path | None
     ) -> ToolResult:
@@ -130,6 +141,8 @@ class Exec(Tool):
                     ctx.workspace.root,
                     hidden=self._protected,
                     read_only=ctx.workspace.locked(),
+                    covered=ctx.workspace.covered(),
+                    uncovered=ctx.workspace.uncovered(),
                     cgroup_procs=cgroup_procs,
                 )
             except CannotLock as exc:

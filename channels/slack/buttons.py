@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.convert import CHANNEL
-from channels.slack.render import render
+from channels.slack.render import render_message
 from channels.slack.sender import EVENT_TYPE, mapped_errors
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 
@@ -36,7 +36,7 @@ SECTION_CHUNK = 2_800  # what we put in one: mrkdwn may come out a little longer
 def blocks(message: OutboundMessage) -> list[dict[str, Any]]:
     sections: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": part}}
-        for part in render(message.text, limit=SECTION_CHUNK)
+        for part in render_message(message, limit=SECTION_CHUNK)
     ]
     buttons = []
     for index, action in enumerate(message.actions):

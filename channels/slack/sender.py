@@ -42,7 +42,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack.render import render
+from channels.slack.render import render_message
 from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import OutboundMessage
@@ -235,7 +235,7 @@ class Sender:
 
 
 def _parts(message: OutboundMessage) -> list[Part]:
-    parts = [Part(text=text) for text in render(message.text)]
+    parts = [Part(text=text) for text in render_message(message)]
     parts += [Part(file=Path(a.path)) for a in message.attachments if a.path]
     for part in parts:
         if part.file is not None and not part.file.is_file():

@@ -9,7 +9,8 @@ code fences balanced per chunk), then each chunk is converted on its own, so eve
 offset is relative to the message it travels in. Conversion can grow a chunk slightly
 (headings gain a marker); a converted chunk still over the limit is cut once more with the
 library's entity-aware splitter. Each part remembers a plain-text fallback for when Telegram
-rejects its entities ("can't parse entities"): nothing is ever dropped.
+rejects its entities ("can't parse entities"): nothing is ever dropped. A message's
+verbatim block (approval prompts) never goes through markdown: :func:`render_message`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import telegramify_markdown
 from telegram import MessageEntity
 
 from channels._text import split_message, utf16_length
+from gateway.core.messages import OutboundMessage
 
 MAX_MESSAGE = 4096  # UTF-16 code units, as Telegram counts
 MAX_CAPTION = 1024
@@ -54,6 +56,27 @@ def render(markdown: str, *, limit: int = MAX_MESSAGE) -> list[Part]:
                 )
             )
     return parts
+
+
+def render_message(message: OutboundMessage, *, limit: int = MAX_MESSAGE) -> list[Part]:
+    """The parts of ``message``; its :attr:`~OutboundMessage.verbatim` block, if any, is one
+    ``pre`` entity placed by offsets after the prose (in the last part when it fits, else
+    in a part of its own), so nothing in it is ever read as markdown."""
+    prose = message.prose
+    if prose is None:
+        return render(message.text, limit=limit)
+    block = message.verbatim
+    if utf16_length(block) > limit:  # the prompt keeps it far shorter; never drop it
+        return render(message.text, limit=limit)
+    parts = render(prose, limit=limit) if prose.strip() else []
+    pre = MessageEntity(MessageEntity.PRE, 0, utf16_length(block))
+    if parts and utf16_length(parts[-1].text) + 2 + utf16_length(block) <= limit:
+        last = parts.pop()
+        offset = utf16_length(last.text) + 2
+        placed = MessageEntity(MessageEntity.PRE, offset, utf16_length(block))
+        text = f"{last.text}\n\n{block}"
+        return [*parts, Part(text, (*last.entities, placed), f"{last.plain}\n\n{block}")]
+    return [*parts, Part(block, (pre,), block)]
 
 
 def _ptb(entities: list[telegramify_markdown.MessageEntity]) -> tuple[MessageEntity, ...]:

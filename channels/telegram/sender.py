@@ -50,7 +50,7 @@ from channels.buckets import Rate
 from channels.telegram.convert import telegram_message_id
 from channels.telegram.pacing import Pacer
 from channels.telegram.recovery import MessageIds
-from channels.telegram.render import Part, render
+from channels.telegram.render import Part, render_message
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import Attachment, ChatRef, OutboundMessage
 
@@ -174,7 +174,7 @@ class Sender:
         self, message: OutboundMessage, progress: Progress, markup: InlineKeyboardMarkup | None
     ) -> str | None:
         to = _Target(message.chat_id, _thread(message.chat), _reply(message))
-        parts = render(message.text)
+        parts = render_message(message)
         slots = progress.slots
         steps: list[Step] = []
         for i, part in enumerate(parts):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
 from gateway.cli.doctor_connect import connect_checks
+from gateway.cli.doctor_files import file_checks
 from gateway.cli.doctor_models import llm_key_check, llm_reachability, other_model_checks
 from gateway.cli.doctor_store import store_checks
 from gateway.cli.doctor_tools import (
@@ -64,12 +65,19 @@ def register(
         description=DESCRIPTION,
     )
     command.add_argument("--json", action="store_true", help="print the checks as JSON")
+    command.add_argument(
+        "--fix",
+        action="store_true",
+        help="make secret and memory files readable by you only (chmod go-rwx)",
+    )
     command.set_defaults(handler=doctor_command, needs_settings="partial")
 
 
 def doctor_command(args: argparse.Namespace, settings: Settings) -> int:
     problem: ConfigError | None = getattr(args, "config_problem", None)
-    return asyncio.run(run_doctor(settings, config_problem=problem, as_json=args.json))
+    return asyncio.run(
+        run_doctor(settings, config_problem=problem, as_json=args.json, fix=args.fix)
+    )
 
 
 def bootstrap_names() -> list[str]:
@@ -184,11 +192,16 @@ def security_checks(settings: Settings) -> list[Check]:
 
 
 async def run_doctor(
-    settings: Settings, *, config_problem: ConfigError | None = None, as_json: bool = False
+    settings: Settings,
+    *,
+    config_problem: ConfigError | None = None,
+    as_json: bool = False,
+    fix: bool = False,
 ) -> int:
     checks = [
         *config_checks(settings, config_problem),  # replaces the "config is valid" line
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
+        *file_checks(settings, fix=fix),
         *store_checks(settings),
         *skill_checks(settings),
         *security_checks(settings),

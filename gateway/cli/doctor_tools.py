@@ -33,9 +33,38 @@ def sandbox_checks(settings: Settings) -> list[Check]:
     from agent.tools.sandbox import unavailable_reason  # noqa: PLC0415
 
     exec_settings = settings.tools.exec
+    checks = [port_guard_check(settings)] if _networked_sandboxes(settings) else []
     if not exec_settings.enabled or settings.tools.safe_mode:
-        return []
-    return [_sandbox_check(settings, unavailable_reason())]
+        return checks
+    return [_sandbox_check(settings, unavailable_reason()), *checks]
+
+
+def _networked_sandboxes(settings: Settings) -> bool:
+    exec_settings = settings.tools.exec
+    exec_network = exec_settings.enabled and exec_settings.network and not settings.tools.safe_mode
+    mcp_network = any(s.command is not None and s.network for s in settings.mcp.enabled().values())
+    return exec_network or mcp_network
+
+
+def port_guard_check(settings: Settings) -> Check:
+    """Whether networked sandboxes are kept off the gateway's ports (docs/security.md)."""
+    from gateway.core.portguard import NET_ABI, PortGuard, landlock_abi  # noqa: PLC0415
+
+    if PortGuard(lambda: ()).available:
+        return Check(
+            "port guard",
+            "ok",
+            f"Landlock ABI {landlock_abi()}: networked commands and MCP servers cannot "
+            "connect to the gateway's own ports",
+        )
+    return Check(
+        "port guard",
+        "warn",
+        f"this kernel's Landlock (ABI {landlock_abi()}, {NET_ABI}+ needed: Linux 6.7) cannot "
+        "keep networked commands and MCP servers off the gateway's ports; the local web "
+        "chat then recognises nobody by their connection: sign browsers in with "
+        "`switchboard web`",
+    )
 
 
 def _sandbox_check(settings: Settings, problem: str | None) -> Check:

@@ -27,6 +27,7 @@ from gateway.cli import (
     run,
     service,
     status,
+    web,
 )
 from gateway.cli import mcp as mcp_cli
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     _register_chat(commands, common)
     doctor.register(commands, common)
     status.register(commands, common)
+    web.register(commands, common)
     config.register(commands, common)
     logs.register(commands, common)
     service.register(commands, common)

@@ -76,6 +76,8 @@ async def run_gateway(settings: Settings) -> int:
             )
         if gateway.web is not None:
             print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
+            if sys.stdout.isatty():  # never into a service's journal, which others may read
+                print(f"sign in a browser (once, 10 minutes): {gateway.web.sign_in_link()}")
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())
         fenced = asyncio.create_task(gateway.guard.fenced.wait())

@@ -52,12 +52,14 @@ def set_key(text: str, dotted: str, value: Any) -> str:
 
 
 def write_key(path: Path, dotted: str, value: Any) -> str:
-    """Set the key in the file (created with mode 0600 when missing); returns the old text."""
+    """Set the key in the file (mode 0600: it may hold a token, so a file found readable by
+    others is made private before the value goes in); returns the old text."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     new = set_key(old, dotted, value)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(mode=0o600)
+    path.chmod(0o600)
     path.write_text(new, encoding="utf-8")
     return old
 

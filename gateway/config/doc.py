@@ -119,7 +119,7 @@ DESCRIPTIONS = {
     "tools.web.browser_max_bytes": "all traffic of one rendered page (both directions); then its connections are cut",
     "tools.web.browser_memory_mb": "the browser's resident memory; over it, it is restarted (JS heap per page: a quarter of it)",
     "storage.url": "unset: the SQLite file `data/switchboard.db`; `postgresql://user:pass@host:5432/db`: that PostgreSQL database, shared by every node of a cluster (docs/scaling.md)",
-    "node.name": "this node's name in a cluster on PostgreSQL (`switchboard status`); unset: host name and process id",
+    "node.name": "this node's name in a cluster on PostgreSQL (`switchboard status`); unset: host name and process id. A node whose name a running node holds refuses to start (exit 3)",
     "storage.synchronous": "`full` (survives power loss) or `normal` (survives process crashes)",
     "storage.outbox_max_attempts": "delivery attempts before a message is recorded as failed",
     "storage.retention_days": "days sent/failed outbox messages, tool-call records, finished turns, background tasks, jobs, decided pairing and approval requests and turn traces are kept",

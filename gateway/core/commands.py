@@ -15,6 +15,7 @@ COMMANDS = {
     "/pair": "admins: list, approve CODE, deny CODE, revoke USER_ID",
     "/approve": "owner and admins: let a waiting action run (/approve ID)",
     "/deny": "owner and admins: refuse a waiting action (/deny ID)",
+    "/show": "owner and admins: a waiting action in full (/show ID)",
 }
 
 # Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.controls).
@@ -23,4 +24,4 @@ CONTROL_COMMANDS = frozenset({"/stop", "/status", "/new", "/help"})
 # Decisions on approval requests: they are answered even while the chat they are sent in
 # waits for an approval itself (see gateway.runtime.dispatcher), or the owner's own waiting
 # turn could never be approved from the owner's chat.
-APPROVAL_COMMANDS = ("/approve", "/deny")
+APPROVAL_COMMANDS = ("/approve", "/deny", "/show")

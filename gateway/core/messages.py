@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from gateway.core.verbatim import fenced
+
 
 class ChatType(enum.StrEnum):
     """Where a message was written; tool policy differs between them."""
@@ -222,6 +224,10 @@ class OutboundMessage:
     idempotency_key: str = field(default_factory=new_id)
     actions: tuple[Action, ...] = ()  # buttons, where the platform has them
     direct: bool = False
+    # ``text`` ends with this block as gateway.core.verbatim.fenced(verbatim), which every
+    # markdown renderer shows as written; channels that can (Telegram: a ``pre`` entity by
+    # offsets) show ``verbatim`` itself without any markdown. Approval prompts use it.
+    verbatim: str = ""
 
     @property
     def chat(self) -> ChatRef:
@@ -249,7 +255,15 @@ class OutboundMessage:
         )
 
     def with_text(self, text: str) -> OutboundMessage:
-        return replace(self, text=text)
+        return replace(self, text=text, verbatim="")
+
+    @property
+    def prose(self) -> str | None:
+        """``text`` without its verbatim block, or None when it has none (as sent)."""
+        if not self.verbatim:
+            return None
+        block = "\n\n" + fenced(self.verbatim)
+        return self.text.removesuffix(block) if self.text.endswith(block) else None
 
     def forwarded(self, chat: ChatRef, text: str, *, via: str) -> OutboundMessage:
         """This message passed on to ``chat`` with ``text`` (a webhook's or a task's, to the

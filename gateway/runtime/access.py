@@ -21,7 +21,7 @@ from gateway.core.principal import Principal, Role
 from gateway.runtime.deliveries import ChannelDesk
 from gateway.runtime.group_context import GroupContextBook
 from gateway.runtime.pairing import young_accounts
-from gateway.store import Store
+from gateway.store import PairingRequest, Store
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,38 @@ class AccessGate:
         await self._store.people.sent_to(person, msg.channel, msg.chat_id, durable=False)
         self._used.add(key)
 
+    async def _dropped(
+        self, msg: InboundMessage, section: ChannelSection, oldest: PairingRequest | None
+    ) -> None:
+        """A full pairing queue: the stranger gets no reply and no code; the channel's
+        owners are told once per full queue (keyed by its oldest request)."""
+        await self._store.audit.record(
+            "pairing-dropped",
+            channel=msg.channel,
+            sender_id=msg.sender_id,
+            sender_name=msg.sender_name,
+            reason="the pairing queue is full; the oldest requests are kept",
+        )
+        if oldest is None or not section.owners:
+            return
+        notices = [
+            OutboundMessage(
+                channel=msg.channel,
+                chat_id=owner,
+                text=(
+                    f"Pairing requests on {msg.channel} are being dropped: the queue is full "
+                    "(the oldest are kept, and new senders get no code). `/pair list` shows "
+                    "them; `/pair clear` empties the queue."
+                ),
+                kind=OutboundKind.NOTICE,
+                idempotency_key=f"pairing-dropped:{msg.channel}:{oldest.code}:{owner}",
+                direct=True,
+            )
+            for owner in section.owners
+        ]
+        if await self._store.outbox.enqueue(notices):
+            self._on_outbound(msg.channel)
+
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
         requested = await self._store.pairings.request(
             channel=msg.channel,
@@ -232,14 +264,9 @@ class AccessGate:
             young=young_accounts(msg.channel, section, now=time.time()),
         )
         request = requested.request
-        for old in requested.expired:
-            await self._store.audit.record(
-                "pairing-expired",
-                channel=old.channel,
-                sender_id=old.sender_id,
-                code=old.code,
-                reason="the pairing queue was full; the oldest request made room",
-            )
+        if request is None:
+            await self._dropped(msg, section, requested.oldest)
+            return
         await self._store.audit.record(
             "pairing",
             channel=msg.channel,

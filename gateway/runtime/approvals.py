@@ -50,6 +50,7 @@ from gateway.store.approvals import approval_id
 
 log = logging.getLogger(__name__)
 
+SHOWN_KEY = "approval-shown:"  # + request id -> who was sent it in full (/show)
 NOT_ALLOWED = "Only the owner or an admin of this chat can decide approval requests."
 
 
@@ -155,6 +156,7 @@ class Approvals(Service):
             arguments=text.shown_arguments(ask.arguments, self._redact),
             fingerprint=fingerprint(ask.arguments),
             reason=ask.reason,
+            reach=ask.reach,
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,
             state=ApprovalState.PENDING if targets else ApprovalState.REFUSED,
@@ -196,12 +198,14 @@ class Approvals(Service):
     def _messages(
         self, record: ApprovalRequest, request: TurnRequest, targets: list[tuple[ChatRef, bool]]
     ) -> list[OutboundMessage]:
+        prompt, block = text.request_text(record, timeout=self.timeout)
         messages = [
             OutboundMessage(
                 channel=chat.channel,
                 chat_id=chat.chat_id,
                 thread_id=chat.thread_id,
-                text=text.request_text(record, timeout=self.timeout),
+                text=prompt,
+                verbatim=block,
                 kind=OutboundKind.NOTICE,
                 idempotency_key=f"approval:{record.id}:{chat.chat_id}",
                 actions=text.request_actions(record),
@@ -259,11 +263,13 @@ class Approvals(Service):
             return NOT_ALLOWED
         if not record.pending:
             return text.already_text(record)
+        by = f"{principal.channel}:{principal.sender_id}"
+        if approve and text.prompt_was_cut(record) and not await self._was_shown(record, by):
+            return text.unseen_text(record)  # never approve what the approver could not see
         now = self._clock.now().timestamp()
         state = ApprovalState.APPROVED if approve else ApprovalState.DENIED
         if record.expires_at <= now:  # the timer has not come round yet: still too late
             state = ApprovalState.EXPIRED
-        by = f"{principal.channel}:{principal.sender_id}"
         decided = await self._store.approval_requests.decide(record.id, state, by=by, at=now)
         if decided is None:  # decided a moment ago by someone else, or it just expired
             current = await self._store.approval_requests.get(record.id)
@@ -271,6 +277,32 @@ class Approvals(Service):
         await self._audit(f"approval-{state}", decided, by=principal)
         self._wake(decided.turn_id)
         return text.decided_text(decided)
+
+    async def show(self, msg: InboundMessage, principal: Principal) -> str:
+        """``/show ID``: the whole request, for one who may decide it; from then on their
+        ``/approve ID`` counts even when the prompt had to cut an argument."""
+        words = msg.text.split()[1:]
+        if not principal.is_admin:
+            return NOT_ALLOWED
+        if msg.is_group:
+            return "Approval requests are shown in a direct chat with me."
+        if not words:
+            return "Usage: /show ID (the id of an approval request)"
+        record = await self._store.approval_requests.get(words[0])
+        if record is None:
+            return f"There is no approval request {words[0].upper()}."
+        if not self._may(record, principal):
+            await self._audit("approval-forbidden", record, by=principal)
+            return NOT_ALLOWED
+        if text.reviewable(record):
+            key = SHOWN_KEY + record.id
+            shown = set(await self._store.kv.get(key) or ())
+            shown.add(f"{principal.channel}:{principal.sender_id}")
+            await self._store.kv.set(key, sorted(shown))
+        return text.show_text(record)
+
+    async def _was_shown(self, record: ApprovalRequest, by: str) -> bool:
+        return by in (await self._store.kv.get(SHOWN_KEY + record.id) or ())
 
     async def _audit(
         self, kind: str, record: ApprovalRequest, *, by: Principal | None = None

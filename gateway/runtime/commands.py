@@ -79,6 +79,10 @@ class Commands:
             if self._approvals is None:
                 return "Nothing here needs approval: tools.approvals is not set to ask."
             return await self._approvals.decide(msg, principal, approve=command == "/approve")
+        if command == "/show":
+            if self._approvals is None:
+                return "Nothing here needs approval: tools.approvals is not set to ask."
+            return await self._approvals.show(msg, principal)
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"

@@ -36,7 +36,7 @@ def prepare_workspace(workspace: Path, report: OnboardReport | None = None) -> O
     report = report or OnboardReport()
     for directory in (workspace, *(workspace / d for d in WORKSPACE_SUBDIRS)):
         if not directory.exists():
-            directory.mkdir(parents=True)
+            directory.mkdir(parents=True, mode=0o700)  # the owner's memory: theirs only
             report.created.append(directory)
     for source in sorted(template_dir().rglob("*")):
         if source.is_file():
@@ -73,6 +73,7 @@ def _copy_new(source: Path, target: Path, report: OnboardReport) -> None:
     if target.exists():
         report.kept.append(target)
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     shutil.copyfile(source, target)
+    target.chmod(0o600)  # memory and profile files are the owner's alone
     report.created.append(target)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 from agent.mcp.spec import HttpTarget, Limits, ServerSpec, StdioTarget
 from agent.tools.sandbox import Bwrap, SandboxUnavailable, find_bwrap
 from gateway.config.mcp import McpServerSettings
+from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
+from gateway.core.portguard import PortGuard
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
@@ -97,7 +99,8 @@ def _sandbox(settings: Settings) -> Bwrap | None:
     if not wanted:
         return None
     try:
-        return find_bwrap(settings.mcp.sandbox)
+        guard = PortGuard(lambda: gateway_ports(settings))
+        return find_bwrap(settings.mcp.sandbox, guard=guard)
     except SandboxUnavailable as exc:
         raise ConfigError(
             f"mcp.sandbox is 'bwrap' but {exc}; install it, or set "

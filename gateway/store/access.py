@@ -52,10 +52,13 @@ class PairingRequest:
 
 @dataclass(frozen=True, slots=True)
 class Requested:
-    """A sender's open request, and the requests expired to make room for it."""
+    """A sender's open request, or ``None`` when the channel's queue is full: then the
+    live requests are kept and the new one is dropped (``dropped``, with the oldest live
+    request it made way for, for the owner's notice)."""
 
-    request: PairingRequest
-    expired: tuple[PairingRequest, ...] = ()
+    request: PairingRequest | None
+    expired: tuple[PairingRequest, ...] = ()  # unused since requests are no longer evicted
+    oldest: PairingRequest | None = None
 
 
 _COLUMNS = "code, channel, sender_id, sender_name, chat_id, state, created_at, expires_at"
@@ -81,9 +84,11 @@ class Pairings:
         max_pending: int = 3,
         young: Callable[[str], bool] = lambda sender_id: False,
     ) -> Requested:
-        """The sender's open request, created if needed. A full queue makes room by expiring
-        its oldest request; a ``young`` sender (a new platform account) takes the place of
-        the oldest young one, so new accounts never hold more than one slot."""
+        """The sender's open request, created if needed. A full queue (``max_pending`` live
+        requests of the channel) keeps them and refuses the new one, so senders with
+        rotating ids cannot push each other out and get a code each; a ``young`` sender (a
+        new platform account) is refused while another young one holds a slot, so new
+        accounts never hold more than one."""
         now = self._clock()
 
         def upsert(conn: Connection) -> Requested:
@@ -106,16 +111,9 @@ class Pairings:
                     (channel,),
                 )
             ]
-            expired: list[PairingRequest] = []
-            if young(sender_id):
-                expired += [r for r in pending if young(r.sender_id)][:1]
-            room = [r for r in pending if r not in expired]
-            expired += room[: max(0, len(room) - max_pending + 1)]
-            for old in expired:
-                conn.execute(
-                    "UPDATE pairing SET state = 'expired', decided_at = ? WHERE code = ?",
-                    (now, old.code),
-                )
+            full = len(pending) >= max_pending
+            if full or (young(sender_id) and any(young(r.sender_id) for r in pending)):
+                return Requested(None, oldest=pending[0])
             code = new_code()
             conn.execute(
                 f"INSERT INTO pairing ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
@@ -124,7 +122,7 @@ class Pairings:
             request = PairingRequest(
                 code, channel, sender_id, sender_name, chat_id, "pending", now, now + ttl
             )
-            return Requested(request, tuple(expired))
+            return Requested(request)
 
         return await self._db.run(upsert)
 

@@ -25,7 +25,7 @@ from gateway.store.sql import Connection
 ID_LENGTH = 8
 _COLUMNS = (
     "id, call_key, turn_id, session_key, tool, arguments, fingerprint, reason, requester,"
-    " approvers, state, created_at, expires_at, decided_at, decided_by"
+    " approvers, state, created_at, expires_at, decided_at, decided_by, reach"
 )
 
 
@@ -63,6 +63,7 @@ class ApprovalRequest:
     expires_at: float
     decided_at: float | None = None
     decided_by: str | None = None
+    reach: str = ""  # what the call could read and write once run (exec's sandbox view)
 
     @property
     def pending(self) -> bool:
@@ -85,6 +86,7 @@ class ApprovalRequest:
             self.expires_at,
             self.decided_at,
             self.decided_by,
+            self.reach,
         )
 
 
@@ -104,7 +106,7 @@ class ApprovalRequests:
     def insert_statement(self, conn: Connection, record: ApprovalRequest) -> None:
         """Part of the park transaction; asking again for the same call changes nothing."""
         conn.execute(
-            f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+            f"INSERT INTO approvals ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"
             " ON CONFLICT (call_key) DO NOTHING",
             record.row(),
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from gateway.core.errors import StoreUnavailable
+from gateway.core.errors import AnotherInstanceRunning, StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.store.nodes import NODES_TABLE, sessions_report
@@ -43,6 +44,12 @@ log = logging.getLogger(__name__)
 LEADER_LOCK = 0x5357_4244_4C45_4144
 # forget nodes silent for this long (their rows only feed `switchboard status`)
 FORGET_AFTER = 3_600.0
+
+
+def name_lock(name: str) -> int:
+    """The advisory lock that holds a node's name: a signed 64-bit hash of it."""
+    digest = hashlib.sha256(f"switchboard node name {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class Membership(Service):
@@ -101,6 +108,18 @@ class Membership(Service):
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
             await conn.execute(NODES_TABLE)
+        # The name is this process's while its connection lives: a second node started
+        # with the same name would overwrite the first one's row (and delete it when it
+        # stops), so it is refused. A crashed node's lock goes with its connection.
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", [name_lock(self.name)])
+        held = await cursor.fetchone()
+        if held is None or not held[0]:
+            await conn.close()
+            self._conn = None
+            raise AnotherInstanceRunning(
+                f"a running node is already called {self.name!r} on this database; give "
+                "this one another name (node.name / SWITCHBOARD_NODE__NAME)"
+            )
         now = self._clock()
         await conn.execute(
             "DELETE FROM cluster_nodes WHERE heartbeat_at < %s", [now - FORGET_AFTER]

@@ -402,6 +402,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE delivery_status ADD COLUMN tag TEXT;
     CREATE INDEX delivery_status_tag ON delivery_status (channel, tag);
     """,
+    # v19 (issue 28): what an approved command could read and write, shown to approvers
+    """
+    ALTER TABLE approvals ADD COLUMN reach TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

@@ -3,8 +3,9 @@
 ``switchboard run`` writes ``data/web.json`` (``url``, ``pid``, ``version``) once the server
 listens and removes it when it stops. ``switchboard status`` (and anything else that talks
 to the running gateway, like an attached terminal chat) reads it, then calls the loopback
-API with the same credentials as a browser: none on a loopback bind without ``web.token``,
-else ``Authorization: Bearer <web.token>``. A crash can leave the file behind; the process
+API with the same credentials as a browser: none on a loopback bind without ``web.token``
+(the server recognises the gateway's own uid by the connection, gateway.web.peer), else
+``Authorization: Bearer <web.token>``. A crash can leave the file behind; the process
 lock (``data/switchboard.lock``) says whether its writer still runs.
 """
 

@@ -11,8 +11,12 @@ Every request passes :meth:`WebGuard.middleware`:
   The token is never read from a URL. Every failed credential counts against the client's
   address, and a throttled client is refused before its credential is checked
   (:mod:`gateway.web.throttle`). Without a token the server is bound to loopback (settings
-  refuse anything else) and every local request is the owner, like the terminal; a request
-  that came through a proxy is refused then.
+  refuse anything else) and the owner is the user who runs the gateway: a connection whose
+  socket that uid made (:mod:`gateway.web.peer`; the gateway's networked sandboxes cannot
+  connect at all, :mod:`gateway.core.portguard`), or a browser holding a session from a
+  one-time link of ``switchboard web`` (:mod:`gateway.web.signin`). Anyone else (another
+  uid on the machine) gets 401 and is told to run ``switchboard web``; a request that came
+  through a proxy is refused.
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header, which no other site can make a browser send.
@@ -40,7 +44,9 @@ from aiohttp import hdrs, web
 
 from gateway.config.channels import WebSettings
 from gateway.core.webhost import BROWSER_ID
+from gateway.web.peer import peer_uid
 from gateway.web.sessions import WebSessions
+from gateway.web.signin import SignInCodes
 from gateway.web.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
 
 AUTH_COOKIE = "switchboard_auth"
@@ -48,7 +54,7 @@ BROWSER_COOKIE = "switchboard_browser"
 NEW_BROWSER_ID = web.RequestKey("switchboard_new_browser_id", bool)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/favicon.ico"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/signin", "/favicon.ico"})
 PUBLIC_PREFIXES = ("/static/",)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
@@ -60,6 +66,11 @@ CSP = (
 )
 BROWSER_COOKIE_MAX_AGE = 400 * 24 * 3600  # the longest browsers keep a cookie
 TOO_MANY = "Too many failed attempts from your address; wait a minute.\n"
+NOT_THE_OWNER = (
+    "This web chat belongs to the user who runs Switchboard. As that user, run "
+    "`switchboard web` and open the sign-in link it prints."
+)
+BAD_LINK = "This sign-in link is used up, expired or wrong; run `switchboard web` for a new one.\n"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -103,8 +114,14 @@ class WebGuard:
         sessions: WebSessions | None = None,
         webhook_paths: frozenset[str] = frozenset(),
         program_prefixes: tuple[str, ...] = (),
+        owner_uid: int | None = None,
+        sign_in: SignInCodes | None = None,
     ):
         self._settings = settings
+        # Without a token: whose connections are the owner's (None: nobody's; they sign in
+        # with a link of `switchboard web`, checked by ``sign_in``).
+        self._owner_uid = owner_uid
+        self._sign_in = sign_in
         # A platform's webhooks (gateway.core.webhost.ServesWebhooks), path by path, and
         # other programs' endpoints (ServesPrograms), by prefix: their handlers check each
         # request's own credential; no host, proxy, token or Origin rule applies.
@@ -138,7 +155,10 @@ class WebGuard:
     def authenticate(self, request: web.Request) -> str | None:
         """How the request proves it is the owner: "local", "bearer", "cookie", or None."""
         if self._token is None:
-            return "local"
+            cookie = request.cookies.get(AUTH_COOKIE, "")
+            if cookie and self.sessions.valid(cookie):
+                return "cookie"
+            return "local" if self.owner_connects(request) else None
         header = request.headers.get(hdrs.AUTHORIZATION, "")
         scheme, _, credential = header.partition(" ")
         if scheme.lower() == "bearer" and credential:
@@ -147,6 +167,14 @@ class WebGuard:
         if cookie and self.sessions.valid(cookie):
             return "cookie"
         return None
+
+    def owner_connects(self, request: web.Request) -> bool:
+        """Whether the connection's socket belongs to the uid that runs the gateway."""
+        if self._owner_uid is None or request.transport is None:
+            return False
+        transport = request.transport
+        uid = peer_uid(transport.get_extra_info("peername"), transport.get_extra_info("sockname"))
+        return uid is not None and uid == self._owner_uid
 
     @staticmethod
     def presents_credentials(request: web.Request) -> bool:
@@ -236,6 +264,10 @@ class WebGuard:
         return await handler(request)
 
     def _unauthenticated(self, request: web.Request) -> web.Response:
+        if self._token is None:
+            if "text/html" in request.headers.get(hdrs.ACCEPT, ""):  # a person, in a browser
+                return web.Response(status=401, text=NOT_THE_OWNER + "\n")
+            return web.json_response({"error": NOT_THE_OWNER}, status=401)
         wants_page = request.method == "GET" and "text/html" in request.headers.get(hdrs.ACCEPT, "")
         if wants_page and not is_websocket(request):
             return redirect(f"/login?next={safe_next(request.path)}")
@@ -291,6 +323,27 @@ class WebGuard:
             self.record_failure(request)
             return redirect(f"/login?failed=1&next={target}")
         response = redirect(target)
+        response.set_cookie(
+            AUTH_COOKIE,
+            await self.sessions.create(),
+            max_age=int(self.sessions.lifetime_seconds),
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure or None,
+        )
+        return response
+
+    async def sign_in(self, request: web.Request) -> web.StreamResponse:
+        """GET /signin?code=...: a one-time link of ``switchboard web`` sets the session
+        cookie (:mod:`gateway.web.signin`)."""
+        if self.throttled(request):
+            return web.Response(status=429, text=TOO_MANY)
+        code = request.query.get("code", "")
+        if self._sign_in is None or not self._sign_in.redeem(code):
+            self.record_failure(request)
+            return web.Response(status=403, text=BAD_LINK)
+        response = redirect("/")
         response.set_cookie(
             AUTH_COOKIE,
             await self.sessions.create(),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,15 +30,18 @@ from aiohttp import web
 
 from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
+from gateway.core.portguard import PortGuard
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import Handler, WebGuard
 from gateway.web.sessions import WebSessions
+from gateway.web.signin import SignInCodes, ensure_key, sign_in_link
 from gateway.web.status import read_workspace_file, readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
+    from gateway.config.settings import Settings
     from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,17 @@ def program_channels(gateway: GatewayView) -> list[ServesPrograms]:
     """Channels other programs call (webhooks, the API; docs/connect.md)."""
     channels: list[object] = list(gateway.channels.values())
     return [c for c in channels if isinstance(c, ServesPrograms)]
+
+
+def owner_recognised(settings: Settings) -> bool:
+    """Whether a connection made by the gateway's own uid is the owner without signing in:
+    only when no sandbox with a network could make one (the port guard keeps them out
+    where Landlock can, gateway.core.portguard)."""
+    if PortGuard(lambda: ()).available:
+        return True
+    exec_network = settings.tools.exec.enabled and settings.tools.exec.network
+    mcp_network = any(s.command is not None and s.network for s in settings.mcp.enabled().values())
+    return not (exec_network or mcp_network)
 
 
 def serves_something(gateway: GatewayView) -> bool:
@@ -97,11 +112,14 @@ class WebServer:
             route for channel in webhook_channels(gateway) for route in channel.webhook_routes()
         ]
         self._programs = program_channels(gateway)
+        self._sign_in_key = ensure_key(gateway.settings.data_dir)
         self.guard = WebGuard(
             self.settings,
             sessions=sessions,
             webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
             program_prefixes=tuple(p.program_prefix for p in self._programs),
+            owner_uid=os.geteuid() if owner_recognised(gateway.settings) else None,
+            sign_in=SignInCodes(self._sign_in_key),
         )
         self.metrics = GatewayMetrics(gateway)
         self._runner: web.AppRunner | None = None
@@ -115,6 +133,10 @@ class WebServer:
             shown = f"[{shown}]"
         return f"http://{shown}:{self.port}/"
 
+    def sign_in_link(self) -> str:
+        """A one-time link that signs a browser in (what ``switchboard web`` prints)."""
+        return sign_in_link(self._sign_in_key, self.url)
+
     async def start(self) -> None:
         if not self.settings.loopback and not self.guard.token_required:
             raise ConfigError(  # settings refuse this already; never serve without it
@@ -122,8 +144,7 @@ class WebServer:
                 "(SWITCHBOARD_WEB__TOKEN)",
                 field="web.token",
             )
-        if self.guard.token_required:
-            await self.guard.sessions.load()
+        await self.guard.sessions.load()
         await self.metrics.start()
         runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await runner.setup()
@@ -191,6 +212,7 @@ class WebServer:
         add("GET", "/login", _page("login.html"))
         add("POST", "/login", self.guard.login)
         add("POST", "/logout", self.guard.logout)
+        add("GET", "/signin", self.guard.sign_in)
         add("GET", "/healthz", self._healthz)
         add("GET", "/readyz", self._readyz)
         add("GET", "/metrics", self._metrics)

@@ -1,0 +1,75 @@
+"""Secret and memory files are the gateway user's alone (docs/security.md, "Secrets").
+
+Driven through the command line as a user runs it: ``config set`` on a config.toml left
+0644, ``doctor`` on ``.env``, ``secrets/`` and ``MEMORY.md`` readable by others, ``doctor
+--fix``, and a fresh ``onboard``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from gateway.runtime.home import onboard
+
+
+def switchboard(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SWITCHBOARD_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_fresh_home_is_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    assert mode(home / "config.toml") == 0o600
+    assert mode(home / "workspace") == 0o700
+    assert mode(home / "workspace" / "MEMORY.md") == 0o600
+
+
+def test_config_set_makes_a_readable_config_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    (home / "config.toml").chmod(0o644)
+    done = switchboard(home, "config", "set", "telegram.token", "123456:abcdefghijklmnopqrstuvw")
+    assert done.returncode == 0, done.stderr
+    assert mode(home / "config.toml") == 0o600
+
+
+def test_doctor_warns_about_readable_secrets_and_fix_tightens_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    exposed = [home / ".env", home / "secrets" / "telegram_token", home / "workspace" / "MEMORY.md"]
+    (home / "secrets").mkdir()
+    for path in exposed[:2]:
+        path.write_text("SWITCHBOARD_X=1\n")
+    for path in exposed:
+        path.chmod(0o644)
+    report = json.loads(switchboard(home, "doctor", "--json").stdout)
+    warned = [c["message"] for c in report["checks"] if c["name"] == "permissions"]
+    for path in exposed:
+        assert any(m.startswith(f"{path} is mode 644") for m in warned), warned
+    assert all("doctor --fix" in m for m in warned)
+    fixed = json.loads(switchboard(home, "doctor", "--json", "--fix").stdout)
+    assert [mode(p) for p in exposed] == [0o600, 0o600, 0o600]
+    assert mode(home / "secrets") == 0o700 or not mode(home / "secrets") & 0o077
+    lines = [c for c in fixed["checks"] if c["name"] == "permissions"]
+    assert all(c["status"] == "ok" for c in lines)
+    again = json.loads(switchboard(home, "doctor", "--json").stdout)
+    assert [c["message"] for c in again["checks"] if c["name"] == "permissions"] == [
+        "secret and memory files are yours only"
+    ]

@@ -37,6 +37,7 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.local_bus import Bus
 from gateway.store import InboundRecord, Store
+from gateway.store.fencing import Fence
 from gateway.store.listener import Listener
 from gateway.store.membership import LEADER_LOCK, Membership
 from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC, notify
@@ -76,6 +77,7 @@ class ClusterClaims:
         self.looks = asyncio.Event()  # set: look at the pending messages soon (ClusterWork)
         self.held: set[str] = set()  # locked here, or being locked or unlocked
         self._locked: set[str] = set()  # locked here, its open work taken on
+        self._epochs: dict[str, int] = {}  # the claim of each session locked here
         self._unlocks: asyncio.Queue[str] = asyncio.Queue()
         self._unlocking: asyncio.Task[None] | None = None
 
@@ -108,7 +110,12 @@ class ClusterClaims:
 
     def release(self, key: str) -> None:
         self._locked.discard(key)
+        self._epochs.pop(key, None)
         self._unlocks.put_nowait(key)
+
+    def fence(self, key: str) -> Fence | None:
+        epoch = self._epochs.get(key)
+        return None if epoch is None else Fence(key, epoch)
 
     # -- locking --------------------------------------------------------------------------
 
@@ -134,25 +141,30 @@ class ClusterClaims:
             raise
         taken: dict[str, SessionBacklog] = {}
         failure: BaseException | None = None
-        for key, backlog in zip(locked, loaded, strict=True):
-            if isinstance(backlog, BaseException):
+        for key, outcome in zip(locked, loaded, strict=True):
+            if isinstance(outcome, BaseException):
                 self.release(key)
-                failure = backlog
+                failure = outcome
             else:
-                taken[key] = backlog
+                taken[key], self._epochs[key] = outcome
                 self._locked.add(key)
         if failure is not None and not taken:
             raise failure
         return taken
 
-    async def _load(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog:
-        work = await self._store.journal.session_work(key, chat_keys)
+    async def _load(self, key: str, chat_keys: Sequence[str]) -> tuple[SessionBacklog, int]:
+        """What the session has open, loaded with a new claim (its epoch, returned too):
+        from here on a node that held the session before can write nothing for it."""
+        work = await self._store.journal.session_work(
+            key, chat_keys, claim_by=self._membership.name
+        )
         waiting = await self._waiting_turns() if work.running else set()
-        return SessionBacklog(
+        backlog = SessionBacklog(
             running=work.running,
             parked=frozenset(t.id for t in work.running if t.id in waiting),
             pending=tuple(r for r in work.pending if self._session_of(r.message) == key),
         )
+        return backlog, work.epoch
 
     async def _unlock_forever(self) -> None:
         while True:

@@ -17,6 +17,11 @@ for the disk (SQLite ``synchronous=NORMAL``; PostgreSQL ``synchronous_commit = o
 Commits stay in order, so the next durable commit makes everything before it durable too,
 and a power cut can only lose a tail of checkpoints; a crash of the process loses nothing.
 
+A job run by a turn in a cluster carries the turn's claim on its session
+(:data:`~gateway.store.fencing.FENCE`): its transaction checks that claim first, once per
+session per transaction, and the job fails with ``StaleClaim`` when another node claimed the
+session since (gateway/store/fencing.py).
+
 The engine (:class:`Engine`) is the SQLite file (:mod:`gateway.store.sqlite`) or a
 PostgreSQL server (:mod:`gateway.store.postgres`), chosen by ``storage.url``; jobs see
 only the :class:`~gateway.store.sql.Connection` seam.
@@ -37,6 +42,7 @@ from typing import Any, TypeVar
 
 from gateway.core.errors import StorageFullError, StoreError
 from gateway.core.lifecycle import Service
+from gateway.store.fencing import FENCE, Fence, check_statement
 from gateway.store.sql import Connection, Dialect
 
 log = logging.getLogger(__name__)
@@ -94,6 +100,7 @@ class _Pending:
     future: asyncio.Future[Any]
     durable: bool
     urgent: bool = False
+    fence: Fence | None = None  # the claim the job's turn runs under (a cluster)
 
 
 class _Stop:
@@ -162,7 +169,7 @@ class Database(Service):
         if self._thread is None or self._loop is None:
             raise StoreError("database is not open")
         future: asyncio.Future[T] = self._loop.create_future()
-        job = _Pending(fn, future, durable, urgent)
+        job = _Pending(fn, future, durable, urgent, FENCE.get())
         if urgent:
             self._urgent.append(job)  # the writer takes these first; the put wakes it
         self._queue.put(job)
@@ -220,10 +227,11 @@ class Database(Service):
             conn = self._conn
             assert conn is not None
             engine.begin(any(job.durable for job in batch))
+            checked: set[Fence] = set()  # claims share-locked in this transaction
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
                 try:
-                    result = job.fn(conn)
+                    result = _call(job, conn, checked)
                 except Exception as exc:
                     engine.end(commit=False)
                     outcomes.append((job, None, self._translate(exc)))
@@ -235,11 +243,13 @@ class Database(Service):
             for job in batch:
                 conn.execute("SAVEPOINT job")
                 try:
-                    result = job.fn(conn)
+                    result = _call(job, conn, checked)
                 except Exception as exc:  # the job's own error goes back to its caller
                     if not engine.in_transaction():  # the whole batch was undone (disk full)
                         raise _BatchRolledBack(exc) from exc
                     conn.execute("ROLLBACK TO SAVEPOINT job")
+                    if job.fence is not None:  # its share lock went with the savepoint
+                        checked.discard(job.fence)
                     conn.execute("RELEASE SAVEPOINT job")
                     outcomes.append((job, None, self._translate(exc)))
                 else:
@@ -277,6 +287,14 @@ class Database(Service):
     def _loop_deliver(self, outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(_deliver, outcomes)
+
+
+def _call(job: _Pending, conn: Connection, checked: set[Fence]) -> Any:
+    """Run a job, after checking its claim unless this transaction did already."""
+    if job.fence is not None and job.fence not in checked:
+        check_statement(conn, job.fence)
+        checked.add(job.fence)
+    return job.fn(conn)
 
 
 def _deliver(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:

@@ -360,6 +360,17 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
+    # v17 (issue 34; renumbered at merge): fencing in a cluster. A session's claim carries
+    # an epoch bumped at every claim; a node's writes for the session check it
+    # (gateway.store.fencing). Kept on SQLite too, so both engines have the same tables.
+    """
+    CREATE TABLE session_claims (
+        session_key TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        node TEXT NOT NULL,
+        claimed_at REAL NOT NULL
+    );
+    """,
 )
 
 

@@ -352,6 +352,15 @@ PG_MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
+    # v17 (issue 34; renumbered at merge): fencing in a cluster (gateway.store.fencing)
+    """
+    CREATE TABLE session_claims (
+        session_key TEXT PRIMARY KEY,
+        epoch BIGINT NOT NULL,
+        node TEXT NOT NULL,
+        claimed_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 
 

@@ -152,6 +152,20 @@ async def watch(node: Node) -> None:
             node.standby.set()
 
 
+# answers stream by editing from the first word (a draft message posted, then edited into
+# the answer): whichever node runs the turn posts the draft, the leader delivers the answer
+STREAMING = {
+    "SWITCHBOARD_TELEGRAM__STREAMING": "true",
+    "SWITCHBOARD_TELEGRAM__STREAM_AFTER_SECONDS": "0",
+}
+
+
+def streamed(tg: FakeTelegram) -> int:
+    """How many answers were delivered by editing a draft (each shows once: the checks
+    of what the chats show catch a draft left beside its answer)."""
+    return len(tg.called("editMessageText"))
+
+
 @pytest.fixture
 async def tg() -> AsyncIterator[FakeTelegram]:
     fake = await FakeTelegram(random_token()).start()
@@ -160,7 +174,14 @@ async def tg() -> AsyncIterator[FakeTelegram]:
 
 
 async def answered(tg: FakeTelegram, chats: range, per_chat: int, timeout: float) -> None:
-    await tg.wait_for(lambda: all(len(tg.texts(c)) >= per_chat for c in chats), timeout)
+    """Each chat shows its first ``per_chat`` answers complete (a draft still growing
+    does not count)."""
+    await tg.wait_for(
+        lambda: all(
+            tg.visible(c)[:per_chat] == [f"echo: c{c} m{r}" for r in range(per_chat)] for c in chats
+        ),
+        timeout,
+    )
 
 
 async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
@@ -168,7 +189,7 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
 ) -> None:
     chats, rounds = range(1001, 1021), 3
     fake_llm.latency = 0.3  # turns are in flight when the leader dies
-    async with cluster(tmp_path, fake_llm, tg, pg_url, 3) as nodes:
+    async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         leader, *standbys = nodes
         assert not any(n.ready.is_set() for n in standbys)
 
@@ -202,8 +223,9 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
         roles = {n["name"]: n["role"] for n in json.loads(out)["nodes"]}
         assert roles["node-0"] == "gone" and sorted(roles.values()) == ["gone", "leader", "standby"]
 
-    for chat in chats:  # every message answered once, in order
-        assert tg.texts(chat) == [f"echo: c{chat} m{r}" for r in range(rounds)], chat
+    for chat in chats:  # every message answered once, in order, no draft beside it
+        assert tg.visible(chat) == [f"echo: c{chat} m{r}" for r in range(rounds)], chat
+    assert streamed(tg) > 0
 
 
 async def test_a_scheduled_job_fires_once_across_three_nodes(

@@ -44,7 +44,7 @@ from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_po
 from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
-from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
+from gateway.runtime.cluster import ClusterGuard, guard_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.connect import ProgramRoutes, program_channels
 from gateway.runtime.controls import Controls
@@ -164,7 +164,7 @@ class Gateway(Service):
         self.drafts = DraftStreamer(
             self.channels,
             self.store.drafts,
-            enabled=streaming(settings),
+            enabled=settings.streams_in,  # on every node of a cluster too
             delay=settings.stream_after,
             known=self.store.outbox.known,  # a draft whose answer was already sent stays
         )

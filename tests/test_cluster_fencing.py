@@ -12,16 +12,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import aiohttp
 import psycopg
 import pytest
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
 from channels.memory import MemoryChannel
+from channels.webchat import create
 from gateway.config.settings import Settings
 from gateway.core.errors import StaleClaim
+from gateway.core.messages import ChatRef
 from gateway.runtime.app import Gateway
-from gateway.store import Store
+from gateway.store import Store, TaskRecord
 from gateway.store.fencing import FENCE, Fence
+from gateway.store.membership import Membership
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 
@@ -118,3 +122,73 @@ async def test_a_write_under_a_stale_claim_is_refused_by_the_database(
             assert await store.ledger.start("turn-1:call-1", "charge_card")
         finally:
             FENCE.reset(token)
+
+
+# -- seeing it: the nodes on /metrics and the status page; tasks owned by their node ------
+
+
+async def test_metrics_and_status_show_every_node_its_role_sessions_and_connections(
+    tmp_path: Path, make_settings: SettingsFactory, pg_url: str
+) -> None:
+    def node(name: str, **extra: Any) -> Settings:
+        return make_settings(
+            home=tmp_path / name, storage={"url": pg_url}, node={"name": name}, **extra
+        )
+
+    leader = node("a", web={"port": 0})
+    async with Gateway(leader, channels=[create(leader)]) as a:
+        assert a.web is not None
+        b = Gateway(node("b"), channels=[MemoryChannel()])
+        joining = asyncio.create_task(b.start())  # a standby: runs turns, serves nothing
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            async with aiohttp.ClientSession() as http:
+
+                async def listed() -> dict[str, Any]:
+                    async with http.get(a.web.url + "api/status") as response:  # type: ignore[union-attr]
+                        return {n["name"]: n for n in (await response.json())["nodes"]}
+
+                nodes: dict[str, Any] = {}
+
+                async def reported() -> bool:  # each node's three connections are open
+                    nodes.update(await listed())
+                    return nodes.keys() == {"a", "b"} and all(
+                        n["connections"] == 3 for n in nodes.values()
+                    )
+
+                async with asyncio.timeout(15):  # the nodes report with their heartbeat
+                    await a.bus.wait_until(reported)
+                async with http.get(a.web.url + "metrics") as response:
+                    lines = (await response.text()).splitlines()
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()
+    assert nodes["a"]["role"] == "leader" and nodes["b"]["role"] == "standby"
+    assert 'switchboard_node_leading{node="a"} 1.0' in lines
+    assert 'switchboard_node_leading{node="b"} 0.0' in lines
+    assert 'switchboard_node_connections{node="a"} 3.0' in lines
+    assert 'switchboard_node_connections{node="b"} 3.0' in lines
+    assert any(line.startswith('switchboard_node_sessions{node="b"}') for line in lines)
+
+
+async def test_a_starting_node_reports_interrupted_only_tasks_of_nodes_that_are_gone(
+    tmp_path: Path, pg_url: str
+) -> None:
+    chat = ChatRef("telegram", "1")
+    owner = {"channel": "telegram", "sender_id": "1", "role": "owner"}
+    alive = Membership(pg_url, "alive", host="test", pid=1)
+    await alive.start()  # a node that runs its task right now
+    try:
+        for node, task_id in (("alive", "t-alive"), ("gone", "t-gone"), ("me", "t-mine")):
+            async with Store(tmp_path / "unused", url=pg_url, node=node) as store:
+                await store.tasks.start(
+                    TaskRecord(task_id, "work", "general", chat, owner, "queued")
+                )
+        async with Store(tmp_path / "unused", url=pg_url, node="me") as store:
+            reported = {record.id for record in await store.tasks.interrupted()}
+            still = {record.id for record in await store.tasks.running()}
+    finally:
+        await alive.stop()
+    assert reported == {"t-gone", "t-mine"}  # the live node's task is left to it
+    assert "t-alive" in still

@@ -87,8 +87,12 @@ def local_time_zone() -> str | None:
 class PostgresEngine(Engine):
     dialect = POSTGRESQL
 
-    def __init__(self, url: str, *, synchronous: Literal["full", "normal"] = "full") -> None:
+    def __init__(
+        self, url: str, *, synchronous: Literal["full", "normal"] = "full", node: str = ""
+    ) -> None:
         self.url = url
+        # named after the node, so the server (and the status page) can tell whose it is
+        self._application = f"switchboard store {node}".strip()[:63]
         self._relaxed = synchronous == "normal"
         self._raw: psycopg.Connection[Any] | None = None
 
@@ -104,7 +108,7 @@ class PostgresEngine(Engine):
                 autocommit=True,
                 cursor_factory=psycopg.ClientCursor,
                 connect_timeout=CONNECT_TIMEOUT,
-                application_name="switchboard",
+                application_name=self._application,
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot reach {self.description}: {str(exc).strip()}") from exc

@@ -363,6 +363,7 @@ MIGRATIONS: tuple[str, ...] = (
     # v17 (issue 34; renumbered at merge): fencing in a cluster. A session's claim carries
     # an epoch bumped at every claim; a node's writes for the session check it
     # (gateway.store.fencing). Kept on SQLite too, so both engines have the same tables.
+    # Background tasks record the node that runs them.
     """
     CREATE TABLE session_claims (
         session_key TEXT PRIMARY KEY,
@@ -370,6 +371,7 @@ MIGRATIONS: tuple[str, ...] = (
         node TEXT NOT NULL,
         claimed_at REAL NOT NULL
     );
+    ALTER TABLE tasks ADD COLUMN node TEXT;  -- the node that runs it (a cluster)
     """,
 )
 

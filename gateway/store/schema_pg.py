@@ -352,7 +352,8 @@ PG_MIGRATIONS: tuple[str, ...] = (
         UNIQUE (task_id, key)
     );
     """,
-    # v17 (issue 34; renumbered at merge): fencing in a cluster (gateway.store.fencing)
+    # v17 (issue 34; renumbered at merge): fencing in a cluster (gateway.store.fencing);
+    # background tasks owned by the node that runs them
     """
     CREATE TABLE session_claims (
         session_key TEXT PRIMARY KEY,
@@ -360,6 +361,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
         node TEXT NOT NULL,
         claimed_at DOUBLE PRECISION NOT NULL
     );
+    ALTER TABLE tasks ADD COLUMN node TEXT;  -- the node that runs it (a cluster)
     """,
 )
 

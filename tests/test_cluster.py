@@ -51,21 +51,39 @@ async def test_one_node_leads_and_a_standby_takes_over_when_it_goes(pg_url: str)
         await second.stop()
 
 
-async def test_a_leader_that_loses_the_database_fences_itself(pg_url: str) -> None:
+async def test_a_leader_cut_off_takes_the_lead_back_or_stops_if_another_node_took_it(
+    pg_url: str,
+) -> None:
     lost = asyncio.Event()
     node = member(pg_url, "a", on_lost=lost.set)
+    other = member(pg_url, "b")
     await node.start()
+    await other.start()
     try:
         await node.lead()
+        node.working = other.working = True
+        racing = asyncio.create_task(other.lead())  # tries the lock every interval
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE application_name = 'switchboard node a'"
             )
-        await asyncio.wait_for(lost.wait(), 5)
-        assert not node.leading and node.lost.is_set()
+        await asyncio.wait_for(node.degraded.wait(), 5)  # paused, not stopped
+        assert not node.leading
+        # back: leading again, or stopping for the node that took the lead meanwhile
+        back = [asyncio.ensure_future(lost.wait()), asyncio.ensure_future(node.resumed.wait())]
+        done, pending = await asyncio.wait(back, timeout=10, return_when="FIRST_COMPLETED")
+        for waiting in pending:
+            waiting.cancel()
+        assert done
+        # exactly one leader; the one that lost the lead says so (it must stop)
+        assert node.leading != other.leading
+        assert lost.is_set() == other.leading
+        assert node.generation == 2
+        racing.cancel()
     finally:
         await node.stop()
+        await other.stop()
 
 
 # -- whole processes -------------------------------------------------------------------

@@ -23,9 +23,11 @@ from gateway.config.settings import Settings
 from gateway.core.errors import StaleClaim
 from gateway.core.messages import ChatRef
 from gateway.runtime.app import Gateway
+from gateway.runtime.cluster import ClusterGuard
 from gateway.store import Store, TaskRecord
 from gateway.store.fencing import FENCE, Fence
 from gateway.store.membership import Membership
+from gateway.store.schema_pg import MIGRATION_LOCK
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 
@@ -78,19 +80,27 @@ async def test_a_node_cut_off_by_the_server_cannot_run_the_tool_a_second_time(
         joining = asyncio.create_task(b.start())  # runs turns; leads once a is gone
         try:
             await asyncio.wait_for(b.guard.standby.wait(), 10)
-            with psycopg.connect(pg_url, autocommit=True) as admin:  # a itself lives on
-                (ended,) = admin.execute(
+            admin = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+            try:
+                # a reconnects at once when cut off (and would take its locks back): the
+                # lock its reconnection registers under keeps it away while b takes over
+                await admin.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
+                cursor = await admin.execute(
                     "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM"
                     " pg_stat_activity WHERE application_name = 'switchboard node a') t"
-                ).fetchone()
-            assert ended == 1
-            await asyncio.wait_for(joining, 15)  # b leads: a's lock went with its connection
-            # b took the session (its turn left running), resumed the turn, ran the tool
-            [answer] = await channel_b.wait_for(1, max_wait=20)
-            assert answer.text == "charged once"
-            gate.set()  # a's model call returns the call it would make: refused
-            await until(a, lambda: not a.load.sessions, 15)  # a let the session go
-            await b.wait_idle()
+                )
+                assert await cursor.fetchone() == (1,)  # a itself lives on
+                await asyncio.wait_for(joining, 15)  # b leads: a's lock went with it
+                # b took the session (its turn left running), resumed it, ran the tool
+                [answer] = await channel_b.wait_for(1, max_wait=20)
+                assert answer.text == "charged once"
+                gate.set()  # a's model call returns the call it would make: refused
+                await until(a, lambda: not a.load.sessions, 15)  # a let the session go
+                await b.wait_idle()
+            finally:
+                await admin.close()  # a reconnects, finds b leading, and must stop
+            assert isinstance(a.guard, ClusterGuard)
+            await asyncio.wait_for(a.guard.fenced.wait(), 15)
         finally:
             joining.cancel()
             await asyncio.gather(joining, return_exceptions=True)

@@ -438,6 +438,11 @@ class Gateway(Service):
     def model_states(self) -> list[ModelState]:
         return self.models.states()
 
+    def degraded(self) -> str | None:
+        if isinstance(self.guard, ClusterGuard) and self.guard.membership.degraded.is_set():
+            return "lost the database: paused, reconnecting"
+        return None
+
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
         decide = pairing.approve if approve else pairing.deny
         request = await decide(self.store, code, by=by)

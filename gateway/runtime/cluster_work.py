@@ -97,7 +97,7 @@ class ClusterClaims:
         while True:
             if key in self._locked:  # a look took it meanwhile, with its backlog
                 return SessionBacklog()
-            if key not in self.held:
+            if key not in self.held and not self._membership.degraded.is_set():
                 try:
                     backlog = (await self.try_hold({key: ()})).get(key)
                 except StoreError as exc:
@@ -116,6 +116,18 @@ class ClusterClaims:
     def fence(self, key: str) -> Fence | None:
         epoch = self._epochs.get(key)
         return None if epoch is None else Fence(key, epoch)
+
+    async def relock(self) -> None:
+        """The membership connection was made again (the database came back): take the
+        locks of the sessions held here again. One another node took meanwhile stays
+        with it: this node's writes for it are refused (its epoch moved on)."""
+        if not self._locked:
+            return
+        keys = {session_lock(key): key for key in self._locked}
+        taken = await self._membership.try_lock_many(list(keys))
+        lost = [keys[k] for k in keys if k not in taken]
+        if lost:
+            log.warning("cluster: %d session(s) were taken by other nodes meanwhile", len(lost))
 
     # -- locking --------------------------------------------------------------------------
 
@@ -207,6 +219,7 @@ class ClusterWork(Service):
         self._max_sessions = max_sessions
         self._poll = poll
         self._pending: dict[int, InboundRecord] = {}  # as of the last look
+        self._generation = membership.generation  # the membership connection looked with
         self._sweep = False  # a decision was announced: look at the parked turns
         self._tasks: list[asyncio.Task[None]] = []
         self._notes: set[asyncio.Task[None]] = set()
@@ -251,7 +264,13 @@ class ClusterWork(Service):
                 timed_out = True
             self._looks.clear()
             again = False
+            if self._membership.degraded.is_set():  # paused: the database is out of reach
+                continue
             try:
+                if self._generation != self._membership.generation:  # reconnected
+                    self._generation = self._membership.generation
+                    await self._claims.relock()
+                    timed_out = True  # look at orphans and parked turns at once too
                 again = await self._scan()
                 if timed_out:
                     await self._adopt_orphans()

@@ -75,8 +75,14 @@ class Engine(ABC):
         """Whether the connection is open (a lost server connection is reopened)."""
 
     @abstractmethod
-    def begin(self, durable: bool) -> None:
-        """Start a transaction; ``durable``: its commit waits for the disk."""
+    def begin(self, durable: bool, *, savepoint: bool = False) -> None:
+        """Start a transaction; ``durable``: its commit waits for the disk; ``savepoint``:
+        open the first job's savepoint (``job``) too (one round trip where the engine can)."""
+
+    @abstractmethod
+    def next_savepoint(self) -> None:
+        """Release the savepoint ``job`` and open the next one (one round trip where the
+        engine can)."""
 
     @abstractmethod
     def end(self, commit: bool) -> None:
@@ -226,7 +232,7 @@ class Database(Service):
                 self._conn = engine.open()
             conn = self._conn
             assert conn is not None
-            engine.begin(any(job.durable for job in batch))
+            engine.begin(any(job.durable for job in batch), savepoint=len(batch) > 1)
             checked: set[Fence] = set()  # claims share-locked in this transaction
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
@@ -240,8 +246,10 @@ class Database(Service):
                     outcomes.append((job, result, None))
                 self._loop_deliver(outcomes)
                 return
-            for job in batch:
-                conn.execute("SAVEPOINT job")
+            # each job in a savepoint of its own; the commit ends the last one
+            for index, job in enumerate(batch):
+                if index:
+                    engine.next_savepoint()
                 try:
                     result = _call(job, conn, checked)
                 except Exception as exc:  # the job's own error goes back to its caller
@@ -250,10 +258,8 @@ class Database(Service):
                     conn.execute("ROLLBACK TO SAVEPOINT job")
                     if job.fence is not None:  # its share lock went with the savepoint
                         checked.discard(job.fence)
-                    conn.execute("RELEASE SAVEPOINT job")
                     outcomes.append((job, None, self._translate(exc)))
                 else:
-                    conn.execute("RELEASE SAVEPOINT job")
                     outcomes.append((job, result, None))
             engine.end(commit=True)
         except Exception as exc:

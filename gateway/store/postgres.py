@@ -135,11 +135,20 @@ class PostgresEngine(Engine):
     def usable(self) -> bool:
         return self._raw is not None and not self._raw.closed and not self._raw.broken
 
-    def begin(self, durable: bool) -> None:
-        assert self._raw is not None
-        self._raw.execute("BEGIN")
+    def begin(self, durable: bool, *, savepoint: bool = False) -> None:
+        # one round trip (the connection binds on the client: several statements may go
+        # in one simple query)
+        statements = ["BEGIN"]
         if self._relaxed or not durable:
-            self._raw.execute("SET LOCAL synchronous_commit = off")
+            statements.append("SET LOCAL synchronous_commit = off")
+        if savepoint:
+            statements.append("SAVEPOINT job")
+        assert self._raw is not None
+        self._raw.execute("; ".join(statements))
+
+    def next_savepoint(self) -> None:
+        assert self._raw is not None
+        self._raw.execute("RELEASE SAVEPOINT job; SAVEPOINT job")
 
     def end(self, commit: bool) -> None:
         assert self._raw is not None

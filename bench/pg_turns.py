@@ -105,8 +105,9 @@ def statements(log: Path, since: int) -> tuple[Counter[str], Counter[str]]:
         data = file.read()
     for line in data.decode(errors="replace").splitlines():
         match = PREFIX.match(line)
-        if match and match["app"].startswith("switchboard "):
-            connection = match["app"].split()[1]  # store, node or listener
+        if match and match["app"].startswith("switchboard"):
+            # store, node or listener (an older store connection: "switchboard" alone)
+            connection = [*match["app"].split(), "store"][1]
             counts[connection] += 1
             if connection == "store":
                 words = line[match.end() :].split()

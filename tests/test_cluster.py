@@ -52,21 +52,39 @@ async def test_one_node_leads_and_a_standby_takes_over_when_it_goes(pg_url: str)
         await second.stop()
 
 
-async def test_a_leader_that_loses_the_database_fences_itself(pg_url: str) -> None:
+async def test_a_leader_cut_off_takes_the_lead_back_or_stops_if_another_node_took_it(
+    pg_url: str,
+) -> None:
     lost = asyncio.Event()
     node = member(pg_url, "a", on_lost=lost.set)
+    other = member(pg_url, "b")
     await node.start()
+    await other.start()
     try:
         await node.lead()
+        node.working = other.working = True
+        racing = asyncio.create_task(other.lead())  # tries the lock every interval
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE application_name = 'switchboard node a'"
             )
-        await asyncio.wait_for(lost.wait(), 5)
-        assert not node.leading and node.lost.is_set()
+        await asyncio.wait_for(node.degraded.wait(), 5)  # paused, not stopped
+        assert not node.leading
+        # back: leading again, or stopping for the node that took the lead meanwhile
+        back = [asyncio.ensure_future(lost.wait()), asyncio.ensure_future(node.resumed.wait())]
+        done, pending = await asyncio.wait(back, timeout=10, return_when="FIRST_COMPLETED")
+        for waiting in pending:
+            waiting.cancel()
+        assert done
+        # exactly one leader; the one that lost the lead says so (it must stop)
+        assert node.leading != other.leading
+        assert lost.is_set() == other.leading
+        assert node.generation == 2
+        racing.cancel()
     finally:
         await node.stop()
+        await other.stop()
 
 
 async def test_a_second_node_with_a_live_nodes_name_is_refused(pg_url: str) -> None:
@@ -170,6 +188,20 @@ async def watch(node: Node) -> None:
             node.standby.set()
 
 
+# answers stream by editing from the first word (a draft message posted, then edited into
+# the answer): whichever node runs the turn posts the draft, the leader delivers the answer
+STREAMING = {
+    "SWITCHBOARD_TELEGRAM__STREAMING": "true",
+    "SWITCHBOARD_TELEGRAM__STREAM_AFTER_SECONDS": "0",
+}
+
+
+def streamed(tg: FakeTelegram) -> int:
+    """How many answers were delivered by editing a draft (each shows once: the checks
+    of what the chats show catch a draft left beside its answer)."""
+    return len(tg.called("editMessageText"))
+
+
 @pytest.fixture
 async def tg() -> AsyncIterator[FakeTelegram]:
     fake = await FakeTelegram(random_token()).start()
@@ -178,7 +210,14 @@ async def tg() -> AsyncIterator[FakeTelegram]:
 
 
 async def answered(tg: FakeTelegram, chats: range, per_chat: int, timeout: float) -> None:
-    await tg.wait_for(lambda: all(len(tg.texts(c)) >= per_chat for c in chats), timeout)
+    """Each chat shows its first ``per_chat`` answers complete (a draft still growing
+    does not count)."""
+    await tg.wait_for(
+        lambda: all(
+            tg.visible(c)[:per_chat] == [f"echo: c{c} m{r}" for r in range(per_chat)] for c in chats
+        ),
+        timeout,
+    )
 
 
 async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
@@ -186,7 +225,7 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
 ) -> None:
     chats, rounds = range(1001, 1021), 3
     fake_llm.latency = 0.3  # turns are in flight when the leader dies
-    async with cluster(tmp_path, fake_llm, tg, pg_url, 3) as nodes:
+    async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         leader, *standbys = nodes
         assert not any(n.ready.is_set() for n in standbys)
 
@@ -220,8 +259,9 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
         roles = {n["name"]: n["role"] for n in json.loads(out)["nodes"]}
         assert roles["node-0"] == "gone" and sorted(roles.values()) == ["gone", "leader", "standby"]
 
-    for chat in chats:  # every message answered once, in order
-        assert tg.texts(chat) == [f"echo: c{chat} m{r}" for r in range(rounds)], chat
+    for chat in chats:  # every message answered once, in order, no draft beside it
+        assert tg.visible(chat) == [f"echo: c{chat} m{r}" for r in range(rounds)], chat
+    assert streamed(tg) > 0
 
 
 async def test_a_scheduled_job_fires_once_across_three_nodes(

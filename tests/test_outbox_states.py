@@ -13,9 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from gateway.core.channel import SendAttempt
 from gateway.store import Store
+from gateway.store.drafts import TurnOver
 from gateway.store.membership import Membership
 from gateway.store.outbox import OutboxState
 from gateway.store.sql import Connection
@@ -68,6 +70,7 @@ async def test_what_the_store_knows_around_a_lost_send(make_store: StoreFactory)
         await store.outbox.enqueue([outbound("other", "an earlier answer", chat="c2")])
         [other] = await store.outbox.heads("t")
         await store.outbox.mark_sent(other.id, "11,12")
+        await store.journal.start_turn("turn-2", "t:c3", "chat", [])  # another chat's turn
         slot = await store.drafts.posting("t", "t:c3", "turn-2", None)
         await store.drafts.posted("t", "t:c3", "turn-2", slot, "13")
         known = await store.outbox.known("t", since=time.time() - 60, turn_id="turn-1")
@@ -81,6 +84,7 @@ async def test_what_the_store_knows_around_a_lost_send(make_store: StoreFactory)
 
 async def test_a_draft_post_is_recorded_before_it_is_made(make_store: StoreFactory) -> None:
     async with make_store() as store:
+        await store.journal.start_turn("turn-1", "t:c1", "chat", [])
         first = await store.drafts.posting("t", "t:c1", "turn-1", "run/5")
         await store.drafts.posted("t", "t:c1", "turn-1", first, "6")
         await store.drafts.posting("t", "t:c1", "turn-1", "run/6")  # the process dies here
@@ -91,6 +95,18 @@ async def test_a_draft_post_is_recorded_before_it_is_made(make_store: StoreFacto
         third = await store.drafts.posting("t", "t:c1", "turn-1", None)  # after the lost one
         assert third == 2
         await store.drafts.not_posted("t", "t:c1", "turn-1", third)  # refused: nothing to find
+        assert len((await store.drafts.of("t", "t:c1", "turn-1")).lost) == 1
+
+
+async def test_a_turn_that_is_over_posts_no_more_drafts(make_store: StoreFactory) -> None:
+    """Its answer may be on its way (in a cluster, delivered by another node): a draft
+    posted now would stay beside it."""
+    async with make_store() as store:
+        await store.journal.start_turn("turn-1", "t:c1", "chat", [])
+        assert await store.drafts.posting("t", "t:c1", "turn-1", None) == 0
+        await store.commit_turn(turn_id="turn-1", session_key="t:c1", replies=())
+        with pytest.raises(TurnOver):
+            await store.drafts.posting("t", "t:c1", "turn-1", None)
         assert len((await store.drafts.of("t", "t:c1", "turn-1")).lost) == 1
 
 

@@ -114,7 +114,7 @@ async def test_a_lost_connection_fails_that_moment_and_is_reopened(
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'switchboard' AND datname = current_database()"
+                " WHERE application_name = 'switchboard store' AND datname = current_database()"
             )
         with pytest.raises(StoreUnavailable):
             await store.kv.set("during", 2)

@@ -83,10 +83,11 @@ async def run_gateway(settings: Settings) -> int:
         fenced = asyncio.create_task(gateway.guard.fenced.wait())
         with _reload_on_hangup(gateway):
             await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
-        if fenced.done():  # lost the database as the cluster's leader: stop working now
+        if fenced.done():  # led, lost the database, and another node leads now
             signalled.cancel()
             print(
-                "switchboard: lost the database; stopping (another node takes over)",
+                "switchboard: lost the database while leading and another node leads now;"
+                " stopping (started again, it rejoins as a standby)",
                 file=sys.stderr,
             )
             await gateway.stop(drain_timeout=0)

@@ -54,6 +54,12 @@ class StoreUnavailable(StoreError):
     """The database server (``storage.url``) cannot be reached; work waits until it is back."""
 
 
+class StaleClaim(StoreError):
+    """A write for a session this node no longer holds: another node claimed the session
+    since (its epoch moved on), so the database refused it. The node must drop the session's
+    work; the other node resumes it (gateway/store/fencing.py)."""
+
+
 class ChannelError(SwitchboardError):
     """A channel adapter could not complete an operation."""
 

@@ -45,7 +45,7 @@ from gateway.runtime.approvals import Approvals
 from gateway.runtime.assembly import agent_settings, build_agent, workspaces
 from gateway.runtime.budget import UserBudget
 from gateway.runtime.chat_book import ChatBook
-from gateway.runtime.cluster import ClusterGuard, guard_for, streaming
+from gateway.runtime.cluster import ClusterGuard, guard_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.connect import ProgramRoutes, program_channels
 from gateway.runtime.controls import Controls
@@ -178,7 +178,7 @@ class Gateway(Service):
         self.drafts = DraftStreamer(
             self.channels,
             self.store.drafts,
-            enabled=streaming(settings),
+            enabled=settings.streams_in,  # on every node of a cluster too
             delay=settings.stream_after,
             known=self.store.outbox.known,  # a draft whose answer was already sent stays
         )
@@ -489,6 +489,11 @@ class Gateway(Service):
 
     def model_states(self) -> list[ModelState]:
         return self.models.states()
+
+    def degraded(self) -> str | None:
+        if isinstance(self.guard, ClusterGuard) and self.guard.membership.degraded.is_set():
+            return "lost the database: paused, reconnecting"
+        return None
 
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
         decide = pairing.approve if approve else pairing.deny

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config.settings import Settings
@@ -96,16 +95,6 @@ class ClusterGuard:
 
     async def release(self) -> None:
         await self.membership.stop()
-
-
-def streaming(settings: Settings) -> Callable[[str, bool], bool]:
-    """Whether a turn's answer streams by editing (``<channel>.streaming``), per channel and
-    group. Not on PostgreSQL (a cluster): a draft is finished into the answer by the outbox
-    worker of the node that posted it, through memory that nodes do not share, and a
-    leader's draft could be left beside its answer under load; answers arrive whole."""
-    if settings.storage.database_url() is not None:
-        return lambda channel, group: False
-    return settings.streams_in
 
 
 def guard_for(settings: Settings, load: NodeLoad) -> Guard:

@@ -37,6 +37,7 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.local_bus import Bus
 from gateway.store import InboundRecord, Store
+from gateway.store.fencing import Fence
 from gateway.store.listener import Listener
 from gateway.store.membership import LEADER_LOCK, Membership
 from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC, notify
@@ -76,6 +77,7 @@ class ClusterClaims:
         self.looks = asyncio.Event()  # set: look at the pending messages soon (ClusterWork)
         self.held: set[str] = set()  # locked here, or being locked or unlocked
         self._locked: set[str] = set()  # locked here, its open work taken on
+        self._epochs: dict[str, int] = {}  # the claim of each session locked here
         self._unlocks: asyncio.Queue[str] = asyncio.Queue()
         self._unlocking: asyncio.Task[None] | None = None
 
@@ -95,7 +97,7 @@ class ClusterClaims:
         while True:
             if key in self._locked:  # a look took it meanwhile, with its backlog
                 return SessionBacklog()
-            if key not in self.held:
+            if key not in self.held and not self._membership.degraded.is_set():
                 try:
                     backlog = (await self.try_hold({key: ()})).get(key)
                 except StoreError as exc:
@@ -108,7 +110,24 @@ class ClusterClaims:
 
     def release(self, key: str) -> None:
         self._locked.discard(key)
+        self._epochs.pop(key, None)
         self._unlocks.put_nowait(key)
+
+    def fence(self, key: str) -> Fence | None:
+        epoch = self._epochs.get(key)
+        return None if epoch is None else Fence(key, epoch)
+
+    async def relock(self) -> None:
+        """The membership connection was made again (the database came back): take the
+        locks of the sessions held here again. One another node took meanwhile stays
+        with it: this node's writes for it are refused (its epoch moved on)."""
+        if not self._locked:
+            return
+        keys = {session_lock(key): key for key in self._locked}
+        taken = await self._membership.try_lock_many(list(keys))
+        lost = [keys[k] for k in keys if k not in taken]
+        if lost:
+            log.warning("cluster: %d session(s) were taken by other nodes meanwhile", len(lost))
 
     # -- locking --------------------------------------------------------------------------
 
@@ -134,25 +153,30 @@ class ClusterClaims:
             raise
         taken: dict[str, SessionBacklog] = {}
         failure: BaseException | None = None
-        for key, backlog in zip(locked, loaded, strict=True):
-            if isinstance(backlog, BaseException):
+        for key, outcome in zip(locked, loaded, strict=True):
+            if isinstance(outcome, BaseException):
                 self.release(key)
-                failure = backlog
+                failure = outcome
             else:
-                taken[key] = backlog
+                taken[key], self._epochs[key] = outcome
                 self._locked.add(key)
         if failure is not None and not taken:
             raise failure
         return taken
 
-    async def _load(self, key: str, chat_keys: Sequence[str]) -> SessionBacklog:
-        work = await self._store.journal.session_work(key, chat_keys)
+    async def _load(self, key: str, chat_keys: Sequence[str]) -> tuple[SessionBacklog, int]:
+        """What the session has open, loaded with a new claim (its epoch, returned too):
+        from here on a node that held the session before can write nothing for it."""
+        work = await self._store.journal.session_work(
+            key, chat_keys, claim_by=self._membership.name
+        )
         waiting = await self._waiting_turns() if work.running else set()
-        return SessionBacklog(
+        backlog = SessionBacklog(
             running=work.running,
             parked=frozenset(t.id for t in work.running if t.id in waiting),
             pending=tuple(r for r in work.pending if self._session_of(r.message) == key),
         )
+        return backlog, work.epoch
 
     async def _unlock_forever(self) -> None:
         while True:
@@ -195,6 +219,7 @@ class ClusterWork(Service):
         self._max_sessions = max_sessions
         self._poll = poll
         self._pending: dict[int, InboundRecord] = {}  # as of the last look
+        self._generation = membership.generation  # the membership connection looked with
         self._sweep = False  # a decision was announced: look at the parked turns
         self._tasks: list[asyncio.Task[None]] = []
         self._notes: set[asyncio.Task[None]] = set()
@@ -239,7 +264,13 @@ class ClusterWork(Service):
                 timed_out = True
             self._looks.clear()
             again = False
+            if self._membership.degraded.is_set():  # paused: the database is out of reach
+                continue
             try:
+                if self._generation != self._membership.generation:  # reconnected
+                    self._generation = self._membership.generation
+                    await self._claims.relock()
+                    timed_out = True  # look at orphans and parked turns at once too
                 again = await self._scan()
                 if timed_out:
                     await self._adopt_orphans()

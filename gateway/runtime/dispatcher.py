@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.core.commands import APPROVAL_COMMANDS
+from gateway.core.errors import StaleClaim
 from gateway.core.lifecycle import Service, drain
 from gateway.core.load import NodeLoad
 from gateway.core.messages import InboundMessage, new_id
 from gateway.core.turns import TurnControl
 from gateway.runtime.scheduled import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
+from gateway.store.fencing import FENCE, Fence
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,10 @@ class Claims(Protocol):
     def release(self, key: str) -> None:
         """The session has nothing left to do here: let any node take it."""
 
+    def fence(self, key: str) -> Fence | None:
+        """The claim this node holds the session under: its turns' store writes carry it
+        (``None``: nobody else can take the session)."""
+
 
 class LocalClaims:
     """One process runs every session: it holds each at once, with nothing left open (a
@@ -87,6 +93,9 @@ class LocalClaims:
         return SessionBacklog()
 
     def release(self, key: str) -> None:
+        return None
+
+    def fence(self, key: str) -> Fence | None:
         return None
 
 
@@ -387,9 +396,15 @@ class Dispatcher(Service):
                     session.running, session.batch = True, batch
                     session.idle.clear()
                     self._load.running += 1
+                    fence = FENCE.set(self._claims.fence(key))  # the turn's writes carry it
                     try:
                         parked = await self._execute(batch)
+                    except StaleClaim as exc:  # another node took the session: its work now
+                        log.warning("session %s: %s; leaving it to that node", key, exc)
+                        self._drop(session)
+                        parked = None
                     finally:
+                        FENCE.reset(fence)
                         session.running, session.batch = False, None
                         session.idle.set()
                         self._load.running -= 1
@@ -469,10 +484,18 @@ class Dispatcher(Service):
             taken.append(session.queue.popleft())
         return taken
 
+    @staticmethod
+    def _drop(session: _Session) -> None:
+        """Forget what the session has open here (another node holds it now, with the same
+        work from the journal)."""
+        session.queue.clear()
+        session.scheduled.clear()
+        session.resume = session.parked = None
+
     async def _execute(self, batch: TurnBatch) -> OpenTurn | None:
         try:
             return await asyncio.wait_for(self._handler.handle(batch), self._hard_limit)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, StaleClaim):
             raise
         except Exception as exc:  # a bug or a hang in the handler: close the turn visibly
             log.exception("turn for %s failed in the handler", batch.session_key)

@@ -16,8 +16,12 @@ platform's length limit the draft continues in a new message; the channel splits
 (``draft_parts``) so a code block cut in two is closed and reopened. When the model calls a
 tool, the words before it were narration: the next text starts the draft over.
 
-The draft is cosmetic, the outbox's final message stays the answer: the outbound worker
-closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
+The draft is cosmetic, the outbox's final message stays the answer. The turn stops its
+draft before it commits (:meth:`DraftStreamer.settle`), so whichever node delivers the answer
+(in a cluster the leader, whatever node ran the turn) finds every post recorded; a post is
+recorded only while its turn runs, and only under the turn's claim on its session
+(gateway/store/fencing.py), so a node that lost the session posts nothing more. The outbound
+worker closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
 formatted final text (posting what does not fit, deleting drafts left over; see
 gateway/runtime/delivery.py). Every draft post is recorded before it is made and its
 platform id the moment it returns (gateway/store/drafts.py), so after a crash or restart the
@@ -48,7 +52,12 @@ from gateway.core.channel import (
     SupportsDrafts,
     SupportsResend,
 )
-from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelRateLimited
+from gateway.core.errors import (
+    ChannelError,
+    ChannelPermanentError,
+    ChannelRateLimited,
+    StoreError,
+)
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 from gateway.store.drafts import DraftMessages, Drafts
 
@@ -207,6 +216,9 @@ class DraftStreamer:
         except ChannelError as exc:
             log.debug("%s: draft not updated: %s", chat.channel, exc)
             draft.next_at = now + 2 * channel.draft_interval
+        except StoreError as exc:  # the turn is over, or its node lost the session
+            log.info("%s: streaming stopped for this answer: %s", chat.channel, exc)
+            draft.broken = True
         except Exception:
             log.exception("%s: draft display failed", chat.channel)
             draft.broken = True
@@ -280,20 +292,29 @@ class DraftStreamer:
         if self._live.get(key) is draft:
             del self._live[key]
 
+    async def settle(self, chat: ChatRef, turn_id: str) -> None:
+        """The turn's words are all written: stop showing its draft before the turn is
+        committed, waiting for a post or edit under way. So by the time any node's outbox
+        can deliver the answer into the draft (in a cluster, the leader, which never saw
+        this draft), every post of it is recorded with its id and nothing of this turn
+        edits the chat any more: the answer is left alone, never a draft beside it."""
+        key = (chat.session_key, turn_id)
+        draft = self._live.get(key)
+        if draft is None:
+            return
+        await self._stop_showing(key, draft)
+        self._ended[key] = draft
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+
     async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         """The turn is committed (or parked): stop editing; without an answer for this chat
         its draft messages go (those whose id was lost too, found the channel's way)."""
         channel = self._drafting(chat)
         if channel is None:
             return
-        key = (chat.session_key, turn_id)
         if answered:  # the answer's delivery finishes the draft
-            draft = self._live.get(key)
-            if draft is not None:
-                await self._stop_showing(key, draft)
-                self._ended[key] = draft
-                while len(self._ended) > ENDED_KEPT:
-                    self._ended.popitem(last=False)
+            await self.settle(chat, turn_id)
             return
         stored = await self.close(chat, turn_id)
         if not (stored.ids or stored.lost):

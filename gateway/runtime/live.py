@@ -100,6 +100,12 @@ class LiveDisplay:
             on_tool = tool
         return replace(request, on_text=on_text, on_tool=on_tool)
 
+    async def settle(self, chat: ChatRef, turn_id: str) -> None:
+        """The turn's words are all written: its draft stops changing before the commit
+        (see :meth:`DraftStreamer.settle`)."""
+        if self._drafts is not None:
+            await self._drafts.settle(chat, turn_id)
+
     async def ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         """The turn is committed (or parked): stop drafting it, and tell a channel that
         shows progress whether an answer for this chat is on its way."""

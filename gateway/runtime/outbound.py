@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from gateway.core.backoff import backoff_delay
 from gateway.core.channel import Channel
-from gateway.core.errors import ChannelPermanentError, ChannelRateLimited
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.runtime.delivery import Delivery
 from gateway.runtime.drafts import DraftStreamer
@@ -84,7 +84,13 @@ class OutboundWorker(Service):
             now = self._clock()
             wake_at: float | None = None
             # A snapshot of the chats being sent: the read runs on the store's thread.
-            for record in await self._outbox.heads(name, skip=frozenset(self._in_flight)):
+            try:
+                heads = await self._outbox.heads(name, skip=frozenset(self._in_flight))
+            except StoreUnavailable as exc:  # the database is away: read again later
+                log.warning("%s: cannot read the outbox now: %s", name, exc)
+                await self._bus.wait_outbound(name, IDLE_RECHECK)
+                continue
+            for record in heads:
                 key = record.message.chat.session_key
                 if key in self._in_flight:
                     continue

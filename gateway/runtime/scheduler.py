@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from gateway.config.settings import Settings
 from gateway.core.addressing import qualify
 from gateway.core.clock import Clock
+from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
@@ -31,6 +32,8 @@ from gateway.runtime.zones import Zones
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)
+
+STORE_RETRY = 2.0  # seconds: a cluster node whose database is away tries again after this
 
 PRUNE_EVERY = timedelta(hours=24)
 
@@ -103,24 +106,33 @@ class Scheduler(Service):
 
     async def _loop(self) -> None:
         while True:
-            now = self._clock.now()
-            for job in [j for j in self._jobs if j.next_run is not None and j.next_run <= now]:
-                await self._fire(job, now)
-            if self._next_heartbeat is not None and self._next_heartbeat <= now:
-                await self._beat(now)
-            if self._next_prune is not None and self._next_prune <= now:
-                self._next_prune = now + PRUNE_EVERY
-                removed = await housekeep(self._store, self._settings, now.timestamp())
-                self.last_housekeeping = (now, removed)
-                self.housekept.set()
-            deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
-            deadlines += [d for d in (self._next_heartbeat, self._next_prune) if d is not None]
-            self._wake.clear()
-            await self._clock.sleep_until(
-                min(deadlines, default=now + timedelta(hours=1)), self._wake
-            )
-            if self._wake.is_set():
-                self._jobs = await self._store.jobs.active()
+            try:
+                await self._round()
+            except StoreUnavailable as exc:  # a cluster's database is away: try again soon
+                log.warning("scheduler: the store is unavailable (%s); trying again", exc)
+                self._wake.clear()
+                await self._clock.sleep_until(
+                    self._clock.now() + timedelta(seconds=STORE_RETRY), self._wake
+                )
+
+    async def _round(self) -> None:
+        """Fire what is due, then wait for the next due time (or a change)."""
+        now = self._clock.now()
+        for job in [j for j in self._jobs if j.next_run is not None and j.next_run <= now]:
+            await self._fire(job, now)
+        if self._next_heartbeat is not None and self._next_heartbeat <= now:
+            await self._beat(now)
+        if self._next_prune is not None and self._next_prune <= now:
+            self._next_prune = now + PRUNE_EVERY
+            removed = await housekeep(self._store, self._settings, now.timestamp())
+            self.last_housekeeping = (now, removed)
+            self.housekept.set()
+        deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
+        deadlines += [d for d in (self._next_heartbeat, self._next_prune) if d is not None]
+        self._wake.clear()
+        await self._clock.sleep_until(min(deadlines, default=now + timedelta(hours=1)), self._wake)
+        if self._wake.is_set():
+            self._jobs = await self._store.jobs.active()
 
     async def _fire(self, job: Job, now: datetime) -> None:
         current = await self._store.jobs.get(job.id)  # removed meanwhile (CLI, another chat)?

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from gateway.config.settings import Settings
+from gateway.runtime.cluster import node_name
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"
@@ -19,4 +20,5 @@ def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> 
         url=settings.storage.database_url(),
         synchronous=settings.storage.synchronous,
         clock=clock,
+        node=node_name(settings) if settings.storage.database_url() else "",
     )

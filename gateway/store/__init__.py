@@ -89,7 +89,11 @@ __all__ = [
 
 
 def engine_for(
-    path: Path, url: str | None = None, *, synchronous: Literal["full", "normal"] = "full"
+    path: Path,
+    url: str | None = None,
+    *,
+    synchronous: Literal["full", "normal"] = "full",
+    node: str = "",
 ) -> Engine:
     """The SQLite file at ``path``, or, when ``url`` is set (``storage.url``), the
     PostgreSQL database it names."""
@@ -102,7 +106,7 @@ def engine_for(
             "storage.url must be a postgresql:// URL (leave it unset for the SQLite file)",
             field="storage.url",
         )
-    return PostgresEngine(url, synchronous=synchronous)
+    return PostgresEngine(url, synchronous=synchronous, node=node)
 
 
 class Store(Service):
@@ -115,10 +119,12 @@ class Store(Service):
         url: str | None = None,
         synchronous: Literal["full", "normal"] = "full",
         clock: Callable[[], float] = time.time,
+        node: str = "",
     ) -> None:
         """The store in the SQLite file at ``path``, or in the PostgreSQL database of
-        ``url`` (``storage.url``) when that is set."""
-        self.db = Database(engine_for(path, url, synchronous=synchronous))
+        ``url`` (``storage.url``) when that is set; ``node``: this node of a cluster (its
+        connection is named after it, and background tasks are recorded as its own)."""
+        self.db = Database(engine_for(path, url, synchronous=synchronous, node=node))
         self.journal = Journal(self.db, clock=clock)
         self.outbox = Outbox(self.db, clock=clock)
         self.history = History(self.db, clock=clock)
@@ -129,7 +135,7 @@ class Store(Service):
         self.audit = AuditLog(self.db, clock=clock)
         self.usage = UsageReport(self.db, clock=clock)
         self.jobs = Jobs(self.db, clock=clock)
-        self.tasks = Tasks(self.db, clock=clock)
+        self.tasks = Tasks(self.db, clock=clock, node=node)
         self.pins = Pins(self.db, clock=clock)
         self.agent_conversations = AgentConversations(self.db, clock=clock)
         self.approval_requests = ApprovalRequests(self.db)

@@ -19,6 +19,11 @@ and a power cut can only lose a tail of checkpoints; a crash of the process lose
 Reads pass ``durable=False`` too: a read that joined a batch as durable would make the whole
 batch wait for the disk (on the hot path, a budget check made a turn's checkpoints fsync).
 
+A job run by a turn in a cluster carries the turn's claim on its session
+(:data:`~gateway.store.fencing.FENCE`): its transaction checks that claim first, once per
+session per transaction, and the job fails with ``StaleClaim`` when another node claimed the
+session since (gateway/store/fencing.py).
+
 The engine (:class:`Engine`) is the SQLite file (:mod:`gateway.store.sqlite`) or a
 PostgreSQL server (:mod:`gateway.store.postgres`), chosen by ``storage.url``; jobs see
 only the :class:`~gateway.store.sql.Connection` seam.
@@ -39,6 +44,7 @@ from typing import Any, TypeVar
 
 from gateway.core.errors import StorageFullError, StoreError
 from gateway.core.lifecycle import Service
+from gateway.store.fencing import FENCE, Fence, check_statement
 from gateway.store.sql import Connection, Dialect
 
 log = logging.getLogger(__name__)
@@ -71,8 +77,14 @@ class Engine(ABC):
         """Whether the connection is open (a lost server connection is reopened)."""
 
     @abstractmethod
-    def begin(self, durable: bool) -> None:
-        """Start a transaction; ``durable``: its commit waits for the disk."""
+    def begin(self, durable: bool, *, savepoint: bool = False) -> None:
+        """Start a transaction; ``durable``: its commit waits for the disk; ``savepoint``:
+        open the first job's savepoint (``job``) too (one round trip where the engine can)."""
+
+    @abstractmethod
+    def next_savepoint(self) -> None:
+        """Release the savepoint ``job`` and open the next one (one round trip where the
+        engine can)."""
 
     @abstractmethod
     def end(self, commit: bool) -> None:
@@ -96,6 +108,7 @@ class _Pending:
     future: asyncio.Future[Any]
     durable: bool
     urgent: bool = False
+    fence: Fence | None = None  # the claim the job's turn runs under (a cluster)
 
 
 class _Stop:
@@ -164,7 +177,7 @@ class Database(Service):
         if self._thread is None or self._loop is None:
             raise StoreError("database is not open")
         future: asyncio.Future[T] = self._loop.create_future()
-        job = _Pending(fn, future, durable, urgent)
+        job = _Pending(fn, future, durable, urgent, FENCE.get())
         if urgent:
             self._urgent.append(job)  # the writer takes these first; the put wakes it
         self._queue.put(job)
@@ -221,11 +234,12 @@ class Database(Service):
                 self._conn = engine.open()
             conn = self._conn
             assert conn is not None
-            engine.begin(any(job.durable for job in batch))
+            engine.begin(any(job.durable for job in batch), savepoint=len(batch) > 1)
+            checked: set[Fence] = set()  # claims share-locked in this transaction
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
                 try:
-                    result = job.fn(conn)
+                    result = _call(job, conn, checked)
                 except Exception as exc:
                     engine.end(commit=False)
                     outcomes.append((job, None, self._translate(exc)))
@@ -234,18 +248,20 @@ class Database(Service):
                     outcomes.append((job, result, None))
                 self._loop_deliver(outcomes)
                 return
-            for job in batch:
-                conn.execute("SAVEPOINT job")
+            # each job in a savepoint of its own; the commit ends the last one
+            for index, job in enumerate(batch):
+                if index:
+                    engine.next_savepoint()
                 try:
-                    result = job.fn(conn)
+                    result = _call(job, conn, checked)
                 except Exception as exc:  # the job's own error goes back to its caller
                     if not engine.in_transaction():  # the whole batch was undone (disk full)
                         raise _BatchRolledBack(exc) from exc
                     conn.execute("ROLLBACK TO SAVEPOINT job")
-                    conn.execute("RELEASE SAVEPOINT job")
+                    if job.fence is not None:  # its share lock went with the savepoint
+                        checked.discard(job.fence)
                     outcomes.append((job, None, self._translate(exc)))
                 else:
-                    conn.execute("RELEASE SAVEPOINT job")
                     outcomes.append((job, result, None))
             engine.end(commit=True)
         except Exception as exc:
@@ -279,6 +295,14 @@ class Database(Service):
     def _loop_deliver(self, outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(_deliver, outcomes)
+
+
+def _call(job: _Pending, conn: Connection, checked: set[Fence]) -> Any:
+    """Run a job, after checking its claim unless this transaction did already."""
+    if job.fence is not None and job.fence not in checked:
+        check_statement(conn, job.fence)
+        checked.add(job.fence)
+    return job.fn(conn)
 
 
 def _deliver(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:

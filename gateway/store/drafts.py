@@ -18,10 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.channel import SendAttempt
+from gateway.core.errors import StoreError
 from gateway.store.db import Database
 from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
+
+
+class TurnOver(StoreError):
+    """A draft post for a turn that is no longer running."""
+
 
 FORGET_SQL = "DELETE FROM stream_drafts WHERE channel = ? AND chat_key = ? AND turn_id = ?"
 
@@ -42,22 +48,22 @@ class Drafts:
 
     async def posting(self, channel: str, chat_key: str, turn_id: str, mark: str | None) -> int:
         """Record that a draft message is about to be posted (on disk before this
-        returns); returns its slot, for :meth:`posted`."""
+        returns); returns its slot, for :meth:`posted`. Refused (:class:`TurnOver`) once the
+        turn is no longer running: its answer may be on its way."""
         now = self._clock()
 
         def insert(conn: Connection) -> int:
             row = conn.execute(
-                "SELECT COALESCE(MAX(position) + 1, 0) FROM stream_drafts"
-                " WHERE channel = ? AND chat_key = ? AND turn_id = ?",
-                (channel, chat_key, turn_id),
-            ).fetchone()
-            position = int(row[0])
-            conn.execute(
                 "INSERT INTO stream_drafts (channel, chat_key, turn_id, position, mark,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (channel, chat_key, turn_id, position, mark, now),
-            )
-            return position
+                " created_at) SELECT ?, ?, ?, (SELECT COALESCE(MAX(position) + 1, 0) FROM"
+                " stream_drafts WHERE channel = ? AND chat_key = ? AND turn_id = ?), ?, ?"
+                " WHERE EXISTS (SELECT 1 FROM turns WHERE id = ? AND state = 'running')"
+                " RETURNING position",
+                (channel, chat_key, turn_id, channel, chat_key, turn_id, mark, now, turn_id),
+            ).fetchone()
+            if row is None:
+                raise TurnOver(f"turn {turn_id} is over: no more draft messages for it")
+            return int(row[0])
 
         return await self._db.run(insert, urgent=True)
 

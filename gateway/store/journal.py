@@ -17,6 +17,7 @@ from typing import Any, Literal
 from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
 from gateway.store.db import Database
+from gateway.store.fencing import claim_statement
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
 
@@ -57,6 +58,7 @@ class OpenWork:
 
     pending: tuple[InboundRecord, ...]
     running: tuple[OpenTurn, ...]
+    epoch: int = 0  # the claim's epoch, when loaded with a claim (a cluster's session)
 
 
 def _record(row: Sequence[Any]) -> InboundRecord:
@@ -287,11 +289,17 @@ class Journal:
 
         return await self._db.run(load, durable=False)
 
-    async def session_work(self, session_key: str, chat_keys: Sequence[str]) -> OpenWork:
+    async def session_work(
+        self, session_key: str, chat_keys: Sequence[str], *, claim_by: str | None = None
+    ) -> OpenWork:
         """What one session has open: its running turns (a node died in them) and the
-        pending messages of ``chat_keys`` (the chats whose messages join it)."""
+        pending messages of ``chat_keys`` (the chats whose messages join it). ``claim_by``:
+        claim the session for that node first, in the same transaction (a new epoch, which
+        every later write of the node's turns carries: gateway/store/fencing.py)."""
+        now = self._clock()
 
         def load(conn: Connection) -> OpenWork:
+            epoch = 0 if claim_by is None else claim_statement(conn, session_key, claim_by, now)
             pending: tuple[InboundRecord, ...] = ()
             if chat_keys:
                 marks = ",".join("?" for _ in chat_keys)
@@ -303,7 +311,8 @@ class Journal:
                         tuple(chat_keys),
                     )
                 )
-            return OpenWork(pending, _running(conn, " AND session_key = ?", (session_key,)))
+            running = _running(conn, " AND session_key = ?", (session_key,))
+            return OpenWork(pending, running, epoch)
 
         return await self._db.run(load, durable=False)
 

@@ -7,10 +7,16 @@ others are standbys, trying again every ``interval`` seconds. The server release
 the moment the leader's connection ends (the process died, ``kill -9`` included), so a
 standby takes over within about one interval and resumes the open turns from the journal.
 
-A leader that cannot renew its heartbeat within ``2 × interval`` (the database or the
-network is gone) calls ``on_lost`` and must stop working at once: the server will soon drop
-its connection (TCP keepalives of a few seconds) and another node will lead. That fencing
-is what keeps two leaders from running the same turns.
+A node that cannot renew its heartbeat within ``2 × interval`` (the database or the
+network is gone) rides it out: it pauses (:attr:`Membership.degraded`; it stops leading, its
+locks are gone or going: it closes the connection), reconnects with capped, jittered backoff
+and carries on without a restart (:attr:`Membership.generation` counts the connections, so
+the claims can take their sessions' locks again). A node that led takes the leader lock back
+at once if nobody took it meanwhile, keeping its platform connections; if another node leads
+by then it calls ``on_lost`` and must stop (its supervisor starts it again as a standby),
+so there is never a second receiver. A standby that reconnects leaves the lead to the node
+that had it for a few intervals. Writes of turns that lost their session meanwhile are
+refused by the database (gateway/store/fencing.py).
 
 Every node (the leader too) runs turns: a session is held by one node at a time through a
 session-level advisory lock on the same connection (:meth:`Membership.try_lock`, keyed by a
@@ -24,6 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +51,7 @@ log = logging.getLogger(__name__)
 LEADER_LOCK = 0x5357_4244_4C45_4144
 # forget nodes silent for this long (their rows only feed `switchboard status`)
 FORGET_AFTER = 3_600.0
+MAX_BACKOFF = 10.0  # seconds between two attempts to reach the database again, at most
 
 
 def name_lock(name: str) -> int:
@@ -79,12 +87,21 @@ class Membership(Service):
         self.leading = False
         self.working = False  # runs turns: must stop at once when the database is gone
         self.waiting = asyncio.Event()  # set once this node found another one leading
-        self.lost = asyncio.Event()
+        self.lost = asyncio.Event()  # led, lost the database, and another node leads now
+        self.degraded = asyncio.Event()  # set while the database is out of reach
+        self.resumed = asyncio.Event()  # set once it is back after an outage (and working)
+        self.generation = 0  # connections made so far (a reconnection makes the next)
+        self._hold_off_until = 0.0  # (monotonic) a standby back from an outage waits
         self.live_nodes = 1  # nodes with a fresh heartbeat, as of the last one
         # the sessions this node holds and the turns it ran, for `switchboard status`
         self._load = load or NodeLoad()
 
     async def start(self) -> None:
+        await self._connect()
+        self._beat = asyncio.create_task(self._heartbeat(), name="cluster-heartbeat")
+
+    async def _connect(self) -> None:
+        """Open the node's connection and register the node (a standby until it leads)."""
         try:
             self._conn = await psycopg.AsyncConnection.connect(
                 self.url,
@@ -136,7 +153,7 @@ class Membership(Service):
         )
         row = await cursor.fetchone()
         self.live_nodes = max(1, int(row[0])) if row is not None else 1
-        self._beat = asyncio.create_task(self._heartbeat(), name="cluster-heartbeat")
+        self.generation += 1
 
     async def leader(self) -> str | None:
         """The name of the node leading now (by its row), if any."""
@@ -149,22 +166,33 @@ class Membership(Service):
         """Wait until this node holds the leader lock (returns at once when free)."""
         announced = False
         while not self.leading:
-            row = await self._query("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK])
-            if row is not None and row[0]:
-                await self._query(
-                    "UPDATE cluster_nodes SET role = CASE WHEN name = %s THEN 'leader'"
-                    " ELSE 'gone' END, heartbeat_at = CASE WHEN name = %s THEN %s"
-                    " ELSE heartbeat_at END WHERE name = %s OR role = 'leader' RETURNING name",
-                    [self.name, self.name, self._clock(), self.name],
-                )  # the node that led before is gone: it held the lock until it died
-                self.leading = True
-                log.info("node %s leads the cluster", self.name)
-                return
+            if not self.degraded.is_set() and time.monotonic() >= self._hold_off_until:
+                try:
+                    if await self._take_lead():
+                        return
+                except StoreUnavailable as exc:  # the heartbeat rides it out
+                    log.info("node %s: cannot try to lead now: %s", self.name, exc)
             if not announced:
-                log.info("node %s is a standby (leader: %s)", self.name, await self.leader())
+                with contextlib.suppress(StoreUnavailable):
+                    log.info("node %s is a standby (leader: %s)", self.name, await self.leader())
                 announced = True
                 self.waiting.set()
             await asyncio.sleep(self._interval)
+
+    async def _take_lead(self) -> bool:
+        """Take the leader lock if it is free; whether this node leads now."""
+        row = await self._query("SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK])
+        if row is None or not row[0]:
+            return False
+        await self._query(
+            "UPDATE cluster_nodes SET role = CASE WHEN name = %s THEN 'leader'"
+            " ELSE 'gone' END, heartbeat_at = CASE WHEN name = %s THEN %s"
+            " ELSE heartbeat_at END WHERE name = %s OR role = 'leader' RETURNING name",
+            [self.name, self.name, self._clock(), self.name],
+        )  # the node that led before is gone: it held the lock until it died
+        self.leading = True
+        log.info("node %s leads the cluster", self.name)
+        return True
 
     def leads(self, conn: Connection) -> bool:
         """Whether this node holds the leader lock right now, asked on another connection
@@ -259,12 +287,48 @@ class Membership(Service):
                     )
                 self.live_nodes = max(1, int(row[0]))
             except (psycopg.Error, TimeoutError, StoreUnavailable) as exc:
-                if self.leading or self.working:
-                    log.critical(
-                        "node %s lost the database (%s): it stops working now", self.name, exc
-                    )
-                    self.leading = self.working = False
-                    self.lost.set()
-                    self._on_lost()
+                if not (self.leading or self.working):
+                    log.warning("node %s: heartbeat failed: %s", self.name, exc)
+                    continue
+                if not await self._ride_out(exc):
                     return
-                log.warning("node %s: heartbeat failed: %s", self.name, exc)
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.close()
+
+    async def _ride_out(self, exc: BaseException) -> bool:
+        """Pause, reconnect with backoff, resume; ``False`` when this node led and another
+        node leads now (``on_lost``: it must stop)."""
+        led, self.leading = self.leading, False
+        self.resumed.clear()
+        self.degraded.set()
+        log.warning("node %s lost the database (%s): pausing until it is back", self.name, exc)
+        await self._drop()  # its locks go with it, if the server still holds them
+        delay = self._interval / 2
+        while True:
+            try:
+                await self._connect()
+                break
+            except (StoreUnavailable, psycopg.Error, OSError) as failure:
+                log.info("node %s: database still out of reach: %s", self.name, failure)
+                await self._drop()
+                await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter
+                delay = min(delay * 2, MAX_BACKOFF)
+        if led and not await self._take_lead():
+            log.critical(
+                "node %s: the database is back but another node leads now: this node stops",
+                self.name,
+            )
+            self.working = False
+            self.lost.set()
+            self._on_lost()
+            return False
+        if not led:  # leave the lead to the node that had it, if it comes back too
+            self._hold_off_until = time.monotonic() + 3 * self._interval
+        self.degraded.clear()
+        self.resumed.set()
+        log.warning("node %s: the database is back; resuming", self.name)
+        return True

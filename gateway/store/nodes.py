@@ -41,6 +41,7 @@ class NodeInfo:
     sessions: tuple[str, ...] = ()  # the sessions this node holds now (turns in flight)
     sessions_in_flight: int = 0
     turns: int = 0  # turns this node ran since it started
+    connections: int = 0  # its open connections to the database (store, membership, listener)
 
     def to_dict(self, now: float) -> dict[str, Any]:
         data = asdict(self)
@@ -76,12 +77,15 @@ class Nodes:
             if not exists:
                 return []
             rows = conn.execute(
-                "SELECT name, host, pid, role, started_at, heartbeat_at, sessions, turns"
-                " FROM cluster_nodes ORDER BY role = 'leader' DESC, name"
+                "SELECT name, host, pid, role, started_at, heartbeat_at, sessions, turns,"
+                " (SELECT COUNT(*) FROM pg_stat_activity a WHERE a.datname = current_database()"
+                " AND a.application_name IN (left('switchboard store ' || name, 63),"
+                " left('switchboard node ' || name, 63), left('switchboard listener ' || name,"
+                " 63))) FROM cluster_nodes ORDER BY role = 'leader' DESC, name"
             )
             return [
-                NodeInfo(n, h, int(p), r, float(s), float(b), *_sessions(k), int(t))
-                for n, h, p, r, s, b, k, t in rows
+                NodeInfo(n, h, int(p), r, float(s), float(b), *_sessions(k), int(t), int(c))
+                for n, h, p, r, s, b, k, t, c in rows
             ]
 
         return await self._db.run(query, durable=False)

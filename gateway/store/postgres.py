@@ -87,8 +87,12 @@ def local_time_zone() -> str | None:
 class PostgresEngine(Engine):
     dialect = POSTGRESQL
 
-    def __init__(self, url: str, *, synchronous: Literal["full", "normal"] = "full") -> None:
+    def __init__(
+        self, url: str, *, synchronous: Literal["full", "normal"] = "full", node: str = ""
+    ) -> None:
         self.url = url
+        # named after the node, so the server (and the status page) can tell whose it is
+        self._application = f"switchboard store {node}".strip()[:63]
         self._relaxed = synchronous == "normal"
         self._raw: psycopg.Connection[Any] | None = None
 
@@ -104,7 +108,7 @@ class PostgresEngine(Engine):
                 autocommit=True,
                 cursor_factory=psycopg.ClientCursor,
                 connect_timeout=CONNECT_TIMEOUT,
-                application_name="switchboard",
+                application_name=self._application,
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot reach {self.description}: {str(exc).strip()}") from exc
@@ -131,11 +135,20 @@ class PostgresEngine(Engine):
     def usable(self) -> bool:
         return self._raw is not None and not self._raw.closed and not self._raw.broken
 
-    def begin(self, durable: bool) -> None:
-        assert self._raw is not None
-        self._raw.execute("BEGIN")
+    def begin(self, durable: bool, *, savepoint: bool = False) -> None:
+        # one round trip (the connection binds on the client: several statements may go
+        # in one simple query)
+        statements = ["BEGIN"]
         if self._relaxed or not durable:
-            self._raw.execute("SET LOCAL synchronous_commit = off")
+            statements.append("SET LOCAL synchronous_commit = off")
+        if savepoint:
+            statements.append("SAVEPOINT job")
+        assert self._raw is not None
+        self._raw.execute("; ".join(statements))
+
+    def next_savepoint(self) -> None:
+        assert self._raw is not None
+        self._raw.execute("RELEASE SAVEPOINT job; SAVEPOINT job")
 
     def end(self, commit: bool) -> None:
         assert self._raw is not None

@@ -419,6 +419,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE approvals ADD COLUMN reach TEXT NOT NULL DEFAULT '';
     """,
+    # v20 (issue 34): fencing in a cluster. A session's claim carries
+    # an epoch bumped at every claim; a node's writes for the session check it
+    # (gateway.store.fencing). Kept on SQLite too, so both engines have the same tables.
+    # Background tasks record the node that runs them.
+    """
+    CREATE TABLE session_claims (
+        session_key TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        node TEXT NOT NULL,
+        claimed_at REAL NOT NULL
+    );
+    ALTER TABLE tasks ADD COLUMN node TEXT;  -- the node that runs it (a cluster)
+    """,
 )
 
 

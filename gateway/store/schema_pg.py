@@ -406,6 +406,17 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE approvals ADD COLUMN reach TEXT NOT NULL DEFAULT '';
     """,
+    # v20 (issue 34): fencing in a cluster (gateway.store.fencing);
+    # background tasks owned by the node that runs them
+    """
+    CREATE TABLE session_claims (
+        session_key TEXT PRIMARY KEY,
+        epoch BIGINT NOT NULL,
+        node TEXT NOT NULL,
+        claimed_at DOUBLE PRECISION NOT NULL
+    );
+    ALTER TABLE tasks ADD COLUMN node TEXT;  -- the node that runs it (a cluster)
+    """,
 )
 
 

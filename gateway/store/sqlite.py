@@ -89,7 +89,7 @@ class SqliteEngine(Engine):
     def usable(self) -> bool:
         return self._raw is not None
 
-    def begin(self, durable: bool) -> None:
+    def begin(self, durable: bool, *, savepoint: bool = False) -> None:
         assert self._raw is not None
         # FULL for a transaction that must survive a power cut, NORMAL otherwise (never
         # stronger than configured). Only between transactions, as SQLite requires.
@@ -98,6 +98,13 @@ class SqliteEngine(Engine):
             self._raw.execute(f"PRAGMA synchronous={wanted}")
             self._sync_now = wanted
         self._raw.execute("BEGIN IMMEDIATE")
+        if savepoint:
+            self._raw.execute("SAVEPOINT job")
+
+    def next_savepoint(self) -> None:
+        assert self._raw is not None
+        self._raw.execute("RELEASE SAVEPOINT job")
+        self._raw.execute("SAVEPOINT job")
 
     def end(self, commit: bool) -> None:
         assert self._raw is not None

@@ -89,9 +89,10 @@ class Tasks:
         " turn_id, deliver_to, authorised_by, tainted, created_at, finished_at"
     )
 
-    def __init__(self, db: Database, *, clock: Clock = time.time) -> None:
+    def __init__(self, db: Database, *, clock: Clock = time.time, node: str = "") -> None:
         self._db = db
         self._clock = clock
+        self._node = node  # a cluster's node: the tasks it records run here (it owns them)
 
     @staticmethod
     def _record(row: tuple[Any, ...]) -> TaskRecord:
@@ -138,8 +139,8 @@ class Tasks:
         def insert(conn: Connection) -> bool:
             row = conn.execute(
                 "INSERT INTO tasks (id, prompt, task_type, channel, chat_id, thread_id, owner,"
-                " state, created_at, agent, deliver_to, authorised_by, tainted, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)"
+                " state, created_at, agent, deliver_to, authorised_by, tainted, updated_at,"
+                " node) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO NOTHING RETURNING id",
                 (
                     task.id,
@@ -155,6 +156,7 @@ class Tasks:
                     json.dumps(list(task.authorised_by)),
                     int(task.tainted),
                     now,
+                    self._node or None,
                 ),
             ).fetchone()
             if row is None:
@@ -256,17 +258,28 @@ class Tasks:
 
     async def interrupted(self) -> list[TaskRecord]:
         """Tasks a previous process left open, now marked interrupted (where tasks are not
-        resumed: a cluster, whose nodes do not know whose task it was)."""
+        resumed: a cluster). In a cluster only the tasks of this node's name (an earlier
+        run of it) and of nodes that are gone: a task whose node is alive (its membership
+        connection is open) runs there and reports itself."""
         now = self._clock()
+        ours = f"state IN {_OPEN}"
+        params: tuple[object, ...] = ()
+        if self._db.dialect.name == "postgresql":
+            ours += (
+                " AND (node IS NULL OR node = ? OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a"
+                " WHERE a.datname = current_database()"
+                " AND a.application_name = left('switchboard node ' || tasks.node, 63)))"
+            )
+            params = (self._node,)
 
         def update(conn: Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE state IN {_OPEN}"
+                f"SELECT {self._COLUMNS} FROM tasks WHERE {ours}", params
             ).fetchall()
             conn.execute(
                 "UPDATE tasks SET state = 'interrupted', finished_at = ?, updated_at = ?"
-                f" WHERE state IN {_OPEN}",
-                (now, now),
+                f" WHERE id IN (SELECT id FROM tasks WHERE {ours})",
+                (now, now, *params),
             )
             for row in rows:
                 _append(conn, row[0], "state", "interrupted", now, key=END)

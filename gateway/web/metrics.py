@@ -161,6 +161,31 @@ class GatewayMetrics:
             ["skill"],
             registry=r,
         )
+        # a cluster's nodes, as the store records them (what the leader serving this sees)
+        self.node_leading = Gauge(
+            "switchboard_node_leading",
+            "1 for the node that leads the cluster",
+            ["node"],
+            registry=r,
+        )
+        self.node_sessions = Gauge(
+            "switchboard_node_sessions", "Sessions a node holds now", ["node"], registry=r
+        )
+        self.node_turns = Gauge(
+            "switchboard_node_turns", "Turns a node ran since it started", ["node"], registry=r
+        )
+        self.node_connections = Gauge(
+            "switchboard_node_connections",
+            "A node's open connections to the database",
+            ["node"],
+            registry=r,
+        )
+        self.node_heartbeat_age = Gauge(
+            "switchboard_node_heartbeat_age_seconds",
+            "Seconds since a node's last heartbeat",
+            ["node"],
+            registry=r,
+        )
         for state in ("queued", "running", "awaiting_approval"):
             self.tasks.labels(state)
         for kind in ("input", "output", "cache_read"):
@@ -193,6 +218,26 @@ class GatewayMetrics:
             for state in ("queued", "running", "awaiting_approval"):
                 self.tasks.labels(state).set(tasks.get(state, 0))
             self._count_programs()
+            await self._count_nodes()
+
+    async def _count_nodes(self) -> None:
+        nodes = await self._gateway.store.nodes.listing()
+        now = time.time()
+        gauges = (
+            self.node_leading,
+            self.node_sessions,
+            self.node_turns,
+            self.node_connections,
+            self.node_heartbeat_age,
+        )
+        for gauge in gauges:
+            gauge.clear()  # a forgotten node's series go
+        for node in nodes:
+            self.node_leading.labels(node.name).set(1 if node.role == "leader" else 0)
+            self.node_sessions.labels(node.name).set(node.sessions_in_flight)
+            self.node_turns.labels(node.name).set(node.turns)
+            self.node_connections.labels(node.name).set(node.connections)
+            self.node_heartbeat_age.labels(node.name).set(max(0.0, now - node.heartbeat_at))
 
     def _count_programs(self) -> None:
         """Fold in the program channels' request counts (they count from zero at start)."""

@@ -239,7 +239,12 @@ class WebServer:
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        """For process supervisors: no auth, nothing but up or down."""
+        """For process supervisors: no auth, nothing but up, degraded or down. Degraded
+        (200: the process recovers by itself, do not restart it): a cluster node that lost
+        its database pauses and reconnects."""
+        problem = self._gateway.degraded()
+        if problem is not None:
+            return web.json_response({"status": "degraded", "reason": problem})
         try:
             async with asyncio.timeout(5):
                 await self._gateway.store.journal.counts()

@@ -73,6 +73,8 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "now": time.time(),
         "channels": channel_states(gateway),
         "models": model_states(gateway),
+        # the nodes of a cluster (none with the SQLite file): leader first
+        "nodes": [node.to_dict(time.time()) for node in await gateway.store.nodes.listing()],
         "last_error": _last_error(),
         "work": {
             "running": work.running_turns,

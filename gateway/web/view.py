@@ -51,6 +51,10 @@ class GatewayView(Protocol):
     def model_states(self) -> list[ModelState]:
         """Every configured model, primary first: which answered last, which cool down."""
 
+    def degraded(self) -> str | None:
+        """Why this node is paused, riding out a problem it recovers from by itself (a
+        cluster node that lost its database); ``None``: it is not."""
+
     def schedule(self) -> list[ScheduledItem] | None:
         """Heartbeat and scheduled jobs, or None when this gateway runs no scheduler."""
 

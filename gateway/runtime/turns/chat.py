@@ -93,6 +93,7 @@ class ChatTurns:
                 return None
         log.debug("turn %s for %s: %.200s", batch.turn_id, batch.session_key, last.text)
         outcome = await self._outcome(batch, request, agent)
+        await self._display.settle(request.chat, request.turn_id)  # no edit after the commit
         if outcome.awaiting is not None and self._approvals is not None:
             usage = turn_usage(request.session_key, request.principal.person, outcome.usage)
             parked = await self._approvals.park(request, outcome.awaiting, batch.records, usage)

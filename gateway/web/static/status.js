@@ -90,6 +90,24 @@
     );
   }
 
+  function nodes(data) {
+    const list = data.nodes || [];
+    $("nodes-panel").hidden = list.length === 0; // one process (SQLite): no cluster
+    $("nodes").replaceChildren(
+      table(
+        ["Node", "Role", "Heartbeat", "Sessions in flight", "Turns run", "Database connections"],
+        list.map((n) => [
+          el("span", { title: `pid ${n.pid} on ${n.host}` }, n.name),
+          el("span", { class: "pill", data: { state: n.role === "gone" ? "closed" : "open" } }, n.role),
+          `${n.heartbeat_age}s ago`,
+          el("span", { title: (n.sessions || []).join("\n") }, String(n.sessions_in_flight)),
+          String(n.turns),
+          String(n.connections),
+        ]),
+      ),
+    );
+  }
+
   function work(data) {
     const w = data.work;
     $("work").replaceChildren(
@@ -241,6 +259,7 @@
     $("summary").textContent = `${data.agent} · ${data.model} · v${data.version}`;
     channels(data);
     models(data);
+    nodes(data);
     work(data);
     turns(data);
     usage(data);

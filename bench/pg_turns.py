@@ -1,0 +1,193 @@
+"""Benchmark: what a turn costs the database, counted on a PostgreSQL server of its own.
+
+Run from the repository root: ``python -m bench.pg_turns [--turns 40] [--chats 10]``.
+
+Starts a private PostgreSQL server (``initdb`` into a temporary directory, its own port,
+``log_statement = all``: tests/pg_server.py), so every statement and every WAL byte counted
+is this gateway's and nobody else's. One gateway node in this process (the real Telegram
+channel against the fake Bot API, the fake LLM answering each message whole, streaming by
+edits off), ``--chats`` people each writing ``--turns / --chats`` messages, each after the
+answer to the one before. After a warm-up turn, per turn:
+
+* statements the server ran, by connection (the store's, the membership connection, the
+  listener), from the server's statement log;
+* WAL bytes written (``pg_current_wal_lsn`` before and after) and transactions committed;
+* CPU: this process (the node, with the fakes) plus the server's processes (postmaster and
+  every backend, from /proc), against the same run on the SQLite file (this process only).
+
+Statements and WAL bytes do not move with the machine's load; CPU does (ranges over runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from bench.common import quiet_proxies, settings_for
+from gateway.runtime.app import Gateway
+from tests.fakes.llm import FakeLLM, echo
+from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
+from tests.pg_server import OwnServer, own_server
+
+PREFIX = re.compile(r"^\[(?P<app>[^\]]*)\] LOG:  statement: ")
+
+
+@dataclass
+class Cost:
+    label: str
+    turns: int
+    seconds: float
+    cpu_node: float
+    cpu_server: float = 0.0
+    statements: Counter[str] | None = None
+    kinds: Counter[str] | None = None
+    wal_bytes: int = 0
+    transactions: int = 0
+
+    def line(self) -> str:
+        per = 1000 / self.turns
+        cpu = f"{self.cpu_node * per:.1f}"
+        if self.statements is not None:
+            cpu += f" + {self.cpu_server * per:.1f} = {(self.cpu_node + self.cpu_server) * per:.1f}"
+        text = f"{self.label}: {self.turns} turns in {self.seconds:.1f} s; CPU per turn {cpu} ms"
+        if self.statements is not None:
+            total = sum(self.statements.values())
+            parts = ", ".join(
+                f"{name} {count / self.turns:.1f}"
+                for name, count in sorted(self.statements.items())
+            )
+            text += (
+                f"; statements per turn {total / self.turns:.1f} ({parts});"
+                f" WAL {self.wal_bytes / self.turns:,.0f} bytes per turn;"
+                f" transactions per turn {self.transactions / self.turns:.1f}"
+            )
+        return text
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(server: OwnServer) -> float:
+    """CPU seconds of every process of the server (its postmaster's children and itself)."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if int(entry.name) == postmaster or parent == postmaster:
+                total += cpu_seconds(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def statements(log: Path, since: int) -> tuple[Counter[str], Counter[str]]:
+    """Statements logged after byte ``since``: by connection kind, and by the store's kind
+    of statement (its first words)."""
+    counts: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    with log.open("rb") as file:
+        file.seek(since)
+        data = file.read()
+    for line in data.decode(errors="replace").splitlines():
+        match = PREFIX.match(line)
+        if match and match["app"].startswith("switchboard"):
+            # store, node or listener (an older store connection: "switchboard" alone)
+            connection = [*match["app"].split(), "store"][1]
+            counts[connection] += 1
+            if connection == "store":
+                words = line[match.end() :].split()
+                kinds[" ".join(words[:3] if words[0] in ("SELECT", "SET") else words[:2])] += 1
+    return counts, kinds
+
+
+def wal_and_commits(url: str) -> tuple[int, int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, xact_commit"
+            " FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+async def measure(label: str, turns: int, chats: int, server: OwnServer | None) -> Cost:
+    llm = await FakeLLM().start()
+    llm.responder = echo
+    tg = await FakeTelegram(random_token()).start()
+    people = list(range(100, 100 + chats))
+    try:
+        with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as tmp:
+            telegram = section(tg, allow_from=["*"], streaming=False)
+            storage = {"url": server.url} if server is not None else {}
+            settings = settings_for(
+                Path(tmp) / "home", llm.openai_url, telegram=telegram, storage=storage
+            )
+            async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+                await tg.say("warm up", chat_id=1, user_id=1)
+                await tg.wait_sent(1, chat_id=1, timeout=60)
+                await gateway.wait_idle()
+                await asyncio.sleep(2.5)  # one look on the timer and a heartbeat pass: steady
+                log_at = server.log.stat().st_size if server is not None else 0
+                wal_before, commits_before = wal_and_commits(server.url) if server else (0, 0)
+                cpu_before = time.process_time()
+                db_before = server_cpu(server) if server is not None else 0.0
+                started = time.perf_counter()
+
+                async def person(chat: int) -> None:
+                    for i in range(turns // chats):
+                        await tg.say(f"question {i}", chat_id=chat, user_id=chat)
+                        await tg.wait_sent(i + 1, chat_id=chat, timeout=60)
+
+                await asyncio.gather(*(person(chat) for chat in people))
+                await gateway.wait_idle()
+                seconds = time.perf_counter() - started
+                cpu_node = time.process_time() - cpu_before
+                cost = Cost(label, turns // chats * chats, seconds, cpu_node)
+                if server is not None:
+                    cost.cpu_server = server_cpu(server) - db_before
+                    await asyncio.sleep(1.0)  # the statistics collector reports within 1 s
+                    wal_after, commits_after = wal_and_commits(server.url)
+                    cost.wal_bytes = wal_after - wal_before
+                    cost.transactions = commits_after - commits_before
+                    cost.statements, cost.kinds = statements(server.log, log_at)
+    finally:
+        await tg.stop()
+        await llm.stop()
+    return cost
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--chats", type=int, default=10)
+    parser.add_argument("--detail", action="store_true", help="the store's statements by kind")
+    args = parser.parse_args()
+    quiet_proxies()
+    print((await measure("SQLite", args.turns, args.chats, None)).line(), flush=True)
+    settings = ("log_statement=all", "log_line_prefix='[%a] '", "synchronous_commit=on")
+    with own_server(*settings) as server:
+        cost = await measure("PostgreSQL", args.turns, args.chats, server)
+    print(cost.line(), flush=True)
+    if args.detail and cost.kinds is not None:
+        for kind, count in cost.kinds.most_common():
+            print(f"  {count / cost.turns:6.2f}  {kind}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

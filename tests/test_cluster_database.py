@@ -1,0 +1,120 @@
+"""Riding out the database: a node that loses PostgreSQL pauses (``/healthz`` says
+degraded), reconnects with backoff and carries on without a restart. Once with a PostgreSQL
+server this test starts itself (its own data directory and port) and stops and starts
+again; once by ending every connection of one node of two (``pg_terminate_backend``) on the
+shared test server. Gateways in this process, the fake model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psycopg
+import pytest
+
+from channels.memory import MemoryChannel
+from channels.webchat import create
+from gateway.config.settings import Settings
+from gateway.runtime.app import Gateway
+from gateway.runtime.cluster import ClusterGuard
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM
+from tests.pg_server import OwnServer, binaries
+from tests.pg_server import own_server as started_server
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def own_server() -> Iterator[OwnServer]:
+    if binaries() is None:
+        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+    with started_server() as server:
+        yield server
+
+
+async def until(gateway: Gateway, predicate: Any, timeout: float) -> None:
+    async def done() -> bool:
+        return bool(predicate())
+
+    async with asyncio.timeout(timeout):
+        await gateway.bus.wait_until(done)
+
+
+async def healthz(url: str) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.get(url + "healthz") as response:
+        return response.status, await response.json()
+
+
+async def test_a_node_rides_out_a_database_restart_without_restarting(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, own_server: OwnServer
+) -> None:
+    settings = make_settings(
+        home=tmp_path / "a", storage={"url": own_server.url}, node={"name": "a"}, web={"port": 0}
+    )
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[create(settings), channel]) as a:
+        assert isinstance(a.guard, ClusterGuard) and a.web is not None
+        membership = a.guard.membership
+        await channel.push("before")
+        await channel.wait_for(1)
+        await asyncio.to_thread(own_server.stop)
+        await asyncio.wait_for(membership.degraded.wait(), 15)  # paused
+        assert await healthz(a.web.url) == (
+            200,
+            {"status": "degraded", "reason": "lost the database: paused, reconnecting"},
+        )
+        await asyncio.to_thread(own_server.start)
+        await until(a, lambda: not membership.degraded.is_set(), 30)  # back, by itself
+        assert membership.leading and membership.generation == 2
+        assert (await healthz(a.web.url))[1] == {"status": "ok"}
+        await channel.push("after")
+        replies = await channel.wait_for(2, max_wait=20)
+        assert not a.guard.fenced.is_set()  # never stopped
+    assert [m.text for m in replies] == ["echo: before", "echo: after"]
+
+
+async def test_a_node_whose_connections_are_all_cut_reconnects_and_works_on(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    def node(name: str) -> Settings:
+        return make_settings(home=tmp_path / name, storage={"url": pg_url}, node={"name": name})
+
+    channel = MemoryChannel()
+    async with Gateway(node("a"), channels=[channel]) as a:
+        b = Gateway(node("b"), channels=[MemoryChannel()])
+        joining = asyncio.create_task(b.start())  # a standby that runs turns
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            assert isinstance(b.guard, ClusterGuard)
+            membership = b.guard.membership
+
+            async def three_again() -> bool:
+                nodes = {n.name: n for n in await a.store.nodes.listing()}
+                return "b" in nodes and nodes["b"].connections == 3
+
+            async with asyncio.timeout(15):  # its listener connects in the background
+                await a.bus.wait_until(three_again)
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                (ended,) = admin.execute(
+                    "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM"
+                    " pg_stat_activity WHERE application_name LIKE 'switchboard % b'"
+                    " AND datname = current_database()) t"
+                ).fetchone()
+            assert ended == 3  # its store, membership and listener connections
+            await asyncio.wait_for(membership.degraded.wait(), 10)
+            await until(b, lambda: not membership.degraded.is_set(), 20)
+            assert membership.generation == 2 and not b.guard.fenced.is_set()
+            async with asyncio.timeout(15):  # the store and the listener reconnect too
+                await a.bus.wait_until(three_again)
+            for i in range(4):  # the cluster answers, b taking its share
+                await channel.push(f"m{i}", chat_id=f"c{i}")
+            replies = await channel.wait_for(4, max_wait=20)
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()
+    assert sorted(m.text for m in replies) == [f"echo: m{i}" for i in range(4)]

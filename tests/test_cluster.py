@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store import Job, Store
 from gateway.store.membership import Membership
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, Recorded, Step, echo
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.test_cli import cli_env, switchboard
 
@@ -196,6 +196,12 @@ STREAMING = {
 }
 
 
+def written_echo(request: Recorded) -> Step:
+    """The echo written in four pieces over 0.45 s, as a model writes: an answer that arrives
+    all at once is sent whole, never drafted, so streaming needs words that take a while."""
+    return replace(echo(request), stream_chunks=4, chunk_delay=0.15)
+
+
 def streamed(tg: FakeTelegram) -> int:
     """How many answers were delivered by editing a draft (each shows once: the checks
     of what the chats show catch a draft left beside its answer)."""
@@ -225,6 +231,7 @@ async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
 ) -> None:
     chats, rounds = range(1001, 1021), 3
     fake_llm.latency = 0.3  # turns are in flight when the leader dies
+    fake_llm.responder = written_echo
     async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         leader, *standbys = nodes
         assert not any(n.ready.is_set() for n in standbys)

@@ -30,7 +30,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.test_approvals import MEMBER, OWNER, approval_settings, ask_for_exec, request_id, runs
 from tests.test_cli import switchboard
-from tests.test_cluster import STREAMING, Node, cluster, node_env, streamed
+from tests.test_cluster import STREAMING, Node, cluster, node_env, streamed, written_echo
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +96,7 @@ async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
 ) -> None:
     chats, messages = range(3001, 3031), 4
     fake_llm.latency = 0.5  # turns are in flight when the node dies
+    fake_llm.responder = written_echo
     async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         talks = [asyncio.create_task(converse(tg, chat, messages, 45)) for chat in chats]
         # a node that does not lead, while status lists sessions in flight on it

@@ -13,7 +13,7 @@ import csv
 import io
 import posixpath
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -222,20 +222,37 @@ def _csv(request: Request) -> Extract:
 
 
 def _pptx(request: Request) -> Extract:
+    return _zipped_parts(
+        request,
+        ("pptx", "slide", "the presentation is damaged or not PPTX"),
+        _slide_paths,
+        lambda data: _slide_text(_xml(data)),
+    )
+
+
+def _zipped_parts(
+    request: Request,
+    what: tuple[DocKind, Unit, str],
+    parts_of: Callable[[zipfile.ZipFile], list[str]],
+    text_of: Callable[[bytes], str],
+) -> Extract:
+    """The wanted parts (slides, chapters) of a ZIP-based document, in order, each read
+    from the archive only when wanted; ``what``: its kind, its parts' name, and what to say
+    when the archive is damaged."""
+    kind, unit, damaged = what
     check_zip(request.path, request.max_expanded)
     try:
         with zipfile.ZipFile(request.path) as archive:
-            slides = _slide_paths(archive)
-            out = Extract("pptx", "slide", len(slides))
-            wanted = request.pages or tuple(range(1, len(slides) + 1))
-            for number in wanted:
-                if number > len(slides):
+            parts = parts_of(archive)
+            out = Extract(kind, unit, len(parts))
+            for number in request.pages or tuple(range(1, len(parts) + 1)):
+                if number > len(parts):
                     break
-                text = _slide_text(_xml(archive.read(slides[number - 1])))
-                if not _add(out, f"slide {number}", text, request.max_chars):
+                text = text_of(archive.read(parts[number - 1]))
+                if not _add(out, f"{unit} {number}", text, request.max_chars):
                     break
     except (KeyError, zipfile.BadZipFile, ValueError) as exc:
-        raise DocumentRefused(f"the presentation is damaged or not PPTX ({exc})") from exc
+        raise DocumentRefused(f"{damaged} ({exc})") from exc
     return out
 
 
@@ -275,21 +292,12 @@ def _runs(node: Any) -> str:
 
 
 def _epub(request: Request) -> Extract:
-    check_zip(request.path, request.max_expanded)
-    try:
-        with zipfile.ZipFile(request.path) as archive:
-            chapters = _spine(archive)
-            out = Extract("epub", "chapter", len(chapters))
-            wanted = request.pages or tuple(range(1, len(chapters) + 1))
-            for number in wanted:
-                if number > len(chapters):
-                    break
-                text = html_text(archive.read(chapters[number - 1]).decode("utf-8", "replace"))
-                if not _add(out, f"chapter {number}", text, request.max_chars):
-                    break
-    except (KeyError, zipfile.BadZipFile, ValueError) as exc:
-        raise DocumentRefused(f"the EPUB is damaged ({exc})") from exc
-    return out
+    return _zipped_parts(
+        request,
+        ("epub", "chapter", "the EPUB is damaged"),
+        _spine,
+        lambda data: html_text(data.decode("utf-8", "replace")),
+    )
 
 
 def _spine(archive: zipfile.ZipFile) -> list[str]:

@@ -255,12 +255,9 @@ class Approvals(Service):
                 r for r in await self._store.approval_requests.pending() if self._may(r, principal)
             ]
             return text.listing_text(mine)
-        record = await self._store.approval_requests.get(words[0])
-        if record is None:
-            return f"There is no approval request {words[0].upper()}."
-        if not self._may(record, principal):
-            await self._audit("approval-forbidden", record, by=principal)
-            return NOT_ALLOWED
+        record = await self._request_for(words[0], principal)
+        if isinstance(record, str):
+            return record
         if not record.pending:
             return text.already_text(record)
         by = f"{principal.channel}:{principal.sender_id}"
@@ -278,6 +275,17 @@ class Approvals(Service):
         self._wake(decided.turn_id)
         return text.decided_text(decided)
 
+    async def _request_for(self, request_id: str, principal: Principal) -> ApprovalRequest | str:
+        """The request ``principal`` may decide, or what to tell them instead (an unknown id,
+        or one they may not see: audited)."""
+        record = await self._store.approval_requests.get(request_id)
+        if record is None:
+            return f"There is no approval request {request_id.upper()}."
+        if not self._may(record, principal):
+            await self._audit("approval-forbidden", record, by=principal)
+            return NOT_ALLOWED
+        return record
+
     async def show(self, msg: InboundMessage, principal: Principal) -> str:
         """``/show ID``: the whole request, for one who may decide it; from then on their
         ``/approve ID`` counts even when the prompt had to cut an argument."""
@@ -288,12 +296,9 @@ class Approvals(Service):
             return "Approval requests are shown in a direct chat with me."
         if not words:
             return "Usage: /show ID (the id of an approval request)"
-        record = await self._store.approval_requests.get(words[0])
-        if record is None:
-            return f"There is no approval request {words[0].upper()}."
-        if not self._may(record, principal):
-            await self._audit("approval-forbidden", record, by=principal)
-            return NOT_ALLOWED
+        record = await self._request_for(words[0], principal)
+        if isinstance(record, str):
+            return record
         if text.reviewable(record):
             key = SHOWN_KEY + record.id
             shown = set(await self._store.kv.get(key) or ())

@@ -322,17 +322,7 @@ class WebGuard:
         if not isinstance(token, str) or not self.token_matches(token):
             self.record_failure(request)
             return redirect(f"/login?failed=1&next={target}")
-        response = redirect(target)
-        response.set_cookie(
-            AUTH_COOKIE,
-            await self.sessions.create(),
-            max_age=int(self.sessions.lifetime_seconds),
-            path="/",
-            httponly=True,
-            samesite="Strict",
-            secure=request.secure or None,
-        )
-        return response
+        return await self._signed_in(request, redirect(target))
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         """GET /signin?code=...: a one-time link of ``switchboard web`` sets the session
@@ -343,7 +333,12 @@ class WebGuard:
         if self._sign_in is None or not self._sign_in.redeem(code):
             self.record_failure(request)
             return web.Response(status=403, text=BAD_LINK)
-        response = redirect("/")
+        return await self._signed_in(request, redirect("/"))
+
+    async def _signed_in(
+        self, request: web.Request, response: web.StreamResponse
+    ) -> web.StreamResponse:
+        """``response`` with a new session's cookie: the browser is signed in from now on."""
         response.set_cookie(
             AUTH_COOKIE,
             await self.sessions.create(),

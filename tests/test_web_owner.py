@@ -24,7 +24,8 @@ from agent.workspace import Workspace
 from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.portguard import PortGuard
 from gateway.runtime.mcp import transports
-from gateway.web.signin import KEY_FILE
+from gateway.web.signin import KEY_FILE, SignInCodes
+from gateway.web.signin import sign_in_link as make_link
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.test_sandbox import exec_tool
@@ -232,3 +233,12 @@ def test_doctor_says_networked_sandboxes_are_kept_off_the_gateways_ports(
         if c.name == "port guard"
     ]
     assert check.status == "ok" and "cannot connect to the gateway's own ports" in check.message
+
+
+def test_a_link_made_before_a_restart_signs_nobody_in_after_it() -> None:
+    key = b"k" * 32
+    link = make_link(key, "http://127.0.0.1:8080", now=1_000).split("code=")[1]
+    restarted = SignInCodes(key, clock=lambda: 1_001.5)  # used links were forgotten
+    assert not restarted.redeem(link)
+    running = SignInCodes(key, clock=lambda: 999.2)  # the process that made it
+    assert running.redeem(link) and not running.redeem(link)

@@ -69,12 +69,15 @@ def _mac(key: bytes, expires: int, nonce: str) -> str:
 
 
 class SignInCodes:
-    """Checks and uses up the codes of sign-in links (in memory: a restart forgets which
-    were used, and a code lives ten minutes)."""
+    """Checks and uses up the codes of sign-in links. Which were used is kept in memory, so
+    a code made before this process started is refused outright: a link used before a
+    restart cannot sign in again after it (an unused one is made again with
+    ``switchboard web``)."""
 
     def __init__(self, key: bytes, *, clock: Callable[[], float] = time.time) -> None:
         self._key = key
         self._clock = clock
+        self._since = int(clock())  # codes carry whole seconds
         self._used: dict[str, int] = {}
 
     def redeem(self, code: str) -> bool:
@@ -88,6 +91,8 @@ class SignInCodes:
             return False
         now = self._clock()
         if not now < expires <= now + LIFETIME_SECONDS + 60 or nonce in self._used:
+            return False
+        if expires - LIFETIME_SECONDS < self._since:  # made for an earlier process
             return False
         self._used = {n: e for n, e in self._used.items() if e > now}
         while len(self._used) >= MAX_REMEMBERED:

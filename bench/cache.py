@@ -29,12 +29,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agent.compaction import SUMMARY_PROMPT
-from bench.common import quiet_proxies
+from bench.common import anthropic_settings_for, quiet_proxies
 from channels.memory import MemoryChannel
-from gateway.config.settings import Settings
 from gateway.core.clock import SystemClock
 from gateway.runtime.app import Gateway
-from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 
 SUMMARY_MARK = SUMMARY_PROMPT.split("{previous}")[0][:40]
@@ -78,22 +76,14 @@ async def run(turns: int, minutes: float, window: int, reflection: bool) -> None
     clock = ChatClock()
     try:
         with tempfile.TemporaryDirectory(prefix="switchboard-cache-") as tmp:
-            settings = Settings(
-                home=Path(tmp) / "home",
-                llm={
-                    "provider": "anthropic",
-                    "model": "fake",
-                    "base_url": fake.anthropic_url,
-                    "api_key": "sk-ant-bench-123456",
-                    "max_retries": 0,
-                    "context_window": window,
-                    "max_tokens": 1024,
-                },
-                agent={"reflection": reflection},
+            settings = anthropic_settings_for(
+                Path(tmp) / "home",
+                fake.anthropic_url,
+                window=window,
+                reflection=reflection,
                 heartbeat={"enabled": False},
                 web={"enabled": False},
             )
-            onboard(settings.home, settings.workspace_dir)
             (settings.workspace_dir / "notes.md").write_text("Buy milk.\nCall the bank.\n")
             channel = MemoryChannel()
             async with Gateway(settings, channels=[channel], clock=clock) as gateway:

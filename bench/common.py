@@ -60,6 +60,28 @@ def settings_for(home: Path, base_url: str, **overrides: Any) -> Settings:
     return settings
 
 
+def anthropic_settings_for(
+    home: Path, base_url: str, *, window: int, reflection: bool = False, **overrides: Any
+) -> Settings:
+    """A home whose model is the fake Messages API with a context window of ``window``."""
+    settings = Settings(
+        home=home,
+        llm={
+            "provider": "anthropic",
+            "model": "fake",
+            "base_url": base_url,
+            "api_key": "sk-ant-bench-123456",
+            "max_retries": 0,
+            "context_window": window,
+            "max_tokens": 1024,
+        },
+        agent={"reflection": reflection},
+        **overrides,
+    )
+    onboard(settings.home, settings.workspace_dir)
+    return settings
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]

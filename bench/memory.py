@@ -22,11 +22,9 @@ from pathlib import Path
 
 from agent.compaction import SUMMARY_PROMPT
 from agent.tokens import TokenCounter
-from bench.common import quiet_proxies
+from bench.common import anthropic_settings_for, quiet_proxies
 from channels.memory import MemoryChannel
-from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
-from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM, Recorded, Step, text
 
 FACT = "Remember: my locker code is 4711."
@@ -58,20 +56,7 @@ async def run(turns: int, window: int) -> None:
     counter.load()
     try:
         with tempfile.TemporaryDirectory(prefix="switchboard-memory-") as tmp:
-            settings = Settings(
-                home=Path(tmp) / "home",
-                llm={
-                    "provider": "anthropic",
-                    "model": "fake",
-                    "base_url": fake.anthropic_url,
-                    "api_key": "sk-ant-bench-123456",
-                    "max_retries": 0,
-                    "context_window": window,
-                    "max_tokens": 1024,
-                },
-                agent={"reflection": False},
-            )
-            onboard(settings.home, settings.workspace_dir)
+            settings = anthropic_settings_for(Path(tmp) / "home", fake.anthropic_url, window=window)
             channel = MemoryChannel()
             async with Gateway(settings, channels=[channel]) as gateway:
                 compactor = gateway.agent.window.compactor

@@ -115,6 +115,22 @@ class Node:
     standby: asyncio.Event
 
 
+async def start_node(name: str, env: dict[str, str]) -> Node:
+    """``switchboard run`` as one node, its output watched for ready and standby."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    node = Node(name, process, asyncio.Event(), asyncio.Event())
+    asyncio.get_running_loop().create_task(watch(node))
+    return node
+
+
 @asynccontextmanager
 async def cluster(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, count: int, **extra: str
@@ -127,17 +143,7 @@ async def cluster(
             name = f"node-{i}"
             env = node_env(tmp_path, fake_llm, tg, url, name, **extra)
             await switchboard("onboard", env=env)
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gateway",
-                "run",
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-            node = Node(name, process, asyncio.Event(), asyncio.Event())
-            asyncio.get_running_loop().create_task(watch(node))
+            node = await start_node(name, env)
             nodes.append(node)
             # the first node leads: the others are standbys from the start
             await asyncio.wait_for((node.standby if i else node.ready).wait(), 30)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ from tests.fakes.whatsapp import (
     post_signed,
 )
 from tests.test_cli import switchboard
-from tests.test_cluster import Node, node_env, watch
+from tests.test_cluster import Node, node_env, start_node
 
 pytestmark = pytest.mark.slow
 
@@ -67,17 +66,7 @@ async def two_nodes(
             with (home / "config.toml").open("a") as config:
                 config.write(f'\n[hooks.ci]\nsecret = "{HOOK_SECRET}"\n')
                 config.write(f'deliver_to = "whatsapp:{DANA}"\n')
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gateway",
-                "run",
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-            node = Node(name, process, asyncio.Event(), asyncio.Event())
-            asyncio.get_running_loop().create_task(watch(node))
+            node = await start_node(name, env)
             await asyncio.wait_for((node.standby if i else node.ready).wait(), 30)
             endpoint = json.loads((home / "data" / ENDPOINT_FILE).read_text())
             nodes.append((node, str(endpoint["url"])))

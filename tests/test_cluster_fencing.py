@@ -202,3 +202,29 @@ async def test_a_starting_node_reports_interrupted_only_tasks_of_nodes_that_are_
         await alive.stop()
     assert reported == {"t-gone", "t-mine"}  # the live node's task is left to it
     assert "t-alive" in still
+
+
+async def test_running_nodes_report_a_gone_nodes_task_once_and_keep_their_own(
+    tmp_path: Path, pg_url: str
+) -> None:
+    chat = ChatRef("telegram", "1")
+    owner = {"channel": "telegram", "sender_id": "1", "role": "owner"}
+    for node, task_id in (("gone", "t-gone"), ("me", "t-mine")):
+        async with Store(tmp_path / "unused", url=pg_url, node=node) as store:
+            await store.tasks.start(TaskRecord(task_id, "work", "general", chat, owner, "queued"))
+    alive = Membership(pg_url, "me", host="test", pid=1)
+    await alive.start()  # "me" runs its task; "gone" was killed
+    try:
+        async with (
+            Store(tmp_path / "unused", url=pg_url, node="me") as me,
+            Store(tmp_path / "unused", url=pg_url, node="other") as other,
+        ):
+            sweeps = await asyncio.gather(
+                me.tasks.interrupted(gone_only=True), other.tasks.interrupted(gone_only=True)
+            )
+            mine = await me.tasks.get("t-mine")
+    finally:
+        await alive.stop()
+    # the gone node's task is reported by one of the two sweeps, and only once
+    assert sorted(record.id for sweep in sweeps for record in sweep) == ["t-gone"]
+    assert mine is not None and mine.state == "queued"  # a node's own task runs here

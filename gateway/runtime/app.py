@@ -207,7 +207,7 @@ class Gateway(Service):
             max_concurrent=settings.scheduler.max_subagents,
             timeout=settings.scheduler.subagent_timeout_seconds,
             max_resume_attempts=settings.agent.max_resume_attempts,
-            resume=not cluster,  # a cluster's nodes do not know whose task it was
+            resume=not cluster,  # a cluster: a task of a node that went is interrupted
         )
         programs = ProgramRoutes(settings, self.store)
         if serve_programs:

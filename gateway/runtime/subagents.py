@@ -11,8 +11,10 @@ delivers it to the task's chat without another model call, exactly once.
 
 Durable across restarts (one process): the task's turn id is recorded when it starts, and a
 restart resumes that turn from its checkpoints, so a side effect already made is not made
-again; a task that waited for an approval waits again. In a cluster the nodes do not know
-whose task it was, so an open task is reported to its chat as interrupted instead.
+again; a task that waited for an approval waits again. In a cluster a task belongs to the
+node that runs it and is not resumed elsewhere: once that node is gone (its membership
+connection ended), the next sweep of any node (every ``SWEEP_SECONDS``) reports it to its
+chat as interrupted, and a node that starts again reports its own earlier ones at once.
 
 Stopping (``DELETE /v1/tasks/{id}``) takes the path of a chat's ``/stop``
 (gateway/runtime/controls.py): the task is recorded as stopped and its turn's stop requested
@@ -35,6 +37,7 @@ from functools import partial
 from agent.agent import Agent
 from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, SYSTEM_CHANNEL, TASK_CHANNEL, qualify
+from gateway.core.errors import StoreError
 from gateway.core.lifecycle import drain
 from gateway.core.messages import (
     ChatRef,
@@ -52,6 +55,8 @@ from gateway.runtime.local_bus import Bus
 from gateway.store import Store, TaskRecord, TurnEnd
 
 log = logging.getLogger(__name__)
+
+SWEEP_SECONDS = 30.0  # a cluster: how often each node closes the open tasks of nodes that went
 
 DECISION_CHECK_SECONDS = 5.0  # a task waiting for an approval looks whether it was decided
 
@@ -178,6 +183,7 @@ class Subagents:
         timeout: float = 900.0,
         max_resume_attempts: int = 2,
         resume: bool = True,
+        sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         self._queue = queue
         self._agents = agents
@@ -189,10 +195,12 @@ class Subagents:
         self._timeout = timeout
         self._max_resume_attempts = max_resume_attempts
         self._resume = resume  # one process: open tasks resume at start (not in a cluster)
+        self._sweep_seconds = sweep_seconds  # a cluster: how often tasks of gone nodes are closed
         self.signal = queue.signal
         self._runs: dict[str, _Run] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._taking: asyncio.Task[None] | None = None
+        self._sweeping: asyncio.Task[None] | None = None
 
     def running(self) -> list[TaskRecord]:
         return [run.record for run in self._runs.values()]
@@ -202,6 +210,8 @@ class Subagents:
         await self._recover()
         if self._taking is None:
             self._taking = asyncio.create_task(self._take(), name="subagents")
+        if not self._resume and self._sweeping is None:
+            self._sweeping = asyncio.create_task(self._sweep(), name="subagents-sweep")
 
     async def _take(self) -> None:
         while True:
@@ -454,8 +464,18 @@ class Subagents:
         log.info("resuming background task %s (turn %s)", record.id, turn)
         self._launch(record, turn_id=turn)
 
-    async def _interrupted(self) -> None:
-        records = await self._store.tasks.interrupted()
+    async def _sweep(self) -> None:
+        """A cluster: tell the chats of tasks whose node went (killed, cut off) that they were
+        interrupted, without waiting for that node, or any, to start again."""
+        while True:
+            await asyncio.sleep(self._sweep_seconds)
+            try:
+                await self._interrupted(gone_only=True)
+            except StoreError as exc:  # the database is out of reach: the next sweep
+                log.warning("background tasks: looking for tasks of gone nodes failed: %s", exc)
+
+    async def _interrupted(self, *, gone_only: bool = False) -> None:
+        records = await self._store.tasks.interrupted(gone_only=gone_only)
         for record in records:
             await self._close_turns(record, by="a restart")
         notices = [
@@ -485,10 +505,11 @@ class Subagents:
     async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
         """Give running tasks ``drain_timeout`` seconds (less once ``now`` is set); the rest
         stay open and resume at the next start."""
-        if self._taking is not None:
-            self._taking.cancel()
-            await asyncio.gather(self._taking, return_exceptions=True)
-            self._taking = None
+        for background in (self._taking, self._sweeping):
+            if background is not None:
+                background.cancel()
+                await asyncio.gather(background, return_exceptions=True)
+        self._taking = self._sweeping = None
         tasks = list(self._tasks.values())
         if not tasks:
             return

@@ -256,31 +256,31 @@ class Tasks:
 
         return await self._db.run(query, durable=False)
 
-    async def interrupted(self) -> list[TaskRecord]:
+    async def interrupted(self, *, gone_only: bool = False) -> list[TaskRecord]:
         """Tasks a previous process left open, now marked interrupted (where tasks are not
         resumed: a cluster). In a cluster only the tasks of this node's name (an earlier
         run of it) and of nodes that are gone: a task whose node is alive (its membership
-        connection is open) runs there and reports itself."""
+        connection is open) runs there and reports itself. ``gone_only``: only those of
+        nodes that are gone (a running node's sweep: its own tasks run here). Each task is
+        marked by one node however many sweep at once (the update says which it changed)."""
         now = self._clock()
         ours = f"state IN {_OPEN}"
         params: tuple[object, ...] = ()
         if self._db.dialect.name == "postgresql":
-            ours += (
-                " AND (node IS NULL OR node = ? OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a"
+            gone = (
+                "node IS NOT NULL AND node <> ? AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a"
                 " WHERE a.datname = current_database()"
-                " AND a.application_name = left('switchboard node ' || tasks.node, 63)))"
+                " AND a.application_name = left('switchboard node ' || tasks.node, 63))"
             )
-            params = (self._node,)
+            ours += f" AND ({gone})" if gone_only else f" AND (node IS NULL OR node = ? OR {gone})"
+            params = (self._node,) if gone_only else (self._node, self._node)
 
         def update(conn: Connection) -> list[TaskRecord]:
             rows = conn.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE {ours}", params
-            ).fetchall()
-            conn.execute(
                 "UPDATE tasks SET state = 'interrupted', finished_at = ?, updated_at = ?"
-                f" WHERE id IN (SELECT id FROM tasks WHERE {ours})",
+                f" WHERE {ours} RETURNING {self._COLUMNS}",
                 (now, now, *params),
-            )
+            ).fetchall()
             for row in rows:
                 _append(conn, row[0], "state", "interrupted", now, key=END)
             return [self._record(row) for row in rows]

@@ -93,7 +93,12 @@ async def measure(turns: int, *, streaming: bool) -> None:
         with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as tmp:
             telegram = section(tg, allow_from=["*"], streaming=None if streaming else False)
             settings = settings_for(
-                Path(tmp) / "home", llm.openai_url, telegram=telegram, web={"port": 0}
+                Path(tmp) / "home",
+                llm.openai_url,
+                telegram=telegram,
+                web={"port": 0},
+                # a member's allowance (60 turns an hour) would silence a long run
+                limits={"user_turns_per_hour": 0, "user_daily_tokens": 0},
             )
             traces = settings.data_dir / "traces"
             async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:

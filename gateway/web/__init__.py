@@ -40,10 +40,18 @@ async def start_web(gateway: GatewayView, *, standby: bool = False) -> WebServer
     configured (docs/connect.md). ``standby``: a cluster node that does not lead yet serves
     only what every node receives (:class:`~gateway.web.server.WebServer`).
     """
-    from gateway.web.server import WebServer, serves_something  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
+
+    from gateway.web.serving import serves_something  # noqa: PLC0415
 
     if not gateway.settings.web.enabled or not serves_something(gateway):
         return None
+    # the server and aiohttp's web side load on a thread: the channels started just
+    # before go on meanwhile (Telegram's first poll is not held up by the import)
+    await asyncio.to_thread(importlib.import_module, "gateway.web.server")
+    from gateway.web.server import WebServer  # noqa: PLC0415
+
     server = WebServer(gateway, standby=standby)
     await server.start()
     return server
@@ -56,7 +64,7 @@ def check_port(gateway: GatewayView) -> None:
     import socket  # noqa: PLC0415
 
     from gateway.core.errors import ConfigError  # noqa: PLC0415
-    from gateway.web.server import serves_something  # noqa: PLC0415
+    from gateway.web.serving import serves_something  # noqa: PLC0415
 
     web = gateway.settings.web
     if not web.enabled or not web.port or not serves_something(gateway):

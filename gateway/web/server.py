@@ -35,6 +35,7 @@ from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import Handler, WebGuard
+from gateway.web.serving import program_channels, web_channels, webhook_channels
 from gateway.web.sessions import WebSessions
 from gateway.web.signin import SignInCodes, ensure_key, sign_in_link
 from gateway.web.status import read_workspace_file, readiness, snapshot
@@ -49,23 +50,6 @@ log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def web_channels(gateway: GatewayView) -> list[ServesWeb]:
-    channels: list[object] = list(gateway.channels.values())
-    return [c for c in channels if isinstance(c, ServesWeb)]
-
-
-def webhook_channels(gateway: GatewayView) -> list[ServesWebhooks]:
-    """Channels that take a platform's webhooks on this server (public, self-authenticated)."""
-    channels: list[object] = list(gateway.channels.values())
-    return [c for c in channels if isinstance(c, ServesWebhooks)]
-
-
-def program_channels(gateway: GatewayView) -> list[ServesPrograms]:
-    """Channels other programs call (webhooks, the API; docs/connect.md)."""
-    channels: list[object] = list(gateway.channels.values())
-    return [c for c in channels if isinstance(c, ServesPrograms)]
-
-
 def owner_recognised(settings: Settings) -> bool:
     """Whether a connection made by the gateway's own uid is the owner without signing in:
     only when no sandbox with a network could make one (the port guard keeps them out
@@ -75,12 +59,6 @@ def owner_recognised(settings: Settings) -> bool:
     exec_network = settings.tools.exec.enabled and settings.tools.exec.network
     mcp_network = any(s.command is not None and s.network for s in settings.mcp.enabled().values())
     return not (exec_network or mcp_network)
-
-
-def serves_something(gateway: GatewayView) -> bool:
-    """Whether the web server has anything to serve: the web chat, a platform's webhooks,
-    other programs' endpoints."""
-    return bool(web_channels(gateway) or webhook_channels(gateway) or program_channels(gateway))
 
 
 def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:

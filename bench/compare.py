@@ -39,8 +39,6 @@ from bench.common import LLM_LATENCY, llm_process, quiet_proxies
 from bench.procs import BotProcess, CpuMark, PySpy, memory_mib
 from tests.fakes.telegram import Call, FakeTelegram, random_token
 
-TARGETS = {"seq": 1.1, "burst": 1.25, "cpu": 1.25, "start": 0.15, "big": 1.5}
-
 
 @dataclass
 class Figures:
@@ -234,8 +232,17 @@ def median(values: list[float]) -> float:
 
 
 def report(
-    sb: Figures, fl: Figures, args: argparse.Namespace, load: tuple[float, float], title: str
+    sb: Figures,
+    fl: Figures,
+    args: argparse.Namespace,
+    load: tuple[float, float],
+    title: str,
+    *,
+    cpu_target: float,
 ) -> None:
+    """One configuration beside the floor (``cpu_target``: the most CPU per turn in the
+    burst may cost, as a ratio: 1.1 with streaming off, 1.5 with the defaults)."""
+
     def row(label: str, a: float, b: float, *, ms: bool = True, target: str = "") -> None:
         ratio = a / b if b else float("nan")
         unit, scale, digits = ("ms", 1000, 1) if ms else ("s", 1, 3)
@@ -256,7 +263,8 @@ def report(
     row("CPU per turn, sequential", median(sb.seq_cpu), median(fl.seq_cpu))
     burst = f"{args.chats} chats at once: all answered"
     row(burst, median(sb.burst), median(fl.burst), ms=False, target="<= 1.25x")
-    row("CPU per turn in that burst", median(sb.cpu), median(fl.cpu), target="<= 1.25x")
+    cpu = median(sb.cpu), median(fl.cpu)
+    row("CPU per turn in that burst", *cpu, target=f"<= {cpu_target}x")
     if args.big > 0:
         big = f"{args.big} chats at once: all answered"
         row(big, median(sb.big), median(fl.big), ms=False, target="<= 1.5x")
@@ -295,9 +303,10 @@ async def run(args: argparse.Namespace) -> None:
                     print(f"rep {rep + 1}: {name} ...", flush=True)
                     await measure(name, llm_url, Path(tmp) / f"rep{rep}", args, figures[name])
     load = (load_before, os.getloadavg()[0])
-    report(figures["switchboard"], figures["floor"], args, load, "streaming and web chat off")
+    off = "streaming and web chat off"
+    report(figures["switchboard"], figures["floor"], args, load, off, cpu_target=1.1)
     if args.defaults:
-        report(figures["defaults"], figures["floor"], args, load, "the defaults")
+        report(figures["defaults"], figures["floor"], args, load, "the defaults", cpu_target=1.5)
 
 
 def warmup_args(args: argparse.Namespace) -> argparse.Namespace:

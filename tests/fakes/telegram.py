@@ -464,9 +464,9 @@ class FakeTelegram:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.changed.wait_for(ready), timeout)
             batch = [u for u in self.updates if u["update_id"] >= offset][:limit]
-            if self.replays and self.outage is None:  # before the new ones, in id order
-                batch = [*self.replays, *batch][:limit]
-                self.replays.clear()
+            if self.replays and self.outage is None:  # before the new ones
+                again, self.replays = self.replays[:limit], self.replays[limit:]
+                batch = [*again, *batch][:limit]
         return _ok(batch)
 
     async def _m_deleteWebhook(self, call: Call) -> web.Response:

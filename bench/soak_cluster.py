@@ -391,8 +391,9 @@ class ClusterSoak:
         for slot in self.slots:
             pid = slot.node.process.pid
             try:
-                rss.append(memory_mib(pid))
-                fds.append(len(os.listdir(f"/proc/{pid}/fd")))
+                size = memory_mib(pid)  # 0 once it exited (a zombie has no memory)
+                rss.append(size or None)
+                fds.append(len(os.listdir(f"/proc/{pid}/fd")) if size else None)
             except OSError:  # between a kill and the restart
                 rss.append(None)
                 fds.append(None)

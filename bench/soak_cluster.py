@@ -18,7 +18,7 @@ writes it in four pieces over 0.45 s), so drafts and edits happen on every node.
 A node that exits by itself is counted and started again after a second, as a supervisor
 would. Every ``--sample-every`` seconds: messages, replies, each node's RSS and open file
 descriptors (from /proc), the database's size (``pg_database_size``) and the WAL written
-since the previous sample (``pg_current_wal_lsn``). A reply is counted by what the chat
+since the previous sample (``pg_current_wal_lsn``), and the faults begun since then. A reply is counted by what the chat
 finally shows (the fake applies edits and deletions): a draft left beside its answer, or
 two answers, count as answered twice.
 """
@@ -74,7 +74,7 @@ class Sample:
     db_kib: float | None
     wal_kib: float | None  # written since the previous sample
     leader: str
-    fault: str
+    faults: str  # those begun since the previous sample
 
 
 @dataclass
@@ -178,7 +178,8 @@ class ClusterSoak:
         self.answered_updates: dict[int, dict[str, Any]] = {}  # chat -> its last answered
         self.exits: list[tuple[float, str, int | None]] = []  # exits no fault asked for
         self.faults_done: list[tuple[float, str, str]] = []
-        self.fault = "-"
+        self.faults_begun: list[str] = []  # in the order they began; a row shows the new ones
+        self.faults_shown = 0
         self.stop_traffic = asyncio.Event()
         self.started = time.monotonic()
         self.wal_mark: str | None = None
@@ -309,11 +310,10 @@ class ClusterSoak:
             if self.stop_traffic.is_set():
                 return
             kind = self.faults_list[index % len(self.faults_list)]
-            self.fault = kind
+            self.faults_begun.append(kind)
             at = self.now()
             detail = await self.inject(kind)
             self.faults_done.append((at, kind, f"{detail} ({self.now() - at:.0f} s)"))
-            self.fault = "-"
 
     async def inject(self, kind: str) -> str:
         """Inject one fault; returns what it did, for the report."""
@@ -398,6 +398,7 @@ class ClusterSoak:
                 rss.append(None)
                 fds.append(None)
         db_kib, wal_kib = await self.database()
+        begun, self.faults_shown = self.faults_begun[self.faults_shown :], len(self.faults_begun)
         return Sample(
             at=self.now(),
             sent=sum(len(t) for t in self.sent.values()),
@@ -407,7 +408,7 @@ class ClusterSoak:
             db_kib=db_kib,
             wal_kib=wal_kib,
             leader=await self.leader() or "?",
-            fault=self.fault,
+            faults=", ".join(begun) or "-",
         )
 
     async def sampler(self) -> None:
@@ -487,7 +488,7 @@ class ClusterSoak:
             + " / ".join(names)
             + " | open fds "
             + " / ".join(names)
-            + " | database (KiB) | WAL since last row (KiB) | leader | fault |"
+            + " | database (KiB) | WAL since last row (KiB) | leader | faults since last row |"
         )
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
         for s in self.samples:
@@ -497,7 +498,7 @@ class ClusterSoak:
             wal = "-" if s.wal_kib is None else f"{s.wal_kib:.0f}"
             print(
                 f"| {s.at:.0f} | {s.sent} | {s.replies} | {rss} | {fds} | {db} | {wal} "
-                f"| {s.leader} | {s.fault} |"
+                f"| {s.leader} | {s.faults} |"
             )
         print()
         print(

@@ -2,7 +2,9 @@
 minute, watching for leaks and for messages lost or answered twice.
 
 Run from the repository root: ``python -m bench.soak [--minutes 30] [--chats 20]
-[--fault-every 60] [--sample-every 10]``.
+[--fault-every 60] [--sample-every 10] [--cluster N]``. With ``--cluster N`` the traffic goes
+through N node processes on a PostgreSQL server of the soak's own, with cluster faults (node
+and leader kills, database restarts): bench/soak_cluster.py.
 
 Users (one per chat) write, wait for the answer, pause 0.5-3 s and write again: short texts,
 long ones (3,000 characters), markdown, ``/status``. Every ``--fault-every`` seconds one
@@ -47,8 +49,29 @@ from tests.fakes.llm import FakeLLM, error, held
 from tests.fakes.telegram import FakeTelegram, random_token
 
 FAULTS = ("bot-api-5xx", "llm-503", "llm-timeout", "flood-429", "restart")
+CLUSTER_FAULTS = (
+    "node-kill",
+    "leader-kill",
+    "db-restart",
+    "bot-api-5xx",
+    "flood-429",
+    "redelivery",
+)
 ANSWER_TIMEOUT = 180.0  # a user gives up waiting after this (counted as unanswered)
 LONG = " ".join(f"word{i}" for i in range(500))  # about 3,000 characters
+
+
+def next_text(chat: int, n: int) -> str:
+    """The user's next message: short, long, markdown or ``/status`` (``chat-n`` first, so
+    an answer tells which message it answers)."""
+    roll = random.random()
+    if roll < 0.05:
+        return "/status"
+    if roll < 0.15:
+        return f"{chat}-{n} {LONG}"
+    if roll < 0.30:
+        return f"{chat}-{n} **bold** _it_ `code` [link](https://example.com)"
+    return f"{chat}-{n} hello there"
 
 
 @dataclass
@@ -119,21 +142,11 @@ class Soak:
 
     # -- traffic --------------------------------------------------------------------------
 
-    def next_text(self, chat: int, n: int) -> str:
-        roll = random.random()
-        if roll < 0.05:
-            return "/status"
-        if roll < 0.15:
-            return f"{chat}-{n} {LONG}"
-        if roll < 0.30:
-            return f"{chat}-{n} **bold** _it_ `code` [link](https://example.com)"
-        return f"{chat}-{n} hello there"
-
     async def user(self, chat: int) -> None:
         for n in itertools.count():
             if self.stop_traffic.is_set():
                 return
-            text = self.next_text(chat, n)
+            text = next_text(chat, n)
             arrived = self.tally.arrived[chat]
             arrived.clear()
             expected = len(self.tally.sent[chat]) + 1
@@ -309,16 +322,35 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=60.0)
     parser.add_argument("--sample-every", type=float, default=10.0)
     parser.add_argument(
-        "--faults", type=lambda v: v.split(","), default=list(FAULTS), help=",".join(FAULTS)
+        "--faults",
+        type=lambda v: v.split(","),
+        default=None,
+        help=f"{','.join(FAULTS)}; with --cluster: {','.join(CLUSTER_FAULTS)}",
     )
     parser.add_argument("--home", type=Path, default=None, help="keep the run's home here")
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N node processes on a PostgreSQL server of the soak's own (bench/soak_cluster.py)",
+    )
     args = parser.parse_args()
     quiet_proxies()
     if args.home is not None:  # kept afterwards, to look into the store
-        sys.exit(asyncio.run(Soak(args, args.home).run()))
+        sys.exit(asyncio.run(soak(args, args.home)))
     with tempfile.TemporaryDirectory(prefix="switchboard-soak-") as tmp:
-        code = asyncio.run(Soak(args, Path(tmp) / "home").run())
+        code = asyncio.run(soak(args, Path(tmp) / "home"))
     sys.exit(code)
+
+
+async def soak(args: argparse.Namespace, home: Path) -> int:
+    if args.cluster:
+        from bench.soak_cluster import run_cluster  # it imports this module
+
+        return await run_cluster(args, home)
+    args.faults = args.faults or list(FAULTS)
+    return await Soak(args, home).run()
 
 
 if __name__ == "__main__":

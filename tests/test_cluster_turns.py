@@ -28,9 +28,9 @@ from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
+from tests.nodes import STREAMING, Node, cluster, node_env, streamed, written_echo
 from tests.test_approvals import MEMBER, OWNER, approval_settings, ask_for_exec, request_id, runs
 from tests.test_cli import switchboard
-from tests.test_cluster import STREAMING, Node, cluster, node_env, streamed, written_echo
 
 pytestmark = pytest.mark.slow
 

@@ -30,8 +30,8 @@ from tests.fakes.whatsapp import (
     message,
     post_signed,
 )
+from tests.nodes import Node, node_env, start_node
 from tests.test_cli import switchboard
-from tests.test_cluster import Node, node_env, start_node
 
 pytestmark = pytest.mark.slow
 

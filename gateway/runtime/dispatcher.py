@@ -138,6 +138,10 @@ class _Session:
     batch: TurnBatch | None = None  # the turn running now
     stop_parked: bool = False  # ``resume`` is a parked turn woken to be stopped
     idle: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))  # no turn runs
+    # controls running beside the queue: the session (its claim, in a cluster) is kept until
+    # they are done, or another look finds the control's message still pending and runs it
+    # again
+    controls: int = 0
 
     def has_work(self) -> bool:
         if self.resume is not None:
@@ -292,9 +296,18 @@ class Dispatcher(Service):
 
     def _control(self, record: InboundRecord, view: SessionView) -> None:
         assert self._controls is not None
+        key, session = view.key, self._session(view.key)
+        session.controls += 1
         task = asyncio.create_task(self._controls.handle(record, view), name="control")
         self._control_tasks.add(task)
-        task.add_done_callback(self._control_tasks.discard)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._control_tasks.discard(task)
+            session.controls -= 1
+            if self._sessions.get(key) is session:
+                self._ensure_worker(key, session)  # it releases the session if nothing is left
+
+        task.add_done_callback(done)
 
     def stop_parked(self, key: str) -> OpenTurn | None:
         """Resume the session's parked turn only to close it as stopped."""
@@ -415,7 +428,11 @@ class Dispatcher(Service):
             session.task = None
             if session.has_work():
                 self._ensure_worker(key, session)  # not while stopping
-            elif self._sessions.get(key) is session and session.parked is None:
+            elif (
+                self._sessions.get(key) is session
+                and session.parked is None
+                and not session.controls
+            ):
                 del self._sessions[key]
                 self._load.sessions.discard(key)
                 if session.held:

@@ -114,6 +114,7 @@ class FakeTelegram:
         # on, a private chat shows the last preview until the bot's next message arrives
         self.draft_previews = False
         self.previews: dict[int, tuple[int, str]] = {}  # chat id -> (draft id, text) shown
+        self.replays: list[dict[str, Any]] = []  # confirmed updates to deliver once more
         self.changed = asyncio.Condition()
         self._update_ids = itertools.count(1000)
         self._own_ids = itertools.count(1)  # the bot's counter: private chats, basic groups
@@ -224,6 +225,14 @@ class FakeTelegram:
             self.updates.append(update)
             self.changed.notify_all()
         return update
+
+    async def redeliver(self, update: dict[str, Any]) -> None:
+        """Deliver an update the bot already confirmed once more, with its own ``update_id``
+        (Telegram does when it did not take in the confirmation): the next ``getUpdates``
+        returns it whatever its offset."""
+        async with self.changed:
+            self.replays.append(dict(update))
+            self.changed.notify_all()
 
     def message(
         self,
@@ -447,7 +456,7 @@ class FakeTelegram:
             self.changed.notify_all()
 
             def ready() -> bool:
-                if self._closing or self.outage is not None:
+                if self._closing or self.outage is not None or self.replays:
                     return True
                 return any(u["update_id"] >= offset for u in self.updates)
 
@@ -455,6 +464,9 @@ class FakeTelegram:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.changed.wait_for(ready), timeout)
             batch = [u for u in self.updates if u["update_id"] >= offset][:limit]
+            if self.replays and self.outage is None:  # before the new ones
+                again, self.replays = self.replays[:limit], self.replays[limit:]
+                batch = [*again, *batch][:limit]
         return _ok(batch)
 
     async def _m_deleteWebhook(self, call: Call) -> web.Response:

@@ -38,8 +38,8 @@ from tests.fakes.whatsapp import (
     message,
     post_signed,
 )
+from tests.nodes import cluster, telegram_env
 from tests.test_cli import cli_env, switchboard
-from tests.test_cluster import cluster, telegram_env
 
 if TYPE_CHECKING:  # imported in the test, once channels.discord has loaded
     from tests.fakes.discord import FakeDiscord

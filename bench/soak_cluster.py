@@ -1,0 +1,531 @@
+"""Soak of a cluster: ``python -m bench.soak --cluster 3`` runs the soak's traffic through N
+``switchboard run`` node processes on a PostgreSQL server of its own, with cluster faults.
+
+The fake Telegram Bot API and the fake LLM run in this process; the nodes reach them by
+URL. Answers stream by edits (a draft posted, then edited into the answer, as the model
+writes it in four pieces over 0.45 s), so drafts and edits happen on every node. Every
+``--fault-every`` seconds one fault, in turn:
+
+* ``node-kill``: SIGKILL a node that does not lead, start it again;
+* ``leader-kill``: SIGKILL the leader (the ``cluster_nodes`` row marked leader), wait for
+  another node to take over, start the killed one again;
+* ``db-restart``: stop the PostgreSQL server, 5 s, start it again (the nodes ride it out);
+* ``bot-api-5xx``: the fake Bot API answers every call with 502 for 15 s;
+* ``flood-429``: one chat's next send gets 429 with ``retry_after`` 20;
+* ``redelivery``: the Bot API delivers an already confirmed update (one already answered)
+  again, with its own ``update_id``: it must not be answered a second time.
+
+A node that exits by itself is counted and started again after a second, as a supervisor
+would. Every ``--sample-every`` seconds: messages, replies, each node's RSS and open file
+descriptors (from /proc), the database's size (``pg_database_size``) and the WAL written
+since the previous sample (``pg_current_wal_lsn``), and the faults begun since then. A reply is counted by what the chat
+finally shows (the fake applies edits and deletions): a draft left beside its answer, or
+two answers, count as answered twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import random
+import signal
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.procs import memory_mib
+from bench.soak import ANSWER_TIMEOUT, CLUSTER_FAULTS, next_text
+from channels.telegram.render import render
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram, random_token
+from tests.nodes import STREAMING, Node, node_env, start_node, written_echo
+from tests.pg_server import OwnServer, own_server
+from tests.test_cli import switchboard
+
+FAULTS = CLUSTER_FAULTS
+
+
+@dataclass
+class Slot:
+    """One node name: its environment and the process running under it now."""
+
+    name: str
+    env: dict[str, str]
+    node: Node
+    planned: bool = False  # a fault is restarting it: not an exit of its own
+
+
+@dataclass
+class Sample:
+    at: float
+    sent: int
+    replies: int
+    rss: list[float | None]
+    fds: list[int | None]
+    db_kib: float | None
+    wal_kib: float | None  # written since the previous sample
+    leader: str
+    faults: str  # those begun since the previous sample
+
+
+@dataclass
+class Verdict:
+    """What one chat shows against what its user wrote."""
+
+    answered: int = 0
+    lost: int = 0
+    doubled: int = 0
+    unfinished: int = 0  # only a draft shows for a message (never completed)
+    notices: list[str] = field(default_factory=list)  # shown, neither an echo nor /status
+
+
+def expected(text: str) -> str:
+    """What the chat shows for the echo of ``text`` once complete (markdown rendered)."""
+    return render(f"echo: {text}")[0].text
+
+
+def echo_index(shown: str, chat: int) -> int | None:
+    """Which of the chat's messages an echo (complete or a draft) answers."""
+    prefix = f"echo: {chat}-"
+    if not shown.startswith(prefix):
+        return None
+    number = shown[len(prefix) :].split(" ", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
+def judge(chat: int, texts: list[str], shown: list[str]) -> Verdict:
+    verdict = Verdict()
+    echoes: dict[int, list[str]] = defaultdict(list)
+    others: list[str] = []
+    for message in shown:
+        index = echo_index(message, chat)
+        if index is None:
+            others.append(message)
+        else:
+            echoes[index].append(message)
+    statuses = sum(text == "/status" for text in texts)
+    missing = 0
+    for index, text in enumerate(texts):
+        if text == "/status":
+            continue
+        replies = echoes.get(index, [])
+        if not replies:
+            missing += 1
+        elif expected(text) not in replies:
+            verdict.unfinished += 1
+        else:
+            verdict.answered += 1
+        verdict.doubled += max(0, len(replies) - 1)
+    # /status answers and notices (a turn that failed) are the other messages
+    verdict.answered += min(statuses, len(others))
+    spare = len(others) - statuses  # > 0: notices; < 0: /status unanswered
+    verdict.lost = max(0, missing + verdict.unfinished - max(0, spare))
+    verdict.doubled += max(0, spare - missing - verdict.unfinished)
+    verdict.notices = others if spare > 0 else []
+    return verdict
+
+
+class Shown:
+    """Which messages each chat holds, indexed from the fake's calls (then pruned), so what
+    a chat shows is read without sorting every chat's messages."""
+
+    def __init__(self, tg: FakeTelegram) -> None:
+        self.tg = tg
+        self.ids: dict[int, set[int]] = defaultdict(set)
+        self.changed: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
+        self.edits = 0
+
+    def collect(self) -> None:
+        for call in self.tg.calls:
+            if not call.params.get("_ok") or "chat_id" not in call.params:
+                continue
+            chat = int(call.params["chat_id"])
+            if call.method == "sendMessage" and isinstance(call.result, dict):
+                self.ids[chat].add(int(call.result["message_id"]))
+            elif call.method == "editMessageText":
+                self.edits += 1
+            self.changed[chat].set()
+        self.tg.calls.clear()
+        self.tg.refused.clear()
+        self.tg.pushed_at.clear()
+
+    def visible(self, chat: int) -> list[str]:
+        return [
+            self.tg.chat[(chat, mid)][0]
+            for mid in sorted(self.ids[chat])
+            if (chat, mid) in self.tg.chat
+        ]
+
+
+class ClusterSoak:
+    def __init__(self, args: argparse.Namespace, home: Path, server: OwnServer) -> None:
+        self.args = args
+        self.home = home
+        self.server = server
+        self.faults_list: list[str] = args.faults or list(FAULTS)
+        self.slots: list[Slot] = []
+        self.samples: list[Sample] = []
+        self.sent: dict[int, list[str]] = defaultdict(list)
+        self.answered_updates: dict[int, dict[str, Any]] = {}  # chat -> its last answered
+        self.exits: list[tuple[float, str, int | None]] = []  # exits no fault asked for
+        self.faults_done: list[tuple[float, str, str]] = []
+        self.faults_begun: list[str] = []  # in the order they began; a row shows the new ones
+        self.faults_shown = 0
+        self.stop_traffic = asyncio.Event()
+        self.started = time.monotonic()
+        self.wal_mark: str | None = None
+        self.redelivered = 0
+        self.tg: FakeTelegram
+        self.llm: FakeLLM
+        self.shown: Shown
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    async def start_slot(self, name: str) -> Slot:
+        env = node_env(
+            self.home,
+            self.llm,
+            self.tg,
+            self.server.url,
+            name,
+            SWITCHBOARD_HEARTBEAT__ENABLED="false",
+            SWITCHBOARD_LIMITS__USER_TURNS_PER_HOUR="0",
+            SWITCHBOARD_LIMITS__USER_DAILY_TOKENS="0",
+            SWITCHBOARD_LLM__TIMEOUT_SECONDS="10",
+            **STREAMING,
+        )
+        code, _, err = await switchboard("onboard", env=env)
+        if code != 0:
+            raise RuntimeError(f"onboard of {name} failed: {err}")
+        slot = Slot(name, env, await start_node(name, env, self.log(name)))
+        await self.settled(slot.node)
+        return slot
+
+    def log(self, name: str) -> Path:
+        return self.home / f"{name}.log"
+
+    async def settled(self, node: Node) -> None:
+        """Until the node leads or stands by (or exits; at most a minute)."""
+        waits = [
+            asyncio.ensure_future(node.ready.wait()),
+            asyncio.ensure_future(node.standby.wait()),
+            asyncio.ensure_future(node.process.wait()),
+        ]
+        await asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+
+    async def restart(self, slot: Slot) -> None:
+        """SIGKILL the slot's node (no goodbye) and start it again under the same name."""
+        slot.planned = True
+        with contextlib.suppress(ProcessLookupError):
+            slot.node.process.send_signal(signal.SIGKILL)
+        await slot.node.process.wait()
+        slot.node = await start_node(slot.name, slot.env, self.log(slot.name))
+        slot.planned = False
+        await self.settled(slot.node)
+
+    async def supervise(self) -> None:
+        """Start again a node that exited by itself (counted), as a supervisor would."""
+        while True:
+            await asyncio.sleep(1)
+            for slot in self.slots:
+                code = slot.node.process.returncode
+                if code is not None and not slot.planned:
+                    self.exits.append((self.now(), slot.name, code))
+                    slot.node = await start_node(slot.name, slot.env, self.log(slot.name))
+
+    async def leader(self) -> str | None:
+        """The node the membership table says leads (``None`` while unreachable)."""
+        with contextlib.suppress(psycopg.Error, OSError):
+            async with await psycopg.AsyncConnection.connect(
+                self.server.url, autocommit=True, connect_timeout=3
+            ) as conn:
+                cursor = await conn.execute(
+                    "SELECT name FROM cluster_nodes WHERE role = 'leader'"
+                    " ORDER BY heartbeat_at DESC LIMIT 1"
+                )
+                row = await cursor.fetchone()
+                return None if row is None else str(row[0])
+        return None
+
+    # -- traffic --------------------------------------------------------------------------
+
+    def answered(self, chat: int, text: str, others_before: int) -> bool:
+        shown = self.shown.visible(chat)
+        others = sum(echo_index(s, chat) is None for s in shown)
+        if others > others_before:  # the /status answer, or a notice
+            return True
+        return text != "/status" and expected(text) in shown
+
+    async def user(self, chat: int) -> None:
+        for n in itertools.count():
+            if self.stop_traffic.is_set():
+                return
+            text = next_text(chat, n)
+            shown = self.shown.visible(chat)
+            others_before = sum(echo_index(s, chat) is None for s in shown)
+            self.sent[chat].append(text)
+            update = await self.tg.say(text, chat_id=chat, user_id=chat)
+            deadline = time.monotonic() + ANSWER_TIMEOUT
+            changed = self.shown.changed[chat]
+            while time.monotonic() < deadline:
+                changed.clear()
+                if self.answered(chat, text, others_before):
+                    self.answered_updates[chat] = update
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 1.0)
+            await asyncio.sleep(random.uniform(0.5, 3.0))
+
+    async def collector(self) -> None:
+        while True:
+            async with self.tg.changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.tg.changed.wait(), 0.5)
+            self.shown.collect()
+            if len(self.llm.requests) > 50:
+                self.llm.requests.clear()
+
+    # -- faults ---------------------------------------------------------------------------
+
+    async def faults(self) -> None:
+        every = self.args.fault_every
+        for index in itertools.count():  # at every/2, then every `every` seconds
+            due = self.started + every / 2 + index * every
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_traffic.wait(), max(0.0, due - time.monotonic()))
+            if self.stop_traffic.is_set():
+                return
+            kind = self.faults_list[index % len(self.faults_list)]
+            self.faults_begun.append(kind)
+            at = self.now()
+            detail = await self.inject(kind)
+            self.faults_done.append((at, kind, f"{detail} ({self.now() - at:.0f} s)"))
+
+    async def inject(self, kind: str) -> str:
+        """Inject one fault; returns what it did, for the report."""
+        if kind in ("node-kill", "leader-kill"):
+            leader = await self.leader()
+            if kind == "leader-kill":
+                victims = [s for s in self.slots if s.name == leader]
+            else:
+                victims = [s for s in self.slots if s.name != leader]
+            if not victims:
+                return f"skipped (leader {leader})"
+            slot = random.choice(victims)
+            await self.restart(slot)
+            if kind == "leader-kill":  # another took over, or the restarted one leads again
+                took = [s.name for s in self.slots if s.node.ready.is_set()]
+                return f"{slot.name} killed; leading: {', '.join(took) or '?'}"
+            return f"{slot.name} killed and back"
+        if kind == "db-restart":
+            await asyncio.to_thread(self.server.stop)
+            await asyncio.sleep(5)
+            await asyncio.to_thread(self.server.start)
+            return "server stopped 5 s"
+        if kind == "bot-api-5xx":
+            await self.tg.go_down(502, "Bad Gateway")
+            await asyncio.sleep(15)
+            await self.tg.come_back()
+            return "502 for 15 s"
+        if kind == "flood-429":
+            chat = random.choice(list(self.sent) or [1])
+            self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
+            return f"chat {chat}"
+        if kind == "redelivery":
+            if not self.answered_updates:
+                return "skipped (nothing answered yet)"
+            chat = random.choice(list(self.answered_updates))
+            await self.tg.redeliver(self.answered_updates[chat])
+            self.redelivered += 1
+            return f"chat {chat} update {self.answered_updates[chat]['update_id']}"
+        raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULTS)}")
+
+    # -- sampling -------------------------------------------------------------------------
+
+    async def database(self) -> tuple[float | None, float | None]:
+        """The database's size (KiB) and the WAL written since the last call (KiB)."""
+        with contextlib.suppress(psycopg.Error, OSError):
+            async with await psycopg.AsyncConnection.connect(
+                self.server.url, autocommit=True, connect_timeout=3
+            ) as conn:
+                cursor = await conn.execute(
+                    "SELECT pg_database_size(current_database()), pg_current_wal_lsn()::text"
+                )
+                row = await cursor.fetchone()
+                assert row is not None
+                size, lsn = int(row[0]), str(row[1])
+                wal = None
+                if self.wal_mark is not None:
+                    cursor = await conn.execute(
+                        "SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [lsn, self.wal_mark]
+                    )
+                    diff = await cursor.fetchone()
+                    wal = float(diff[0]) / 1024 if diff is not None else None
+                self.wal_mark = lsn
+                return size / 1024, wal
+        return None, None
+
+    def replies(self) -> int:
+        return sum(
+            judge(chat, texts, self.shown.visible(chat)).answered
+            for chat, texts in self.sent.items()
+        )
+
+    async def sample(self) -> Sample:
+        rss: list[float | None] = []
+        fds: list[int | None] = []
+        for slot in self.slots:
+            pid = slot.node.process.pid
+            try:
+                size = memory_mib(pid)  # 0 once it exited (a zombie has no memory)
+                rss.append(size or None)
+                fds.append(len(os.listdir(f"/proc/{pid}/fd")) if size else None)
+            except OSError:  # between a kill and the restart
+                rss.append(None)
+                fds.append(None)
+        db_kib, wal_kib = await self.database()
+        begun, self.faults_shown = self.faults_begun[self.faults_shown :], len(self.faults_begun)
+        return Sample(
+            at=self.now(),
+            sent=sum(len(t) for t in self.sent.values()),
+            replies=self.replies(),
+            rss=rss,
+            fds=fds,
+            db_kib=db_kib,
+            wal_kib=wal_kib,
+            leader=await self.leader() or "?",
+            faults=", ".join(begun) or "-",
+        )
+
+    async def sampler(self) -> None:
+        while True:
+            self.samples.append(await self.sample())
+            await asyncio.sleep(self.args.sample_every)
+
+    # -- the run --------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        self.llm = await FakeLLM(responder=written_echo, latency=0.2).start()
+        self.tg = await FakeTelegram(random_token()).start()
+        self.shown = Shown(self.tg)
+        background: list[asyncio.Task[None]] = []
+        try:
+            for i in range(self.args.cluster):
+                self.slots.append(await self.start_slot(f"node-{i}"))
+            await self.database()  # the WAL mark
+            self.started = time.monotonic()
+            background = [
+                asyncio.create_task(self.collector()),
+                asyncio.create_task(self.sampler()),
+                asyncio.create_task(self.supervise()),
+            ]
+            faults = asyncio.create_task(self.faults())
+            chats = [1_000 + i for i in range(self.args.chats)]
+            users = [asyncio.create_task(self.user(chat)) for chat in chats]
+            await asyncio.sleep(self.args.minutes * 60)
+            self.stop_traffic.set()
+            await faults  # a fault under way finishes (a restart, an outage ending)
+            await asyncio.gather(*users)  # each waits for its last answer
+            await asyncio.sleep(10)  # room for a late duplicate to show up
+            self.shown.collect()
+            self.samples.append(await self.sample())
+        finally:
+            for task in background:
+                task.cancel()
+            await self.stop_nodes()
+            await self.tg.stop()
+            await self.llm.stop()
+        return self.report()
+
+    async def stop_nodes(self) -> None:
+        for slot in self.slots:
+            slot.planned = True
+            if slot.node.process.returncode is None:
+                slot.node.process.send_signal(signal.SIGTERM)
+        for slot in self.slots:
+            try:
+                await asyncio.wait_for(slot.node.process.wait(), 30)
+            except TimeoutError:
+                slot.node.process.kill()
+                await slot.node.process.wait()
+
+    def report(self) -> int:
+        verdicts = {chat: judge(chat, t, self.shown.visible(chat)) for chat, t in self.sent.items()}
+        lost = sum(v.lost for v in verdicts.values())
+        doubled = sum(v.doubled for v in verdicts.values())
+        unfinished = sum(v.unfinished for v in verdicts.values())
+        notices = [n for v in verdicts.values() for n in v.notices]
+        sent = sum(len(t) for t in self.sent.values())
+        names = [slot.name for slot in self.slots]
+        print(
+            f"Soak, cluster: {self.args.minutes} min, {len(self.slots)} nodes on PostgreSQL,"
+            f" {self.args.chats} chats, streaming by edits, a fault every"
+            f" {self.args.fault_every} s (fake Bot API and fake LLM in the soak's process)"
+        )
+        for at, kind, detail in self.faults_done:
+            print(f"  {at:5.0f} s  {kind}: {detail}")
+        print(
+            "  nodes that exited by themselves: "
+            + (", ".join(f"{n} at {at:.0f} s (code {c})" for at, n, c in self.exits) or "none")
+        )
+        print()
+        print(
+            "| t (s) | messages | replies | RSS (MiB) "
+            + " / ".join(names)
+            + " | open fds "
+            + " / ".join(names)
+            + " | database (KiB) | WAL since last row (KiB) | leader | faults since last row |"
+        )
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+        for s in self.samples:
+            rss = " / ".join("-" if r is None else f"{r:.0f}" for r in s.rss)
+            fds = " / ".join("-" if f is None else str(f) for f in s.fds)
+            db = "-" if s.db_kib is None else f"{s.db_kib:.0f}"
+            wal = "-" if s.wal_kib is None else f"{s.wal_kib:.0f}"
+            print(
+                f"| {s.at:.0f} | {s.sent} | {s.replies} | {rss} | {fds} | {db} | {wal} "
+                f"| {s.leader} | {s.faults} |"
+            )
+        print()
+        print(
+            f"  messages {sent}, answered {sum(v.answered for v in verdicts.values())},"
+            f" lost {lost} (of which only a draft shows: {unfinished}), answered twice"
+            f" {doubled}; notices {len(notices)}; answers streamed by edits"
+            f" {self.shown.edits} edits; redeliveries {self.redelivered}"
+        )
+        for notice in notices[:5]:
+            print(f"    notice: {notice[:120]!r}")
+        for chat, verdict in verdicts.items():
+            if verdict.lost or verdict.doubled:
+                print(f"    chat {chat}: {verdict}; shows {len(self.shown.visible(chat))}")
+        ok = lost == 0 and doubled == 0
+        print("  every message answered exactly once" if ok else "  FAILED: see lost/doubled")
+        chats = {
+            chat: {"sent": t, "shown": self.shown.visible(chat)} for chat, t in self.sent.items()
+        }
+        (self.home / "chats.json").write_text(json.dumps(chats, indent=1))  # to look into
+        return 0 if ok else 1
+
+
+async def run_cluster(args: argparse.Namespace, home: Path) -> int:
+    """The cluster soak on a PostgreSQL server of its own (removed afterwards)."""
+    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
+    # a node killed while the fake model writes to it hangs up: expected, not worth a trace
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    with own_server() as server:
+        print(f"PostgreSQL of its own on port {server.port}; node logs in {home}", flush=True)
+        return await ClusterSoak(args, home, server).run()

@@ -36,11 +36,11 @@ import random
 import sys
 import tempfile
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import quiet_proxies, rss_mib
+from bench.soak_chats import Conversations
 from channels.telegram import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
@@ -57,21 +57,6 @@ CLUSTER_FAULTS = (
     "flood-429",
     "redelivery",
 )
-ANSWER_TIMEOUT = 180.0  # a user gives up waiting after this (counted as unanswered)
-LONG = " ".join(f"word{i}" for i in range(500))  # about 3,000 characters
-
-
-def next_text(chat: int, n: int) -> str:
-    """The user's next message: short, long, markdown or ``/status`` (``chat-n`` first, so
-    an answer tells which message it answers)."""
-    roll = random.random()
-    if roll < 0.05:
-        return "/status"
-    if roll < 0.15:
-        return f"{chat}-{n} {LONG}"
-    if roll < 0.30:
-        return f"{chat}-{n} **bold** _it_ `code` [link](https://example.com)"
-    return f"{chat}-{n} hello there"
 
 
 @dataclass
@@ -87,36 +72,10 @@ class Sample:
     fault: str
 
 
-@dataclass
-class Tally:
-    """The replies per chat, read from the fake Bot API's calls (which are then pruned)."""
-
-    replies: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-    arrived: dict[int, asyncio.Event] = field(default_factory=lambda: defaultdict(asyncio.Event))
-    sent: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-
-    def collect(self, tg: FakeTelegram) -> None:
-        for call in tg.calls:
-            if call.method == "sendMessage" and call.params.get("_ok"):
-                chat = int(call.params["chat_id"])
-                self.replies[chat].append(call.params.get("text", ""))
-                self.arrived[chat].set()
-        tg.calls.clear()
-        tg.refused.clear()
-        tg.pushed_at.clear()
-
-    def total_sent(self) -> int:
-        return sum(len(v) for v in self.sent.values())
-
-    def total_replies(self) -> int:
-        return sum(len(v) for v in self.replies.values())
-
-
 class Soak:
     def __init__(self, args: argparse.Namespace, home: Path) -> None:
         self.args = args
         self.home = home
-        self.tally = Tally()
         self.samples: list[Sample] = []
         self.fault = "-"
         self.faults_done: list[tuple[float, str]] = []
@@ -124,6 +83,7 @@ class Soak:
         self.started = time.monotonic()
         self.tg: FakeTelegram
         self.llm: FakeLLM
+        self.users: Conversations
         self.settings: Settings
         self.gateway: Gateway | None = None
         self.restarting = asyncio.Lock()
@@ -139,34 +99,6 @@ class Soak:
         if self.gateway is not None:
             await self.gateway.stop()
             self.gateway = None
-
-    # -- traffic --------------------------------------------------------------------------
-
-    async def user(self, chat: int) -> None:
-        for n in itertools.count():
-            if self.stop_traffic.is_set():
-                return
-            text = next_text(chat, n)
-            arrived = self.tally.arrived[chat]
-            arrived.clear()
-            expected = len(self.tally.sent[chat]) + 1
-            self.tally.sent[chat].append(text)
-            await self.tg.say(text, chat_id=chat, user_id=chat)
-            deadline = time.monotonic() + ANSWER_TIMEOUT
-            while len(self.tally.replies[chat]) < expected and time.monotonic() < deadline:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), 1.0)
-                arrived.clear()
-            await asyncio.sleep(random.uniform(0.5, 3.0))
-
-    async def collector(self) -> None:
-        while True:
-            async with self.tg.changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.tg.changed.wait(), 0.5)
-            self.tally.collect(self.tg)
-            if len(self.llm.requests) > 50:
-                self.llm.requests.clear()
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -194,7 +126,7 @@ class Soak:
         elif kind == "llm-timeout":
             self.llm.queue(held(asyncio.Event()))  # released only when the fake stops
         elif kind == "flood-429":
-            chat = random.choice(list(self.tally.sent) or [1])
+            chat = random.choice(list(self.users.sent) or [1])
             self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
         elif kind == "restart":
             await self.stop_gateway()
@@ -207,8 +139,8 @@ class Soak:
         wal = db.with_name(db.name + "-wal")
         return Sample(
             at=time.monotonic() - self.started,
-            sent=self.tally.total_sent(),
-            replies=self.tally.total_replies(),
+            sent=self.users.total_sent(),
+            replies=self.users.total_answered(),
             rss=rss_mib(),
             fds=len(os.listdir("/proc/self/fd")),
             tasks=len(asyncio.all_tasks()),
@@ -228,20 +160,21 @@ class Soak:
         self.llm = await FakeLLM(latency=0.2).start()
         self.tg = await FakeTelegram(random_token()).start()
         self.settings = settings_for(self.home, self.llm.openai_url, self.tg)
+        self.users = Conversations(self.tg, self.llm, self.stop_traffic)
         await self.start_gateway()
         chats = [1_000 + i for i in range(self.args.chats)]
         background = [
-            asyncio.create_task(self.collector()),
+            asyncio.create_task(self.users.collector()),
             asyncio.create_task(self.sampler()),
         ]
         faults = asyncio.create_task(self.faults())
-        users = [asyncio.create_task(self.user(chat)) for chat in chats]
+        users = [asyncio.create_task(self.users.user(chat)) for chat in chats]
         await asyncio.sleep(self.args.minutes * 60)
         self.stop_traffic.set()
         await faults  # a fault under way finishes (a restart, an outage ending)
         await asyncio.gather(*users)  # each waits for its last answer
         await asyncio.sleep(5)  # room for a late duplicate to show up
-        self.tally.collect(self.tg)
+        self.users.shown.collect()
         self.samples.append(self.sample())
         for task in background:
             task.cancel()
@@ -251,16 +184,11 @@ class Soak:
         return self.report()
 
     def report(self) -> int:
-        lost = doubled = notices = 0
-        for chat, texts in self.tally.sent.items():
-            replies = self.tally.replies[chat]
-            lost += max(0, len(texts) - len(replies))
-            doubled += max(0, len(replies) - len(texts))
-            for text, reply in zip(texts, replies, strict=False):
-                if text != "/status" and reply != f"echo: {text}".replace("**", "").replace(
-                    "`", ""
-                ):
-                    notices += 1
+        verdicts = self.users.verdicts()
+        lost = sum(v.lost for v in verdicts.values())
+        doubled = sum(v.doubled for v in verdicts.values())
+        unfinished = sum(v.unfinished for v in verdicts.values())
+        notices = [n for v in verdicts.values() for n in v.notices]
         print(
             f"Soak: {self.args.minutes} min, {self.args.chats} chats, a fault every "
             f"{self.args.fault_every} s (fake Bot API and fake LLM in process)"
@@ -278,12 +206,16 @@ class Soak:
                 f"| {s.db_kib:.0f} | {s.wal_kib:.0f} | {s.fault} |"
             )
         print()
-        sent = self.tally.total_sent()
         print(
-            f"  messages {sent}, replies {self.tally.total_replies()}, lost {lost}, "
-            f"answered twice {doubled}, replies that were not the echo (notices, formatting) "
-            f"{notices}"
+            f"  messages {self.users.total_sent()}, answered"
+            f" {sum(v.answered for v in verdicts.values())}, lost {lost} (of which only a"
+            f" draft shows: {unfinished}), answered twice {doubled}; notices {len(notices)}"
+            f" (provider errors, time-outs); answers streamed by edits:"
+            f" {self.users.shown.edits} edits"
         )
+        for chat, verdict in verdicts.items():
+            if verdict.lost or verdict.doubled:
+                print(f"    chat {chat}: {verdict}; shows {self.users.shown.visible(chat)}")
         ok = lost == 0 and doubled == 0
         print("  every message answered exactly once" if ok else "  FAILED: see lost/doubled")
         return 0 if ok else 1

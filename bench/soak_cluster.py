@@ -35,16 +35,14 @@ import os
 import random
 import signal
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
 from bench.procs import memory_mib
-from bench.soak import ANSWER_TIMEOUT, CLUSTER_FAULTS, next_text
-from channels.telegram.render import render
+from bench.soak import CLUSTER_FAULTS
+from bench.soak_chats import Conversations
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.nodes import STREAMING, Node, node_env, start_node, written_echo
@@ -77,95 +75,6 @@ class Sample:
     faults: str  # those begun since the previous sample
 
 
-@dataclass
-class Verdict:
-    """What one chat shows against what its user wrote."""
-
-    answered: int = 0
-    lost: int = 0
-    doubled: int = 0
-    unfinished: int = 0  # only a draft shows for a message (never completed)
-    notices: list[str] = field(default_factory=list)  # shown, neither an echo nor /status
-
-
-def expected(text: str) -> str:
-    """What the chat shows for the echo of ``text`` once complete (markdown rendered)."""
-    return render(f"echo: {text}")[0].text
-
-
-def echo_index(shown: str, chat: int) -> int | None:
-    """Which of the chat's messages an echo (complete or a draft) answers."""
-    prefix = f"echo: {chat}-"
-    if not shown.startswith(prefix):
-        return None
-    number = shown[len(prefix) :].split(" ", 1)[0]
-    return int(number) if number.isdigit() else None
-
-
-def judge(chat: int, texts: list[str], shown: list[str]) -> Verdict:
-    verdict = Verdict()
-    echoes: dict[int, list[str]] = defaultdict(list)
-    others: list[str] = []
-    for message in shown:
-        index = echo_index(message, chat)
-        if index is None:
-            others.append(message)
-        else:
-            echoes[index].append(message)
-    statuses = sum(text == "/status" for text in texts)
-    missing = 0
-    for index, text in enumerate(texts):
-        if text == "/status":
-            continue
-        replies = echoes.get(index, [])
-        if not replies:
-            missing += 1
-        elif expected(text) not in replies:
-            verdict.unfinished += 1
-        else:
-            verdict.answered += 1
-        verdict.doubled += max(0, len(replies) - 1)
-    # /status answers and notices (a turn that failed) are the other messages
-    verdict.answered += min(statuses, len(others))
-    spare = len(others) - statuses  # > 0: notices; < 0: /status unanswered
-    verdict.lost = max(0, missing + verdict.unfinished - max(0, spare))
-    verdict.doubled += max(0, spare - missing - verdict.unfinished)
-    verdict.notices = others if spare > 0 else []
-    return verdict
-
-
-class Shown:
-    """Which messages each chat holds, indexed from the fake's calls (then pruned), so what
-    a chat shows is read without sorting every chat's messages."""
-
-    def __init__(self, tg: FakeTelegram) -> None:
-        self.tg = tg
-        self.ids: dict[int, set[int]] = defaultdict(set)
-        self.changed: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
-        self.edits = 0
-
-    def collect(self) -> None:
-        for call in self.tg.calls:
-            if not call.params.get("_ok") or "chat_id" not in call.params:
-                continue
-            chat = int(call.params["chat_id"])
-            if call.method == "sendMessage" and isinstance(call.result, dict):
-                self.ids[chat].add(int(call.result["message_id"]))
-            elif call.method == "editMessageText":
-                self.edits += 1
-            self.changed[chat].set()
-        self.tg.calls.clear()
-        self.tg.refused.clear()
-        self.tg.pushed_at.clear()
-
-    def visible(self, chat: int) -> list[str]:
-        return [
-            self.tg.chat[(chat, mid)][0]
-            for mid in sorted(self.ids[chat])
-            if (chat, mid) in self.tg.chat
-        ]
-
-
 class ClusterSoak:
     def __init__(self, args: argparse.Namespace, home: Path, server: OwnServer) -> None:
         self.args = args
@@ -174,8 +83,6 @@ class ClusterSoak:
         self.faults_list: list[str] = args.faults or list(FAULTS)
         self.slots: list[Slot] = []
         self.samples: list[Sample] = []
-        self.sent: dict[int, list[str]] = defaultdict(list)
-        self.answered_updates: dict[int, dict[str, Any]] = {}  # chat -> its last answered
         self.exits: list[tuple[float, str, int | None]] = []  # exits no fault asked for
         self.faults_done: list[tuple[float, str, str]] = []
         self.faults_begun: list[str] = []  # in the order they began; a row shows the new ones
@@ -186,7 +93,7 @@ class ClusterSoak:
         self.redelivered = 0
         self.tg: FakeTelegram
         self.llm: FakeLLM
-        self.shown: Shown
+        self.users: Conversations
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -261,44 +168,6 @@ class ClusterSoak:
                 return None if row is None else str(row[0])
         return None
 
-    # -- traffic --------------------------------------------------------------------------
-
-    def answered(self, chat: int, text: str, others_before: int) -> bool:
-        shown = self.shown.visible(chat)
-        others = sum(echo_index(s, chat) is None for s in shown)
-        if others > others_before:  # the /status answer, or a notice
-            return True
-        return text != "/status" and expected(text) in shown
-
-    async def user(self, chat: int) -> None:
-        for n in itertools.count():
-            if self.stop_traffic.is_set():
-                return
-            text = next_text(chat, n)
-            shown = self.shown.visible(chat)
-            others_before = sum(echo_index(s, chat) is None for s in shown)
-            self.sent[chat].append(text)
-            update = await self.tg.say(text, chat_id=chat, user_id=chat)
-            deadline = time.monotonic() + ANSWER_TIMEOUT
-            changed = self.shown.changed[chat]
-            while time.monotonic() < deadline:
-                changed.clear()
-                if self.answered(chat, text, others_before):
-                    self.answered_updates[chat] = update
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), 1.0)
-            await asyncio.sleep(random.uniform(0.5, 3.0))
-
-    async def collector(self) -> None:
-        while True:
-            async with self.tg.changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.tg.changed.wait(), 0.5)
-            self.shown.collect()
-            if len(self.llm.requests) > 50:
-                self.llm.requests.clear()
-
     # -- faults ---------------------------------------------------------------------------
 
     async def faults(self) -> None:
@@ -342,16 +211,17 @@ class ClusterSoak:
             await self.tg.come_back()
             return "502 for 15 s"
         if kind == "flood-429":
-            chat = random.choice(list(self.sent) or [1])
+            chat = random.choice(list(self.users.sent) or [1])
             self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
             return f"chat {chat}"
         if kind == "redelivery":
-            if not self.answered_updates:
+            answered = self.users.answered_updates
+            if not answered:
                 return "skipped (nothing answered yet)"
-            chat = random.choice(list(self.answered_updates))
-            await self.tg.redeliver(self.answered_updates[chat])
+            chat = random.choice(list(answered))
+            await self.tg.redeliver(answered[chat])
             self.redelivered += 1
-            return f"chat {chat} update {self.answered_updates[chat]['update_id']}"
+            return f"chat {chat} update {answered[chat]['update_id']}"
         raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULTS)}")
 
     # -- sampling -------------------------------------------------------------------------
@@ -379,12 +249,6 @@ class ClusterSoak:
                 return size / 1024, wal
         return None, None
 
-    def replies(self) -> int:
-        return sum(
-            judge(chat, texts, self.shown.visible(chat)).answered
-            for chat, texts in self.sent.items()
-        )
-
     async def sample(self) -> Sample:
         rss: list[float | None] = []
         fds: list[int | None] = []
@@ -401,8 +265,8 @@ class ClusterSoak:
         begun, self.faults_shown = self.faults_begun[self.faults_shown :], len(self.faults_begun)
         return Sample(
             at=self.now(),
-            sent=sum(len(t) for t in self.sent.values()),
-            replies=self.replies(),
+            sent=self.users.total_sent(),
+            replies=self.users.total_answered(),
             rss=rss,
             fds=fds,
             db_kib=db_kib,
@@ -421,7 +285,7 @@ class ClusterSoak:
     async def run(self) -> int:
         self.llm = await FakeLLM(responder=written_echo, latency=0.2).start()
         self.tg = await FakeTelegram(random_token()).start()
-        self.shown = Shown(self.tg)
+        self.users = Conversations(self.tg, self.llm, self.stop_traffic)
         background: list[asyncio.Task[None]] = []
         try:
             for i in range(self.args.cluster):
@@ -429,19 +293,19 @@ class ClusterSoak:
             await self.database()  # the WAL mark
             self.started = time.monotonic()
             background = [
-                asyncio.create_task(self.collector()),
+                asyncio.create_task(self.users.collector()),
                 asyncio.create_task(self.sampler()),
                 asyncio.create_task(self.supervise()),
             ]
             faults = asyncio.create_task(self.faults())
             chats = [1_000 + i for i in range(self.args.chats)]
-            users = [asyncio.create_task(self.user(chat)) for chat in chats]
+            users = [asyncio.create_task(self.users.user(chat)) for chat in chats]
             await asyncio.sleep(self.args.minutes * 60)
             self.stop_traffic.set()
             await faults  # a fault under way finishes (a restart, an outage ending)
             await asyncio.gather(*users)  # each waits for its last answer
             await asyncio.sleep(10)  # room for a late duplicate to show up
-            self.shown.collect()
+            self.users.shown.collect()
             self.samples.append(await self.sample())
         finally:
             for task in background:
@@ -464,12 +328,13 @@ class ClusterSoak:
                 await slot.node.process.wait()
 
     def report(self) -> int:
-        verdicts = {chat: judge(chat, t, self.shown.visible(chat)) for chat, t in self.sent.items()}
+        verdicts = self.users.verdicts()
+        shown = self.users.shown
         lost = sum(v.lost for v in verdicts.values())
         doubled = sum(v.doubled for v in verdicts.values())
         unfinished = sum(v.unfinished for v in verdicts.values())
         notices = [n for v in verdicts.values() for n in v.notices]
-        sent = sum(len(t) for t in self.sent.values())
+        sent = self.users.total_sent()
         names = [slot.name for slot in self.slots]
         print(
             f"Soak, cluster: {self.args.minutes} min, {len(self.slots)} nodes on PostgreSQL,"
@@ -505,17 +370,17 @@ class ClusterSoak:
             f"  messages {sent}, answered {sum(v.answered for v in verdicts.values())},"
             f" lost {lost} (of which only a draft shows: {unfinished}), answered twice"
             f" {doubled}; notices {len(notices)}; answers streamed by edits"
-            f" {self.shown.edits} edits; redeliveries {self.redelivered}"
+            f" {shown.edits} edits; redeliveries {self.redelivered}"
         )
         for notice in notices[:5]:
             print(f"    notice: {notice[:120]!r}")
         for chat, verdict in verdicts.items():
             if verdict.lost or verdict.doubled:
-                print(f"    chat {chat}: {verdict}; shows {len(self.shown.visible(chat))}")
+                print(f"    chat {chat}: {verdict}; shows {len(shown.visible(chat))}")
         ok = lost == 0 and doubled == 0
         print("  every message answered exactly once" if ok else "  FAILED: see lost/doubled")
         chats = {
-            chat: {"sent": t, "shown": self.shown.visible(chat)} for chat, t in self.sent.items()
+            chat: {"sent": t, "shown": shown.visible(chat)} for chat, t in self.users.sent.items()
         }
         (self.home / "chats.json").write_text(json.dumps(chats, indent=1))  # to look into
         return 0 if ok else 1

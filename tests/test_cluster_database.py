@@ -118,3 +118,38 @@ async def test_a_node_whose_connections_are_all_cut_reconnects_and_works_on(
             await asyncio.gather(joining, return_exceptions=True)
             await b.stop()
     assert sorted(m.text for m in replies) == [f"echo: m{i}" for i in range(4)]
+
+
+async def test_the_leader_leads_again_after_a_long_outage_and_the_standby_waits(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, own_server: OwnServer
+) -> None:
+    """Ten seconds without the database: a standby backs off to attempts seconds apart,
+    the leader keeps trying every half second, so once the server is back the leader has
+    its lead again before the standby's hold-off ends (a standby that took over while the
+    old leader's receivers still ran made two nodes receive, and on one machine the second
+    exited)."""
+
+    def node(name: str) -> Settings:
+        return make_settings(
+            home=tmp_path / name, storage={"url": own_server.url}, node={"name": name}
+        )
+
+    async with Gateway(node("a"), channels=[MemoryChannel()]) as a:
+        b = Gateway(node("b"), channels=[MemoryChannel()])
+        joining = asyncio.create_task(b.start())  # a standby: start() waits to lead
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            assert isinstance(a.guard, ClusterGuard) and isinstance(b.guard, ClusterGuard)
+            leader, standby = a.guard.membership, b.guard.membership
+            await asyncio.to_thread(own_server.stop)
+            await asyncio.wait_for(leader.degraded.wait(), 15)
+            await asyncio.sleep(10)  # the outage: long enough for a backoff of seconds
+            await asyncio.to_thread(own_server.start)
+            await until(a, lambda: not leader.degraded.is_set(), 30)
+            await until(b, lambda: not standby.degraded.is_set(), 30)
+            assert leader.leading and not standby.leading
+            assert not a.guard.fenced.is_set() and not joining.done()
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()

@@ -308,6 +308,11 @@ class Membership(Service):
         log.warning("node %s lost the database (%s): pausing until it is back", self.name, exc)
         await self._drop()  # its locks go with it, if the server still holds them
         delay = self._interval / 2
+        # The node that led keeps trying every half interval: back within a second of the
+        # database, it takes the lead again before the standbys' hold-off (three intervals
+        # after their own return) ends. With the standbys' backoff it could come back
+        # seconds after one of them had taken over while its receivers still ran.
+        most = self._interval / 2 if led else MAX_BACKOFF
         while True:
             try:
                 await self._connect()
@@ -316,7 +321,7 @@ class Membership(Service):
                 log.info("node %s: database still out of reach: %s", self.name, failure)
                 await self._drop()
                 await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter
-                delay = min(delay * 2, MAX_BACKOFF)
+                delay = min(delay * 2, most)
         if led and not await self._take_lead():
             log.critical(
                 "node %s: the database is back but another node leads now: this node stops",

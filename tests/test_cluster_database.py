@@ -20,6 +20,7 @@ from channels.webchat import create
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.cluster import ClusterGuard
+from gateway.store.membership import name_lock
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.pg_server import OwnServer, binaries
@@ -153,3 +154,31 @@ async def test_the_leader_leads_again_after_a_long_outage_and_the_standby_waits(
             joining.cancel()
             await asyncio.gather(joining, return_exceptions=True)
             await b.stop()
+
+
+async def test_a_node_cut_off_waits_for_its_old_session_to_end_and_works_on(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    """Right after ``pg_terminate_backend`` the server may still hold the node's name for
+    its ending session: the node reconnects once it is free (it took that for another
+    node of its name and stopped trying, degraded for good)."""
+    settings = make_settings(home=tmp_path / "a", storage={"url": pg_url}, node={"name": "a"})
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as a:
+        assert isinstance(a.guard, ClusterGuard)
+        membership = a.guard.membership
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE"
+                " application_name = 'switchboard node a' AND datname = current_database()"
+            )
+            # the name stays taken, as by a session the server has not ended yet
+            admin.execute("SELECT pg_advisory_lock(%s)", [name_lock("a")])
+            await asyncio.wait_for(membership.degraded.wait(), 10)
+            await asyncio.sleep(2)  # how long the old session takes to end
+            admin.execute("SELECT pg_advisory_unlock(%s)", [name_lock("a")])
+            await until(a, lambda: not membership.degraded.is_set(), 20)
+        await channel.push("after")
+        replies = await channel.wait_for(1, max_wait=20)
+        assert not a.guard.fenced.is_set()
+    assert [m.text for m in replies] == ["echo: after"]

@@ -316,12 +316,18 @@ class Membership(Service):
         while True:
             try:
                 await self._connect()
-                break
+            except AnotherInstanceRunning:
+                # this node's own session, cut, may hold its name a moment longer while the
+                # server ends it: not another node, so wait for it like for the server
+                log.info("node %s: its previous connection is still ending", self.name)
+                await self._drop()
             except (StoreUnavailable, psycopg.Error, OSError) as failure:
                 log.info("node %s: database still out of reach: %s", self.name, failure)
                 await self._drop()
-                await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter
-                delay = min(delay * 2, most)
+            else:
+                break
+            await asyncio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter
+            delay = min(delay * 2, most)
         if led and not await self._take_lead():
             log.critical(
                 "node %s: the database is back but another node leads now: this node stops",

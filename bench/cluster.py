@@ -32,6 +32,7 @@ import psycopg
 from bench.common import llm_process, quiet_proxies
 from bench.procs import cpu_seconds
 from tests.fakes.telegram import FakeTelegram, random_token
+from tests.nodes import spawn
 
 SERVER = "postgresql://postgres@localhost:5432/postgres"
 
@@ -140,15 +141,7 @@ def backend_cpu(url: str | None) -> float:
 
 
 async def start_node(env: dict[str, str]) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await spawn(env, asyncio.subprocess.DEVNULL)
     assert process.stdout is not None
     async with asyncio.timeout(60):
         while True:

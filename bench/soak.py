@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import itertools
 import os
-import random
 import sys
 import tempfile
 import time
@@ -40,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import quiet_proxies, rss_mib
-from bench.soak_chats import Conversations
+from bench.soak_chats import Conversations, schedule
 from channels.telegram import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
@@ -103,14 +100,8 @@ class Soak:
     # -- faults ---------------------------------------------------------------------------
 
     async def faults(self) -> None:
-        every = self.args.fault_every
-        for index in itertools.count():  # at every/2, then every `every` seconds
-            due = self.started + every / 2 + index * every
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_traffic.wait(), max(0.0, due - time.monotonic()))
-            if self.stop_traffic.is_set():
-                return
-            kind = self.args.faults[index % len(self.args.faults)]
+        kinds = self.args.faults
+        async for kind in schedule(kinds, self.args.fault_every, self.started, self.stop_traffic):
             self.fault = kind
             self.faults_done.append((time.monotonic() - self.started, kind))
             await self.inject(kind)
@@ -118,16 +109,13 @@ class Soak:
 
     async def inject(self, kind: str) -> None:
         if kind == "bot-api-5xx":
-            await self.tg.go_down(502, "Bad Gateway")
-            await asyncio.sleep(15)
-            await self.tg.come_back()
+            await self.users.outage()
         elif kind == "llm-503":
             self.llm.queue(*(error(503, "overloaded") for _ in range(3)))
         elif kind == "llm-timeout":
             self.llm.queue(held(asyncio.Event()))  # released only when the fake stops
         elif kind == "flood-429":
-            chat = random.choice(list(self.users.sent) or [1])
-            self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
+            self.users.flood()
         elif kind == "restart":
             await self.stop_gateway()
             await self.start_gateway()

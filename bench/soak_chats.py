@@ -15,6 +15,7 @@ import itertools
 import random
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,3 +185,31 @@ class Conversations:
 
     def total_answered(self) -> int:
         return sum(v.answered for v in self.verdicts().values())
+
+    # -- the faults both soaks inject -----------------------------------------------------
+
+    async def outage(self) -> None:
+        """``bot-api-5xx``: the Bot API answers every call with 502 for 15 s."""
+        await self.tg.go_down(502, "Bad Gateway")
+        await asyncio.sleep(15)
+        await self.tg.come_back()
+
+    def flood(self) -> int:
+        """``flood-429``: one chat's next send gets 429 with ``retry_after`` 20; which."""
+        chat = random.choice(list(self.sent) or [1])
+        self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
+        return chat
+
+
+async def schedule(
+    kinds: Sequence[str], every: float, started: float, stop: asyncio.Event
+) -> AsyncIterator[str]:
+    """The fault kinds in turn, the first at ``every``/2 after ``started`` and then every
+    ``every`` seconds (a fault under way delays none of the later ones), until ``stop``."""
+    for index in itertools.count():
+        due = started + every / 2 + index * every
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, due - time.monotonic()))
+        if stop.is_set():
+            return
+        yield kinds[index % len(kinds)]

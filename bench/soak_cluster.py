@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -42,7 +41,7 @@ import psycopg
 
 from bench.procs import memory_mib
 from bench.soak import CLUSTER_FAULTS
-from bench.soak_chats import Conversations
+from bench.soak_chats import Conversations, schedule
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.nodes import STREAMING, Node, node_env, start_node, written_echo
@@ -171,14 +170,8 @@ class ClusterSoak:
     # -- faults ---------------------------------------------------------------------------
 
     async def faults(self) -> None:
-        every = self.args.fault_every
-        for index in itertools.count():  # at every/2, then every `every` seconds
-            due = self.started + every / 2 + index * every
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_traffic.wait(), max(0.0, due - time.monotonic()))
-            if self.stop_traffic.is_set():
-                return
-            kind = self.faults_list[index % len(self.faults_list)]
+        every, stop = self.args.fault_every, self.stop_traffic
+        async for kind in schedule(self.faults_list, every, self.started, stop):
             self.faults_begun.append(kind)
             at = self.now()
             detail = await self.inject(kind)
@@ -206,14 +199,10 @@ class ClusterSoak:
             await asyncio.to_thread(self.server.start)
             return "server stopped 5 s"
         if kind == "bot-api-5xx":
-            await self.tg.go_down(502, "Bad Gateway")
-            await asyncio.sleep(15)
-            await self.tg.come_back()
+            await self.users.outage()
             return "502 for 15 s"
         if kind == "flood-429":
-            chat = random.choice(list(self.users.sent) or [1])
-            self.tg.fail("sendMessage", 429, "Too Many Requests", retry_after=20, chat_id=chat)
-            return f"chat {chat}"
+            return f"chat {self.users.flood()}"
         if kind == "redelivery":
             answered = self.users.answered_updates
             if not answered:

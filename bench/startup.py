@@ -12,12 +12,12 @@ import asyncio
 import os
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.common import quiet_proxies
+from tests.nodes import spawn
 
 
 def rss_of(pid: int) -> float:
@@ -39,15 +39,7 @@ async def start_once(web: bool) -> tuple[float, float]:
             SWITCHBOARD_HEARTBEAT__ENABLED="false",
         )
         started = time.perf_counter()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            "run",
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        process = await spawn(env, asyncio.subprocess.DEVNULL)
         assert process.stdout is not None
         while b"ready" not in (line := await process.stdout.readline()):
             if not line:

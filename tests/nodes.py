@@ -40,6 +40,7 @@ async def start_node(name: str, env: dict[str, str], log: Path | None = None) ->
 
 
 async def spawn(env: dict[str, str], stderr: object) -> asyncio.subprocess.Process:
+    """``switchboard run`` (as ``python -m gateway run``) with ``env``, its stdout piped."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -30,6 +30,7 @@ from gateway.runtime.pairing import WELCOME
 from gateway.web.status import schedule
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.nodes import spawn
 
 TOKEN = "test-token-0123456789abcdef"
 EVIL = "http://evil.example"
@@ -85,15 +86,7 @@ async def test_cli_run_refuses_a_network_bind_without_token(tmp_path: Path) -> N
         "SWITCHBOARD_HOME": str(tmp_path / "home"),
         "SWITCHBOARD_WEB__HOST": "0.0.0.0",
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await spawn(env, asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2
     assert "web.token" in err.decode()

@@ -11,7 +11,7 @@ import hashlib
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from agent.llm.base import TextSink
 from agent.llm.diagnose import (
@@ -108,12 +108,14 @@ class OpenAIProvider:
             raise unreadable(self._at, f"not valid JSON: {exc}") from exc
 
     async def _stream(self, params: dict[str, Any], on_text: TextSink) -> LLMResponse:
+        # Chunks as the JSON they are (``dict``), not the SDK's ChatCompletionChunk objects:
+        # building one per chunk was most of what a streamed answer cost over one read whole.
         stream = await self._client.post(
             "/chat/completions",
             body={**params, "stream": True, "stream_options": {"include_usage": True}},
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[dict[str, Any]],
         )
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
@@ -122,22 +124,22 @@ class OpenAIProvider:
         received = False
         async for chunk in stream:
             received = True
-            if chunk.usage is not None:
-                usage = _usage(chunk.usage)
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    text.append(delta.content)
-                    await on_text(delta.content)
-                for call in delta.tool_calls or ():
-                    slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                    if call.id:
-                        slot["id"] = call.id
-                    if call.function is not None:
-                        slot["name"] += call.function.name or ""
-                        slot["arguments"] += call.function.arguments or ""
-                if choice.finish_reason:
-                    stop_reason = choice.finish_reason
+            if chunk.get("usage"):
+                usage = _usage_of(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if content := delta.get("content"):
+                    text.append(content)
+                    await on_text(content)
+                for call in delta.get("tool_calls") or ():
+                    slot = calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+                    if call.get("id"):
+                        slot["id"] = call["id"]
+                    if function := call.get("function"):
+                        slot["name"] += function.get("name") or ""
+                        slot["arguments"] += function.get("arguments") or ""
+                if choice.get("finish_reason"):
+                    stop_reason = choice["finish_reason"]
         if not received:
             # llama.cpp's server answers 200 and then closes an empty stream when it refuses
             # the request late (a prompt over its context length); asked again without
@@ -235,6 +237,16 @@ def _usage(raw: Any) -> Usage:
         input_tokens=raw.prompt_tokens or 0,
         output_tokens=raw.completion_tokens or 0,
         cache_read_tokens=cached,
+    )
+
+
+def _usage_of(raw: dict[str, Any]) -> Usage:
+    """:func:`_usage` of a streamed chunk's ``usage`` (plain JSON)."""
+    details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
     )
 
 

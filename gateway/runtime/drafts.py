@@ -100,6 +100,10 @@ class _Draft:
     shown: list[str | None] = field(default_factory=list)  # what each of them shows
     unsure: bool = False  # a post's outcome is unknown: the store knows more than ``ids``
     closed: bool = False
+    # this process's attempt at the turn was committed (:meth:`DraftStreamer.turn_ended`):
+    # until then another attempt (the turn resumed on another node after this one's commit
+    # failed) may have posted drafts this process never saw
+    committed: bool = False
     broken: bool = False  # the platform refused a draft: stop streaming this turn
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.Task[None] | None = None
@@ -253,7 +257,13 @@ class DraftStreamer:
         except BaseException:  # it may be out there: the store's record says so
             draft.unsure = True
             raise
-        await self._store.posted(chat.channel, chat.session_key, draft.turn_id, slot, message_id)
+        try:
+            await self._store.posted(
+                chat.channel, chat.session_key, draft.turn_id, slot, message_id
+            )
+        except BaseException:  # posted, but the store has only the record of the attempt
+            draft.unsure = True
+            raise
         return message_id
 
     # -- when the answer is final ---------------------------------------------------------
@@ -272,12 +282,14 @@ class DraftStreamer:
     async def close(self, chat: ChatRef, turn_id: str) -> DraftMessages:
         """Stop showing a turn's draft (waiting for a post or edit under way) and return
         its messages as recorded. Read from the store unless this process knows them all
-        (a turn begun here whose posts all returned)."""
+        (a turn begun here, committed here, whose posts all returned and were recorded). An
+        attempt whose commit failed knows only its own posts: the turn resumed elsewhere may
+        have posted others, so the store is asked."""
         key = (chat.session_key, turn_id)
         draft = self._ended.pop(key, None) or self._live.get(key)
         if draft is not None:
             await self._stop_showing(key, draft)
-            if draft.ids is not None and not draft.unsure:
+            if draft.committed and draft.ids is not None and not draft.unsure:
                 return DraftMessages(tuple(draft.ids))
         return await self._store.of(chat.channel, chat.session_key, turn_id)
 
@@ -315,6 +327,9 @@ class DraftStreamer:
             return
         if answered:  # the answer's delivery finishes the draft
             await self.settle(chat, turn_id)
+            ended = self._ended.get((chat.session_key, turn_id))
+            if ended is not None:
+                ended.committed = True
             return
         stored = await self.close(chat, turn_id)
         if not (stored.ids or stored.lost):

@@ -150,22 +150,10 @@ class Soak:
         self.settings = settings_for(self.home, self.llm.openai_url, self.tg)
         self.users = Conversations(self.tg, self.llm, self.stop_traffic)
         await self.start_gateway()
-        chats = [1_000 + i for i in range(self.args.chats)]
-        background = [
-            asyncio.create_task(self.users.collector()),
-            asyncio.create_task(self.sampler()),
-        ]
-        faults = asyncio.create_task(self.faults())
-        users = [asyncio.create_task(self.users.user(chat)) for chat in chats]
-        await asyncio.sleep(self.args.minutes * 60)
-        self.stop_traffic.set()
-        await faults  # a fault under way finishes (a restart, an outage ending)
-        await asyncio.gather(*users)  # each waits for its last answer
-        await asyncio.sleep(5)  # room for a late duplicate to show up
-        self.users.shown.collect()
+        sampling = asyncio.create_task(self.sampler())
+        await self.users.converse(self.args.chats, self.args.minutes, self.faults(), grace=5)
+        sampling.cancel()
         self.samples.append(self.sample())
-        for task in background:
-            task.cancel()
         await self.stop_gateway()
         await self.tg.stop()
         await self.llm.stop()

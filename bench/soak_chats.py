@@ -15,7 +15,7 @@ import itertools
 import random
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +176,27 @@ class Conversations:
             self.shown.collect()
             if len(self.llm.requests) > 50:
                 self.llm.requests.clear()
+
+    async def converse(
+        self, chats: int, minutes: float, faults: Awaitable[None], *, grace: float
+    ) -> None:
+        """``chats`` users write for ``minutes`` while ``faults`` are injected; then the fault
+        under way ends, each user waits for its last answer, and ``grace`` seconds more leave
+        room for a late duplicate to show before the chats are read a last time."""
+        collecting = asyncio.create_task(self.collector())
+        injecting = asyncio.ensure_future(faults)
+        users = [asyncio.create_task(self.user(1_000 + i)) for i in range(chats)]
+        try:
+            await asyncio.sleep(minutes * 60)
+            self.stop.set()
+            await injecting  # a fault under way finishes (a restart, an outage ending)
+            await asyncio.gather(*users)
+            await asyncio.sleep(grace)
+        finally:
+            for task in (collecting, injecting, *users):
+                task.cancel()
+            await asyncio.gather(collecting, injecting, *users, return_exceptions=True)
+        self.shown.collect()
 
     def verdicts(self) -> dict[int, Verdict]:
         return {chat: judge(chat, t, self.shown.visible(chat)) for chat, t in self.sent.items()}

@@ -34,8 +34,10 @@ import os
 import random
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -153,19 +155,23 @@ class ClusterSoak:
                     self.exits.append((self.now(), slot.name, code))
                     slot.node = await start_node(slot.name, slot.env, self.log(slot.name))
 
-    async def leader(self) -> str | None:
-        """The node the membership table says leads (``None`` while unreachable)."""
+    async def query(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+        """One row from the soak's own server on a connection of its own (``None`` while
+        the server is unreachable: a restart under way)."""
         with contextlib.suppress(psycopg.Error, OSError):
             async with await psycopg.AsyncConnection.connect(
                 self.server.url, autocommit=True, connect_timeout=3
             ) as conn:
-                cursor = await conn.execute(
-                    "SELECT name FROM cluster_nodes WHERE role = 'leader'"
-                    " ORDER BY heartbeat_at DESC LIMIT 1"
-                )
-                row = await cursor.fetchone()
-                return None if row is None else str(row[0])
+                cursor = await conn.execute(sql, params)
+                return await cursor.fetchone()
         return None
+
+    async def leader(self) -> str | None:
+        """The node the membership table says leads (``None`` while unreachable)."""
+        row = await self.query(
+            "SELECT name FROM cluster_nodes WHERE role = 'leader' ORDER BY heartbeat_at DESC LIMIT 1"
+        )
+        return None if row is None else str(row[0])
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -217,26 +223,15 @@ class ClusterSoak:
 
     async def database(self) -> tuple[float | None, float | None]:
         """The database's size (KiB) and the WAL written since the last call (KiB)."""
-        with contextlib.suppress(psycopg.Error, OSError):
-            async with await psycopg.AsyncConnection.connect(
-                self.server.url, autocommit=True, connect_timeout=3
-            ) as conn:
-                cursor = await conn.execute(
-                    "SELECT pg_database_size(current_database()), pg_current_wal_lsn()::text"
-                )
-                row = await cursor.fetchone()
-                assert row is not None
-                size, lsn = int(row[0]), str(row[1])
-                wal = None
-                if self.wal_mark is not None:
-                    cursor = await conn.execute(
-                        "SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [lsn, self.wal_mark]
-                    )
-                    diff = await cursor.fetchone()
-                    wal = float(diff[0]) / 1024 if diff is not None else None
-                self.wal_mark = lsn
-                return size / 1024, wal
-        return None, None
+        row = await self.query(
+            "SELECT pg_database_size(current_database()), pg_current_wal_lsn()::text,"
+            " pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)",
+            [self.wal_mark],
+        )
+        if row is None:
+            return None, None
+        size, self.wal_mark, written = row
+        return int(size) / 1024, None if written is None else float(written) / 1024
 
     async def sample(self) -> Sample:
         rss: list[float | None] = []
@@ -282,19 +277,11 @@ class ClusterSoak:
             await self.database()  # the WAL mark
             self.started = time.monotonic()
             background = [
-                asyncio.create_task(self.users.collector()),
                 asyncio.create_task(self.sampler()),
                 asyncio.create_task(self.supervise()),
             ]
-            faults = asyncio.create_task(self.faults())
-            chats = [1_000 + i for i in range(self.args.chats)]
-            users = [asyncio.create_task(self.users.user(chat)) for chat in chats]
-            await asyncio.sleep(self.args.minutes * 60)
-            self.stop_traffic.set()
-            await faults  # a fault under way finishes (a restart, an outage ending)
-            await asyncio.gather(*users)  # each waits for its last answer
-            await asyncio.sleep(10)  # room for a late duplicate to show up
-            self.users.shown.collect()
+            args = self.args
+            await self.users.converse(args.chats, args.minutes, self.faults(), grace=10)
             self.samples.append(await self.sample())
         finally:
             for task in background:

@@ -125,7 +125,7 @@ class OpenAIProvider:
         async for chunk in stream:
             received = True
             if chunk.get("usage"):
-                usage = _usage_of(chunk["usage"])
+                usage = _usage(chunk["usage"])
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 if content := delta.get("content"):
@@ -231,21 +231,13 @@ def _tool_images(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _usage(raw: Any) -> Usage:
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", 0) or 0
+    """The usage of an answer: the SDK's object (read whole) or plain JSON (a streamed
+    chunk's)."""
+    fields: dict[str, Any] = raw if isinstance(raw, dict) else raw.model_dump()
+    details = fields.get("prompt_tokens_details") or {}
     return Usage(
-        input_tokens=raw.prompt_tokens or 0,
-        output_tokens=raw.completion_tokens or 0,
-        cache_read_tokens=cached,
-    )
-
-
-def _usage_of(raw: dict[str, Any]) -> Usage:
-    """:func:`_usage` of a streamed chunk's ``usage`` (plain JSON)."""
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=raw.get("prompt_tokens") or 0,
-        output_tokens=raw.get("completion_tokens") or 0,
+        input_tokens=fields.get("prompt_tokens") or 0,
+        output_tokens=fields.get("completion_tokens") or 0,
         cache_read_tokens=details.get("cached_tokens") or 0,
     )
 

@@ -7,6 +7,8 @@ serves web routes (see :mod:`gateway.web.server`); security lives in
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,9 +42,6 @@ async def start_web(gateway: GatewayView, *, standby: bool = False) -> WebServer
     configured (docs/connect.md). ``standby``: a cluster node that does not lead yet serves
     only what every node receives (:class:`~gateway.web.server.WebServer`).
     """
-    import asyncio  # noqa: PLC0415
-    import importlib  # noqa: PLC0415
-
     from gateway.web.serving import serves_something  # noqa: PLC0415
 
     if not gateway.settings.web.enabled or not serves_something(gateway):

@@ -47,7 +47,7 @@ class Cost:
     turns: int
     seconds: float
     cpu_node: float
-    cpu_server: float = 0.0
+    cpu_server: float | None = None  # None: SQLite, no server
     statements: Counter[str] | None = None
     kinds: Counter[str] | None = None
     wal_bytes: int = 0
@@ -56,7 +56,7 @@ class Cost:
     def line(self) -> str:
         per = 1000 / self.turns
         cpu = f"{self.cpu_node * per:.1f}"
-        if self.statements is not None:
+        if self.cpu_server is not None:
             cpu += f" + {self.cpu_server * per:.1f} = {(self.cpu_node + self.cpu_server) * per:.1f}"
         text = f"{self.label}: {self.turns} turns in {self.seconds:.1f} s; CPU per turn {cpu} ms"
         if self.statements is not None:
@@ -126,7 +126,10 @@ def wal_and_commits(url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-async def measure(label: str, turns: int, chats: int, server: OwnServer | None) -> Cost:
+async def measure(
+    label: str, turns: int, chats: int, server: OwnServer | None, *, count: bool = False
+) -> Cost:
+    url = fresh_database(server) if server is not None else ""
     llm = await FakeLLM().start()
     llm.responder = echo
     tg = await FakeTelegram(random_token()).start()
@@ -134,7 +137,7 @@ async def measure(label: str, turns: int, chats: int, server: OwnServer | None) 
     try:
         with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as tmp:
             telegram = section(tg, allow_from=["*"], streaming=False)
-            storage = {"url": server.url} if server is not None else {}
+            storage = {"url": url} if url else {}
             settings = settings_for(
                 Path(tmp) / "home", llm.openai_url, telegram=telegram, storage=storage
             )
@@ -144,7 +147,7 @@ async def measure(label: str, turns: int, chats: int, server: OwnServer | None) 
                 await gateway.wait_idle()
                 await asyncio.sleep(2.5)  # one look on the timer and a heartbeat pass: steady
                 log_at = server.log.stat().st_size if server is not None else 0
-                wal_before, commits_before = wal_and_commits(server.url) if server else (0, 0)
+                wal_before, commits_before = wal_and_commits(url) if url else (0, 0)
                 cpu_before = time.process_time()
                 db_before = server_cpu(server) if server is not None else 0.0
                 started = time.perf_counter()
@@ -162,31 +165,58 @@ async def measure(label: str, turns: int, chats: int, server: OwnServer | None) 
                 if server is not None:
                     cost.cpu_server = server_cpu(server) - db_before
                     await asyncio.sleep(1.0)  # the statistics collector reports within 1 s
-                    wal_after, commits_after = wal_and_commits(server.url)
+                    wal_after, commits_after = wal_and_commits(url)
                     cost.wal_bytes = wal_after - wal_before
                     cost.transactions = commits_after - commits_before
-                    cost.statements, cost.kinds = statements(server.log, log_at)
+                    if count:
+                        cost.statements, cost.kinds = statements(server.log, log_at)
     finally:
         await tg.stop()
         await llm.stop()
     return cost
 
 
+def fresh_database(server: OwnServer) -> str:
+    """A new, empty database on ``server`` (a run's platform message ids would be taken for
+    redeliveries in the database of the run before); its URL."""
+    name = f"bench_{os.getpid()}_{time.monotonic_ns()}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.url.rsplit("/", 1)[0] + "/" + name
+
+
+def set_logging(url: str, on: bool) -> None:
+    """Log every statement (to count them) or none (to time the server without its log)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET log_statement = '{'all' if on else 'none'}'")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--chats", type=int, default=10)
+    parser.add_argument("--reps", type=int, default=1, help="CPU measured this many times")
     parser.add_argument("--detail", action="store_true", help="the store's statements by kind")
     args = parser.parse_args()
     quiet_proxies()
-    print((await measure("SQLite", args.turns, args.chats, None)).line(), flush=True)
     settings = ("log_statement=all", "log_line_prefix='[%a] '", "synchronous_commit=on")
     with own_server(*settings) as server:
-        cost = await measure("PostgreSQL", args.turns, args.chats, server)
-    print(cost.line(), flush=True)
-    if args.detail and cost.kinds is not None:
-        for kind, count in cost.kinds.most_common():
-            print(f"  {count / cost.turns:6.2f}  {kind}")
+        counted = await measure(
+            "PostgreSQL, every statement logged", args.turns, args.chats, server, count=True
+        )
+        print(counted.line(), flush=True)
+        if args.detail and counted.kinds is not None:
+            for kind, count in counted.kinds.most_common():
+                print(f"  {count / counted.turns:6.2f}  {kind}")
+        set_logging(server.url, on=False)
+        for _ in range(args.reps):  # alternating, so a change in the machine's load hits both
+            sqlite = await measure("SQLite", args.turns, args.chats, None)
+            pg = await measure("PostgreSQL, no statement log", args.turns, args.chats, server)
+            assert pg.cpu_server is not None
+            ratio = (pg.cpu_node + pg.cpu_server) / pg.turns / (sqlite.cpu_node / sqlite.turns)
+            print(sqlite.line(), flush=True)
+            print(f"{pg.line()}; ratio {ratio:.2f}", flush=True)
 
 
 if __name__ == "__main__":

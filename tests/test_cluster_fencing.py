@@ -87,7 +87,8 @@ async def test_a_node_cut_off_by_the_server_cannot_run_the_tool_a_second_time(
                 await admin.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
                 cursor = await admin.execute(
                     "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM"
-                    " pg_stat_activity WHERE application_name = 'switchboard node a') t"
+                    " pg_stat_activity WHERE application_name = 'switchboard node a'"
+                    " AND datname = current_database()) t"
                 )
                 assert await cursor.fetchone() == (1,)  # a itself lives on
                 await asyncio.wait_for(joining, 15)  # b leads: a's lock went with it

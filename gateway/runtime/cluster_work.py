@@ -40,7 +40,7 @@ from gateway.store import InboundRecord, Store
 from gateway.store.fencing import Fence
 from gateway.store.listener import Listener
 from gateway.store.membership import LEADER_LOCK, Membership
-from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC, notify
+from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -366,7 +366,7 @@ class ClusterWork(Service):
 
     async def _announce(self, turn_id: str) -> None:
         try:
-            await self._store.db.run(lambda conn: notify(conn, WAKE_TOPIC, turn_id), durable=False)
+            await self._store.db.run(lambda conn: conn.notify(WAKE_TOPIC, turn_id), durable=False)
         except StoreError as exc:  # the other nodes look at their parked turns on a timer
             log.warning("cluster: could not announce a decision: %s", exc)
 

@@ -20,9 +20,13 @@ Reads pass ``durable=False`` too: a read that joined a batch as durable would ma
 batch wait for the disk (on the hot path, a budget check made a turn's checkpoints fsync).
 
 A job run by a turn in a cluster carries the turn's claim on its session
-(:data:`~gateway.store.fencing.FENCE`): its transaction checks that claim first, once per
-session per transaction, and the job fails with ``StaleClaim`` when another node claimed the
-session since (gateway/store/fencing.py).
+(:data:`~gateway.store.fencing.FENCE`): its transaction checks that claim before the job's
+first statement, once per session per transaction, and the job fails with ``StaleClaim``
+when another node claimed the session since (gateway/store/fencing.py).
+
+On PostgreSQL the transaction's plumbing (``BEGIN``, savepoints, the claim checks,
+``NOTIFY``) travels with the jobs' own statements instead of costing round trips of its own
+(gateway/store/pg_transaction.py).
 
 The engine (:class:`Engine`) is the SQLite file (:mod:`gateway.store.sqlite`) or a
 PostgreSQL server (:mod:`gateway.store.postgres`), chosen by ``storage.url``; jobs see
@@ -44,7 +48,7 @@ from typing import Any, TypeVar
 
 from gateway.core.errors import StorageFullError, StoreError
 from gateway.core.lifecycle import Service
-from gateway.store.fencing import FENCE, Fence, check_statement
+from gateway.store.fencing import FENCE, Fence
 from gateway.store.sql import Connection, Dialect
 
 log = logging.getLogger(__name__)
@@ -78,21 +82,27 @@ class Engine(ABC):
 
     @abstractmethod
     def begin(self, durable: bool, *, savepoint: bool = False) -> None:
-        """Start a transaction; ``durable``: its commit waits for the disk; ``savepoint``:
-        open the first job's savepoint (``job``) too (one round trip where the engine can)."""
+        """Start a batch's transaction; ``durable``: its commit waits for the disk;
+        ``savepoint``: each job in a savepoint of its own (a batch of several)."""
 
     @abstractmethod
-    def next_savepoint(self) -> None:
-        """Release the savepoint ``job`` and open the next one (one round trip where the
-        engine can)."""
+    def start_job(self, fence: Fence | None) -> None:
+        """The next job of the transaction starts (its savepoint, in a batch of several);
+        ``fence``: the claim it runs under, checked before its first statement (once per
+        claim per transaction). A stale claim raises ``StaleClaim``: the job's error."""
+
+    @abstractmethod
+    def undo_job(self) -> None:
+        """Undo the current job's work after its error; the transaction goes on."""
 
     @abstractmethod
     def end(self, commit: bool) -> None:
         """Commit (or roll back) the open transaction."""
 
     @abstractmethod
-    def in_transaction(self) -> bool:
-        """Whether a transaction is open (SQLite rolls one back by itself on a full disk)."""
+    def batch_undone(self) -> bool:
+        """Whether the engine rolled the whole transaction back by itself (SQLite does on a
+        full disk)."""
 
     @abstractmethod
     def is_engine_error(self, exc: BaseException) -> bool: ...
@@ -235,11 +245,11 @@ class Database(Service):
             conn = self._conn
             assert conn is not None
             engine.begin(any(job.durable for job in batch), savepoint=len(batch) > 1)
-            checked: set[Fence] = set()  # claims share-locked in this transaction
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
                 try:
-                    result = _call(job, conn, checked)
+                    engine.start_job(job.fence)
+                    result = job.fn(conn)
                 except Exception as exc:
                     engine.end(commit=False)
                     outcomes.append((job, None, self._translate(exc)))
@@ -249,17 +259,14 @@ class Database(Service):
                 self._loop_deliver(outcomes)
                 return
             # each job in a savepoint of its own; the commit ends the last one
-            for index, job in enumerate(batch):
-                if index:
-                    engine.next_savepoint()
+            for job in batch:
                 try:
-                    result = _call(job, conn, checked)
+                    engine.start_job(job.fence)
+                    result = job.fn(conn)
                 except Exception as exc:  # the job's own error goes back to its caller
-                    if not engine.in_transaction():  # the whole batch was undone (disk full)
+                    if engine.batch_undone():  # the whole batch was undone (disk full)
                         raise _BatchRolledBack(exc) from exc
-                    conn.execute("ROLLBACK TO SAVEPOINT job")
-                    if job.fence is not None:  # its share lock went with the savepoint
-                        checked.discard(job.fence)
+                    engine.undo_job()
                     outcomes.append((job, None, self._translate(exc)))
                 else:
                     outcomes.append((job, result, None))
@@ -295,14 +302,6 @@ class Database(Service):
     def _loop_deliver(self, outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(_deliver, outcomes)
-
-
-def _call(job: _Pending, conn: Connection, checked: set[Fence]) -> Any:
-    """Run a job, after checking its claim unless this transaction did already."""
-    if job.fence is not None and job.fence not in checked:
-        check_statement(conn, job.fence)
-        checked.add(job.fence)
-    return job.fn(conn)
 
 
 def _deliver(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:

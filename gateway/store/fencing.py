@@ -54,14 +54,20 @@ def claim_statement(conn: Connection, session_key: str, node: str, now: float) -
     return int(row[0])
 
 
+CHECK_STATEMENT = "SELECT epoch FROM session_claims WHERE session_key = ?"
+
+
 def check_statement(conn: Connection, fence: Fence) -> None:
     """Refuse (:class:`StaleClaim`) unless ``fence`` is the session's current claim; on
     PostgreSQL the row stays share-locked until the transaction ends, so no claim can slip
     in between the check and the commit."""
     lock = " FOR SHARE" if conn.dialect.name == "postgresql" else ""
-    row = conn.execute(
-        f"SELECT epoch FROM session_claims WHERE session_key = ?{lock}", (fence.session_key,)
-    ).fetchone()
+    verify(fence, conn.execute(CHECK_STATEMENT + lock, (fence.session_key,)).fetchone())
+
+
+def verify(fence: Fence, row: tuple[int] | None) -> None:
+    """Refuse (:class:`StaleClaim`) unless ``row``, what :data:`CHECK_STATEMENT` returned,
+    is ``fence``'s epoch."""
     if row is None or int(row[0]) != fence.epoch:
         current = "none" if row is None else row[0]
         raise StaleClaim(

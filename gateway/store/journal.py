@@ -19,7 +19,7 @@ from gateway.core.turns import TurnKind
 from gateway.store.db import Database
 from gateway.store.fencing import claim_statement
 from gateway.store.retention import delete_batched
-from gateway.store.sql import INBOUND_TOPIC, Connection, notify
+from gateway.store.sql import INBOUND_TOPIC, Connection
 
 Clock = Callable[[], float]
 
@@ -113,7 +113,7 @@ class Journal:
             row = cursor.fetchone()
             if row is None:
                 return None
-            notify(conn, INBOUND_TOPIC)  # a cluster's nodes look for work on commit
+            conn.notify(INBOUND_TOPIC)  # a cluster's nodes look for work on commit
             return int(row[0])
 
         row_id = await self._db.run(insert)

@@ -33,7 +33,7 @@ from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
-from gateway.store.sql import OUTBOX_TOPIC, Connection, notify
+from gateway.store.sql import OUTBOX_TOPIC, Connection
 
 Clock = Callable[[], float]
 # Run inside the transaction that marks a row ``sending``: may this process send now? (A
@@ -100,7 +100,7 @@ class Outbox:
             inserted += cursor.rowcount
         if inserted:  # a cluster's leader sends: wake its worker on commit
             for channel in sorted({msg.channel for msg in messages}):
-                notify(conn, OUTBOX_TOPIC, channel)
+                conn.notify(OUTBOX_TOPIC, channel)
         return inserted
 
     async def enqueue(self, messages: Sequence[OutboundMessage]) -> int:

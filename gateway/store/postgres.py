@@ -2,8 +2,9 @@
 
 Statements keep the store's ``?`` placeholders; they are rewritten to psycopg's ``%s`` once
 per statement text (:func:`~gateway.store.sql.to_format_style`) and bound on the client
-(``ClientCursor``), so ``? IS NULL`` needs no type hints. The connection runs in autocommit
-mode and the writer thread opens its transactions itself, as with SQLite. A lost connection
+(``ClientCursor``), so ``? IS NULL`` needs no type hints and several statements can go in
+one query. The connection runs in autocommit mode and the writer thread's transactions are
+sent along with the statements that need them (gateway/store/pg_transaction.py). A lost connection
 fails the jobs of that moment with :class:`~gateway.core.errors.StoreUnavailable` and is
 reopened for the next batch.
 """
@@ -22,8 +23,10 @@ from psycopg import errors as pg_errors
 
 from gateway.core.errors import StorageFullError, StoreError, StoreUnavailable
 from gateway.store.db import Engine
+from gateway.store.fencing import Fence
+from gateway.store.pg_transaction import LazyTransaction
 from gateway.store.schema_pg import migrate_pg
-from gateway.store.sql import POSTGRESQL, Connection, Cursor, Dialect, to_format_style
+from gateway.store.sql import POSTGRESQL, Connection, Cursor, Dialect
 
 CONNECT_TIMEOUT = 5  # seconds
 
@@ -44,28 +47,23 @@ def is_postgres_url(url: str) -> bool:
     return urlsplit(url).scheme in ("postgresql", "postgres")
 
 
-def _clean(value: Any) -> Any:
-    # PostgreSQL text cannot hold NUL characters; SQLite can. Store the replacement character.
-    if isinstance(value, str) and "\x00" in value:
-        return value.replace("\x00", "\ufffd")
-    return value
-
-
 class PostgresConnection:
-    """:class:`~gateway.store.sql.Connection` over one psycopg connection."""
+    """:class:`~gateway.store.sql.Connection` over one psycopg connection, its statements
+    sent with the batch's transaction plumbing (:class:`LazyTransaction`)."""
 
     dialect: Dialect = POSTGRESQL
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
-        self.raw = raw
+    def __init__(self, transaction: LazyTransaction) -> None:
+        self.transaction = transaction
 
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor:
-        return self.raw.execute(to_format_style(sql), [_clean(v) for v in params])
+        return self.transaction.execute(sql, params)
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor:
-        cursor = self.raw.cursor()
-        cursor.executemany(to_format_style(sql), [[_clean(v) for v in row] for row in params])
-        return cursor
+        return self.transaction.executemany(sql, params)
+
+    def notify(self, topic: str, payload: str = "") -> None:
+        self.transaction.notify(topic, payload)
 
 
 def local_time_zone() -> str | None:
@@ -95,6 +93,7 @@ class PostgresEngine(Engine):
         self._application = f"switchboard store {node}".strip()[:63]
         self._relaxed = synchronous == "normal"
         self._raw: psycopg.Connection[Any] | None = None
+        self._transaction: LazyTransaction | None = None
 
     @property
     def description(self) -> str:
@@ -125,10 +124,12 @@ class PostgresEngine(Engine):
             raw.close()
             raise
         self._raw = raw
-        return PostgresConnection(raw)
+        self._transaction = LazyTransaction(raw)
+        return PostgresConnection(self._transaction)
 
     def close(self) -> None:
         raw, self._raw = self._raw, None
+        self._transaction = None
         if raw is not None:
             raw.close()
 
@@ -136,37 +137,23 @@ class PostgresEngine(Engine):
         return self._raw is not None and not self._raw.closed and not self._raw.broken
 
     def begin(self, durable: bool, *, savepoint: bool = False) -> None:
-        # one round trip (the connection binds on the client: several statements may go
-        # in one simple query)
-        statements = ["BEGIN"]
-        if self._relaxed or not durable:
-            statements.append("SET LOCAL synchronous_commit = off")
-        if savepoint:
-            statements.append("SAVEPOINT job")
-        assert self._raw is not None
-        self._raw.execute("; ".join(statements))
+        self._batch().begin(relaxed=self._relaxed or not durable, savepoints=savepoint)
 
-    def next_savepoint(self) -> None:
-        assert self._raw is not None
-        self._raw.execute("RELEASE SAVEPOINT job; SAVEPOINT job")
+    def start_job(self, fence: Fence | None) -> None:
+        self._batch().start_job(fence)
+
+    def undo_job(self) -> None:
+        self._batch().undo_job()
 
     def end(self, commit: bool) -> None:
-        assert self._raw is not None
-        status = self._raw.info.transaction_status
-        if status == psycopg.pq.TransactionStatus.IDLE:
-            return
-        if commit and status == psycopg.pq.TransactionStatus.INERROR:
-            # PostgreSQL would answer COMMIT with a silent ROLLBACK: say it failed instead
-            self._raw.execute("ROLLBACK")
-            raise StoreError("the transaction failed and was rolled back")
-        self._raw.execute("COMMIT" if commit else "ROLLBACK")
+        self._batch().end(commit)
 
-    def in_transaction(self) -> bool:
-        # a failed statement leaves it INERROR: still open, a savepoint rollback recovers it
-        return (
-            self._raw is not None
-            and self._raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
-        )
+    def batch_undone(self) -> bool:
+        return self._batch().batch_undone()
+
+    def _batch(self) -> LazyTransaction:
+        assert self._transaction is not None, "the connection is not open"
+        return self._transaction
 
     def is_engine_error(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.Error)

@@ -44,6 +44,10 @@ class Connection(Protocol):
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor: ...
 
+    def notify(self, topic: str, payload: str = "", /) -> None:
+        """Tell the other nodes of a cluster, when this transaction commits (PostgreSQL
+        ``NOTIFY``; nothing on SQLite, where one process wakes itself in memory)."""
+
 
 _WORD = re.compile(r"\w+")
 
@@ -117,13 +121,6 @@ class Dialect:
 INBOUND_TOPIC = "switchboard_inbound"  # a message was journaled: some node should run it
 OUTBOX_TOPIC = "switchboard_outbox"  # payload: the channel with a new reply to send
 WAKE_TOPIC = "switchboard_wake"  # payload: the id of a parked turn whose approval was decided
-
-
-def notify(conn: Connection, topic: str, payload: str = "") -> None:
-    """Tell the other nodes of a cluster, when this transaction commits (PostgreSQL
-    ``NOTIFY``; nothing on SQLite, where one process wakes itself in memory)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute("SELECT pg_notify(?, ?)", (topic, payload))
 
 
 SQLITE = Dialect("sqlite")

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from gateway.core.errors import StorageFullError, StoreError
 from gateway.store.db import Engine
+from gateway.store.fencing import Fence, check_statement
 from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
 from gateway.store.schema import MIGRATIONS, migrate
 from gateway.store.sql import SQLITE, Connection, Cursor, Dialect
@@ -32,6 +33,9 @@ class SqliteConnection:
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor:
         return self.raw.executemany(sql, params)
 
+    def notify(self, topic: str, payload: str = "") -> None:
+        """Nothing: one process wakes itself in memory."""
+
 
 class SqliteEngine(Engine):
     dialect = SQLITE
@@ -41,6 +45,10 @@ class SqliteEngine(Engine):
         self._synchronous = synchronous.upper()
         self._sync_now = self._synchronous  # the connection's current setting
         self._raw: sqlite3.Connection | None = None
+        self._savepoints = False  # each job of the open transaction in a savepoint
+        self._first_job = True
+        self._checked: set[Fence] = set()  # claims checked in the open transaction
+        self._job_fence: Fence | None = None  # ... by the current job
 
     @property
     def description(self) -> str:
@@ -98,21 +106,40 @@ class SqliteEngine(Engine):
             self._raw.execute(f"PRAGMA synchronous={wanted}")
             self._sync_now = wanted
         self._raw.execute("BEGIN IMMEDIATE")
-        if savepoint:
-            self._raw.execute("SAVEPOINT job")
+        self._savepoints = savepoint
+        self._first_job = True
+        self._checked.clear()
 
-    def next_savepoint(self) -> None:
+    def start_job(self, fence: Fence | None) -> None:
         assert self._raw is not None
-        self._raw.execute("RELEASE SAVEPOINT job")
-        self._raw.execute("SAVEPOINT job")
+        if self._savepoints:
+            if not self._first_job:
+                self._raw.execute("RELEASE SAVEPOINT job")
+            self._raw.execute("SAVEPOINT job")
+        self._first_job = False
+        self._job_fence = None
+        if fence is not None and fence not in self._checked:
+            check_statement(self._connection(), fence)
+            self._checked.add(fence)
+            self._job_fence = fence
+
+    def undo_job(self) -> None:
+        assert self._raw is not None
+        self._raw.execute("ROLLBACK TO SAVEPOINT job")
+        if self._job_fence is not None:
+            self._checked.discard(self._job_fence)
 
     def end(self, commit: bool) -> None:
         assert self._raw is not None
         if self._raw.in_transaction:
             self._raw.execute("COMMIT" if commit else "ROLLBACK")
 
-    def in_transaction(self) -> bool:
-        return self._raw is not None and self._raw.in_transaction
+    def batch_undone(self) -> bool:
+        return self._raw is None or not self._raw.in_transaction
+
+    def _connection(self) -> Connection:
+        assert self._raw is not None
+        return SqliteConnection(self._raw)
 
     def is_engine_error(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.Error)

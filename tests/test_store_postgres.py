@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ import psycopg
 import pytest
 
 from gateway.config.settings import load_settings
-from gateway.core.errors import ConfigError, StoreUnavailable
+from gateway.core.errors import ConfigError, StaleClaim, StoreUnavailable
 from gateway.store import Store
+from gateway.store.fencing import FENCE, Fence
 from gateway.store.schema import MIGRATIONS
 from gateway.store.schema_pg import PG_MIGRATIONS
+from gateway.store.sql import Connection
 from tests.backends import require_server
 from tests.fakes.llm import FakeLLM
 from tests.test_cli import cli_env, switchboard
@@ -133,3 +136,85 @@ async def test_a_gateway_answers_through_postgresql(run_gateway: Any, pg_url: st
         assert await gateway.store.journal.open_count() == 0
         _, history = await gateway.store.history.load(answer.chat.session_key, limit=None)
     assert [m.role for m in history][:1] == ["user"] and history[-1].role == "assistant"
+
+
+# -- a batch's plumbing sent with its statements (gateway/store/pg_transaction.py) --------
+
+
+async def batched(store: Store, *jobs: Any) -> list[Any]:
+    """Run ``jobs`` in one batch: the writer is held until all of them wait in its queue."""
+    hold = threading.Event()
+    holding = asyncio.ensure_future(store.db.run(lambda conn: hold.wait(10)))
+    await asyncio.sleep(0)  # the hold job is queued first
+    runs = [asyncio.ensure_future(store.db.run(job)) for job in jobs]
+    hold.set()
+    await holding
+    return await asyncio.gather(*runs, return_exceptions=True)
+
+
+async def test_a_failed_jobs_writes_and_notifications_are_undone_and_only_its(
+    tmp_path: Path, pg_url: str
+) -> None:
+    def job(name: str, *, fails: bool = False, reads_first: bool = False) -> Any:
+        def run(conn: Connection) -> str:
+            if reads_first:  # a read before the first write: sent without a transaction
+                conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
+            conn.execute("INSERT INTO sessions (session_key, last_active) VALUES (?, 1)", (name,))
+            conn.notify("switchboard_test", name)
+            if fails:
+                raise RuntimeError(f"{name} fails after writing")
+            return name
+
+        return run
+
+    listener = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
+    try:
+        await listener.execute("LISTEN switchboard_test")
+        async with Store(tmp_path / "unused", url=pg_url) as store:
+            results = await batched(
+                store,
+                job("a"),
+                job("b", fails=True),
+                job("c", reads_first=True),
+                job("d", fails=True, reads_first=True),
+                job("e"),
+            )
+            assert results[0::2] == ["a", "c", "e"]
+            assert all(isinstance(r, RuntimeError) for r in results[1::2])
+
+            def keys(conn: Connection) -> list[str]:
+                rows = conn.execute("SELECT session_key FROM sessions ORDER BY 1").fetchall()
+                return [key for (key,) in rows]
+
+            assert await store.db.run(keys) == ["a", "c", "e"]
+        heard = []
+        async with asyncio.timeout(5):
+            async for notice in listener.notifies():
+                heard.append(notice.payload)
+                if len(heard) == 3:
+                    break
+        assert sorted(heard) == ["a", "c", "e"]
+    finally:
+        await listener.close()
+
+
+async def test_a_stale_claim_is_refused_for_reads_and_writes_alike_in_a_batch(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with Store(tmp_path / "unused", url=pg_url) as store:
+        first = await store.journal.session_work("telegram:1", (), claim_by="a")
+        await store.journal.session_work("telegram:1", (), claim_by="b")
+
+        def read(conn: Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+
+        def write(conn: Connection) -> None:
+            conn.execute("INSERT INTO sessions (session_key, last_active) VALUES ('x', 1)")
+
+        token = FENCE.set(Fence("telegram:1", first.epoch))
+        try:  # a's jobs, after b claimed the session
+            stale = await batched(store, read, write)
+        finally:
+            FENCE.reset(token)
+        assert all(isinstance(result, StaleClaim) for result in stale)
+        assert await store.db.run(read) == 0  # the refused write was not kept

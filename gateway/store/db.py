@@ -92,6 +92,11 @@ class Engine(ABC):
         claim per transaction). A stale claim raises ``StaleClaim``: the job's error."""
 
     @abstractmethod
+    def finish_job(self) -> None:
+        """The current job returned: send what of it is still held back (an error in it is
+        the job's)."""
+
+    @abstractmethod
     def undo_job(self) -> None:
         """Undo the current job's work after its error; the transaction goes on."""
 
@@ -263,6 +268,7 @@ class Database(Service):
                 try:
                     engine.start_job(job.fence)
                     result = job.fn(conn)
+                    engine.finish_job()
                 except Exception as exc:  # the job's own error goes back to its caller
                     if engine.batch_undone():  # the whole batch was undone (disk full)
                         raise _BatchRolledBack(exc) from exc

@@ -26,16 +26,18 @@ whole batch, which is then rolled back.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import psycopg
 
-from gateway.core.errors import StoreError
+from gateway.core.errors import StaleClaim, StoreError
 from gateway.store.fencing import CHECK_STATEMENT, Fence, verify
-from gateway.store.sql import to_format_style
+from gateway.store.sql import Cursor, to_format_style
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INERROR = psycopg.pq.TransactionStatus.INERROR
@@ -63,6 +65,55 @@ def clean(value: Any) -> Any:
     return value
 
 
+_BLIND = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1024)
+def is_blind_write(sql: str) -> bool:
+    """Whether ``sql`` writes without returning rows: an ``INSERT``, ``UPDATE`` or ``DELETE``
+    without ``RETURNING``, which can wait for the next query."""
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE") and not _BLIND.search(sql)
+
+
+class WriteResult:
+    """The cursor of a write that waits in the queue: its row count sends it (and all before
+    it) when asked for; it returns no rows."""
+
+    def __init__(self, transaction: LazyTransaction) -> None:
+        self._transaction = transaction
+        self.sent_rowcount: int | None = None
+
+    @property
+    def rowcount(self) -> int:
+        if self.sent_rowcount is None:
+            self._transaction.send_queue()
+        assert self.sent_rowcount is not None
+        return self.sent_rowcount
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+@dataclass(slots=True)
+class _Queued:
+    """A statement waiting to be sent with the next query."""
+
+    text: str  # in psycopg's placeholders
+    values: list[Any] = field(default_factory=list)
+    fence: Fence | None = None  # a claim check: the epoch it returns is verified
+    result: WriteResult | None = None  # a blind write: its row count goes here
+
+
+def _check(fence: Fence, lock: str) -> _Queued:
+    return _Queued(to_format_style(CHECK_STATEMENT + lock), [fence.session_key], fence)
+
+
 class LazyTransaction:
     """The transaction of one batch of jobs on one psycopg connection (client-side
     binding, autocommit), sent piggyback; see the module docstring."""
@@ -78,6 +129,7 @@ class LazyTransaction:
         self._checked = False  # the current job's claim was checked
         self._locked: set[Fence] = set()  # claims share-locked in the open transaction
         self._job_locked: Fence | None = None  # ... of them, by the current job
+        self._queue: list[_Queued] = []  # statements for the next query
         self._notices: list[tuple[str, str]] = []  # NOTIFYs for the commit
         self._job_notices = 0  # where the current job's NOTIFYs start
 
@@ -102,6 +154,9 @@ class LazyTransaction:
     def undo_job(self) -> None:
         """Undo what the current job did, after its error (the batch goes on)."""
         del self._notices[self._job_notices :]
+        if self._queue:  # what the job queued, then undone with it
+            with contextlib.suppress(psycopg.Error, StaleClaim):
+                self._flush()
         if self._job_savepoint:
             self._raw.execute("ROLLBACK TO SAVEPOINT job")
             if self._job_locked is not None:  # its share lock went with the savepoint
@@ -112,6 +167,7 @@ class LazyTransaction:
         try:
             status = self._raw.info.transaction_status
             if not commit:
+                self._queue = []
                 if status != _IDLE:
                     self._raw.execute("ROLLBACK")
                 return
@@ -119,88 +175,99 @@ class LazyTransaction:
                 # PostgreSQL would answer COMMIT with a silent ROLLBACK: say it failed
                 self._raw.execute("ROLLBACK")
                 raise StoreError("the transaction failed and was rolled back")
-            statements: list[str] = []
-            values: list[str] = []
-            for topic, payload in dict.fromkeys(self._notices):
-                statements.append("SELECT pg_notify(%s, %s)")
-                values += (topic, payload)
-            if status != _IDLE:
-                statements.append("COMMIT")
-            if statements:
-                self._raw.cursor().execute("; ".join(statements), values)
+            if any(statement.fence is not None for statement in self._queue):
+                self._flush()  # a claim is verified before its writes may commit
+            ending = [
+                _Queued("SELECT pg_notify(%s, %s)", [topic, payload])
+                for topic, payload in dict.fromkeys(self._notices)
+            ]
+            if self._open:
+                ending.append(_Queued("COMMIT"))
+            if self._queue or ending:
+                self._flush(*ending)
         finally:
             self._forget()
 
     def batch_undone(self) -> bool:
-        """Whether the server ended the batch's transaction by itself."""
-        return self._open and self._raw.info.transaction_status == _IDLE
+        """Never: PostgreSQL aborts a failed statement, not the transaction around it (a
+        lost connection fails the batch when its savepoint cannot be rolled back)."""
+        return False
 
     # -- statements, from the jobs ------------------------------------------------------
 
     def notify(self, topic: str, payload: str) -> None:
         self._notices.append((topic, payload))
 
-    def execute(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
-        statements, values, check = self._ahead(sql)
-        statements.append(to_format_style(sql))
-        values += [clean(v) for v in params]
-        return self._send(statements, values, check)
+    def execute(self, sql: str, params: Sequence[Any]) -> Cursor:
+        self._ahead(sql)
+        statement = _Queued(to_format_style(sql), [clean(v) for v in params])
+        if is_blind_write(sql):  # nobody waits for it: it goes with the next query
+            statement.result = WriteResult(self)
+            self._queue.append(statement)
+            return statement.result
+        self._queue.append(statement)
+        return self._flush()
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
         values_of_rows = [[clean(v) for v in row] for row in rows]
         if not values_of_rows:  # nothing to send, not even what would go ahead
             return self._raw.cursor()
-        statements, values, check = self._ahead(sql)
-        if statements:  # what goes ahead cannot share a query with a batch of rows
-            self._send(statements, values, check)
+        self._ahead(sql)
+        if self._queue:  # what goes ahead cannot share a query with a batch of rows
+            self._flush()
         cursor = self._raw.cursor()
         cursor.executemany(to_format_style(sql), values_of_rows)
         return cursor
 
-    def _ahead(self, sql: str) -> tuple[list[str], list[Any], int | None]:
-        """What must run before ``sql``: the transaction and the job's savepoint, and the
-        claim check (``check``: its index among the statements)."""
-        statements: list[str] = []
-        values: list[Any] = []
-        check: int | None = None
+    def finish_job(self) -> None:
+        """The current job returned: send what it left queued, so that an error in it is
+        still the job's (a job alone in its batch leaves it for the commit)."""
+        if self._savepoints and self._queue:
+            self._flush()
+
+    def _ahead(self, sql: str) -> None:
+        """Queue what must run before ``sql``: the transaction and the job's savepoint, and
+        the check of the job's claim."""
         fence = self._fence
         if self._open or not is_plain_read(sql):
             if not self._open and self._begin:
-                statements += self._begin
+                self._queue += [_Queued(text) for text in self._begin]
                 self._open = True
             if self._open and self._savepoints and not self._job_savepoint:
                 if self._held:
-                    statements.append("RELEASE SAVEPOINT job")
-                statements.append("SAVEPOINT job")
+                    self._queue.append(_Queued("RELEASE SAVEPOINT job"))
+                self._queue.append(_Queued("SAVEPOINT job"))
                 self._held = self._job_savepoint = True
             if fence is not None and fence not in self._locked:
-                check = len(statements)
-                statements.append(to_format_style(CHECK_STATEMENT + " FOR SHARE"))
-                values.append(fence.session_key)
+                self._queue.append(_check(fence, " FOR SHARE"))
                 self._locked.add(fence)
                 self._job_locked = fence
                 self._checked = True
         elif fence is not None and not self._checked:
-            check = 0
-            statements.append(to_format_style(CHECK_STATEMENT))
-            values.append(fence.session_key)
+            self._queue.append(_check(fence, ""))
             self._checked = True
-        return statements, values, check
 
-    def _send(
-        self, statements: list[str], values: list[Any], check: int | None
-    ) -> psycopg.Cursor[Any]:
+    def send_queue(self) -> None:
+        """Send what waits in the queue now (a queued write's row count is asked for)."""
+        if self._queue:
+            self._flush()
+
+    def _flush(self, *after: _Queued) -> psycopg.Cursor[Any]:
+        """Send the queue (and ``after``) as one query; the cursor is at its last result."""
+        queue = [*self._queue, *after]
+        self._queue = []
         cursor = self._raw.cursor()
         try:
-            cursor.execute("; ".join(statements), values)
+            cursor.execute("; ".join(q.text for q in queue), [v for q in queue for v in q.values])
         except BaseException:
             self._open = self._raw.info.transaction_status != _IDLE
             raise
-        last = len(statements) - 1
-        for index in range(last + 1):  # on to the last statement's result
-            if index == check:
-                assert self._fence is not None
-                verify(self._fence, cursor.fetchone())
+        last = len(queue) - 1
+        for index, statement in enumerate(queue):  # on to the last statement's result
+            if statement.fence is not None:
+                verify(statement.fence, cursor.fetchone())
+            elif statement.result is not None:
+                statement.result.sent_rowcount = cursor.rowcount
             if index < last:
                 cursor.nextset()
         return cursor
@@ -211,5 +278,6 @@ class LazyTransaction:
         self._fence = self._job_locked = None
         self._checked = False
         self._locked.clear()
+        self._queue = []
         self._notices.clear()
         self._job_notices = 0

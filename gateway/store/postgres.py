@@ -142,6 +142,9 @@ class PostgresEngine(Engine):
     def start_job(self, fence: Fence | None) -> None:
         self._batch().start_job(fence)
 
+    def finish_job(self) -> None:
+        self._batch().finish_job()
+
     def undo_job(self) -> None:
         self._batch().undo_job()
 

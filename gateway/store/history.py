@@ -73,6 +73,10 @@ class NewMessage:
     tokens: int = 0
 
 
+# the session's generation in the statement itself (a round trip fewer than reading it first)
+CURRENT_GENERATION = "COALESCE((SELECT generation FROM sessions WHERE session_key = ?), 0)"
+
+
 def _session(conn: Connection, session_key: str) -> SessionState:
     row = conn.execute(
         "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
@@ -154,15 +158,15 @@ class History:
                 " WHERE id = ? AND state = 'pending'",
                 [(turn_id, now, record_id) for record_id in claim],
             )
-            generation = _session(conn, session_key).generation
             ids = []
             for msg in messages:
                 cursor = conn.execute(
                     "INSERT INTO messages (session_key, generation, turn_id, status, role, body,"
-                    " tokens, created_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?) RETURNING id",
+                    f" tokens, created_at) VALUES (?, {CURRENT_GENERATION}, ?, 'draft', ?, ?, ?, ?)"
+                    " RETURNING id",
                     (
                         session_key,
-                        generation,
+                        session_key,
                         turn_id,
                         msg.role,
                         json.dumps(msg.body, ensure_ascii=False),
@@ -213,13 +217,13 @@ class History:
 
     def append_final_statement(self, conn: Connection, session_key: str, msg: NewMessage) -> None:
         """Add a message straight to a session's history (e.g. a background task's result)."""
-        generation = _session(conn, session_key).generation
         cursor = conn.execute(
             "INSERT INTO messages (session_key, generation, turn_id, status, role, body, tokens,"
-            " created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?) RETURNING id",
+            f" created_at) VALUES (?, {CURRENT_GENERATION}, NULL, 'final', ?, ?, ?, ?)"
+            " RETURNING id",
             (
                 session_key,
-                generation,
+                session_key,
                 msg.role,
                 json.dumps(msg.body, ensure_ascii=False),
                 msg.tokens,

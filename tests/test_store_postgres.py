@@ -218,3 +218,46 @@ async def test_a_stale_claim_is_refused_for_reads_and_writes_alike_in_a_batch(
             FENCE.reset(token)
         assert all(isinstance(result, StaleClaim) for result in stale)
         assert await store.db.run(read) == 0  # the refused write was not kept
+
+
+async def test_statements_in_everyday_use_are_prepared_and_the_rest_still_run(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with Store(tmp_path / "unused", url=pg_url) as store:
+
+        def write(key: str) -> Any:
+            def run(conn: Connection) -> None:
+                conn.execute(
+                    "INSERT INTO sessions (session_key, last_active) VALUES (?, 1)", (key,)
+                )
+
+            return run
+
+        def matching(conn: Connection) -> list[str]:  # a literal % and a ? inside quotes
+            rows = conn.execute(
+                "SELECT session_key FROM sessions WHERE session_key LIKE ? AND '?%' <> ?"
+                " ORDER BY 1",
+                ("a%", "x"),
+            ).fetchall()
+            return [key for (key,) in rows]
+
+        def untyped(conn: Connection) -> int:  # PostgreSQL cannot prepare this one
+            row = conn.execute(
+                "SELECT COUNT(*) FROM sessions WHERE ? IS NULL OR session_key = ?", (None, "")
+            ).fetchone()
+            return int(row[0])
+
+        def prepared(conn: Connection) -> list[str]:
+            rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+            return [statement for (statement,) in rows]
+
+        written: list[str] = []
+        for key in ("a1", "a2", "b1", "a3"):
+            await store.db.run(write(key))
+            written.append(key)
+            assert await store.db.run(matching) == sorted(k for k in written if k < "b")
+            assert await store.db.run(untyped) >= 1
+        statements = await store.db.run(prepared)
+        assert any("INSERT INTO sessions" in s and "$1" in s for s in statements)
+        assert any("LIKE $1" in s and "'?%' <> $2" in s for s in statements)
+        assert not any("IS NULL" in s for s in statements)

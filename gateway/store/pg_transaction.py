@@ -37,7 +37,7 @@ import psycopg
 
 from gateway.core.errors import StaleClaim, StoreError
 from gateway.store.fencing import CHECK_STATEMENT, Fence, verify
-from gateway.store.sql import Cursor, to_format_style
+from gateway.store.sql import Cursor, to_format_style, to_numbered_style
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INERROR = psycopg.pq.TransactionStatus.INERROR
@@ -64,6 +64,8 @@ def clean(value: Any) -> Any:
         return value.replace("\x00", "\ufffd")
     return value
 
+
+PREPARED_LIMIT = 500  # statements prepared per connection (a few dozen are in everyday use)
 
 _BLIND = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 
@@ -110,10 +112,6 @@ class _Queued:
     result: WriteResult | None = None  # a blind write: its row count goes here
 
 
-def _check(fence: Fence, lock: str) -> _Queued:
-    return _Queued(to_format_style(CHECK_STATEMENT + lock), [fence.session_key], fence)
-
-
 class LazyTransaction:
     """The transaction of one batch of jobs on one psycopg connection (client-side
     binding, autocommit), sent piggyback; see the module docstring."""
@@ -130,6 +128,11 @@ class LazyTransaction:
         self._locked: set[Fence] = set()  # claims share-locked in the open transaction
         self._job_locked: Fence | None = None  # ... of them, by the current job
         self._queue: list[_Queued] = []  # statements for the next query
+        # prepared statements of this connection: the server parses and plans them once
+        self._executes: dict[str, str] = {}  # statement → its EXECUTE
+        self._unpreparable: set[str] = set()
+        self._seen: dict[str, int] = {}  # statements not prepared yet: times sent
+        self._to_prepare: list[str] = []
         self._notices: list[tuple[str, str]] = []  # NOTIFYs for the commit
         self._job_notices = 0  # where the current job's NOTIFYs start
 
@@ -138,6 +141,8 @@ class LazyTransaction:
     def begin(self, *, relaxed: bool, savepoints: bool) -> None:
         """A new batch; ``relaxed``: its commit need not wait for the disk."""
         self._forget()
+        if self._to_prepare:
+            self._prepare_waiting()
         self._begin = ["BEGIN"]
         if relaxed:
             self._begin.append("SET LOCAL synchronous_commit = off")
@@ -200,7 +205,7 @@ class LazyTransaction:
 
     def execute(self, sql: str, params: Sequence[Any]) -> Cursor:
         self._ahead(sql)
-        statement = _Queued(to_format_style(sql), [clean(v) for v in params])
+        statement = _Queued(self._text(sql), [clean(v) for v in params])
         if is_blind_write(sql):  # nobody waits for it: it goes with the next query
             statement.result = WriteResult(self)
             self._queue.append(statement)
@@ -216,7 +221,7 @@ class LazyTransaction:
         if self._queue:  # what goes ahead cannot share a query with a batch of rows
             self._flush()
         cursor = self._raw.cursor()
-        cursor.executemany(to_format_style(sql), values_of_rows)
+        cursor.executemany(self._text(sql), values_of_rows)
         return cursor
 
     def finish_job(self) -> None:
@@ -239,12 +244,12 @@ class LazyTransaction:
                 self._queue.append(_Queued("SAVEPOINT job"))
                 self._held = self._job_savepoint = True
             if fence is not None and fence not in self._locked:
-                self._queue.append(_check(fence, " FOR SHARE"))
+                self._queue.append(self._check(fence, " FOR SHARE"))
                 self._locked.add(fence)
                 self._job_locked = fence
                 self._checked = True
         elif fence is not None and not self._checked:
-            self._queue.append(_check(fence, ""))
+            self._queue.append(self._check(fence, ""))
             self._checked = True
 
     def send_queue(self) -> None:
@@ -271,6 +276,46 @@ class LazyTransaction:
             if index < last:
                 cursor.nextset()
         return cursor
+
+    def _check(self, fence: Fence, lock: str) -> _Queued:
+        return _Queued(self._text(CHECK_STATEMENT + lock), [fence.session_key], fence)
+
+    # -- prepared statements -------------------------------------------------------------
+
+    def _text(self, sql: str) -> str:
+        """What to send for ``sql``: ``EXECUTE`` of its prepared statement once there is
+        one, its text until then (a statement seen twice is prepared before the next
+        batch)."""
+        executed = self._executes.get(sql)
+        if executed is not None:
+            return executed
+        if sql not in self._unpreparable:
+            if len(self._seen) > 4 * PREPARED_LIMIT:  # statements made up on the fly
+                self._seen.clear()
+            seen = self._seen.get(sql, 0) + 1
+            if seen == 2 and len(self._executes) + len(self._to_prepare) < PREPARED_LIMIT:
+                self._to_prepare.append(sql)
+            self._seen[sql] = seen
+        return to_format_style(sql)
+
+    def _prepare_waiting(self) -> None:
+        """``PREPARE`` the statements seen twice, each on its own (the connection is idle,
+        so one the server cannot prepare, e.g. for a parameter of no known type, fails
+        alone and is sent as text from then on)."""
+        waiting, self._to_prepare = self._to_prepare, []
+        for sql in waiting:
+            name = f"s{len(self._executes) + len(self._unpreparable) + 1}"
+            text, count = to_numbered_style(sql)
+            try:
+                self._raw.execute(f"PREPARE {name} AS {text}")
+            except psycopg.Error:
+                if self._raw.broken or self._raw.info.transaction_status != _IDLE:
+                    raise  # the connection's trouble, not the statement's
+                self._unpreparable.add(sql)
+                continue
+            marks = ", ".join(["%s"] * count)
+            self._executes[sql] = f"EXECUTE {name}({marks})" if count else f"EXECUTE {name}"
+        self._seen.clear()
 
     def _forget(self) -> None:
         self._begin = []

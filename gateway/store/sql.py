@@ -15,7 +15,7 @@ runs it on both (``tests/test_store*.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -131,20 +131,37 @@ POSTGRESQL = Dialect("postgresql")
 def to_format_style(sql: str) -> str:
     """``?`` placeholders as ``%s`` (outside quoted text), and every ``%`` doubled, for
     drivers using the format style (psycopg)."""
-    out: list[str] = []
+    return "".join(_rewritten(sql, lambda _: "%s", "%%"))
+
+
+@lru_cache(maxsize=1024)
+def to_numbered_style(sql: str) -> tuple[str, int]:
+    """``?`` placeholders as ``$1``, ``$2``… (outside quoted text), as PostgreSQL's
+    ``PREPARE`` wants them; and how many there are."""
+    count = 0
+
+    def numbered(_: int) -> str:
+        nonlocal count
+        count += 1
+        return f"${count}"
+
+    text = "".join(_rewritten(sql, numbered, "%"))
+    return text, count
+
+
+def _rewritten(sql: str, placeholder: Callable[[int], str], percent: str) -> Iterator[str]:
     quote: str | None = None
-    for char in sql:
+    for index, char in enumerate(sql):
         if char == "%":
-            out.append("%%")
+            yield percent
         elif quote is not None:
-            out.append(char)
+            yield char
             if char == quote:
                 quote = None
         elif char in ("'", '"'):
             quote = char
-            out.append(char)
+            yield char
         elif char == "?":
-            out.append("%s")
+            yield placeholder(index)
         else:
-            out.append(char)
-    return "".join(out)
+            yield char

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
 from gateway.store.db import Database
+from gateway.store.drafts import retire_statement
 from gateway.store.fencing import claim_statement
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection, notify
@@ -295,11 +296,15 @@ class Journal:
         """What one session has open: its running turns (a node died in them) and the
         pending messages of ``chat_keys`` (the chats whose messages join it). ``claim_by``:
         claim the session for that node first, in the same transaction (a new epoch, which
-        every later write of the node's turns carries: gateway/store/fencing.py)."""
+        every later write of the node's turns carries: gateway/store/fencing.py), and retire
+        the drafts the earlier claim's turns posted (gateway/store/drafts.py)."""
         now = self._clock()
 
         def load(conn: Connection) -> OpenWork:
-            epoch = 0 if claim_by is None else claim_statement(conn, session_key, claim_by, now)
+            epoch = 0
+            if claim_by is not None:
+                epoch = claim_statement(conn, session_key, claim_by, now)
+                retire_statement(conn, session_key)
             pending: tuple[InboundRecord, ...] = ()
             if chat_keys:
                 marks = ",".join("?" for _ in chat_keys)

@@ -157,6 +157,7 @@ async def test_a_turn_resumed_under_a_new_claim_streams_apart_from_the_old_draft
         await cut_off[0]("echo: 25 ")
         await cut_off[0]("hel")
         [old] = await tg.wait_sent(1)
+        await first.settle(CHAT, TURN)  # its post recorded (its late edits: the test above)
         await store.journal.session_work(CHAT.session_key, (), claim_by="y")
 
         # Node y resumes the turn: its words go into a draft message of its own.
@@ -171,7 +172,6 @@ async def test_a_turn_resumed_under_a_new_claim_streams_apart_from_the_old_draft
 
         await tg.wait_for(lambda: tg.visible(42) == [ANSWER])
         await gateway.wait_idle()
-        await first.stop()
     edited = {c.params["message_id"] for c in tg.called("editMessageText")}
     assert edited == {new.result["message_id"]}  # the old draft was never edited
     assert [c.params["message_id"] for c in tg.called("deleteMessage")] == [

@@ -301,10 +301,7 @@ class Journal:
         now = self._clock()
 
         def load(conn: Connection) -> OpenWork:
-            epoch = 0
-            if claim_by is not None:
-                epoch = claim_statement(conn, session_key, claim_by, now)
-                retire_statement(conn, session_key)
+            epoch = 0 if claim_by is None else claim_statement(conn, session_key, claim_by, now)
             pending: tuple[InboundRecord, ...] = ()
             if chat_keys:
                 marks = ",".join("?" for _ in chat_keys)
@@ -317,6 +314,8 @@ class Journal:
                     )
                 )
             running = _running(conn, " AND session_key = ?", (session_key,))
+            if claim_by is not None and running:  # a node left them: it may still draft
+                retire_statement(conn, session_key)
             return OpenWork(pending, running, epoch)
 
         return await self._db.run(load, durable=False)

@@ -1,7 +1,8 @@
 """The outbox's send states on both engines: an attempt is on disk before the platform call,
 its result the moment it returns, and a row left ``sending`` by a crash comes back as lost
 (gateway/store/outbox.py). Also: the store's urgent lane, the draft posts recorded before
-they are made, and a cluster node that lost the lead never marking a send.
+they are made, the drafts a claim of their session retires, and a cluster node that lost
+the lead never marking a send.
 """
 
 from __future__ import annotations
@@ -96,6 +97,33 @@ async def test_a_draft_post_is_recorded_before_it_is_made(make_store: StoreFacto
         assert third == 2
         await store.drafts.not_posted("t", "t:c1", "turn-1", third)  # refused: nothing to find
         assert len((await store.drafts.of("t", "t:c1", "turn-1")).lost) == 1
+
+
+async def test_a_claim_retires_the_drafts_posted_under_the_earlier_claim(
+    make_store: StoreFactory,
+) -> None:
+    """A node that lost the session may still be editing them (it has not noticed): the
+    answer is never delivered into them, and a lost send never takes them for its own."""
+    async with make_store() as store:
+        await store.journal.start_turn("turn-1", "t:c1", "chat", [])
+        await store.journal.start_turn("turn-2", "t:c2", "chat", [])
+        assert (await store.journal.session_work("t:c1", (), claim_by="a")).epoch == 1
+        first = await store.drafts.posting("t", "t:c1", "turn-1", None)
+        await store.drafts.posted("t", "t:c1", "turn-1", first, "6")
+        await store.drafts.posting("t", "t:c1", "turn-1", "run/6")  # its id never recorded
+        other = await store.drafts.posting("t", "t:c2", "turn-2", None)
+        await store.drafts.posted("t", "t:c2", "turn-2", other, "7")
+
+        assert (await store.journal.session_work("t:c1", (), claim_by="b")).epoch == 2
+        stored = await store.drafts.of("t", "t:c1", "turn-1")
+        assert (stored.ids, stored.retired, len(stored.lost)) == ((), ("6",), 1)
+        third = await store.drafts.posting("t", "t:c1", "turn-1", None)  # b's own
+        await store.drafts.posted("t", "t:c1", "turn-1", third, "8")
+        stored = await store.drafts.of("t", "t:c1", "turn-1")
+        assert (stored.ids, stored.retired) == (("8",), ("6",))
+        assert (await store.drafts.of("t", "t:c2", "turn-2")).ids == ("7",)  # not claimed
+        known = await store.outbox.known("t", since=time.time() - 60, turn_id="turn-1")
+    assert sorted(k.message_id for k in known) == ["6", "7"]
 
 
 async def test_a_turn_that_is_over_posts_no_more_drafts(make_store: StoreFactory) -> None:

@@ -6,7 +6,8 @@ The rule that makes a crash at any instant harmless (gateway/store/outbox.py has
    with the attempt (its time and the channel's :meth:`~SupportsResend.send_mark`). In a
    cluster the same transaction checks that this node still leads (``fence``); a node that
    does not lead any more never sends.
-2. The call: a first attempt sends (or finishes the turn's streamed draft); a row that
+2. The call: a first attempt sends (or finishes the turn's streamed draft, all but the
+   retired messages of an earlier claim, deleted after it: gateway/store/drafts.py); a row that
    already has an attempt of unknown outcome, or whose draft has a post whose id was lost,
    is *resent*: the channel finds out what those attempts left and completes the message
    from there (:class:`~gateway.core.channel.LostSend`; per platform in
@@ -86,7 +87,7 @@ class Delivery:
         )
         if marked is None:
             return None
-        finished = message.turn_id if stored.ids or stored.lost else None
+        finished = message.turn_id if stored.ids or stored.lost or stored.retired else None
         if lost and isinstance(channel, SupportsResend):
             since = min(a.at for a in lost) - KNOWN_LOOKBACK
             known = await self._outbox.known(channel.name, since=since, turn_id=message.turn_id)
@@ -95,6 +96,9 @@ class Delivery:
             receipt = await drafting.finish_drafts(message, stored.ids)
         else:
             receipt = await channel.send(message)
+        if stored.retired and self._drafts is not None:
+            # drafts a node that lost the session may still edit: the answer went apart
+            await self._drafts.discard(message.chat, stored.retired)
         return Delivered(receipt, finished)
 
     def forget(self, record_id: int) -> None:

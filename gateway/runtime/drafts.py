@@ -27,7 +27,10 @@ gateway/runtime/delivery.py). Every draft post is recorded before it is made and
 platform id the moment it returns (gateway/store/drafts.py), so after a crash or restart the
 final message still finishes the same messages, and a post whose id was lost is found and
 edited into the answer or deleted: the user sees one complete answer, never the draft plus a
-second copy. A turn that ends without an answer for the chat deletes its drafts. Display
+second copy. In a cluster, the drafts a turn posted before another node claimed its session
+are retired (gateway/store/drafts.py): the node that lost the session may still edit them,
+so the answer is never delivered into them; they are deleted once it is out. A turn that
+ends without an answer for the chat deletes its drafts. Display
 failures never fail a turn: a rate limit delays the next edit, a refused draft stops
 streaming for that turn (the final message is then posted as usual).
 """
@@ -95,6 +98,9 @@ class _Draft:
     next_at: float  # nothing shown before this (the turn's delay, the chat's interval, a 429)
     preview: bool  # shown as the platform's preview (SupportsDraftPreview), not a message
     ids: list[str] | None  # platform ids of the draft's messages (None: not loaded)
+    # messages an earlier claim of the session posted (a cluster): never edited here, deleted
+    # once the answer is out (gateway/store/drafts.py)
+    retired: tuple[str, ...] = ()
     text: str = ""
     version: int = 0  # bumped by every fragment
     shown: list[str | None] = field(default_factory=list)  # what each of them shows
@@ -201,6 +207,7 @@ class DraftStreamer:
             if draft.ids is None:
                 stored = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
                 draft.ids = list(stored.ids)
+                draft.retired = stored.retired
                 draft.unsure = bool(stored.lost)  # the delivery must find those posts
                 draft.shown = [None] * len(draft.ids)
             for index, part in enumerate(channel_parts(draft)):
@@ -290,7 +297,7 @@ class DraftStreamer:
         if draft is not None:
             await self._stop_showing(key, draft)
             if draft.committed and draft.ids is not None and not draft.unsure:
-                return DraftMessages(tuple(draft.ids))
+                return DraftMessages(tuple(draft.ids), retired=draft.retired)
         return await self._store.of(chat.channel, chat.session_key, turn_id)
 
     async def _stop_showing(self, key: tuple[str, str], draft: _Draft) -> None:
@@ -332,7 +339,7 @@ class DraftStreamer:
                 ended.committed = True
             return
         stored = await self.close(chat, turn_id)
-        if not (stored.ids or stored.lost):
+        if not (stored.ids or stored.lost or stored.retired):
             return
         try:
             if stored.lost and isinstance(channel, SupportsResend):
@@ -342,7 +349,21 @@ class DraftStreamer:
                     await channel.delete_draft(chat, message_id)
         except ChannelError as exc:
             log.info("%s: could not delete a draft: %s", chat.channel, exc)
+        await self.discard(chat, stored.retired)
         await self._store.forget(chat.channel, chat.session_key, turn_id)
+
+    async def discard(self, chat: ChatRef, retired: tuple[str, ...]) -> None:
+        """Delete the draft messages an earlier claim of the session posted (a cluster: the
+        node that posted them may still be editing them, so the answer never goes into
+        them). One already gone, or any failure, is only logged: the answer stands."""
+        channel = self._drafting(chat)
+        if channel is None:
+            return
+        for message_id in retired:
+            try:
+                await channel.delete_draft(chat, message_id)
+            except ChannelError as exc:
+                log.info("%s: could not delete a retired draft: %s", chat.channel, exc)
 
     async def _nothing(self, chat: ChatRef, turn_id: str, stored: DraftMessages) -> LostSend:
         """A "resend" of no text: every draft message, found or recorded, is deleted."""

@@ -9,6 +9,14 @@ rather than as a second copy, and a post whose id was never recorded is known to
 in the chat: the delivery finds it the platform's way (gateway/core/channel.py:
 ``SupportsResend``). The rows go in the transaction that marks the final message sent
 (:meth:`Outbox.mark_sent`).
+
+In a cluster, the node that claims a session retires the drafts its running turns posted
+under the earlier claim (:func:`retire_statement`, in the claim's transaction). The node that
+posted them may live on without knowing it lost the session (its membership connection was
+ended by the server) and edit them until it notices, outside the database, so no fence
+stops it: an edit on its way when the answer is delivered would overwrite the answer with
+its partial text. So a retired draft is never finished into the answer; the answer is
+posted apart and the retired messages are deleted, and a late edit finds nothing to change.
 """
 
 from __future__ import annotations
@@ -35,10 +43,28 @@ FORGET_SQL = "DELETE FROM stream_drafts WHERE channel = ? AND chat_key = ? AND t
 @dataclass(frozen=True, slots=True)
 class DraftMessages:
     """A turn's draft in one chat: the ids recorded, in order, and the posts made without
-    their id ever being recorded (the process died, or the platform's answer was lost)."""
+    their id ever being recorded (the process died, or the platform's answer was lost);
+    ``retired``: the ids of draft messages posted under an earlier claim of the session
+    (a cluster), which a node that lost the session may still be editing: deleted, never
+    finished into the answer."""
 
     ids: tuple[str, ...] = ()
     lost: tuple[SendAttempt, ...] = ()
+    retired: tuple[str, ...] = ()
+
+
+def retire_statement(conn: Connection, session_key: str) -> None:
+    """Retire the draft messages of the running turns of ``session_key``: run in the
+    transaction that claims the session for another node (gateway/store/fencing.py), after
+    the claim, so every post the earlier claim recorded is among them. A post whose id was
+    not recorded yet stays as it is: its node can no longer record the id (the fence
+    refuses it), so it never edits that message again, and the answer may be delivered
+    into it once found."""
+    conn.execute(
+        "UPDATE stream_drafts SET retired = 1 WHERE retired = 0 AND message_id IS NOT NULL"
+        " AND turn_id IN (SELECT id FROM turns WHERE session_key = ? AND state = 'running')",
+        (session_key,),
+    )
 
 
 class Drafts:
@@ -91,21 +117,28 @@ class Drafts:
         )
 
     async def of(self, channel: str, chat_key: str, turn_id: str) -> DraftMessages:
-        """The draft's message ids, first message first, and its posts of unknown fate."""
+        """The draft's message ids, first message first, its posts of unknown fate, and
+        its retired messages."""
 
         def load(conn: Connection) -> DraftMessages:
             rows = conn.execute(
-                "SELECT message_id, mark, created_at FROM stream_drafts WHERE channel = ?"
-                " AND chat_key = ? AND turn_id = ? ORDER BY position",
+                "SELECT message_id, mark, created_at, retired FROM stream_drafts WHERE"
+                " channel = ? AND chat_key = ? AND turn_id = ? ORDER BY position",
                 (channel, chat_key, turn_id),
             ).fetchall()
+            recorded = [
+                (str(message_id), bool(retired))
+                for message_id, _, _, retired in rows
+                if message_id is not None
+            ]
             return DraftMessages(
-                tuple(str(message_id) for message_id, _, _ in rows if message_id is not None),
+                tuple(message_id for message_id, retired in recorded if not retired),
                 tuple(
                     SendAttempt(float(at), mark, draft=True)
-                    for message_id, mark, at in rows
+                    for message_id, mark, at, _ in rows
                     if message_id is None
                 ),
+                tuple(message_id for message_id, retired in recorded if retired),
             )
 
         return await self._db.run(load, durable=False)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
 from gateway.store.db import Database
+from gateway.store.drafts import retire_statement
 from gateway.store.fencing import claim_statement
 from gateway.store.retention import delete_batched
 from gateway.store.sql import INBOUND_TOPIC, Connection
@@ -295,7 +296,8 @@ class Journal:
         """What one session has open: its running turns (a node died in them) and the
         pending messages of ``chat_keys`` (the chats whose messages join it). ``claim_by``:
         claim the session for that node first, in the same transaction (a new epoch, which
-        every later write of the node's turns carries: gateway/store/fencing.py)."""
+        every later write of the node's turns carries: gateway/store/fencing.py), and retire
+        the drafts the earlier claim's turns posted (gateway/store/drafts.py)."""
         now = self._clock()
 
         def load(conn: Connection) -> OpenWork:
@@ -312,6 +314,8 @@ class Journal:
                     )
                 )
             running = _running(conn, " AND session_key = ?", (session_key,))
+            if claim_by is not None and running:  # a node left them: it may still draft
+                retire_statement(conn, session_key)
             return OpenWork(pending, running, epoch)
 
         return await self._db.run(load, durable=False)

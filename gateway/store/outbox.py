@@ -254,8 +254,9 @@ class Outbox:
 
     async def known(self, channel: str, *, since: float, turn_id: str | None) -> list[KnownMessage]:
         """The messages of ``channel`` the store recorded from ``since`` on (delivered
-        messages, streamed drafts of other turns), and the messages turn ``turn_id``
-        answers: none of them is what a lost send of that turn left."""
+        messages, streamed drafts of other turns and the retired drafts of this one), and
+        the messages turn ``turn_id`` answers: none of them is what a lost send of that
+        turn left."""
 
         def load(conn: Connection) -> list[KnownMessage]:
             found: list[KnownMessage] = []
@@ -273,7 +274,7 @@ class Outbox:
                 )
             rows = conn.execute(
                 "SELECT chat_key, message_id, created_at FROM stream_drafts WHERE channel = ?"
-                " AND created_at >= ? AND message_id IS NOT NULL AND turn_id <> ?",
+                " AND created_at >= ? AND message_id IS NOT NULL AND (turn_id <> ? OR retired = 1)",
                 (channel, since, turn_id or ""),
             )
             found.extend(

@@ -417,6 +417,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE tasks ADD COLUMN node TEXT;  -- the node that runs it (a cluster)
     """,
+    # v21 (issue 34): a streamed draft posted under an earlier claim of its session is
+    # retired when another node claims it (gateway.store.drafts)
+    """
+    ALTER TABLE stream_drafts ADD COLUMN retired INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -41,6 +41,9 @@ class Step:
     cut_after: int | None = None
     cut_by_reset: bool = False
     chunk_delay: float = 0.0  # seconds between two streamed pieces of the text
+    # With ``gate``: stream this many pieces of the text, then hold the rest until the gate is
+    # set (a model that stops writing for a while), instead of holding the whole response.
+    pause_after: int | None = None
 
 
 def streamed(content: str, *, chunks: int, over: float) -> Step:
@@ -373,7 +376,7 @@ class FakeLLM(AnthropicWire):
         body = await request.json()
         recorded = Recorded(request.path, body, dict(request.headers))
         step = await self._next_step(recorded)
-        if step.gate is not None:
+        if step.gate is not None and step.pause_after is None:
             self._gates.add(step.gate)
             await step.gate.wait()
         if self.latency or step.delay:
@@ -468,6 +471,9 @@ class FakeLLM(AnthropicWire):
                 return await _cut(request, response, reset=step.cut_by_reset)
             if index and step.chunk_delay:
                 await asyncio.sleep(step.chunk_delay)  # the model writing, not synchronization
+            if index == step.pause_after and step.gate is not None:
+                self._gates.add(step.gate)
+                await step.gate.wait()
             await chunk({"content": piece})
         for index, call in enumerate(tool_calls):
             await chunk(

@@ -180,9 +180,11 @@ class FakeTelegram:
         deliver: bool,
         chat_id: int | None = None,
         text: str | None = None,
+        late: bool = False,
     ) -> Hold:
         """Hold the next call of ``method`` (for ``chat_id``, with a text starting with
-        ``text``) open until :meth:`Hold.release` (tests/fakes/holds.py)."""
+        ``text``) open until :meth:`Hold.release` (tests/fakes/holds.py); ``late``: made
+        only then."""
 
         def matches(params: dict[str, Any]) -> bool:
             said = params.get("text")
@@ -192,7 +194,7 @@ class FakeTelegram:
                 and (text is None or (isinstance(said, str) and said.startswith(text)))
             )
 
-        return self.holds.add(deliver=deliver, matches=matches)
+        return self.holds.add(deliver=deliver, matches=matches, late=late)
 
     def next_message_id(self, chat_id: int) -> int:
         counter = self._own_ids if private_space(chat_id) else self._channel_ids[chat_id]

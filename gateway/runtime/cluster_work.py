@@ -180,13 +180,15 @@ class ClusterClaims:
 
     async def _unlock_forever(self) -> None:
         while True:
-            key = await self._unlocks.get()
+            keys = [await self._unlocks.get()]
+            while not self._unlocks.empty():  # a burst ending: released in one round trip
+                keys.append(self._unlocks.get_nowait())
             try:
-                await self._membership.unlock(session_lock(key))
-            except StoreError as exc:  # the connection is gone: so is the lock (fenced)
-                log.warning("cluster: could not release session %s: %s", key, exc)
-            self.held.discard(key)
-            self.looks.set()  # a message that arrived while it was held
+                await self._membership.unlock_many([session_lock(key) for key in keys])
+            except StoreError as exc:  # the connection is gone: so are the locks (fenced)
+                log.warning("cluster: could not release %d session(s): %s", len(keys), exc)
+            self.held.difference_update(keys)
+            self.looks.set()  # a message that arrived while they were held
 
 
 class ClusterWork(Service):

@@ -250,8 +250,11 @@ class Membership(Service):
             keys.add(key - (1 << 64) if key >= 1 << 63 else key)
         return keys
 
-    async def unlock(self, key: int) -> None:
-        await self._query("SELECT pg_advisory_unlock(%s)", [key])
+    async def unlock_many(self, keys: list[int]) -> None:
+        """Release advisory locks of this node, in one round trip (a key twice: unlocked
+        twice, as taken twice)."""
+        if keys:
+            await self._rows("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k", [keys])
 
     async def _query(self, sql: str, params: list[Any] | None = None) -> Any:
         rows = await self._rows(sql, params)

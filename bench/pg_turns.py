@@ -1,19 +1,23 @@
 """Benchmark: what a turn costs the database, counted on a PostgreSQL server of its own.
 
-Run from the repository root: ``python -m bench.pg_turns [--turns 40] [--chats 10]``.
+Run from the repository root: ``python -m bench.pg_turns [--turns 40] [--chats 10]
+[--reps 1] [--detail]``.
 
-Starts a private PostgreSQL server (``initdb`` into a temporary directory, its own port,
-``log_statement = all``: tests/pg_server.py), so every statement and every WAL byte counted
-is this gateway's and nobody else's. One gateway node in this process (the real Telegram
-channel against the fake Bot API, the fake LLM answering each message whole, streaming by
-edits off), ``--chats`` people each writing ``--turns / --chats`` messages, each after the
-answer to the one before. After a warm-up turn, per turn:
+Starts a private PostgreSQL server (``initdb`` into a temporary directory, its own port:
+tests/pg_server.py), so every statement and every WAL byte counted is this gateway's and
+nobody else's. One gateway node in this process (the real Telegram channel against the fake
+Bot API, the fake LLM answering each message whole, streaming by edits off), ``--chats``
+people each writing ``--turns / --chats`` messages, each after the answer to the one
+before. After a warm-up turn, per turn:
 
-* statements the server ran, by connection (the store's, the membership connection, the
-  listener), from the server's statement log;
+* queries the server received, by connection (the store's, the membership connection, the
+  listener), from its statement log (``log_statement = all``, first run only); with
+  ``--detail`` the store's by the kind of their last statement;
 * WAL bytes written (``pg_current_wal_lsn`` before and after) and transactions committed;
 * CPU: this process (the node, with the fakes) plus the server's processes (postmaster and
-  every backend, from /proc), against the same run on the SQLite file (this process only).
+  every backend, from /proc), in ``--reps`` runs with the statement log off (it costs the
+  server CPU of its own), each after a run on a SQLite file (this process only), each run on
+  a fresh database.
 
 Statements and WAL bytes do not move with the machine's load; CPU does (ranges over runs).
 """
@@ -38,7 +42,7 @@ from tests.fakes.llm import FakeLLM, echo
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 from tests.pg_server import OwnServer, own_server
 
-PREFIX = re.compile(r"^\[(?P<app>[^\]]*)\] LOG:  statement: ")
+STATEMENT_LINE = re.compile(r"^\[(?P<app>[^\]]*)\] LOG:  statement: ")
 
 
 @dataclass
@@ -95,23 +99,42 @@ def server_cpu(server: OwnServer) -> float:
     return total
 
 
+PREPARE = re.compile(r"PREPARE (?P<name>\w+) AS (?P<text>.*)")
+EXECUTE = re.compile(r"EXECUTE (?P<name>\w+)\b")
+
+
 def statements(log: Path, since: int) -> tuple[Counter[str], Counter[str]]:
-    """Statements logged after byte ``since``: by connection kind, and by the store's kind
-    of statement (its first words)."""
+    """Queries logged after byte ``since``: by connection kind, and the store's by the kind
+    of their last statement (a query carries the job's statement last, after what rides
+    along with it: gateway/store/pg_transaction.py; a prepared one by its text)."""
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    prepared: dict[str, str] = {}
     with log.open("rb") as file:
-        file.seek(since)
         data = file.read()
-    for line in data.decode(errors="replace").splitlines():
-        match = PREFIX.match(line)
-        if match and match["app"].startswith("switchboard"):
-            # store, node or listener (an older store connection: "switchboard" alone)
-            connection = [*match["app"].split(), "store"][1]
-            counts[connection] += 1
-            if connection == "store":
-                words = line[match.end() :].split()
-                kinds[" ".join(words[:3] if words[0] in ("SELECT", "SET") else words[:2])] += 1
+    position = 0
+    for line in data.decode(errors="replace").splitlines(keepends=True):
+        at, position = position, position + len(line.encode(errors="replace"))
+        match = STATEMENT_LINE.match(line)
+        if match is None or not match["app"].startswith("switchboard"):
+            continue
+        text = line[match.end() :].strip()
+        named = PREPARE.match(text)
+        if named is not None:
+            prepared[named["name"]] = named["text"]
+        if at < since:
+            continue
+        # store, node or listener (an older store connection: "switchboard" alone)
+        connection = [*match["app"].split(), "store"][1]
+        counts[connection] += 1
+        if named is not None:
+            kinds["PREPARE"] += 1
+        elif connection == "store":
+            last = text.rsplit("; ", 1)[-1]
+            if (executed := EXECUTE.match(last)) is not None:
+                last = prepared.get(executed["name"], last)
+            words = last.split()
+            kinds[" ".join(words[:3] if words[0] in ("SELECT", "SET") else words[:2])] += 1
     return counts, kinds
 
 

@@ -199,7 +199,7 @@ async def test_a_failed_jobs_writes_and_notifications_are_undone_and_only_its(
 
 
 async def test_a_stale_claim_is_refused_for_reads_and_writes_alike_in_a_batch(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with Store(tmp_path / "unused", url=pg_url) as store:
         first = await store.journal.session_work("telegram:1", (), claim_by="a")
@@ -212,12 +212,16 @@ async def test_a_stale_claim_is_refused_for_reads_and_writes_alike_in_a_batch(
             conn.execute("INSERT INTO sessions (session_key, last_active) VALUES ('x', 1)")
 
         token = FENCE.set(Fence("telegram:1", first.epoch))
-        try:  # a's jobs, after b claimed the session
+        try:  # a's jobs, after b claimed the session: together, and a write alone
             stale = await batched(store, read, write)
+            with pytest.raises(StaleClaim):
+                await store.db.run(write)
         finally:
             FENCE.reset(token)
         assert all(isinstance(result, StaleClaim) for result in stale)
-        assert await store.db.run(read) == 0  # the refused write was not kept
+        assert await store.db.run(read) == 0  # the refused writes were not kept
+        # the job's own error, not a failed transaction of the store's
+        assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 async def test_statements_in_everyday_use_are_prepared_and_the_rest_still_run(

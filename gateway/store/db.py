@@ -255,6 +255,7 @@ class Database(Service):
                 try:
                     engine.start_job(job.fence)
                     result = job.fn(conn)
+                    engine.finish_job()
                 except Exception as exc:
                     engine.end(commit=False)
                     outcomes.append((job, None, self._translate(exc)))

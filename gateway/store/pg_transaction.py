@@ -225,9 +225,10 @@ class LazyTransaction:
         return cursor
 
     def finish_job(self) -> None:
-        """The current job returned: send what it left queued, so that an error in it is
-        still the job's (a job alone in its batch leaves it for the commit)."""
-        if self._savepoints and self._queue:
+        """The current job returned: send what it left queued, so that an error in it (a
+        stale claim too) is still the job's. A job alone in its batch leaves its writes
+        for the commit, unless a claim check is among them: it must pass first."""
+        if self._queue and (self._savepoints or any(statement.fence for statement in self._queue)):
             self._flush()
 
     def _ahead(self, sql: str) -> None:

@@ -20,11 +20,10 @@ from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.core.turns import TurnKind
 from gateway.runtime.app import Gateway
 from gateway.runtime.drafts import DraftStreamer
-from gateway.store.schema_pg import MIGRATION_LOCK
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, streamed, text
 from tests.fakes.telegram import FakeTelegram, fast_channel
-from tests.test_cluster_fencing import until
+from tests.test_cluster_fencing import cut_off, until
 from tests.test_streaming import streaming_on
 
 pytestmark = pytest.mark.slow
@@ -113,15 +112,7 @@ async def test_a_cut_off_nodes_late_draft_edit_cannot_overwrite_the_answer(
             await asyncio.wait_for(b.guard.standby.wait(), 10)
             admin = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
             try:
-                # a reconnects at once when cut off: the lock its reconnection registers
-                # under keeps it away (alive, its turn still running) while b takes over
-                await admin.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
-                cursor = await admin.execute(
-                    "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM"
-                    " pg_stat_activity WHERE application_name = 'switchboard node a'"
-                    " AND datname = current_database()) t"
-                )
-                assert await cursor.fetchone() == (1,)
+                await cut_off(admin, "a")  # alive, its turn still running
                 await asyncio.wait_for(joining, 15)  # b leads
                 # b claims the session, resumes the turn, commits and delivers the answer
                 await tg.wait_for(lambda: tg.visible(42) == [FINAL], timeout=20)

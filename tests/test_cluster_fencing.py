@@ -58,6 +58,19 @@ async def until(gateway: Gateway, predicate: Any, timeout: float) -> None:
         await gateway.bus.wait_until(done)
 
 
+async def cut_off(admin: psycopg.AsyncConnection[Any], name: str) -> None:
+    """End node ``name``'s membership connection from the server while the node lives on.
+    It reconnects at once (and would take its locks back): the lock its reconnection
+    registers under, taken here until ``admin`` closes, keeps it away meanwhile."""
+    await admin.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
+    cursor = await admin.execute(
+        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = %s AND datname = current_database()) t",
+        [f"switchboard node {name}"],
+    )
+    assert await cursor.fetchone() == (1,)  # the node itself lives on
+
+
 async def test_a_node_cut_off_by_the_server_cannot_run_the_tool_a_second_time(
     tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
 ) -> None:
@@ -82,15 +95,7 @@ async def test_a_node_cut_off_by_the_server_cannot_run_the_tool_a_second_time(
             await asyncio.wait_for(b.guard.standby.wait(), 10)
             admin = await psycopg.AsyncConnection.connect(pg_url, autocommit=True)
             try:
-                # a reconnects at once when cut off (and would take its locks back): the
-                # lock its reconnection registers under keeps it away while b takes over
-                await admin.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
-                cursor = await admin.execute(
-                    "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM"
-                    " pg_stat_activity WHERE application_name = 'switchboard node a'"
-                    " AND datname = current_database()) t"
-                )
-                assert await cursor.fetchone() == (1,)  # a itself lives on
+                await cut_off(admin, "a")
                 await asyncio.wait_for(joining, 15)  # b leads: a's lock went with it
                 # b took the session (its turn left running), resumed it, ran the tool
                 [answer] = await channel_b.wait_for(1, max_wait=20)

@@ -42,7 +42,9 @@ from tests.fakes.llm import FakeLLM, echo
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 from tests.pg_server import OwnServer, own_server
 
-STATEMENT_LINE = re.compile(r"^\[(?P<app>[^\]]*)\] LOG:  statement: ")
+# a simple query ("statement"), or one execution of the extended protocol ("execute"): what
+# the membership connection sends, and each row of a store job's executemany
+STATEMENT_LINE = re.compile(r"^\[(?P<app>[^\]]*)\] LOG:  (?:statement|execute [^:]*): ")
 
 
 @dataclass

@@ -15,8 +15,9 @@ epoch in the job's own transaction (:func:`check_statement`): ``SELECT … FOR S
 claim's row, which the next claim's ``UPDATE`` must wait for. Either the stale write commits
 before the new claim's transaction reads the session (which then sees it: a side effect
 recorded as started is never repeated), or it is refused with
-:class:`~gateway.core.errors.StaleClaim`. Reads are refused the same way, which stops a
-stale turn early.
+:class:`~gateway.core.errors.StaleClaim`. Reads are refused the same way (without the
+share lock: they write nothing), which stops a stale turn early. On PostgreSQL the check
+travels in the query of the job's first statement (gateway/store/pg_transaction.py).
 
 One process (SQLite) never sets a fence: nobody else can take its sessions.
 """

@@ -16,12 +16,20 @@ even for a batch that only read. Here it rides along with the statements that ne
   ``SELECT`` holds nothing until commit, so nothing changes but the cost. A batch that only
   reads sends neither ``BEGIN`` nor ``COMMIT``; a job's claim is still checked in the query
   of its first read;
+* a write nobody waits for (``INSERT``, ``UPDATE``, ``DELETE`` without ``RETURNING``) is
+  queued and goes with the job's next query, or with the ``COMMIT`` when the job is alone in
+  its batch; asking for its ``rowcount`` sends it at once (:class:`WriteResult`);
 * ``NOTIFY`` waits for the ``COMMIT`` and goes with it (PostgreSQL delivers notifications at
-  commit anyway), each topic and payload once per transaction.
+  commit anyway), each topic and payload once per transaction;
+* a statement sent twice is prepared (``PREPARE``) on the connection (between batches, each on its
+  own) and sent as ``EXECUTE`` from then on: the server parses and plans it once. One the
+  server cannot prepare (a parameter of no known type: ``? IS NULL``) stays text.
 
-Errors keep their owner: a statement's error is its job's (the job's savepoint is rolled
-back, :meth:`LazyTransaction.undo_job`); an error in what goes with the ``COMMIT`` fails the
-whole batch, which is then rolled back.
+Errors keep their owner: a statement's error is its job's, when it runs or at the latest
+when the job returns (:meth:`LazyTransaction.finish_job`), and only the job's savepoint is
+rolled back (:meth:`LazyTransaction.undo_job`); a claim is verified before any write of its
+transaction commits. Only an error in what goes with the ``COMMIT`` of a job alone in its
+batch surfaces at the commit, which fails that job.
 """
 
 from __future__ import annotations

@@ -79,8 +79,11 @@ class TelegramChannel:
             token,
             base_url=f"{root}/bot",
             base_file_url=f"{root}/file/bot",
+            # 16 connections carry far more than the Bot API lets a bot send (about 30
+            # messages a second); more cost CPU in a burst, as httpcore checks every pooled
+            # connection (a poll each) on every request (docs/performance.md)
             request=HTTPXRequest(
-                connection_pool_size=64, read_timeout=20, write_timeout=20, pool_timeout=10
+                connection_pool_size=16, read_timeout=20, write_timeout=20, pool_timeout=10
             ),
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10),
         )

@@ -130,6 +130,18 @@ async def test_a_cut_off_nodes_late_draft_edit_cannot_overwrite_the_answer(
     assert len(fake_llm.requests) == 2
 
 
+async def streaming(gateway: Gateway, *pieces: str, fresh: bool) -> DraftStreamer:
+    """A node's attempt at TURN streaming ``pieces`` (``fresh``: its first attempt)."""
+    streamer = DraftStreamer(
+        gateway.channels, gateway.store.drafts, enabled=lambda channel, group: True
+    )
+    sinks = streamer.sinks(CHAT, TURN, group=False, reply_to=None, fresh=fresh)
+    assert sinks is not None
+    for piece in pieces:
+        await sinks[0](piece)
+    return streamer
+
+
 async def test_a_turn_resumed_under_a_new_claim_streams_apart_from_the_old_draft(
     make_settings: SettingsFactory, tg: FakeTelegram, pg_url: str
 ) -> None:
@@ -142,21 +154,13 @@ async def test_a_turn_resumed_under_a_new_claim_streams_apart_from_the_old_draft
         await store.journal.session_work(CHAT.session_key, (), claim_by="x")
 
         # Node x's attempt: its draft is posted, then another node claims the session.
-        first = DraftStreamer(gateway.channels, store.drafts, enabled=lambda channel, group: True)
-        cut_off = first.sinks(CHAT, TURN, group=False, reply_to=None, fresh=True)
-        assert cut_off is not None
-        await cut_off[0]("echo: 25 ")
-        await cut_off[0]("hel")
+        first = await streaming(gateway, "echo: 25 ", "hel", fresh=True)
         [old] = await tg.wait_sent(1)
         await first.settle(CHAT, TURN)  # its post recorded (its late edits: the test above)
         await store.journal.session_work(CHAT.session_key, (), claim_by="y")
 
         # Node y resumes the turn: its words go into a draft message of its own.
-        other = DraftStreamer(gateway.channels, store.drafts, enabled=lambda channel, group: True)
-        resumed = other.sinks(CHAT, TURN, group=False, reply_to=None, fresh=False)
-        assert resumed is not None
-        await resumed[0]("echo: 25 ")
-        await resumed[0]("hello")
+        other = await streaming(gateway, "echo: 25 ", "hello", fresh=False)
         [_, new] = await tg.wait_sent(2)
         await other.turn_ended(CHAT, TURN, answered=True)
         await store.outbox.enqueue([OutboundMessage("telegram", "42", ANSWER, turn_id=TURN)])

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from argparse import Namespace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from channels.memory import MemoryChannel
 from gateway.cli.status import stored_report
-from gateway.core.messages import ChatType
-from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.messages import ChatRef, ChatType
+from gateway.core.schedule_spec import ScheduleError, ScheduleSpec, parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.heartbeat import in_quiet_hours
+from gateway.store import Job, Store
 from gateway.web.status import schedule
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, held, text
@@ -168,6 +169,28 @@ async def test_missed_runs_after_downtime_run_once(make_settings: Any, fake_llm:
         assert channel.texts() == ["Hourly ping"]  # one catch-up, not three
         await clock.advance(minutes=31)
         await channel.wait_for(2)
+
+
+async def test_jobs_missed_during_downtime_run_in_the_order_they_were_due(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(scheduler={"catchup_jitter_seconds": 0})
+    owner = {"channel": "memory", "sender_id": "me", "role": "owner"}
+    clock = FakeClock(START + timedelta(hours=1))  # both were due while the gateway was down
+    async with Store(settings.data_dir / "switchboard.db") as store:
+        # stored in the other order, under ids that sort the other way too
+        for job_id, text, minutes in (("a-later", "second", 11), ("b-sooner", "first", 10)):
+            at = START + timedelta(minutes=minutes)
+            spec = ScheduleSpec("once", "UTC", at=at)
+            chat = ChatRef("memory", "desk")
+            await store.jobs.add(Job(job_id, spec, None, text, chat, owner, next_run=at))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        await clock.advance(seconds=1)
+        await channel.wait_for(2)
+        await idle(gateway)
+    assert channel.texts() == ["first", "second"]
+    assert len(fake_llm.requests) == 0  # fixed messages
 
 
 async def test_cron_jobs_are_listed_and_removed(run_gateway: Any, fake_llm: FakeLLM) -> None:

@@ -132,7 +132,7 @@ DESCRIPTIONS = {
     "people": 'per person, keyed `"<channel>:<sender id>"`: `timezone` (wins over one they set by asking) and `quiet_hours` (their jobs\' messages wait until they end)',
     "group_context_messages": "in groups, at most this many messages of allowed senders since the bot was last addressed go with the next message that addresses it, as labelled context (also capped at 1,500 tokens); 0: not kept",
     "heartbeat.daily_token_budget": "heartbeats stop for the day once they used this many tokens",
-    "scheduler.catchup_jitter_seconds": "missed jobs run once after downtime, spread over this many seconds",
+    "scheduler.catchup_jitter_seconds": "missed jobs run once after downtime, in the order they were due, spread over this many seconds",
     "scheduler.max_subagents": "background tasks running at once",
     "scheduler.subagent_timeout_seconds": "wall time per background task",
     "scheduler.max_jobs_per_user": "scheduled jobs one person may have",

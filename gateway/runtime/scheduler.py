@@ -88,15 +88,18 @@ class Scheduler(Service):
             self._task = None
 
     async def _catch_up(self, now: datetime) -> None:
-        """Overdue jobs (the gateway was down) run once each, jittered, instead of in a burst."""
+        """Overdue jobs (the gateway was down) run once each, jittered instead of in a burst,
+        and in the order they were due (a microsecond apart when the jitter is off)."""
         limit = self._settings.scheduler.catchup_jitter_seconds
-        for job in await self._store.jobs.active():
-            if job.next_run is not None and job.next_run < now:
-                when = now + timedelta(seconds=self._jitter(limit))
-                await self._store.jobs.record_run(job.id, job.last_run or now, when, count=False)
-                log.info(
-                    "job %s missed its run at %s; running once at %s", job.id, job.next_run, when
-                )
+        overdue = sorted(
+            (j for j in await self._store.jobs.active() if j.next_run and j.next_run < now),
+            key=lambda job: (job.next_run, job.id),
+        )
+        offsets = sorted(self._jitter(limit) for _ in overdue)
+        for order, (job, offset) in enumerate(zip(overdue, offsets, strict=True)):
+            when = now + timedelta(seconds=offset, microseconds=order)
+            await self._store.jobs.record_run(job.id, job.last_run or now, when, count=False)
+            log.info("job %s missed its run at %s; running once at %s", job.id, job.next_run, when)
         self._jobs = await self._store.jobs.active()
         for job in await self._store.jobs.firing():
             log.info("job %s fired but never finished (restart); running it again", job.id)

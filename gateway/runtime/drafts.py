@@ -114,6 +114,16 @@ class _Draft:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.Task[None] | None = None
 
+    def load(self, stored: DraftMessages) -> list[str]:
+        """Take on what the store recorded of this turn's draft (a turn resumed, or run
+        here before a restart): its messages (returned), the retired ones, posts of unknown
+        fate."""
+        self.ids = list(stored.ids)
+        self.retired = stored.retired
+        self.unsure = bool(stored.lost)  # the delivery must find those posts
+        self.shown = [None] * len(self.ids)
+        return self.ids
+
 
 class DraftStreamer:
     def __init__(
@@ -204,20 +214,19 @@ class DraftStreamer:
         try:
             if draft.preview and await self._preview(draft):
                 return
-            if draft.ids is None:
-                stored = await self._store.of(chat.channel, chat.session_key, draft.turn_id)
-                draft.ids = list(stored.ids)
-                draft.retired = stored.retired
-                draft.unsure = bool(stored.lost)  # the delivery must find those posts
-                draft.shown = [None] * len(draft.ids)
+            ids = draft.ids
+            if ids is None:
+                ids = draft.load(
+                    await self._store.of(chat.channel, chat.session_key, draft.turn_id)
+                )
             for index, part in enumerate(channel_parts(draft)):
-                if index < len(draft.ids):
+                if index < len(ids):
                     if draft.shown[index] != part:
-                        await channel.edit_draft(chat, draft.ids[index], part)
+                        await channel.edit_draft(chat, ids[index], part)
                         draft.shown[index] = part
                     continue
                 message_id = await self._post(draft, part)
-                draft.ids.append(message_id)
+                ids.append(message_id)
                 draft.shown.append(part)
         except ChannelRateLimited as exc:
             draft.next_at = now + max(exc.retry_after, channel.draft_interval)
@@ -341,29 +350,29 @@ class DraftStreamer:
         stored = await self.close(chat, turn_id)
         if not (stored.ids or stored.lost or stored.retired):
             return
-        try:
-            if stored.lost and isinstance(channel, SupportsResend):
+        if stored.lost and isinstance(channel, SupportsResend):
+            try:
                 await channel.resend(await self._nothing(chat, turn_id, stored))
-            else:
-                for message_id in stored.ids:
-                    await channel.delete_draft(chat, message_id)
-        except ChannelError as exc:
-            log.info("%s: could not delete a draft: %s", chat.channel, exc)
-        await self.discard(chat, stored.retired)
+            except ChannelError as exc:
+                log.info("%s: could not delete a draft: %s", chat.channel, exc)
+            await self.discard(chat, stored.retired)
+        else:
+            await self.discard(chat, stored.ids + stored.retired)
         await self._store.forget(chat.channel, chat.session_key, turn_id)
 
-    async def discard(self, chat: ChatRef, retired: tuple[str, ...]) -> None:
-        """Delete the draft messages an earlier claim of the session posted (a cluster: the
-        node that posted them may still be editing them, so the answer never goes into
-        them). One already gone, or any failure, is only logged: the answer stands."""
+    async def discard(self, chat: ChatRef, message_ids: tuple[str, ...]) -> None:
+        """Delete draft messages: a turn's that ended without an answer, or those an
+        earlier claim of the session posted (a cluster: the node that posted them may still
+        be editing them, so the answer never goes into them). One already gone, or any
+        failure, is only logged."""
         channel = self._drafting(chat)
         if channel is None:
             return
-        for message_id in retired:
+        for message_id in message_ids:
             try:
                 await channel.delete_draft(chat, message_id)
             except ChannelError as exc:
-                log.info("%s: could not delete a retired draft: %s", chat.channel, exc)
+                log.info("%s: could not delete a draft: %s", chat.channel, exc)
 
     async def _nothing(self, chat: ChatRef, turn_id: str, stored: DraftMessages) -> LostSend:
         """A "resend" of no text: every draft message, found or recorded, is deleted."""

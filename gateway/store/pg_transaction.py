@@ -201,11 +201,6 @@ class LazyTransaction:
         finally:
             self._forget()
 
-    def batch_undone(self) -> bool:
-        """Never: PostgreSQL aborts a failed statement, not the transaction around it (a
-        lost connection fails the batch when its savepoint cannot be rolled back)."""
-        return False
-
     # -- statements, from the jobs ------------------------------------------------------
 
     def notify(self, topic: str, payload: str) -> None:

@@ -152,7 +152,9 @@ class PostgresEngine(Engine):
         self._batch().end(commit)
 
     def batch_undone(self) -> bool:
-        return self._batch().batch_undone()
+        """Never: PostgreSQL aborts a failed statement, not the transaction around it (a
+        lost connection fails the batch when its savepoint cannot be rolled back)."""
+        return False
 
     def _batch(self) -> LazyTransaction:
         assert self._transaction is not None, "the connection is not open"

@@ -131,7 +131,7 @@ POSTGRESQL = Dialect("postgresql")
 def to_format_style(sql: str) -> str:
     """``?`` placeholders as ``%s`` (outside quoted text), and every ``%`` doubled, for
     drivers using the format style (psycopg)."""
-    return "".join(_rewritten(sql, lambda _: "%s", "%%"))
+    return "".join(_rewritten(sql, lambda: "%s", "%%"))
 
 
 @lru_cache(maxsize=1024)
@@ -140,7 +140,7 @@ def to_numbered_style(sql: str) -> tuple[str, int]:
     ``PREPARE`` wants them; and how many there are."""
     count = 0
 
-    def numbered(_: int) -> str:
+    def numbered() -> str:
         nonlocal count
         count += 1
         return f"${count}"
@@ -149,9 +149,11 @@ def to_numbered_style(sql: str) -> tuple[str, int]:
     return text, count
 
 
-def _rewritten(sql: str, placeholder: Callable[[int], str], percent: str) -> Iterator[str]:
+def _rewritten(sql: str, placeholder: Callable[[], str], percent: str) -> Iterator[str]:
+    """``sql`` with each ``?`` outside quoted text as ``placeholder()`` and each ``%`` as
+    ``percent``."""
     quote: str | None = None
-    for index, char in enumerate(sql):
+    for char in sql:
         if char == "%":
             yield percent
         elif quote is not None:
@@ -162,6 +164,6 @@ def _rewritten(sql: str, placeholder: Callable[[int], str], percent: str) -> Ite
             quote = char
             yield char
         elif char == "?":
-            yield placeholder(index)
+            yield placeholder()
         else:
             yield char

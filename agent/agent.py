@@ -197,7 +197,7 @@ class Agent:
         finder = registry.get(FindTools.name)
         if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
             tools, deferred = finder.split(tools, registry)
-        # Both reads at once: the store runs them in one transaction.
+        # Both reads at once (on PostgreSQL they share one transaction; SQLite reads inline)
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
         )

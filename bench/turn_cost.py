@@ -40,7 +40,7 @@ CHAT = 42
 class StoreCount:
     """What the store's thread did, from SQLite's statement trace and the job queue."""
 
-    jobs: Counter[str] = field(default_factory=Counter)  # "urgent" / "normal"
+    jobs: Counter[str] = field(default_factory=Counter)  # "urgent" / "normal" / "read"
     statements: int = 0
     transactions: int = 0
     durable: int = 0  # commits while synchronous=FULL
@@ -59,10 +59,16 @@ class StoreCount:
             return
         self.statements += 1
 
-    def snapshot(self) -> tuple[int, int, int, int, int]:
+    def read_statement(self, sql: str) -> None:
+        """A statement of a read on the event loop's connection (never a disk commit)."""
+        if not sql.strip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+            self.statements += 1
+
+    def snapshot(self) -> tuple[int, int, int, int, int, int]:
         return (
             self.jobs["urgent"],
             self.jobs["normal"],
+            self.jobs["read"],
             self.transactions,
             self.durable,
             self.statements,
@@ -70,18 +76,25 @@ class StoreCount:
 
 
 def count_store(gateway: Gateway, into: StoreCount) -> None:
-    """Count the store's jobs and statements (a benchmark's instrument, not a feature)."""
+    """Count the store's jobs, reads and statements (a benchmark's instrument, not a
+    feature)."""
     db = gateway.store.db
     engine = db.engine
-    assert isinstance(engine, SqliteEngine) and engine._raw is not None
-    engine._raw.set_trace_callback(into.statement)
+    assert isinstance(engine, SqliteEngine)
+    engine.trace(into.statement, into.read_statement)
     run: Callable[..., Awaitable[Any]] = db.run
+    read: Callable[..., Awaitable[Any]] = db.read
 
     async def counted(fn: Any, *, durable: bool = True, urgent: bool = False) -> Any:
         into.jobs["urgent" if urgent else "normal"] += 1
         return await run(fn, durable=durable, urgent=urgent)
 
+    async def counted_read(fn: Any) -> Any:
+        into.jobs["read"] += 1
+        return await read(fn)
+
     db.run = counted  # type: ignore[method-assign]
+    db.read = counted_read  # type: ignore[method-assign]
 
 
 async def measure(turns: int, *, streaming: bool) -> None:
@@ -126,12 +139,13 @@ def report(turns: int, streaming: bool, calls: Counter[str], store: StoreCount, 
     def per(value: float) -> str:
         return f"{value / turns:.2f}"
 
-    urgent, normal, transactions, durable, statements = store.snapshot()
+    urgent, normal, reads, transactions, durable, statements = store.snapshot()
     mode = "as shipped" if streaming else "streaming off"
     print(f"Per turn, {turns} turns in one direct chat, {mode} (the web chat on):")
     print(f"  Bot API calls        {per(sum(calls.values()))}  ", end="")
     print(", ".join(f"{m} {per(n)}" for m, n in sorted(calls.items())))
     print(f"  store round trips    {per(urgent + normal)}  (urgent {per(urgent)})")
+    print(f"  reads on the loop    {per(reads)}  (SQLite: no round trip)")
     print(f"  transactions         {per(transactions)}")
     print(f"  commits to disk      {per(durable)}  (an fsync each)")
     print(f"  SQL statements       {per(statements)}")

@@ -8,6 +8,7 @@ import asyncio
 import os
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 
 from gateway.core.errors import StoreError
@@ -270,3 +271,43 @@ async def test_what_a_cluster_node_reads_to_take_a_session(make_store: StoreFact
         assert [r.message.text for r in work.pending] == ["m3"]
         other = await store.journal.session_work("t:b", ["t:b"])
         assert not other.running and [r.message.text for r in other.pending] == ["m2", "m4", "m5"]
+
+
+async def test_a_read_sees_every_write_that_returned_and_cannot_write(
+    make_store: StoreFactory,
+) -> None:
+    """``db.read`` (on SQLite, on the caller's thread) sees what each finished ``run``
+    committed, and refuses to change anything."""
+    async with make_store() as store:
+        for key in ("a", "b"):
+            await store.outbox.enqueue([outbound(key, key.upper())])
+            heads = await store.outbox.heads("t")
+            assert [h.message.text for h in heads] == ["A"]  # order per chat: the oldest
+        count = await store.db.read(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone())
+        assert count[0] == 2
+        if store.db.dialect.name == "sqlite":
+            try:
+                await store.db.read(lambda c: c.execute("DELETE FROM outbox"))
+            except StoreError as exc:
+                assert "readonly" in str(exc)
+            else:
+                raise AssertionError("a read deleted the outbox")
+        assert (await store.db.run(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()))[
+            0
+        ] == 2
+
+
+async def test_reads_do_not_wait_for_the_writer_on_sqlite(tmp_path: Path) -> None:
+    """A turn's reads (its history, the next message to send) go on while the writer is
+    busy with a long transaction: they never queue behind it on SQLite."""
+    release = threading.Event()
+    async with Store(tmp_path / "store.sqlite") as store:
+        await store.history.add_checkpoints("s1", "t1", [NewMessage("user", {"content": "hi"})])
+        busy = asyncio.ensure_future(store.db.run(lambda _: release.wait(30)))
+        try:
+            state, messages = await asyncio.wait_for(store.history.load("s1", limit=None), 10)
+            assert state.generation >= 0 and messages == []  # a draft is not history yet
+            assert not busy.done()
+        finally:
+            release.set()
+        assert await busy

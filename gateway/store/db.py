@@ -19,6 +19,16 @@ and a power cut can only lose a tail of checkpoints; a crash of the process lose
 Reads pass ``durable=False`` too: a read that joined a batch as durable would make the whole
 batch wait for the disk (on the hot path, a budget check made a turn's checkpoints fsync).
 
+``await db.read(fn)`` is for the short, indexed reads of a turn's hot path (its history,
+the outbox's next message, a person's zone). On SQLite it runs at once on the caller's
+thread over a read-only connection of its own (:meth:`Engine.reader`): a WAL reader never
+waits for the writer, and handing a small read to the writer's thread and back costs more
+CPU than the read itself (two thread wake-ups, about 0.1 ms against a few microseconds;
+bench/turn_cost.py counts both). It sees every transaction committed when it starts, so
+every write whose ``run`` has returned. It blocks the event loop for as long as it takes,
+so a large scan stays a job (``run(fn, durable=False)``). Elsewhere (PostgreSQL: a query
+is a network round trip) ``read`` is such a job.
+
 A job run by a turn in a cluster carries the turn's claim on its session
 (:data:`~gateway.store.fencing.FENCE`): its transaction checks that claim before the job's
 first statement, once per session per transaction, and the job fails with ``StaleClaim``
@@ -116,6 +126,28 @@ class Engine(ABC):
     def translate(self, exc: BaseException) -> StoreError:
         """The engine's error as one of ours."""
 
+    def reader(self) -> Reader | None:
+        """A connection of its own for :meth:`Database.read` on the caller's thread, where
+        the engine's readers never wait for its writer; ``None``: reads are jobs."""
+        return None
+
+
+class Reader(ABC):
+    """Reads on the event loop's thread, beside the writer (see the module docstring)."""
+
+    @abstractmethod
+    def read(self, fn: Job[T], fence: Fence | None) -> T:
+        """``fn(connection)`` in a read transaction of its own (``fence`` checked first);
+        raises :class:`ReaderBusy` when the engine cannot read right now without waiting."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class ReaderBusy(Exception):
+    """The reader would have to wait (SQLite: a WAL being recovered): read on the writer's
+    thread instead, which may wait."""
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -151,6 +183,7 @@ class Database(Service):
         self._ready = threading.Event()
         self._open_error: BaseException | None = None
         self._conn: Connection | None = None
+        self._reader: Reader | None = None
 
     @property
     def dialect(self) -> Dialect:
@@ -169,6 +202,7 @@ class Database(Service):
         if error is not None:
             self._thread = None
             raise error
+        self._reader = self.engine.reader()  # after the writer brought the schema up to date
 
     def _opening_error(self) -> StoreError | None:
         error = self._open_error
@@ -179,6 +213,9 @@ class Database(Service):
         return wrapped
 
     async def stop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
         thread, self._thread = self._thread, None
         if thread is None:
             return
@@ -197,6 +234,23 @@ class Database(Service):
             self._urgent.append(job)  # the writer takes these first; the put wakes it
         self._queue.put(job)
         return await future
+
+    async def read(self, fn: Job[T]) -> T:
+        """Run the read ``fn(connection)`` and return what it returns: at once on this
+        thread where the engine allows (SQLite), else as a job that needs no fsync. For
+        short, indexed reads only (see the module docstring)."""
+        reader = self._reader
+        if reader is not None:
+            try:
+                return reader.read(fn, FENCE.get())
+            except ReaderBusy:
+                pass
+            except Exception as exc:
+                error = self._translate(exc)
+                if error is exc:
+                    raise
+                raise error from exc
+        return await self.run(fn, durable=False)
 
     # -- writer thread -------------------------------------------------------------------
 

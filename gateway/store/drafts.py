@@ -141,7 +141,7 @@ class Drafts:
                 tuple(message_id for message_id, retired in recorded if retired),
             )
 
-        return await self._db.run(load, durable=False)
+        return await self._db.read(load)
 
     async def forget(self, channel: str, chat_key: str, turn_id: str) -> None:
         await self._db.run(lambda conn: conn.execute(FORGET_SQL, (channel, chat_key, turn_id)))

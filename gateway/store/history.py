@@ -121,7 +121,7 @@ class History:
             rows.reverse()
             return state, _rows(rows)
 
-        return await self._db.run(query, durable=False)  # a read: never needs an fsync
+        return await self._db.read(query)
 
     async def checkpoints(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: Connection) -> list[StoredMessage]:

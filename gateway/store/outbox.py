@@ -136,7 +136,7 @@ class Outbox:
                 if chat_key not in skip
             ]
 
-        return await self._db.run(load, durable=False)  # a read: never needs an fsync
+        return await self._db.read(load)
 
     async def mark_sending(
         self, record_id: int, attempt: SendAttempt, *, fence: Fence | None = None

@@ -31,7 +31,7 @@ class People:
             row = conn.execute("SELECT timezone FROM people WHERE person = ?", (person,)).fetchone()
             return None if row is None else row[0]
 
-        return await self._db.run(query, durable=False)
+        return await self._db.read(query)
 
     async def set_zone(self, person: str, timezone: str) -> None:
         await self._db.run(

@@ -128,7 +128,7 @@ class Pins:
                 parts.append("Notes (read with notes view): " + ", ".join(titles))
             return "\n".join(parts)
 
-        return await self._db.run(query, durable=False)  # a read: never needs an fsync
+        return await self._db.read(query)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from gateway.core.errors import StorageFullError, StoreError
-from gateway.store.db import Engine
+from gateway.store.db import Engine, Job, Reader, ReaderBusy, T
 from gateway.store.fencing import Fence, check_statement
 from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
 from gateway.store.schema import MIGRATIONS, migrate
 from gateway.store.sql import SQLITE, Connection, Cursor, Dialect
 
+_SQLITE_BUSY = 5
 _SQLITE_FULL = 13
 
 
@@ -49,6 +50,8 @@ class SqliteEngine(Engine):
         self._first_job = True
         self._checked: set[Fence] = set()  # claims checked in the open transaction
         self._job_fence: Fence | None = None  # ... by the current job
+        self._readers: list[SqliteReader] = []
+        self._reader_trace: Callable[[str], object] | None = None
 
     @property
     def description(self) -> str:
@@ -90,6 +93,7 @@ class SqliteEngine(Engine):
         return SqliteConnection(conn)
 
     def close(self) -> None:
+        self._readers.clear()  # closed by the database first
         raw, self._raw = self._raw, None
         if raw is not None:
             raw.close()
@@ -140,6 +144,23 @@ class SqliteEngine(Engine):
     def batch_undone(self) -> bool:
         return self._raw is None or not self._raw.in_transaction
 
+    def reader(self) -> Reader:
+        reader = SqliteReader(self.path)
+        reader.raw.set_trace_callback(self._reader_trace)
+        self._readers.append(reader)
+        return reader
+
+    def trace(
+        self, writer: Callable[[str], object] | None, reader: Callable[[str], object] | None
+    ) -> None:
+        """Hand every statement the writer runs to ``writer``, and those of the readers to
+        ``reader`` (a benchmark's count; ``None`` stops it)."""
+        self._reader_trace = reader
+        if self._raw is not None:
+            self._raw.set_trace_callback(writer)
+        for each in self._readers:
+            each.raw.set_trace_callback(reader)
+
     def _connection(self) -> Connection:
         assert self._raw is not None
         return SqliteConnection(self._raw)
@@ -151,3 +172,35 @@ class SqliteEngine(Engine):
         if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_FULL:
             return StorageFullError("the disk holding the Switchboard store is full")
         return StoreError(str(exc))
+
+
+class SqliteReader(Reader):
+    """Reads beside the writer: a connection of its own that may only read
+    (``query_only``), each read in a transaction of its own, so it sees one committed state.
+    It never waits: a busy database (a WAL being recovered) sends the read to the writer."""
+
+    def __init__(self, path: Path) -> None:
+        raw = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        raw.execute("PRAGMA query_only=ON")
+        raw.execute("PRAGMA busy_timeout=0")
+        self._conn = SqliteConnection(raw)
+        self.raw = raw
+
+    def read(self, fn: Job[T], fence: Fence | None) -> T:
+        raw = self.raw
+        try:
+            raw.execute("BEGIN")
+            try:
+                if fence is not None:
+                    check_statement(self._conn, fence)
+                return fn(self._conn)
+            finally:
+                if raw.in_transaction:
+                    raw.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_BUSY:
+                raise ReaderBusy(str(exc)) from exc
+            raise
+
+    def close(self) -> None:
+        self.raw.close()

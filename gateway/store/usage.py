@@ -175,7 +175,7 @@ class UsageReport:
             ).fetchone()
             return PersonUsage(int(tokens), int(turns))
 
-        return await self._db.run(query, durable=False)
+        return await self._db.read(query)
 
     async def prune(self, before: float) -> int:
         """Forget usage recorded before ``before`` (keep at least the status page's days)."""

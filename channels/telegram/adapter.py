@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
 from telegram.error import InvalidToken, TelegramError
-from telegram.request import HTTPXRequest
 
 from channels._text import split_message, utf16_length
 from channels.telegram import buttons, recovery
@@ -35,6 +34,7 @@ from channels.telegram.probe import probe as check_credentials
 from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.state import ChannelState, TokenLock, token_digest
+from channels.telegram.transport import AiohttpRequest
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
@@ -80,12 +80,11 @@ class TelegramChannel:
             base_url=f"{root}/bot",
             base_file_url=f"{root}/file/bot",
             # 16 connections carry far more than the Bot API lets a bot send (about 30
-            # messages a second); more cost CPU in a burst, as httpcore checks every pooled
-            # connection (a poll each) on every request (docs/performance.md)
-            request=HTTPXRequest(
-                connection_pool_size=16, read_timeout=20, write_timeout=20, pool_timeout=10
+            # messages a second); over aiohttp rather than httpx (channels/telegram/transport.py)
+            request=AiohttpRequest(
+                connections=16, read_timeout=20, write_timeout=20, pool_timeout=10
             ),
-            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=10),
+            get_updates_request=AiohttpRequest(connections=2, read_timeout=10),
         )
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
         pacing = pacing or Pacing.overall_rate(section.messages_per_second)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,6 +174,22 @@ def suspicious(text: str) -> list[str]:
     return [reason for pattern, reason in SUSPICIOUS if pattern.search(text)]
 
 
+def _stamp(directory: Path) -> tuple[tuple[str, int], ...]:
+    """Each ``<directory>/*/SKILL.md`` with its modification time, sorted by path."""
+    found = []
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    for entry in entries:
+        path = f"{entry.path}/SKILL.md"
+        try:
+            found.append((path, os.stat(path).st_mtime_ns))  # noqa: PTH116 - every turn
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return tuple(sorted(found))
+
+
 class SkillLibrary:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -191,10 +208,10 @@ class SkillLibrary:
         return self._problems
 
     def _refresh(self) -> None:
-        files = sorted(self.directory.glob("*/SKILL.md")) if self.directory.is_dir() else []
-        stamp = tuple((str(f), f.stat().st_mtime_ns) for f in files)
+        stamp = _stamp(self.directory)  # every turn: a scan, not a glob (pathlib's is slow)
         if stamp == self._stamp:
             return
+        files = [Path(name) for name, _ in stamp]
         found: list[Skill] = []
         problems: list[BrokenSkill] = []
         for path in files:

@@ -43,7 +43,7 @@ WATCHED = (
     "aiosmtplib",
     "aioimaplib",
     "anthropic",
-    "aiohttp",
+    "aiohttp.web",  # the web server (aiohttp's client is Telegram's transport)
     "playwright",
     "mcp",
     "psycopg",  # the PostgreSQL driver: only with storage.url

@@ -78,9 +78,12 @@ async def test_processes_are_capped_and_a_fork_bomb_leaves_the_gateway_working(
     counted = await run(sandboxed(), workspace, command=FORKS)
     forked = int(counted.content.split("forked ")[1].split()[0])
     assert forked < SMALL.max_processes  # the cap holds: safe to try the real thing
-    # The shell becomes `sleep` (no fork needed), so the bomb goes on until the time limit.
+    # The shell becomes `sleep` (no fork needed), so the bomb goes on until the time limit;
+    # unless the cap is reached before the shell's own first forks, which it then reports
+    # (dash exits with 2: "Cannot fork"; seen on a loaded machine). Either way it is held.
     bomb = await run(sandboxed(timeout=2), workspace, command="b(){ b | b & }; b; exec sleep 60")
-    assert bomb.is_error and "timed out" in bomb.content
+    assert bomb.is_error
+    assert "timed out" in bomb.content or "Cannot fork" in bomb.content
     after = await run(sandboxed(), workspace, command="echo alive")
     assert after.content == "exit code 0\nalive"
     host = await asyncio.create_subprocess_exec("/bin/sh", "-c", "exit 7")  # we still fork

@@ -83,3 +83,22 @@ async def test_a_shut_down_transport_sends_nothing() -> None:
     finally:
         await tg.stop()
     assert not [c for c in tg.calls if c.method == "sendMessage"]
+
+
+async def test_the_proxy_named_by_the_environment_carries_the_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HTTP(S)_PROXY`` is honoured as with the library's own transport: the Bot API's host
+    here does not resolve, so the call arrives only through the proxy (the fake, which
+    answers what is asked of it by absolute URL, as a forwarding proxy would)."""
+    tg = await FakeTelegram(random_token()).start()
+    for name in ("NO_PROXY", "no_proxy", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", tg.base_url)
+    bot = bot_for("http://bot-api.invalid", tg.token)
+    try:
+        sent = await bot.send_message(chat_id=42, text="via the proxy")
+    finally:
+        await bot.shutdown()
+        await tg.stop()
+    assert sent.text == "via the proxy"

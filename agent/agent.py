@@ -64,6 +64,9 @@ FOLLOW_UP = "[Follow-up: the person wrote this while you were working; take it i
 Clock = Callable[[], datetime]
 
 
+INLINE_TRACE_EVENTS = 8  # a trace this short is written on the event loop (see run_turn)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     turn_timeout: float = 600.0
@@ -159,8 +162,16 @@ class Agent:
             outcome = notice(request, INTERNAL_ERROR_NOTICE)
         outcome = replace(outcome, usage=meter.entries())
         if self._trace_dir is not None:
-            await asyncio.to_thread(trace.write, self._trace_dir, self._redact)
+            await self._write_trace(trace, self._trace_dir)
         return outcome
+
+    async def _write_trace(self, trace: TurnTrace, directory: Path) -> None:
+        if len(trace.events) <= INLINE_TRACE_EVENTS:
+            # A short trace (a turn without tools: ~300 bytes) is written right here: about
+            # 60 us, against 250 us of CPU to hand it to a worker thread and back
+            trace.write(directory, self._redact)
+        else:
+            await asyncio.to_thread(trace.write, directory, self._redact)
 
     def interrupted(self, request: TurnRequest) -> TurnOutcome:
         """The outcome for a turn that crashed too often to try again."""

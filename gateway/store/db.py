@@ -1,7 +1,8 @@
 """One database connection, one writer thread, group commit, on either engine.
 
-Every read and write runs on a dedicated thread that owns the connection, so the event
-loop never blocks on disk or network. Jobs that arrive together share one transaction (each
+Every write, and every read but the short ones of a turn's hot path (``read``, below), runs
+on a dedicated thread that owns the connection, so the event loop does not block on disk or
+network. Jobs that arrive together share one transaction (each
 inside its own savepoint, so one failing job does not undo the others): with 50 chats
 writing at once that is one fsync instead of fifty. ``await db.run(fn)`` returns only after
 the transaction holding ``fn`` has committed, which is what "journaled before acknowledged"

@@ -190,19 +190,16 @@ class History:
 
     def finalize_statement(self, conn: Connection, session_key: str, turn_id: str) -> None:
         now = self._clock()
-        conn.execute(
-            "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'",
-            (turn_id,),
-        )
         rows = conn.execute(
-            "SELECT id, session_key, body FROM messages"
-            " WHERE turn_id = ? AND status = 'final' AND role IN ('user', 'assistant')",
+            "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'"
+            " RETURNING id, session_key, role, body",
             (turn_id,),
         ).fetchall()
         indexed = [
             (text, key, row_id)
-            for row_id, key, body in rows
-            if (text := searchable(json.loads(body).get("content")))
+            for row_id, key, role, body in sorted(rows)  # RETURNING's order is not defined
+            if role in {"user", "assistant"}
+            and (text := searchable(json.loads(body).get("content")))
         ]
         if indexed:
             conn.executemany(

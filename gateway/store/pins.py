@@ -110,17 +110,15 @@ class Pins:
         """The block pinned into every turn: open goals and note titles (empty if none)."""
 
         def query(conn: Connection) -> str:
-            goals = conn.execute(
-                "SELECT id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0 ORDER BY id",
-                (agent, scope),
+            rows = conn.execute(  # one statement for both: a round trip on PostgreSQL
+                "SELECT kind, id, text FROM ("
+                " SELECT 0 AS kind, id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0"
+                " UNION ALL SELECT 1, 0, title FROM notes WHERE agent = ? AND scope = ?"
+                ") pinned ORDER BY kind, id, text",
+                (agent, scope, agent, scope),
             ).fetchall()
-            titles = [
-                t
-                for (t,) in conn.execute(
-                    "SELECT title FROM notes WHERE agent = ? AND scope = ? ORDER BY title",
-                    (agent, scope),
-                )
-            ]
+            goals = [(goal_id, text) for kind, goal_id, text in rows if kind == 0]
+            titles = [text for kind, _, text in rows if kind == 1]
             parts = []
             if goals:
                 parts.append("Current goals:\n" + "\n".join(f"- [{i}] {t}" for i, t in goals))

@@ -201,10 +201,11 @@ class History:
             if role in {"user", "assistant"}
             and (text := searchable(json.loads(body).get("content")))
         ]
-        if indexed:
-            conn.executemany(
-                "INSERT INTO messages_fts (content, session_key, message_id) VALUES (?, ?, ?)",
-                indexed,
+        if indexed:  # one statement for all (an executemany is one per row on PostgreSQL)
+            conn.execute(
+                "INSERT INTO messages_fts (content, session_key, message_id) VALUES "
+                + ", ".join(["(?, ?, ?)"] * len(indexed)),
+                [value for row in indexed for value in row],
             )
         conn.execute(
             "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)"

@@ -133,13 +133,17 @@ async def measure(args: argparse.Namespace) -> None:
                             await tg.wait_sent(1, chat_id=chat, timeout=60)
                         await gateway.wait_idle()
                     after = thread_cpu()
+                    handed = (Counter(executor.calls), Counter(executor.cpu_ms))  # not stop's
         finally:
             await tg.stop()
-    report(args, before, after, executor)
+    report(args, before, after, handed)
 
 
 def report(
-    args: argparse.Namespace, before: Counter[str], after: Counter[str], ex: CountingExecutor
+    args: argparse.Namespace,
+    before: Counter[str],
+    after: Counter[str],
+    handed: tuple[Counter[str], Counter[str]],
 ) -> None:
     turns = args.bursts * args.chats
     store = "PostgreSQL" if args.postgres else "SQLite"
@@ -153,9 +157,10 @@ def report(
             print(f"  {name:<40} {spent:6.2f} ms")
     print(f"  {'all (the fake Bot API included)':<40} {total:6.2f} ms")
     print("handed to worker threads, per turn:")
-    for label, calls in ex.calls.most_common():
-        print(f"  {calls / turns:5.2f}  {ex.cpu_ms[label] / turns:6.3f} ms  {label}")
-    if not ex.calls:
+    calls, cpu_ms = handed
+    for label, count in calls.most_common():
+        print(f"  {count / turns:5.2f}  {cpu_ms[label] / turns:6.3f} ms  {label}")
+    if not calls:
         print("  nothing")
 
 

@@ -82,8 +82,8 @@ class AiohttpRequest(BaseRequest):
         if self._session is None and not self._shut:  # a send before the channel connected
             await self.initialize()
         session = self._session
-        if session is None or session.closed:
-            raise RuntimeError("this AiohttpRequest is shut down")
+        if session is None or session.closed:  # the channel is stopping: its outbox retries
+            raise NetworkError("the connection to the Bot API is shut down")
         files = request_data.multipart_data if request_data else None
         fields = request_data.json_parameters if request_data else None
         read = _given(read_timeout, self._read)

@@ -14,8 +14,8 @@ per turn:
 * what was handed to the worker threads (``asyncio.to_thread``, executors), by function,
   and the CPU each took there.
 
-``--postgres`` runs the store on a fresh database of the local PostgreSQL server
-(``postgresql://postgres@localhost:5432``) instead of SQLite. CPU time moves with the
+``--postgres`` runs the store on a fresh database of the local PostgreSQL server (made and
+dropped as bench.cluster does) instead of SQLite. CPU time moves with the
 machine's load; compare figures from the same run, or alternate runs of two versions.
 """
 
@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import os
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +39,6 @@ from bench.common import llm_process, quiet_proxies, settings_for
 from gateway.runtime.app import Gateway
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 
-SERVER = "postgresql://postgres@localhost:5432"
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
@@ -90,22 +89,23 @@ def _name(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def fresh_database() -> str:
-    import psycopg  # only with --postgres
-
-    name = f"bench_threads_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{SERVER}/{name}"
-
-
 async def measure(args: argparse.Namespace) -> None:
     quiet_proxies()
+    async with contextlib.AsyncExitStack() as stack:
+        url = None
+        if args.postgres:  # psycopg only then
+            from bench.cluster import SERVER, database
+
+            url = await stack.enter_async_context(database(SERVER))
+        await measure_on(args, url)
+
+
+async def measure_on(args: argparse.Namespace, url: str | None) -> None:
     async with llm_process() as llm_url:
         tg = await FakeTelegram(random_token()).start()
         try:
             with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as tmp:
-                storage = {"storage": {"url": fresh_database()}} if args.postgres else {}
+                storage = {"storage": {"url": url}} if url is not None else {}
                 settings = settings_for(
                     Path(tmp) / "home",
                     llm_url,

@@ -75,14 +75,14 @@ def clean(value: Any) -> Any:
 
 PREPARED_LIMIT = 500  # statements prepared per connection (a few dozen are in everyday use)
 
-_BLIND = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
 def is_blind_write(sql: str) -> bool:
     """Whether ``sql`` writes without returning rows: an ``INSERT``, ``UPDATE`` or ``DELETE``
     without ``RETURNING``, which can wait for the next query."""
-    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE") and not _BLIND.search(sql)
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE") and not _RETURNING.search(sql)
 
 
 class WriteResult:

@@ -50,7 +50,7 @@ class SqliteEngine(Engine):
         self._first_job = True
         self._checked: set[Fence] = set()  # claims checked in the open transaction
         self._job_fence: Fence | None = None  # ... by the current job
-        self._readers: list[SqliteReader] = []
+        self._reader: SqliteReader | None = None  # the one beside the writer, once made
         self._reader_trace: Callable[[str], object] | None = None
 
     @property
@@ -93,7 +93,7 @@ class SqliteEngine(Engine):
         return SqliteConnection(conn)
 
     def close(self) -> None:
-        self._readers.clear()  # closed by the database first
+        self._reader = None  # closed by the database first
         raw, self._raw = self._raw, None
         if raw is not None:
             raw.close()
@@ -145,10 +145,9 @@ class SqliteEngine(Engine):
         return self._raw is None or not self._raw.in_transaction
 
     def reader(self) -> Reader:
-        reader = SqliteReader(self.path)
-        reader.raw.set_trace_callback(self._reader_trace)
-        self._readers.append(reader)
-        return reader
+        self._reader = SqliteReader(self.path)
+        self._reader.raw.set_trace_callback(self._reader_trace)
+        return self._reader
 
     def trace(
         self, writer: Callable[[str], object] | None, reader: Callable[[str], object] | None
@@ -158,8 +157,8 @@ class SqliteEngine(Engine):
         self._reader_trace = reader
         if self._raw is not None:
             self._raw.set_trace_callback(writer)
-        for each in self._readers:
-            each.raw.set_trace_callback(reader)
+        if self._reader is not None:
+            self._reader.raw.set_trace_callback(reader)
 
     def _connection(self) -> Connection:
         assert self._raw is not None
@@ -184,7 +183,10 @@ class SqliteReader(Reader):
         raw.execute("PRAGMA query_only=ON")
         raw.execute("PRAGMA busy_timeout=0")
         self._conn = SqliteConnection(raw)
-        self.raw = raw
+
+    @property
+    def raw(self) -> sqlite3.Connection:
+        return self._conn.raw
 
     def read(self, fn: Job[T], fence: Fence | None) -> T:
         raw = self.raw

@@ -94,8 +94,10 @@ async def test_three_nodes_share_the_turns_of_100_chats(
 async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
 ) -> None:
-    chats, messages = range(3001, 3031), 4
-    fake_llm.latency = 0.5  # turns are in flight when the node dies
+    # turns are in flight when the node dies: each chat talks for several seconds, longer
+    # than the status (heartbeats a second apart) can lag behind
+    chats, messages = range(3001, 3031), 6
+    fake_llm.latency = 0.5
     fake_llm.responder = written_echo
     async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         talks = [asyncio.create_task(converse(tg, chat, messages, 45)) for chat in chats]

@@ -265,3 +265,28 @@ async def test_statements_in_everyday_use_are_prepared_and_the_rest_still_run(
         assert any("INSERT INTO sessions" in s and "$1" in s for s in statements)
         assert any("LIKE $1" in s and "'?%' <> $2" in s for s in statements)
         assert not any("IS NULL" in s for s in statements)
+
+
+async def test_an_executemany_writes_every_row_and_counts_the_rows_it_changed(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with Store(tmp_path / "unused", url=pg_url) as store:
+
+        def write(conn: Connection) -> int:
+            conn.executemany(
+                "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)",
+                [("a", 1), ("b\x00", 2), ("c", 3)],  # NUL: PostgreSQL text cannot hold it
+            )
+            changed = conn.executemany(
+                "UPDATE sessions SET last_active = ? WHERE session_key = ?",
+                [(5, "a"), (6, "b\ufffd"), (7, "nobody")],
+            )
+            return changed.rowcount
+
+        def rows(conn: Connection) -> list[tuple[str, float]]:
+            return conn.execute(
+                "SELECT session_key, last_active FROM sessions ORDER BY 1"
+            ).fetchall()
+
+        assert await store.db.run(write) == 2
+        assert await store.db.run(rows) == [("a", 5), ("b\ufffd", 6), ("c", 3)]

@@ -45,7 +45,8 @@ import psycopg
 
 from gateway.core.errors import StaleClaim, StoreError
 from gateway.store.fencing import CHECK_STATEMENT, Fence, verify
-from gateway.store.sql import Cursor, to_format_style, to_numbered_style
+from gateway.store.pg_wire import Rows, Wire
+from gateway.store.sql import Cursor, to_numbered_style
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INERROR = psycopg.pq.TransactionStatus.INERROR
@@ -86,12 +87,16 @@ def is_blind_write(sql: str) -> bool:
 
 
 class WriteResult:
-    """The cursor of a write that waits in the queue: its row count sends it (and all before
-    it) when asked for; it returns no rows."""
+    """The cursor of a write that waits in the queue (of each row of an ``executemany``):
+    its row count sends it (and all before it) when asked for; it returns no rows."""
 
     def __init__(self, transaction: LazyTransaction) -> None:
         self._transaction = transaction
         self.sent_rowcount: int | None = None
+
+    def add(self, rowcount: int) -> None:
+        """A statement of this write was sent and changed ``rowcount`` rows."""
+        self.sent_rowcount = max(rowcount, 0) + (self.sent_rowcount or 0)
 
     @property
     def rowcount(self) -> int:
@@ -114,7 +119,7 @@ class WriteResult:
 class _Queued:
     """A statement waiting to be sent with the next query."""
 
-    text: str  # in psycopg's placeholders
+    text: str  # with ``?`` placeholders
     values: list[Any] = field(default_factory=list)
     fence: Fence | None = None  # a claim check: the epoch it returns is verified
     result: WriteResult | None = None  # a blind write: its row count goes here
@@ -126,6 +131,7 @@ class LazyTransaction:
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self._raw = raw
+        self._wire = Wire(raw)
         self._begin: list[str] = []  # what opens the batch's transaction, not yet sent
         self._open = False  # the server has the batch's transaction open
         self._savepoints = False  # each job in a savepoint of its own (a batch of several)
@@ -191,7 +197,7 @@ class LazyTransaction:
             if any(statement.fence is not None for statement in self._queue):
                 self._flush()  # a claim is verified before its writes may commit
             ending = [
-                _Queued("SELECT pg_notify(%s, %s)", [topic, payload])
+                _Queued("SELECT pg_notify(?, ?)", [topic, payload])
                 for topic, payload in dict.fromkeys(self._notices)
             ]
             if self._open:
@@ -216,16 +222,19 @@ class LazyTransaction:
         self._queue.append(statement)
         return self._flush()
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
+        """Each row a statement of the queue (a write nobody waits for goes with the next
+        query, like :meth:`execute`'s); the returned cursor counts the rows of all."""
         values_of_rows = [[clean(v) for v in row] for row in rows]
         if not values_of_rows:  # nothing to send, not even what would go ahead
-            return self._raw.cursor()
+            return Rows([], 0)
         self._ahead(sql)
-        if self._queue:  # what goes ahead cannot share a query with a batch of rows
+        text = self._text(sql)
+        written = WriteResult(self)
+        self._queue += [_Queued(text, values, result=written) for values in values_of_rows]
+        if not is_blind_write(sql):
             self._flush()
-        cursor = self._raw.cursor()
-        cursor.executemany(self._text(sql), values_of_rows)
-        return cursor
+        return written
 
     def finish_job(self) -> None:
         """The current job returned: send what it left queued, so that an error in it (a
@@ -261,25 +270,22 @@ class LazyTransaction:
         if self._queue:
             self._flush()
 
-    def _flush(self, *after: _Queued) -> psycopg.Cursor[Any]:
-        """Send the queue (and ``after``) as one query; the cursor is at its last result."""
+    def _flush(self, *after: _Queued) -> Rows:
+        """Send the queue (and ``after``) as one query; the last statement's result."""
         queue = [*self._queue, *after]
         self._queue = []
-        cursor = self._raw.cursor()
+        bind = self._wire.statement
         try:
-            cursor.execute("; ".join(q.text for q in queue), [v for q in queue for v in q.values])
+            results = self._wire.query([bind(q.text, q.values) for q in queue])
         except BaseException:
             self._open = self._raw.info.transaction_status != _IDLE
             raise
-        last = len(queue) - 1
-        for index, statement in enumerate(queue):  # on to the last statement's result
+        for statement, rows in zip(queue, results, strict=True):
             if statement.fence is not None:
-                verify(statement.fence, cursor.fetchone())
+                verify(statement.fence, rows.fetchone())
             elif statement.result is not None:
-                statement.result.sent_rowcount = cursor.rowcount
-            if index < last:
-                cursor.nextset()
-        return cursor
+                statement.result.add(rows.rowcount)
+        return results[-1]
 
     def _check(self, fence: Fence, lock: str) -> _Queued:
         return _Queued(self._text(CHECK_STATEMENT + lock), [fence.session_key], fence)
@@ -300,7 +306,7 @@ class LazyTransaction:
             if seen == 2 and len(self._executes) + len(self._to_prepare) < PREPARED_LIMIT:
                 self._to_prepare.append(sql)
             self._seen[sql] = seen
-        return to_format_style(sql)
+        return sql
 
     def _prepare_waiting(self) -> None:
         """``PREPARE`` the statements seen twice, each on its own (the connection is idle,
@@ -317,7 +323,7 @@ class LazyTransaction:
                     raise  # the connection's trouble, not the statement's
                 self._unpreparable.add(sql)
                 continue
-            marks = ", ".join(["%s"] * count)
+            marks = ", ".join(["?"] * count)
             self._executes[sql] = f"EXECUTE {name}({marks})" if count else f"EXECUTE {name}"
         self._seen.clear()
 

@@ -1,10 +1,10 @@
 """The server engine: a PostgreSQL database (``storage.url = "postgresql://…"``), via psycopg 3.
 
-Statements keep the store's ``?`` placeholders; they are rewritten to psycopg's ``%s`` once
-per statement text (:func:`~gateway.store.sql.to_format_style`) and bound on the client
-(``ClientCursor``), so ``? IS NULL`` needs no type hints and several statements can go in
-one query. The connection runs in autocommit mode and the writer thread's transactions are
-sent along with the statements that need them (gateway/store/pg_transaction.py). A lost connection
+Statements keep the store's ``?`` placeholders and are bound on the client
+(gateway/store/pg_wire.py), so ``? IS NULL`` needs no type hints and several statements can
+go in one query. The connection runs in autocommit mode and the writer thread's
+transactions are sent along with the statements that need them
+(gateway/store/pg_transaction.py). A lost connection
 fails the jobs of that moment with :class:`~gateway.core.errors.StoreUnavailable` and is
 reopened for the next batch.
 """
@@ -108,6 +108,7 @@ class PostgresEngine(Engine):
                 cursor_factory=psycopg.ClientCursor,
                 connect_timeout=CONNECT_TIMEOUT,
                 application_name=self._application,
+                client_encoding="UTF8",  # what the store's queries are encoded in
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot reach {self.description}: {str(exc).strip()}") from exc

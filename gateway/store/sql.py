@@ -15,7 +15,7 @@ runs it on both (``tests/test_store*.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -127,43 +127,30 @@ SQLITE = Dialect("sqlite")
 POSTGRESQL = Dialect("postgresql")
 
 
-@lru_cache(maxsize=1024)
-def to_format_style(sql: str) -> str:
-    """``?`` placeholders as ``%s`` (outside quoted text), and every ``%`` doubled, for
-    drivers using the format style (psycopg)."""
-    return "".join(_rewritten(sql, lambda: "%s", "%%"))
+@lru_cache(maxsize=2048)
+def placeholder_pieces(sql: str) -> tuple[str, ...]:
+    """``sql`` cut at each ``?`` placeholder outside quoted text: the text around the
+    values, one piece more than there are placeholders (PostgreSQL binds them on the
+    client: gateway/store/pg_wire.py)."""
+    pieces: list[str] = []
+    quote: str | None = None
+    start = 0
+    for index, char in enumerate(sql):
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in ("'", '"'):
+            quote = char
+        elif char == "?":
+            pieces.append(sql[start:index])
+            start = index + 1
+    pieces.append(sql[start:])
+    return tuple(pieces)
 
 
 @lru_cache(maxsize=1024)
 def to_numbered_style(sql: str) -> tuple[str, int]:
     """``?`` placeholders as ``$1``, ``$2``… (outside quoted text), as PostgreSQL's
     ``PREPARE`` wants them; and how many there are."""
-    count = 0
-
-    def numbered() -> str:
-        nonlocal count
-        count += 1
-        return f"${count}"
-
-    text = "".join(_rewritten(sql, numbered, "%"))
-    return text, count
-
-
-def _rewritten(sql: str, placeholder: Callable[[], str], percent: str) -> Iterator[str]:
-    """``sql`` with each ``?`` outside quoted text as ``placeholder()`` and each ``%`` as
-    ``percent``."""
-    quote: str | None = None
-    for char in sql:
-        if char == "%":
-            yield percent
-        elif quote is not None:
-            yield char
-            if char == quote:
-                quote = None
-        elif char in ("'", '"'):
-            quote = char
-            yield char
-        elif char == "?":
-            yield placeholder()
-        else:
-            yield char
+    first, *rest = placeholder_pieces(sql)
+    return first + "".join(f"${n}{piece}" for n, piece in enumerate(rest, 1)), len(rest)

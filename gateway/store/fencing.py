@@ -28,7 +28,7 @@ import contextvars
 from dataclasses import dataclass
 
 from gateway.core.errors import StaleClaim
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor, Statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +43,21 @@ class Fence:
 FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("fence", default=None)
 
 
-def claim_statement(conn: Connection, session_key: str, node: str, now: float) -> int:
-    """Claim ``session_key`` for ``node``: bump its epoch and return the new one. The row
-    lock of the ``UPDATE`` waits for every write checked against the old epoch."""
-    row = conn.execute(
+def claim_statement(session_key: str, node: str, now: float) -> Statement:
+    """What claims ``session_key`` for ``node``: it bumps the epoch and returns the new one
+    (:func:`claimed_epoch`). The row lock of the ``UPDATE`` waits for every write checked
+    against the old epoch."""
+    return (
         "INSERT INTO session_claims (session_key, epoch, node, claimed_at) VALUES (?, 1, ?, ?)"
         " ON CONFLICT (session_key) DO UPDATE SET epoch = session_claims.epoch + 1,"
         " node = excluded.node, claimed_at = excluded.claimed_at RETURNING epoch",
         (session_key, node, now),
-    ).fetchone()
-    return int(row[0])
+    )
+
+
+def claimed_epoch(cursor: Cursor) -> int:
+    """The new epoch, from the cursor of :func:`claim_statement`."""
+    return int(cursor.fetchone()[0])
 
 
 CHECK_STATEMENT = "SELECT epoch FROM session_claims WHERE session_key = ?"

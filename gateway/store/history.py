@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor, Statement
 
 Clock = Callable[[], float]
 
@@ -77,12 +77,20 @@ class NewMessage:
 CURRENT_GENERATION = "COALESCE((SELECT generation FROM sessions WHERE session_key = ?), 0)"
 
 
-def _session(conn: Connection, session_key: str) -> SessionState:
-    row = conn.execute(
+def _session_statement(session_key: str) -> Statement:
+    return (
         "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
         " WHERE session_key = ?",
         (session_key,),
-    ).fetchone()
+    )
+
+
+def _session(conn: Connection, session_key: str) -> SessionState:
+    return _session_state(session_key, conn.execute(*_session_statement(session_key)))
+
+
+def _session_state(session_key: str, cursor: Cursor) -> SessionState:
+    row = cursor.fetchone()
     if row is None:
         return SessionState(session_key)
     return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
@@ -105,20 +113,27 @@ class History:
     ) -> tuple[SessionState, list[StoredMessage]]:
         """The session's state and its newest ``limit`` final messages after the summary."""
 
+        # The messages after the session's summary (found by the server), then the session:
+        # one round trip on PostgreSQL. A summary committed between the two (each
+        # statement sees its own snapshot) only narrows what the state returned admits,
+        # so the messages it no longer admits are left out here.
+        messages = (
+            "SELECT id, role, body, tokens, turn_id, generation FROM messages"
+            " WHERE session_key = ? AND status = 'final'"
+            " AND generation = COALESCE((SELECT generation FROM sessions WHERE session_key = ?), 0)"
+            " AND id > COALESCE((SELECT summary_upto FROM sessions WHERE session_key = ?), 0)"
+            " ORDER BY id DESC LIMIT ?",
+            (session_key, session_key, session_key, _NO_LIMIT if limit is None else limit),
+        )
+
         def query(conn: Connection) -> tuple[SessionState, list[StoredMessage]]:
-            state = _session(conn, session_key)
-            rows = conn.execute(
-                "SELECT id, role, body, tokens, turn_id FROM messages"
-                " WHERE session_key = ? AND generation = ? AND status = 'final' AND id > ?"
-                " ORDER BY id DESC LIMIT ?",
-                (
-                    session_key,
-                    state.generation,
-                    state.summary_upto,
-                    _NO_LIMIT if limit is None else limit,
-                ),
-            ).fetchall()
-            rows.reverse()
+            newest, session = conn.execute_together([messages, _session_statement(session_key)])
+            state = _session_state(session_key, session)
+            rows = [
+                row[:5]
+                for row in reversed(newest.fetchall())
+                if row[5] == state.generation and row[0] > state.summary_upto
+            ]
             return state, _rows(rows)
 
         return await self._db.read(query)

@@ -18,9 +18,9 @@ from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
 from gateway.store.db import Database
 from gateway.store.drafts import retire_statement
-from gateway.store.fencing import claim_statement
+from gateway.store.fencing import claim_statement, claimed_epoch
 from gateway.store.retention import delete_batched
-from gateway.store.sql import INBOUND_TOPIC, Connection
+from gateway.store.sql import INBOUND_TOPIC, Connection, Statement
 
 Clock = Callable[[], float]
 
@@ -72,13 +72,23 @@ def _record(row: Sequence[Any]) -> InboundRecord:
 _OPEN_TURNS = f"state = 'running' AND kind != '{TurnKind.SUBAGENT}'"
 
 
-def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
-    running: list[OpenTurn] = []
-    turns = conn.execute(
+def _running_statement(where: str, params: Sequence[Any]) -> Statement:
+    """The turns left running (``where``: more conditions), for :func:`_open_turns`."""
+    return (
         "SELECT id, session_key, kind, attempts, stop_requested_at FROM turns"
         f" WHERE {_OPEN_TURNS}{where} ORDER BY created_at",
         tuple(params),
-    ).fetchall()
+    )
+
+
+def _running(conn: Connection, where: str, params: Sequence[Any]) -> tuple[OpenTurn, ...]:
+    return _open_turns(conn, conn.execute(*_running_statement(where, params)).fetchall())
+
+
+def _open_turns(conn: Connection, turns: Sequence[Sequence[Any]]) -> tuple[OpenTurn, ...]:
+    """The running turns of ``turns`` (rows of :func:`_running_statement`), each with the
+    messages it answers."""
+    running: list[OpenTurn] = []
     for turn_id, session_key, kind, attempts, stop_requested_at in turns:
         records = tuple(
             _record(row)
@@ -300,20 +310,26 @@ class Journal:
         the drafts the earlier claim's turns posted (gateway/store/drafts.py)."""
         now = self._clock()
 
+        # the claim first (its row lock waits for the writes of the claim before), then
+        # what the session has open: one round trip on PostgreSQL
+        statements: list[Statement] = []
+        if claim_by is not None:
+            statements.append(claim_statement(session_key, claim_by, now))
+        marks = ",".join("?" for _ in chat_keys) or "NULL"  # no chats: no rows
+        statements.append(
+            (
+                "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending'"
+                f" AND session_key IN ({marks}) ORDER BY id",
+                tuple(chat_keys),
+            )
+        )
+        statements.append(_running_statement(" AND session_key = ?", (session_key,)))
+
         def load(conn: Connection) -> OpenWork:
-            epoch = 0 if claim_by is None else claim_statement(conn, session_key, claim_by, now)
-            pending: tuple[InboundRecord, ...] = ()
-            if chat_keys:
-                marks = ",".join("?" for _ in chat_keys)
-                pending = tuple(
-                    _record(row)
-                    for row in conn.execute(
-                        "SELECT id, payload, turn_id FROM inbound WHERE state = 'pending'"
-                        f" AND session_key IN ({marks}) ORDER BY id",
-                        tuple(chat_keys),
-                    )
-                )
-            running = _running(conn, " AND session_key = ?", (session_key,))
+            *claimed, waiting, running_turns = conn.execute_together(statements)
+            epoch = 0 if claim_by is None else claimed_epoch(claimed[0])
+            pending = tuple(_record(row) for row in waiting)
+            running = _open_turns(conn, running_turns.fetchall())
             if claim_by is not None and running:  # a node left them: it may still draft
                 retire_statement(conn, session_key)
             return OpenWork(pending, running, epoch)

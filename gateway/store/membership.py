@@ -43,7 +43,7 @@ from gateway.core.load import NodeLoad
 from gateway.store.nodes import NODES_TABLE, sessions_report
 from gateway.store.postgres import CONNECT_TIMEOUT, redacted
 from gateway.store.schema_pg import MIGRATION_LOCK
-from gateway.store.sql import Connection
+from gateway.store.sql import Statement
 
 log = logging.getLogger(__name__)
 
@@ -194,18 +194,17 @@ class Membership(Service):
         log.info("node %s leads the cluster", self.name)
         return True
 
-    def leads(self, conn: Connection) -> bool:
-        """Whether this node holds the leader lock right now, asked on another connection
-        (``conn``, the store's) inside its transaction: the outbox marks a row as being sent
-        only in a transaction where this holds, so a node that lost the lead (its membership
-        connection ended, even before it noticed) never starts another send."""
-        row = conn.execute(
-            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-            " AND classid = ? AND objid = ? AND pid = ?"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    def leads(self) -> Statement:
+        """The condition "this node holds the leader lock right now", as SQL for another
+        connection (the store's) and its values: the outbox finds a row to mark as being
+        sent only where it holds, in the same statement, so a node that lost the lead (its
+        membership connection ended, even before it noticed) never starts another send."""
+        return (
+            "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND objsubid = 1 AND classid = ? AND objid = ? AND pid = ? AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database()))",
             (LEADER_LOCK >> 32, LEADER_LOCK & 0xFFFF_FFFF, self._backend_pid),
-        ).fetchone()
-        return row is not None
+        )
 
     async def stop(self) -> None:
         beat, self._beat = self._beat, None

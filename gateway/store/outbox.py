@@ -33,12 +33,13 @@ from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
-from gateway.store.sql import OUTBOX_TOPIC, Connection
+from gateway.store.sql import OUTBOX_TOPIC, Connection, Statement
 
 Clock = Callable[[], float]
-# Run inside the transaction that marks a row ``sending``: may this process send now? (A
-# cluster node checks that it still leads; see gateway/store/membership.py.)
-Fence = Callable[[Connection], bool]
+# May this process send now? A condition (SQL and its values) the statement that finds a
+# row to mark ``sending`` adds to its own, asked for at each send. (A cluster node's: it
+# still leads; see gateway/store/membership.py.)
+Fence = Callable[[], Statement]
 MAX_OPEN_SENDS = 16  # attempts kept per row: the first and the latest ones
 
 
@@ -50,6 +51,10 @@ class OutboxState(enum.StrEnum):
 
 
 UNSENT = (OutboxState.PENDING.value, OutboxState.SENDING.value)
+# in the statements' text, not their values: the planner matches it to the partial index
+# of unsent rows (``outbox_due``) only when it sees the states (a prepared statement's
+# values it does not see)
+UNSENT_SQL = "(" + ", ".join(f"'{state}'" for state in UNSENT) + ")"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +123,10 @@ class Outbox:
                 "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at, o.state,"
                 " o.open_sends FROM outbox o"
                 " JOIN (SELECT MIN(id) AS id FROM outbox"
-                "       WHERE state IN (?, ?) AND channel = ? GROUP BY chat_key) head"
+                f"       WHERE state IN {UNSENT_SQL} AND channel = ? GROUP BY chat_key) head"
                 "   ON head.id = o.id"
                 " ORDER BY o.id LIMIT ?",
-                (*UNSENT, channel, limit),
+                (channel, limit),
             )
             return [
                 OutboxRecord(
@@ -147,13 +152,13 @@ class Outbox:
         it must not be sent: the row is no longer unsent, or ``fence`` says this process may
         not send (a cluster node that no longer leads)."""
 
+        condition, values = fence() if fence is not None else ("1 = 1", ())
+
         def mark(conn: Connection) -> OutboxRecord | None:
-            if fence is not None and not fence(conn):
-                return None
             row = conn.execute(
                 "SELECT payload, attempts, next_attempt_at, open_sends FROM outbox"
-                " WHERE id = ? AND state IN (?, ?)",
-                (record_id, *UNSENT),
+                f" WHERE id = ? AND state IN {UNSENT_SQL} AND {condition}",
+                (record_id, *values),
             ).fetchone()
             if row is None:
                 return None
@@ -198,9 +203,9 @@ class Outbox:
                     conn.execute(FORGET_SQL, (row[0], row[1], finished_draft))
             row = conn.execute(
                 "SELECT 1 FROM outbox o JOIN outbox sent ON sent.id = ?"
-                " WHERE o.state IN (?, ?) AND o.channel = sent.channel"
+                f" WHERE o.state IN {UNSENT_SQL} AND o.channel = sent.channel"
                 " AND o.chat_key = sent.chat_key AND o.id <> sent.id LIMIT 1",
-                (record_id, *UNSENT),
+                (record_id,),
             ).fetchone()
             return row is not None
 
@@ -224,8 +229,8 @@ class Outbox:
         await self._db.run(
             lambda conn: conn.execute(
                 f"UPDATE outbox SET next_attempt_at = {greatest}(next_attempt_at, ?)"
-                " WHERE state IN (?, ?) AND channel = ? AND chat_key = ?",
-                (until, *UNSENT, channel, chat_key),
+                f" WHERE state IN {UNSENT_SQL} AND channel = ? AND chat_key = ?",
+                (until, channel, chat_key),
             )
         )
 
@@ -234,9 +239,9 @@ class Outbox:
 
         def query(conn: Connection) -> bool:
             row = conn.execute(
-                "SELECT 1 FROM outbox WHERE state IN (?, ?) AND channel = ? AND chat_key = ?"
-                " AND next_attempt_at > ? LIMIT 1",
-                (*UNSENT, channel, chat_key, now),
+                f"SELECT 1 FROM outbox WHERE state IN {UNSENT_SQL} AND channel = ?"
+                " AND chat_key = ? AND next_attempt_at > ? LIMIT 1",
+                (channel, chat_key, now),
             ).fetchone()
             return row is not None
 
@@ -303,12 +308,12 @@ class Outbox:
         def load(conn: Connection) -> int:
             if channel is None:
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", UNSENT
+                    f"SELECT COUNT(*) FROM outbox WHERE state IN {UNSENT_SQL}"
                 ).fetchone()
             else:
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?) AND channel = ?",
-                    (*UNSENT, channel),
+                    f"SELECT COUNT(*) FROM outbox WHERE state IN {UNSENT_SQL} AND channel = ?",
+                    (channel,),
                 ).fetchone()
             return int(row[0])
 

@@ -46,7 +46,7 @@ import psycopg
 from gateway.core.errors import StaleClaim, StoreError
 from gateway.store.fencing import CHECK_STATEMENT, Fence, verify
 from gateway.store.pg_wire import Rows, Wire
-from gateway.store.sql import Cursor, to_numbered_style
+from gateway.store.sql import Cursor, Statement, to_numbered_style
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INERROR = psycopg.pq.TransactionStatus.INERROR
@@ -123,6 +123,7 @@ class _Queued:
     values: list[Any] = field(default_factory=list)
     fence: Fence | None = None  # a claim check: the epoch it returns is verified
     result: WriteResult | None = None  # a blind write: its row count goes here
+    rows: Rows | None = None  # its result, once sent
 
 
 class LazyTransaction:
@@ -220,7 +221,21 @@ class LazyTransaction:
             self._queue.append(statement)
             return statement.result
         self._queue.append(statement)
-        return self._flush()
+        self._flush()
+        assert statement.rows is not None
+        return statement.rows
+
+    def execute_together(self, statements: Sequence[Statement]) -> list[Cursor]:
+        """``statements`` in one query (with what goes ahead of each, as :meth:`execute`
+        would send it); each one's result."""
+        mine: list[_Queued] = []
+        for sql, params in statements:
+            self._ahead(sql)
+            mine.append(_Queued(self._text(sql), [clean(v) for v in params]))
+            self._queue.append(mine[-1])
+        if mine:
+            self._flush()
+        return [statement.rows for statement in mine if statement.rows is not None]
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
         """Each row a statement of the queue (a write nobody waits for goes with the next
@@ -270,8 +285,8 @@ class LazyTransaction:
         if self._queue:
             self._flush()
 
-    def _flush(self, *after: _Queued) -> Rows:
-        """Send the queue (and ``after``) as one query; the last statement's result."""
+    def _flush(self, *after: _Queued) -> None:
+        """Send the queue (and ``after``) as one query; each statement's result goes to it."""
         queue = [*self._queue, *after]
         self._queue = []
         bind = self._wire.statement
@@ -281,11 +296,11 @@ class LazyTransaction:
             self._open = self._raw.info.transaction_status != _IDLE
             raise
         for statement, rows in zip(queue, results, strict=True):
+            statement.rows = rows
             if statement.fence is not None:
                 verify(statement.fence, rows.fetchone())
             elif statement.result is not None:
                 statement.result.add(rows.rowcount)
-        return results[-1]
 
     def _check(self, fence: Fence, lock: str) -> _Queued:
         return _Queued(self._text(CHECK_STATEMENT + lock), [fence.session_key], fence)

@@ -26,7 +26,7 @@ from gateway.store.db import Engine
 from gateway.store.fencing import Fence
 from gateway.store.pg_transaction import LazyTransaction
 from gateway.store.schema_pg import migrate_pg
-from gateway.store.sql import POSTGRESQL, Connection, Cursor, Dialect
+from gateway.store.sql import POSTGRESQL, Connection, Cursor, Dialect, Statement
 
 CONNECT_TIMEOUT = 5  # seconds
 
@@ -61,6 +61,9 @@ class PostgresConnection:
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor:
         return self.transaction.executemany(sql, params)
+
+    def execute_together(self, statements: Sequence[Statement], /) -> list[Cursor]:
+        return self.transaction.execute_together(statements)
 
     def notify(self, topic: str, payload: str = "") -> None:
         self.transaction.notify(topic, payload)

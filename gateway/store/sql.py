@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
+Statement = tuple[str, Sequence[Any]]  # SQL with ``?`` placeholders, and its values
+
 
 class Cursor(Protocol):
     """What a statement returns: its rows (tuples) and the count of rows it changed."""
@@ -43,6 +45,11 @@ class Connection(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+    def execute_together(self, statements: Sequence[Statement], /) -> list[Cursor]:
+        """Run ``statements`` in order, as one query where the engine can (one round trip
+        on PostgreSQL): for a job whose statements need no result of each other. Each
+        statement's cursor, in order."""
 
     def notify(self, topic: str, payload: str = "", /) -> None:
         """Tell the other nodes of a cluster, when this transaction commits (PostgreSQL

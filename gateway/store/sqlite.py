@@ -14,7 +14,7 @@ from gateway.store.db import Engine, Job, Reader, ReaderBusy, T
 from gateway.store.fencing import Fence, check_statement
 from gateway.store.integrity import check_before_open, check_opened, damaged, is_damage
 from gateway.store.schema import MIGRATIONS, migrate
-from gateway.store.sql import SQLITE, Connection, Cursor, Dialect
+from gateway.store.sql import SQLITE, Connection, Cursor, Dialect, Statement
 
 _SQLITE_BUSY = 5
 _SQLITE_FULL = 13
@@ -33,6 +33,10 @@ class SqliteConnection:
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]], /) -> Cursor:
         return self.raw.executemany(sql, params)
+
+    def execute_together(self, statements: Sequence[Statement], /) -> list[Cursor]:
+        """One after the other (a statement costs no round trip here)."""
+        return [self.raw.execute(sql, params) for sql, params in statements]
 
     def notify(self, topic: str, payload: str = "") -> None:
         """Nothing: one process wakes itself in memory."""

@@ -142,6 +142,7 @@ async def serve_http(kind: str) -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen()  # before "port N": a client may connect at once (uvicorn accepts later)
     port = sock.getsockname()[1]
     app = server.streamable_http_app() if kind == "http" else server.sse_app()
     config = uvicorn.Config(app, log_level="warning")

@@ -165,7 +165,15 @@ class Store(Service):
         finished_job: str | None = None,
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
-        inbound messages are closed. After this, a crash cannot repeat or lose the turn."""
+        inbound messages are closed. After this, a crash of the process cannot repeat or
+        lose the turn.
+
+        Without an fsync of its own: nothing of the turn is shown before a durable commit
+        after it (the mark before each reply's send, gateway/store/outbox.py), and the
+        log is written in order, so that commit carries this one to the disk. A power cut
+        before then loses the turn whole, with nothing of it shown: it runs again from its
+        messages (the tool ledger, written durably before any side effect, keeps those from
+        being repeated)."""
 
         def commit(conn: Connection) -> None:
             self.history.finalize_statement(conn, session_key, turn_id)
@@ -180,7 +188,7 @@ class Store(Service):
             if finished_job is not None:
                 self.jobs.finish_statement(conn, finished_job)
 
-        await self.db.run(commit)
+        await self.db.run(commit, durable=False)
 
     async def park_turn(
         self,

@@ -1,6 +1,7 @@
 """Benchmark: a burst of chats through 1, 2 and 3 nodes on PostgreSQL, and 1 on SQLite.
 
-Run from the repository root: ``python -m bench.cluster [--chats 150] [--server URL]``.
+Run from the repository root: ``python -m bench.cluster [--chats 150] [--reps 1]
+[--one-node] [--server URL]``.
 
 Each configuration runs ``switchboard run`` processes (the nodes) against the fake Telegram
 Bot API (in this process) and the fake LLM (its own process, 0.2 s per answer). N chats
@@ -10,6 +11,11 @@ of the database server's backends serving them, from /proc; with several nodes, 
 turns each ran (every node runs turns; the leader also receives and sends). Each PostgreSQL run gets a
 fresh database on ``--server`` (default: the local server, user postgres). Answers do not
 stream by edits (``telegram.streaming = false``) in any configuration.
+
+``--reps N`` runs SQLite and one PostgreSQL node N times, back to back, and prints the ratio
+of their CPU per turn (PostgreSQL's nodes + database over SQLite's) for each and the median:
+one burst is a small sample, and a machine's load moves it by a third between runs.
+``--one-node`` leaves out the 2- and 3-node configurations.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -47,8 +54,13 @@ class Result:
     transactions: int  # committed on the database during the burst (PostgreSQL)
     spread: str = ""  # turns run per node (PostgreSQL), e.g. "52/49/50"
 
+    @property
+    def cpu_per_turn(self) -> float:
+        """Nodes + database, in milliseconds."""
+        return (self.node_cpu + self.db_cpu) / self.chats * 1000
+
     def line(self) -> str:
-        per_turn = (self.node_cpu + self.db_cpu) / self.chats * 1000
+        per_turn = self.cpu_per_turn
         return (
             f"{self.label:<22} {self.chats} chats in {self.seconds:5.2f} s"
             f" = {self.chats / self.seconds:6.1f} turns/s; CPU per turn {per_turn:5.1f} ms"
@@ -195,17 +207,30 @@ async def run(label: str, nodes: int, url: str | None, llm_url: str, chats: int)
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chats", type=int, default=150)
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--one-node", action="store_true")
     parser.add_argument("--server", default=SERVER)
     args = parser.parse_args()
     quiet_proxies()
+    ratios: list[float] = []
     async with llm_process() as llm_url:
-        print(
-            (await run("SQLite, 1 node", 1, None, llm_url, args.chats)).line(),
-            flush=True,
-        )
-        for nodes in (1, 2, 3):
+        for _ in range(args.reps):
+            sqlite = await run("SQLite, 1 node", 1, None, llm_url, args.chats)
+            print(sqlite.line(), flush=True)
             async with database(args.server) as url:
-                label = f"PostgreSQL, {nodes} node{'s' if nodes > 1 else ''}"
+                postgres = await run("PostgreSQL, 1 node", 1, url, llm_url, args.chats)
+            print(postgres.line(), flush=True)
+            ratios.append(postgres.cpu_per_turn / sqlite.cpu_per_turn)
+        if args.reps > 1:
+            listed = ", ".join(f"{r:.2f}" for r in ratios)
+            print(
+                f"CPU per turn, one PostgreSQL node (nodes + database) / SQLite: {listed};"
+                f" median {statistics.median(ratios):.2f}",
+                flush=True,
+            )
+        for nodes in () if args.one_node else (2, 3):
+            async with database(args.server) as url:
+                label = f"PostgreSQL, {nodes} nodes"
                 print((await run(label, nodes, url, llm_url, args.chats)).line(), flush=True)
 
 

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from gateway.config.settings import load_settings
-from gateway.core.errors import ConfigError, StaleClaim, StoreUnavailable
+from gateway.core.errors import ConfigError, StaleClaim, StoreError, StoreUnavailable
 from gateway.store import Store
 from gateway.store.fencing import FENCE, Fence
 from gateway.store.schema import MIGRATIONS
@@ -290,3 +290,42 @@ async def test_an_executemany_writes_every_row_and_counts_the_rows_it_changed(
 
         assert await store.db.run(write) == 2
         assert await store.db.run(rows) == [("a", 5), ("b\ufffd", 6), ("c", 3)]
+
+
+@pytest.mark.parametrize("with_a_broken_read", [False, True])
+async def test_reads_waiting_together_each_get_their_own_answer(
+    tmp_path: Path, pg_url: str, with_a_broken_read: bool
+) -> None:
+    """Declared reads waiting for the writer together go to the server in one query (or, when
+    one of them fails, each on its own): either way each gets its own rows, its own refused
+    claim, its own error."""
+    async with Store(tmp_path / "unused", url=pg_url) as store:
+        await store.people.set_zone("p1", "Europe/Paris")
+        await store.people.set_zone("p2", "Asia/Tokyo")
+        stale = await store.journal.session_work("telegram:1", (), claim_by="a")
+        await store.journal.session_work("telegram:1", (), claim_by="b")
+
+        hold = threading.Event()
+        holding = asyncio.ensure_future(store.db.run(lambda conn: hold.wait(10)))
+        await asyncio.sleep(0)  # the writer is held: what follows waits in its queue together
+        reads = [asyncio.ensure_future(store.people.zone(p)) for p in ("p1", "p2", "nobody")]
+        token = FENCE.set(Fence("telegram:1", stale.epoch))
+        refused = asyncio.ensure_future(store.people.zone("p1"))  # a's turn, after b claimed
+        FENCE.reset(token)
+        broken = asyncio.ensure_future(
+            store.db.select([("SELECT no_such_column FROM people", ())], lambda c: c[0].fetchall())
+            if with_a_broken_read
+            else store.people.zone("p2")
+        )
+        await asyncio.sleep(0)
+        hold.set()
+        await holding
+
+        assert await asyncio.gather(*reads) == ["Europe/Paris", "Asia/Tokyo", None]
+        with pytest.raises(StaleClaim):
+            await refused
+        if with_a_broken_read:
+            with pytest.raises(StoreError, match="no_such_column"):
+                await broken
+        else:
+            assert await broken == "Asia/Tokyo"

@@ -20,6 +20,12 @@ and a power cut can only lose a tail of checkpoints; a crash of the process lose
 Reads pass ``durable=False`` too: a read that joined a batch as durable would make the whole
 batch wait for the disk (on the hot path, a budget check made a turn's checkpoints fsync).
 
+``await db.select(statements, parse)`` is such a read declared up front: statements that
+need no result of each other, and what to make of their results (:class:`Select`). On
+PostgreSQL the selects waiting on the writer together go to the server in one query, each
+with its claim's check: in a burst, the history, pins, budget and zone reads of many turns
+cost one round trip instead of one each.
+
 ``await db.read(fn)`` is for the short, indexed reads of a turn's hot path (its history,
 the outbox's next message, a person's zone). On SQLite it runs at once on the caller's
 thread over a read-only connection of its own (:meth:`Engine.reader`): a WAL reader never
@@ -53,14 +59,14 @@ import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from gateway.core.errors import StorageFullError, StoreError
+from gateway.core.errors import StaleClaim, StorageFullError, StoreError
 from gateway.core.lifecycle import Service
 from gateway.store.fencing import FENCE, Fence
-from gateway.store.sql import Connection, Dialect
+from gateway.store.sql import Connection, Cursor, Dialect, Statement
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +74,22 @@ T = TypeVar("T")
 Job = Callable[[Connection], T]
 
 _MAX_BATCH = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Generic[T]):
+    """A read declared up front (:meth:`Database.select`): its statements, which need no
+    result of each other, and what to make of their cursors. Run as a job, it is both."""
+
+    statements: Sequence[Statement]
+    parse: Callable[[list[Cursor]], T]
+
+    def __call__(self, conn: Connection) -> T:
+        return self.parse(conn.execute_together(self.statements))
+
+
+# what an engine's select_together returns per select: its cursors, or its claim refused
+SelectAnswer = list[Cursor] | StaleClaim
 
 
 class Engine(ABC):
@@ -126,6 +148,16 @@ class Engine(ABC):
     @abstractmethod
     def translate(self, exc: BaseException) -> StoreError:
         """The engine's error as one of ours."""
+
+    def select_together(
+        self, selects: Sequence[tuple[Fence | None, Sequence[Statement]]]
+    ) -> list[SelectAnswer] | None:
+        """Run the statements of several reads at once, outside any transaction, each read's
+        claim (when it has one) checked ahead of its statements; ``None`` when the engine
+        has no use for it (SQLite: a statement costs no round trip) and each read runs as
+        a job. A statement's error raises (each read then runs as a job, and meets its
+        own error)."""
+        return None
 
     def reader(self) -> Reader | None:
         """A connection of its own for :meth:`Database.read` on the caller's thread, where
@@ -236,6 +268,14 @@ class Database(Service):
         self._queue.put(job)
         return await future
 
+    async def select(
+        self, statements: Sequence[Statement], parse: Callable[[list[Cursor]], T]
+    ) -> T:
+        """:meth:`read` of a read declared up front: ``statements`` (needing no result of
+        each other) and ``parse``, which makes the answer of their cursors (see the module
+        docstring)."""
+        return await self.read(Select(statements, parse))
+
     async def read(self, fn: Job[T]) -> T:
         """Run the read ``fn(connection)`` and return what it returns: at once on this
         thread where the engine allows (SQLite), else as a job that needs no fsync. For
@@ -299,11 +339,16 @@ class Database(Service):
     def _run_batch(self, batch: list[_Pending]) -> None:
         engine = self.engine
         outcomes: list[tuple[_Pending, Any, BaseException | None]] = []
+        selected: list[tuple[_Pending, Any, BaseException | None]] = []  # reads answered
         try:
             if not engine.usable():
                 self._conn = engine.open()
             conn = self._conn
             assert conn is not None
+            batch = self._run_selects(batch, selected)
+            if not batch:
+                self._loop_deliver(selected)
+                return
             engine.begin(any(job.durable for job in batch), savepoint=len(batch) > 1)
             if len(batch) == 1:  # alone: the transaction itself is the job's boundary
                 job = batch[0]
@@ -317,7 +362,7 @@ class Database(Service):
                 else:
                     engine.end(commit=True)
                     outcomes.append((job, result, None))
-                self._loop_deliver(outcomes)
+                self._loop_deliver(selected + outcomes)
                 return
             # each job in a savepoint of its own; the commit ends the last one
             for job in batch:
@@ -336,7 +381,38 @@ class Database(Service):
         except Exception as exc:
             error = self._batch_failed(exc.cause if isinstance(exc, _BatchRolledBack) else exc)
             outcomes = [(job, None, error) for job in batch]
-        self._loop_deliver(outcomes)
+        self._loop_deliver(selected + outcomes)
+
+    def _run_selects(
+        self, batch: list[_Pending], outcomes: list[tuple[_Pending, Any, BaseException | None]]
+    ) -> list[_Pending]:
+        """Answer the batch's declared reads together where the engine can (their outcomes
+        go to ``outcomes``); the jobs left to run."""
+        selects = [job for job in batch if isinstance(job.fn, Select)]
+        if len(selects) < 2:
+            return batch
+        try:
+            answers = self.engine.select_together(
+                [(job.fence, job.fn.statements) for job in selects if isinstance(job.fn, Select)]
+            )
+        except Exception as exc:  # each read runs as a job, and meets its own error
+            if not self.engine.usable():
+                raise
+            log.debug("reads sent together failed, each runs alone: %r", exc)
+            return batch
+        if answers is None:
+            return batch
+        for job, answer in zip(selects, answers, strict=True):
+            assert isinstance(job.fn, Select)
+            if isinstance(answer, StaleClaim):
+                outcomes.append((job, None, answer))
+                continue
+            try:
+                outcomes.append((job, job.fn.parse(answer), None))
+            except Exception as exc:
+                outcomes.append((job, None, self._translate(exc)))
+        answered = {id(job) for job in selects}
+        return [job for job in batch if id(job) not in answered]
 
     def _batch_failed(self, exc: Exception) -> BaseException:
         """The error every job of a failed transaction gets (after rolling it back). Never

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from gateway.core.channel import SendAttempt
 from gateway.core.errors import StoreError
 from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 
@@ -120,12 +120,8 @@ class Drafts:
         """The draft's message ids, first message first, its posts of unknown fate, and
         its retired messages."""
 
-        def load(conn: Connection) -> DraftMessages:
-            rows = conn.execute(
-                "SELECT message_id, mark, created_at, retired FROM stream_drafts WHERE"
-                " channel = ? AND chat_key = ? AND turn_id = ? ORDER BY position",
-                (channel, chat_key, turn_id),
-            ).fetchall()
+        def parse(cursors: list[Cursor]) -> DraftMessages:
+            rows = cursors[0].fetchall()
             recorded = [
                 (str(message_id), bool(retired))
                 for message_id, _, _, retired in rows
@@ -141,7 +137,12 @@ class Drafts:
                 tuple(message_id for message_id, retired in recorded if retired),
             )
 
-        return await self._db.read(load)
+        recorded = (
+            "SELECT message_id, mark, created_at, retired FROM stream_drafts WHERE"
+            " channel = ? AND chat_key = ? AND turn_id = ? ORDER BY position",
+            (channel, chat_key, turn_id),
+        )
+        return await self._db.select([recorded], parse)
 
     async def forget(self, channel: str, chat_key: str, turn_id: str) -> None:
         await self._db.run(lambda conn: conn.execute(FORGET_SQL, (channel, chat_key, turn_id)))

@@ -126,8 +126,8 @@ class History:
             (session_key, session_key, session_key, _NO_LIMIT if limit is None else limit),
         )
 
-        def query(conn: Connection) -> tuple[SessionState, list[StoredMessage]]:
-            newest, session = conn.execute_together([messages, _session_statement(session_key)])
+        def parse(cursors: list[Cursor]) -> tuple[SessionState, list[StoredMessage]]:
+            newest, session = cursors
             state = _session_state(session_key, session)
             rows = [
                 row[:5]
@@ -136,7 +136,7 @@ class History:
             ]
             return state, _rows(rows)
 
-        return await self._db.read(query)
+        return await self._db.select([messages, _session_statement(session_key)], parse)
 
     async def checkpoints(self, turn_id: str) -> list[StoredMessage]:
         def query(conn: Connection) -> list[StoredMessage]:

@@ -82,6 +82,7 @@ class Membership(Service):
         self._clock = clock
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._backend_pid = 0  # the server process of that connection: it holds the locks
+        self._backend_start = ""  # ... and when it started (a pid may be used again)
         self._beat: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the connection
         self.leading = False
@@ -119,6 +120,13 @@ class Membership(Service):
             ) from exc
         conn = self._conn
         self._backend_pid = conn.info.backend_pid
+        row = await (
+            await conn.execute(
+                "SELECT backend_start::text FROM pg_stat_activity WHERE pid = %s",
+                [self._backend_pid],
+            )
+        ).fetchone()
+        self._backend_start = "" if row is None else str(row[0])
         # the server notices a vanished node within seconds too (its lock goes with it)
         for setting, value in (("idle", 5), ("interval", 2), ("count", 2)):
             await conn.execute(f"SET tcp_keepalives_{setting} = {value}")
@@ -198,12 +206,18 @@ class Membership(Service):
         """The condition "this node holds the leader lock right now", as SQL for another
         connection (the store's) and its values: the outbox finds a row to mark as being
         sent only where it holds, in the same statement, so a node that lost the lead (its
-        membership connection ended, even before it noticed) never starts another send."""
+        membership connection ended, even before it noticed) never starts another send.
+
+        The lock is a session lock this node took on its membership connection and never
+        releases while that connection lives, so it holds exactly while the server
+        process of that connection does (the same pid, started at the same instant).
+        Asked of the server's list of its processes, not of ``pg_locks``: that copies
+        every lock of the server, and in a cluster every session a node runs is one."""
+        if not self.leading:
+            return ("1 = 0", ())
         return (
-            "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
-            " AND objsubid = 1 AND classid = ? AND objid = ? AND pid = ? AND database ="
-            " (SELECT oid FROM pg_database WHERE datname = current_database()))",
-            (LEADER_LOCK >> 32, LEADER_LOCK & 0xFFFF_FFFF, self._backend_pid),
+            "EXISTS (SELECT 1 FROM pg_stat_get_activity(?) WHERE backend_start = ?::timestamptz)",
+            (self._backend_pid, self._backend_start),
         )
 
     async def stop(self) -> None:

@@ -33,7 +33,7 @@ from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.retention import delete_batched
-from gateway.store.sql import OUTBOX_TOPIC, Connection, Statement
+from gateway.store.sql import OUTBOX_TOPIC, Connection, Cursor, Statement
 
 Clock = Callable[[], float]
 # May this process send now? A condition (SQL and its values) the statement that finds a
@@ -118,16 +118,18 @@ class Outbox:
         """The oldest unsent message of each chat of ``channel``, due or not, except for
         the chats (session keys) in ``skip`` (those being sent: not decoded again)."""
 
-        def load(conn: Connection) -> list[OutboxRecord]:
-            rows = conn.execute(
-                "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at, o.state,"
-                " o.open_sends FROM outbox o"
-                " JOIN (SELECT MIN(id) AS id FROM outbox"
-                f"       WHERE state IN {UNSENT_SQL} AND channel = ? GROUP BY chat_key) head"
-                "   ON head.id = o.id"
-                " ORDER BY o.id LIMIT ?",
-                (channel, limit),
-            )
+        oldest = (
+            "SELECT o.id, o.chat_key, o.payload, o.attempts, o.next_attempt_at, o.state,"
+            " o.open_sends FROM outbox o"
+            " JOIN (SELECT MIN(id) AS id FROM outbox"
+            f"       WHERE state IN {UNSENT_SQL} AND channel = ? GROUP BY chat_key) head"
+            "   ON head.id = o.id"
+            " ORDER BY o.id LIMIT ?",
+            (channel, limit),
+        )
+
+        def parse(cursors: list[Cursor]) -> list[OutboxRecord]:
+            (rows,) = cursors
             return [
                 OutboxRecord(
                     row_id,
@@ -141,7 +143,7 @@ class Outbox:
                 if chat_key not in skip
             ]
 
-        return await self._db.read(load)
+        return await self._db.select([oldest], parse)
 
     async def mark_sending(
         self, record_id: int, attempt: SendAttempt, *, fence: Fence | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gateway.core.services import KnownChat
 from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 
@@ -27,11 +27,13 @@ class People:
     # -- time zones ---------------------------------------------------------------------
 
     async def zone(self, person: str) -> str | None:
-        def query(conn: Connection) -> str | None:
-            row = conn.execute("SELECT timezone FROM people WHERE person = ?", (person,)).fetchone()
+        def parse(cursors: list[Cursor]) -> str | None:
+            row = cursors[0].fetchone()
             return None if row is None else row[0]
 
-        return await self._db.read(query)
+        return await self._db.select(
+            [("SELECT timezone FROM people WHERE person = ?", (person,))], parse
+        )
 
     async def set_zone(self, person: str, timezone: str) -> None:
         await self._db.run(

@@ -251,6 +251,37 @@ class LazyTransaction:
             self._flush()
         return written
 
+    def select_together(
+        self, selects: Sequence[tuple[Fence | None, Sequence[Statement]]]
+    ) -> list[list[Cursor] | StaleClaim]:
+        """The statements of several reads in one query, between batches (no transaction:
+        plain reads, as a read-only batch sends them), each read's claim checked in front
+        of its statements; per read its cursors, or its claim refused."""
+        if self._to_prepare:
+            self._prepare_waiting()
+        sent: list[_Queued] = []
+        spans: list[tuple[Fence | None, int, int]] = []  # the claim; where its reads start, end
+        for fence, statements in selects:
+            if fence is not None:
+                sent.append(self._check(fence, ""))
+            start = len(sent)
+            sent += [
+                _Queued(self._text(sql), [clean(v) for v in values]) for sql, values in statements
+            ]
+            spans.append((fence, start, len(sent)))
+        bind = self._wire.statement
+        results = self._wire.query([bind(q.text, q.values) for q in sent])
+        answers: list[list[Cursor] | StaleClaim] = []
+        for fence, start, end in spans:
+            if fence is not None:
+                try:
+                    verify(fence, results[start - 1].fetchone())
+                except StaleClaim as refused:
+                    answers.append(refused)
+                    continue
+            answers.append(list(results[start:end]))
+        return answers
+
     def finish_job(self) -> None:
         """The current job returned: send what it left queued, so that an error in it (a
         stale claim too) is still the job's. A job alone in its batch leaves its writes

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.core.messages import ChatRef
 from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 MAX_NOTE_CHARS = 4_000
@@ -109,14 +109,16 @@ class Pins:
     async def pinned(self, agent: str, scope: str) -> str:
         """The block pinned into every turn: open goals and note titles (empty if none)."""
 
-        def query(conn: Connection) -> str:
-            rows = conn.execute(  # one statement for both: a round trip on PostgreSQL
-                "SELECT kind, id, text FROM ("
-                " SELECT 0 AS kind, id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0"
-                " UNION ALL SELECT 1, 0, title FROM notes WHERE agent = ? AND scope = ?"
-                ") pinned ORDER BY kind, id, text",
-                (agent, scope, agent, scope),
-            ).fetchall()
+        both = (  # one statement for both: a round trip on PostgreSQL
+            "SELECT kind, id, text FROM ("
+            " SELECT 0 AS kind, id, text FROM goals WHERE agent = ? AND scope = ? AND done = 0"
+            " UNION ALL SELECT 1, 0, title FROM notes WHERE agent = ? AND scope = ?"
+            ") pinned ORDER BY kind, id, text",
+            (agent, scope, agent, scope),
+        )
+
+        def parse(cursors: list[Cursor]) -> str:
+            rows = cursors[0].fetchall()
             goals = [(goal_id, text) for kind, goal_id, text in rows if kind == 0]
             titles = [text for kind, _, text in rows if kind == 1]
             parts = []
@@ -126,7 +128,7 @@ class Pins:
                 parts.append("Notes (read with notes view): " + ", ".join(titles))
             return "\n".join(parts)
 
-        return await self._db.read(query)
+        return await self._db.select([both], parse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from gateway.core.errors import StorageFullError, StoreError, StoreUnavailable
-from gateway.store.db import Engine
+from gateway.store.db import Engine, SelectAnswer
 from gateway.store.fencing import Fence
 from gateway.store.pg_transaction import LazyTransaction
 from gateway.store.schema_pg import migrate_pg
@@ -139,6 +139,11 @@ class PostgresEngine(Engine):
 
     def usable(self) -> bool:
         return self._raw is not None and not self._raw.closed and not self._raw.broken
+
+    def select_together(
+        self, selects: Sequence[tuple[Fence | None, Sequence[Statement]]]
+    ) -> list[SelectAnswer]:
+        return self._batch().select_together(selects)
 
     def begin(self, durable: bool, *, savepoint: bool = False) -> None:
         self._batch().begin(relaxed=self._relaxed or not durable, savepoints=savepoint)

@@ -438,6 +438,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE stream_drafts ADD COLUMN retired INTEGER NOT NULL DEFAULT 0;
     """,
+    # v22 (issue 34): a session's waiting messages found by its key, not among every open
+    # message (in a burst of hundreds of chats, each claim scanned them all)
+    """
+    CREATE INDEX inbound_pending ON inbound (session_key, id) WHERE state = 'pending';
+    """,
 )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gateway.core.usage import Purpose
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.sql import Connection, Cursor
 
 _REPLACE = ", ".join(
     f"{column} = excluded.{column}"
@@ -166,16 +166,18 @@ class UsageReport:
         """Tokens charged to one person since ``since`` (every purpose) and their turns since
         ``turns_since``."""
 
-        def query(conn: Connection) -> PersonUsage:
-            tokens, turns = conn.execute(
-                "SELECT COALESCE(SUM(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0),"
-                " COUNT(DISTINCT CASE WHEN at >= ? AND purpose = 'turn' THEN turn_id END)"
-                " FROM usage WHERE principal = ? AND at >= ?",
-                (since, turns_since, principal, min(since, turns_since)),
-            ).fetchone()
+        charged = (
+            "SELECT COALESCE(SUM(CASE WHEN at >= ? THEN input_tokens + output_tokens END), 0),"
+            " COUNT(DISTINCT CASE WHEN at >= ? AND purpose = 'turn' THEN turn_id END)"
+            " FROM usage WHERE principal = ? AND at >= ?",
+            (since, turns_since, principal, min(since, turns_since)),
+        )
+
+        def parse(cursors: list[Cursor]) -> PersonUsage:
+            tokens, turns = cursors[0].fetchone()
             return PersonUsage(int(tokens), int(turns))
 
-        return await self._db.read(query)
+        return await self._db.select([charged], parse)
 
     async def prune(self, before: float) -> int:
         """Forget usage recorded before ``before`` (keep at least the status page's days)."""

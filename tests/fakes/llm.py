@@ -40,6 +40,8 @@ class Step:
     finish_reason: str | None = None
     cut_after: int | None = None
     cut_by_reset: bool = False
+    # a stream that sends this error event after its first piece of text, then ends
+    stream_error: dict[str, Any] | None = None
     chunk_delay: float = 0.0  # seconds between two streamed pieces of the text
     # With ``gate``: stream this many pieces of the text, then hold the rest until the gate is
     # set (a model that stops writing for a while), instead of holding the whole response.
@@ -469,6 +471,12 @@ class FakeLLM(AnthropicWire):
         for index, piece in enumerate(pieces(step.text, step.stream_chunks)):
             if index == step.cut_after:
                 return await _cut(request, response, reset=step.cut_by_reset)
+            if index == 1 and step.stream_error is not None:
+                await response.write(
+                    f"data: {json.dumps({'error': step.stream_error})}\n\n".encode()
+                )
+                await response.write_eof()
+                return response
             if index and step.chunk_delay:
                 await asyncio.sleep(step.chunk_delay)  # the model writing, not synchronization
             if index == step.pause_after and step.gate is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.llm.errors import LLMUnavailable
+from agent.llm.errors import LLMError, LLMUnavailable
 from agent.llm.metered import MIN_ANSWER_CHARS
 from gateway.core.messages import OutboundKind
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, held, text
@@ -47,6 +47,23 @@ async def test_a_stream_cut_mid_answer_is_an_error_not_half_an_answer(
     finally:
         await provider.aclose()
     assert said in str(caught.value) or said in caught.value.explain()
+
+
+async def test_an_error_event_in_the_stream_is_an_error_naming_it(fake_llm: FakeLLM) -> None:
+    fake_llm.queue(
+        Step(
+            text="one two three four",
+            stream_chunks=4,
+            stream_error={"message": "the model is overloaded", "type": "server_error"},
+        )
+    )
+    provider = make("openai", fake_llm, timeout=5)
+    try:
+        with pytest.raises(LLMError) as caught:
+            await provider.complete(request(), on_text=_sink)
+    finally:
+        await provider.aclose()
+    assert "the model is overloaded" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,10 @@ async def converse(tg: FakeTelegram, chat: int, messages: int, timeout: float) -
     arrived complete (so no two are folded into one turn; a draft does not count)."""
     for i in range(messages):
         await tg.say(f"c{chat} m{i}", chat_id=chat, user_id=chat)
-        await tg.wait_for(lambda n=i + 1: tg.visible(chat)[:n] == expected(chat, n), timeout)
+        try:
+            await tg.wait_for(lambda n=i + 1: tg.visible(chat)[:n] == expected(chat, n), timeout)
+        except TimeoutError:  # what the person sees, for the failure's message
+            raise AssertionError(f"chat {chat} after m{i}: {tg.visible(chat)}") from None
 
 
 def expected(chat: int, messages: int) -> list[str]:

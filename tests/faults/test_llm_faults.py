@@ -23,6 +23,18 @@ async def _sink(_: str) -> None:
     return None
 
 
+async def streamed_error(fake_llm: FakeLLM, step: Step) -> LLMError:
+    """The error a streamed request (the OpenAI wire) meets when the server answers ``step``."""
+    fake_llm.queue(step)
+    provider = make("openai", fake_llm, timeout=5)
+    try:
+        with pytest.raises(LLMError) as caught:
+            await provider.complete(request(), on_text=_sink)
+    finally:
+        await provider.aclose()
+    return caught.value
+
+
 @pytest.mark.parametrize(
     ("step", "said"),
     [
@@ -39,31 +51,15 @@ async def _sink(_: str) -> None:
 async def test_a_stream_cut_mid_answer_is_an_error_not_half_an_answer(
     fake_llm: FakeLLM, step: Step, said: str
 ) -> None:
-    fake_llm.queue(step)
-    provider = make("openai", fake_llm, timeout=5)
-    try:
-        with pytest.raises(LLMUnavailable) as caught:
-            await provider.complete(request(), on_text=_sink)
-    finally:
-        await provider.aclose()
-    assert said in str(caught.value) or said in caught.value.explain()
+    error = await streamed_error(fake_llm, step)
+    assert isinstance(error, LLMUnavailable)
+    assert said in str(error) or said in error.explain()
 
 
 async def test_an_error_event_in_the_stream_is_an_error_naming_it(fake_llm: FakeLLM) -> None:
-    fake_llm.queue(
-        Step(
-            text="one two three four",
-            stream_chunks=4,
-            stream_error={"message": "the model is overloaded", "type": "server_error"},
-        )
-    )
-    provider = make("openai", fake_llm, timeout=5)
-    try:
-        with pytest.raises(LLMError) as caught:
-            await provider.complete(request(), on_text=_sink)
-    finally:
-        await provider.aclose()
-    assert "the model is overloaded" in str(caught.value)
+    overloaded = {"message": "the model is overloaded", "type": "server_error"}
+    step = Step(text="one two three four", stream_chunks=4, stream_error=overloaded)
+    assert "the model is overloaded" in str(await streamed_error(fake_llm, step))
 
 
 @pytest.mark.parametrize(

@@ -388,12 +388,12 @@ class Database(Service):
     ) -> list[_Pending]:
         """Answer the batch's declared reads together where the engine can (their outcomes
         go to ``outcomes``); the jobs left to run."""
-        selects = [job for job in batch if isinstance(job.fn, Select)]
+        selects = [(job, job.fn) for job in batch if isinstance(job.fn, Select)]
         if len(selects) < 2:
             return batch
         try:
             answers = self.engine.select_together(
-                [(job.fence, job.fn.statements) for job in selects if isinstance(job.fn, Select)]
+                [(job.fence, select.statements) for job, select in selects]
             )
         except Exception as exc:  # each read runs as a job, and meets its own error
             if not self.engine.usable():
@@ -402,16 +402,15 @@ class Database(Service):
             return batch
         if answers is None:
             return batch
-        for job, answer in zip(selects, answers, strict=True):
-            assert isinstance(job.fn, Select)
+        for (job, select), answer in zip(selects, answers, strict=True):
             if isinstance(answer, StaleClaim):
                 outcomes.append((job, None, answer))
                 continue
             try:
-                outcomes.append((job, job.fn.parse(answer), None))
+                outcomes.append((job, select.parse(answer), None))
             except Exception as exc:
                 outcomes.append((job, None, self._translate(exc)))
-        answered = {id(job) for job in selects}
+        answered = {id(job) for job, _ in selects}
         return [job for job in batch if id(job) not in answered]
 
     def _batch_failed(self, exc: Exception) -> BaseException:

@@ -235,7 +235,7 @@ class LazyTransaction:
             self._queue.append(mine[-1])
         if mine:
             self._flush()
-        return [statement.rows for statement in mine if statement.rows is not None]
+        return [statement.rows for statement in mine if statement.rows is not None]  # all sent
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
         """Each row a statement of the queue (a write nobody waits for goes with the next
@@ -269,8 +269,7 @@ class LazyTransaction:
                 _Queued(self._text(sql), [clean(v) for v in values]) for sql, values in statements
             ]
             spans.append((fence, start, len(sent)))
-        bind = self._wire.statement
-        results = self._wire.query([bind(q.text, q.values) for q in sent])
+        results = self._send(sent)
         answers: list[list[Cursor] | StaleClaim] = []
         for fence, start, end in spans:
             if fence is not None:
@@ -320,9 +319,8 @@ class LazyTransaction:
         """Send the queue (and ``after``) as one query; each statement's result goes to it."""
         queue = [*self._queue, *after]
         self._queue = []
-        bind = self._wire.statement
         try:
-            results = self._wire.query([bind(q.text, q.values) for q in queue])
+            results = self._send(queue)
         except BaseException:
             self._open = self._raw.info.transaction_status != _IDLE
             raise
@@ -332,6 +330,10 @@ class LazyTransaction:
                 verify(statement.fence, rows.fetchone())
             elif statement.result is not None:
                 statement.result.add(rows.rowcount)
+
+    def _send(self, queued: list[_Queued]) -> list[Rows]:
+        """``queued`` bound and sent as one query; each statement's result."""
+        return self._wire.query([self._wire.statement(q.text, q.values) for q in queued])
 
     def _check(self, fence: Fence, lock: str) -> _Queued:
         return _Queued(self._text(CHECK_STATEMENT + lock), [fence.session_key], fence)

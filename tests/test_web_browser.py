@@ -90,6 +90,15 @@ async def serving(settings: Settings, *extra: MemoryChannel) -> AsyncIterator[Ga
         yield gateway
 
 
+async def signed_in(page: Page, gateway: Gateway, path: str = "") -> None:
+    """Open ``path`` as the owner's browser: the one-time link (as `switchboard run` prints
+    it) signs the page in and leads to the chat."""
+    assert gateway.web is not None
+    await page.goto(gateway.web.sign_in_link())
+    if path:
+        await page.goto(gateway.web.url + path)
+
+
 async def send(page: Page, message: str) -> None:
     await page.locator("#text").fill(message)
     await page.locator("#text").press("Enter")
@@ -104,7 +113,7 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
         assert gateway.web is not None
         page = await context.new_page()
         await page.add_init_script(RECORD_STREAM)
-        await page.goto(gateway.web.url)
+        await signed_in(page, gateway)
         await expect(page.locator("#connection")).to_have_text("connected")
         hint = page.locator("#empty")  # a new chat is not a blank page
         await expect(hint).to_be_visible()
@@ -131,7 +140,7 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
         await gateway.wait_idle()
         assert fake_llm.requests[-1].user_texts[-2:] == ["hi there", "and a second question"]
 
-        cookie = next(c for c in await context.cookies() if c["name"] == "switchboard_browser")
+        cookie = next(c for c in await context.cookies() if c["name"] == "switchboard_auth")
         assert cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict"
         assert cookie["value"] not in page.url
@@ -149,7 +158,7 @@ async def test_model_output_with_script_is_shown_as_text(
     async with serving(make_settings(web={"port": 0})) as gateway:
         assert gateway.web is not None
         page = await context.new_page()
-        await page.goto(gateway.web.url)
+        await signed_in(page, gateway)
         await send(page, "say something dangerous")
         final = page.locator(".msg.assistant:not(.streaming)")
         await expect(final).to_contain_text("<script>window.__pwned = 1</script>")
@@ -169,14 +178,14 @@ async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
     async with serving(settings, telegram) as gateway:
         assert gateway.web is not None
         page = await context.new_page()
-        await page.goto(gateway.web.url)
+        await signed_in(page, gateway)
         await send(page, "hello status")
         await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("echo:")
         await gateway.wait_idle()
         await telegram.push("let me in", sender_id="777", sender_name="Newcomer")
         await telegram.wait_for(1)
 
-        await page.goto(gateway.web.url + "status")
+        await signed_in(page, gateway, "status")
         webchat = page.locator("#channels tr", has_text="webchat")
         await expect(webchat).to_contain_text("connected")
         model = page.locator("#models tr", has_text="fake-model")
@@ -215,7 +224,7 @@ async def test_with_a_token_the_browser_must_sign_in_and_the_token_stays_out_of_
         await expect(page).to_have_url(re.compile(r"/login\?next=/status$"))
         await page.locator("input[name=token]").fill("not-the-token")
         await page.locator("button[type=submit]").click()
-        await expect(page.locator("#failed")).to_be_visible()
+        await expect(page.get_by_role("alert")).to_contain_text("That token is not right")
         await page.locator("input[name=token]").fill(TOKEN)
         await page.locator("button[type=submit]").click()
         await expect(page).to_have_url(re.compile(r"/status$"))
@@ -238,7 +247,7 @@ async def test_on_a_phone_the_status_page_fits_and_the_chat_shows_it_is_working(
     ) as gateway:
         assert gateway.web is not None
         page = await context.new_page()
-        await page.goto(gateway.web.url)
+        await signed_in(page, gateway)
         await send(page, "take your time")
         working = page.locator("#typing")
         await expect(working).to_be_visible()  # while the model is still writing
@@ -249,7 +258,7 @@ async def test_on_a_phone_the_status_page_fits_and_the_chat_shows_it_is_working(
         await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("All done.")
         await expect(working).to_be_hidden()
 
-        await page.goto(gateway.web.url + "status")
+        await signed_in(page, gateway, "status")
         await expect(page.locator("#turns tbody tr").first).to_contain_text("done")
         await expect(page.locator("#models tr", has_text="a-rather-long")).to_be_visible()
         title = page.locator("header h1")

@@ -5,13 +5,16 @@ from __future__ import annotations
 from channels.webchat.uploads import human_size
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
-from tests.test_web_server import client, message_form, serving
+from tests.test_web_server import message_form, owner, serving
 
 
 async def test_an_oversized_text_field_is_refused_with_its_real_limit(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
-    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         form = message_form("x" * 2_000_000, "too-long-0001")
         headers = {"Origin": url.rstrip("/")}
         async with http.post(url + "api/chat/messages", data=form, headers=headers) as response:

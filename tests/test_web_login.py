@@ -17,9 +17,10 @@ from gateway.config.channels import WebSettings
 from gateway.runtime.app import Gateway
 from gateway.web.security import WebGuard
 from gateway.web.sessions import WebSessions
+from gateway.web.signin import SignInCodes
 from gateway.web.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
-from tests.test_web_server import TOKEN, client, serving
+from tests.test_web_server import TOKEN, client, owner, serving
 
 OTHER_TOKEN = "another-token-0123456789abcdef"
 
@@ -113,15 +114,21 @@ async def test_login_sets_a_strict_httponly_cookie_that_is_not_the_token(
 
 
 async def test_dns_rebinding_hosts_are_not_served(make_settings: SettingsFactory) -> None:
-    async with serving(make_settings(web={"port": 0})) as (_, url, _chat), client() as http:
-        for host in ("evil.example", "127.evil.example", "localhost.evil.example"):
-            async with http.get(url + "api/status", headers={"Host": host}) as response:
-                assert response.status == 421, host
-        async with http.get(url + "api/status", headers={"Host": "localhost"}) as response:
-            assert response.status == 200
-        proxied = {"X-Forwarded-For": "203.0.113.9"}
-        async with http.get(url + "api/status", headers=proxied) as response:
-            assert response.status == 403  # through a proxy, a token is required
+    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat):
+        async with owner(gateway) as http:
+            for host in ("evil.example", "127.evil.example", "localhost.evil.example"):
+                async with http.get(url + "api/status", headers={"Host": host}) as response:
+                    assert response.status == 421, host
+            async with http.get(url + "api/status", headers={"Host": "localhost"}) as response:
+                assert response.status == 200
+            proxied = {"X-Forwarded-For": "203.0.113.9"}
+            async with http.get(url + "api/status", headers=proxied) as response:
+                assert response.status == 200  # the session is the proof, not the path
+        async with (  # a proxy grants nothing either
+            client() as stranger,
+            stranger.get(url + "api/status", headers=proxied) as response,
+        ):
+            assert response.status == 401
 
 
 async def test_a_throttled_client_is_refused_before_its_token_is_checked(
@@ -238,7 +245,13 @@ def sign_in_from(address: str) -> web.Request:
 
 
 def guard(clock: Seconds, max_clients: int) -> WebGuard:
-    return WebGuard(WebSettings(token="t" * 32), clock=clock, max_clients=max_clients)
+    return WebGuard(
+        WebSettings(token="t" * 32),
+        sessions=WebSessions(b"t" * 32, lifetime_seconds=3600),
+        sign_in=SignInCodes(b"k" * 32),
+        clock=clock,
+        max_clients=max_clients,
+    )
 
 
 def test_a_flood_of_addresses_stays_bounded_and_a_throttled_client_stays_throttled() -> None:

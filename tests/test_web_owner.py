@@ -1,9 +1,12 @@
-"""Who is the owner of the token-less local web chat (docs/security.md, "The local web chat").
+"""Who is the owner of the web chat and its API (docs/security.md, "The web chat and
+status page"): whoever holds a secret the gateway issued, never whoever seems local.
 
-Only the user who runs the gateway: their own programs (recognised by the connecting
-socket's uid) or a browser signed in with a one-time link of ``switchboard web``. These drive
-the real web server with a client running as another user (uid 65534), and the real
-bubblewrap sandbox with a network, which cannot reach the gateway's port at all.
+A browser signed in with a one-time link, the web token, or the command line over the
+gateway's Unix socket (the kernel names its user). Where a connection comes from grants
+nothing: these drive the real web server with clients running as the gateway's own uid and
+as another user, clients that hang up before they are served while the server is busy, and
+the real bubblewrap sandbox with a network, which cannot reach the gateway's sockets by TCP,
+MPTCP or anything else.
 """
 
 from __future__ import annotations
@@ -12,25 +15,30 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from agent.mcp.spec import StdioTarget
+from agent.tools.base import ToolError
 from agent.tools.sandbox import find_bwrap
+from agent.tools.shell import Exec
 from agent.toolset import default_tools
 from agent.workspace import Workspace
+from channels.memory import MemoryChannel
 from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.portguard import PortGuard
 from gateway.runtime.mcp import transports
+from gateway.web.sessions import GRACE_SECONDS, WebSessions
 from gateway.web.signin import KEY_FILE, SignInCodes
 from gateway.web.signin import sign_in_link as make_link
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.test_sandbox import exec_tool
 from tests.test_tools import run
-from tests.test_web_server import client, serving
+from tests.test_web_server import client, owner, serving
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 STRANGER = 65534
@@ -39,7 +47,7 @@ needs_python = pytest.mark.skipif(
     not Path(SYSTEM_PYTHON).exists(), reason="needs /usr/bin/python3 (readable by every uid)"
 )
 needs_guard = pytest.mark.skipif(
-    not PortGuard(lambda: ()).available, reason="the kernel's Landlock cannot restrict TCP"
+    not PortGuard(lambda: ()).available, reason="the kernel cannot keep sandboxes off our sockets"
 )
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or find_bwrap("auto") is None, reason="needs bubblewrap"
@@ -114,6 +122,35 @@ async def sign_in_link(home: Path) -> str:
     return link
 
 
+async def switchboard(home: Path, *args: str) -> tuple[int, str]:
+    """The command line, run as the gateway's user."""
+    env = {**os.environ, "SWITCHBOARD_HOME": str(home)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", *args, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode()
+
+
+async def test_no_connection_is_the_owner_without_a_secret(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The gateway's own uid over TCP (what a sandbox looks like from outside) gets nothing."""
+    settings = make_settings(web={"port": 0})
+    (settings.workspace_dir / "MEMORY.md").write_text("the owner's secret memory")
+    async with serving(settings) as (gateway, url, _chat), client() as http:
+        for path in ("api/status", "api/workspace/MEMORY.md"):
+            async with http.get(url + path) as response:
+                assert response.status == 401
+                body = await response.text()
+                assert "switchboard web" in body and "secret memory" not in body
+        async with http.get(url, headers={"Accept": "text/html"}) as page:
+            assert page.url.path == "/login"  # a browser is shown how to sign in
+            assert "switchboard web" in await page.text()
+        await gateway.wait_idle()
+        assert fake_llm.requests == []
+
+
 @as_root
 @needs_python
 async def test_another_user_gets_no_turn_no_approval_and_no_page_data(
@@ -130,10 +167,45 @@ async def test_another_user_gets_no_turn_no_approval_and_no_page_data(
         await gateway.wait_idle()
         assert fake_llm.requests == []  # no turn
         assert await gateway.store.journal.counts() == {}
-        # The owner's own program (this test's uid) still gets in without anything set up.
-        async with client() as http, http.get(url + "api/workspace/MEMORY.md") as response:
-            assert response.status == 200
-            assert "secret memory" in (await response.json())["text"]
+
+
+@as_root
+async def test_a_client_that_hangs_up_before_it_is_served_is_never_the_owner(
+    make_settings: SettingsFactory,
+) -> None:
+    """Run as root, a client's closed connection is listed with uid 0 in /proc/net/tcp:
+    when identity came from there, an approval sent by a client that hung up at once, while
+    the server was kept busy, was the owner's. Now nothing of the connection counts."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "123:abc"})
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat):
+        assert gateway.web is not None and gateway.web.port is not None
+        await telegram.push("let me in", sender_id="555", sender_name="Stranger")
+        await telegram.wait_for(1)
+        [pending] = await gateway.store.pairings.listing()
+        port = gateway.web.port
+        request = (
+            f"POST /api/pairing/{pending.code}/approve HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\nOrigin: {url.rstrip('/')}\r\n"
+            "Content-Length: 0\r\n\r\n"
+        ).encode()
+
+        def hang_up() -> None:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(request)
+
+        async def busy() -> None:
+            async with client() as http, http.get(url + "api/status") as response:
+                await response.read()
+
+        for _ in range(3):
+            await asyncio.gather(
+                *(busy() for _ in range(50)),
+                *(asyncio.to_thread(hang_up) for _ in range(20)),
+            )
+        await gateway.wait_idle()
+        assert not await gateway.store.pairings.is_approved("telegram", "555")
+        assert [p.state for p in await gateway.store.pairings.listing()] == ["pending"]
 
 
 @as_root
@@ -163,13 +235,103 @@ async def test_a_forged_or_stale_code_signs_nobody_in(make_settings: SettingsFac
         forged = f"{url}signin?code={int(expires) + 3600}.{nonce}.{mac}"
         async with http.get(forged, allow_redirects=False) as response:
             assert response.status == 403
+            assert "has been used, has expired or is not right" in await response.text()
         assert "switchboard_auth" not in {c.key for c in http.cookie_jar}
+
+
+async def test_the_command_line_is_the_owner_over_its_local_socket(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(web={"port": 0})
+    async with serving(settings):
+        code, out = await switchboard(settings.home, "status", "--json")
+        assert code == 0
+        report = json.loads(out)
+        assert report["live"] is True and report["live_error"] is None
+        sock = settings.data_dir / "web.sock"
+        assert sock.stat().st_mode & 0o777 == 0o600
+        assert settings.data_dir.stat().st_mode & 0o077 == 0  # nobody else may even look
+
+
+@as_root
+@needs_python
+async def test_another_user_cannot_open_the_local_socket(make_settings: SettingsFactory) -> None:
+    settings = make_settings(web={"port": 0})
+    async with serving(settings):
+        dial = (
+            "import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n    s.connect(sys.argv[1]); print('connected')\n"
+            "except OSError as e: print('refused', e.errno)\n"
+        )
+        process = await asyncio.create_subprocess_exec(
+            SYSTEM_PYTHON,
+            "-I",
+            "-c",
+            dial,
+            str(settings.data_dir / "web.sock"),
+            user=STRANGER,
+            group=STRANGER,
+            extra_groups=[],
+            cwd="/",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        assert out.decode().strip() == "refused 13"  # EACCES
+
+
+async def test_signing_out_everywhere_ends_every_session_and_unused_link(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(web={"port": 0})
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+        unused = await sign_in_link(settings.home)
+        async with http.get(url + "api/status") as response:
+            assert response.status == 200
+        code, out = await switchboard(settings.home, "web", "--sign-out-all")
+        assert code == 0 and "Signed out 1 browser session" in out
+        async with http.get(url + "api/status") as response:
+            assert response.status == 401
+        async with client() as other, other.get(unused, allow_redirects=False) as response:
+            assert response.status == 403  # made before the sign-out: void
+
+
+async def test_a_session_in_use_gets_a_new_id_and_the_old_one_soon_stops_working() -> None:
+    now = [1_000.0]
+    sessions = WebSessions(
+        b"", lifetime_seconds=7 * 86_400, clock=lambda: now[0], renew_seconds=3600
+    )
+    first = await sessions.create()
+    assert await sessions.renew(first) is None  # not due yet
+    now[0] += 3601
+    second = await sessions.renew(first)
+    assert second is not None and second != first
+    assert sessions.valid(first) and sessions.valid(second)  # requests already on their way
+    now[0] += GRACE_SECONDS + 1
+    assert not sessions.valid(first) and sessions.valid(second)
+
+
+DIAL = """
+import errno, socket
+for name, family, host, proto in (
+    ("tcp", socket.AF_INET, "127.0.0.1", 0), ("tcp6", socket.AF_INET6, "::1", 0),
+    ("mptcp", socket.AF_INET, "127.0.0.1", 262), ("mptcp6", socket.AF_INET6, "::1", 262),
+    ("other", socket.AF_INET, "127.0.0.1", 0),
+):
+    port = OTHER if name == "other" else PORT
+    try:
+        s = socket.socket(family, socket.SOCK_STREAM, proto)
+        s.settimeout(3); s.connect((host, port)); s.close()
+        print("reached", name, port)
+    except OSError as e:
+        print("refused", name, errno.errorcode.get(e.errno, e.errno))
+"""
 
 
 @needs_bwrap
 @needs_guard
 @needs_python
-async def test_a_networked_exec_cannot_reach_the_gateways_port(
+async def test_a_networked_exec_cannot_reach_the_gateway_by_any_protocol(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
     settings = make_settings(web={"port": 0}, tools={"exec": {"network": True, "sandbox": "bwrap"}})
@@ -178,26 +340,26 @@ async def test_a_networked_exec_cannot_reach_the_gateways_port(
         port = gateway.web.port
         other = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
         other_port = other.sockets[0].getsockname()[1]
-        dial = (
-            f'{SYSTEM_PYTHON} -c "import socket\n'
-            f"for host, port in (('127.0.0.1', {port}), ('::1', {port}), ('localhost', {port}),"
-            f" ('127.0.0.1', {other_port})):\n"
-            "    try:\n        socket.create_connection((host, port), 3).close(); print('reached', port)\n"
-            "    except OSError as e: print('refused', port, e.errno)\""
-        )
+        script = DIAL.replace("OTHER", str(other_port)).replace("PORT", str(port))
+        (settings.workspace_dir / "dial.py").write_text(script)
         async with other:
             result = await run(
-                exec_tool(default_tools(settings)), Workspace(settings.workspace_dir), command=dial
+                exec_tool(default_tools(settings)),
+                Workspace(settings.workspace_dir),
+                command=f"{SYSTEM_PYTHON} dial.py",
             )
-        assert f"reached {port}" not in result.content, result.content
-        assert result.content.count(f"refused {port} 13") == 3  # EACCES: Landlock said no
-        assert f"reached {other_port}" in result.content  # the network itself still works
+        lines = result.content
+        assert f"reached tcp {port}" not in lines and f"reached mptcp {port}" not in lines, lines
+        assert "refused tcp EACCES" in lines  # Landlock's port rule
+        assert "refused mptcp EPROTONOSUPPORT" in lines  # the socket filter
+        assert "refused mptcp6 EPROTONOSUPPORT" in lines
+        assert f"reached other {other_port}" in lines  # the network itself still works
 
 
 @needs_bwrap
 @needs_guard
 @needs_python
-async def test_a_sandboxed_mcp_server_cannot_reach_the_gateways_port(
+async def test_a_sandboxed_mcp_server_cannot_reach_the_gateway_by_any_protocol(
     make_settings: SettingsFactory,
 ) -> None:
     async with serving(make_settings(web={"port": 0})) as (gateway, _url, _chat):
@@ -211,28 +373,49 @@ async def test_a_sandboxed_mcp_server_cannot_reach_the_gateways_port(
         opener = transports(settings)
         cwd = settings.home / "mcp-probe"
         cwd.mkdir()
-        dial = f"import socket; socket.create_connection(('127.0.0.1', {port}), 3)"
-        argv = opener.command_line(StdioTarget(command=SYSTEM_PYTHON, args=("-c", dial), cwd=cwd))
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        _out, err = await asyncio.wait_for(process.communicate(), 60)
-        assert process.returncode != 0
-        assert "PermissionError" in err.decode(), err.decode()
+        for proto, error in ((0, "PermissionError"), (262, "Protocol not supported")):
+            dial = (
+                f"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, {proto}); "
+                f"s.connect(('127.0.0.1', {port}))"
+            )
+            argv = opener.command_line(
+                StdioTarget(command=SYSTEM_PYTHON, args=("-c", dial), cwd=cwd)
+            )
+            process = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+            _out, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode != 0
+            assert error in err.decode(), err.decode()
+
+
+@needs_bwrap
+@needs_python
+async def test_a_networked_sandbox_is_refused_where_the_kernel_cannot_guard_it(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    guard = PortGuard(lambda: (), unguarded=lambda: "this kernel's Landlock (ABI 3) cannot")
+    exec_tool_ = Exec(sandbox=find_bwrap("bwrap", network=True, guard=guard))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with pytest.raises(ToolError, match=r"refused here.*network off"):
+        await run(exec_tool_, Workspace(workspace), command="echo ran")
 
 
 @needs_guard
-def test_doctor_says_networked_sandboxes_are_kept_off_the_gateways_ports(
+def test_doctor_says_which_protection_keeps_sandboxes_off_the_gateway(
     make_settings: SettingsFactory,
 ) -> None:
     quiet = sandbox_checks(make_settings())
-    assert not [c for c in quiet if c.name == "port guard"]  # no networked sandbox: no line
+    assert not [c for c in quiet if c.name == "network guard"]  # no networked sandbox
     [check] = [
         c
         for c in sandbox_checks(make_settings(tools={"exec": {"network": True}}))
-        if c.name == "port guard"
+        if c.name == "network guard"
     ]
-    assert check.status == "ok" and "cannot connect to the gateway's own ports" in check.message
+    assert check.status == "ok"
+    assert "Landlock" in check.message and "seccomp" in check.message
+    assert "by any protocol" in check.message
 
 
 def test_a_link_made_before_a_restart_signs_nobody_in_after_it() -> None:

@@ -47,8 +47,19 @@ async def serving(
 
 
 def client() -> aiohttp.ClientSession:
+    """A browser that has not signed in."""
     # unsafe=True: keep cookies for 127.0.0.1 (aiohttp drops cookies of IP hosts otherwise)
     return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+@asynccontextmanager
+async def owner(gateway: Gateway) -> AsyncIterator[aiohttp.ClientSession]:
+    """The owner's browser: signed in with a one-time link, as `switchboard run` prints."""
+    assert gateway.web is not None
+    async with client() as http:
+        async with http.get(gateway.web.sign_in_link(), allow_redirects=False) as response:
+            assert response.status == 303, await response.text()
+        yield http
 
 
 def message_form(text_: str, client_id: str = "msg-0000000001") -> aiohttp.FormData:
@@ -131,7 +142,10 @@ async def test_gateway_without_the_web_chat_opens_no_port(
 async def test_cross_site_posts_are_refused(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
-    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         async with http.post(
             url + "api/chat/messages", data=message_form("from evil"), headers={"Origin": EVIL}
         ) as response:
@@ -155,7 +169,10 @@ async def test_cross_site_posts_are_refused(
 
 
 async def test_socket_with_a_foreign_origin_is_refused(make_settings: SettingsFactory) -> None:
-    async with serving(make_settings(web={"port": 0})) as (_, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await http.ws_connect(url + "api/chat/socket", origin=EVIL)
         assert refused.value.status == 403
@@ -173,10 +190,13 @@ async def test_retried_post_is_one_message_and_the_answer_replaces_the_stream(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
     fake_llm.queue(text("first answer, streamed in pieces"))
-    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         origin = url.rstrip("/")
         async with http.get(url) as page:
-            assert "switchboard_browser" in page.cookies
+            assert page.status == 200
         async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
             await ws.receive_json()
             for _ in range(2):  # the page retries after a network error: same id
@@ -209,7 +229,10 @@ async def test_pages_learn_when_a_turn_ends_and_drop_text_no_answer_replaces(
         calls(("message", {"content": "Sent it already."})),
         text("Sent it already."),  # streamed, then not delivered again: it repeats the send
     )
-    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         origin = url.rstrip("/")
         async with http.get(url):
             pass
@@ -240,6 +263,9 @@ async def test_the_conversation_survives_a_restart(
     async with client() as http:
         for round_ in (1, 2):
             async with serving(settings) as (gateway, url, _chat):
+                if round_ == 1:  # signed in once: the session outlives the restart
+                    assert gateway.web is not None
+                    await http.get(gateway.web.sign_in_link())
                 origin = url.rstrip("/")
                 async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
                     hello = await ws.receive_json()
@@ -261,7 +287,7 @@ async def test_attached_files_are_stored_and_oversized_ones_refused(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
     settings = make_settings(web={"port": 0, "max_attachment_bytes": 1000})
-    async with serving(settings) as (gateway, url, _chat), client() as http:
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
         origin = {"Origin": url.rstrip("/")}
         form = message_form("what is in this file?", "with-file-0001")
         form.add_field("file", b"hello notes", filename="notes.txt", content_type="text/plain")
@@ -294,7 +320,7 @@ async def test_owner_approves_a_pairing_request_and_the_user_is_welcomed(
 ) -> None:
     settings = make_settings(web={"port": 0}, telegram={"token": "123:abc"})
     telegram = MemoryChannel("telegram")
-    async with serving(settings, telegram) as (gateway, url, _chat), client() as http:
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
         await telegram.push("hi, who are you?", sender_id="555", sender_name="Stranger")
         [pairing_notice] = await telegram.wait_for(1)
         async with http.get(url + "api/status") as response:
@@ -323,7 +349,7 @@ async def test_workspace_view_shows_only_bootstrap_and_memory_files(
     secret.write_text("top secret")
     (memory / "leak.md").symlink_to(secret)
     (settings.workspace_dir / "notes.md").write_text("not a bootstrap file")
-    async with serving(settings) as (_, url, _chat), client() as http:
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
         async with http.get(url + "api/status") as response:
             names = [f["name"] for f in (await response.json())["workspace"]]
         assert "AGENTS.md" in names
@@ -340,7 +366,10 @@ async def test_workspace_view_shows_only_bootstrap_and_memory_files(
 async def test_metrics_report_turns_tokens_and_queues(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
-    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat), client() as http:
+    async with (
+        serving(make_settings(web={"port": 0})) as (gateway, url, _chat),
+        owner(gateway) as http,
+    ):
         origin = {"Origin": url.rstrip("/")}
         async with http.post(url + "api/chat/messages", data=message_form("hi"), headers=origin):
             pass

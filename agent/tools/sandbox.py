@@ -33,7 +33,7 @@ from pathlib import Path
 
 from agent.tools.cgroups import PidsCgroups
 from agent.workspace import Locked
-from gateway.core.portguard import PortGuard
+from gateway.core.portguard import NetworkUnguarded, PortGuard
 
 # System directories a shell needs, read-only. A merged-/usr system has /bin -> usr/bin etc.:
 # links are recreated as links, real directories are bound.
@@ -118,7 +118,7 @@ class Bwrap:
         and ``read_write`` are further paths outside the workspace it sees (an MCP server's
         program and data). ``covered`` paths in the workspace (what the conversation may
         not see) are covered by an empty read-only folder or file, and ``uncovered`` ones
-        under them (what it may read after all) are bound read-only over the cover. With a network and a ``guard``, bwrap starts under it. With ``cgroup_procs`` the command first joins that cgroup."""
+        under them (what it may read after all) are bound read-only over the cover. With a network, bwrap starts under the ``guard`` (:class:`NetworkUnguarded` where it cannot work). With ``cgroup_procs`` the command first joins that cgroup."""
         resolved = workspace.resolve()
         root = str(resolved)
         args = [self.executable, "--unshare-all", "--unshare-user"]
@@ -146,8 +146,10 @@ class Bwrap:
         args += self._conversation_view(covered, uncovered)
         args += self._covers(hidden, visible, skip=covered)
         args += ["--chdir", root, "--", *self._limited(command)]
-        if self.network and self.guard is not None:
-            args = self.guard.wrap(args)
+        if self.network:
+            if self.guard is None:
+                raise NetworkUnguarded("a sandbox with a network needs the network guard")
+            args = self.guard.wrap(args)  # raises NetworkUnguarded where it cannot work
         if cgroup_procs is None:
             return args
         # The shell joins the cgroup, then becomes bwrap: nothing runs outside the cap.

@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.sandbox import Bwrap, CannotLock
+from gateway.core.portguard import NetworkUnguarded
 
 DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..
@@ -145,7 +146,7 @@ class Exec(Tool):
                     uncovered=ctx.workspace.uncovered(),
                     cgroup_procs=cgroup_procs,
                 )
-            except CannotLock as exc:
+            except (CannotLock, NetworkUnguarded) as exc:
                 raise ToolError(str(exc)) from None
         process = await asyncio.create_subprocess_exec(
             *argv,

@@ -1,14 +1,13 @@
 """The web chat's HTTP endpoints: the page's socket, sending messages, fetching files.
 
 They sit behind the gateway web server's guard (authentication, Host and Origin checks),
-so every request here is the owner's; the browser id comes from the guard's cookie.
+so every request here is the owner's, in the owner's one conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,16 +23,17 @@ from channels.webchat.uploads import TooLarge, read_field, save_part
 from gateway.core.bus import Accepted
 from gateway.core.errors import ChannelTransientError, StorageFullError
 from gateway.core.messages import Attachment
-from gateway.core.webhost import Prepare, browser_id
+from gateway.core.webhost import Prepare
 
 MAX_TEXT_BYTES = 100_000
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
-def chat_for_browser(browser: str) -> str:
-    """The chat id of a browser: derived, so the cookie value itself is never stored."""
-    return hashlib.sha256(f"webchat:{browser}".encode()).hexdigest()[:24]
+# Every signed-in browser is the owner (gateway.web.security), so they share one
+# conversation: the page on the phone and on the desk show the same chat, `webchat:owner`
+# (the address a webhook's ``deliver_to`` or ``heartbeat.target`` can name).
+OWNER_CHAT = "owner"
 
 
 class BadForm(Exception):
@@ -93,9 +93,9 @@ class ChatRoutes:
 
     async def socket(self, request: web.Request) -> web.StreamResponse:
         """Live events for one page; starts with a snapshot, so nothing falls in a gap."""
-        chat_id = chat_for_browser(browser_id(request))
+        chat_id = OWNER_CHAT
         sock = web.WebSocketResponse(heartbeat=25.0, max_msg_size=4096)
-        self._prepare(request, sock)  # security headers and the browser cookie go with the 101
+        self._prepare(request, sock)  # security headers go with the 101
         await sock.prepare(request)
         subscriber, hello = await self._channel.subscribe(chat_id)
         pump = asyncio.create_task(_pump(subscriber, sock))
@@ -112,7 +112,7 @@ class ChatRoutes:
         return sock
 
     async def send(self, request: web.Request) -> web.StreamResponse:
-        chat_id = chat_for_browser(browser_id(request))
+        chat_id = OWNER_CHAT
         if not request.content_type.startswith("multipart/"):
             return _error(415, "send multipart/form-data")
         form = Form()
@@ -162,8 +162,8 @@ class ChatRoutes:
             raise BadForm(400, "missing or malformed message id")
 
     async def download(self, request: web.Request) -> web.StreamResponse:
-        """A file of this browser's own transcript (uploads and files the agent sent)."""
-        chat_id = chat_for_browser(browser_id(request))
+        """A file of the owner's transcript (uploads and files the agent sent)."""
+        chat_id = OWNER_CHAT
         try:
             index = int(request.match_info["index"])
         except ValueError:

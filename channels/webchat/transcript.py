@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CHAT_ID_RE = re.compile(r"[0-9a-f]{24}")
+# "owner": every signed-in browser's one chat; 24 hex digits: a browser's own chat before
+# browsers shared it (kept readable for answers still on their way there)
+CHAT_ID_RE = re.compile(r"owner|[0-9a-f]{24}")
 KEEP_ENTRIES = 500  # in memory and after compaction
 COMPACT_AFTER_LINES = 2_000
 

@@ -47,23 +47,23 @@ def _networked_sandboxes(settings: Settings) -> bool:
 
 
 def port_guard_check(settings: Settings) -> Check:
-    """Whether networked sandboxes are kept off the gateway's ports (docs/security.md)."""
-    from gateway.core.portguard import NET_ABI, PortGuard, landlock_abi  # noqa: PLC0415
+    """Which protection keeps networked sandboxes off the gateway's sockets, or that none
+    can here and such sandboxes are refused (docs/security.md)."""
+    from gateway.core.portguard import landlock_abi, unguarded_reason  # noqa: PLC0415
 
-    if PortGuard(lambda: ()).available:
+    reason = unguarded_reason()
+    if reason is None:
         return Check(
-            "port guard",
+            "network guard",
             "ok",
-            f"Landlock ABI {landlock_abi()}: networked commands and MCP servers cannot "
-            "connect to the gateway's own ports",
+            f"Landlock ABI {landlock_abi()} port rule + seccomp socket filter: networked "
+            "commands and MCP servers cannot reach the gateway's own sockets by any protocol",
         )
     return Check(
-        "port guard",
-        "warn",
-        f"this kernel's Landlock (ABI {landlock_abi()}, {NET_ABI}+ needed: Linux 6.7) cannot "
-        "keep networked commands and MCP servers off the gateway's ports; the local web "
-        "chat then recognises nobody by their connection: sign browsers in with "
-        "`switchboard web`",
+        "network guard",
+        "fail",
+        f"{reason}: commands and MCP servers with a network are refused here; turn their "
+        "network off (tools.exec.network = false, mcp.servers.<name>.network = false)",
     )
 
 

@@ -1,9 +1,10 @@
-"""Talk to the running gateway's loopback web API from the command line.
+"""Talk to the running gateway's web API from the command line.
 
-``switchboard run`` writes where its web server listens (:mod:`gateway.web.endpoint`); this
-finds it and calls it as a browser on this machine would: no credentials on a loopback bind
-without ``web.token``, ``Authorization: Bearer <web.token>`` otherwise. Anything that wants
-the live gateway (``switchboard status``, an attached terminal chat) starts here.
+``switchboard run`` serves its web API on a Unix socket in the data directory too
+(:mod:`gateway.web.endpoint`); the command line calls it there, where the kernel tells the
+server which user connected: the gateway's own user (or root) is the owner with nothing set
+up, and nobody else can open the socket. Anything that wants the live gateway's web API
+(``switchboard status``, ``switchboard web --sign-out-all``) starts here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 import aiohttp
 
 from gateway.config.settings import Settings
+from gateway.core.local_socket import reachable
 from gateway.core.lock import holder
-from gateway.web.endpoint import WebEndpoint, read_endpoint
+from gateway.web.endpoint import WebEndpoint, read_endpoint, socket_path
 
 TIMEOUT_SECONDS = 5.0
 
@@ -41,29 +43,26 @@ def find_running(settings: Settings) -> RunningGateway | None:
     return RunningGateway(pid, endpoint)
 
 
-def auth_headers(settings: Settings) -> dict[str, str]:
-    token = settings.web.token
-    if token is None or not token.get_secret_value().strip():
-        return {}
-    return {"Authorization": f"Bearer {token.get_secret_value().strip()}"}
-
-
-async def get_json(settings: Settings, endpoint: WebEndpoint, path: str) -> Any:
-    """GET ``path`` (``api/status``) of the running gateway; 503 bodies are returned too
-    (``/readyz`` says "not ready" that way)."""
-    url = endpoint.url.rstrip("/") + "/" + path.lstrip("/")
+async def call(settings: Settings, method: str, path: str) -> Any:
+    """``method path`` (``GET api/status``) of the running gateway, over its Unix socket;
+    the JSON answer (503 bodies too: ``/readyz`` says "not ready" that way)."""
+    where = socket_path(settings.data_dir)
+    url = "http://localhost/" + path.lstrip("/")
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
     try:
-        async with (
-            aiohttp.ClientSession(timeout=timeout, trust_env=False) as session,
-            session.get(url, headers=auth_headers(settings)) as response,
-        ):
-            if response.status == 401:
-                raise GatewayUnreachable(
-                    f"{url} wants the web token: set SWITCHBOARD_WEB__TOKEN as the gateway has it"
-                )
-            if response.status not in (200, 503):
-                raise GatewayUnreachable(f"{url} answered HTTP {response.status}")
-            return await response.json()
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        raise GatewayUnreachable(f"{url} did not answer: {exc or type(exc).__name__}") from exc
+        with reachable(where) as name:
+            async with (
+                aiohttp.ClientSession(
+                    connector=aiohttp.UnixConnector(path=name), timeout=timeout, trust_env=False
+                ) as session,
+                session.request(method, url) as response,
+            ):
+                if response.status not in (200, 503):
+                    raise GatewayUnreachable(f"{where}: {path} answered HTTP {response.status}")
+                return await response.json()
+    except (aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+        raise GatewayUnreachable(f"{where} did not answer: {exc or type(exc).__name__}") from exc
+
+
+async def get_json(settings: Settings, path: str) -> Any:
+    return await call(settings, "GET", path)

@@ -65,8 +65,8 @@ async def gather(settings: Settings) -> dict[str, Any]:
     elif running is not None and running.endpoint is not None:
         report["url"] = running.endpoint.url
         try:
-            live = await get_json(settings, running.endpoint, "api/status")
-            ready = await get_json(settings, running.endpoint, "readyz")
+            live = await get_json(settings, "api/status")
+            ready = await get_json(settings, "readyz")
         except GatewayUnreachable as exc:
             report["live_error"] = str(exc)
         else:

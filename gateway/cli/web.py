@@ -1,15 +1,16 @@
-"""``switchboard web``: a one-time link that signs a browser in to the local web chat.
+"""``switchboard web``: a one-time link that signs a browser in to the web chat.
 
-The web chat without ``web.token`` belongs to the user who runs the gateway. Their own
-programs are recognised by the connection (docs/security.md); a browser that is not (it
-runs as another user, or the kernel lacks Landlock) opens this link once, within ten
-minutes, and keeps a session cookie. Only that user can make a link: it is signed with a
-key the gateway keeps owner-only in ``data/web-signin.key`` (:mod:`gateway.web.signin`).
+A browser is the owner only with a secret the gateway issued (docs/security.md): it opens
+this link once, within ten minutes, and keeps a session cookie. Only the user who runs the
+gateway can make a link: it is signed with a key the gateway keeps owner-only in
+``data/web-signin.key`` (:mod:`gateway.web.signin`). ``--sign-out-all`` ends every
+browser's session and every link not used yet (a lost laptop, a shared link).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -33,10 +34,17 @@ def register(
         "web", parents=[common], help="sign a browser in to the web chat", description=DESCRIPTION
     )
     command.add_argument("--json", action="store_true", help="print {url, link, expires_in}")
+    command.add_argument(
+        "--sign-out-all",
+        action="store_true",
+        help="sign every browser out and void the links not used yet",
+    )
     command.set_defaults(handler=web_command)
 
 
 def web_command(args: argparse.Namespace, settings: Settings) -> int:
+    if args.sign_out_all:
+        return sign_out_all(settings)
     endpoint = read_endpoint(settings.data_dir)
     if endpoint is None:
         print(
@@ -54,3 +62,35 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(f"Open this link in your browser (it works once, for 10 minutes):\n{link}")
     return 0
+
+
+def sign_out_all(settings: Settings) -> int:
+    """Through the running gateway (it holds the sessions), over its local socket; with none
+    running, in the store (links die with the process that could take them anyway)."""
+    from gateway.cli.gateway_api import GatewayUnreachable, call, find_running  # noqa: PLC0415
+
+    if find_running(settings) is None:
+        ended = asyncio.run(_forget_sessions(settings))
+    else:
+        try:
+            answer = asyncio.run(call(settings, "POST", "api/sessions/sign-out-all"))
+        except GatewayUnreachable as exc:
+            print(f"switchboard: {exc}", file=sys.stderr)
+            return 1
+        ended = int(answer.get("signed_out", 0))
+    print(
+        f"Signed out {ended} browser session{'s' if ended != 1 else ''}; sign-in links made "
+        "before now no longer work. `switchboard web` makes a new one."
+    )
+    return 0
+
+
+async def _forget_sessions(settings: Settings) -> int:
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
+    from gateway.web.sessions import KEY  # noqa: PLC0415
+
+    async with store_for(settings) as store:
+        stored = await store.kv.get(KEY)
+        sessions = stored.get("sessions") if isinstance(stored, dict) else None
+        await store.kv.set(KEY, {})  # no fingerprint: the next start keeps none of them
+    return len(sessions) if isinstance(sessions, dict) else 0

@@ -27,12 +27,6 @@ from typing import Protocol, runtime_checkable
 from aiohttp import web
 
 Prepare = Callable[[web.Request, web.StreamResponse], None]
-BROWSER_ID = web.RequestKey("switchboard_browser_id", str)
-
-
-def browser_id(request: web.Request) -> str:
-    """The random id of the browser making ``request`` (set by the server's guard)."""
-    return request[BROWSER_ID]
 
 
 @runtime_checkable

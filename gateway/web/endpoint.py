@@ -1,12 +1,12 @@
 """Where the running gateway's web server listens, for the command line on the same machine.
 
 ``switchboard run`` writes ``data/web.json`` (``url``, ``pid``, ``version``) once the server
-listens and removes it when it stops. ``switchboard status`` (and anything else that talks
-to the running gateway, like an attached terminal chat) reads it, then calls the loopback
-API with the same credentials as a browser: none on a loopback bind without ``web.token``
-(the server recognises the gateway's own uid by the connection, gateway.web.peer), else
-``Authorization: Bearer <web.token>``. A crash can leave the file behind; the process
-lock (``data/switchboard.lock``) says whether its writer still runs.
+listens and removes it when it stops; the same application also listens on the Unix socket
+``data/web.sock`` (:func:`socket_path`). ``switchboard status`` (and anything else of the
+command line that talks to the running gateway's web API) calls it over that socket, where
+the kernel says which user connected (gateway.web.security); the URL is what browsers and
+sign-in links use. A crash can leave the files behind; the process lock
+(``data/switchboard.lock``) says whether their writer still runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from gateway import __version__
 
 ENDPOINT_FILE = "web.json"
+SOCKET_FILE = "web.sock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,10 @@ class WebEndpoint:
     url: str  # http://127.0.0.1:8787/ (a wildcard bind is written as 127.0.0.1)
     pid: int
     version: str
+
+
+def socket_path(data_dir: Path) -> Path:
+    return data_dir / SOCKET_FILE
 
 
 def write_endpoint(data_dir: Path, url: str) -> None:

@@ -20,8 +20,8 @@ to the leader). :meth:`WebServer.serve_all` lifts that once the node leads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,9 +30,9 @@ from aiohttp import web
 
 from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
-from gateway.core.portguard import PortGuard
+from gateway.core.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
-from gateway.web.endpoint import remove_endpoint, write_endpoint
+from gateway.web.endpoint import remove_endpoint, socket_path, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import Handler, WebGuard
 from gateway.web.serving import program_channels, web_channels, webhook_channels
@@ -42,23 +42,11 @@ from gateway.web.status import read_workspace_file, readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
-    from gateway.config.settings import Settings
     from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-def owner_recognised(settings: Settings) -> bool:
-    """Whether a connection made by the gateway's own uid is the owner without signing in:
-    only when no sandbox with a network could make one (the port guard keeps them out
-    where Landlock can, gateway.core.portguard)."""
-    if PortGuard(lambda: ()).available:
-        return True
-    exec_network = settings.tools.exec.enabled and settings.tools.exec.network
-    mcp_network = any(s.command is not None and s.network for s in settings.mcp.enabled().values())
-    return not (exec_network or mcp_network)
 
 
 def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -96,7 +84,6 @@ class WebServer:
             sessions=sessions,
             webhook_paths=frozenset(_path_of(route) for route in self._webhooks),
             program_prefixes=tuple(p.program_prefix for p in self._programs),
-            owner_uid=os.geteuid() if owner_recognised(gateway.settings) else None,
             sign_in=SignInCodes(self._sign_in_key),
         )
         self.metrics = GatewayMetrics(gateway)
@@ -140,8 +127,19 @@ class WebServer:
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
+        await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
         log.info("web chat and status page on %s", self.url)
+
+    async def _listen_locally(self, runner: web.AppRunner) -> None:
+        """The same application on a Unix socket in the data directory, for the command
+        line (``switchboard status``): the kernel names who connects (gateway.web.security)."""
+        path = socket_path(self._gateway.settings.data_dir)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.unlink(missing_ok=True)  # left by a crash; the data directory's lock is ours
+        with reachable(path) as name:
+            await web.UnixSite(runner, name).start()
+        path.chmod(0o600)  # only the gateway's user (and root) may connect
 
     def serve_all(self) -> None:
         """This node leads now and every channel is started: serve every route."""
@@ -176,6 +174,8 @@ class WebServer:
         await self._runner.cleanup()
         self._runner = None
         remove_endpoint(self._gateway.settings.data_dir)
+        with contextlib.suppress(OSError):
+            socket_path(self._gateway.settings.data_dir).unlink()
 
     # -- the application ------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ class WebServer:
         add("GET", "/", _page("chat.html"))
         add("GET", "/status", _page("status.html"))
         add("GET", "/trace/{turn_id}", _page("trace.html"))
-        add("GET", "/login", _page("login.html"))
+        add("GET", "/login", self.guard.login_page)
         add("POST", "/login", self.guard.login)
         add("POST", "/logout", self.guard.logout)
         add("GET", "/signin", self.guard.sign_in)
@@ -197,6 +197,7 @@ class WebServer:
         add("GET", "/api/status", self._status)
         add("GET", "/api/traces/{turn_id}", self._trace)
         add("POST", "/api/pairing/{code}/{action}", self._pairing)
+        add("POST", "/api/sessions/sign-out-all", self.guard.sign_out_all)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         # Browsers ask for /favicon.ico on every page whatever the page links to.
@@ -244,7 +245,7 @@ class WebServer:
     async def _status(self, request: web.Request) -> web.Response:
         await self.metrics.refresh()
         data = await snapshot(self._gateway)
-        data["auth"] = "token" if self.guard.token_required else "local"
+        data["auth"] = "token" if self.guard.token_required else "link"
         return web.json_response(data)
 
     async def _trace(self, request: web.Request) -> web.Response:

@@ -1,11 +1,14 @@
-"""Server-side login sessions for the web chat and status page.
+"""Server-side sessions of signed-in browsers (the web chat and its pages).
 
-The login form hands the browser a random session id (256 bits) in an HttpOnly cookie;
-the server keeps only its SHA-256 and when it expires (``web.session_hours``). Logging out
-deletes it, so a copied cookie stops working; a login after that gets a new id. Sessions
-are kept in the store's key-value table, so a restart does not log anyone out, together
-with a fingerprint of ``web.token``: when the token changes, every session made under the
-old one is revoked at the next start.
+A sign-in link or the login form hands the browser a random session id (256 bits) in an
+HttpOnly ``SameSite=Strict`` cookie; the server keeps only its SHA-256, when it expires
+(``web.session_hours``) and when it is due for a new id. A session in use gets a new id
+every ``RENEW_SECONDS`` (the old one keeps working for ``GRACE_SECONDS``, for requests the
+page had already sent), so a cookie copied once stops working soon. Logging out deletes
+it; ``switchboard web --sign-out-all`` deletes every one. Sessions are kept in the store's
+key-value table, so a restart does not sign anyone out, together with a fingerprint of
+``web.token``: when the token changes, every session made under the old one is revoked at
+the next start.
 """
 
 from __future__ import annotations
@@ -16,16 +19,25 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 KEY = "web_sessions"
-MAX_SESSIONS = 64  # one per browser that logged in; beyond it the oldest logins end
+MAX_SESSIONS = 64  # one per browser that signed in; beyond it the oldest sign-ins end
+RENEW_SECONDS = 12 * 3600.0
+GRACE_SECONDS = 60.0
 
 
 class KeyValueStore(Protocol):
     async def get(self, key: str) -> Any: ...
 
     async def set(self, key: str, value: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    expires: float  # wall clock
+    renew_at: float  # when a request with it gets a new id
 
 
 class WebSessions:
@@ -37,13 +49,15 @@ class WebSessions:
         kv: KeyValueStore | None = None,
         clock: Callable[[], float] = time.time,
         max_sessions: int = MAX_SESSIONS,
+        renew_seconds: float = RENEW_SECONDS,
     ) -> None:
         self.lifetime_seconds = lifetime_seconds
         self._fingerprint = hmac.new(token, b"switchboard web sessions v2", "sha256").hexdigest()
         self._kv = kv
         self._clock = clock
         self._max = max_sessions
-        self._expiry: dict[str, float] = {}  # SHA-256 of the id -> expiry (wall clock)
+        self._renew = renew_seconds
+        self._sessions: dict[str, _Session] = {}  # SHA-256 of the id -> its times
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
@@ -55,47 +69,83 @@ class WebSessions:
         if isinstance(stored, dict) and stored.get("token") == self._fingerprint:
             sessions = stored.get("sessions")
             if isinstance(sessions, dict):
-                self._expiry = {
-                    str(digest): float(expires)
-                    for digest, expires in sessions.items()
-                    if isinstance(expires, int | float) and expires > now
-                }
+                for digest, times in sessions.items():
+                    session = _parse(times, now)
+                    if session is not None and session.expires > now:
+                        self._sessions[str(digest)] = session
         await self._save()  # a new token's fingerprint replaces the old sessions now
 
     def valid(self, session_id: str) -> bool:
         digest = _digest(session_id)
-        expires = self._expiry.get(digest)
-        if expires is None:
+        session = self._sessions.get(digest)
+        if session is None:
             return False
-        if expires <= self._clock():
-            del self._expiry[digest]  # forgotten in the store at the next change
+        if session.expires <= self._clock():
+            del self._sessions[digest]  # forgotten in the store at the next change
             return False
         return True
 
     async def create(self) -> str:
         session_id = secrets.token_urlsafe(32)
         now = self._clock()
-        self._expiry = {d: e for d, e in self._expiry.items() if e > now}
-        self._expiry[_digest(session_id)] = now + self.lifetime_seconds
-        while len(self._expiry) > self._max:
-            del self._expiry[min(self._expiry, key=self._expiry.__getitem__)]
+        self._sessions = {d: s for d, s in self._sessions.items() if s.expires > now}
+        self._sessions[_digest(session_id)] = _Session(
+            now + self.lifetime_seconds, now + self._renew
+        )
+        while len(self._sessions) > self._max:
+            oldest = min(self._sessions, key=lambda d: self._sessions[d].expires)
+            del self._sessions[oldest]
         await self._save()
         return session_id
 
+    async def renew(self, session_id: str) -> str | None:
+        """A new id for a valid session that is due for one (the old id lasts
+        ``GRACE_SECONDS`` more); ``None`` while it is not due."""
+        digest = _digest(session_id)
+        session = self._sessions.get(digest)
+        now = self._clock()
+        if session is None or session.renew_at > now or session.expires <= now:
+            return None
+        self._sessions[digest] = _Session(
+            min(session.expires, now + GRACE_SECONDS), session.expires
+        )
+        return await self.create()
+
     async def revoke(self, session_id: str) -> None:
-        if self._expiry.pop(_digest(session_id), None) is not None:
+        if self._sessions.pop(_digest(session_id), None) is not None:
             await self._save()
+
+    async def revoke_all(self) -> int:
+        """Every browser is signed out; how many sessions ended."""
+        ended = len(self._sessions)
+        self._sessions.clear()
+        await self._save()
+        return ended
 
     @property
     def count(self) -> int:
-        return len(self._expiry)
+        return len(self._sessions)
 
     async def _save(self) -> None:
         if self._kv is None:
             return
         async with self._lock:
-            snapshot = dict(self._expiry)
+            snapshot = {d: [s.expires, s.renew_at] for d, s in self._sessions.items()}
             await self._kv.set(KEY, {"token": self._fingerprint, "sessions": snapshot})
+
+
+def _parse(times: object, now: float) -> _Session | None:
+    """A stored session: ``[expires, renew_at]`` (or, as kept before renewal existed, the
+    expiry alone: due for a new id at its next use)."""
+    if isinstance(times, int | float):
+        return _Session(float(times), now)
+    if (
+        isinstance(times, list)
+        and len(times) == 2
+        and all(isinstance(t, int | float) for t in times)
+    ):
+        return _Session(float(times[0]), float(times[1]))
+    return None
 
 
 def _digest(session_id: str) -> str:

@@ -1,12 +1,12 @@
-"""One-time sign-in links for the web chat: ``switchboard web`` prints one.
+"""One-time sign-in links for the web chat: ``switchboard run`` (in a terminal) and
+``switchboard web`` print one.
 
 Only the user who runs the gateway can make a link: it is signed with a key kept in
 ``data/web-signin.key`` (created 0600 by the gateway), which no other uid can read. A link
 carries ``<expiry>.<nonce>.<HMAC>``; the server accepts each nonce once and only before the
 expiry (ten minutes), then hands the browser a server-side session cookie
-(:mod:`gateway.web.sessions`) and forgets the code. It is the way in for the owner's browser
-when the socket's owner cannot say who it is (another uid's browser, a kernel without
-Landlock), and it works with ``web.token`` too.
+(:mod:`gateway.web.sessions`) and forgets the code. Without ``web.token`` it is the only way
+a browser becomes the owner; with a token it works too.
 """
 
 from __future__ import annotations
@@ -99,3 +99,7 @@ class SignInCodes:
             del self._used[min(self._used, key=self._used.__getitem__)]
         self._used[nonce] = expires
         return True
+
+    def forget_links(self) -> None:
+        """Every link made until now stops working (``switchboard web --sign-out-all``)."""
+        self._since = int(self._clock()) + 1

@@ -266,7 +266,7 @@
     schedule(data);
     pairing(data);
     workspace(data);
-    $("footer").textContent = `Updated ${new Date().toLocaleTimeString()} · access: ${data.auth === "token" ? "token" : "local only"}`;
+    $("footer").textContent = `Updated ${new Date().toLocaleTimeString()} · access: ${data.auth === "token" ? "token or sign-in link" : "sign-in link"}`;
     document.body.dataset.loaded = "1";
   }
 

@@ -1,6 +1,6 @@
 """``switchboard status``: is the gateway running, what is it doing, what is waiting.
 
-It asks the running gateway through its loopback web API (channels connected, turns running,
+It asks the running gateway through its web API on the local socket (channels connected, turns running,
 queue depth, the latest error) and reads the rest from the store, which works whether or
 not the gateway runs. ``--json`` prints the fields documented in README.md.
 """

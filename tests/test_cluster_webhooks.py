@@ -1,6 +1,7 @@
 """Webhooks on every node of a cluster: WhatsApp's signed POSTs and the signed hooks are
 taken by a node that does not lead as well as by the leader, journaled in the shared
-database, and answered once through the leader's outbox. Real ``switchboard run``
+database, and answered once through the leader's outbox; a hook's body re-sent to the
+other node under a new delivery id is no second turn. Real ``switchboard run``
 processes on PostgreSQL, the fake Graph API, real signed POSTs."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -116,11 +118,26 @@ async def test_a_node_that_does_not_lead_takes_webhooks_and_each_is_answered_onc
                 standby_url + "hooks/ci",
                 data=payload,
                 headers={
-                    "X-Switchboard-Signature": sign(HOOK_SECRET, payload),
+                    "X-Switchboard-Signature": sign(
+                        HOOK_SECRET, payload, "deploy-1", int(time.time())
+                    ),
+                    "X-Switchboard-Delivery": "deploy-1",
                     "Content-Type": "application/json",
                 },
             ) as hook:
                 assert hook.status == 202
+            async with http.post(  # its body again, re-signed under a new id, to the leader
+                leader_url + "hooks/ci",
+                data=payload,
+                headers={
+                    "X-Switchboard-Signature": sign(
+                        HOOK_SECRET, payload, "deploy-2", int(time.time())
+                    ),
+                    "X-Switchboard-Delivery": "deploy-2",
+                    "Content-Type": "application/json",
+                },
+            ) as replayed:
+                assert (replayed.status, (await replayed.json())["status"]) == (200, "duplicate")
             async with http.get(standby_url + "healthz") as alive:
                 assert alive.status == 200
             async with http.get(standby_url + "readyz") as ready:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import aiohttp
@@ -103,7 +104,10 @@ async def test_status_and_metrics_show_hooks_the_api_and_tasks(
         async with http.post(url + "v1/tasks", json={"text": "A long job."}, headers=bearer) as r:
             assert r.status == 202
         await fake_llm.wait_for_requests(1)
-        signed = {"X-Switchboard-Signature": sign(SECRET, body), "X-Switchboard-Delivery": "1"}
+        signed = {
+            "X-Switchboard-Signature": sign(SECRET, body, "1", int(time.time())),
+            "X-Switchboard-Delivery": "1",
+        }
         async with http.post(url + "hooks/github", data=body, headers=signed) as r:
             assert r.status == 202
         async with http.post(url + "hooks/github", data=body) as r:

@@ -1,12 +1,15 @@
 """Signed webhooks against the real web server: a delivery becomes one turn whose one answer
-reaches the owner's Telegram chat (the fake Bot API); a redelivery is a no-op; a bad
-signature gets 401 with nothing journaled; GitHub's and Stripe-style signatures work; the
-payload is outside content (the turn is a member's and tainted); limits say what they do.
+reaches the owner's Telegram chat (the fake Bot API); a redelivery is a no-op, and so is its
+body re-sent under a new delivery id, also after a restart; a bad, stale or future
+signature gets 401 with nothing journaled; GitHub's, Stripe-style and the old body-only
+signatures work; the payload is outside content (the turn is a member's and tainted);
+limits say what they do.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from channels.hooks.signature import sign, sign_timestamped
+from channels.hooks.signature import sign, sign_body, sign_stripe
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -56,10 +59,13 @@ async def post(
         return r.status, await r.json(), dict(r.headers)
 
 
-def signed(body: bytes, delivery: str = "d-1") -> dict[str, str]:
+def signed(
+    body: bytes, delivery: str = "d-1", *, at: int | None = None, secret: str = SECRET
+) -> dict[str, str]:
+    """The headers of a delivery signed as the contract says, at ``at`` (default: now)."""
     return {
         "Content-Type": "application/json",
-        "X-Switchboard-Signature": sign(SECRET, body),
+        "X-Switchboard-Signature": sign(secret, body, delivery, at or int(time.time())),
         "X-Switchboard-Delivery": delivery,
     }
 
@@ -90,9 +96,12 @@ async def test_a_bad_signature_is_refused_and_nothing_is_journaled(
 ) -> None:
     body = json.dumps(CI_FAILURE).encode()
     async with serving(hook_settings(make_settings, tg)) as (gateway, url):
-        forged = {**signed(body), "X-Switchboard-Signature": sign("not-the-secret-at-all", body)}
+        forged = signed(body, secret="not-the-secret-at-all")
         status, answer, _ = await post(url + "github", body, forged)
-        assert status == 401 and "does not match" in answer["error"]
+        assert status == 401 and "no v1 signature matches" in answer["error"]
+        forged = {**signed(body), "X-Switchboard-Signature": sign_body("not-the-secret", body)}
+        status, answer, _ = await post(url + "github", body, forged)
+        assert status == 401 and "does not match the body" in answer["error"]
         status, answer, _ = await post(url + "github", body, {"Content-Type": "application/json"})
         assert status == 401 and "unsigned" in answer["error"]
         web_token_only = {"Authorization": "Bearer anything", "Origin": "http://evil.example"}
@@ -112,7 +121,7 @@ async def test_github_and_timestamped_signatures_are_accepted(
     body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
     github = {
         "Content-Type": "application/json",
-        "X-Hub-Signature-256": sign(SECRET, body),
+        "X-Hub-Signature-256": sign_body(SECRET, body),
         "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
         "X-GitHub-Event": "ping",
     }
@@ -121,10 +130,10 @@ async def test_github_and_timestamped_signatures_are_accepted(
     async with serving(hook_settings(make_settings, tg)) as (gateway, url):
         status, answer, _ = await post(url + "github", body, github)
         assert status == 202 and answer["delivery"] == github["X-GitHub-Delivery"]
-        stripe = {"Stripe-Signature": sign_timestamped(SECRET, stripe_body, now)}
+        stripe = {"Stripe-Signature": sign_stripe(SECRET, stripe_body, now)}
         status, answer, _ = await post(url + "github", stripe_body, stripe)
         assert status == 202 and answer["delivery"] == "id:evt_1"  # the payload's own id
-        stale = {"Stripe-Signature": sign_timestamped(SECRET, stripe_body, now - 3_600)}
+        stale = {"Stripe-Signature": sign_stripe(SECRET, stripe_body, now - 3_600)}
         status, answer, _ = await post(url + "github", stripe_body, stale)
         assert status == 401 and "time" in answer["error"]  # a replayed old delivery
         await tg.wait_sent(2, chat_id=OWNER)
@@ -132,6 +141,99 @@ async def test_github_and_timestamped_signatures_are_accepted(
     asked = [r.last_user_text for r in fake_llm.requests]
     assert len(asked) == 2
     assert "(event: ping)" in asked[0] and "(event: invoice.paid)" in asked[1]
+
+
+async def test_a_stale_future_or_re_addressed_signature_is_refused_and_nothing_is_journaled(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """The signature covers the time and the delivery id: a captured delivery replayed more
+    than five minutes later (or signed for the future), or under another id, gets 401."""
+    fake_llm.queue(text("The tests workflow failed."))
+    body = json.dumps(CI_FAILURE).encode()
+    now = int(time.time())
+    unaddressed = signed(body, "d-2", at=now)
+    del unaddressed["X-Switchboard-Delivery"]
+    refused = [
+        ("too old", signed(body, "d-2", at=now - 3_600)),
+        ("in the future", signed(body, "d-2", at=now + 600)),
+        (
+            "no v1 signature matches",
+            {**signed(body, "d-1", at=now), "X-Switchboard-Delivery": "d-2"},
+        ),
+        ("no spaces or dots", signed(body, "d.2", at=now)),
+        ("send X-Switchboard-Delivery", unaddressed),
+    ]
+    async with serving(hook_settings(make_settings, tg)) as (gateway, url):
+        status, answer, _ = await post(url + "github", body, signed(body, "d-1", at=now))
+        assert (status, answer) == (202, {"status": "accepted", "delivery": "d-1"})
+        await tg.wait_sent(1, chat_id=OWNER)
+        await gateway.wait_idle()
+        for reason, headers in refused:
+            status, answer, _ = await post(url + "github", body, headers)
+            assert status == 401 and reason in answer["error"], (reason, answer)
+        for delivery in ("d-2", "d.2"):
+            assert not await gateway.store.journal.seen("hook", f"github:{delivery}")
+        assert await gateway.store.journal.open_count() == 0
+    assert len(fake_llm.requests) == 1
+    assert tg.texts(OWNER) == ["The tests workflow failed."]
+
+
+async def test_a_body_re_sent_under_a_new_delivery_id_is_no_second_turn_even_after_a_restart(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 44's finding: one signed body made four turns under four delivery ids. Now a
+    hook's body is one delivery whatever id it comes with: re-signed in the current format,
+    or re-sent with the old body-only signature, GitHub's or a Stripe-style one (whose ids
+    are not signed); the claim is in the store, so a restart changes nothing. The old format
+    still works, with one warning per hook."""
+    fake_llm.responder = lambda request: text("Noted the event.")
+    settings = hook_settings(make_settings, tg)
+    schemes = ("current", "old", "github", "stripe")
+    bodies = {scheme: json.dumps({"event": f"{scheme} build"}).encode() for scheme in schemes}
+
+    def headers(scheme: str, delivery: str) -> dict[str, str]:
+        body = bodies[scheme]
+        if scheme == "current":
+            return signed(body, delivery)
+        if scheme == "old":
+            return {
+                "X-Switchboard-Signature": sign_body(SECRET, body),
+                "X-Switchboard-Delivery": delivery,
+            }
+        if scheme == "github":
+            return {"X-Hub-Signature-256": sign_body(SECRET, body), "X-GitHub-Delivery": delivery}
+        return {
+            "Stripe-Signature": sign_stripe(SECRET, body, int(time.time())),
+            "X-Switchboard-Delivery": delivery,
+        }
+
+    caplog.set_level(logging.WARNING, logger="channels.hooks.channel")
+    async with serving(settings) as (gateway, url):
+        for scheme in schemes:
+            status, answer, _ = await post(
+                url + "github", bodies[scheme], headers(scheme, f"{scheme}-a")
+            )
+            assert (status, answer) == (202, {"status": "accepted", "delivery": f"{scheme}-a"})
+            status, answer, _ = await post(
+                url + "github", bodies[scheme], headers(scheme, f"{scheme}-b")
+            )
+            assert (status, answer) == (200, {"status": "duplicate", "delivery": f"{scheme}-b"})
+        await tg.wait_sent(4, chat_id=OWNER)
+        await gateway.wait_idle()
+    warned = [r for r in caplog.records if "old format" in r.getMessage()]
+    assert len(warned) == 1  # once for the hook, not for each delivery
+    async with serving(settings) as (gateway, url):
+        for scheme in schemes:
+            status, answer, _ = await post(
+                url + "github", bodies[scheme], headers(scheme, f"{scheme}-c")
+            )
+            assert (status, answer["status"]) == (200, "duplicate"), scheme
+        await gateway.wait_idle()
+    assert len(fake_llm.requests) == 4  # one turn per body
+    assert tg.texts(OWNER) == ["Noted the event."] * 4
 
 
 async def test_the_payload_is_outside_content_acting_as_a_member(

@@ -103,6 +103,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
     await store.group_context.keep(
         channel="t", chat_key="t:g", platform_id=f"{tag}-heard", author="a", text="x", at=at
     )
+    await store.webhook_bodies.claim("ci", f"{tag}-body", f"{tag}-delivery", until=None)
     turn = f"{tag}-turn"
     await store.journal.start_turn(turn, record.session_key, "chat", [record.id])
     await store.ledger.start(f"{turn}:call-1", "send_email")
@@ -163,6 +164,7 @@ KINDS = {
     "approval requests": "SELECT call_key FROM approvals",
     "stream drafts": "SELECT turn_id FROM stream_drafts",
     "group context": "SELECT platform_id FROM group_context",
+    "webhook bodies": "SELECT digest FROM webhook_bodies",
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
 }
@@ -202,6 +204,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "approval requests": records,
         "stream drafts": records,
         "group context": ["d3"],  # the journal's 7 days
+        "webhook bodies": ["d3"],  # the journal's 7 days
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
     }
@@ -216,6 +219,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "approval requests": 6,
         "stream drafts": 2,
         "group context": 3,
+        "webhook bodies": 3,
         "audit": 1,
         "usage": 2,
     }

@@ -294,3 +294,75 @@ async def test_controls_answered_beside_the_queue_reach_the_waiting_request(
     assert "/stop" in shown["/help"]
     assert shown["/stop"] == "Nothing is running right now."
     assert fake_llm.requests == []  # controls need no model
+
+
+async def test_an_idempotency_key_is_per_session_so_another_user_gets_their_own_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Issue 44's finding: with one token, bob sent the key alice had used and got alice's
+    answer; his own message never ran. The key is the session's: bob's message runs and he
+    gets his answer, while alice's repeat still gets hers without a second turn."""
+    fake_llm.responder = lambda request: text(f"About: {request.last_user_text}")
+    key = {"Idempotency-Key": "req-2024-06-01-1"}
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+
+        async def ask(user: str, question: str) -> str:
+            answer = await client.chat.completions.create(
+                model="main",
+                user=user,
+                messages=[{"role": "user", "content": question}],
+                extra_headers=key,
+            )
+            return answer.choices[0].message.content or ""
+
+        alices = await ask("alice", "Alice's salary review?")
+        bobs = await ask("bob", "Bob's travel plans?")
+        again = await ask("alice", "Alice's salary review?")  # her client retried
+        await gateway.wait_idle()
+    assert alices == again == "About: Alice's salary review?"
+    assert bobs == "About: Bob's travel plans?"
+    assert [r.last_user_text for r in fake_llm.requests] == [
+        "Alice's salary review?",
+        "Bob's travel plans?",
+    ]
+
+
+async def test_a_member_tokens_status_shows_its_own_spend_and_no_one_elses_work(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """What others spent and asked for is no member's business: a member token's /status
+    shows its own tokens today and no background task; an owner token's shows everyone's
+    spend and the owner's task."""
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.queue(text("The owner's answer."), held(gate, "The memo is drafted."))
+    async with serving(api_settings(make_settings)) as (gateway, url):
+        async with sdk(url) as owner, sdk(url, MEMBER_TOKEN) as member:
+            await owner.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "Summarise the quarter."}]
+            )
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(
+                    url + "/tasks",
+                    json={"text": "Draft the memo on the reorganisation."},
+                    headers={"Authorization": f"Bearer {OWNER_TOKEN}"},
+                ) as submitted,
+            ):
+                assert submitted.status == 202
+            await fake_llm.wait_for_requests(2)  # the task runs
+            shown = {}
+            for name, client in (("member", member), ("owner", owner)):
+                answer = await client.chat.completions.create(
+                    model="main", messages=[{"role": "user", "content": "/status"}]
+                )
+                shown[name] = answer.choices[0].message.content or ""
+            gate.set()
+        await gateway.wait_idle()
+    [member_spend] = [line for line in shown["member"].splitlines() if line.startswith("Today:")]
+    [owner_spend] = [line for line in shown["owner"].splitlines() if line.startswith("Today:")]
+    assert member_spend == "Today: you 0 tokens"
+    assert "everyone" in owner_spend and "you 0 tokens" not in owner_spend
+    assert "reorganisation" not in shown["member"] and "Background task" not in shown["member"]
+    assert "Draft the memo on the reorganisation." in shown["owner"]

@@ -1,6 +1,6 @@
 """Every repository of the store behaves the same on SQLite and on PostgreSQL: history and
 its full-text search, sessions, usage per day and per person, goals and notes, agent
-conversations, pairing, approvals, jobs and tasks, the outbox's holds."""
+conversations, pairing, approvals, jobs and tasks, the outbox's holds, webhook bodies."""
 
 from __future__ import annotations
 
@@ -307,3 +307,22 @@ async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
     assert (stored.deliver_to, stored.authorised_by, stored.tainted) == (target, ("x",), True)
     assert ending == [("answer", "the answer"), ("state", "done")]
     assert removed == 2 and left == []
+
+
+async def test_a_webhook_body_belongs_to_its_first_delivery_until_its_claim_expires(
+    make_store: StoreFactory,
+) -> None:
+    now = [1_000.0]
+    async with make_store(clock=lambda: now[0]) as store:
+        bodies = store.webhook_bodies
+        assert await bodies.claim("ci", "sha256:aa", "d-1", until=1_300.0) == "d-1"
+        assert await bodies.claim("ci", "sha256:aa", "d-1", until=1_310.0) == "d-1"  # retried
+        assert await bodies.claim("ci", "sha256:aa", "d-2", until=1_310.0) == "d-1"  # replayed
+        assert await bodies.claim("other", "sha256:aa", "d-2", until=1_310.0) == "d-2"  # per hook
+        assert await bodies.claim("ci", "sha256:bb", "d-3", until=None) == "d-3"
+        now[0] = 1_301.0  # the first signature's time is up: the body may come again
+        assert await bodies.claim("ci", "sha256:aa", "d-4", until=1_600.0) == "d-4"
+        now[0] = 1_000_000.0  # an untimed claim lasts until it is pruned
+        assert await bodies.claim("ci", "sha256:bb", "d-5", until=None) == "d-3"
+        assert await bodies.prune(now[0]) == 3
+        assert await bodies.claim("ci", "sha256:bb", "d-5", until=None) == "d-5"

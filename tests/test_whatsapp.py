@@ -358,7 +358,8 @@ async def test_whatsapp_webhooks_serve_beside_signed_hooks_and_the_api(
             assert (verified.status, await verified.text()) == (200, "42")
         payload = b'{"event": "ping"}'
         headers = {
-            "X-Switchboard-Signature": sign(secret, payload),
+            "X-Switchboard-Signature": sign(secret, payload, "ping-1", int(time.time())),
+            "X-Switchboard-Delivery": "ping-1",
             "Content-Type": "application/json",
         }
         async with http.post(base + "hooks/ci", data=payload, headers=headers) as hook:

@@ -7,6 +7,8 @@ approvals and budget of a chat member (or of the token's role). The message is j
 before anything is answered; its turn's answer comes back through the outbox to
 :meth:`ApiChannel.send` and is handed to the request waiting for it (streamed fragments
 through :meth:`stream`). One request per session runs at a time; the next waits its turn.
+A request's ``Idempotency-Key`` is its session's: the same key from another session of the
+token is another request, never an answer from someone else's conversation.
 
 A message for a session nobody is waiting on (a background task's result, a scheduled job,
 an answer that waited for an approval) cannot be pushed to an HTTP client: it is already in
@@ -173,7 +175,7 @@ class ApiChannel:
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                message_id = f"{ask.token.name}:{ask.key}" if ask.key else new_id()
+                message_id = _request_id(ask.token, chat.thread_id, ask.key)
                 if message_id in self._answered:
                     raise AlreadyAnswered(self._answered[message_id])
                 msg = _message(ask, chat, message_id)
@@ -231,6 +233,13 @@ class ApiChannel:
     async def close_web(self) -> None:
         for task in list(self._streams):
             task.cancel()
+
+
+def _request_id(token: ApiToken, thread: str | None, key: str | None) -> str:
+    """The platform id of a request's message: with an Idempotency-Key, the token's, the
+    session's and the key's (so a key another user of the token sent runs this user's own
+    message; neither token nor thread names contain ``:``), else a new one."""
+    return f"{token.name}:{thread or ''}:{key}" if key else new_id()
 
 
 def _message(ask: Ask, chat: ChatRef, message_id: str) -> InboundMessage:

@@ -2,12 +2,16 @@
 
 A delivery is checked in this order, and nothing is journaled unless it passes all of it:
 the body is within ``max_bytes``; its signature is valid (:mod:`channels.hooks.signature`:
-401 otherwise); the hook's rate (``max_per_minute``) allows it (429). Bad signatures are
-not throttled per address: a secret of 16 or more random characters cannot be guessed
-through HMAC digests, and behind a reverse proxy every sender shares one address, so a
-flood of forged deliveries would otherwise lock the real sender out. Then it becomes an
-:class:`InboundMessage` on the internal ``hook`` channel (chat: the hook's name; platform id:
-the delivery id, so a redelivery is a duplicate) and is journaled before the 202 answers.
+401 otherwise; a timestamped one within five minutes of now); the hook's rate
+(``max_per_minute``) allows it (429). Bad signatures are not throttled per address: a
+secret of 16 or more random characters cannot be guessed through HMAC digests, and behind a
+reverse proxy every sender shares one address, so a flood of forged deliveries would
+otherwise lock the real sender out. Then its body is claimed for its delivery id
+(gateway/store/webhook_bodies.py): a body that already came under another id is a
+duplicate (200) whatever the id says, since most signatures do not cover the id. Then it
+becomes an :class:`InboundMessage` on the internal ``hook`` channel (chat: the hook's name;
+platform id: the delivery id, so a redelivery is a duplicate) and is journaled before the
+202 answers.
 
 Which agent answers, as whom (the hook's ``role``), where the answer goes (``deliver_to``,
 or the owner's home chat) and that the turn is tainted (the payload is outside content) are
@@ -27,7 +31,7 @@ from aiohttp import web
 
 from channels.buckets import Rate, TokenBucket
 from channels.hooks import payload as payloads
-from channels.hooks.signature import verify
+from channels.hooks.signature import LEGACY, SIGNATURE, TOLERANCE, Verdict, verify
 from gateway.config.connect import HookSettings
 from gateway.core.addressing import HOOK_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
@@ -35,6 +39,7 @@ from gateway.core.channel import ChannelHealth
 from gateway.core.errors import ChannelPermanentError, StorageFullError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 from gateway.core.webhost import CredentialThrottle
+from gateway.store import WebhookBodies
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +61,15 @@ class HookChannel:
         *,
         forward: Forward,
         target_of: TargetOf,
+        bodies: WebhookBodies,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._hooks = dict(hooks)
         self._forward = forward  # queues a message for another channel (the outbox)
         self._target_of = target_of  # where a hook's answers go
+        self._bodies = bodies  # the bodies already delivered, by hook
         self._clock = clock
+        self._warned_legacy: set[str] = set()  # hooks told once that their senders must move
         self._sink: InboundSink | None = None
         self._buckets = {
             name: TokenBucket(Rate.per_minute(h.max_per_minute, burst=h.max_per_minute), 0.0)
@@ -126,6 +134,15 @@ class HookChannel:
         if not verdict.ok:
             log.warning("webhook %s: refused a delivery: %s", name, verdict.reason)
             return self._refused(name, "bad_signature", 401, verdict.reason)
+        if verdict.scheme == LEGACY and name not in self._warned_legacy:
+            self._warned_legacy.add(name)
+            log.warning(
+                "webhook %s: a delivery is signed in the old format (%s: sha256=<HMAC of the "
+                "body>), which the next release refuses: sign t=<unix seconds>,v1=<HMAC of "
+                '"<t>.<delivery id>.<body>"> with X-Switchboard-Delivery (docs/connect.md)',
+                name,
+                SIGNATURE,
+            )
         bucket = self._buckets[name]
         now = time.monotonic()
         wait = bucket.delay(now)
@@ -134,10 +151,10 @@ class HookChannel:
             response.headers["Retry-After"] = str(max(1, round(wait)))
             return response
         bucket.take(now)
-        return await self._accept(name, hook, request, body)
+        return await self._accept(name, hook, request, body, verdict)
 
     async def _accept(
-        self, name: str, hook: HookSettings, request: web.Request, body: bytes
+        self, name: str, hook: HookSettings, request: web.Request, body: bytes, verdict: Verdict
     ) -> web.Response:
         data = payloads.parse(body, request.content_type)
         delivery = payloads.delivery_id(request.headers, data, body)
@@ -161,6 +178,21 @@ class HookChannel:
         if self._sink is None:
             return _error(503, "the gateway is not running")
         try:
+            # a timed signature can be replayed until its time is up; an untimed one at any
+            # time (held then for as long as the journal remembers deliveries)
+            until = None if verdict.signed_at is None else verdict.signed_at + TOLERANCE
+            first = await self._bodies.claim(
+                name, payloads.body_digest(body), delivery, until=until
+            )
+            if first != delivery:
+                log.warning(
+                    "webhook %s: delivery %s repeats the body of delivery %s: not run again",
+                    name,
+                    delivery,
+                    first,
+                )
+                self.deliveries[(name, "duplicate")] += 1
+                return _received(200, "duplicate", delivery)
             accepted = await self._sink.publish_inbound(msg)  # durable before we answer
         except StorageFullError:
             self._last_error = "the disk is full: deliveries are refused"

@@ -35,18 +35,27 @@ def parse(body: bytes, content_type: str) -> Any:
         return text
 
 
+def is_delivery_id(value: str) -> bool:
+    """Whether ``value`` can name a delivery: 1 to 200 printable characters, no spaces."""
+    return _ID.fullmatch(value) is not None
+
+
+def body_digest(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
 def delivery_id(headers: Mapping[str, str], payload: Any, body: bytes) -> str:
     """What makes a redelivery the same delivery: ``X-Switchboard-Delivery``, GitHub's
     delivery id, the payload's own ``id`` (Stripe's ``evt_...``), else the body's digest."""
     for header in (DELIVERY, GITHUB_DELIVERY):
         value = headers.get(header, "").strip()
-        if _ID.fullmatch(value):
+        if is_delivery_id(value):
             return value
     if isinstance(payload, dict):
         own = payload.get("id")
-        if isinstance(own, str | int) and _ID.fullmatch(str(own)):
+        if isinstance(own, str | int) and is_delivery_id(str(own)):
             return f"id:{own}"
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    return body_digest(body)
 
 
 def event_of(headers: Mapping[str, str], payload: Any) -> str:

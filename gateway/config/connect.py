@@ -1,7 +1,7 @@
 """``[hooks.<name>]`` and ``[api]``: other programs that talk to the assistant.
 
-A webhook (``POST /hooks/<name>``) is authenticated by its signature alone: an HMAC of the
-raw body with the hook's ``secret``. The API (``/v1``, OpenAI-compatible, and the task API)
+A webhook (``POST /hooks/<name>``) is authenticated by its signature alone: an HMAC with the
+hook's ``secret`` of the delivery's time, id and raw body (channels/hooks/signature.py). The API (``/v1``, OpenAI-compatible, and the task API)
 is authenticated by a bearer token alone; each token has a name and a role, so a script can
 be a member. Both are served on the web server's bind (``[web]``) and never accept the web
 chat's token or cookie, nor does the web chat accept theirs (docs/connect.md).
@@ -61,7 +61,7 @@ class HookSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    secret: SecretStr  # required: senders sign the raw body with it (HMAC-SHA256)
+    secret: SecretStr  # required: senders sign each delivery with it (HMAC-SHA256)
     agent: str = "main"  # the agent that answers
     deliver_to: str | None = None
     prompt: str = ""  # the turn's message; {payload} is replaced by the payload (else it follows)

@@ -234,6 +234,7 @@ class Gateway(Service):
                 commands=commands,
                 committer=committer,
                 sections=settings.channel_sections(),
+                programs=programs.principal,
                 stop_phrases=settings.agent.stop_phrases,
             ),
             claims=claims,

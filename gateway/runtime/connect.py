@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.config.settings import Settings
-from gateway.core.addressing import API_CHANNEL, HOOK_CHANNEL, qualify
+from gateway.core.addressing import HOOK_CHANNEL, qualify
 from gateway.core.channel import Channel
 from gateway.core.messages import ChatRef, ChatType, InboundMessage
 from gateway.core.principal import Principal, Role
@@ -48,12 +48,22 @@ class ProgramRoutes:
             return await self._hook(msg, agent)
         return self._api(msg)
 
+    def principal(self, msg: InboundMessage) -> Principal:
+        """As whom a program's message acts: the hook's ``role``, or the API token's (a hook
+        or token removed since: a member). Its turns and its controls (``/status``) alike."""
+        if msg.channel == HOOK_CHANNEL:
+            hook = self._settings.hooks.get(msg.chat_id)
+            role = hook.role if hook is not None else Role.MEMBER
+        else:
+            token = self._settings.api.token_named(msg.sender_id)
+            role = token.role if token is not None else Role.MEMBER
+        return Principal(msg.channel, msg.sender_id, msg.sender_name, role, ChatType.DM)
+
     async def _hook(self, msg: InboundMessage, agent: str) -> Route:
         from channels.hooks.payload import owner_words  # noqa: PLC0415 - aiohttp, when used
 
         hook = self._settings.hooks.get(msg.chat_id)
-        role = hook.role if hook is not None else Role.MEMBER  # a hook removed since
-        principal = Principal(HOOK_CHANNEL, msg.sender_id, msg.sender_name, role, ChatType.DM)
+        principal = self.principal(msg)
         target = await self.target_of(msg.chat_id)
         words = owner_words(hook.prompt) if hook is not None else ""
         said = (words,) if words else ()  # the owner's prompt; never the payload
@@ -62,10 +72,7 @@ class ProgramRoutes:
         return Route(target, principal, qualify(agent, target.session_key), said, tainted=True)
 
     def _api(self, msg: InboundMessage) -> Route:
-        token = self._settings.api.token_named(msg.sender_id)
-        role = token.role if token is not None else Role.MEMBER  # a token removed since
-        principal = Principal(API_CHANNEL, msg.sender_id, msg.sender_name, role, ChatType.DM)
-        return Route(msg.chat, principal)
+        return Route(msg.chat, self.principal(msg))
 
     async def target_of(self, hook_name: str) -> ChatRef | None:
         """Where a hook's answers go: its ``deliver_to``, else the heartbeat's chat
@@ -96,7 +103,12 @@ def program_channels(
         from channels.hooks import HookChannel  # noqa: PLC0415
 
         channels.append(
-            HookChannel(settings.hooks, forward=bus.publish_outbound, target_of=routes.target_of)
+            HookChannel(
+                settings.hooks,
+                forward=bus.publish_outbound,
+                target_of=routes.target_of,
+                bodies=store.webhook_bodies,
+            )
         )
     if settings.api.enabled:
         from channels.api import ApiChannel  # noqa: PLC0415

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from agent.turn.request import TurnOutcome
 from gateway.config.channels import ChannelSection
+from gateway.core.addressing import PROGRAM_CHANNELS
 from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.messages import InboundMessage, OutboundMessage, new_id
 from gateway.core.principal import Principal
@@ -45,6 +46,9 @@ from gateway.store import InboundRecord, Journal, Store
 log = logging.getLogger(__name__)
 
 _NOT_WORDS = re.compile(r"[^\w\s]+")
+
+# As whom another program's message acts (gateway/runtime/connect.py:ProgramRoutes.principal)
+ProgramPrincipal = Callable[[InboundMessage], Principal]
 
 
 async def stop_turn(journal: Journal, control: TurnControl, *, by: str, dropped: int = 0) -> None:
@@ -71,12 +75,14 @@ class Controls:
         commands: Commands,
         committer: TurnCommitter,
         sections: Mapping[str, ChannelSection],
+        programs: ProgramPrincipal,
         stop_phrases: tuple[str, ...] = (),
     ) -> None:
         self._store = store
         self._commands = commands
         self._committer = committer
         self._sections = sections
+        self._programs = programs  # as whom a webhook's or API token's message acts
         self._stop_phrases = frozenset(" ".join(p.lower().split()) for p in stop_phrases)
 
     # -- Controls (the dispatcher's) ----------------------------------------------------
@@ -187,6 +193,10 @@ class Controls:
     # -- helpers ----------------------------------------------------------------------------
 
     def _principal(self, message: InboundMessage) -> Principal:
+        """As whom a control acts: as the message's turn would (gateway/runtime/turns/routes.py),
+        so a member API token's ``/status`` is a member's."""
+        if message.channel in PROGRAM_CHANNELS:
+            return self._programs(message)
         return principal_for(message, self._sections.get(message.channel))
 
     async def _reply(self, record: InboundRecord, key: str, text: str) -> None:

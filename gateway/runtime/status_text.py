@@ -1,5 +1,5 @@
 """The ``/status`` answer: the gateway, this conversation, the models, and (for the owner and
-admins, in a direct chat) the background work.
+admins) everyone's spend today and, in a direct chat, the background work.
 
 Read from the store, the model pool and the node's load, so it needs nothing that runs the
 turns: it can be answered in the middle of one.
@@ -81,11 +81,15 @@ class StatusText:
         return f"Context: about {tokens:,} tokens{share}"
 
     async def _spend_lines(self, principal: Principal) -> list[str]:
+        """Today's spend: the person's own, and everyone's for the owner and admins only
+        (what others spend is no member's business, nor a member API token's)."""
         midnight = self._clock.now().astimezone(zone(self._settings.timezone))
         since = midnight.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         mine = await self._store.usage.spent(since, principal=principal.person)
-        everyone = await self._store.usage.spent(since)
-        return [f"Today: you {self._spent(mine)}; everyone {self._spent(everyone)}"]
+        line = f"Today: you {self._spent(mine)}"
+        if principal.is_admin:
+            line += f"; everyone {self._spent(await self._store.usage.spent(since))}"
+        return [line]
 
     def _spent(self, totals: UsageTotals) -> str:
         tokens = totals.input_tokens + totals.output_tokens

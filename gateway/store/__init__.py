@@ -36,6 +36,7 @@ from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
 from gateway.store.voice import VoiceMinutes
+from gateway.store.webhook_bodies import WebhookBodies
 
 __all__ = [
     "AgentConversation",
@@ -85,6 +86,7 @@ __all__ = [
     "TurnEnd",
     "UsageRecord",
     "UsageReport",
+    "WebhookBodies",
 ]
 
 
@@ -145,6 +147,7 @@ class Store(Service):
         self.group_context = GroupContext(self.db, clock=clock)
         self.people = People(self.db, clock=clock)
         self.voice = VoiceMinutes(self.db, clock=clock)
+        self.webhook_bodies = WebhookBodies(self.db, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -232,6 +235,8 @@ class Store(Service):
             "stream drafts": await self.drafts.prune(records),
             # what was said in groups while nobody addressed the bot: the journal's window
             "group context": await self.group_context.prune(now - retention.journal),
+            # the webhook bodies already seen: as long as the deliveries they name
+            "webhook bodies": await self.webhook_bodies.prune(now - retention.journal),
             "audit": await self.audit.prune(now - retention.audit),
             # the minutes of speech transcribed count as usage too
             "usage": await self.usage.prune(now - retention.usage)

@@ -427,6 +427,18 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX inbound_pending ON inbound (session_key, id) WHERE state = 'pending';
     """,
+    # v23 (issue 44): each webhook body is claimed by the delivery that brought it first,
+    # so a replay under a new delivery id is no second turn (gateway.store.webhook_bodies)
+    """
+    CREATE TABLE webhook_bodies (
+        hook TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        delivery TEXT NOT NULL,
+        expires_at DOUBLE PRECISION,  -- NULL: kept for the journal's window
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (hook, digest)
+    );
+    """,
 )
 
 

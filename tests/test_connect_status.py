@@ -96,7 +96,7 @@ async def test_status_and_metrics_show_hooks_the_api_and_tasks(
     body = b'{"ok": true}'
     async with (
         Gateway(settings, channels=[MemoryChannel()]) as gateway,
-        aiohttp.ClientSession() as http,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
     ):
         assert gateway.web is not None
         url = gateway.web.url
@@ -115,6 +115,7 @@ async def test_status_and_metrics_show_hooks_the_api_and_tasks(
         async with http.get(url + "v1/models", headers={"Authorization": "Bearer nope"}) as r:
             assert r.status == 401
         report = await gather(settings)
+        await http.get(gateway.web.sign_in_link())  # /metrics is the owner's
         async with http.get(url + "metrics") as r:
             metrics = await r.text()
         gate.set()

@@ -48,7 +48,7 @@ from agent.turn.outcome import (
 )
 from agent.turn.request import TurnOutcome, TurnRequest
 from agent.turn.scope import authorising_texts, file_view, resumed_state
-from agent.window import ContextWindow, TurnFit
+from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone as zone_named
@@ -238,7 +238,7 @@ class Agent:
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
-        async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
+        async def rebuild(limit: int) -> FittedPrompt:
             return await self.window.refit(
                 request, tools, now, kind.prompt, pinned, charge=charge, limit=limit
             )

@@ -81,12 +81,17 @@ def render_transcript(
 def cut_middle(text: str, limit: int, note: str = "") -> str:
     """``text`` within ``limit`` characters: its start and its end, and between them how
     much was left out (and ``note``, why)."""
+    return cut_out_middle(text, limit, note)[0]
+
+
+def cut_out_middle(text: str, limit: int, note: str = "") -> tuple[str, str]:
+    """:func:`cut_middle`, and the middle it left out (``""`` when nothing was)."""
     if len(text) <= limit:
-        return text
+        return text, ""
     keep = max(0, limit - 120 - len(note))
     head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
-    left_out = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {left_out} characters left out{note} ...]\n{tail}"
+    middle = text[len(head) : len(text) - len(tail)]
+    return f"{head}\n[... {len(middle)} characters left out{note} ...]\n{tail}", middle
 
 
 def choose_cut(

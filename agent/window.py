@@ -6,8 +6,9 @@ window first has its old tool results shortened (the newest step's stay whole), 
 is not enough, or a provider says "context too long", the session is compacted now and the
 prompt rebuilt with shorter tool results; if summarizing fails the oldest exchanges are left
 out, and a message of the turn too long for the window on its own (a pasted document) is cut
-in its middle, with a note saying so. A turn always goes on, and so does the chat: a long
-message kept in history never makes the next turns fail. The output a request asks for is
+in its middle, with a note saying so to the model; the person is told under the answer
+(:func:`cut_note`). A turn always goes on, and so does the chat: a long message kept in
+history never makes the next turns fail. The output a request asks for is
 fitted into what is left (:class:`agent.llm.metered.MeteredModel`).
 
 A provider's refusal that names the real window (a local server started with a smaller one
@@ -27,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from agent.compaction import Compactor, cut_middle
+from agent.compaction import Compactor, cut_out_middle
 from agent.context import ContextBuilder
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge, prompt_limit
@@ -43,6 +44,30 @@ OVERFLOW_RESULT_CHARS = 1_500
 OLD_RESULT_CHARS = 300  # a second, harder pass over old tool results in a long turn
 OVERFLOW_SQUEEZE = 4  # after a refusal that names no window: a quarter of the budget
 MIN_MESSAGE_CHARS = 400  # a message cut to fit keeps at least its start and end
+SPACED_WORD_CHARS = 20  # longer "words" on average: a script without spaces, counted in characters
+
+
+@dataclass(frozen=True, slots=True)
+class FittedPrompt:
+    """A prompt rebuilt to fit, and the middle of the turn's message it left out (if any)."""
+
+    system: SystemPrompt
+    messages: list[ChatMessage]
+    left_out: str = ""
+
+
+def cut_note(left_out: str) -> str:
+    """The note under the answer when the person's message was cut to fit the window."""
+    words = len(left_out.split())
+    size = (
+        f"about {words:,} words"
+        if words * SPACED_WORD_CHARS >= len(left_out)
+        else f"about {len(left_out):,} characters"
+    )
+    return (
+        "Note: your message was too long for the model's context window; I read its start "
+        f"and its end and left out the middle ({size})."
+    )
 
 
 class ContextWindow:
@@ -111,7 +136,7 @@ class ContextWindow:
         *,
         charge: Charge,
         limit: int | None = None,
-    ) -> tuple[SystemPrompt, list[ChatMessage]]:
+    ) -> FittedPrompt:
         """Compact now, then rebuild the prompt with shorter tool results, for a prompt of at
         most ``limit`` tokens (default: the preflight limit). If summarizing fails, the
         oldest history is left out instead; a message of this turn too long on its own is
@@ -135,12 +160,12 @@ class ContextWindow:
         older = [_shortened(m) for m in stored]
         current = [_shortened(m) for m in checkpoints]
         if self.compactor is None:
-            return system, [*older, *current]
+            return FittedPrompt(system, [*older, *current])
         # Count each message once, then leave out the oldest exchanges until it fits.
         budget = (self.compactor.preflight_limit if limit is None else limit) - self.overhead(
             system, tools
         )
-        current = self._cut_to_fit(request.session_key, current, budget)
+        current, left_out = self._cut_to_fit(request.session_key, current, budget)
         budget -= sum(message_tokens(m) for m in current)
         counts = [message_tokens(m) for m in older]
         start, total = 0, sum(counts)
@@ -148,17 +173,18 @@ class ContextWindow:
             end = _next_exchange(older, start)
             total -= sum(counts[start:end])
             start = end
-        return system, [*older[start:], *current]
+        return FittedPrompt(system, [*older[start:], *current], left_out)
 
     def _cut_to_fit(
         self, session_key: str, messages: list[ChatMessage], budget: int
-    ) -> list[ChatMessage]:
+    ) -> tuple[list[ChatMessage], str]:
         """The turn's own messages within ``budget``: its longest user message (a pasted
-        document, say) is cut in the middle, with a note for the model, until they fit."""
+        document, say) is cut in the middle, with a note for the model, until they fit.
+        Also returns the middle left out."""
         excess = sum(message_tokens(m) for m in messages) - budget
         users = [i for i, m in enumerate(messages) if m.role == "user" and m.content]
         if excess <= 0 or not users:
-            return messages
+            return messages, ""
         index = max(users, key=lambda i: message_tokens(messages[i]))
         message = messages[index]
         tokens = message_tokens(message)
@@ -169,7 +195,8 @@ class ContextWindow:
             "llm.context_window); only its start and end were read"
         )
         chars = max(MIN_MESSAGE_CHARS, int(len(message.content) * share))
-        cut = replace(message, content=cut_middle(message.content, chars, note))
+        content, left_out = cut_out_middle(message.content, chars, note)
+        cut = replace(message, content=content)
         log.warning(
             "a message of %s (~%d tokens) was cut to ~%d tokens to fit the context window "
             "(%d tokens, llm.context_window)",
@@ -178,7 +205,7 @@ class ContextWindow:
             message_tokens(cut),
             window,
         )
-        return [*messages[:index], cut, *messages[index + 1 :]]
+        return [*messages[:index], cut, *messages[index + 1 :]], left_out
 
     async def settle(self) -> None:
         if self.compactor is not None:
@@ -198,9 +225,10 @@ class TurnFit:
 
     window: ContextWindow
     max_tokens: int  # the answer each call asks for (the window leaves room for it)
-    rebuild: Callable[[int], Awaitable[tuple[SystemPrompt, list[ChatMessage]]]]
+    rebuild: Callable[[int], Awaitable[FittedPrompt]]
     squeeze: int = 0  # refusals that named no window: each cuts the budget to a quarter
     built_for: int = 0  # the window the prompt was last built for
+    left_out: str = ""  # what the latest prompt left out of the person's message
 
     def __post_init__(self) -> None:
         self.built_for = self.window_tokens
@@ -225,7 +253,14 @@ class TurnFit:
         if overflow is not None and self.window_tokens >= self.built_for:
             self.squeeze += 1  # the window is what we thought: our estimate fell short
         self.built_for = self.window_tokens
-        return await self.rebuild(self.limit)
+        fitted = await self.rebuild(self.limit)
+        self.left_out = fitted.left_out
+        return fitted.system, fitted.messages
+
+    @property
+    def note(self) -> str:
+        """For the person, under the answer: their message was cut to fit (or ``""``)."""
+        return cut_note(self.left_out) if self.left_out else ""
 
     @property
     def window_tokens(self) -> int:

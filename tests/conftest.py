@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from tests.isolation import isolate
+
+# First, before anything below is imported: the run's own empty HOME, without the
+# developer's SWITCHBOARD_* / API key / proxy / XDG variables (tests/isolation.py).
+isolate()
+
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -42,17 +48,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-    os.environ.pop(_name, None)
-os.environ["NO_PROXY"] = "127.0.0.1,localhost"
-
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No test reads the developer's real config or keys."""
-    for key in list(os.environ):
-        if key.startswith("SWITCHBOARD_") or key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-            monkeypatch.delenv(key)
+    """Each test its own SWITCHBOARD_HOME, inside its tmp_path."""
     monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path / "home"))
     yield
 

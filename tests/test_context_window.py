@@ -7,6 +7,7 @@ max_tokens together pass its window is refused with a context-length error.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 import pytest
@@ -113,6 +114,7 @@ async def test_a_message_over_a_smaller_window_is_cut_and_the_chat_goes_on(
     assert cut.last_user_text.startswith("Please summarise this report.")
     assert all(prompt(r) + asked(r) <= 6_000 for r in [cut, *rest])
     assert second.kind is OutboundKind.REPLY and second.text == "read 2 characters"
+    assert first.text.count("Note: your message was too long") == 1  # told once, not again
     assert rest[-1].last_user_text == "hi"  # the long message never wedges the chat
     assert decisions(data).count("OVERFLOW") == 1
 
@@ -120,6 +122,7 @@ async def test_a_message_over_a_smaller_window_is_cut_and_the_chat_goes_on(
 async def test_a_correct_window_cuts_a_long_message_before_sending_it(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:
+    """The person is told under the answer, in words, that the middle was left out."""
     fake_llm.context_window = 6_000
     fake_llm.responder = answered
     async with run_gateway(llm={"context_window": 6_000}) as (_gateway, channel):
@@ -129,6 +132,16 @@ async def test_a_correct_window_cuts_a_long_message_before_sending_it(
     assert reply.kind is OutboundKind.REPLY
     assert prompt(request) + asked(request) <= 6_000
     assert "only its start and end were read" in request.last_user_text
+    answer, note = reply.text.split("\n\n")
+    assert answer == f"read {len(request.last_user_text)} characters"
+    found = re.fullmatch(
+        r"Note: your message was too long for the model's context window; I read its start "
+        r"and its end and left out the middle \(about ([\d,]+) words\)\.",
+        note,
+    )
+    assert found is not None, note
+    words_read = len(request.last_user_text.split())
+    assert int(found[1].replace(",", "")) == pytest.approx(len(LONG.split()) - words_read, abs=40)
 
 
 async def test_a_refusal_that_names_no_window_is_answered_with_a_smaller_prompt(

@@ -7,6 +7,8 @@ token that gets a member's rights. Also the request shape of Open WebUI's OpenAI
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -366,3 +368,35 @@ async def test_a_member_tokens_status_shows_its_own_spend_and_no_one_elses_work(
     assert "everyone" in owner_spend and "you 0 tokens" not in owner_spend
     assert "reorganisation" not in shown["member"] and "Background task" not in shown["member"]
     assert "Draft the memo on the reorganisation." in shown["owner"]
+
+
+async def test_each_request_and_each_answered_turn_is_one_info_line_without_secrets(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`switchboard logs` at info shows the API's requests (method, path, status, token name)
+    and the turns answered (chat, agent, tokens, duration); never a token or what was said."""
+    caplog.set_level(logging.INFO)
+    fake_llm.queue(text("Paris is the capital of France."))
+    async with serving(api_settings(make_settings)) as (gateway, url):
+        async with sdk(url) as client:
+            await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "Capital of France?"}]
+            )
+        async with sdk(url, "wrong-token-0123456789abcdef") as stranger:
+            with pytest.raises(openai.AuthenticationError):
+                await stranger.models.list()
+        await gateway.wait_idle()
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    requests = [line for line in lines if line.startswith("api: ")]
+    assert [re.sub(r"\d+\.\d s\)$", "T s)", line) for line in requests] == [
+        "api: POST /v1/chat/completions 200 (token ops, T s)",
+        "api: GET /v1/models 401 (no valid token, T s)",
+    ]
+    [turn] = [line for line in lines if line.startswith("turn ")]
+    found = re.fullmatch(
+        r"turn \S+ in api:ops\S* \(agent main\) answered: ([\d,]+) tokens, \d+\.\d s", turn
+    )
+    assert found is not None, turn
+    assert int(found[1].replace(",", "")) > 0
+    for secret in (OWNER_TOKEN, "wrong-token-0123456789abcdef", "France"):
+        assert secret not in caplog.text

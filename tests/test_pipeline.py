@@ -143,7 +143,9 @@ async def test_commands_are_answered_without_the_model(run_gateway: Any, fake_ll
         await channel.push("hello again")
         await channel.wait_for(4)
     assert "fresh conversation" in channel.texts()[1]
-    assert "Other turns running: 0 ·" in channel.texts()[2]  # not counting /status itself
+    # not counting /status itself, neither as a turn nor as a message waiting for one
+    assert "Other turns running: 0 · messages waiting for a turn: 0" in channel.texts()[2]
+    assert "Messages to send: none waiting" in channel.texts()[2]
     assert len(fake_llm.requests) == 2
     assert fake_llm.requests[1].user_texts == ["hello again"]  # /new dropped the old context
 

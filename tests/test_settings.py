@@ -109,3 +109,25 @@ def test_the_configuration_reference_is_up_to_date() -> None:
     assert doc.read_text(encoding="utf-8") == render(), (
         "run: python -m gateway.config.doc > docs/configuration.md"
     )
+
+
+def test_the_configuration_reference_shows_the_defaults_whatever_is_configured_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regenerated on a machine that has a configured model, hooks and API tokens (in
+    config.toml and in the environment), the reference is the same: the defaults only."""
+    from gateway.config.doc import render
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[llm]\nmodel = "my-model"\ncontext_window = 4096\n\n'
+        '[hooks.ci]\nsecret = "hook-secret-0123456789abcdef"\n\n'
+        '[api]\nenabled = true\n\n[[api.tokens]]\nname = "script"\n'
+        'token = "api-token-0123456789abcdef"\n'
+    )
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(home))
+    monkeypatch.setenv("SWITCHBOARD_AGENT__MAX_ITERATIONS", "3")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    assert render() == doc.read_text(encoding="utf-8")

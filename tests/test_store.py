@@ -82,6 +82,22 @@ async def test_outbox_keeps_order_per_chat(make_store: StoreFactory) -> None:
         assert [h.message.text for h in await store.outbox.heads("t")] == ["a2", "b1"]
 
 
+async def test_unsent_messages_say_what_keeps_each(make_store: StoreFactory) -> None:
+    async with make_store() as store:
+        await store.outbox.enqueue(
+            [outbound("1", "a1", "a"), outbound("2", "a2", "a"), outbound("3", "b1", "b")]
+        )
+        first, other = await store.outbox.heads("t")
+        await store.outbox.retry_later(first.id, 30, "502 Bad Gateway")
+        await store.outbox.mark_sent(other.id)
+        unsent = await store.outbox.unsent()
+    assert [(m.attempts, m.last_error, m.behind) for m in unsent] == [
+        (1, "502 Bad Gateway", False),
+        (0, None, True),  # behind a1, in the same chat
+    ]
+    assert unsent[0].due_at > unsent[1].due_at
+
+
 async def test_tool_ledger_records_intent_once(make_store: StoreFactory) -> None:
     async with make_store() as store:
         assert await store.ledger.start("turn:call", "send_email") is True

@@ -4,6 +4,7 @@ failing, flood control honoured by the outbox, no part sent twice, files out, pa
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -278,3 +279,36 @@ async def turns_committed(gateway: Gateway, timeout: float = 10.0) -> None:
 
     async with asyncio.timeout(timeout):
         await gateway.bus.wait_until(committed)
+
+
+async def test_status_explains_the_answers_waiting_to_be_sent(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """The owner's /status says what waits in the outbox and why, in words; /status itself
+    is not counted as a message waiting."""
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 30", retry_after=30, chat_id=42)
+    settings = make_settings(telegram=section(tg, allow_from=["42", "7"], owners=["7"]))
+    async with Gateway(settings, channels=[channel(settings)]) as gateway:
+
+        async def both_answers_wait() -> bool:
+            return await gateway.store.outbox.pending_count() == 2
+
+        await tg.say("first", chat_id=42, user_id=42)
+        await tg.wait_called("sendMessage")  # refused with retry_after 30
+        await tg.say("second", chat_id=42, user_id=42)
+        async with asyncio.timeout(10):
+            await gateway.bus.wait_until(both_answers_wait)
+        await tg.say("/status", chat_id=7, user_id=7)
+        [status] = await tg.wait_sent(1, chat_id=7)
+    lines = [line.lstrip("-⦁ ") for line in status.params["text"].splitlines()]
+    assert any(line.endswith(" · messages waiting for a turn: 0") for line in lines), lines
+    assert "Messages to send: 2 messages not delivered yet" in lines
+    assert any(
+        re.fullmatch(
+            r"1 message to telegram: the platform asked to slow down \(rate limit\); "
+            r"next try in (29|30) s",
+            line,
+        )
+        for line in lines
+    ), lines
+    assert "1 message to telegram: waiting behind an earlier message to the same chat" in lines

@@ -49,6 +49,12 @@ class Fit(Protocol):
         the provider refused the prompt (``overflow``), for a smaller one."""
         ...
 
+    @property
+    def note(self) -> str:
+        """For the person, under the answer: what fitting the prompt did to their message
+        (cut it), or ``""``."""
+        ...
+
 
 async def _nothing(_: object) -> None:
     return None

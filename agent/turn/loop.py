@@ -444,6 +444,12 @@ class TurnLoop:
         return await self._end(text, StopReason.STEP_LIMIT)
 
     async def _end(self, text: str, reason: StopReason, *, failed: bool = False) -> RunResult:
+        fit = self.inputs.fit
+        # A person waits for this answer and their message was cut: they are told, once.
+        waiting = not (failed or self.inputs.unattended) and text.strip()
+        if waiting and fit is not None and fit.note:
+            self.trace.decision("context", "NOTE", fit.note)
+            text = f"{text.strip()}\n\n{fit.note}"
         final = ChatMessage(role="assistant", content=text)
         self.conversation.append(final)
         await self.inputs.checkpoint([final])

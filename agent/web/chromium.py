@@ -13,6 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
+from gateway.core.install import install_command
+
 SYSTEM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Where `playwright install chromium` puts its browsers (PLAYWRIGHT_BROWSERS_PATH overrides).
 PLAYWRIGHT_CACHE = "~/.cache/ms-playwright"
@@ -20,7 +22,6 @@ PLAYWRIGHT_BUILDS = (
     "chromium-*/chrome-linux*/chrome",
     "chromium_headless_shell-*/chrome-*/chrome-headless-shell",
 )
-INSTALL_HINT = "install Chromium (apt-get install chromium) and pip install 'switchboard[browser]'"
 
 
 class BrowserUnavailable(Exception):
@@ -31,13 +32,13 @@ def find_chromium(configured: str | None = None) -> Path:
     """The browser executable: ``configured`` (``tools.web.browser_path``) or one found here."""
     if importlib.util.find_spec("playwright") is None:
         raise BrowserUnavailable(
-            "the Playwright package is not installed (pip install 'switchboard[browser]')"
+            f"the Playwright package is not installed ({install_command('browser')})"
         )
     if configured:
         path = Path(configured).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise BrowserUnavailable(
-                f"no browser executable at {path} (tools.web.browser_path); {INSTALL_HINT}"
+                f"no browser executable at {path} (tools.web.browser_path); {install_hint()}"
             )
         return path
     for name in SYSTEM_NAMES:
@@ -49,7 +50,14 @@ def find_chromium(configured: str | None = None) -> Path:
         builds = sorted(Path(cache).expanduser().glob(pattern))
         if builds:
             return builds[-1]
-    raise BrowserUnavailable(f"Chromium was not found; {INSTALL_HINT}")
+    raise BrowserUnavailable(f"Chromium was not found; {install_hint()}")
+
+
+def install_hint() -> str:
+    """What to install for rendering, with the command that fits this installation."""
+    return (
+        f"install Chromium (apt-get install chromium) and Playwright ({install_command('browser')})"
+    )
 
 
 def launch_args(*, js_heap_mb: int, marker: str) -> list[str]:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
@@ -82,25 +83,43 @@ class ChatRoutes:
         """``handler`` behind the API token check (and the failed-credential throttle)."""
 
         async def checked(request: web.Request) -> web.StreamResponse:
-            if self._throttle.throttled(request):
-                self._api.requests[(endpoint, "throttled")] += 1
-                return error(429, "too many failed attempts; wait a minute", "rate_limit_exceeded")
-            token = self._api.authenticate(request)
-            if token is None:
-                self._throttle.record_failure(request)
-                self._api.requests[(endpoint, "unauthorized")] += 1
-                return error(
-                    401,
-                    "a valid API token is required: Authorization: Bearer <token> ([api] tokens)",
-                    "invalid_request_error",
-                    code="invalid_api_key",
-                )
-            response = await handler(request, token)
-            outcome = "ok" if response.status < 400 else str(response.status)
-            self._api.requests[(endpoint, outcome)] += 1
+            started = time.monotonic()
+            response, token = await self._checked(endpoint, handler, request)
+            log.info(  # who asked for what, and how it went; never the token or the body
+                "api: %s %s %d (%s, %.1f s)",
+                request.method,
+                request.path,
+                response.status,
+                f"token {token.name}" if token is not None else "no valid token",
+                time.monotonic() - started,
+            )
             return response
 
         return checked
+
+    async def _checked(
+        self, endpoint: str, handler: Authenticated, request: web.Request
+    ) -> tuple[web.StreamResponse, ApiToken | None]:
+        """The response, and the token that asked (``None``: no valid one)."""
+        if self._throttle.throttled(request):
+            self._api.requests[(endpoint, "throttled")] += 1
+            return error(
+                429, "too many failed attempts; wait a minute", "rate_limit_exceeded"
+            ), None
+        token = self._api.authenticate(request)
+        if token is None:
+            self._throttle.record_failure(request)
+            self._api.requests[(endpoint, "unauthorized")] += 1
+            return error(
+                401,
+                "a valid API token is required: Authorization: Bearer <token> ([api] tokens)",
+                "invalid_request_error",
+                code="invalid_api_key",
+            ), None
+        response = await handler(request, token)
+        outcome = "ok" if response.status < 400 else str(response.status)
+        self._api.requests[(endpoint, outcome)] += 1
+        return response, token
 
     async def models(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
         return web.json_response(wire.model_list(list(self._api.agents), self._api.started_at))

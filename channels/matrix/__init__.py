@@ -6,8 +6,8 @@ stored only after journaling), ``convert`` (pure event → InboundMessage), ``me
 deterministic transaction ids, drafts edited with ``m.replace``), ``state`` (the device id),
 ``probe`` (``doctor``).
 
-matrix-nio is an optional dependency (``pip install 'switchboard[matrix]'``), imported only
-when the channel is on.
+matrix-nio is an optional dependency (the ``[matrix]`` extra), imported only when the channel
+is on.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.core.errors import ConfigError
+from gateway.core.install import install_command
 
 if TYPE_CHECKING:
     from channels.matrix.adapter import MatrixChannel
@@ -30,7 +31,7 @@ def create(settings: Settings) -> MatrixChannel:
         if "nio" not in str(exc):
             raise
         raise ConfigError(
-            "the Matrix channel needs matrix-nio: pip install -e '.[matrix]' "
+            f"the Matrix channel needs matrix-nio: {install_command('matrix')} "
             "(or unset SWITCHBOARD_MATRIX__HOMESERVER)",
             field="matrix.homeserver",
         ) from exc

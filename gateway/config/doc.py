@@ -1,4 +1,5 @@
-"""Render the configuration reference (docs/configuration.md) from the settings classes.
+"""Render the configuration reference (docs/configuration.md) from the settings classes and
+their defaults alone (never this machine's environment or config.toml).
 
 ``python -m gateway.config.doc > docs/configuration.md`` regenerates it; a test fails when
 the file is out of date, so the reference always matches the code. Descriptions come from
@@ -11,7 +12,6 @@ import inspect
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -253,7 +253,9 @@ def _sections(
 
 
 def render() -> str:
-    settings = Settings(home=Path("~/.switchboard"))
+    # The defaults alone: nothing of this machine's environment, .env, secrets or
+    # config.toml may end up in the reference (or break it).
+    settings = Settings.model_construct()
     out = [INTRO]
     for path, section in _sections(settings):
         cls = type(section)

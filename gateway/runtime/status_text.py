@@ -8,6 +8,7 @@ turns: it can be answered in the middle of one.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 from gateway import __version__
@@ -20,7 +21,11 @@ from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
 from gateway.runtime.models import ModelPool, model_lines
 from gateway.store import Store
+from gateway.store.outbox import OutboxState, UnsentMessage
 from gateway.store.usage import UsageTotals
+
+UNSENT_SHOWN = 20  # unsent messages explained one by one (the oldest)
+ERROR_CHARS = 120
 
 
 class StatusText:
@@ -51,25 +56,49 @@ class StatusText:
         """``running``: this conversation's turn, when one runs (``/status`` is answered
         beside it)."""
         counts = await self._store.journal.counts()
+        own = await self._store.journal.find(msg.channel, msg.platform_message_id)
+        waiting = counts.get("pending", 0) - (1 if own is not None and own[1] == "pending" else 0)
         history = await self._store.history.message_count(session)
-        unsent = await self._store.outbox.pending_count()
         llm = self._settings.llm
         others = self._load.running - (1 if running is not None else 0)
+        # What others asked for (task prompts, jobs) and why a platform refused a message
+        # are for the owner and admins, in DMs.
+        private = principal.is_admin and not msg.is_group
         lines = [
             f"Switchboard {__version__} · model {running.model if running and running.model else llm.model} ({llm.provider})",
             f"Channels: {', '.join(self._channels) or 'none'}",
             *([_now_line(running)] if running is not None else []),
-            f"Other turns running: {max(0, others)} · messages waiting: "
-            f"{counts.get('pending', 0)} · replies unsent: {unsent}",
+            f"Other turns running: {max(0, others)} · messages waiting for a turn: {waiting}",
+            *await self._unsent_lines(errors=private),
             f"This conversation: {history} messages in context",
             await self._context_line(session, running),
             *await self._spend_lines(principal),
             *model_lines(self._models.states(), now=self._clock.now().timestamp()),
         ]
-        # What others asked for (task prompts, jobs) is for the owner and admins, in DMs.
-        if principal.is_admin and not msg.is_group:
+        if private:
             lines.extend(await self._background_lines())
         return "\n".join(lines)
+
+    async def _unsent_lines(self, *, errors: bool) -> list[str]:
+        """What waits in the outbox, in words: how many messages to which channel, and why
+        each is not out yet (a failed try, the platform's rate limit, an earlier message);
+        ``errors``: with the platform's error (it may name a recipient)."""
+        total = await self._store.outbox.pending_count()
+        if not total:
+            return ["Messages to send: none waiting"]
+        now = self._clock.now().timestamp()
+        reasons: Counter[tuple[str, str]] = Counter(
+            (m.channel, _why_unsent(m, now, errors=errors))
+            for m in await self._store.outbox.unsent(UNSENT_SHOWN)
+        )
+        lines = [f"Messages to send: {_count(total, 'message')} not delivered yet"]
+        lines += [
+            f"- {_count(n, 'message')} to {channel}: {why}" for (channel, why), n in reasons.items()
+        ]
+        shown = sum(reasons.values())
+        if total > shown:
+            lines.append(f"- and {total - shown} more")
+        return lines
 
     async def _context_line(self, session: str, running: TurnControl | None) -> str:
         if running is not None and running.context_tokens:
@@ -109,6 +138,24 @@ class StatusText:
         if runs:
             lines.append(f"Scheduled jobs: {len(runs)} (next: {min(runs):%Y-%m-%d %H:%M %Z})")
         return lines
+
+
+def _why_unsent(message: UnsentMessage, now: float, *, errors: bool) -> str:
+    if message.behind:
+        return "waiting behind an earlier message to the same chat"
+    wait = message.due_at - now
+    if wait > 0 and message.last_error:
+        error = f" ({' '.join(message.last_error.split())[:ERROR_CHARS]})" if errors else ""
+        return f"the last try failed{error}; next try in {wait:.0f} s"
+    if wait > 0:
+        return f"the platform asked to slow down (rate limit); next try in {wait:.0f} s"
+    if message.state is OutboxState.SENDING:
+        return "being sent now"
+    return f"queued {max(0.0, now - message.created_at):.0f} s ago, about to be sent"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _now_line(running: TurnControl) -> str:

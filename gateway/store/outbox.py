@@ -72,6 +72,19 @@ class OutboxRecord:
         return self.state is OutboxState.SENDING
 
 
+@dataclass(frozen=True, slots=True)
+class UnsentMessage:
+    """An unsent row as ``/status`` explains it: where to, and why it is not out yet."""
+
+    channel: str
+    state: OutboxState
+    attempts: int
+    due_at: float
+    created_at: float
+    last_error: str | None
+    behind: bool  # an earlier message to the same chat is unsent too (chats keep order)
+
+
 def _attempts(raw: str | None) -> tuple[SendAttempt, ...]:
     if not raw:
         return ()
@@ -320,6 +333,28 @@ class Outbox:
             return int(row[0])
 
         return await self._db.run(load, durable=False)
+
+    async def unsent(self, limit: int = 100) -> list[UnsentMessage]:
+        """The oldest unsent messages, each with what keeps it (``/status``)."""
+        statement = (
+            "SELECT o.channel, o.state, o.attempts, o.next_attempt_at, o.created_at,"
+            " o.last_error, EXISTS (SELECT 1 FROM outbox e"
+            f"  WHERE e.state IN {UNSENT_SQL} AND e.channel = o.channel"
+            "   AND e.chat_key = o.chat_key AND e.id < o.id)"
+            f" FROM outbox o WHERE o.state IN {UNSENT_SQL} ORDER BY o.id LIMIT ?",
+            (limit,),
+        )
+
+        def parse(cursors: list[Cursor]) -> list[UnsentMessage]:
+            (rows,) = cursors
+            return [
+                UnsentMessage(
+                    channel, OutboxState(state), attempts, due_at, created_at, error, bool(behind)
+                )
+                for channel, state, attempts, due_at, created_at, error, behind in rows
+            ]
+
+        return await self._db.select([statement], parse)
 
     async def failed_count(self) -> int:
         def load(conn: Connection) -> int:

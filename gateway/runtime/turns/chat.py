@@ -10,6 +10,7 @@ approval is parked, not committed: the dispatcher holds it until the decision.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 
 from agent.agent import Agent
@@ -70,6 +71,7 @@ class ChatTurns:
 
     async def run(self, batch: TurnBatch) -> OpenTurn | None:
         """Answer the batch; returns the turn instead when it waits for an approval."""
+        started = time.monotonic()
         last = batch.records[-1].message
         agent = agent_for(self._agents, batch.session_key)
         route = await self._routes.of(last, agent.config.agent_id)
@@ -111,6 +113,16 @@ class ChatTurns:
             r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
         )
         await self._display.ended(chat, request.turn_id, answered=answered)
+        ended = "failed" if outcome.failed else "answered" if answered else "ended unanswered"
+        log.info(  # what, where and how much; never what was said
+            "turn %s in %s (agent %s) %s: %s tokens, %.1f s",
+            batch.turn_id,
+            chat.session_key,
+            agent.config.agent_id,
+            ended,
+            f"{sum(e.usage.input_tokens + e.usage.output_tokens for e in outcome.usage):,}",
+            time.monotonic() - started,
+        )
         return None
 
     async def _close_stopped(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> None:

@@ -2,9 +2,9 @@
 
 Switchboard does not read encrypted rooms (docs/channels.md#matrix). A room is encrypted
 once its state holds ``m.room.encryption``: already when the bot is invited, or turned on
-later. Whether it does is asked from the homeserver the first time a room shows up in a run
-(a room that stayed quiet while the gateway was down is not in the syncs' state), and
-followed in the syncs from then on (matrix-nio keeps each room's state).
+later. The syncs say so (matrix-nio keeps each room's state from them); a room they have
+not said it of yet is asked about once per run, because a room that stayed quiet while the
+gateway was down has no state in them (an earlier version stayed in encrypted rooms).
 
 Nothing of an encrypted room is journaled: its whole part of a sync is skipped, so a
 plaintext message next to the encryption event (after it, or just before it) gets no turn

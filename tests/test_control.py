@@ -148,6 +148,59 @@ async def test_new_stops_the_running_turn_then_starts_afresh(
     assert "never delivered" not in channel.texts()
 
 
+async def test_in_a_group_only_the_owner_and_an_admin_may_start_afresh(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(text("noted: heron"), text("heron"), text("I don't know."))
+    group = {"allow_from": ["*"], "group_allow_from": ["g"], "admins": ["boss"]}
+    channel = MemoryChannel("telegram")
+
+    async def say(words: str, sender: str, count: int) -> str:
+        await channel.push(words, sender_id=sender, chat_id="g", chat_type=ChatType.GROUP)
+        return (await channel.wait_for(count))[-1].text
+
+    async with run_gateway(channel=channel, telegram=group) as (gateway, _):
+        await say("the code word is heron", "ana", 1)
+        refused = await say("/new", "bob", 2)  # a member
+        await say("what was the code word?", "ana", 3)
+        kept = fake_llm.requests[-1].user_texts
+        fresh = await say("/new", "boss", 4)  # an admin
+        await say("what was the code word?", "ana", 5)
+        await gateway.wait_idle()
+    assert refused == (
+        "Only the owner or an admin can start a fresh conversation in this group, because "
+        "it is everyone's conversation. It goes on as it is."
+    )
+    assert "heron" in kept[0] and len(kept) == 2  # bob's /new changed nothing
+    assert fresh.startswith("Started a fresh conversation.")
+    [asked] = fake_llm.requests[-1].user_texts  # after the admin's: a fresh conversation
+    assert "heron" not in asked
+
+
+async def test_the_owner_may_start_a_group_afresh_and_members_where_the_setting_says(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(text("noted"), text("noted"), text("noted"))
+    group = {"allow_from": ["*"], "group_allow_from": ["g", "h"], "owners": ["olga"]}
+    members_may = {**group, "new_in_groups": "members"}
+    answers: list[str] = []
+    for section, chat, by in (
+        (group, "g", "olga"),  # the owner, in a group
+        (members_may, "h", "bob"),  # a member, where new_in_groups = "members"
+        (group, "bob-dm", "bob"),  # a member, in his own direct chat
+    ):
+        channel = MemoryChannel("telegram")
+        kind = ChatType.DM if chat == "bob-dm" else ChatType.GROUP
+        where: dict[str, Any] = {"chat_id": chat, "chat_type": kind}
+        async with run_gateway(channel=channel, telegram=section) as (gateway, _):
+            await channel.push("heron", sender_id="bob", message_id=f"{chat}-1", **where)
+            await channel.wait_for(1)
+            await channel.push("/new", sender_id=by, message_id=f"{chat}-2", **where)
+            answers.append((await channel.wait_for(2))[-1].text)
+            await gateway.wait_idle()
+    assert all(a.startswith("Started a fresh conversation.") for a in answers), answers
+
+
 async def test_a_stop_phrase_stops_and_only_the_asker_or_an_admin_may(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

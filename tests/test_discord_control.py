@@ -13,7 +13,7 @@ from channels.discord.connection import ReconnectPolicy
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import edit_applied
-from tests.fakes.discord import FakeDiscord, dm_channel, user
+from tests.fakes.discord import BOT_ID, BOT_USER, TEXT_CHANNEL, FakeDiscord, dm_channel, user
 from tests.fakes.llm import FakeLLM, held, streamed, text
 
 OWNER = user(42, "dana", "Dana")
@@ -92,3 +92,41 @@ async def test_commands_are_registered_once_and_a_slash_stop_stops(
     assert stopped.content.startswith("Stopped.")
     [(_, note)] = [c for c in fake_discord.callbacks if c[1]["type"] == 4]
     assert note["data"]["flags"] == 64  # only the person sees that it arrived
+
+
+async def test_a_members_slash_new_in_a_channel_is_refused_and_an_admins_starts_afresh(
+    fake_discord: FakeDiscord, fake_llm: FakeLLM, make_settings: Callable[..., Settings]
+) -> None:
+    admin, member = OWNER, user(43, "bob", "Bob")
+    settings = make_settings(
+        discord={
+            "token": "test-token",
+            "streaming": False,
+            "allow_from": ["42", "43"],
+            "admins": ["42"],
+            "group_allow_from": [str(TEXT_CHANNEL)],
+        }
+    )
+    fake_llm.queue(text("noted: heron"), text("I don't know."))
+    policy = ReconnectPolicy(base=0.01, cap=0.05)
+    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    async with Gateway(settings, channels=[channel]) as gateway:
+        here = {"channel_id": TEXT_CHANNEL, "guild": True}
+        await fake_discord.message(
+            f"<@{BOT_ID}> the code word is heron", author=member, mentions=(BOT_USER,), **here
+        )
+        await fake_discord.wait_posts(1)
+        await fake_discord.invoke("new", author=member, **here)
+        await fake_discord.wait_posts(2)
+        await fake_discord.invoke("new", author=admin, **here)
+        await fake_discord.wait_posts(3)
+        await fake_discord.message(
+            f"<@{BOT_ID}> what was the code word?", author=member, mentions=(BOT_USER,), **here
+        )
+        await fake_discord.wait_posts(4)
+        await gateway.wait_idle()
+    _, refused, fresh, _ = fake_discord.texts(TEXT_CHANNEL)
+    assert refused.startswith("Only the owner or an admin can start a fresh conversation")
+    assert fresh.startswith("Started a fresh conversation.")
+    [asked] = fake_llm.requests[-1].user_texts
+    assert "heron" not in asked

@@ -40,7 +40,10 @@ async def test_earlier_and_quoted_messages_reach_the_model_but_never_memory(
 ) -> None:
     settings = make_settings(
         telegram=section(
-            tg, allow_from=[str(DANA), str(ALICE), str(BOB)], group_allow_from=[str(GROUP)]
+            tg,
+            allow_from=[str(DANA), str(ALICE), str(BOB)],
+            group_allow_from=[str(GROUP)],
+            admins=[str(DANA)],  # /new in a group: the owner's or an admin's
         ),
         agent={"reflection": True},  # on: it must still not write others' words anywhere
     )

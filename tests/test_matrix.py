@@ -290,7 +290,51 @@ async def test_an_answer_is_streamed_into_one_message_by_edits(
     assert "<strong>end</strong>" in final["content"]["m.new_content"]["formatted_body"]
 
 
-async def test_an_encrypted_room_is_refused_with_a_clear_message(
+SECRET = {  # what a client sends in an encrypted room (the bot cannot read it)
+    "algorithm": "m.megolm.v1.aes-sha2",
+    "ciphertext": "AwgA",
+    "sender_key": "k",
+    "session_id": "s",
+    "device_id": "D",
+}
+
+
+async def test_an_encrypted_room_is_left_after_one_notice_and_a_new_invite_is_told_again(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana = people("dana")
+    settings = matrix_settings(  # a second invitation is not marked direct: rooms are open
+        make_settings, homeserver, bot, allow_from=[dana.id], group_policy="open"
+    )
+    fake_llm.queue(llm.text("Here I can read you."))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True, encrypted=True)
+        await until(lambda: _membership_is(dana, room, bot.user_id, "leave"))
+        [notice] = await _shown(dana, room, bot.user_id)
+        await dana.say(room, "", kind="m.room.encrypted", content=SECRET)
+        await dana.say(room, "a plaintext message in the encrypted room")
+        await dana.call(
+            "POST", f"/_matrix/client/v3/rooms/{quote(room)}/invite", {"user_id": bot.user_id}
+        )
+        await until(lambda: _count_shown(dana, room, bot.user_id, 2))  # told again
+        await until(lambda: _membership_is(dana, room, bot.user_id, "leave"))
+        plain = await dana.room(bot.user_id, direct=True)  # later events: the bot got there
+        await until(lambda: _has(dana.members(plain), bot.user_id))
+        await dana.say(plain, "and here?")
+        await until(lambda: _shown(dana, plain, bot.user_id))
+        await gateway.wait_idle()
+        shown_there = await _shown(dana, room, bot.user_id)
+    assert "end-to-end encrypted" in notice and "turn encryption off" in notice.lower()
+    assert "leaving" in notice
+    assert shown_there == [notice, notice]  # once per invitation, never an answer
+    assert [r.last_user_text for r in fake_llm.requests] == ["and here?"]  # nothing else read
+
+
+async def test_encryption_turned_on_later_is_left_and_the_plaintext_after_it_gets_no_turn(
     make_settings: SettingsFactory,
     homeserver: Homeserver,
     bot: Account,
@@ -299,28 +343,54 @@ async def test_an_encrypted_room_is_refused_with_a_clear_message(
 ) -> None:
     dana = people("dana")
     settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
+    fake_llm.queue(llm.text("Hello."))
     async with running(settings) as gateway:
-        room = await dana.room(bot.user_id, direct=True, encrypted=True)
+        room = await dana.room(bot.user_id, direct=True)
         await until(lambda: _has(dana.members(room), bot.user_id))
-        secret = {
-            "algorithm": "m.megolm.v1.aes-sha2",
-            "ciphertext": "AwgA",
-            "sender_key": "k",
-            "session_id": "s",
-            "device_id": "D",
-        }
-        await dana.say(room, "", kind="m.room.encrypted", content=secret)
-        [notice] = await until(lambda: _shown(dana, room, bot.user_id))
-        await dana.say(room, "", kind="m.room.encrypted", content=secret)  # told once only
-        plain = await dana.room(bot.user_id, direct=True)  # later events: the bot got there
-        await until(lambda: _has(dana.members(plain), bot.user_id))
-        await dana.say(plain, "and here?")
-        await until(lambda: _shown(dana, plain, bot.user_id))
+        await dana.say(room, "hello")
+        await until(lambda: _shown(dana, room, bot.user_id))
         await gateway.wait_idle()
-        shown_there = await _shown(dana, room, bot.user_id)
-    assert "end-to-end encrypted" in notice and "turn encryption off" in notice.lower()
-    assert shown_there == [notice]  # the second encrypted message: no second notice
-    assert [r.last_user_text for r in fake_llm.requests] == ["and here?"]  # nothing else read
+    # While the gateway is down, so that one sync holds both: encryption, then plaintext.
+    encryption = {"algorithm": "m.megolm.v1.aes-sha2"}
+    await dana.call(
+        "PUT", f"/_matrix/client/v3/rooms/{quote(room)}/state/m.room.encryption/", encryption
+    )
+    await dana.say(room, "a plaintext message after encryption was turned on")
+    async with running(settings) as gateway:
+        await until(lambda: _membership_is(dana, room, bot.user_id, "leave"))
+        await gateway.wait_idle()
+        [hello, notice] = await _shown(dana, room, bot.user_id)
+    assert hello == "Hello." and "end-to-end encrypted" in notice
+    assert [r.last_user_text for r in fake_llm.requests] == ["hello"]
+
+
+async def test_an_encrypted_room_joined_before_the_stored_sync_position_is_left(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    """An earlier version stayed in encrypted rooms: its stored position lies after the
+    encryption, so the syncs no longer carry it; a plaintext mention there gets no turn."""
+    dana, eve = people("dana"), people("eve")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id, eve.id], group_policy="open"
+    )
+    async with aiohttp.ClientSession() as http:
+        earlier = Person(homeserver, bot, http)  # the bot's account, before this version
+        room = await dana.room(bot.user_id, eve.id, encrypted=True)
+        await earlier.call("POST", f"/_matrix/client/v3/join/{quote(room)}", {})
+        position = (await earlier.call("GET", "/_matrix/client/v3/sync?timeout=0"))["next_batch"]
+    async with Gateway(settings, channels=[]) as gateway:
+        await gateway.gate.save_cursor("matrix", position)
+    await dana.say(room, "bot: are you there?", mention=bot.user_id)
+    async with running(settings) as gateway:
+        await until(lambda: _membership_is(dana, room, bot.user_id, "leave"))
+        await gateway.wait_idle()
+        [notice] = await _shown(dana, room, bot.user_id)
+    assert "end-to-end encrypted" in notice
+    assert fake_llm.requests == []
 
 
 async def _has(members: Any, user: str) -> bool:
@@ -329,6 +399,15 @@ async def _has(members: Any, user: str) -> bool:
 
 async def _shown(person: Person, room: str, sender: str) -> list[str]:
     return shown(await person.events(room), sender)
+
+
+async def _count_shown(person: Person, room: str, sender: str, count: int) -> bool:
+    return len(await _shown(person, room, sender)) >= count
+
+
+async def _membership_is(person: Person, room: str, user: str, membership: str) -> bool:
+    path = f"/_matrix/client/v3/rooms/{quote(room)}/state/m.room.member/{quote(user)}"
+    return bool((await person.call("GET", path)).get("membership") == membership)
 
 
 async def _edited(person: Person, room: str, sender: str) -> bool:

@@ -1,7 +1,8 @@
 """Matrix channel (matrix-nio), see docs/channels.md#matrix.
 
 Modules: ``adapter`` (lifecycle, invites, rooms), ``intake`` (``/sync`` with the token
-stored only after journaling), ``convert`` (pure event → InboundMessage), ``media``
+stored only after journaling), ``encrypted`` (encrypted rooms: told why, then left),
+``convert`` (pure event → InboundMessage), ``media``
 (inbound files), ``render`` (markdown → body and HTML, splitting), ``sender`` (parts with
 deterministic transaction ids, drafts edited with ``m.replace``), ``state`` (the device id),
 ``probe`` (``doctor``).

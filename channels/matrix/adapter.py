@@ -8,8 +8,10 @@ unreachable homeserver only delays intake (the loop retries with backoff).
 Rooms: invites are accepted from people the access gate would let in (owners, admins,
 ``allow_from``, paired people), and for a direct chat also from anyone while ``dm_policy`` is
 ``pairing`` or ``open`` (so a stranger can ask for a pairing code); others are declined.
-End-to-end encrypted rooms are refused: the bot says once per room that it cannot read
-them (see docs/channels.md#matrix) and answers nothing there.
+End-to-end encrypted rooms are left (:mod:`.encrypted`): an accepted invitation into one is
+joined, the bot says once why it cannot take part, and leaves; nothing said there is
+journaled. Joining first lets the inviter read the reason in the room (a declined invite
+shows no reason in Matrix clients).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from dataclasses import replace
 from typing import Any
 
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, SyncResponse, WhoamiResponse
-from nio.responses import JoinResponse
+from nio.responses import JoinResponse, RoomInfo
 
 from channels.matrix import render
 from channels.matrix.convert import CHANNEL, Converted, Room, convert
+from channels.matrix.encrypted import EncryptedRooms
 from channels.matrix.intake import SyncLoop, inviter
 from channels.matrix.media import MediaStore
 from channels.matrix.probe import probe as check_credentials
@@ -40,11 +43,6 @@ from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMes
 log = logging.getLogger(__name__)
 
 DRAFT_INTERVAL = 1.0  # seconds between edits of a room's streamed draft
-ENCRYPTED_REFUSAL = (
-    "This room is end-to-end encrypted, and Switchboard cannot read encrypted messages. "
-    "Talk to me in a room without encryption (create a room, turn encryption off, and "
-    "invite me)."
-)
 
 
 class MatrixChannel:
@@ -80,7 +78,7 @@ class MatrixChannel:
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
         self._sink: InboundSink | None = None
         self._loop: SyncLoop | None = None
-        self._refused_rooms: set[str] = set()
+        self._encrypted = EncryptedRooms(self.client, self._sender)
         self._declined: set[str] = set()
         self._known_rooms: set[str] = set()  # rooms joined before the current sync
         self._last_error: str | None = None
@@ -152,11 +150,17 @@ class MatrixChannel:
             raise RuntimeError("matrix channel is stopped")
         for room_id, invite in answer.rooms.invite.items():
             await self._invited(sink, room_id, invite)
+        readable: dict[str, RoomInfo] = {}
+        for room_id, joined in answer.rooms.join.items():
+            if await self._encrypted.encrypted(room_id):  # before any of its events
+                await self._encrypted.refuse(room_id, joined)
+            else:
+                readable[room_id] = joined
         known = set(self._known_rooms)
         self._known_rooms.update(answer.rooms.join)
         if first:
             return
-        for room_id, joined in answer.rooms.join.items():
+        for room_id, joined in readable.items():
             if joined.timeline.limited and room_id in known:  # a fresh join's history is old
                 log.warning(
                     "matrix: more messages arrived in %s than one sync holds; older ones are skipped",
@@ -167,9 +171,6 @@ class MatrixChannel:
 
     async def _event(self, sink: InboundSink, room_id: str, event: dict[str, Any]) -> None:
         user_id = self.client.user_id
-        if event.get("type") == "m.room.encrypted" and event.get("sender") != user_id:
-            await self._refuse_encrypted(room_id)
-            return
         room = self.client.rooms.get(room_id)
         if room is None:
             return
@@ -227,22 +228,6 @@ class MatrixChannel:
         self._declined.add(room_id)
         await self.client.room_leave(room_id)
 
-    async def _refuse_encrypted(self, room_id: str) -> None:
-        if room_id in self._refused_rooms:
-            return
-        self._refused_rooms.add(room_id)
-        log.warning("matrix: %s is end-to-end encrypted; refusing to take part", room_id)
-        message = OutboundMessage(
-            channel=self.name,
-            chat_id=room_id,
-            text=ENCRYPTED_REFUSAL,
-            idempotency_key=f"e2ee:{room_id}",
-        )
-        try:
-            await self._sender.send(message)
-        except Exception as exc:  # the notice is a courtesy; intake goes on
-            log.warning("matrix: could not say so in %s: %s", room_id, exc)
-
     # -- outbound -------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> str | None:
@@ -252,7 +237,7 @@ class MatrixChannel:
 
     async def _direct_room(self, user_id: str) -> str:
         for room_id, room in self.client.rooms.items():
-            if room.member_count <= 2 and user_id in room.users:
+            if room.member_count <= 2 and user_id in room.users and not room.encrypted:
                 return str(room_id)
         raise ChannelPermanentError(
             f"no direct room with {user_id}: they should invite the bot first"

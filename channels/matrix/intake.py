@@ -2,13 +2,15 @@
 
 Each sync answer is handled whole before its ``next_batch`` token is stored (through the
 gateway's store, :class:`gateway.core.bus.ChannelRecords`, so a cluster's next leader goes on
-where the last one stopped): invites are accepted or declined, and every message in every
-joined room is converted, its files fetched when the gate would admit it, and journaled, in
-the room's order. If anything fails (a full disk), the token stays, the same sync is asked
-for again after a backoff, and the journal recognises what it already has (by event id).
+where the last one stopped): invites are accepted or declined, encrypted rooms are left
+(nothing of theirs is read), and every message in every other joined room is converted, its
+files fetched when the gate would admit it, and journaled, in the room's order. If anything
+fails (a full disk), the token stays, the same sync is asked for again after a backoff, and
+the journal recognises what it already has (by event id).
 
-The very first sync (no token stored) only joins rooms and takes the token: the history it
-returns was written before the bot was there, or answered by an earlier installation.
+The very first sync (no token stored) only joins rooms (and leaves encrypted ones) and takes
+the token: the history it returns was written before the bot was there, or answered by an
+earlier installation.
 """
 
 from __future__ import annotations

@@ -84,6 +84,9 @@ class ChannelSection(BaseModel):
     # with the next message that addresses it (at most this many, and at most
     # GROUP_CONTEXT_TOKENS); 0: they are not kept.
     group_context_messages: int = Field(default=20, ge=0, le=200)
+    # Who may start a group's conversation afresh with /new (it is everyone's there):
+    # "admins" (the owner and admins) or "members" (anyone allowed to talk there).
+    new_in_groups: Literal["admins", "members"] = "admins"
 
     @property
     def enabled(self) -> bool:

@@ -136,6 +136,7 @@ DESCRIPTIONS = {
     "scheduler.max_subagents": "background tasks running at once",
     "scheduler.subagent_timeout_seconds": "wall time per background task",
     "scheduler.max_jobs_per_user": "scheduled jobs one person may have",
+    "new_in_groups": "who may `/new` in a group, which starts the group's shared conversation afresh for everyone there: `admins` (the owner and admins) or `members` (anyone allowed to talk there); in a direct chat the person always may",
     "dm_policy": "direct messages: `pairing`, `allowlist`, `open` or `disabled`",
     "group_policy": "groups/channels: `allowlist`, `open` or `disabled`",
     "allow_from": "immutable sender ids that may talk (`*`: everyone); empty: nobody",

@@ -11,7 +11,10 @@ turn runs, so these never wait behind it.
   admins and the owner may stop it. A second ``/stop`` is answered, and changes nothing.
 - ``/status`` says what the running turn does now, how full the conversation is, and what
   today cost; ``/help`` lists the commands; ``/new`` stops a running turn first, then starts
-  a fresh conversation.
+  a fresh conversation. A group's conversation is everyone's there, so in a group only the
+  owner and admins may start it afresh (or everyone allowed to talk there, with the
+  channel's ``new_in_groups = "members"``); every way of saying ``/new`` (typed, a
+  platform's slash command) arrives here and takes that rule.
 - An edit of a message no turn took yet replaces it; an edit of a message the running turn
   answers joins that turn like a follow-up; an edit of a message already answered, or of
   one the gateway never saw, is ignored (the person can write again).
@@ -128,6 +131,10 @@ class Controls:
 
     async def _new(self, record: InboundRecord, session: SessionView) -> None:
         message = record.message
+        refusal = self._may_start_afresh(message)
+        if refusal is not None:
+            await self._reply(record, session.key, refusal)
+            return
         if session.running is not None or session.parked is not None:
             refusal = self._may_stop(message, session)
             if refusal is not None:
@@ -170,6 +177,20 @@ class Controls:
         if principal.is_admin or started_by in (None, principal.person):
             return None
         return "Only the person who asked, an admin or the owner can stop this."
+
+    def _may_start_afresh(self, message: InboundMessage) -> str | None:
+        """Why this person may not ``/new`` here, or ``None``: in a direct chat the person
+        may; a group's conversation is everyone's, so there the owner and admins may, and
+        members only where the channel's ``new_in_groups`` is ``"members"``."""
+        if not message.is_group or self._principal(message).is_admin:
+            return None
+        section = self._sections.get(message.channel)
+        if section is not None and section.new_in_groups == "members":
+            return None
+        return (
+            "Only the owner or an admin can start a fresh conversation in this group, because "
+            "it is everyone's conversation. It goes on as it is."
+        )
 
     # -- edits ------------------------------------------------------------------------------
 

@@ -569,12 +569,37 @@ class FakeDiscord:
         return json_response(listed)
 
     async def invoke(
-        self, name: str, text: str = "", *, author: dict[str, Any], channel_id: int
+        self,
+        name: str,
+        text: str = "",
+        *,
+        author: dict[str, Any],
+        channel_id: int,
+        guild: bool = False,
     ) -> int:
         """Dispatch the INTERACTION_CREATE of ``author`` using the slash command ``name`` in
-        the DM ``channel_id``; returns the interaction id."""
+        the DM ``channel_id`` (with ``guild``, in that channel of the guild); returns the
+        interaction id."""
         interaction = self.snowflake()
         options = [{"type": 3, "name": "text", "value": text}] if text else []
+        where: dict[str, Any] = {
+            "channel": {"id": str(channel_id), "type": 1, "recipients": [author]},
+            "user": author,
+        }
+        if guild:  # Discord sends the guild member instead of the user
+            where = {
+                "guild_id": str(GUILD_ID),
+                "channel": {"id": str(channel_id), "type": 0, "guild_id": str(GUILD_ID)},
+                "member": {
+                    "user": author,
+                    "roles": [],
+                    "joined_at": datetime.now(UTC).isoformat(),
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                    "permissions": "0",
+                },
+            }
         await self._send(
             "INTERACTION_CREATE",
             {
@@ -583,8 +608,7 @@ class FakeDiscord:
                 "type": 2,
                 "data": {"id": str(self.snowflake()), "name": name, "type": 1, "options": options},
                 "channel_id": str(channel_id),
-                "channel": {"id": str(channel_id), "type": 1, "recipients": [author]},
-                "user": author,
+                **where,
                 "token": f"interaction-token-{interaction}",
                 "version": 1,
                 "attachment_size_limit": 8_388_608,

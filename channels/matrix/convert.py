@@ -93,6 +93,7 @@ def convert(
     if not text.strip() and not files:
         return None
     forward = _forwarded(content, text, room)
+    own = "" if forward else _strip_mention(text, bot_user_id, room.names.get(bot_user_id))
     replying_to_us = isinstance(reply_to, str) and reply_to in our_events
     mentioned = room.direct or (
         not forward and (replying_to_us or _addressed(content, body, bot_user_id, room.names))
@@ -102,9 +103,7 @@ def convert(
         chat_id=room.room_id,
         sender_id=sender,
         sender_name=room.names.get(sender, ""),
-        text=""
-        if forward
-        else _strip_mention(text, bot_user_id, room.names.get(bot_user_id)).strip(),
+        text=own.strip(),
         platform_message_id=event_id,
         chat_type=ChatType.DM if room.direct else ChatType.GROUP,
         thread_id=thread_id if isinstance(thread_id, str) else None,

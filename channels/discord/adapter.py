@@ -183,7 +183,7 @@ class DiscordChannel:
         client, sink = self._client, self._sink
         if client is None or client.user is None or sink is None:
             return
-        converted = convert(message, client.user.id)
+        converted = convert(message, client.user.id, client.get_channel)
         if converted is None:
             return
         if edit and message.edited_at is not None:
@@ -197,7 +197,9 @@ class DiscordChannel:
         async with self._in_order(inbound.session_key):
             try:
                 if converted.files and await sink.admits(inbound):
-                    inbound = replace(inbound, attachments=await self._media.fetch(message))
+                    inbound = replace(
+                        inbound, attachments=await self._media.fetch(message, converted.files)
+                    )
                 accepted = await sink.publish_inbound(inbound)
             except Exception as exc:
                 self._last_error = f"could not journal {inbound.platform_message_id}: {exc}"

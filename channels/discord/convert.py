@@ -12,6 +12,10 @@ parent channel (``chat_id`` = parent channel id, ``thread_id`` = thread id), so 
 for a channel cover its threads. A thread the client has not cached (rare: its parent is
 unknown) is treated as a channel of its own.
 
+A forward (a message reference of type ``forward``) carries the original as a snapshot:
+its text goes to ``InboundMessage.forwarded`` with where it came from, its files are fetched
+like the message's own, and it is never taken for a reply.
+
 ``mentioned`` is true in DMs, when the bot's user is mentioned, or when the message replies
 to one of the bot's messages; ``@everyone`` and role mentions do not count. The bot's own
 mention is removed from the text. Messages from bots (including ourselves) and webhooks,
@@ -21,6 +25,7 @@ and system messages (joins, pins, ...), convert to ``None``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import discord
@@ -37,19 +42,26 @@ class Converted:
     files: tuple[discord.Attachment, ...] = ()
 
 
-def convert(message: discord.Message, bot_id: int) -> Converted | None:
-    """The inbound message for ``message``, or ``None`` if it is not one to hand on."""
+ChannelLookup = Callable[[int], object | None]  # a channel the client knows, by id
+
+
+def convert(
+    message: discord.Message, bot_id: int, channels: ChannelLookup = lambda _: None
+) -> Converted | None:
+    """The inbound message for ``message``, or ``None`` if it is not one to hand on;
+    ``channels`` names where a forwarded message was (``Client.get_channel``)."""
     author = message.author
     if author.bot or author.id == bot_id or message.webhook_id is not None:
         return None
     if message.type not in _CONVERSATION_TYPES:
         return None
     text = strip_mention(message.content, bot_id)
-    if not text and not message.attachments:
+    forward = forwarded(message, channels)
+    if not text and not message.attachments and not forward:
         return None  # e.g. a sticker, or a guild message whose content the intent withheld
     chat_id, thread_id, chat_type = locate(message.channel)
     is_dm = chat_type is ChatType.DM
-    reference = message.reference
+    reference = _reply_reference(message)
     inbound = InboundMessage(
         channel=CHANNEL,
         chat_id=chat_id,
@@ -66,16 +78,47 @@ def convert(message: discord.Message, bot_id: int) -> Converted | None:
         received_at=message.created_at,
         quote=replied(message, bot_id),
         chat_name="" if is_dm else chat_name(message.channel),
+        forwarded=forward,
     )
-    return Converted(inbound, tuple(message.attachments))
+    snapshots = [file for snapshot in message.message_snapshots for file in snapshot.attachments]
+    return Converted(inbound, (*message.attachments, *snapshots))
 
 
 QUOTE_MAX_CHARS = 4_000
 
 
+def forwarded(message: discord.Message, channels: ChannelLookup) -> tuple[Said, ...]:
+    """What a forward carries: Discord's snapshot of the original (its text, files and
+    time, never its author), and where it was (the channel by name when the bot knows it,
+    and the link to the original). The forwarder's comment, if any, is a message of its own."""
+    reference = message.reference
+    if reference is None or reference.type is not discord.MessageReferenceType.forward:
+        return ()
+    source = channels(reference.channel_id)
+    name = chat_name(source) if source is not None else ""
+    where = f"{name} ({reference.jump_url})" if name else reference.jump_url
+    said = []
+    for snapshot in message.message_snapshots:
+        text = snapshot.content or ", ".join(f"[file: {a.filename}]" for a in snapshot.attachments)
+        said.append(
+            Said(
+                "", text or "[a message without text]", snapshot.created_at.timestamp(), where=where
+            )
+        )
+    return tuple(said)
+
+
+def _reply_reference(message: discord.Message) -> discord.MessageReference | None:
+    """The message reference of a reply (a forward's reference names what it forwards)."""
+    reference = message.reference
+    if reference is None or reference.type is not discord.MessageReferenceType.reply:
+        return None
+    return reference
+
+
 def replied(message: discord.Message, bot_id: int) -> Said | None:
     """The message this one replies to, as Discord sent it along (text and author)."""
-    reference = message.reference
+    reference = _reply_reference(message)
     if reference is None:
         return None
     resolved = reference.resolved or reference.cached_message
@@ -126,7 +169,7 @@ def mentions(message: discord.Message, bot_id: int) -> bool:
 
 
 def replies_to(message: discord.Message, bot_id: int) -> bool:
-    reference = message.reference
+    reference = _reply_reference(message)
     if reference is None:
         return False
     resolved = reference.resolved or reference.cached_message

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,10 +36,13 @@ class MediaStore:
         self.root = workspace_dir / "attachments" / "discord"
         self.max_bytes = max_bytes
 
-    async def fetch(self, message: discord.Message) -> tuple[Attachment, ...]:
+    async def fetch(
+        self, message: discord.Message, items: Sequence[discord.Attachment]
+    ) -> tuple[Attachment, ...]:
+        """``items`` of ``message`` (its own files, and those of what it forwards), stored."""
         day = message.created_at.strftime("%Y-%m-%d")
         stored = []
-        for index, item in enumerate(message.attachments):
+        for index, item in enumerate(items):
             stored.append(await self._fetch_one(item, self.root / day, f"{message.id}-{index}"))
         return tuple(stored)
 

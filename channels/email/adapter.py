@@ -30,7 +30,6 @@ from pathlib import Path
 from channels.email.files import read_outbound, remove_stored, store_files
 from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapSession
 from channels.email.parse import (
-    MailFile,
     ParsedMail,
     auth_failure,
     from_headers,
@@ -250,12 +249,9 @@ class EmailChannel:
 
     async def _publish(self, parsed: ParsedMail, uid: int) -> None:
         assert parsed.sender is not None
-        files = list(parsed.files)
-        if parsed.forwarded:  # kept out of the text: it is not the user's own words
-            files.append(MailFile("forwarded-message.txt", "text/plain", parsed.forwarded.encode()))
         attachments = await asyncio.to_thread(
             store_files,
-            files,
+            parsed.files,
             workspace=self._workspace_dir,
             limit=self._settings.max_attachment_bytes,
         )
@@ -272,7 +268,7 @@ class EmailChannel:
                 ),
             )
             await self._save()
-        text = parsed.text or ("" if attachments else "(empty message)")
+        text = parsed.text or ("" if attachments or parsed.forwarded else "(empty message)")
         if new_thread and parsed.subject:
             text = f"Subject: {parsed.subject}\n\n{text}".rstrip()
         msg = InboundMessage(
@@ -286,6 +282,7 @@ class EmailChannel:
             thread_id=thread_id,
             mentioned=True,  # an email to the bot is always addressed to it
             attachments=attachments,
+            forwarded=parsed.forwarded,  # someone else's words, labelled with their origin
         )
         sink = self._sink
         assert sink is not None

@@ -8,7 +8,8 @@ No I/O here. The adapter fetches bytes and acts on the answers:
 * :func:`auth_failure` — the server recorded that DKIM/SPF/DMARC failed for this From, so
   the sender address cannot be trusted as an identity.
 * :func:`parse_mail` — the body the model sees (quoted history, signatures and forwarded
-  content cut off) and the attachments.
+  content cut off), the attachments, and forwarded mails apart with their origin (a
+  "Forwarded message" in the body, mails attached as message/rfc822).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
-from email.utils import getaddresses
+from email.utils import getaddresses, parsedate_to_datetime
 
 from channels.email.html import html_to_text
+from gateway.core.messages import Said
 
 MAX_TEXT_CHARS = 50_000
 MAX_REFERENCES = 20
@@ -56,6 +59,7 @@ _ATTRIBUTION = re.compile(
 )
 _ORIGINAL = re.compile(r"^\s*-{2,}\s*(Original Message|Ursprüngliche Nachricht)\s*-{2,}\s*$", re.I)
 _OUTLOOK_RULE = re.compile(r"^_{20,}\s*$")
+_FORWARD_HEADER = re.compile(r"^\s*\*?(From|Date|Sent|Subject|To|Cc)\*?:\s*(.*)$", re.IGNORECASE)
 _FORWARDED = re.compile(
     r"^\s*(-{2,}\s*Forwarded message\s*-{2,}|Begin forwarded message:|-{2,}\s*Forwarded Message\s*-{2,})\s*$",
     re.IGNORECASE,
@@ -78,7 +82,9 @@ class ParsedMail:
     in_reply_to: str | None
     references: tuple[str, ...]
     text: str  # the user's own words: quotes, signature and forwarded part removed
-    forwarded: str  # a forwarded message found in the body ("" if none)
+    # Forwarded messages with their origin: one found in the body, and mails attached
+    # (message/rfc822). Someone else's words, never the user's.
+    forwarded: tuple[Said, ...] = ()
     files: tuple[MailFile, ...] = ()
 
 
@@ -232,6 +238,70 @@ def _ends_own_text(lines: list[str], index: int) -> bool:
     return False
 
 
+def forwarded_in_body(block: str) -> Said:
+    """The forwarded message ``trim_reply`` found: the header lines mail clients write under
+    the marker (``From:``, ``Date:`` or ``Sent:``, ``Subject:``), then its text."""
+    lines = block.split("\n")[1:]  # after the "Forwarded message" line
+    index = 0
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    headers: dict[str, str] = {}
+    while index < len(lines) and (match := _FORWARD_HEADER.match(lines[index])):
+        headers.setdefault(match.group(1).lower(), match.group(2).replace("*", "").strip())
+        index += 1
+    return _forwarded(
+        headers.get("from", ""),
+        headers.get("date") or headers.get("sent", ""),
+        headers.get("subject", ""),
+        "\n".join(lines[index:]),
+    )
+
+
+def attached_mails(msg: EmailMessage, limit: int = 20) -> tuple[Said, ...]:
+    """Mails forwarded as attachments (message/rfc822 parts), with their own From, Date and
+    Subject."""
+    found: list[Said] = []
+    for part in msg.iter_attachments():
+        if len(found) >= limit:
+            break
+        if part.get_content_type() != "message/rfc822" or not isinstance(part, EmailMessage):
+            continue
+        inner = part.get_content()
+        if isinstance(inner, EmailMessage):
+            found.append(
+                _forwarded(
+                    header(inner, "From"),
+                    header(inner, "Date"),
+                    header(inner, "Subject"),
+                    body_text(inner),
+                )
+            )
+    return tuple(found)
+
+
+def _forwarded(author: str, date: str, subject: str, body: str) -> Said:
+    """A forwarded mail as it goes with a message: where it came from is its subject (and
+    its date, when that is not a date a computer can read)."""
+    at = _time_of(date)
+    where = f"an email “{subject}”" if subject else "an email"
+    if date and at is None:
+        where += f" dated {date}"
+    text = body.strip() or "(empty message)"
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[:MAX_TEXT_CHARS] + "\n[... message truncated]"
+    return Said(author, text, at, where=where)
+
+
+def _time_of(date: str) -> float | None:
+    """Epoch seconds of an RFC 5322 date (Apple Mail, Thunderbird); None for the prose dates
+    of Gmail ("Mon, Nov 23, 2026 at 9:00 AM") or none at all."""
+    try:
+        when = parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 def reply_subject(subject: str) -> str:
     subject = " ".join(subject.split()) or "(no subject)"
     return subject if _RE_PREFIX.match(subject) else f"Re: {subject}"
@@ -271,6 +341,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
     assert isinstance(msg, EmailMessage)
     sender = sender_of(msg)
     own, forwarded = trim_reply(body_text(msg))
+    found = (forwarded_in_body(forwarded),) if forwarded else ()
     if len(own) > MAX_TEXT_CHARS:
         own = own[:MAX_TEXT_CHARS] + "\n[... message truncated]"
     in_reply_to = message_ids(header(msg, "In-Reply-To"))
@@ -282,7 +353,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(header(msg, "References"))[-MAX_REFERENCES:],
         text=own,
-        forwarded=forwarded,
+        forwarded=found + attached_mails(msg),
         files=attachments(msg),
     )
 
@@ -306,5 +377,4 @@ def from_headers(msg: Message, text: str = "") -> ParsedMail:
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(header(msg, "References"))[-MAX_REFERENCES:],
         text=text,
-        forwarded="",
     )

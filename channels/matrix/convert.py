@@ -12,6 +12,9 @@ included) and is never answered, so two bots cannot talk each other into a loop;
 * A direct chat is a room with the bot and one person; anything bigger is a group, where
   the bot is addressed by ``m.mentions``, by its id or name in the text, or by a reply to
   one of its messages.
+* A forward that says so (MSC2723's ``m.forwarded``: the original's sender, room and time)
+  is someone else's words: its text goes to ``InboundMessage.forwarded``, never to ``text``,
+  and it addresses nobody.
 * A reply's quoted fallback (``> <@x> …`` lines, ``<mx-reply>``) is cut from the text and
   kept as a short note of what is being answered.
 """
@@ -89,14 +92,18 @@ def convert(
     thread_id = relation.get("event_id") if relation.get("rel_type") == "m.thread" else None
     if not text.strip() and not files:
         return None
+    forward = _forwarded(content, text, room)
+    own = "" if forward else _strip_mention(text, bot_user_id, room.names.get(bot_user_id))
     replying_to_us = isinstance(reply_to, str) and reply_to in our_events
-    mentioned = room.direct or replying_to_us or _addressed(content, body, bot_user_id, room.names)
+    mentioned = room.direct or (
+        not forward and (replying_to_us or _addressed(content, body, bot_user_id, room.names))
+    )
     message = InboundMessage(
         channel=CHANNEL,
         chat_id=room.room_id,
         sender_id=sender,
         sender_name=room.names.get(sender, ""),
-        text=_strip_mention(text, bot_user_id, room.names.get(bot_user_id)).strip(),
+        text=own.strip(),
         platform_message_id=event_id,
         chat_type=ChatType.DM if room.direct else ChatType.GROUP,
         thread_id=thread_id if isinstance(thread_id, str) else None,
@@ -106,8 +113,29 @@ def convert(
         quote=_fallback_quote(body, room.names, bot_user_id, by_us=replying_to_us)
         if isinstance(reply_to, str)
         else None,
+        forwarded=forward,
     )
     return Converted(message, files)
+
+
+def _forwarded(content: dict[str, Any], text: str, room: Room) -> tuple[Said, ...]:
+    """A forward's original, from the ``m.forwarded`` metadata of MSC2723 (the original's
+    sender, room and time; its content, where the client sends that apart). Clients that
+    forward by copying the content alone (Element) send nothing to tell a forward by."""
+    origin = content.get("m.forwarded")
+    if not isinstance(origin, dict):
+        return ()
+    original = _dict(origin.get("content")) or _dict(content.get("m.forwarded_content"))
+    said = str(original.get("body") or "").strip() or text.strip() or "[a file without text]"
+    sender = origin.get("sender")
+    author = room.names.get(sender, sender) if isinstance(sender, str) else ""
+    source = origin.get("room_id")
+    where = ""
+    if isinstance(source, str):
+        where = "this room" if source == room.room_id else f"the room {source}"
+    ts = origin.get("origin_server_ts")
+    at = ts / 1000 if isinstance(ts, int) and not isinstance(ts, bool) else None
+    return (Said(author, said, at, where=where),)
 
 
 _QUOTED_AUTHOR = re.compile(r"^\*?\s*<([^>]+)>\s?")

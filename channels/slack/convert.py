@@ -17,6 +17,10 @@ for channels); a reply in a thread has ``thread_id`` = the thread's parent ``ts`
 thread is a session of its own and answers stay in it. Identity is the user id (``U…``),
 never a display name.
 
+A shared (forwarded) message comes as an attachment of the message that shares it: its text
+goes to ``InboundMessage.forwarded`` with its author and channel (:func:`shares`), never to
+``text``, which holds only the sharer's own comment.
+
 ``mentioned`` is true in DMs, for ``app_mention``, when the text mentions the bot's user,
 or when the message is a reply in a thread the bot started (``parent_user_id``).
 """
@@ -29,7 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, kind_of
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said, kind_of
 
 CHANNEL = "slack"
 # Subtypes that are still a person writing to us; every other subtype is not a message.
@@ -76,7 +80,8 @@ def convert(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
     raw_text = str(event.get("text") or "")
     files = tuple(_file(f) for f in event.get("files") or () if isinstance(f, dict))
     text = plain_text(raw_text, bot_user_id)
-    if not text and not files:
+    shared = shares(event)
+    if not text and not files and not shared:
         return None
     is_dm = event.get("channel_type") == "im" or channel.startswith("D")
     thread_ts = event.get("thread_ts")
@@ -99,8 +104,32 @@ def convert(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:
         thread_id=thread_id,
         mentioned=mentioned,
         received_at=_time(ts),
+        forwarded=shared,
     )
     return Converted(inbound, files)
+
+
+def shares(event: dict[str, Any]) -> tuple[Said, ...]:
+    """The messages a message shares (forwards), or unfurls from a pasted link: Slack sends
+    each as an attachment marked ``is_share`` or ``is_msg_unfurl``, with its author, text,
+    time and channel. The sharer's own words are the event's ``text``."""
+    said = []
+    for item in event.get("attachments") or ():
+        if not isinstance(item, dict) or not (item.get("is_share") or item.get("is_msg_unfurl")):
+            continue
+        author = item.get("author_name") or item.get("author_subname") or item.get("author_id")
+        text = plain_text(str(item.get("text") or item.get("fallback") or ""), None)
+        channel = item.get("channel_name")
+        url = item.get("from_url") or item.get("original_url")
+        where = " ".join(
+            part for part in (f"#{channel}" if channel else "", f"({url})" if url else "") if part
+        )
+        try:
+            at: float | None = float(item["ts"])
+        except (KeyError, TypeError, ValueError):
+            at = None
+        said.append(Said(str(author or ""), text or "[a message without text]", at, where=where))
+    return tuple(said)
 
 
 def _edited(event: dict[str, Any], bot_user_id: str | None) -> Converted | None:

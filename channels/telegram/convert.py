@@ -5,6 +5,10 @@ data is a command, ``/approve ID``, which becomes the presser's message) become 
 edits, reactions and every update type this version does not know convert to ``None``, and
 the caller still confirms them (an update we cannot use must never block the ones behind it).
 
+A forwarded message is someone else's words: its text goes to ``InboundMessage.forwarded``
+with its origin (:func:`forwarded`), never to ``text``, so it cannot pass for the forwarder's
+request, command or mention of the bot.
+
 Identity comes from numeric ids only: ``sender_id`` is the user's id (or the posting chat's
 id for anonymous admins and channel posts), never a username or display name, which anyone
 can change. ``platform_message_id`` is ``"<chat id>:<message id>"``: the same on every
@@ -17,7 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from telegram import CallbackQuery, Message, MessageEntity, Update
+from telegram import (
+    CallbackQuery,
+    Message,
+    MessageEntity,
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+)
 from telegram.constants import ChatType as TgChatType
 
 from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said
@@ -89,21 +103,24 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         return None  # stickers, joins, pins, topic service messages ...
     sender_id, sender_name = _sender(msg)
     reply = _real_reply(msg)
+    forward = forwarded(msg)
     inbound = InboundMessage(
         channel=CHANNEL,
         chat_id=str(msg.chat.id),
         sender_id=sender_id,
         sender_name=sender_name,
-        text=text,
+        text="" if forward else text,
         platform_message_id=platform_message_id(msg.chat.id, msg.message_id),
         chat_type=chat_type,
         thread_id=str(msg.message_thread_id)
         if msg.is_topic_message and msg.message_thread_id
         else None,
-        mentioned=chat_type is ChatType.DM or addresses_bot(msg, bot),
+        # a forward's mentions and commands are its author's, addressed to no one here
+        mentioned=chat_type is ChatType.DM or (not forward and addresses_bot(msg, bot)),
         reply_to_message_id=platform_message_id(msg.chat.id, reply.message_id) if reply else None,
         quote=quoted(msg, reply, bot),
         chat_name=(msg.chat.title or "") if chat_type is not ChatType.DM else "",
+        forwarded=forward,
     )
     if update.edited_message is not None:  # the same message, changed: an edit of it
         edited = int(msg.edit_date.timestamp()) if msg.edit_date else update.update_id
@@ -173,10 +190,7 @@ def quoted(msg: Message, reply: Message | None, bot: BotIdentity) -> Said | None
         _, author = _sender(reply)
         at: float | None = reply.date.timestamp() if reply.date else None
     elif msg.external_reply is not None and text:  # a quote from another chat
-        origin = msg.external_reply.origin
-        author = getattr(origin, "sender_user_name", "") or getattr(
-            getattr(origin, "sender_user", None), "full_name", ""
-        )
+        author, _ = _origin(msg.external_reply.origin)
         by_bot, at = False, None
     else:
         return None
@@ -185,6 +199,43 @@ def quoted(msg: Message, reply: Message | None, bot: BotIdentity) -> Said | None
     if len(text) > QUOTE_MAX_CHARS:
         text = text[:QUOTE_MAX_CHARS] + "…"
     return Said(author or "someone", text, at=at, by_bot=by_bot)
+
+
+def forwarded(msg: Message) -> tuple[Said, ...]:
+    """A forwarded message's content with its origin. A forward carries nothing of the
+    forwarder's own (Telegram sends a comment as a message of its own), so all its text is
+    the original author's: a message by a user (``forward_origin`` of type ``user``, or
+    ``hidden_user`` when their privacy settings hide the account), by a group posting as
+    itself or an anonymous admin (``chat``), or a channel post (``channel``)."""
+    if msg.forward_origin is None:
+        return ()
+    text = msg.text or msg.caption or ""
+    if not text:
+        text = "[a file without text]"
+    author, where = _origin(msg.forward_origin)
+    return (Said(author, text, at=msg.forward_origin.date.timestamp(), where=where),)
+
+
+def _origin(origin: MessageOrigin) -> tuple[str, str]:
+    """(who wrote it, where) for the origin of a forward or of a quote from another chat."""
+    if isinstance(origin, MessageOriginUser):
+        user = origin.sender_user
+        handle = f" (@{user.username})" if user.username else ""
+        return f"{user.full_name}{handle}", ""
+    if isinstance(origin, MessageOriginHiddenUser):
+        return origin.sender_user_name, ""
+    if isinstance(origin, MessageOriginChat):  # a group posting as itself, an anonymous admin
+        chat = origin.sender_chat
+        kind = "channel" if chat.type == TgChatType.CHANNEL else "group"
+        where = f"the {kind} “{chat.title}”" if chat.title else f"a {kind}"
+        return origin.author_signature or chat.title or "", where
+    if isinstance(origin, MessageOriginChannel):
+        chat = origin.chat
+        where = f"the channel “{chat.title}”" if chat.title else "a channel"
+        if chat.username:
+            where += f" (t.me/{chat.username}/{origin.message_id})"
+        return origin.author_signature or chat.title or "", where
+    return "", ""  # a kind of origin this version does not know
 
 
 def _real_reply(msg: Message) -> Message | None:

@@ -10,8 +10,10 @@ sender's profile name), ``messages`` and ``statuses``.
   the same in every redelivery, so the journal keeps one copy.
 * Text, a button's or list's reply, and captions are the text; images, stickers, voice
   notes, audio, video and documents are files to fetch (:class:`MediaRef`); a location and
-  shared contacts become text. A reply keeps the id of the message it answers; a reaction
-  is not a message (:class:`Reaction`): it is context for the person's next message.
+  shared contacts become text. A forwarded message's text is someone else's
+  (``InboundMessage.forwarded``, from ``context.forwarded``), never the sender's own. A
+  reply keeps the id of the message it answers; a reaction is not a message
+  (:class:`Reaction`): it is context for the person's next message.
 * ``statuses`` report on messages we sent: sent, delivered, read, or failed with Meta's
   error code (:class:`StatusReport`).
 """
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.core.messages import AttachmentKind, ChatType, InboundMessage
+from gateway.core.messages import AttachmentKind, ChatType, InboundMessage, Said
 
 CHANNEL = "whatsapp"
 _MEDIA: dict[str, AttachmentKind] = {
@@ -114,17 +116,21 @@ def _message(raw: dict[str, Any], names: dict[str, str], batch: Batch) -> None:
         return  # unsupported, system, a deleted message: nothing to answer
     context = raw.get("context") or {}
     reply_to = context.get("id") if isinstance(context.get("id"), str) else None
+    # A forward: WhatsApp says only that it is one (``frequently_forwarded``: passed on
+    # many times), never by whom or when it was written, and the forwarder adds no words.
+    forward = bool(context.get("forwarded") or context.get("frequently_forwarded"))
     message = InboundMessage(
         channel=CHANNEL,
         chat_id=sender,
         sender_id=sender,
         sender_name=names.get(sender, ""),
-        text=text,
+        text="" if forward else text,
         platform_message_id=wamid,
         chat_type=ChatType.DM,
         mentioned=True,
         reply_to_message_id=reply_to,
         received_at=_time(raw.get("timestamp")),
+        forwarded=(Said("", text or "[a file without text]"),) if forward else (),
     )
     batch.messages.append(Converted(message, media, reply_to))
 

@@ -87,13 +87,17 @@ class Attachment:
 @dataclass(frozen=True, slots=True)
 class Said:
     """Something said by someone else that comes with a message as context, never as the
-    sender's own words: the message it replies to or quotes, or a group message the bot was
-    not addressed in. The model is told it is context, not instructions."""
+    sender's own words: the message it replies to or quotes, a message it forwards, or a
+    group message the bot was not addressed in. The model is told it is context, not
+    instructions."""
 
-    author: str  # a display name, as the platform showed it
+    author: str  # a display name, as the platform showed it ("" when it does not say)
     text: str
     at: float | None = None  # when it was written (epoch seconds), if known
     by_bot: bool = False  # the bot's own earlier message
+    # Where it was written, as far as the platform says: a channel or group's name, a link
+    # to the original, an email's subject (a forward's origin; "" when unknown).
+    where: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self)
@@ -144,6 +148,10 @@ class InboundMessage:
     # Group messages of allowed senders since the bot was last addressed there, oldest
     # first; attached by the gateway (gateway.runtime.group_context), never by a channel.
     context: tuple[Said, ...] = ()
+    # What the sender passed on from elsewhere (a Telegram forward, a Discord forward's
+    # snapshot, a Slack share, a forwarded email), with its origin: never the sender's own
+    # words, which stay in ``text`` (their comment, or "" when they only forwarded).
+    forwarded: tuple[Said, ...] = ()
 
     @property
     def chat(self) -> ChatRef:
@@ -155,8 +163,14 @@ class InboundMessage:
 
     @property
     def untrusted_context(self) -> bool:
-        """Whether it carries words of others (group context, a quote not by the bot)."""
-        return bool(self.context) or (self.quote is not None and not self.quote.by_bot)
+        """Whether it carries words of others (group context, a quote not by the bot, a
+        forward: even of the bot's own words, which come from a conversation whose outside
+        content nobody here can see)."""
+        return (
+            bool(self.context)
+            or bool(self.forwarded)
+            or (self.quote is not None and not self.quote.by_bot)
+        )
 
     @property
     def is_group(self) -> bool:
@@ -177,6 +191,7 @@ class InboundMessage:
         data["attachments"] = [a.to_dict() for a in self.attachments]
         data["quote"] = None if self.quote is None else self.quote.to_dict()
         data["context"] = [s.to_dict() for s in self.context]
+        data["forwarded"] = [s.to_dict() for s in self.forwarded]
         return data
 
     @classmethod
@@ -188,6 +203,7 @@ class InboundMessage:
         quote = data.get("quote")
         data["quote"] = None if quote is None else Said.from_dict(quote)
         data["context"] = tuple(Said.from_dict(s) for s in data.get("context", ()))
+        data["forwarded"] = tuple(Said.from_dict(s) for s in data.get("forwarded", ()))
         return cls(**data)
 
 

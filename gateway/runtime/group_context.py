@@ -37,7 +37,8 @@ class GroupContextBook:
         were never fetched for a turn)."""
         if section.group_context_messages <= 0 or not msg.is_group:
             return
-        text = msg.text.strip()
+        forwards = [f"[forwarded from {s.author or 'someone'}] {s.text}" for s in msg.forwarded]
+        text = "\n".join([msg.text, *forwards]).strip()
         if not text and msg.attachments:
             text = ", ".join(f"[{a.kind}: {a.filename or a.kind}]" for a in msg.attachments)
         if not text or msg.command is not None:

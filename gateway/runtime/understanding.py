@@ -92,7 +92,8 @@ class Understanding:
                 pass
             elif attachment.kind in _HEARD:
                 understood = await self._heard(attachment, principal, msg)
-                if understood.transcript and not text.strip():
+                # A forwarded voice note's words are its author's, never the forwarder's.
+                if understood.transcript and not text.strip() and not msg.forwarded:
                     text = understood.transcript
             elif attachment.kind == "document":
                 understood = await self._read(attachment)

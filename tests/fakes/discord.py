@@ -280,10 +280,14 @@ class FakeDiscord:
         attachments: tuple[tuple[Any, ...], ...] = (),  # (filename, mime, data[, fields])
         message_id: int | None = None,
         replying_to_person: tuple[int, dict[str, Any], str] | None = None,
+        forwarding: tuple[int, str] | None = None,
     ) -> int:
         """Dispatch MESSAGE_CREATE; returns the message id. ``reply_to``: a reply to one of
         the bot's posts; ``replying_to_person``: (message id, author, content) of a person's
-        earlier message in the same channel, replied to."""
+        earlier message in the same channel, replied to; ``forwarding``: (the channel it was
+        in, its content) of a message this one forwards, as Discord sends a forward (a
+        reference of type 1 and a snapshot without author; ``attachments`` are the
+        snapshot's, ``content`` must be empty)."""
         mid = message_id or self.snowflake()
         data: dict[str, Any] = {
             "id": str(mid),
@@ -326,6 +330,30 @@ class FakeDiscord:
                 "attachments": [],
                 "type": 0,
             }
+        if forwarding is not None:
+            source, original = forwarding
+            data["message_reference"] = {
+                "type": 1,
+                "message_id": str(self.snowflake()),
+                "channel_id": str(source),
+                "guild_id": str(GUILD_ID),
+            }
+            data["message_snapshots"] = [
+                {
+                    "message": {
+                        "type": 0,
+                        "content": original,
+                        "embeds": [],
+                        "attachments": data["attachments"],
+                        "timestamp": datetime(2026, 11, 20, 9, 14, tzinfo=UTC).isoformat(),
+                        "edited_timestamp": None,
+                        "flags": 0,
+                        "mentions": [],
+                        "mention_roles": [],
+                    }
+                }
+            ]
+            data["attachments"] = []
         await self._send("MESSAGE_CREATE", data)
         return mid
 

@@ -4,6 +4,7 @@ answered yet replaces it; a link preview added by Discord is no edit."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -95,7 +96,10 @@ async def test_commands_are_registered_once_and_a_slash_stop_stops(
 
 
 async def test_a_members_slash_new_in_a_channel_is_refused_and_an_admins_starts_afresh(
-    fake_discord: FakeDiscord, fake_llm: FakeLLM, make_settings: Callable[..., Settings]
+    fake_discord: FakeDiscord,
+    fake_llm: FakeLLM,
+    make_settings: Callable[..., Settings],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     admin, member = OWNER, user(43, "bob", "Bob")
     settings = make_settings(
@@ -128,5 +132,11 @@ async def test_a_members_slash_new_in_a_channel_is_refused_and_an_admins_starts_
     _, refused, fresh, _ = fake_discord.texts(TEXT_CHANNEL)
     assert refused.startswith("Only the owner or an admin can start a fresh conversation")
     assert fresh.startswith("Started a fresh conversation.")
+    # a slash command's answer is a plain message, sent at the first try (not a reply to
+    # the interaction, which is no message)
+    failed = [
+        r for r in caplog.records if r.levelno >= logging.WARNING and "send" in r.getMessage()
+    ]
+    assert failed == []
     [asked] = fake_llm.requests[-1].user_texts
     assert "heron" not in asked

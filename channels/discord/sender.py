@@ -56,9 +56,11 @@ class Sender:
             if index in done:
                 continue
             reference = None
-            if index == 0 and message.reply_to_message_id:
+            # A slash command or button press is no message (its id is "interaction:..."):
+            # its answer is a plain message, not a reply.
+            if index == 0 and (message.reply_to_message_id or "").isdigit():
                 reference = discord.MessageReference(
-                    message_id=int(message.reply_to_message_id),
+                    message_id=int(message.reply_to_message_id or 0),
                     channel_id=target.id,
                     fail_if_not_exists=False,
                 )

@@ -46,14 +46,21 @@ chat: install
 	@test -f $(HOME_DIR)/config.toml || $(BIN)/switchboard onboard
 	$(BIN)/switchboard chat
 
-# Puts `switchboard` on your PATH: a link in $(BINDIR) to the one in .venv.
+# Puts `switchboard` on your PATH: a link in $(BINDIR) to the one in .venv. When $(BINDIR) is
+# not on the PATH yet, says how to add it for your shell ($SHELL: bash, zsh, fish, others).
 link: install
 	@mkdir -p $(BINDIR)
 	ln -sf $(abspath $(BIN)/switchboard) $(BINDIR)/switchboard
 	@case ":$$PATH:" in \
 	  *":$(BINDIR):"*) echo "switchboard is on your PATH now: try 'switchboard doctor'";; \
-	  *) echo "$(BINDIR) is not on your PATH; add this to your shell's profile:"; \
-	     echo "  export PATH=\"$(BINDIR):\$$PATH\"";; \
+	  *) echo "$(BINDIR) is not on your PATH yet. Add it, then open a new terminal:"; \
+	     case "$${SHELL##*/}" in \
+	       bash) echo "  echo 'export PATH=\"$(BINDIR):\$$PATH\"' >> ~/.bashrc";; \
+	       zsh) echo "  echo 'export PATH=\"$(BINDIR):\$$PATH\"' >> ~/.zshrc";; \
+	       fish) echo "  fish_add_path $(BINDIR)";; \
+	       *) echo "  export PATH=\"$(BINDIR):\$$PATH\"   (in your shell's profile)";; \
+	     esac; \
+	     echo "Until then: $(abspath $(BIN)/switchboard), or make chat / make run here.";; \
 	esac
 
 test: $(DEV_STAMP)

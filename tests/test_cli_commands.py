@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import sys
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from channels import REGISTRY
 from gateway.cli.main import build_parser
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, calls, text
@@ -66,6 +68,15 @@ def test_every_command_has_a_description_on_its_help_page() -> None:
     pages = subcommands(build_parser())
     assert len(pages) >= 20
     assert [name for name, description in pages if len(description) < 15] == []
+
+
+def test_the_help_and_the_package_name_every_channel_and_program_interface() -> None:
+    """`switchboard --help` and the package's description, kept up with the channels."""
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    texts = [build_parser().description or "", pyproject["project"]["description"]]
+    for said in (" ".join(t.lower().split()) for t in texts):
+        for name in (*REGISTRY, "web chat", "terminal", "webhooks", "openai-compatible api"):
+            assert name in said, (name, said)
 
 
 async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) -> None:

@@ -1,12 +1,15 @@
 """``switchboard onboard`` chooses the model, checks it and saves it: with flags, and
 interactively in a pseudo-terminal, as a new user runs it. Afterwards ``chat`` works with no
-environment variables at all."""
+environment variables at all. A server of one's own proposes its own model and window, an
+onboarding stopped half-way leaves no config.toml (so ``make chat`` asks again), and the
+"Next:" line names a command the person's shell can run."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -89,7 +92,7 @@ async def test_a_failed_check_saves_nothing(tmp_path: Path, fake_llm: FakeLLM) -
     assert code == 1
     assert f"  FAIL: Nothing is listening at {url} (connection refused)." in out
     assert "Nothing saved (use --no-check to save anyway)." in err
-    assert "\nbase_url =" not in (home / "config.toml").read_text()
+    assert not (home / "config.toml").exists()  # `make chat` onboards again
 
 
 class Terminal:
@@ -144,16 +147,20 @@ async def test_onboard_asks_in_a_terminal(tmp_path: Path, fake_llm: FakeLLM) -> 
         terminal.type("4")  # another OpenAI-compatible server
         await terminal.expect("Base URL [http://localhost:8000/v1]: ")
         terminal.type(fake_llm.openai_url)
-        await terminal.expect("Model [")
-        terminal.type("fake-model")
+        await terminal.expect("  the server offers: fake-model")
+        await terminal.expect("Model [fake-model]: ")  # the server's, not gpt-4o-mini
+        terminal.type("")
         await terminal.expect("API key")
         terminal.type("")  # a local server needs none
         await terminal.expect("  ok: openai model fake-model")
         await terminal.expect("Context window in tokens")  # the fake does not say it
-        terminal.type("")  # keeps the one configured
-        await terminal.expect("Next: `switchboard chat`")
+        await terminal.expect("[8192]: ")  # not the hosted models' 128000
+        terminal.type("")
+        await terminal.expect("Next: `")
         assert await asyncio.wait_for(process.wait(), 30) == 0
-    assert f'base_url = "{fake_llm.openai_url}"' in (home / "config.toml").read_text()
+    config = (home / "config.toml").read_text()
+    assert f'base_url = "{fake_llm.openai_url}"' in config
+    assert 'model = "fake-model"' in config and "\ncontext_window = 8192" in config
     assert not (home / ".env").exists()  # no key given, none written
     code, out, err = await switchboard("chat", "-m", "hi", env=env)
     assert (code, out) == (0, "echo: hi\n"), err
@@ -218,19 +225,35 @@ async def test_without_a_terminal_or_flags_onboard_names_the_flags_and_fails(
     assert "created  " in out  # the home is made all the same
 
 
-@pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
-@pytest.mark.parametrize("style", ["variables", "ARGS"])
-async def test_make_onboard_passes_the_answers(
-    tmp_path: Path, fake_llm: FakeLLM, style: str
-) -> None:
-    """`make onboard` without a terminal, as README says; the venv is stood in for by one
-    whose switchboard is this checkout's (newer than pyproject.toml, so make installs
-    nothing)."""
+def fake_venv(tmp_path: Path) -> Path:
+    """A venv for make whose switchboard is this checkout's (newer than pyproject.toml, so
+    make installs nothing)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     command = venv / "bin" / "switchboard"
     command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gateway "$@"\n')
     command.chmod(0o755)
+    return venv
+
+
+async def make(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        "make", "-C", str(ROOT), *args,
+        env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+@pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
+@pytest.mark.parametrize("style", ["variables", "ARGS"])
+async def test_make_onboard_passes_the_answers(
+    tmp_path: Path, fake_llm: FakeLLM, style: str
+) -> None:
+    """`make onboard` without a terminal, as README says."""
+    venv = fake_venv(tmp_path)
     home = tmp_path / "home"
     env = bare_env(home, fake_llm)
     env["MODEL"] = "from-the-environment"  # never taken for the variable of the same name
@@ -240,18 +263,13 @@ async def test_make_onboard_passes_the_answers(
         if style == "variables"
         else [f"ARGS=--base-url {url} --model fake-model --api-key sk-make-secret-1"]
     )
-    process = await asyncio.create_subprocess_exec(
-        "make", "-C", str(ROOT), "onboard", f"VENV={venv}", *answers,
-        env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    out, _ = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, out.decode()
+    code, out = await make("onboard", f"VENV={venv}", *answers, env=env)
+    assert code == 0, out
     config = (home / "config.toml").read_text()
     assert f'base_url = "{url}"' in config and 'model = "fake-model"' in config
     assert "sk-make-secret-1" in (home / ".env").read_text()
     if style == "variables":
-        assert "sk-make-secret-1" not in out.decode()  # the echoed command hides the key
+        assert "sk-make-secret-1" not in out  # the echoed command hides the key
 
 
 async def test_onboard_asks_again_with_the_last_answers_and_names_them(
@@ -268,7 +286,7 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         terminal.type("4")
         await terminal.expect("Base URL [http://localhost:8000/v1]: ")
         terminal.type(wrong)
-        await terminal.expect("Model [")
+        await terminal.expect("Model: ")  # nothing listed there, and no model to guess
         terminal.type("fake-model")
         await terminal.expect("API key")
         terminal.type("sk-typed-once-123")
@@ -288,8 +306,128 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         await terminal.expect("  ok: openai model fake-model")
         await terminal.expect("Context window in tokens")  # the fake does not say it
         terminal.type("8192")
-        await terminal.expect("Next: `switchboard chat`")
+        await terminal.expect("Next: `")
         assert await asyncio.wait_for(process.wait(), 30) == 0
     config = (home / "config.toml").read_text()
     assert f'base_url = "{fake_llm.openai_url}"' in config and "context_window = 8192" in config
     assert "sk-typed-once-123" in (home / ".env").read_text()
+
+
+async def test_a_local_server_proposes_its_own_model_and_window(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.served_model = "qwen2.5-7b-instruct"
+    fake_llm.server_kind = "llama.cpp"
+    fake_llm.reported_window = 16_384
+    home = tmp_path / "home"
+    env = bare_env(home, fake_llm)
+    async with onboarding(env) as (process, terminal):
+        await terminal.expect("Choice [1]: ")
+        terminal.type("4")
+        await terminal.expect("Base URL [http://localhost:8000/v1]: ")
+        terminal.type(fake_llm.openai_url)
+        await terminal.expect("  the server offers: qwen2.5-7b-instruct")
+        await terminal.expect("Model [qwen2.5-7b-instruct]: ")
+        terminal.type("")
+        await terminal.expect("API key")
+        terminal.type("")
+        await terminal.expect("  context window: 16384 tokens (llama.cpp's /props (n_ctx))")
+        await terminal.expect("Next: `")
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    config = (home / "config.toml").read_text()
+    assert 'model = "qwen2.5-7b-instruct"' in config and "\ncontext_window = 16384" in config
+    assert fake_llm.requests[-1].body["model"] == "qwen2.5-7b-instruct"  # the check asked it
+
+
+async def test_a_base_url_without_a_model_takes_the_one_the_server_lists(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.served_model = "llama-3.2-3b"
+    home = tmp_path / "home"
+    env = bare_env(home, fake_llm)
+    code, out, err = await switchboard("onboard", "--base-url", fake_llm.openai_url, env=env)
+    assert code == 0, err
+    assert "model: llama-3.2-3b (the first the server lists)" in out
+    assert 'model = "llama-3.2-3b"' in (home / "config.toml").read_text()
+
+
+async def test_a_base_url_that_lists_no_models_asks_for_the_flag(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"
+    url = f"http://127.0.0.1:{port}/v1"
+    code, _, err = await switchboard("onboard", "--base-url", url, env=bare_env(home, fake_llm))
+    assert code == 2
+    assert f"give --model: the server at {url} does not list its models" in err
+    assert not (home / "config.toml").exists()
+
+
+@pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
+async def test_an_interrupted_onboarding_leaves_no_config_and_make_chat_asks_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = bare_env(home, fake_llm)
+    async with onboarding(env) as (process, terminal):
+        await terminal.expect("Choice [1]: ")
+        terminal.type("4")
+        await terminal.expect("Base URL [")
+        process.send_signal(signal.SIGINT)  # Ctrl-C at the second question
+        await terminal.expect("Nothing saved.")
+        assert await asyncio.wait_for(process.wait(), 30) == 1
+    assert (home / "workspace").is_dir()  # the home is made...
+    assert not (home / "config.toml").exists()  # ...but no config.toml that would skip onboarding
+    code, out = await make("chat", f"VENV={fake_venv(tmp_path)}", env=env)
+    assert code != 0, out  # onboarding ran again and, without a terminal, stopped make there
+    assert "No model is configured yet, and there is no terminal to ask in." in out
+
+
+async def test_next_names_the_full_path_when_switchboard_is_not_on_the_path(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    installed = Path(sys.executable).parent / "switchboard"
+    home = tmp_path / "home"
+    env = bare_env(home, fake_llm)
+    env["PATH"] = "/usr/bin:/bin"  # no .venv/bin, as in a new shell after `make onboard`
+    code, out, err = await switchboard(
+        "onboard", "--base-url", fake_llm.openai_url, "--model", "fake-model", env=env
+    )
+    assert code == 0, err
+    assert f"Next: `{installed} chat` to talk here, `{installed} run` for the channels." in out
+    assert f"in {ROOT}, `make chat` and `make run` do the same, and `make link` puts it" in out
+    linked = tmp_path / "bin"  # after `make link`: a link to the same install on the PATH
+    linked.mkdir()
+    (linked / "switchboard").symlink_to(installed)
+    env["PATH"] = f"{linked}:/usr/bin:/bin"
+    code, out, err = await switchboard("onboard", "--model", "fake-model", env=env)
+    assert code == 0, err
+    assert "Next: `switchboard chat` to talk here, `switchboard run` for the channels." in out
+    assert "make link" not in out
+
+
+@pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
+@pytest.mark.parametrize(
+    ("shell", "advice"),
+    [
+        ("/bin/bash", "echo 'export PATH=\"{bindir}:$PATH\"' >> ~/.bashrc"),
+        ("/usr/bin/zsh", "echo 'export PATH=\"{bindir}:$PATH\"' >> ~/.zshrc"),
+        ("/usr/bin/fish", "fish_add_path {bindir}"),
+    ],
+)
+async def test_make_link_says_how_to_add_the_folder_for_the_shell_in_use(
+    tmp_path: Path, fake_llm: FakeLLM, shell: str, advice: str
+) -> None:
+    venv = fake_venv(tmp_path)
+    bindir = tmp_path / "bin"
+    env = {**bare_env(tmp_path / "home", fake_llm), "SHELL": shell, "PATH": "/usr/bin:/bin"}
+    code, out = await make("link", f"VENV={venv}", f"BINDIR={bindir}", env=env)
+    assert code == 0, out
+    assert (bindir / "switchboard").resolve() == (venv / "bin" / "switchboard").resolve()
+    assert f"{bindir} is not on your PATH yet" in out
+    assert advice.format(bindir=bindir) in out
+    env["PATH"] = f"{bindir}:/usr/bin:/bin"
+    code, out = await make("link", f"VENV={venv}", f"BINDIR={bindir}", env=env)
+    assert code == 0 and "switchboard is on your PATH now" in out, out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -90,6 +91,24 @@ async def test_a_reload_applies_live_keys_and_names_the_others(
     assert asked(before) == 4_096 and asked(after) == 1_000  # the new answer size, live
     saved = read_report(settings.data_dir)
     assert saved is not None and saved.applied == report.applied
+
+
+async def test_each_reload_names_only_what_its_own_change_needs(
+    tmp_path: Path, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, _):
+        write_key(config, "agent.name", "Robin")
+        await gateway.config_reload.reload()
+        write_key(config, "storage.retention_days", 10)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gateway.runtime.reload"):
+            report = await gateway.config_reload.reload()
+    assert report.restart == ("agent.name", "storage.retention_days")  # both still wait
+    said = [r.getMessage() for r in caplog.records if "needs a restart" in r.getMessage()]
+    assert said == [
+        "configuration reloaded (asked): storage.retention_days changed and needs a restart "
+        "to apply"
+    ]
 
 
 async def test_an_invalid_file_is_refused_and_the_running_settings_stay(

@@ -14,6 +14,9 @@ all at once (one short request each; a server ignores the questions that are not
 
 A provider's "context too long" refusal often names the window too
 (:func:`agent.llm.errors.window_from_error`); the turn then uses that one.
+
+:func:`served_models` reads the same ``GET /v1/models`` list for the names of the models a
+server offers (``switchboard onboard`` proposes the first).
 """
 
 from __future__ import annotations
@@ -83,6 +86,30 @@ async def detect_window(
         ]
         found = await asyncio.gather(*(_quietly(ask) for ask in asks))
     return next((window for window in found if window is not None), None) or known_window(model)
+
+
+async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
+    """The ids of the models an OpenAI-compatible server lists (``GET <base_url>/models``),
+    in its order; empty when it lists none or does not answer."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = aiohttp.ClientTimeout(total=PROBE_SECONDS)
+
+    async def listed() -> list[str]:
+        async with (
+            aiohttp.ClientSession(headers=headers, timeout=timeout) as http,
+            http.get(f"{base_url.rstrip('/')}/models") as response,
+        ):
+            data = await _json(response)
+        items = data.get("data") if isinstance(data, Mapping) else None
+        if not isinstance(items, list):
+            return []
+        ids = (i.get("id") for i in items if isinstance(i, Mapping))
+        return [i for i in ids if isinstance(i, str) and i]
+
+    try:
+        return await listed()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return []
 
 
 # -- the servers ----------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         "revoke",
         parents=[common],
         help="remove a paired user",
-        description="Remove a paired user of a channel (telegram, discord, slack, email).",
+        description=(
+            "Remove a paired user of a channel (telegram, discord, slack, whatsapp, matrix, email)."
+        ),
     )
     revoke.add_argument("channel")
     revoke.add_argument("user_id")

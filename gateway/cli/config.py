@@ -4,14 +4,15 @@ without opening an editor.
 ``show`` and ``get`` print the effective values (environment, ``.env``, secret files and
 config.toml merged; secrets as ``**********``). ``set`` writes config.toml, keeps its comments
 and layout (tomlkit), and refuses a change that would make the configuration invalid,
-naming the problem. ``path`` prints the file's path (``$EDITOR "$(switchboard config path)"``).
+naming the problem; it repeats the value it wrote with secrets masked too (the API's tokens
+are made with ``switchboard api token add``, which keeps them out of the shell's history).
+``path`` prints the file's path (``$EDITOR "$(switchboard config path)"``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,8 @@ MASK = "**********"
 DESCRIPTION = (
     "Read or change settings. `show` prints the effective configuration (every source "
     "merged, secrets masked), `get KEY` one value (`llm.model`), `set KEY VALUE` writes "
-    'config.toml keeping its comments (VALUE is TOML: 42, true, ["a"], or plain text), '
+    'config.toml keeping its comments (VALUE is TOML: 42, true, ["a"]; JSON for lists and '
+    "tables; or plain text), "
     "`path` prints where config.toml is."
 )
 
@@ -61,7 +63,7 @@ def register(
         description="Set KEY to VALUE in config.toml, keeping comments; refused if invalid.",
     )
     put.add_argument("key", help="dotted key, e.g. llm.model")
-    put.add_argument("value", help='TOML value (42, true, ["a"]) or plain text')
+    put.add_argument("value", help='TOML (42, true, ["a"]), JSON or plain text')
     actions.add_parser(
         "path",
         parents=[common],
@@ -103,12 +105,13 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def set_value(settings: Settings, key: str, text: str) -> int:
-    import tomlkit  # noqa: PLC0415
     from pydantic import BaseModel  # noqa: PLC0415
 
+    from gateway.cli.home_files import write_config  # noqa: PLC0415
     from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
-    from gateway.config.explain import env_name, model_at  # noqa: PLC0415
+    from gateway.config.explain import model_at  # noqa: PLC0415
     from gateway.config.settings import Settings, load_settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
     from gateway.core.errors import ConfigError  # noqa: PLC0415
 
     parts = key.split(".")
@@ -120,30 +123,45 @@ def set_value(settings: Settings, key: str, text: str) -> int:
         print(f"switchboard: {key} is a table; set one of its keys", file=sys.stderr)
         return 1
     path = settings.config_file
-    if not path.exists():  # start from the commented template, as `onboard` would
-        from importlib import resources  # noqa: PLC0415
-
-        template = resources.files("gateway.config").joinpath("templates/config.toml")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.read_text("utf-8"), encoding="utf-8")
-        path.chmod(0o600)
-    value = parse_value(text)
     try:
-        old = write_key(path, key, value)
+        value = parse_value(text)
+        old = write_key(path, key, value)  # a new file starts from the commented template
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
     try:
         load_settings()
     except ConfigError as exc:
-        path.write_text(old, encoding="utf-8")  # never leave a file the gateway refuses
+        write_config(path, old)  # never leave a file the gateway refuses
         print(f"switchboard: not changed, {refusal(exc, settings, tuple(parts))}", file=sys.stderr)
         return 1
-    print(f"{key} = {tomlkit.item(value).as_string()}  ({path})")
-    if env_name(tuple(parts)) in {name.upper() for name in os.environ}:
-        print(f"note: {env_name(tuple(parts))} is set in the environment and wins over the file")
+    print(f"{key} = {shown(parent, parts[-1], value)}  ({path})")
+    winners = [
+        origin
+        for origin in describe(settings.home).origins(tuple(parts))
+        if not origin.startswith(str(path))
+    ]
+    if winners:
+        print(f"note: {winners[0]} sets it too and wins over the file")
     print(running_gateway_took(settings, key))
     return 0
+
+
+def shown(model: type[BaseModel], name: str, value: Any) -> str:
+    """The value written to ``model.name`` as TOML, its secrets masked (an API token's
+    name and role show, not the token)."""
+    import tomlkit  # noqa: PLC0415
+    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
+
+    from gateway.cli.tomledit import inline  # noqa: PLC0415
+
+    annotation = model.model_fields[name].annotation
+    try:
+        typed = value if annotation is None else TypeAdapter(annotation).validate_python(value)
+    except ValidationError:  # kept though the file's value is not valid: the environment wins
+        return MASK
+    rendered: str = tomlkit.item(inline(_toml_ready(_plain(typed)))).as_string()
+    return rendered
 
 
 RELOAD_WAIT_SECONDS = 10.0  # the gateway looks at config.toml every 2 s

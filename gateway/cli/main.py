@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gateway import __version__
 from gateway.cli import (
     admin,
+    api_tokens,
     backup,
     completion,
     config,
@@ -35,6 +36,11 @@ from gateway.core.errors import AnotherInstanceRunning, ConfigError, Switchboard
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
+DESCRIPTION = (
+    "A self-hosted AI assistant gateway: one assistant on Telegram, Discord, Slack, WhatsApp, "
+    "Matrix, email, a web chat and the terminal; other programs reach it through signed "
+    "webhooks and an OpenAI-compatible API."
+)
 # How a command needs the configuration: "valid" (refuse to start on an error), "partial"
 # (report the error and go on with what is valid: doctor, config), "none" (completion).
 NEEDS_SETTINGS = "needs_settings"
@@ -43,8 +49,7 @@ NEEDS_SETTINGS = "needs_settings"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchboard",
-        description="A self-hosted AI assistant gateway: Telegram, Discord, Slack, email, "
-        "a web chat and the terminal, one assistant.",
+        description=DESCRIPTION,
         epilog="`switchboard COMMAND --help` describes a command. Docs: README.md, docs/.",
     )
     parser.add_argument("--version", action="version", version=f"switchboard {__version__}")
@@ -64,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     service.register(commands, common)
     admin.register(commands, common)
     backup.register(commands, common)
+    api_tokens.register(commands, common)
     _register_mcp(commands, common)
     completion.register(commands, common)
     return parser
@@ -111,7 +117,9 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.cli.chat import chat  # noqa: PLC0415 - the terminal chat (gateway/cli/chat.py)
     from gateway.runtime.home import onboard as create_home  # noqa: PLC0415
 
-    create_home(settings.home, settings.workspace_dir)  # first run: create what is missing
+    # First run: create what is missing, but not config.toml: `onboard` writes that once the
+    # model is chosen (`make chat` onboards while there is none).
+    create_home(settings.home, settings.workspace_dir, config=False)
     return asyncio.run(chat(settings, args.message))
 
 

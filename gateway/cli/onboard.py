@@ -6,7 +6,12 @@ and writes the answers: ``[llm]`` into config.toml (comments kept) and the key i
 ``--base-url``, ``--model``, ``--api-key`` and ``--context-window`` do the same without
 questions; with no flags and no terminal it creates what is missing and says which flags to
 give (exit 1 when no model is configured at all, so ``make chat`` stops there). Existing files
-are never overwritten, only the ``[llm]`` keys it was told are changed.
+are never overwritten, only the ``[llm]`` keys it was told are changed. A new config.toml is
+written once the answers are in, not before the first question: an onboarding stopped
+half-way leaves none, and ``make chat`` asks again.
+
+For a server of one's own (a base URL), the models it lists (``GET /v1/models``) are shown
+and the first is proposed (``--base-url`` without ``--model`` takes it).
 
 The model's context window is read from its server where the server says it
 (:mod:`agent.llm.context_size`) and saved as ``llm.context_window``; where nothing tells, a
@@ -23,6 +28,9 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gateway.cli.home_files import config_text, save_secret, write_config
+from gateway.cli.shell_command import path_note, switchboard
+
 if TYPE_CHECKING:
     from agent.llm.context_size import FoundWindow
     from gateway.config.llm import LLMSettings
@@ -34,6 +42,11 @@ DESCRIPTION = (
     "checks them with one test request and saves them. Flags do the same without questions."
 )
 KEY_VARIABLE = "SWITCHBOARD_LLM__API_KEY"
+SHOWN_MODELS = 10  # of a server's model list (a router lists hundreds)
+# Proposed for a server of one's own that does not say its window: most serve at least this
+# much, and a window set too small only compacts sooner, where one too large gets prompts
+# refused.
+LOCAL_WINDOW = 8_192
 FLAGS_HINT = (
     "Without a terminal, give the model as flags:\n"
     "  switchboard onboard --base-url http://localhost:11434/v1 --model llama3.1\n"
@@ -116,7 +129,7 @@ def register(
 def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
 
-    report = onboard(settings.home, settings.workspace_dir)
+    report = onboard(settings.home, settings.workspace_dir, config=False)
     for path in report.created:
         print(f"created  {path}")
     for path in report.kept:
@@ -160,8 +173,16 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
         print("\nNothing saved.")
         return 1
     save(settings, choice)
-    print("\nNext: `switchboard chat` to talk here, `switchboard run` for the channels.")
+    print()
+    _next(f"`{switchboard('chat')}` to talk here, `{switchboard('run')}` for the channels.")
     return 0
+
+
+def _next(steps: str) -> None:
+    """The "Next:" line, and how to put ``switchboard`` on the PATH when it is not."""
+    print(f"Next: {steps}")
+    if note := path_note():
+        print(note)
 
 
 def _no_questions(settings: Settings) -> int:
@@ -171,10 +192,11 @@ def _no_questions(settings: Settings) -> int:
 
     problem = configuration_problem(settings.llm)
     if problem is None:
-        print(
-            f"\nModel: {settings.llm.provider} {settings.llm.model} (as configured). Next: "
-            "`switchboard doctor`, then `switchboard chat`."
-        )
+        if not settings.config_file.exists():
+            write_config(settings.config_file, config_text(settings.config_file))
+            print(f"created  {settings.config_file}")
+        print(f"\nModel: {settings.llm.provider} {settings.llm.model} (as configured).")
+        _next(f"`{switchboard('doctor')}`, then `{switchboard('chat')}`.")
         return 0
     print(
         f"\nNo model is configured yet, and there is no terminal to ask in.\n{FLAGS_HINT}\n"
@@ -198,9 +220,34 @@ def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
             )
     if args.context_window is not None and args.context_window < 2_048:
         raise ValueError(f"--context-window {args.context_window}: at least 2048 tokens")
+    model = args.model
+    if model is None and base_url is not None and base_url != current.base_url:
+        model = _first_served(base_url, args.api_key)  # another server: one of its own models
+    elif model is None and base_url is None and provider != current.provider:
+        model = next(p.model for p in PRESETS if p.provider == provider and p.base_url is None)
     return ModelChoice(
-        provider, base_url, args.model or current.model, args.api_key, args.context_window
+        provider, base_url, model or current.model, args.api_key, args.context_window
     )
+
+
+def _first_served(base_url: str, api_key: str | None) -> str:
+    offered = served(base_url, api_key)
+    if not offered:
+        raise ValueError(f"give --model: the server at {base_url} does not list its models")
+    others = f"; --model for another: {', '.join(offered[1:])}" if offered[1:] else ""
+    print(f"model: {offered[0]} (the first the server lists{others})")
+    return offered[0]
+
+
+def served(base_url: str, api_key: str | None = None) -> list[str]:
+    """The models the server at ``base_url`` lists, shown to the person (the first ten)."""
+    from agent.llm.context_size import served_models  # noqa: PLC0415
+
+    offered = asyncio.run(served_models(base_url, api_key))
+    if offered:
+        more = f" and {len(offered) - SHOWN_MODELS} more" if len(offered) > SHOWN_MODELS else ""
+        print(f"  the server offers: {', '.join(offered[:SHOWN_MODELS])}{more}")
+    return offered
 
 
 def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoice:
@@ -224,16 +271,29 @@ def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoic
             break
         except ValueError as exc:
             print(f"  {exc}")
+    if same and previous is not None:
+        default = previous.model
+    else:
+        default = _model_default(preset, base_url, current)
     model = ""
     while not model:
-        default = previous.model if same and previous is not None else preset.model
-        model = _prompt("Model", default or current.model)
+        model = _prompt("Model", default)
     kept = previous.api_key if same and previous is not None else None
     hint = "" if preset.needs_key else "; empty for none"
     if kept:
         hint = "; Enter keeps the one you gave"
     key = getpass.getpass(f"API key (hidden{hint}): ") if sys.stdin.isatty() else input("API key: ")
     return ModelChoice(preset.provider, base_url, model, key.strip() or kept, preset=number)
+
+
+def _model_default(preset: Preset, base_url: str | None, current: LLMSettings) -> str:
+    """The model a new answer proposes: on a server of one's own, the configured one when
+    the server offers it, else the first it offers; elsewhere the configured one when it is
+    for the same server, else the preset's."""
+    same_server = current.provider == preset.provider and current.base_url == base_url
+    if base_url is not None and (offered := served(base_url)):
+        return current.model if same_server and current.model in offered else offered[0]
+    return current.model if same_server else preset.model
 
 
 def with_window(settings: Settings, choice: ModelChoice, *, interactive: bool) -> ModelChoice:
@@ -256,9 +316,12 @@ def with_window(settings: Settings, choice: ModelChoice, *, interactive: bool) -
         )
         return choice
     print("  The server does not say how large the model's context window is.")
+    default = current
+    if choice.base_url is not None and "context_window" not in settings.llm.model_fields_set:
+        default = LOCAL_WINDOW  # not the hosted models' default of 128,000
     while True:
         answer = _prompt(
-            "Context window in tokens (llama.cpp --ctx-size, Ollama num_ctx)", str(current)
+            "Context window in tokens (llama.cpp --ctx-size, Ollama num_ctx)", str(default)
         )
         if answer.isdigit() and int(answer) >= 2_048:
             return replace(choice, context_window=int(answer))
@@ -296,12 +359,10 @@ def check(settings: Settings, choice: ModelChoice) -> str | None:
 
 
 def save(settings: Settings, choice: ModelChoice) -> None:
-    from dotenv import set_key as set_dotenv_key  # noqa: PLC0415
-
     from gateway.cli.tomledit import delete_key, set_key  # noqa: PLC0415
 
     path = settings.config_file
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = config_text(path)
     text = set_key(text, "llm.provider", choice.provider)
     text = set_key(text, "llm.model", choice.model)
     if choice.base_url is None:
@@ -314,14 +375,10 @@ def save(settings: Settings, choice: ModelChoice) -> None:
         saved += ", context_window"
     if choice.api_key is not None:
         text = delete_key(text, "llm.api_key")  # the key lives in .env from now on
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o600)
+    write_config(path, text)
     print(f"saved    [llm] {saved} in {path}")
     if choice.api_key is not None:
-        dotenv = settings.home / ".env"
-        dotenv.touch(mode=0o600, exist_ok=True)
-        dotenv.chmod(0o600)
-        set_dotenv_key(dotenv, KEY_VARIABLE, choice.api_key, quote_mode="always")
+        dotenv = save_secret(settings.home, KEY_VARIABLE, choice.api_key)
         print(f"saved    {KEY_VARIABLE} in {dotenv} (mode 0600)")
     shadowed = [
         name
@@ -348,5 +405,5 @@ def _llm(current: LLMSettings, choice: ModelChoice) -> LLMSettings:
 
 
 def _prompt(question: str, default: str) -> str:
-    answer = input(f"{question} [{default}]: ").strip()
+    answer = input(f"{question} [{default}]: " if default else f"{question}: ").strip()
     return answer or default

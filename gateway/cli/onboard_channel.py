@@ -20,6 +20,9 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gateway.cli.home_files import config_text, save_secret, write_config
+from gateway.cli.shell_command import path_note, switchboard
+
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
@@ -83,8 +86,11 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"\nNext: make https://<your host>{path} reach this gateway's web server, set it as "
             "the callback URL in the app's WhatsApp > Configuration with the verify token "
-            f"(in {settings.home / '.env'}), subscribe to 'messages', then `switchboard doctor`."
+            f"(in {settings.home / '.env'}), subscribe to 'messages', then "
+            f"`{switchboard('doctor')}`."
         )
+        if note := path_note():
+            print(note)
     return 0
 
 
@@ -144,25 +150,19 @@ def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Sett
 
 
 def _save(settings: Settings, name: str, values: dict[str, Any]) -> None:
-    from dotenv import set_key as set_dotenv_key  # noqa: PLC0415
-
     from gateway.cli.tomledit import set_key  # noqa: PLC0415
 
     secret_keys = {q.key for q in QUESTIONS[name] if q.secret} | {"password"}
     path = settings.config_file
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = config_text(path)
     for key, value in values.items():
         if key not in secret_keys:
             text = set_key(text, f"{name}.{key}", value)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o600)
+    write_config(path, text)
     print(f"saved    [{name}] in {path}")
-    dotenv = settings.home / ".env"
-    dotenv.touch(mode=0o600, exist_ok=True)
-    dotenv.chmod(0o600)
     for key in sorted(secret_keys & set(values)):
         variable = f"SWITCHBOARD_{name.upper()}__{key.upper()}"
-        set_dotenv_key(dotenv, variable, str(values[key]), quote_mode="always")
+        dotenv = save_secret(settings.home, variable, str(values[key]))
         print(f"saved    {variable} in {dotenv} (mode 0600)")
 
 

@@ -9,6 +9,7 @@ Each result is parsed again and must hold the new value.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,17 +19,44 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Table
 from tomlkit.toml_document import TOMLDocument
 
+from gateway.cli.home_files import config_text, write_config
+
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
 _KEY_LINE = re.compile(r"^\s*[A-Za-z0-9_\"'-]")
 
 
 def parse_value(text: str) -> Any:
-    """A command-line value as TOML (``42``, ``true``, ``["a", "b"]``, ``"x"``), or else the
-    text itself as a string (``gpt-4o`` needs no quotes)."""
+    """A command-line value as TOML (``42``, ``true``, ``["a", "b"]``, ``"x"``), else as JSON
+    (``[{"name": "laptop", "role": "owner"}]``, as environment variables take lists and
+    tables), or else the text itself as a string (``gpt-4o`` needs no quotes). Raises
+    :class:`ValueError` for JSON that TOML cannot hold (``null``)."""
     try:
         return tomlkit.parse(f"value = {text}")["value"]
     except ParseError:
-        return text
+        pass
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            return inline(json.loads(text))
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def inline(value: Any) -> Any:
+    """Plain data as TOML written on one line: tables inline (``{ name = "a" }``), also
+    inside lists, where tomlkit would make ``[[name]]`` tables of them."""
+    if value is None:
+        raise ValueError("TOML has no null: leave the key out instead")
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        for key, item in value.items():
+            table[str(key)] = inline(item)
+        return table
+    if isinstance(value, list | tuple):
+        array = tomlkit.array()
+        array.extend(inline(item) for item in value)
+        return array
+    return value
 
 
 def get_key(text: str, dotted: str) -> Any:
@@ -52,15 +80,11 @@ def set_key(text: str, dotted: str, value: Any) -> str:
 
 
 def write_key(path: Path, dotted: str, value: Any) -> str:
-    """Set the key in the file (mode 0600: it may hold a token, so a file found readable by
-    others is made private before the value goes in); returns the old text."""
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    new = set_key(old, dotted, value)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(new, encoding="utf-8")
+    """Set the key in the file, a new one started from the commented template (replaced at
+    once, mode 0600: it may hold a token); returns the old text (the template's for a new
+    file)."""
+    old = config_text(path)
+    write_config(path, set_key(old, dotted, value))
     return old
 
 

@@ -127,8 +127,8 @@ class ApiSettings(BaseModel):
     ) -> tuple[ApiToken, ...]:
         if info.data.get("enabled") and not value:
             raise ValueError(
-                "[api] enabled needs at least one token: tokens = [{name, token, role}] "
-                "(SWITCHBOARD_API__TOKENS as JSON)"
+                "[api] enabled needs at least one token: `switchboard api token add NAME "
+                "--role owner` creates one and prints it (docs/connect.md)"
             )
         names = [t.name for t in value]
         if len(set(names)) != len(names):

@@ -44,20 +44,25 @@ def prepare_workspace(workspace: Path, report: OnboardReport | None = None) -> O
     return report
 
 
-def onboard(home: Path, workspace: Path) -> OnboardReport:
+def config_template() -> str:
+    """The commented config.toml a new home starts with."""
+    return resources.files("gateway.config").joinpath("templates/config.toml").read_text("utf-8")
+
+
+def onboard(home: Path, workspace: Path, *, config: bool = True) -> OnboardReport:
+    """The home, its data folder and the workspace; config.toml from the template too unless
+    ``config`` is False (``switchboard onboard`` writes it once its answers are saved, so an
+    interrupted onboarding leaves none and ``make chat`` asks again)."""
     report = OnboardReport()
     for directory in (home, home / "data"):
         if not directory.exists():
             directory.mkdir(parents=True)
             report.created.append(directory)
     (home / "data").chmod(0o700)
-    config = home / "config.toml"
-    _write_new(
-        config,
-        resources.files("gateway.config").joinpath("templates/config.toml").read_text("utf-8"),
-        report,
-    )
-    config.chmod(0o600)
+    if config:
+        path = home / "config.toml"
+        _write_new(path, config_template(), report)
+        path.chmod(0o600)
     return prepare_workspace(workspace, report)
 
 

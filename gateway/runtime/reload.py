@@ -198,11 +198,12 @@ class ConfigReload:
             self.current = new
             if applied:
                 log.info("configuration reloaded (%s): applied %s", reason, ", ".join(applied))
-            if restart and fresh - set(applied):
+            waiting = sorted(fresh & set(restart))  # this change's own, not earlier ones again
+            if waiting:
                 log.warning(
                     "configuration reloaded (%s): %s changed and needs a restart to apply",
                     reason,
-                    ", ".join(restart),
+                    ", ".join(waiting),
                 )
             report = ReloadReport(time.time(), sha, tuple(applied), tuple(restart))
             return self._report(report, force=bool(fresh))

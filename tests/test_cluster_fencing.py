@@ -158,7 +158,8 @@ async def test_metrics_and_status_show_every_node_its_role_sessions_and_connecti
         joining = asyncio.create_task(b.start())  # a standby: runs turns, serves nothing
         try:
             await asyncio.wait_for(b.guard.standby.wait(), 10)
-            async with aiohttp.ClientSession() as http:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                await http.get(a.web.sign_in_link())  # the owner's browser
 
                 async def listed() -> dict[str, Any]:
                     async with http.get(a.web.url + "api/status") as response:  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ becomes of it:
   background task, a message from another agent): refused, as before;
 - askable, no decision yet: :class:`AwaitingApproval` is raised out of the tool loop. The
   turn stops before the call (its earlier steps are checkpointed), the runtime stores the
-  request, asks the approvers and parks the turn (gateway.runtime.approvals);
+  request, asks the approvers and parks the turn (gateway.runtime.turns.approvals);
 - decided: when the turn resumes, the same call finds the decision. Approved, for exactly
   these arguments: it runs (once: the idempotency ledger starts only now). Denied, expired
   or nobody to ask: the model gets a refusal that says so, and tells the user.

@@ -9,7 +9,7 @@ Layers, in order:
 2. role and chat type: what members and groups may not use (``[tools.policy]``), and the
    roles and chat types a tool allows itself (an MCP server's ``roles``, ``group_chats``);
 3. group context: a turn whose message brought what others said in the group writes no
-   memory (:mod:`gateway.runtime.group_context`);
+   memory (:mod:`gateway.runtime.intake.group_context`);
 4. taint: once a turn has read untrusted content (a web page, an email, command output),
    side effects that such content could have asked for need the user's own words in this
    turn (``Tool.intent``), or they are refused.

@@ -13,8 +13,8 @@ from channels.memory import MemoryChannel
 from gateway.cli.admin import pairing_cli
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatType
-from gateway.runtime import pairing
 from gateway.runtime.app import Gateway
+from gateway.runtime.intake import pairing
 from tests.fakes.llm import FakeLLM
 
 

@@ -19,7 +19,7 @@ from gateway.config.settings import Settings
 from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.core.turns import TurnKind
 from gateway.runtime.app import Gateway
-from gateway.runtime.drafts import DraftStreamer
+from gateway.runtime.outbound.drafts import DraftStreamer
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, streamed, text
 from tests.fakes.telegram import FakeTelegram, fast_channel

@@ -17,8 +17,8 @@ from channels.memory import MemoryChannel
 from gateway.cli.doctor import run_doctor
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
+from gateway.runtime.agents.assembly import agent_settings
 from gateway.runtime.app import Gateway
-from gateway.runtime.assembly import agent_settings
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, calls, error, text

@@ -18,7 +18,7 @@ from gateway.config.settings import load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
-from gateway.runtime.housekeeping import housekeep, prune_traces
+from gateway.runtime.schedule.housekeeping import housekeep, prune_traces
 from gateway.store import (
     ApprovalRequest,
     Job,

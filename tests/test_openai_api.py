@@ -282,7 +282,7 @@ async def test_two_requests_of_one_session_are_answered_in_turn_each_with_its_ow
 async def test_controls_answered_beside_the_queue_reach_the_waiting_request(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
-    """/status, /help and /stop are answered at intake (gateway/runtime/controls.py), not by a
+    """/status, /help and /stop are answered at intake (gateway/runtime/dispatch/controls.py), not by a
     turn of the request's session: their answer still comes back to the request."""
     async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
         shown = {}

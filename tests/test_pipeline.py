@@ -11,7 +11,7 @@ import pytest
 from channels.memory import MemoryChannel
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatRef, ChatType, OutboundKind
-from gateway.runtime import live
+from gateway.runtime.turns import live
 from tests.fakes.llm import FakeLLM, Step, calls, error, held, text
 
 

@@ -14,7 +14,7 @@ from gateway.cli.status import stored_report
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.schedule_spec import ScheduleError, ScheduleSpec, parse_schedule
 from gateway.runtime.app import Gateway
-from gateway.runtime.heartbeat import in_quiet_hours
+from gateway.runtime.schedule.heartbeat import in_quiet_hours
 from gateway.store import Job, Store
 from gateway.web.status import schedule
 from tests.fakes.clock import FakeClock

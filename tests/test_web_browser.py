@@ -22,7 +22,7 @@ from channels.memory import MemoryChannel
 from channels.webchat import create
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
-from gateway.runtime.pairing import WELCOME
+from gateway.runtime.intake.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
 from tests.system import missing

@@ -30,7 +30,7 @@ from agent.workspace import Workspace
 from channels.memory import MemoryChannel
 from gateway.cli.doctor_tools import sandbox_checks
 from gateway.core.portguard import PortGuard
-from gateway.runtime.mcp import transports
+from gateway.runtime.agents.mcp import transports
 from gateway.web.sessions import GRACE_SECONDS, WebSessions
 from gateway.web.signin import KEY_FILE, SignInCodes
 from gateway.web.signin import sign_in_link as make_link

@@ -26,7 +26,7 @@ from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.scheduling import ScheduledItem
 from gateway.runtime.app import Gateway
-from gateway.runtime.pairing import WELCOME
+from gateway.runtime.intake.pairing import WELCOME
 from gateway.web.status import schedule
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text

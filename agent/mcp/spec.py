@@ -1,6 +1,6 @@
 """What the MCP client needs to know about one server, independent of the settings tree.
 
-The runtime builds these from ``[mcp.servers.<name>]`` (gateway/runtime/mcp.py); tests and
+The runtime builds these from ``[mcp.servers.<name>]`` (gateway/runtime/agents/mcp.py); tests and
 the command line can build them directly. Secret values stay :class:`SecretStr` until the
 moment they are handed to the server's process or HTTP client.
 """

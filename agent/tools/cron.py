@@ -4,7 +4,7 @@ A job runs either a fixed ``message`` (sent as is, no model call) or a ``prompt`
 agent carries out at that time); its result goes to the chat that created it. Creating jobs
 follows the access policy (not from groups, not on outside content alone); members may
 create them for their own direct chat only, up to ``scheduler.max_jobs_per_member``
-(gateway/runtime/jobs.py). Times are in the person's own zone unless ``timezone`` names one.
+(gateway/runtime/schedule/jobs.py). Times are in the person's own zone unless ``timezone`` names one.
 """
 
 from __future__ import annotations

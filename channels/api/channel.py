@@ -56,7 +56,7 @@ PREFIX = "/v1/"
 MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
 _SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
 
-# The person's allowance (gateway/runtime/budget.py): None, or why a turn is refused.
+# The person's allowance (gateway/runtime/people/budget.py): None, or why a turn is refused.
 Allowance = Callable[[Principal], Awaitable[str | None]]
 
 

@@ -37,7 +37,7 @@ Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
 
 
 class TaskBackend(Protocol):
-    """Background tasks as the API sees them (gateway/runtime/task_board.py)."""
+    """Background tasks as the API sees them (gateway/runtime/agents/task_board.py)."""
 
     async def submit(
         self,

@@ -252,7 +252,7 @@ class DiscordChannel:
             for channel_id, message_id in self._reacted.pop(message.chat.session_key, []):
                 await sender.react(channel_id, message_id, self._settings.reaction_emoji, add=False)
 
-    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+    # -- streaming by editing (gateway/runtime/outbound/drafts.py) ---------------------------------
 
     draft_interval = drafts.DRAFT_INTERVAL
 
@@ -281,7 +281,7 @@ class DiscordChannel:
         await self._answered(sender, message)
         return receipt
 
-    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+    # -- exactly once across a crash mid-send (gateway/runtime/outbound/attempt.py) ---------------
 
     def send_mark(self, chat: ChatRef) -> str | None:
         return None  # the attempt's time is enough: snowflakes carry theirs

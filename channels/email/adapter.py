@@ -376,7 +376,7 @@ class EmailChannel:
         except CONNECTION_ERRORS as exc:
             log.warning("email: reply sent but not filed in %s: %s", folder, exc)
 
-    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+    # -- exactly once across a crash mid-send (gateway/runtime/outbound/attempt.py) ---------------
 
     def send_mark(self, chat: ChatRef) -> str | None:
         return None  # the Message-ID comes from the outbox key

@@ -15,7 +15,7 @@ platform id: the delivery id, so a redelivery is a duplicate) and is journaled b
 
 Which agent answers, as whom (the hook's ``role``), where the answer goes (``deliver_to``,
 or the owner's home chat) and that the turn is tainted (the payload is outside content) are
-decided by the runtime's routing (gateway/runtime/connect.py). A message that still reaches
+decided by the runtime's routing (gateway/runtime/programs.py). A message that still reaches
 this channel (a failure notice) is forwarded to the hook's chat the same way.
 """
 

@@ -246,7 +246,7 @@ class MatrixChannel:
     async def typing(self, chat: ChatRef) -> None:
         await self.client.room_typing(chat.chat_id, True, timeout=10_000)
 
-    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+    # -- streaming by editing (gateway/runtime/outbound/drafts.py) ---------------------------------
 
     draft_interval = DRAFT_INTERVAL
 

@@ -276,7 +276,7 @@ class SlackChannel:
         await self._marks.answered(message)
         return receipt
 
-    # -- streaming by editing (gateway/runtime/drafts.py) ---------------------------------
+    # -- streaming by editing (gateway/runtime/outbound/drafts.py) ---------------------------------
 
     draft_interval = drafts.DRAFT_INTERVAL
 
@@ -297,7 +297,7 @@ class SlackChannel:
         await self._marks.answered(message)
         return receipt
 
-    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+    # -- exactly once across a crash mid-send (gateway/runtime/outbound/attempt.py) ---------------
 
     def send_mark(self, chat: ChatRef) -> str | None:
         return self._sender.run  # which process made the attempt: the rest is in metadata

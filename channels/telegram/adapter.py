@@ -253,7 +253,7 @@ class TelegramChannel:
     async def send(self, message: OutboundMessage) -> str | None:
         return await self._sender.send(message, markup=_buttons(message))
 
-    # -- exactly once across a crash mid-send (gateway/runtime/delivery.py) ---------------
+    # -- exactly once across a crash mid-send (gateway/runtime/outbound/attempt.py) ---------------
 
     def send_mark(self, chat: ChatRef) -> str | None:
         return self._sender.ids.mark(chat.chat_id)
@@ -282,7 +282,7 @@ class TelegramChannel:
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)
 
-    # -- streaming: previews, or drafts edited (gateway/runtime/drafts.py) ----------------
+    # -- streaming: previews, or drafts edited (gateway/runtime/outbound/drafts.py) ----------------
 
     draft_interval = DRAFT_INTERVAL
 

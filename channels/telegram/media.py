@@ -6,7 +6,7 @@ sender chose — so a redelivered update rewrites the same file instead of leavi
 A file that is too large or cannot be fetched still reaches the agent as a note saying so:
 the message is never held back (a download that always fails would block every update
 behind it), and it is never silently dropped. Voice notes are transcribed after the access
-gate, for every channel alike (gateway/runtime/understanding.py).
+gate, for every channel alike (gateway/runtime/intake/understanding.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ messages go out without waiting and paces only what exceeds the sustained rate.
 A wait that would be longer than the caller's ``max_wait`` is not slept: it raises
 :class:`ChannelRateLimited`, so the outbox holds that chat and other chats go on. When the
 platform itself answers 429, the outbox holds that chat for ``retry_after`` (see
-gateway/runtime/outbound.py); buckets do not need to know.
+gateway/runtime/outbound/worker.py); buckets do not need to know.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ async def read_field(part: BodyPartReader, *, limit: int, what: str = "a form fi
 
 
 def _kind(mime: str) -> AttachmentKind:
-    """A recording (audio/*) is transcribed like any channel's (gateway/runtime/understanding.py)."""
+    """A recording (audio/*) is transcribed like any channel's (gateway/runtime/intake/understanding.py)."""
     if mime in IMAGE_TYPES:
         return "image"
     return "audio" if mime.startswith("audio/") else "document"

@@ -94,7 +94,7 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.runtime.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
+    from gateway.runtime.intake.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     by = f"cli:{getpass.getuser()}"

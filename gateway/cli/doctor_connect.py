@@ -71,7 +71,7 @@ def _chat_channels(settings: Settings) -> set[str]:
 async def _heartbeat_chat(settings: Settings) -> str | None:
     """Where a hook without ``deliver_to`` answers: the heartbeat's chat (``heartbeat.target``,
     else the owner's home chat as the store remembers it), or None."""
-    from gateway.runtime.heartbeat import heartbeat_target  # noqa: PLC0415
+    from gateway.runtime.schedule.heartbeat import heartbeat_target  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     if settings.heartbeat.target:

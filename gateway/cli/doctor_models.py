@@ -66,7 +66,7 @@ async def probe_model(name: str, llm: LLMSettings, setting: str = "llm") -> Chec
 
 def other_models(settings: Settings) -> list[tuple[str, str, LLMSettings]]:
     """Every model besides the primary, once each: (check name, setting path, settings)."""
-    from gateway.runtime.assembly import agent_settings  # noqa: PLC0415
+    from gateway.runtime.agents.assembly import agent_settings  # noqa: PLC0415
 
     def identity(llm: LLMSettings) -> tuple[str, ...]:
         key = llm.resolved_api_key()

@@ -168,7 +168,7 @@ async def browser_check(settings: Settings) -> list[Check]:
 def skill_checks(settings: Settings) -> list[Check]:
     """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say which."""
     from agent.skills import SkillLibrary, suspicious  # noqa: PLC0415
-    from gateway.runtime.assembly import workspaces  # noqa: PLC0415
+    from gateway.runtime.agents.assembly import workspaces  # noqa: PLC0415
 
     checks, loaded = [], 0
     for workspace in dict.fromkeys(workspaces(settings).values()):

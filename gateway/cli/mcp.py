@@ -76,7 +76,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 async def probe_servers(settings: Settings, names: Sequence[str]) -> list[Probe]:
     """Connect to each server at once; a failure is reported, never raised."""
     from agent.mcp.manager import probe  # noqa: PLC0415 - the MCP SDK only when asked
-    from gateway.runtime.mcp import limits, server_spec, transports  # noqa: PLC0415
+    from gateway.runtime.agents.mcp import limits, server_spec, transports  # noqa: PLC0415
 
     transport = transports(settings)  # ConfigError: [mcp] sandbox = "bwrap" cannot work here
     bounds = limits(settings)

@@ -107,7 +107,7 @@ def programs(settings: Settings, url: str | None) -> dict[str, Any]:
 
 
 async def stored_report(settings: Settings) -> dict[str, Any]:
-    from gateway.runtime.heartbeat import heartbeat_target  # noqa: PLC0415
+    from gateway.runtime.schedule.heartbeat import heartbeat_target  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"

@@ -3,7 +3,7 @@
 Channels see only :class:`InboundSink`: ``publish_inbound`` returns after the message is
 durable, and tells a duplicate apart, so an adapter acknowledges the platform only for
 what is safely stored. The runtime's side (consuming inbound records, waiting for outbound
-work) is :class:`gateway.runtime.local_bus.Bus`; a networked bus would implement the same
+work) is :class:`gateway.runtime.bus.Bus`; a networked bus would implement the same
 protocols, leaving channels and the agent untouched.
 """
 

@@ -87,7 +87,7 @@ class SupportsStreaming(Protocol):
 class SupportsDrafts(Protocol):
     """Streaming by editing: the answer grows in a message of its own as the model writes.
 
-    The gateway (gateway/runtime/drafts.py) decides when to show what; the channel only
+    The gateway (gateway/runtime/outbound/drafts.py) decides when to show what; the channel only
     knows its platform: how a text splits into its messages, how often one chat may be
     edited, and how to post, edit and delete a draft. The outbox's final message is then
     delivered by :meth:`finish_drafts`, which turns the drafts into the formatted answer.

@@ -1,5 +1,5 @@
 """The slash commands the gateway answers itself, by name: channels register them with the
-platform (Telegram's command menu); :mod:`gateway.runtime.commands` answers them."""
+platform (Telegram's command menu); :mod:`gateway.runtime.dispatch.commands` answers them."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ COMMANDS = {
     "/show": "owner and admins: a waiting action in full (/show ID)",
 }
 
-# Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.controls).
+# Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.dispatch.controls).
 CONTROL_COMMANDS = frozenset({"/stop", "/status", "/new", "/help"})
 
 # Decisions on approval requests: they are answered even while the chat they are sent in
-# waits for an approval itself (see gateway.runtime.dispatcher), or the owner's own waiting
+# waits for an approval itself (see gateway.runtime.dispatch.dispatcher), or the owner's own waiting
 # turn could never be approved from the owner's chat.
 APPROVAL_COMMANDS = ("/approve", "/deny", "/show")

@@ -74,7 +74,9 @@ class Attachment:
     # A short document's text, read when it arrived: outside content, so a message that
     # carries one taints its turn (agent/context.py:user_message).
     text: str | None = None
-    transcript: str | None = None  # what a voice note or audio file says (gateway/runtime/voice.py)
+    transcript: str | None = (
+        None  # what a voice note or audio file says (gateway/runtime/intake/voice.py)
+    )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:
@@ -146,7 +148,7 @@ class InboundMessage:
     quote: Said | None = None
     chat_name: str = ""  # the group's title or channel name, where the platform says it
     # Group messages of allowed senders since the bot was last addressed there, oldest
-    # first; attached by the gateway (gateway.runtime.group_context), never by a channel.
+    # first; attached by the gateway (gateway.runtime.intake.group_context), never by a channel.
     context: tuple[Said, ...] = ()
     # What the sender passed on from elsewhere (a Telegram forward, a Discord forward's
     # snapshot, a Slack share, a forwarded email), with its origin: never the sender's own

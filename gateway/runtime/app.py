@@ -38,49 +38,49 @@ from gateway.core.load import NodeLoad
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.services import Services
-from gateway.runtime import pairing
-from gateway.runtime.access import AccessGate
-from gateway.runtime.agent_channel import AgentChannel, AgentDirectory, agent_policy
-from gateway.runtime.approvals import Approvals
-from gateway.runtime.assembly import agent_settings, build_agent, workspaces
-from gateway.runtime.budget import UserBudget
-from gateway.runtime.chat_book import ChatBook
-from gateway.runtime.cluster import ClusterGuard, guard_for
-from gateway.runtime.commands import Commands
-from gateway.runtime.connect import ProgramRoutes, program_channels
-from gateway.runtime.controls import Controls
-from gateway.runtime.dispatcher import Claims, Dispatcher, LocalClaims
-from gateway.runtime.drafts import DraftStreamer
-from gateway.runtime.heartbeat import Heartbeat
+from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, agent_policy
+from gateway.runtime.agents.assembly import agent_settings, build_agent, workspaces
+from gateway.runtime.agents.mcp import build_manager
+from gateway.runtime.agents.models import ModelPool
+from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
+from gateway.runtime.bus import LocalBus
+from gateway.runtime.cluster.guard import ClusterGuard, guard_for
+from gateway.runtime.dispatch.commands import Commands
+from gateway.runtime.dispatch.controls import Controls
+from gateway.runtime.dispatch.dispatcher import Claims, Dispatcher, LocalClaims
+from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.home import prepare_workspace
-from gateway.runtime.intake import Intake
-from gateway.runtime.jobs import JobBook
-from gateway.runtime.live import LiveDisplay
-from gateway.runtime.local_bus import LocalBus
-from gateway.runtime.mcp import build_manager
-from gateway.runtime.models import ModelPool
-from gateway.runtime.outbound import OutboundWorker
+from gateway.runtime.intake import pairing
+from gateway.runtime.intake.access import AccessGate
+from gateway.runtime.intake.local import Intake
+from gateway.runtime.intake.routing import Router
+from gateway.runtime.intake.storage_full import StorageFullWatch
+from gateway.runtime.intake.understanding import understanding
+from gateway.runtime.outbound.drafts import DraftStreamer
+from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
+from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.people.chat_book import ChatBook
+from gateway.runtime.people.zones import Zones
+from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload, live_settings
-from gateway.runtime.routing import Router
-from gateway.runtime.scheduler import Scheduler
-from gateway.runtime.status_text import StatusText
+from gateway.runtime.schedule.heartbeat import Heartbeat
+from gateway.runtime.schedule.jobs import JobBook
+from gateway.runtime.schedule.scheduler import Scheduler
 from gateway.runtime.storage import store_for
-from gateway.runtime.storage_full import StorageFullWatch
-from gateway.runtime.subagents import Subagents, TaskQueue, TaskWakes
+from gateway.runtime.turns.approvals import Approvals
 from gateway.runtime.turns.chat import ChatTurns
 from gateway.runtime.turns.commit import TurnCommitter
 from gateway.runtime.turns.handlers import TurnHandlers
+from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
 from gateway.runtime.turns.task_results import TaskResultTurns
-from gateway.runtime.understanding import understanding
-from gateway.runtime.zones import Zones
 from gateway.store import PairingRequest
 from gateway.web.view import ModelState, WorkInProgress
 
 if TYPE_CHECKING:
-    from gateway.runtime.cluster_work import ClusterWork
+    from gateway.runtime.cluster.work import ClusterWork
     from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
@@ -335,7 +335,7 @@ class Gateway(Service):
     def _claims(self) -> Claims:
         if not isinstance(self.guard, ClusterGuard):
             return LocalClaims()
-        from gateway.runtime.cluster_work import ClusterClaims  # noqa: PLC0415 - psycopg
+        from gateway.runtime.cluster.work import ClusterClaims  # noqa: PLC0415 - psycopg
 
         return ClusterClaims(
             self.store,
@@ -353,7 +353,7 @@ class Gateway(Service):
                 approvals=self.approvals,
                 session_of=self.router.session_key,
             )
-        from gateway.runtime.cluster_work import ClusterClaims, ClusterWork  # noqa: PLC0415
+        from gateway.runtime.cluster.work import ClusterClaims, ClusterWork  # noqa: PLC0415
 
         assert isinstance(claims, ClusterClaims)
         return ClusterWork(

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from gateway.config.settings import Settings
-from gateway.runtime.cluster import node_name
+from gateway.runtime.cluster.guard import node_name
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"

@@ -1,7 +1,7 @@
 """Fencing tokens: a node that lost a session's claim cannot write for it.
 
 In a cluster a session is run by the node holding its advisory lock
-(gateway/runtime/cluster_work.py). The lock lives on the node's membership connection, and
+(gateway/runtime/cluster/work.py). The lock lives on the node's membership connection, and
 the server drops it the moment that connection ends, which can happen while the node lives
 (``pg_terminate_backend``, a proxy cutting it): the node notices only at its next heartbeat.
 Without a fence another node could take the session and resume its turn meanwhile, and the

@@ -67,7 +67,7 @@ def _record(row: Sequence[Any]) -> InboundRecord:
     return InboundRecord(row_id, InboundMessage.from_dict(json.loads(payload)), turn_id)
 
 
-# Background tasks' turns are resumed by the tasks themselves (gateway/runtime/subagents.py),
+# Background tasks' turns are resumed by the tasks themselves (gateway/runtime/agents/subagents.py),
 # never by the dispatcher: they answer no inbound message.
 _OPEN_TURNS = f"state = 'running' AND kind != '{TurnKind.SUBAGENT}'"
 
@@ -261,7 +261,7 @@ class Journal:
 
         return await self._db.run(load, durable=False)
 
-    # -- a cluster's nodes share the work (gateway/runtime/cluster_work.py) ----------------
+    # -- a cluster's nodes share the work (gateway/runtime/cluster/work.py) ----------------
 
     async def pending(
         self, limit: int = 1000, known: Mapping[int, InboundRecord] | None = None

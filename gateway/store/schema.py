@@ -311,13 +311,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
-    # resumed, even after a crash (gateway.runtime.controls); a chat's own model (/model)
+    # resumed, even after a crash (gateway.runtime.dispatch.controls); a chat's own model (/model)
     """
     ALTER TABLE turns ADD COLUMN stop_requested_at REAL;
     ALTER TABLE sessions ADD COLUMN model TEXT;
     """,
     # v14 (issue 29; renumbered at merge): exactly once across a crash mid-send
-    # (gateway.runtime.outbound): an outbox row is 'sending' from just before the platform call until its result is recorded, with the
+    # (gateway.runtime.outbound.worker): an outbox row is 'sending' from just before the platform call until its result is recorded, with the
     # attempts whose outcome is unknown; a draft's row is written before its post (no id yet)
     """
     ALTER TABLE outbox ADD COLUMN open_sends TEXT;   -- JSON: [{at, mark, draft}], unrecorded
@@ -372,7 +372,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v17 (issue 32 parts 3-5): group messages the bot was not addressed in, kept as
-    # context for the next message that addresses it (gateway.runtime.group_context);
+    # context for the next message that addresses it (gateway.runtime.intake.group_context);
     # each person's own time zone; the chats the bot knows by name, and the chats each
     # person has sent to (a first send elsewhere is confirmed)
     """

@@ -318,7 +318,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v13 (issue 31; renumbered at merge): a turn someone asked to stop is closed, never
-    # resumed, even after a crash (gateway.runtime.controls); a chat's own model (/model)
+    # resumed, even after a crash (gateway.runtime.dispatch.controls); a chat's own model (/model)
     """
     ALTER TABLE turns ADD COLUMN stop_requested_at DOUBLE PRECISION;
     ALTER TABLE sessions ADD COLUMN model TEXT;

@@ -4,7 +4,7 @@ The fake platform holds a call open until the test has killed the ``switchboard 
 process (SIGKILL): having made the message (``sent, not recorded``) or not (``recorded, not
 sent``), or a streamed draft's first post (``a draft without its id``). Each state is held
 in a chat of its own at the same kill, so one restart settles all of them
-(gateway/runtime/delivery.py, each platform's rule in docs/reliability.md).
+(gateway/runtime/outbound/attempt.py, each platform's rule in docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from gateway.runtime.app import Gateway
-from gateway.runtime.storage_full import NOTICE
+from gateway.runtime.intake.storage_full import NOTICE
 from gateway.store import Store
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text

@@ -20,17 +20,17 @@ from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
-from gateway.runtime.accounting import turn_usage
-from gateway.runtime.approvals import Approvals
-from gateway.runtime.budget import UserBudget
-from gateway.runtime.commands import Commands
-from gateway.runtime.dispatcher import TurnBatch, TurnStart
-from gateway.runtime.live import LiveDisplay
-from gateway.runtime.routing import agent_for
+from gateway.runtime.dispatch.commands import Commands
+from gateway.runtime.dispatch.dispatcher import TurnBatch, TurnStart
+from gateway.runtime.intake.routing import agent_for
+from gateway.runtime.intake.voice import SpokenReplies
+from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.people.zones import Zones
+from gateway.runtime.turns.accounting import turn_usage
+from gateway.runtime.turns.approvals import Approvals
 from gateway.runtime.turns.commit import Commit, TurnCommitter
+from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Route, Routes
-from gateway.runtime.voice import SpokenReplies
-from gateway.runtime.zones import Zones
 from gateway.store import HomeChat, OpenTurn, Store
 from gateway.store.home import replaces
 

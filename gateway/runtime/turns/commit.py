@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from agent.turn.request import TurnOutcome
 from gateway.core.principal import Principal
 from gateway.core.storage import StorageAlarm, until_stored
-from gateway.runtime.accounting import turn_usage
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
+from gateway.runtime.turns.accounting import turn_usage
 from gateway.store import HomeChat, NewMessage, Store
 
 

@@ -9,7 +9,7 @@ from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import SYSTEM_CHANNEL
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
-from gateway.runtime.dispatcher import TurnBatch
+from gateway.runtime.dispatch.dispatcher import TurnBatch
 from gateway.runtime.turns.chat import ChatTurns
 from gateway.runtime.turns.commit import TurnCommitter
 from gateway.runtime.turns.scheduled import ScheduledTurns

@@ -5,7 +5,7 @@ agent (the internal agent channel) acts for the person who started the exchange,
 the other agent: a request is answered back to the agent that sent it; a reply is turned
 into an answer for that person, in their chat, and recorded in their session. A message
 from another program (a webhook, the API) is routed as its configuration says
-(gateway/runtime/connect.py).
+(gateway/runtime/programs.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from gateway.core.addressing import (
 )
 from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
-from gateway.runtime.access import principal_for
-from gateway.runtime.agent_channel import is_reply
+from gateway.runtime.agents.agent_channel import is_reply
+from gateway.runtime.intake.access import principal_for
 from gateway.store import Store
 
 

@@ -13,12 +13,12 @@ from agent.agent import Agent
 from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import agent_of, qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.runtime.budget import UserBudget
-from gateway.runtime.dispatcher import TurnBatch
-from gateway.runtime.routing import agent_for
-from gateway.runtime.scheduled import ScheduledRun
+from gateway.runtime.dispatch.dispatcher import TurnBatch
+from gateway.runtime.intake.routing import agent_for
+from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.people.zones import Zones
+from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.runtime.turns.commit import Commit, TurnCommitter
-from gateway.runtime.zones import Zones
 from gateway.store import Store
 
 

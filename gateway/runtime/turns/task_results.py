@@ -11,7 +11,7 @@ from agent.turn.request import TurnOutcome
 from gateway.core.addressing import qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
-from gateway.runtime.dispatcher import TurnBatch, TurnStart
+from gateway.runtime.dispatch.dispatcher import TurnBatch, TurnStart
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.store import Store
 

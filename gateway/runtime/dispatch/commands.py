@@ -13,10 +13,10 @@ from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
-from gateway.runtime import pairing
-from gateway.runtime.approvals import Approvals
-from gateway.runtime.routing import agent_for
-from gateway.runtime.status_text import StatusText
+from gateway.runtime.dispatch.status_text import StatusText
+from gateway.runtime.intake import pairing
+from gateway.runtime.intake.routing import agent_for
+from gateway.runtime.turns.approvals import Approvals
 from gateway.store import Store
 
 _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")

@@ -2,7 +2,7 @@
 finished on their own.
 
 The ``spawn`` tool records a task in the :class:`TaskQueue` (so does ``POST /v1/tasks``,
-through gateway/runtime/task_board.py); :class:`Subagents` runs it, a spawned one once the
+through gateway/runtime/agents/task_board.py); :class:`Subagents` runs it, a spawned one once the
 turn that asked for it is committed (so its progress notes never arrive before that turn's
 answer). A task runs as its own turn (session ``subagent:<id>``) with its owner's
 permissions and taint, bounded in number (it is ``queued`` until a slot is free) and time.
@@ -17,7 +17,7 @@ connection ended), the next sweep of any node (every ``SWEEP_SECONDS``) reports 
 chat as interrupted, and a node that starts again reports its own earlier ones at once.
 
 Stopping (``DELETE /v1/tasks/{id}``) takes the path of a chat's ``/stop``
-(gateway/runtime/controls.py): the task is recorded as stopped and its turn's stop requested
+(gateway/runtime/dispatch/controls.py): the task is recorded as stopped and its turn's stop requested
 in the journal first (no restart resumes it), then the turn's
 :class:`~gateway.core.turns.TurnControl` is set: the turn stops at its next boundary (a model
 call is cut at once, a call with a side effect finishes first) and its chat is told what it
@@ -48,10 +48,10 @@ from gateway.core.messages import (
 )
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnControl, TurnKind
-from gateway.runtime.accounting import turn_usage
-from gateway.runtime.approvals import Approvals
-from gateway.runtime.controls import stop_turn
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
+from gateway.runtime.dispatch.controls import stop_turn
+from gateway.runtime.turns.accounting import turn_usage
+from gateway.runtime.turns.approvals import Approvals
 from gateway.store import Store, TaskRecord, TurnEnd
 
 log = logging.getLogger(__name__)
@@ -368,7 +368,7 @@ class Subagents:
         state: TurnEnd = "failed" if outcome.failed else "done"
         result = outcome.final_text or "(the task produced no result)"
         # An API task's notes reach it through the outbox: its end is recorded after them,
-        # when its last word arrives there too (gateway/runtime/task_board.py).
+        # when its last word arrives there too (gateway/runtime/agents/task_board.py).
         events = record.chat.channel != TASK_CHANNEL
         if not await self._store.tasks.finish(record.id, state, result, events=events):
             # stopped just before it ended, or on another node of a cluster

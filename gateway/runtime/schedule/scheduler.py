@@ -23,12 +23,12 @@ from gateway.core.lifecycle import Service
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.turns import TurnKind
-from gateway.runtime.dispatcher import Dispatcher
-from gateway.runtime.heartbeat import Heartbeat, Skip
-from gateway.runtime.housekeeping import housekeep
-from gateway.runtime.jobs import JobBook
-from gateway.runtime.scheduled import ScheduledRun
-from gateway.runtime.zones import Zones
+from gateway.runtime.dispatch.dispatcher import Dispatcher
+from gateway.runtime.people.zones import Zones
+from gateway.runtime.schedule.heartbeat import Heartbeat, Skip
+from gateway.runtime.schedule.housekeeping import housekeep
+from gateway.runtime.schedule.jobs import JobBook
+from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import Job, Store
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 
 :class:`Speech` owns the openai SDK client; :class:`Allowance` decides whether a person's
 voice note may still be transcribed today. Channels know nothing of either: they store what
-people send, and :mod:`gateway.runtime.understanding` hands voice notes and audio files here.
+people send, and :mod:`gateway.runtime.intake.understanding` hands voice notes and audio files here.
 """
 
 from __future__ import annotations

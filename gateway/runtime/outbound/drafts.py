@@ -23,7 +23,7 @@ recorded only while its turn runs, and only under the turn's claim on its sessio
 (gateway/store/fencing.py), so a node that lost the session posts nothing more. The outbound
 worker closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
 formatted final text (posting what does not fit, deleting drafts left over; see
-gateway/runtime/delivery.py). Every draft post is recorded before it is made and its
+gateway/runtime/outbound/attempt.py). Every draft post is recorded before it is made and its
 platform id the moment it returns (gateway/store/drafts.py), so after a crash or restart the
 final message still finishes the same messages, and a post whose id was lost is found and
 edited into the answer or deleted: the user sees one complete answer, never the draft plus a

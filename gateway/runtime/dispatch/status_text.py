@@ -19,7 +19,7 @@ from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
-from gateway.runtime.models import ModelPool, model_lines
+from gateway.runtime.agents.models import ModelPool, model_lines
 from gateway.store import Store
 from gateway.store.outbox import OutboxState, UnsentMessage
 from gateway.store.usage import UsageTotals

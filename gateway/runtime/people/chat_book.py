@@ -3,7 +3,7 @@
 "Post this in #general on Slack" needs the id of #general: the ``chats`` tool asks this book,
 which asks each configured channel that can list its chats (Slack's channel list, Discord's
 servers: :class:`gateway.core.channel.SupportsDirectory`) and adds the groups learned from
-the messages that came from them (a Telegram group's title; :mod:`gateway.runtime.access`).
+the messages that came from them (a Telegram group's title; :mod:`gateway.runtime.intake.access`).
 A channel that cannot be asked now is named in a note, never an error for the others.
 
 A person's first send to a chat is confirmed with them first (the ``message`` tool): the

@@ -19,7 +19,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
-from gateway.runtime.scheduled import ScheduledRun
+from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChat, Store
 
 log = logging.getLogger(__name__)

@@ -25,11 +25,11 @@ from gateway.core.addressing import HOOK_CHANNEL, qualify
 from gateway.core.channel import Channel
 from gateway.core.messages import ChatRef, ChatType, InboundMessage
 from gateway.core.principal import Principal, Role
-from gateway.runtime.budget import UserBudget
-from gateway.runtime.heartbeat import heartbeat_target
-from gateway.runtime.local_bus import Bus
-from gateway.runtime.subagents import Subagents, TaskQueue
-from gateway.runtime.task_board import TaskBoard, TaskChannel
+from gateway.runtime.agents.subagents import Subagents, TaskQueue
+from gateway.runtime.agents.task_board import TaskBoard, TaskChannel
+from gateway.runtime.bus import Bus
+from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.schedule.heartbeat import heartbeat_target
 from gateway.runtime.turns.routes import Route
 from gateway.store import Store
 

@@ -4,7 +4,7 @@
 With the SQLite file, a ``flock`` on the data directory keeps a second process out
 (:class:`LocalGuard`). With ``storage.url`` on PostgreSQL every ``switchboard run`` is a
 node (:class:`ClusterGuard`): it registers (:meth:`Guard.acquire`) and runs turns at once
-(:mod:`gateway.runtime.cluster_work`), then waits until it holds the cluster's leader lock
+(:mod:`gateway.runtime.cluster.work`), then waits until it holds the cluster's leader lock
 (:meth:`Guard.lead`) before it starts the rest: channels (so each platform connection has one
 receiver), the outbox workers and the scheduler (so heartbeat and cron fire once). When the
 leader dies, another node leads within seconds; the sessions of any node that dies are

@@ -43,10 +43,10 @@ from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.core.services import Services
 from gateway.core.usage import Purpose
-from gateway.runtime.accounting import recorder
-from gateway.runtime.agent_channel import roster
-from gateway.runtime.local_bus import Bus
-from gateway.runtime.models import ModelPool, endpoint
+from gateway.runtime.agents.agent_channel import roster
+from gateway.runtime.agents.models import ModelPool, endpoint
+from gateway.runtime.bus import Bus
+from gateway.runtime.turns.accounting import recorder
 from gateway.store import Store
 
 if TYPE_CHECKING:

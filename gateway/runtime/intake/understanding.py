@@ -5,7 +5,7 @@ Channels store the files that come with a message (``workspace/attachments/<chan
 and hand the message in; the gate lets it through; :class:`Understanding` then, before it
 is journaled:
 
-- transcribes voice notes and audio files (:mod:`gateway.runtime.voice`), members within
+- transcribes voice notes and audio files (:mod:`gateway.runtime.intake.voice`), members within
   their daily minutes; the transcript is stored with the message (``Attachment.transcript``)
   and becomes its text when the person wrote nothing;
 - reads documents (:mod:`agent.documents`): a short one's text goes with the message
@@ -31,8 +31,14 @@ from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import Attachment, InboundMessage
 from gateway.core.principal import Principal
-from gateway.runtime.access import principal_for
-from gateway.runtime.voice import Allowance, Speech, SpeechError, SpokenReplies, voice_settings
+from gateway.runtime.intake.access import principal_for
+from gateway.runtime.intake.voice import (
+    Allowance,
+    Speech,
+    SpeechError,
+    SpokenReplies,
+    voice_settings,
+)
 from gateway.store import Store
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from gateway.core.channel import (
     TurnActivity,
 )
 from gateway.core.messages import ChatRef
-from gateway.runtime.drafts import DraftStreamer
+from gateway.runtime.outbound.drafts import DraftStreamer
 
 log = logging.getLogger(__name__)
 

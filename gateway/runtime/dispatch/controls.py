@@ -24,7 +24,7 @@ other), or without one when the stopped turn's message answers it.
 
 :func:`stop_turn` is the one way a running turn is stopped: ``/stop``, a stop phrase and
 ``/new`` here, and the task API's ``DELETE /v1/tasks/{id}`` for a background task's turn
-(gateway/runtime/subagents.py).
+(gateway/runtime/agents/subagents.py).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.messages import InboundMessage, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnControl, TurnKind
-from gateway.runtime.access import principal_for
-from gateway.runtime.commands import Commands
-from gateway.runtime.dispatcher import SessionView
+from gateway.runtime.dispatch.commands import Commands
+from gateway.runtime.dispatch.dispatcher import SessionView
+from gateway.runtime.intake.access import principal_for
 from gateway.runtime.turns.commit import TurnCommitter
 from gateway.store import InboundRecord, Journal, Store
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 _NOT_WORDS = re.compile(r"[^\w\s]+")
 
-# As whom another program's message acts (gateway/runtime/connect.py:ProgramRoutes.principal)
+# As whom another program's message acts (gateway/runtime/programs.py:ProgramRoutes.principal)
 ProgramPrincipal = Callable[[InboundMessage], Principal]
 
 

@@ -2,7 +2,7 @@
 
 Jobs are stored (:class:`gateway.store.Jobs`); :class:`JobBook` checks and records them and
 tells the scheduler (:attr:`JobBook.changed`), which fires them
-(:mod:`gateway.runtime.scheduler`). Each person sees and removes only their own jobs; the
+(:mod:`gateway.runtime.schedule.scheduler`). Each person sees and removes only their own jobs; the
 owner sees every job.
 """
 
@@ -17,7 +17,7 @@ from gateway.core.messages import ChatRef, ChatType, new_id
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.services import JobInfo
-from gateway.runtime.zones import Zones
+from gateway.runtime.people.zones import Zones
 from gateway.store import Job, Store
 
 

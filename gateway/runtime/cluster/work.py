@@ -13,11 +13,11 @@ spreads over the nodes; the rest are taken at the next look, by whichever node i
 
 When a node dies its connection ends and the server releases its locks at once; the next
 node to take such a session finds the turn left running and resumes it from its checkpoints
-(:class:`~gateway.runtime.dispatcher.SessionBacklog`), exactly as a restarted process does.
+(:class:`~gateway.runtime.dispatch.dispatcher.SessionBacklog`), exactly as a restarted process does.
 A session with nothing left to do is released (and the pending messages looked at again, so
 a message that arrived during the release is not left waiting for the timer).
 
-Two parts: :class:`ClusterClaims` is the dispatcher's :class:`~gateway.runtime.dispatcher.Claims`
+Two parts: :class:`ClusterClaims` is the dispatcher's :class:`~gateway.runtime.dispatch.dispatcher.Claims`
 (the locks, and what a locked session has open); :class:`ClusterWork` looks for work and
 hands it to the dispatcher, and carries wake-ups between the nodes.
 """
@@ -34,8 +34,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from gateway.core.errors import StoreError
 from gateway.core.lifecycle import Service
 from gateway.core.messages import InboundMessage
-from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
+from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
 from gateway.store import InboundRecord, Store
 from gateway.store.fencing import Fence
 from gateway.store.listener import Listener

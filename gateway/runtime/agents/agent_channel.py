@@ -26,7 +26,7 @@ from gateway.core.messages import (
     new_id,
 )
 from gateway.core.principal import Principal
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
 from gateway.store import AgentConversation, Store
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ slot while it waits, and its session keeps later messages back, in order, until
 :meth:`Dispatcher.wake` resumes it (decided, or expired). Only ``/approve`` and ``/deny``
 pass a parked session: the owner's own waiting turn is decided from the owner's own chat.
 
-Work arrives from outside: :mod:`gateway.runtime.intake` (one process) or
-:mod:`gateway.runtime.cluster_work` (a cluster) :meth:`enqueue` journaled messages and
+Work arrives from outside: :mod:`gateway.runtime.intake.local` (one process) or
+:mod:`gateway.runtime.cluster.work` (a cluster) :meth:`enqueue` journaled messages and
 :meth:`adopt` what a session left open; the scheduler :meth:`submit` scheduled runs. Before
 a worker runs a session's turns it :meth:`Claims.hold` it: at once in one process
 (:class:`LocalClaims`), or once this node holds the session's lock in a cluster.
@@ -33,7 +33,7 @@ from gateway.core.lifecycle import Service, drain
 from gateway.core.load import NodeLoad
 from gateway.core.messages import InboundMessage, new_id
 from gateway.core.turns import TurnControl
-from gateway.runtime.scheduled import ScheduledRun
+from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
 from gateway.store.fencing import FENCE, Fence
 
@@ -87,7 +87,7 @@ class Claims(Protocol):
 
 class LocalClaims:
     """One process runs every session: it holds each at once, with nothing left open (a
-    fresh start adopts what the previous run left, see :mod:`gateway.runtime.intake`)."""
+    fresh start adopts what the previous run left, see :mod:`gateway.runtime.intake.local`)."""
 
     async def hold(self, key: str) -> SessionBacklog:
         return SessionBacklog()
@@ -101,7 +101,7 @@ class LocalClaims:
 
 class Controls(Protocol):
     """What is answered at intake, beside the session's queue (``/stop``, ``/status``, an
-    edit of a message): :mod:`gateway.runtime.controls`."""
+    edit of a message): :mod:`gateway.runtime.dispatch.controls`."""
 
     def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
         """Whether ``message`` is handled beside the queue instead of waiting in it."""

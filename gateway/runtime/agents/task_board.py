@@ -1,7 +1,7 @@
 """The task API's side of background tasks: submit, look up, follow, stop.
 
 A task submitted through ``POST /v1/tasks`` is a background task like one ``spawn`` starts
-(:mod:`gateway.runtime.subagents`), acting for the API token. Its chat is its own on the
+(:mod:`gateway.runtime.agents.subagents`), acting for the API token. Its chat is its own on the
 internal ``task`` channel (``task:<id>``): the progress notes it sends (``notify``,
 ``message``, an approval request) arrive at :class:`TaskChannel` through the outbox, are
 recorded as the task's events once each, and go on to ``deliver_to`` when the task has one;
@@ -18,8 +18,8 @@ from gateway.core.bus import InboundSink
 from gateway.core.channel import ChannelHealth
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
-from gateway.runtime.local_bus import Bus
-from gateway.runtime.subagents import Subagents, TaskQueue
+from gateway.runtime.agents.subagents import Subagents, TaskQueue
+from gateway.runtime.bus import Bus
 from gateway.store import Store, TaskEvent, TaskRecord
 
 

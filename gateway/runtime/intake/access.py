@@ -18,9 +18,9 @@ from gateway.config.channels import ChannelSection
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
-from gateway.runtime.deliveries import ChannelDesk
-from gateway.runtime.group_context import GroupContextBook
-from gateway.runtime.pairing import young_accounts
+from gateway.runtime.intake.group_context import GroupContextBook
+from gateway.runtime.intake.pairing import young_accounts
+from gateway.runtime.outbound.records import ChannelDesk
 from gateway.store import PairingRequest, Store
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ woken by an approval decision, and the progress every commit and settled send ma
 :meth:`gateway.runtime.app.Gateway.wait_idle` waits on). :class:`LocalBus` is durable through
 the store and woken through asyncio events. In a cluster (``queue_inbound=False``) a
 journaled message is not queued here: any node may run it
-(:mod:`gateway.runtime.cluster_work`).
+(:mod:`gateway.runtime.cluster.work`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Protocol
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage, OutboundMessage
-from gateway.runtime.storage_full import StorageFullWatch
+from gateway.runtime.intake.storage_full import StorageFullWatch
 from gateway.store import InboundRecord, Store
 
 

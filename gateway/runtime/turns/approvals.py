@@ -37,7 +37,7 @@ from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
-from gateway.runtime import approval_text as text
+from gateway.runtime.turns import approval_text as text
 from gateway.store import (
     ApprovalRequest,
     ApprovalState,

@@ -4,7 +4,7 @@ Every message the bus journals is queued to its session (the router decides whic
 session it joins); every approval decided wakes its parked turn. At start, what the previous
 run left open is taken on: turns cut short resume from their checkpoints, turns waiting for
 an approval stay parked (refused first if they expired meanwhile), and messages no turn took
-are queued again. (In a cluster, :mod:`gateway.runtime.cluster_work` does this per session,
+are queued again. (In a cluster, :mod:`gateway.runtime.cluster.work` does this per session,
 as each node takes it.)
 """
 
@@ -18,9 +18,9 @@ from itertools import groupby
 
 from gateway.core.lifecycle import Service
 from gateway.core.messages import InboundMessage
-from gateway.runtime.approvals import Approvals
-from gateway.runtime.dispatcher import Dispatcher, SessionBacklog
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
+from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
+from gateway.runtime.turns.approvals import Approvals
 from gateway.store import Store
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ permanent failure is recorded and the chat's next message proceeds. Nothing here
 inside a turn: turns only queue, this worker sends.
 
 Each attempt is recorded before the platform call and its result the moment the call
-returns (gateway/runtime/delivery.py), so a crash at any instant of a send leaves a row the
+returns (gateway/runtime/outbound/attempt.py), so a crash at any instant of a send leaves a row the
 next attempt resends without doubling the message. A row the worker finds ``sending`` that
 it is not sending itself was cut short (a crash, another node that led) and is resent.
 """
@@ -23,9 +23,9 @@ from gateway.core.backoff import backoff_delay
 from gateway.core.channel import Channel
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, StoreUnavailable
 from gateway.core.lifecycle import Service
-from gateway.runtime.delivery import Delivery
-from gateway.runtime.drafts import DraftStreamer
-from gateway.runtime.local_bus import Bus
+from gateway.runtime.bus import Bus
+from gateway.runtime.outbound.attempt import Delivery
+from gateway.runtime.outbound.drafts import DraftStreamer
 from gateway.store import Outbox, OutboxRecord
 from gateway.store.outbox import Fence
 

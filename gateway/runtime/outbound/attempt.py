@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.channel import Channel, LostSend, SendAttempt, SupportsResend
-from gateway.runtime.drafts import KNOWN_LOOKBACK, DraftStreamer
+from gateway.runtime.outbound.drafts import KNOWN_LOOKBACK, DraftStreamer
 from gateway.store import Outbox, OutboxRecord
 from gateway.store.drafts import DraftMessages
 from gateway.store.outbox import Fence

@@ -1,0 +1,3 @@
+"""What belongs to a person: their time zone and quiet hours, their allowance, and the
+chats they know.
+"""

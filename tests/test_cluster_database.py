@@ -19,7 +19,7 @@ from channels.memory import MemoryChannel
 from channels.webchat import create
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
-from gateway.runtime.cluster.guard import ClusterGuard
+from gateway.runtime.cluster.node import ClusterGuard
 from gateway.store.membership import name_lock
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM

@@ -23,7 +23,7 @@ from gateway.config.settings import Settings
 from gateway.core.errors import StaleClaim
 from gateway.core.messages import ChatRef
 from gateway.runtime.app import Gateway
-from gateway.runtime.cluster.guard import ClusterGuard
+from gateway.runtime.cluster.node import ClusterGuard
 from gateway.store import Store, TaskRecord
 from gateway.store.fencing import FENCE, Fence
 from gateway.store.membership import Membership

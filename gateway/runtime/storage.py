@@ -3,14 +3,21 @@ PostgreSQL database of ``storage.url``."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable
 
 from gateway.config.settings import Settings
-from gateway.runtime.cluster.guard import node_name
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"
+
+
+def node_name(settings: Settings) -> str:
+    """``node.name`` (``SWITCHBOARD_NODE__NAME``), or host name and process id: this
+    process among the nodes of a cluster."""
+    return settings.node.name or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> Store:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.fakes.llm import FakeLLM, calls, held, streamed, text
+from tests.fakes.llm import FakeLLM, calls, error, held, streamed, text
 
 pytestmark = pytest.mark.slow
 
@@ -176,6 +176,23 @@ async def test_ctrl_c_in_chat_says_what_it_waits_for_and_the_turn_resumes(
     assert "resuming your last question: first question" in err
     assert "(earlier, undelivered) echo: first question" in err
     assert out.splitlines() == ["echo: second question"]
+
+
+async def test_one_message_is_judged_by_its_own_answer_not_an_earlier_one(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    cut = await spawn("chat", "-m", "what was I asking", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)
+    cut.send_signal(signal.SIGKILL)  # a crash mid-turn
+    await finish(cut)
+    fake_llm.queue(error(400, "the model refused"))  # resumed, the earlier question fails
+
+    code, out, err = await switchboard("chat", "-m", "and now this", env=env)
+    assert code == 0, err  # its own answer came: the earlier failure is not this run's
+    assert out.splitlines() == ["echo: and now this"]
+    assert "(earlier, undelivered) Sorry, I could not answer." in err
 
 
 async def test_ctrl_c_in_run_waits_for_the_turn_then_stops_now(

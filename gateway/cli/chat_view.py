@@ -40,6 +40,9 @@ TICK = 1 / 8  # seconds between two redraws of the prompt's live region (the spi
 # Control characters other than newline and tab: model output must not drive the terminal
 # (escape sequences can retitle it, rewrite the screen or set the clipboard).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A hyperlink (OSC 8) around a link's text: the prompt's ANSI reader knows colours and styles
+# only, and would show these as text.
+_HYPERLINK = re.compile(r"\x1b\]8;[^\x1b]*\x1b\\")
 
 
 def printable(text: str) -> str:
@@ -244,7 +247,7 @@ class RichView:
         self._progress.height = height
         with self.console.capture() as captured:
             self.console.print(self._progress, width=width)
-        return captured.get()
+        return _HYPERLINK.sub("", captured.get())  # the final answer, printed, keeps its links
 
     def _tick(self) -> None:
         if self.redraw is None or self._progress is None:

@@ -131,18 +131,24 @@ class _Progress:
     """The live region: the tail of the answer streamed so far, then the spinner line."""
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text = ""  # only ever grows
         self.spinner = Spinner("dots", text=Text(THINKING, style="dim"))
         self.height: int | None = None  # lines it may take; None: the screen's height
+        # The text's lines as last rendered, and for what (length, width): the spinner turns
+        # 8 times a second, and a long answer takes long to render as markdown.
+        self._lines: list[list[Segment]] = []
+        self._rendered: tuple[int, int] = (0, 0)
 
     def status(self, text: str) -> None:
         self.spinner.update(text=Text(text, style="dim"))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.text:
-            lines = console.render_lines(Answer(self.text), options, pad=False)
+            if self._rendered != (len(self.text), options.max_width):
+                self._lines = console.render_lines(Answer(self.text), options, pad=False)
+                self._rendered = (len(self.text), options.max_width)
             room = max(1, (self.height or options.size.height) - 2)  # never taller than that
-            for line in lines[-room:]:
+            for line in self._lines[-room:]:
                 yield from line
                 yield Segment.line()
         yield self.spinner
@@ -173,7 +179,7 @@ class RichView:
             self.busy()
         elif isinstance(frame, Tool) and frame.turn == self._turn and self._progress is not None:
             self._progress.status(f"{THINKING} running {frame.name}")
-            self._refresh()
+            self._refresh(at_once=True)
         elif isinstance(frame, Delta):
             self._turn = frame.turn
             self.busy()
@@ -256,11 +262,11 @@ class RichView:
         self.redraw()
         self._ticking = asyncio.get_running_loop().call_later(TICK, self._tick)
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, at_once: bool = False) -> None:
         if self._live is not None:
             self._live.refresh()
-        elif self.redraw is not None:
-            self.redraw()
+        elif at_once and self.redraw is not None:
+            self.redraw()  # else the next tick draws it: an answer streams in many pieces
 
     def _stop(self) -> None:
         self._progress = None

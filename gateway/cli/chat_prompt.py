@@ -212,10 +212,13 @@ class PromptReader:
         """The next message or key; None when the user leaves (or the terminal went away)."""
         assert self._prompt is not None, "read inside `async with reader`"
         typed = asyncio.ensure_future(self._typed.get())
-        await asyncio.wait({typed, self._prompt}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({typed, self._prompt}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not typed.done():  # the prompt ended, or this read was given up on
+                typed.cancel()
         if typed.done():
             return typed.result()
-        typed.cancel()
         with contextlib.suppress(EOFError):
             self._prompt.result()  # the prompt ended by itself: why (EOFError: no terminal)
         return None

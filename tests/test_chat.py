@@ -8,18 +8,21 @@ fake LLM server; nothing is timed: each step waits for what the user would see.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import re
 import signal
 import stat
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from tests.fakes.llm import FakeLLM, calls, held, text
+from tests.fakes.llm import FakeLLM, calls, error, held, streamed
 
 pytestmark = pytest.mark.slow
 
@@ -129,9 +132,11 @@ async def test_attached_chat_left_mid_turn_gets_its_answer_next_time(
         gate.set()  # the gateway finishes the turn with nobody attached
         code, out, err = await switchboard("chat", "-m", "next", env=env)
         assert code == 0, err
-        assert out.splitlines() == ["the slow answer", "echo: next"]
-        code, out, _ = await switchboard("chat", "-m", "third", env=env)
-        assert out.splitlines() == ["echo: third"]  # nothing shown twice
+        assert out.splitlines() == ["echo: next"]  # only the answer to its own message
+        assert "(earlier, undelivered) the slow answer" in err  # shown, marked as earlier
+        code, out, err = await switchboard("chat", "-m", "third", env=env)
+        assert out.splitlines() == ["echo: third"]
+        assert "earlier" not in err  # nothing shown twice
     assert len(fake_llm.requests) == 3  # one model call per question
 
 
@@ -169,7 +174,25 @@ async def test_ctrl_c_in_chat_says_what_it_waits_for_and_the_turn_resumes(
     code, out, err = await switchboard("chat", "-m", "second question", env=env)
     assert code == 0, err
     assert "resuming your last question: first question" in err
-    assert out.splitlines() == ["echo: first question", "echo: second question"]
+    assert "(earlier, undelivered) echo: first question" in err
+    assert out.splitlines() == ["echo: second question"]
+
+
+async def test_one_message_is_judged_by_its_own_answer_not_an_earlier_one(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    cut = await spawn("chat", "-m", "what was I asking", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)
+    cut.send_signal(signal.SIGKILL)  # a crash mid-turn
+    await finish(cut)
+    fake_llm.queue(error(400, "the model refused"))  # resumed, the earlier question fails
+
+    code, out, err = await switchboard("chat", "-m", "and now this", env=env)
+    assert code == 0, err  # its own answer came: the earlier failure is not this run's
+    assert out.splitlines() == ["echo: and now this"]
+    assert "(earlier, undelivered) Sorry, I could not answer." in err
 
 
 async def test_ctrl_c_in_run_waits_for_the_turn_then_stops_now(
@@ -192,29 +215,70 @@ async def test_ctrl_c_in_run_waits_for_the_turn_then_stops_now(
     code, out, err = await switchboard("chat", "-m", "back again", env=env)
     assert code == 0, err
     assert "resuming your last question: a long job" in err
-    assert out.splitlines() == ["echo: a long job", "echo: back again"]
+    assert "(earlier, undelivered) echo: a long job" in err
+    assert out.splitlines() == ["echo: back again"]
 
 
 # -- the terminal front end, under a pseudo-terminal ---------------------------------------
 
+# An answer the model writes over half a minute: a stop must not wait for it.
+WORDS = " ".join(f"word{i}" for i in range(300))
+LONG = streamed(WORDS, chunks=150, over=30)
+PROMPTLY = 10  # seconds: far less than the model takes to write LONG
+STOPPING_ANSWER = "stopping the answer (Ctrl-C again leaves the chat)"
 
-def terminal(home: Path, fake: FakeLLM) -> pexpect.spawn:
+
+def terminal(home: Path, fake: FakeLLM, *args: str) -> pexpect.spawn:
+    """``switchboard chat`` under a pseudo-terminal; all it writes is kept in
+    ``child.logfile_read`` (a StringIO), for :func:`screen`."""
     env = chat_env(home, fake, TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1")
-    return pexpect.spawn(
+    child = pexpect.spawn(
         sys.executable,
-        ["-m", "gateway", "chat"],
+        ["-m", "gateway", "chat", *args],
         env=env,
         encoding="utf-8",
         timeout=30,
         dimensions=(40, 100),
     )
+    child.logfile_read = io.StringIO()
+    return child
 
 
-async def expect(child: pexpect.spawn, pattern: str) -> str:
+def screen(child: pexpect.spawn) -> str:
+    """Everything the chat wrote so far (escape codes included)."""
+    return str(child.logfile_read.getvalue())
+
+
+def plain(shown: str) -> str:
+    """``shown`` without escape codes and carriage returns."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", shown)
+
+
+async def expect(child: pexpect.spawn, pattern: str, timeout: float = 30) -> str:
     """Wait (without blocking the fake LLM) until the screen shows ``pattern``; return
     what came before it."""
-    await child.expect_exact(pattern, async_=True)
+    await child.expect_exact(pattern, async_=True, timeout=timeout)
     return str(child.before)
+
+
+async def sent(child: pexpect.spawn, text: str) -> None:
+    """Wait until the chat shows ``text`` as sent (above the prompt, which stays open)."""
+    await child.expect(r"you› (?:\x1b\[[0-9;]*m)*" + re.escape(text), async_=True)
+
+
+async def streaming(child: pexpect.spawn) -> None:
+    """Wait until the answer being written shows, a second or two into LONG. (The prompt
+    redraws only what changed on the screen, so a word, not a phrase, is looked for.)"""
+    await child.expect(r"word1\d", async_=True)
+
+
+async def leave(child: pexpect.spawn) -> int:
+    """Ctrl-D, and the exit status."""
+    child.sendcontrol("d")
+    await child.expect_exact(pexpect.EOF, async_=True)
+    child.close()
+    assert child.exitstatus is not None
+    return int(child.exitstatus)
 
 
 async def test_terminal_chat_edits_streams_shows_tools_and_renders_markdown(
@@ -228,21 +292,21 @@ async def test_terminal_chat_edits_streams_shows_tools_and_renders_markdown(
         child.sendcontrol("c")  # clears the line
         fake_llm.queue(
             calls(("list_dir", {"path": "."})),
-            text("Streaming **bold** answer\n\n- one\n- two"),
+            streamed("Streaming **bold** answer\n\n- one\n- two", chunks=3, over=1),
         )
         child.send("show me\\\r")  # a trailing backslash continues on a new line
         child.send("the files\r")
-        before = await expect(child, "running list_dir")  # the thinking line names the tool
-        assert "thinking…" in before
-        shown = await expect(child, "you›")
-        assert "\x1b[1mbold" in shown and "**bold**" not in shown  # markdown, rendered
-        assert shown.count("Streaming") >= 2  # streamed first, then the final answer
-        child.sendcontrol("d")
-        await child.expect_exact(pexpect.EOF, async_=True)
+        # the thinking line names the tool (the prompt may skip a space that was there already)
+        await child.expect(r"running(?: |\x1b\[\d*C)list_dir", async_=True)
+        assert "thinking…" in str(child.before)
+        await expect(child, "Streaming \x1b[1mbold\x1b[0m answer")  # the answer, as markdown
+        assert "**bold**" not in screen(child)
+        assert screen(child).count("Streaming") >= 2  # streamed first, then the final answer
+        assert await leave(child) == 0
     finally:
         child.close()
-    assert child.exitstatus == 0
     assert fake_llm.requests[0].last_user_text == "show me\nthe files"
+    assert "you› show me\n   … the files\n" in plain(screen(child))  # as it was typed
 
     history = home / "data" / "chat_history"
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
@@ -252,8 +316,7 @@ async def test_terminal_chat_edits_streams_shows_tools_and_renders_markdown(
         child.send("\x1b[A")  # Up
         await expect(child, "the files")
         child.sendcontrol("c")
-        child.sendcontrol("d")
-        await child.expect_exact(pexpect.EOF, async_=True)
+        assert await leave(child) == 0
     finally:
         child.close()
 
@@ -273,14 +336,103 @@ async def test_terminal_chat_says_it_resumes_before_answering(
         banner = await expect(child, "resuming your last question: what was I asking")
         assert "Switchboard chat" in banner  # the banner first, then the notice
         await expect(child, "echo: what was I asking")
-        await expect(child, "you›")
-        child.sendcontrol("d")
-        await child.expect_exact(pexpect.EOF, async_=True)
+        assert await leave(child) == 0
     finally:
         child.close()
 
 
-async def test_terminal_ctrl_c_during_a_turn_stops_cleanly(home: Path, fake_llm: FakeLLM) -> None:
+async def test_one_message_at_a_terminal_marks_an_earlier_answer(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    cut = await spawn("chat", "-m", "what was I asking", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)
+    cut.send_signal(signal.SIGKILL)  # a crash mid-turn: its answer comes later
+    await finish(cut)
+
+    child = terminal(home, fake_llm, "-m", "and now this")
+    try:
+        await expect(child, "resuming your last question: what was I asking")
+        await expect(child, "(earlier, undelivered)")
+        await expect(child, "echo: what was I asking")
+        await expect(child, "echo: and now this")
+        await child.expect_exact(pexpect.EOF, async_=True)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert screen(child).count("(earlier, undelivered)") == 1  # its own answer is not marked
+
+
+async def test_terminal_stop_typed_while_an_answer_streams_stops_it_at_once(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(LONG)
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("write me something long\r")
+        await streaming(child)
+        child.send("/stop\r")  # typed while the answer streams
+        await sent(child, "/stop")  # read at once, not after the answer
+        partial = await expect(child, "Stopped. Nothing had been changed.", timeout=PROMPTLY)
+        assert "\x1b[2mword0 word1" in partial  # what was written stays, dimmed, above it
+        assert "word299" not in screen(child)
+        child.send("still there?\r")
+        await expect(child, "echo: still there?")  # the chat goes on
+        assert await leave(child) == 0
+    finally:
+        child.close()
+    assert [r.last_user_text for r in fake_llm.requests] == [
+        "write me something long",
+        "still there?",
+    ]
+
+
+async def test_terminal_message_typed_while_an_answer_streams_is_sent_at_once(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    gate = asyncio.Event()
+    fake_llm.queue(replace(streamed(WORDS, chunks=150, over=3), gate=gate, pause_after=20))
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("write me something long\r")
+        await streaming(child)
+        child.send("and mention the weather\r")
+        await sent(child, "and mention the weather")  # sent while the model writes
+        gate.set()
+        await expect(child, "echo: ")  # the message joined the turn: one more model call
+        assert await leave(child) == 0
+    finally:
+        child.close()
+    assert fake_llm.requests[-1].user_texts[-1] == "and mention the weather"
+
+
+async def test_terminal_ctrl_c_stops_the_turn_and_a_second_leaves(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(LONG)
+    child = terminal(home, fake_llm)
+    try:
+        await expect(child, "you›")
+        child.send("take your time\r")
+        await streaming(child)
+        child.sendcontrol("c")
+        await expect(child, STOPPING_ANSWER)
+        partial = await expect(child, "Stopped. Nothing had been changed.", timeout=PROMPTLY)
+        assert "\x1b[2mword0 word1" in partial  # the partial answer stays, marked stopped
+        assert STOPPING not in screen(child)  # the chat did not stop: only the turn
+        child.sendcontrol("c")  # a second Ctrl-C leaves
+        await child.expect_exact(pexpect.EOF, async_=True)
+        tail = str(child.before)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert "Unclosed" not in tail and "Traceback" not in tail, tail
+
+
+async def test_terminal_two_ctrl_c_during_a_turn_leave(home: Path, fake_llm: FakeLLM) -> None:
     fake_llm.queue(held(asyncio.Event(), "never delivered"))
     child = terminal(home, fake_llm)
     try:
@@ -288,12 +440,33 @@ async def test_terminal_ctrl_c_during_a_turn_stops_cleanly(home: Path, fake_llm:
         child.send("take your time\r")
         await fake_llm.wait_for_requests(1, timeout=30)
         child.sendcontrol("c")
-        await expect(child, STOPPING)
-        child.sendcontrol("c")
-        rest = await child.expect_exact(pexpect.EOF, async_=True)
-        assert rest == 0
+        await expect(child, STOPPING_ANSWER)
+        child.sendcontrol("c")  # at once: leave, whether or not the stop went through yet
+        await child.expect_exact(pexpect.EOF, async_=True)
         tail = str(child.before)
     finally:
         child.close()
-    assert child.exitstatus == 130
+    assert child.exitstatus == 0
     assert "Unclosed" not in tail and "Traceback" not in tail, tail
+
+
+async def test_terminal_attached_chat_stops_a_turn_and_stays(home: Path, fake_llm: FakeLLM) -> None:
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(LONG)
+    async with running_gateway(env) as gateway:
+        child = terminal(home, fake_llm)
+        try:
+            await expect(child, "attached to the running gateway")
+            await expect(child, "you›")
+            child.send("write me something long\r")
+            await streaming(child)
+            child.sendcontrol("c")
+            await expect(child, "Stopped. Nothing had been changed.", timeout=PROMPTLY)
+            child.send("/stop\r")  # nothing runs: the gateway says so, beside the queue
+            await expect(child, "Nothing is running right now.")
+            child.send("still there?\r")
+            await expect(child, "echo: still there?")
+            assert await leave(child) == 0
+        finally:
+            child.close()
+        assert gateway.returncode is None  # only the turn stopped

@@ -134,7 +134,8 @@ async def test_killed_mid_turn_then_restarted_answers_exactly_once(
 
     code, out, err = await switchboard("chat", "-m", "second", env=env)
     assert code == 0, err
-    assert out.splitlines() == ["echo: hello", "echo: second"]
+    assert out.splitlines() == ["echo: second"]  # its own answer only; the resumed one, marked:
+    assert "(earlier, undelivered) echo: hello" in err
     assert [r.user_texts for r in fake_llm.requests[1:]] == [["hello"], ["hello", "second"]]
 
     code, out, _ = await switchboard("chat", "-m", "third", env=env)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from pydantic import ValidationError
 
@@ -85,6 +85,11 @@ class LocalSession:
     async def wait_idle(self) -> None:
         await self.gateway.wait_idle(NAME)
 
+    async def lost(self) -> NoReturn:
+        """Never returns: the gateway in this process runs until the chat closes it."""
+        forever: asyncio.Future[NoReturn] = asyncio.get_running_loop().create_future()
+        await forever
+
     async def close(self, interrupts: Interrupts) -> None:
         await stop_gateway(self.gateway, interrupts)
 
@@ -109,6 +114,7 @@ class RemoteSession:
         self._idles: list[asyncio.Future[None]] = []
         self._pump: asyncio.Task[None] | None = None
         self.gone: str | None = None  # why the connection ended
+        self._ended = asyncio.Event()
 
     @classmethod
     async def connect(cls, path: Path, window: Window) -> RemoteSession | None:
@@ -150,6 +156,11 @@ class RemoteSession:
         self._send(WaitIdle())
         await future
 
+    async def lost(self) -> NoReturn:
+        """Raises :class:`ChatError` (saying why) once the connection to the gateway ends."""
+        await self._ended.wait()
+        raise ChatError(self.gone or "the chat was closed")
+
     async def close(self, interrupts: Interrupts) -> None:
         if self._pump is not None:
             self._pump.cancel()
@@ -174,8 +185,9 @@ class RemoteSession:
                 elif isinstance(frame, Accepted | Error):
                     self._settle(frame)
                 elif isinstance(frame, Idle):
-                    if self._idles:
-                        self._idles.pop(0).set_result(None)
+                    idle = self._idles.pop(0) if self._idles else None
+                    if idle is not None and not idle.done():  # not given up on (cancelled)
+                        idle.set_result(None)
                 elif not isinstance(frame, Hello):
                     self._window.show(frame)
             self.gone = (
@@ -191,6 +203,7 @@ class RemoteSession:
                     future.set_exception(error)
             self._submits.clear()
             self._idles.clear()
+            self._ended.set()
 
     def _settle(self, frame: Accepted | Error) -> None:
         future = self._submits.pop(frame.id or "", None)

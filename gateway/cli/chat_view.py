@@ -2,15 +2,24 @@
 
 :class:`RichView` is for a person at a terminal: answers stream in as the model writes them
 under a "thinking…" line that names the running tool, then the final answer (from the
-durable outbox) replaces them, rendered as markdown by rich. :class:`PlainView` is for
-pipes and scripts (``switchboard chat -m TEXT | ...``): each message's text as it is, no
-escape codes, and notes (resuming, stopping) on stderr.
+durable outbox) replaces them, rendered as markdown by rich. The streamed text and the
+thinking line are the live region: drawn by the prompt above its input line in the
+interactive chat (:mod:`gateway.cli.chat_prompt`), by rich's ``Live`` for ``-m``. A turn that
+ends in a notice (stopped, failed) keeps what it had streamed, dimmed, above the notice.
+:class:`PlainView` is for pipes and scripts (``switchboard chat -m TEXT | ...``): each
+message's text as it is, no escape codes, and notes (resuming, stopping) on stderr.
+
+With ``earlier`` set (``-m`` before its message is sent), messages answer questions asked
+before: they are marked "(earlier, undelivered)", go to stderr from :class:`PlainView`, and
+a failure notice among them does not count as this run's failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -24,9 +33,16 @@ from channels.terminal.frames import Delta, Ended, LiveFrame, Message, Started, 
 
 QUESTION_CHARS = 200
 THINKING = "thinking…"
+EARLIER = "(earlier, undelivered)"
+YOU = "you› "  # the prompt, and what the chat prints before each message sent
+CONTINUATION = "   … "  # before the further lines of a message
+TICK = 1 / 8  # seconds between two redraws of the prompt's live region (the spinner turns)
 # Control characters other than newline and tab: model output must not drive the terminal
 # (escape sequences can retitle it, rewrite the screen or set the clipboard).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A hyperlink (OSC 8) around a link's text: the prompt's ANSI reader knows colours and styles
+# only, and would show these as text.
+_HYPERLINK = re.compile(r"\x1b\]8;[^\x1b]*\x1b\\")
 
 
 def printable(text: str) -> str:
@@ -36,9 +52,9 @@ def printable(text: str) -> str:
 class Answer(Markdown):
     """Markdown as chat apps show it: a single newline is a line break (like the web chat)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, style: str = "none") -> None:
         text = printable(text)
-        super().__init__(text)
+        super().__init__(text, style=style)
         for token in self.parsed:
             for child in token.children or ():
                 if child.type == "softbreak":
@@ -79,22 +95,26 @@ class PlainView:
         self._prefix = prefix
         self.mine = _Mine()
         self.notices = 0
-        self.prompting = False
+        self.earlier = False
 
     def show(self, frame: LiveFrame) -> None:
         if isinstance(frame, Started) and (note := self.mine.resumed_note(frame)):
             self.say(note)
 
     async def deliver(self, message: Message) -> bool:
-        if message.kind == "notice":
-            self.notices += 1
+        out = self._notes if self.earlier else self._out
         text = (
             _with_files(message)
-            if self._out.isatty()
+            if out.isatty()
             else message.text + "".join(f"\n[file: {path}]" for path in message.files)
         )
-        self._out.write(f"{self._prefix}{text}\n")
-        self._out.flush()
+        if self.earlier:
+            out.write(f"{EARLIER} {text}\n")
+        else:
+            if message.kind == "notice":
+                self.notices += 1
+            out.write(f"{self._prefix}{text}\n")
+        out.flush()
         return True
 
     def say(self, text: str) -> None:
@@ -111,17 +131,24 @@ class _Progress:
     """The live region: the tail of the answer streamed so far, then the spinner line."""
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text = ""  # only ever grows
         self.spinner = Spinner("dots", text=Text(THINKING, style="dim"))
+        self.height: int | None = None  # lines it may take; None: the screen's height
+        # The text's lines as last rendered, and for what (length, width): the spinner turns
+        # 8 times a second, and a long answer takes long to render as markdown.
+        self._lines: list[list[Segment]] = []
+        self._rendered: tuple[int, int] = (0, 0)
 
     def status(self, text: str) -> None:
         self.spinner.update(text=Text(text, style="dim"))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.text:
-            lines = console.render_lines(Answer(self.text), options, pad=False)
-            room = max(1, options.size.height - 2)  # never taller than the screen
-            for line in lines[-room:]:
+            if self._rendered != (len(self.text), options.max_width):
+                self._lines = console.render_lines(Answer(self.text), options, pad=False)
+                self._rendered = (len(self.text), options.max_width)
+            room = max(1, (self.height or options.size.height) - 2)  # never taller than that
+            for line in self._lines[-room:]:
                 yield from line
                 yield Segment.line()
         yield self.spinner
@@ -134,9 +161,14 @@ class RichView:
         self.console = console
         self.mine = _Mine()
         self.notices = 0
-        self.prompting = False  # the prompt owns the screen: no live region meanwhile
+        self.earlier = False
+        # Set while a prompt is open for the whole chat: the prompt draws the live region
+        # above its input line (:meth:`region`), and this asks it to draw again. Unset:
+        # rich's Live draws it.
+        self.redraw: Callable[[], None] | None = None
+        self._progress: _Progress | None = None  # the live region, while a turn runs
         self._live: Live | None = None
-        self._progress = _Progress()
+        self._ticking: asyncio.TimerHandle | None = None
         self._turn: str | None = None
 
     def show(self, frame: LiveFrame) -> None:
@@ -145,12 +177,13 @@ class RichView:
                 self.say(note)
             self._turn = frame.turn
             self.busy()
-        elif isinstance(frame, Tool) and frame.turn == self._turn:
+        elif isinstance(frame, Tool) and frame.turn == self._turn and self._progress is not None:
             self._progress.status(f"{THINKING} running {frame.name}")
-            self._refresh()
+            self._refresh(at_once=True)
         elif isinstance(frame, Delta):
             self._turn = frame.turn
             self.busy()
+            assert self._progress is not None
             self._progress.text += frame.text
             self._refresh()
         elif isinstance(frame, Ended) and frame.turn == self._turn and not frame.answered:
@@ -158,10 +191,18 @@ class RichView:
 
     async def deliver(self, message: Message) -> bool:
         final = message.kind in ("reply", "notice")
-        running = self._live is not None
+        running = self._progress is not None
+        streamed = (
+            self._progress.text if self._progress is not None and message.turn == self._turn else ""
+        )
         self._stop()
+        if self.earlier:
+            self.say(EARLIER)
         if message.kind == "notice":
-            self.notices += 1
+            if not self.earlier:
+                self.notices += 1
+            if streamed:  # what the turn wrote before it stopped (or failed) stays, dimmed
+                self.console.print(Answer(streamed, style="dim"))
             self.console.print(Text(_with_files(message), style="yellow"))
         else:
             body = Answer(message.text)
@@ -176,11 +217,19 @@ class RichView:
     def say(self, text: str) -> None:
         self.console.print(Text(text, style="dim"))
 
+    def sent(self, text: str) -> None:
+        """What the person sent, as the prompt showed it (the prompt is ready for the next)."""
+        lines = printable(text).split("\n")
+        self.console.print(Text.assemble((YOU, "bold green"), f"\n{CONTINUATION}".join(lines)))
+
     def busy(self) -> None:
         """Show the thinking line now (a message was just sent, or a turn started)."""
-        if self._live is not None or self.prompting:
+        if self._progress is not None:
             return
         self._progress = _Progress()
+        if self.redraw is not None:
+            self._tick()
+            return
         self._live = Live(
             self._progress,
             console=self.console,
@@ -196,11 +245,36 @@ class RichView:
         self._stop()
         self._turn = None
 
-    def _refresh(self) -> None:
+    def region(self, width: int, height: int) -> str:
+        """The live region as ANSI text for the prompt to draw above its input line, at
+        most ``height`` lines; "" when nothing runs."""
+        if self._progress is None:
+            return ""
+        self._progress.height = height
+        with self.console.capture() as captured:
+            self.console.print(self._progress, width=width)
+        return _HYPERLINK.sub("", captured.get())  # the final answer, printed, keeps its links
+
+    def _tick(self) -> None:
+        if self.redraw is None or self._progress is None:
+            self._ticking = None
+            return
+        self.redraw()
+        self._ticking = asyncio.get_running_loop().call_later(TICK, self._tick)
+
+    def _refresh(self, *, at_once: bool = False) -> None:
         if self._live is not None:
             self._live.refresh()
+        elif at_once and self.redraw is not None:
+            self.redraw()  # else the next tick draws it: an answer streams in many pieces
 
     def _stop(self) -> None:
+        self._progress = None
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._ticking is not None:
+            self._ticking.cancel()
+            self._ticking = None
+        if self.redraw is not None:
+            self.redraw()

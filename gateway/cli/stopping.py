@@ -4,6 +4,9 @@ The first signal asks to stop: running turns get a drain period, and the user is
 once ("stopping: waiting up to 10 s for 1 turn (Ctrl-C again to stop now)"). The second
 stops now: the turns are cut (they resume from their drafts at the next start) and the rest
 of the shutdown still runs, so connections and sessions close cleanly.
+
+In ``switchboard chat`` at a terminal, Ctrl-C is a key while the prompt is open (it stops the
+running answer, gateway/cli/chat.py); once the chat leaves, it is a signal again, as here.
 """
 
 from __future__ import annotations

@@ -20,14 +20,12 @@ import logging
 import os
 import pwd
 import socket
-import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import ValidationError
 
-from channels.terminal.address import reachable
 from channels.terminal.frames import (
     Accepted,
     Ack,
@@ -43,6 +41,7 @@ from channels.terminal.frames import (
 )
 from gateway.core.bus import Accepted as Outcome
 from gateway.core.errors import ChannelError, StoreError
+from gateway.core.local_socket import is_gateway_user, peer_uid, reachable
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +58,6 @@ class Host(Protocol):
     async def submit(
         self, text: str, *, message_id: str | None = None, user: str | None = None
     ) -> Outcome: ...
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end (Linux); None where the OS cannot tell."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return int(uid)
 
 
 def user_name(uid: int) -> str:
@@ -118,7 +107,7 @@ class TerminalServer:
         try:
             sock: socket.socket = writer.get_extra_info("socket")
             uid = peer_uid(sock)
-            if uid is not None and uid not in (os.getuid(), 0):
+            if uid is not None and not is_gateway_user(uid):
                 log.warning("terminal chat refused for uid %d (not the gateway's user)", uid)
                 writer.write(Error(message="only the gateway's own user may attach").line())
                 return

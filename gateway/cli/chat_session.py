@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from pydantic import ValidationError
 
 from channels.terminal import NAME, TerminalChannel, Viewer, socket_path
-from channels.terminal.address import reachable
 from channels.terminal.frames import (
     Accepted,
     Ack,
@@ -33,6 +32,7 @@ from channels.terminal.server import LINE_LIMIT
 from gateway.cli.stopping import Interrupts, stop_gateway
 from gateway.config.settings import Settings
 from gateway.core.errors import SwitchboardError
+from gateway.core.local_socket import reachable
 from gateway.core.messages import new_id
 
 if TYPE_CHECKING:

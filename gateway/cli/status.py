@@ -116,7 +116,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
         return {**empty, "heartbeat_target": None, "nodes": []}
     async with store_for(settings) as store:
         counts = await store.journal.counts()
-        found = await heartbeat_target(settings.heartbeat, store)
+        found = await heartbeat_target(settings.heartbeat, store.homes)
         target = None if found is None else found.label
         return {
             "store": "ok",

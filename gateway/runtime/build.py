@@ -52,6 +52,7 @@ from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload, live_settings
 from gateway.runtime.schedule.heartbeat import Heartbeat
+from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
 from gateway.runtime.storage import store_for
@@ -125,13 +126,17 @@ def build(
     given = configured_channels(settings) if channels is None else channels
     by_name: dict[str, Channel] = {c.name: c for c in given}
     bus = LocalBus(
-        store,
+        store.journal,
+        store.outbox,
         storage_full=StorageFullWatch(settings.data_dir, send=DirectSend(by_name)),
         queue_inbound=guard.single_process,  # in a cluster any node may take a message
     )
     if settings.agents:  # messages between agents travel on an internal channel
         agent_channel = AgentChannel(
-            store=store, bus=bus, max_hops=settings.agent_messages.max_hops
+            agent_conversations=store.agent_conversations,
+            audit=store.audit,
+            bus=bus,
+            max_hops=settings.agent_messages.max_hops,
         )
         by_name[agent_channel.name] = agent_channel
     # voice notes transcribed, documents read: once, for every channel, before the journal
@@ -148,15 +153,17 @@ def build(
     )
     main_llm = models.provider(settings.llm, llm)
     # -- the agents, and the services their tools use
-    zones = Zones(store, people=settings.people, default=settings.timezone, clock=clock)
-    jobs = JobBook(settings, store=store, clock=clock, zones=zones)
-    tasks = TaskQueue(store)
+    zones = Zones(
+        store.kv, store.people, people=settings.people, default=settings.timezone, clock=clock
+    )
+    jobs = JobBook(settings, jobs=store.jobs, clock=clock, zones=zones)
+    tasks = TaskQueue(store.tasks)
     services = Services(
         jobs=jobs,
         tasks=tasks,
-        agents=AgentDirectory(agent_policy(settings), store),
+        agents=AgentDirectory(agent_policy(settings), store.agent_conversations),
         zones=zones,
-        chats=ChatBook(store, by_name, chat_channels=tuple(sections), clock=clock),
+        chats=ChatBook(store.kv, store.people, by_name, chat_channels=tuple(sections), clock=clock),
     )
     mcp = build_manager(settings)
     browser = web_browser(settings.tools.web)
@@ -220,7 +227,7 @@ def build(
         max_resume_attempts=settings.agent.max_resume_attempts,
         resume=guard.single_process,  # a cluster: a task of a node that went is interrupted
     )
-    programs = ProgramRoutes(settings, store)
+    programs = ProgramRoutes(settings, store.homes)
     if serve_programs:
         for channel in program_channels(
             settings,
@@ -252,11 +259,13 @@ def build(
         settings=settings,
     )
     handlers = TurnHandlers(
-        store=store,
+        journal=store.journal,
         chat=ChatTurns(
-            store=store,
+            agent_conversations=store.agent_conversations,
+            homes=store.homes,
+            journal=store.journal,
             agents=agents,
-            routes=Routes(store, sections, programs.route),
+            routes=Routes(store.agent_conversations, sections, programs.route),
             commands=commands,
             display=display,
             committer=committer,
@@ -268,15 +277,15 @@ def build(
             spoken=understood.spoken_replies(settings.workspace_dir),
         ),
         scheduled=ScheduledTurns(
-            store=store, agents=agents, committer=committer, budget=budget, zones=zones
+            journal=store.journal, agents=agents, committer=committer, budget=budget, zones=zones
         ),
-        task_results=TaskResultTurns(store=store, committer=committer),
+        task_results=TaskResultTurns(journal=store.journal, tasks=store.tasks, committer=committer),
         committer=committer,
     )
     dispatcher = Dispatcher(
         handlers,
         controls=Controls(
-            store=store,
+            journal=store.journal,
             commands=commands,
             committer=committer,
             sections=sections,
@@ -302,15 +311,18 @@ def build(
     # -- work that starts on its own, and delivery
     scheduler = Scheduler(
         settings,
-        store=store,
-        jobs=jobs,
+        jobs=store.jobs,
+        book=jobs,
         dispatcher=dispatcher,
         heartbeat=Heartbeat(
             settings.heartbeat,
             workspace=settings.workspace_dir,
-            store=store,
+            outbox=store.outbox,
+            usage=store.usage,
+            homes=store.homes,
             timezone=settings.timezone,
         ),
+        housekeep=housekeeping(store, settings),
         clock=clock,
         zones=zones,
     )

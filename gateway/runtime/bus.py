@@ -21,7 +21,7 @@ from gateway.core.bus import Accepted, InboundSink
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.runtime.intake.storage_full import StorageFullWatch
-from gateway.store import InboundRecord, Store
+from gateway.store import InboundRecord, Journal, Outbox
 
 
 class Bus(InboundSink, Protocol):
@@ -48,9 +48,15 @@ class LocalBus:
     """In-process bus: durable through the store, woken through asyncio events."""
 
     def __init__(
-        self, store: Store, *, storage_full: StorageFullWatch, queue_inbound: bool = True
+        self,
+        journal: Journal,
+        outbox: Outbox,
+        *,
+        storage_full: StorageFullWatch,
+        queue_inbound: bool = True,
     ) -> None:
-        self._store = store
+        self._journal = journal
+        self._outbox = outbox
         self._queue_inbound = queue_inbound
         self.storage_full = storage_full
         self._inbound: asyncio.Queue[InboundRecord] = asyncio.Queue()
@@ -60,7 +66,7 @@ class LocalBus:
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         try:
-            record = await self._store.journal.accept(msg)
+            record = await self._journal.accept(msg)
         except StorageFullError:  # not acknowledged: the platform delivers it again
             await self.storage_full.refused(msg)
             raise
@@ -74,15 +80,15 @@ class LocalBus:
     async def admits(self, msg: InboundMessage) -> bool:
         if not msg.platform_message_id:
             return True
-        return not await self._store.journal.seen(msg.channel, msg.platform_message_id)
+        return not await self._journal.seen(msg.channel, msg.platform_message_id)
 
     async def settled(self, channel: str | None = None) -> None:
         """Return once no message of ``channel`` (of any, for ``None``) is waiting, running
         or unsent."""
 
         async def idle() -> bool:
-            open_inbound = await self._store.journal.open_count(channel)
-            return open_inbound == 0 and await self._store.outbox.pending_count(channel) == 0
+            open_inbound = await self._journal.open_count(channel)
+            return open_inbound == 0 and await self._outbox.pending_count(channel) == 0
 
         await self.wait_until(idle)
 
@@ -95,7 +101,7 @@ class LocalBus:
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None:
         if not messages:
             return
-        await self._store.outbox.enqueue(messages)
+        await self._outbox.enqueue(messages)
         for channel in {msg.channel for msg in messages}:
             self.outbound_ready(channel)
 

@@ -123,7 +123,7 @@ class LocalGuard:
         return Intake(
             sources.bus,
             dispatcher,
-            store=sources.store,
+            journal=sources.store.journal,
             approvals=sources.approvals,
             session_of=sources.session_of,
         )

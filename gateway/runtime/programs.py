@@ -31,16 +31,16 @@ from gateway.runtime.bus import Bus
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.schedule.heartbeat import heartbeat_target
 from gateway.runtime.turns.routes import Route
-from gateway.store import Store
+from gateway.store import HomeChats, Store
 
 
 class ProgramRoutes:
     """Where a program's turn answers and as whom it acts (see the module docstring);
     :class:`gateway.runtime.turns.routes.Routes` asks it about every message."""
 
-    def __init__(self, settings: Settings, store: Store) -> None:
+    def __init__(self, settings: Settings, homes: HomeChats) -> None:
         self._settings = settings
-        self._store = store
+        self._homes = homes
 
     async def route(self, msg: InboundMessage, agent: str) -> Route:
         """The route of a message on a program's channel (``PROGRAM_CHANNELS``)."""
@@ -80,7 +80,7 @@ class ProgramRoutes:
         hook = self._settings.hooks.get(hook_name)
         if hook is not None and hook.target is not None:
             return hook.target
-        home = await heartbeat_target(self._settings.heartbeat, self._store)
+        home = await heartbeat_target(self._settings.heartbeat, self._homes)
         return None if home is None else home.chat
 
 
@@ -117,7 +117,7 @@ def program_channels(
             refusal = await budget.check(principal)
             return None if refusal is None else (refusal.notice or refusal.reason)
 
-        board = TaskBoard(store, queue, subagents, bus=bus)
+        board = TaskBoard(store.tasks, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))
         channels.append(ApiChannel(settings.api, agents=agents, tasks=board, allowance=allowance))
     return channels

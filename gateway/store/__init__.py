@@ -56,6 +56,7 @@ __all__ = [
     "HeardMessage",
     "History",
     "HomeChat",
+    "HomeChats",
     "InboundRecord",
     "Job",
     "Jobs",

@@ -27,7 +27,7 @@ from gateway.core.messages import (
 )
 from gateway.core.principal import Principal
 from gateway.runtime.bus import Bus
-from gateway.store import AgentConversation, Store
+from gateway.store import AgentConversation, AgentConversations, AuditLog
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,11 @@ def is_reply(msg: InboundMessage) -> bool:
 class AgentChannel:
     name = AGENT_CHANNEL
 
-    def __init__(self, *, store: Store, bus: Bus, max_hops: int) -> None:
-        self._store = store
+    def __init__(
+        self, *, agent_conversations: AgentConversations, audit: AuditLog, bus: Bus, max_hops: int
+    ) -> None:
+        self._agent_conversations = agent_conversations
+        self._audit = audit
         self._bus = bus
         self._max_hops = max_hops
 
@@ -100,11 +103,11 @@ class AgentChannel:
     async def send(self, message: OutboundMessage) -> str | None:
         sender, target = agent_pair(message.chat_id)
         conversation_id = message.thread_id or ""
-        conversation = await self._store.agent_conversations.get(conversation_id)
+        conversation = await self._agent_conversations.get(conversation_id)
         if conversation is None:
             log.warning("agent message %s has no conversation; dropped", message.idempotency_key)
             return None
-        hops = await self._store.agent_conversations.hop(conversation_id)
+        hops = await self._agent_conversations.hop(conversation_id)
         if hops > self._max_hops:
             if hops == self._max_hops + 1:  # tell the person once; later sends just stop
                 await self._stop_note(conversation, sender, target)
@@ -138,7 +141,7 @@ class AgentChannel:
             kind=OutboundKind.NOTICE,
             idempotency_key=f"agent-hop-limit:{conversation.id}",
         )
-        await self._store.audit.record(
+        await self._audit.record(
             "agent-hop-limit",
             channel=origin.channel,
             conversation=conversation.id,
@@ -151,9 +154,9 @@ class AgentChannel:
 class AgentDirectory:
     """The services.AgentDirectory the send_to_agent tool uses."""
 
-    def __init__(self, policy: AgentPolicy, store: Store) -> None:
+    def __init__(self, policy: AgentPolicy, agent_conversations: AgentConversations) -> None:
         self._policy = policy
-        self._store = store
+        self._agent_conversations = agent_conversations
 
     def may_message(self, sender: str, target: str) -> bool:
         return self._policy.may_message(sender, target)
@@ -171,7 +174,7 @@ class AgentDirectory:
         tainted: bool = False,
     ) -> str:
         conversation_id = new_id()[:12]
-        await self._store.agent_conversations.start(
+        await self._agent_conversations.start(
             conversation_id,
             origin,
             sender,
@@ -182,4 +185,4 @@ class AgentDirectory:
         return conversation_id
 
     async def taint(self, conversation_id: str) -> None:
-        await self._store.agent_conversations.taint(conversation_id)
+        await self._agent_conversations.taint(conversation_id)

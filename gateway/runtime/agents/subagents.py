@@ -52,7 +52,7 @@ from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.controls import stop_turn
 from gateway.runtime.turns.accounting import turn_usage
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import Store, TaskRecord, TurnEnd
+from gateway.store import Store, TaskRecord, Tasks, TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +118,8 @@ class TaskQueue:
     """The :class:`~gateway.core.services.TaskService` the ``spawn`` tool uses, and where the
     task API submits: a task is recorded as queued, then :class:`Subagents` runs it."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, tasks: Tasks) -> None:
+        self._tasks = tasks
         self.signal = TaskSignal()  # every change of a task, for those following one
         self._queue: asyncio.Queue[TaskStart] = asyncio.Queue()
 
@@ -153,7 +153,7 @@ class TaskQueue:
     async def submit(self, record: TaskRecord, *, after_turn: str | None = None) -> bool:
         """Record ``record`` as queued and hand it over to run; ``False`` (nothing started)
         when a task with its id exists already."""
-        if not await self._store.tasks.start(record):
+        if not await self._tasks.start(record):
             return False
         self.signal.notify()
         self._queue.put_nowait(TaskStart(record, after_turn))

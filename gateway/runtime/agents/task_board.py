@@ -20,14 +20,14 @@ from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.runtime.agents.subagents import Subagents, TaskQueue
 from gateway.runtime.bus import Bus
-from gateway.store import Store, TaskEvent, TaskRecord
+from gateway.store import TaskEvent, TaskRecord, Tasks
 
 
 class TaskBoard:
     """What the task API calls (channels/api/tasks.py:TaskBackend)."""
 
-    def __init__(self, store: Store, queue: TaskQueue, subagents: Subagents, *, bus: Bus) -> None:
-        self._store = store
+    def __init__(self, tasks: Tasks, queue: TaskQueue, subagents: Subagents, *, bus: Bus) -> None:
+        self._tasks = tasks
         self._queue = queue  # where tasks are recorded and handed over to run
         self._subagents = subagents  # what runs them (and stops one)
         self._bus = bus
@@ -60,18 +60,18 @@ class TaskBoard:
             authorised_by=(text,),  # the client's own words (it acts with its token's role)
         )
         new = await self._queue.submit(record)
-        stored = await self._store.tasks.get(task_id)
+        stored = await self._tasks.get(task_id)
         assert stored is not None  # just written, or written before under the same key
         return stored, new
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        return await self._store.tasks.get(task_id)
+        return await self._tasks.get(task_id)
 
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]:
-        return await self._store.tasks.events(task_id, after=after)
+        return await self._tasks.events(task_id, after=after)
 
     async def ended(self, task_id: str) -> bool:
-        return await self._store.tasks.ended(task_id)
+        return await self._tasks.ended(task_id)
 
     def next_change(self) -> asyncio.Event:
         return self._queue.signal.next_change()
@@ -83,15 +83,13 @@ class TaskBoard:
         """A message the task sent to its chat: a progress note, or its last word (then its
         answer and final state become events: the outbox delivers a chat's messages in
         order, so after every note). Each is recorded once. Returns the task."""
-        record = await self._store.tasks.get(message.chat_id)
+        record = await self._tasks.get(message.chat_id)
         if record is None:
             return None
         if message.kind is OutboundKind.PROACTIVE:  # its last word: after all its notes
-            recorded = await self._store.tasks.record_end(record.id)
+            recorded = await self._tasks.record_end(record.id)
         else:
-            recorded = await self._store.tasks.note(
-                record.id, message.text, key=message.idempotency_key
-            )
+            recorded = await self._tasks.note(record.id, message.text, key=message.idempotency_key)
         if recorded:
             self._queue.signal.notify()
         return record

@@ -62,7 +62,7 @@ class ClusterGuard:
         waiting_turns: WaitingTurns,
     ) -> Claims:
         self._claims = ClusterClaims(
-            store, self.membership, session_of=session_of, waiting_turns=waiting_turns
+            store.journal, self.membership, session_of=session_of, waiting_turns=waiting_turns
         )
         return self._claims
 
@@ -72,7 +72,8 @@ class ClusterGuard:
         return ClusterWork(
             self._claims,
             dispatcher,
-            store=sources.store,
+            db=sources.store.db,
+            journal=sources.store.journal,
             membership=self.membership,
             bus=sources.bus,
             session_of=sources.session_of,

@@ -36,7 +36,7 @@ from gateway.core.lifecycle import Service
 from gateway.core.messages import InboundMessage
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
-from gateway.store import InboundRecord, Store
+from gateway.store import Database, InboundRecord, Journal
 from gateway.store.fencing import Fence
 from gateway.store.listener import Listener
 from gateway.store.membership import LEADER_LOCK, Membership
@@ -64,13 +64,13 @@ class ClusterClaims:
 
     def __init__(
         self,
-        store: Store,
+        journal: Journal,
         membership: Membership,
         *,
         session_of: Callable[[InboundMessage], str],
         waiting_turns: WaitingTurns,
     ) -> None:
-        self._store = store
+        self._journal = journal
         self._membership = membership
         self._session_of = session_of
         self._waiting_turns = waiting_turns
@@ -167,9 +167,7 @@ class ClusterClaims:
     async def _load(self, key: str, chat_keys: Sequence[str]) -> tuple[SessionBacklog, int]:
         """What the session has open, loaded with a new claim (its epoch, returned too):
         from here on a node that held the session before can write nothing for it."""
-        work = await self._store.journal.session_work(
-            key, chat_keys, claim_by=self._membership.name
-        )
+        work = await self._journal.session_work(key, chat_keys, claim_by=self._membership.name)
         waiting = await self._waiting_turns() if work.running else set()
         backlog = SessionBacklog(
             running=work.running,
@@ -200,7 +198,8 @@ class ClusterWork(Service):
         claims: ClusterClaims,
         dispatcher: Dispatcher,
         *,
-        store: Store,
+        db: Database,
+        journal: Journal,
         membership: Membership,
         bus: Bus,
         session_of: Callable[[InboundMessage], str],
@@ -211,7 +210,8 @@ class ClusterWork(Service):
     ) -> None:
         self._claims = claims
         self._dispatcher = dispatcher
-        self._store = store
+        self._db = db
+        self._journal = journal
         self._membership = membership
         self._bus = bus
         self._session_of = session_of
@@ -290,7 +290,7 @@ class ClusterWork(Service):
         """Queue new messages of held sessions, claim free ones; returns whether free
         sessions were left for the next look."""
         groups: dict[str, list[InboundRecord]] = {}
-        pending = await self._store.journal.pending(SCAN_LIMIT, self._pending)
+        pending = await self._journal.pending(SCAN_LIMIT, self._pending)
         self._pending = {record.id: record for record in pending}  # decoded once per node
         for record in pending:
             groups.setdefault(self._session_of(record.message), []).append(record)
@@ -325,7 +325,7 @@ class ClusterWork(Service):
         with it) and that have no new message to bring them to a node's attention."""
         running = [
             key
-            for key in await self._store.journal.running_sessions()
+            for key in await self._journal.running_sessions()
             if key not in self._claims.held and not self._dispatcher.has_session(key)
         ]
         if not running:
@@ -368,7 +368,7 @@ class ClusterWork(Service):
 
     async def _announce(self, turn_id: str) -> None:
         try:
-            await self._store.db.run(lambda conn: conn.notify(WAKE_TOPIC, turn_id), durable=False)
+            await self._db.run(lambda conn: conn.notify(WAKE_TOPIC, turn_id), durable=False)
         except StoreError as exc:  # the other nodes look at their parked turns on a timer
             log.warning("cluster: could not announce a decision: %s", exc)
 

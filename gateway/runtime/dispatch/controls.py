@@ -44,7 +44,7 @@ from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.dispatcher import SessionView
 from gateway.runtime.intake.access import principal_for
 from gateway.runtime.turns.commit import TurnCommitter
-from gateway.store import InboundRecord, Journal, Store
+from gateway.store import InboundRecord, Journal
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +74,14 @@ class Controls:
     def __init__(
         self,
         *,
-        store: Store,
+        journal: Journal,
         commands: Commands,
         committer: TurnCommitter,
         sections: Mapping[str, ChannelSection],
         programs: ProgramPrincipal,
         stop_phrases: tuple[str, ...] = (),
     ) -> None:
-        self._store = store
+        self._journal = journal
         self._commands = commands
         self._committer = committer
         self._sections = sections
@@ -127,7 +127,7 @@ class Controls:
         elif not stopped:
             await self._reply(record, session.key, "Already stopping.")
         else:  # the stopped turn's own message answers it
-            await self._store.journal.close_unanswered([record.id])
+            await self._journal.close_unanswered([record.id])
 
     async def _new(self, record: InboundRecord, session: SessionView) -> None:
         message = record.message
@@ -158,14 +158,14 @@ class Controls:
         if running is not None:
             turn_id = running.turn_id
             dropped = session.drop_queued()
-            await stop_turn(self._store.journal, running, by=by, dropped=len(dropped))
+            await stop_turn(self._journal, running, by=by, dropped=len(dropped))
         else:
             assert parked is not None
             turn_id = parked.id
-            await self._store.journal.request_stop(turn_id)  # first: a crash now still stops it
+            await self._journal.request_stop(turn_id)  # first: a crash now still stops it
             dropped = session.drop_queued()
             session.stop_parked()
-        await self._store.journal.close_unanswered([r.id for r in dropped])
+        await self._journal.close_unanswered([r.id for r in dropped])
         log.info("turn %s stopped by %s (%d queued dropped)", turn_id, by, len(dropped))
         return True
 
@@ -197,19 +197,19 @@ class Controls:
     async def _edit(self, record: InboundRecord, session: SessionView) -> None:
         edit = record.message
         assert edit.edit_of is not None
-        original = await self._store.journal.find(edit.channel, edit.edit_of)
+        original = await self._journal.find(edit.channel, edit.edit_of)
         queued = next((r for r in session.queued() if r.id == (original or (0,))[0]), None)
         if original is None:  # never seen (before the bot was there, or not for it): ignored
             log.info("edit of unknown message %s in %s ignored", edit.edit_of, session.key)
-            await self._store.journal.close_unanswered([record.id])
+            await self._journal.close_unanswered([record.id])
         elif queued is not None:  # not taken by a turn yet: the edit replaces it
             session.replace_queued(queued, record)
-            await self._store.journal.close_unanswered([queued.id])
+            await self._journal.close_unanswered([queued.id])
         elif any(r.id == original[0] for r in session.running_records):
             session.queue(record)  # being answered: it joins the turn like a follow-up
         else:  # answered already: the answer stands (docs/channels.md, Edited messages)
             log.info("edit of answered message %s in %s ignored", edit.edit_of, session.key)
-            await self._store.journal.close_unanswered([record.id])
+            await self._journal.close_unanswered([record.id])
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class Controls:
     async def _reply(self, record: InboundRecord, key: str, text: str) -> None:
         """Answer a control in a turn of its own, committed like any other."""
         turn_id = new_id()
-        await self._store.journal.start_turn(turn_id, key, TurnKind.CHAT, [record.id])
+        await self._journal.start_turn(turn_id, key, TurnKind.CHAT, [record.id])
         reply = OutboundMessage.reply_to(
             record.message, text, turn_id=turn_id, idempotency_key=f"{turn_id}:reply"
         )

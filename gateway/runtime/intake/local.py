@@ -21,7 +21,7 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import Store
+from gateway.store import Journal
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +32,13 @@ class Intake(Service):
         bus: Bus,
         dispatcher: Dispatcher,
         *,
-        store: Store,
+        journal: Journal,
         approvals: Approvals,
         session_of: Callable[[InboundMessage], str],
     ) -> None:
         self._bus = bus
         self._dispatcher = dispatcher
-        self._store = store
+        self._journal = journal
         self._approvals = approvals
         self._session_of = session_of  # routing: which agent's session a message joins
         self._tasks: list[asyncio.Task[None]] = []
@@ -69,7 +69,7 @@ class Intake(Service):
 
     async def _resume_open_work(self) -> None:
         await self._approvals.expire_due()  # those resume now, refused
-        work = await self._store.journal.open_work()
+        work = await self._journal.open_work()
         waiting = await self._approvals.waiting_turns()  # they stay parked
         if work.pending or work.running:
             log.info(

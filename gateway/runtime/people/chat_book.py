@@ -21,7 +21,7 @@ from gateway.core.channel import Channel, SupportsDirectory
 from gateway.core.clock import Clock
 from gateway.core.messages import ChatRef
 from gateway.core.services import KnownChat
-from gateway.store import Store
+from gateway.store import KeyValue, People
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +34,15 @@ class ChatBook:
 
     def __init__(
         self,
-        store: Store,
+        kv: KeyValue,
+        people: People,
         channels: Mapping[str, Channel],
         *,
         chat_channels: Collection[str],
         clock: Clock,
     ) -> None:
-        self._store = store
+        self._kv = kv
+        self._people = people
         self._channels = channels  # the gateway's own dict: channels added later count too
         self._chat_channels = chat_channels  # the platforms with chats (not programs)
         self._clock = clock
@@ -53,7 +55,7 @@ class ChatBook:
         ]
         found: dict[tuple[str, str], KnownChat] = {
             (c.channel, c.chat_id): c
-            for c in await self._store.people.known_chats(channel)
+            for c in await self._people.known_chats(channel)
             if c.channel in names
         }
         notes: list[str] = []
@@ -75,21 +77,21 @@ class ChatBook:
         return sorted(found.values(), key=lambda c: (c.channel, c.name.lower())), notes
 
     async def has_sent_to(self, person: str, chat: ChatRef) -> bool:
-        return await self._store.people.has_sent_to(person, chat.channel, chat.chat_id)
+        return await self._people.has_sent_to(person, chat.channel, chat.chat_id)
 
     async def propose_send(self, person: str, chat: ChatRef, turn_id: str) -> None:
         proposal = {"turn": turn_id, "at": self._clock.now().timestamp()}
-        await self._store.kv.set(_key(person, chat), proposal)
+        await self._kv.set(_key(person, chat), proposal)
 
     async def confirmed_send(self, person: str, chat: ChatRef, turn_id: str) -> bool:
-        proposal = await self._store.kv.get(_key(person, chat))
+        proposal = await self._kv.get(_key(person, chat))
         if not isinstance(proposal, dict) or proposal.get("turn") == turn_id:
             return False
         return self._clock.now().timestamp() - float(proposal.get("at", 0)) <= PROPOSAL_SECONDS
 
     async def sent_to(self, person: str, chat: ChatRef) -> None:
-        await self._store.people.sent_to(person, chat.channel, chat.chat_id)
-        await self._store.kv.set(_key(person, chat), None)
+        await self._people.sent_to(person, chat.channel, chat.chat_id)
+        await self._kv.set(_key(person, chat), None)
 
 
 def _key(person: str, chat: ChatRef) -> str:

@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta
 from gateway.config.people import PersonSettings
 from gateway.core.clock import Clock
 from gateway.core.schedule_spec import zone
-from gateway.store import Store
+from gateway.store import KeyValue, People
 
 PROPOSAL_SECONDS = 3_600
 
@@ -26,13 +26,15 @@ class Zones:
 
     def __init__(
         self,
-        store: Store,
+        kv: KeyValue,
+        asked: People,
         *,
         people: Mapping[str, PersonSettings],
         default: str,
         clock: Clock,
     ) -> None:
-        self._store = store
+        self._kv = kv
+        self._stored = asked  # zones people set by asking
         self._people = people
         self.default = default
         self._clock = clock
@@ -47,7 +49,7 @@ class Zones:
         if fixed is not None:
             return fixed
         if person not in self._asked:
-            self._asked[person] = await self._store.people.zone(person)
+            self._asked[person] = await self._stored.zone(person)
         return self._asked[person] or self.default
 
     def quiet_hours(self, person: str) -> str:
@@ -65,18 +67,18 @@ class Zones:
     async def propose_zone(self, person: str, zone_name: str, turn_id: str) -> None:
         zone(zone_name)  # refuses what is not a zone
         proposal = {"zone": zone_name, "turn": turn_id, "at": self._clock.now().timestamp()}
-        await self._store.kv.set(f"zone-proposal:{person}", proposal)
+        await self._kv.set(f"zone-proposal:{person}", proposal)
 
     async def confirm_zone(self, person: str, zone_name: str, turn_id: str) -> bool:
         key = f"zone-proposal:{person}"
-        proposal = await self._store.kv.get(key)
+        proposal = await self._kv.get(key)
         if not isinstance(proposal, dict):
             return False
         fresh = self._clock.now().timestamp() - float(proposal.get("at", 0)) <= PROPOSAL_SECONDS
         if proposal.get("zone") != zone_name or proposal.get("turn") == turn_id or not fresh:
             return False
-        await self._store.people.set_zone(person, zone_name)
-        await self._store.kv.set(key, None)
+        await self._stored.set_zone(person, zone_name)
+        await self._kv.set(key, None)
         self._asked[person] = zone_name
         return True
 

@@ -20,7 +20,7 @@ from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 from gateway.runtime.schedule.runs import ScheduledRun
-from gateway.store import HomeChat, Store
+from gateway.store import HomeChat, HomeChats, Outbox, UsageReport
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +59,21 @@ class Skip:
 
 class Heartbeat:
     def __init__(
-        self, settings: HeartbeatSettings, *, workspace: Path, store: Store, timezone: str = "UTC"
+        self,
+        settings: HeartbeatSettings,
+        *,
+        workspace: Path,
+        outbox: Outbox,
+        usage: UsageReport,
+        homes: HomeChats,
+        timezone: str = "UTC",
     ) -> None:
         self.settings = settings
         self.timezone = timezone  # user.timezone: the owner's quiet hours
         self._file = workspace / "HEARTBEAT.md"
-        self._store = store
+        self._outbox = outbox
+        self._usage = usage
+        self._homes = homes
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
@@ -91,9 +100,9 @@ class Heartbeat:
                 "no chat to deliver to yet (the owner has not written in a DM, and heartbeat.target is unset)"
             )
         chat, chat_type = target
-        if await self._store.outbox.chat_held(chat.channel, chat.session_key, now.timestamp()):
+        if await self._outbox.chat_held(chat.channel, chat.session_key, now.timestamp()):
             return Skip(f"{chat.session_key} is rate-limited")
-        spent = await self._store.usage.tokens_today("heartbeat:")
+        spent = await self._usage.tokens_today("heartbeat:")
         if spent >= self.settings.daily_token_budget:
             return Skip(
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
@@ -112,7 +121,7 @@ class Heartbeat:
         return run
 
     async def _target(self) -> tuple[ChatRef, ChatType] | None:
-        found = await heartbeat_target(self.settings, self._store)
+        found = await heartbeat_target(self.settings, self._homes)
         self.target = None if found is None else found.label
         return None if found is None else (found.chat, found.chat_type)
 
@@ -121,10 +130,10 @@ class Heartbeat:
         await self._target()
 
 
-async def heartbeat_target(settings: HeartbeatSettings, store: Store) -> HomeChat | None:
+async def heartbeat_target(settings: HeartbeatSettings, homes: HomeChats) -> HomeChat | None:
     """Where check-ins go: ``heartbeat.target``, else the owner's home chat (the status
     page, ``switchboard status`` and the heartbeat itself all ask this)."""
     if settings.target:
         channel, _, chat_id = settings.target.partition(":")
         return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
-    return await store.homes.get()
+    return await homes.get()

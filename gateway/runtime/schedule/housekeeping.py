@@ -13,7 +13,9 @@ import asyncio
 import logging
 import re
 import stat
+from collections.abc import Awaitable, Callable
 from datetime import date
+from functools import partial
 from pathlib import Path
 
 from gateway.config.settings import Settings, StorageSettings
@@ -32,6 +34,14 @@ def retention(storage: StorageSettings) -> Retention:
         audit=storage.audit_retention_days * DAY,
         usage=storage.usage_retention_days * DAY,
     )
+
+
+Housekeeping = Callable[[float], Awaitable[dict[str, int]]]  # prune as of a time
+
+
+def housekeeping(store: Store, settings: Settings) -> Housekeeping:
+    """What the scheduler runs once a day (:func:`housekeep` of this store)."""
+    return partial(housekeep, store, settings)
 
 
 async def housekeep(store: Store, settings: Settings, now: float) -> dict[str, int]:

@@ -18,15 +18,15 @@ from gateway.core.principal import Principal
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.services import JobInfo
 from gateway.runtime.people.zones import Zones
-from gateway.store import Job, Store
+from gateway.store import Job, Jobs
 
 
 class JobBook:
     def __init__(
-        self, settings: Settings, *, store: Store, clock: Clock, zones: Zones | None = None
+        self, settings: Settings, *, jobs: Jobs, clock: Clock, zones: Zones | None = None
     ) -> None:
         self._settings = settings
-        self._store = store
+        self._jobs = jobs
         self._clock = clock
         self._zones = zones  # a job's times are in its owner's own zone
         self.changed = asyncio.Event()  # set when a job was added: the scheduler plans anew
@@ -55,7 +55,7 @@ class JobBook:
                 else await self._zones.zone_of(principal.person)
             )
         spec = parse_schedule(schedule, now=now, timezone=timezone)
-        mine = [j for j in await self._store.jobs.active() if j.owner_key == principal.person]
+        mine = [j for j in await self._jobs.active() if j.owner_key == principal.person]
         scheduler = self._settings.scheduler
         cap = scheduler.max_jobs_per_user if principal.is_admin else scheduler.max_jobs_per_member
         if len(mine) >= cap:
@@ -75,18 +75,18 @@ class JobBook:
             authorised_by=user_texts,
             tainted=tainted,
         )
-        await self._store.jobs.add(job)
+        await self._jobs.add(job)
         self.changed.set()
         return info(job)
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]:
-        return [info(j) for j in await self._store.jobs.active() if visible(j, principal)]
+        return [info(j) for j in await self._jobs.active() if visible(j, principal)]
 
     async def remove_job(self, job_id: str, principal: Principal) -> bool:
-        job = await self._store.jobs.get(job_id)
+        job = await self._jobs.get(job_id)
         if job is None or not visible(job, principal):
             return False
-        removed = await self._store.jobs.remove(job_id)
+        removed = await self._jobs.remove(job_id)
         self.changed.set()
         return removed
 

@@ -26,10 +26,10 @@ from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.schedule.heartbeat import Heartbeat, Skip
-from gateway.runtime.schedule.housekeeping import housekeep
+from gateway.runtime.schedule.housekeeping import Housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.runs import ScheduledRun
-from gateway.store import Job, Store
+from gateway.store import Job, Jobs
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +43,25 @@ class Scheduler(Service):
         self,
         settings: Settings,
         *,
-        store: Store,
-        jobs: JobBook,
+        jobs: Jobs,
+        book: JobBook,
         dispatcher: Dispatcher,
-        heartbeat: Heartbeat | None,
+        heartbeat: Heartbeat,
+        housekeep: Housekeeping,
         clock: Clock,
+        zones: Zones,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),  # noqa: S311
-        zones: Zones | None = None,
     ) -> None:
         self._settings = settings
-        self._store = store
+        self._stored_jobs = jobs
+        self._housekeep = housekeep  # prunes the store and old traces, once a day
         self._dispatcher = dispatcher
         self._heartbeat = heartbeat
         self._clock = clock
         self._jitter = jitter
         self._zones = zones  # a job's owner's quiet hours, in their zone
         self._jobs: list[Job] = []
-        self._wake = jobs.changed  # a job was added or removed: plan anew
+        self._wake = book.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
         self._next_prune: datetime | None = None
@@ -72,7 +74,7 @@ class Scheduler(Service):
     async def start(self) -> None:
         now = self._clock.now()
         await self._catch_up(now)
-        if self._heartbeat is not None and self._heartbeat.settings.enabled:
+        if self._heartbeat.settings.enabled:
             await self._heartbeat.look_up_target()
             self._next_heartbeat = now + timedelta(
                 seconds=self._heartbeat.settings.interval_seconds
@@ -92,16 +94,16 @@ class Scheduler(Service):
         and in the order they were due (a microsecond apart when the jitter is off)."""
         limit = self._settings.scheduler.catchup_jitter_seconds
         overdue = sorted(
-            (j for j in await self._store.jobs.active() if j.next_run and j.next_run < now),
+            (j for j in await self._stored_jobs.active() if j.next_run and j.next_run < now),
             key=lambda job: (job.next_run, job.id),
         )
         offsets = sorted(self._jitter(limit) for _ in overdue)
         for order, (job, offset) in enumerate(zip(overdue, offsets, strict=True)):
             when = now + timedelta(seconds=offset, microseconds=order)
-            await self._store.jobs.record_run(job.id, job.last_run or now, when, count=False)
+            await self._stored_jobs.record_run(job.id, job.last_run or now, when, count=False)
             log.info("job %s missed its run at %s; running once at %s", job.id, job.next_run, when)
-        self._jobs = await self._store.jobs.active()
-        for job in await self._store.jobs.firing():
+        self._jobs = await self._stored_jobs.active()
+        for job in await self._stored_jobs.firing():
             log.info("job %s fired but never finished (restart); running it again", job.id)
             self._submit(job, one_shot=True)
 
@@ -127,7 +129,7 @@ class Scheduler(Service):
             await self._beat(now)
         if self._next_prune is not None and self._next_prune <= now:
             self._next_prune = now + PRUNE_EVERY
-            removed = await housekeep(self._store, self._settings, now.timestamp())
+            removed = await self._housekeep(now.timestamp())
             self.last_housekeeping = (now, removed)
             self.housekept.set()
         deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
@@ -135,23 +137,23 @@ class Scheduler(Service):
         self._wake.clear()
         await self._clock.sleep_until(min(deadlines, default=now + timedelta(hours=1)), self._wake)
         if self._wake.is_set():
-            self._jobs = await self._store.jobs.active()
+            self._jobs = await self._stored_jobs.active()
 
     async def _fire(self, job: Job, now: datetime) -> None:
-        current = await self._store.jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
+        current = await self._stored_jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
         if current is None or current.state != "active":
-            self._jobs = await self._store.jobs.active()
+            self._jobs = await self._stored_jobs.active()
             return
         owner = Principal.from_record(job.owner).person
-        quiet = None if self._zones is None else await self._zones.quiet_until(owner, now)
+        quiet = await self._zones.quiet_until(owner, now)
         if quiet is not None:  # the owner's quiet hours: it runs once they end
-            await self._store.jobs.record_run(job.id, job.last_run or now, quiet, count=False)
-            self._jobs = await self._store.jobs.active()
+            await self._stored_jobs.record_run(job.id, job.last_run or now, quiet, count=False)
+            self._jobs = await self._stored_jobs.active()
             log.info("job %s waits for the end of its owner's quiet hours (%s)", job.id, quiet)
             return
         following = job.spec.next_after(now, now) if job.spec.recurring else None
-        await self._store.jobs.record_run(job.id, now, following)  # at most once per due time
-        self._jobs = await self._store.jobs.active()
+        await self._stored_jobs.record_run(job.id, now, following)  # at most once per due time
+        self._jobs = await self._stored_jobs.active()
         self._submit(job, one_shot=following is None)
         log.info("job %s fired (%s)", job.id, job.spec.describe())
 
@@ -173,7 +175,6 @@ class Scheduler(Service):
         )
 
     async def _beat(self, now: datetime) -> None:
-        assert self._heartbeat is not None
         interval = timedelta(seconds=self._heartbeat.settings.interval_seconds)
         self._next_heartbeat = now + interval
         plan = await self._heartbeat.plan(now)
@@ -184,7 +185,6 @@ class Scheduler(Service):
 
     async def beat_now(self) -> ScheduledRun | Skip:
         """Run one heartbeat decision immediately (tests and the status page use it)."""
-        assert self._heartbeat is not None
         plan = await self._heartbeat.plan(self._clock.now())
         if not isinstance(plan, Skip):
             self._dispatcher.submit(plan)
@@ -197,7 +197,7 @@ class Scheduler(Service):
             ScheduledItem(j.id, TurnKind.CRON, j.spec.describe(), j.next_run, j.chat.session_key)
             for j in self._jobs
         ]
-        if self._heartbeat is not None and self._next_heartbeat is not None:
+        if self._next_heartbeat is not None:
             every = self._heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(

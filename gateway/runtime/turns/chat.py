@@ -31,7 +31,7 @@ from gateway.runtime.turns.approvals import Approvals
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Route, Routes
-from gateway.store import HomeChat, OpenTurn, Store
+from gateway.store import AgentConversations, HomeChat, HomeChats, Journal, OpenTurn
 from gateway.store.home import replaces
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ class ChatTurns:
     def __init__(
         self,
         *,
-        store: Store,
+        agent_conversations: AgentConversations,
+        homes: HomeChats,
+        journal: Journal,
         agents: Mapping[str, Agent],
         routes: Routes,
         commands: Commands,
@@ -54,7 +56,9 @@ class ChatTurns:
         zones: Zones | None = None,
         spoken: SpokenReplies | None = None,
     ) -> None:
-        self._store = store
+        self._agent_conversations = agent_conversations
+        self._homes = homes
+        self._journal = journal
         self._agents = agents
         self._routes = routes
         self._commands = commands
@@ -82,11 +86,9 @@ class ChatTurns:
             return None
         if batch.start is TurnStart.NEW:
             ids = [r.id for r in batch.records]
-            await self._store.journal.start_turn(
-                batch.turn_id, batch.session_key, TurnKind.CHAT, ids
-            )
+            await self._journal.start_turn(batch.turn_id, batch.session_key, TurnKind.CHAT, ids)
         elif batch.start is TurnStart.RESUMED:  # cut by a crash or a stop
-            attempts = await self._store.journal.retry_turn(batch.turn_id)
+            attempts = await self._journal.retry_turn(batch.turn_id)
             if attempts > self._max_resume_attempts + 1:
                 log.warning("turn %s interrupted %d times; giving up", batch.turn_id, attempts - 1)
                 await self._committer.commit(
@@ -168,7 +170,7 @@ class ChatTurns:
                 outcome = await self._spoken.add(request, outcome)
         if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
             # Its answer may carry what it read: the rest of the exchange is tainted.
-            await self._store.agent_conversations.taint(last.thread_id)
+            await self._agent_conversations.taint(last.thread_id)
         return outcome
 
     async def _home(self, msg: InboundMessage, principal: Principal) -> HomeChat | None:
@@ -180,7 +182,7 @@ class ChatTurns:
         if principal.chat_type is not ChatType.DM:
             return None
         if not self._home_read:
-            self._known_home, self._home_read = await self._store.homes.get(), True
+            self._known_home, self._home_read = await self._homes.get(), True
         candidate = HomeChat(msg.chat, msg.chat_type)
         if candidate == self._known_home or not replaces(candidate, self._known_home):
             return None

@@ -14,7 +14,7 @@ from gateway.runtime.turns.chat import ChatTurns
 from gateway.runtime.turns.commit import TurnCommitter
 from gateway.runtime.turns.scheduled import ScheduledTurns
 from gateway.runtime.turns.task_results import TaskResultTurns
-from gateway.store import OpenTurn, Store
+from gateway.store import Journal, OpenTurn
 
 log = logging.getLogger(__name__)
 
@@ -23,13 +23,13 @@ class TurnHandlers:
     def __init__(
         self,
         *,
-        store: Store,
+        journal: Journal,
         chat: ChatTurns,
         scheduled: ScheduledTurns,
         task_results: TaskResultTurns,
         committer: TurnCommitter,
     ) -> None:
-        self._store = store
+        self._journal = journal
         self._chat = chat
         self._scheduled = scheduled
         self._task_results = task_results
@@ -49,7 +49,7 @@ class TurnHandlers:
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         """Close a turn whose handler failed unexpectedly: the person is told, once."""
         kind = batch.scheduled.kind if batch.scheduled is not None else TurnKind.CHAT
-        await self._store.journal.start_turn(  # a no-op when the handler opened it already
+        await self._journal.start_turn(  # a no-op when the handler opened it already
             batch.turn_id, batch.session_key, kind, [r.id for r in batch.records]
         )
         outcome = TurnOutcome(failed=True)

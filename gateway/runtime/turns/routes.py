@@ -25,7 +25,7 @@ from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime.agents.agent_channel import is_reply
 from gateway.runtime.intake.access import principal_for
-from gateway.store import Store
+from gateway.store import AgentConversations
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +48,11 @@ ProgramRoute = Callable[[InboundMessage, str], Awaitable[Route]]
 class Routes:
     def __init__(
         self,
-        store: Store,
+        agent_conversations: AgentConversations,
         sections: Mapping[str, ChannelSection],
         programs: ProgramRoute | None = None,
     ) -> None:
-        self._store = store
+        self._agent_conversations = agent_conversations
         self._sections = sections  # who is owner or admin where
         self._programs = programs
 
@@ -65,7 +65,7 @@ class Routes:
         return await self._between_agents(message, agent)
 
     async def _between_agents(self, msg: InboundMessage, me: str) -> Route:
-        conversation = await self._store.agent_conversations.get(msg.thread_id or "")
+        conversation = await self._agent_conversations.get(msg.thread_id or "")
         sender, _ = agent_pair(msg.chat_id)
         back_to_sender = ChatRef(AGENT_CHANNEL, agent_chat(me, sender), msg.thread_id)
         if conversation is None:  # unknown conversation: answer nobody but the sender

@@ -19,20 +19,20 @@ from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.runtime.turns.commit import Commit, TurnCommitter
-from gateway.store import Store
+from gateway.store import Journal
 
 
 class ScheduledTurns:
     def __init__(
         self,
         *,
-        store: Store,
+        journal: Journal,
         agents: Mapping[str, Agent],
         committer: TurnCommitter,
         budget: UserBudget | None = None,
         zones: Zones | None = None,
     ) -> None:
-        self._store = store
+        self._journal = journal
         self._agents = agents
         self._committer = committer
         self._budget = budget
@@ -44,7 +44,7 @@ class ScheduledTurns:
             return
         run = batch.scheduled
         try:
-            await self._store.journal.start_turn(batch.turn_id, run.session_key, run.kind, [])
+            await self._journal.start_turn(batch.turn_id, run.session_key, run.kind, [])
             outcome = await self._outcome(batch.turn_id, run)
             commit = Commit(
                 principal=run.principal,  # a job's model calls count against its owner

@@ -13,23 +13,22 @@ from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import TurnBatch, TurnStart
 from gateway.runtime.turns.commit import Commit, TurnCommitter
-from gateway.store import Store
+from gateway.store import Journal, Tasks
 
 
 class TaskResultTurns:
-    def __init__(self, *, store: Store, committer: TurnCommitter) -> None:
-        self._store = store
+    def __init__(self, *, journal: Journal, tasks: Tasks, committer: TurnCommitter) -> None:
+        self._journal = journal
+        self._tasks = tasks
         self._committer = committer
 
     async def run(self, batch: TurnBatch) -> None:
         record = batch.records[0]
         turn_id = batch.turn_id
         if batch.start is TurnStart.NEW:
-            await self._store.journal.start_turn(
-                turn_id, batch.session_key, TurnKind.SYSTEM, [record.id]
-            )
+            await self._journal.start_turn(turn_id, batch.session_key, TurnKind.SYSTEM, [record.id])
         task_id = record.message.platform_message_id.removeprefix("subagent:")
-        task = await self._store.tasks.get(task_id)
+        task = await self._tasks.get(task_id)
         if task is None:
             await self._committer.commit(turn_id, batch.session_key, TurnOutcome())
             return

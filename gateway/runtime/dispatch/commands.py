@@ -29,9 +29,9 @@ class Commands:
         agent_name: str,
         store: Store,
         status: StatusText,
-        approvals: Approvals | None = None,
+        approvals: Approvals,
         agents: Mapping[str, Agent] | None = None,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self._name = agent_name
         self._store = store
@@ -76,12 +76,8 @@ class Commands:
         if command == "/usage":
             return await self._usage(principal)
         if command in ("/approve", "/deny"):
-            if self._approvals is None:
-                return "Nothing here needs approval: tools.approvals is not set to ask."
             return await self._approvals.decide(msg, principal, approve=command == "/approve")
         if command == "/show":
-            if self._approvals is None:
-                return "Nothing here needs approval: tools.approvals is not set to ask."
             return await self._approvals.show(msg, principal)
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
@@ -175,8 +171,6 @@ class Commands:
     async def _usage(self, principal: Principal) -> str:
         """This person's tokens and cost today and this month, and their limits."""
         settings = self._settings
-        if settings is None:
-            return "Usage is not recorded here."
         now = datetime.now(zone(settings.timezone))
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
         month = day.replace(day=1)

@@ -214,17 +214,17 @@ class Dispatcher(Service):
         self,
         handler: TurnHandler,
         *,
-        controls: Controls | None = None,
-        claims: Claims | None = None,
-        load: NodeLoad | None = None,
+        controls: Controls,
+        claims: Claims,
+        load: NodeLoad,
         max_active_turns: int = 32,
         turn_timeout: float = 600.0,
     ) -> None:
         self._handler = handler
         self._controls = controls
         self._control_tasks: set[asyncio.Task[None]] = set()
-        self._claims = claims or LocalClaims()
-        self._load = load or NodeLoad()
+        self._claims = claims
+        self._load = load
         self._slots = asyncio.Semaphore(max_active_turns)
         self._hard_limit = turn_timeout + 60.0
         self._sessions: dict[str, _Session] = {}
@@ -286,16 +286,14 @@ class Dispatcher(Service):
 
     def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
         """Handle ``record`` beside the queue when it is a control; whether it was."""
-        controls = self._controls
-        if controls is None or self._stopping:
+        if self._stopping:
             return False
-        if not controls.intercepts(record.message, view):
+        if not self._controls.intercepts(record.message, view):
             return False
         self._control(record, view)
         return True
 
     def _control(self, record: InboundRecord, view: SessionView) -> None:
-        assert self._controls is not None
         key, session = view.key, self._session(view.key)
         session.controls += 1
         task = asyncio.create_task(self._controls.handle(record, view), name="control")

@@ -40,7 +40,7 @@ Send = Callable[[OutboundMessage], Awaitable[object]]
 class StorageFullWatch:
     """The state of one outage: whether the log was told, and which chats were."""
 
-    def __init__(self, data_dir: Path, send: Send | None = None) -> None:
+    def __init__(self, data_dir: Path, send: Send) -> None:
         self._data_dir = data_dir
         self._send = send
         self.full = False
@@ -51,7 +51,7 @@ class StorageFullWatch:
     async def refused(self, msg: InboundMessage) -> None:
         """``msg`` could not be journaled because the disk is full."""
         self.blocked()
-        if self._send is None or msg.session_key in self._told:
+        if msg.session_key in self._told:
             return
         self._told.add(msg.session_key)
         notice = OutboundMessage.reply_to(msg, NOTICE, kind=OutboundKind.NOTICE)

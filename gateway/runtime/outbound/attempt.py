@@ -52,8 +52,8 @@ class Delivery:
         channel: Channel,
         outbox: Outbox,
         *,
-        drafts: DraftStreamer | None = None,
-        fence: Fence | None = None,
+        drafts: DraftStreamer,
+        fence: Fence | None,
         clock: Clock = time.time,
         grace: float = GRACE,
     ) -> None:
@@ -69,9 +69,9 @@ class Delivery:
         """One attempt at ``record``; ``None`` when this process may not send it (it does
         not lead any more, or the row was settled meanwhile). Raises the channel's errors."""
         message = record.message
-        drafting = self._drafts.drafting(message) if self._drafts is not None else None
+        drafting = self._drafts.drafting(message)
         stored = DraftMessages()
-        if drafting is not None and self._drafts is not None and message.turn_id is not None:
+        if drafting is not None and message.turn_id is not None:
             stored = await self._drafts.close(message.chat, message.turn_id)
         earlier = record.open_sends if record.lost else ()
         lost = (*earlier, *stored.lost)
@@ -96,7 +96,7 @@ class Delivery:
             receipt = await drafting.finish_drafts(message, stored.ids)
         else:
             receipt = await channel.send(message)
-        if stored.retired and self._drafts is not None:
+        if stored.retired:
             # drafts a node that lost the session may still edit: the answer went apart
             await self._drafts.discard(message.chat, stored.retired)
         return Delivered(receipt, finished)

@@ -46,8 +46,8 @@ class OutboundWorker(Service):
         *,
         max_attempts: int = 8,
         clock: Clock = time.time,
-        drafts: DraftStreamer | None = None,
-        fence: Fence | None = None,
+        drafts: DraftStreamer,
+        fence: Fence | None,
     ) -> None:
         self.channel = channel
         self._outbox = outbox

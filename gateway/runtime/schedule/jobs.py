@@ -22,9 +22,7 @@ from gateway.store import Job, Jobs
 
 
 class JobBook:
-    def __init__(
-        self, settings: Settings, *, jobs: Jobs, clock: Clock, zones: Zones | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, *, jobs: Jobs, clock: Clock, zones: Zones) -> None:
         self._settings = settings
         self._jobs = jobs
         self._clock = clock
@@ -49,11 +47,7 @@ class JobBook:
         if not principal.is_admin and not own_chat(chat, principal):
             raise ScheduleError("members may schedule jobs for their own direct chat only")
         if timezone is None:
-            timezone = (
-                self._settings.timezone
-                if self._zones is None
-                else await self._zones.zone_of(principal.person)
-            )
+            timezone = await self._zones.zone_of(principal.person)
         spec = parse_schedule(schedule, now=now, timezone=timezone)
         mine = [j for j in await self._jobs.active() if j.owner_key == principal.person]
         scheduler = self._settings.scheduler

@@ -49,11 +49,11 @@ class ChatTurns:
         commands: Commands,
         display: LiveDisplay,
         committer: TurnCommitter,
-        approvals: Approvals | None = None,
-        budget: UserBudget | None = None,
+        approvals: Approvals,
+        budget: UserBudget,
         max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
-        zones: Zones | None = None,
+        zones: Zones,
         spoken: SpokenReplies | None = None,
     ) -> None:
         self._agent_conversations = agent_conversations
@@ -79,7 +79,7 @@ class ChatTurns:
         last = batch.records[-1].message
         agent = agent_for(self._agents, batch.session_key)
         route = await self._routes.of(last, agent.config.agent_id)
-        zone = None if self._zones is None else await self._zones.zone_of(route.principal.person)
+        zone = await self._zones.zone_of(route.principal.person)
         request = await self._display.watch(_request(batch, route, self._steers(last), zone))
         if batch.stopped:  # asked to stop before it could go on (parked, or cut by a crash)
             await self._close_stopped(batch, request, agent)
@@ -98,7 +98,7 @@ class ChatTurns:
         log.debug("turn %s for %s: %.200s", batch.turn_id, batch.session_key, last.text)
         outcome = await self._outcome(batch, request, agent)
         await self._display.settle(request.chat, request.turn_id)  # no edit after the commit
-        if outcome.awaiting is not None and self._approvals is not None:
+        if outcome.awaiting is not None:
             usage = turn_usage(request.session_key, request.principal.person, outcome.usage)
             parked = await self._approvals.park(request, outcome.awaiting, batch.records, usage)
             await self._display.ended(request.chat, request.turn_id, answered=True)  # a notice
@@ -129,8 +129,7 @@ class ChatTurns:
 
     async def _close_stopped(self, batch: TurnBatch, request: TurnRequest, agent: Agent) -> None:
         by = batch.control.stopped_by if batch.control and batch.control.stopped_by else "?"
-        if self._approvals is not None:
-            await self._approvals.withdraw(batch.turn_id, by=by)
+        await self._approvals.withdraw(batch.turn_id, by=by)
         outcome = await agent.stopped(request)
         commit = Commit(principal=request.principal)
         await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
@@ -158,7 +157,7 @@ class ChatTurns:
             )
             return TurnOutcome((reply,), final_text=text)
         # A resumed or approval-woken turn was admitted when it began: not checked again.
-        if batch.start is TurnStart.NEW and self._budget is not None:
+        if batch.start is TurnStart.NEW:
             refusal = await self._budget.refused(
                 request.principal, request.chat, request.turn_id, reply_to=last
             )

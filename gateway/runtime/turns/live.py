@@ -44,9 +44,7 @@ TYPING_MAX_IN_FLIGHT = 4
 class LiveDisplay:
     """What a chat shows of its running turn."""
 
-    def __init__(
-        self, channels: Mapping[str, Channel], *, drafts: DraftStreamer | None = None
-    ) -> None:
+    def __init__(self, channels: Mapping[str, Channel], *, drafts: DraftStreamer) -> None:
         self._channels = channels
         self._drafts = drafts
         self._typing = TypingIndicators(channels)
@@ -66,7 +64,7 @@ class LiveDisplay:
         on_text: TextSink | None = None
         on_tool: ToolSink | None = None
         last = request.last_message
-        if self._drafts is not None and last is not None:
+        if last is not None:
             sinks = self._drafts.sinks(
                 chat,
                 turn_id,
@@ -103,14 +101,12 @@ class LiveDisplay:
     async def settle(self, chat: ChatRef, turn_id: str) -> None:
         """The turn's words are all written: its draft stops changing before the commit
         (see :meth:`DraftStreamer.settle`)."""
-        if self._drafts is not None:
-            await self._drafts.settle(chat, turn_id)
+        await self._drafts.settle(chat, turn_id)
 
     async def ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         """The turn is committed (or parked): stop drafting it, and tell a channel that
         shows progress whether an answer for this chat is on its way."""
-        if self._drafts is not None:
-            await self._drafts.turn_ended(chat, turn_id, answered=answered)
+        await self._drafts.turn_ended(chat, turn_id, answered=answered)
         channel: object = self._channels.get(chat.channel)  # mypy cannot intersect protocols
         if not isinstance(channel, SupportsTurnEnd):
             return

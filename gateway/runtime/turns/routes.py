@@ -50,7 +50,7 @@ class Routes:
         self,
         agent_conversations: AgentConversations,
         sections: Mapping[str, ChannelSection],
-        programs: ProgramRoute | None = None,
+        programs: ProgramRoute,
     ) -> None:
         self._agent_conversations = agent_conversations
         self._sections = sections  # who is owner or admin where
@@ -58,7 +58,7 @@ class Routes:
 
     async def of(self, message: InboundMessage, agent: str) -> Route:
         """The route of a turn whose last message is ``message``, run by ``agent``."""
-        if self._programs is not None and message.channel in PROGRAM_CHANNELS:
+        if message.channel in PROGRAM_CHANNELS:
             return await self._programs(message, agent)
         if message.channel != AGENT_CHANNEL:
             return Route(message.chat, principal_for(message, self._sections.get(message.channel)))

@@ -29,8 +29,8 @@ class ScheduledTurns:
         journal: Journal,
         agents: Mapping[str, Agent],
         committer: TurnCommitter,
-        budget: UserBudget | None = None,
-        zones: Zones | None = None,
+        budget: UserBudget,
+        zones: Zones,
     ) -> None:
         self._journal = journal
         self._agents = agents
@@ -67,12 +67,12 @@ class ScheduledTurns:
                 idempotency_key=f"{turn_id}:proactive",
             )
             return TurnOutcome((message,), final_text=run.message)
-        if self._budget is not None:  # a job runs on its owner's allowance
-            refused = await self._budget.refused(
-                run.principal, run.chat, turn_id, prefix="A scheduled job was skipped. "
-            )
-            if refused is not None:
-                return refused
+        # a job runs on its owner's allowance
+        refused = await self._budget.refused(
+            run.principal, run.chat, turn_id, prefix="A scheduled job was skipped. "
+        )
+        if refused is not None:
+            return refused
         request = TurnRequest(
             turn_id=turn_id,
             session_key=run.session_key,
@@ -84,6 +84,6 @@ class ScheduledTurns:
             history_limit=run.history_limit,
             authorising_texts=run.authorising_texts,
             tainted=run.tainted,
-            zone=None if self._zones is None else await self._zones.zone_of(run.principal.person),
+            zone=await self._zones.zone_of(run.principal.person),
         )
         return await agent_for(self._agents, run.session_key).run_turn(request)

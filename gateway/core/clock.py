@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
@@ -40,7 +39,3 @@ class SystemClock:
 def seconds(clock: Clock) -> Callable[[], float]:
     """``clock``'s time as Unix seconds, for parts that count in seconds."""
     return lambda: clock.now().timestamp()
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000

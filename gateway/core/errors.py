@@ -12,7 +12,6 @@ Retry and policy decisions branch on these types, never on message strings::
     │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
     │   ├── ChannelTransientError   network or 5xx; retry with backoff
     │   └── ChannelPermanentError   the message can never be delivered (chat gone, forbidden)
-    ├── PolicyDenied                access or channel policy refused an action
     └── AnotherInstanceRunning      the data directory is locked by another process
 """
 
@@ -78,14 +77,6 @@ class ChannelTransientError(ChannelError):
 
 class ChannelPermanentError(ChannelError):
     """A failure that retrying cannot fix (unknown chat, bot blocked, bad request)."""
-
-
-class PolicyDenied(SwitchboardError):
-    """An action was refused by access control or the channel policy guard."""
-
-    def __init__(self, message: str, *, code: str = "denied") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class AnotherInstanceRunning(SwitchboardError):

@@ -272,9 +272,6 @@ class OutboundMessage:
             idempotency_key=idempotency_key or new_id(),
         )
 
-    def with_text(self, text: str) -> OutboundMessage:
-        return replace(self, text=text, verbatim="")
-
     @property
     def prose(self) -> str | None:
         """``text`` without its verbatim block, or None when it has none (as sent)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from gateway.core.turns import TurnKind
 
@@ -16,7 +15,3 @@ class ScheduledItem:
     description: str
     next_run: datetime | None
     target: str | None = None  # "channel:chat" the result goes to
-
-
-class ScheduleView(Protocol):
-    def snapshot(self) -> list[ScheduledItem]: ...

@@ -95,9 +95,6 @@ class LocalBus:
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()
 
-    def inbound_depth(self) -> int:
-        return self._inbound.qsize()
-
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None:
         if not messages:
             return

@@ -45,10 +45,6 @@ class PairingRequest:
     created_at: float
     expires_at: float
 
-    @property
-    def is_new(self) -> bool:
-        return self.state == "pending"
-
 
 @dataclass(frozen=True, slots=True)
 class Requested:

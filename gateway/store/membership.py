@@ -19,7 +19,7 @@ that had it for a few intervals. Writes of turns that lost their session meanwhi
 refused by the database (gateway/store/fencing.py).
 
 Every node (the leader too) runs turns: a session is held by one node at a time through a
-session-level advisory lock on the same connection (:meth:`Membership.try_lock`, keyed by a
+session-level advisory lock on the same connection (:meth:`Membership.try_lock_many`, keyed by a
 64-bit hash of the session key), so a node that dies loses its sessions together with its
 leader lock, and a node that loses the database fences itself the same way (``working``).
 """
@@ -236,13 +236,9 @@ class Membership(Service):
             await conn.close()  # ends the session: the leader lock goes with it
         self.leading = False
 
-    async def try_lock(self, key: int) -> bool:
-        """Take the advisory lock ``key`` for this node unless another node holds it."""
-        row = await self._query("SELECT pg_try_advisory_lock(%s)", [key])
-        return bool(row is not None and row[0])
-
     async def try_lock_many(self, keys: list[int]) -> set[int]:
-        """:meth:`try_lock` for several keys in one round trip; returns those taken."""
+        """Take the free advisory locks of ``keys`` for this node, in one round trip; returns
+        those taken."""
         if not keys:
             return set()
         rows = await self._rows(

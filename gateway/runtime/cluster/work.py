@@ -4,8 +4,8 @@ The leader receives (one receiver per platform connection) and journals each mes
 journal's ``NOTIFY`` wakes every node (:class:`~gateway.store.listener.Listener`), and each
 looks at the pending messages (:meth:`ClusterWork.look`; also every ``poll`` seconds, in case
 a notification was lost). A session is run by the node holding its lock, a session-level
-advisory lock on the node's membership connection (:meth:`Membership.try_lock
-<gateway.store.membership.Membership.try_lock>`): strictly one turn at a time per session
+advisory lock on the node's membership connection (:meth:`Membership.try_lock_many
+<gateway.store.membership.Membership.try_lock_many>`): strictly one turn at a time per session
 across the cluster, in journal order. A node takes at most its share per look: the sessions
 in flight on every node (advisory locks held, from ``pg_locks``) plus the free ones, divided
 by the live nodes, minus those it holds already (at least one), in random order, so a burst

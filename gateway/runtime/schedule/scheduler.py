@@ -183,13 +183,6 @@ class Scheduler(Service):
             return
         self._dispatcher.submit(plan)
 
-    async def beat_now(self) -> ScheduledRun | Skip:
-        """Run one heartbeat decision immediately (tests and the status page use it)."""
-        plan = await self._heartbeat.plan(self._clock.now())
-        if not isinstance(plan, Skip):
-            self._dispatcher.submit(plan)
-        return plan
-
     # -- the status page's view -----------------------------------------------------------
 
     def snapshot(self) -> list[ScheduledItem]:

@@ -7,7 +7,8 @@ Retry and policy decisions branch on these types, never on message strings::
     ├── StoreError                  the durable store could not be used
     │   ├── StorageFullError        the disk is full; inbound is not acknowledged
     │   ├── StoreDamagedError       the database file is damaged, foreign or too new: no start
-    │   └── StoreUnavailable        the database server cannot be reached (storage.url)
+    │   ├── StoreUnavailable        the database server cannot be reached (storage.url)
+    │   └── StaleClaim              a write for a session another node claimed since
     ├── ChannelError                a platform adapter failed
     │   ├── ChannelRateLimited      the platform asked us to wait ``retry_after`` seconds
     │   ├── ChannelTransientError   network or 5xx; retry with backoff

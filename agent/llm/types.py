@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Role = Literal["user", "assistant", "tool"]
+MessageRole = Literal["user", "assistant", "tool"]  # who says a message (a person is a Role)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class ImagePart:
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
-    role: Role
+    role: MessageRole
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # on tool results

@@ -22,7 +22,7 @@ from gateway.store.sql import Connection, Cursor, Statement
 Clock = Callable[[], float]
 
 
-Role = Literal["system", "user", "assistant", "tool"]  # a message's author
+MessageRole = Literal["system", "user", "assistant", "tool"]  # a message's author
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class SessionState:
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
-    role: Role
+    role: MessageRole
     body: dict[str, Any]
     tokens: int
     turn_id: str | None
@@ -47,7 +47,7 @@ class StoredMessage:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     message_id: int
-    role: Role
+    role: MessageRole
     at: float
     snippet: str
 
@@ -68,7 +68,7 @@ def searchable(content: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    role: Role
+    role: MessageRole
     body: dict[str, Any]
     tokens: int = 0
 
@@ -96,7 +96,7 @@ def _session_state(session_key: str, cursor: Cursor) -> SessionState:
     return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
 
 
-def _rows(cursor: Iterable[tuple[int, Role, str, int, str | None]]) -> list[StoredMessage]:
+def _rows(cursor: Iterable[tuple[int, MessageRole, str, int, str | None]]) -> list[StoredMessage]:
     return [
         StoredMessage(row_id, role, json.loads(body), tokens, turn_id)
         for row_id, role, body, tokens, turn_id in cursor

@@ -12,17 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.tools.base import Effect, Tool
-from gateway.core.turns import TurnKind
+from gateway.core.turns import TaskTypeName, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
 class TaskType:
-    name: str
+    name: TaskTypeName
     read_only: bool
     prompt: str
 
 
-TASK_TYPES: dict[str, TaskType] = {
+TASK_TYPES: dict[TaskTypeName, TaskType] = {
     "general": TaskType("general", read_only=False, prompt=""),
     "explore": TaskType(
         "explore",
@@ -40,8 +40,8 @@ CHAT_ONLY = frozenset({"message", "spawn", "cron"})
 BACKGROUND_ONLY = frozenset({"notify"})
 
 
-def task_type(name: str) -> TaskType:
-    return TASK_TYPES.get(name, TASK_TYPES["general"])
+def task_type(name: TaskTypeName) -> TaskType:
+    return TASK_TYPES[name]
 
 
 def fits(tool: Tool, *, kind: TurnKind, task: TaskType) -> bool:

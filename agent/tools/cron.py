@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from gateway.core.schedule_spec import ScheduleError
+from gateway.core.turns import TASK_TYPE_NAMES, task_type_name
 
 SCHEDULE_INTENT = (
     "remind",
@@ -47,7 +48,7 @@ class Cron(Tool):
             "prompt": {"type": "string"},
             "timezone": {"type": "string"},
             "id": {"type": "string"},
-            "task_type": {"type": "string", "enum": ["general", "explore", "plan"]},
+            "task_type": {"type": "string", "enum": list(TASK_TYPE_NAMES)},
         },
         ("action",),
     )
@@ -86,7 +87,7 @@ class Cron(Tool):
                 message=args.get("message"),
                 chat=ctx.chat,
                 principal=ctx.principal,
-                task_type=args.get("task_type", "general"),
+                task_type=task_type_name(args.get("task_type", "general")),
                 agent=ctx.agent,
                 user_texts=ctx.user_texts,
                 tainted=ctx.state.read_untrusted,

@@ -12,6 +12,7 @@ from typing import Any
 from agent.task_types import TASK_TYPES
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.turns import task_type_name
 
 
 class Spawn(Tool):
@@ -45,7 +46,7 @@ class Spawn(Tool):
             raise ToolError("background tasks are not available in this gateway")
         task_id = await tasks.spawn(
             prompt=args["task"],
-            task_type=args.get("task_type", "general"),
+            task_type=task_type_name(args.get("task_type", "general")),
             chat=ctx.chat,
             principal=ctx.principal,
             user_texts=ctx.user_texts,

@@ -10,7 +10,7 @@ from agent.llm.metered import UsageEntry
 from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
-from gateway.core.turns import TurnControl, TurnKind
+from gateway.core.turns import TaskTypeName, TurnControl, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class TurnRequest:
     # through the durable outbox and is authoritative.
     on_text: TextSink | None = None
     on_tool: ToolSink | None = None  # the terminal's "thinking… (web_search)" line
-    task_type: str = "general"
+    task_type: TaskTypeName = "general"
     history_limit: int | None = None  # a light session (heartbeat) keeps less history
     tainted: bool = False  # started by a turn that had read untrusted content
     authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task

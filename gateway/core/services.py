@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from gateway.core.messages import ChatRef
+from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
+from gateway.core.turns import TaskTypeName
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,7 @@ class JobService(Protocol):
         message: str | None,
         chat: ChatRef,
         principal: Principal,
-        task_type: str,
+        task_type: TaskTypeName,
         agent: str = "main",
         user_texts: tuple[str, ...] = (),
         tainted: bool = False,
@@ -48,7 +49,7 @@ class TaskService(Protocol):
         self,
         *,
         prompt: str,
-        task_type: str,
+        task_type: TaskTypeName,
         chat: ChatRef,
         principal: Principal,
         user_texts: tuple[str, ...],
@@ -109,7 +110,7 @@ class KnownChat:
     channel: str
     chat_id: str
     name: str
-    kind: str  # dm | group | channel
+    kind: ChatType
 
 
 class ChatService(Protocol):

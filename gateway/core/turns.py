@@ -8,6 +8,7 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from gateway.core.messages import InboundMessage
 
@@ -31,6 +32,20 @@ class TurnKind(enum.StrEnum):
     def scheduled(self) -> bool:
         """Started by the scheduler (a heartbeat or a job), not by a message."""
         return self in (TurnKind.HEARTBEAT, TurnKind.CRON)
+
+
+# What a background task or a scheduled job is asked to do (agent/task_types.py: "general"
+# may use what policy allows, "explore" only reads, "plan" reads and answers with a plan).
+TaskTypeName = Literal["general", "explore", "plan"]
+TASK_TYPE_NAMES: tuple[TaskTypeName, ...] = get_args(TaskTypeName)
+
+
+def task_type_name(value: object) -> TaskTypeName:
+    """``value`` as a task type (a model's or an old row's word), "general" when unknown."""
+    for name in TASK_TYPE_NAMES:
+        if value == name:
+            return name
+    return "general"
 
 
 class TurnStopped(Exception):

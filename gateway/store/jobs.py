@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
+from gateway.core.turns import TaskTypeName, task_type_name
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import Connection
@@ -42,7 +43,7 @@ class Job:
     message: str | None
     chat: ChatRef
     owner: dict[str, Any]  # the creator: channel, sender_id, sender_name, role, chat_type
-    task_type: str = "general"
+    task_type: TaskTypeName = "general"
     state: JobState = "active"
     next_run: datetime | None = None
     last_run: datetime | None = None
@@ -85,7 +86,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         message=message,
         chat=ChatRef(channel, chat_id, thread_id),
         owner=json.loads(owner),
-        task_type=task_type,
+        task_type=task_type_name(task_type),
         state=state,
         next_run=_dt(next_run),
         last_run=_dt(last_run),

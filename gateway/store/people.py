@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from gateway.core.messages import ChatType
 from gateway.core.services import KnownChat
 from gateway.store.db import Database
 from gateway.store.sql import Connection, Cursor
@@ -67,7 +68,7 @@ class People:
             if channel is not None:
                 sql, args = sql + " WHERE channel = ?", (channel,)
             rows = conn.execute(sql + " ORDER BY channel, name", args).fetchall()
-            return [KnownChat(c, i, n, k) for c, i, n, k in rows]
+            return [KnownChat(c, i, n, ChatType(k)) for c, i, n, k in rows]
 
         return await self._db.run(query, durable=False)
 

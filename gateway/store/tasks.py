@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
+from gateway.core.turns import TaskTypeName, task_type_name
 from gateway.store.db import Database
 from gateway.store.retention import delete_batched
 from gateway.store.sql import Connection
@@ -38,7 +39,7 @@ END, RESULT = "end", "result"  # the keys of a task's last events: recorded once
 class TaskRecord:
     id: str
     prompt: str
-    task_type: str
+    task_type: TaskTypeName
     chat: ChatRef  # where its notes and result go: the spawning chat, or the task channel
     owner: dict[str, Any]  # the principal it acts for (channel, sender_id, role, ...)
     state: TaskState
@@ -117,7 +118,7 @@ class Tasks:
         return TaskRecord(
             task_id,
             prompt,
-            task_type,
+            task_type_name(task_type),
             ChatRef(channel, chat, thread),
             json.loads(owner),
             state,

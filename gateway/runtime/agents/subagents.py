@@ -47,7 +47,7 @@ from gateway.core.messages import (
     new_id,
 )
 from gateway.core.principal import Principal
-from gateway.core.turns import TurnControl, TurnKind
+from gateway.core.turns import TaskTypeName, TurnControl, TurnKind
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.controls import stop_turn
 from gateway.runtime.turns.accounting import turn_usage
@@ -127,7 +127,7 @@ class TaskQueue:
         self,
         *,
         prompt: str,
-        task_type: str,
+        task_type: TaskTypeName,
         chat: ChatRef,
         principal: Principal,
         user_texts: tuple[str, ...],

@@ -72,7 +72,7 @@ class ChatBook:
                 continue
             for entry in entries:
                 found[(name, entry.chat_id)] = KnownChat(
-                    name, entry.chat_id, entry.name, entry.kind.value
+                    name, entry.chat_id, entry.name, entry.kind
                 )
         return sorted(found.values(), key=lambda c: (c.channel, c.name.lower())), notes
 

@@ -17,6 +17,7 @@ from gateway.core.messages import ChatRef, ChatType, new_id
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 from gateway.core.services import JobInfo
+from gateway.core.turns import TaskTypeName
 from gateway.runtime.people.zones import Zones
 from gateway.store import Job, Jobs
 
@@ -38,7 +39,7 @@ class JobBook:
         message: str | None,
         chat: ChatRef,
         principal: Principal,
-        task_type: str,
+        task_type: TaskTypeName,
         agent: str = DEFAULT_AGENT,
         user_texts: tuple[str, ...] = (),
         tainted: bool = False,

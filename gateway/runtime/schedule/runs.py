@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
-from gateway.core.turns import TurnKind
+from gateway.core.turns import TaskTypeName, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,7 @@ class ScheduledRun:
     principal: Principal
     prompt: str | None = None
     message: str | None = None  # sent as is, no model call
-    task_type: str = "general"
+    task_type: TaskTypeName = "general"
     history_limit: int | None = None
     # Whose words authorise side effects (never the prompt the model wrote for a job), and
     # whether the turn that set this up had read outside content.

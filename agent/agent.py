@@ -29,6 +29,7 @@ from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import scope_for
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
+from agent.request import TurnOutcome, TurnRequest
 from agent.skills import routed_block
 from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
@@ -46,7 +47,6 @@ from agent.turn.outcome import (
     provider_notice,
     stop_notice,
 )
-from agent.turn.request import TurnOutcome, TurnRequest
 from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace

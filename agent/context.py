@@ -20,8 +20,8 @@ from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
 from agent.memory import FileCache, MemoryStore, scope_for
+from agent.request import TurnRequest
 from agent.skills import SkillLibrary
-from agent.turn.request import TurnRequest
 from agent.untrusted import wrap_untrusted
 from gateway.core.messages import InboundMessage, Said
 from gateway.core.textutil import only_headings

@@ -33,9 +33,9 @@ from agent.context import ContextBuilder
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge, prompt_limit
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
+from agent.request import TurnRequest
 from agent.tokens import estimate, message_tokens, tools_tokens
 from agent.tools.executor import truncate
-from agent.turn.request import TurnRequest
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """One turn of an agent, from its inputs to the outcome the user sees.
 
-- :mod:`agent.turn.request`: what the runtime asks for (:class:`TurnRequest`) and gets back
+- :mod:`agent.request`: what the runtime asks for (:class:`TurnRequest`) and gets back
   (:class:`TurnOutcome`);
 - :mod:`agent.turn.scope`: what the turn may touch, and whose words authorise its effects;
 - :mod:`agent.turn.inputs`: what one run of the loop is given (:class:`TurnInputs`) and the

@@ -11,12 +11,12 @@ from agent.llm.base import TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge
 from agent.llm.types import ChatMessage, SystemPrompt, ToolCall, ToolSpec
+from agent.request import ToolSink
 from agent.tools.base import ToolContext, TurnState
 from gateway.core.turns import TurnControl
 
 Checkpoint = Callable[[Sequence[ChatMessage]], Awaitable[None]]
 ContextFactory = Callable[[ToolCall], ToolContext]
-ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
 Steer = Callable[[], Awaitable[list[ChatMessage]]]
 
 

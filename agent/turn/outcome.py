@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMContextOverflow, LLMError
+from agent.request import TurnOutcome, TurnRequest
 from agent.tools.base import TurnState
 from agent.turn.loop import RunResult
-from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.messages import Attachment, OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
 

@@ -18,8 +18,8 @@ from typing import Any
 from agent.llm.types import ChatMessage
 from agent.memory import scope_for
 from agent.protected import may_change_owner_files
+from agent.request import TurnRequest
 from agent.tools.base import TurnState
-from agent.turn.request import TurnRequest
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, ChatType
 

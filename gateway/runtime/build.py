@@ -34,7 +34,7 @@ from gateway.runtime.agents.mcp import build_manager
 from gateway.runtime.agents.models import ModelPool
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
-from gateway.runtime.deployment import Guard, WorkSources, guard_for
+from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
 from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher
@@ -101,6 +101,16 @@ class Parts:
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
     workers: tuple[OutboundWorker, ...]
+
+
+def guard_for(settings: Settings, load: NodeLoad) -> Guard:
+    """One process per data directory (SQLite), or a node of a cluster (``storage.url``)."""
+    url = settings.storage.database_url()
+    if url is None:
+        return LocalGuard(settings)
+    from gateway.runtime.cluster.node import ClusterGuard  # noqa: PLC0415 - psycopg when used
+
+    return ClusterGuard(settings, url, load=load)
 
 
 def build(

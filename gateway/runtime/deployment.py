@@ -27,7 +27,6 @@ from typing import Protocol
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
 from gateway.core.lifecycle import Service
-from gateway.core.load import NodeLoad
 from gateway.core.lock import ProcessLock
 from gateway.core.messages import InboundMessage
 from gateway.runtime.bus import Bus
@@ -136,12 +135,3 @@ class LocalGuard:
 
     def degraded(self) -> str | None:
         return None
-
-
-def guard_for(settings: Settings, load: NodeLoad) -> Guard:
-    url = settings.storage.database_url()
-    if url is None:
-        return LocalGuard(settings)
-    from gateway.runtime.cluster.node import ClusterGuard  # noqa: PLC0415 - psycopg when used
-
-    return ClusterGuard(settings, url, load=load)

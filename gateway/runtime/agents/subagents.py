@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from agent.agent import Agent
-from agent.turn.request import TurnOutcome, TurnRequest
+from agent.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import DEFAULT_AGENT, SYSTEM_CHANNEL, TASK_CHANNEL, qualify
 from gateway.core.errors import StoreError
 from gateway.core.lifecycle import drain

@@ -33,7 +33,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 
-from agent.turn.request import TurnOutcome
+from agent.request import TurnOutcome
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import PROGRAM_CHANNELS
 from gateway.core.commands import CONTROL_COMMANDS

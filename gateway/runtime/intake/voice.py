@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.turn.request import TurnOutcome, TurnRequest
+from agent.request import TurnOutcome, TurnRequest
 from gateway.config.media import VoiceSettings
 from gateway.config.settings import Settings
 from gateway.core.messages import Attachment, OutboundKind

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.turn.request import TurnOutcome
+from agent.request import TurnOutcome
 from gateway.config.settings import LimitSettings
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal

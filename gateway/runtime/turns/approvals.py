@@ -30,7 +30,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
 from agent.approval import PendingCall, fingerprint
-from agent.turn.request import TurnRequest
+from agent.request import TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service

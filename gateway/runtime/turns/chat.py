@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 from agent.agent import Agent
-from agent.turn.request import TurnOutcome, TurnRequest
+from agent.request import TurnOutcome, TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.turn.request import TurnOutcome
+from agent.request import TurnOutcome
 from gateway.core.principal import Principal
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.runtime.bus import Bus

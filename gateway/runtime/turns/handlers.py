@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from agent.request import TurnOutcome, TurnRequest
 from agent.turn.outcome import INTERNAL_ERROR_NOTICE, notice
-from agent.turn.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import SYSTEM_CHANNEL
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind

@@ -21,8 +21,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 from agent.llm.base import TextSink
-from agent.turn.inputs import ToolSink
-from agent.turn.request import TurnRequest
+from agent.request import ToolSink, TurnRequest
 from gateway.core.channel import (
     Channel,
     SupportsActivity,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agent.agent import Agent
-from agent.turn.request import TurnOutcome, TurnRequest
+from agent.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import agent_of, qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.runtime.dispatch.dispatcher import TurnBatch

@@ -7,7 +7,7 @@ task was started from, and recorded in that chat's history for later replies.
 
 from __future__ import annotations
 
-from agent.turn.request import TurnOutcome
+from agent.request import TurnOutcome
 from gateway.core.addressing import qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind

@@ -1,16 +1,20 @@
-"""What the agent is asked to do in one turn, and what it decided."""
+"""What the agent is asked to do in one turn, and what it decided: the types the gateway
+hands :class:`agent.agent.Agent` and gets back (the engine that runs a turn is
+:mod:`agent.turn`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.approval import PendingCall
 from agent.llm.base import TextSink
 from agent.llm.metered import UsageEntry
-from agent.turn.inputs import ToolSink
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TaskTypeName, TurnControl, TurnKind
+
+ToolSink = Callable[[str], Awaitable[None]]  # told a tool's name just before it runs
 
 
 @dataclass(frozen=True, slots=True)

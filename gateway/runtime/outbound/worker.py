@@ -24,7 +24,7 @@ from gateway.core.channel import Channel
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.runtime.bus import Bus
-from gateway.runtime.outbound.attempt import Delivery
+from gateway.runtime.outbound.attempt import Delivered, Delivery
 from gateway.runtime.outbound.drafts import DraftStreamer
 from gateway.store import Outbox, OutboxRecord
 from gateway.store.outbox import Fence
@@ -58,6 +58,9 @@ class OutboundWorker(Service):
         # while it leads (fence)
         self._delivery = Delivery(channel, outbox, drafts=drafts, fence=fence, clock=clock)
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        # Sent, but the store was away when the result was to be recorded: recorded once it
+        # is back, never sent again (a resend could not tell it was delivered).
+        self._unrecorded: dict[int, Delivered] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -108,7 +111,11 @@ class OutboundWorker(Service):
     async def _deliver(self, key: str, record: OutboxRecord) -> None:
         look_again = True
         try:
-            look_again = await self._attempt(record)
+            sent = self._unrecorded.get(record.id)
+            if sent is not None:
+                look_again = await self._record_sent(record, sent)
+            else:
+                look_again = await self._attempt(record)
         finally:
             self._in_flight.pop(key, None)
             if look_again:  # this chat's next message, or a new due time
@@ -158,7 +165,24 @@ class OutboundWorker(Service):
             if delivered is None:  # not ours to send (any more): leave the row alone
                 return False
             self._delivery.forget(record.id)
-            return await self._outbox.mark_sent(
+            return await self._record_sent(record, delivered)
+        return True
+
+    async def _record_sent(self, record: OutboxRecord, delivered: Delivered) -> bool:
+        """Record a send that went out; while the store is away, keep it to record later."""
+        try:
+            look_again = await self._outbox.mark_sent(
                 record.id, delivered.receipt, finished_draft=delivered.finished_draft
             )
-        return True
+        except StoreUnavailable as exc:
+            if record.id not in self._unrecorded:
+                log.warning(
+                    "%s: message %s went out; the store is away (%s): recorded once it is back",
+                    self.channel.name,
+                    record.id,
+                    exc,
+                )
+            self._unrecorded[record.id] = delivered
+            return True
+        self._unrecorded.pop(record.id, None)
+        return look_again

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError
@@ -50,7 +50,7 @@ def http_settings(
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
-    channel = SlackChannel(settings)
+    channel = SlackChannel(settings.slack, settings.channel_context())
     assert channel.mode == "http"
     async with Gateway(settings, channels=[channel]) as gateway:
         yield gateway, f"http://127.0.0.1:{channel.port}/slack/events"
@@ -137,7 +137,7 @@ async def test_http_acknowledges_only_what_was_journaled(
     fake_slack: FakeSlack, http_settings: Callable[..., Settings]
 ) -> None:
     settings = http_settings()
-    channel, sink = SlackChannel(settings), FlakySink()
+    channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
     await channel.start(sink)
     try:
         url = f"http://127.0.0.1:{channel.port}/slack/events"
@@ -157,7 +157,7 @@ async def test_socket_mode_acknowledges_only_what_was_journaled(
     settings = make_settings(
         slack={"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
     )
-    channel, sink = SlackChannel(settings), FlakySink()
+    channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
     await channel.start(sink)
     try:
         body = event_body(dm_event("keep me", user="U42", ts="600.000001"))

@@ -7,7 +7,7 @@ import asyncio
 
 import aiohttp
 
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.webhook import SECRET_HEADER
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError

@@ -31,8 +31,9 @@ from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
 from channels.whatsapp.media import MediaStore
 from channels.whatsapp.probe import probe as check_credentials
 from channels.whatsapp.sender import Sender, excerpt
+from channels.whatsapp.settings import WhatsAppSettings
 from channels.whatsapp.webhook import Webhook
-from gateway.config.settings import Settings
+from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
 from gateway.core.channel import ChannelHealth, LostSend
 from gateway.core.errors import ConfigError
@@ -49,13 +50,14 @@ class WhatsAppChannel:
     name = CHANNEL
     receives_on_every_node = True  # webhooks: any node of a cluster journals them
 
-    def __init__(self, settings: Settings, *, clock: Any = time.time) -> None:
-        section = settings.whatsapp
+    def __init__(
+        self, section: WhatsAppSettings, context: ChannelContext, *, clock: Any = time.time
+    ) -> None:
         if not section.enabled or section.access_token is None:
             raise ConfigError(
                 "SWITCHBOARD_WHATSAPP__ACCESS_TOKEN is not set", field="whatsapp.access_token"
             )
-        if not settings.web.enabled:
+        if not context.web_server:
             raise ConfigError(
                 "WhatsApp delivers messages by webhook to the web server, which is off: set "
                 "web.enabled = true (SWITCHBOARD_WEB__ENABLED)",
@@ -71,7 +73,7 @@ class WhatsAppChannel:
         )
         self._media = MediaStore(
             self.graph,
-            settings.workspace_dir / "attachments" / self.name,
+            context.workspace_dir / "attachments" / self.name,
             max_bytes=section.max_attachment_bytes,
         )
         self._sender = Sender(self.graph, section, records=self._records, clock=clock)

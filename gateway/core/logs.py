@@ -142,10 +142,12 @@ def configure_logging(
     console: bool = True,
     fmt: Literal["text", "json"] = "text",
     file_level: str | None = None,
+    quiet: Iterable[str] = (),
 ) -> None:
     """Logging for the process: the console at ``level``, the log file at ``file_level``
     (default: the same). ``switchboard chat -v`` debugs on its console only: the file is
-    the gateway's, shared with ``switchboard run``."""
+    the gateway's, shared with ``switchboard run``. ``quiet``: more chatty libraries' loggers
+    (the channels' SDKs), kept at warning and above like the HTTP clients'."""
     global _last  # noqa: PLW0603 - logging is process-wide; so is its latest problem
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -174,12 +176,5 @@ def configure_logging(
         root.addHandler(rotating)
     levels = [logging.getLevelName(name.upper()) for name in (level, file_level or level)]
     root.setLevel(min(levels))
-    for noisy in (
-        "httpx",
-        "httpcore",
-        "httpx2",
-        "telegram.ext",
-        "discord",
-        "slack_bolt",
-    ):
+    for noisy in ("httpx", "httpcore", "httpx2", *quiet):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -34,6 +34,7 @@ from tests.fakes.discord import (
     user,
 )
 from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.records import started
 
 OWNER = user(42, "dana", "Dana")
 DM_CHANNEL = dm_channel(OWNER)
@@ -375,7 +376,7 @@ async def test_a_rejected_token_fails_start_naming_the_setting(
     settings = discord_settings(token="revoked")
     channel = DiscordChannel(settings.discord, settings.channel_context(), policy=fast_policy())
     with pytest.raises(ConfigError, match="SWITCHBOARD_DISCORD__TOKEN") as caught:
-        await channel.start(NullSink())
+        await channel.start(started(NullSink()))
     await channel.stop()
     assert caught.value.field == "discord.token"
     assert fake_discord.connections == 0  # no gateway attempt with a bad token

@@ -30,6 +30,7 @@ from tests.fakes.mailservers import (  # noqa: F401 - fixture
     dovecot,
     missing_binaries,
 )
+from tests.fakes.records import started
 
 DANA = "dana@example.test"
 
@@ -186,7 +187,7 @@ async def test_mail_is_marked_read_only_after_it_is_journaled(
     await dovecot.deliver(letter(bot, "Are you there?"), bot)
     channel = EmailChannel(settings.email, settings.channel_context())
     flaky = FlakySink(dovecot, bot)
-    await channel.start(flaky)
+    await channel.start(started(flaky))
     try:
         await all_seen(dovecot, bot, 1)
     finally:

@@ -19,6 +19,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.messages import Attachment, OutboundMessage
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, text
+from tests.fakes.records import started
 from tests.fakes.slack import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -288,7 +289,7 @@ async def test_rejected_tokens_fail_start_naming_the_setting(
         settings = slack_settings(**section)
         channel = SlackChannel(settings.slack, settings.channel_context())
         with pytest.raises(ConfigError) as caught:
-            await channel.start(NullSink())
+            await channel.start(started(NullSink()))
         await channel.stop()
         assert caught.value.field == field
     assert fake_slack.connections == 0

@@ -20,6 +20,7 @@ from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM
+from tests.fakes.records import started
 from tests.fakes.slack import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -138,7 +139,7 @@ async def test_http_acknowledges_only_what_was_journaled(
 ) -> None:
     settings = http_settings()
     channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
-    await channel.start(sink)
+    await channel.start(started(sink))
     try:
         url = f"http://127.0.0.1:{channel.port}/slack/events"
         body = event_body(dm_event("keep me", user="U42", ts="500.000001"))
@@ -158,7 +159,7 @@ async def test_socket_mode_acknowledges_only_what_was_journaled(
         slack={"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
     )
     channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
-    await channel.start(sink)
+    await channel.start(started(sink))
     try:
         body = event_body(dm_event("keep me", user="U42", ts="600.000001"))
         first = await fake_slack.push(body)

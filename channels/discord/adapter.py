@@ -47,7 +47,7 @@ from channels.discord.settings import DiscordSettings
 from channels.keyed import KeyedLocks
 from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
+from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend, StartContext
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
@@ -89,8 +89,8 @@ class DiscordChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         client = self._new_client()
         try:
             await client.login(self._token)

@@ -46,7 +46,7 @@ from channels.email.state import EmailState, ThreadInfo
 from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 from gateway.core.mail import (
     MailError,
@@ -94,9 +94,9 @@ class EmailChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, context: StartContext) -> None:
         self._state = await asyncio.to_thread(EmailState.load, self._state_path)
-        self._sink = sink
+        self._sink = context.sink
         self._stop.clear()
         self._task = asyncio.create_task(self._run(), name="email:imap")
 

@@ -36,8 +36,8 @@ from channels.matrix.settings import MatrixSettings
 from channels.matrix.state import DeviceFile
 from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
-from gateway.core.bus import ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.bus import InboundSink
+from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, ConfigError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 
@@ -88,14 +88,13 @@ class MatrixChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         await self._log_in()
-        records = sink if isinstance(sink, ChannelRecords) else None
         self._loop = SyncLoop(
             self.client,
             self._on_sync,
-            records,
+            context.records,
             timeout_ms=self.settings.sync_timeout_seconds * 1000,
             backoff=self._backoff,
             on_status=self._status,

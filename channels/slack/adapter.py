@@ -52,7 +52,7 @@ from channels.slack.settings import SlackSettings
 from channels.slack.working import WorkingMarks
 from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
+from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend, StartContext
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -117,8 +117,8 @@ class SlackChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         await self._identify()
         if self.mode == "socket":
             await self._start_socket()

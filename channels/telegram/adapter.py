@@ -39,7 +39,7 @@ from channels.telegram.transport import AiohttpRequest
 from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelHealth, LostSend, StartContext
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -113,8 +113,8 @@ class TelegramChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         self._lock.acquire()
         try:
             if self.settings.mode == "webhook":

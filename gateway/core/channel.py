@@ -1,8 +1,8 @@
 """What a channel adapter must provide, and the optional capabilities it may add.
 
-A channel turns platform events into :class:`InboundMessage` (handing them to the sink it
-gets at start) and delivers :class:`OutboundMessage`. Extras are separate protocols checked
-with ``isinstance``, so the base stays small.
+A channel turns platform events into :class:`InboundMessage` (handing them to the sink of
+the :class:`StartContext` it gets at start) and delivers :class:`OutboundMessage`. Extras
+are separate protocols checked with ``isinstance``, so the base stays small.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from gateway.core.bus import InboundSink
+from gateway.core.bus import ChannelRecords, InboundSink
 from gateway.core.messages import ChatRef, ChatType, OutboundMessage
 
 
@@ -23,12 +23,21 @@ class ChannelHealth:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class StartContext:
+    """What a channel gets from the gateway when it starts."""
+
+    sink: InboundSink  # where messages go: returns once they are journaled (or refused)
+    records: ChannelRecords  # what the channel records besides messages (windows, cursors)
+
+
 @runtime_checkable
 class Channel(Protocol):
     name: str
 
-    async def start(self, sink: InboundSink) -> None:
-        """Connect and begin handing inbound messages to ``sink``; return once running."""
+    async def start(self, context: StartContext) -> None:
+        """Connect and begin handing inbound messages to ``context.sink``; return once
+        running."""
 
     async def stop(self) -> None:
         """Stop receiving; pending platform acknowledgements are settled first."""

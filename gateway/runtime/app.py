@@ -31,7 +31,7 @@ from agent.tools.web import web_browser
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel, ReceivesOnEveryNode
+from gateway.core.channel import Channel, ReceivesOnEveryNode, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
@@ -394,7 +394,7 @@ class Gateway(Service):
             self._check_port()  # a taken port stops us before any channel connects
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
-                    await channel.start(self.gate)
+                    await channel.start(StartContext(self.gate, records=self.gate))
             for provider in self.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen
@@ -437,7 +437,7 @@ class Gateway(Service):
 
         check_port(self)
         for channel in every:
-            await channel.start(self.gate)
+            await channel.start(StartContext(self.gate, records=self.gate))
             self._receiving.add(channel.name)
         self.web = await start_web(self, standby=True)
 

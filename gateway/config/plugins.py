@@ -101,12 +101,25 @@ class ChannelPlugin(Generic[S]):
     loggers: tuple[str, ...] = ()  # its SDK's chatty loggers: kept at warning and above
 
 
-@cache
+@dataclass(frozen=True, slots=True)
+class Registry:
+    plugins: Mapping[str, ChannelPlugin[Any]]
+    # Installed plug-ins that could not be registered, and why: loading the settings fails
+    # on them (a broken package never crashes the import of the settings themselves).
+    problems: tuple[ConfigError, ...] = ()
+
+
 def channel_plugins() -> Mapping[str, ChannelPlugin[Any]]:
     """Every registered channel by name: the built-in ones, then the installed packages'."""
+    return registry().plugins
+
+
+@cache
+def registry() -> Registry:
     found: dict[str, ChannelPlugin[Any]] = {}
     for module in BUILT_IN:
         _register(found, importlib.import_module(module).PLUGIN, f"module {module}")
+    problems = []
     for point in entry_points(group=ENTRY_POINT_GROUP):
         origin = f"entry point {point.name} = {point.value}" + (
             f" of {point.dist.name}" if point.dist is not None else ""
@@ -114,23 +127,36 @@ def channel_plugins() -> Mapping[str, ChannelPlugin[Any]]:
         try:
             plugin = point.load()
         except Exception as exc:
-            raise ConfigError(
-                f"the channel plug-in {origin} failed to load: {type(exc).__name__}: {exc}",
-                field=point.name,
-            ) from exc
-        if isinstance(plugin, ChannelPlugin) and plugin.name != point.name:
-            raise ConfigError(
-                f"the {origin} names the channel {plugin.name!r}: name the entry point so",
-                field=point.name,
+            problems.append(
+                ConfigError(
+                    f"the channel plug-in {origin} failed to load: {type(exc).__name__}: {exc}",
+                    field=point.name,
+                )
             )
-        _register(found, plugin, origin)
-    return found
+            continue
+        try:
+            _register(found, plugin, origin, entry_point=point.name)
+        except ConfigError as exc:
+            problems.append(exc)
+    return Registry(found, tuple(problems))
 
 
-def _register(found: dict[str, ChannelPlugin[Any]], plugin: object, origin: str) -> None:
+def _register(
+    found: dict[str, ChannelPlugin[Any]],
+    plugin: object,
+    origin: str,
+    *,
+    entry_point: str | None = None,
+) -> None:
     if not isinstance(plugin, ChannelPlugin):
         raise ConfigError(
-            f"the {origin} is not a channel plug-in (gateway.config.plugins.ChannelPlugin)"
+            f"the {origin} is not a channel plug-in (gateway.config.plugins.ChannelPlugin)",
+            field=entry_point,
+        )
+    if entry_point is not None and plugin.name != entry_point:
+        raise ConfigError(
+            f"the {origin} names the channel {plugin.name!r}: name the entry point so",
+            field=entry_point,
         )
     if not _NAME.match(plugin.name):
         raise ConfigError(
@@ -153,15 +179,26 @@ def _register(found: dict[str, ChannelPlugin[Any]], plugin: object, origin: str)
 
 def channel_sections_model(base: type[BaseModel], taken: set[str]) -> type[BaseModel]:
     """A model with one field per registered channel (its section, defaults unless set), on
-    ``base``; ``taken``: the names the settings root uses itself."""
-    plugins = channel_plugins()
-    clash = sorted(taken & set(plugins))
-    if clash:
-        raise ConfigError(
-            f"a channel plug-in is named like a section of the settings: {', '.join(clash)}",
-            field=clash[0],
-        )
+    ``base``; ``taken``: the names the settings root uses itself (a plug-in named so is left
+    out, and reported by :func:`plugin_problems`)."""
     fields: dict[str, Any] = {
-        name: (plugin.settings, plugin.settings()) for name, plugin in plugins.items()
+        name: (plugin.settings, plugin.settings())
+        for name, plugin in channel_plugins().items()
+        if name not in taken
     }
     return create_model("ChannelSections", __base__=base, **fields)
+
+
+def plugin_problems(taken: set[str]) -> list[ConfigError]:
+    """Why installed plug-ins could not be registered (``taken``: as for
+    :func:`channel_sections_model`)."""
+    clashes = [
+        ConfigError(
+            f"the channel plug-in {name!r} is named like the settings' own [{name}]: "
+            "a channel needs a name of its own",
+            field=name,
+        )
+        for name in channel_plugins()
+        if name in taken
+    ]
+    return [*registry().problems, *clashes]

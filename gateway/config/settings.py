@@ -49,7 +49,7 @@ from gateway.config.people import (
     known_zone,
     valid_person_key,
 )
-from gateway.config.plugins import ChannelContext, channel_sections_model
+from gateway.config.plugins import ChannelContext, channel_sections_model, plugin_problems
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
@@ -291,15 +291,15 @@ class _Trailing(BaseSettings):
     api: ApiSettings = ApiSettings()
 
 
+_OWN_SECTIONS = set(_Leading.model_fields) | set(_Trailing.model_fields)
+
 if TYPE_CHECKING:  # the checked code reaches a channel's section through channel_sections()
 
     class _Channels(BaseSettings):
         pass
 
 else:  # [telegram], [discord], ...: a field per plug-in (gateway/config/plugins.py)
-    _Channels = channel_sections_model(
-        BaseSettings, set(_Leading.model_fields) | set(_Trailing.model_fields)
-    )
+    _Channels = channel_sections_model(BaseSettings, _OWN_SECTIONS)
 
 
 class Settings(_Trailing, _Channels, _Leading):
@@ -474,6 +474,9 @@ class Settings(_Trailing, _Channels, _Leading):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the configuration or raise :class:`ConfigError` naming the bad key and its source."""
+    problems = plugin_problems(_OWN_SECTIONS)  # an installed channel that cannot work
+    if problems:
+        raise problems[0]
     home = home_from(overrides)
     config_file = home / "config.toml"
     if config_file.exists():

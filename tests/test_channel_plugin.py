@@ -15,6 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from gateway.config.plugins import token_patterns
+from gateway.core.logs import Redactor
 from tests.fakes.llm import FakeLLM
 from tests.fakes.mailservers import free_port
 from tests.nodes import start_node
@@ -104,3 +106,14 @@ async def test_a_plugin_that_does_not_load_is_a_configuration_error_naming_its_p
     assert (code, out, err.strip()) == (2, "", f"switchboard: {problem}")
     code, out, _ = await switchboard("doctor", env=env)  # reports it, and checks the rest
     assert code == 1 and f"[FAIL] config        {problem}" in out
+
+
+def test_the_shapes_of_the_channels_credentials_are_redacted_whoever_they_belong_to() -> None:
+    """Each channel names its platform's token shapes; logs, traces and tool results hide
+    them even when they are not this gateway's (a token pasted into a chat, a stranger's)."""
+    redact = Redactor(patterns=token_patterns())
+    telegram = "123456789:AAH-abcdefghijklmnopqrstuvwxyz012345"
+    line = (
+        f"GET /bot{telegram}/getMe, then {telegram} and xoxb-1234567890-abcdef, xapp-1-A0B1C2D3E4"
+    )
+    assert redact(line) == "GET /bot[REDACTED]/getMe, then [REDACTED] and [REDACTED], [REDACTED]"

@@ -21,4 +21,8 @@ PLUGIN = ChannelPlugin(
     settings=SlackSettings,
     create=create,
     loggers=("slack_bolt",),
+    token_patterns=(
+        r"xox[abpres]-[A-Za-z0-9\-]{10,}",  # bot and user tokens
+        r"xapp-[A-Za-z0-9\-]{10,}",  # app-level tokens
+    ),
 )

@@ -21,4 +21,8 @@ PLUGIN = ChannelPlugin(
     settings=TelegramSettings,
     create=create,
     loggers=("telegram.ext",),
+    token_patterns=(
+        r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b",  # a bot token
+        r"(?<=/bot)\d{6,12}:[A-Za-z0-9_\-]{30,}",  # in a Bot API URL
+    ),
 )

@@ -159,13 +159,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2
-    from gateway.config.plugins import channel_plugins  # noqa: PLC0415
+    from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
     from gateway.core.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
 
     quiet_console = args.command != "run" and not args.verbose
     configure_logging(
         level="debug" if args.verbose else settings.log_level,
-        redactor=Redactor(secret_values(settings)),
+        redactor=Redactor(secret_values(settings), patterns=token_patterns()),
         log_file=settings.data_dir / "logs" / "switchboard.log"
         if args.command in ("run", "chat")
         else None,

@@ -99,6 +99,9 @@ class ChannelPlugin(Generic[S]):
     create: Callable[[S, ChannelContext], Channel]
     onboarding: Onboarding[S] | None = None
     loggers: tuple[str, ...] = ()  # its SDK's chatty loggers: kept at warning and above
+    # The shapes of its platform's credentials (regular expressions): hidden in every log
+    # line, trace and tool result, whether or not they are this gateway's own.
+    token_patterns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,11 @@ class Registry:
 def channel_plugins() -> Mapping[str, ChannelPlugin[Any]]:
     """Every registered channel by name: the built-in ones, then the installed packages'."""
     return registry().plugins
+
+
+def token_patterns() -> tuple[str, ...]:
+    """The credential shapes of every registered channel (for the log redactor)."""
+    return tuple(p for plugin in channel_plugins().values() for p in plugin.token_patterns)
 
 
 @cache

@@ -29,6 +29,7 @@ from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.web import web_browser
 from gateway import __version__
+from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, ReceivesOnEveryNode, StartContext
@@ -191,7 +192,7 @@ class Gateway(Service):
             sections,
             clock=self.clock,
             timeout=settings.tools.approval_timeout_seconds,
-            redact=Redactor(secret_values(settings)),
+            redact=Redactor(secret_values(settings), patterns=token_patterns()),
             on_outbound=self.bus.outbound_ready,
             wake=wakes.wake,
         )

@@ -45,9 +45,14 @@ from channels.discord.render import render
 from channels.discord.sender import Sender
 from channels.discord.settings import DiscordSettings
 from channels.keyed import KeyedLocks
-from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend, StartContext
+from gateway.core.channel import (
+    ChannelContext,
+    ChannelHealth,
+    DirectoryEntry,
+    LostSend,
+    StartContext,
+)
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 

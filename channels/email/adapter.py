@@ -43,10 +43,9 @@ from channels.email.parse import (
 from channels.email.probe import probe as check_credentials
 from channels.email.settings import EmailSettings
 from channels.email.state import EmailState, ThreadInfo
-from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend, StartContext
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 from gateway.core.mail import (
     MailError,

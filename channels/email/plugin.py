@@ -5,8 +5,8 @@ start, so it imports neither mail library: :func:`create` does."""
 from __future__ import annotations
 
 from channels.email.settings import EmailSettings
-from gateway.config.plugins import ChannelContext, ChannelPlugin
-from gateway.core.channel import Channel
+from gateway.config.plugins import ChannelPlugin
+from gateway.core.channel import Channel, ChannelContext
 from gateway.core.errors import ConfigError
 
 

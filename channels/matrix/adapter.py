@@ -34,10 +34,9 @@ from channels.matrix.probe import probe as check_credentials
 from channels.matrix.sender import Sender
 from channels.matrix.settings import MatrixSettings
 from channels.matrix.state import DeviceFile
-from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth, StartContext
+from gateway.core.channel import ChannelContext, ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, ConfigError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 

@@ -6,8 +6,8 @@ matrix`` sets it up. Imported at every start, so it imports no SDK: matrix-nio (
 from __future__ import annotations
 
 from channels.matrix.settings import MatrixSettings
-from gateway.config.plugins import ChannelContext, ChannelPlugin, Onboarding, Question
-from gateway.core.channel import Channel
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question
+from gateway.core.channel import Channel, ChannelContext
 from gateway.core.errors import ConfigError
 from gateway.core.install import install_command
 

@@ -50,9 +50,14 @@ from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
 from channels.slack.settings import SlackSettings
 from channels.slack.working import WorkingMarks
-from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend, StartContext
+from gateway.core.channel import (
+    ChannelContext,
+    ChannelHealth,
+    DirectoryEntry,
+    LostSend,
+    StartContext,
+)
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage

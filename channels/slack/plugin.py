@@ -5,8 +5,8 @@ no SDK: :func:`create` loads slack-bolt, when a credential is set."""
 from __future__ import annotations
 
 from channels.slack.settings import SlackSettings
-from gateway.config.plugins import ChannelContext, ChannelPlugin
-from gateway.core.channel import Channel
+from gateway.config.plugins import ChannelPlugin
+from gateway.core.channel import Channel, ChannelContext
 
 
 def create(section: SlackSettings, context: ChannelContext) -> Channel:

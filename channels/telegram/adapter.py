@@ -36,10 +36,9 @@ from channels.telegram.sender import Pacing, Sender
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.transport import AiohttpRequest
-from gateway.config.plugins import ChannelContext
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth, LostSend, StartContext
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage

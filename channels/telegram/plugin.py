@@ -5,8 +5,8 @@ it imports no SDK: :func:`create` does, when the token is set."""
 from __future__ import annotations
 
 from channels.telegram.settings import TelegramSettings
-from gateway.config.plugins import ChannelContext, ChannelPlugin
-from gateway.core.channel import Channel
+from gateway.config.plugins import ChannelPlugin
+from gateway.core.channel import Channel, ChannelContext
 
 
 def create(section: TelegramSettings, context: ChannelContext) -> Channel:

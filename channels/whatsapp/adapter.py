@@ -33,9 +33,8 @@ from channels.whatsapp.probe import probe as check_credentials
 from channels.whatsapp.sender import Sender, excerpt
 from channels.whatsapp.settings import WhatsAppSettings
 from channels.whatsapp.webhook import Webhook
-from gateway.config.plugins import ChannelContext
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend, StartContext
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 

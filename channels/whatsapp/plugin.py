@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from channels.whatsapp.settings import WhatsAppSettings
-from gateway.config.plugins import ChannelContext, ChannelPlugin, Onboarding, Question
-from gateway.core.channel import Channel
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question
+from gateway.core.channel import Channel, ChannelContext
 
 
 def create(section: WhatsAppSettings, context: ChannelContext) -> Channel:

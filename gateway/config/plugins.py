@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, create_model
 
 from gateway.config.channels import ChannelSection
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, ChannelContext
 from gateway.core.errors import ConfigError
 
 ENTRY_POINT_GROUP = "switchboard.channels"
@@ -49,16 +49,6 @@ BUILT_IN = (
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 S = TypeVar("S", bound=ChannelSection)
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelContext:
-    """What a channel knows of the configuration besides its own section."""
-
-    data_dir: Path  # its state files go in data_dir / "channels"
-    workspace_dir: Path  # inbound files go in workspace_dir / "attachments" / <channel>
-    agent_name: str  # the assistant's name, where the platform shows a sender's name
-    web_server: bool  # whether the web server runs (where webhooks are served)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +96,8 @@ class ChannelPlugin(Generic[S]):
 
 @dataclass(frozen=True, slots=True)
 class Registry:
+    """The channels this process knows (read once: :func:`registry`)."""
+
     plugins: Mapping[str, ChannelPlugin[Any]]
     # Installed plug-ins that could not be registered, and why: loading the settings fails
     # on them (a broken package never crashes the import of the settings themselves).
@@ -124,6 +116,7 @@ def token_patterns() -> tuple[str, ...]:
 
 @cache
 def registry() -> Registry:
+    """The built-in channels (a broken one is a bug: it raises), then the entry points'."""
     found: dict[str, ChannelPlugin[Any]] = {}
     for module in BUILT_IN:
         _register(found, importlib.import_module(module).PLUGIN, f"module {module}")

@@ -49,9 +49,10 @@ from gateway.config.people import (
     known_zone,
     valid_person_key,
 )
-from gateway.config.plugins import ChannelContext, channel_sections_model, plugin_problems
+from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.channel import ChannelContext
 from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:

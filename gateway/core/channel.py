@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.bus import ChannelRecords, InboundSink
@@ -21,6 +22,17 @@ class ChannelHealth:
     last_error: str | None = None
     last_message_at: float | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What a channel knows of the configuration besides its own section (given when it is
+    built: ``gateway.config.plugins.ChannelPlugin.create``)."""
+
+    data_dir: Path  # its state files go in data_dir / "channels"
+    workspace_dir: Path  # inbound files go in workspace_dir / "attachments" / <channel>
+    agent_name: str  # the assistant's name, where the platform shows a sender's name
+    web_server: bool  # whether the web server runs (where webhooks are served)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from gateway.config.channels import ChannelSection
-from gateway.config.plugins import ChannelContext, ChannelPlugin
+from gateway.config.plugins import ChannelPlugin
 from gateway.core.bus import InboundSink
-from gateway.core.channel import Channel, StartContext
+from gateway.core.channel import Channel, ChannelContext, StartContext
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.messages import InboundMessage, OutboundMessage
 

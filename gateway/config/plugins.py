@@ -82,7 +82,7 @@ class ChannelPlugin(Generic[S]):
     """A chat channel, as the gateway knows it (see the module's docstring)."""
 
     name: str  # the section [name], SWITCHBOARD_NAME__*, and the channel of its messages
-    title: str  # how a sentence names it ("Telegram", "email")
+    title: str  # how a sentence names it: Telegram, email
     settings: type[S]  # its section: a ChannelSection (or LiveChannelSection) subclass
     # Build the channel from its section (only called when the section is enabled); the
     # place to import the platform's SDK. Raises ConfigError for what the section lacks.

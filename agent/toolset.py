@@ -65,10 +65,9 @@ def default_tools(
     ]
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
-    if settings.email.can_send:  # SMTP and mail formatting load only when configured
+    mail = settings.outgoing_mail()
+    if mail is not None:  # SMTP and mail formatting load only when configured
         from agent.tools.email import SendEmail  # noqa: PLC0415
 
-        tools.append(
-            SendEmail(settings.email, sender_name=settings.agent.name, audit_log=audit_log)
-        )
+        tools.append(SendEmail(mail, sender_name=settings.agent.name, audit_log=audit_log))
     return tools

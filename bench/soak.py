@@ -38,7 +38,7 @@ from pathlib import Path
 
 from bench.common import quiet_proxies, rss_mib
 from bench.soak_chats import Conversations, schedule
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
@@ -88,7 +88,10 @@ class Soak:
     # -- the gateway ----------------------------------------------------------------------
 
     async def start_gateway(self) -> None:
-        gateway = Gateway(self.settings, channels=[TelegramChannel(self.settings)])
+        gateway = Gateway(
+            self.settings,
+            channels=[TelegramChannel(self.settings.telegram, self.settings.channel_context())],
+        )
         await gateway.start()
         self.gateway = gateway
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from bench.common import quiet_proxies, settings_for
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, Step, streamed, text
 from tests.fakes.telegram import FakeTelegram, random_token
@@ -72,7 +72,9 @@ async def rounds(mode: Mode, count: int, *, quick: bool) -> Rounds:
                     "streaming": mode != "off",
                 },
             )
-            async with Gateway(settings, channels=[TelegramChannel(settings)]) as gateway:
+            async with Gateway(
+                settings, channels=[TelegramChannel(settings.telegram, settings.channel_context())]
+            ) as gateway:
                 for i in range(count):
                     chat = 20_000 + i
                     step: Step = (

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.common import llm_process
 from channels.buckets import Rate
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
@@ -99,7 +99,9 @@ async def measure(llm_url: str, turns: int, chats: int) -> None:
             tg = await FakeTelegram(random_token()).start()
             try:
                 settings = settings_for(Path(tmp) / "home", llm_url, tg)
-                channel = TelegramChannel(settings, pacing=pacing)
+                channel = TelegramChannel(
+                    settings.telegram, settings.channel_context(), pacing=pacing
+                )
                 async with Gateway(settings, channels=[channel]) as gateway:
                     if label == "paced":
                         await sequential(tg, 3)  # warm-up

@@ -1,47 +1,28 @@
-"""Channel adapters: one per platform. Each depends on :mod:`gateway` types and its SDK only.
+"""Channel adapters: one folder per platform, each a plug-in (``<folder>/plugin.py``,
+:mod:`gateway.config.plugins`). Each depends on :mod:`gateway` types and its SDK only.
 
-:data:`REGISTRY` maps a channel name to the factory that builds it; the module is imported
-only when that channel is enabled, so unused SDKs cost nothing at start.
+A channel's module and SDK are imported only when that channel is enabled, so unused SDKs
+cost nothing at start.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from gateway.config.plugins import channel_plugins
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
     from gateway.core.channel import Channel
 
 
-class ChannelFactory(Protocol):
-    def __call__(self, settings: Settings) -> Channel: ...
-
-
-REGISTRY: dict[str, str] = {
-    "telegram": "channels.telegram:create",
-    "discord": "channels.discord:create",
-    "slack": "channels.slack:create",
-    "whatsapp": "channels.whatsapp:create",
-    "matrix": "channels.matrix:create",
-    "email": "channels.email:create",
-}
-
-
 def enabled_channels(settings: Settings) -> list[str]:
-    names = []
-    for name in REGISTRY:
-        section = getattr(settings, name)
-        if section.enabled:
-            names.append(name)
-    return names
+    """The registered channels whose section turns them on, in the registry's order."""
+    return [name for name, section in settings.channel_sections().items() if section.enabled]
 
 
 def build_channels(settings: Settings) -> list[Channel]:
     """Construct every enabled channel, importing only their modules."""
-    channels = []
-    for name in enabled_channels(settings):
-        module_name, _, attr = REGISTRY[name].partition(":")
-        factory: ChannelFactory = getattr(importlib.import_module(module_name), attr)
-        channels.append(factory(settings))
-    return channels
+    plugins, context = channel_plugins(), settings.channel_context()
+    sections = settings.channel_sections()
+    return [plugins[name].create(sections[name], context) for name in enabled_channels(settings)]

@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable
 
 from gateway.core.bus import Accepted, InboundSink
+from gateway.core.channel import StartContext
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.messages import (
     Attachment,
@@ -33,8 +34,8 @@ class MemoryChannel:
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
 
     async def stop(self) -> None:
         self._sink = None

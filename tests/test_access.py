@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from channels.discord.settings import DISCORD_EPOCH_MS
 from channels.memory import MemoryChannel
 from gateway.cli.admin import pairing_cli
 from gateway.core.bus import Accepted
@@ -150,7 +151,7 @@ async def test_an_admin_only_manages_pairing_on_their_own_channel(
 def discord_id(age_days: float) -> str:
     """A Discord user id (snowflake) of an account made ``age_days`` ago."""
     made_ms = int((time.time() - age_days * 86_400) * 1000)
-    return str((made_ms - pairing.DISCORD_EPOCH_MS) << 22)
+    return str((made_ms - DISCORD_EPOCH_MS) << 22)
 
 
 async def test_new_discord_accounts_share_one_pairing_slot(

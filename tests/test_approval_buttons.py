@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from channels.discord import DiscordChannel
+from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from channels.slack import SlackChannel
-from channels.telegram import TelegramChannel
+from channels.slack.adapter import SlackChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -62,7 +62,12 @@ async def test_telegram_owner_taps_approve_and_the_members_command_runs_once(
         telegram=section(tg, owners=[str(owner)], allow_from=[str(owner), str(member)]),
         tools=APPROVALS,
     )
-    channel = TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    channel = TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
     fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
     async with Gateway(settings, channels=[channel]) as gateway:
         await tg.say("please run the echo command", chat_id=member, user_id=member)
@@ -112,7 +117,7 @@ async def test_slack_owner_presses_approve_and_the_members_command_runs_once(
         slack={"bot_token": BOT_TOKEN, "base_url": fake_slack.api_url, **access, **wire},
         tools=APPROVALS,
     )
-    channel = SlackChannel(settings, ping_interval=1.0)
+    channel = SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)
     fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
     async with Gateway(settings, channels=[channel]) as gateway:
         url = f"http://127.0.0.1:{channel.port}/slack/events"
@@ -172,7 +177,10 @@ async def test_discord_owner_presses_approve_and_the_members_command_runs_once(
         tools=APPROVALS,
     )
     channel = DiscordChannel(
-        settings, policy=ReconnectPolicy(base=0.01, cap=0.05), guild_ready_timeout=0.01
+        settings.discord,
+        settings.channel_context(),
+        policy=ReconnectPolicy(base=0.01, cap=0.05),
+        guild_ready_timeout=0.01,
     )
     fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
     async with Gateway(settings, channels=[channel]) as gateway:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from agent.tools.sandbox import find_bwrap
-from channels.discord import DiscordChannel
+from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from channels.slack import SlackChannel
-from channels.telegram import TelegramChannel
+from channels.slack.adapter import SlackChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -49,7 +49,12 @@ def telegram_setup(
         telegram=section(tg, owners=[str(owner)], allow_from=[str(owner), str(member)]),
         tools=APPROVALS,
     )
-    channel = TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    channel = TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
     return settings, channel, owner, member
 
 
@@ -128,9 +133,12 @@ async def test_slack_and_discord_keep_a_spoofing_command_inside_the_code_block(
         },
         tools=APPROVALS,
     )
-    slack = SlackChannel(settings, ping_interval=1.0)
+    slack = SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)
     discord = DiscordChannel(
-        settings, policy=ReconnectPolicy(base=0.01, cap=0.05), guild_ready_timeout=0.01
+        settings.discord,
+        settings.channel_context(),
+        policy=ReconnectPolicy(base=0.01, cap=0.05),
+        guild_ready_timeout=0.01,
     )
     fake_llm.queue(calls(("exec", {"command": SPOOF})), text("Done."))
     fake_llm.queue(calls(("exec", {"command": SPOOF})), text("Done."))
@@ -185,7 +193,12 @@ async def test_an_approved_member_command_sees_only_what_their_file_tools_see(
         "cat MEMORY.md memory/people/telegram-2.md; ls -a; cat skills/weather/SKILL.md; "
         "echo made > new.txt; echo end"
     )
-    channel = TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    channel = TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
     fake_llm.queue(calls(("exec", {"command": command})), text("Done."))
     async with Gateway(settings, channels=[channel]) as gateway:
         await tg.say("show me the files", chat_id=member, user_id=member)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
@@ -36,7 +36,10 @@ async def test_post_in_general_from_telegram_lands_in_slacks_general(
         calls(("chats", {})),
         text("I am in #general, #random and the family group."),
     )
-    channels = [fast_channel(settings), SlackChannel(settings, ping_interval=1.0)]
+    channels = [
+        fast_channel(settings),
+        SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0),
+    ]
 
     async def say(words: str, answers: int) -> None:
         await tg.say(words, user_id=OWNER, chat_id=OWNER)

@@ -34,6 +34,7 @@ from tests.fakes.discord import (
     user,
 )
 from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.records import started
 
 OWNER = user(42, "dana", "Dana")
 DM_CHANNEL = dm_channel(OWNER)
@@ -56,7 +57,12 @@ def discord_settings(make_settings: Callable[..., Settings]) -> Callable[..., Se
 async def running(
     settings: Settings, *, policy: ReconnectPolicy | None = None
 ) -> AsyncIterator[tuple[Gateway, DiscordChannel]]:
-    channel = DiscordChannel(settings, policy=policy or fast_policy(), guild_ready_timeout=0.01)
+    channel = DiscordChannel(
+        settings.discord,
+        settings.channel_context(),
+        policy=policy or fast_policy(),
+        guild_ready_timeout=0.01,
+    )
     async with Gateway(settings, channels=[channel]) as gateway:
         yield gateway, channel
 
@@ -367,9 +373,10 @@ class NullSink:
 async def test_a_rejected_token_fails_start_naming_the_setting(
     fake_discord: FakeDiscord, discord_settings: Callable[..., Settings]
 ) -> None:
-    channel = DiscordChannel(discord_settings(token="revoked"), policy=fast_policy())
+    settings = discord_settings(token="revoked")
+    channel = DiscordChannel(settings.discord, settings.channel_context(), policy=fast_policy())
     with pytest.raises(ConfigError, match="SWITCHBOARD_DISCORD__TOKEN") as caught:
-        await channel.start(NullSink())
+        await channel.start(started(NullSink()))
     await channel.stop()
     assert caught.value.field == "discord.token"
     assert fake_discord.connections == 0  # no gateway attempt with a bad token

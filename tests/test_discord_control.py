@@ -32,7 +32,9 @@ async def test_an_edit_before_the_answer_replaces_the_message(
     gate = asyncio.Event()
     fake_llm.queue(held(gate, "first answered"), text("second answered"))
     policy = ReconnectPolicy(base=0.01, cap=0.05)
-    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    channel = DiscordChannel(
+        settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+    )
     async with Gateway(settings, channels=[channel]) as gateway:
         await fake_discord.dm("first", author=OWNER)
         await fake_llm.wait_for_requests(1)
@@ -56,7 +58,9 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
     words = " ".join(f"word{i}" for i in range(200))
     fake_llm.queue(streamed(words, chunks=100, over=20))
     policy = ReconnectPolicy(base=0.01, cap=0.05)
-    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    channel = DiscordChannel(
+        settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+    )
     async with Gateway(settings, channels=[channel]) as gateway:
         await fake_discord.dm("write me something long", author=OWNER)
         [draft] = await fake_discord.wait_posts(1)
@@ -76,7 +80,9 @@ async def test_commands_are_registered_once_and_a_slash_stop_stops(
     fake_llm.queue(held(gate, "never delivered"))
     policy = ReconnectPolicy(base=0.01, cap=0.05)
     for _ in range(2):  # a restart: the same set is not registered again
-        channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+        channel = DiscordChannel(
+            settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+        )
         async with Gateway(settings, channels=[channel]) as gateway:
             await fake_discord.until(lambda: len(fake_discord.command_registrations) >= 1)
             if gate.is_set():
@@ -113,7 +119,9 @@ async def test_a_members_slash_new_in_a_channel_is_refused_and_an_admins_starts_
     )
     fake_llm.queue(text("noted: heron"), text("I don't know."))
     policy = ReconnectPolicy(base=0.01, cap=0.05)
-    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    channel = DiscordChannel(
+        settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+    )
     async with Gateway(settings, channels=[channel]) as gateway:
         here = {"channel_id": TEXT_CHANNEL, "guild": True}
         await fake_discord.message(

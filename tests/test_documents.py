@@ -17,7 +17,7 @@ from typing import Any
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests import documents
@@ -131,7 +131,10 @@ async def test_a_damaged_pdf_and_a_decompression_bomb_are_refused_clearly(
 @asynccontextmanager
 async def discord_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     channel = DiscordChannel(
-        settings, policy=ReconnectPolicy(base=0.01, cap=0.05), guild_ready_timeout=0.01
+        settings.discord,
+        settings.channel_context(),
+        policy=ReconnectPolicy(base=0.01, cap=0.05),
+        guild_ready_timeout=0.01,
     )
     async with Gateway(settings, channels=[channel]) as gateway:
         yield gateway
@@ -165,7 +168,10 @@ async def test_a_long_pdf_is_announced_and_read_by_page_on_discord(
 
 @asynccontextmanager
 async def slack_gateway(settings: Settings) -> AsyncIterator[Gateway]:
-    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+    async with Gateway(
+        settings,
+        channels=[SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)],
+    ) as gateway:
         yield gateway
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from channels import build_channels
-from channels.email import EmailChannel
+from channels.email.adapter import EmailChannel
 from channels.email.imap import ImapSession
 from channels.email.state import EmailState
 from gateway.core.bus import Accepted
@@ -30,6 +30,7 @@ from tests.fakes.mailservers import (  # noqa: F401 - fixture
     dovecot,
     missing_binaries,
 )
+from tests.fakes.records import started
 
 DANA = "dana@example.test"
 
@@ -184,11 +185,9 @@ async def test_mail_is_marked_read_only_after_it_is_journaled(
 ) -> None:
     settings = make_settings(email=inbox(dovecot, bot, sink, idle=False, poll_interval_seconds=0.1))
     await dovecot.deliver(letter(bot, "Are you there?"), bot)
-    channel = EmailChannel(
-        settings.email, data_dir=settings.data_dir, workspace_dir=settings.workspace_dir
-    )
+    channel = EmailChannel(settings.email, settings.channel_context())
     flaky = FlakySink(dovecot, bot)
-    await channel.start(flaky)
+    await channel.start(started(flaky))
     try:
         await all_seen(dovecot, bot, 1)
     finally:

@@ -7,12 +7,13 @@ with a state file of its own, as a crash before the state was saved leaves it.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from channels.email import EmailChannel
+from channels.email.adapter import EmailChannel
 from gateway.core.channel import LostSend, SendAttempt
 from gateway.core.errors import ConfigError
 from gateway.core.messages import OutboundMessage
@@ -38,7 +39,7 @@ def process(
     """The email channel of one gateway process, with a data directory of its own."""
     settings = make_settings(email=email)
     return EmailChannel(
-        settings.email, data_dir=tmp_path / name, workspace_dir=settings.workspace_dir
+        settings.email, replace(settings.channel_context(), data_dir=tmp_path / name)
     )
 
 

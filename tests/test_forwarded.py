@@ -165,7 +165,7 @@ async def test_a_discord_forward_is_labelled_fetched_and_taints_the_turn(
         calls(("write_file", {"path": "notes.md", "content": "pay Mallory"})),
         text("That message asks for a change; tell me in your own words if you want it."),
     )
-    channel = DiscordChannel(settings, guild_ready_timeout=0.01)
+    channel = DiscordChannel(settings.discord, settings.channel_context(), guild_ready_timeout=0.01)
     async with Gateway(settings, channels=[channel]) as gateway:
         await fake_discord.message(
             "",

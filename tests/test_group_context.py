@@ -14,7 +14,7 @@ from typing import Any
 from channels.discord.adapter import DiscordChannel
 from channels.matrix.convert import Room as MatrixRoom
 from channels.matrix.convert import convert as matrix_convert
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.core.messages import ChatType, InboundMessage, Said
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -107,7 +107,7 @@ async def test_a_discord_reply_brings_the_replied_message_and_the_chatter_before
     alice = discord_user(77, "alice", "Alice")
     dana = discord_user(42, "dana", "Dana")
     in_channel: dict[str, Any] = {"channel_id": TEXT_CHANNEL, "guild": True}
-    channel = DiscordChannel(settings, guild_ready_timeout=0.01)
+    channel = DiscordChannel(settings.discord, settings.channel_context(), guild_ready_timeout=0.01)
     async with Gateway(settings, channels=[channel]) as gateway:
         plan = await fake_discord.message(
             "shall we move the launch to Friday?", author=alice, **in_channel
@@ -152,7 +152,7 @@ async def test_a_slack_thread_reply_brings_the_threads_first_message(
     fake_slack.users["U77"] = "Alice"
     parent = {"channel": "C0001", "user": "U77", "text": "Can someone check the Q3 budget?"}
     fake_slack.said.append({**parent, "type": "message", "ts": "500.000001"})
-    channel = SlackChannel(settings, ping_interval=1.0)
+    channel = SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)
     async with Gateway(settings, channels=[channel]) as gateway:
         reply = mention_event("is it right?", user="U42", ts="500.000009", thread_ts="500.000001")
         await fake_slack.push(event_body(reply))

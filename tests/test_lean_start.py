@@ -38,8 +38,9 @@ WATCHED = (
     "slack_bolt",
     "slack_sdk",
     "nio",  # the Matrix channel's client (an optional extra)
-    "channels.whatsapp",
-    "channels.matrix",
+    # every channel's plug-in module loads (its settings section); its adapter must not
+    "channels.whatsapp.adapter",
+    "channels.matrix.adapter",
     "aiosmtplib",
     "aioimaplib",
     "anthropic",

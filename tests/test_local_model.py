@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.telegram import FakeTelegram, random_token, section
@@ -163,7 +163,9 @@ async def test_telegram_round_trip_without_streaming(
     settings = make_settings(
         llm={"base_url": llama, "model": "smollm2-135m", "max_tokens": 64}, telegram=section(tg)
     )
-    async with Gateway(settings, channels=[TelegramChannel(settings)]) as gateway:
+    async with Gateway(
+        settings, channels=[TelegramChannel(settings.telegram, settings.channel_context())]
+    ) as gateway:
         await tg.say("Say hello to Dana.")
         [reply] = await tg.wait_sent(1, timeout=TURN)
         await tg.say("Summarise this: " + "the quick brown fox jumps over the lazy dog " * 700)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
-from channels.matrix import create
+from channels.matrix.plugin import create
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -152,7 +152,9 @@ def matrix_settings(
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[Gateway]:
-    async with Gateway(settings, channels=[create(settings)]) as gateway:
+    async with Gateway(
+        settings, channels=[create(settings.matrix, settings.channel_context())]
+    ) as gateway:
         yield gateway
 
 

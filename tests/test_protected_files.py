@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from channels.memory import MemoryChannel
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.runtime.app import Gateway
@@ -36,7 +36,12 @@ RECIPE = f"""<html><head><title>Pumpkin soup</title></head><body><article>
 
 
 def telegram(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    return TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
 
 
 def settings_for(make_settings: SettingsFactory, tg: FakeTelegram, sink: SmtpSink) -> Settings:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.recovery import PROBE_WINDOW
 from gateway.core.channel import KnownMessage, LostSend, SendAttempt
 from gateway.core.messages import Action, ChatRef, OutboundMessage
@@ -42,7 +42,10 @@ async def fresh(make_settings: SettingsFactory, tg: FakeTelegram) -> AsyncIterat
     made: list[TelegramChannel] = []
 
     def make() -> TelegramChannel:
-        made.append(TelegramChannel(make_settings(telegram=section(tg)), pacing=FAST_PACING))
+        settings = make_settings(telegram=section(tg))
+        made.append(
+            TelegramChannel(settings.telegram, settings.channel_context(), pacing=FAST_PACING)
+        )
         return made[-1]
 
     yield make

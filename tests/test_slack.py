@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 
-from channels import REGISTRY, build_channels
-from channels.slack import SlackChannel
-from gateway.config.channels import SlackSettings
+from channels import build_channels
+from channels.slack.adapter import SlackChannel
+from channels.slack.settings import SlackSettings
+from gateway.config.plugins import channel_plugins
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import Attachment, OutboundMessage
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, text
+from tests.fakes.records import started
 from tests.fakes.slack import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -44,7 +46,7 @@ def slack_settings(
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[tuple[Gateway, SlackChannel]]:
-    channel = SlackChannel(settings, ping_interval=1.0)
+    channel = SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)
     async with Gateway(settings, channels=[channel]) as gateway:
         yield gateway, channel
 
@@ -264,7 +266,7 @@ def test_slack_turns_on_with_credentials_and_names_what_is_missing(
         with pytest.raises(ConfigError, match=variable) as caught:
             make_settings(slack=section)
         assert caught.value.field == field
-    assert REGISTRY["slack"] == "channels.slack:create"
+    assert channel_plugins()["slack"].settings is SlackSettings
     channels = build_channels(make_settings(slack={"bot_token": "xoxb-1", "app_token": "xapp-1"}))
     assert [c.name for c in channels] == ["slack"]
 
@@ -284,9 +286,10 @@ async def test_rejected_tokens_fail_start_naming_the_setting(
         ({"bot_token": "xoxb-revoked"}, "slack.bot_token"),
         ({"app_token": "xapp-revoked"}, "slack.app_token"),
     ):
-        channel = SlackChannel(slack_settings(**section))
+        settings = slack_settings(**section)
+        channel = SlackChannel(settings.slack, settings.channel_context())
         with pytest.raises(ConfigError) as caught:
-            await channel.start(NullSink())
+            await channel.start(started(NullSink()))
         await channel.stop()
         assert caught.value.field == field
     assert fake_slack.connections == 0

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory, edit_applied
@@ -41,7 +41,10 @@ def settings_for(
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[Gateway]:
-    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+    async with Gateway(
+        settings,
+        channels=[SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)],
+    ) as gateway:
         yield gateway
 
 

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM
+from tests.fakes.records import started
 from tests.fakes.slack import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -50,7 +51,7 @@ def http_settings(
 
 @asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
-    channel = SlackChannel(settings)
+    channel = SlackChannel(settings.slack, settings.channel_context())
     assert channel.mode == "http"
     async with Gateway(settings, channels=[channel]) as gateway:
         yield gateway, f"http://127.0.0.1:{channel.port}/slack/events"
@@ -137,8 +138,8 @@ async def test_http_acknowledges_only_what_was_journaled(
     fake_slack: FakeSlack, http_settings: Callable[..., Settings]
 ) -> None:
     settings = http_settings()
-    channel, sink = SlackChannel(settings), FlakySink()
-    await channel.start(sink)
+    channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
+    await channel.start(started(sink))
     try:
         url = f"http://127.0.0.1:{channel.port}/slack/events"
         body = event_body(dm_event("keep me", user="U42", ts="500.000001"))
@@ -157,8 +158,8 @@ async def test_socket_mode_acknowledges_only_what_was_journaled(
     settings = make_settings(
         slack={"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
     )
-    channel, sink = SlackChannel(settings), FlakySink()
-    await channel.start(sink)
+    channel, sink = SlackChannel(settings.slack, settings.channel_context()), FlakySink()
+    await channel.start(started(sink))
     try:
         body = event_body(dm_event("keep me", user="U42", ts="600.000001"))
         first = await fake_slack.push(body)

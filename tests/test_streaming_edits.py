@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import FakeDiscord, dm_channel, user
@@ -26,7 +26,9 @@ OWNER = user(42, "dana", "Dana")
 def discord_channel(settings_factory: SettingsFactory) -> tuple[DiscordChannel, Gateway]:
     settings = settings_factory(discord={"token": "test-token", "allow_from": ["42"]})
     policy = ReconnectPolicy(base=0.01, cap=0.05)
-    channel = DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    channel = DiscordChannel(
+        settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+    )
     return channel, Gateway(settings, channels=[channel])
 
 
@@ -39,7 +41,10 @@ def slack_gateway(settings_factory: SettingsFactory, fake_slack: FakeSlack) -> G
             "allow_from": ["U42"],
         }
     )
-    return Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)])
+    return Gateway(
+        settings,
+        channels=[SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)],
+    )
 
 
 async def test_discord_edits_one_message_into_the_answer(

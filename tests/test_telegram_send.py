@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from channels._text import utf16_length
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.pacing import Pacer
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
@@ -30,13 +30,19 @@ async def direct(
     make_settings: SettingsFactory, tg: FakeTelegram
 ) -> AsyncIterator[TelegramChannel]:
     """A channel used for sending only (no intake started)."""
-    telegram = TelegramChannel(make_settings(telegram=section(tg)), pacing=FAST_PACING)
+    settings = make_settings(telegram=section(tg))
+    telegram = TelegramChannel(settings.telegram, settings.channel_context(), pacing=FAST_PACING)
     yield telegram
     await telegram.stop()
 
 
 def channel(settings: Settings, pacing: Pacing = FAST_PACING) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=pacing, backoff=Backoff(base=0.01, cap=0.05))
+    return TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=pacing,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
 
 
 async def ask(tg: FakeTelegram, gateway: Gateway, text: str) -> None:
@@ -197,7 +203,9 @@ async def test_a_reply_right_after_another_in_the_same_chat_is_not_paced(
 ) -> None:
     stopped = StoppedTime()  # a leaky bucket would make every reply after the first wait
     settings = make_settings(telegram=section(tg))
-    telegram = TelegramChannel(settings, pacer=stopped.pacer(Pacing()))  # the default pacing
+    telegram = TelegramChannel(
+        settings.telegram, settings.channel_context(), pacer=stopped.pacer(Pacing())
+    )  # the default pacing
     async with Gateway(settings, channels=[telegram]) as gateway:
         for i in range(4):  # the next message is sent as soon as the answer arrives
             await tg.say(f"question {i}")
@@ -212,7 +220,10 @@ async def test_sustained_sending_is_paced_and_long_waits_go_back_to_the_outbox(
 ) -> None:
     stopped = StoppedTime()
     pacing = Pacing()
-    paced = TelegramChannel(make_settings(telegram=section(tg)), pacer=stopped.pacer(pacing))
+    settings = make_settings(telegram=section(tg))
+    paced = TelegramChannel(
+        settings.telegram, settings.channel_context(), pacer=stopped.pacer(pacing)
+    )
     try:
         for i in range(int(pacing.per_chat.burst)):  # a burst in one instant: no wait
             await paced.send(out(f"message {i}"))

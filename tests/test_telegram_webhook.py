@@ -7,7 +7,7 @@ import asyncio
 
 import aiohttp
 
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.webhook import SECRET_HEADER
 from gateway.core.bus import Accepted
 from gateway.core.errors import StorageFullError
@@ -15,6 +15,7 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
+from tests.fakes.records import started
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 HOOK = {"mode": "webhook", "webhook_url": "https://bot.example.test/telegram", "webhook_port": 0}
@@ -81,7 +82,7 @@ async def test_webhook_answers_500_when_the_update_cannot_be_stored(
 ) -> None:
     telegram = channel(make_settings(telegram=section(tg, **HOOK)))
     sink = FlakySink(failures=1)
-    await telegram.start(sink)
+    await telegram.start(started(sink))
     try:
         secret = tg.webhook["secret_token"] if tg.webhook else ""
         assert len(secret) >= 32  # generated when none is configured
@@ -104,7 +105,7 @@ async def test_polling_does_not_confirm_an_update_it_could_not_store(
 ) -> None:
     telegram = channel(make_settings(telegram=section(tg)))
     sink = FlakySink(failures=2)
-    await telegram.start(sink)
+    await telegram.start(started(sink))
     try:
         update = await tg.say("do not lose me")
         await asyncio.wait_for(sink.changed.wait(), 10)
@@ -152,7 +153,7 @@ async def test_a_batch_is_stored_chat_by_chat_and_a_failure_holds_the_offset(
     last = await tg.say("two: second", chat_id=2, user_id=2)
     telegram = channel(make_settings(telegram=section(tg, allow_from=["*"])))
     sink = SlowChatSink()
-    await telegram.start(sink)  # all four arrive in one getUpdates batch
+    await telegram.start(started(sink))  # all four arrive in one getUpdates batch
     try:
         await tg.wait_confirmed(last["update_id"] + 1)
     finally:

@@ -14,7 +14,7 @@ import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from channels.slack import SlackChannel
+from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -120,7 +120,10 @@ async def test_a_discord_voice_message_is_transcribed_and_answered_with_an_audio
         voice=voice(speech, reply="auto"),
     )
     channel = DiscordChannel(
-        settings, policy=ReconnectPolicy(base=0.01, cap=0.05), guild_ready_timeout=0.01
+        settings.discord,
+        settings.channel_context(),
+        policy=ReconnectPolicy(base=0.01, cap=0.05),
+        guild_ready_timeout=0.01,
     )
     fields = {"duration_secs": 3.0, "waveform": "AAAA"}
     async with Gateway(settings, channels=[channel]) as gateway:
@@ -138,7 +141,10 @@ async def test_a_discord_voice_message_is_transcribed_and_answered_with_an_audio
 
 @asynccontextmanager
 async def slack_running(settings: Settings) -> AsyncIterator[Gateway]:
-    async with Gateway(settings, channels=[SlackChannel(settings, ping_interval=1.0)]) as gateway:
+    async with Gateway(
+        settings,
+        channels=[SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)],
+    ) as gateway:
         yield gateway
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from channels.whatsapp import WhatsAppChannel
+from channels.whatsapp.adapter import WhatsAppChannel
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import OutboundKind, OutboundMessage
@@ -56,7 +56,9 @@ async def whatsapp_gateway(
     settings: Settings,
 ) -> AsyncIterator[tuple[Gateway, str]]:
     """A running gateway with the WhatsApp channel; yields it and the webhook's URL."""
-    gateway = Gateway(settings, channels=[WhatsAppChannel(settings)])
+    gateway = Gateway(
+        settings, channels=[WhatsAppChannel(settings.whatsapp, settings.channel_context())]
+    )
     async with gateway:
         assert gateway.web is not None
         yield gateway, f"http://127.0.0.1:{gateway.web.port}/whatsapp/webhook"
@@ -296,7 +298,8 @@ def test_incomplete_settings_name_the_missing_variable(graph: FakeGraph) -> None
 async def test_doctor_checks_the_token_the_number_and_the_webhook_subscription(
     wa_settings: Any, graph: FakeGraph
 ) -> None:
-    channel = WhatsAppChannel(wa_settings())
+    settings = wa_settings()
+    channel = WhatsAppChannel(settings.whatsapp, settings.channel_context())
     found = await channel.probe()
     assert "+1 555-0100" in found and "subscribed to messages" in found
     graph.subscription = None

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
-from gateway.config.channels import EmailSettings
 from gateway.core.backoff import backoff_delay
 from gateway.core.mail import (
     ADDRESS_RE,
@@ -35,6 +34,7 @@ from gateway.core.mail import (
     MailError,
     MailFile,
     MailTransientError,
+    SendMailSettings,
     build_message,
     deliver,
     domain_of,
@@ -194,7 +194,7 @@ class SendEmail(Tool):
 
     def __init__(
         self,
-        settings: EmailSettings,
+        settings: SendMailSettings,
         *,
         sender_name: str = "",
         audit_log: AuditLog | None = None,

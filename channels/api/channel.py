@@ -35,7 +35,7 @@ from channels.api.tasks import TaskBackend
 from gateway.config.connect import ApiSettings, ApiToken
 from gateway.core.addressing import API_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, TurnActivity
+from gateway.core.channel import ChannelHealth, StartContext, TurnActivity
 from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.errors import ChannelTransientError
 from gateway.core.messages import (
@@ -97,8 +97,8 @@ class ApiChannel:
 
     # -- Channel ----------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
 
     async def stop(self) -> None:
         self._sink = None

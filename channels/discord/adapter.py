@@ -23,23 +23,36 @@ import asyncio
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
 import aiohttp
-import discord
 
-from channels.discord import buttons, commands, drafts, recovery
+# discord.py imports the stdlib ``audioop`` for voice support, which we never use; Python
+# 3.11-3.12 warn about that module's removal, and the warning would only be noise in logs
+# (and an error under ``-W error``). This module is where the gateway first imports the SDK.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
+    import discord
+
+from channels.discord import buttons, commands, drafts, recovery  # after the filter above
 from channels.discord.connection import FatalGatewayError, GatewayClient, ReconnectPolicy
 from channels.discord.convert import CHANNEL, convert
 from channels.discord.media import MediaStore
 from channels.discord.probe import probe as check_credentials
 from channels.discord.render import render
 from channels.discord.sender import Sender
+from channels.discord.settings import DiscordSettings
 from channels.keyed import KeyedLocks
-from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
+from gateway.core.channel import (
+    ChannelContext,
+    ChannelHealth,
+    DirectoryEntry,
+    LostSend,
+    StartContext,
+)
 from gateway.core.errors import ChannelTransientError, ConfigError
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
@@ -53,20 +66,20 @@ class DiscordChannel:
 
     def __init__(
         self,
-        settings: Settings,
+        section: DiscordSettings,
+        context: ChannelContext,
         *,
         policy: ReconnectPolicy | None = None,
         guild_ready_timeout: float = 2.0,
     ) -> None:
-        section = settings.discord
         if not section.enabled or section.token is None:
             raise ConfigError("SWITCHBOARD_DISCORD__TOKEN is not set", field="discord.token")
         self._settings = section
         self._token = section.token.get_secret_value().strip()
         self._policy = policy or ReconnectPolicy()
         self._guild_ready_timeout = guild_ready_timeout
-        self._media = MediaStore(settings.workspace_dir, max_bytes=section.max_attachment_bytes)
-        self._state = settings.data_dir / "channels" / "discord.json"  # commands registered
+        self._media = MediaStore(context.workspace_dir, max_bytes=section.max_attachment_bytes)
+        self._state = context.data_dir / "channels" / "discord.json"  # commands registered
         self._registering: asyncio.Task[None] | None = None
         self._sink: InboundSink | None = None
         self._client: GatewayClient | None = None
@@ -81,8 +94,8 @@ class DiscordChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         client = self._new_client()
         try:
             await client.login(self._token)

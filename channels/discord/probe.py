@@ -16,7 +16,7 @@ import aiohttp
 import discord
 from discord.http import HTTPClient, Route
 
-from gateway.config.channels import DiscordSettings
+from channels.discord.settings import DiscordSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 MAX_WAIT = 5.0  # seconds of a rate limit the check waits out

@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable
 from email.message import EmailMessage
-from pathlib import Path
 
 from channels.email.files import read_outbound, remove_stored, store_files
 from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapSession
@@ -42,11 +41,11 @@ from channels.email.parse import (
     sender_of,
 )
 from channels.email.probe import probe as check_credentials
+from channels.email.settings import EmailSettings
 from channels.email.state import EmailState, ThreadInfo
-from gateway.config.channels import EmailSettings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 from gateway.core.mail import (
     MailError,
@@ -69,16 +68,14 @@ class EmailChannel:
     def __init__(
         self,
         settings: EmailSettings,
+        context: ChannelContext,
         *,
-        data_dir: Path,
-        workspace_dir: Path,
-        sender_name: str = "",
         clock: Clock = time.time,
     ) -> None:
         self._settings = settings
-        self._state_path = data_dir / "channels" / "email.json"
-        self._workspace_dir = workspace_dir
-        self._sender_name = sender_name
+        self._state_path = context.data_dir / "channels" / "email.json"
+        self._workspace_dir = context.workspace_dir
+        self._sender_name = context.agent_name
         self._clock = clock
         self._state = EmailState()
         self._lock = asyncio.Lock()  # guards state changes and saves
@@ -96,9 +93,9 @@ class EmailChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, context: StartContext) -> None:
         self._state = await asyncio.to_thread(EmailState.load, self._state_path)
-        self._sink = sink
+        self._sink = context.sink
         self._stop.clear()
         self._task = asyncio.create_task(self._run(), name="email:imap")
 

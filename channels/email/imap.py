@@ -19,7 +19,7 @@ from typing import Any
 
 from aioimaplib import aioimaplib  # type: ignore[import-untyped]
 
-from gateway.config.channels import EmailSettings
+from channels.email.settings import EmailSettings
 from gateway.core.errors import ChannelError
 
 log = logging.getLogger(__name__)

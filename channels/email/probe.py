@@ -16,7 +16,7 @@ import ssl
 import aiosmtplib
 
 from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapError, ImapSession
-from gateway.config.channels import EmailSettings
+from channels.email.settings import EmailSettings
 from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelTransientError
 from gateway.core.mail import (
     MailError,

@@ -35,7 +35,7 @@ from channels.hooks.signature import LEGACY, SIGNATURE, TOLERANCE, Verdict, veri
 from gateway.config.connect import HookSettings
 from gateway.core.addressing import HOOK_CHANNEL
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, StorageFullError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 from gateway.core.webhost import CredentialThrottle
@@ -81,8 +81,8 @@ class HookChannel:
 
     # -- Channel ----------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
 
     async def stop(self) -> None:
         self._sink = None

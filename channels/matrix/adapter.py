@@ -32,11 +32,11 @@ from channels.matrix.intake import SyncLoop, inviter
 from channels.matrix.media import MediaStore
 from channels.matrix.probe import probe as check_credentials
 from channels.matrix.sender import Sender
+from channels.matrix.settings import MatrixSettings
 from channels.matrix.state import DeviceFile
-from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
-from gateway.core.bus import ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.bus import InboundSink
+from gateway.core.channel import ChannelContext, ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, ConfigError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 
@@ -48,14 +48,15 @@ DRAFT_INTERVAL = 1.0  # seconds between edits of a room's streamed draft
 class MatrixChannel:
     name = CHANNEL
 
-    def __init__(self, settings: Settings, *, backoff: Backoff | None = None) -> None:
-        section = settings.matrix
+    def __init__(
+        self, section: MatrixSettings, context: ChannelContext, *, backoff: Backoff | None = None
+    ) -> None:
         if not section.enabled or not section.homeserver or not section.user_id:
             raise ConfigError(
                 "SWITCHBOARD_MATRIX__HOMESERVER is not set", field="matrix.homeserver"
             )
         self.settings = section
-        self._device_file = DeviceFile(settings.data_dir / "channels" / "matrix.json")
+        self._device_file = DeviceFile(context.data_dir / "channels" / "matrix.json")
         config = AsyncClientConfig(
             max_limit_exceeded=0,  # a 429 comes back to us: the outbox holds the room
             max_timeouts=0,  # a timeout too: the outbox retries, with the same transaction id
@@ -72,7 +73,7 @@ class MatrixChannel:
         self._sender = Sender(self.client)
         self._media = MediaStore(
             self.client,
-            settings.workspace_dir / "attachments" / self.name,
+            context.workspace_dir / "attachments" / self.name,
             max_bytes=section.max_attachment_bytes,
         )
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
@@ -86,14 +87,13 @@ class MatrixChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         await self._log_in()
-        records = sink if isinstance(sink, ChannelRecords) else None
         self._loop = SyncLoop(
             self.client,
             self._on_sync,
-            records,
+            context.records,
             timeout_ms=self.settings.sync_timeout_seconds * 1000,
             backoff=self._backoff,
             on_status=self._status,

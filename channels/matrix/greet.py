@@ -6,7 +6,7 @@ from __future__ import annotations
 from nio import AsyncClient, AsyncClientConfig, RoomCreateResponse, RoomSendResponse
 from nio.api import RoomPreset
 
-from gateway.config.channels import MatrixSettings
+from channels.matrix.settings import MatrixSettings
 from gateway.core.errors import ChannelPermanentError
 
 

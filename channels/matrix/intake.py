@@ -40,7 +40,7 @@ class SyncLoop:
         self,
         client: AsyncClient,
         handle: Handler,
-        records: ChannelRecords | None,
+        records: ChannelRecords,
         *,
         timeout_ms: int,
         backoff: Backoff,
@@ -66,8 +66,7 @@ class SyncLoop:
             self._task = None
 
     async def _run(self) -> None:
-        if self._records is not None:
-            self._since = await self._records.load_cursor(CHANNEL)
+        self._since = await self._records.load_cursor(CHANNEL)
         while True:
             first = self._since is None
             try:
@@ -89,8 +88,7 @@ class SyncLoop:
                 await asyncio.sleep(self._backoff.next())
                 continue
             self._since = answer.next_batch
-            if self._records is not None:
-                await self._records.save_cursor(CHANNEL, answer.next_batch)
+            await self._records.save_cursor(CHANNEL, answer.next_batch)
             self._backoff.reset()
             self._on_status(None)
             self.synced.set()

@@ -11,7 +11,7 @@ from typing import Any
 
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
 
-from gateway.config.channels import MatrixSettings
+from channels.matrix.settings import MatrixSettings
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 
 TIMEOUT = 10

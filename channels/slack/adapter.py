@@ -48,10 +48,16 @@ from channels.slack.lookups import SlackLookups
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
 from channels.slack.sender import Sender
+from channels.slack.settings import SlackSettings
 from channels.slack.working import WorkingMarks
-from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, DirectoryEntry, LostSend
+from gateway.core.channel import (
+    ChannelContext,
+    ChannelHealth,
+    DirectoryEntry,
+    LostSend,
+    StartContext,
+)
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -66,8 +72,9 @@ SETTLE_TIMEOUT = 10.0  # how long stop() lets deliveries being journaled finish
 class SlackChannel:
     name = CHANNEL
 
-    def __init__(self, settings: Settings, *, ping_interval: float = 10.0) -> None:
-        section = settings.slack
+    def __init__(
+        self, section: SlackSettings, context: ChannelContext, *, ping_interval: float = 10.0
+    ) -> None:
         if not section.enabled or section.bot_token is None:
             raise ConfigError("SWITCHBOARD_SLACK__BOT_TOKEN is not set", field="slack.bot_token")
         self._settings = section
@@ -97,7 +104,7 @@ class SlackChannel:
         self._lookups = SlackLookups(self.client)  # thread parents, names, channels
         self._marks = WorkingMarks(self.client, enabled=section.working_reactions)
         self._media = MediaStore(
-            settings.workspace_dir,
+            context.workspace_dir,
             token=token,
             api_base_url=section.base_url,
             max_bytes=section.max_attachment_bytes,
@@ -115,8 +122,8 @@ class SlackChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         await self._identify()
         if self.mode == "socket":
             await self._start_socket()

@@ -14,7 +14,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from gateway.config.channels import SlackSettings
+from channels.slack.settings import SlackSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 DEFAULT_BASE_URL = "https://slack.com/api/"

@@ -33,12 +33,12 @@ from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
 from channels.telegram.render import MAX_MESSAGE
 from channels.telegram.sender import Pacing, Sender
+from channels.telegram.settings import TelegramSettings
 from channels.telegram.state import ChannelState, TokenLock, token_digest
 from channels.telegram.transport import AiohttpRequest
-from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
@@ -56,13 +56,13 @@ class TelegramChannel:
 
     def __init__(
         self,
-        settings: Settings,
+        section: TelegramSettings,
+        context: ChannelContext,
         *,
         pacing: Pacing | None = None,
         pacer: Pacer | None = None,
         backoff: Backoff | None = None,
     ) -> None:
-        section = settings.telegram
         if section.token is None or not section.token.get_secret_value():
             raise ConfigError("telegram.token is not set", field="telegram.token")
         if section.mode == "webhook" and not section.webhook_url:
@@ -91,10 +91,10 @@ class TelegramChannel:
         self._sender = Sender(self.bot, pacing, pacer=pacer)
         self._media = MediaFetcher(
             self.bot,
-            settings.workspace_dir / "attachments" / self.name,
+            context.workspace_dir / "attachments" / self.name,
             max_bytes=section.max_attachment_bytes,
         )
-        self._state = ChannelState(settings.data_dir / "channels" / f"{self.name}.json")
+        self._state = ChannelState(context.data_dir / "channels" / f"{self.name}.json")
         self._lock = TokenLock(token)
         self._secret = (
             section.webhook_secret.get_secret_value()
@@ -112,8 +112,8 @@ class TelegramChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         self._lock.acquire()
         try:
             if self.settings.mode == "webhook":

@@ -21,7 +21,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.telegram.sender import retry_after_seconds
-from gateway.config.channels import TelegramSettings
+from channels.telegram.settings import TelegramSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
 DEFAULT_BASE_URL = "https://api.telegram.org"

@@ -31,7 +31,7 @@ from channels.terminal.frames import (
 from channels.terminal.server import TerminalServer
 from gateway import __version__
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth, TurnActivity
+from gateway.core.channel import ChannelHealth, StartContext, TurnActivity
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage, new_id
 
@@ -66,11 +66,11 @@ class TerminalChannel:
 
     # -- Channel --------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
         self._closed = False
         if self._socket is not None:
-            self._server = TerminalServer(self, self._socket, lambda: sink.settled(NAME))
+            self._server = TerminalServer(self, self._socket, lambda: context.sink.settled(NAME))
             await self._server.start()
 
     async def stop(self) -> None:

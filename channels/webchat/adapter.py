@@ -26,7 +26,7 @@ from channels.webchat.routes import routes
 from channels.webchat.subscriber import Subscriber
 from channels.webchat.transcript import CHAT_ID_RE, Entry, Transcripts, entry_id
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
 from gateway.core.messages import (
     Attachment,
@@ -72,8 +72,8 @@ class WebChatChannel:
 
     # -- Channel --------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._sink = context.sink
 
     async def stop(self) -> None:
         self._sink = None

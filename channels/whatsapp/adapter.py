@@ -31,10 +31,10 @@ from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
 from channels.whatsapp.media import MediaStore
 from channels.whatsapp.probe import probe as check_credentials
 from channels.whatsapp.sender import Sender, excerpt
+from channels.whatsapp.settings import WhatsAppSettings
 from channels.whatsapp.webhook import Webhook
-from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
-from gateway.core.channel import ChannelHealth, LostSend
+from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef, OutboundMessage
 
@@ -49,13 +49,14 @@ class WhatsAppChannel:
     name = CHANNEL
     receives_on_every_node = True  # webhooks: any node of a cluster journals them
 
-    def __init__(self, settings: Settings, *, clock: Any = time.time) -> None:
-        section = settings.whatsapp
+    def __init__(
+        self, section: WhatsAppSettings, context: ChannelContext, *, clock: Any = time.time
+    ) -> None:
         if not section.enabled or section.access_token is None:
             raise ConfigError(
                 "SWITCHBOARD_WHATSAPP__ACCESS_TOKEN is not set", field="whatsapp.access_token"
             )
-        if not settings.web.enabled:
+        if not context.web_server:
             raise ConfigError(
                 "WhatsApp delivers messages by webhook to the web server, which is off: set "
                 "web.enabled = true (SWITCHBOARD_WEB__ENABLED)",
@@ -71,7 +72,7 @@ class WhatsAppChannel:
         )
         self._media = MediaStore(
             self.graph,
-            settings.workspace_dir / "attachments" / self.name,
+            context.workspace_dir / "attachments" / self.name,
             max_bytes=section.max_attachment_bytes,
         )
         self._sender = Sender(self.graph, section, records=self._records, clock=clock)
@@ -81,7 +82,7 @@ class WhatsAppChannel:
             verify_token=section.verify_token.get_secret_value().strip(),
             accept=self._accept,
         )
-        self._sink: InboundSink | None = None
+        self._running: StartContext | None = None  # the gateway's side, while running
         self._in_order = KeyedLocks()  # one message at a time per chat, in arrival order
         self._last_inbound: OrderedDict[str, str] = OrderedDict()  # chat -> newest wamid
         self._typed_at: dict[str, float] = {}
@@ -94,8 +95,8 @@ class WhatsAppChannel:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        self._sink = sink
+    async def start(self, context: StartContext) -> None:
+        self._running = context
         try:
             number = await self.graph.request(
                 "GET",
@@ -130,26 +131,24 @@ class WhatsAppChannel:
         if self._background:
             await asyncio.wait(self._background, timeout=SETTLE_TIMEOUT)
         await self.graph.close()
-        self._sink = None
+        self._running = None
 
     def webhook_routes(self) -> Sequence[web.RouteDef]:
         return self.webhook.routes()
 
     def _records(self) -> ChannelRecords | None:
-        return self._sink if isinstance(self._sink, ChannelRecords) else None
+        return None if self._running is None else self._running.records
 
     # -- inbound --------------------------------------------------------------------------
 
     async def _accept(self, body: Any) -> None:
         """Journal and record everything in a webhook body; raising means "send it again"."""
-        sink = self._sink
-        if sink is None:
+        if self._running is None:
             raise RuntimeError("whatsapp channel is not running")  # 500: Meta redelivers
+        sink, records = self._running.sink, self._running.records
         batch = parse(body, self.graph.phone_number_id)
-        records = self._records()
-        if records is not None:
-            for sender in dict.fromkeys(batch.senders):
-                await records.heard_from(self.name, sender)
+        for sender in dict.fromkeys(batch.senders):
+            await records.heard_from(self.name, sender)
         for reaction in batch.reactions:
             self._note_reaction(reaction)
         chats: defaultdict[str, list[Converted]] = defaultdict(list)
@@ -157,7 +156,7 @@ class WhatsAppChannel:
             chats[converted.message.chat_id].append(converted)
         await asyncio.gather(*(self._journal_chat(sink, items) for items in chats.values()))
         for report in batch.statuses:
-            await self._report(report)
+            await self._report(records, report)
 
     async def _journal_chat(self, sink: InboundSink, items: list[Converted]) -> None:
         async with self._in_order(items[0].message.chat_id):
@@ -200,10 +199,7 @@ class WhatsAppChannel:
         while len(self._reactions) > _MAX_CONTEXT:
             del self._reactions[next(iter(self._reactions))]
 
-    async def _report(self, report: StatusReport) -> None:
-        records = self._records()
-        if records is None:
-            return
+    async def _report(self, records: ChannelRecords, report: StatusReport) -> None:
         error = None
         if report.status == "failed":
             error = f"{report.error_code}: {report.error_text}".strip(": ")

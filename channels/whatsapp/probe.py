@@ -16,7 +16,7 @@ from typing import Any
 
 from channels.whatsapp.errors import channel_error
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
-from gateway.config.channels import WhatsAppSettings
+from channels.whatsapp.settings import WhatsAppSettings
 from gateway.core.errors import ChannelPermanentError
 
 

@@ -45,7 +45,7 @@ from typing import Any
 from channels.whatsapp.errors import RE_ENGAGEMENT, WindowClosed, channel_error, explain
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
 from channels.whatsapp.render import render
-from gateway.config.channels import WhatsAppSettings
+from channels.whatsapp.settings import WhatsAppSettings
 from gateway.core.bus import ChannelRecords, is_owner_note
 from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError

@@ -38,6 +38,8 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> None:
+    from gateway.config.plugins import channel_plugins  # noqa: PLC0415
+
     text = (
         "Decide who may talk to the bot: unknown senders get a pairing code; approve or deny "
         "it here, or revoke a paired user."
@@ -68,9 +70,7 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         "revoke",
         parents=[common],
         help="remove a paired user",
-        description=(
-            "Remove a paired user of a channel (telegram, discord, slack, whatsapp, matrix, email)."
-        ),
+        description=f"Remove a paired user of a channel ({', '.join(channel_plugins())}).",
     )
     revoke.add_argument("channel")
     revoke.add_argument("user_id")

@@ -36,20 +36,26 @@ from gateway.core.errors import AnotherInstanceRunning, ConfigError, Switchboard
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
-DESCRIPTION = (
-    "A self-hosted AI assistant gateway: one assistant on Telegram, Discord, Slack, WhatsApp, "
-    "Matrix, email, a web chat and the terminal; other programs reach it through signed "
-    "webhooks and an OpenAI-compatible API."
-)
 # How a command needs the configuration: "valid" (refuse to start on an error), "partial"
 # (report the error and go on with what is valid: doctor, config), "none" (completion).
 NEEDS_SETTINGS = "needs_settings"
 
 
+def _description() -> str:
+    """What Switchboard is, naming every registered channel."""
+    from gateway.config.plugins import channel_plugins  # noqa: PLC0415
+
+    titles = ", ".join(plugin.title for plugin in channel_plugins().values())
+    return (
+        f"A self-hosted AI assistant gateway: one assistant on {titles}, a web chat and the "
+        "terminal; other programs reach it through signed webhooks and an OpenAI-compatible API."
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchboard",
-        description=DESCRIPTION,
+        description=_description(),
         epilog="`switchboard COMMAND --help` describes a command. Docs: README.md, docs/.",
     )
     parser.add_argument("--version", action="version", version=f"switchboard {__version__}")
@@ -153,12 +159,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2
+    from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
     from gateway.core.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
 
     quiet_console = args.command != "run" and not args.verbose
     configure_logging(
         level="debug" if args.verbose else settings.log_level,
-        redactor=Redactor(secret_values(settings)),
+        redactor=Redactor(secret_values(settings), patterns=token_patterns()),
         log_file=settings.data_dir / "logs" / "switchboard.log"
         if args.command in ("run", "chat")
         else None,
@@ -166,6 +173,7 @@ def _main(argv: Sequence[str] | None) -> int:
         fmt=settings.logging.format,
         # chat -v: debug lines on this console, not in the log it shares with `run`
         file_level=settings.log_level if args.command == "chat" else None,
+        quiet=[logger for plugin in channel_plugins().values() for logger in plugin.loggers],
     )
     try:
         return int(args.handler(args, settings))

@@ -94,6 +94,8 @@ class ModelChoice:
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
+    from gateway.cli.onboard_channel import onboarding_channels  # noqa: PLC0415
+
     command = commands.add_parser(
         "onboard",
         parents=[common],
@@ -116,7 +118,7 @@ def register(
     )
     command.add_argument(
         "--channel",
-        choices=("whatsapp", "matrix"),
+        choices=onboarding_channels(),
         help="set up a chat channel instead of the model: its questions, a check, a test message",
     )
     command.add_argument(

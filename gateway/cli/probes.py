@@ -4,7 +4,6 @@ nothing, and say who the bot is there or what to fix."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 from typing import TYPE_CHECKING
 
 from gateway.cli.checks import Check, Status
@@ -25,11 +24,12 @@ PROBE_TIMEOUT = 15.0  # seconds for one channel's login check
 
 async def channel_checks(settings: Settings, *, seconds: float = PROBE_TIMEOUT) -> list[Check]:
     """Log in to every enabled channel's platform at once (see :func:`probe_channel`)."""
-    from channels import REGISTRY, enabled_channels  # noqa: PLC0415
+    from channels import enabled_channels  # noqa: PLC0415
+    from gateway.config.plugins import channel_plugins  # noqa: PLC0415
 
     enabled = enabled_channels(settings)
     if not enabled:
-        known = ", ".join(REGISTRY) or "none yet"
+        known = ", ".join(channel_plugins()) or "none yet"
         return [
             Check(
                 "channels",
@@ -46,20 +46,20 @@ async def probe_channel(settings: Settings, name: str, seconds: float) -> Check:
     A channel without :class:`SupportsProbe` is only reported as configured. Messages are
     scrubbed of the section's secrets, whatever a library put into an error.
     """
-    from channels import REGISTRY  # noqa: PLC0415
+    from gateway.config.plugins import channel_plugins  # noqa: PLC0415
     from gateway.core.channel import SupportsProbe  # noqa: PLC0415
 
     label = f"channel {name}"
-    secrets = _secrets(settings.channel_sections()[name])
+    section = settings.channel_sections()[name]
+    secrets = _secrets(section)
 
     def check(status: Status, message: str) -> Check:
         for secret in secrets:
             message = message.replace(secret, "***")
         return Check(label, status, message)
 
-    module_name, _, attr = REGISTRY[name].partition(":")
     try:
-        channel = getattr(importlib.import_module(module_name), attr)(settings)
+        channel = channel_plugins()[name].create(section, settings.channel_context())
     except ConfigError as exc:
         return check("fail", str(exc))
     except ImportError as exc:

@@ -1,11 +1,15 @@
-"""Per-channel configuration sections. A channel is on when its credentials are set."""
+"""What every channel's section shares, and ``[web]``.
+
+Each channel's own section is a subclass of :class:`ChannelSection` (or
+:class:`LiveChannelSection`) in its plug-in (channels/<name>/plugin.py,
+:mod:`gateway.config.plugins`). A channel is on when its credentials are set.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,8 +22,12 @@ from pydantic import (
 )
 from pydantic_settings import NoDecode
 
+from gateway.config.media import VoiceSettings
 from gateway.core.errors import ConfigError
 from gateway.core.principal import Role
+
+if TYPE_CHECKING:
+    from gateway.core.mail import SendMailSettings
 
 
 def _as_list(value: object) -> object:
@@ -102,6 +110,28 @@ class ChannelSection(BaseModel):
     def group_rule(self, chat_id: str) -> GroupRule:
         return self.groups.get(chat_id, GroupRule())
 
+    # -- what a platform may do differently (its section overrides these) ---------------------
+
+    def listen_ports(self) -> tuple[int, ...]:
+        """TCP ports the channel listens on itself, which a networked sandbox may not reach
+        (gateway/config/ports.py); the web server's routes are not its own."""
+        return ()
+
+    def is_new_account(self, sender_id: str, *, now: float) -> bool:
+        """Whether ``sender_id``'s account was made recently, where the platform's ids tell:
+        new accounts share one pairing slot, so a few throwaway ones cannot fill the queue."""
+        return False
+
+    def speech_settings(self, configured: VoiceSettings) -> VoiceSettings:
+        """The speech server to use, given ``[voice]``: a section that still carries older
+        speech keys of its own fills them in when ``[voice]`` names no server."""
+        return configured
+
+    def outgoing_mail(self) -> SendMailSettings | None:
+        """The settings of the agent's ``send_email`` tool, when this section configures
+        sending mail."""
+        return None
+
 
 class LiveChannelSection(ChannelSection):
     """A chat channel that can show an answer growing by editing it (docs/channels.md#streaming)."""
@@ -112,284 +142,6 @@ class LiveChannelSection(ChannelSection):
 
     def streams_in(self, *, group: bool) -> bool:
         return not group if self.streaming is None else self.streaming
-
-
-class TelegramSettings(LiveChannelSection):
-    token: SecretStr | None = None
-    base_url: str = "https://api.telegram.org"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None  # public https URL Telegram posts to
-    webhook_listen: str = "127.0.0.1"
-    webhook_port: int = Field(default=8443, ge=0, le=65_535)  # 0: any free port (tests)
-    webhook_path: str = "telegram"
-    webhook_secret: SecretStr | None = None  # generated per start when unset
-    poll_timeout_seconds: int = Field(default=30, ge=0, le=50)
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
-    messages_per_second: float = Field(default=30.0, gt=0, le=1000)
-    # Deprecated: [voice] configures transcription for every channel. These still work, as
-    # [voice]'s base_url, api_key and model when [voice] sets neither base_url nor api_key.
-    transcription_base_url: str | None = None
-    transcription_api_key: SecretStr | None = None
-    transcription_model: str = "whisper-1"
-
-    @property
-    def enabled(self) -> bool:
-        return self.token is not None and bool(self.token.get_secret_value())
-
-    @property
-    def transcription_enabled(self) -> bool:
-        return bool(self.transcription_base_url or self.transcription_api_key)
-
-
-class DiscordSettings(LiveChannelSection):
-    """Discord bot (docs/channels.md#discord). ``groups`` is keyed by channel id."""
-
-    token: SecretStr | None = None
-    reactions: bool = False  # add a reaction while a message is being processed
-    reaction_emoji: str = "\N{EYES}"
-    # Inbound files above this are not stored (the agent is told why).
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)
-    ready_timeout_seconds: float = Field(default=30.0, gt=0)  # start() waits this long for READY
-    # The user id tells when an account was made: a few throwaway accounts cannot fill the queue.
-    pairing_min_account_age_days: int = Field(default=7, ge=0)
-
-    @property
-    def enabled(self) -> bool:
-        return _is_set(self.token)
-
-
-class SlackSettings(LiveChannelSection):
-    """Slack app (docs/channels.md#slack): Socket Mode or the HTTP Events API.
-
-    Setting any of the three credentials turns Slack on; an incomplete set is a
-    :class:`ConfigError` naming the missing variable, raised when the settings load.
-    ``mode = "auto"`` picks Socket Mode when an app token is set, else HTTP.
-    """
-
-    bot_token: SecretStr | None = None  # xoxb-..., always needed
-    app_token: SecretStr | None = None  # xapp-..., Socket Mode (default)
-    signing_secret: SecretStr | None = None  # HTTP Events API mode
-    mode: Literal["auto", "socket", "http"] = "auto"
-    http_listen: str = "127.0.0.1"
-    http_port: int = Field(default=3000, ge=0, le=65_535)  # 0: any free port (tests)
-    http_path: str = "/slack/events"
-    base_url: str = "https://slack.com/api/"
-    # Inbound files above this are not stored (the agent is told why).
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)
-    # 👀 on a message while it is worked on, ✅ or ❌ once answered (needs reactions:write)
-    working_reactions: bool = True
-
-    @property
-    def enabled(self) -> bool:
-        return any(_is_set(s) for s in (self.bot_token, self.app_token, self.signing_secret))
-
-    @property
-    def resolved_mode(self) -> Literal["socket", "http"]:
-        if self.mode != "auto":
-            return self.mode
-        if not _is_set(self.app_token) and _is_set(self.signing_secret):
-            return "http"
-        return "socket"
-
-    @model_validator(mode="after")
-    def _complete_credentials(self) -> SlackSettings:
-        if not self.enabled:
-            return self
-        if not _is_set(self.bot_token):
-            raise ConfigError(
-                "Slack needs a bot token: set SWITCHBOARD_SLACK__BOT_TOKEN (xoxb-...)",
-                field="slack.bot_token",
-            )
-        if self.resolved_mode == "socket" and not _is_set(self.app_token):
-            raise ConfigError(
-                "Slack Socket Mode needs an app-level token: set SWITCHBOARD_SLACK__APP_TOKEN "
-                "(xapp-..., scope connections:write), or SWITCHBOARD_SLACK__SIGNING_SECRET "
-                "for the HTTP Events API",
-                field="slack.app_token",
-            )
-        if self.resolved_mode == "http" and not _is_set(self.signing_secret):
-            raise ConfigError(
-                "Slack HTTP mode needs the signing secret: set SWITCHBOARD_SLACK__SIGNING_SECRET",
-                field="slack.signing_secret",
-            )
-        return self
-
-
-class WhatsAppSettings(LiveChannelSection):
-    """WhatsApp through Meta's Cloud API (docs/channels.md#whatsapp). Ids are phone numbers
-    as WhatsApp writes them: digits with the country code, no ``+`` (``4915112345678``).
-
-    On when ``access_token`` or ``phone_number_id`` is set; an incomplete set (the app
-    secret and the verify token are needed to receive) is a :class:`ConfigError` at load.
-    """
-
-    access_token: SecretStr | None = (
-        None  # a system user's permanent token (whatsapp_business_messaging)
-    )
-    phone_number_id: str | None = None  # the sending number's id (not the number itself)
-    app_secret: SecretStr | None = None  # checks X-Hub-Signature-256 of every webhook POST
-    verify_token: SecretStr | None = None  # the word you type into Meta's webhook setup
-    webhook_path: str = "/whatsapp/webhook"  # served on the web server (web.host:web.port)
-    base_url: str = "https://graph.facebook.com/v23.0"  # Graph API root (a test fake)
-    # Outside WhatsApp's 24-hour window only a pre-approved template may be sent: its name
-    # (one body variable {{1}}, which gets the start of the message) and language code.
-    window_template: str | None = None
-    window_template_language: str = "en_US"
-    read_receipts: bool = True  # mark a message read (blue ticks) once it is journaled
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
-    # A send whose outcome is unknown (a crash, a time-out) first waits for Meta's tagged
-    # report of the message (channels/whatsapp/sender.py)
-    resend_wait_seconds: float = Field(default=60.0, ge=0, le=3600)  # wait for a lost send's report
-
-    @property
-    def enabled(self) -> bool:
-        return _is_set(self.access_token) or bool(self.phone_number_id)
-
-    @field_validator("allow_from", "admins", "owners", mode="after")
-    @classmethod
-    def _bare_numbers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """``+49 151 1234-5678`` is ``4915112345678``, as WhatsApp names senders."""
-        return tuple(item if item == "*" else re.sub(r"[\s+()-]", "", item) for item in value)
-
-    @model_validator(mode="after")
-    def _complete_credentials(self) -> WhatsAppSettings:
-        if not self.enabled:
-            return self
-        needed = (
-            ("access_token", _is_set(self.access_token), "the system user's access token"),
-            ("phone_number_id", bool(self.phone_number_id), "the phone number id"),
-            ("app_secret", _is_set(self.app_secret), "the app secret (App settings > Basic)"),
-            ("verify_token", _is_set(self.verify_token), "a verify token of your choosing"),
-        )
-        for name, present, what in needed:
-            if not present:
-                raise ConfigError(
-                    f"WhatsApp needs {what}: set SWITCHBOARD_WHATSAPP__{name.upper()}",
-                    field=f"whatsapp.{name}",
-                )
-        if not self.webhook_path.startswith("/") or self.webhook_path.rstrip("/") in ("", "/api"):
-            raise ConfigError(
-                f"whatsapp.webhook_path {self.webhook_path!r} must be a path of its own "
-                "(like /whatsapp/webhook)",
-                field="whatsapp.webhook_path",
-            )
-        return self
-
-
-class MatrixSettings(LiveChannelSection):
-    """Matrix through a homeserver's client-server API (docs/channels.md#matrix). Ids are
-    full Matrix ids: ``@dana:example.org`` for people, ``!abc:example.org`` for rooms."""
-
-    homeserver: str | None = None  # https://matrix.example.org
-    user_id: str | None = None  # the bot's account, @switchboard:example.org
-    access_token: SecretStr | None = None  # or password: a login at start
-    password: SecretStr | None = None
-    device_id: str | None = None  # keep one device across restarts (set with the token)
-    sync_timeout_seconds: int = Field(default=30, ge=0, le=120)  # long-poll of each /sync
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.homeserver)
-
-    @model_validator(mode="after")
-    def _complete_credentials(self) -> MatrixSettings:
-        if not self.enabled:
-            return self
-        if not self.user_id or not re.fullmatch(r"@[^:\s]+:\S+", self.user_id):
-            raise ConfigError(
-                "Matrix needs the bot's full user id: set SWITCHBOARD_MATRIX__USER_ID "
-                "(@switchboard:example.org)",
-                field="matrix.user_id",
-            )
-        if not (_is_set(self.access_token) or _is_set(self.password)):
-            raise ConfigError(
-                "Matrix needs SWITCHBOARD_MATRIX__ACCESS_TOKEN or SWITCHBOARD_MATRIX__PASSWORD",
-                field="matrix.access_token",
-            )
-        return self
-
-
-def _is_set(secret: SecretStr | None) -> bool:
-    return secret is not None and bool(secret.get_secret_value().strip())
-
-
-class EmailSettings(ChannelSection):
-    smtp_host: str | None = None
-    smtp_port: int = Field(default=587, ge=1, le=65_535)
-    smtp_username: str | None = None
-    smtp_password: SecretStr | None = None
-    smtp_starttls: bool = True
-    smtp_tls: bool = False  # implicit TLS (port 465)
-    from_address: str | None = None
-    allowed_recipients: StrList = ()
-    # Who may mail an address they typed themselves that is not on allowed_recipients:
-    # "admins" (the owner and admins) or "everyone" (then any member can mail anyone).
-    typed_recipients: Literal["admins", "everyone"] = "admins"
-    max_sends_per_day: int = Field(default=20, ge=0)  # per person and 24 h; owner exempt; 0: off
-    imap_host: str | None = None
-    imap_port: int = Field(default=993, ge=1, le=65_535)
-    imap_username: str | None = None
-    imap_password: SecretStr | None = None
-    imap_tls: bool = True
-    imap_mailbox: str = "INBOX"
-    # IMAP folder of sent replies: one whose send was cut short is looked for by its Message-ID
-    sent_folder: str | None = None  # folder of sent replies, checked before a resend; unset: none
-    append_sent: bool = True  # file each reply in sent_folder; false: the SMTP server does (Gmail)
-    dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
-    # -- sending (gateway/core/mail.py) ------------------------------------------------------
-    smtp_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    smtp_retry_attempts: int = Field(default=3, ge=0, le=10)  # extra tries after a 4xx
-    smtp_retry_base_seconds: float = Field(default=2.0, ge=0, le=60)
-    smtp_ca_file: str | None = None  # PEM bundle for a server with a private CA
-    # Each person's own address on other channels: {"telegram:123": "me@example.org"}.
-    user_addresses: dict[str, str] = {}
-    # -- inbox (channels/email) ---------------------------------------------------------
-    imap_ca_file: str | None = None
-    imap_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    idle: bool = True  # use IMAP IDLE when the server offers it; poll otherwise
-    idle_renew_seconds: float = Field(default=600.0, ge=1, le=1_740)  # RFC 2177: < 29 min
-    poll_interval_seconds: float = Field(default=60.0, ge=0.05)
-    own_addresses: StrList = ()  # more addresses of the bot (aliases): never answered
-    max_replies_per_hour: int = Field(default=10, ge=1)  # per correspondent
-    max_message_bytes: int = Field(default=25_000_000, ge=1_000)  # larger mail is not read
-    max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # inbound files above are dropped
-    # Authentication-Results headers are trusted only from these authserv-ids (your MX); when
-    # empty, only the topmost header (added by the receiving server) is read.
-    trusted_authserv_ids: StrList = ()
-    require_authentication: bool = False  # refuse mail without a passing dkim/spf/dmarc result
-
-    @field_validator(
-        "allow_from", "admins", "owners", "allowed_recipients", "own_addresses", mode="after"
-    )
-    @classmethod
-    def _lower_addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """Email ids are lower-cased bare addresses (the channel reports sender_id that way)."""
-        return tuple(item.strip().lower() for item in value)
-
-    @field_validator("user_addresses", mode="after")
-    @classmethod
-    def _lower_user_addresses(cls, value: dict[str, str]) -> dict[str, str]:
-        return {key: address.strip().lower() for key, address in value.items()}
-
-    @model_validator(mode="after")
-    def _sent_folder_needs_imap(self) -> EmailSettings:
-        if self.sent_folder and not (self.imap_host and self.imap_username):
-            raise ConfigError(
-                "email.sent_folder is read over IMAP: set email.imap_host and "
-                "email.imap_username too (or unset email.sent_folder)",
-                field="email.sent_folder",
-            )
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        """The inbox channel; sending works without it."""
-        return bool(self.imap_host and self.imap_username)
-
-    @property
-    def can_send(self) -> bool:
-        return bool(self.smtp_host and self.from_address)
 
 
 class WebSettings(BaseModel):
@@ -460,6 +212,11 @@ class WebSettings(BaseModel):
                 field="web.token",
             )
         return self
+
+
+def is_set(secret: SecretStr | None) -> bool:
+    """Whether a secret setting holds more than blanks."""
+    return secret is not None and bool(secret.get_secret_value().strip())
 
 
 def is_loopback_host(host: str) -> bool:

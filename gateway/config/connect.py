@@ -13,23 +13,19 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
+from gateway.config.plugins import channel_plugins
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Role
 
 # Hook and token names appear in URLs, session keys and metrics labels: keep them plain.
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 MIN_SECRET_CHARS = 16
-# Where answers may go: the platforms' chats and the local chats (never an internal channel).
-TARGET_CHANNELS = (
-    "telegram",
-    "discord",
-    "slack",
-    "whatsapp",
-    "matrix",
-    "email",
-    "webchat",
-    "terminal",
-)
+
+
+def target_channels() -> tuple[str, ...]:
+    """Where answers may go: the registered channels' chats, the web chat and the terminal
+    (never an internal channel)."""
+    return (*channel_plugins(), "webchat", "terminal")
 
 
 def parse_target(value: str) -> ChatRef:
@@ -38,10 +34,9 @@ def parse_target(value: str) -> ChatRef:
     channel, sep, rest = value.strip().partition(":")
     if not sep or not rest.strip():
         raise ValueError(f"{value!r}: write <channel>:<chat id>, e.g. telegram:12345")
-    if channel not in TARGET_CHANNELS:
-        raise ValueError(
-            f"{value!r}: unknown channel {channel!r}; use one of {', '.join(TARGET_CHANNELS)}"
-        )
+    targets = target_channels()
+    if channel not in targets:
+        raise ValueError(f"{value!r}: unknown channel {channel!r}; use one of {', '.join(targets)}")
     chat, _, thread = rest.strip().partition(":")
     return ChatRef(channel, chat, thread or None)
 

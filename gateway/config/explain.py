@@ -87,7 +87,7 @@ def validation_error(exc: ValidationError, root: type[BaseModel], sources: Sourc
 
 def settings_error(exc: SettingsError) -> ConfigError:
     """Name the section and its environment variables; the library's message only says
-    'error parsing value for field "telegram"'."""
+    'error parsing value for field "<section>"'."""
     match = re.search(r'field "([^"]+)"', str(exc))
     section = match.group(1) if match else ""
     prefix = env_name((section,)) if section else ENV_PREFIX

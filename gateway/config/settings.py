@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -36,18 +36,7 @@ from gateway.config.agents import (
     RouteRule,
     valid_agent_name,
 )
-from gateway.config.channels import (
-    ChannelSection,
-    DiscordSettings,
-    EmailSettings,
-    LiveChannelSection,
-    MatrixSettings,
-    SlackSettings,
-    StrList,
-    TelegramSettings,
-    WebSettings,
-    WhatsAppSettings,
-)
+from gateway.config.channels import ChannelSection, LiveChannelSection, StrList, WebSettings
 from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.llm import LLMSettings, repeated_model
@@ -60,9 +49,14 @@ from gateway.config.people import (
     known_zone,
     valid_person_key,
 )
+from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.channel import ChannelContext
 from gateway.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gateway.core.mail import SendMailSettings
 
 log = logging.getLogger(__name__)
 
@@ -261,16 +255,12 @@ class LoggingSettings(Section):
     format: Literal["text", "json"] = "text"
 
 
-class Settings(BaseSettings):
-    """The whole configuration. Build it with :func:`load_settings`."""
+# The settings root is these sections, then one per registered channel, then the rest: split
+# in two around the channels only so that every section keeps its place (in the reference,
+# docs/configuration.md, and in "`token` belongs in [telegram]").
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-    )
 
+class _Leading(BaseSettings):
     home: Path = DEFAULT_HOME
     workspace: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -289,12 +279,8 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
 
-    telegram: TelegramSettings = TelegramSettings()
-    discord: DiscordSettings = DiscordSettings()
-    slack: SlackSettings = SlackSettings()
-    whatsapp: WhatsAppSettings = WhatsAppSettings()
-    matrix: MatrixSettings = MatrixSettings()
-    email: EmailSettings = EmailSettings()
+
+class _Trailing(BaseSettings):
     web: WebSettings = WebSettings()
 
     agents: dict[str, AgentProfile] = {}
@@ -304,6 +290,28 @@ class Settings(BaseSettings):
     # Other programs (docs/connect.md): signed webhooks, and the OpenAI-compatible and task API.
     hooks: dict[str, HookSettings] = {}
     api: ApiSettings = ApiSettings()
+
+
+_OWN_SECTIONS = set(_Leading.model_fields) | set(_Trailing.model_fields)
+
+if TYPE_CHECKING:  # the checked code reaches a channel's section through channel_sections()
+
+    class _Channels(BaseSettings):
+        pass
+
+else:  # [telegram], [discord], ...: a field per plug-in (gateway/config/plugins.py)
+    _Channels = channel_sections_model(BaseSettings, _OWN_SECTIONS)
+
+
+class Settings(_Trailing, _Channels, _Leading):
+    """The whole configuration. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
 
     @model_validator(mode="after")
     def _known_agents(self) -> Settings:
@@ -411,15 +419,24 @@ class Settings(BaseSettings):
         return self.home / "config.toml"
 
     def channel_sections(self) -> dict[str, ChannelSection]:
-        """Access settings of every chat channel, by channel name."""
-        return {
-            "telegram": self.telegram,
-            "discord": self.discord,
-            "slack": self.slack,
-            "whatsapp": self.whatsapp,
-            "matrix": self.matrix,
-            "email": self.email,
-        }
+        """The section of every registered chat channel, by channel name (its access
+        settings, and what the platform does differently)."""
+        return {name: getattr(self, name) for name in _Channels.model_fields}
+
+    def channel_context(self) -> ChannelContext:
+        """What the channels know of the configuration besides their own sections."""
+        return ChannelContext(
+            data_dir=self.data_dir,
+            workspace_dir=self.workspace_dir,
+            agent_name=self.agent.name,
+            web_server=self.web.enabled,
+        )
+
+    def outgoing_mail(self) -> SendMailSettings | None:
+        """The agent's ``send_email`` settings, from the channel section that configures
+        sending mail (``[email]``); None when none does."""
+        found = (section.outgoing_mail() for section in self.channel_sections().values())
+        return next((mail for mail in found if mail is not None), None)
 
     def streams_in(self, channel: str, group: bool) -> bool:
         """Whether answers stream by editing in a chat of ``channel`` (``<channel>.streaming``;
@@ -458,6 +475,9 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Read the configuration or raise :class:`ConfigError` naming the bad key and its source."""
+    problems = plugin_problems(_OWN_SECTIONS)  # an installed channel that cannot work
+    if problems:
+        raise problems[0]
     home = home_from(overrides)
     config_file = home / "config.toml"
     if config_file.exists():

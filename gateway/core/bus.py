@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from gateway.core.messages import InboundMessage, OutboundMessage
 
@@ -42,10 +42,9 @@ class InboundSink(Protocol):
         ...
 
 
-@runtime_checkable
 class ChannelRecords(Protocol):
-    """What a channel records besides messages, through the sink it was started with: when
-    people wrote and what became of sent messages (WhatsApp's window and reports), where
+    """What a channel records besides messages (``StartContext.records``, given at start,
+    :mod:`gateway.core.channel`): when people wrote and what became of sent messages (WhatsApp's window and reports), where
     its intake stopped (Matrix's sync token). Durable, and shared by a cluster's nodes."""
 
     async def heard_from(self, channel: str, chat_id: str) -> None:

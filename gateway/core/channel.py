@@ -1,17 +1,18 @@
 """What a channel adapter must provide, and the optional capabilities it may add.
 
-A channel turns platform events into :class:`InboundMessage` (handing them to the sink it
-gets at start) and delivers :class:`OutboundMessage`. Extras are separate protocols checked
-with ``isinstance``, so the base stays small.
+A channel turns platform events into :class:`InboundMessage` (handing them to the sink of
+the :class:`StartContext` it gets at start) and delivers :class:`OutboundMessage`. Extras
+are separate protocols checked with ``isinstance``, so the base stays small.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from gateway.core.bus import InboundSink
+from gateway.core.bus import ChannelRecords, InboundSink
 from gateway.core.messages import ChatRef, ChatType, OutboundMessage
 
 
@@ -23,12 +24,32 @@ class ChannelHealth:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What a channel knows of the configuration besides its own section (given when it is
+    built: ``gateway.config.plugins.ChannelPlugin.create``)."""
+
+    data_dir: Path  # its state files go in data_dir / "channels"
+    workspace_dir: Path  # inbound files go in workspace_dir / "attachments" / <channel>
+    agent_name: str  # the assistant's name, where the platform shows a sender's name
+    web_server: bool  # whether the web server runs (where webhooks are served)
+
+
+@dataclass(frozen=True, slots=True)
+class StartContext:
+    """What a channel gets from the gateway when it starts."""
+
+    sink: InboundSink  # where messages go: returns once they are journaled (or refused)
+    records: ChannelRecords  # what the channel records besides messages (windows, cursors)
+
+
 @runtime_checkable
 class Channel(Protocol):
     name: str
 
-    async def start(self, sink: InboundSink) -> None:
-        """Connect and begin handing inbound messages to ``sink``; return once running."""
+    async def start(self, context: StartContext) -> None:
+        """Connect and begin handing inbound messages to ``context.sink``; return once
+        running."""
 
     async def stop(self) -> None:
         """Stop receiving; pending platform acknowledgements are settled first."""

@@ -1,6 +1,7 @@
 """Logging in one place, with secret redaction on by default.
 
-Every configured secret value, plus anything shaped like a well-known token, is replaced
+Every configured secret value, plus anything shaped like a well-known token (model API keys,
+bearer tokens, and the shapes each channel names for its platform's credentials), is replaced
 by ``[REDACTED]`` in the final formatted line (message, arguments and tracebacks alike).
 The log file is created with mode 0600. Lines are text, or one JSON object each
 (``logging.format = "json"``) for log collectors. The latest warning or error is kept
@@ -24,11 +25,7 @@ from pydantic import BaseModel, SecretStr
 
 TOKEN_PATTERNS = (
     r"sk-(?:ant-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic keys
-    r"xox[abpres]-[A-Za-z0-9\-]{10,}",  # Slack bot/user tokens
-    r"xapp-[A-Za-z0-9\-]{10,}",  # Slack app tokens
-    r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b",  # Telegram bot tokens
     r"(?i:(?<=bearer )[A-Za-z0-9._\-]{12,})",
-    r"(?<=/bot)\d{6,12}:[A-Za-z0-9_\-]{30,}",
 )
 _KEY_NAMES = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd)")
 REDACTED = "[REDACTED]"
@@ -65,9 +62,12 @@ def _secrets_in(value: Any) -> Iterator[str]:
 
 
 class Redactor:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    """``secrets``: the values to hide; ``patterns``: more token shapes (regular expressions)
+    to hide besides :data:`TOKEN_PATTERNS`, whoever's they are."""
+
+    def __init__(self, secrets: Iterable[str] = (), *, patterns: Iterable[str] = ()) -> None:
         literal = sorted({s for s in secrets if s}, key=len, reverse=True)
-        parts = [re.escape(s) for s in literal] + list(TOKEN_PATTERNS)
+        parts = [re.escape(s) for s in literal] + [*TOKEN_PATTERNS, *patterns]
         self._pattern = re.compile("|".join(parts))
 
     def __call__(self, text: str) -> str:
@@ -142,10 +142,12 @@ def configure_logging(
     console: bool = True,
     fmt: Literal["text", "json"] = "text",
     file_level: str | None = None,
+    quiet: Iterable[str] = (),
 ) -> None:
     """Logging for the process: the console at ``level``, the log file at ``file_level``
     (default: the same). ``switchboard chat -v`` debugs on its console only: the file is
-    the gateway's, shared with ``switchboard run``."""
+    the gateway's, shared with ``switchboard run``. ``quiet``: more chatty libraries' loggers
+    (the channels' SDKs), kept at warning and above like the HTTP clients'."""
     global _last  # noqa: PLW0603 - logging is process-wide; so is its latest problem
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -174,12 +176,5 @@ def configure_logging(
         root.addHandler(rotating)
     levels = [logging.getLevelName(name.upper()) for name in (level, file_level or level)]
     root.setLevel(min(levels))
-    for noisy in (
-        "httpx",
-        "httpcore",
-        "httpx2",
-        "telegram.ext",
-        "discord",
-        "slack_bolt",
-    ):
+    for noisy in ("httpx", "httpcore", "httpx2", *quiet):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr, getaddresses
-from typing import Protocol
+from typing import Literal, Protocol
 
 import aiosmtplib
 from markdown_it import MarkdownIt
@@ -52,7 +52,7 @@ _FULL_ADDRESS = re.compile(rf"^{ADDRESS_RE.pattern}$")
 
 
 class SmtpSettings(Protocol):
-    """What sending needs of the configuration (``gateway.config.channels.EmailSettings``)."""
+    """What sending needs of the configuration (``[email]``: channels/email/plugin.py)."""
 
     @property
     def smtp_host(self) -> str | None: ...
@@ -72,6 +72,27 @@ class SmtpSettings(Protocol):
     def smtp_timeout_seconds(self) -> float: ...
     @property
     def smtp_ca_file(self) -> str | None: ...
+
+
+class SendMailSettings(SmtpSettings, Protocol):
+    """What the agent's ``send_email`` tool needs besides the server: whom it may write to,
+    how often, and how it retries (the section that configures sending provides it:
+    :meth:`gateway.config.channels.ChannelSection.outgoing_mail`)."""
+
+    @property
+    def allowed_recipients(self) -> tuple[str, ...]: ...
+    @property
+    def user_addresses(self) -> dict[str, str]: ...
+    @property
+    def typed_recipients(self) -> Literal["admins", "everyone"]: ...
+    @property
+    def max_sends_per_day(self) -> int: ...
+    @property
+    def max_attachment_bytes(self) -> int: ...
+    @property
+    def smtp_retry_attempts(self) -> int: ...
+    @property
+    def smtp_retry_base_seconds(self) -> float: ...
 
 
 class MailError(SwitchboardError):

@@ -21,7 +21,7 @@ from agent.tools.base import Tool
 from gateway import __version__
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.scheduling import ScheduledItem
@@ -108,7 +108,7 @@ class Gateway(Service):
             self._check_port()  # a taken port stops us before any channel connects
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
-                    await channel.start(self.gate)
+                    await channel.start(StartContext(self.gate, records=self.gate))
             for provider in parts.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen
@@ -152,7 +152,7 @@ class Gateway(Service):
 
         check_port(self)
         for channel in early:
-            await channel.start(self.gate)
+            await channel.start(StartContext(self.gate, records=self.gate))
             self._receiving.add(channel.name)
         self.web = await start_web(self, standby=True)
 

@@ -20,6 +20,7 @@ from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.web import web_browser
+from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel
@@ -219,7 +220,7 @@ def build(
         sections,
         clock=clock,
         timeout=settings.tools.approval_timeout_seconds,
-        redact=Redactor(secret_values(settings)),
+        redact=Redactor(secret_values(settings), patterns=token_patterns()),
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
     )

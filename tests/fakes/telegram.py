@@ -38,7 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from channels.buckets import Rate
-from channels.telegram import TelegramChannel
+from channels.telegram.adapter import TelegramChannel
 from channels.telegram.sender import Pacing
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
@@ -52,7 +52,12 @@ FAST_PACING = Pacing(
 
 def fast_channel(settings: Settings) -> TelegramChannel:
     """The Telegram channel of ``settings`` with test pacing and a backoff of milliseconds."""
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(base=0.01, cap=0.05))
+    return TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(base=0.01, cap=0.05),
+    )
 
 
 def utf16_len(text: str) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import channels.discord  # noqa: F401 - before discord.py: it quiets its audioop warning
+import channels.discord.adapter  # noqa: F401 - before discord.py: it quiets its audioop warning
 from gateway.store import Store
 from tests.fakes.holds import Hold
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed

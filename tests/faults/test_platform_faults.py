@@ -16,8 +16,8 @@ import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import FATAL_CLOSE_CODES, ReconnectPolicy
-from channels.slack import SlackChannel
-from channels.telegram import TelegramChannel
+from channels.slack.adapter import SlackChannel
+from channels.telegram.adapter import TelegramChannel
 from gateway.config.settings import Settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ConfigError
@@ -35,7 +35,12 @@ POLL_BACKOFF = (0.1, 0.4)
 
 
 def channel(settings: Settings) -> TelegramChannel:
-    return TelegramChannel(settings, pacing=FAST_PACING, backoff=Backoff(*POLL_BACKOFF))
+    return TelegramChannel(
+        settings.telegram,
+        settings.channel_context(),
+        pacing=FAST_PACING,
+        backoff=Backoff(*POLL_BACKOFF),
+    )
 
 
 async def test_bot_api_5xx_for_a_stretch_loses_nothing_doubles_nothing_and_backs_off(
@@ -107,7 +112,9 @@ def discord_settings(make_settings: SettingsFactory) -> Settings:
 
 def discord_channel(settings: Settings) -> DiscordChannel:
     policy = ReconnectPolicy(base=DISCORD_BASE, cap=0.2)
-    return DiscordChannel(settings, policy=policy, guild_ready_timeout=0.01)
+    return DiscordChannel(
+        settings.discord, settings.channel_context(), policy=policy, guild_ready_timeout=0.01
+    )
 
 
 @pytest.mark.parametrize("code", RESUMABLE + NEW_SESSION)
@@ -196,7 +203,7 @@ async def test_slack_socket_dropped_mid_delivery_then_redelivered_is_answered_on
 ) -> None:
     base = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "base_url": fake_slack.api_url}
     settings = make_settings(slack={**base, "allow_from": ["U42"]})
-    channel = SlackChannel(settings, ping_interval=1.0)
+    channel = SlackChannel(settings.slack, settings.channel_context(), ping_interval=1.0)
     body = event_body(dm_event("did this arrive?", user="U42", ts="900.000001"))
     async with Gateway(settings, channels=[channel]) as gateway:
         await fake_slack.push(body)

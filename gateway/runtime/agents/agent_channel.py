@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gateway.config.settings import Settings
 from gateway.core.addressing import AGENT_CHANNEL, DEFAULT_AGENT, agent_pair
-from gateway.core.bus import InboundSink
+from gateway.core.channel import StartContext
 from gateway.core.messages import (
     ChatRef,
     ChatType,
@@ -94,7 +94,7 @@ class AgentChannel:
         self._bus = bus
         self._max_hops = max_hops
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, context: StartContext) -> None:
         return None  # it delivers straight to the bus; nothing arrives from outside
 
     async def stop(self) -> None:

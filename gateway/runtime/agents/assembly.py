@@ -36,6 +36,7 @@ from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
+from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock, SystemClock
@@ -237,7 +238,7 @@ def build_agent(
         ]
     )
     window = settings.llm.context_window
-    redact = Redactor(secret_values(settings))
+    redact = Redactor(secret_values(settings), patterns=token_patterns())
     executor = ToolExecutor(
         tools,
         store.ledger,

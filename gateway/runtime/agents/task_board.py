@@ -14,8 +14,7 @@ import asyncio
 import hashlib
 
 from gateway.core.addressing import TASK_CHANNEL
-from gateway.core.bus import InboundSink
-from gateway.core.channel import ChannelHealth
+from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal
 from gateway.runtime.agents.subagents import Subagents, TaskQueue
@@ -112,7 +111,7 @@ class TaskChannel:
         self._board = board
         self._running = False
 
-    async def start(self, sink: InboundSink) -> None:
+    async def start(self, context: StartContext) -> None:
         self._running = True  # nothing arrives from outside
 
     async def stop(self) -> None:

@@ -261,7 +261,7 @@ class AccessGate:
             sender_name=msg.sender_name,
             chat_id=msg.chat_id,
             ttl=section.pairing_ttl_seconds,
-            young=young_accounts(msg.channel, section, now=time.time()),
+            young=young_accounts(section, now=time.time()),
         )
         request = requested.request
         if request is None:

@@ -6,33 +6,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gateway.config.channels import ChannelSection, DiscordSettings
+from gateway.config.channels import ChannelSection
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.store import PairingRequest, Store
 
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
-DISCORD_EPOCH_MS = 1_420_070_400_000  # 2015-01-01, where Discord snowflakes count from
 
 
-def account_created_at(channel: str, sender_id: str) -> float | None:
-    """When the sender's platform account was made, where its id tells (a Discord user id
-    is a snowflake: milliseconds since 2015 in its top bits); ``None`` elsewhere."""
-    if channel != "discord" or not sender_id.isdigit():
-        return None
-    return ((int(sender_id) >> 22) + DISCORD_EPOCH_MS) / 1000
-
-
-def young_accounts(channel: str, section: ChannelSection, *, now: float) -> Callable[[str], bool]:
+def young_accounts(section: ChannelSection, *, now: float) -> Callable[[str], bool]:
     """Which senders count as new accounts for the pairing queue (they share one slot)."""
-    if not isinstance(section, DiscordSettings) or not section.pairing_min_account_age_days:
-        return lambda sender_id: False
-    youngest = now - section.pairing_min_account_age_days * 86_400
-
-    def young(sender_id: str) -> bool:
-        created = account_created_at(channel, sender_id)
-        return created is not None and created > youngest
-
-    return young
+    return lambda sender_id: section.is_new_account(sender_id, now=now)
 
 
 async def approve(

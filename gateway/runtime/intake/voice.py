@@ -41,18 +41,12 @@ class Transcript:
 
 
 def voice_settings(settings: Settings) -> VoiceSettings:
-    """``[voice]``, or the older ``telegram.transcription_*`` keys when only those are set
-    (kept working: they now configure transcription for every channel)."""
-    voice, telegram = settings.voice, settings.telegram
-    if voice.enabled or not telegram.transcription_enabled:
-        return voice
-    return voice.model_copy(
-        update={
-            "base_url": telegram.transcription_base_url,
-            "api_key": telegram.transcription_api_key,
-            "model": telegram.transcription_model,
-        }
-    )
+    """``[voice]``, or a channel's older speech keys when only those are set (kept working:
+    they now configure transcription for every channel)."""
+    voice = settings.voice
+    for section in settings.channel_sections().values():
+        voice = section.speech_settings(voice)
+    return voice
 
 
 class Speech:

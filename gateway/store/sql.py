@@ -93,25 +93,21 @@ class Dialect:
         return f"split_part({expression}, ':', 1)"
 
     def search_statement(self, sessions: int) -> str:
-        """Full-text search over ``messages_fts`` of ``sessions`` session keys; parameters:
-        the query (:meth:`search_query`), the session keys, the limit. Rows: message id,
-        role, time, a snippet with the matches in ``[brackets]``."""
+        """Full-text search over ``messages_fts`` of ``sessions`` session keys, best first;
+        parameters: the query (:meth:`search_query`), the session keys, the limit. Rows: the
+        message id, a snippet with the matches in ``[brackets]``."""
         marks = ",".join("?" for _ in range(sessions))
         if self.name == "sqlite":
             return (
-                "SELECT f.message_id, m.role, m.created_at,"
-                " snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
-                " FROM messages_fts f JOIN messages m ON m.id = f.message_id"
-                f" WHERE messages_fts MATCH ? AND f.session_key IN ({marks})"
+                "SELECT message_id, snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
+                f" FROM messages_fts WHERE messages_fts MATCH ? AND session_key IN ({marks})"
                 " ORDER BY rank LIMIT ?"
             )
         return (
-            "SELECT f.message_id, m.role, m.created_at,"
-            " ts_headline('simple', f.content, q.query,"
+            "SELECT f.message_id, ts_headline('simple', f.content, q.query,"
             " 'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2,"
             ' FragmentDelimiter=" ... "\')'
-            " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q,"
-            " messages_fts f JOIN messages m ON m.id = f.message_id"
+            " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q, messages_fts f"
             f" WHERE f.tsv @@ q.query AND f.session_key IN ({marks})"
             " ORDER BY ts_rank(f.tsv, q.query) DESC, f.message_id LIMIT ?"
         )

@@ -53,6 +53,7 @@ from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validat
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
+from gateway.config.memory import MemorySettings
 from gateway.config.people import (
     PersonSettings,
     UserSettings,
@@ -288,6 +289,7 @@ class Settings(BaseSettings):
     people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
+    memory: MemorySettings = MemorySettings()  # recall of past conversations
 
     telegram: TelegramSettings = TelegramSettings()
     discord: DiscordSettings = DiscordSettings()

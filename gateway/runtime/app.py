@@ -61,6 +61,7 @@ from gateway.runtime.mcp import build_manager
 from gateway.runtime.models import ModelPool
 from gateway.runtime.outbound import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
+from gateway.runtime.recall import build_recall
 from gateway.runtime.reload import ConfigReload, live_settings
 from gateway.runtime.routing import Router
 from gateway.runtime.scheduler import Scheduler
@@ -152,6 +153,9 @@ class Gateway(Service):
                 self.store, self.channels, chat_channels=tuple(sections), clock=self.clock
             ),
         )
+        # past conversations, searched by every agent's memory_search; their vectors made
+        # in the background
+        self.recaller, self.indexer = build_recall(settings.memory, self.store)
         self.mcp = build_manager(settings)  # MCP servers, shared by every agent and turn
         # One browser for every agent's web_fetch; launched by the first page that needs it.
         self.browser = web_browser(settings.tools.web)
@@ -169,6 +173,7 @@ class Gateway(Service):
                 browser=self.browser,
                 services=services,
                 clock=self.clock,
+                recaller=self.recaller,
             )
             for agent_id in self.router.agents
         }
@@ -225,7 +230,12 @@ class Gateway(Service):
         # config.toml changes (and SIGHUP) applied while running, where they can be
         self.config_reload = ConfigReload(settings, apply=live_settings(self.agents, self.budget))
         claims = self._claims()
-        committer = TurnCommitter(self.store, self.bus, storage_full=self.bus.storage_full)
+        committer = TurnCommitter(
+            self.store,
+            self.bus,
+            storage_full=self.bus.storage_full,
+            committed=self.indexer.kick,
+        )
         commands = self._commands()
         self.dispatcher = Dispatcher(
             self._turn_handlers(commands, committer, programs),
@@ -389,6 +399,7 @@ class Gateway(Service):
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
             await self.subagents.start()
+            await self.indexer.start()
             await self.scheduler.start()
             await self.approvals.start()
             self._check_port()  # a taken port stops us before any channel connects
@@ -459,6 +470,7 @@ class Gateway(Service):
             except Exception:
                 log.exception("channel %s did not stop cleanly", channel.name)
         await self.scheduler.stop()
+        await self.indexer.stop()
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
         await self.intake.stop()  # first: no work is taken on while the turns drain

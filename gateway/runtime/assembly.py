@@ -19,6 +19,7 @@ from agent.llm.metered import Charge, EndpointSlots, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
+from agent.recall.search import Recaller
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
@@ -168,6 +169,7 @@ def build_agent(
     browser: Browser | None = None,
     services: Services | None = None,
     clock: Clock | None = None,
+    recaller: Recaller | None = None,
 ) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
@@ -222,10 +224,10 @@ def build_agent(
         [
             *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
             MemoryRead(),
-            MemoryWrite(),
-            MemoryPatch(),
-            MemoryAppend(),
-            MemorySearch(store.history),
+            MemoryWrite(store.memory_entries),
+            MemoryPatch(store.memory_entries),
+            MemoryAppend(store.memory_entries),
+            MemorySearch(recaller or Recaller(store.recall, None), store.memory_entries),
             GetSkill(skills),
             Cron(),
             TimeZone(),

@@ -57,11 +57,122 @@ class Connection(Protocol):
 
 
 _WORD = re.compile(r"\w+")
+# The commonest English words: any of them matches most messages, so a search for "where
+# did I leave my bike" would rank every "where" and "my" above what it is looking for.
+COMMON_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "after",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "before",
+        "being",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "done",
+        "for",
+        "from",
+        "get",
+        "got",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "here",
+        "him",
+        "his",
+        "how",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "mine",
+        "more",
+        "most",
+        "my",
+        "no",
+        "not",
+        "of",
+        "off",
+        "on",
+        "or",
+        "our",
+        "ours",
+        "out",
+        "over",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "too",
+        "under",
+        "up",
+        "us",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "yes",
+        "you",
+        "your",
+        "yours",
+    ]
+)
+
+
+def significant_words(text: str) -> list[str]:
+    """The words of ``text`` a search by words counts: at least two characters, not among
+    the commonest English words."""
+    return [w for w in _WORD.findall(text) if len(w) > 1 and w.lower() not in COMMON_WORDS]
 
 
 def search_words(text: str) -> list[str]:
-    """The words of a search that count: at least two characters, at most twelve words."""
-    return [w for w in _WORD.findall(text) if len(w) > 1][:12]
+    """The words of a search that count (:func:`significant_words`): twelve at most."""
+    return significant_words(text)[:12]
 
 
 @dataclass(frozen=True, slots=True)

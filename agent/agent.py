@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
-from agent.compaction import Compaction, Compactor
+from agent.compaction import Compaction, Compactor, SaveFacts
 from agent.context import ContextBuilder, user_message, with_guidance
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
@@ -26,7 +26,7 @@ from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
 from agent.llm.metered import Charge, MeteredModel, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
-from agent.memory import scope_for
+from agent.memory import append_note, read_note, scope_for
 from agent.policy import ToolPolicy
 from agent.reflection import reflect, worth_reflecting
 from agent.skills import routed_block
@@ -50,12 +50,13 @@ from agent.turn.request import TurnOutcome, TurnRequest
 from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, TurnFit
 from agent.workspace import Workspace
+from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone as zone_named
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
-from gateway.store import History, NewMessage, Pins, SessionState
+from gateway.store import History, MemoryEntries, NewMessage, Origin, Pins, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class Agent:
         services: Services | None = None,
         storage_alarm: StorageAlarm | None = None,
         choices: Mapping[str, MeteredModel] | None = None,
+        memory_entries: MemoryEntries | None = None,
     ) -> None:
         self.model = model
         # the models a chat may switch to with /model, by name (the agent's own among them)
@@ -135,6 +137,7 @@ class Agent:
         self.services = services or Services()  # scheduling, background tasks, other agents
         self.storage_alarm = storage_alarm  # told while checkpoints wait for space
         self.pins = pins
+        self.memory_entries = memory_entries  # where memory entries came from
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
@@ -230,7 +233,13 @@ class Agent:
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
         system = self.context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
+            request,
+            tools,
+            now=now,
+            summary=state.summary,
+            guidance=kind.prompt,
+            pinned=pinned,
+            quotes=state.summary_quotes,
         )
         turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
@@ -238,9 +247,11 @@ class Agent:
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
+        save = self._facts_saver(request.principal, request.chat, request.turn_id)
+
         async def rebuild(limit: int) -> tuple[SystemPrompt, list[ChatMessage]]:
             return await self.window.refit(
-                request, tools, now, kind.prompt, pinned, charge=charge, limit=limit
+                request, tools, now, kind.prompt, pinned, charge=charge, limit=limit, save=save
             )
 
         model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
@@ -320,7 +331,8 @@ class Agent:
         charge: Charge,
     ) -> None:
         # Work after the turn is charged to the same person, recorded on its own.
-        self.window.after_turn(request.session_key, system, tools, conversation, charge)
+        save = self._facts_saver(request.principal, request.chat, request.turn_id)
+        self.window.after_turn(request.session_key, system, tools, conversation, charge, save=save)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
             recent = _current_exchange(conversation)
@@ -408,14 +420,43 @@ class Agent:
 
         return steer
 
-    async def compact_now(self, session_key: str, principal: Principal) -> Compaction | None:
+    async def compact_now(
+        self, session_key: str, principal: Principal, chat: ChatRef
+    ) -> Compaction | None:
         """``/compact``: summarize the older part of the conversation now; ``None`` when
         there is nothing worth summarizing (or no summarizer)."""
         compactor = self.window.compactor
         if compactor is None:
             return None
         charge = Charge(session_key, None, principal.person)  # recorded on its own
-        return await compactor.compact(session_key, 0, force=True, charge=charge)
+        save = self._facts_saver(principal, chat, None)
+        return await compactor.compact(session_key, 0, force=True, charge=charge, save=save)
+
+    def _facts_saver(self, principal: Principal, chat: ChatRef, turn_id: str | None) -> SaveFacts:
+        """Saves the lasting facts a summary found, before it replaces their messages: to
+        the conversation's own memory scope (today's note; a direct chat's never reach a
+        group), each with where it came from. Facts the notes hold already are skipped."""
+        scope = scope_for(principal, chat)
+        root = self.workspace.root
+
+        async def save(facts: Sequence[str], outside: bool) -> None:
+            now = self._clock()
+            known = "\n".join(
+                read_note(root / path) for path in (scope.long_term, scope.daily(now.date()))
+            )
+            new = [fact for fact in facts if fact not in known]
+            if not new:
+                return
+            relative, lines = await asyncio.to_thread(
+                append_note, root, scope, new, to="today", now=now
+            )
+            if self.memory_entries is not None:
+                origin = Origin(
+                    principal.person, chat.channel, chat.chat_id, turn_id, now.timestamp(), outside
+                )
+                await self.memory_entries.record(self.config.agent_id, relative, lines, origin)
+
+        return save
 
     async def stopped(self, request: TurnRequest) -> TurnOutcome:
         """The outcome of a turn stopped before it could go on (parked for an approval, or

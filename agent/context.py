@@ -107,6 +107,7 @@ class ContextBuilder:
         summary: str | None = None,
         guidance: str = "",
         pinned: str = "",
+        quotes: str | None = None,
     ) -> SystemPrompt:
         # What changes from turn to turn stays out of here, so the provider's cache covers
         # the conversation that follows: a chat's messages carry their own time
@@ -123,6 +124,8 @@ class ContextBuilder:
             dynamic.append(memory)
         if summary:
             dynamic.append(f"## Earlier in this conversation (summary)\n{summary}")
+        if quotes:  # the person's own messages of that part, word for word
+            dynamic.append(f"## What they wrote then, word for word\n{quotes}")
         if pinned:
             dynamic.append(f"## Pinned\n{pinned}")
         return SystemPrompt(self.stable_prompt(tools), "\n\n".join(dynamic))

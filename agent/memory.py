@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -181,19 +181,25 @@ def exclusive(path: Path) -> Iterator[None]:
 
 
 def append_note(
-    root: Path, scope: MemoryScope, content: str, *, to: Literal["today", "memory"], now: datetime
-) -> tuple[str, str]:
-    """Add a line to the scope's note of today (stamped with the time) or to its long-term
-    memory; returns the file (relative to ``root``) and the line written. Blocking: call it
+    root: Path,
+    scope: MemoryScope,
+    contents: Sequence[str],
+    *,
+    to: Literal["today", "memory"],
+    now: datetime,
+) -> tuple[str, list[str]]:
+    """Add lines to the scope's note of today (stamped with the time) or to its long-term
+    memory; returns the file (relative to ``root``) and the lines written. Blocking: call it
     on a worker thread."""
     relative = scope.daily(now.date()) if to == "today" else scope.long_term
     path = root / relative
-    line = f"- {now:%H:%M} {content.strip()}" if to == "today" else f"- {content.strip()}"
+    stamp = f"{now:%H:%M} " if to == "today" else ""
+    lines = [f"- {stamp}{content.strip()}" for content in contents]
     with exclusive(path):
         text = read_note(path)
         if not text and to == "today":
             text = f"# {now.date().isoformat()}\n\n"
         elif text and not text.endswith("\n"):
             text += "\n"
-        write_atomic(path, text + line + "\n")
-    return relative, line
+        write_atomic(path, text + "".join(f"{line}\n" for line in lines))
+    return relative, lines

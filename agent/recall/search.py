@@ -40,6 +40,7 @@ CANDIDATES = 30  # from each ranking
 RECENCY = 0.2  # the share of a score that fades with age...
 HALF_LIFE_DAYS = 30.0  # ...by half every month
 LINE_VECTORS = 4_096  # memory file lines whose vectors are held
+SHOWN_CHARS = 500  # of a message found by meaning (one found by words shows its matches)
 
 Clock = Callable[[], float]
 Key = int | tuple[str, str]  # a message's id, or a memory entry: (file, line)
@@ -150,7 +151,7 @@ class Recaller:
                 message = said.get(key)
                 if message is None:
                     continue
-                text = snippets.get(key) or message.text
+                text = snippets.get(key) or _head(message.text)
                 age_days = max(0.0, now - message.at) / 86_400
                 weight = 1 - RECENCY + RECENCY * 0.5 ** (age_days / HALF_LIFE_DAYS)
                 found.append(Found("conversation", score * weight, text, said=message))
@@ -187,6 +188,11 @@ class Recaller:
         )
         files: list[Key] = [entry for _, entry in scored[:CANDIDATES]]
         return [messages, files]
+
+
+def _head(text: str) -> str:
+    """A message as a hit shows it: its start."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS].rstrip() + " …"
 
 
 def _by_words(query: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -169,10 +169,10 @@ class MemoryAppend(_Writes):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         to: Literal["today", "memory"] = "memory" if args.get("to") == "memory" else "today"
         now = datetime.now().astimezone()
-        relative, line = await asyncio.to_thread(
-            append_note, ctx.workspace.root, _scope(ctx), args["content"], to=to, now=now
+        relative, lines = await asyncio.to_thread(
+            append_note, ctx.workspace.root, _scope(ctx), [args["content"]], to=to, now=now
         )
-        await self._record(ctx, ctx.workspace.root / relative, [line])
+        await self._record(ctx, ctx.workspace.root / relative, lines)
         return ToolResult(f"noted in {to}")
 
 

@@ -302,6 +302,7 @@ def build_agent(
             counter=counter,
             window=model.window,  # one window for both: lowered when the server names its own
             max_messages=turn.history_max_messages,
+            quote_share=top.memory.quote_share,
         ),
         channels=channels,
         audit=audit,
@@ -312,4 +313,5 @@ def build_agent(
         services=services,
         storage_alarm=bus.storage_full,
         choices=choices,
+        memory_entries=store.memory_entries,
     )

@@ -9,7 +9,7 @@ from datetime import datetime
 from agent.agent import Agent
 from gateway.config.settings import Settings
 from gateway.core.commands import COMMANDS
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
@@ -72,7 +72,7 @@ class Commands:
         if command == "/model":
             return await self._model(msg, principal, session_key)
         if command == "/compact":
-            return await self._compact(principal, session_key)
+            return await self._compact(principal, session_key, msg.chat)
         if command == "/usage":
             return await self._usage(principal)
         if command in ("/approve", "/deny"):
@@ -156,11 +156,11 @@ class Commands:
         await self._store.history.set_model(session_key, wanted)
         return f"This chat uses {wanted} from now on (/model default to go back)."
 
-    async def _compact(self, principal: Principal, session_key: str) -> str:
+    async def _compact(self, principal: Principal, session_key: str, chat: ChatRef) -> str:
         agent = agent_for(self._agents, session_key) if self._agents else None
         if agent is None:
             return "Nothing to compact here."
-        done = await agent.compact_now(session_key, principal)
+        done = await agent.compact_now(session_key, principal, chat)
         if done is None or not done.kept:
             return (
                 "Nothing to compact: the conversation is short, or a summary would not save room."

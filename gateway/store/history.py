@@ -283,6 +283,25 @@ class History:
             )
         )
 
+    async def said(self, session_key: str, upto_id: int) -> list[tuple[float, str]]:
+        """What the person wrote in the session's current conversation up to ``upto_id``
+        ((time, text) each, oldest first): kept word for word beside a summary."""
+
+        def query(conn: Connection) -> list[tuple[float, str]]:
+            rows = conn.execute(
+                "SELECT created_at, body FROM messages WHERE session_key = ? AND status = 'final'"
+                f" AND role = 'user' AND generation = {CURRENT_GENERATION} AND id <= ?"
+                " ORDER BY id",
+                (session_key, session_key, upto_id),
+            )
+            return [
+                (float(at), text)
+                for at, body in rows
+                if (text := searchable(json.loads(body).get("content")))
+            ]
+
+        return await self._db.run(query, durable=False)
+
     async def set_tokens(self, counts: Sequence[tuple[int, int]]) -> None:
         """Remember exact token counts of messages: (message id, tokens)."""
         await self._db.run(

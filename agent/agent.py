@@ -28,6 +28,7 @@ from agent.llm.metered import Charge, MeteredModel, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import append_note, read_note, scope_for
 from agent.policy import ToolPolicy
+from agent.prompt_report import Cached, PromptReport, prompt_report
 from agent.reflection import reflect, worth_reflecting
 from agent.skills import routed_block
 from agent.task_types import fits, task_type
@@ -197,20 +198,9 @@ class Agent:
 
     async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnUsage) -> TurnOutcome:
         kind = task_type(request.task_type)
-        registry = self.executor.registry
         if self.tool_source is not None:
-            await self.tool_source.prepare(registry, request.principal)
-        tools = registry.specs(
-            lambda t: (
-                self.policy.offered(t, request.principal)
-                and fits(t, kind=request.kind, task=kind)
-                and t.available()
-            )
-        )
-        deferred: dict[str, ToolSpec] = {}
-        finder = registry.get(FindTools.name)
-        if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
-            tools, deferred = finder.split(tools, registry)
+            await self.tool_source.prepare(self.executor.registry, request.principal)
+        tools, deferred = self._offered(request)
         # Both reads at once (on PostgreSQL they share one transaction; SQLite reads inline)
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
@@ -289,6 +279,54 @@ class Agent:
             charge=charge,
         )
         return decide(request, result, turn_state, trace, default_reply=self.config.default_reply)
+
+    def _offered(self, request: TurnRequest) -> tuple[tuple[ToolSpec, ...], dict[str, ToolSpec]]:
+        """The tools this turn's model is shown, and those held back behind ``find_tools``."""
+        kind = task_type(request.task_type)
+        registry = self.executor.registry
+        tools = registry.specs(
+            lambda t: (
+                self.policy.offered(t, request.principal)
+                and fits(t, kind=request.kind, task=kind)
+                and t.available()
+            )
+        )
+        deferred: dict[str, ToolSpec] = {}
+        finder = registry.get(FindTools.name)
+        if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
+            tools, deferred = finder.split(tools, registry)
+        return tools, deferred
+
+    async def prompt_report(
+        self, session_key: str, principal: Principal, chat: ChatRef, cached: Cached | None
+    ) -> PromptReport:
+        """``/context``: what the chat's next prompt is made of (``cached``: its last turn's
+        prompt as the provider reported it)."""
+        request = TurnRequest(
+            turn_id="context", session_key=session_key, chat=chat, principal=principal
+        )
+        tools, _ = self._offered(request)
+        state, stored = await self.history.load(session_key, limit=self.config.history_limit)
+        now = self._now(request)
+        system = self.context.system_prompt(
+            request,
+            tools,
+            now=now,
+            summary=state.summary,
+            guidance=task_type(request.task_type).prompt,
+            pinned=await self._pinned(request, tools),
+            quotes=state.summary_quotes,
+        )
+        compactor = self.window.compactor
+        return prompt_report(
+            system,
+            memory=self.context.memory.context(now.date(), scope_for(principal, chat)),
+            summary=(state.summary or "") + (state.summary_quotes or ""),
+            tools=tools,
+            history=[ChatMessage.from_body(m.body) for m in stored],
+            window=None if compactor is None else compactor.window,
+            cached=cached,
+        )
 
     async def _conversation(
         self, request: TurnRequest, trace: TurnTrace

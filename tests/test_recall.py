@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from channels.memory import MemoryChannel
+from gateway.cli.doctor_memory import memory_checks
 from gateway.core.messages import ChatType
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
@@ -59,3 +60,60 @@ async def test_a_person_finds_what_they_said_three_conversations_ago_by_meaning(
     assert "Elm Street" not in group
     searches = [r for r in fake_llm.requests if r.tool_results]
     assert len(searches) == 3  # each of them searched
+
+
+def asking(query: str) -> Any:
+    def respond(request: Recorded) -> Step:
+        if request.body["messages"][-1]["role"] == "tool":  # the search's result
+            return text(f"found: {request.tool_results[-1]}")
+        if "look it up" in request.last_user_text:
+            return calls(("memory_search", {"query": query}))
+        return text("Herons are patient hunters, you know.")
+
+    return respond
+
+
+async def test_an_embeddings_endpoint_serves_recall_and_its_failure_falls_back_to_words(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = asking("heron river")
+    memory = {
+        "embeddings": "endpoint",
+        "embeddings_url": fake_llm.openai_url,
+        "embeddings_model": "fake-embed",
+    }
+    async with run_gateway(memory=memory) as (gateway, channel):
+        await say(channel, "the heron nests by the river", "chat-1", "user-1")
+        await indexed(gateway)
+        by_meaning = await say(channel, "look it up", "chat-1", "user-1")
+        fake_llm.embeddings_status = 500
+        by_words = await say(channel, "look it up", "chat-1", "user-1")
+        model = await gateway.store.db.run(
+            lambda conn: conn.execute("SELECT DISTINCT model FROM recall_vectors").fetchall()
+        )
+    assert any("the heron nests by the river" in t for t in fake_llm.embedded)
+    assert model == [("endpoint:fake-embed",)]
+    assert "[heron] nests by the [river]" in by_meaning and "words only" not in by_meaning
+    assert "[heron] nests by the [river]" in by_words
+    assert "(searched by words only: the embeddings endpoint" in by_words
+
+
+async def test_doctor_says_how_memory_search_finds_things(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    builtin = await memory_checks(make_settings())
+    off = await memory_checks(make_settings(memory={"embeddings": "off"}))
+    fake_llm.embeddings_status = 503
+    down = await memory_checks(
+        make_settings(
+            memory={
+                "embeddings": "endpoint",
+                "embeddings_url": fake_llm.openai_url,
+                "embeddings_model": "fake-embed",
+            }
+        )
+    )
+    assert [(c.status, "by meaning" in c.message) for c in builtin] == [("ok", True)]
+    assert [(c.status, "words only" in c.message) for c in off] == [("ok", True)]
+    assert [(c.status, "words only" in c.message) for c in down] == [("warn", True)]
+    assert "memory.embeddings_url" in down[0].message

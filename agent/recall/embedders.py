@@ -48,7 +48,10 @@ class Embedder(Protocol):
         """Names the model and its settings: vectors of another name are made again."""
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        """One unit vector per text (a row each)."""
+        """One unit vector per text (a row each), off the event loop: the indexer's."""
+
+    async def embed_query(self, text: str) -> Vectors:
+        """The vector of a search's words, as a row (the search waits for it)."""
 
 
 def builtin_files() -> tuple[Path, Path] | None:
@@ -88,9 +91,12 @@ class BuiltinEmbedder:
                     "the built-in embedding model is missing: install the wordllama package "
                     "(pip install wordllama), or set memory.embeddings"
                 )
-            import numpy as np  # noqa: PLC0415 - only when recall by meaning is on
-            from safetensors.numpy import load_file  # noqa: PLC0415
-            from tokenizers import Tokenizer  # noqa: PLC0415
+            try:
+                import numpy as np  # noqa: PLC0415 - only when recall by meaning is on
+                from safetensors.numpy import load_file  # noqa: PLC0415
+                from tokenizers import Tokenizer  # noqa: PLC0415
+            except ImportError as exc:
+                raise EmbeddingError(f"the built-in embedding model cannot load: {exc}") from exc
 
             weights, tokenizer_file = files
             matrix = next(iter(load_file(str(weights)).values()))[:, : self.dims]
@@ -116,11 +122,12 @@ class BuiltinEmbedder:
         return unit(out)
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
+        return await asyncio.to_thread(self.embed_now, texts)
+
+    async def embed_query(self, text: str) -> Vectors:
         if self._model is None:
             await asyncio.to_thread(self.load)
-        if len(texts) <= 4:  # a query: faster here than a thread's round trip
-            return self.embed_now(texts)
-        return await asyncio.to_thread(self.embed_now, texts)
+        return self.embed_now([text])  # ~50 us: less than a thread's round trip
 
 
 class EndpointEmbedder:
@@ -164,6 +171,9 @@ class EndpointEmbedder:
                 f"for {len(texts)} texts"
             )
         return unit(np.array([row.embedding for row in rows], dtype=np.float32))
+
+    async def embed_query(self, text: str) -> Vectors:
+        return await self.embed([text])
 
     async def aclose(self) -> None:
         await self._client.close()

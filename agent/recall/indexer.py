@@ -24,14 +24,24 @@ log = logging.getLogger(__name__)
 
 BATCH = 64
 POLL_SECONDS = 5.0  # another node's commits (a cluster) are found at least this often
+GATHER_SECONDS = 1.0  # after a commit, wait this long: the turns of a busy second, one batch
 RETRY_SECONDS = (5.0, 30.0, 300.0)  # after a failing model: waits, the last repeated
 
 
 class RecallIndexer(Service):
-    def __init__(self, recall: Recall, embedder: Embedder | None, *, batch: int = BATCH) -> None:
+    def __init__(
+        self,
+        recall: Recall,
+        embedder: Embedder | None,
+        *,
+        batch: int = BATCH,
+        gather: float = GATHER_SECONDS,
+    ) -> None:
         self._recall = recall
         self._embedder = embedder
         self._batch = batch
+        self._gather = gather
+        self._hurry = False  # someone waits (idle): no gathering
         self._wake = asyncio.Event()
         self._rounds = asyncio.Condition()  # notified after each round of the loop
         self._task: asyncio.Task[None] | None = None
@@ -61,8 +71,10 @@ class RecallIndexer(Service):
         ``asyncio.timeout``): for tests and benchmarks."""
         async with self._rounds:
             while await self._recall.backlog():
+                self._hurry = True
                 self.kick()
                 await self._rounds.wait()
+            self._hurry = False
 
     async def _run(self) -> None:
         while True:
@@ -89,6 +101,8 @@ class RecallIndexer(Service):
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
+            if not self._hurry:  # woken by a commit: let the next ones join its batch
+                await asyncio.sleep(self._gather)
 
     async def index_batch(self) -> int:
         """Embed and store the oldest queued messages; how many were taken off the queue."""

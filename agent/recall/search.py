@@ -168,14 +168,14 @@ class Recaller:
         index = self.vectors
         assert index is not None
         await index.refresh()
+        question = (await self.embedder.embed_query(query)).reshape(-1)
         lines = list(dict.fromkeys(line for _, line in entries))
         fresh = [line for line in lines if line not in self._lines]
-        vectors = await self.embedder.embed([query, *fresh])
-        for line, vector in zip(fresh, vectors[1:], strict=True):
-            self._lines[line] = vector
+        if fresh:  # a memory file's new lines (most searches: none)
+            for line, vector in zip(fresh, await self.embedder.embed(fresh), strict=True):
+                self._lines[line] = vector
             while len(self._lines) > LINE_VECTORS:
                 self._lines.popitem(last=False)
-        question = vectors[0]
         messages: list[Key] = [n.message_id for n in index.nearest(question, sessions, CANDIDATES)]
         scored = sorted(
             (

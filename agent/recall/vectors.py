@@ -89,14 +89,17 @@ class VectorIndex:
         numbers = [self._session_numbers[s] for s in sessions if s in self._session_numbers]
         if not numbers or self._matrix is None:
             return []
-        allowed = np.zeros(len(self._session_numbers), dtype=bool)
-        allowed[numbers] = True
-        mask = allowed[self._sessions[: self._count]]
-        scores = self._matrix[: self._count] @ query.reshape(-1)
-        scores[~mask] = -np.inf
-        found = min(limit, int(mask.sum()))
+        count = self._count
+        scores = self._matrix[:count] @ query.reshape(-1)
+        if len(numbers) < len(self._session_numbers):  # not every session: mask the others
+            allowed = np.zeros(len(self._session_numbers), dtype=bool)
+            allowed[numbers] = True
+            mask = allowed[self._sessions[:count]]
+            scores[~mask] = -np.inf
+            count = int(mask.sum())
+        found = min(limit, count)
         if found == 0:
             return []
-        best = np.argpartition(-scores, found - 1)[:found]
+        best = np.argpartition(scores, len(scores) - found)[len(scores) - found :]
         best = best[np.argsort(-scores[best], kind="stable")]
         return [Near(int(self._ids[i]), float(scores[i])) for i in best]

@@ -15,6 +15,7 @@ model (:func:`visible_sessions`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -123,22 +124,16 @@ class Recaller:
     ) -> Searched:
         """The best ``limit`` hits for ``query`` among the messages of ``sessions`` and the
         memory file ``entries`` ((path, line) each)."""
-        keyword = await self.recall.keyword(list(sessions), query, limit=CANDIDATES)
+        keyword, (meaning, why) = await asyncio.gather(  # their store reads: one batch
+            self.recall.keyword(list(sessions), query, limit=CANDIDATES),
+            self._meaning(query, sessions, entries),
+        )
         snippets = {hit.message_id: hit.snippet for hit in keyword}
         rankings: list[list[Key]] = [
             [hit.message_id for hit in keyword],
             list(_by_words(query, entries)[:CANDIDATES]),
+            *meaning,
         ]
-        by_meaning, why = False, "memory.embeddings is off"
-        if self.embedder is not None:
-            try:
-                meaning = await self._by_meaning(query, sessions, entries)
-            except EmbeddingError as exc:
-                log.warning("memory_search by words only: %s", exc)
-                why = str(exc)
-            else:
-                rankings.extend(meaning)
-                by_meaning, why = True, ""
         scores: dict[Key, float] = {}
         for ranking in rankings:
             for rank, key in enumerate(ranking, start=1):
@@ -159,7 +154,19 @@ class Recaller:
                 path, line = key
                 found.append(Found("file", score, line, path=path))
         found.sort(key=lambda f: f.score, reverse=True)
-        return Searched(found[:limit], by_meaning, why)
+        return Searched(found[:limit], not why, why)
+
+    async def _meaning(
+        self, query: str, sessions: Collection[str], entries: Sequence[tuple[str, str]]
+    ) -> tuple[list[list[Key]], str]:
+        """The rankings by meaning, or none and why."""
+        if self.embedder is None:
+            return [], "memory.embeddings is off"
+        try:
+            return await self._by_meaning(query, sessions, entries), ""
+        except EmbeddingError as exc:
+            log.warning("memory_search by words only: %s", exc)
+            return [], str(exc)
 
     async def _by_meaning(
         self, query: str, sessions: Collection[str], entries: Sequence[tuple[str, str]]
@@ -176,7 +183,10 @@ class Recaller:
                 self._lines[line] = vector
             while len(self._lines) > LINE_VECTORS:
                 self._lines.popitem(last=False)
-        messages: list[Key] = [n.message_id for n in index.nearest(question, sessions, CANDIDATES)]
+        # off the event loop: scoring 100,000 vectors takes milliseconds (numpy lets go of
+        # the GIL meanwhile)
+        near = await asyncio.to_thread(index.nearest, question, sessions, CANDIDATES)
+        messages: list[Key] = [n.message_id for n in near]
         scored = sorted(
             (
                 (float(self._lines[entry[1]] @ question), entry)

@@ -25,9 +25,8 @@ class MemorySettings(BaseModel):
     embeddings_url: str | None = None  # endpoint: the server's /v1 root
     embeddings_model: str | None = None  # endpoint: its model (nomic-embed-text, ...)
     embeddings_api_key: SecretStr | None = None  # endpoint: unset when it needs none
-    # A summary keeps the person's own messages verbatim beside it, within this share of
-    # the context window (the newest first); 0: the summary alone.
-    quote_share: float = Field(default=0.1, ge=0, le=0.3)
+    # A summary keeps the person's own messages verbatim beside it (the newest first).
+    quote_share: float = Field(default=0.1, ge=0, le=0.3)  # of the window; 0: the summary alone
 
     @model_validator(mode="after")
     def _endpoint_named(self) -> MemorySettings:

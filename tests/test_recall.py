@@ -117,3 +117,36 @@ async def test_doctor_says_how_memory_search_finds_things(
     assert [(c.status, "words only" in c.message) for c in off] == [("ok", True)]
     assert [(c.status, "words only" in c.message) for c in down] == [("warn", True)]
     assert "memory.embeddings_url" in down[0].message
+
+
+async def test_only_the_owner_searches_everywhere_and_only_when_asked(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    def respond(request: Recorded) -> Step:
+        if request.body["messages"][-1]["role"] == "tool":
+            return text(f"found: {request.tool_results[-1]}")
+        if "look everywhere" in request.last_user_text:
+            return calls(("memory_search", {"query": ASKED, "everywhere": True}))
+        if "look it up" in request.last_user_text:
+            return calls(("memory_search", {"query": ASKED}))
+        return text("Noted, thank you for telling me.")
+
+    fake_llm.responder = respond
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, **PEOPLE) as (gateway, _):
+        await say(channel, SAID, "2", "2")
+        await indexed(gateway)
+        owner_own = await say(channel, "look it up", "1", "1")
+        owner_everywhere = await say(channel, "look everywhere", "1", "1")
+        member_everywhere = await say(channel, "look everywhere", "3", "3")
+        owner_in_group = await say(
+            channel, "@bot look everywhere", "g", "1", chat_type=ChatType.GROUP
+        )
+    assert "Elm Street" not in owner_own  # another person's direct chat: not without asking
+    assert (
+        "Elm Street 12" in owner_everywhere
+        and "telegram:2 said in their direct chat" in owner_everywhere
+    )
+    assert "only the owner, in their own direct chat" in member_everywhere
+    assert "only the owner, in their own direct chat" in owner_in_group
+    assert "Elm Street" not in member_everywhere + owner_in_group

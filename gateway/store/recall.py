@@ -170,12 +170,7 @@ class Recall:
                 " FROM recall_queue q JOIN messages m ON m.id = q.message_id"
                 " ORDER BY q.message_id LIMIT ?",
                 (limit,),
-            ).fetchall()
-            if len(rows) < limit:  # a queued message that is gone (never: history stays)
-                conn.execute(
-                    "DELETE FROM recall_queue WHERE NOT EXISTS"
-                    " (SELECT 1 FROM messages m WHERE m.id = recall_queue.message_id)"
-                )
+            )
             return [
                 Said(int(row_id), key, None, role, float(at), _text(body))
                 for row_id, key, role, at, body in rows

@@ -88,7 +88,7 @@ async def visible_sessions(
     )
 
 
-def words(text: str) -> set[str]:
+def _words(text: str) -> set[str]:
     """The words of ``text`` a search by words counts (as the conversations' search does)."""
     return {w.lower() for w in significant_words(text)}
 
@@ -207,8 +207,8 @@ def _head(text: str) -> str:
 
 def _by_words(query: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """Entries sharing words with ``query``, those sharing most first."""
-    wanted = words(query)
+    wanted = _words(query)
     if not wanted:
         return []
-    counted = [(len(wanted & words(entry[1])), entry) for entry in entries]
+    counted = [(len(wanted & _words(entry[1])), entry) for entry in entries]
     return [entry for count, entry in sorted(counted, key=lambda c: -c[0]) if count]

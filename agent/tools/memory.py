@@ -49,7 +49,7 @@ def _scope(ctx: ToolContext) -> MemoryScope:
     return scope_for(ctx.principal, ctx.chat)
 
 
-def origin_of(ctx: ToolContext) -> Origin:
+def _origin(ctx: ToolContext) -> Origin:
     """Where what this call writes comes from: the turn, its person and chat, and whether
     it had read outside content."""
     return Origin(
@@ -71,7 +71,7 @@ class _Writes(Tool):
     async def _record(self, ctx: ToolContext, path: Path, lines: Sequence[str]) -> None:
         if self._entries is not None and lines:
             relative = str(path.relative_to(ctx.workspace.root))
-            await self._entries.record(ctx.agent, relative, lines, origin_of(ctx))
+            await self._entries.record(ctx.agent, relative, lines, _origin(ctx))
 
 
 def _new_lines(before: str, after: str) -> list[str]:

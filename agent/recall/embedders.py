@@ -53,6 +53,9 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> Vectors:
         """The vector of a search's words, as a row (the search waits for it)."""
 
+    async def aclose(self) -> None:
+        """Let go of connections (an endpoint's)."""
+
 
 def builtin_files() -> tuple[Path, Path] | None:
     """Where the built-in model's weights and tokenizer are (``None``: the ``wordllama``
@@ -128,6 +131,9 @@ class BuiltinEmbedder:
         if self._model is None:
             await asyncio.to_thread(self.load)
         return self.embed_now([text])  # ~50 us: less than a thread's round trip
+
+    async def aclose(self) -> None:
+        return None
 
 
 class EndpointEmbedder:

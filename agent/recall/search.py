@@ -107,6 +107,10 @@ class Recaller:
         self._vectors: VectorIndex | None = None
         self._lines: OrderedDict[str, Vectors] = OrderedDict()
 
+    async def aclose(self) -> None:
+        if self.embedder is not None:
+            await self.embedder.aclose()
+
     @property
     def vectors(self) -> VectorIndex | None:
         """The vectors of the messages, held in memory (``None`` without embeddings)."""

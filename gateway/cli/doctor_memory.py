@@ -31,6 +31,8 @@ async def memory_checks(settings: Settings) -> list[Check]:
         return [
             Check("memory", "warn", f"memory_search by words only: {why}; {fix}"),
         ]
+    finally:
+        await embedder.aclose()
     where = (
         "the built-in model (WordLlama, shipped in its package: offline, no server)"
         if memory.embeddings == "builtin"

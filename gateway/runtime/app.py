@@ -481,6 +481,7 @@ class Gateway(Service):
             await worker.stop()
         for agent in self.agents.values():
             await agent.stop()
+        await self.recaller.aclose()  # after the turns: an embeddings endpoint's connections
         if self.mcp is not None:  # after the turns that use the servers
             await self.mcp.stop()
         if self.browser is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.approval import AwaitingApproval
-from agent.compaction import Compaction, Compactor
+from agent.compaction import Compaction, Compactor, SaveFacts
 from agent.context import ContextBuilder, user_message, with_guidance
 from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
@@ -26,8 +26,9 @@ from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
 from agent.llm.metered import Charge, MeteredModel, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
-from agent.memory import scope_for
+from agent.memory import append_note, read_note, scope_for
 from agent.policy import ToolPolicy
+from agent.prompt_report import Cached, PromptReport, prompt_report
 from agent.reflection import reflect, worth_reflecting
 from agent.request import TurnOutcome, TurnRequest
 from agent.skills import routed_block
@@ -50,12 +51,13 @@ from agent.turn.outcome import (
 from agent.turn.scope import authorising_texts, file_view, resumed_state
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
+from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone as zone_named
 from gateway.core.services import Services
 from gateway.core.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
-from gateway.store import History, NewMessage, Pins, SessionState
+from gateway.store import History, MemoryEntries, NewMessage, Origin, Pins, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,7 @@ class Agent:
         services: Services | None = None,
         storage_alarm: StorageAlarm | None = None,
         choices: Mapping[str, MeteredModel] | None = None,
+        memory_entries: MemoryEntries | None = None,
     ) -> None:
         self.model = model
         # the models a chat may switch to with /model, by name (the agent's own among them)
@@ -135,6 +138,7 @@ class Agent:
         self.services = services or Services()  # scheduling, background tasks, other agents
         self.storage_alarm = storage_alarm  # told while checkpoints wait for space
         self.pins = pins
+        self.memory_entries = memory_entries  # where memory entries came from
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
@@ -194,20 +198,9 @@ class Agent:
 
     async def _run(self, request: TurnRequest, trace: TurnTrace, meter: TurnUsage) -> TurnOutcome:
         kind = task_type(request.task_type)
-        registry = self.executor.registry
         if self.tool_source is not None:
-            await self.tool_source.prepare(registry, request.principal)
-        tools = registry.specs(
-            lambda t: (
-                self.policy.offered(t, request.principal)
-                and fits(t, kind=request.kind, task=kind)
-                and t.available()
-            )
-        )
-        deferred: dict[str, ToolSpec] = {}
-        finder = registry.get(FindTools.name)
-        if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
-            tools, deferred = finder.split(tools, registry)
+            await self.tool_source.prepare(self.executor.registry, request.principal)
+        tools, deferred = self._offered(request)
         # Both reads at once (on PostgreSQL they share one transaction; SQLite reads inline)
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
@@ -230,7 +223,13 @@ class Agent:
             await self._checkpoint(request, new)  # the turn's first checkpoint
             conversation.extend(new)
         system = self.context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
+            request,
+            tools,
+            now=now,
+            summary=state.summary,
+            guidance=kind.prompt,
+            pinned=pinned,
+            quotes=state.summary_quotes,
         )
         turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
         turn_state.meter = meter
@@ -238,9 +237,11 @@ class Agent:
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
         files = file_view(self.workspace, request, conversation, turn_state)
 
+        save = self._facts_saver(request.principal, request.chat, request.turn_id)
+
         async def rebuild(limit: int) -> FittedPrompt:
             return await self.window.refit(
-                request, tools, now, kind.prompt, pinned, charge=charge, limit=limit
+                request, tools, now, kind.prompt, pinned, charge=charge, limit=limit, save=save
             )
 
         model = self.choices.get(state.model or "", self.model)  # this chat's (/model)
@@ -278,6 +279,54 @@ class Agent:
             charge=charge,
         )
         return decide(request, result, turn_state, trace, default_reply=self.config.default_reply)
+
+    def _offered(self, request: TurnRequest) -> tuple[tuple[ToolSpec, ...], dict[str, ToolSpec]]:
+        """The tools this turn's model is shown, and those held back behind ``find_tools``."""
+        kind = task_type(request.task_type)
+        registry = self.executor.registry
+        tools = registry.specs(
+            lambda t: (
+                self.policy.offered(t, request.principal)
+                and fits(t, kind=request.kind, task=kind)
+                and t.available()
+            )
+        )
+        deferred: dict[str, ToolSpec] = {}
+        finder = registry.get(FindTools.name)
+        if isinstance(finder, FindTools):  # rarely used and surplus MCP tools wait behind it
+            tools, deferred = finder.split(tools, registry)
+        return tools, deferred
+
+    async def prompt_report(
+        self, session_key: str, principal: Principal, chat: ChatRef, cached: Cached | None
+    ) -> PromptReport:
+        """``/context``: what the chat's next prompt is made of (``cached``: its last turn's
+        prompt as the provider reported it)."""
+        request = TurnRequest(
+            turn_id="context", session_key=session_key, chat=chat, principal=principal
+        )
+        tools, _ = self._offered(request)
+        state, stored = await self.history.load(session_key, limit=self.config.history_limit)
+        now = self._now(request)
+        system = self.context.system_prompt(
+            request,
+            tools,
+            now=now,
+            summary=state.summary,
+            guidance=task_type(request.task_type).prompt,
+            pinned=await self._pinned(request, tools),
+            quotes=state.summary_quotes,
+        )
+        compactor = self.window.compactor
+        return prompt_report(
+            system,
+            memory=self.context.memory.context(now.date(), scope_for(principal, chat)),
+            summary=(state.summary or "") + (state.summary_quotes or ""),
+            tools=tools,
+            history=[ChatMessage.from_body(m.body) for m in stored],
+            window=None if compactor is None else compactor.window,
+            cached=cached,
+        )
 
     async def _conversation(
         self, request: TurnRequest, trace: TurnTrace
@@ -320,7 +369,8 @@ class Agent:
         charge: Charge,
     ) -> None:
         # Work after the turn is charged to the same person, recorded on its own.
-        self.window.after_turn(request.session_key, system, tools, conversation, charge)
+        save = self._facts_saver(request.principal, request.chat, request.turn_id)
+        self.window.after_turn(request.session_key, system, tools, conversation, charge, save=save)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
             recent = _current_exchange(conversation)
@@ -408,14 +458,43 @@ class Agent:
 
         return steer
 
-    async def compact_now(self, session_key: str, principal: Principal) -> Compaction | None:
+    async def compact_now(
+        self, session_key: str, principal: Principal, chat: ChatRef
+    ) -> Compaction | None:
         """``/compact``: summarize the older part of the conversation now; ``None`` when
         there is nothing worth summarizing (or no summarizer)."""
         compactor = self.window.compactor
         if compactor is None:
             return None
         charge = Charge(session_key, None, principal.person)  # recorded on its own
-        return await compactor.compact(session_key, 0, force=True, charge=charge)
+        save = self._facts_saver(principal, chat, None)
+        return await compactor.compact(session_key, 0, force=True, charge=charge, save=save)
+
+    def _facts_saver(self, principal: Principal, chat: ChatRef, turn_id: str | None) -> SaveFacts:
+        """Saves the lasting facts a summary found, before it replaces their messages: to
+        the conversation's own memory scope (today's note; a direct chat's never reach a
+        group), each with where it came from. Facts the notes hold already are skipped."""
+        scope = scope_for(principal, chat)
+        root = self.workspace.root
+
+        async def save(facts: Sequence[str], outside: bool) -> None:
+            now = self._clock()
+            known = "\n".join(
+                read_note(root / path) for path in (scope.long_term, scope.daily(now.date()))
+            )
+            new = [fact for fact in facts if fact not in known]
+            if not new:
+                return
+            relative, lines = await asyncio.to_thread(
+                append_note, root, scope, new, to="today", now=now
+            )
+            if self.memory_entries is not None:
+                origin = Origin(
+                    principal.person, chat.channel, chat.chat_id, turn_id, now.timestamp(), outside
+                )
+                await self.memory_entries.record(self.config.agent_id, relative, lines, origin)
+
+        return save
 
     async def stopped(self, request: TurnRequest) -> TurnOutcome:
         """The outcome of a turn stopped before it could go on (parked for an approval, or

@@ -6,7 +6,12 @@ summarized by the model into the session summary, which then replaces them in th
 - at least 3 recent messages are kept, and at least half of the older ones summarized;
 - the cut lands on a user message, so no tool call is split from its result;
 - the word limit follows from the budget; the summary is kept only if it saves tokens;
-- nothing is deleted: summarized messages stay on disk and in full-text search.
+- before the summary replaces them, the lasting facts the model finds in them are saved
+  to the scope's memory (today's note), on every path: in the background, before a turn's
+  first call (near the window), after a provider's "context too long", and ``/compact``;
+- the person's own messages stay word for word beside the summary, the newest first, within
+  ``memory.quote_share`` of the window (:func:`quotes`); the summary covers the rest;
+- nothing is deleted: summarized messages stay on disk and searchable (``memory_search``).
 
 It runs in the background after the reply, once per session at a time, under a time
 budget; a failure only means the next turn tries again. A provider "context too long"
@@ -20,7 +25,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from agent.context import without_guidance
 from agent.llm.metered import Charge, WindowSize
 from agent.llm.types import ChatMessage
 from agent.tokens import TokenCounter, estimate
@@ -30,11 +37,16 @@ log = logging.getLogger(__name__)
 
 # (prompt, who pays) -> the summary
 Summarize = Callable[[str, Charge], Awaitable[str]]
+# (lasting facts, whether they came from a part that held outside content) -> saved in the
+# conversation's memory scope (agent/agent.py), before the summary replaces their messages
+SaveFacts = Callable[[Sequence[str], bool], Awaitable[None]]
 
 THRESHOLD = 0.75  # compact when the prompt passes this share of the window
 TARGET = 0.45  # and bring it down to about this share
 PREFLIGHT = 0.85  # a prompt above this share is compacted before it is sent
 MIN_KEEP = 3
+QUOTE_CHARS = 1_500  # one quoted message at most (a pasted document: its start and end)
+FACTS = "FACTS:"
 
 SUMMARY_PROMPT = """\
 Below is the earlier part of a conversation between you (the assistant) and the user{previous}.
@@ -43,7 +55,42 @@ fact the user stated (names, dates, numbers, preferences, decisions), open tasks
 promises, and results you found. Plain text in the second person ("You told the user..."), \
 no preamble.
 
+Then write a line with only "{facts}" and under it the lasting facts about the user worth \
+remembering beyond this conversation (preferences, people, places, dates, decisions), one \
+per line starting with "- ", or nothing when there are none.
+
 {transcript}"""
+
+
+def split_facts(answer: str) -> tuple[str, list[str]]:
+    """The summary, and the lasting facts listed after it (under a line ``FACTS:``)."""
+    lines = answer.strip().splitlines()
+    for index, line in enumerate(lines):
+        if line.strip().upper() == FACTS:
+            listed = (item.strip() for item in lines[index + 1 :])
+            facts = [
+                item[2:].strip() for item in listed if item.startswith("- ") and item[2:].strip()
+            ]
+            return "\n".join(lines[:index]).strip(), facts
+    return answer.strip(), []
+
+
+def quotes(said: Sequence[tuple[float, str]], budget: int) -> str | None:
+    """The person's own messages ((time, text) each, oldest first) word for word, as many of
+    the newest as fit in ``budget`` tokens (estimated), oldest first; ``None`` for none."""
+    kept: list[str] = []
+    used = 0
+    for at, text in reversed(said):
+        line = cut_middle(without_guidance(text).strip(), QUOTE_CHARS)
+        if not line:
+            continue
+        day = datetime.fromtimestamp(at).astimezone()
+        entry = f"- {day:%d %b}: " + "\n  ".join(line.splitlines())
+        used += estimate(entry)
+        if used > budget:
+            break
+        kept.append(entry)
+    return "\n".join(reversed(kept)) or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +177,7 @@ class Compactor:
         window: int | WindowSize,
         max_messages: int = 200,
         time_budget: float = 120.0,
+        quote_share: float = 0.1,
     ) -> None:
         self._history = history
         self._summarize = summarize
@@ -138,8 +186,9 @@ class Compactor:
         self.size = window if isinstance(window, WindowSize) else WindowSize(window)
         self.max_messages = max_messages  # the history cap per prompt (agent.history_max_messages)
         self._time_budget = time_budget
+        self.quote_share = quote_share  # memory.quote_share: the person's words kept
         self._running: dict[str, asyncio.Task[Compaction | None]] = {}
-        self._again: dict[str, tuple[int, Charge]] = {}
+        self._again: dict[str, tuple[int, Charge, SaveFacts | None]] = {}
 
     @property
     def window(self) -> int:
@@ -162,14 +211,16 @@ class Compactor:
     def running(self, session_key: str) -> bool:
         return session_key in self._running
 
-    def schedule(self, session_key: str, overhead: int, charge: Charge) -> None:
+    def schedule(
+        self, session_key: str, overhead: int, charge: Charge, save: SaveFacts | None = None
+    ) -> None:
         """Compact in the background if needed; one run per session at a time (a request
         that arrives during a run is remembered and runs right after it)."""
         if session_key in self._running:
-            self._again[session_key] = (overhead, charge)
+            self._again[session_key] = (overhead, charge, save)
             return
         task = asyncio.create_task(
-            self._guarded(session_key, overhead, charge), name=f"compact:{session_key}"
+            self._guarded(session_key, overhead, charge, save), name=f"compact:{session_key}"
         )
         self._running[session_key] = task
         task.add_done_callback(lambda _: self._finished(session_key))
@@ -199,10 +250,12 @@ class Compactor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _guarded(self, session_key: str, overhead: int, charge: Charge) -> Compaction | None:
+    async def _guarded(
+        self, session_key: str, overhead: int, charge: Charge, save: SaveFacts | None
+    ) -> Compaction | None:
         try:
             async with asyncio.timeout(self._time_budget):
-                return await self.compact(session_key, overhead, charge=charge)
+                return await self.compact(session_key, overhead, charge=charge, save=save)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never blocks or breaks the session; the next turn retries
@@ -210,10 +263,18 @@ class Compactor:
             return None
 
     async def compact(
-        self, session_key: str, overhead: int, *, force: bool = False, charge: Charge
+        self,
+        session_key: str,
+        overhead: int,
+        *,
+        force: bool = False,
+        charge: Charge,
+        save: SaveFacts | None = None,
     ) -> Compaction | None:
+        """Summarize the older part of the session if it is due (or ``force``); ``save``
+        keeps the lasting facts found in that part, before the summary replaces it."""
         state, stored = await self._history.load(session_key, limit=None)
-        summary_tokens = estimate(state.summary or "")
+        summary_tokens = estimate(state.summary or "") + estimate(state.summary_quotes or "")
         estimated = sum(m.tokens or estimate(str(m.body.get("content", ""))) for m in stored)
         # Past the message cap, history would be dropped silently from the prompt: summarize.
         too_many = len(stored) >= self.max_messages
@@ -227,11 +288,12 @@ class Compactor:
         total = sum(tokens) + overhead + summary_tokens
         if not force and not too_many and total <= self.threshold:
             return None
+        quote_budget = int(self.window * self.quote_share)
         cut = choose_cut(
             tokens,
             [m.role for m in stored],
             overhead=overhead,
-            target=int(self.window * TARGET),
+            target=int(self.window * TARGET) - quote_budget,
             max_kept=self.max_messages // 2,
         )
         if cut == 0:
@@ -242,14 +304,22 @@ class Compactor:
             f' (your earlier summary comes first: "{state.summary}")' if state.summary else ""
         )
         prompt = SUMMARY_PROMPT.format(
-            previous=previous, words=words, transcript=render_transcript(older)
+            previous=previous, words=words, facts=FACTS, transcript=render_transcript(older)
         )
-        summary = (await self._summarize(prompt, charge)).strip()
+        summary, facts = split_facts(await self._summarize(prompt, charge))
+        upto = stored[cut - 1].id
+        said = await self._history.said(session_key, upto) if quote_budget else []
+        quoted = quotes(said, quote_budget)
         replaced = sum(tokens[:cut]) + summary_tokens
-        after = self._counter.count(summary)
+        after = self._counter.count(summary) + (self._counter.count(quoted) if quoted else 0)
         kept = bool(summary) and after < replaced
         if kept:
-            await self._history.set_summary(session_key, summary, stored[cut - 1].id)
+            if facts and save is not None:
+                try:
+                    await save(facts, any(m.untrusted for m in older))
+                except Exception as exc:  # the messages stay searchable: nothing is lost
+                    log.warning("saving facts before summarizing %s failed: %s", session_key, exc)
+            await self._history.set_summary(session_key, summary, upto, quoted)
             log.info(
                 "summarized %d messages of %s: %d → %d tokens", cut, session_key, replaced, after
             )

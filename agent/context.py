@@ -107,6 +107,7 @@ class ContextBuilder:
         summary: str | None = None,
         guidance: str = "",
         pinned: str = "",
+        quotes: str | None = None,
     ) -> SystemPrompt:
         # What changes from turn to turn stays out of here, so the provider's cache covers
         # the conversation that follows: a chat's messages carry their own time
@@ -123,6 +124,8 @@ class ContextBuilder:
             dynamic.append(memory)
         if summary:
             dynamic.append(f"## Earlier in this conversation (summary)\n{summary}")
+        if quotes:  # the person's own messages of that part, word for word
+            dynamic.append(f"## What they wrote then, word for word\n{quotes}")
         if pinned:
             dynamic.append(f"## Pinned\n{pinned}")
         return SystemPrompt(self.stable_prompt(tools), "\n\n".join(dynamic))
@@ -264,9 +267,18 @@ def _shown_path(path: str, workspace: Path | None) -> str:
     return path
 
 
+GUIDANCE_MARK = "\n\n[guidance for this request]\n"
+
+
 def with_guidance(message: ChatMessage, guidance: str) -> ChatMessage:
     """``message`` with the guidance for its request after it: kept with the message in the
     history, so later requests repeat the same text and the cache holds."""
     if not guidance:
         return message
-    return replace(message, content=f"{message.content}\n\n[guidance for this request]\n{guidance}")
+    return replace(message, content=f"{message.content}{GUIDANCE_MARK}{guidance}")
+
+
+def without_guidance(text: str) -> str:
+    """A user message's text as the person wrote it (with its time stamp), without the
+    guidance kept after it."""
+    return text.split(GUIDANCE_MARK, 1)[0]

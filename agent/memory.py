@@ -12,12 +12,16 @@ another. The scope comes from the platform identity, never from the model.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from gateway.core.fileutil import write_atomic
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
 from gateway.core.textutil import only_headings
@@ -95,6 +99,32 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RecallScope:
+    """Whose past conversations a session's are, for ``memory_search``: the owner's (every
+    owner identity's direct chats), one person's direct chats, or one group's (all its
+    threads), of one agent. A person's search sees their own and the groups they spoke
+    in; a group's sees the group's (agent/recall/search.py)."""
+
+    key: str  # "<agent>|owner", "<agent>|person:<channel>:<id>", "<agent>|group:<channel>:<chat>"
+    group: bool
+
+    @staticmethod
+    def prefix(agent: str) -> str:
+        """The start of every scope of ``agent``."""
+        return f"{agent}|"
+
+
+def recall_scope(agent: str, principal: Principal, chat: ChatRef) -> RecallScope:
+    memory = scope_for(principal, chat)
+    prefix = RecallScope.prefix(agent)
+    if memory.kind == "group":
+        return RecallScope(f"{prefix}group:{chat.channel}:{chat.chat_id}", group=True)
+    if memory.kind == "owner":
+        return RecallScope(f"{prefix}owner", group=False)
+    return RecallScope(f"{prefix}person:{principal.person}", group=False)
+
+
 def _safe(name: str) -> str:
     return _UNSAFE.sub("_", name)[:120] or "_"
 
@@ -127,3 +157,49 @@ class MemoryStore:
             if note and not only_headings(note):
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)
+
+
+def read_note(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold the note's lock file (``.<name>.lock`` beside it) while it is changed: two turns
+    changing the same note at once (two sessions, or two nodes of a cluster sharing the
+    workspace) both keep their change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with (path.parent / f".{path.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def append_note(
+    root: Path,
+    scope: MemoryScope,
+    contents: Sequence[str],
+    *,
+    to: Literal["today", "memory"],
+    now: datetime,
+) -> tuple[str, list[str]]:
+    """Add lines to the scope's note of today (stamped with the time) or to its long-term
+    memory; returns the file (relative to ``root``) and the lines written. Blocking: call it
+    on a worker thread."""
+    relative = scope.daily(now.date()) if to == "today" else scope.long_term
+    path = root / relative
+    stamp = f"{now:%H:%M} " if to == "today" else ""
+    lines = [f"- {stamp}{content.strip()}" for content in contents]
+    with exclusive(path):
+        text = read_note(path)
+        if not text and to == "today":
+            text = f"# {now.date().isoformat()}\n\n"
+        elif text and not text.endswith("\n"):
+            text += "\n"
+        write_atomic(path, text + "".join(f"{line}\n" for line in lines))
+    return relative, lines

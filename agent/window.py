@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from agent.compaction import Compactor, cut_out_middle
+from agent.compaction import Compactor, SaveFacts, cut_out_middle
 from agent.context import ContextBuilder
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import Charge, prompt_limit
@@ -113,6 +113,8 @@ class ContextWindow:
         tools: tuple[ToolSpec, ...],
         conversation: Sequence[ChatMessage],
         charge: Charge,
+        *,
+        save: SaveFacts | None = None,
     ) -> None:
         """Summarize in the background once the session gets anywhere near the threshold
         (a cheap estimate decides; short chats cost nothing)."""
@@ -124,7 +126,7 @@ class ContextWindow:
             or overhead + sum(message_tokens(m) for m in conversation)
             >= self.compactor.schedule_from
         ):
-            self.compactor.schedule(session_key, overhead, charge.detached())
+            self.compactor.schedule(session_key, overhead, charge.detached(), save)
 
     async def refit(
         self,
@@ -136,6 +138,7 @@ class ContextWindow:
         *,
         charge: Charge,
         limit: int | None = None,
+        save: SaveFacts | None = None,
     ) -> FittedPrompt:
         """Compact now, then rebuild the prompt with shorter tool results, for a prompt of at
         most ``limit`` tokens (default: the preflight limit). If summarizing fails, the
@@ -146,7 +149,7 @@ class ContextWindow:
             try:
                 await self.compactor.wait(request.session_key)
                 await self.compactor.compact(
-                    request.session_key, overhead, force=True, charge=charge
+                    request.session_key, overhead, force=True, charge=charge, save=save
                 )
             except Exception as exc:  # a broken summarizer must not break the conversation
                 log.warning(
@@ -155,7 +158,13 @@ class ContextWindow:
         state, stored = await self._history.load(request.session_key, limit=self._history_limit)
         checkpoints = await self._history.checkpoints(request.turn_id)
         system = self._context.system_prompt(
-            request, tools, now=now, summary=state.summary, guidance=guidance, pinned=pinned
+            request,
+            tools,
+            now=now,
+            summary=state.summary,
+            guidance=guidance,
+            pinned=pinned,
+            quotes=state.summary_quotes,
         )
         older = [_shortened(m) for m in stored]
         current = [_shortened(m) for m in checkpoints]

@@ -1,6 +1,7 @@
 """Benchmark: what one ordinary turn costs in work, counted rather than timed.
 
-Run from the repository root: ``python -m bench.turn_cost [--turns 20] [--streaming-off]``.
+Run from the repository root: ``python -m bench.turn_cost [--turns 20] [--streaming-off]
+[--embeddings off]``.
 
 One gateway in this process with the real Telegram channel (python-telegram-bot against the
 fake Bot API) and the web chat on, as shipped; the fake LLM answers each message whole (as
@@ -10,7 +11,11 @@ the previous answer arrived. Counted per turn, after a warm-up turn:
 * Bot API calls, by method (``getUpdates`` left out: it waits for the next message);
 * store round trips (jobs handed to the store's thread) and the transactions they share;
 * commits that reach the disk (``synchronous=FULL``: an fsync each) and SQL statements;
-* per-turn trace files written.
+* per-turn trace files written;
+* the background work of the recall indexer (memory_search's vectors, made after the
+  commit): its store jobs, apart from the turn's;
+* the event loop's own CPU time per turn (the main thread's; it moves with the machine's
+  load, so compare runs side by side, ``--embeddings off`` against the default).
 
 These figures do not move with the machine's load, unlike CPU time (bench.compare), so a
 change that saves work shows here exactly.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -86,7 +92,11 @@ def count_store(gateway: Gateway, into: StoreCount) -> None:
     read: Callable[..., Awaitable[Any]] = db.read
 
     async def counted(fn: Any, *, durable: bool = True, urgent: bool = False) -> Any:
-        into.jobs["urgent" if urgent else "normal"] += 1
+        task = asyncio.current_task()
+        if task is not None and task.get_name() == "recall-indexer":
+            into.jobs["background"] += 1
+        else:
+            into.jobs["urgent" if urgent else "normal"] += 1
         return await run(fn, durable=durable, urgent=urgent)
 
     async def counted_read(fn: Any) -> Any:
@@ -97,7 +107,7 @@ def count_store(gateway: Gateway, into: StoreCount) -> None:
     db.read = counted_read  # type: ignore[method-assign]
 
 
-async def measure(turns: int, *, streaming: bool) -> None:
+async def measure(turns: int, *, streaming: bool, embeddings: str) -> None:
     quiet_proxies()
     llm = await FakeLLM().start()
     llm.responder = echo
@@ -112,6 +122,7 @@ async def measure(turns: int, *, streaming: bool) -> None:
                 web={"port": 0},
                 # a member's allowance (60 turns an hour) would silence a long run
                 limits={"user_turns_per_hour": 0, "user_daily_tokens": 0},
+                memory={"embeddings": embeddings},
             )
             traces = settings.data_dir / "traces"
             async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
@@ -122,20 +133,25 @@ async def measure(turns: int, *, streaming: bool) -> None:
                 count_store(gateway, store)
                 calls_before = len(tg.calls)
                 files_before = len(list(traces.glob("*/*.jsonl")))
+                loop_cpu = time.thread_time()
                 for i in range(turns):
                     await tg.say(f"question {i}", chat_id=CHAT, user_id=CHAT)
                     await tg.wait_sent(i + 2, chat_id=CHAT, timeout=30)
                     await gateway.wait_idle()
+                loop_cpu = time.thread_time() - loop_cpu
+                await gateway.indexer.idle()  # the last turns' vectors, counted too
                 calls = Counter(c.method for c in tg.calls[calls_before:])
                 calls.pop("getUpdates", None)
                 files = len(list(traces.glob("*/*.jsonl"))) - files_before
     finally:
         await tg.stop()
         await llm.stop()
-    report(turns, streaming, calls, store, files)
+    report(turns, streaming, calls, store, files, cpu=loop_cpu)
 
 
-def report(turns: int, streaming: bool, calls: Counter[str], store: StoreCount, files: int) -> None:
+def report(
+    turns: int, streaming: bool, calls: Counter[str], store: StoreCount, files: int, *, cpu: float
+) -> None:
     def per(value: float) -> str:
         return f"{value / turns:.2f}"
 
@@ -150,14 +166,17 @@ def report(turns: int, streaming: bool, calls: Counter[str], store: StoreCount, 
     print(f"  commits to disk      {per(durable)}  (an fsync each)")
     print(f"  SQL statements       {per(statements)}")
     print(f"  trace files written  {per(files)}")
+    print(f"  recall indexing      {per(store.jobs['background'])} store jobs, in the background")
+    print(f"  event loop CPU       {1e3 * cpu / turns:.2f} ms (moves with the machine's load)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--streaming-off", action="store_true")
+    parser.add_argument("--embeddings", default="builtin", choices=("builtin", "off"))
     args = parser.parse_args()
-    asyncio.run(measure(args.turns, streaming=not args.streaming_off))
+    asyncio.run(measure(args.turns, streaming=not args.streaming_off, embeddings=args.embeddings))
 
 
 if __name__ == "__main__":

@@ -40,11 +40,12 @@ async def test_memory_search_finds_words_of_final_messages_in_the_given_sessions
             "t:c1", "turn-3", [NewMessage("user", {"role": "user", "content": "draft heron"})]
         )
         await store.history.new_generation("t:c1")  # older generations stay searchable
-        hits = await store.history.search(["t:c1"], "heron")
-        none = await store.history.search(["t:c1"], "?? !")  # no words: no error, no hits
-        both = await store.history.search(["t:c1", "t:c2"], 'heron OR "quoted" -minus')
-        empty = await store.history.search([], "heron")
-    assert [h.role for h in hits] == ["user"]
+        hits = await store.recall.keyword(["t:c1"], "heron", limit=8)
+        none = await store.recall.keyword(["t:c1"], "?? !", limit=8)  # no words: no hits
+        both = await store.recall.keyword(["t:c1", "t:c2"], 'heron OR "quoted" -minus', limit=8)
+        empty = await store.recall.keyword([], "heron", limit=8)
+        said = await store.recall.messages([h.message_id for h in hits])
+    assert [s.role for s in said.values()] == ["user"]
     assert "[heron]" in hits[0].snippet and "river" in hits[0].snippet
     assert none == [] and empty == []
     assert sorted(h.snippet.count("[heron]") for h in both) == [1, 1]
@@ -63,9 +64,10 @@ async def test_structured_and_appended_messages_are_searchable(make_store: Store
             replies=[],
             history_extra=[("t:c1", NewMessage("assistant", {"content": "task: lighthouse map"}))],
         )
-        hits = await store.history.search(["t:c1"], "lighthouse")
+        hits = await store.recall.keyword(["t:c1"], "lighthouse", limit=8)
+        said = await store.recall.messages([h.message_id for h in hits])
         _, messages = await store.history.load("t:c1", limit=None)
-    assert sorted(h.role for h in hits) == ["assistant", "user"]
+    assert sorted(s.role for s in said.values()) == ["assistant", "user"]
     assert [m.role for m in messages] == ["user", "assistant"]
 
 

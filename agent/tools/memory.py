@@ -2,26 +2,32 @@
 
 The scope (owner, one person, one group) comes from the turn's principal, never from the
 arguments, so no call can reach another scope's notes. Writes are atomic, and a patch or
-an append (read, change, write) holds an exclusive ``flock`` on a lock file beside the note,
-so two turns changing the same note at once (two sessions, or two nodes of a cluster sharing
-the workspace) both keep their change.
+an append (read, change, write) holds an exclusive ``flock`` on a lock file beside the note
+(:func:`agent.memory.exclusive`). Each line a tool writes is recorded with where it came
+from (gateway/store/memory_entries.py); ``memory_search`` shows it.
+
+``memory_search`` searches the scope's memory files and the past conversations the caller
+may see (:mod:`agent.recall.search`), by words and by meaning.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from agent.memory import MemoryScope, scope_for
+from agent.memory import MemoryScope, append_note, exclusive, read_note, scope_for
+from agent.recall.search import Found, Recaller, visible_sessions
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.files import write_text_atomic
-from gateway.store import History
+from gateway.core.addressing import chat_of
+from gateway.core.messages import ChatType
+from gateway.core.textutil import written_lines
+from gateway.store import MemoryEntries, Origin
 
 MEMORY_INTENT = (
     "remember",
@@ -43,23 +49,34 @@ def _scope(ctx: ToolContext) -> MemoryScope:
     return scope_for(ctx.principal, ctx.chat)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+def _origin(ctx: ToolContext) -> Origin:
+    """Where what this call writes comes from: the turn, its person and chat, and whether
+    it had read outside content."""
+    return Origin(
+        person=ctx.principal.person,
+        channel=ctx.chat.channel,
+        chat_id=ctx.chat.chat_id,
+        turn_id=ctx.turn_id,
+        at=time.time(),
+        outside=ctx.state.read_untrusted,
+    )
 
 
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """Hold the note's lock file (``.<name>.lock`` beside it) while it is changed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / f".{path.name}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+class _Writes(Tool):
+    """A memory tool that writes: records where each new line came from."""
+
+    def __init__(self, entries: MemoryEntries | None = None) -> None:
+        self._entries = entries
+
+    async def _record(self, ctx: ToolContext, path: Path, lines: Sequence[str]) -> None:
+        if self._entries is not None and lines:
+            relative = str(path.relative_to(ctx.workspace.root))
+            await self._entries.record(ctx.agent, relative, lines, _origin(ctx))
+
+
+def _new_lines(before: str, after: str) -> list[str]:
+    old = set(before.splitlines())
+    return [line for line in after.splitlines() if line.strip() and line not in old]
 
 
 def _target(ctx: ToolContext, which: str) -> Path:
@@ -80,11 +97,11 @@ class MemoryRead(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _target(ctx, args.get("which", "memory"))
-        text = await asyncio.to_thread(_read, path)
+        text = await asyncio.to_thread(read_note, path)
         return ToolResult(text or "(empty)")
 
 
-class MemoryWrite(Tool):
+class MemoryWrite(_Writes):
     name = "memory_write"
     description = "Replace all of long-term memory (keep what still matters)."
     parameters = schema({"content": {"type": "string"}}, ("content",))
@@ -93,11 +110,20 @@ class MemoryWrite(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _target(ctx, "memory")
-        await asyncio.to_thread(write_text_atomic, path, args["content"].rstrip() + "\n")
+        content = args["content"].rstrip() + "\n"
+
+        def write() -> str:
+            with exclusive(path):
+                before = read_note(path)
+                write_text_atomic(path, content)
+            return before
+
+        before = await asyncio.to_thread(write)
+        await self._record(ctx, path, _new_lines(before, content))
         return ToolResult(f"memory saved ({len(args['content'])} characters)")
 
 
-class MemoryPatch(Tool):
+class MemoryPatch(_Writes):
     name = "memory_patch"
     description = "Replace one exact passage of long-term memory."
     parameters = schema(
@@ -110,24 +136,23 @@ class MemoryPatch(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _target(ctx, "memory")
 
-        def patch() -> str:
-            with _exclusive(path):
-                return change()
+        def patch() -> list[str]:
+            with exclusive(path):
+                text = read_note(path)
+                count = text.count(args["old_text"])
+                if count != 1:
+                    raise ToolError(
+                        f"old_text occurs {count} times in memory; it must occur exactly once"
+                    )
+                changed = text.replace(args["old_text"], args["new_text"], 1)
+                write_text_atomic(path, changed)
+            return _new_lines(text, changed)
 
-        def change() -> str:
-            text = _read(path)
-            count = text.count(args["old_text"])
-            if count != 1:
-                raise ToolError(
-                    f"old_text occurs {count} times in memory; it must occur exactly once"
-                )
-            write_text_atomic(path, text.replace(args["old_text"], args["new_text"], 1))
-            return "memory updated"
-
-        return ToolResult(await asyncio.to_thread(patch))
+        await self._record(ctx, path, await asyncio.to_thread(patch))
+        return ToolResult("memory updated")
 
 
-class MemoryAppend(Tool):
+class MemoryAppend(_Writes):
     name = "memory_append"
     description = "Add a line to today's note, or to long-term memory (to=memory)."
     parameters = schema(
@@ -142,65 +167,102 @@ class MemoryAppend(Tool):
     repeatable = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        which = args.get("to", "today")
-        path = _target(ctx, which)
-        stamp = datetime.now().astimezone().strftime("%H:%M")
-        line = (
-            f"- {stamp} {args['content'].strip()}"
-            if which == "today"
-            else f"- {args['content'].strip()}"
+        to: Literal["today", "memory"] = "memory" if args.get("to") == "memory" else "today"
+        now = datetime.now().astimezone()
+        relative, lines = await asyncio.to_thread(
+            append_note, ctx.workspace.root, _scope(ctx), [args["content"]], to=to, now=now
         )
-
-        def append() -> None:
-            with _exclusive(path):
-                add()
-
-        def add() -> None:
-            text = _read(path)
-            if not text and which == "today":
-                text = f"# {datetime.now().astimezone().date().isoformat()}\n\n"
-            elif text and not text.endswith("\n"):
-                text += "\n"
-            write_text_atomic(path, text + line + "\n")
-
-        await asyncio.to_thread(append)
-        return ToolResult(f"noted in {'today' if which == 'today' else 'memory'}")
+        await self._record(ctx, ctx.workspace.root / relative, lines)
+        return ToolResult(f"noted in {to}")
 
 
 class MemorySearch(Tool):
     name = "memory_search"
-    description = "Search memory, daily notes and earlier messages of this conversation."
-    parameters = schema({"query": {"type": "string", "minLength": 2}}, ("query",))
-    max_file_hits: ClassVar[int] = 8
+    description = (
+        "Search memory, daily notes and past conversations (yours and the groups you are in), "
+        "by words and by meaning: ask in any words. The owner may set everywhere=true in "
+        "their own direct chat to search every conversation."
+    )
+    parameters = schema(
+        {"query": {"type": "string", "minLength": 2}, "everywhere": {"type": "boolean"}},
+        ("query",),
+    )
+    max_hits: ClassVar[int] = 8
 
-    def __init__(self, history: History) -> None:
-        self._history = history
+    def __init__(self, recaller: Recaller, entries: MemoryEntries | None = None) -> None:
+        self._recaller = recaller
+        self._entries = entries
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         query: str = args["query"]
-        words = [w.lower() for w in re.findall(r"\w+", query) if len(w) > 1]
+        everywhere = bool(args.get("everywhere"))
+        if everywhere and not (ctx.principal.is_owner and ctx.principal.chat_type is ChatType.DM):
+            raise ToolError("only the owner, in their own direct chat, may search everywhere")
         scope = _scope(ctx)
-        file_hits = await asyncio.to_thread(self._grep_files, ctx.workspace.root, scope, words)
-        history_hits = await self._history.search([ctx.session_key], query)
-        lines = [f"{where}: {text}" for where, text in file_hits]
-        for hit in history_hits:
-            when = datetime.fromtimestamp(hit.at).astimezone().strftime("%Y-%m-%d %H:%M")
-            lines.append(f"chat {when} ({hit.role}): {hit.snippet}")
-        return ToolResult("\n".join(lines) if lines else f"nothing found for {query!r}")
+        entries = await asyncio.to_thread(_entries, ctx.workspace.root, scope)
+        sessions = await visible_sessions(
+            self._recaller.recall,
+            agent=ctx.agent,
+            principal=ctx.principal,
+            chat=ctx.chat,
+            session_key=ctx.session_key,
+            everywhere=everywhere,
+        )
+        searched = await self._recaller.search(
+            query, sessions=sessions, entries=entries, limit=self.max_hits
+        )
+        origins = {}
+        files = [(f.path, f.text) for f in searched.found if f.path is not None]
+        if self._entries is not None and files:
+            origins = await self._entries.origins(ctx.agent, files)
+        lines = [_shown(hit, origins, ctx) for hit in searched.found]
+        if not lines:
+            return ToolResult(f"nothing found for {query!r}")
+        if not searched.by_meaning:
+            lines.append(f"(searched by words only: {searched.why_words_only})")
+        return ToolResult("\n".join(lines))
 
-    def _grep_files(
-        self, root: Path, scope: MemoryScope, words: list[str]
-    ) -> list[tuple[str, str]]:
-        files = [root / scope.long_term]
-        notes_dir = root / (scope.directory or "memory")
-        if notes_dir.is_dir():
-            files.extend(sorted(notes_dir.glob("????-??-??.md"), reverse=True))
-        hits: list[tuple[str, str]] = []
-        for path in files:
-            for line in _read(path).splitlines():
-                lowered = line.lower()
-                if words and any(w in lowered for w in words):
-                    hits.append((path.name, line.strip()))
-                    if len(hits) >= self.max_file_hits:
-                        return hits
-        return hits
+
+def _entries(root: Path, scope: MemoryScope) -> list[tuple[str, str]]:
+    """The scope's memory entries: the lines of its long-term memory and daily notes
+    (newest first), headings, comments and blank lines left out."""
+    files = [scope.long_term]
+    base = scope.directory or "memory"
+    notes = root / base
+    if notes.is_dir():
+        files.extend(f"{base}/{p.name}" for p in sorted(notes.glob("????-??-??.md"), reverse=True))
+    return [
+        (relative, line) for relative in files for line in written_lines(read_note(root / relative))
+    ]
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at).astimezone().strftime("%-d %b %Y %H:%M")
+
+
+def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext) -> str:
+    """One hit, saying what it is: a memory entry and where it came from, or who said it,
+    where and when."""
+    if hit.said is None:
+        assert hit.path is not None
+        origin = origins.get((hit.path, hit.text))
+        if origin is None:
+            return f"{hit.path}: {hit.text}"
+        came = f"from {origin.person} in {origin.channel}:{origin.chat_id}, {_when(origin.at)}"
+        if origin.outside:
+            came += ", after reading outside content"
+        return f"{hit.path}: {hit.text} ({came})"
+    said = hit.said
+    kind, _, whose = (said.scope or "").partition("|")[2].partition(":")
+    when = _when(said.at)
+    here = " (this chat)" if said.session_key == ctx.session_key else ""
+    if kind == "group":
+        channel, _, chat = whose.partition(":")
+        place = f"in the group {chat} on {channel}{here}, {when}"
+        return f"I said {place}: {hit.text}" if said.role == "assistant" else f"{place}: {hit.text}"
+    channel = chat_of(said.session_key).partition(":")[0]
+    if kind == "person" and whose != ctx.principal.person:  # the owner, searching everywhere
+        who = f"I said to {whose}" if said.role == "assistant" else f"{whose} said"
+        return f"{who} in their direct chat on {channel}, {when}: {hit.text}"
+    who = "I said" if said.role == "assistant" else "you said"
+    return f"{who} on {channel}{here}, {when}: {hit.text}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gateway.cli.checks import Check, Status
 from gateway.cli.doctor_connect import connect_checks
 from gateway.cli.doctor_files import file_checks
+from gateway.cli.doctor_memory import memory_checks
 from gateway.cli.doctor_models import llm_key_check, llm_reachability, other_model_checks
 from gateway.cli.doctor_store import store_checks
 from gateway.cli.doctor_tools import (
@@ -212,15 +213,16 @@ async def run_doctor(
     # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
     primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
-    llm, others, channels, mcp, browser, connect = await asyncio.gather(
+    llm, others, channels, mcp, browser, connect, memory = await asyncio.gather(
         asyncio.gather(*primary),
         other_model_checks(settings),
         channel_checks(settings),
         mcp_checks(settings),
         browser_check(settings),
         connect_checks(settings),
+        memory_checks(settings),
     )
-    checks += [*llm, *others, *channels, *mcp, *browser, *connect]
+    checks += [*llm, *others, *channels, *mcp, *browser, *connect, *memory]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

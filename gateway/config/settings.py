@@ -42,6 +42,7 @@ from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validat
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
+from gateway.config.memory import MemorySettings
 from gateway.config.people import (
     PersonSettings,
     UserSettings,
@@ -278,6 +279,7 @@ class _Leading(BaseSettings):
     people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
+    memory: MemorySettings = MemorySettings()  # recall of past conversations
 
 
 class _Trailing(BaseSettings):

@@ -31,6 +31,12 @@ def agent_of(session_key: str) -> str:
     return head if sep and ":" not in head else DEFAULT_AGENT
 
 
+def chat_of(session_key: str) -> str:
+    """A (qualified) session key without its agent: ``channel:chat[:thread]``."""
+    head, sep, rest = session_key.partition(SEPARATOR)
+    return rest if sep and ":" not in head else session_key
+
+
 def agent_chat(sender: str, target: str) -> str:
     return f"{sender}>{target}"
 

@@ -11,6 +11,7 @@ COMMANDS = {
     "/status": "show what I am doing, how full the conversation is, what it cost today",
     "/usage": "your tokens and cost today and this month, and your limits",
     "/compact": "summarise this conversation now, to free room in it",
+    "/context": "what my next prompt here is made of, in tokens, and what is cached",
     "/model": "owner and admins: list the models, switch this chat's (/model NAME, /model default)",
     "/pair": "admins: list, approve CODE, deny CODE, revoke USER_ID",
     "/approve": "owner and admins: let a waiting action run (/approve ID)",

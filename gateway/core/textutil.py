@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 
-def only_headings(text: str) -> bool:
-    """True for a template with nothing written into it yet (headings, comments, blanks)."""
+def written_lines(text: str) -> list[str]:
+    """The lines of a Markdown note that say something (stripped): not headings, comments
+    or blanks."""
+    written = []
     in_comment = False
     for raw in text.splitlines():
         line = raw.strip()
@@ -15,5 +17,10 @@ def only_headings(text: str) -> bool:
             in_comment = "-->" not in line
             continue
         if line and not line.startswith("#"):
-            return False
-    return True
+            written.append(line)
+    return written
+
+
+def only_headings(text: str) -> bool:
+    """True for a template with nothing written into it yet (headings, comments, blanks)."""
+    return not written_lines(text)

@@ -69,6 +69,8 @@ class Gateway(Service):
         self.bus = parts.bus
         self.gate = parts.gate
         self.mcp = parts.mcp
+        self.recaller = parts.recaller
+        self.indexer = parts.indexer
         self.agents = parts.agents
         self.agent = parts.agents[DEFAULT_AGENT]
         self.tools = self.agent.executor.registry
@@ -103,6 +105,7 @@ class Gateway(Service):
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
             await self.subagents.start()
+            await self.indexer.start()
             await self.scheduler.start()
             await self.approvals.start()
             self._check_port()  # a taken port stops us before any channel connects
@@ -175,6 +178,7 @@ class Gateway(Service):
             except Exception:
                 log.exception("channel %s did not stop cleanly", channel.name)
         await self.scheduler.stop()
+        await self.indexer.stop()
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
         await parts.intake.stop()  # first: no work is taken on while the turns drain
@@ -185,6 +189,7 @@ class Gateway(Service):
             await worker.stop()
         for agent in self.agents.values():
             await agent.stop()
+        await self.recaller.aclose()  # after the turns: an embeddings endpoint's connections
         if self.mcp is not None:  # after the turns that use the servers
             await self.mcp.stop()
         if parts.browser is not None:

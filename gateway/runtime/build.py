@@ -33,6 +33,7 @@ from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, a
 from gateway.runtime.agents.assembly import agent_settings, build_agent
 from gateway.runtime.agents.mcp import build_manager
 from gateway.runtime.agents.models import ModelPool
+from gateway.runtime.agents.recall import build_recall
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
 from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
@@ -69,6 +70,8 @@ from gateway.store import Store
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from agent.recall.indexer import RecallIndexer
+    from agent.recall.search import Recaller
     from agent.web.browser import Browser
 
 
@@ -89,6 +92,8 @@ class Parts:
     models: ModelPool
     llm: LLMProvider
     zones: Zones
+    recaller: Recaller  # past conversations, for memory_search
+    indexer: RecallIndexer  # their vectors, made in the background
     mcp: McpManager | None  # MCP servers, shared by every agent and turn
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
     agents: dict[str, Agent]
@@ -176,6 +181,9 @@ def build(
         zones=zones,
         chats=ChatBook(store.kv, store.people, by_name, chat_channels=tuple(sections), clock=clock),
     )
+    # past conversations, searched by every agent's memory_search; their vectors made in
+    # the background
+    recaller, indexer = build_recall(settings.memory, store)
     mcp = build_manager(settings)
     browser = web_browser(settings.tools.web)
 
@@ -200,6 +208,7 @@ def build(
             browser=browser,
             services=services,
             clock=clock,
+            recaller=recaller,
         )
         for agent_id in router.agents
     }
@@ -253,7 +262,7 @@ def build(
             by_name[channel.name] = channel
     # config.toml changes (and SIGHUP) applied while running, where they can be
     config_reload = ConfigReload(settings, apply=live_settings(agents, budget))
-    committer = TurnCommitter(store, bus, storage_full=bus.storage_full)
+    committer = TurnCommitter(store, bus, storage_full=bus.storage_full, committed=indexer.kick)
     commands = Commands(
         agent_name=settings.agent.name,
         store=store,
@@ -362,6 +371,8 @@ def build(
         models=models,
         llm=main_llm,
         zones=zones,
+        recaller=recaller,
+        indexer=indexer,
         mcp=mcp,
         browser=browser,
         agents=agents,

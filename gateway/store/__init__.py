@@ -21,15 +21,17 @@ from gateway.store.db import Database, Engine
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.group_context import GroupContext, HeardMessage
-from gateway.store.history import History, NewMessage, SearchHit, SessionState, StoredMessage
+from gateway.store.history import History, NewMessage, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
+from gateway.store.memory_entries import MemoryEntries, Origin
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
+from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
@@ -62,24 +64,29 @@ __all__ = [
     "Jobs",
     "Journal",
     "KeyValue",
+    "KeywordHit",
     "KnownChat",
     "LedgerEntry",
+    "MemoryEntries",
     "NewMessage",
     "NodeInfo",
     "Nodes",
     "OpenTurn",
     "OpenWork",
+    "Origin",
     "Outbox",
     "OutboxRecord",
     "PairingRequest",
     "Pairings",
     "People",
     "Pins",
+    "Recall",
     "Retention",
-    "SearchHit",
+    "Said",
     "SessionState",
     "Store",
     "StoredMessage",
+    "StoredVector",
     "TaskEvent",
     "TaskRecord",
     "Tasks",
@@ -149,6 +156,8 @@ class Store(Service):
         self.people = People(self.db, clock=clock)
         self.voice = VoiceMinutes(self.db, clock=clock)
         self.webhook_bodies = WebhookBodies(self.db, clock=clock)
+        self.recall = Recall(self.db, clock=clock)
+        self.memory_entries = MemoryEntries(self.db)
 
     async def start(self) -> None:
         await self.db.start()
@@ -167,6 +176,8 @@ class Store(Service):
         usage: Sequence[UsageRecord] = (),
         history_extra: Sequence[tuple[str, NewMessage]] = (),
         finished_job: str | None = None,
+        scope: str | None = None,
+        member: str | None = None,
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash of the process cannot repeat or
@@ -177,10 +188,16 @@ class Store(Service):
         log is written in order, so that commit carries this one to the disk. A power cut
         before then loses the turn whole, with nothing of it shown: it runs again from its
         messages (the tool ledger, written durably before any side effect, keeps those from
-        being repeated)."""
+        being repeated).
+
+        ``scope``: whose conversation the session is (``agent/memory.py:recall_scope``);
+        ``member``: the person a group's turn was for, who may search that group's
+        conversations from then on."""
 
         def commit(conn: Connection) -> None:
-            self.history.finalize_statement(conn, session_key, turn_id)
+            self.history.finalize_statement(conn, session_key, turn_id, scope)
+            if scope is not None and member is not None:
+                self.recall.member_statement(conn, scope, member)
             self.outbox.enqueue_statement(conn, replies)
             self.journal.finish_statement(conn, turn_id, state)
             if home is not None:

@@ -33,6 +33,8 @@ class SessionState:
     summary_upto: int = 0
     last_active: float | None = None
     model: str | None = None  # the model this chat chose with /model (None: the agent's)
+    # the person's own words from the summarized part, kept verbatim beside the summary
+    summary_quotes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +44,6 @@ class StoredMessage:
     body: dict[str, Any]
     tokens: int
     turn_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    message_id: int
-    role: MessageRole
-    at: float
-    snippet: str
 
 
 # LIMIT of "every row" (SQLite's -1 is an error on PostgreSQL)
@@ -79,8 +73,8 @@ CURRENT_GENERATION = "COALESCE((SELECT generation FROM sessions WHERE session_ke
 
 def _session_statement(session_key: str) -> Statement:
     return (
-        "SELECT generation, summary, summary_upto, last_active, model FROM sessions"
-        " WHERE session_key = ?",
+        "SELECT generation, summary, summary_upto, last_active, model, summary_quotes"
+        " FROM sessions WHERE session_key = ?",
         (session_key,),
     )
 
@@ -93,7 +87,7 @@ def _session_state(session_key: str, cursor: Cursor) -> SessionState:
     row = cursor.fetchone()
     if row is None:
         return SessionState(session_key)
-    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4])
+    return SessionState(session_key, int(row[0]), row[1], int(row[2]), row[3], row[4], row[5])
 
 
 def _rows(cursor: Iterable[tuple[int, MessageRole, str, int, str | None]]) -> list[StoredMessage]:
@@ -203,7 +197,12 @@ class History:
             )
         )
 
-    def finalize_statement(self, conn: Connection, session_key: str, turn_id: str) -> None:
+    def finalize_statement(
+        self, conn: Connection, session_key: str, turn_id: str, scope: str | None = None
+    ) -> None:
+        """The turn's checkpoints become history; its user and assistant text becomes
+        searchable by words at once and is queued for its vectors (gateway.store.recall).
+        ``scope``: whose conversation the session is (kept when ``None``)."""
         now = self._clock()
         rows = conn.execute(
             "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'"
@@ -216,16 +215,12 @@ class History:
             if role in {"user", "assistant"}
             and (text := searchable(json.loads(body).get("content")))
         ]
-        if indexed:  # one statement for all (an executemany is one per row on PostgreSQL)
-            conn.execute(
-                "INSERT INTO messages_fts (content, session_key, message_id) VALUES "
-                + ", ".join(["(?, ?, ?)"] * len(indexed)),
-                [value for row in indexed for value in row],
-            )
+        _index(conn, indexed)
         conn.execute(
-            "INSERT INTO sessions (session_key, last_active) VALUES (?, ?)"
-            " ON CONFLICT (session_key) DO UPDATE SET last_active = excluded.last_active",
-            (session_key, now),
+            "INSERT INTO sessions (session_key, last_active, scope) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_key) DO UPDATE SET last_active = excluded.last_active,"
+            " scope = COALESCE(excluded.scope, sessions.scope)",
+            (session_key, now, scope),
         )
 
     def append_final_statement(self, conn: Connection, session_key: str, msg: NewMessage) -> None:
@@ -246,10 +241,7 @@ class History:
         (message_id,) = cursor.fetchone()
         content = searchable(msg.body.get("content"))
         if content:
-            conn.execute(
-                "INSERT INTO messages_fts (content, session_key, message_id) VALUES (?, ?, ?)",
-                (content, session_key, message_id),
-            )
+            _index(conn, [(content, session_key, message_id)])
 
     async def new_generation(self, session_key: str) -> int:
         """Start a fresh conversation (``/new``); the old one stays on disk."""
@@ -258,7 +250,8 @@ class History:
             conn.execute(
                 "INSERT INTO sessions (session_key, generation, last_active) VALUES (?, 1, ?)"
                 " ON CONFLICT (session_key) DO UPDATE SET generation = sessions.generation + 1,"
-                " summary = NULL, summary_upto = 0, last_active = excluded.last_active",
+                " summary = NULL, summary_upto = 0, summary_quotes = NULL,"
+                " last_active = excluded.last_active",
                 (session_key, self._clock()),
             )
             return _session(conn, session_key).generation
@@ -275,32 +268,39 @@ class History:
             )
         )
 
-    async def set_summary(self, session_key: str, summary: str, upto_id: int) -> None:
+    async def set_summary(
+        self, session_key: str, summary: str, upto_id: int, quotes: str | None = None
+    ) -> None:
+        """The summary of the session's messages up to ``upto_id``, and the person's own
+        words from them kept beside it (``quotes``)."""
         await self._db.run(
             lambda conn: conn.execute(
-                "INSERT INTO sessions (session_key, summary, summary_upto) VALUES (?, ?, ?)"
-                " ON CONFLICT (session_key) DO UPDATE SET summary = excluded.summary,"
-                " summary_upto = excluded.summary_upto",
-                (session_key, summary, upto_id),
+                "INSERT INTO sessions (session_key, summary, summary_upto, summary_quotes)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (session_key) DO UPDATE SET"
+                " summary = excluded.summary, summary_upto = excluded.summary_upto,"
+                " summary_quotes = excluded.summary_quotes",
+                (session_key, summary, upto_id, quotes),
             )
         )
 
-    async def search(
-        self, session_keys: Sequence[str], query: str, *, limit: int = 8
-    ) -> list[SearchHit]:
-        """Full-text search over the final messages of the given sessions (all generations)."""
-        if not session_keys:
-            return []
-        dialect = self._db.dialect
+    async def said(self, session_key: str, upto_id: int) -> list[tuple[float, str]]:
+        """What the person wrote in the session's current conversation up to ``upto_id``
+        ((time, text) each, oldest first): kept word for word beside a summary."""
 
-        def run(conn: Connection) -> list[SearchHit]:
+        def query(conn: Connection) -> list[tuple[float, str]]:
             rows = conn.execute(
-                dialect.search_statement(len(session_keys)),
-                (dialect.search_query(query), *session_keys, limit),
+                "SELECT created_at, body FROM messages WHERE session_key = ? AND status = 'final'"
+                f" AND role = 'user' AND generation = {CURRENT_GENERATION} AND id <= ?"
+                " ORDER BY id",
+                (session_key, session_key, upto_id),
             )
-            return [SearchHit(int(i), role, float(at), text) for i, role, at, text in rows]
+            return [
+                (float(at), text)
+                for at, body in rows
+                if (text := searchable(json.loads(body).get("content")))
+            ]
 
-        return await self._db.run(run, durable=False)
+        return await self._db.run(query, durable=False)
 
     async def set_tokens(self, counts: Sequence[tuple[int, int]]) -> None:
         """Remember exact token counts of messages: (message id, tokens)."""
@@ -337,3 +337,22 @@ class History:
             return int(count)
 
         return await self._db.run(query, durable=False)
+
+
+def _index(conn: Connection, indexed: Sequence[tuple[str, str, int]]) -> None:
+    """Make messages searchable: by their words at once, by their meaning once the indexer
+    has stored their vectors ((text, session key, message id) each). One statement per
+    table for all of them (an executemany is one per row on PostgreSQL)."""
+    if not indexed:
+        return
+    conn.execute(
+        "INSERT INTO messages_fts (content, session_key, message_id) VALUES "
+        + ", ".join(["(?, ?, ?)"] * len(indexed)),
+        [value for row in indexed for value in row],
+    )
+    conn.execute(
+        "INSERT INTO recall_queue (message_id) VALUES "
+        + ", ".join(["(?)"] * len(indexed))
+        + " ON CONFLICT (message_id) DO NOTHING",
+        [message_id for _, _, message_id in indexed],
+    )

@@ -455,6 +455,45 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (hook, digest)
     );
     """,
+    # v24 (issue 47): past conversations found again by meaning, per person. A session
+    # records whose conversation it is (agent/memory.py:recall_scope) and a group who
+    # spoke in it; each message a commit makes searchable waits in recall_queue until
+    # its vector is stored (gateway.store.recall); memory entries record where they came
+    # from (gateway.store.memory_entries); a summary keeps the person's own words beside it
+    """
+    ALTER TABLE sessions ADD COLUMN scope TEXT;
+    ALTER TABLE sessions ADD COLUMN summary_quotes TEXT;
+    CREATE INDEX sessions_scope ON sessions (scope);
+    CREATE TABLE scope_members (
+        scope TEXT NOT NULL,
+        person TEXT NOT NULL,                        -- channel:sender id
+        first_at REAL NOT NULL,
+        PRIMARY KEY (person, scope)
+    );
+    CREATE TABLE recall_queue (
+        message_id INTEGER PRIMARY KEY
+    );
+    CREATE TABLE recall_vectors (
+        seq INTEGER PRIMARY KEY,                     -- the order they were stored in
+        message_id INTEGER NOT NULL UNIQUE,
+        session_key TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        model TEXT NOT NULL,
+        vector BLOB NOT NULL                         -- float32, unit length
+    );
+    CREATE TABLE memory_entries (
+        agent TEXT NOT NULL,
+        path TEXT NOT NULL,                          -- the memory file, in the workspace
+        digest TEXT NOT NULL,                        -- of the entry's text
+        person TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        turn_id TEXT,
+        at REAL NOT NULL,
+        outside INTEGER NOT NULL,                    -- the turn had read outside content
+        PRIMARY KEY (agent, path, digest)
+    );
+    """,
 )
 
 

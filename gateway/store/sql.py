@@ -57,11 +57,122 @@ class Connection(Protocol):
 
 
 _WORD = re.compile(r"\w+")
+# The commonest English words: any of them matches most messages, so a search for "where
+# did I leave my bike" would rank every "where" and "my" above what it is looking for.
+COMMON_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "after",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "before",
+        "being",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "done",
+        "for",
+        "from",
+        "get",
+        "got",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "here",
+        "him",
+        "his",
+        "how",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "mine",
+        "more",
+        "most",
+        "my",
+        "no",
+        "not",
+        "of",
+        "off",
+        "on",
+        "or",
+        "our",
+        "ours",
+        "out",
+        "over",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "too",
+        "under",
+        "up",
+        "us",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "yes",
+        "you",
+        "your",
+        "yours",
+    ]
+)
+
+
+def significant_words(text: str) -> list[str]:
+    """The words of ``text`` a search by words counts: at least two characters, not among
+    the commonest English words."""
+    return [w for w in _WORD.findall(text) if len(w) > 1 and w.lower() not in COMMON_WORDS]
 
 
 def search_words(text: str) -> list[str]:
-    """The words of a search that count: at least two characters, at most twelve words."""
-    return [w for w in _WORD.findall(text) if len(w) > 1][:12]
+    """The words of a search that count (:func:`significant_words`): twelve at most."""
+    return significant_words(text)[:12]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,25 +204,21 @@ class Dialect:
         return f"split_part({expression}, ':', 1)"
 
     def search_statement(self, sessions: int) -> str:
-        """Full-text search over ``messages_fts`` of ``sessions`` session keys; parameters:
-        the query (:meth:`search_query`), the session keys, the limit. Rows: message id,
-        role, time, a snippet with the matches in ``[brackets]``."""
+        """Full-text search over ``messages_fts`` of ``sessions`` session keys, best first;
+        parameters: the query (:meth:`search_query`), the session keys, the limit. Rows: the
+        message id, a snippet with the matches in ``[brackets]``."""
         marks = ",".join("?" for _ in range(sessions))
         if self.name == "sqlite":
             return (
-                "SELECT f.message_id, m.role, m.created_at,"
-                " snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
-                " FROM messages_fts f JOIN messages m ON m.id = f.message_id"
-                f" WHERE messages_fts MATCH ? AND f.session_key IN ({marks})"
+                "SELECT message_id, snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
+                f" FROM messages_fts WHERE messages_fts MATCH ? AND session_key IN ({marks})"
                 " ORDER BY rank LIMIT ?"
             )
         return (
-            "SELECT f.message_id, m.role, m.created_at,"
-            " ts_headline('simple', f.content, q.query,"
+            "SELECT f.message_id, ts_headline('simple', f.content, q.query,"
             " 'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2,"
             ' FragmentDelimiter=" ... "\')'
-            " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q,"
-            " messages_fts f JOIN messages m ON m.id = f.message_id"
+            " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q, messages_fts f"
             f" WHERE f.tsv @@ q.query AND f.session_key IN ({marks})"
             " ORDER BY ts_rank(f.tsv, q.query) DESC, f.message_id LIMIT ?"
         )

@@ -109,6 +109,20 @@ class UsageReport:
         row_id = f"{turn_id or session_key}:{record.purpose}:{uuid.uuid4().hex[:12]}"
         await self._db.run(lambda conn: record.insert_statement(conn, turn_id, session_key, row_id))
 
+    async def last_turn(self, session_key: str) -> tuple[int, int, int] | None:
+        """The prompt of the session's last turn as the provider reported it (input, cache
+        read, cache written tokens), or ``None`` before its first."""
+
+        def query(conn: Connection) -> tuple[int, int, int] | None:
+            row = conn.execute(
+                "SELECT input_tokens, cache_read_tokens, cache_write_tokens FROM usage"
+                " WHERE session_key = ? AND purpose = 'turn' ORDER BY at DESC LIMIT 1",
+                (session_key,),
+            ).fetchone()
+            return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+        return await self._db.run(query, durable=False)
+
     async def since(self, seconds: float, *, by: str = "day") -> list[UsageTotals]:
         """Totals per day (local time) or per session over the last ``seconds``."""
         group = self._db.dialect.local_day("at") if by == "day" else "session_key"

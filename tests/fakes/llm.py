@@ -205,6 +205,16 @@ def as_written(text: str) -> str:
     return _STAMP.sub("", text.split(_GUIDANCE, 1)[0])
 
 
+def word_vector(text: str, dims: int = 32) -> list[float]:
+    """A text's vector for the fake embeddings endpoint: the sum of its words' directions."""
+    vector = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):
+        seed = sum(ord(c) * (i + 1) for i, c in enumerate(word))
+        for d in range(dims):
+            vector[d] += ((seed * (d + 7) * 2654435761) % 1000) / 500 - 1
+    return vector
+
+
 def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
 
@@ -238,6 +248,9 @@ class FakeLLM(AnthropicWire):
         self.served_model = "fake-model"
         self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
         self.report_usage = True  # False: no usage at all (llama.cpp's server in a stream)
+        # /v1/embeddings: the texts asked for, and an HTTP status to answer instead (a failure)
+        self.embedded: list[str] = []
+        self.embeddings_status = 200
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -250,6 +263,7 @@ class FakeLLM(AnthropicWire):
         app.router.add_get("/props", self._llama_props)
         app.router.add_post("/api/show", self._ollama_show)
         app.router.add_get("/api/v0/models", self._lm_studio_models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -384,6 +398,26 @@ class FakeLLM(AnthropicWire):
         if self.latency or step.delay:
             await asyncio.sleep(self.latency + step.delay)
         return recorded, step
+
+    # -- embeddings ----------------------------------------------------------------------
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """An OpenAI-compatible /v1/embeddings: each word of a text adds a fixed
+        pseudo-random direction (texts sharing words are alike; no meaning)."""
+        body = await request.json()
+        texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
+        if self.embeddings_status != 200:
+            error = {"error": {"message": "embeddings down", "type": "server_error"}}
+            return web.json_response(error, status=self.embeddings_status)
+        self.embedded.extend(texts)
+        data = [
+            {"object": "embedding", "index": i, "embedding": word_vector(text)}
+            for i, text in enumerate(texts)
+        ]
+        usage = {"prompt_tokens": sum(len(t.split()) for t in texts), "total_tokens": 0}
+        return web.json_response(
+            {"object": "list", "data": data, "model": body["model"], "usage": usage}
+        )
 
     # -- OpenAI ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from agent.llm.metered import Charge, EndpointSlots, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
+from agent.recall.search import Recaller
 from agent.skills import GetSkill, SkillLibrary
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
@@ -169,6 +170,7 @@ def build_agent(
     browser: Browser | None = None,
     services: Services | None = None,
     clock: Clock | None = None,
+    recaller: Recaller | None = None,
 ) -> Agent:
     """One agent of the gateway. ``settings`` are the top level; the profile of
     ``agent_id`` (workspace, model, persona, tools) is applied here. ``models`` holds the
@@ -223,10 +225,10 @@ def build_agent(
         [
             *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
             MemoryRead(),
-            MemoryWrite(),
-            MemoryPatch(),
-            MemoryAppend(),
-            MemorySearch(store.history),
+            MemoryWrite(store.memory_entries),
+            MemoryPatch(store.memory_entries),
+            MemoryAppend(store.memory_entries),
+            MemorySearch(recaller or Recaller(store.recall, None), store.memory_entries),
             GetSkill(skills),
             Cron(),
             TimeZone(),
@@ -301,6 +303,7 @@ def build_agent(
             counter=counter,
             window=model.window,  # one window for both: lowered when the server names its own
             max_messages=turn.history_max_messages,
+            quote_share=top.memory.quote_share,
         ),
         channels=channels,
         audit=audit,
@@ -311,4 +314,5 @@ def build_agent(
         services=services,
         storage_alarm=bus.storage_full,
         choices=choices,
+        memory_entries=store.memory_entries,
     )

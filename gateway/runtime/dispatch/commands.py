@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from agent.agent import Agent
+from agent.prompt_report import Cached
 from gateway.config.settings import Settings
 from gateway.core.commands import COMMANDS
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
@@ -71,8 +72,9 @@ class Commands:
             return await self._status.render(msg, principal, session_key, running)
         if command == "/model":
             return await self._model(msg, principal, session_key)
-        if command == "/compact":
-            return await self._compact(principal, session_key)
+        if command in ("/compact", "/context"):  # this chat's context: summarize it, show it
+            context = self._compact if command == "/compact" else self._context
+            return await context(principal, session_key, msg.chat)
         if command == "/usage":
             return await self._usage(principal)
         if command in ("/approve", "/deny"):
@@ -152,11 +154,11 @@ class Commands:
         await self._store.history.set_model(session_key, wanted)
         return f"This chat uses {wanted} from now on (/model default to go back)."
 
-    async def _compact(self, principal: Principal, session_key: str) -> str:
+    async def _compact(self, principal: Principal, session_key: str, chat: ChatRef) -> str:
         agent = agent_for(self._agents, session_key) if self._agents else None
         if agent is None:
             return "Nothing to compact here."
-        done = await agent.compact_now(session_key, principal)
+        done = await agent.compact_now(session_key, principal, chat)
         if done is None or not done.kept:
             return (
                 "Nothing to compact: the conversation is short, or a summary would not save room."
@@ -167,6 +169,15 @@ class Commands:
             f"went from about {done.tokens_before:,} to {done.tokens_after:,} tokens "
             f"({saved:,} saved)."
         )
+
+    async def _context(self, principal: Principal, session_key: str, chat: ChatRef) -> str:
+        agent = agent_for(self._agents, session_key) if self._agents else None
+        if agent is None:
+            return "No agent answers here."
+        last = await self._store.usage.last_turn(session_key)
+        cached = None if last is None else Cached(*last)
+        report = await agent.prompt_report(session_key, principal, chat, cached)
+        return report.render()
 
     async def _usage(self, principal: Principal) -> str:
         """This person's tokens and cost today and this month, and their limits."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from agent.agent import Agent
+from agent.memory import recall_scope
 from agent.request import TurnOutcome, TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
@@ -107,6 +108,7 @@ class ChatTurns:
             principal=request.principal,
             home=await self._home(last, request.principal),
             record_in=route.record_in,
+            scope=recall_scope(agent.config.agent_id, request.principal, request.chat),
         )
         await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
         self._known_home = commit.home or self._known_home
@@ -131,7 +133,8 @@ class ChatTurns:
         by = batch.control.stopped_by if batch.control and batch.control.stopped_by else "?"
         await self._approvals.withdraw(batch.turn_id, by=by)
         outcome = await agent.stopped(request)
-        commit = Commit(principal=request.principal)
+        scope = recall_scope(agent.config.agent_id, request.principal, request.chat)
+        commit = Commit(principal=request.principal, scope=scope)
         await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
         await self._display.ended(request.chat, request.turn_id, answered=True)
 

@@ -8,8 +8,10 @@ full: the outcome waits in memory, once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.memory import RecallScope
 from agent.request import TurnOutcome
 from gateway.core.principal import Principal
 from gateway.core.storage import StorageAlarm, until_stored
@@ -28,13 +30,24 @@ class Commit:
     # to a person on behalf of an agent, a job's message), for later replies there.
     record_in: str | None = None
     finished_job: str | None = None  # a one-shot job this turn completes
+    # Whose conversation the session is, for memory_search (agent/memory.py:recall_scope),
+    # and whether it is a group's (the person then may search it from their own chat).
+    scope: RecallScope | None = None
 
 
 class TurnCommitter:
-    def __init__(self, store: Store, bus: Bus, *, storage_full: StorageAlarm | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        *,
+        storage_full: StorageAlarm | None,
+        committed: Callable[[], None] = lambda: None,
+    ) -> None:
         self._store = store
         self._bus = bus
         self._storage_full = storage_full  # told when a commit waits for disk space
+        self._committed = committed  # the recall indexer: new messages to embed
 
     async def commit(
         self, turn_id: str, session_key: str, outcome: TurnOutcome, extra: Commit | None = None
@@ -47,6 +60,7 @@ class TurnCommitter:
         ]
         person = None if extra.principal is None else extra.principal.person
         usage = turn_usage(session_key, person, outcome.usage)
+        scope = extra.scope
         await until_stored(
             lambda: self._store.commit_turn(
                 turn_id=turn_id,
@@ -57,9 +71,12 @@ class TurnCommitter:
                 usage=usage,
                 history_extra=recorded,
                 finished_job=extra.finished_job,
+                scope=None if scope is None else scope.key,
+                member=person if scope is not None and scope.group else None,
             ),
             self._storage_full,
         )
+        self._committed()
         for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)
         await self._bus.progressed()

@@ -385,7 +385,7 @@ async def test_an_encrypted_room_joined_before_the_stored_sync_position_is_left(
         await earlier.call("POST", f"/_matrix/client/v3/join/{quote(room)}", {})
         position = (await earlier.call("GET", "/_matrix/client/v3/sync?timeout=0"))["next_batch"]
     async with Gateway(settings, channels=[]) as gateway:
-        await gateway.gate.save_cursor("matrix", position)
+        await gateway.records.save_cursor("matrix", position)
     await dana.say(room, "bot: are you there?", mention=bot.user_id)
     async with running(settings) as gateway:
         await until(lambda: _membership_is(dana, room, bot.user_id, "leave"))

@@ -67,7 +67,8 @@ class Gateway(Service):
         self.guard = parts.guard
         self.channels = parts.channels
         self.bus = parts.bus
-        self.gate = parts.gate
+        self.inbound = parts.inbound
+        self.records = parts.records
         self.mcp = parts.mcp
         self.recaller = parts.recaller
         self.indexer = parts.indexer
@@ -111,7 +112,7 @@ class Gateway(Service):
             self._check_port()  # a taken port stops us before any channel connects
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
-                    await channel.start(StartContext(self.gate, records=self.gate))
+                    await channel.start(StartContext(self.inbound, records=self.records))
             for provider in parts.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen
@@ -155,7 +156,7 @@ class Gateway(Service):
 
         check_port(self)
         for channel in early:
-            await channel.start(StartContext(self.gate, records=self.gate))
+            await channel.start(StartContext(self.inbound, records=self.records))
             self._receiving.add(channel.name)
         self.web = await start_web(self, standby=True)
 
@@ -197,7 +198,8 @@ class Gateway(Service):
         for provider in parts.models.providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()
-        await parts.understanding.aclose()
+        if parts.speech is not None:
+            await parts.speech.aclose()
         await self.store.stop()
         await self.guard.release()
 

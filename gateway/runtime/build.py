@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from agent.agent import Agent
+from agent.documents.reader import DocumentReader
 from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
@@ -23,6 +25,7 @@ from agent.tools.web import web_browser
 from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
+from gateway.core.bus import InboundSink
 from gateway.core.channel import Channel
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
@@ -43,9 +46,12 @@ from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.intake.access import AccessGate
 from gateway.runtime.intake.routing import Router
+from gateway.runtime.intake.stages import chain
 from gateway.runtime.intake.storage_full import StorageFullWatch
-from gateway.runtime.intake.understanding import Understanding, understanding
+from gateway.runtime.intake.understanding import Understanding, speech_for, spoken_replies
+from gateway.runtime.intake.voice import Allowance, Speech
 from gateway.runtime.outbound.drafts import DraftStreamer
+from gateway.runtime.outbound.records import StoredRecords
 from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
 from gateway.runtime.people.budget import UserBudget
@@ -86,8 +92,9 @@ class Parts:
     guard: Guard  # one process, or a node of a cluster
     channels: dict[str, Channel]
     bus: LocalBus
-    understanding: Understanding
-    gate: AccessGate
+    speech: Speech | None  # the [voice] server: voice notes heard, answers spoken
+    inbound: InboundSink  # what channels publish to: the inbound stages, then the journal
+    records: StoredRecords  # what channels record besides messages
     router: Router
     models: ModelPool
     llm: LLMProvider
@@ -156,8 +163,33 @@ def build(
         )
         by_name[agent_channel.name] = agent_channel
     # voice notes transcribed, documents read: once, for every channel, before the journal
-    understood = understanding(settings, bus, store, sections)
-    gate = AccessGate(understood, store, sections, on_outbound=bus.outbound_ready)
+    speech = speech_for(settings)
+    records = StoredRecords(
+        store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
+    )
+    # -- the inbound stages, in the order a message passes them; then the journal (the bus)
+    inbound = chain(
+        [
+            partial(  # who may talk: policies, pairing, group context
+                AccessGate,
+                sections=sections,
+                audit=store.audit,
+                outbox=store.outbox,
+                pairings=store.pairings,
+                people=store.people,
+                group_context=store.group_context,
+                on_outbound=bus.outbound_ready,
+            ),
+            partial(  # what they sent made readable: voice notes heard, documents read
+                Understanding,
+                sections=sections,
+                documents=DocumentReader(settings.tools.documents),
+                speech=speech,
+                allowance=None if speech is None else Allowance(store.voice, speech.settings),
+            ),
+        ],
+        bus,
+    )
     router = Router(settings.routes, tuple(settings.agents))
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
@@ -294,7 +326,7 @@ def build(
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=sections,
             zones=zones,
-            spoken=understood.spoken_replies(settings.workspace_dir),
+            spoken=spoken_replies(speech, settings.workspace_dir),
         ),
         scheduled=ScheduledTurns(
             journal=store.journal, agents=agents, committer=committer, budget=budget, zones=zones
@@ -365,8 +397,9 @@ def build(
         guard=guard,
         channels=by_name,
         bus=bus,
-        understanding=understood,
-        gate=gate,
+        speech=speech,
+        inbound=inbound,
+        records=records,
         router=router,
         models=models,
         llm=main_llm,

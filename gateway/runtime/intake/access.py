@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config.channels import ChannelSection
@@ -20,8 +20,7 @@ from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.runtime.intake.group_context import GroupContextBook
 from gateway.runtime.intake.pairing import young_accounts
-from gateway.runtime.outbound.records import ChannelDesk
-from gateway.store import PairingRequest, Store
+from gateway.store import AuditLog, GroupContext, Outbox, PairingRequest, Pairings, People
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +101,23 @@ class AccessGate:
     def __init__(
         self,
         inner: InboundSink,
-        store: Store,
-        sections: Mapping[str, ChannelSection],
         *,
-        on_outbound: Callable[[str], None] = lambda channel: None,
-        records: ChannelDesk | None = None,
+        sections: Mapping[str, ChannelSection],
+        audit: AuditLog,
+        outbox: Outbox,
+        pairings: Pairings,
+        people: People,
+        group_context: GroupContext,
+        on_outbound: Callable[[str], None],
     ) -> None:
         self._inner = inner
-        self._store = store
         self._sections = sections
+        self._audit = audit
+        self._outbox = outbox
+        self._pairings = pairings
+        self._people = people
         self._on_outbound = on_outbound
-        self._records = records or ChannelDesk(store, sections, on_outbound=on_outbound)
-        self._context = GroupContextBook(store)
+        self._context = GroupContextBook(group_context)
         self._names: dict[tuple[str, str], str] = {}  # chat names already recorded
         self._used: set[tuple[str, str]] = set()  # (person, chat) already recorded
 
@@ -131,43 +135,9 @@ class AccessGate:
         if decision.verdict in (
             Verdict.PAIR,
             Verdict.REFUSE,
-        ) and await self._store.pairings.is_approved(msg.channel, msg.sender_id):
+        ) and await self._pairings.is_approved(msg.channel, msg.sender_id):
             decision = decide(msg, section, paired=True)
         return decision
-
-    # -- what channels record besides messages (gateway.core.bus.ChannelRecords) ----------
-
-    async def heard_from(self, channel: str, chat_id: str) -> None:
-        await self._records.heard_from(channel, chat_id)
-
-    async def last_heard(self, channel: str, chat_id: str) -> float | None:
-        return await self._records.last_heard(channel, chat_id)
-
-    async def delivery_report(
-        self,
-        channel: str,
-        message_id: str,
-        chat_id: str,
-        status: str,
-        error: str | None,
-        *,
-        tag: str | None = None,
-    ) -> bool:
-        return await self._records.delivery_report(
-            channel, message_id, chat_id, status, error, tag=tag
-        )
-
-    async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
-        return await self._records.reported(channel, tags)
-
-    async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
-        await self._records.tell_owner(channel, text, key=key, about=about)
-
-    async def load_cursor(self, channel: str) -> str | None:
-        return await self._records.load_cursor(channel)
-
-    async def save_cursor(self, channel: str, cursor: str) -> None:
-        await self._records.save_cursor(channel, cursor)
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         section = self._sections.get(msg.channel)
@@ -191,7 +161,7 @@ class AccessGate:
         if decision.verdict is Verdict.PAIR:
             await self._pair(msg, section)
         else:
-            await self._store.audit.record(
+            await self._audit.record(
                 "refused",
                 channel=msg.channel,
                 sender_id=msg.sender_id,
@@ -208,9 +178,7 @@ class AccessGate:
         key = (msg.channel, msg.chat_id)
         if self._names.get(key) == msg.chat_name:
             return
-        await self._store.people.name_chat(
-            msg.channel, msg.chat_id, msg.chat_name, msg.chat_type.value
-        )
+        await self._people.name_chat(msg.channel, msg.chat_id, msg.chat_name, msg.chat_type.value)
         self._names[key] = msg.chat_name
 
     async def _remember_use(self, msg: InboundMessage) -> None:
@@ -219,7 +187,7 @@ class AccessGate:
         key = (person, msg.chat_id)
         if key in self._used:
             return
-        await self._store.people.sent_to(person, msg.channel, msg.chat_id, durable=False)
+        await self._people.sent_to(person, msg.channel, msg.chat_id, durable=False)
         self._used.add(key)
 
     async def _dropped(
@@ -227,7 +195,7 @@ class AccessGate:
     ) -> None:
         """A full pairing queue: the stranger gets no reply and no code; the channel's
         owners are told once per full queue (keyed by its oldest request)."""
-        await self._store.audit.record(
+        await self._audit.record(
             "pairing-dropped",
             channel=msg.channel,
             sender_id=msg.sender_id,
@@ -251,11 +219,11 @@ class AccessGate:
             )
             for owner in section.owners
         ]
-        if await self._store.outbox.enqueue(notices):
+        if await self._outbox.enqueue(notices):
             self._on_outbound(msg.channel)
 
     async def _pair(self, msg: InboundMessage, section: ChannelSection) -> None:
-        requested = await self._store.pairings.request(
+        requested = await self._pairings.request(
             channel=msg.channel,
             sender_id=msg.sender_id,
             sender_name=msg.sender_name,
@@ -267,7 +235,7 @@ class AccessGate:
         if request is None:
             await self._dropped(msg, section, requested.oldest)
             return
-        await self._store.audit.record(
+        await self._audit.record(
             "pairing",
             channel=msg.channel,
             sender_id=msg.sender_id,
@@ -281,5 +249,5 @@ class AccessGate:
             kind=OutboundKind.NOTICE,
             idempotency_key=f"pairing:{msg.channel}:{request.code}",
         )
-        if await self._store.outbox.enqueue([reply]):
+        if await self._outbox.enqueue([reply]):
             self._on_outbound(msg.channel)

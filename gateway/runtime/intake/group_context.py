@@ -20,7 +20,7 @@ from dataclasses import replace
 from agent.tokens import estimate
 from gateway.config.channels import ChannelSection
 from gateway.core.messages import InboundMessage, Said
-from gateway.store import Store
+from gateway.store import GroupContext
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ MAX_LINE_CHARS = 600  # one message of it (longer ones are cut, marked with an e
 
 
 class GroupContextBook:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, group_context: GroupContext) -> None:
+        self._group_context = group_context
 
     async def keep(self, msg: InboundMessage, section: ChannelSection) -> None:
         """Store an unaddressed group message of an allowed sender (text only: its files
@@ -43,7 +43,7 @@ class GroupContextBook:
             text = ", ".join(f"[{a.kind}: {a.filename or a.kind}]" for a in msg.attachments)
         if not text or msg.command is not None:
             return
-        await self._store.group_context.keep(
+        await self._group_context.keep(
             channel=msg.channel,
             chat_key=msg.session_key,
             platform_id=msg.platform_message_id,
@@ -59,9 +59,7 @@ class GroupContextBook:
         to once it is journaled (``None``: nothing attached)."""
         if section.group_context_messages <= 0 or not msg.is_group:
             return msg, None
-        heard = await self._store.group_context.recent(
-            msg.session_key, section.group_context_messages
-        )
+        heard = await self._group_context.recent(msg.session_key, section.group_context_messages)
         heard = [h for h in heard if h.at <= msg.received_at.timestamp() + 1]
         if not heard:
             return msg, None
@@ -82,6 +80,6 @@ class GroupContextBook:
         the platform's acknowledgement of a journaled message: the context would only go
         along once more, with the next message."""
         try:
-            await self._store.group_context.forget(msg.session_key, up_to)
+            await self._group_context.forget(msg.session_key, up_to)
         except Exception as exc:
             log.warning("group context of %s kept after its message: %s", msg.session_key, exc)

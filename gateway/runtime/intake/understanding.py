@@ -39,7 +39,6 @@ from gateway.runtime.intake.voice import (
     SpokenReplies,
     voice_settings,
 )
-from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +76,6 @@ class Understanding:
 
     async def settled(self, channel: str) -> None:
         await self._inner.settled(channel)
-
-    def spoken_replies(self, workspace: Path) -> SpokenReplies | None:
-        """The answers' voice (``voice.reply = "auto"``), or None."""
-        if self._speech is None or self._speech.settings.reply != "auto":
-            return None
-        return SpokenReplies(self._speech, workspace / "attachments" / "voice-replies")
-
-    async def aclose(self) -> None:
-        if self._speech is not None:
-            await self._speech.aclose()
 
     async def _understood(self, msg: InboundMessage) -> InboundMessage:
         principal = principal_for(msg, self._sections.get(msg.channel))
@@ -178,17 +167,15 @@ class Understanding:
         return replace(attachment, text=data.decode("utf-8", errors="replace"))
 
 
-def understanding(
-    settings: Settings, inner: InboundSink, store: Store, sections: Mapping[str, ChannelSection]
-) -> Understanding:
-    """The stage for ``settings``: speech only when ``[voice]`` (or the older
-    ``telegram.transcription_*``) names a server."""
+def speech_for(settings: Settings) -> Speech | None:
+    """The one speech server of ``[voice]`` (or a channel's older transcription settings),
+    or None when none is named."""
     voice = voice_settings(settings)
-    speech = Speech(voice) if voice.enabled else None
-    return Understanding(
-        inner,
-        sections=sections,
-        documents=DocumentReader(settings.tools.documents),
-        speech=speech,
-        allowance=Allowance(store.voice, voice) if speech is not None else None,
-    )
+    return Speech(voice) if voice.enabled else None
+
+
+def spoken_replies(speech: Speech | None, workspace: Path) -> SpokenReplies | None:
+    """The answers' voice (``voice.reply = "auto"``), or None."""
+    if speech is None or speech.settings.reply != "auto":
+        return None
+    return SpokenReplies(speech, workspace / "attachments" / "voice-replies")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gateway.config.channels import ChannelSection
 from gateway.core.bus import OWNER_NOTE
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.store import Store
+from gateway.store import Deliveries, KeyValue, Outbox
 from gateway.store.deliveries import DELIVERY_STATES
 
 log = logging.getLogger(__name__)
@@ -24,23 +24,30 @@ log = logging.getLogger(__name__)
 CURSOR = "cursor:"  # the key prefix of intake positions in the store's key-value table
 
 
-class ChannelDesk:
+class StoredRecords:
+    """The store's side of :class:`gateway.core.bus.ChannelRecords`: what channels record
+    beyond messages, kept in the journal's database (shared by a cluster's nodes)."""
+
     def __init__(
         self,
-        store: Store,
+        deliveries: Deliveries,
+        kv: KeyValue,
+        outbox: Outbox,
         sections: Mapping[str, ChannelSection],
         *,
-        on_outbound: Callable[[str], None] = lambda channel: None,
+        on_outbound: Callable[[str], None],
     ) -> None:
-        self._store = store
+        self._deliveries = deliveries
+        self._kv = kv
+        self._outbox = outbox
         self._sections = sections
         self._on_outbound = on_outbound
 
     async def heard_from(self, channel: str, chat_id: str) -> None:
-        await self._store.deliveries.heard_from(channel, chat_id)
+        await self._deliveries.heard_from(channel, chat_id)
 
     async def last_heard(self, channel: str, chat_id: str) -> float | None:
-        return await self._store.deliveries.last_heard(channel, chat_id)
+        return await self._deliveries.last_heard(channel, chat_id)
 
     async def delivery_report(
         self,
@@ -55,12 +62,10 @@ class ChannelDesk:
         state = DELIVERY_STATES.get(status)
         if state is None:
             return False
-        return await self._store.deliveries.record(
-            channel, message_id, chat_id, state, error, tag=tag
-        )
+        return await self._deliveries.record(channel, message_id, chat_id, state, error, tag=tag)
 
     async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
-        return await self._store.deliveries.tagged(channel, tags)
+        return await self._deliveries.tagged(channel, tags)
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         targets = self._owners(channel, about)
@@ -78,16 +83,16 @@ class ChannelDesk:
             )
             for name, owner in targets
         ]
-        if await self._store.outbox.enqueue(notes):
+        if await self._outbox.enqueue(notes):
             for name in {name for name, _ in targets}:
                 self._on_outbound(name)
 
     async def load_cursor(self, channel: str) -> str | None:
-        value = await self._store.kv.get(f"{CURSOR}{channel}")
+        value = await self._kv.get(f"{CURSOR}{channel}")
         return value if isinstance(value, str) else None
 
     async def save_cursor(self, channel: str, cursor: str) -> None:
-        await self._store.kv.set(f"{CURSOR}{channel}", cursor)
+        await self._kv.set(f"{CURSOR}{channel}", cursor)
 
     def _owners(self, channel: str, about: str) -> list[tuple[str, str]]:
         """The same channel's owners (not the chat the note is about), else everyone's."""

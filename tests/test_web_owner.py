@@ -19,6 +19,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from agent.mcp.spec import StdioTarget
@@ -36,6 +37,8 @@ from gateway.web.signin import KEY_FILE, SignInCodes
 from gateway.web.signin import sign_in_link as make_link
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
+from tests.test_cli import cli_env
+from tests.test_cli import switchboard as cli
 from tests.test_sandbox import exec_tool
 from tests.test_tools import run
 from tests.test_web_server import client, owner, serving
@@ -225,6 +228,32 @@ async def test_a_sign_in_link_lets_one_browser_in_once(
         again = await as_stranger(url, link)  # another browser with the same link
         assert again["link"][0] == 403 and "switchboard web" in str(again["link"][1])
         assert again["status"][0] == 401
+
+
+async def test_switchboard_run_in_a_terminal_prints_a_link_that_signs_the_browser_in(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The first hour: `make run` (a terminal) prints the link; the link is the way in."""
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_WEB__PORT="0")
+    assert (await cli("chat", "-m", "hello", env=env))[0] == 0  # a home to run
+    child = pexpect.spawn(
+        sys.executable, ["-m", "gateway", "run"], env=env, encoding="utf-8", timeout=60
+    )
+    try:
+        await asyncio.to_thread(child.expect, r"(http://\S+/signin\?code=\S+)")
+        link = str(child.match.group(1))
+        await asyncio.to_thread(child.expect, "ready")
+        url = link.split("signin?", maxsplit=1)[0]
+        async with client() as http:
+            async with http.get(url + "api/status") as response:
+                assert response.status == 401  # nothing without the link
+            async with http.get(link, allow_redirects=False) as response:
+                assert response.status == 303
+            async with http.get(url + "api/status") as response:
+                assert response.status == 200
+    finally:
+        child.sendintr()
+        await asyncio.to_thread(child.expect, pexpect.EOF)
 
 
 async def test_a_forged_or_stale_code_signs_nobody_in(make_settings: SettingsFactory) -> None:

@@ -55,7 +55,7 @@ from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone as zone_named
 from gateway.core.services import Services
-from gateway.core.storage import StorageAlarm, until_stored
+from gateway.core.system.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
 from gateway.store import History, MemoryEntries, NewMessage, Origin, Pins, SessionState
 

@@ -21,9 +21,9 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
-from gateway.core.fileutil import write_atomic
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
+from gateway.core.system.fileutil import write_atomic
 from gateway.core.textutil import only_headings
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -14,7 +14,7 @@ from agent.web.browser import Browser
 from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
-from gateway.core.portguard import PortGuard
+from gateway.core.system.portguard import PortGuard
 from gateway.store import AuditLog
 
 

@@ -108,7 +108,7 @@ EXECUTE = re.compile(r"EXECUTE (?P<name>\w+)\b")
 def statements(log: Path, since: int) -> tuple[Counter[str], Counter[str]]:
     """Queries logged after byte ``since``: by connection kind, and the store's by the kind
     of their last statement (a query carries the job's statement last, after what rides
-    along with it: gateway/store/pg_transaction.py; a prepared one by its text)."""
+    along with it: gateway/store/engine/pg_transaction.py; a prepared one by its text)."""
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     prepared: dict[str, str] = {}

@@ -31,7 +31,7 @@ from agent.recall.search import Recaller, visible_sessions
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
 from gateway.store import Store
-from gateway.store.sql import Connection
+from gateway.store.engine.sql import Connection
 from tests.recall_cases import CASES, SMALL_TALK, load, recall_at
 
 PERSON = Principal("telegram", "42", "Ann")

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.common import quiet_proxies, settings_for
 from gateway.runtime.app import Gateway
-from gateway.store.sqlite import SqliteEngine
+from gateway.store.engine.sqlite import SqliteEngine
 from tests.fakes.llm import FakeLLM, echo
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from gateway.config.plugins import token_patterns
-from gateway.core.logs import Redactor
+from gateway.core.system.logs import Redactor
 from tests.fakes.llm import FakeLLM
 from tests.fakes.mailservers import free_port
 from tests.nodes import start_node

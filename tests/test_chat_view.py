@@ -7,7 +7,7 @@ from prompt_toolkit.formatted_text import ANSI, fragment_list_to_text, to_format
 from rich.console import Console
 
 from channels.terminal.frames import Delta, Message
-from gateway.cli.chat_view import RichView
+from gateway.cli.chat.view import RichView
 
 
 def drawn(view: RichView, width: int = 60, height: int = 10) -> str:

@@ -19,7 +19,7 @@ from gateway.core.errors import AnotherInstanceRunning
 from gateway.core.messages import ChatRef
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store import Job, Store
-from gateway.store.membership import Membership
+from gateway.store.cluster.membership import Membership
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.nodes import STREAMING, cluster, node_env, streamed, written_echo

@@ -21,7 +21,7 @@ from gateway.config.settings import Settings
 from gateway.core.messages import OutboundMessage
 from gateway.runtime.app import Gateway
 from gateway.runtime.cluster.node import ClusterGuard
-from gateway.store.membership import name_lock
+from gateway.store.cluster.membership import name_lock
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.pg_server import OwnServer, binaries

@@ -25,9 +25,9 @@ from gateway.core.messages import ChatRef
 from gateway.runtime.app import Gateway
 from gateway.runtime.cluster.node import ClusterGuard
 from gateway.store import Store, TaskRecord
-from gateway.store.fencing import FENCE, Fence
-from gateway.store.membership import Membership
-from gateway.store.schema_pg import MIGRATION_LOCK
+from gateway.store.cluster.fencing import FENCE, Fence
+from gateway.store.cluster.membership import Membership
+from gateway.store.engine.schema_pg import MIGRATION_LOCK
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 

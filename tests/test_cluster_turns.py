@@ -23,8 +23,8 @@ from gateway.config.settings import Settings
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.runtime.app import Gateway
 from gateway.store import Store
-from gateway.store.listener import Listener
-from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC
+from gateway.store.cluster.listener import Listener
+from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token

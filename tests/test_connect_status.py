@@ -16,7 +16,7 @@ import pytest
 
 from channels.hooks.signature import sign
 from channels.memory import MemoryChannel
-from gateway.cli.doctor import run_doctor
+from gateway.cli.doctor.command import run_doctor
 from gateway.cli.status import gather
 from gateway.config.partial import load_what_is_valid
 from gateway.runtime.app import Gateway

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from channels.discord.probe import MAX_WAIT  # before tests.fakes.discord: see its __init__
-from gateway.cli.checks import Check
-from gateway.cli.doctor import channel_checks, probe_channel, run_doctor
+from gateway.cli.doctor.checks import Check
+from gateway.cli.doctor.command import channel_checks, probe_channel, run_doctor
 from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, FakeDiscord

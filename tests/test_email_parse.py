@@ -19,7 +19,7 @@ from channels.email.parse import (
     trim_reply,
 )
 from channels.email.state import EmailState, ThreadInfo
-from gateway.core.mail import normalize_address, parse_addresses
+from gateway.core.system.mail import normalize_address, parse_addresses
 
 OWN = ("bot@example.test",)
 

@@ -17,9 +17,9 @@ from agent.tools.email import SendEmail
 from agent.workspace import Workspace
 from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
-from gateway.core.mail import message_id_for
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
+from gateway.core.system.mail import message_id_for
 from gateway.runtime.app import Gateway
 from gateway.store.access import AuditEntry
 from tests.conftest import SettingsFactory

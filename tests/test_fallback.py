@@ -14,7 +14,7 @@ import pytest
 from agent.guards.trace import latest_trace, read_trace
 from agent.llm.diagnose import Endpoint, not_configured, not_found, refused_key
 from channels.memory import MemoryChannel
-from gateway.cli.doctor import run_doctor
+from gateway.cli.doctor.command import run_doctor
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.runtime.agents.assembly import agent_settings

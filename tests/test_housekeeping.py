@@ -29,7 +29,7 @@ from gateway.store import (
     UsageRecord,
 )
 from gateway.store.approvals import ApprovalState, approval_id
-from gateway.store.retention import DAY, delete_batched
+from gateway.store.engine.retention import DAY, delete_batched
 from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock

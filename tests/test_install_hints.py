@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli.doctor_tools import browser_check
-from gateway.core.install import Installation, installation
+from gateway.cli.doctor.tools import browser_check
+from gateway.core.system.install import Installation, installation
 from tests.conftest import SettingsFactory
 
 ROOT = Path(__file__).resolve().parents[1]

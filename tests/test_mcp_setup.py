@@ -19,10 +19,10 @@ from agent.tools.base import Tool, ToolContext, ToolResult
 from agent.tools.find_tools import FindTools, rank
 from agent.tools.registry import ToolRegistry
 from gateway.cli import mcp as mcp_cli
-from gateway.cli.doctor_tools import mcp_checks
+from gateway.cli.doctor.tools import mcp_checks
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
-from gateway.core.logs import Redactor, secret_values
+from gateway.core.system.logs import Redactor, secret_values
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.fakes.mcp_fixtures import start_http_server, stdio

@@ -18,10 +18,10 @@ import pytest
 
 from gateway.core.channel import SendAttempt
 from gateway.store import Store
+from gateway.store.cluster.membership import Membership
 from gateway.store.drafts import TurnOver
-from gateway.store.membership import Membership
+from gateway.store.engine.sql import Connection
 from gateway.store.outbox import OutboxState
-from gateway.store.sql import Connection
 from tests.backends import StoreFactory
 from tests.test_store import inbound, outbound
 

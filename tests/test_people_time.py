@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli.doctor import config_checks
+from gateway.cli.doctor.command import config_checks
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory

@@ -151,7 +151,7 @@ async def test_the_users_own_words_authorise_the_same_write(
 
 
 def test_doctor_reports_risky_settings(monkeypatch: Any) -> None:
-    from gateway.cli.doctor import security_checks
+    from gateway.cli.doctor.command import security_checks
     from gateway.config.settings import Settings
 
     settings = Settings(

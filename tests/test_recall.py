@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from channels.memory import MemoryChannel
-from gateway.cli.doctor_memory import memory_checks
+from gateway.cli.doctor.memory import memory_checks
 from gateway.core.messages import ChatType
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text

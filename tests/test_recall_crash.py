@@ -16,7 +16,7 @@ from agent.recall.embedders import BuiltinEmbedder
 from agent.recall.indexer import RecallIndexer
 from agent.recall.search import Recaller
 from gateway.store import NewMessage, Store
-from gateway.store.sql import Connection
+from gateway.store.engine.sql import Connection
 from tests.backends import StoreFactory
 
 MESSAGES = 60

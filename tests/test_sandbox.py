@@ -19,9 +19,9 @@ from agent.tools.sandbox import find_bwrap
 from agent.tools.shell import Exec
 from agent.toolset import default_tools
 from agent.workspace import Workspace
-from gateway.cli.doctor_tools import sandbox_checks
+from gateway.cli.doctor.tools import sandbox_checks
 from gateway.core.errors import ConfigError
-from gateway.core.portguard import PortGuard
+from gateway.core.system.portguard import PortGuard
 from tests.conftest import SettingsFactory
 from tests.system import missing
 from tests.test_tools import run

@@ -19,7 +19,7 @@ from agent.tools.base import ToolError
 from agent.tools.sandbox import ExecLimits, find_bwrap
 from agent.tools.shell import Exec
 from agent.workspace import Workspace
-from gateway.cli.doctor_tools import root_checks
+from gateway.cli.doctor.tools import root_checks
 from tests.test_tools import run
 
 pytestmark = pytest.mark.skipif(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.skills import SkillLibrary
-from gateway.cli.doctor import run_doctor
+from gateway.cli.doctor.command import run_doctor
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 

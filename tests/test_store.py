@@ -14,7 +14,7 @@ from pathlib import Path
 from gateway.core.errors import StoreError
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store import NewMessage, Store
-from gateway.store.sql import Connection
+from gateway.store.engine.sql import Connection
 from tests.backends import StoreFactory
 
 
@@ -128,7 +128,7 @@ async def test_usage_of_older_stores_is_kept_when_calls_get_purposes(tmp_path: P
     """Schema v8 turns one usage row per turn into rows per purpose; old rows become 'turn'."""
     import sqlite3
 
-    from gateway.store.schema import MIGRATIONS
+    from gateway.store.engine.schema import MIGRATIONS
 
     path = tmp_path / "db.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -16,10 +16,10 @@ import pytest
 from gateway.config.settings import load_settings
 from gateway.core.errors import ConfigError, StaleClaim, StoreError, StoreUnavailable
 from gateway.store import Store
-from gateway.store.fencing import FENCE, Fence
-from gateway.store.schema import MIGRATIONS
-from gateway.store.schema_pg import PG_MIGRATIONS
-from gateway.store.sql import Connection
+from gateway.store.cluster.fencing import FENCE, Fence
+from gateway.store.engine.schema import MIGRATIONS
+from gateway.store.engine.schema_pg import PG_MIGRATIONS
+from gateway.store.engine.sql import Connection
 from tests.backends import require_server
 from tests.fakes.llm import FakeLLM
 from tests.test_cli import cli_env, switchboard
@@ -138,7 +138,7 @@ async def test_a_gateway_answers_through_postgresql(run_gateway: Any, pg_url: st
     assert [m.role for m in history][:1] == ["user"] and history[-1].role == "assistant"
 
 
-# -- a batch's plumbing sent with its statements (gateway/store/pg_transaction.py) --------
+# -- a batch's plumbing sent with its statements (gateway/store/engine/pg_transaction.py) --------
 
 
 async def batched(store: Store, *jobs: Any) -> list[Any]:

@@ -29,8 +29,8 @@ from agent.tools.shell import Exec
 from agent.toolset import default_tools
 from agent.workspace import Workspace
 from channels.memory import MemoryChannel
-from gateway.cli.doctor_tools import sandbox_checks
-from gateway.core.portguard import PortGuard
+from gateway.cli.doctor.tools import sandbox_checks
+from gateway.core.system.portguard import PortGuard
 from gateway.runtime.agents.mcp import transports
 from gateway.web.sessions import GRACE_SECONDS, WebSessions
 from gateway.web.signin import KEY_FILE, SignInCodes

@@ -15,7 +15,7 @@ import pytest
 
 from agent.llm.types import ChatMessage, ImagePart, ToolCall
 from agent.turn.scope import resumed_state
-from gateway.cli.doctor_tools import browser_check
+from gateway.cli.doctor.tools import browser_check
 from gateway.core.errors import ConfigError
 from gateway.core.messages import ChatRef
 from gateway.runtime.app import Gateway

@@ -313,7 +313,7 @@ async def test_onboard_checks_saves_secrets_apart_and_sends_the_hello_template(
 ) -> None:
     import argparse
 
-    from gateway.cli.onboard_channel import onboard_channel
+    from gateway.cli.onboard.channel import onboard_channel
     from gateway.config.settings import load_settings
 
     home = tmp_path / "home"

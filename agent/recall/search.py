@@ -29,7 +29,7 @@ from agent.recall.vectors import VectorIndex
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
 from gateway.store import Recall, Said
-from gateway.store.sql import significant_words
+from gateway.store.engine.sql import significant_words
 
 if TYPE_CHECKING:
     from agent.recall.embedders import Vectors

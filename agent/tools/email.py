@@ -28,7 +28,8 @@ from typing import Any, Literal
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import PathDenied, Workspace
 from gateway.core.backoff import backoff_delay
-from gateway.core.mail import (
+from gateway.core.principal import Principal
+from gateway.core.system.mail import (
     ADDRESS_RE,
     DeliveryReport,
     MailError,
@@ -42,7 +43,6 @@ from gateway.core.mail import (
     normalize_address,
     parse_addresses,
 )
-from gateway.core.principal import Principal
 from gateway.store import AuditLog
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, s
 from agent.untrusted import wrap_untrusted
 from agent.workspace import PathDenied, Workspace
 from gateway.config.media import DocumentSettings
-from gateway.core.fileutil import write_atomic
+from gateway.core.system.fileutil import write_atomic
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 MAX_LIST_ENTRIES = 500

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from agent.tools.cgroups import PidsCgroups
 from agent.workspace import Locked
-from gateway.core.portguard import NetworkUnguarded, PortGuard
+from gateway.core.system.portguard import NetworkUnguarded, PortGuard
 
 # System directories a shell needs, read-only. A merged-/usr system has /bin -> usr/bin etc.:
 # links are recreated as links, real directories are bound.
@@ -93,7 +93,7 @@ class Bwrap:
     network: bool = False
     limits: ExecLimits = field(default_factory=ExecLimits)
     pids: PidsCgroups | None = None
-    # With a network: the gateway's own ports stay out of reach (gateway.core.portguard).
+    # With a network: the gateway's own ports stay out of reach (gateway.core.system.portguard).
     guard: PortGuard | None = None
     # Options of newer bubblewraps (0.8): used when this one has them.
     features: frozenset[str] = OPTIONAL_FEATURES

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.sandbox import Bwrap, CannotLock
-from gateway.core.portguard import NetworkUnguarded
+from gateway.core.system.portguard import NetworkUnguarded
 
 DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\brm\s+(-[a-z]*[rf][a-z]*\s+)+(/|~|\$HOME|\.\.)(\s|/|$)",  # rm -rf / ~ ..

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from gateway.core.install import install_command
+from gateway.core.system.install import install_command
 
 SYSTEM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Where `playwright install chromium` puts its browsers (PLAYWRIGHT_BROWSERS_PATH overrides).

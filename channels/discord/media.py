@@ -23,8 +23,8 @@ import aiohttp
 import discord
 
 from channels.discord.convert import attachment_kind
-from gateway.core.fileutil import write_atomic
 from gateway.core.messages import Attachment
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

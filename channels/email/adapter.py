@@ -8,7 +8,7 @@ published to the gateway, and only after ``publish_inbound`` returned is it mark
 ``\\Seen`` and the UID cursor moved (persisted with UIDVALIDITY). A crash in between means
 the same Message-ID is published again next start and the journal calls it a duplicate.
 
-Sending: gateway/core/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
+Sending: gateway/core/system/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
 the outbox key); replies handed to the server are remembered, ``max_replies_per_hour`` each.
 With ``email.sent_folder`` each reply is filed there (IMAP APPEND, unless the SMTP server
 files sent mail itself: ``email.append_sent = false``), and a reply whose send was cut short
@@ -47,7 +47,8 @@ from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
-from gateway.core.mail import (
+from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
+from gateway.core.system.mail import (
     MailError,
     MailTransientError,
     build_message,
@@ -55,7 +56,6 @@ from gateway.core.mail import (
     message_id_for,
     normalize_address,
 )
-from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
 

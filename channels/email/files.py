@@ -16,9 +16,9 @@ from pathlib import Path
 
 from channels.email.parse import MailFile as InboundFile
 from gateway.core.errors import ChannelPermanentError
-from gateway.core.mail import MailFile
 from gateway.core.messages import Attachment, AttachmentKind
 from gateway.core.messages import kind_of as mime_kind
+from gateway.core.system.mail import MailFile
 
 VISION_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 

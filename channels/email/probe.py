@@ -1,6 +1,6 @@
 """``switchboard doctor``'s email check: log in to SMTP and to IMAP, send and read nothing.
 
-SMTP follows the delivery path in :mod:`gateway.core.mail` (the same connection options, so the
+SMTP follows the delivery path in :mod:`gateway.core.system.mail` (the same connection options, so the
 same refusal to send a password in plain text; STARTTLS when configured), then QUITs
 instead of sending. IMAP opens the channel's own :class:`.imap.ImapSession` (login, SELECT
 of ``imap_mailbox``), counts unread mail and logs out — no IDLE, nothing marked seen. Both
@@ -18,7 +18,7 @@ import aiosmtplib
 from channels.email.imap import CONNECTION_ERRORS, ImapAuthError, ImapError, ImapSession
 from channels.email.settings import EmailSettings
 from gateway.core.errors import ChannelError, ChannelPermanentError, ChannelTransientError
-from gateway.core.mail import (
+from gateway.core.system.mail import (
     MailError,
     MailTransientError,
     classify_smtp_error,

@@ -13,7 +13,7 @@ from gateway.config.channels import ChannelSection, StrList
 from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gateway.core.mail import SendMailSettings  # the mail libraries load with the tool
+    from gateway.core.system.mail import SendMailSettings  # the mail libraries load with the tool
 
 
 class EmailSettings(ChannelSection):
@@ -59,7 +59,7 @@ class EmailSettings(ChannelSection):
     sent_folder: str | None = None  # folder of sent replies, checked before a resend; unset: none
     append_sent: bool = True  # file each reply in sent_folder; false: the SMTP server does (Gmail)
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "allowlist"
-    # -- sending (gateway/core/mail.py) ------------------------------------------------------
+    # -- sending (gateway/core/system/mail.py) ------------------------------------------------------
     smtp_timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, description="per SMTP operation"
     )

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.core.fileutil import write_atomic
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from nio import AsyncClient, MemoryDownloadResponse
 
 from channels.matrix.convert import FileRef
-from gateway.core.fileutil import write_atomic
 from gateway.core.messages import Attachment, InboundMessage
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

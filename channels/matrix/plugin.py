@@ -9,7 +9,7 @@ from channels.matrix.settings import MatrixSettings
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question
 from gateway.core.channel import Channel, ChannelContext
 from gateway.core.errors import ConfigError
-from gateway.core.install import install_command
+from gateway.core.system.install import install_command
 
 
 def create(section: MatrixSettings, context: ChannelContext) -> Channel:

@@ -12,7 +12,7 @@ import json
 import logging
 from pathlib import Path
 
-from gateway.core.fileutil import write_atomic
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

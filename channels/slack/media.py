@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.slack.convert import FileRef, file_kind
-from gateway.core.fileutil import write_atomic
 from gateway.core.messages import Attachment, InboundMessage
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

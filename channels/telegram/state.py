@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.core.errors import AnotherInstanceRunning
-from gateway.core.fileutil import write_atomic
-from gateway.core.lock import ProcessLock
+from gateway.core.system.fileutil import write_atomic
+from gateway.core.system.lock import ProcessLock
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Where the gateway listens for terminal chats: ``data_dir/chat.sock`` (reached through
-:func:`gateway.core.local_socket.reachable` when the path is long)."""
+:func:`gateway.core.system.local_socket.reachable` when the path is long)."""
 
 from __future__ import annotations
 

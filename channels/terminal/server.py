@@ -41,7 +41,7 @@ from channels.terminal.frames import (
 )
 from gateway.core.bus import Accepted as Outcome
 from gateway.core.errors import ChannelError, StoreError
-from gateway.core.local_socket import is_gateway_user, peer_uid, reachable
+from gateway.core.system.local_socket import is_gateway_user, peer_uid, reachable
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from channels.whatsapp.convert import Converted, MediaRef
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
-from gateway.core.fileutil import write_atomic
 from gateway.core.messages import Attachment
+from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 

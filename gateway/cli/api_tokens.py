@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.cli.shell_command import switchboard
+from gateway.cli.onboard.shell_command import switchboard
 from gateway.core.principal import Role
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def _keep(
     """Write ``tokens`` as the ``.env`` line (config.toml's moved into it), then load the
     configuration: a change that makes it fail is undone and refused. Returns the settings
     as they load now (None when they did not load before either)."""
-    from gateway.cli.home_files import save_secret, write_config  # noqa: PLC0415
+    from gateway.cli.onboard.home_files import save_secret, write_config  # noqa: PLC0415
     from gateway.cli.tomledit import delete_key  # noqa: PLC0415
     from gateway.config.settings import load_settings  # noqa: PLC0415
     from gateway.core.errors import ConfigError  # noqa: PLC0415
@@ -282,8 +282,8 @@ def _keep(
 
 
 def _put_back(settings: Settings, kept: Kept) -> None:
-    from gateway.cli.home_files import write_config  # noqa: PLC0415
-    from gateway.core.fileutil import write_atomic  # noqa: PLC0415
+    from gateway.cli.onboard.home_files import write_config  # noqa: PLC0415
+    from gateway.core.system.fileutil import write_atomic  # noqa: PLC0415
 
     if kept.dotenv_text is None:
         kept.dotenv.unlink(missing_ok=True)

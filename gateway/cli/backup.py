@@ -35,7 +35,7 @@ def register(
 
 
 def backup_command(args: argparse.Namespace, settings: Settings) -> int:
-    from gateway.store.integrity import backup  # noqa: PLC0415
+    from gateway.store.engine.integrity import backup  # noqa: PLC0415
 
     if settings.storage.database_url() is not None:
         print(

@@ -107,7 +107,7 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 def set_value(settings: Settings, key: str, text: str) -> int:
     from pydantic import BaseModel  # noqa: PLC0415
 
-    from gateway.cli.home_files import write_config  # noqa: PLC0415
+    from gateway.cli.onboard.home_files import write_config  # noqa: PLC0415
     from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
     from gateway.config.explain import model_at  # noqa: PLC0415
     from gateway.config.settings import Settings, load_settings  # noqa: PLC0415

@@ -15,8 +15,8 @@ from typing import Any
 import aiohttp
 
 from gateway.config.settings import Settings
-from gateway.core.local_socket import reachable
-from gateway.core.lock import holder
+from gateway.core.system.local_socket import reachable
+from gateway.core.system.lock import holder
 from gateway.web.endpoint import WebEndpoint, read_endpoint, socket_path
 
 TIMEOUT_SECONDS = 5.0

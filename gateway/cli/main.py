@@ -22,15 +22,15 @@ from gateway.cli import (
     backup,
     completion,
     config,
-    doctor,
     logs,
-    onboard,
     run,
     service,
     status,
     web,
 )
 from gateway.cli import mcp as mcp_cli
+from gateway.cli.doctor import command as doctor
+from gateway.cli.onboard import command as onboard
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def _register_mcp(
 
 
 def _chat(args: argparse.Namespace, settings: Settings) -> int:
-    from gateway.cli.chat import chat  # noqa: PLC0415 - the terminal chat (gateway/cli/chat.py)
+    from gateway.cli.chat.command import chat  # noqa: PLC0415 - the terminal chat (gateway/cli/chat/command.py)
     from gateway.runtime.home import onboard as create_home  # noqa: PLC0415
 
     # First run: create what is missing, but not config.toml: `onboard` writes that once the
@@ -160,7 +160,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 2
     from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
-    from gateway.core.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
+    from gateway.core.system.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
 
     quiet_console = args.command != "run" and not args.verbose
     configure_logging(

@@ -47,7 +47,7 @@ async def run_gateway(settings: Settings) -> int:
     from gateway.runtime.app import Gateway  # noqa: PLC0415
 
     # every configured channel, the web chat, and the terminal that `switchboard chat`
-    # windows attach to (gateway/cli/chat.py)
+    # windows attach to (gateway/cli/chat/command.py)
     gateway = Gateway(settings)
     with Interrupts() as interrupts:
         # a cluster's node runs turns at once but waits in start() until it leads (receives,

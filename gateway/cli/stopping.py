@@ -6,7 +6,7 @@ stops now: the turns are cut (they resume from their drafts at the next start) a
 of the shutdown still runs, so connections and sessions close cleanly.
 
 In ``switchboard chat`` at a terminal, Ctrl-C is a key while the prompt is open (it stops the
-running answer, gateway/cli/chat.py); once the chat leaves, it is a signal again, as here.
+running answer, gateway/cli/chat/command.py); once the chat leaves, it is a signal again, as here.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Table
 from tomlkit.toml_document import TOMLDocument
 
-from gateway.cli.home_files import config_text, write_config
+from gateway.cli.onboard.home_files import config_text, write_config
 
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
 _KEY_LINE = re.compile(r"^\s*[A-Za-z0-9_\"'-]")

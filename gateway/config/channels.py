@@ -27,7 +27,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.principal import Role
 
 if TYPE_CHECKING:
-    from gateway.core.mail import SendMailSettings
+    from gateway.core.system.mail import SendMailSettings
 
 
 def _as_list(value: object) -> object:

@@ -1,7 +1,7 @@
 """The TCP ports the running gateway listens on, for the sandbox's port guard.
 
 Networked sandboxes (``tools.exec.network``, MCP servers) may not connect to any of them
-(:mod:`gateway.core.portguard`). The configured ports are known from the settings (a
+(:mod:`gateway.core.system.portguard`). The configured ports are known from the settings (a
 channel's own, :meth:`~gateway.config.channels.ChannelSection.listen_ports`); a web
 server started on ``web.port = 0`` writes the port it got into ``data/web.json``
 (:mod:`gateway.web.endpoint`), read here at each sandbox start.

@@ -57,7 +57,7 @@ from gateway.core.channel import ChannelContext
 from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gateway.core.mail import SendMailSettings
+    from gateway.core.system.mail import SendMailSettings
 
 log = logging.getLogger(__name__)
 

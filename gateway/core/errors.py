@@ -57,7 +57,7 @@ class StoreUnavailable(StoreError):
 class StaleClaim(StoreError):
     """A write for a session this node no longer holds: another node claimed the session
     since (its epoch moved on), so the database refused it. The node must drop the session's
-    work; the other node resumes it (gateway/store/fencing.py)."""
+    work; the other node resumes it (gateway/store/cluster/fencing.py)."""
 
 
 class ChannelError(SwitchboardError):

@@ -30,8 +30,8 @@ from gateway.core.channel import Channel
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
-from gateway.core.logs import Redactor, secret_values
 from gateway.core.services import Services
+from gateway.core.system.logs import Redactor, secret_values
 from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, agent_policy
 from gateway.runtime.agents.assembly import agent_settings, build_agent
 from gateway.runtime.agents.mcp import build_manager

@@ -27,8 +27,8 @@ from typing import Protocol
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
 from gateway.core.lifecycle import Service
-from gateway.core.lock import ProcessLock
 from gateway.core.messages import InboundMessage
+from gateway.core.system.lock import ProcessLock
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.dispatcher import Claims, Dispatcher, LocalClaims
 from gateway.runtime.intake.local import Intake

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from agent.agent import Agent
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
-from gateway.core.fileutil import write_atomic
+from gateway.core.system.fileutil import write_atomic
 from gateway.runtime.people.budget import UserBudget
 
 log = logging.getLogger(__name__)

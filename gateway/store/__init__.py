@@ -17,9 +17,13 @@ from gateway.core.messages import OutboundMessage
 from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
-from gateway.store.db import Database, Engine
+from gateway.store.cluster.nodes import NodeInfo, Nodes
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
+from gateway.store.engine.db import Database, Engine
+from gateway.store.engine.retention import Retention
+from gateway.store.engine.sql import Connection
+from gateway.store.engine.sqlite import SqliteEngine
 from gateway.store.group_context import GroupContext, HeardMessage
 from gateway.store.history import History, NewMessage, SessionState, StoredMessage
 from gateway.store.home import HomeChat, HomeChats
@@ -27,14 +31,10 @@ from gateway.store.jobs import Job, Jobs
 from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.memory_entries import MemoryEntries, Origin
-from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
-from gateway.store.retention import Retention
-from gateway.store.sql import Connection
-from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.usage import UsageRecord, UsageReport
 from gateway.store.voice import VoiceMinutes
@@ -109,7 +109,7 @@ def engine_for(
     PostgreSQL database it names."""
     if not url:
         return SqliteEngine(path, synchronous=synchronous)
-    from gateway.store.postgres import PostgresEngine, is_postgres_url  # noqa: PLC0415 - psycopg only when used
+    from gateway.store.engine.postgres import PostgresEngine, is_postgres_url  # noqa: PLC0415 - psycopg only when used
 
     if not is_postgres_url(url):
         raise ConfigError(

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.store.db import Database
-from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import Connection
 
 Clock = Callable[[], float]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.access import CODE_ALPHABET
-from gateway.store.db import Database
-from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import Connection
 
 ID_LENGTH = 8
 _COLUMNS = (

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection
 
 Clock = Callable[[], float]
 DeliveryState = Literal["sent", "delivered", "read", "failed"]

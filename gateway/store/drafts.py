@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from gateway.core.channel import SendAttempt
 from gateway.core.errors import StoreError
-from gateway.store.db import Database
-from gateway.store.sql import Connection, Cursor
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 
@@ -55,7 +55,7 @@ class DraftMessages:
 
 def retire_statement(conn: Connection, session_key: str) -> None:
     """Retire the draft messages of the running turns of ``session_key``: run in the
-    transaction that claims the session for another node (gateway/store/fencing.py), after
+    transaction that claims the session for another node (gateway/store/cluster/fencing.py), after
     the claim, so every post the earlier claim recorded is among them. A post whose id was
     not recorded yet stays as it is: its node can no longer record the id (the fence
     refuses it), so it never edits that message again, and the answer may be delivered

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection
 
 Clock = Callable[[], float]
 KEEP_PER_CHAT = 200  # beyond this, the oldest of a group's kept messages go

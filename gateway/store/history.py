@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.store.db import Database
-from gateway.store.sql import Connection, Cursor, Statement
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection, Cursor, Statement
 
 Clock = Callable[[], float]
 

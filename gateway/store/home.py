@@ -13,8 +13,8 @@ from typing import Any
 
 from gateway.core.addressing import LOCAL_CHANNELS
 from gateway.core.messages import ChatRef, ChatType
+from gateway.store.engine.sql import Connection
 from gateway.store.ledger import KeyValue
-from gateway.store.sql import Connection
 
 KEY = "last_chat"  # the kv row (its name kept from before it was typed)
 

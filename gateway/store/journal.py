@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from gateway.core.messages import InboundMessage
 from gateway.core.turns import TurnKind
-from gateway.store.db import Database
+from gateway.store.cluster.fencing import claim_statement, claimed_epoch
 from gateway.store.drafts import retire_statement
-from gateway.store.fencing import claim_statement, claimed_epoch
-from gateway.store.retention import delete_batched
-from gateway.store.sql import INBOUND_TOPIC, Connection, Statement
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import INBOUND_TOPIC, Connection, Statement
 
 Clock = Callable[[], float]
 
@@ -306,7 +306,7 @@ class Journal:
         """What one session has open: its running turns (a node died in them) and the
         pending messages of ``chat_keys`` (the chats whose messages join it). ``claim_by``:
         claim the session for that node first, in the same transaction (a new epoch, which
-        every later write of the node's turns carries: gateway/store/fencing.py), and retire
+        every later write of the node's turns carries: gateway/store/cluster/fencing.py), and retire
         the drafts the earlier claim's turns posted (gateway/store/drafts.py)."""
         now = self._clock()
 

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.store.db import Database
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection
 
 
 @dataclass(frozen=True, slots=True)

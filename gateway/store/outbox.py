@@ -30,15 +30,15 @@ from typing import Any
 
 from gateway.core.channel import KnownMessage, SendAttempt
 from gateway.core.messages import InboundMessage, OutboundMessage
-from gateway.store.db import Database
 from gateway.store.drafts import FORGET_SQL
-from gateway.store.retention import delete_batched
-from gateway.store.sql import OUTBOX_TOPIC, Connection, Cursor, Statement
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import OUTBOX_TOPIC, Connection, Cursor, Statement
 
 Clock = Callable[[], float]
 # May this process send now? A condition (SQL and its values) the statement that finds a
 # row to mark ``sending`` adds to its own, asked for at each send. (A cluster node's: it
-# still leads; see gateway/store/membership.py.)
+# still leads; see gateway/store/cluster/membership.py.)
 Fence = Callable[[], Statement]
 MAX_OPEN_SENDS = 16  # attempts kept per row: the first and the latest ones
 

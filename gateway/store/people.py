@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from gateway.core.messages import ChatType
 from gateway.core.services import KnownChat
-from gateway.store.db import Database
-from gateway.store.sql import Connection, Cursor
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 

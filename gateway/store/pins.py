@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.messages import ChatRef
-from gateway.store.db import Database
-from gateway.store.sql import Connection, Cursor
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection, Cursor
 
 Clock = Callable[[], float]
 MAX_NOTE_CHARS = 4_000

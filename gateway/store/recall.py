@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.store.db import Database
+from gateway.store.engine.db import Database
+from gateway.store.engine.sql import Connection
 from gateway.store.history import MessageRole, searchable
-from gateway.store.sql import Connection
 
 Clock = Callable[[], float]
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from gateway.core.messages import ChatRef
 from gateway.core.turns import TaskTypeName, task_type_name
-from gateway.store.db import Database
-from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import Connection
 
 Clock = Callable[[], float]
 

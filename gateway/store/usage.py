@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.usage import Purpose
-from gateway.store.db import Database
-from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection, Cursor
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import Connection, Cursor
 
 _REPLACE = ", ".join(
     f"{column} = excluded.{column}"

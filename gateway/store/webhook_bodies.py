@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gateway.store.db import Database
-from gateway.store.retention import delete_batched
-from gateway.store.sql import Connection
+from gateway.store.engine.db import Database
+from gateway.store.engine.retention import delete_batched
+from gateway.store.engine.sql import Connection
 
 
 class WebhookBodies:

@@ -12,7 +12,7 @@ Every request passes :meth:`WebGuard.middleware`:
   :mod:`gateway.web.signin`) or the login form sets with ``web.token``; ``Authorization:
   Bearer <web.token>``; or it comes over the gateway's Unix socket in the data directory,
   whose peer the kernel names (``SO_PEERCRED``: the gateway's own user, for the command
-  line, :mod:`gateway.core.local_socket`). Sessions are random server-side ids that expire,
+  line, :mod:`gateway.core.system.local_socket`). Sessions are random server-side ids that expire,
   are renewed with a new id as they are used, and end at logout or ``switchboard web
   --sign-out-all`` (:mod:`gateway.web.sessions`). Secrets are never read from a URL but the
   one-time code of a link. Every failed credential counts against the client's address, and
@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 from aiohttp import hdrs, web
 
 from gateway.config.channels import WebSettings
-from gateway.core.local_socket import is_gateway_user, peer_uid
+from gateway.core.system.local_socket import is_gateway_user, peer_uid
 from gateway.web.login_page import SIGN_IN_HINT, login_page, used_link_page
 from gateway.web.sessions import WebSessions
 from gateway.web.signin import SignInCodes

@@ -30,7 +30,7 @@ from aiohttp import web
 
 from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
-from gateway.core.local_socket import reachable
+from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.web.endpoint import remove_endpoint, socket_path, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics

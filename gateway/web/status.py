@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gateway import __version__
 from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.channel import SupportsHealth
-from gateway.core.logs import last_problem
+from gateway.core.system.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from gateway.cli.main import main
 from gateway.core.errors import StoreDamagedError
 from gateway.core.messages import InboundMessage
 from gateway.store import Store
-from gateway.store.schema import MIGRATIONS
+from gateway.store.engine.schema import MIGRATIONS
 from tests.fakes.llm import FakeLLM
 from tests.test_cli import cli_env, switchboard
 
@@ -124,7 +124,7 @@ async def test_the_cli_refuses_to_run_on_a_truncated_store(
 async def test_doctor_reports_a_sound_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway.cli.doctor_store import store_checks
+    from gateway.cli.doctor.store import store_checks
     from gateway.config.settings import Settings
 
     settings = Settings(home=tmp_path / "home")

@@ -11,7 +11,7 @@ import pytest
 
 from agent.skills import suspicious
 from channels.memory import MemoryChannel
-from gateway.cli.doctor_tools import skill_checks
+from gateway.cli.doctor.tools import skill_checks
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
 

@@ -41,9 +41,9 @@ from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock, SystemClock
-from gateway.core.logs import Redactor, secret_values
 from gateway.core.schedule_spec import zone
 from gateway.core.services import Services
+from gateway.core.system.logs import Redactor, secret_values
 from gateway.core.usage import Purpose
 from gateway.runtime.agents.agent_channel import roster
 from gateway.runtime.agents.models import ModelPool, endpoint

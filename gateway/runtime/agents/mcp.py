@@ -16,7 +16,7 @@ from gateway.config.mcp import McpServerSettings
 from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
-from gateway.core.portguard import PortGuard
+from gateway.core.system.portguard import PortGuard
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager

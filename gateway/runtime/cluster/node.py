@@ -18,7 +18,7 @@ from gateway.runtime.deployment import WaitingTurns, WorkSources
 from gateway.runtime.dispatch.dispatcher import Claims, Dispatcher
 from gateway.runtime.storage import node_name
 from gateway.store import Store
-from gateway.store.membership import Membership
+from gateway.store.cluster.membership import Membership
 from gateway.store.outbox import Fence
 
 

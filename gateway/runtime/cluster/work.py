@@ -1,11 +1,11 @@
 """Turns on every node of a cluster (PostgreSQL): who runs which session.
 
 The leader receives (one receiver per platform connection) and journals each message; the
-journal's ``NOTIFY`` wakes every node (:class:`~gateway.store.listener.Listener`), and each
+journal's ``NOTIFY`` wakes every node (:class:`~gateway.store.cluster.listener.Listener`), and each
 looks at the pending messages (:meth:`ClusterWork.look`; also every ``poll`` seconds, in case
 a notification was lost). A session is run by the node holding its lock, a session-level
 advisory lock on the node's membership connection (:meth:`Membership.try_lock_many
-<gateway.store.membership.Membership.try_lock_many>`): strictly one turn at a time per session
+<gateway.store.cluster.membership.Membership.try_lock_many>`): strictly one turn at a time per session
 across the cluster, in journal order. A node takes at most its share per look: the sessions
 in flight on every node (advisory locks held, from ``pg_locks``) plus the free ones, divided
 by the live nodes, minus those it holds already (at least one), in random order, so a burst
@@ -37,10 +37,10 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
 from gateway.store import Database, InboundRecord, Journal
-from gateway.store.fencing import Fence
-from gateway.store.listener import Listener
-from gateway.store.membership import LEADER_LOCK, Membership
-from gateway.store.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC
+from gateway.store.cluster.fencing import Fence
+from gateway.store.cluster.listener import Listener
+from gateway.store.cluster.membership import LEADER_LOCK, Membership
+from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from gateway.core.messages import InboundMessage, new_id
 from gateway.core.turns import TurnControl
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import InboundRecord, OpenTurn
-from gateway.store.fencing import FENCE, Fence
+from gateway.store.cluster.fencing import FENCE, Fence
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ delivers it again and nothing is lost. Meanwhile:
 Inbound is not retried here: the platforms' redelivery does, and the first message journaled
 after the outage ends it. A turn running when the disk fills is different: its steps
 and its answer exist only in memory, so its writes (checkpoints, the commit) wait for space
-(:func:`gateway.core.storage.until_stored`, reporting here) and the user gets that answer
+(:func:`gateway.core.system.storage.until_stored`, reporting here) and the user gets that answer
 exactly once when space is back (no second model call, no notice in between).
 """
 

@@ -20,7 +20,7 @@ The draft is cosmetic, the outbox's final message stays the answer. The turn sto
 draft before it commits (:meth:`DraftStreamer.settle`), so whichever node delivers the answer
 (in a cluster the leader, whatever node ran the turn) finds every post recorded; a post is
 recorded only while its turn runs, and only under the turn's claim on its session
-(gateway/store/fencing.py), so a node that lost the session posts nothing more. The outbound
+(gateway/store/cluster/fencing.py), so a node that lost the session posts nothing more. The outbound
 worker closes the draft (:meth:`DraftStreamer.close`) and lets the channel edit the drafts into the
 formatted final text (posting what does not fit, deleting drafts left over; see
 gateway/runtime/outbound/attempt.py). Every draft post is recorded before it is made and its

@@ -21,7 +21,7 @@ from pathlib import Path
 from gateway.config.settings import Settings, StorageSettings
 from gateway.core.errors import StoreError
 from gateway.store import Retention, Store
-from gateway.store.retention import DAY
+from gateway.store.engine.retention import DAY
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent.memory import RecallScope
 from agent.request import TurnOutcome
 from gateway.core.principal import Principal
-from gateway.core.storage import StorageAlarm, until_stored
+from gateway.core.system.storage import StorageAlarm, until_stored
 from gateway.runtime.bus import Bus
 from gateway.runtime.turns.accounting import turn_usage
 from gateway.store import HomeChat, NewMessage, Store

@@ -1,0 +1,79 @@
+"""``switchboard doctor``: secret and memory files other users on the machine could read.
+
+The config file, ``.env`` and the secrets directory hold tokens; the data directory holds
+the store and the web sign-in key; the workspace holds the owner's memory. Each must be
+the gateway user's alone (files 0600, folders 0700). The gateway and the commands that
+write them create them so (:mod:`gateway.runtime.home`, ``config set``), but a file copied
+in, restored from a backup or written by hand may not be: the doctor warns about each, and
+``doctor --fix`` takes the group's and everyone else's permissions away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from gateway.cli.doctor.checks import Check
+from gateway.config.settings import Settings
+from gateway.config.sources import secrets_dir
+
+OTHERS = 0o077  # group and other: read, write, search
+
+
+def private_paths(settings: Settings) -> Iterator[Path]:
+    """Every path that must be readable by the gateway's user only (existing or not)."""
+    home, workspace = settings.home, settings.workspace_dir
+    yield from (settings.config_file, home / ".env", settings.data_dir)
+    yield from _tree(secrets_dir(home))
+    yield workspace
+    yield workspace / "MEMORY.md"
+    yield from _tree(workspace / "memory")
+
+
+def _tree(root: Path) -> Iterator[Path]:
+    yield root
+    if root.is_dir() and not root.is_symlink():
+        for folder, dirs, files in os.walk(root):
+            for name in (*dirs, *files):
+                yield Path(folder) / name
+
+
+def exposed(settings: Settings) -> list[tuple[Path, int]]:
+    """The private paths others may read, list or write, with their modes."""
+    found = []
+    for path in private_paths(settings):
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            if not stat.S_ISLNK(info.st_mode) and info.st_mode & OTHERS:
+                found.append((path, stat.S_IMODE(info.st_mode)))
+    return found
+
+
+def file_checks(settings: Settings, *, fix: bool = False) -> list[Check]:
+    """One warning per exposed path, or (``fix``) one line per path made private."""
+    checks = []
+    for path, mode in exposed(settings):
+        if fix:
+            try:
+                path.chmod(mode & ~OTHERS)
+            except OSError as exc:
+                checks.append(Check("permissions", "fail", f"{path}: cannot chmod: {exc}"))
+                continue
+            checks.append(
+                Check("permissions", "ok", f"{path}: {mode:o} -> {mode & ~OTHERS:o} (fixed)")
+            )
+        else:
+            checks.append(
+                Check(
+                    "permissions",
+                    "warn",
+                    f"{path} is mode {mode:o}: other users on this machine can read it; "
+                    "`switchboard doctor --fix` makes it yours only",
+                )
+            )
+    if not checks:
+        checks.append(Check("permissions", "ok", "secret and memory files are yours only"))
+    return checks

@@ -1,0 +1,153 @@
+"""``switchboard onboard --channel NAME``: ask for a channel's settings, check them as
+``doctor`` does, send one test message, and save them.
+
+What to ask, how to send the test message and what to do next is the channel's
+:class:`~gateway.config.plugins.Onboarding` (its plug-in's; only channels that have one can be
+set up so). Secrets (tokens, the app secret, a password) go to ``$SWITCHBOARD_HOME/.env``
+(mode 0600) as ``SWITCHBOARD_<CHANNEL>__<KEY>``, the rest under ``[<channel>]`` in
+config.toml (comments kept). ``--set KEY=VALUE`` answers a question without asking; with
+``--non-interactive`` nothing is asked at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import secrets
+import sys
+from typing import TYPE_CHECKING, Any
+
+from gateway.cli.onboard.home_files import config_text, save_secret, write_config
+from gateway.cli.onboard.shell_command import path_note, switchboard
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+
+LISTS = {"allow_from", "owners", "admins"}
+TEST_TEXT = "Switchboard is set up and can write to you here. Reply to talk to me."
+
+
+def onboarding_channels() -> list[str]:
+    """The channels ``onboard --channel`` can set up."""
+    return [name for name, plugin in channel_plugins().items() if plugin.onboarding is not None]
+
+
+def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
+    name = str(args.channel)
+    plugin = channel_plugins()[name]
+    onboarding = plugin.onboarding
+    assert onboarding is not None  # the parser offers only these
+    answers = dict(_pairs(args.set or []))
+    interactive = not args.non_interactive and sys.stdin.isatty()
+    try:
+        for question in onboarding.questions:
+            if question.key not in answers and interactive:
+                answers[question.key] = _ask(question)
+            if question.generated and not answers.get(question.key):
+                answers[question.key] = secrets.token_urlsafe(16)
+        values: dict[str, Any] = {
+            key: [value] if key in LISTS and value else value
+            for key, value in answers.items()
+            if value
+        }
+        if "allow_from" in values:
+            values.setdefault("owners", values["allow_from"])
+        candidate = _with_section(settings, name, values)
+    except (ValueError, EOFError, KeyboardInterrupt) as exc:
+        print(f"switchboard: {exc or 'cancelled'}; nothing saved", file=sys.stderr)
+        return 1
+    print(f"Checking {name} ...", flush=True)
+    section = candidate.channel_sections()[name]
+    problem = asyncio.run(
+        _check_and_greet(candidate, plugin, section, args.test_to or _first(values))
+    )
+    if problem is not None:
+        print(f"  FAIL: {problem}\nNothing saved.", file=sys.stderr)
+        return 1
+    _save(settings, name, onboarding, values)
+    step = onboarding.next_step(section, settings.home / ".env")
+    if step is not None:
+        print(f"\nNext: {step}, then `{switchboard('doctor')}`.")
+        if note := path_note():
+            print(note)
+    return 0
+
+
+async def _check_and_greet(
+    settings: Settings, plugin: ChannelPlugin[Any], section: Any, to: str | None
+) -> str | None:
+    from gateway.core.channel import SupportsProbe  # noqa: PLC0415
+    from gateway.core.errors import ChannelError, ConfigError  # noqa: PLC0415
+
+    onboarding = plugin.onboarding
+    assert onboarding is not None
+    try:
+        channel = plugin.create(section, settings.channel_context())
+        found = await channel.probe() if isinstance(channel, SupportsProbe) else "configured"
+    except (ChannelError, ConfigError) as exc:
+        proved = onboarding.set_up_later(exc)
+        if proved is None:
+            return str(exc)
+        print(f"  note: {exc} (set it up next)")  # expected before the first run
+        found = proved
+    print(f"  ok: {found}")
+    if not to:
+        return None
+    try:
+        where = await onboarding.greet(section, to, TEST_TEXT)
+    except (ChannelError, ConfigError, OSError) as exc:
+        return f"the test message to {to} failed: {exc}"
+    print(f"  sent a test message to {to} ({where})")
+    return None
+
+
+def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Settings:
+    current = getattr(settings, name)
+    section = type(current).model_validate({**current.model_dump(), **values})
+    return settings.model_copy(update={name: section})
+
+
+def _save(
+    settings: Settings, name: str, onboarding: Onboarding[Any], values: dict[str, Any]
+) -> None:
+    from gateway.cli.tomledit import set_key  # noqa: PLC0415
+
+    secret_keys = {q.key for q in onboarding.questions if q.secret} | {"password"}
+    path = settings.config_file
+    text = config_text(path)
+    for key, value in values.items():
+        if key not in secret_keys:
+            text = set_key(text, f"{name}.{key}", value)
+    write_config(path, text)
+    print(f"saved    [{name}] in {path}")
+    for key in sorted(secret_keys & set(values)):
+        variable = f"SWITCHBOARD_{name.upper()}__{key.upper()}"
+        dotenv = save_secret(settings.home, variable, str(values[key]))
+        print(f"saved    {variable} in {dotenv} (mode 0600)")
+
+
+def _first(values: dict[str, Any]) -> str | None:
+    allowed = values.get("allow_from") or []
+    return str(allowed[0]) if allowed else None
+
+
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"switchboard: --set wants KEY=VALUE, not {item!r}")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def _ask(question: Question) -> str:
+    if question.secret:
+        return getpass.getpass(f"{question.text} (hidden): ").strip()
+    answer = input(
+        f"{question.text}" + (f" [{question.default}]" if question.default else "") + ": "
+    )
+    return answer.strip() or question.default

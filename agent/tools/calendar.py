@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from agent.calendar.agenda import agenda, describe_moment, listing
 from agent.calendar.caldav import (
     Account,
     CalDav,
@@ -39,7 +40,6 @@ from agent.calendar.events import (
     master,
     new_event,
     occurrence_of,
-    occurrences,
     parse_time,
     people,
 )
@@ -72,8 +72,6 @@ CALENDAR_INTENT = (
     "cancel",
     "delete",
 )
-MAX_LISTED = 100
-MAX_NOTES_CHARS = 300
 MAX_ATTENDEES = 20
 
 
@@ -203,11 +201,8 @@ class CalendarTool(Tool):
         span = f"{describe_moment(start)} to {describe_moment(end)} ({zone})"
         if not found:
             return ToolResult(f"No events from {span}.")
-        lines = [f"Events from {span}:"]
-        lines += [listed(o, zone) for o in found[:MAX_LISTED]]
-        if len(found) > MAX_LISTED:
-            lines.append(f"(and {len(found) - MAX_LISTED} more: ask for a shorter range)")
-        return ToolResult(wrap_untrusted("calendar events", "\n".join(lines)), untrusted=True)
+        body = f"Events from {span}:\n{listing(found, zone)}"
+        return ToolResult(wrap_untrusted("calendar events", body), untrusted=True)
 
     def _range(self, args: dict[str, Any], zone: tzinfo) -> tuple[datetime, datetime]:
         """The range to list: from ``start`` (default: today) to ``end`` (a date: through
@@ -338,45 +333,6 @@ def pick(account: Account, name: str) -> Calendar:
             return calendar
     names = ", ".join(repr(c.name) for c in account.calendars)
     raise ToolError(f"no calendar called {name!r}; the calendars are {names}")
-
-
-async def agenda(
-    client: CalDav, calendars: tuple[Calendar, ...], start: datetime, end: datetime
-) -> list[Occurrence]:
-    """Every occurrence between ``start`` and ``end`` in ``calendars``, soonest first."""
-    stored = await asyncio.gather(
-        *(client.events(c, start.timestamp(), end.timestamp()) for c in calendars)
-    )
-    found = [o for objects in stored for s in objects for o in occurrences(s, start, end)]
-    zone = start.tzinfo or zone_named("UTC")
-    return sorted(found, key=lambda o: (as_moment(o.start, zone), o.title))
-
-
-def listed(occurrence: Occurrence, zone: tzinfo) -> str:
-    """One event of a listing: when, what, its id; where, who and notes below."""
-    line = f"- {describe(occurrence, zone)}  {occurrence.title}  [id {occurrence.uid}"
-    line += f", calendar {occurrence.calendar}]"
-    details = []
-    if occurrence.location:
-        details.append(f"where: {occurrence.location}")
-    if occurrence.organizer:
-        details.append(f"organiser: {occurrence.organizer}")
-    if occurrence.attendees:
-        details.append(f"invited: {', '.join(occurrence.attendees)}")
-    if occurrence.recurring:
-        details.append("repeats")
-    if details:
-        line += "\n  " + "; ".join(details)
-    if occurrence.notes:
-        notes = " ".join(occurrence.notes.split())
-        if len(notes) > MAX_NOTES_CHARS:
-            notes = notes[:MAX_NOTES_CHARS].rsplit(" ", 1)[0] + " …"
-        line += f"\n  notes: {notes}"
-    return line
-
-
-def describe_moment(moment: datetime) -> str:
-    return f"{moment:%a} {moment.day} {moment:%b %Y %H:%M}"
 
 
 def _end(text: str | None, start: When | None, zone: tzinfo) -> When | None:

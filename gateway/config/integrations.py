@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 _SIZE = re.compile(r"^(auto|\d{2,5}x\d{2,5})$")
 
@@ -57,6 +57,13 @@ class CalendarSettings(BaseModel):
         if value and not re.fullmatch(r"([01]?\d|2[0-3]):[0-5]\d", value):
             raise ValueError("use HH:MM, for example 07:30 (or leave it empty: no briefing)")
         return value
+
+    @model_validator(mode="after")
+    def _needs_a_server(self) -> CalendarSettings:
+        if (self.briefing or self.heartbeat) and not self.enabled:
+            key = "briefing" if self.briefing else "heartbeat"
+            raise ValueError(f"calendar.{key} reads the calendar: set calendar.url too")
+        return self
 
 
 class ImagesSettings(BaseModel):

@@ -14,6 +14,7 @@ checked against the public-address guard of ``web_fetch``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -210,13 +211,13 @@ class CalDav:
         settings = self._settings
         secret = settings.password.get_secret_value() if settings.password else ""
         headers = {"User-Agent": "Switchboard"}
-        auth = None
         if settings.username:
-            auth = aiohttp.BasicAuth(settings.username, secret)
+            login = base64.b64encode(f"{settings.username}:{secret}".encode()).decode()
+            headers["Authorization"] = f"Basic {login}"
         elif secret:
             headers["Authorization"] = f"Bearer {secret}"
         timeout = aiohttp.ClientTimeout(total=settings.timeout_seconds)
-        return aiohttp.ClientSession(auth=auth, headers=headers, timeout=timeout)
+        return aiohttp.ClientSession(headers=headers, timeout=timeout)
 
     async def _props(
         self, http: aiohttp.ClientSession, url: str, props: tuple[str, ...], *, depth: str
@@ -338,11 +339,9 @@ def _texts(prop: Any, name: str) -> list[str]:
 
 
 def _addresses(prop: Any) -> list[str]:
-    """Calendar user addresses: ``mailto:`` ones as plain lower-case addresses."""
-    return [
-        unquote(a).lower().removeprefix("mailto:")
-        for a in _texts(prop, "c:calendar-user-address-set")
-    ]
+    """The account's email addresses (its ``mailto:`` calendar user addresses), lower-case."""
+    found = (unquote(a).strip().lower() for a in _texts(prop, "c:calendar-user-address-set"))
+    return [a.removeprefix("mailto:") for a in found if a.startswith("mailto:")]
 
 
 def _is_calendar(prop: Any) -> bool:

@@ -36,6 +36,7 @@ from agent.calendar.events import (
     as_moment,
     changed,
     day_bounds,
+    default_end,
     describe,
     master,
     new_event,
@@ -126,6 +127,7 @@ class CalendarTool(Tool):
 
     async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         try:
+            _check(args)
             return await self._refusal(args, ctx)
         except (CalendarError, BadTime, ToolError, ValueError):
             return None  # run() says what is wrong
@@ -168,6 +170,7 @@ class CalendarTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         zone = zone_named(await self._zone_of(ctx))
+        _check(args)
         try:
             if not ctx.approved:
                 refusal = await self._refusal(args, ctx)
@@ -222,11 +225,9 @@ class CalendarTool(Tool):
         return start, end
 
     async def _create(self, args: dict[str, Any], ctx: ToolContext, zone: tzinfo) -> ToolResult:
-        title = str(args.get("title") or "").strip()
-        if not title or not args.get("start"):
-            raise ToolError("create needs title and start")
+        title = str(args["title"]).strip()
         start = parse_time(args["start"], zone)
-        end = _end(args.get("end"), start, zone)
+        end = _end(args.get("end"), start, zone) or default_end(start)
         invited = _addresses(args.get("attendees"))
         account = await self._client.account()
         calendar = pick(account, str(args.get("calendar") or ""))
@@ -273,10 +274,6 @@ class CalendarTool(Tool):
             notes=_text(args, "notes"),
             attendees=tuple(_addresses(args.get("attendees"))),
         )
-        if change == Change():
-            raise ToolError(
-                "update needs something to change: start, end, title, location, notes or attendees"
-            )
         account = await self._client.account()
         found = await self._find(args, account)
         ical = changed(found.stored, found.occurrence.uid, change, now=self._clock.now())
@@ -306,9 +303,7 @@ class CalendarTool(Tool):
     # -- finding ----------------------------------------------------------------------------
 
     async def _find(self, args: dict[str, Any], account: Account) -> Found:
-        uid = str(args.get("id") or "").strip()
-        if not uid:
-            raise ToolError(f"{args['action']} needs id (list the events to find it)")
+        uid = str(args["id"]).strip()
         calendars = (
             (pick(account, args["calendar"]),) if args.get("calendar") else account.calendars
         )
@@ -319,6 +314,18 @@ class CalendarTool(Tool):
                 occurrence = occurrence_of(event, stored.calendar.name)
                 return Found(stored, occurrence, organizer, attendees)
         raise ToolError(f"no event with id {uid!r}; list the events to find its id")
+
+
+def _check(args: dict[str, Any]) -> None:
+    """What each action needs, said before anything is asked of the server."""
+    action = args["action"]
+    if action == "create" and not (str(args.get("title") or "").strip() and args.get("start")):
+        raise ToolError("create needs title and start")
+    if action in ("update", "delete") and not str(args.get("id") or "").strip():
+        raise ToolError(f"{action} needs id (list the events to find it)")
+    changes = ("start", "end", "title", "location", "notes", "attendees")
+    if action == "update" and all(args.get(key) is None for key in changes):
+        raise ToolError(f"update needs something to change: {', '.join(changes)}")
 
 
 def pick(account: Account, name: str) -> Calendar:

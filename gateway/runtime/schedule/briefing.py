@@ -6,6 +6,9 @@ The events are read before any model call: a day without any sends nothing and c
 nothing. They are outside content, so the briefing's turn is tainted and nothing in an
 invitation can make it act (its side effects would need the owner's own words, and a
 scheduled turn has none). A briefing missed while the gateway was down is not sent late.
+
+The owner's zone is looked at again at least every :data:`REPLAN` (they may have set a new
+one, or written for the first time), so the briefing follows their clock.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChats
 
 SESSION = "briefing:main"
+REPLAN = timedelta(hours=1)
+GRACE = timedelta(minutes=10)  # a scheduler this late still sends the day's briefing
 HISTORY_LIMIT = 2
 PROMPT = """\
 Morning briefing for {day}. The owner's calendar today (times in {zone}):
@@ -47,6 +52,16 @@ class Briefing:
         self._agenda = agenda
         self._heartbeat = heartbeat  # heartbeat.target: where the briefing goes too
         self._homes = homes
+        self.next_at: datetime | None = None  # the next briefing, as last planned
+
+    async def wake_after(self, now: datetime) -> datetime:
+        """When the scheduler looks again: the next briefing, or sooner to replan it."""
+        self.next_at = await self.next_run(now)
+        return min(self.next_at, now + REPLAN)
+
+    async def due(self, now: datetime) -> bool:
+        """Whether a briefing time (in the owner's zone as it is now) has just come."""
+        return await self.next_run(now - GRACE) <= now
 
     async def next_run(self, now: datetime) -> datetime:
         """The first briefing time after ``now``, in the owner's zone."""

@@ -85,7 +85,7 @@ class Scheduler(Service):
                 seconds=self._heartbeat.settings.interval_seconds
             )
         if self._briefing is not None:
-            self._next_briefing = await self._briefing.next_run(now)
+            self._next_briefing = await self._briefing.wake_after(now)
         self._next_prune = now + timedelta(minutes=5)
         self._task = asyncio.create_task(self._loop(), name="scheduler")
 
@@ -194,13 +194,15 @@ class Scheduler(Service):
         self._dispatcher.submit(plan)
 
     async def _brief(self, now: datetime) -> None:
-        assert self._briefing is not None
-        self._next_briefing = await self._briefing.next_run(now)
-        plan = await self._briefing.plan(now)
-        if isinstance(plan, Skip):
-            log.info("morning briefing skipped: %s", plan.reason)
-            return
-        self._dispatcher.submit(plan)
+        briefing = self._briefing
+        assert briefing is not None
+        if await briefing.due(now):
+            plan = await briefing.plan(now)
+            if isinstance(plan, Skip):
+                log.info("morning briefing skipped: %s", plan.reason)
+            else:
+                self._dispatcher.submit(plan)
+        self._next_briefing = await briefing.wake_after(now)
 
     # -- the status page's view -----------------------------------------------------------
 
@@ -220,11 +222,11 @@ class Scheduler(Service):
                     self._heartbeat.target,
                 )
             )
-        if self._briefing is not None and self._next_briefing is not None:
+        if self._briefing is not None:
             at = f"every day at {self._briefing.at:%H:%M}"
             items.append(
                 ScheduledItem(
-                    "briefing", TurnKind.CRON, at, self._next_briefing, self._heartbeat.target
+                    "briefing", TurnKind.CRON, at, self._briefing.next_at, self._heartbeat.target
                 )
             )
         return items

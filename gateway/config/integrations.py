@@ -31,13 +31,10 @@ class CalendarSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # The server's root (its calendars are discovered) or one calendar's own address.
-    url: str | None = None
-    username: str = ""  # the account's login (iCloud, Fastmail: an app password below)
-    password: SecretStr | None = None  # with no username: sent as a bearer token (Google)
-    # "07:30": each morning at that time in the owner's zone, the day's events go to the
-    # owner's chat (where the heartbeat reports); empty: no briefing.
-    briefing: str = ""
+    url: str | None = None  # the server's root (calendars are found) or one calendar's address
+    username: str = ""  # the login; an email address lets the tool invite people as organiser
+    password: SecretStr | None = None  # an app password; with no username: a bearer token
+    briefing: str = ""  # "07:30": the day's events each morning then, in the owner's zone
     heartbeat: bool = False  # the heartbeat's check-ins see the rest of the day's events
     timeout_seconds: float = Field(default=20.0, gt=0, le=300)  # per request to the server
 

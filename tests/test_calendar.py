@@ -338,6 +338,7 @@ async def test_the_heartbeat_sees_the_rest_of_the_day(
     assert "Remind me of calls." in prompt
     assert "Mon 23 Nov 2026 14:00–15:00  Call with Dana" in prompt
     assert "Morning gym" not in prompt  # over already
+    assert "[untrusted calendar events" in prompt
 
 
 # -- the tool alone ------------------------------------------------------------------------
@@ -364,7 +365,7 @@ async def test_a_whole_day_and_a_repeating_event(radicale: Radicale, tmp_path: P
     assert "Mon 14 Dec 2026 – Wed 16 Dec 2026 (all day)" in made.content
     assert "Mon 14 Dec 2026 – Wed 16 Dec 2026 (all day)  Trip" in listed.content
     assert "Tue 15 Dec 2026 18:00–19:00  Yoga" in listed.content and "repeats" in listed.content
-    assert listed.untrusted and not made.untrusted
+    assert listed.untrusted and made.untrusted  # the server's names and words
     trip = next(e for e in radicale.stored(work) if str(e["SUMMARY"]) == "Trip")
     assert trip.start == date(2026, 12, 14) and trip.end == date(2026, 12, 17)  # DTEND: exclusive
 

@@ -2,8 +2,9 @@
 the words and the time zone of the person asking.
 
 What an event says (its title, place, notes, who organises it) comes from whoever sent the
-invitation, so a listing is outside content: it taints the turn, and its text is marked as
-data (:func:`agent.untrusted.wrap_untrusted`). A change after such content needs the user's
+invitation, so every answer that quotes the server (a listing, the event changed, the
+calendar's name) is outside content: it taints the turn, and its text is marked as data
+(:func:`agent.untrusted.wrap_untrusted`). A change after such content needs the user's
 own words asking for it, or an approver's yes. A change that reaches other people needs the
 owner's approval (with ``tools.approvals = "ask"``; refused otherwise): inviting anyone, and
 moving or deleting an event someone else organises or others are invited to (the server
@@ -262,7 +263,8 @@ class CalendarTool(Tool):
         )
         if invited:
             said += f" Invitations go to {', '.join(invited)}."
-        return ToolResult(said)
+        # The calendar's name is the server's (a shared calendar's is someone else's words).
+        return ToolResult(wrap_untrusted("calendar event", said), untrusted=True)
 
     async def _update(self, args: dict[str, Any], zone: tzinfo) -> ToolResult:
         start = parse_time(args["start"], zone) if args.get("start") else None

@@ -36,10 +36,6 @@ class CalendarError(Exception):
     """The calendar server could not do what was asked; the message says why."""
 
 
-class CalendarLoginError(CalendarError):
-    """The server refused the account's login."""
-
-
 class CalendarChanged(CalendarError):
     """The event changed (or appeared) on the server since it was read."""
 
@@ -65,7 +61,6 @@ class Reply:
     status: int
     url: str  # where it came from, after redirects
     body: bytes
-    etag: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +129,7 @@ class CalDav:
         here = found[0] if found else None
         if here is not None and _is_calendar(here[1]):
             principal = _href(here, "d:current-user-principal")
-            addresses = await self._addresses(http, principal)
+            addresses = await self._principal_addresses(http, principal)
             return Account((_calendar(here[0], here[1]),), addresses)
         principal = None if here is None else _href(here, "d:current-user-principal")
         if principal is None:  # the root does not say: ask the well-known address
@@ -163,7 +158,7 @@ class CalDav:
             raise CalendarError(f"the account has no calendar of events under {homes[0]}")
         return Account(tuple(calendars), addresses | self._login_address())
 
-    async def _addresses(
+    async def _principal_addresses(
         self, http: aiohttp.ClientSession, principal: str | None
     ) -> frozenset[str]:
         if principal is None:
@@ -193,11 +188,10 @@ class CalDav:
             found = await self._report(http, calendar, _query(match))
         return found[0] if found else None
 
-    async def create(self, calendar: Calendar, uid: str, ical: str) -> Stored:
+    async def create(self, calendar: Calendar, uid: str, ical: str) -> None:
         """A new event at ``<calendar>/<uid>.ics``; :class:`CalendarChanged` when one is there."""
         url = urljoin(calendar.url, _safe_name(uid) + ".ics")
-        etag = await self._write("PUT", url, ical, {"If-None-Match": "*"})
-        return Stored(calendar, url, etag, ical)
+        await self._write("PUT", url, ical, {"If-None-Match": "*"})
 
     async def replace(self, stored: Stored, ical: str) -> None:
         await self._write("PUT", stored.url, ical, _if_match(stored))
@@ -246,7 +240,7 @@ class CalDav:
 
     async def _write(
         self, method: str, url: str, ical: str | None, headers: dict[str, str]
-    ) -> str | None:
+    ) -> None:
         body = None if ical is None else ical.encode()
         if body is not None:
             headers = {**headers, "Content-Type": "text/calendar; charset=utf-8"}
@@ -261,7 +255,6 @@ class CalDav:
             raise CalendarChanged("the event is no longer on the server")
         if status not in (200, 201, 204):
             raise CalendarError(f"{method} {url} answered HTTP {status}")
-        return reply.etag
 
     async def _request(
         self,
@@ -275,16 +268,21 @@ class CalDav:
             headers = {**headers, "Content-Type": "application/xml; charset=utf-8"}
         try:
             async with http.request(method, url, data=body, headers=headers) as response:
-                if response.status in (401, 403):
-                    raise CalendarLoginError(
-                        f"the calendar server refused the login (HTTP {response.status}); "
-                        "check calendar.username and calendar.password (an app password "
-                        "for iCloud, Fastmail and Nextcloud with two-factor sign-in)"
+                if response.status == 401:
+                    raise CalendarError(
+                        "the calendar server refused the login (HTTP 401); check "
+                        "calendar.username and calendar.password (an app password for "
+                        "iCloud, Fastmail and Nextcloud with two-factor sign-in)"
+                    )
+                if response.status == 403:
+                    raise CalendarError(
+                        f"the calendar server does not let this account {method} {url} "
+                        "(HTTP 403; a calendar shared read-only?)"
                     )
                 data = await response.content.read(MAX_RESPONSE_BYTES + 1)
                 if len(data) > MAX_RESPONSE_BYTES:
                     raise CalendarError(f"the answer of {url} is too large")
-                return Reply(response.status, str(response.url), data, response.headers.get("ETag"))
+                return Reply(response.status, str(response.url), data)
         except (aiohttp.ClientError, TimeoutError) as exc:
             reason = str(exc) or type(exc).__name__
             raise CalendarError(f"cannot reach the calendar server at {url}: {reason}") from None

@@ -130,10 +130,8 @@ def occurrences(stored: Stored, start: datetime, end: datetime) -> list[Occurren
     except (InvalidCalendar, ValueError) as exc:
         log.info("calendar: skipping %s: %s", stored.url, exc)
         return []
-    recurring = {
-        str(e.get("UID", "")) for e in _events(calendar) if e.get("RRULE") or e.get("RDATE")
-    }
-    return [_occurrence(event, stored.calendar.name, recurring) for event in found]
+    series = {str(e.get("UID", "")) for e in _events(calendar) if _repeats(e)}
+    return [_occurrence(event, stored.calendar.name, series) for event in found]
 
 
 def master(stored: Stored, uid: str) -> Event | None:
@@ -156,9 +154,12 @@ def people(event: Event) -> tuple[str, tuple[str, ...]]:
 
 
 def occurrence_of(event: Event, calendar: str) -> Occurrence:
-    return _occurrence(
-        event, calendar, {str(event.get("UID", ""))} if event.get("RRULE") else set()
-    )
+    """``event`` itself as an occurrence (a series: its first)."""
+    return _occurrence(event, calendar, {str(event.get("UID", ""))} if _repeats(event) else set())
+
+
+def _repeats(event: Event) -> bool:
+    return event.get("RRULE") is not None or event.get("RDATE") is not None
 
 
 def _parse(stored: Stored) -> ICalendar | None:
@@ -173,23 +174,19 @@ def _events(calendar: ICalendar) -> list[Event]:
     return [c for c in calendar.walk("VEVENT") if isinstance(c, Event)]
 
 
-def _occurrence(event: Any, calendar: str, recurring: set[str]) -> Occurrence:
+def _occurrence(event: Any, calendar: str, series: set[str]) -> Occurrence:
     organizer, attendees = people(event)
-    start = event.decoded("DTSTART")
-    end = event.decoded("DTEND", None)
-    if end is None and event.get("DURATION") is not None:
-        end = start + event.decoded("DURATION")
     uid = str(event.get("UID", ""))
     return Occurrence(
         uid=uid,
         title=str(event.get("SUMMARY", "")).strip() or "(no title)",
-        start=start,
-        end=end,
+        start=event.decoded("DTSTART"),
+        end=_end_of(event),
         location=str(event.get("LOCATION", "")).strip(),
         notes=str(event.get("DESCRIPTION", "")).strip(),
         organizer=organizer,
         attendees=attendees,
-        recurring=uid in recurring,
+        recurring=uid in series,
         calendar=calendar,
     )
 

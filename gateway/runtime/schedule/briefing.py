@@ -65,7 +65,7 @@ class Briefing:
 
     async def next_run(self, now: datetime) -> datetime:
         """The first briefing time after ``now``, in the owner's zone."""
-        zone = await self._agenda.zone_of(await self._homes.get())
+        zone = await self._agenda.zone_of(await heartbeat_target(self._heartbeat, self._homes))
         local = now.astimezone(zone)
         due = datetime.combine(local.date(), self.at, tzinfo=zone)
         return (

@@ -33,7 +33,7 @@ from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 
-MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn")
+MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn", "calendar", "generate_image")
 GROUP_DENY = ("exec", "write_file", "edit_file", "cron", "spawn", "memory_write", "memory_patch")
 TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 

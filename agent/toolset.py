@@ -70,4 +70,13 @@ def default_tools(
         from agent.tools.email import SendEmail  # noqa: PLC0415
 
         tools.append(SendEmail(mail, sender_name=settings.agent.name, audit_log=audit_log))
+    if settings.calendar.enabled:  # iCalendar and the CalDAV client load only when configured
+        from agent.calendar.caldav import CalDav  # noqa: PLC0415
+        from agent.tools.calendar import CalendarTool  # noqa: PLC0415
+
+        tools.append(CalendarTool(CalDav(settings.calendar), default_zone=settings.timezone))
+    if settings.images.enabled:
+        from agent.tools.images import GenerateImage, ImagesEndpoint  # noqa: PLC0415
+
+        tools.append(GenerateImage(ImagesEndpoint(settings.images)))
     return tools

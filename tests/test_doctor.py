@@ -504,6 +504,7 @@ async def test_doctor_passes_with_a_working_channel(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(150)  # four command-line processes, each checking the browser and models
 async def test_switchboard_doctor_exit_code_follows_the_channel_login(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

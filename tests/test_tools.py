@@ -193,9 +193,13 @@ def test_every_built_in_tool_has_a_valid_argument_schema(make_settings: Settings
     """Validators are built on a tool's first call; this keeps a broken schema from
     waiting for that call to show."""
     settings = make_settings(
-        agents={"helper": {}}, email={"smtp_host": "127.0.0.1", "from_address": "bot@example.org"}
+        agents={"helper": {}},
+        email={"smtp_host": "127.0.0.1", "from_address": "bot@example.org"},
+        calendar={"url": "https://dav.example.org/"},
+        images={"api_key": "sk-images-123456"},
     )
     tools = list(Gateway(settings).tools)
-    assert {"send_email", "send_to_agent", "read_file", "cron"} <= {t.name for t in tools}
+    expected = {"send_email", "send_to_agent", "read_file", "cron", "calendar", "generate_image"}
+    assert expected <= {t.name for t in tools}
     for tool in tools:
         Draft202012Validator.check_schema(tool.parameters)

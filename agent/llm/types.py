@@ -104,6 +104,7 @@ class Usage:
     cache_write_tokens: int = 0
     # Of input + output, how many we counted (tiktoken) because the server reported none.
     estimated_tokens: int = 0
+    images: int = 0  # pictures made (generate_image): priced per picture, not per token
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -112,6 +113,7 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.estimated_tokens + other.estimated_tokens,
+            self.images + other.images,
         )
 
 

@@ -160,10 +160,11 @@ class Tool(ABC):
         of the turn may be stale and a repeated call runs again (see agent.guards.dedupe)."""
         return self.side_effects and args.get("action") not in self.read_actions
 
-    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+    async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         """A refusal of this call that the owner could waive, found before it runs (a
-        recipient a member typed, a member's cross-chat send), so the turn can wait for
-        approval before anything starts. ``run`` still enforces it unless ``ctx.approved``."""
+        recipient a member typed, a member's cross-chat send, an event someone else
+        organises: the calendar asks its server), so the turn can wait for approval before
+        anything starts. ``run`` still enforces it unless ``ctx.approved``."""
         return None
 
     def reach(self, ctx: ToolContext) -> str:

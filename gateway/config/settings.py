@@ -39,6 +39,7 @@ from gateway.config.agents import (
 from gateway.config.channels import ChannelSection, LiveChannelSection, StrList, WebSettings
 from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
+from gateway.config.integrations import CalendarSettings, ImagesSettings
 from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
@@ -152,7 +153,14 @@ class WebToolSettings(Section):
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
-    member_deny: StrList = ("exec", "write_file", "edit_file", "spawn")
+    member_deny: StrList = (
+        "exec",
+        "write_file",
+        "edit_file",
+        "spawn",
+        "calendar",
+        "generate_image",
+    )
     group_deny: StrList = (
         "exec",
         "write_file",
@@ -280,6 +288,8 @@ class _Leading(BaseSettings):
     mcp: McpSettings = McpSettings()
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
     memory: MemorySettings = MemorySettings()  # recall of past conversations
+    calendar: CalendarSettings = CalendarSettings()  # one CalDAV account, for the owner
+    images: ImagesSettings = ImagesSettings()  # pictures made on request
 
 
 class _Trailing(BaseSettings):
@@ -386,6 +396,19 @@ class Settings(_Trailing, _Channels, _Leading):
     def timezone(self) -> str:
         """The gateway's default time zone (``user.timezone``; UTC when unset)."""
         return self.user.timezone or "UTC"
+
+    def cost(
+        self, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, images: int = 0
+    ) -> float | None:
+        """USD at the configured prices: tokens at ``llm``'s, pictures at ``images``'; None
+        when nothing of it has a price."""
+        tokens = self.llm.cost(
+            input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached_tokens
+        )
+        pictures = self.images.cost(images) if images else None
+        if tokens is None and pictures is None:
+            return None
+        return (tokens or 0.0) + (pictures or 0.0)
 
     @model_validator(mode="after")
     def _separate_credentials(self) -> Settings:

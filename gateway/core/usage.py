@@ -13,3 +13,4 @@ class Purpose(enum.StrEnum):
     PAGE = "page"  # condensing a long web page for web_fetch
     SUMMARY = "summary"  # summarizing a long conversation
     REFLECTION = "reflection"  # updating memory after a turn
+    IMAGE = "image"  # a picture made by the images endpoint (generate_image)

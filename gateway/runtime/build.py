@@ -59,6 +59,8 @@ from gateway.runtime.people.chat_book import ChatBook
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload, live_settings
+from gateway.runtime.schedule.agenda import OwnersAgenda
+from gateway.runtime.schedule.briefing import Briefing
 from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
@@ -114,6 +116,15 @@ class Parts:
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
     workers: tuple[OutboundWorker, ...]
+
+
+def owners_agenda(settings: Settings, zones: Zones) -> OwnersAgenda | None:
+    """The owner's calendar for scheduled turns, when ``[calendar]`` is configured."""
+    if not settings.calendar.enabled:
+        return None
+    from agent.calendar.caldav import CalDav  # noqa: PLC0415 - iCalendar loads when used
+
+    return OwnersAgenda(CalDav(settings.calendar), zones)
 
 
 def guard_for(settings: Settings, load: NodeLoad) -> Guard:
@@ -361,6 +372,7 @@ def build(
         ),
     )
     # -- work that starts on its own, and delivery
+    agenda = owners_agenda(settings, zones)
     scheduler = Scheduler(
         settings,
         jobs=store.jobs,
@@ -373,10 +385,18 @@ def build(
             usage=store.usage,
             homes=store.homes,
             timezone=settings.timezone,
+            agenda=agenda if settings.calendar.heartbeat else None,
         ),
         housekeep=housekeeping(store, settings),
         clock=clock,
         zones=zones,
+        briefing=(
+            Briefing(
+                settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
+            )
+            if agenda is not None and settings.calendar.briefing
+            else None
+        ),
     )
     workers = tuple(
         OutboundWorker(

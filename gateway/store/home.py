@@ -23,6 +23,7 @@ KEY = "last_chat"  # the kv row (its name kept from before it was typed)
 class HomeChat:
     chat: ChatRef
     chat_type: ChatType = ChatType.DM
+    person: str | None = None  # the owner who wrote there ("channel:sender id"): whose zone
 
     @property
     def local(self) -> bool:
@@ -38,6 +39,7 @@ class HomeChat:
             "chat_id": self.chat.chat_id,
             "thread_id": self.chat.thread_id,
             "chat_type": self.chat_type.value,
+            "person": self.person,
         }
 
     @classmethod
@@ -45,7 +47,8 @@ class HomeChat:
         if not isinstance(value, dict) or not value.get("channel") or not value.get("chat_id"):
             return None
         chat = ChatRef(str(value["channel"]), str(value["chat_id"]), value.get("thread_id"))
-        return cls(chat, ChatType(value.get("chat_type") or "dm"))
+        person = value.get("person")
+        return cls(chat, ChatType(value.get("chat_type") or "dm"), str(person) if person else None)
 
 
 class HomeChats:

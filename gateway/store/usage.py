@@ -1,5 +1,6 @@
 """Token usage of every model call, as the provider reported it (for status, budgets, cost);
-``estimated_tokens`` says how many we counted ourselves because the server reported none.
+``estimated_tokens`` says how many we counted ourselves because the server reported none;
+``images`` counts the pictures a call made (priced per picture: ``images.price_per_image``).
 
 A turn's calls are committed with the turn, one row per purpose and model (keyed by the
 turn, so a repeated commit stores nothing twice); calls outside a turn (reflection, a
@@ -34,6 +35,7 @@ _REPLACE = ", ".join(
         "cache_read_tokens",
         "cache_write_tokens",
         "estimated_tokens",
+        "images",
     ]
 )
 
@@ -50,6 +52,7 @@ class UsageRecord:
     principal: str | None = None  # "channel:sender id" of the person it is charged to
     purpose: Purpose = Purpose.TURN
     estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
+    images: int = 0  # pictures made
 
     def insert_statement(
         self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""
@@ -59,7 +62,7 @@ class UsageRecord:
         conn.execute(
             "INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal,"
             " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
-            " estimated_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " estimated_tokens, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             f" ON CONFLICT (id) DO UPDATE SET {_REPLACE}",
             (
                 row_id or f"{turn_id}:{self.purpose}:{self.model}",
@@ -75,6 +78,7 @@ class UsageRecord:
                 self.cache_read_tokens,
                 self.cache_write_tokens,
                 self.estimated_tokens,
+                self.images,
             ),
         )
 
@@ -87,6 +91,7 @@ class UsageTotals:
     output_tokens: int
     cache_read_tokens: int
     estimated_tokens: int = 0  # of input + output: counted by us, not reported
+    images: int = 0  # pictures made
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +136,13 @@ class UsageReport:
         def query(conn: Connection) -> list[UsageTotals]:
             rows = conn.execute(
                 f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
-                f" SUM(cache_read_tokens), SUM(estimated_tokens) FROM usage WHERE at >= ?"
-                f" GROUP BY {group} ORDER BY 1",
+                f" SUM(cache_read_tokens), SUM(estimated_tokens), SUM(images) FROM usage"
+                f" WHERE at >= ? GROUP BY {group} ORDER BY 1",
                 (cutoff,),
             )
             return [
-                UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e))
-                for k, n, i, o, c, e in rows
+                UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e), int(p))
+                for k, n, i, o, c, e, p in rows
             ]
 
         return await self._db.run(query, durable=False)
@@ -149,12 +154,14 @@ class UsageReport:
             row = conn.execute(
                 "SELECT COUNT(DISTINCT turn_id), COALESCE(SUM(input_tokens), 0),"
                 " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
-                " COALESCE(SUM(estimated_tokens), 0) FROM usage"
+                " COALESCE(SUM(estimated_tokens), 0), COALESCE(SUM(images), 0) FROM usage"
                 " WHERE at >= ? AND (? IS NULL OR principal = ?)",
                 (since, principal, principal),
             ).fetchone()
-            turns, i, o, c, e = row
-            return UsageTotals(principal or "", int(turns), int(i), int(o), int(c), int(e))
+            turns, i, o, c, e, images = row
+            return UsageTotals(
+                principal or "", int(turns), int(i), int(o), int(c), int(e), int(images)
+            )
 
         return await self._db.run(query, durable=False)
 

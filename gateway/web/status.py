@@ -20,7 +20,7 @@ from gateway.core.system.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:
-    from gateway.config.settings import LLMSettings
+    from gateway.config.settings import Settings
     from gateway.web.view import GatewayView
 
 # The workspace files the agent reads into every prompt (agent/context.py), plus the
@@ -49,14 +49,16 @@ class Totals:
     output_tokens: int
     cache_read_tokens: int
     estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
+    images: int = 0  # pictures made
 
 
-def estimated_cost(llm: LLMSettings, t: Totals) -> float | None:
-    """USD from the configured prices per million tokens; None when no price is set."""
-    return llm.cost(
+def estimated_cost(settings: Settings, t: Totals) -> float | None:
+    """USD from the configured prices (tokens, pictures); None when no price is set."""
+    return settings.cost(
         input_tokens=t.input_tokens,
         output_tokens=t.output_tokens,
         cached_tokens=t.cache_read_tokens,
+        images=t.images,
     )
 
 
@@ -176,7 +178,8 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
         by_day = _group(turns, lambda t: time.strftime("%Y-%m-%d", time.localtime(t.finished_at)))
         by_chat = _group(turns, lambda t: t.session_key)
         source = "traces"
-    llm = gateway.settings.llm
+    settings = gateway.settings
+    llm, images = settings.llm, settings.images
 
     def rows(totals: list[Totals]) -> list[dict[str, Any]]:
         return [
@@ -187,7 +190,8 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
                 "output_tokens": t.output_tokens,
                 "cache_read_tokens": t.cache_read_tokens,
                 "estimated_tokens": t.estimated_tokens,
-                "cost": estimated_cost(llm, t),
+                "images": t.images,
+                "cost": estimated_cost(settings, t),
             }
             for t in totals
         ]
@@ -195,13 +199,14 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
     return {
         "source": source,
         "priced": llm.input_price_per_million is not None
-        or llm.output_price_per_million is not None,
+        or llm.output_price_per_million is not None
+        or images.price_per_image is not None,
         "by_day": rows(sorted(by_day, key=lambda t: t.key, reverse=True)),
         "by_chat": rows(sorted(by_chat, key=lambda t: -(t.input_tokens + t.output_tokens))),
     }
 
 
-def _fields(u: Any) -> tuple[str, int, int, int, int, int]:
+def _fields(u: Any) -> tuple[str, int, int, int, int, int, int]:
     return (
         u.key,
         u.turns,
@@ -209,6 +214,7 @@ def _fields(u: Any) -> tuple[str, int, int, int, int, int]:
         u.output_tokens,
         u.cache_read_tokens,
         u.estimated_tokens,
+        u.images,
     )
 
 

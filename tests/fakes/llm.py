@@ -1,13 +1,17 @@
-"""A scripted fake of the OpenAI Chat Completions and Anthropic Messages APIs.
+"""A scripted fake of the OpenAI Chat Completions and Anthropic Messages APIs, and of
+OpenAI's images endpoint.
 
 The real ``openai`` and ``anthropic`` SDKs talk to it over HTTP on 127.0.0.1. Tests queue
 steps (a text answer, tool calls, an HTTP error, a held response) that are served in order;
 when the script is empty a ``responder`` function decides. Every request is recorded.
+``/v1/images/generations`` answers with :data:`PICTURE` (as base64, or as an address to
+fetch, ``image_answer``) or with an error, and records each request in ``pictures``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import re
@@ -22,6 +26,10 @@ from aiohttp import web
 from tests.fakes.llm_anthropic import AnthropicWire, pieces
 
 ServerKind = Literal["llama.cpp", "ollama", "ollama-default", "vllm", "lm-studio"]
+# A 1x1 PNG: what the fake images endpoint makes.
+PICTURE = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,9 @@ class FakeLLM(AnthropicWire):
         # /v1/embeddings: the texts asked for, and an HTTP status to answer instead (a failure)
         self.embedded: list[str] = []
         self.embeddings_status = 200
+        # The images endpoint: each request (body and headers), and how it answers.
+        self.pictures: list[Recorded] = []
+        self.image_answer: Literal["b64_json", "url", "refuse"] = "b64_json"
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -264,6 +275,8 @@ class FakeLLM(AnthropicWire):
         app.router.add_post("/api/show", self._ollama_show)
         app.router.add_get("/api/v0/models", self._lm_studio_models)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/images/generations", self._images)
+        app.router.add_get("/files/picture.png", self._picture)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -322,6 +335,23 @@ class FakeLLM(AnthropicWire):
         code = "context_length_exceeded"
         body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
         return web.json_response(body, status=400)
+
+    # -- images -----------------------------------------------------------------------------
+
+    async def _images(self, request: web.Request) -> web.Response:
+        self.pictures.append(Recorded(request.path, await request.json(), dict(request.headers)))
+        if self.image_answer == "refuse":
+            message = "Your request was rejected by the safety system."
+            body = {"error": {"message": message, "type": "image_generation_user_error"}}
+            return web.json_response(body, status=400)
+        if self.image_answer == "url":
+            item = {"url": f"http://127.0.0.1:{self.port}/files/picture.png"}
+        else:
+            item = {"b64_json": base64.b64encode(PICTURE).decode()}
+        return web.json_response({"created": 0, "data": [item]})
+
+    async def _picture(self, request: web.Request) -> web.Response:
+        return web.Response(body=PICTURE, content_type="image/png")
 
     # -- what a local server says about its window ------------------------------------------
 

@@ -15,6 +15,7 @@ import pytest
 if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import discord.py
     from tests.fakes.discord import FakeDiscord
     from tests.fakes.mailservers import SmtpSink
+    from tests.fakes.radicale import Radicale
     from tests.fakes.slack import FakeSlack
     from tests.fakes.synapse import Homeserver
     from tests.fakes.telegram import FakeTelegram
@@ -88,4 +89,13 @@ def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]
     from tests.fakes.synapse import start_homeserver
 
     with start_homeserver(tmp_path_factory) as server:
+        yield server
+
+
+@pytest.fixture
+def radicale(tmp_path: Path) -> Iterator[Radicale]:
+    """A real CalDAV server (Radicale) on 127.0.0.1 for one test (tests/fakes/radicale.py)."""
+    from tests.fakes.radicale import start_radicale
+
+    with start_radicale(tmp_path / "radicale") as server:
         yield server

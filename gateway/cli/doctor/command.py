@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gateway.cli.doctor.checks import Check, Status
 from gateway.cli.doctor.connect import connect_checks
 from gateway.cli.doctor.files import file_checks
+from gateway.cli.doctor.integrations import calendar_check
 from gateway.cli.doctor.memory import memory_checks
 from gateway.cli.doctor.models import llm_key_check, llm_reachability, other_model_checks
 from gateway.cli.doctor.probes import PROBE_TIMEOUT, channel_checks, probe_channel
@@ -51,7 +52,8 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 DESCRIPTION = (
     "Check the configuration, every model (one test request each: the primary, its "
     "fallbacks, other agents' models), the workspace, the exec sandbox, "
-    "risky settings, every channel's login, webhooks and the API, each with what to do. "
+    "risky settings, every channel's login, webhooks and the API, the calendar's login, "
+    "each with what to do. "
     "Exit code 1 when a check fails."
 )
 
@@ -213,7 +215,7 @@ async def run_doctor(
     # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
     primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
-    llm, others, channels, mcp, browser, connect, memory = await asyncio.gather(
+    llm, others, channels, mcp, browser, connect, memory, calendar = await asyncio.gather(
         asyncio.gather(*primary),
         other_model_checks(settings),
         channel_checks(settings),
@@ -221,8 +223,9 @@ async def run_doctor(
         browser_check(settings),
         connect_checks(settings),
         memory_checks(settings),
+        calendar_check(settings),
     )
-    checks += [*llm, *others, *channels, *mcp, *browser, *connect, *memory]
+    checks += [*llm, *others, *channels, *mcp, *browser, *connect, *memory, *calendar]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

@@ -189,14 +189,18 @@ class Commands:
         for label, since in (("today", day), ("this month", month)):
             spent = await self._store.usage.spent(since.timestamp(), principal=principal.person)
             tokens = spent.input_tokens + spent.output_tokens
-            cost = settings.llm.cost(
+            cost = settings.cost(
                 input_tokens=spent.input_tokens,
                 output_tokens=spent.output_tokens,
                 cached_tokens=spent.cache_read_tokens,
+                images=spent.images,
             )
             money = f", about ${cost:.2f}" if cost is not None else ""
             turns = f"{spent.turns} turn" + ("" if spent.turns == 1 else "s")
-            lines.append(f"- {label}: {tokens:,} tokens in {turns}{money}")
+            made = f", {spent.images} picture" + ("" if spent.images == 1 else "s")
+            lines.append(
+                f"- {label}: {tokens:,} tokens in {turns}{made if spent.images else ''}{money}"
+            )
         limits = settings.limits
         if principal.is_owner:
             lines.append("Limits: none (you are the owner).")

@@ -122,10 +122,11 @@ class StatusText:
 
     def _spent(self, totals: UsageTotals) -> str:
         tokens = totals.input_tokens + totals.output_tokens
-        cost = self._settings.llm.cost(
+        cost = self._settings.cost(
             input_tokens=totals.input_tokens,
             output_tokens=totals.output_tokens,
             cached_tokens=totals.cache_read_tokens,
+            images=totals.images,
         )
         return f"{tokens:,} tokens" + (f" (about ${cost:.2f})" if cost is not None else "")
 

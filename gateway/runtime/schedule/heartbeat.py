@@ -4,13 +4,17 @@ Every rule that can skip a tick runs before any model call: nothing due in HEART
 (empty, or headings and comments only), quiet hours in the user's time zone, the previous
 heartbeat still running, nowhere to deliver, the target chat rate-limited, or today's token
 budget for heartbeats spent. Peers burned tokens on all of these.
+
+With ``calendar.heartbeat`` the check-in also sees the rest of the day's events (read
+before the model call, in the owner's zone); they are outside content, so such a check-in
+is tainted: an invitation's words cannot make it act.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, time
+from datetime import datetime, time, timedelta
 from pathlib import Path
 
 from gateway.config.settings import HeartbeatSettings
@@ -19,6 +23,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
+from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChat, HomeChats, Outbox, UsageReport
 
@@ -33,6 +38,11 @@ Heartbeat check-in. These are the standing tasks from HEARTBEAT.md:
 
 Do what is due now (use your tools if needed) and write the message the user should get. \
 If nothing needs the user's attention right now, reply exactly HEARTBEAT_OK."""
+CALENDAR = """
+
+The rest of the owner's day in their calendar (times in {zone}):
+
+{events}"""
 
 
 def has_tasks(text: str) -> bool:
@@ -67,6 +77,7 @@ class Heartbeat:
         usage: UsageReport,
         homes: HomeChats,
         timezone: str = "UTC",
+        agenda: OwnersAgenda | None = None,
     ) -> None:
         self.settings = settings
         self.timezone = timezone  # user.timezone: the owner's quiet hours
@@ -74,6 +85,7 @@ class Heartbeat:
         self._outbox = outbox
         self._usage = usage
         self._homes = homes
+        self._agenda = agenda  # calendar.heartbeat: the rest of the day's events
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
@@ -94,12 +106,12 @@ class Heartbeat:
             tasks = ""
         if not has_tasks(tasks):
             return Skip("HEARTBEAT.md has no tasks")
-        target = await self._target()
-        if target is None:
+        home = await self._target()
+        if home is None:
             return Skip(
                 "no chat to deliver to yet (the owner has not written in a DM, and heartbeat.target is unset)"
             )
-        chat, chat_type = target
+        chat, chat_type = home.chat, home.chat_type
         if await self._outbox.chat_held(chat.channel, chat.session_key, now.timestamp()):
             return Skip(f"{chat.session_key} is rate-limited")
         spent = await self._usage.tokens_today("heartbeat:")
@@ -108,22 +120,34 @@ class Heartbeat:
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
         principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
+        prompt = PROMPT.format(tasks=tasks.strip())
+        events = await self._rest_of_day(home, now)
         run = ScheduledRun(
             kind=TurnKind.HEARTBEAT,
             session_key=SESSION,
             chat=chat,
             principal=principal,
-            prompt=PROMPT.format(tasks=tasks.strip()),
+            prompt=prompt if events is None else prompt + events,
             history_limit=HISTORY_LIMIT,
             authorising_texts=(tasks,),  # the owner wrote HEARTBEAT.md; our template did not
+            tainted=events is not None,  # invitations are anyone's words
         )
         self._running = run
         return run
 
-    async def _target(self) -> tuple[ChatRef, ChatType] | None:
+    async def _target(self) -> HomeChat | None:
         found = await heartbeat_target(self.settings, self._homes)
         self.target = None if found is None else found.label
-        return None if found is None else (found.chat, found.chat_type)
+        return found
+
+    async def _rest_of_day(self, home: HomeChat, now: datetime) -> str | None:
+        if self._agenda is None:
+            return None
+        zone = await self._agenda.zone_of(home)
+        local = now.astimezone(zone)
+        midnight = datetime.combine(local.date() + timedelta(days=1), time(), tzinfo=zone)
+        events = await self._agenda.events(local, midnight)
+        return None if events is None else CALENDAR.format(zone=zone, events=events)
 
     async def look_up_target(self) -> None:
         """Where check-ins go, for the status page (``target``)."""

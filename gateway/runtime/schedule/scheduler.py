@@ -1,4 +1,5 @@
-"""The scheduler: scheduled jobs, heartbeat ticks and housekeeping, on an injectable clock.
+"""The scheduler: scheduled jobs, heartbeat ticks, the morning briefing and housekeeping, on
+an injectable clock.
 
 Jobs persist in SQLite. A run is recorded *before* it is handed to the dispatcher, so a job
 runs at most once per due time, even across crashes. After downtime every overdue job runs
@@ -25,6 +26,7 @@ from gateway.core.scheduling import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.people.zones import Zones
+from gateway.runtime.schedule.briefing import Briefing
 from gateway.runtime.schedule.heartbeat import Heartbeat, Skip
 from gateway.runtime.schedule.housekeeping import Housekeeping
 from gateway.runtime.schedule.jobs import JobBook
@@ -50,6 +52,7 @@ class Scheduler(Service):
         housekeep: Housekeeping,
         clock: Clock,
         zones: Zones,
+        briefing: Briefing | None = None,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),  # noqa: S311
     ) -> None:
         self._settings = settings
@@ -57,6 +60,7 @@ class Scheduler(Service):
         self._housekeep = housekeep  # prunes the store and old traces, once a day
         self._dispatcher = dispatcher
         self._heartbeat = heartbeat
+        self._briefing = briefing  # calendar.briefing: the day's events each morning
         self._clock = clock
         self._jitter = jitter
         self._zones = zones  # a job's owner's quiet hours, in their zone
@@ -64,6 +68,7 @@ class Scheduler(Service):
         self._wake = book.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
+        self._next_briefing: datetime | None = None
         self._next_prune: datetime | None = None
         # When housekeeping last ran and what it removed; ``housekept`` is set after each run.
         self.last_housekeeping: tuple[datetime, dict[str, int]] | None = None
@@ -79,6 +84,8 @@ class Scheduler(Service):
             self._next_heartbeat = now + timedelta(
                 seconds=self._heartbeat.settings.interval_seconds
             )
+        if self._briefing is not None:
+            self._next_briefing = await self._briefing.wake_after(now)
         self._next_prune = now + timedelta(minutes=5)
         self._task = asyncio.create_task(self._loop(), name="scheduler")
 
@@ -127,13 +134,16 @@ class Scheduler(Service):
             await self._fire(job, now)
         if self._next_heartbeat is not None and self._next_heartbeat <= now:
             await self._beat(now)
+        if self._next_briefing is not None and self._next_briefing <= now:
+            await self._brief(now)
         if self._next_prune is not None and self._next_prune <= now:
             self._next_prune = now + PRUNE_EVERY
             removed = await self._housekeep(now.timestamp())
             self.last_housekeeping = (now, removed)
             self.housekept.set()
         deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
-        deadlines += [d for d in (self._next_heartbeat, self._next_prune) if d is not None]
+        planned = (self._next_heartbeat, self._next_briefing, self._next_prune)
+        deadlines += [d for d in planned if d is not None]
         self._wake.clear()
         await self._clock.sleep_until(min(deadlines, default=now + timedelta(hours=1)), self._wake)
         if self._wake.is_set():
@@ -183,6 +193,17 @@ class Scheduler(Service):
             return
         self._dispatcher.submit(plan)
 
+    async def _brief(self, now: datetime) -> None:
+        briefing = self._briefing
+        assert briefing is not None
+        if await briefing.due(now):
+            plan = await briefing.plan(now)
+            if isinstance(plan, Skip):
+                log.info("morning briefing skipped: %s", plan.reason)
+            else:
+                self._dispatcher.submit(plan)
+        self._next_briefing = await briefing.wake_after(now)
+
     # -- the status page's view -----------------------------------------------------------
 
     def snapshot(self) -> list[ScheduledItem]:
@@ -199,6 +220,13 @@ class Scheduler(Service):
                     f"every {every} seconds",
                     self._next_heartbeat,
                     self._heartbeat.target,
+                )
+            )
+        if self._briefing is not None:
+            at = f"every day at {self._briefing.at:%H:%M}"
+            items.append(
+                ScheduledItem(
+                    "briefing", TurnKind.CRON, at, self._briefing.next_at, self._heartbeat.target
                 )
             )
         return items

@@ -28,6 +28,7 @@ def usage_record(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         estimated_tokens=usage.estimated_tokens,
+        images=usage.images,
         principal=principal,
         purpose=purpose,
     )
@@ -40,7 +41,7 @@ def turn_usage(
     return [
         usage_record(session_key, e.model, e.usage, e.purpose, principal)
         for e in entries
-        if e.usage.input_tokens or e.usage.output_tokens
+        if e.usage.input_tokens or e.usage.output_tokens or e.usage.images
     ]
 
 

@@ -185,7 +185,7 @@ class ChatTurns:
             return None
         if not self._home_read:
             self._known_home, self._home_read = await self._homes.get(), True
-        candidate = HomeChat(msg.chat, msg.chat_type)
+        candidate = HomeChat(msg.chat, msg.chat_type, principal.person)
         if candidate == self._known_home or not replaces(candidate, self._known_home):
             return None
         return candidate

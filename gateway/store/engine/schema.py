@@ -494,6 +494,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent, path, digest)
     );
     """,
+    # v25 (issue 48): pictures made (generate_image) are counted, and priced per picture
+    """
+    ALTER TABLE usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -148,9 +148,11 @@
   function usage(data) {
     const u = data.usage;
     const about = (r) => (r.estimated_tokens ? "≈ " : "");
-    const row = (r) => [r.key, r.turns, about(r) + number(r.input_tokens), about(r) + number(r.output_tokens), cost(r.cost)];
+    const pictures = [...u.by_day, ...u.by_chat].some((r) => r.images);
+    const made = (r) => (pictures ? [number(r.images)] : []);
+    const row = (r) => [r.key, r.turns, about(r) + number(r.input_tokens), about(r) + number(r.output_tokens), ...made(r), cost(r.cost)];
     const estimated = [...u.by_day, ...u.by_chat].some((r) => r.estimated_tokens);
-    const headers = ["", "Turns", "Input tokens", "Output tokens", "Est. cost"];
+    const headers = ["", "Turns", "Input tokens", "Output tokens", ...(pictures ? ["Pictures"] : []), "Est. cost"];
     $("usage").replaceChildren(
       el("h3", {}, "Per day"),
       table(["Day", ...headers.slice(1)], u.by_day.map(row)),
@@ -160,7 +162,7 @@
         "p",
         { class: "muted" },
         `Last 30 days, from the ${u.source}. `,
-        u.priced ? "Cost uses the prices in [llm]." : "Set llm.input_price_per_million and llm.output_price_per_million for cost estimates.",
+        u.priced ? "Cost uses the prices in [llm] (pictures: images.price_per_image)." : "Set llm.input_price_per_million and llm.output_price_per_million for cost estimates.",
         estimated ? " ≈: counted by Switchboard (tiktoken) where the model's server reported no usage." : "",
       ),
     );

@@ -47,7 +47,7 @@ from agent.turn.outcome import (
     provider_notice,
     stop_notice,
 )
-from agent.turn.scope import authorising_texts, file_view, resumed_state
+from agent.turn.scope import authorising_texts, file_view, loaded_skills, resumed_state
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
 from gateway.core.principal import Principal
@@ -197,10 +197,14 @@ class Agent:
         registry = self.executor.registry
         if self.tool_source is not None:
             await self.tool_source.prepare(registry, request.principal)
+        texts = [m.text for m in request.messages] or [request.prompt or ""]
+        routed = await self.context.skills.route(texts)  # the owner's skills, by `when:`
+        bounds = self.context.skills.bounds([r.skill.name for r in routed])
         tools = registry.specs(
             lambda t: (
                 self.policy.offered(t, request.principal)
                 and fits(t, kind=request.kind, task=kind)
+                and bounds.tool_refusal(t.name) is None  # what the loaded skills declared
                 and t.available()
             )
         )
@@ -215,11 +219,9 @@ class Agent:
         now = self._now(request)
         new: list[ChatMessage] = []  # this turn's messages; one with a document taints it
         if not checkpoints:
-            texts = [m.text for m in request.messages] or [request.prompt or ""]
             helpers = guidance(texts, [t.name for t in tools])
             if helpers:
                 trace.add("prompt_helpers", helpers=[h.name for h in helpers])
-            routed = await self.context.skills.route(texts)  # the owner's skills, by `when:`
             for skill in routed:
                 trace.add(
                     "skill", skill=skill.skill.name, trigger=skill.trigger, matched=skill.matched
@@ -233,6 +235,9 @@ class Agent:
             request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
         )
         turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
+        # A resumed turn keeps the bounds of the skills it had loaded with get_skill too.
+        loaded = [*(r.skill.name for r in routed), *loaded_skills(checkpoints)]
+        turn_state.bounds = self.context.skills.bounds(loaded)
         turn_state.meter = meter
         turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
@@ -322,7 +327,14 @@ class Agent:
         # Work after the turn is charged to the same person, recorded on its own.
         self.window.after_turn(request.session_key, system, tools, conversation, charge)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
-        if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
+        # A turn held to a skill's bounds writes no memory afterwards unless the skill may.
+        remembers = state.bounds.tool_refusal("memory_write") is None
+        if (
+            self.config.reflection
+            and request.kind is TurnKind.CHAT
+            and not result.failed
+            and remembers
+        ):
             recent = _current_exchange(conversation)
             if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
                 self._spawn(self._reflect(request, recent, charge.detached()))
@@ -460,6 +472,9 @@ class Agent:
     def _tool_context(
         self, request: TurnRequest, call_id: str, state: TurnState, workspace: Workspace
     ) -> ToolContext:
+        bounds = state.bounds
+        if bounds.narrowed:  # from the moment the turn loaded a skill that bounds it
+            workspace = workspace.confined(bounds.paths(), reads=bounds.folders(), by=bounds.who())
         return ToolContext(
             turn_id=request.turn_id,
             call_id=call_id,

@@ -46,7 +46,7 @@ import yaml
 from agent.skills.lock import LOCK_FILE, LockError, SkillLock
 from agent.skills.permissions import DeclarationError, Permissions, declared
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
-from agent.tools.bounds import Grant
+from agent.tools.bounds import Bounds, Grant
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +294,16 @@ class SkillLibrary:
     def find(self, name: str) -> Skill | None:
         wanted = name.strip().lower()
         return next((s for s in self.skills() if s.name.lower() == wanted), None)
+
+    def bounds(self, names: Sequence[str]) -> Bounds:
+        """What a turn that loaded the skills ``names`` keeps (those that bound it)."""
+        bounds = Bounds()
+        for name in names:
+            skill = self.find(name)
+            grant = skill.grant() if skill is not None else None
+            if grant is not None:
+                bounds = bounds.with_grant(grant)
+        return bounds
 
     def body(self, skill: Skill) -> str:
         """The skill's instructions, after checking its files are still the approved ones

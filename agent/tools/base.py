@@ -148,6 +148,9 @@ class Tool(ABC):
     # Rarely used: its schema waits behind find_tools (named in its description), so the
     # tokens of every model call go to the tools most turns use.
     rarely_used: ClassVar[bool] = False
+    # Another tool whose work this one does under the hood (a skill's script is a command,
+    # like exec): the person's policy refuses this one wherever it refuses that one.
+    runs_as: ClassVar[str] = ""
 
     @property
     def side_effects(self) -> bool:

@@ -97,6 +97,12 @@ class Bounds:
     def folders(self) -> tuple[Path, ...]:
         return tuple(g.folder for g in self.grants)
 
+    def who(self) -> str:
+        """The skills that narrow the turn, and the paths they leave it, in words."""
+        names = " and ".join(repr(g.skill) for g in self.grants)
+        paths = ", ".join(self.paths()) or "none but its own folder"
+        return f"the skill{'s' if len(self.grants) > 1 else ''} {names} (paths: {paths})"
+
 
 def _inside(path: str, folder: str) -> bool:
     mine, theirs = Path(path).parts, Path(folder).parts

@@ -83,6 +83,20 @@ def resumed_state(checkpoints: Sequence[ChatMessage], *, chat: ChatRef, tainted:
     return TurnState(sent_texts=sent, read_untrusted=untrusted, files=files)
 
 
+def loaded_skills(checkpoints: Sequence[ChatMessage]) -> list[str]:
+    """The skills a turn loaded with ``get_skill`` before it was interrupted (their bounds
+    hold again when it resumes)."""
+    results = {m.tool_call_id: m for m in checkpoints if m.role == "tool"}
+    return [
+        str(_arguments(call.arguments).get("name", ""))
+        for message in checkpoints
+        for call in message.tool_calls
+        if call.name == "get_skill"
+        and (result := results.get(call.id)) is not None
+        and not result.is_error
+    ]
+
+
 def _arguments(raw: str) -> dict[str, Any]:
     try:
         parsed = json.loads(raw)

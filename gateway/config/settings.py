@@ -60,6 +60,7 @@ from gateway.config.people import (
     known_zone,
     valid_person_key,
 )
+from gateway.config.skills import SkillSettings
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.errors import ConfigError
@@ -287,6 +288,7 @@ class Settings(BaseSettings):
     user: UserSettings = UserSettings()
     people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
+    skills: SkillSettings = SkillSettings()  # registries, and the secrets skills' scripts get
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
 
     telegram: TelegramSettings = TelegramSettings()

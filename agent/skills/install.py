@@ -226,21 +226,6 @@ class Installer:
             for s in statuses
         ]
 
-    def review_installed(self, name: str) -> Review:
-        """The skill as it is on disk now, against what was approved (to approve it again)."""
-        folder = self.directory / name
-        if not SKILL_NAME.match(name) or not folder.is_dir() or folder.is_symlink():
-            raise InstallError(f"no skill folder named {name} in {self.directory}")
-        entry = self.lock.get(name)
-        return self._review(folder, name, previous=entry, when=entry.when if entry else ())
-
-    def approve(self, review: Review) -> LockEntry:
-        """Pin a skill's files as they are now (changed since approved, or written by hand)."""
-        entry = self.lock.get(review.name) or LockEntry(
-            name=review.name, kind="local", source=f"written in skills/{review.name}"
-        )
-        return pin(self.lock, review, entry)
-
     @asynccontextmanager
     async def _staged(self, source: Source, sha256: str | None) -> AsyncIterator[Fetched]:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from agent.skills.library import (
     SKILL_NAME,
     FrontMatterError,
     Skill,
+    SkillLibrary,
     read_skill,
     suspicious,
 )
@@ -127,6 +128,25 @@ def pin(lock: SkillLock, review: Review, entry: LockEntry) -> LockEntry:
     )
     lock.put(pinned)
     return pinned
+
+
+def review_installed(library: SkillLibrary, name: str) -> Review:
+    """A skill in ``skills/`` as it is on disk now, against the files approved before (to
+    approve it again), or a hand-written one (to pin it)."""
+    folder = library.directory / name
+    if not SKILL_NAME.match(name) or not folder.is_dir() or folder.is_symlink():
+        raise ReviewError(f"no skill folder named {name} in {library.directory}")
+    entry = library.lock.get(name)
+    return inspect(folder, name, previous=entry, when=entry.when if entry else ())
+
+
+def approve(library: SkillLibrary, review: Review) -> LockEntry:
+    """Pin a skill's files as they are now: one changed since approved, or one written by
+    hand (from then on held to what it declares, like an installed one)."""
+    entry = library.lock.get(review.name) or LockEntry(
+        name=review.name, kind="local", source=f"written in skills/{review.name}"
+    )
+    return pin(library.lock, review, entry)
 
 
 def _is_script(path: Path) -> bool:

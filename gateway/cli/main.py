@@ -27,6 +27,7 @@ from gateway.cli import (
     onboard,
     run,
     service,
+    skills,
     status,
     web,
 )
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup.register(commands, common)
     api_tokens.register(commands, common)
     _register_mcp(commands, common)
+    skills.register(commands, common)
     completion.register(commands, common)
     return parser
 

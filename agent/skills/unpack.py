@@ -124,10 +124,11 @@ def _tar_members(archive: tarfile.TarFile) -> Iterator[Member]:
 def _zip_members(archive: zipfile.ZipFile) -> Iterator[Member]:
     for info in archive.infolist():
         name = _checked_name(info.filename)
-        mode = info.external_attr >> 16
-        if stat.S_ISLNK(mode):
+        mode = info.external_attr >> 16  # Unix mode bits, when a Unix tool made the zip
+        kind = stat.S_IFMT(mode)
+        if kind == stat.S_IFLNK:
             raise UnsafeArchive(f"{info.filename} is a link; archives with links are refused")
-        if mode and not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        if kind not in (0, stat.S_IFDIR, stat.S_IFREG):
             raise UnsafeArchive(f"{info.filename} is not a plain file or folder")
         if name is None:
             continue

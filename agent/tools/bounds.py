@@ -65,10 +65,11 @@ class Bounds:
             return None
         for grant in self.grants:
             if tool not in grant.tools:
-                declared = ", ".join(sorted(grant.tools)) or "no tools"
+                declared = ", ".join(sorted(grant.tools))
+                allowed = f"may use only {declared}" if declared else "declares no tools"
                 return (
                     f"{tool} is not available in this turn: it loaded the skill "
-                    f"{grant.skill!r}, which may use only {declared}"
+                    f"{grant.skill!r}, which {allowed}"
                 )
         return None
 
@@ -76,10 +77,11 @@ class Bounds:
         """Why ``host`` may not be reached in this turn, or ``None``."""
         for grant in self.grants:
             if not grant.allows_host(host):
-                declared = ", ".join(sorted(grant.hosts)) or "no web hosts"
+                declared = ", ".join(sorted(grant.hosts))
+                allowed = f"may reach only {declared}" if declared else "declares no web hosts"
                 return (
                     f"{host} is not reachable in this turn: it loaded the skill "
-                    f"{grant.skill!r}, which may reach only {declared}"
+                    f"{grant.skill!r}, which {allowed}"
                 )
         return None
 

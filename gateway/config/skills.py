@@ -20,7 +20,7 @@ _NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 
 
 class SkillSettings(BaseModel):
-    """Skill registries, and the secrets skills' scripts may be given."""
+    """Where `switchboard skills install NAME` finds skills, and the secrets a skill's script may be given ([tools.md](tools.md#installing-skills))."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -50,7 +50,7 @@ def archive(
                 packed.writestr(prefix + name, content)
             for name, target in (links or {}).items():
                 info = zipfile.ZipInfo(prefix + name)
-                info.external_attr = (0o120777 << 16)  # a symbolic link
+                info.external_attr = 0o120777 << 16  # a symbolic link
                 packed.writestr(info, target)
         return buffer.getvalue()
     with tarfile.open(fileobj=buffer, mode="w:gz") as packed:

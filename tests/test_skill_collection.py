@@ -63,7 +63,10 @@ async def test_skills_from_a_public_collection_install_from_their_folders_and_tr
     assert "## Skill internal-comms (loaded because your message matched '3P update')" in routed
     assert "Load the appropriate guideline file" in routed
     example, brand, refused = fake_llm.requests[-1].tool_results
-    assert 'You are being asked to write a 3P update' in example
+    assert "You are being asked to write a 3P update" in example
     assert "# Anthropic Brand Styling" in brand
-    assert refused.startswith("[tool error]") and "'internal-comms', which declares no tools" in refused
+    assert (
+        refused.startswith("[tool error]")
+        and "'internal-comms', which declares no tools" in refused
+    )
     assert reply.text.startswith("Progress: shipped.")

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from agent.skills.downloads import Reach
 from gateway.cli import skills as skills_cli
@@ -35,9 +34,7 @@ WEATHER = skill_md(
 FORECAST = "print('sunny')\n"
 
 
-async def skills(
-    settings: Settings, *argv: str, reach: Reach = LOOPBACK, ask: Any = None
-) -> int:
+async def skills(settings: Settings, *argv: str, reach: Reach = LOOPBACK, ask: Any = None) -> int:
     args = build_parser().parse_args(["skills", *argv])
     return await skills_cli.run(settings, args, reach=reach, ask=ask)
 
@@ -53,6 +50,10 @@ def sha256(data: str | bytes) -> str:
 
 def entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def found(folder: Path, name: str) -> list[Path]:
+    return list(folder.rglob(name))
 
 
 @pytest.fixture
@@ -137,12 +138,17 @@ async def test_a_tampered_archive_is_refused_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
-    ("kind", "files", "links", "why"),
+    "case",
     [
         ("tar.gz", {"SKILL.md": WEATHER, "../../escaped.txt": "x"}, {}, "leads out of the folder"),
         ("zip", {"SKILL.md": WEATHER, "../../escaped.txt": "x"}, {}, "leads out of the folder"),
         ("tar.gz", {"SKILL.md": WEATHER, "/tmp/escaped.txt": "x"}, {}, "absolute path"),
-        ("tar.gz", {"SKILL.md": WEATHER}, {"notes": "../../../"}, "archives with links are refused"),
+        (
+            "tar.gz",
+            {"SKILL.md": WEATHER},
+            {"notes": "../../../"},
+            "archives with links are refused",
+        ),
         ("zip", {"SKILL.md": WEATHER}, {"notes": "/etc"}, "archives with links are refused"),
     ],
 )
@@ -151,18 +157,16 @@ async def test_an_archive_with_paths_out_or_links_out_is_refused(
     registry: Registry,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    kind: str,
-    files: dict[str, str],
-    links: dict[str, str],
-    why: str,
+    case: tuple[str, dict[str, str], dict[str, str], str],
 ) -> None:
+    kind, files, links, why = case
     settings = make_settings(skills={"registries": [registry.index_url]})
     registry.publish("weather", "1.0.0", archive(files, kind=kind, links=links))
 
     assert await skills(settings, "install", "weather", "--yes") == 1
     assert why in capsys.readouterr().err
     assert entries(settings.workspace_dir / "skills") == []
-    assert not list(tmp_path.rglob("escaped.txt"))
+    assert found(tmp_path, "escaped.txt") == []
 
 
 async def test_too_many_files_or_bytes_are_refused(
@@ -249,9 +253,7 @@ async def test_a_script_changed_while_the_gateway_runs_is_not_loaded(
     (source / "scripts" / "forecast.py").write_text(FORECAST)
     settings = make_settings()
     assert await skills(settings, "install", str(source), "--yes") == 0
-    fake_llm.queue(
-        text("first"), calls(("get_skill", {"name": "weather"})), text("second")
-    )
+    fake_llm.queue(text("first"), calls(("get_skill", {"name": "weather"})), text("second"))
     async with run_gateway(settings) as (gateway, channel):
         await channel.push("what's the weather in Oslo?")
         await channel.wait_for(1)
@@ -269,6 +271,25 @@ async def test_install_from_git_at_a_ref(
     make_settings: SettingsFactory, site: FakeSite, tmp_path: Path
 ) -> None:
     """A repository served the way a static file host serves one (git's dumb HTTP)."""
+    bare, tag = repository(tmp_path)
+    serve_folder(site, "/repo.git", bare)
+    settings = make_settings()
+
+    source = f"git+{site.url('/repo.git')}@v1#skills/weather"
+    assert await skills(settings, "install", source, "--yes") == 0
+    installed = settings.workspace_dir / "skills" / "weather"
+    assert (installed / "SKILL.md").read_text() == WEATHER  # the tag's, not the branch's
+    assert entries(installed) == ["SKILL.md"]
+    entry = lock_of(settings)["weather"]
+    assert (entry["kind"], entry["version"], entry["origin"]) == (
+        "git",
+        "v1",
+        f"{site.url('/repo.git')}@{tag}",
+    )
+
+
+def repository(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository with skills/weather, tagged v1, then changed; and v1's commit."""
     work = tmp_path / "work"
     skill = work / "skills" / "weather"
     skill.mkdir(parents=True)
@@ -284,32 +305,19 @@ async def test_install_from_git_at_a_ref(
     bare = tmp_path / "repo.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
     subprocess.run(["git", "-C", str(bare), "update-server-info"], check=True)
-    for path in bare.rglob("*"):
-        if path.is_file():
-            site.handle(f"/repo.git/{path.relative_to(bare).as_posix()}", _serve(path))
-    settings = make_settings()
-
-    source = f"git+{site.url('/repo.git')}@v1#skills/weather"
-    assert await skills(settings, "install", source, "--yes") == 0
-    installed = settings.workspace_dir / "skills" / "weather"
-    assert (installed / "SKILL.md").read_text() == WEATHER  # the tag's, not the branch's
-    assert entries(installed) == ["SKILL.md"]
-    entry = lock_of(settings)["weather"]
     tag = subprocess.run(
-        ["git", "-C", str(bare), "rev-parse", "v1^{commit}"], capture_output=True, text=True, check=True
+        ["git", "-C", str(bare), "rev-parse", "v1^{commit}"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
-    assert (entry["kind"], entry["version"], entry["origin"]) == (
-        "git",
-        "v1",
-        f"{site.url('/repo.git')}@{tag}",
-    )
+    return bare, tag
 
 
-def _serve(path: Path) -> Any:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=path.read_bytes())
-
-    return handler
+def serve_folder(site: FakeSite, prefix: str, folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            site.page(f"{prefix}/{path.relative_to(folder).as_posix()}", path.read_bytes(), None)
 
 
 async def test_remove_deletes_the_folder_and_its_lock_entry(

@@ -79,7 +79,10 @@ async def test_only_the_owner_decides_and_an_edit_is_checked_like_any_skill(
             ("2", "/skills approve plant-care"),  # an admin proposed it; the owner decides
             ("3", "/skills"),
             ("1", "/skills edit plant-care\n---\nname: plant-care\ntools: {exec: yes}\n---\nx"),
-            ("1", "/skills edit plant-care\n---\nname: plant-care\ndescription: Tidier.\n---\nWater."),
+            (
+                "1",
+                "/skills edit plant-care\n---\nname: plant-care\ndescription: Tidier.\n---\nWater.",
+            ),
             ("1", "/skills show plant-care"),
             ("1", "/skills drop plant-care"),
             ("1", "/skills"),

@@ -98,3 +98,29 @@ async def test_only_the_owner_decides_and_an_edit_is_checked_like_any_skill(
     assert dropped == "Dropped the proposal plant-care."
     assert "plant-care" not in after
     assert not (settings.workspace_dir / "skills" / "plant-care").exists()
+
+
+async def test_a_member_cannot_read_the_drafts_waiting_for_the_owner(
+    run_gateway: Any, fake_llm: FakeLLM, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings(telegram={"owners": ["1"], "allow_from": ["3"]})
+    installed = settings.workspace_dir / "skills" / "pdf"
+    installed.mkdir(parents=True)
+    (installed / "SKILL.md").write_text("---\nname: pdf\ndescription: PDFs.\n---\nUse pdftotext.\n")
+    fake_llm.queue(
+        calls(("skill_propose", PROPOSAL)),
+        text("Proposed."),
+        calls(("read_file", {"path": "skills/.proposed/plant-care/SKILL.md"})),
+        calls(("read_file", {"path": "skills/pdf/SKILL.md"})),
+        text("Done."),
+    )
+    channel = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=channel) as (gateway, _):
+        await channel.push("keep the watering routine as a skill", sender_id="1", chat_id="1")
+        await channel.wait_for(1)
+        await channel.push("show me the skill files", sender_id="3", chat_id="3")
+        await channel.wait_for(2)
+        await gateway.wait_idle()
+    draft, installed_skill = fake_llm.requests[-1].tool_results
+    assert draft.startswith("[tool error]") and "not accessible from this conversation" in draft
+    assert "Use pdftotext." in installed_skill

@@ -5,7 +5,8 @@ Decided in code from the principal and the conversation, never from model output
 - the owner's own chats see the whole workspace;
 - an admin's DM sees it without the owner's memory (admins may run commands anyway);
 - a member's DM and every group see only the installed skills and the files sent in that
-  conversation, so one person's attachment or the owner's documents never reach another.
+  conversation, so one person's attachment or the owner's documents never reach another
+  (nor the assistant's drafts of skills waiting for the owner in ``skills/.proposed/``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,15 @@ def file_view(
     if principal.is_admin and principal.chat_type is ChatType.DM:
         return view.narrowed(hide=OWNER_MEMORY)
     sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
-    return view.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
+    return view.narrowed(hide=(".",), allow=(*installed_skills(workspace.root / "skills"), *sent))
+
+
+def installed_skills(folder: Path) -> list[Path]:
+    """The skill folders under ``folder``; not the dot-folders (drafts, staging)."""
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def authorising_texts(request: TurnRequest) -> tuple[str, ...]:

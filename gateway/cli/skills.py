@@ -93,6 +93,7 @@ async def run(
     """One ``skills`` command. ``reach`` says where downloads may go (public https unless a
     test says otherwise: :meth:`agent.skills.downloads.Reach.for_tests`); ``ask`` confirms."""
     from agent.skills.install import InstallError  # noqa: PLC0415
+    from agent.skills.lock import LockError  # noqa: PLC0415
     from agent.skills.review import ReviewError  # noqa: PLC0415
 
     confirm = ask or _asker(getattr(args, "yes", False))
@@ -113,7 +114,7 @@ async def run(
             print(f"Removed {args.name}.")
             return 0
         return _verify(installer, args, confirm)
-    except (InstallError, ReviewError, ValueError) as exc:
+    except (InstallError, ReviewError, LockError, ValueError) as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
 

@@ -56,7 +56,7 @@ def listing(library: SkillLibrary, *, owner: bool) -> str:
     skills = library.skills()
     lines = ["Skills:" if skills else "No skills installed."]
     for skill in skills:
-        may = skill.permissions.summary() if skill.bounded else "whatever you may (its own)"
+        may = skill.permissions.summary() if skill.bounded else "what the person may (hand-written)"
         lines.append(f"- {skill.folder.name}: {skill.description or '(no description)'}")
         lines.append(f"  may use: {may}")
     if not owner:

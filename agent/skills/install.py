@@ -194,16 +194,16 @@ class Installer:
     def statuses(self) -> list[Status]:
         """Every skill folder and lock entry, and whether its files are the approved ones."""
         entries = self.lock.entries()
-        names = sorted(
+        folders = (
             {
                 p.name
                 for p in self.directory.iterdir()
                 if p.is_dir() and not p.name.startswith(".") and (p / SKILL_FILE).exists()
             }
-            | set(entries)
             if self.directory.is_dir()
-            else set(entries)
+            else set()
         )
+        names = sorted(folders | set(entries))
         statuses = []
         for name in names:
             entry = entries.get(name)

@@ -63,6 +63,10 @@ class FrontMatterError(ValueError):
     """The front matter of a SKILL.md cannot be read; the message says why."""
 
 
+class ChangedSkill(Exception):
+    """The skill's files are not the ones the owner approved; the message says which."""
+
+
 @dataclass(frozen=True, slots=True)
 class Trigger:
     """One ``when:`` entry: a phrase (whole words) or a ``/pattern/``."""
@@ -259,7 +263,7 @@ class SkillLibrary:
         for path in files:
             try:
                 found.append(self._read(path))
-            except (FrontMatterError, DeclarationError, LockError) as exc:
+            except (FrontMatterError, DeclarationError, ChangedSkill, LockError) as exc:
                 log.warning("skill %s skipped: %s", path, exc)
                 problems.append(BrokenSkill(path, str(exc)))
         self._stamp, self._skills, self._problems = stamp, tuple(found), tuple(problems)
@@ -269,7 +273,7 @@ class SkillLibrary:
         if entry is not None:
             problem = self.changed(path.parent)
             if problem is not None:
-                raise FrontMatterError(problem)
+                raise ChangedSkill(problem)
         return read_skill(path, when=entry.when if entry else (), pinned=entry is not None)
 
     def changed(self, folder: Path) -> str | None:
@@ -307,11 +311,11 @@ class SkillLibrary:
 
     def body(self, skill: Skill) -> str:
         """The skill's instructions, after checking its files are still the approved ones
-        (blocking: call it in a thread). Raises :class:`FrontMatterError` when they are not."""
+        (blocking: call it in a thread). Raises :class:`ChangedSkill` when they are not."""
         if self.lock.get(skill.folder.name) is not None:
             problem = self.changed(skill.folder)
             if problem is not None:
-                raise FrontMatterError(problem)
+                raise ChangedSkill(problem)
         _, body = parse_front_matter(skill.path.read_text(encoding="utf-8", errors="replace"))
         return body[:MAX_SKILL_CHARS]
 
@@ -333,7 +337,7 @@ class SkillLibrary:
                 continue
             try:
                 body = await asyncio.to_thread(self.body, skill)
-            except (OSError, FrontMatterError, LockError) as exc:  # changed or gone since listed
+            except (OSError, FrontMatterError, ChangedSkill, LockError) as exc:  # since listed
                 log.warning("skill %s not loaded: %s", skill.name, exc)
                 continue
             routed.append(Routed(skill, hit[0], hit[1], body))
@@ -395,7 +399,7 @@ class GetSkill(Tool):
             raise ToolError(f"no skill named {args['name']!r}; available: {names}")
         try:
             body = await asyncio.to_thread(self._library.body, skill)
-        except (OSError, FrontMatterError, LockError) as exc:  # edited since it was listed
+        except (OSError, FrontMatterError, ChangedSkill, LockError) as exc:  # since listed
             raise ToolError(f"skill {skill.name!r} cannot be used: {exc}") from None
         grant = skill.grant()
         if grant is None:

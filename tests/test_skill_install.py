@@ -205,6 +205,7 @@ async def test_a_skill_changed_after_install_is_left_out_until_approved_again(
     make_settings: SettingsFactory,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     source = tmp_path / "weather"
     (source / "scripts").mkdir(parents=True)
@@ -225,7 +226,10 @@ async def test_a_skill_changed_after_install_is_left_out_until_approved_again(
     assert "skills/weather/SKILL.md: changed since it was approved" in warned.message
 
     fake_llm.responder = lambda request: text("It is sunny in Paris today.")
-    async with run_gateway(settings) as (gateway, channel):
+    caplog.clear()
+    async with run_gateway(settings) as (gateway, channel):  # the start names it in the log
+        started = [r.getMessage() for r in caplog.records if r.name == "agent.skills.library"]
+        assert any("weather/SKILL.md skipped: changed since it was approved" in m for m in started)
         await channel.push("what's the weather in Paris?")
         await channel.wait_for(1)
         await gateway.wait_idle()

@@ -246,7 +246,8 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
         for line in review.lines(installer.secrets):
             print(line)
         if entry is not None:
-            print(f"  source: {entry.source} ({entry.origin or entry.kind})")
+            origin = f" ({entry.origin})" if entry.origin not in ("", entry.source) else ""
+            print(f"  source: {entry.source}{origin}")
             print(
                 f"  approved: {entry.approved}"
                 + (f", version {entry.version}" if entry.version else "")

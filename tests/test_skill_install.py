@@ -203,15 +203,14 @@ async def test_a_skill_changed_after_install_is_left_out_until_approved_again(
     run_gateway: Any,
     fake_llm: FakeLLM,
     make_settings: SettingsFactory,
-    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    source = tmp_path / "weather"
+    settings = make_settings()
+    source = settings.home.parent / "weather"
     (source / "scripts").mkdir(parents=True)
     (source / "SKILL.md").write_text(WEATHER)
     (source / "scripts" / "forecast.py").write_text(FORECAST)
-    settings = make_settings()
     assert await skills(settings, "install", str(source), "--yes") == 0
     assert lock_of(settings)["weather"]["kind"] == "folder"
     installed = settings.workspace_dir / "skills" / "weather"

@@ -11,7 +11,7 @@ from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
-from agent.tools.web import web_tools
+from agent.tools.web import web_guard, web_tools
 from agent.web.browser import Browser
 from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
@@ -76,6 +76,7 @@ def default_tools(
                 timeout=exec_settings.timeout_seconds,
                 max_output_chars=exec_settings.max_output_chars,
                 protected_paths=(settings.data_dir, settings.config_file),
+                guard=web_guard(settings.tools.web) if settings.tools.web.enabled else None,
             )
         )
     if settings.tools.web.enabled:

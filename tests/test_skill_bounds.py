@@ -200,3 +200,52 @@ async def test_a_script_runs_only_for_a_loaded_skill_and_never_for_a_member(
     assert "load the skill first (get_skill weather)" in not_loaded
     [member] = fake_llm.requests[-1].tool_results
     assert member.startswith("[tool error]") and "only available to the owner and admins" in member
+
+
+EGRESS_SCRIPT = """\
+import os, socket, urllib.request
+request = urllib.request.Request(
+    "http://127.0.0.1:{port}/today", headers={{"X-Key": os.environ["WEATHER_API_KEY"]}}
+)
+print("declared:", urllib.request.urlopen(request, timeout=10).read().decode())
+try:
+    urllib.request.urlopen("http://example.com/", timeout=10)
+except OSError as exc:
+    print("other host:", exc)
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    print("around the proxy: yes")
+except OSError:
+    print("around the proxy: no")
+"""
+
+
+@needs_bwrap
+async def test_a_script_reaches_its_declared_host_through_the_proxy_and_nothing_else(
+    run_gateway: Any, fake_llm: FakeLLM, make_settings: SettingsFactory, site: Any, tmp_path: Path
+) -> None:
+    site.page("/today", "sunny, 21 degrees", "text/plain")
+    settings = make_settings(
+        skills={"secrets": {"WEATHER_API_KEY": KEY}},
+        tools={"web": {"allow_private_hosts": ["127.0.0.1"]}},  # the test's own site
+    )
+    local = WEATHER.replace("- api.example.test", "- 127.0.0.1")
+    await install(
+        settings,
+        tmp_path,
+        {"SKILL.md": local, "scripts/today.py": EGRESS_SCRIPT.format(port=site.port)},
+    )
+    fake_llm.queue(
+        calls(("run_skill_script", {"skill": "weather", "script": "scripts/today.py"})),
+        text("Sunny."),
+    )
+    async with run_gateway(settings) as (gateway, channel):
+        await channel.push("what's the weather in Rome?")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+
+    [result] = fake_llm.requests[-1].tool_results
+    assert "declared: sunny, 21 degrees" in result
+    assert "other host: HTTP Error 403" in result  # the proxy refused it
+    assert "around the proxy: no" in result
+    assert site.requests == ["/today"] and site.headers[0]["X-Key"] == KEY

@@ -76,7 +76,10 @@ async def test_install_by_name_pins_every_file_and_says_what_the_skill_may_do(
     out = capsys.readouterr().out
     assert code == 0 and asked == ["Install weather?"]
     assert "tools: web_fetch" in out and "network: api.example.test" in out
-    assert "scripts (run only in the sandbox, without a network): scripts/forecast.py" in out
+    assert (
+        "scripts (run only in the sandbox, reaching only the hosts above): scripts/forecast.py"
+        in out
+    )
     folder = settings.workspace_dir / "skills" / "weather"
     assert (folder / "SKILL.md").read_text() == WEATHER
     entry = lock_of(settings)["weather"]

@@ -6,7 +6,7 @@
     name: weather
     description: Today's forecast for a city.
     tools: [web_fetch]              # the tools a turn that loaded it may use
-    network: [api.example.test]     # the hosts web_fetch may reach ("*.example.test": subdomains)
+    network: [api.example.test]     # the hosts web_fetch and its scripts may reach (*.x: subdomains)
     paths: [notes/weather/]         # workspace paths it may read and write
     secrets: [WEATHER_API_KEY]      # what its scripts get as environment variables
     ---

@@ -67,7 +67,8 @@ class Review:
             )
         if self.scripts:
             lines.append(
-                f"  scripts (run only in the sandbox, without a network): {', '.join(self.scripts)}"
+                f"  scripts (run only in the sandbox, reaching only the hosts above): "
+                f"{', '.join(self.scripts)}"
             )
         lines += [f"  WARNING: {w}" for w in self.warnings]
         return lines

@@ -4,8 +4,9 @@ a new skill for the owner to approve.
 ``run_skill_script`` runs a script from the folder of a skill the turn loaded, in the exec
 sandbox and nowhere else: the skill's folder read-only as its working directory, the paths
 its turn may use (what the skill declared, as far as the person may) and nothing else of the
-workspace, a private ``/tmp``, no network, and an environment built from scratch holding
-only the secrets that skill declared (``skills.secrets``). A secret never enters a prompt:
+workspace, a private ``/tmp``, no network but a proxy to the hosts its skill declared
+(:mod:`agent.skills.egress`), and an environment built from scratch holding only the
+secrets that skill declared (``skills.secrets``). A secret never enters a prompt:
 the script's output passes the same redaction as every tool result. It is ``exec`` under
 the hood, so the person's policy refuses it wherever it refuses ``exec``.
 """
@@ -21,11 +22,13 @@ from typing import Any
 import yaml
 from pydantic import SecretStr
 
+from agent.skills.egress import Egress, egress
 from agent.skills.library import SKILL_NAME, SkillLibrary
 from agent.skills.proposals import ProposalError, Proposals
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.sandbox import Bwrap, CannotLock
 from agent.tools.shell import Exec, clean_environment, run_command
+from agent.web.ssrf import Guard
 from agent.workspace import Locked, PathDenied
 from gateway.core.principal import Role
 
@@ -44,8 +47,8 @@ SCRATCH = Path("/tmp")  # noqa: S108 - the sandbox's own private tmpfs: HOME for
 class RunSkillScript(Tool):
     name = "run_skill_script"
     description = (
-        "Run a script from the folder of a skill loaded in this turn (sandboxed, no network); "
-        "returns its exit code and output."
+        "Run a script from the folder of a skill loaded in this turn (sandboxed; it reaches "
+        "only the hosts the skill declared); returns its exit code and output."
     )
     parameters = schema(
         {
@@ -68,8 +71,10 @@ class RunSkillScript(Tool):
         timeout: float = 60.0,
         max_output_chars: int = 10_000,
         protected_paths: Sequence[Path] = (),
+        guard: Guard | None = None,
     ) -> None:
         self._library = library
+        self._guard = guard  # web_fetch's address rules, for the hosts a skill declared
         # Scripts never get the network, whatever tools.exec.network says for exec.
         self._sandbox = None if sandbox is None else dataclasses.replace(sandbox, network=False)
         self._secrets = dict(secrets)
@@ -110,7 +115,11 @@ class RunSkillScript(Tool):
                 if name in self._secrets
             }
         )
-        async with self._cgroup() as procs:
+        async with self._way_out(grant.hosts, ctx) as way_out, self._cgroup() as procs:
+            read_write = _reachable(ctx, ctx.state.bounds.paths(), write=True)
+            if way_out is not None:
+                command = way_out.wrap(command)
+                read_write.append(way_out.folder)
             try:
                 argv = self._sandbox.argv(
                     command,
@@ -118,7 +127,7 @@ class RunSkillScript(Tool):
                     hidden=self._protected,
                     read_only=(Locked(skill.folder, directory=True),),
                     extra_read_only=_reachable(ctx, ctx.state.bounds.paths(), write=False),
-                    read_write=_reachable(ctx, ctx.state.bounds.paths(), write=True),
+                    read_write=read_write,
                     cgroup_procs=procs,
                 )
             except CannotLock as exc:
@@ -126,6 +135,18 @@ class RunSkillScript(Tool):
             return await run_command(
                 argv, cwd=skill.folder, env=env, seconds=self._timeout, max_output=self._max_output
             )
+
+    @contextlib.asynccontextmanager
+    async def _way_out(
+        self, hosts: frozenset[str], ctx: ToolContext
+    ) -> AsyncIterator[Egress | None]:
+        """The proxy to the declared hosts (each also allowed by every skill the turn loaded);
+        none when the skill declared no host."""
+        if not hosts or self._guard is None:
+            yield None
+            return
+        async with egress(self._guard, ctx.state.bounds.host_refusal) as way_out:
+            yield way_out
 
     @contextlib.asynccontextmanager
     async def _cgroup(self) -> AsyncIterator[Path | None]:

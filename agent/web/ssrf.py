@@ -196,6 +196,11 @@ class Guard:
         """This guard, refusing also every host for which ``refusal`` gives a reason."""
         return Guard(self.policy, lookup=self._lookup, confine=refusal)
 
+    def check_bounds(self, host: str) -> None:
+        """Raise :class:`HostOutOfBounds` for a host this guard is confined away from."""
+        if self._confine is not None and (reason := self._confine(host)) is not None:
+            raise HostOutOfBounds(reason)
+
     def refuse(self, host: str, reason: str) -> BlockedTarget:
         log.warning("web_fetch refused %s: %s", host, reason)
         return BlockedTarget(f"{host} is {reason}")
@@ -224,8 +229,7 @@ class Guard:
         host = normalise_host(url.raw_host)
         if not host:
             raise BlockedTarget("the URL has no host")
-        if self._confine is not None and (reason := self._confine(host)) is not None:
-            raise HostOutOfBounds(reason)
+        self.check_bounds(host)
         literal = parse_ip(normalise_host(url.host))
         if literal is not None:
             self.check_address(literal, host)

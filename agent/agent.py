@@ -235,7 +235,7 @@ class Agent:
             request, tools, now=now, summary=state.summary, guidance=kind.prompt, pinned=pinned
         )
         turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
-        # A resumed turn keeps the bounds of the skills it had loaded with get_skill too.
+        # A resumed turn keeps the bounds of every skill it had loaded before.
         loaded = [*(r.skill.name for r in routed), *loaded_skills(checkpoints)]
         turn_state.bounds = self.context.skills.bounds(loaded)
         turn_state.meter = meter

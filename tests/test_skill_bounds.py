@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from agent.llm.types import ChatMessage, ToolCall
+from agent.skills import Routed, Skill, SkillLibrary, routed_block
 from agent.tools.sandbox import find_bwrap
+from agent.turn.scope import loaded_skills
 from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
@@ -249,3 +252,30 @@ async def test_a_script_reaches_its_declared_host_through_the_proxy_and_nothing_
     assert "other host: HTTP Error 403" in result  # the proxy refused it
     assert "around the proxy: no" in result
     assert site.requests == ["/today"] and site.headers[0]["X-Key"] == KEY
+
+
+def test_a_resumed_turn_keeps_the_bounds_of_skills_that_changed_or_went_since(
+    tmp_path: Path,
+) -> None:
+    """A crash, then the skill it had loaded changes: its text is in the turn already, so
+    the turn resumes only reading (fail closed), never unbounded."""
+    routed = routed_block_for("weather", "weather in")
+    checkpoints = [
+        ChatMessage(
+            "user", f"what's the weather in Rome?\n\n[guidance for this request]\n{routed}"
+        ),
+        ChatMessage("assistant", "", tool_calls=(ToolCall("c1", "get_skill", '{"name": "pdf"}'),)),
+        ChatMessage("tool", "Use pdftotext.", tool_call_id="c1", name="get_skill"),
+    ]
+    assert loaded_skills(checkpoints) == ["weather", "pdf"]
+    bounds = SkillLibrary(tmp_path / "skills").bounds(loaded_skills(checkpoints))
+    assert bounds.narrowed
+    assert "loaded the skill 'weather', which declares no tools" in (
+        bounds.tool_refusal("exec") or ""
+    )
+    assert bounds.tool_refusal("read_file") is None
+
+
+def routed_block_for(name: str, trigger: str) -> str:
+    skill = Skill(name, "", Path("skills") / name / "SKILL.md")
+    return routed_block([Routed(skill, trigger, trigger, "Do it.")])

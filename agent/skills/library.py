@@ -300,11 +300,13 @@ class SkillLibrary:
         return next((s for s in self.skills() if s.name.lower() == wanted), None)
 
     def bounds(self, names: Sequence[str]) -> Bounds:
-        """What a turn that loaded the skills ``names`` keeps (those that bound it)."""
+        """What a turn that loaded the skills ``names`` keeps (those that bound it). A name
+        no longer found (changed or removed since a resumed turn loaded it) leaves the turn
+        only reading: its text is in the conversation already."""
         bounds = Bounds()
         for name in names:
             skill = self.find(name)
-            grant = skill.grant() if skill is not None else None
+            grant = skill.grant() if skill is not None else Grant(name, self.directory / name)
             if grant is not None:
                 bounds = bounds.with_grant(grant)
         return bounds
@@ -372,10 +374,19 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+_ROUTED = "## Skill {name} (loaded because your message matched {trigger!r})"
+_ROUTED_NAME = re.compile(r"^## Skill (.+?) \(loaded because your message matched ", re.MULTILINE)
+
+
+def routed_names(text: str) -> list[str]:
+    """The skills :func:`routed_block` put into a message (a resumed turn's bounds)."""
+    return _ROUTED_NAME.findall(text)
+
+
 def routed_block(routed: Sequence[Routed]) -> str:
     """The skills a turn's messages called for, in full, kept with the last of them."""
     return "\n\n".join(
-        f"## Skill {r.skill.name} (loaded because your message matched {r.trigger!r})\n"
+        _ROUTED.format(name=r.skill.name, trigger=r.trigger) + "\n"
         f"{r.body.strip()}" + (f"\n[{bounds_note(r.skill)}]" if r.skill.bounded else "")
         for r in routed
     )

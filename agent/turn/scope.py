@@ -20,6 +20,7 @@ from agent.llm.types import ChatMessage
 from agent.memory import scope_for
 from agent.protected import may_change_owner_files
 from agent.request import TurnRequest
+from agent.skills.library import routed_names
 from agent.tools.base import TurnState
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, ChatType
@@ -93,10 +94,11 @@ def resumed_state(checkpoints: Sequence[ChatMessage], *, chat: ChatRef, tainted:
 
 
 def loaded_skills(checkpoints: Sequence[ChatMessage]) -> list[str]:
-    """The skills a turn loaded with ``get_skill`` before it was interrupted (their bounds
-    hold again when it resumes)."""
+    """The skills a turn loaded, by a trigger or with ``get_skill``, before it was
+    interrupted: their bounds hold again when it resumes, even if they changed since."""
     results = {m.tool_call_id: m for m in checkpoints if m.role == "tool"}
-    return [
+    routed = [name for m in checkpoints if m.role == "user" for name in routed_names(m.content)]
+    return routed + [
         str(_arguments(call.arguments).get("name", ""))
         for message in checkpoints
         for call in message.tool_calls

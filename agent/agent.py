@@ -34,6 +34,7 @@ from agent.request import TurnOutcome, TurnRequest
 from agent.skills import routed_block
 from agent.task_types import fits, task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
+from agent.tools.bounds import Bounds
 from agent.tools.executor import ToolExecutor
 from agent.tools.find_tools import FindTools
 from agent.tools.registry import ToolSource
@@ -48,7 +49,7 @@ from agent.turn.outcome import (
     provider_notice,
     stop_notice,
 )
-from agent.turn.scope import authorising_texts, file_view, resumed_state
+from agent.turn.scope import authorising_texts, file_view, loaded_skills, resumed_state
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef
@@ -200,7 +201,9 @@ class Agent:
         kind = task_type(request.task_type)
         if self.tool_source is not None:
             await self.tool_source.prepare(self.executor.registry, request.principal)
-        tools, deferred = self._offered(request)
+        routed = await self.context.skills.route(self._texts(request))  # skills, by `when:`
+        bounds = self.context.skills.bounds([r.skill.name for r in routed])
+        tools, deferred = self._offered(request, bounds)
         # Both reads at once (on PostgreSQL they share one transaction; SQLite reads inline)
         (state, conversation, checkpoints), pinned = await asyncio.gather(
             self._conversation(request, trace), self._pinned(request, (*tools, *deferred.values()))
@@ -208,11 +211,9 @@ class Agent:
         now = self._now(request)
         new: list[ChatMessage] = []  # this turn's messages; one with a document taints it
         if not checkpoints:
-            texts = [m.text for m in request.messages] or [request.prompt or ""]
-            helpers = guidance(texts, [t.name for t in tools])
+            helpers = guidance(self._texts(request), [t.name for t in tools])
             if helpers:
                 trace.add("prompt_helpers", helpers=[h.name for h in helpers])
-            routed = await self.context.skills.route(texts)  # the owner's skills, by `when:`
             for skill in routed:
                 trace.add(
                     "skill", skill=skill.skill.name, trigger=skill.trigger, matched=skill.matched
@@ -232,6 +233,9 @@ class Agent:
             quotes=state.summary_quotes,
         )
         turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
+        # A resumed turn keeps the bounds of every skill it had loaded before.
+        loaded = [*(r.skill.name for r in routed), *loaded_skills(checkpoints)]
+        turn_state.bounds = self.context.skills.bounds(loaded)
         turn_state.meter = meter
         turn_state.deferred = deferred
         charge = Charge(request.session_key, request.turn_id, request.principal.person, meter)
@@ -280,14 +284,23 @@ class Agent:
         )
         return decide(request, result, turn_state, trace, default_reply=self.config.default_reply)
 
-    def _offered(self, request: TurnRequest) -> tuple[tuple[ToolSpec, ...], dict[str, ToolSpec]]:
-        """The tools this turn's model is shown, and those held back behind ``find_tools``."""
+    @staticmethod
+    def _texts(request: TurnRequest) -> list[str]:
+        """What the turn is asked, as skills' triggers read it."""
+        return [m.text for m in request.messages] or [request.prompt or ""]
+
+    def _offered(
+        self, request: TurnRequest, bounds: Bounds
+    ) -> tuple[tuple[ToolSpec, ...], dict[str, ToolSpec]]:
+        """The tools this turn's model is shown (within what its loaded skills declared), and
+        those held back behind ``find_tools``."""
         kind = task_type(request.task_type)
         registry = self.executor.registry
         tools = registry.specs(
             lambda t: (
                 self.policy.offered(t, request.principal)
                 and fits(t, kind=request.kind, task=kind)
+                and bounds.tool_refusal(t.name) is None
                 and t.available()
             )
         )
@@ -305,7 +318,10 @@ class Agent:
         request = TurnRequest(
             turn_id="context", session_key=session_key, chat=chat, principal=principal
         )
-        tools, _ = self._offered(request)
+        routed = await self.context.skills.route(self._texts(request))
+        tools, _ = self._offered(
+            request, self.context.skills.bounds([r.skill.name for r in routed])
+        )
         state, stored = await self.history.load(session_key, limit=self.config.history_limit)
         now = self._now(request)
         system = self.context.system_prompt(
@@ -372,7 +388,14 @@ class Agent:
         save = self._facts_saver(request.principal, request.chat, request.turn_id)
         self.window.after_turn(request.session_key, system, tools, conversation, charge, save=save)
         calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
-        if self.config.reflection and request.kind is TurnKind.CHAT and not result.failed:
+        # A turn held to a skill's bounds writes no memory afterwards unless the skill may.
+        remembers = state.bounds.tool_refusal("memory_write") is None
+        if (
+            self.config.reflection
+            and request.kind is TurnKind.CHAT
+            and not result.failed
+            and remembers
+        ):
             recent = _current_exchange(conversation)
             if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
                 self._spawn(self._reflect(request, recent, charge.detached()))
@@ -539,6 +562,9 @@ class Agent:
     def _tool_context(
         self, request: TurnRequest, call_id: str, state: TurnState, workspace: Workspace
     ) -> ToolContext:
+        bounds = state.bounds
+        if bounds.narrowed:  # from the moment the turn loaded a skill that bounds it
+            workspace = workspace.confined(bounds.paths(), reads=bounds.folders(), by=bounds.who())
         return ToolContext(
             turn_id=request.turn_id,
             call_id=call_id,

@@ -12,7 +12,12 @@ Layers, in order:
    memory (:mod:`gateway.runtime.intake.group_context`);
 4. taint: once a turn has read untrusted content (a web page, an email, command output),
    side effects that such content could have asked for need the user's own words in this
-   turn (``Tool.intent``), or they are refused.
+   turn (``Tool.intent``), or they are refused;
+5. skills: a turn that loaded a skill uses no tool beyond what the skill declared
+   (:mod:`agent.tools.bounds`), whoever asks and whatever they say.
+
+A tool that does another's work under the hood (``Tool.runs_as``: a skill's script is a
+command) is refused by layers 1 and 2 wherever that one is.
 
 A refusal says whether the owner could allow the call anyway (``askable``: a tool members or
 admins are denied, a side effect in a tainted turn); with ``tools.approvals = "ask"`` such
@@ -51,7 +56,13 @@ class ToolPolicy:
 
     def static_refusal(self, tool: Tool, principal: Principal) -> Refusal | None:
         """Refusals that do not depend on what happened in the turn."""
-        if tool.name in self.deny:
+        refusal = self._refusal_of(tool, tool.name, principal)
+        if refusal is None and tool.runs_as:
+            refusal = self._refusal_of(tool, tool.runs_as, principal)
+        return refusal
+
+    def _refusal_of(self, tool: Tool, name: str, principal: Principal) -> Refusal | None:
+        if name in self.deny:
             return Refusal(f"{tool.name} is not available to this agent")
         if tool.effect is Effect.EXEC and not self.exec_enabled:
             return Refusal("exec is disabled in this gateway's configuration")
@@ -65,15 +76,15 @@ class ToolPolicy:
                 f"{tool.name} is not available in safe mode (no commands, no file writes)"
             )
         if principal.chat_type is not ChatType.DM and (
-            tool.name in self.group_deny or not tool.group_chats
+            name in self.group_deny or not tool.group_chats
         ):
             return Refusal(f"{tool.name} is not available in group chats")
         if tool.roles is not None and principal.role not in tool.roles:
             allowed = " and ".join(f"{role}s" for role in sorted(tool.roles)) or "nobody"
             return Refusal(f"{tool.name} is only available to {allowed}")
-        if principal.role is Role.MEMBER and tool.name in self.member_deny:
+        if principal.role is Role.MEMBER and name in self.member_deny:
             return Refusal(f"{tool.name} is only available to the owner and admins", askable=True)
-        if principal.role is Role.ADMIN and tool.name in self.admin_deny:
+        if principal.role is Role.ADMIN and name in self.admin_deny:
             return Refusal(f"{tool.name} is not available to admins", True, Role.OWNER)
         return None
 
@@ -81,6 +92,9 @@ class ToolPolicy:
         static = self.static_refusal(tool, ctx.principal)
         if static is not None:
             return static
+        bounded = ctx.state.bounds.tool_refusal(tool.name)
+        if bounded is not None:
+            return Refusal(bounded)
         if tool.name in _MEMORY_WRITES and ctx.inbound is not None and ctx.inbound.context:
             return Refusal(
                 "this message came with what others said in the group; that is context for "

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from agent.documents.reader import DocumentReader
 from agent.llm.metered import MeteredModel
+from agent.skills.library import SkillLibrary
+from agent.skills.tools import RunSkillScript
 from agent.tools.base import Tool
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
-from agent.tools.web import web_tools
+from agent.tools.web import web_guard, web_tools
 from agent.web.browser import Browser
 from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
@@ -24,10 +26,12 @@ def default_tools(
     llm: MeteredModel | None = None,
     audit_log: AuditLog | None = None,
     browser: Browser | None = None,
+    skills: SkillLibrary | None = None,
 ) -> list[Tool]:
     """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch, and
     ``browser`` (the gateway's, see :func:`agent.tools.web.web_browser`) renders them;
-    ``audit_log`` (when given) counts each person's emails for ``email.max_sends_per_day``."""
+    ``audit_log`` (when given) counts each person's emails for ``email.max_sends_per_day``;
+    with ``skills``, their scripts run in the same sandbox as exec."""
     exec_settings = settings.tools.exec
     sandbox = None
     if exec_settings.enabled and not settings.tools.safe_mode:
@@ -63,6 +67,18 @@ def default_tools(
         ),
         Message(),
     ]
+    if skills is not None:
+        tools.append(
+            RunSkillScript(
+                skills,
+                sandbox=sandbox,
+                secrets=settings.skills.secrets,
+                timeout=exec_settings.timeout_seconds,
+                max_output_chars=exec_settings.max_output_chars,
+                protected_paths=(settings.data_dir, settings.config_file),
+                guard=web_guard(settings.tools.web) if settings.tools.web.enabled else None,
+            )
+        )
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
     mail = settings.outgoing_mail()

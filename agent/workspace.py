@@ -71,6 +71,10 @@ class Workspace:
         self._allowed = tuple(p.expanduser().resolve() for p in allowed)
         self._untrusted = tuple(p.expanduser().resolve() for p in untrusted)
         self._owner_writes = owner_writes
+        # A turn that loaded a skill: only these paths, and these folders to read (confined).
+        self._confined: tuple[Path, ...] | None = None
+        self._confined_reads: tuple[Path, ...] = ()
+        self._confined_by = ""
 
     def narrowed(self, *, hide: Sequence[str], allow: Sequence[Path] = ()) -> Workspace:
         """The same workspace with more paths (relative to the root: ``"."`` for all of it, a
@@ -83,6 +87,16 @@ class Workspace:
         view._hidden = (*self._hidden, *hidden)
         view._hidden_folders = self._hidden_folders | frozenset(folders)
         view._allowed = (*self._allowed, *(p.expanduser().resolve() for p in allow))
+        return view
+
+    def confined(self, paths: Sequence[str], *, reads: Sequence[Path], by: str) -> Workspace:
+        """This view narrowed to ``paths`` (relative to the root), plus reading ``reads``:
+        what a turn keeps once it loaded a skill (``by`` names the skills, for refusals).
+        Whatever this view refused stays refused."""
+        view = copy.copy(self)
+        view._confined = tuple(Path(os.path.realpath(self.root / p)) for p in paths)
+        view._confined_reads = tuple(Path(os.path.realpath(r)) for r in reads)
+        view._confined_by = by
         return view
 
     def for_turn(self, owner_writes: Callable[[], bool]) -> Workspace:
@@ -115,6 +129,10 @@ class Workspace:
             and (write or not (_under(real, self._allowed) or (listing and self._leads_in(real))))
         ):
             raise PathDenied(f"{user_path!r} is not accessible from this conversation")
+        if self._confined is not None and not self._within_confinement(real, write, listing):
+            raise PathDenied(
+                f"{user_path!r} is outside what this turn may use: it loaded {self._confined_by}"
+            )
         if write:
             rule = self.protection(real)
             if rule is not None and not (rule.owner_may_change and self._owner_writes()):
@@ -128,7 +146,15 @@ class Workspace:
         real = Path(os.path.realpath(path))
         if _under(real, self._restricted):
             return False
+        if self._confined is not None and not self._within_confinement(real, False, True):
+            return False
         return not _under(real, self._hidden) or _under(real, self._allowed) or self._leads_in(real)
+
+    def _within_confinement(self, real: Path, write: bool, listing: bool) -> bool:
+        confined = self._confined or ()
+        if _under(real, confined) or (not write and _under(real, self._confined_reads)):
+            return True
+        return listing and any(p.is_relative_to(real) for p in (*confined, *self._confined_reads))
 
     def _leads_in(self, folder: Path) -> bool:
         return any(allowed.is_relative_to(folder) for allowed in self._allowed)
@@ -160,13 +186,22 @@ class Workspace:
         """What is hidden from this conversation inside the workspace (all of it for a
         member or a group, the owner's memory for an admin): the exec sandbox covers it
         with an empty read-only folder or file, so a command sees what the file tools see."""
+        if self._confined is not None:
+            return (self.root,)
         return tuple(p for p in self._hidden if p == self.root or p.is_relative_to(self.root))
 
     def uncovered(self) -> tuple[Path, ...]:
         """What this conversation may still read under a covered path (installed skills,
         the files sent in it): shown again, read-only, over the cover."""
         covered = self.covered()
-        return tuple(p for p in self._allowed if _under(p, covered) and p.exists())
+        shown = self._allowed
+        if self._confined is not None:  # what the skill may use, and what this view allows
+            shown = tuple(
+                p
+                for p in (*self._confined, *self._confined_reads)
+                if not _under(p, self._hidden) or _under(p, self._allowed)
+            )
+        return tuple(p for p in shown if _under(p, covered) and p.exists())
 
     def reach(self) -> tuple[str, str]:
         """What a command of this conversation could read and write, in words for the

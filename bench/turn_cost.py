@@ -84,7 +84,8 @@ class StoreCount:
 def count_store(gateway: Gateway, into: StoreCount) -> None:
     """Count the store's jobs, reads and statements (a benchmark's instrument, not a
     feature)."""
-    db = gateway.store.db
+    store = gateway.store
+    db = store.db
     engine = db.engine
     assert isinstance(engine, SqliteEngine)
     engine.trace(into.statement, into.read_statement)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol
 
 from agent.llm.metered import Charge, TurnUsage
 from agent.llm.types import ImagePart, ToolSpec
+from agent.tools.bounds import Bounds
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal, Role
@@ -82,6 +83,9 @@ class TurnState:
     deferred: dict[str, ToolSpec] = field(default_factory=dict)
     found: list[str] = field(default_factory=list)
     files: list[Attachment] = field(default_factory=list)  # go out with the turn's answer
+    # The skills the turn loaded, and the tools, hosts and paths they leave it (narrowed
+    # by each one: agent.tools.bounds).
+    bounds: Bounds = field(default_factory=Bounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,9 @@ class Tool(ABC):
     # Rarely used: its schema waits behind find_tools (named in its description), so the
     # tokens of every model call go to the tools most turns use.
     rarely_used: ClassVar[bool] = False
+    # Another tool whose work this one does under the hood (a skill's script is a command,
+    # like exec): the person's policy refuses this one wherever it refuses that one.
+    runs_as: ClassVar[str] = ""
 
     @property
     def side_effects(self) -> bool:

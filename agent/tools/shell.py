@@ -148,47 +148,62 @@ class Exec(Tool):
                 )
             except (CannotLock, NetworkUnguarded) as exc:
                 raise ToolError(str(exc)) from None
-        process = await asyncio.create_subprocess_exec(
-            *argv,
+        return await run_command(
+            argv,
             cwd=ctx.workspace.root,
             env=clean_environment(ctx.workspace.root),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+            seconds=seconds,
+            max_output=self._max_output,
         )
-        output = bytearray()
-        dropped = 0
 
-        async def collect() -> None:
-            nonlocal dropped
-            assert process.stdout is not None
-            while chunk := await process.stdout.read(65_536):
-                room = self._max_output - len(output)
-                output.extend(chunk[: max(room, 0)])
-                dropped += max(len(chunk) - max(room, 0), 0)
-            await process.wait()
 
-        timed_out = False
-        try:
-            await asyncio.wait_for(collect(), seconds)
-        except TimeoutError:
-            timed_out = True
-        finally:
-            _kill_group(process.pid)
-            with contextlib.suppress(ProcessLookupError):
-                await asyncio.wait_for(process.wait(), 5)
-        text = output.decode("utf-8", errors="replace")
-        if dropped:
-            text += f"\n[... {dropped} more bytes of output dropped]"
-        if timed_out:
-            return ToolResult(
-                f"command timed out after {seconds:g}s and was killed\n{text}".rstrip(),
-                is_error=True,
-                untrusted=True,
-            )
-        code = process.returncode
-        return ToolResult(f"exit code {code}\n{text}".rstrip(), is_error=code != 0, untrusted=True)
+async def run_command(
+    argv: Sequence[str], *, cwd: Path, env: dict[str, str], seconds: float, max_output: int
+) -> ToolResult:
+    """Run ``argv`` in its own process group; its output (stdout and stderr, capped at
+    ``max_output`` characters) and exit code as an untrusted result. At ``seconds`` the
+    whole group is killed."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    output = bytearray()
+    dropped = 0
+
+    async def collect() -> None:
+        nonlocal dropped
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(65_536):
+            room = max_output - len(output)
+            output.extend(chunk[: max(room, 0)])
+            dropped += max(len(chunk) - max(room, 0), 0)
+        await process.wait()
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(collect(), seconds)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        _kill_group(process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.wait_for(process.wait(), 5)
+    text = output.decode("utf-8", errors="replace")
+    if dropped:
+        text += f"\n[... {dropped} more bytes of output dropped]"
+    if timed_out:
+        return ToolResult(
+            f"command timed out after {seconds:g}s and was killed\n{text}".rstrip(),
+            is_error=True,
+            untrusted=True,
+        )
+    code = process.returncode
+    return ToolResult(f"exit code {code}\n{text}".rstrip(), is_error=code != 0, untrusted=True)
 
 
 def _refuse_protected_names(command: str, ctx: ToolContext) -> None:

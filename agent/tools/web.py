@@ -27,7 +27,7 @@ from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarizer, fit, llm_summar
 from agent.web.reader import Mode, PageReader
 from agent.web.render import RenderLimits
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
-from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard
+from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard, HostOutOfBounds
 from agent.workspace import ATTACHMENTS
 from gateway.config.settings import WebToolSettings
 from gateway.core.errors import ConfigError
@@ -127,10 +127,20 @@ class WebFetch(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         url = str(args["url"]).strip()
+        reader = self._reader
+        bounds = ctx.state.bounds
+        if bounds.narrowed:
+            # Only the hosts the turn's skills declared, redirects included; no browser (a
+            # rendered page loads from any host).
+            fetcher = reader.fetcher
+            guard = fetcher.guard.confined(bounds.host_refusal)
+            reader = PageReader(PageFetcher(guard, fetcher.limits), None, "off")
         try:
-            reading = await self._reader.read(
+            reading = await reader.read(
                 url, render=bool(args.get("render")), screenshot=bool(args.get("screenshot"))
             )
+        except HostOutOfBounds as exc:
+            raise ToolError(f"web_fetch refused {url}: {exc}.") from None
         except BlockedTarget as exc:
             raise ToolError(
                 f"web_fetch refused {url}: {exc}. Only public web addresses can be fetched."

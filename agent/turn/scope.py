@@ -5,7 +5,8 @@ Decided in code from the principal and the conversation, never from model output
 - the owner's own chats see the whole workspace;
 - an admin's DM sees it without the owner's memory (admins may run commands anyway);
 - a member's DM and every group see only the installed skills and the files sent in that
-  conversation, so one person's attachment or the owner's documents never reach another.
+  conversation, so one person's attachment or the owner's documents never reach another
+  (nor the assistant's drafts of skills waiting for the owner in ``skills/.proposed/``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agent.llm.types import ChatMessage
 from agent.memory import scope_for
 from agent.protected import may_change_owner_files
 from agent.request import TurnRequest
+from agent.skills.library import routed_names
 from agent.tools.base import TurnState
 from agent.workspace import Workspace
 from gateway.core.messages import Attachment, ChatRef, ChatType
@@ -44,7 +46,15 @@ def file_view(
     if principal.is_admin and principal.chat_type is ChatType.DM:
         return view.narrowed(hide=OWNER_MEMORY)
     sent = [Path(f) for m in conversation if m.role == "user" for f in m.files]
-    return view.narrowed(hide=(".",), allow=(workspace.root / "skills", *sent))
+    return view.narrowed(hide=(".",), allow=(*installed_skills(workspace.root / "skills"), *sent))
+
+
+def installed_skills(folder: Path) -> list[Path]:
+    """The skill folders under ``folder``; not the dot-folders (drafts, staging)."""
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def authorising_texts(request: TurnRequest) -> tuple[str, ...]:
@@ -81,6 +91,21 @@ def resumed_state(checkpoints: Sequence[ChatMessage], *, chat: ChatRef, tainted:
         for image in message.images
     ]
     return TurnState(sent_texts=sent, read_untrusted=untrusted, files=files)
+
+
+def loaded_skills(checkpoints: Sequence[ChatMessage]) -> list[str]:
+    """The skills a turn loaded, by a trigger or with ``get_skill``, before it was
+    interrupted: their bounds hold again when it resumes, even if they changed since."""
+    results = {m.tool_call_id: m for m in checkpoints if m.role == "tool"}
+    routed = [name for m in checkpoints if m.role == "user" for name in routed_names(m.content)]
+    return routed + [
+        str(_arguments(call.arguments).get("name", ""))
+        for message in checkpoints
+        for call in message.tool_calls
+        if call.name == "get_skill"
+        and (result := results.get(call.id)) is not None
+        and not result.is_error
+    ]
 
 
 def _arguments(raw: str) -> dict[str, Any]:

@@ -74,6 +74,12 @@ class GuardedProxy:
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    async def start_unix(self, path: str) -> GuardedProxy:
+        """Serve on a Unix socket instead: the only way out of a sandbox without a network
+        (a skill's script, :mod:`agent.skills.egress`)."""
+        self._server = await asyncio.start_unix_server(self._accept, path, limit=MAX_HEAD_BYTES)
+        return self
+
     async def stop(self) -> None:
         """Close the listener and every connection still open (the fetch is over)."""
         if self._server is not None:
@@ -179,6 +185,7 @@ class GuardedProxy:
         name = normalise_host(host)
         if not name:
             raise BlockedTarget("the request has no host")
+        self.guard.check_bounds(name)
         literal = parse_ip(name)
         if literal is not None:
             self.guard.check_address(literal, name)

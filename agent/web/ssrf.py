@@ -56,6 +56,10 @@ class BlockedTarget(Exception):
     """The URL or one of its addresses is not a public web address; nothing was sent to it."""
 
 
+class HostOutOfBounds(BlockedTarget):
+    """The host is not one this turn may reach (its skills declared others); nothing sent."""
+
+
 def normalise_host(host: str | None) -> str:
     return (host or "").strip().strip("[]").rstrip(".").lower()
 
@@ -174,11 +178,28 @@ async def system_lookup(host: str, port: int) -> list[str]:
 
 
 class Guard:
-    """The address policy plus the DNS lookup whose answers it judges."""
+    """The address policy plus the DNS lookup whose answers it judges; ``confine`` may refuse
+    further host names (a turn that loaded a skill reaches only the hosts it declared)."""
 
-    def __init__(self, policy: AddressPolicy | None = None, *, lookup: Lookup | None = None):
+    def __init__(
+        self,
+        policy: AddressPolicy | None = None,
+        *,
+        lookup: Lookup | None = None,
+        confine: Callable[[str], str | None] | None = None,
+    ):
         self.policy = policy or AddressPolicy()
         self._lookup = lookup or system_lookup
+        self._confine = confine
+
+    def confined(self, refusal: Callable[[str], str | None]) -> Guard:
+        """This guard, refusing also every host for which ``refusal`` gives a reason."""
+        return Guard(self.policy, lookup=self._lookup, confine=refusal)
+
+    def check_bounds(self, host: str) -> None:
+        """Raise :class:`HostOutOfBounds` for a host this guard is confined away from."""
+        if self._confine is not None and (reason := self._confine(host)) is not None:
+            raise HostOutOfBounds(reason)
 
     def refuse(self, host: str, reason: str) -> BlockedTarget:
         log.warning("web_fetch refused %s: %s", host, reason)
@@ -208,6 +229,7 @@ class Guard:
         host = normalise_host(url.raw_host)
         if not host:
             raise BlockedTarget("the URL has no host")
+        self.check_bounds(host)
         literal = parse_ip(normalise_host(url.host))
         if literal is not None:
             self.check_address(literal, host)

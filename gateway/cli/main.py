@@ -25,6 +25,7 @@ from gateway.cli import (
     logs,
     run,
     service,
+    skills,
     status,
     web,
 )
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup.register(commands, common)
     api_tokens.register(commands, common)
     _register_mcp(commands, common)
+    skills.register(commands, common)
     completion.register(commands, common)
     return parser
 

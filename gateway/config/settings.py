@@ -52,6 +52,7 @@ from gateway.config.people import (
     valid_person_key,
 )
 from gateway.config.plugins import channel_sections_model, plugin_problems
+from gateway.config.skills import SkillSettings
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import ChannelContext
@@ -286,6 +287,7 @@ class _Leading(BaseSettings):
     user: UserSettings = UserSettings()
     people: dict[str, PersonSettings] = {}
     mcp: McpSettings = McpSettings()
+    skills: SkillSettings = SkillSettings()  # registries, and the secrets skills' scripts get
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
     memory: MemorySettings = MemorySettings()  # recall of past conversations
     calendar: CalendarSettings = CalendarSettings()  # one CalDAV account, for the owner

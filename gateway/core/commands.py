@@ -17,6 +17,7 @@ COMMANDS = {
     "/approve": "owner and admins: let a waiting action run (/approve ID)",
     "/deny": "owner and admins: refuse a waiting action (/deny ID)",
     "/show": "owner and admins: a waiting action in full (/show ID)",
+    "/skills": "the skills and what each may do; owner: approve, edit or drop a proposal",
 }
 
 # Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.dispatch.controls).

@@ -21,6 +21,8 @@ from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
 from agent.recall.search import Recaller
 from agent.skills import GetSkill, SkillLibrary
+from agent.skills.proposals import Proposals
+from agent.skills.tools import SkillPropose
 from agent.tokens import TokenCounter
 from agent.tools.agents import SendToAgent
 from agent.tools.base import Tool
@@ -211,6 +213,7 @@ def build_agent(
         )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(settings.workspace_dir / "skills")
+    skills.problems()  # read now: a skill changed since it was approved is logged at start
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())
     budget = top.mcp  # rarely used tools, and MCP servers' past the budget, wait behind it
     agent_tools: list[Tool] = [
@@ -223,13 +226,16 @@ def build_agent(
     toolbox = mcp.toolbox(agent_id) if mcp is not None else None  # its tools join each turn
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
+            *default_tools(
+                settings, llm=model, audit_log=store.audit, browser=browser, skills=skills
+            ),
             MemoryRead(),
             MemoryWrite(store.memory_entries),
             MemoryPatch(store.memory_entries),
             MemoryAppend(store.memory_entries),
             MemorySearch(recaller or Recaller(store.recall, None), store.memory_entries),
             GetSkill(skills),
+            SkillPropose(Proposals(skills)),
             Cron(),
             TimeZone(),
             Chats(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -14,6 +15,7 @@ from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
 from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
+from gateway.runtime.dispatch import skills
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.intake import pairing
 from gateway.runtime.intake.routing import agent_for
@@ -81,6 +83,11 @@ class Commands:
             return await self._approvals.decide(msg, principal, approve=command == "/approve")
         if command == "/show":
             return await self._approvals.show(msg, principal)
+        if command == "/skills":
+            agent = agent_for(self._agents, session_key) if self._agents else None
+            if agent is None:
+                return "No skills here."
+            return await asyncio.to_thread(skills.answer, msg, principal, agent.context.skills)
         listing = "\n".join(f"{name} - {text}" for name, text in COMMANDS.items())
         if command == "/start":
             return f"Hi, I'm {self._name}. Just write to me like you would to a colleague.\n\n{listing}"

@@ -20,6 +20,14 @@ or a list of them (matched as whole words, case-insensitive), or patterns writte
 having to ask (:meth:`SkillLibrary.route`), and its trace says which trigger matched. Only
 skills the owner installed are routed: a ``SKILL.md`` reached through a symbolic link out of
 ``skills/`` (into files a turn could have written) never is.
+
+**Pinned and bounded** (issue 49): a skill installed with ``switchboard skills`` has the
+sha256 of each of its files in the lock file (:mod:`agent.skills.lock`); one whose files
+changed since is left out, named in :meth:`SkillLibrary.problems`, and never loaded or run
+until the owner approves it again. What a skill declares it needs (``tools``, ``network``,
+``paths``, ``secrets``: :mod:`agent.skills.permissions`) bounds every turn that loads it
+(:mod:`agent.tools.bounds`). Folders whose name starts with a dot (``.proposed/``, where
+the assistant's drafts wait for the owner) are never skills.
 """
 
 from __future__ import annotations
@@ -29,13 +37,16 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agent.skills.lock import LOCK_FILE, LockError, SkillLock
+from agent.skills.permissions import DeclarationError, Permissions, declared
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.bounds import Bounds, Grant
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +55,16 @@ MAX_FRONT_MATTER_CHARS = 8_000
 MAX_ROUTED = 3  # skills loaded by their triggers into one turn, at most
 MAX_MATCHED_CHARS = 20_000  # of each message, the part triggers are matched against
 _FENCE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+# What an installed skill's folder may be called (the common format's rule, plus _ and .).
+SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 class FrontMatterError(ValueError):
     """The front matter of a SKILL.md cannot be read; the message says why."""
+
+
+class ChangedSkill(Exception):
+    """The skill's files are not the ones the owner approved; the message says which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +84,19 @@ class Trigger:
 class Skill:
     name: str
     description: str
-    path: Path
+    path: Path  # its SKILL.md
     triggers: tuple[Trigger, ...] = ()
+    permissions: Permissions = field(default_factory=Permissions)
+    # Held to its permissions: installed or approved (in the lock file), or it declares some.
+    bounded: bool = False
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def grant(self) -> Grant | None:
+        """What a turn that loads it keeps; ``None`` when it does not narrow the turn."""
+        return self.permissions.grant(self.name, self.folder) if self.bounded else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +210,8 @@ def _stamp(directory: Path) -> tuple[tuple[str, int], ...]:
     except (FileNotFoundError, NotADirectoryError):
         return ()
     for entry in entries:
+        if entry.name.startswith("."):  # .proposed/ and staging folders are not skills
+            continue
         path = f"{entry.path}/SKILL.md"
         try:
             found.append((path, os.stat(path).st_mtime_ns))  # noqa: PTH116 - every turn
@@ -190,43 +220,73 @@ def _stamp(directory: Path) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(found))
 
 
+def read_skill(path: Path, *, when: Sequence[str] = (), pinned: bool = False) -> Skill:
+    """The skill whose ``SKILL.md`` is ``path``; ``when`` adds triggers (the owner's, from
+    the lock file), ``pinned`` holds it to its permissions even if it declares none.
+    Raises :class:`FrontMatterError` or :class:`DeclarationError` naming what is wrong."""
+    head = path.read_text(encoding="utf-8", errors="replace")[:MAX_FRONT_MATTER_CHARS]
+    fields, _ = parse_front_matter(head)
+    name = _one_line(fields.get("name"), "name") or path.parent.name
+    description = _one_line(fields.get("description"), "description")
+    found = triggers([*_listed(fields.get("when")), *when])
+    permissions = declared(fields)
+    bounded = pinned or permissions.declared
+    return Skill(name, description[:200], path, found, permissions, bounded)
+
+
 class SkillLibrary:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, lock: SkillLock | None = None) -> None:
         self.directory = directory
-        self._stamp: tuple[tuple[str, int], ...] | None = None
+        self.lock = lock or SkillLock(directory / LOCK_FILE)
+        self._stamp: tuple[object, ...] | None = None
         self._skills: tuple[Skill, ...] = ()
         self._problems: tuple[BrokenSkill, ...] = ()
 
     def skills(self) -> tuple[Skill, ...]:
-        """The skills that load (re-read when a SKILL.md changes)."""
+        """The skills that load (re-read when a SKILL.md or the lock file changes)."""
         self._refresh()
         return self._skills
 
     def problems(self) -> tuple[BrokenSkill, ...]:
-        """The SKILL.md files left out, and why."""
+        """The SKILL.md files left out, and why (broken front matter, changed since approved)."""
         self._refresh()
         return self._problems
 
     def _refresh(self) -> None:
-        stamp = _stamp(self.directory)  # every turn: a scan, not a glob (pathlib's is slow)
+        # every turn: a scan, not a glob (pathlib's is slow)
+        stamp = (_stamp(self.directory), self.lock.stamp())
         if stamp == self._stamp:
             return
-        files = [Path(name) for name, _ in stamp]
+        files = [Path(name) for name, _ in stamp[0]]
         found: list[Skill] = []
         problems: list[BrokenSkill] = []
         for path in files:
-            head = path.read_text(encoding="utf-8", errors="replace")[:MAX_FRONT_MATTER_CHARS]
             try:
-                fields, _ = parse_front_matter(head)
-                name = _one_line(fields.get("name"), "name") or path.parent.name
-                description = _one_line(fields.get("description"), "description")
-                when = triggers(fields.get("when"))
-            except FrontMatterError as exc:
+                found.append(self._read(path))
+            except (FrontMatterError, DeclarationError, ChangedSkill, LockError) as exc:
                 log.warning("skill %s skipped: %s", path, exc)
                 problems.append(BrokenSkill(path, str(exc)))
-                continue
-            found.append(Skill(name, description[:200], path, when))
         self._stamp, self._skills, self._problems = stamp, tuple(found), tuple(problems)
+
+    def _read(self, path: Path) -> Skill:
+        entry = self.lock.get(path.parent.name)
+        if entry is not None:
+            problem = self.changed(path.parent)
+            if problem is not None:
+                raise ChangedSkill(problem)
+        return read_skill(path, when=entry.when if entry else (), pinned=entry is not None)
+
+    def changed(self, folder: Path) -> str | None:
+        """Why the skill in ``folder`` may not be used now (its files are not the ones the
+        owner approved), or ``None``. Asked again before each use, not only when listed."""
+        changes = self.lock.changes(folder.name, folder)
+        if not changes:
+            return None
+        return (
+            f"changed since it was approved ({changes.describe()}); it is not used until "
+            f"the owner approves it again (switchboard skills verify --approve {folder.name}, "
+            f"or /skills approve {folder.name} in the chat)"
+        )
 
     def index(self) -> str:
         skills = self.skills()
@@ -238,6 +298,28 @@ class SkillLibrary:
     def find(self, name: str) -> Skill | None:
         wanted = name.strip().lower()
         return next((s for s in self.skills() if s.name.lower() == wanted), None)
+
+    def bounds(self, names: Sequence[str]) -> Bounds:
+        """What a turn that loaded the skills ``names`` keeps (those that bound it). A name
+        no longer found (changed or removed since a resumed turn loaded it) leaves the turn
+        only reading: its text is in the conversation already."""
+        bounds = Bounds()
+        for name in names:
+            skill = self.find(name)
+            grant = skill.grant() if skill is not None else Grant(name, self.directory / name)
+            if grant is not None:
+                bounds = bounds.with_grant(grant)
+        return bounds
+
+    def body(self, skill: Skill) -> str:
+        """The skill's instructions, after checking its files are still the approved ones
+        (blocking: call it in a thread). Raises :class:`ChangedSkill` when they are not."""
+        if self.lock.get(skill.folder.name) is not None:
+            problem = self.changed(skill.folder)
+            if problem is not None:
+                raise ChangedSkill(problem)
+        _, body = parse_front_matter(skill.path.read_text(encoding="utf-8", errors="replace"))
+        return body[:MAX_SKILL_CHARS]
 
     async def route(self, texts: Sequence[str]) -> list[Routed]:
         """The owner's skills whose triggers match ``texts`` (a turn's messages), each with
@@ -256,8 +338,8 @@ class SkillLibrary:
             if hit is None or not installed_by_owner(skill.path, self.directory):
                 continue
             try:
-                body = await asyncio.to_thread(_body, skill.path)
-            except (OSError, FrontMatterError) as exc:  # changed or gone since it was listed
+                body = await asyncio.to_thread(self.body, skill)
+            except (OSError, FrontMatterError, ChangedSkill, LockError) as exc:  # since listed
                 log.warning("skill %s not loaded: %s", skill.name, exc)
                 continue
             routed.append(Routed(skill, hit[0], hit[1], body))
@@ -278,16 +360,34 @@ def installed_by_owner(path: Path, directory: Path) -> bool:
     return path.resolve().is_relative_to(root)
 
 
-def _body(path: Path) -> str:
-    _, body = parse_front_matter(path.read_text(encoding="utf-8", errors="replace"))
-    return body[:MAX_SKILL_CHARS]
+def bounds_note(skill: Skill) -> str:
+    """What the model is told a loaded skill leaves the turn."""
+    return (
+        f"While this turn uses the skill {skill.name}, it may only use: "
+        f"{skill.permissions.summary()} (and read the skill's own files)"
+    )
+
+
+def _listed(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+_ROUTED = "## Skill {name} (loaded because your message matched {trigger!r})"
+_ROUTED_NAME = re.compile(r"^## Skill (.+?) \(loaded because your message matched ", re.MULTILINE)
+
+
+def routed_names(text: str) -> list[str]:
+    """The skills :func:`routed_block` put into a message (a resumed turn's bounds)."""
+    return _ROUTED_NAME.findall(text)
 
 
 def routed_block(routed: Sequence[Routed]) -> str:
     """The skills a turn's messages called for, in full, kept with the last of them."""
     return "\n\n".join(
-        f"## Skill {r.skill.name} (loaded because your message matched {r.trigger!r})\n"
-        f"{r.body.strip()}"
+        _ROUTED.format(name=r.skill.name, trigger=r.trigger) + "\n"
+        f"{r.body.strip()}" + (f"\n[{bounds_note(r.skill)}]" if r.skill.bounded else "")
         for r in routed
     )
 
@@ -308,9 +408,12 @@ class GetSkill(Tool):
         if skill is None:
             names = ", ".join(s.name for s in self._library.skills()) or "none installed"
             raise ToolError(f"no skill named {args['name']!r}; available: {names}")
-        text = await asyncio.to_thread(skill.path.read_text, encoding="utf-8", errors="replace")
         try:
-            _, body = parse_front_matter(text)
-        except FrontMatterError as exc:  # edited since it was listed
-            raise ToolError(f"skill {skill.name!r} cannot be read: {exc}") from None
-        return ToolResult(body[:MAX_SKILL_CHARS])
+            body = await asyncio.to_thread(self._library.body, skill)
+        except (OSError, FrontMatterError, ChangedSkill, LockError) as exc:  # since listed
+            raise ToolError(f"skill {skill.name!r} cannot be used: {exc}") from None
+        grant = skill.grant()
+        if grant is None:
+            return ToolResult(body)
+        ctx.state.bounds = ctx.state.bounds.with_grant(grant)  # from now on, for this turn
+        return ToolResult(f"{body}\n\n[{bounds_note(skill)}]")

@@ -1,0 +1,163 @@
+"""The owner's decision on a skill's files: what it is, what it may do, what changed; and
+pinning the files once the owner said yes.
+
+Installing, updating, re-approving a changed skill and approving the assistant's proposal
+all show the same :class:`Review` (``switchboard skills`` on the terminal, ``/skills`` in the
+chat) and end in :func:`pin`, which records the sha256 of every file in the lock file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agent.skills.library import (
+    SKILL_NAME,
+    FrontMatterError,
+    Skill,
+    SkillLibrary,
+    read_skill,
+    suspicious,
+)
+from agent.skills.lock import LINK, Changes, LockEntry, SkillLock, compare, digests, now
+from agent.skills.permissions import DeclarationError, Permissions
+from agent.skills.unpack import SKILL_FILE
+
+MAX_SCANNED_BYTES = 256 * 1024  # of each text file, scanned for download-and-run lines
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".rb", ".pl")
+
+
+class ReviewError(Exception):
+    """The folder is not an installable skill; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    name: str  # its folder under skills/
+    skill: Skill
+    files: dict[str, str]  # relative path -> sha256
+    scripts: tuple[str, ...]
+    warnings: tuple[str, ...]
+    changes: Changes | None = None  # against the files approved before, if any
+    wider: tuple[str, ...] = ()  # what it may do now that it could not before
+
+    def lines(self, configured_secrets: Collection[str] = ()) -> list[str]:
+        """What the owner reads before saying yes."""
+        skill = self.skill
+        size = sum((self.skill.folder / f).stat().st_size for f in self.files)
+        lines = [f"{self.name}: {skill.description or '(no description)'}"]
+        lines.append(f"  files: {len(self.files)} ({_size(size)})")
+        if self.changes:
+            lines.append(f"  changed since approved: {self.changes.describe()}")
+        lines.append("  may use:" + ("" if skill.bounded else " anything the person may"))
+        for line in skill.permissions.lines():
+            shown = line
+            if line.startswith("secrets:") and skill.permissions.secrets:
+                shown = "secrets: " + ", ".join(
+                    f"{s} ({'set' if s in configured_secrets else 'not set'})"
+                    for s in skill.permissions.secrets
+                )
+            lines.append(f"    {shown}")
+        if self.wider:
+            lines.append(f"  NEW: it may now also use {', '.join(self.wider)}")
+        if skill.triggers:
+            lines.append(
+                f"  loaded when a message says: {', '.join(t.text for t in skill.triggers)}"
+            )
+        if self.scripts:
+            lines.append(
+                f"  scripts (run only in the sandbox, reaching only the hosts above): "
+                f"{', '.join(self.scripts)}"
+            )
+        lines += [f"  WARNING: {w}" for w in self.warnings]
+        return lines
+
+
+def inspect(
+    folder: Path,
+    name: str,
+    *,
+    previous: LockEntry | None = None,
+    before: Permissions | None = None,
+    configured_secrets: Collection[str] = (),
+    when: tuple[str, ...] = (),
+) -> Review:
+    """Read the skill in ``folder`` (to be installed as ``name``) for the owner's decision;
+    ``previous`` is its lock entry and ``before`` what it could do, for an update."""
+    if not SKILL_NAME.match(name):
+        raise ReviewError(
+            f"{name!r} cannot be a skill's folder name (lower-case letters, digits, ., - and _)"
+        )
+    path = folder / SKILL_FILE
+    if not path.is_file() or path.is_symlink():
+        raise ReviewError(f"there is no {SKILL_FILE} at the top of the skill's folder")
+    try:
+        skill = read_skill(path, when=when, pinned=True)
+    except (FrontMatterError, DeclarationError) as exc:
+        raise ReviewError(f"{SKILL_FILE}: {exc}") from None
+    files = digests(folder)
+    links = [f for f, digest in files.items() if digest == LINK]
+    if links:
+        raise ReviewError(f"{', '.join(links)}: links are not allowed in a skill")
+    scripts = tuple(f for f in files if _is_script(folder / f))
+    warnings = [
+        f"{relative}: {reason}"
+        for relative in (SKILL_FILE, *scripts)
+        for reason in suspicious(_head(folder / relative))
+    ]
+    warnings += [
+        f"it needs the secret {s}, which is not set (skills.secrets.{s} in .env or config.toml)"
+        for s in skill.permissions.secrets
+        if s not in configured_secrets
+    ]
+    return Review(
+        name=name,
+        skill=skill,
+        files=files,
+        scripts=scripts,
+        warnings=tuple(warnings),
+        changes=None if previous is None else compare(previous.files, files),
+        wider=() if before is None else tuple(skill.permissions.wider_than(before)),
+    )
+
+
+def pin(lock: SkillLock, review: Review, entry: LockEntry) -> LockEntry:
+    """Record the reviewed files as the approved ones (``entry`` says where they came from)."""
+    pinned = replace(
+        entry, name=review.name, files=dict(review.files), approved=now(), when=entry.when
+    )
+    lock.put(pinned)
+    return pinned
+
+
+def review_installed(library: SkillLibrary, name: str) -> Review:
+    """A skill in ``skills/`` as it is on disk now, against the files approved before (to
+    approve it again), or a hand-written one (to pin it)."""
+    folder = library.directory / name
+    if not SKILL_NAME.match(name) or not folder.is_dir() or folder.is_symlink():
+        raise ReviewError(f"no skill folder named {name} in {library.directory}")
+    entry = library.lock.get(name)
+    return inspect(folder, name, previous=entry, when=entry.when if entry else ())
+
+
+def approve(library: SkillLibrary, review: Review) -> LockEntry:
+    """Pin a skill's files as they are now: one changed since approved, or one written by
+    hand (from then on held to what it declares, like an installed one)."""
+    entry = library.lock.get(review.name) or LockEntry(
+        name=review.name, kind="local", source=f"written in skills/{review.name}"
+    )
+    return pin(library.lock, review, entry)
+
+
+def _is_script(path: Path) -> bool:
+    return path.suffix in SCRIPT_SUFFIXES or (path.stat().st_mode & 0o111 != 0)
+
+
+def _head(path: Path) -> str:
+    with path.open("rb") as handle:
+        return handle.read(MAX_SCANNED_BYTES).decode("utf-8", errors="replace")
+
+
+def _size(size: int) -> str:
+    return f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB"

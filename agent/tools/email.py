@@ -208,7 +208,7 @@ class SendEmail(Tool):
             settings.allowed_recipients, settings.user_addresses, settings.typed_recipients
         )
 
-    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+    async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         try:
             recipients = parse_addresses(args["to"])
         except ValueError:

@@ -91,7 +91,7 @@ class ToolExecutor:
         refusal = self._gate.refusal(tool, ctx)
         by_policy = refusal is not None
         if refusal is None and self._approvals.may_ask(ctx):
-            refusal = tool.approval_refusal(args, ctx)  # else the tool refuses as it runs
+            refusal = await tool.approval_refusal(args, ctx)  # else run() refuses it
         if refusal is None:
             return ctx
         verdict = await self._approvals.decide(refusal, tool, args, ctx)

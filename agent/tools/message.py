@@ -109,7 +109,7 @@ class Message(Tool):
             "message again with the same channel, chat_id and content."
         )
 
-    def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+    async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         channel = args.get("channel") or ctx.chat.channel
         chat_id = args.get("chat_id") or ctx.chat.chat_id
         if channel == ctx.chat.channel and chat_id == ctx.chat.chat_id:

@@ -19,6 +19,7 @@ from agent.agent import Agent
 from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
+from agent.tools.browser import browser_sessions
 from agent.tools.web import web_browser
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -69,6 +70,7 @@ from gateway.store import Store
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
     from agent.web.browser import Browser
+    from agent.web.sessions import BrowserSessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,7 @@ class Parts:
     zones: Zones
     mcp: McpManager | None  # MCP servers, shared by every agent and turn
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
+    browser_sessions: BrowserSessions | None  # where the browser tool acts (its own browser)
     agents: dict[str, Agent]
     drafts: DraftStreamer
     display: LiveDisplay
@@ -177,6 +180,7 @@ def build(
     )
     mcp = build_manager(settings)
     browser = web_browser(settings.tools.web)
+    sessions = browser_sessions(settings.tools.browser, settings.tools.web, settings.data_dir)
 
     def llm_for(agent_id: str) -> LLMProvider:
         """An agent's model: shared with every agent that names the same model."""
@@ -197,6 +201,7 @@ def build(
             models=models,
             mcp=mcp,
             browser=browser,
+            browser_sessions=sessions,
             services=services,
             clock=clock,
         )
@@ -363,6 +368,7 @@ def build(
         zones=zones,
         mcp=mcp,
         browser=browser,
+        browser_sessions=sessions,
         agents=agents,
         drafts=drafts,
         display=display,

@@ -35,6 +35,7 @@ from agent.tools.timezone import TimeZone
 from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
+from agent.web.sessions import BrowserSessions
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -166,6 +167,7 @@ def build_agent(
     models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
+    browser_sessions: BrowserSessions | None = None,
     services: Services | None = None,
     clock: Clock | None = None,
 ) -> Agent:
@@ -220,7 +222,13 @@ def build_agent(
     toolbox = mcp.toolbox(agent_id) if mcp is not None else None  # its tools join each turn
     tools = ToolRegistry(
         [
-            *default_tools(settings, llm=model, audit_log=store.audit, browser=browser),
+            *default_tools(
+                settings,
+                llm=model,
+                audit_log=store.audit,
+                browser=browser,
+                browser_sessions=browser_sessions,
+            ),
             MemoryRead(),
             MemoryWrite(),
             MemoryPatch(),

@@ -95,6 +95,10 @@ def context(tmp_path: Path, agent: str, *said: str, role: Role = Role.OWNER) -> 
     )
 
 
+def read_text(path: str | None) -> str:
+    return Path(path or "").read_text()
+
+
 def is_png(path: str | None) -> bool:
     return Path(path or "").read_bytes()[:4] == b"\x89PNG"
 
@@ -303,3 +307,29 @@ async def test_a_profile_keeps_the_sign_in_and_only_the_owner_makes_or_deletes_i
     assert not path.exists() and shop.account_cookies[-1] is None
     await act(tool, kept, action="close")
     assert not path.exists()  # closing did not write it back
+
+
+async def test_a_download_is_held_like_a_send_and_then_goes_with_the_answer(
+    sessions: BrowserSessions, shop: Shop, tmp_path: Path
+) -> None:
+    shop.site.page("/export.csv", "crop,days\ntomato,75\n", "text/csv")
+    shop.site.page(
+        "/exports", '<html><body><a href="/export.csv" download="crops.csv">Export</a></body>'
+    )
+    tool = BrowserTool(sessions)
+    ctx = context(tmp_path, "download", "download the crops export")
+    page = await act(tool, ctx, action="open", url=url(shop, "/exports"))
+    export = {"action": "download", "ref": ref(page, 'link "Export"')}
+    with pytest.raises(ToolError, match="not done: it downloads a file"):
+        await act(tool, ctx, **export)
+    shown = await tool.reach(export, ctx)
+    assert f"file from: {url(shop, '/export.csv')}" in shown.text
+    assert "/export.csv" not in shop.site.requests
+
+    done = await act(BrowserTool(sessions, allowed_sites=(HOST,)), ctx, **export)
+    [saved] = done.files
+    assert saved.filename == "crops.csv" and saved.kind == "document"
+    assert Path(saved.path or "").parent == tmp_path / "ws" / "attachments" / "web" / "downloads"
+    assert read_text(saved.path) == "crop,days\ntomato,75\n"
+    assert "Downloaded crops.csv (20 bytes)" in done.content
+    await act(tool, ctx, action="close")

@@ -165,8 +165,8 @@ class BrowserToolSettings(Section):
     # needs no approval: host names, each with its subdomains ("shop.example.com").
     allowed_sites: StrList = ()
     max_steps_per_turn: int = Field(default=30, ge=1, le=500)  # browser calls in one turn
-    step_timeout_seconds: float = Field(default=20.0, gt=0, le=300)  # one navigation or action
-    step_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)  # per step
+    step_timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    step_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)
     idle_minutes: float = Field(default=30.0, gt=0, le=1_440)  # then a session closes (saved)
     max_sessions: int = Field(default=4, ge=1, le=64)  # open at once; the oldest closes first
     snapshot_max_chars: int = Field(default=8_000, ge=1_000, le=100_000)  # a longer tree is cut

@@ -54,6 +54,10 @@ def test_sending_a_form_commits_but_a_search_or_a_sign_in_does_not() -> None:
     field = Target(PAGE, "input", "text", "Search", textual=True, submitter=False, form=form())
     assert commitment("press", field, page=PAGE, text="Enter") is not None  # implicit submit
     assert commitment("press", field, page=PAGE, text="Tab") is None
+    frame = Target(PAGE, "iframe", "", "", textual=False, submitter=False, form=None)
+    inside = commitment("press", frame, page=PAGE, text="Enter")  # the focus is in a frame
+    assert inside is not None and "cannot be checked" in inside.reason
+    assert commitment("press", frame, page=PAGE, text="ArrowDown") is None
 
 
 def test_words_of_a_purchase_commit_on_anything_but_a_plain_link() -> None:

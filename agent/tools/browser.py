@@ -94,8 +94,8 @@ class BrowserTool(Tool):
         if committed is None:
             return None
         return Refusal(
-            f"browser {args['action']}: {committed.reason}, on a site the owner has not "
-            "allowed (tools.browser.allowed_sites)",
+            f"browser {args['action']}: {committed.reason}; the site is not in "
+            "tools.browser.allowed_sites",
             askable=True,
             authority=Role.OWNER,
         )

@@ -4,7 +4,8 @@ An action commits when it sends something of ours to a site or spends something 
 
 - a click (or Enter, or Space) that sends a form with any method but GET (a search) or
   ``dialog``, unless the form is a sign-in (it has a password field) and its button does not
-  read like a commitment;
+  read like a commitment; Enter or Space with the focus inside a frame (what it reaches
+  cannot be read from here);
 - a click on a button, or anything but a plain link, that reads like a purchase, a payment
   or another commitment ("Buy", "Pay", "Place order", "Subscribe", "Confirm", "Delete"...),
   whatever its script does;
@@ -217,6 +218,11 @@ def commitment(
             sites,
         )
     activates = action == "click" or (action == "press" and text in ACTIVATING_KEYS)
+    if action == "press" and activates and target.tag in ("iframe", "frame"):
+        reach = f"page: {target.page}\nkey: {text} inside a frame"
+        return Commitment(
+            "the key goes to an element inside a frame, which cannot be checked", reach, (page,)
+        )
     sends = form is not None and (
         (activates and target.submitter)
         or (action == "press" and text == "Enter" and target.textual)

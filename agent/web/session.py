@@ -124,11 +124,12 @@ class BrowserSession:
         self._context: BrowserContext | None = None
         self._page: Page | None = None
         self._step: Step | None = None  # the step under way
+        self._crashed = False
 
     @property
     def page(self) -> Page:
-        if self._page is None or self._page.is_closed():
-            raise StepFailed("the page was closed; open it again")
+        if self._page is None or not self.open:
+            raise StepFailed("the page was closed (or crashed); open it again")
         return self._page
 
     @property
@@ -137,7 +138,9 @@ class BrowserSession:
 
     @property
     def open(self) -> bool:
-        return self._page is not None and not self._page.is_closed()
+        """Its page is there and alive (a crashed tab is not: the session is started afresh,
+        its cookies kept)."""
+        return self._page is not None and not self._page.is_closed() and not self._crashed
 
     async def start(self) -> BrowserSession:
         guard = self._browser.guard
@@ -155,7 +158,12 @@ class BrowserSession:
         self._context.set_default_timeout(self.limits.timeout * 1000)
         self._page.on("response", self._response)
         self._page.on("requestfailed", self._failed)
+        self._page.on("crash", self._crash)
         return self
+
+    def _crash(self, page: Page) -> None:
+        log.warning("a browser session's page crashed (too much memory?): %s", page.url)
+        self._crashed = True
 
     def _response(self, response: Response) -> None:
         """The proxy answered a navigation of the page itself with a refusal."""
@@ -285,13 +293,14 @@ class BrowserSession:
         from playwright.async_api import Error as PlaywrightError  # noqa: PLC0415
 
         try:
-            if ref is None:
-                element = self.page.locator("*:focus")
-                if await element.count() != 1:
+            if ref is None:  # a frame that has the focus is the element here
+                focused = await self.page.evaluate_handle("document.activeElement")
+                element = focused.as_element()
+                if element is None:
                     return None
+                raw = await element.evaluate(FACTS)
             else:
-                element = await self.element(ref)
-            raw = await element.evaluate(FACTS, timeout=2_000)
+                raw = await (await self.element(ref)).evaluate(FACTS, timeout=2_000)
         except PlaywrightError as exc:
             raise StepFailed(_said(exc)) from None
         return Target.parse(raw)

@@ -28,8 +28,16 @@ from typing import Any, get_args
 
 from yarl import URL
 
-from agent.tools.base import Effect, Reach, Refusal, Tool, ToolContext, ToolError, ToolResult
-from agent.tools.base import schema as object_schema
+from agent.tools.base import (
+    Effect,
+    Reach,
+    Refusal,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    schema,
+)
 from agent.tools.web import save_screenshot, web_guard
 from agent.untrusted import wrap_untrusted
 from agent.web.browser import Browser, BrowserSettings
@@ -61,7 +69,7 @@ class BrowserTool(Tool):
         "ref; scroll (ref, or text up/down), back, wait_for (text), close. Sending a form, "
         "buying, paying or typing what the user did not write waits for the owner's approval."
     )
-    parameters = object_schema(
+    parameters = schema(
         {
             "action": {"type": "string", "enum": list(ACTIONS)},
             "url": {"type": "string", "minLength": 1, "maxLength": 4000},
@@ -112,13 +120,16 @@ class BrowserTool(Tool):
 
             async with session.lock:
                 committed = await self._commits(session, args, ctx)
-                try:
-                    png = await session.picture(args.get("ref"))
-                except (StepFailed, PlaywrightError):  # no such element: the page alone
-                    png = await session.picture()
+                png = None
+                for ref in (args.get("ref"), None):  # no such element: the page alone
+                    try:
+                        png = await session.picture(ref)
+                        break
+                    except (StepFailed, PlaywrightError):
+                        continue
             url = session.url
-            picture = await save_screenshot(ctx.workspace.root, url, png)
-            asked = Asked(committed.reach if committed else f"page: {url}", (picture,))
+            pictures = () if png is None else (await save_screenshot(ctx.workspace.root, url, png),)
+            asked = Asked(committed.reach if committed else f"page: {url}", pictures)
             session.asked[ctx.idempotency_key] = asked
             while len(session.asked) > MAX_ASKED:
                 session.asked.pop(next(iter(session.asked)))
@@ -303,10 +314,10 @@ async def _wait_for(session: BrowserSession, call: Call) -> None:
 
     try:
         await session.page.get_by_text(call.text).first.wait_for(
-            state="visible", timeout=session.limits.timeout * 1000
+            state="visible", timeout=session.time_left()
         )
     except PlaywrightTimeout:
-        call.notes.append(f"{call.text!r} did not appear within {session.limits.timeout:g}s")
+        call.notes.append(f"{call.text!r} did not appear in time")
 
 
 async def _snapshot(session: BrowserSession, call: Call) -> None:

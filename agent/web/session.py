@@ -31,6 +31,7 @@ from agent.web.profiles import Profiles
 from agent.web.proxy import REFUSED_HEADER, GuardedProxy
 from agent.web.render import (
     IDLE_WAIT,
+    READ_RESERVE,
     RenderLimits,
     RequestGate,
     close_context,
@@ -125,6 +126,7 @@ class BrowserSession:
         self._page: Page | None = None
         self._step: Step | None = None  # the step under way
         self._crashed = False
+        self._deadline = 0.0  # of the step under way (time.monotonic)
 
     @property
     def page(self) -> Page:
@@ -223,6 +225,7 @@ class BrowserSession:
         self._proxy.renew()
         self._gate.next_step()
         done = self._step = Step()
+        self._deadline = time.monotonic() + self.limits.timeout
         if self._context is not None:
             await self._forget_if_deleted(self._context)
         try:
@@ -251,7 +254,7 @@ class BrowserSession:
         from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415
 
         try:
-            await self.page.goto(url, wait_until="domcontentloaded")
+            await self.page.goto(url, wait_until="domcontentloaded", timeout=self.time_left())
         except PlaywrightTimeout:
             return  # read what has arrived
         except PlaywrightError as exc:
@@ -263,9 +266,16 @@ class BrowserSession:
         await self.settled()
 
     async def settled(self) -> None:
-        """Let what an action started load: the document, then a quiet network (capped)."""
-        await settle(self.page, "load", self.limits.timeout * 1000 / 2)
-        await settle(self.page, "networkidle", IDLE_WAIT * 1000)
+        """Let what an action started load: the document, then a quiet network (capped),
+        within the step's time."""
+        await settle(self.page, "load", self.time_left())
+        await settle(self.page, "networkidle", self.time_left(IDLE_WAIT))
+
+    def time_left(self, cap: float | None = None) -> float:
+        """Milliseconds a wait may take of what is left of the step (some is kept back for
+        reading the page afterwards); at least one (Playwright takes 0 as no limit)."""
+        left = self._deadline - time.monotonic() - READ_RESERVE
+        return max(1.0, (left if cap is None else min(cap, left)) * 1000)
 
     async def snapshot(self) -> Snapshot:
         page = self.page

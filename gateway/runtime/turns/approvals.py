@@ -163,7 +163,7 @@ class Approvals(Service):
             arguments=text.shown_arguments(ask.arguments, self._redact),
             fingerprint=fingerprint(ask.arguments),
             reason=ask.reason,
-            reach=ask.reach,
+            reach=self._redact(ask.reach),
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,
             state=ApprovalState.PENDING if targets else ApprovalState.REFUSED,

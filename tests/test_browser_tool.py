@@ -282,8 +282,9 @@ async def test_a_profile_keeps_the_sign_in_and_only_the_owner_makes_or_deletes_i
     ephemeral = context(tmp_path, "nokeep", said)
     await signed_in(tool, ephemeral, shop)
     await act(tool, ephemeral, action="close")  # no profile: forgotten
-    await act(tool, ephemeral, action="open", url=url(shop, "/account"))
+    forgotten = await act(tool, ephemeral, action="open", url=url(shop, "/account"))
     assert shop.account_cookies[-1] is None
+    assert "keeps no sign-ins once it closes" in forgotten.content
     await act(tool, ephemeral, action="close")
 
     path = sessions.profiles.create("kept")
@@ -294,6 +295,7 @@ async def test_a_profile_keeps_the_sign_in_and_only_the_owner_makes_or_deletes_i
     await act(tool, kept, action="close")
     page = await act(tool, kept, action="open", url=url(shop, "/account"))
     assert "Signed in as alice" in page.content and shop.account_cookies[-1] == TOKEN
+    assert "keeps no sign-ins" not in page.content
     [info] = [p for p in sessions.profiles.listing() if p.agent == "kept"]
     assert info.person is None and info.sites == (HOST,)
 

@@ -250,6 +250,11 @@ class BrowserTool(Tool):
         if shot is not None:
             call.files.append(await save_screenshot(ctx.workspace.root, session.url, shot))
         call.notes += done.notes(session.limits)
+        if action == "open" and not session.kept:
+            call.notes.append(
+                "this session keeps no sign-ins once it closes; the owner can keep them with "
+                "`switchboard browser create`"
+            )
         body = _result(action, session, snapshot, call)
         return ToolResult(
             wrap_untrusted(f"page {session.url}", body), untrusted=True, files=tuple(call.files)

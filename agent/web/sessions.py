@@ -4,9 +4,9 @@ One session per agent for its owner's and admins' turns, and one per member wher
 may use the tool (``tools.policy.member_deny``): a member never acts in the owner's signed-in
 session. Each keeps its cookies in its profile (agent.web.profiles) when the owner made one.
 Sessions run in a Chromium of their own (not web_fetch's, whose restarts would cut them off),
-launched by the first ``open`` and stopped when the last session closes: after
-``idle_minutes`` unused, when more than ``max_sessions`` are open (the longest unused
-first), on ``close``, and when the gateway stops. A session closes saved, so its cookies
+launched by the first ``open`` and stopped within a minute of the last session's closing.
+A session closes after ``idle_minutes`` unused, when more than ``max_sessions`` are open
+(the longest unused first), on ``close``, and when the gateway stops. A session closes saved, so its cookies
 outlive the gateway; the page itself does not.
 """
 
@@ -112,14 +112,13 @@ class BrowserSessions:
         session = self._sessions.pop(key, None)
         if session is not None:
             await session.close()
-        if not self._sessions:  # nobody browses: the browser's memory goes back
-            await self.browser.stop()
         return session is not None
 
     async def _reap(self) -> None:
-        """Close sessions unused for ``idle_seconds``, until none is open."""
+        """Close sessions unused for ``idle_seconds``; once none is open (at the next look,
+        within a minute), stop the browser, so its memory goes back while nobody browses."""
         idle = self.limits.idle_seconds
-        while self._sessions:
+        while True:
             await asyncio.sleep(min(idle, 60.0))
             async with self._lock:
                 now = time.monotonic()
@@ -127,3 +126,6 @@ class BrowserSessions:
                     if now - session.last_used >= idle and not session.lock.locked():
                         log.info("closing the browser session of %s: unused", key)
                         await self._close(key)
+                if not self._sessions:
+                    await self.browser.stop()
+                    return

@@ -173,7 +173,7 @@ class BrowserSession:
             self._step is not None
             and self._proxy is not None
             and response.request.is_navigation_request()
-            and response.frame == self.page.main_frame
+            and response.frame.parent_frame is None  # the page itself, not a frame of it
             and response.headers.get(REFUSED_HEADER.lower())
         ):
             refusals = self._proxy.traffic.refusals
@@ -187,7 +187,7 @@ class BrowserSession:
             or self._gate is None
             or self._proxy is None
             or not request.is_navigation_request()
-            or request.frame != self.page.main_frame
+            or request.frame.parent_frame is not None
         ):
             return
         failure = request.failure or ""

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from agent.tools.base import Refusal, Tool, ToolContext, ToolResult
 from gateway.core.addressing import AGENT_CHANNEL
+from gateway.core.messages import Attachment
 from gateway.core.principal import Role
 from gateway.core.turns import TurnKind
 from gateway.store import ApprovalRequest, ApprovalRequests, ApprovalState
@@ -48,7 +49,8 @@ class PendingCall:
     arguments: dict[str, Any]  # exact; the runtime redacts them before anyone sees them
     reason: str  # the policy's refusal: why it needs approval
     authority: Role  # who may decide: ADMIN (the owner or the admins) or OWNER
-    reach: str = ""  # what it could read and write once run (Tool.reach)
+    reach: str = ""  # what it could read, write or act on once run (Tool.reach)
+    files: tuple[Attachment, ...] = ()  # pictures of it, sent with the request (Tool.reach)
 
     @property
     def call_key(self) -> str:
@@ -89,6 +91,7 @@ class ApprovalPolicy:
         assert self._book is not None
         record = await self._book.for_call(ctx.idempotency_key)
         if record is None or record.pending:
+            shown = await tool.reach(args, ctx)
             raise AwaitingApproval(
                 PendingCall(
                     ctx.turn_id,
@@ -97,7 +100,8 @@ class ApprovalPolicy:
                     args,
                     refusal.reason,
                     refusal.authority,
-                    reach=tool.reach(ctx),
+                    reach=shown.text,
+                    files=shown.files,
                 )
             )
         if record.state is ApprovalState.APPROVED and record.fingerprint == fingerprint(args):

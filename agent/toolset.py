@@ -7,12 +7,14 @@ from agent.llm.metered import MeteredModel
 from agent.skills.library import SkillLibrary
 from agent.skills.tools import RunSkillScript
 from agent.tools.base import Tool
+from agent.tools.browser import BrowserTool
 from agent.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from agent.tools.message import Message
 from agent.tools.sandbox import ExecLimits, SandboxUnavailable, find_bwrap
 from agent.tools.shell import Exec
 from agent.tools.web import web_guard, web_tools
 from agent.web.browser import Browser
+from agent.web.sessions import BrowserSessions
 from gateway.config.ports import gateway_ports
 from gateway.config.settings import Settings
 from gateway.core.errors import ConfigError
@@ -27,11 +29,14 @@ def default_tools(
     audit_log: AuditLog | None = None,
     browser: Browser | None = None,
     skills: SkillLibrary | None = None,
+    browser_sessions: BrowserSessions | None = None,
 ) -> list[Tool]:
     """The built-in tools; ``llm`` (when given) condenses long pages for web_fetch, and
     ``browser`` (the gateway's, see :func:`agent.tools.web.web_browser`) renders them;
-    ``audit_log`` (when given) counts each person's emails for ``email.max_sends_per_day``;
-    with ``skills``, their scripts run in the same sandbox as exec."""
+    ``browser_sessions`` (the gateway's, see :func:`agent.tools.browser.browser_sessions`)
+    are where the ``browser`` tool acts; ``audit_log`` (when given) counts each person's
+    emails for ``email.max_sends_per_day``; with ``skills``, their scripts run in the same
+    sandbox as exec."""
     exec_settings = settings.tools.exec
     sandbox = None
     if exec_settings.enabled and not settings.tools.safe_mode:
@@ -81,6 +86,10 @@ def default_tools(
         )
     if settings.tools.web.enabled:
         tools.extend(web_tools(settings.tools.web, llm=llm, browser=browser))
+    if browser_sessions is not None:
+        tools.append(
+            BrowserTool(browser_sessions, allowed_sites=settings.tools.browser.allowed_sites)
+        )
     mail = settings.outgoing_mail()
     if mail is not None:  # SMTP and mail formatting load only when configured
         from agent.tools.email import SendEmail  # noqa: PLC0415

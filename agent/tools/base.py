@@ -60,6 +60,18 @@ class Refusal:
     authority: Role = Role.ADMIN  # ADMIN: the owner or the channel's admins; OWNER: the owner
 
 
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """What approvers are shown of a call besides its arguments (agent.approval): ``text``,
+    what it could read, write or act on (``exec``: its sandbox's view; ``browser``: the
+    element and the form it would send), shown inside the request's verbatim block; ``files``,
+    pictures of it, sent to them with the request (``browser``: the page with the element
+    marked)."""
+
+    text: str = ""
+    files: tuple[Attachment, ...] = ()
+
+
 Sender = Callable[[OutboundMessage], Awaitable[None]]
 
 
@@ -170,14 +182,15 @@ class Tool(ABC):
     async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         """A refusal of this call that the owner could waive, found before it runs (a
         recipient a member typed, a member's cross-chat send, an event someone else
-        organises: the calendar asks its server), so the turn can wait for approval before
-        anything starts. ``run`` still enforces it unless ``ctx.approved``."""
+        organises: the calendar asks its server, a browser click that sends a form), so the
+        turn can wait for approval before anything starts. ``run`` still enforces it unless
+        ``ctx.approved``."""
         return None
 
-    def reach(self, ctx: ToolContext) -> str:
-        """What this call could read and write once it runs, for an approval prompt
-        (``exec``: its sandbox's view); empty when the arguments say it all."""
-        return ""
+    async def reach(self, args: dict[str, Any], ctx: ToolContext) -> Reach:
+        """What approvers are shown of this call besides its arguments; nothing when the
+        arguments say it all."""
+        return Reach()
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

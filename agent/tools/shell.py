@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import Effect, Reach, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.sandbox import Bwrap, CannotLock
 from gateway.core.system.portguard import NetworkUnguarded
 
@@ -117,16 +117,16 @@ class Exec(Tool):
         async with sandbox.pids.group(sandbox.limits.max_processes) as procs:
             return await self._run(command, seconds=timeout, ctx=ctx, cgroup_procs=procs)
 
-    def reach(self, ctx: ToolContext) -> str:
+    async def reach(self, args: dict[str, Any], ctx: ToolContext) -> Reach:
         """What the command could read and write, for the approval prompt."""
         if self._sandbox is None:
-            return (
+            return Reach(
                 "no sandbox: it runs as the gateway's own user and can read and write "
                 "whatever that user can"
             )
         reads, writes = ctx.workspace.reach()
         network = "yes (not the gateway's own ports)" if self._sandbox.network else "none"
-        return f"can read: {reads}\ncan write: {writes}\nnetwork: {network}"
+        return Reach(f"can read: {reads}\ncan write: {writes}\nnetwork: {network}")
 
     async def _run(
         self, command: str, *, seconds: float, ctx: ToolContext, cgroup_procs: Path | None

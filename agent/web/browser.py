@@ -1,4 +1,5 @@
-"""The headless browser ``web_fetch`` renders pages with: one per gateway, long-lived.
+"""The headless browser ``web_fetch`` renders pages with: one per gateway, long-lived (the
+``browser`` tool's sessions run in another instance, agent.web.sessions).
 
 Launched on the first page that needs it (start-up never waits for Chromium), reused by
 every fetch after that, each fetch in a fresh context of its own. Restarted when it
@@ -30,12 +31,19 @@ from agent.web.chromium import (
     tree_memory_mb,
 )
 from agent.web.proxy import GuardedProxy
-from agent.web.render import Rendered, RenderFailed, RenderLimits, render
+from agent.web.render import (
+    Rendered,
+    RenderFailed,
+    RenderLimits,
+    RequestGate,
+    open_guarded,
+    render,
+)
 from agent.web.ssrf import Guard
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser as PlaywrightBrowser
-    from playwright.async_api import Playwright
+    from playwright.async_api import BrowserContext, Page, Playwright
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +144,23 @@ class Browser:
                 self._active -= 1
                 await self._after_page(healthy=healthy)
             return rendered
+
+    async def open_session(
+        self, proxy: GuardedProxy, gate: RequestGate, *, storage_state: dict[str, Any] | None
+    ) -> tuple[BrowserContext, Page]:
+        """A long-lived context and its page for one of the ``browser`` tool's sessions
+        (agent.web.session), held to ``proxy`` and ``gate`` like a rendered page, with
+        downloads allowed (its ``download`` action saves them); BrowserUnavailable when no
+        browser can run here."""
+        browser = await self._ready()
+        return await open_guarded(
+            browser,
+            proxy,
+            gate,
+            intercept=self._intercept,
+            downloads=True,
+            storage_state=storage_state,
+        )
 
     # -- the process ------------------------------------------------------------------
 

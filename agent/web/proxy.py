@@ -63,6 +63,11 @@ class GuardedProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
+    def renew(self) -> None:
+        """A fresh byte budget: the browser tool's sessions keep one proxy, with a budget per step."""
+        self.traffic = Traffic(self.traffic.max_bytes)
+        self.cut.clear()
+
     @property
     def server(self) -> str:
         return f"http://127.0.0.1:{self.port}"

@@ -119,6 +119,11 @@ class RequestGate:
                 return f"the page opened more than {self.limits.max_documents} documents"
         return None
 
+    def next_step(self) -> None:
+        """Count afresh: the browser tool's sessions have these limits per step, not per page."""
+        self.requests = self.documents = 0
+        self.refusals.clear()
+
     def _popup(self, request: Request) -> str | None:
         """A request of another page (a popup, a link opened in a new tab) is refused."""
         from playwright.async_api import Error as PlaywrightError  # noqa: PLC0415
@@ -141,6 +146,40 @@ class RequestGate:
         await route.abort("blockedbyclient")
 
 
+async def open_guarded(
+    browser: Browser,
+    proxy: GuardedProxy,
+    gate: RequestGate,
+    *,
+    intercept: bool = True,
+    downloads: bool = False,
+    storage_state: dict[str, Any] | None = None,
+) -> tuple[BrowserContext, Page]:
+    """A fresh context whose only way out is ``proxy``, with ``gate`` judging each request
+    first, and its one page: service workers blocked, popups closed, WebRTC and
+    ``window.open`` removed, downloads refused unless ``downloads``. ``storage_state``
+    (cookies and local storage, as Playwright saves them) is what the browser tool's
+    sessions keep in a profile; a rendered page starts with none."""
+    context = await browser.new_context(
+        proxy={"server": proxy.server},
+        service_workers="block",
+        accept_downloads=downloads,
+        viewport=VIEWPORT,  # type: ignore[arg-type]
+        locale="en-US",
+        storage_state=storage_state,  # type: ignore[arg-type]
+    )
+    try:
+        await context.add_init_script(PAGE_RULES)
+        if intercept:
+            await context.route("**/*", gate.route)
+        page = gate.page = await context.new_page()
+    except BaseException:
+        await close_context(context)
+        raise
+    context.on("page", lambda other: _close_popup(other) if other is not page else None)
+    return context, page
+
+
 async def render(
     browser: Browser,
     guard: Guard,
@@ -160,19 +199,8 @@ async def render(
     deadline = time.monotonic() + limits.timeout
     async with GuardedProxy(guard, max_bytes=limits.max_bytes) as proxy:
         gate = RequestGate(guard, limits)
-        context = await browser.new_context(
-            proxy={"server": proxy.server},
-            service_workers="block",
-            accept_downloads=False,
-            viewport=VIEWPORT,  # type: ignore[arg-type]
-            locale="en-US",
-        )
+        context, page = await open_guarded(browser, proxy, gate, intercept=intercept)
         try:
-            await context.add_init_script(PAGE_RULES)
-            if intercept:
-                await context.route("**/*", gate.route)
-            page = gate.page = await context.new_page()
-            context.on("page", lambda other: _close_popup(other) if other is not page else None)
             crashed = asyncio.Event()
             page.on("crash", lambda _: crashed.set())
             try:
@@ -188,7 +216,7 @@ async def render(
                         "the page crashed its browser tab (too much memory?)"
                     ) from None
                 if isinstance(exc, PlaywrightError):  # the browser died under us
-                    raise RenderFailed(_first_line(exc), healthy=False) from None
+                    raise RenderFailed(first_line(exc), healthy=False) from None
                 if not isinstance(exc, NavigationFailed):
                     raise
                 refusals = [*gate.refusals, *proxy.traffic.refusals]
@@ -196,7 +224,7 @@ async def render(
                     raise BlockedTarget(refusals[-1]) from None
                 raise
         finally:
-            closed = await _close(context)
+            closed = await close_context(context)
     return Rendered(
         url=loaded.url,
         html=loaded.html,
@@ -238,7 +266,7 @@ async def _load(
         timed_out = True  # read what has arrived so far
     except PlaywrightError as exc:
         if not cut.is_set():
-            raise NavigationFailed(_first_line(exc).removeprefix("Page.goto: ")) from None
+            raise NavigationFailed(first_line(exc).removeprefix("Page.goto: ")) from None
     if response is not None:
         if response.headers.get(REFUSED_HEADER.lower()):
             raise NavigationFailed("the proxy refused the page")
@@ -248,17 +276,17 @@ async def _load(
         if response.status >= 400:
             raise RenderFailed(f"the server answered HTTP {response.status}")
     if not (timed_out or cut.is_set()):
-        timed_out = await _unless_cut(cut, _settle(page, "load", remaining())) is False
+        timed_out = await _unless_cut(cut, settle(page, "load", remaining())) is False
     if not (timed_out or cut.is_set()):
-        await _unless_cut(cut, _settle(page, "networkidle", remaining(IDLE_WAIT)))
+        await _unless_cut(cut, settle(page, "networkidle", remaining(IDLE_WAIT)))
         with contextlib.suppress(PlaywrightError):
             await page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
-            await _unless_cut(cut, _settle(page, "networkidle", remaining(SCROLL_WAIT)))
+            await _unless_cut(cut, settle(page, "networkidle", remaining(SCROLL_WAIT)))
             await page.evaluate("window.scrollTo(0, 0)")
     try:
         html = await page.content()
     except PlaywrightError:  # the page navigated away (a script redirect) just now
-        await _settle(page, "domcontentloaded", remaining(SCROLL_WAIT))
+        await settle(page, "domcontentloaded", remaining(SCROLL_WAIT))
         html = await page.content()
     shot = await page.screenshot(type="png") if screenshot else None
     return _Loaded(page.url, html, response.status if response else None, shot, timed_out)
@@ -278,7 +306,7 @@ async def _unless_cut(cut: asyncio.Event, work: Coroutine[Any, Any, T]) -> T | N
     return None if task.cancelled() else task.result()
 
 
-async def _settle(page: Page, state: str, timeout_ms: float) -> bool:
+async def settle(page: Page, state: str, timeout_ms: float) -> bool:
     """Wait for a load state; False when the time ran out first."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415
 
@@ -313,7 +341,7 @@ def _notes(
     return tuple(notes)
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -324,7 +352,7 @@ async def _close_popup(page: Page) -> None:
         await page.close()
 
 
-async def _close(context: BrowserContext) -> bool:
+async def close_context(context: BrowserContext) -> bool:
     """Close the context; False when the browser did not manage it in time."""
     try:
         async with asyncio.timeout(CLOSE_TIMEOUT):

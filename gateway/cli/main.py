@@ -20,6 +20,7 @@ from gateway.cli import (
     admin,
     api_tokens,
     backup,
+    browser,
     completion,
     config,
     logs,
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.register(commands, common)
     backup.register(commands, common)
     api_tokens.register(commands, common)
+    browser.register(commands, common)
     _register_mcp(commands, common)
     skills.register(commands, common)
     completion.register(commands, common)

@@ -151,6 +151,41 @@ class WebToolSettings(Section):
     browser_memory_mb: int = Field(default=1_024, ge=512)
 
 
+class BrowserToolSettings(Section):
+    """``[tools.browser]``: the ``browser`` tool, acting on web pages (docs/tools.md). Its pages
+    reach what ``[tools.web]`` allows (``allow_private_hosts``) with the same Chromium
+    (``browser_path``, ``browser_memory_mb``); its cookies are kept in the profiles the owner
+    makes (``switchboard browser create``)."""
+
+    enabled: bool = True
+    # Sites where an action that commits something (a form sent, a purchase, a download)
+    # needs no approval: host names, each with its subdomains ("shop.example.com").
+    allowed_sites: StrList = ()
+    max_steps_per_turn: int = Field(default=30, ge=1, le=500)  # browser calls in one turn
+    step_timeout_seconds: float = Field(default=20.0, gt=0, le=300)
+    step_max_bytes: int = Field(default=20_000_000, ge=100_000, le=500_000_000)
+    idle_minutes: float = Field(default=30.0, gt=0, le=1_440)  # then a session closes (saved)
+    max_sessions: int = Field(default=4, ge=1, le=64)  # open at once; the oldest closes first
+    snapshot_max_chars: int = Field(default=8_000, ge=1_000, le=100_000)  # a longer tree is cut
+
+    @field_validator("allowed_sites", mode="after")
+    @classmethod
+    def _sites(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(site_name(entry) for entry in value)
+
+
+def site_name(entry: str) -> str:
+    """A site of ``allowed_sites`` as a bare host name: ``https://Shop.example.com/`` and
+    ``*.shop.example.com`` are ``shop.example.com``."""
+    text = entry.strip().lower()
+    if "://" in text:
+        text = text.split("://", 1)[1].split("/", 1)[0]
+    host = text.rstrip("/").removeprefix("*.").strip(".")
+    if not host or any(c in host for c in "/ :@?#*"):
+        raise ValueError(f"{entry!r} is not a site: use a host name such as shop.example.com")
+    return host
+
+
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
@@ -161,6 +196,7 @@ class ToolPolicySettings(Section):
         "spawn",
         "calendar",
         "generate_image",
+        "browser",
     )
     group_deny: StrList = (
         "exec",
@@ -170,6 +206,7 @@ class ToolPolicySettings(Section):
         "spawn",
         "memory_write",
         "memory_patch",
+        "browser",
     )
     admin_deny: StrList = ()
     # After reading outside content, side effects need the user's own words this turn.
@@ -184,6 +221,7 @@ class ToolSettings(Section):
     exec: ExecSettings = ExecSettings()
     policy: ToolPolicySettings = ToolPolicySettings()
     web: WebToolSettings = WebToolSettings()
+    browser: BrowserToolSettings = BrowserToolSettings()
     documents: DocumentSettings = DocumentSettings()
 
 

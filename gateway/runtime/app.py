@@ -195,6 +195,8 @@ class Gateway(Service):
             await self.mcp.stop()
         if parts.browser is not None:
             await parts.browser.stop()
+        if parts.browser_sessions is not None:  # saved into their profiles, then closed
+            await parts.browser_sessions.stop()
         for provider in parts.models.providers():
             with contextlib.suppress(Exception):
                 await provider.aclose()

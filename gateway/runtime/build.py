@@ -21,6 +21,7 @@ from agent.documents.reader import DocumentReader
 from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
+from agent.tools.browser import browser_sessions
 from agent.tools.web import web_browser
 from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from agent.recall.indexer import RecallIndexer
     from agent.recall.search import Recaller
     from agent.web.browser import Browser
+    from agent.web.sessions import BrowserSessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class Parts:
     indexer: RecallIndexer  # their vectors, made in the background
     mcp: McpManager | None  # MCP servers, shared by every agent and turn
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
+    browser_sessions: BrowserSessions | None  # where the browser tool acts (its own browser)
     agents: dict[str, Agent]
     drafts: DraftStreamer
     display: LiveDisplay
@@ -229,6 +232,7 @@ def build(
     recaller, indexer = build_recall(settings.memory, store)
     mcp = build_manager(settings)
     browser = web_browser(settings.tools.web)
+    sessions = browser_sessions(settings.tools.browser, settings.tools.web, settings.data_dir)
 
     def llm_for(agent_id: str) -> LLMProvider:
         """An agent's model: shared with every agent that names the same model."""
@@ -249,6 +253,7 @@ def build(
             models=models,
             mcp=mcp,
             browser=browser,
+            browser_sessions=sessions,
             services=services,
             clock=clock,
             recaller=recaller,
@@ -428,6 +433,7 @@ def build(
         indexer=indexer,
         mcp=mcp,
         browser=browser,
+        browser_sessions=sessions,
         agents=agents,
         drafts=drafts,
         display=display,

@@ -38,6 +38,7 @@ from agent.tools.timezone import TimeZone
 from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
+from agent.web.sessions import BrowserSessions
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.plugins import token_patterns
 from gateway.config.settings import Settings
@@ -170,6 +171,7 @@ def build_agent(
     models: ModelPool | None = None,
     mcp: McpManager | None = None,
     browser: Browser | None = None,
+    browser_sessions: BrowserSessions | None = None,
     services: Services | None = None,
     clock: Clock | None = None,
     recaller: Recaller | None = None,
@@ -227,7 +229,12 @@ def build_agent(
     tools = ToolRegistry(
         [
             *default_tools(
-                settings, llm=model, audit_log=store.audit, browser=browser, skills=skills
+                settings,
+                llm=model,
+                audit_log=store.audit,
+                browser=browser,
+                browser_sessions=browser_sessions,
+                skills=skills,
             ),
             MemoryRead(),
             MemoryWrite(store.memory_entries),

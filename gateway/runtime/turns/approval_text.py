@@ -116,6 +116,11 @@ def request_text(record: ApprovalRequest, *, timeout: float) -> tuple[str, str]:
     return f"{prose}\n\n{fenced(block)}", block
 
 
+def pictures_text(record: ApprovalRequest) -> str:
+    """The caption of the pictures a tool took of what it would do (a browser's click)."""
+    return f"What {record.tool} would act on, marked (request {record.id}):"
+
+
 def show_text(record: ApprovalRequest) -> str:
     """``/show ID``: the whole request, every argument in full."""
     if not reviewable(record):

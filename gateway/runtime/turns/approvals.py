@@ -34,7 +34,14 @@ from agent.request import TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
-from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
+from gateway.core.messages import (
+    Attachment,
+    ChatRef,
+    ChatType,
+    InboundMessage,
+    OutboundKind,
+    OutboundMessage,
+)
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
 from gateway.runtime.turns import approval_text as text
@@ -156,7 +163,7 @@ class Approvals(Service):
             arguments=text.shown_arguments(ask.arguments, self._redact),
             fingerprint=fingerprint(ask.arguments),
             reason=ask.reason,
-            reach=ask.reach,
+            reach=self._redact(ask.reach),
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,
             state=ApprovalState.PENDING if targets else ApprovalState.REFUSED,
@@ -167,7 +174,7 @@ class Approvals(Service):
             if targets
             else f"no owner or admin is configured for {principal.channel}",
         )
-        messages = self._messages(record, request, targets)
+        messages = self._messages(record, request, targets, ask.files)
         await self._store.park_turn(approval=record, messages=messages, usage=usage)
         stored = await self._store.approval_requests.get(record.id) or record
         await self._audit("approval-asked" if stored.pending else "approval-unavailable", stored)
@@ -196,23 +203,43 @@ class Approvals(Service):
         return approvers, [(ChatRef(channel, person), True) for person in asked]
 
     def _messages(
-        self, record: ApprovalRequest, request: TurnRequest, targets: list[tuple[ChatRef, bool]]
+        self,
+        record: ApprovalRequest,
+        request: TurnRequest,
+        targets: list[tuple[ChatRef, bool]],
+        files: tuple[Attachment, ...] = (),
     ) -> list[OutboundMessage]:
+        """The request for each approver (after the pictures of what would be done, when
+        the tool took any: a browser's click), and the requester's notice."""
         prompt, block = text.request_text(record, timeout=self.timeout)
-        messages = [
-            OutboundMessage(
-                channel=chat.channel,
-                chat_id=chat.chat_id,
-                thread_id=chat.thread_id,
-                text=prompt,
-                verbatim=block,
-                kind=OutboundKind.NOTICE,
-                idempotency_key=f"approval:{record.id}:{chat.chat_id}",
-                actions=text.request_actions(record),
-                direct=direct,
+        messages = []
+        for chat, direct in targets:
+            if files:
+                messages.append(
+                    OutboundMessage(
+                        channel=chat.channel,
+                        chat_id=chat.chat_id,
+                        thread_id=chat.thread_id,
+                        text=text.pictures_text(record),
+                        attachments=files,
+                        kind=OutboundKind.NOTICE,
+                        idempotency_key=f"approval:{record.id}:{chat.chat_id}:pictures",
+                        direct=direct,
+                    )
+                )
+            messages.append(
+                OutboundMessage(
+                    channel=chat.channel,
+                    chat_id=chat.chat_id,
+                    thread_id=chat.thread_id,
+                    text=prompt,
+                    verbatim=block,
+                    kind=OutboundKind.NOTICE,
+                    idempotency_key=f"approval:{record.id}:{chat.chat_id}",
+                    actions=text.request_actions(record),
+                    direct=direct,
+                )
             )
-            for chat, direct in targets
-        ]
         if targets and all(chat != request.chat for chat, _ in targets):
             section = self._sections.get(request.chat.channel)
             whose = "an admin's" if section is not None and not section.owners else "the owner's"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _PERSON_KEY = re.compile(r"^[a-z][a-z0-9_-]*:[^\s:][^\s]*$")
 
@@ -63,6 +63,8 @@ class PersonSettings(BaseModel):
 
     timezone: str | None = None  # wins over a zone they set by asking
     quiet_hours: str = ""  # "22:00-07:00" in their zone: their jobs' messages wait until it ends
+    daily_usd: float | None = Field(default=None, ge=0)
+    monthly_usd: float | None = Field(default=None, ge=0)
 
     @field_validator("timezone")
     @classmethod

@@ -20,6 +20,7 @@ from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.web import web_browser
+from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel
@@ -39,6 +40,7 @@ from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.dispatch.status_text import StatusText
+from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake.access import AccessGate
 from gateway.runtime.intake.routing import Router
 from gateway.runtime.intake.storage_full import StorageFullWatch
@@ -48,10 +50,12 @@ from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.chat_book import ChatBook
+from gateway.runtime.people.spend import SpendCaps
+from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload, live_settings
-from gateway.runtime.schedule.heartbeat import Heartbeat
+from gateway.runtime.schedule.heartbeat import Heartbeat, heartbeat_target
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
@@ -95,6 +99,7 @@ class Parts:
     display: LiveDisplay
     approvals: Approvals
     budget: UserBudget
+    spend_caps: SpendCaps  # the money caps, for the status page
     subagents: Subagents
     config_reload: ConfigReload
     dispatcher: Dispatcher
@@ -160,6 +165,7 @@ def build(
         EndpointSlots(settings.limits.max_concurrent_llm_calls),
         cooldown_seconds=settings.llm.fallback_cooldown_seconds,
         clock=seconds(clock),
+        prices=PriceTable(settings.llm.prices),
     )
     main_llm = models.provider(settings.llm, llm)
     # -- the agents, and the services their tools use
@@ -223,7 +229,21 @@ def build(
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
     )
-    budget = UserBudget(store.usage, store.audit, settings.limits)
+    # -- what people and background work may spend, and the owner told how far it went
+    spend_caps = SpendCaps(
+        store.usage,
+        settings.limits,
+        people=settings.people,
+        agents=settings.agents,
+        timezone=settings.timezone,
+    )
+    spend = SpendWatch(
+        spend_caps,
+        store.spend_notices,
+        home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        outbound_ready=bus.outbound_ready,
+    )
+    budget = UserBudget(store.usage, store.audit, settings.limits, spend=spend_caps)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -232,6 +252,8 @@ def build(
         bus=bus,
         approvals=approvals,
         wakes=wakes,
+        budget=budget,
+        spend=spend,
         max_concurrent=settings.scheduler.max_subagents,
         timeout=settings.scheduler.subagent_timeout_seconds,
         max_resume_attempts=settings.agent.max_resume_attempts,
@@ -252,7 +274,7 @@ def build(
             by_name[channel.name] = channel
     # config.toml changes (and SIGHUP) applied while running, where they can be
     config_reload = ConfigReload(settings, apply=live_settings(agents, budget))
-    committer = TurnCommitter(store, bus, storage_full=bus.storage_full)
+    committer = TurnCommitter(store, bus, storage_full=bus.storage_full, spend=spend)
     commands = Commands(
         agent_name=settings.agent.name,
         store=store,
@@ -264,9 +286,9 @@ def build(
             channels=tuple(by_name),
             clock=clock,
         ),
+        usage=UsageText(store.usage, store.people, spend_caps),
         approvals=approvals,
         agents=agents,
-        settings=settings,
     )
     handlers = TurnHandlers(
         journal=store.journal,
@@ -284,6 +306,7 @@ def build(
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=sections,
             zones=zones,
+            people=store.people,
             spoken=understood.spoken_replies(settings.workspace_dir),
         ),
         scheduled=ScheduledTurns(
@@ -331,6 +354,7 @@ def build(
             usage=store.usage,
             homes=store.homes,
             timezone=settings.timezone,
+            budget=budget,
         ),
         housekeep=housekeeping(store, settings),
         clock=clock,
@@ -368,6 +392,7 @@ def build(
         display=display,
         approvals=approvals,
         budget=budget,
+        spend_caps=spend_caps,
         subagents=subagents,
         config_reload=config_reload,
         dispatcher=dispatcher,

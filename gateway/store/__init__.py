@@ -31,10 +31,11 @@ from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.retention import Retention
+from gateway.store.spend import SpendNotices
 from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
-from gateway.store.usage import UsageRecord, UsageReport
+from gateway.store.usage import Spender, UsageRecord, UsageReport, UsageTotals
 from gateway.store.voice import VoiceMinutes
 from gateway.store.webhook_bodies import WebhookBodies
 
@@ -78,6 +79,8 @@ __all__ = [
     "Retention",
     "SearchHit",
     "SessionState",
+    "SpendNotices",
+    "Spender",
     "Store",
     "StoredMessage",
     "TaskEvent",
@@ -87,6 +90,7 @@ __all__ = [
     "TurnEnd",
     "UsageRecord",
     "UsageReport",
+    "UsageTotals",
     "WebhookBodies",
 ]
 
@@ -149,6 +153,7 @@ class Store(Service):
         self.people = People(self.db, clock=clock)
         self.voice = VoiceMinutes(self.db, clock=clock)
         self.webhook_bodies = WebhookBodies(self.db, clock=clock)
+        self.spend_notices = SpendNotices(self.db, self.outbox, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -242,4 +247,6 @@ class Store(Service):
             # the minutes of speech transcribed count as usage too
             "usage": await self.usage.prune(now - retention.usage)
             + await self.voice.prune(now - retention.usage),
+            # a month's notices outlive the month: usage is kept at least 31 days
+            "spend notices": await self.spend_notices.prune(now - retention.usage),
         }

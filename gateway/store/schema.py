@@ -455,6 +455,25 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (hook, digest)
     );
     """,
+    # v26 (issue 51; v24 and v25 are taken on main by other branches: renumber at merge):
+    # what each model call cost (NULL: its model has no price) and the agent it served, for
+    # the money caps (gateway.runtime.people.spend); the 50/80/100 % notices each sent once
+    # (gateway.store.spend); whether a person wants the usage footer under answers
+    """
+    ALTER TABLE usage ADD COLUMN cost_usd REAL;
+    ALTER TABLE usage ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';
+    UPDATE usage SET agent = substr(session_key, 1, instr(session_key, '/') - 1)
+        WHERE instr(session_key, '/') > 1
+        AND instr(substr(session_key, 1, instr(session_key, '/') - 1), ':') = 0;
+    CREATE TABLE spend_notices (
+        cap TEXT NOT NULL,                           -- limits.gateway_daily_usd, ...
+        period TEXT NOT NULL,                        -- the day or month it counts
+        level INTEGER NOT NULL,                      -- percent: 50, 80, 100
+        at REAL NOT NULL,
+        PRIMARY KEY (cap, period, level)
+    );
+    ALTER TABLE people ADD COLUMN usage_footer INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

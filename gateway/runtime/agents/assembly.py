@@ -36,6 +36,7 @@ from agent.toolset import default_tools
 from agent.turn.inputs import TurnLimits
 from agent.web.browser import Browser
 from agent.workspace import ATTACHMENTS, Workspace
+from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock, SystemClock
@@ -124,6 +125,8 @@ def metered_model(
         counter=counter,  # counts the tokens of servers that report none
         max_tokens=settings.llm.max_tokens,
         temperature=settings.llm.temperature,
+        prices=models.prices,
+        reconciler=models.reconciler,
     )
 
 
@@ -179,6 +182,7 @@ def build_agent(
     models = models or ModelPool(
         EndpointSlots(top.limits.max_concurrent_llm_calls),
         cooldown_seconds=top.llm.fallback_cooldown_seconds,
+        prices=PriceTable(top.llm.prices),
     )
     profile = top.agents.get(agent_id)
     own_fallbacks = profile is not None and profile.fallbacks is not None

@@ -2,8 +2,9 @@
 
 Every rule that can skip a tick runs before any model call: nothing due in HEARTBEAT.md
 (empty, or headings and comments only), quiet hours in the user's time zone, the previous
-heartbeat still running, nowhere to deliver, the target chat rate-limited, or today's token
-budget for heartbeats spent. Peers burned tokens on all of these.
+heartbeat still running, nowhere to deliver, the target chat rate-limited, today's token
+budget for heartbeats spent, or a money cap of background work or of the gateway reached
+(gateway/runtime/people/spend.py). Peers burned tokens on all of these.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
+from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChat, HomeChats, Outbox, UsageReport
 
@@ -67,6 +69,7 @@ class Heartbeat:
         usage: UsageReport,
         homes: HomeChats,
         timezone: str = "UTC",
+        budget: UserBudget | None = None,
     ) -> None:
         self.settings = settings
         self.timezone = timezone  # user.timezone: the owner's quiet hours
@@ -74,6 +77,7 @@ class Heartbeat:
         self._outbox = outbox
         self._usage = usage
         self._homes = homes
+        self._budget = budget  # the money caps of background work
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
@@ -108,6 +112,10 @@ class Heartbeat:
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
         principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
+        if self._budget is not None:
+            admission = await self._budget.admit(principal, background=True)
+            if admission.refusal is not None:
+                return Skip(admission.refusal.reason)
         run = ScheduledRun(
             kind=TurnKind.HEARTBEAT,
             session_key=SESSION,

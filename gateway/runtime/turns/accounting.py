@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from agent.llm.metered import Charge, UsageEntry, UsageRecorder
 from agent.llm.types import Usage
-from gateway.core.addressing import SEPARATOR
+from gateway.core.addressing import SEPARATOR, agent_of
 from gateway.core.usage import Purpose
 from gateway.store import Store, UsageRecord
 
@@ -30,6 +30,8 @@ def usage_record(
         estimated_tokens=usage.estimated_tokens,
         principal=principal,
         purpose=purpose,
+        cost_usd=usage.cost_usd,
+        agent=agent_of(session_key),
     )
 
 

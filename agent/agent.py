@@ -148,6 +148,8 @@ class Agent:
         except OverAllowance as over:  # the next call would pass a money cap: not made
             log.info("turn %s: a model call not made: %s", request.turn_id, over)
             trace.decision("limits", "SPEND_CAP", str(over))
+            if not meter.entries():  # nothing was asked: the message does not stay to cost
+                await self._forget(request)  # every later turn as much (they may resend it)
             outcome = notice(request, over.notice)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
@@ -369,6 +371,11 @@ class Agent:
             return ""
         scope = scope_for(request.principal, request.chat).directory or "owner"
         return await self.pins.pinned(self.config.agent_id, scope)
+
+    async def _forget(self, request: TurnRequest) -> None:
+        """Take the turn's messages out of the conversation (a turn refused before its first
+        model call)."""
+        await self.history.drop([c.id for c in await self.history.checkpoints(request.turn_id)])
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
         drop = failed_attempts(await self.history.checkpoints(request.turn_id))

@@ -100,6 +100,7 @@ class Parts:
     approvals: Approvals
     budget: UserBudget
     spend_caps: SpendCaps  # the money caps, for the status page
+    spend: SpendWatch  # tells the owner how far they are spent
     subagents: Subagents
     config_reload: ConfigReload
     dispatcher: Dispatcher
@@ -393,6 +394,7 @@ def build(
         approvals=approvals,
         budget=budget,
         spend_caps=spend_caps,
+        spend=spend,
         subagents=subagents,
         config_reload=config_reload,
         dispatcher=dispatcher,

@@ -99,6 +99,10 @@ class TurnLoop:
             trace=inputs.trace,
             unattended=inputs.unattended,
             charge=inputs.charge,
+            ledger=lambda: executor.side_effects(inputs.charge.turn_id or ""),
+            effect_of=lambda name: (
+                None if (tool := executor.registry.get(name)) is None else tool.effect
+            ),
         )
 
     async def run(self) -> RunResult:

@@ -274,6 +274,7 @@ def build_agent(
             max_turn_tokens=turn.max_turn_tokens,
             review_retries=turn.review_retries,
             llm_review=turn.llm_review,
+            verify_claims=turn.verify_claims,
         ),
         policy=policy,
         history=store.history,

@@ -14,10 +14,17 @@ from typing import Any
 import pytest
 
 from channels.memory import MemoryChannel
+from gateway.config.agents import AgentProfile
+from gateway.config.settings import LimitSettings
+from gateway.core.addressing import agent_of
 from gateway.core.messages import OutboundKind
 from gateway.core.principal import Principal, Role
 from gateway.runtime.app import Gateway
-from gateway.store import Spender
+from gateway.runtime.people.spend import SpendCaps
+from gateway.runtime.turns.accounting import channel_of
+from gateway.store import Spender, UsageRecord
+from gateway.web.status import snapshot
+from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, text
@@ -129,6 +136,7 @@ async def test_the_owner_is_told_once_at_50_80_and_100_percent_and_background_wo
         assert len(fake_llm.requests) == calls_before  # neither the member nor the heartbeat
         await ask(channel, gateway, "the owner goes on", "olga")
         await gateway.wait_idle()
+        status = (await snapshot(gateway))["usage"]  # what the control center charts
     assert told[0].startswith("Spending: 50 % used. Today's spending is $0.20 of $0.35")
     assert told[1].startswith("Spending: 80 % used. Today's spending is $0.30 of $0.35")
     assert told[2].startswith("Spending limit reached. Today's spending is $0.40 of $0.35")
@@ -139,6 +147,16 @@ async def test_the_owner_is_told_once_at_50_80_and_100_percent_and_background_wo
     assert RESETS.search(refused)
     assert len(fake_llm.requests) == calls_before + 1  # the owner's own turn
     assert channel.texts("olga")[-1] == ANSWER
+    [cap] = status["caps"]
+    assert (cap["key"], cap["limit"], round(cap["spent"], 6)) == (
+        "limits.gateway_daily_usd",
+        0.35,
+        0.5,
+    )
+    assert [(r["key"], round(r["cost"], 6)) for r in status["by_person"]] == [
+        ("telegram:olga", 0.5)
+    ]
+    assert [(r["key"], round(r["cost"], 6)) for r in status["by_agent"]] == [("main", 0.5)]
 
 
 async def test_caps_and_notices_survive_a_restart(
@@ -207,3 +225,62 @@ async def test_nodes_on_one_database_share_the_caps_and_tell_each_level_once(
 
 def today(gateway: Gateway) -> str:
     return datetime.now(gateway.parts.spend_caps.zone).strftime("%Y-%m-%d")
+
+
+async def test_each_cap_counts_its_own_spending_and_a_month_adds_its_earlier_days(
+    make_store: StoreFactory,
+) -> None:
+    # 2026-11-27 10:00 in Berlin: today began at 23:00 UTC the day before
+    now = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).timestamp()
+    yesterday, today = now - 86_400, now - 3_600
+
+    def row(at: float, session: str, person: str, cost: float | None) -> UsageRecord:
+        channel, agent = channel_of(session), agent_of(session)
+        return UsageRecord(channel, "m", 1, 1, at=at, principal=person, cost_usd=cost, agent=agent)
+
+    rows = [
+        row(yesterday, "telegram:alice", "telegram:alice", 1.0),
+        row(today, "telegram:alice", "telegram:alice", 0.5),
+        row(today, "work/telegram:bob", "telegram:bob", 2.0),
+        row(today, "cron:job-1", "telegram:alice", 0.25),
+        row(today, "heartbeat:main", "telegram:heartbeat", 0.125),
+        row(today, "telegram:carol", "telegram:carol", None),  # a model without a price
+        row(now - 40 * 86_400, "telegram:alice", "telegram:alice", 100.0),  # last month
+    ]
+    limits = LimitSettings(
+        person_daily_usd=1.0,
+        person_monthly_usd=10.0,
+        gateway_daily_usd=5.0,
+        background_daily_usd=1.0,
+    )
+    agents = {"work": AgentProfile(daily_usd=1.0)}
+    async with make_store() as store:
+        for number, record in enumerate(rows):
+            await store.usage.record(f"turn-{number}", "s", record)
+        caps = SpendCaps(
+            store.usage,
+            limits,
+            people={},
+            agents=agents,
+            timezone="Europe/Berlin",
+            clock=lambda: now,
+        )
+        alice = Principal("telegram", "alice")
+        states = {
+            s.cap.key: s
+            for s in await caps.states(caps.turn_caps(alice, agent="work", background=True))
+        }
+        owner = caps.turn_caps(
+            Principal("telegram", "olga", role=Role.OWNER), agent="main", background=False
+        )
+    assert round(states["limits.person_daily_usd"].spent_usd, 6) == 0.75  # her chat and her job
+    assert round(states["limits.person_monthly_usd"].spent_usd, 6) == 1.75  # and yesterday
+    assert round(states["limits.background_daily_usd"].spent_usd, 6) == 0.375
+    assert round(states["agents.work.daily_usd"].spent_usd, 6) == 2.0
+    assert states["agents.work.daily_usd"].reached
+    assert round(states["limits.gateway_daily_usd"].spent_usd, 6) == 2.875
+    day = states["limits.gateway_daily_usd"]
+    assert (day.period_key, day.resets.isoformat()) == ("2026-11-27", "2026-11-28T00:00:00+01:00")
+    assert caps.resets(day) == "in 14 h (at 00:00 Europe/Berlin)"
+    assert states["limits.person_monthly_usd"].resets.isoformat() == "2026-12-01T00:00:00+01:00"
+    assert owner == []  # the owner's own turns meet no cap of [limits]

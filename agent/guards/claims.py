@@ -380,7 +380,21 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _CLAUSE = re.compile(r"[,;:()]|\s[-–—]\s|\s(?:and|but|und|aber|y|pero|et|mais)\s")
 _WORD = re.compile(r"[\w-]+|✅", re.UNICODE)
 MAX_LEAD = 3  # words before the verb of a bare claim ("Your email sent." has two)
-SHORT_TEXT = 6  # words: a shorter text is read by the rules alone
+# Common words of other languages written in Latin letters (Italian, Portuguese, Dutch,
+# Swedish, Danish, Norwegian, Polish, Czech, Turkish, Indonesian), none a common word of the
+# four: where they outnumber the four's, the rules cannot read the text.
+OTHER_COMMON = _words(
+    """il di che è non sono ho gli della delle nel alla questo anche più ma ti mi ci
+    não uma com você está foi são às ao pelo isso eu mas já
+    het een ik niet van zijn voor maar ook dit wat heb hebt naar
+    och att inte jag det som är på för med av till vi ett
+    og ikke jeg være fra
+    się nie jest że jak ale tak już czy mnie
+    jsem že ale jak
+    bir ve bu ne için ile çok ama
+    yang ini itu dengan untuk tidak saya"""
+) - frozenset().union(*(lexicon.common for lexicon in LEXICONS))
+FOREIGN_WORDS = 2  # at least this many of them make a text foreign
 
 
 def claims(text: str) -> list[Claim]:
@@ -400,17 +414,18 @@ def claims(text: str) -> list[Claim]:
 
 
 def readable(text: str) -> bool:
-    """Whether the text is in a language the rules read: in Latin letters, and with at least
-    two of one language's common words (a text of a few words counts as read: the rules'
-    bare forms, "Email sent.", are what such a text claims)."""
+    """Whether the rules can read the text: unless it is written mostly outside the Latin
+    alphabets, or the common words of another language (Italian, Portuguese, Dutch, ...)
+    outnumber those of the four, it counts as read (a list, numbers or code have no
+    language to ask the model about)."""
     body = _unquoted(text)
     letters = [c for c in body if c.isalpha()]
     if letters and sum(c > "ɏ" for c in letters) * 2 > len(letters):
         return False  # mostly outside the Latin alphabets
     words = [w.lower() for w in _WORD.findall(body)]
-    if len(words) < SHORT_TEXT:
-        return True
-    return any(sum(w in lexicon.common for w in words) >= 2 for lexicon in LEXICONS)
+    ours = max(sum(w in lexicon.common for w in words) for lexicon in LEXICONS)
+    theirs = sum(w in OTHER_COMMON for w in words)
+    return theirs < FOREIGN_WORDS or theirs <= ours
 
 
 def _unquoted(text: str) -> str:

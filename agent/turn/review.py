@@ -155,14 +155,15 @@ class TurnReview:
         if mode == "off" or not text.strip():
             return None
         found = rules.claims(text)
+        acts = None
         if not found and mode == "model" and not rules.readable(text):
-            self._acts = await self.ledger()
-            if any(a.succeeded and (a.effect or Effect.REMOTE) in rules.OPAQUE for a in self._acts):
+            acts = await self.ledger()
+            if any(a.succeeded and (a.effect or Effect.REMOTE) in rules.OPAQUE for a in acts):
                 return None  # whatever it claims, a call it cannot see into may have done
             found = await self._find_claims(text)
         if not found:
             return None
-        self._acts = await self.ledger()
+        self._acts = await self.ledger() if acts is None else acts
         unbacked = rules.unbacked(found, self._acts)
         if not unbacked:
             return None

@@ -36,13 +36,9 @@ class ModelPrice(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     input: float = Field(ge=0)  # required: prompt tokens not read from the provider's cache
-    cached_input: float | None = Field(
-        default=None, ge=0
-    )  # prompt tokens read from its cache; default: input
+    cached_input: float | None = Field(default=None, ge=0)  # cached prompt tokens; default: input
     output: float = Field(ge=0)  # required: answer tokens (a reasoning model's hidden ones too)
-    cache_write: float | None = Field(
-        default=None, ge=0
-    )  # prompt tokens written to Anthropic's cache; default: input
+    cache_write: float | None = Field(default=None, ge=0)  # cache writes; default: input
 
     def cost(
         self,

@@ -33,7 +33,7 @@ from agent.llm.metered import Allowance
 from gateway.config.agents import AgentProfile
 from gateway.config.people import PersonSettings
 from gateway.config.settings import LimitSettings
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.store import Spender, UsageReport
 
@@ -172,11 +172,8 @@ class SpendCaps:
             caps += self.agent_caps(agent)
         for person in self._people:
             channel, _, sender = person.partition(":")
-            caps += [
-                c
-                for c in self.person_caps(Principal(channel, sender))
-                if c.key.startswith("people.")
-            ]
+            # as the owner's: only the caps [people] gives them
+            caps += self.person_caps(Principal(channel, sender, role=Role.OWNER))
         return caps
 
     def turn_caps(self, principal: Principal, *, agent: str, background: bool) -> list[Cap]:

@@ -284,3 +284,28 @@ async def test_each_cap_counts_its_own_spending_and_a_month_adds_its_earlier_day
     assert caps.resets(day) == "in 14 h (at 00:00 Europe/Berlin)"
     assert states["limits.person_monthly_usd"].resets.isoformat() == "2026-12-01T00:00:00+01:00"
     assert owner == []  # the owner's own turns meet no cap of [limits]
+
+
+async def test_the_usage_footer_is_each_persons_own_choice(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, telegram=ACCESS, llm=OUTPUT_ONLY) as (gateway, _):
+        await ask(channel, gateway, "/usage footer on", "alice")
+        await ask(channel, gateway, "a question", "alice")
+        await ask(channel, gateway, "a question too", "bob")
+        await ask(channel, gateway, "/usage footer off", "alice")
+        await ask(channel, gateway, "another question", "alice")
+        await ask(channel, gateway, "/usage footer sideways", "alice")
+    turned_on, footed, turned_off, plain, usage = channel.texts("alice")
+    assert turned_on.startswith("From now on I add the tokens and cost of each answer")
+    answer, footer = footed.split("\n\n")
+    assert answer == ANSWER
+    assert re.fullmatch(r"— [\d,]+ tokens in, 100 out · \$0\.1000", footer), footer
+    assert channel.texts("bob") == [ANSWER]  # bob did not ask for it
+    assert turned_off == "No more usage footer under my answers."
+    assert plain == ANSWER
+    assert (
+        usage == "Usage: /usage footer on (tokens and cost under each answer) or /usage footer off."
+    )

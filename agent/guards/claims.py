@@ -62,7 +62,7 @@ class Claim:
     said: str  # the clause that claims it
 
     def describe(self) -> str:
-        """ "an email was sent", "something was saved"."""
+        """The claim in words: "an email was sent", "something was saved"."""
         if not self.thing:
             return f"something was {self.action.value}"
         article = "an" if self.thing[0] in "aeiou" else "a"

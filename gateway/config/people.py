@@ -5,7 +5,9 @@ and scheduled jobs of anyone without a zone of their own. ``heartbeat.timezone``
 key before and still works as an alias (a deprecation warning says to move it).
 ``[people."<channel>:<sender id>"]`` gives a known person their own zone and quiet hours;
 people may also set their zone by asking (the ``timezone`` tool, stored in the database),
-which a zone in config overrides.
+which a zone in config overrides. ``daily_usd`` / ``monthly_usd`` there give the person money
+caps of their own (gateway/runtime/people/spend.py): a member another cap than
+``limits.person_*_usd``, the owner one at all.
 """
 
 from __future__ import annotations

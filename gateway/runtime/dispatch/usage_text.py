@@ -86,7 +86,7 @@ class UsageText:
 
 
 def spent_text(spent: UsageTotals) -> str:
-    """ "12,345 tokens in 3 turns, $0.0123" (≈: some counted by us)."""
+    """One period's line: "12,345 tokens in 3 turns, $0.0123" (≈: some counted by us)."""
     tokens = spent.input_tokens + spent.output_tokens
     about = "≈ " if spent.estimated_tokens else ""
     turns = f"{spent.turns} turn" + ("" if spent.turns == 1 else "s")

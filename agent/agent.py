@@ -24,7 +24,7 @@ from agent.guards.cleanup import failed_attempts
 from agent.guards.prompts import guidance, guidance_block
 from agent.guards.trace import TurnTrace
 from agent.llm.errors import LLMError
-from agent.llm.metered import Charge, MeteredModel, TurnUsage
+from agent.llm.metered import Charge, MeteredModel, OverAllowance, TurnUsage
 from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import append_note, read_note, scope_for
 from agent.policy import ToolPolicy
@@ -143,12 +143,19 @@ class Agent:
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         trace = TurnTrace(request.turn_id, session_key=request.session_key, kind=request.kind)
-        meter = TurnUsage()  # kept here: a turn that fails still used what it used
+        # kept here: a turn that fails still used what it used
+        meter = TurnUsage(allowance=request.allowance)
         try:
             async with asyncio.timeout(self.config.turn_timeout):
                 outcome = await self._run(request, trace, meter)
         except AwaitingApproval as waiting:  # parked by the runtime; resumes at that call
             outcome = TurnOutcome(awaiting=waiting.ask)
+        except OverAllowance as over:  # the next call would pass a money cap: not made
+            log.info("turn %s: a model call not made: %s", request.turn_id, over)
+            trace.decision("limits", "SPEND_CAP", str(over))
+            if not meter.entries():  # nothing was asked: the message does not stay to cost
+                await self._forget(request)  # every later turn as much (they may resend it)
+            outcome = notice(request, over.notice)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", request.turn_id, self.config.turn_timeout)
             trace.decision("limits", "TURN_TIMEOUT", f"{self.config.turn_timeout}s wall time")
@@ -437,6 +444,11 @@ class Agent:
             return ""
         scope = scope_for(request.principal, request.chat).directory or "owner"
         return await self.pins.pinned(self.config.agent_id, scope)
+
+    async def _forget(self, request: TurnRequest) -> None:
+        """Take the turn's messages out of the conversation (a turn refused before its first
+        model call)."""
+        await self.history.drop([c.id for c in await self.history.checkpoints(request.turn_id)])
 
     async def _clean_up_errors(self, request: TurnRequest, trace: TurnTrace) -> None:
         drop = failed_attempts(await self.history.checkpoints(request.turn_id))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from agent.approval import PendingCall
 from agent.llm.base import TextSink
-from agent.llm.metered import UsageEntry
+from agent.llm.metered import Allowance, UsageEntry
 from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TaskTypeName, TurnControl, TurnKind
@@ -38,6 +38,7 @@ class TurnRequest:
     control: TurnControl | None = None  # a chat turn's handle (/stop, /status)
     steer: bool = False  # messages sent meanwhile join the running turn (<channel>.followups)
     zone: str | None = None  # the person's own time zone (IANA); None: the gateway's
+    allowance: Allowance | None = None  # what the money caps leave this turn; None: no cap
 
     @property
     def last_message(self) -> InboundMessage | None:

@@ -52,6 +52,7 @@ def settings_for(home: Path, base_url: str, **overrides: Any) -> Settings:
             "base_url": base_url,
             "api_key": "sk-bench-123456",
             "max_retries": 0,
+            **overrides.pop("llm", {}),
         },
         agent={"reflection": False},
         **overrides,

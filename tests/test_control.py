@@ -379,7 +379,7 @@ async def test_an_edit_of_the_message_being_answered_gets_answered_too(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:
     gate = asyncio.Event()
-    fake_llm.queue(held(gate, "a table for two, booked"), text("changed it to four"))
+    fake_llm.queue(held(gate, "a table for two it is"), text("changed it to four"))
     async with run_gateway() as (gateway, channel):
         await channel.push("book a table for two", message_id="a")
         await fake_llm.wait_for_requests(1)
@@ -388,5 +388,5 @@ async def test_an_edit_of_the_message_being_answered_gets_answered_too(
         replies = await channel.wait_for(2)
         async with asyncio.timeout(10):
             await gateway.wait_idle()  # nothing left open
-    assert [m.text for m in replies] == ["a table for two, booked", "changed it to four"]
+    assert [m.text for m in replies] == ["a table for two it is", "changed it to four"]
     assert fake_llm.requests[1].last_user_text.startswith("[edited")

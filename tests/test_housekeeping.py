@@ -121,6 +121,7 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
         usage=[UsageRecord("t", "model", 10, 5, at=at)],
         finished_job=f"{tag}-once",
     )
+    await store.spend_notices.claim("limits.gateway_daily_usd", f"{tag}-day", [50, 80], None)
     await store.outbox.enqueue([outbound(f"{tag}-failed", f"{tag} undeliverable", f"{tag}-gone")])
     for head in await store.outbox.heads("t"):
         if head.message.text == f"{tag} answer":
@@ -167,6 +168,7 @@ KINDS = {
     "webhook bodies": "SELECT digest FROM webhook_bodies",
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
+    "spend notices": "SELECT period FROM spend_notices",
 }
 
 
@@ -207,6 +209,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "webhook bodies": ["d3"],  # the journal's 7 days
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
+        "spend notices": ["d20", "d3"],  # usage's 90 days
     }
     assert removed == {
         "inbound": 3,
@@ -222,6 +225,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "webhook bodies": 3,
         "audit": 1,
         "usage": 2,
+        "spend notices": 4,
     }
     # the conversation itself is never pruned
     assert [m.body["content"] for m in history] == ["d200 hi", "d120 hi", "d20 hi", "d3 hi"]
@@ -405,7 +409,8 @@ async def test_the_scheduler_housekeeps_soon_after_start_and_then_once_a_day(
         assert when == start + timedelta(minutes=5)
         assert removed["inbound"] == 1 and removed["turns"] == 1 and removed["traces"] == 1
         left = await tags_left(gateway.store)
-        assert [kind for kind, tags in left.items() if "old" in tags] == ["audit", "usage"]
+        kept = [kind for kind, tags in left.items() if "old" in tags]
+        assert kept == ["audit", "usage", "spend notices"]
         assert not old_trace.exists()
         # today's conversation is untouched: a redelivered message is still recognised
         assert await gateway.store.journal.seen("memory", "fresh-1")

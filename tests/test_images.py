@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -56,8 +58,8 @@ async def test_a_picture_reaches_the_telegram_chat_as_a_photo_and_is_counted(
     stored = list((settings.workspace_dir / "attachments" / "images").rglob("*.png"))
     assert [p.read_bytes() for p in stored] == [PICTURE]
     assert stored[0].name.startswith("a-red-fox-in-fresh-snow-")
-    assert spent.images == 1
-    assert "1 picture" in usage.params["text"] and "$0.04" in usage.params["text"]
+    assert spent.cost_usd == pytest.approx(0.04)  # the picture, at images.price_per_image
+    assert "$0.04" in usage.params["text"]
     assert "The picture is made" in fake_llm.requests[-1].tool_results[-1]
 
 
@@ -94,7 +96,7 @@ async def test_a_refusal_reaches_the_model_and_no_photo_is_sent(
         "no picture was made: HTTP 400: Your request was rejected by the safety system." in result
     )
     assert [c.method for c in tg.sent()] == ["sendMessage"]
-    assert spent.images == 0
+    assert not spent.cost_usd  # no picture, nothing spent
 
 
 async def test_the_tool_is_offered_only_when_configured_and_not_to_members(

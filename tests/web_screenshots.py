@@ -48,10 +48,9 @@ async def main() -> None:
                 "provider": "openai",
                 "model": "gpt-4o-mini",
                 "base_url": fake.openai_url,
-                "api_key": "sk-screenshot",
-                "input_price_per_million": 0.15,
-                "output_price_per_million": 0.6,
+                "api_key": "sk-screenshot",  # priced by the shipped table
             },
+            limits={"gateway_daily_usd": 1.0},  # a money cap for the page to chart
             agent={"reflection": False},
             web={"port": 0},
             telegram={"token": "123:screenshot"},

@@ -46,6 +46,7 @@ class Code(enum.StrEnum):
     NO_SUBSTANTIVE = "NO_SUBSTANTIVE"
     ACK_ONLY = "ACK_ONLY"
     ERROR_UNRESOLVED = "ERROR_UNRESOLVED"
+    UNVERIFIED_CLAIM = "UNVERIFIED_CLAIM"  # says it did what no call did (agent.guards.claims)
     GENERIC = "GENERIC"
 
 
@@ -55,6 +56,7 @@ FIXES = {
     Code.NO_SUBSTANTIVE: "Your reply is only an acknowledgement. Give the user the actual answer or result now.",
     Code.ACK_ONLY: "Your reply only announces work instead of delivering it. Do the work now with your tools, then answer with the result.",
     Code.ERROR_UNRESOLVED: "A tool failed and your reply does not deal with it. Either fix it and retry, or tell the user plainly what failed and why.",
+    Code.UNVERIFIED_CLAIM: "Your reply says something was done that no successful tool call of this turn did. Do it now with your tools, or say plainly what was and was not done.",
     Code.GENERIC: "Your reply does not complete the request. Finish it, or explain what is missing.",
 }
 
@@ -64,6 +66,7 @@ FAILURE_NOTICES = {
     Code.NO_SUBSTANTIVE: "Sorry, I could not produce a real answer to this. Please try again or rephrase.",
     Code.ACK_ONLY: "Sorry, I could not finish this task. Please try again or break it into smaller steps.",
     Code.ERROR_UNRESOLVED: "Sorry, something I tried failed and I could not recover.",
+    Code.UNVERIFIED_CLAIM: "Sorry, I could not finish this task. Please try again.",
     Code.GENERIC: "Sorry, I could not complete this properly.",
 }
 
@@ -81,10 +84,11 @@ class ToolStep:
 class Finding:
     code: Code
     reason: str
+    detail: str = ""  # the fix for this answer in particular; default: the code's
 
     @property
     def fix(self) -> str:
-        return f"[review {self.code.value}] {FIXES[self.code]}"
+        return f"[review {self.code.value}] {self.detail or FIXES[self.code]}"
 
 
 def review(
@@ -103,7 +107,7 @@ def review(
     visible = [t for t in (*sent_texts, text) if t.strip()]
     if not visible:
         return Finding(Code.NO_SEND, "the turn produced no user-visible reply")
-    unresolved = _unresolved_errors(steps)
+    unresolved = unresolved_errors(steps)
     if unresolved and not any(_ADMITS_FAILURE.search(t) for t in visible):
         return Finding(
             Code.ERROR_UNRESOLVED, f"{', '.join(unresolved)} failed and the reply does not say so"
@@ -140,7 +144,7 @@ def failure_note(steps: Sequence[ToolStep]) -> str:
         if step.is_error:
             failures.setdefault(step.tool, []).append(step.error)
     parts = []
-    for tool in _unresolved_errors(steps):
+    for tool in unresolved_errors(steps):
         reasons = failures[tool]
         times = f" {len(reasons)} times" if len(reasons) > 1 else ""
         reason = " ".join(reasons[-1].split())
@@ -154,7 +158,7 @@ def _is_status(text: str) -> bool:
     return bool(_STATUS.match(text)) and len(text) < 240
 
 
-def _unresolved_errors(steps: Sequence[ToolStep]) -> list[str]:
+def unresolved_errors(steps: Sequence[ToolStep]) -> list[str]:
     last: dict[str, bool] = {}
     for step in steps:
         last[step.tool] = step.is_error

@@ -9,10 +9,18 @@ request that fits the context window, and usage charged to someone.
   after its prompt (``max_tokens`` is lowered, never the prompt cut: keeping the prompt
   small is the turn's job, see :mod:`agent.window`).
 - **Charged.** Each call is charged to the model that answered it (with fallback models,
-  :mod:`agent.llm.fallback`, not always the configured one). Each call names its :class:`Purpose` and a :class:`Charge`. While a turn runs
-  its calls add up in the turn's :class:`TurnUsage` (the per-turn token cap counts them,
-  and they are committed with the turn); calls outside a turn (reflection, a background
-  summary) are recorded on their own right away.
+  :mod:`agent.llm.fallback`, not always the configured one), at that model's price
+  (:class:`gateway.config.prices.PriceTable`). Each call names its :class:`Purpose` and a
+  :class:`Charge`. While a turn runs its calls add up in the turn's :class:`TurnUsage` (the
+  per-turn token cap counts them, and they are committed with the turn); calls outside a
+  turn (reflection, a background summary) are recorded on their own right away.
+- **Within the money caps.** A turn that began with an :class:`Allowance` (what the
+  gateway's money caps left it) makes no call whose estimate would pass it: the whole prompt
+  at the uncached price (our estimate scaled by what the provider counted for this model so
+  far, :mod:`agent.llm.reconcile`) and the largest answer the call asks for, i.e. the most
+  the call can cost. Such a call raises :class:`OverAllowance` before it is made.
+- **Counted honestly.** Each call's estimate is compared with the provider's count
+  (:class:`agent.llm.reconcile.Reconciler`), which is the one recorded.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from dataclasses import dataclass, field, replace
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.errors import LLMContextOverflow
+from agent.llm.reconcile import Reconciler
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
 from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
+from gateway.config.prices import PriceTable
 from gateway.core.usage import Purpose
 
 log = logging.getLogger(__name__)
@@ -43,11 +53,42 @@ class UsageEntry:
     usage: Usage
 
 
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """What a turn may spend before it passes a money cap, as the gateway found it when the
+    turn began (gateway/runtime/people/spend.py), in words the person is told."""
+
+    left_usd: float
+    cap: str  # which cap: "your daily allowance of $0.50"
+    resets: str  # when it starts afresh: "in 5 h 12 min (at 00:00 UTC)"
+
+
+class OverAllowance(Exception):
+    """A model call refused before it was made: its estimate would pass the turn's cap."""
+
+    def __init__(self, estimate_usd: float, left_usd: float, allowance: Allowance) -> None:
+        super().__init__(f"a call estimated at ${estimate_usd:.4f} with ${left_usd:.4f} left")
+        self.estimate_usd = estimate_usd
+        self.left_usd = left_usd
+        self.allowance = allowance
+
+    @property
+    def notice(self) -> str:
+        left = max(0.0, self.left_usd)
+        return (
+            f"I stopped before asking the model: this request would cost up to about "
+            f"${self.estimate_usd:.2f} and {self.allowance.cap} has ${left:.2f} left. "
+            f"It resets {self.allowance.resets}. A shorter message, or /new for a fresh "
+            f"conversation, costs less."
+        )
+
+
 @dataclass(slots=True)
 class TurnUsage:
-    """What a running turn has used so far, by purpose and model."""
+    """What a running turn has used so far, by purpose and model, and what it may spend."""
 
     _by: dict[tuple[Purpose, str], Usage] = field(default_factory=dict)
+    allowance: Allowance | None = None  # None: no money cap applies to the turn
 
     def add(self, purpose: Purpose, model: str, usage: Usage) -> None:
         key = (purpose, model)
@@ -61,6 +102,10 @@ class TurnUsage:
     def tokens(self) -> int:
         total = self.total
         return total.input_tokens + total.output_tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.total.cost_usd or 0.0
 
     def entries(self) -> tuple[UsageEntry, ...]:
         return tuple(UsageEntry(p, m, u) for (p, m), u in self._by.items())
@@ -182,6 +227,8 @@ class MeteredModel:
         counter: TokenCounter | None = None,
         max_tokens: int = 4_096,
         temperature: float | None = None,
+        prices: PriceTable | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.provider = provider
         self.window = (
@@ -193,6 +240,9 @@ class MeteredModel:
         self._record = record
         self._counter = counter  # counts what a server does not report (llama.cpp streams)
         self._tools: tuple[tuple[str, ...], int] = ((), 0)  # the last tool set and its size
+        self.prices = prices or PriceTable()
+        self._reconciler = reconciler or Reconciler()
+        self._unpriced: set[str] = set()  # models said to have no price (once each)
 
     @property
     def model(self) -> str:
@@ -231,6 +281,7 @@ class MeteredModel:
         room = output_room(prompt, self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
+        self._within_allowance(prompt, request, charge)
         try:
             if self._slots is None:  # a fallback chain: each of its models has its own cap
                 response = await self.provider.complete(request, on_text=on_text)
@@ -247,6 +298,8 @@ class MeteredModel:
         if not (response.usage.input_tokens or response.usage.output_tokens) and self._counter:
             response = replace(response, usage=await self._estimated(request, response))
         model = response.model or self.model  # a fallback may have answered
+        self._reconciler.observe(model, prompt, answer_tokens(response), response.usage)
+        response = replace(response, usage=self._priced(model, response.usage))
         if charge.meter is not None:
             charge.meter.add(purpose, model, response.usage)
         elif self._record is not None:
@@ -255,6 +308,40 @@ class MeteredModel:
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+    def _within_allowance(self, prompt: int, request: LLMRequest, charge: Charge) -> None:
+        """Raise :class:`OverAllowance` when the most this call can cost would pass what
+        the turn may still spend."""
+        meter = charge.meter
+        if meter is None or meter.allowance is None:
+            return
+        price = self.prices.price(self.model)
+        if price is None:
+            return
+        tokens = round(prompt * self._reconciler.ratio(self.model))
+        most = price.cost(input_tokens=tokens, output_tokens=request.max_tokens)
+        left = meter.allowance.left_usd - meter.cost_usd
+        if most > left:
+            raise OverAllowance(most, left, meter.allowance)
+
+    def _priced(self, model: str, usage: Usage) -> Usage:
+        """``usage`` with its cost at ``model``'s price (a model without one: said once)."""
+        cost = self.prices.cost(
+            model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+        if cost is None and model not in self._unpriced:
+            self._unpriced.add(model)
+            log.info(
+                "model %s has no price: its calls count as free against the money caps; set "
+                '[llm.prices."%s"] input and output (US dollars per million tokens)',
+                model,
+                model,
+            )
+        return replace(usage, cost_usd=cost)
 
     async def _estimated(self, request: LLMRequest, response: LLMResponse) -> Usage:
         """The server reported no usage (llama.cpp's server does not in a stream): counted
@@ -282,6 +369,13 @@ class MeteredModel:
             output_tokens=answer,
             estimated_tokens=prompt + answer,
         )
+
+
+def answer_tokens(response: LLMResponse) -> int:
+    """An estimate of the answer's tokens: its text and its tool calls."""
+    return estimate(response.text) + sum(
+        estimate(c.name) + estimate(c.arguments) for c in response.tool_calls
+    )
 
 
 # No tokenizer packs more characters than this into one token: an answer longer than

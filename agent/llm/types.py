@@ -98,22 +98,28 @@ class SystemPrompt:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of model calls as the provider reported them (``input_tokens`` include the
+    cached and cache-written ones), and what they cost."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     # Of input + output, how many we counted (tiktoken) because the server reported none.
     estimated_tokens: int = 0
-    images: int = 0  # pictures made (generate_image): priced per picture, not per token
+    # US dollars at the model's price ([llm.prices]), set by agent.llm.metered; None: the
+    # model has no price.
+    cost_usd: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.estimated_tokens + other.estimated_tokens,
-            self.images + other.images,
+            sum(costs) if costs else None,
         )
 
 

@@ -156,7 +156,7 @@ class GenerateImage(Tool):
             picture = await self._endpoint.generate(prompt, str(args.get("size") or settings.size))
         except ImagesError as exc:
             raise ToolError(f"no picture was made: {exc}") from None
-        ctx.state.meter.add(Purpose.IMAGE, settings.model, Usage(images=1))
+        ctx.state.meter.add(Purpose.IMAGE, settings.model, Usage(cost_usd=settings.cost(1)))
         image = await save_picture(ctx.workspace.root, prompt, picture)
         where = ctx.workspace.relative(Path(image.path or ""))
         return ToolResult(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from agent.guards.trace import TurnTrace
 from agent.llm.base import TextSink
@@ -28,6 +28,9 @@ class TurnLimits:
     max_turn_tokens: int = 600_000
     review_retries: int = 2
     llm_review: bool = False
+    # an answer's claims of done actions against the turn's calls: the rules, and the model
+    # where they cannot read the language ("model"), the rules alone, or not at all
+    verify_claims: Literal["model", "rules", "off"] = "model"
 
 
 class Fit(Protocol):

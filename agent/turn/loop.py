@@ -99,6 +99,10 @@ class TurnLoop:
             trace=inputs.trace,
             unattended=inputs.unattended,
             charge=inputs.charge,
+            ledger=lambda: executor.side_effects(inputs.charge.turn_id or ""),
+            effect_of=lambda name: (
+                None if (tool := executor.registry.get(name)) is None else tool.effect
+            ),
         )
 
     async def run(self) -> RunResult:
@@ -262,6 +266,8 @@ class TurnLoop:
             calls=[c.name for c in response.tool_calls],
             # counted by us (tiktoken): the server reported no usage
             **({"estimated": True} if response.usage.estimated_tokens else {}),
+            # US dollars at the model's price ([llm.prices]); absent: it has none
+            **({"cost_usd": round(cost, 6)} if (cost := response.usage.cost_usd) else {}),
         )
         return response
 

@@ -37,6 +37,8 @@ class AgentProfile(BaseModel):
     safe_mode: bool | None = None  # default: tools.safe_mode
     deny_tools: tuple[str, ...] = ()  # tools this agent never offers
     may_message: tuple[str, ...] = ()  # agents it may message with send_to_agent ("*": all)
+    daily_usd: float = Field(default=0.0, ge=0)
+    monthly_usd: float = Field(default=0.0, ge=0)
 
     @field_validator("base_url")
     @classmethod

@@ -23,6 +23,7 @@ from gateway.config.connect import ApiToken, HookSettings
 from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
 from gateway.config.people import PersonSettings
+from gateway.config.prices import ModelPrice, shipped_prices
 from gateway.config.settings import ENV_PREFIX, Settings
 
 INTRO = """\
@@ -49,7 +50,8 @@ changes single keys and keeps the file's comments.
 A running gateway reloads the configuration when config.toml or `.env` changes, and on
 SIGHUP (`systemctl --user reload switchboard`). It applies at once `llm.context_window`,
 `llm.max_tokens`, `agent.max_iterations`, `agent.max_turn_tokens`, `agent.review_retries`,
-`limits.user_daily_tokens`, `limits.user_turns_per_hour` and `log_level`; any other key
+`limits.user_daily_tokens`, `limits.user_turns_per_hour`, the money caps of `[limits]`
+(`limits.*_usd`) and `log_level`; any other key
 takes effect at the next start, and the log says which keys wait for it. `switchboard config
 set` says which of the two happened to the key it set. A configuration that does not load is
 refused (logged) and the running one kept. Channel setup is in
@@ -74,9 +76,10 @@ DESCRIPTIONS = {
     "llm.temperature": "sampling temperature; unset: the provider's default",
     "llm.fallbacks": "models to continue on, in order, when a call fails for a passing reason (no connection, timeout, 5xx, overload, 429 after its retries); each a `{provider, model, base_url, api_key}` table, see `llm.fallbacks[]` below",
     "llm.fallback_cooldown_seconds": "how long a model that failed is skipped (at least its Retry-After); later calls go straight to the next model; 0: always try it first",
-    "llm.input_price_per_million": "price of input tokens, for cost estimates on the status page",
-    "llm.output_price_per_million": "price of output tokens",
-    "llm.cached_input_price_per_million": "price of cached input tokens (Anthropic prompt caching)",
+    "llm.prices": "US dollars per million tokens per model, each a `[llm.prices.\"<model>\"]` table (fields below), over the shipped table of OpenAI's and Anthropic's hosted models (`gateway/config/prices.json`, dated): a name here replaces the shipped price of that name. Every model of the gateway (agents' and fallbacks too) is priced from here; a model priced nowhere counts as free against the money caps",
+    "llm.input_price_per_million": 'deprecated: read as `[llm.prices."<llm.model>"].input` unless that table exists (a warning says to move it)',
+    "llm.output_price_per_million": 'deprecated: read as `[llm.prices."<llm.model>"].output`',
+    "llm.cached_input_price_per_million": 'deprecated: read as `[llm.prices."<llm.model>"].cached_input`',
     "agent.name": "the assistant's name in its identity block",
     "agent.max_turn_tokens": "input + output of every model call a turn causes (page condensing and the reviewer included)",
     "limits.max_concurrent_llm_calls": "model calls in flight per model endpoint, for the whole gateway (all agents, summaries, reflection, page condensing); lower it for a local model server",
@@ -90,10 +93,18 @@ DESCRIPTIONS = {
     "agent.stop_phrases": "a message that says only one of these (case and punctuation aside) while a turn runs stops it like `/stop`; `[]` turns it off",
     "agent.session_reset": "`never`, `daily` (first message of a new day) or `idle` starts a fresh session",
     "agent.idle_reset_minutes": "idle time before an `idle` reset",
+    "agent.verify_claims": "an answer's claims of having done something (sent, saved, scheduled, created, deleted, paid, booked) checked against the turn's tool calls before it goes out: `model` (rules for English, German, Spanish and French, a short model call for other languages), `rules` (the rules only), `off`; a claim no call backs goes back to the model once, then out with a note",
+    "daily_usd": "US dollars this one may spend in a day; for a person unset means `limits.person_daily_usd` (a member) or none (the owner), for an agent 0 means none",
+    "monthly_usd": "the same for a calendar month",
     "limits.max_concurrent_turns": "turns running at once across all chats",
     "limits.max_concurrent_tools": "tool calls running at once",
     "limits.user_daily_tokens": "model tokens one person's turns may use in 24 hours (the owner is exempt; 0: no limit)",
     "limits.user_turns_per_hour": "turns one person may start in an hour (the owner is exempt; 0: no limit)",
+    "limits.gateway_daily_usd": "US dollars everything may spend in a day (the owner's day: `user.timezone`); past it members' turns and background work are refused, the owner's own turns go on; the owner is told at 50, 80 and 100 %; 0: no cap",
+    "limits.gateway_monthly_usd": "the same for a calendar month",
+    "limits.person_daily_usd": "US dollars each member's turns, jobs and background tasks may spend in a day; past it they are told when it resets (`[people]` sets one person's own, and the owner's); 0: no cap",
+    "limits.person_monthly_usd": "the same for a calendar month",
+    "limits.background_daily_usd": "US dollars the heartbeat, scheduled jobs and background tasks together may spend in a day; past it they pause until the next day; 0: no cap",
     "tools.approvals": "a side effect the policy refuses but the owner could allow (exec or file writes by a member, an address a member typed, a cross-chat send by a member, a side effect after outside content): `ask` sends the owner (or the channel's admins) an approval request with buttons and the turn waits for `/approve ID` or `/deny ID`; `refuse` refuses at once",
     "tools.approval_timeout_seconds": "an approval request not decided within this is refused (fail closed) and the requester is told",
     "tools.exec.enabled": "offer the `exec` tool at all",
@@ -135,7 +146,7 @@ DESCRIPTIONS = {
     "heartbeat.interval_seconds": "time between check-ins",
     "heartbeat.timezone": "deprecated: the old name of `user.timezone` (still read when that is unset, with a warning)",
     "user.timezone": "the gateway's default IANA time zone (the owner's): the prompt clock, quiet hours, job times of anyone without their own; unset: UTC",
-    "people": 'per person, keyed `"<channel>:<sender id>"`: `timezone` (wins over one they set by asking) and `quiet_hours` (their jobs\' messages wait until they end)',
+    "people": 'per person, keyed `"<channel>:<sender id>"`: `timezone` (wins over one they set by asking), `quiet_hours` (their jobs\' messages wait until they end), and their own money caps `daily_usd` / `monthly_usd`',
     "group_context_messages": "in groups, at most this many messages of allowed senders since the bot was last addressed go with the next message that addresses it, as labelled context (also capped at 1,500 tokens); 0: not kept",
     "heartbeat.daily_token_budget": "heartbeats stop for the day once they used this many tokens",
     "scheduler.catchup_jitter_seconds": "missed jobs run once after downtime, in the order they were due, spread over this many seconds",
@@ -267,6 +278,18 @@ def render() -> str:
             "overflow on the primary is reported, not failed over.",
             FallbackModel,
             "SWITCHBOARD_LLM__FALLBACKS (JSON list)",
+        )
+    )
+    out.append(
+        _table(
+            'llm.prices."<model>"',
+            "One model's prices in US dollars per million tokens, replacing or adding to the "
+            f"shipped table (prices as of {shipped_prices().date}). A dated snapshot "
+            "(`gpt-4o-2024-08-06`) is priced as the longest priced name it begins with "
+            '(`gpt-4o`). Example: `[llm.prices."llama3.1:8b"]` `input = 0`, `output = 0` '
+            "(a local model: free, said so).",
+            ModelPrice,
+            "SWITCHBOARD_LLM__PRICES (JSON)",
         )
     )
     out.append(

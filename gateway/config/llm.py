@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Literal
@@ -14,7 +15,12 @@ from pydantic import (
     SecretStr,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
+
+from gateway.config.prices import ModelPrice
+
+log = logging.getLogger(__name__)
 
 Provider = Literal["openai", "anthropic"]
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -99,30 +105,13 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=2, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
     vision: bool = True  # hand images to the model as image parts
-    # Optional prices (per million tokens) for cost estimates on the status page.
+    # [llm.prices."<model>"]: US dollars per million tokens, over the shipped table
+    # (gateway/config/prices.py); every model of the gateway is looked up here.
+    prices: dict[str, ModelPrice] = {}
+    # Deprecated: the price of llm.model before [llm.prices] (read as its entry there).
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     cached_input_price_per_million: float | None = Field(default=None, ge=0)
-
-    def cost(
-        self, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0
-    ) -> float | None:
-        """USD from the configured prices per million tokens (``cached_tokens`` are part of
-        ``input_tokens``, read from the provider's cache); None when no price is set."""
-        if self.input_price_per_million is None and self.output_price_per_million is None:
-            return None
-        input_price = self.input_price_per_million or 0.0
-        cached_price = (
-            self.cached_input_price_per_million
-            if self.cached_input_price_per_million is not None
-            else input_price
-        )
-        fresh = max(0, input_tokens - cached_tokens)
-        return (
-            fresh * input_price
-            + cached_tokens * cached_price
-            + output_tokens * (self.output_price_per_million or 0.0)
-        ) / 1_000_000
 
     # Tried in order when a call fails for a passing reason (connection, 5xx, 429, overload).
     fallbacks: tuple[FallbackModel, ...] = ()
@@ -133,6 +122,28 @@ class LLMSettings(BaseModel):
     @classmethod
     def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         return model_base_url(value, info.data.get("provider"))
+
+    @model_validator(mode="after")
+    def _old_prices(self) -> LLMSettings:
+        """``llm.*_price_per_million`` (before ``[llm.prices]``) price ``llm.model``, unless
+        ``[llm.prices]`` names it itself; a warning says to move them."""
+        old = (
+            self.input_price_per_million,
+            self.cached_input_price_per_million,
+            self.output_price_per_million,
+        )
+        if all(value is None for value in old):
+            return self
+        log.warning(
+            "llm.input_price_per_million, llm.cached_input_price_per_million and "
+            'llm.output_price_per_million are deprecated: move them to [llm.prices."%s"] '
+            "as input, cached_input and output",
+            self.model,
+        )
+        if self.model not in self.prices:
+            price = ModelPrice(input=old[0] or 0.0, cached_input=old[1], output=old[2] or 0.0)
+            object.__setattr__(self, "prices", {**self.prices, self.model: price})
+        return self
 
     @field_validator("fallbacks")
     @classmethod

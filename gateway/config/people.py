@@ -5,7 +5,9 @@ and scheduled jobs of anyone without a zone of their own. ``heartbeat.timezone``
 key before and still works as an alias (a deprecation warning says to move it).
 ``[people."<channel>:<sender id>"]`` gives a known person their own zone and quiet hours;
 people may also set their zone by asking (the ``timezone`` tool, stored in the database),
-which a zone in config overrides.
+which a zone in config overrides. ``daily_usd`` / ``monthly_usd`` there give the person money
+caps of their own (gateway/runtime/people/spend.py): a member another cap than
+``limits.person_*_usd``, the owner one at all.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _PERSON_KEY = re.compile(r"^[a-z][a-z0-9_-]*:[^\s:][^\s]*$")
 
@@ -63,6 +65,8 @@ class PersonSettings(BaseModel):
 
     timezone: str | None = None  # wins over a zone they set by asking
     quiet_hours: str = ""  # "22:00-07:00" in their zone: their jobs' messages wait until it ends
+    daily_usd: float | None = Field(default=None, ge=0)
+    monthly_usd: float | None = Field(default=None, ge=0)
 
     @field_validator("timezone")
     @classmethod

@@ -98,6 +98,7 @@ class AgentSettings(Section):
     max_turn_tokens: int = Field(default=600_000, ge=1_000)
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed
+    verify_claims: Literal["model", "rules", "off"] = "model"
     reflection: bool = True  # after non-trivial turns, update memory in the background
     session_reset: Literal["never", "daily", "idle"] = "never"
     idle_reset_minutes: int = Field(default=240, ge=5)
@@ -112,6 +113,13 @@ class LimitSettings(Section):
     # Per person over a rolling window; the owner is exempt; 0 turns a limit off.
     user_daily_tokens: int = Field(default=1_000_000, ge=0)
     user_turns_per_hour: int = Field(default=60, ge=0)
+    # Money caps in US dollars at the prices of [llm.prices] (gateway/runtime/people/spend.py);
+    # a day and a month are the owner's (user.timezone); 0 turns a cap off.
+    gateway_daily_usd: float = Field(default=0.0, ge=0)
+    gateway_monthly_usd: float = Field(default=0.0, ge=0)
+    person_daily_usd: float = Field(default=0.0, ge=0)
+    person_monthly_usd: float = Field(default=0.0, ge=0)
+    background_daily_usd: float = Field(default=0.0, ge=0)
 
 
 class ExecSettings(Section):
@@ -436,19 +444,6 @@ class Settings(_Trailing, _Channels, _Leading):
     def timezone(self) -> str:
         """The gateway's default time zone (``user.timezone``; UTC when unset)."""
         return self.user.timezone or "UTC"
-
-    def cost(
-        self, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, images: int = 0
-    ) -> float | None:
-        """USD at the configured prices: tokens at ``llm``'s, pictures at ``images``'; None
-        when nothing of it has a price."""
-        tokens = self.llm.cost(
-            input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached_tokens
-        )
-        pictures = self.images.cost(images) if images else None
-        if tokens is None and pictures is None:
-            return None
-        return (tokens or 0.0) + (pictures or 0.0)
 
     @model_validator(mode="after")
     def _separate_credentials(self) -> Settings:

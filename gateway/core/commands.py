@@ -9,7 +9,7 @@ COMMANDS = {
     "/stop": "stop what I am doing now (and drop the messages waiting behind it)",
     "/new": "start a fresh conversation (history stays on disk); stops what runs first",
     "/status": "show what I am doing, how full the conversation is, what it cost today",
-    "/usage": "your tokens and cost today and this month, and your limits",
+    "/usage": "your tokens and cost today and this month, what your limits leave (/usage footer on|off)",
     "/compact": "summarise this conversation now, to free room in it",
     "/context": "what my next prompt here is made of, in tokens, and what is cached",
     "/model": "owner and admins: list the models, switch this chat's (/model NAME, /model default)",

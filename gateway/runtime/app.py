@@ -30,7 +30,7 @@ from gateway.runtime.build import build
 from gateway.runtime.home import prepare_workspace
 from gateway.runtime.intake import pairing
 from gateway.store import PairingRequest
-from gateway.web.view import ModelState, WorkInProgress
+from gateway.web.view import CapSpend, ModelState, WorkInProgress
 
 if TYPE_CHECKING:
     from gateway.web import WebServer
@@ -215,6 +215,13 @@ class Gateway(Service):
 
     def model_states(self) -> list[ModelState]:
         return self.parts.models.states()
+
+    async def spending(self) -> list[CapSpend]:
+        caps = self.parts.spend_caps
+        return [
+            CapSpend(s.cap.key, s.spent_usd, s.cap.limit_usd, s.resets.timestamp())
+            for s in await caps.states(caps.configured())
+        ]
 
     def degraded(self) -> str | None:
         return self.guard.degraded()

@@ -11,7 +11,7 @@ outbox workers. :class:`gateway.runtime.app.Gateway` runs what this builds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -23,7 +23,9 @@ from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.browser import browser_sessions
 from agent.tools.web import web_browser
+from gateway.config.channels import ChannelSection
 from gateway.config.plugins import token_patterns
+from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.bus import InboundSink
@@ -45,6 +47,7 @@ from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.dispatch.status_text import StatusText
+from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake.access import AccessGate
 from gateway.runtime.intake.routing import Router
 from gateway.runtime.intake.stages import chain
@@ -57,12 +60,14 @@ from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.chat_book import ChatBook
+from gateway.runtime.people.spend import SpendCaps
+from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload, live_settings
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.briefing import Briefing
-from gateway.runtime.schedule.heartbeat import Heartbeat
+from gateway.runtime.schedule.heartbeat import Heartbeat, heartbeat_target
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
@@ -113,6 +118,8 @@ class Parts:
     display: LiveDisplay
     approvals: Approvals
     budget: UserBudget
+    spend_caps: SpendCaps  # the money caps, for the status page
+    spend: SpendWatch  # tells the owner how far they are spent
     subagents: Subagents
     config_reload: ConfigReload
     dispatcher: Dispatcher
@@ -138,6 +145,79 @@ def guard_for(settings: Settings, load: NodeLoad) -> Guard:
     from gateway.runtime.cluster.node import ClusterGuard  # noqa: PLC0415 - psycopg when used
 
     return ClusterGuard(settings, url, load=load)
+
+
+def inbound_stages(
+    settings: Settings,
+    store: Store,
+    bus: LocalBus,
+    sections: Mapping[str, ChannelSection],
+    speech: Speech | None,
+) -> InboundSink:
+    """The inbound stages, in the order a message passes them; then the journal (the bus)."""
+    return chain(
+        [
+            partial(  # who may talk: policies, pairing, group context
+                AccessGate,
+                sections=sections,
+                audit=store.audit,
+                outbox=store.outbox,
+                pairings=store.pairings,
+                people=store.people,
+                group_context=store.group_context,
+                on_outbound=bus.outbound_ready,
+            ),
+            partial(  # what they sent made readable: voice notes heard, documents read
+                Understanding,
+                sections=sections,
+                documents=DocumentReader(settings.tools.documents),
+                speech=speech,
+                allowance=None if speech is None else Allowance(store.voice, speech.settings),
+            ),
+        ],
+        bus,
+    )
+
+
+def scheduler_for(
+    settings: Settings,
+    store: Store,
+    *,
+    jobs: JobBook,
+    dispatcher: Dispatcher,
+    zones: Zones,
+    budget: UserBudget,
+    clock: Clock,
+) -> Scheduler:
+    """Jobs, the heartbeat (with the day's events when the calendar says so), the morning
+    briefing and housekeeping, on the scheduler."""
+    agenda = owners_agenda(settings, zones)
+    return Scheduler(
+        settings,
+        jobs=store.jobs,
+        book=jobs,
+        dispatcher=dispatcher,
+        heartbeat=Heartbeat(
+            settings.heartbeat,
+            workspace=settings.workspace_dir,
+            outbox=store.outbox,
+            usage=store.usage,
+            homes=store.homes,
+            timezone=settings.timezone,
+            agenda=agenda if settings.calendar.heartbeat else None,
+            budget=budget,
+        ),
+        housekeep=housekeeping(store, settings),
+        clock=clock,
+        zones=zones,
+        briefing=(
+            Briefing(
+                settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
+            )
+            if agenda is not None and settings.calendar.briefing
+            else None
+        ),
+    )
 
 
 def build(
@@ -181,29 +261,7 @@ def build(
     records = StoredRecords(
         store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
     )
-    # -- the inbound stages, in the order a message passes them; then the journal (the bus)
-    inbound = chain(
-        [
-            partial(  # who may talk: policies, pairing, group context
-                AccessGate,
-                sections=sections,
-                audit=store.audit,
-                outbox=store.outbox,
-                pairings=store.pairings,
-                people=store.people,
-                group_context=store.group_context,
-                on_outbound=bus.outbound_ready,
-            ),
-            partial(  # what they sent made readable: voice notes heard, documents read
-                Understanding,
-                sections=sections,
-                documents=DocumentReader(settings.tools.documents),
-                speech=speech,
-                allowance=None if speech is None else Allowance(store.voice, speech.settings),
-            ),
-        ],
-        bus,
-    )
+    inbound = inbound_stages(settings, store, bus, sections, speech)
     router = Router(settings.routes, tuple(settings.agents))
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
@@ -212,6 +270,7 @@ def build(
         EndpointSlots(settings.limits.max_concurrent_llm_calls),
         cooldown_seconds=settings.llm.fallback_cooldown_seconds,
         clock=seconds(clock),
+        prices=PriceTable(settings.llm.prices),
     )
     main_llm = models.provider(settings.llm, llm)
     # -- the agents, and the services their tools use
@@ -281,7 +340,21 @@ def build(
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
     )
-    budget = UserBudget(store.usage, store.audit, settings.limits)
+    # -- what people and background work may spend, and the owner told how far it went
+    spend_caps = SpendCaps(
+        store.usage,
+        settings.limits,
+        people=settings.people,
+        agents=settings.agents,
+        timezone=settings.timezone,
+    )
+    spend = SpendWatch(
+        spend_caps,
+        store.spend_notices,
+        home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        outbound_ready=bus.outbound_ready,
+    )
+    budget = UserBudget(store.usage, store.audit, settings.limits, spend=spend_caps)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -290,6 +363,8 @@ def build(
         bus=bus,
         approvals=approvals,
         wakes=wakes,
+        budget=budget,
+        spend=spend,
         max_concurrent=settings.scheduler.max_subagents,
         timeout=settings.scheduler.subagent_timeout_seconds,
         max_resume_attempts=settings.agent.max_resume_attempts,
@@ -310,7 +385,9 @@ def build(
             by_name[channel.name] = channel
     # config.toml changes (and SIGHUP) applied while running, where they can be
     config_reload = ConfigReload(settings, apply=live_settings(agents, budget))
-    committer = TurnCommitter(store, bus, storage_full=bus.storage_full, committed=indexer.kick)
+    committer = TurnCommitter(
+        store, bus, storage_full=bus.storage_full, committed=indexer.kick, spend=spend
+    )
     commands = Commands(
         agent_name=settings.agent.name,
         store=store,
@@ -322,9 +399,9 @@ def build(
             channels=tuple(by_name),
             clock=clock,
         ),
+        usage=UsageText(store.usage, store.people, spend_caps),
         approvals=approvals,
         agents=agents,
-        settings=settings,
     )
     handlers = TurnHandlers(
         journal=store.journal,
@@ -342,6 +419,7 @@ def build(
             max_resume_attempts=settings.agent.max_resume_attempts,
             sections=sections,
             zones=zones,
+            people=store.people,
             spoken=spoken_replies(speech, settings.workspace_dir),
         ),
         scheduled=ScheduledTurns(
@@ -377,31 +455,8 @@ def build(
         ),
     )
     # -- work that starts on its own, and delivery
-    agenda = owners_agenda(settings, zones)
-    scheduler = Scheduler(
-        settings,
-        jobs=store.jobs,
-        book=jobs,
-        dispatcher=dispatcher,
-        heartbeat=Heartbeat(
-            settings.heartbeat,
-            workspace=settings.workspace_dir,
-            outbox=store.outbox,
-            usage=store.usage,
-            homes=store.homes,
-            timezone=settings.timezone,
-            agenda=agenda if settings.calendar.heartbeat else None,
-        ),
-        housekeep=housekeeping(store, settings),
-        clock=clock,
-        zones=zones,
-        briefing=(
-            Briefing(
-                settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
-            )
-            if agenda is not None and settings.calendar.briefing
-            else None
-        ),
+    scheduler = scheduler_for(
+        settings, store, jobs=jobs, dispatcher=dispatcher, zones=zones, budget=budget, clock=clock
     )
     workers = tuple(
         OutboundWorker(
@@ -439,6 +494,8 @@ def build(
         display=display,
         approvals=approvals,
         budget=budget,
+        spend_caps=spend_caps,
+        spend=spend,
         subagents=subagents,
         config_reload=config_reload,
         dispatcher=dispatcher,

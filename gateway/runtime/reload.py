@@ -7,7 +7,8 @@ configuration again, every source merged as at start; one that does not load is 
 with its error in the log, and the running configuration stays.
 
 Of the keys that changed, those :func:`live_settings` knows are applied at once (the model's context
-window and answer size, the turn's bounds, the per-person limits, the log level). Every
+window and answer size, the turn's bounds, the per-person limits and the money caps of
+``[limits]``, the log level). Every
 other key is used by something built at start (a channel's connection, the store, the
 tools) and needs a restart; the log says which, and so does ``data/reload.json``, which
 ``switchboard config set`` reads to tell its user what happened to the key it set.
@@ -135,6 +136,11 @@ def live_settings(agents: Mapping[str, Agent], budget: UserBudget) -> dict[str, 
         "agent.review_retries": guards,
         "limits.user_daily_tokens": limits,
         "limits.user_turns_per_hour": limits,
+        "limits.gateway_daily_usd": limits,
+        "limits.gateway_monthly_usd": limits,
+        "limits.person_daily_usd": limits,
+        "limits.person_monthly_usd": limits,
+        "limits.background_daily_usd": limits,
         "log_level": log_level,
     }
 

@@ -35,8 +35,9 @@ from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.people import People
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
+from gateway.store.spend import SpendNotices
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
-from gateway.store.usage import UsageRecord, UsageReport
+from gateway.store.usage import Spender, UsageRecord, UsageReport, UsageTotals
 from gateway.store.voice import VoiceMinutes
 from gateway.store.webhook_bodies import WebhookBodies
 
@@ -84,6 +85,8 @@ __all__ = [
     "Retention",
     "Said",
     "SessionState",
+    "SpendNotices",
+    "Spender",
     "Store",
     "StoredMessage",
     "StoredVector",
@@ -94,6 +97,7 @@ __all__ = [
     "TurnEnd",
     "UsageRecord",
     "UsageReport",
+    "UsageTotals",
     "WebhookBodies",
 ]
 
@@ -158,6 +162,7 @@ class Store(Service):
         self.webhook_bodies = WebhookBodies(self.db, clock=clock)
         self.recall = Recall(self.db, clock=clock)
         self.memory_entries = MemoryEntries(self.db)
+        self.spend_notices = SpendNotices(self.db, self.outbox, clock=clock)
 
     async def start(self) -> None:
         await self.db.start()
@@ -259,4 +264,6 @@ class Store(Service):
             # the minutes of speech transcribed count as usage too
             "usage": await self.usage.prune(now - retention.usage)
             + await self.voice.prune(now - retention.usage),
+            # a month's notices outlive the month: usage is kept at least 31 days
+            "spend notices": await self.spend_notices.prune(now - retention.usage),
         }

@@ -1,7 +1,9 @@
-"""Each person's own time zone, the chats the bot knows by name, and where people sent to.
+"""Each person's own time zone and usage footer, the chats the bot knows by name, and where
+people sent to.
 
 ``people``: a zone a person set by asking (the ``timezone`` tool, after they confirmed);
-a zone in ``[people]`` config wins over it. ``known_chats``: names of chats (a Telegram
+a zone in ``[people]`` config wins over it; whether they asked for the usage footer under
+each answer (``/usage footer on``). ``known_chats``: names of chats (a Telegram
 group's title) learned from the messages that came from them, for platforms that cannot
 list their chats. ``person_chats``: the chats a person has had the bot send to, so the first
 send to any other chat is confirmed with them first.
@@ -43,6 +45,29 @@ class People:
                 " ON CONFLICT (person) DO UPDATE SET timezone = excluded.timezone,"
                 " updated_at = excluded.updated_at",
                 (person, timezone, self._clock()),
+            )
+        )
+
+    # -- the usage footer ----------------------------------------------------------------
+
+    async def footer(self, person: str) -> bool:
+        """Whether ``person`` wants tokens and cost under each answer."""
+
+        def parse(cursors: list[Cursor]) -> bool:
+            row = cursors[0].fetchone()
+            return row is not None and bool(row[0])
+
+        return await self._db.select(
+            [("SELECT usage_footer FROM people WHERE person = ?", (person,))], parse
+        )
+
+    async def set_footer(self, person: str, on: bool) -> None:
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO people (person, usage_footer, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (person) DO UPDATE SET usage_footer = excluded.usage_footer,"
+                " updated_at = excluded.updated_at",
+                (person, int(on), self._clock()),
             )
         )
 

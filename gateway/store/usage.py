@@ -1,19 +1,23 @@
 """Token usage of every model call, as the provider reported it (for status, budgets, cost);
-``estimated_tokens`` says how many we counted ourselves because the server reported none;
-``images`` counts the pictures a call made (priced per picture: ``images.price_per_image``).
+``estimated_tokens`` says how many we counted ourselves because the server reported none,
+``cost_usd`` what the calls cost at the prices of ``[llm.prices]`` when they were made
+(``NULL``: the model has no price).
 
 A turn's calls are committed with the turn, one row per purpose and model (keyed by the
 turn, so a repeated commit stores nothing twice); calls outside a turn (reflection, a
 background summary) get a row each as they happen. ``purpose`` says why the model was
-asked, ``principal`` whose allowance it counts against.
+asked, ``principal`` whose allowance it counts against, ``agent`` which agent it served.
+Background work is told by its session's kind, which is the row's ``channel``
+(:data:`BACKGROUND_CHANNELS`).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from gateway.core.usage import Purpose
 from gateway.store.engine.db import Database
@@ -35,9 +39,14 @@ _REPLACE = ", ".join(
         "cache_read_tokens",
         "cache_write_tokens",
         "estimated_tokens",
-        "images",
+        "cost_usd",
+        "agent",
     ]
 )
+
+# The ``channel`` of rows of work nobody waits for: a session ``heartbeat:main``,
+# ``cron:<job>`` or ``subagent:<task>`` (gateway.runtime.turns.accounting.channel_of).
+BACKGROUND_CHANNELS = ("heartbeat", "cron", "subagent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +61,8 @@ class UsageRecord:
     principal: str | None = None  # "channel:sender id" of the person it is charged to
     purpose: Purpose = Purpose.TURN
     estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
-    images: int = 0  # pictures made
+    cost_usd: float | None = None  # at the model's price; None: it has none
+    agent: str = "main"
 
     def insert_statement(
         self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""
@@ -62,7 +72,8 @@ class UsageRecord:
         conn.execute(
             "INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal,"
             " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
-            " estimated_tokens, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " estimated_tokens, cost_usd, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?)"
             f" ON CONFLICT (id) DO UPDATE SET {_REPLACE}",
             (
                 row_id or f"{turn_id}:{self.purpose}:{self.model}",
@@ -78,20 +89,43 @@ class UsageRecord:
                 self.cache_read_tokens,
                 self.cache_write_tokens,
                 self.estimated_tokens,
-                self.images,
+                self.cost_usd,
+                self.agent,
             ),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class UsageTotals:
-    key: str  # the day (YYYY-MM-DD) or the session
+    key: str  # the day (YYYY-MM-DD), the session, the agent or the person
     turns: int
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
     estimated_tokens: int = 0  # of input + output: counted by us, not reported
-    images: int = 0  # pictures made
+    cost_usd: float | None = None  # None: no call of these had a price
+
+
+SpendScope = Literal["gateway", "person", "background", "agent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Spender:
+    """Whose spending a money cap counts: everyone's, one person's (``subject``: their
+    ``channel:sender id``), background work's, or one agent's (``subject``: its name)."""
+
+    scope: SpendScope
+    subject: str = ""
+
+    def condition(self) -> tuple[str, tuple[str, ...]]:
+        """The SQL condition on a usage row, and its parameters."""
+        if self.scope == "person":
+            return "principal = ?", (self.subject,)
+        if self.scope == "agent":
+            return "agent = ?", (self.subject,)
+        if self.scope == "background":
+            return f"channel IN ({', '.join('?' * len(BACKGROUND_CHANNELS))})", BACKGROUND_CHANNELS
+        return "1 = 1", ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,24 +162,54 @@ class UsageReport:
 
         return await self._db.run(query, durable=False)
 
-    async def since(self, seconds: float, *, by: str = "day") -> list[UsageTotals]:
-        """Totals per day (local time) or per session over the last ``seconds``."""
-        group = self._db.dialect.local_day("at") if by == "day" else "session_key"
+    async def since(
+        self, seconds: float, *, by: Literal["day", "session", "agent", "person"] = "day"
+    ) -> list[UsageTotals]:
+        """Totals per day (local time), session, agent or person over the last ``seconds``."""
+        group = {
+            "day": self._db.dialect.local_day("at"),
+            "session": "session_key",
+            "agent": "agent",
+            "person": "COALESCE(principal, '')",
+        }[by]
         cutoff = self._clock() - seconds
 
         def query(conn: Connection) -> list[UsageTotals]:
             rows = conn.execute(
                 f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
-                f" SUM(cache_read_tokens), SUM(estimated_tokens), SUM(images) FROM usage"
+                f" SUM(cache_read_tokens), SUM(estimated_tokens), SUM(cost_usd) FROM usage"
                 f" WHERE at >= ? GROUP BY {group} ORDER BY 1",
                 (cutoff,),
             )
             return [
-                UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e), int(p))
-                for k, n, i, o, c, e, p in rows
+                UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e), _money(cost))
+                for k, n, i, o, c, e, cost in rows
             ]
 
         return await self._db.run(query, durable=False)
+
+    async def spending(
+        self, spenders: Sequence[Spender], *, since: float, until: float | None = None
+    ) -> list[float]:
+        """US dollars each of ``spenders`` spent from ``since`` until ``until`` (Unix times;
+        ``None``: now), in one statement over the rows of that time."""
+        if not spenders:
+            return []
+        sums: list[str] = []
+        params: list[str] = []
+        for spender in spenders:
+            condition, values = spender.condition()
+            sums.append(f"COALESCE(SUM(CASE WHEN {condition} THEN cost_usd END), 0)")
+            params.extend(values)
+        statement = (
+            f"SELECT {', '.join(sums)} FROM usage WHERE at >= ? AND (? IS NULL OR at < ?)",
+            (*params, since, until, until),
+        )
+
+        def parse(cursors: list[Cursor]) -> list[float]:
+            return [float(value) for value in cursors[0].fetchone()]
+
+        return await self._db.select([statement], parse)
 
     async def spent(self, since: float, *, principal: str | None = None) -> UsageTotals:
         """What was used since ``since`` (Unix time): by one person, or by everyone."""
@@ -154,13 +218,13 @@ class UsageReport:
             row = conn.execute(
                 "SELECT COUNT(DISTINCT turn_id), COALESCE(SUM(input_tokens), 0),"
                 " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
-                " COALESCE(SUM(estimated_tokens), 0), COALESCE(SUM(images), 0) FROM usage"
+                " COALESCE(SUM(estimated_tokens), 0), SUM(cost_usd) FROM usage"
                 " WHERE at >= ? AND (? IS NULL OR principal = ?)",
                 (since, principal, principal),
             ).fetchone()
-            turns, i, o, c, e, images = row
+            turns, i, o, c, e, cost = row
             return UsageTotals(
-                principal or "", int(turns), int(i), int(o), int(c), int(e), int(images)
+                principal or "", int(turns), int(i), int(o), int(c), int(e), _money(cost)
             )
 
         return await self._db.run(query, durable=False)
@@ -203,3 +267,7 @@ class UsageReport:
     async def prune(self, before: float) -> int:
         """Forget usage recorded before ``before`` (keep at least the status page's days)."""
         return await delete_batched(self._db, "usage", "at < ?", [before])
+
+
+def _money(value: float | None) -> float | None:
+    return None if value is None else float(value)

@@ -20,7 +20,6 @@ from gateway.core.system.logs import last_problem
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:
-    from gateway.config.settings import Settings
     from gateway.web.view import GatewayView
 
 # The workspace files the agent reads into every prompt (agent/context.py), plus the
@@ -49,17 +48,7 @@ class Totals:
     output_tokens: int
     cache_read_tokens: int
     estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
-    images: int = 0  # pictures made
-
-
-def estimated_cost(settings: Settings, t: Totals) -> float | None:
-    """USD from the configured prices (tokens, pictures); None when no price is set."""
-    return settings.cost(
-        input_tokens=t.input_tokens,
-        output_tokens=t.output_tokens,
-        cached_tokens=t.cache_read_tokens,
-        images=t.images,
-    )
+    cost: float | None = None  # US dollars at the prices when the calls were made
 
 
 async def snapshot(gateway: GatewayView) -> dict[str, Any]:
@@ -168,18 +157,20 @@ def channel_states(gateway: GatewayView) -> list[dict[str, Any]]:
 
 
 async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
-    """Tokens and estimated cost per day and per chat over the last 30 days."""
+    """Tokens and cost per day, chat, agent and person over the last 30 days, and how much
+    of each money cap is spent."""
     seconds = USAGE_DAYS * 86_400
-    by_day = [Totals(*_fields(u)) for u in await gateway.store.usage.since(seconds, by="day")]
-    by_chat = [Totals(*_fields(u)) for u in await gateway.store.usage.since(seconds, by="session")]
+    report = gateway.store.usage
+    by_day = [Totals(*_fields(u)) for u in await report.since(seconds, by="day")]
+    by_chat = [Totals(*_fields(u)) for u in await report.since(seconds, by="session")]
+    by_agent = [Totals(*_fields(u)) for u in await report.since(seconds, by="agent")]
+    by_person = [Totals(*_fields(u)) for u in await report.since(seconds, by="person")]
     source = "usage table"
     if not by_day:  # turns not recorded in the usage table yet: add up the traces
         turns = await asyncio.to_thread(usage_from_traces, trace_dir, USAGE_DAYS)
         by_day = _group(turns, lambda t: time.strftime("%Y-%m-%d", time.localtime(t.finished_at)))
         by_chat = _group(turns, lambda t: t.session_key)
         source = "traces"
-    settings = gateway.settings
-    llm, images = settings.llm, settings.images
 
     def rows(totals: list[Totals]) -> list[dict[str, Any]]:
         return [
@@ -190,23 +181,34 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
                 "output_tokens": t.output_tokens,
                 "cache_read_tokens": t.cache_read_tokens,
                 "estimated_tokens": t.estimated_tokens,
-                "images": t.images,
-                "cost": estimated_cost(settings, t),
+                "cost": t.cost,
             }
             for t in totals
         ]
 
+    def by_spend(totals: list[Totals]) -> list[Totals]:
+        return sorted(totals, key=lambda t: (-(t.cost or 0), -(t.input_tokens + t.output_tokens)))
+
     return {
         "source": source,
-        "priced": llm.input_price_per_million is not None
-        or llm.output_price_per_million is not None
-        or images.price_per_image is not None,
+        "priced": any(t.cost is not None for t in by_day),
         "by_day": rows(sorted(by_day, key=lambda t: t.key, reverse=True)),
-        "by_chat": rows(sorted(by_chat, key=lambda t: -(t.input_tokens + t.output_tokens))),
+        "by_chat": rows(by_spend(by_chat)),
+        "by_agent": rows(by_spend(by_agent)),
+        "by_person": rows(by_spend(by_person)),
+        "caps": [
+            {
+                "key": c.key,
+                "spent": c.spent_usd,
+                "limit": c.limit_usd,
+                "resets_at": c.resets_at,
+            }
+            for c in await gateway.spending()
+        ],
     }
 
 
-def _fields(u: Any) -> tuple[str, int, int, int, int, int, int]:
+def _fields(u: Any) -> tuple[str, int, int, int, int, int, float | None]:
     return (
         u.key,
         u.turns,
@@ -214,7 +216,7 @@ def _fields(u: Any) -> tuple[str, int, int, int, int, int, int]:
         u.output_tokens,
         u.cache_read_tokens,
         u.estimated_tokens,
-        u.images,
+        u.cost_usd,
     )
 
 

@@ -36,6 +36,16 @@ class ModelState:
     last_error: str | None  # why it failed, while it cools down
 
 
+@dataclass(frozen=True, slots=True)
+class CapSpend:
+    """How much of one money cap its current day or month has spent."""
+
+    key: str  # the setting: "limits.gateway_daily_usd", "agents.work.monthly_usd"
+    spent_usd: float
+    limit_usd: float
+    resets_at: float  # Unix time the next day or month begins
+
+
 class GatewayView(Protocol):
     @property
     def settings(self) -> Settings: ...
@@ -57,6 +67,10 @@ class GatewayView(Protocol):
 
     def schedule(self) -> list[ScheduledItem] | None:
         """Heartbeat and scheduled jobs, or None when this gateway runs no scheduler."""
+
+    async def spending(self) -> list[CapSpend]:
+        """The money caps that are set (the gateway's, background work's, each agent's,
+        and those ``[people]`` set), with what each has spent."""
 
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
         """Approve or deny a pending pairing code; None when no such request is pending."""

@@ -41,6 +41,7 @@ from agent.web.browser import Browser
 from agent.web.sessions import BrowserSessions
 from agent.workspace import ATTACHMENTS, Workspace
 from gateway.config.plugins import token_patterns
+from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock, SystemClock
@@ -129,6 +130,8 @@ def metered_model(
         counter=counter,  # counts the tokens of servers that report none
         max_tokens=settings.llm.max_tokens,
         temperature=settings.llm.temperature,
+        prices=models.prices,
+        reconciler=models.reconciler,
     )
 
 
@@ -186,6 +189,7 @@ def build_agent(
     models = models or ModelPool(
         EndpointSlots(top.limits.max_concurrent_llm_calls),
         cooldown_seconds=top.llm.fallback_cooldown_seconds,
+        prices=PriceTable(top.llm.prices),
     )
     profile = top.agents.get(agent_id)
     own_fallbacks = profile is not None and profile.fallbacks is not None
@@ -286,6 +290,7 @@ def build_agent(
             max_turn_tokens=turn.max_turn_tokens,
             review_retries=turn.review_retries,
             llm_review=turn.llm_review,
+            verify_claims=turn.verify_claims,
         ),
         policy=policy,
         history=store.history,

@@ -1,6 +1,7 @@
 """The gateway's models: one provider per configured model, shared by every agent that
 names it, each behind its endpoint's concurrency cap, and the fallback chains over them
-(``llm.fallbacks``, see :mod:`agent.llm.fallback`).
+(``llm.fallbacks``, see :mod:`agent.llm.fallback`); their prices and what their providers
+counted, shared by every agent too.
 
 A wiring module: it knows the agent's LLM package so the rest of the gateway does not.
 """
@@ -14,7 +15,9 @@ from agent.llm.base import LLMProvider
 from agent.llm.fallback import Candidate, Cooldowns, FallbackChain, Seconds, Tracked
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
+from agent.llm.reconcile import Reconciler
 from gateway.config.llm import DEFAULT_URLS, LLMSettings
+from gateway.config.prices import PriceTable
 from gateway.web.view import ModelState
 
 
@@ -40,10 +43,18 @@ class ModelPool:
     that is down is down for every agent)."""
 
     def __init__(
-        self, slots: EndpointSlots, *, cooldown_seconds: float, clock: Seconds = time.time
+        self,
+        slots: EndpointSlots,
+        *,
+        cooldown_seconds: float,
+        clock: Seconds = time.time,
+        prices: PriceTable | None = None,
     ) -> None:
         self.slots = slots
         self.cooldowns = Cooldowns(cooldown_seconds, clock=clock)
+        self.prices = prices or PriceTable()  # [llm.prices] over the shipped table
+        self.reconciler = Reconciler()  # our token counts beside the providers'
+
         self._providers: dict[tuple[str, ...], LLMProvider] = {}
         # Every model an agent uses, by label: its display name and where it is configured.
         self._used: dict[str, tuple[str, list[str]]] = {}

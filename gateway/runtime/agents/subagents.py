@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from agent.agent import Agent
@@ -50,6 +50,8 @@ from gateway.core.principal import Principal
 from gateway.core.turns import TaskTypeName, TurnControl, TurnKind
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.controls import stop_turn
+from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.turns.accounting import turn_usage
 from gateway.runtime.turns.approvals import Approvals
 from gateway.store import Store, TaskRecord, Tasks, TurnEnd
@@ -179,6 +181,8 @@ class Subagents:
         bus: Bus,
         approvals: Approvals,
         wakes: TaskWakes,
+        budget: UserBudget | None = None,
+        spend: SpendWatch | None = None,
         max_concurrent: int = 3,
         timeout: float = 900.0,
         max_resume_attempts: int = 2,
@@ -191,6 +195,8 @@ class Subagents:
         self._bus = bus
         self._approvals = approvals
         self._wakes = wakes  # the approval decisions it waits for (Approvals wakes through it)
+        self._budget = budget  # its owner's allowance and the caps of background work
+        self._spend = spend  # tells the owner how far the money caps are spent
         self._slots = asyncio.Semaphore(max_concurrent)
         self._timeout = timeout
         self._max_resume_attempts = max_resume_attempts
@@ -290,6 +296,14 @@ class Subagents:
             return None
         self.signal.notify()
         request = self._request(record, control, resumed=resumed)
+        if not resumed and self._budget is not None:  # a resumed task was admitted before
+            admission = await self._budget.admit(
+                request.principal, agent=record.agent, background=True
+            )
+            if admission.refusal is not None:
+                refusal = admission.refusal
+                return TurnOutcome(failed=True, final_text=refusal.notice or refusal.reason)
+            request = replace(request, allowance=admission.allowance)
         agent = self._agents.get(record.agent) or self._agents[DEFAULT_AGENT]
         try:
             async with asyncio.timeout(self._timeout):
@@ -350,13 +364,16 @@ class Subagents:
         record, control = run.record, run.control
         principal = Principal.from_record(record.owner)
         if outcome is not None:
+            usage = turn_usage(control.session_key, principal.person, outcome.usage)
             await self._store.commit_turn(
                 turn_id=control.turn_id,
                 session_key=control.session_key,
                 replies=(),
                 state="failed" if outcome.failed else "done",
-                usage=turn_usage(control.session_key, principal.person, outcome.usage),
+                usage=usage,
             )
+            if self._spend is not None:
+                await self._spend.committed(principal, control.session_key, usage)
         if outcome is None:
             await self._tell(record, f"Background task {record.id} was stopped before it started.")
             return

@@ -5,18 +5,16 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from datetime import datetime
 
 from agent.agent import Agent
 from agent.prompt_report import Cached
-from gateway.config.settings import Settings
 from gateway.core.commands import COMMANDS
 from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.principal import Principal
-from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
 from gateway.runtime.dispatch import skills
 from gateway.runtime.dispatch.status_text import StatusText
+from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake import pairing
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.turns.approvals import Approvals
@@ -32,16 +30,16 @@ class Commands:
         agent_name: str,
         store: Store,
         status: StatusText,
+        usage: UsageText,
         approvals: Approvals,
         agents: Mapping[str, Agent] | None = None,
-        settings: Settings,
     ) -> None:
         self._name = agent_name
         self._store = store
         self._status = status
+        self._usage = usage
         self._approvals = approvals
         self._agents = agents or {}
-        self._settings = settings
 
     def handles(self, msg: InboundMessage) -> bool:
         """Known commands, and in direct chats anything shaped like one (``/foo``), which
@@ -78,7 +76,7 @@ class Commands:
             context = self._compact if command == "/compact" else self._context
             return await context(principal, session_key, msg.chat)
         if command == "/usage":
-            return await self._usage(principal)
+            return await self._usage.render(msg.text.split()[1:], principal)
         if command in ("/approve", "/deny"):
             return await self._approvals.decide(msg, principal, approve=command == "/approve")
         if command == "/show":
@@ -185,37 +183,3 @@ class Commands:
         cached = None if last is None else Cached(*last)
         report = await agent.prompt_report(session_key, principal, chat, cached)
         return report.render()
-
-    async def _usage(self, principal: Principal) -> str:
-        """This person's tokens and cost today and this month, and their limits."""
-        settings = self._settings
-        now = datetime.now(zone(settings.timezone))
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        month = day.replace(day=1)
-        lines = ["Your usage:"]
-        for label, since in (("today", day), ("this month", month)):
-            spent = await self._store.usage.spent(since.timestamp(), principal=principal.person)
-            tokens = spent.input_tokens + spent.output_tokens
-            cost = settings.cost(
-                input_tokens=spent.input_tokens,
-                output_tokens=spent.output_tokens,
-                cached_tokens=spent.cache_read_tokens,
-                images=spent.images,
-            )
-            money = f", about ${cost:.2f}" if cost is not None else ""
-            turns = f"{spent.turns} turn" + ("" if spent.turns == 1 else "s")
-            made = f", {spent.images} picture" + ("" if spent.images == 1 else "s")
-            lines.append(
-                f"- {label}: {tokens:,} tokens in {turns}{made if spent.images else ''}{money}"
-            )
-        limits = settings.limits
-        if principal.is_owner:
-            lines.append("Limits: none (you are the owner).")
-        else:
-            daily = f"{limits.user_daily_tokens:,} tokens a day" if limits.user_daily_tokens else ""
-            hourly = (
-                f"{limits.user_turns_per_hour} turns an hour" if limits.user_turns_per_hour else ""
-            )
-            shown = " and ".join(x for x in (daily, hourly) if x) or "none"
-            lines.append(f"Limits: {shown}.")
-        return "\n".join(lines)

@@ -122,12 +122,7 @@ class StatusText:
 
     def _spent(self, totals: UsageTotals) -> str:
         tokens = totals.input_tokens + totals.output_tokens
-        cost = self._settings.cost(
-            input_tokens=totals.input_tokens,
-            output_tokens=totals.output_tokens,
-            cached_tokens=totals.cache_read_tokens,
-            images=totals.images,
-        )
+        cost = totals.cost_usd
         return f"{tokens:,} tokens" + (f" (about ${cost:.2f})" if cost is not None else "")
 
     async def _background_lines(self) -> list[str]:

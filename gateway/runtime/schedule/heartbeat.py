@@ -2,8 +2,9 @@
 
 Every rule that can skip a tick runs before any model call: nothing due in HEARTBEAT.md
 (empty, or headings and comments only), quiet hours in the user's time zone, the previous
-heartbeat still running, nowhere to deliver, the target chat rate-limited, or today's token
-budget for heartbeats spent. Peers burned tokens on all of these.
+heartbeat still running, nowhere to deliver, the target chat rate-limited, today's token
+budget for heartbeats spent, or a money cap of background work or of the gateway reached
+(gateway/runtime/people/spend.py). Peers burned tokens on all of these.
 
 With ``calendar.heartbeat`` the check-in also sees the rest of the day's events (read
 before the model call, in the owner's zone); they are outside content, so such a check-in
@@ -23,6 +24,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
+from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChat, HomeChats, Outbox, UsageReport
@@ -78,6 +80,7 @@ class Heartbeat:
         homes: HomeChats,
         timezone: str = "UTC",
         agenda: OwnersAgenda | None = None,
+        budget: UserBudget | None = None,
     ) -> None:
         self.settings = settings
         self.timezone = timezone  # user.timezone: the owner's quiet hours
@@ -86,6 +89,7 @@ class Heartbeat:
         self._usage = usage
         self._homes = homes
         self._agenda = agenda  # calendar.heartbeat: the rest of the day's events
+        self._budget = budget  # the money caps of background work
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
 
@@ -120,6 +124,10 @@ class Heartbeat:
                 f"daily heartbeat budget used ({spent}/{self.settings.daily_token_budget} tokens)"
             )
         principal = Principal(chat.channel, "heartbeat", "heartbeat", Role.OWNER, chat_type)
+        if self._budget is not None:
+            admission = await self._budget.admit(principal, background=True)
+            if admission.refusal is not None:
+                return Skip(admission.refusal.reason)
         prompt = PROMPT.format(tasks=tasks.strip())
         events = await self._rest_of_day(home, now)
         run = ScheduledRun(

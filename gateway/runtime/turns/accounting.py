@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from agent.llm.metered import Charge, UsageEntry, UsageRecorder
 from agent.llm.types import Usage
-from gateway.core.addressing import SEPARATOR
+from gateway.core.addressing import SEPARATOR, agent_of
 from gateway.core.usage import Purpose
 from gateway.store import Store, UsageRecord
 
@@ -28,9 +28,10 @@ def usage_record(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         estimated_tokens=usage.estimated_tokens,
-        images=usage.images,
         principal=principal,
         purpose=purpose,
+        cost_usd=usage.cost_usd,
+        agent=agent_of(session_key),
     )
 
 
@@ -41,7 +42,7 @@ def turn_usage(
     return [
         usage_record(session_key, e.model, e.usage, e.purpose, principal)
         for e in entries
-        if e.usage.input_tokens or e.usage.output_tokens or e.usage.images
+        if e.usage.input_tokens or e.usage.output_tokens or e.usage.cost_usd  # a picture: cost only
     ]
 
 

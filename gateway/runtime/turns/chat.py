@@ -3,8 +3,9 @@
 The turn is opened in the journal (its messages become ``processing``), or, when a crash or
 a stop cut it short, counted as one more attempt. A lone command is answered without the
 model; a new turn past the person's allowance is refused with a notice; otherwise the agent
-runs the turn while the chat shows it working. A turn that stops at a call waiting for
-approval is parked, not committed: the dispatcher holds it until the decision.
+runs the turn while the chat shows it working (with its tokens and cost under the answer
+for a person who asked for them). A turn that stops at a call waiting for approval is
+parked, not committed: the dispatcher holds it until the decision.
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from agent.agent import Agent
 from agent.memory import recall_scope
 from agent.request import TurnOutcome, TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
-from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
+from gateway.core.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.dispatcher import TurnBatch, TurnStart
+from gateway.runtime.dispatch.usage_text import footer
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.intake.voice import SpokenReplies
 from gateway.runtime.people.budget import UserBudget
@@ -32,7 +35,7 @@ from gateway.runtime.turns.approvals import Approvals
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Route, Routes
-from gateway.store import AgentConversations, HomeChat, HomeChats, Journal, OpenTurn
+from gateway.store import AgentConversations, HomeChat, HomeChats, Journal, OpenTurn, People
 from gateway.store.home import replaces
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,7 @@ class ChatTurns:
         max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
         zones: Zones,
+        people: People,
         spoken: SpokenReplies | None = None,
     ) -> None:
         self._agent_conversations = agent_conversations
@@ -72,6 +76,7 @@ class ChatTurns:
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
         self._zones = zones  # each person's own time zone
+        self._people = people  # who wants the usage footer under their answers
         self._spoken = spoken  # voice.reply = "auto": a voice note is answered aloud too
 
     async def run(self, batch: TurnBatch) -> OpenTurn | None:
@@ -161,19 +166,42 @@ class ChatTurns:
             return TurnOutcome((reply,), final_text=text)
         # A resumed or approval-woken turn was admitted when it began: not checked again.
         if batch.start is TurnStart.NEW:
-            refusal = await self._budget.refused(
-                request.principal, request.chat, request.turn_id, reply_to=last
+            admission = await self._budget.admit_turn(
+                request.principal,
+                request.chat,
+                request.turn_id,
+                agent=agent.config.agent_id,
+                reply_to=last,
             )
-            if refusal is not None:
-                return refusal
+            if admission.refused is not None:
+                return admission.refused
+            request = replace(request, allowance=admission.allowance)
         async with self._display.working(request.chat):
             outcome = await agent.run_turn(request)
             if self._spoken is not None and outcome.awaiting is None:
                 outcome = await self._spoken.add(request, outcome)
+        outcome = await self._with_footer(request, outcome)
         if outcome.read_untrusted and last.channel == AGENT_CHANNEL and last.thread_id:
             # Its answer may carry what it read: the rest of the exchange is tainted.
             await self._agent_conversations.taint(last.thread_id)
         return outcome
+
+    async def _with_footer(self, request: TurnRequest, outcome: TurnOutcome) -> TurnOutcome:
+        """The turn's tokens and cost under its answer, for a person who asked for them
+        (``/usage footer on``); never in what goes to another agent or a program."""
+        replies = outcome.replies
+        last = next(
+            (i for i in reversed(range(len(replies))) if replies[i].kind is OutboundKind.REPLY),
+            None,
+        )
+        channel = request.chat.channel
+        if last is None or channel in (AGENT_CHANNEL, *PROGRAM_CHANNELS):
+            return outcome
+        text = footer(outcome.usage)
+        if not text or not await self._people.footer(request.principal.person):
+            return outcome
+        answer = replace(replies[last], text=f"{replies[last].text}\n\n{text}")
+        return replace(outcome, replies=(*replies[:last], answer, *replies[last + 1 :]))
 
     async def _home(self, msg: InboundMessage, principal: Principal) -> HomeChat | None:
         """The owner's own direct chat becomes the home of check-ins: a check-in runs with

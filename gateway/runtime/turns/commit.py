@@ -2,8 +2,9 @@
 
 In one transaction the turn's checkpoints become history, its replies go into the outbox,
 its inbound messages are done and its model usage is recorded; then the outbox workers of
-the replies' channels are woken and the bus notes the progress. Retried while the disk is
-full: the outcome waits in memory, once.
+the replies' channels are woken and the bus notes the progress, and the owner is told when
+the turn's spending passed a level of a money cap. Retried while the disk is full: the
+outcome waits in memory, once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agent.request import TurnOutcome
 from gateway.core.principal import Principal
 from gateway.core.system.storage import StorageAlarm, until_stored
 from gateway.runtime.bus import Bus
+from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.turns.accounting import turn_usage
 from gateway.store import HomeChat, NewMessage, Store
 
@@ -43,11 +45,13 @@ class TurnCommitter:
         *,
         storage_full: StorageAlarm | None,
         committed: Callable[[], None] = lambda: None,
+        spend: SpendWatch | None = None,
     ) -> None:
         self._store = store
         self._bus = bus
         self._storage_full = storage_full  # told when a commit waits for disk space
         self._committed = committed  # the recall indexer: new messages to embed
+        self._spend = spend  # tells the owner how far the money caps are spent
 
     async def commit(
         self, turn_id: str, session_key: str, outcome: TurnOutcome, extra: Commit | None = None
@@ -80,3 +84,5 @@ class TurnCommitter:
         for channel in {r.channel for r in outcome.replies}:  # wake their outbox workers
             self._bus.outbound_ready(channel)
         await self._bus.progressed()
+        if self._spend is not None:
+            await self._spend.committed(extra.principal, session_key, usage)

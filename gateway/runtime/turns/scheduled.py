@@ -13,6 +13,7 @@ from agent.agent import Agent
 from agent.request import TurnOutcome, TurnRequest
 from gateway.core.addressing import agent_of, qualify
 from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import TurnBatch
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.people.budget import UserBudget
@@ -67,12 +68,20 @@ class ScheduledTurns:
                 idempotency_key=f"{turn_id}:proactive",
             )
             return TurnOutcome((message,), final_text=run.message)
-        # a job runs on its owner's allowance
-        refused = await self._budget.refused(
-            run.principal, run.chat, turn_id, prefix="A scheduled job was skipped. "
+        # a job runs on its owner's allowance, and within the caps of background work; a
+        # heartbeat's check-in skipped at a cap is told to nobody (its next tick skips it)
+        agent = agent_of(run.session_key)
+        admission = await self._budget.admit_turn(
+            run.principal,
+            run.chat,
+            turn_id,
+            agent=agent,
+            background=True,
+            prefix="A scheduled job was skipped. ",
+            tell=run.kind is not TurnKind.HEARTBEAT,
         )
-        if refused is not None:
-            return refused
+        if admission.refused is not None:
+            return admission.refused
         request = TurnRequest(
             turn_id=turn_id,
             session_key=run.session_key,
@@ -85,5 +94,6 @@ class ScheduledTurns:
             authorising_texts=run.authorising_texts,
             tainted=run.tainted,
             zone=await self._zones.zone_of(run.principal.person),
+            allowance=admission.allowance,
         )
         return await agent_for(self._agents, run.session_key).run_turn(request)

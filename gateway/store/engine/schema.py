@@ -494,9 +494,24 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent, path, digest)
     );
     """,
-    # v25 (issue 48): pictures made (generate_image) are counted, and priced per picture
+    # v25 (issue 51):
+    # what each model call cost (NULL: its model has no price) and the agent it served, for
+    # the money caps (gateway.runtime.people.spend); the 50/80/100 % notices each sent once
+    # (gateway.store.spend); whether a person wants the usage footer under answers
     """
-    ALTER TABLE usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN cost_usd REAL;
+    ALTER TABLE usage ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';
+    UPDATE usage SET agent = substr(session_key, 1, instr(session_key, '/') - 1)
+        WHERE instr(session_key, '/') > 1
+        AND instr(substr(session_key, 1, instr(session_key, '/') - 1), ':') = 0;
+    CREATE TABLE spend_notices (
+        cap TEXT NOT NULL,                           -- limits.gateway_daily_usd, ...
+        period TEXT NOT NULL,                        -- the day or month it counts
+        level INTEGER NOT NULL,                      -- percent: 50, 80, 100
+        at REAL NOT NULL,
+        PRIMARY KEY (cap, period, level)
+    );
+    ALTER TABLE people ADD COLUMN usage_footer INTEGER NOT NULL DEFAULT 0;
     """,
 )
 

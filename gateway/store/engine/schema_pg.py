@@ -476,9 +476,23 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent, path, digest)
     );
     """,
-    # v25 (issue 48): pictures made (generate_image) are counted, and priced per picture
+    # v25 (issue 51):
+    # what each model call cost and the agent it served; the spend notices sent; the usage
+    # footer per person
     """
-    ALTER TABLE usage ADD COLUMN images INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN cost_usd DOUBLE PRECISION;
+    ALTER TABLE usage ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';
+    UPDATE usage SET agent = split_part(session_key, '/', 1)
+        WHERE strpos(session_key, '/') > 1
+        AND strpos(split_part(session_key, '/', 1), ':') = 0;
+    CREATE TABLE spend_notices (
+        cap TEXT NOT NULL,
+        period TEXT NOT NULL,
+        level INTEGER NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (cap, period, level)
+    );
+    ALTER TABLE people ADD COLUMN usage_footer INTEGER NOT NULL DEFAULT 0;
     """,
 )
 

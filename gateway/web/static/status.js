@@ -148,21 +148,40 @@
   function usage(data) {
     const u = data.usage;
     const about = (r) => (r.estimated_tokens ? "≈ " : "");
-    const pictures = [...u.by_day, ...u.by_chat].some((r) => r.images);
-    const made = (r) => (pictures ? [number(r.images)] : []);
-    const row = (r) => [r.key, r.turns, about(r) + number(r.input_tokens), about(r) + number(r.output_tokens), ...made(r), cost(r.cost)];
+    const row = (r) => [r.key, r.turns, about(r) + number(r.input_tokens), about(r) + number(r.output_tokens), cost(r.cost)];
     const estimated = [...u.by_day, ...u.by_chat].some((r) => r.estimated_tokens);
-    const headers = ["", "Turns", "Input tokens", "Output tokens", ...(pictures ? ["Pictures"] : []), "Est. cost"];
+    const headers = ["", "Turns", "Input tokens", "Output tokens", "Est. cost"];
+    // each day's cost as a bar against the dearest day's
+    const dearest = Math.max(0, ...u.by_day.map((r) => r.cost || 0));
+    const bar = (value, max, low, high) =>
+      el("meter", { min: 0, max: max || 1, low: low ?? max, high: high ?? max, optimum: 0, value: value || 0 });
+    const dayRow = (r) => [...row(r), bar(r.cost, dearest)];
+    const caps = u.caps.map((c) => [
+      c.key,
+      bar(Math.min(c.spent, c.limit), c.limit, c.limit * 0.5, c.limit * 0.8),
+      `${cost(c.spent)} of ${cost(c.limit)}`,
+      when(c.resets_at),
+    ]);
     $("usage").replaceChildren(
+      el("h3", {}, "Money caps"),
+      u.caps.length
+        ? table(["Cap", "Spent", "", "Resets"], caps)
+        : el("p", { class: "muted" }, "No money caps set (limits.*_usd, [people], [agents])."),
       el("h3", {}, "Per day"),
-      table(["Day", ...headers.slice(1)], u.by_day.map(row)),
+      table(["Day", ...headers.slice(1), ""], u.by_day.map(dayRow)),
       el("h3", {}, "Per chat"),
       table(["Chat", ...headers.slice(1)], u.by_chat.map(row)),
+      el("h3", {}, "Per agent"),
+      table(["Agent", ...headers.slice(1)], u.by_agent.map(row)),
+      el("h3", {}, "Per person"),
+      table(["Person", ...headers.slice(1)], u.by_person.map(row)),
       el(
         "p",
         { class: "muted" },
         `Last 30 days, from the ${u.source}. `,
-        u.priced ? "Cost uses the prices in [llm] (pictures: images.price_per_image)." : "Set llm.input_price_per_million and llm.output_price_per_million for cost estimates.",
+        u.priced
+          ? "Cost at the prices of [llm.prices] and the shipped table when each call was made."
+          : "No call had a price: set [llm.prices.\"<model>\"] input and output (dollars per million tokens).",
         estimated ? " ≈: counted by Switchboard (tiktoken) where the model's server reported no usage." : "",
       ),
     );

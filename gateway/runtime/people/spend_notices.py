@@ -1,0 +1,140 @@
+"""Telling the owner how far the money caps are spent: at 50, 80 and 100 %, once each.
+
+After each turn's commit that cost something, the caps that spending counts against (the
+gateway's, background work's for background turns, the agent's, the person's) are read
+again (:mod:`gateway.runtime.people.spend`). A level a cap passed for the first time in its
+period is told to the owner in their home chat (``heartbeat.target``, else the owner's own
+direct chat): the notice and its record go into the store in one transaction
+(:class:`gateway.store.SpendNotices`), so a restart neither repeats nor loses one and one
+node of a cluster tells it. Several levels passed at once are one message (the highest).
+
+A member's own cap is told at 100 % only (with many members, the halfway marks of each
+would be noise); the member is told at their next turn, with when it resets. With no home
+chat yet a notice waits (it is not recorded) until there is one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from gateway.core.addressing import agent_of
+from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.runtime.people.spend import CapState, SpendCaps
+from gateway.runtime.turns.accounting import channel_of
+from gateway.store import HomeChat, SpendNotices, UsageRecord
+from gateway.store.usage import BACKGROUND_CHANNELS
+
+log = logging.getLogger(__name__)
+
+LEVELS = (50, 80, 100)  # percent of a cap
+MAX_KEPT = 10_000  # (cap, period) pairs whose told levels are remembered here
+
+
+class SpendWatch:
+    def __init__(
+        self,
+        caps: SpendCaps,
+        notices: SpendNotices,
+        *,
+        home: Callable[[], Awaitable[HomeChat | None]],
+        outbound_ready: Callable[[str], None],
+    ) -> None:
+        self._caps = caps
+        self._notices = notices
+        self._home = home  # where the owner is told
+        self._outbound_ready = outbound_ready  # wakes the channel's outbox worker
+        self._told: dict[tuple[str, str], set[int]] = {}  # what this node knows was told
+
+    async def committed(
+        self, principal: Principal | None, session_key: str, usage: Sequence[UsageRecord]
+    ) -> None:
+        """A turn of ``session_key`` charged to ``principal`` was committed with ``usage``:
+        when it cost money, tell the owner of each level its caps passed for the first
+        time. Never raises: a notice is not worth a turn."""
+        if not self._caps.any or not any(record.cost_usd for record in usage):
+            return
+        try:
+            await self.spent(
+                principal,
+                agent=agent_of(session_key),
+                background=channel_of(session_key) in BACKGROUND_CHANNELS,
+            )
+        except Exception:
+            log.exception("could not look at the money caps after a turn of %s", session_key)
+
+    async def spent(self, principal: Principal | None, *, agent: str, background: bool) -> None:
+        """Money was spent for ``principal`` with ``agent``: tell the owner of each level
+        its caps passed for the first time."""
+        caps = self._caps
+        chosen = caps.gateway_caps() + caps.agent_caps(agent)
+        if background:
+            chosen += caps.background_caps()
+        if principal is not None:
+            chosen += caps.person_caps(principal)
+        for state in await caps.states(chosen):
+            await self._tell(state, principal)
+
+    async def _tell(self, state: CapState, principal: Principal | None) -> None:
+        member = state.cap.spender.scope == "person" and not (principal and principal.is_owner)
+        levels = [
+            level
+            for level in ((100,) if member else LEVELS)
+            if state.spent_usd * 100 >= level * state.cap.limit_usd
+        ]
+        key = (state.cap.key, state.period_key)
+        told = self._told.setdefault(key, set())
+        new = [level for level in levels if level not in told]
+        if not new:
+            return
+        if len(self._told) > MAX_KEPT:
+            self._told = {key: told}
+        home = await self._home()
+        if home is None:
+            log.warning(
+                "%s is %d %% spent, but the owner has no home chat to be told in yet",
+                state.cap.key,
+                max(new),
+            )
+            return
+        text = notice_text(state, max(new), self._caps.resets(state), member)
+        notice = OutboundMessage(
+            channel=home.chat.channel,
+            chat_id=home.chat.chat_id,
+            thread_id=home.chat.thread_id,
+            text=text,
+            kind=OutboundKind.NOTICE,
+            idempotency_key=f"spend:{state.cap.key}:{state.period_key}:{max(new)}",
+        )
+        recorded = await self._notices.claim(state.cap.key, state.period_key, new, notice)
+        told.update(new)
+        if recorded:
+            log.info("told the owner: %s", text)
+            self._outbound_ready(home.chat.channel)
+
+
+def notice_text(state: CapState, level: int, resets: str, member: bool) -> str:
+    """The owner's notice that ``state``'s cap passed ``level`` percent."""
+    cap = state.cap
+    which = "today's" if cap.period == "day" else "this month's"
+    money = f"${state.spent_usd:.2f} of ${cap.limit_usd:.2f}"
+    scope = cap.spender.scope
+    if scope == "person":
+        whose = f"{cap.spender.subject} has" if member else "You have"
+        subject = f"{whose} used {which} allowance ({money}, {cap.key})"
+    elif scope == "agent":
+        subject = f"The agent {cap.spender.subject} has used {which} spending limit ({money})"
+    elif scope == "background":
+        subject = f"Background work has used {which} spending limit ({money})"
+    else:
+        subject = f"{which.capitalize()} spending is {money} ({cap.key})"
+    if level < 100:
+        return f"Spending: {level} % used. {subject}. It resets {resets}."
+    after = {
+        "person": "their turns are refused" if member else "your turns are refused",
+        "agent": "its turns are refused",
+        "background": "the heartbeat, scheduled jobs and background tasks are paused",
+        "gateway": "members' turns and background work are refused; your own turns go on",
+    }[scope]
+    return f"Spending limit reached. {subject}: {after} until it resets {resets}."

@@ -1,0 +1,311 @@
+"""Money caps (issue 51, threat T37): a member's turns stop at their cap with when it resets;
+a call whose estimate would pass a cap is not made; the owner is told at 50, 80 and 100 %
+once each; background work pauses at the gateway's cap while the owner's own turns go on;
+caps and notices hold across a restart and for every node on one database."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.memory import MemoryChannel
+from gateway.config.agents import AgentProfile
+from gateway.config.settings import LimitSettings
+from gateway.core.addressing import agent_of
+from gateway.core.messages import OutboundKind
+from gateway.core.principal import Principal, Role
+from gateway.runtime.app import Gateway
+from gateway.runtime.people.spend import SpendCaps
+from gateway.runtime.turns.accounting import channel_of
+from gateway.store import Spender, UsageRecord
+from gateway.web.status import snapshot
+from tests.backends import StoreFactory
+from tests.conftest import SettingsFactory
+from tests.fakes.clock import FakeClock
+from tests.fakes.llm import FakeLLM, Recorded, Step, text
+
+ACCESS = {"dm_policy": "allowlist", "allow_from": ["alice", "bob"], "owners": ["olga"]}
+# The fake model counts 4 characters a token: each of these answers is 100 output tokens,
+# $0.10 at $1,000 per million (input free); asking for at most 100 tokens, a call's
+# estimate is $0.10 too.
+ANSWER = "A long and careful answer. " * 14 + "All done, that is all."
+OUTPUT_ONLY = {"max_tokens": 100, "prices": {"fake-model": {"input": 0, "output": 1000}}}
+RESETS = re.compile(r"It resets in \d+ (h|min)[^(]*\(at 00:00 UTC\)\.")
+
+
+def answers(_: Recorded) -> Step:
+    return text(ANSWER)
+
+
+async def ask(channel: MemoryChannel, gateway: Gateway, words: str, sender: str) -> None:
+    await channel.push(words, sender_id=sender, chat_id=sender, message_id=f"{sender}:{words}")
+    await gateway.wait_idle()
+
+
+def notices(channel: MemoryChannel, chat: str) -> list[str]:
+    return [
+        m.text
+        for m in channel.sent
+        if m.chat_id == chat and m.kind is OutboundKind.NOTICE and m.text.startswith("Spending")
+    ]
+
+
+async def test_a_members_turns_stop_at_their_daily_cap_saying_when_it_resets(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    assert len(ANSWER) // 4 == 100
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    limits = {"person_daily_usd": 0.20}
+    async with run_gateway(channel=channel, telegram=ACCESS, limits=limits, llm=OUTPUT_ONLY) as (
+        gateway,
+        _,
+    ):
+        for number in range(3):
+            await ask(channel, gateway, f"question {number}", "alice")
+        await ask(channel, gateway, "and me?", "bob")
+        await ask(channel, gateway, "/usage", "alice")
+        [spent] = await gateway.store.usage.spending([Spender("person", "telegram:alice")], since=0)
+    alice = channel.texts("alice")
+    assert alice[:2] == [ANSWER, ANSWER]
+    assert alice[2].startswith("You've used today's allowance of my time ($0.20).")
+    assert RESETS.search(alice[2]), alice[2]
+    assert channel.texts("bob") == [ANSWER]  # a cap of her own
+    assert len(fake_llm.requests) == 3  # her third turn made no call
+    assert abs(spent - 0.20) < 1e-9  # the cost of each call was stored with its usage
+    usage = alice[3].splitlines()
+    assert usage[1].startswith("- today: 200 tokens") or "$0.2000" in usage[1]
+    assert any(
+        line.startswith("- You today (cap $0.20): $0.20 spent, $0.00 left") for line in usage
+    )
+
+
+async def test_a_prompt_estimated_to_pass_the_cap_is_refused_before_the_call(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    channel = MemoryChannel("telegram")
+    limits = {"person_daily_usd": 0.06}
+    # $10 per million input tokens: the first prompt (about 2,000 tokens) costs about $0.02,
+    # a pasted text of 40,000 characters (10,000 tokens) about $0.10 more
+    llm = {"prices": {"fake-model": {"input": 10, "output": 0}}}
+    async with run_gateway(channel=channel, telegram=ACCESS, limits=limits, llm=llm) as (
+        gateway,
+        _,
+    ):
+        await ask(channel, gateway, "a short question", "alice")
+        await ask(channel, gateway, "summarise this: " + "lorem ipsum dolor " * 2_200, "alice")
+        await ask(channel, gateway, "another short one", "alice")
+    first, refused, third = channel.texts("alice")
+    assert first == "echo: a short question"
+    assert refused.startswith("I stopped before asking the model: this request would cost up to")
+    assert "your daily allowance of $0.06 has $0.0" in refused and RESETS.search(refused)
+    assert third == "echo: another short one"  # the cap was not spent by the refused call
+    assert len(fake_llm.requests) == 2
+
+
+async def test_the_owner_is_told_once_at_50_80_and_100_percent_and_background_work_pauses(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    channel = MemoryChannel("telegram")
+    limits = {"gateway_daily_usd": 0.35}  # 100 output tokens at $1,000/M: $0.10 a turn
+    heartbeat = {"interval_seconds": 600}
+    async with run_gateway(
+        channel=channel,
+        clock=clock,
+        telegram=ACCESS,
+        limits=limits,
+        llm=OUTPUT_ONLY,
+        heartbeat=heartbeat,
+    ) as (gateway, _):
+        (gateway.settings.workspace_dir / "HEARTBEAT.md").write_text("- Check the plants.\n")
+        for number in range(4):  # 29 %, 57 %, 86 %, 114 %
+            await ask(channel, gateway, f"owner question {number}", "olga")
+        told = notices(channel, "olga")
+        assert len(told) == 3, told
+        calls_before = len(fake_llm.requests)
+        await ask(channel, gateway, "a member's question", "alice")
+        await clock.advance(seconds=601)  # a heartbeat tick: skipped at the cap
+        await gateway.wait_idle()
+        assert len(fake_llm.requests) == calls_before  # neither the member nor the heartbeat
+        await ask(channel, gateway, "the owner goes on", "olga")
+        await gateway.wait_idle()
+        status = (await snapshot(gateway))["usage"]  # what the control center charts
+    assert told[0].startswith("Spending: 50 % used. Today's spending is $0.20 of $0.35")
+    assert told[1].startswith("Spending: 80 % used. Today's spending is $0.30 of $0.35")
+    assert told[2].startswith("Spending limit reached. Today's spending is $0.40 of $0.35")
+    assert "members' turns and background work are refused; your own turns go on" in told[2]
+    assert notices(channel, "olga") == told  # nothing more after the cap, whatever ran
+    [refused] = channel.texts("alice")
+    assert refused.startswith("I've used today's spending limit, so I can't take on more")
+    assert RESETS.search(refused)
+    assert len(fake_llm.requests) == calls_before + 1  # the owner's own turn
+    assert channel.texts("olga")[-1] == ANSWER
+    [cap] = status["caps"]
+    assert (cap["key"], cap["limit"], round(cap["spent"], 6)) == (
+        "limits.gateway_daily_usd",
+        0.35,
+        0.5,
+    )
+    assert [(r["key"], round(r["cost"], 6)) for r in status["by_person"]] == [
+        ("telegram:olga", 0.5)
+    ]
+    assert [(r["key"], round(r["cost"], 6)) for r in status["by_agent"]] == [("main", 0.5)]
+
+
+async def test_caps_and_notices_survive_a_restart(
+    run_gateway: Any, make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    settings = make_settings(telegram=ACCESS, limits={"gateway_daily_usd": 0.15}, llm=OUTPUT_ONLY)
+    first = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=first) as (gateway, _):
+        await ask(first, gateway, "one", "olga")  # 67 %
+        await ask(first, gateway, "two", "olga")  # 133 %: 80 and 100 told in one message
+        await gateway.wait_idle()
+    half, full = notices(first, "olga")
+    assert half.startswith("Spending: 50 %") and full.startswith("Spending limit reached.")
+    second = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=second) as (gateway, _):
+        await ask(second, gateway, "three", "olga")  # more spending: nothing new to tell
+        await ask(second, gateway, "me too", "alice")
+        await gateway.wait_idle()
+    assert notices(second, "olga") == []
+    assert second.texts("alice")[0].startswith("I've used today's spending limit")
+
+
+@pytest.mark.slow
+async def test_nodes_on_one_database_share_the_caps_and_tell_each_level_once(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    fake_llm.responder = answers
+
+    def node(name: str) -> Any:
+        return make_settings(
+            home=tmp_path / name,
+            storage={"url": pg_url},
+            node={"name": name},
+            telegram=ACCESS,
+            limits={"gateway_daily_usd": 0.15},
+            llm=OUTPUT_ONLY,
+        )
+
+    channel = MemoryChannel("telegram")
+    alice = Principal("telegram", "alice")
+    olga = Principal("telegram", "olga", role=Role.OWNER)
+    async with Gateway(node("a"), channels=[channel]) as a:
+        await channel.push("one", sender_id="olga", chat_id="olga")
+        await channel.wait_for(2, chat_id="olga")  # the answer and the notice at 50 %
+        await channel.push("two", sender_id="olga", chat_id="olga")
+        await channel.wait_for(4, chat_id="olga")  # the answer and the notice at 100 %
+        await a.wait_idle()
+        b = Gateway(node("b"), channels=[MemoryChannel("telegram")])
+        joining = asyncio.create_task(b.start())  # a standby while a leads
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            refusal = await b.parts.budget.check(alice)
+            # b sees what a spent, and finds every level told already
+            await b.parts.spend.spent(olga, agent="main", background=False)
+            told = await b.store.spend_notices.told("limits.gateway_daily_usd", today(b))
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()
+    assert refusal is not None and refusal.notice is not None
+    assert refusal.notice.startswith("I've used today's spending limit")
+    assert told == {50, 80, 100}
+    assert len(notices(channel, "olga")) == 2
+
+
+def today(gateway: Gateway) -> str:
+    return datetime.now(gateway.parts.spend_caps.zone).strftime("%Y-%m-%d")
+
+
+async def test_each_cap_counts_its_own_spending_and_a_month_adds_its_earlier_days(
+    make_store: StoreFactory,
+) -> None:
+    # 2026-11-27 10:00 in Berlin: today began at 23:00 UTC the day before
+    now = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).timestamp()
+    yesterday, today = now - 86_400, now - 3_600
+
+    def row(at: float, session: str, person: str, cost: float | None) -> UsageRecord:
+        channel, agent = channel_of(session), agent_of(session)
+        return UsageRecord(channel, "m", 1, 1, at=at, principal=person, cost_usd=cost, agent=agent)
+
+    rows = [
+        row(yesterday, "telegram:alice", "telegram:alice", 1.0),
+        row(today, "telegram:alice", "telegram:alice", 0.5),
+        row(today, "work/telegram:bob", "telegram:bob", 2.0),
+        row(today, "cron:job-1", "telegram:alice", 0.25),
+        row(today, "heartbeat:main", "telegram:heartbeat", 0.125),
+        row(today, "telegram:carol", "telegram:carol", None),  # a model without a price
+        row(now - 40 * 86_400, "telegram:alice", "telegram:alice", 100.0),  # last month
+    ]
+    limits = LimitSettings(
+        person_daily_usd=1.0,
+        person_monthly_usd=10.0,
+        gateway_daily_usd=5.0,
+        background_daily_usd=1.0,
+    )
+    agents = {"work": AgentProfile(daily_usd=1.0)}
+    async with make_store() as store:
+        for number, record in enumerate(rows):
+            await store.usage.record(f"turn-{number}", "s", record)
+        caps = SpendCaps(
+            store.usage,
+            limits,
+            people={},
+            agents=agents,
+            timezone="Europe/Berlin",
+            clock=lambda: now,
+        )
+        alice = Principal("telegram", "alice")
+        states = {
+            s.cap.key: s
+            for s in await caps.states(caps.turn_caps(alice, agent="work", background=True))
+        }
+        owner = caps.turn_caps(
+            Principal("telegram", "olga", role=Role.OWNER), agent="main", background=False
+        )
+    assert round(states["limits.person_daily_usd"].spent_usd, 6) == 0.75  # her chat and her job
+    assert round(states["limits.person_monthly_usd"].spent_usd, 6) == 1.75  # and yesterday
+    assert round(states["limits.background_daily_usd"].spent_usd, 6) == 0.375
+    assert round(states["agents.work.daily_usd"].spent_usd, 6) == 2.0
+    assert states["agents.work.daily_usd"].reached
+    assert round(states["limits.gateway_daily_usd"].spent_usd, 6) == 2.875
+    day = states["limits.gateway_daily_usd"]
+    assert (day.period_key, day.resets.isoformat()) == ("2026-11-27", "2026-11-28T00:00:00+01:00")
+    assert caps.resets(day) == "in 14 h (at 00:00 Europe/Berlin)"
+    assert states["limits.person_monthly_usd"].resets.isoformat() == "2026-12-01T00:00:00+01:00"
+    assert owner == []  # the owner's own turns meet no cap of [limits]
+
+
+async def test_the_usage_footer_is_each_persons_own_choice(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, telegram=ACCESS, llm=OUTPUT_ONLY) as (gateway, _):
+        await ask(channel, gateway, "/usage footer on", "alice")
+        await ask(channel, gateway, "a question", "alice")
+        await ask(channel, gateway, "a question too", "bob")
+        await ask(channel, gateway, "/usage footer off", "alice")
+        await ask(channel, gateway, "another question", "alice")
+        await ask(channel, gateway, "/usage footer sideways", "alice")
+    turned_on, footed, turned_off, plain, usage = channel.texts("alice")
+    assert turned_on.startswith("From now on I add the tokens and cost of each answer")
+    answer, footer = footed.split("\n\n")
+    assert answer == ANSWER
+    assert re.fullmatch(r"— [\d,]+ tokens in, 100 out · \$0\.1000", footer), footer
+    assert channel.texts("bob") == [ANSWER]  # bob did not ask for it
+    assert turned_off == "No more usage footer under my answers."
+    assert plain == ANSWER
+    assert (
+        usage == "Usage: /usage footer on (tokens and cost under each answer) or /usage footer off."
+    )

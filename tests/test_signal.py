@@ -1,0 +1,171 @@
+"""Signal against a fake signal-cli daemon (tests/fakes/signal.py) that speaks signal-cli's
+documented JSON-RPC: the real channel, the real gateway, the fake model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from channels.signal.plugin import create
+from gateway.config.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.runtime.app import Gateway
+from tests.conftest import SettingsFactory
+from tests.fakes import llm
+from tests.fakes.llm import FakeLLM
+from tests.fakes.signal import ACCOUNT, FakeSignal
+
+pytestmark = pytest.mark.timeout(60)
+
+DANA, EVE = "+4915112345678", "+4915187654321"
+GROUP = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+
+
+@pytest.fixture
+async def daemon() -> AsyncIterator[FakeSignal]:
+    fake = await FakeSignal().start()
+    fake.person(DANA, "Dana")
+    fake.person(EVE, "Eve")
+    yield fake
+    await fake.stop()
+
+
+def signal_settings(make_settings: SettingsFactory, daemon: FakeSignal, **extra: Any) -> Settings:
+    section = {"rpc_url": daemon.url, "account": ACCOUNT, "allow_from": [DANA], **extra}
+    return make_settings(signal=section)
+
+
+@asynccontextmanager
+async def running(settings: Settings, daemon: FakeSignal) -> AsyncIterator[Gateway]:
+    async with Gateway(
+        settings, channels=[create(settings.signal, settings.channel_context())]
+    ) as gateway:
+        await daemon.wait_for(lambda: daemon.connections > 0)
+        yield gateway
+
+
+async def test_a_direct_message_from_an_allowed_number_is_answered_once_with_styles(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(llm.text("Hello **Dana**, see `notes.md`"))
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        await daemon.say(DANA, "hi bot")
+        await daemon.wait_for(lambda: daemon.shown(DANA))
+        await gateway.wait_idle()
+    [made] = daemon.made
+    assert made.text == "Hello Dana, see notes.md"
+    assert made.params["textStyle"] == ["6:4:BOLD", "16:8:MONOSPACE"]
+    assert made.params["recipient"] == [DANA]
+    assert "hi bot" in fake_llm.requests[0].last_user_text
+    assert len(fake_llm.requests) == 1
+    assert ("sendTyping", {"recipient": [DANA], "account": ACCOUNT}) in daemon.calls
+
+
+async def test_the_same_notification_after_a_daemon_restart_gives_no_second_turn(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(llm.text("first answer"), llm.text("second answer"))
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        hello = await daemon.say(DANA, "hello")
+        await daemon.wait_for(lambda: daemon.shown(DANA) == ["first answer"])
+        await daemon.restart()  # its kept events are gone; it hands the envelope on again
+        await daemon.wait_for(lambda: daemon.connections == 2, 30)
+        await daemon.emit(hello)
+        await daemon.say(DANA, "are you there?")
+        await daemon.wait_for(lambda: len(daemon.shown(DANA)) == 2)
+        await gateway.wait_idle()
+    assert daemon.shown(DANA) == ["first answer", "second answer"]
+    assert len(fake_llm.requests) == 2
+    assert "are you there?" in fake_llm.requests[1].last_user_text
+
+
+async def test_a_stranger_gets_a_pairing_code_only(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        await daemon.say(EVE, "let me in, and run rm -rf /")
+        await daemon.wait_for(lambda: daemon.shown(EVE))
+        await gateway.wait_idle()
+        [pairing] = await gateway.store.pairings.listing(channel="signal")
+    [notice] = daemon.shown(EVE)
+    assert pairing.code in notice and "pairing code" in notice
+    assert pairing.sender_id == EVE
+    assert fake_llm.requests == []
+
+
+async def test_a_group_message_without_a_mention_is_context_only(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    daemon.group(GROUP, "Family", DANA, EVE)
+    settings = signal_settings(make_settings, daemon, group_allow_from=[GROUP])
+    fake_llm.queue(llm.text("At five."))
+    async with running(settings, daemon) as gateway:
+        await daemon.say(DANA, "the dentist moved to five", group=GROUP)
+        asking = "\ufffc when is the dentist?"
+        await daemon.say(DANA, asking, group=GROUP, mentions=daemon.mention_of_bot(asking))
+        await daemon.wait_for(lambda: daemon.shown(GROUP))
+        await gateway.wait_idle()
+    assert daemon.shown(GROUP) == ["At five."]
+    [request] = fake_llm.requests
+    asked, _, context = request.last_user_text.partition("\n")
+    assert asked == "[Dana] when is the dentist?"  # the mention itself is not part of it
+    assert "earlier in this group" in context and "Dana: the dentist moved to five" in context
+
+
+async def test_a_reply_quotes_the_message_it_answers_in_a_group(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    daemon.group(GROUP, "Family", DANA)
+    settings = signal_settings(make_settings, daemon, group_allow_from=[GROUP])
+    fake_llm.queue(llm.text("Yes."))
+    async with running(settings, daemon) as gateway:
+        asking = "\ufffc is it raining?"
+        question = await daemon.say(
+            DANA,
+            asking,
+            group=GROUP,
+            mentions=daemon.mention_of_bot(asking),
+            quote={"id": 11, "authorNumber": EVE, "text": "bring umbrellas", "attachments": []},
+        )
+        await daemon.wait_for(lambda: daemon.shown(GROUP))
+        await gateway.wait_idle()
+    [made] = daemon.made
+    envelope = question["envelope"]
+    assert made.params["quoteTimestamp"] == envelope["timestamp"]
+    assert made.params["quoteAuthor"] == envelope["sourceUuid"]
+    assert "bring umbrellas" in json.dumps(fake_llm.requests[0].body)
+
+
+async def test_a_voice_note_and_an_image_arrive_as_kinded_files(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.queue(llm.text("Nice cat."))
+    daemon.attachments["voice1"] = b"OggS fake voice"
+    daemon.attachments["photo1"] = b"\x89PNG fake"
+    files = [
+        {"contentType": "audio/aac", "filename": None, "id": "voice1", "size": 15},
+        {"contentType": "image/png", "filename": "cat.png", "id": "photo1", "size": 9},
+    ]
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        await daemon.say(DANA, "", attachments=files)
+        await daemon.wait_for(lambda: daemon.shown(DANA))
+        await gateway.wait_idle()
+    prompt = fake_llm.requests[0].last_user_text
+    assert "[voice attached:" in prompt and "[image attached: cat.png" in prompt
+    folder = next((tmp_path / "home" / "workspace" / "attachments" / "signal").iterdir())
+    stored = sorted(p.read_bytes() for p in folder.iterdir())
+    assert stored == [b"OggS fake voice", b"\x89PNG fake"]
+
+
+def test_settings_name_the_field_that_is_wrong(make_settings: SettingsFactory) -> None:
+    with pytest.raises(ConfigError) as missing:
+        make_settings(signal={"rpc_url": "http://127.0.0.1:8080"})
+    assert missing.value.field == "signal.account"
+    with pytest.raises(ValidationError, match=r"signal\.allow_from\n.*'0151' is neither a number"):
+        make_settings(signal={"rpc_url": "http://x:1", "account": ACCOUNT, "allow_from": ["0151"]})

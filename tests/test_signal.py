@@ -28,12 +28,10 @@ GROUP = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
 
 
 @pytest.fixture
-async def daemon() -> AsyncIterator[FakeSignal]:
-    fake = await FakeSignal().start()
-    fake.person(DANA, "Dana")
-    fake.person(EVE, "Eve")
-    yield fake
-    await fake.stop()
+def daemon(signal_daemon: FakeSignal) -> FakeSignal:
+    signal_daemon.person(DANA, "Dana")
+    signal_daemon.person(EVE, "Eve")
+    return signal_daemon
 
 
 def signal_settings(make_settings: SettingsFactory, daemon: FakeSignal, **extra: Any) -> Settings:

@@ -15,6 +15,7 @@ import pytest
 if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import discord.py
     from tests.fakes.discord import FakeDiscord
     from tests.fakes.mailservers import SmtpSink
+    from tests.fakes.signal import FakeSignal
     from tests.fakes.slack import FakeSlack
     from tests.fakes.synapse import Homeserver
     from tests.fakes.telegram import FakeTelegram
@@ -78,6 +79,16 @@ async def graph() -> AsyncIterator[FakeGraph]:
     from tests.fakes.whatsapp import FakeGraph
 
     fake = await FakeGraph().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def signal_daemon() -> AsyncIterator[FakeSignal]:
+    """The fake signal-cli daemon (``signal-cli daemon --http``)."""
+    from tests.fakes.signal import FakeSignal
+
+    fake = await FakeSignal().start()
     yield fake
     await fake.stop()
 

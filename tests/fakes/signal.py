@@ -73,11 +73,16 @@ class FakeSignal:
         self.holds = Holds()
         self._events: deque[tuple[int, str]] = deque(maxlen=1000)
         self._ids = itertools.count(1)
-        self._clock = itertools.count(int(time.time() * 1000))  # distinct, increasing
+        self._last_stamp = 0
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._streams: dict[web.StreamResponse, web.Request] = {}
         self.connections = 0  # event streams opened
+
+    def _stamp(self) -> int:
+        """Now, in milliseconds, as Signal timestamps are: distinct and increasing."""
+        self._last_stamp = max(self._last_stamp + 1, int(time.time() * 1000))
+        return self._last_stamp
 
     @property
     def url(self) -> str:
@@ -130,7 +135,7 @@ class FakeSignal:
     ) -> dict[str, Any]:
         """What signal-cli hands on for a message ``number`` wrote."""
         person = self.person(number)
-        stamp = next(self._clock)
+        stamp = self._stamp()
         data: dict[str, Any] = {
             "timestamp": stamp,
             "message": text,
@@ -246,7 +251,7 @@ class FakeSignal:
         if method == "send":
             return await self._send(call_id, params)
         if method in ("sendTyping", "sendReaction"):
-            return _result(call_id, {"timestamp": next(self._clock), "results": []})
+            return _result(call_id, {"timestamp": self._stamp(), "results": []})
         if method == "listGroups":
             return _result(call_id, list(self.groups.values()))
         if method == "getAttachment":
@@ -261,7 +266,7 @@ class FakeSignal:
         to = str(params.get("groupId") or (recipients[0] if recipients else ""))
         if to not in self.groups and to not in self.people:
             return _error(call_id, -1, f"The user {to} is not registered.")
-        stamp = next(self._clock)
+        stamp = self._stamp()
 
         async def make() -> web.Response:
             await self._made(Made(stamp, to, params))
@@ -283,7 +288,7 @@ class FakeSignal:
                 await self.emit(self._receipt(person, made.timestamp))
 
     def _receipt(self, person: Person, stamp: int) -> dict[str, Any]:
-        now = next(self._clock)
+        now = self._stamp()
         return {
             "account": self.account,
             "envelope": {

@@ -14,6 +14,7 @@ import pytest
 
 if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import discord.py
     from tests.fakes.discord import FakeDiscord
+    from tests.fakes.ircd import Ircd
     from tests.fakes.mailservers import SmtpSink
     from tests.fakes.signal import FakeSignal
     from tests.fakes.slack import FakeSlack
@@ -91,6 +92,19 @@ async def signal_daemon() -> AsyncIterator[FakeSignal]:
     fake = await FakeSignal().start()
     yield fake
     await fake.stop()
+
+
+@pytest.fixture
+def ircd(tmp_path: Path) -> Iterator[Ircd]:
+    """A real IRC server (ngIRCd) on 127.0.0.1, plain and TLS ports (tests/fakes/ircd.py)."""
+    from tests.fakes.ircd import Ircd, missing_ngircd
+
+    reason = missing_ngircd()
+    if reason:
+        pytest.skip(reason)
+    server = Ircd(tmp_path / "ngircd").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,11 @@ the real channel in a real gateway, people on plain sockets."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +16,10 @@ from channels.irc.adapter import IrcChannel
 from channels.irc.protocol import parse
 from channels.irc.registration import Refused, Registration
 from channels.irc.settings import IrcSettings
-from gateway.config.settings import Settings
+from gateway.cli.onboard_channel import onboard_channel
+from gateway.config.settings import Settings, load_settings
 from gateway.core.backoff import Backoff
+from gateway.core.errors import ChannelTransientError
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
@@ -194,3 +198,27 @@ def test_sasl_plain_is_used_where_offered_and_nickserv_where_not() -> None:
     refused = Registration(settings)
     with pytest.raises(Refused, match="SWITCHBOARD_IRC__PASSWORD"):
         refused.handle(parse(":irc 904 * :SASL authentication failed"))  # type: ignore[arg-type]
+
+
+async def test_doctor_registers_and_quits_and_onboarding_says_hello(
+    make_settings: SettingsFactory, ircd: Ircd, tmp_path: Path
+) -> None:
+    settings = irc_settings(make_settings, ircd)
+    channel = IrcChannel(settings.irc, settings.channel_context())
+    assert await channel.probe() == f"{BOT} on 127.0.0.1:{ircd.port}"
+    wrong_port = irc_settings(make_settings, ircd, port=ircd.tls_port, tls=False)
+    with pytest.raises(ChannelTransientError, match="did not register us"):
+        await IrcChannel(wrong_port.irc, wrong_port.channel_context()).probe()
+
+    home = tmp_path / "onboarded"
+    home.mkdir()
+    answers = ["server=127.0.0.1", f"nick={BOT}", "allow_from=dana", "channels=#lobby"]
+    args = argparse.Namespace(channel="irc", set=answers, test_to=None, non_interactive=True)
+    config = home / "config.toml"
+    async with person(ircd, "dana") as dana:
+        config.write_text(f"[irc]\nport = {ircd.port}\ntls = false\n")
+        assert await asyncio.to_thread(onboard_channel, args, load_settings(home=home)) == 0
+        await dana.wait_for(lambda: dana.texts(source=BOT))
+    assert "Switchboard is set up" in dana.texts(source=BOT)[0]
+    saved = load_settings(home=home)
+    assert saved.irc.owners == ("dana",) and saved.irc.channels == ("#lobby",)

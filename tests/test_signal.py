@@ -3,6 +3,8 @@ documented JSON-RPC: the real channel, the real gateway, the fake model."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,8 +15,10 @@ import pytest
 from pydantic import ValidationError
 
 from channels.signal.plugin import create
-from gateway.config.settings import Settings
-from gateway.core.errors import ConfigError
+from gateway.cli.onboard_channel import onboard_channel
+from gateway.config.settings import Settings, load_settings
+from gateway.core.channel import SupportsProbe
+from gateway.core.errors import ChannelPermanentError, ChannelTransientError, ConfigError
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
@@ -167,3 +171,35 @@ def test_settings_name_the_field_that_is_wrong(make_settings: SettingsFactory) -
     assert missing.value.field == "signal.account"
     with pytest.raises(ValidationError, match=r"signal\.allow_from\n.*'0151' is neither a number"):
         make_settings(signal={"rpc_url": "http://x:1", "account": ACCOUNT, "allow_from": ["0151"]})
+
+
+async def test_doctor_checks_the_daemon_and_the_account(
+    make_settings: SettingsFactory, daemon: FakeSignal
+) -> None:
+    daemon.group(GROUP, "Family", DANA)
+    settings = signal_settings(make_settings, daemon)
+    channel = create(settings.signal, settings.channel_context())
+    assert isinstance(channel, SupportsProbe)
+    assert await channel.probe() == f"{ACCOUNT} through {daemon.url} (1 group(s))"
+    other = make_settings(signal={"rpc_url": daemon.url, "account": "+15559999999"})
+    with pytest.raises(ChannelPermanentError, match="SWITCHBOARD_SIGNAL__ACCOUNT"):
+        await create(other.signal, other.channel_context()).probe()  # type: ignore[attr-defined]
+    await daemon.stop()
+    with pytest.raises(ChannelTransientError, match="cannot reach signal-cli"):
+        await channel.probe()
+
+
+async def test_onboard_checks_saves_and_sends_a_test_message(
+    tmp_path: Path, daemon: FakeSignal
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    settings = load_settings(home=home)
+    answers = [f"rpc_url={daemon.url}", f"account={ACCOUNT}", f"allow_from={DANA}"]
+    args = argparse.Namespace(channel="signal", set=answers, test_to=None, non_interactive=True)
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    assert await asyncio.to_thread(onboard_channel, args, settings) == 0
+    [hello] = daemon.made
+    assert hello.to == DANA and "Switchboard is set up" in hello.text
+    saved = load_settings(home=home)
+    assert saved.signal.enabled and saved.signal.owners == (DANA,)

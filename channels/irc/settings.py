@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from channels.irc.protocol import casefold, is_channel, mask_matches
-from gateway.config.channels import ChannelSection
+from gateway.config.channels import ChannelSection, StrList
 from gateway.core.errors import ConfigError
 
 NICK = re.compile(r"[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]{0,29}")
@@ -27,20 +27,33 @@ class IrcSettings(ChannelSection):
     and talks in them unless ``group_allow_from`` names others.
     """
 
+    allow_from: StrList = Field(
+        default=(),
+        description="nicks or nick!user@host masks that may talk (`*`: everyone); empty: nobody",
+    )
+    admins: StrList = Field(
+        default=(), description="nicks or masks with the admin role (cross-chat sends, /pair)"
+    )
+    owners: StrList = Field(
+        default=(), description="nicks or masks with the owner role (everything admins may)"
+    )
     server: str | None = None  # irc.libera.chat; the channel is on when set
     port: int | None = Field(default=None, ge=1, le=65_535)  # default: 6697 with TLS, else 6667
-    tls: bool = True
-    nick: str = "switchboard"
+    tls: bool = True  # TLS, checked against the system's certificate authorities
+    nick: str = "switchboard"  # the bot's nick (another one while it is taken: nick_)
     # The account's password: SASL PLAIN where the server offers it, otherwise NickServ
     # IDENTIFY once connected.
-    password: SecretStr | None = None
+    password: SecretStr | None = Field(
+        default=None,
+        description="the account's password: SASL PLAIN where offered, else NickServ IDENTIFY",
+    )
     username: str | None = None  # the USER name and the account to log in as; default: nick
-    realname: str = "Switchboard"
-    channels: tuple[str, ...] = ()
+    realname: str = "Switchboard"  # the real name others see in WHOIS
+    channels: StrList = ()  # channels to join, #name; the bot talks there too
     # Flood limits, as servers expect of a client: this many lines at once, then one line
     # per interval (an answer of many lines is paced, never cut).
-    flood_burst: int = Field(default=5, ge=1, le=50)
-    flood_interval_seconds: float = Field(default=2.0, ge=0.0, le=30.0)
+    flood_burst: int = Field(default=5, ge=1, le=50)  # lines sent at once before pacing
+    flood_interval_seconds: float = Field(default=2.0, ge=0.0, le=30.0)  # then a line per interval
 
     @property
     def enabled(self) -> bool:

@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config.channels import ChannelSection
+from gateway.config.channels import ChannelSection, StrList
 from gateway.core.errors import ConfigError
 
 NUMBER = re.compile(r"\+[1-9][0-9]{5,17}")
@@ -27,15 +27,28 @@ class SignalSettings(ChannelSection):
     account's UUID; groups by the id ``signal-cli listGroups`` shows (base64).
     """
 
-    # signal-cli's HTTP endpoint: `signal-cli -a +NUMBER daemon --http 127.0.0.1:8080`
-    rpc_url: str | None = None
+    allow_from: StrList = Field(
+        default=(),
+        description="numbers (+4915112345678) or account UUIDs that may talk (`*`: everyone); "
+        "empty: nobody",
+    )
+    rpc_url: str | None = Field(
+        default=None,
+        description="signal-cli's JSON-RPC endpoint (`signal-cli -a +NUMBER daemon --http "
+        "127.0.0.1:8080`): http://127.0.0.1:8080; the channel is on when set",
+    )
     account: str | None = None  # the bot's own number, +4915100000000
     reactions: bool = False  # react to a message while it is being answered
-    reaction_emoji: str = "\N{EYES}"
+    reaction_emoji: str = "\N{EYES}"  # the reaction while a message is being answered
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
-    # A send whose outcome was lost waits this long (after it began) for the recipient's
-    # delivery receipt of it before the message goes again (channels/signal/recovery.py).
-    resend_wait_seconds: float = Field(default=20.0, ge=0, le=3600)
+    # (channels/signal/recovery.py)
+    resend_wait_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        le=3600,
+        description="a send whose outcome was lost waits this long for the recipients' "
+        "delivery receipts before it goes again",
+    )
     request_timeout_seconds: float = Field(default=60.0, gt=0, le=600)  # one JSON-RPC call
 
     @property

@@ -44,6 +44,7 @@ CONNECT_TIMEOUT = 20.0
 REGISTER_TIMEOUT = 60.0  # seconds from connecting to the welcome
 IDLE_SECONDS = 120.0  # no line from the server for this long: we PING it
 PONG_TIMEOUT = 60.0  # ... and give up on the connection if it does not answer
+NICK_RETRY_SECONDS = 60.0  # with another nick: ask for ours back this often
 FENCE_TIMEOUT = 120.0  # a delivery's PONG, after its paced lines
 # Numerics that refuse a message to a target (RFC 2812 and common extensions).
 REFUSALS = {
@@ -116,6 +117,7 @@ class IrcClient:
         self.nick = settings.nick
         self.source = settings.nick  # nick!user@host as the server shows us, once known
         self.connections = 0
+        self._nick_asked = time.monotonic()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="irc-connection")
@@ -200,6 +202,7 @@ class IrcClient:
             line = parse(raw.decode("utf-8", "replace"))
             if line is not None:
                 await self._line(line)
+            self._regain_nick()
 
     async def _line(self, line: Line) -> None:
         command = line.command
@@ -218,8 +221,19 @@ class IrcClient:
             self.source = line.source  # how the server shows us: the prefix of our lines
         elif command == "NICK" and casefold(line.nick) == casefold(self.nick) and line.params:
             self.nick = line.params[0]
+            self.source = self.nick + self.source[len(line.nick) :]
         elif command in ("PRIVMSG", "NOTICE"):
             await self._on_message(line)
+
+    def _regain_nick(self) -> None:
+        """While another connection holds our nick (ours, not yet timed out, or someone's),
+        ask for it back now and then."""
+        if casefold(self.nick) == casefold(self.settings.nick):
+            return
+        now = time.monotonic()
+        if now - self._nick_asked >= NICK_RETRY_SECONDS:
+            self._nick_asked = now
+            self._write(format_line("NICK", self.settings.nick))
 
     def _write(self, text: str) -> None:
         writer = self._writer

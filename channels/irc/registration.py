@@ -5,7 +5,8 @@ With ``password`` set the bot logs in to its account: by SASL PLAIN where the se
 the ``sasl`` capability (before anything else happens on the connection), otherwise by
 ``PRIVMSG NickServ :IDENTIFY <account> <password>`` right after the welcome. A nick in use
 (433) or refused (432, 436, 437) is tried again as ``nick_``, ``nick__``, then ``nick3`` ...;
-mentions of the configured nick still count (convert.py).
+mentions of the configured nick still count (convert.py), and the connection asks for it back
+every minute (client.py).
 """
 
 from __future__ import annotations

@@ -109,6 +109,7 @@ class Person:
 
     nick: str
     port: int
+    user: str = ""  # the USER name (the server shows it as ~user): the nick unless given
     heard: list[Heard] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     _reader: asyncio.StreamReader | None = None
@@ -118,7 +119,7 @@ class Person:
 
     async def connect(self, *channels: str) -> Person:
         self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
-        self.send(f"NICK {self.nick}", f"USER {self.nick} 0 * :{self.nick}")
+        self.send(f"NICK {self.nick}", f"USER {self.user or self.nick} 0 * :{self.nick}")
         self._task = asyncio.create_task(self._listen())
         await self.wait_for(lambda: any(f" 001 {self.nick} " in line for line in self.lines))
         for channel in channels:

@@ -25,7 +25,7 @@ from tests.fakes import llm
 from tests.fakes.llm import FakeLLM
 from tests.fakes.signal import ACCOUNT, FakeSignal
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 DANA, EVE = "+4915112345678", "+4915187654321"
 GROUP = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
@@ -66,7 +66,21 @@ async def test_a_direct_message_from_an_allowed_number_is_answered_once_with_sty
     assert made.params["recipient"] == [DANA]
     assert "hi bot" in fake_llm.requests[0].last_user_text
     assert len(fake_llm.requests) == 1
-    assert ("sendTyping", {"recipient": [DANA], "account": ACCOUNT}) in daemon.calls
+
+
+async def test_typing_shows_while_the_turn_runs(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    thinking = asyncio.Event()
+    fake_llm.queue(llm.held(thinking, "done thinking"))
+    typing = ("sendTyping", {"recipient": [DANA], "account": ACCOUNT})
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        await daemon.say(DANA, "think hard")
+        await daemon.wait_for(lambda: typing in daemon.calls)
+        assert daemon.made == []  # typing before the answer
+        thinking.set()
+        await daemon.wait_for(lambda: daemon.shown(DANA) == ["done thinking"])
+        await gateway.wait_idle()
 
 
 async def test_the_same_notification_after_a_daemon_restart_gives_no_second_turn(

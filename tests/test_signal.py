@@ -179,6 +179,27 @@ async def test_a_voice_note_and_an_image_arrive_as_kinded_files(
     assert stored == [b"OggS fake voice", b"\x89PNG fake"]
 
 
+async def test_a_reaction_acknowledges_a_message_until_it_is_answered(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    settings = signal_settings(make_settings, daemon, reactions=True)
+    fake_llm.queue(llm.text("Got it."))
+    async with running(settings, daemon) as gateway:
+        asked = await daemon.say(DANA, "remind me at five")
+        await daemon.wait_for(lambda: daemon.shown(DANA))
+        await gateway.wait_idle()
+    stamp = asked["envelope"]["timestamp"]
+    reactions = [
+        (p["emoji"], p["targetAuthor"], p["targetTimestamp"], p["remove"])
+        for method, p in daemon.calls
+        if method == "sendReaction"
+    ]
+    assert reactions == [("\N{EYES}", DANA, stamp, False), ("\N{EYES}", DANA, stamp, True)]
+    sends = [i for i, (method, _) in enumerate(daemon.calls) if method == "send"]
+    removed = [i for i, (m, p) in enumerate(daemon.calls) if m == "sendReaction" and p["remove"]]
+    assert sends[0] < removed[0]  # taken back once the answer went out
+
+
 def test_settings_name_the_field_that_is_wrong(make_settings: SettingsFactory) -> None:
     with pytest.raises(ConfigError) as missing:
         make_settings(signal={"rpc_url": "http://127.0.0.1:8080"})

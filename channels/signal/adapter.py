@@ -120,7 +120,7 @@ class SignalChannel:
         message = converted.message
         if converted.files:
             admitted = await sink.admits(message)
-            group = None if message.chat_id == message.sender_id else message.chat_id
+            group = message.chat_id if message.is_group else None
             message = replace(
                 message,
                 attachments=await self._media.fetch(

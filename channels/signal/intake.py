@@ -60,8 +60,8 @@ class EventStream:
 
     async def _run(self) -> None:
         while True:
-            position = await self._records.load_cursor(CHANNEL)
             try:
+                position = await self._records.load_cursor(CHANNEL)
                 async for event in self._rpc.events(position, on_open=self._opened):
                     if await self._handle(event.params) and event.id:
                         await self._records.save_cursor(CHANNEL, event.id)

@@ -205,6 +205,12 @@ class FakeSignal:
 
         await asyncio.wait_for(reached(), timeout)
 
+    async def deliver(self, to: str, text: str) -> Made:
+        """A message the daemon sent for a client that never heard so (a lost send)."""
+        made = Made(self._stamp(), to, {"message": text})
+        await self._made(made)
+        return made
+
     def hold_send(self, to: str, *, deliver: bool) -> Hold:
         return self.holds.add(deliver=deliver, matches=lambda facts: facts.get("to") == to)
 

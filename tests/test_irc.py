@@ -21,6 +21,7 @@ from gateway.config.settings import Settings, load_settings
 from gateway.core.backoff import Backoff
 from gateway.core.errors import ChannelTransientError
 from gateway.runtime.app import Gateway
+from gateway.web.status import channel_states
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
 from tests.fakes.ircd import Ircd, Person
@@ -135,7 +136,8 @@ async def test_a_server_restart_is_survived(
             await dana.say(BOT, "two")
             await dana.wait_for(lambda: dana.texts(source=BOT))
             await gateway.wait_idle()
-        assert channel.health().connected
+        [state] = [s for s in channel_states(gateway) if s["name"] == "irc"]
+        assert state["connected"] and state["detail"] == f"{BOT} on 127.0.0.1:{ircd.port}"
     assert dana.texts(source=BOT) == ["after"]
     assert len(fake_llm.requests) == 2
 

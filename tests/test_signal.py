@@ -23,6 +23,7 @@ from gateway.core.channel import KnownMessage, LostSend, SendAttempt, SupportsPr
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError, ConfigError
 from gateway.core.messages import OutboundMessage
 from gateway.runtime.app import Gateway
+from gateway.web.status import channel_states
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
 from tests.fakes.llm import FakeLLM
@@ -44,6 +45,11 @@ def daemon(signal_daemon: FakeSignal) -> FakeSignal:
 def signal_settings(make_settings: SettingsFactory, daemon: FakeSignal, **extra: Any) -> Settings:
     section = {"rpc_url": daemon.url, "account": ACCOUNT, "allow_from": [DANA], **extra}
     return make_settings(signal=section)
+
+
+def signal_state(gateway: Gateway) -> dict[str, Any]:
+    [state] = [s for s in channel_states(gateway) if s["name"] == "signal"]
+    return state
 
 
 @asynccontextmanager
@@ -93,12 +99,20 @@ async def test_the_same_notification_after_a_daemon_restart_gives_no_second_turn
     async with running(signal_settings(make_settings, daemon), daemon) as gateway:
         hello = await daemon.say(DANA, "hello")
         await daemon.wait_for(lambda: daemon.shown(DANA) == ["first answer"])
-        await daemon.restart()  # its kept events are gone; it hands the envelope on again
+
+        async def status_says_so() -> None:  # the status page, while signal-cli is down
+            async with asyncio.timeout(15):
+                while (state := signal_state(gateway))["connected"]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            assert "event stream" in state["last_error"]
+
+        await daemon.restart(status_says_so)  # kept events are gone; it hands it on again
         await daemon.wait_for(lambda: daemon.connections == 2, 30)
         await daemon.emit(hello)
         await daemon.say(DANA, "are you there?")
         await daemon.wait_for(lambda: len(daemon.shown(DANA)) == 2)
         await gateway.wait_idle()
+        assert signal_state(gateway)["connected"]
     assert daemon.shown(DANA) == ["first answer", "second answer"]
     assert len(fake_llm.requests) == 2
     assert "are you there?" in fake_llm.requests[1].last_user_text

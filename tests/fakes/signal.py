@@ -30,6 +30,7 @@ import json
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,10 +110,13 @@ class FakeSignal:
             await self._runner.cleanup()
             self._runner = None
 
-    async def restart(self) -> None:
-        """signal-cli stopped and started again on the same port: kept events are gone."""
+    async def restart(self, while_down: Callable[[], Awaitable[None]] | None = None) -> None:
+        """signal-cli stopped and started again on the same port: kept events are gone.
+        ``while_down`` runs in between."""
         await self.stop()
         self._events.clear()
+        if while_down is not None:
+            await while_down()
         await self.start()
 
     # -- the people -----------------------------------------------------------------------

@@ -27,7 +27,8 @@ from tests.system import pytest_terminal_summary  # noqa: F401 - names missing p
 
 pytest_plugins = [
     "tests.fakes.mcp_fixtures",  # the demo MCP server: `shared`, `http_server`
-    "tests.fakes.platform_fixtures",  # `tg`, `fake_slack`, `fake_discord`, `site`, `sink`
+    # `tg`, `fake_slack`, `fake_discord`, `site`, `sink`, `graph`, `signal_daemon`, `ircd`
+    "tests.fakes.platform_fixtures",
     "tests.backends",  # the store on both engines: `make_store`
 ]
 

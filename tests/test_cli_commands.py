@@ -165,7 +165,7 @@ async def test_pairing_revoke_names_an_unknown_channel(tmp_path: Path, fake_llm:
     assert code == 1
     assert (
         err
-        == "Unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, email.\n"
+        == "Unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, signal, irc, email.\n"
     )
 
 

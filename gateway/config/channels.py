@@ -101,9 +101,9 @@ class ChannelSection(BaseModel):
         raise NotImplementedError
 
     def role_of(self, sender_id: str) -> Role:
-        if sender_id in self.owners:
+        if self.lists(sender_id, self.owners):
             return Role.OWNER
-        if sender_id in self.admins:
+        if self.lists(sender_id, self.admins):
             return Role.ADMIN
         return Role.MEMBER
 
@@ -111,6 +111,13 @@ class ChannelSection(BaseModel):
         return self.groups.get(chat_id, GroupRule())
 
     # -- what a platform may do differently (its section overrides these) ---------------------
+
+    def lists(self, sender_id: str, entries: tuple[str, ...]) -> bool:
+        """Whether ``sender_id`` is one of ``entries`` (``owners``, ``admins``, ``allow_from``,
+        a group's ``allow_from``; ``"*"`` is the access gate's). An immutable id matches
+        itself only; a platform without immutable ids matches its own patterns (IRC's
+        ``nick!user@host`` masks)."""
+        return sender_id in entries
 
     def listen_ports(self) -> tuple[int, ...]:
         """TCP ports the channel listens on itself, which a networked sandbox may not reach

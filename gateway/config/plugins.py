@@ -44,6 +44,8 @@ BUILT_IN = (
     "channels.slack.plugin",
     "channels.whatsapp.plugin",
     "channels.matrix.plugin",
+    "channels.signal.plugin",
+    "channels.irc.plugin",
     "channels.email.plugin",
 )
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

@@ -14,8 +14,10 @@ import pytest
 
 if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import discord.py
     from tests.fakes.discord import FakeDiscord
+    from tests.fakes.ircd import Ircd
     from tests.fakes.mailservers import SmtpSink
     from tests.fakes.radicale import Radicale
+    from tests.fakes.signal import FakeSignal
     from tests.fakes.slack import FakeSlack
     from tests.fakes.synapse import Homeserver
     from tests.fakes.telegram import FakeTelegram
@@ -81,6 +83,29 @@ async def graph() -> AsyncIterator[FakeGraph]:
     fake = await FakeGraph().start()
     yield fake
     await fake.stop()
+
+
+@pytest.fixture
+async def signal_daemon() -> AsyncIterator[FakeSignal]:
+    """The fake signal-cli daemon (``signal-cli daemon --http``)."""
+    from tests.fakes.signal import FakeSignal
+
+    fake = await FakeSignal().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+def ircd(tmp_path: Path) -> Iterator[Ircd]:
+    """A real IRC server (ngIRCd) on 127.0.0.1, plain and TLS ports (tests/fakes/ircd.py)."""
+    from tests.fakes.ircd import Ircd, missing_ngircd
+
+    reason = missing_ngircd()
+    if reason:
+        pytest.skip(reason)
+    server = Ircd(tmp_path / "ngircd").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

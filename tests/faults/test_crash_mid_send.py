@@ -26,6 +26,7 @@ from gateway.store import Store
 from tests.fakes.holds import Hold
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
+from tests.fakes.signal import FakeSignal
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.whatsapp import (
@@ -399,3 +400,45 @@ async def test_whatsapp_killed_at_the_send_instant_is_found_by_metas_report(
         await settled(home)
     assert graph.visible(arrived_to) == ["echo: status?"]  # found by its report: not resent
     assert graph.visible(never_to) == ["echo: status?"]  # no report: sent once, after the wait
+
+
+# -- Signal ----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_signal_killed_at_the_send_instant_is_settled_by_delivery_receipts(
+    tmp_path: Path, fake_llm: FakeLLM, signal_daemon: FakeSignal
+) -> None:
+    """signal-cli made one answer (its recipient's phone acknowledged it while the gateway
+    was dead; the daemon kept that event) and never made the other: after the restart the
+    first is found by its receipt and not sent again, the second is sent once after the wait."""
+    arrived_to, never_to = "+4915100000001", "+4915100000002"
+    for number in (arrived_to, never_to):
+        signal_daemon.person(number)
+    home = tmp_path / "home"
+    env = cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_WEB__ENABLED="false",
+        SWITCHBOARD_SIGNAL__RPC_URL=signal_daemon.url,
+        SWITCHBOARD_SIGNAL__ACCOUNT=signal_daemon.account,
+        SWITCHBOARD_SIGNAL__ALLOW_FROM=f"{arrived_to},{never_to}",
+        SWITCHBOARD_SIGNAL__RESEND_WAIT_SECONDS="5",
+        SWITCHBOARD_AGENT__REFLECTION="false",
+    )
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        await signal_daemon.wait_for(lambda: signal_daemon.connections == 1)
+        arrived = signal_daemon.hold_send(arrived_to, deliver=True)
+        never = signal_daemon.hold_send(never_to, deliver=False)
+        for sender in (arrived_to, never_to):
+            await signal_daemon.say(sender, "status?")
+        await kill_when_held(first, arrived, never)
+    assert signal_daemon.shown(arrived_to) == ["echo: status?"]  # there, nobody recorded it
+    assert signal_daemon.shown(never_to) == []
+
+    async with gateway(env):
+        await signal_daemon.wait_for(lambda: bool(signal_daemon.shown(never_to)), 30)
+        await settled(home)
+    assert signal_daemon.shown(arrived_to) == ["echo: status?"]  # found by its receipt
+    assert signal_daemon.shown(never_to) == ["echo: status?"]  # no receipt: sent once, later

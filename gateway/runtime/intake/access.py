@@ -53,7 +53,7 @@ def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Dec
     sender = msg.sender_id
     role = section.role_of(sender)
     privileged = role.privileged
-    listed = privileged or paired or _listed(sender, section.allow_from)
+    listed = privileged or paired or _listed(sender, section.allow_from, section)
     if not msg.is_group:
         policy = section.dm_policy
         if policy == "disabled":
@@ -71,7 +71,7 @@ def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Dec
     ):
         return Decision(Verdict.REFUSE, "group not on the allowlist")
     if rule.allow_from is not None:
-        listed = privileged or _listed(sender, rule.allow_from)
+        listed = privileged or _listed(sender, rule.allow_from, section)
     if not listed:
         return Decision(Verdict.REFUSE, "sender not on the allowlist")
     require_mention = (
@@ -82,8 +82,8 @@ def decide(msg: InboundMessage, section: ChannelSection, *, paired: bool) -> Dec
     return Decision(Verdict.ALLOW)
 
 
-def _listed(sender: str, allowlist: tuple[str, ...]) -> bool:
-    return WILDCARD in allowlist or sender in allowlist
+def _listed(sender: str, allowlist: tuple[str, ...], section: ChannelSection) -> bool:
+    return WILDCARD in allowlist or section.lists(sender, allowlist)
 
 
 def pairing_text(code: str, ttl_seconds: int) -> str:

@@ -107,12 +107,11 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 def set_value(settings: Settings, key: str, text: str) -> int:
     from pydantic import BaseModel  # noqa: PLC0415
 
-    from gateway.cli.home_files import write_config  # noqa: PLC0415
-    from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
+    from gateway.config.config_file import ConfigRefused, change_config  # noqa: PLC0415
     from gateway.config.explain import model_at  # noqa: PLC0415
-    from gateway.config.settings import Settings, load_settings  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.core.errors import ConfigError  # noqa: PLC0415
+    from gateway.config.tomledit import parse_value  # noqa: PLC0415
 
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
@@ -125,15 +124,13 @@ def set_value(settings: Settings, key: str, text: str) -> int:
     path = settings.config_file
     try:
         value = parse_value(text)
-        old = write_key(path, key, value)  # a new file starts from the commented template
+        # a new file starts from the commented template; a refused change is taken back
+        change_config(settings.home, {key: value}, by="this `switchboard config set`")
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
-    try:
-        load_settings()
-    except ConfigError as exc:
-        write_config(path, old)  # never leave a file the gateway refuses
-        print(f"switchboard: not changed, {refusal(exc, settings, tuple(parts))}", file=sys.stderr)
+    except ConfigRefused as exc:
+        print(f"switchboard: not changed, {exc}", file=sys.stderr)
         return 1
     print(f"{key} = {shown(parent, parts[-1], value)}  ({path})")
     winners = [
@@ -153,7 +150,7 @@ def shown(model: type[BaseModel], name: str, value: Any) -> str:
     import tomlkit  # noqa: PLC0415
     from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
 
-    from gateway.cli.tomledit import inline  # noqa: PLC0415
+    from gateway.config.tomledit import inline  # noqa: PLC0415
 
     annotation = model.model_fields[name].annotation
     try:
@@ -201,24 +198,6 @@ def running_gateway_took(settings: Settings, key: str) -> str:
     if key in report.applied:
         return f"applied by {who}"
     return f"{who} runs with it (nothing to change there)"
-
-
-def refusal(exc: ConfigError, settings: Settings, key: tuple[str, ...]) -> ConfigError:
-    """The refusal told against the file as it is again (the lines it names are the ones
-    the person sees), with the key this command was given named as such, not as a line of
-    a file it is no longer in."""
-    from dataclasses import replace  # noqa: PLC0415
-
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from gateway.config.explain import validation_error  # noqa: PLC0415
-    from gateway.config.settings import Settings  # noqa: PLC0415
-    from gateway.config.sources import describe  # noqa: PLC0415
-
-    cause = exc.__cause__
-    if not isinstance(cause, ValidationError):
-        return exc
-    return validation_error(cause, Settings, replace(describe(settings.home), given=key))
 
 
 def _masked(model: BaseModel) -> dict[str, Any]:

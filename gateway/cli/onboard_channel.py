@@ -18,7 +18,8 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gateway.cli.home_files import config_text, save_secret, write_config
+from gateway.cli.home_files import save_secret
+from gateway.config.config_file import config_text, write_config
 from gateway.cli.shell_command import path_note, switchboard
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 
@@ -113,7 +114,7 @@ def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Sett
 def _save(
     settings: Settings, name: str, onboarding: Onboarding[Any], values: dict[str, Any]
 ) -> None:
-    from gateway.cli.tomledit import set_key  # noqa: PLC0415
+    from gateway.config.tomledit import set_key  # noqa: PLC0415
 
     secret_keys = {q.key for q in onboarding.questions if q.secret} | {"password"}
     path = settings.config_file

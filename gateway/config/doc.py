@@ -14,12 +14,14 @@ import inspect
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
 from gateway.config.connect import ApiToken, HookSettings
+from gateway.config.live import applies_live
 from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
 from gateway.config.people import PersonSettings
@@ -216,43 +218,79 @@ def _sections(
             yield from _sections(value, (*path, name))
 
 
-def render() -> str:
+@dataclass(frozen=True, slots=True)
+class KeyDoc:
+    """One setting as the reference and the settings page describe it."""
+
+    key: str  # dotted: llm.model
+    env: str  # SWITCHBOARD_LLM__MODEL
+    annotation: Any  # its type
+    default: Any  # its default value (PydanticUndefined where it has none)
+    meaning: str
+    secret: bool
+    live: bool  # a running gateway applies it at once (gateway/config/live.py)
+
+
+@dataclass(frozen=True, slots=True)
+class SectionDoc:
+    title: str  # "llm", "tools.exec", "top level"
+    doc: str  # the section's docstring's first paragraph
+    keys: tuple[KeyDoc, ...]
+
+
+def key_docs() -> Iterator[SectionDoc]:
+    """Every section with a key of its own, in the reference's order, and its keys."""
     # The defaults alone: nothing of this machine's environment, .env, secrets or
     # config.toml may end up in the reference (or break it).
     settings = Settings.model_construct()
-    out = [INTRO]
     for path, section in _sections(settings):
         cls = type(section)
         comments = _comments(cls)
-        rows = []
+        keys = []
         for name, field in cls.model_fields.items():
             value = getattr(section, name)
             if isinstance(value, BaseModel):
                 continue
             key = ".".join((*path, name))
-            env = ENV_PREFIX + "__".join(p.upper() for p in (*path, name))
-            default = (
-                "`~/.switchboard/workspace`"
-                if key == "workspace"
-                else _default(field.default if key in ("home", "workspace") else value)
+            keys.append(
+                KeyDoc(
+                    key=key,
+                    env=ENV_PREFIX + "__".join(p.upper() for p in (*path, name)),
+                    annotation=field.annotation,
+                    default=field.default if key in ("home", "workspace") else value,
+                    meaning=comments.get(name)
+                    or field.description
+                    or DESCRIPTIONS.get(key)
+                    or DESCRIPTIONS.get(name, ""),
+                    secret="SecretStr" in str(field.annotation),
+                    live=applies_live(key),
+                )
             )
-            secret = " (secret)" if "SecretStr" in str(field.annotation) else ""
-            meaning = (
-                comments.get(name)
-                or field.description
-                or DESCRIPTIONS.get(key)
-                or DESCRIPTIONS.get(name, "")
-            )
-            rows.append(f"| `{key}` | `{env}` | {default} | {meaning}{secret} |")
-        if not rows:
+        if not keys:
             continue
-        title = ".".join(path) or "top level"
         own = cls.__dict__.get("__doc__")  # not the base class's "unknown keys are errors"
         doc = (inspect.cleandoc(own) if own else "").split("\n\n")[0].replace("\n", " ")
         if cls is Settings:
             doc = "Where things live."
+        yield SectionDoc(".".join(path) or "top level", doc, tuple(keys))
+
+
+def render() -> str:
+    out = [INTRO]
+    for section in key_docs():
+        rows = []
+        for key in section.keys:
+            default = (
+                "`~/.switchboard/workspace`" if key.key == "workspace" else _default(key.default)
+            )
+            secret = " (secret)" if key.secret else ""
+            live = "yes" if key.live else "restart"
+            rows.append(
+                f"| `{key.key}` | `{key.env}` | {default} | {live} | {key.meaning}{secret} |"
+            )
+        doc = section.doc
         out.append(
-            f"## `{title}`\n\n{doc + chr(10) * 2 if doc else ''}| key | environment variable | default | meaning |\n| --- | --- | --- | --- |"
+            f"## `{section.title}`\n\n{doc + chr(10) * 2 if doc else ''}| key | environment variable | default | live | meaning |\n| --- | --- | --- | --- | --- |"
         )
         out.append("\n".join(rows) + "\n")
     out.append(

@@ -20,20 +20,21 @@ from agent.llm.base import LLMProvider
 from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.web import web_browser
-from gateway.config.plugins import token_patterns
+from gateway.config.channels import stream_after, streams_in
+from gateway.config.plugins import channel_plugins, token_patterns
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.core.logs import Redactor, secret_values
 from gateway.core.services import Services
 from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, agent_policy
-from gateway.runtime.agents.assembly import agent_settings, build_agent
 from gateway.runtime.agents.mcp import build_manager
 from gateway.runtime.agents.models import ModelPool
 from gateway.runtime.agents.recall import build_recall
+from gateway.runtime.agents.roster import AgentRoster
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
 from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
@@ -45,6 +46,8 @@ from gateway.runtime.intake.access import AccessGate
 from gateway.runtime.intake.routing import Router
 from gateway.runtime.intake.storage_full import StorageFullWatch
 from gateway.runtime.intake.understanding import Understanding, understanding
+from gateway.runtime.live.apply import LiveApply
+from gateway.runtime.live.channels import LiveChannels
 from gateway.runtime.outbound.drafts import DraftStreamer
 from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
@@ -52,7 +55,7 @@ from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.chat_book import ChatBook
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
-from gateway.runtime.reload import ConfigReload, live_settings
+from gateway.runtime.reload import ConfigReload
 from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
@@ -69,7 +72,6 @@ from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.store import Store
 
 if TYPE_CHECKING:
-    from agent.mcp.manager import McpManager
     from agent.recall.indexer import RecallIndexer
     from agent.recall.search import Recaller
     from agent.web.browser import Browser
@@ -84,7 +86,7 @@ class Parts:
     load: NodeLoad  # this node's sessions and turns, for status
     store: Store
     guard: Guard  # one process, or a node of a cluster
-    channels: dict[str, Channel]
+    channels: dict[str, Channel]  # by name; a channel changed while running is replaced here
     bus: LocalBus
     understanding: Understanding
     gate: AccessGate
@@ -94,9 +96,9 @@ class Parts:
     zones: Zones
     recaller: Recaller  # past conversations, for memory_search
     indexer: RecallIndexer  # their vectors, made in the background
-    mcp: McpManager | None  # MCP servers, shared by every agent and turn
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
-    agents: dict[str, Agent]
+    roster: AgentRoster  # the agents and the MCP servers they share, built again on a change
+    agents: dict[str, Agent]  # the roster's: an agent replaced here takes the next turn
     drafts: DraftStreamer
     display: LiveDisplay
     approvals: Approvals
@@ -106,7 +108,7 @@ class Parts:
     dispatcher: Dispatcher
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
-    workers: tuple[OutboundWorker, ...]
+    workers: dict[str, OutboundWorker]  # by channel
 
 
 def guard_for(settings: Settings, load: NodeLoad) -> Guard:
@@ -184,40 +186,30 @@ def build(
     # past conversations, searched by every agent's memory_search; their vectors made in
     # the background
     recaller, indexer = build_recall(settings.memory, store)
-    mcp = build_manager(settings)
     browser = web_browser(settings.tools.web)
-
-    def llm_for(agent_id: str) -> LLMProvider:
-        """An agent's model: shared with every agent that names the same model."""
-        if llm is not None or agent_id == DEFAULT_AGENT:
-            return main_llm
-        own = agent_settings(settings, agent_id).llm
-        return models.provider(own, setting=f"agents.{agent_id}")
-
-    agents: dict[str, Agent] = {
-        agent_id: build_agent(
-            settings,
-            agent_id=agent_id,
-            store=store,
-            bus=bus,
-            llm=llm_for(agent_id),
-            channels=tuple(by_name),
-            extra_tools=extra_tools,
-            models=models,
-            mcp=mcp,
-            browser=browser,
-            services=services,
-            clock=clock,
-            recaller=recaller,
-        )
-        for agent_id in router.agents
-    }
+    roster = AgentRoster(
+        store=store,
+        bus=bus,
+        models=models,
+        services=services,
+        clock=clock,
+        recaller=recaller,
+        mcp=build_manager(settings),
+        browser=browser,
+        extra_tools=extra_tools,
+        llm=llm,
+    )
+    roster.install(
+        roster.build(settings, names=router.agents, channels=tuple(by_name), mcp=roster.mcp)
+    )
+    agents = roster.agents
     # -- turns: what a chat shows of them, approvals, the handlers, the dispatcher
     drafts = DraftStreamer(
         by_name,
         store.drafts,
-        enabled=settings.streams_in,  # on every node of a cluster too
-        delay=settings.stream_after,
+        # on every node of a cluster too; a channel's section changed while running counts
+        enabled=lambda channel, group: streams_in(sections, channel, group),
+        delay=lambda channel: stream_after(sections, channel),
         known=store.outbox.known,  # a draft whose answer was already sent stays
     )
     display = LiveDisplay(by_name, drafts=drafts)
@@ -260,20 +252,19 @@ def build(
             agents=router.agents,
         ):
             by_name[channel.name] = channel
-    # config.toml changes (and SIGHUP) applied while running, where they can be
-    config_reload = ConfigReload(settings, apply=live_settings(agents, budget))
     committer = TurnCommitter(store, bus, storage_full=bus.storage_full, committed=indexer.kick)
+    status = StatusText(
+        settings,
+        store=store,
+        models=models,
+        load=load,
+        channels=tuple(by_name),
+        clock=clock,
+    )
     commands = Commands(
         agent_name=settings.agent.name,
         store=store,
-        status=StatusText(
-            settings,
-            store=store,
-            models=models,
-            load=load,
-            channels=tuple(by_name),
-            clock=clock,
-        ),
+        status=status,
         approvals=approvals,
         agents=agents,
         settings=settings,
@@ -346,8 +337,9 @@ def build(
         clock=clock,
         zones=zones,
     )
-    workers = tuple(
-        OutboundWorker(
+
+    def worker(channel: Channel) -> OutboundWorker:
+        return OutboundWorker(
             channel,
             store.outbox,
             bus,
@@ -355,7 +347,32 @@ def build(
             drafts=drafts,
             fence=guard.send_fence(),  # a cluster node sends only while it leads
         )
-        for channel in by_name.values()
+
+    workers = {name: worker(channel) for name, channel in by_name.items()}
+    # config.toml changes (and SIGHUP, and the settings page) applied while running, where
+    # they can be (gateway/config/live.py says which)
+    config_reload = ConfigReload(
+        settings,
+        live=LiveApply(
+            roster=roster,
+            channels=LiveChannels(
+                channels=by_name,
+                sections=sections,
+                workers=workers,
+                worker=worker,
+                start=StartContext(gate, records=gate),
+                ready=bus.outbound_ready,
+                plugins=channel_plugins(),
+                # switchboard run built them from the settings, and can again; a cluster
+                # node runs channels only while it leads
+                managed=channels is None and guard.single_process,
+            ),
+            scheduler=scheduler,
+            jobs=jobs,
+            budget=budget,
+            commands=commands,
+            status=status,
+        ),
     )
     return Parts(
         settings=settings,
@@ -373,8 +390,8 @@ def build(
         zones=zones,
         recaller=recaller,
         indexer=indexer,
-        mcp=mcp,
         browser=browser,
+        roster=roster,
         agents=agents,
         drafts=drafts,
         display=display,

@@ -41,6 +41,10 @@ class Commands:
         self._agents = agents or {}
         self._settings = settings
 
+    def configure(self, settings: Settings) -> None:
+        """The settings a reload put in use (``/usage``: the prices and the limits)."""
+        self._settings = settings
+
     def handles(self, msg: InboundMessage) -> bool:
         """Known commands, and in direct chats anything shaped like one (``/foo``), which
         gets a list of the commands instead of going to the model unannounced. In groups an

@@ -125,6 +125,10 @@ class Heartbeat:
         self.target = None if found is None else found.label
         return None if found is None else (found.chat, found.chat_type)
 
+    def configure(self, settings: HeartbeatSettings) -> None:
+        """New ``[heartbeat]`` settings (a reload): the next check-in follows them."""
+        self.settings = settings
+
     async def look_up_target(self) -> None:
         """Where check-ins go, for the status page (``target``)."""
         await self._target()

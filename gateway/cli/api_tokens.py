@@ -193,9 +193,9 @@ def read_kept(settings: Settings) -> Kept:
     :class:`TokenError` when another source sets them, or they cannot be read."""
     from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
 
-    from gateway.config.tomledit import get_key  # noqa: PLC0415
     from gateway.config.connect import ApiToken  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
+    from gateway.config.tomledit import get_key  # noqa: PLC0415
 
     sources = describe(settings.home)
     if (fixed := _fixed_source(settings.home)) is not None:
@@ -262,8 +262,8 @@ def _keep(
     as they load now (None when they did not load before either)."""
     from gateway.cli.home_files import save_secret  # noqa: PLC0415
     from gateway.config.config_file import write_config  # noqa: PLC0415
-    from gateway.config.tomledit import delete_key  # noqa: PLC0415
     from gateway.config.settings import load_settings  # noqa: PLC0415
+    from gateway.config.tomledit import delete_key  # noqa: PLC0415
     from gateway.core.errors import ConfigError  # noqa: PLC0415
 
     entries = [

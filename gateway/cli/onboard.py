@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gateway.cli.home_files import save_secret
-from gateway.config.config_file import config_text, write_config
 from gateway.cli.shell_command import path_note, switchboard
+from gateway.config.config_file import config_text, write_config
 
 if TYPE_CHECKING:
     from agent.llm.context_size import FoundWindow

@@ -19,8 +19,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.home_files import save_secret
-from gateway.config.config_file import config_text, write_config
 from gateway.cli.shell_command import path_note, switchboard
+from gateway.config.config_file import config_text, write_config
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from agent.tools.web import web_browser
 from gateway.config.channels import stream_after, streams_in
 from gateway.config.plugins import channel_plugins, token_patterns
 from gateway.config.settings import Settings
-from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service

@@ -88,28 +88,22 @@ class LiveChannels:
                 if section.enabled
                 else None
             )
-            if self._needs_restart(name, before[name], section, old, new, adapter):
+            speech_changed = before[name].speech_settings(old.voice) != section.speech_settings(
+                new.voice
+            )
+            if speech_changed or self._needs_restart(name, adapter):
                 change.restart |= own
                 continue
             change.sections[name] = section
             change.adapters[name] = adapter
         return change
 
-    def _needs_restart(
-        self,
-        name: str,
-        before: ChannelSection,
-        after: ChannelSection,
-        old: Settings,
-        new: Settings,
-        adapter: Channel | None,
-    ) -> bool:
+    def _needs_restart(self, name: str, adapter: Channel | None) -> bool:
+        """Whether only a new process can change this channel (see the module docstring)."""
         if not self._managed:
             return True
         running = self._channels.get(name)
-        if any(_serves_web(c) for c in (running, adapter) if c is not None):
-            return True
-        return before.speech_settings(old.voice) != after.speech_settings(new.voice)
+        return any(_serves_web(c) for c in (running, adapter) if c is not None)
 
     async def commit(self, change: ChannelChange) -> list[str]:
         """Stop each changed channel and its worker, then start its new adapter and a new

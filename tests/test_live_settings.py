@@ -205,9 +205,7 @@ async def test_a_channel_turned_on_while_running_starts_and_one_turned_off_stops
     assert "telegram.token" in report.applied and "telegram" not in still
 
 
-async def test_a_changed_mcp_server_is_restarted_alone(
-    tmp_path: Path, fake_llm: FakeLLM
-) -> None:
+async def test_a_changed_mcp_server_is_restarted_alone(tmp_path: Path, fake_llm: FakeLLM) -> None:
     shown = {"roles": ["owner", "admin", "member"], "tools": ["now"], "eager": True}
     servers = {"first": stdio(**shown), "second": stdio(**shown)}
     channel = MemoryChannel()
@@ -218,9 +216,7 @@ async def test_a_changed_mcp_server_is_restarted_alone(
             await first.wait_for_state(ServerState.READY)
             await second.wait_for_state(ServerState.READY)
         changed = {**servers, "second": stdio(**shown, timeout_seconds=45)}
-        change = await gateway.change_settings(
-            {"mcp.servers": json.dumps(changed)}, by="test"
-        )
+        change = await gateway.change_settings({"mcp.servers": json.dumps(changed)}, by="test")
         assert gateway.mcp is not None
         now_first, now_second = gateway.mcp.clients["first"], gateway.mcp.clients["second"]
         async with asyncio.timeout(30):

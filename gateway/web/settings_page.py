@@ -138,7 +138,7 @@ def _input(field: FormField, ident: str) -> str:
         options = ("true", "false") if field.kind == "boolean" else field.choices
         blank = '<option value=""></option>' if field.optional else ""
         chosen = "".join(
-            f'<option{" selected" if o == field.value else ""}>{escape(o)}</option>'
+            f"<option{' selected' if o == field.value else ''}>{escape(o)}</option>"
             for o in options
         )
         return f'<select id="{ident}" name="{name}">{blank}{chosen}</select>'

@@ -23,7 +23,7 @@ from gateway.config.config_file import UNSET
 from gateway.config.settings import load_settings
 from gateway.core.channel import Channel
 from gateway.runtime.app import Gateway
-from tests.fakes.llm import FakeLLM, Step, calls, text
+from tests.fakes.llm import FakeLLM, Step, text
 from tests.fakes.mcp_fixtures import stdio
 from tests.fakes.telegram import FakeTelegram
 

@@ -261,3 +261,18 @@ async def test_who_changed_which_keys_is_in_the_audit_log_without_the_values(
     assert entry.detail["by"] == "web:owner"
     assert entry.detail["keys"] == ["llm.api_key", "llm.model"]
     assert "sk-secret-9876" not in str(entry.detail)
+
+
+async def test_tools_and_policy_change_for_the_next_turn(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    channel = MemoryChannel()
+    async with running(tmp_path / "home", fake_llm, channel) as gateway:
+        await channel.push("hello")
+        await channel.wait_for(1)
+        change = await gateway.change_settings(
+            {"tools.exec.enabled": "false", "tools.web.enabled": "false"}, by="test"
+        )
+        await channel.push("hello again")
+        await channel.wait_for(2)
+    before, after = (set(r.tool_names) for r in fake_llm.requests)
+    assert change.applied == ("tools.exec.enabled", "tools.web.enabled")
+    assert {"exec", "web_fetch"} <= before and not {"exec", "web_fetch"} & after

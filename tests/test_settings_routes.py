@@ -276,7 +276,15 @@ async def test_config_set_and_the_settings_api_change_the_model_of_a_running_gat
         third = await answered(tg, fake_llm, "three", 3)
         code, out, err = await switchboard("config", "set", "storage.retention_days", "10", env=env)
         assert code == 0 and "needs a restart to apply storage.retention_days" in out, err
+        # valid alone, but the gateway would not start with it (the email plug-in refuses an
+        # inbox that cannot answer): taken back, named
+        assert (await switchboard("config", "set", "email.imap_host", "localhost", env=env))[0] == 0
+        before = (home / "config.toml").read_text()
+        code, out, err = await switchboard("config", "set", "email.imap_username", "me", env=env)
+        after = (home / "config.toml").read_text()
         running = process.returncode is None
+    assert code == 1 and "not changed" in err and "email.smtp_host" in err, out + err
+    assert after == before
     assert first.body["model"] != "fake-model-2" and second.body["model"] == "fake-model-2"
     assert (status, change["applied"], change["restart"]) == (200, ["llm.model"], [])
     assert third.body["model"] == "fake-model-3"

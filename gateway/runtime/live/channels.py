@@ -24,7 +24,6 @@ from gateway.config.channels import ChannelSection
 from gateway.config.plugins import ChannelPlugin
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel, StartContext
-from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.runtime.outbound.worker import OutboundWorker
 
 log = logging.getLogger(__name__)
@@ -139,4 +138,8 @@ class LiveChannels:
 
 
 def _serves_web(channel: Channel) -> bool:
+    """Whether the channel has routes on the web server (fixed when the server starts)."""
+    # aiohttp's server side loads only when a channel changes, not at every start
+    from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks  # noqa: PLC0415
+
     return isinstance(channel, ServesWeb | ServesWebhooks | ServesPrograms)

@@ -229,7 +229,7 @@ def _unchanged(field: FormField, text: str) -> bool:
     if field.kind == "secret":
         return text in ("", MASK)
     if field.kind == "boolean":
-        return (text.strip().lower() in _TRUE) == (field.value == "true")
+        return _switch(field, text) == field.value
     if field.kind in ("list", "json"):
         try:
             return bool(_parsed(field, text) == _parsed(field, field.value))
@@ -243,16 +243,25 @@ def _unchanged(field: FormField, text: str) -> bool:
     return text.strip() == field.value.strip()
 
 
+def _switch(field: FormField, text: str) -> str:
+    """A switch as posted: "true", "false", or "" (unset, where it may be: a switch whose
+    default depends on where, like ``streaming``). An unchecked box posts nothing: false."""
+    word = text.strip().lower()
+    if not word:
+        return "" if field.optional else "false"
+    return "true" if word in _TRUE else "false" if word in _FALSE else word
+
+
 def _edit(field: FormField, doc: KeyDoc, text: str) -> Any:
     """The value to write for ``text``, checked against the key's type."""
     stripped = text.strip()
     if field.kind == "secret":
         return stripped
     if field.kind == "boolean":
-        word = stripped.lower()
-        if word not in _TRUE | _FALSE:
+        if stripped.lower() not in _TRUE | _FALSE:
             raise ValueError(f"{text!r} is not true or false")
-        return word in _TRUE
+        switch = _switch(field, text)
+        return UNSET if not switch else switch == "true"
     if not stripped and field.kind != "text":
         return UNSET  # the default applies again
     if not stripped and field.optional:

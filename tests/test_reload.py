@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from channels.memory import MemoryChannel
-from gateway.cli.tomledit import write_key
+from gateway.config.config_file import write_key
 from gateway.config.settings import load_settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.reload import ReloadReport, config_sha, read_report

@@ -1,4 +1,4 @@
-"""Signal against a fake signal-cli daemon (tests/fakes/signal.py) that speaks signal-cli's
+"""Signal against a fake signal-cli daemon (tests/fakes/signal_cli.py) that speaks signal-cli's
 documented JSON-RPC: the real channel, the real gateway, the fake model."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gateway.web.status import channel_states
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
 from tests.fakes.llm import FakeLLM
-from tests.fakes.signal import ACCOUNT, FakeSignal
+from tests.fakes.signal_cli import ACCOUNT, FakeSignal
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -53,6 +53,33 @@ class McpManager(Service):
     async def stop(self) -> None:
         await asyncio.gather(*(client.stop() for client in self.clients.values()))
 
+    def successor(
+        self,
+        specs: Sequence[ServerSpec],
+        transport: TransportFactory,
+        *,
+        limits: Limits,
+        restart_all: bool,
+    ) -> tuple[McpManager, list[McpClient]]:
+        """A manager for ``specs`` (a configuration changed while running) that keeps this
+        one's client of every server whose spec is unchanged, connection and all, and has a
+        new one (not started) for each other server; and the clients it no longer uses, to
+        stop once it is in use. ``restart_all``: how servers are reached or bounded changed
+        (the sandbox, the limits), so none is kept."""
+        kept = {} if restart_all else dict(self.clients)
+        clients = {
+            spec.name: (
+                kept[spec.name]
+                if spec.name in kept and kept[spec.name].spec == spec
+                else McpClient(spec, transport, start_timeout=limits.start_timeout)
+            )
+            for spec in specs
+        }
+        following = McpManager((), transport, limits=limits, images=self.images)
+        following.clients = clients
+        used = {id(client) for client in clients.values()}
+        return following, [c for c in self.clients.values() if id(c) not in used]
+
     def toolbox(self, agent: str) -> McpToolbox | None:
         clients = [c for c in self.clients.values() if c.spec.for_agent(agent)]
         return McpToolbox(clients, self.limits, self.images) if clients else None

@@ -107,12 +107,15 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 def set_value(settings: Settings, key: str, text: str) -> int:
     from pydantic import BaseModel  # noqa: PLC0415
 
-    from gateway.cli.onboard.home_files import write_config  # noqa: PLC0415
-    from gateway.cli.tomledit import parse_value, write_key  # noqa: PLC0415
+    from gateway.config.config_file import (  # noqa: PLC0415
+        ConfigRefused,
+        change_config,
+        write_config,
+    )
     from gateway.config.explain import model_at  # noqa: PLC0415
-    from gateway.config.settings import Settings, load_settings  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.core.errors import ConfigError  # noqa: PLC0415
+    from gateway.config.tomledit import parse_value  # noqa: PLC0415
 
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
@@ -125,15 +128,13 @@ def set_value(settings: Settings, key: str, text: str) -> int:
     path = settings.config_file
     try:
         value = parse_value(text)
-        old = write_key(path, key, value)  # a new file starts from the commented template
+        # a new file starts from the commented template; a refused change is taken back
+        old, _ = change_config(settings.home, {key: value}, by="this `switchboard config set`")
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
-    try:
-        load_settings()
-    except ConfigError as exc:
-        write_config(path, old)  # never leave a file the gateway refuses
-        print(f"switchboard: not changed, {refusal(exc, settings, tuple(parts))}", file=sys.stderr)
+    except ConfigRefused as exc:
+        print(f"switchboard: not changed, {exc}", file=sys.stderr)
         return 1
     print(f"{key} = {shown(parent, parts[-1], value)}  ({path})")
     winners = [
@@ -143,7 +144,12 @@ def set_value(settings: Settings, key: str, text: str) -> int:
     ]
     if winners:
         print(f"note: {winners[0]} sets it too and wins over the file")
-    print(running_gateway_took(settings, key))
+    took, refused = running_gateway_took(settings, key)
+    if refused:  # valid, but the running gateway could not start with it: take it back
+        write_config(path, old)
+        print(f"switchboard: not changed, {took}", file=sys.stderr)
+        return 1
+    print(took)
     return 0
 
 
@@ -153,7 +159,7 @@ def shown(model: type[BaseModel], name: str, value: Any) -> str:
     import tomlkit  # noqa: PLC0415
     from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
 
-    from gateway.cli.tomledit import inline  # noqa: PLC0415
+    from gateway.config.tomledit import inline  # noqa: PLC0415
 
     annotation = model.model_fields[name].annotation
     try:
@@ -171,9 +177,11 @@ RESTART_HINT = (
 )
 
 
-def running_gateway_took(settings: Settings, key: str) -> str:
+def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     """What the running gateway did with the change: applied it, or needs a restart (it
-    reloads config.toml when the file changes and reports to data/reload.json)."""
+    reloads config.toml when the file changes and reports to data/reload.json); and whether
+    it refused the configuration (it would not start with it: a channel's plug-in refusing
+    its section), which the command then takes back."""
     import time  # noqa: PLC0415
 
     from gateway.cli.gateway_api import find_running  # noqa: PLC0415
@@ -181,7 +189,7 @@ def running_gateway_took(settings: Settings, key: str) -> str:
 
     running = find_running(settings)
     if running is None:
-        return "no gateway is running: it takes effect when one starts"
+        return "no gateway is running: it takes effect when one starts", False
     who = f"the running gateway (pid {running.pid})" if running.pid > 0 else "the running gateway"
     sha = config_sha(settings.config_file)
     deadline = time.monotonic() + RELOAD_WAIT_SECONDS
@@ -191,34 +199,17 @@ def running_gateway_took(settings: Settings, key: str) -> str:
             return (
                 f"{who} did not report reloading config.toml within "
                 f"{RELOAD_WAIT_SECONDS:g} s; a restart applies it for sure: {RESTART_HINT}"
-            )
+            ), False
         time.sleep(0.1)  # a CLI waiting for another process's file, not a test
         report = read_report(settings.data_dir)
     if report.error is not None:
-        return f"{who} could not load the configuration and keeps its own: {report.error}"
+        return f"{who} would not start with it and keeps its own: {report.error}", True
+    problems = "".join(f"; but {problem}" for problem in report.problems)
     if key in report.restart:
-        return f"{who} needs a restart to apply {key}: {RESTART_HINT}"
+        return f"{who} needs a restart to apply {key}: {RESTART_HINT}", False
     if key in report.applied:
-        return f"applied by {who}"
-    return f"{who} runs with it (nothing to change there)"
-
-
-def refusal(exc: ConfigError, settings: Settings, key: tuple[str, ...]) -> ConfigError:
-    """The refusal told against the file as it is again (the lines it names are the ones
-    the person sees), with the key this command was given named as such, not as a line of
-    a file it is no longer in."""
-    from dataclasses import replace  # noqa: PLC0415
-
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from gateway.config.explain import validation_error  # noqa: PLC0415
-    from gateway.config.settings import Settings  # noqa: PLC0415
-    from gateway.config.sources import describe  # noqa: PLC0415
-
-    cause = exc.__cause__
-    if not isinstance(cause, ValidationError):
-        return exc
-    return validation_error(cause, Settings, replace(describe(settings.home), given=key))
+        return f"applied by {who}{problems}", False
+    return f"{who} runs with it (nothing to change there)", False
 
 
 def _masked(model: BaseModel) -> dict[str, Any]:

@@ -1,5 +1,12 @@
 """``switchboard run``: every configured channel, the web chat and the scheduler, until
-SIGINT or SIGTERM."""
+SIGINT or SIGTERM.
+
+A restart asked for while it runs (``POST /api/restart``, the settings page's *Restart
+now*: settings that only a new process applies) stops the gateway as SIGTERM would, then
+executes the same command line again in the same process (``os.execv``): the process id
+stays, so it works alike in a terminal, under systemd (``Type=simple``: the unit's main
+process goes on), launchd or a container's init, and no service manager has to be told to
+start it again."""
 
 from __future__ import annotations
 
@@ -7,16 +14,20 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import logging
+import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from gateway import __version__
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
     from gateway.runtime.app import Gateway
+
+RESTART = -1  # run_gateway's answer when a restart was asked for (never an exit status)
 
 DESCRIPTION = (
     "Run every configured channel, the web chat and status page, and the scheduler, until "
@@ -38,7 +49,19 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
 
     onboard(settings.home, settings.workspace_dir)  # first run: create what is missing
-    return asyncio.run(run_gateway(settings))
+    code = asyncio.run(run_gateway(settings))
+    if code == RESTART:
+        start_again()
+    return code
+
+
+def start_again() -> NoReturn:
+    """This same command line, executed anew in this process (see the module docstring):
+    it reads the configuration afresh. Descriptors Python opened are not inherited."""
+    print("switchboard: restarting", flush=True)
+    logging.shutdown()  # the log file's last lines written
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])  # noqa: S606 - ourselves
 
 
 async def run_gateway(settings: Settings) -> int:
@@ -49,6 +72,7 @@ async def run_gateway(settings: Settings) -> int:
     # every configured channel, the web chat, and the terminal that `switchboard chat`
     # windows attach to (gateway/cli/chat/command.py)
     gateway = Gateway(settings)
+    gateway.restartable = True  # POST /api/restart: run_gateway returns RESTART
     with Interrupts() as interrupts:
         # a cluster's node runs turns at once but waits in start() until it leads (receives,
         # sends, schedules): a signal ends the wait
@@ -83,8 +107,15 @@ async def run_gateway(settings: Settings) -> int:
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())
         fenced = asyncio.create_task(gateway.guard.fenced.wait())
+        restart = asyncio.create_task(gateway.restart_requested.wait())
         with _reload_on_hangup(gateway):
-            await asyncio.wait({signalled, fenced}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({signalled, fenced, restart}, return_when=asyncio.FIRST_COMPLETED)
+        if restart.done() and not signalled.done():
+            signalled.cancel()
+            fenced.cancel()
+            await gateway.stop()  # as on SIGTERM: running turns get their drain time
+            return RESTART
+        restart.cancel()
         if fenced.done():  # led, lost the database, and another node leads now
             signalled.cancel()
             print(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
@@ -149,6 +150,20 @@ class LiveChannelSection(ChannelSection):
 
     def streams_in(self, *, group: bool) -> bool:
         return not group if self.streaming is None else self.streaming
+
+
+def streams_in(sections: Mapping[str, ChannelSection], channel: str, group: bool) -> bool:
+    """Whether answers stream by editing in a chat of ``channel`` (``<channel>.streaming``;
+    unset: in direct chats, not in groups)."""
+    section = sections.get(channel)
+    return isinstance(section, LiveChannelSection) and section.streams_in(group=group)
+
+
+def stream_after(sections: Mapping[str, ChannelSection], channel: str) -> float:
+    """Seconds a turn runs before its answer streams in a chat of ``channel``
+    (``<channel>.stream_after_seconds``)."""
+    section = sections.get(channel)
+    return section.stream_after_seconds if isinstance(section, LiveChannelSection) else 0.0
 
 
 class WebSettings(BaseModel):

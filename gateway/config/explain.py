@@ -39,12 +39,14 @@ class Sources:
     secrets_dir: Path
     environ: Mapping[str, str]
     dotenv: Mapping[str, str | None]
-    given: Loc | None = None  # the key `config set` was refused for (not in the file yet)
+    # the keys a change (`config set`, the settings page) was refused for: not in the file
+    given: tuple[Loc, ...] = ()
+    given_by: str = "this change"  # how errors name who set them
 
     def origins(self, loc: Loc) -> list[str]:
         """Every source that sets ``loc`` (or a table containing it), the winning one first."""
-        if self.given is not None and tuple(str(p) for p in loc[: len(self.given)]) == self.given:
-            return ["this `switchboard config set`"]
+        if any(tuple(str(p) for p in loc[: len(key)]) == key for key in self.given):
+            return [self.given_by]
         found = []
         for depth in range(len(loc), 0, -1):  # SWITCHBOARD_LLM='{"modle": 1}' sets llm.modle
             name = env_name(loc[:depth])
@@ -62,18 +64,27 @@ class Sources:
 
 
 def validation_error(exc: ValidationError, root: type[BaseModel], sources: Sources) -> ConfigError:
-    lines = []
-    first_field: str | None = None
+    found = problems(exc, root, sources)
+    lines = [f"  {dotted}: {what}" if dotted else f"  {what}" for dotted, what in found]
+    first_field = next((dotted for dotted, _ in found if dotted), None)
+    return ConfigError("Invalid configuration:\n" + "\n".join(lines), field=first_field)
+
+
+def problems(
+    exc: ValidationError, root: type[BaseModel], sources: Sources
+) -> list[tuple[str, str]]:
+    """Each problem as (dotted key, what is wrong and who set it); the key is "" for a
+    check across sections, whose message names the settings itself."""
+    found = []
     for error in exc.errors():
         loc = tuple(error["loc"])
         dotted = ".".join(str(part) for part in loc)
-        first_field = first_field or dotted
         if error["type"] == "extra_forbidden":
             what = "unknown key" + suggestion(root, loc)
         else:
             what = error["msg"].removeprefix("Value error, ")
-        if not loc:  # a check across sections: its message names the settings itself
-            lines.append(f"  {what}")
+        if not loc:
+            found.append(("", what))
             continue
         origins = sources.origins(loc)
         where = (
@@ -81,8 +92,8 @@ def validation_error(exc: ValidationError, root: type[BaseModel], sources: Sourc
             if origins
             else f"{env_name(loc)} or {sources.config_file.name} key {dotted}"
         )
-        lines.append(f"  {dotted or '(settings)'}: {what} (set by {where})")
-    return ConfigError("Invalid configuration:\n" + "\n".join(lines), field=first_field)
+        found.append((dotted, f"{what} (set by {where})"))
+    return found
 
 
 def settings_error(exc: SettingsError) -> ConfigError:

@@ -36,7 +36,7 @@ from gateway.config.agents import (
     RouteRule,
     valid_agent_name,
 )
-from gateway.config.channels import ChannelSection, LiveChannelSection, StrList, WebSettings
+from gateway.config.channels import ChannelSection, StrList, WebSettings
 from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.integrations import CalendarSettings, ImagesSettings
@@ -497,18 +497,6 @@ class Settings(_Trailing, _Channels, _Leading):
         sending mail (``[email]``); None when none does."""
         found = (section.outgoing_mail() for section in self.channel_sections().values())
         return next((mail for mail in found if mail is not None), None)
-
-    def streams_in(self, channel: str, group: bool) -> bool:
-        """Whether answers stream by editing in a chat of ``channel`` (``<channel>.streaming``;
-        unset: in direct chats, not in groups)."""
-        section = self.channel_sections().get(channel)
-        return isinstance(section, LiveChannelSection) and section.streams_in(group=group)
-
-    def stream_after(self, channel: str) -> float:
-        """Seconds a turn runs before its answer streams in a chat of ``channel``
-        (``<channel>.stream_after_seconds``)."""
-        section = self.channel_sections().get(channel)
-        return section.stream_after_seconds if isinstance(section, LiveChannelSection) else 0.0
 
     @model_validator(mode="after")
     def _dotenv_api_key(self) -> Settings:

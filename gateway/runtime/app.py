@@ -11,15 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from agent.agent import Agent
 from agent.llm.base import LLMProvider
 from agent.llm.factory import configuration_problem
 from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
+from agent.tools.registry import ToolRegistry
 from gateway import __version__
+from gateway.config.form import FormSection, settings_form
 from gateway.config.settings import Settings
+from gateway.config.sources import describe
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock
@@ -29,10 +33,12 @@ from gateway.runtime.agents.assembly import workspaces
 from gateway.runtime.build import build
 from gateway.runtime.home import prepare_workspace
 from gateway.runtime.intake import pairing
+from gateway.runtime.live.settings import change_settings
 from gateway.store import PairingRequest
-from gateway.web.view import CapSpend, ModelState, WorkInProgress
+from gateway.web.view import CapSpend, ModelState, SettingsChange, WorkInProgress
 
 if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager
     from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
@@ -60,7 +66,6 @@ class Gateway(Service):
         )
         self.parts = parts
         # what callers reach for (the command line, the web server, tests)
-        self.settings = settings
         self.clock = parts.clock
         self.load = parts.load
         self.store = parts.store
@@ -69,12 +74,9 @@ class Gateway(Service):
         self.bus = parts.bus
         self.inbound = parts.inbound
         self.records = parts.records
-        self.mcp = parts.mcp
         self.recaller = parts.recaller
         self.indexer = parts.indexer
         self.agents = parts.agents
-        self.agent = parts.agents[DEFAULT_AGENT]
-        self.tools = self.agent.executor.registry
         self.drafts = parts.drafts
         self.approvals = parts.approvals
         self.budget = parts.budget
@@ -84,6 +86,29 @@ class Gateway(Service):
         self.scheduler = parts.scheduler
         self.web: WebServer | None = None  # gateway/web; started with the web chat
         self._receiving: set[str] = set()  # channels started before this node led
+
+        # set by POST /api/restart; `switchboard run` (which offers it) stops and starts anew
+        self.restart_requested = asyncio.Event()
+        self.restartable = False
+
+    @property
+    def settings(self) -> Settings:
+        """The configuration in effect (a reload changes it)."""
+        return self.config_reload.current
+
+    @property
+    def agent(self) -> Agent:
+        """The default agent now (a change of its settings builds it again)."""
+        return self.agents[DEFAULT_AGENT]
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.agent.executor.registry
+
+    @property
+    def mcp(self) -> McpManager | None:
+        """The MCP servers' manager now in use."""
+        return self.parts.roster.mcp
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -101,7 +126,7 @@ class Gateway(Service):
             await self._receive_early()
             await self.guard.lead()
             await self.approvals.expire_due()
-            for worker in parts.workers:
+            for worker in parts.workers.values():
                 await worker.start()
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
@@ -186,10 +211,9 @@ class Gateway(Service):
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         await self.drafts.stop()
         await parts.display.stop()
-        for worker in parts.workers:
+        for worker in parts.workers.values():
             await worker.stop()
-        for agent in self.agents.values():
-            await agent.stop()
+        await parts.roster.stop()
         await self.recaller.aclose()  # after the turns: an embeddings endpoint's connections
         if self.mcp is not None:  # after the turns that use the servers
             await self.mcp.stop()
@@ -232,6 +256,28 @@ class Gateway(Service):
         if request is not None:
             self.bus.outbound_ready(request.channel)  # deliver the welcome now
         return request
+
+    def settings_form(self) -> list[FormSection]:
+        settings = self.settings
+        return settings_form(settings, describe(settings.home))
+
+    async def change_settings(
+        self, values: Mapping[str, str], *, by: str, check: bool = False
+    ) -> SettingsChange:
+        return await change_settings(
+            self.config_reload, self.store.audit, values, by=by, check=check
+        )
+
+    def restart_offered(self) -> bool:
+        return self.restartable
+
+    async def restart(self, *, by: str) -> bool:
+        if not self.restartable:
+            return False
+        await self.store.audit.record("restart_requested", detail={"by": by})
+        log.warning("restart asked by %s: stopping, then starting anew", by)
+        self.restart_requested.set()
+        return True
 
     async def wait_idle(self, channel: str | None = None) -> None:
         """Return once no message of ``channel`` is waiting, running or unsent.

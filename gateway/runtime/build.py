@@ -23,23 +23,22 @@ from agent.llm.metered import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.browser import browser_sessions
 from agent.tools.web import web_browser
-from gateway.config.channels import ChannelSection
-from gateway.config.plugins import token_patterns
+from gateway.config.channels import ChannelSection, stream_after, streams_in
+from gateway.config.plugins import channel_plugins, token_patterns
 from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
-from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.bus import InboundSink
-from gateway.core.channel import Channel
+from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
 from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.core.services import Services
 from gateway.core.system.logs import Redactor, secret_values
 from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, agent_policy
-from gateway.runtime.agents.assembly import agent_settings, build_agent
 from gateway.runtime.agents.mcp import build_manager
 from gateway.runtime.agents.models import ModelPool
 from gateway.runtime.agents.recall import build_recall
+from gateway.runtime.agents.roster import AgentRoster
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
 from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
@@ -54,6 +53,8 @@ from gateway.runtime.intake.stages import chain
 from gateway.runtime.intake.storage_full import StorageFullWatch
 from gateway.runtime.intake.understanding import Understanding, speech_for, spoken_replies
 from gateway.runtime.intake.voice import Allowance, Speech
+from gateway.runtime.live.apply import LiveApply
+from gateway.runtime.live.channels import LiveChannels
 from gateway.runtime.outbound.drafts import DraftStreamer
 from gateway.runtime.outbound.records import StoredRecords
 from gateway.runtime.outbound.worker import OutboundWorker
@@ -64,7 +65,7 @@ from gateway.runtime.people.spend import SpendCaps
 from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.programs import ProgramRoutes, program_channels
-from gateway.runtime.reload import ConfigReload, live_settings
+from gateway.runtime.reload import ConfigReload
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.briefing import Briefing
 from gateway.runtime.schedule.heartbeat import Heartbeat, heartbeat_target
@@ -83,7 +84,6 @@ from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.store import Store
 
 if TYPE_CHECKING:
-    from agent.mcp.manager import McpManager
     from agent.recall.indexer import RecallIndexer
     from agent.recall.search import Recaller
     from agent.web.browser import Browser
@@ -110,10 +110,10 @@ class Parts:
     zones: Zones
     recaller: Recaller  # past conversations, for memory_search
     indexer: RecallIndexer  # their vectors, made in the background
-    mcp: McpManager | None  # MCP servers, shared by every agent and turn
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
     browser_sessions: BrowserSessions | None  # where the browser tool acts (its own browser)
-    agents: dict[str, Agent]
+    roster: AgentRoster  # the agents and the MCP servers they share, built again on a change
+    agents: dict[str, Agent]  # the roster's: an agent replaced here takes the next turn
     drafts: DraftStreamer
     display: LiveDisplay
     approvals: Approvals
@@ -125,7 +125,7 @@ class Parts:
     dispatcher: Dispatcher
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
-    workers: tuple[OutboundWorker, ...]
+    workers: dict[str, OutboundWorker]  # by channel
 
 
 def owners_agenda(settings: Settings, zones: Zones) -> OwnersAgenda | None:
@@ -293,38 +293,29 @@ def build(
     browser = web_browser(settings.tools.web)
     sessions = browser_sessions(settings.tools.browser, settings.tools.web, settings.data_dir)
 
-    def llm_for(agent_id: str) -> LLMProvider:
-        """An agent's model: shared with every agent that names the same model."""
-        if llm is not None or agent_id == DEFAULT_AGENT:
-            return main_llm
-        own = agent_settings(settings, agent_id).llm
-        return models.provider(own, setting=f"agents.{agent_id}")
-
-    agents: dict[str, Agent] = {
-        agent_id: build_agent(
-            settings,
-            agent_id=agent_id,
-            store=store,
-            bus=bus,
-            llm=llm_for(agent_id),
-            channels=tuple(by_name),
-            extra_tools=extra_tools,
-            models=models,
-            mcp=mcp,
-            browser=browser,
-            browser_sessions=sessions,
-            services=services,
-            clock=clock,
-            recaller=recaller,
-        )
-        for agent_id in router.agents
-    }
+    roster = AgentRoster(
+        store=store,
+        bus=bus,
+        models=models,
+        services=services,
+        clock=clock,
+        recaller=recaller,
+        mcp=mcp,
+        browser=browser,
+        browser_sessions=sessions,
+        extra_tools=extra_tools,
+        llm=llm,
+    )
+    roster.install(
+        roster.build(settings, names=router.agents, channels=tuple(by_name), mcp=roster.mcp)
+    )
+    agents = roster.agents
     # -- turns: what a chat shows of them, approvals, the handlers, the dispatcher
     drafts = DraftStreamer(
         by_name,
         store.drafts,
-        enabled=settings.streams_in,  # on every node of a cluster too
-        delay=settings.stream_after,
+        enabled=lambda channel, group: streams_in(sections, channel, group),  # every node too
+        delay=lambda channel: stream_after(sections, channel),
         known=store.outbox.known,  # a draft whose answer was already sent stays
     )
     display = LiveDisplay(by_name, drafts=drafts)
@@ -383,22 +374,21 @@ def build(
             agents=router.agents,
         ):
             by_name[channel.name] = channel
-    # config.toml changes (and SIGHUP) applied while running, where they can be
-    config_reload = ConfigReload(settings, apply=live_settings(agents, budget))
     committer = TurnCommitter(
         store, bus, storage_full=bus.storage_full, committed=indexer.kick, spend=spend
+    )
+    status = StatusText(
+        settings,
+        store=store,
+        models=models,
+        load=load,
+        channels=tuple(by_name),
+        clock=clock,
     )
     commands = Commands(
         agent_name=settings.agent.name,
         store=store,
-        status=StatusText(
-            settings,
-            store=store,
-            models=models,
-            load=load,
-            channels=tuple(by_name),
-            clock=clock,
-        ),
+        status=status,
         usage=UsageText(store.usage, store.people, spend_caps),
         approvals=approvals,
         agents=agents,
@@ -458,8 +448,9 @@ def build(
     scheduler = scheduler_for(
         settings, store, jobs=jobs, dispatcher=dispatcher, zones=zones, budget=budget, clock=clock
     )
-    workers = tuple(
-        OutboundWorker(
+
+    def worker(channel: Channel) -> OutboundWorker:
+        return OutboundWorker(
             channel,
             store.outbox,
             bus,
@@ -467,7 +458,31 @@ def build(
             drafts=drafts,
             fence=guard.send_fence(),  # a cluster node sends only while it leads
         )
-        for channel in by_name.values()
+
+    workers = {name: worker(channel) for name, channel in by_name.items()}
+    # config.toml changes (and SIGHUP, and the settings page) applied while running, where
+    # they can be (gateway/config/live.py says which)
+    config_reload = ConfigReload(
+        settings,
+        live=LiveApply(
+            roster=roster,
+            channels=LiveChannels(
+                channels=by_name,
+                sections=sections,
+                workers=workers,
+                worker=worker,
+                start=StartContext(inbound, records=records),
+                ready=bus.outbound_ready,
+                plugins=channel_plugins(),
+                # switchboard run built them from the settings, and can again; a cluster
+                # node runs channels only while it leads
+                managed=channels is None and guard.single_process,
+            ),
+            scheduler=scheduler,
+            jobs=jobs,
+            budget=budget,
+            status=status,
+        ),
     )
     return Parts(
         settings=settings,
@@ -486,9 +501,9 @@ def build(
         zones=zones,
         recaller=recaller,
         indexer=indexer,
-        mcp=mcp,
         browser=browser,
         browser_sessions=sessions,
+        roster=roster,
         agents=agents,
         drafts=drafts,
         display=display,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import shutil
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
+
+from gateway.config.config_file import config_template
 
 WORKSPACE_SUBDIRS = ("memory", "skills")
 
@@ -42,11 +43,6 @@ def prepare_workspace(workspace: Path, report: OnboardReport | None = None) -> O
         if source.is_file():
             _copy_new(source, workspace / source.relative_to(template_dir()), report)
     return report
-
-
-def config_template() -> str:
-    """The commented config.toml a new home starts with."""
-    return resources.files("gateway.config").joinpath("templates/config.toml").read_text("utf-8")
 
 
 def onboard(home: Path, workspace: Path, *, config: bool = True) -> OnboardReport:

@@ -1,17 +1,18 @@
-"""Applying configuration changes to the running gateway, and saying which need a restart.
+"""Reloading the configuration while the gateway runs, and saying which keys need a restart.
 
 ``switchboard config set`` (or an editor) changes config.toml; the gateway reloads when the
 file changes (its size and modification time, looked at every ``POLL_SECONDS``; ``.env``
-too) and on SIGHUP (``switchboard run`` forwards it here). A reload reads the whole
-configuration again, every source merged as at start; one that does not load is refused
-with its error in the log, and the running configuration stays.
+too) and on SIGHUP (``switchboard run`` forwards it here); the settings page changes keys
+through :meth:`ConfigReload.change`. Each reads the whole configuration again, every source
+merged as at start, and hands it to :class:`gateway.runtime.live.apply.LiveApply`: one that
+does not load, or that the gateway could not start with, is refused with its error, and the
+running configuration stays (a page's change is taken out of the file again).
 
-Of the keys that changed, those :func:`live_settings` knows are applied at once (the model's context
-window and answer size, the turn's bounds, the per-person limits and the money caps of
-``[limits]``, the log level). Every
-other key is used by something built at start (a channel's connection, the store, the
-tools) and needs a restart; the log says which, and so does ``data/reload.json``, which
-``switchboard config set`` reads to tell its user what happened to the key it set.
+Of the keys that changed, those a part of the running gateway applies
+(:mod:`gateway.config.live`) are applied at once; every other key is used by something
+built at start (the store, the web server, ...) and needs a restart. The log says which,
+and so does ``data/reload.json``, which ``switchboard config set`` reads to tell its user
+what happened to the key it set.
 """
 
 from __future__ import annotations
@@ -22,25 +23,22 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from agent.agent import Agent
+from gateway.config.config_file import change_config, refused, write_config
+from gateway.config.live import changed
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
-from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.live.apply import LiveApply, Plan
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 2.0
 REPORT = "reload.json"  # in data_dir: the latest reload, for `switchboard config set`
-
-Apply = Callable[[Settings], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +51,7 @@ class ReloadReport:
     applied: tuple[str, ...] = ()  # changed keys now in effect
     restart: tuple[str, ...] = ()  # keys that differ from the running gateway's until a restart
     error: str | None = None  # the configuration did not load; nothing was applied
+    problems: tuple[str, ...] = ()  # applied, but something did not work (a channel's start)
 
 
 def config_sha(path: Path) -> str:
@@ -73,98 +72,34 @@ def read_report(data_dir: Path) -> ReloadReport | None:
             applied=tuple(data.get("applied", ())),
             restart=tuple(data.get("restart", ())),
             error=data.get("error"),
+            problems=tuple(data.get("problems", ())),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Every setting as (dotted key, value): sections and named tables (``agents.work``)
-    are opened, lists are one value."""
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        key = f"{prefix}{name}"
-        if isinstance(value, BaseModel):
-            yield from leaves(value, f"{key}.")
-        elif isinstance(value, Mapping) and all(isinstance(v, BaseModel) for v in value.values()):
-            for child, section in value.items():
-                yield from leaves(section, f"{key}.{child}.")
-            if not value:
-                yield key, {}
-        else:
-            yield key, value
-
-
-def changed(old: Settings, new: Settings) -> set[str]:
-    """The dotted keys whose values differ (a key only one side has counts as changed)."""
-    before, after = dict(leaves(old)), dict(leaves(new))
-    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-
-
-def live_settings(agents: Mapping[str, Agent], budget: UserBudget) -> dict[str, Apply]:
-    """The keys a running gateway applies at once, each with how."""
-
-    def window(settings: Settings) -> None:
-        for agent in agents.values():  # every agent's model has the top-level window
-            agent.model.window.configure(settings.llm.context_window)
-
-    def max_tokens(settings: Settings) -> None:
-        for agent in agents.values():
-            agent.model.max_tokens = settings.llm.max_tokens
-
-    def guards(settings: Settings) -> None:
-        turn = settings.agent
-        for agent in agents.values():
-            agent.limits = replace(
-                agent.limits,
-                max_iterations=turn.max_iterations,
-                max_turn_tokens=turn.max_turn_tokens,
-                review_retries=turn.review_retries,
-            )
-
-    def limits(settings: Settings) -> None:
-        budget.configure(settings.limits)
-
-    def log_level(settings: Settings) -> None:
-        logging.getLogger().setLevel(settings.log_level.upper())
-
-    return {
-        "llm.context_window": window,
-        "llm.max_tokens": max_tokens,
-        "agent.max_iterations": guards,
-        "agent.max_turn_tokens": guards,
-        "agent.review_retries": guards,
-        "limits.user_daily_tokens": limits,
-        "limits.user_turns_per_hour": limits,
-        "limits.gateway_daily_usd": limits,
-        "limits.gateway_monthly_usd": limits,
-        "limits.person_daily_usd": limits,
-        "limits.person_monthly_usd": limits,
-        "limits.background_daily_usd": limits,
-        "log_level": log_level,
-    }
-
-
 class ConfigReload:
     """Reloads the configuration when config.toml or .env changes and when asked
-    (:meth:`reload`, on SIGHUP); one ``async with`` lifecycle (the watcher)."""
+    (:meth:`reload`, on SIGHUP), and changes it for the settings page (:meth:`change`); one
+    ``async with`` lifecycle (the watcher). One change at a time."""
 
     def __init__(
         self,
         settings: Settings,
         *,
-        apply: Mapping[str, Apply],
+        live: LiveApply,
         load: Callable[[], Settings] | None = None,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.started = settings  # what the gateway was built with
         self.current = settings  # what it runs with now (the live keys reloaded)
-        self._apply = dict(apply)
+        self._live = live
         self._load = load or (lambda: load_settings(home=settings.home))
         self._poll_seconds = poll_seconds
         self._files = (settings.config_file, settings.home / ".env")
         self._seen = self._stamp()
         self._reported_sha = config_sha(settings.config_file)
+        self._waiting: set[str] = set()  # keys that needed a restart when they changed
         self._lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
 
@@ -193,26 +128,62 @@ class ConfigReload:
             sha = config_sha(self.started.config_file)
             try:
                 new = await asyncio.to_thread(self._load)
+                plan = self._live.prepare(self.current, new)
             except ConfigError as exc:
                 log.error("configuration not reloaded (%s): %s", reason, exc)  # noqa: TRY400 - the error says it all
                 return self._report(ReloadReport(time.time(), sha, error=str(exc)), force=True)
-            fresh = changed(self.current, new)
-            applied = sorted(key for key in fresh if key in self._apply)
-            for apply in {id(self._apply[key]): self._apply[key] for key in applied}.values():
-                apply(new)
-            restart = sorted(key for key in changed(self.started, new) if key not in self._apply)
-            self.current = new
-            if applied:
-                log.info("configuration reloaded (%s): applied %s", reason, ", ".join(applied))
-            waiting = sorted(fresh & set(restart))  # this change's own, not earlier ones again
-            if waiting:
-                log.warning(
-                    "configuration reloaded (%s): %s changed and needs a restart to apply",
-                    reason,
-                    ", ".join(waiting),
+            return await self._commit(plan, reason, sha)
+
+    async def change(
+        self, edits: Mapping[str, Any], *, by: str, check: bool = False
+    ) -> ReloadReport:
+        """Write ``edits`` (dotted key: value, or ``UNSET``) into config.toml, comments kept,
+        and apply the configuration as :meth:`reload` does. A change the configuration
+        would not load with, or the gateway could not start with, raises
+        :class:`~gateway.config.config_file.ConfigRefused` and leaves the file and the
+        gateway as they were. ``check``: only say what it would do (``applied``: the keys
+        that would apply at once, ``restart``: those that would need a restart); the file
+        is left as it was."""
+        async with self._lock:
+            home, path = self.started.home, self.started.config_file
+            old, new = await asyncio.to_thread(change_config, home, edits, by=by)
+            try:
+                plan = self._live.prepare(self.current, new, build=not check)
+            except ConfigError as exc:
+                write_config(path, old)
+                raise refused(exc, home, tuple(edits), by=by) from exc
+            finally:
+                if check:
+                    write_config(path, old)
+                self._seen = self._stamp()  # this change is not the watcher's to reload
+            if check:
+                return ReloadReport(
+                    time.time(), "", tuple(sorted(plan.applied)), tuple(sorted(plan.restart))
                 )
-            report = ReloadReport(time.time(), sha, tuple(applied), tuple(restart))
-            return self._report(report, force=bool(fresh))
+            return await self._commit(plan, f"changed by {by}", config_sha(path))
+
+    async def _commit(self, plan: Plan, reason: str, sha: str) -> ReloadReport:
+        fresh = plan.applied | plan.restart
+        problems = await self._live.commit(plan)
+        self.current = plan.settings
+        self._waiting |= plan.restart
+        restart = sorted(k for k in changed(self.started, plan.settings) if k in self._waiting)
+        applied = sorted(plan.applied)
+        if applied:
+            log.info("configuration reloaded (%s): applied %s", reason, ", ".join(applied))
+        for problem in problems:
+            log.warning("configuration reloaded (%s), but %s", reason, problem)
+        waiting = sorted(plan.restart)  # this change's own, not earlier ones again
+        if waiting:
+            log.warning(
+                "configuration reloaded (%s): %s changed and needs a restart to apply",
+                reason,
+                ", ".join(waiting),
+            )
+        report = ReloadReport(
+            time.time(), sha, tuple(applied), tuple(restart), problems=tuple(problems)
+        )
+        return self._report(report, force=bool(fresh))
 
     def _report(self, report: ReloadReport, *, force: bool) -> ReloadReport:
         """Written when something changed, or config.toml's text did (``config set`` waits

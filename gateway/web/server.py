@@ -37,6 +37,7 @@ from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.security import Handler, WebGuard
 from gateway.web.serving import program_channels, web_channels, webhook_channels
 from gateway.web.sessions import WebSessions
+from gateway.web.settings import SettingsRoutes
 from gateway.web.signin import SignInCodes, ensure_key, sign_in_link
 from gateway.web.status import read_workspace_file, readiness, snapshot
 from gateway.web.traces import find_trace, read_events
@@ -199,6 +200,7 @@ class WebServer:
         add("POST", "/api/pairing/{code}/{action}", self._pairing)
         add("POST", "/api/sessions/sign-out-all", self.guard.sign_out_all)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
+        app.router.add_routes(SettingsRoutes(self._gateway, self.guard).routes())
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         # Browsers ask for /favicon.ico on every page whatever the page links to.
         add("GET", "/favicon.ico", _icon)

@@ -1,4 +1,4 @@
-"""What the web server reads of the running gateway, and the one thing it may change.
+"""What the web server reads of the running gateway, and what it may change.
 
 The web layer depends on this small interface, not on the
 :class:`~gateway.runtime.app.Gateway` class that implements it, so the runtime can start
@@ -8,9 +8,10 @@ the server without the server reaching back into the runtime.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.config.form import FormSection
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
 from gateway.core.scheduling import ScheduledItem
@@ -46,6 +47,19 @@ class CapSpend:
     resets_at: float  # Unix time the next day or month begins
 
 
+@dataclass(frozen=True, slots=True)
+class SettingsChange:
+    """What a change of settings did (:meth:`GatewayView.change_settings`). With any
+    ``errors`` nothing was written or applied."""
+
+    errors: dict[str, str] = field(default_factory=dict)  # key ("" for the whole) -> why
+    saved: bool = False  # config.toml was written
+    changed: tuple[str, ...] = ()  # the keys this change set (or would set)
+    applied: tuple[str, ...] = ()  # of them, those in effect now (or that would be)
+    restart: tuple[str, ...] = ()  # of them, those that wait for a restart
+    problems: tuple[str, ...] = ()  # applied, but something did not work (a channel's start)
+
+
 class GatewayView(Protocol):
     @property
     def settings(self) -> Settings: ...
@@ -74,3 +88,21 @@ class GatewayView(Protocol):
 
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
         """Approve or deny a pending pairing code; None when no such request is pending."""
+
+    def settings_form(self) -> list[FormSection]:
+        """Every setting with its current value (secrets never shown), type, documentation
+        and whether a change applies at once."""
+
+    async def change_settings(
+        self, values: Mapping[str, str], *, by: str, check: bool = False
+    ) -> SettingsChange:
+        """Change settings as a form posts them (dotted key: text); write config.toml
+        (comments kept) and apply the configuration live where it can be. ``check``: say
+        what it would do, changing nothing. ``by``: who, for the audit log."""
+
+    def restart_offered(self) -> bool:
+        """Whether :meth:`restart` can start a new process (``switchboard run``)."""
+
+    async def restart(self, *, by: str) -> bool:
+        """Stop and start the gateway in a new process (the keys that wait for a restart);
+        False when this gateway cannot (it was not started by ``switchboard run``)."""

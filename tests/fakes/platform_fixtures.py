@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # imported in the fixtures: loading a plugin must not import 
     from tests.fakes.ircd import Ircd
     from tests.fakes.mailservers import SmtpSink
     from tests.fakes.radicale import Radicale
-    from tests.fakes.signal import FakeSignal
+    from tests.fakes.signal_cli import FakeSignal
     from tests.fakes.slack import FakeSlack
     from tests.fakes.synapse import Homeserver
     from tests.fakes.telegram import FakeTelegram
@@ -88,7 +88,7 @@ async def graph() -> AsyncIterator[FakeGraph]:
 @pytest.fixture
 async def signal_daemon() -> AsyncIterator[FakeSignal]:
     """The fake signal-cli daemon (``signal-cli daemon --http``)."""
-    from tests.fakes.signal import FakeSignal
+    from tests.fakes.signal_cli import FakeSignal
 
     fake = await FakeSignal().start()
     yield fake

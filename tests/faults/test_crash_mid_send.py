@@ -26,7 +26,7 @@ from gateway.store import Store
 from tests.fakes.holds import Hold
 from tests.fakes.llm import FakeLLM, Recorded, Step, echo, streamed
 from tests.fakes.mailservers import Dovecot, SmtpSink, dovecot  # noqa: F401 - fixture
-from tests.fakes.signal import FakeSignal
+from tests.fakes.signal_cli import FakeSignal
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body, mention_event
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.whatsapp import (

@@ -18,8 +18,9 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gateway.cli.onboard.home_files import config_text, save_secret, write_config
+from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
+from gateway.config.config_file import config_text, write_config
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Sett
 def _save(
     settings: Settings, name: str, onboarding: Onboarding[Any], values: dict[str, Any]
 ) -> None:
-    from gateway.cli.tomledit import set_key  # noqa: PLC0415
+    from gateway.config.tomledit import set_key  # noqa: PLC0415
 
     secret_keys = {q.key for q in onboarding.questions if q.secret} | {"password"}
     path = settings.config_file

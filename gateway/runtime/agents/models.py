@@ -9,6 +9,7 @@ A wiring module: it knows the agent's LLM package so the rest of the gateway doe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agent.llm.base import LLMProvider
@@ -33,9 +34,19 @@ def model_label(llm: LLMSettings) -> str:
     )
 
 
-def _identity(llm: LLMSettings) -> tuple[str, ...]:
+def _identity(llm: LLMSettings) -> tuple[object, ...]:
+    """What a provider is made from (agent/llm/factory.py): a change to any of it is
+    another provider."""
     key = llm.api_key.get_secret_value() if llm.api_key is not None else ""
-    return (llm.provider, llm.base_url or "", llm.model, key)
+    return (
+        llm.provider,
+        llm.base_url or "",
+        llm.model,
+        key,
+        llm.timeout_seconds,
+        llm.max_retries,
+        llm.vision,
+    )
 
 
 class ModelPool:
@@ -54,10 +65,21 @@ class ModelPool:
         self.cooldowns = Cooldowns(cooldown_seconds, clock=clock)
         self.prices = prices or PriceTable()  # [llm.prices] over the shipped table
         self.reconciler = Reconciler()  # our token counts beside the providers'
-
-        self._providers: dict[tuple[str, ...], LLMProvider] = {}
+        self._providers: dict[tuple[object, ...], LLMProvider] = {}
         # Every model an agent uses, by label: its display name and where it is configured.
         self._used: dict[str, tuple[str, list[str]]] = {}
+
+    def recount(self) -> Callable[[], None]:
+        """Count the models in use afresh: the agents are being built again (a changed
+        configuration). Returns what puts the earlier count back, for a build that failed.
+        Providers stay: a running turn may still use one, and a model named again reuses
+        its provider."""
+        earlier, self._used = self._used, {}
+
+        def restore() -> None:
+            self._used = earlier
+
+        return restore
 
     def _use(self, llm: LLMSettings, setting: str) -> str:
         label = model_label(llm)

@@ -46,6 +46,10 @@ class StatusText:
         self._channels = tuple(channels)
         self._clock = clock
 
+    def configure(self, settings: Settings) -> None:
+        """The settings a reload put in use: ``/status`` names the model they name."""
+        self._settings = settings
+
     async def render(
         self,
         msg: InboundMessage,

@@ -157,6 +157,10 @@ class Heartbeat:
         events = await self._agenda.events(local, midnight)
         return None if events is None else CALENDAR.format(zone=zone, events=events)
 
+    def configure(self, settings: HeartbeatSettings) -> None:
+        """New ``[heartbeat]`` settings (a reload): the next check-in follows them."""
+        self.settings = settings
+
     async def look_up_target(self) -> None:
         """Where check-ins go, for the status page (``target``)."""
         await self._target()

@@ -30,6 +30,10 @@ class JobBook:
         self._zones = zones  # a job's times are in its owner's own zone
         self.changed = asyncio.Event()  # set when a job was added: the scheduler plans anew
 
+    def configure(self, settings: Settings) -> None:
+        """The settings a reload put in use: the limits on jobs count from now."""
+        self._settings = settings
+
     async def add_job(
         self,
         *,

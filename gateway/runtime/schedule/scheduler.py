@@ -96,6 +96,25 @@ class Scheduler(Service):
                 await self._task
             self._task = None
 
+    async def configure(self, settings: Settings) -> None:
+        """New ``[heartbeat]`` and ``[scheduler]`` settings (a configuration reload): the
+        heartbeat turned on or off, its next check-in planned from now when it was turned
+        on or its interval changed."""
+        self._settings = settings
+        before = self._heartbeat.settings
+        self._heartbeat.configure(settings.heartbeat)
+        if self._task is None:  # not running (yet): start() plans with the new settings
+            return
+        beat = settings.heartbeat
+        if not beat.enabled:
+            self._next_heartbeat = None
+        elif not before.enabled or before.interval_seconds != beat.interval_seconds:
+            await self._heartbeat.look_up_target()
+            self._next_heartbeat = self._clock.now() + timedelta(seconds=beat.interval_seconds)
+        elif before.target != beat.target:
+            await self._heartbeat.look_up_target()
+        self._wake.set()  # the loop waits for the new next check-in
+
     async def _catch_up(self, now: datetime) -> None:
         """Overdue jobs (the gateway was down) run once each, jittered instead of in a burst,
         and in the order they were due (a microsecond apart when the jitter is off)."""

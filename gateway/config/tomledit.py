@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Table
 from tomlkit.toml_document import TOMLDocument
-
-from gateway.cli.onboard.home_files import config_text, write_config
 
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
 _KEY_LINE = re.compile(r"^\s*[A-Za-z0-9_\"'-]")
@@ -77,15 +74,6 @@ def set_key(text: str, dotted: str, value: Any) -> str:
         if placed is not None and _holds(placed, dotted, value):
             return placed
     return _with_tomlkit(text, tables, key, value)
-
-
-def write_key(path: Path, dotted: str, value: Any) -> str:
-    """Set the key in the file, a new one started from the commented template (replaced at
-    once, mode 0600: it may hold a token); returns the old text (the template's for a new
-    file)."""
-    old = config_text(path)
-    write_config(path, set_key(old, dotted, value))
-    return old
 
 
 def _insert_line(text: str, table: str, key: str, value: Any) -> str | None:

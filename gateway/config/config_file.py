@@ -1,0 +1,106 @@
+"""config.toml: its commented template, its text, and changes to it.
+
+A change keeps the file's comments, order and blank lines (:mod:`gateway.config.tomledit`)
+and replaces the file at once, through a temporary file renamed over it (mode 0600: it may
+hold a token); a config.toml that is a link (kept in a dotfiles repository) stays one.
+:func:`change_config` is what ``switchboard config set`` and the settings page of the web
+server both use: the whole configuration is loaded again as at start, every source merged,
+and a change it refuses is taken back, naming each field and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from gateway.config.explain import problems, validation_error
+from gateway.config.settings import Settings, load_settings
+from gateway.config.sources import describe
+from gateway.config.tomledit import delete_key, set_key
+from gateway.core.errors import ConfigError
+from gateway.core.system.fileutil import write_atomic
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()  # a change that takes the key out of the file (its default applies)
+
+
+class ConfigRefused(ConfigError):
+    """A change the configuration would not load with; config.toml is as it was.
+    ``problems``: (dotted key, what is wrong and who set it) each; the key is "" for a
+    check across sections."""
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(message, field=next((key for key, _ in problems if key), None))
+        self.problems = problems
+
+
+def config_template() -> str:
+    """The commented config.toml a new home starts with."""
+    return resources.files("gateway.config").joinpath("templates/config.toml").read_text("utf-8")
+
+
+def config_text(path: Path) -> str:
+    """config.toml's text, or the template's while there is no file yet."""
+    return path.read_text(encoding="utf-8") if path.exists() else config_template()
+
+
+def write_config(path: Path, text: str) -> None:
+    """Replace config.toml at once (mode 0600). A link's target is replaced."""
+    write_atomic(path.resolve(), text, mode=0o600)
+
+
+def write_key(path: Path, dotted: str, value: Any) -> str:
+    """Set one key in the file, a new one started from the commented template; returns the
+    old text (the template's for a new file). Nothing is checked: see :func:`change_config`."""
+    old = config_text(path)
+    write_config(path, set_key(old, dotted, value))
+    return old
+
+
+def edited(text: str, edits: Mapping[str, Any]) -> str:
+    """``text`` with each dotted key set to its value, or taken out for :data:`UNSET`.
+    Raises :class:`ValueError` for a value TOML cannot hold where the key would go."""
+    for dotted, value in edits.items():
+        text = delete_key(text, dotted) if value is UNSET else set_key(text, dotted, value)
+    return text
+
+
+def change_config(
+    home: Path, edits: Mapping[str, Any], *, by: str = "this change"
+) -> tuple[str, Settings]:
+    """Write ``edits`` into ``home``'s config.toml in one replacement and load the whole
+    configuration as the gateway does at start. Returns the old text and the settings now
+    in effect; raises :class:`ConfigRefused` (the old text written back, every problem
+    named, a value of this change as set by ``by``), or :class:`ValueError` before writing
+    anything for a value TOML cannot hold."""
+    path = home / "config.toml"
+    old = config_text(path)
+    write_config(path, edited(old, edits))
+    try:
+        return old, load_settings(home=home)
+    except ConfigError as exc:
+        write_config(path, old)  # never leave a file the gateway refuses
+        raise refused(exc, home, tuple(edits), by=by) from exc
+
+
+def refused(exc: ConfigError, home: Path, keys: tuple[str, ...], *, by: str) -> ConfigRefused:
+    """The refusal told against the file as it is again (the lines it names are the ones
+    the person sees), with the keys of the change named as set by it, not as lines of a file
+    they are no longer in."""
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return ConfigRefused(str(exc), ((exc.field or "", str(exc)),))
+    given = tuple(tuple(key.split(".")) for key in keys)
+    sources = replace(describe(home), given=given, given_by=by)
+    told = validation_error(cause, Settings, sources)
+    return ConfigRefused(str(told), tuple(problems(cause, Settings, sources)))

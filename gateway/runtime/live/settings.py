@@ -1,0 +1,86 @@
+"""The settings page's change: the values a form posts become edits of config.toml
+(:mod:`gateway.config.form`), written and applied through the gateway's one path for
+configuration changes (:meth:`gateway.runtime.reload.ConfigReload.change`), and recorded in
+the audit log: who changed which keys (never their values, which may be secrets).
+
+A change with a field it refuses writes nothing; a change the whole configuration refuses
+(a value out of range, a check across sections) names the field and why, and the file is
+as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from gateway.config.config_file import ConfigRefused
+from gateway.config.form import form_edits
+from gateway.config.settings import Settings
+from gateway.config.sources import describe
+from gateway.runtime.reload import ConfigReload
+from gateway.store import AuditLog
+from gateway.web.view import SettingsChange
+
+log = logging.getLogger(__name__)
+
+AUDIT_KIND = "settings_changed"
+
+
+async def change_settings(
+    reload: ConfigReload,
+    audit: AuditLog,
+    values: Mapping[str, str],
+    *,
+    by: str,
+    check: bool = False,
+) -> SettingsChange:
+    """See :meth:`gateway.web.view.GatewayView.change_settings`."""
+    settings: Settings = reload.current
+    edits, errors = form_edits(settings, describe(settings.home), values)
+    if errors:
+        return SettingsChange(errors=errors)
+    if not edits:
+        return SettingsChange()
+    keys = tuple(sorted(edits))
+    try:
+        report = await reload.change(edits, by=f"the settings page ({by})", check=check)
+    except ConfigRefused as exc:
+        return SettingsChange(errors=_by_key(exc, keys), changed=keys)
+    except ValueError as exc:  # a value TOML cannot hold where the key goes
+        return SettingsChange(errors={"": str(exc)}, changed=keys)
+    mine = set(keys)
+    applied = tuple(k for k in report.applied if _within(k, mine))
+    restart = tuple(k for k in report.restart if _within(k, mine))
+    if not check:
+        await audit.record(
+            AUDIT_KIND,
+            detail={
+                "by": by,
+                "keys": list(keys),
+                "applied": list(applied),
+                "restart": list(restart),
+            },
+        )
+    return SettingsChange(
+        saved=not check,
+        changed=keys,
+        applied=applied,
+        restart=restart,
+        problems=report.problems,
+    )
+
+
+def _within(key: str, edited: set[str]) -> bool:
+    """Whether ``key`` (``mcp.servers.fs.command``) is one of the edited keys or under one
+    (``mcp.servers``)."""
+    return any(key == e or key.startswith(f"{e}.") for e in edited)
+
+
+def _by_key(exc: ConfigRefused, keys: tuple[str, ...]) -> dict[str, str]:
+    """Each problem under the edited key it is about ("" for the rest)."""
+    errors: dict[str, str] = {}
+    for where, why in exc.problems:
+        key = next((k for k in keys if where == k or where.startswith(f"{k}.")), "")
+        told = why if key == where or not where else f"{where}: {why}"
+        errors[key] = f"{errors[key]}; {told}" if key in errors else told
+    return errors

@@ -1,0 +1,154 @@
+"""``/settings`` as a plain server-rendered page: one form with an input per key, named by
+its dotted key (``name="llm.model"``), grouped by section, each with its documentation and
+whether a change applies at once or at the next start.
+
+It works without a script: *Check* says what a change would do (which keys would need a
+restart) without saving it; *Save* writes config.toml and applies it; a change that waits
+for a restart offers one. Every value is escaped; secrets are never put in the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from gateway.config.form import FormField, FormSection
+from gateway.web.view import SettingsChange
+
+CHECK, SAVE = "check", "save"  # the form's two buttons (name="_action")
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>Settings · Switchboard</title>
+<link rel="stylesheet" href="/static/app.css">
+<link rel="icon" href="/static/icon.svg" type="image/svg+xml">
+</head>
+<body class="settings-page">
+<main class="settings">
+<h1>Settings</h1>
+<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps the file's
+comments; a change applies at once unless it is marked <em>needs a restart</em>.</p>
+{result}
+{form}
+</main>
+</body>
+</html>
+"""
+
+_FORM = """<form method="post" action="/settings">
+{sections}
+<p class="actions">
+<button type="submit" name="_action" value="check">Check</button>
+<button type="submit" name="_action" value="save">Save</button>
+</p>
+</form>"""
+
+
+def settings_page(
+    sections: Sequence[FormSection],
+    *,
+    result: SettingsChange | None = None,
+    checked: bool = False,
+    restart_offered: bool = False,
+) -> str:
+    """The page, with what the last post did above the form."""
+    return _PAGE.format(
+        result=_result(result, checked=checked, restart_offered=restart_offered),
+        form=_FORM.format(sections="\n".join(_section(s) for s in sections)),
+    )
+
+
+def restarting_page() -> str:
+    return _PAGE.format(
+        result='<p role="status">Restarting: the gateway stops and starts again. '
+        '<a href="/settings">Back to the settings</a> in a few seconds.</p>',
+        form="",
+    )
+
+
+def _result(change: SettingsChange | None, *, checked: bool, restart_offered: bool) -> str:
+    if change is None:
+        return ""
+    if change.errors:
+        items = "".join(
+            f"<li><code>{escape(key or 'settings')}</code>: {escape(why)}</li>"
+            for key, why in change.errors.items()
+        )
+        return f'<div class="error" role="alert"><p>Not saved:</p><ul>{items}</ul></div>'
+    if not change.changed:
+        return '<p role="status">Nothing changed.</p>'
+    lines = []
+    verb = "would apply at once" if checked else "applied"
+    if change.applied:
+        lines.append(f"{verb}: {_keys(change.applied)}")
+    if change.restart:
+        lines.append(
+            f"{'would need' if checked else 'saved; needs'} a restart: {_keys(change.restart)}"
+        )
+    lines += [escape(p) for p in change.problems]
+    body = "".join(f"<li>{line}</li>" for line in lines)
+    offer = (
+        '<form method="post" action="/api/restart"><button type="submit">Restart now'
+        "</button></form>"
+        if change.restart and change.saved and restart_offered
+        else ""
+    )
+    lead = "Checked, not saved" if checked else "Saved"
+    return f'<div role="status"><p>{lead}.</p><ul>{body}</ul>{offer}</div>'
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return ", ".join(f"<code>{escape(k)}</code>" for k in keys)
+
+
+def _section(section: FormSection) -> str:
+    fields = "\n".join(_field(f) for f in section.fields)
+    doc = f"<p>{escape(section.doc)}</p>" if section.doc else ""
+    return (
+        f'<fieldset id="{escape(section.title, quote=True)}"><legend>{escape(section.title)}'
+        f"</legend>{doc}\n{fields}\n</fieldset>"
+    )
+
+
+def _field(field: FormField) -> str:
+    key = escape(field.key, quote=True)
+    ident = f"setting-{key}"
+    notes = ["applies at once" if field.live else "needs a restart"]
+    if field.secret:
+        notes.append("secret: set, leave empty to keep it" if field.set else "secret: not set")
+    if field.set_by is not None:
+        notes.append(f"set by {field.set_by}, which wins over config.toml")
+    if field.default and not field.secret:
+        notes.append(f"default {field.default}")
+    about = escape(field.doc)
+    return (
+        f'<p class="setting"><label for="{ident}"><code>{escape(field.key)}</code></label> '
+        f"{_input(field, ident)}<br><small>{about} ({escape('; '.join(notes))})</small></p>"
+    )
+
+
+def _input(field: FormField, ident: str) -> str:
+    name = escape(field.key, quote=True)
+    value = escape(field.value, quote=True)
+    if field.kind in ("boolean", "choice"):
+        options = ("true", "false") if field.kind == "boolean" else field.choices
+        blank = '<option value=""></option>' if field.optional else ""
+        chosen = "".join(
+            f"<option{' selected' if o == field.value else ''}>{escape(o)}</option>"
+            for o in options
+        )
+        return f'<select id="{ident}" name="{name}">{blank}{chosen}</select>'
+    if field.kind == "secret":
+        hint = "set; leave empty to keep" if field.set else "not set"
+        return (
+            f'<input type="password" id="{ident}" name="{name}" value="" '
+            f'placeholder="{hint}" autocomplete="off">'
+        )
+    if field.kind == "json":
+        return f'<textarea id="{ident}" name="{name}" rows="2">{escape(field.value)}</textarea>'
+    mode = ' inputmode="decimal"' if field.kind in ("integer", "number") else ""
+    return f'<input type="text" id="{ident}" name="{name}" value="{value}"{mode}>'

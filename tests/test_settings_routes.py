@@ -1,0 +1,318 @@
+"""The settings over the web (gateway/web/settings.py): the page at ``/settings`` whose form
+has an input per dotted key and saves by its submit, the JSON API beside it, and the
+restart; every route only for the owner. And the same path from the command line:
+``switchboard config set`` and ``POST /api/settings`` on a running ``switchboard run``
+change the model for the next turn in the same process, and a restart starts it anew."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from channels.memory import MemoryChannel
+from channels.webchat import create
+from gateway.config.settings import load_settings
+from gateway.core.system.local_socket import reachable
+from gateway.runtime.app import Gateway
+from gateway.web.endpoint import socket_path
+from tests.fakes.llm import FakeLLM, Recorded
+from tests.fakes.telegram import FakeTelegram
+from tests.nodes import telegram_env
+from tests.test_cli import switchboard
+from tests.test_live_settings import write_home
+from tests.test_web_server import client, owner
+
+WEB_TOKEN = "web-token-0123456789abcdefgh"
+MEMBER_TOKEN = "member-token-0123456789abcdef"
+ROUTES = [
+    ("GET", "/settings"),
+    ("POST", "/settings"),
+    ("GET", "/api/settings"),
+    ("POST", "/api/settings"),
+    ("POST", "/api/restart"),
+]
+
+
+@asynccontextmanager
+async def web_gateway(home: Path, fake: FakeLLM) -> AsyncIterator[tuple[Gateway, MemoryChannel]]:
+    """A gateway of a config.toml, serving the web chat (and the API, with a member's
+    token) on a free port."""
+    api = {"enabled": True, "tokens": [{"name": "script", "token": MEMBER_TOKEN, "role": "member"}]}
+    write_home(home, fake, web={"enabled": True, "port": 0, "token": WEB_TOKEN}, api=api)
+    settings = load_settings(home=home)
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[create(settings), channel]) as gateway:
+        assert gateway.web is not None
+        yield gateway, channel
+
+
+class Inputs(HTMLParser):
+    """What a browser submits of a page's form: each input's, select's and textarea's value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, str] = {}
+        self._select: str | None = None
+        self._area: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        if tag == "input" and "name" in found:
+            self.values[found["name"]] = found.get("value", "")
+        elif tag == "select":
+            self._select = found["name"]
+            self.values.setdefault(self._select, "")
+        elif tag == "option" and self._select is not None and "selected" in found:
+            self.values[self._select] = "<selected>"
+        elif tag == "textarea":
+            self._area = found["name"]
+            self.values[self._area] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._area = None
+
+    def handle_data(self, data: str) -> None:
+        if self._area is not None:
+            self.values[self._area] += data
+        elif self._select is not None and self.values.get(self._select) == "<selected>":
+            self.values[self._select] = data
+
+
+def form_of(page: str) -> dict[str, str]:
+    parser = Inputs()
+    parser.feed(page)
+    return parser.values
+
+
+async def test_every_settings_route_is_refused_without_the_owners_session(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        before = (tmp_path / "home" / "config.toml").read_bytes()
+        nobody, member, cross_site = [], [], []
+        async with client() as http:
+            for method, path in ROUTES:
+                async with http.request(
+                    method,
+                    url + path,
+                    headers={"Origin": url, "Accept": "text/html"},
+                    data={"llm.model": "stolen"},
+                    allow_redirects=False,
+                ) as r:
+                    nobody.append((path, r.status, r.headers.get("Location")))
+                bearer = {"Authorization": f"Bearer {MEMBER_TOKEN}", "Origin": url}
+                async with http.request(method, url + path, headers=bearer, json={}) as r:
+                    member.append(r.status)
+        async with owner(gateway) as browser:
+            for method, path in ROUTES:
+                if method == "POST":
+                    headers = {"Origin": "http://evil.example"}
+                    async with browser.post(url + path, headers=headers, data={}) as r:
+                        cross_site.append(r.status)
+        after = (tmp_path / "home" / "config.toml").read_bytes()
+    assert nobody == [
+        ("/settings", 303, "/login?next=/settings"),  # a browser is sent to sign in
+        ("/settings", 401, None),
+        ("/api/settings", 303, "/login?next=/api/settings"),
+        ("/api/settings", 401, None),
+        ("/api/restart", 401, None),
+    ]
+    assert member == [401] * len(ROUTES)  # an API token opens no page of the web server
+    assert cross_site == [403, 403, 403]
+    assert after == before
+
+
+async def test_the_settings_page_saves_by_its_form_and_the_next_turn_uses_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, channel):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser:
+            async with browser.get(url + "/settings") as r:
+                page = await r.text()
+            form = form_of(page)
+            form["llm.model"] = "fake-model-2"  # the person changes one field, submits all
+            form["_action"] = "save"
+            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
+                saved, saved_page = r.status, await r.text()
+            form = form_of(saved_page) | {"storage.retention_days": "10", "_action": "check"}
+            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
+                checked_page = await r.text()
+        await channel.push("hello")
+        await channel.wait_for(1)
+    assert 'name="llm.model" value="fake-model"' in page
+    assert 'name="llm.api_key" value=""' in page and "sk-live-test-1234" not in page
+    assert saved == 200, saved_page
+    assert "applied: <code>llm.model</code>" in saved_page
+    assert 'name="llm.model" value="fake-model-2"' in saved_page
+    assert "would need a restart: <code>storage.retention_days</code>" in checked_page
+    assert [r.body["model"] for r in fake_llm.requests] == ["fake-model-2"]
+    written = (tmp_path / "home" / "config.toml").read_text()
+    assert 'model = "fake-model-2"' in written and "retention_days" not in written
+    assert 'api_key = "sk-live-test-1234"' in written  # the secret left as it was
+
+
+async def test_the_settings_api_lists_every_key_and_never_a_secret(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        bearer = {"Authorization": f"Bearer {WEB_TOKEN}"}
+        async with aiohttp.ClientSession(headers=bearer) as http:
+            async with http.get(url + "/api/settings") as r:
+                text = await r.text()
+            async with http.post(
+                url + "/api/settings", json={"values": {"llm.max_tokens": "5"}}
+            ) as r:
+                refused, refusal = r.status, await r.json()
+    data = json.loads(text)
+    fields = {f["key"]: f for s in data["sections"] for f in s["fields"]}
+    reference = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+    documented = {  # the rows of the sections' tables: key, environment variable, ...
+        line.split("`")[1] for line in reference.splitlines() if "| `SWITCHBOARD_" in line
+    }
+    assert set(fields) == documented and len(fields) > 250
+    assert fields["llm.api_key"] | {"doc": ""} == fields["llm.api_key"] | {
+        "value": "",
+        "kind": "secret",
+        "set": True,
+        "live": True,
+        "doc": "",
+    }
+    assert fields["llm.provider"]["choices"] == ["openai", "anthropic"]
+    assert fields["storage.url"]["live"] is False
+    assert "sk-live-test-1234" not in text and WEB_TOKEN not in text and MEMBER_TOKEN not in text
+    assert data["restart_offered"] is False  # not started by `switchboard run`
+    assert refused == 400 and list(refusal["errors"]) == ["llm.max_tokens"]
+
+
+# -- a running `switchboard run` ----------------------------------------------------------
+
+
+@asynccontextmanager
+async def switchboard_run(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``switchboard run`` in a subprocess, once it is ready."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await said(process, "ready\n")
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+
+
+async def said(process: asyncio.subprocess.Process, ending: str) -> None:
+    assert process.stdout is not None
+    async with asyncio.timeout(30):
+        while not (line := (await process.stdout.readline()).decode()).endswith(ending):
+            assert line, "switchboard run ended"
+
+
+async def over_socket(home: Path, method: str, path: str, body: Any = None) -> Any:
+    """A call of the running gateway's web API as the command line makes it."""
+    with reachable(socket_path(home / "data")) as name:
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=name)) as http,
+            http.request(method, "http://localhost" + path, json=body) as response,
+        ):
+            return response.status, await response.json()
+
+
+async def answered(tg: FakeTelegram, fake_llm: FakeLLM, text: str, count: int) -> Recorded:
+    """The model request of the turn ``text`` starts (the fake model echoes it)."""
+    await tg.say(text, chat_id=42, user_id=42)
+    await tg.wait_sent(count, chat_id=42, timeout=30)
+    [request] = [r for r in fake_llm.requests if r.user_texts[-1:] == [text]]
+    return request
+
+
+def served_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram) -> dict[str, str]:
+    """Telegram (anyone may DM it), and the web server on a free port (its API on the data
+    directory's socket)."""
+    env = telegram_env(home, fake_llm, tg)
+    return env | {"SWITCHBOARD_WEB__ENABLED": "true", "SWITCHBOARD_WEB__PORT": "0"}
+
+
+@pytest.mark.slow
+async def test_config_set_and_the_settings_api_change_the_model_of_a_running_gateway(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    env = served_env(home, fake_llm, tg)
+    assert (await switchboard("onboard", env=env))[0] == 0
+    async with switchboard_run(env) as process:
+        first = await answered(tg, fake_llm, "one", 1)
+        code, out, err = await switchboard("config", "set", "llm.model", "fake-model-2", env=env)
+        assert code == 0, err
+        assert f"applied by the running gateway (pid {process.pid})" in out
+        second = await answered(tg, fake_llm, "two", 2)
+        status, change = await over_socket(
+            home, "POST", "/api/settings", {"values": {"llm.model": "fake-model-3"}}
+        )
+        third = await answered(tg, fake_llm, "three", 3)
+        code, out, err = await switchboard("config", "set", "storage.retention_days", "10", env=env)
+        assert code == 0 and "needs a restart to apply storage.retention_days" in out, err
+        # valid alone, but the gateway would not start with it (the email plug-in refuses an
+        # inbox that cannot answer): taken back, named
+        assert (await switchboard("config", "set", "email.imap_host", "localhost", env=env))[0] == 0
+        before = (home / "config.toml").read_text()
+        code, out, err = await switchboard("config", "set", "email.imap_username", "me", env=env)
+        after = (home / "config.toml").read_text()
+        running = process.returncode is None
+    assert code == 1 and "not changed" in err and "email.smtp_host" in err, out + err
+    assert after == before
+    assert first.body["model"] != "fake-model-2" and second.body["model"] == "fake-model-2"
+    assert (status, change["applied"], change["restart"]) == (200, ["llm.model"], [])
+    assert third.body["model"] == "fake-model-3"
+    assert running  # the same process all along
+
+
+@pytest.mark.slow
+async def test_a_restart_asked_for_starts_the_gateway_anew_in_the_same_process(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    env = served_env(home, fake_llm, tg)
+    assert (await switchboard("onboard", env=env))[0] == 0
+    async with switchboard_run(env) as process:
+        status, change = await over_socket(
+            home, "POST", "/api/settings", {"values": {"agent.name": "Robin"}}
+        )
+        before = await answered(tg, fake_llm, "who are you?", 1)
+        _, form = await over_socket(home, "GET", "/api/settings")
+        restarting = await over_socket(home, "POST", "/api/restart")
+        await said(process, "restarting\n")
+        await said(process, "ready\n")
+        after = await answered(tg, fake_llm, "and now?", 2)
+        pid_kept = process.returncode is None
+    assert (status, change["restart"]) == (200, ["agent.name"])
+    assert form["restart_offered"] is True
+    assert restarting == (202, {"restarting": True})
+    assert "Robin" not in before.system_text and "Robin" in after.system_text
+    assert pid_kept

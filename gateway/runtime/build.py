@@ -36,6 +36,7 @@ from gateway.runtime.agents.models import ModelPool
 from gateway.runtime.agents.recall import build_recall
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
+from gateway.runtime.control import OwnerControls
 from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
 from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.controls import Controls
@@ -106,6 +107,7 @@ class Parts:
     dispatcher: Dispatcher
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
+    control: OwnerControls  # the control center's actions (gateway/web/view.py)
     workers: tuple[OutboundWorker, ...]
 
 
@@ -302,16 +304,17 @@ def build(
         task_results=TaskResultTurns(journal=store.journal, tasks=store.tasks, committer=committer),
         committer=committer,
     )
+    controls = Controls(
+        journal=store.journal,
+        commands=commands,
+        committer=committer,
+        sections=sections,
+        stop_phrases=settings.agent.stop_phrases,
+        programs=programs.principal,
+    )
     dispatcher = Dispatcher(
         handlers,
-        controls=Controls(
-            journal=store.journal,
-            commands=commands,
-            committer=committer,
-            sections=sections,
-            stop_phrases=settings.agent.stop_phrases,
-            programs=programs.principal,
-        ),
+        controls=controls,
         claims=guard.claims(store, router.session_key, approvals.waiting_turns),
         load=load,
         max_active_turns=settings.limits.max_concurrent_turns,
@@ -329,22 +332,36 @@ def build(
         ),
     )
     # -- work that starts on its own, and delivery
+    heartbeat = Heartbeat(
+        settings.heartbeat,
+        workspace=settings.workspace_dir,
+        outbox=store.outbox,
+        usage=store.usage,
+        homes=store.homes,
+        kv=store.kv,
+        timezone=settings.timezone,
+    )
     scheduler = Scheduler(
         settings,
         jobs=store.jobs,
         book=jobs,
         dispatcher=dispatcher,
-        heartbeat=Heartbeat(
-            settings.heartbeat,
-            workspace=settings.workspace_dir,
-            outbox=store.outbox,
-            usage=store.usage,
-            homes=store.homes,
-            timezone=settings.timezone,
-        ),
+        heartbeat=heartbeat,
         housekeep=housekeeping(store, settings),
         clock=clock,
         zones=zones,
+    )
+    # -- what the owner's control center changes (through the same parts as the chats)
+    control = OwnerControls(
+        store=store,
+        dispatcher=dispatcher,
+        controls=controls,
+        approvals=approvals,
+        jobs=jobs,
+        scheduler=scheduler,
+        heartbeat=heartbeat,
+        workspace=settings.workspace_dir,
+        on_outbound=bus.outbound_ready,
     )
     workers = tuple(
         OutboundWorker(
@@ -385,5 +402,6 @@ def build(
         dispatcher=dispatcher,
         intake=intake,
         scheduler=scheduler,
+        control=control,
         workers=workers,
     )

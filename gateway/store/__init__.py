@@ -21,22 +21,29 @@ from gateway.store.db import Database, Engine
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.group_context import GroupContext, HeardMessage
-from gateway.store.history import History, NewMessage, SessionState, StoredMessage
+from gateway.store.history import (
+    History,
+    NewMessage,
+    SessionState,
+    SessionSummary,
+    ShownMessage,
+    StoredMessage,
+)
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
-from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
+from gateway.store.journal import InboundRecord, Journal, LastTurn, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.memory_entries import MemoryEntries, Origin
 from gateway.store.nodes import NodeInfo, Nodes
 from gateway.store.outbox import Outbox, OutboxRecord
-from gateway.store.people import People
+from gateway.store.people import People, Person
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
 from gateway.store.retention import Retention
 from gateway.store.sql import Connection
 from gateway.store.sqlite import SqliteEngine
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
-from gateway.store.usage import UsageRecord, UsageReport
+from gateway.store.usage import ModelTotals, UsageGroup, UsageRecord, UsageReport
 from gateway.store.voice import VoiceMinutes
 from gateway.store.webhook_bodies import WebhookBodies
 
@@ -66,8 +73,10 @@ __all__ = [
     "KeyValue",
     "KeywordHit",
     "KnownChat",
+    "LastTurn",
     "LedgerEntry",
     "MemoryEntries",
+    "ModelTotals",
     "NewMessage",
     "NodeInfo",
     "Nodes",
@@ -79,11 +88,14 @@ __all__ = [
     "PairingRequest",
     "Pairings",
     "People",
+    "Person",
     "Pins",
     "Recall",
     "Retention",
     "Said",
     "SessionState",
+    "SessionSummary",
+    "ShownMessage",
     "Store",
     "StoredMessage",
     "StoredVector",
@@ -92,6 +104,7 @@ __all__ = [
     "Tasks",
     "ToolLedger",
     "TurnEnd",
+    "UsageGroup",
     "UsageRecord",
     "UsageReport",
     "WebhookBodies",

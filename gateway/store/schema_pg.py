@@ -476,6 +476,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent, path, digest)
     );
     """,
+    # v25 (issue 46): a person's name as they last wrote, so the control center shows
+    # people and their conversations by name, not by platform id
+    """
+    ALTER TABLE people ADD COLUMN name TEXT;
+    """,
 )
 
 

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from gateway.core.usage import Purpose
 from gateway.store.db import Database
@@ -89,6 +90,22 @@ class UsageTotals:
     estimated_tokens: int = 0  # of input + output: counted by us, not reported
 
 
+# How usage is added up: per local day, conversation (session), person (principal), model.
+UsageGroup = Literal["day", "session", "principal", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTotals:
+    """Tokens of one group (a day, a session, a person) spent on one model: what a cost
+    estimate needs, since each model has its own prices."""
+
+    key: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+
+
 @dataclass(frozen=True, slots=True)
 class PersonUsage:
     tokens: int
@@ -123,9 +140,17 @@ class UsageReport:
 
         return await self._db.run(query, durable=False)
 
-    async def since(self, seconds: float, *, by: str = "day") -> list[UsageTotals]:
-        """Totals per day (local time) or per session over the last ``seconds``."""
-        group = self._db.dialect.local_day("at") if by == "day" else "session_key"
+    def _group(self, by: UsageGroup) -> str:
+        if by == "day":
+            return self._db.dialect.local_day("at")
+        return {"session": "session_key", "principal": "COALESCE(principal, '')", "model": "model"}[
+            by
+        ]
+
+    async def since(self, seconds: float, *, by: UsageGroup = "day") -> list[UsageTotals]:
+        """Totals per day (local time), session, person or model over the last ``seconds``
+        (usage charged to nobody, such as a heartbeat's, is the person ``""``)."""
+        group = self._group(by)
         cutoff = self._clock() - seconds
 
         def query(conn: Connection) -> list[UsageTotals]:
@@ -139,6 +164,22 @@ class UsageReport:
                 UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e))
                 for k, n, i, o, c, e in rows
             ]
+
+        return await self._db.run(query, durable=False)
+
+    async def per_model(self, seconds: float, *, by: UsageGroup) -> list[ModelTotals]:
+        """Tokens per group and model over the last ``seconds`` (for cost estimates)."""
+        group = self._group(by)
+        cutoff = self._clock() - seconds
+
+        def query(conn: Connection) -> list[ModelTotals]:
+            rows = conn.execute(
+                f"SELECT {group}, model, SUM(input_tokens), SUM(output_tokens),"
+                f" SUM(cache_read_tokens) FROM usage WHERE at >= ? GROUP BY {group}, model"
+                " ORDER BY 1, 2",
+                (cutoff,),
+            )
+            return [ModelTotals(str(k), str(m), int(i), int(o), int(c)) for k, m, i, o, c in rows]
 
         return await self._db.run(query, durable=False)
 

@@ -65,6 +65,7 @@ class Scheduler(Service):
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
         self._next_prune: datetime | None = None
+        self._beat_asked = False  # the owner asked for a check-in now
         # When housekeeping last ran and what it removed; ``housekept`` is set after each run.
         self.last_housekeeping: tuple[datetime, dict[str, int]] | None = None
         self.housekept = asyncio.Event()
@@ -174,10 +175,21 @@ class Scheduler(Service):
             )
         )
 
+    def beat_now(self) -> bool:
+        """A heartbeat check-in at once (the control center's Run now), even while paused;
+        whether the heartbeat is on at all."""
+        if self._next_heartbeat is None:
+            return False
+        self._beat_asked = True
+        self._next_heartbeat = self._clock.now()
+        self._wake.set()
+        return True
+
     async def _beat(self, now: datetime) -> None:
         interval = timedelta(seconds=self._heartbeat.settings.interval_seconds)
         self._next_heartbeat = now + interval
-        plan = await self._heartbeat.plan(now)
+        asked, self._beat_asked = self._beat_asked, False
+        plan = await self._heartbeat.plan(now, asked=asked)
         if isinstance(plan, Skip):
             log.debug("heartbeat skipped: %s", plan.reason)
             return

@@ -16,9 +16,12 @@ import aiohttp
 import pytest
 
 from channels.memory import MemoryChannel
+from channels.terminal import TerminalChannel
+from channels.webchat import create
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import parse_schedule
+from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from gateway.store import Job
 from gateway.web.control import ControlRoutes
@@ -504,3 +507,24 @@ def test_sessions_are_named_for_what_they_are() -> None:
     assert names.session("helper/telegram:42").title == "Ann (telegram) (helper)"
     assert names.session("slack:C1").title == "slack chat C1"
     assert names.person("telegram:9") == "telegram user 9"
+
+
+async def test_health_knows_when_the_terminal_last_had_a_message(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """It said "Last message: never" after ten turns in the terminal (issue 54): the terminal
+    channel did not report it."""
+    settings = make_settings(web={"port": 0})
+    terminal = TerminalChannel(agent_name="Bot", model="fake-model")
+    async with (
+        Gateway(settings, channels=[create(settings), terminal]) as gateway,
+        owner(gateway) as http,
+    ):
+        assert gateway.web is not None
+        async with http.get(gateway.web.url + "api/health") as response:
+            before = {c["name"]: c for c in (await response.json())["channels"]}
+        await terminal.submit("hello from the terminal")  # journaled when it returns
+        async with http.get(gateway.web.url + "api/health") as response:
+            after = {c["name"]: c for c in (await response.json())["channels"]}
+    assert before["terminal"]["last_message_at"] is None
+    assert after["terminal"]["last_message_at"] is not None

@@ -99,7 +99,7 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=2, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
     vision: bool = True  # hand images to the model as image parts
-    # Optional prices (per million tokens) for cost estimates on the status page.
+    # Optional prices (per million tokens) for cost estimates in the control center.
     input_price_per_million: float | None = Field(default=None, ge=0)
     output_price_per_million: float | None = Field(default=None, ge=0)
     cached_input_price_per_million: float | None = Field(default=None, ge=0)

@@ -61,6 +61,7 @@ class ShownMessage:
     turn_id: str | None
     generation: int  # conversations before a /new have a lower one
     at: float
+    running: bool = False  # a checkpoint of the turn running now (not final yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,16 +354,25 @@ class History:
         return await self._db.run(query, durable=False)
 
     async def sessions(self, *, limit: int) -> list[SessionSummary]:
-        """The ``limit`` most recently active conversations, newest first."""
+        """The ``limit`` most recently active conversations, newest first; one whose first
+        turn runs (or waits for an approval) counts from its first checkpoint, and its
+        latest words may be the running turn's."""
 
         def query(conn: Connection) -> list[SessionSummary]:
             rows = conn.execute(
-                "SELECT s.session_key, s.last_active, s.generation,"
-                " (SELECT COUNT(*) FROM messages m WHERE m.session_key = s.session_key"
-                "  AND m.generation = s.generation AND m.status = 'final'),"
-                " (SELECT MAX(m.id) FROM messages m WHERE m.session_key = s.session_key"
-                "  AND m.status = 'final' AND m.role IN ('user', 'assistant'))"
-                " FROM sessions s ORDER BY COALESCE(s.last_active, 0) DESC, s.session_key LIMIT ?",
+                "WITH keys AS ("
+                " SELECT session_key, last_active, generation FROM sessions"
+                " UNION ALL"
+                " SELECT m.session_key, MAX(m.created_at), 0 FROM messages m"
+                " WHERE m.status = 'draft' AND NOT EXISTS"
+                " (SELECT 1 FROM sessions s WHERE s.session_key = m.session_key)"
+                " GROUP BY m.session_key)"
+                " SELECT k.session_key, k.last_active, k.generation,"
+                " (SELECT COUNT(*) FROM messages m WHERE m.session_key = k.session_key"
+                "  AND m.generation = k.generation AND m.status = 'final'),"
+                " (SELECT MAX(m.id) FROM messages m WHERE m.session_key = k.session_key"
+                "  AND m.status IN ('final', 'draft') AND m.role IN ('user', 'assistant'))"
+                " FROM keys k ORDER BY COALESCE(k.last_active, 0) DESC, k.session_key LIMIT ?",
                 (limit,),
             ).fetchall()
             newest = [row[4] for row in rows if row[4] is not None]
@@ -407,18 +417,21 @@ class History:
         return await self._db.run(query, durable=False)
 
     async def transcript(self, session_key: str, *, limit: int) -> list[ShownMessage]:
-        """The newest ``limit`` final messages of the session, of every conversation it had
-        (``/new`` starts another), oldest first: what the control center shows."""
+        """The newest ``limit`` messages of the session, of every conversation it had
+        (``/new`` starts another) and the running turn's checkpoints, oldest first: what the
+        control center shows."""
 
         def query(conn: Connection) -> list[ShownMessage]:
             rows = conn.execute(
-                "SELECT id, role, body, turn_id, generation, created_at FROM messages"
-                " WHERE session_key = ? AND status = 'final' ORDER BY id DESC LIMIT ?",
+                "SELECT id, role, body, turn_id, generation, created_at, status FROM messages"
+                " WHERE session_key = ? AND status IN ('final', 'draft') ORDER BY id DESC LIMIT ?",
                 (session_key, limit),
             ).fetchall()
             return [
-                ShownMessage(int(i), role, json.loads(body), turn, int(generation), float(at))
-                for i, role, body, turn, generation, at in reversed(rows)
+                ShownMessage(
+                    int(i), role, json.loads(body), turn, int(generation), float(at), s == "draft"
+                )
+                for i, role, body, turn, generation, at, s in reversed(rows)
             ]
 
         return await self._db.run(query, durable=False)

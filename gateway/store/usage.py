@@ -235,5 +235,5 @@ class UsageReport:
         return await self._db.select([charged], parse)
 
     async def prune(self, before: float) -> int:
-        """Forget usage recorded before ``before`` (keep at least the status page's days)."""
+        """Forget usage recorded before ``before`` (keep at least the control center's days)."""
         return await delete_batched(self._db, "usage", "at < ?", [before])

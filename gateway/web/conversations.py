@@ -8,6 +8,7 @@ trace (``/trace/<turn id>``); a ``/new`` shows as a line where a fresh conversat
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from gateway.store.history import ShownMessage, searchable
@@ -22,6 +23,7 @@ SHOWN = 400  # messages of one transcript, newest
 MAX_TEXT = 20_000  # characters of one message shown
 MAX_RESULT = 4_000  # characters of one tool result shown
 PREVIEW = 160
+_MARKUP = re.compile(r"```\w*|\*\*|__|`")  # markdown a one-line preview leaves out
 
 
 def cut(text: str, limit: int) -> str:
@@ -52,7 +54,7 @@ async def listing(gateway: GatewayView) -> list[dict[str, Any]]:
                 "last_active": summary.last_active,
                 "messages": summary.messages,
                 "last_role": summary.last_role,
-                "last_text": " ".join(summary.last_text.split())[:PREVIEW],
+                "last_text": " ".join(_MARKUP.sub("", summary.last_text).split())[:PREVIEW],
                 "last_at": summary.last_at,
                 "state": activity.state,
                 "queued": activity.queued,
@@ -85,6 +87,7 @@ def shown(message: ShownMessage) -> dict[str, Any]:
         "at": message.at,
         "turn": message.turn_id,
         "generation": message.generation,
+        "running": message.running,
         "text": cut(text, MAX_RESULT if message.role == "tool" else MAX_TEXT),
     }
     if message.role == "tool":

@@ -133,7 +133,7 @@ class WebServer:
         self.port = int(address[1])
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
-        log.info("web chat and status page on %s", self.url)
+        log.info("web chat and control center on %s", self.url)
 
     async def _listen_locally(self, runner: web.AppRunner) -> None:
         """The same application on a Unix socket in the data directory, for the command

@@ -1,4 +1,5 @@
-"""What the status page shows, gathered from the running gateway as plain JSON data.
+"""What ``/api/status`` reports (``switchboard status`` reads it; the control center's
+Health page shows the same parts), gathered from the running gateway as plain JSON data.
 
 Everything here is read-only. The page renders it with ``textContent`` only, so nothing
 from a chat, a trace or a workspace file can become markup.

@@ -146,7 +146,7 @@ class Heartbeat:
         return None if found is None else (found.chat, found.chat_type)
 
     async def look_up_target(self) -> None:
-        """Where check-ins go, for the status page (``target``)."""
+        """Where check-ins go, for the control center (``target``)."""
         await self._target()
 
 

@@ -195,7 +195,7 @@ class Scheduler(Service):
             return
         self._dispatcher.submit(plan)
 
-    # -- the status page's view -----------------------------------------------------------
+    # -- what the control center and `switchboard status` see ---------------------------
 
     def snapshot(self) -> list[ScheduledItem]:
         items = [

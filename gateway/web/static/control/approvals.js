@@ -3,7 +3,7 @@
 // them in a chat), Approve / Deny (what /approve ID does); the ones decided lately below.
 
 (() => {
-  const { el, timeEl, table, state, api, post, action, section } = window.Control;
+  const { el, fill, timeEl, table, state, api, post, action, section } = window.Control;
 
   function request(r) {
     return el(
@@ -35,8 +35,8 @@
       el(
         "div",
         { class: "actions" },
-        action("Approve", () => post(`/api/approvals/${encodeURIComponent(r.id)}/approve`), { key: r.id, aria: `Approve request ${r.id}` }),
-        action("Deny", () => post(`/api/approvals/${encodeURIComponent(r.id)}/deny`), { class: "secondary", key: r.id, aria: `Deny request ${r.id}` }),
+        action("Approve", () => post(`/api/approvals/${encodeURIComponent(r.id)}/approve`), { key: r.id, describedby: `req-${r.id}` }),
+        action("Deny", () => post(`/api/approvals/${encodeURIComponent(r.id)}/deny`), { class: "secondary", key: r.id, describedby: `req-${r.id}` }),
       ),
       el("p", { class: "hint" }, "Approve lets this exact call run once; the conversation then goes on."),
     );
@@ -46,7 +46,7 @@
     topic: "approvals",
     load: async (content) => {
       const data = await api("/api/approvals");
-      content.replaceChildren(
+      fill(content,
         data.waiting.length ? el("div", {}, data.waiting.map(request)) : el("p", { class: "card muted" }, "Nothing is waiting for your approval."),
         el("h3", {}, "Decided lately"),
         table(

@@ -1,10 +1,12 @@
 "use strict";
-// Small bar charts drawn as SVG with DOM calls (no library, no inline styles: colours come
-// from app.css, so dark mode follows). Each bar carries its value as a <title>, and every
-// chart sits beside a table with the same numbers for screen readers and exact values.
+// Small bar charts: the bars are SVG drawn with DOM calls, the words beside them are HTML
+// (so they stay readable at any width). No library and no inline styles: colours come from
+// app.css, so dark mode follows. Every bar carries its value as a <title>, and every chart
+// has the same numbers in a table beside it for screen readers and exact values.
 
 (() => {
   const NS = "http://www.w3.org/2000/svg";
+  const { el } = window.Control;
 
   function svg(tag, attrs, text) {
     const node = document.createElementNS(NS, tag);
@@ -19,53 +21,50 @@
     return String(Math.round(n));
   }
 
-  // Vertical bars over time (one per day): rows [{label, value, note}].
-  function columns(rows, description) {
-    const width = 720;
-    const height = 200;
-    const pad = { top: 16, bottom: 28, left: 8, right: 8 };
-    const max = Math.max(1, ...rows.map((r) => r.value));
-    const step = (width - pad.left - pad.right) / Math.max(rows.length, 1);
-    const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": description });
+  // One column per day over the whole period (days without use are empty): rows
+  // [{label: "YYYY-MM-DD", value, note}], days: how many, ending today.
+  function days(rows, count, description) {
+    const byDay = new Map(rows.map((r) => [r.label, r]));
+    const all = [];
+    const today = new Date();
+    for (let i = count - 1; i >= 0; i--) {
+      const day = new Date(today.getFullYear(), today.getMonth(), today.getDate() - i);
+      const label = `${day.getFullYear()}-${String(day.getMonth() + 1).padStart(2, "0")}-${String(day.getDate()).padStart(2, "0")}`;
+      all.push(byDay.get(label) || { label, value: 0, note: "nothing" });
+    }
+    const max = Math.max(1, ...all.map((r) => r.value));
+    const chart = svg("svg", { viewBox: `0 0 ${all.length * 10} 100`, preserveAspectRatio: "none", class: "chart columns", role: "img", "aria-label": description });
     chart.append(svg("title", {}, description));
-    chart.append(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: height - pad.bottom, y2: height - pad.bottom }));
-    rows.forEach((r, i) => {
-      const h = ((height - pad.top - pad.bottom) * r.value) / max;
-      const x = pad.left + i * step + step * 0.15;
-      const bar = svg("rect", { class: "bar", x, y: height - pad.bottom - h, width: step * 0.7, height: Math.max(h, r.value ? 1 : 0), rx: 2 });
+    chart.append(svg("line", { class: "axis", x1: 0, x2: all.length * 10, y1: 99.5, y2: 99.5 }));
+    all.forEach((r, i) => {
+      const h = (96 * r.value) / max;
+      const bar = svg("rect", { class: "bar", x: i * 10 + 1.5, y: 100 - h, width: 7, height: h });
       bar.append(svg("title", {}, `${r.label}: ${r.note || short(r.value)}`));
       chart.append(bar);
-      const every = Math.ceil(rows.length / 8);
-      if (i % every === 0 || i === rows.length - 1) {
-        chart.append(svg("text", { x: x + step * 0.35, y: height - 10, "text-anchor": "middle" }, r.label.slice(5)));
-      }
     });
-    chart.append(svg("text", { class: "value", x: width - pad.right, y: 12, "text-anchor": "end" }, `max ${short(max)}`));
-    return chart;
+    return el(
+      "figure",
+      { class: "chart" },
+      el("p", { class: "hint axis-top" }, `highest: ${short(max)} tokens a day`),
+      chart,
+      el("p", { class: "hint axis-bottom" }, el("span", {}, all[0].label), el("span", {}, all[all.length - 1].label)),
+    );
   }
 
   // Horizontal bars, biggest first: rows [{label, value, note}].
   function bars(rows, description) {
     const shown = rows.slice(0, 10);
-    const width = 720;
-    const line = 26;
-    const labelWidth = 240;
-    const height = shown.length * line + 8;
     const max = Math.max(1, ...shown.map((r) => r.value));
-    const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": description });
-    chart.append(svg("title", {}, description));
-    shown.forEach((r, i) => {
-      const y = 4 + i * line;
-      const w = ((width - labelWidth - 90) * r.value) / max;
-      const label = r.label.length > 34 ? `${r.label.slice(0, 33)}…` : r.label;
-      chart.append(svg("text", { x: 0, y: y + 16 }, label));
-      const bar = svg("rect", { class: "bar", x: labelWidth, y, width: Math.max(w, r.value ? 1 : 0), height: line - 8, rx: 2 });
-      bar.append(svg("title", {}, `${r.label}: ${r.note || short(r.value)}`));
-      chart.append(bar);
-      chart.append(svg("text", { class: "value", x: labelWidth + w + 6, y: y + 16 }, r.note || short(r.value)));
-    });
-    return chart;
+    return el(
+      "ol",
+      { class: "hbars", "aria-label": description },
+      shown.map((r) => {
+        const bar = svg("svg", { viewBox: "0 0 100 4", preserveAspectRatio: "none", class: "chart", "aria-hidden": "true" });
+        bar.append(svg("rect", { class: "bar", x: 0, y: 0, width: Math.max((100 * r.value) / max, r.value ? 0.5 : 0), height: 4 }));
+        return el("li", {}, el("span", { class: "label" }, r.label), el("span", { class: "value" }, r.note || short(r.value)), bar);
+      }),
+    );
   }
 
-  window.Charts = { columns, bars, short };
+  window.Charts = { days, bars, short };
 })();

@@ -16,11 +16,16 @@
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : value);
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
     return node;
+  }
+
+  // Replace a node's children (null, undefined and false stand for nothing).
+  function fill(node, ...children) {
+    node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   }
 
   function ago(at) {
@@ -123,7 +128,13 @@
     const opts = options || {};
     const button = el(
       "button",
-      { type: "button", class: opts.class || null, "aria-label": opts.aria || null, data: { focus: `${label}:${opts.key || ""}` } },
+      {
+        type: "button",
+        class: opts.class || null,
+        "aria-label": opts.aria || null,
+        "aria-describedby": opts.describedby || null,
+        data: { focus: opts.focus || `${label}:${opts.key || ""}` }, // kept across redraws
+      },
       label,
     );
     button.addEventListener("click", async () => {
@@ -132,7 +143,7 @@
       try {
         const answer = await run();
         notice(answer && answer.message ? answer.message : "Done.");
-        await reload();
+        await reload(button.dataset.focus);
       } catch (err) {
         notice(err.message, true);
       } finally {
@@ -147,18 +158,22 @@
   let current = null;
   let lastTopic;
 
-  async function reload() {
+  // ``keep``: the data-focus of the button whose action asks for the redraw (a disabled
+  // button has lost the focus already).
+  async function reload(keep) {
     if (!current) return;
     const content = $("content");
     content.setAttribute("aria-busy", "true");
     // a redraw keeps the keyboard where it was (the same button, when it is still there)
-    const focused = content.contains(document.activeElement) ? document.activeElement.dataset.focus : null;
+    const active = document.activeElement;
+    const focused = keep || (content.contains(active) && active.dataset ? active.dataset.focus : null);
     try {
       await current.load(content);
       document.body.dataset.loaded = "1";
       if (focused) {
         const again = Array.from(content.querySelectorAll("[data-focus]")).find((n) => n.dataset.focus === focused);
         if (again) again.focus();
+        else $("main").focus(); // the button went (its work is done): the section, not the page top
       }
     } catch (err) {
       if (err.message !== "signed out") notice(err.message, true);
@@ -239,6 +254,6 @@
     }
   });
 
-  window.Control = { $, el, ago, when, number, money, timeEl, table, state, notice, api, post, action, section, reload };
+  window.Control = { $, el, fill, ago, when, number, money, timeEl, table, state, notice, api, post, action, section, reload };
   document.addEventListener("DOMContentLoaded", open);
 })();

@@ -4,7 +4,7 @@
 // running turn or start it afresh (what /stop and /new do).
 
 (() => {
-  const { el, ago, timeEl, table, state, api, post, action, section } = window.Control;
+  const { el, fill, ago, timeEl, table, state, api, post, action, section } = window.Control;
 
   const STATES = { idle: "idle", running: "answering", stopping: "stopping", waiting: "waiting for approval" };
 
@@ -25,7 +25,7 @@
 
   async function listing(content) {
     const data = await api("/api/conversations");
-    content.replaceChildren(
+    fill(content,
       searchForm(""),
       table(
         ["Conversation", "Last message", "Messages", "State"],
@@ -50,7 +50,7 @@
 
   async function results(content, query) {
     const data = await api(`/api/conversations/search?q=${encodeURIComponent(query)}`);
-    content.replaceChildren(
+    fill(content,
       searchForm(query),
       el("p", {}, el("a", { href: "/conversations" }, "← Every conversation")),
       table(
@@ -73,6 +73,7 @@
       {},
       el("strong", {}, who),
       timeEl(m.at),
+      m.running ? el("span", { class: "state", data: { state: "running" } }, "this turn runs now") : null,
       m.turn ? el("a", { href: `/trace/${encodeURIComponent(m.turn)}`, "aria-label": `Trace of the turn ${m.turn}` }, "trace") : null,
     );
     const parts = [header];
@@ -99,7 +100,7 @@
       items.push(entry(m));
     }
     const busy = data.state === "running" || data.state === "waiting";
-    content.replaceChildren(
+    fill(content,
       el("p", {}, el("a", { href: "/conversations" }, "← Every conversation")),
       el(
         "section",

@@ -3,7 +3,7 @@
 // what to do when something is wrong; the work in progress and the latest turns with traces.
 
 (() => {
-  const { el, ago, when, number, timeEl, table, state, api, section } = window.Control;
+  const { el, fill, ago, when, number, timeEl, table, state, api, section } = window.Control;
 
   function advice(text) {
     return text ? el("p", { class: "advice" }, text) : null;
@@ -110,7 +110,7 @@
     topic: "health",
     load: async (content) => {
       const data = await api("/api/health");
-      content.replaceChildren(
+      fill(content,
         el("p", { class: "muted" }, `${data.agent} · ${data.model} · version ${data.version}`),
         el("section", { class: "card", id: "channels" }, channels(data)),
         el("section", { class: "card", id: "models" }, models(data)),

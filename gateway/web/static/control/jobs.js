@@ -3,7 +3,7 @@
 // resume, run now, delete (what the cron tool and `switchboard cron` do).
 
 (() => {
-  const { el, timeEl, table, state, api, post, action, section } = window.Control;
+  const { el, fill, timeEl, table, state, api, post, action, section } = window.Control;
 
   function outcome(last, skip) {
     if (skip) return el("span", {}, state("paused", "skipped"), el("br"), el("small", { class: "muted" }, skip));
@@ -34,8 +34,8 @@
         "div",
         { class: "actions" },
         h.paused
-          ? action("Resume", () => post("/api/heartbeat/resume"), { key: "heartbeat", aria: "Resume the heartbeat" })
-          : action("Pause", () => post("/api/heartbeat/pause"), { class: "secondary", key: "heartbeat", aria: "Pause the heartbeat" }),
+          ? action("Resume", () => post("/api/heartbeat/resume"), { focus: "toggle:heartbeat", aria: "Resume the heartbeat" })
+          : action("Pause", () => post("/api/heartbeat/pause"), { class: "secondary", focus: "toggle:heartbeat", aria: "Pause the heartbeat" }),
         action("Run now", () => post("/api/heartbeat/run"), { class: "secondary", key: "heartbeat", aria: "Run the heartbeat now" }),
       ),
       el("p", { class: "hint" }, "What it checks is in ", el("a", { href: "/memory?file=HEARTBEAT.md" }, "HEARTBEAT.md"), "."),
@@ -63,8 +63,8 @@
               "span",
               { class: "actions" },
               j.state === "paused"
-                ? action("Resume", () => post(url("resume")), { key: j.id, aria: `Resume ${label}` })
-                : action("Pause", () => post(url("pause")), { class: "secondary", key: j.id, aria: `Pause ${label}` }),
+                ? action("Resume", () => post(url("resume")), { focus: `toggle:${j.id}`, aria: `Resume ${label}` })
+                : action("Pause", () => post(url("pause")), { class: "secondary", focus: `toggle:${j.id}`, aria: `Pause ${label}` }),
               j.state === "active" ? action("Run now", () => post(url("run")), { class: "secondary", key: j.id, aria: `Run ${label} now` }) : null,
               action("Delete", () => post(url("delete")), { class: "danger", key: j.id, aria: `Delete ${label}`, confirm: `Delete job ${j.id}? This cannot be undone.` }),
             ),
@@ -79,7 +79,7 @@
     topic: "jobs",
     load: async (content) => {
       const data = await api("/api/jobs");
-      content.replaceChildren(heartbeat(data.heartbeat, data.scheduler), jobs(data.jobs));
+      fill(content, heartbeat(data.heartbeat, data.scheduler), jobs(data.jobs));
     },
   });
 })();

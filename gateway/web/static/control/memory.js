@@ -5,7 +5,7 @@
 // the audit log with who and when, listed below.
 
 (() => {
-  const { el, number, ago, timeEl, table, notice, api, post, section } = window.Control;
+  const { el, fill, number, ago, timeEl, table, notice, api, post, section } = window.Control;
 
   const GROUPS = [
     ["memory", "Long-term memory"],
@@ -42,6 +42,7 @@
     const area = el("textarea", { id: "editor", class: "field", spellcheck: "false", readonly: file.whole ? null : true }, "");
     area.value = file.text;
     const review = el("div", { id: "review" });
+    notice("");
     const close = el("button", { type: "button", class: "secondary" }, "Close");
     close.addEventListener("click", () => {
       editing = false;
@@ -60,16 +61,15 @@
           try {
             const saved = await post("/api/memory/save", { name, text: area.value, base });
             base = saved.digest;
-            review.replaceChildren(el("p", { class: "notice" }, saved.message));
-            notice(saved.message);
+            fill(review, el("p", { class: "notice", role: "status" }, saved.message));
           } catch (err) {
             notice(err.message, true);
             if (err.status === 409) {
-              review.replaceChildren(el("p", { class: "notice error" }, "The file changed meanwhile. Review the changes again before saving."));
+              fill(review, el("p", { class: "notice error" }, "The file changed meanwhile. Review the changes again before saving."));
             }
           }
         });
-        review.replaceChildren(
+        fill(review,
           el("h3", { id: "diff-title" }, "Changes to save"),
           answer.changed_since ? el("p", { class: "notice error" }, "The file changed since you opened it: the diff is against what it holds now.") : null,
           diffView(answer.diff),
@@ -82,7 +82,7 @@
     });
     editing = true;
     history.replaceState(null, "", `/memory?file=${encodeURIComponent(name)}`);
-    content.replaceChildren(
+    fill(content,
       el(
         "section",
         { class: "card", "aria-labelledby": "file-title" },
@@ -117,7 +117,7 @@
         ),
       );
     });
-    content.replaceChildren(
+    fill(content,
       el("div", { class: "grid" }, groups),
       el("h3", {}, "Edits made here"),
       table(

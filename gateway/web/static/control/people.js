@@ -4,7 +4,7 @@
 // they got in, their chats, time zone and usage; a paired person can be revoked.
 
 (() => {
-  const { el, number, timeEl, table, api, post, action, section } = window.Control;
+  const { el, fill, number, timeEl, table, api, post, action, section } = window.Control;
 
   const HOW = { owners: "owner (config)", admins: "admin (config)", allow_from: "allowed (config)", paired: "paired", wrote: "wrote" };
 
@@ -16,20 +16,21 @@
       table(
         ["Who", "Code", "Asked", ""],
         requests.map((p) => [
-          el("span", {}, el("strong", {}, p.sender_name || "no name"), el("br"), el("small", { class: "muted" }, `${p.channel} user `, el("span", { class: "id" }, p.sender_id))),
+          el("span", { id: `who-${p.code}` }, el("strong", {}, p.sender_name || "no name"), el("br"), el("small", { class: "muted" }, `${p.channel} user `, el("span", { class: "id" }, p.sender_id))),
           el("code", { class: "id" }, p.code),
           el("span", {}, timeEl(p.created_at), el("br"), el("small", { class: "muted" }, "expires ", timeEl(p.expires_at))),
           el(
             "span",
             { class: "actions" },
+            // labelled Approve and Deny exactly; who it is about is their description
             action("Approve", () => post(`/api/pairing/${encodeURIComponent(p.code)}/approve`), {
               key: p.code,
-              aria: `Approve ${p.sender_name || p.sender_id}`,
+              describedby: `who-${p.code}`,
             }),
             action("Deny", () => post(`/api/pairing/${encodeURIComponent(p.code)}/deny`), {
               class: "secondary",
               key: p.code,
-              aria: `Deny ${p.sender_name || p.sender_id}`,
+              describedby: `who-${p.code}`,
             }),
           ),
         ]),
@@ -72,7 +73,7 @@
     topic: "people",
     load: async (content) => {
       const data = await api("/api/people");
-      content.replaceChildren(pending(data.pending), everyone(data.people, data.usage_days));
+      fill(content, pending(data.pending), everyone(data.people, data.usage_days));
     },
   });
 })();

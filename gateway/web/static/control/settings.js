@@ -6,7 +6,7 @@
 // nothing and is shown beside its key; one that needs a restart says so.
 
 (() => {
-  const { el, notice, api, section } = window.Control;
+  const { el, fill, notice, api, section } = window.Control;
 
   let dirty = false; // the form is not redrawn while someone edits it
   const initial = new Map(); // key -> the value shown, as text
@@ -172,7 +172,7 @@
         event.preventDefault();
         save(form).catch((err) => notice(err.message, true));
       });
-      content.replaceChildren(form);
+      fill(content, form);
     },
   });
 })();

@@ -3,8 +3,8 @@
 // charts with the same numbers in tables below them; cost estimated from the prices in [llm].
 
 (() => {
-  const { el, number, money, table, api, section } = window.Control;
-  const { columns, bars, short } = window.Charts;
+  const { el, fill, number, money, table, api, section } = window.Control;
+  const { days, bars, short } = window.Charts;
 
   const tokens = (r) => r.input_tokens + r.output_tokens;
   const about = (r) => (r.estimated_tokens ? "≈ " : "");
@@ -37,7 +37,7 @@
       const cost = data.by_day.reduce((sum, r) => sum + (r.cost || 0), 0);
       const priced = data.priced.length > 0;
       const chartRows = (rows) => rows.map((r) => ({ label: r.label, value: tokens(r), note: note(r) }));
-      content.replaceChildren(
+      fill(content,
         el(
           "div",
           { class: "card" },
@@ -56,7 +56,7 @@
             data.by_day.some((r) => r.estimated_tokens) ? " ≈: counted by Switchboard where the model's server reported no usage." : "",
           ),
         ),
-        block("per-day", "Per day", columns(chartRows(data.by_day), `Tokens per day, last ${data.days} days`), rowsTable("Day", data.by_day)),
+        block("per-day", "Per day", days(chartRows(data.by_day), data.days, `Tokens per day, last ${data.days} days`), rowsTable("Day", data.by_day)),
         el(
           "div",
           { class: "grid" },

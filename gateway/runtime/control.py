@@ -49,10 +49,18 @@ from gateway.web.view import (
 
 log = logging.getLogger(__name__)
 
-# As whom the page acts: the owner, on no channel with access settings (so, like the
-# terminal, may decide any approval request: Approvals._may).
-PAGE = "web"
-OWNER = Principal(PAGE, "owner", "the owner (control center)", Role.OWNER, ChatType.DM)
+PAGE = "web"  # the audit log's channel for what the page does
+
+
+def owner_as(by: str) -> Principal:
+    """As whom the page acts: the owner, named as ``by`` names who acted ("web:owner"), on no
+    channel with access settings (so, like the terminal, may decide any approval request:
+    ``Approvals._may``)."""
+    channel, _, sender = by.partition(":")
+    return Principal(
+        channel or PAGE, sender or "owner", "the owner (control center)", Role.OWNER, ChatType.DM
+    )
+
 
 NOTHING_RUNS = "Nothing is running in this conversation right now."
 
@@ -117,7 +125,10 @@ class OwnerControls:
         return await pairing.revoke(self._store, channel, sender_id, by=by)
 
     async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
-        return await self._approvals.resolve(request_id, OWNER, approve=approve, shown_whole=True)
+        principal = owner_as(by)
+        return await self._approvals.resolve(
+            request_id, principal, approve=approve, shown_whole=True
+        )
 
     # -- jobs and the heartbeat -------------------------------------------------------------
 
@@ -128,7 +139,7 @@ class OwnerControls:
             "run": self._jobs.run_job_now,
             "delete": self._jobs.remove_job,
         }[action]
-        done = await change(job_id, OWNER)
+        done = await change(job_id, owner_as(by))
         await self._audit(f"job-{action}", by, job=job_id, done=done)
         return done
 

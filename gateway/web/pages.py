@@ -72,7 +72,7 @@ _SHELL = """<!doctype html>
 <main id="main" tabindex="-1">
 <h2 id="title">{title}</h2>
 <p id="notice" class="notice" role="status" hidden></p>
-<div id="content" aria-live="polite" aria-busy="true"><p class="muted">Loading…</p></div>
+<div id="content" aria-busy="true"><p class="muted">Loading…</p></div>
 </main>
 </body>
 </html>

@@ -65,7 +65,12 @@
         ]),
         { empty: "Nobody yet: people appear here once they are listed, paired or write." },
       ),
-      el("p", { class: "hint" }, "Roles come from each channel's owners and admins in the settings; everyone else is a member."),
+      el(
+        "p",
+        { class: "hint" },
+        "Roles come from each channel's owners and admins in the settings; everyone else is a member. ",
+        "This control center is the owner's: admins approve requests and pairing in their own chats (/approve, /pair).",
+      ),
     );
   }
 

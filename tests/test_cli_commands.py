@@ -147,7 +147,17 @@ async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
     assert "09:00 every day" in job["schedule"] and job["text"] == "Tea!"
     assert job["target"] == "terminal:local" and job["runs"] == 0
     assert datetime.fromisoformat(job["next_run"]).time() == time(9, 0)
-    assert {"id", "task_type", "agent"} <= set(job)
+    assert {"id", "task_type", "agent"} <= set(job) and job["state"] == "active"
+    assert (await switchboard("cron", "pause", job["id"], env=env))[:2] == (
+        0,
+        f"Paused job {job['id']}.\n",
+    )
+    [paused] = json.loads((await switchboard("cron", "list", "--json", env=env))[1])
+    assert paused["state"] == "paused"
+    assert (await switchboard("cron", "pause", job["id"], env=env))[0] == 1  # already paused
+    assert (await switchboard("cron", "resume", job["id"], env=env))[0] == 0
+    [resumed] = json.loads((await switchboard("cron", "list", "--json", env=env))[1])
+    assert resumed["state"] == "active"
     [request] = json.loads((await switchboard("pairing", "list", "--json", env=env))[1])
     assert request["channel"] == "telegram" and request["sender_id"] == "77"
     assert request["sender_name"] == "Robin" and request["state"] == "pending"

@@ -1,4 +1,5 @@
-"""The web chat and status page in a real browser: Debian's Chromium driven by Playwright.
+"""The web chat and the control center's first pages in a real browser: Debian's Chromium
+driven by Playwright (tests/test_control_browser.py drives every section).
 
 One browser per module (a fresh context per test); each test runs the real gateway with
 the web chat channel against the fake LLM. `playwright install` cannot download browsers
@@ -170,7 +171,7 @@ async def test_model_output_with_script_is_shown_as_text(
         assert await page.evaluate("window.__pwned") is None
 
 
-async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
+async def test_health_and_people_pages_show_channels_turns_traces_and_approve_pairing(
     make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
 ) -> None:
     settings = make_settings(web={"port": 0}, telegram={"token": "123:abc"})
@@ -185,7 +186,8 @@ async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
         await telegram.push("let me in", sender_id="777", sender_name="Newcomer")
         await telegram.wait_for(1)
 
-        await signed_in(page, gateway, "status")
+        await page.get_by_role("link", name="Health").click()  # one click from the chat
+        await expect(page).to_have_url(re.compile(r"/health$"))
         webchat = page.locator("#channels tr", has_text="webchat")
         await expect(webchat).to_contain_text("connected")
         model = page.locator("#models tr", has_text="fake-model")
@@ -193,21 +195,24 @@ async def test_status_page_shows_channel_turn_trace_and_approves_pairing(
         await expect(model).to_contain_text("llm")
         turn = page.locator("#turns tbody tr").first
         await expect(turn).to_contain_text("done")
-        await expect(turn).to_contain_text("webchat:")
-        await expect(page.locator("#usage")).to_contain_text("Per day")
-        await expect(page.locator("#schedule")).to_contain_text(
-            re.compile("heartbeat|no scheduler")
-        )
-        await page.locator("#workspace button", has_text="AGENTS.md").click()
-        await expect(page.locator("#file-view")).to_contain_text("# AGENTS.md")
+        await expect(turn).to_contain_text("You, in the web chat")
+        await signed_in(page, gateway, "usage")
+        await expect(page.locator("#content")).to_contain_text("Per day")
+        await signed_in(page, gateway, "jobs")
+        await expect(page.locator("#content")).to_contain_text(re.compile("Heartbeat|no scheduler"))
+        await signed_in(page, gateway, "memory")
+        await page.get_by_role("button", name="AGENTS.md").click()
+        await expect(page.get_by_label("Contents of AGENTS.md")).not_to_be_empty()
 
-        request = page.locator("#pairing tr", has_text="Newcomer")
-        await expect(request).to_contain_text("telegram 777")
-        await request.get_by_role("button", name="Approve").click()
-        await expect(page.locator("#pairing")).to_contain_text("No one is waiting.")
+        await signed_in(page, gateway, "people")
+        request = page.locator("#content tr", has_text="Newcomer")
+        await expect(request).to_contain_text("telegram user 777")
+        await request.get_by_role("button", name="Approve", exact=True).click()
+        await expect(page.locator("#content")).to_contain_text("No one is waiting.")
         assert (await telegram.wait_for(2))[1].text == WELCOME
 
-        await turn.locator("a").click()
+        await signed_in(page, gateway, "health")
+        await page.locator("#turns tbody tr").first.locator("a").click()
         await expect(page).to_have_url(re.compile(r"/trace/[0-9a-f]+$"))
         await expect(page.locator("#events")).to_contain_text("llm")
 
@@ -227,8 +232,8 @@ async def test_with_a_token_the_browser_must_sign_in_and_the_token_stays_out_of_
         await expect(page.get_by_role("alert")).to_contain_text("That token is not right")
         await page.locator("input[name=token]").fill(TOKEN)
         await page.locator("button[type=submit]").click()
-        await expect(page).to_have_url(re.compile(r"/status$"))
-        await expect(page.locator("#footer")).to_contain_text("access: token")
+        await expect(page).to_have_url(re.compile(r"/health$"))  # where the status page went
+        await expect(page.locator("h2#title")).to_have_text("Health")
         await page.goto(gateway.web.url)
         await expect(page.locator("#connection")).to_have_text("connected")
         assert not any(TOKEN in url for url in seen_urls)
@@ -237,7 +242,7 @@ async def test_with_a_token_the_browser_must_sign_in_and_the_token_stays_out_of_
         assert auth["value"] != TOKEN
 
 
-async def test_on_a_phone_the_status_page_fits_and_the_chat_shows_it_is_working(
+async def test_on_a_phone_the_health_page_fits_and_the_chat_shows_it_is_working(
     make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
 ) -> None:
     gate = asyncio.Event()
@@ -258,11 +263,11 @@ async def test_on_a_phone_the_status_page_fits_and_the_chat_shows_it_is_working(
         await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("All done.")
         await expect(working).to_be_hidden()
 
-        await signed_in(page, gateway, "status")
+        await signed_in(page, gateway, "health")
         await expect(page.locator("#turns tbody tr").first).to_contain_text("done")
         await expect(page.locator("#models tr", has_text="a-rather-long")).to_be_visible()
         title = page.locator("header h1")
-        await expect(title).to_have_text("Status")
+        await expect(title).to_have_text("Switchboard")
         assert await title.evaluate("e => e.scrollWidth <= e.clientWidth")  # not "St…"
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"the page is {width} px wide on a 390 px phone"

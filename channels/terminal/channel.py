@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
+import time
 from pathlib import Path
 
 from channels.terminal.frames import (
@@ -63,6 +64,7 @@ class TerminalChannel:
         self._running: dict[str, Running] = {}
         self._socket = socket  # also accept ``switchboard chat`` windows there, once started
         self._server: TerminalServer | None = None
+        self._last_message_at: float | None = None  # for the control center's health
 
     # -- Channel --------------------------------------------------------------------------
 
@@ -125,7 +127,9 @@ class TerminalChannel:
 
     def health(self) -> ChannelHealth:
         return ChannelHealth(
-            connected=self._sink is not None, detail=f"{len(self._viewers)} window(s)"
+            connected=self._sink is not None,
+            last_message_at=self._last_message_at,
+            detail=f"{len(self._viewers)} window(s)",
         )
 
     # -- windows --------------------------------------------------------------------------
@@ -166,7 +170,9 @@ class TerminalChannel:
             chat_type=ChatType.DM,
             mentioned=True,
         )
-        return await self._sink.publish_inbound(msg)
+        accepted = await self._sink.publish_inbound(msg)
+        self._last_message_at = time.time()
+        return accepted
 
     def _show(self, frame: LiveFrame) -> None:
         for viewer in list(self._viewers):

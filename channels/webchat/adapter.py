@@ -4,7 +4,10 @@ Each browser is one chat (its id is derived from a random HttpOnly cookie, so re
 page keeps the session). Messages go through the gateway's sink like every platform's;
 replies arrive through :meth:`send` from the durable outbox, are written to the chat's
 transcript and pushed to the browser's open pages over a WebSocket. While the model
-writes, :meth:`stream` pushes fragments; the reply from the outbox then replaces them.
+writes, :meth:`stream` pushes fragments; the reply from the outbox then replaces them. A
+turn that ends in a notice instead (stopped with ``/stop``, or failed) keeps what it had
+written: the streamed text becomes an entry of its own, marked as stopped, where it was
+shown, and the notice follows it (after the ``/stop`` that caused it).
 
 The channel has no access settings: its user is the owner, which holds because the server
 is either bound to loopback or requires the token (see :mod:`gateway.web.security`).
@@ -16,6 +19,7 @@ import logging
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,14 @@ STREAMS_PER_CHAT = 3  # unfinished streamed answers remembered per chat (for rel
 MAX_STREAM_CHARS = 200_000
 
 
+@dataclass(slots=True)
+class _Stream:
+    """An answer being written: its text so far, and when it began to show."""
+
+    text: str = ""
+    started: float = field(default_factory=time.time)
+
+
 class WebChatChannel:
     name = NAME
 
@@ -66,7 +78,7 @@ class WebChatChannel:
         self.max_files = max_files
         self._sink: InboundSink | None = None
         self._subscribers: defaultdict[str, set[Subscriber]] = defaultdict(set)
-        self._streams: defaultdict[str, OrderedDict[str, str]] = defaultdict(OrderedDict)
+        self._streams: defaultdict[str, OrderedDict[str, _Stream]] = defaultdict(OrderedDict)
         self._last_message_at: float | None = None
         self._last_error: str | None = None
 
@@ -91,6 +103,9 @@ class WebChatChannel:
             "turn": message.turn_id,
             "files": [_file(a) for a in message.attachments if a.path],
         }
+        streamed = self._streams[message.chat_id].get(message.turn_id or "")
+        if streamed is not None and streamed.text and message.kind is OutboundKind.NOTICE:
+            await self._keep_stopped(message.chat_id, str(message.turn_id), streamed)
         try:
             added = await self.transcripts.append(message.chat_id, entry)
         except OSError as exc:
@@ -102,10 +117,31 @@ class WebChatChannel:
             self._publish(message.chat_id, {"type": "message", "entry": public(entry)})
         return str(entry["id"])
 
+    async def _keep_stopped(self, chat_id: str, turn_id: str, streamed: _Stream) -> None:
+        """The text a turn had written before it stopped (or failed) stays, where it was
+        shown: an entry of its own, dated when it began, marked as stopped."""
+        entry: Entry = {
+            "id": entry_id(f"stopped:{turn_id}"),
+            "role": "assistant",
+            "kind": "stopped",
+            "text": streamed.text,
+            "at": streamed.started,
+            "turn": turn_id,
+            "files": [],
+        }
+        try:
+            added = await self.transcripts.append(chat_id, entry)
+        except OSError as exc:
+            self._last_error = f"could not store a reply: {exc.strerror or exc}"
+            raise ChannelTransientError(self._last_error) from exc
+        if added:
+            self._publish(chat_id, {"type": "message", "entry": public(entry)})
+
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
         streams = self._streams[chat.chat_id]
-        text = streams.pop(turn_id, "") + delta
-        streams[turn_id] = text[-MAX_STREAM_CHARS:]
+        stream = streams.pop(turn_id, None) or _Stream()
+        stream.text = (stream.text + delta)[-MAX_STREAM_CHARS:]
+        streams[turn_id] = stream
         while len(streams) > STREAMS_PER_CHAT:
             streams.popitem(last=False)
         self._publish(chat.chat_id, {"type": "delta", "turn": turn_id, "text": delta})
@@ -192,7 +228,7 @@ class WebChatChannel:
             "type": "hello",
             "agent": self.agent_name,
             "entries": [public(e) for e in entries],
-            "streaming": [{"turn": t, "text": s} for t, s in self._streams[chat_id].items()],
+            "streaming": [{"turn": t, "text": s.text} for t, s in self._streams[chat_id].items()],
         }
         return subscriber, hello
 

@@ -5,7 +5,7 @@ listings take ``--json``:
 * ``pairing list --json``: ``[{"code", "channel", "sender_id", "sender_name", "state",
   "created_at", "expires_at"}]`` (times in epoch seconds);
 * ``cron list --json``: ``[{"id", "schedule", "next_run", "target", "text", "task_type",
-  "agent", "runs"}]`` (``next_run`` ISO 8601 or null);
+  "agent", "runs", "state"}]`` (``next_run`` ISO 8601 or null; ``state`` active or paused);
 * ``trace --json``: ``{"turn", "file", "events": [{"t", "event", ...}]}``.
 """
 
@@ -90,6 +90,18 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
     actions.add_parser(
         "remove", parents=[common], help="remove a job", description="Remove a job by id."
     ).add_argument("job_id")
+    actions.add_parser(
+        "pause",
+        parents=[common],
+        help="pause a job",
+        description="Keep a job but run it no more until `cron resume` (the control center's Pause).",
+    ).add_argument("job_id")
+    actions.add_parser(
+        "resume",
+        parents=[common],
+        help="resume a paused job",
+        description="Run a paused job again from its next time.",
+    ).add_argument("job_id")
     cron.set_defaults(handler=lambda args, settings: asyncio.run(cron_cli(settings, args)))
 
 
@@ -144,13 +156,19 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     async with store_for(settings) as store:
-        if args.action == "remove":
-            if await store.jobs.remove(args.job_id):
-                print(f"Removed job {args.job_id}.")
+        if args.action in ("remove", "pause", "resume"):
+            change = {
+                "remove": (store.jobs.remove, "Removed", "active or paused"),
+                "pause": (store.jobs.pause, "Paused", "active"),
+                "resume": (store.jobs.resume, "Resumed", "paused"),
+            }
+            act, done, state = change[args.action]
+            if await act(args.job_id):
+                print(f"{done} job {args.job_id}.")
                 return 0
-            print(f"No active job {args.job_id}.", file=sys.stderr)
+            print(f"No {state} job {args.job_id}.", file=sys.stderr)
             return 1
-        jobs = await store.jobs.active()
+        jobs = await store.jobs.listing()
         rows = [
             {
                 "id": job.id,
@@ -161,6 +179,7 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
                 "task_type": job.task_type,
                 "agent": job.agent,
                 "runs": job.runs,
+                "state": job.state,
             }
             for job in jobs
         ]
@@ -171,6 +190,8 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
             print("No scheduled jobs.")
         for job in jobs:
             when = f"{job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else "-"
+            if job.state == "paused":
+                when = "paused"
             what = job.message or job.prompt or ""
             print(
                 f"{job.id}  next {when}  {job.spec.describe()}  -> {job.chat.session_key}  "

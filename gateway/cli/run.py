@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 RESTART = -1  # run_gateway's answer when a restart was asked for (never an exit status)
 
 DESCRIPTION = (
-    "Run every configured channel, the web chat and status page, and the scheduler, until "
+    "Run every configured channel, the web chat and control center, and the scheduler, until "
     "Ctrl-C or SIGTERM (a second one stops at once). `switchboard chat` in another terminal "
     "attaches to it. Creates $SWITCHBOARD_HOME on first use."
 )

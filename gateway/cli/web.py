@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Print a one-time link (valid 10 minutes) that signs a browser in to the running "
-    "gateway's web chat and status page. Only the user who runs the gateway can make one."
+    "gateway's web chat and control center. Only the user who runs the gateway can make one."
 )
 
 

@@ -167,7 +167,7 @@ def stream_after(sections: Mapping[str, ChannelSection], channel: str) -> float:
 
 
 class WebSettings(BaseModel):
-    """``[web]``: the local web chat and status page (docs/channels.md#web-chat-and-status-page).
+    """``[web]``: the local web chat and control center (docs/channels.md#web-chat-and-control-center).
 
     It has no access fields: whoever reaches it is the owner, so it is either bound to a
     loopback address or protected by ``token`` (required anywhere else; checked here, at

@@ -280,7 +280,7 @@ class StorageSettings(Section):
     # At least a week: the inbound dedup window, and time for an interrupted turn to resume.
     retention_days: int = Field(default=30, ge=7, le=36_500)
     audit_retention_days: int = Field(default=180, ge=7, le=36_500)
-    # At least the status page's 30 days of token usage.
+    # At least the control center's 30 days of token usage.
     usage_retention_days: int = Field(default=90, ge=31, le=36_500)
 
     @field_validator("url")

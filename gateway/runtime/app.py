@@ -29,13 +29,22 @@ from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.scheduling import ScheduledItem
+from gateway.core.workspace_files import FileText
 from gateway.runtime.agents.assembly import workspaces
 from gateway.runtime.build import build
 from gateway.runtime.home import prepare_workspace
-from gateway.runtime.intake import pairing
 from gateway.runtime.live.settings import change_settings
 from gateway.store import PairingRequest
-from gateway.web.view import CapSpend, ModelState, SettingsChange, WorkInProgress
+from gateway.web.view import (
+    CapSpend,
+    HeartbeatAction,
+    HeartbeatState,
+    JobAction,
+    ModelState,
+    SessionActivity,
+    SettingsChange,
+    WorkInProgress,
+)
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
@@ -84,6 +93,7 @@ class Gateway(Service):
         self.config_reload = parts.config_reload
         self.dispatcher = parts.dispatcher
         self.scheduler = parts.scheduler
+        self.control = parts.control  # what the owner's control center changes
         self.web: WebServer | None = None  # gateway/web; started with the web chat
         self._receiving: set[str] = set()  # channels started before this node led
 
@@ -251,11 +261,34 @@ class Gateway(Service):
         return self.guard.degraded()
 
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
-        decide = pairing.approve if approve else pairing.deny
-        request = await decide(self.store, code, by=by)
-        if request is not None:
-            self.bus.outbound_ready(request.channel)  # deliver the welcome now
-        return request
+        return await self.control.decide_pairing(code, approve=approve, by=by)
+
+    def session_activity(self, session_key: str) -> SessionActivity:
+        return self.control.activity(session_key)
+
+    async def stop_turn(self, session_key: str, *, by: str) -> str:
+        return await self.control.stop_turn(session_key, by=by)
+
+    async def start_fresh(self, session_key: str, *, by: str) -> str:
+        return await self.control.start_fresh(session_key, by=by)
+
+    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
+        return await self.control.revoke(channel, sender_id, by=by)
+
+    async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
+        return await self.control.decide_approval(request_id, approve=approve, by=by)
+
+    async def change_job(self, job_id: str, action: JobAction, *, by: str) -> bool:
+        return await self.control.change_job(job_id, action, by=by)
+
+    async def heartbeat_state(self) -> HeartbeatState:
+        return await self.control.heartbeat_state()
+
+    async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:
+        return await self.control.change_heartbeat(action, by=by)
+
+    async def save_workspace_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
+        return await self.control.save_file(name, text, base=base, by=by)
 
     def settings_form(self) -> list[FormSection]:
         settings = self.settings

@@ -41,6 +41,7 @@ from gateway.runtime.agents.recall import build_recall
 from gateway.runtime.agents.roster import AgentRoster
 from gateway.runtime.agents.subagents import Subagents, TaskQueue, TaskWakes
 from gateway.runtime.bus import LocalBus
+from gateway.runtime.control import OwnerControls
 from gateway.runtime.deployment import Guard, LocalGuard, WorkSources
 from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.controls import Controls
@@ -125,6 +126,7 @@ class Parts:
     dispatcher: Dispatcher
     intake: Service  # what feeds the dispatcher (one process's intake, or a node's work)
     scheduler: Scheduler
+    control: OwnerControls  # the control center's actions (gateway/web/view.py)
     workers: dict[str, OutboundWorker]  # by channel
 
 
@@ -179,6 +181,49 @@ def inbound_stages(
     )
 
 
+def allowances(
+    settings: Settings, store: Store, bus: LocalBus
+) -> tuple[SpendCaps, SpendWatch, UserBudget]:
+    """The money caps, the watch that tells the owner how far they are spent, and each
+    person's allowance (turns, tokens, money)."""
+    spend_caps = SpendCaps(
+        store.usage,
+        settings.limits,
+        people=settings.people,
+        agents=settings.agents,
+        timezone=settings.timezone,
+    )
+    spend = SpendWatch(
+        spend_caps,
+        store.spend_notices,
+        home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        outbound_ready=bus.outbound_ready,
+    )
+    return (
+        spend_caps,
+        spend,
+        UserBudget(store.usage, store.audit, settings.limits, spend=spend_caps),
+    )
+
+
+def heartbeat_for(
+    settings: Settings, store: Store, *, zones: Zones, budget: UserBudget
+) -> Heartbeat:
+    """The heartbeat, with the day's events when ``calendar.heartbeat`` says so."""
+    agenda = owners_agenda(settings, zones)
+    return Heartbeat(
+        settings.heartbeat,
+        workspace=settings.workspace_dir,
+        outbox=store.outbox,
+        usage=store.usage,
+        homes=store.homes,
+        kv=store.kv,
+        timezone=settings.timezone,
+        agenda=agenda if settings.calendar.heartbeat else None,
+        budget=budget,
+    )
+
+
 def scheduler_for(
     settings: Settings,
     store: Store,
@@ -186,27 +231,17 @@ def scheduler_for(
     jobs: JobBook,
     dispatcher: Dispatcher,
     zones: Zones,
-    budget: UserBudget,
+    heartbeat: Heartbeat,
     clock: Clock,
 ) -> Scheduler:
-    """Jobs, the heartbeat (with the day's events when the calendar says so), the morning
-    briefing and housekeeping, on the scheduler."""
-    agenda = owners_agenda(settings, zones)
+    """Jobs, the heartbeat, the morning briefing and housekeeping, on the scheduler."""
+    agenda = owners_agenda(settings, zones) if settings.calendar.briefing else None
     return Scheduler(
         settings,
         jobs=store.jobs,
         book=jobs,
         dispatcher=dispatcher,
-        heartbeat=Heartbeat(
-            settings.heartbeat,
-            workspace=settings.workspace_dir,
-            outbox=store.outbox,
-            usage=store.usage,
-            homes=store.homes,
-            timezone=settings.timezone,
-            agenda=agenda if settings.calendar.heartbeat else None,
-            budget=budget,
-        ),
+        heartbeat=heartbeat,
         housekeep=housekeeping(store, settings),
         clock=clock,
         zones=zones,
@@ -214,7 +249,7 @@ def scheduler_for(
             Briefing(
                 settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
             )
-            if agenda is not None and settings.calendar.briefing
+            if agenda is not None
             else None
         ),
     )
@@ -332,20 +367,7 @@ def build(
         wake=wakes.wake,
     )
     # -- what people and background work may spend, and the owner told how far it went
-    spend_caps = SpendCaps(
-        store.usage,
-        settings.limits,
-        people=settings.people,
-        agents=settings.agents,
-        timezone=settings.timezone,
-    )
-    spend = SpendWatch(
-        spend_caps,
-        store.spend_notices,
-        home=lambda: heartbeat_target(settings.heartbeat, store.homes),
-        outbound_ready=bus.outbound_ready,
-    )
-    budget = UserBudget(store.usage, store.audit, settings.limits, spend=spend_caps)
+    spend_caps, spend, budget = allowances(settings, store, bus)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -418,16 +440,17 @@ def build(
         task_results=TaskResultTurns(journal=store.journal, tasks=store.tasks, committer=committer),
         committer=committer,
     )
+    controls = Controls(
+        journal=store.journal,
+        commands=commands,
+        committer=committer,
+        sections=sections,
+        stop_phrases=settings.agent.stop_phrases,
+        programs=programs.principal,
+    )
     dispatcher = Dispatcher(
         handlers,
-        controls=Controls(
-            journal=store.journal,
-            commands=commands,
-            committer=committer,
-            sections=sections,
-            stop_phrases=settings.agent.stop_phrases,
-            programs=programs.principal,
-        ),
+        controls=controls,
         claims=guard.claims(store, router.session_key, approvals.waiting_turns),
         load=load,
         max_active_turns=settings.limits.max_concurrent_turns,
@@ -446,7 +469,25 @@ def build(
     )
     # -- work that starts on its own, and delivery
     scheduler = scheduler_for(
-        settings, store, jobs=jobs, dispatcher=dispatcher, zones=zones, budget=budget, clock=clock
+        settings,
+        store,
+        jobs=jobs,
+        dispatcher=dispatcher,
+        zones=zones,
+        heartbeat=heartbeat_for(settings, store, zones=zones, budget=budget),
+        clock=clock,
+    )
+    # -- what the owner's control center changes (through the same parts as the chats)
+    control = OwnerControls(
+        store=store,
+        dispatcher=dispatcher,
+        controls=controls,
+        approvals=approvals,
+        jobs=jobs,
+        scheduler=scheduler,
+        heartbeat=scheduler.heartbeat,
+        workspace=settings.workspace_dir,
+        on_outbound=bus.outbound_ready,
     )
 
     def worker(channel: Channel) -> OutboundWorker:
@@ -516,5 +557,6 @@ def build(
         dispatcher=dispatcher,
         intake=intake,
         scheduler=scheduler,
+        control=control,
         workers=workers,
     )

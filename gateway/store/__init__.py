@@ -25,19 +25,32 @@ from gateway.store.engine.retention import Retention
 from gateway.store.engine.sql import Connection
 from gateway.store.engine.sqlite import SqliteEngine
 from gateway.store.group_context import GroupContext, HeardMessage
-from gateway.store.history import History, NewMessage, SessionState, StoredMessage
+from gateway.store.history import (
+    History,
+    NewMessage,
+    SessionState,
+    SessionSummary,
+    ShownMessage,
+    StoredMessage,
+)
 from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
-from gateway.store.journal import InboundRecord, Journal, OpenTurn, OpenWork, TurnEnd
+from gateway.store.journal import InboundRecord, Journal, LastTurn, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.memory_entries import MemoryEntries, Origin
 from gateway.store.outbox import Outbox, OutboxRecord
-from gateway.store.people import People
+from gateway.store.people import People, Person
 from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
 from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
 from gateway.store.spend import SpendNotices
 from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
-from gateway.store.usage import Spender, UsageRecord, UsageReport, UsageTotals
+from gateway.store.usage import (
+    Spender,
+    UsageGroup,
+    UsageRecord,
+    UsageReport,
+    UsageTotals,
+)
 from gateway.store.voice import VoiceMinutes
 from gateway.store.webhook_bodies import WebhookBodies
 
@@ -67,6 +80,7 @@ __all__ = [
     "KeyValue",
     "KeywordHit",
     "KnownChat",
+    "LastTurn",
     "LedgerEntry",
     "MemoryEntries",
     "NewMessage",
@@ -80,11 +94,14 @@ __all__ = [
     "PairingRequest",
     "Pairings",
     "People",
+    "Person",
     "Pins",
     "Recall",
     "Retention",
     "Said",
     "SessionState",
+    "SessionSummary",
+    "ShownMessage",
     "SpendNotices",
     "Spender",
     "Store",
@@ -95,6 +112,7 @@ __all__ = [
     "Tasks",
     "ToolLedger",
     "TurnEnd",
+    "UsageGroup",
     "UsageRecord",
     "UsageReport",
     "UsageTotals",

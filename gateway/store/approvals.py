@@ -160,6 +160,19 @@ class ApprovalRequests:
 
         return await self._db.run(query, durable=False)
 
+    async def decided(self, limit: int) -> list[ApprovalRequest]:
+        """The ``limit`` requests decided last, newest first."""
+
+        def query(conn: Connection) -> list[ApprovalRequest]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM approvals WHERE state != 'pending'"
+                " ORDER BY decided_at DESC LIMIT ?",
+                (limit,),
+            )
+            return [_record(row) for row in rows]
+
+        return await self._db.run(query, durable=False)
+
     async def prune(self, before: float) -> int:
         """Forget decided requests older than ``before``; pending ones stay (they expire)."""
         return await delete_batched(

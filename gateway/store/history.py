@@ -38,6 +38,33 @@ class SessionState:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One conversation as the control center lists it: when it was last active, how many
+    messages its current conversation holds, and its latest words."""
+
+    session_key: str
+    last_active: float | None
+    generation: int
+    messages: int  # final messages of the current conversation (since the last /new)
+    last_role: MessageRole | None
+    last_text: str  # the newest user or assistant text ("" when there is none)
+    last_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShownMessage:
+    """A final message of a conversation, as its transcript shows it."""
+
+    id: int
+    role: MessageRole
+    body: dict[str, Any]
+    turn_id: str | None
+    generation: int  # conversations before a /new have a lower one
+    at: float
+    running: bool = False  # a checkpoint of the turn running now (not final yet)
+
+
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
     role: MessageRole
@@ -323,6 +350,89 @@ class History:
                 (session_key, state.generation),
             ).fetchone()
             return int(total)
+
+        return await self._db.run(query, durable=False)
+
+    async def sessions(self, *, limit: int) -> list[SessionSummary]:
+        """The ``limit`` most recently active conversations, newest first; one whose first
+        turn runs (or waits for an approval) counts from its first checkpoint, and its
+        latest words may be the running turn's."""
+
+        def query(conn: Connection) -> list[SessionSummary]:
+            rows = conn.execute(
+                "WITH keys AS ("
+                " SELECT session_key, last_active, generation FROM sessions"
+                " UNION ALL"
+                " SELECT m.session_key, MAX(m.created_at), 0 FROM messages m"
+                " WHERE m.status = 'draft' AND NOT EXISTS"
+                " (SELECT 1 FROM sessions s WHERE s.session_key = m.session_key)"
+                " GROUP BY m.session_key)"
+                " SELECT k.session_key, k.last_active, k.generation,"
+                " (SELECT COUNT(*) FROM messages m WHERE m.session_key = k.session_key"
+                "  AND m.generation = k.generation AND m.status = 'final'),"
+                " (SELECT MAX(m.id) FROM messages m WHERE m.session_key = k.session_key"
+                "  AND m.status IN ('final', 'draft') AND m.role IN ('user', 'assistant'))"
+                " FROM keys k ORDER BY COALESCE(k.last_active, 0) DESC, k.session_key LIMIT ?",
+                (limit,),
+            ).fetchall()
+            newest = [row[4] for row in rows if row[4] is not None]
+            last: dict[int, tuple[MessageRole, str, float]] = {}
+            if newest:
+                marks = ",".join("?" for _ in newest)
+                for row_id, role, body, at in conn.execute(
+                    f"SELECT id, role, body, created_at FROM messages WHERE id IN ({marks})",
+                    tuple(newest),
+                ):
+                    text = searchable(json.loads(body).get("content")) or ""
+                    last[int(row_id)] = (role, text, float(at))
+            summaries = []
+            for key, active, generation, count, newest_id in rows:
+                role, text, at = last.get(newest_id, (None, "", None))
+                summaries.append(
+                    SessionSummary(key, active, int(generation), int(count), role, text, at)
+                )
+            return summaries
+
+        return await self._db.run(query, durable=False)
+
+    async def last_activity(self) -> float | None:
+        """When any conversation was last active (the control center refreshes on a change)."""
+
+        def query(conn: Connection) -> float | None:
+            (at,) = conn.execute("SELECT MAX(last_active) FROM sessions").fetchone()
+            return None if at is None else float(at)
+
+        return await self._db.run(query, durable=False)
+
+    async def session_keys(self, *, limit: int) -> list[str]:
+        """The ``limit`` most recently active sessions' keys (what a search covers)."""
+
+        def query(conn: Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT session_key FROM sessions ORDER BY COALESCE(last_active, 0) DESC LIMIT ?",
+                (limit,),
+            )
+            return [str(key) for (key,) in rows]
+
+        return await self._db.run(query, durable=False)
+
+    async def transcript(self, session_key: str, *, limit: int) -> list[ShownMessage]:
+        """The newest ``limit`` messages of the session, of every conversation it had
+        (``/new`` starts another) and the running turn's checkpoints, oldest first: what the
+        control center shows."""
+
+        def query(conn: Connection) -> list[ShownMessage]:
+            rows = conn.execute(
+                "SELECT id, role, body, turn_id, generation, created_at, status FROM messages"
+                " WHERE session_key = ? AND status IN ('final', 'draft') ORDER BY id DESC LIMIT ?",
+                (session_key, limit),
+            ).fetchall()
+            return [
+                ShownMessage(
+                    int(i), role, json.loads(body), turn, int(generation), float(at), s == "draft"
+                )
+                for i, role, body, turn, generation, at, s in reversed(rows)
+            ]
 
         return await self._db.run(query, durable=False)
 

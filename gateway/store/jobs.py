@@ -32,7 +32,9 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-JobState = Literal["active", "firing", "done", "removed"]  # firing: fired, its turn not committed
+# firing: fired, its turn not committed; paused: kept, not run until resumed (the owner's
+# control center, `switchboard cron pause`)
+JobState = Literal["active", "paused", "firing", "done", "removed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,18 @@ class Jobs:
 
         return await self._db.run(query, durable=False)
 
+    async def listing(self) -> list[Job]:
+        """Every job still to run: active and paused ones, soonest first."""
+
+        def query(conn: Connection) -> list[Job]:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state IN ('active', 'paused')"
+                " ORDER BY next_run, id"
+            )
+            return [_job(row) for row in rows]
+
+        return await self._db.run(query, durable=False)
+
     async def get(self, job_id: str) -> Job | None:
         def query(conn: Connection) -> Job | None:
             row = conn.execute(
@@ -172,7 +186,38 @@ class Jobs:
     async def remove(self, job_id: str) -> bool:
         def update(conn: Connection) -> bool:
             cursor = conn.execute(
-                "UPDATE jobs SET state = 'removed' WHERE id = ? AND state = 'active'", (job_id,)
+                "UPDATE jobs SET state = 'removed' WHERE id = ? AND state IN ('active', 'paused')",
+                (job_id,),
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(update)
+
+    async def pause(self, job_id: str) -> bool:
+        """An active job is kept but not run; whether it was active."""
+        return await self._move(job_id, "active", "paused")
+
+    async def resume(self, job_id: str) -> bool:
+        """A paused job runs again from its next time; whether it was paused."""
+        return await self._move(job_id, "paused", "active")
+
+    async def _move(self, job_id: str, before: JobState, after: JobState) -> bool:
+        def update(conn: Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE jobs SET state = ? WHERE id = ? AND state = ?", (after, job_id, before)
+            )
+            return cursor.rowcount > 0
+
+        return await self._db.run(update)
+
+    async def run_at(self, job_id: str, when: datetime) -> bool:
+        """An active job is due at ``when`` (run now), its schedule going on after that;
+        whether it was active."""
+
+        def update(conn: Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE jobs SET next_run = ? WHERE id = ? AND state = 'active'",
+                (_ts(when), job_id),
             )
             return cursor.rowcount > 0
 

@@ -29,6 +29,12 @@ TurnEnd = Literal["done", "failed"]  # how a committed turn ended
 
 
 @dataclass(frozen=True, slots=True)
+class LastTurn:
+    state: str  # running | answered | done | failed
+    at: float  # when it last changed
+
+
+@dataclass(frozen=True, slots=True)
 class InboundRecord:
     """A journaled inbound message."""
 
@@ -236,6 +242,25 @@ class Journal:
                 (session_key,),
             )
             return [(str(turn_id), int(attempts)) for turn_id, attempts in rows]
+
+        return await self._db.run(load, durable=False)
+
+    async def last_turns(self, session_keys: Sequence[str]) -> dict[str, LastTurn]:
+        """The latest turn of each of ``session_keys`` that has one on record (a scheduled
+        job's last outcome: its session is ``cron:<job id>``)."""
+        if not session_keys:
+            return {}
+
+        def load(conn: Connection) -> dict[str, LastTurn]:
+            marks = ",".join("?" for _ in session_keys)
+            latest: dict[str, LastTurn] = {}
+            for key, state, at in conn.execute(
+                f"SELECT session_key, state, updated_at FROM turns WHERE session_key IN ({marks})"
+                " ORDER BY updated_at",
+                tuple(session_keys),
+            ):
+                latest[key] = LastTurn(str(state), float(at))
+            return latest
 
         return await self._db.run(load, durable=False)
 

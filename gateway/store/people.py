@@ -1,9 +1,10 @@
-"""Each person's own time zone and usage footer, the chats the bot knows by name, and where
-people sent to.
+"""Each person's own time zone, name and usage footer, the chats the bot knows by name,
+and where people sent to.
 
 ``people``: a zone a person set by asking (the ``timezone`` tool, after they confirmed);
-a zone in ``[people]`` config wins over it; whether they asked for the usage footer under
-each answer (``/usage footer on``). ``known_chats``: names of chats (a Telegram
+a zone in ``[people]`` config wins over it; the name they last wrote under (for the control
+center, which shows people and conversations by name); whether they asked for the usage
+footer under each answer (``/usage footer on``). ``known_chats``: names of chats (a Telegram
 group's title) learned from the messages that came from them, for platforms that cannot
 list their chats. ``person_chats``: the chats a person has had the bot send to, so the first
 send to any other chat is confirmed with them first.
@@ -12,7 +13,8 @@ send to any other chat is confirmed with them first.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gateway.core.messages import ChatType
 from gateway.core.services import KnownChat
@@ -20,6 +22,16 @@ from gateway.store.engine.db import Database
 from gateway.store.engine.sql import Connection, Cursor
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """What the store knows of one person (``channel:sender id``)."""
+
+    person: str
+    name: str | None
+    timezone: str | None  # set by asking; a zone in [people] config wins over it
+    chats: tuple[tuple[str, str], ...] = ()  # (channel, chat id) they wrote or sent to
 
 
 class People:
@@ -70,6 +82,55 @@ class People:
                 (person, int(on), self._clock()),
             )
         )
+
+    # -- names --------------------------------------------------------------------------
+
+    async def name_person(self, person: str, name: str) -> None:
+        """Remember the name ``person`` writes under (the caller writes only a change)."""
+        await self._db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO people (person, name, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (person) DO UPDATE SET name = excluded.name,"
+                " updated_at = excluded.updated_at",
+                (person, name, self._clock()),
+            ),
+            durable=False,  # the message's own commit carries it
+        )
+
+    async def listing(self) -> list[Person]:
+        """Everyone with a name, a zone or a chat on record, with the chats they use."""
+
+        def query(conn: Connection) -> list[Person]:
+            known = {
+                person: (name, zone)
+                for person, name, zone in conn.execute("SELECT person, name, timezone FROM people")
+            }
+            chats: dict[str, list[tuple[str, str]]] = {}
+            for person, channel, chat_id in conn.execute(
+                "SELECT person, channel, chat_id FROM person_chats ORDER BY first_at"
+            ):
+                chats.setdefault(person, []).append((channel, chat_id))
+            return [
+                Person(person, *known.get(person, (None, None)), tuple(chats.get(person, ())))
+                for person in sorted({*known, *chats})
+            ]
+
+        return await self._db.run(query, durable=False)
+
+    async def names(self, persons: Sequence[str]) -> dict[str, str]:
+        """The names of those of ``persons`` whose name is on record."""
+        if not persons:
+            return {}
+
+        def query(conn: Connection) -> dict[str, str]:
+            marks = ",".join("?" for _ in persons)
+            rows = conn.execute(
+                f"SELECT person, name FROM people WHERE name IS NOT NULL AND person IN ({marks})",
+                tuple(persons),
+            )
+            return {str(person): str(name) for person, name in rows.fetchall()}
+
+        return await self._db.run(query, durable=False)
 
     # -- chats known by name --------------------------------------------------------------
 

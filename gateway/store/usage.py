@@ -128,6 +128,10 @@ class Spender:
         return "1 = 1", ()
 
 
+# How usage is added up: per local day, conversation (session), person (principal), model.
+UsageGroup = Literal["day", "session", "agent", "person", "model"]
+
+
 @dataclass(frozen=True, slots=True)
 class PersonUsage:
     tokens: int
@@ -162,16 +166,20 @@ class UsageReport:
 
         return await self._db.run(query, durable=False)
 
-    async def since(
-        self, seconds: float, *, by: Literal["day", "session", "agent", "person"] = "day"
-    ) -> list[UsageTotals]:
-        """Totals per day (local time), session, agent or person over the last ``seconds``."""
-        group = {
-            "day": self._db.dialect.local_day("at"),
+    def _group(self, by: UsageGroup) -> str:
+        if by == "day":
+            return self._db.dialect.local_day("at")
+        return {
             "session": "session_key",
             "agent": "agent",
             "person": "COALESCE(principal, '')",
+            "model": "model",
         }[by]
+
+    async def since(self, seconds: float, *, by: UsageGroup = "day") -> list[UsageTotals]:
+        """Totals per day (local time), session, agent, person or model over the last
+        ``seconds`` (usage charged to nobody, such as a heartbeat's, is the person ``""``)."""
+        group = self._group(by)
         cutoff = self._clock() - seconds
 
         def query(conn: Connection) -> list[UsageTotals]:
@@ -265,7 +273,7 @@ class UsageReport:
         return await self._db.select([charged], parse)
 
     async def prune(self, before: float) -> int:
-        """Forget usage recorded before ``before`` (keep at least the status page's days)."""
+        """Forget usage recorded before ``before`` (keep at least the control center's days)."""
         return await delete_batched(self._db, "usage", "at < ?", [before])
 
 

@@ -1,4 +1,5 @@
-"""The gateway's HTTP side: web chat page, status page, ``/healthz`` and ``/metrics``.
+"""The gateway's HTTP side: the web chat, the owner's control center, ``/healthz`` and
+``/metrics``.
 
 :class:`WebServer` is started by :class:`gateway.runtime.app.Gateway` when it has a channel that
 serves web routes (see :mod:`gateway.web.server`); security lives in

@@ -1,4 +1,5 @@
-"""The HTTP server of ``switchboard run``: web chat page, status page, health and metrics.
+"""The HTTP server of ``switchboard run``: the web chat, the owner's control center, health
+and metrics.
 
 ``/healthz`` is liveness (the process and its store answer); ``/readyz`` is readiness (the
 store answers and a channel is connected), for supervisors and load balancers. Both are
@@ -8,7 +9,9 @@ It runs on the gateway's own event loop (aiohttp). It starts only when the gatew
 built with a channel that serves web routes (the web chat, which ``switchboard run`` adds
 when ``web.enabled``); ``switchboard chat``, tests and benchmarks that build a Gateway
 without it never open a port. Pages are static files shipped in ``gateway/web/static``;
-data comes from JSON endpoints and is rendered in the browser without HTML injection.
+data comes from JSON endpoints and is rendered in the browser without HTML injection. The
+control center's sections (gateway/web/control.py) replaced the status page: ``/status``
+leads to ``/health``, and ``/api/status`` stays for ``switchboard status``.
 
 On a cluster node that does not lead, the server starts *limited* (``standby=True``): only
 ``/healthz`` and the routes of the channels that receive on every node (WhatsApp's webhook,
@@ -23,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -32,22 +34,23 @@ from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError
 from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
+from gateway.core.workspace_files import read as read_workspace
+from gateway.web.control import ControlRoutes
 from gateway.web.endpoint import remove_endpoint, socket_path, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.web.pages import STATIC_DIR, static_page
 from gateway.web.security import Handler, WebGuard
 from gateway.web.serving import program_channels, web_channels, webhook_channels
 from gateway.web.sessions import WebSessions
 from gateway.web.settings import SettingsRoutes
 from gateway.web.signin import SignInCodes, ensure_key, sign_in_link
-from gateway.web.status import read_workspace_file, readiness, snapshot
+from gateway.web.status import readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
-
-STATIC_DIR = Path(__file__).parent / "static"
 
 
 def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -88,6 +91,7 @@ class WebServer:
             sign_in=SignInCodes(self._sign_in_key),
         )
         self.metrics = GatewayMetrics(gateway)
+        self.control = ControlRoutes(gateway, self.guard.decorate)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -130,7 +134,7 @@ class WebServer:
         self.port = int(address[1])
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
-        log.info("web chat and status page on %s", self.url)
+        log.info("web chat and control center on %s", self.url)
 
     async def _listen_locally(self, runner: web.AppRunner) -> None:
         """The same application on a Unix socket in the data directory, for the command
@@ -166,6 +170,7 @@ class WebServer:
     async def stop(self) -> None:
         if self._runner is None:
             return
+        self.control.close()  # the control center's event streams end
         closing: list[ServesWeb | ServesPrograms] = [*web_channels(self._gateway), *self._programs]
         for channel in closing:
             try:
@@ -185,9 +190,9 @@ class WebServer:
             middlewares=[self._standby_filter, self.guard.middleware], client_max_size=1024**2
         )
         add = app.router.add_route
-        add("GET", "/", _page("chat.html"))
-        add("GET", "/status", _page("status.html"))
-        add("GET", "/trace/{turn_id}", _page("trace.html"))
+        add("GET", "/", _static_page("chat.html", ""))
+        add("GET", "/status", _moved("/health"))  # the status page became Health
+        add("GET", "/trace/{turn_id}", _static_page("trace.html", "health"))
         add("GET", "/login", self.guard.login_page)
         add("POST", "/login", self.guard.login)
         add("POST", "/logout", self.guard.logout)
@@ -201,6 +206,7 @@ class WebServer:
         add("POST", "/api/sessions/sign-out-all", self.guard.sign_out_all)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
         app.router.add_routes(SettingsRoutes(self._gateway, self.guard).routes())
+        app.router.add_routes(self.control.routes())
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         # Browsers ask for /favicon.ico on every page whatever the page links to.
         add("GET", "/favicon.ico", _icon)
@@ -278,12 +284,12 @@ class WebServer:
 
     async def _workspace_file(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        text = await asyncio.to_thread(
-            read_workspace_file, self._gateway.settings.workspace_dir, name
+        found = await asyncio.to_thread(read_workspace, self._gateway.settings.workspace_dir, name)
+        if found is None:
+            return web.json_response({"error": "not a bootstrap, memory or skill file"}, status=404)
+        return web.json_response(
+            {"name": name, "text": found.text, "digest": found.digest, "whole": found.whole}
         )
-        if text is None:
-            return web.json_response({"error": "not a bootstrap or memory file"}, status=404)
-        return web.json_response({"name": name, "text": text})
 
 
 async def _icon(request: web.Request) -> web.StreamResponse:
@@ -295,10 +301,15 @@ def _path_of(route: web.RouteDef) -> str:
     return route.path
 
 
-def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    path = STATIC_DIR / name
-
+def _static_page(name: str, current: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def serve(request: web.Request) -> web.StreamResponse:
-        return web.FileResponse(path, headers={"Content-Type": "text/html; charset=utf-8"})
+        return static_page(name, current)
+
+    return serve
+
+
+def _moved(location: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=303, headers={"Location": location})
 
     return serve

@@ -13,31 +13,20 @@ from collections.abc import Sequence
 from html import escape
 
 from gateway.config.form import FormField, FormSection
+from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 
 CHECK, SAVE = "check", "save"  # the form's two buttons (name="_action")
 
-_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>Settings · Switchboard</title>
-<link rel="stylesheet" href="/static/app.css">
-<link rel="icon" href="/static/icon.svg" type="image/svg+xml">
-</head>
-<body class="settings-page">
-<main class="settings">
-<h1>Settings</h1>
-<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps the file's
-comments; a change applies at once unless it is marked <em>needs a restart</em>.</p>
+_PAGE = """<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps
+the file's comments; a change applies at once unless it is marked <em>needs a restart</em>.</p>
 {result}
-{form}
-</main>
-</body>
-</html>
-"""
+{form}"""
+
+
+def _framed(result: str, form: str) -> str:
+    return framed(section_named("settings"), _PAGE.format(result=result, form=form))
+
 
 _FORM = """<form method="post" action="/settings">
 {sections}
@@ -56,17 +45,17 @@ def settings_page(
     restart_offered: bool = False,
 ) -> str:
     """The page, with what the last post did above the form."""
-    return _PAGE.format(
-        result=_result(result, checked=checked, restart_offered=restart_offered),
-        form=_FORM.format(sections="\n".join(_section(s) for s in sections)),
+    return _framed(
+        _result(result, checked=checked, restart_offered=restart_offered),
+        _FORM.format(sections="\n".join(_section(s) for s in sections)),
     )
 
 
 def restarting_page() -> str:
-    return _PAGE.format(
-        result='<p role="status">Restarting: the gateway stops and starts again. '
+    return _framed(
+        '<p role="status">Restarting: the gateway stops and starts again. '
         '<a href="/settings">Back to the settings</a> in a few seconds.</p>',
-        form="",
+        "",
     )
 
 
@@ -109,8 +98,8 @@ def _section(section: FormSection) -> str:
     fields = "\n".join(_field(f) for f in section.fields)
     doc = f"<p>{escape(section.doc)}</p>" if section.doc else ""
     return (
-        f'<fieldset id="{escape(section.title, quote=True)}"><legend>{escape(section.title)}'
-        f"</legend>{doc}\n{fields}\n</fieldset>"
+        f'<fieldset class="group" id="{escape(section.title, quote=True)}">'
+        f"<legend>{escape(section.title)}</legend>{doc}\n{fields}\n</fieldset>"
     )
 
 
@@ -126,8 +115,9 @@ def _field(field: FormField) -> str:
         notes.append(f"default {field.default}")
     about = escape(field.doc)
     return (
-        f'<p class="setting"><label for="{ident}"><code>{escape(field.key)}</code></label> '
-        f"{_input(field, ident)}<br><small>{about} ({escape('; '.join(notes))})</small></p>"
+        f'<div class="setting"><label for="{ident}">{escape(field.key)}</label>'
+        f'<div class="control">{_input(field, ident)}'
+        f"<small>{about} ({escape('; '.join(notes))})</small></div></div>"
     )
 
 

@@ -1,4 +1,5 @@
-"""What the status page shows, gathered from the running gateway as plain JSON data.
+"""What ``/api/status`` reports (``switchboard status`` reads it; the control center's
+Health page shows the same parts), gathered from the running gateway as plain JSON data.
 
 Everything here is read-only. The page renders it with ``textContent`` only, so nothing
 from a chat, a trace or a workspace file can become markup.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,26 +18,13 @@ from gateway import __version__
 from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.channel import SupportsHealth
 from gateway.core.system.logs import last_problem
+from gateway.core.workspace_files import listing
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView
 
-# The workspace files the agent reads into every prompt (agent/context.py), plus the
-# heartbeat checklist and long-term memory.
-BOOTSTRAP_FILES = (
-    "AGENTS.md",
-    "SOUL.md",
-    "USER.md",
-    "IDENTITY.md",
-    "TOOLS.md",
-    "HEARTBEAT.md",
-    "MEMORY.md",
-)
-MEMORY_DIR = "memory"
 LOCAL = frozenset({"terminal"})  # channels/terminal: always up while the gateway runs
-MAX_MEMORY_FILES = 200
-MAX_FILE_BYTES = 256_000
 USAGE_DAYS = 30
 
 
@@ -66,7 +54,7 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "models": model_states(gateway),
         # the nodes of a cluster (none with the SQLite file): leader first
         "nodes": [node.to_dict(time.time()) for node in await gateway.store.nodes.listing()],
-        "last_error": _last_error(),
+        "last_error": last_error(),
         "work": {
             "running": work.running_turns,
             "queued": work.queued_messages,
@@ -77,7 +65,7 @@ async def snapshot(gateway: GatewayView) -> dict[str, Any]:
         "usage": await usage(gateway, trace_dir),
         "schedule": schedule(gateway),
         "pairing": await pending_pairings(gateway),
-        "workspace": await asyncio.to_thread(workspace_files, settings.workspace_dir),
+        "workspace": [asdict(f) for f in await asyncio.to_thread(listing, settings.workspace_dir)],
     }
 
 
@@ -106,7 +94,7 @@ async def readiness(gateway: GatewayView, web: Sequence[object]) -> dict[str, An
     return {"ready": ready, "store": store, "channels": states}
 
 
-def _last_error() -> dict[str, Any] | None:
+def last_error() -> dict[str, Any] | None:
     problem = last_problem()
     if problem is None:
         return None
@@ -269,58 +257,3 @@ async def pending_pairings(gateway: GatewayView) -> list[dict[str, Any]]:
         for r in await gateway.store.pairings.listing()
         if r.state == "pending"
     ]
-
-
-def workspace_files(workspace: Path) -> list[dict[str, Any]]:
-    """The bootstrap and memory files the page may show (never anything else)."""
-    files = []
-    root = workspace.resolve()
-    candidates = [root / name for name in BOOTSTRAP_FILES]
-    memory = root / MEMORY_DIR
-    if memory.is_dir() and not memory.is_symlink():
-        candidates.extend(sorted(memory.rglob("*.md"))[:MAX_MEMORY_FILES])
-    for path in candidates:
-        if not _inside(path, root):
-            continue
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        kind = "bootstrap" if path.parent == root else "memory"
-        files.append(
-            {
-                "name": path.relative_to(root).as_posix(),
-                "kind": kind,
-                "size": info.st_size,
-                "modified": info.st_mtime,
-            }
-        )
-    return files
-
-
-def read_workspace_file(workspace: Path, name: str) -> str | None:
-    """One listed file's text (capped), or None when ``name`` is not a listed file."""
-    listed = {f["name"] for f in workspace_files(workspace)}
-    if name not in listed:
-        return None
-    path = workspace.resolve() / name
-    with path.open("rb") as handle:
-        data = handle.read(MAX_FILE_BYTES + 1)
-    text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
-    if len(data) > MAX_FILE_BYTES:
-        text += f"\n[... shown up to {MAX_FILE_BYTES} bytes]"
-    return text
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """A regular file inside the workspace, reached without symlinks."""
-    if not path.is_file():
-        return False
-    current = path
-    while current != root:
-        if current.is_symlink():
-            return False
-        current = current.parent
-        if current == current.parent:
-            return False
-    return path.resolve().is_relative_to(root)

@@ -1,6 +1,6 @@
 """Reading the per-turn traces (JSONL under ``data_dir/traces/<day>/<turn id>.jsonl``).
 
-The agent writes them (agent/guards/trace.py); the status page lists recent turns with
+The agent writes them (agent/guards/trace.py); the control center lists recent turns with
 their guard decisions and shows one turn's events; metrics follow new lines as they are
 appended. Only this module knows the file layout on the web side. All functions here do
 blocking file I/O: call them through ``asyncio.to_thread``.

@@ -1,21 +1,31 @@
-"""What the web server reads of the running gateway, and what it may change.
+"""What the web server reads of the running gateway, and what the owner may change there.
 
 The web layer depends on this small interface, not on the
 :class:`~gateway.runtime.app.Gateway` class that implements it, so the runtime can start
-the server without the server reaching back into the runtime.
+the server without the server reaching back into the runtime. Every change goes through
+the code the chat commands and the command line use (gateway/runtime/control.py says
+which), so a decision means the same wherever it is made; ``by`` says who made it, for the
+audit log ("web:owner").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from gateway.config.form import FormSection
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
 from gateway.core.scheduling import ScheduledItem
+from gateway.core.workspace_files import FileText
 from gateway.store import PairingRequest, Store
+
+# What a conversation is doing: nothing, a turn running (or being stopped), or a turn
+# parked until an approval request is decided.
+Activity = Literal["idle", "running", "stopping", "waiting"]
+JobAction = Literal["pause", "resume", "run", "delete"]
+HeartbeatAction = Literal["pause", "resume", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,32 @@ class SettingsChange:
     applied: tuple[str, ...] = ()  # of them, those in effect now (or that would be)
     restart: tuple[str, ...] = ()  # of them, those that wait for a restart
     problems: tuple[str, ...] = ()  # applied, but something did not work (a channel's start)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionActivity:
+    state: Activity
+    queued: int  # messages waiting behind the running or parked turn
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatState:
+    enabled: bool  # heartbeat.enabled
+    paused: bool  # paused by the owner (kept across restarts)
+    last_skip: str | None  # why its latest tick did not run (None: it ran, or none yet)
+
+
+class WorkspaceConflict(Exception):
+    """The file changed since the editor read it (the agent wrote a note meanwhile):
+    nothing was saved; ``current`` is what it holds now."""
+
+    def __init__(self, current: FileText) -> None:
+        super().__init__(f"{current.name} changed since it was opened")
+        self.current = current
+
+
+class NotEditable(Exception):
+    """Not one of the owner's workspace files, or too long to edit from the web."""
 
 
 class GatewayView(Protocol):
@@ -106,3 +142,32 @@ class GatewayView(Protocol):
     async def restart(self, *, by: str) -> bool:
         """Stop and start the gateway in a new process (the keys that wait for a restart);
         False when this gateway cannot (it was not started by ``switchboard run``)."""
+
+    def session_activity(self, session_key: str) -> SessionActivity:
+        """Whether a turn of the conversation runs here now, or waits for an approval."""
+
+    async def stop_turn(self, session_key: str, *, by: str) -> str:
+        """Stop the conversation's running turn as ``/stop`` does; what happened."""
+
+    async def start_fresh(self, session_key: str, *, by: str) -> str:
+        """Start the conversation afresh as ``/new`` does; what happened."""
+
+    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
+        """Revoke a paired person as ``switchboard pairing revoke`` does; whether they were."""
+
+    async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
+        """Approve or deny a waiting request as ``/approve ID`` does, the owner having been
+        shown every argument in full; what happened."""
+
+    async def change_job(self, job_id: str, action: JobAction, *, by: str) -> bool:
+        """Pause, resume, run now or delete a scheduled job; whether it could be."""
+
+    async def heartbeat_state(self) -> HeartbeatState: ...
+
+    async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:
+        """Pause, resume or run the heartbeat now; whether it could be (it is on)."""
+
+    async def save_workspace_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
+        """Write one of the owner's workspace files (gateway/core/workspace_files.py), if it
+        still holds what the editor read (``base``: its digest then), else raise
+        :class:`WorkspaceConflict`; :class:`NotEditable` when it is not such a file."""

@@ -52,6 +52,11 @@ class Commands:
             not msg.is_group and _COMMAND_WORD.fullmatch(command) is not None
         )
 
+    async def start_fresh(self, session_key: str) -> str:
+        """``/new``: a fresh conversation (also the control center's "Start fresh")."""
+        await self._store.history.new_generation(session_key)
+        return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
+
     async def run(
         self,
         msg: InboundMessage,
@@ -66,8 +71,7 @@ class Commands:
         if command == "/pair":
             return await self._pair(msg, principal)
         if command == "/new":
-            await self._store.history.new_generation(session_key)
-            return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
+            return await self.start_fresh(session_key)
         if command == "/status":
             return await self._status.render(msg, principal, session_key, running)
         if command == "/model":

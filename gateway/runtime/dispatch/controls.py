@@ -121,7 +121,7 @@ class Controls:
         if refusal is not None:
             await self._reply(record, session.key, refusal)
             return
-        stopped = await self._stop_running(message, session)
+        stopped = await self.stop(session, by=f"{message.channel}:{message.sender_id}")
         if stopped is None:
             await self._reply(record, session.key, "Nothing is running right now.")
         elif not stopped:
@@ -140,16 +140,21 @@ class Controls:
             if refusal is not None:
                 await self._reply(record, session.key, refusal)
                 return
-            await self._stop_running(message, session)
-            await session.turn_ended()
-        text = await self._commands.run(message, self._principal(message), session.key)
+        text = await self.start_afresh(session, by=f"{message.channel}:{message.sender_id}")
         await self._reply(record, session.key, text)
 
-    async def _stop_running(self, message: InboundMessage, session: SessionView) -> bool | None:
-        """Stop the session's running (or parked) turn and drop what waits behind it:
-        ``True`` when stopped now, ``False`` when it was stopping already, ``None`` when
-        nothing ran."""
-        by = f"{message.channel}:{message.sender_id}"
+    async def start_afresh(self, session: SessionView, *, by: str) -> str:
+        """``/new`` once it is allowed (also the owner's control center): the running turn
+        stops first, then the conversation starts afresh; what to tell whoever asked."""
+        if session.running is not None or session.parked is not None:
+            await self.stop(session, by=by)
+            await session.turn_ended()
+        return await self._commands.start_fresh(session.key)
+
+    async def stop(self, session: SessionView, *, by: str) -> bool | None:
+        """Stop the session's running (or parked) turn and drop what waits behind it
+        (``/stop`` once it is allowed, and the owner's control center): ``True`` when
+        stopped now, ``False`` when it was stopping already, ``None`` when nothing ran."""
         running, parked = session.running, session.parked
         if running is None and parked is None:
             return None

@@ -119,6 +119,7 @@ class AccessGate:
         self._on_outbound = on_outbound
         self._context = GroupContextBook(group_context)
         self._names: dict[tuple[str, str], str] = {}  # chat names already recorded
+        self._person_names: dict[str, str] = {}  # people's names already recorded
         self._used: set[tuple[str, str]] = set()  # (person, chat) already recorded
 
     async def admits(self, msg: InboundMessage) -> bool:
@@ -172,7 +173,12 @@ class AccessGate:
         return Accepted.REFUSED
 
     async def _remember_name(self, msg: InboundMessage) -> None:
-        """A group's title, for the ``chats`` tool (written when new or changed)."""
+        """A group's title, for the ``chats`` tool, and the name the sender writes under,
+        for the control center (each written when new or changed)."""
+        person = f"{msg.channel}:{msg.sender_id}"
+        if msg.sender_name and self._person_names.get(person) != msg.sender_name:
+            await self._people.name_person(person, msg.sender_name)
+            self._person_names[person] = msg.sender_name
         if not msg.chat_name or not msg.is_group:
             return
         key = (msg.channel, msg.chat_id)

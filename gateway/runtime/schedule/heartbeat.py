@@ -3,8 +3,9 @@
 Every rule that can skip a tick runs before any model call: nothing due in HEARTBEAT.md
 (empty, or headings and comments only), quiet hours in the user's time zone, the previous
 heartbeat still running, nowhere to deliver, the target chat rate-limited, today's token
-budget for heartbeats spent, or a money cap of background work or of the gateway reached
-(gateway/runtime/people/spend.py). Peers burned tokens on all of these.
+budget for heartbeats spent, a money cap of background work or of the gateway reached
+(gateway/runtime/people/spend.py), or the owner paused it (the control center; kept across
+restarts). Peers burned tokens on all of these.
 
 With ``calendar.heartbeat`` the check-in also sees the rest of the day's events (read
 before the model call, in the owner's zone); they are outside content, so such a check-in
@@ -27,11 +28,12 @@ from gateway.core.turns import TurnKind
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.runs import ScheduledRun
-from gateway.store import HomeChat, HomeChats, Outbox, UsageReport
+from gateway.store import HomeChat, HomeChats, KeyValue, Outbox, UsageReport
 
 log = logging.getLogger(__name__)
 
 SESSION = "heartbeat:main"
+PAUSED_KEY = "heartbeat.paused"  # kv: the owner paused check-ins (the control center)
 HISTORY_LIMIT = 6  # a light session: the last few check-ins, not the whole story
 PROMPT = """\
 Heartbeat check-in. These are the standing tasks from HEARTBEAT.md:
@@ -78,6 +80,7 @@ class Heartbeat:
         outbox: Outbox,
         usage: UsageReport,
         homes: HomeChats,
+        kv: KeyValue,
         timezone: str = "UTC",
         agenda: OwnersAgenda | None = None,
         budget: UserBudget | None = None,
@@ -90,15 +93,32 @@ class Heartbeat:
         self._homes = homes
         self._agenda = agenda  # calendar.heartbeat: the rest of the day's events
         self._budget = budget  # the money caps of background work
+        self._kv = kv
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
+        self.last_skip: str | None = None  # why the latest tick was skipped (None: it ran)
 
     @property
     def running(self) -> bool:
         return self._running is not None and not self._running.done.is_set()
 
-    async def plan(self, now: datetime) -> ScheduledRun | Skip:
-        """The check-in to run at ``now``, or why this tick is skipped."""
+    async def paused(self) -> bool:
+        return bool(await self._kv.get(PAUSED_KEY))
+
+    async def pause(self, paused: bool) -> None:
+        """Pause or resume check-ins (kept across restarts)."""
+        await self._kv.set(PAUSED_KEY, paused)
+
+    async def plan(self, now: datetime, *, asked: bool = False) -> ScheduledRun | Skip:
+        """The check-in to run at ``now``, or why this tick is skipped. ``asked``: the owner
+        asked for one now (it runs even while paused; every other rule holds)."""
+        plan = await self._plan(now, asked=asked)
+        self.last_skip = plan.reason if isinstance(plan, Skip) else None
+        return plan
+
+    async def _plan(self, now: datetime, *, asked: bool) -> ScheduledRun | Skip:
+        if not asked and await self.paused():
+            return Skip("paused by the owner")
         if self.running:
             return Skip("the previous heartbeat is still running")
         local = now.astimezone(zone(self.timezone))
@@ -162,7 +182,7 @@ class Heartbeat:
         self.settings = settings
 
     async def look_up_target(self) -> None:
-        """Where check-ins go, for the status page (``target``)."""
+        """Where check-ins go, for the control center (``target``)."""
         await self._target()
 
 

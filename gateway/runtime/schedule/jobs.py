@@ -82,12 +82,42 @@ class JobBook:
         return [info(j) for j in await self._jobs.active() if visible(j, principal)]
 
     async def remove_job(self, job_id: str, principal: Principal) -> bool:
-        job = await self._jobs.get(job_id)
-        if job is None or not visible(job, principal):
+        """The ``cron`` tool's remove and the control center's Delete (``switchboard cron
+        remove`` calls the same :meth:`Jobs.remove`)."""
+        if not await self._may_change(job_id, principal):
             return False
         removed = await self._jobs.remove(job_id)
         self.changed.set()
         return removed
+
+    async def pause_job(self, job_id: str, principal: Principal) -> bool:
+        """Keep the job but run it no more until resumed; whether it was active."""
+        if not await self._may_change(job_id, principal):
+            return False
+        paused = await self._jobs.pause(job_id)
+        self.changed.set()
+        return paused
+
+    async def resume_job(self, job_id: str, principal: Principal) -> bool:
+        """Run a paused job again from its next time (one whose time passed meanwhile runs
+        now, once); whether it was paused."""
+        if not await self._may_change(job_id, principal):
+            return False
+        resumed = await self._jobs.resume(job_id)
+        self.changed.set()
+        return resumed
+
+    async def run_job_now(self, job_id: str, principal: Principal) -> bool:
+        """Fire an active job now; its schedule goes on after that. Whether it was active."""
+        if not await self._may_change(job_id, principal):
+            return False
+        due = await self._jobs.run_at(job_id, self._clock.now())
+        self.changed.set()
+        return due
+
+    async def _may_change(self, job_id: str, principal: Principal) -> bool:
+        job = await self._jobs.get(job_id)
+        return job is not None and visible(job, principal)
 
 
 def visible(job: Job, principal: Principal) -> bool:

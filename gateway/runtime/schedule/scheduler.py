@@ -59,7 +59,7 @@ class Scheduler(Service):
         self._stored_jobs = jobs
         self._housekeep = housekeep  # prunes the store and old traces, once a day
         self._dispatcher = dispatcher
-        self._heartbeat = heartbeat
+        self.heartbeat = heartbeat  # the control center pauses and runs it
         self._briefing = briefing  # calendar.briefing: the day's events each morning
         self._clock = clock
         self._jitter = jitter
@@ -70,6 +70,7 @@ class Scheduler(Service):
         self._next_heartbeat: datetime | None = None
         self._next_briefing: datetime | None = None
         self._next_prune: datetime | None = None
+        self._beat_asked = False  # the owner asked for a check-in now
         # When housekeeping last ran and what it removed; ``housekept`` is set after each run.
         self.last_housekeeping: tuple[datetime, dict[str, int]] | None = None
         self.housekept = asyncio.Event()
@@ -79,11 +80,9 @@ class Scheduler(Service):
     async def start(self) -> None:
         now = self._clock.now()
         await self._catch_up(now)
-        if self._heartbeat.settings.enabled:
-            await self._heartbeat.look_up_target()
-            self._next_heartbeat = now + timedelta(
-                seconds=self._heartbeat.settings.interval_seconds
-            )
+        if self.heartbeat.settings.enabled:
+            await self.heartbeat.look_up_target()
+            self._next_heartbeat = now + timedelta(seconds=self.heartbeat.settings.interval_seconds)
         if self._briefing is not None:
             self._next_briefing = await self._briefing.wake_after(now)
         self._next_prune = now + timedelta(minutes=5)
@@ -101,18 +100,18 @@ class Scheduler(Service):
         heartbeat turned on or off, its next check-in planned from now when it was turned
         on or its interval changed."""
         self._settings = settings
-        before = self._heartbeat.settings
-        self._heartbeat.configure(settings.heartbeat)
+        before = self.heartbeat.settings
+        self.heartbeat.configure(settings.heartbeat)
         if self._task is None:  # not running (yet): start() plans with the new settings
             return
         beat = settings.heartbeat
         if not beat.enabled:
             self._next_heartbeat = None
         elif not before.enabled or before.interval_seconds != beat.interval_seconds:
-            await self._heartbeat.look_up_target()
+            await self.heartbeat.look_up_target()
             self._next_heartbeat = self._clock.now() + timedelta(seconds=beat.interval_seconds)
         elif before.target != beat.target:
-            await self._heartbeat.look_up_target()
+            await self.heartbeat.look_up_target()
         self._wake.set()  # the loop waits for the new next check-in
 
     async def _catch_up(self, now: datetime) -> None:
@@ -203,10 +202,21 @@ class Scheduler(Service):
             )
         )
 
+    def beat_now(self) -> bool:
+        """A heartbeat check-in at once (the control center's Run now), even while paused;
+        whether the heartbeat is on at all."""
+        if self._next_heartbeat is None:
+            return False
+        self._beat_asked = True
+        self._next_heartbeat = self._clock.now()
+        self._wake.set()
+        return True
+
     async def _beat(self, now: datetime) -> None:
-        interval = timedelta(seconds=self._heartbeat.settings.interval_seconds)
+        interval = timedelta(seconds=self.heartbeat.settings.interval_seconds)
         self._next_heartbeat = now + interval
-        plan = await self._heartbeat.plan(now)
+        asked, self._beat_asked = self._beat_asked, False
+        plan = await self.heartbeat.plan(now, asked=asked)
         if isinstance(plan, Skip):
             log.debug("heartbeat skipped: %s", plan.reason)
             return
@@ -223,7 +233,7 @@ class Scheduler(Service):
                 self._dispatcher.submit(plan)
         self._next_briefing = await briefing.wake_after(now)
 
-    # -- the status page's view -----------------------------------------------------------
+    # -- what the control center and `switchboard status` see ---------------------------
 
     def snapshot(self) -> list[ScheduledItem]:
         items = [
@@ -231,21 +241,21 @@ class Scheduler(Service):
             for j in self._jobs
         ]
         if self._next_heartbeat is not None:
-            every = self._heartbeat.settings.interval_seconds
+            every = self.heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(
                     "heartbeat",
                     TurnKind.HEARTBEAT,
                     f"every {every} seconds",
                     self._next_heartbeat,
-                    self._heartbeat.target,
+                    self.heartbeat.target,
                 )
             )
         if self._briefing is not None:
             at = f"every day at {self._briefing.at:%H:%M}"
             items.append(
                 ScheduledItem(
-                    "briefing", TurnKind.CRON, at, self._briefing.next_at, self._heartbeat.target
+                    "briefing", TurnKind.CRON, at, self._briefing.next_at, self.heartbeat.target
                 )
             )
         return items

@@ -282,13 +282,22 @@ class Approvals(Service):
                 r for r in await self._store.approval_requests.pending() if self._may(r, principal)
             ]
             return text.listing_text(mine)
-        record = await self._request_for(words[0], principal)
+        return await self.resolve(words[0], principal, approve=approve)
+
+    async def resolve(
+        self, request_id: str, principal: Principal, *, approve: bool, shown_whole: bool = False
+    ) -> str:
+        """Decide one request for ``principal``: what ``/approve ID`` and ``/deny ID`` do,
+        and the owner's control center. ``shown_whole``: the decider was shown every
+        argument in full (the control center shows them so), which counts as ``/show``."""
+        record = await self._request_for(request_id, principal)
         if isinstance(record, str):
             return record
         if not record.pending:
             return text.already_text(record)
         by = f"{principal.channel}:{principal.sender_id}"
-        if approve and text.prompt_was_cut(record) and not await self._was_shown(record, by):
+        seen = (shown_whole and text.reviewable(record)) or await self._was_shown(record, by)
+        if approve and text.prompt_was_cut(record) and not seen:
             return text.unseen_text(record)  # never approve what the approver could not see
         now = self._clock.now().timestamp()
         state = ApprovalState.APPROVED if approve else ApprovalState.DENIED

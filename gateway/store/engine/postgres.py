@@ -92,7 +92,7 @@ class PostgresEngine(Engine):
         self, url: str, *, synchronous: Literal["full", "normal"] = "full", node: str = ""
     ) -> None:
         self.url = url
-        # named after the node, so the server (and the status page) can tell whose it is
+        # named after the node, so the server (and the control center) can tell whose it is
         self._application = f"switchboard store {node}".strip()[:63]
         self._relaxed = synchronous == "normal"
         self._raw: psycopg.Connection[Any] | None = None

@@ -494,6 +494,11 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE people ADD COLUMN usage_footer INTEGER NOT NULL DEFAULT 0;
     """,
+    # v26 (issue 46): a person's name as they last wrote, so the control center shows
+    # people and their conversations by name, not by platform id
+    """
+    ALTER TABLE people ADD COLUMN name TEXT;
+    """,
 )
 
 

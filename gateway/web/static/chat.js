@@ -5,6 +5,8 @@
 // written), "typing" and "done" (a turn is over: stop "typing", and drop streamed text
 // that no answer will replace). User text and streamed fragments are shown with textContent;
 // finished answers come as HTML the server rendered from markdown with raw HTML escaped.
+// While a turn runs, Stop sends /stop; what the turn had written stays, marked as stopped
+// (the server sends it as a "stopped" entry before the notice that says what was stopped).
 
 (() => {
   const list = document.getElementById("messages");
@@ -16,11 +18,13 @@
   const connection = document.getElementById("connection");
   const typing = document.getElementById("typing");
   const emptyHint = document.getElementById("empty"); // shown (by CSS) until a message arrives
+  const stopButton = document.getElementById("stop");
   const seen = new Set();
   const streaming = new Map(); // turn id -> element with the streamed text
   let socket = null;
   let retryDelay = 500;
   let typingTimer = null;
+  let busy = false; // a turn runs: Stop is offered
 
   function randomId() {
     const bytes = new Uint8Array(16);
@@ -59,7 +63,13 @@
     const [item, body] = bubble(entry.role, entry.kind);
     item.dataset.id = entry.id;
     if (entry.turn) item.dataset.turn = entry.turn;
-    if (entry.role === "assistant" && typeof entry.html === "string") {
+    if (entry.kind === "stopped") {
+      body.textContent = entry.text; // as it was streamed, cut where the turn stopped
+      const mark = document.createElement("span");
+      mark.className = "mark";
+      mark.textContent = "Stopped before it finished.";
+      item.append(mark);
+    } else if (entry.role === "assistant" && typeof entry.html === "string") {
       body.innerHTML = entry.html; // rendered by the server with all raw HTML escaped
     } else {
       body.textContent = entry.text;
@@ -91,7 +101,7 @@
     const stick = nearBottom() || entry.role === "user";
     const item = renderEntry(entry);
     const live = entry.turn ? streaming.get(entry.turn) : null;
-    if (live && (entry.kind === "reply" || entry.kind === "notice")) {
+    if (live && (entry.kind === "reply" || entry.kind === "notice" || entry.kind === "stopped")) {
       live.replaceWith(item); // the delivered answer is the authoritative one
       streaming.delete(entry.turn);
     } else if (live) {
@@ -116,11 +126,18 @@
     }
     item.querySelector(".body").textContent += text;
     hideTyping();
+    setBusy(true);
     scrollDown(stick);
+  }
+
+  function setBusy(running) {
+    busy = running;
+    stopButton.hidden = !running;
   }
 
   function endTurn(turn, answered) {
     hideTyping();
+    setBusy(false);
     const live = streaming.get(turn);
     if (live && !answered) {
       live.remove(); // no answer will replace it: the turn ended without one
@@ -130,6 +147,7 @@
 
   function showTyping() {
     typing.hidden = false;
+    setBusy(true);
     clearTimeout(typingTimer);
     typingTimer = setTimeout(hideTyping, 6000);
   }
@@ -147,6 +165,7 @@
       document.getElementById("agent-name").textContent = hello.agent;
       document.title = `${hello.agent} · chat`;
     }
+    setBusy(false);
     for (const entry of hello.entries) addEntry(entry);
     for (const s of hello.streaming) addDelta(s.turn, s.text);
     scrollDown(true);
@@ -194,9 +213,9 @@
     sendError.hidden = !message;
   }
 
-  async function send() {
-    const text = textBox.value;
-    const files = Array.from(fileInput.files);
+  async function send(command) {
+    const text = command || textBox.value;
+    const files = command ? [] : Array.from(fileInput.files);
     if (!text.trim() && files.length === 0) return;
     const data = new FormData();
     data.append("id", randomId());
@@ -230,10 +249,12 @@
         if (answer.entry) addEntry(answer.entry);
         break;
       }
-      textBox.value = "";
-      fileInput.value = "";
-      showChosen();
-      autosize();
+      if (!command) {
+        textBox.value = "";
+        fileInput.value = "";
+        showChosen();
+        autosize();
+      }
     } catch (err) {
       showError("Could not reach the gateway; your message is still here.");
     } finally {
@@ -250,6 +271,9 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     send();
+  });
+  stopButton.addEventListener("click", () => {
+    if (busy) send("/stop");
   });
   textBox.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

@@ -38,7 +38,7 @@
         row.append(cell(Number(event.t || 0).toFixed(3)), cell(event.event || "?"), cell(details, "details"));
       }
       const wrap = document.createElement("div");
-      wrap.className = "scroll";
+      wrap.className = "table-wrap";
       wrap.append(table);
       target.replaceChildren(wrap);
     })

@@ -1,0 +1,194 @@
+"""What the owner's control center changes, through the code the chats and the CLI use.
+
+One place decides what each action means, wherever it is asked for:
+
+- stop a turn, start a conversation afresh: :class:`~gateway.runtime.dispatch.controls.Controls`
+  (``/stop``, ``/new``);
+- approve or deny an approval request: :meth:`Approvals.resolve` (``/approve ID``);
+- pairing: :mod:`gateway.runtime.intake.pairing` (``switchboard pairing``, ``/pair``);
+- scheduled jobs: :class:`~gateway.runtime.schedule.jobs.JobBook` (the ``cron`` tool;
+  ``switchboard cron`` calls the same store methods), the heartbeat: the scheduler;
+- workspace files: written under the same lock the agent's memory notes take
+  (``agent/memory.py:exclusive``), so a note the agent adds meanwhile is never lost: a save
+  of a file that changed since the page read it is refused, and the page shows it anew.
+
+The page acts as the owner at the machine (like the terminal and the web chat: whoever has
+the owner's session), and every action is audited with who asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.memory import exclusive
+from gateway.core.messages import ChatType
+from gateway.core.principal import Principal, Role
+from gateway.core.system.fileutil import write_atomic
+from gateway.core.workspace_files import FileText, digest, kind_of, path_of, read
+from gateway.runtime.dispatch.controls import Controls
+from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionView
+from gateway.runtime.intake import pairing
+from gateway.runtime.schedule.heartbeat import Heartbeat
+from gateway.runtime.schedule.jobs import JobBook
+from gateway.runtime.schedule.scheduler import Scheduler
+from gateway.runtime.turns.approvals import Approvals
+from gateway.store import PairingRequest, Store
+from gateway.web.view import (
+    Activity,
+    HeartbeatAction,
+    HeartbeatState,
+    JobAction,
+    NotEditable,
+    SessionActivity,
+    WorkspaceConflict,
+)
+
+log = logging.getLogger(__name__)
+
+PAGE = "web"  # the audit log's channel for what the page does
+
+
+def owner_as(by: str) -> Principal:
+    """As whom the page acts: the owner, named as ``by`` names who acted ("web:owner"), on no
+    channel with access settings (so, like the terminal, may decide any approval request:
+    ``Approvals._may``)."""
+    channel, _, sender = by.partition(":")
+    return Principal(
+        channel or PAGE, sender or "owner", "the owner (control center)", Role.OWNER, ChatType.DM
+    )
+
+
+NOTHING_RUNS = "Nothing is running in this conversation right now."
+
+
+class OwnerControls:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        dispatcher: Dispatcher,
+        controls: Controls,
+        approvals: Approvals,
+        jobs: JobBook,
+        scheduler: Scheduler,
+        heartbeat: Heartbeat,
+        workspace: Path,
+        on_outbound: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+        self._controls = controls
+        self._approvals = approvals
+        self._jobs = jobs
+        self._scheduler = scheduler
+        self._heartbeat = heartbeat
+        self._workspace = workspace
+        self._on_outbound = on_outbound  # a message was queued on a channel: send it now
+
+    # -- conversations ----------------------------------------------------------------------
+
+    def activity(self, session_key: str) -> SessionActivity:
+        view = SessionView(self._dispatcher, session_key)
+        queued = len(view.queued())
+        state: Activity = "waiting" if view.parked is not None else "idle"
+        if view.running is not None:
+            state = "stopping" if view.running.stop_requested.is_set() else "running"
+        return SessionActivity(state, queued)
+
+    async def stop_turn(self, session_key: str, *, by: str) -> str:
+        stopped = await self._controls.stop(SessionView(self._dispatcher, session_key), by=by)
+        await self._audit("control-stop", by, session=session_key, stopped=stopped)
+        if stopped is None:
+            return NOTHING_RUNS
+        return "Stopping: the chat is told what it had done." if stopped else "Already stopping."
+
+    async def start_fresh(self, session_key: str, *, by: str) -> str:
+        view = SessionView(self._dispatcher, session_key)
+        text = await self._controls.start_afresh(view, by=by)
+        await self._audit("control-new", by, session=session_key)
+        return text
+
+    # -- people and approvals ---------------------------------------------------------------
+
+    async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
+        decide = pairing.approve if approve else pairing.deny
+        request = await decide(self._store, code, by=by)
+        if request is not None:
+            self._on_outbound(request.channel)  # deliver the welcome now
+        return request
+
+    async def revoke(self, channel: str, sender_id: str, *, by: str) -> bool:
+        return await pairing.revoke(self._store, channel, sender_id, by=by)
+
+    async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
+        principal = owner_as(by)
+        return await self._approvals.resolve(
+            request_id, principal, approve=approve, shown_whole=True
+        )
+
+    # -- jobs and the heartbeat -------------------------------------------------------------
+
+    async def change_job(self, job_id: str, action: JobAction, *, by: str) -> bool:
+        change = {
+            "pause": self._jobs.pause_job,
+            "resume": self._jobs.resume_job,
+            "run": self._jobs.run_job_now,
+            "delete": self._jobs.remove_job,
+        }[action]
+        done = await change(job_id, owner_as(by))
+        await self._audit(f"job-{action}", by, job=job_id, done=done)
+        return done
+
+    async def heartbeat_state(self) -> HeartbeatState:
+        return HeartbeatState(
+            enabled=self._heartbeat.settings.enabled,
+            paused=await self._heartbeat.paused(),
+            last_skip=self._heartbeat.last_skip,
+        )
+
+    async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:
+        if not self._heartbeat.settings.enabled:
+            return False
+        if action == "run":
+            done = self._scheduler.beat_now()
+        else:
+            await self._heartbeat.pause(action == "pause")
+            done = True
+        await self._audit(f"heartbeat-{action}", by, done=done)
+        return done
+
+    # -- workspace files --------------------------------------------------------------------
+
+    async def save_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
+        saved = await asyncio.to_thread(self._write, name, text, base)
+        await self._audit(
+            "workspace-edited", by, path=name, before=base, after=saved.digest, chars=len(text)
+        )
+        log.info("%s edited by %s", name, by)
+        return saved
+
+    def _write(self, name: str, text: str, base: str) -> FileText:
+        path = path_of(self._workspace, name)
+        if path is None:
+            raise NotEditable(f"{name} is not a bootstrap, memory or skill file")
+        # the notes the agent writes are changed under its lock (bootstrap files and skills are
+        # the owner's alone: no lock file beside them)
+        agents = kind_of(name) in ("memory", "daily", "person", "group")
+        with exclusive(path) if agents else contextlib.nullcontext():
+            current = read(self._workspace, name)
+            if current is None:
+                raise NotEditable(f"{name} is gone")
+            if not current.whole:
+                raise NotEditable(f"{name} is too long to edit here")
+            if current.digest != base:
+                raise WorkspaceConflict(current)
+            data = text.encode("utf-8")
+            write_atomic(path, data)
+        return FileText(name, text, digest(data), whole=True)
+
+    async def _audit(self, kind: str, by: str, **detail: object) -> None:
+        await self._store.audit.record(kind, channel=PAGE, sender_id=by, detail=dict(detail))

@@ -1,0 +1,118 @@
+"""The control center's people and access: who may talk to the assistant and how, by name.
+
+Everyone the configuration lists (owners, admins, ``allow_from``), everyone paired, and
+everyone who wrote: their role (as the access gate decides it, from the channel's
+settings), how they got in, their channels, their time zone and what they used in the last
+30 days. Pending pairing requests come first; they are approved or denied through the same
+code as ``switchboard pairing approve`` (gateway/runtime/intake/pairing.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gateway.core.principal import Role
+from gateway.web.names import Names
+
+if TYPE_CHECKING:
+    from gateway.config.channels import ChannelSection
+    from gateway.web.view import GatewayView
+
+USAGE_DAYS = 30
+
+
+@dataclass(slots=True)
+class _Row:
+    channel: str
+    sender_id: str
+    role: Role = Role.MEMBER
+    how: list[str] = field(default_factory=list)  # "owners", "allow_from", "paired", "wrote"
+    chats: list[tuple[str, str]] = field(default_factory=list)
+    zone: str | None = None
+
+
+async def listing(gateway: GatewayView) -> dict[str, Any]:
+    settings = gateway.settings
+    store = gateway.store
+    sections = {n: s for n, s in settings.channel_sections().items() if s.enabled}
+    rows: dict[str, _Row] = {}
+
+    def row(channel: str, sender_id: str) -> _Row:
+        person = f"{channel}:{sender_id}"
+        found = rows.get(person)
+        if found is None:
+            found = rows[person] = _Row(channel, sender_id)
+        return found
+
+    for channel, section in sections.items():
+        for listed in ("owners", "admins", "allow_from"):
+            for sender_id in getattr(section, listed):
+                if sender_id != "*":
+                    row(channel, sender_id).how.append(listed)
+    requests = await store.pairings.listing()
+    asked_as: dict[str, str] = {}  # the name a paired person asked under
+    for request in requests:
+        if request.state == "approved":
+            row(request.channel, request.sender_id).how.append("paired")
+            asked_as[f"{request.channel}:{request.sender_id}"] = request.sender_name
+    for known in await store.people.listing():
+        channel, _, sender_id = known.person.partition(":")
+        if channel not in sections:
+            continue  # the owner at the machine, other programs: not people to manage
+        found = row(channel, sender_id)
+        found.chats.extend(known.chats)
+        found.zone = known.timezone
+        if not found.how:
+            found.how.append("wrote")
+    names = await Names.load(store)
+    used = {u.key: u for u in await store.usage.since(USAGE_DAYS * 86_400, by="person")}
+    people: list[tuple[int, str, dict[str, Any]]] = []
+    for person, found in sorted(rows.items()):
+        own: ChannelSection | None = sections.get(found.channel)
+        role = own.role_of(found.sender_id) if own is not None else Role.MEMBER
+        configured = settings.people.get(person)
+        zone, zone_from = found.zone, "set by asking"
+        if configured is not None and configured.timezone:
+            zone, zone_from = configured.timezone, "[people] config"
+        if zone is None:
+            zone, zone_from = settings.timezone, "the default (user.timezone)"
+        usage = used.get(person)
+        name = names.known(person) or asked_as.get(person) or names.person(person)
+        people.append(
+            (
+                list(Role).index(role),
+                name.lower(),
+                {
+                    "person": person,
+                    "name": name,
+                    "channel": found.channel,
+                    "sender_id": found.sender_id,
+                    "role": role.value,
+                    "how": found.how,
+                    "paired": "paired" in found.how,
+                    "chats": sorted({names.session(f"{c}:{i}").title for c, i in found.chats}),
+                    "timezone": zone,
+                    "timezone_from": zone_from,
+                    "turns": usage.turns if usage else 0,
+                    "tokens": usage.input_tokens + usage.output_tokens if usage else 0,
+                },
+            )
+        )
+    people.sort(key=lambda p: p[:2])
+    return {
+        "pending": [
+            {
+                "code": r.code,
+                "channel": r.channel,
+                "sender_id": r.sender_id,
+                "sender_name": r.sender_name,
+                "created_at": r.created_at,
+                "expires_at": r.expires_at,
+            }
+            for r in requests
+            if r.state == "pending"
+        ],
+        "people": [p for _, _, p in people],
+        "usage_days": USAGE_DAYS,
+    }

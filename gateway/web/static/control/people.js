@@ -1,0 +1,84 @@
+"use strict";
+// People and access: pending pairing requests (Approve / Deny, as `switchboard pairing
+// approve` does), and everyone who may talk to the assistant, by name, with their role, how
+// they got in, their chats, time zone and usage; a paired person can be revoked.
+
+(() => {
+  const { el, fill, number, timeEl, table, api, post, action, section } = window.Control;
+
+  const HOW = { owners: "owner (config)", admins: "admin (config)", allow_from: "allowed (config)", paired: "paired", wrote: "wrote" };
+
+  function pending(requests) {
+    return el(
+      "section",
+      { class: "card", "aria-labelledby": "pending-title" },
+      el("h3", { id: "pending-title" }, "Waiting to be let in"),
+      table(
+        ["Who", "Code", "Asked", ""],
+        requests.map((p) => [
+          el("span", { id: `who-${p.code}` }, el("strong", {}, p.sender_name || "no name"), el("br"), el("small", { class: "muted" }, `${p.channel} user `, el("span", { class: "id" }, p.sender_id))),
+          el("code", { class: "id" }, p.code),
+          el("span", {}, timeEl(p.created_at), el("br"), el("small", { class: "muted" }, "expires ", timeEl(p.expires_at))),
+          el(
+            "span",
+            { class: "actions" },
+            // labelled Approve and Deny exactly; who it is about is their description
+            action("Approve", () => post(`/api/pairing/${encodeURIComponent(p.code)}/approve`), {
+              key: p.code,
+              describedby: `who-${p.code}`,
+            }),
+            action("Deny", () => post(`/api/pairing/${encodeURIComponent(p.code)}/deny`), {
+              class: "secondary",
+              key: p.code,
+              describedby: `who-${p.code}`,
+            }),
+          ),
+        ]),
+        { empty: "No one is waiting." },
+      ),
+      el("p", { class: "hint" }, "Approving lets them talk to the assistant as a member, and tells them so at once."),
+    );
+  }
+
+  function everyone(people, days) {
+    return el(
+      "section",
+      { class: "card", "aria-labelledby": "people-title" },
+      el("h3", { id: "people-title" }, "Everyone who may talk to the assistant"),
+      table(
+        ["Name", "Role", "How", "Chats", "Time zone", { label: `Used (${days} days)`, num: true }, ""],
+        people.map((p) => [
+          el("span", {}, el("strong", {}, p.name), el("br"), el("small", { class: "muted" }, `${p.channel} `, el("span", { class: "id" }, p.sender_id))),
+          p.role,
+          p.how.map((h) => HOW[h] || h).join(", "),
+          p.chats.length ? p.chats.join("; ") : el("span", { class: "muted" }, "—"),
+          el("span", { title: p.timezone_from }, p.timezone, el("br"), el("small", { class: "muted" }, p.timezone_from)),
+          `${number(p.turns)} turns, ${number(p.tokens)} tokens`,
+          p.paired
+            ? action("Revoke", () => post("/api/people/revoke", { channel: p.channel, sender_id: p.sender_id }), {
+                class: "secondary",
+                key: p.person,
+                aria: `Revoke ${p.name}`,
+                confirm: `Revoke ${p.name}? They will have to ask to pair again.`,
+              })
+            : el("span", { class: "muted", title: "Listed in config.toml: edit the channel's owners, admins or allow_from" }, "config"),
+        ]),
+        { empty: "Nobody yet: people appear here once they are listed, paired or write." },
+      ),
+      el(
+        "p",
+        { class: "hint" },
+        "Roles come from each channel's owners and admins in the settings; everyone else is a member. ",
+        "This control center is the owner's: admins approve requests and pairing in their own chats (/approve, /pair).",
+      ),
+    );
+  }
+
+  section({
+    topic: "people",
+    load: async (content) => {
+      const data = await api("/api/people");
+      fill(content, pending(data.pending), everyone(data.people, data.usage_days));
+    },
+  });
+})();

@@ -1,0 +1,530 @@
+"""The owner's control center over HTTP (issue 46): every route is the owner's alone, and
+every action goes through the code the chats and the command line use, audited.
+
+These drive the real gateway (web chat, in-memory platform channels, the fake LLM) with an
+aiohttp client signed in by a one-time link; test_control_browser.py covers what a person
+sees and does on the pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from channels.memory import MemoryChannel
+from channels.terminal import TerminalChannel
+from channels.webchat import create
+from gateway.core.messages import ChatRef
+from gateway.core.principal import Principal, Role
+from gateway.core.schedule_spec import parse_schedule
+from gateway.runtime.app import Gateway
+from gateway.runtime.intake.pairing import WELCOME
+from gateway.store import Job
+from gateway.web.control import ControlRoutes
+from gateway.web.names import Names
+from gateway.web.pages import SECTIONS
+from tests.conftest import SettingsFactory
+from tests.fakes.llm import FakeLLM, calls, held, text
+from tests.test_approvals import COMMAND, request_id, runs
+from tests.test_web_server import client, owner, serving
+
+API_TOKEN = "member-api-token-0123456789"
+OWNER, MEMBER = "1", "3"
+
+
+def origin(url: str) -> dict[str, str]:
+    return {"Origin": url.rstrip("/")}
+
+
+def pages() -> list[str]:
+    return ["/", *(f"/{s.name}" for s in SECTIONS)]
+
+
+def reads() -> list[str]:
+    return [
+        "/api/events",
+        "/api/conversations",
+        "/api/conversations/transcript?session=webchat:owner",
+        "/api/conversations/search?q=hello",
+        "/api/people",
+        "/api/approvals",
+        "/api/memory",
+        "/api/workspace/MEMORY.md",
+        "/api/jobs",
+        "/api/usage",
+        "/api/health",
+    ]
+
+
+def changes() -> list[tuple[str, dict[str, str]]]:
+    return [
+        ("/api/conversations/stop", {"session": "webchat:owner"}),
+        ("/api/conversations/new", {"session": "webchat:owner"}),
+        ("/api/people/revoke", {"channel": "telegram", "sender_id": "42"}),
+        ("/api/pairing/ABCDEFGH/approve", {}),
+        ("/api/approvals/ABCDEFGH/approve", {}),
+        ("/api/memory/diff", {"name": "MEMORY.md", "text": "x"}),
+        ("/api/memory/save", {"name": "MEMORY.md", "text": "x", "base": "0"}),
+        ("/api/jobs/job1/pause", {}),
+        ("/api/heartbeat/run", {}),
+    ]
+
+
+def job(job_id: str, *, when: str = "every day at 09:00") -> Job:
+    now = datetime.now(UTC)
+    spec = parse_schedule(when, now=now, timezone="UTC")
+    return Job(
+        id=job_id,
+        spec=spec,
+        prompt=None,
+        message="water the plants",
+        chat=ChatRef("webchat", "owner"),
+        owner=Principal("webchat", "owner", "web user", Role.OWNER).record(),
+        next_run=spec.next_after(None, now),
+    )
+
+
+# -- who gets in --------------------------------------------------------------------------
+
+
+async def test_every_route_is_refused_without_the_owners_session(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(
+        web={"port": 0},
+        api={"enabled": True, "tokens": [{"name": "ann", "token": API_TOKEN, "role": "member"}]},
+    )
+    async with serving(settings) as (gateway, url, _chat), client() as http:
+        base = url.rstrip("/")
+        member = {"Authorization": f"Bearer {API_TOKEN}"}
+        as_member: list[int] = []  # a wrong credential counts: after 10, 429 for everything
+        for path in pages():
+            async with http.get(
+                base + path, headers={"Accept": "text/html"}, allow_redirects=False
+            ) as response:
+                assert response.status == 303, path
+                assert response.headers["Location"].startswith("/login"), path
+        for path in reads():
+            async with http.get(base + path) as response:
+                assert response.status == 401, path
+            async with http.get(base + path, headers=member) as response:
+                as_member.append(response.status)  # an API token opens nothing here
+        for path, body in changes():
+            async with http.post(base + path, json=body, headers=origin(url)) as response:
+                assert response.status == 401, path
+            async with http.post(base + path, json=body, headers=member) as response:
+                as_member.append(response.status)
+        assert await gateway.store.audit.recent(kind="workspace-edited") == []
+    assert as_member[:10] == [401] * 10
+    assert set(as_member) <= {401, 429}
+
+
+async def test_the_owners_changes_must_come_from_the_owners_pages(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(web={"port": 0})
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+        base = url.rstrip("/")
+        for path, body in changes():
+            async with http.post(
+                base + path, json=body, headers={"Origin": "http://evil.example"}
+            ) as response:
+                assert response.status == 403, path
+            async with http.post(base + path, json=body) as response:  # no Origin at all
+                assert response.status == 403, path
+        for path in pages():
+            async with http.get(base + path) as response:
+                assert response.status == 200, path
+                assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+                page = await response.text()
+                assert '<a href="/">Chat</a>' in page or 'aria-current="page">Chat' in page
+                assert "style=" not in page and "<script>" not in page  # nothing inline
+        async with http.get(base + "/status", allow_redirects=False) as response:
+            assert response.status == 303 and response.headers["Location"] == "/health"
+
+
+# -- conversations --------------------------------------------------------------------------
+
+
+async def test_conversations_are_listed_by_name_searched_and_read_with_their_tool_calls(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "owners": ["42"]})
+    telegram = MemoryChannel("telegram")
+    fake_llm.queue(calls(("read_file", {"path": "AGENTS.md"})), text("The marmalade is ready."))
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push(
+            "is the marmalade ready?", sender_id="42", chat_id="42", sender_name="Ann Lee"
+        )
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        async with http.get(url + "api/conversations") as response:
+            [row] = (await response.json())["conversations"]
+        async with http.get(url + "api/conversations/search?q=marmalade") as response:
+            found = (await response.json())["results"]
+        async with http.get(
+            url + "api/conversations/transcript", params={"session": "telegram:42"}
+        ) as response:
+            shown = await response.json()
+    assert row["title"] == "Ann Lee (telegram)"
+    assert row["session"] == "telegram:42" and row["state"] == "idle"
+    assert row["last_text"] == "The marmalade is ready." and row["last_role"] == "assistant"
+    assert {r["role"] for r in found} == {"user", "assistant"}
+    assert all(r["title"] == "Ann Lee (telegram)" for r in found)
+    assert any("[marmalade]" in r["snippet"] for r in found)
+    roles = [m["role"] for m in shown["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert shown["messages"][1]["calls"] == [
+        {"name": "read_file", "arguments": '{"path": "AGENTS.md"}'}
+    ]
+    assert shown["messages"][2]["tool"] == "read_file"
+    assert shown["messages"][0]["turn"] == shown["messages"][3]["turn"]  # one trace
+
+
+async def test_stopping_a_turn_from_the_page_tells_its_chat_and_start_fresh_empties_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "allow_from": ["42"]})
+    telegram = MemoryChannel("telegram")
+    gate = asyncio.Event()
+    fake_llm.queue(text("first answer"), held(gate, "never shown"))
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push("hello", sender_id="42", chat_id="42", sender_name="Ann")
+        await telegram.wait_for(1)
+        await telegram.push("write me an essay", sender_id="42", chat_id="42", sender_name="Ann")
+        await fake_llm.wait_for_requests(2)
+        async with http.get(url + "api/conversations") as response:
+            [row] = (await response.json())["conversations"]
+        async with http.post(
+            url + "api/conversations/stop", json={"session": "telegram:42"}, headers=origin(url)
+        ) as response:
+            stopping = (await response.json())["message"]
+        [_, stopped] = await telegram.wait_for(2)
+        await gateway.wait_idle()
+        async with http.post(
+            url + "api/conversations/stop", json={"session": "telegram:42"}, headers=origin(url)
+        ) as response:
+            nothing = (await response.json())["message"]
+        async with http.post(
+            url + "api/conversations/new", json={"session": "telegram:42"}, headers=origin(url)
+        ) as response:
+            fresh = (await response.json())["message"]
+        gate.set()
+        audit = [e.kind for e in await gateway.store.audit.recent(10)]
+        left = await gateway.store.history.message_count("telegram:42")
+    assert row["state"] == "running"
+    assert stopping.startswith("Stopping")
+    assert stopped.text.startswith("Stopped.")
+    assert nothing == "Nothing is running in this conversation right now."
+    assert fresh.startswith("Started a fresh conversation")
+    assert left == 0
+    assert audit[:3] == ["control-new", "control-stop", "control-stop"]
+
+
+# -- people, pairing, approvals ---------------------------------------------------------------
+
+
+async def test_people_are_shown_by_name_with_role_zone_and_usage_and_can_be_revoked(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(
+        web={"port": 0},
+        telegram={"token": "1:a", "owners": ["1"], "dm_policy": "pairing"},
+        people={"telegram:1": {"timezone": "Europe/Berlin"}},
+    )
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push("hi", sender_id="1", chat_id="1", sender_name="Olga Owner")
+        await telegram.push("let me in", sender_id="77", chat_id="77", sender_name="Newcomer")
+        await telegram.wait_for(2)
+        await gateway.wait_idle()
+        async with http.get(url + "api/people") as response:
+            before = await response.json()
+        [pending] = before["pending"]
+        async with http.post(
+            url + f"api/pairing/{pending['code']}/approve", headers=origin(url)
+        ) as response:
+            assert response.status == 200
+        welcome = (await telegram.wait_for(3))[2]
+        async with http.get(url + "api/people") as response:
+            after = {p["person"]: p for p in (await response.json())["people"]}
+        async with http.post(
+            url + "api/people/revoke",
+            json={"channel": "telegram", "sender_id": "77"},
+            headers=origin(url),
+        ) as response:
+            assert response.status == 200
+        async with http.post(
+            url + "api/people/revoke",
+            json={"channel": "telegram", "sender_id": "77"},
+            headers=origin(url),
+        ) as response:
+            again = response.status
+        revoked = not await gateway.store.pairings.is_approved("telegram", "77")
+        audit = {e.kind: e for e in await gateway.store.audit.recent(20)}
+    assert pending["sender_name"] == "Newcomer" and pending["sender_id"] == "77"
+    assert welcome.text == WELCOME and welcome.chat_id == "77"
+    owner_row = after["telegram:1"]
+    assert owner_row["name"] == "Olga Owner" and owner_row["role"] == "owner"
+    assert owner_row["how"] == ["owners"]
+    assert owner_row["timezone"] == "Europe/Berlin"
+    assert owner_row["timezone_from"] == "[people] config"
+    assert owner_row["turns"] == 1 and owner_row["tokens"] > 0
+    assert owner_row["chats"] == ["Olga Owner (telegram)"]
+    newcomer = after["telegram:77"]
+    assert newcomer["name"] == "Newcomer" and newcomer["role"] == "member"
+    assert newcomer["paired"] is True
+    assert revoked and again == 404
+    assert audit["pairing-approved"].detail["by"] == "web:owner"
+    assert audit["pairing-revoked"].detail["by"] == "web:owner"
+
+
+async def test_the_owner_approves_a_members_command_from_the_page_and_it_runs_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(
+        web={"port": 0},
+        telegram={"owners": [OWNER], "allow_from": [OWNER, MEMBER]},
+        tools={"approvals": "ask", "exec": {"sandbox": "off"}},
+    )
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
+    async with serving(settings, channel) as (gateway, url, _chat), owner(gateway) as http:
+        await channel.push("please run the echo command", sender_id=MEMBER, chat_id=MEMBER)
+        [request] = await channel.wait_for(1, chat_id=OWNER)
+        code = request_id(request)
+        async with http.get(url + "api/approvals") as response:
+            [waiting] = (await response.json())["waiting"]
+        async with http.post(
+            url + f"api/approvals/{code}/approve", headers=origin(url)
+        ) as response:
+            decided = (await response.json())["message"]
+        answer = (await channel.wait_for(2, chat_id=MEMBER))[1]
+        async with http.post(
+            url + f"api/approvals/{code}/approve", headers=origin(url)
+        ) as response:
+            again = (await response.json())["message"]
+        await gateway.wait_idle()
+        approved = await gateway.store.audit.recent(kind="approval-approved")
+        async with http.get(url + "api/approvals") as response:
+            listed = await response.json()
+    assert waiting["id"] == code and waiting["tool"] == "exec"
+    assert waiting["arguments"] == [{"name": "command", "value": COMMAND}]
+    assert waiting["requester"]  # a name, not an empty label
+    assert decided.startswith(f"Approved {code}")
+    assert answer.text == "Done, it ran."
+    assert again == f"Request {code} was already approved; nothing changed."
+    assert runs(settings) == 1
+    assert approved[0].channel == "web" and approved[0].sender_id == "owner"
+    assert listed["waiting"] == [] and listed["decided"][0]["decided_by"] == "web:owner"
+
+
+# -- memory and workspace ---------------------------------------------------------------------
+
+
+async def test_a_workspace_edit_is_journaled_and_never_overwrites_a_change_made_meanwhile(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = make_settings(web={"port": 0})
+    memory = settings.workspace_dir / "MEMORY.md"
+    secret = tmp_path / "secret.md"
+    secret.write_text("top secret")
+    (settings.workspace_dir / "memory").mkdir(exist_ok=True)
+    (settings.workspace_dir / "memory" / "leak.md").symlink_to(secret)
+    skill = settings.workspace_dir / "skills" / "jokes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: jokes\ndescription: tell jokes\n---\nBe funny.\n")
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+        async with http.get(url + "api/memory") as response:
+            kinds = {f["name"]: f["kind"] for f in (await response.json())["files"]}
+        async with http.get(url + "api/workspace/MEMORY.md") as response:
+            opened = await response.json()
+        edited = opened["text"] + "\n- Ann likes marmalade\n"
+        async with http.post(
+            url + "api/memory/diff",
+            json={"name": "MEMORY.md", "text": edited, "base": opened["digest"]},
+            headers=origin(url),
+        ) as response:
+            diff = await response.json()
+        memory.write_text(memory.read_text() + "- a note the assistant added meanwhile\n")
+        async with http.post(
+            url + "api/memory/save",
+            json={"name": "MEMORY.md", "text": edited, "base": opened["digest"]},
+            headers=origin(url),
+        ) as response:
+            conflict = (response.status, await response.json())
+        unchanged = memory.read_text()
+        async with http.post(
+            url + "api/memory/save",
+            json={"name": "MEMORY.md", "text": edited, "base": conflict[1]["current"]["digest"]},
+            headers=origin(url),
+        ) as response:
+            saved = response.status
+        refused = []
+        for name in ("memory/leak.md", "notes.md", "../config.toml", "skills/jokes/SKILL.md"):
+            async with http.post(
+                url + "api/memory/save",
+                json={"name": name, "text": "x", "base": "0"},
+                headers=origin(url),
+            ) as response:
+                refused.append(response.status)
+        [edit] = await gateway.store.audit.recent(kind="workspace-edited")
+    assert kinds["MEMORY.md"] == "memory" and kinds["AGENTS.md"] == "bootstrap"
+    assert kinds["skills/jokes/SKILL.md"] == "skill"
+    assert "memory/leak.md" not in kinds
+    assert "+- Ann likes marmalade\n" in diff["diff"] and diff["changed_since"] is False
+    assert conflict[0] == 409 and "changed since you opened it" in conflict[1]["error"]
+    assert "a note the assistant added meanwhile" in unchanged  # nothing was overwritten
+    assert saved == 200 and memory.read_text() == edited
+    assert refused == [404, 404, 404, 409]  # the skill is editable: its digest was stale
+    assert edit.sender_id == "web:owner" and edit.detail["path"] == "MEMORY.md"
+
+
+# -- jobs, usage, health ------------------------------------------------------------------------
+
+
+async def test_jobs_are_paused_resumed_run_and_deleted_as_the_cron_tool_does(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(web={"port": 0})
+    async with serving(settings) as (gateway, url, chat), owner(gateway) as http:
+        await gateway.store.jobs.add(job("job1"))
+
+        async def act(action: str) -> int:
+            async with http.post(url + f"api/jobs/job1/{action}", headers=origin(url)) as r:
+                return r.status
+
+        async def listed() -> dict[str, object]:
+            async with http.get(url + "api/jobs") as response:
+                [found] = (await response.json())["jobs"]
+                return dict(found)
+
+        first = await listed()
+        paused = (await act("pause"), (await listed())["state"])
+        run_while_paused = await act("run")
+        resumed = (await act("resume"), (await listed())["state"])
+        page, _ = await chat.subscribe("owner")
+        assert await act("run") == 200
+        async with asyncio.timeout(10):
+            while (event := await page.queue.get()) is not None:
+                if event["type"] == "message" and event["entry"]["text"] == "water the plants":
+                    break
+        await gateway.wait_idle()
+        ran = await listed()
+        deleted = await act("delete")
+        async with http.get(url + "api/jobs") as response:
+            after = (await response.json())["jobs"]
+        kinds = [e.kind for e in await gateway.store.audit.recent(10)]
+    assert first["state"] == "active" and first["what"] == "water the plants"
+    assert first["target"] == "You, in the web chat" and first["last"] is None
+    assert paused == (200, "paused")
+    assert run_while_paused == 409
+    assert resumed == (200, "active")
+    assert ran["runs"] == 1 and ran["last"]["state"] == "done"
+    assert deleted == 200 and after == []
+    assert kinds[:5] == ["job-delete", "job-run", "job-resume", "job-run", "job-pause"]
+
+
+async def test_usage_is_added_up_per_day_person_chat_and_model_with_its_cost(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(
+        web={"port": 0},
+        llm={"prices": {"fake-model": {"input": 1.0, "output": 2.0}}},
+        telegram={"token": "1:a", "allow_from": ["42"]},
+    )
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push("hello there", sender_id="42", chat_id="42", sender_name="Ann")
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        async with http.get(url + "api/usage") as response:
+            used = await response.json()
+    [day] = used["by_day"]
+    [person] = used["by_person"]
+    [chat] = used["by_chat"]
+    [model] = used["by_model"]
+    assert used["priced"] is True
+    assert person["label"] == "Ann" and chat["label"] == "Ann (telegram)"
+    assert model["label"] == "fake-model"
+    assert day["turns"] == person["turns"] == 1
+    expected = (day["input_tokens"] * 1.0 + day["output_tokens"] * 2.0) / 1_000_000
+    assert day["cost"] == pytest.approx(expected) and day["cost"] > 0
+    assert person["cost"] == model["cost"] == day["cost"]
+
+
+async def test_health_says_what_to_do_and_the_event_stream_reports_changes(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "dm_policy": "pairing"})
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        async with http.get(url + "api/health") as response:
+            health = await response.json()
+        assert gateway.web is not None
+        control: ControlRoutes = gateway.web.control
+        async with http.get(url + "api/events") as stream:
+            first = await _pulse(stream)
+            assert control.streams == 1
+            await telegram.push("let me in", sender_id="77", chat_id="77", sender_name="Newcomer")
+            second = await _pulse(stream)
+        async with asyncio.timeout(5):
+            await control.unwatched.wait()  # the page went: nothing is computed for it
+    assert [c["name"] for c in health["channels"]] == ["webchat", "telegram"]
+    assert health["store"] == {"engine": "SQLite", "ok": True, "advice": None}
+    assert health["work"]["running"] == 0
+    assert first["pairing"] == 0 and second["pairing"] == 1
+    assert second["topics"]["people"] != first["topics"]["people"]
+
+
+async def _pulse(stream: aiohttp.ClientResponse) -> dict[str, object]:
+    import json
+
+    async with asyncio.timeout(10):
+        while True:
+            line = (await stream.content.readline()).decode()
+            if line.startswith("data: "):
+                data: dict[str, object] = json.loads(line[6:])
+                return data
+
+
+def test_sessions_are_named_for_what_they_are() -> None:
+    names = Names(
+        {"telegram:42": "Ann", "discord:7": "Bo"},
+        {("telegram", "-100"): "Family"},
+        {("telegram", "42"): ["telegram:42"], ("discord", "dm9"): ["discord:7"]},
+    )
+    assert names.session("telegram:42").title == "Ann (telegram)"
+    assert names.session("discord:dm9").title == "Bo (discord)"
+    assert names.session("telegram:-100:5").title == "Family (telegram group)"
+    assert names.session("webchat:owner").title == "You, in the web chat"
+    assert names.session("cron:ab12cd34").title == "Scheduled job ab12cd34"
+    assert names.session("heartbeat:main").kind == "heartbeat"
+    assert names.session("helper/telegram:42").title == "Ann (telegram) (helper)"
+    assert names.session("slack:C1").title == "slack chat C1"
+    assert names.person("telegram:9") == "telegram user 9"
+
+
+async def test_health_knows_when_the_terminal_last_had_a_message(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """It said "Last message: never" after ten turns in the terminal (issue 54): the terminal
+    channel did not report it."""
+    settings = make_settings(web={"port": 0})
+    terminal = TerminalChannel(agent_name="Bot", model="fake-model")
+    async with (
+        Gateway(settings, channels=[create(settings), terminal]) as gateway,
+        owner(gateway) as http,
+    ):
+        assert gateway.web is not None
+        async with http.get(gateway.web.url + "api/health") as response:
+            before = {c["name"]: c for c in (await response.json())["channels"]}
+        await terminal.submit("hello from the terminal")  # journaled when it returns
+        async with http.get(gateway.web.url + "api/health") as response:
+            after = {c["name"]: c for c in (await response.json())["channels"]}
+    assert before["terminal"]["last_message_at"] is None
+    assert after["terminal"]["last_message_at"] is not None

@@ -84,7 +84,7 @@ DESCRIPTIONS = {
     "agent.tool_result_max_chars": "tool results are truncated (head and tail kept) before they enter history",
     "agent.history_max_messages": "newest history messages loaded per turn (after the summary)",
     "agent.default_reply": "sent when the model's answer is empty and nothing else was said",
-    "agent.max_resume_attempts": "how often a turn cut by a crash is resumed before the user is told",
+    "agent.max_resume_attempts": "how often a turn cut short by a crash is resumed; cut short once more, its message is set aside (the person and the owner are told, it never runs again)",
     "agent.stop_phrases": "a message that says only one of these (case and punctuation aside) while a turn runs stops it like `/stop`; `[]` turns it off",
     "agent.session_reset": "`never`, `daily` (first message of a new day) or `idle` starts a fresh session",
     "agent.idle_reset_minutes": "idle time before an `idle` reset",

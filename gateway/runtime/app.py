@@ -51,7 +51,7 @@ from gateway.runtime.connect import ProgramRoutes, program_channels
 from gateway.runtime.controls import Controls
 from gateway.runtime.dispatcher import Claims, Dispatcher, LocalClaims
 from gateway.runtime.drafts import DraftStreamer
-from gateway.runtime.heartbeat import Heartbeat
+from gateway.runtime.heartbeat import Heartbeat, heartbeat_target
 from gateway.runtime.home import prepare_workspace
 from gateway.runtime.intake import Intake
 from gateway.runtime.jobs import JobBook
@@ -73,6 +73,7 @@ from gateway.runtime.turns.commit import TurnCommitter
 from gateway.runtime.turns.handlers import TurnHandlers
 from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
+from gateway.runtime.turns.set_aside import SetAside
 from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.runtime.understanding import understanding
 from gateway.runtime.zones import Zones
@@ -309,9 +310,13 @@ class Gateway(Service):
             commands=commands,
             display=self.display,
             committer=committer,
+            set_aside=SetAside(
+                self.store.journal,
+                lambda: heartbeat_target(settings.heartbeat, self.store),
+                max_resume_attempts=settings.agent.max_resume_attempts,
+            ),
             approvals=self.approvals,
             budget=self.budget,
-            max_resume_attempts=settings.agent.max_resume_attempts,
             sections=settings.channel_sections(),
             zones=self.zones,
             spoken=self.understanding.spoken_replies(settings.workspace_dir),

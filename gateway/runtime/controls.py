@@ -41,7 +41,7 @@ from gateway.runtime.access import principal_for
 from gateway.runtime.commands import Commands
 from gateway.runtime.dispatcher import SessionView
 from gateway.runtime.turns.commit import TurnCommitter
-from gateway.store import InboundRecord, Journal, Store
+from gateway.store import InboundRecord, Journal, OpenTurn, Store
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Controls:
     def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
         if message.edit_of is not None or message.command in CONTROL_COMMANDS:
             return True
-        busy = session.running is not None or session.parked is not None
+        busy = session.running is not None or _waiting(session) is not None
         return busy and stop_phrase(message.text, self._stop_phrases)
 
     async def handle(self, record: InboundRecord, session: SessionView) -> None:
@@ -128,7 +128,7 @@ class Controls:
 
     async def _new(self, record: InboundRecord, session: SessionView) -> None:
         message = record.message
-        if session.running is not None or session.parked is not None:
+        if session.running is not None or _waiting(session) is not None:
             refusal = self._may_stop(message, session)
             if refusal is not None:
                 await self._reply(record, session.key, refusal)
@@ -143,8 +143,8 @@ class Controls:
         ``True`` when stopped now, ``False`` when it was stopping already, ``None`` when
         nothing ran."""
         by = f"{message.channel}:{message.sender_id}"
-        running, parked = session.running, session.parked
-        if running is None and parked is None:
+        running, waiting = session.running, _waiting(session)
+        if running is None and waiting is None:
             return None
         if running is not None and running.stopping:
             return False
@@ -152,12 +152,13 @@ class Controls:
             turn_id = running.turn_id
             dropped = session.drop_queued()
             await stop_turn(self._store.journal, running, by=by, dropped=len(dropped))
-        else:
-            assert parked is not None
-            turn_id = parked.id
-            await self._store.journal.request_stop(turn_id)  # first: a crash now still stops it
+        else:  # parked for an approval, or cut short by a crash and not resumed yet
+            assert waiting is not None
+            turn_id = waiting.id
             dropped = session.drop_queued()
-            session.stop_parked()
+            session.stop_parked()  # before any await: its worker must not run it on
+            # and after a crash (until then this message stays pending: stopped again)
+            await self._store.journal.request_stop(turn_id)
         await self._store.journal.close_unanswered([r.id for r in dropped])
         log.info("turn %s stopped by %s (%d queued dropped)", turn_id, by, len(dropped))
         return True
@@ -214,7 +215,14 @@ def _starter(session: SessionView) -> str | None:
     turn; ``None`` when none runs."""
     if session.running is not None:
         return session.running.started_by
-    if session.parked is not None and session.parked.records:
-        last = session.parked.records[-1].message
+    waiting = _waiting(session)
+    if waiting is not None and waiting.records:
+        last = waiting.records[-1].message
         return f"{last.channel}:{last.sender_id}"
     return None
+
+
+def _waiting(session: SessionView) -> OpenTurn | None:
+    """The session's turn that does not run now but will: parked for an approval, or cut
+    short by a crash and about to be resumed (a ``/stop`` closes it instead)."""
+    return session.parked or session.resuming

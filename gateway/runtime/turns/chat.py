@@ -28,6 +28,7 @@ from gateway.runtime.live import LiveDisplay
 from gateway.runtime.routing import agent_for
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.routes import Route, Routes
+from gateway.runtime.turns.set_aside import SetAside
 from gateway.runtime.voice import SpokenReplies
 from gateway.runtime.zones import Zones
 from gateway.store import HomeChat, OpenTurn, Store
@@ -46,9 +47,9 @@ class ChatTurns:
         commands: Commands,
         display: LiveDisplay,
         committer: TurnCommitter,
+        set_aside: SetAside,
         approvals: Approvals | None = None,
         budget: UserBudget | None = None,
-        max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
         zones: Zones | None = None,
         spoken: SpokenReplies | None = None,
@@ -61,7 +62,7 @@ class ChatTurns:
         self._committer = committer
         self._approvals = approvals  # parks turns that wait for an approval
         self._budget = budget
-        self._max_resume_attempts = max_resume_attempts
+        self._set_aside = set_aside  # a turn cut short too often is closed, not resumed
         self._sections = sections or {}  # each channel's followups setting
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
@@ -83,13 +84,10 @@ class ChatTurns:
             await self._store.journal.start_turn(
                 batch.turn_id, batch.session_key, TurnKind.CHAT, ids
             )
-        elif batch.start is TurnStart.RESUMED:  # cut by a crash or a stop
-            attempts = await self._store.journal.retry_turn(batch.turn_id)
-            if attempts > self._max_resume_attempts + 1:
-                log.warning("turn %s interrupted %d times; giving up", batch.turn_id, attempts - 1)
-                await self._committer.commit(
-                    batch.turn_id, batch.session_key, agent.interrupted(request)
-                )
+        elif batch.start is TurnStart.RESUMED:  # cut short by a crash or a stop
+            aside = await self._set_aside.resumed(request)
+            if aside is not None:
+                await self._committer.commit(batch.turn_id, batch.session_key, aside)
                 return None
         log.debug("turn %s for %s: %.200s", batch.turn_id, batch.session_key, last.text)
         outcome = await self._outcome(batch, request, agent)

@@ -27,6 +27,7 @@ from gateway.cli import (
     run,
     service,
     status,
+    upgrade,
     web,
 )
 from gateway.cli import mcp as mcp_cli
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     service.register(commands, common)
     admin.register(commands, common)
     backup.register(commands, common)
+    upgrade.register(commands, common)
     _register_mcp(commands, common)
     completion.register(commands, common)
     return parser

@@ -38,6 +38,10 @@ class Guard(Protocol):
     fenced: asyncio.Event  # set when this process must stop working at once
     standby: asyncio.Event  # set while :meth:`acquire` waits for another node to go
 
+    @property
+    def why_fenced(self) -> str:
+        """Why :attr:`fenced` was set, said to a person."""
+
     async def acquire(self) -> None:
         """Take the data directory (one process), or join the cluster."""
 
@@ -54,6 +58,10 @@ class LocalGuard:
         self._lock = ProcessLock(settings.data_dir / LOCK_FILE)
         self.fenced = asyncio.Event()  # never set: nobody else can take over
         self.standby = asyncio.Event()  # never set: a second process is refused instead
+
+    @property
+    def why_fenced(self) -> str:
+        return ""
 
     async def acquire(self) -> None:
         self._lock.acquire()
@@ -85,6 +93,10 @@ class ClusterGuard:
             load=load,
         )
         self.standby = self.membership.waiting
+
+    @property
+    def why_fenced(self) -> str:
+        return self.membership.why_lost
 
     async def acquire(self) -> None:
         await self.membership.start()

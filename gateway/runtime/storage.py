@@ -11,6 +11,7 @@ from gateway.runtime.cluster import node_name
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"
+BACKUPS = "backups"  # in the home: copies of the store made before migrations
 
 
 def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> Store:
@@ -21,4 +22,6 @@ def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> 
         synchronous=settings.storage.synchronous,
         clock=clock,
         node=node_name(settings) if settings.storage.database_url() else "",
+        backups=settings.home / BACKUPS,
+        migrate=settings.storage.migrate == "auto",
     )

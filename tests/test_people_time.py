@@ -127,5 +127,3 @@ async def test_a_job_due_in_the_persons_quiet_hours_waits_until_they_end(
     assert during == ["I'll remind you at 23:00."]
     assert waiting.next_run == datetime(2026, 11, 23, 22, 0, tzinfo=UTC)  # 07:00 JST
     assert tg.texts(MEMBER)[-1] == "Water the plants"
-
-

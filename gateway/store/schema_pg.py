@@ -459,29 +459,31 @@ def migrate_pg(
     where: str = "the database",
 ) -> None:
     """Bring the schema to the newest version, one transaction per step (``conn`` is in
-    autocommit mode). A database with a schema already (not a new one) is migrated only
-    when ``allowed`` (its owner made a backup: ``switchboard upgrade --i-have-a-backup``, or
-    ``storage.migrate = "auto"``); one newer than ``migrations`` is refused. ``where``:
-    the database, for those messages (its URL without the password)."""
-    while True:
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
-            version = schema_version(conn)
-            if version >= len(migrations):
-                refuse_newer(version, len(migrations), where)
+    autocommit mode), holding the migration lock throughout: nodes starting together find
+    the schema migrated by the first. A database with a schema already (not a new one) is
+    migrated only when ``allowed`` (its owner made a backup: ``switchboard upgrade
+    --i-have-a-backup``, or ``storage.migrate = "auto"``); one newer than ``migrations`` is
+    refused. ``where``: the database, for those messages (its URL without the password)."""
+    conn.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
+    try:
+        version = schema_version(conn)
+        refuse_newer(version, len(migrations), where)
+        if version and version < len(migrations) and not allowed:
+            refuse_unconfirmed(version, len(migrations), where)
+        for number in range(version, len(migrations)):
+            conn.execute("BEGIN")
+            try:
+                conn.execute(migrations[number])
+                conn.execute("DELETE FROM schema_version")
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [number + 1])
                 conn.execute("COMMIT")
-                return
-            if version and not allowed:
-                refuse_unconfirmed(version, len(migrations), where)
-            conn.execute(migrations[version])
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [version + 1])
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.closed and not conn.broken:
-                conn.execute("ROLLBACK")
-            raise
+            except BaseException:
+                if not conn.closed and not conn.broken:
+                    conn.execute("ROLLBACK")
+                raise
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK])
 
 
 def refuse_newer(version: int, known: int, where: str) -> None:

@@ -15,18 +15,18 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import tomlkit
-from tomlkit.items import Item, Table
-from tomlkit.toml_document import TOMLDocument
+from typing import TYPE_CHECKING, Any
 
 from gateway.config.explain import ENV_PREFIX, env_name
 from gateway.config.sources import read_dotenv, secrets_dir
 from gateway.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tomlkit.toml_document import TOMLDocument
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def pending(home: Path, environ: Mapping[str, str] | None = None) -> list[Found]
     """Every moved setting the home's sources still give (nothing is changed)."""
     env = os.environ if environ is None else environ
     config = home / "config.toml"
-    document = _parse(config) if config.exists() else None
+    document = _read(config) if config.exists() else None
     found = []
     for move in MOVES:
         if document is not None and _get(document, move.old) is not None:
@@ -103,7 +103,14 @@ def move_keys(home: Path, environ: Mapping[str, str] | None = None) -> None:
     if not found:
         return
     config = home / "config.toml"
-    document = _parse(config)
+    _rewrite(config, found)
+
+
+def _rewrite(config: Path, found: list[Found]) -> None:
+    """Move the keys of ``found`` in ``config``, keeping everything else as it was."""
+    import tomlkit  # noqa: PLC0415 - only when a key moved (its import costs a start 0.1 s)
+
+    document = tomlkit.parse(config.read_text(encoding="utf-8"))
     for each in found:
         move = each.move
         assert move.new is not None
@@ -176,14 +183,14 @@ def _variable_sources(home: Path, env: Mapping[str, str], variable: str) -> list
     return where
 
 
-def _parse(config: Path) -> TOMLDocument:
+def _read(config: Path) -> dict[str, Any]:
     try:
-        return tomlkit.parse(config.read_text(encoding="utf-8"))
-    except tomlkit.exceptions.ParseError as exc:
+        return tomllib.loads(config.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{config} is not valid TOML: {exc}", field=str(config)) from exc
 
 
-def _get(document: TOMLDocument, dotted: str) -> Any:
+def _get(document: Mapping[str, Any], dotted: str) -> Any:
     current: Any = document
     for name in dotted.split("."):
         if not isinstance(current, dict) or name not in current:
@@ -199,19 +206,20 @@ def _delete(document: TOMLDocument, dotted: str) -> str:
     for name in tables:
         table = table[name]
     item = table.item(key)
-    comment = str(item.trivia.comment) if isinstance(item, Item) else ""
+    comment = str(item.trivia.comment) if hasattr(item, "trivia") else ""
     del table[key]
     return comment.lstrip("#").strip()
 
 
 def _set(document: TOMLDocument, dotted: str, value: Any, comment: str) -> None:
+    import tomlkit  # noqa: PLC0415 - see _rewrite
+
     *tables, key = dotted.split(".")
     table: Any = document
     for name in tables:
         if name not in table:
             table[name] = tomlkit.table()
         table = table[name]
-    assert isinstance(table, (Table, TOMLDocument, dict))
     item = tomlkit.item(value)
     if comment:
         item.comment(comment)

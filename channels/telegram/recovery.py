@@ -32,9 +32,9 @@ every chat whose answer was on its way) are settled together, one scan per id sp
 
 1. Each lost send first probes the id it most likely got: the sends of one moment were
    numbered in the order they were made, so the k-th lost send above a floor (by the time
-   its attempt was recorded) got about the k-th free id above it. In waves of
-   :data:`PROBES_AT_ONCE`, until a wave finds nothing (those after it were likely never
-   made: a send waiting for a connection when the process died).
+   its attempt was recorded) got about the k-th free id above it. In waves of :data:`WAVE`,
+   until a wave finds nothing (those after it were likely never made: a send waiting for a
+   connection when the process died).
 2. Each id up to the highest found (or, once this process made a message there since, up
    to that one's id: every lost message is below it) that no send was found to own is
    asked of the sends that missed, those nearest its place in the order first, at most
@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 
 PROBE_WINDOW = 30  # free ids probed above a lost send's floor, at most
 PROBES_AT_ONCE = 10  # probes in flight at once
+WAVE = 5  # lost sends whose likeliest id is probed together (step 1)
 NEAREST = 4  # sends an id is asked of, nearest its place in the order first (step 2)
 CLOCK_SKEW = 5.0  # seconds: a record counts as older than an attempt only by this margin
 LATE = 2.0  # seconds: a request of a lost attempt has been numbered by then (the outbox's grace)
@@ -311,9 +312,9 @@ class Recovery:
         # never made, or are found in 2 and 3)
         guessed: set[int] = set()
         cursor = 0
-        for first in range(0, len(batch), PROBES_AT_ONCE):
+        for first in range(0, len(batch), WAVE):
             wave: list[tuple[_Lost, int]] = []
-            for entry in batch[first : first + PROBES_AT_ONCE]:
+            for entry in batch[first : first + WAVE]:
                 guess = self._free_above(space, entry, max(cursor, entry.floor), guessed)
                 wave.append((entry, guess))
                 guessed.add(guess)
@@ -389,6 +390,10 @@ class Recovery:
             if entry.after is not None:
                 bound = await self._ids.bound_within(name, entry.after, wait)
             await self._scan(space, entry, probed, limit=bound)
+            later = max((e.after for e in entries if e.after is not None), default=None)
+            if not entry.found and bound is None and later is not None:
+                # it is sent once the others' requests were numbered: its id bounds them all
+                await asyncio.sleep(min(max(0.0, later - time.time()), LATE + CLOCK_SKEW))
             entry.settle()
             if entry.found:
                 continue
@@ -396,8 +401,11 @@ class Recovery:
                 wait = 0.0  # waited in vain (its send failed): the next one is sent first
                 continue
             wait, space.scout = BOUND_WAIT, time.monotonic()  # sent now: its id is coming
-            after = entries[0].after if bound is None and entries else None
-            if after is not None and await self._ids.bound_within(name, after, wait):
+            if (
+                bound is None
+                and later is not None
+                and await self._ids.bound_within(name, later, wait)
+            ):
                 limits = {e: max(space.top + 1, self._bound(name, e) or 0) for e in entries}
                 await self._by_id(space, entries, probed, limits)
                 entries = [e for e in entries if not e.complete]

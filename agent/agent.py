@@ -42,7 +42,6 @@ from agent.turn.inputs import Steer, TurnInputs, TurnLimits
 from agent.turn.loop import RunResult, StopReason, TurnLoop
 from agent.turn.outcome import (
     INTERNAL_ERROR_NOTICE,
-    INTERRUPTED_NOTICE,
     TIMEOUT_NOTICE,
     decide,
     notice,
@@ -184,10 +183,6 @@ class Agent:
             trace.write(directory, self._redact)
         else:
             await asyncio.to_thread(trace.write, directory, self._redact)
-
-    def interrupted(self, request: TurnRequest) -> TurnOutcome:
-        """The outcome for a turn that crashed too often to try again."""
-        return notice(request, INTERRUPTED_NOTICE)
 
     async def settle(self) -> None:
         """Wait until the background work of finished turns (summaries, reflection) is done."""

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from gateway.cli.doctor.command import config_checks
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -96,14 +95,8 @@ async def test_a_zone_in_config_wins_and_members_jobs_are_capped(
     assert "at most 1" in str(fake_llm.requests[5].body)
 
 
-def test_heartbeat_timezone_still_works_but_may_not_contradict_user_timezone(
-    tmp_path: Any,
-) -> None:
-    old = Settings(home=tmp_path, heartbeat={"timezone": "Europe/Lisbon"})
-    assert old.timezone == "Europe/Lisbon"
+def test_the_default_zone_is_utc_and_a_person_is_named_by_channel_and_id(tmp_path: Any) -> None:
     assert Settings(home=tmp_path).timezone == "UTC"
-    with pytest.raises(ValueError, match=r"heartbeat\.timezone is the deprecated name"):
-        Settings(home=tmp_path, heartbeat={"timezone": "Europe/Lisbon"}, user={"timezone": "UTC"})
     with pytest.raises(ValueError, match=r"people\.telegram"):
         Settings(home=tmp_path, people={"telegram": {"timezone": "UTC"}})
 
@@ -134,9 +127,3 @@ async def test_a_job_due_in_the_persons_quiet_hours_waits_until_they_end(
     assert during == ["I'll remind you at 23:00."]
     assert waiting.next_run == datetime(2026, 11, 23, 22, 0, tzinfo=UTC)  # 07:00 JST
     assert tg.texts(MEMBER)[-1] == "Water the plants"
-
-
-def test_doctor_names_the_deprecated_key(tmp_path: Any) -> None:
-    [check] = config_checks(Settings(home=tmp_path, heartbeat={"timezone": "Europe/Lisbon"}), None)
-    assert check.status == "warn" and "rename it to user.timezone" in check.message
-    assert config_checks(Settings(home=tmp_path, user={"timezone": "Europe/Lisbon"}), None) == []

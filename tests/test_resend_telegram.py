@@ -9,6 +9,8 @@ does. What a user would notice: the chat shows the message once.
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -208,3 +210,64 @@ async def test_more_unknown_messages_than_the_window_before_the_answer_is_sent_a
 
     assert tg.visible(42) == ["The meeting is at nine."] * 2
     assert len(tg.called("editMessageReplyMarkup")) == PROBE_WINDOW
+
+
+# -- many lost at once: settled together, one scan per id space (issue 52) ------------------
+
+
+def lost_before(floor: int, seconds: float = 10.0) -> SendAttempt:
+    """An attempt of a process that died ``seconds`` ago (its requests numbered long since)."""
+    return SendAttempt(time.time() - seconds, f"deadprocess/{floor}")
+
+
+async def lost_at_once(
+    fresh: Fresh, tg: FakeTelegram, chats: list[int], made: list[int]
+) -> list[OutboundMessage]:
+    """Each chat asked; a process that died had sent the answers of ``made`` (in that order,
+    none recorded); a fresh one resends every chat's answer at the same moment."""
+    floor = max(tg.message(f"question {c}", chat_id=c, user_id=c)["message_id"] for c in chats)
+    answers = {c: out(f"answer for chat {c}", c) for c in chats}
+    dead = fresh()
+    for chat in made:
+        await dead.send(answers[chat])
+    channel = fresh()
+    await asyncio.gather(
+        *(channel.resend(LostSend(answers[c], (lost_before(floor),))) for c in chats)
+    )
+    return list(answers.values())
+
+
+async def test_lost_sends_of_one_moment_cost_about_one_probe_each(
+    fresh: Fresh, tg: FakeTelegram
+) -> None:
+    chats = list(range(100, 140))
+    made = chats[:16]  # the others waited for a connection when the process died
+    await lost_at_once(fresh, tg, chats, made)
+
+    assert all(tg.visible(c) == [f"answer for chat {c}"] for c in chats)
+    assert len(tg.sent()) == len(chats)  # the 16 found were not sent again
+    # 16 found at their likeliest id, a wave or two of misses, one window for the first of
+    # those never made; the others stop below the id its send got (before: 30 each)
+    assert len(tg.called("editMessageReplyMarkup")) <= 2 * len(chats)
+
+
+async def test_lost_sends_numbered_out_of_order_are_each_found_once(
+    fresh: Fresh, tg: FakeTelegram
+) -> None:
+    chats = list(range(100, 120))
+    made = [101, 100, 103, 102, *chats[4:]]  # two pairs reached Telegram swapped
+    await lost_at_once(fresh, tg, chats, made)
+
+    assert all(tg.visible(c) == [f"answer for chat {c}"] for c in chats)
+    assert len(tg.sent()) == len(chats)
+    assert len(tg.called("editMessageReplyMarkup")) <= 2 * len(chats)
+
+
+async def test_lost_sends_in_any_order_are_never_doubled(fresh: Fresh, tg: FakeTelegram) -> None:
+    chats = list(range(100, 140))
+    made = chats[:36]
+    random.Random(52).shuffle(made)  # the worst case: the order tells nothing
+    await lost_at_once(fresh, tg, chats, made)
+
+    assert all(tg.visible(c) == [f"answer for chat {c}"] for c in chats)
+    assert len(tg.sent()) == len(chats)

@@ -7,7 +7,9 @@ from typing import Any, ClassVar
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
 from channels.memory import MemoryChannel
+from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
+from gateway.store import Store
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
 
@@ -99,8 +101,34 @@ async def test_a_turn_that_keeps_crashing_ends_with_a_notice(
     async with Gateway(settings, channels=[channel]) as gateway:
         [notice] = await channel.wait_for(1)
         await gateway.wait_idle()
-    assert "interrupted" in notice.text
+    assert "set it aside" in notice.text
     assert len(fake_llm.requests) == 2
+
+
+async def test_a_stop_journaled_before_a_crash_closes_the_turn_instead_of_resuming_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The person's /stop was journaled (acknowledged to the platform) just before the
+    process died, before anything acted on it: the next start closes the turn it meant
+    and does not run it again."""
+    settings = make_settings()
+    fake_llm.queue(held(asyncio.Event()))
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("poison", message_id="m1")
+        await fake_llm.wait_for_requests(1)
+        await gateway.stop(drain_timeout=0)
+    async with Store(settings.data_dir / "switchboard.db") as store:
+        stop = InboundMessage("memory", "chat-1", "user-1", "/stop", platform_message_id="m2")
+        assert await store.journal.accept(stop) is not None
+
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        [stopped] = await channel.wait_for(1)
+        await gateway.wait_idle()
+        assert await gateway.store.journal.open_count() == 0
+    assert stopped.text.startswith("Stopped.")
+    assert len(fake_llm.requests) == 1  # not resumed: the model was not asked again
 
 
 class Fetch(Tool):

@@ -15,10 +15,6 @@ from agent.turn.loop import RunResult
 from gateway.core.messages import Attachment, OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
 
-INTERRUPTED_NOTICE = (
-    "Sorry, I was interrupted while working on your message and could not finish it. "
-    "Please send it again."
-)
 TIMEOUT_NOTICE = "Sorry, that took too long and I had to stop. Try a smaller request?"
 INTERNAL_ERROR_NOTICE = (
     "Sorry, something went wrong on my side while answering. It has been logged."

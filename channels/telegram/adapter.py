@@ -25,13 +25,14 @@ from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
 from telegram.error import InvalidToken, TelegramError
 
 from channels._text import split_message, utf16_length
-from channels.telegram import buttons, recovery
+from channels.telegram import buttons
 from channels.telegram.convert import ALLOWED_UPDATES, BotIdentity, convert_update
 from channels.telegram.media import MediaFetcher
 from channels.telegram.pacing import Pacer
 from channels.telegram.polling import Poller
 from channels.telegram.probe import probe as check_credentials
-from channels.telegram.render import MAX_MESSAGE
+from channels.telegram.recovery import Recovery
+from channels.telegram.render import MAX_MESSAGE, render_message
 from channels.telegram.sender import Pacing, Sender
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.state import ChannelState, TokenLock, token_digest
@@ -89,6 +90,7 @@ class TelegramChannel:
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
         pacing = pacing or Pacing.overall_rate(section.messages_per_second)
         self._sender = Sender(self.bot, pacing, pacer=pacer)
+        self._recovery = Recovery(self._sender.is_ours, self._sender.ids)
         self._media = MediaFetcher(
             self.bot,
             context.workspace_dir / "attachments" / self.name,
@@ -140,6 +142,7 @@ class TelegramChannel:
             raise
 
     async def stop(self) -> None:
+        await self._recovery.stop()
         if self._connect_task is not None:
             self._connect_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -267,7 +270,8 @@ class TelegramChannel:
         known = progress is not None and not progress.unsure
         if progress is not None and known and all(map(sender.ids.ours, lost.attempts)):
             return await sender.finish(message, progress.slots, markup=_buttons(message))
-        found = await recovery.find(lost, sender.is_ours)
+        parts = len(render_message(message)) + len(message.attachments)
+        found = await self._recovery.find(lost, parts=parts)
         if found:
             log.info(
                 "telegram: an interrupted delivery to chat %s had left message(s) %s; "
@@ -275,6 +279,14 @@ class TelegramChannel:
                 message.chat_id,
                 ", ".join(map(str, found)),
             )
+        whole = parts == 1 and not message.attachments and not message.actions
+        if (
+            whole
+            and len(found) == 1
+            and not lost.drafts
+            and not any(a.draft for a in lost.attempts)
+        ):
+            return sender.found_whole(message, found[0])  # sent by one call: as it should be
         drafts = [int(d) for d in lost.drafts if d.isdigit()]
         slots = sorted({*drafts, *found})
         return await sender.redeliver(message, slots, markup=_buttons(message))

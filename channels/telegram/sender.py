@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -65,6 +66,8 @@ _MAX_TRACKED = 1_000
 PER_CHAT = Rate(1.0, burst=20)  # a long answer in parts, files, a quick exchange
 PER_GROUP = Rate.per_minute(20, burst=20)  # Telegram: 20 messages a minute in a group
 OVERALL = Rate(30.0, burst=100)  # a stampede of chats answered at once
+PROBES = Rate(30.0, burst=30)  # settling lost sends (recovery.py), apart from the answers
+PROBE_MAX_WAIT = 600.0  # a probe waits for its slot: the scans are bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class Pacing:
     per_group: Rate = PER_GROUP
     overall: Rate = OVERALL
     max_wait: float = 5.0  # longer waits hold the chat in the outbox instead
+    probes: Rate = PROBES
 
     @classmethod
     def overall_rate(cls, per_second: float) -> Pacing:
@@ -118,6 +122,7 @@ class Sender:
         self._pacing = pacing or Pacing()
         # Tests pass a pacer with their own clock; its overall rate is then the pacer's.
         self._pacer = pacer or Pacer(self._pacing.overall)
+        self._probes = Pacer(self._pacing.probes)  # never the answers' share
         # idempotency_key -> how far its delivery got (bounded: the oldest go first)
         self._progress: OrderedDict[str, Progress] = OrderedDict()
         self.previews = True  # sendMessageDraft not refused so far
@@ -162,6 +167,12 @@ class Sender:
         progress = self._track(message.idempotency_key)
         progress.slots = tuple(slots)
         return await self._into(message, progress, markup)
+
+    def found_whole(self, message: OutboundMessage, message_id: int) -> str:
+        """An earlier attempt left ``message`` whole in ``message_id``: nothing to redo
+        (one part, sent by one call, without buttons the probe took off)."""
+        self._progress.pop(message.idempotency_key, None)
+        return str(message_id)
 
     def _track(self, key: str) -> Progress:
         progress = self._progress.setdefault(key, Progress())
@@ -236,8 +247,9 @@ class Sender:
             if target is None
             else ReplyParameters(message_id=target, allow_sending_without_reply=True),
         )
+        began = time.time()
         message_id = (await _mapped(lambda: self._text(to, text, markup=STOP_BUTTON))).message_id
-        self.ids.saw(chat.chat_id, message_id)
+        self.ids.made(chat.chat_id, message_id, began)
         return message_id
 
     async def delete(self, chat: ChatRef, message_id: int) -> None:
@@ -255,13 +267,17 @@ class Sender:
         done = progress.done
         for step in steps[len(done) :]:
             await self._pace(message.chat_id)
+            began = time.time()
             try:
                 message_id = await _mapped(step)
             except ChannelTransientError:  # a time-out, a 5xx: it may have gone out
                 progress.unsure = True
                 raise
             done.append(message_id)
-            self.ids.saw(message.chat_id, message_id)
+            if message_id in progress.slots:  # an edit of a message that was there
+                self.ids.saw(message.chat_id, message_id)
+            else:
+                self.ids.made(message.chat_id, message_id, began)
         return ",".join(str(i) for i in done) or None
 
     async def is_ours(self, chat_id: str, message_id: int) -> bool:
@@ -269,7 +285,7 @@ class Sender:
         its buttons to none: "not modified" (or a change) means it is; "can't be edited"
         (someone else's) or "not found" (no such message there) means it is not. A message
         without buttons is left as it was (channels/telegram/recovery.py)."""
-        await self._pacer.acquire([], max_wait=self._pacing.max_wait, what="paced by the bot")
+        await self._probes.acquire([], max_wait=PROBE_MAX_WAIT, what="probes paced by the bot")
         try:
             await _mapped(
                 lambda: self._bot.edit_message_reply_markup(

@@ -28,6 +28,7 @@ from gateway.cli import (
     service,
     skills,
     status,
+    upgrade,
     web,
 )
 from gateway.cli import mcp as mcp_cli
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup.register(commands, common)
     api_tokens.register(commands, common)
     browser.register(commands, common)
+    upgrade.register(commands, common)
     _register_mcp(commands, common)
     skills.register(commands, common)
     completion.register(commands, common)

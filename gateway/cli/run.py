@@ -116,11 +116,11 @@ async def run_gateway(settings: Settings) -> int:
             await gateway.stop()  # as on SIGTERM: running turns get their drain time
             return RESTART
         restart.cancel()
-        if fenced.done():  # led, lost the database, and another node leads now
+        if fenced.done():  # another node leads now, or a newer one migrated the database
             signalled.cancel()
             print(
-                "switchboard: lost the database while leading and another node leads now;"
-                " stopping (started again, it rejoins as a standby)",
+                f"switchboard: {gateway.guard.why_fenced}; stopping (started again, it"
+                " rejoins as a standby if its code knows the database's schema)",
                 file=sys.stderr,
             )
             await gateway.stop(drain_timeout=0)

@@ -1,7 +1,7 @@
 """Which settings a running gateway applies at once, and which part of it applies each.
 
 One table for everything that tells it: the running gateway's reload
-(:mod:`gateway.runtime.live`), the settings page (before saving, it says which keys need
+(:mod:`gateway.runtime.turns.live`), the settings page (before saving, it says which keys need
 a restart), ``switchboard config set`` and the reference, docs/configuration.md. A key no
 rule names needs a new process: it is used by something built once at start (the store,
 the web server, the voice server, the routes between agents, ...).

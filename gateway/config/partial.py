@@ -44,7 +44,7 @@ class _GivenOnly(Settings):
 def load_what_is_valid(**overrides: Any) -> tuple[Settings, ConfigError | None]:
     """The settings, and the error :func:`load_settings` raised (None when there was none)."""
     try:
-        return load_settings(**overrides), None
+        return load_settings(move=False, **overrides), None
     except ConfigError as exc:
         problem = exc
     try:

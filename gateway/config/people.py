@@ -1,8 +1,8 @@
 """``[user]`` and ``[people]``: whose time is whose.
 
 ``user.timezone`` is the gateway's default zone (the owner's): the prompt clock, quiet hours
-and scheduled jobs of anyone without a zone of their own. ``heartbeat.timezone`` was that
-key before and still works as an alias (a deprecation warning says to move it).
+and scheduled jobs of anyone without a zone of their own (``heartbeat.timezone`` before:
+moved to it at start, gateway/config/moves.py).
 ``[people."<channel>:<sender id>"]`` gives a known person their own zone and quiet hours;
 people may also set their zone by asking (the ``timezone`` tool, stored in the database),
 which a zone in config overrides. ``daily_usd`` / ``monthly_usd`` there give the person money
@@ -49,7 +49,7 @@ class UserSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # IANA zone: the prompt clock, quiet hours and job times of anyone without their own.
-    # Unset: heartbeat.timezone (the old name), else UTC.
+    # Unset: UTC.
     timezone: str | None = None
 
     @field_validator("timezone")

@@ -9,7 +9,6 @@ errors, so a typo fails at start naming the key, who set it and the key probably
 
 from __future__ import annotations
 
-import logging
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,11 +43,11 @@ from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
 from gateway.config.memory import MemorySettings
+from gateway.config.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.config.people import (
     PersonSettings,
     UserSettings,
     hours_range,
-    known_zone,
     valid_person_key,
 )
 from gateway.config.plugins import channel_sections_model, plugin_problems
@@ -61,7 +60,6 @@ from gateway.core.errors import ConfigError
 if TYPE_CHECKING:
     from gateway.core.system.mail import SendMailSettings
 
-log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_HOME", "ENV_PREFIX", "LLMSettings", "Settings", "env_name", "load_settings"]
 
@@ -239,15 +237,8 @@ class HeartbeatSettings(Section):
     enabled: bool = True
     interval_seconds: int = Field(default=1_800, ge=60)
     quiet_hours: str = ""  # "22:00-07:00" in user.timezone; empty: none
-    # Deprecated: the old name of user.timezone (still read when that is unset).
-    timezone: str | None = None
     target: str | None = None  # "channel:chat_id" of the owner's DM; default: the owner's last DM
     daily_token_budget: int = Field(default=100_000, ge=0)
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        return None if value is None else known_zone(value)
 
     @field_validator("quiet_hours")
     @classmethod
@@ -276,6 +267,10 @@ class StorageSettings(Section):
     url: SecretStr | None = None
     # FULL survives power loss; NORMAL survives process crashes only.
     synchronous: Literal["full", "normal"] = "full"
+    # A schema change at start: the SQLite file is copied to backups/ first, always. A
+    # PostgreSQL database is backed up by its owner: "confirm" waits for their word
+    # (`switchboard upgrade --i-have-a-backup`), "auto" migrates at start.
+    migrate: Literal["confirm", "auto"] = "confirm"
     outbox_max_attempts: int = Field(default=8, ge=1)
     # At least a week: the inbound dedup window, and time for an interrupted turn to resume.
     retention_days: int = Field(default=30, ge=7, le=36_500)
@@ -418,20 +413,7 @@ class Settings(_Trailing, _Channels, _Leading):
         return self
 
     @model_validator(mode="after")
-    def _user_zone(self) -> Settings:
-        """``user.timezone``, or its old name ``heartbeat.timezone`` (with a warning)."""
-        old, new = self.heartbeat.timezone, self.user.timezone
-        if old is not None and new is not None and old != new:
-            raise ValueError(
-                f"heartbeat.timezone ({old}) and user.timezone ({new}) disagree: "
-                "heartbeat.timezone is the deprecated name of user.timezone; keep only that"
-            )
-        if old is not None and new is None:
-            log.warning(
-                "heartbeat.timezone is deprecated: rename it to user.timezone "
-                "(it is the user's zone for the prompt clock, quiet hours and jobs)"
-            )
-            object.__setattr__(self, "user", self.user.model_copy(update={"timezone": old}))
+    def _people_keys(self) -> Settings:
         for key in self.people:
             if not valid_person_key(key):
                 raise ValueError(
@@ -521,8 +503,12 @@ class Settings(_Trailing, _Channels, _Leading):
         return sources_for(settings_cls, init_settings, env_settings, file_secret_settings)
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Read the configuration or raise :class:`ConfigError` naming the bad key and its source."""
+def load_settings(*, move: bool = True, **overrides: Any) -> Settings:
+    """Read the configuration or raise :class:`ConfigError` naming the bad key and its source.
+
+    Settings that moved (gateway/config/moves.py) are moved in config.toml first, or the
+    start refused; ``move=False`` refuses without changing the file (``switchboard doctor``).
+    ``SWITCHBOARD_*`` variables that name no setting get a line in the log."""
     problems = plugin_problems(_OWN_SECTIONS)  # an installed channel that cannot work
     if problems:
         raise problems[0]
@@ -535,6 +521,11 @@ def load_settings(**overrides: Any) -> Settings:
             raise ConfigError(
                 f"{config_file} is not valid TOML: {exc}", field=str(config_file)
             ) from exc
+    if move:
+        move_keys(home)
+    else:
+        refuse_moved(home)
+    report_unknown_variables(home, Settings.model_fields)
     try:
         return Settings(**overrides)
     except ValidationError as exc:

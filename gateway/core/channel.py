@@ -183,6 +183,7 @@ class KnownMessage:
     chat_id: str
     message_id: str
     at: float  # when it was recorded (it existed by then)
+    answered: bool = False  # a message the lost send's turn answers: older than its attempts
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,12 @@ class StoreDamagedError(StoreError):
         self.path = path
 
 
+class SchemaRefused(StoreError):
+    """The store's schema is not one this Switchboard may use as it is: newer than it knows
+    (an older node after a newer one migrated), or older and its migration waits for the
+    owner's word that a backup exists (PostgreSQL). Nothing was changed."""
+
+
 class StoreUnavailable(StoreError):
     """The database server (``storage.url``) cannot be reached; work waits until it is back."""
 

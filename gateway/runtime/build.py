@@ -81,6 +81,7 @@ from gateway.runtime.turns.handlers import TurnHandlers
 from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Routes
 from gateway.runtime.turns.scheduled import ScheduledTurns
+from gateway.runtime.turns.set_aside import SetAside
 from gateway.runtime.turns.task_results import TaskResultTurns
 from gateway.store import Store
 
@@ -428,7 +429,11 @@ def build(
             committer=committer,
             approvals=approvals,
             budget=budget,
-            max_resume_attempts=settings.agent.max_resume_attempts,
+            set_aside=SetAside(
+                store.journal,
+                lambda: heartbeat_target(settings.heartbeat, store.homes),
+                max_resume_attempts=settings.agent.max_resume_attempts,
+            ),
             sections=sections,
             zones=zones,
             people=store.people,

@@ -58,6 +58,10 @@ class Guard(Protocol):
     standby: asyncio.Event  # set while :meth:`acquire` waits for another node to go
 
     @property
+    def why_fenced(self) -> str:
+        """Why :attr:`fenced` was set, said to a person."""
+
+    @property
     def single_process(self) -> bool:
         """Whether every message of the home is this process's (the bus hands it to the
         intake in-process, and a background task cut short resumes here)."""
@@ -100,6 +104,10 @@ class LocalGuard:
         self._lock = ProcessLock(settings.data_dir / LOCK_FILE)
         self.fenced = asyncio.Event()  # never set: nobody else can take over
         self.standby = asyncio.Event()  # never set: a second process is refused instead
+
+    @property
+    def why_fenced(self) -> str:
+        return ""
 
     async def acquire(self) -> None:
         self._lock.acquire()

@@ -12,6 +12,7 @@ from gateway.config.settings import Settings
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"
+BACKUPS = "backups"  # in the home: copies of the store made before migrations
 
 
 def node_name(settings: Settings) -> str:
@@ -28,4 +29,6 @@ def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> 
         synchronous=settings.storage.synchronous,
         clock=clock,
         node=node_name(settings) if settings.storage.database_url() else "",
+        backups=settings.home / BACKUPS,
+        migrate=settings.storage.migrate == "auto",
     )

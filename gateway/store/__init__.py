@@ -17,11 +17,13 @@ from gateway.core.messages import OutboundMessage
 from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
+from gateway.store.backups import SOFTWARE_KEY, software
 from gateway.store.cluster.nodes import NodeInfo, Nodes
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.engine.db import Database, Engine
 from gateway.store.engine.retention import Retention
+from gateway.store.engine.schema import MIGRATIONS
 from gateway.store.engine.sql import Connection
 from gateway.store.engine.sqlite import SqliteEngine
 from gateway.store.group_context import GroupContext, HeardMessage
@@ -126,11 +128,14 @@ def engine_for(
     *,
     synchronous: Literal["full", "normal"] = "full",
     node: str = "",
+    backups: Path | None = None,
+    migrate: bool = True,
 ) -> Engine:
     """The SQLite file at ``path``, or, when ``url`` is set (``storage.url``), the
-    PostgreSQL database it names."""
+    PostgreSQL database it names. ``backups``: where the SQLite file is copied before a
+    migration; ``migrate``: whether PostgreSQL may be migrated (its owner made a backup)."""
     if not url:
-        return SqliteEngine(path, synchronous=synchronous)
+        return SqliteEngine(path, synchronous=synchronous, backups=backups)
     from gateway.store.engine.postgres import PostgresEngine, is_postgres_url  # noqa: PLC0415 - psycopg only when used
 
     if not is_postgres_url(url):
@@ -138,7 +143,7 @@ def engine_for(
             "storage.url must be a postgresql:// URL (leave it unset for the SQLite file)",
             field="storage.url",
         )
-    return PostgresEngine(url, synchronous=synchronous, node=node)
+    return PostgresEngine(url, synchronous=synchronous, node=node, migrate=migrate)
 
 
 class Store(Service):
@@ -152,11 +157,17 @@ class Store(Service):
         synchronous: Literal["full", "normal"] = "full",
         clock: Callable[[], float] = time.time,
         node: str = "",
+        backups: Path | None = None,
+        migrate: bool = True,
     ) -> None:
         """The store in the SQLite file at ``path``, or in the PostgreSQL database of
         ``url`` (``storage.url``) when that is set; ``node``: this node of a cluster (its
-        connection is named after it, and background tasks are recorded as its own)."""
-        self.db = Database(engine_for(path, url, synchronous=synchronous, node=node))
+        connection is named after it, and background tasks are recorded as its own).
+        ``backups`` and ``migrate``: a schema change's copy first (gateway/store/backups.py)."""
+        engine = engine_for(
+            path, url, synchronous=synchronous, node=node, backups=backups, migrate=migrate
+        )
+        self.db = Database(engine)
         self.journal = Journal(self.db, clock=clock)
         self.outbox = Outbox(self.db, clock=clock)
         self.history = History(self.db, clock=clock)
@@ -184,6 +195,8 @@ class Store(Service):
 
     async def start(self) -> None:
         await self.db.start()
+        # which Switchboard opened it last: a copy made before the next migration says so
+        await self.kv.set(SOFTWARE_KEY, software(len(MIGRATIONS)))
 
     async def stop(self) -> None:
         await self.db.stop()

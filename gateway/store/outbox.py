@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.channel import KnownMessage, SendAttempt
-from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.core.messages import OutboundMessage
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.engine.db import Database
 from gateway.store.engine.retention import delete_batched
@@ -274,9 +274,9 @@ class Outbox:
 
     async def known(self, channel: str, *, since: float, turn_id: str | None) -> list[KnownMessage]:
         """The messages of ``channel`` the store recorded from ``since`` on (delivered
-        messages, streamed drafts of other turns and the retired drafts of this one), and
-        the messages turn ``turn_id`` answers: none of them is what a lost send of that
-        turn left."""
+        messages, streamed drafts of other turns and the retired drafts of this one,
+        messages people sent), and the messages turn ``turn_id`` answers (``answered``):
+        none of them is what a lost send of that turn left."""
 
         def load(conn: Connection) -> list[KnownMessage]:
             found: list[KnownMessage] = []
@@ -301,18 +301,20 @@ class Outbox:
                 KnownMessage(chat_of(chat_key), str(message_id), float(created_at))
                 for chat_key, message_id, created_at in rows
             )
-            if turn_id is not None:
-                rows = conn.execute(
-                    "SELECT payload, created_at FROM inbound WHERE turn_id = ? AND channel = ?",
-                    (turn_id, channel),
+            rows = conn.execute(
+                "SELECT session_key, platform_id, created_at, turn_id FROM inbound"
+                " WHERE channel = ? AND (created_at >= ? OR turn_id = ?)",
+                (channel, since, turn_id or ""),
+            )
+            found.extend(
+                KnownMessage(
+                    chat_of(chat_key),
+                    str(platform_id),
+                    float(created_at),
+                    answered=turn_id is not None and answers == turn_id,
                 )
-                for payload, created_at in rows:
-                    inbound = InboundMessage.from_dict(json.loads(payload))
-                    found.append(
-                        KnownMessage(
-                            inbound.chat_id, inbound.platform_message_id, float(created_at)
-                        )
-                    )
+                for chat_key, platform_id, created_at, answers in rows
+            )
             return found
 
         return await self._db.run(load, durable=False)

@@ -46,7 +46,10 @@ from tests.fakes.holds import Hold, Holds
 
 # Pacing loose enough that tests never wait for a slot (the pacing tests use their own).
 FAST_PACING = Pacing(
-    per_chat=Rate(100, burst=100), per_group=Rate(100, burst=100), overall=Rate(1000, burst=1000)
+    per_chat=Rate(100, burst=100),
+    per_group=Rate(100, burst=100),
+    overall=Rate(1000, burst=1000),
+    probes=Rate(1000, burst=1000),
 )
 
 
@@ -610,6 +613,13 @@ class FakeTelegram:
         self.markup.pop(key, None)
         self.files_shown.discard(key)
         return _ok(True)
+
+    def made_unheard(self, chat_id: int, text: str) -> int:
+        """A message the bot sent that Telegram made while its sender died: in the chat,
+        numbered as Telegram numbers it, its answer never heard."""
+        message_id = self.next_message_id(chat_id)
+        self.chat[(chat_id, message_id)] = (text, [])
+        return message_id
 
     async def delete_by_user(self, chat_id: int, message_id: int) -> None:
         """The person deletes one of the bot's messages in a private chat."""

@@ -245,18 +245,8 @@ async def run_doctor(
 
 
 def config_checks(settings: Settings, problem: ConfigError | None) -> list[Check]:
-    """The configuration error as one failed check (the other checks use what is valid), and
-    deprecated keys as warnings."""
+    """The configuration error as one failed check (the other checks use what is valid)."""
     if problem is None:
-        if settings.heartbeat.timezone is not None:
-            return [
-                Check(
-                    "config",
-                    "warn",
-                    f"heartbeat.timezone ({settings.heartbeat.timezone}) is deprecated: rename it "
-                    "to user.timezone (the zone of the prompt clock, quiet hours and jobs)",
-                )
-            ]
         return []
     text = str(problem).removeprefix("Invalid configuration:").strip()
     message = "; ".join(line.strip() for line in text.splitlines())

@@ -45,6 +45,10 @@ class ClusterGuard:
         self.standby = self.membership.waiting
         self._claims: ClusterClaims | None = None
 
+    @property
+    def why_fenced(self) -> str:
+        return self.membership.why_lost
+
     async def acquire(self) -> None:
         await self.membership.start()
         self.membership.working = True  # runs turns from now on: fences itself if cut off

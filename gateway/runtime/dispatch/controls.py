@@ -44,7 +44,7 @@ from gateway.runtime.dispatch.commands import Commands
 from gateway.runtime.dispatch.dispatcher import SessionView
 from gateway.runtime.intake.access import principal_for
 from gateway.runtime.turns.commit import TurnCommitter
-from gateway.store import InboundRecord, Journal
+from gateway.store import InboundRecord, Journal, OpenTurn
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Controls:
     def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
         if message.edit_of is not None or message.command in CONTROL_COMMANDS:
             return True
-        busy = session.running is not None or session.parked is not None
+        busy = session.running is not None or _waiting(session) is not None
         return busy and stop_phrase(message.text, self._stop_phrases)
 
     async def handle(self, record: InboundRecord, session: SessionView) -> None:
@@ -135,7 +135,7 @@ class Controls:
         if refusal is not None:
             await self._reply(record, session.key, refusal)
             return
-        if session.running is not None or session.parked is not None:
+        if session.running is not None or _waiting(session) is not None:
             refusal = self._may_stop(message, session)
             if refusal is not None:
                 await self._reply(record, session.key, refusal)
@@ -146,17 +146,18 @@ class Controls:
     async def start_afresh(self, session: SessionView, *, by: str) -> str:
         """``/new`` once it is allowed (also the owner's control center): the running turn
         stops first, then the conversation starts afresh; what to tell whoever asked."""
-        if session.running is not None or session.parked is not None:
+        if session.running is not None or _waiting(session) is not None:
             await self.stop(session, by=by)
             await session.turn_ended()
         return await self._commands.start_fresh(session.key)
 
     async def stop(self, session: SessionView, *, by: str) -> bool | None:
-        """Stop the session's running (or parked) turn and drop what waits behind it
-        (``/stop`` once it is allowed, and the owner's control center): ``True`` when
-        stopped now, ``False`` when it was stopping already, ``None`` when nothing ran."""
-        running, parked = session.running, session.parked
-        if running is None and parked is None:
+        """Stop the session's running (or parked, or about to be resumed) turn and drop
+        what waits behind it (``/stop`` once it is allowed, and the owner's control
+        center): ``True`` when stopped now, ``False`` when it was stopping already,
+        ``None`` when nothing ran."""
+        running, waiting = session.running, _waiting(session)
+        if running is None and waiting is None:
             return None
         if running is not None and running.stopping:
             return False
@@ -164,12 +165,13 @@ class Controls:
             turn_id = running.turn_id
             dropped = session.drop_queued()
             await stop_turn(self._journal, running, by=by, dropped=len(dropped))
-        else:
-            assert parked is not None
-            turn_id = parked.id
-            await self._journal.request_stop(turn_id)  # first: a crash now still stops it
+        else:  # parked for an approval, or cut short by a crash and not resumed yet
+            assert waiting is not None
+            turn_id = waiting.id
             dropped = session.drop_queued()
-            session.stop_parked()
+            session.stop_parked()  # before any await: its worker must not run it on
+            # and after a crash (until then this message stays pending: stopped again)
+            await self._journal.request_stop(turn_id)
         await self._journal.close_unanswered([r.id for r in dropped])
         log.info("turn %s stopped by %s (%d queued dropped)", turn_id, by, len(dropped))
         return True
@@ -240,7 +242,14 @@ def _starter(session: SessionView) -> str | None:
     turn; ``None`` when none runs."""
     if session.running is not None:
         return session.running.started_by
-    if session.parked is not None and session.parked.records:
-        last = session.parked.records[-1].message
+    waiting = _waiting(session)
+    if waiting is not None and waiting.records:
+        last = waiting.records[-1].message
         return f"{last.channel}:{last.sender_id}"
     return None
+
+
+def _waiting(session: SessionView) -> OpenTurn | None:
+    """The session's turn that does not run now but will: parked for an approval, or cut
+    short by a crash and about to be resumed (a ``/stop`` closes it instead)."""
+    return session.parked or session.resuming

@@ -136,7 +136,7 @@ class _Session:
     held: bool = False  # this node holds the session (its open work taken on)
     seen: set[int] = field(default_factory=set)  # inbound ids taken in: each queued once
     batch: TurnBatch | None = None  # the turn running now
-    stop_parked: bool = False  # ``resume`` is a parked turn woken to be stopped
+    stop_parked: bool = False  # ``resume`` is to be closed as stopped, not run on
     idle: asyncio.Event = field(default_factory=lambda: _set(asyncio.Event()))  # no turn runs
     # controls running beside the queue: the session (its claim, in a cluster) is kept until
     # they are done, or another look finds the control's message still pending and runs it
@@ -179,6 +179,11 @@ class SessionView:
     def parked(self) -> OpenTurn | None:
         return self._session.parked
 
+    @property
+    def resuming(self) -> OpenTurn | None:
+        """The turn cut short (by a crash) that the session resumes before anything else."""
+        return self._session.resume
+
     def queued(self) -> list[InboundRecord]:
         return list(self._session.queue)
 
@@ -201,7 +206,8 @@ class SessionView:
         self._dispatcher.requeue(self.key, record)
 
     def stop_parked(self) -> OpenTurn | None:
-        """Close the turn parked for an approval, as stopped; ``None`` when none is."""
+        """Close the turn parked for an approval, or the one about to be resumed, as
+        stopped; ``None`` when none is."""
         return self._dispatcher.stop_parked(self.key)
 
     async def turn_ended(self) -> None:
@@ -308,12 +314,15 @@ class Dispatcher(Service):
         task.add_done_callback(done)
 
     def stop_parked(self, key: str) -> OpenTurn | None:
-        """Resume the session's parked turn only to close it as stopped."""
+        """Resume the session's parked turn (or the turn a crash cut short) only to close
+        it as stopped."""
         session = self._sessions.get(key)
-        if session is None or session.parked is None:
+        if session is None or (session.parked is None and session.resume is None):
             return None
-        turn = session.parked
-        session.resume, session.parked, session.stop_parked = turn, None, True
+        if session.parked is not None:
+            session.resume, session.parked = session.parked, None
+        turn = session.resume
+        session.stop_parked = True
         self._ensure_worker(key, session)
         return turn
 
@@ -402,6 +411,9 @@ class Dispatcher(Service):
                 backlog = await self._claims.hold(key)  # another node may run it now
                 session.held = True
                 self._merge(key, session, backlog)
+                # a control among its messages (a /stop for the turn left running) acts
+                # before that turn is resumed
+                await asyncio.sleep(0)
             while (batch := self._next_batch(key, session)) is not None:
                 async with self._slots:
                     session.running, session.batch = True, batch

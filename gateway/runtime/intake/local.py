@@ -21,7 +21,7 @@ from gateway.core.messages import InboundMessage
 from gateway.runtime.bus import Bus
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionBacklog
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import Journal
+from gateway.store import InboundRecord, Journal
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,15 @@ class Intake(Service):
                 len(work.pending),
             )
         parked = frozenset(t.id for t in work.running if t.id in waiting)
+        pending: dict[str, list[InboundRecord]] = {}
+        for record in work.pending:
+            pending.setdefault(self._session_of(record.message), []).append(record)
         for key, turns in groupby(
             sorted(work.running, key=lambda t: t.session_key), lambda t: t.session_key
         ):
-            self._dispatcher.adopt(key, SessionBacklog(running=tuple(turns), parked=parked))
-        for record in work.pending:
-            self._dispatcher.enqueue(self._session_of(record.message), [record])
+            # with its waiting messages: a /stop among them closes the turn left running
+            # instead of resuming it (gateway/runtime/dispatch/controls.py)
+            backlog = SessionBacklog(tuple(turns), parked, tuple(pending.pop(key, ())))
+            self._dispatcher.adopt(key, backlog)
+        for key, records in pending.items():
+            self._dispatcher.enqueue(key, records)

@@ -35,6 +35,7 @@ from gateway.runtime.turns.approvals import Approvals
 from gateway.runtime.turns.commit import Commit, TurnCommitter
 from gateway.runtime.turns.live import LiveDisplay
 from gateway.runtime.turns.routes import Route, Routes
+from gateway.runtime.turns.set_aside import SetAside
 from gateway.store import AgentConversations, HomeChat, HomeChats, Journal, OpenTurn, People
 from gateway.store.home import replaces
 
@@ -53,9 +54,9 @@ class ChatTurns:
         commands: Commands,
         display: LiveDisplay,
         committer: TurnCommitter,
+        set_aside: SetAside,
         approvals: Approvals,
         budget: UserBudget,
-        max_resume_attempts: int = 2,
         sections: Mapping[str, ChannelSection] | None = None,
         zones: Zones,
         people: People,
@@ -71,7 +72,7 @@ class ChatTurns:
         self._committer = committer
         self._approvals = approvals  # parks turns that wait for an approval
         self._budget = budget
-        self._max_resume_attempts = max_resume_attempts
+        self._set_aside = set_aside  # a turn cut short too often is closed, not resumed
         self._sections = sections or {}  # each channel's followups setting
         self._known_home: HomeChat | None = None  # read once, then kept as commits change it
         self._home_read = False
@@ -93,13 +94,10 @@ class ChatTurns:
         if batch.start is TurnStart.NEW:
             ids = [r.id for r in batch.records]
             await self._journal.start_turn(batch.turn_id, batch.session_key, TurnKind.CHAT, ids)
-        elif batch.start is TurnStart.RESUMED:  # cut by a crash or a stop
-            attempts = await self._journal.retry_turn(batch.turn_id)
-            if attempts > self._max_resume_attempts + 1:
-                log.warning("turn %s interrupted %d times; giving up", batch.turn_id, attempts - 1)
-                await self._committer.commit(
-                    batch.turn_id, batch.session_key, agent.interrupted(request)
-                )
+        elif batch.start is TurnStart.RESUMED:  # cut short by a crash or a stop
+            aside = await self._set_aside.resumed(request)
+            if aside is not None:
+                await self._committer.commit(batch.turn_id, batch.session_key, aside)
                 return None
         log.debug("turn %s for %s: %.200s", batch.turn_id, batch.session_key, last.text)
         outcome = await self._outcome(batch, request, agent)

@@ -42,7 +42,7 @@ from gateway.core.lifecycle import Service
 from gateway.core.load import NodeLoad
 from gateway.store.cluster.nodes import NODES_TABLE, sessions_report
 from gateway.store.engine.postgres import CONNECT_TIMEOUT, redacted
-from gateway.store.engine.schema_pg import MIGRATION_LOCK
+from gateway.store.engine.schema_pg import MIGRATION_LOCK, PG_MIGRATIONS
 from gateway.store.engine.sql import Statement
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,8 @@ class Membership(Service):
         self.leading = False
         self.working = False  # runs turns: must stop at once when the database is gone
         self.waiting = asyncio.Event()  # set once this node found another one leading
-        self.lost = asyncio.Event()  # led, lost the database, and another node leads now
+        self.lost = asyncio.Event()  # must stop: another node leads now, or newer code
+        self.why_lost = "lost the database while leading and another node leads now"
         self.degraded = asyncio.Event()  # set while the database is out of reach
         self.resumed = asyncio.Event()  # set once it is back after an outage (and working)
         self.generation = 0  # connections made so far (a reconnection makes the next)
@@ -294,16 +295,33 @@ class Membership(Service):
                         [now, sessions_report(sessions), turns, self.name],
                     )
                     row = await self._query(
-                        "SELECT COUNT(*) FROM cluster_nodes WHERE heartbeat_at > %s",
+                        "SELECT COUNT(*), (SELECT max(version) FROM schema_version)"
+                        " FROM cluster_nodes WHERE heartbeat_at > %s",
                         [now - 3 * self._interval],
                     )
                 self.live_nodes = max(1, int(row[0]))
+                if row[1] is not None and int(row[1]) > len(PG_MIGRATIONS):
+                    self._outdated(int(row[1]))
+                    return
             except (psycopg.Error, TimeoutError, StoreUnavailable) as exc:
                 if not (self.leading or self.working):
                     log.warning("node %s: heartbeat failed: %s", self.name, exc)
                     continue
                 if not await self._ride_out(exc):
                     return
+
+    def _outdated(self, version: int) -> None:
+        """A newer Switchboard migrated the database: this node's code may misread it and
+        must do no more work (its sessions go to the newer nodes, the lead too)."""
+        self.why_lost = (
+            f"node {self.name}: a newer Switchboard migrated the database to schema version "
+            f"{version}; this node knows versions up to {len(PG_MIGRATIONS)} and stops: "
+            'upgrade it (docs/scaling.md, "Rolling upgrade")'
+        )
+        log.critical("%s", self.why_lost)
+        self.working = False
+        self.lost.set()
+        self._on_lost()
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None

@@ -89,9 +89,15 @@ class PostgresEngine(Engine):
     dialect = POSTGRESQL
 
     def __init__(
-        self, url: str, *, synchronous: Literal["full", "normal"] = "full", node: str = ""
+        self,
+        url: str,
+        *,
+        synchronous: Literal["full", "normal"] = "full",
+        node: str = "",
+        migrate: bool = True,
     ) -> None:
         self.url = url
+        self._migrate = migrate  # its owner said a backup exists (or storage.migrate = "auto")
         # named after the node, so the server (and the control center) can tell whose it is
         self._application = f"switchboard store {node}".strip()[:63]
         self._relaxed = synchronous == "normal"
@@ -123,7 +129,7 @@ class PostgresEngine(Engine):
                 except pg_errors.InvalidParameterValue:
                     offset = -time.timezone // 60
                     raw.execute(f"SET TIME ZONE INTERVAL '{offset:+d} minutes'")
-            migrate_pg(raw)
+            migrate_pg(raw, allowed=self._migrate, where=redacted(self.url))
         except BaseException:
             raw.close()
             raise

@@ -16,6 +16,8 @@ from typing import Any
 
 import psycopg
 
+from gateway.core.errors import SchemaRefused
+
 # pg_advisory_xact_lock key held while migrating ("SWBDMIGR" as a number)
 MIGRATION_LOCK = 0x5357_4244_4D49_4752
 
@@ -509,22 +511,57 @@ def schema_version(conn: psycopg.Connection[Any]) -> int:
     return 0 if row is None or row[0] is None else int(row[0])
 
 
-def migrate_pg(conn: psycopg.Connection[Any], migrations: tuple[str, ...] = PG_MIGRATIONS) -> None:
+def migrate_pg(
+    conn: psycopg.Connection[Any],
+    migrations: tuple[str, ...] = PG_MIGRATIONS,
+    *,
+    allowed: bool = True,
+    where: str = "the database",
+) -> None:
     """Bring the schema to the newest version, one transaction per step (``conn`` is in
-    autocommit mode)."""
-    while True:
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
-            version = schema_version(conn)
-            if version >= len(migrations):
+    autocommit mode), holding the migration lock throughout: nodes starting together find
+    the schema migrated by the first. A database with a schema already (not a new one) is
+    migrated only when ``allowed`` (its owner made a backup: ``switchboard upgrade
+    --i-have-a-backup``, or ``storage.migrate = "auto"``); one newer than ``migrations`` is
+    refused. ``where``: the database, for those messages (its URL without the password)."""
+    conn.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
+    try:
+        version = schema_version(conn)
+        refuse_newer(version, len(migrations), where)
+        if version and version < len(migrations) and not allowed:
+            refuse_unconfirmed(version, len(migrations), where)
+        for number in range(version, len(migrations)):
+            conn.execute("BEGIN")
+            try:
+                conn.execute(migrations[number])
+                conn.execute("DELETE FROM schema_version")
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [number + 1])
                 conn.execute("COMMIT")
-                return
-            conn.execute(migrations[version])
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [version + 1])
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.closed and not conn.broken:
-                conn.execute("ROLLBACK")
-            raise
+            except BaseException:
+                if not conn.closed and not conn.broken:
+                    conn.execute("ROLLBACK")
+                raise
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK])
+
+
+def refuse_newer(version: int, known: int, where: str) -> None:
+    """A database migrated by a newer Switchboard is never used by an older one."""
+    if version > known:
+        raise SchemaRefused(
+            f"{where} has schema version {version}, written by a newer Switchboard; this "
+            f"one knows versions up to {known}. Upgrade it (docs/scaling.md, "
+            '"Rolling upgrade"); nothing was changed.'
+        )
+
+
+def refuse_unconfirmed(version: int, known: int, where: str) -> None:
+    """A migration waits for the owner's word that the database is backed up."""
+    raise SchemaRefused(
+        f"{where} has schema version {version} and this Switchboard needs {known}: back "
+        f"the database up first, e.g. `pg_dump --format=custom "
+        f"--file=switchboard-v{version}.dump <storage.url>`, then run `switchboard upgrade "
+        '--i-have-a-backup` (or set storage.migrate = "auto" to migrate at start). '
+        "Nothing was changed."
+    )

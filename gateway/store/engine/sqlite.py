@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gateway.core.errors import StorageFullError, StoreError
+from gateway.store.backups import before_migration
 from gateway.store.cluster.fencing import Fence, check_statement
 from gateway.store.engine.db import Engine, Job, Reader, ReaderBusy, T
 from gateway.store.engine.integrity import check_before_open, check_opened, damaged, is_damage
@@ -45,8 +46,15 @@ class SqliteConnection:
 class SqliteEngine(Engine):
     dialect = SQLITE
 
-    def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: Literal["full", "normal"] = "full",
+        backups: Path | None = None,
+    ) -> None:
         self.path = path
+        self._backups = backups  # a copy goes there before a migration (None: no copy)
         self._synchronous = synchronous.upper()
         self._sync_now = self._synchronous  # the connection's current setting
         self._raw: sqlite3.Connection | None = None
@@ -80,6 +88,9 @@ class SqliteEngine(Engine):
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=5000")
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if self._backups is not None and 0 < version < len(MIGRATIONS):
+                before_migration(self.path, self._backups, version)
             migrate(conn)
         except sqlite3.Error as exc:
             conn.close()

@@ -1,0 +1,240 @@
+"""Upgrades that cannot break a working install (issue 52): a copy of the store before every
+migration, ``switchboard upgrade --check`` and ``--rollback``, PostgreSQL waiting for its
+owner's backup, and an older cluster node that stops once a newer one migrated.
+
+The first test runs the previous release itself: its commit is taken out of this
+repository's history (``git archive``) into a directory of its own and run from there with
+the same interpreter, on the same home as this code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import signal
+import sqlite3
+import subprocess
+import sys
+import tarfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from gateway.core.errors import SchemaRefused
+from gateway.store import Store
+from gateway.store.backups import KEPT, copies
+from gateway.store.cluster.membership import Membership
+from gateway.store.engine.schema import MIGRATIONS
+from gateway.store.engine.schema_pg import MIGRATION_LOCK, PG_MIGRATIONS
+from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
+from tests.nodes import telegram_env
+from tests.test_cli import cli_env, switchboard
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+PREVIOUS_RELEASE = "5a711e7"  # a landed version whose newest schema is v22
+PREVIOUS_SCHEMA = 22
+
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The previous release's code, from this repository's history."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPOSITORY), "archive", PREVIOUS_RELEASE],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"commit {PREVIOUS_RELEASE} (the previous release) is not in this checkout")
+    code = tmp_path_factory.mktemp("previous-release")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(code, filter="data")
+    return code
+
+
+@contextlib.asynccontextmanager
+async def running(env: dict[str, str], code: Path = REPOSITORY) -> AsyncIterator[None]:
+    """``switchboard run`` of the code in ``code`` until it is ready; SIGTERM at the end."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        cwd=code,  # `-m gateway` is the package of the working directory
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            async for line in process.stdout:
+                if line.decode().endswith("ready\n"):
+                    break
+        assert process.returncode is None, "it did not start"
+        yield
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 30)
+
+
+def schema_of(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_a_home_of_the_previous_release_is_copied_migrated_and_rolled_back(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, previous_release: Path
+) -> None:
+    home = tmp_path / "home"
+    env = telegram_env(home, fake_llm, tg)
+    db = home / "data" / "switchboard.db"
+    onboard = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "onboard",
+        cwd=previous_release,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, errors = await asyncio.wait_for(onboard.communicate(), 60)
+    assert onboard.returncode == 0, errors
+    async with running(env, previous_release):
+        await tg.say("remember: the code word is heron")
+        await tg.wait_for(lambda: tg.visible(42) == ["echo: remember: the code word is heron"], 30)
+    assert schema_of(db) == PREVIOUS_SCHEMA
+
+    async with running(env):  # this code: a copy first, then the migration
+        [copy] = copies(home / "backups")
+        assert copy.schema == PREVIOUS_SCHEMA and schema_of(copy.path) == PREVIOUS_SCHEMA
+        await tg.say("what was the code word?")
+        await tg.wait_for(lambda: len(tg.visible(42)) == 2, 30)
+    assert schema_of(db) == len(MIGRATIONS)
+    assert "remember: the code word is heron" in fake_llm.requests[-1].user_texts  # goes on
+
+    code, out, _ = await switchboard("upgrade", "--rollback", env=env)
+    assert code == 0, out
+    assert f"schema v{PREVIOUS_SCHEMA}" in out and "run " in out
+    assert schema_of(db) == PREVIOUS_SCHEMA
+    [kept] = list((home / "backups").glob("*-replaced.db"))  # nothing is lost
+    assert schema_of(kept) == len(MIGRATIONS)
+
+    async with running(env, previous_release):  # the previous release runs on it again
+        await tg.say("still there?")
+        await tg.wait_for(lambda: len(tg.visible(42)) == 3, 30)
+    seen = fake_llm.requests[-1].user_texts
+    assert "remember: the code word is heron" in seen
+    assert "what was the code word?" not in seen  # written after the copy: in the kept store
+
+
+def older_store(path: Path, version: int) -> None:
+    """A SQLite store as a release whose newest schema is ``version`` left it."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for number, script in enumerate(MIGRATIONS[:version], start=1):
+            conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+
+
+async def test_every_migration_is_copied_first_and_the_last_three_copies_are_kept(
+    tmp_path: Path,
+) -> None:
+    backups = tmp_path / "backups"
+    for version in (19, 20, 21, 22):  # four homes' stores, copied into one place
+        db = tmp_path / f"store-{version}.db"
+        older_store(db, version)
+        async with Store(db, backups=backups):
+            pass
+        assert schema_of(db) == len(MIGRATIONS)
+    kept = copies(backups)
+    assert [c.schema for c in kept] == [22, 21, 20][:KEPT]
+    assert all(schema_of(c.path) == c.schema for c in kept)
+    async with Store(tmp_path / "store-22.db", backups=backups):  # nothing to migrate
+        pass
+    assert len(copies(backups)) == KEPT
+
+
+async def test_rollback_puts_back_the_copy_and_keeps_the_store_it_replaces(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    await switchboard("onboard", env=env)
+    db = home / "data" / "switchboard.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    older_store(db, PREVIOUS_SCHEMA)
+    code, out, _ = await switchboard("upgrade", "--check", env=env)
+    assert code == 0
+    assert f"schema v{PREVIOUS_SCHEMA}; this Switchboard migrates it to v{len(MIGRATIONS)}" in out
+    assert "nothing was changed" in out and schema_of(db) == PREVIOUS_SCHEMA
+
+    code, out, err = await switchboard("upgrade", "--i-have-a-backup", env=env)
+    assert code == 0, err
+    assert schema_of(db) == len(MIGRATIONS)
+    code, out, err = await switchboard("upgrade", "--rollback", env=env)
+    assert code == 0, err
+    assert schema_of(db) == PREVIOUS_SCHEMA
+    assert "the store it replaced is kept in" in out
+
+
+def older_database(url: str, version: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for script in PG_MIGRATIONS[:version]:
+            conn.execute(script)
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [version])
+
+
+def schema_pg(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_postgresql_waits_for_its_owners_backup_before_migrating(
+    tmp_path: Path, pg_url: str
+) -> None:
+    older_database(pg_url, PREVIOUS_SCHEMA)
+    with pytest.raises(SchemaRefused, match=r"pg_dump .*switchboard upgrade --i-have-a-backup"):
+        async with Store(tmp_path / "unused.db", url=pg_url, migrate=False):
+            pass
+    assert schema_pg(pg_url) == PREVIOUS_SCHEMA  # nothing was changed
+    async with Store(tmp_path / "unused.db", url=pg_url, migrate=True):
+        pass
+    assert schema_pg(pg_url) == len(PG_MIGRATIONS)
+
+
+async def test_an_older_node_refuses_a_database_a_newer_one_migrated(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with Store(tmp_path / "unused.db", url=pg_url):
+        pass
+    node = Membership(pg_url, "old-node", host="here", pid=1, interval=0.1)
+    await node.start()
+    try:
+        await node.lead()
+        node.working = True
+        with (
+            psycopg.connect(pg_url, autocommit=True) as conn,  # a newer release migrates
+            conn.transaction(),
+        ):
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+            conn.execute("UPDATE schema_version SET version = version + 1")
+        async with asyncio.timeout(10):
+            await node.lost.wait()
+        assert not node.working
+        assert "upgrade it" in node.why_lost and f"up to {len(PG_MIGRATIONS)}" in node.why_lost
+    finally:
+        await node.stop()
+    with pytest.raises(SchemaRefused, match="written by a newer Switchboard"):
+        async with Store(tmp_path / "unused.db", url=pg_url):  # nor does it start again
+            pass

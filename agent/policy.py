@@ -35,20 +35,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
+from gateway.config.settings import GROUP_DENY, MEMBER_DENY
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 
-MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn", "calendar", "generate_image", "browser")
-GROUP_DENY = (
-    "exec",
-    "write_file",
-    "edit_file",
-    "cron",
-    "spawn",
-    "memory_write",
-    "memory_patch",
-    "browser",
-)
 TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 
 

@@ -192,28 +192,26 @@ def site_name(entry: str) -> str:
     return host
 
 
+# What members, and everyone in groups, may not use unless the owner says otherwise
+# (tools.policy): the one place these defaults are written (agent/policy.py uses them too).
+MEMBER_DENY = ("exec", "write_file", "edit_file", "spawn", "calendar", "generate_image", "browser")
+GROUP_DENY = (
+    "exec",
+    "write_file",
+    "edit_file",
+    "cron",
+    "spawn",
+    "memory_write",
+    "memory_patch",
+    "browser",
+)
+
+
 class ToolPolicySettings(Section):
     """``[tools.policy]``: who may use which tool (see docs/security.md)."""
 
-    member_deny: StrList = (
-        "exec",
-        "write_file",
-        "edit_file",
-        "spawn",
-        "calendar",
-        "generate_image",
-        "browser",
-    )
-    group_deny: StrList = (
-        "exec",
-        "write_file",
-        "edit_file",
-        "cron",
-        "spawn",
-        "memory_write",
-        "memory_patch",
-        "browser",
-    )
+    member_deny: StrList = MEMBER_DENY
+    group_deny: StrList = GROUP_DENY
     admin_deny: StrList = ()
     # After reading outside content, side effects need the user's own words this turn.
     taint_guard: bool = True

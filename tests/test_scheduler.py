@@ -21,7 +21,7 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, error, held, text
 
 START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
-HEARTBEAT = {"interval_seconds": 600, "timezone": "UTC"}
+HEARTBEAT = {"interval_seconds": 600}  # the owner's zone: user.timezone, UTC by default
 
 
 def heartbeat_file(gateway: Gateway, content: str) -> None:

@@ -41,4 +41,10 @@ async def test_forty_answers_lost_at_once_show_once_within_five_seconds(
     # for each found, a wave of misses, one window for the first never made. Drafts posted
     # at the same instant race there in no order: finding which is whose may cost up to
     # another window's worth.
-    assert settled.probes <= 2 * CHATS + (PROBE_WINDOW if streaming else 0), settled
+    #
+    # The cost is proportional to what was lost (it was 150-480 probes, growing with every
+    # lost send scanning for itself). About two per lost send is the figure on a quiet
+    # machine (bench/lost_sends.py, docs/performance.md); on a loaded one a first send that
+    # bounds the others' scans may come after they gave up waiting for it, so this bound
+    # leaves a window more.
+    assert settled.probes <= 2 * CHATS + PROBE_WINDOW * (2 if streaming else 1), settled

@@ -38,8 +38,11 @@ from pathlib import Path
 
 from bench.common import quiet_proxies, rss_mib
 from bench.soak_chats import Conversations, schedule
+from bench.soak_web import WebUser
 from channels.telegram.adapter import TelegramChannel
+from channels.webchat import create as create_webchat
 from gateway.config.settings import Settings
+from gateway.core.channel import Channel
 from gateway.runtime.app import Gateway
 from gateway.runtime.home import onboard
 from tests.fakes.llm import FakeLLM, error, held
@@ -84,14 +87,22 @@ class Soak:
         self.settings: Settings
         self.gateway: Gateway | None = None
         self.restarting = asyncio.Lock()
+        self.browser = WebUser(self.web_address, self.stop_traffic)
+
+    def web_address(self) -> tuple[str, str] | None:
+        """The web chat's URL and a fresh sign-in link, None while the gateway restarts."""
+        web = None if self.gateway is None else self.gateway.web
+        return None if web is None else (web.url, web.sign_in_link())
 
     # -- the gateway ----------------------------------------------------------------------
 
     async def start_gateway(self) -> None:
-        gateway = Gateway(
-            self.settings,
-            channels=[TelegramChannel(self.settings.telegram, self.settings.channel_context())],
-        )
+        channels: list[Channel] = [
+            TelegramChannel(self.settings.telegram, self.settings.channel_context())
+        ]
+        if self.args.web:
+            channels.append(create_webchat(self.settings))
+        gateway = Gateway(self.settings, channels=channels)
         await gateway.start()
         self.gateway = gateway
 
@@ -150,11 +161,15 @@ class Soak:
     async def run(self) -> int:
         self.llm = await FakeLLM(latency=0.2).start()
         self.tg = await FakeTelegram(random_token()).start()
-        self.settings = settings_for(self.home, self.llm.openai_url, self.tg)
+        self.settings = settings_for(self.home, self.llm.openai_url, self.tg, web=self.args.web)
         self.users = Conversations(self.tg, self.llm, self.stop_traffic)
         await self.start_gateway()
         sampling = asyncio.create_task(self.sampler())
+        browsing = asyncio.create_task(self.browser.run()) if self.args.web else None
         await self.users.converse(self.args.chats, self.args.minutes, self.faults(), grace=5)
+        if browsing is not None:
+            await browsing
+            await self.browser.last_look()
         sampling.cancel()
         self.samples.append(self.sample())
         await self.stop_gateway()
@@ -196,13 +211,23 @@ class Soak:
             if verdict.lost or verdict.doubled:
                 print(f"    chat {chat}: {verdict}; shows {self.users.shown.visible(chat)}")
         ok = lost == 0 and doubled == 0
+        if self.args.web:
+            web = self.browser.verdict()
+            print(
+                f"  web chat: messages {len(self.browser.posted)}, answered {web.answered},"
+                f" lost {web.lost}, answered twice {web.doubled}; other replies"
+                f" {len(web.notices)}"
+            )
+            ok = ok and web.lost == 0 and web.doubled == 0
         print("  every message answered exactly once" if ok else "  FAILED: see lost/doubled")
         return 0 if ok else 1
 
 
-def settings_for(home: Path, llm_url: str, tg: FakeTelegram) -> Settings:
+def settings_for(home: Path, llm_url: str, tg: FakeTelegram, *, web: bool = False) -> Settings:
     settings = Settings(
         home=home,
+        # --web: the owner's page open on the web chat (any free port); else no web server
+        web={"port": 0} if web else {"enabled": False},
         agent={"reflection": False},
         # members' allowances off: each soak user writes far more than 60 turns an hour,
         # and a refused turn past the first notice is silent by design
@@ -237,6 +262,9 @@ def main() -> None:
         type=lambda v: v.split(","),
         default=None,
         help=f"{','.join(FAULTS)}; with --cluster: {','.join(CLUSTER_FAULTS)}",
+    )
+    parser.add_argument(
+        "--web", action="store_true", help="the owner's browser open on the web chat, writing too"
     )
     parser.add_argument("--home", type=Path, default=None, help="keep the run's home here")
     parser.add_argument(

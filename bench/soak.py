@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import quiet_proxies, rss_mib
-from bench.soak_chats import Conversations, schedule
+from bench.soak_chats import Conversations, latency, schedule
 from bench.soak_web import WebUser
 from channels.telegram.adapter import TelegramChannel
 from channels.webchat import create as create_webchat
@@ -65,6 +65,7 @@ class Sample:
     sent: int
     replies: int
     rss: float
+    cpu: float  # percent of one core since the previous sample (the fakes' share included)
     fds: int
     tasks: int
     db_kib: float
@@ -87,6 +88,7 @@ class Soak:
         self.settings: Settings
         self.gateway: Gateway | None = None
         self.restarting = asyncio.Lock()
+        self.cpu_mark = (time.monotonic(), time.process_time())
         self.browser = WebUser(self.web_address, self.stop_traffic)
 
     def web_address(self) -> tuple[str, str] | None:
@@ -139,11 +141,14 @@ class Soak:
     def sample(self) -> Sample:
         db = self.settings.data_dir / "switchboard.db"
         wal = db.with_name(db.name + "-wal")
+        (then, used), now = self.cpu_mark, (time.monotonic(), time.process_time())
+        self.cpu_mark = now
         return Sample(
             at=time.monotonic() - self.started,
             sent=self.users.total_sent(),
             replies=self.users.total_answered(),
             rss=rss_mib(),
+            cpu=100 * (now[1] - used) / max(now[0] - then, 1e-6),
             fds=len(os.listdir("/proc/self/fd")),
             tasks=len(asyncio.all_tasks()),
             db_kib=db.stat().st_size / 1024 if db.exists() else 0.0,
@@ -190,13 +195,14 @@ class Soak:
         print("  faults: " + ", ".join(f"{at:.0f}s {kind}" for at, kind in self.faults_done))
         print()
         print(
-            "| t (s) | messages | replies | RSS (MiB) | open fds | asyncio tasks "
+            "| t (s) | messages | replies | RSS (MiB) | CPU (%) | open fds | asyncio tasks "
             "| store (KiB) | WAL (KiB) | fault |"
         )
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for s in self.samples:
             print(
-                f"| {s.at:.0f} | {s.sent} | {s.replies} | {s.rss:.1f} | {s.fds} | {s.tasks} "
+                f"| {s.at:.0f} | {s.sent} | {s.replies} | {s.rss:.1f} | {s.cpu:.0f} | {s.fds}"
+                f" | {s.tasks} "
                 f"| {s.db_kib:.0f} | {s.wal_kib:.0f} | {s.fault} |"
             )
         print()
@@ -207,6 +213,7 @@ class Soak:
             f" (provider errors, time-outs); answers streamed by edits:"
             f" {self.users.shown.edits} edits"
         )
+        print(f"  wait for an answer (Telegram): {latency(self.users.waits)}")
         for chat, verdict in verdicts.items():
             if verdict.lost or verdict.doubled:
                 print(f"    chat {chat}: {verdict}; shows {self.users.shown.visible(chat)}")
@@ -216,7 +223,7 @@ class Soak:
             print(
                 f"  web chat: messages {len(self.browser.posted)}, answered {web.answered},"
                 f" lost {web.lost}, answered twice {web.doubled}; other replies"
-                f" {len(web.notices)}"
+                f" {len(web.notices)}; wait for an answer: {latency(self.browser.waits)}"
             )
             ok = ok and web.lost == 0 and web.doubled == 0
         print("  every message answered exactly once" if ok else "  FAILED: see lost/doubled")

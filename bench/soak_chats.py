@@ -50,6 +50,22 @@ class Verdict:
     notices: list[str] = field(default_factory=list)  # shown, neither an echo nor /status
 
 
+def latency(waits: Sequence[float]) -> str:
+    """Median, 95th and 99th percentile and the longest wait for an answer, in seconds (the
+    user sees an answer when it is complete, or its first draft when streamed)."""
+    if not waits:
+        return "no answers"
+    ordered = sorted(waits)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return (
+        f"p50 {at(0.5):.2f} s, p95 {at(0.95):.2f} s, p99 {at(0.99):.2f} s,"
+        f" max {ordered[-1]:.2f} s over {len(ordered)} answers"
+    )
+
+
 def expected(text: str) -> str:
     """What the chat shows for the echo of ``text`` once complete (markdown rendered)."""
     return render(f"echo: {text}")[0].text
@@ -139,6 +155,7 @@ class Conversations:
         self.shown = Shown(tg)
         self.sent: dict[int, list[str]] = defaultdict(list)
         self.answered_updates: dict[int, dict[str, Any]] = {}
+        self.waits: list[float] = []  # seconds from a message to its answer showing
 
     def answered(self, chat: int, text: str, others_before: int) -> bool:
         shown = self.shown.visible(chat)
@@ -155,13 +172,15 @@ class Conversations:
             shown = self.shown.visible(chat)
             others_before = sum(echo_index(s, chat) is None for s in shown)
             self.sent[chat].append(text)
+            said = time.monotonic()
             update = await self.tg.say(text, chat_id=chat, user_id=chat)
-            deadline = time.monotonic() + ANSWER_TIMEOUT
+            deadline = said + ANSWER_TIMEOUT
             changed = self.shown.changed[chat]
             while time.monotonic() < deadline:
                 changed.clear()
                 if self.answered(chat, text, others_before):
                     self.answered_updates[chat] = update
+                    self.waits.append(time.monotonic() - said)
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), 1.0)

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import random
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -34,10 +35,11 @@ class WebUser:
         self.posted: list[int] = []  # the messages the server took (a 2xx answer)
         self._entries: dict[str, dict[str, Any]] = {}  # assistant entries seen, by id
         self._changed = asyncio.Event()
+        self.waits: list[float] = []  # seconds from a post to its answer showing
+        self._echoes: Counter[int] = Counter()  # message number -> assistant entries echoing it
 
     def _answers(self) -> Counter[int]:
-        found = (_ECHO.match(str(e.get("text", ""))) for e in self._entries.values())
-        return Counter(int(m.group(1)) for m in found if m)
+        return self._echoes
 
     def verdict(self) -> Verdict:
         answers = self._answers()
@@ -55,10 +57,17 @@ class WebUser:
         return verdict
 
     def _seen(self, event: dict[str, Any]) -> None:
+        if event["type"] not in ("hello", "message"):
+            return  # streamed deltas, typing: the answer counts once it is an entry
         entries = event.get("entries", []) if event["type"] == "hello" else [event.get("entry")]
         for entry in entries:
-            if entry and entry.get("role") == "assistant" and entry.get("kind") != "stopped":
+            if not entry or entry.get("role") != "assistant" or entry.get("kind") == "stopped":
+                continue
+            if str(entry["id"]) not in self._entries:
                 self._entries[str(entry["id"])] = entry
+                echo = _ECHO.match(str(entry.get("text", "")))
+                if echo:
+                    self._echoes[int(echo.group(1))] += 1
         self._changed.set()
 
     async def last_look(self) -> None:
@@ -123,6 +132,7 @@ class WebUser:
             form = aiohttp.FormData(default_to_multipart=True)
             form.add_field("id", f"soak-web-{n:08d}")
             form.add_field("text", f"web-{n} hello from the browser")
+            posted = time.monotonic()
             async with http.post(
                 url + "api/chat/messages", data=form, headers={"Origin": origin}
             ) as response:
@@ -133,4 +143,6 @@ class WebUser:
                     while n not in self._answers() and not reading.done():
                         self._changed.clear()
                         await self._changed.wait()
+            if n in self._answers():
+                self.waits.append(time.monotonic() - posted)
             await asyncio.sleep(random.uniform(2.0, 6.0))

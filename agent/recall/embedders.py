@@ -70,13 +70,48 @@ def builtin_files() -> tuple[Path, Path] | None:
     return weights, tokenizer
 
 
+# The built-in model's token vectors and tokenizer, by dimensions: read once per process
+# and shared by every gateway in it (read-only). Loaded again per gateway, a restart inside
+# one process (a test, the soak) kept 30-50 MB more each time: native memory the allocator
+# does not hand back.
+_LOADED: dict[int, tuple[Any, Any]] = {}
+_LOADING = threading.Lock()
+
+
+def _load_builtin(dims: int) -> tuple[Any, Any]:
+    """(the token vectors as float32, the tokenizer) of the built-in model; once per process."""
+    with _LOADING:
+        loaded = _LOADED.get(dims)
+        if loaded is not None:
+            return loaded
+        files = builtin_files()
+        if files is None:
+            raise EmbeddingError(
+                "the built-in embedding model is missing: install the wordllama package "
+                "(pip install wordllama), or set memory.embeddings"
+            )
+        try:
+            import numpy as np  # noqa: PLC0415 - only when recall by meaning is on
+            from safetensors.numpy import load_file  # noqa: PLC0415
+            from tokenizers import Tokenizer  # noqa: PLC0415
+        except ImportError as exc:
+            raise EmbeddingError(f"the built-in embedding model cannot load: {exc}") from exc
+
+        weights, tokenizer_file = files
+        matrix = next(iter(load_file(str(weights)).values()))[:, :dims]
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MAX_TOKENS)
+        loaded = _LOADED[dims] = (np.ascontiguousarray(matrix, dtype=np.float32), tokenizer)
+        return loaded
+
+
 class BuiltinEmbedder:
     """WordLlama's static embeddings: a text's vector is the mean of its tokens' vectors.
-    Loaded on a worker thread at first use (about 0.4 s, 16 MB of weights)."""
+    Loaded on a worker thread at first use (about 0.4 s, 16 MB of weights), once per process."""
 
     def __init__(self, dims: int = 256) -> None:
         self.dims = dims
-        self._lock = threading.Lock()
         self._model: tuple[Any, Any] | None = None  # (the token vectors, the tokenizer)
 
     @property
@@ -84,29 +119,9 @@ class BuiltinEmbedder:
         return f"wordllama:{BUILTIN_MODEL}:{self.dims}"
 
     def load(self) -> None:
-        """Read the weights and the tokenizer (on a worker thread; once)."""
-        with self._lock:
-            if self._model is not None:
-                return
-            files = builtin_files()
-            if files is None:
-                raise EmbeddingError(
-                    "the built-in embedding model is missing: install the wordllama package "
-                    "(pip install wordllama), or set memory.embeddings"
-                )
-            try:
-                import numpy as np  # noqa: PLC0415 - only when recall by meaning is on
-                from safetensors.numpy import load_file  # noqa: PLC0415
-                from tokenizers import Tokenizer  # noqa: PLC0415
-            except ImportError as exc:
-                raise EmbeddingError(f"the built-in embedding model cannot load: {exc}") from exc
-
-            weights, tokenizer_file = files
-            matrix = next(iter(load_file(str(weights)).values()))[:, : self.dims]
-            tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(MAX_TOKENS)
-            self._model = (np.ascontiguousarray(matrix, dtype=np.float32), tokenizer)
+        """Read the weights and the tokenizer (on a worker thread; once per process)."""
+        if self._model is None:
+            self._model = _load_builtin(self.dims)
 
     def embed_now(self, texts: Sequence[str]) -> Vectors:
         """The vectors of ``texts``, on the calling thread (loaded already: :meth:`load`)."""

@@ -41,9 +41,9 @@ from typing import Any
 
 import psycopg
 
-from bench.procs import memory_mib
+from bench.procs import cpu_seconds, memory_mib
 from bench.soak import CLUSTER_FAULTS
-from bench.soak_chats import Conversations, schedule
+from bench.soak_chats import Conversations, latency, schedule
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram, random_token
 from tests.nodes import STREAMING, Node, node_env, start_node, written_echo
@@ -69,6 +69,7 @@ class Sample:
     sent: int
     replies: int
     rss: list[float | None]
+    cpu: list[float | None]  # percent of one core since the previous sample, per node
     fds: list[int | None]
     db_kib: float | None
     wal_kib: float | None  # written since the previous sample
@@ -92,6 +93,7 @@ class ClusterSoak:
         self.started = time.monotonic()
         self.wal_mark: str | None = None
         self.redelivered = 0
+        self.cpu_marks: dict[int, tuple[float, float]] = {}  # pid -> (when, CPU seconds)
         self.tg: FakeTelegram
         self.llm: FakeLLM
         self.users: Conversations
@@ -235,6 +237,7 @@ class ClusterSoak:
 
     async def sample(self) -> Sample:
         rss: list[float | None] = []
+        cpu: list[float | None] = []
         fds: list[int | None] = []
         for slot in self.slots:
             pid = slot.node.process.pid
@@ -242,8 +245,10 @@ class ClusterSoak:
                 size = memory_mib(pid)  # 0 once it exited (a zombie has no memory)
                 rss.append(size or None)
                 fds.append(len(os.listdir(f"/proc/{pid}/fd")) if size else None)
+                cpu.append(self.cpu_percent(pid) if size else None)
             except OSError:  # between a kill and the restart
                 rss.append(None)
+                cpu.append(None)
                 fds.append(None)
         db_kib, wal_kib = await self.database()
         begun, self.faults_shown = self.faults_begun[self.faults_shown :], len(self.faults_begun)
@@ -252,12 +257,20 @@ class ClusterSoak:
             sent=self.users.total_sent(),
             replies=self.users.total_answered(),
             rss=rss,
+            cpu=cpu,
             fds=fds,
             db_kib=db_kib,
             wal_kib=wal_kib,
             leader=await self.leader() or "?",
             faults=", ".join(begun) or "-",
         )
+
+    def cpu_percent(self, pid: int) -> float:
+        """The node's CPU use since its previous sample (since it started, the first time)."""
+        now, used = time.monotonic(), cpu_seconds(pid)
+        then, before = self.cpu_marks.get(pid, (now, 0.0))
+        self.cpu_marks[pid] = (now, used)
+        return 100 * (used - before) / (now - then) if now > then else 0.0
 
     async def sampler(self) -> None:
         while True:
@@ -327,18 +340,21 @@ class ClusterSoak:
         print(
             "| t (s) | messages | replies | RSS (MiB) "
             + " / ".join(names)
+            + " | CPU (%) "
+            + " / ".join(names)
             + " | open fds "
             + " / ".join(names)
             + " | database (KiB) | WAL since last row (KiB) | leader | faults since last row |"
         )
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
         for s in self.samples:
             rss = " / ".join("-" if r is None else f"{r:.0f}" for r in s.rss)
+            cpu = " / ".join("-" if c is None else f"{c:.0f}" for c in s.cpu)
             fds = " / ".join("-" if f is None else str(f) for f in s.fds)
             db = "-" if s.db_kib is None else f"{s.db_kib:.0f}"
             wal = "-" if s.wal_kib is None else f"{s.wal_kib:.0f}"
             print(
-                f"| {s.at:.0f} | {s.sent} | {s.replies} | {rss} | {fds} | {db} | {wal} "
+                f"| {s.at:.0f} | {s.sent} | {s.replies} | {rss} | {cpu} | {fds} | {db} | {wal} "
                 f"| {s.leader} | {s.faults} |"
             )
         print()
@@ -348,6 +364,7 @@ class ClusterSoak:
             f" {doubled}; notices {len(notices)}; answers streamed by edits"
             f" {shown.edits} edits; redeliveries {self.redelivered}"
         )
+        print(f"  wait for an answer: {latency(self.users.waits)}")
         for notice in notices[:5]:
             print(f"    notice: {notice[:120]!r}")
         for chat, verdict in verdicts.items():

@@ -103,6 +103,8 @@ async def run_gateway(settings: Settings) -> int:
             print(f"web chat: {gateway.web.url}  status: {gateway.web.url}status", flush=True)
             if sys.stdout.isatty():  # never into a service's journal, which others may read
                 print(f"sign in a browser (once, 10 minutes): {gateway.web.sign_in_link()}")
+            else:
+                print("sign in a browser: `switchboard web` prints a one-time link", flush=True)
         _freeze_start_up_objects()
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())

@@ -37,15 +37,20 @@ class WebUser:
         self._changed = asyncio.Event()
         self.waits: list[float] = []  # seconds from a post to its answer showing
         self._echoes: Counter[int] = Counter()  # message number -> assistant entries echoing it
+        self._others = 0  # assistant entries that echo nothing: notices (a model error)
+        self._noticed: set[int] = set()  # messages answered by a notice instead of an echo
 
     def _answers(self) -> Counter[int]:
         return self._echoes
+
+    def _done(self, n: int, others_before: int) -> bool:
+        return n in self._answers() or self._others > others_before
 
     def verdict(self) -> Verdict:
         answers = self._answers()
         verdict = Verdict()
         for n in self.posted:
-            count = answers.get(n, 0)
+            count = answers.get(n, 0) or (n in self._noticed)
             verdict.answered += count >= 1
             verdict.lost += count == 0
             verdict.doubled += count > 1
@@ -68,6 +73,8 @@ class WebUser:
                 echo = _ECHO.match(str(entry.get("text", "")))
                 if echo:
                     self._echoes[int(echo.group(1))] += 1
+                else:
+                    self._others += 1
         self._changed.set()
 
     async def last_look(self) -> None:
@@ -132,7 +139,7 @@ class WebUser:
             form = aiohttp.FormData(default_to_multipart=True)
             form.add_field("id", f"soak-web-{n:08d}")
             form.add_field("text", f"web-{n} hello from the browser")
-            posted = time.monotonic()
+            posted, others = time.monotonic(), self._others
             async with http.post(
                 url + "api/chat/messages", data=form, headers={"Origin": origin}
             ) as response:
@@ -140,9 +147,11 @@ class WebUser:
             self.posted.append(n)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(ANSWER_TIMEOUT):
-                    while n not in self._answers() and not reading.done():
+                    while not self._done(n, others) and not reading.done():
                         self._changed.clear()
                         await self._changed.wait()
-            if n in self._answers():
+            if self._others > others and n not in self._answers():
+                self._noticed.add(n)  # one message at a time: a new notice is this one's
+            if self._done(n, others):
                 self.waits.append(time.monotonic() - posted)
             await asyncio.sleep(random.uniform(2.0, 6.0))

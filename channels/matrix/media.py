@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
-import re
 from dataclasses import replace
 from pathlib import Path
 
 from nio import AsyncClient, MemoryDownloadResponse
 
+from channels._files import NOT_DOWNLOADED, file_path, file_suffix, over_limit
 from channels.matrix.convert import FileRef
 from gateway.core.messages import Attachment, InboundMessage
 from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
-
-_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 
 
 class MediaStore:
@@ -38,8 +34,6 @@ class MediaStore:
     async def fetch(
         self, message: InboundMessage, files: tuple[FileRef, ...], *, download: bool
     ) -> tuple[Attachment, ...]:
-        folder = self.root / message.received_at.strftime("%Y-%m-%d")
-        stem = _SAFE.sub("_", message.platform_message_id)[-60:]
         found = []
         for index, ref in enumerate(files):
             described = Attachment(
@@ -50,15 +44,15 @@ class MediaStore:
                 platform_file_id=ref.url,
             )
             if not download:
-                found.append(replace(described, note="not downloaded"))
+                found.append(replace(described, note=NOT_DOWNLOADED))
             elif ref.size is not None and ref.size > self.max_bytes:
-                note = f"not stored: {ref.size} bytes is over the {self.max_bytes} byte limit"
-                found.append(replace(described, note=note))
+                found.append(replace(described, note=over_limit(self.max_bytes, ref.size)))
             else:
-                found.append(await self._download(ref, described, folder / f"{stem}-{index}"))
+                path = file_path(self.root, message, index, file_suffix(ref.name, ref.mime_type))
+                found.append(await self._download(ref, described, path))
         return tuple(found)
 
-    async def _download(self, ref: FileRef, described: Attachment, stem: Path) -> Attachment:
+    async def _download(self, ref: FileRef, described: Attachment, path: Path) -> Attachment:
         try:
             answer = await self._client.download(mxc=ref.url)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -68,15 +62,6 @@ class MediaStore:
             return replace(described, note=f"could not be downloaded: {answer}")
         data = answer.body
         if len(data) > self.max_bytes:
-            return replace(described, note=f"not stored: over the {self.max_bytes} byte limit")
-        suffix = _suffix(ref)
-        path = stem.with_name(stem.name + suffix)
+            return replace(described, note=over_limit(self.max_bytes))
         await asyncio.to_thread(write_atomic, path, data)
         return replace(described, path=str(path), size=len(data))
-
-
-def _suffix(ref: FileRef) -> str:
-    if match := _SUFFIX.search(ref.name):
-        return match.group(0).lower()
-    mime = (ref.mime_type or "").split(";", 1)[0].strip()
-    return (mimetypes.guess_extension(mime) if mime else None) or ".bin"

@@ -15,19 +15,16 @@ import asyncio
 import base64
 import binascii
 import logging
-import re
 from dataclasses import replace
 from pathlib import Path
 
+from channels._files import NOT_DOWNLOADED, file_path, file_suffix, over_limit
 from channels.signal.convert import FileRef
 from channels.signal.rpc import RpcError, SignalRpc, Unreachable
 from gateway.core.messages import Attachment, InboundMessage
 from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
-
-_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 
 
 class MediaStore:
@@ -44,8 +41,6 @@ class MediaStore:
         download: bool,
         group_id: str | None,
     ) -> tuple[Attachment, ...]:
-        folder = self.root / message.received_at.strftime("%Y-%m-%d")
-        stem = _SAFE.sub("_", message.platform_message_id)[-60:]
         found = []
         for index, ref in enumerate(files):
             described = Attachment(
@@ -56,12 +51,11 @@ class MediaStore:
                 platform_file_id=ref.id,
             )
             if not download:
-                found.append(replace(described, note="not downloaded"))
+                found.append(replace(described, note=NOT_DOWNLOADED))
             elif ref.size is not None and ref.size > self.max_bytes:
-                note = f"not stored: {ref.size} bytes is over the {self.max_bytes} byte limit"
-                found.append(replace(described, note=note))
+                found.append(replace(described, note=over_limit(self.max_bytes, ref.size)))
             else:
-                path = folder / f"{stem}-{index}{_suffix(ref)}"
+                path = file_path(self.root, message, index, file_suffix(ref.name, ref.mime_type))
                 found.append(await self._download(ref, described, path, message, group_id))
         return tuple(found)
 
@@ -82,11 +76,6 @@ class MediaStore:
             log.warning("signal: could not fetch attachment %s: %s", ref.id, exc)
             return replace(described, note=f"could not be downloaded: {exc}")
         if len(data) > self.max_bytes:
-            return replace(described, note=f"not stored: over the {self.max_bytes} byte limit")
+            return replace(described, note=over_limit(self.max_bytes))
         await asyncio.to_thread(write_atomic, path, data)
         return replace(described, path=str(path), size=len(data))
-
-
-def _suffix(ref: FileRef) -> str:
-    match = _SUFFIX.search(ref.name)
-    return match.group(0).lower() if match else ".bin"

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
-import re
 from dataclasses import replace
 from pathlib import Path
 
+from channels._files import NOT_DOWNLOADED, file_path, file_suffix, over_limit
 from channels.whatsapp.convert import Converted, MediaRef
 from channels.whatsapp.graph import GraphClient, GraphError, GraphUnreachable
 from gateway.core.messages import Attachment
@@ -24,8 +23,6 @@ from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)
 
-_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 _DEFAULT_SUFFIX = {"image": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}
 _KNOWN = {"audio/ogg": ".ogg", "image/jpeg": ".jpg", "audio/mpeg": ".mp3", "image/webp": ".webp"}
 
@@ -39,8 +36,6 @@ class MediaStore:
     async def attach(self, converted: Converted, *, download: bool) -> tuple[Attachment, ...]:
         """The message's files, stored when ``download`` (the gate would admit the message)."""
         message = converted.message
-        folder = self.root / message.received_at.strftime("%Y-%m-%d")
-        stem = _SAFE.sub("_", message.platform_message_id)[-60:]
         found = []
         for index, ref in enumerate(converted.media):
             described = Attachment(
@@ -50,32 +45,29 @@ class MediaStore:
                 platform_file_id=ref.media_id,
             )
             if not download:
-                found.append(replace(described, note="not downloaded"))
+                found.append(replace(described, note=NOT_DOWNLOADED))
                 continue
-            found.append(await self._fetch(ref, described, folder / f"{stem}-{index}"))
+            suffix = file_suffix(
+                ref.filename,
+                ref.mime_type,
+                known=_KNOWN,
+                default=_DEFAULT_SUFFIX.get(ref.kind, ".bin"),
+            )
+            path = file_path(self.root, message, index, suffix)
+            found.append(await self._fetch(ref, described, path))
         return tuple(found)
 
-    async def _fetch(self, ref: MediaRef, described: Attachment, stem: Path) -> Attachment:
+    async def _fetch(self, ref: MediaRef, described: Attachment, path: Path) -> Attachment:
         try:
             info = await self._graph.media_info(ref.media_id)
             size = info.get("file_size")
             if isinstance(size, int) and size > self.max_bytes:
-                note = f"not stored: {size} bytes is over the {self.max_bytes} byte limit"
-                return replace(described, size=size, note=note)
+                return replace(described, size=size, note=over_limit(self.max_bytes, size))
             data = await self._graph.download(str(info.get("url") or ""), self.max_bytes)
         except (GraphError, GraphUnreachable, OSError, TimeoutError) as exc:
             log.warning("whatsapp: could not fetch media %s: %s", ref.media_id, exc)
             return replace(described, note=f"could not be downloaded: {exc}")
         if data is None:
-            return replace(described, note=f"not stored: over the {self.max_bytes} byte limit")
-        path = stem.with_name(stem.name + _suffix(ref))
+            return replace(described, note=over_limit(self.max_bytes))
         await asyncio.to_thread(write_atomic, path, data)
         return replace(described, path=str(path), size=len(data))
-
-
-def _suffix(ref: MediaRef) -> str:
-    if ref.filename and (match := _SUFFIX.search(ref.filename)):
-        return match.group(0).lower()
-    mime = (ref.mime_type or "").split(";", 1)[0].strip()
-    guessed = _KNOWN.get(mime) or (mimetypes.guess_extension(mime) if mime else None)
-    return guessed or _DEFAULT_SUFFIX.get(ref.kind, ".bin")

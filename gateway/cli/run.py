@@ -104,7 +104,10 @@ async def run_gateway(settings: Settings) -> int:
             if sys.stdout.isatty():  # never into a service's journal, which others may read
                 print(f"sign in a browser (once, 10 minutes): {gateway.web.sign_in_link()}")
             else:
-                print("sign in a browser: `switchboard web` prints a one-time link", flush=True)
+                print(
+                    "switchboard: to sign in a browser, `switchboard web` prints a one-time link",
+                    file=sys.stderr,
+                )
         _freeze_start_up_objects()
         print(f"switchboard {__version__} ready", flush=True)
         signalled = asyncio.create_task(interrupts.next())

@@ -20,11 +20,13 @@ from pydantic import ValidationError
 from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
+from gateway.runtime.intake.pairing import approve
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
-from tests.fakes.llm import FakeLLM, Recorded, Step, echo, text
+from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, text
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
+from tests.test_approvals import COMMAND, runs
 
 ANN_TG, ANN_SLACK, ANN_DM = 111, "U0ANN", "D0ANN"
 FACT = "my locker code is 4521"
@@ -76,7 +78,9 @@ class Talk:
         return self._slack.visible(dm)[-1]
 
 
-def ann(make_settings: SettingsFactory, tg: FakeTelegram, slack: FakeSlack, **extra: Any) -> Settings:
+def ann(
+    make_settings: SettingsFactory, tg: FakeTelegram, slack: FakeSlack, **extra: Any
+) -> Settings:
     """Ann may talk on both; config says both addresses are hers."""
     return make_settings(
         telegram=section(tg, allow_from=[str(ANN_TG)]),
@@ -267,6 +271,60 @@ async def test_unlink_makes_a_chat_its_own_again_and_config_links_stay(
     assert answer == "I don't know your locker code."
     assert "linked in the configuration ([people.bea] ids)" in in_config
     assert "person-unlinked" in audit
+
+
+# -- everything per person follows the person ------------------------------------------------
+
+
+async def test_pairing_and_time_zone_follow_the_person_to_their_other_address(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
+) -> None:
+    """Ann paired on Telegram is let in on Slack, whose policy would ask her to pair, and
+    her zone in config is hers on both."""
+    settings = make_settings(
+        telegram=section(tg, allow_from=[], dm_policy="pairing"),
+        slack=slack_section(fake_slack, dm_policy="pairing"),
+        people={
+            "ann": {"ids": [f"telegram:{ANN_TG}", f"slack:{ANN_SLACK}"], "timezone": "Asia/Tokyo"}
+        },
+    )
+    async with running(settings) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        asked = await talk.telegram("hello")
+        found = re.search(r"pairing code is ([A-Z0-9]{8})", asked)
+        assert found is not None, asked
+        await approve(gateway.store, found.group(1), by="test")
+        await tg.wait_for(lambda: len(tg.visible(ANN_TG)) == 2)  # the welcome
+        on_slack = await talk.slack("good morning")
+        on_telegram = await talk.telegram("and here?")
+    assert on_slack == "echo: good morning" and on_telegram == "echo: and here?"
+    assert all("time zone JST" in r.system_text for r in fake_llm.requests)
+
+
+async def test_the_owner_approves_from_their_other_address(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
+) -> None:
+    """A member's command waits for the owner, asked on Telegram; the owner, on Slack
+    (an address config gives her, listed nowhere in [slack]), approves it there."""
+    settings = make_settings(
+        telegram=section(tg, owners=[str(ANN_TG)], allow_from=["333"]),
+        slack=slack_section(fake_slack),
+        people={"olga": {"ids": [f"telegram:{ANN_TG}", f"slack:{ANN_SLACK}"]}},
+        tools={"approvals": "ask", "exec": {"sandbox": "off"}},
+    )
+    fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
+    async with running(settings) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        await tg.say("run it", user_id=333, chat_id=333, first_name="Max")
+        await tg.wait_for(lambda: bool(tg.visible(ANN_TG)))
+        request = tg.visible(ANN_TG)[-1]
+        found = re.search(r"/approve ([A-Z0-9]{8})", request)
+        assert found is not None, request
+        decided = await talk.slack(f"/approve {found.group(1)}")
+        await tg.wait_for(lambda: "Done, it ran." in tg.visible(333))
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+    assert "Approved" in decided
+    assert runs(settings) == 1
 
 
 def _code(reply: str) -> str:

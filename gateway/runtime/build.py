@@ -405,6 +405,7 @@ def build(
         redact=Redactor(secret_values(settings), patterns=token_patterns()),
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
+        directory=directory,
     )
     # -- what people and background work may spend, and the owner told how far it went
     spend_caps, spend, budget = allowances(settings, store, bus, directory)

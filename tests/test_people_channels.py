@@ -255,7 +255,10 @@ async def test_unlink_makes_a_chat_its_own_again_and_config_links_stay(
     settings = make_settings(
         telegram=section(tg, allow_from=[str(ANN_TG), "222"]),
         slack=slack_section(fake_slack, allow_from=[ANN_SLACK]),
-        people={"bea": {"ids": ["telegram:222", "slack:U0BEA"]}},
+        people={  # Ann's Telegram alone in config; she links her Slack herself
+            "ann": {"ids": [f"telegram:{ANN_TG}"]},
+            "bea": {"ids": ["telegram:222", "slack:U0BEA"]},
+        },
         session={"scope": "person"},
     )
     async with running(settings) as gateway:

@@ -92,8 +92,12 @@ class PersonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ids: StrList = ()  # their addresses, "<channel>:<sender id>": one person on all of them (memory, zone, quiet hours, role, allowance, usage); kept under the first
-    session: SessionScope | None = None  # "person": their direct chats on every channel are one conversation; unset: as session.scope says
-    home: str | None = None  # "<channel>:<chat id>" of a direct chat their scheduled messages go to when their chats are one conversation; unset: the one they wrote from last
+    session: SessionScope | None = (
+        None  # "person": their direct chats on every channel are one conversation; unset: as session.scope says
+    )
+    home: str | None = (
+        None  # "<channel>:<chat id>" of a direct chat their scheduled messages go to when their chats are one conversation; unset: the one they wrote from last
+    )
 
     timezone: str | None = None  # wins over a zone they set by asking
     quiet_hours: str = ""  # "22:00-07:00" in their zone: their jobs' messages wait until it ends

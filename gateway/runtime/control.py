@@ -145,6 +145,7 @@ class OwnerControls:
                     identity.addresses,
                     identity.role.value,
                     identity.one_conversation,
+                    identity.listed,
                 )
         return list(people.values())
 

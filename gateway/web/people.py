@@ -152,7 +152,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
                 "addresses": list(one.addresses),
                 "role": one.role,
                 "one_conversation": one.one_conversation,
-                "configured": bool(one.name),
+                "listed": list(one.listed),
             }
             for one in linked
         ],

@@ -92,6 +92,7 @@ class LinkedPerson:
     addresses: tuple[str, ...]
     role: str  # the highest of their addresses'
     one_conversation: bool  # their direct chats are one conversation across channels
+    listed: tuple[str, ...] = ()  # the addresses config lists together (changed there only)
 
 
 class WorkspaceConflict(Exception):

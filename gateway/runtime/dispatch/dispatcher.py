@@ -507,7 +507,8 @@ class Dispatcher(Service):
         def followups() -> list[tuple[int, InboundMessage]]:
             return [(r.id, r.message) for r in self._take_followups(key, after, last)]
 
-        return TurnControl(turn_id, key, f"{last.channel}:{last.sender_id}", followups=followups)
+        starter = last.person or f"{last.channel}:{last.sender_id}"  # their person's key
+        return TurnControl(turn_id, key, starter, followups=followups)
 
     def _take_followups(self, key: str, after: int, last: InboundMessage) -> list[InboundRecord]:
         """The messages at the head of the session's queue that arrived once its turn ran

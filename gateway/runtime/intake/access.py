@@ -199,8 +199,8 @@ class AccessGate:
         if decision.verdict in (Verdict.ALLOW, Verdict.IGNORE):
             await self._remember_name(msg)
         if decision.verdict is Verdict.ALLOW:
-            await self._remember_use(msg)
             msg = stamped(msg, identity)
+            await self._remember_use(msg)
             if not msg.is_group:
                 if identity.one_conversation:  # scheduled messages follow them here
                     await self._directory.wrote_from(identity.person, msg.chat)
@@ -243,7 +243,7 @@ class AccessGate:
 
     async def _remember_use(self, msg: InboundMessage) -> None:
         """A chat a person writes in is one of theirs: sends there need no confirmation."""
-        person = f"{msg.channel}:{msg.sender_id}"
+        person = msg.person or f"{msg.channel}:{msg.sender_id}"
         key = (person, msg.chat_id)
         if key in self._used:
             return

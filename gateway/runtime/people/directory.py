@@ -53,6 +53,7 @@ class Identity:
     role: Role  # the highest role any of them has
     name: str = ""  # the [people] key that lists them, if any
     one_conversation: bool = False  # their direct chats are one session across channels
+    listed: tuple[str, ...] = ()  # those of their addresses config lists (not unlinkable)
 
     @property
     def linked(self) -> bool:
@@ -135,6 +136,7 @@ class PeopleDirectory:
             highest(self.role_of(a) for a in addresses),
             "" if entry is None else entry.name,
             one,
+            () if entry is None else entry.addresses,
         )
 
     # -- where a person is ------------------------------------------------------------------

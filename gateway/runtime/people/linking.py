@@ -185,7 +185,7 @@ class Linking:
     async def unlink(self, address: str, *, by: str) -> str:
         """``address`` is its own person again (config's links stay: config changes them)."""
         identity = await self.directory.identify(address)
-        if identity.name:
+        if address in identity.listed:
             raise LinkRefused(
                 f"{address} is linked in the configuration ([people.{identity.name}] ids): "
                 "the owner changes it there."
@@ -205,7 +205,7 @@ class Linking:
 
     @staticmethod
     def _movable(joining: Identity) -> None:
-        if joining.name:
+        if joining.address in joining.listed:
             raise LinkRefused(
                 f"{joining.address} is linked in the configuration ([people.{joining.name}] "
                 "ids): the owner changes it there."

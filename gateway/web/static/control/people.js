@@ -96,7 +96,7 @@
                 {},
                 el("span", { class: "id" }, a),
                 " ",
-                p.configured
+                p.listed.includes(a)
                   ? el("small", { class: "muted", title: "Listed together in config.toml ([people] ids)" }, "config")
                   : action("Unlink", () => post("/api/people/unlink", { address: a }), {
                       class: "secondary",

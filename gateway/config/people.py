@@ -82,7 +82,9 @@ class SessionSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scope: SessionScope = "chat"  # "person": a linked person's direct chats on every channel are one conversation, each answered in its own chat (groups stay their own); "chat": each chat its own
+    # "person": a linked person's direct chats on every channel are one conversation, each
+    # message answered in its own chat (groups stay their own); "chat": each chat its own.
+    scope: SessionScope = "chat"  # "person": a linked person's direct chats are one conversation
 
 
 class PersonSettings(BaseModel):
@@ -91,13 +93,13 @@ class PersonSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ids: StrList = ()  # their addresses, "<channel>:<sender id>": one person on all of them (memory, zone, quiet hours, role, allowance, usage); kept under the first
-    session: SessionScope | None = (
-        None  # "person": their direct chats on every channel are one conversation; unset: as session.scope says
-    )
-    home: str | None = (
-        None  # "<channel>:<chat id>" of a direct chat their scheduled messages go to when their chats are one conversation; unset: the one they wrote from last
-    )
+    # Their addresses: one person on all of them (memory, zone, quiet hours, role, allowance,
+    # usage), kept under the first. "person": their direct chats on every channel are one
+    # conversation (unset: as session.scope says). home: the direct chat their scheduled
+    # messages go to then (unset: the one they wrote from last).
+    ids: StrList = ()  # their addresses, "<channel>:<sender id>"; kept under the first
+    session: SessionScope | None = None  # "person": one conversation across their chats
+    home: str | None = None  # "<channel>:<chat id>": where their jobs' messages go
 
     timezone: str | None = None  # wins over a zone they set by asking
     quiet_hours: str = ""  # "22:00-07:00" in their zone: their jobs' messages wait until it ends

@@ -169,6 +169,49 @@ async def test_a_person_alone_on_one_setting_has_one_conversation_and_groups_sta
     assert on_slack == "It is 4521."
 
 
+@pytest.mark.parametrize("home", [None, f"telegram:{ANN_TG}"])
+async def test_a_reminder_goes_to_the_chat_ann_used_last_or_her_home(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    fake_slack: FakeSlack,
+    home: str | None,
+) -> None:
+    """Set on Telegram, due after Ann moved to Slack: it reaches her on Slack (or at her
+    ``home``), once, and the one conversation records it."""
+    clock = FakeClock(datetime(2026, 11, 20, 9, 0, tzinfo=UTC))
+    ids = [f"telegram:{ANN_TG}", f"slack:{ANN_SLACK}"]
+    settings = make_settings(
+        telegram=section(tg, allow_from=[str(ANN_TG)]),
+        slack=slack_section(fake_slack, allow_from=[ANN_SLACK]),
+        people={"ann": {"ids": ids, **({"home": home} if home else {})}},
+        session={"scope": "person"},
+    )
+    stretch = {"action": "add", "schedule": "in 20 minutes", "message": "Stretch your legs!"}
+    fake_llm.queue(calls(("cron", stretch)), text("I'll remind you in 20 minutes."))
+    async with running(settings, clock) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        await talk.telegram("remind me in 20 minutes to stretch")
+        await talk.slack("back at my desk")
+        await clock.advance(minutes=21)
+        where = (
+            (lambda: len(tg.visible(ANN_TG)) == 2)
+            if home
+            else (lambda: len(fake_slack.visible(ANN_DM)) == 2)
+        )
+        await (tg.wait_for(where) if home else fake_slack.until(where, 10))
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+        _, history = await gateway.store.history.load(f"person:telegram:{ANN_TG}", limit=10)
+    on_telegram, on_slack = tg.visible(ANN_TG), fake_slack.visible(ANN_DM)
+    if home:
+        assert on_telegram == ["I'll remind you in 20 minutes.", "Stretch your legs!"]
+        assert on_slack == ["echo: back at my desk"]
+    else:
+        assert on_telegram == ["I'll remind you in 20 minutes."]
+        assert on_slack == ["echo: back at my desk", "Stretch your legs!"]
+    assert history[-1].body["content"] == "Stretch your legs!"
+
+
 def test_an_address_belongs_to_one_person_and_a_named_person_lists_theirs(
     make_settings: SettingsFactory,
 ) -> None:

@@ -49,9 +49,10 @@ def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Princi
 
 
 def stamped(msg: InboundMessage, identity: Identity) -> InboundMessage:
-    """``msg`` with who its sender is across channels (nothing for an address alone)."""
+    """``msg`` with who its sender is across channels (nothing for an address alone): what
+    a channel may have put there is replaced, so only the gate says it."""
     if not identity.linked:
-        return msg
+        return replace(msg, person="", person_role="", conversation="")
     return replace(
         msg,
         person=identity.person,

@@ -214,7 +214,7 @@ def people_for(
     zones = Zones(
         store.kv,
         store.people,
-        people=directory.configured(),
+        people=directory.by_address(),
         default=settings.timezone,
         clock=clock,
     )

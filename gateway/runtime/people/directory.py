@@ -100,6 +100,11 @@ class PeopleDirectory:
         """Each configured person's settings, by their key."""
         return {e.key: e.settings for e in self._by_address.values()}
 
+    def by_address(self) -> dict[str, PersonSettings]:
+        """Each configured person's settings under every address of theirs (a job stored
+        before its owner's addresses were linked names the address it was set from)."""
+        return {address: e.settings for address, e in self._by_address.items()}
+
     def configured_addresses(self) -> list[str]:
         """Every address config names, in config's order."""
         return list(self._by_address)

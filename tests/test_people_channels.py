@@ -258,6 +258,7 @@ async def test_a_link_code_links_once_within_ten_minutes_and_only_behind_the_gat
     assert ben is None
     assert answer == "It is 4521."  # linked: one conversation
     assert audit.count("person-linked") == 1 and audit.count("link-code") == 2
+    assert audit.count("refused") == 2  # the replayed and the lapsed code
 
 
 async def test_a_member_cannot_link_to_the_owners_address_to_become_the_owner(

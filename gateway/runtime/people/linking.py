@@ -105,6 +105,12 @@ class Linking:
             or found.expires_at <= now
             or (found.address == sender)
         ):
+            await self._audit.record(  # a guess, a replay, a lapsed code: the owner sees them
+                "refused",
+                channel=principal.channel,
+                sender_id=principal.sender_id,
+                reason="no open link code",
+            )
             return (
                 f"No open link code {code}: codes are good for {CODE_SECONDS // 60} minutes, "
                 "once, and are sent from another chat than the one that asked."

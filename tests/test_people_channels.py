@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from channels.memory import MemoryChannel
 from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
@@ -27,6 +28,7 @@ from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, text
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 from tests.test_approvals import COMMAND, runs
+from tests.test_web_server import message_form, owner, serving
 
 ANN_TG, ANN_SLACK, ANN_DM = 111, "U0ANN", "D0ANN"
 FACT = "my locker code is 4521"
@@ -384,3 +386,33 @@ def _tools(request: Recorded) -> set[str]:
     return {
         (tool.get("function") or tool).get("name", "") for tool in request.body.get("tools", [])
     }
+
+
+async def test_the_web_chat_continues_the_owners_conversation_from_telegram(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The owner is a person too: their Telegram and the web chat, listed together, are one
+    conversation (links the web chat honours like any channel)."""
+    fake_llm.responder = remembers
+    settings = make_settings(
+        web={"port": 0},
+        telegram={"token": "1:a", "owners": ["1"]},
+        people={"me": {"ids": ["telegram:1", "webchat:owner"]}},
+        session={"scope": "person"},
+    )
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push(FACT, sender_id="1", chat_id="1")
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        async with http.post(
+            url + "api/chat/messages",
+            data=message_form(QUESTION),
+            headers={"Origin": url.rstrip("/")},
+        ) as response:
+            assert response.status == 200
+        await gateway.wait_idle()
+    asked = fake_llm.requests[-1]
+    assert asked.user_texts == [FACT, QUESTION]
+    assert "this answer goes to webchat" in asked.system_text
+    assert telegram.texts() == [f"echo: {FACT}"]  # the answer went to the web chat

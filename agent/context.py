@@ -23,6 +23,7 @@ from agent.memory import FileCache, MemoryStore, scope_for
 from agent.request import TurnRequest
 from agent.skills import SkillLibrary
 from agent.untrusted import wrap_untrusted
+from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import InboundMessage, Said
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
@@ -160,7 +161,14 @@ class ContextBuilder:
             if principal.chat_type.value == "dm"
             else f"a {principal.chat_type.value}"
         )
-        return f"Chat: {chat.channel}, {where}; talking with {who} (id {principal.sender_id})."
+        said = f"Chat: {chat.channel}, {where}; talking with {who} (id {principal.sender_id})."
+        if chat_of(request.session_key).startswith(f"{PERSON_CHANNEL}:"):
+            said += (
+                " This is one conversation with them across their channels: each of their "
+                f"messages says where it was written; this answer goes to {chat.channel}, "
+                "so format it for that."
+            )
+        return said
 
 
 def user_message(
@@ -179,7 +187,12 @@ def user_message(
     if msg.is_group and msg.sender_name:
         text = f"[{msg.sender_name}] {text}"
     if zone is not None:
-        text = f"[{msg.received_at.astimezone(zone):%H:%M}] {text}"
+        # in a conversation across channels, each message says where it was written, so
+        # the model knows what came from where and formats for the chat it answers in
+        via = f" on {msg.channel}" if msg.conversation else ""
+        text = f"[{msg.received_at.astimezone(zone):%H:%M}{via}] {text}"
+    elif msg.conversation:
+        text = f"[on {msg.channel}] {text}"
     blocks = said_blocks(msg, zone)
     # Only others' words (a forward): they follow the time and name on the first line.
     text = "\n".join([text, *blocks]) if msg.text else text + "\n".join(blocks)

@@ -93,7 +93,8 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
         )
     if principal.is_owner:
         return OWNER_SCOPE
-    name = _safe(f"{principal.channel}-{principal.sender_id}")
+    # the person's, on every channel of theirs (their key is their first address)
+    name = _safe(principal.person.replace(":", "-", 1))
     return MemoryScope(
         "person", f"memory/people/{name}", principal.sender_name or principal.sender_id
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -65,6 +66,9 @@ def changes() -> list[tuple[str, dict[str, str]]]:
         ("/api/conversations/stop", {"session": "webchat:owner"}),
         ("/api/conversations/new", {"session": "webchat:owner"}),
         ("/api/people/revoke", {"channel": "telegram", "sender_id": "42"}),
+        ("/api/people/link", {"address": "telegram:42", "to": "telegram:1"}),
+        ("/api/people/unlink", {"address": "telegram:42"}),
+        ("/api/people/confirm", {"code": "ABCDEFGH"}),
         ("/api/pairing/ABCDEFGH/approve", {}),
         ("/api/approvals/ABCDEFGH/approve", {}),
         ("/api/memory/diff", {"name": "MEMORY.md", "text": "x"}),
@@ -281,6 +285,50 @@ async def test_people_are_shown_by_name_with_role_zone_and_usage_and_can_be_revo
     assert revoked and again == 404
     assert audit["pairing-approved"].detail["by"] == "web:owner"
     assert audit["pairing-revoked"].detail["by"] == "web:owner"
+
+
+async def test_the_owner_sees_each_person_with_their_addresses_and_links_and_unlinks_them(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(
+        web={"port": 0},
+        telegram={"token": "1:a", "owners": ["1"], "allow_from": ["5", "6"]},
+        people={"ann": {"ids": ["telegram:5", "email:ann@example.com"]}},
+    )
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push("hi", sender_id="6", chat_id="6", sender_name="Ben")
+        await telegram.wait_for(1)
+
+        async def post(path: str, body: dict[str, str]) -> tuple[int, dict[str, Any]]:
+            async with http.post(url + path, json=body, headers=origin(url)) as response:
+                return response.status, await response.json()
+
+        async def listed() -> dict[str, Any]:
+            async with http.get(url + "api/people") as response:
+                return dict(await response.json())
+
+        before = await listed()
+        linked = await post("api/people/link", {"address": "telegram:6", "to": "telegram:5"})
+        after = await listed()
+        bad = await post("api/people/link", {"address": "six", "to": "telegram:5"})
+        in_config = await post("api/people/unlink", {"address": "email:ann@example.com"})
+        unlinked = await post("api/people/unlink", {"address": "telegram:6"})
+        again = await listed()
+        audit = await gateway.store.audit.recent(20, kind="person-linked")
+    [ann] = before["linked"]
+    assert ann["name"] == "ann" and ann["addresses"] == ["telegram:5", "email:ann@example.com"]
+    assert ann["listed"] == ann["addresses"] and ann["role"] == "member"
+    assert linked[0] == 200 and linked[1]["message"].startswith("Linked: telegram:6")
+    [ann] = after["linked"]
+    assert ann["addresses"] == ["telegram:5", "email:ann@example.com", "telegram:6"]
+    ben = {p["person"]: p for p in after["people"]}["telegram:6"]
+    assert ben["linked_with"] == ["telegram:5", "email:ann@example.com"]
+    assert bad[0] == 400
+    assert in_config[0] == 409 and "[people.ann] ids" in in_config[1]["error"]
+    assert unlinked[0] == 200
+    assert [p["addresses"] for p in again["linked"]] == [["telegram:5", "email:ann@example.com"]]
+    assert audit[0].detail["by"] == "web:owner"
 
 
 async def test_the_owner_approves_a_members_command_from_the_page_and_it_runs_once(

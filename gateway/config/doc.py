@@ -154,7 +154,7 @@ DESCRIPTIONS = {
     "heartbeat.enabled": "run heartbeat check-ins (no model call while HEARTBEAT.md has no tasks)",
     "heartbeat.interval_seconds": "time between check-ins",
     "user.timezone": "the gateway's default IANA time zone (the owner's): the prompt clock, quiet hours, job times of anyone without their own; unset: UTC",
-    "people": 'per person, keyed `"<channel>:<sender id>"`: `timezone` (wins over one they set by asking), `quiet_hours` (their jobs\' messages wait until they end), and their own money caps `daily_usd` / `monthly_usd`',
+    "people": 'per person, keyed by one address `"<channel>:<sender id>"` or by a name with their addresses in `ids`: `timezone` (wins over one they set by asking), `quiet_hours` (their jobs\' messages wait until they end), their own money caps `daily_usd` / `monthly_usd`, and `session = "person"` for one conversation across their channels',
     "group_context_messages": "in groups, at most this many messages of allowed senders since the bot was last addressed go with the next message that addresses it, as labelled context (also capped at 1,500 tokens); 0: not kept",
     "heartbeat.daily_token_budget": "heartbeats stop for the day once they used this many tokens",
     "scheduler.catchup_jitter_seconds": "missed jobs run once after downtime, in the order they were due, spread over this many seconds",
@@ -346,9 +346,11 @@ def render() -> str:
     )
     out.append(
         _table(
-            'people."<channel>:<sender id>"',
-            'One known person (`[people."telegram:123456"]`): their own time zone and '
-            "quiet hours (docs/channels.md, Each person's own time).",
+            "people.<name>",
+            'One known person, by one address (`[people."telegram:123456"]`) or by a name '
+            'with many (`[people.ann] ids = ["telegram:123456", "slack:U0123"]`): their own '
+            "time zone and quiet hours (docs/channels.md, Each person's own time), one "
+            "person across channels (docs/channels.md, People across channels).",
             PersonSettings,
             "SWITCHBOARD_PEOPLE (JSON)",
         )

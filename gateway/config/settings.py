@@ -46,9 +46,11 @@ from gateway.config.memory import MemorySettings
 from gateway.config.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.config.people import (
     PersonSettings,
+    SessionSettings,
     UserSettings,
     hours_range,
     valid_person_key,
+    valid_person_name,
 )
 from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.skills import SkillSettings
@@ -325,6 +327,7 @@ class _Leading(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     user: UserSettings = UserSettings()
     people: dict[str, PersonSettings] = {}
+    session: SessionSettings = SessionSettings()  # one conversation per chat, or per person
     mcp: McpSettings = McpSettings()
     skills: SkillSettings = SkillSettings()  # registries, and the secrets skills' scripts get
     voice: VoiceSettings = VoiceSettings()  # speech in and out, every channel
@@ -412,12 +415,35 @@ class Settings(_Trailing, _Channels, _Leading):
 
     @model_validator(mode="after")
     def _people_keys(self) -> Settings:
-        for key in self.people:
-            if not valid_person_key(key):
+        whose: dict[str, str] = {}  # address -> the [people] key that lists it
+        for key, person in self.people.items():
+            named = not valid_person_key(key)
+            if named and not valid_person_name(key):
                 raise ValueError(
-                    f"people.{key}: a person is named '<channel>:<sender id>', "
-                    'for example people."telegram:123456"'
+                    f"people.{key}: a person is named '<channel>:<sender id>' "
+                    '(people."telegram:123456") or by a name of lower-case letters, digits, '
+                    "- and _ with their addresses in ids (people.ann)"
                 )
+            if named and not person.ids:
+                raise ValueError(
+                    f"people.{key}.ids: list the person's addresses, for example "
+                    'ids = ["telegram:123456", "slack:U0123"]'
+                )
+            addresses = person.ids if named else (key, *person.ids)
+            for address in addresses:
+                if address in whose and whose[address] != key:
+                    raise ValueError(
+                        f"people.{key}.ids: {address} is already people.{whose[address]}'s: "
+                        "an address belongs to one person"
+                    )
+                whose[address] = key
+            if person.home is not None:
+                channels = {address.split(":", 1)[0] for address in addresses}
+                if person.home.split(":", 1)[0] not in channels:
+                    raise ValueError(
+                        f"people.{key}.home: {person.home} is on none of the person's "
+                        f"channels ({', '.join(sorted(channels))})"
+                    )
         return self
 
     @property

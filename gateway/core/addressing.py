@@ -13,6 +13,9 @@ SYSTEM_CHANNEL = "system"  # internal messages: background task results
 TASK_CHANNEL = "task"  # where a task submitted through the API sends its notes and answer
 HOOK_CHANNEL = "hook"  # signed webhooks (channels/hooks); chat: the hook's name
 API_CHANNEL = "api"  # the OpenAI-compatible API (channels/api); chat: the token's name
+# One person's direct chats on every channel as one conversation (session.scope = "person"):
+# its session key is "person:<the person's key>"; answers go to each message's own chat.
+PERSON_CHANNEL = "person"
 # Chats on this machine (the terminal, the web chat): they reach the owner only while open.
 LOCAL_CHANNELS = frozenset({"terminal", "webchat"})
 INTERNAL_CHANNELS = frozenset({AGENT_CHANNEL, SYSTEM_CHANNEL, TASK_CHANNEL})
@@ -29,6 +32,11 @@ def agent_of(session_key: str) -> str:
     """The agent a (qualified) session key belongs to."""
     head, sep, _ = session_key.partition(SEPARATOR)
     return head if sep and ":" not in head else DEFAULT_AGENT
+
+
+def person_conversation(person: str) -> str:
+    """The session key of ``person``'s one conversation across their direct chats."""
+    return f"{PERSON_CHANNEL}:{person}"
 
 
 def chat_of(session_key: str) -> str:

@@ -18,6 +18,8 @@ COMMANDS = {
     "/deny": "owner and admins: refuse a waiting action (/deny ID)",
     "/show": "owner and admins: a waiting action in full (/show ID)",
     "/skills": "the skills and what each may do; owner: approve, edit or drop a proposal",
+    "/link": "be one person on every channel: a code to send from your other chat (/link CODE)",
+    "/unlink": "make this chat yours alone again (/unlink CHANNEL:ID: that address)",
 }
 
 # Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.dispatch.controls).

@@ -154,6 +154,14 @@ class InboundMessage:
     # snapshot, a Slack share, a forwarded email), with its origin: never the sender's own
     # words, which stay in ``text`` (their comment, or "" when they only forwarded).
     forwarded: tuple[Said, ...] = ()
+    # Who the sender is across channels (gateway.runtime.people.directory), stamped by the
+    # access gate, never by a channel, and journaled with the message so it joins the same
+    # session after a restart: their person's key ("" : their address alone), the role
+    # that person holds ("" : the channel's settings decide), and the session their direct
+    # chats share on every channel ("person:<key>"; "" : the chat's own).
+    person: str = ""
+    person_role: str = ""
+    conversation: str = ""
 
     @property
     def chat(self) -> ChatRef:

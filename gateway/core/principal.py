@@ -31,6 +31,9 @@ class Principal:
     sender_name: str = ""
     role: Role = Role.MEMBER
     chat_type: ChatType = ChatType.DM
+    # The key of the person this address is one of (gateway.runtime.people.directory), when
+    # they have others: their usage, memory, zone and allowance are kept under it.
+    person_key: str = ""
 
     @property
     def is_admin(self) -> bool:
@@ -41,9 +44,15 @@ class Principal:
         return self.role is Role.OWNER
 
     @property
-    def person(self) -> str:
-        """Whose allowance a turn counts against: ``channel:sender id``."""
+    def address(self) -> str:
+        """The address the turn came from: ``channel:sender id``."""
         return f"{self.channel}:{self.sender_id}"
+
+    @property
+    def person(self) -> str:
+        """Whose allowance, usage, memory and zone a turn is: the person's key, which is
+        their address unless they have several (then the first one's)."""
+        return self.person_key or self.address
 
     def record(self) -> dict[str, str]:
         """As work done for this person later stores it (a job's, a task's, a conversation's
@@ -58,4 +67,5 @@ class Principal:
             str(owner.get("sender_name", "")),
             Role(owner.get("role", Role.MEMBER)),
             ChatType(owner.get("chat_type", "dm")),
+            str(owner.get("person_key", "")),
         )

@@ -68,7 +68,7 @@ class TurnControl:
 
     turn_id: str
     session_key: str
-    started_by: str  # "channel:sender id" of the person whose message started it
+    started_by: str  # the person whose message started it: Principal.person
     started_at: float = field(default_factory=time.monotonic)
     activity: str = "starting"
     activity_since: float = field(default_factory=time.monotonic)

@@ -40,6 +40,7 @@ from gateway.web.view import (
     HeartbeatAction,
     HeartbeatState,
     JobAction,
+    LinkedPerson,
     ModelState,
     SessionActivity,
     SettingsChange,
@@ -274,6 +275,18 @@ class Gateway(Service):
 
     async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
         return await self.control.revoke(channel, sender_id, by=by)
+
+    async def linked_people(self) -> list[LinkedPerson]:
+        return await self.control.linked_people()
+
+    async def link_addresses(self, address: str, to: str, *, by: str) -> str:
+        return await self.control.link(address, to, by=by)
+
+    async def unlink_address(self, address: str, *, by: str) -> str:
+        return await self.control.unlink(address, by=by)
+
+    async def confirm_link(self, code: str, *, by: str) -> str:
+        return await self.control.confirm_link(code, by=by)
 
     async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
         return await self.control.decide_approval(request_id, approve=approve, by=by)

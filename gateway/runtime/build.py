@@ -62,6 +62,8 @@ from gateway.runtime.outbound.worker import OutboundWorker
 from gateway.runtime.parts import DirectSend, configured_channels
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.chat_book import ChatBook
+from gateway.runtime.people.directory import PeopleDirectory
+from gateway.runtime.people.linking import Linking
 from gateway.runtime.people.spend import SpendCaps
 from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.people.zones import Zones
@@ -110,6 +112,8 @@ class Parts:
     models: ModelPool
     llm: LLMProvider
     zones: Zones
+    directory: PeopleDirectory  # who an address is: one person on many channels
+    linking: Linking  # /link, /unlink, and the owner's links
     recaller: Recaller  # past conversations, for memory_search
     indexer: RecallIndexer  # their vectors, made in the background
     browser: Browser | None  # one browser for every agent's web_fetch, launched when needed
@@ -156,6 +160,8 @@ def inbound_stages(
     bus: LocalBus,
     sections: Mapping[str, ChannelSection],
     speech: Speech | None,
+    *,
+    directory: PeopleDirectory,
 ) -> InboundSink:
     """The inbound stages, in the order a message passes them; then the journal (the bus)."""
     return chain(
@@ -167,6 +173,7 @@ def inbound_stages(
                 outbox=store.outbox,
                 pairings=store.pairings,
                 people=store.people,
+                directory=directory,
                 group_context=store.group_context,
                 on_outbound=bus.outbound_ready,
             ),
@@ -182,15 +189,47 @@ def inbound_stages(
     )
 
 
+def people_for(
+    settings: Settings,
+    store: Store,
+    bus: LocalBus,
+    sections: Mapping[str, ChannelSection],
+    *,
+    clock: Clock,
+) -> tuple[PeopleDirectory, Linking, Zones]:
+    """Who an address is (one person on many channels), the links people make, and each
+    person's time zone."""
+    directory = PeopleDirectory(
+        settings.people, sections, store.links, store.kv, scope=settings.session.scope
+    )
+    linking = Linking(
+        directory,
+        store.links,
+        audit=store.audit,
+        outbox=store.outbox,
+        owner_home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        on_outbound=bus.outbound_ready,
+        clock=clock,
+    )
+    zones = Zones(
+        store.kv,
+        store.people,
+        people=directory.by_address(),
+        default=settings.timezone,
+        clock=clock,
+    )
+    return directory, linking, zones
+
+
 def allowances(
-    settings: Settings, store: Store, bus: LocalBus
+    settings: Settings, store: Store, bus: LocalBus, directory: PeopleDirectory
 ) -> tuple[SpendCaps, SpendWatch, UserBudget]:
     """The money caps, the watch that tells the owner how far they are spent, and each
     person's allowance (turns, tokens, money)."""
     spend_caps = SpendCaps(
         store.usage,
         settings.limits,
-        people=settings.people,
+        people=directory.configured(),
         agents=settings.agents,
         timezone=settings.timezone,
     )
@@ -232,6 +271,7 @@ def scheduler_for(
     jobs: JobBook,
     dispatcher: Dispatcher,
     zones: Zones,
+    directory: PeopleDirectory,
     heartbeat: Heartbeat,
     clock: Clock,
 ) -> Scheduler:
@@ -246,6 +286,7 @@ def scheduler_for(
         housekeep=housekeeping(store, settings),
         clock=clock,
         zones=zones,
+        directory=directory,
         briefing=(
             Briefing(
                 settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
@@ -297,7 +338,8 @@ def build(
     records = StoredRecords(
         store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
     )
-    inbound = inbound_stages(settings, store, bus, sections, speech)
+    directory, linking, zones = people_for(settings, store, bus, sections, clock=clock)
+    inbound = inbound_stages(settings, store, bus, sections, speech, directory=directory)
     router = Router(settings.routes, tuple(settings.agents))
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
@@ -310,9 +352,6 @@ def build(
     )
     main_llm = models.provider(settings.llm, llm)
     # -- the agents, and the services their tools use
-    zones = Zones(
-        store.kv, store.people, people=settings.people, default=settings.timezone, clock=clock
-    )
     jobs = JobBook(settings, jobs=store.jobs, clock=clock, zones=zones)
     tasks = TaskQueue(store.tasks)
     services = Services(
@@ -366,9 +405,10 @@ def build(
         redact=Redactor(secret_values(settings), patterns=token_patterns()),
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
+        directory=directory,
     )
     # -- what people and background work may spend, and the owner told how far it went
-    spend_caps, spend, budget = allowances(settings, store, bus)
+    spend_caps, spend, budget = allowances(settings, store, bus, directory)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -410,6 +450,7 @@ def build(
     )
     commands = Commands(
         agent_name=settings.agent.name,
+        linking=linking,
         store=store,
         status=status,
         usage=UsageText(store.usage, store.people, spend_caps),
@@ -479,6 +520,7 @@ def build(
         jobs=jobs,
         dispatcher=dispatcher,
         zones=zones,
+        directory=directory,
         heartbeat=heartbeat_for(settings, store, zones=zones, budget=budget),
         clock=clock,
     )
@@ -493,6 +535,7 @@ def build(
         heartbeat=scheduler.heartbeat,
         workspace=settings.workspace_dir,
         on_outbound=bus.outbound_ready,
+        linking=linking,
     )
 
     def worker(channel: Channel) -> OutboundWorker:
@@ -545,6 +588,8 @@ def build(
         models=models,
         llm=main_llm,
         zones=zones,
+        directory=directory,
+        linking=linking,
         recaller=recaller,
         indexer=indexer,
         browser=browser,

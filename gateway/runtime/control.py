@@ -6,6 +6,8 @@ One place decides what each action means, wherever it is asked for:
   (``/stop``, ``/new``);
 - approve or deny an approval request: :meth:`Approvals.resolve` (``/approve ID``);
 - pairing: :mod:`gateway.runtime.intake.pairing` (``switchboard pairing``, ``/pair``);
+- people's addresses linked and unlinked: :class:`~gateway.runtime.people.linking.Linking`
+  (``/link``, ``/unlink``);
 - scheduled jobs: :class:`~gateway.runtime.schedule.jobs.JobBook` (the ``cron`` tool;
   ``switchboard cron`` calls the same store methods), the heartbeat: the scheduler;
 - workspace files: written under the same lock the agent's memory notes take
@@ -32,6 +34,7 @@ from gateway.core.workspace_files import FileText, digest, kind_of, path_of, rea
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionView
 from gateway.runtime.intake import pairing
+from gateway.runtime.people.linking import Linking, LinkRefused
 from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
@@ -42,6 +45,7 @@ from gateway.web.view import (
     HeartbeatAction,
     HeartbeatState,
     JobAction,
+    LinkedPerson,
     NotEditable,
     SessionActivity,
     WorkspaceConflict,
@@ -78,8 +82,10 @@ class OwnerControls:
         heartbeat: Heartbeat,
         workspace: Path,
         on_outbound: Callable[[str], None],
+        linking: Linking,
     ) -> None:
         self._store = store
+        self._linking = linking
         self._dispatcher = dispatcher
         self._controls = controls
         self._approvals = approvals
@@ -123,6 +129,40 @@ class OwnerControls:
 
     async def revoke(self, channel: str, sender_id: str, *, by: str) -> bool:
         return await pairing.revoke(self._store, channel, sender_id, by=by)
+
+    async def linked_people(self) -> list[LinkedPerson]:
+        directory = self._linking.directory
+        candidates = [*directory.configured_addresses()]
+        for link in await self._store.links.listing():
+            candidates += [link.person, link.address]
+        people: dict[str, LinkedPerson] = {}
+        for address in dict.fromkeys(candidates):
+            identity = await directory.identify(address)
+            if identity.linked and identity.person not in people:
+                people[identity.person] = LinkedPerson(
+                    identity.person,
+                    identity.name,
+                    identity.addresses,
+                    identity.role.value,
+                    identity.one_conversation,
+                    identity.listed,
+                )
+        return list(people.values())
+
+    async def link(self, address: str, to: str, *, by: str) -> str:
+        try:
+            return await self._linking.link(address, to, by=by)
+        except LinkRefused as exc:
+            raise ValueError(str(exc)) from None
+
+    async def unlink(self, address: str, *, by: str) -> str:
+        try:
+            return await self._linking.unlink(address, by=by)
+        except LinkRefused as exc:
+            raise ValueError(str(exc)) from None
+
+    async def confirm_link(self, code: str, *, by: str) -> str:
+        return await self._linking.confirm(code, by=by)
 
     async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
         principal = owner_as(by)

@@ -39,6 +39,7 @@ from gateway.store.home import HomeChat, HomeChats
 from gateway.store.jobs import Job, Jobs
 from gateway.store.journal import InboundRecord, Journal, LastTurn, OpenTurn, OpenWork, TurnEnd
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
+from gateway.store.links import LinkCode, PersonLinks, StoredLink
 from gateway.store.memory_entries import MemoryEntries, Origin
 from gateway.store.outbox import Outbox, OutboxRecord
 from gateway.store.people import People, Person
@@ -84,6 +85,7 @@ __all__ = [
     "KnownChat",
     "LastTurn",
     "LedgerEntry",
+    "LinkCode",
     "MemoryEntries",
     "NewMessage",
     "NodeInfo",
@@ -97,6 +99,7 @@ __all__ = [
     "Pairings",
     "People",
     "Person",
+    "PersonLinks",
     "Pins",
     "Recall",
     "Retention",
@@ -107,6 +110,7 @@ __all__ = [
     "SpendNotices",
     "Spender",
     "Store",
+    "StoredLink",
     "StoredMessage",
     "StoredVector",
     "TaskEvent",
@@ -187,6 +191,7 @@ class Store(Service):
         self.nodes = Nodes(self.db)
         self.group_context = GroupContext(self.db, clock=clock)
         self.people = People(self.db, clock=clock)
+        self.links = PersonLinks(self.db)
         self.voice = VoiceMinutes(self.db, clock=clock)
         self.webhook_bodies = WebhookBodies(self.db, clock=clock)
         self.recall = Recall(self.db, clock=clock)

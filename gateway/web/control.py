@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from aiohttp import web
 
+from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
@@ -52,6 +53,14 @@ class BadRequest(Exception):
     pass
 
 
+def _address(text: str) -> str:
+    """``channel:sender id`` as the page sent it, or a BadRequest naming the form."""
+    address = text.strip()
+    if not valid_person_key(address):
+        raise BadRequest(f"{text!r} is not an address: write channel:id, e.g. telegram:123456")
+    return address
+
+
 class ControlRoutes:
     def __init__(self, gateway: GatewayView, prepare: Prepare) -> None:
         self._gateway = gateway
@@ -74,6 +83,9 @@ class ControlRoutes:
             web.post("/api/conversations/new", self._json(self.start_fresh)),
             web.get("/api/people", self._json(self.people)),
             web.post("/api/people/revoke", self._json(self.revoke)),
+            web.post("/api/people/link", self._json(self.link)),
+            web.post("/api/people/unlink", self._json(self.unlink)),
+            web.post("/api/people/confirm", self._json(self.confirm_link)),
             web.get("/api/approvals", self._json(self.approvals)),
             web.post("/api/approvals/{id}/{action}", self._json(self.decide)),
             web.get("/api/memory", self._json(self.memory)),
@@ -159,6 +171,26 @@ class ControlRoutes:
         if not await self._gateway.revoke_person(channel, sender, by=BY):
             return _error(404, f"{channel} user {sender} is not a paired person")
         return {"message": f"Revoked {channel} user {sender}: they are asked to pair again."}
+
+    async def link(self, request: web.Request) -> Any:
+        """``address`` becomes one of the person ``to`` is (``channel:id`` each)."""
+        body = await self._body(request)
+        address, to = _address(self._text(body, "address")), _address(self._text(body, "to"))
+        try:
+            return {"message": await self._gateway.link_addresses(address, to, by=BY)}
+        except ValueError as exc:
+            return _error(409, str(exc))
+
+    async def unlink(self, request: web.Request) -> Any:
+        address = _address(self._text(await self._body(request), "address"))
+        try:
+            return {"message": await self._gateway.unlink_address(address, by=BY)}
+        except ValueError as exc:
+            return _error(409, str(exc))
+
+    async def confirm_link(self, request: web.Request) -> Any:
+        code = self._text(await self._body(request), "code")
+        return {"message": await self._gateway.confirm_link(code, by=BY)}
 
     async def approvals(self, request: web.Request) -> Any:
         return await approvals.listing(self._gateway)

@@ -18,6 +18,7 @@ from gateway.core.addressing import (
     API_CHANNEL,
     DEFAULT_AGENT,
     HOOK_CHANNEL,
+    PERSON_CHANNEL,
     SYSTEM_CHANNEL,
     TASK_CHANNEL,
     agent_of,
@@ -88,6 +89,8 @@ class Names:
 
         if channel in LOCAL_TITLES:
             return titled(LOCAL_TITLES[channel], "local")
+        if channel == PERSON_CHANNEL:  # one person's direct chats on every channel
+            return titled(f"{self.person(rest)} (every channel)", "direct")
         if channel == "cron":
             return titled(f"Scheduled job {chat_id}", "job")
         if channel == "heartbeat":

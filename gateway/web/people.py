@@ -5,10 +5,17 @@ everyone who wrote: their role (as the access gate decides it, from the channel'
 settings), how they got in, their channels, their time zone and what they used in the last
 30 days. Pending pairing requests come first; they are approved or denied through the same
 code as ``switchboard pairing approve`` (gateway/runtime/intake/pairing.py).
+
+A person with several addresses (config's ``[people.<name>] ids``, or linked by ``/link``)
+is shown with all of them, under the role their person holds; the owner links and unlinks
+addresses here through the code ``/link`` and ``/unlink`` run
+(gateway/runtime/people/linking.py), and confirms a link that waits for their word.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +24,8 @@ from gateway.web.names import Names
 
 if TYPE_CHECKING:
     from gateway.config.channels import ChannelSection
-    from gateway.web.view import GatewayView
+    from gateway.config.people import PersonSettings
+    from gateway.web.view import GatewayView, LinkedPerson
 
 USAGE_DAYS = 30
 
@@ -26,10 +34,31 @@ USAGE_DAYS = 30
 class _Row:
     channel: str
     sender_id: str
-    role: Role = Role.MEMBER
     how: list[str] = field(default_factory=list)  # "owners", "allow_from", "paired", "wrote"
     chats: list[tuple[str, str]] = field(default_factory=list)
     zone: str | None = None
+    person: LinkedPerson | None = None  # the person they are one address of, if linked
+
+    @property
+    def address(self) -> str:
+        return f"{self.channel}:{self.sender_id}"
+
+    @property
+    def key(self) -> str:
+        """Whose settings and usage these are: their person's key."""
+        return self.address if self.person is None else self.person.key
+
+    def role_in(self, sections: Mapping[str, ChannelSection]) -> Role:
+        """The role their person holds, else their channel's settings give them."""
+        if self.person is not None:
+            return Role(self.person.role)
+        own = sections.get(self.channel)
+        return own.role_of(self.sender_id) if own is not None else Role.MEMBER
+
+    def others(self) -> list[str]:
+        """Their person's other addresses."""
+        addresses = () if self.person is None else self.person.addresses
+        return [a for a in addresses if a != self.address]
 
 
 async def listing(gateway: GatewayView) -> dict[str, Any]:
@@ -65,13 +94,14 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
         found.zone = known.timezone
         if not found.how:
             found.how.append("wrote")
+    linked = await gateway.linked_people()
+    _mark_linked(linked, sections, row)
     names = await Names.load(store)
     used = {u.key: u for u in await store.usage.since(USAGE_DAYS * 86_400, by="person")}
     people: list[tuple[int, str, dict[str, Any]]] = []
     for person, found in sorted(rows.items()):
-        own: ChannelSection | None = sections.get(found.channel)
-        role = own.role_of(found.sender_id) if own is not None else Role.MEMBER
-        configured = settings.people.get(person)
+        role = found.role_in(sections)
+        configured = _configured(settings.people, found.key)
         zone, zone_from = found.zone, "set by asking"
         if configured is not None and configured.timezone:
             zone, zone_from = configured.timezone, "[people] config"
@@ -92,6 +122,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
                     "how": found.how,
                     "paired": "paired" in found.how,
                     "chats": sorted({names.session(f"{c}:{i}").title for c, i in found.chats}),
+                    "linked_with": found.others(),
                     "timezone": zone,
                     "timezone_from": zone_from,
                     "turns": usage.turns if usage else 0,
@@ -114,5 +145,48 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
             if r.state == "pending"
         ],
         "people": [p for _, _, p in people],
+        "linked": [
+            {
+                "person": one.key,
+                "name": one.name or names.known(one.key) or names.person(one.key),
+                "addresses": list(one.addresses),
+                "role": one.role,
+                "one_conversation": one.one_conversation,
+                "listed": list(one.listed),
+            }
+            for one in linked
+        ],
+        "waiting_links": [
+            {
+                "code": w.code,
+                "asked_by": w.address,
+                "sent_by": w.used_by,
+                "expires_at": w.expires_at,
+            }
+            for w in await store.links.waiting(now=time.time())
+        ],
         "usage_days": USAGE_DAYS,
     }
+
+
+def _mark_linked(
+    linked: list[LinkedPerson],
+    sections: Mapping[str, ChannelSection],
+    row: Callable[[str, str], _Row],
+) -> None:
+    """Every address of a linked person is shown, as one of theirs."""
+    for person in linked:
+        for address in person.addresses:
+            channel, _, sender_id = address.partition(":")
+            if channel in sections:
+                found = row(channel, sender_id)
+                found.person = person
+                found.how = found.how or ["linked"]
+
+
+def _configured(people: Mapping[str, PersonSettings], key: str) -> PersonSettings | None:
+    """The ``[people]`` entry of the person whose key is ``key``: keyed by it, or listing
+    it first in ``ids``."""
+    if key in people:
+        return people[key]
+    return next((p for p in people.values() if p.ids and p.ids[0] == key), None)

@@ -83,6 +83,18 @@ class HeartbeatState:
     last_skip: str | None  # why its latest tick did not run (None: it ran, or none yet)
 
 
+@dataclass(frozen=True, slots=True)
+class LinkedPerson:
+    """A person with more than one address (gateway/runtime/people/directory.py)."""
+
+    key: str  # the address their usage and memory are kept under
+    name: str  # the [people] key that lists them ("" : linked with /link)
+    addresses: tuple[str, ...]
+    role: str  # the highest of their addresses'
+    one_conversation: bool  # their direct chats are one conversation across channels
+    listed: tuple[str, ...] = ()  # the addresses config lists together (changed there only)
+
+
 class WorkspaceConflict(Exception):
     """The file changed since the editor read it (the agent wrote a note meanwhile):
     nothing was saved; ``current`` is what it holds now."""
@@ -154,6 +166,20 @@ class GatewayView(Protocol):
 
     async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
         """Revoke a paired person as ``switchboard pairing revoke`` does; whether they were."""
+
+    async def linked_people(self) -> list[LinkedPerson]:
+        """Everyone with more than one address: config's and those linked by ``/link``."""
+
+    async def link_addresses(self, address: str, to: str, *, by: str) -> str:
+        """Make ``address`` one of the person ``to`` is (the owner may give any role);
+        what happened. Raises ValueError with the reason when it cannot be."""
+
+    async def unlink_address(self, address: str, *, by: str) -> str:
+        """Make ``address`` its own person again, as ``/unlink`` does; what happened.
+        Raises ValueError with the reason when it cannot be (linked in config)."""
+
+    async def confirm_link(self, code: str, *, by: str) -> str:
+        """Confirm a link waiting for the owner, as ``/link confirm CODE`` does."""
 
     async def decide_approval(self, request_id: str, *, approve: bool, by: str) -> str:
         """Approve or deny a waiting request as ``/approve ID`` does, the owner having been

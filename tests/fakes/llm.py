@@ -203,7 +203,9 @@ async def _cut(
     return response
 
 
-_STAMP = re.compile(r"(?m)^\[\d\d:\d\d\] ")
+_STAMP = re.compile(
+    r"(?m)^\[\d\d:\d\d(?: on [a-z]+)?\] "
+)  # "[09:14 on slack] ": where, across channels
 _GUIDANCE = "\n\n[guidance for this request]\n"
 
 

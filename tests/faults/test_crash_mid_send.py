@@ -442,3 +442,53 @@ async def test_signal_killed_at_the_send_instant_is_settled_by_delivery_receipts
         await settled(home)
     assert signal_daemon.shown(arrived_to) == ["echo: status?"]  # found by its receipt
     assert signal_daemon.shown(never_to) == ["echo: status?"]  # no receipt: sent once, later
+
+
+# -- one person across channels ---------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+async def test_killed_between_a_telegram_turns_commit_and_its_send_then_slack_each_answer_once(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
+) -> None:
+    """Ann's Telegram and Slack are one conversation (session.scope = "person"): the
+    Telegram answer, committed but not sent when the gateway dies, is sent once after the
+    restart, and her Slack message then continues that conversation, answered on Slack
+    once."""
+    home = tmp_path / "home"
+    env = telegram_env(
+        home,
+        fake_llm,
+        tg,
+        SWITCHBOARD_SLACK__BOT_TOKEN=BOT_TOKEN,
+        SWITCHBOARD_SLACK__APP_TOKEN=APP_TOKEN,
+        SWITCHBOARD_SLACK__BASE_URL=fake_slack.api_url,
+        SWITCHBOARD_SLACK__ALLOW_FROM="U0ANN",
+        SWITCHBOARD_SLACK__STREAMING="false",
+        SWITCHBOARD_PEOPLE='{"ann": {"ids": ["telegram:111", "slack:U0ANN"]}}',
+        SWITCHBOARD_SESSION__SCOPE="person",
+    )
+    await switchboard("onboard", env=env)
+    async with gateway(env) as first:
+        never = tg.hold("sendMessage", chat_id=111, deliver=False)  # committed, not sent
+        await tg.say("my locker code is 4521", chat_id=111, user_id=111)
+        await kill_when_held(first, never)
+    assert tg.visible(111) == []
+
+    async with gateway(env):
+        dm = dm_event("what is my locker code?", user="U0ANN", ts="950.000001", channel="D0ANN")
+        await fake_slack.push(event_body(dm))
+        await fake_slack.until(lambda: bool(fake_slack.visible("D0ANN")), 60)
+        await tg.wait_for(lambda: bool(tg.visible(111)), 30)
+        await settled(home)
+    asked = fake_llm.requests[-1]
+    assert tg.visible(111) == ["echo: my locker code is 4521"]
+    assert len(tg.sent(111)) == 1
+    assert fake_slack.visible("D0ANN") == ["echo: what is my locker code?"]
+    assert fake_slack.count("chat.postMessage", "D0ANN") == 1
+    # the Slack turn continued the conversation in order: Telegram's message and its
+    # answer, then the Slack question
+    said = [m["role"] for m in asked.body["messages"] if m["role"] != "system"]
+    assert asked.user_texts == ["my locker code is 4521", "what is my locker code?"]
+    assert said == ["user", "assistant", "user"]
+    assert len(fake_llm.requests) == 2  # the committed turn did not run again

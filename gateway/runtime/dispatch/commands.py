@@ -17,6 +17,7 @@ from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake import pairing
 from gateway.runtime.intake.routing import agent_for
+from gateway.runtime.people.linking import Linking
 from gateway.runtime.turns.approvals import Approvals
 from gateway.store import Store
 
@@ -32,9 +33,11 @@ class Commands:
         status: StatusText,
         usage: UsageText,
         approvals: Approvals,
+        linking: Linking,
         agents: Mapping[str, Agent] | None = None,
     ) -> None:
         self._name = agent_name
+        self._linking = linking
         self._store = store
         self._status = status
         self._usage = usage
@@ -68,8 +71,8 @@ class Commands:
         agent that owns it), the one ``/new`` starts afresh; ``running`` its turn running
         now, if any (``/status`` says what it does)."""
         command = msg.command
-        if command == "/pair":
-            return await self._pair(msg, principal)
+        if command in ("/pair", "/link", "/unlink"):  # who may talk, and as whom
+            return await self._people(msg, principal)
         if command == "/new":
             return await self.start_fresh(session_key)
         if command == "/status":
@@ -99,6 +102,15 @@ class Commands:
                 f"without the slash. Commands:\n{listing}"
             )
         return listing
+
+    async def _people(self, msg: InboundMessage, principal: Principal) -> str:
+        """``/pair`` (admins: who may talk), ``/link`` and ``/unlink`` (anyone: one person
+        on several channels, gateway/runtime/people/linking.py)."""
+        command = msg.command
+        if command == "/pair":
+            return await self._pair(msg, principal)
+        words = [command or "/link", *msg.text.split()[1:]]
+        return await self._linking.command(words, principal, direct=not msg.is_group)
 
     async def _pair(self, msg: InboundMessage, principal: Principal) -> str:
         if not principal.is_admin:

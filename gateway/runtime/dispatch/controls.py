@@ -238,14 +238,14 @@ class Controls:
 
 
 def _starter(session: SessionView) -> str | None:
-    """``channel:sender id`` of the person whose message started the running (or parked)
-    turn; ``None`` when none runs."""
+    """The key of the person whose message started the running (or parked) turn (their
+    ``channel:sender id`` unless they have several addresses); ``None`` when none runs."""
     if session.running is not None:
         return session.running.started_by
     waiting = _waiting(session)
     if waiting is not None and waiting.records:
         last = waiting.records[-1].message
-        return f"{last.channel}:{last.sender_id}"
+        return last.person or f"{last.channel}:{last.sender_id}"
     return None
 
 

@@ -2,7 +2,8 @@
 
 Each session with work has one worker task. Messages that arrive while the session's turn
 runs wait and are folded into its next turn, in order (a slash command always gets a turn
-of its own). A semaphore caps how many turns run at once; a generous time limit around
+of its own, and so does each chat's run of messages in a person's conversation across
+channels: each is answered in its own chat). A semaphore caps how many turns run at once; a generous time limit around
 each turn keeps one stuck session from holding a slot forever.
 
 A turn that waits for an approval is *parked* (its handler returns the turn): it holds no
@@ -117,6 +118,16 @@ class TurnHandler(Protocol):
 
     async def abandon(self, batch: TurnBatch, error: BaseException) -> None:
         """Close a turn whose handler failed unexpectedly, telling the user."""
+
+
+def _joins(queue: deque[InboundRecord], first: InboundMessage) -> bool:
+    """Whether the head of ``queue`` joins the turn of ``first``: not a command, and from
+    the same chat (a person's conversation across channels answers each chat's messages
+    in that chat, in order)."""
+    if not queue:
+        return False
+    head = queue[0].message
+    return head.command is None and head.chat == first.chat
 
 
 def _set(event: asyncio.Event) -> asyncio.Event:
@@ -475,7 +486,7 @@ class Dispatcher(Service):
         first = session.queue.popleft()
         records = [first]
         if first.message.command is None:
-            while session.queue and session.queue[0].message.command is None:
+            while _joins(session.queue, first.message):
                 records.append(session.queue.popleft())
         turn_id = new_id()
         control = self._control_of(key, turn_id, records)
@@ -494,19 +505,19 @@ class Dispatcher(Service):
         after = max((r.id for r in session.queue), default=0) if session else 0
 
         def followups() -> list[tuple[int, InboundMessage]]:
-            return [(r.id, r.message) for r in self._take_followups(key, after)]
+            return [(r.id, r.message) for r in self._take_followups(key, after, last)]
 
-        return TurnControl(turn_id, key, f"{last.channel}:{last.sender_id}", followups=followups)
+        starter = last.person or f"{last.channel}:{last.sender_id}"  # their person's key
+        return TurnControl(turn_id, key, starter, followups=followups)
 
-    def _take_followups(self, key: str, after: int) -> list[InboundRecord]:
+    def _take_followups(self, key: str, after: int, last: InboundMessage) -> list[InboundRecord]:
         """The messages at the head of the session's queue that arrived once its turn ran
-        (journal ids above ``after``), up to the first command: they join the running turn
-        (a command waits for a turn of its own)."""
+        (journal ids above ``after``), up to the first command or the first from another
+        chat: they join the running turn (a command waits for a turn of its own)."""
         session = self._sessions.get(key)
         taken: list[InboundRecord] = []
-        while session is not None and session.queue:
-            head = session.queue[0]
-            if head.id <= after or head.message.command is not None:
+        while session is not None and _joins(session.queue, last):
+            if session.queue[0].id <= after:
                 break
             taken.append(session.queue.popleft())
         return taken

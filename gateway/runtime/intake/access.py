@@ -4,6 +4,11 @@
 journaled; a refused sender causes no turn, no model call, no tool call and no memory
 write, only an audit entry and (for a DM under the pairing policy) one pairing code.
 Allowlists hold immutable platform ids: a display name or username never matches.
+
+A person with several addresses (gateway/runtime/people/directory.py) is let in on each of
+them once one of theirs is: listed by id, privileged or paired (an open policy or a
+wildcard vouches for nobody). The gate stamps who a let-in message is from on the message
+(their person's key, role and one conversation) before it is journaled.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.config.channels import ChannelSection
+from gateway.core.addressing import INTERNAL_CHANNELS, PROGRAM_CHANNELS
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.runtime.intake.group_context import GroupContextBook
 from gateway.runtime.intake.pairing import young_accounts
+from gateway.runtime.people.directory import Identity, PeopleDirectory
 from gateway.store import AuditLog, GroupContext, Outbox, PairingRequest, Pairings, People
 
 log = logging.getLogger(__name__)
@@ -28,11 +35,30 @@ WILDCARD = "*"
 
 
 def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Principal:
-    """The principal of an inbound message; roles come from ids listed in config."""
+    """The principal of an inbound message; roles come from ids listed in config, of the
+    sender's own address or (stamped by the gate) of their person's."""
     # Channels without access settings are local (the terminal, an embedding program):
     # whoever can use them already controls the machine.
-    role = section.role_of(msg.sender_id) if section is not None else Role.OWNER
-    return Principal(msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type)
+    if msg.person_role:
+        role = Role(msg.person_role)
+    else:
+        role = section.role_of(msg.sender_id) if section is not None else Role.OWNER
+    return Principal(
+        msg.channel, msg.sender_id, msg.sender_name, role, msg.chat_type, person_key=msg.person
+    )
+
+
+def stamped(msg: InboundMessage, identity: Identity) -> InboundMessage:
+    """``msg`` with who its sender is across channels (nothing for an address alone): what
+    a channel may have put there is replaced, so only the gate says it."""
+    if not identity.linked:
+        return replace(msg, person="", person_role="", conversation="")
+    return replace(
+        msg,
+        person=identity.person,
+        person_role=identity.role.value,
+        conversation="" if msg.is_group else identity.conversation,
+    )
 
 
 class Verdict(enum.Enum):
@@ -107,10 +133,12 @@ class AccessGate:
         outbox: Outbox,
         pairings: Pairings,
         people: People,
+        directory: PeopleDirectory,
         group_context: GroupContext,
         on_outbound: Callable[[str], None],
     ) -> None:
         self._inner = inner
+        self._directory = directory
         self._sections = sections
         self._audit = audit
         self._outbox = outbox
@@ -124,32 +152,59 @@ class AccessGate:
 
     async def admits(self, msg: InboundMessage) -> bool:
         section = self._sections.get(msg.channel)
-        if section is not None and (await self._decide(msg, section)).verdict is not Verdict.ALLOW:
-            return False
+        if section is not None:
+            identity = await self._directory.identify(f"{msg.channel}:{msg.sender_id}")
+            if (await self._decide(msg, section, identity)).verdict is not Verdict.ALLOW:
+                return False
         return await self._inner.admits(msg)
 
     async def settled(self, channel: str) -> None:
         await self._inner.settled(channel)
 
-    async def _decide(self, msg: InboundMessage, section: ChannelSection) -> Decision:
+    async def _decide(
+        self, msg: InboundMessage, section: ChannelSection, identity: Identity
+    ) -> Decision:
         decision = decide(msg, section, paired=False)
-        if decision.verdict in (
-            Verdict.PAIR,
-            Verdict.REFUSE,
-        ) and await self._pairings.is_approved(msg.channel, msg.sender_id):
+        if decision.verdict in (Verdict.PAIR, Verdict.REFUSE) and (
+            await self._pairings.is_approved(msg.channel, msg.sender_id)
+            or await self._vouched(identity)
+        ):
             decision = decide(msg, section, paired=True)
         return decision
 
+    async def _vouched(self, identity: Identity) -> bool:
+        """Whether another address of the sender's person is let in by name: listed by
+        id or privileged in its channel's settings, or paired (an open policy or a ``*``
+        lets anyone in, so it vouches for nobody)."""
+        for address in identity.addresses:
+            if address == identity.address:
+                continue
+            channel, _, sender = address.partition(":")
+            section = self._sections.get(channel)
+            if section is None or section.role_of(sender).privileged:
+                return True
+            if section.lists(sender, tuple(a for a in section.allow_from if a != WILDCARD)):
+                return True
+            if await self._pairings.is_approved(channel, sender):
+                return True
+        return False
+
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
         section = self._sections.get(msg.channel)
-        if section is None:
-            return await self._inner.publish_inbound(msg)
-        decision = await self._decide(msg, section)
+        if msg.channel in INTERNAL_CHANNELS or msg.channel in PROGRAM_CHANNELS:
+            return await self._inner.publish_inbound(msg)  # no person's
+        identity = await self._directory.identify(f"{msg.channel}:{msg.sender_id}")
+        if section is None:  # a local chat: the owner's
+            return await self._inner.publish_inbound(stamped(msg, identity))
+        decision = await self._decide(msg, section, identity)
         if decision.verdict in (Verdict.ALLOW, Verdict.IGNORE):
             await self._remember_name(msg)
         if decision.verdict is Verdict.ALLOW:
+            msg = stamped(msg, identity)
             await self._remember_use(msg)
             if not msg.is_group:
+                if identity.one_conversation:  # scheduled messages follow them here
+                    await self._directory.wrote_from(identity.person, msg.chat)
                 return await self._inner.publish_inbound(msg)
             msg, heard_up_to = await self._context.attach(msg, section)
             accepted = await self._inner.publish_inbound(msg)
@@ -189,7 +244,7 @@ class AccessGate:
 
     async def _remember_use(self, msg: InboundMessage) -> None:
         """A chat a person writes in is one of theirs: sends there need no confirmation."""
-        person = f"{msg.channel}:{msg.sender_id}"
+        person = msg.person or f"{msg.channel}:{msg.sender_id}"
         key = (person, msg.chat_id)
         if key in self._used:
             return

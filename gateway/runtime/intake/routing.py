@@ -3,8 +3,9 @@
 Routes are tried in order; the first whose every given field matches picks the agent, and
 the default agent (``main``) takes the rest. A message from another program (a webhook, the
 API) names its agent itself. A session belongs to exactly one agent: its key
-is the platform's ``channel:chat[:thread]``, prefixed with the agent's name for every agent
-but ``main`` (so existing sessions keep their keys). Messages between agents travel on the
+is the platform's ``channel:chat[:thread]`` (or, for a person whose direct chats are one
+conversation across channels, ``person:<their key>``), prefixed with the agent's name for
+every agent but ``main`` (so existing sessions keep their keys). Messages between agents travel on the
 internal ``agent`` channel with ``chat_id = "<from>><to>"`` and the conversation id as thread.
 """
 
@@ -39,7 +40,8 @@ class Router:
             sender, _ = agent_pair(msg.chat_id)
             # One session per agent conversation, on the receiving agent's side.
             return qualify(agent, f"{AGENT_CHANNEL}:{sender}:{msg.thread_id}")
-        return qualify(agent, msg.session_key)
+        # a person's direct chats as one conversation, when the access gate said so
+        return qualify(agent, msg.conversation or msg.session_key)
 
 
 def _matches(rule: RouteRule, msg: InboundMessage) -> bool:

@@ -27,4 +27,7 @@ class ScheduledRun:
     authorising_texts: tuple[str, ...] = ()
     tainted: bool = False
     job_id: str | None = None  # a one-shot job is done when this run's turn commits
+    # The conversation that records what it says, when not its chat's own: the person's one
+    # conversation across channels (qualified with the agent).
+    conversation: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event, compare=False)

@@ -21,10 +21,12 @@ from gateway.core.addressing import qualify
 from gateway.core.clock import Clock
 from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
+from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
 from gateway.core.scheduling import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
+from gateway.runtime.people.directory import PeopleDirectory
 from gateway.runtime.people.zones import Zones
 from gateway.runtime.schedule.briefing import Briefing
 from gateway.runtime.schedule.heartbeat import Heartbeat, Skip
@@ -52,6 +54,7 @@ class Scheduler(Service):
         housekeep: Housekeeping,
         clock: Clock,
         zones: Zones,
+        directory: PeopleDirectory,
         briefing: Briefing | None = None,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),  # noqa: S311
     ) -> None:
@@ -64,6 +67,7 @@ class Scheduler(Service):
         self._clock = clock
         self._jitter = jitter
         self._zones = zones  # a job's owner's quiet hours, in their zone
+        self._directory = directory  # where a person whose chats are one conversation is
         self._jobs: list[Job] = []
         self._wake = book.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
@@ -130,7 +134,7 @@ class Scheduler(Service):
         self._jobs = await self._stored_jobs.active()
         for job in await self._stored_jobs.firing():
             log.info("job %s fired but never finished (restart); running it again", job.id)
-            self._submit(job, one_shot=True)
+            await self._submit(job, one_shot=True)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -182,16 +186,18 @@ class Scheduler(Service):
         following = job.spec.next_after(now, now) if job.spec.recurring else None
         await self._stored_jobs.record_run(job.id, now, following)  # at most once per due time
         self._jobs = await self._stored_jobs.active()
-        self._submit(job, one_shot=following is None)
+        await self._submit(job, one_shot=following is None)
         log.info("job %s fired (%s)", job.id, job.spec.describe())
 
-    def _submit(self, job: Job, *, one_shot: bool) -> None:
+    async def _submit(self, job: Job, *, one_shot: bool) -> None:
         principal = Principal.from_record(job.owner)
+        chat, conversation = await self._where(job, principal)
         self._dispatcher.submit(
             ScheduledRun(
                 kind=TurnKind.CRON,
                 session_key=qualify(job.agent, f"cron:{job.id}"),
-                chat=job.chat,
+                chat=chat,
+                conversation=conversation,
                 principal=principal,
                 prompt=job.prompt,
                 message=job.message,
@@ -201,6 +207,18 @@ class Scheduler(Service):
                 job_id=job.id if one_shot else None,
             )
         )
+
+    async def _where(self, job: Job, principal: Principal) -> tuple[ChatRef, str | None]:
+        """Where a job's message goes, and the conversation that records it: a job made in
+        the direct chat of a person whose chats are one conversation across channels goes
+        to their ``home``, else to the chat they wrote from last; any other to its chat."""
+        if principal.chat_type is not ChatType.DM or job.chat.channel != principal.channel:
+            return job.chat, None
+        identity = await self._directory.identify(principal.address)
+        if not identity.one_conversation:
+            return job.chat, None
+        reach = await self._directory.reach(identity)
+        return reach or job.chat, qualify(job.agent, identity.conversation)
 
     def beat_now(self) -> bool:
         """A heartbeat check-in at once (the control center's Run now), even while paused;

@@ -44,6 +44,7 @@ from gateway.core.messages import (
 )
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
+from gateway.runtime.people.directory import PeopleDirectory
 from gateway.runtime.turns import approval_text as text
 from gateway.store import (
     ApprovalRequest,
@@ -72,8 +73,10 @@ class Approvals(Service):
         redact: Callable[[str], str] = lambda value: value,
         on_outbound: Callable[[str], None] = lambda channel: None,
         wake: Callable[[str], None] = lambda turn_id: None,
+        directory: PeopleDirectory | None = None,
     ) -> None:
         self._store = store
+        self._directory = directory  # an owner or admin decides from any address of theirs
         self._sections = sections
         self._clock = clock
         self.timeout = timeout
@@ -278,8 +281,11 @@ class Approvals(Service):
         if msg.is_group:
             return "Approval requests are decided in a direct chat with me."
         if not words:
+            addresses = await self._addresses(principal)
             mine = [
-                r for r in await self._store.approval_requests.pending() if self._may(r, principal)
+                r
+                for r in await self._store.approval_requests.pending()
+                if self._may(r, principal, addresses)
             ]
             return text.listing_text(mine)
         return await self.resolve(words[0], principal, approve=approve)
@@ -317,7 +323,7 @@ class Approvals(Service):
         record = await self._store.approval_requests.get(request_id)
         if record is None:
             return f"There is no approval request {request_id.upper()}."
-        if not self._may(record, principal):
+        if not self._may(record, principal, await self._addresses(principal)):
             await self._audit("approval-forbidden", record, by=principal)
             return NOT_ALLOWED
         return record
@@ -362,10 +368,17 @@ class Approvals(Service):
             decided_by=record.decided_by,
         )
 
-    def _may(self, record: ApprovalRequest, principal: Principal) -> bool:
-        """Whether ``principal`` may decide ``record``: one of its approvers (and still an
-        owner or admin), or the owner at the machine (the terminal, the local web chat)."""
+    async def _addresses(self, principal: Principal) -> set[str]:
+        """Every address of ``principal``'s person (their own alone, without a directory)."""
+        if self._directory is None:
+            return {principal.address}
+        return set((await self._directory.identify(principal.address)).addresses)
+
+    def _may(self, record: ApprovalRequest, principal: Principal, addresses: set[str]) -> bool:
+        """Whether ``principal`` may decide ``record``: one of its approvers on any address
+        of their person (and still an owner or admin), or the owner at the machine (the
+        terminal, the local web chat)."""
         if principal.is_owner and principal.channel not in self._sections:
             return True
-        keys = {f"{principal.channel}:{principal.sender_id}", f"{principal.channel}:*"}
+        keys = {*addresses, f"{principal.channel}:*"}
         return principal.is_admin and bool(keys & set(record.approvers))

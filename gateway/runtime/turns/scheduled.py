@@ -49,7 +49,8 @@ class ScheduledTurns:
             outcome = await self._outcome(batch.turn_id, run)
             commit = Commit(
                 principal=run.principal,  # a job's model calls count against its owner
-                record_in=qualify(agent_of(run.session_key), run.chat.session_key),
+                record_in=run.conversation
+                or qualify(agent_of(run.session_key), run.chat.session_key),
                 finished_job=run.job_id,
             )
             await self._committer.commit(batch.turn_id, run.session_key, outcome, commit)

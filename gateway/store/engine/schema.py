@@ -518,6 +518,26 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE people ADD COLUMN name TEXT;
     """,
+    # v27 (issue 50): one person on many channels: addresses people linked themselves
+    # (/link; config ids are not stored), and the short-lived codes that link them
+    """
+    CREATE TABLE person_links (
+        address TEXT PRIMARY KEY,                    -- "<channel>:<sender id>"
+        person TEXT NOT NULL,                        -- the person's key: an address
+        linked_at REAL NOT NULL,
+        linked_by TEXT NOT NULL                      -- who made or confirmed the link
+    );
+    CREATE INDEX person_links_person ON person_links (person);
+    CREATE TABLE link_codes (
+        code TEXT PRIMARY KEY,
+        address TEXT NOT NULL,                       -- who asked for it with /link
+        state TEXT NOT NULL,                         -- open, waiting (for the owner), used
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_by TEXT,                                -- the address that sent it
+        used_at REAL
+    );
+    """,
 )
 
 

@@ -501,6 +501,26 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE people ADD COLUMN name TEXT;
     """,
+    # v27 (issue 50): one person on many channels: addresses people linked themselves
+    # (/link; config ids are not stored), and the short-lived codes that link them
+    """
+    CREATE TABLE person_links (
+        address TEXT PRIMARY KEY,
+        person TEXT NOT NULL,
+        linked_at DOUBLE PRECISION NOT NULL,
+        linked_by TEXT NOT NULL
+    );
+    CREATE INDEX person_links_person ON person_links (person);
+    CREATE TABLE link_codes (
+        code TEXT PRIMARY KEY,
+        address TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        used_by TEXT,
+        used_at DOUBLE PRECISION
+    );
+    """,
 )
 
 

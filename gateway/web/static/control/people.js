@@ -1,12 +1,14 @@
 "use strict";
 // People and access: pending pairing requests (Approve / Deny, as `switchboard pairing
 // approve` does), and everyone who may talk to the assistant, by name, with their role, how
-// they got in, their chats, time zone and usage; a paired person can be revoked.
+// they got in, their chats, time zone and usage; a paired person can be revoked. People
+// with several addresses (config's ids, or /link) are shown with all of them; the owner
+// links and unlinks addresses, and confirms a link that waits for their word.
 
 (() => {
   const { el, fill, number, timeEl, table, api, post, action, section } = window.Control;
 
-  const HOW = { owners: "owner (config)", admins: "admin (config)", allow_from: "allowed (config)", paired: "paired", wrote: "wrote" };
+  const HOW = { owners: "owner (config)", admins: "admin (config)", allow_from: "allowed (config)", paired: "paired", wrote: "wrote", linked: "linked" };
 
   function pending(requests) {
     return el(
@@ -50,7 +52,7 @@
         people.map((p) => [
           el("span", {}, el("strong", {}, p.name), el("br"), el("small", { class: "muted" }, `${p.channel} `, el("span", { class: "id" }, p.sender_id))),
           p.role,
-          p.how.map((h) => HOW[h] || h).join(", "),
+          [p.how.map((h) => HOW[h] || h).join(", "), p.linked_with.length ? el("small", { class: "muted" }, el("br"), "also ", p.linked_with.join(", ")) : null],
           p.chats.length ? p.chats.join("; ") : el("span", { class: "muted" }, "—"),
           el("span", { title: p.timezone_from }, p.timezone, el("br"), el("small", { class: "muted" }, p.timezone_from)),
           `${number(p.turns)} turns, ${number(p.tokens)} tokens`,
@@ -74,11 +76,73 @@
     );
   }
 
+  function linked(people, waiting) {
+    const address = el("input", { id: "link-address", placeholder: "slack:U0123", autocomplete: "off" });
+    const to = el("input", { id: "link-to", placeholder: "telegram:123456", autocomplete: "off" });
+    return el(
+      "section",
+      { class: "card", "aria-labelledby": "linked-title" },
+      el("h3", { id: "linked-title" }, "One person, many addresses"),
+      table(
+        ["Person", "Addresses", "Role", "Conversation"],
+        people.map((p) => [
+          el("strong", {}, p.name),
+          el(
+            "ul",
+            { class: "plain" },
+            p.addresses.map((a) =>
+              el(
+                "li",
+                {},
+                el("span", { class: "id" }, a),
+                " ",
+                p.listed.includes(a)
+                  ? el("small", { class: "muted", title: "Listed together in config.toml ([people] ids)" }, "config")
+                  : action("Unlink", () => post("/api/people/unlink", { address: a }), {
+                      class: "secondary",
+                      key: a,
+                      aria: `Unlink ${a}`,
+                      confirm: `Unlink ${a}? It becomes a person of its own again.`,
+                    }),
+              ),
+            ),
+          ),
+          p.role,
+          p.one_conversation ? "one across channels" : "one per chat",
+        ]),
+        { empty: "Nobody has linked addresses: people link their chats with /link, or config lists them ([people.<name>] ids)." },
+      ),
+      waiting.length
+        ? table(
+            ["Waiting for you", "Code", ""],
+            waiting.map((w) => [
+              `${w.sent_by} asks to join ${w.asked_by}`,
+              el("code", { class: "id" }, w.code),
+              action("Confirm", () => post("/api/people/confirm", { code: w.code }), {
+                key: w.code,
+                confirm: `Make ${w.sent_by} and ${w.asked_by} one person? The higher role of the two applies to both.`,
+              }),
+            ]),
+          )
+        : null,
+      el(
+        "p",
+        { class: "hint" },
+        el("label", { for: "link-address" }, "Link "),
+        address,
+        el("label", { for: "link-to" }, " to the person of "),
+        to,
+        " ",
+        action("Link", () => post("/api/people/link", { address: address.value, to: to.value }), { key: "link" }),
+      ),
+    );
+  }
+
   section({
     topic: "people",
     load: async (content) => {
       const data = await api("/api/people");
-      fill(content, pending(data.pending), everyone(data.people, data.usage_days));
+      fill(content, pending(data.pending), everyone(data.people, data.usage_days), linked(data.linked, data.waiting_links));
     },
   });
 })();

@@ -1,0 +1,262 @@
+"""Self-service linking: ``/link`` and ``/unlink``, and the owner's links from the control center.
+
+``/link`` in a direct chat gives a code (:data:`CODE_SECONDS`, once). The same person sends
+``/link CODE`` from a direct chat on another channel: that address joins the person of the
+one that asked. Both chats are behind the access gate, so both addresses passed it (a
+stranger's ``/link`` gets a pairing code, never this). Knowing a code is what proves the
+two addresses are one person, so a code is shown only in the chat that asked for it.
+
+A link that would raise someone's role (a member's address joining the owner, or the
+owner's joining a member, whose person would then hold the owner's role) is never made on
+a code alone: it waits for the owner's ``/link confirm CODE`` (or the control center), for
+:data:`CONFIRM_SECONDS`, and the owner is told what it would give whom. Addresses config
+lists together (``[people.<name>] ids``) are changed in config only. Every code, link,
+wait and unlink is in the audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from gateway.core.clock import Clock
+from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.principal import Principal
+from gateway.runtime.people.directory import Identity, PeopleDirectory, highest
+from gateway.store import AuditLog, HomeChat, Outbox, PersonLinks
+
+CODE_SECONDS = 600  # a /link code is good for ten minutes
+CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
+
+Home = Callable[[], Awaitable[HomeChat | None]]  # the owner's chat (heartbeat_target)
+
+
+class LinkRefused(Exception):
+    """A link or unlink that cannot be made, with what to tell the person."""
+
+
+class Linking:
+    def __init__(
+        self,
+        directory: PeopleDirectory,
+        links: PersonLinks,
+        *,
+        audit: AuditLog,
+        outbox: Outbox,
+        owner_home: Home,
+        on_outbound: Callable[[str], None],
+        clock: Clock,
+    ) -> None:
+        self.directory = directory
+        self._links = links
+        self._audit = audit
+        self._outbox = outbox
+        self._owner_home = owner_home  # where the owner is asked to confirm a link
+        self._on_outbound = on_outbound
+        self._clock = clock
+
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
+
+    # -- the commands -----------------------------------------------------------------------
+
+    async def command(self, words: list[str], principal: Principal, *, direct: bool) -> str:
+        """``/link``, ``/link CODE``, ``/link confirm CODE``, ``/unlink``, ``/unlink ADDRESS``
+        (``words``: the command and what follows it)."""
+        if not direct:
+            return f"Links are private: use {words[0]} in a direct chat with me."
+        try:
+            if words[0] == "/unlink":
+                return await self._unlink(principal, words[1] if len(words) > 1 else None)
+            if len(words) == 1:
+                return await self._new_code(principal)
+            if words[1].lower() == "confirm" and len(words) == 3:
+                return await self._confirm(principal, words[2])
+            if len(words) == 2:
+                return await self._use(principal, words[1])
+        except LinkRefused as exc:
+            return str(exc)
+        return (
+            "Usage: /link (a code for your other chat), /link CODE (sent from that chat), "
+            "/unlink (this chat is yours alone again), /unlink CHANNEL:ID"
+        )
+
+    async def _new_code(self, principal: Principal) -> str:
+        code = await self._links.new_code(principal.address, now=self._now(), ttl=CODE_SECONDS)
+        await self._audit.record(
+            "link-code", channel=principal.channel, sender_id=principal.sender_id
+        )
+        minutes = CODE_SECONDS // 60
+        return (
+            f"Your link code is {code.code} (valid {minutes} minutes, once). Send "
+            f"/link {code.code} to me from your chat on another channel, and both are you: "
+            "the same memory, time zone and allowance. Show it to nobody else: whoever sends "
+            "it links their chat to you."
+        )
+
+    async def _use(self, principal: Principal, code_text: str) -> str:
+        """``/link CODE`` from ``principal``'s address: it joins the person who asked."""
+        sender = principal.address
+        now = self._now()
+        code = code_text.strip().upper()
+        found = await self._links.peek(code)
+        if (
+            found is None
+            or found.state != "open"
+            or found.expires_at <= now
+            or (found.address == sender)
+        ):
+            await self._audit.record(  # a guess, a replay, a lapsed code: the owner sees them
+                "refused",
+                channel=principal.channel,
+                sender_id=principal.sender_id,
+                reason="no open link code",
+            )
+            return (
+                f"No open link code {code}: codes are good for {CODE_SECONDS // 60} minutes, "
+                "once, and are sent from another chat than the one that asked."
+            )
+        asker = await self.directory.identify(found.address)
+        joining = await self.directory.identify(sender)
+        if asker.person == joining.person:
+            return "These chats are already one person."
+        self._movable(joining)
+        if asker.role is not joining.role:
+            taken = await self._links.take(
+                code, by=sender, now=now, state="waiting", ttl=CONFIRM_SECONDS
+            )
+            if taken is None:
+                return f"No open link code {code}."
+            await self._audit.record(
+                "link-waiting",
+                channel=principal.channel,
+                sender_id=principal.sender_id,
+                person=asker.person,
+                roles=f"{joining.role.value}->{asker.role.value}",
+            )
+            await self._ask_owner(code, sender, asker, joining)
+            return (
+                f"Linking would give one of these chats the role of {_higher(asker, joining)}, "
+                "so the owner has to confirm it first; nothing is linked until they do. "
+                f"(Owner: /link confirm {code} in a direct chat with me.)"
+            )
+        if await self._links.take(code, by=sender, now=now, state="used") is None:
+            return f"No open link code {code}."
+        await self._link(sender, asker, by=sender)
+        return _linked_text(sender, asker)
+
+    async def _confirm(self, principal: Principal, code: str) -> str:
+        if not principal.is_owner:
+            await self._audit.record(
+                "refused",
+                channel=principal.channel,
+                sender_id=principal.sender_id,
+                reason="/link confirm needs the owner",
+            )
+            return "Only the owner can confirm a link."
+        return await self.confirm(code, by=principal.address)
+
+    async def _unlink(self, principal: Principal, target: str | None) -> str:
+        me = await self.directory.identify(principal.address)
+        address = target or principal.address
+        if address not in me.addresses or not me.linked:
+            return (
+                f"{address} is not linked to you."
+                if target
+                else "This chat is not linked to any other."
+            )
+        return await self.unlink(address, by=principal.address)
+
+    # -- what the owner does too (the control center) -------------------------------------
+
+    async def confirm(self, code: str, *, by: str) -> str:
+        """The owner's word on a link waiting for it."""
+        taken = await self._links.confirm(code, now=self._now())
+        if taken is None or taken.used_by is None:
+            return f"No link waits for confirmation under {code.strip().upper()}."
+        asker = await self.directory.identify(taken.address)
+        await self._link(taken.used_by, asker, by=by)
+        return _linked_text(taken.used_by, asker)
+
+    async def link(self, address: str, to: str, *, by: str) -> str:
+        """The owner links ``address`` to the person ``to`` is one of (no code: the owner
+        may give any role)."""
+        asker = await self.directory.identify(to)
+        joining = await self.directory.identify(address)
+        if asker.person == joining.person:
+            return f"{address} and {to} are already one person."
+        self._movable(joining)
+        await self._link(address, asker, by=by)
+        return _linked_text(address, asker)
+
+    async def unlink(self, address: str, *, by: str) -> str:
+        """``address`` is its own person again (config's links stay: config changes them)."""
+        identity = await self.directory.identify(address)
+        if address in identity.listed:
+            raise LinkRefused(
+                f"{address} is linked in the configuration ([people.{identity.name}] ids): "
+                "the owner changes it there."
+            )
+        removed = await self._links.unlink(address)
+        for each in removed:
+            channel, _, sender = each.partition(":")
+            await self._audit.record(
+                "person-unlinked", channel=channel, sender_id=sender, person=identity.person, by=by
+            )
+        if not removed:
+            return f"{address} is not linked to any other chat."
+        others = ", ".join(a for a in removed if a != address) or identity.person
+        return f"Unlinked {address} from {others}: each is its own again."
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _movable(joining: Identity) -> None:
+        if joining.address in joining.listed:
+            raise LinkRefused(
+                f"{joining.address} is linked in the configuration ([people.{joining.name}] "
+                "ids): the owner changes it there."
+            )
+
+    async def _link(self, address: str, asker: Identity, *, by: str) -> None:
+        await self._links.link(address, asker.person, by=by, now=self._now())
+        channel, _, sender = address.partition(":")
+        await self._audit.record(
+            "person-linked",
+            channel=channel,
+            sender_id=sender,
+            person=asker.person,
+            role=asker.role.value,
+            by=by,
+        )
+
+    async def _ask_owner(self, code: str, sender: str, asker: Identity, joining: Identity) -> None:
+        home = await self._owner_home()
+        if home is None:
+            return  # the control center's people page shows it
+        text = (
+            f"{sender} sent the link code that {asker.address} asked for. Linking them makes "
+            f"one person of {', '.join((*asker.addresses, *joining.addresses))}, with the "
+            f"role of {_higher(asker, joining)}: every address of theirs could do what that "
+            f"role may. If they are all one person, reply /link confirm {code}; if not, "
+            "ignore this (it lapses in a day)."
+        )
+        notice = OutboundMessage(
+            channel=home.chat.channel,
+            chat_id=home.chat.chat_id,
+            text=text,
+            kind=OutboundKind.NOTICE,
+            idempotency_key=f"link-confirm:{code}",
+        )
+        if await self._outbox.enqueue([notice]):
+            self._on_outbound(home.chat.channel)
+
+
+def _higher(one: Identity, other: Identity) -> str:
+    return highest((one.role, other.role)).value
+
+
+def _linked_text(address: str, asker: Identity) -> str:
+    return (
+        f"Linked: {address} is one person with {', '.join(asker.addresses)} now (/unlink "
+        "undoes it)."
+    )

@@ -385,6 +385,36 @@ async def test_a_failed_scheduled_task_tells_the_user(run_gateway: Any, fake_llm
     assert notice.text.startswith("A scheduled task could not run.")
 
 
+async def test_check_ins_go_to_the_home_config_gives_the_owners_person(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    """``[people.<name>] home`` of the owner's person is where check-ins go, though the
+    owner wrote on another of their channels last; the status page and `switchboard
+    status` say the same."""
+    settings = make_settings(
+        telegram={"owners": ["1"], "allow_from": ["1"]},
+        slack={"owners": ["U1"], "allow_from": ["U1"]},
+        people={"me": {"ids": ["telegram:1", "slack:U1"], "home": "slack:D1"}},
+        heartbeat=HEARTBEAT,
+    )
+    phone, desk = MemoryChannel("telegram"), MemoryChannel("slack")
+    clock = FakeClock(START)
+    async with Gateway(settings, channels=[phone, desk], clock=clock) as gateway:
+        heartbeat_file(gateway, "- Tell me what is due today.\n")
+        await phone.push("hi from the phone", sender_id="1", chat_id="1")
+        await phone.wait_for(1)
+        await idle(gateway)
+        fake_llm.queue(text("Due today: the dentist."))
+        await clock.advance(seconds=601)
+        messages = await desk.wait_for(1)
+        await idle(gateway)
+        page = [i for i in schedule(gateway)["items"] if i["kind"] == "heartbeat"]
+    report = await stored_report(settings)
+    assert [(m.text, m.chat_id) for m in messages] == [("Due today: the dentist.", "D1")]
+    assert phone.texts() == ["echo: hi from the phone"]
+    assert page[0]["target"] == report["heartbeat_target"] == "slack:D1"
+
+
 async def test_check_ins_go_home_the_same_everywhere_and_never_to_a_forgotten_local_chat(
     make_settings: Any, fake_llm: FakeLLM
 ) -> None:

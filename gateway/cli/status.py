@@ -107,7 +107,10 @@ def programs(settings: Settings, url: str | None) -> dict[str, Any]:
 
 
 async def stored_report(settings: Settings) -> dict[str, Any]:
-    from gateway.runtime.schedule.heartbeat import heartbeat_target  # noqa: PLC0415
+    from gateway.runtime.schedule.heartbeat import (  # noqa: PLC0415
+        OwnersHome,
+        heartbeat_target,
+    )
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
@@ -116,7 +119,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
         return {**empty, "heartbeat_target": None, "nodes": []}
     async with store_for(settings) as store:
         counts = await store.journal.counts()
-        found = await heartbeat_target(settings.heartbeat, store.homes)
+        found = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
         target = None if found is None else found.label
         return {
             "store": "ok",

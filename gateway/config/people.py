@@ -99,7 +99,7 @@ class PersonSettings(BaseModel):
     # messages go to then (unset: the one they wrote from last).
     ids: StrList = ()  # their addresses, "<channel>:<sender id>"; kept under the first
     session: SessionScope | None = None  # "person": one conversation across their chats
-    home: str | None = None  # "<channel>:<chat id>": where their jobs' messages go
+    home: str | None = None  # "<channel>:<chat id>": their jobs' messages (the owner's: check-ins)
 
     timezone: str | None = None  # wins over a zone they set by asking
     quiet_hours: str = ""  # "22:00-07:00" in their zone: their jobs' messages wait until it ends

@@ -237,7 +237,7 @@ class HeartbeatSettings(Section):
     enabled: bool = True
     interval_seconds: int = Field(default=1_800, ge=60)
     quiet_hours: str = ""  # "22:00-07:00" in user.timezone; empty: none
-    target: str | None = None  # "channel:chat_id" of the owner's DM; default: the owner's last DM
+    target: str | None = None  # "channel:chat_id"; unset: the owner's person's home, or last DM
     daily_token_budget: int = Field(default=100_000, ge=0)
 
     @field_validator("quiet_hours")

@@ -71,7 +71,7 @@ from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.briefing import Briefing
-from gateway.runtime.schedule.heartbeat import Heartbeat, heartbeat_target
+from gateway.runtime.schedule.heartbeat import Heartbeat, OwnersHome, heartbeat_target
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
@@ -207,7 +207,7 @@ def people_for(
         store.links,
         audit=store.audit,
         outbox=store.outbox,
-        owner_home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        owner_home=lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
         on_outbound=bus.outbound_ready,
         clock=clock,
     )
@@ -236,7 +236,7 @@ def allowances(
     spend = SpendWatch(
         spend_caps,
         store.spend_notices,
-        home=lambda: heartbeat_target(settings.heartbeat, store.homes),
+        home=lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
         outbound_ready=bus.outbound_ready,
     )
     return (
@@ -256,7 +256,7 @@ def heartbeat_for(
         workspace=settings.workspace_dir,
         outbox=store.outbox,
         usage=store.usage,
-        homes=store.homes,
+        homes=OwnersHome(settings, store.homes),
         kv=store.kv,
         timezone=settings.timezone,
         agenda=agenda if settings.calendar.heartbeat else None,
@@ -289,7 +289,10 @@ def scheduler_for(
         directory=directory,
         briefing=(
             Briefing(
-                settings.calendar, agenda=agenda, heartbeat=settings.heartbeat, homes=store.homes
+                settings.calendar,
+                agenda=agenda,
+                heartbeat=settings.heartbeat,
+                homes=OwnersHome(settings, store.homes),
             )
             if agenda is not None
             else None
@@ -424,7 +427,7 @@ def build(
         max_resume_attempts=settings.agent.max_resume_attempts,
         resume=guard.single_process,  # a cluster: a task of a node that went is interrupted
     )
-    programs = ProgramRoutes(settings, store.homes)
+    programs = ProgramRoutes(settings, OwnersHome(settings, store.homes))
     if serve_programs:
         for channel in program_channels(
             settings,
@@ -472,7 +475,7 @@ def build(
             budget=budget,
             set_aside=SetAside(
                 store.journal,
-                lambda: heartbeat_target(settings.heartbeat, store.homes),
+                lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
                 max_resume_attempts=settings.agent.max_resume_attempts,
             ),
             sections=sections,

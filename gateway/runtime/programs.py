@@ -29,16 +29,16 @@ from gateway.runtime.agents.subagents import Subagents, TaskQueue
 from gateway.runtime.agents.task_board import TaskBoard, TaskChannel
 from gateway.runtime.bus import Bus
 from gateway.runtime.people.budget import UserBudget
-from gateway.runtime.schedule.heartbeat import heartbeat_target
+from gateway.runtime.schedule.heartbeat import HomeSource, heartbeat_target
 from gateway.runtime.turns.routes import Route
-from gateway.store import HomeChats, Store
+from gateway.store import Store
 
 
 class ProgramRoutes:
     """Where a program's turn answers and as whom it acts (see the module docstring);
     :class:`gateway.runtime.turns.routes.Routes` asks it about every message."""
 
-    def __init__(self, settings: Settings, homes: HomeChats) -> None:
+    def __init__(self, settings: Settings, homes: HomeSource) -> None:
         self._settings = settings
         self._homes = homes
 

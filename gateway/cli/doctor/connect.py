@@ -71,7 +71,10 @@ def _chat_channels(settings: Settings) -> set[str]:
 async def _heartbeat_chat(settings: Settings) -> str | None:
     """Where a hook without ``deliver_to`` answers: the heartbeat's chat (``heartbeat.target``,
     else the owner's home chat as the store remembers it), or None."""
-    from gateway.runtime.schedule.heartbeat import heartbeat_target  # noqa: PLC0415
+    from gateway.runtime.schedule.heartbeat import (  # noqa: PLC0415
+        OwnersHome,
+        heartbeat_target,
+    )
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     if settings.heartbeat.target:
@@ -80,7 +83,7 @@ async def _heartbeat_chat(settings: Settings) -> str | None:
         return None
     try:
         async with asyncio.timeout(10), store_for(settings) as store:
-            home = await heartbeat_target(settings.heartbeat, store.homes)
+            home = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
     except Exception:  # the store's own check says what is wrong with it
         return None
     return None if home is None else home.label

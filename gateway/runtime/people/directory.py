@@ -35,6 +35,31 @@ def highest(roles: Iterable[Role]) -> Role:
     return max(roles, key=_RANK.__getitem__, default=Role.MEMBER)
 
 
+def address_role(sections: Mapping[str, ChannelSection], address: str) -> Role:
+    """The role ``address`` has by its own channel's settings (a channel without any, the
+    terminal or the web chat, is the owner's: whoever uses it controls the machine)."""
+    channel, _, sender = address.partition(":")
+    section = sections.get(channel)
+    return Role.OWNER if section is None else section.role_of(sender)
+
+
+def configured_addresses(name: str, person: PersonSettings) -> tuple[str, ...]:
+    """The addresses config gives the person ``[people.<name>]`` (the first is their key)."""
+    return (name, *person.ids) if valid_person_key(name) else tuple(person.ids)
+
+
+def owners_home(
+    people: Mapping[str, PersonSettings], sections: Mapping[str, ChannelSection]
+) -> str | None:
+    """The ``home`` config gives the owner's person (one of whose addresses is an owner's),
+    if any: where the owner's check-ins go when ``heartbeat.target`` does not say."""
+    for name, person in people.items():
+        addresses = configured_addresses(name, person)
+        if person.home and any(address_role(sections, a) is Role.OWNER for a in addresses):
+            return person.home
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class _Configured:
     name: str  # the [people] key
@@ -83,7 +108,7 @@ class PeopleDirectory:
         self._scope = scope
         self._by_address: dict[str, _Configured] = {}
         for name, person in people.items():
-            addresses = (name, *person.ids) if valid_person_key(name) else tuple(person.ids)
+            addresses = configured_addresses(name, person)
             entry = _Configured(name, addresses[0], addresses, person)
             for address in addresses:
                 self._by_address[address] = entry
@@ -112,12 +137,8 @@ class PeopleDirectory:
     # -- who an address is ------------------------------------------------------------------
 
     def role_of(self, address: str) -> Role:
-        """The role ``address`` has by its own channel's settings (a channel without any,
-        the terminal or the web chat, is the owner's: whoever uses it controls the
-        machine)."""
-        channel, _, sender = address.partition(":")
-        section = self._sections.get(channel)
-        return Role.OWNER if section is None else section.role_of(sender)
+        """The role ``address`` has by its own channel's settings (:func:`address_role`)."""
+        return address_role(self._sections, address)
 
     async def identify(self, address: str) -> Identity:
         entry = self._by_address.get(address)

@@ -21,9 +21,8 @@ from gateway.config.settings import HeartbeatSettings
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
 from gateway.runtime.schedule.agenda import OwnersAgenda
-from gateway.runtime.schedule.heartbeat import Skip, heartbeat_target
+from gateway.runtime.schedule.heartbeat import HomeSource, Skip, heartbeat_target
 from gateway.runtime.schedule.runs import ScheduledRun
-from gateway.store import HomeChats
 
 SESSION = "briefing:main"
 REPLAN = timedelta(hours=1)
@@ -45,7 +44,7 @@ class Briefing:
         *,
         agenda: OwnersAgenda,
         heartbeat: HeartbeatSettings,
-        homes: HomeChats,
+        homes: HomeSource,
     ) -> None:
         hours, minutes = settings.briefing.split(":")
         self.at = time(int(hours), int(minutes))

@@ -18,14 +18,16 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
+from typing import Protocol
 
-from gateway.config.settings import HeartbeatSettings
+from gateway.config.settings import HeartbeatSettings, Settings
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.people.directory import owners_home
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import HomeChat, HomeChats, KeyValue, Outbox, UsageReport
@@ -79,7 +81,7 @@ class Heartbeat:
         workspace: Path,
         outbox: Outbox,
         usage: UsageReport,
-        homes: HomeChats,
+        homes: HomeSource,
         kv: KeyValue,
         timezone: str = "UTC",
         agenda: OwnersAgenda | None = None,
@@ -186,9 +188,30 @@ class Heartbeat:
         await self._target()
 
 
-async def heartbeat_target(settings: HeartbeatSettings, homes: HomeChats) -> HomeChat | None:
-    """Where check-ins go: ``heartbeat.target``, else the owner's home chat (the status
-    page, ``switchboard status`` and the heartbeat itself all ask this)."""
+class HomeSource(Protocol):
+    async def get(self) -> HomeChat | None:
+        """The owner's home chat (``None``: none known yet)."""
+
+
+class OwnersHome:
+    """The owner's home chat: the ``home`` config gives the owner's person (``[people.<name>]
+    home``), else the direct chat the owner wrote from last (the store's)."""
+
+    def __init__(self, settings: Settings, last: HomeChats) -> None:
+        self._configured = owners_home(settings.people, settings.channel_sections())
+        self._last = last
+
+    async def get(self) -> HomeChat | None:
+        if self._configured:
+            channel, _, chat_id = self._configured.partition(":")
+            return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
+        return await self._last.get()
+
+
+async def heartbeat_target(settings: HeartbeatSettings, homes: HomeSource) -> HomeChat | None:
+    """Where check-ins go: ``heartbeat.target``, else the owner's home chat
+    (:class:`OwnersHome`; the status page, ``switchboard status`` and the heartbeat itself
+    all ask this)."""
     if settings.target:
         channel, _, chat_id = settings.target.partition(":")
         return HomeChat(ChatRef(channel, chat_id), ChatType.DM)

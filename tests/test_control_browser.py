@@ -3,9 +3,7 @@ Playwright, against the real gateway (web chat, platform channels on their fakes
 LLM). Signed in with a one-time link as `switchboard run` prints it.
 
 Every section is opened at 1280 px and 390 px, light and dark, and photographed: the
-pictures are kept in build/screenshots/control/ for a person to look at after the run. The
-settings page (/settings) is tested once the settings endpoint it calls (/api/settings,
-the live-settings branch) is merged.
+pictures are kept in build/screenshots/control/ for a person to look at after the run.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from channels.memory import MemoryChannel
 from channels.webchat import create
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, load_settings
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from tests.conftest import SettingsFactory
@@ -28,6 +26,7 @@ from tests.fakes.llm import FakeLLM, calls, held, streamed, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 from tests.test_approvals import COMMAND, runs
 from tests.test_control_center import job
+from tests.test_live_settings import write_home
 from tests.test_web_browser import WAIT_MS, browser, fake_llm, send, serving
 
 __all__ = ["browser", "fake_llm"]  # the module's fixtures, shared with test_web_browser
@@ -204,6 +203,35 @@ async def test_an_edit_of_memory_md_is_in_the_next_turns_prompt(
         await context.close()
     assert fact in fake_llm.requests[-1].system_text
     assert settings_memory.exists()
+
+
+async def test_a_model_changed_on_the_settings_page_answers_the_next_turn(
+    tmp_path: Path, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """The owner types another model into /settings on a phone and saves: the running
+    gateway (of a config.toml, as `switchboard run` is) asks the model server for it at the
+    next turn, with no restart; the file says so too."""
+    home = tmp_path / "home"
+    write_home(home, fake_llm, web={"enabled": True, "port": 0})
+    async with serving(load_settings(home=home)) as gateway:
+        assert gateway.web is not None
+        context, page = await owner_page(browser, gateway, width=390, scheme="dark")
+        await page.goto(gateway.web.url + "settings")
+        model = page.locator('input[name="llm.model"]')
+        await expect(model).to_have_value("fake-model")
+        await model.fill("fake-model-2")
+        await page.get_by_role("button", name="Save", exact=True).click()
+        saved = page.get_by_role("status").filter(has_text="applied")
+        await expect(saved).to_contain_text("applied: llm.model")
+        await expect(page.locator('input[name="llm.model"]')).to_have_value("fake-model-2")
+        await page.screenshot(path=shot("settings-saved-390-dark"), full_page=True)
+        await page.goto(gateway.web.url)
+        await send(page, "hello after the change")
+        await expect(page.locator(".msg.assistant:not(.streaming)")).to_have_count(1)
+        await gateway.wait_idle()
+        await context.close()
+    assert [r.body["model"] for r in fake_llm.requests] == ["fake-model-2"]
+    assert 'model = "fake-model-2"' in (home / "config.toml").read_text()
 
 
 async def test_a_job_is_paused_resumed_and_deleted_from_the_jobs_page(

@@ -174,12 +174,7 @@ class PersonLinks:
                 " WHERE code = ? AND state = 'open' AND expires_at > ? AND address <> ?",
                 (state, by, now, code, now, by),
             )
-            if cursor.rowcount == 0:
-                return None
-            row = conn.execute(
-                f"SELECT {_CODE_COLUMNS} FROM link_codes WHERE code = ?", (code,)
-            ).fetchone()
-            return _code(row)
+            return _changed_code(conn, cursor.rowcount, code)
 
         return await self._db.run(write)
 
@@ -194,12 +189,7 @@ class PersonLinks:
                 " AND expires_at > ?",
                 (code, now),
             )
-            if cursor.rowcount == 0:
-                return None
-            row = conn.execute(
-                f"SELECT {_CODE_COLUMNS} FROM link_codes WHERE code = ?", (code,)
-            ).fetchone()
-            return _code(row)
+            return _changed_code(conn, cursor.rowcount, code)
 
         return await self._db.run(write)
 
@@ -215,3 +205,11 @@ class PersonLinks:
             return [_code(row) for row in rows]
 
         return await self._db.run(query, durable=False)
+
+
+def _changed_code(conn: Connection, changed: int, code: str) -> LinkCode | None:
+    """The code an ``UPDATE`` just changed, as it is now (``None``: it changed none)."""
+    if changed == 0:
+        return None
+    row = conn.execute(f"SELECT {_CODE_COLUMNS} FROM link_codes WHERE code = ?", (code,)).fetchone()
+    return _code(row)

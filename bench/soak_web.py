@@ -16,7 +16,7 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -40,14 +40,11 @@ class WebUser:
         self._others = 0  # assistant entries that echo nothing: notices (a model error)
         self._noticed: set[int] = set()  # messages answered by a notice instead of an echo
 
-    def _answers(self) -> Counter[int]:
-        return self._echoes
-
     def _done(self, n: int, others_before: int) -> bool:
-        return n in self._answers() or self._others > others_before
+        return n in self._echoes or self._others > others_before
 
     def verdict(self) -> Verdict:
-        answers = self._answers()
+        answers = self._echoes
         verdict = Verdict()
         for n in self.posted:
             count = answers.get(n, 0) or (n in self._noticed)
@@ -83,12 +80,8 @@ class WebUser:
         where = self._url()
         if where is None:
             return
-        url, link = where
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            async with http.get(link, allow_redirects=False) as response:
-                response.raise_for_status()
-            async with http.ws_connect(url + "api/chat/socket", origin=url.rstrip("/")) as ws:
-                self._seen(await ws.receive_json())
+        async with _signed_in(*where) as (_http, ws):
+            self._seen(await ws.receive_json())
 
     async def run(self) -> None:
         """Write until the soak stops; a dropped socket (a restart) is opened again."""
@@ -104,19 +97,14 @@ class WebUser:
                 await asyncio.sleep(0.5)  # the gateway restarting: sign in again
 
     async def _session(self, url: str, link: str, counter: itertools.count[int]) -> None:
-        origin = url.rstrip("/")
-        jar = aiohttp.CookieJar(unsafe=True)  # keep cookies for 127.0.0.1
-        async with aiohttp.ClientSession(cookie_jar=jar) as http:
-            async with http.get(link, allow_redirects=False) as response:
-                response.raise_for_status()
-            async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
-                reading = asyncio.create_task(self._read(ws))
-                try:
-                    await self._write(http, url, origin, counter, reading)
-                finally:
-                    reading.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
-                        await reading
+        async with _signed_in(url, link) as (http, ws):
+            reading = asyncio.create_task(self._read(ws))
+            try:
+                await self._write(http, url, url.rstrip("/"), counter, reading)
+            finally:
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                    await reading
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         try:
@@ -150,8 +138,21 @@ class WebUser:
                     while not self._done(n, others) and not reading.done():
                         self._changed.clear()
                         await self._changed.wait()
-            if self._others > others and n not in self._answers():
+            if self._others > others and n not in self._echoes:
                 self._noticed.add(n)  # one message at a time: a new notice is this one's
             if self._done(n, others):
                 self.waits.append(time.monotonic() - posted)
             await asyncio.sleep(random.uniform(2.0, 6.0))
+
+
+@contextlib.asynccontextmanager
+async def _signed_in(
+    url: str, link: str
+) -> AsyncIterator[tuple[aiohttp.ClientSession, aiohttp.ClientWebSocketResponse]]:
+    """A browser signed in with the one-time ``link``, its chat socket open."""
+    jar = aiohttp.CookieJar(unsafe=True)  # keep cookies for 127.0.0.1
+    async with aiohttp.ClientSession(cookie_jar=jar) as http:
+        async with http.get(link, allow_redirects=False) as response:
+            response.raise_for_status()
+        async with http.ws_connect(url + "api/chat/socket", origin=url.rstrip("/")) as ws:
+            yield http, ws

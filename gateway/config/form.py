@@ -57,7 +57,7 @@ class FormField:
 
 @dataclass(frozen=True, slots=True)
 class FormSection:
-    title: str  # "llm", "tools.exec", "telegram", "top level"
+    title: str  # "llm", "tools.exec", a channel's name, "top level"
     doc: str
     fields: tuple[FormField, ...]
 

@@ -196,9 +196,10 @@ def people_for(
     sections: Mapping[str, ChannelSection],
     *,
     clock: Clock,
-) -> tuple[PeopleDirectory, Linking, Zones]:
-    """Who an address is (one person on many channels), the links people make, and each
-    person's time zone."""
+) -> tuple[PeopleDirectory, Linking, Zones, OwnersHome]:
+    """Who an address is (one person on many channels), the links people make, each
+    person's time zone, and the owner's home chat (where check-ins and notices go)."""
+    owners_home = OwnersHome(settings, store.homes)
     directory = PeopleDirectory(
         settings.people, sections, store.links, store.kv, scope=settings.session.scope
     )
@@ -207,7 +208,7 @@ def people_for(
         store.links,
         audit=store.audit,
         outbox=store.outbox,
-        owner_home=lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
+        owner_home=lambda: heartbeat_target(settings.heartbeat, owners_home),
         on_outbound=bus.outbound_ready,
         clock=clock,
     )
@@ -218,11 +219,16 @@ def people_for(
         default=settings.timezone,
         clock=clock,
     )
-    return directory, linking, zones
+    return directory, linking, zones, owners_home
 
 
 def allowances(
-    settings: Settings, store: Store, bus: LocalBus, directory: PeopleDirectory
+    settings: Settings,
+    store: Store,
+    bus: LocalBus,
+    directory: PeopleDirectory,
+    *,
+    owners_home: OwnersHome,
 ) -> tuple[SpendCaps, SpendWatch, UserBudget]:
     """The money caps, the watch that tells the owner how far they are spent, and each
     person's allowance (turns, tokens, money)."""
@@ -236,7 +242,7 @@ def allowances(
     spend = SpendWatch(
         spend_caps,
         store.spend_notices,
-        home=lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
+        home=lambda: heartbeat_target(settings.heartbeat, owners_home),
         outbound_ready=bus.outbound_ready,
     )
     return (
@@ -247,7 +253,12 @@ def allowances(
 
 
 def heartbeat_for(
-    settings: Settings, store: Store, *, zones: Zones, budget: UserBudget
+    settings: Settings,
+    store: Store,
+    *,
+    zones: Zones,
+    budget: UserBudget,
+    owners_home: OwnersHome,
 ) -> Heartbeat:
     """The heartbeat, with the day's events when ``calendar.heartbeat`` says so."""
     agenda = owners_agenda(settings, zones)
@@ -256,7 +267,7 @@ def heartbeat_for(
         workspace=settings.workspace_dir,
         outbox=store.outbox,
         usage=store.usage,
-        homes=OwnersHome(settings, store.homes),
+        homes=owners_home,
         kv=store.kv,
         timezone=settings.timezone,
         agenda=agenda if settings.calendar.heartbeat else None,
@@ -273,6 +284,7 @@ def scheduler_for(
     zones: Zones,
     directory: PeopleDirectory,
     heartbeat: Heartbeat,
+    owners_home: OwnersHome,
     clock: Clock,
 ) -> Scheduler:
     """Jobs, the heartbeat, the morning briefing and housekeeping, on the scheduler."""
@@ -292,7 +304,7 @@ def scheduler_for(
                 settings.calendar,
                 agenda=agenda,
                 heartbeat=settings.heartbeat,
-                homes=OwnersHome(settings, store.homes),
+                homes=owners_home,
             )
             if agenda is not None
             else None
@@ -341,7 +353,7 @@ def build(
     records = StoredRecords(
         store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
     )
-    directory, linking, zones = people_for(settings, store, bus, sections, clock=clock)
+    directory, linking, zones, owners_home = people_for(settings, store, bus, sections, clock=clock)
     inbound = inbound_stages(settings, store, bus, sections, speech, directory=directory)
     router = Router(settings.routes, tuple(settings.agents))
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
@@ -411,7 +423,7 @@ def build(
         directory=directory,
     )
     # -- what people and background work may spend, and the owner told how far it went
-    spend_caps, spend, budget = allowances(settings, store, bus, directory)
+    spend_caps, spend, budget = allowances(settings, store, bus, directory, owners_home=owners_home)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -427,7 +439,7 @@ def build(
         max_resume_attempts=settings.agent.max_resume_attempts,
         resume=guard.single_process,  # a cluster: a task of a node that went is interrupted
     )
-    programs = ProgramRoutes(settings, OwnersHome(settings, store.homes))
+    programs = ProgramRoutes(settings, owners_home)
     if serve_programs:
         for channel in program_channels(
             settings,
@@ -475,7 +487,7 @@ def build(
             budget=budget,
             set_aside=SetAside(
                 store.journal,
-                lambda: heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes)),
+                lambda: heartbeat_target(settings.heartbeat, owners_home),
                 max_resume_attempts=settings.agent.max_resume_attempts,
             ),
             sections=sections,
@@ -524,7 +536,10 @@ def build(
         dispatcher=dispatcher,
         zones=zones,
         directory=directory,
-        heartbeat=heartbeat_for(settings, store, zones=zones, budget=budget),
+        heartbeat=heartbeat_for(
+            settings, store, zones=zones, budget=budget, owners_home=owners_home
+        ),
+        owners_home=owners_home,
         clock=clock,
     )
     # -- what the owner's control center changes (through the same parts as the chats)

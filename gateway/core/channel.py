@@ -57,6 +57,9 @@ class Channel(Protocol):
     async def send(self, message: OutboundMessage) -> str | None:
         """Deliver one message; return the platform's message id(s) as a receipt.
 
+        Called only once :meth:`start` has returned, and still after :meth:`stop` (the
+        turns that drain at shutdown send their answers).
+
         Raise :class:`gateway.core.errors.ChannelRateLimited`, ``ChannelTransientError`` or
         ``ChannelPermanentError`` so the outbox can decide what to do.
         """

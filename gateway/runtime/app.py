@@ -137,8 +137,6 @@ class Gateway(Service):
             await self._receive_early()
             await self.guard.lead()
             await self.approvals.expire_due()
-            for worker in parts.workers.values():
-                await worker.start()
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
             await self.subagents.start()
@@ -149,6 +147,11 @@ class Gateway(Service):
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
                     await channel.start(StartContext(self.inbound, records=self.records))
+            # A channel sends only once started: it reads what it keeps (an email thread's
+            # subject, a chat's window) at start, and a turn the last run left open may
+            # answer within milliseconds.
+            for worker in parts.workers.values():
+                await worker.start()
             for provider in parts.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen

@@ -25,8 +25,8 @@ from gateway.core.schedule_spec import parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from gateway.store import Job
-from gateway.web.control import ControlRoutes
-from gateway.web.names import Names
+from gateway.web.control.names import Names
+from gateway.web.control.routes import ControlRoutes
 from gateway.web.pages import SECTIONS
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text

@@ -19,8 +19,8 @@ import tomlkit
 
 from agent.mcp.client import ServerState
 from channels.memory import MemoryChannel
-from gateway.config.config_file import UNSET
 from gateway.config.settings import load_settings
+from gateway.config.toml.config_file import UNSET
 from gateway.core.channel import Channel
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM, Step, text

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from channels.memory import MemoryChannel
-from gateway.config.config_file import write_key
 from gateway.config.settings import load_settings
+from gateway.config.toml.config_file import write_key
 from gateway.runtime.app import Gateway
 from gateway.runtime.reload import ReloadReport, config_sha, read_report
 from tests.fakes.llm import FakeLLM, Recorded, Step, text

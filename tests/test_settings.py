@@ -103,11 +103,11 @@ def test_broken_toml_is_reported_with_the_file(
 def test_the_configuration_reference_is_up_to_date() -> None:
     from pathlib import Path
 
-    from gateway.config.doc import render
+    from gateway.config.reference.doc import render
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
     assert doc.read_text(encoding="utf-8") == render(), (
-        "run: python -m gateway.config.doc > docs/configuration.md"
+        "run: python -m gateway.config.reference.doc > docs/configuration.md"
     )
 
 
@@ -116,7 +116,7 @@ def test_the_configuration_reference_shows_the_defaults_whatever_is_configured_h
 ) -> None:
     """Regenerated on a machine that has a configured model, hooks and API tokens (in
     config.toml and in the environment), the reference is the same: the defaults only."""
-    from gateway.config.doc import render
+    from gateway.config.reference.doc import render
 
     home = tmp_path / "home"
     home.mkdir()

@@ -1,4 +1,4 @@
-"""The settings as a form (gateway/config/form.py): what a posted form changes, as the
+"""The settings as a form (gateway/config/reference/form.py): what a posted form changes, as the
 settings page and ``POST /api/settings`` take it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.config_file import UNSET
-from gateway.config.form import MASK, form_edits, settings_form
+from gateway.config.reference.form import MASK, form_edits, settings_form
 from gateway.config.settings import Settings
 from gateway.config.sources import describe
+from gateway.config.toml.config_file import UNSET
 
 
 def edits_of(settings: Settings, **values: str) -> tuple[dict[str, object], dict[str, str]]:

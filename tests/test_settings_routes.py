@@ -1,4 +1,4 @@
-"""The settings over the web (gateway/web/settings.py): the page at ``/settings`` whose form
+"""The settings over the web (gateway/web/control/settings.py): the page at ``/settings`` whose form
 has an input per dotted key and saves by its submit, the JSON API beside it, and the
 restart; every route only for the owner. And the same path from the command line:
 ``switchboard config set`` and ``POST /api/settings`` on a running ``switchboard run``

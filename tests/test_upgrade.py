@@ -25,8 +25,8 @@ import pytest
 
 from gateway.core.errors import SchemaRefused
 from gateway.store import Store
-from gateway.store.backups import KEPT, copies
 from gateway.store.cluster.membership import Membership
+from gateway.store.engine.backups import KEPT, copies
 from gateway.store.engine.schema import MIGRATIONS
 from gateway.store.engine.schema_pg import MIGRATION_LOCK, PG_MIGRATIONS
 from tests.fakes.llm import FakeLLM

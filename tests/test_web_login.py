@@ -15,10 +15,10 @@ from pydantic import SecretStr
 
 from gateway.config.channels import WebSettings
 from gateway.runtime.app import Gateway
-from gateway.web.security import WebGuard
-from gateway.web.sessions import WebSessions
-from gateway.web.signin import SignInCodes
-from gateway.web.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
+from gateway.web.access.security import WebGuard
+from gateway.web.access.sessions import WebSessions
+from gateway.web.access.signin import SignInCodes
+from gateway.web.access.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
 from tests.test_web_server import TOKEN, client, owner, serving
 

@@ -32,9 +32,9 @@ from channels.memory import MemoryChannel
 from gateway.cli.doctor.tools import sandbox_checks
 from gateway.core.system.portguard import PortGuard
 from gateway.runtime.agents.mcp import transports
-from gateway.web.sessions import GRACE_SECONDS, WebSessions
-from gateway.web.signin import KEY_FILE, SignInCodes
-from gateway.web.signin import sign_in_link as make_link
+from gateway.web.access.sessions import GRACE_SECONDS, WebSessions
+from gateway.web.access.signin import KEY_FILE, SignInCodes
+from gateway.web.access.signin import sign_in_link as make_link
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.test_cli import cli_env

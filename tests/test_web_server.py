@@ -24,7 +24,7 @@ from channels.memory import MemoryChannel
 from channels.webchat import WebChatChannel, create
 from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
-from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import ScheduledItem
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from gateway.web.status import schedule

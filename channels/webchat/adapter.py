@@ -10,7 +10,7 @@ written: the streamed text becomes an entry of its own, marked as stopped, where
 shown, and the notice follows it (after the ``/stop`` that caused it).
 
 The channel has no access settings: its user is the owner, which holds because the server
-is either bound to loopback or requires the token (see :mod:`gateway.web.security`).
+is either bound to loopback or requires the token (see :mod:`gateway.web.access.security`).
 """
 
 from __future__ import annotations

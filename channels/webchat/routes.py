@@ -30,7 +30,7 @@ CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
-# Every signed-in browser is the owner (gateway.web.security), so they share one
+# Every signed-in browser is the owner (gateway.web.access.security), so they share one
 # conversation: the page on the phone and on the desk show the same chat, `webchat:owner`
 # (the address a webhook's ``deliver_to`` or ``heartbeat.target`` can name).
 OWNER_CHAT = "owner"

@@ -195,7 +195,7 @@ def read_kept(settings: Settings) -> Kept:
 
     from gateway.config.connect import ApiToken  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.config.tomledit import get_key  # noqa: PLC0415
+    from gateway.config.toml.edit import get_key  # noqa: PLC0415
 
     sources = describe(settings.home)
     if (fixed := _fixed_source(settings.home)) is not None:
@@ -261,9 +261,9 @@ def _keep(
     configuration: a change that makes it fail is undone and refused. Returns the settings
     as they load now (None when they did not load before either)."""
     from gateway.cli.onboard.home_files import save_secret  # noqa: PLC0415
-    from gateway.config.config_file import write_config  # noqa: PLC0415
     from gateway.config.settings import load_settings  # noqa: PLC0415
-    from gateway.config.tomledit import delete_key  # noqa: PLC0415
+    from gateway.config.toml.config_file import write_config  # noqa: PLC0415
+    from gateway.config.toml.edit import delete_key  # noqa: PLC0415
     from gateway.core.errors import ConfigError  # noqa: PLC0415
 
     entries = [
@@ -283,7 +283,7 @@ def _keep(
 
 
 def _put_back(settings: Settings, kept: Kept) -> None:
-    from gateway.config.config_file import write_config  # noqa: PLC0415
+    from gateway.config.toml.config_file import write_config  # noqa: PLC0415
     from gateway.core.system.fileutil import write_atomic  # noqa: PLC0415
 
     if kept.dotenv_text is None:

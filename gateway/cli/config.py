@@ -107,15 +107,15 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
 def set_value(settings: Settings, key: str, text: str) -> int:
     from pydantic import BaseModel  # noqa: PLC0415
 
-    from gateway.config.config_file import (  # noqa: PLC0415
+    from gateway.config.explain import model_at  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+    from gateway.config.toml.config_file import (  # noqa: PLC0415
         ConfigRefused,
         change_config,
         write_config,
     )
-    from gateway.config.explain import model_at  # noqa: PLC0415
-    from gateway.config.settings import Settings  # noqa: PLC0415
-    from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.config.tomledit import parse_value  # noqa: PLC0415
+    from gateway.config.toml.edit import parse_value  # noqa: PLC0415
 
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
@@ -159,7 +159,7 @@ def shown(model: type[BaseModel], name: str, value: Any) -> str:
     import tomlkit  # noqa: PLC0415
     from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
 
-    from gateway.config.tomledit import inline  # noqa: PLC0415
+    from gateway.config.toml.edit import inline  # noqa: PLC0415
 
     annotation = model.model_fields[name].annotation
     try:

@@ -2,7 +2,7 @@
 PostgreSQL store, and the way back to the copy made before the last migration.
 
 * ``--check`` (the default): the store's schema and the one this Switchboard needs (and
-  whether starting migrates it at once), settings that moved (gateway/config/moves.py),
+  whether starting migrates it at once), settings that moved (gateway/config/toml/moves.py),
   ``SWITCHBOARD_*`` variables that name no setting, the copies made before earlier
   migrations. Changes nothing.
 * ``--i-have-a-backup``: migrate now. The SQLite file is copied to ``backups/`` first
@@ -68,10 +68,10 @@ def upgrade_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def check(settings: Settings, problem: Exception | None) -> int:
-    from gateway.config.moves import pending, unknown_variables  # noqa: PLC0415
     from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.toml.moves import pending, unknown_variables  # noqa: PLC0415
     from gateway.runtime.storage import BACKUPS  # noqa: PLC0415
-    from gateway.store.backups import copies  # noqa: PLC0415
+    from gateway.store.engine.backups import copies  # noqa: PLC0415
     from gateway.store.engine.schema import MIGRATIONS  # noqa: PLC0415
 
     print(f"store: {_store_line(settings, len(MIGRATIONS))}")
@@ -126,7 +126,7 @@ def rollback(settings: Settings) -> int:
     from gateway.core.system.lock import ProcessLock  # noqa: PLC0415
     from gateway.runtime.deployment import LOCK_FILE  # noqa: PLC0415
     from gateway.runtime.storage import BACKUPS, SQLITE_FILE  # noqa: PLC0415
-    from gateway.store.backups import restore  # noqa: PLC0415
+    from gateway.store.engine.backups import restore  # noqa: PLC0415
 
     if settings.storage.database_url() is not None:
         print(

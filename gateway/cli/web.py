@@ -3,7 +3,7 @@
 A browser is the owner only with a secret the gateway issued (docs/security.md): it opens
 this link once, within ten minutes, and keeps a session cookie. Only the user who runs the
 gateway can make a link: it is signed with a key the gateway keeps owner-only in
-``data/web-signin.key`` (:mod:`gateway.web.signin`). ``--sign-out-all`` ends every
+``data/web-signin.key`` (:mod:`gateway.web.access.signin`). ``--sign-out-all`` ends every
 browser's session and every link not used yet (a lost laptop, a shared link).
 """
 
@@ -15,8 +15,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from gateway.web.access.signin import LIFETIME_SECONDS, SignInUnavailable, read_key, sign_in_link
 from gateway.web.endpoint import read_endpoint
-from gateway.web.signin import LIFETIME_SECONDS, SignInUnavailable, read_key, sign_in_link
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -87,7 +87,7 @@ def sign_out_all(settings: Settings) -> int:
 
 async def _forget_sessions(settings: Settings) -> int:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
-    from gateway.web.sessions import KEY  # noqa: PLC0415
+    from gateway.web.access.sessions import KEY  # noqa: PLC0415
 
     async with store_for(settings) as store:
         stored = await store.kv.get(KEY)

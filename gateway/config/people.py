@@ -2,7 +2,7 @@
 
 ``user.timezone`` is the gateway's default zone (the owner's): the prompt clock, quiet hours
 and scheduled jobs of anyone without a zone of their own (``heartbeat.timezone`` before:
-moved to it at start, gateway/config/moves.py).
+moved to it at start, gateway/config/toml/moves.py).
 ``[people."<channel>:<sender id>"]`` gives a known person their own zone and quiet hours;
 people may also set their zone by asking (the ``timezone`` tool, stored in the database),
 which a zone in config overrides. ``daily_usd`` / ``monthly_usd`` there give the person money

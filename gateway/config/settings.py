@@ -43,7 +43,6 @@ from gateway.config.llm import LLMSettings, repeated_model
 from gateway.config.mcp import McpSettings
 from gateway.config.media import DocumentSettings, VoiceSettings
 from gateway.config.memory import MemorySettings
-from gateway.config.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.config.people import (
     PersonSettings,
     SessionSettings,
@@ -55,6 +54,7 @@ from gateway.config.people import (
 from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.skills import SkillSettings
 from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
+from gateway.config.toml.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import ChannelContext
 from gateway.core.errors import ConfigError
@@ -530,7 +530,7 @@ class Settings(_Trailing, _Channels, _Leading):
 def load_settings(*, move: bool = True, **overrides: Any) -> Settings:
     """Read the configuration or raise :class:`ConfigError` naming the bad key and its source.
 
-    Settings that moved (gateway/config/moves.py) are moved in config.toml first, or the
+    Settings that moved (gateway/config/toml/moves.py) are moved in config.toml first, or the
     start refused; ``move=False`` refuses without changing the file (``switchboard doctor``).
     ``SWITCHBOARD_*`` variables that name no setting get a line in the log."""
     problems = plugin_problems(_OWN_SECTIONS)  # an installed channel that cannot work

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
-from gateway.core.turns import TaskTypeName
+from gateway.core.turns import TaskTypeName, TurnKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,17 @@ class JobInfo:
     description: str  # when it runs, in words
     next_run: datetime | None
     what: str  # the prompt or the fixed message
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledItem:
+    """What the scheduler shows outside (the status page, ``switchboard cron list``)."""
+
+    id: str
+    kind: TurnKind  # HEARTBEAT or CRON
+    description: str
+    next_run: datetime | None
+    target: str | None = None  # "channel:chat" the result goes to
 
 
 class JobService(Protocol):

@@ -21,14 +21,14 @@ from agent.llm.lazy import LazyProvider
 from agent.tools.base import Tool
 from agent.tools.registry import ToolRegistry
 from gateway import __version__
-from gateway.config.form import FormSection, settings_form
+from gateway.config.reference.form import FormSection, settings_form
 from gateway.config.settings import Settings
 from gateway.config.sources import describe
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
-from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import ScheduledItem
 from gateway.core.workspace_files import FileText
 from gateway.runtime.agents.assembly import workspaces
 from gateway.runtime.build import build

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.config.config_file import config_template
+from gateway.config.toml.config_file import config_template
 
 WORKSPACE_SUBDIRS = ("memory", "skills")
 

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.config_file import change_config, refused, write_config
 from gateway.config.live import changed
 from gateway.config.settings import Settings, load_settings
+from gateway.config.toml.config_file import change_config, refused, write_config
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
 from gateway.runtime.live.apply import LiveApply, Plan
@@ -140,7 +140,7 @@ class ConfigReload:
         """Write ``edits`` (dotted key: value, or ``UNSET``) into config.toml, comments kept,
         and apply the configuration as :meth:`reload` does. A change the configuration
         would not load with, or the gateway could not start with, raises
-        :class:`~gateway.config.config_file.ConfigRefused` and leaves the file and the
+        :class:`~gateway.config.toml.config_file.ConfigRefused` and leaves the file and the
         gateway as they were. ``check``: only say what it would do (``applied``: the keys
         that would apply at once, ``restart``: those that would need a restart); the file
         is left as it was."""

@@ -17,10 +17,10 @@ from gateway.core.messages import OutboundMessage
 from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
-from gateway.store.backups import SOFTWARE_KEY, software
 from gateway.store.cluster.nodes import NodeInfo, Nodes
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
+from gateway.store.engine.backups import SOFTWARE_KEY, software
 from gateway.store.engine.db import Database, Engine
 from gateway.store.engine.retention import Retention
 from gateway.store.engine.schema import MIGRATIONS
@@ -41,20 +41,20 @@ from gateway.store.journal import InboundRecord, Journal, LastTurn, OpenTurn, Op
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.links import LinkCode, PersonLinks, StoredLink
 from gateway.store.memory_entries import MemoryEntries, Origin
-from gateway.store.outbox import Outbox, OutboxRecord
-from gateway.store.people import People, Person
-from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
-from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
-from gateway.store.spend import SpendNotices
-from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
-from gateway.store.usage import (
+from gateway.store.metering.spend import SpendNotices
+from gateway.store.metering.usage import (
     Spender,
     UsageGroup,
     UsageRecord,
     UsageReport,
     UsageTotals,
 )
-from gateway.store.voice import VoiceMinutes
+from gateway.store.metering.voice import VoiceMinutes
+from gateway.store.outbox import Outbox, OutboxRecord
+from gateway.store.people import People, Person
+from gateway.store.pins import AgentConversation, AgentConversations, Goal, Pins
+from gateway.store.recall import KeywordHit, Recall, Said, StoredVector
+from gateway.store.tasks import TaskEvent, TaskRecord, Tasks
 from gateway.store.webhook_bodies import WebhookBodies
 
 __all__ = [
@@ -167,7 +167,7 @@ class Store(Service):
         """The store in the SQLite file at ``path``, or in the PostgreSQL database of
         ``url`` (``storage.url``) when that is set; ``node``: this node of a cluster (its
         connection is named after it, and background tasks are recorded as its own).
-        ``backups`` and ``migrate``: a schema change's copy first (gateway/store/backups.py)."""
+        ``backups`` and ``migrate``: a schema change's copy first (gateway/store/engine/backups.py)."""
         engine = engine_for(
             path, url, synchronous=synchronous, node=node, backups=backups, migrate=migrate
         )

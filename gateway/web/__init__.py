@@ -3,7 +3,7 @@
 
 :class:`WebServer` is started by :class:`gateway.runtime.app.Gateway` when it has a channel that
 serves web routes (see :mod:`gateway.web.server`); security lives in
-:mod:`gateway.web.security`.
+:mod:`gateway.web.access.security`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 listens and removes it when it stops; the same application also listens on the Unix socket
 ``data/web.sock`` (:func:`socket_path`). ``switchboard status`` (and anything else of the
 command line that talks to the running gateway's web API) calls it over that socket, where
-the kernel says which user connected (gateway.web.security); the URL is what browsers and
+the kernel says which user connected (gateway.web.access.security); the URL is what browsers and
 sign-in links use. A crash can leave the files behind; the process lock
 (``data/switchboard.lock``) says whether their writer still runs.
 """

@@ -10,7 +10,7 @@ built with a channel that serves web routes (the web chat, which ``switchboard r
 when ``web.enabled``); ``switchboard chat``, tests and benchmarks that build a Gateway
 without it never open a port. Pages are static files shipped in ``gateway/web/static``;
 data comes from JSON endpoints and is rendered in the browser without HTML injection. The
-control center's sections (gateway/web/control.py) replaced the status page: ``/status``
+control center's sections (gateway/web/control/routes.py) replaced the status page: ``/status``
 leads to ``/health``, and ``/api/status`` stays for ``switchboard status``.
 
 On a cluster node that does not lead, the server starts *limited* (``standby=True``): only
@@ -35,15 +35,15 @@ from gateway.core.errors import ConfigError
 from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.core.workspace_files import read as read_workspace
-from gateway.web.control import ControlRoutes
+from gateway.web.access.security import Handler, WebGuard
+from gateway.web.access.sessions import WebSessions
+from gateway.web.access.signin import SignInCodes, ensure_key, sign_in_link
+from gateway.web.control.routes import ControlRoutes
+from gateway.web.control.settings import SettingsRoutes
 from gateway.web.endpoint import remove_endpoint, socket_path, write_endpoint
 from gateway.web.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.web.pages import STATIC_DIR, static_page
-from gateway.web.security import Handler, WebGuard
 from gateway.web.serving import program_channels, web_channels, webhook_channels
-from gateway.web.sessions import WebSessions
-from gateway.web.settings import SettingsRoutes
-from gateway.web.signin import SignInCodes, ensure_key, sign_in_link
 from gateway.web.status import readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
@@ -138,7 +138,7 @@ class WebServer:
 
     async def _listen_locally(self, runner: web.AppRunner) -> None:
         """The same application on a Unix socket in the data directory, for the command
-        line (``switchboard status``): the kernel names who connects (gateway.web.security)."""
+        line (``switchboard status``): the kernel names who connects (gateway.web.access.security)."""
         path = socket_path(self._gateway.settings.data_dir)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.unlink(missing_ok=True)  # left by a crash; the data directory's lock is ours

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from gateway.config.form import FormSection
+from gateway.config.reference.form import FormSection
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
-from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import ScheduledItem
 from gateway.core.workspace_files import FileText
 from gateway.store import PairingRequest, Store
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
-from gateway.config.config_file import config_text, write_config
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
+from gateway.config.toml.config_file import config_text, write_config
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -114,7 +114,7 @@ def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Sett
 def _save(
     settings: Settings, name: str, onboarding: Onboarding[Any], values: dict[str, Any]
 ) -> None:
-    from gateway.config.tomledit import set_key  # noqa: PLC0415
+    from gateway.config.toml.edit import set_key  # noqa: PLC0415
 
     secret_keys = {q.key for q in onboarding.questions if q.secret} | {"password"}
     path = settings.config_file

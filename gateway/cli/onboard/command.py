@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
-from gateway.config.config_file import config_text, write_config
+from gateway.config.toml.config_file import config_text, write_config
 
 if TYPE_CHECKING:
     from agent.llm.context_size import FoundWindow
@@ -362,7 +362,7 @@ def check(settings: Settings, choice: ModelChoice) -> str | None:
 
 
 def save(settings: Settings, choice: ModelChoice) -> None:
-    from gateway.config.tomledit import delete_key, set_key  # noqa: PLC0415
+    from gateway.config.toml.edit import delete_key, set_key  # noqa: PLC0415
 
     path = settings.config_file
     text = config_text(path)

@@ -2,7 +2,7 @@
 
 Secrets go to ``$SWITCHBOARD_HOME/.env`` (mode 0600, made private before the value goes in),
 where the settings read them (:mod:`gateway.config.sources`), never into config.toml or the
-shell history. config.toml itself is written by :mod:`gateway.config.config_file`.
+shell history. config.toml itself is written by :mod:`gateway.config.toml.config_file`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from gateway.core.schedule_spec import zone
 from gateway.core.turns import TurnControl
 from gateway.runtime.agents.models import ModelPool, model_lines
 from gateway.store import Store
+from gateway.store.metering.usage import UsageTotals
 from gateway.store.outbox import OutboxState, UnsentMessage
-from gateway.store.usage import UsageTotals
 
 UNSENT_SHOWN = 20  # unsent messages explained one by one (the oldest)
 ERROR_CHARS = 120

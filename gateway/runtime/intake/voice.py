@@ -23,7 +23,7 @@ from gateway.config.media import VoiceSettings
 from gateway.config.settings import Settings
 from gateway.core.messages import Attachment, OutboundKind
 from gateway.core.principal import Principal
-from gateway.store.voice import VoiceMinutes
+from gateway.store.metering.voice import VoiceMinutes
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The settings page's change: the values a form posts become edits of config.toml
-(:mod:`gateway.config.form`), written and applied through the gateway's one path for
+(:mod:`gateway.config.reference.form`), written and applied through the gateway's one path for
 configuration changes (:meth:`gateway.runtime.reload.ConfigReload.change`), and recorded in
 the audit log: who changed which keys (never their values, which may be secrets).
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from gateway.config.config_file import ConfigRefused
-from gateway.config.form import form_edits
+from gateway.config.reference.form import form_edits
 from gateway.config.settings import Settings
 from gateway.config.sources import describe
+from gateway.config.toml.config_file import ConfigRefused
 from gateway.runtime.reload import ConfigReload
 from gateway.store import AuditLog
 from gateway.web.view import SettingsChange

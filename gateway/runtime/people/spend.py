@@ -11,7 +11,7 @@ The caps (US dollars at the prices of ``[llm.prices]``; 0 or unset: no cap):
   ``daily_usd`` / ``monthly_usd`` give one person another cap (0: none), and are the only
   way to cap the owner.
 - ``limits.background_daily_usd``: heartbeat check-ins, scheduled jobs and background tasks
-  together (gateway.store.usage.BACKGROUND_CHANNELS).
+  together (gateway.store.metering.usage.BACKGROUND_CHANNELS).
 - ``[agents.<name>]`` ``daily_usd`` / ``monthly_usd``: one agent's spending, everyone's
   turns with it included (the owner set it for that agent).
 

@@ -24,7 +24,7 @@ from gateway.core.principal import Principal
 from gateway.runtime.people.spend import CapState, SpendCaps
 from gateway.runtime.turns.accounting import channel_of
 from gateway.store import HomeChat, SpendNotices, UsageRecord
-from gateway.store.usage import BACKGROUND_CHANNELS
+from gateway.store.metering.usage import BACKGROUND_CHANNELS
 
 log = logging.getLogger(__name__)
 

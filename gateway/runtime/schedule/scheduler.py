@@ -23,7 +23,7 @@ from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
-from gateway.core.scheduling import ScheduledItem
+from gateway.core.services import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.people.directory import PeopleDirectory

@@ -361,7 +361,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v16 (issue 32): seconds of speech transcribed per person per day, the [voice]
-    # allowance of members (gateway.store.voice)
+    # allowance of members (gateway.store.metering.voice)
     """
     CREATE TABLE voice_minutes (
         person TEXT NOT NULL,                        -- channel:sender id
@@ -497,7 +497,7 @@ MIGRATIONS: tuple[str, ...] = (
     # v25 (issue 51):
     # what each model call cost (NULL: its model has no price) and the agent it served, for
     # the money caps (gateway.runtime.people.spend); the 50/80/100 % notices each sent once
-    # (gateway.store.spend); whether a person wants the usage footer under answers
+    # (gateway.store.metering.spend); whether a person wants the usage footer under answers
     """
     ALTER TABLE usage ADD COLUMN cost_usd REAL;
     ALTER TABLE usage ADD COLUMN agent TEXT NOT NULL DEFAULT 'main';

@@ -355,7 +355,7 @@ PG_MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # v16 (issue 32): seconds of speech transcribed per person per day, the [voice]
-    # allowance of members (gateway.store.voice)
+    # allowance of members (gateway.store.metering.voice)
     """
     CREATE TABLE voice_minutes (
         person TEXT NOT NULL,                        -- channel:sender id

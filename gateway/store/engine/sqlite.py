@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gateway.core.errors import StorageFullError, StoreError
-from gateway.store.backups import before_migration
 from gateway.store.cluster.fencing import Fence, check_statement
+from gateway.store.engine.backups import before_migration
 from gateway.store.engine.db import Engine, Job, Reader, ReaderBusy, T
 from gateway.store.engine.integrity import check_before_open, check_opened, damaged, is_damage
 from gateway.store.engine.schema import MIGRATIONS, migrate

@@ -1,7 +1,7 @@
 """The control center's endpoints: JSON for each section, the owner's actions, and one event
 stream that tells open pages what changed.
 
-Every route here sits behind :class:`gateway.web.security.WebGuard`: only the owner's
+Every route here sits behind :class:`gateway.web.access.security.WebGuard`: only the owner's
 session (a sign-in link, the web token, the command line's socket) gets in, and a request
 that changes something must come from the server's own pages (``Origin``). Each action goes
 through :class:`gateway.web.view.GatewayView`, which runs the code the chat commands and the
@@ -29,7 +29,7 @@ from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
-from gateway.web import approvals, conversations, health, jobs, people, usage
+from gateway.web.control import approvals, conversations, health, jobs, people, usage
 from gateway.web.pages import SECTIONS, section_page
 from gateway.web.view import HeartbeatAction, JobAction, NotEditable, WorkspaceConflict
 
@@ -71,7 +71,7 @@ class ControlRoutes:
         self.unwatched.set()
 
     def routes(self) -> list[web.RouteDef]:
-        # /settings is a form the server renders and takes (gateway/web/settings.py)
+        # /settings is a form the server renders and takes (gateway/web/control/settings.py)
         pages = [web.get(f"/{s.name}", _page(s.name)) for s in SECTIONS if s.name != "settings"]
         return [
             *pages,

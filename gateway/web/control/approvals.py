@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.core.verbatim import visible
 from gateway.store import ApprovalRequest
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView

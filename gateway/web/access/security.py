@@ -9,15 +9,15 @@ Every request passes :meth:`WebGuard.middleware`:
   port, a uid, a Host header). A request is the owner's when it presents a secret the gateway
   issued or the owner chose: the HttpOnly ``SameSite=Strict`` session cookie that a one-time
   sign-in link sets (``switchboard run`` in a terminal and ``switchboard web`` print one:
-  :mod:`gateway.web.signin`) or the login form sets with ``web.token``; ``Authorization:
+  :mod:`gateway.web.access.signin`) or the login form sets with ``web.token``; ``Authorization:
   Bearer <web.token>``; or it comes over the gateway's Unix socket in the data directory,
   whose peer the kernel names (``SO_PEERCRED``: the gateway's own user, for the command
   line, :mod:`gateway.core.system.local_socket`). Sessions are random server-side ids that expire,
   are renewed with a new id as they are used, and end at logout or ``switchboard web
-  --sign-out-all`` (:mod:`gateway.web.sessions`). Secrets are never read from a URL but the
+  --sign-out-all`` (:mod:`gateway.web.access.sessions`). Secrets are never read from a URL but the
   one-time code of a link. Every failed credential counts against the client's address, and
   a throttled client is refused before its credential is checked
-  (:mod:`gateway.web.throttle`).
+  (:mod:`gateway.web.access.throttle`).
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header or over the local socket, which no other site can make
@@ -45,10 +45,10 @@ from aiohttp import hdrs, web
 
 from gateway.config.channels import WebSettings
 from gateway.core.system.local_socket import is_gateway_user, peer_uid
-from gateway.web.login_page import SIGN_IN_HINT, login_page, used_link_page
-from gateway.web.sessions import WebSessions
-from gateway.web.signin import SignInCodes
-from gateway.web.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
+from gateway.web.access.login_page import SIGN_IN_HINT, login_page, used_link_page
+from gateway.web.access.sessions import WebSessions
+from gateway.web.access.signin import SignInCodes
+from gateway.web.access.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
 
 AUTH_COOKIE = "switchboard_auth"
 
@@ -298,7 +298,7 @@ class WebGuard:
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         """GET /signin?code=...: a one-time link of ``switchboard run`` or ``switchboard
-        web`` sets the session cookie (:mod:`gateway.web.signin`)."""
+        web`` sets the session cookie (:mod:`gateway.web.access.signin`)."""
         if self.throttled(request):
             return web.Response(status=429, text=TOO_MANY)
         code = request.query.get("code", "")

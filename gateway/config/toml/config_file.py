@@ -1,6 +1,6 @@
 """config.toml: its commented template, its text, and changes to it.
 
-A change keeps the file's comments, order and blank lines (:mod:`gateway.config.tomledit`)
+A change keeps the file's comments, order and blank lines (:mod:`gateway.config.toml.edit`)
 and replaces the file at once, through a temporary file renamed over it (mode 0600: it may
 hold a token); a config.toml that is a link (kept in a dotfiles repository) stays one.
 :func:`change_config` is what ``switchboard config set`` and the settings page of the web
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from gateway.config.explain import problems, validation_error
 from gateway.config.settings import Settings, load_settings
 from gateway.config.sources import describe
-from gateway.config.tomledit import delete_key, set_key
+from gateway.config.toml.edit import delete_key, set_key
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
 

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 from gateway.web.status import channel_states, last_error, model_states
 from gateway.web.traces import recent_turns
 

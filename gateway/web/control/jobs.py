@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.core.addressing import qualify
 from gateway.core.turns import TurnKind
 from gateway.store import Job, LastTurn
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView

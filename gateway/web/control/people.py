@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.core.principal import Role
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
     from gateway.config.channels import ChannelSection

@@ -12,7 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from gateway.store.history import ShownMessage, searchable
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView

@@ -11,7 +11,7 @@
 * ``POST /api/restart``: stop, then start anew in a new process (the keys that wait for a
   restart); 409 when this gateway cannot (it was not started by ``switchboard run``).
 
-Every route is behind the web guard like every page (gateway/web/security.py): only the
+Every route is behind the web guard like every page (gateway/web/access/security.py): only the
 owner's session, the web token or the gateway's own user on the local socket pass, and a
 state-changing request from a browser needs the server's own ``Origin``.
 """
@@ -23,9 +23,9 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.config.form import sections_json
-from gateway.web.security import WebGuard
-from gateway.web.settings_page import CHECK, restarting_page, settings_page
+from gateway.config.reference.form import sections_json
+from gateway.web.access.security import WebGuard
+from gateway.web.control.settings_page import CHECK, restarting_page, settings_page
 from gateway.web.view import GatewayView, SettingsChange
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from gateway.config.form import FormField, FormSection
+from gateway.config.reference.form import FormField, FormSection
 from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-from gateway.config.config_file import UNSET
-from gateway.config.doc import KeyDoc, key_docs
 from gateway.config.explain import Sources
-from gateway.config.tomledit import inline
+from gateway.config.reference.doc import KeyDoc, key_docs
+from gateway.config.toml.config_file import UNSET
+from gateway.config.toml.edit import inline
 
 MASK = "**********"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gateway.store import UsageGroup
-from gateway.web.names import Names
+from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
     from gateway.web.view import GatewayView

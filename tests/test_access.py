@@ -15,7 +15,7 @@ from gateway.cli.admin import pairing_cli
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatType, InboundMessage
 from gateway.runtime.app import Gateway
-from gateway.runtime.intake import pairing
+from gateway.runtime.intake.pairing import WELCOME, PairingDesk
 from tests.fakes.llm import FakeLLM
 
 
@@ -48,13 +48,15 @@ async def test_approval_lets_the_sender_in(run_gateway: Any, fake_llm: FakeLLM) 
     async with run_gateway(channel=channel) as (gateway, _):
         await channel.push("hi", sender_id="42", sender_name="Dana")
         [notice] = await channel.wait_for(1)
-        request = await pairing.approve(gateway.store, code_in(notice.text).lower(), by="test")
+        request = await PairingDesk.of(gateway.store).decide(
+            code_in(notice.text).lower(), approve=True, by="test"
+        )
         assert request is not None and request.sender_id == "42"
         gateway.bus.outbound_ready("telegram")
         await channel.wait_for(2)  # the welcome
         assert await channel.push("now can we talk?", sender_id="42") is Accepted.NEW
         replies = await channel.wait_for(3)
-    assert replies[1].text == pairing.WELCOME
+    assert replies[1].text == WELCOME
     assert replies[2].text == "echo: now can we talk?"
 
 

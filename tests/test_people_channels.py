@@ -21,7 +21,7 @@ from channels.memory import MemoryChannel
 from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
-from gateway.runtime.intake.pairing import approve
+from gateway.runtime.intake.pairing import PairingDesk
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, text
@@ -342,7 +342,7 @@ async def test_pairing_and_time_zone_follow_the_person_to_their_other_address(
         asked = await talk.telegram("hello")
         found = re.search(r"pairing code is ([A-Z0-9]{8})", asked)
         assert found is not None, asked
-        await approve(gateway.store, found.group(1), by="test")
+        await PairingDesk.of(gateway.store).decide(found.group(1), approve=True, by="test")
         await tg.wait_for(lambda: len(tg.visible(ANN_TG)) == 2)  # the welcome
         on_slack = await talk.slack("good morning")
         on_telegram = await talk.telegram("and here?")

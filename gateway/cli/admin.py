@@ -106,7 +106,7 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.runtime.intake.pairing import approve, clear, deny, describe, revoke  # noqa: PLC0415
+    from gateway.runtime.intake.pairing import PairingDesk, describe  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     by = f"cli:{getpass.getuser()}"
@@ -115,6 +115,7 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
         print(f"Unknown channel {args.channel!r}: pairing is for {known}.", file=sys.stderr)
         return 1
     async with store_for(settings) as store:
+        desk = PairingDesk.of(store)
         if args.action == "list":
             requests = await store.pairings.listing()
             if args.json:
@@ -125,12 +126,11 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
                 print("\n".join(describe(r) for r in requests))
             return 0
         if args.action == "clear":
-            count = await clear(store, by=by, channel=args.channel)
+            count = await desk.clear(by=by, channel=args.channel)
             print(f"Cleared {count} open pairing request(s).")
             return 0
         if args.action in ("approve", "deny"):
-            decide = approve if args.action == "approve" else deny
-            request = await decide(store, args.code, by=by)
+            request = await desk.decide(args.code, approve=args.action == "approve", by=by)
             if request is None:
                 print(
                     f"No pending request with code {args.code.upper()} (expired, unknown or "
@@ -143,7 +143,7 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
                 f"{args.action.capitalize()}d {request.channel} user {request.sender_id} ({name})."
             )
             return 0
-        if await revoke(store, args.channel, args.user_id, by=by):
+        if await desk.revoke(args.channel, args.user_id, by=by):
             print(f"Revoked {args.channel} user {args.user_id}.")
             return 0
         print(f"{args.user_id} is not a paired user on {args.channel}.", file=sys.stderr)

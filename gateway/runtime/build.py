@@ -49,6 +49,7 @@ from gateway.runtime.dispatch.dispatcher import Dispatcher
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake.access import AccessGate
+from gateway.runtime.intake.pairing import PairingDesk
 from gateway.runtime.intake.routing import Router
 from gateway.runtime.intake.stages import chain
 from gateway.runtime.intake.storage_full import StorageFullWatch
@@ -466,7 +467,10 @@ def build(
     commands = Commands(
         agent_name=settings.agent.name,
         linking=linking,
-        store=store,
+        history=store.history,
+        audit=store.audit,
+        usage_report=store.usage,
+        pairing=PairingDesk.of(store),
         status=status,
         usage=UsageText(store.usage, store.people, spend_caps),
         approvals=approvals,
@@ -544,7 +548,9 @@ def build(
     )
     # -- what the owner's control center changes (through the same parts as the chats)
     control = OwnerControls(
-        store=store,
+        pairing=PairingDesk.of(store),
+        links=store.links,
+        audit=store.audit,
         dispatcher=dispatcher,
         controls=controls,
         approvals=approvals,

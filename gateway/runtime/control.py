@@ -33,13 +33,13 @@ from gateway.core.system.fileutil import write_atomic
 from gateway.core.workspace_files import FileText, digest, kind_of, path_of, read
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionView
-from gateway.runtime.intake import pairing
+from gateway.runtime.intake.pairing import PairingDesk
 from gateway.runtime.people.linking import Linking, LinkRefused
 from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import PairingRequest, Store
+from gateway.store import AuditLog, PairingRequest, PersonLinks
 from gateway.web.view import (
     Activity,
     HeartbeatAction,
@@ -73,7 +73,9 @@ class OwnerControls:
     def __init__(
         self,
         *,
-        store: Store,
+        pairing: PairingDesk,
+        links: PersonLinks,
+        audit: AuditLog,
         dispatcher: Dispatcher,
         controls: Controls,
         approvals: Approvals,
@@ -84,7 +86,9 @@ class OwnerControls:
         on_outbound: Callable[[str], None],
         linking: Linking,
     ) -> None:
-        self._store = store
+        self._pairing = pairing
+        self._links = links
+        self._audit_log = audit
         self._linking = linking
         self._dispatcher = dispatcher
         self._controls = controls
@@ -121,19 +125,18 @@ class OwnerControls:
     # -- people and approvals ---------------------------------------------------------------
 
     async def decide_pairing(self, code: str, *, approve: bool, by: str) -> PairingRequest | None:
-        decide = pairing.approve if approve else pairing.deny
-        request = await decide(self._store, code, by=by)
+        request = await self._pairing.decide(code, approve=approve, by=by)
         if request is not None:
             self._on_outbound(request.channel)  # deliver the welcome now
         return request
 
     async def revoke(self, channel: str, sender_id: str, *, by: str) -> bool:
-        return await pairing.revoke(self._store, channel, sender_id, by=by)
+        return await self._pairing.revoke(channel, sender_id, by=by)
 
     async def linked_people(self) -> list[LinkedPerson]:
         directory = self._linking.directory
         candidates = [*directory.configured_addresses()]
-        for link in await self._store.links.listing():
+        for link in await self._links.listing():
             candidates += [link.person, link.address]
         people: dict[str, LinkedPerson] = {}
         for address in dict.fromkeys(candidates):
@@ -231,4 +234,4 @@ class OwnerControls:
         return FileText(name, text, digest(data), whole=True)
 
     async def _audit(self, kind: str, by: str, **detail: object) -> None:
-        await self._store.audit.record(kind, channel=PAGE, sender_id=by, detail=dict(detail))
+        await self._audit_log.record(kind, channel=PAGE, sender_id=by, detail=dict(detail))

@@ -15,11 +15,11 @@ from gateway.core.turns import TurnControl
 from gateway.runtime.dispatch import skills
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.dispatch.usage_text import UsageText
-from gateway.runtime.intake import pairing
+from gateway.runtime.intake.pairing import PairingDesk
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.people.linking import Linking
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import Store
+from gateway.store import AuditLog, History, UsageReport
 
 _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
@@ -29,7 +29,10 @@ class Commands:
         self,
         *,
         agent_name: str,
-        store: Store,
+        history: History,
+        audit: AuditLog,
+        usage_report: UsageReport,
+        pairing: PairingDesk,
         status: StatusText,
         usage: UsageText,
         approvals: Approvals,
@@ -38,7 +41,10 @@ class Commands:
     ) -> None:
         self._name = agent_name
         self._linking = linking
-        self._store = store
+        self._history = history
+        self._audit = audit
+        self._usage_report = usage_report
+        self._pairing = pairing
         self._status = status
         self._usage = usage
         self._approvals = approvals
@@ -57,7 +63,7 @@ class Commands:
 
     async def start_fresh(self, session_key: str) -> str:
         """``/new``: a fresh conversation (also the control center's "Start fresh")."""
-        await self._store.history.new_generation(session_key)
+        await self._history.new_generation(session_key)
         return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
 
     async def run(
@@ -114,7 +120,7 @@ class Commands:
 
     async def _pair(self, msg: InboundMessage, principal: Principal) -> str:
         if not principal.is_admin:
-            await self._store.audit.record(
+            await self._audit.record(
                 "refused",
                 channel=msg.channel,
                 sender_id=msg.sender_id,
@@ -129,20 +135,21 @@ class Commands:
         # The owner manages every channel; an admin only the channel they are an admin of.
         scope = None if principal.is_owner else msg.channel
         if action == "list":
-            return await pairing.listing_text(self._store, channel=scope)
+            return await self._pairing.listing_text(channel=scope)
         if action == "clear":
-            count = await pairing.clear(self._store, by=by, channel=scope)
+            count = await self._pairing.clear(by=by, channel=scope)
             return f"Cleared {count} open pairing request(s)."
         if action in ("approve", "deny") and len(words) == 2:
-            decide = pairing.approve if action == "approve" else pairing.deny
-            request = await decide(self._store, words[1], by=by, channel=scope)
+            request = await self._pairing.decide(
+                words[1], approve=action == "approve", by=by, channel=scope
+            )
             if request is None:
                 return (
                     f"No pending request with code {words[1].upper()} (expired or already decided)."
                 )
             return f"{action.capitalize()}d {request.channel} user {request.sender_id}."
         if action == "revoke" and len(words) == 2:
-            if await pairing.revoke(self._store, msg.channel, words[1], by=by):
+            if await self._pairing.revoke(msg.channel, words[1], by=by):
                 return f"Revoked {msg.channel} user {words[1]}."
             return f"{words[1]} was not a paired user on {msg.channel}."
         return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID | clear]"
@@ -155,7 +162,7 @@ class Commands:
         agent = agent_for(self._agents, session_key) if self._agents else None
         if agent is None:
             return "No model to switch to here."
-        state, _ = await self._store.history.load(session_key, limit=0)
+        state, _ = await self._history.load(session_key, limit=0)
         names = list(agent.choices)
         current = state.model if state.model in agent.choices else agent.model.model
         words = msg.text.split()[1:]
@@ -168,11 +175,11 @@ class Commands:
             return f"Models: {listed}. Switch with /model NAME, back with /model default."
         wanted = words[0]
         if wanted.lower() == "default":
-            await self._store.history.set_model(session_key, None)
+            await self._history.set_model(session_key, None)
             return f"This chat uses the default model again: {agent.model.model}."
         if wanted not in agent.choices:
             return f"No model {wanted!r} is configured; choose one of: {', '.join(names)}."
-        await self._store.history.set_model(session_key, wanted)
+        await self._history.set_model(session_key, wanted)
         return f"This chat uses {wanted} from now on (/model default to go back)."
 
     async def _compact(self, principal: Principal, session_key: str, chat: ChatRef) -> str:
@@ -195,7 +202,7 @@ class Commands:
         agent = agent_for(self._agents, session_key) if self._agents else None
         if agent is None:
             return "No agent answers here."
-        last = await self._store.usage.last_turn(session_key)
+        last = await self._usage_report.last_turn(session_key)
         cached = None if last is None else Cached(*last)
         report = await agent.prompt_report(session_key, principal, chat, cached)
         return report.render()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from gateway.config.channels import ChannelSection
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.store import PairingRequest, Store
+from gateway.store import AuditLog, Outbox, PairingRequest, Pairings, Store
 
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
 
@@ -18,50 +18,71 @@ def young_accounts(section: ChannelSection, *, now: float) -> Callable[[str], bo
     return lambda sender_id: section.is_new_account(sender_id, now=now)
 
 
-async def approve(
-    store: Store, code: str, *, by: str, channel: str | None = None
-) -> PairingRequest | None:
-    request = await store.pairings.decide(code, "approved", channel=channel)
-    if request is None:
-        return None
-    await store.audit.record(
-        "pairing-approved",
-        channel=request.channel,
-        sender_id=request.sender_id,
-        code=request.code,
-        by=by,
-    )
-    welcome = OutboundMessage(
-        channel=request.channel,
-        chat_id=request.chat_id,
-        text=WELCOME,
-        kind=OutboundKind.NOTICE,
-        idempotency_key=f"pairing-approved:{request.code}",
-    )
-    await store.outbox.enqueue([welcome])
-    return request
+class PairingDesk:
+    """Deciding pairing requests: the same for ``switchboard pairing``, ``/pair`` in an
+    admin's chat and the control center. Every decision is audited with who made it."""
 
+    def __init__(self, pairings: Pairings, audit: AuditLog, outbox: Outbox) -> None:
+        self._pairings = pairings
+        self._audit = audit
+        self._outbox = outbox  # an approved person is welcomed
 
-async def deny(
-    store: Store, code: str, *, by: str, channel: str | None = None
-) -> PairingRequest | None:
-    request = await store.pairings.decide(code, "denied", channel=channel)
-    if request is not None:
-        await store.audit.record(
-            "pairing-denied",
+    @classmethod
+    def of(cls, store: Store) -> PairingDesk:
+        return cls(store.pairings, store.audit, store.outbox)
+
+    async def decide(
+        self, code: str, *, approve: bool, by: str, channel: str | None = None
+    ) -> PairingRequest | None:
+        """Approve (with a welcome) or deny the pending request ``code`` (of ``channel``,
+        when given); ``None`` when there is no such request."""
+        request = await self._pairings.decide(
+            code, "approved" if approve else "denied", channel=channel
+        )
+        if request is None:
+            return None
+        await self._audit.record(
+            "pairing-approved" if approve else "pairing-denied",
             channel=request.channel,
             sender_id=request.sender_id,
             code=request.code,
             by=by,
         )
-    return request
+        if approve:
+            welcome = OutboundMessage(
+                channel=request.channel,
+                chat_id=request.chat_id,
+                text=WELCOME,
+                kind=OutboundKind.NOTICE,
+                idempotency_key=f"pairing-approved:{request.code}",
+            )
+            await self._outbox.enqueue([welcome])
+        return request
 
+    async def revoke(self, channel: str, sender_id: str, *, by: str) -> bool:
+        revoked = await self._pairings.revoke(channel, sender_id)
+        if revoked:
+            await self._audit.record("pairing-revoked", channel=channel, sender_id=sender_id, by=by)
+        return revoked
 
-async def revoke(store: Store, channel: str, sender_id: str, *, by: str) -> bool:
-    revoked = await store.pairings.revoke(channel, sender_id)
-    if revoked:
-        await store.audit.record("pairing-revoked", channel=channel, sender_id=sender_id, by=by)
-    return revoked
+    async def clear(self, *, by: str, channel: str | None = None) -> int:
+        """Deny every open request (of ``channel``, when given); how many there were."""
+        cleared = await self._pairings.clear(channel=channel)
+        for request in cleared:
+            await self._audit.record(
+                "pairing-cleared",
+                channel=request.channel,
+                sender_id=request.sender_id,
+                code=request.code,
+                by=by,
+            )
+        return len(cleared)
+
+    async def listing_text(self, *, channel: str | None = None) -> str:
+        requests = await self._pairings.listing(channel=channel)
+        if not requests:
+            return "No pairing requests and no paired users."
+        return "\n".join(describe(r) for r in requests)
 
 
 def describe(request: PairingRequest, *, now: float | None = None) -> str:
@@ -71,24 +92,3 @@ def describe(request: PairingRequest, *, now: float | None = None) -> str:
         minutes = max(0, int((request.expires_at - now) // 60))
         return f"{request.code}  {request.channel} user {request.sender_id}{name}  pending, {minutes} min left"
     return f"{request.code}  {request.channel} user {request.sender_id}{name}  {request.state}"
-
-
-async def clear(store: Store, *, by: str, channel: str | None = None) -> int:
-    """Deny every open request (of ``channel``, when given); how many there were."""
-    cleared = await store.pairings.clear(channel=channel)
-    for request in cleared:
-        await store.audit.record(
-            "pairing-cleared",
-            channel=request.channel,
-            sender_id=request.sender_id,
-            code=request.code,
-            by=by,
-        )
-    return len(cleared)
-
-
-async def listing_text(store: Store, *, channel: str | None = None) -> str:
-    requests = await store.pairings.listing(channel=channel)
-    if not requests:
-        return "No pairing requests and no paired users."
-    return "\n".join(describe(r) for r in requests)

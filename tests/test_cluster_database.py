@@ -21,7 +21,7 @@ from gateway.config.settings import Settings
 from gateway.core.messages import OutboundMessage
 from gateway.runtime.app import Gateway
 from gateway.runtime.cluster.node import ClusterGuard
-from gateway.store.cluster.membership import name_lock
+from gateway.store.cluster.membership import MAX_BACKOFF, name_lock
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM
 from tests.pg_server import OwnServer, binaries
@@ -159,6 +159,7 @@ async def test_a_node_whose_connections_are_all_cut_reconnects_and_works_on(
     assert sorted(m.text for m in replies) == [f"echo: m{i}" for i in range(4)]
 
 
+@pytest.mark.timeout(120)
 async def test_the_leader_leads_again_after_a_long_outage_and_the_standby_waits(
     tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, own_server: OwnServer
 ) -> None:
@@ -185,7 +186,9 @@ async def test_the_leader_leads_again_after_a_long_outage_and_the_standby_waits(
             await asyncio.sleep(10)  # the outage: long enough for a backoff of seconds
             await asyncio.to_thread(own_server.start)
             await until(a, lambda: not leader.degraded.is_set(), 30)
-            await until(b, lambda: not standby.degraded.is_set(), 30)
+            # the standby tries every MAX_BACKOFF seconds at most, and a try may meet the
+            # server still starting: two of them, and a loaded machine's slowness
+            await until(b, lambda: not standby.degraded.is_set(), 2 * MAX_BACKOFF + 25)
             assert leader.leading and not standby.leading
             assert not a.guard.fenced.is_set() and not joining.done()
         finally:

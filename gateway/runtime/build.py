@@ -405,8 +405,8 @@ def build(
     drafts = DraftStreamer(
         by_name,
         store.drafts,
-        enabled=lambda channel, group: streams_in(sections, channel, group),  # every node too
-        delay=lambda channel: stream_after(sections, channel),
+        enabled=partial(streams_in, sections),  # every node too
+        delay=partial(stream_after, sections),
         known=store.outbox.known,  # a draft whose answer was already sent stays
     )
     display = LiveDisplay(by_name, drafts=drafts)

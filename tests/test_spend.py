@@ -309,3 +309,20 @@ async def test_the_usage_footer_is_each_persons_own_choice(
     assert (
         usage == "Usage: /usage footer on (tokens and cost under each answer) or /usage footer off."
     )
+
+
+async def test_a_named_persons_own_cap_is_shown_under_the_key_config_gives_it(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    people = {"ann": {"ids": ["telegram:alice"], "daily_usd": 0.15}}
+    async with run_gateway(channel=channel, telegram=ACCESS, people=people, llm=OUTPUT_ONLY) as (
+        gateway,
+        _,
+    ):
+        await ask(channel, gateway, "a question", "alice")
+        await ask(channel, gateway, "another", "alice")
+        status = (await snapshot(gateway))["usage"]
+    assert "your daily allowance of $0.15 has $0.05 left" in channel.texts("alice")[1]
+    assert [(c["key"], c["limit"]) for c in status["caps"]] == [("people.ann.daily_usd", 0.15)]

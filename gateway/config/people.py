@@ -62,6 +62,12 @@ def valid_person_name(key: str) -> bool:
     return bool(_PERSON_NAME.match(key))
 
 
+def config_table(key: str) -> str:
+    """How config.toml names the person's table: ``people.ann``, or
+    ``people."telegram:123"`` for one keyed by an address."""
+    return f"people.{key}" if valid_person_name(key) else f'people."{key}"'
+
+
 class UserSettings(BaseModel):
     """``[user]``: the gateway's own person (the owner)."""
 

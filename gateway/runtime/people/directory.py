@@ -61,7 +61,9 @@ def owners_home(
 
 
 @dataclass(frozen=True, slots=True)
-class _Configured:
+class ConfiguredPerson:
+    """A person ``[people]`` lists."""
+
     name: str  # the [people] key
     key: str  # the person's key: their first address
     addresses: tuple[str, ...]
@@ -106,10 +108,10 @@ class PeopleDirectory:
         self._links = links
         self._kv = kv  # the chat each person wrote from last
         self._scope = scope
-        self._by_address: dict[str, _Configured] = {}
+        self._by_address: dict[str, ConfiguredPerson] = {}
         for name, person in people.items():
             addresses = configured_addresses(name, person)
-            entry = _Configured(name, addresses[0], addresses, person)
+            entry = ConfiguredPerson(name, addresses[0], addresses, person)
             for address in addresses:
                 self._by_address[address] = entry
         self._last: dict[str, ChatRef] = {}  # last chats already recorded
@@ -121,9 +123,9 @@ class PeopleDirectory:
         entry = self._by_address.get(person)
         return None if entry is None else entry.settings
 
-    def configured(self) -> dict[str, PersonSettings]:
-        """Each configured person's settings, by their key."""
-        return {e.key: e.settings for e in self._by_address.values()}
+    def configured(self) -> dict[str, ConfiguredPerson]:
+        """Each configured person, by their key."""
+        return {e.key: e for e in self._by_address.values()}
 
     def by_address(self) -> dict[str, PersonSettings]:
         """Each configured person's settings under every address of theirs (a job stored

@@ -31,10 +31,11 @@ from typing import Literal
 
 from agent.llm.metered import Allowance
 from gateway.config.agents import AgentProfile
-from gateway.config.people import PersonSettings
+from gateway.config.people import config_table
 from gateway.config.settings import LimitSettings
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
+from gateway.runtime.people.directory import ConfiguredPerson
 from gateway.store import Spender, UsageReport
 
 Period = Literal["day", "month"]
@@ -86,7 +87,7 @@ class SpendCaps:
         usage: UsageReport,
         limits: LimitSettings,
         *,
-        people: Mapping[str, PersonSettings],
+        people: Mapping[str, ConfiguredPerson],
         agents: Mapping[str, AgentProfile],
         timezone: str,
         clock: Callable[[], float] = time.time,
@@ -118,7 +119,7 @@ class SpendCaps:
             or limits.person_daily_usd
             or limits.person_monthly_usd
             or limits.background_daily_usd
-            or any(p.daily_usd or p.monthly_usd for p in self._people.values())
+            or any(p.settings.daily_usd or p.settings.monthly_usd for p in self._people.values())
             or any(a.daily_usd or a.monthly_usd for a in self._agents.values())
         )
 
@@ -138,7 +139,8 @@ class SpendCaps:
     def person_caps(self, principal: Principal) -> list[Cap]:
         """A member's caps (``[limits]``, or their own in ``[people]``); the owner's only
         where ``[people]`` sets them."""
-        own = self._people.get(principal.person)
+        configured = self._people.get(principal.person)
+        own = None if configured is None else configured.settings
         spender = Spender("person", principal.person)
         limits = self._limits
         caps = []
@@ -148,8 +150,9 @@ class SpendCaps:
         )
         for period, mine, default in periods:
             name = period_name(period)
-            if mine is not None:
-                caps += _caps((f'people."{principal.person}".{name}_usd', spender, period, mine))
+            if configured is not None and mine is not None:
+                table = config_table(configured.name)
+                caps += _caps((f"{table}.{name}_usd", spender, period, mine))
             elif not principal.is_owner:
                 caps += _caps((f"limits.person_{name}_usd", spender, period, default))
         return caps

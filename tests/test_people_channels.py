@@ -263,6 +263,27 @@ async def test_a_link_code_links_once_within_ten_minutes_and_only_behind_the_gat
     assert audit.count("refused") == 2  # the replayed and the lapsed code
 
 
+async def test_after_ten_refused_codes_a_chat_cannot_link_even_with_the_right_one(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
+) -> None:
+    settings = make_settings(
+        telegram=section(tg, allow_from=[str(ANN_TG)]),
+        slack=slack_section(fake_slack, allow_from=[ANN_SLACK, "U0BEN"]),
+    )
+    async with running(settings) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        code = _code(await talk.telegram("/link"))
+        for guess in range(10):
+            wrong = await talk.slack(f"/link ZZZZZZ{guess:02}", user="U0BEN", dm="D0BEN")
+            assert wrong.startswith("No open link code")
+        stopped = await talk.slack(f"/link {code}", user="U0BEN", dm="D0BEN")
+        ben = await gateway.store.links.person_of("slack:U0BEN")
+        linked = await talk.slack(f"/link {code}")  # another chat is not held back
+    assert stopped.startswith("Too many link codes from this chat were refused")
+    assert ben is None
+    assert linked.startswith(f"Linked: slack:{ANN_SLACK} is one person with telegram:{ANN_TG}")
+
+
 async def test_a_member_cannot_link_to_the_owners_address_to_become_the_owner(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
 ) -> None:

@@ -11,7 +11,8 @@ owner's joining a member, whose person would then hold the owner's role) is neve
 a code alone: it waits for the owner's ``/link confirm CODE`` (or the control center), for
 :data:`CONFIRM_SECONDS`, and the owner is told what it would give whom. Addresses config
 lists together (``[people.<name>] ids``) are changed in config only. Every code, link,
-wait and unlink is in the audit log.
+wait and unlink is in the audit log, and an address whose codes were refused
+:data:`MAX_REFUSALS` times in an hour has its codes ignored for the rest of it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from gateway.store import AuditLog, HomeChat, Outbox, PersonLinks
 
 CODE_SECONDS = 600  # a /link code is good for ten minutes
 CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
+# Codes are not guessed: after this many refusals in an hour an address's codes are not
+# looked at until the hour has passed (31^8 codes: at ten an hour, about ten million years).
+MAX_REFUSALS = 10
+REFUSALS_WINDOW = 3_600.0
 
 Home = Callable[[], Awaitable[HomeChat | None]]  # the owner's chat (heartbeat_target)
 
@@ -98,6 +103,23 @@ class Linking:
         sender = principal.address
         now = self._now()
         code = code_text.strip().upper()
+        refusals = await self._audit.count(
+            "refused",
+            channel=principal.channel,
+            sender_id=principal.sender_id,
+            since=now - REFUSALS_WINDOW,
+        )
+        if refusals >= MAX_REFUSALS:
+            await self._audit.record(
+                "refused",
+                channel=principal.channel,
+                sender_id=principal.sender_id,
+                reason="too many refused link codes",
+            )
+            return (
+                "Too many link codes from this chat were refused: I'm not looking at codes "
+                "from it for the next hour."
+            )
         found = await self._links.peek(code)
         if (
             found is None

@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,3 +438,44 @@ async def test_the_web_chat_continues_the_owners_conversation_from_telegram(
     assert asked.user_texts == [FACT, QUESTION]
     assert "this answer goes to webchat" in asked.system_text
     assert telegram.texts() == [f"echo: {FACT}"]  # the answer went to the web chat
+
+
+@pytest.mark.slow
+async def test_one_persons_chats_are_one_conversation_on_a_cluster(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    """Two nodes on one database: the person's session is the same whichever chat a message
+    came from and whichever node runs its turn, and each answer goes back where it was
+    asked, once."""
+    fake_llm.responder = remembers
+
+    def node(name: str) -> Settings:
+        return make_settings(
+            home=tmp_path / name,
+            storage={"url": pg_url},
+            node={"name": name},
+            session={"scope": "person"},
+            people={"ann": {"ids": ["telegram:ann", "slack:ann"]}},
+            telegram={"allow_from": ["ann"]},
+            slack={"allow_from": ["ann"]},
+        )
+
+    telegram, slack = MemoryChannel("telegram"), MemoryChannel("slack")
+    async with Gateway(node("a"), channels=[telegram, slack]) as a:
+        b = Gateway(node("b"), channels=[MemoryChannel("telegram"), MemoryChannel("slack")])
+        joining = asyncio.create_task(b.start())  # a standby runs turns, a's channels receive
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            await telegram.push(FACT, chat_id="ann", sender_id="ann")
+            await telegram.wait_for(1)
+            await slack.push(QUESTION, chat_id="ann", sender_id="ann")
+            [answer] = await slack.wait_for(1)
+            await asyncio.wait_for(a.wait_idle(), 10)
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()
+    assert answer.text == "It is 4521."
+    assert [m.text for m in telegram.sent] == [f"echo: {FACT}"]
+    assert [m.text for m in slack.sent] == ["It is 4521."]
+    assert len(fake_llm.requests) == 2

@@ -25,6 +25,8 @@ class LazyProvider:
         self._provider: LLMProvider | None = None
         self._lock = asyncio.Lock()
         self._warming: asyncio.Task[None] | None = None
+        # settings do not change under a provider (a change builds a new one)
+        self._configured = configuration_problem(settings, setting) is None
 
     def warm(self) -> None:
         """Begin importing the SDK in the background (idempotent)."""
@@ -44,7 +46,9 @@ class LazyProvider:
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
-        if (problem := configuration_problem(self._settings, self._setting)) is not None:
+        if not self._configured and (
+            problem := configuration_problem(self._settings, self._setting)
+        ):
             raise problem  # at once: no SDK import, no request, no retries
         return await (await self.provider()).complete(request, on_text=on_text)
 

@@ -282,6 +282,7 @@ def build_agent(
     async def audit(kind: str, **detail: object) -> None:
         await store.audit.record(kind, detail=detail)
 
+    gateway_zone = zone(settings.timezone)  # user.timezone changes with a restart
     return Agent(
         model=model,
         executor=executor,
@@ -304,7 +305,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: wall.now().astimezone(zone(settings.timezone)),
+        clock=lambda: wall.now().astimezone(gateway_zone),
         config=AgentConfig(
             turn_timeout=turn.turn_timeout_seconds,
             history_limit=turn.history_max_messages,

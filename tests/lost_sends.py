@@ -51,17 +51,23 @@ def answer(chat: int) -> str:
     return f"echo: hello {chat}"
 
 
+def log_of(env: dict[str, str]) -> Path:
+    """Where the gateway's log (its stderr) goes: a failure shows its end."""
+    return Path(env["SWITCHBOARD_HOME"]) / "gateway.log"
+
+
 async def start(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     """``switchboard run`` with its stdout watched for the ready line."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    with log_of(env).open("ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "run",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+        )
     ready = asyncio.Event()
 
     async def watch() -> None:
@@ -194,10 +200,21 @@ async def restart(
         async with asyncio.timeout(60):
             await ready.wait()
         ready_at = time.monotonic()
-        async with asyncio.timeout(settle_within):
-            await tg.wait_for(lambda: all(tg.visible(c) == [answer(c)] for c in ids), settle_within)
-            while unsettled(db):  # noqa: ASYNC110 - another process's store
-                await asyncio.sleep(0.05)
+        try:
+            async with asyncio.timeout(settle_within):
+                await tg.wait_for(
+                    lambda: all(tg.visible(c) == [answer(c)] for c in ids), settle_within
+                )
+                while unsettled(db):  # noqa: ASYNC110 - another process's store
+                    await asyncio.sleep(0.05)
+        except TimeoutError:  # what the people see and what the gateway said, for the failure
+            wrong = {c: tg.visible(c) for c in ids if tg.visible(c) != [answer(c)]}
+            said = log_of(env).read_text(errors="replace").splitlines()[-60:]
+            raise AssertionError(
+                f"not settled within {settle_within} s of ready: {len(wrong)} chats wrong "
+                f"{wrong}, {unsettled(db)} answers unsent; the gateway's log ends:\n"
+                + "\n".join(said)
+            ) from None
         done = time.monotonic()
     finally:
         await stop(process)

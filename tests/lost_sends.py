@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import signal
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from gateway.core.messages import OutboundMessage
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram import FakeTelegram
-from tests.nodes import STREAMING, telegram_env, written_echo
+from tests.nodes import STREAMING, spawn, telegram_env, written_echo
 from tests.test_cli import switchboard
 
 FIRST_CHAT = 1001
@@ -58,16 +57,8 @@ def log_of(env: dict[str, str]) -> Path:
 
 async def start(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     """``switchboard run`` with its stdout watched for the ready line."""
-    with log_of(env).open("ab") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            "run",
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-        )
+    with log_of(env).open("ab") as log:  # the child keeps its own copy of the descriptor
+        process = await spawn(env, log)
     ready = asyncio.Event()
 
     async def watch() -> None:

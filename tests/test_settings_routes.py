@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from html.parser import HTMLParser
@@ -27,7 +26,7 @@ from gateway.runtime.app import Gateway
 from gateway.web.endpoint import socket_path
 from tests.fakes.llm import FakeLLM, Recorded
 from tests.fakes.telegram import FakeTelegram
-from tests.nodes import telegram_env
+from tests.nodes import spawn, telegram_env
 from tests.test_cli import switchboard
 from tests.test_live_settings import write_home
 from tests.test_web_server import client, owner
@@ -209,15 +208,7 @@ async def test_the_settings_api_lists_every_key_and_never_a_secret(
 @asynccontextmanager
 async def switchboard_run(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
     """``switchboard run`` in a subprocess, once it is ready."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "run",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    process = await spawn(env, asyncio.subprocess.DEVNULL)
     try:
         await said(process, "ready\n")
         yield process

@@ -15,6 +15,7 @@ import aiosmtplib
 
 from channels import build_channels
 from channels.memory import MemoryChannel
+from gateway.core.messages import OutboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
@@ -179,3 +180,41 @@ async def test_a_restart_between_fetch_and_reply_gives_exactly_one_reply(
         reply = await exactly_one_reply(dovecot, opensmtpd, dana)
     assert reply["Subject"] == "Re: Plans"
     assert len(fake_llm.requests) == 2
+
+
+async def test_a_reply_the_outbox_sends_before_the_channel_started_stays_in_its_thread(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    opensmtpd: OpenSMTPD,  # noqa: F811
+) -> None:
+    """After a restart the outbox sends what the last run left while the channels connect:
+    a reply sent before the email channel's start still knows its thread, and what that
+    send saved keeps the thread for the next."""
+    bot, dana = dovecot.add_user("bot"), dovecot.add_user("dana")
+    settings = make_settings(email=mail_settings(dovecot, opensmtpd, bot, allow_from=[dana]))
+    fake_llm.queue(held(asyncio.Event()))
+    question = letter(dana, bot, "Remind me to call Sam.")
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await dovecot.deliver(question, bot)
+        await fake_llm.wait_for_requests(1)
+        await all_seen(dovecot, bot, 1)
+        [turn] = (await gateway.store.journal.open_work()).running
+        asked = turn.records[0].message
+        await gateway.stop(drain_timeout=0)
+    [channel] = build_channels(settings)
+    await channel.send(
+        OutboundMessage(
+            "email", asked.chat_id, "Noted.", thread_id=asked.thread_id, idempotency_key="a"
+        )
+    )
+    [again] = build_channels(settings)  # what the first send saved still holds the thread
+    await again.send(
+        OutboundMessage(
+            "email", asked.chat_id, "Done.", thread_id=asked.thread_id, idempotency_key="b"
+        )
+    )
+    async with dovecot.mailbox(dana) as box:
+        replies = [m for m, _ in await box.wait_for(lambda msgs: len(msgs) >= 2, timeout=15)]
+    assert [m["Subject"] for m in replies] == ["Re: Plans", "Re: Plans"]
+    assert all(m["In-Reply-To"] == question["Message-ID"] for m in replies)

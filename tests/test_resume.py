@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult, schema
 from channels.memory import MemoryChannel
-from gateway.core.channel import StartContext
-from gateway.core.messages import InboundMessage, OutboundMessage
+from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from gateway.store import Store
 from tests.conftest import SettingsFactory
@@ -192,53 +190,3 @@ async def test_a_resumed_turn_does_not_repeat_what_it_already_sent(
         sent_after_restart = list(channel.sent)
     assert progress.text == "The answer is 42."
     assert sent_after_restart == []  # the final answer repeats the message already delivered
-
-
-class LateToStart(MemoryChannel):
-    """A channel whose start returns only once an answer waits for it (or was sent)."""
-
-    def __init__(self, answer_queued: Callable[[], Awaitable[None]]) -> None:
-        super().__init__()
-        self._answer_queued = answer_queued
-        self.started = False
-        self.sent_before_start: list[str] = []
-
-    async def start(self, context: StartContext) -> None:
-        await self._answer_queued()
-        await super().start(context)
-        self.started = True
-
-    async def send(self, message: OutboundMessage) -> str | None:
-        if not self.started:
-            self.sent_before_start.append(message.text)
-        return await super().send(message)
-
-
-async def test_a_resumed_turn_is_answered_only_once_its_channel_has_started(
-    make_settings: SettingsFactory, fake_llm: FakeLLM
-) -> None:
-    """An email's thread (its subject, whom to reply to) is read at start: an answer sent
-    before that went out as a new thread."""
-    settings = make_settings()
-    fake_llm.queue(held(asyncio.Event()))
-    channel = MemoryChannel()
-    async with Gateway(settings, channels=[channel]) as gateway:
-        await channel.push("are we still on for Friday?")
-        await fake_llm.wait_for_requests(1)
-        await gateway.stop(drain_timeout=0)
-
-    fake_llm.queue(text("Yes, Friday at six."))
-
-    async def answer_queued() -> None:
-        async def waiting() -> bool:
-            return bool(late.sent) or await gateway.store.outbox.pending_count("memory") > 0
-
-        await gateway.bus.wait_until(waiting)
-
-    late = LateToStart(answer_queued)
-    gateway = Gateway(settings, channels=[late])
-    async with gateway:
-        [reply] = await late.wait_for(1)
-        await gateway.wait_idle()
-    assert reply.text == "Yes, Friday at six."
-    assert late.sent_before_start == []

@@ -78,6 +78,7 @@ class EmailChannel:
         self._sender_name = context.agent_name
         self._clock = clock
         self._state = EmailState()
+        self._loaded = False  # the saved state is read on first need (_load)
         self._lock = asyncio.Lock()  # guards state changes and saves
         self._own = {
             a.lower()
@@ -94,7 +95,8 @@ class EmailChannel:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self, context: StartContext) -> None:
-        self._state = await asyncio.to_thread(EmailState.load, self._state_path)
+        async with self._lock:
+            await self._load()
         self._sink = context.sink
         self._stop.clear()
         self._task = asyncio.create_task(self._run(), name="email:imap")
@@ -313,6 +315,14 @@ class EmailChannel:
                 self._state.last_uid = uid
                 await self._save()
 
+    async def _load(self) -> None:
+        """Read the saved state once, under the lock: at start, or at a send the outbox makes
+        before the channel started (a reply to a thread must know the thread, and a save must
+        never write an empty state over the saved one)."""
+        if not self._loaded:
+            self._state = await asyncio.to_thread(EmailState.load, self._state_path)
+            self._loaded = True
+
     async def _save(self) -> None:
         await asyncio.to_thread(self._state.save, self._state_path)
 
@@ -328,6 +338,7 @@ class EmailChannel:
             raise ChannelPermanentError(str(exc)) from exc
         key = f"{address}:{message.thread_id}" if message.thread_id else address
         async with self._lock:
+            await self._load()
             already = self._state.sent.get(message.idempotency_key)
             if already is not None:
                 return already
@@ -382,7 +393,9 @@ class EmailChannel:
         """Send a reply whose earlier attempt was cut short, unless it went out: the state
         file or the sent folder (``email.sent_folder``) has it by its Message-ID."""
         message, settings = lost.message, self._settings
-        already = self._state.sent.get(message.idempotency_key)
+        async with self._lock:
+            await self._load()
+            already = self._state.sent.get(message.idempotency_key)
         if already is not None or not settings.sent_folder or not settings.from_address:
             return await self.send(message)
         message_id = message_id_for(message.idempotency_key, settings.from_address)

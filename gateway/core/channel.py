@@ -57,8 +57,11 @@ class Channel(Protocol):
     async def send(self, message: OutboundMessage) -> str | None:
         """Deliver one message; return the platform's message id(s) as a receipt.
 
-        Called only once :meth:`start` has returned, and still after :meth:`stop` (the
-        turns that drain at shutdown send their answers).
+        May be called before :meth:`start` (the outbox sends what the last run left while
+        the channels connect: a send that cannot work yet raises ``ChannelTransientError``
+        and is tried again) and after :meth:`stop` (the turns that drain at shutdown send
+        their answers). So what a send needs that the channel keeps on disk (an email
+        thread's subject) is read on first need, not only at start.
 
         Raise :class:`gateway.core.errors.ChannelRateLimited`, ``ChannelTransientError`` or
         ``ChannelPermanentError`` so the outbox can decide what to do.

@@ -137,6 +137,10 @@ class Gateway(Service):
             await self._receive_early()
             await self.guard.lead()
             await self.approvals.expire_due()
+            # Before the channels: what the last run left to send goes out while they
+            # connect (a channel's send works before its start: gateway.core.channel).
+            for worker in parts.workers.values():
+                await worker.start()
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
             await self.subagents.start()
@@ -147,11 +151,6 @@ class Gateway(Service):
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
                     await channel.start(StartContext(self.inbound, records=self.records))
-                # A channel sends only once started: it reads what it keeps (an email
-                # thread's subject, a chat's window) at start, and a turn the last run left
-                # open may answer within milliseconds. The next channel may take a while to
-                # connect: this one's answers go out meanwhile.
-                await parts.workers[channel.name].start()
             for provider in parts.models.providers():
                 if isinstance(provider, LazyProvider):
                     # import the model SDK now, on a thread, once the channels listen

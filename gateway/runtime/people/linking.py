@@ -98,6 +98,12 @@ class Linking:
             "it links their chat to you."
         )
 
+    async def _refused(self, principal: Principal, reason: str) -> None:
+        """Audit a refused request (also what counts toward :data:`MAX_REFUSALS`)."""
+        await self._audit.record(
+            "refused", channel=principal.channel, sender_id=principal.sender_id, reason=reason
+        )
+
     async def _use(self, principal: Principal, code_text: str) -> str:
         """``/link CODE`` from ``principal``'s address: it joins the person who asked."""
         sender = principal.address
@@ -110,12 +116,7 @@ class Linking:
             since=now - REFUSALS_WINDOW,
         )
         if refusals >= MAX_REFUSALS:
-            await self._audit.record(
-                "refused",
-                channel=principal.channel,
-                sender_id=principal.sender_id,
-                reason="too many refused link codes",
-            )
+            await self._refused(principal, "too many refused link codes")
             return (
                 "Too many link codes from this chat were refused: I'm not looking at codes "
                 "from it for the next hour."
@@ -127,12 +128,8 @@ class Linking:
             or found.expires_at <= now
             or (found.address == sender)
         ):
-            await self._audit.record(  # a guess, a replay, a lapsed code: the owner sees them
-                "refused",
-                channel=principal.channel,
-                sender_id=principal.sender_id,
-                reason="no open link code",
-            )
+            # a guess, a replay, a lapsed code: the owner sees them
+            await self._refused(principal, "no open link code")
             return (
                 f"No open link code {code}: codes are good for {CODE_SECONDS // 60} minutes, "
                 "once, and are sent from another chat than the one that asked."
@@ -168,12 +165,7 @@ class Linking:
 
     async def _confirm(self, principal: Principal, code: str) -> str:
         if not principal.is_owner:
-            await self._audit.record(
-                "refused",
-                channel=principal.channel,
-                sender_id=principal.sender_id,
-                reason="/link confirm needs the owner",
-            )
+            await self._refused(principal, "/link confirm needs the owner")
             return "Only the owner can confirm a link."
         return await self.confirm(code, by=principal.address)
 

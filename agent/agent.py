@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +53,6 @@ from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
-from gateway.core.schedule_spec import zone as zone_named
 from gateway.core.services import Services
 from gateway.core.system.storage import StorageAlarm, until_stored
 from gateway.core.turns import TurnKind
@@ -79,6 +78,7 @@ class AgentConfig:
     session_reset: Literal["never", "daily", "idle"] = "never"
     idle_reset_minutes: int = 240
     agent_id: str = "main"  # which agent of the gateway this loop is
+    zone: tzinfo = UTC  # the gateway's (user.timezone): its people's day unless theirs is set
 
 
 async def _no_audit(kind: str, **detail: object) -> None:
@@ -368,8 +368,8 @@ class Agent:
     def _should_reset(self, state: SessionState) -> bool:
         if state.last_active is None or self.config.session_reset == "never":
             return False
-        now = self._clock()
-        # Both in the clock's time zone: "a new day" is the user's day, not the server's.
+        now = self._clock().astimezone(self.config.zone)
+        # Both in the gateway's time zone: "a new day" is the user's day, not the server's.
         last = datetime.fromtimestamp(state.last_active, tz=now.tzinfo)
         if self.config.session_reset == "daily":
             return last.date() != now.date()
@@ -508,7 +508,7 @@ class Agent:
         root = self.workspace.root
 
         async def save(facts: Sequence[str], outside: bool) -> None:
-            now = self._clock()
+            now = self._clock().astimezone(self.config.zone)
             known = "\n".join(
                 read_note(root / path) for path in (scope.long_term, scope.daily(now.date()))
             )
@@ -548,8 +548,7 @@ class Agent:
 
     def _now(self, request: TurnRequest) -> datetime:
         """The time in the zone of the person the turn is for (their clock in the prompt)."""
-        now = self._clock()
-        return now if request.zone is None else now.astimezone(zone_named(request.zone))
+        return self._clock().astimezone(request.zone or self.config.zone)
 
     def _user_messages(self, request: TurnRequest, zone: tzinfo | None) -> list[ChatMessage]:
         if request.messages:

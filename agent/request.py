@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import tzinfo
 
 from agent.approval import PendingCall
 from agent.llm.base import TextSink
@@ -37,7 +38,7 @@ class TurnRequest:
     authorising_texts: tuple[str, ...] | None = None  # the user's words behind a background task
     control: TurnControl | None = None  # a chat turn's handle (/stop, /status)
     steer: bool = False  # messages sent meanwhile join the running turn (<channel>.followups)
-    zone: str | None = None  # the person's own time zone (IANA); None: the gateway's
+    zone: tzinfo | None = None  # the person's own time zone; None: the gateway's
     allowance: Allowance | None = None  # what the money caps leave this turn; None: no cap
 
     @property

@@ -305,7 +305,7 @@ def build_agent(
         ),
         workspace=workspace,
         send=lambda message: bus.publish_outbound([message]),
-        clock=lambda: wall.now().astimezone(gateway_zone),
+        clock=wall.now,
         config=AgentConfig(
             turn_timeout=turn.turn_timeout_seconds,
             history_limit=turn.history_max_messages,
@@ -315,6 +315,7 @@ def build_agent(
             session_reset=turn.session_reset,
             idle_reset_minutes=turn.idle_reset_minutes,
             agent_id=agent_id,
+            zone=gateway_zone,
         ),
         compactor=Compactor(
             history=store.history,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from gateway.config.people import PersonSettings
 from gateway.core.clock import Clock
@@ -39,6 +40,7 @@ class Zones:
         self.default = default
         self._clock = clock
         self._asked: dict[str, str | None] = {}  # zones set by asking, as read from the store
+        self._zones: dict[str, ZoneInfo] = {}  # by name, as turns use them
 
     def fixed_zone(self, person: str) -> str | None:
         configured = self._people.get(person)
@@ -52,6 +54,14 @@ class Zones:
             self._asked[person] = await self._stored.zone(person)
         return self._asked[person] or self.default
 
+    async def clock_zone(self, person: str | None) -> ZoneInfo:
+        """``person``'s zone as their turns' clock reads it (``None``: the gateway's)."""
+        name = self.default if person is None else await self.zone_of(person)
+        found = self._zones.get(name)
+        if found is None:
+            found = self._zones[name] = zone(name)
+        return found
+
     def quiet_hours(self, person: str) -> str:
         configured = self._people.get(person)
         return "" if configured is None else configured.quiet_hours
@@ -61,7 +71,7 @@ class Zones:
         spec = self.quiet_hours(person)
         if not spec:
             return None
-        local = now.astimezone(zone(await self.zone_of(person)))
+        local = now.astimezone(await self.clock_zone(person))
         return quiet_end(spec, local)
 
     async def propose_zone(self, person: str, zone_name: str, turn_id: str) -> None:

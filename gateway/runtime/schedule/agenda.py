@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 from agent.calendar.agenda import agenda, listing
 from agent.calendar.caldav import CalDav, CalendarError
 from agent.untrusted import wrap_untrusted
-from gateway.core.schedule_spec import zone
 from gateway.runtime.people.zones import Zones
 from gateway.store import HomeChat
 
@@ -29,8 +28,7 @@ class OwnersAgenda:
         self._zones = zones
 
     async def zone_of(self, home: HomeChat | None) -> ZoneInfo:
-        person = None if home is None else home.person
-        return zone(self._zones.default if person is None else await self._zones.zone_of(person))
+        return await self._zones.clock_zone(None if home is None else home.person)
 
     async def events(self, start: datetime, end: datetime) -> str | None:
         """The events between ``start`` and ``end`` (shown in ``start``'s zone), marked as

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import tzinfo
 
 from agent.agent import Agent
 from agent.memory import recall_scope
@@ -86,7 +87,7 @@ class ChatTurns:
         last = batch.records[-1].message
         agent = agent_for(self._agents, batch.session_key)
         route = await self._routes.of(last, agent.config.agent_id)
-        zone = await self._zones.zone_of(route.principal.person)
+        zone = await self._zones.clock_zone(route.principal.person)
         request = await self._display.watch(_request(batch, route, self._steers(last), zone))
         if batch.stopped:  # asked to stop before it could go on (parked, or cut by a crash)
             await self._close_stopped(batch, request, agent)
@@ -195,8 +196,10 @@ class ChatTurns:
         channel = request.chat.channel
         if last is None or channel in (AGENT_CHANNEL, *PROGRAM_CHANNELS):
             return outcome
+        if not await self._people.footer(request.principal.person):
+            return outcome
         text = footer(outcome.usage)
-        if not text or not await self._people.footer(request.principal.person):
+        if not text:
             return outcome
         answer = replace(replies[last], text=f"{replies[last].text}\n\n{text}")
         return replace(outcome, replies=(*replies[:last], answer, *replies[last + 1 :]))
@@ -217,7 +220,7 @@ class ChatTurns:
         return candidate
 
 
-def _request(batch: TurnBatch, route: Route, steer: bool, zone: str | None) -> TurnRequest:
+def _request(batch: TurnBatch, route: Route, steer: bool, zone: tzinfo) -> TurnRequest:
     return TurnRequest(
         turn_id=batch.turn_id,
         session_key=batch.session_key,

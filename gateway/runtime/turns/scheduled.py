@@ -94,7 +94,7 @@ class ScheduledTurns:
             history_limit=run.history_limit,
             authorising_texts=run.authorising_texts,
             tainted=run.tainted,
-            zone=await self._zones.zone_of(run.principal.person),
+            zone=await self._zones.clock_zone(run.principal.person),
             allowance=admission.allowance,
         )
         return await agent_for(self._agents, run.session_key).run_turn(request)

@@ -25,7 +25,6 @@ from agent.skills import SkillLibrary
 from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import InboundMessage, Said
-from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
@@ -73,8 +72,8 @@ class ContextBuilder:
     def bootstrap(self) -> list[tuple[str, str]]:
         files = []
         for name in BOOTSTRAP_FILES:
-            text = self._cache.read(self.workspace / name, self._max_chars)
-            if text and not only_headings(text):  # an untouched template costs no tokens
+            text = self._cache.read(self.workspace / name, self._max_chars, written_only=True)
+            if text:
                 files.append((name, text))
         return files
 

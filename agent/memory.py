@@ -33,6 +33,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class _Cached:
     stamp: tuple[int, int]
     text: str
+    written: bool  # something is written in it: not only headings, comments or blanks
 
 
 class FileCache:
@@ -41,7 +42,15 @@ class FileCache:
     def __init__(self) -> None:
         self._entries: dict[Path, _Cached] = {}
 
-    def read(self, path: Path, max_chars: int) -> str | None:
+    def read(self, path: Path, max_chars: int, *, written_only: bool = False) -> str | None:
+        """The file's text (``None``: no such file); ``written_only``: ``None`` as well for
+        an untouched template (headings, comments and blanks cost no tokens)."""
+        cached = self._read(path, max_chars)
+        if cached is None or (written_only and not cached.written):
+            return None
+        return cached.text
+
+    def _read(self, path: Path, max_chars: int) -> _Cached | None:
         try:
             info = path.stat()
         except OSError:
@@ -50,7 +59,7 @@ class FileCache:
         stamp = (info.st_mtime_ns, info.st_size)
         cached = self._entries.get(path)
         if cached is not None and cached.stamp == stamp:
-            return cached.text
+            return cached
         try:
             with path.open(encoding="utf-8", errors="replace") as handle:
                 text = handle.read(max_chars + 1)
@@ -59,8 +68,8 @@ class FileCache:
         text = text.strip()
         if len(text) > max_chars:
             text = text[:max_chars] + f"\n[... {path.name} truncated at {max_chars} characters]"
-        self._entries[path] = _Cached(stamp, text)
-        return text
+        cached = self._entries[path] = _Cached(stamp, text, not only_headings(text))
+        return cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +159,13 @@ class MemoryStore:
     def context(self, today: date, scope: MemoryScope = OWNER_SCOPE) -> str:
         """The memory block of the prompt: long-term memory, then yesterday and today."""
         parts = []
-        long_term = self.long_term(scope)
-        if long_term and not only_headings(long_term):
+        long_term = self._cache.read(self.path(scope.long_term), self._max_chars, written_only=True)
+        if long_term:
             parts.append(f"## Memory ({scope.long_term})\n{long_term}")
         for day in (today - timedelta(days=1), today):
-            note = self.daily(day, scope)
-            if note and not only_headings(note):
+            path = self.path(scope.daily(day))
+            note = self._cache.read(path, self._max_chars // 2, written_only=True)
+            if note:
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)
 

@@ -100,18 +100,20 @@ class SpendCaps:
         self._clock = clock
         # a month's spending before today, per spender: (month start, today) -> dollars
         self._earlier: dict[tuple[Spender, float, float], float] = {}
+        # Whether any money cap is set at all (without one nothing is ever read); known
+        # from the configuration, so a turn asks nothing to learn it.
+        self.any = self._any()
 
     def configure(self, limits: LimitSettings) -> None:
         """New ``[limits]`` (a configuration reload); they count from the next turn on."""
         self._limits = limits
+        self.any = self._any()
 
     @property
     def limits(self) -> LimitSettings:
         return self._limits
 
-    @property
-    def any(self) -> bool:
-        """Whether any money cap is set at all (without one nothing is ever read)."""
+    def _any(self) -> bool:
         limits = self._limits
         return bool(
             limits.gateway_daily_usd

@@ -32,7 +32,7 @@ from agent.prompt_report import Cached, PromptReport, prompt_report
 from agent.reflection import reflect, worth_reflecting
 from agent.request import TurnOutcome, TurnRequest
 from agent.skills import routed_block
-from agent.task_types import fits, task_type
+from agent.task_types import task_type
 from agent.tools.base import Audit, Sender, ToolContext, TurnState
 from agent.tools.bounds import Bounds
 from agent.tools.executor import ToolExecutor
@@ -299,11 +299,8 @@ class Agent:
         kind = task_type(request.task_type)
         registry = self.executor.registry
         tools = registry.specs(
-            lambda t: (
-                self.policy.offered(t, request.principal)
-                and fits(t, kind=request.kind, task=kind)
-                and bounds.tool_refusal(t.name) is None
-                and t.available()
+            self.policy.offer(
+                registry, request.principal, kind=request.kind, task=kind, bounds=bounds
             )
         )
         deferred: dict[str, ToolSpec] = {}

@@ -31,13 +31,16 @@ ones included, whatever the user's words.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from agent.task_types import TaskType, fits
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
+from agent.tools.bounds import Bounds
 from gateway.config.settings import GROUP_DENY, MEMBER_DENY
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
+from gateway.core.turns import TurnKind
 
 TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
 
@@ -117,6 +120,27 @@ class ToolPolicy:
     def offered(self, tool: Tool, principal: Principal) -> bool:
         refusal = self.static_refusal(tool, principal)
         return refusal is None or (self.ask_approval and refusal.askable)
+
+    def offer(
+        self,
+        tools: Iterable[Tool],
+        principal: Principal,
+        *,
+        kind: TurnKind,
+        task: TaskType,
+        bounds: Bounds,
+    ) -> set[str]:
+        """The tools a turn shows its model, by name: those ``principal`` may be offered,
+        that fit the turn's kind and type (:mod:`agent.task_types`), within the bounds of
+        the skills it loaded, and that have something to work with now."""
+        return {
+            tool.name
+            for tool in tools
+            if self.offered(tool, principal)
+            and fits(tool, kind=kind, task=task)
+            and bounds.tool_refusal(tool.name) is None
+            and tool.available()
+        }
 
 
 _MEMORY_WRITES = frozenset({"memory_write", "memory_patch", "memory_append"})

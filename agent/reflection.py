@@ -59,7 +59,7 @@ async def reflect(
 ) -> int:
     """Run the reflection rounds; returns how many memory calls were made. Its model calls
     are charged to ``charge`` (the person of the turn, recorded on their own)."""
-    tools = tuple(spec for spec in executor.registry.specs(lambda t: t.name in REFLECTION_TOOLS))
+    tools = tuple(spec for spec in executor.registry.specs(REFLECTION_TOOLS))
     if not tools:
         return 0
     prompt = PROMPT.format(memory=memory or "(empty)", transcript=render_transcript(transcript))

@@ -7,7 +7,7 @@ schema).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.llm.types import ToolSpec
@@ -58,19 +58,20 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def __iter__(self) -> Iterable[Tool]:
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
 
     def __len__(self) -> int:
         return len(self._tools)
 
-    def specs(self, allowed: Callable[[Tool], bool] | None = None) -> tuple[ToolSpec, ...]:
-        """Schemas to offer the model (each built once, at registration)."""
-        if allowed is None:
+    def specs(self, names: Collection[str] | None = None) -> tuple[ToolSpec, ...]:
+        """Schemas to offer the model (each built once, at registration): of the tools
+        ``names`` holds, or of all; in the order they were registered."""
+        if names is None:
             if self._all_specs is None:
                 self._all_specs = tuple(self._specs.values())
             return self._all_specs
-        return tuple(self._specs[name] for name, t in self._tools.items() if allowed(t))
+        return tuple(spec for name, spec in self._specs.items() if name in names)
 
     def validator(self, name: str) -> Draft202012Validator:
         """The tool's argument validator; raises ``jsonschema.SchemaError`` for a tool whose

@@ -350,7 +350,7 @@ class Agent:
         resumed; and the checkpoints on their own."""
         limit = request.history_limit or self.config.history_limit
         state, stored = await self.history.load(request.session_key, limit=limit)
-        if not request.resumed and self._should_reset(state):
+        if not request.resumed and self._should_reset(state, request):
             generation = await self.history.new_generation(request.session_key)
             trace.decision(
                 "session", "RESET", f"{self.config.session_reset} reset to generation {generation}"
@@ -362,11 +362,11 @@ class Agent:
         conversation.extend(checkpoints)
         return state, conversation, checkpoints
 
-    def _should_reset(self, state: SessionState) -> bool:
+    def _should_reset(self, state: SessionState, request: TurnRequest) -> bool:
         if state.last_active is None or self.config.session_reset == "never":
             return False
-        now = self._clock().astimezone(self.config.zone)
-        # Both in the gateway's time zone: "a new day" is the user's day, not the server's.
+        now = self._now(request)
+        # Both in the person's time zone: "a new day" is their day, not the server's.
         last = datetime.fromtimestamp(state.last_active, tz=now.tzinfo)
         if self.config.session_reset == "daily":
             return last.date() != now.date()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pytest
 
 from agent.guards.trace import read_trace
 from agent.tools.base import Tool, ToolContext, ToolResult, schema
@@ -17,6 +19,7 @@ from gateway.core.messages import OutboundKind
 from gateway.core.schedule_spec import zone
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
+from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 
 
@@ -213,3 +216,33 @@ async def test_a_daily_session_starts_afresh_on_a_new_day(
     assert "my locker code is 4711" in same_day.user_texts  # same day: history kept
     assert next_day.user_texts == ["what is my locker code?"]  # a new day: a fresh session
     assert codes == ["RESET"]
+
+
+@pytest.mark.parametrize(
+    ("person_zone", "reset"), [("Pacific/Kiritimati", True), ("America/New_York", False)]
+)
+async def test_a_daily_session_ends_with_the_persons_own_day(
+    run_gateway: Any, fake_llm: FakeLLM, person_zone: str, reset: bool
+) -> None:
+    """The gateway's clock says 10:30 on the 7th (UTC) and the chat was last active at 09:00:
+    the same day there. In Kiritimati (UTC+14) that was 23:00 and it is now past midnight, a
+    new day; in New York both are early on the 7th."""
+    clock = FakeClock(datetime(2026, 12, 7, 10, 30, tzinfo=UTC))
+    async with run_gateway(
+        clock=clock,
+        agent={"session_reset": "daily"},
+        people={"memory:user-1": {"timezone": person_zone}},
+    ) as (gateway, channel):
+        await channel.push("my locker code is 4711")
+        await channel.wait_for(1)
+        before = datetime(2026, 12, 7, 9, 0, tzinfo=UTC).timestamp()
+        await gateway.store.db.run(
+            lambda conn: conn.execute("UPDATE sessions SET last_active = ?", (before,))
+        )
+        await channel.push("what is my locker code?")
+        await channel.wait_for(2)
+    asked = fake_llm.requests[1].user_texts
+    if reset:
+        assert asked == ["what is my locker code?"]  # their new day: a fresh session
+    else:
+        assert "my locker code is 4711" in asked  # still their day: history kept

@@ -99,7 +99,7 @@ DESCRIPTIONS = {
     "agent.default_reply": "sent when the model's answer is empty and nothing else was said",
     "agent.max_resume_attempts": "how often a turn cut short by a crash is resumed; cut short once more, its message is set aside (the person and the owner are told, it never runs again)",
     "agent.stop_phrases": "a message that says only one of these (case and punctuation aside) while a turn runs stops it like `/stop`; `[]` turns it off",
-    "agent.session_reset": "`never`, `daily` (first message of a new day) or `idle` starts a fresh session",
+    "agent.session_reset": "`never`, `daily` (first message of a new day in the person's time zone) or `idle` starts a fresh session",
     "agent.idle_reset_minutes": "idle time before an `idle` reset",
     "agent.verify_claims": "an answer's claims of having done something (sent, saved, scheduled, created, deleted, paid, booked) checked against the turn's tool calls before it goes out: `model` (rules for English, German, Spanish and French, a short model call for other languages), `rules` (the rules only), `off`; a claim no call backs goes back to the model once, then out with a note",
     "daily_usd": "US dollars this one may spend in a day; for a person unset means `limits.person_daily_usd` (a member) or none (the owner), for an agent 0 means none",

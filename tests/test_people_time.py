@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
+from gateway.runtime.cluster.work import ClusterWork
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, calls, text
@@ -127,3 +130,35 @@ async def test_a_job_due_in_the_persons_quiet_hours_waits_until_they_end(
     assert during == ["I'll remind you at 23:00."]
     assert waiting.next_run == datetime(2026, 11, 23, 22, 0, tzinfo=UTC)  # 07:00 JST
     assert tg.texts(MEMBER)[-1] == "Water the plants"
+
+
+@pytest.mark.slow
+async def test_a_zone_set_on_one_node_is_the_zone_of_the_persons_turns_on_every_node(
+    tmp_path: Path, make_settings: SettingsFactory, pg_url: str
+) -> None:
+    """Node b read the person's zone (none set: the gateway's) and keeps it; once they
+    confirm Tokyo through node a, b's next turn for them runs on Tokyo time."""
+
+    def node(name: str) -> Settings:
+        return make_settings(home=tmp_path / name, storage={"url": pg_url}, node={"name": name})
+
+    person = "memory:user-1"
+    async with Gateway(node("a"), channels=[MemoryChannel()]) as a:
+        b = Gateway(node("b"), channels=[MemoryChannel()])
+        joining = asyncio.create_task(b.start())  # b runs turns while a leads
+        try:
+            await asyncio.wait_for(b.guard.standby.wait(), 10)
+            work = b.parts.intake
+            assert isinstance(work, ClusterWork)
+            await asyncio.wait_for(work.listener.connected.wait(), 10)
+            before = await b.parts.zones.clock_zone(person)
+            assert before.key != "Asia/Tokyo"
+            await a.parts.zones.propose_zone(person, "Asia/Tokyo", "turn-1")
+            assert await a.parts.zones.confirm_zone(person, "Asia/Tokyo", "turn-2")
+            # b hears of it through PostgreSQL's NOTIFY
+            await asyncio.wait_for(b.parts.zones.heard.wait(), 10)
+            assert (await b.parts.zones.clock_zone(person)).key == "Asia/Tokyo"
+        finally:
+            joining.cancel()
+            await asyncio.gather(joining, return_exceptions=True)
+            await b.stop()

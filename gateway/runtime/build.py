@@ -530,6 +530,7 @@ def build(
             session_of=router.session_key,
             channels=tuple(by_name),
             max_sessions=settings.limits.max_concurrent_turns,
+            people_changed=zones.forget,
         ),
     )
     # -- work that starts on its own, and delivery

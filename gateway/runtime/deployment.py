@@ -51,6 +51,7 @@ class WorkSources:
     session_of: Callable[[InboundMessage], str]  # routing: the session a message joins
     channels: Sequence[str]
     max_sessions: int
+    people_changed: Callable[[str], None]  # a person's own settings were stored elsewhere
 
 
 class Guard(Protocol):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gateway.core.messages import ChatType
 from gateway.core.services import KnownChat
 from gateway.store.engine.db import Database
-from gateway.store.engine.sql import Connection, Cursor
+from gateway.store.engine.sql import PEOPLE_TOPIC, Connection, Cursor
 
 Clock = Callable[[], float]
 
@@ -51,14 +51,18 @@ class People:
         )
 
     async def set_zone(self, person: str, timezone: str) -> None:
-        await self._db.run(
-            lambda conn: conn.execute(
+        """Store ``person``'s zone; every node of a cluster hears of it (``PEOPLE_TOPIC``)."""
+
+        def write(conn: Connection) -> None:
+            conn.execute(
                 "INSERT INTO people (person, timezone, updated_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (person) DO UPDATE SET timezone = excluded.timezone,"
                 " updated_at = excluded.updated_at",
                 (person, timezone, self._clock()),
             )
-        )
+            conn.notify(PEOPLE_TOPIC, person)
+
+        await self._db.run(write)
 
     # -- the usage footer ----------------------------------------------------------------
 

@@ -84,6 +84,7 @@ class ClusterGuard:
             waiting_turns=sources.approvals.waiting_turns,
             channels=sources.channels,
             max_sessions=sources.max_sessions,
+            people_changed=sources.people_changed,
         )
 
     def send_fence(self) -> Fence | None:

@@ -40,7 +40,7 @@ from gateway.store import Database, InboundRecord, Journal
 from gateway.store.cluster.fencing import Fence
 from gateway.store.cluster.listener import Listener
 from gateway.store.cluster.membership import LEADER_LOCK, Membership
-from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC, WAKE_TOPIC
+from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC, PEOPLE_TOPIC, WAKE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ class ClusterWork(Service):
         waiting_turns: WaitingTurns,
         channels: Sequence[str],
         max_sessions: int,
+        people_changed: Callable[[str], None],
         poll: float = POLL_SECONDS,
     ) -> None:
         self._claims = claims
@@ -227,7 +228,12 @@ class ClusterWork(Service):
         self._notes: set[asyncio.Task[None]] = set()
         self.listener = Listener(
             membership.url,
-            {INBOUND_TOPIC: self._inbound, OUTBOX_TOPIC: self._outbound, WAKE_TOPIC: self._woken},
+            {
+                INBOUND_TOPIC: self._inbound,
+                OUTBOX_TOPIC: self._outbound,
+                WAKE_TOPIC: self._woken,
+                PEOPLE_TOPIC: people_changed,  # what each node keeps of them is read again
+            },
             name=membership.name,
         )
 

@@ -10,6 +10,7 @@ quiet hours are. A zone put to a person for confirmation is kept (key-value stor
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -41,6 +42,7 @@ class Zones:
         self._clock = clock
         self._asked: dict[str, str | None] = {}  # zones set by asking, as read from the store
         self._zones: dict[str, ZoneInfo] = {}  # by name, as turns use them
+        self.heard = asyncio.Event()  # another node stored someone's zone (tests wait on it)
 
     def fixed_zone(self, person: str) -> str | None:
         configured = self._people.get(person)
@@ -53,6 +55,15 @@ class Zones:
         if person not in self._asked:
             self._asked[person] = await self._stored.zone(person)
         return self._asked[person] or self.default
+
+    def forget(self, person: str) -> None:
+        """Another node stored ``person``'s zone: read it again when next needed (``""``:
+        every person's, after a lost connection to the other nodes)."""
+        if person:
+            self._asked.pop(person, None)
+            self.heard.set()
+        else:
+            self._asked.clear()
 
     async def clock_zone(self, person: str | None) -> ZoneInfo:
         """``person``'s zone as their turns' clock reads it (``None``: the gateway's)."""

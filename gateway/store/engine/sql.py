@@ -235,6 +235,7 @@ class Dialect:
 INBOUND_TOPIC = "switchboard_inbound"  # a message was journaled: some node should run it
 OUTBOX_TOPIC = "switchboard_outbox"  # payload: the channel with a new reply to send
 WAKE_TOPIC = "switchboard_wake"  # payload: the id of a parked turn whose approval was decided
+PEOPLE_TOPIC = "switchboard_people"  # payload: a person who set their own time zone
 
 
 SQLITE = Dialect("sqlite")

@@ -112,7 +112,9 @@ async def test_stop_after_a_side_effect_says_what_was_already_done(
 async def test_status_is_answered_while_the_turn_runs(run_gateway: Any, fake_llm: FakeLLM) -> None:
     gate = asyncio.Event()
     fake_llm.queue(held(gate, "finally done"))
-    async with run_gateway() as (gateway, channel):
+    token = {"name": "ops", "token": "owner-token-0123456789abcdef", "role": "owner"}
+    api = {"enabled": True, "tokens": [token]}  # with the task API's internal channel
+    async with run_gateway(web={"port": 0}, api=api) as (gateway, channel):
         await channel.push("think hard")
         await fake_llm.wait_for_requests(1)
         await channel.push("/status")
@@ -123,6 +125,8 @@ async def test_status_is_answered_while_the_turn_runs(run_gateway: Any, fake_llm
     assert "Now: thinking for" in status.text
     assert "Other turns running: 0 ·" in status.text
     assert "Context: about" in status.text and "Today: you" in status.text
+    [channels] = [line for line in status.text.splitlines() if line.startswith("Channels:")]
+    assert channels == "Channels: memory, api"  # what people and programs use: no "task"
     assert replies[1].text == "finally done"
 
 

@@ -27,6 +27,7 @@ from gateway.config.channels import ChannelSection, stream_after, streams_in
 from gateway.config.plugins import channel_plugins, token_patterns
 from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
+from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.bus import InboundSink
 from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
@@ -461,7 +462,7 @@ def build(
         store=store,
         models=models,
         load=load,
-        channels=tuple(by_name),
+        channels=tuple(name for name in by_name if name not in INTERNAL_CHANNELS),
         clock=clock,
     )
     commands = Commands(

@@ -264,6 +264,47 @@ async def test_a_link_code_links_once_within_ten_minutes_and_only_behind_the_gat
     assert audit.count("refused") == 2  # the replayed and the lapsed code
 
 
+@pytest.mark.parametrize("scope", ["person", "chat"])
+async def test_linked_chats_go_on_with_the_conversation_of_the_chat_that_asked(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    fake_slack: FakeSlack,
+    scope: str,
+) -> None:
+    """Ann told the assistant her locker code on Telegram, then linked her Slack: with one
+    conversation across her chats, her question on Slack is answered from it (and on
+    Telegram as well); with a conversation per chat, Slack's is its own."""
+    fake_llm.responder = remembers
+    settings = make_settings(
+        telegram=section(tg, allow_from=[str(ANN_TG)]),
+        slack=slack_section(fake_slack, allow_from=[ANN_SLACK]),
+        session={"scope": scope},
+    )
+    async with running(settings) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        await talk.telegram(FACT)
+        code = _code(await talk.telegram("/link"))
+        linked = await talk.slack(f"/link {code}")
+        on_slack = await talk.slack(QUESTION)
+        on_telegram = await talk.telegram(QUESTION)
+        leftover = await gateway.store.kv.get(f"link-asked-in:{code}")
+    assert linked.startswith(f"Linked: slack:{ANN_SLACK} is one person with telegram:{ANN_TG}")
+    if scope == "person":
+        assert linked.endswith(
+            f"Our conversation from telegram:{ANN_TG} goes on in all of these chats."
+        )
+        assert on_slack == "It is 4521."
+        assert on_telegram == "It is 4521."
+        asked = fake_llm.requests[-1]  # the Telegram question, after the Slack one: once each
+        assert asked.user_texts.count(FACT) == 1 and asked.user_texts.count(QUESTION) == 2
+    else:
+        assert linked.endswith("(/unlink undoes it).")
+        assert on_slack == "I don't know your locker code."
+        assert on_telegram == "It is 4521."  # Telegram's own conversation
+    assert leftover is None  # nothing kept of the code
+
+
 async def test_after_ten_refused_codes_a_chat_cannot_link_even_with_the_right_one(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
 ) -> None:

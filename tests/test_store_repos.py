@@ -98,6 +98,26 @@ async def test_generations_summaries_tokens_and_dropped_messages(make_store: Sto
     assert [m.id for m in messages] == ids[:1]
 
 
+async def test_a_conversation_goes_on_from_another_only_while_it_has_nothing_of_its_own(
+    make_store: StoreFactory,
+) -> None:
+    async with make_store() as store:
+        await finished_turn(store, "t:c1", "turn-1", ("user", "one"), ("assistant", "two"))
+        await finished_turn(store, "t:c1", "turn-2", ("user", "three"), ("assistant", "four"))
+        first = (await store.history.load("t:c1", limit=None))[1]
+        await store.history.set_summary("t:c1", "we counted", first[0].id, quotes="one")
+        assert await store.history.continue_from("t:c1", "person:t:1", keep=2) == 2
+        state, messages = await store.history.load("person:t:1", limit=None)
+        again = await store.history.continue_from("t:c1", "person:t:1", keep=2)
+        hits = await store.recall.keyword(["t:c1", "person:t:1"], "three", limit=5)
+        _, source = await store.history.load("t:c1", limit=None)
+    assert (state.summary, state.summary_quotes) == ("we counted", "one")
+    assert [m.body["content"] for m in messages] == ["three", "four"]  # the newest two, in order
+    assert again == 0  # it has its own now
+    assert len(hits) == 1  # found once, where it was said
+    assert [m.body["content"] for m in source] == ["two", "three", "four"]  # kept
+
+
 async def test_usage_per_day_per_session_and_per_person(make_store: StoreFactory) -> None:
     now = datetime.now(UTC).timestamp()
     async with make_store(clock=lambda: now) as store:

@@ -208,6 +208,9 @@ def people_for(
     linking = Linking(
         directory,
         store.links,
+        history=store.history,
+        kv=store.kv,
+        keep=settings.agent.history_max_messages,
         audit=store.audit,
         outbox=store.outbox,
         owner_home=lambda: heartbeat_target(settings.heartbeat, owners_home),

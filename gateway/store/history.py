@@ -285,6 +285,52 @@ class History:
 
         return await self._db.run(bump)
 
+    async def continue_from(self, source: str, target: str, *, keep: int) -> int:
+        """Let the conversation ``target`` go on where ``source`` is (its summary and its
+        newest ``keep`` messages after it), if ``target`` has nothing in it yet; how many
+        messages it took. ``source`` keeps its own; the copies are not indexed again, so a
+        search finds each message once (in ``source``)."""
+
+        def carry(conn: Connection) -> int:
+            mine = _session(conn, target)
+            begun = conn.execute(
+                "SELECT 1 FROM messages WHERE session_key = ? AND generation = ?"
+                " AND status <> 'dropped' LIMIT 1",
+                (target, mine.generation),
+            ).fetchone()
+            if begun is not None or mine.summary:
+                return 0
+            theirs = _session(conn, source)
+            rows = conn.execute(
+                "SELECT role, body, tokens, created_at FROM messages WHERE session_key = ?"
+                " AND generation = ? AND status = 'final' AND id > ? ORDER BY id DESC LIMIT ?",
+                (source, theirs.generation, theirs.summary_upto, keep),
+            ).fetchall()
+            if not rows and not theirs.summary:
+                return 0
+            conn.execute(
+                "INSERT INTO sessions (session_key, generation, summary, summary_upto,"
+                " summary_quotes, last_active) VALUES (?, ?, ?, 0, ?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET summary = excluded.summary,"
+                " summary_upto = 0, summary_quotes = excluded.summary_quotes,"
+                " last_active = excluded.last_active",
+                (
+                    target,
+                    mine.generation,
+                    theirs.summary,
+                    theirs.summary_quotes,
+                    theirs.last_active,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO messages (session_key, generation, turn_id, status, role, body,"
+                " tokens, created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?)",
+                [(target, mine.generation, *row) for row in reversed(rows)],
+            )
+            return len(rows)
+
+        return await self._db.run(carry)
+
     async def set_model(self, session_key: str, model: str | None) -> None:
         """This chat's model from now on (``None``: back to the agent's)."""
         await self._db.run(

@@ -78,7 +78,7 @@ class Commands:
         now, if any (``/status`` says what it does)."""
         command = msg.command
         if command in ("/pair", "/link", "/unlink"):  # who may talk, and as whom
-            return await self._people(msg, principal)
+            return await self._people(msg, principal, session_key)
         if command == "/new":
             return await self.start_fresh(session_key)
         if command == "/status":
@@ -109,14 +109,16 @@ class Commands:
             )
         return listing
 
-    async def _people(self, msg: InboundMessage, principal: Principal) -> str:
+    async def _people(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:
         """``/pair`` (admins: who may talk), ``/link`` and ``/unlink`` (anyone: one person
         on several channels, gateway/runtime/people/linking.py)."""
         command = msg.command
         if command == "/pair":
             return await self._pair(msg, principal)
         words = [command or "/link", *msg.text.split()[1:]]
-        return await self._linking.command(words, principal, direct=not msg.is_group)
+        return await self._linking.command(
+            words, principal, direct=not msg.is_group, session_key=session_key
+        )
 
     async def _pair(self, msg: InboundMessage, principal: Principal) -> str:
         if not principal.is_admin:

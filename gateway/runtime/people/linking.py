@@ -4,7 +4,9 @@
 ``/link CODE`` from a direct chat on another channel: that address joins the person of the
 one that asked. Both chats are behind the access gate, so both addresses passed it (a
 stranger's ``/link`` gets a pairing code, never this). Knowing a code is what proves the
-two addresses are one person, so a code is shown only in the chat that asked for it.
+two addresses are one person, so a code is shown only in the chat that asked for it. When
+their direct chats become one conversation (``session.scope = "person"``), it goes on from
+the conversation of the chat that asked for the code, if it has nothing of its own yet.
 
 A link that would raise someone's role (a member's address joining the owner, or the
 owner's joining a member, whose person would then hold the owner's role) is never made on
@@ -19,11 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from gateway.core.addressing import agent_of, qualify
 from gateway.core.clock import Clock
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime.people.directory import Identity, PeopleDirectory, highest
-from gateway.store import AuditLog, HomeChat, Outbox, PersonLinks
+from gateway.store import AuditLog, History, HomeChat, KeyValue, Outbox, PersonLinks
 
 CODE_SECONDS = 600  # a /link code is good for ten minutes
 CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
@@ -45,6 +48,9 @@ class Linking:
         directory: PeopleDirectory,
         links: PersonLinks,
         *,
+        history: History,
+        kv: KeyValue,
+        keep: int,
         audit: AuditLog,
         outbox: Outbox,
         owner_home: Home,
@@ -53,6 +59,9 @@ class Linking:
     ) -> None:
         self.directory = directory
         self._links = links
+        self._history = history  # the conversation a link carries over
+        self._kv = kv  # the conversation of the chat that asked for each open code
+        self._keep = keep  # messages carried over at most (agent.history_max_messages)
         self._audit = audit
         self._outbox = outbox
         self._owner_home = owner_home  # where the owner is asked to confirm a link
@@ -64,16 +73,19 @@ class Linking:
 
     # -- the commands -----------------------------------------------------------------------
 
-    async def command(self, words: list[str], principal: Principal, *, direct: bool) -> str:
+    async def command(
+        self, words: list[str], principal: Principal, *, direct: bool, session_key: str
+    ) -> str:
         """``/link``, ``/link CODE``, ``/link confirm CODE``, ``/unlink``, ``/unlink ADDRESS``
-        (``words``: the command and what follows it)."""
+        (``words``: the command and what follows it; ``session_key``: the conversation of
+        the chat it was sent in)."""
         if not direct:
             return f"Links are private: use {words[0]} in a direct chat with me."
         try:
             if words[0] == "/unlink":
                 return await self._unlink(principal, words[1] if len(words) > 1 else None)
             if len(words) == 1:
-                return await self._new_code(principal)
+                return await self._new_code(principal, session_key)
             if words[1].lower() == "confirm" and len(words) == 3:
                 return await self._confirm(principal, words[2])
             if len(words) == 2:
@@ -85,8 +97,9 @@ class Linking:
             "/unlink (this chat is yours alone again), /unlink CHANNEL:ID"
         )
 
-    async def _new_code(self, principal: Principal) -> str:
+    async def _new_code(self, principal: Principal, session_key: str) -> str:
         code = await self._links.new_code(principal.address, now=self._now(), ttl=CODE_SECONDS)
+        await self._kv.set(_asked_in(code.code), session_key)
         await self._audit.record(
             "link-code", channel=principal.channel, sender_id=principal.sender_id
         )
@@ -161,7 +174,7 @@ class Linking:
         if await self._links.take(code, by=sender, now=now, state="used") is None:
             return f"No open link code {code}."
         await self._link(sender, asker, by=sender)
-        return _linked_text(sender, asker)
+        return _linked_text(sender, asker, await self._carry_over(code, sender))
 
     async def _confirm(self, principal: Principal, code: str) -> str:
         if not principal.is_owner:
@@ -189,7 +202,8 @@ class Linking:
             return f"No link waits for confirmation under {code.strip().upper()}."
         asker = await self.directory.identify(taken.address)
         await self._link(taken.used_by, asker, by=by)
-        return _linked_text(taken.used_by, asker)
+        carried = await self._carry_over(taken.code, taken.used_by)
+        return _linked_text(taken.used_by, asker, carried)
 
     async def link(self, address: str, to: str, *, by: str) -> str:
         """The owner links ``address`` to the person ``to`` is one of (no code: the owner
@@ -243,6 +257,23 @@ class Linking:
             by=by,
         )
 
+    async def _carry_over(self, code: str, address: str) -> bool:
+        """Once ``address`` is linked by ``code``: when the person's direct chats are one
+        conversation now, it goes on from the conversation of the chat that asked for the
+        code (if it has nothing of its own yet). Whether it did."""
+        key = _asked_in(code)
+        asked_in = await self._kv.get(key)
+        await self._kv.set(key, None)
+        if not isinstance(asked_in, str):
+            return False
+        conversation = (await self.directory.identify(address)).conversation
+        if not conversation:
+            return False  # each chat stays its own conversation
+        target = qualify(agent_of(asked_in), conversation)
+        if target == asked_in:
+            return False  # it was the person's conversation already
+        return await self._history.continue_from(asked_in, target, keep=self._keep) > 0
+
     async def _ask_owner(self, code: str, sender: str, asker: Identity, joining: Identity) -> None:
         home = await self._owner_home()
         if home is None:
@@ -269,8 +300,16 @@ def _higher(one: Identity, other: Identity) -> str:
     return highest((one.role, other.role)).value
 
 
-def _linked_text(address: str, asker: Identity) -> str:
-    return (
+def _linked_text(address: str, asker: Identity, carried: bool = False) -> str:
+    text = (
         f"Linked: {address} is one person with {', '.join(asker.addresses)} now (/unlink "
         "undoes it)."
     )
+    if carried:
+        text += f" Our conversation from {asker.address} goes on in all of these chats."
+    return text
+
+
+def _asked_in(code: str) -> str:
+    """The key-value entry of the conversation that asked for ``code``."""
+    return f"link-asked-in:{code}"

@@ -443,14 +443,23 @@ async def test_terminal_two_ctrl_c_during_a_turn_leave(home: Path, fake_llm: Fak
         child.sendcontrol("c")
         await expect(child, STOPPING_ANSWER)
         child.sendcontrol("c")  # at once: leave, whether or not the stop went through yet
-        # A /stop not yet taken when the chat leaves is not applied: the gateway then waits
-        # its drain (10 s) for the turn, which a loaded machine makes last well past 30 s.
-        await child.expect_exact(pexpect.EOF, timeout=90, async_=True)
+        # The in-process gateway stops: the /stop, taken or not yet, still stops the turn.
+        await child.expect_exact(pexpect.EOF, timeout=60, async_=True)
         tail = str(child.before)
     finally:
         child.close()
     assert child.exitstatus == 0
     assert "Unclosed" not in tail and "Traceback" not in tail, tail
+    again = terminal(home, fake_llm, "-m", "hello again")
+    try:
+        await again.expect_exact(pexpect.EOF, async_=True)
+    finally:
+        again.close()
+    shown = plain(screen(again))
+    assert "(earlier, undelivered)\nStopped." in shown, shown  # it ended when asked
+    assert "resuming" not in shown  # not cut short by the stop: nothing to resume
+    assert shown.rstrip().endswith("echo: hello again"), shown
+    assert len(fake_llm.requests) == 2  # the stopped turn's one call, then the new message's
 
 
 async def test_terminal_attached_chat_stops_a_turn_and_stays(home: Path, fake_llm: FakeLLM) -> None:

@@ -220,7 +220,8 @@ class Gateway(Service):
         await self.indexer.stop()
         await self.approvals.stop()
         await self.subagents.stop(drain_timeout=drain_timeout, now=now)
-        await parts.intake.stop()  # first: no work is taken on while the turns drain
+        self.dispatcher.stop_taking()  # first: no turn starts while the turns drain
+        await parts.intake.stop()  # what came in meanwhile: a /stop still applies
         await self.dispatcher.stop(drain_timeout=drain_timeout, now=now)
         await self.drafts.stop()
         await parts.display.stop()

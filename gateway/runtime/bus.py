@@ -29,6 +29,11 @@ class Bus(InboundSink, Protocol):
 
     async def next_inbound(self) -> InboundRecord: ...
 
+    def taken_in(self) -> list[InboundRecord]:
+        """What :meth:`next_inbound` would give now without waiting (the intake's last look
+        as it stops)."""
+        ...
+
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None: ...
 
     def outbound_ready(self, channel: str) -> None: ...
@@ -94,6 +99,12 @@ class LocalBus:
 
     async def next_inbound(self) -> InboundRecord:
         return await self._inbound.get()
+
+    def taken_in(self) -> list[InboundRecord]:
+        records = []
+        while not self._inbound.empty():
+            records.append(self._inbound.get_nowait())
+        return records
 
     async def publish_outbound(self, messages: Sequence[OutboundMessage]) -> None:
         if not messages:

@@ -96,6 +96,10 @@ class Controls:
         busy = session.running is not None or _waiting(session) is not None
         return busy and stop_phrase(message.text, self._stop_phrases)
 
+    def stops(self, message: InboundMessage) -> bool:
+        """Whether a control (one :meth:`intercepts`) asks to stop the running turn."""
+        return message.edit_of is None and message.command in ("/stop", None)
+
     async def handle(self, record: InboundRecord, session: SessionView) -> None:
         message = record.message
         try:

@@ -107,6 +107,9 @@ class Controls(Protocol):
     def intercepts(self, message: InboundMessage, session: SessionView) -> bool:
         """Whether ``message`` is handled beside the queue instead of waiting in it."""
 
+    def stops(self, message: InboundMessage) -> bool:
+        """Whether a control (one it intercepts) asks to stop the running turn."""
+
     async def handle(self, record: InboundRecord, session: SessionView) -> None:
         """Handle it (and close its journal row); must not raise except on cancellation."""
 
@@ -253,20 +256,23 @@ class Dispatcher(Service):
     async def start(self) -> None:
         self._stopping = False
 
-    async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
-        """Let running turns finish for ``drain_timeout`` (or until ``now`` is set), cancel
-        the rest. A cancelled turn keeps its journal state and checkpoints; the next start
-        resumes it."""
+    def stop_taking(self) -> None:
+        """Start no turn from now on (the gateway is stopping): what comes in stays pending
+        in the journal for the next start, except a ``/stop``, which still stops its turn."""
         self._stopping = True
-        for task in list(self._control_tasks):
-            task.cancel()
-        await asyncio.gather(*self._control_tasks, return_exceptions=True)
+
+    async def stop(self, *, drain_timeout: float = 10.0, now: asyncio.Event | None = None) -> None:
+        """Let running turns (and controls under way) finish for ``drain_timeout`` (or until
+        ``now`` is set), cancel the rest. A cancelled turn keeps its journal state and
+        checkpoints; the next start resumes it."""
+        self._stopping = True
         for session in self._sessions.values():
             session.queue.clear()  # still pending in the journal; requeued on next start
             for run in session.scheduled:
                 run.done.set()  # not run; the scheduler decides again after the restart
             session.scheduled.clear()
         tasks = [s.task for s in self._sessions.values() if s.task is not None]
+        tasks += self._control_tasks  # a /stop among them ends its turn's wait early
         if tasks:
             still_running = await drain(tasks, drain_timeout, now=now)
             for task in still_running:
@@ -303,10 +309,10 @@ class Dispatcher(Service):
 
     def _intercepted(self, record: InboundRecord, view: SessionView) -> bool:
         """Handle ``record`` beside the queue when it is a control; whether it was."""
-        if self._stopping:
-            return False
         if not self._controls.intercepts(record.message, view):
             return False
+        if self._stopping and not self._controls.stops(record.message):
+            return False  # pending in the journal for the next start
         self._control(record, view)
         return True
 

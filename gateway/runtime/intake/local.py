@@ -51,12 +51,17 @@ class Intake(Service):
         ]
 
     async def stop(self) -> None:
+        """Take nothing more on. What was journaled meanwhile still reaches the dispatcher,
+        which by now only applies a ``/stop`` (the turns' drain) and leaves the rest pending
+        in the journal for the next start."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for record in self._bus.taken_in():
+            self._dispatcher.enqueue(self._session_of(record.message), [record])
 
     async def _messages(self) -> None:
         while True:

@@ -87,8 +87,19 @@ def node_env(
         SWITCHBOARD_STORAGE__URL=url,
         SWITCHBOARD_NODE__NAME=name,
         SWITCHBOARD_SCHEDULER__CATCHUP_JITTER_SECONDS="0",
-        **extra,
+        **{"SWITCHBOARD_LLM__API_KEY": node_key(name), **extra},
     )
+
+
+def node_key(name: str) -> str:
+    """The model key of node ``name``: the fake LLM tells by it which node asks."""
+    return f"sk-test-{name}-123456"
+
+
+def asked_by(request: Recorded) -> str:
+    """The key a request to the fake LLM came with."""
+    auth = next((v for k, v in request.headers.items() if k.lower() == "authorization"), "")
+    return auth.removeprefix("Bearer ")
 
 
 def telegram_env(home: Path, fake_llm: FakeLLM, tg: FakeTelegram, **extra: str) -> dict[str, str]:

@@ -26,9 +26,18 @@ from gateway.store import Store
 from gateway.store.cluster.listener import Listener
 from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, Recorded, Step
 from tests.fakes.telegram import FakeTelegram, random_token
-from tests.nodes import STREAMING, Node, cluster, node_env, streamed, written_echo
+from tests.nodes import (
+    STREAMING,
+    Node,
+    asked_by,
+    cluster,
+    node_env,
+    node_key,
+    streamed,
+    written_echo,
+)
 from tests.test_approvals import MEMBER, OWNER, approval_settings, ask_for_exec, request_id, runs
 from tests.test_cli import switchboard
 
@@ -101,10 +110,16 @@ async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
     # than the status (heartbeats a second apart) can lag behind
     chats, messages = range(3001, 3031), 6
     fake_llm.latency = 0.5
-    fake_llm.responder = written_echo
+    asking: asyncio.Queue[str] = asyncio.Queue()  # which node each model call comes from
+
+    def noted(request: Recorded) -> Step:
+        asking.put_nowait(asked_by(request))
+        return written_echo(request)  # answered over a second from now: latency, then words
+
+    fake_llm.responder = noted
     async with cluster(tmp_path, fake_llm, tg, pg_url, 3, **STREAMING) as nodes:
         talks = [asyncio.create_task(converse(tg, chat, messages, 45)) for chat in chats]
-        # a node that does not lead, while status lists sessions in flight on it
+        # status lists the sessions in flight on a node that does not lead
         listed = await wait_status(
             node_env(tmp_path, fake_llm, tg, pg_url, "node-0"),
             lambda nodes: any(n["role"] != "leader" and n["sessions_in_flight"] > 0 for n in nodes),
@@ -112,7 +127,14 @@ async def test_a_node_killed_in_its_turns_loses_nothing_and_doubles_nothing(
         )
         busy = next(n for n in listed if n["role"] != "leader" and n["sessions_in_flight"] > 0)
         assert busy["sessions"] and all(s.startswith("telegram:") for s in busy["sessions"])
-        victim: Node = next(n for n in nodes if n.name == busy["name"])
+        # the victim: a node that does not lead, killed while the model writes for its turn
+        leader = next(n["name"] for n in listed if n["role"] == "leader")
+        while not asking.empty():  # calls made before now may have been answered already
+            asking.get_nowait()
+        async with asyncio.timeout(20):
+            while (key := await asking.get()) == node_key(leader):
+                pass
+        victim: Node = next(n for n in nodes if node_key(n.name) == key)
         victim.process.send_signal(signal.SIGKILL)
         await victim.process.wait()
         await asyncio.gather(*talks)

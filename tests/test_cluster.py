@@ -28,12 +28,22 @@ from tests.test_cli import switchboard
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture
+async def migrated(pg_url: str, tmp_path: Path) -> str:
+    """``pg_url``'s database with the store's tables, as every node finds it: a node's
+    heartbeat reads the schema version, and a working node whose heartbeat fails pauses
+    (letting its lead go), which would race with what these tests look at."""
+    async with Store(tmp_path / "unused", url=pg_url):
+        pass
+    return pg_url
+
+
 def member(url: str, name: str, **kwargs: object) -> Membership:
     return Membership(url, name, host="test", pid=1, interval=0.2, **kwargs)  # type: ignore[arg-type]
 
 
-async def test_one_node_leads_and_a_standby_takes_over_when_it_goes(pg_url: str) -> None:
-    first, second = member(pg_url, "a"), member(pg_url, "b")
+async def test_one_node_leads_and_a_standby_takes_over_when_it_goes(migrated: str) -> None:
+    first, second = member(migrated, "a"), member(migrated, "b")
     await first.start()
     await second.start()
     try:
@@ -51,18 +61,18 @@ async def test_one_node_leads_and_a_standby_takes_over_when_it_goes(pg_url: str)
 
 
 async def test_a_leader_cut_off_takes_the_lead_back_or_stops_if_another_node_took_it(
-    pg_url: str,
+    migrated: str,
 ) -> None:
     lost = asyncio.Event()
-    node = member(pg_url, "a", on_lost=lost.set)
-    other = member(pg_url, "b")
+    node = member(migrated, "a", on_lost=lost.set)
+    other = member(migrated, "b")
     await node.start()
     await other.start()
     try:
         await node.lead()
         node.working = other.working = True
         racing = asyncio.create_task(other.lead())  # tries the lock every interval
-        with psycopg.connect(pg_url, autocommit=True) as admin:
+        with psycopg.connect(migrated, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE application_name = 'switchboard node a'"

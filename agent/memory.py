@@ -150,21 +150,24 @@ class MemoryStore:
     def path(self, relative: str) -> Path:
         return self.root / relative
 
-    def long_term(self, scope: MemoryScope = OWNER_SCOPE) -> str:
-        return self._cache.read(self.path(scope.long_term), self._max_chars) or ""
+    def long_term(self, scope: MemoryScope = OWNER_SCOPE, *, written_only: bool = False) -> str:
+        path = self.path(scope.long_term)
+        return self._cache.read(path, self._max_chars, written_only=written_only) or ""
 
-    def daily(self, day: date, scope: MemoryScope = OWNER_SCOPE) -> str:
-        return self._cache.read(self.path(scope.daily(day)), self._max_chars // 2) or ""
+    def daily(
+        self, day: date, scope: MemoryScope = OWNER_SCOPE, *, written_only: bool = False
+    ) -> str:
+        path = self.path(scope.daily(day))
+        return self._cache.read(path, self._max_chars // 2, written_only=written_only) or ""
 
     def context(self, today: date, scope: MemoryScope = OWNER_SCOPE) -> str:
         """The memory block of the prompt: long-term memory, then yesterday and today."""
         parts = []
-        long_term = self._cache.read(self.path(scope.long_term), self._max_chars, written_only=True)
+        long_term = self.long_term(scope, written_only=True)
         if long_term:
             parts.append(f"## Memory ({scope.long_term})\n{long_term}")
         for day in (today - timedelta(days=1), today):
-            path = self.path(scope.daily(day))
-            note = self._cache.read(path, self._max_chars // 2, written_only=True)
+            note = self.daily(day, scope, written_only=True)
             if note:
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)

@@ -209,7 +209,6 @@ def people_for(
         directory,
         store.links,
         history=store.history,
-        kv=store.kv,
         keep=settings.agent.history_max_messages,
         audit=store.audit,
         outbox=store.outbox,

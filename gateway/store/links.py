@@ -29,6 +29,7 @@ class LinkCode:
     state: CodeState
     expires_at: float
     used_by: str | None  # the address that sent it
+    asked_in: str | None = None  # the conversation of the chat that asked for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +40,13 @@ class StoredLink:
     linked_by: str
 
 
-_CODE_COLUMNS = "code, address, state, expires_at, used_by"
+_CODE_COLUMNS = "code, address, state, expires_at, used_by, asked_in"
 
 
 def _code(row: Sequence[Any]) -> LinkCode:
     used_by = None if row[4] is None else str(row[4])
-    return LinkCode(str(row[0]), str(row[1]), row[2], float(row[3]), used_by)
+    asked_in = None if row[5] is None else str(row[5])
+    return LinkCode(str(row[0]), str(row[1]), row[2], float(row[3]), used_by, asked_in)
 
 
 class PersonLinks:
@@ -130,8 +132,11 @@ class PersonLinks:
 
     # -- codes --------------------------------------------------------------------------
 
-    async def new_code(self, address: str, *, now: float, ttl: float) -> LinkCode:
-        """A fresh code for ``address``; its earlier open codes, and every expired one, go."""
+    async def new_code(
+        self, address: str, *, asked_in: str | None = None, now: float, ttl: float
+    ) -> LinkCode:
+        """A fresh code for ``address``, asked for in the conversation ``asked_in``; its
+        earlier open codes, and every expired one, go."""
         code = new_code()
 
         def write(conn: Connection) -> None:
@@ -140,13 +145,13 @@ class PersonLinks:
                 (now, address),
             )
             conn.execute(
-                "INSERT INTO link_codes (code, address, state, created_at, expires_at)"
-                " VALUES (?, ?, 'open', ?, ?)",
-                (code, address, now, now + ttl),
+                "INSERT INTO link_codes (code, address, state, created_at, expires_at, asked_in)"
+                " VALUES (?, ?, 'open', ?, ?, ?)",
+                (code, address, now, now + ttl, asked_in),
             )
 
         await self._db.run(write)
-        return LinkCode(code, address, "open", now + ttl, None)
+        return LinkCode(code, address, "open", now + ttl, None, asked_in)
 
     async def peek(self, code: str) -> LinkCode | None:
         def parse(cursors: list[Cursor]) -> LinkCode | None:

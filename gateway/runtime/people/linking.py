@@ -26,7 +26,7 @@ from gateway.core.clock import Clock
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.runtime.people.directory import Identity, PeopleDirectory, highest
-from gateway.store import AuditLog, History, HomeChat, KeyValue, Outbox, PersonLinks
+from gateway.store import AuditLog, History, HomeChat, LinkCode, Outbox, PersonLinks
 
 CODE_SECONDS = 600  # a /link code is good for ten minutes
 CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
@@ -49,7 +49,6 @@ class Linking:
         links: PersonLinks,
         *,
         history: History,
-        kv: KeyValue,
         keep: int,
         audit: AuditLog,
         outbox: Outbox,
@@ -60,7 +59,6 @@ class Linking:
         self.directory = directory
         self._links = links
         self._history = history  # the conversation a link carries over
-        self._kv = kv  # the conversation of the chat that asked for each open code
         self._keep = keep  # messages carried over at most (agent.history_max_messages)
         self._audit = audit
         self._outbox = outbox
@@ -98,8 +96,9 @@ class Linking:
         )
 
     async def _new_code(self, principal: Principal, session_key: str) -> str:
-        code = await self._links.new_code(principal.address, now=self._now(), ttl=CODE_SECONDS)
-        await self._kv.set(_asked_in(code.code), session_key)
+        code = await self._links.new_code(
+            principal.address, asked_in=session_key, now=self._now(), ttl=CODE_SECONDS
+        )
         await self._audit.record(
             "link-code", channel=principal.channel, sender_id=principal.sender_id
         )
@@ -174,7 +173,7 @@ class Linking:
         if await self._links.take(code, by=sender, now=now, state="used") is None:
             return f"No open link code {code}."
         await self._link(sender, asker, by=sender)
-        return _linked_text(sender, asker, await self._carry_over(code, sender))
+        return _linked_text(sender, asker, await self._carry_over(found, sender))
 
     async def _confirm(self, principal: Principal, code: str) -> str:
         if not principal.is_owner:
@@ -202,7 +201,7 @@ class Linking:
             return f"No link waits for confirmation under {code.strip().upper()}."
         asker = await self.directory.identify(taken.address)
         await self._link(taken.used_by, asker, by=by)
-        carried = await self._carry_over(taken.code, taken.used_by)
+        carried = await self._carry_over(taken, taken.used_by)
         return _linked_text(taken.used_by, asker, carried)
 
     async def link(self, address: str, to: str, *, by: str) -> str:
@@ -257,14 +256,12 @@ class Linking:
             by=by,
         )
 
-    async def _carry_over(self, code: str, address: str) -> bool:
+    async def _carry_over(self, code: LinkCode, address: str) -> bool:
         """Once ``address`` is linked by ``code``: when the person's direct chats are one
         conversation now, it goes on from the conversation of the chat that asked for the
         code (if it has nothing of its own yet). Whether it did."""
-        key = _asked_in(code)
-        asked_in = await self._kv.get(key)
-        await self._kv.set(key, None)
-        if not isinstance(asked_in, str):
+        asked_in = code.asked_in
+        if asked_in is None:
             return False
         conversation = (await self.directory.identify(address)).conversation
         if not conversation:
@@ -308,8 +305,3 @@ def _linked_text(address: str, asker: Identity, carried: bool = False) -> str:
     if carried:
         text += f" Our conversation from {asker.address} goes on in all of these chats."
     return text
-
-
-def _asked_in(code: str) -> str:
-    """The key-value entry of the conversation that asked for ``code``."""
-    return f"link-asked-in:{code}"

@@ -41,7 +41,6 @@ class Zones:
         self.default = default
         self._clock = clock
         self._asked: dict[str, str | None] = {}  # zones set by asking, as read from the store
-        self._zones: dict[str, ZoneInfo] = {}  # by name, as turns use them
         self.heard = asyncio.Event()  # another node stored someone's zone (tests wait on it)
 
     def fixed_zone(self, person: str) -> str | None:
@@ -67,11 +66,7 @@ class Zones:
 
     async def clock_zone(self, person: str | None) -> ZoneInfo:
         """``person``'s zone as their turns' clock reads it (``None``: the gateway's)."""
-        name = self.default if person is None else await self.zone_of(person)
-        found = self._zones.get(name)
-        if found is None:
-            found = self._zones[name] = zone(name)
-        return found
+        return zone(self.default if person is None else await self.zone_of(person))
 
     def quiet_hours(self, person: str) -> str:
         configured = self._people.get(person)

@@ -538,6 +538,11 @@ MIGRATIONS: tuple[str, ...] = (
         used_at REAL
     );
     """,
+    # v28: the conversation of the chat that asked for a link code, carried over by the link
+    # (one conversation across a person's chats); it goes with the code
+    """
+    ALTER TABLE link_codes ADD COLUMN asked_in TEXT;
+    """,
 )
 
 

@@ -521,6 +521,10 @@ PG_MIGRATIONS: tuple[str, ...] = (
         used_at DOUBLE PRECISION
     );
     """,
+    # v28: the conversation of the chat that asked for a link code, carried over by the link
+    """
+    ALTER TABLE link_codes ADD COLUMN asked_in TEXT;
+    """,
 )
 
 

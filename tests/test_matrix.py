@@ -187,6 +187,44 @@ async def test_a_direct_chat_is_joined_and_answered_once(
     assert "hi bot" in fake_llm.requests[0].last_user_text
 
 
+async def test_a_reply_without_its_quoted_fallback_brings_the_answer_after_a_restart(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    """Newer clients send a reply without quoting it (the fallback is gone from the spec):
+    the gateway finds the streamed answer it replies to in its store, not in memory."""
+    dana = people("dana")
+    settings = matrix_settings(make_settings, homeserver, bot, allow_from=[dana.id])
+    fake_llm.queue(llm.text("The meeting is in room 4.12."), llm.text("You're welcome."))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, direct=True)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "where is the meeting?")
+        await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    [answer] = [
+        e["event_id"]
+        for e in await dana.events(room)
+        if e["sender"] == bot.user_id
+        and e["type"] == "m.room.message"
+        and "m.relates_to" not in e["content"]
+    ]
+    reply = {
+        "msgtype": "m.text",
+        "body": "thanks",
+        "m.relates_to": {"m.in_reply_to": {"event_id": answer}},
+    }
+    async with running(settings) as gateway:
+        await dana.say(room, "thanks", content=reply)
+        await until(lambda: _count_shown(dana, room, bot.user_id, 2))
+        await gateway.wait_idle()
+    said = fake_llm.requests[1].last_user_text
+    assert "[replying to your earlier message]" in said and "room 4.12" in said
+
+
 async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
     make_settings: SettingsFactory,
     homeserver: Homeserver,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.schedule_spec import ScheduleSpec
 from gateway.store import ApprovalRequest, Job, NewMessage, Store, TaskRecord, UsageRecord
 from gateway.store.approvals import ApprovalState, approval_id
@@ -348,3 +348,34 @@ async def test_a_webhook_body_belongs_to_its_first_delivery_until_its_claim_expi
         assert await bodies.claim("ci", "sha256:bb", "d-5", until=None) == "d-3"
         assert await bodies.prune(now[0]) == 3
         assert await bodies.claim("ci", "sha256:bb", "d-5", until=None) == "d-5"
+
+
+async def test_a_delivered_message_and_a_journaled_one_are_found_by_their_platform_ids(
+    make_store: StoreFactory,
+) -> None:
+    """What a reply names by id alone: one of the bot's messages to that chat (any part of
+    one sent in parts), or a message someone sent."""
+    long_answer = OutboundMessage(
+        channel="t", chat_id="c1", text="part one, part two", idempotency_key="a"
+    )
+    elsewhere = OutboundMessage(
+        channel="t", chat_id="c2", text="to another chat", idempotency_key="b"
+    )
+    asked = InboundMessage("t", "c1", "dana", "what now?", "in-1", sender_name="Dana")
+    async with make_store() as store:
+        await store.outbox.enqueue([long_answer, elsewhere])
+        for head, receipt in zip(
+            await store.outbox.heads("t"), ("out-1,out-2", "out-3"), strict=True
+        ):
+            await store.outbox.mark_sent(head.id, receipt)
+        await store.journal.accept(asked)
+        second_part = await store.outbox.sent_as("t:c1", "out-2")
+        other_chat = await store.outbox.sent_as("t:c1", "out-3")
+        prefix = await store.outbox.sent_as("t:c1", "out-")
+        journaled = await store.journal.message("t", "in-1")
+    assert second_part is not None and second_part.text == "part one, part two"
+    assert other_chat is None and prefix is None
+    assert journaled is not None and (journaled.sender_name, journaled.text) == (
+        "Dana",
+        "what now?",
+    )

@@ -26,7 +26,7 @@ from nio import AsyncClient, AsyncClientConfig, LoginResponse, SyncResponse, Who
 from nio.responses import JoinResponse, RoomInfo
 
 from channels.matrix import render
-from channels.matrix.convert import CHANNEL, Converted, Room, convert
+from channels.matrix.convert import CHANNEL, Room, convert
 from channels.matrix.encrypted import EncryptedRooms
 from channels.matrix.intake import SyncLoop, inviter
 from channels.matrix.media import MediaStore
@@ -182,7 +182,7 @@ class MatrixChannel:
         )
         if converted is None:
             return
-        message = self._with_context(converted)
+        message = converted.message
         if converted.files:
             admitted = await sink.admits(message)
             message = replace(
@@ -191,13 +191,6 @@ class MatrixChannel:
             )
         await sink.publish_inbound(message)  # raises: the sync token is not stored
         self._last_message_at = time.time()
-
-    def _with_context(self, converted: Converted) -> InboundMessage:
-        message = converted.message
-        quoted = self._sender.sent_events.get(message.reply_to_message_id or "")
-        if quoted is None:
-            return message
-        return replace(message, text=f"[replying to your message “{quoted[:120]}”]\n{message.text}")
 
     async def _invited(self, sink: InboundSink, room_id: str, invite: Any) -> None:
         if room_id in self._declined:

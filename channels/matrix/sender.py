@@ -61,7 +61,9 @@ _FILE_TYPES = {"image": "m.image", "audio": "m.audio", "voice": "m.audio", "vide
 class Sender:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
-        self.sent_events: OrderedDict[str, str] = OrderedDict()  # our event id -> its text
+        # our newest event ids: a reply to one of them addresses the bot (its text is found
+        # by the gateway, from the store)
+        self.sent_events: OrderedDict[str, None] = OrderedDict()
 
     async def send(self, message: OutboundMessage, drafts: Sequence[str] = ()) -> str | None:
         """Deliver ``message``; with ``drafts``, edit them into its parts first."""
@@ -157,7 +159,7 @@ class Sender:
                 f"matrix: send failed: {exc or type(exc).__name__}"
             ) from exc
         if isinstance(answer, RoomSendResponse):
-            self.sent_events[answer.event_id] = str(body.get("body") or "")[:200]
+            self.sent_events[answer.event_id] = None
             while len(self.sent_events) > _MAX_TRACKED:
                 self.sent_events.popitem(last=False)
             return str(answer.event_id)

@@ -177,13 +177,10 @@ class WhatsAppChannel:
                         self._in_background(self._read(message.chat_id))
 
     def _with_context(self, converted: Converted) -> Any:
-        """The message with what it refers to: the answer it replies to, recent reactions."""
+        """The message with the reactions since the last one (the message a reply answers
+        is found by the gateway, from the store: ``InboundMessage.reply_to_message_id``)."""
         message = converted.message
         notes = self._reactions.pop(message.chat_id, [])
-        if converted.reply_to and converted.reply_to in self._sender.sent_texts:
-            notes.append(
-                f"[replying to your message “{self._sender.sent_texts[converted.reply_to]}”]"
-            )
         if not notes:
             return message
         return replace(message, text="\n".join([*notes, message.text]).strip())

@@ -47,7 +47,6 @@ class MediaRef:
 class Converted:
     message: InboundMessage
     media: tuple[MediaRef, ...] = ()
-    reply_to: str | None = None  # the wamid this message answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +131,7 @@ def _message(raw: dict[str, Any], names: dict[str, str], batch: Batch) -> None:
         received_at=_time(raw.get("timestamp")),
         forwarded=(Said("", text or "[a file without text]"),) if forward else (),
     )
-    batch.messages.append(Converted(message, media, reply_to))
+    batch.messages.append(Converted(message, media))
 
 
 def _content(kind: Any, raw: dict[str, Any]) -> tuple[str, tuple[MediaRef, ...]]:

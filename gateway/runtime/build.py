@@ -179,10 +179,12 @@ def inbound_stages(
                 group_context=store.group_context,
                 on_outbound=bus.outbound_ready,
             ),
-            partial(  # what they sent made readable: voice notes heard, documents read
+            partial(  # what they sent made readable: voice heard, documents read, replies found
                 Understanding,
                 sections=sections,
                 documents=DocumentReader(settings.tools.documents),
+                journal=store.journal,
+                outbox=store.outbox,
                 speech=speech,
                 allowance=None if speech is None else Allowance(store.voice, speech.settings),
             ),

@@ -203,6 +203,19 @@ class Journal:
             )
         )
 
+    async def message(self, channel: str, platform_id: str) -> InboundMessage | None:
+        """The message a platform id names on ``channel``, as it was journaled (``None``:
+        never seen here, or pruned)."""
+
+        def query(conn: Connection) -> InboundMessage | None:
+            row = conn.execute(
+                "SELECT payload FROM inbound WHERE channel = ? AND platform_id = ?",
+                (channel, platform_id),
+            ).fetchone()
+            return None if row is None else InboundMessage.from_dict(json.loads(row[0]))
+
+        return await self._db.run(query, durable=False)
+
     async def find(self, channel: str, platform_id: str) -> tuple[int, str, str | None] | None:
         """The journal row of a platform message: its id, state and turn."""
 

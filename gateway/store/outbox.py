@@ -41,6 +41,7 @@ Clock = Callable[[], float]
 # still leads; see gateway/store/cluster/membership.py.)
 Fence = Callable[[], Statement]
 MAX_OPEN_SENDS = 16  # attempts kept per row: the first and the latest ones
+SENT_LOOKUP = 1_000  # a chat's newest deliveries a reply's target is looked for among
 
 
 class OutboxState(enum.StrEnum):
@@ -70,6 +71,14 @@ class OutboxRecord:
     def lost(self) -> bool:
         """An earlier attempt may have delivered some or all of it: resend, don't send."""
         return self.state is OutboxState.SENDING
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    """One of the bot's delivered messages, as a reply to it finds it again."""
+
+    text: str
+    sent_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +327,29 @@ class Outbox:
             return found
 
         return await self._db.run(load, durable=False)
+
+    async def sent_as(self, chat_key: str, platform_id: str) -> SentMessage | None:
+        """The message delivered to chat ``chat_key`` (``channel:chat[:thread]``) that the
+        platform calls ``platform_id`` (one of its parts, for a message sent in parts),
+        among the chat's newest :data:`SENT_LOOKUP` deliveries still kept."""
+
+        def parse(cursors: list[Cursor]) -> SentMessage | None:
+            for payload, receipt, sent_at in cursors[0]:
+                if platform_id in str(receipt).split(","):
+                    message = OutboundMessage.from_dict(json.loads(payload))
+                    return SentMessage(message.text, float(sent_at))
+            return None
+
+        return await self._db.select(
+            [
+                (
+                    "SELECT payload, receipt, sent_at FROM outbox WHERE chat_key = ?"
+                    " AND state = ? AND receipt IS NOT NULL ORDER BY id DESC LIMIT ?",
+                    (chat_key, OutboxState.SENT.value, SENT_LOOKUP),
+                )
+            ],
+            parse,
+        )
 
     async def pending_count(self, channel: str | None = None) -> int:
         """Messages not delivered yet (waiting, or being sent)."""

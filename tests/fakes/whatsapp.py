@@ -71,6 +71,7 @@ class FakeGraph:
         self.reports_open = asyncio.Event()  # cleared: reports wait (Meta is late)
         self.reports_open.set()
         self.made: list[dict[str, Any]] = []  # messages made (what the people see)
+        self.made_ids: list[str] = []  # their wamids, in the same order
         self.holds = Holds()
         self._reporting: set[asyncio.Task[None]] = set()
 
@@ -219,6 +220,7 @@ class FakeGraph:
         wamid = f"wamid.out{next(self._ids)}"
         async with self._changed:
             self.made.append(body)
+            self.made_ids.append(wamid)
             self._changed.notify_all()
         if self.webhook_url is not None:
             report = status(wamid, str(body.get("to")), "sent")

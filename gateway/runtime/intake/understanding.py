@@ -10,7 +10,12 @@ is journaled:
   and becomes its text when the person wrote nothing;
 - reads documents (:mod:`agent.documents`): a short one's text goes with the message
   (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
-  page count, to be read with ``read_file``.
+  page count, to be read with ``read_file``;
+- finds the message a reply answers, where the platform names it without its text
+  (WhatsApp, a Matrix reply without its quoted fallback): one of the bot's answers to that
+  chat (the outbox, by the ids the platform gave it) or a message people sent there (the
+  journal). It becomes ``InboundMessage.quote``, from the store, so after a restart and on
+  every node of a cluster alike; another person's words stay context, not instructions.
 
 Only messages the gate admitted reach it, so strangers cost nothing; a platform's
 redelivery (already journaled) is passed on untouched, never transcribed twice. A failure
@@ -29,7 +34,7 @@ from agent.documents.reader import DocumentError, DocumentReader, document_kind
 from gateway.config.channels import ChannelSection
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted, InboundSink
-from gateway.core.messages import Attachment, InboundMessage
+from gateway.core.messages import Attachment, ChatRef, InboundMessage, Said
 from gateway.core.principal import Principal
 from gateway.runtime.intake.access import principal_for
 from gateway.runtime.intake.voice import (
@@ -39,9 +44,11 @@ from gateway.runtime.intake.voice import (
     SpokenReplies,
     voice_settings,
 )
+from gateway.store import Journal, Outbox
 
 log = logging.getLogger(__name__)
 
+QUOTE_CHARS = 4_000  # of a replied-to message found in the store, as channels cut theirs
 CHARS_PER_TOKEN = 4  # the inline budget is in tokens; documents are measured in characters
 _PLAIN = {".txt", ".md", ".markdown", ".text", ".log", ".json", ".yaml", ".yml", ".toml"}
 _HEARD = ("voice", "audio")
@@ -56,10 +63,14 @@ class Understanding:
         *,
         sections: Mapping[str, ChannelSection],
         documents: DocumentReader,
+        journal: Journal,
+        outbox: Outbox,
         speech: Speech | None = None,
         allowance: Allowance | None = None,
     ) -> None:
         self._inner = inner
+        self._journal = journal
+        self._outbox = outbox
         self._sections = sections
         self._documents = documents
         self._speech = speech
@@ -67,8 +78,13 @@ class Understanding:
         self._inline_chars = documents.settings.inline_tokens * CHARS_PER_TOKEN
 
     async def publish_inbound(self, msg: InboundMessage) -> Accepted:
-        if any(a.path for a in msg.attachments) and await self._inner.admits(msg):
-            msg = await self._understood(msg)
+        files = any(a.path for a in msg.attachments)
+        unquoted = msg.reply_to_message_id is not None and msg.quote is None
+        if (files or unquoted) and await self._inner.admits(msg):
+            if files:
+                msg = await self._understood(msg)
+            if unquoted:
+                msg = replace(msg, quote=await self._replied_to(msg))
         return await self._inner.publish_inbound(msg)
 
     async def admits(self, msg: InboundMessage) -> bool:
@@ -94,6 +110,23 @@ class Understanding:
                 understood = await self._read(attachment)
             attachments.append(understood)
         return replace(msg, text=text, attachments=tuple(attachments))
+
+    async def _replied_to(self, msg: InboundMessage) -> Said | None:
+        """The message ``msg`` replies to, in the same chat: an answer of the bot's or a
+        message someone sent (``None``: not kept here)."""
+        assert msg.reply_to_message_id is not None
+        replied = msg.reply_to_message_id
+        chats = dict.fromkeys([msg.session_key, ChatRef(msg.channel, msg.chat_id).session_key])
+        for chat_key in chats:  # a thread's own answers, then the chat's it may start from
+            sent = await self._outbox.sent_as(chat_key, replied)
+            if sent is not None:
+                return Said("", sent.text[:QUOTE_CHARS], at=sent.sent_at, by_bot=True)
+        earlier = await self._journal.message(msg.channel, replied)
+        if earlier is None or earlier.chat_id != msg.chat_id:
+            return None
+        text = earlier.text or ", ".join(f"[{a.kind}]" for a in earlier.attachments)
+        author = earlier.sender_name or earlier.sender_id
+        return Said(author, text[:QUOTE_CHARS], at=earlier.received_at.timestamp())
 
     async def _heard(
         self, attachment: Attachment, principal: Principal, msg: InboundMessage

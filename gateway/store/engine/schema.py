@@ -543,6 +543,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE link_codes ADD COLUMN asked_in TEXT;
     """,
+    # v29: a reply to one of the bot's messages carries that message's text, found by the
+    # chat it was sent to (gateway.runtime.intake.understanding), after restarts and on
+    # every node
+    """
+    CREATE INDEX outbox_chat ON outbox (chat_key, id);
+    """,
 )
 
 

@@ -5,8 +5,10 @@ Run from the repository root: ``python -m bench.walk [--every-call]``.
 One gateway in this process (the real Telegram channel against the fake Bot API, the fake
 LLM answering at once, streaming by edits off), one warm-up message, then one plain text
 message traced from the moment it is available to ``getUpdates`` until its answer reached
-the fake and the gateway is idle. What this bench itself calls to learn that the gateway
-is idle (``Gateway.wait_idle`` and all it asks) is not part of the walk.
+the fake, the gateway is idle and the recall indexer has made the message's vectors (work
+it does in the background, a second after the commit). What this bench itself calls to
+learn that (``Gateway.wait_idle``, ``RecallIndexer.idle`` and all they ask) is not part of
+the walk.
 
 A step of the walk is a call into a function of ``gateway/``, ``channels/`` or ``agent/``
 that is handed the message or what it becomes on its way: the platform's update, the
@@ -191,6 +193,9 @@ async def trace_one_message(*, every_call: bool) -> Walk:
                     await tg.say("hello there")
                     await tg.wait_sent(2)
                     await gateway.wait_idle()
+                    # its words made searchable by meaning, in the background: always in
+                    # the walk, not only when the machine is slow enough for it to begin
+                    await gateway.indexer.idle()
                     walk.on = False
     finally:
         await tg.stop()

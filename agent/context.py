@@ -214,8 +214,12 @@ def user_message(
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
     files = tuple(a.path for a in msg.attachments if a.path)
-    # a short document's text, or what others said (group context, quotes, forwards)
-    untrusted = any(a.text is not None for a in msg.attachments) or msg.untrusted_context
+    # a short document's text or a scan's pages, or what others said (group context,
+    # quotes, forwards)
+    untrusted = (
+        any(a.text is not None or a.page_of is not None for a in msg.attachments)
+        or msg.untrusted_context
+    )
     return ChatMessage(
         role="user", content=text, images=tuple(images), files=files, untrusted=untrusted
     )

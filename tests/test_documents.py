@@ -9,7 +9,10 @@ carries on; and a document cannot make the bot act (it taints the turn, as a web
 
 from __future__ import annotations
 
+import base64
 import re
+import struct
+import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -81,6 +84,76 @@ async def test_a_short_pdf_goes_with_the_message_and_taints_the_turn(
     assert not (settings.workspace_dir / "owned.md").exists()
     answer = tg.sent()[-1].params["text"]
     assert answer.startswith("Here's the summary.") and "Note: write_file failed" in answer
+
+
+def pictures_sent(request: Recorded) -> list[tuple[int, int, int, int]]:
+    """The PNG pictures in ``request`` (OpenAI's data URLs): width, height, and the grey of
+    the picture's centre and of its top left corner."""
+    found = []
+    for message in request.body["messages"]:
+        for part in message["content"] if isinstance(message["content"], list) else ():
+            url = part.get("image_url", {}).get("url", "")
+            if not url.startswith("data:image/png;base64,"):
+                continue
+            png = base64.b64decode(url.split(",", 1)[1])
+            width, height = struct.unpack(">II", png[16:24])
+            idat = png.index(b"IDAT")
+            (length,) = struct.unpack(">I", png[idat - 4 : idat])
+            rows = zlib.decompress(png[idat + 4 : idat + 4 + length])
+            stride = width + 1  # a filter byte, then one byte a pixel
+            centre = rows[(height // 2) * stride + 1 + width // 2]
+            found.append((width, height, centre, rows[1]))
+    return found
+
+
+async def test_a_scanned_pdf_shows_its_pages_as_pictures_and_taints_the_turn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """A scan has no text: the model that sees images gets its first pages drawn; they are
+    outside content, so what they might ask for is not done."""
+    fake_llm.queue(
+        calls(("write_file", {"path": "owned.md", "content": "x"})), text("It's a form.")
+    )
+    settings = make_settings(
+        telegram=section(tg, owners=["42"]), tools={"documents": {"scan_pages": 2}}
+    )
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say(
+            caption="what does this say?",
+            document=tg_document(tg, documents.pdf(["", "", ""]), "scan.pdf", "application/pdf"),
+        )
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    first, second = fake_llm.requests
+    seen = first.last_user_text
+    assert "scan.pdf: PDF, 3 pages: no text layer" in seen
+    assert "its first 2 pages follow as pictures" in seen
+    assert "[image attached: scan.pdf, page 2 saved at " in seen
+    # each page as drawn: US letter, 1,600 pixels high; the scan's grey box, a white margin
+    pictures = pictures_sent(first)
+    assert len(pictures) == 2 and len(first.images) == 2
+    for width, height, centre, corner in pictures:
+        assert (height, round(width / 10), corner) == (1600, 124, 255) and 120 < centre < 136
+    assert "was refused: this turn has read outside content" in second.tool_results[-1]
+    assert not (settings.workspace_dir / "owned.md").exists()
+
+
+async def test_read_file_draws_the_pages_of_a_scan_it_is_asked_for(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    fake_llm.responder = reads({"pages": "3"})
+    settings = make_settings(telegram=section(tg), tools={"documents": {"scan_pages": 1}})
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        scan = tg_document(tg, documents.pdf(["", "", ""]), "scan.pdf", "application/pdf")
+        await tg.say(caption="what's on the last page?", document=scan)
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    first, second = fake_llm.requests
+    assert len(first.images) == 1  # the first page, with the message
+    assert "[1 of its pages follow as pictures]" in second.tool_results[-1]
+    assert len(second.images) == 2  # and page 3, with what read_file answered
+    drawn = sorted(p.name for p in settings.workspace_dir.rglob("*-page*.png"))
+    assert [name.rsplit("-", 1)[1] for name in drawn] == ["page1.png", "page3.png"]
 
 
 async def test_a_word_document_keeps_its_table(

@@ -9,16 +9,19 @@ attachments cannot fill the machine.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.documents.formats import DocKind, Extract
 from gateway.config.media import DocumentSettings
+from gateway.core.system.fileutil import write_atomic
 
 _SUFFIXES: dict[str, DocKind] = {
     ".pdf": "pdf",
@@ -98,7 +101,7 @@ class Reading:
         if ex.no_text_layer:
             lines.append(
                 "[no text layer: the PDF holds only images of its pages (a scan), so there "
-                "is no text to read; it would need OCR]"
+                "is no text to read; a model that sees images is shown the pages instead]"
             )
             return "\n".join(lines)
         for label, text in ex.parts:
@@ -161,6 +164,32 @@ class DocumentReader:
         )
         return Reading(extract, name or path.name)
 
+    async def draw(self, path: Path, pages: Sequence[int]) -> list[Path]:
+        """Pages ``pages`` (1-based; those past its end left out) of the scanned PDF at
+        ``path`` as PNG pictures beside it (:func:`page_picture`), drawn once: a page drawn
+        before is not drawn again."""
+        wanted = [page for page in dict.fromkeys(pages) if page > 0]
+        missing = [page for page in wanted if not page_picture(path, page).is_file()]
+        if missing:
+            for page, png in zip(missing, await self._pictures(path, missing), strict=False):
+                await asyncio.to_thread(write_atomic, page_picture(path, page), png)
+        return [page_picture(path, p) for p in wanted if page_picture(path, p).is_file()]
+
+    async def _pictures(self, path: Path, pages: Sequence[int]) -> list[bytes]:
+        limits = self.settings
+        request = {
+            "path": str(path),
+            "kind": "pdf",
+            "pictures": list(pages),
+            "memory_mb": limits.memory_mb,
+            "cpu_seconds": max(1, int(limits.timeout_seconds)),
+        }
+        async with self._slots:
+            answer = await self._run(json.dumps(request).encode())
+        if "error" in answer:
+            raise DocumentError(str(answer["error"]))
+        return [base64.b64decode(p) for p in answer["ok"]["pictures"]]
+
     async def _run(self, request: bytes) -> dict[str, Any]:
         try:
             process = await asyncio.create_subprocess_exec(
@@ -193,6 +222,11 @@ class DocumentReader:
         except ValueError:
             raise DocumentError("the reader's answer was cut short") from None
         return answer
+
+
+def page_picture(document: Path, page: int) -> Path:
+    """Where page ``page`` of a scanned document is kept as a picture: beside it."""
+    return document.with_name(f"{document.stem}-page{page}.png")
 
 
 def _died(code: int | None) -> str:

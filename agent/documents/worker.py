@@ -5,10 +5,13 @@ no file written (``RLIMIT_FSIZE`` 0, ``SIGXFSZ`` ignored so a write fails instea
 killing), few open files. A crafted PDF that loops or balloons ends here, with an exit
 code the reader turns into a message; the gateway's own process never parses the file.
 The answer is one JSON object on stdout: ``{"ok": extract}`` or ``{"error": message}``.
+A request with ``"pictures": [page, ...]`` asks for those pages of a scanned PDF drawn instead
+(:mod:`agent.documents.pictures`): ``{"ok": {"total": pages, "pictures": [base64 PNG]}}``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import resource
 import signal
@@ -16,6 +19,7 @@ import sys
 from typing import Any
 
 from agent.documents.formats import DocumentRefused, Request, extract
+from agent.documents.pictures import page_pictures
 
 _MB = 1024 * 1024
 
@@ -33,7 +37,7 @@ def main() -> int:
     limit(memory_mb=int(spec.pop("memory_mb")), cpu_seconds=int(spec.pop("cpu_seconds")))
     spec["pages"] = tuple(spec.get("pages") or ())
     try:
-        answer: dict[str, Any] = {"ok": extract(Request(**spec)).to_dict()}
+        answer: dict[str, Any] = {"ok": _answer(spec)}
     except DocumentRefused as exc:
         answer = {"error": str(exc)}
     except MemoryError:
@@ -44,6 +48,14 @@ def main() -> int:
         answer = {"error": f"it could not be read ({type(exc).__name__}: {exc})"}
     sys.stdout.write(json.dumps(answer))
     return 0
+
+
+def _answer(spec: dict[str, Any]) -> dict[str, Any]:
+    pages = spec.pop("pictures", None)
+    if pages is None:
+        return extract(Request(**spec)).to_dict()
+    total, pictures = page_pictures(spec["path"], [int(page) for page in pages])
+    return {"total": total, "pictures": [base64.b64encode(p).decode() for p in pictures]}
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 from agent.documents.formats import DocKind
 from agent.documents.ranges import parse_pages
 from agent.documents.reader import DocumentError, DocumentReader, document_kind
+from agent.llm.types import ImagePart
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.untrusted import wrap_untrusted
 from agent.workspace import PathDenied, Workspace
@@ -128,11 +129,30 @@ class ReadFile(Tool):
                 f"{shown} has {extract.total} {extract.unit}(s); pages {args['pages']} is past its end"
             )
         text = reading.render()
+        pictures: tuple[ImagePart, ...] = ()
+        if extract.no_text_layer and kind == "pdf":
+            pictures = await self._scan_pages(path, pages, extract.total)
+            if pictures:
+                text += f"\n[{len(pictures)} of its pages follow as pictures]"
         # A file someone sent is outside content: marked as such, and reading it taints the
         # turn, as web_fetch does (agent/untrusted.py).
         if ctx.workspace.is_untrusted(path):
-            return ToolResult(wrap_untrusted(f"document {shown}", text), untrusted=True)
-        return ToolResult(text)
+            text = wrap_untrusted(f"document {shown}", text)
+            return ToolResult(text, untrusted=True, images=pictures)
+        return ToolResult(text, images=pictures)
+
+    async def _scan_pages(
+        self, path: Path, pages: tuple[int, ...], total: int
+    ) -> tuple[ImagePart, ...]:
+        """The pages asked of a scan (or its first ones) drawn as pictures, at most
+        ``tools.documents.scan_pages`` a read; none when they cannot be drawn."""
+        most = self._documents.settings.scan_pages
+        wanted = [page for page in pages or range(1, total + 1) if page <= total][:most]
+        try:
+            drawn = await self._documents.draw(path, wanted)
+        except (DocumentError, OSError):
+            return ()
+        return tuple(ImagePart(str(picture), "image/png") for picture in drawn)
 
 
 def _document_kind(path: Path) -> DocKind | None:

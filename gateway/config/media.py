@@ -64,3 +64,4 @@ class DocumentSettings(BaseModel):
     memory_mb: int = Field(default=512, ge=128, le=8_192)  # address space of the reader
     max_expanded_mb: int = Field(default=200, ge=1, le=4_096)  # DOCX/XLSX/PPTX/EPUB unpacked
     concurrency: int = Field(default=2, ge=1, le=16)  # documents read at once
+    scan_pages: int = Field(default=4, ge=0, le=20)  # a scan's first pages, sent as pictures

@@ -77,6 +77,9 @@ class Attachment:
     transcript: str | None = (
         None  # what a voice note or audio file says (gateway/runtime/intake/voice.py)
     )
+    # A picture of a page of this document (a scan, which has no text to read): outside
+    # content like a document's text, so it taints its turn too.
+    page_of: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attachment:

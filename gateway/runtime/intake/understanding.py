@@ -10,7 +10,10 @@ is journaled:
   and becomes its text when the person wrote nothing;
 - reads documents (:mod:`agent.documents`): a short one's text goes with the message
   (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
-  page count, to be read with ``read_file``;
+  page count, to be read with ``read_file``; a scanned PDF (no text, only images of its
+  pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures,
+  beside the file (``Attachment.page_of``: a model that sees images reads them; outside
+  content, so they taint the turn like a document's text);
 - finds the message a reply answers, where the platform names it without its text
   (WhatsApp, a Matrix reply without its quoted fallback): one of the bot's answers to that
   chat (the outbox, by the ids the platform gave it) or a message people sent there (the
@@ -96,19 +99,20 @@ class Understanding:
     async def _understood(self, msg: InboundMessage) -> InboundMessage:
         principal = principal_for(msg, self._sections.get(msg.channel))
         text = msg.text
-        attachments = []
+        attachments: list[Attachment] = []
         for attachment in msg.attachments:
-            understood = attachment
+            understood = [attachment]
             if attachment.path is None:
                 pass
             elif attachment.kind in _HEARD:
-                understood = await self._heard(attachment, principal, msg)
+                heard = await self._heard(attachment, principal, msg)
                 # A forwarded voice note's words are its author's, never the forwarder's.
-                if understood.transcript and not text.strip() and not msg.forwarded:
-                    text = understood.transcript
+                if heard.transcript and not text.strip() and not msg.forwarded:
+                    text = heard.transcript
+                understood = [heard]
             elif attachment.kind == "document":
                 understood = await self._read(attachment)
-            attachments.append(understood)
+            attachments.extend(understood)
         return replace(msg, text=text, attachments=tuple(attachments))
 
     async def _replied_to(self, msg: InboundMessage) -> Said | None:
@@ -152,34 +156,48 @@ class Understanding:
             return replace(attachment, note=f"an empty {what} ({heard.seconds:.0f} s)")
         return replace(attachment, note=None, transcript=heard.text)
 
-    async def _read(self, attachment: Attachment) -> Attachment:
+    async def _read(self, attachment: Attachment) -> list[Attachment]:
+        """The document as read, and for a scan the pictures of its first pages."""
         assert attachment.path is not None
         path = Path(attachment.path)
         name = attachment.filename or path.name
         kind = await asyncio.to_thread(document_kind, path, attachment.mime_type)
         if kind is None:
-            return await asyncio.to_thread(self._plain, attachment, path)
+            return [await asyncio.to_thread(self._plain, attachment, path)]
         try:
             reading = await self._documents.read(
                 path, kind, max_chars=self._inline_chars + 1, name=name
             )
         except DocumentError as exc:
-            return replace(attachment, note=f"it could not be read: {exc}")
+            return [replace(attachment, note=f"it could not be read: {exc}")]
         extract = reading.extract
         if extract.no_text_layer:
-            note = (
-                f"{reading.header()}: no text layer (a scanned document: images of pages, "
-                "no text to read without OCR)"
-            )
-            return replace(attachment, note=note)
+            return await self._scanned(attachment, path, f"{reading.header()}: no text layer")
         body = reading.render()
         if extract.truncated_after is None and len(body) <= self._inline_chars:
-            return replace(attachment, note=reading.header(), text=body)
+            return [replace(attachment, note=reading.header(), text=body)]
         note = (
             f"{reading.header()}; too long to go with the message: read it with read_file "
             "(pages or sheet to pick a part)"
         )
-        return replace(attachment, note=note)
+        return [replace(attachment, note=note)]
+
+    async def _scanned(self, attachment: Attachment, path: Path, header: str) -> list[Attachment]:
+        """A scan: its first pages drawn as pictures beside it, each an attachment."""
+        name = attachment.filename or path.name
+        scan = "a scanned document: images of pages, no text to read"
+        count = self._documents.settings.scan_pages
+        try:
+            drawn = await self._documents.draw(path, range(1, count + 1))
+        except (DocumentError, OSError) as exc:
+            log.warning("a scan's pages could not be drawn: %s", exc)
+            return [replace(attachment, note=f"{header} ({scan}; its pages could not be drawn)")]
+        pages = [
+            Attachment("image", str(picture), "image/png", f"{name}, page {number}", page_of=name)
+            for number, picture in enumerate(drawn, start=1)
+        ]
+        shown = f"; its first {len(pages)} pages follow as pictures" if pages else ""
+        return [replace(attachment, note=f"{header} ({scan}{shown})"), *pages]
 
     def _plain(self, attachment: Attachment, path: Path) -> Attachment:
         """A short plain-text file goes with the message too; anything else stays a file."""

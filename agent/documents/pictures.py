@@ -1,0 +1,75 @@
+"""A scanned PDF's pages as pictures, for a model that sees images.
+
+A scan holds no text, only images of its pages: what the model can be given is those pages,
+as pictures. PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey,
+no larger than :data:`MAX_SIDE` pixels on its longer side (about 150 dpi for A4: print is
+legible, and a vision model scales larger pictures down anyway). It runs in the document
+worker (:mod:`agent.documents.worker`) like every other read: the gateway never parses the
+file, and the worker writes no file of its own; it answers with the PNG bytes.
+
+A grey picture is a PNG of three chunks (a header, the rows deflated, an end), written
+here with :mod:`zlib` rather than bringing in an imaging library for it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pypdfium2 as pdfium
+
+from agent.documents.formats import DocumentRefused
+
+MAX_SIDE = 1_600  # pixels, the longer side of a page's picture
+POINTS_PER_INCH = 72  # a PDF's canvas unit
+
+
+def page_pictures(
+    path: str, pages: Sequence[int], *, max_side: int = MAX_SIDE
+) -> tuple[int, list[bytes]]:
+    """Pages ``pages`` (1-based; those past the end left out) of the PDF at ``path`` as
+    grey PNGs, and its page count."""
+    try:
+        document = pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as exc:
+        raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
+    try:
+        total = len(document)
+        pictures = [_page_png(document[page - 1], max_side) for page in pages if 0 < page <= total]
+    finally:
+        document.close()
+    return total, pictures
+
+
+def _page_png(page: Any, max_side: int) -> bytes:
+    width, height = page.get_size()  # in points
+    scale = min(150 / POINTS_PER_INCH, max_side / max(width, height, 1.0))
+    bitmap = page.render(scale=scale, grayscale=True)
+    pixels = np.asarray(bitmap.to_numpy())
+    if pixels.ndim == 3:  # drawn as BGR(A) even in grey: take one channel
+        pixels = pixels[:, :, 0]
+    return grey_png(np.ascontiguousarray(pixels, dtype=np.uint8))
+
+
+def grey_png(pixels: np.ndarray[Any, np.dtype[np.uint8]]) -> bytes:
+    """An 8-bit greyscale PNG of ``pixels`` (rows of bytes)."""
+    height, width = pixels.shape
+    rows = np.empty((height, width + 1), dtype=np.uint8)
+    rows[:, 0] = 0  # each row unfiltered
+    rows[:, 1:] = pixels
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"".join(
+        (
+            b"\x89PNG\r\n\x1a\n",
+            _chunk(b"IHDR", header),
+            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)),
+            _chunk(b"IEND", b""),
+        )
+    )
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

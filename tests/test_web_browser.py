@@ -26,6 +26,7 @@ from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
+from tests.fakes.speech import FakeSpeech
 from tests.system import missing
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -40,6 +41,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
     "--disable-sync",
+    # a microphone that plays a tone, allowed without asking: the record button's recording
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
 ]
 TOKEN = "browser-token-0123456789abcdef"
 WAIT_MS = 10_000
@@ -116,6 +120,7 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
         await page.add_init_script(RECORD_STREAM)
         await signed_in(page, gateway)
         await expect(page.locator("#connection")).to_have_text("connected")
+        await expect(page.locator("#record")).to_be_hidden()  # nothing would hear it: no [voice]
         hint = page.locator("#empty")  # a new chat is not a blank page
         await expect(hint).to_be_visible()
         await expect(hint).to_contain_text("/help lists the commands")
@@ -145,6 +150,42 @@ async def test_chat_streams_the_answer_and_keeps_the_session_across_reloads(
         assert cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict"
         assert cookie["value"] not in page.url
+
+
+async def test_a_voice_message_recorded_in_the_browser_is_heard_and_answered(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    speech = await FakeSpeech(transcript="please water the plants").start()
+    try:
+        fake_llm.queue(text("The plants were watered on Sunday."))
+        voice = {"base_url": speech.base_url, "api_key": "sk-voice"}
+        async with serving(make_settings(web={"port": 0}, voice=voice)) as gateway:
+            page = await context.new_page()
+            await signed_in(page, gateway)
+            await expect(page.locator("#connection")).to_have_text("connected")
+            record = page.locator("#record")
+            await record.click()
+            await expect(record).to_have_attribute("aria-pressed", "true")
+            # a second or more recorded, and the time shows where the person types
+            await expect(record).to_have_attribute(
+                "title", re.compile(r"Stop and send \(0:0[1-9]\)")
+            )
+            await expect(page.locator("#text")).to_have_attribute(
+                "placeholder", re.compile("Recording")
+            )
+            await record.click()
+            await expect(record).to_have_attribute("aria-pressed", "false")
+            await expect(page.locator(".msg.assistant")).to_contain_text(
+                "The plants were watered on Sunday."
+            )
+            await gateway.wait_idle()
+            await page.close()
+    finally:
+        await speech.stop()
+    [heard] = speech.calls
+    assert heard.upload[:4] == b"\x1aE\xdf\xa3"  # a WebM file, as the browser recorded it
+    said = fake_llm.requests[-1].last_user_text
+    assert "please water the plants" in said and "[voice attached: voice message.webm" in said
 
 
 async def test_model_output_with_script_is_shown_as_text(

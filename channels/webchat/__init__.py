@@ -24,4 +24,5 @@ def create(settings: Settings) -> WebChatChannel:
         agent_name=settings.agent.name,
         max_attachment_bytes=settings.web.max_attachment_bytes,
         max_files=settings.web.max_files_per_message,
+        hears=settings.speech().enabled,
     )

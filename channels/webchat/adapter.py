@@ -69,6 +69,7 @@ class WebChatChannel:
         agent_name: str = "Switchboard",
         max_attachment_bytes: int = 20_000_000,
         max_files: int = 5,
+        hears: bool = False,
     ) -> None:
         self.transcripts = Transcripts(data_dir / "channels" / NAME)
         self.workspace_dir = workspace_dir
@@ -76,6 +77,7 @@ class WebChatChannel:
         self.agent_name = agent_name
         self.max_attachment_bytes = max_attachment_bytes
         self.max_files = max_files
+        self.hears = hears  # voice notes are transcribed (``[voice]``): the page may record
         self._sink: InboundSink | None = None
         self._subscribers: defaultdict[str, set[Subscriber]] = defaultdict(set)
         self._streams: defaultdict[str, OrderedDict[str, _Stream]] = defaultdict(OrderedDict)
@@ -227,6 +229,7 @@ class WebChatChannel:
         hello = {
             "type": "hello",
             "agent": self.agent_name,
+            "hears": self.hears,
             "entries": [public(e) for e in entries],
             "streaming": [{"turn": t, "text": s.text} for t, s in self._streams[chat_id].items()],
         }

@@ -146,12 +146,15 @@ class ChatRoutes:
                     form.text = await read_field(part, limit=MAX_TEXT_BYTES, what="the text")
                 elif part.name == "id":
                     form.client_id = (await read_field(part, limit=200)).strip()
-                elif part.name == "file" and part.filename is not None:
+                elif part.name in ("file", "voice") and part.filename is not None:
                     if len(form.attachments) >= channel.max_files:
                         raise BadForm(413, f"at most {channel.max_files} files per message")
                     form.attachments.append(
                         await save_part(
-                            part, channel.upload_dir, limit=channel.max_attachment_bytes
+                            part,
+                            channel.upload_dir,
+                            limit=channel.max_attachment_bytes,
+                            recorded=part.name == "voice",  # the record button's
                         )
                     )
         except TooLarge as exc:

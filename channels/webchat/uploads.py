@@ -49,8 +49,12 @@ def stored_name(label: str) -> str:
     return uuid.uuid4().hex + (suffix.lower() if _SUFFIX_RE.fullmatch(suffix) else "")
 
 
-async def save_part(part: BodyPartReader, root: Path, *, limit: int) -> Attachment:
-    """Write one multipart file part to disk; raise :class:`TooLarge` past ``limit`` bytes."""
+async def save_part(
+    part: BodyPartReader, root: Path, *, limit: int, recorded: bool = False
+) -> Attachment:
+    """Write one multipart file part to disk; raise :class:`TooLarge` past ``limit`` bytes.
+    ``recorded``: the chat's record button made it, so a recording is a voice note (answered
+    aloud with ``voice.reply = "auto"``), not an audio file."""
     label = display_name(part.filename)
     mime = (part.headers.get("Content-Type") or "application/octet-stream").split(";")[0]
     directory = root / date.today().isoformat()
@@ -64,8 +68,9 @@ async def save_part(part: BodyPartReader, root: Path, *, limit: int) -> Attachme
         await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
     await asyncio.to_thread(handle.close)
+    kind = _kind(mime.lower())
     return Attachment(
-        kind=_kind(mime.lower()),
+        kind="voice" if recorded and kind == "audio" else kind,
         path=str(path.resolve()),
         mime_type=mime.lower(),
         filename=label,

@@ -489,6 +489,14 @@ class Settings(_Trailing, _Channels, _Leading):
         settings, and what the platform does differently)."""
         return {name: getattr(self, name) for name in _Channels.model_fields}
 
+    def speech(self) -> VoiceSettings:
+        """``[voice]``, or a channel's older speech keys when only those are set (kept
+        working: they now configure transcription for every channel)."""
+        voice = self.voice
+        for section in self.channel_sections().values():
+            voice = section.speech_settings(voice)
+        return voice
+
     def channel_context(self) -> ChannelContext:
         """What the channels know of the configuration besides their own sections."""
         return ChannelContext(

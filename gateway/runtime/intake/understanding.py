@@ -45,7 +45,6 @@ from gateway.runtime.intake.voice import (
     Speech,
     SpeechError,
     SpokenReplies,
-    voice_settings,
 )
 from gateway.store import Journal, Outbox
 
@@ -221,7 +220,7 @@ class Understanding:
 def speech_for(settings: Settings) -> Speech | None:
     """The one speech server of ``[voice]`` (or a channel's older transcription settings),
     or None when none is named."""
-    voice = voice_settings(settings)
+    voice = settings.speech()
     return Speech(voice) if voice.enabled else None
 
 

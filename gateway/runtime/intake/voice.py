@@ -20,7 +20,6 @@ from typing import Any
 
 from agent.request import TurnOutcome, TurnRequest
 from gateway.config.media import VoiceSettings
-from gateway.config.settings import Settings
 from gateway.core.messages import Attachment, OutboundKind
 from gateway.core.principal import Principal
 from gateway.store.metering.voice import VoiceMinutes
@@ -38,15 +37,6 @@ class SpeechError(Exception):
 class Transcript:
     text: str
     seconds: float  # how long the recording is: what the allowance is charged
-
-
-def voice_settings(settings: Settings) -> VoiceSettings:
-    """``[voice]``, or a channel's older speech keys when only those are set (kept working:
-    they now configure transcription for every channel)."""
-    voice = settings.voice
-    for section in settings.channel_sections().values():
-        voice = section.speech_settings(voice)
-    return voice
 
 
 class Speech:

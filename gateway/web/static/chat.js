@@ -7,6 +7,11 @@
 // finished answers come as HTML the server rendered from markdown with raw HTML escaped.
 // While a turn runs, Stop sends /stop; what the turn had written stays, marked as stopped
 // (the server sends it as a "stopped" entry before the notice that says what was stopped).
+// The microphone button records a voice message (MediaRecorder, up to five minutes); it goes
+// as the "voice" part of the same POST, with whatever is typed, and is transcribed like a
+// voice note from any channel. It shows only where the gateway transcribes voice notes
+// (hello.hears: [voice] is set) and the browser lends a microphone, which browsers do only
+// for a secure page (https or this machine's own address) and after the person allows it.
 
 (() => {
   const list = document.getElementById("messages");
@@ -19,6 +24,10 @@
   const typing = document.getElementById("typing");
   const emptyHint = document.getElementById("empty"); // shown (by CSS) until a message arrives
   const stopButton = document.getElementById("stop");
+  const recordButton = document.getElementById("record");
+  const recordLabel = recordButton.querySelector(".sr");
+  const MAX_RECORDING_MS = 5 * 60 * 1000;
+  let recording = null; // {recorder, stream, timer, started} while the microphone records
   const seen = new Set();
   const streaming = new Map(); // turn id -> element with the streamed text
   let socket = null;
@@ -161,6 +170,9 @@
     list.replaceChildren(emptyHint);
     seen.clear();
     streaming.clear();
+    // Offered where the gateway transcribes voice notes and the browser lends a microphone.
+    const canRecord = Boolean(navigator.mediaDevices && navigator.mediaDevices.getUserMedia);
+    recordButton.hidden = !(hello.hears && canRecord && window.MediaRecorder);
     if (hello.agent) {
       document.getElementById("agent-name").textContent = hello.agent;
       document.title = `${hello.agent} · chat`;
@@ -213,14 +225,15 @@
     sendError.hidden = !message;
   }
 
-  async function send(command) {
+  async function send(command, voice) {
     const text = command || textBox.value;
     const files = command ? [] : Array.from(fileInput.files);
-    if (!text.trim() && files.length === 0) return;
+    if (!text.trim() && files.length === 0 && !voice) return;
     const data = new FormData();
     data.append("id", randomId());
     data.append("text", text);
     for (const file of files) data.append("file", file, file.name);
+    if (voice) data.append("voice", voice, `voice message.${voice.type.includes("ogg") ? "ogg" : "webm"}`);
     const button = document.getElementById("send");
     button.disabled = true;
     showError("");
@@ -263,6 +276,56 @@
     }
   }
 
+  function showRecording() {
+    const on = recording !== null;
+    recordButton.classList.toggle("recording", on);
+    recordButton.setAttribute("aria-pressed", String(on));
+    let label = "Record a voice message";
+    if (on) {
+      const seconds = Math.floor((Date.now() - recording.started) / 1000);
+      label = `Stop and send (${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")})`;
+    }
+    recordButton.title = label;
+    recordLabel.textContent = label;
+    // where the eye is on a phone: what is being recorded, and how to send it
+    textBox.placeholder = on ? `Recording… ${label.slice(15, -1)}, tap the microphone to send` : "Message";
+  }
+
+  async function toggleRecording() {
+    if (recording) {
+      recording.recorder.stop(); // its "stop" event sends what was recorded
+      return;
+    }
+    showError("");
+    let stream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    } catch (err) {
+      showError(`The microphone is not available (${err.name}): allow it for this page to record.`);
+      return;
+    }
+    const recorder = new MediaRecorder(stream);
+    const chunks = [];
+    recorder.addEventListener("dataavailable", (event) => {
+      if (event.data.size) chunks.push(event.data);
+    });
+    recorder.addEventListener("stop", () => {
+      clearInterval(recording.timer);
+      for (const track of stream.getTracks()) track.stop();
+      recording = null;
+      showRecording();
+      const voice = new Blob(chunks, { type: recorder.mimeType || "audio/webm" });
+      if (voice.size) send(undefined, voice);
+    });
+    recorder.start();
+    recording = { recorder, stream, started: Date.now(), timer: 0 };
+    recording.timer = setInterval(() => {
+      if (Date.now() - recording.started >= MAX_RECORDING_MS) recorder.stop();
+      else showRecording();
+    }, 500);
+    showRecording();
+  }
+
   function autosize() {
     textBox.style.height = "auto";
     textBox.style.height = `${Math.min(textBox.scrollHeight, 200)}px`;
@@ -283,5 +346,6 @@
   });
   textBox.addEventListener("input", autosize);
   fileInput.addEventListener("change", showChosen);
+  recordButton.addEventListener("click", toggleRecording);
   connect();
 })();

@@ -65,6 +65,13 @@ def load_encoding(name: str = "cl100k_base", cache_dir: Path | None = None) -> A
             os.environ["TIKTOKEN_CACHE_DIR"] = previous
 
 
+# What one picture costs a prompt, about: OpenAI counts 765 for most (85 a picture and 170
+# each 512-pixel tile at "auto" detail), Anthropic width x height / 750 (up to about 1,600
+# for the 1,568-pixel pictures it takes whole). An estimate on the high side: a prompt with
+# pictures (a scan's pages, screenshots) must still fit the window it is fitted to.
+IMAGE_TOKENS = 1_200
+
+
 def estimate(text: str) -> int:
     """A fast estimate: ~4 characters per token for Latin text, ~1 token per character for
     scripts that need several UTF-8 bytes (the extra bytes count double). C-speed only."""
@@ -80,7 +87,7 @@ def message_tokens(msg: ChatMessage, count: Callable[[str], int] = estimate) -> 
     total = MESSAGE_OVERHEAD + count(msg.content)
     for call in msg.tool_calls:
         total += count(call.name) + count(call.arguments) + 3
-    return total + 85 * len(msg.images)
+    return total + IMAGE_TOKENS * len(msg.images)
 
 
 def tools_tokens(specs: Iterable[ToolSpec], count: Callable[[str], int] = estimate) -> int:

@@ -129,13 +129,28 @@ async def test_a_scanned_pdf_shows_its_pages_as_pictures_and_taints_the_turn(
     assert "scan.pdf: PDF, 3 pages: no text layer" in seen
     assert "its first 2 pages follow as pictures" in seen
     assert "[image attached: scan.pdf, page 2 saved at " in seen
-    # each page as drawn: US letter, 1,600 pixels high; the scan's grey box, a white margin
+    # each page as drawn: US letter, 1,100 pixels high (100 dpi); the scan's grey box, a white margin
     pictures = pictures_sent(first)
     assert len(pictures) == 2 and len(first.images) == 2
     for width, height, centre, corner in pictures:
-        assert (height, round(width / 10), corner) == (1600, 124, 255) and 120 < centre < 136
+        assert (height, round(width / 10), corner) == (1100, 85, 255) and 120 < centre < 136
     assert "was refused: this turn has read outside content" in second.tool_results[-1]
     assert not (settings.workspace_dir / "owned.md").exists()
+
+
+async def test_a_scan_for_a_model_that_sees_no_images_is_not_drawn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    settings = make_settings(telegram=section(tg), llm={"vision": False})
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        scan = tg_document(tg, documents.pdf(["", ""]), "scan.pdf", "application/pdf")
+        await tg.say(caption="what does it say?", document=scan)
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+    seen = fake_llm.requests[0].last_user_text
+    assert "scan.pdf: PDF, 2 pages: no text layer" in seen and "the model sees no images" in seen
+    assert "[image attached" not in seen
+    assert not list(settings.workspace_dir.rglob("*-page*.png"))
 
 
 async def test_read_file_draws_the_pages_of_a_scan_it_is_asked_for(

@@ -2,8 +2,9 @@
 
 A scan holds no text, only images of its pages: what the model can be given is those pages,
 as pictures. PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey,
-no larger than :data:`MAX_SIDE` pixels on its longer side (about 150 dpi for A4: print is
-legible, and a vision model scales larger pictures down anyway). It runs in the document
+no larger than :data:`MAX_SIDE` pixels on its longer side (about 100 dpi for A4: print is
+legible, and a picture costs the prompt about 1,000 tokens, :data:`agent.tokens.IMAGE_TOKENS`:
+every turn that still has it in its history sends it again). It runs in the document
 worker (:mod:`agent.documents.worker`) like every other read: the gateway never parses the
 file, and the worker writes no file of its own; it answers with the PNG bytes.
 
@@ -23,7 +24,7 @@ import pypdfium2 as pdfium
 
 from agent.documents.formats import DocumentRefused
 
-MAX_SIDE = 1_600  # pixels, the longer side of a page's picture
+MAX_SIDE = 1_200  # pixels, the longer side of a page's picture (10 pt print: 15 pixels high)
 POINTS_PER_INCH = 72  # a PDF's canvas unit
 
 
@@ -46,7 +47,7 @@ def page_pictures(
 
 def _page_png(page: Any, max_side: int) -> bytes:
     width, height = page.get_size()  # in points
-    scale = min(150 / POINTS_PER_INCH, max_side / max(width, height, 1.0))
+    scale = min(100 / POINTS_PER_INCH, max_side / max(width, height, 1.0))
     bitmap = page.render(scale=scale, grayscale=True)
     pixels = np.asarray(bitmap.to_numpy())
     if pixels.ndim == 3:  # drawn as BGR(A) even in grey: take one channel

@@ -185,6 +185,7 @@ def inbound_stages(
                 documents=DocumentReader(settings.tools.documents),
                 journal=store.journal,
                 outbox=store.outbox,
+                sees_images=settings.llm.vision,
                 speech=speech,
                 allowance=None if speech is None else Allowance(store.voice, speech.settings),
             ),

@@ -11,8 +11,8 @@ is journaled:
 - reads documents (:mod:`agent.documents`): a short one's text goes with the message
   (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
   page count, to be read with ``read_file``; a scanned PDF (no text, only images of its
-  pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures,
-  beside the file (``Attachment.page_of``: a model that sees images reads them; outside
+  pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures
+  (unless ``llm.vision`` is off), beside the file (``Attachment.page_of``: a model that sees images reads them; outside
   content, so they taint the turn like a document's text);
 - finds the message a reply answers, where the platform names it without its text
   (WhatsApp, a Matrix reply without its quoted fallback): one of the bot's answers to that
@@ -67,12 +67,14 @@ class Understanding:
         documents: DocumentReader,
         journal: Journal,
         outbox: Outbox,
+        sees_images: bool,
         speech: Speech | None = None,
         allowance: Allowance | None = None,
     ) -> None:
         self._inner = inner
         self._journal = journal
         self._outbox = outbox
+        self._sees_images = sees_images  # llm.vision: a scan's pages are drawn for the model
         self._sections = sections
         self._documents = documents
         self._speech = speech
@@ -185,6 +187,8 @@ class Understanding:
         """A scan: its first pages drawn as pictures beside it, each an attachment."""
         name = attachment.filename or path.name
         scan = "a scanned document: images of pages, no text to read"
+        if not self._sees_images:
+            return [replace(attachment, note=f"{header} ({scan}; the model sees no images)")]
         count = self._documents.settings.scan_pages
         try:
             drawn = await self._documents.draw(path, range(1, count + 1))

@@ -130,7 +130,9 @@ class ReadFile(Tool):
             )
         text = reading.render()
         pictures: tuple[ImagePart, ...] = ()
-        if extract.no_text_layer and kind == "pdf":
+        # a scan someone sent: its pages drawn beside it (nothing is written among the
+        # workspace's own files by a read)
+        if extract.no_text_layer and kind == "pdf" and ctx.workspace.is_untrusted(path):
             pictures = await self._scan_pages(path, pages, extract.total)
             if pictures:
                 text += f"\n[{len(pictures)} of its pages follow as pictures]"

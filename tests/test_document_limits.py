@@ -96,3 +96,16 @@ async def test_a_reader_past_its_memory_is_stopped(tmp_path: Path) -> None:
     # and the same file within the limits is read, capped
     reading = await DocumentReader(DocumentSettings(max_expanded_mb=1)).read(path, "csv")
     assert reading.extract.truncated_after is not None
+
+
+async def test_a_scans_pages_are_drawn_once_each_under_their_own_numbers(tmp_path: Path) -> None:
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(documents.pdf(["", "", ""]))
+    reader = DocumentReader(DocumentSettings())
+    drawn = await reader.draw(scan, [5, 3, 1, 3])  # past the end, out of order, twice
+    first = (tmp_path / "scan-page1.png").stat().st_mtime_ns
+    again = await reader.draw(scan, [1])
+    assert [p.name for p in drawn] == ["scan-page3.png", "scan-page1.png"]
+    assert again == [tmp_path / "scan-page1.png"]
+    assert (tmp_path / "scan-page1.png").stat().st_mtime_ns == first  # not drawn again
+    assert (tmp_path / "scan-page1.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -30,16 +30,18 @@ POINTS_PER_INCH = 72  # a PDF's canvas unit
 
 def page_pictures(
     path: str, pages: Sequence[int], *, max_side: int = MAX_SIDE
-) -> tuple[int, list[bytes]]:
+) -> tuple[int, list[tuple[int, bytes]]]:
     """Pages ``pages`` (1-based; those past the end left out) of the PDF at ``path`` as
-    grey PNGs, and its page count."""
+    grey PNGs, each with its number, and the PDF's page count."""
     try:
         document = pdfium.PdfDocument(path)
     except pdfium.PdfiumError as exc:
         raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
     try:
         total = len(document)
-        pictures = [_page_png(document[page - 1], max_side) for page in pages if 0 < page <= total]
+        pictures = [
+            (page, _page_png(document[page - 1], max_side)) for page in pages if 0 < page <= total
+        ]
     finally:
         document.close()
     return total, pictures

@@ -138,21 +138,16 @@ class DocumentReader:
         name: str | None = None,
     ) -> Reading:
         limits = self.settings
-        request: dict[str, Any] = {
-            "path": str(path),
-            "kind": kind,
-            "pages": list(pages),
-            "sheet": sheet,
-            "max_chars": max_chars or limits.max_read_chars,
-            "max_expanded": limits.max_expanded_mb * 1_000_000,
-            "memory_mb": limits.memory_mb,
-            "cpu_seconds": max(1, int(limits.timeout_seconds)),
-        }
-        async with self._slots:
-            answer = await self._run(json.dumps(request).encode())
-        if "error" in answer:
-            raise DocumentError(str(answer["error"]))
-        data = answer["ok"]
+        data = await self._ask(
+            {
+                "path": str(path),
+                "kind": kind,
+                "pages": list(pages),
+                "sheet": sheet,
+                "max_chars": max_chars or limits.max_read_chars,
+                "max_expanded": limits.max_expanded_mb * 1_000_000,
+            }
+        )
         extract = Extract(
             kind=data["kind"],
             unit=data["unit"],
@@ -171,24 +166,23 @@ class DocumentReader:
         wanted = [page for page in dict.fromkeys(pages) if page > 0]
         missing = [page for page in wanted if not page_picture(path, page).is_file()]
         if missing:
-            for page, png in zip(missing, await self._pictures(path, missing), strict=False):
-                await asyncio.to_thread(write_atomic, page_picture(path, page), png)
+            data = await self._ask({"path": str(path), "kind": "pdf", "pictures": missing})
+            for page, png in data["pictures"]:  # the pages it has, each with its number
+                picture = page_picture(path, int(page))
+                await asyncio.to_thread(write_atomic, picture, base64.b64decode(png))
         return [page_picture(path, p) for p in wanted if page_picture(path, p).is_file()]
 
-    async def _pictures(self, path: Path, pages: Sequence[int]) -> list[bytes]:
+    async def _ask(self, request: dict[str, Any]) -> Any:
+        """What the worker answers ``request`` with, under the limits, one of the
+        ``concurrency`` readers at a time; its refusal raised as :class:`DocumentError`."""
         limits = self.settings
-        request = {
-            "path": str(path),
-            "kind": "pdf",
-            "pictures": list(pages),
-            "memory_mb": limits.memory_mb,
-            "cpu_seconds": max(1, int(limits.timeout_seconds)),
-        }
+        request["memory_mb"] = limits.memory_mb
+        request["cpu_seconds"] = max(1, int(limits.timeout_seconds))
         async with self._slots:
             answer = await self._run(json.dumps(request).encode())
         if "error" in answer:
             raise DocumentError(str(answer["error"]))
-        return [base64.b64decode(p) for p in answer["ok"]["pictures"]]
+        return answer["ok"]
 
     async def _run(self, request: bytes) -> dict[str, Any]:
         try:

@@ -6,7 +6,8 @@ killing), few open files. A crafted PDF that loops or balloons ends here, with a
 code the reader turns into a message; the gateway's own process never parses the file.
 The answer is one JSON object on stdout: ``{"ok": extract}`` or ``{"error": message}``.
 A request with ``"pictures": [page, ...]`` asks for those pages of a scanned PDF drawn instead
-(:mod:`agent.documents.pictures`): ``{"ok": {"total": pages, "pictures": [base64 PNG]}}``.
+(:mod:`agent.documents.pictures`): ``{"ok": {"total": pages, "pictures": [[page, base64
+PNG], ...]}}``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def _answer(spec: dict[str, Any]) -> dict[str, Any]:
     if pages is None:
         return extract(Request(**spec)).to_dict()
     total, pictures = page_pictures(spec["path"], [int(page) for page in pages])
-    return {"total": total, "pictures": [base64.b64encode(p).decode() for p in pictures]}
+    return {
+        "total": total,
+        "pictures": [[page, base64.b64encode(png).decode()] for page, png in pictures],
+    }
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ FROM python:3.11-slim-bookworm
 # Chromium: web_fetch renders pages that need JavaScript (tools.web.browser); nothing
 # downloads a browser at run time. libatomic1 and libstdc++6: what `ldd` finds the node
 # binary bundled with Playwright (its driver) linked against; without libatomic1 the driver
-# cannot start and no page renders.
+# cannot start and no page renders. Tesseract: scans read by OCR for a model that sees no
+# images (tools.documents.ocr; English; add tesseract-ocr-<lang> for more).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap chromium fonts-liberation \
-    libatomic1 libstdc++6 \
+    libatomic1 libstdc++6 tesseract-ocr \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 switchboard \
  && mkdir /data && chown switchboard /data

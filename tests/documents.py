@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import Path
 
 
@@ -30,6 +31,11 @@ def pdf(pages: list[str]) -> bytes:
             stream = b"0.5 g 72 72 468 648 re f"
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _written(objects)
+
+
+def _written(objects: list[bytes]) -> bytes:
+    """A PDF file of ``objects`` (numbered from 1, the first the catalog)."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []
@@ -44,6 +50,41 @@ def pdf(pages: list[str]) -> bytes:
         b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     )
     return out.getvalue()
+
+
+def scanned_pdf(pages: list[str]) -> bytes:
+    """A scan as a scanner makes it: each page only an image (of ``pdf(pages)``'s page,
+    drawn by PDFium at 200 dpi in shades of grey), no text layer at all."""
+    import numpy as np
+    import pypdfium2 as pdfium
+
+    source = pdfium.PdfDocument(pdf(pages))
+    images = []
+    for page in source:
+        pixels = np.asarray(page.render(scale=200 / 72, grayscale=True).to_numpy())
+        images.append(pixels[:, :, 0] if pixels.ndim == 3 else pixels)
+    source.close()
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    kids = " ".join(f"{3 + 3 * i} 0 R" for i in range(len(images)))
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(images)} >>".encode())
+    for index, pixels in enumerate(images):
+        page, content, image = 3 + 3 * index, 4 + 3 * index, 5 + 3 * index
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R"
+            f" /Resources << /XObject << /Im{page} {image} 0 R >> >> >>".encode()
+        )
+        drawn = f"q 612 0 0 792 0 0 cm /Im{page} Do Q".encode()
+        objects.append(b"<< /Length %d >>\nstream\n" % len(drawn) + drawn + b"\nendstream")
+        height, width = pixels.shape
+        data = zlib.compress(np.ascontiguousarray(pixels).tobytes())
+        objects.append(
+            f"<< /Type /XObject /Subtype /Image /Width {width} /Height {height}"
+            f" /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode"
+            f" /Length {len(data)} >>\nstream\n".encode()
+            + data
+            + b"\nendstream"
+        )
+    return _written(objects)
 
 
 DAMAGED_PDF = b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog /Pages 9 0 R >>\nthis is not a PDF any more"

@@ -44,6 +44,9 @@ class Request:
     sheet: str | None = None
     max_chars: int = 12_000
     max_expanded: int = 200_000_000
+    # Tesseract (its path, its languages: "eng+deu"): a scan's pages are read by OCR
+    ocr: tuple[str, str] | None = None
+    ocr_seconds: float = 10.0  # of the reader's time, at most this much for OCR
 
 
 @dataclass(slots=True)
@@ -55,6 +58,7 @@ class Extract:
     names: list[str] = field(default_factory=list)  # sheet names
     no_text_layer: bool = False
     truncated_after: str | None = None  # the label of the last part that fit
+    ocr: bool = False  # a scan whose words were read off its pages (OCR)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +69,7 @@ class Extract:
             "names": self.names,
             "no_text_layer": self.no_text_layer,
             "truncated_after": self.truncated_after,
+            "ocr": self.ocr,
         }
 
 
@@ -144,6 +149,29 @@ def _pdf(request: Request) -> Extract:
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DocumentRefused(f"the PDF is damaged or not a PDF ({exc})") from exc
     out.no_text_layer = bool(out.parts) and not any_text  # pages read, none with text
+    if out.no_text_layer and request.ocr:
+        read = _scan_by_ocr(request, total)
+        return read if any(text for _, text in read.parts) else out  # no words found
+    return out
+
+
+def _scan_by_ocr(request: Request, total: int) -> Extract:
+    """A scan's pages read by OCR, as many as fit ``max_chars`` and the time given."""
+    from agent.documents.scans import read_pages  # noqa: PLC0415 - it imports this module
+
+    out = Extract("pdf", "page", total, ocr=True)
+    wanted = [page for page in request.pages or range(1, total + 1) if page <= total]
+    assert request.ocr is not None
+    program, languages = request.ocr
+    read = read_pages(
+        request.path, wanted, program=program, languages=languages, seconds=request.ocr_seconds
+    )
+    for page, text in read:
+        if not _add(out, f"page {page}", text, request.max_chars):
+            break
+    else:  # out of time before the pages were all read
+        if out.parts and out.parts[-1][0] != f"page {wanted[-1]}":
+            out.truncated_after = out.parts[-1][0]
     return out
 
 

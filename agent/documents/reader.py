@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ class Reading:
             return f"{self.name}: {what}"
         plural = "" if ex.total == 1 else "s"
         head = f"{self.name}: {what}, {ex.total} {ex.unit}{plural}"
+        if ex.ocr:
+            head += " (a scan, read by OCR)"
         if ex.names and ex.kind == "xlsx":
             head += f" ({', '.join(ex.names)})"
         return head
@@ -120,12 +123,28 @@ class Reading:
         return "\n".join(lines)
 
 
-class DocumentReader:
-    """Reads documents through the worker process, under :class:`DocumentSettings`."""
+def ocr_for(settings: DocumentSettings, *, vision: bool) -> tuple[str, str] | None:
+    """Tesseract's path and the languages scans are read in by OCR (``tools.documents.ocr``),
+    or ``None``: "auto" reads them for a model that sees no images (one that does is shown
+    the pages), where Tesseract is installed."""
+    wanted = settings.ocr == "always" or (settings.ocr == "auto" and not vision)
+    program = shutil.which("tesseract") if wanted else None
+    return None if program is None else (program, settings.ocr_languages)
 
-    def __init__(self, settings: DocumentSettings) -> None:
+
+class DocumentReader:
+    """Reads documents through the worker process, under :class:`DocumentSettings`;
+    scans by OCR with ``ocr`` (:func:`ocr_for`; ``None``: not)."""
+
+    def __init__(self, settings: DocumentSettings, *, ocr: tuple[str, str] | None = None) -> None:
         self.settings = settings
+        self.ocr = ocr
         self._slots = asyncio.Semaphore(settings.concurrency)
+
+    @classmethod
+    def configured(cls, settings: DocumentSettings, *, vision: bool) -> DocumentReader:
+        """The reader ``[tools.documents]`` asks for, for a model that sees images or not."""
+        return cls(settings, ocr=ocr_for(settings, vision=vision))
 
     async def read(
         self,
@@ -146,6 +165,8 @@ class DocumentReader:
                 "sheet": sheet,
                 "max_chars": max_chars or limits.max_read_chars,
                 "max_expanded": limits.max_expanded_mb * 1_000_000,
+                "ocr": self.ocr,
+                "ocr_seconds": limits.timeout_seconds * 0.6,  # the rest: drawing, answering
             }
         )
         extract = Extract(
@@ -156,6 +177,7 @@ class DocumentReader:
             names=list(data["names"]),
             no_text_layer=bool(data["no_text_layer"]),
             truncated_after=data["truncated_after"],
+            ocr=bool(data["ocr"]),
         )
         return Reading(extract, name or path.name)
 

@@ -6,7 +6,7 @@ killing), few open files. A crafted PDF that loops or balloons ends here, with a
 code the reader turns into a message; the gateway's own process never parses the file.
 The answer is one JSON object on stdout: ``{"ok": extract}`` or ``{"error": message}``.
 A request with ``"pictures": [page, ...]`` asks for those pages of a scanned PDF drawn instead
-(:mod:`agent.documents.pictures`): ``{"ok": {"total": pages, "pictures": [[page, base64
+(:mod:`agent.documents.scans`): ``{"ok": {"total": pages, "pictures": [[page, base64
 PNG], ...]}}``.
 """
 
@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from agent.documents.formats import DocumentRefused, Request, extract
-from agent.documents.pictures import page_pictures
+from agent.documents.scans import page_pictures
 
 _MB = 1024 * 1024
 
@@ -37,6 +37,8 @@ def main() -> int:
     spec: dict[str, Any] = json.loads(sys.stdin.read())
     limit(memory_mb=int(spec.pop("memory_mb")), cpu_seconds=int(spec.pop("cpu_seconds")))
     spec["pages"] = tuple(spec.get("pages") or ())
+    if spec.get("ocr"):
+        spec["ocr"] = tuple(spec["ocr"])
     try:
         answer: dict[str, Any] = {"ok": _answer(spec)}
     except DocumentRefused as exc:

@@ -65,3 +65,5 @@ class DocumentSettings(BaseModel):
     max_expanded_mb: int = Field(default=200, ge=1, le=4_096)  # DOCX/XLSX/PPTX/EPUB unpacked
     concurrency: int = Field(default=2, ge=1, le=16)  # documents read at once
     scan_pages: int = Field(default=4, ge=0, le=20)  # a scan's first pages, sent as pictures
+    ocr: Literal["auto", "always", "off"] = "auto"
+    ocr_languages: str = Field(default="eng", pattern=r"^[a-z_]{3,}(\+[a-z_]{3,})*$")

@@ -182,7 +182,9 @@ def inbound_stages(
             partial(  # what they sent made readable: voice heard, documents read, replies found
                 Understanding,
                 sections=sections,
-                documents=DocumentReader(settings.tools.documents),
+                documents=DocumentReader.configured(
+                    settings.tools.documents, vision=settings.llm.vision
+                ),
                 journal=store.journal,
                 outbox=store.outbox,
                 sees_images=settings.llm.vision,

@@ -28,6 +28,7 @@ from gateway.cli.doctor.tools import (
     mcp_checks,
     root_checks,
     sandbox_checks,
+    scan_check,
     skill_checks,
 )
 from gateway.core.errors import ConfigError
@@ -209,6 +210,7 @@ async def run_doctor(
         *skill_checks(settings),
         *security_checks(settings),
         *sandbox_checks(settings),
+        scan_check(settings),
         *root_checks(),
         llm_key_check(settings),
     ]

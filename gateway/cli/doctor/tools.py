@@ -1,9 +1,11 @@
 """Doctor's checks of what the tools stand on: the user the gateway runs as, the exec
-sandbox, MCP servers, the browser that renders pages, and the installed skills."""
+sandbox, MCP servers, the browser that renders pages, how scans are read, and the
+installed skills."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from gateway.cli.doctor.checks import Check, Status
@@ -194,3 +196,33 @@ def skill_checks(settings: Settings) -> list[Check]:
     if loaded or checks:
         checks.append(Check("skills", "ok", f"{loaded} skill{'' if loaded == 1 else 's'} loaded"))
     return checks
+
+
+def scan_check(settings: Settings) -> Check:
+    """How a scanned PDF (images of pages, no text) reaches the model: as pictures of its
+    pages, or read by OCR (``tools.documents.ocr``), or not at all."""
+    from agent.documents.reader import ocr_for  # noqa: PLC0415 - when doctor runs
+
+    documents = settings.tools.documents
+    ocr = ocr_for(documents, vision=settings.llm.vision)
+    if ocr is not None:
+        program, languages = ocr
+        listed = subprocess.run(
+            [program, "--list-langs"], capture_output=True, text=True, timeout=10, check=False
+        )
+        have = set(listed.stdout.split()[1:]) if listed.returncode == 0 else set()
+        lacking = [lang for lang in languages.split("+") if lang not in have]
+        if lacking:
+            packages = " ".join(f"tesseract-ocr-{lang}" for lang in lacking)
+            return Check("scans", "warn", f"OCR lacks {', '.join(lacking)}: apt install {packages}")
+        return Check("scans", "ok", f"scanned PDFs are read by OCR (Tesseract, {languages})")
+    if settings.llm.vision and documents.ocr != "always":
+        return Check("scans", "ok", "scanned PDFs are shown to the model as pictures of pages")
+    if documents.ocr == "off":
+        return Check("scans", "ok", 'scanned PDFs are not read (tools.documents.ocr = "off")')
+    return Check(
+        "scans",
+        "warn",
+        "scanned PDFs cannot be read: the model sees no images (llm.vision) and Tesseract "
+        "is not installed (apt install tesseract-ocr)",
+    )

@@ -115,6 +115,8 @@ DESCRIPTIONS = {
     "limits.background_daily_usd": "US dollars the heartbeat, scheduled jobs and background tasks together may spend in a day; past it they pause until the next day; 0: no cap",
     "tools.approvals": "a side effect the policy refuses but the owner could allow (exec or file writes by a member, an address a member typed, a cross-chat send by a member, a side effect after outside content): `ask` sends the owner (or the channel's admins) an approval request with buttons and the turn waits for `/approve ID` or `/deny ID`; `refuse` refuses at once",
     "tools.approval_timeout_seconds": "an approval request not decided within this is refused (fail closed) and the requester is told",
+    "tools.documents.ocr": "read a scanned PDF's pages with Tesseract (`apt install tesseract-ocr`): `auto` for a model that sees no images (one that does is shown the pages as pictures), `always`, or `off`",
+    "tools.documents.ocr_languages": "Tesseract's languages, `+` between them (`eng+deu`); each needs its package (`tesseract-ocr-deu`)",
     "tools.exec.enabled": "offer the `exec` tool at all",
     "tools.exec.timeout_seconds": "the whole process group is killed at this limit",
     "tools.exec.max_output_chars": "output beyond this is dropped (the model is told)",

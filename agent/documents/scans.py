@@ -1,7 +1,8 @@
-"""A scanned PDF's pages as pictures, for a model that sees images.
+"""A scanned PDF's pages: drawn as pictures for a model that sees images, or read by OCR.
 
-A scan holds no text, only images of its pages: what the model can be given is those pages,
-as pictures. PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey,
+A scan holds no text, only images of its pages. A model that sees images is given those
+pages as pictures; for one that does not, Tesseract (``apt install tesseract-ocr``, run as
+a program: :func:`read_pages`) reads the words off them. PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey,
 no larger than :data:`MAX_SIDE` pixels on its longer side (about 100 dpi for A4: print is
 legible, and a picture costs the prompt about 1,000 tokens, :data:`agent.tokens.IMAGE_TOKENS`:
 every turn that still has it in its history sends it again). It runs in the document
@@ -15,8 +16,10 @@ here with :mod:`zlib` rather than bringing in an imaging library for it.
 from __future__ import annotations
 
 import struct
+import subprocess
+import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,8 @@ import pypdfium2 as pdfium
 
 from agent.documents.formats import DocumentRefused
 
+OCR_DPI = 200  # Tesseract reads body text best at 200 to 300 dpi
+OCR_MAX_SIDE = 3_000
 MAX_SIDE = 1_200  # pixels, the longer side of a page's picture (10 pt print: 15 pixels high)
 POINTS_PER_INCH = 72  # a PDF's canvas unit
 
@@ -47,9 +52,47 @@ def page_pictures(
     return total, pictures
 
 
-def _page_png(page: Any, max_side: int) -> bytes:
+def read_pages(
+    path: str, pages: Sequence[int], *, program: str, languages: str, seconds: float
+) -> Iterator[tuple[int, str]]:
+    """Pages ``pages`` of the PDF at ``path`` read by Tesseract (``program``, its path) in
+    ``languages`` ("eng", "eng+deu"), in order, each with its number, for as long as
+    ``seconds`` last: the caller stops taking them when it has enough."""
+    deadline = time.monotonic() + seconds
+    try:
+        document = pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as exc:
+        raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
+    try:
+        total = len(document)
+        for page in pages:
+            left = deadline - time.monotonic()
+            if page > total or left <= 0:
+                return
+            png = _page_png(document[page - 1], OCR_MAX_SIDE, dpi=OCR_DPI)
+            try:
+                done = subprocess.run(
+                    [program, "-", "-", "-l", languages],
+                    input=png,
+                    capture_output=True,
+                    timeout=left,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return
+            except OSError as exc:
+                raise DocumentRefused(f"OCR could not run ({exc.strerror or exc})") from exc
+            if done.returncode != 0:
+                said = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+                raise DocumentRefused(f"OCR failed ({' '.join(said) or done.returncode})")
+            yield page, done.stdout.decode("utf-8", errors="replace").strip()
+    finally:
+        document.close()
+
+
+def _page_png(page: Any, max_side: int, *, dpi: int = 100) -> bytes:
     width, height = page.get_size()  # in points
-    scale = min(100 / POINTS_PER_INCH, max_side / max(width, height, 1.0))
+    scale = min(dpi / POINTS_PER_INCH, max_side / max(width, height, 1.0))
     bitmap = page.render(scale=scale, grayscale=True)
     pixels = np.asarray(bitmap.to_numpy())
     if pixels.ndim == 3:  # drawn as BGR(A) even in grey: take one channel

@@ -7,9 +7,13 @@ A test that cannot run without a package skips with :func:`missing` in its reaso
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterable
 from typing import Any
+
+import pytest
 
 _TAG = "missing system package"
 _FOUND = re.compile(rf"\[{_TAG}: ([^\]]+)\]")
@@ -51,3 +55,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("missing system packages", yellow=True)
         for line in lines:
             terminalreporter.write_line(line, yellow=True)
+
+
+def needs_tesseract() -> None:
+    """Skip without Tesseract (OCR of scans), except under CI, which must run those tests."""
+    if shutil.which("tesseract"):
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI must run the OCR tests: tesseract is not installed")
+    pytest.skip(f"Tesseract is not installed {missing('tesseract-ocr')}")

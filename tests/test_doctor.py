@@ -21,6 +21,7 @@ import pytest
 from channels.discord.probe import MAX_WAIT  # before tests.fakes.discord: see its __init__
 from gateway.cli.doctor.checks import Check
 from gateway.cli.doctor.command import channel_checks, probe_channel, run_doctor
+from gateway.cli.doctor.tools import scan_check
 from gateway.config.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import BOT_ID, FakeDiscord
@@ -33,6 +34,7 @@ from tests.fakes.mailservers import (  # noqa: F401 - fixture
 )
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, BOT_USER, FakeSlack
 from tests.fakes.telegram import FakeTelegram, random_token, section
+from tests.system import needs_tesseract
 from tests.test_cli import cli_env, switchboard
 
 AS_ROOT = int(os.geteuid() == 0)  # then doctor adds a warning (a test machine often is root)
@@ -532,3 +534,21 @@ async def test_switchboard_doctor_exit_code_follows_the_channel_login(
     assert telegram["status"] == "fail" and "SWITCHBOARD_TELEGRAM__TOKEN" in telegram["message"]
     assert {check["status"] for check in report["checks"]} <= {"ok", "warn", "fail"}
     assert token not in out + err
+
+
+def test_doctor_says_how_scans_are_read_and_which_ocr_language_is_missing(
+    make_settings: SettingsFactory,
+) -> None:
+    needs_tesseract()
+    seen = make_settings(llm={"vision": True})
+    blind = make_settings(llm={"vision": False})
+    german = make_settings(llm={"vision": False}, tools={"documents": {"ocr_languages": "eng+zzz"}})
+    off = make_settings(llm={"vision": False}, tools={"documents": {"ocr": "off"}})
+    assert scan_check(seen).message == "scanned PDFs are shown to the model as pictures of pages"
+    assert scan_check(blind) == Check(
+        "scans", "ok", "scanned PDFs are read by OCR (Tesseract, eng)"
+    )
+    assert scan_check(german) == Check(
+        "scans", "warn", "OCR lacks zzz: apt install tesseract-ocr-zzz"
+    )
+    assert scan_check(off).message == 'scanned PDFs are not read (tools.documents.ocr = "off")'

@@ -10,17 +10,13 @@ carries on; and a document cannot make the bot act (it taints the turn, as a web
 from __future__ import annotations
 
 import base64
-import os
 import re
-import shutil
 import struct
 import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
@@ -33,7 +29,7 @@ from tests.fakes.discord import FakeDiscord, user
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, text
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, event_body
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
-from tests.system import missing
+from tests.system import needs_tesseract
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -156,14 +152,6 @@ async def test_a_scan_for_a_model_that_sees_no_images_is_not_drawn(
     assert "scan.pdf: PDF, 2 pages: no text layer" in seen and "the model sees no images" in seen
     assert "[image attached" not in seen
     assert not list(settings.workspace_dir.rglob("*-page*.png"))
-
-
-def needs_tesseract() -> None:
-    if shutil.which("tesseract"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI must run the OCR tests: tesseract is not installed")
-    pytest.skip(f"Tesseract is not installed {missing('tesseract-ocr')}")
 
 
 async def test_a_scan_is_read_by_ocr_for_a_model_that_sees_no_images(

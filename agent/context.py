@@ -209,8 +209,9 @@ def user_message(
             detail = f" (transcribed{whose}{said})"
         where = f" saved at {_shown_path(attachment.path, workspace)}" if attachment.path else ""
         notes.append(f"[{attachment.kind} attached: {label}{where}{detail}]")
-        if attachment.text is not None:  # a short document: its text, marked as outside
-            notes.append(wrap_untrusted(f"document {label}", attachment.text))
+        if attachment.text is not None:  # a short document's text, a picture's words: outside
+            what = "picture" if attachment.kind == "image" else "document"
+            notes.append(wrap_untrusted(f"{what} {label}", attachment.text))
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
     files = tuple(a.path for a in msg.attachments if a.path)

@@ -71,23 +71,38 @@ def read_pages(
                 return
             png = _page_png(document[page - 1], OCR_MAX_SIDE, dpi=OCR_DPI)
             try:
-                done = subprocess.run(
-                    [program, "-", "-", "-l", languages],
-                    input=png,
-                    capture_output=True,
-                    timeout=left,
-                    check=False,
-                )
+                yield page, _tesseract(program, "-", languages, left, png)
             except subprocess.TimeoutExpired:
                 return
-            except OSError as exc:
-                raise DocumentRefused(f"OCR could not run ({exc.strerror or exc})") from exc
-            if done.returncode != 0:
-                said = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
-                raise DocumentRefused(f"OCR failed ({' '.join(said) or done.returncode})")
-            yield page, done.stdout.decode("utf-8", errors="replace").strip()
     finally:
         document.close()
+
+
+def read_picture(path: str, *, program: str, languages: str, seconds: float) -> str:
+    """The words in the picture at ``path`` (a photo of a page, a screenshot), read by
+    Tesseract; ``""`` when it finds none."""
+    try:
+        return _tesseract(program, path, languages, seconds, b"")
+    except subprocess.TimeoutExpired:
+        raise DocumentRefused(f"reading its words took longer than {seconds:g} seconds") from None
+
+
+def _tesseract(program: str, source: str, languages: str, seconds: float, data: bytes) -> str:
+    """Tesseract's reading of ``source`` (a file, or ``-``: ``data``, a PNG)."""
+    try:
+        done = subprocess.run(
+            [program, source, "-", "-l", languages],
+            input=data,
+            capture_output=True,
+            timeout=seconds,
+            check=False,
+        )
+    except OSError as exc:
+        raise DocumentRefused(f"OCR could not run ({exc.strerror or exc})") from exc
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise DocumentRefused(f"OCR failed ({' '.join(said) or done.returncode})")
+    return done.stdout.decode("utf-8", errors="replace").strip()
 
 
 def _page_png(page: Any, max_side: int, *, dpi: int = 100) -> bytes:

@@ -7,7 +7,8 @@ code the reader turns into a message; the gateway's own process never parses the
 The answer is one JSON object on stdout: ``{"ok": extract}`` or ``{"error": message}``.
 A request with ``"pictures": [page, ...]`` asks for those pages of a scanned PDF drawn instead
 (:mod:`agent.documents.scans`): ``{"ok": {"total": pages, "pictures": [[page, base64
-PNG], ...]}}``.
+PNG], ...]}}``; one with ``"words_of": path`` for the words in a picture, read by OCR
+(``{"ok": {"text": ...}}``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from typing import Any
 
 from agent.documents.formats import DocumentRefused, Request, extract
-from agent.documents.scans import page_pictures
+from agent.documents.scans import page_pictures, read_picture
 
 _MB = 1024 * 1024
 
@@ -54,6 +55,13 @@ def main() -> int:
 
 
 def _answer(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("words_of") is not None:  # a picture's words, by OCR
+        program, languages = spec["ocr"]
+        return {
+            "text": read_picture(
+                spec["words_of"], program=program, languages=languages, seconds=spec["ocr_seconds"]
+            )
+        }
     pages = spec.pop("pictures", None)
     if pages is None:
         return extract(Request(**spec)).to_dict()

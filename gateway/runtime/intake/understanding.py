@@ -13,7 +13,9 @@ is journaled:
   page count, to be read with ``read_file``; a scanned PDF (no text, only images of its
   pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures
   (unless ``llm.vision`` is off), beside the file (``Attachment.page_of``: a model that sees images reads them; outside
-  content, so they taint the turn like a document's text);
+  content, so they taint the turn like a document's text); for a model that sees no
+  images, OCR reads the scan instead (``tools.documents.ocr``), and the words in a picture
+  someone sends (``Attachment.text``, untrusted too);
 - finds the message a reply answers, where the platform names it without its text
   (WhatsApp, a Matrix reply without its quoted fallback): one of the bot's answers to that
   chat (the outbox, by the ids the platform gave it) or a message people sent there (the
@@ -113,6 +115,8 @@ class Understanding:
                 understood = [heard]
             elif attachment.kind == "document":
                 understood = await self._read(attachment)
+            elif attachment.kind == "image":
+                understood = [await self._words(attachment)]
             attachments.extend(understood)
         return replace(msg, text=text, attachments=tuple(attachments))
 
@@ -182,6 +186,24 @@ class Understanding:
             "(pages or sheet to pick a part)"
         )
         return [replace(attachment, note=note)]
+
+    async def _words(self, picture: Attachment) -> Attachment:
+        """For a model that sees no images: the words in a picture (a photo of a letter,
+        a screenshot), read by OCR where it runs; outside content, like a document's."""
+        assert picture.path is not None
+        try:
+            words = await self._documents.words_of(Path(picture.path))
+        except DocumentError as exc:
+            return replace(picture, note=f"its words could not be read: {exc}")
+        if words is None:  # the model sees it, or no OCR here
+            return picture
+        if not words:
+            return replace(picture, note="no words in it (read by OCR)")
+        return replace(
+            picture,
+            note="its words, read by OCR (may be misread)",
+            text=words[: self._inline_chars],
+        )
 
     async def _scanned(self, attachment: Attachment, path: Path, header: str) -> list[Attachment]:
         """A scan: its first pages drawn as pictures beside it, each an attachment."""

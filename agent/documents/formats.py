@@ -144,34 +144,11 @@ def _pdf(request: Request) -> Extract:
                 break
             text = (reader.pages[number - 1].extract_text() or "").strip()
             any_text = any_text or bool(text)
-            if not _add(out, f"page {number}", text, request.max_chars):
+            if not add_part(out, f"page {number}", text, request.max_chars):
                 break
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DocumentRefused(f"the PDF is damaged or not a PDF ({exc})") from exc
     out.no_text_layer = bool(out.parts) and not any_text  # pages read, none with text
-    if out.no_text_layer and request.ocr:
-        read = _scan_by_ocr(request, total)
-        return read if any(text for _, text in read.parts) else out  # no words found
-    return out
-
-
-def _scan_by_ocr(request: Request, total: int) -> Extract:
-    """A scan's pages read by OCR, as many as fit ``max_chars`` and the time given."""
-    from agent.documents.scans import read_pages  # noqa: PLC0415 - it imports this module
-
-    out = Extract("pdf", "page", total, ocr=True)
-    wanted = [page for page in request.pages or range(1, total + 1) if page <= total]
-    assert request.ocr is not None
-    program, languages = request.ocr
-    read = read_pages(
-        request.path, wanted, program=program, languages=languages, seconds=request.ocr_seconds
-    )
-    for page, text in read:
-        if not _add(out, f"page {page}", text, request.max_chars):
-            break
-    else:  # out of time before the pages were all read
-        if out.parts and out.parts[-1][0] != f"page {wanted[-1]}":
-            out.truncated_after = out.parts[-1][0]
     return out
 
 
@@ -197,7 +174,7 @@ def _docx(request: Request) -> Extract:
             )
             blocks.append(prefix + item.text.strip())
     out = Extract("docx", "document", 1)
-    _add(out, "document", "\n\n".join(blocks), request.max_chars)
+    add_part(out, "document", "\n\n".join(blocks), request.max_chars)
     return out
 
 
@@ -217,7 +194,7 @@ def _xlsx(request: Request) -> Extract:
             rows = _limited(
                 [[_cell(v) for v in row[:MAX_COLUMNS]] for row in sheet.iter_rows(values_only=True)]
             )
-            if not _add(out, f"sheet {names[index]}", markdown_table(rows), request.max_chars):
+            if not add_part(out, f"sheet {names[index]}", markdown_table(rows), request.max_chars):
                 break
     finally:
         book.close()
@@ -245,7 +222,7 @@ def _csv(request: Request) -> Extract:
         dialect = csv.excel
     rows = _limited(row[:MAX_COLUMNS] for row in csv.reader(io.StringIO(text), dialect))
     out = Extract("csv", "document", 1)
-    _add(out, "table", markdown_table(rows), request.max_chars)
+    add_part(out, "table", markdown_table(rows), request.max_chars)
     return out
 
 
@@ -277,7 +254,7 @@ def _zipped_parts(
                 if number > len(parts):
                     break
                 text = text_of(archive.read(parts[number - 1]))
-                if not _add(out, f"{unit} {number}", text, request.max_chars):
+                if not add_part(out, f"{unit} {number}", text, request.max_chars):
                     break
     except (KeyError, zipfile.BadZipFile, ValueError) as exc:
         raise DocumentRefused(f"{damaged} ({exc})") from exc
@@ -346,7 +323,7 @@ def _spine(archive: zipfile.ZipFile) -> list[str]:
 def _html_file(request: Request) -> Extract:
     raw = _head(request.path, request.max_expanded)
     out = Extract("html", "document", 1)
-    _add(out, "document", html_text(raw.decode("utf-8", "replace")), request.max_chars)
+    add_part(out, "document", html_text(raw.decode("utf-8", "replace")), request.max_chars)
     return out
 
 
@@ -376,7 +353,7 @@ def _head(path: str, limit: int) -> bytes:
         return handle.read(limit)
 
 
-def _add(out: Extract, label: str, text: str, max_chars: int) -> bool:
+def add_part(out: Extract, label: str, text: str, max_chars: int) -> bool:
     """Add a part unless the parts already fill ``max_chars``; a first part too long alone
     is cut. Returns whether more may follow."""
     used = sum(len(t) for _, t in out.parts)

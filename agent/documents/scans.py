@@ -2,12 +2,15 @@
 
 A scan holds no text, only images of its pages. A model that sees images is given those
 pages as pictures; for one that does not, Tesseract (``apt install tesseract-ocr``, run as
-a program: :func:`read_pages`) reads the words off them. PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey,
-no larger than :data:`MAX_SIDE` pixels on its longer side (about 100 dpi for A4: print is
-legible, and a picture costs the prompt about 1,000 tokens, :data:`agent.tokens.IMAGE_TOKENS`:
-every turn that still has it in its history sends it again). It runs in the document
-worker (:mod:`agent.documents.worker`) like every other read: the gateway never parses the
-file, and the worker writes no file of its own; it answers with the PNG bytes.
+a program: :func:`read_scan`, :func:`read_picture`) reads the words off them.
+
+PDFium (pypdfium2, Chrome's PDF engine) draws each page in shades of grey, no larger than
+:data:`MAX_SIDE` pixels on its longer side (about 100 dpi for A4: print is legible, and a
+picture costs the prompt about 1,000 tokens, :data:`agent.tokens.IMAGE_TOKENS`, again in
+every turn that still has it in its history). For OCR it draws at :data:`OCR_DPI`. All of
+it runs in the document worker (:mod:`agent.documents.worker`) like every other read: the
+gateway never parses the file, and the worker writes no file of its own; it answers with
+the PNG bytes, or the words.
 
 A grey picture is a PNG of three chunks (a header, the rows deflated, an end), written
 here with :mod:`zlib` rather than bringing in an imaging library for it.
@@ -25,7 +28,7 @@ from typing import Any
 import numpy as np
 import pypdfium2 as pdfium
 
-from agent.documents.formats import DocumentRefused
+from agent.documents.formats import DocumentRefused, Extract, Request, add_part
 
 OCR_DPI = 200  # Tesseract reads body text best at 200 to 300 dpi
 OCR_MAX_SIDE = 3_000
@@ -134,3 +137,22 @@ def grey_png(pixels: np.ndarray[Any, np.dtype[np.uint8]]) -> bytes:
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def read_scan(request: Request, total: int) -> Extract | None:
+    """A scan's pages read by OCR (``request.ocr``), as many as fit ``max_chars`` and the
+    time given; ``None`` when Tesseract found no words on any page read."""
+    assert request.ocr is not None
+    program, languages = request.ocr
+    out = Extract("pdf", "page", total, ocr=True)
+    wanted = [page for page in request.pages or range(1, total + 1) if page <= total]
+    read = read_pages(
+        request.path, wanted, program=program, languages=languages, seconds=request.ocr_seconds
+    )
+    for page, text in read:
+        if not add_part(out, f"page {page}", text, request.max_chars):
+            break
+    else:  # out of time before the pages were all read
+        if out.parts and out.parts[-1][0] != f"page {wanted[-1]}":
+            out.truncated_after = out.parts[-1][0]
+    return out if any(text for _, text in out.parts) else None

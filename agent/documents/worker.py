@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from agent.documents.formats import DocumentRefused, Request, extract
-from agent.documents.scans import page_pictures, read_picture
+from agent.documents.scans import page_pictures, read_picture, read_scan
 
 _MB = 1024 * 1024
 
@@ -64,7 +64,11 @@ def _answer(spec: dict[str, Any]) -> dict[str, Any]:
         }
     pages = spec.pop("pictures", None)
     if pages is None:
-        return extract(Request(**spec)).to_dict()
+        request = Request(**spec)
+        out = extract(request)
+        if out.no_text_layer and request.ocr is not None:  # a scan: its words, by OCR
+            out = read_scan(request, out.total) or out
+        return out.to_dict()
     total, pictures = page_pictures(spec["path"], [int(page) for page in pages])
     return {
         "total": total,

@@ -12,10 +12,10 @@ is journaled:
   (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
   page count, to be read with ``read_file``; a scanned PDF (no text, only images of its
   pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures
-  (unless ``llm.vision`` is off), beside the file (``Attachment.page_of``: a model that sees images reads them; outside
-  content, so they taint the turn like a document's text); for a model that sees no
-  images, OCR reads the scan instead (``tools.documents.ocr``), and the words in a picture
-  someone sends (``Attachment.text``, untrusted too);
+  beside the file, for a model that sees images (``llm.vision``; ``Attachment.page_of``:
+  outside content, so they taint the turn like a document's text); for a model that sees
+  no images, OCR reads the scan instead (``tools.documents.ocr``), and the words in a
+  picture someone sends (``Attachment.text``, untrusted too);
 - finds the message a reply answers, where the platform names it without its text
   (WhatsApp, a Matrix reply without its quoted fallback): one of the bot's answers to that
   chat (the outbox, by the ids the platform gave it) or a message people sent there (the

@@ -10,8 +10,9 @@ from pathlib import Path
 
 
 def pdf(pages: list[str]) -> bytes:
-    """A valid PDF with one page per string, each a line of Helvetica text (an empty string:
-    a page that only draws a grey box, as a scan's image would be, with no text at all)."""
+    """A valid PDF with one page per string, each a line of Helvetica text (lines, where
+    the string has several; an empty string: a page that only draws a grey box, as a
+    scan's image would be, with no text at all)."""
     objects: list[bytes] = []
     count = len(pages)
     kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(count))
@@ -24,14 +25,20 @@ def pdf(pages: list[str]) -> bytes:
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R"
             f" /Resources << /Font << /F1 {font} 0 R >> >> >>".encode()
         )
-        if line:
-            escaped = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-            stream = f"BT /F1 14 Tf 72 720 Td ({escaped}) Tj ET".encode()
+        if "\n" in line:  # a page of text: 11 pt lines from the top
+            shown = " T* ".join(f"({_escaped(row)}) Tj" for row in line.split("\n"))
+            stream = f"BT /F1 11 Tf 14 TL 72 740 Td {shown} ET".encode()
+        elif line:
+            stream = f"BT /F1 14 Tf 72 720 Td ({_escaped(line)}) Tj ET".encode()
         else:
             stream = b"0.5 g 72 72 468 648 re f"
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     return _written(objects)
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
 def _written(objects: list[bytes]) -> bytes:

@@ -155,8 +155,12 @@ class DocumentReader:
         sheet: str | None = None,
         max_chars: int | None = None,
         name: str | None = None,
+        ocr_seconds: float | None = None,
     ) -> Reading:
+        """What ``path`` says, as much as ``max_chars`` holds; a scan's words by OCR, when
+        this reader does OCR, for at most ``ocr_seconds`` (and 60 % of the reader's time)."""
         limits = self.settings
+        budget = limits.timeout_seconds * 0.6  # the rest: opening it, answering
         data = await self._ask(
             {
                 "path": str(path),
@@ -166,7 +170,7 @@ class DocumentReader:
                 "max_chars": max_chars or limits.max_read_chars,
                 "max_expanded": limits.max_expanded_mb * 1_000_000,
                 "ocr": self.ocr,
-                "ocr_seconds": limits.timeout_seconds * 0.6,  # the rest: drawing, answering
+                "ocr_seconds": budget if ocr_seconds is None else min(ocr_seconds, budget),
             }
         )
         extract = Extract(

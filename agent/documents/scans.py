@@ -18,6 +18,7 @@ here with :mod:`zlib` rather than bringing in an imaging library for it.
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import time
@@ -99,6 +100,7 @@ def _tesseract(program: str, source: str, languages: str, seconds: float, data: 
             capture_output=True,
             timeout=seconds,
             check=False,
+            env={**os.environ, "OMP_THREAD_LIMIT": "1"},  # its threads: 7x slower on 2 cores
         )
     except OSError as exc:
         raise DocumentRefused(f"OCR could not run ({exc.strerror or exc})") from exc

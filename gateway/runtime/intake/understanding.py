@@ -53,6 +53,9 @@ from gateway.store import Journal, Outbox
 log = logging.getLogger(__name__)
 
 QUOTE_CHARS = 4_000  # of a replied-to message found in the store, as channels cut theirs
+# Seconds of OCR for a scan before its message is journaled (the platform waits for that):
+# a page or two of dense text; the rest is read with read_file
+INTAKE_OCR = 5.0
 CHARS_PER_TOKEN = 4  # the inline budget is in tokens; documents are measured in characters
 _PLAIN = {".txt", ".md", ".markdown", ".text", ".log", ".json", ".yaml", ".yml", ".toml"}
 _HEARD = ("voice", "audio")
@@ -171,7 +174,7 @@ class Understanding:
             return [await asyncio.to_thread(self._plain, attachment, path)]
         try:
             reading = await self._documents.read(
-                path, kind, max_chars=self._inline_chars + 1, name=name
+                path, kind, max_chars=self._inline_chars + 1, name=name, ocr_seconds=INTAKE_OCR
             )
         except DocumentError as exc:
             return [replace(attachment, note=f"it could not be read: {exc}")]

@@ -198,16 +198,16 @@ class DocumentReader:
                 await asyncio.to_thread(write_atomic, picture, base64.b64decode(png))
         return [page_picture(path, p) for p in wanted if page_picture(path, p).is_file()]
 
-    async def words_of(self, picture: Path) -> str | None:
-        """The words in ``picture`` read by OCR (``""``: none found), or ``None`` when this
-        reader does no OCR."""
+    async def words_of(self, picture: Path, *, seconds: float) -> str | None:
+        """The words in ``picture`` read by OCR within ``seconds`` (``""``: none found), or
+        ``None`` when this reader does no OCR."""
         if self.ocr is None:
             return None
         data = await self._ask(
             {
                 "words_of": str(picture),
                 "ocr": list(self.ocr),
-                "ocr_seconds": self.settings.timeout_seconds * 0.8,
+                "ocr_seconds": min(seconds, self.settings.timeout_seconds * 0.8),
             }
         )
         return str(data["text"])

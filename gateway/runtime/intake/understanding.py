@@ -53,8 +53,8 @@ from gateway.store import Journal, Outbox
 log = logging.getLogger(__name__)
 
 QUOTE_CHARS = 4_000  # of a replied-to message found in the store, as channels cut theirs
-# Seconds of OCR for a scan before its message is journaled (the platform waits for that):
-# a page or two of dense text; the rest is read with read_file
+# Seconds of OCR for a scan or a picture before its message is journaled (the platform
+# waits for that): a page or two of dense text; the rest of a scan is read with read_file
 INTAKE_OCR = 5.0
 CHARS_PER_TOKEN = 4  # the inline budget is in tokens; documents are measured in characters
 _PLAIN = {".txt", ".md", ".markdown", ".text", ".log", ".json", ".yaml", ".yml", ".toml"}
@@ -195,7 +195,7 @@ class Understanding:
         a screenshot), read by OCR where it runs; outside content, like a document's."""
         assert picture.path is not None
         try:
-            words = await self._documents.words_of(Path(picture.path))
+            words = await self._documents.words_of(Path(picture.path), seconds=INTAKE_OCR)
         except DocumentError as exc:
             return replace(picture, note=f"its words could not be read: {exc}")
         if words is None:  # the model sees it, or no OCR here

@@ -24,6 +24,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -42,17 +43,11 @@ def page_pictures(
 ) -> tuple[int, list[tuple[int, bytes]]]:
     """Pages ``pages`` (1-based; those past the end left out) of the PDF at ``path`` as
     grey PNGs, each with its number, and the PDF's page count."""
-    try:
-        document = pdfium.PdfDocument(path)
-    except pdfium.PdfiumError as exc:
-        raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
-    try:
+    with _opened(path) as document:
         total = len(document)
         pictures = [
             (page, _page_png(document[page - 1], max_side)) for page in pages if 0 < page <= total
         ]
-    finally:
-        document.close()
     return total, pictures
 
 
@@ -63,11 +58,7 @@ def read_pages(
     ``languages`` ("eng", "eng+deu"), in order, each with its number, for as long as
     ``seconds`` last: the caller stops taking them when it has enough."""
     deadline = time.monotonic() + seconds
-    try:
-        document = pdfium.PdfDocument(path)
-    except pdfium.PdfiumError as exc:
-        raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
-    try:
+    with _opened(path) as document:
         total = len(document)
         for page in pages:
             left = deadline - time.monotonic()
@@ -78,8 +69,6 @@ def read_pages(
                 yield page, _tesseract(program, "-", languages, left, png)
             except subprocess.TimeoutExpired:
                 return
-    finally:
-        document.close()
 
 
 def read_picture(path: str, *, program: str, languages: str, seconds: float) -> str:
@@ -108,6 +97,19 @@ def _tesseract(program: str, source: str, languages: str, seconds: float, data: 
         said = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
         raise DocumentRefused(f"OCR failed ({' '.join(said) or done.returncode})")
     return done.stdout.decode("utf-8", errors="replace").strip()
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[Any]:
+    """The PDF at ``path`` as PDFium opens it, closed after; one it cannot open is refused."""
+    try:
+        document = pdfium.PdfDocument(path)
+    except pdfium.PdfiumError as exc:
+        raise DocumentRefused(f"not a PDF that could be drawn ({exc})") from exc
+    try:
+        yield document
+    finally:
+        document.close()
 
 
 def _page_png(page: Any, max_side: int, *, dpi: int = 100) -> bytes:

@@ -139,6 +139,7 @@ class DocumentReader:
     def __init__(self, settings: DocumentSettings, *, ocr: tuple[str, str] | None = None) -> None:
         self.settings = settings
         self.ocr = ocr
+        self._ocr_budget = settings.timeout_seconds * 0.6  # the rest: opening it, answering
         self._slots = asyncio.Semaphore(settings.concurrency)
 
     @classmethod
@@ -160,7 +161,7 @@ class DocumentReader:
         """What ``path`` says, as much as ``max_chars`` holds; a scan's words by OCR, when
         this reader does OCR, for at most ``ocr_seconds`` (and 60 % of the reader's time)."""
         limits = self.settings
-        budget = limits.timeout_seconds * 0.6  # the rest: opening it, answering
+        budget = self._ocr_budget if ocr_seconds is None else min(ocr_seconds, self._ocr_budget)
         data = await self._ask(
             {
                 "path": str(path),
@@ -170,7 +171,7 @@ class DocumentReader:
                 "max_chars": max_chars or limits.max_read_chars,
                 "max_expanded": limits.max_expanded_mb * 1_000_000,
                 "ocr": self.ocr,
-                "ocr_seconds": budget if ocr_seconds is None else min(ocr_seconds, budget),
+                "ocr_seconds": budget,
             }
         )
         extract = Extract(
@@ -207,7 +208,7 @@ class DocumentReader:
             {
                 "words_of": str(picture),
                 "ocr": list(self.ocr),
-                "ocr_seconds": min(seconds, self.settings.timeout_seconds * 0.8),
+                "ocr_seconds": min(seconds, self._ocr_budget),
             }
         )
         return str(data["text"])

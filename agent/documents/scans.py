@@ -32,6 +32,7 @@ import pypdfium2 as pdfium
 
 from agent.documents.formats import DocumentRefused, Extract, Request, add_part
 
+PICTURE_DPI = 100  # a page's picture for a model: print legible, about 1,000 tokens
 OCR_DPI = 200  # Tesseract reads body text best at 200 to 300 dpi
 OCR_MAX_SIDE = 3_000
 MAX_SIDE = 1_200  # pixels, the longer side of a page's picture (10 pt print: 15 pixels high)
@@ -112,7 +113,7 @@ def _opened(path: str) -> Iterator[Any]:
         document.close()
 
 
-def _page_png(page: Any, max_side: int, *, dpi: int = 100) -> bytes:
+def _page_png(page: Any, max_side: int, *, dpi: int = PICTURE_DPI) -> bytes:
     width, height = page.get_size()  # in points
     scale = min(dpi / POINTS_PER_INCH, max_side / max(width, height, 1.0))
     bitmap = page.render(scale=scale, grayscale=True)

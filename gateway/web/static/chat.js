@@ -281,14 +281,16 @@
     recordButton.classList.toggle("recording", on);
     recordButton.setAttribute("aria-pressed", String(on));
     let label = "Record a voice message";
+    textBox.placeholder = "Message";
     if (on) {
       const seconds = Math.floor((Date.now() - recording.started) / 1000);
-      label = `Stop and send (${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")})`;
+      const elapsed = `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
+      label = `Stop and send (${elapsed})`;
+      // where the eye is on a phone: what is being recorded, and how to send it
+      textBox.placeholder = `Recording… ${elapsed}, tap the microphone to send`;
     }
     recordButton.title = label;
     recordLabel.textContent = label;
-    // where the eye is on a phone: what is being recorded, and how to send it
-    textBox.placeholder = on ? `Recording… ${label.slice(15, -1)}, tap the microphone to send` : "Message";
   }
 
   async function toggleRecording() {

@@ -17,7 +17,7 @@ import logging
 
 from agent.context import without_guidance
 from agent.recall.embedders import Embedder
-from gateway.core.lifecycle import Service
+from gateway.core.lifecycle import Service, waited
 from gateway.store import Recall
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,8 @@ class RecallIndexer(Service):
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-            if not self._hurry:  # woken by a commit: let the next ones join its batch
-                await asyncio.sleep(self._gather)
+        if await waited(self._wake.wait(), seconds) and not self._hurry:
+            await asyncio.sleep(self._gather)  # woken by a commit: the next ones join its batch
 
     async def index_batch(self) -> int:
         """Embed and store the oldest queued messages; how many were taken off the queue."""

@@ -47,6 +47,7 @@ from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelTransientError
+from gateway.core.lifecycle import waited
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.system.mail import (
     MailError,
@@ -143,8 +144,7 @@ class EmailChannel:
                 log.warning("email: IMAP session ended: %s", self._last_error)
             if self._stop.is_set():
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), backoff.next())
+            await waited(self._stop.wait(), backoff.next())
 
     async def _session(self, backoff: Backoff) -> None:
         settings = self._settings
@@ -168,8 +168,7 @@ class EmailChannel:
                 if idle:
                     await session.wait_for_mail(self._stop, renew=settings.idle_renew_seconds)
                 else:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), settings.poll_interval_seconds)
+                    await waited(self._stop.wait(), settings.poll_interval_seconds)
         finally:
             self._connected = False
             await session.close()

@@ -29,6 +29,7 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from channels.telegram.convert import ALLOWED_UPDATES
 from channels.telegram.sender import retry_after_seconds
 from gateway.core.backoff import Backoff
+from gateway.core.lifecycle import waited
 
 log = logging.getLogger(__name__)
 
@@ -212,5 +213,4 @@ class Poller:
         await self._pause(delay)
 
     async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        await waited(self._stopping.wait(), seconds)

@@ -32,7 +32,6 @@ twice only when Meta took it but its report did not reach the gateway within the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import re
@@ -49,6 +48,7 @@ from channels.whatsapp.settings import WhatsAppSettings
 from gateway.core.bus import ChannelRecords, is_owner_note
 from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError
+from gateway.core.lifecycle import waited
 from gateway.core.messages import Attachment, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -171,8 +171,7 @@ class Sender:
                 remaining = start + self._settings.resend_wait_seconds - self._clock()
             if remaining <= 0:
                 return found
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), min(remaining, REPORT_POLL))
+            await waited(self._news.wait(), min(remaining, REPORT_POLL))
 
     async def _window_open(self, chat_id: str) -> bool | None:
         """Whether the person wrote within 24 hours; None when the gateway cannot say."""

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
+from gateway.core.lifecycle import waited
+
 MAX_NAP = 60.0  # re-check at least this often, so wall-clock jumps are noticed
 
 
@@ -29,11 +31,7 @@ class SystemClock:
         if wake is None:
             await asyncio.sleep(delay)
             return
-        try:
-            async with asyncio.timeout(delay):
-                await wake.wait()
-        except TimeoutError:
-            pass
+        await waited(wake.wait(), delay)
 
 
 def seconds(clock: Clock) -> Callable[[], float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection
+from collections.abc import Awaitable, Collection
 from types import TracebackType
 from typing import Any, Self
 
@@ -54,3 +54,17 @@ async def drain(
         with contextlib.suppress(asyncio.CancelledError):
             await hurry
     return pending
+
+
+async def waited(aw: Awaitable[Any], seconds: float) -> bool:
+    """Await ``aw`` for at most ``seconds``; whether it finished in time. Unlike
+    ``asyncio.wait_for`` on Python 3.11, a cancellation that arrives just as ``aw``
+    finishes is never swallowed (python/cpython#86296): a loop that waits so always ends
+    when its task is cancelled. (The recall indexer's did not, and held a gateway's stop
+    for ever when a commit woke it at the moment it was stopped.)"""
+    try:
+        async with asyncio.timeout(seconds):
+            await aw
+    except TimeoutError:
+        return False
+    return True

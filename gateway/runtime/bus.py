@@ -12,13 +12,13 @@ journaled message is not queued here: any node may run it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.errors import StorageFullError
+from gateway.core.lifecycle import waited
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.runtime.intake.storage_full import StorageFullWatch
 from gateway.store import InboundRecord, Journal, Outbox
@@ -153,5 +153,4 @@ class LocalBus:
             async with self._progress:
                 if await done():
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._progress.wait(), 1.0)
+                await waited(self._progress.wait(), 1.0)

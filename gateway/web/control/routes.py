@@ -16,7 +16,6 @@ reloads its data when its topic's signature moves.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import json
 import logging
@@ -27,6 +26,7 @@ from aiohttp import web
 
 from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
+from gateway.core.lifecycle import waited
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
 from gateway.web.control import approvals, conversations, health, jobs, people, usage
@@ -316,8 +316,7 @@ class ControlRoutes:
                 elif quiet >= KEEPALIVE_SECONDS:
                     await response.write(b": still here\n\n")
                     quiet = 0.0
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), PULSE_SECONDS)
+                await waited(self._closing.wait(), PULSE_SECONDS)
                 quiet += PULSE_SECONDS
         except (ConnectionResetError, asyncio.CancelledError):
             pass  # the page went away (hidden, closed, navigated)

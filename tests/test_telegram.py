@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -93,6 +95,39 @@ async def test_a_photo_reaches_the_vision_model_and_is_stored(
     request = fake_llm.requests[0]
     assert "what is this?" in request.last_user_text
     assert '"image_url"' in request_text(fake_llm)
+
+
+@pytest.mark.parametrize("server", ["llama.cpp", "openai"])
+async def test_a_photo_to_a_model_that_sees_none_is_answered_and_the_chat_goes_on(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
+    server: Literal["llama.cpp", "openai"],
+) -> None:
+    """llm.vision is on (the default) and the model sees no pictures: its server refuses
+    the request (llama.cpp: 500; vLLM, LM Studio: 400). Before, that photo stayed in the
+    conversation and every later message failed the same way."""
+    fake_llm.sees_images = False
+    fake_llm.refusal_style = server
+    photo = {"file_id": tg.add_file(PNG, "photos/file_7.jpg"), "file_unique_id": "b1"}
+    sizes = [{**photo, "width": 800, "height": 600}]
+    settings = make_settings(telegram=section(tg))
+    with caplog.at_level(logging.WARNING, logger="agent.llm.openai_provider"):
+        async with Gateway(settings, channels=[channel(settings)]) as gateway:
+            await tg.say(caption="what is this?", photo=sizes)
+            [answer] = await tg.wait_sent(1)
+            await tg.say("and the weather?")
+            [_, later] = await tg.wait_sent(2)
+            await gateway.wait_idle()
+    assert answer.params["text"].startswith("echo: what is this?"), answer.params["text"]
+    assert later.params["text"] == "echo: and the weather?"
+    refused, asked_again, next_message = fake_llm.requests
+    assert refused.image_parts and not asked_again.image_parts
+    assert "[1 picture not shown: this model sees none]" in asked_again.raw_user_texts[-1]
+    assert not next_message.image_parts  # not refused again: the model is known to see none
+    assert "refused a request with pictures" in caplog.text
+    assert "(set llm.vision = false)" in caplog.text
 
 
 async def test_a_voice_note_without_transcription_is_announced(

@@ -3,6 +3,13 @@
 The same wire format serves OpenAI, Ollama, vLLM, LM Studio and OpenRouter: point
 ``llm.base_url`` at the server's ``/v1`` root. This module is imported only when the
 provider is configured, so the SDK costs nothing otherwise.
+
+Pictures go as ``image_url`` parts while ``llm.vision`` is on (the default). Many local
+models see none, and their servers refuse such a request (llama.cpp with an error 500,
+vLLM and LM Studio with a 400); since a picture stays in the conversation, every later
+message of that chat would fail the same way. So a request with pictures that is refused is
+asked again at once without them (the model is told they are not shown), and when that is
+answered the model is taken to see no pictures until the next start.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,8 +35,10 @@ from agent.llm.diagnose import (
     unreadable,
 )
 from agent.llm.errors import (
+    LLMBadRequest,
     LLMContextOverflow,
     LLMError,
+    LLMNotFound,
     LLMRateLimited,
     is_context_overflow,
     parse_retry_after,
@@ -36,6 +46,8 @@ from agent.llm.errors import (
 )
 from agent.llm.images import image_base64
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+
+log = logging.getLogger(__name__)
 
 # Chat Completions has no error flag on a tool result (Anthropic's is_error): a failed
 # result starts with this marker, so the model does not have to guess from the wording.
@@ -56,7 +68,7 @@ class OpenAIProvider:
         setting: str = "llm",
     ) -> None:
         self.model = model
-        self._vision = vision
+        self._vision = vision  # llm.vision, until the server refuses a request with pictures
         self._at = Endpoint(
             "openai", base_url, model, timeout, has_key=bool(api_key), setting=setting
         )
@@ -76,9 +88,33 @@ class OpenAIProvider:
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
+        pictures = self._vision and any(m.images for m in request.messages)
+        try:
+            return await self._complete(request, on_text, pictures=pictures)
+        except LLMError as exc:
+            if not (pictures and _may_refuse_pictures(exc)):
+                raise
+            # An HTTP error comes before any text, so nothing was streamed yet. If this
+            # one fails too, the pictures were not the problem: its error is the one raised.
+            answer = await self._complete(request, on_text, pictures=False)
+        if self._vision:
+            self._vision = False
+            hint = " (set llm.vision = false)" if self._at.setting == "llm" else ""
+            log.warning(
+                "%s at %s refused a request with pictures and answered it without them: it "
+                "is taken to see no pictures until the next start%s",
+                self.model,
+                self._at.url,
+                hint,
+            )
+        return answer
+
+    async def _complete(
+        self, request: LLMRequest, on_text: TextSink | None, *, pictures: bool
+    ) -> LLMResponse:
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": self._wire_messages(request),
+            "messages": self._wire_messages(request, pictures=pictures),
             "max_tokens": request.max_tokens,
         }
         if request.tools:
@@ -164,55 +200,64 @@ class OpenAIProvider:
         )
         return LLMResponse("".join(text), tool_calls, stop_reason, usage)
 
-    def _wire_messages(self, request: LLMRequest) -> list[dict[str, Any]]:
+    def _wire_messages(self, request: LLMRequest, *, pictures: bool) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
         shown: list[dict[str, Any]] = []  # images of tool results (screenshots), not yet sent
         for message in request.messages:
             if message.role != "tool" and shown:
                 wire.append(_tool_images(shown))
                 shown = []
-            wire.append(self._wire_message(message))
-            if message.role == "tool":
-                shown.extend(self._image_parts(message))
+            wire.append(_wire_message(message, pictures=pictures))
+            if message.role == "tool" and pictures:
+                shown.extend(_image_parts(message))
         if shown:
             wire.append(_tool_images(shown))
         return wire
 
-    def _wire_message(self, msg: ChatMessage) -> dict[str, Any]:
-        if msg.role == "tool":
-            content = msg.content
-            if msg.is_error and not content.startswith(TOOL_ERROR_MARKER):
-                content = TOOL_ERROR_MARKER + content
-            return {
-                "role": "tool",
-                "tool_call_id": wire_id(msg.tool_call_id or ""),
-                "content": content,
-            }
-        if msg.role == "assistant":
-            out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
-            if msg.tool_calls:
-                out["tool_calls"] = [
-                    {
-                        "id": wire_id(c.id),
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments},
-                    }
-                    for c in msg.tool_calls
-                ]
-            return out
-        images = self._image_parts(msg)
-        if not images and not (self._vision and msg.images):
-            return {"role": "user", "content": msg.content}
-        return {"role": "user", "content": [{"type": "text", "text": msg.content}, *images]}
 
-    def _image_parts(self, msg: ChatMessage) -> list[dict[str, Any]]:
-        parts = []
-        for image in msg.images if self._vision else ():
-            data = image_base64(image)
-            if data is not None:
-                url = f"data:{image.mime_type};base64,{data}"
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-        return parts
+def _wire_message(msg: ChatMessage, *, pictures: bool) -> dict[str, Any]:
+    """One message on the wire; with ``pictures`` off, a note says how many are not shown
+    (the message's text names each file, so the model can say it cannot see them)."""
+    content = msg.content
+    if msg.images and not pictures:
+        count = len(msg.images)
+        content += f"\n[{count} picture{'s' if count > 1 else ''} not shown: this model sees none]"
+    if msg.role == "tool":
+        if msg.is_error and not content.startswith(TOOL_ERROR_MARKER):
+            content = TOOL_ERROR_MARKER + content
+        return {"role": "tool", "tool_call_id": wire_id(msg.tool_call_id or ""), "content": content}
+    if msg.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
+        if msg.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": wire_id(c.id),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in msg.tool_calls
+            ]
+        return out
+    if not (pictures and msg.images):
+        return {"role": "user", "content": content}
+    return {"role": "user", "content": [{"type": "text", "text": content}, *_image_parts(msg)]}
+
+
+def _image_parts(msg: ChatMessage) -> list[dict[str, Any]]:
+    parts = []
+    for image in msg.images:
+        data = image_base64(image)
+        if data is not None:
+            url = f"data:{image.mime_type};base64,{data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def _may_refuse_pictures(exc: LLMError) -> bool:
+    """An error a request's pictures may explain: the request rejected (400, 422; not an
+    unknown model or a prompt over the window) or the server failing on it (500)."""
+    rejected = isinstance(exc, LLMBadRequest) and not isinstance(exc, LLMNotFound)
+    return rejected or exc.status_code == 500
 
 
 DRAIN_SECONDS = 1.0  # what follows "[DONE]" (the body's end) is read for this long at most

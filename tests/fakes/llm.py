@@ -123,6 +123,17 @@ class Recorded:
         return out
 
     @property
+    def image_parts(self) -> list[dict[str, Any]]:
+        """The pictures the request hands the model (OpenAI's ``image_url`` parts)."""
+        return [
+            part
+            for msg in self.body.get("messages", [])
+            if isinstance(msg.get("content"), list)
+            for part in msg["content"]
+            if part.get("type") == "image_url"
+        ]
+
+    @property
     def last_user_text(self) -> str:
         texts = self.user_texts
         return texts[-1] if texts else ""
@@ -257,6 +268,10 @@ class FakeLLM(AnthropicWire):
         self.reported_window: int | None = None
         self.served_model = "fake-model"
         self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
+        # False: a model that sees no pictures. A request with an image part is refused as
+        # llama.cpp's server refuses it (500), or as vLLM does (400) with refusal_style
+        # "openai"; the servers' self-descriptions say so (``server_kind``).
+        self.sees_images = True
         self.report_usage = True  # False: no usage at all (llama.cpp's server in a stream)
         # /v1/embeddings: the texts asked for, and an HTTP status to answer instead (a failure)
         self.embedded: list[str] = []
@@ -338,6 +353,18 @@ class FakeLLM(AnthropicWire):
         body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
         return web.json_response(body, status=400)
 
+    def _no_pictures(self) -> web.Response:
+        if self.refusal_style == "llama.cpp":
+            message = (
+                "image input is not supported - hint: if this is unexpected, you may need to "
+                "provide the mmproj"
+            )
+            body = {"error": {"code": 500, "message": message, "type": "server_error"}}
+            return web.json_response(body, status=500)
+        message = f"{self.served_model} is not a multimodal model"
+        body = {"error": {"message": message, "type": "BadRequestError", "code": 400}}
+        return web.json_response(body, status=400)
+
     # -- images -----------------------------------------------------------------------------
 
     async def _images(self, request: web.Request) -> web.Response:
@@ -371,7 +398,10 @@ class FakeLLM(AnthropicWire):
         if self.server_kind != "llama.cpp":
             return web.json_response({"error": "not found"}, status=404)
         settings = {"n_ctx": self._window, "temperature": 0.8, "n_predict": -1}
-        return web.json_response({"default_generation_settings": settings, "total_slots": 1})
+        modalities = {"vision": self.sees_images, "audio": False}
+        return web.json_response(
+            {"default_generation_settings": settings, "total_slots": 1, "modalities": modalities}
+        )
 
     async def _ollama_show(self, request: web.Request) -> web.Response:
         if self.server_kind not in ("ollama", "ollama-default"):
@@ -385,14 +415,17 @@ class FakeLLM(AnthropicWire):
         if self.server_kind == "ollama":
             parameters = f"num_ctx {self._window}\n{parameters}"
         info = {"general.architecture": "llama", "llama.context_length": 131_072}
-        return web.json_response({"parameters": parameters, "model_info": info})
+        capabilities = ["completion", "tools", *(["vision"] if self.sees_images else [])]
+        return web.json_response(
+            {"parameters": parameters, "model_info": info, "capabilities": capabilities}
+        )
 
     async def _lm_studio_models(self, request: web.Request) -> web.Response:
         if self.server_kind != "lm-studio":
             return web.json_response({"error": "not found"}, status=404)
         entry = {
             "id": self.served_model,
-            "type": "llm",
+            "type": "vlm" if self.sees_images else "llm",
             "state": "loaded",
             "max_context_length": 131_072,
             "loaded_context_length": self._window,
@@ -459,6 +492,8 @@ class FakeLLM(AnthropicWire):
             return web.json_response(step.error_body, status=step.status, headers=step.headers)
         if step.raw_body is not None:
             return web.Response(body=step.raw_body, content_type="application/json")
+        if not self.sees_images and recorded.image_parts:
+            return self._no_pictures()
         prompt_tokens = max(1, len(json.dumps(recorded.body)) // 4)
         refused = self._too_long(recorded, prompt_tokens)
         if refused is not None:

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import pytest
 
 from agent.guards.trace import read_trace
-from agent.llm.context_size import known_window
 from agent.llm.errors import is_context_overflow, window_from_error
+from agent.llm.server_facts import known_window
 from gateway.core.messages import OutboundKind
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 

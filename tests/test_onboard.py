@@ -193,6 +193,42 @@ async def test_onboard_saves_the_context_window_the_server_reports(
     assert out.strip() == str(window)
 
 
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [
+        ("llama.cpp", "llama.cpp's /props (modalities)"),
+        ("ollama", "Ollama's /api/show (capabilities)"),
+        ("lm-studio", "LM Studio's /api/v0/models (type llm)"),
+    ],
+)
+async def test_onboard_saves_that_the_model_sees_no_pictures_where_the_server_says(
+    tmp_path: Path, fake_llm: FakeLLM, kind: ServerKind, source: str
+) -> None:
+    fake_llm.server_kind = kind
+    fake_llm.sees_images = False
+    home = tmp_path / "home"
+    code, out, err = await onboard_at(fake_llm, home)
+    assert code == 0, err
+    assert f"  pictures: the model sees none ({source}); photos and scans reach it as" in out
+    assert "\nvision = false" in (home / "config.toml").read_text()
+    fake_llm.sees_images = True  # another model, one that sees them
+    code, out, err = await onboard_at(fake_llm, home)
+    assert code == 0, err
+    assert "  pictures: the model sees them" in out
+    assert "\nvision = true" in (home / "config.toml").read_text()
+
+
+async def test_a_server_that_does_not_say_whether_it_sees_pictures_leaves_vision_alone(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.server_kind = "vllm"
+    home = tmp_path / "home"
+    code, out, err = await onboard_at(fake_llm, home)
+    assert code == 0, err
+    assert "pictures:" not in out
+    assert "vision =" not in (home / "config.toml").read_text()
+
+
 async def test_a_server_that_does_not_say_its_window_gets_the_flag_named(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -104,7 +104,7 @@ class LLMSettings(BaseModel):
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    vision: bool = True  # hand images to the model as image parts
+    vision: bool = True
     # [llm.prices."<model>"]: US dollars per million tokens, over the shipped table
     # (gateway/config/prices.py); every model of the gateway is looked up here.
     prices: dict[str, ModelPrice] = {}

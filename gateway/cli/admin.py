@@ -59,13 +59,25 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         description="Deny every open pairing request (of one channel, when given).",
     )
     clear.add_argument("channel", nargs="?", help="only this channel's requests")
-    for verb in ("approve", "deny"):
-        actions.add_parser(
-            verb,
-            parents=[common],
-            help=f"{verb} a pairing code",
-            description=f"{verb.capitalize()} a pending pairing code (`pairing list` shows them).",
-        ).add_argument("code")
+    approve = actions.add_parser(
+        "approve",
+        parents=[common],
+        help="approve a pairing code",
+        description="Approve a pending pairing code (`pairing list` shows them).",
+    )
+    approve.add_argument("code")
+    approve.add_argument(
+        "--owner",
+        action="store_true",
+        help="the code is yours: also make this address an owner of its channel "
+        "(added to <channel>.owners in config.toml; the running gateway applies it)",
+    )
+    actions.add_parser(
+        "deny",
+        parents=[common],
+        help="deny a pairing code",
+        description="Deny a pending pairing code (`pairing list` shows them).",
+    ).add_argument("code")
     revoke = actions.add_parser(
         "revoke",
         parents=[common],
@@ -142,12 +154,38 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
             print(
                 f"{args.action.capitalize()}d {request.channel} user {request.sender_id} ({name})."
             )
+            if args.action == "approve" and args.owner:
+                return make_owner(settings, request.channel, request.sender_id)
+            section = settings.channel_sections().get(request.channel)
+            if args.action == "approve" and section is not None and not section.owners:
+                print(
+                    f"note: {request.channel} has no owner yet; if that was you, "
+                    f"`switchboard config set {request.channel}.owners "
+                    f"'[\"{request.sender_id}\"]'` makes you its owner "
+                    "(next time: `pairing approve CODE --owner`)"
+                )
             return 0
         if await desk.revoke(args.channel, args.user_id, by=by):
             print(f"Revoked {args.channel} user {args.user_id}.")
             return 0
         print(f"{args.user_id} is not a paired user on {args.channel}.", file=sys.stderr)
         return 1
+
+
+def make_owner(settings: Settings, channel: str, sender_id: str) -> int:
+    """Add ``sender_id`` to ``<channel>.owners`` in config.toml (those the file lists kept)."""
+    from gateway.cli.config import write_setting  # noqa: PLC0415
+    from gateway.config.toml.config_file import config_text  # noqa: PLC0415
+    from gateway.config.toml.edit import get_key  # noqa: PLC0415
+
+    key = f"{channel}.owners"
+    listed = get_key(config_text(settings.config_file), key)
+    owners = [str(owner) for owner in listed] if isinstance(listed, list) else []
+    if sender_id in owners:
+        print(f"{sender_id} is an owner of {channel} already ({key}).")
+        return 0
+    by = "this `switchboard pairing approve --owner`"
+    return write_setting(settings, key, [*owners, sender_id], by=by)
 
 
 async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:

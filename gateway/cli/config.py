@@ -109,12 +109,6 @@ def set_value(settings: Settings, key: str, text: str) -> int:
 
     from gateway.config.explain import model_at  # noqa: PLC0415
     from gateway.config.settings import Settings  # noqa: PLC0415
-    from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.config.toml.config_file import (  # noqa: PLC0415
-        ConfigRefused,
-        change_config,
-        write_config,
-    )
     from gateway.config.toml.edit import parse_value  # noqa: PLC0415
 
     parts = key.split(".")
@@ -125,11 +119,34 @@ def set_value(settings: Settings, key: str, text: str) -> int:
     if isinstance(getattr(_section(settings, parts), parts[-1], None), BaseModel):
         print(f"switchboard: {key} is a table; set one of its keys", file=sys.stderr)
         return 1
-    path = settings.config_file
     try:
         value = parse_value(text)
+    except ValueError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 1
+    return write_setting(settings, key, value, by="this `switchboard config set`")
+
+
+def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
+    """Write ``key`` (a known setting) into config.toml and say what became of it: a source
+    that wins over the file, and whether the running gateway applied it. ``by``: how the
+    change is named where it is refused."""
+    from gateway.config.explain import model_at  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+    from gateway.config.toml.config_file import (  # noqa: PLC0415
+        ConfigRefused,
+        change_config,
+        write_config,
+    )
+
+    parts = key.split(".")
+    parent = model_at(Settings, parts[:-1])
+    assert parent is not None, key
+    path = settings.config_file
+    try:
         # a new file starts from the commented template; a refused change is taken back
-        old, _ = change_config(settings.home, {key: value}, by="this `switchboard config set`")
+        old, _ = change_config(settings.home, {key: value}, by=by)
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1

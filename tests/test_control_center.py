@@ -19,6 +19,7 @@ import pytest
 from channels.memory import MemoryChannel
 from channels.terminal import TerminalChannel
 from channels.webchat import create
+from gateway.config.settings import load_settings
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import parse_schedule
@@ -30,7 +31,9 @@ from gateway.web.control.routes import ControlRoutes
 from gateway.web.pages import SECTIONS
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
+from tests.fakes.telegram import FakeTelegram
 from tests.test_approvals import COMMAND, request_id, runs
+from tests.test_live_settings import write_home
 from tests.test_web_server import client, owner, serving
 
 API_TOKEN = "member-api-token-0123456789"
@@ -285,6 +288,40 @@ async def test_people_are_shown_by_name_with_role_zone_and_usage_and_can_be_revo
     assert revoked and again == 404
     assert audit["pairing-approved"].detail["by"] == "web:owner"
     assert audit["pairing-revoked"].detail["by"] == "web:owner"
+
+
+async def test_thats_me_makes_the_owners_own_new_account_an_owner(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """The owner wrote to the bot from their phone, got a pairing code like anyone, and
+    takes it on the People page with "That's me" (as `pairing approve --owner`): the
+    running gateway, built from config.toml as `switchboard run` builds it, takes them as
+    the owner at once."""
+    home = tmp_path / "home"
+    write_home(
+        home,
+        fake_llm,
+        web={"enabled": True, "port": 0},
+        telegram={"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1},
+    )
+    async with Gateway(load_settings(home=home)) as gateway, owner(gateway) as http:
+        assert gateway.web is not None
+        url = gateway.web.url
+        await tg.say("it's me, on my phone")
+        await tg.wait_sent(1)  # the pairing code
+        async with http.get(url + "api/people") as response:
+            [pending] = (await response.json())["pending"]
+        async with http.post(
+            url + f"api/pairing/{pending['code']}/owner", headers=origin(url)
+        ) as response:
+            assert response.status == 200, await response.text()
+        async with http.get(url + "api/people") as response:
+            people = {p["person"]: p for p in (await response.json())["people"]}
+        await tg.say("/model")
+        *_, answer = await tg.wait_sent(3)  # the welcome, then the answer
+    assert people["telegram:42"]["role"] == "owner"
+    assert answer.params["text"].startswith("Models: "), answer.params  # not refused
+    assert load_settings(home=home).telegram.owners == ("42",)  # kept across a restart
 
 
 async def test_the_owner_sees_each_person_with_their_addresses_and_links_and_unlinks_them(

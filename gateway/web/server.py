@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -266,18 +267,30 @@ class WebServer:
         return web.json_response({"turn_id": turn_id, "day": path.parent.name, "events": events})
 
     async def _pairing(self, request: web.Request) -> web.Response:
-        """Approve or deny a pairing code (everyone past the guard is the owner)."""
+        """Approve or deny a pairing code (everyone past the guard is the owner); ``owner``
+        approves the owner's own code, from an account of theirs: that address becomes an
+        owner of its channel (as ``switchboard pairing approve --owner``)."""
         code = request.match_info["code"]
         action = request.match_info["action"]
-        if action not in ("approve", "deny"):
-            return web.json_response({"error": "action is approve or deny"}, status=404)
+        if action not in ("approve", "owner", "deny"):
+            return web.json_response({"error": "action is approve, owner or deny"}, status=404)
         result = await self._gateway.decide_pairing(
-            code, approve=action == "approve", by="web:owner"
+            code, approve=action != "deny", by="web:owner"
         )
         if result is None:
             return web.json_response(
                 {"error": f"no pending request with code {code.upper()}"}, status=404
             )
+        if action == "owner":
+            section = self._gateway.settings.channel_sections()[result.channel]
+            owners = [*section.owners, result.sender_id]
+            change = await self._gateway.change_settings(
+                {f"{result.channel}.owners": json.dumps(owners)}, by="web:owner"
+            )
+            if change.errors:
+                why = "; ".join(change.errors.values())
+                error = f"approved as a member; not made an owner: {why}"
+                return web.json_response({"error": error}, status=400)
         return web.json_response(
             {"code": result.code, "state": result.state, "channel": result.channel}
         )

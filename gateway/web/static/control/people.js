@@ -29,6 +29,12 @@
               key: p.code,
               describedby: `who-${p.code}`,
             }),
+            action("That's me", () => post(`/api/pairing/${encodeURIComponent(p.code)}/owner`), {
+              class: "secondary",
+              key: p.code,
+              describedby: `who-${p.code}`,
+              confirm: `Make ${p.channel} user ${p.sender_id} (${p.sender_name || "no name"}) an owner? Only for an account of your own: an owner may do everything you may.`,
+            }),
             action("Deny", () => post(`/api/pairing/${encodeURIComponent(p.code)}/deny`), {
               class: "secondary",
               key: p.code,
@@ -38,7 +44,8 @@
         ]),
         { empty: "No one is waiting." },
       ),
-      el("p", { class: "hint" }, "Approving lets them talk to the assistant as a member, and tells them so at once."),
+      el("p", { class: "hint" }, "Approving lets them talk to the assistant as a member, and tells them so at once. ",
+        "Wrote to the assistant yourself from a new account? \u201cThat's me\u201d makes that account an owner of its channel."),
     );
   }
 

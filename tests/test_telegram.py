@@ -7,14 +7,17 @@ restart, and strangers reach no model.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
+from gateway.cli.onboard.channel import onboard_channel
+from gateway.config.settings import load_settings
 from gateway.core.errors import AnotherInstanceRunning, ConfigError
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -391,3 +394,48 @@ async def test_a_rejected_token_fails_the_start_without_printing_it(
     with pytest.raises(ConfigError, match="SWITCHBOARD_TELEGRAM__TOKEN") as failed:
         await Gateway(settings, channels=[channel(settings)]).start()
     assert wrong not in str(failed.value)
+
+
+# -- switchboard onboard --channel telegram ------------------------------------------------
+
+
+def onboard_args(tg: FakeTelegram, token: str, *more: str, test_to: str | None = None) -> Any:
+    answers = [f"token={token}", f"base_url={tg.base_url}", *more]
+    return argparse.Namespace(
+        channel="telegram", set=answers, test_to=test_to, non_interactive=True
+    )
+
+
+async def test_onboard_checks_the_token_saves_it_and_says_how_to_become_the_owner(
+    tmp_path: Path, tg: FakeTelegram, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    wrong = await asyncio.to_thread(
+        onboard_channel, onboard_args(tg, random_token()), load_settings(home=home)
+    )
+    refused = capsys.readouterr().err
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    done = await asyncio.to_thread(
+        onboard_channel, onboard_args(tg, tg.token), load_settings(home=home)
+    )
+    out = capsys.readouterr().out
+    assert wrong == 1 and "refused the token" in refused and "Nothing saved." in refused
+    assert done == 0
+    assert "  ok: @switchboard_bot" in out
+    assert "`switchboard pairing approve CODE --owner`" in out
+    saved = load_settings(home=home)
+    assert saved.telegram.enabled and saved.telegram.owners == ()
+    assert saved.telegram.token is not None and saved.telegram.token.get_secret_value() == tg.token
+    assert "SWITCHBOARD_TELEGRAM__TOKEN=" in (home / ".env").read_text()
+    assert tg.token not in (home / "config.toml").read_text()
+
+
+async def test_onboard_with_the_owners_id_greets_them(tmp_path: Path, tg: FakeTelegram) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    args = onboard_args(tg, tg.token, "allow_from=42")
+    assert await asyncio.to_thread(onboard_channel, args, load_settings(home=home)) == 0
+    [hello] = tg.sent(42)
+    assert "Switchboard is set up" in hello.params["text"]
+    assert load_settings(home=home).telegram.owners == ("42",)

@@ -114,7 +114,7 @@ class OpenAIProvider:
     ) -> LLMResponse:
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": self._wire_messages(request, pictures=pictures),
+            "messages": _wire_messages(request, pictures=pictures),
             "max_tokens": request.max_tokens,
         }
         if request.tools:
@@ -200,19 +200,20 @@ class OpenAIProvider:
         )
         return LLMResponse("".join(text), tool_calls, stop_reason, usage)
 
-    def _wire_messages(self, request: LLMRequest, *, pictures: bool) -> list[dict[str, Any]]:
-        wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
-        shown: list[dict[str, Any]] = []  # images of tool results (screenshots), not yet sent
-        for message in request.messages:
-            if message.role != "tool" and shown:
-                wire.append(_tool_images(shown))
-                shown = []
-            wire.append(_wire_message(message, pictures=pictures))
-            if message.role == "tool" and pictures:
-                shown.extend(_image_parts(message))
-        if shown:
+
+def _wire_messages(request: LLMRequest, *, pictures: bool) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = [{"role": "system", "content": request.system.text}]
+    shown: list[dict[str, Any]] = []  # images of tool results (screenshots), not yet sent
+    for message in request.messages:
+        if message.role != "tool" and shown:
             wire.append(_tool_images(shown))
-        return wire
+            shown = []
+        wire.append(_wire_message(message, pictures=pictures))
+        if message.role == "tool" and pictures:
+            shown.extend(_image_parts(message))
+    if shown:
+        wire.append(_tool_images(shown))
+    return wire
 
 
 def _wire_message(msg: ChatMessage, *, pictures: bool) -> dict[str, Any]:

@@ -6,6 +6,7 @@ URL); everything else is the unmodified library talking HTTP and websockets to t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import time
@@ -18,7 +19,8 @@ import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
-from gateway.config.settings import Settings
+from gateway.cli.onboard.channel import onboard_channel
+from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import Attachment, OutboundMessage
 from gateway.runtime.app import Gateway
@@ -380,3 +382,34 @@ async def test_a_rejected_token_fails_start_naming_the_setting(
     await channel.stop()
     assert caught.value.field == "discord.token"
     assert fake_discord.connections == 0  # no gateway attempt with a bad token
+
+
+# -- switchboard onboard --channel discord -------------------------------------------------
+
+
+async def test_onboard_checks_the_token_dms_the_owner_and_saves(
+    tmp_path: Path, fake_discord: FakeDiscord, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def onboard(*answers: str) -> int:
+        args = argparse.Namespace(
+            channel="discord", set=list(answers), test_to=None, non_interactive=True
+        )
+        return onboard_channel(args, load_settings(home=home))
+
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    wrong = await asyncio.to_thread(onboard, "token=not-the-token", "allow_from=555")
+    refused = capsys.readouterr().err
+    done = await asyncio.to_thread(onboard, "token=test-token", "allow_from=555")
+    out = capsys.readouterr().out
+    assert wrong == 1 and "Discord refused the bot token" in refused
+    assert done == 0 and "  sent a test message to 555" in out
+    [hello] = fake_discord.posted
+    assert (
+        hello.channel_id == dm_channel(user(555, "me")) and "Switchboard is set up" in hello.content
+    )
+    saved = load_settings(home=home)
+    assert saved.discord.owners == ("555",) and saved.discord.allow_from == ("555",)
+    assert "test-token" not in (home / "config.toml").read_text()

@@ -1,4 +1,5 @@
-"""``switchboard doctor``'s Discord check: ``GET /users/@me`` with the bot token, no gateway.
+"""``switchboard doctor``'s Discord check: ``GET /users/@me`` with the bot token, no gateway;
+and ``onboard --channel discord``'s test message, a DM.
 
 discord.py's own ``HTTPClient.static_login`` makes exactly that call (it is the first half of
 ``Client.login``), against ``discord.http.Route.BASE`` like every other REST call, and opens
@@ -11,10 +12,13 @@ to 30 s, past the doctor's own time limit, so it is set on the instance).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import aiohttp
 import discord
-from discord.http import HTTPClient, Route
+from discord.http import HTTPClient, Route, handle_message_parameters
 
 from channels.discord.settings import DiscordSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
@@ -25,18 +29,48 @@ HINT = "check SWITCHBOARD_DISCORD__TOKEN (Developer Portal > your app > Bot > Re
 
 async def probe(settings: DiscordSettings) -> str:
     """``name#discriminator`` (or ``@name``) and id of the bot, or a typed error."""
+    async with own_client(settings, "GET /users/@me") as (_, data):
+        pass
+    name = str(data.get("username") or "?")
+    discriminator = str(data.get("discriminator") or "0")
+    handle = f"@{name}" if discriminator == "0" else f"{name}#{discriminator}"
+    return f"{handle} (bot {data.get('id')})"
+
+
+async def greet(settings: DiscordSettings, to: str, text: str) -> str:
+    """``switchboard onboard --channel discord``'s test message: ``text`` in a DM to the
+    user ``to`` (who must share a server with the bot)."""
+    if not to.isdigit():
+        raise ChannelPermanentError(f"{to!r} is not a Discord user id (Copy User ID)")
+    refused = "add the bot to a server you are in first (Setup, step 3)"
+    async with own_client(settings, "the DM", refused=refused) as (http, _):
+        dm = await http.start_private_message(int(to))
+        with handle_message_parameters(content=text) as params:
+            sent = await http.send_message(dm["id"], params=params)
+    return f"message {sent['id']}"
+
+
+@asynccontextmanager
+async def own_client(
+    settings: DiscordSettings, what: str, *, refused: str = ""
+) -> AsyncIterator[tuple[HTTPClient, dict[str, Any]]]:
+    """A REST client of its own, logged in (with the bot's ``/users/@me``), for calls whose
+    errors become typed ones saying what to fix (``refused``: what to do about a refusal
+    other than the token's)."""
     token = settings.token.get_secret_value().strip() if settings.token else ""
     where = Route.BASE.split("/api/")[0]
     http = HTTPClient(asyncio.get_running_loop())
     http.max_ratelimit_timeout = MAX_WAIT
     try:
-        data = await http.static_login(token)
+        try:
+            data = await http.static_login(token)
+        except discord.Forbidden as exc:
+            raise ChannelPermanentError(
+                f"Discord refused the bot token ({exc.status} {exc.text}); {HINT}"
+            ) from None
+        yield http, dict(data)
     except discord.LoginFailure:
         raise ChannelPermanentError(f"Discord refused the bot token (401); {HINT}") from None
-    except discord.Forbidden as exc:
-        raise ChannelPermanentError(
-            f"Discord refused the bot token ({exc.status} {exc.text}); {HINT}"
-        ) from None
     except discord.RateLimited as exc:
         raise ChannelRateLimited(exc.retry_after, "Discord asked us to wait") from None
     except discord.HTTPException as exc:
@@ -47,13 +81,9 @@ async def probe(settings: DiscordSettings) -> str:
         if exc.status >= 500:
             raise ChannelTransientError(f"cannot reach {where} ({exc.status})") from None
         raise ChannelPermanentError(
-            f"{where} answered GET /users/@me with {exc.status} {exc.text}; {HINT}"
+            f"{where} answered {what} with {exc.status} {exc.text}; {refused or HINT}"
         ) from None
     except (aiohttp.ClientError, OSError) as exc:
         raise ChannelTransientError(f"cannot reach {where} ({exc or type(exc).__name__})") from None
     finally:
         await http.close()
-    name = str(data.get("username") or "?")
-    discriminator = str(data.get("discriminator") or "0")
-    handle = f"@{name}" if discriminator == "0" else f"{name}#{discriminator}"
-    return f"{handle} (bot {data.get('id')})"

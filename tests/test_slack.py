@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,8 +15,9 @@ import pytest
 from channels import build_channels
 from channels.slack.adapter import SlackChannel
 from channels.slack.settings import SlackSettings
+from gateway.cli.onboard.channel import onboard_channel
 from gateway.config.plugins import channel_plugins
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 from gateway.core.messages import Attachment, OutboundMessage
 from gateway.runtime.app import Gateway
@@ -25,6 +28,7 @@ from tests.fakes.slack import (
     BOT_TOKEN,
     FakeSlack,
     dm_event,
+    dm_of,
     event_body,
     mention_event,
 )
@@ -315,3 +319,37 @@ def test_contract_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None
     assert settings.slack.resolved_mode == "socket"  # an app token means Socket Mode
     monkeypatch.setenv("SWITCHBOARD_SLACK__MODE", "http")
     assert load_settings().slack.resolved_mode == "http"
+
+
+# -- switchboard onboard --channel slack ---------------------------------------------------
+
+
+async def test_onboard_checks_both_tokens_writes_to_the_owner_and_saves(
+    tmp_path: Path, fake_slack: FakeSlack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def onboard(bot_token: str) -> int:
+        answers = [
+            f"bot_token={bot_token}",
+            f"app_token={APP_TOKEN}",
+            f"base_url={fake_slack.api_url}",
+            "allow_from=U0OWNER1",
+        ]
+        args = argparse.Namespace(channel="slack", set=answers, test_to=None, non_interactive=True)
+        return onboard_channel(args, load_settings(home=home))
+
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    wrong = await asyncio.to_thread(onboard, "xoxb-not-the-token")
+    refused = capsys.readouterr().err
+    done = await asyncio.to_thread(onboard, BOT_TOKEN)
+    out = capsys.readouterr().out
+    assert wrong == 1 and "refused the bot token (invalid_auth)" in refused
+    assert done == 0 and "Socket Mode app token ok" in out
+    [hello] = fake_slack.posted
+    assert hello.channel == dm_of("U0OWNER1") and "Switchboard is set up" in hello.text
+    saved = load_settings(home=home)
+    assert saved.slack.owners == ("U0OWNER1",) and saved.slack.resolved_mode == "socket"
+    secrets = (home / ".env").read_text()
+    assert "SWITCHBOARD_SLACK__BOT_TOKEN" in secrets and "SWITCHBOARD_SLACK__APP_TOKEN" in secrets

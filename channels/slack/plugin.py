@@ -1,11 +1,14 @@
 """The Slack channel as the gateway knows it (:mod:`gateway.config.plugins`): its section,
-``[slack]`` (:mod:`.settings`), and how to build it. Imported at every start, so it imports
-no SDK: :func:`create` loads slack-bolt, when a credential is set."""
+``[slack]`` (:mod:`.settings`), how to build it, and how ``switchboard onboard --channel
+slack`` sets it up (Socket Mode). Imported at every start, so it imports no SDK:
+:func:`create` loads slack-bolt, when a credential is set."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from channels.slack.settings import SlackSettings
-from gateway.config.plugins import ChannelPlugin
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question
 from gateway.core.channel import Channel, ChannelContext
 
 
@@ -15,11 +18,38 @@ def create(section: SlackSettings, context: ChannelContext) -> Channel:
     return SlackChannel(section, context)
 
 
+async def greet(section: SlackSettings, to: str, text: str) -> str:
+    from channels.slack.probe import greet  # noqa: PLC0415 - the SDK when asked
+
+    return await greet(section, to, text)
+
+
+def next_step(section: SlackSettings, env_file: Path) -> str | None:
+    if section.owners:
+        return None
+    return (
+        "start `switchboard run`, DM your app, and approve the pairing code it answers with "
+        "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
+    )
+
+
 PLUGIN = ChannelPlugin(
     name="slack",
     title="Slack",
     settings=SlackSettings,
     create=create,
+    onboarding=Onboarding(
+        questions=(
+            Question("bot_token", "The Bot User OAuth Token (xoxb-...)", secret=True),
+            Question("app_token", "The App-Level Token for Socket Mode (xapp-...)", secret=True),
+            Question(
+                "allow_from",
+                "Your member id, to be its owner (profile > Copy member ID; empty: pair later)",
+            ),
+        ),
+        greet=greet,
+        next_step=next_step,
+    ),
     loggers=("slack_bolt",),
     token_patterns=(
         r"xox[abpres]-[A-Za-z0-9\-]{10,}",  # bot and user tokens

@@ -1,6 +1,6 @@
 """``switchboard doctor``'s Slack check: ``auth.test`` with the bot token, and in Socket Mode
 ``apps.connections.open`` with the app token (it hands out a websocket URL; nothing connects
-to it), both against ``slack.base_url``.
+to it), both against ``slack.base_url``; and ``onboard --channel slack``'s test message.
 
 A Web API client of its own without retry handlers, so a check never waits out a long
 Retry-After and never shares the running channel's client.
@@ -8,6 +8,7 @@ Retry-After and never shares the running channel's client.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import aiohttp
@@ -54,6 +55,26 @@ async def probe(settings: SlackSettings) -> str:
         )
         found += "; Socket Mode app token ok"
     return found
+
+
+async def greet(settings: SlackSettings, to: str, text: str) -> str:
+    """``switchboard onboard --channel slack``'s test message: ``text`` to the member ``to``
+    (``U…``), in the app's DM with them (a post to a member id goes there)."""
+    if not re.fullmatch(r"[UW][A-Z0-9]{2,}", to):
+        raise ChannelPermanentError(f"{to!r} is not a Slack member id (U…: Copy member ID)")
+    where = "Slack" if settings.base_url == DEFAULT_BASE_URL else f"Slack at {settings.base_url}"
+    bot_token = settings.bot_token.get_secret_value().strip() if settings.bot_token else ""
+    client = AsyncWebClient(
+        token=bot_token, base_url=settings.base_url, retry_handlers=[], timeout=TIMEOUT
+    )
+    posted = await _call(
+        client.chat_postMessage(channel=to, text=text),
+        where,
+        "chat.postMessage",
+        "bot token",
+        "SWITCHBOARD_SLACK__BOT_TOKEN (scope chat:write) and the member id",
+    )
+    return f"message {posted.get('ts')}"
 
 
 async def _call(call: Any, where: str, method: str, what: str, setting: str) -> Any:

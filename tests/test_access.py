@@ -39,6 +39,7 @@ async def test_unknown_sender_gets_one_pairing_code_and_no_model_call(
         audit = await gateway.store.audit.recent()
     assert len(channel.sent) == 1
     assert "pairing code" in reply.text and "switchboard pairing approve" in reply.text
+    assert "(your own bot? add --owner to be its owner here)" in reply.text
     assert fake_llm.requests == []
     assert {e.kind for e in audit} == {"pairing"}
 

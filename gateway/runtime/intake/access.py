@@ -117,7 +117,8 @@ def pairing_text(code: str, ttl_seconds: int) -> str:
     return (
         "Hi! I only talk to people my owner has approved. "
         f"Your pairing code is {code} (valid for {minutes} minutes). "
-        f"Ask the owner to run: switchboard pairing approve {code}"
+        f"Ask the owner to run: switchboard pairing approve {code} "
+        "(your own bot? add --owner to be its owner here)"
     )
 
 

@@ -54,6 +54,23 @@ async def test_doctor_passes_against_a_working_model(
     )
 
 
+async def test_doctor_says_when_the_model_sees_no_pictures_but_vision_is_on(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_llm.server_kind = "llama.cpp"
+    fake_llm.sees_images = False
+    await run_doctor(make_settings())
+    on = capsys.readouterr().out
+    await run_doctor(make_settings(llm={"vision": False}))
+    off = capsys.readouterr().out
+    assert (
+        "[WARN] pictures      fake-model sees no pictures (llama.cpp's /props (modalities)) "
+        "but llm.vision is on" in on
+    )
+    assert "`switchboard config set llm.vision false` has OCR read them instead" in on
+    assert "[ok  ] pictures      fake-model sees no pictures (llm.vision = false)" in off
+
+
 async def test_doctor_explains_a_refused_key(
     make_settings: SettingsFactory, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,7 +20,12 @@ from gateway.cli.doctor.connect import connect_checks
 from gateway.cli.doctor.files import file_checks
 from gateway.cli.doctor.integrations import calendar_check
 from gateway.cli.doctor.memory import memory_checks
-from gateway.cli.doctor.models import llm_key_check, llm_reachability, other_model_checks
+from gateway.cli.doctor.models import (
+    llm_key_check,
+    llm_reachability,
+    other_model_checks,
+    pictures_check,
+)
 from gateway.cli.doctor.probes import PROBE_TIMEOUT, channel_checks, probe_channel
 from gateway.cli.doctor.store import store_checks
 from gateway.cli.doctor.tools import (
@@ -217,8 +222,9 @@ async def run_doctor(
     # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
     primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
-    llm, others, channels, mcp, browser, connect, memory, calendar = await asyncio.gather(
+    llm, pictures, others, channels, mcp, browser, connect, memory, calendar = await asyncio.gather(
         asyncio.gather(*primary),
+        pictures_check(settings),
         other_model_checks(settings),
         channel_checks(settings),
         mcp_checks(settings),
@@ -227,7 +233,7 @@ async def run_doctor(
         memory_checks(settings),
         calendar_check(settings),
     )
-    checks += [*llm, *others, *channels, *mcp, *browser, *connect, *memory, *calendar]
+    checks += [*llm, *pictures, *others, *channels, *mcp, *browser, *connect, *memory, *calendar]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

@@ -16,7 +16,14 @@ if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 PROBE_SECONDS = 25.0
-__all__ = ["ONBOARD", "llm_key_check", "llm_reachability", "other_model_checks", "probe_model"]
+__all__ = [
+    "ONBOARD",
+    "llm_key_check",
+    "llm_reachability",
+    "other_model_checks",
+    "pictures_check",
+    "probe_model",
+]
 
 
 def llm_key_check(settings: Settings, *, setting: str = "llm") -> Check:
@@ -110,3 +117,42 @@ async def other_model_checks(settings: Settings) -> list[Check]:
         probes.append(probe_model(name, llm, path))
     answers = iter(await asyncio.gather(*probes))
     return [c if c is not None else next(answers) for c in checks]
+
+
+async def pictures_check(settings: Settings) -> list[Check]:
+    """Whether the primary model sees pictures, where its server says (llama.cpp, Ollama,
+    LM Studio), beside ``llm.vision``: with vision on, a model that sees none gets every
+    photo refused by its server (and asked again without it)."""
+    from agent.llm.server_facts import detect  # noqa: PLC0415
+
+    llm = settings.llm
+    key = llm.resolved_api_key()
+    # a server that does not answer says nothing here: the model's own check tells
+    facts = await detect(
+        llm.provider, llm.base_url, llm.model, key.get_secret_value() if key else None
+    )
+    pictures = facts.pictures
+    if pictures is None:
+        return []
+    if pictures.sees == llm.vision:
+        said = "sees pictures" if pictures.sees else "sees no pictures (llm.vision = false)"
+        return [Check("pictures", "ok", f"{llm.model} {said}, as {pictures.source} says")]
+    if pictures.sees:
+        return [
+            Check(
+                "pictures",
+                "warn",
+                f"{llm.model} sees pictures ({pictures.source}) but llm.vision is off: photos "
+                "and scans reach it only as the words OCR reads off them; "
+                "`switchboard config set llm.vision true` shows them",
+            )
+        ]
+    return [
+        Check(
+            "pictures",
+            "warn",
+            f"{llm.model} sees no pictures ({pictures.source}) but llm.vision is on: its "
+            "server refuses every request with a photo (then asked again without it); "
+            "`switchboard config set llm.vision false` has OCR read them instead",
+        )
+    ]

@@ -437,6 +437,7 @@ async def test_next_names_the_full_path_when_switchboard_is_not_on_the_path(
     )
     assert code == 0, err
     assert f"Next: `{installed} chat` to talk here, `{installed} run` for the channels." in out
+    assert f"To reach it from your phone: `{installed} onboard --channel telegram` (or" in out
     assert f"in {ROOT}, `make chat` and `make run` do the same, and `make link` puts it" in out
     linked = tmp_path / "bin"  # after `make link`: a link to the same install on the PATH
     linked.mkdir()

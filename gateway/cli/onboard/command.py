@@ -181,6 +181,7 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
     save(settings, choice)
     print()
     _next(f"`{switchboard('chat')}` to talk here, `{switchboard('run')}` for the channels.")
+    _a_channel_next(settings)
     return 0
 
 
@@ -189,6 +190,18 @@ def _next(steps: str) -> None:
     print(f"Next: {steps}")
     if note := path_note():
         print(note)
+
+
+def _a_channel_next(settings: Settings) -> None:
+    """How to reach the assistant from a phone, when no chat channel is set up yet."""
+    from gateway.cli.onboard.channel import onboarding_channels  # noqa: PLC0415
+
+    if any(section.enabled for section in settings.channel_sections().values()):
+        return
+    others = ", ".join(name for name in onboarding_channels() if name != "telegram")
+    print(
+        f"To reach it from your phone: `{switchboard('onboard --channel telegram')}` (or {others})."
+    )
 
 
 def _no_questions(settings: Settings) -> int:

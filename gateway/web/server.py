@@ -49,6 +49,7 @@ from gateway.web.status import readiness, snapshot
 from gateway.web.traces import find_trace, read_events
 
 if TYPE_CHECKING:
+    from gateway.store import PairingRequest
     from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
@@ -274,26 +275,30 @@ class WebServer:
         action = request.match_info["action"]
         if action not in ("approve", "owner", "deny"):
             return web.json_response({"error": "action is approve, owner or deny"}, status=404)
-        result = await self._gateway.decide_pairing(
-            code, approve=action != "deny", by="web:owner"
-        )
+        result = await self._gateway.decide_pairing(code, approve=action != "deny", by="web:owner")
         if result is None:
             return web.json_response(
                 {"error": f"no pending request with code {code.upper()}"}, status=404
             )
-        if action == "owner":
-            section = self._gateway.settings.channel_sections()[result.channel]
-            owners = [*section.owners, result.sender_id]
-            change = await self._gateway.change_settings(
-                {f"{result.channel}.owners": json.dumps(owners)}, by="web:owner"
-            )
-            if change.errors:
-                why = "; ".join(change.errors.values())
-                error = f"approved as a member; not made an owner: {why}"
-                return web.json_response({"error": error}, status=400)
+        problem = await self._make_owner(result) if action == "owner" else None
+        if problem is not None:
+            error = f"approved as a member; not made an owner: {problem}"
+            return web.json_response({"error": error}, status=400)
         return web.json_response(
             {"code": result.code, "state": result.state, "channel": result.channel}
         )
+
+    async def _make_owner(self, approved: PairingRequest) -> str | None:
+        """Add the approved address to its channel's ``owners`` (config.toml, applied
+        live); why not, or ``None``."""
+        section = self._gateway.settings.channel_sections().get(approved.channel)
+        if section is None:
+            return f"{approved.channel} has no settings to name an owner in"
+        owners = [*section.owners, approved.sender_id]
+        change = await self._gateway.change_settings(
+            {f"{approved.channel}.owners": json.dumps(owners)}, by="web:owner"
+        )
+        return "; ".join(change.errors.values()) if change.errors else None
 
     async def _workspace_file(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.llm import FakeLLM, ServerKind
+from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,6 +157,8 @@ async def test_onboard_asks_in_a_terminal(tmp_path: Path, fake_llm: FakeLLM) -> 
         await terminal.expect("Context window in tokens")  # the fake does not say it
         await terminal.expect("[8192]: ")  # not the hosted models' 128000
         terminal.type("")
+        await terminal.expect("Reach it from your phone too?")
+        terminal.type("")  # not now
         await terminal.expect("Next: `")
         assert await asyncio.wait_for(process.wait(), 30) == 0
     config = (home / "config.toml").read_text()
@@ -342,6 +345,8 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         await terminal.expect("  ok: openai model fake-model")
         await terminal.expect("Context window in tokens")  # the fake does not say it
         terminal.type("8192")
+        await terminal.expect("Reach it from your phone too?")
+        terminal.type("")  # not now
         await terminal.expect("Next: `")
         assert await asyncio.wait_for(process.wait(), 30) == 0
     config = (home / "config.toml").read_text()
@@ -368,11 +373,42 @@ async def test_a_local_server_proposes_its_own_model_and_window(
         await terminal.expect("API key")
         terminal.type("")
         await terminal.expect("  context window: 16384 tokens (llama.cpp's /props (n_ctx))")
+        await terminal.expect("Reach it from your phone too?")
+        terminal.type("")  # not now
         await terminal.expect("Next: `")
         assert await asyncio.wait_for(process.wait(), 30) == 0
     config = (home / "config.toml").read_text()
     assert 'model = "qwen2.5-7b-instruct"' in config and "\ncontext_window = 16384" in config
     assert fake_llm.requests[-1].body["model"] == "qwen2.5-7b-instruct"  # the check asked it
+
+
+async def test_onboarding_in_a_terminal_offers_a_chat_app_and_sets_it_up(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    env = {**bare_env(home, fake_llm), "SWITCHBOARD_TELEGRAM__BASE_URL": tg.base_url}
+    async with onboarding(env) as (process, terminal):
+        await terminal.expect("Choice [1]: ")
+        terminal.type("4")
+        await terminal.expect("Base URL [http://localhost:8000/v1]: ")
+        terminal.type(fake_llm.openai_url)
+        await terminal.expect("Model [fake-model]: ")
+        terminal.type("")
+        await terminal.expect("API key")
+        terminal.type("")
+        await terminal.expect("[8192]: ")
+        terminal.type("")
+        await terminal.expect("Reach it from your phone too? Set up telegram, discord, slack")
+        terminal.type("telegrm")
+        await terminal.expect("  one of telegram, ")
+        terminal.type("telegram")
+        await terminal.expect("The bot's token from @BotFather (hidden): ")
+        terminal.type(tg.token)
+        await terminal.expect("  ok: @switchboard_bot")
+        await terminal.expect("pairing approve CODE --owner")
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    assert tg.token in (home / ".env").read_text()
+    assert 'model = "fake-model"' in (home / "config.toml").read_text()
 
 
 async def test_a_base_url_without_a_model_takes_the_one_the_server_lists(

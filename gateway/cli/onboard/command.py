@@ -180,9 +180,43 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     save(settings, choice)
     print()
+    _what_next(settings, interactive=interactive)
+    return 0
+
+
+def _what_next(settings: Settings, *, interactive: bool) -> None:
+    """A chat channel offered (in a terminal), else the "Next:" lines."""
+    if interactive and _offer_a_channel(settings):
+        return
     _next(f"`{switchboard('chat')}` to talk here, `{switchboard('run')}` for the channels.")
     _a_channel_next(settings)
-    return 0
+
+
+def _offer_a_channel(settings: Settings) -> bool:
+    """In a terminal, with no chat channel set up yet: ask whether to set one up now, and
+    do (``onboard --channel``). Whether one was set up (its own "Next:" said the rest)."""
+    from gateway.cli.onboard.channel import onboard_channel, onboarding_channels  # noqa: PLC0415
+
+    if any(section.enabled for section in settings.channel_sections().values()):
+        return False
+    names = onboarding_channels()
+    while True:
+        try:
+            answer = _prompt(
+                f"Reach it from your phone too? Set up {', '.join(names)} (Enter: not now)", ""
+            ).lower()
+        except (EOFError, KeyboardInterrupt):
+            return False
+        if not answer:
+            return False
+        if answer in names:
+            break
+        print(f"  one of {', '.join(names)}, or Enter")
+    args = argparse.Namespace(channel=answer, set=[], test_to=None, non_interactive=False)
+    if onboard_channel(args, settings) != 0:
+        print(f"Set it up later: `{switchboard(f'onboard --channel {answer}')}`.")
+        return False
+    return True
 
 
 def _next(steps: str) -> None:

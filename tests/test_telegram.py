@@ -423,7 +423,7 @@ async def test_onboard_checks_the_token_saves_it_and_says_how_to_become_the_owne
     assert wrong == 1 and "refused the token" in refused and "Nothing saved." in refused
     assert done == 0
     assert "  ok: @switchboard_bot" in out
-    assert "`switchboard pairing approve CODE --owner`" in out
+    assert "switchboard pairing approve CODE --owner`" in out  # by the path it runs from
     saved = load_settings(home=home)
     assert saved.telegram.enabled and saved.telegram.owners == ()
     assert saved.telegram.token is not None and saved.telegram.token.get_secret_value() == tg.token

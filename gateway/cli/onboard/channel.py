@@ -71,7 +71,9 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     _save(settings, name, onboarding, values)
     step = onboarding.next_step(section, settings.home / ".env")
     if step is not None:
-        print(f"\nNext: {step}, then `{switchboard('doctor')}`.")
+        # the commands it names, as this person can type them
+        step = step.replace("`switchboard ", f"`{switchboard('').rstrip()} ")
+        print(f"\nNext: `{switchboard('doctor')}`, then {step}.")
         if note := path_note():
             print(note)
     return 0

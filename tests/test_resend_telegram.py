@@ -271,3 +271,37 @@ async def test_lost_sends_in_any_order_are_never_doubled(fresh: Fresh, tg: FakeT
 
     assert all(tg.visible(c) == [f"answer for chat {c}"] for c in chats)
     assert len(tg.sent()) == len(chats)
+
+
+async def test_lost_draft_posts_beside_the_new_runs_drafts_are_settled_without_waiting(
+    fresh: Fresh, tg: FakeTelegram
+) -> None:
+    """A quick restart while answers streamed: the dead process's draft posts were made in
+    4 chats and never in 16; the new process's resumed turns posted a draft in every chat
+    at once (before the dead one's requests were surely numbered, so those ids bound
+    nothing). Each answer is then edited into a draft: it makes no new id. The first that
+    found nothing is sent as a new message instead, and its id bounds the others' scans;
+    before, each waited 5 s for a bound that never came (a minute for a burst)."""
+    chats = list(range(100, 120))
+    floor = max(tg.message(f"question {c}", chat_id=c, user_id=c)["message_id"] for c in chats)
+    dead = fresh()
+    for chat in chats[:4]:
+        await dead.post_draft(ChatRef("telegram", str(chat)), "Here is the ans", reply_to=None)
+    attempt = SendAttempt(time.time(), f"deadprocess/{floor}", draft=True)  # just now
+    channel = fresh()
+    drafts = {
+        c: await channel.post_draft(ChatRef("telegram", str(c)), "Here is", reply_to=None)
+        for c in chats
+    }
+    recorded = [KnownMessage(str(c), drafts[c], time.time()) for c in chats]
+
+    async def resend(chat: int) -> None:
+        answer = out(f"answer for chat {chat}", chat, turn_id=f"turn-{chat}")
+        others = tuple(k for k in recorded if k.chat_id != str(chat))
+        await channel.resend(LostSend(answer, (attempt,), (drafts[chat],), others))
+
+    async with asyncio.timeout(30):  # before: 5 s a chat that found nothing, one by one
+        await asyncio.gather(*(resend(c) for c in chats))
+
+    assert all(tg.visible(c) == [f"answer for chat {c}"] for c in chats)  # once, no draft left
+    assert len(tg.called("editMessageReplyMarkup")) <= 2 * len(chats) + PROBE_WINDOW

@@ -271,7 +271,8 @@ class TelegramChannel:
         if progress is not None and known and all(map(sender.ids.ours, lost.attempts)):
             return await sender.finish(message, progress.slots, markup=_buttons(message))
         parts = len(render_message(message)) + len(message.attachments)
-        found = await self._recovery.find(lost, parts=parts)
+        settled = await self._recovery.find(lost, parts=parts)
+        found = settled.ids
         if found:
             log.info(
                 "telegram: an interrupted delivery to chat %s had left message(s) %s; "
@@ -289,7 +290,7 @@ class TelegramChannel:
             return sender.found_whole(message, found[0])  # sent by one call: as it should be
         drafts = [int(d) for d in lost.drafts if d.isdigit()]
         slots = sorted({*drafts, *found})
-        return await sender.redeliver(message, slots, markup=_buttons(message))
+        return await sender.redeliver(message, slots, markup=_buttons(message), fresh=settled.fresh)
 
     async def typing(self, chat: ChatRef) -> None:
         await self._sender.typing(chat)

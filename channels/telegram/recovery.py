@@ -46,7 +46,9 @@ every chat whose answer was on its way) are settled together, one scan per id sp
    the first id this process made in that space :data:`LATE` seconds or more after its lost
    attempts began (no lost request is numbered after it; :data:`CLOCK_SKEW` more when
    another machine made them: a cluster node). When several found nothing, the first
-   probes its window and is sent; the others then only probe below that send's id.
+   probes its window and is sent; the others then only probe below that send's id. It is
+   sent as a new message even where it would be edited into a draft of the new run
+   (:class:`Found`): an edit makes no id, and the others would wait for one in vain.
 
 Probes have a pacing budget of their own (``Pacing.probes`` in channels/telegram/sender.py:
 30 a second after a burst of 30, apart from the answers' buckets), so settling many lost
@@ -200,6 +202,17 @@ def floor(lost: LostSend, attempt: SendAttempt) -> int | None:
     return max(present) if present else None
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a lost send left: the bot's unrecorded messages in the chat, oldest first; and
+    whether to send the message anew rather than edit it into a draft (``fresh``): it is
+    the one let go first of those that found nothing, and its new id bounds the others'
+    scans (a draft edited makes no id, so they would wait for one in vain)."""
+
+    ids: list[int]
+    fresh: bool = False
+
+
 @dataclass(eq=False)
 class _Lost:
     """One lost send being settled."""
@@ -210,8 +223,9 @@ class _Lost:
     skip: frozenset[int]  # ids the store knows, and the turn's recorded drafts
     began: float  # when its first lost attempt began
     after: float | None  # a made id bounds its scan if its request began then (None: never)
-    done: asyncio.Future[list[int]]
+    done: asyncio.Future[Found]
     found: list[int] = field(default_factory=list)
+    fresh: bool = False  # sent anew: its id is to bound the others (Found.fresh)
 
     @property
     def complete(self) -> bool:
@@ -219,7 +233,7 @@ class _Lost:
 
     def settle(self) -> None:
         if not self.done.done():
-            self.done.set_result(sorted(self.found))
+            self.done.set_result(Found(sorted(self.found), self.fresh))
 
 
 @dataclass
@@ -241,7 +255,7 @@ class Recovery:
         self._spaces: dict[str, _Space] = {}
         self._in_flight = asyncio.Semaphore(PROBES_AT_ONCE)
 
-    async def find(self, lost: LostSend, *, parts: int) -> list[int]:
+    async def find(self, lost: LostSend, *, parts: int) -> Found:
         """The bot's unrecorded messages in the chat above the floors of the lost attempts
         (this message's parts that arrived, draft posts whose id was lost), oldest first.
         ``parts``: the messages one send of it makes (text parts and files)."""
@@ -255,7 +269,7 @@ class Recovery:
             )
         present = [f for f in floors if f is not None]
         if not present:
-            return []
+            return Found([])
         space_name = id_space(chat_id)
         skip = {
             number
@@ -394,6 +408,7 @@ class Recovery:
             if not entry.found and bound is None and later is not None:
                 # it is sent once the others' requests were numbered: its id bounds them all
                 await asyncio.sleep(min(max(0.0, later - time.time()), LATE + CLOCK_SKEW))
+                entry.fresh = wait == 0.0  # let go to be sent (below): as a new message
             entry.settle()
             if entry.found:
                 continue

@@ -158,15 +158,17 @@ class Sender:
         slots: Sequence[int],
         *,
         markup: InlineKeyboardMarkup | None = None,
+        fresh: bool = False,
     ) -> str | None:
         """Deliver ``message`` afresh into ``slots``: the bot's messages in the chat that
         earlier attempts left (its parts that arrived, drafts), oldest first. Parts are
         edited into them ("not modified" where they already show it), the rest is sent and
-        slots left over are deleted: the chat ends up showing the message once."""
+        slots left over are deleted: the chat ends up showing the message once. ``fresh``:
+        every part is sent as a new message and the slots are deleted (recovery.Found)."""
         self._progress.pop(message.idempotency_key, None)
         progress = self._track(message.idempotency_key)
         progress.slots = tuple(slots)
-        return await self._into(message, progress, markup)
+        return await self._into(message, progress, markup, fresh=fresh)
 
     def found_whole(self, message: OutboundMessage, message_id: int) -> str:
         """An earlier attempt left ``message`` whole in ``message_id``: nothing to redo
@@ -182,15 +184,21 @@ class Sender:
         return progress
 
     async def _into(
-        self, message: OutboundMessage, progress: Progress, markup: InlineKeyboardMarkup | None
+        self,
+        message: OutboundMessage,
+        progress: Progress,
+        markup: InlineKeyboardMarkup | None,
+        *,
+        fresh: bool = False,
     ) -> str | None:
         to = _Target(message.chat_id, _thread(message.chat), _reply(message))
         parts = render_message(message)
         slots = progress.slots
+        editable = () if fresh else slots
         steps: list[Step] = []
         for i, part in enumerate(parts):
             buttons = markup if i == len(parts) - 1 else None
-            if i < len(slots):
+            if i < len(editable):
                 steps.append(self._edit_step(part, to, slots[i], buttons))
             else:
                 steps.append(self._text_step(part, to, buttons))

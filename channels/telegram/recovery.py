@@ -257,8 +257,9 @@ class Recovery:
 
     async def find(self, lost: LostSend, *, parts: int) -> Found:
         """The bot's unrecorded messages in the chat above the floors of the lost attempts
-        (this message's parts that arrived, draft posts whose id was lost), oldest first.
-        ``parts``: the messages one send of it makes (text parts and files)."""
+        (this message's parts that arrived, draft posts whose id was lost), oldest first,
+        and whether to send the message anew (:class:`Found`). ``parts``: the messages one
+        send of it makes (text parts and files)."""
         chat_id = lost.message.chat_id
         floors = [floor(lost, attempt) for attempt in lost.attempts]
         if None in floors:

@@ -5,10 +5,8 @@ section, ``[discord]`` (:mod:`.settings`), how to build it, and how ``switchboar
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from channels.discord.settings import DiscordSettings
-from gateway.config.plugins import ChannelPlugin, Onboarding, Question
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question, pair_to_own
 from gateway.core.channel import Channel, ChannelContext
 
 
@@ -22,15 +20,6 @@ async def greet(section: DiscordSettings, to: str, text: str) -> str:
     from channels.discord.probe import greet  # noqa: PLC0415 - the SDK when asked
 
     return await greet(section, to, text)
-
-
-def next_step(section: DiscordSettings, env_file: Path) -> str | None:
-    if section.owners:
-        return None
-    return (
-        "start `switchboard run`, DM your bot, and approve the pairing code it answers with "
-        "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
-    )
 
 
 PLUGIN = ChannelPlugin(
@@ -49,7 +38,7 @@ PLUGIN = ChannelPlugin(
             ),
         ),
         greet=greet,
-        next_step=next_step,
+        next_step=pair_to_own("DM your bot"),
     ),
     loggers=("discord",),
 )

@@ -5,10 +5,8 @@ slack`` sets it up (Socket Mode). Imported at every start, so it imports no SDK:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from channels.slack.settings import SlackSettings
-from gateway.config.plugins import ChannelPlugin, Onboarding, Question
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question, pair_to_own
 from gateway.core.channel import Channel, ChannelContext
 
 
@@ -22,15 +20,6 @@ async def greet(section: SlackSettings, to: str, text: str) -> str:
     from channels.slack.probe import greet  # noqa: PLC0415 - the SDK when asked
 
     return await greet(section, to, text)
-
-
-def next_step(section: SlackSettings, env_file: Path) -> str | None:
-    if section.owners:
-        return None
-    return (
-        "start `switchboard run`, DM your app, and approve the pairing code it answers with "
-        "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
-    )
 
 
 PLUGIN = ChannelPlugin(
@@ -48,7 +37,7 @@ PLUGIN = ChannelPlugin(
             ),
         ),
         greet=greet,
-        next_step=next_step,
+        next_step=pair_to_own("DM your app"),
     ),
     loggers=("slack_bolt",),
     token_patterns=(

@@ -5,10 +5,8 @@ section, ``[telegram]`` (:mod:`.settings`), how to build it, and how ``switchboa
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from channels.telegram.settings import TelegramSettings
-from gateway.config.plugins import ChannelPlugin, Onboarding, Question
+from gateway.config.plugins import ChannelPlugin, Onboarding, Question, pair_to_own
 from gateway.core.channel import Channel, ChannelContext
 
 
@@ -24,16 +22,6 @@ async def greet(section: TelegramSettings, to: str, text: str) -> str:
     return await greet(section, to, text)
 
 
-def next_step(section: TelegramSettings, env_file: Path) -> str | None:
-    if section.owners:
-        return None
-    return (
-        "start `switchboard run`, write to your bot from your Telegram, and approve the "
-        "pairing code it answers with `switchboard pairing approve CODE --owner` (you are "
-        "its owner from then on)"
-    )
-
-
 PLUGIN = ChannelPlugin(
     name="telegram",
     title="Telegram",
@@ -42,7 +30,7 @@ PLUGIN = ChannelPlugin(
     onboarding=Onboarding(
         questions=(Question("token", "The bot's token from @BotFather", secret=True),),
         greet=greet,
-        next_step=next_step,
+        next_step=pair_to_own("write to your bot from your Telegram"),
     ),
     loggers=("telegram.ext",),
     token_patterns=(

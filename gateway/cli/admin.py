@@ -59,25 +59,21 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         description="Deny every open pairing request (of one channel, when given).",
     )
     clear.add_argument("channel", nargs="?", help="only this channel's requests")
-    approve = actions.add_parser(
-        "approve",
-        parents=[common],
-        help="approve a pairing code",
-        description="Approve a pending pairing code (`pairing list` shows them).",
-    )
-    approve.add_argument("code")
-    approve.add_argument(
-        "--owner",
-        action="store_true",
-        help="the code is yours: also make this address an owner of its channel "
-        "(added to <channel>.owners in config.toml; the running gateway applies it)",
-    )
-    actions.add_parser(
-        "deny",
-        parents=[common],
-        help="deny a pairing code",
-        description="Deny a pending pairing code (`pairing list` shows them).",
-    ).add_argument("code")
+    for verb in ("approve", "deny"):
+        decide = actions.add_parser(
+            verb,
+            parents=[common],
+            help=f"{verb} a pairing code",
+            description=f"{verb.capitalize()} a pending pairing code (`pairing list` shows them).",
+        )
+        decide.add_argument("code")
+        if verb == "approve":
+            decide.add_argument(
+                "--owner",
+                action="store_true",
+                help="the code is yours: also make this address an owner of its channel "
+                "(added to <channel>.owners in config.toml; the running gateway applies it)",
+            )
     revoke = actions.add_parser(
         "revoke",
         parents=[common],

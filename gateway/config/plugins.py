@@ -79,6 +79,22 @@ class Onboarding(Generic[S]):
     next_step: Callable[[S, Path], str | None] = lambda section, env_file: None
 
 
+def pair_to_own(write: str) -> Callable[[ChannelSection, Path], str | None]:
+    """The next step of a channel whose owner was not named: ``write`` to the bot (the
+    platform's way: "DM your bot") and approve the pairing code it answers with as one's
+    own. ``None`` once the section names an owner."""
+
+    def next_step(section: ChannelSection, env_file: Path) -> str | None:
+        if section.owners:
+            return None
+        return (
+            f"start `switchboard run`, {write}, and approve the pairing code it answers with "
+            "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
+        )
+
+    return next_step
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelPlugin(Generic[S]):
     """A chat channel, as the gateway knows it (see the module's docstring)."""

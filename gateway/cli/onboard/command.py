@@ -232,9 +232,10 @@ def _a_channel_next(settings: Settings) -> None:
 
     if any(section.enabled for section in settings.channel_sections().values()):
         return
-    others = ", ".join(name for name in onboarding_channels() if name != "telegram")
+    first, *others = onboarding_channels()  # the registry's order: the built-in ones first
     print(
-        f"To reach it from your phone: `{switchboard('onboard --channel telegram')}` (or {others})."
+        f"To reach it from your phone: `{switchboard(f'onboard --channel {first}')}` "
+        f"(or {', '.join(others)})."
     )
 
 

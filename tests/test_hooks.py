@@ -8,6 +8,7 @@ limits say what they do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -22,7 +23,7 @@ from channels.hooks.signature import sign, sign_body, sign_stripe
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, calls, text
+from tests.fakes.llm import FakeLLM, calls, held, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 SECRET = "hook-secret-0123456789abcdef"
@@ -89,6 +90,29 @@ async def test_a_signed_delivery_is_answered_once_and_a_redelivery_is_a_no_op(
     asked = request.last_user_text
     assert asked.startswith("Summarise this CI event for me:")
     assert '"conclusion": "failure"' in asked and "outside content" in asked
+
+
+async def test_deliveries_that_arrive_during_a_turn_each_get_a_turn_and_an_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """Two CI events that come while the first one's turn runs are not folded into one
+    turn (as a person's burst is): each delivery was acknowledged as one, so each is
+    summarised on its own."""
+    first_answered = asyncio.Event()
+    fake_llm.queue(held(first_answered, "First summary."), text("Second."), text("Third."))
+    events = [json.dumps({"run": n}).encode() for n in (1, 2, 3)]
+    async with serving(hook_settings(make_settings, tg)) as (gateway, url):
+        await post(url + "github", events[0], signed(events[0], "d-1"))
+        await fake_llm.wait_for_requests(1)  # the first turn is running
+        for n, body in enumerate(events[1:], start=2):
+            status, _, _ = await post(url + "github", body, signed(body, f"d-{n}"))
+            assert status == 202
+        first_answered.set()
+        await tg.wait_sent(3, chat_id=OWNER)
+        await gateway.wait_idle()
+    assert tg.texts(OWNER) == ["First summary.", "Second.", "Third."]
+    asked = [request.last_user_text for request in fake_llm.requests]
+    assert [[n for n in (1, 2, 3) if f'"run": {n}' in a] for a in asked] == [[1], [2], [3]]
 
 
 async def test_a_bad_signature_is_refused_and_nothing_is_journaled(

@@ -174,6 +174,7 @@ class HookChannel:
             chat_type=ChatType.DM,
             mentioned=True,
             agent=hook.agent,
+            own_turn=True,
         )
         if self._sink is None:
             return _error(503, "the gateway is not running")

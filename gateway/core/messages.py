@@ -165,6 +165,10 @@ class InboundMessage:
     person: str = ""
     person_role: str = ""
     conversation: str = ""
+    # An event a program sent (a webhook delivery) rather than a line a person typed: it has
+    # a turn of its own, never joined with the messages queued beside it nor taken into a
+    # running turn (each delivery is acknowledged, and answered, as one).
+    own_turn: bool = False
 
     @property
     def chat(self) -> ChatRef:

@@ -124,13 +124,15 @@ class TurnHandler(Protocol):
 
 
 def _joins(queue: deque[InboundRecord], first: InboundMessage) -> bool:
-    """Whether the head of ``queue`` joins the turn of ``first``: not a command, and from
-    the same chat (a person's conversation across channels answers each chat's messages
-    in that chat, in order)."""
+    """Whether the head of ``queue`` joins the turn of ``first``: not a command, from the
+    same chat (a person's conversation across channels answers each chat's messages in that
+    chat, in order), and neither of them an event that has a turn of its own."""
     if not queue:
         return False
     head = queue[0].message
-    return head.command is None and head.chat == first.chat
+    return (
+        head.command is None and head.chat == first.chat and not (head.own_turn or first.own_turn)
+    )
 
 
 def _set(event: asyncio.Event) -> asyncio.Event:

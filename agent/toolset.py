@@ -59,7 +59,7 @@ def default_tools(
                 "SWITCHBOARD_TOOLS__EXEC__SANDBOX=auto to run commands without it"
             ) from None
     tools: list[Tool] = [
-        ReadFile(DocumentReader.configured(settings.tools.documents, vision=settings.llm.vision)),
+        ReadFile(DocumentReader(settings.tools.documents, sees_images=lambda: settings.llm.vision)),
         WriteFile(),
         EditFile(),
         ListDir(),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import tempfile
 import time
@@ -28,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agent.documents.reader import DocumentReader, ocr_for
+from agent.documents.reader import DocumentReader
 from gateway.config.media import DocumentSettings
 from gateway.runtime.intake.understanding import CHARS_PER_TOKEN, INTAKE_OCR
 from tests import documents
@@ -70,11 +69,10 @@ async def main(pages: int, runs: int) -> None:
         return drawn
 
     print(f"drawn as pictures:             {await timed(runs, draw, scan):6.2f} s")
-    ocr = ocr_for(settings, vision=False)
-    if ocr is None or not shutil.which("tesseract"):
+    reader = DocumentReader(settings, sees_images=lambda: False)
+    if reader.ocr is None:
         print("read by OCR: (Tesseract is not installed: apt install tesseract-ocr)")
     else:
-        reader = DocumentReader(settings, ocr=ocr)
 
         def reading(**limits: Any) -> Callable[[Path], Awaitable[object]]:
             async def read(path: Path) -> object:

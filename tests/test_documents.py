@@ -18,12 +18,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from agent.documents.reader import DocumentReader
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
 from channels.slack.adapter import SlackChannel
 from gateway.config.media import DocumentSettings
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, load_settings
 from gateway.runtime.app import Gateway
 from tests import documents
 from tests.conftest import SettingsFactory
@@ -178,25 +180,85 @@ async def test_a_scan_is_read_by_ocr_for_a_model_that_sees_no_images(
     assert request.images == []
 
 
+async def letter_photo(tg: FakeTelegram, folder: Path) -> list[dict[str, Any]]:
+    """A photo of a letter (its sizes, as Telegram sends them) that says what FINE says."""
+    letter = folder / "letter.pdf"
+    letter.write_bytes(documents.pdf([FINE]))
+    [photo] = await DocumentReader(DocumentSettings()).draw(letter, [1])  # a picture of it
+    file_id = tg.add_file(photo.read_bytes(), "photos/file_9.jpg")
+    return [{"file_id": file_id, "file_unique_id": "p9", "width": 850, "height": 1100}]
+
+
+FINE = "Parking fine: 45 EUR, pay by 3 May"
+
+
+def read_by_ocr(request: Recorded) -> bool:
+    """Whether the request brings the letter's words, read by OCR, and no picture."""
+    seen = request.last_user_text
+    return (
+        "its words, read by OCR (may be misread)" in seen
+        and "[untrusted picture " in seen
+        and FINE in seen
+        and not request.images
+    )
+
+
 async def test_the_words_in_a_photo_reach_a_model_that_sees_no_images(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, tmp_path: Path
 ) -> None:
     needs_tesseract()
-    letter = tmp_path / "letter.pdf"
-    letter.write_bytes(documents.pdf(["Parking fine: 45 EUR, pay by 3 May"]))
-    [photo] = await DocumentReader(DocumentSettings()).draw(letter, [1])  # a picture of it
-    file_id = tg.add_file(photo.read_bytes(), "photos/file_9.jpg")
-    sizes = [{"file_id": file_id, "file_unique_id": "p9", "width": 850, "height": 1100}]
+    photo = await letter_photo(tg, tmp_path)
     settings = make_settings(telegram=section(tg), llm={"vision": False})
     async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
-        await tg.say(caption="what do I owe?", photo=sizes)
+        await tg.say(caption="what do I owe?", photo=photo)
         await tg.wait_sent(1)
         await gateway.wait_idle()
-    request = fake_llm.requests[0]
-    seen = request.last_user_text
-    assert "its words, read by OCR (may be misread)" in seen
-    assert "[untrusted picture " in seen and "Parking fine: 45 EUR, pay by 3 May" in seen
-    assert request.images == []
+    assert read_by_ocr(fake_llm.requests[0])
+
+
+async def test_once_the_server_refused_a_picture_the_next_photos_words_are_read_by_ocr(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    """llm.vision is on (the default) and the model sees none: the first photo is refused
+    and answered without it; the next one's words are read (they were not, before: the
+    intake kept taking the setting's word, and the model got only "[1 picture not shown]")."""
+    needs_tesseract()
+    fake_llm.sees_images = False
+    photo = await letter_photo(tg, tmp_path)
+    settings = make_settings(telegram=section(tg))
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say(caption="what is this?", photo=photo)
+        await tg.wait_sent(1)
+        await tg.say(caption="and this one, what do I owe?", photo=photo)
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+    refused, answered_without, next_photo = fake_llm.requests
+    assert refused.image_parts and not read_by_ocr(answered_without)
+    assert read_by_ocr(next_photo)
+
+
+async def test_vision_turned_off_while_running_reads_the_next_photo_by_ocr(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    """llm.vision is applied live (the control center says so): the intake follows too."""
+    needs_tesseract()
+    photo = await letter_photo(tg, tmp_path)
+    home = make_settings().home  # a config.toml, as `switchboard run` reads, for the change
+    llm = {"base_url": fake_llm.openai_url, "model": "fake-model", "api_key": "sk-test-123456"}
+    config = {"llm": llm, "telegram": section(tg), "agent": {"reflection": False}}
+    (home / "config.toml").write_text(tomlkit.dumps(config))
+    settings = load_settings(home=home)
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say(caption="what is this?", photo=photo)
+        await tg.wait_sent(1)
+        report = await gateway.config_reload.change({"llm.vision": False}, by="test")
+        assert "llm.vision" in report.applied
+        await tg.say(caption="and now?", photo=photo)
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+    shown, read = fake_llm.requests
+    assert shown.images and not read_by_ocr(shown)
+    assert read_by_ocr(read)
 
 
 async def test_read_file_draws_the_pages_of_a_scan_it_is_asked_for(

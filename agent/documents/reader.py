@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,19 +133,24 @@ def ocr_for(settings: DocumentSettings, *, vision: bool) -> tuple[str, str] | No
 
 
 class DocumentReader:
-    """Reads documents through the worker process, under :class:`DocumentSettings`;
-    scans by OCR with ``ocr`` (:func:`ocr_for`; ``None``: not)."""
+    """Reads documents through the worker process, under :class:`DocumentSettings`; scans
+    by OCR as ``tools.documents.ocr`` says, asking ``sees_images`` (whether the model is
+    shown pictures, at the moment of reading) for "auto"; without it, no OCR at all."""
 
-    def __init__(self, settings: DocumentSettings, *, ocr: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: DocumentSettings, *, sees_images: Callable[[], bool] | None = None
+    ) -> None:
         self.settings = settings
-        self.ocr = ocr
+        self._sees_images = sees_images
         self._ocr_budget = settings.timeout_seconds * 0.6  # the rest: opening it, answering
         self._slots = asyncio.Semaphore(settings.concurrency)
 
-    @classmethod
-    def configured(cls, settings: DocumentSettings, *, vision: bool) -> DocumentReader:
-        """The reader ``[tools.documents]`` asks for, for a model that sees images or not."""
-        return cls(settings, ocr=ocr_for(settings, vision=vision))
+    @property
+    def ocr(self) -> tuple[str, str] | None:
+        """How a scan is read by OCR now (:func:`ocr_for`), or ``None``: not."""
+        if self._sees_images is None:
+            return None
+        return ocr_for(self.settings, vision=self._sees_images())
 
     async def read(
         self,
@@ -202,12 +207,13 @@ class DocumentReader:
     async def words_of(self, picture: Path, *, seconds: float) -> str | None:
         """The words in ``picture`` read by OCR within ``seconds`` (``""``: none found), or
         ``None`` when this reader does no OCR."""
-        if self.ocr is None:
+        ocr = self.ocr
+        if ocr is None:
             return None
         data = await self._ask(
             {
                 "words_of": str(picture),
-                "ocr": list(self.ocr),
+                "ocr": list(ocr),
                 "ocr_seconds": min(seconds, self._ocr_budget),
             }
         )

@@ -34,6 +34,7 @@ from agent.llm.errors import (
     window_from_error,
 )
 from agent.llm.images import image_base64
+from agent.llm.sight import Sight
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
 
 _CACHE = {"type": "ephemeral"}
@@ -49,11 +50,11 @@ class AnthropicProvider:
         base_url: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
-        vision: bool = True,
+        sight: Sight | None = None,
         setting: str = "llm",
     ) -> None:
         self.model = model
-        self._vision = vision
+        self._sight = sight or Sight()  # llm.vision
         self._at = Endpoint(
             "anthropic", base_url, model, timeout, has_key=bool(api_key), setting=setting
         )
@@ -162,7 +163,7 @@ class AnthropicProvider:
 
     def _images(self, msg: ChatMessage) -> list[dict[str, Any]]:
         blocks = []
-        for image in msg.images if self._vision else ():
+        for image in msg.images if self._sight.sees else ():
             data = image_base64(image)
             if data is not None:
                 source = {"type": "base64", "media_type": image.mime_type, "data": data}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent.llm.base import LLMProvider
 from agent.llm.diagnose import not_configured
 from agent.llm.errors import LLMNotConfigured
+from agent.llm.sight import Sight
 from gateway.config.settings import LLMSettings
 
 
@@ -26,14 +27,18 @@ def configuration_problem(settings: LLMSettings, setting: str = "llm") -> LLMNot
     return None
 
 
-def create_provider(settings: LLMSettings, *, setting: str = "llm") -> LLMProvider:
+def create_provider(
+    settings: LLMSettings, *, setting: str = "llm", sight: Sight | None = None
+) -> LLMProvider:
     """The configured provider; raises :class:`LLMNotConfigured` when nothing is set.
     ``setting`` says where the model is configured (``llm``, ``llm.fallbacks[0]``,
-    ``agents.coder``): its errors name the settings to fix there."""
+    ``agents.coder``): its errors name the settings to fix there. ``sight``: whether it is
+    shown pictures, shared with whoever asks (else its own, from ``settings.vision``)."""
     if (problem := configuration_problem(settings, setting)) is not None:
         raise problem
     key = settings.resolved_api_key()
     api_key = key.get_secret_value() if key else None
+    sight = sight or Sight(settings.vision)
     if settings.provider == "anthropic":
         from agent.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415 - lazy SDK
 
@@ -43,7 +48,7 @@ def create_provider(settings: LLMSettings, *, setting: str = "llm") -> LLMProvid
             base_url=settings.base_url,
             timeout=settings.timeout_seconds,
             max_retries=settings.max_retries,
-            vision=settings.vision,
+            sight=sight,
             setting=setting,
         )
     from agent.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
@@ -54,6 +59,6 @@ def create_provider(settings: LLMSettings, *, setting: str = "llm") -> LLMProvid
         base_url=settings.base_url,
         timeout=settings.timeout_seconds,
         max_retries=settings.max_retries,
-        vision=settings.vision,
+        sight=sight,
         setting=setting,
     )

@@ -13,13 +13,17 @@ import importlib
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.factory import configuration_problem, create_provider, provider_module
+from agent.llm.sight import Sight
 from agent.llm.types import LLMRequest, LLMResponse
 from gateway.config.settings import LLMSettings
 
 
 class LazyProvider:
-    def __init__(self, settings: LLMSettings, *, setting: str = "llm") -> None:
+    def __init__(
+        self, settings: LLMSettings, *, setting: str = "llm", sight: Sight | None = None
+    ) -> None:
         self.model = settings.model
+        self.sight = sight or Sight(settings.vision)  # whether it is shown pictures
         self._settings = settings
         self._setting = setting  # where it is configured (errors name it)
         self._provider: LLMProvider | None = None
@@ -40,7 +44,9 @@ class LazyProvider:
                 if self._provider is None:
                     if self._warming is not None:
                         await self._warming  # the import, on a worker thread
-                    self._provider = create_provider(self._settings, setting=self._setting)
+                    self._provider = create_provider(
+                        self._settings, setting=self._setting, sight=self.sight
+                    )
         return self._provider
 
     async def complete(

@@ -9,7 +9,9 @@ models see none, and their servers refuse such a request (llama.cpp with an erro
 vLLM and LM Studio with a 400); since a picture stays in the conversation, every later
 message of that chat would fail the same way. So a request with pictures that is refused is
 asked again at once without them (the model is told they are not shown), and when that is
-answered the model is taken to see no pictures until the next start.
+answered the model is taken to see no pictures until the next start (its
+:class:`~agent.llm.sight.Sight` says so to the gateway, which reads the words in later
+pictures by OCR instead).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from agent.llm.errors import (
     window_from_error,
 )
 from agent.llm.images import image_base64
+from agent.llm.sight import Sight
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
 
 log = logging.getLogger(__name__)
@@ -64,11 +67,11 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
-        vision: bool = True,
+        sight: Sight | None = None,
         setting: str = "llm",
     ) -> None:
         self.model = model
-        self._vision = vision  # llm.vision, until the server refuses a request with pictures
+        self._sight = sight or Sight()  # llm.vision, until the server refuses a picture
         self._at = Endpoint(
             "openai", base_url, model, timeout, has_key=bool(api_key), setting=setting
         )
@@ -88,7 +91,7 @@ class OpenAIProvider:
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
-        pictures = self._vision and any(m.images for m in request.messages)
+        pictures = self._sight.sees and any(m.images for m in request.messages)
         try:
             return await self._complete(request, on_text, pictures=pictures)
         except LLMError as exc:
@@ -97,8 +100,7 @@ class OpenAIProvider:
             # An HTTP error comes before any text, so nothing was streamed yet. If this
             # one fails too, the pictures were not the problem: its error is the one raised.
             answer = await self._complete(request, on_text, pictures=False)
-        if self._vision:
-            self._vision = False
+        if self._sight.refused():
             hint = " (set llm.vision = false)" if self._at.setting == "llm" else ""
             log.warning(
                 "%s at %s refused a request with pictures and answered it without them: it "

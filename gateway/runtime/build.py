@@ -11,7 +11,7 @@ outbox workers. :class:`gateway.runtime.app.Gateway` runs what this builds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -164,8 +164,10 @@ def inbound_stages(
     speech: Speech | None,
     *,
     directory: PeopleDirectory,
+    sees_images: Callable[[], bool],
 ) -> InboundSink:
-    """The inbound stages, in the order a message passes them; then the journal (the bus)."""
+    """The inbound stages, in the order a message passes them; then the journal (the bus).
+    ``sees_images``: whether the model is shown pictures now (else OCR reads them)."""
     return chain(
         [
             partial(  # who may talk: policies, pairing, group context
@@ -182,12 +184,10 @@ def inbound_stages(
             partial(  # what they sent made readable: voice heard, documents read, replies found
                 Understanding,
                 sections=sections,
-                documents=DocumentReader.configured(
-                    settings.tools.documents, vision=settings.llm.vision
-                ),
+                documents=DocumentReader(settings.tools.documents, sees_images=sees_images),
                 journal=store.journal,
                 outbox=store.outbox,
-                sees_images=settings.llm.vision,
+                sees_images=sees_images,
                 speech=speech,
                 allowance=None if speech is None else Allowance(store.voice, speech.settings),
             ),
@@ -363,8 +363,6 @@ def build(
         store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
     )
     directory, linking, zones, owners_home = people_for(settings, store, bus, sections, clock=clock)
-    inbound = inbound_stages(settings, store, bus, sections, speech, directory=directory)
-    router = Router(settings.routes, tuple(settings.agents))
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
     # the cooldowns of failed models (llm.fallbacks), shared by all agents
@@ -375,6 +373,16 @@ def build(
         prices=PriceTable(settings.llm.prices),
     )
     main_llm = models.provider(settings.llm, llm)
+    inbound = inbound_stages(
+        settings,
+        store,
+        bus,
+        sections,
+        speech,
+        directory=directory,
+        sees_images=models.sees_pictures,
+    )
+    router = Router(settings.routes, tuple(settings.agents))
     # -- the agents, and the services their tools use
     jobs = JobBook(settings, jobs=store.jobs, clock=clock, zones=zones)
     tasks = TaskQueue(store.tasks)

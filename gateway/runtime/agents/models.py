@@ -17,6 +17,7 @@ from agent.llm.fallback import Candidate, Cooldowns, FallbackChain, Seconds, Tra
 from agent.llm.lazy import LazyProvider
 from agent.llm.metered import EndpointSlots
 from agent.llm.reconcile import Reconciler
+from agent.llm.sight import Sight
 from gateway.config.llm import DEFAULT_URLS, LLMSettings
 from gateway.config.prices import PriceTable
 from gateway.web.view import ModelState
@@ -66,6 +67,8 @@ class ModelPool:
         self.prices = prices or PriceTable()  # [llm.prices] over the shipped table
         self.reconciler = Reconciler()  # our token counts beside the providers'
         self._providers: dict[tuple[object, ...], LLMProvider] = {}
+        self._sights: dict[tuple[object, ...], Sight] = {}  # whether each is shown pictures
+        self._main: tuple[object, ...] | None = None  # the gateway's model (``llm``)
         # Every model an agent uses, by label: its display name and where it is configured.
         self._used: dict[str, tuple[str, list[str]]] = {}
 
@@ -74,10 +77,10 @@ class ModelPool:
         configuration). Returns what puts the earlier count back, for a build that failed.
         Providers stay: a running turn may still use one, and a model named again reuses
         its provider."""
-        earlier, self._used = self._used, {}
+        earlier, main, self._used = self._used, self._main, {}
 
         def restore() -> None:
-            self._used = earlier
+            self._used, self._main = earlier, main
 
         return restore
 
@@ -95,8 +98,18 @@ class ModelPool:
         is where the model is configured, which its errors name (``llm.fallbacks[1]``)."""
         identity = _identity(llm.model_copy(update={"fallbacks": ()}))
         if identity not in self._providers:
-            self._providers[identity] = given or LazyProvider(llm, setting=setting)
+            sight = self._sights[identity] = Sight(llm.vision)
+            self._providers[identity] = given or LazyProvider(llm, setting=setting, sight=sight)
+        if setting == "llm":
+            self._main = identity
         return self._providers[identity]
+
+    def sees_pictures(self) -> bool:
+        """Whether the gateway's model is shown pictures now: ``llm.vision`` as configured
+        now, unless its server has refused a request with pictures since (the intake reads
+        their words by OCR for a model that sees none)."""
+        sight = self._sights.get(self._main) if self._main is not None else None
+        return sight is None or sight.sees
 
     def model(
         self,

@@ -12,7 +12,8 @@ is journaled:
   (``Attachment.text``, untrusted: it taints the turn), a longer one is announced with its
   page count, to be read with ``read_file``; a scanned PDF (no text, only images of its
   pages) comes with its first ``tools.documents.scan_pages`` pages drawn as pictures
-  beside the file, for a model that sees images (``llm.vision``; ``Attachment.page_of``:
+  beside the file, for a model that sees images (``llm.vision``, unless its server
+  refused a picture since: :meth:`~gateway.runtime.agents.models.ModelPool.sees_pictures`; ``Attachment.page_of``:
   outside content, so they taint the turn like a document's text); for a model that sees
   no images, OCR reads the scan instead (``tools.documents.ocr``), and the words in a
   picture someone sends (``Attachment.text``, untrusted too);
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,14 +73,16 @@ class Understanding:
         documents: DocumentReader,
         journal: Journal,
         outbox: Outbox,
-        sees_images: bool,
+        sees_images: Callable[[], bool],
         speech: Speech | None = None,
         allowance: Allowance | None = None,
     ) -> None:
         self._inner = inner
         self._journal = journal
         self._outbox = outbox
-        self._sees_images = sees_images  # llm.vision: a scan's pages are drawn for the model
+        # whether the model is shown pictures now (llm.vision, unless its server refused
+        # one since): a scan's pages are drawn for one that is, read by OCR for one that is not
+        self._sees_images = sees_images
         self._sections = sections
         self._documents = documents
         self._speech = speech
@@ -212,7 +215,7 @@ class Understanding:
         """A scan: its first pages drawn as pictures beside it, each an attachment."""
         name = attachment.filename or path.name
         scan = "a scanned document: images of pages, no text to read"
-        if not self._sees_images:
+        if not self._sees_images():
             return [replace(attachment, note=f"{header} ({scan}; the model sees no images)")]
         count = self._documents.settings.scan_pages
         try:

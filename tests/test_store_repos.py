@@ -292,7 +292,7 @@ async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
         assert await store.tasks.note("t9", "halfway", key="k1") is True
         assert await store.tasks.note("t9", "halfway", key="k1") is False  # a resend
         assert await store.tasks.counts() == {"running": 1}
-        assert await store.tasks.stop("t9") is True
+        assert await store.tasks.stop("t9", by="test") is True
         assert await store.tasks.finish("t9", "done", "3") is False  # stopped first
         assert [t.id for t in await store.tasks.finished_with_open_turns()] == ["t9"]
         assert (await store.journal.open_work()).running == ()  # the task's, not the dispatcher's

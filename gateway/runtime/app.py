@@ -134,6 +134,8 @@ class Gateway(Service):
             # one process: what the previous run left open; a node: runs turns at once, and
             # the rest once it leads (a standby waits in lead())
             await parts.intake.start()
+            # background tasks run on the node whose turn spawned them: every node
+            await self.subagents.start()
             await self._receive_early()
             await self.guard.lead()
             await self.approvals.expire_due()
@@ -143,7 +145,6 @@ class Gateway(Service):
                 await worker.start()
             if self.mcp is not None:  # before anything can start a turn
                 await self.mcp.start()
-            await self.subagents.start()
             await self.indexer.start()
             await self.scheduler.start()
             await self.approvals.start()

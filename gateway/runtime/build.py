@@ -547,6 +547,7 @@ def build(
             channels=tuple(by_name),
             max_sessions=settings.limits.max_concurrent_turns,
             people_changed=zones.forget,
+            task_stopped=subagents.stopped_elsewhere,
         ),
     )
     # -- work that starts on its own, and delivery

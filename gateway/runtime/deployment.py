@@ -52,6 +52,7 @@ class WorkSources:
     channels: Sequence[str]
     max_sessions: int
     people_changed: Callable[[str], None]  # a person's own settings were stored elsewhere
+    task_stopped: Callable[[str], None]  # a background task was stopped elsewhere
 
 
 class Guard(Protocol):

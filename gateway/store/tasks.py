@@ -20,7 +20,7 @@ from gateway.core.messages import ChatRef
 from gateway.core.turns import TaskTypeName, task_type_name
 from gateway.store.engine.db import Database
 from gateway.store.engine.retention import delete_batched
-from gateway.store.engine.sql import Connection
+from gateway.store.engine.sql import TASKS_TOPIC, Connection
 
 Clock = Callable[[], float]
 
@@ -220,9 +220,10 @@ class Tasks:
 
         return await self._db.run(record)
 
-    async def stop(self, task_id: str) -> bool:
+    async def stop(self, task_id: str, *, by: str) -> bool:
         """Stop an open task, durably, before its run is cancelled: a restart never resumes
-        it. ``False`` when it had finished already."""
+        it, and every node of a cluster hears of it (``TASKS_TOPIC``: the one running it
+        stops its turn at once). ``False`` when it had finished already."""
         now = self._clock()
 
         def update(conn: Connection) -> bool:
@@ -233,6 +234,7 @@ class Tasks:
             ).rowcount
             if changed:
                 _append(conn, task_id, "state", "stopped", now, key=END)
+                conn.notify(TASKS_TOPIC, f"{task_id}\n{by}")
             return changed > 0
 
         return await self._db.run(update)

@@ -207,6 +207,7 @@ class Subagents:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._taking: asyncio.Task[None] | None = None
         self._sweeping: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[bool]] = set()  # stops another node asked for
 
     def running(self) -> list[TaskRecord]:
         return [run.record for run in self._runs.values()]
@@ -428,21 +429,37 @@ class Subagents:
         """Stop an open task (the task API's DELETE) as ``/stop`` stops a chat's turn:
         recorded first (the task as stopped, its turn's stop in the journal), so no restart
         resumes it, then its turn is told to stop. ``False`` when it had already finished."""
-        if not await self._store.tasks.stop(task_id):
+        if not await self._store.tasks.stop(task_id, by=by):
             return False
         self.signal.notify()
-        run = self._runs.get(task_id)
-        if run is not None:
-            await stop_turn(self._store.journal, run.control, by=by)
-            log.info("background task %s stopped by %s", task_id, by)
+        if await self._stop_here(task_id, by=by):
             return True
         # Not running here: not taken up yet, or (a cluster) running on another node, which
-        # ends its turn and says so (it finds the task stopped); its stop is recorded.
+        # hears of the stop (the store's notification) and stops its turn; recorded here too.
         record = await self._store.tasks.get(task_id)
         if record is not None and record.turn_id is not None:
             await self._store.journal.request_stop(record.turn_id)
         elif record is not None:
             await self._tell(record, f"Background task {task_id} was stopped before it started.")
+        return True
+
+    def stopped_elsewhere(self, notice: str) -> None:
+        """Another node of a cluster stopped a task (``TASKS_TOPIC``'s ``"<id>\\n<who>"``):
+        if it runs here, its turn stops now rather than running on to its end."""
+        task_id, _, by = notice.partition("\n")
+        if task_id in self._runs:
+            stopping = asyncio.create_task(self._stop_here(task_id, by=by or "another node"))
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+
+    async def _stop_here(self, task_id: str, *, by: str) -> bool:
+        """Stop the task's turn if it runs here (durably first: see :func:`stop_turn`)."""
+        run = self._runs.get(task_id)
+        if run is None:
+            return False
+        if not run.control.stopping:
+            await stop_turn(self._store.journal, run.control, by=by)
+            log.info("background task %s stopped by %s", task_id, by)
         return True
 
     # -- restart and shutdown ---------------------------------------------------------------
@@ -483,11 +500,17 @@ class Subagents:
 
     async def _sweep(self) -> None:
         """A cluster: tell the chats of tasks whose node went (killed, cut off) that they were
-        interrupted, without waiting for that node, or any, to start again."""
+        interrupted, without waiting for that node, or any, to start again; and stop the
+        tasks running here that another node stopped, should its notice have been missed
+        (the listener was reconnecting)."""
         while True:
             await asyncio.sleep(self._sweep_seconds)
             try:
                 await self._interrupted(gone_only=True)
+                for task_id in list(self._runs):
+                    record = await self._store.tasks.get(task_id)
+                    if record is not None and record.state == "stopped":
+                        await self._stop_here(task_id, by="a stop on another node")
             except StoreError as exc:  # the database is out of reach: the next sweep
                 log.warning("background tasks: looking for tasks of gone nodes failed: %s", exc)
 
@@ -527,6 +550,7 @@ class Subagents:
                 background.cancel()
                 await asyncio.gather(background, return_exceptions=True)
         self._taking = self._sweeping = None
+        await asyncio.gather(*self._stopping, return_exceptions=True)
         tasks = list(self._tasks.values())
         if not tasks:
             return

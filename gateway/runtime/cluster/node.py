@@ -85,6 +85,7 @@ class ClusterGuard:
             channels=sources.channels,
             max_sessions=sources.max_sessions,
             people_changed=sources.people_changed,
+            task_stopped=sources.task_stopped,
         )
 
     def send_fence(self) -> Fence | None:

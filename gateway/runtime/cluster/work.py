@@ -40,7 +40,13 @@ from gateway.store import Database, InboundRecord, Journal
 from gateway.store.cluster.fencing import Fence
 from gateway.store.cluster.listener import Listener
 from gateway.store.cluster.membership import LEADER_LOCK, Membership
-from gateway.store.engine.sql import INBOUND_TOPIC, OUTBOX_TOPIC, PEOPLE_TOPIC, WAKE_TOPIC
+from gateway.store.engine.sql import (
+    INBOUND_TOPIC,
+    OUTBOX_TOPIC,
+    PEOPLE_TOPIC,
+    TASKS_TOPIC,
+    WAKE_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +213,7 @@ class ClusterWork(Service):
         channels: Sequence[str],
         max_sessions: int,
         people_changed: Callable[[str], None],
+        task_stopped: Callable[[str], None],
         poll: float = POLL_SECONDS,
     ) -> None:
         self._claims = claims
@@ -233,6 +240,7 @@ class ClusterWork(Service):
                 OUTBOX_TOPIC: self._outbound,
                 WAKE_TOPIC: self._woken,
                 PEOPLE_TOPIC: people_changed,  # what each node keeps of them is read again
+                TASKS_TOPIC: task_stopped,  # the node running it stops its turn
             },
             name=membership.name,
         )

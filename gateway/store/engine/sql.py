@@ -236,6 +236,7 @@ INBOUND_TOPIC = "switchboard_inbound"  # a message was journaled: some node shou
 OUTBOX_TOPIC = "switchboard_outbox"  # payload: the channel with a new reply to send
 WAKE_TOPIC = "switchboard_wake"  # payload: the id of a parked turn whose approval was decided
 PEOPLE_TOPIC = "switchboard_people"  # payload: a person who set their own time zone
+TASKS_TOPIC = "switchboard_tasks"  # payload: "<task id>\n<who>" of a background task stopped
 
 
 SQLITE = Dialect("sqlite")

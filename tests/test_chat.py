@@ -195,6 +195,52 @@ async def test_one_message_is_judged_by_its_own_answer_not_an_earlier_one(
     assert "(earlier, undelivered) Sorry, I could not answer." in err
 
 
+async def test_a_message_waiting_on_another_chats_gateway_is_sent_when_that_chat_closes(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    """Two `chat -m` at once, no `switchboard run`: the second attaches to the gateway the
+    first runs and waits for its answer before sending; the first then closes, taking its
+    gateway with it. The second is sent all the same (before, it said "what you sent is
+    saved" and it was never sent)."""
+    env = chat_env(home, fake_llm)
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "the first answer"))
+    first = await spawn("chat", "-m", "first", env=env)
+    await fake_llm.wait_for_requests(1, timeout=30)  # the first runs a gateway and asks
+    second = await spawn("chat", "-m", "second", env=env)
+    await read_until(second.stderr, "still working on: first")  # attached, waiting
+    gate.set()
+    code, out, err = await finish(first)
+    assert (code, out) == (0, "the first answer\n"), err
+    code, out, err = await finish(second)
+    assert (code, out) == (0, "echo: second\n"), err
+    assert "saved" not in err
+    assert [r.last_user_text for r in fake_llm.requests] == ["first", "second"]
+
+
+async def test_a_message_waiting_when_switchboard_run_dies_is_said_to_be_not_sent(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    """A `chat -m` waits for the answer to an earlier question before it sends its own; the
+    gateway is killed meanwhile. It says its message was not sent (before, that it was
+    saved and would be answered), and does not start a gateway of its own in the place of
+    `switchboard run` (which is being stopped or restarted on purpose)."""
+    env = chat_env(home, fake_llm)
+    fake_llm.queue(held(asyncio.Event(), "never delivered"))
+    async with running_gateway(env) as gateway:
+        first = await spawn("chat", "-m", "a long job", env=env)
+        await fake_llm.wait_for_requests(1, timeout=30)
+        second = await spawn("chat", "-m", "a quick one", env=env)
+        await read_until(second.stderr, "still working on: a long job")
+        gateway.send_signal(signal.SIGKILL)
+        code, out, err = await finish(second)
+        assert (code, out) == (1, ""), err
+        assert "; your message was not sent" in err
+        assert "saved" not in err
+        await finish(first)
+    assert [r.last_user_text for r in fake_llm.requests] == ["a long job"]
+
+
 async def test_ctrl_c_in_run_waits_for_the_turn_then_stops_now(
     home: Path, fake_llm: FakeLLM
 ) -> None:

@@ -17,6 +17,7 @@ import getpass
 import logging
 import time
 from pathlib import Path
+from typing import Literal
 
 from channels.terminal.frames import (
     Delta,
@@ -53,8 +54,10 @@ class TerminalChannel:
         agent_name: str = "Switchboard",
         model: str = "",
         socket: Path | None = None,
+        host: Literal["run", "chat"] = "run",
     ) -> None:
         self.user = user or getpass.getuser()
+        self._host = host  # what runs this gateway (attached windows are told)
         self.agent_name = agent_name
         self.model = model
         self._sink: InboundSink | None = None
@@ -151,6 +154,7 @@ class TerminalChannel:
             model=self.model,
             user=user,
             running=tuple(self._running.values()),
+            host=self._host,
         )
 
     async def submit(

@@ -61,6 +61,9 @@ class Hello(_Frame):
     model: str
     user: str
     running: tuple[Running, ...] = ()  # turns of the terminal chat already under way
+    # What runs the gateway: `switchboard run`, or a `switchboard chat` that closes with its
+    # window (a window attached to it carries on without it, see gateway/cli/chat/command.py).
+    host: Literal["run", "chat"] = "run"
 
 
 class Accepted(_Frame):

@@ -29,21 +29,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 
 from channels.terminal import socket_path
-from gateway.cli.chat.session import ChatError, LocalSession, RemoteSession
+from gateway.cli.chat.session import ChatError, GatewayGone, LocalSession, RemoteSession
 from gateway.cli.chat.view import PlainView, RichView
 from gateway.cli.stopping import Interrupts
 from gateway.config.settings import Settings
+from gateway.core.errors import AnotherInstanceRunning
+from gateway.core.messages import new_id
 
 if TYPE_CHECKING:
     from gateway.cli.chat.prompt import PromptReader
 
 INTERRUPTED = 130
+ATTEMPTS = 3  # a -m message whose gateway went away: tries the next one, or its own
+STOPPING_SECONDS = 30.0  # how long it waits for a gateway that is stopping to let go
+LOCK_POLL = 0.2
 HINTS = "Enter sends · Alt-Enter: new line · Ctrl-C stops the answer · Ctrl-D leaves · /help"
 STOPPING = "stopping the answer (Ctrl-C again leaves the chat)"
 LEFT_ATTACHED = (
@@ -83,18 +89,14 @@ async def chat(settings: Settings, message: str | None) -> int:
             )
             if at_terminal:
                 view.say(HINTS)
-        session: Session
-        if remote is None:
-            session = LocalSession(settings, view)
-            await session.start()  # resumes what a stop or crash cut short
-        else:
-            session = remote
-            for turn in remote.hello.running:
-                view.say(f"still working on: {turn.question}")
-                view.busy()
+        session = _attached(remote, view) if remote else await _local(settings, view)
         try:
             if message is not None:
-                return await _one_shot(session, view, message, interrupts)
+                one = _OneShot(settings, session, view, interrupts)
+                try:
+                    return await one.send(message)
+                finally:
+                    session = one.session
             if terminal is not None:
                 return await _at_terminal(session, *terminal, interrupts)
             return await _from_pipe(session, view, interrupts)
@@ -102,15 +104,82 @@ async def chat(settings: Settings, message: str | None) -> int:
             await session.close(interrupts)
 
 
-async def _one_shot(session: Session, view: View, message: str, interrupts: Interrupts) -> int:
-    if not await _settle(session, view, interrupts):  # earlier questions first
-        return INTERRUPTED
-    view.earlier = False
-    await session.submit(message)
-    view.busy()
-    if not await _settle(session, view, interrupts):
-        return INTERRUPTED
-    return 1 if view.notices else 0
+def _attached(remote: RemoteSession, view: View) -> RemoteSession:
+    for turn in remote.hello.running:
+        view.say(f"still working on: {turn.question}")
+        view.busy()
+    return remote
+
+
+async def _local(settings: Settings, view: View) -> LocalSession:
+    local = LocalSession(settings, view)
+    await local.start()  # resumes what a stop or crash cut short
+    return local
+
+
+async def _reopen(settings: Settings, view: View) -> Session:
+    """The gateway this chat attached to went away: attach to the next one, or run one in
+    this process; one that is stopping or starting (it holds the home's lock, but takes no
+    chat yet) is waited for, for a while."""
+    deadline = time.monotonic() + STOPPING_SECONDS
+    while True:
+        remote = await RemoteSession.connect(socket_path(settings.data_dir), view)
+        if remote is not None:
+            return _attached(remote, view)
+        try:
+            return await _local(settings, view)
+        except AnotherInstanceRunning:
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(LOCK_POLL)
+
+
+class _OneShot:
+    """``chat -m``: one message, and its answer. Should the gateway it attached to close
+    with the ``switchboard chat`` that ran it, it goes on with the next gateway, or one of
+    its own, and sends the message again under the same id: a gateway of the same home that
+    journaled it already takes it as a duplicate, and answers it once. A ``switchboard run``
+    that stops is not replaced (it is being stopped or restarted on purpose): it says
+    whether the message was saved."""
+
+    def __init__(
+        self, settings: Settings, session: Session, view: View, interrupts: Interrupts
+    ) -> None:
+        self._settings = settings
+        self.session = session  # the one in use now
+        self._view = view
+        self._interrupts = interrupts
+        self._id = new_id()
+        self._sent = False
+
+    async def send(self, message: str) -> int:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return await self._attempt(message)
+            except GatewayGone as exc:
+                hosted_by_chat = isinstance(self.session, RemoteSession) and (
+                    self.session.hello.host == "chat"
+                )
+                if attempt == ATTEMPTS or not hosted_by_chat:
+                    if not self._sent:
+                        raise ChatError(f"{exc}; your message was not sent") from exc
+                    raise  # says whether the message was saved
+            await self.session.close(self._interrupts)
+            self.session = await _reopen(self._settings, self._view)
+        raise AssertionError("unreachable")
+
+    async def _attempt(self, message: str) -> int:
+        view, interrupts = self._view, self._interrupts
+        if not self._sent:
+            if not await _settle(self.session, view, interrupts):  # earlier questions first
+                return INTERRUPTED
+            view.earlier = False
+        self._sent = True  # from now on the answers are this message's (or its followers')
+        await self.session.submit(message, self._id)
+        view.busy()
+        if not await _settle(self.session, view, interrupts):
+            return INTERRUPTED
+        return 1 if view.notices else 0
 
 
 async def _from_pipe(session: Session, view: View, interrupts: Interrupts) -> int:

@@ -43,6 +43,10 @@ class ChatError(SwitchboardError):
     """The gateway refused a message, or went away; the text says what became of it."""
 
 
+class GatewayGone(ChatError):
+    """The connection to the gateway ended (it stopped, or the chat that ran it closed)."""
+
+
 class Window(Viewer, Protocol):
     """A view the sessions feed: also records which messages it sent."""
 
@@ -67,6 +71,7 @@ class LocalSession:
             agent_name=settings.agent.name,
             model=settings.llm.model,
             socket=socket_path(settings.data_dir),
+            host="chat",  # a window attached to it carries on once this one closes
         )
         self.channel.attach(window)
         from gateway.runtime.app import Gateway  # noqa: PLC0415 - an attached chat needs none
@@ -77,8 +82,9 @@ class LocalSession:
     async def start(self) -> None:
         await self.gateway.start()
 
-    async def submit(self, text: str) -> None:
-        message_id = new_id()
+    async def submit(self, text: str, message_id: str | None = None) -> None:
+        """Journal ``text`` (under ``message_id``: sent again, it is the same message)."""
+        message_id = message_id or new_id()
         self._window.mine.ids.add(message_id)
         await self.channel.submit(text, message_id=message_id)
 
@@ -114,6 +120,7 @@ class RemoteSession:
         self._idles: list[asyncio.Future[None]] = []
         self._pump: asyncio.Task[None] | None = None
         self.gone: str | None = None  # why the connection ended
+        self._saved = 0  # messages of this window the gateway journaled
         self._ended = asyncio.Event()
 
     @classmethod
@@ -142,8 +149,10 @@ class RemoteSession:
         session._pump = asyncio.create_task(session._read())
         return session
 
-    async def submit(self, text: str) -> None:
-        message_id = new_id()
+    async def submit(self, text: str, message_id: str | None = None) -> None:
+        """Journal ``text`` (under ``message_id``: sent again, it is the same message); raises
+        :class:`GatewayGone` if the connection ends before the gateway said it has it."""
+        message_id = message_id or new_id()
         self._window.mine.ids.add(message_id)
         future = asyncio.get_running_loop().create_future()
         self._submits[message_id] = future
@@ -157,9 +166,9 @@ class RemoteSession:
         await future
 
     async def lost(self) -> NoReturn:
-        """Raises :class:`ChatError` (saying why) once the connection to the gateway ends."""
+        """Raises :class:`GatewayGone` (saying why) once the connection to the gateway ends."""
         await self._ended.wait()
-        raise ChatError(self.gone or "the chat was closed")
+        raise GatewayGone(self.gone or "the chat was closed")
 
     async def close(self, interrupts: Interrupts) -> None:
         if self._pump is not None:
@@ -172,7 +181,7 @@ class RemoteSession:
 
     def _send(self, frame: Submit | Ack | WaitIdle) -> None:
         if self.gone is not None:
-            raise ChatError(self.gone)
+            raise GatewayGone(self.gone)
         self._writer.write(frame.line())
 
     async def _read(self) -> None:
@@ -190,20 +199,29 @@ class RemoteSession:
                         idle.set_result(None)
                 elif not isinstance(frame, Hello):
                     self._window.show(frame)
-            self.gone = (
-                "the gateway stopped; what you sent is saved and is answered when it runs "
-                "again (or at the next `switchboard chat`)"
-            )
+            self.gone = self._stopped()
         except (ConnectionError, ValidationError) as exc:
             self.gone = f"lost the connection to the gateway: {exc}"
         finally:
-            error = ChatError(self.gone or "the chat was closed")
+            error = GatewayGone(self.gone or "the chat was closed")
             for future in [*self._submits.values(), *self._idles]:
                 if not future.done():
                     future.set_exception(error)
             self._submits.clear()
             self._idles.clear()
             self._ended.set()
+
+    def _stopped(self) -> str:
+        """Why the chat ends when the gateway closed the connection: what became of what
+        this window sent (saved only once the gateway said it journaled it)."""
+        if self._submits:
+            return "the gateway stopped before it saved your last message: send it again"
+        if self._saved:
+            return (
+                "the gateway stopped; what you sent is saved and is answered when it runs "
+                "again (or at the next `switchboard chat`)"
+            )
+        return "the gateway stopped"
 
     def _settle(self, frame: Accepted | Error) -> None:
         future = self._submits.pop(frame.id or "", None)
@@ -212,4 +230,5 @@ class RemoteSession:
         if isinstance(frame, Error):
             future.set_exception(ChatError(f"not sent: {frame.message}"))
         else:
+            self._saved += 1
             future.set_result(None)

@@ -219,6 +219,34 @@ async def test_open_webui_request_shape(make_settings: SettingsFactory, fake_llm
     assert len(stored) == 4  # the session of that Open WebUI chat: two questions, two answers
 
 
+async def test_a_body_too_large_for_one_read_is_read_whole(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A long conversation (600 kB, under api.max_request_bytes) arrives over several reads
+    of the socket: before, only what the first read returned was parsed ("the body is not
+    JSON"), which over a real network could happen to any request."""
+    fake_llm.queue(text("Read it all."))
+    long_answer = "é" * 100_000  # 6 bytes each as JSON
+    conversation = [
+        {"role": "user", "content": "write a lot"},
+        {"role": "assistant", "content": long_answer},
+        {"role": "user", "content": "thanks, and now?"},
+    ]
+    headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+    async with (
+        serving(api_settings(make_settings)) as (gateway, url),
+        aiohttp.ClientSession(headers=headers) as http,
+    ):
+        body = json.dumps({"model": "main", "messages": conversation}).encode()
+        assert len(body) > 600_000
+        async with http.post(url + "/chat/completions", data=body) as r:
+            assert r.status == 200, await r.text()
+            answer = await r.json()
+        await gateway.wait_idle()
+    assert answer["choices"][0]["message"]["content"] == "Read it all."
+    assert fake_llm.requests[0].last_user_text == "thanks, and now?"
+
+
 async def test_a_streamed_answer_with_a_tool_step_shows_each_part_once(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

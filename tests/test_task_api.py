@@ -89,6 +89,22 @@ async def test_a_task_is_submitted_and_followed_to_its_answer(
     assert "Survey the workspace." in fake_llm.requests[0].last_user_text
 
 
+async def test_a_long_task_read_over_several_reads_is_taken_and_an_oversized_one_says_so(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = lambda request: text(f"{request.last_user_text.count('é')} of them")
+    long_text = "é" * 99_000  # 6 bytes each as JSON: 594 kB, more than one read brings
+    async with serving(task_settings(make_settings)) as (gateway, url, http):
+        status, task = await submit(http, url, {"text": long_text})
+        assert status == 202, task
+        events = await follow(http, f"{url}/{task['id']}")
+        over = {"text": "x", "padding": "y" * 1_100_000}  # over api.max_request_bytes
+        status, refused = await submit(http, url, over)
+        await gateway.wait_idle()
+    assert ("answer", "99000 of them") in [(e["kind"], e["text"]) for e in events]
+    assert status == 400 and "the body is over" in refused["error"]["message"]
+
+
 async def test_a_running_task_is_stopped_and_never_answers(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

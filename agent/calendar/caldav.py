@@ -24,6 +24,7 @@ import aiohttp
 from lxml import etree
 
 from gateway.config.integrations import CalendarSettings
+from gateway.core.bodies import read_capped
 
 DAV = "DAV:"
 CALDAV = "urn:ietf:params:xml:ns:caldav"
@@ -279,8 +280,8 @@ class CalDav:
                         f"the calendar server does not let this account {method} {url} "
                         "(HTTP 403; a calendar shared read-only?)"
                     )
-                data = await response.content.read(MAX_RESPONSE_BYTES + 1)
-                if len(data) > MAX_RESPONSE_BYTES:
+                data = await read_capped(response.content, MAX_RESPONSE_BYTES)
+                if data is None:
                     raise CalendarError(f"the answer of {url} is too large")
                 return Reply(response.status, str(response.url), data)
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -25,6 +25,7 @@ from agent.llm.types import Usage
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import ATTACHMENTS
 from gateway.config.integrations import ImagesSettings
+from gateway.core.bodies import read_capped
 from gateway.core.messages import Attachment
 from gateway.core.usage import Purpose
 
@@ -123,8 +124,8 @@ async def _download(http: aiohttp.ClientSession, url: str, limit: int) -> bytes:
     async with http.get(url) as response:
         if response.status != 200:
             raise ImagesError(f"fetching the picture answered HTTP {response.status}")
-        data = await response.content.read(limit + 1)
-    if len(data) > limit:
+        data = await read_capped(response.content, limit)
+    if data is None:
         raise ImagesError(f"the picture is larger than images.max_bytes ({limit})")
     return data
 

@@ -21,6 +21,7 @@ from channels.api import wire
 from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, StreamText
 from channels.api.tasks import TaskApi, task_routes
 from gateway.config.connect import ApiToken
+from gateway.core.bodies import read_capped
 from gateway.core.errors import ChannelTransientError, StorageFullError
 from gateway.core.webhost import CredentialThrottle
 
@@ -65,8 +66,8 @@ async def read_json(request: web.Request, limit: int) -> Any:
     """The request's JSON body (at most ``limit`` bytes), or :class:`wire.BadRequest`."""
     if request.content_length is not None and request.content_length > limit:
         raise wire.BadRequest(f"the body is over {limit} bytes")
-    body = await request.content.read(limit + 1)
-    if len(body) > limit:
+    body = await read_capped(request.content, limit)
+    if body is None:
         raise wire.BadRequest(f"the body is over {limit} bytes")
     try:
         return json.loads(body)

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from channels.api import wire
 from gateway.config.connect import ApiSettings, ApiToken, parse_target
+from gateway.core.bodies import read_capped
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
@@ -103,8 +104,12 @@ class TaskRoutes:
         self._tasks = tasks
 
     async def submit(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        limit = self._api.settings.max_request_bytes
+        raw = await read_capped(request.content, limit)
+        if raw is None:
+            return _error(400, f"the body is over {limit} bytes (api.max_request_bytes)")
         try:
-            body = json.loads(await request.content.read(self._api.settings.max_request_bytes + 1))
+            body = json.loads(raw)
         except ValueError:
             return _error(400, "the body must be JSON: {text, agent, deliver_to}")
         if not isinstance(body, dict):

@@ -34,6 +34,7 @@ from channels.hooks import payload as payloads
 from channels.hooks.signature import LEGACY, SIGNATURE, TOLERANCE, Verdict, verify
 from gateway.config.connect import HookSettings
 from gateway.core.addressing import HOOK_CHANNEL
+from gateway.core.bodies import read_capped
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, StorageFullError
@@ -215,15 +216,8 @@ async def _body(request: web.Request, limit: int) -> bytes | None:
     """The raw body, or ``None`` when it is over ``limit`` bytes (read no further)."""
     if request.content_length is not None and request.content_length > limit:
         return None
-    chunks: list[bytes] = []
-    size = 0
     async with asyncio.timeout(60):
-        async for chunk in request.content.iter_chunked(65_536):
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-    return b"".join(chunks)
+        return await read_capped(request.content, limit)
 
 
 def _error(status: int, reason: str) -> web.Response:

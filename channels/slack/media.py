@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.slack.convert import FileRef, file_kind
+from gateway.core.bodies import read_capped
 from gateway.core.messages import Attachment, InboundMessage
 from gateway.core.system.fileutil import write_atomic
 
@@ -91,10 +92,7 @@ class MediaStore:
             if "text/html" in response.headers.get("Content-Type", ""):
                 # Slack answers a missing files:read scope with its sign-in page, not an error.
                 raise aiohttp.ClientError("got a web page, not the file (is files:read granted?)")
-            chunks, total = [], 0
-            async for chunk in response.content.iter_chunked(65_536):
-                total += len(chunk)
-                if total > self.max_bytes:
-                    raise TooLarge
-                chunks.append(chunk)
-        return b"".join(chunks)
+            data = await read_capped(response.content, self.max_bytes)
+        if data is None:
+            raise TooLarge
+        return data

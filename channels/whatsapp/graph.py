@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from gateway.core.bodies import read_capped
+
 TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 MEDIA_HOSTS = ("fbsbx.com", "facebook.com", "fbcdn.net", "whatsapp.net")
 
@@ -130,15 +132,9 @@ class GraphClient:
                     raise GraphError(
                         response.status, 0, f"media download answered {response.status}"
                     )
-                chunks, total = [], 0
-                async for chunk in response.content.iter_chunked(65_536):
-                    total += len(chunk)
-                    if total > max_bytes:
-                        return None
-                    chunks.append(chunk)
+                return await read_capped(response.content, max_bytes)
         except aiohttp.ClientError as exc:
             raise GraphUnreachable(str(exc) or type(exc).__name__, sent=False) from exc
-        return b"".join(chunks)
 
     async def request(
         self,

@@ -112,6 +112,9 @@ async def test_a_home_of_the_previous_release_is_copied_migrated_and_rolled_back
     async with running(env, previous_release):
         await tg.say("remember: the code word is heron")
         await tg.wait_for(lambda: tg.visible(42) == ["echo: remember: the code word is heron"], 30)
+        # this version's `status` beside the previous release's gateway: it leaves the store
+        code, out, err = await switchboard("status", env=env)
+        assert code != 0 and "Nothing was changed" in out + err, out + err
     assert schema_of(db) == PREVIOUS_SCHEMA
 
     async with running(env):  # this code: a copy first, then the migration
@@ -162,6 +165,30 @@ async def test_every_migration_is_copied_first_and_the_last_three_copies_are_kep
     assert len(copies(backups)) == KEPT
 
 
+async def test_commands_beside_the_gateway_never_migrate_the_store(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Only the gateway's start and `switchboard upgrade` migrate: `pairing list`, `cron
+    list` and `web` (and `status`, which reads the store when a gateway runs) on a home of
+    an older version, whose gateway may be running on it, say so and leave the store as it
+    is (before, each migrated it under that gateway)."""
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    code, _, err = await switchboard("onboard", env=env)
+    assert code == 0, err
+    db = home / "data" / "switchboard.db"
+    db.unlink(missing_ok=True)
+    older_store(db, PREVIOUS_SCHEMA)
+    for command in (("pairing", "list"), ("cron", "list")):
+        code, out, err = await switchboard(*command, env=env)
+        assert code != 0, command
+        said = out + err
+        assert f"schema version {PREVIOUS_SCHEMA} and this Switchboard needs" in said, said
+        assert "Nothing was changed" in said and "Traceback" not in said
+    assert schema_of(db) == PREVIOUS_SCHEMA
+    assert not (home / "backups").exists() or not copies(home / "backups")
+
+
 async def test_rollback_puts_back_the_copy_and_keeps_the_store_it_replaces(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -201,9 +228,14 @@ def schema_pg(url: str) -> int:
 
 
 async def test_postgresql_waits_for_its_owners_backup_before_migrating(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, pg_url: str, fake_llm: FakeLLM
 ) -> None:
     older_database(pg_url, PREVIOUS_SCHEMA)
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_STORAGE__URL=pg_url)
+    code, out, _ = await switchboard("doctor", env=env)  # says so before a start fails
+    assert code != 0
+    assert f"has schema version {PREVIOUS_SCHEMA} and this Switchboard needs" in out, out
+    assert "switchboard upgrade --i-have-a-backup" in out
     with pytest.raises(SchemaRefused, match=r"pg_dump .*switchboard upgrade --i-have-a-backup"):
         async with Store(tmp_path / "unused.db", url=pg_url, migrate=False):
             pass

@@ -122,7 +122,7 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
         known = ", ".join(settings.channel_sections())
         print(f"Unknown channel {args.channel!r}: pairing is for {known}.", file=sys.stderr)
         return 1
-    async with store_for(settings) as store:
+    async with store_for(settings, migrates=False) as store:
         desk = PairingDesk.of(store)
         if args.action == "list":
             requests = await store.pairings.listing()
@@ -189,7 +189,7 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
     before firing it)."""
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
-    async with store_for(settings) as store:
+    async with store_for(settings, migrates=False) as store:
         if args.action in ("remove", "pause", "resume"):
             change = {
                 "remove": (store.jobs.remove, "Removed", "active or paused"),

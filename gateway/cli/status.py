@@ -117,7 +117,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
     empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0, "tasks": {}}
     if settings.storage.url is None and not path.exists():
         return {**empty, "heartbeat_target": None, "nodes": []}
-    async with store_for(settings) as store:
+    async with store_for(settings, migrates=False) as store:
         counts = await store.journal.counts()
         found = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
         target = None if found is None else found.label

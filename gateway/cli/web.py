@@ -89,7 +89,7 @@ async def _forget_sessions(settings: Settings) -> int:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
     from gateway.web.access.sessions import KEY  # noqa: PLC0415
 
-    async with store_for(settings) as store:
+    async with store_for(settings, migrates=False) as store:
         stored = await store.kv.get(KEY)
         sessions = stored.get("sessions") if isinstance(stored, dict) else None
         await store.kv.set(KEY, {})  # no fingerprint: the next start keeps none of them

@@ -21,14 +21,23 @@ def node_name(settings: Settings) -> str:
     return settings.node.name or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def store_for(settings: Settings, *, clock: Callable[[], float] = time.time) -> Store:
-    """The gateway's store (not started)."""
+def store_for(
+    settings: Settings, *, clock: Callable[[], float] = time.time, migrates: bool = True
+) -> Store:
+    """The gateway's store (not started). ``migrates=False``: for a command that reads or
+    changes a few rows beside the gateway (``status``, ``pairing``, ``cron``, ``web``,
+    ``doctor``), which refuses a store of an older schema rather than migrate it under the
+    gateway of the older version that may be running on it."""
+    url = settings.storage.database_url()
+    # the SQLite file is copied before it is migrated; a database waits for its owner's
+    # word that it is backed up (`switchboard upgrade --i-have-a-backup`) unless "auto"
+    confirmed = url is None or settings.storage.migrate == "auto"
     return Store(
         settings.data_dir / SQLITE_FILE,
-        url=settings.storage.database_url(),
+        url=url,
         synchronous=settings.storage.synchronous,
         clock=clock,
         node=node_name(settings) if settings.storage.database_url() else "",
         backups=settings.home / BACKUPS,
-        migrate=settings.storage.migrate == "auto",
+        migrate=migrates and confirmed,
     )

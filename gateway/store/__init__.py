@@ -137,9 +137,11 @@ def engine_for(
 ) -> Engine:
     """The SQLite file at ``path``, or, when ``url`` is set (``storage.url``), the
     PostgreSQL database it names. ``backups``: where the SQLite file is copied before a
-    migration; ``migrate``: whether PostgreSQL may be migrated (its owner made a backup)."""
+    migration; ``migrate``: whether an older schema may be migrated (PostgreSQL: its owner
+    made a backup; either: this process is the gateway starting, or ``switchboard
+    upgrade``), else it is refused."""
     if not url:
-        return SqliteEngine(path, synchronous=synchronous, backups=backups)
+        return SqliteEngine(path, synchronous=synchronous, backups=backups, migrate=migrate)
     from gateway.store.engine.postgres import PostgresEngine, is_postgres_url  # noqa: PLC0415 - psycopg only when used
 
     if not is_postgres_url(url):

@@ -82,7 +82,7 @@ async def _heartbeat_chat(settings: Settings) -> str | None:
     if settings.storage.url is None and not (settings.data_dir / "switchboard.db").exists():
         return None
     try:
-        async with asyncio.timeout(10), store_for(settings) as store:
+        async with asyncio.timeout(10), store_for(settings, migrates=False) as store:
             home = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
     except Exception:  # the store's own check says what is wrong with it
         return None

@@ -19,8 +19,11 @@ def store_checks(settings: Settings) -> list[Check]:
 
     path = settings.data_dir / "switchboard.db"
     checks = [_disk_check(settings.data_dir)] if settings.data_dir.exists() else []
-    if settings.storage.database_url() is not None or not path.exists():
-        return checks  # PostgreSQL checks its own pages; reaching it is the store's own check
+    url = settings.storage.database_url()
+    if url is not None:  # PostgreSQL checks its own pages: its version is what is left
+        return [*checks, _postgres_check(url, confirmed=settings.storage.migrate == "auto")]
+    if not path.exists():
+        return checks
     problems = integrity_problems(path)
     if problems:
         shown = "; ".join(problems[:3])
@@ -45,8 +48,52 @@ def store_checks(settings: Settings) -> list[Check]:
         )
     else:
         size = path.stat().st_size
-        checks.append(Check("store", "ok", f"{path} passes integrity_check ({size} bytes)"))
+        older = (
+            f"; schema v{version}: the gateway migrates it to v{len(MIGRATIONS)} when it "
+            "starts, after a copy"
+            if 0 < version < len(MIGRATIONS)
+            else ""
+        )
+        checks.append(Check("store", "ok", f"{path} passes integrity_check ({size} bytes){older}"))
     return checks
+
+
+def _postgres_check(url: str, *, confirmed: bool) -> Check:
+    """The database's schema against this version's (read only: nothing is created)."""
+    import psycopg  # noqa: PLC0415 - only with storage.url
+
+    from gateway.store.engine.postgres import redacted  # noqa: PLC0415
+    from gateway.store.engine.schema_pg import PG_MIGRATIONS  # noqa: PLC0415
+
+    where, known = redacted(url), len(PG_MIGRATIONS)
+    try:
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
+            exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+            row = (
+                conn.execute("SELECT max(version) FROM schema_version").fetchone()
+                if (exists and exists[0])
+                else None
+            )
+    except psycopg.Error as exc:
+        return Check("store", "fail", f"cannot reach {where}: {str(exc).strip() or exc}")
+    version = int(row[0]) if row is not None and row[0] is not None else 0
+    if version > known:
+        return Check(
+            "store",
+            "fail",
+            f"{where} has schema version {version}, newer than this Switchboard knows "
+            f"({known}): upgrade this node (docs/scaling.md)",
+        )
+    if 0 < version < known and not confirmed:
+        return Check(
+            "store",
+            "fail",
+            f"{where} has schema version {version} and this Switchboard needs {known}: the "
+            "gateway will not start on it until it is backed up (`pg_dump`) and migrated "
+            "with `switchboard upgrade --i-have-a-backup` (docs/scaling.md)",
+        )
+    state = f"schema v{version}" if version else "empty: the first start creates the schema"
+    return Check("store", "ok", f"{where}: {state}")
 
 
 def _version(path: Path) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from gateway.core.errors import StorageFullError, StoreError
+from gateway.core.errors import SchemaRefused, StorageFullError, StoreError
 from gateway.store.cluster.fencing import Fence, check_statement
 from gateway.store.engine.backups import before_migration
 from gateway.store.engine.db import Engine, Job, Reader, ReaderBusy, T
@@ -52,9 +52,11 @@ class SqliteEngine(Engine):
         *,
         synchronous: Literal["full", "normal"] = "full",
         backups: Path | None = None,
+        migrate: bool = True,
     ) -> None:
         self.path = path
         self._backups = backups  # a copy goes there before a migration (None: no copy)
+        self._migrate = migrate  # False: an older schema is refused, not migrated
         self._synchronous = synchronous.upper()
         self._sync_now = self._synchronous  # the connection's current setting
         self._raw: sqlite3.Connection | None = None
@@ -89,6 +91,8 @@ class SqliteEngine(Engine):
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=5000")
             (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if not self._migrate:
+                refuse_older(self.path, version)
             if self._backups is not None and 0 < version < len(MIGRATIONS):
                 before_migration(self.path, self._backups, version)
             migrate(conn)
@@ -221,3 +225,15 @@ class SqliteReader(Reader):
 
     def close(self) -> None:
         self.raw.close()
+
+
+def refuse_older(path: Path, version: int) -> None:
+    """A command beside the gateway never migrates the store: the gateway of the older
+    version may be running on it."""
+    if 0 < version < len(MIGRATIONS):
+        raise SchemaRefused(
+            f"the store {path} has schema version {version} and this Switchboard needs "
+            f"{len(MIGRATIONS)}: the gateway migrates it when it starts (`switchboard run`, "
+            "after a copy), or `switchboard upgrade` does; a gateway of the older version may "
+            "be running on it. Nothing was changed."
+        )

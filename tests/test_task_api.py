@@ -264,6 +264,10 @@ async def test_owner_tokens_may_deliver_a_tasks_answer_to_a_chat_and_members_may
             http, url, {"text": "Survey it.", "deliver_to": "telegram:42"}, MEMBER
         )
         assert status == 403 and "deliver_to" in refused["error"]["message"]
+        # a channel this gateway does not run: refused now, not an answer stuck forever
+        status, refused = await submit(http, url, {"text": "x", "deliver_to": "slack:C1"})
+        assert status == 400
+        assert "slack is not configured on this gateway" in refused["error"]["message"]
         status, task = await submit(http, url, {"text": "Survey it.", "deliver_to": "telegram:42"})
         assert status == 202 and task["deliver_to"] == "telegram:42"
         await follow(http, f"{url}/{task['id']}")

@@ -78,12 +78,14 @@ class ApiChannel:
         settings: ApiSettings,
         *,
         agents: Sequence[str],
+        chats: Sequence[str] = (),
         tasks: TaskBackend | None = None,
         allowance: Allowance | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.agents = tuple(agents)
+        self.chats = tuple(chats)  # the channels configured here: where a task may answer
         self.tasks = tasks
         self._allowance = allowance
         self.started_at = int(clock())

@@ -68,6 +68,7 @@ class TaskApi(Protocol):
 
     settings: ApiSettings
     agents: tuple[str, ...]
+    chats: tuple[str, ...]
     tasks: TaskBackend | None
     requests: Counter[tuple[str, str]]
 
@@ -135,6 +136,14 @@ class TaskRoutes:
                 target = parse_target(str(body["deliver_to"]))
             except ValueError as exc:
                 return _error(400, str(exc), param="deliver_to")
+            if target.channel not in self._api.chats:
+                configured = ", ".join(self._api.chats) or "none"
+                return _error(
+                    400,
+                    f"deliver_to: {target.channel} is not configured on this gateway, so the "
+                    f"answer could never be sent (configured: {configured})",
+                    param="deliver_to",
+                )
         principal = self._api.principal(token)
         refusal = await self._api.check_allowance(principal)
         if refusal is not None:

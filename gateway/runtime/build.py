@@ -467,6 +467,7 @@ def build(
             subagents=subagents,
             budget=budget,
             agents=router.agents,
+            chats=tuple(by_name),
         ):
             by_name[channel.name] = channel
     committer = TurnCommitter(

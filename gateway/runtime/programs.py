@@ -94,10 +94,11 @@ def program_channels(
     subagents: Subagents,
     budget: UserBudget,
     agents: Sequence[str],
+    chats: Sequence[str],
 ) -> list[Channel]:
     """The channels other programs use, as configured (none by default; their modules and
     aiohttp are loaded only then). The API's tasks deliver their notes and answers through
-    the internal task channel."""
+    the internal task channel, or to a chat of the channels ``chats`` (those configured)."""
     channels: list[Channel] = []
     if settings.hooks:
         from channels.hooks import HookChannel  # noqa: PLC0415
@@ -119,5 +120,7 @@ def program_channels(
 
         board = TaskBoard(store.tasks, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))
-        channels.append(ApiChannel(settings.api, agents=agents, tasks=board, allowance=allowance))
+        channels.append(ApiChannel(
+                settings.api, agents=agents, chats=chats, tasks=board, allowance=allowance
+            ))
     return channels

@@ -167,6 +167,49 @@ async def test_the_settings_page_saves_by_its_form_and_the_next_turn_uses_it(
     assert 'api_key = "sk-live-test-1234"' in written  # the secret left as it was
 
 
+async def test_the_form_sends_only_what_was_changed_on_it_and_keeps_what_was_typed(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A setting changed elsewhere while the page was open is not put back by the form (it
+    posts every input), and what Check or a refused Save showed is what Save then saves."""
+    home = tmp_path / "home"
+    async with web_gateway(home, fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser:
+
+            async def post(form: dict[str, str]) -> str:
+                async with browser.post(
+                    url + "/settings", data=form, headers={"Origin": url}
+                ) as r:
+                    return await r.text()
+
+            async with browser.get(url + "/settings") as r:
+                opened = form_of(await r.text())
+            # meanwhile, elsewhere (`config set`, another tab): the maximum answer length
+            async with browser.post(
+                url + "/api/settings",
+                json={"values": {"llm.max_tokens": "2048"}},
+                headers={"Origin": url},
+            ) as r:
+                assert r.status == 200
+            saved = await post(opened | {"llm.timeout_seconds": "77", "_action": "save"})
+            checked = await post(form_of(saved) | {"llm.model": "model-b", "_action": "check"})
+            refused = await post(
+                form_of(checked) | {"llm.max_tokens": "not a number", "_action": "save"}
+            )
+            fixed = await post(form_of(refused) | {"llm.max_tokens": "3000", "_action": "save"})
+    assert "applied: <code>llm.timeout_seconds</code>" in saved  # and nothing else
+    assert 'name="llm.max_tokens" value="2048"' in saved
+    assert "would apply at once: <code>llm.model</code>" in checked
+    assert 'name="llm.model" value="model-b"' in checked  # as typed, not as saved
+    assert "Not saved" in refused and 'name="llm.model" value="model-b"' in refused
+    assert "applied: <code>llm.max_tokens</code>, <code>llm.model</code>" in fixed
+    written = (home / "config.toml").read_text()
+    assert "max_tokens = 3000" in written and 'model = "model-b"' in written
+    assert "timeout_seconds = 77" in written
+
+
 async def test_the_settings_api_lists_every_key_and_never_a_secret(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from gateway.config.reference.form import sections_json
 from gateway.web.access.security import WebGuard
-from gateway.web.control.settings_page import CHECK, restarting_page, settings_page
+from gateway.web.control.settings_page import CHECK, edited, restarting_page, settings_page
 from gateway.web.view import GatewayView, SettingsChange
 
 
@@ -77,19 +77,18 @@ class SettingsRoutes:
         )
 
     async def save_form(self, request: web.Request) -> web.Response:
-        form = await request.post()
+        form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
         check = form.get("_action") == CHECK
-        values = {
-            key: value
-            for key, value in form.items()
-            if isinstance(value, str) and not key.startswith("_")
-        }
-        change = await self._gateway.change_settings(values, by=self._who(request), check=check)
+        change = await self._gateway.change_settings(
+            edited(form), by=self._who(request), check=check
+        )
         page = settings_page(
             self._gateway.settings_form(),
             result=change,
             checked=check,
             restart_offered=self._gateway.restart_offered(),
+            # what was typed stays in the form until it is saved
+            posted=form if check or change.errors else None,
         )
         return _html(page, status=400 if change.errors else 200)
 

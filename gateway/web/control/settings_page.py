@@ -5,11 +5,18 @@ whether a change applies at once or at the next start.
 It works without a script: *Check* says what a change would do (which keys would need a
 restart) without saving it; *Save* writes config.toml and applies it; a change that waits
 for a restart offers one. Every value is escaped; secrets are never put in the page.
+
+Each input carries the value it was shown with (``_was.<key>``), and only the keys whose
+value differs from it are sent on: a setting changed elsewhere meanwhile (``config set``,
+an editor) is not put back by a form that still shows its old value. After *Check*, or a
+*Save* that was refused, the form shows what was typed, still against the values first
+shown, so *Save* then saves it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from html import escape
 
 from gateway.config.reference.form import FormField, FormSection
@@ -17,6 +24,18 @@ from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 
 CHECK, SAVE = "check", "save"  # the form's two buttons (name="_action")
+WAS = "_was."  # the value an input was first shown with: name="_was.llm.model"
+
+
+def edited(form: Mapping[str, str]) -> dict[str, str]:
+    """The settings a posted form changes: the inputs whose value is not the one they were
+    first shown with (an input without one counts as changed)."""
+    return {
+        key: value
+        for key, value in form.items()
+        if not key.startswith("_") and form.get(WAS + key) != value
+    }
+
 
 _PAGE = """<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps
 the file's comments; a change applies at once unless it is marked <em>needs a restart</em>.</p>
@@ -43,11 +62,14 @@ def settings_page(
     result: SettingsChange | None = None,
     checked: bool = False,
     restart_offered: bool = False,
+    posted: Mapping[str, str] | None = None,
 ) -> str:
-    """The page, with what the last post did above the form."""
+    """The page, with what the last post did above the form; ``posted``: that form, whose
+    values the inputs keep (after a check, or a save that was refused)."""
+    posted = posted or {}
     return _framed(
         _result(result, checked=checked, restart_offered=restart_offered),
-        _FORM.format(sections="\n".join(_section(s) for s in sections)),
+        _FORM.format(sections="\n".join(_section(s, posted) for s in sections)),
     )
 
 
@@ -94,8 +116,8 @@ def _keys(keys: Sequence[str]) -> str:
     return ", ".join(f"<code>{escape(k)}</code>" for k in keys)
 
 
-def _section(section: FormSection) -> str:
-    fields = "\n".join(_field(f) for f in section.fields)
+def _section(section: FormSection, posted: Mapping[str, str]) -> str:
+    fields = "\n".join(_field(f, posted) for f in section.fields)
     doc = f"<p>{escape(section.doc)}</p>" if section.doc else ""
     return (
         f'<fieldset class="group" id="{escape(section.title, quote=True)}">'
@@ -103,7 +125,7 @@ def _section(section: FormSection) -> str:
     )
 
 
-def _field(field: FormField) -> str:
+def _field(field: FormField, posted: Mapping[str, str]) -> str:
     key = escape(field.key, quote=True)
     ident = f"setting-{key}"
     notes = ["applies at once" if field.live else "needs a restart"]
@@ -114,9 +136,15 @@ def _field(field: FormField) -> str:
     if field.default and not field.secret:
         notes.append(f"default {field.default}")
     about = escape(field.doc)
+    if field.secret:  # never in the page: empty keeps it
+        was = ""
+    else:
+        shown = posted.get(WAS + field.key, field.value)
+        was = f'<input type="hidden" name="{WAS}{key}" value="{escape(shown, quote=True)}">'
+        field = replace(field, value=posted.get(field.key, field.value))
     return (
         f'<div class="setting"><label for="{ident}">{escape(field.key)}</label>'
-        f'<div class="control">{_input(field, ident)}'
+        f'<div class="control">{_input(field, ident)}{was}'
         f"<small>{about} ({escape('; '.join(notes))})</small></div></div>"
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -85,6 +86,29 @@ async def test_a_new_model_answers_the_next_turn_and_a_running_turn_ends_on_its_
     assert [model_of(r) for r in fake_llm.requests] == ["fake-model", "fake-model", "fake-model-2"]
     assert gateway.agent is not pid_agent  # built again, in the same process
     assert 'model = "fake-model-2"' in (tmp_path / "home" / "config.toml").read_text()
+
+
+async def test_a_price_set_while_running_prices_the_next_turn(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """[llm.prices] applies at once, as the settings page says: the running agents' model
+    calls are priced from the next one on, so the money caps count them (before, only
+    after a restart)."""
+    channel = MemoryChannel()
+    home = tmp_path / "home"
+    async with running(home, fake_llm, channel) as gateway:
+        await channel.push("before the price")
+        await channel.wait_for(1)
+        price = json.dumps({"fake-model": {"input": 1000, "output": 2000}})
+        change = await gateway.change_settings({"llm.prices": price}, by="test")
+        await channel.push("after the price")
+        await channel.wait_for(2)
+        await gateway.wait_idle()
+    assert change.errors == {} and "llm.prices" in change.applied
+    with sqlite3.connect(home / "data" / "switchboard.db") as db:
+        costs = [row[0] for row in db.execute("SELECT cost_usd FROM usage")]
+    unpriced, priced = sorted(costs, key=lambda cost: cost is not None)
+    assert unpriced is None and priced is not None and priced > 0, costs  # the second turn
 
 
 async def test_another_model_server_and_its_key_take_the_next_turn(

@@ -179,9 +179,7 @@ async def test_the_form_sends_only_what_was_changed_on_it_and_keeps_what_was_typ
         async with owner(gateway) as browser:
 
             async def post(form: dict[str, str]) -> str:
-                async with browser.post(
-                    url + "/settings", data=form, headers={"Origin": url}
-                ) as r:
+                async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
                     return await r.text()
 
             async with browser.get(url + "/settings") as r:

@@ -84,13 +84,20 @@ def _lookup(model: str, prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
 
 
 class PriceTable:
-    """Prices per model: ``[llm.prices]`` first, then the shipped table."""
+    """Prices per model: ``[llm.prices]`` first, then the shipped table. One table is shared
+    by every model of the gateway, so a change of ``[llm.prices]`` (:meth:`use`) prices
+    their next calls, the running agents' too."""
 
     def __init__(self, own: Mapping[str, ModelPrice] | None = None) -> None:
         shipped = shipped_prices()
         self.date = shipped.date  # the shipped table's
         self._prices = {**shipped.models, **(own or {})}
         self._found: dict[str, ModelPrice | None] = {}
+
+    def use(self, own: Mapping[str, ModelPrice]) -> None:
+        """``[llm.prices]`` changed: price from it from now on."""
+        self._prices = {**shipped_prices().models, **own}
+        self._found = {}
 
     def price(self, model: str) -> ModelPrice | None:
         """``model``'s price, or ``None`` when neither table knows it."""

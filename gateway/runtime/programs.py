@@ -120,7 +120,7 @@ def program_channels(
 
         board = TaskBoard(store.tasks, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))
-        channels.append(ApiChannel(
-                settings.api, agents=agents, chats=chats, tasks=board, allowance=allowance
-            ))
+        channels.append(
+            ApiChannel(settings.api, agents=agents, chats=chats, tasks=board, allowance=allowance)
+        )
     return channels

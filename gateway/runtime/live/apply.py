@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from agent.agent import Agent
 from agent.llm.lazy import LazyProvider
 from gateway.config.live import LivePart, changed, live_part
-from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
 from gateway.runtime.agents.mcp import build_manager, limits, server_specs, transports
 from gateway.runtime.agents.roster import AgentRoster
@@ -130,7 +129,7 @@ class LiveApply:
         if plan.agents is not None:
             self._roster.install(plan.agents)
             self._roster.models.cooldowns.seconds = new.llm.fallback_cooldown_seconds
-            self._roster.models.prices = PriceTable(new.llm.prices)  # [llm.prices]
+            self._roster.models.prices.use(new.llm.prices)  # [llm.prices], for every model
             for provider in self._roster.models.providers():
                 if isinstance(provider, LazyProvider):
                     provider.warm()  # a new model's SDK, imported on a thread

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Dialog, Page, expect
 
 from channels.memory import MemoryChannel
 from channels.webchat import create
@@ -172,8 +172,25 @@ async def test_approving_a_pairing_request_answers_the_person_on_telegram(
         await expect(page.locator("#content")).to_contain_text("No one is waiting.")
         sent = await telegram_api.wait_sent(2, chat_id=555)
         await expect(page.locator("tr", has_text="Dana")).to_contain_text("paired")
+        # linking her to the owner would make her an owner: it asks first, as Confirm does
+        await page.get_by_label("Link").fill("telegram:555")
+        await page.get_by_label("to the person of").fill("webchat:owner")
+        asked: list[str] = []
+        declined = asyncio.Event()
+
+        async def decline(dialog: Dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.dismiss()
+            declined.set()
+
+        page.once("dialog", decline)
+        await page.get_by_role("button", name="Link", exact=True).click()
+        await asyncio.wait_for(declined.wait(), WAIT_MS / 1000)
+        links_after_no = await gateway.store.links.listing()
         await context.close()
     assert sent[1].params["text"] == WELCOME
+    assert "becomes an owner" in asked[0] and "telegram:555" in asked[0]
+    assert links_after_no == []
 
 
 async def test_an_edit_of_memory_md_is_in_the_next_turns_prompt(
@@ -187,13 +204,19 @@ async def test_an_edit_of_memory_md_is_in_the_next_turns_prompt(
         editor = page.get_by_label("Contents of MEMORY.md")
         await expect(editor).to_be_focused()
         before = await editor.input_value()
+        await editor.fill(before.rstrip("\n") + "\n- Not reviewed.\n")
+        await page.get_by_role("button", name="Review changes").click()
+        await expect(page.get_by_role("button", name="Save", exact=True)).to_be_visible()
+        # an edit after the review takes its Save away: what is saved was always reviewed
         await editor.fill(before.rstrip("\n") + "\n" + fact + "\n")
+        await expect(page.get_by_role("button", name="Save", exact=True)).to_have_count(0)
         await page.get_by_role("button", name="Review changes").click()
         await expect(page.locator("pre.diff .add")).to_contain_text(["+" + fact])
         await page.get_by_role("button", name="Save", exact=True).click()
         await expect(page.locator("#review")).to_have_text("Saved MEMORY.md.")
         await page.screenshot(path=shot("memory-edit-1280-dark"), full_page=True)
-        assert fact in (settings_memory := gateway.settings.workspace_dir / "MEMORY.md").read_text()
+        saved = (settings_memory := gateway.settings.workspace_dir / "MEMORY.md").read_text()
+        assert fact in saved and "Not reviewed" not in saved
         await page.get_by_role("button", name="Close").click()
         await expect(page.locator("#content tr", has_text="MEMORY.md")).to_contain_text("web:owner")
         await page.goto(gateway.web.url if gateway.web else "")

@@ -138,7 +138,9 @@
       label,
     );
     button.addEventListener("click", async () => {
-      if (opts.confirm && !window.confirm(opts.confirm)) return;
+      // a question, or what makes one from the page as it is when clicked
+      const question = typeof opts.confirm === "function" ? opts.confirm() : opts.confirm;
+      if (question && !window.confirm(question)) return;
       button.disabled = true;
       try {
         const answer = await run();

@@ -42,6 +42,9 @@
     const area = el("textarea", { id: "editor", class: "field", spellcheck: "false", readonly: file.whole ? null : true }, "");
     area.value = file.text;
     const review = el("div", { id: "review" });
+    // an edit after the review takes the review (and its Save) away: only what was
+    // reviewed is ever saved
+    area.addEventListener("input", () => fill(review));
     notice("");
     const close = el("button", { type: "button", class: "secondary" }, "Close");
     close.addEventListener("click", () => {
@@ -53,13 +56,14 @@
     const check = el("button", { type: "button", disabled: file.whole ? null : true }, "Review changes");
     check.addEventListener("click", async () => {
       try {
-        const answer = await post("/api/memory/diff", { name, text: area.value, base });
+        const reviewed = area.value;
+        const answer = await post("/api/memory/diff", { name, text: reviewed, base });
         base = answer.digest; // the save replaces what the diff was made against, nothing newer
         const save = el("button", { type: "button", disabled: answer.diff ? null : true }, "Save");
         save.addEventListener("click", async () => {
           save.disabled = true;
           try {
-            const saved = await post("/api/memory/save", { name, text: area.value, base });
+            const saved = await post("/api/memory/save", { name, text: reviewed, base });
             base = saved.digest;
             fill(review, el("p", { class: "notice", role: "status" }, saved.message));
           } catch (err) {

@@ -62,7 +62,7 @@
           [p.how.map((h) => HOW[h] || h).join(", "), p.linked_with.length ? el("small", { class: "muted" }, el("br"), "also ", p.linked_with.join(", ")) : null],
           p.chats.length ? p.chats.join("; ") : el("span", { class: "muted" }, "—"),
           el("span", { title: p.timezone_from }, p.timezone, el("br"), el("small", { class: "muted" }, p.timezone_from)),
-          `${number(p.turns)} turns, ${number(p.tokens)} tokens`,
+          `${number(p.turns)} ${p.turns === 1 ? "turn" : "turns"}, ${number(p.tokens)} ${p.tokens === 1 ? "token" : "tokens"}`,
           p.paired
             ? action("Revoke", () => post("/api/people/revoke", { channel: p.channel, sender_id: p.sender_id }), {
                 class: "secondary",
@@ -84,8 +84,8 @@
   }
 
   function linked(people, waiting) {
-    const address = el("input", { id: "link-address", placeholder: "slack:U0123", autocomplete: "off" });
-    const to = el("input", { id: "link-to", placeholder: "telegram:123456", autocomplete: "off" });
+    const address = el("input", { type: "text", id: "link-address", placeholder: "slack:U0123", autocomplete: "off" });
+    const to = el("input", { type: "text", id: "link-to", placeholder: "telegram:123456", autocomplete: "off" });
     return el(
       "section",
       { class: "card", "aria-labelledby": "linked-title" },
@@ -140,7 +140,13 @@
         el("label", { for: "link-to" }, " to the person of "),
         to,
         " ",
-        action("Link", () => post("/api/people/link", { address: address.value, to: to.value }), { key: "link" }),
+        action("Link", () => post("/api/people/link", { address: address.value, to: to.value }), {
+          key: "link",
+          // as Confirm asks: a link gives the address the person's role (an owner's too)
+          confirm: () =>
+            `Make ${address.value.trim() || "that address"} one person with ${to.value.trim() || "that person"}? ` +
+            "The higher role of the two applies to both: linked to the owner, it becomes an owner.",
+        }),
       ),
     );
   }

@@ -80,7 +80,7 @@
         block("per-day", "Per day", days(chartRows(data.by_day), data.days, `Tokens per day, last ${data.days} days`), rowsTable("Day", data.by_day)),
         el(
           "div",
-          { class: "grid" },
+          { class: "grid wide" }, // wide enough for each table's five columns
           block("per-person", "Per person", bars(chartRows(data.by_person), "Tokens per person"), rowsTable("Person", data.by_person)),
           block("per-model", "Per model", bars(chartRows(data.by_model), "Tokens per model"), rowsTable("Model", data.by_model)),
           block("per-agent", "Per agent", bars(chartRows(data.by_agent), "Tokens per agent"), rowsTable("Agent", data.by_agent)),

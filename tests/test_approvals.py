@@ -292,7 +292,10 @@ async def test_a_members_message_to_another_chat_waits_for_approval(
 async def test_with_nobody_to_ask_the_action_is_refused_at_once(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:
-    settings = make_settings(telegram={"allow_from": [MEMBER]}, tools={"approvals": "ask"})
+    """No owner on any channel, and no control center to decide in."""
+    settings = make_settings(
+        telegram={"allow_from": [MEMBER]}, tools={"approvals": "ask"}, web={"enabled": False}
+    )
     channel = MemoryChannel("telegram")
     fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Sorry, that was refused."))
     async with Gateway(settings, channels=[channel]) as gateway:
@@ -303,6 +306,52 @@ async def test_with_nobody_to_ask_the_action_is_refused_at_once(
     assert answer.text == "Sorry, that was refused."
     assert "no owner or admin is configured for telegram" in fake_llm.requests[-1].tool_results[-1]
     assert unavailable and unavailable[0].detail["tool"] == "exec"
+
+
+async def test_on_a_channel_without_an_owner_the_owner_of_another_is_asked(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A member on IRC (which lists no owner): the owner is asked in their Telegram chat
+    and approves there (before, the request was refused at once)."""
+    settings = make_settings(
+        telegram={"owners": [OWNER], "allow_from": [OWNER]},
+        irc={"server": "irc.invalid", "channels": [], "allow_from": ["ann"]},
+        tools={"approvals": "ask", "exec": {"sandbox": "off"}},
+    )
+    telegram, irc = MemoryChannel("telegram"), MemoryChannel("irc")
+    fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
+    async with Gateway(settings, channels=[telegram, irc]) as gateway:
+        await irc.push("please run the echo command", sender_id="ann", chat_id="ann")
+        [request] = await telegram.wait_for(1, chat_id=OWNER)
+        [waiting] = await irc.wait_for(1, chat_id="ann")
+        await telegram.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        await irc.wait_for(2, chat_id="ann")
+        await gateway.wait_idle()
+    assert "needs the owner's approval first" in waiting.text
+    assert runs(settings) == 1
+
+
+async def test_with_no_owner_on_any_channel_it_waits_in_the_control_center(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The owner uses the control center only: the request waits on its Approvals page."""
+    settings = make_settings(
+        telegram={"allow_from": [MEMBER]},
+        tools={"approvals": "ask", "exec": {"sandbox": "off"}},
+        web={"port": 0},
+    )
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(calls(("exec", {"command": COMMAND})), text("Done, it ran."))
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("please run the echo command", sender_id=MEMBER, chat_id=MEMBER)
+        [waiting] = await channel.wait_for(1, chat_id=MEMBER)
+        [pending] = await gateway.store.approval_requests.pending()
+        said = await gateway.decide_approval(pending.id, approve=True, by="web:owner")
+        await channel.wait_for(2, chat_id=MEMBER)
+        await gateway.wait_idle()
+    assert "needs the owner's approval first" in waiting.text
+    assert said.startswith(f"Approved {pending.id}")
+    assert runs(settings) == 1
 
 
 async def test_the_owner_at_the_terminal_may_decide_any_request(

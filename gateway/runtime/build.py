@@ -438,6 +438,7 @@ def build(
         on_outbound=bus.outbound_ready,
         wake=wakes.wake,
         directory=directory,
+        control_center=settings.web.enabled,
     )
     # -- what people and background work may spend, and the owner told how far it went
     spend_caps, spend, budget = allowances(settings, store, bus, directory, owners_home=owners_home)

@@ -74,8 +74,12 @@ class Approvals(Service):
         on_outbound: Callable[[str], None] = lambda channel: None,
         wake: Callable[[str], None] = lambda turn_id: None,
         directory: PeopleDirectory | None = None,
+        control_center: bool = False,
     ) -> None:
         self._store = store
+        # the owner's Approvals page is served (web.enabled): a request nobody on a chat
+        # channel can decide waits there rather than being refused
+        self._control_center = control_center
         self._directory = directory  # an owner or admin decides from any address of theirs
         self._sections = sections
         self._clock = clock
@@ -156,6 +160,7 @@ class Approvals(Service):
         hold. With nobody to ask, the request is refused at once and the turn wakes."""
         principal = request.principal
         approvers, targets = self._who(principal, request.chat, ask.authority)
+        waits = bool(targets) or self._control_center
         now = self._clock.now().timestamp()
         record = ApprovalRequest(
             id=approval_id(ask.call_key),
@@ -169,13 +174,14 @@ class Approvals(Service):
             reach=self._redact(ask.reach),
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,
-            state=ApprovalState.PENDING if targets else ApprovalState.REFUSED,
+            state=ApprovalState.PENDING if waits else ApprovalState.REFUSED,
             created_at=now,
             expires_at=now + self.timeout,
-            decided_at=None if targets else now,
+            decided_at=None if waits else now,
             decided_by=None
-            if targets
-            else f"no owner or admin is configured for {principal.channel}",
+            if waits
+            else f"no owner or admin is configured for {principal.channel}, nor on any "
+            "other channel, and the control center is off (web.enabled)",
         )
         messages = self._messages(record, request, targets, ask.files)
         await self._store.park_turn(approval=record, messages=messages, usage=usage)
@@ -191,7 +197,11 @@ class Approvals(Service):
     def _who(
         self, principal: Principal, chat: ChatRef, authority: Role
     ) -> tuple[tuple[str, ...], list[tuple[ChatRef, bool]]]:
-        """Who may decide (``channel:id``), and where the request goes (chat, direct)."""
+        """Who may decide (``channel:id``), and where the request goes (chat, direct): the
+        channel's owners (or admins, where an admin may allow it); on a channel without
+        them, the owners of the other channels, in their direct chats; with none anywhere,
+        nobody is sent it (the owner at the machine decides: the control center, the
+        terminal)."""
         channel = principal.channel
         section = self._sections.get(channel)
         if section is None:  # a local channel: its user is the owner
@@ -203,7 +213,18 @@ class Approvals(Service):
                 return approvers, [(chat, False)]
             return approvers, [(ChatRef(channel, principal.sender_id), True)]
         asked = section.owners or (section.admins if authority is Role.ADMIN else ())
-        return approvers, [(ChatRef(channel, person), True) for person in asked]
+        if asked:
+            return approvers, [(ChatRef(channel, person), True) for person in asked]
+        elsewhere = [
+            ChatRef(name, owner)
+            for name, other in self._sections.items()
+            if name != channel
+            for owner in other.owners
+        ]
+        return (
+            (*approvers, *(f"{chat.channel}:{chat.chat_id}" for chat in elsewhere)),
+            [(chat, True) for chat in elsewhere],
+        )
 
     def _messages(
         self,
@@ -243,9 +264,13 @@ class Approvals(Service):
                     direct=direct,
                 )
             )
-        if targets and all(chat != request.chat for chat, _ in targets):
+        if record.pending and all(chat != request.chat for chat, _ in targets):
             section = self._sections.get(request.chat.channel)
-            whose = "an admin's" if section is not None and not section.owners else "the owner's"
+            admins = section is not None and not section.owners and bool(targets)
+            if admins and all(chat.channel == request.chat.channel for chat, _ in targets):
+                whose = "an admin's"  # the channel's admins were asked
+            else:
+                whose = "the owner's"
             if f"{request.principal.channel}:{request.principal.sender_id}" in record.approvers:
                 whose = "your"  # asked in their direct chat
             last = request.last_message

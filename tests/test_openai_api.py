@@ -357,6 +357,30 @@ async def test_an_idempotency_key_is_per_session_so_another_user_gets_their_own_
     ]
 
 
+async def test_a_repeated_streaming_request_gets_its_answer_as_a_stream(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A client that streams and retries with its Idempotency-Key reads the answer again
+    from a stream (before: plain JSON, which the SDK read as an empty answer)."""
+    fake_llm.queue(text("count=1 and that is all"))
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+
+        async def ask() -> str:
+            stream = await client.chat.completions.create(
+                model="main",
+                messages=[{"role": "user", "content": "count once"}],
+                stream=True,
+                extra_headers={"Idempotency-Key": "stream-key-1"},
+            )
+            return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+        first = await ask()
+        again = await ask()
+        await gateway.wait_idle()
+    assert first == again == "count=1 and that is all"
+    assert len(fake_llm.requests) == 1
+
+
 async def test_a_member_tokens_status_shows_its_own_spend_and_no_one_elses_work(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

@@ -31,6 +31,7 @@ SESSION_HEADER = "X-Switchboard-Session"
 OPEN_WEBUI_CHAT = "X-OpenWebUI-Chat-Id"  # sent by Open WebUI with forwarded user info
 KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
 KEEP_ALIVE_SECONDS = 15.0
+REPEAT_ID = "chatcmpl-repeat"  # the id of an answer given again to a repeated request
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
@@ -169,7 +170,9 @@ class ChatRoutes:
                     "invalid_request_error",
                     code="duplicate_request",
                 )
-            return web.json_response(wire.completion("chatcmpl-repeat", chat.model, repeated.text))
+            if chat.stream:  # answered as it was asked for: a client reading a stream reads one
+                return await _replay(request, chat.model, repeated.text)
+            return web.json_response(wire.completion(REPEAT_ID, chat.model, repeated.text))
         except TimeoutError:
             return error(504, "no answer in time; it will be in the session's history", "timeout")
         except StorageFullError:
@@ -209,6 +212,17 @@ class ChatRoutes:
             await response.write(wire.chunk(cid, model, {}, "stop"))
             await response.write(wire.DONE)
         return response
+
+
+async def _replay(request: web.Request, model: str, text: str) -> web.StreamResponse:
+    """A repeated streaming request's answer, given before: as one event stream."""
+    response = wire.event_stream()
+    await response.prepare(request)
+    await response.write(wire.chunk(REPEAT_ID, model, {"role": "assistant", "content": ""}))
+    await response.write(wire.chunk(REPEAT_ID, model, {"content": text}))
+    await response.write(wire.chunk(REPEAT_ID, model, {}, "stop"))
+    await response.write(wire.DONE)
+    return response
 
 
 async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:

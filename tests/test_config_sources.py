@@ -171,6 +171,12 @@ async def test_config_set_refuses_what_would_not_start(tmp_path: Path, fake_llm:
     code, _, err = await switchboard("config", "set", "llm.modle", "x", env=env)
     assert code == 1 and "unknown key 'llm.modle'; did you mean `model`?" in err
     assert (home / "config.toml").read_text() == before
+    # a variable that wins over the file does not let a bad value into it: the first
+    # start without that variable would refuse the file
+    env["SWITCHBOARD_LLM__MAX_TOKENS"] = "4096"
+    code, _, err = await switchboard("config", "set", "llm.max_tokens", "5", env=env)
+    assert code == 1 and "llm.max_tokens: Input should be greater than" in err
+    assert (home / "config.toml").read_text() == before
 
 
 async def test_a_refused_config_set_names_lines_of_the_file_as_it_stays(

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from gateway.config.explain import problems, validation_error
+from gateway.config.explain import model_at, problems, validation_error
 from gateway.config.settings import Settings, load_settings
 from gateway.config.sources import describe
 from gateway.config.toml.edit import delete_key, set_key
@@ -85,12 +85,36 @@ def change_config(
     anything for a value TOML cannot hold."""
     path = home / "config.toml"
     old = config_text(path)
+    check_alone(edits, by=by)
     write_config(path, edited(old, edits))
     try:
         return old, load_settings(home=home)
     except ConfigError as exc:
         write_config(path, old)  # never leave a file the gateway refuses
         raise refused(exc, home, tuple(edits), by=by) from exc
+
+
+def check_alone(edits: Mapping[str, Any], *, by: str) -> None:
+    """Each value of a change must be valid by itself, not only under what wins over the
+    file: a value in the environment or .env would hide a bad one written to config.toml,
+    and the first start without that variable would refuse it. Raises :class:`ConfigRefused`."""
+    found = []
+    for key, value in edits.items():
+        parts = key.split(".")
+        parent = model_at(Settings, parts[:-1])
+        field = None if parent is None else parent.model_fields.get(parts[-1])
+        if value is UNSET or field is None:
+            continue
+        shape: Any = field.annotation
+        if field.metadata:  # its bounds (ge=64, ...)
+            shape = Annotated[(shape, *field.metadata)]
+        try:
+            TypeAdapter(shape).validate_python(value)
+        except ValidationError as exc:
+            why = "; ".join(e["msg"] for e in exc.errors())
+            found.append((key, f"{key}: {why} (set by {by})"))
+    if found:
+        raise ConfigRefused("; ".join(why for _, why in found), tuple(found))
 
 
 def refused(exc: ConfigError, home: Path, keys: tuple[str, ...], *, by: str) -> ConfigRefused:

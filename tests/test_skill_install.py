@@ -292,6 +292,11 @@ async def test_install_from_git_at_a_ref(
         "v1",
         f"{site.url('/repo.git')}@{tag}",
     )
+    # a branch whose name holds a "/" (it was read as part of the repository's address)
+    assert await skills(settings, "remove", "weather") == 0
+    source = f"git+{site.url('/repo.git')}@feature/v1#skills/weather"
+    assert await skills(settings, "install", source, "--yes") == 0
+    assert (installed / "SKILL.md").read_text() == WEATHER
 
 
 def repository(tmp_path: Path) -> tuple[Path, str]:
@@ -306,6 +311,7 @@ def repository(tmp_path: Path) -> tuple[Path, str]:
     subprocess.run([*git, "-C", str(work), "add", "."], check=True)
     subprocess.run([*git, "-C", str(work), "commit", "-qm", "weather"], check=True)
     subprocess.run([*git, "-C", str(work), "tag", "v1"], check=True)
+    subprocess.run([*git, "-C", str(work), "branch", "feature/v1"], check=True)
     (skill / "SKILL.md").write_text(WEATHER.replace("one line", "two lines"))
     subprocess.run([*git, "-C", str(work), "commit", "-qam", "after v1"], check=True)
     bare = tmp_path / "repo.git"
@@ -337,6 +343,19 @@ async def test_remove_deletes_the_folder_and_its_lock_entry(
     assert await skills(settings, "remove", "weather") == 0
     assert entries(settings.workspace_dir / "skills") == ["skills.lock"]
     assert lock_of(settings) == {}
+
+
+async def test_a_folder_installed_by_a_relative_path_updates_from_anywhere(
+    make_settings: SettingsFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src" / "weather").mkdir(parents=True)
+    (tmp_path / "src" / "weather" / "SKILL.md").write_text(WEATHER)
+    settings = make_settings()
+    monkeypatch.chdir(tmp_path)
+    assert await skills(settings, "install", "./src/weather", "--yes") == 0
+    monkeypatch.chdir("/")
+    assert await skills(settings, "update", "weather", "--yes") == 0
+    assert lock_of(settings)["weather"]["source"] == str(tmp_path / "src" / "weather")
 
 
 async def test_a_folder_with_a_link_in_it_is_refused(

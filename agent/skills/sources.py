@@ -84,8 +84,9 @@ def parse_source(text: str) -> Source:
             return _git_source(given)
         return Source("archive", given, given)
     folder = Path(given).expanduser()
-    if folder.is_dir():
-        return Source("folder", given, str(folder.resolve()))
+    if folder.is_dir():  # recorded whole: `skills update` works from any directory
+        where = str(folder.resolve())
+        return Source("folder", where, where)
     if SKILL_NAME.match(given):
         return Source("registry", given, given)
     raise SourceError(
@@ -97,11 +98,12 @@ def parse_source(text: str) -> Source:
 def _git_source(given: str) -> Source:
     rest = given.removeprefix("git+")
     rest, _, subfolder = rest.partition("#")
-    head, slash, tail = rest.rpartition("/")
-    ref = ""
-    if "@" in tail:
-        tail, _, ref = tail.partition("@")
-    repository = f"{head}{slash}{tail}"
+    # the ref follows the first "@" of the path (a branch may hold "/": feature/x); one in
+    # the host part is a user name
+    scheme, sep, after = rest.partition("://")
+    host, slash, path = after.partition("/")
+    path, _, ref = path.partition("@")
+    repository = f"{scheme}{sep}{host}{slash}{path}"
     if not repository.startswith(("https://", "http://")):
         raise SourceError(
             f"{given!r}: a git source is git+https://host/repository.git[@ref][#folder]"

@@ -56,6 +56,28 @@ async def install(settings: Settings, tmp_path: Path, files: dict[str, str]) -> 
     assert await skills(settings, "install", str(source), "--yes") == 0
 
 
+async def test_whether_a_skills_secret_is_set_is_said_the_same_everywhere(
+    run_gateway: Any,
+    make_settings: SettingsFactory,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`skills show` and `/skills show` say "(set)" for a configured secret and warn of
+    none (before: "(set)" and then "which is not set", and the chat "(not set)")."""
+    settings = make_settings(skills={"secrets": {"WEATHER_API_KEY": KEY}})
+    await install(settings, tmp_path, {"SKILL.md": WEATHER})
+    capsys.readouterr()
+    assert await skills(settings, "show", "weather") == 0
+    shown = capsys.readouterr().out
+    async with run_gateway(settings) as (gateway, channel):
+        await channel.push("/skills show weather")
+        [answer] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    for said in (shown, answer.text):
+        assert "WEATHER_API_KEY (set)" in said, said
+        assert "not set" not in said, said
+
+
 async def test_a_skill_holds_even_the_owners_turn_to_its_tools_and_hosts(
     run_gateway: Any, fake_llm: FakeLLM, make_settings: SettingsFactory, tmp_path: Path
 ) -> None:

@@ -223,6 +223,9 @@ async def test_a_skill_changed_after_install_is_left_out_until_approved_again(
     assert await skills(settings, "verify") == 1
     out = capsys.readouterr().out
     assert "weather  changed: changed scripts/forecast.py" in out
+    assert await skills(settings, "list") == 0
+    listed = capsys.readouterr().out  # not "may use: whatever the person may"
+    assert "not used: no turn loads it" in listed and "whatever the person may" not in listed
     assert "switchboard skills verify --approve NAME (weather)" in out
     [warned] = [c for c in skill_checks(settings) if c.status == "warn"]
     assert "skills/weather/SKILL.md: changed since it was approved" in warned.message

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import shutil
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +57,11 @@ class Plan:
     def name(self) -> str:
         return self.review.name
 
-    def lines(self, configured_secrets: Collection[str] = ()) -> list[str]:
+    def lines(self) -> list[str]:
         entry = self.entry
         version = f" {entry.version}" if entry.version else ""
         head = f"{'Update' if self.update else 'Install'} {self.name}{version} from {entry.source}"
-        lines = [head, *self.review.lines(configured_secrets)]
+        lines = [head, *self.review.lines()]
         if entry.sha256:
             lines.append(f"  sha256 of the archive: {entry.sha256}")
         elif entry.kind == "git":
@@ -88,7 +88,6 @@ class Installer:
         downloads: Downloads,
         registries: Registries,
         limits: Limits | None = None,
-        secrets: Collection[str] = (),
     ) -> None:
         self.library = library
         self.directory = library.directory
@@ -96,7 +95,6 @@ class Installer:
         self.downloads = downloads
         self.registries = registries
         self.limits = limits or Limits()
-        self.secrets = frozenset(secrets)  # the secret names configured (skills.secrets)
 
     @asynccontextmanager
     async def plan(
@@ -264,7 +262,7 @@ class Installer:
                 name,
                 previous=previous,
                 before=before,
-                configured_secrets=self.secrets,
+                configured_secrets=self.library.configured_secrets,
                 when=when,
             )
         except ReviewError as exc:

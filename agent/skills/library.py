@@ -36,7 +36,7 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,9 +235,18 @@ def read_skill(path: Path, *, when: Sequence[str] = (), pinned: bool = False) ->
 
 
 class SkillLibrary:
-    def __init__(self, directory: Path, lock: SkillLock | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        lock: SkillLock | None = None,
+        *,
+        configured_secrets: Collection[str] = (),
+    ) -> None:
         self.directory = directory
         self.lock = lock or SkillLock(directory / LOCK_FILE)
+        # the names of the secrets a skill's script may be given (skills.secrets): a review
+        # says which of those a skill needs are set
+        self.configured_secrets = frozenset(configured_secrets)
         self._stamp: tuple[object, ...] | None = None
         self._skills: tuple[Skill, ...] = ()
         self._problems: tuple[BrokenSkill, ...] = ()

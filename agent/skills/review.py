@@ -41,9 +41,11 @@ class Review:
     warnings: tuple[str, ...]
     changes: Changes | None = None  # against the files approved before, if any
     wider: tuple[str, ...] = ()  # what it may do now that it could not before
+    configured_secrets: frozenset[str] = frozenset()  # skills.secrets' names, set or not
 
-    def lines(self, configured_secrets: Collection[str] = ()) -> list[str]:
+    def lines(self) -> list[str]:
         """What the owner reads before saying yes."""
+        configured_secrets = self.configured_secrets
         skill = self.skill
         size = sum((self.skill.folder / f).stat().st_size for f in self.files)
         lines = [f"{self.name}: {skill.description or '(no description)'}"]
@@ -119,6 +121,7 @@ def inspect(
         warnings=tuple(warnings),
         changes=None if previous is None else compare(previous.files, files),
         wider=() if before is None else tuple(skill.permissions.wider_than(before)),
+        configured_secrets=frozenset(configured_secrets),
     )
 
 
@@ -138,7 +141,13 @@ def review_installed(library: SkillLibrary, name: str) -> Review:
     if not SKILL_NAME.match(name) or not folder.is_dir() or folder.is_symlink():
         raise ReviewError(f"no skill folder named {name} in {library.directory}")
     entry = library.lock.get(name)
-    return inspect(folder, name, previous=entry, when=entry.when if entry else ())
+    return inspect(
+        folder,
+        name,
+        previous=entry,
+        configured_secrets=library.configured_secrets,
+        when=entry.when if entry else (),
+    )
 
 
 def approve(library: SkillLibrary, review: Review) -> LockEntry:

@@ -132,10 +132,9 @@ def _installer(settings: Settings, agent: str, reach: Reach | None) -> Installer
     workspace = agent_settings(settings, agent).workspace_dir
     downloads = Downloads(reach)
     return Installer(
-        SkillLibrary(workspace / "skills"),
+        SkillLibrary(workspace / "skills", configured_secrets=settings.skills.secrets),
         downloads=downloads,
         registries=Registries(settings.skills.registries, downloads),
-        secrets=settings.skills.secrets,
     )
 
 
@@ -156,6 +155,7 @@ def _list(installer: Installer, *, as_json: bool) -> int:
                 "version": entry.version if entry else "",
                 "source": entry.source if entry else "",
                 "description": skill.description if skill else "",
+                "loaded": skill is not None,  # left out (changed, broken, missing): not
                 "may_use": _permissions(library, status.name),
             }
         )
@@ -173,7 +173,10 @@ def _list(installer: Installer, *, as_json: bool) -> int:
             print(f"  {row['description']}")
         if row["detail"]:
             print(f"  {row['detail']}")
-        print(f"  may use: {_may(row['may_use'])}")
+        if row["loaded"]:
+            print(f"  may use: {_may(row['may_use'])}")
+        else:
+            print("  not used: no turn loads it until it is fixed, or approved again")
     if waiting:
         print(
             f"Proposed by the assistant, waiting for the owner (/skills in the chat): {', '.join(waiting)}"
@@ -243,7 +246,7 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
                 )
             )
             return 0
-        for line in review.lines(installer.secrets):
+        for line in review.lines():
             print(line)
         if entry is not None:
             origin = f" ({entry.origin})" if entry.origin not in ("", entry.source) else ""
@@ -271,7 +274,7 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
 
 async def _install(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int:
     async with installer.plan(args.source, sha256=args.sha256, when=tuple(args.when)) as plan:
-        for line in plan.lines(installer.secrets):
+        for line in plan.lines():
             print(line)
         if not confirm(f"Install {plan.name}?"):
             print("Not installed.")
@@ -295,7 +298,7 @@ async def _update(installer: Installer, name: str | None, confirm: Ask) -> int:
                 if plan is None:
                     print(f"{each} is up to date.")
                     continue
-                for line in plan.lines(installer.secrets):
+                for line in plan.lines():
                     print(line)
                 if confirm(f"Update {each}?"):
                     installer.commit(plan)
@@ -313,7 +316,7 @@ def _verify(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int
 
     if args.approve:
         review = review_installed(installer.library, args.approve)
-        for line in review.lines(installer.secrets):
+        for line in review.lines():
             print(line)
         if not confirm(f"Approve {args.approve} as it is now?"):
             print("Not approved.")

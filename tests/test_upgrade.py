@@ -189,6 +189,22 @@ async def test_commands_beside_the_gateway_never_migrate_the_store(
     assert not (home / "backups").exists() or not copies(home / "backups")
 
 
+async def test_upgrade_check_names_a_damaged_or_truncated_store(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """As `run` and `doctor` do (before: a traceback, or "none yet" for a file cut to 0
+    bytes, which `run` then refused)."""
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    db = home / "data" / "switchboard.db"
+    db.parent.mkdir(parents=True)
+    for content, said in ((b"", "is empty (0 bytes)"), (b"not sqlite " * 50, "cannot be read")):
+        db.write_bytes(content)
+        _, out, err = await switchboard("upgrade", "--check", env=env)
+        assert "Traceback" not in err and said in out, out + err
+        assert db.read_bytes() == content  # nothing was changed
+
+
 async def test_rollback_puts_back_the_copy_and_keeps_the_store_it_replaces(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -157,26 +157,41 @@ def _schema(settings: Settings) -> int:
     if url is not None:
         import psycopg  # noqa: PLC0415 - only for PostgreSQL
 
-        from gateway.store.engine.postgres import CONNECT_TIMEOUT  # noqa: PLC0415
+        from gateway.core.errors import StoreUnavailable  # noqa: PLC0415
+        from gateway.store.engine.postgres import CONNECT_TIMEOUT, redacted  # noqa: PLC0415
 
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
-            found = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-            if not found or not found[0]:
-                return 0
-            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-            return 0 if row is None or row[0] is None else int(row[0])
+        try:
+            with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
+                found = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+                if not found or not found[0]:
+                    return 0
+                row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+                return 0 if row is None or row[0] is None else int(row[0])
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot reach {redacted(url)}: {exc}") from exc
     from gateway.runtime.storage import SQLITE_FILE  # noqa: PLC0415
+    from gateway.store.engine.integrity import check_before_open, damaged  # noqa: PLC0415
 
     db: Path = settings.data_dir / SQLITE_FILE
     if not db.exists():
         return 0
-    with contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    check_before_open(db)  # cut to 0 bytes: not "none yet"
+    try:
+        uri = f"{db.resolve().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+    except sqlite3.Error as exc:
+        raise damaged(db, f"cannot be read ({exc})") from exc
     return int(version)
 
 
 def _store_line(settings: Settings, needed: int) -> str:
-    version = _schema(settings)
+    from gateway.core.errors import StoreError  # noqa: PLC0415
+
+    try:
+        version = _schema(settings)
+    except StoreError as exc:  # damaged, or out of reach: said as it is
+        return str(exc)
     url = settings.storage.database_url()
     if version == needed:
         return f"schema v{version}, as this Switchboard needs: nothing to migrate"

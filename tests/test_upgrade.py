@@ -226,6 +226,12 @@ async def test_rollback_puts_back_the_copy_and_keeps_the_store_it_replaces(
     assert code == 0, err
     assert schema_of(db) == PREVIOUS_SCHEMA
     assert "the store it replaced is kept in" in out
+    # again, with no migration since: nothing to undo (it put the same old copy back over
+    # whatever was written since the first rollback)
+    before = db.read_bytes()
+    code, out, err = await switchboard("upgrade", "--rollback", env=env)
+    assert code != 0 and "there is no migration to undo" in out + err
+    assert db.read_bytes() == before
 
 
 def older_database(url: str, version: int) -> None:

@@ -130,10 +130,11 @@ def rollback(settings: Settings) -> int:
 
     if settings.storage.database_url() is not None:
         print(
-            "switchboard: the store is in PostgreSQL (storage.url): restore the dump you made "
-            "before the migration with `pg_restore --clean --dbname=<storage.url> <file>`, "
-            "with every node stopped, then start the Switchboard that ran on it "
-            "(docs/scaling.md, Rolling upgrade)",
+            "switchboard: the store is in PostgreSQL (storage.url): with every node stopped, "
+            "empty the database (`DROP SCHEMA public CASCADE; CREATE SCHEMA public;`), restore "
+            "the dump you made before the migration with `pg_restore --dbname=<storage.url> "
+            "<file>`, then start the Switchboard that ran on it (docs/scaling.md, Rolling "
+            "upgrade)",
             file=sys.stderr,
         )
         return 1

@@ -45,6 +45,8 @@ class Backup:
     def run_with(self) -> str:
         """Which Switchboard to run on it, said to a person."""
         release = f"Switchboard {self.ran_by}" if self.ran_by else "the Switchboard you ran before"
+        if self.ran_by == __version__:  # the same version name: only the schema tells them apart
+            release = "the Switchboard you ran before"
         return (
             f"{release}, or any release whose newest schema is v{self.schema} (newer ones "
             "migrate it again, after a copy)"
@@ -117,11 +119,20 @@ def restore(db: Path, backups: Path) -> tuple[Backup, Path]:
             f"there is no copy made before a migration in {backups}: nothing to roll back to"
         )
     newest = found[0]
+    current = _schema_of(db)
+    if current <= newest.schema:
+        raise StoreError(
+            f"the store is at schema v{current}, no newer than the newest copy "
+            f"({newest.path}, v{newest.schema}): there is no migration to undo, and putting "
+            "the copy back would replace newer messages with older ones. Nothing was changed; "
+            "to go back to that copy anyway, stop the gateway and copy it over the store "
+            "(docs/reliability.md)"
+        )
     problems = integrity_problems(newest.path)
     if problems:
         raise StoreError(f"the copy {newest.path} is damaged: {'; '.join(problems[:3])}")
     made_at = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    kept = backups / f"{made_at}-v{_schema_of(db)}-{_REPLACED}{_SUFFIX}"
+    kept = backups / f"{made_at}-v{current}-{_REPLACED}{_SUFFIX}"
     backup(db, kept)  # the store as it is now, whole (its log included), kept
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)

@@ -253,11 +253,18 @@ async def run_doctor(
 
 
 def config_checks(settings: Settings, problem: ConfigError | None) -> list[Check]:
-    """The configuration error as one failed check (the other checks use what is valid)."""
+    """The configuration error as one failed check (the other checks use what is valid);
+    keys of config.toml that only moved, which the next start moves, as warnings."""
+    from gateway.config.toml.moves import pending  # noqa: PLC0415
+
     if problem is None:
         return []
     text = str(problem).removeprefix("Invalid configuration:").strip()
-    message = "; ".join(line.strip() for line in text.splitlines())
+    lines = [line.strip() for line in text.splitlines()]
+    moved = [found.said() for found in pending(settings.home) if found.movable]
+    if moved and sorted(lines) == sorted(moved):
+        return [Check("config", "warn", said) for said in moved]
+    message = "; ".join(lines)
     return [Check("config", "fail", f"{message} (other checks use the valid settings)")]
 
 

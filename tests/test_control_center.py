@@ -164,8 +164,8 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
     telegram = MemoryChannel("telegram")
     fake_llm.queue(calls(("read_file", {"path": "AGENTS.md"})), text("The marmalade is ready."))
     async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
-        await telegram.push(
-            "is the marmalade ready?", sender_id="42", chat_id="42", sender_name="Ann Lee"
+        await telegram.push(  # "look up" adds research guidance to what the model reads
+            "look up: is the marmalade ready?", sender_id="42", chat_id="42", sender_name="Ann Lee"
         )
         await telegram.wait_for(1)
         await gateway.wait_idle()
@@ -185,6 +185,9 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
     assert any("[marmalade]" in r["snippet"] for r in found)
     roles = [m["role"] for m in shown["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
+    assert "[guidance for this request]" in fake_llm.requests[0].raw_user_texts[-1]
+    said = shown["messages"][0]["text"]  # the person's words, not the guidance after them
+    assert said.endswith("look up: is the marmalade ready?") and "guidance" not in said
     assert shown["messages"][1]["calls"] == [
         {"name": "read_file", "arguments": '{"path": "AGENTS.md"}'}
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from agent.context import without_guidance
 from gateway.store.history import ShownMessage, searchable
 from gateway.web.control.names import Names
 
@@ -81,6 +82,8 @@ async def transcript(gateway: GatewayView, session_key: str) -> dict[str, Any]:
 def shown(message: ShownMessage) -> dict[str, Any]:
     body = message.body
     text = searchable(body.get("content")) or ""
+    if message.role == "user":  # the person's words, not the guidance kept after them
+        text = without_guidance(text)
     entry: dict[str, Any] = {
         "id": message.id,
         "role": message.role,

@@ -177,6 +177,11 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
             url + "api/conversations/transcript", params={"session": "telegram:42"}
         ) as response:
             shown = await response.json()
+        async with http.get(  # a mistyped link: not an empty conversation that looks real
+            url + "api/conversations/transcript", params={"session": "nope:nobody"}
+        ) as response:
+            unknown = response.status, await response.json()
+    assert unknown == (404, {"error": "there is no conversation nope:nobody"})
     assert row["title"] == "Ann Lee (telegram)"
     assert row["session"] == "telegram:42" and row["state"] == "idle"
     assert row["last_text"] == "The marmalade is ready." and row["last_role"] == "assistant"

@@ -482,6 +482,19 @@ class History:
 
         return await self._db.run(query, durable=False)
 
+    async def known(self, session_key: str) -> bool:
+        """Whether the session was ever used (a message, or a start afresh)."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM sessions WHERE session_key = ? UNION ALL"
+                " SELECT 1 FROM messages WHERE session_key = ? LIMIT 1",
+                (session_key, session_key),
+            ).fetchone()
+            return row is not None
+
+        return await self._db.run(query, durable=False)
+
     async def message_count(self, session_key: str) -> int:
         def query(conn: Connection) -> int:
             state = _session(conn, session_key)

@@ -65,11 +65,15 @@ async def listing(gateway: GatewayView) -> list[dict[str, Any]]:
     return rows
 
 
-async def transcript(gateway: GatewayView, session_key: str) -> dict[str, Any]:
+async def transcript(gateway: GatewayView, session_key: str) -> dict[str, Any] | None:
+    """The session's transcript; ``None`` for one that never existed (a mistyped link)."""
     store = gateway.store
     names = await Names.load(store)
     messages = await store.history.transcript(session_key, limit=SHOWN)
     activity = gateway.session_activity(session_key)
+    unused = not messages and activity.state == "idle" and not activity.queued
+    if unused and not await store.history.known(session_key):
+        return None
     return {
         "session": session_key,
         "title": names.session(session_key).title,

@@ -144,7 +144,10 @@ class ControlRoutes:
         key = request.query.get("session", "")
         if not key:
             raise BadRequest("session is missing")
-        return await conversations.transcript(self._gateway, key)
+        shown = await conversations.transcript(self._gateway, key)
+        if shown is None:
+            return _error(404, f"there is no conversation {key}")
+        return shown
 
     async def search(self, request: web.Request) -> Any:
         query = request.query.get("q", "").strip()[:MAX_QUERY]

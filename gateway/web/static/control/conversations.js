@@ -4,7 +4,7 @@
 // running turn or start it afresh (what /stop and /new do).
 
 (() => {
-  const { el, fill, ago, timeEl, table, state, api, post, action, section } = window.Control;
+  const { el, fill, ago, timeEl, table, state, api, post, action, notice, section } = window.Control;
 
   const STATES = { idle: "idle", running: "answering", stopping: "stopping", waiting: "waiting for approval" };
 
@@ -123,10 +123,22 @@
   }
 
   const params = new URLSearchParams(location.search);
-  const session = params.get("session");
+  let session = params.get("session");
   const query = params.get("q");
   section({
     topic: "conversations",
-    load: (content) => (session ? transcript(content, session) : query ? results(content, query) : listing(content)),
+    load: async (content) => {
+      if (session) {
+        try {
+          return await transcript(content, session);
+        } catch (err) {
+          // no such conversation (an old or mistyped link): say so, and list the ones there are
+          session = null;
+          history.replaceState(null, "", "/conversations");
+          notice(err.message, true);
+        }
+      }
+      return query ? results(content, query) : listing(content);
+    },
   });
 })();

@@ -138,8 +138,15 @@
     load: async (content) => {
       if (editing) return;
       if (wanted) {
-        await open(wanted);
-        return;
+        try {
+          await open(wanted);
+          return;
+        } catch (err) {
+          // a file that is not there (an old link): say so, and show the files there are
+          wanted = null;
+          history.replaceState(null, "", "/memory");
+          notice(err.message, true);
+        }
       }
       await listing(content);
     },

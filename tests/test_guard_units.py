@@ -17,7 +17,7 @@ from agent.tools.base import asked_for
 from agent.tools.cron import SCHEDULE_INTENT
 from agent.tools.files import FILE_INTENT
 
-TOOLS = {"read_file", "web_search", "write_file"}
+TOOLS = {"read_file", "web_search", "write_file", "exec"}
 
 
 @pytest.mark.parametrize(
@@ -47,15 +47,33 @@ def test_native_calls_win_and_names_are_repaired() -> None:
     assert parsed.calls[0].call.name == "web_search"
 
 
-def test_bare_json_in_text() -> None:
+def test_bare_json_that_is_the_whole_message_is_a_call() -> None:
     parsed = parse_response(
-        LLMResponse('Sure. {"name": "read_file", "parameters": {"path": "a"}} ok'),
+        LLMResponse(' {"name": "read_file", "parameters": {"path": "a"}}\n'),
         TOOLS,
         call_prefix="p",
     )
     assert parsed.tier == "json"
     assert parsed.calls[0].args == {"path": "a"}
-    assert parsed.text == "Sure.  ok"
+    assert parsed.text == ""
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        # an example shown in prose (it ran, and vanished from the answer)
+        'To make it you would run {"name": "exec", "arguments": {"command": "touch x"}} there.',
+        'Sure. {"name": "read_file", "parameters": {"path": "a"}} ok',
+        'Like this:\n```json\n{"tool": "exec", "arguments": {"command": "ls"}}\n```\nthen check.',
+        # a block quoted from a memory or a page, with prose around it
+        "Your notes say:\naction: write_file\npath: a.txt\ncontent: hi\nShall I do it?",
+        "I found:\naction: write_file\npath: a.txt\ncontent: hi",
+    ],
+)
+def test_a_call_in_the_middle_of_prose_is_an_example_not_a_call(said: str) -> None:
+    parsed = parse_response(LLMResponse(said), TOOLS, call_prefix="p")
+    assert parsed.calls == () and parsed.tier == "none"
+    assert parsed.text == said  # shown as written
 
 
 def test_json_about_something_else_is_not_a_call() -> None:

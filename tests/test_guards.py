@@ -114,6 +114,24 @@ async def test_json_action_in_plain_text_is_executed(run_gateway: Any, fake_llm:
     assert_valid_history(history)
 
 
+async def test_a_command_shown_in_an_answer_is_not_run(run_gateway: Any, fake_llm: FakeLLM) -> None:
+    """A model explaining how something is done writes the call as an example: before, the
+    example ran (and vanished from the answer)."""
+    example = (
+        'To create it you would run {"name": "exec", "arguments": {"command": '
+        '"echo hi > created_by_prose.txt"}} in the shell.'
+    )
+    fake_llm.queue(text(example))
+    async with run_gateway() as (gateway, channel):
+        await channel.push("how would I create a file from the shell?")
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+        workspace = gateway.settings.workspace_dir
+    assert reply.text == example
+    assert not (workspace / "created_by_prose.txt").exists()
+    assert len(fake_llm.requests) == 1  # no tool ran, so no second call
+
+
 async def test_key_value_action_block_is_executed(run_gateway: Any, fake_llm: FakeLLM) -> None:
     fake_llm.queue(
         text(

@@ -12,6 +12,12 @@ Three tiers, tried in order:
 
 Whatever is recovered, the assistant message kept for history carries well-formed JSON
 arguments, so a malformed call can never poison the next provider request.
+
+A call found in the text must be what the message ends with, as a model that cannot call
+tools natively writes one: a fenced block after a line of intent, or a bare object or an
+action block that is the whole message. An object or an action block in the middle of
+prose is an example the model shows (or quotes from a page, a file, a memory), never a
+call: it stays in the answer and runs nothing.
 """
 
 from __future__ import annotations
@@ -145,6 +151,10 @@ def _json_in_text(
         except json.JSONDecodeError:
             pass
     for blob, span in candidates:
+        fenced = text[span[0] : span[0] + 3] == "```"
+        before, after = text[: span[0]].strip(), text[span[1] :].strip()
+        if after or (before and not fenced):
+            continue  # inside prose: an example, not a call
         try:
             obj = json.loads(blob)
         except json.JSONDecodeError:
@@ -165,8 +175,8 @@ def _key_value_in_text(
     text: str, tool_names: Collection[str]
 ) -> tuple[str, dict[str, Any], tuple[int, int]] | None:
     match = _ACTION_LINE.search(text)
-    if match is None or match.group(1) not in tool_names:
-        return None
+    if match is None or match.group(1) not in tool_names or text[: match.start()].strip():
+        return None  # an action block is the whole message, or prose that quotes one
     args: dict[str, Any] = {}
     key: str | None = None
     end = match.end() + (1 if text[match.end() : match.end() + 1] == "\n" else 0)
@@ -183,4 +193,6 @@ def _key_value_in_text(
         else:
             break
         end += len(line)
+    if text[end:].strip():
+        return None  # prose follows it: quoted, not called
     return match.group(1), args, (match.start(), end)

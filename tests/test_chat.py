@@ -140,6 +140,17 @@ async def test_attached_chat_left_mid_turn_gets_its_answer_next_time(
     assert len(fake_llm.requests) == 3  # one model call per question
 
 
+async def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    """A terminal set to another encoding passes bytes that are not UTF-8: the message is
+    answered (before, the chat ended with a traceback from the journal)."""
+    env = chat_env(home, fake_llm)
+    typed = os.fsdecode(b"bad \xc3\x28 end")  # as Python hands the argument over
+    code, out, err = await switchboard("chat", "-m", typed, env=env)
+    assert (code, out) == (0, "echo: bad \ufffd( end\n"), err
+
+
 async def test_chat_reads_messages_from_a_pipe(home: Path, fake_llm: FakeLLM) -> None:
     process = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "gateway", "chat"),

@@ -43,6 +43,12 @@ class ChatError(SwitchboardError):
     """The gateway refused a message, or went away; the text says what became of it."""
 
 
+def readable(text: str) -> str:
+    """What was typed, as text: bytes a terminal passed on that are not UTF-8 (Python keeps
+    them as lone surrogates, which no journal can store) become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 class GatewayGone(ChatError):
     """The connection to the gateway ended (it stopped, or the chat that ran it closed)."""
 
@@ -86,7 +92,7 @@ class LocalSession:
         """Journal ``text`` (under ``message_id``: sent again, it is the same message)."""
         message_id = message_id or new_id()
         self._window.mine.ids.add(message_id)
-        await self.channel.submit(text, message_id=message_id)
+        await self.channel.submit(readable(text), message_id=message_id)
 
     async def wait_idle(self) -> None:
         await self.gateway.wait_idle(NAME)
@@ -156,7 +162,7 @@ class RemoteSession:
         self._window.mine.ids.add(message_id)
         future = asyncio.get_running_loop().create_future()
         self._submits[message_id] = future
-        self._send(Submit(id=message_id, text=text))
+        self._send(Submit(id=message_id, text=readable(text)))
         await future
 
     async def wait_idle(self) -> None:

@@ -46,6 +46,7 @@ from agent.turn.outcome import (
     decide,
     notice,
     provider_notice,
+    stop_mark,
     stop_notice,
 )
 from agent.turn.scope import authorising_texts, file_view, loaded_skills, resumed_state
@@ -272,7 +273,7 @@ class Agent:
         )
         result = await TurnLoop(model, self.executor, self.limits, inputs).run()
         if result.stop_reason is StopReason.STOPPED:
-            return await self._stopped(request, turn_state)
+            return await self._stopped(request, turn_state, cut=result.cut)
         if result.had_errors:
             await self._clean_up_errors(request, trace)
         self._after_turn(
@@ -528,17 +529,20 @@ class Agent:
         cut by a crash after the stop was asked for)."""
         return await self._stopped(request, TurnState())
 
-    async def _stopped(self, request: TurnRequest, state: TurnState) -> TurnOutcome:
+    async def _stopped(
+        self, request: TurnRequest, state: TurnState, *, cut: str = ""
+    ) -> TurnOutcome:
         """The person stopped the turn: one message says so, and what it had already done
-        (from the idempotency ledger). What was said and done stays in history."""
+        (from the idempotency ledger). What was said and done stays in history: ``cut``, what
+        the answer had said when it was cut, too. History keeps a plain mark, not the notice,
+        so the model, reading it later, does not take "Stopped." for an answer to give."""
         control = request.control
         effects = await self.executor.side_effects(request.turn_id)
-        text = stop_notice(
-            [e.tool for e in effects if e.state == "done"],
-            [e.tool for e in effects if e.state != "done"],
-            dropped=control.dropped if control else 0,
-        )
-        final = ChatMessage("assistant", text)
+        done = [e.tool for e in effects if e.state == "done"]
+        unknown = [e.tool for e in effects if e.state != "done"]
+        text = stop_notice(done, unknown, dropped=control.dropped if control else 0)
+        said = f"{cut.rstrip()}\n\n" if cut.strip() else ""
+        final = ChatMessage("assistant", f"{said}{stop_mark(done, unknown)}")
         await self._checkpoint(request, [final])
         outcome = notice(request, text)
         return replace(outcome, failed=False, usage=state.meter.entries())

@@ -106,7 +106,9 @@ async def test_stop_after_a_side_effect_says_what_was_already_done(
     assert tool.runs == 1  # the second step never ran
     assert len(fake_llm.requests) == 2  # the first step's call, and "what happened?"
     history = str(fake_llm.requests[-1].body)
-    assert "Stopped. Already done before the stop: gated." in history  # it stays in history
+    # it stays in history, as a mark rather than the notice (which the model would imitate)
+    assert "[the person stopped this answer here; already done: gated]" in history
+    assert "Stopped. Already done" not in history
 
 
 async def test_status_is_answered_while_the_turn_runs(run_gateway: Any, fake_llm: FakeLLM) -> None:

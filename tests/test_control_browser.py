@@ -302,7 +302,9 @@ async def test_a_running_turn_is_stopped_and_words_found_from_the_conversations_
         await expect(page.locator("#notice")).to_contain_text("Stopping")
         [stopped] = await telegram.wait_for(1)
         await gateway.wait_idle()
-        await expect(page.locator(".entry").last).to_contain_text("Stopped.")  # a redraw
+        await expect(page.locator(".entry").last).to_contain_text(  # a redraw
+            "the person stopped this answer here"
+        )
         await page.get_by_role("link", name="← Every conversation").click()
         await page.get_by_role("searchbox", name="Search every conversation").fill("otters")
         await page.get_by_role("button", name="Search").click()
@@ -395,4 +397,14 @@ async def test_the_web_chats_stop_button_keeps_what_was_written_and_the_order(
         await page.reload()
         await expect(page.locator(".msg.assistant.stopped")).to_contain_text("word3")
         assert await order() == shown  # a reload shows the same, in the same order
+        fake_llm.queue(text("Going on."))
+        await send(page, "go on")
+        await expect(page.locator(".msg").last).to_contain_text("Going on.")
         await context.close()
+    # the model reads what it had written and where it was stopped, not the notice (which
+    # a small model took for an answer to give again)
+    [cut] = [
+        m["content"] for m in fake_llm.requests[-1].body["messages"] if m["role"] == "assistant"
+    ]
+    assert cut.startswith("word0 word1 word2 word3")
+    assert cut.endswith("[the person stopped this answer here]") and "Stopped." not in cut

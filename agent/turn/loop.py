@@ -24,6 +24,7 @@ from agent.approval import AwaitingApproval
 from agent.guards.dedupe import DedupGuard, call_key
 from agent.guards.loops import STOP_NOTICE, LoopAction, LoopDetector
 from agent.guards.parser import ParsedCall, decode_arguments, parse_response
+from agent.llm.base import TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import MeteredModel
 from agent.llm.types import ChatMessage, ImagePart, LLMResponse, ToolCall, ToolSpec
@@ -63,6 +64,7 @@ class RunResult:
     stop_reason: StopReason = StopReason.ANSWERED
     failed: bool = False  # the text is a failure notice
     had_errors: bool = False  # some tool call failed (error cleanup may apply)
+    cut: str = ""  # stopped: what the model call that was cut had written so far
 
 
 class TurnLoop:
@@ -296,11 +298,20 @@ class TurnLoop:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ask(self, extra: Sequence[ChatMessage], tools: tuple[ToolSpec, ...]) -> LLMResponse:
+        self.result.cut = ""
+        shown = self.inputs.on_text
+        written: TextSink | None = None
+        if shown is not None:  # streamed: what it writes is kept, should a stop cut it short
+
+            async def written(piece: str) -> None:
+                self.result.cut += piece
+                await shown(piece)
+
         return await self.model.ask(
             self.system,
             [*self.conversation, *extra],
             tools,
-            self.inputs.on_text,
+            written,
             purpose=Purpose.TURN,
             charge=self.inputs.charge,
         )

@@ -99,6 +99,15 @@ def stop_notice(done: Sequence[str], unknown: Sequence[str], *, dropped: int = 0
     return " ".join(parts)
 
 
+def stop_mark(done: Sequence[str], unknown: Sequence[str]) -> str:
+    """What history keeps where a stopped answer ends (after what it had written): a plain
+    mark, so the model reading it later neither repeats nor imitates the person's notice."""
+    facts = [f"already done: {', '.join(done)}"] if done else []
+    if unknown:
+        facts.append(f"outcome unknown: {', '.join(unknown)}")
+    return f"[the person stopped this answer here{'; ' if facts else ''}{'; '.join(facts)}]"
+
+
 def provider_notice(exc: LLMError) -> str:
     """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
     nor for a conversation too long for the model: a shorter text does)."""

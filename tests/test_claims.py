@@ -179,6 +179,12 @@ async def test_with_rules_only_the_model_is_never_asked(
         ("Reservé una mesa para dos.", [(Action.BOOKED, "booking")]),
         ("J'ai envoyé l'e-mail à Bob.", [(Action.SENT, "email")]),
         ("Le fichier a été supprimé.", [(Action.DELETED, "file")]),
+        # a state that says it was done, and "set" of a reminder (docs/tools.md's example)
+        ("OK, the reminder is set.", [(Action.SCHEDULED, "reminder")]),
+        ("Reminder set for 9am.", [(Action.SCHEDULED, "reminder")]),
+        ("I've set a reminder for 9am.", [(Action.SCHEDULED, "reminder")]),
+        ("The email is sent.", [(Action.SENT, "email")]),
+        ("Your file is saved.", [(Action.SAVED, "file")]),
         # no claims: asked, refused, planned, someone else's, another time, the answer itself
         ("Shall I send the email?", []),
         ("I couldn't send the email: the server refused it.", []),
@@ -197,6 +203,11 @@ async def test_with_rules_only_the_model_is_never_asked(
         ("No he podido enviar el correo.", []),
         ("Vous m'avez envoyé le fichier.", []),
         ("The capital of France is Paris.", []),
+        ("All set!", []),
+        ("The table is set.", []),
+        ("I set the volume to 5.", []),
+        ("The newsletter is sent every Monday.", []),
+        ("Is the email sent?", []),
     ],
 )
 def test_the_rules_find_claims_of_done_actions(

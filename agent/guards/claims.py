@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.tools.base import Effect
 
@@ -158,6 +158,11 @@ class Lexicon:
     lead: frozenset[str]  # words that may stand before the verb of a bare "Email sent."
     follow: frozenset[str]  # words that may follow the verb of a bare claim ("Sent to Bob")
     common: frozenset[str]  # frequent words: is the text in this language at all?
+    # a state right before the verb ("the email is sent"): a claim only with its thing named
+    # ("it is sent every Monday" is a habit, not a claim)
+    stative: re.Pattern[str] = re.compile(r"(?!)")
+    # verbs that claim only with one thing named: "the reminder is set", not "all set"
+    only_with: dict[str, str] = field(default_factory=dict)
 
 
 def _forms(stems: dict[str, Action], endings: Sequence[str] = ("",)) -> dict[str, Action]:
@@ -173,7 +178,7 @@ ENGLISH = Lexicon(
     verbs={
         **dict.fromkeys(("sent", "emailed", "mailed", "forwarded", "texted"), A.SENT),
         **dict.fromkeys(("saved", "stored", "recorded", "written"), A.SAVED),
-        **dict.fromkeys(("scheduled", "rescheduled"), A.SCHEDULED),
+        **dict.fromkeys(("scheduled", "rescheduled", "set"), A.SCHEDULED),
         **dict.fromkeys(("created", "added"), A.CREATED),
         **dict.fromkeys(("deleted", "removed", "cancelled", "canceled", "erased"), A.DELETED),
         **dict.fromkeys(("paid", "transferred"), A.PAID),
@@ -185,6 +190,8 @@ ENGLISH = Lexicon(
     first=_words("i we"),
     subject_first=False,
     passive=re.compile(r"(\b(has|have)|'s|'ve) been\b|\b(is|are) now\b|\bsuccessfully\b"),
+    stative=re.compile(r"\b(is|are)\s+$"),
+    only_with={"set": "reminder"},
     blockers=re.compile(
         r"\b(not|never|no|nothing|unable|fail(ed|s|ure)?|will|would|should|could|can|shall|"
         r"may|might|must|if|once|when|whenever|unless|until|before|after|going to|about to|"
@@ -467,17 +474,21 @@ def _claimed(
         and all(w in lexicon.lead for w in words[:index])
         and (following is None or following in lexicon.follow)
     )
+    stative = lexicon.stative.search(before) is not None
     claimed = (
         words[index] in lexicon.personal
         or _by_assistant(lexicon, before)
         or lexicon.passive.search(before) is not None
+        or stative
         or bare
         or (index == 0 and carried)
     )
     if not claimed:
         return None
     thing = next((_THING_OF[w] for w in words if w in _THING_OF), "")
-    if not thing and words[index] in lexicon.vague:
+    if not thing and (words[index] in lexicon.vague or stative):
+        return None
+    if lexicon.only_with.get(words[index], thing) != thing:
         return None
     if action is Action.SENT and thing != "email" and lexicon.to_person.search(after):
         return None  # "I've sent you the list below": the answer itself is the send

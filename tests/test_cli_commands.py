@@ -94,8 +94,14 @@ async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) 
     assert report["running"] is False and report["live"] is False
     assert report["store"] == "empty" and report["waiting"] == 0 and report["unsent"] == 0
     code, out, _ = await switchboard("status", env=env)
-    assert out.splitlines()[0] == "gateway: not running (start it with `switchboard run`)"
+    assert re.fullmatch(
+        r"gateway: not running \(start it with `\S*switchboard run`\)", out.splitlines()[0]
+    )
     assert "{" not in out  # no raw Python data
+    # given --home, what it suggests is given it too (else it would run another home)
+    other = tmp_path / "other home"
+    code, out, _ = await switchboard("--home", str(other), "status", env=env)
+    assert f"switchboard --home '{other}' run`" in out.splitlines()[0]
 
 
 async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM) -> None:

@@ -157,6 +157,9 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.home is not None:
         os.environ["SWITCHBOARD_HOME"] = str(args.home)
+        from gateway.cli.onboard.shell_command import given_home  # noqa: PLC0415
+
+        given_home(args.home)
     needs = getattr(args, NEEDS_SETTINGS)
     if needs == "none":
         return int(args.handler(args, None))

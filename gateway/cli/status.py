@@ -61,7 +61,12 @@ async def gather(settings: Settings) -> dict[str, Any]:
         "live_error": None,
     }
     if running is not None and running.endpoint is None:
-        report["live_error"] = "the gateway serves no web API (web.enabled = false)"
+        report["live_error"] = (
+            "the gateway serves no web API (web.enabled = false)"
+            if not settings.web.enabled
+            else "it is the gateway a `switchboard chat` window runs, which serves no web "
+            "API: `switchboard run` does"
+        )
     elif running is not None and running.endpoint is not None:
         report["url"] = running.endpoint.url
         try:
@@ -138,7 +143,9 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> list[str]:
     lines = []
     if not report["running"]:
-        lines.append("gateway: not running (start it with `switchboard run`)")
+        from gateway.cli.onboard.shell_command import switchboard  # noqa: PLC0415
+
+        lines.append(f"gateway: not running (start it with `{switchboard('run')}`)")
     else:
         pid = f"pid {report['pid']}" if report["pid"] else "pid unknown"
         ready = {True: ", ready", False: ", NOT ready (no channel connected yet)"}.get(

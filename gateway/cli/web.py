@@ -15,6 +15,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from gateway.cli.onboard.shell_command import switchboard
 from gateway.web.access.signin import LIFETIME_SECONDS, SignInUnavailable, read_key, sign_in_link
 from gateway.web.endpoint import read_endpoint
 
@@ -48,7 +49,7 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
     endpoint = read_endpoint(settings.data_dir)
     if endpoint is None:
         print(
-            "switchboard: the gateway is not running here (start it with `switchboard run`)",
+            f"switchboard: the gateway is not running here (start it with `{switchboard('run')}`)",
             file=sys.stderr,
         )
         return 1

@@ -8,16 +8,26 @@ plainly when the shell finds this very install under that name, else by its full
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[3]  # the source checkout, when run from one
 
+_given_home: list[Path] = []  # the --home of this command line, which the next one needs too
+
+
+def given_home(home: Path) -> None:
+    """This command was given ``--home``: the commands it suggests are given it too."""
+    _given_home[:] = [home]
+
 
 def switchboard(arguments: str) -> str:
-    """``switchboard <arguments>`` as this person can type it."""
-    return f"{_program()} {arguments}"
+    """``switchboard <arguments>`` as this person can type it (with this command's
+    ``--home``, when it was given one)."""
+    home = f" --home {shlex.quote(str(_given_home[0]))}" if _given_home else ""
+    return f"{_program()}{home} {arguments}"
 
 
 def path_note() -> str:

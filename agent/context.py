@@ -72,7 +72,7 @@ class ContextBuilder:
     def bootstrap(self) -> list[tuple[str, str]]:
         files = []
         for name in BOOTSTRAP_FILES:
-            text = self._cache.read(self.workspace / name, self._max_chars, written_only=True)
+            text = self._cache.read(self.workspace / name, self._max_chars, for_prompt=True)
             if text:
                 files.append((name, text))
         return files

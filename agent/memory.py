@@ -24,7 +24,7 @@ from typing import Literal
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
 from gateway.core.system.fileutil import write_atomic
-from gateway.core.textutil import only_headings
+from gateway.core.textutil import only_headings, without_comments
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -34,6 +34,7 @@ class _Cached:
     stamp: tuple[int, int]
     text: str
     written: bool  # something is written in it: not only headings, comments or blanks
+    prompt: str  # what the prompt holds of it: the text without its comments
 
 
 class FileCache:
@@ -42,13 +43,14 @@ class FileCache:
     def __init__(self) -> None:
         self._entries: dict[Path, _Cached] = {}
 
-    def read(self, path: Path, max_chars: int, *, written_only: bool = False) -> str | None:
-        """The file's text (``None``: no such file); ``written_only``: ``None`` as well for
-        an untouched template (headings, comments and blanks cost no tokens)."""
+    def read(self, path: Path, max_chars: int, *, for_prompt: bool = False) -> str | None:
+        """The file's text (``None``: no such file); ``for_prompt``: without its comments,
+        and ``None`` for an untouched template (headings, comments and blanks cost no
+        tokens, and a template's examples are not facts)."""
         cached = self._read(path, max_chars)
-        if cached is None or (written_only and not cached.written):
+        if cached is None or (for_prompt and not cached.written):
             return None
-        return cached.text
+        return cached.prompt if for_prompt else cached.text
 
     def _read(self, path: Path, max_chars: int) -> _Cached | None:
         try:
@@ -68,7 +70,9 @@ class FileCache:
         text = text.strip()
         if len(text) > max_chars:
             text = text[:max_chars] + f"\n[... {path.name} truncated at {max_chars} characters]"
-        cached = self._entries[path] = _Cached(stamp, text, not only_headings(text))
+        cached = self._entries[path] = _Cached(
+            stamp, text, not only_headings(text), without_comments(text)
+        )
         return cached
 
 
@@ -150,24 +154,24 @@ class MemoryStore:
     def path(self, relative: str) -> Path:
         return self.root / relative
 
-    def long_term(self, scope: MemoryScope = OWNER_SCOPE, *, written_only: bool = False) -> str:
+    def long_term(self, scope: MemoryScope = OWNER_SCOPE, *, for_prompt: bool = False) -> str:
         path = self.path(scope.long_term)
-        return self._cache.read(path, self._max_chars, written_only=written_only) or ""
+        return self._cache.read(path, self._max_chars, for_prompt=for_prompt) or ""
 
     def daily(
-        self, day: date, scope: MemoryScope = OWNER_SCOPE, *, written_only: bool = False
+        self, day: date, scope: MemoryScope = OWNER_SCOPE, *, for_prompt: bool = False
     ) -> str:
         path = self.path(scope.daily(day))
-        return self._cache.read(path, self._max_chars // 2, written_only=written_only) or ""
+        return self._cache.read(path, self._max_chars // 2, for_prompt=for_prompt) or ""
 
     def context(self, today: date, scope: MemoryScope = OWNER_SCOPE) -> str:
         """The memory block of the prompt: long-term memory, then yesterday and today."""
         parts = []
-        long_term = self.long_term(scope, written_only=True)
+        long_term = self.long_term(scope, for_prompt=True)
         if long_term:
             parts.append(f"## Memory ({scope.long_term})\n{long_term}")
         for day in (today - timedelta(days=1), today):
-            note = self.daily(day, scope, written_only=True)
+            note = self.daily(day, scope, for_prompt=True)
             if note:
                 parts.append(f"## Notes {day.isoformat()}\n{note}")
         return "\n\n".join(parts)

@@ -39,6 +39,23 @@ async def chat(channel: MemoryChannel, messages: list[str], **push: Any) -> None
         await channel.wait_for(sent + i, chat_id=push.get("chat_id"))
 
 
+async def test_a_templates_examples_are_not_read_as_facts(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """USER.md keeps the template's commented example ("Name: Alex") under what the owner
+    wrote: the model reads only what they wrote (it answered "My name is Alex")."""
+    async with run_gateway() as (gateway, channel):
+        user_md = gateway.settings.workspace_dir / "USER.md"
+        assert "Name: Alex" in user_md.read_text()  # the template's example, commented
+        user_md.write_text(user_md.read_text() + "\n- Name: Dana. Lives in Lisbon.\n")
+        await channel.push("what is my name?")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+    prompt = fake_llm.requests[0].system_text
+    assert "Name: Dana. Lives in Lisbon." in prompt
+    assert "Alex" not in prompt and "<!--" not in prompt
+
+
 async def test_crossing_the_threshold_summarizes_older_messages(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

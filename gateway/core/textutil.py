@@ -21,6 +21,28 @@ def written_lines(text: str) -> list[str]:
     return written
 
 
+def without_comments(text: str) -> str:
+    """A Markdown note without its HTML comments (a template's examples and hints, which
+    the model would read as facts: "Name: Alex"), and without the blank lines they leave."""
+    kept: list[str] = []
+    in_comment = False
+    for raw in text.splitlines():
+        line = raw
+        if in_comment:
+            if "-->" not in line:
+                continue
+            line, in_comment = line.split("-->", 1)[1], False
+        while "<!--" in line:
+            head, _, rest = line.partition("<!--")
+            if "-->" in rest:
+                line = head + rest.split("-->", 1)[1]
+            else:
+                line, in_comment = head, True
+        if line.strip() or (kept and kept[-1].strip()):
+            kept.append(line.rstrip() if not line.strip() else line)
+    return "\n".join(kept).strip()
+
+
 def only_headings(text: str) -> bool:
     """True for a template with nothing written into it yet (headings, comments, blanks)."""
     return not written_lines(text)

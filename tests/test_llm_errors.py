@@ -103,6 +103,13 @@ async def test_a_base_url_without_v1_is_named_not_blamed_on_the_model(fake_llm: 
         f"Set SWITCHBOARD_LLM__BASE_URL to {root}/v1."
     )
     assert "model" not in exc.user_message
+    # another version where /v1 belongs: replaced, not /v1 added after it (".../v2/v1")
+    exc = await failure(provider("openai", f"{root}/v2"))
+    assert isinstance(exc, LLMNotFound)
+    assert exc.explain() == (
+        f"{root}/v2 has no /chat/completions (HTTP 404): the base URL ends in /v2, and "
+        f"OpenAI-compatible servers answer at /v1. Set SWITCHBOARD_LLM__BASE_URL to {root}/v1."
+    )
 
 
 async def test_an_anthropic_base_url_ending_in_v1_is_named(fake_llm: FakeLLM) -> None:

@@ -9,6 +9,7 @@ all three as a "timeout". The same text reaches the user's notice, the operator'
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 from collections.abc import Iterator
@@ -161,6 +162,9 @@ def refused_key(at: Endpoint, status: int | None, message: str) -> LLMAuthError:
     )
 
 
+_VERSION = re.compile(r"/v\d+[a-z]*\d*$")  # an API version at the end of a path
+
+
 def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
     """A 404: an unknown model, or a base URL that misses (or doubles) the ``/v1`` root."""
     path = urlsplit(at.url).path.rstrip("/")
@@ -170,6 +174,16 @@ def not_found(at: Endpoint, message: str, code: object = None) -> LLMNotFound:
             status_code=404,
             user_message=f"{at.url} does not know the model {at.model!r} (HTTP 404).",
             fix=f"Check {at.name('model')} (for Ollama, `ollama list` shows the models).",
+        )
+    other = _VERSION.search(path)
+    if at.provider == "openai" and other is not None and other.group(0) != "/v1":
+        root = at.url.rstrip("/").removesuffix(other.group(0))
+        return LLMNotFound(
+            message,
+            status_code=404,
+            user_message=f"{at.url} has no /chat/completions (HTTP 404): the base URL ends in "
+            f"{other.group(0)}, and OpenAI-compatible servers answer at /v1.",
+            fix=f"Set {at.name('base_url')} to {root}/v1.",
         )
     if at.provider == "openai" and not path.endswith("/v1"):
         return LLMNotFound(

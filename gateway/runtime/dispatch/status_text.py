@@ -110,7 +110,15 @@ class StatusText:
         else:
             tokens = await self._store.history.context_tokens(session)
             window = self._settings.llm.context_window
-        share = f" ({tokens / window:.0%} of the {window:,}-token window)" if window else ""
+        if window and tokens > window:  # history longer than the window: a turn reads its end
+            share = (
+                f" (more than the {window:,}-token window: each turn reads the latest part "
+                "that fits, and compaction summarises the rest)"
+            )
+        elif window:
+            share = f" ({tokens / window:.0%} of the {window:,}-token window)"
+        else:
+            share = ""
         return f"Context: about {tokens:,} tokens{share}"
 
     async def _spend_lines(self, principal: Principal) -> list[str]:

@@ -163,7 +163,7 @@ class AnthropicProvider:
 
     def _images(self, msg: ChatMessage) -> list[dict[str, Any]]:
         blocks = []
-        for image in msg.images if self._sight.sees else ():
+        for image in msg.images if msg.images and self._sight.sees else ():
             data = image_base64(image)
             if data is not None:
                 source = {"type": "base64", "media_type": image.mime_type, "data": data}

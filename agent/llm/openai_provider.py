@@ -91,7 +91,7 @@ class OpenAIProvider:
     async def complete(
         self, request: LLMRequest, *, on_text: TextSink | None = None
     ) -> LLMResponse:
-        pictures = self._sight.sees and any(m.images for m in request.messages)
+        pictures = any(m.images for m in request.messages) and self._sight.sees
         try:
             return await self._complete(request, on_text, pictures=pictures)
         except LLMError as exc:

@@ -522,6 +522,28 @@ async def test_jobs_are_paused_resumed_run_and_deleted_as_the_cron_tool_does(
     assert kinds[:5] == ["job-delete", "job-run", "job-resume", "job-run", "job-pause"]
 
 
+async def test_the_jobs_page_says_where_the_heartbeat_goes_before_its_first_tick(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The owner's home chat, as `switchboard status` says (it said "the owner's chat, once
+    there is one" until the first check-in)."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "owners": ["42"]})
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+
+        async def target() -> object:
+            async with http.get(url + "api/jobs") as response:
+                return (await response.json())["heartbeat"]["target"]
+
+        before = await target()
+        await telegram.push("hello", sender_id="42", chat_id="42")
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        after = await target()
+    assert before is None
+    assert after == "telegram:42"
+
+
 async def test_usage_is_added_up_per_day_person_chat_and_model_with_its_cost(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

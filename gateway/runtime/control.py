@@ -191,6 +191,7 @@ class OwnerControls:
             enabled=self._heartbeat.settings.enabled,
             paused=await self._heartbeat.paused(),
             last_skip=self._heartbeat.last_skip,
+            target=await self._heartbeat.looked_up_target(),
         )
 
     async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:

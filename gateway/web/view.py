@@ -81,6 +81,7 @@ class HeartbeatState:
     enabled: bool  # heartbeat.enabled
     paused: bool  # paused by the owner (kept across restarts)
     last_skip: str | None  # why its latest tick did not run (None: it ran, or none yet)
+    target: str | None = None  # where its check-ins go now ("channel:chat"; None: nowhere yet)
 
 
 @dataclass(frozen=True, slots=True)

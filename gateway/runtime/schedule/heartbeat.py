@@ -170,6 +170,12 @@ class Heartbeat:
         self.target = None if found is None else found.label
         return found
 
+    async def looked_up_target(self) -> str | None:
+        """Where the next check-in goes, looked up now (the control center's Jobs page
+        shows it before the first tick)."""
+        await self._target()
+        return self.target
+
     async def _rest_of_day(self, home: HomeChat, now: datetime) -> str | None:
         if self._agenda is None:
             return None

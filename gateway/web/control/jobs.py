@@ -38,7 +38,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
         "paused": state.paused,
         "every": gateway.settings.heartbeat.interval_seconds,
         "next_run": beat.next_run.timestamp() if beat and beat.next_run else None,
-        "target": beat.target if beat else None,
+        "target": state.target,
         "last": _outcome(last.get(HEARTBEAT_SESSION)),
         "last_skip": state.last_skip,
     }

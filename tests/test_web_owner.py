@@ -266,6 +266,13 @@ async def test_a_forged_or_stale_code_signs_nobody_in(make_settings: SettingsFac
             assert response.status == 403
             assert "has been used, has expired or is not right" in await response.text()
         assert "switchboard_auth" not in {c.key for c in http.cookie_jar}
+        # the good link signs in once; opened again, it takes a signed-in browser home
+        # instead of saying it was used (a reload of the page it led to, say)
+        for status in (303, 303):
+            async with http.get(link, allow_redirects=False) as response:
+                assert (response.status, response.headers.get("Location")) == (status, "/")
+        async with client() as stranger, stranger.get(link, allow_redirects=False) as response:
+            assert response.status == 403  # without the session, a used link signs nobody in
 
 
 async def test_the_command_line_is_the_owner_over_its_local_socket(

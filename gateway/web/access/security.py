@@ -303,6 +303,8 @@ class WebGuard:
             return web.Response(status=429, text=TOO_MANY)
         code = request.query.get("code", "")
         if not self._sign_in.redeem(code):
+            if self.authenticate(request) == "cookie":  # signed in already (by this link, say)
+                return redirect("/")
             self.record_failure(request)
             return used_link_page()
         return await self._signed_in(request, redirect("/"))

@@ -30,7 +30,9 @@ def register(
     command = commands.add_parser(
         "backup", parents=[common], help="copy the store while it runs", description=DESCRIPTION
     )
-    command.add_argument("path", type=Path, help="where to write the copy (a file or directory)")
+    command.add_argument(
+        "path", help="where to write the copy: a file, or a directory (made if it ends in /)"
+    )
     command.set_defaults(handler=backup_command)
 
 
@@ -46,9 +48,12 @@ def backup_command(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 1
     source = settings.data_dir / "switchboard.db"
-    target: Path = args.path
-    if target.is_dir():
+    given: str = args.path
+    target = Path(given).expanduser()
+    if target.is_dir() or given.endswith("/"):  # a folder: the copy goes into it
         target = target / "switchboard.db"
+    if target.exists():
+        print(f"replacing {target}", file=sys.stderr)  # said: an earlier copy goes
     try:
         size = backup(source, target)
     except FileNotFoundError as exc:

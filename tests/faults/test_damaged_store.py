@@ -145,8 +145,8 @@ async def test_backup_while_writing_then_restore_keeps_every_accepted_message(
     async with Store(path) as store:  # the gateway's own writer stays open during the copy
         for index in range(50):
             await store.journal.accept(_message(f"kept {index}", str(index)))
-        (tmp_path / "backups").mkdir()
-        assert main(["backup", str(tmp_path / "backups")]) == 0
+        # a folder that is not there yet, written with its "/": the copy goes into it
+        assert main(["backup", f"{tmp_path / 'backups'}/"]) == 0
         await store.journal.accept(_message("after the backup", "late"))
     out = capsys.readouterr().out
     copy = tmp_path / "backups" / "switchboard.db"

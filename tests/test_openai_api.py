@@ -6,6 +6,7 @@ token that gets a member's rights. Also the request shape of Open WebUI's OpenAI
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -21,7 +22,7 @@ from channels.memory import MemoryChannel
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM, calls, held, streamed, text
+from tests.fakes.llm import FakeLLM, Step, calls, held, streamed, text
 
 OWNER_TOKEN = "owner-token-0123456789abcdef"
 MEMBER_TOKEN = "member-token-0123456789abcdef"
@@ -379,6 +380,28 @@ async def test_a_repeated_streaming_request_gets_its_answer_as_a_stream(
         await gateway.wait_idle()
     assert first == again == "count=1 and that is all"
     assert len(fake_llm.requests) == 1
+
+
+async def test_a_client_that_leaves_its_stream_is_no_error(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing the connection in the middle of a streamed answer is a client's right: the
+    answer is kept in the session's history, and nothing is logged as an error (it was a
+    traceback, then shown by `switchboard status` as the latest error)."""
+    rest = asyncio.Event()
+    fake_llm.queue(Step(text="one two three four", stream_chunks=4, gate=rest, pause_after=1))
+    headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+    body = {"model": "main", "stream": True, "messages": [{"role": "user", "content": "count"}]}
+    async with serving(api_settings(make_settings)) as (gateway, url):
+        async with aiohttp.ClientSession(headers=headers) as http:
+            response = await http.post(url + "/chat/completions", json=body)
+            await response.content.readline()  # the stream has begun
+            response.close()  # and the client goes
+        rest.set()
+        await gateway.wait_idle()
+        _, stored = await gateway.store.history.load("api:ops", limit=10)
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert any("one two three four" in str(m.body) for m in stored)
 
 
 async def test_a_member_tokens_status_shows_its_own_spend_and_no_one_elses_work(

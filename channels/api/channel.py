@@ -217,12 +217,15 @@ class ApiChannel:
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[None]:
-        """Around a long response (an event stream): ended when the server stops."""
+        """Around a long response (an event stream): ended when the server stops, and
+        quietly when the client leaves (its answer stays in the session's history)."""
         task = asyncio.current_task()
         if task is not None:
             self._streams.add(task)
         try:
             yield None
+        except ConnectionResetError:  # the client hung up: nobody to answer, nothing wrong
+            log.info("an API client left its event stream before the end")
         finally:
             if task is not None:
                 self._streams.discard(task)

@@ -218,10 +218,11 @@ async def _replay(request: web.Request, model: str, text: str) -> web.StreamResp
     """A repeated streaming request's answer, given before: as one event stream."""
     response = wire.event_stream()
     await response.prepare(request)
-    await response.write(wire.chunk(REPEAT_ID, model, {"role": "assistant", "content": ""}))
-    await response.write(wire.chunk(REPEAT_ID, model, {"content": text}))
-    await response.write(wire.chunk(REPEAT_ID, model, {}, "stop"))
-    await response.write(wire.DONE)
+    with contextlib.suppress(ConnectionResetError):  # the client left: it asked again anyway
+        await response.write(wire.chunk(REPEAT_ID, model, {"role": "assistant", "content": ""}))
+        await response.write(wire.chunk(REPEAT_ID, model, {"content": text}))
+        await response.write(wire.chunk(REPEAT_ID, model, {}, "stop"))
+        await response.write(wire.DONE)
     return response
 
 

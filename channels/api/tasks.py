@@ -194,7 +194,7 @@ class TaskRoutes:
                         await change.wait()
                         continue
                 await response.write(wire.KEEP_ALIVE)
-        await response.write_eof()
+            await response.write_eof()
         return response
 
     async def _write_events(

@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.context import without_guidance
 from agent.llm.metered import Charge, WindowSize
 from agent.llm.types import ChatMessage
 from agent.tokens import TokenCounter, estimate
+from gateway.core.textutil import without_guidance
 from gateway.store import History, StoredMessage
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from agent.skills import SkillLibrary
 from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import InboundMessage, Said
+from gateway.core.textutil import GUIDANCE_MARK
 from gateway.core.turns import TurnKind
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
@@ -284,18 +285,9 @@ def _shown_path(path: str, workspace: Path | None) -> str:
     return path
 
 
-GUIDANCE_MARK = "\n\n[guidance for this request]\n"
-
-
 def with_guidance(message: ChatMessage, guidance: str) -> ChatMessage:
     """``message`` with the guidance for its request after it: kept with the message in the
     history, so later requests repeat the same text and the cache holds."""
     if not guidance:
         return message
     return replace(message, content=f"{message.content}{GUIDANCE_MARK}{guidance}")
-
-
-def without_guidance(text: str) -> str:
-    """A user message's text as the person wrote it (with its time stamp), without the
-    guidance kept after it."""
-    return text.split(GUIDANCE_MARK, 1)[0]

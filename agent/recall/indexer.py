@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import logging
 
-from agent.context import without_guidance
 from agent.recall.embedders import Embedder
 from gateway.core.lifecycle import Service, waited
+from gateway.core.textutil import without_guidance
 from gateway.store import Recall
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agent.context import without_guidance
+from gateway.core.textutil import without_guidance
 from gateway.store.history import ShownMessage, searchable
 from gateway.web.control.names import Names
 

@@ -277,9 +277,13 @@ async def test_a_member_over_its_allowance_gets_429_without_a_model_call(
         await gateway.wait_idle()
         with pytest.raises(openai.RateLimitError) as refused:
             await client.chat.completions.create(**ask)  # type: ignore[call-overload]
+        # what their spend is, and what runs, they may still ask (no model is called)
+        usage = {"model": "main", "messages": [{"role": "user", "content": "/usage"}]}
+        told = await client.chat.completions.create(**usage)  # type: ignore[call-overload]
         await gateway.wait_idle()
     assert refused.value.code == "allowance"
     assert len(fake_llm.requests) == 1
+    assert "turn" in (told.choices[0].message.content or "").lower()
 
 
 async def test_two_requests_of_one_session_are_answered_in_turn_each_with_its_own_answer(

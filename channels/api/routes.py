@@ -22,6 +22,7 @@ from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, StreamText
 from channels.api.tasks import TaskApi, task_routes
 from gateway.config.connect import ApiToken
 from gateway.core.bodies import read_capped
+from gateway.core.commands import UNMETERED_COMMANDS
 from gateway.core.errors import ChannelTransientError, StorageFullError
 from gateway.core.webhost import CredentialThrottle
 
@@ -142,9 +143,11 @@ class ChatRoutes:
                 param="model",
                 code="model_not_found",
             )
-        refusal = await api.check_allowance(api.principal(token))
-        if refusal is not None:
-            return error(429, refusal, "rate_limit_exceeded", code="allowance")
+        command = chat.text.split(maxsplit=1)[0].lower() if chat.text.startswith("/") else ""
+        if command not in UNMETERED_COMMANDS:  # /status and /usage cost nothing
+            refusal = await api.check_allowance(api.principal(token))
+            if refusal is not None:
+                return error(429, refusal, "rate_limit_exceeded", code="allowance")
         ask = Ask(
             token=token,
             agent=chat.model,

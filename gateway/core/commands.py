@@ -25,6 +25,10 @@ COMMANDS = {
 # Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.dispatch.controls).
 CONTROL_COMMANDS = frozenset({"/stop", "/status", "/new", "/help"})
 
+# Answered without a model call, so a person over their allowance gets them too (what it
+# says of their spend, how to stop what runs).
+UNMETERED_COMMANDS = CONTROL_COMMANDS | {"/usage"}
+
 # Decisions on approval requests: they are answered even while the chat they are sent in
 # waits for an approval itself (see gateway.runtime.dispatch.dispatcher), or the owner's own waiting
 # turn could never be approved from the owner's chat.

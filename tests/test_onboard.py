@@ -354,6 +354,39 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
     assert "sk-typed-once-123" in (home / ".env").read_text()
 
 
+async def test_onboarding_a_configured_home_again_proposes_the_model_it_has(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Enter at every question keeps the model configured (it proposed OpenAI, so pressing
+    Enter switched a local model's home to gpt-4o-mini)."""
+    home = tmp_path / "home"
+    key = "sk-configured-key-123456"
+    code, _, err = await onboard_at(fake_llm, home, "--api-key", key, "--context-window", "8192")
+    assert code == 0, err
+    before = (home / "config.toml").read_text()
+    async with onboarding(bare_env(home, fake_llm)) as (process, terminal):
+        await terminal.expect("Choice [4]: ")  # another OpenAI-compatible server: this one
+        terminal.type("")
+        await terminal.expect(f"Base URL [{fake_llm.openai_url}]: ")
+        terminal.type("")
+        await terminal.expect("Model [fake-model]: ")
+        terminal.type("")
+        await terminal.expect("Enter keeps the one configured")
+        terminal.type("")
+        await terminal.expect("  ok: openai model fake-model")
+        await terminal.expect("Context window in tokens")  # the fake does not say it
+        await terminal.expect("[8192]: ")  # the one configured
+        terminal.type("")
+        await terminal.expect("Reach it from your phone too?")
+        terminal.type("")
+        await terminal.expect("Next: `")
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    after = (home / "config.toml").read_text()
+    assert after == before
+    assert key in (home / ".env").read_text()
+    assert fake_llm.requests[-1].headers.get("Authorization") == f"Bearer {key}"
+
+
 async def test_a_local_server_proposes_its_own_model_and_window(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

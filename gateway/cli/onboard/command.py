@@ -306,27 +306,30 @@ def served(base_url: str, api_key: str | None = None) -> list[str]:
 
 def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoice:
     """The questions; after a failed check, ``previous`` answers are offered as defaults
-    (Enter keeps each one, the key included)."""
+    (Enter keeps each one, the key included); on a home with a model configured already,
+    that model's (Enter keeps it: running onboard again never switches by accident)."""
     from gateway.config.llm import model_base_url  # noqa: PLC0415
 
+    configured = _configured(current) if previous is None else None
+    defaults = previous or configured
     print("\nWhich model should the assistant use?")
     for number, preset in enumerate(PRESETS, start=1):
         print(f"  {number}) {preset.label}")
-    answer = _prompt("Choice", str(previous.preset if previous else 1))
+    answer = _prompt("Choice", str(defaults.preset if defaults else 1))
     if not answer.isdigit() or not 1 <= int(answer) <= len(PRESETS):
         raise ValueError(f"choose a number from 1 to {len(PRESETS)}")
     number = int(answer)
     preset = PRESETS[number - 1]
-    same = previous is not None and previous.preset == number
-    base_url = previous.base_url if same and previous is not None else preset.base_url
+    same = defaults is not None and defaults.preset == number
+    base_url = defaults.base_url if same and defaults is not None else preset.base_url
     while base_url is not None:
         try:
             base_url = model_base_url(_prompt("Base URL", base_url), preset.provider)
             break
         except ValueError as exc:
             print(f"  {exc}")
-    if same and previous is not None:
-        default = previous.model
+    if same and defaults is not None:
+        default = defaults.model
     else:
         default = _model_default(preset, base_url, current)
     model = ""
@@ -336,8 +339,26 @@ def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoic
     hint = "" if preset.needs_key else "; empty for none"
     if kept:
         hint = "; Enter keeps the one you gave"
+    elif same and configured is not None and current.resolved_api_key() is not None:
+        hint = "; Enter keeps the one configured"  # a key of None leaves it as it is
     key = getpass.getpass(f"API key (hidden{hint}): ") if sys.stdin.isatty() else input("API key: ")
     return ModelChoice(preset.provider, base_url, model, key.strip() or kept, preset=number)
+
+
+def _configured(current: LLMSettings) -> ModelChoice | None:
+    """The model configured now, as answers to the questions; ``None`` when none is."""
+    from agent.llm.factory import configuration_problem  # noqa: PLC0415
+
+    if configuration_problem(current) is not None:
+        return None
+    for number, preset in enumerate(PRESETS, start=1):
+        if (preset.provider, preset.base_url) == (current.provider, current.base_url):
+            return ModelChoice(
+                current.provider, current.base_url, current.model, None, preset=number
+            )
+    if current.provider == "openai" and current.base_url is not None:  # a server of one's own
+        return ModelChoice("openai", current.base_url, current.model, None, preset=len(PRESETS))
+    return None
 
 
 def _model_default(preset: Preset, base_url: str | None, current: LLMSettings) -> str:

@@ -121,12 +121,13 @@ class Terminal:
 
 @asynccontextmanager
 async def onboarding(
-    env: dict[str, str],
+    env: dict[str, str], command: str = "onboard"
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, Terminal]]:
-    """`switchboard onboard` in a pseudo-terminal; never left running, whatever fails."""
+    """`switchboard onboard` (or ``command``) in a pseudo-terminal; never left running,
+    whatever fails."""
     master, slave = os.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "onboard",
+        sys.executable, "-m", "gateway", command,
         stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
     )  # fmt: skip
     os.close(slave)
@@ -471,6 +472,34 @@ async def test_a_base_url_that_lists_no_models_asks_for_the_flag(
 
 
 @pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
+async def test_chat_at_a_terminal_with_no_model_chooses_one_first(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """`switchboard chat` on a new home asks for the model before the first message (it
+    opened with "model gpt-4o-mini", and every message failed: no AI model configured)."""
+    home = tmp_path / "home"
+    async with onboarding(bare_env(home, fake_llm), "chat") as (process, terminal):
+        await terminal.expect("No model is configured yet: choose one first")
+        await terminal.expect("Choice [1]: ")
+        terminal.type("4")
+        await terminal.expect("Base URL [")
+        terminal.type(fake_llm.openai_url)
+        await terminal.expect("Model [fake-model]: ")  # the one the server lists
+        terminal.type("")
+        await terminal.expect("API key")
+        terminal.type("")
+        await terminal.expect("Context window in tokens")
+        terminal.type("8192")
+        await terminal.expect("Reach it from your phone too?")
+        terminal.type("")
+        await terminal.expect("Switchboard chat · ")
+        await terminal.expect("model fake-model")
+        await terminal.expect("you›")  # the prompt
+        os.write(terminal.master, b"\x04")  # Ctrl-D: leave
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    assert 'model = "fake-model"' in (home / "config.toml").read_text()
+
+
 async def test_an_interrupted_onboarding_leaves_no_config_and_make_chat_asks_again(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

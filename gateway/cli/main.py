@@ -130,8 +130,25 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.runtime.home import onboard as create_home  # noqa: PLC0415
 
     # First run: create what is missing, but not config.toml: `onboard` writes that once the
-    # model is chosen (`make chat` onboards while there is none).
+    # model is chosen. At a terminal with no model configured, onboarding comes first (every
+    # message would fail "no AI model is configured" otherwise).
     create_home(settings.home, settings.workspace_dir, config=False)
+    if args.message is None and sys.stdin.isatty() and sys.stdout.isatty():
+        from agent.llm.factory import configuration_problem  # noqa: PLC0415
+
+        if configuration_problem(settings.llm) is not None:
+            from gateway.cli.onboard.command import onboard_command  # noqa: PLC0415
+
+            print("No model is configured yet: choose one first (`switchboard onboard`).")
+            asked = argparse.Namespace(
+                channel=None, provider=None, base_url=None, model=None, api_key=None,
+                context_window=None, non_interactive=False, no_check=False,
+            )  # fmt: skip
+            if (code := onboard_command(asked, settings)) != 0:
+                return code
+            from gateway.config.settings import load_settings  # noqa: PLC0415
+
+            settings = load_settings()  # with the model just saved
     return asyncio.run(chat(settings, args.message))
 
 

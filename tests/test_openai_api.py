@@ -353,7 +353,11 @@ async def test_an_idempotency_key_is_per_session_so_another_user_gets_their_own_
         alices = await ask("alice", "Alice's salary review?")
         bobs = await ask("bob", "Bob's travel plans?")
         again = await ask("alice", "Alice's salary review?")  # her client retried
+        # the key again with another question: a client's bug, never the first's answer
+        with pytest.raises(openai.ConflictError) as reused:
+            await ask("alice", "Something else entirely?")
         await gateway.wait_idle()
+    assert reused.value.code == "idempotency_key_reused"
     assert alices == again == "About: Alice's salary review?"
     assert bobs == "About: Bob's travel plans?"
     assert [r.last_user_text for r in fake_llm.requests] == [

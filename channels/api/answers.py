@@ -18,11 +18,13 @@ from gateway.config.connect import ApiToken
 
 class AlreadyAnswered(Exception):
     """The request repeats one received before (its Idempotency-Key); ``text`` is its
-    answer when this process still has it."""
+    answer when this process still has it. ``other``: the key came with another question
+    (a client's bug, never to be answered with the first one's answer)."""
 
-    def __init__(self, text: str | None) -> None:
+    def __init__(self, text: str | None, *, other: bool = False) -> None:
         super().__init__("this request was received before")
         self.text = text
+        self.other = other
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,8 @@ class ApiChannel:
         self._sink: InboundSink | None = None
         self._waiting: dict[str, PendingAnswer] = {}  # by the session's chat key
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
-        self._answered: OrderedDict[str, str] = OrderedDict()
+        # by request id: what was asked (a digest) and the answer, for a repeat of it
+        self._answered: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._streams: set[asyncio.Task[object]] = set()
         self.requests: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
         self._last_request: float | None = None
@@ -179,7 +180,8 @@ class ApiChannel:
             async with lock:
                 message_id = _request_id(ask.token, chat.thread_id, ask.key)
                 if message_id in self._answered:
-                    raise AlreadyAnswered(self._answered[message_id])
+                    asked, answer = self._answered[message_id]
+                    raise AlreadyAnswered(answer, other=asked != _digest(ask.text))
                 msg = _message(ask, chat, message_id)
                 # a control (/status, /stop, ...) is answered beside the queue, by no turn
                 # that says it answers this request: its first message does
@@ -190,7 +192,7 @@ class ApiChannel:
                     await self._publish(msg)
                     yield pending
                     if pending.finished.is_set():
-                        self._remember(message_id, pending.text)
+                        self._remember(message_id, ask.text, pending.text)
                 finally:
                     self._waiting.pop(key, None)
         finally:
@@ -210,8 +212,8 @@ class ApiChannel:
         if accepted is not Accepted.NEW:  # the access gate has no say over this channel
             raise ChannelTransientError(f"the message was not taken ({accepted.value})")
 
-    def _remember(self, message_id: str, text: str) -> None:
-        self._answered[message_id] = text
+    def _remember(self, message_id: str, asked: str, text: str) -> None:
+        self._answered[message_id] = (_digest(asked), text)
         while len(self._answered) > MAX_REMEMBERED:
             self._answered.popitem(last=False)
 
@@ -238,6 +240,10 @@ class ApiChannel:
     async def close_web(self) -> None:
         for task in list(self._streams):
             task.cancel()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _request_id(token: ApiToken, thread: str | None, key: str | None) -> str:

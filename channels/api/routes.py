@@ -165,6 +165,14 @@ class ChatRoutes:
                     await pending.finished.wait()
                 return web.json_response(wire.completion(_id(pending), chat.model, pending.text))
         except AlreadyAnswered as repeated:
+            if repeated.other:
+                return error(
+                    409,
+                    "this Idempotency-Key was used before for another question: a key is for "
+                    "sending the same request again; use a new key for a new one",
+                    "invalid_request_error",
+                    code="idempotency_key_reused",
+                )
             if repeated.text is None:
                 return error(
                     409,

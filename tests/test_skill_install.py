@@ -353,12 +353,17 @@ async def test_a_folder_installed_by_a_relative_path_updates_from_anywhere(
 ) -> None:
     (tmp_path / "src" / "weather").mkdir(parents=True)
     (tmp_path / "src" / "weather" / "SKILL.md").write_text(WEATHER)
+    hooks = tmp_path / "src" / "weather" / ".git" / "hooks"  # a working copy's, as git makes
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit.sample").write_text("#!/bin/sh\nexit 0\n")
     settings = make_settings()
     monkeypatch.chdir(tmp_path)
     assert await skills(settings, "install", "./src/weather", "--yes") == 0
     monkeypatch.chdir("/")
     assert await skills(settings, "update", "weather", "--yes") == 0
     assert lock_of(settings)["weather"]["source"] == str(tmp_path / "src" / "weather")
+    # a working copy's history is not part of the skill (its hooks were listed as scripts)
+    assert entries(settings.workspace_dir / "skills" / "weather") == ["SKILL.md"]
 
 
 async def test_a_folder_with_a_link_in_it_is_refused(

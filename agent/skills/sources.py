@@ -124,8 +124,8 @@ async def fetch(
     sha256: str | None = None,
 ) -> Fetched:
     """Bring the source's files into ``staging`` (a folder that must not exist yet)."""
-    if source.kind == "folder":
-        await asyncio.to_thread(copy_folder, Path(source.location), staging, limits)
+    if source.kind == "folder":  # a working copy's .git is its history, not the skill's
+        await asyncio.to_thread(copy_folder, Path(source.location), staging, limits, skip=(".git",))
         return Fetched(staging, "", source.location)
     if source.kind == "git":
         return await _from_git(source, staging, downloads, limits)

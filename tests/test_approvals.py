@@ -221,6 +221,7 @@ async def test_the_owners_own_tainted_turn_is_approved_from_the_same_chat(
         sent = await channel.wait_for(3, chat_id=OWNER)
         await gateway.wait_idle()
     assert "read outside content" in request.text and not request.direct
+    assert "Tell the user" not in request.text  # the refusal's advice is for the model
     assert [m.text for m in sent[1:]][-1] == "Cleaned up."
     assert runs(settings) == 1
 

@@ -13,6 +13,7 @@ elsewhere the owner types them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,16 @@ MAX_SHOWN_CHARS = 3_000  # all arguments together, in the prompt
 MAX_KEPT_CHARS = 30_000  # per argument kept for /show; a longer one cannot be approved here
 
 Redact = Callable[[str], str]
+
+
+# What a refusal tells the model to do next ("Tell the user what you would do and let them
+# confirm."): words for the model, not for the person who decides.
+_FOR_THE_MODEL = re.compile(r"\s*Tell the user\b[^.]*(\.|$)")
+
+
+def approver_reason(reason: str) -> str:
+    """A refusal's reason as the approvers read it: without its advice to the model."""
+    return _FOR_THE_MODEL.sub("", reason).strip() or reason
 
 
 def shown_arguments(args: dict[str, Any], redact: Redact) -> dict[str, Any]:

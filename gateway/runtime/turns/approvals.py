@@ -170,7 +170,7 @@ class Approvals(Service):
             tool=ask.tool,
             arguments=text.shown_arguments(ask.arguments, self._redact),
             fingerprint=fingerprint(ask.arguments),
-            reason=ask.reason,
+            reason=text.approver_reason(ask.reason),
             reach=self._redact(ask.reach),
             requester={**asdict(principal), "chat_type": principal.chat_type.value},
             approvers=approvers,

@@ -30,8 +30,8 @@ from datetime import datetime
 from agent.llm.metered import Charge, WindowSize
 from agent.llm.types import ChatMessage
 from agent.tokens import TokenCounter, estimate
-from gateway.core.textutil import without_guidance
 from gateway.store import History, StoredMessage
+from gateway.store.history import without_guidance
 
 log = logging.getLogger(__name__)
 

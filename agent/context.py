@@ -25,8 +25,8 @@ from agent.skills import SkillLibrary
 from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import InboundMessage, Said
-from gateway.core.textutil import GUIDANCE_MARK
 from gateway.core.turns import TurnKind
+from gateway.store.history import GUIDANCE_MARK
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
 MEMORY_SNAPSHOTS = 1_000  # sessions whose memory block is held (the least recent go first)

@@ -17,8 +17,8 @@ import logging
 
 from agent.recall.embedders import Embedder
 from gateway.core.lifecycle import Service, waited
-from gateway.core.textutil import without_guidance
 from gateway.store import Recall
+from gateway.store.history import without_guidance
 
 log = logging.getLogger(__name__)
 

@@ -2,16 +2,6 @@
 
 from __future__ import annotations
 
-# Between a user message as the person wrote it and the guidance the agent keeps after it
-# for the model (agent.context.with_guidance); what people see and search stops there.
-GUIDANCE_MARK = "\n\n[guidance for this request]\n"
-
-
-def without_guidance(text: str) -> str:
-    """A user message's text as the person wrote it (with its time stamp), without the
-    guidance kept after it."""
-    return text.split(GUIDANCE_MARK, 1)[0]
-
 
 def written_lines(text: str) -> list[str]:
     """The lines of a Markdown note that say something (stripped): not headings, comments

@@ -77,6 +77,17 @@ class StoredMessage:
 _NO_LIMIT = 1 << 62
 
 
+# Between a user message as the person wrote it and the guidance the agent keeps after it
+# for the model (agent.context.with_guidance); what people see and search stops there.
+GUIDANCE_MARK = "\n\n[guidance for this request]\n"
+
+
+def without_guidance(text: str) -> str:
+    """A user message's text as the person wrote it (with its time stamp), without the
+    guidance kept after it."""
+    return text.split(GUIDANCE_MARK, 1)[0]
+
+
 def searchable(content: Any) -> str | None:
     """The text of a message's ``content`` that full-text search indexes: the text itself,
     or the JSON of structured content (parts); nothing when empty."""

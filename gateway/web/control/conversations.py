@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.textutil import without_guidance
-from gateway.store.history import ShownMessage, searchable
+from gateway.store.history import ShownMessage, searchable, without_guidance
 from gateway.web.control.names import Names
 
 if TYPE_CHECKING:

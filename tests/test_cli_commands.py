@@ -23,6 +23,7 @@ import pytest
 
 from gateway.cli.main import build_parser
 from gateway.config.plugins import channel_plugins
+from gateway.core.messages import InboundMessage
 from gateway.store import Store
 from tests.fakes.llm import FakeLLM, calls, text
 from tests.fakes.telegram import FakeTelegram
@@ -84,6 +85,22 @@ def test_the_help_and_the_package_name_every_channel_and_program_interface() -> 
             "openai-compatible api",
         ):
             assert name in said, (name, said)
+
+
+async def test_status_says_the_work_a_stop_left_is_resumed_at_the_next_start(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """After a crash, `status` shows a message waiting with no gateway running: it says the
+    next start takes it up (it showed the count alone)."""
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    async with Store(home / "data" / "switchboard.db") as store:
+        message = InboundMessage("telegram", "42", "42", "are you there?", "m1")
+        await store.journal.accept(message)
+    code, out, err = await switchboard("status", env=env)
+    assert code == 0, err
+    assert "messages waiting: 1" in out
+    assert "the next start resumes the turns and answers the messages" in out
 
 
 async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) -> None:

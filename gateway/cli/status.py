@@ -169,6 +169,11 @@ def render(report: dict[str, Any]) -> list[str]:
             f"messages waiting: {report['waiting']}, in a turn: {report['in_turn']}, "
             f"replies unsent: {report['unsent']}, failed deliveries: {report['failed']}"
         )
+        if not report["running"] and (report["in_turn"] or report["waiting"]):
+            lines.append(  # a stop or a crash left them: nothing is lost
+                "  (left by the last run: the next start resumes the turns and answers the "
+                "messages)"
+            )
     tasks = report.get("tasks") or {}
     if tasks:
         lines.append(

@@ -207,6 +207,7 @@ async def test_with_rules_only_the_model_is_never_asked(
         ("The table is set.", []),
         ("I set the volume to 5.", []),
         ("The newsletter is sent every Monday.", []),
+        ("Billing: the venue invoice is paid.", []),  # a state of the world, reported
         ("Is the email sent?", []),
     ],
 )

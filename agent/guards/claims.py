@@ -51,6 +51,7 @@ EFFECTS: dict[Action, frozenset[Effect]] = {
     Action.BOOKED: frozenset(),
 }
 OPAQUE = frozenset({Effect.REMOTE, Effect.EXEC})  # what they did, only they know
+STATIVE = frozenset({Action.SENT, Action.SAVED, Action.SCHEDULED})  # "the email is sent"
 # Things only one built-in tool acts on.
 THING_TOOLS = {"email": frozenset({"send_email"}), "reminder": frozenset({"cron"})}
 
@@ -474,7 +475,9 @@ def _claimed(
         and all(w in lexicon.lead for w in words[:index])
         and (following is None or following in lexicon.follow)
     )
-    stative = lexicon.stative.search(before) is not None
+    # a state claims what the assistant itself does (an email sent, a file saved, a reminder
+    # set), not one of the world ("the invoice is paid" is a fact it may only report)
+    stative = action in STATIVE and lexicon.stative.search(before) is not None
     claimed = (
         words[index] in lexicon.personal
         or _by_assistant(lexicon, before)

@@ -28,6 +28,7 @@
   const recordLabel = recordButton.querySelector(".sr");
   const MAX_RECORDING_MS = 5 * 60 * 1000;
   let recording = null; // {recorder, stream, timer, started} while the microphone records
+  let sending = 0; // messages sent whose own entry has not shown yet
   const seen = new Set();
   const streaming = new Map(); // turn id -> element with the streamed text
   let socket = null;
@@ -110,7 +111,14 @@
     const stick = nearBottom() || entry.role === "user";
     const item = renderEntry(entry);
     const live = entry.turn ? streaming.get(entry.turn) : null;
-    if (live && (entry.kind === "reply" || entry.kind === "notice" || entry.kind === "stopped")) {
+    if (entry.role === "user") sending = Math.max(0, sending - 1);
+    // its answer may have begun streaming before the page heard of the question (a busy
+    // gateway): the question goes before it, as it was asked
+    const early = entry.role === "user" ? list.querySelector(".msg.streaming[data-after-send]") : null;
+    if (early) {
+      delete early.dataset.afterSend;
+      list.insertBefore(item, early);
+    } else if (live && (entry.kind === "reply" || entry.kind === "notice" || entry.kind === "stopped")) {
       live.replaceWith(item); // the delivered answer is the authoritative one
       streaming.delete(entry.turn);
     } else if (live) {
@@ -129,6 +137,7 @@
       let body;
       [item, body] = bubble("assistant", "streaming");
       item.dataset.turn = turn;
+      if (sending > 0) item.dataset.afterSend = "1"; // begun before our question showed
       body.textContent = "";
       streaming.set(turn, item);
       list.append(item);
@@ -237,6 +246,7 @@
     const button = document.getElementById("send");
     button.disabled = true;
     showError("");
+    sending += 1; // until its entry shows (from the answer to this POST, or the event stream)
     try {
       for (let attempt = 0; ; attempt++) {
         let response;
@@ -251,11 +261,13 @@
           throw err;
         }
         if (response.status === 401) {
+          sending = Math.max(0, sending - 1);
           location.assign("/login?next=/");
           return;
         }
         const answer = await response.json().catch(() => ({}));
         if (!response.ok) {
+          sending = Math.max(0, sending - 1);
           showError(answer.error || `Could not send (${response.status}).`);
           return;
         }
@@ -269,6 +281,7 @@
         autosize();
       }
     } catch (err) {
+      sending = Math.max(0, sending - 1);
       showError("Could not reach the gateway; your message is still here.");
     } finally {
       button.disabled = false;

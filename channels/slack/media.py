@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.slack.convert import FileRef, file_kind
+from gateway.core.bodies import read_capped
 from gateway.core.messages import Attachment, InboundMessage
 from gateway.core.system.fileutil import write_atomic
-from gateway.core.webhost import read_capped
 
 log = logging.getLogger(__name__)
 

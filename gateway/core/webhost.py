@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from aiohttp import StreamReader, web
+from aiohttp import web
 
 Prepare = Callable[[web.Request, web.StreamResponse], None]
 
@@ -76,23 +76,3 @@ class ServesPrograms(Protocol):
 
     async def close_web(self) -> None:
         """End long-lived responses (event streams) before the server stops."""
-
-
-# -- reading a body ---------------------------------------------------------------------------
-
-BODY_CHUNK = 65_536
-
-
-async def read_capped(stream: StreamReader, limit: int) -> bytes | None:
-    """The whole body, or ``None`` as soon as it is over ``limit`` bytes (read no further).
-    Every body the gateway reads to its end, a request's or a response's, goes through this:
-    ``StreamReader.read(n)`` returns only what has arrived so far, which over a real network
-    (or a proxy, or a body larger than one read) is often the start of the body alone."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in stream.iter_chunked(BODY_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -1,0 +1,26 @@
+"""Reading an HTTP body whole, up to a size.
+
+``aiohttp``'s ``StreamReader.read(n)`` returns what has arrived so far, up to ``n`` bytes:
+over a real network (or a proxy, or a body larger than one read) that is often only the
+start of the body. Every body the gateway reads to the end, a request's or a response's,
+goes through :func:`read_capped`, which reads until the end and stops as soon as the body
+is over its size.
+"""
+
+from __future__ import annotations
+
+from aiohttp import StreamReader
+
+CHUNK = 65_536
+
+
+async def read_capped(stream: StreamReader, limit: int) -> bytes | None:
+    """The whole body, or ``None`` as soon as it is over ``limit`` bytes (read no further)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream.iter_chunked(CHUNK):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

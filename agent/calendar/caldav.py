@@ -24,7 +24,7 @@ import aiohttp
 from lxml import etree
 
 from gateway.config.integrations import CalendarSettings
-from gateway.core.bodies import read_capped
+from gateway.core.system.bodies import read_capped
 
 DAV = "DAV:"
 CALDAV = "urn:ietf:params:xml:ns:caldav"

@@ -25,8 +25,8 @@ from agent.llm.types import Usage
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.workspace import ATTACHMENTS
 from gateway.config.integrations import ImagesSettings
-from gateway.core.bodies import read_capped
 from gateway.core.messages import Attachment
+from gateway.core.system.bodies import read_capped
 from gateway.core.usage import Purpose
 
 OPENAI_URL = "https://api.openai.com/v1"

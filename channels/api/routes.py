@@ -21,9 +21,9 @@ from channels.api import wire
 from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, StreamText
 from channels.api.tasks import TaskApi, task_routes
 from gateway.config.connect import ApiToken
-from gateway.core.bodies import read_capped
 from gateway.core.commands import UNMETERED_COMMANDS
 from gateway.core.errors import ChannelTransientError, StorageFullError
+from gateway.core.system.bodies import read_capped
 from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ from aiohttp import web
 
 from channels.api import wire
 from gateway.config.connect import ApiSettings, ApiToken, parse_target
-from gateway.core.bodies import read_capped
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
+from gateway.core.system.bodies import read_capped
 from gateway.store import TaskEvent, TaskRecord
 from gateway.store.tasks import FINAL_STATES
 

@@ -34,11 +34,11 @@ from channels.hooks import payload as payloads
 from channels.hooks.signature import LEGACY, SIGNATURE, TOLERANCE, Verdict, verify
 from gateway.config.connect import HookSettings
 from gateway.core.addressing import HOOK_CHANNEL
-from gateway.core.bodies import read_capped
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelHealth, StartContext
 from gateway.core.errors import ChannelPermanentError, StorageFullError
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
+from gateway.core.system.bodies import read_capped
 from gateway.core.webhost import CredentialThrottle
 from gateway.store import WebhookBodies
 

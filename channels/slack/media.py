@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.slack.convert import FileRef, file_kind
-from gateway.core.bodies import read_capped
 from gateway.core.messages import Attachment, InboundMessage
+from gateway.core.system.bodies import read_capped
 from gateway.core.system.fileutil import write_atomic
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from gateway.core.bodies import read_capped
+from gateway.core.system.bodies import read_capped
 
 TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 MEDIA_HOSTS = ("fbsbx.com", "facebook.com", "fbcdn.net", "whatsapp.net")

@@ -4,6 +4,9 @@ Stop button under a streamed draft, and an edited message that had not been answ
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory, edit_applied
@@ -14,8 +17,12 @@ LONG = " ".join(f"word{i}" for i in range(200))
 
 
 async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
-    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.runtime.turns.chat")
     fake_llm.queue(streamed(LONG, chunks=100, over=20))
     settings = make_settings(telegram=section(tg, streaming=True))
     async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
@@ -28,6 +35,8 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
     visible = tg.visible(42)
     assert len(visible) == 1 and visible[0].startswith("Stopped.")  # the draft became it
     assert not any("word199" in t for t in tg.texts(42))
+    [ended] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]
+    assert " stopped by " in ended and "answered" not in ended  # the log says what happened
 
 
 async def test_an_edit_before_the_answer_replaces_the_message(

@@ -121,7 +121,10 @@ class ChatTurns:
             r.channel == chat.channel and r.chat_id == chat.chat_id for r in outcome.replies
         )
         await self._display.ended(chat, request.turn_id, answered=answered)
-        ended = "failed" if outcome.failed else "answered" if answered else "ended unanswered"
+        if batch.control is not None and batch.control.stopping:
+            ended = f"stopped by {batch.control.stopped_by}"
+        else:
+            ended = "failed" if outcome.failed else "answered" if answered else "ended unanswered"
         log.info(  # what, where and how much; never what was said
             "turn %s in %s (agent %s) %s: %s tokens, %.1f s",
             batch.turn_id,

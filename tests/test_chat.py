@@ -347,6 +347,9 @@ async def test_terminal_chat_edits_streams_shows_tools_and_renders_markdown(
         child.send("/sta\t")  # "/" commands complete
         await expect(child, "/status")
         child.sendcontrol("c")  # clears the line
+        child.send("/help\r")  # the gateway's commands, and the terminal's own
+        await expect(child, "/exit leave the chat")
+        await expect(child, "/stop - ")
         fake_llm.queue(
             calls(("list_dir", {"path": "."})),
             streamed("Streaming **bold** answer\n\n- one\n- two", chunks=3, over=1),

@@ -211,7 +211,7 @@ async def _at_terminal(
     session: Session, view: RichView, prompt: PromptReader, interrupts: Interrupts
 ) -> int:
     """The prompt stays open: what is typed while a turn runs is sent at once."""
-    from gateway.cli.chat.prompt import LEAVE, Key  # noqa: PLC0415
+    from gateway.cli.chat.prompt import LEAVE, LOCAL_COMMANDS, Key  # noqa: PLC0415
 
     work = _Work(session, view)
     work.watch()  # what was asked before this window opened
@@ -233,6 +233,8 @@ async def _at_terminal(
                 if not text:
                     continue
                 view.sent(text)
+                if text.lower() == "/help":  # the gateway lists its commands; these are ours
+                    view.say("here: " + " · ".join(f"{c} {h}" for c, h in LOCAL_COMMANDS.items()))
                 await session.submit(text)
                 view.busy()
                 work.watch()

@@ -179,7 +179,10 @@ async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
     [paused] = json.loads((await switchboard("cron", "list", "--json", env=env))[1])
     assert paused["state"] == "paused"
     assert (await switchboard("cron", "pause", job["id"], env=env))[0] == 1  # already paused
-    assert (await switchboard("cron", "resume", job["id"], env=env))[0] == 0
+    assert (await switchboard("cron", "resume", job["id"][:4], env=env))[:2] == (
+        0,
+        f"Resumed job {job['id']}.\n",  # the start of an id is enough, as `trace` takes
+    )
     [resumed] = json.loads((await switchboard("cron", "list", "--json", env=env))[1])
     assert resumed["state"] == "active"
     [request] = json.loads((await switchboard("pairing", "list", "--json", env=env))[1])

@@ -85,6 +85,9 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
     pairing.set_defaults(handler=lambda args, settings: asyncio.run(pairing_cli(settings, args)))
 
 
+JOB_ID = "the job's id, or the start of it (as `cron list` shows it)"
+
+
 def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
     text = 'Scheduled jobs (people create them by asking: "remind me at 9").'
     cron = commands.add_parser(
@@ -97,19 +100,19 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
     actions.add_parser(
         "remove", parents=[common], help="remove a job", description="Remove a job by id."
-    ).add_argument("job_id")
+    ).add_argument("job_id", help=JOB_ID)
     actions.add_parser(
         "pause",
         parents=[common],
         help="pause a job",
         description="Keep a job but run it no more until `cron resume` (the control center's Pause).",
-    ).add_argument("job_id")
+    ).add_argument("job_id", help=JOB_ID)
     actions.add_parser(
         "resume",
         parents=[common],
         help="resume a paused job",
         description="Run a paused job again from its next time.",
-    ).add_argument("job_id")
+    ).add_argument("job_id", help=JOB_ID)
     cron.set_defaults(handler=lambda args, settings: asyncio.run(cron_cli(settings, args)))
 
 
@@ -197,8 +200,19 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
                 "resume": (store.jobs.resume, "Resumed", "paused"),
             }
             act, done, state = change[args.action]
-            if await act(args.job_id):
-                print(f"{done} job {args.job_id}.")
+            ids = [job.id for job in await store.jobs.listing()]
+            matches = [i for i in ids if i == args.job_id] or [
+                i for i in ids if i.startswith(args.job_id)
+            ]
+            if len(matches) > 1:
+                print(
+                    f"{args.job_id} could be any of {', '.join(matches)}: give more of the id.",
+                    file=sys.stderr,
+                )
+                return 1
+            job_id = matches[0] if matches else args.job_id
+            if await act(job_id):
+                print(f"{done} job {job_id}.")
                 return 0
             print(f"No {state} job {args.job_id}.", file=sys.stderr)
             return 1

@@ -9,6 +9,7 @@ poisoned page must not become a lasting memory), and its failures are only logge
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 
 from agent.compaction import render_transcript
@@ -39,13 +40,35 @@ Exchange:
 {transcript}"""
 
 
+# The person asks for something to be kept ("remember that ...", "merk dir ..."), in the
+# four languages the claims rules read (agent/guards/claims.py).
+ASKED_TO_REMEMBER = re.compile(
+    r"\b(remember|don'?t forget|do not forget|keep in mind|make a note|note (that|this|down)|"
+    r"merk (dir|euch)|merken sie|vergiss nicht|vergessen sie nicht|notier|"
+    r"recuerda|no olvides|apunta|ten en cuenta|"
+    r"souviens|rappelle-toi|retiens|n'oublie pas|note que)\b",
+    re.IGNORECASE,
+)
+
+
 def worth_reflecting(
     conversation: Sequence[ChatMessage], *, tool_calls: int, tainted: bool
 ) -> bool:
+    """Whether the exchange may hold something to keep: a long one, one with work done, or
+    one where the person asked for something to be remembered and the turn wrote no memory
+    (an answer of "I'll remember that" keeps nothing by itself)."""
     if tainted:
         return False
-    user_chars = sum(len(m.content) for m in conversation if m.role == "user")
-    return tool_calls >= 2 or user_chars >= 300
+    said = [m.content for m in conversation if m.role == "user"]
+    if tool_calls >= 2 or sum(map(len, said)) >= 300:
+        return True
+    wrote = any(
+        call.name in REFLECTION_TOOLS
+        for m in conversation
+        if m.role == "assistant"
+        for call in m.tool_calls
+    )
+    return not wrote and any(ASKED_TO_REMEMBER.search(text) for text in said)
 
 
 async def reflect(

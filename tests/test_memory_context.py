@@ -242,6 +242,33 @@ async def test_reflection_updates_memory_after_a_nontrivial_turn(
     assert "User prefers tea over coffee" in memory
 
 
+async def test_asked_to_remember_it_keeps_it_though_the_answer_only_said_so(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    def respond(request: Recorded) -> Step:
+        if "worth remembering" in request.last_user_text:
+            if request.tool_results:
+                return text("DONE")
+            return calls(("memory_append", {"content": "Locker code: 4711", "to": "memory"}))
+        return text("Got it, I'll remember that.")  # and no tool call
+
+    fake_llm.responder = respond
+    async with run_gateway(agent={"reflection": True}) as (gateway, channel):
+        await channel.push("please remember my locker code is 4711")  # short: 40 characters
+        await channel.wait_for(1)
+        await channel.push("thanks")  # nothing to keep: no second reflection
+        await channel.wait_for(2)
+        await asyncio.wait_for(_background_done(gateway), 10)
+        memory = (gateway.settings.workspace_dir / "MEMORY.md").read_text()
+    assert "Locker code: 4711" in memory
+    reflections = [
+        r
+        for r in fake_llm.requests
+        if "worth remembering" in r.last_user_text and not r.tool_results
+    ]
+    assert len(reflections) == 1  # "thanks" was not reflected on
+
+
 async def _background_done(gateway: Any) -> None:
     while gateway.agent._background:
         await asyncio.gather(*gateway.agent._background, return_exceptions=True)

@@ -99,7 +99,7 @@ class AgentSettings(Section):
     review_retries: int = Field(default=2, ge=0, le=5)  # termination review re-prompts
     llm_review: bool = False  # ask the model to review answers the rules passed
     verify_claims: Literal["model", "rules", "off"] = "model"
-    reflection: bool = True  # after non-trivial turns and "remember ...", memory updated aside
+    reflection: bool = True  # after long turns or "remember ...": update memory in the background
     session_reset: Literal["never", "daily", "idle"] = "never"
     idle_reset_minutes: int = Field(default=240, ge=5)
 

@@ -326,6 +326,7 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         terminal.type("4")
         await terminal.expect("Base URL [http://localhost:8000/v1]: ")
         terminal.type(wrong)
+        await terminal.expect(f"nothing answers at {wrong}")  # said at once, not at the end
         await terminal.expect("Model: ")  # nothing listed there, and no model to guess
         terminal.type("fake-model")
         await terminal.expect("API key")
@@ -340,10 +341,11 @@ async def test_onboard_asks_again_with_the_last_answers_and_names_them(
         await terminal.expect(f"Base URL [{wrong}]: ")
         terminal.type(fake_llm.openai_url)
         await terminal.expect("Model [fake-model]: ")
-        terminal.type("")
+        terminal.type("fake-modle")  # a typo
+        await terminal.expect("the server does not list fake-modle")
         await terminal.expect("Enter keeps the one you gave")
         terminal.type("")
-        await terminal.expect("  ok: openai model fake-model")
+        await terminal.expect("  ok: openai model fake-modle")  # the fake answers any name
         await terminal.expect("Context window in tokens")  # the fake does not say it
         terminal.type("8192")
         await terminal.expect("Reach it from your phone too?")
@@ -467,7 +469,7 @@ async def test_a_base_url_that_lists_no_models_asks_for_the_flag(
     url = f"http://127.0.0.1:{port}/v1"
     code, _, err = await switchboard("onboard", "--base-url", url, env=bare_env(home, fake_llm))
     assert code == 2
-    assert f"give --model: the server at {url} does not list its models" in err
+    assert f"give --model: no list of models came from {url}" in err
     assert not (home / "config.toml").exists()
 
 

@@ -111,9 +111,9 @@ async def detect(
     return ServerFacts(window or known_window(model), pictures)
 
 
-async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
+async def served_models(base_url: str, api_key: str | None = None) -> list[str] | None:
     """The ids of the models an OpenAI-compatible server lists (``GET <base_url>/models``),
-    in its order; empty when it lists none or does not answer."""
+    in its order; empty when it lists none, ``None`` when nothing answers there."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = aiohttp.ClientTimeout(total=PROBE_SECONDS)
 
@@ -131,7 +131,9 @@ async def served_models(base_url: str, api_key: str | None = None) -> list[str]:
 
     try:
         return await listed()
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+    except (aiohttp.ClientConnectionError, TimeoutError):
+        return None
+    except (aiohttp.ClientError, ValueError):
         return []
 
 

@@ -287,7 +287,7 @@ def from_flags(args: argparse.Namespace, current: LLMSettings) -> ModelChoice:
 def _first_served(base_url: str, api_key: str | None) -> str:
     offered = served(base_url, api_key)
     if not offered:
-        raise ValueError(f"give --model: the server at {base_url} does not list its models")
+        raise ValueError(f"give --model: no list of models came from {base_url}")
     others = f"; --model for another: {', '.join(offered[1:])}" if offered[1:] else ""
     print(f"model: {offered[0]} (the first the server lists{others})")
     return offered[0]
@@ -298,6 +298,9 @@ def served(base_url: str, api_key: str | None = None) -> list[str]:
     from agent.llm.server_facts import served_models  # noqa: PLC0415
 
     offered = asyncio.run(served_models(base_url, api_key))
+    if offered is None:  # said now, not only after the last question
+        print(f"  nothing answers at {base_url}: is the model's server running there?")
+        return []
     if offered:
         more = f" and {len(offered) - SHOWN_MODELS} more" if len(offered) > SHOWN_MODELS else ""
         print(f"  the server offers: {', '.join(offered[:SHOWN_MODELS])}{more}")
@@ -328,13 +331,16 @@ def ask(current: LLMSettings, previous: ModelChoice | None = None) -> ModelChoic
             break
         except ValueError as exc:
             print(f"  {exc}")
+    offered = served(base_url) if base_url is not None else []
     if same and defaults is not None:
         default = defaults.model
     else:
-        default = _model_default(preset, base_url, current)
+        default = _model_default(preset, base_url, current, offered)
     model = ""
     while not model:
         model = _prompt("Model", default)
+    if offered and model not in offered:
+        print(f"  the server does not list {model}: the check below asks it anyway")
     kept = previous.api_key if same and previous is not None else None
     hint = "" if preset.needs_key else "; empty for none"
     if kept:
@@ -361,12 +367,14 @@ def _configured(current: LLMSettings) -> ModelChoice | None:
     return None
 
 
-def _model_default(preset: Preset, base_url: str | None, current: LLMSettings) -> str:
-    """The model a new answer proposes: on a server of one's own, the configured one when
-    the server offers it, else the first it offers; elsewhere the configured one when it is
-    for the same server, else the preset's."""
+def _model_default(
+    preset: Preset, base_url: str | None, current: LLMSettings, offered: list[str]
+) -> str:
+    """The model a new answer proposes: where the server lists its models (``offered``),
+    the configured one when it is among them, else the first; elsewhere the configured one
+    when it is for the same server, else the preset's."""
     same_server = current.provider == preset.provider and current.base_url == base_url
-    if base_url is not None and (offered := served(base_url)):
+    if offered:
         return current.model if same_server and current.model in offered else offered[0]
     return current.model if same_server else preset.model
 

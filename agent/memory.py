@@ -104,13 +104,20 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
         return MemoryScope(
             "group", f"memory/groups/{name}", f"the group {chat.channel}:{chat.chat_id}"
         )
-    if principal.is_owner:
-        return OWNER_SCOPE
-    # the person's, on every channel of theirs (their key is their first address)
-    name = _safe(principal.person.replace(":", "-", 1))
-    return MemoryScope(
-        "person", f"memory/people/{name}", principal.sender_name or principal.sender_id
+    return person_scope(
+        principal.person,
+        owner=principal.is_owner,
+        label=principal.sender_name or principal.sender_id,
     )
+
+
+def person_scope(person: str, *, owner: bool, label: str = "") -> MemoryScope:
+    """The memory of a person's direct chats: the owner's, or the folder of their key (their
+    first address), on every channel of theirs."""
+    if owner:
+        return OWNER_SCOPE
+    name = _safe(person.replace(":", "-", 1))
+    return MemoryScope("person", f"memory/people/{name}", label or person)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +141,15 @@ def recall_scope(agent: str, principal: Principal, chat: ChatRef) -> RecallScope
     prefix = RecallScope.prefix(agent)
     if memory.kind == "group":
         return RecallScope(f"{prefix}group:{chat.channel}:{chat.chat_id}", group=True)
-    if memory.kind == "owner":
-        return RecallScope(f"{prefix}owner", group=False)
-    return RecallScope(f"{prefix}person:{principal.person}", group=False)
+    return RecallScope(
+        prefix + person_recall(principal.person, owner=memory.kind == "owner"), False
+    )
+
+
+def person_recall(person: str, *, owner: bool) -> str:
+    """Whose past direct conversations a person's are, in a :class:`RecallScope`'s key
+    after its agent: the owner's, or the person's (by their key)."""
+    return "owner" if owner else f"person:{person}"
 
 
 def _safe(name: str) -> str:
@@ -182,6 +195,36 @@ def read_note(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+
+
+def fold_notes(root: Path, source: MemoryScope, into: MemoryScope, *, origin: str) -> list[str]:
+    """Move a person's notes into another's (a link made one person of two): each note is
+    added at the end of ``into``'s note of the same kind (long-term memory, the day's
+    note), under a heading that names ``origin``, and ``source``'s folder is removed.
+    Returns the notes written to (relative to ``root``). Blocking: call it on a worker thread."""
+    folder = root / source.directory
+    if not source.directory or source.directory == into.directory or not folder.is_dir():
+        return []
+    written = []
+    for path in sorted(folder.glob("*.md")):
+        long_term = path.name == "MEMORY.md"
+        relative = into.long_term if long_term else f"{into.directory or 'memory'}/{path.name}"
+        text = read_note(path).strip().removeprefix(f"# {path.stem}").strip()
+        if text:
+            target = root / relative
+            with exclusive(target):
+                current = read_note(target)
+                if not current and not long_term:
+                    current = f"# {path.stem}\n"
+                current = current.rstrip("\n") + "\n\n" if current.strip() else ""
+                write_atomic(target, f"{current}## From {origin}\n\n{text}\n")
+            written.append(relative)
+        path.unlink()
+    for lock in folder.glob(".*.lock"):
+        lock.unlink()
+    with contextlib.suppress(OSError):  # something else in it: left where it was
+        folder.rmdir()
+    return written
 
 
 @contextlib.contextmanager

@@ -305,6 +305,44 @@ async def test_linked_chats_go_on_with_the_conversation_of_the_chat_that_asked(
     assert leftover is None  # nothing kept of the code
 
 
+@pytest.mark.parametrize("scope", ["person", "chat"])
+async def test_what_was_kept_of_the_chat_that_joins_follows_the_person(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    fake_slack: FakeSlack,
+    scope: str,
+) -> None:
+    """Ann's Slack had notes and a past conversation of its own before she linked it to her
+    Telegram: afterwards both are hers on Telegram, her memory and memory search."""
+    settings = make_settings(
+        telegram=section(tg, allow_from=[str(ANN_TG)]),
+        slack=slack_section(fake_slack, allow_from=[ANN_SLACK]),
+        session={"scope": scope},
+    )
+    fake_llm.queue(
+        calls(("memory_append", {"content": "Locker code: 4521", "to": "memory"})),
+        text("Noted."),
+        text("Good to know."),
+    )
+    async with running(settings) as gateway:
+        talk = Talk(gateway, tg, fake_slack)
+        await talk.slack("note my locker code: 4521")
+        await talk.slack("I parked at level 3, parking spot 42")
+        workspace = gateway.settings.workspace_dir
+        before = workspace / "memory" / "people" / f"slack-{ANN_SLACK}" / "MEMORY.md"
+        assert "Locker code: 4521" in before.read_text()
+        code = _code(await talk.telegram("/link"))
+        assert (await talk.slack(f"/link {code}")).startswith("Linked: ")
+        fake_llm.queue(calls(("memory_search", {"query": "parking spot"})), text("Level 3."))
+        await talk.telegram("where did I park?")
+    asked, searched = fake_llm.requests[-2:]
+    assert "Locker code: 4521" in asked.system_text  # her notes from Slack are hers here
+    assert f"From slack:{ANN_SLACK}" in asked.system_text
+    assert not before.parent.exists()  # moved, not copied
+    assert "[parking] [spot] 42" in searched.tool_results[0]
+
+
 async def test_after_ten_refused_codes_a_chat_cannot_link_even_with_the_right_one(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
 ) -> None:

@@ -25,6 +25,10 @@ COMMANDS = {
 # Answered at once, beside the chat's queue, even while a turn runs (gateway.runtime.dispatch.controls).
 CONTROL_COMMANDS = frozenset({"/stop", "/status", "/new", "/help"})
 
+# They change whose the chat is: a turn of theirs leaves the conversation's recorded owner
+# (its recall scope) to the turns after it, whose principal knows the change.
+PERSON_COMMANDS = frozenset({"/link", "/unlink"})
+
 # Answered without a model call, so a person over their allowance gets them too (what it
 # says of their spend, how to stop what runs).
 UNMETERED_COMMANDS = CONTROL_COMMANDS | {"/usage"}

@@ -36,6 +36,7 @@ from gateway.core.load import NodeLoad
 from gateway.core.services import Services
 from gateway.core.system.logs import Redactor, secret_values
 from gateway.runtime.agents.agent_channel import AgentChannel, AgentDirectory, agent_policy
+from gateway.runtime.agents.assembly import workspaces
 from gateway.runtime.agents.mcp import build_manager
 from gateway.runtime.agents.models import ModelPool
 from gateway.runtime.agents.recall import build_recall
@@ -214,6 +215,8 @@ def people_for(
         directory,
         store.links,
         history=store.history,
+        recall=store.recall,
+        workspaces=workspaces(settings),
         keep=settings.agent.history_max_messages,
         audit=store.audit,
         outbox=store.outbox,

@@ -74,6 +74,31 @@ class Recall:
             (scope, person, self._clock()),
         )
 
+    async def follow(self, old: str, new: str, *, old_person: str, new_person: str) -> int:
+        """A person's past conversations are another's now (a link made one person of two):
+        every agent's sessions of scope ``<agent>|old`` become ``<agent>|new``, and the
+        groups ``old_person`` spoke in are ``new_person``'s to search. How many sessions."""
+
+        def move(conn: Connection) -> int:
+            ending = "|" + old
+            rows = conn.execute("SELECT DISTINCT scope FROM sessions WHERE scope IS NOT NULL")
+            moved = 0
+            for scope in [str(s) for (s,) in rows.fetchall() if str(s).endswith(ending)]:
+                agent = scope[: -len(ending)]
+                moved += conn.execute(
+                    "UPDATE sessions SET scope = ? WHERE scope = ?", (f"{agent}|{new}", scope)
+                ).rowcount
+            conn.execute(
+                "INSERT INTO scope_members (scope, person, first_at)"
+                " SELECT scope, ?, first_at FROM scope_members WHERE person = ?"
+                " ON CONFLICT (person, scope) DO NOTHING",
+                (new_person, old_person),
+            )
+            conn.execute("DELETE FROM scope_members WHERE person = ?", (old_person,))
+            return moved
+
+        return await self._db.run(move)
+
     # -- whose conversations a search may see ------------------------------------------------
 
     async def sessions(

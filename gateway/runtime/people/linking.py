@@ -19,14 +19,20 @@ wait and unlink is in the audit log, and an address whose codes were refused
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 
+from agent.memory import fold_notes, person_recall, person_scope
 from gateway.core.addressing import agent_of, qualify
 from gateway.core.clock import Clock
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.core.principal import Principal
+from gateway.core.principal import Principal, Role
 from gateway.runtime.people.directory import Identity, PeopleDirectory, highest
-from gateway.store import AuditLog, History, HomeChat, LinkCode, Outbox, PersonLinks
+from gateway.store import AuditLog, History, HomeChat, LinkCode, Outbox, PersonLinks, Recall
+
+log = logging.getLogger(__name__)
 
 CODE_SECONDS = 600  # a /link code is good for ten minutes
 CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
@@ -49,6 +55,8 @@ class Linking:
         links: PersonLinks,
         *,
         history: History,
+        recall: Recall,
+        workspaces: Mapping[str, Path],
         keep: int,
         audit: AuditLog,
         outbox: Outbox,
@@ -59,6 +67,8 @@ class Linking:
         self.directory = directory
         self._links = links
         self._history = history  # the conversation a link carries over
+        self._recall = recall  # whose past conversations memory search finds
+        self._workspaces = workspaces  # each agent's, where each person's notes are
         self._keep = keep  # messages carried over at most (agent.history_max_messages)
         self._audit = audit
         self._outbox = outbox
@@ -245,7 +255,9 @@ class Linking:
             )
 
     async def _link(self, address: str, asker: Identity, *, by: str) -> None:
+        joining = await self.directory.identify(address)
         await self._links.link(address, asker.person, by=by, now=self._now())
+        await self._bring_along((joining, asker), await self.directory.identify(address))
         channel, _, sender = address.partition(":")
         await self._audit.record(
             "person-linked",
@@ -255,6 +267,30 @@ class Linking:
             role=asker.role.value,
             by=by,
         )
+
+    async def _bring_along(self, before: tuple[Identity, ...], after: Identity) -> None:
+        """What was kept under a person before the link follows the person they are part of
+        now: their memory notes (in each agent's workspace) and their past conversations,
+        which memory search finds under the person's key."""
+        owner = after.role is Role.OWNER
+        into = person_scope(after.person, owner=owner)
+        for was in before:
+            had_owner = was.role is Role.OWNER
+            source = person_scope(was.person, owner=had_owner)
+            if source.directory == into.directory:
+                continue
+            for root in self._workspaces.values():
+                moved = await asyncio.to_thread(
+                    fold_notes, root, source, into, origin=", ".join(was.addresses)
+                )
+                if moved:
+                    log.info("notes of %s moved into %s", was.person, ", ".join(moved))
+            await self._recall.follow(
+                person_recall(was.person, owner=had_owner),
+                person_recall(after.person, owner=owner),
+                old_person=was.person,
+                new_person=after.person,
+            )
 
     async def _carry_over(self, code: LinkCode, address: str) -> bool:
         """Once ``address`` is linked by ``code``: when the person's direct chats are one

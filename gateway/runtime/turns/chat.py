@@ -21,6 +21,7 @@ from agent.memory import recall_scope
 from agent.request import TurnOutcome, TurnRequest
 from gateway.config.channels import ChannelSection
 from gateway.core.addressing import AGENT_CHANNEL, PROGRAM_CHANNELS
+from gateway.core.commands import PERSON_COMMANDS
 from gateway.core.messages import ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnKind
@@ -112,7 +113,9 @@ class ChatTurns:
             principal=request.principal,
             home=await self._home(last, request.principal),
             record_in=route.record_in,
-            scope=recall_scope(agent.config.agent_id, request.principal, request.chat),
+            scope=None
+            if last.command in PERSON_COMMANDS
+            else recall_scope(agent.config.agent_id, request.principal, request.chat),
         )
         await self._committer.commit(batch.turn_id, batch.session_key, outcome, commit)
         self._known_home = commit.home or self._known_home

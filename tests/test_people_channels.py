@@ -336,11 +336,18 @@ async def test_what_was_kept_of_the_chat_that_joins_follows_the_person(
         assert (await talk.slack(f"/link {code}")).startswith("Linked: ")
         fake_llm.queue(calls(("memory_search", {"query": "parking spot"})), text("Level 3."))
         await talk.telegram("where did I park?")
-    asked, searched = fake_llm.requests[-2:]
+        asked, searched = fake_llm.requests[-2:]
+        await talk.telegram("research the best bike lock and compare prices")
+        fake_llm.queue(calls(("memory_search", {"query": "bike lock"})), text("A U-lock."))
+        await talk.telegram("which lock did I ask about?")
     assert "Locker code: 4521" in asked.system_text  # her notes from Slack are hers here
     assert f"From slack:{ANN_SLACK}" in asked.system_text
     assert not before.parent.exists()  # moved, not copied
     assert "[parking] [spot] 42" in searched.tool_results[0]
+    found = fake_llm.requests[-1].tool_results[-1]
+    where = "in our conversation across your chats" if scope == "person" else "on telegram"
+    assert f"you said {where}" in found and "[bike] [lock]" in found
+    assert "guidance" not in found  # what she said, not what the model was advised
 
 
 async def test_after_ten_refused_codes_a_chat_cannot_link_even_with_the_right_one(

@@ -24,7 +24,7 @@ from agent.memory import MemoryScope, append_note, exclusive, read_note, scope_f
 from agent.recall.search import Found, Recaller, visible_sessions
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.files import write_text_atomic
-from gateway.core.addressing import chat_of
+from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import ChatType
 from gateway.core.textutil import written_lines
 from gateway.store import MemoryEntries, Origin
@@ -261,8 +261,11 @@ def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext)
         place = f"in the group {chat} on {channel}{here}, {when}"
         return f"I said {place}: {hit.text}" if said.role == "assistant" else f"{place}: {hit.text}"
     channel = chat_of(said.session_key).partition(":")[0]
+    shared = channel == PERSON_CHANNEL  # one conversation across their direct chats
     if kind == "person" and whose != ctx.principal.person:  # the owner, searching everywhere
         who = f"I said to {whose}" if said.role == "assistant" else f"{whose} said"
-        return f"{who} in their direct chat on {channel}, {when}: {hit.text}"
+        where = "across their direct chats" if shared else f"in their direct chat on {channel}"
+        return f"{who} {where}, {when}: {hit.text}"
     who = "I said" if said.role == "assistant" else "you said"
-    return f"{who} on {channel}{here}, {when}: {hit.text}"
+    where = "in our conversation across your chats" if shared else f"on {channel}"
+    return f"{who} {where}{here}, {when}: {hit.text}"

@@ -89,12 +89,20 @@ def without_guidance(text: str) -> str:
 
 
 def searchable(content: Any) -> str | None:
-    """The text of a message's ``content`` that full-text search indexes: the text itself,
-    or the JSON of structured content (parts); nothing when empty."""
+    """The text of a message's ``content`` that full-text search indexes and a search shows:
+    the text itself, or the JSON of structured content (parts); nothing when empty. Never
+    the guidance kept after a user message (it is ours, not what anyone said)."""
     if content is None or content == "":
         return None
     if isinstance(content, str):
-        return content
+        return without_guidance(content)
+    if isinstance(content, list):
+        content = [
+            {**part, "text": without_guidance(part["text"])}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 

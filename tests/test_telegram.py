@@ -434,8 +434,11 @@ async def test_onboard_checks_the_token_saves_it_and_says_how_to_become_the_owne
 async def test_onboard_with_the_owners_id_greets_them(tmp_path: Path, tg: FakeTelegram) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    args = onboard_args(tg, tg.token, "allow_from=42")
+    args = onboard_args(tg, tg.token, "allow_from=42", "poll_timeout_seconds=5", "streaming=no")
     assert await asyncio.to_thread(onboard_channel, args, load_settings(home=home)) == 0
     [hello] = tg.sent(42)
     assert "Switchboard is set up" in hello.params["text"]
     assert load_settings(home=home).telegram.owners == ("42",)
+    saved = (home / "config.toml").read_text()  # as the settings read them, not as typed
+    assert "poll_timeout_seconds = 5\n" in saved and "streaming = false\n" in saved
+    assert 'allow_from = ["42"]' in saved

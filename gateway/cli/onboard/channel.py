@@ -24,6 +24,8 @@ from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_
 from gateway.config.toml.config_file import config_text, write_config
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from gateway.config.settings import Settings
 
 
@@ -68,7 +70,7 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     if problem is not None:
         print(f"  FAIL: {problem}\nNothing saved.", file=sys.stderr)
         return 1
-    _save(settings, name, onboarding, values)
+    _save(settings, name, onboarding, values, section)
     step = onboarding.next_step(section, settings.home / ".env")
     if step is not None:
         # the commands it names, as this person can type them
@@ -114,16 +116,23 @@ def _with_section(settings: Settings, name: str, values: dict[str, Any]) -> Sett
 
 
 def _save(
-    settings: Settings, name: str, onboarding: Onboarding[Any], values: dict[str, Any]
+    settings: Settings,
+    name: str,
+    onboarding: Onboarding[Any],
+    values: dict[str, Any],
+    section: BaseModel,
 ) -> None:
+    """The answers: secrets to ``.env``, the rest to config.toml as ``section`` (the
+    answers validated) reads them: a port a number, a switch a boolean, a list a list."""
     from gateway.config.toml.edit import set_key  # noqa: PLC0415
 
     secret_keys = {q.key for q in onboarding.questions if q.secret} | {"password"}
+    typed = section.model_dump(mode="json")
     path = settings.config_file
     text = config_text(path)
     for key, value in values.items():
         if key not in secret_keys:
-            text = set_key(text, f"{name}.{key}", value)
+            text = set_key(text, f"{name}.{key}", typed.get(key, value))
     write_config(path, text)
     print(f"saved    [{name}] in {path}")
     for key in sorted(secret_keys & set(values)):

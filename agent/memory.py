@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Literal
 
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
-from gateway.core.system.fileutil import write_atomic
+from gateway.core.system.fileutil import private_folders, write_atomic
 from gateway.core.textutil import only_headings, without_comments
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -232,13 +233,16 @@ def exclusive(path: Path) -> Iterator[None]:
     """Hold the note's lock file (``.<name>.lock`` beside it) while it is changed: two turns
     changing the same note at once (two sessions, or two nodes of a cluster sharing the
     workspace) both keep their change."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / f".{path.name}.lock").open("a") as lock:
+    private_folders(path.parent)
+    lock = os.open(path.parent / f".{path.name}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        os.close(lock)
 
 
 def append_note(

@@ -12,8 +12,12 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+from agent.memory import append_note, person_scope
+from gateway.cli.doctor.files import exposed
+from gateway.config.settings import load_settings
 from gateway.runtime.home import onboard
 
 
@@ -73,3 +77,19 @@ def test_doctor_warns_about_readable_secrets_and_fix_tightens_them(tmp_path: Pat
     assert [c["message"] for c in again["checks"] if c["name"] == "permissions"] == [
         "secret and memory files are yours only"
     ]
+
+
+def test_notes_the_gateway_writes_for_a_person_are_theirs_alone(tmp_path: Path) -> None:
+    """A member's first note makes memory/people/<them>/ (and its lock): both private, so
+    ``doctor`` has nothing to say about what the gateway made itself."""
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    settings = load_settings(home=home)
+    scope = person_scope("telegram:5", owner=False)
+    when = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+    for to in ("memory", "today"):
+        append_note(settings.workspace_dir, scope, ["likes tea"], to=to, now=when)
+    folder = settings.workspace_dir / scope.directory
+    assert mode(folder) == mode(folder.parent) == 0o700
+    assert {mode(p) for p in folder.iterdir()} == {0o600}  # the notes and their locks
+    assert exposed(settings) == []

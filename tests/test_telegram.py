@@ -431,6 +431,21 @@ async def test_onboard_checks_the_token_saves_it_and_says_how_to_become_the_owne
     assert tg.token not in (home / "config.toml").read_text()
 
 
+async def test_onboard_without_a_terminal_names_the_answers_it_was_not_given(
+    tmp_path: Path, tg: FakeTelegram, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    args = argparse.Namespace(
+        channel="telegram", set=[f"base_url={tg.base_url}"], test_to=None, non_interactive=True
+    )
+    assert await asyncio.to_thread(onboard_channel, args, load_settings(home=home)) == 1
+    err = capsys.readouterr().err
+    assert "Nothing saved." in err
+    assert "Answers it takes (--set KEY=VALUE):\n  token: " in err  # what to add, by name
+    assert "base_url:" not in err  # given already
+
+
 async def test_onboard_with_the_owners_id_greets_them(tmp_path: Path, tg: FakeTelegram) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -69,6 +69,11 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     )
     if problem is not None:
         print(f"  FAIL: {problem}\nNothing saved.", file=sys.stderr)
+        unanswered = [q for q in onboarding.questions if q.key not in answers]
+        if unanswered and not interactive:
+            print("Answers it takes (--set KEY=VALUE):", file=sys.stderr)
+            for question in unanswered:
+                print(f"  {question.key}: {question.text}", file=sys.stderr)
         return 1
     _save(settings, name, onboarding, values, section)
     step = onboarding.next_step(section, settings.home / ".env")

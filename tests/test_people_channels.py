@@ -350,6 +350,38 @@ async def test_what_was_kept_of_the_chat_that_joins_follows_the_person(
     assert "guidance" not in found  # what she said, not what the model was advised
 
 
+async def test_a_second_link_goes_on_with_the_conversation_already_shared(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Ann's Telegram and Slack are one conversation; then her Discord asks for a code and
+    Telegram sends it: the three go on with what Telegram and Slack shared, not with the
+    Discord chat's one message."""
+    fake_llm.responder = remembers
+    allowed = {"allow_from": ["ann"]}
+    settings = make_settings(
+        telegram=allowed, slack=allowed, discord=allowed, session={"scope": "person"}
+    )
+    chats = {name: MemoryChannel(name) for name in ("telegram", "slack", "discord")}
+    async with Gateway(settings, channels=list(chats.values())) as gateway:
+
+        async def say(name: str, words: str) -> str:
+            channel = chats[name]
+            await channel.push(words, chat_id="ann", sender_id="ann")
+            [*_, answer] = await channel.wait_for(len(channel.sent) + 1)
+            await asyncio.wait_for(gateway.wait_idle(), 10)
+            return answer.text
+
+        await say("telegram", FACT)
+        await say("slack", f"/link {_code(await say('telegram', '/link'))}")
+        await say("discord", "hi there")
+        linked = await say("telegram", f"/link {_code(await say('discord', '/link'))}")
+        on_discord = await say("discord", QUESTION)
+    assert linked.endswith(
+        "Our conversation from telegram:ann, slack:ann goes on in all of these chats."
+    )
+    assert on_discord == "It is 4521."
+
+
 async def test_after_ten_refused_codes_a_chat_cannot_link_even_with_the_right_one(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, fake_slack: FakeSlack
 ) -> None:

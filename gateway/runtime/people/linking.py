@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from agent.memory import fold_notes, person_recall, person_scope
-from gateway.core.addressing import agent_of, qualify
+from gateway.core.addressing import PERSON_CHANNEL, agent_of, chat_of, qualify
 from gateway.core.clock import Clock
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
@@ -183,7 +183,7 @@ class Linking:
         if await self._links.take(code, by=sender, now=now, state="used") is None:
             return f"No open link code {code}."
         await self._link(sender, asker, by=sender)
-        return _linked_text(sender, asker, await self._carry_over(found, sender))
+        return _linked_text(sender, asker, await self._carry_over(found, sender, joining))
 
     async def _confirm(self, principal: Principal, code: str) -> str:
         if not principal.is_owner:
@@ -210,8 +210,9 @@ class Linking:
         if taken is None or taken.used_by is None:
             return f"No link waits for confirmation under {code.strip().upper()}."
         asker = await self.directory.identify(taken.address)
+        joining = await self.directory.identify(taken.used_by)
         await self._link(taken.used_by, asker, by=by)
-        carried = await self._carry_over(taken, taken.used_by)
+        carried = await self._carry_over(taken, taken.used_by, joining)
         return _linked_text(taken.used_by, asker, carried)
 
     async def link(self, address: str, to: str, *, by: str) -> str:
@@ -292,20 +293,28 @@ class Linking:
                 new_person=after.person,
             )
 
-    async def _carry_over(self, code: LinkCode, address: str) -> bool:
+    async def _carry_over(self, code: LinkCode, address: str, joining: Identity) -> str:
         """Once ``address`` is linked by ``code``: when the person's direct chats are one
-        conversation now, it goes on from the conversation of the chat that asked for the
-        code (if it has nothing of its own yet). Whether it did."""
+        conversation now, it goes on (if it has nothing of its own yet) from the
+        conversation of the chat that asked for the code; or, when that chat was alone and
+        ``joining`` (the address, before the link) was already one conversation across
+        chats of its own, from that one, so a second link never leaves the longer story
+        behind. Whose conversation went on ("": none)."""
         asked_in = code.asked_in
         if asked_in is None:
-            return False
+            return ""
         conversation = (await self.directory.identify(address)).conversation
         if not conversation:
-            return False  # each chat stays its own conversation
-        target = qualify(agent_of(asked_in), conversation)
-        if target == asked_in:
-            return False  # it was the person's conversation already
-        return await self._history.continue_from(asked_in, target, keep=self._keep) > 0
+            return ""  # each chat stays its own conversation
+        agent = agent_of(asked_in)
+        target = qualify(agent, conversation)
+        source, whose = asked_in, code.address
+        alone = not chat_of(asked_in).startswith(f"{PERSON_CHANNEL}:")
+        if alone and joining.linked and joining.conversation:
+            source, whose = qualify(agent, joining.conversation), ", ".join(joining.addresses)
+        if target == source:
+            return ""  # it was the person's conversation already
+        return whose if await self._history.continue_from(source, target, keep=self._keep) else ""
 
     async def _ask_owner(self, code: str, sender: str, asker: Identity, joining: Identity) -> None:
         home = await self._owner_home()
@@ -333,11 +342,12 @@ def _higher(one: Identity, other: Identity) -> str:
     return highest((one.role, other.role)).value
 
 
-def _linked_text(address: str, asker: Identity, carried: bool = False) -> str:
+def _linked_text(address: str, asker: Identity, carried: str = "") -> str:
+    """``carried``: the chats whose conversation goes on in all of them ("": none)."""
     text = (
         f"Linked: {address} is one person with {', '.join(asker.addresses)} now (/unlink "
         "undoes it)."
     )
     if carried:
-        text += f" Our conversation from {asker.address} goes on in all of these chats."
+        text += f" Our conversation from {carried} goes on in all of these chats."
     return text

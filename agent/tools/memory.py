@@ -248,7 +248,9 @@ def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext)
         origin = origins.get((hit.path, hit.text))
         if origin is None:
             return f"{hit.path}: {hit.text}"
-        came = f"from {origin.person} in {origin.channel}:{origin.chat_id}, {_when(origin.at)}"
+        chat = f"{origin.channel}:{origin.chat_id}"
+        where = "" if chat == origin.person else f" in {chat}"  # not twice for a direct chat
+        came = f"from {origin.person}{where}, {_when(origin.at)}"
         if origin.outside:
             came += ", after reading outside content"
         return f"{hit.path}: {hit.text} ({came})"

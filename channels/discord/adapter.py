@@ -53,7 +53,7 @@ from gateway.core.channel import (
     LostSend,
     StartContext,
 )
-from gateway.core.errors import ChannelTransientError, ConfigError
+from gateway.core.errors import ChannelTransientError, ConfigError, not_set
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class DiscordChannel:
         guild_ready_timeout: float = 2.0,
     ) -> None:
         if not section.enabled or section.token is None:
-            raise ConfigError("SWITCHBOARD_DISCORD__TOKEN is not set", field="discord.token")
+            raise not_set("discord.token", secret=True)
         self._settings = section
         self._token = section.token.get_secret_value().strip()
         self._policy = policy or ReconnectPolicy()

@@ -21,7 +21,7 @@ from channels.irc.settings import IrcSettings
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, StartContext
-from gateway.core.errors import ChannelPermanentError, ConfigError
+from gateway.core.errors import ChannelPermanentError, not_set
 from gateway.core.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class IrcChannel:
         self, section: IrcSettings, context: ChannelContext, *, backoff: Backoff | None = None
     ) -> None:
         if not section.enabled:
-            raise ConfigError("SWITCHBOARD_IRC__SERVER is not set", field="irc.server")
+            raise not_set("irc.server")
         self.settings = section
         self.client = IrcClient(section, self._on_line, on_status=self._status, backoff=backoff)
         self._sink: InboundSink | None = None

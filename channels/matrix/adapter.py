@@ -37,7 +37,7 @@ from channels.matrix.state import DeviceFile
 from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, StartContext
-from gateway.core.errors import ChannelPermanentError, ConfigError
+from gateway.core.errors import ChannelPermanentError, ConfigError, not_set
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,10 @@ class MatrixChannel:
     def __init__(
         self, section: MatrixSettings, context: ChannelContext, *, backoff: Backoff | None = None
     ) -> None:
-        if not section.enabled or not section.homeserver or not section.user_id:
-            raise ConfigError(
-                "SWITCHBOARD_MATRIX__HOMESERVER is not set", field="matrix.homeserver"
-            )
+        if not section.enabled or not section.homeserver:
+            raise not_set("matrix.homeserver")
+        if not section.user_id:
+            raise not_set("matrix.user_id")
         self.settings = section
         self._device_file = DeviceFile(context.data_dir / "channels" / "matrix.json")
         config = AsyncClientConfig(

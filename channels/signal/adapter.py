@@ -28,7 +28,7 @@ from channels.signal.settings import SignalSettings, is_person
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
-from gateway.core.errors import ChannelTransientError, ConfigError
+from gateway.core.errors import ChannelTransientError, not_set
 from gateway.core.messages import ChatRef, OutboundKind, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class SignalChannel:
         self, section: SignalSettings, context: ChannelContext, *, backoff: Backoff | None = None
     ) -> None:
         if not section.enabled or not section.rpc_url or not section.account:
-            raise ConfigError("SWITCHBOARD_SIGNAL__RPC_URL is not set", field="signal.rpc_url")
+            raise not_set("signal.rpc_url")
         self.settings = section
         self._rpc = SignalRpc(
             section.rpc_url, section.account, timeout=section.request_timeout_seconds

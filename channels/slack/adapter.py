@@ -59,7 +59,7 @@ from gateway.core.channel import (
     StartContext,
 )
 from gateway.core.commands import COMMANDS
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, not_set
 from gateway.core.messages import ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class SlackChannel:
         self, section: SlackSettings, context: ChannelContext, *, ping_interval: float = 10.0
     ) -> None:
         if not section.enabled or section.bot_token is None:
-            raise ConfigError("SWITCHBOARD_SLACK__BOT_TOKEN is not set", field="slack.bot_token")
+            raise not_set("slack.bot_token", secret=True)
         self._settings = section
         self.mode = section.resolved_mode
         token = section.bot_token.get_secret_value().strip()

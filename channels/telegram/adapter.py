@@ -41,7 +41,7 @@ from gateway.core.backoff import Backoff
 from gateway.core.bus import InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.commands import COMMANDS
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, not_set
 from gateway.core.messages import ChatRef, OutboundMessage
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class TelegramChannel:
         backoff: Backoff | None = None,
     ) -> None:
         if section.token is None or not section.token.get_secret_value():
-            raise ConfigError("telegram.token is not set", field="telegram.token")
+            raise not_set("telegram.token", secret=True)
         if section.mode == "webhook" and not section.webhook_url:
             raise ConfigError(
                 "telegram.mode is webhook but telegram.webhook_url is not set "

@@ -35,7 +35,7 @@ from channels.whatsapp.settings import WhatsAppSettings
 from channels.whatsapp.webhook import Webhook
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, not_set
 from gateway.core.messages import ChatRef, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,7 @@ class WhatsAppChannel:
         self, section: WhatsAppSettings, context: ChannelContext, *, clock: Any = time.time
     ) -> None:
         if not section.enabled or section.access_token is None:
-            raise ConfigError(
-                "SWITCHBOARD_WHATSAPP__ACCESS_TOKEN is not set", field="whatsapp.access_token"
-            )
+            raise not_set("whatsapp.access_token", secret=True)
         if not context.web_server:
             raise ConfigError(
                 "WhatsApp delivers messages by webhook to the web server, which is off: set "

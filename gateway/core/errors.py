@@ -33,6 +33,20 @@ class ConfigError(SwitchboardError):
         self.field = field
 
 
+def not_set(field: str, *, secret: bool = False) -> ConfigError:
+    """A setting a channel cannot start without, named as config.toml and the environment
+    name it: ``irc.server`` is ``server`` under ``[irc]``, or ``SWITCHBOARD_IRC__SERVER``;
+    a secret belongs in ``.env``."""
+    section, _, key = field.partition(".")
+    variable = f"SWITCHBOARD_{section.upper()}__{key.upper()}"
+    if secret:
+        return ConfigError(f"{field} is not set: put {variable}=... in .env", field=field)
+    return ConfigError(
+        f"{field} is not set: add {key} = ... under [{section}] in config.toml (or set {variable})",
+        field=field,
+    )
+
+
 class StoreError(SwitchboardError):
     """The durable store failed."""
 

@@ -284,6 +284,34 @@ async def test_owner_lists_and_removes_jobs_from_the_cli(
     assert channel.texts() == ["Set for 18:00."]  # removed before it fired
 
 
+async def test_a_job_resumed_from_the_cli_fires_while_the_gateway_runs(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """`switchboard cron pause|resume` change the store from another process: the running
+    scheduler sees it within half a minute, and a reminder whose time passed meanwhile
+    runs once."""
+    from gateway.cli.admin import cron_cli
+
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "at 18:00", "message": "Dinner"})),
+        text("Set for 18:00."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("remind me at 6pm about dinner")
+        await channel.wait_for(1)
+        [job] = await gateway.store.jobs.active()
+        settings = gateway.settings
+        assert await cron_cli(settings, Namespace(action="pause", job_id=job.id)) == 0
+        await clock.advance(hours=9)
+        await gateway.wait_idle()
+        assert channel.texts() == ["Set for 18:00."]  # paused: its time passed
+        assert await cron_cli(settings, Namespace(action="resume", job_id=job.id)) == 0
+        await clock.advance(seconds=30)
+        await channel.wait_for(2)
+    assert "Dinner" in channel.texts()[-1]
+
+
 async def test_the_heartbeat_only_goes_to_the_owners_own_dm(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

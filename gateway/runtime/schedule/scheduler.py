@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 STORE_RETRY = 2.0  # seconds: a cluster node whose database is away tries again after this
 
 PRUNE_EVERY = timedelta(hours=24)
+# The jobs are read again at least this often: a change made outside this process (the
+# `cron` command, another node of a cluster) is seen within it.
+JOBS_REREAD = timedelta(seconds=30)
 
 
 class Scheduler(Service):
@@ -167,9 +170,8 @@ class Scheduler(Service):
         planned = (self._next_heartbeat, self._next_briefing, self._next_prune)
         deadlines += [d for d in planned if d is not None]
         self._wake.clear()
-        await self._clock.sleep_until(min(deadlines, default=now + timedelta(hours=1)), self._wake)
-        if self._wake.is_set():
-            self._jobs = await self._stored_jobs.active()
+        await self._clock.sleep_until(min([*deadlines, now + JOBS_REREAD]), self._wake)
+        self._jobs = await self._stored_jobs.active()
 
     async def _fire(self, job: Job, now: datetime) -> None:
         current = await self._stored_jobs.get(job.id)  # removed meanwhile (CLI, another chat)?

@@ -284,6 +284,21 @@ async def test_owner_lists_and_removes_jobs_from_the_cli(
     assert channel.texts() == ["Set for 18:00."]  # removed before it fired
 
 
+async def test_the_model_is_told_the_next_run_in_the_persons_zone(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "in 2 minutes", "message": "Tea!"})),
+        text("In two minutes."),
+    )
+    zone = {"timezone": "America/New_York"}
+    async with run_gateway(clock=FakeClock(START), user=zone) as (_, channel):
+        await channel.push("remind me of tea in 2 minutes")
+        await channel.wait_for(1)
+    told = fake_llm.requests[-1].tool_results[-1]
+    assert told.endswith("next run 2026-11-23 05:02 EST")  # 10:02 UTC, 05:02 where they are
+
+
 async def test_a_job_resumed_from_the_cli_fires_while_the_gateway_runs(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

@@ -15,7 +15,7 @@ from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.clock import Clock
 from gateway.core.messages import ChatRef, ChatType, new_id
 from gateway.core.principal import Principal
-from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.schedule_spec import ScheduleError, parse_schedule, zone
 from gateway.core.services import JobInfo
 from gateway.core.turns import TaskTypeName
 from gateway.runtime.people.zones import Zones
@@ -130,4 +130,7 @@ def own_chat(chat: ChatRef, principal: Principal) -> bool:
 
 
 def info(job: Job) -> JobInfo:
-    return JobInfo(job.id, job.spec.describe(), job.next_run, job.message or job.prompt or "")
+    """The job as the ``cron`` tool shows it: its next run in the job's own zone, as its
+    description is (the time of "in 2 minutes" is counted in UTC)."""
+    local = job.next_run.astimezone(zone(job.spec.timezone)) if job.next_run else None
+    return JobInfo(job.id, job.spec.describe(), local, job.message or job.prompt or "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import uuid
 from email.message import EmailMessage
 from typing import Any
@@ -240,11 +241,55 @@ async def test_replies_per_correspondent_are_capped(
         await dovecot.deliver(letter(bot, f"question {n}", subject=f"Q{n}"), bot)
     async with Gateway(settings, channels=build_channels(settings)) as gateway:
         await all_seen(dovecot, bot, 3)
-        await gateway.wait_idle()
+        await fake_llm.wait_for_requests(3)
+        await sink.wait_for(2)
+
+        async def unsent() -> list[tuple[float]]:
+            return await gateway.store.db.run(
+                lambda conn: conn.execute(
+                    "SELECT next_attempt_at FROM outbox WHERE state <> 'sent'"
+                ).fetchall()
+            )
+
+        async def held_back() -> bool:
+            return any(until > time.time() + 60 for (until,) in await unsent())
+
+        async with asyncio.timeout(10):
+            await gateway.bus.wait_until(held_back)
+        held = await unsent()
         failed = await gateway.store.outbox.failed_count()
     assert len(fake_llm.requests) == 3  # every mail was read and answered by the model
     assert len(sink.received) == 2  # but only two answers went out this hour
-    assert failed == 1
+    assert failed == 0  # the third waits for the hour, it is not dropped
+    [until] = [until for (until,) in held if until > time.time() + 60]
+    assert until > time.time() + 3000  # when the first of the two is an hour old
+
+
+async def test_the_owner_gets_every_answer_past_the_cap(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    """The cap holds a loop back; the owner's own answers (an /approve's reply) never wait."""
+    settings = make_settings(
+        email=inbox(
+            dovecot,
+            bot,
+            sink,
+            idle=False,
+            poll_interval_seconds=0.1,
+            max_replies_per_hour=2,
+            owners=[DANA],
+        )
+    )
+    for n in range(3):
+        await dovecot.deliver(letter(bot, f"question {n}", subject=f"Q{n}"), bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await sink.wait_for(3)
+        await gateway.wait_idle()
+    assert len(sink.received) == 3
 
 
 async def test_an_attachment_is_stored_in_the_workspace(

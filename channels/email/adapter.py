@@ -9,7 +9,8 @@ published to the gateway, and only after ``publish_inbound`` returned is it mark
 the same Message-ID is published again next start and the journal calls it a duplicate.
 
 Sending: gateway/core/system/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
-the outbox key); replies handed to the server are remembered, ``max_replies_per_hour`` each.
+the outbox key); replies handed to the server are remembered, and past ``max_replies_per_hour``
+to one correspondent the rest wait in the outbox for the hour (the owner's never do).
 With ``email.sent_folder`` each reply is filed there (IMAP APPEND, unless the SMTP server
 files sent mail itself: ``email.append_sent = false``), and a reply whose send was cut short
 (:meth:`EmailChannel.resend`) is looked for there by its Message-ID before it is sent again.
@@ -46,7 +47,7 @@ from channels.email.state import EmailState, ThreadInfo
 from gateway.core.backoff import Backoff
 from gateway.core.bus import Accepted, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
-from gateway.core.errors import ChannelPermanentError, ChannelTransientError
+from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.lifecycle import waited
 from gateway.core.messages import ChatRef, ChatType, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.system.mail import (
@@ -347,11 +348,16 @@ class EmailChannel:
                 raise ChannelPermanentError(f"no email conversation with {address}; not sending")
             now = self._clock()
             count = self._state.replies_within_hour(address, now)
-            if count >= settings.max_replies_per_hour:
-                log.warning("email: reply cap reached for %s (%d in the last hour)", address, count)
-                raise ChannelPermanentError(
-                    f"reply cap: {count} emails to {address} in the last hour"
+            if count >= settings.max_replies_per_hour and address not in settings.owners:
+                # held, not dropped: it goes out when the oldest of them is an hour old
+                wait = self._state.hour_frees_in(address, now)
+                log.warning(
+                    "email: reply cap reached for %s (%d in the last hour): held %.0f s",
+                    address,
+                    count,
+                    wait,
                 )
+                raise ChannelRateLimited(wait, f"reply cap: {count} emails to {address} this hour")
             self._state.reserve_reply(address, now)
         try:
             message_id, mail = await self._deliver(message, address, thread)

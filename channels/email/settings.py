@@ -86,7 +86,7 @@ class EmailSettings(ChannelSection):
         default=60.0, ge=0.05, description="when the server has no IDLE"
     )
     own_addresses: StrList = ()  # more addresses of the bot (aliases): never answered
-    max_replies_per_hour: int = Field(default=10, ge=1)  # per correspondent
+    max_replies_per_hour: int = Field(default=10, ge=1)  # per correspondent; more wait
     max_message_bytes: int = Field(default=25_000_000, ge=1_000)  # larger mail is not read
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # inbound files above are dropped
     # Authentication-Results headers are trusted only from these authserv-ids (your MX); when

@@ -83,6 +83,11 @@ class EmailState:
             self.replies.pop(address, None)
         return len(recent)
 
+    def hour_frees_in(self, address: str, now: float) -> float:
+        """Seconds until the oldest reply to ``address`` of the last hour leaves it."""
+        recent = self.replies.get(address) or [now]
+        return max(1.0, HOUR - (now - min(recent)) + 1.0)
+
     def reserve_reply(self, address: str, now: float) -> None:
         """Count a reply before it is sent, so concurrent sends cannot overshoot the cap."""
         self.replies.setdefault(address, []).append(now)

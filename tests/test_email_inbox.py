@@ -130,6 +130,25 @@ async def test_a_mail_gets_one_reply_in_the_same_thread(
     assert len(fake_llm.requests[1].user_texts) == 2
 
 
+async def test_a_command_on_the_first_line_or_in_the_subject_of_a_new_mail_is_answered(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, owners=[DANA]))
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await dovecot.deliver(letter(bot, "/help\n", subject="commands?"), bot)
+        await sink.wait_for(1)
+        await dovecot.deliver(letter(bot, "", subject="/status"), bot)
+        first, second = await sink.wait_for(2)
+        await gateway.wait_idle()
+    assert "/stop - " in first.get_body().get_content()  # the gateway's list, no model call
+    assert "Switchboard " in second.get_body().get_content()  # /status, from the gateway
+    assert fake_llm.requests == []
+
+
 async def test_a_stranger_and_a_robot_get_no_turn_but_their_mail_is_marked_read(
     make_settings: SettingsFactory,
     fake_llm: FakeLLM,

@@ -268,7 +268,10 @@ class EmailChannel:
             )
             await self._save()
         text = parsed.text or ("" if attachments or parsed.forwarded else "(empty message)")
-        if new_thread and parsed.subject:
+        if not parsed.text and parsed.subject.startswith("/"):
+            text = parsed.subject  # the command is the subject: "/status", nothing below
+        elif new_thread and parsed.subject and not text.startswith("/"):
+            # a command on the first line stays first: the gateway answers it, not the model
             text = f"Subject: {parsed.subject}\n\n{text}".rstrip()
         msg = InboundMessage(
             channel=self.name,

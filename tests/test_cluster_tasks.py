@@ -101,3 +101,34 @@ async def test_a_task_spawned_on_a_node_that_does_not_lead_runs_there_and_stops_
         assert not task_done.is_set()
         chat_one.set()
         await channel.wait_for(1, chat_id="c1", max_wait=20)
+
+
+async def test_an_api_answer_from_a_turn_on_another_node_reaches_the_client(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    """The leader's web server takes the request; the turn runs on b (a is busy): its answer
+    comes back through the outbox, and the client gets it (it waited until the time limit)."""
+    chat_one = asyncio.Event()
+
+    def respond(request: Recorded) -> Step:
+        if "chat one" in request.last_user_text:
+            return held(chat_one, "one done")
+        return text("Answered on the other node.")
+
+    fake_llm.responder = respond
+    async with two_nodes(tmp_path, make_settings, pg_url, busy="c1") as (a, _b, channel):
+        await fake_llm.wait_for_requests(1)  # a runs chat one
+        assert a.web is not None
+        body = {"model": "main", "messages": [{"role": "user", "content": "hello from the API"}]}
+        headers = {"Authorization": f"Bearer {OWNER_TOKEN}", "X-Switchboard-Session": "s1"}
+        async with (
+            aiohttp.ClientSession(headers=headers) as http,
+            asyncio.timeout(20),
+            http.post(f"{a.web.url}v1/chat/completions", json=body) as response,
+        ):
+            assert response.status == 200, await response.text()
+            answer = await response.json()
+        chat_one.set()
+        await channel.wait_for(1, chat_id="c1", max_wait=20)
+    assert answer["choices"][0]["message"]["content"] == "Answered on the other node."
+    assert len(fake_llm.requests) == 2  # one turn each, the API's on b

@@ -34,7 +34,7 @@ from channels.api.routes import routes
 from channels.api.tasks import TaskBackend
 from gateway.config.connect import ApiSettings, ApiToken
 from gateway.core.addressing import API_CHANNEL
-from gateway.core.bus import Accepted, InboundSink
+from gateway.core.bus import Accepted, ChannelRecords, InboundSink
 from gateway.core.channel import ChannelHealth, StartContext, TurnActivity
 from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.errors import ChannelTransientError
@@ -90,6 +90,7 @@ class ApiChannel:
         self._allowance = allowance
         self.started_at = int(clock())
         self._sink: InboundSink | None = None
+        self._records: ChannelRecords | None = None
         self._waiting: dict[str, PendingAnswer] = {}  # by the session's chat key
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
         # by request id: what was asked (a digest) and the answer, for a repeat of it
@@ -102,14 +103,19 @@ class ApiChannel:
 
     async def start(self, context: StartContext) -> None:
         self._sink = context.sink
+        self._records = context.records
 
     async def stop(self) -> None:
         self._sink = None
 
     async def send(self, message: OutboundMessage) -> str | None:
         pending = self._waiting.get(message.chat.session_key)
-        if pending is not None and pending.control and pending.turn_id is None:
-            pending.turn_id = message.turn_id  # the control's answer: its turn is this one
+        if pending is not None and pending.turn_id is None:
+            if pending.control:
+                pending.turn_id = message.turn_id  # the control's answer: its turn is this one
+            elif self._records is not None:
+                # the turn ran on another node of a cluster: its "started" was never seen here
+                pending.turn_id = await self._records.turn_of(NAME, pending.message_id)
         if pending is None or not _belongs(pending, message):
             return "kept in the session's history"  # no request waits for it
         final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)

@@ -75,6 +75,11 @@ class ChannelRecords(Protocol):
         """Queue ``text`` for the owner (``key`` makes it once only); ``about`` is the chat
         the note concerns, which is never where it goes."""
 
+    async def turn_of(self, channel: str, message_id: str) -> str | None:
+        """The turn that took the channel's message ``message_id`` (its platform id) in, once
+        one has: on whichever node of a cluster it runs, so a channel that waits for its
+        answer knows which turn's messages answer it."""
+
     async def load_cursor(self, channel: str) -> str | None:
         """Where the channel's intake stopped (Matrix: the ``/sync`` token), or None."""
 

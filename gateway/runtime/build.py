@@ -363,7 +363,12 @@ def build(
     # voice notes transcribed, documents read: once, for every channel, before the journal
     speech = speech_for(settings)
     records = StoredRecords(
-        store.deliveries, store.kv, store.outbox, sections, on_outbound=bus.outbound_ready
+        store.deliveries,
+        store.kv,
+        store.outbox,
+        store.journal,
+        sections,
+        on_outbound=bus.outbound_ready,
     )
     directory, linking, zones, owners_home = people_for(settings, store, bus, sections, clock=clock)
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gateway.config.channels import ChannelSection
 from gateway.core.bus import OWNER_NOTE
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.store import Deliveries, KeyValue, Outbox
+from gateway.store import Deliveries, Journal, KeyValue, Outbox
 from gateway.store.deliveries import DELIVERY_STATES
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ class StoredRecords:
         deliveries: Deliveries,
         kv: KeyValue,
         outbox: Outbox,
+        journal: Journal,
         sections: Mapping[str, ChannelSection],
         *,
         on_outbound: Callable[[str], None],
@@ -40,6 +41,7 @@ class StoredRecords:
         self._deliveries = deliveries
         self._kv = kv
         self._outbox = outbox
+        self._journal = journal
         self._sections = sections
         self._on_outbound = on_outbound
 
@@ -66,6 +68,10 @@ class StoredRecords:
 
     async def reported(self, channel: str, tags: Sequence[str]) -> dict[str, str]:
         return await self._deliveries.tagged(channel, tags)
+
+    async def turn_of(self, channel: str, message_id: str) -> str | None:
+        found = await self._journal.find(channel, message_id)
+        return None if found is None else found[2]
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         targets = self._owners(channel, about)

@@ -30,6 +30,7 @@ from agent.toolset import default_tools
 from agent.workspace import Workspace
 from channels.memory import MemoryChannel
 from gateway.cli.doctor.tools import sandbox_checks
+from gateway.cli.web import sign_out_in_store
 from gateway.core.system.portguard import PortGuard
 from gateway.runtime.agents.mcp import transports
 from gateway.web.access.sessions import GRACE_SECONDS, WebSessions
@@ -330,6 +331,27 @@ async def test_signing_out_everywhere_ends_every_session_and_unused_link(
             assert response.status == 401
         async with client() as other, other.get(unused, allow_redirects=False) as response:
             assert response.status == 403  # made before the sign-out: void
+
+
+async def test_a_sign_out_of_everyone_made_in_the_store_ends_the_sessions_of_a_running_server(
+    make_settings: SettingsFactory,
+) -> None:
+    """What `switchboard web --sign-out-all` does where no gateway runs beside it (a
+    cluster's leader runs elsewhere): the store says so, and the running web server, which
+    looks every few seconds, ends its sessions and unused links."""
+    settings = make_settings(web={"port": 0})
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+        unused = await sign_in_link(settings.home)
+        assert gateway.web is not None
+        assert not await gateway.web.guard.follow_sign_outs()  # nothing new: nothing ends
+        async with http.get(url + "api/status") as response:
+            assert response.status == 200
+        assert await sign_out_in_store(settings) == 1
+        assert await gateway.web.guard.follow_sign_outs()  # its next look
+        async with http.get(url + "api/status") as response:
+            assert response.status == 401
+        async with client() as other, other.get(unused, allow_redirects=False) as response:
+            assert response.status == 403
 
 
 async def test_a_session_in_use_gets_a_new_id_and_the_old_one_soon_stops_working() -> None:

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from gateway.cli.onboard.shell_command import switchboard
@@ -67,11 +68,12 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def sign_out_all(settings: Settings) -> int:
     """Through the running gateway (it holds the sessions), over its local socket; with none
-    running, in the store (links die with the process that could take them anyway)."""
+    running here, in the store, where every running web server of it (a cluster's leader,
+    maybe on another machine) reads it within seconds."""
     from gateway.cli.gateway_api import GatewayUnreachable, call, find_running  # noqa: PLC0415
 
     if find_running(settings) is None:
-        ended = asyncio.run(_forget_sessions(settings))
+        ended = asyncio.run(sign_out_in_store(settings))
     else:
         try:
             answer = asyncio.run(call(settings, "POST", "api/sessions/sign-out-all"))
@@ -81,17 +83,19 @@ def sign_out_all(settings: Settings) -> int:
         ended = int(answer.get("signed_out", 0))
     print(
         f"Signed out {ended} browser session{'s' if ended != 1 else ''}; sign-in links made "
-        "before now no longer work. `switchboard web` makes a new one."
+        "before now no longer work (a gateway running elsewhere on this store follows "
+        "within seconds). `switchboard web` makes a new one."
     )
     return 0
 
 
-async def _forget_sessions(settings: Settings) -> int:
+async def sign_out_in_store(settings: Settings) -> int:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
-    from gateway.web.access.sessions import KEY  # noqa: PLC0415
+    from gateway.web.access.sessions import KEY, SIGNED_OUT  # noqa: PLC0415
 
     async with store_for(settings, migrates=False) as store:
         stored = await store.kv.get(KEY)
         sessions = stored.get("sessions") if isinstance(stored, dict) else None
+        await store.kv.set(SIGNED_OUT, time.time())  # what running web servers follow
         await store.kv.set(KEY, {})  # no fingerprint: the next start keeps none of them
     return len(sessions) if isinstance(sessions, dict) else 0

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.core.channel import ReceivesOnEveryNode
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, StoreError
 from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.core.workspace_files import read as read_workspace
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from gateway.web.view import GatewayView
 
 log = logging.getLogger(__name__)
+
+SIGN_OUT_CHECK_SECONDS = 5.0  # how soon a sign-out of everyone from another process applies
 
 
 def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -95,6 +97,7 @@ class WebServer:
         self.metrics = GatewayMetrics(gateway)
         self.control = ControlRoutes(gateway, self.guard.decorate)
         self._runner: web.AppRunner | None = None
+        self._sign_outs: asyncio.Task[None] | None = None
         self.port: int | None = None
 
     @property
@@ -136,7 +139,19 @@ class WebServer:
         self.port = int(address[1])
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
+        self._sign_outs = asyncio.create_task(self._follow_sign_outs())
         log.info("web chat and control center on %s", self.url)
+
+    async def _follow_sign_outs(self) -> None:
+        """Every few seconds: did `switchboard web --sign-out-all` sign everyone out from
+        another process (a cluster's)?"""
+        while True:
+            await asyncio.sleep(SIGN_OUT_CHECK_SECONDS)
+            try:
+                if await self.guard.follow_sign_outs():
+                    log.info("every browser signed out (switchboard web --sign-out-all)")
+            except StoreError as exc:
+                log.debug("sign-outs not checked now: %s", exc)
 
     async def _listen_locally(self, runner: web.AppRunner) -> None:
         """The same application on a Unix socket in the data directory, for the command
@@ -170,6 +185,10 @@ class WebServer:
         )
 
     async def stop(self) -> None:
+        if self._sign_outs is not None:
+            self._sign_outs.cancel()
+            await asyncio.gather(self._sign_outs, return_exceptions=True)
+            self._sign_outs = None
         if self._runner is None:
             return
         self.control.close()  # the control center's event streams end

@@ -344,6 +344,15 @@ class WebGuard:
         response.del_cookie(AUTH_COOKIE, path="/")
         return response
 
+    async def follow_sign_outs(self) -> bool:
+        """Whether another process signed everyone out (``switchboard web --sign-out-all``
+        against a cluster's store) since the last look: then the sessions here have ended
+        and the sign-in links made until now no longer work."""
+        if not await self.sessions.signed_out_elsewhere():
+            return False
+        self._sign_in.forget_links()
+        return True
+
     async def sign_out_all(self, request: web.Request) -> web.StreamResponse:
         """POST /api/sessions/sign-out-all (``switchboard web --sign-out-all``): every
         browser's session ends, and every sign-in link not used yet stops working."""

@@ -5,7 +5,8 @@ HttpOnly ``SameSite=Strict`` cookie; the server keeps only its SHA-256, when it 
 (``web.session_hours``) and when it is due for a new id. A session in use gets a new id
 every ``RENEW_SECONDS`` (the old one keeps working for ``GRACE_SECONDS``, for requests the
 page had already sent), so a cookie copied once stops working soon. Logging out deletes
-it; ``switchboard web --sign-out-all`` deletes every one. Sessions are kept in the store's
+it; ``switchboard web --sign-out-all`` deletes every one (:data:`SIGNED_OUT`, which every
+running web server reads every few seconds). Sessions are kept in the store's
 key-value table, so a restart does not sign anyone out, together with a fingerprint of
 ``web.token``: when the token changes, every session made under the old one is revoked at
 the next start.
@@ -23,6 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 KEY = "web_sessions"
+# When `switchboard web --sign-out-all` last signed every browser out (Unix time): read by
+# every running web server (a cluster's leader is another process, maybe on another machine).
+SIGNED_OUT = "web_signed_out_at"
 MAX_SESSIONS = 64  # one per browser that signed in; beyond it the oldest sign-ins end
 RENEW_SECONDS = 12 * 3600.0
 GRACE_SECONDS = 60.0
@@ -59,21 +63,39 @@ class WebSessions:
         self._renew = renew_seconds
         self._sessions: dict[str, _Session] = {}  # SHA-256 of the id -> its times
         self._lock = asyncio.Lock()
+        self._signed_out = 0.0  # the last sign-out of everyone this process knows of
 
     async def load(self) -> None:
         """Sessions kept from the last run, unless they expired or the token changed."""
         if self._kv is None:
             return
         stored = await self._kv.get(KEY)
+        self._signed_out = _seconds(await self._kv.get(SIGNED_OUT))
         now = self._clock()
         if isinstance(stored, dict) and stored.get("token") == self._fingerprint:
             sessions = stored.get("sessions")
             if isinstance(sessions, dict):
                 for digest, times in sessions.items():
                     session = _parse(times, now)
-                    if session is not None and session.expires > now:
-                        self._sessions[str(digest)] = session
+                    if session is None or session.expires <= now:
+                        continue
+                    if session.renew_at - self._renew < self._signed_out:
+                        continue  # made before everyone was signed out
+                    self._sessions[str(digest)] = session
         await self._save()  # a new token's fingerprint replaces the old sessions now
+
+    async def signed_out_elsewhere(self) -> bool:
+        """Whether everyone was signed out by another process since this one last looked
+        (``switchboard web --sign-out-all`` against a cluster's store); if so, every
+        session here has ended now."""
+        if self._kv is None:
+            return False
+        when = _seconds(await self._kv.get(SIGNED_OUT))
+        if when <= self._signed_out:
+            return False
+        self._signed_out = when
+        await self._end_all()
+        return True
 
     def valid(self, session_id: str) -> bool:
         digest = _digest(session_id)
@@ -116,7 +138,14 @@ class WebSessions:
             await self._save()
 
     async def revoke_all(self) -> int:
-        """Every browser is signed out; how many sessions ended."""
+        """Every browser is signed out, here and on every other web server of the store;
+        how many sessions ended."""
+        self._signed_out = self._clock()
+        if self._kv is not None:
+            await self._kv.set(SIGNED_OUT, self._signed_out)
+        return await self._end_all()
+
+    async def _end_all(self) -> int:
         ended = len(self._sessions)
         self._sessions.clear()
         await self._save()
@@ -150,3 +179,7 @@ def _parse(times: object, now: float) -> _Session | None:
 
 def _digest(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def _seconds(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

@@ -19,6 +19,7 @@ from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Recorded, Responder, Step, calls, held, text
+from tests.test_cli import cli_env, switchboard
 from tests.test_openai_api import OWNER_TOKEN, api_settings
 
 pytestmark = pytest.mark.slow
@@ -132,3 +133,23 @@ async def test_an_api_answer_from_a_turn_on_another_node_reaches_the_client(
         await channel.wait_for(1, chat_id="c1", max_wait=20)
     assert answer["choices"][0]["message"]["content"] == "Answered on the other node."
     assert len(fake_llm.requests) == 2  # one turn each, the API's on b
+
+
+async def test_from_another_home_the_cli_sees_the_running_cluster_and_chat_does_not_join_it(
+    tmp_path: Path, make_settings: SettingsFactory, fake_llm: FakeLLM, pg_url: str
+) -> None:
+    """A home whose store is a running cluster's, with no node of its own: `status` says the
+    cluster runs (it said "not running"), and `chat -m` refuses rather than start a gateway
+    that would join the cluster as one more node (it hung there, silent)."""
+    settings = make_settings(home=tmp_path / "a", storage={"url": pg_url}, node={"name": "a"})
+    env = cli_env(tmp_path / "elsewhere", fake_llm, SWITCHBOARD_STORAGE__URL=pg_url)
+    async with Gateway(settings, channels=[MemoryChannel()]):
+        status = await switchboard("status", env=env)
+        chat = await switchboard("chat", "-m", "hi", env=env)
+    code, out, _ = status
+    assert code == 0, status
+    assert out.startswith("gateway: not running from this home; its cluster runs on 1 node(s)")
+    assert "node a: leader" in out
+    code, _, err = chat
+    assert code != 0 and "node a on " in err and "would join the cluster" in err
+    assert fake_llm.requests == []

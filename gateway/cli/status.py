@@ -141,20 +141,8 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
 
 
 def render(report: dict[str, Any]) -> list[str]:
-    lines = []
-    if not report["running"]:
-        from gateway.cli.onboard.shell_command import switchboard  # noqa: PLC0415
-
-        lines.append(f"gateway: not running (start it with `{switchboard('run')}`)")
-    else:
-        pid = f"pid {report['pid']}" if report["pid"] else "pid unknown"
-        ready = {True: ", ready", False: ", NOT ready (no channel connected yet)"}.get(
-            report["ready"], ""
-        )
-        url = f", {report['url']}" if report["url"] else ""
-        lines.append(f"gateway: running ({pid}){ready}{url}")
-        if report["live_error"]:
-            lines.append(f"  live status unavailable: {report['live_error']}")
+    alive = [n for n in report.get("nodes", []) if n.get("alive")]
+    lines = _gateway(report, alive)
     lines.extend(f"  channel {c['name']}: {_channel_state(c)}" for c in report["channels"])
     lines.extend(f"  model {m['name']}: {_model_state(m)}" for m in report["models"])
     if report["live"]:
@@ -169,7 +157,7 @@ def render(report: dict[str, Any]) -> list[str]:
             f"messages waiting: {report['waiting']}, in a turn: {report['in_turn']}, "
             f"replies unsent: {report['unsent']}, failed deliveries: {report['failed']}"
         )
-        if not report["running"] and (report["in_turn"] or report["waiting"]):
+        if not (report["running"] or alive) and (report["in_turn"] or report["waiting"]):
             lines.append(  # a stop or a crash left them: nothing is lost
                 "  (left by the last run: the next start resumes the turns and answers the "
                 "messages)"
@@ -194,13 +182,38 @@ def render(report: dict[str, Any]) -> list[str]:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(problem["at"]))
         lines.append(f"latest {problem['level']}: {at} {problem['message']}")
     lines.extend(
-        f"node {n['name']}: {n['role']} (pid {n['pid']} on {n['host']},"
-        f" heartbeat {n['heartbeat_age']:.0f}s ago; {n.get('sessions_in_flight', 0)}"
-        f" session(s) in flight, {n.get('turns', 0)} turn(s) run)"
+        f"node {n['name']}: {n['role'] if n.get('alive') else 'gone'} (pid {n['pid']} on"
+        f" {n['host']}, heartbeat {n['heartbeat_age']:.0f}s ago; "
+        f"{n.get('sessions_in_flight', 0)} session(s) in flight, {n.get('turns', 0)} turn(s) run)"
         for n in report.get("nodes", [])
     )
     if report.get("heartbeat_target"):
         lines.append(f"heartbeat goes to: {report['heartbeat_target']}")
+    return lines
+
+
+def _gateway(report: dict[str, Any], alive: list[dict[str, Any]]) -> list[str]:
+    """Whether the gateway runs: from this home, or as a cluster's nodes elsewhere."""
+    lines = []
+    if not report["running"] and alive:  # a cluster's nodes run elsewhere (or not from here)
+        leader = next((n["name"] for n in alive if n["role"] == "leader"), "none yet")
+        lines.append(
+            f"gateway: not running from this home; its cluster runs on {len(alive)} "
+            f"node(s), leader {leader}"
+        )
+    elif not report["running"]:
+        from gateway.cli.onboard.shell_command import switchboard  # noqa: PLC0415
+
+        lines.append(f"gateway: not running (start it with `{switchboard('run')}`)")
+    else:
+        pid = f"pid {report['pid']}" if report["pid"] else "pid unknown"
+        ready = {True: ", ready", False: ", NOT ready (no channel connected yet)"}.get(
+            report["ready"], ""
+        )
+        url = f", {report['url']}" if report["url"] else ""
+        lines.append(f"gateway: running ({pid}){ready}{url}")
+        if report["live_error"]:
+            lines.append(f"  live status unavailable: {report['live_error']}")
     return lines
 
 

@@ -28,6 +28,9 @@ ALTER TABLE cluster_nodes ADD COLUMN IF NOT EXISTS turns BIGINT NOT NULL DEFAULT
 """
 # at most this many session keys per node in its row (``sessions_in_flight`` counts all)
 LISTED_SESSIONS = 100
+# A node whose heartbeat (every second) is older than this is not running any more: killed,
+# or cut off from the database (its row stays until the next start forgets it).
+STALE_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +46,15 @@ class NodeInfo:
     turns: int = 0  # turns this node ran since it started
     connections: int = 0  # its open connections to the database (store, membership, listener)
 
+    def alive(self, now: float) -> bool:
+        """Whether it runs now: it has not left, and its heartbeat is fresh."""
+        return self.role != "gone" and now - self.heartbeat_at <= STALE_SECONDS
+
     def to_dict(self, now: float) -> dict[str, Any]:
         data = asdict(self)
         data["sessions"] = list(self.sessions)
-        return {**data, "heartbeat_age": round(max(0.0, now - self.heartbeat_at), 1)}
+        age = round(max(0.0, now - self.heartbeat_at), 1)
+        return {**data, "heartbeat_age": age, "alive": self.alive(now)}
 
 
 def sessions_report(sessions: list[str]) -> str:

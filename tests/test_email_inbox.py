@@ -21,7 +21,7 @@ from channels.email.imap import ImapSession
 from channels.email.state import EmailState
 from gateway.core.bus import Accepted
 from gateway.core.errors import ConfigError, StorageFullError
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
@@ -146,6 +146,31 @@ async def test_a_command_on_the_first_line_or_in_the_subject_of_a_new_mail_is_an
         await gateway.wait_idle()
     assert "/stop - " in first.get_body().get_content()  # the gateway's list, no model call
     assert "Switchboard " in second.get_body().get_content()  # /status, from the gateway
+    assert fake_llm.requests == []
+
+
+async def test_a_mail_that_answers_none_reads_plainly_and_says_it_is_generated(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    """An approval request to the owner starts a thread of its own: its subject is its
+    first line without markdown, and it is marked auto-generated (it replies to nothing)."""
+    settings = make_settings(email=inbox(dovecot, bot, sink, owners=[DANA]))
+    notice = OutboundMessage(
+        channel="email",
+        chat_id=DANA,
+        text="**Approval needed** (request 7)\n`exec` wants to run `ls`.",
+        kind=OutboundKind.NOTICE,
+    )
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await gateway.bus.publish_outbound([notice])
+        [mail] = await sink.wait_for(1)
+        await gateway.wait_idle()
+    assert mail["Subject"] == "Approval needed (request 7)"
+    assert mail["Auto-Submitted"] == "auto-generated"
     assert fake_llm.requests == []
 
 

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -442,10 +443,11 @@ class EmailChannel:
             files=files,
             in_reply_to=thread.reply_to if thread else None,
             references=thread.references if thread else (),
-            # RFC 3834: other robots must not answer ours, so loops cannot start.
-            auto_submitted="auto-generated"
-            if message.kind is OutboundKind.PROACTIVE
-            else "auto-replied",
+            # RFC 3834: other robots must not answer ours, so loops cannot start; a mail
+            # that answers none (a check-in, an approval request) is "auto-generated"
+            auto_submitted="auto-replied"
+            if thread is not None and message.kind is not OutboundKind.PROACTIVE
+            else "auto-generated",
         )
         try:
             await deliver(settings, mail, [address])
@@ -456,9 +458,13 @@ class EmailChannel:
         return message_id, mail
 
 
+_MARKS = re.compile(r"\*\*|__|`|^#+ ")  # bold, code, a heading's marks
+
+
 def _subject_from(text: str) -> str:
-    first = next((line.strip(" #*") for line in text.splitlines() if line.strip()), "")
-    return first[:70] or "Message"
+    """A new mail's subject: its first line, without markdown's marks."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return _MARKS.sub("", first).strip(" #")[:70] or "Message"
 
 
 def _unique(ids: list[str | None]) -> list[str]:

@@ -6,6 +6,7 @@ rules cannot read the answer."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import pytest
 
 from agent.guards.claims import Act, Action, Claim, backs, claims, listed, readable, unbacked
 from agent.tools.base import Effect
+from agent.turn.review import act
 from gateway.core.messages import OutboundKind
+from gateway.store import LedgerEntry
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 from tests.fakes.mailservers import SmtpSink
 
@@ -236,3 +239,11 @@ def test_the_rules_know_what_they_cannot_read_and_the_models_list_is_parsed() ->
     assert not readable("メールを送信しました。会議の資料も添付しました。")
     found = listed("CLAIM: sent | email | ho inviato l'email\nCLAIM: flew | other | x\nNONE")
     assert found == [Claim(Action.SENT, "email", "ho inviato l'email")]
+
+
+def test_a_failed_calls_error_in_the_note_is_cut_between_words() -> None:
+    error = "refused: " + "bob@example.test is not the user's own address " * 6
+    entry = LedgerEntry("k", "send_email", "done", json.dumps([error, True]))
+    detail = act(entry, Effect.SEND).detail
+    assert len(detail) <= 160 and detail.endswith(" …")
+    assert detail[:-2].endswith(("address", "own", "the", "is", "not", "user's", "test"))

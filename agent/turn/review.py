@@ -14,6 +14,7 @@ substantive answer is delivered.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -232,4 +233,6 @@ def act(entry: LedgerEntry, effect: Effect | None) -> Act:
         return Act(entry.tool, effect, succeeded=False, detail="outcome unknown")
     content, is_error, *_ = json.loads(entry.result)
     detail = str(content).splitlines()[0] if is_error and content else ""
-    return Act(entry.tool, effect, succeeded=not is_error, detail=detail[:160])
+    # at most 160 characters, cut between words: the note shows it to the person
+    short = textwrap.shorten(detail, 160, placeholder=" …") if detail else ""
+    return Act(entry.tool, effect, succeeded=not is_error, detail=short)

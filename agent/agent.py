@@ -29,7 +29,7 @@ from agent.llm.types import ChatMessage, SystemPrompt, ToolSpec
 from agent.memory import append_note, read_note, scope_for
 from agent.policy import ToolPolicy
 from agent.prompt_report import Cached, PromptReport, prompt_report
-from agent.reflection import reflect, worth_reflecting
+from agent.reflection import current_exchange, reflect, worth_reflecting
 from agent.request import TurnOutcome, TurnRequest
 from agent.skills import routed_block
 from agent.task_types import task_type
@@ -396,7 +396,7 @@ class Agent:
             and not result.failed
             and remembers
         ):
-            recent = _current_exchange(conversation)
+            recent = current_exchange(conversation)
             if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
                 self._spawn(self._reflect(request, recent, charge.detached()))
 
@@ -590,18 +590,3 @@ class Agent:
             turn_kind=request.kind,
             agent=self.config.agent_id,
         )
-
-
-def _current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The messages of the turn that just ended (from its first user message on)."""
-    start = len(conversation)
-    for index in range(len(conversation) - 1, -1, -1):
-        if conversation[index].role == "user":
-            start = index
-        elif (
-            start < len(conversation)
-            and conversation[index].role == "assistant"
-            and not conversation[index].tool_calls
-        ):
-            break
-    return list(conversation[start:])

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from agent.compaction import render_transcript
 from agent.guards.parser import decode_arguments
+from agent.guards.review import is_review
 from agent.llm.metered import Charge, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.tools.base import ToolContext, ToolResult
@@ -38,6 +39,20 @@ Current memory:
 
 Exchange:
 {transcript}"""
+
+
+def current_exchange(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The messages of the turn that just ended: from the person's first message of it on,
+    without the review stage's requests for a fix (they are ours, not the person's)."""
+    start = len(conversation)
+    for index in range(len(conversation) - 1, -1, -1):
+        message = conversation[index]
+        if message.role == "user":
+            if not is_review(message):
+                start = index
+        elif start < len(conversation) and message.role == "assistant" and not message.tool_calls:
+            break  # the answer of the turn before
+    return [m for m in conversation[start:] if not is_review(m)]
 
 
 # The person asks for something to be kept ("remember that ...", "merk dir ..."), in the

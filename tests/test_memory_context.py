@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 from agent.compaction import SUMMARY_PROMPT
+from agent.llm.types import ChatMessage
+from agent.reflection import current_exchange
 from agent.tokens import TokenCounter
 from channels.memory import MemoryChannel
 from gateway.core.messages import ChatType
@@ -289,3 +291,19 @@ async def test_an_idle_session_starts_fresh(run_gateway: Any, fake_llm: FakeLLM)
     assert fake_llm.requests[-1].user_texts == ["what is my name?"]
     shown = [as_written(m.body["content"]) for m in history]
     assert shown == ["what is my name?", "echo: what is my name?"]
+
+
+def test_reflection_reads_the_persons_words_not_the_reviews_request_for_a_fix() -> None:
+    conversation = [
+        ChatMessage("user", "an earlier question"),
+        ChatMessage("assistant", "an earlier answer"),
+        ChatMessage("user", "please email Bob the notes"),
+        ChatMessage("assistant", "I've emailed Bob."),  # a claim no call backs
+        ChatMessage("user", "[review UNVERIFIED_CLAIM] Your reply says ..."),
+        ChatMessage("assistant", "I could not email Bob: no tool ran."),
+    ]
+    assert [m.content for m in current_exchange(conversation)] == [
+        "please email Bob the notes",
+        "I've emailed Bob.",
+        "I could not email Bob: no tool ran.",
+    ]

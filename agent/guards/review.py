@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.llm.types import ChatMessage
+
 # Tools whose output is the substance the user asked for.
 DEEP_TOOLS = frozenset(
     {"web_search", "web_fetch", "exec", "read_file", "list_dir", "memory_search", "get_skill"}
@@ -88,7 +90,15 @@ class Finding:
 
     @property
     def fix(self) -> str:
-        return f"[review {self.code.value}] {self.detail or FIXES[self.code]}"
+        return f"{REVIEW_MARK}{self.code.value}] {self.detail or FIXES[self.code]}"
+
+
+REVIEW_MARK = "[review "  # how the fix the model is asked for begins: a user message of ours
+
+
+def is_review(message: ChatMessage) -> bool:
+    """A user message the review stage wrote (asking for a fix), not the person."""
+    return message.role == "user" and message.content.startswith(REVIEW_MARK)
 
 
 def review(

@@ -27,6 +27,7 @@ from agent.guards.review import (
     Finding,
     ToolStep,
     failure_note,
+    is_review,
     review,
     substantive,
     unresolved_errors,
@@ -204,11 +205,7 @@ class TurnReview:
 
     async def _llm_review(self, text: str, conversation: Sequence[ChatMessage]) -> Finding | None:
         request = next(
-            (
-                m.content
-                for m in reversed(conversation)
-                if m.role == "user" and not m.content.startswith("[review ")
-            ),
+            (m.content for m in reversed(conversation) if m.role == "user" and not is_review(m)),
             "",
         )
         prompt = REVIEWER_PROMPT.format(request=request[:2000], reply=text[:4000])

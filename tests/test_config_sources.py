@@ -168,6 +168,8 @@ async def test_config_set_refuses_what_would_not_start(tmp_path: Path, fake_llm:
     assert "not changed" in err and "llm.max_tokens: Input should be greater than" in err
     # the line it would have written is in no file: the command itself is named
     assert "(set by this `switchboard config set`)" in err and "config.toml line" not in err
+    code, _, err = await switchboard("config", "set", "llm.model", '""', env=env)
+    assert code == 1 and "llm.model: String should have at least 1 character" in err
     code, _, err = await switchboard("config", "set", "llm.modle", "x", env=env)
     assert code == 1 and "unknown key 'llm.modle'; did you mean `model`?" in err
     assert (home / "config.toml").read_text() == before

@@ -96,7 +96,7 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Provider = "openai"
-    model: str = "gpt-4o-mini"
+    model: str = Field(default="gpt-4o-mini", min_length=1)  # as its provider names it
     base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
     api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
     context_window: int = Field(default=128_000, ge=2_048)

@@ -299,6 +299,21 @@ async def test_the_model_is_told_the_next_run_in_the_persons_zone(
     assert told.endswith("next run 2026-11-23 05:02 EST")  # 10:02 UTC, 05:02 where they are
 
 
+async def test_a_reminder_that_falls_in_quiet_hours_says_when_it_will_come(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "in 2 minutes", "message": "Tea!"})),
+        text("It will wait until noon."),
+    )
+    me = {"me": {"ids": ["memory:user-1"], "quiet_hours": "09:00-12:00"}}
+    async with run_gateway(clock=FakeClock(START), people=me) as (_, channel):
+        await channel.push("remind me of tea in 2 minutes")
+        await channel.wait_for(1)
+    told = fake_llm.requests[-1].tool_results[-1]  # the model can tell them now
+    assert told.endswith("in the person's quiet hours: it waits until 12:00 UTC (tell them)")
+
+
 async def test_a_job_resumed_from_the_cli_fires_while_the_gateway_runs(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

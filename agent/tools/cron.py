@@ -95,4 +95,9 @@ class Cron(Tool):
         except ScheduleError as exc:
             raise ToolError(str(exc)) from exc
         when = f"; next run {job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else ""
+        if job.waits_until is not None:
+            when += (
+                f", in the person's quiet hours: it waits until {job.waits_until:%H:%M %Z}"
+                " (tell them)"
+            )
         return ToolResult(f"scheduled job {job.id}: {job.description}{when}")

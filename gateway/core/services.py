@@ -21,6 +21,8 @@ class JobInfo:
     description: str  # when it runs, in words
     next_run: datetime | None
     what: str  # the prompt or the fixed message
+    # its next run falls in its owner's quiet hours: it waits until then (their own zone)
+    waits_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

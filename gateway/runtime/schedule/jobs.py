@@ -9,6 +9,7 @@ owner sees every job.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from gateway.config.settings import Settings
 from gateway.core.addressing import DEFAULT_AGENT
@@ -76,7 +77,12 @@ class JobBook:
         )
         await self._jobs.add(job)
         self.changed.set()
-        return info(job)
+        found = info(job)
+        if job.next_run is not None:  # said now, not found out at 07:00
+            quiet = await self._zones.quiet_until(principal.person, job.next_run)
+            if quiet is not None:
+                found = replace(found, waits_until=quiet)
+        return found
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]:
         return [info(j) for j in await self._jobs.active() if visible(j, principal)]

@@ -174,6 +174,32 @@ async def test_a_mail_that_answers_none_reads_plainly_and_says_it_is_generated(
     assert fake_llm.requests == []
 
 
+async def test_a_check_in_after_a_conversation_is_a_mail_of_its_own(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    settings = make_settings(email=inbox(dovecot, bot, sink, owners=[DANA]))
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await dovecot.deliver(letter(bot, "When does DST end?", subject="DST"), bot)
+        [reply] = await sink.wait_for(1)
+        [(home,)] = await gateway.store.db.run(
+            lambda conn: conn.execute("SELECT DISTINCT chat_key FROM outbox").fetchall()
+        )  # the owner's home chat now: that thread
+        check_in = OutboundMessage(
+            channel="email", chat_id=DANA, thread_id=home.rsplit(":", 1)[1],
+            text="Good morning! Two meetings today.", kind=OutboundKind.PROACTIVE,
+        )  # fmt: skip
+        await gateway.bus.publish_outbound([check_in])
+        _, mail = await sink.wait_for(2)
+        await gateway.wait_idle()
+    assert reply["Subject"] == "Re: DST"
+    assert mail["Subject"] == "Good morning! Two meetings today."  # not "Re: DST"
+    assert mail["In-Reply-To"] is None
+
+
 async def test_a_stranger_and_a_robot_get_no_turn_but_their_mail_is_marked_read(
     make_settings: SettingsFactory,
     fake_llm: FakeLLM,

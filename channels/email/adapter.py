@@ -347,8 +347,12 @@ class EmailChannel:
             if already is not None:
                 return already
             thread = self._state.threads.get(key)
-            known = address in settings.allow_from or address in settings.admins
-            if thread is None and not (known or address in settings.owners):
+            known = address in (*settings.allow_from, *settings.admins, *settings.owners)
+            if known and message.kind is OutboundKind.PROACTIVE:
+                # a check-in or a reminder is a mail of its own, not a reply in the thread
+                # the person wrote in last (where their home chat is)
+                thread = None
+            if thread is None and not known:
                 raise ChannelPermanentError(f"no email conversation with {address}; not sending")
             now = self._clock()
             count = self._state.replies_within_hour(address, now)

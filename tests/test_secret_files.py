@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.memory import append_note, person_scope
-from gateway.cli.doctor.files import exposed
+from gateway.cli.doctor.files import exposed, secrets_in_config
 from gateway.config.settings import load_settings
+from gateway.config.toml.config_file import config_text, write_config
+from gateway.config.toml.edit import set_key
 from gateway.runtime.home import onboard
 
 
@@ -93,3 +95,16 @@ def test_notes_the_gateway_writes_for_a_person_are_theirs_alone(tmp_path: Path) 
     assert mode(folder) == mode(folder.parent) == 0o700
     assert {mode(p) for p in folder.iterdir()} == {0o600}  # the notes and their locks
     assert exposed(settings) == []
+
+
+def test_doctor_names_a_secret_written_in_config_toml(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    config = home / "config.toml"
+    text = set_key(config_text(config), "llm.api_key", "sk-in-the-file-123456")
+    write_config(config, set_key(text, "storage.url", "postgresql://switchboard@db/switchboard"))
+    [warning] = secrets_in_config(load_settings(home=home))  # the URL has no password
+    assert warning.status == "warn"
+    assert "config.toml holds the secret llm.api_key" in warning.message
+    assert "as SWITCHBOARD_LLM__API_KEY=..." in warning.message
+    assert "sk-in-the-file" not in warning.message

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gateway.cli.doctor.checks import Check, Status
 from gateway.cli.doctor.connect import connect_checks
-from gateway.cli.doctor.files import file_checks
+from gateway.cli.doctor.files import file_checks, secrets_in_config
 from gateway.cli.doctor.integrations import calendar_check
 from gateway.cli.doctor.memory import memory_checks
 from gateway.cli.doctor.models import (
@@ -211,6 +211,7 @@ async def run_doctor(
         *config_checks(settings, config_problem),  # replaces the "config is valid" line
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
         *file_checks(settings, fix=fix),
+        *secrets_in_config(settings),
         *store_checks(settings),
         *skill_checks(settings),
         *security_checks(settings),

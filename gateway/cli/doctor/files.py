@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.cli.doctor.checks import Check
 from gateway.config.settings import Settings
@@ -76,4 +79,32 @@ def file_checks(settings: Settings, *, fix: bool = False) -> list[Check]:
             )
     if not checks:
         checks.append(Check("permissions", "ok", "secret and memory files are yours only"))
+    return checks
+
+
+def secrets_in_config(settings: Settings) -> list[Check]:
+    """One warning per secret written in config.toml: the file is shared, copied and backed
+    up more readily than ``.env`` (both are yours only), and onboarding keeps secrets there."""
+    from gateway.config.reference.doc import key_docs  # noqa: PLC0415
+
+    try:
+        written = tomllib.loads(settings.config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []  # no file, or one the config check reports
+    checks = []
+    for section in key_docs():
+        for key in section.keys:
+            value: Any = written
+            for part in key.key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if not value or (key.key == "storage.url" and not urlsplit(str(value)).password):
+                continue  # not there; a database URL without a password is no secret
+            checks.append(
+                Check(
+                    "secrets",
+                    "warn",
+                    f"config.toml holds the secret {key.key}: move it to {settings.home / '.env'}"
+                    f" as {key.env}=... and delete it from config.toml",
+                )
+            )
     return checks

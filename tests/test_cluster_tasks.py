@@ -146,6 +146,7 @@ async def test_from_another_home_the_cli_sees_the_running_cluster_and_chat_does_
     async with Gateway(settings, channels=[MemoryChannel()]):
         status = await switchboard("status", env=env)
         chat = await switchboard("chat", "-m", "hi", env=env)
+        told = await switchboard("config", "set", "agent.reflection", "false", env=env)
     code, out, _ = status
     assert code == 0, status
     assert out.startswith("gateway: not running from this home; its cluster runs on 1 node(s)")
@@ -153,3 +154,5 @@ async def test_from_another_home_the_cli_sees_the_running_cluster_and_chat_does_
     code, _, err = chat
     assert code != 0 and "node a on " in err and "would join the cluster" in err
     assert fake_llm.requests == []
+    code, out, _ = told
+    assert code == 0 and "the cluster's nodes (a) that share this home reload" in out

@@ -12,6 +12,7 @@ are made with ``switchboard api token add``, which keeps them out of the shell's
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -201,10 +202,15 @@ def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     its section), which the command then takes back."""
     import time  # noqa: PLC0415
 
-    from gateway.cli.gateway_api import find_running  # noqa: PLC0415
+    from gateway.cli.gateway_api import cluster_nodes, find_running  # noqa: PLC0415
     from gateway.runtime.reload import config_sha, read_report  # noqa: PLC0415
 
     running = find_running(settings)
+    if running is None and (nodes := asyncio.run(cluster_nodes(settings))):
+        return (
+            f"the cluster's nodes ({', '.join(nodes)}) that share this home reload config.toml "
+            "within seconds; a node with a home of its own needs the change there too"
+        ), False
     if running is None:
         return "no gateway is running: it takes effect when one starts", False
     who = f"the running gateway (pid {running.pid})" if running.pid > 0 else "the running gateway"

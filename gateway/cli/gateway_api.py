@@ -43,6 +43,19 @@ def find_running(settings: Settings) -> RunningGateway | None:
     return RunningGateway(pid, endpoint)
 
 
+async def cluster_nodes(settings: Settings) -> list[str]:
+    """The names of the running nodes of this home's cluster (PostgreSQL, ``storage.url``),
+    which no lock in this home shows: none on SQLite."""
+    if settings.storage.url is None:
+        return []
+    import time  # noqa: PLC0415
+
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
+
+    async with store_for(settings, migrates=False) as store:
+        return [n.name for n in await store.nodes.listing() if n.alive(time.time())]
+
+
 async def call(settings: Settings, method: str, path: str) -> Any:
     """``method path`` (``GET api/status``) of the running gateway, over its Unix socket;
     the JSON answer (503 bodies too: ``/readyz`` says "not ready" that way)."""

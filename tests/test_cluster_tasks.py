@@ -147,6 +147,7 @@ async def test_from_another_home_the_cli_sees_the_running_cluster_and_chat_does_
         status = await switchboard("status", env=env)
         chat = await switchboard("chat", "-m", "hi", env=env)
         told = await switchboard("config", "set", "agent.reflection", "false", env=env)
+        link = await switchboard("web", env=env)
     code, out, _ = status
     assert code == 0, status
     assert out.startswith("gateway: not running from this home; its cluster runs on 1 node(s)")
@@ -156,3 +157,5 @@ async def test_from_another_home_the_cli_sees_the_running_cluster_and_chat_does_
     assert fake_llm.requests == []
     code, out, _ = told
     assert code == 0 and "the cluster's nodes (a) that share this home reload" in out
+    code, _, err = link
+    assert code == 1 and "the cluster runs on a: run this in the home of the node" in err

@@ -49,10 +49,16 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
         return sign_out_all(settings)
     endpoint = read_endpoint(settings.data_dir)
     if endpoint is None:
-        print(
-            f"switchboard: the gateway is not running here (start it with `{switchboard('run')}`)",
-            file=sys.stderr,
+        from gateway.cli.gateway_api import cluster_nodes  # noqa: PLC0415
+
+        nodes = asyncio.run(cluster_nodes(settings))
+        where = (
+            f"no node serves its web chat from this home; the cluster runs on "
+            f"{', '.join(nodes)}: run this in the home of the node that leads"
+            if nodes
+            else f"the gateway is not running here (start it with `{switchboard('run')}`)"
         )
+        print(f"switchboard: {where}", file=sys.stderr)
         return 1
     try:
         link = sign_in_link(read_key(settings.data_dir), endpoint.url)

@@ -369,6 +369,7 @@ async def test_the_owner_at_the_terminal_may_decide_any_request(
         await channel.wait_for(2, chat_id=MEMBER)
         await gateway.wait_idle()
     assert request_id(request) in listing.text and "exec" in listing.text
+    assert f"command: {COMMAND}" in listing.text  # what it would run: seen before /approve
     assert runs(settings) == 1
 
 

@@ -257,6 +257,63 @@ async def test_in_a_room_only_a_mention_is_answered_as_a_reply(
     assert event["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == asked
 
 
+async def test_after_a_restart_a_room_is_still_a_group_and_only_a_mention_is_answered(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    """The sync goes on from its stored position after a restart: the rooms' members are
+    asked for again, so a room of three is no direct chat (it was: every message answered,
+    a group offered the tools of a direct chat)."""
+    dana, eve = people("dana"), people("eve")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id, eve.id], group_policy="open"
+    )
+    fake_llm.queue(llm.text("Tuesday works."))
+    async with running(settings) as gateway:
+        room = await dana.room(bot.user_id, eve.id)
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "before the restart")
+        await gateway.wait_idle()
+    async with running(settings) as gateway:
+        await dana.say(room, "chatter after the restart")
+        await dana.say(room, "bot: which day?", mention=bot.user_id)
+        answers = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    assert answers == ["Tuesday works."]
+    [asked] = fake_llm.requests  # the chatter was no turn of its own
+    assert "which day?" in asked.last_user_text and "a direct chat" not in asked.system_text
+
+
+async def test_what_was_said_in_a_room_before_the_bot_joined_gets_no_turn(
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+) -> None:
+    dana, eve = people("dana"), people("eve")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, allow_from=[dana.id, eve.id], group_policy="open"
+    )
+    fake_llm.queue(llm.text("Now I'm here."))
+    async with running(settings) as gateway:
+        room = await dana.room(eve.id)
+        await dana.say(room, "bot: are you there yet?", mention=bot.user_id)
+        await dana.call(
+            "POST", f"/_matrix/client/v3/rooms/{quote(room)}/invite", {"user_id": bot.user_id}
+        )
+        await until(lambda: _has(dana.members(room), bot.user_id))
+        await dana.say(room, "bot: and now?", mention=bot.user_id)
+        answers = await until(lambda: _shown(dana, room, bot.user_id))
+        await gateway.wait_idle()
+    assert answers == ["Now I'm here."]
+    [asked] = fake_llm.requests
+    assert "and now?" in asked.last_user_text
+
+
 async def test_invites_from_strangers_to_rooms_are_declined(
     make_settings: SettingsFactory,
     homeserver: Homeserver,

@@ -166,8 +166,11 @@ class MatrixChannel:
                     "matrix: more messages arrived in %s than one sync holds; older ones are skipped",
                     room_id,
                 )
-            for event in joined.timeline.events:
-                await self._event(sink, room_id, event.source)
+            events = [event.source for event in joined.timeline.events]
+            if room_id not in known:  # joined in this sync: nothing said before it is ours
+                events = _after_joining(events, self.client.user_id)
+            for event in events:
+                await self._event(sink, room_id, event)
 
     async def _event(self, sink: InboundSink, room_id: str, event: dict[str, Any]) -> None:
         user_id = self.client.user_id
@@ -273,3 +276,17 @@ class MatrixChannel:
 
     def _status(self, error: str | None) -> None:
         self._last_error = error
+
+
+def _after_joining(events: list[dict[str, Any]], user_id: str) -> list[dict[str, Any]]:
+    """The events after the bot's own join among ``events`` (a room's timeline); all of them
+    when the join is not among them (a room it was in already, seen again after a restart)."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if (
+            event.get("type") == "m.room.member"
+            and event.get("state_key") == user_id
+            and (event.get("content") or {}).get("membership") == "join"
+        ):
+            return events[index + 1 :]
+    return events

@@ -67,14 +67,18 @@ class SyncLoop:
 
     async def _run(self) -> None:
         self._since = await self._records.load_cursor(CHANNEL)
+        # The first sync of this process asks for the rooms' whole state, from the stored
+        # position too: without it the client knows no room's members, and a group of
+        # three would count as a direct chat until someone joined or left.
+        whole_state = True
         while True:
             first = self._since is None
             try:
                 answer = await self._client.sync(
-                    timeout=0 if first else self._timeout_ms,
+                    timeout=0 if first or whole_state else self._timeout_ms,
                     since=self._since,
                     sync_filter=SYNC_FILTER,
-                    full_state=first or None,
+                    full_state=whole_state or None,
                 )
                 if isinstance(answer, SyncError):
                     self._failed(f"{answer.status_code or ''} {answer.message}".strip())
@@ -87,6 +91,7 @@ class SyncLoop:
                 self._failed(str(exc) or type(exc).__name__)
                 await asyncio.sleep(self._backoff.next())
                 continue
+            whole_state = False
             self._since = answer.next_batch
             await self._records.save_cursor(CHANNEL, answer.next_batch)
             self._backoff.reset()

@@ -187,11 +187,25 @@ def already_text(record: ApprovalRequest) -> str:
     return f"Request {record.id} was already {record.state}; nothing changed."
 
 
+LISTED_CHARS = 120  # of each argument, in the /approve listing
+
+
 def listing_text(records: list[ApprovalRequest]) -> str:
     if not records:
         return "Nothing is waiting for your approval."
     lines = [
         f"{r.id}: {r.tool} for {requester_label(r.requester, prose=True)} ({r.reason})"
+        + "".join(f"\n    {name}: {_brief(value)}" for name, value in r.arguments.items())
         for r in records[:20]
     ]
-    return "Waiting for your decision (/approve ID or /deny ID):\n" + "\n".join(lines)
+    return (
+        "Waiting for your decision (/approve ID or /deny ID; /show ID for all of one):\n"
+        + "\n".join(lines)
+    )
+
+
+def _brief(value: Any) -> str:
+    """An argument on one line, cut at :data:`LISTED_CHARS` (what the listing shows of it:
+    whoever decides sees what they decide, even when the request's own message was lost)."""
+    text = " ".join(visible(str(value)).split())
+    return text if len(text) <= LISTED_CHARS else text[: LISTED_CHARS - 1] + "…"

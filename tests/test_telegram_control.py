@@ -35,7 +35,7 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
     visible = tg.visible(42)
     assert len(visible) == 1 and visible[0].startswith("Stopped.")  # the draft became it
     assert not any("word199" in t for t in tg.texts(42))
-    [ended] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turn ")]
+    [ended] = [r.getMessage() for r in caplog.records if r.name == "gateway.runtime.turns.chat"]
     assert " stopped by " in ended and "answered" not in ended  # the log says what happened
 
 

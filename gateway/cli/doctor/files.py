@@ -93,7 +93,7 @@ def secrets_in_config(settings: Settings) -> list[Check]:
         return []  # no file, or one the config check reports
     checks = []
     for section in key_docs():
-        for key in section.keys:
+        for key in (k for k in section.keys if k.secret):
             value: Any = written
             for part in key.key.split("."):
                 value = value.get(part) if isinstance(value, dict) else None

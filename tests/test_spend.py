@@ -85,6 +85,25 @@ async def test_a_members_turns_stop_at_their_daily_cap_saying_when_it_resets(
     )
 
 
+async def test_the_owner_is_told_of_each_member_that_reaches_their_cap(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    limits = {"person_daily_usd": 0.10}
+    async with run_gateway(channel=channel, telegram=ACCESS, limits=limits, llm=OUTPUT_ONLY) as (
+        gateway,
+        _,
+    ):
+        await ask(channel, gateway, "hello", "olga")  # the owner's home chat
+        await ask(channel, gateway, "question", "alice")
+        await ask(channel, gateway, "question", "bob")
+    told = notices(channel, "olga")
+    assert len(told) == 2  # bob's was news too, not the day's one notice of the cap
+    assert "telegram:alice has used today's allowance" in told[0]
+    assert "telegram:bob has used today's allowance" in told[1]
+
+
 async def test_a_prompt_estimated_to_pass_the_cap_is_refused_before_the_call(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

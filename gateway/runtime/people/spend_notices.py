@@ -83,7 +83,10 @@ class SpendWatch:
             for level in ((100,) if member else LEVELS)
             if state.spent_usd * 100 >= level * state.cap.limit_usd
         ]
-        key = (state.cap.key, state.period_key)
+        # one cap of everyone's, or one per person: each member's passing is news
+        subject = state.cap.spender.subject
+        name = f"{state.cap.key}:{subject}" if subject else state.cap.key
+        key = (name, state.period_key)
         told = self._told.setdefault(key, set())
         new = [level for level in levels if level not in told]
         if not new:
@@ -105,9 +108,9 @@ class SpendWatch:
             thread_id=home.chat.thread_id,
             text=text,
             kind=OutboundKind.NOTICE,
-            idempotency_key=f"spend:{state.cap.key}:{state.period_key}:{max(new)}",
+            idempotency_key=f"spend:{name}:{state.period_key}:{max(new)}",
         )
-        recorded = await self._notices.claim(state.cap.key, state.period_key, new, notice)
+        recorded = await self._notices.claim(name, state.period_key, new, notice)
         told.update(new)
         if recorded:
             log.info("told the owner: %s", text)

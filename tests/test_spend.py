@@ -19,6 +19,7 @@ from gateway.config.settings import LimitSettings
 from gateway.core.addressing import agent_of
 from gateway.core.messages import OutboundKind
 from gateway.core.principal import Principal, Role
+from gateway.core.usage import usd
 from gateway.runtime.app import Gateway
 from gateway.runtime.people.spend import SpendCaps
 from gateway.runtime.turns.accounting import channel_of
@@ -102,6 +103,33 @@ async def test_the_owner_is_told_of_each_member_that_reaches_their_cap(
     assert len(told) == 2  # bob's was news too, not the day's one notice of the cap
     assert "telegram:alice has used today's allowance" in told[0]
     assert "telegram:bob has used today's allowance" in told[1]
+
+
+async def test_usage_shows_each_person_the_caps_that_hold_them(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """A member's /usage names the gateway's cap that refuses them; the owner's names the
+    cap each member has (it said "no caps set"); amounts under a cent are not rounded away."""
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    limits = {"person_daily_usd": 0.5, "gateway_daily_usd": 0.15}
+    async with run_gateway(channel=channel, telegram=ACCESS, limits=limits, llm=OUTPUT_ONLY) as (
+        gateway,
+        _,
+    ):
+        await ask(channel, gateway, "hello", "olga")  # $0.10 of the gateway's $0.15
+        await ask(channel, gateway, "/usage", "alice")
+        await ask(channel, gateway, "/usage", "olga")
+    alice, olga = channel.texts("alice")[-1], channel.texts("olga")[-1]
+    assert "- Everyone today (cap $0.15): $0.10 spent, $0.05 left" in alice
+    assert "- You today (cap $0.50): $0.00 spent, $0.50 left" in alice
+    assert "- Each member today: cap $0.50 (limits.person_daily_usd)" in olga
+    assert "no caps set" not in olga
+
+
+def test_money_under_a_cent_is_not_rounded_away() -> None:
+    assert usd(0.0147) == "$0.0147" and usd(0.01) == "$0.01" and usd(0.1972) == "$0.1972"
+    assert usd(0.2) == "$0.20" and usd(1234.5678) == "$1,234.57"
 
 
 async def test_a_prompt_estimated_to_pass_the_cap_is_refused_before_the_call(

@@ -36,7 +36,7 @@ from agent.llm.reconcile import Reconciler
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
 from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
 from gateway.config.prices import PriceTable
-from gateway.core.usage import Purpose
+from gateway.core.usage import Purpose, usd
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class OverAllowance(Exception):
         left = max(0.0, self.left_usd)
         return (
             f"I stopped before asking the model: this request would cost up to about "
-            f"${self.estimate_usd:.2f} and {self.allowance.cap} has ${left:.2f} left. "
+            f"{usd(self.estimate_usd)} and {self.allowance.cap} has {usd(left)} left. "
             f"It resets {self.allowance.resets}. A shorter message, or /new for a fresh "
             f"conversation, costs less."
         )

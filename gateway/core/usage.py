@@ -1,4 +1,5 @@
-"""Why a model call was made: every call is recorded with its purpose."""
+"""Why a model call was made (every call is recorded with its purpose), and money as people
+read it."""
 
 from __future__ import annotations
 
@@ -14,3 +15,11 @@ class Purpose(enum.StrEnum):
     SUMMARY = "summary"  # summarizing a long conversation
     REFLECTION = "reflection"  # updating memory after a turn
     IMAGE = "image"  # a picture made by the images endpoint (generate_image)
+
+
+def usd(amount: float) -> str:
+    """Dollars as people read them: in cents, or to four places where cents would hide
+    what was spent ($0.0147 against a cap of $0.01, not "$0.01 of $0.01")."""
+    if amount >= 100 or abs(amount - round(amount, 2)) < 5e-5:
+        return f"${amount:,.2f}"
+    return f"${amount:.4f}"

@@ -14,6 +14,7 @@ from datetime import datetime
 from agent.llm.metered import UsageEntry
 from agent.llm.types import Usage
 from gateway.core.principal import Principal
+from gateway.core.usage import usd
 from gateway.runtime.people.spend import CapState, SpendCaps
 from gateway.store import People, UsageReport, UsageTotals
 
@@ -51,15 +52,24 @@ class UsageText:
         return f"Limits: {' and '.join(x for x in (daily, hourly) if x) or 'none'}."
 
     async def _money(self, principal: Principal) -> list[str]:
+        """The caps that hold the person's turns (a member's: theirs and the gateway's),
+        with what is spent; the owner's: every cap configured, and each member's."""
         caps = self._caps.person_caps(principal)
         if principal.is_owner:
             caps += [c for c in self._caps.configured() if c not in caps]
+        else:
+            caps += [c for c in self._caps.gateway_caps() if c not in caps]
         states = await self._caps.states(caps)
-        if not states:
+        members = self._caps.member_caps() if principal.is_owner else []
+        if not states and not members:
             return [
                 "Money: no caps set." if principal.is_owner else "Money: no cap applies to you."
             ]
-        return ["Money:"] + [f"- {self._cap_line(state)}" for state in states]
+        lines = [f"- {self._cap_line(state)}" for state in states]
+        lines += [
+            f"- Each member {which}: cap {usd(limit)} ({key})" for key, which, limit in members
+        ]
+        return ["Money:", *lines]
 
     def _cap_line(self, state: CapState) -> str:
         cap = state.cap
@@ -71,8 +81,8 @@ class UsageText:
             "agent": f"Agent {cap.spender.subject}",
         }[cap.spender.scope]
         return (
-            f"{who} {which} (cap ${cap.limit_usd:.2f}): ${state.spent_usd:.2f} spent, "
-            f"${state.left_usd:.2f} left; resets {self._caps.resets(state)}"
+            f"{who} {which} (cap {usd(cap.limit_usd)}): {usd(state.spent_usd)} spent, "
+            f"{usd(max(0.0, state.left_usd))} left; resets {self._caps.resets(state)}"
         )
 
     async def _footer(self, principal: Principal, args: Sequence[str]) -> str:

@@ -35,6 +35,7 @@ from gateway.config.settings import LimitSettings
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.messages import ChatRef, InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
+from gateway.core.usage import usd
 from gateway.runtime.people.spend import CapState, SpendCaps
 from gateway.store import AuditLog, UsageReport
 
@@ -145,7 +146,7 @@ class UserBudget:
         resets = self._spend.resets(state)
         scope = cap.spender.scope
         if scope == "person":
-            text = f"You've used {which} allowance of my time (${cap.limit_usd:.2f})."
+            text = f"You've used {which} allowance of my time ({usd(cap.limit_usd)})."
         elif scope == "agent":
             text = f"This assistant has used {which} spending limit set for it."
         elif scope == "background":

@@ -35,6 +35,7 @@ from gateway.config.people import config_table
 from gateway.config.settings import LimitSettings
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
+from gateway.core.usage import usd
 from gateway.runtime.people.directory import ConfiguredPerson
 from gateway.store import Spender, UsageReport
 
@@ -159,6 +160,15 @@ class SpendCaps:
                 caps += _caps((f"limits.person_{name}_usd", spender, period, default))
         return caps
 
+    def member_caps(self) -> list[tuple[str, str, float]]:
+        """The caps ``[limits]`` gives each member: (key, "today" or "this month", limit)."""
+        limits = self._limits
+        found = (
+            ("limits.person_daily_usd", "today", limits.person_daily_usd),
+            ("limits.person_monthly_usd", "this month", limits.person_monthly_usd),
+        )
+        return [(key, which, limit) for key, which, limit in found if limit]
+
     def agent_caps(self, agent: str) -> list[Cap]:
         profile = self._agents.get(agent)
         if profile is None:
@@ -277,7 +287,7 @@ def span(delta: timedelta) -> str:
 def describe(cap: Cap) -> str:
     """A cap as the one its turn runs into: "your daily allowance of $0.50"."""
     which = "today's" if cap.period == "day" else "this month's"
-    money = f"${cap.limit_usd:.2f}"
+    money = usd(cap.limit_usd)
     scope = cap.spender.scope
     if scope == "person":
         return f"your {period_name(cap.period)} allowance of {money}"

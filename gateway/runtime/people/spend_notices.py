@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from gateway.core.addressing import agent_of
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
+from gateway.core.usage import usd
 from gateway.runtime.people.spend import CapState, SpendCaps
 from gateway.runtime.turns.accounting import channel_of
 from gateway.store import HomeChat, SpendNotices, UsageRecord
@@ -121,7 +122,7 @@ def notice_text(state: CapState, level: int, resets: str, member: bool) -> str:
     """The owner's notice that ``state``'s cap passed ``level`` percent."""
     cap = state.cap
     which = "today's" if cap.period == "day" else "this month's"
-    money = f"${state.spent_usd:.2f} of ${cap.limit_usd:.2f}"
+    money = f"{usd(state.spent_usd)} of {usd(cap.limit_usd)}"
     scope = cap.spender.scope
     if scope == "person":
         whose = f"{cap.spender.subject} has" if member else "You have"

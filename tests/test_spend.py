@@ -127,6 +127,36 @@ async def test_usage_shows_each_person_the_caps_that_hold_them(
     assert "no caps set" not in olga
 
 
+async def test_a_calls_estimate_is_at_the_dearest_model_that_may_answer_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    """The main model would cost $0.10, its fallback $0.30: a member with $0.20 left is
+    refused before the call (the fallback answered, and the cap was passed by half)."""
+    fallback = {
+        "provider": "openai",
+        "model": "backup-model",
+        "base_url": backup_llm.openai_url,
+        "api_key": "sk-backup-key-654321",
+    }
+    prices = {
+        "fake-model": {"input": 0, "output": 1000},
+        "backup-model": {"input": 0, "output": 3000},
+    }
+    settings = make_settings(
+        telegram=ACCESS,
+        limits={"person_daily_usd": 0.20},
+        llm={"max_tokens": 100, "prices": prices, "fallbacks": [fallback]},
+    )
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await ask(channel, gateway, "question", "alice")
+    [told] = channel.texts("alice")
+    assert told.startswith("I stopped before asking the model: this request would cost up to")
+    assert "$0.30" in told
+    assert fake_llm.requests == [] and backup_llm.requests == []
+
+
 def test_money_under_a_cent_is_not_rounded_away() -> None:
     assert usd(0.0147) == "$0.0147" and usd(0.01) == "$0.01" and usd(0.1972) == "$0.1972"
     assert usd(0.2) == "$0.20" and usd(1234.5678) == "$1,234.57"

@@ -229,8 +229,12 @@ class MeteredModel:
         temperature: float | None = None,
         prices: PriceTable | None = None,
         reconciler: Reconciler | None = None,
+        fallbacks: Sequence[str] = (),
     ) -> None:
         self.provider = provider
+        # the models that may answer instead (llm.fallbacks): a call's estimate is at the
+        # dearest price of them all, as any of them may be the one that answers
+        self._fallbacks = tuple(fallbacks)
         self.window = (
             context_window if isinstance(context_window, WindowSize) else WindowSize(context_window)
         )
@@ -315,11 +319,17 @@ class MeteredModel:
         meter = charge.meter
         if meter is None or meter.allowance is None:
             return
-        price = self.prices.price(self.model)
-        if price is None:
-            return
-        tokens = round(prompt * self._reconciler.ratio(self.model))
-        most = price.cost(input_tokens=tokens, output_tokens=request.max_tokens)
+        estimates = [
+            price.cost(
+                input_tokens=round(prompt * self._reconciler.ratio(model)),
+                output_tokens=request.max_tokens,
+            )
+            for model in (self.model, *self._fallbacks)
+            if (price := self.prices.price(model)) is not None
+        ]
+        if not estimates:
+            return  # no model of them has a price: free, as far as the caps know
+        most = max(estimates)
         left = meter.allowance.left_usd - meter.cost_usd
         if most > left:
             raise OverAllowance(most, left, meter.allowance)

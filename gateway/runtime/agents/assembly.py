@@ -132,6 +132,7 @@ def metered_model(
         temperature=settings.llm.temperature,
         prices=models.prices,
         reconciler=models.reconciler,
+        fallbacks=[fallback.model for fallback in settings.llm.fallbacks],
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.fakes.llm import FakeLLM, calls, error, held, streamed
+from tests.fakes.llm import FakeLLM, calls, error, held, streamed, text
 
 pytestmark = pytest.mark.slow
 
@@ -149,6 +149,33 @@ async def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(
     typed = os.fsdecode(b"bad \xc3\x28 end")  # as Python hands the argument over
     code, out, err = await switchboard("chat", "-m", typed, env=env)
     assert (code, out) == (0, "echo: bad \ufffd( end\n"), err
+
+
+async def test_a_turn_that_waits_for_approval_lets_chat_m_return_and_take_the_decision(
+    home: Path, fake_llm: FakeLLM
+) -> None:
+    """A turn parked for the owner's approval runs no more until someone decides: `chat -m`
+    returns once the request is shown, and `chat -m "/approve ID"` is sent and answered
+    (it waited for that turn to end, and hung)."""
+    env = chat_env(
+        home,
+        fake_llm,
+        SWITCHBOARD_TOOLS__APPROVALS="ask",
+        SWITCHBOARD_TOOLS__WEB__ALLOW_PRIVATE_HOSTS='["127.0.0.1"]',
+    )
+    fake_llm.queue(
+        calls(("web_fetch", {"url": fake_llm.openai_url + "/models"})),
+        calls(("write_file", {"path": "note.txt", "content": "from the page"})),
+        text("Written to note.txt."),
+    )
+    async with running_gateway(env):
+        code, asked, _ = await switchboard("chat", "-m", "look at the models page", env=env)
+        found = re.search(r"/approve ([A-Z0-9]{6,})", asked)
+        assert found is not None, asked
+        code, decided, err = await switchboard("chat", "-m", f"/approve {found.group(1)}", env=env)
+    assert code == 0, err
+    assert "Written to note.txt." in decided
+    assert (home / "workspace" / "note.txt").read_text() == "from the page"
 
 
 async def test_chat_reads_messages_from_a_pipe(home: Path, fake_llm: FakeLLM) -> None:

@@ -384,14 +384,20 @@ class Journal:
         return await self._db.run(load, durable=False)
 
     async def open_count(self, channel: str | None = None) -> int:
-        """Messages not yet answered (waiting or in a running turn)."""
+        """Messages not yet answered: waiting, or in a running turn. A turn that waits for
+        a person's approval runs no more until someone decides, so its messages are not
+        counted: what waits for the work to settle (a ``chat -m``) may send the decision."""
+        where = (
+            "state != 'done' AND (turn_id IS NULL OR turn_id NOT IN"
+            " (SELECT turn_id FROM approvals WHERE state = 'pending'))"
+        )
 
         def load(conn: Connection) -> int:
             if channel is None:
-                row = conn.execute("SELECT COUNT(*) FROM inbound WHERE state != 'done'").fetchone()
+                row = conn.execute(f"SELECT COUNT(*) FROM inbound WHERE {where}").fetchone()
             else:
                 row = conn.execute(
-                    "SELECT COUNT(*) FROM inbound WHERE state != 'done' AND channel = ?", (channel,)
+                    f"SELECT COUNT(*) FROM inbound WHERE {where} AND channel = ?", (channel,)
                 ).fetchone()
             return int(row[0])
 

@@ -91,6 +91,8 @@ class ApprovalPolicy:
         assert self._book is not None
         record = await self._book.for_call(ctx.idempotency_key)
         if record is None or record.pending:
+            if (anyway := tool.refused_anyway(args, ctx)) is not None:
+                return ToolResult.error(anyway)  # no approver is asked what cannot run
             shown = await tool.reach(args, ctx)
             raise AwaitingApproval(
                 PendingCall(

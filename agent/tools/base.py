@@ -192,6 +192,11 @@ class Tool(ABC):
         arguments say it all."""
         return Reach()
 
+    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """Why this call would be refused whatever an approver decided (a protected file),
+        so that nobody is asked to approve it; ``None`` when an approval would let it run."""
+        return None
+
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

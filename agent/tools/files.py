@@ -161,7 +161,18 @@ def _document_kind(path: Path) -> DocKind | None:
     return document_kind(path) if path.is_file() else None
 
 
-class WriteFile(Tool):
+class _Writes(Tool):
+    """A tool that writes the workspace file its ``path`` names."""
+
+    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        try:
+            ctx.workspace.resolve(str(args.get("path", "")), write=True)
+        except PathDenied as exc:  # a protected file, or outside what this turn may reach
+            return str(exc)
+        return None
+
+
+class WriteFile(_Writes):
     name = "write_file"
     description = "Create or overwrite a text file in the workspace (folders are created)."
     parameters = schema(
@@ -179,7 +190,7 @@ class WriteFile(Tool):
         return ToolResult(f"wrote {len(content)} characters to {ctx.workspace.relative(path)}")
 
 
-class EditFile(Tool):
+class EditFile(_Writes):
     name = "edit_file"
     description = (
         "Replace one exact occurrence of old_text with new_text in a workspace file"

@@ -38,7 +38,8 @@ DEFAULT_DENY_PATTERNS: tuple[str, ...] = (
     r"\beval\b.*\b(curl|wget)\b",
     r"\bchmod\s+(-R\s+)?[0-7]*777\s+/",
     r"\bchown\s+-R\b.*\s/(\s|$)",
-    r"/etc/(passwd|shadow|sudoers)\b.*>",
+    r">\s*/etc/(passwd|shadow|sudoers)\b",  # a write into them (not "cat ... 2>&1")
+    r"\btee\b.*\s/etc/(passwd|shadow|sudoers)\b",
     r"\bsudo\b",
     r"\bnc\b.*\s-e\s",
 )

@@ -137,6 +137,16 @@ async def test_text_inserted_by_javascript_is_read_only_with_rendering(
     assert "(read in a browser)" in asked.content
 
 
+async def test_a_short_page_without_scripts_is_not_said_to_need_them(
+    browser: Browser, site: FakeSite, tmp_path: Path
+) -> None:
+    site.page("/short", "<html><body><h1>Opening hours</h1><p>9 to 5.</p></body></html>")
+    url = site.url("/short", host="allowed.test")
+    read = await run(fetch_tool(browser), tmp_path, url=url)
+    assert "9 to 5." in read.content
+    assert "JavaScript" not in read.content  # a browser showed no more than was served
+
+
 async def test_a_page_with_enough_text_stays_on_the_fast_path(
     browser: Browser, site: FakeSite, tmp_path: Path
 ) -> None:

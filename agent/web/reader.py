@@ -95,6 +95,8 @@ class PageReader:
             return _noted(
                 plain, "rendered in a browser it had less text, so this is the page as served"
             )
+        if rendered.text.split() == plain.text.split():
+            return plain  # a short page: a browser shows it as it was served, no more
         return _noted(rendered, "the page needs JavaScript, so it was read in a browser")
 
     async def _plain(self, url: str, notes: tuple[str, ...] = ()) -> Reading:

@@ -273,7 +273,7 @@ async def test_read_file_draws_the_pages_of_a_scan_it_is_asked_for(
         await gateway.wait_idle()
     first, second = fake_llm.requests
     assert len(first.images) == 1  # the first page, with the message
-    assert "[1 of its pages follow as pictures]" in second.tool_results[-1]
+    assert "[1 page follows as a picture]" in second.tool_results[-1]
     assert len(second.images) == 2  # and page 3, with what read_file answered
     drawn = sorted(p.name for p in settings.workspace_dir.rglob("*-page*.png"))
     assert [name.rsplit("-", 1)[1] for name in drawn] == ["page1.png", "page3.png"]

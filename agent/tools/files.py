@@ -135,7 +135,11 @@ class ReadFile(Tool):
         if extract.no_text_layer and kind == "pdf" and ctx.workspace.is_untrusted(path):
             pictures = await self._scan_pages(path, pages, extract.total)
             if pictures:
-                text += f"\n[{len(pictures)} of its pages follow as pictures]"
+                text += (
+                    f"\n[{len(pictures)} of its pages follow as pictures]"
+                    if len(pictures) > 1
+                    else "\n[1 page follows as a picture]"
+                )
         # A file someone sent is outside content: marked as such, and reading it taints the
         # turn, as web_fetch does (agent/untrusted.py).
         if ctx.workspace.is_untrusted(path):

@@ -227,7 +227,11 @@ class Understanding:
             Attachment("image", str(picture), "image/png", f"{name}, page {number}", page_of=name)
             for number, picture in enumerate(drawn, start=1)
         ]
-        shown = f"; its first {len(pages)} pages follow as pictures" if pages else ""
+        shown = ""
+        if len(pages) == 1:
+            shown = "; its first page follows as a picture"
+        elif pages:
+            shown = f"; its first {len(pages)} pages follow as pictures"
         return [replace(attachment, note=f"{header} ({scan}{shown})"), *pages]
 
     def _plain(self, attachment: Attachment, path: Path) -> Attachment:

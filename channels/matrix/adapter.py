@@ -218,8 +218,15 @@ class MatrixChannel:
                 return
             log.warning("matrix: could not join %s: %s", room_id, answer)
             raise ConnectionError(f"join failed: {answer}")
+        settings = self.settings
+        known = who in (*settings.allow_from, *settings.admins, *settings.owners)
         log.warning(
-            "matrix: declined an invitation to %s from %s (not an allowed user)", room_id, who
+            "matrix: declined an invitation to %s from %s (%s)",
+            room_id,
+            who,
+            f"the room is not in matrix.group_allow_from: add {room_id} there and invite again"
+            if known and not direct
+            else "not an allowed user",
         )
         self._declined.add(room_id)
         await self.client.room_leave(room_id)

@@ -539,6 +539,22 @@ async def test_next_names_the_full_path_when_switchboard_is_not_on_the_path(
     assert f"Next: `{installed} chat` to talk here, `{installed} run` for the channels." in out
     assert f"To reach it from your phone: `{installed} onboard --channel telegram` (or" in out
     assert f"in {ROOT}, `make chat` and `make run` do the same, and `make link` puts it" in out
+    elsewhere = tmp_path / "elsewhere"
+    code, out, err = await switchboard(
+        "onboard",
+        "--home",
+        str(elsewhere),
+        "--base-url",
+        fake_llm.openai_url,
+        "--model",
+        "fake-model",
+        env=env,
+    )
+    assert code == 0, err
+    assert (
+        f"`SWITCHBOARD_HOME={elsewhere} make chat` and `SWITCHBOARD_HOME={elsewhere} make run`"
+        in out
+    )
     linked = tmp_path / "bin"  # after `make link`: a link to the same install on the PATH
     linked.mkdir()
     (linked / "switchboard").symlink_to(installed)

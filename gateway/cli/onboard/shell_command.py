@@ -35,9 +35,11 @@ def path_note() -> str:
     if _program() == "switchboard":
         return ""
     if (CHECKOUT / "Makefile").is_file():
+        # make reads the home from the environment: the --home given goes there
+        env = f"SWITCHBOARD_HOME={shlex.quote(str(_given_home[0]))} " if _given_home else ""
         return (
-            f"(`switchboard` is not on your PATH: in {CHECKOUT}, `make chat` and `make run` "
-            "do the same, and `make link` puts it on your PATH)"
+            f"(`switchboard` is not on your PATH: in {CHECKOUT}, `{env}make chat` and "
+            f"`{env}make run` do the same, and `make link` puts it on your PATH)"
         )
     return f"(`switchboard` is not on your PATH: add {_installed().parent} to it)"
 

@@ -208,8 +208,9 @@ def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     running = find_running(settings)
     if running is None and (nodes := asyncio.run(cluster_nodes(settings))):
         return (
-            f"the cluster's nodes ({', '.join(nodes)}) that share this home reload config.toml "
-            "within seconds; a node with a home of its own needs the change there too"
+            f"the cluster's nodes ({', '.join(n.name for n in nodes)}) that share this home "
+            "reload config.toml within seconds; a node with a home of its own needs the change "
+            "there too"
         ), False
     if running is None:
         return "no gateway is running: it takes effect when one starts", False

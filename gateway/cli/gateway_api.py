@@ -10,7 +10,7 @@ up, and nobody else can open the socket. Anything that wants the live gateway's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -18,6 +18,9 @@ from gateway.config.settings import Settings
 from gateway.core.system.local_socket import reachable
 from gateway.core.system.lock import holder
 from gateway.web.endpoint import WebEndpoint, read_endpoint, socket_path
+
+if TYPE_CHECKING:
+    from gateway.store.cluster.nodes import NodeInfo
 
 TIMEOUT_SECONDS = 5.0
 
@@ -43,9 +46,9 @@ def find_running(settings: Settings) -> RunningGateway | None:
     return RunningGateway(pid, endpoint)
 
 
-async def cluster_nodes(settings: Settings) -> list[str]:
-    """The names of the running nodes of this home's cluster (PostgreSQL, ``storage.url``),
-    which no lock in this home shows: none on SQLite."""
+async def cluster_nodes(settings: Settings) -> list[NodeInfo]:
+    """The running nodes of this home's cluster (PostgreSQL, ``storage.url``), the leader
+    first, which no lock in this home shows: none on SQLite."""
     if settings.storage.url is None:
         return []
     import time  # noqa: PLC0415
@@ -53,7 +56,7 @@ async def cluster_nodes(settings: Settings) -> list[str]:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     async with store_for(settings, migrates=False) as store:
-        return [n.name for n in await store.nodes.listing() if n.alive(time.time())]
+        return [n for n in await store.nodes.listing() if n.alive(time.time())]
 
 
 async def call(settings: Settings, method: str, path: str) -> Any:

@@ -54,7 +54,7 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
         nodes = asyncio.run(cluster_nodes(settings))
         where = (
             f"no node serves its web chat from this home; the cluster runs on "
-            f"{', '.join(nodes)}: run this in the home of the node that leads"
+            f"{', '.join(n.name for n in nodes)}: run this in the home of the node that leads"
             if nodes
             else f"the gateway is not running here (start it with `{switchboard('run')}`)"
         )
@@ -97,11 +97,7 @@ def sign_out_all(settings: Settings) -> int:
 
 async def sign_out_in_store(settings: Settings) -> int:
     from gateway.runtime.storage import store_for  # noqa: PLC0415
-    from gateway.web.access.sessions import KEY, SIGNED_OUT  # noqa: PLC0415
+    from gateway.web.access.sessions import sign_out_stored  # noqa: PLC0415
 
     async with store_for(settings, migrates=False) as store:
-        stored = await store.kv.get(KEY)
-        sessions = stored.get("sessions") if isinstance(stored, dict) else None
-        await store.kv.set(SIGNED_OUT, time.time())  # what running web servers follow
-        await store.kv.set(KEY, {})  # no fingerprint: the next start keeps none of them
-    return len(sessions) if isinstance(sessions, dict) else 0
+        return await sign_out_stored(store.kv, time.time())

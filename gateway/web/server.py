@@ -139,12 +139,13 @@ class WebServer:
         self.port = int(address[1])
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
-        self._sign_outs = asyncio.create_task(self._follow_sign_outs())
+        if self._gateway.settings.storage.url is not None:  # a store other processes share
+            self._sign_outs = asyncio.create_task(self._follow_sign_outs())
         log.info("web chat and control center on %s", self.url)
 
     async def _follow_sign_outs(self) -> None:
         """Every few seconds: did `switchboard web --sign-out-all` sign everyone out from
-        another process (a cluster's)?"""
+        another process (a cluster's)? On SQLite the command reaches this one instead."""
         while True:
             await asyncio.sleep(SIGN_OUT_CHECK_SECONDS)
             try:

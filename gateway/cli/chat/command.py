@@ -112,8 +112,7 @@ def _attached(remote: RemoteSession, view: View) -> RemoteSession:
 
 
 async def _local(settings: Settings, view: View) -> LocalSession:
-    if settings.storage.url is not None:
-        await _no_cluster_elsewhere(settings)
+    await _no_cluster_elsewhere(settings)
     local = LocalSession(settings, view)
     await local.start()  # resumes what a stop or crash cut short
     return local
@@ -122,12 +121,10 @@ async def _local(settings: Settings, view: View) -> LocalSession:
 async def _no_cluster_elsewhere(settings: Settings) -> None:
     """A gateway in this process on a cluster's store would join it as one more node: the
     chat refuses while the cluster runs (elsewhere, or from another home)."""
-    from gateway.runtime.storage import store_for  # noqa: PLC0415
+    from gateway.cli.gateway_api import cluster_nodes  # noqa: PLC0415
 
-    async with store_for(settings, migrates=False) as store:
-        alive = [n for n in await store.nodes.listing() if n.alive(time.time())]
-    if alive:
-        leader = next((n for n in alive if n.role == "leader"), alive[0])
+    if alive := await cluster_nodes(settings):
+        leader = alive[0]  # the leader, when one leads
         raise ChatError(
             f"this home's store is a running cluster's (node {leader.name} on {leader.host} "
             "leads): chat from the home of the node that leads, or in its web chat; a chat "

@@ -15,7 +15,7 @@ from agent.llm.metered import UsageEntry
 from agent.llm.types import Usage
 from gateway.core.principal import Principal
 from gateway.core.usage import usd
-from gateway.runtime.people.spend import CapState, SpendCaps
+from gateway.runtime.people.spend import CapState, Period, SpendCaps
 from gateway.store import People, UsageReport, UsageTotals
 
 FOOTER_USAGE = "Usage: /usage footer on (tokens and cost under each answer) or /usage footer off."
@@ -67,13 +67,14 @@ class UsageText:
             ]
         lines = [f"- {self._cap_line(state)}" for state in states]
         lines += [
-            f"- Each member {which}: cap {usd(limit)} ({key})" for key, which, limit in members
+            f"- Each member {_within(period)}: cap {usd(limit)} ({key})"
+            for key, period, limit in members
         ]
         return ["Money:", *lines]
 
     def _cap_line(self, state: CapState) -> str:
         cap = state.cap
-        which = "today" if cap.period == "day" else "this month"
+        which = _within(cap.period)
         who = {
             "person": "You",
             "gateway": "Everyone",
@@ -93,6 +94,10 @@ class UsageText:
         if on:
             return "From now on I add the tokens and cost of each answer under it (/usage footer off to stop)."
         return "No more usage footer under my answers."
+
+
+def _within(period: Period) -> str:
+    return "today" if period == "day" else "this month"
 
 
 def spent_text(spent: UsageTotals) -> str:

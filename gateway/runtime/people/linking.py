@@ -182,7 +182,7 @@ class Linking:
             )
         if await self._links.take(code, by=sender, now=now, state="used") is None:
             return f"No open link code {code}."
-        await self._link(sender, asker, by=sender)
+        await self._link(joining, asker, by=sender)
         return _linked_text(sender, asker, await self._carry_over(found, sender, joining))
 
     async def _confirm(self, principal: Principal, code: str) -> str:
@@ -211,7 +211,7 @@ class Linking:
             return f"No link waits for confirmation under {code.strip().upper()}."
         asker = await self.directory.identify(taken.address)
         joining = await self.directory.identify(taken.used_by)
-        await self._link(taken.used_by, asker, by=by)
+        await self._link(joining, asker, by=by)
         carried = await self._carry_over(taken, taken.used_by, joining)
         return _linked_text(taken.used_by, asker, carried)
 
@@ -223,7 +223,7 @@ class Linking:
         if asker.person == joining.person:
             return f"{address} and {to} are already one person."
         self._movable(joining)
-        await self._link(address, asker, by=by)
+        await self._link(joining, asker, by=by)
         return _linked_text(address, asker)
 
     async def unlink(self, address: str, *, by: str) -> str:
@@ -255,8 +255,9 @@ class Linking:
                 "ids): the owner changes it there."
             )
 
-    async def _link(self, address: str, asker: Identity, *, by: str) -> None:
-        joining = await self.directory.identify(address)
+    async def _link(self, joining: Identity, asker: Identity, *, by: str) -> None:
+        """``joining`` (as it was before) becomes one of ``asker``'s person."""
+        address = joining.address
         await self._links.link(address, asker.person, by=by, now=self._now())
         await self._bring_along((joining, asker), await self.directory.identify(address))
         channel, _, sender = address.partition(":")

@@ -160,14 +160,14 @@ class SpendCaps:
                 caps += _caps((f"limits.person_{name}_usd", spender, period, default))
         return caps
 
-    def member_caps(self) -> list[tuple[str, str, float]]:
-        """The caps ``[limits]`` gives each member: (key, "today" or "this month", limit)."""
+    def member_caps(self) -> list[tuple[str, Period, float]]:
+        """The caps ``[limits]`` gives each member: (key, period, limit)."""
         limits = self._limits
-        found = (
-            ("limits.person_daily_usd", "today", limits.person_daily_usd),
-            ("limits.person_monthly_usd", "this month", limits.person_monthly_usd),
+        found: tuple[tuple[str, Period, float], ...] = (
+            ("limits.person_daily_usd", "day", limits.person_daily_usd),
+            ("limits.person_monthly_usd", "month", limits.person_monthly_usd),
         )
-        return [(key, which, limit) for key, which, limit in found if limit]
+        return [(key, period, limit) for key, period, limit in found if limit]
 
     def agent_caps(self, agent: str) -> list[Cap]:
         profile = self._agents.get(agent)

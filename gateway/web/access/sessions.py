@@ -5,8 +5,8 @@ HttpOnly ``SameSite=Strict`` cookie; the server keeps only its SHA-256, when it 
 (``web.session_hours``) and when it is due for a new id. A session in use gets a new id
 every ``RENEW_SECONDS`` (the old one keeps working for ``GRACE_SECONDS``, for requests the
 page had already sent), so a cookie copied once stops working soon. Logging out deletes
-it; ``switchboard web --sign-out-all`` deletes every one (:data:`SIGNED_OUT`, which every
-running web server reads every few seconds). Sessions are kept in the store's
+it; ``switchboard web --sign-out-all`` deletes every one (:data:`SIGNED_OUT`, which the web
+servers of a store other processes share read every few seconds). Sessions are kept in the store's
 key-value table, so a restart does not sign anyone out, together with a fingerprint of
 ``web.token``: when the token changes, every session made under the old one is revoked at
 the next start.
@@ -161,6 +161,17 @@ class WebSessions:
         async with self._lock:
             snapshot = {d: [s.expires, s.renew_at] for d, s in self._sessions.items()}
             await self._kv.set(KEY, {"token": self._fingerprint, "sessions": snapshot})
+
+
+async def sign_out_stored(kv: KeyValueStore, now: float) -> int:
+    """Every browser signed out in the store itself, where no web server runs beside the
+    command (a cluster's leader elsewhere, or none): running ones follow :data:`SIGNED_OUT`,
+    and the next start keeps none of the stored sessions. How many there were."""
+    stored = await kv.get(KEY)
+    sessions = stored.get("sessions") if isinstance(stored, dict) else None
+    await kv.set(SIGNED_OUT, now)
+    await kv.set(KEY, {})  # no fingerprint: the next start keeps none of them
+    return len(sessions) if isinstance(sessions, dict) else 0
 
 
 def _parse(times: object, now: float) -> _Session | None:

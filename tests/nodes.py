@@ -54,17 +54,25 @@ async def spawn(env: dict[str, str], stderr: object) -> asyncio.subprocess.Proce
 
 @asynccontextmanager
 async def cluster(
-    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, url: str, count: int, **extra: str
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    tg: FakeTelegram,
+    url: str,
+    count: int,
+    *,
+    logs: Path | None = None,
+    **extra: str,
 ) -> AsyncIterator[list[Node]]:
     """``count`` nodes (``switchboard run``) on one database, each with its own home
-    (``extra``: more environment for each)."""
+    (``extra``: more environment for each; ``logs``: a folder for each node's errors, in
+    ``<name>.log``)."""
     nodes: list[Node] = []
     try:
         for i in range(count):
             name = f"node-{i}"
             env = node_env(tmp_path, fake_llm, tg, url, name, **extra)
             await switchboard("onboard", env=env)
-            node = await start_node(name, env)
+            node = await start_node(name, env, None if logs is None else logs / f"{name}.log")
             nodes.append(node)
             # the first node leads: the others are standbys from the start
             await asyncio.wait_for((node.standby if i else node.ready).wait(), 30)

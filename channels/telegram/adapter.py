@@ -76,16 +76,18 @@ class TelegramChannel:
         token = section.token.get_secret_value()
         self._token_digest = token_digest(token)
         root = section.base_url.rstrip("/")
+        # 16 connections carry far more than the Bot API lets a bot send (about 30 messages a
+        # second); over aiohttp rather than httpx (channels/telegram/transport.py)
+        self._requests = (
+            AiohttpRequest(connections=16, read_timeout=20, write_timeout=20, pool_timeout=10),
+            AiohttpRequest(connections=2, read_timeout=10),
+        )
         self.bot = Bot(
             token,
             base_url=f"{root}/bot",
             base_file_url=f"{root}/file/bot",
-            # 16 connections carry far more than the Bot API lets a bot send (about 30
-            # messages a second); over aiohttp rather than httpx (channels/telegram/transport.py)
-            request=AiohttpRequest(
-                connections=16, read_timeout=20, write_timeout=20, pool_timeout=10
-            ),
-            get_updates_request=AiohttpRequest(connections=2, read_timeout=10),
+            request=self._requests[0],
+            get_updates_request=self._requests[1],
         )
         self._backoff = backoff or Backoff(base=1.0, cap=60.0)
         pacing = pacing or Pacing.overall_rate(section.messages_per_second)
@@ -156,6 +158,10 @@ class TelegramChannel:
             self.webhook = None
         with contextlib.suppress(Exception):
             await self.bot.shutdown()
+        # a Bot never initialized (a cluster's standby only posts drafts, which open the
+        # transport on first use) skips its transport in shutdown(): close it here
+        for request in self._requests:
+            await request.shutdown()
         self._connected.clear()
         self._lock.release()
         self._sink = None

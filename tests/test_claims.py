@@ -15,8 +15,13 @@ import pytest
 
 from agent.guards.claims import Act, Action, Claim, backs, claims, listed, readable, unbacked
 from agent.tools.base import Effect
+from agent.tools.cron import Cron
+from agent.tools.email import SendEmail
+from agent.tools.executor import TARGET_CHARS, target
+from agent.tools.files import WriteFile
 from agent.turn.review import act
 from gateway.core.messages import OutboundKind
+from gateway.core.system.logs import Redactor
 from gateway.store import LedgerEntry
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, text
 from tests.fakes.mailservers import SmtpSink
@@ -86,8 +91,39 @@ async def test_a_send_that_failed_is_not_reported_as_done(
         [reply] = await channel.wait_for(1)
         await gateway.wait_idle()
     fix = fix_of(fake_llm.requests[2])
-    assert "send_email failed" in fix  # the ledger went back with it
+    assert "send_email dana@example.test failed" in fix  # the ledger went back with it
     assert reply.text == "I could not send it: Dana's mail server rejected the message as spam."
+
+
+async def test_the_ledger_names_what_each_call_acted_on_and_never_a_secret(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    key = "sk-test-key-123456"  # the configured model key: a secret the gateway knows
+    fake_llm.queue(
+        calls(("write_file", {"path": f"notes/{key}/todo.md", "content": "- milk"})),
+        text("I've sent the email to Dana."),
+        text("Done, the email to Dana has been sent."),
+    )
+    async with run_gateway() as (gateway, channel):
+        await channel.push("put milk on my todo list and email Dana about it")
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    shows = "this turn's tool ledger shows: write_file notes/[REDACTED]/todo.md succeeded"
+    assert shows in fix_of(fake_llm.requests[2])
+    assert reply.text.endswith(f"but {shows}.")
+
+
+def test_a_calls_target_is_what_its_arguments_name_redacted_then_cut() -> None:
+    redact = Redactor(["hunter2-secret"])
+    to = [DANA, "Bob  <bob@example.test>"]
+    assert (
+        target(SendEmail.targets, {**MAIL, "to": to}, redact) == f"{DANA}, Bob <bob@example.test>"
+    )
+    assert target(WriteFile.targets, {"path": "hunter2-secret.md"}, redact) == "[REDACTED].md"
+    long = "a/" + "x" * 290 + "hunter2-secret.md"  # the secret where the cut falls
+    cut = target(WriteFile.targets, {"path": long}, redact)
+    assert len(cut) == TARGET_CHARS and cut.endswith("…") and "hunter2" not in cut
+    assert target(Cron.targets, {"action": "add", "schedule": "in 5 minutes"}, redact) == ""
 
 
 async def test_a_german_claim_without_a_call_reaches_the_person_with_a_note(

@@ -78,11 +78,14 @@ class Act:
     effect: Effect | None  # None: a tool no longer known (an MCP server's, gone)
     succeeded: bool  # ran to its end without an error
     detail: str = ""  # the first line of its error, or "outcome unknown"
+    target: str = ""  # what it acted on, as its arguments name it: "notes/todo.md"
 
     def summary(self) -> str:
+        """The call in words: "write_file notes/todo.md succeeded"."""
+        call = f"{self.tool} {self.target}" if self.target else self.tool
         if self.succeeded:
-            return f"{self.tool} succeeded"
-        return f"{self.tool} failed ({self.detail})" if self.detail else f"{self.tool} failed"
+            return f"{call} succeeded"
+        return f"{call} failed ({self.detail})" if self.detail else f"{call} failed"
 
 
 def backs(act: Act, claim: Claim) -> bool:

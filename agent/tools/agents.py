@@ -36,6 +36,7 @@ class SendToAgent(Tool):
         ("content",),
     )
     effect = Effect.SEND
+    targets = ("agent", "agents")
     intent = ("ask", "tell", "agent", "send", "message", "check with", "forward")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

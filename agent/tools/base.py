@@ -148,6 +148,10 @@ class Tool(ABC):
     time_sensitive: ClassVar[bool] = False
     # For a tool with an ``action`` argument: the actions that only read (see changes_state).
     read_actions: ClassVar[frozenset[str]] = frozenset()
+    # The arguments that name what a call acts on (a path, a recipient, a job id, a url): the
+    # tool ledger keeps their values with the call, so the claims check tells "I deleted
+    # report.pdf" from a write to todo.md (agent.guards.claims).
+    targets: ClassVar[tuple[str, ...]] = ()
     # Words that, in the user's own message, authorise this side effect in a turn that has
     # read untrusted content (see agent.policy). Empty: not guarded by taint.
     intent: ClassVar[tuple[str, ...]] = ()

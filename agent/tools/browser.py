@@ -80,6 +80,7 @@ class BrowserTool(Tool):
         ("action",),
     )
     effect = Effect.REMOTE
+    targets = ("url",)
     read_actions = frozenset({"snapshot", "wait_for"})
     time_sensitive = True  # a page changes by itself: the same snapshot twice is two reads
     rarely_used = True

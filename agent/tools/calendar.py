@@ -115,6 +115,7 @@ class CalendarTool(Tool):
         ("action",),
     )
     effect = Effect.REMOTE
+    targets = ("id", "title")
     read_actions = frozenset({"list"})
     time_sensitive = True  # the calendar changes on other devices
     group_chats = False  # the owner's schedule is not a group's business

@@ -53,6 +53,7 @@ class Cron(Tool):
         ("action",),
     )
     effect = Effect.SCHEDULE
+    targets = ("id",)
     intent = SCHEDULE_INTENT
     read_actions = frozenset({"list"})
     time_sensitive = True  # jobs fire, and other chats add and remove theirs

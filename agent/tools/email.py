@@ -189,6 +189,7 @@ class SendEmail(Tool):
         ("to", "subject", "body"),
     )
     effect = Effect.SEND
+    targets = ("to",)
     # After the turn read outside content, the user must have asked for mail themselves.
     intent = ("email", "e-mail", "mail", "send")
 

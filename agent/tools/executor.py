@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from agent.tools.registry import ToolRegistry
 from gateway.store import LedgerEntry, ToolLedger
 
 log = logging.getLogger(__name__)
+TARGET_CHARS = 300  # of what a call acts on, kept in the ledger
 
 
 class ToolGate(Protocol):
@@ -110,7 +111,7 @@ class ToolExecutor:
             previous = await self._ledger.get(key)
             if previous is not None:
                 return _replayed(previous.state, previous.result)
-            await self._ledger.start(key, tool.name)
+            await self._ledger.start(key, tool.name, target(tool.targets, args, self._redact))
         result = await self._invoke(tool, args, ctx)
         if tool.side_effects:
             stored = [result.content, result.is_error, result.untrusted]
@@ -133,6 +134,19 @@ class ToolExecutor:
         # `env` dump, a .env file): the provider, history and the chat never see them.
         content = self._redact(truncate(result.content, self._max_result_chars))
         return replace(result, content=content)
+
+
+def target(names: Sequence[str], args: dict[str, Any], redact: Callable[[str], str]) -> str:
+    """What a call acts on, as the arguments ``names`` (its tool's :attr:`Tool.targets`) say:
+    their values (a list's items each) on one line, redacted, then cut to
+    :data:`TARGET_CHARS`."""
+    values: list[str] = []
+    for name in names:
+        value = args.get(name)
+        items = value if isinstance(value, list) else [value]
+        values += [" ".join(str(item).split()) for item in items if item is not None]
+    text = redact(", ".join(v for v in values if v))
+    return text if len(text) <= TARGET_CHARS else text[: TARGET_CHARS - 1] + "…"
 
 
 def _replayed(state: str, stored: str | None) -> ToolResult:

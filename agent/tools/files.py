@@ -168,6 +168,8 @@ def _document_kind(path: Path) -> DocKind | None:
 class _Writes(Tool):
     """A tool that writes the workspace file its ``path`` names."""
 
+    targets = ("path",)
+
     def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
         try:
             ctx.workspace.resolve(str(args.get("path", "")), write=True)

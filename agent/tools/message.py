@@ -44,6 +44,7 @@ class Message(Tool):
         ("content",),
     )
     effect = Effect.SEND
+    targets = ("channel", "chat_id")
     repeatable = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -52,6 +52,7 @@ class Goals(Tool):
         ("action",),
     )
     effect = Effect.WRITE
+    targets = ("id",)
     repeatable = True
     read_actions = frozenset({"list"})
 
@@ -94,6 +95,7 @@ class Notes(Tool):
         ("action",),
     )
     effect = Effect.WRITE
+    targets = ("title",)
     repeatable = True
     read_actions = frozenset({"list", "view"})
 

@@ -227,9 +227,11 @@ class TurnReview:
 def act(entry: LedgerEntry, effect: Effect | None) -> Act:
     """A ledger entry as the claims check reads it."""
     if entry.state != "done" or entry.result is None:
-        return Act(entry.tool, effect, succeeded=False, detail="outcome unknown")
+        return Act(
+            entry.tool, effect, succeeded=False, detail="outcome unknown", target=entry.target
+        )
     content, is_error, *_ = json.loads(entry.result)
     detail = str(content).splitlines()[0] if is_error and content else ""
     # at most 160 characters, cut between words: the note shows it to the person
     short = textwrap.shorten(detail, 160, placeholder=" …") if detail else ""
-    return Act(entry.tool, effect, succeeded=not is_error, detail=short)
+    return Act(entry.tool, effect, succeeded=not is_error, detail=short, target=entry.target)

@@ -27,6 +27,7 @@ class LedgerEntry:
     tool: str
     state: Literal["started", "done"]  # started: its outcome is unknown until done
     result: str | None
+    target: str = ""  # what the call acted on, as its arguments name it ("" for nothing)
 
 
 class ToolLedger:
@@ -37,21 +38,23 @@ class ToolLedger:
     async def get(self, key: str) -> LedgerEntry | None:
         def query(conn: Connection) -> LedgerEntry | None:
             row = conn.execute(
-                "SELECT key, tool, state, result FROM tool_ledger WHERE key = ?", (key,)
+                "SELECT key, tool, state, result, target FROM tool_ledger WHERE key = ?",
+                (key,),
             ).fetchone()
             return None if row is None else LedgerEntry(*row)
 
         return await self._db.run(query, durable=False)
 
-    async def start(self, key: str, tool: str) -> bool:
-        """Record intent; ``False`` if this call was already started before."""
+    async def start(self, key: str, tool: str, target: str = "") -> bool:
+        """Record intent; ``False`` if this call was already started before. ``target``:
+        what the call acts on (a path, a recipient), already redacted."""
         now = self._clock()
 
         def insert(conn: Connection) -> bool:
             cursor = conn.execute(
-                "INSERT INTO tool_ledger (key, tool, state, created_at, updated_at)"
-                " VALUES (?, ?, 'started', ?, ?) ON CONFLICT (key) DO NOTHING",
-                (key, tool, now, now),
+                "INSERT INTO tool_ledger (key, tool, target, state, created_at, updated_at)"
+                " VALUES (?, ?, ?, 'started', ?, ?) ON CONFLICT (key) DO NOTHING",
+                (key, tool, target, now, now),
             )
             return cursor.rowcount == 1
 
@@ -71,7 +74,7 @@ class ToolLedger:
 
         def query(conn: Connection) -> list[LedgerEntry]:
             rows = conn.execute(
-                "SELECT key, tool, state, result FROM tool_ledger WHERE key LIKE ?"
+                "SELECT key, tool, state, result, target FROM tool_ledger WHERE key LIKE ?"
                 " ORDER BY created_at",
                 (turn_id + ":%",),
             )

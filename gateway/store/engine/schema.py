@@ -549,6 +549,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX outbox_chat ON outbox (chat_key, id);
     """,
+    # v30: what each side-effecting call acted on (a path, a recipient, a job id; redacted
+    # and cut), so an answer claiming it deleted one file is not backed by a write to
+    # another (agent.guards.claims)
+    """
+    ALTER TABLE tool_ledger ADD COLUMN target TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

@@ -13,7 +13,18 @@ from typing import Any
 
 import pytest
 
-from agent.guards.claims import Act, Action, Claim, backs, claims, listed, readable, unbacked
+from agent.guards.claims import (
+    Act,
+    Action,
+    Claim,
+    backed,
+    backs,
+    claims,
+    listed,
+    names,
+    readable,
+    unbacked,
+)
 from agent.tools.base import Effect
 from agent.tools.cron import Cron
 from agent.tools.email import SendEmail
@@ -124,6 +135,66 @@ def test_a_calls_target_is_what_its_arguments_name_redacted_then_cut() -> None:
     cut = target(WriteFile.targets, {"path": long}, redact)
     assert len(cut) == TARGET_CHARS and cut.endswith("…") and "hunter2" not in cut
     assert target(Cron.targets, {"action": "add", "schedule": "in 5 minutes"}, redact) == ""
+
+
+async def test_a_claim_about_another_file_than_the_one_written_is_caught(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(("write_file", {"path": "notes/todo.md", "content": "- milk"})),
+        text("Done: I deleted report.pdf and put milk on your list."),
+        text("I deleted report.pdf."),
+    )
+    async with run_gateway() as (gateway, channel):
+        await channel.push("delete report.pdf and put milk on my todo list")
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    fix = fix_of(fake_llm.requests[2])
+    assert '("i deleted report.pdf")' in fix
+    assert "this turn's tool ledger shows: write_file notes/todo.md succeeded" in fix
+    assert reply.text == (
+        "I deleted report.pdf.\n\nNote: the answer says report.pdf was deleted, but this "
+        "turn's tool ledger shows: write_file notes/todo.md succeeded."
+    )
+
+
+async def test_a_claim_about_the_file_written_passes_by_its_name_in_any_case_or_quotes(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        calls(("write_file", {"path": "notes/Todo.md", "content": "- milk"})),
+        text("I've saved your list to `todo.md`."),
+    )
+    async with run_gateway() as (gateway, channel):
+        await channel.push("put milk on my todo list")
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    assert reply.text == "I've saved your list to `todo.md`."
+    assert len(fake_llm.requests) == 2  # no re-prompt
+
+
+async def test_an_email_claimed_to_another_recipient_than_the_one_sent_to_is_caught(
+    run_gateway: Any, fake_llm: FakeLLM, smtp: SmtpSink
+) -> None:
+    fake_llm.queue(
+        calls(("send_email", MAIL)),
+        text("I've emailed the agenda to bob@example.test."),
+        text("Done, the agenda email has been sent to bob@example.test."),
+    )
+    async with run_gateway(email=email(smtp)) as (gateway, channel):
+        await channel.push("email the agenda to bob@example.test")
+        [reply] = await channel.wait_for(1)
+        await gateway.wait_idle()
+    fix = fix_of(fake_llm.requests[2])
+    assert '("i\'ve emailed the agenda to bob@example.test.")' in fix
+    assert "this turn's tool ledger shows: send_email dana@example.test succeeded" in fix
+    answer, note = reply.text.split("\n\n")
+    assert answer == "Done, the agenda email has been sent to bob@example.test."
+    assert note == (
+        "Note: the answer says an email was sent to bob@example.test, but this turn's tool "
+        "ledger shows: send_email dana@example.test succeeded."
+    )
+    assert [to for _, to in smtp.envelopes] == [[DANA]]  # one email, to Dana
 
 
 async def test_a_german_claim_without_a_call_reaches_the_person_with_a_note(
@@ -266,6 +337,49 @@ def test_what_backs_a_claim() -> None:
     assert backs(sent, email) and backs(chat, message) and backs(mcp, email)
     assert not backs(failed, email) and not backs(chat, email)
     assert unbacked([email, message], [chat]) == [email]
+
+
+@pytest.mark.parametrize(
+    ("answer", "files", "addresses"),
+    [
+        ("I deleted report.pdf.", {"report.pdf"}, set()),
+        ("Deleted notes.md.", {"notes.md"}, set()),
+        ("I saved it to `Notes/Todo.MD`.", {"todo.md"}, set()),
+        ("I've saved the list to 'todo.md'.", {"todo.md"}, set()),
+        ("Email sent to Dana <Dana@Example.test>.", set(), {"dana@example.test"}),
+        ("I sent report.pdf to dana@example.test.", {"report.pdf"}, {"dana@example.test"}),
+        ("I saved it.", set(), set()),  # names nothing: checked as before
+        ("I saved the notes for example.com at 9.30, e.g. in v1.2.", set(), set()),
+    ],
+)
+def test_a_claim_names_files_by_their_names_and_addresses(
+    answer: str, files: set[str], addresses: set[str]
+) -> None:
+    [claim] = claims(answer)
+    assert (claim.names.files, claim.names.addresses) == (files, addresses)
+
+
+def test_a_claim_naming_files_or_addresses_needs_a_call_on_one_of_them() -> None:
+    wrote = Act("write_file", Effect.WRITE, succeeded=True, target="notes/todo.md")
+    remembered = Act("memory_append", Effect.WRITE, succeeded=True)  # its arguments name none
+    mailed = Act("send_email", Effect.SEND, succeeded=True, target=f"Dana <{DANA}>")
+    ran = Act("exec", Effect.EXEC, succeeded=True)
+    [deleted_report] = claims("I deleted report.pdf.")
+    [saved_todo] = claims("I saved it to TODO.md.")
+    [saved] = claims("I saved it.")
+    [to_bob] = claims("I emailed it to bob@example.test.")
+    [to_dana] = claims(f"I sent report.pdf to {DANA}.")
+    [summary] = claims("I saved a summary of report.pdf to notes/todo.md.")
+    assert not backed(deleted_report, [wrote, remembered])
+    assert backed(saved_todo, [wrote]) and backed(saved, [wrote]) and backed(summary, [wrote])
+    assert backed(deleted_report, [remembered])  # no call names a file: as before
+    assert backed(deleted_report, [wrote, ran])  # what a command did, only it knows
+    assert not backed(to_bob, [mailed]) and backed(to_dana, [mailed])
+    assert unbacked([deleted_report, saved_todo, to_bob], [wrote, mailed]) == [
+        deleted_report,
+        to_bob,
+    ]
+    assert not names("see example.com/a at 9.30, e.g. v1.2, or https://example.com/a.pdf")
 
 
 def test_the_rules_know_what_they_cannot_read_and_the_models_list_is_parsed() -> None:

@@ -7,8 +7,11 @@ claims (:class:`Action`) and, where the claim names it, the thing acted on (an e
 reminder). A claim is backed by a call of the turn that succeeded and could have done it
 (:func:`backs`): a send by a tool that reaches people, a save by one that writes, a schedule
 by one that creates future work; an email only by ``send_email``, a reminder only by
-``cron``. A tool acting on another system (an MCP server's tool) or running a program
-(``exec``) backs any claim: the rules cannot tell what it did.
+``cron``. A claim that names files or email addresses ("I deleted report.pdf", "sent to
+bob@example.com") is backed only by such a call on one of them, as the ledger recorded what
+each call acted on (:func:`backed`; a file by its name without folders, in any case), unless
+none of those calls names any. A tool acting on another system (an MCP server's tool) or
+running a program (``exec``) backs any claim: the rules cannot tell what it did.
 
 What is no claim: a sentence that asks ("Shall I send it?"); a clause that negates, plans,
 offers or conditions ("I couldn't send it", "I'll send it once you confirm", "if you want I
@@ -57,17 +60,40 @@ THING_TOOLS = {"email": frozenset({"send_email"}), "reminder": frozenset({"cron"
 
 
 @dataclass(frozen=True, slots=True)
+class Names:
+    """The files and email addresses a text names, as they compare: a file by its name
+    without folders, an address whole, both in lower case."""
+
+    files: frozenset[str] = frozenset()
+    addresses: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.addresses)
+
+
+NO_NAMES = Names()
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     action: Action
     thing: str  # "email", "reminder", "file", ... or "" when the claim names none
     said: str  # the clause that claims it
+    names: Names = NO_NAMES  # the files and addresses it names
 
     def describe(self) -> str:
-        """The claim in words: "an email was sent", "something was saved"."""
-        if not self.thing:
-            return f"something was {self.action.value}"
-        article = "an" if self.thing[0] in "aeiou" else "a"
-        return f"{article} {self.thing} was {self.action.value}"
+        """The claim in words: "an email was sent", "something was saved", "report.pdf was
+        deleted", "an email was sent to bob@example.com"."""
+        files = sorted(self.names.files)
+        if files:
+            subject = f"{', '.join(files)} {'were' if len(files) > 1 else 'was'}"
+        elif self.thing:
+            subject = f"{'an' if self.thing[0] in 'aeiou' else 'a'} {self.thing} was"
+        else:
+            subject = "something was"
+        addresses = sorted(self.names.addresses)
+        to = f" to {', '.join(addresses)}" if addresses and self.action is Action.SENT else ""
+        return f"{subject} {self.action.value}{to}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +127,31 @@ def backs(act: Act, claim: Claim) -> bool:
     return effect in EFFECTS[claim.action]
 
 
+def backed(claim: Claim, acts: Sequence[Act]) -> bool:
+    """Whether a call of the turn backs ``claim``: one that could have done it (:func:`backs`)
+    and, for the files (and the addresses) the claim names, one on one of them, unless none
+    of the calls that could have done it names any. So "I deleted report.pdf" is not backed
+    by a write to todo.md, nor "I emailed bob@example.com" by an email to Dana, while "I've
+    saved it" or "I saved it to MEMORY.md" after ``memory_append`` still are."""
+    able = [act for act in acts if backs(act, claim)]
+    if not able or not claim.names or any((a.effect or Effect.REMOTE) in OPAQUE for a in able):
+        return bool(able)
+    touched = [names(act.target) for act in able]
+    files = frozenset().union(*(t.files for t in touched))
+    addresses = frozenset().union(*(t.addresses for t in touched))
+    return not (
+        (files and claim.names.files and files.isdisjoint(claim.names.files))
+        or (addresses and claim.names.addresses and addresses.isdisjoint(claim.names.addresses))
+    )
+
+
 def unbacked(claims: Iterable[Claim], acts: Sequence[Act]) -> list[Claim]:
-    """The claims no successful call of the turn backs (each action and thing once)."""
-    seen: set[tuple[Action, str]] = set()
+    """The claims no successful call of the turn backs (each action, thing and names once)."""
+    seen: set[tuple[Action, str, Names]] = set()
     found = []
     for claim in claims:
-        key = (claim.action, claim.thing)
-        if key in seen or any(backs(act, claim) for act in acts):
+        key = (claim.action, claim.thing, claim.names)
+        if key in seen or backed(claim, acts):
             continue
         seen.add(key)
         found.append(claim)
@@ -383,11 +427,45 @@ THINGS = {
 }
 _THING_OF = {word: thing for thing, words in THINGS.items() for word in words.split()}
 
+# What makes a word a file's name: one of these endings ("report.pdf", "notes/todo.md"). A
+# known list, so that "example.com", "e.g." or "9.30" name no file.
+FILE_ENDINGS = _words(
+    """md markdown txt text rst tex pdf doc docx odt rtf epub csv tsv xls xlsx ods ppt pptx odp
+    json jsonl yaml yml toml ini cfg conf xml sql db sqlite log html htm css js ts py sh ipynb
+    ics vcf eml png jpg jpeg gif webp svg heic mp3 wav ogg m4a mp4 mov zip tar gz tgz 7z"""
+)
+_URL = re.compile(r"\b\w+://\S+")
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_AROUND = "\"'`“”‘’()[]<>*,;:!?."  # marks around a name: "(report.pdf)", "todo.md."
+
+
+def names(text: str) -> Names:
+    """The files and email addresses ``text`` names (a claim's clause, a call's target)."""
+    text = text.lower()
+    if "://" in text:
+        text = _URL.sub(" ", text)  # a page's address names no file of the turn
+    addresses = frozenset(_ADDRESS.findall(text)) if "@" in text else frozenset()
+    files = frozenset(
+        name for word in text.split() if "." in word and (name := _file(word)) is not None
+    )
+    return Names(files, addresses) if files or addresses else NO_NAMES
+
+
+def _file(word: str) -> str | None:
+    """The name (without folders) of the file ``word`` names, if it names one."""
+    if "@" in word:
+        return None
+    name = word.strip(_AROUND).rpartition("/")[2].rpartition("\\")[2]
+    stem, _, ending = name.rpartition(".")
+    return name if stem and ending in FILE_ENDINGS else None
+
+
 _QUOTED = re.compile(
     r"```.*?```|`[^`\n]*`|^\s*>.*$|“[^”]*”|\"[^\"\n]{12,}\"", re.DOTALL | re.MULTILINE
 )
 _DRAFT = re.compile(r"^\s*\**(subject|betreff|asunto|objet)\**\s*:", re.IGNORECASE | re.MULTILINE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# a dot inside a word ("report.pdf", "bob@example.com") ends no sentence
+_SENTENCE = re.compile(r"[^.!?\n]+(?:\.(?=\w)[^.!?\n]*)*[.!?]*")
 _CLAUSE = re.compile(r"[,;:()]|\s[-–—]\s|\s(?:and|but|und|aber|y|pero|et|mais)\s")
 _WORD = re.compile(r"[\w-]+|✅", re.UNICODE)
 MAX_LEAD = 3  # words before the verb of a bare claim ("Your email sent." has two)
@@ -443,7 +521,14 @@ def _unquoted(text: str) -> str:
     draft = _DRAFT.search(text)
     if draft is not None:
         text = text[: draft.start()]
-    return _QUOTED.sub(" ", text)
+    return _QUOTED.sub(_name_only, text)
+
+
+def _name_only(quoted: re.Match[str]) -> str:
+    """What stays of a quote: a file's name or an address alone ("I deleted `notes.md`")
+    without its marks, else nothing."""
+    inner = quoted.group(0).strip('`“”" ')
+    return inner if " " not in inner and names(inner) else " "
 
 
 def _claim(clause: str, carried: bool) -> Claim | None:
@@ -476,7 +561,8 @@ def _claimed(
     bare = (
         index <= MAX_LEAD
         and all(w in lexicon.lead for w in words[:index])
-        and (following is None or following in lexicon.follow)
+        # "Sent to Bob", "Deleted notes.md"
+        and (following is None or following in lexicon.follow or _names_file(after))
     )
     # a state claims what the assistant itself does (an email sent, a file saved, a reminder
     # set), not one of the world ("the invoice is paid" is a fact it may only report)
@@ -498,7 +584,13 @@ def _claimed(
         return None
     if action is Action.SENT and thing != "email" and lexicon.to_person.search(after):
         return None  # "I've sent you the list below": the answer itself is the send
-    return Claim(action, thing, clause)
+    return Claim(action, thing, clause, names(clause))
+
+
+def _names_file(text: str) -> bool:
+    """Whether ``text`` begins with a file's name ("notes.md is gone")."""
+    words = text.split(maxsplit=1)
+    return bool(words) and _file(words[0]) is not None
 
 
 def _by_assistant(lexicon: Lexicon, before: str) -> bool:
@@ -529,5 +621,6 @@ def listed(answer: str) -> list[Claim]:
         except ValueError:
             continue
         name = thing.lower() if thing.lower() in THING_TOOLS else ""
-        found.append(Claim(action, name, words.strip()[:200]))
+        said = words.strip()[:200]
+        found.append(Claim(action, name, said, names(said)))
     return found

@@ -218,3 +218,47 @@ async def test_a_reply_the_outbox_sends_before_the_channel_started_stays_in_its_
         replies = [m for m, _ in await box.wait_for(lambda msgs: len(msgs) >= 2, timeout=15)]
     assert [m["Subject"] for m in replies] == ["Re: Plans", "Re: Plans"]
     assert all(m["In-Reply-To"] == question["Message-ID"] for m in replies)
+
+
+async def test_a_markdown_answer_reads_as_plain_text_in_the_text_part(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    opensmtpd: OpenSMTPD,  # noqa: F811
+) -> None:
+    """A client that shows the text/plain part (or a person who prefers it) reads the
+    answer without markdown's marks; the HTML part has the formatting."""
+    bot, dana = dovecot.add_user("bot"), dovecot.add_user("dana")
+    settings = make_settings(email=mail_settings(dovecot, opensmtpd, bot, allow_from=[dana]))
+    fake_llm.queue(
+        text(
+            "# Friday\n"
+            "We are **still on**, see *the* [booking](https://example.test/b?id=7).\n\n"
+            "- bring `slides.pdf`\n"
+            "  1. print them\n"
+            "- ~~cake~~ fruit\n\n"
+            "> Bring a coat.\n\n"
+            "```sh\nls **/*.pdf\n```\n"
+        )
+    )
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await dovecot.deliver(letter(dana, bot, "Are we still on for Friday?"), bot)
+        await all_seen(dovecot, bot, 1)
+        await gateway.wait_idle()
+        reply = await exactly_one_reply(dovecot, opensmtpd, dana)
+    assert reply.get_body(("plain",)).get_content().splitlines() == [
+        "Friday",
+        "",
+        "We are still on, see the booking <https://example.test/b?id=7>.",
+        "",
+        "- bring slides.pdf",
+        "  1. print them",
+        "- cake fruit",
+        "",
+        "> Bring a coat.",
+        "",
+        "ls **/*.pdf",
+    ]
+    html = reply.get_body(("html",)).get_content()
+    assert "<strong>still on</strong>" in html
+    assert '<a href="https://example.test/b?id=7">booking</a>' in html

@@ -24,10 +24,10 @@ from email.utils import format_datetime, formataddr, getaddresses
 from typing import Literal, Protocol
 
 import aiosmtplib
-from markdown_it import MarkdownIt
 from pydantic import SecretStr
 
 from gateway.core.errors import SwitchboardError
+from gateway.core.system.mail_body import render_html, render_text
 
 __all__ = [
     "MailAuthError",
@@ -40,7 +40,6 @@ __all__ = [
     "message_id_for",
     "normalize_address",
     "parse_addresses",
-    "render_html",
 ]
 
 # A conservative addr-spec: dot-atom local part, a domain with at least one dot. Quoted local
@@ -184,19 +183,6 @@ def message_id_for(key: str, sender: str) -> str:
 
 # -- MIME ---------------------------------------------------------------------------------
 
-# Raw HTML in the model's markdown is escaped, not passed through; markdown-it also refuses
-# javascript:, vbscript:, file: and data: links.
-_markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
-)
-
-
-def render_html(markdown: str) -> str:
-    body = _markdown.render(markdown)
-    return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n{body}</body></html>\n'
-    )
-
 
 def one_line(text: str) -> str:
     """A header value without line breaks (no header injection through a subject)."""
@@ -217,7 +203,8 @@ def build_message(
     auto_submitted: str | None = None,
     date: datetime | None = None,
 ) -> EmailMessage:
-    """A complete message: plain text plus an HTML alternative, then attachments."""
+    """A complete message: the markdown as plain text plus an HTML alternative, then
+    attachments."""
     msg = EmailMessage()
     msg["From"] = formataddr((one_line(sender_name), sender)) if sender_name else sender
     msg["To"] = ", ".join(to)
@@ -230,8 +217,7 @@ def build_message(
         msg["References"] = " ".join([*chain, in_reply_to][-20:])
     if auto_submitted:
         msg["Auto-Submitted"] = auto_submitted
-    text = markdown if markdown.endswith("\n") else markdown + "\n"
-    msg.set_content(text)
+    msg.set_content(render_text(markdown))
     msg.add_alternative(render_html(markdown), subtype="html")
     for item in files:
         maintype, subtype = item.maintype_subtype

@@ -10,6 +10,7 @@ import asyncio
 import ssl
 import time
 import uuid
+from email import message_from_bytes, policy
 from email.message import EmailMessage
 from typing import Any
 
@@ -422,6 +423,45 @@ async def test_a_forwarded_mail_is_labelled_with_its_sender_and_taints_the_turn(
     assert "this turn has read outside content" in refused.tool_results[-1]
     assert not (settings.workspace_dir / "notes.md").exists()
     assert not (settings.workspace_dir / "attachments").exists()  # no forwarded-message.txt
+
+
+async def test_a_forwarded_date_without_a_zone_is_the_owners_time(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    """A forwarded mail dated "09:00" with no zone, in the body or attached, was written at
+    09:00 on the owner's clock (Berlin), not at 09:00 UTC (shown as 10:00 to them)."""
+    settings = make_settings(
+        email=inbox(dovecot, bot, sink, owners=[DANA]), user={"timezone": "Europe/Berlin"}
+    )
+    mail = letter(
+        bot,
+        "When was this sent?\n\nBegin forwarded message:\n\n"
+        "From: Sam <sam@example.test>\n"
+        "Subject: Keys\n"
+        "Date: Mon, 7 Dec 2026 09:00\n\n"
+        "The keys are under the mat.\n",
+        subject="Fwd: Keys",
+    )
+    attached = message_from_bytes(  # as written: EmailMessage would add "-0000" (UTC)
+        b"From: Lee <lee@example.test>\nSubject: Parking\nDate: Tue, 8 Dec 2026 17:30\n\n"
+        b"Park behind the house.\n",
+        policy=policy.default,
+    )
+    mail.add_attachment(attached)
+    await dovecot.deliver(mail, bot)
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await sink.wait_for(1)
+        await gateway.wait_idle()
+    [asked] = fake_llm.requests
+    assert (
+        "a message by Sam <sam@example.test> in an email “Keys”, written 2026-12-07 09:00 CET;"
+        in (asked.last_user_text)
+    )
+    assert "in an email “Parking”, written 2026-12-08 17:30 CET;" in asked.last_user_text
 
 
 def test_the_inbox_needs_smtp_to_reply(make_settings: SettingsFactory) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -22,6 +24,7 @@ from channels.email.state import EmailState, ThreadInfo
 from gateway.core.system.mail import normalize_address, parse_addresses
 
 OWN = ("bot@example.test",)
+BERLIN = ZoneInfo("Europe/Berlin")
 
 
 def mail(headers: dict[str, str] | None = None, body: str = "hello\n") -> EmailMessage:
@@ -178,6 +181,22 @@ def test_forwarded_content_is_kept_apart_from_the_users_words() -> None:
     assert "x@evil.example" in forwarded and "x@evil.example" not in own
 
 
+@pytest.mark.parametrize(
+    ("date", "written"),
+    [
+        ("Mon, 7 Dec 2026 09:00", datetime(2026, 12, 7, 9, 0, tzinfo=BERLIN)),  # the owner's
+        ("Mon, 7 Dec 2026 09:00:00 -0000", datetime(2026, 12, 7, 9, 0, tzinfo=UTC)),  # RFC 5322
+        ("Mon, 7 Dec 2026 09:00:00 +0100", datetime(2026, 12, 7, 8, 0, tzinfo=UTC)),
+    ],
+)
+def test_a_forwarded_date_names_its_zone_or_is_the_owners(date: str, written: datetime) -> None:
+    msg = mail(
+        body=f"FYI\n\nBegin forwarded message:\n\nFrom: sam@example.test\nDate: {date}\n\nhi\n"
+    )
+    [forwarded] = parse_mail(msg.as_bytes(), zone=BERLIN).forwarded
+    assert forwarded.at == written.timestamp()
+
+
 def test_html_only_mail_becomes_text_without_the_quoted_part() -> None:
     html = (
         "<html><head><style>p{}</style></head><body><p>Hi <b>bot</b>,</p><p>see you</p>"
@@ -196,7 +215,7 @@ def test_parse_mail_reads_ids_threading_and_attachments() -> None:
         body="Here is the file.\n",
     )
     msg.add_attachment(b"\x89PNG...", maintype="image", subtype="png", filename="../../etc/x.png")
-    parsed = parse_mail(msg.as_bytes())
+    parsed = parse_mail(msg.as_bytes(), zone=UTC)
     assert parsed.sender == "dana@example.test"
     assert parsed.sender_name == "Dana"
     assert parsed.message_id == "<q1@example.test>"

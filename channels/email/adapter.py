@@ -79,6 +79,7 @@ class EmailChannel:
         self._state_path = context.data_dir / "channels" / "email.json"
         self._workspace_dir = context.workspace_dir
         self._sender_name = context.agent_name
+        self._zone = context.zone  # forwarded mails' dates that name no zone are the owner's
         self._clock = clock
         self._state = EmailState()
         self._loaded = False  # the saved state is read on first need (_load)
@@ -229,7 +230,7 @@ class EmailChannel:
         raw = await session.fetch_message(uid)
         if raw is None:
             return None, "gone"
-        return parse_mail(raw), None
+        return parse_mail(raw, zone=self._zone), None
 
     async def _admits(self, headers: EmailMessage) -> bool:
         sender = sender_of(headers)

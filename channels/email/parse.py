@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, tzinfo
 from email import policy
+from email.headerregistry import HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
+from email.policy import EmailPolicy
 from email.utils import getaddresses, parsedate_to_datetime
 
 from channels.email.html import html_to_text
@@ -60,6 +62,7 @@ _ATTRIBUTION = re.compile(
 _ORIGINAL = re.compile(r"^\s*-{2,}\s*(Original Message|Ursprüngliche Nachricht)\s*-{2,}\s*$", re.I)
 _OUTLOOK_RULE = re.compile(r"^_{20,}\s*$")
 _FORWARD_HEADER = re.compile(r"^\s*\*?(From|Date|Sent|Subject|To|Cc)\*?:\s*(.*)$", re.IGNORECASE)
+_ZONELESS = re.compile(r"\d:\d\d(:\d\d)?\s*$")  # "Mon, 7 Dec 2026 09:00": no zone after the time
 _FORWARDED = re.compile(
     r"^\s*(-{2,}\s*Forwarded message\s*-{2,}|Begin forwarded message:|-{2,}\s*Forwarded Message\s*-{2,})\s*$",
     re.IGNORECASE,
@@ -86,6 +89,19 @@ class ParsedMail:
     # (message/rfc822). Someone else's words, never the user's.
     forwarded: tuple[Said, ...] = ()
     files: tuple[MailFile, ...] = ()
+
+
+def _reading_policy() -> EmailPolicy[EmailMessage]:
+    """``policy.default``, but a ``Date`` is read as written: email's own date header writes
+    a date that names no zone as ``-0000`` (UTC), and such a date is the owner's time
+    (:func:`_time_of`)."""
+    headers = HeaderRegistry()
+    # the registry makes it a BaseHeader; typeshed wants one already
+    headers.map_to_type("date", UnstructuredHeader)  # type: ignore[arg-type]
+    return policy.default.clone(header_factory=headers)
+
+
+_READING = _reading_policy()
 
 
 def parse_headers(raw: bytes) -> EmailMessage:
@@ -238,9 +254,10 @@ def _ends_own_text(lines: list[str], index: int) -> bool:
     return False
 
 
-def forwarded_in_body(block: str) -> Said:
+def forwarded_in_body(block: str, zone: tzinfo) -> Said:
     """The forwarded message ``trim_reply`` found: the header lines mail clients write under
-    the marker (``From:``, ``Date:`` or ``Sent:``, ``Subject:``), then its text."""
+    the marker (``From:``, ``Date:`` or ``Sent:``, ``Subject:``), then its text. A date
+    without a zone is read in ``zone`` (:func:`_time_of`)."""
     lines = block.split("\n")[1:]  # after the "Forwarded message" line
     index = 0
     while index < len(lines) and not lines[index].strip():
@@ -254,12 +271,13 @@ def forwarded_in_body(block: str) -> Said:
         headers.get("date") or headers.get("sent", ""),
         headers.get("subject", ""),
         "\n".join(lines[index:]),
+        zone,
     )
 
 
-def attached_mails(msg: EmailMessage, limit: int = 20) -> tuple[Said, ...]:
+def attached_mails(msg: EmailMessage, zone: tzinfo, limit: int = 20) -> tuple[Said, ...]:
     """Mails forwarded as attachments (message/rfc822 parts), with their own From, Date and
-    Subject."""
+    Subject (a Date without a zone read in ``zone``)."""
     found: list[Said] = []
     for part in msg.iter_attachments():
         if len(found) >= limit:
@@ -274,15 +292,16 @@ def attached_mails(msg: EmailMessage, limit: int = 20) -> tuple[Said, ...]:
                     header(inner, "Date"),
                     header(inner, "Subject"),
                     body_text(inner),
+                    zone,
                 )
             )
     return tuple(found)
 
 
-def _forwarded(author: str, date: str, subject: str, body: str) -> Said:
+def _forwarded(author: str, date: str, subject: str, body: str, zone: tzinfo) -> Said:
     """A forwarded mail as it goes with a message: where it came from is its subject (and
     its date, when that is not a date a computer can read)."""
-    at = _time_of(date)
+    at = _time_of(date, zone)
     where = f"an email “{subject}”" if subject else "an email"
     if date and at is None:
         where += f" dated {date}"
@@ -292,14 +311,20 @@ def _forwarded(author: str, date: str, subject: str, body: str) -> Said:
     return Said(author, text, at, where=where)
 
 
-def _time_of(date: str) -> float | None:
+def _time_of(date: str, zone: tzinfo) -> float | None:
     """Epoch seconds of an RFC 5322 date (Apple Mail, Thunderbird); None for the prose dates
-    of Gmail ("Mon, Nov 23, 2026 at 9:00 AM") or none at all."""
+    of Gmail ("Mon, Nov 23, 2026 at 9:00 AM") or none at all.
+
+    A date that names no zone ("Mon, 7 Dec 2026 09:00") is a wall-clock time: the owner's,
+    ``zone`` (``user.timezone``), as the owner would read it. ``-0000`` and a zone name
+    nobody can read are UTC (RFC 5322 4.3: the time is UTC, its local zone unknown)."""
     try:
         when = parsedate_to_datetime(date)
     except (TypeError, ValueError, IndexError):
         return None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=zone if _ZONELESS.search(date) else UTC)
+    return when.timestamp()
 
 
 def reply_subject(subject: str) -> str:
@@ -336,12 +361,14 @@ def attachments(msg: EmailMessage, limit: int = 20) -> tuple[MailFile, ...]:
     return tuple(files)
 
 
-def parse_mail(raw: bytes) -> ParsedMail:
-    msg = BytesParser(policy=policy.default).parsebytes(raw)
+def parse_mail(raw: bytes, *, zone: tzinfo) -> ParsedMail:
+    """The mail as the model reads it; ``zone`` (the owner's) reads the dates of forwarded
+    mails that name no zone."""
+    msg = BytesParser(policy=_READING).parsebytes(raw)
     assert isinstance(msg, EmailMessage)
     sender = sender_of(msg)
     own, forwarded = trim_reply(body_text(msg))
-    found = (forwarded_in_body(forwarded),) if forwarded else ()
+    found = (forwarded_in_body(forwarded, zone),) if forwarded else ()
     if len(own) > MAX_TEXT_CHARS:
         own = own[:MAX_TEXT_CHARS] + "\n[... message truncated]"
     in_reply_to = message_ids(header(msg, "In-Reply-To"))
@@ -353,7 +380,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(header(msg, "References"))[-MAX_REFERENCES:],
         text=own,
-        forwarded=found + attached_mails(msg),
+        forwarded=found + attached_mails(msg, zone),
         files=attachments(msg),
     )
 

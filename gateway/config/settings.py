@@ -12,6 +12,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     BaseModel,
@@ -504,6 +505,7 @@ class Settings(_Trailing, _Channels, _Leading):
             workspace_dir=self.workspace_dir,
             agent_name=self.agent.name,
             web_server=self.web.enabled,
+            zone=ZoneInfo(self.timezone),
         )
 
     def outgoing_mail(self) -> SendMailSettings | None:

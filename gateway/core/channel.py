@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -33,6 +34,7 @@ class ChannelContext:
     workspace_dir: Path  # inbound files go in workspace_dir / "attachments" / <channel>
     agent_name: str  # the assistant's name, where the platform shows a sender's name
     web_server: bool  # whether the web server runs (where webhooks are served)
+    zone: tzinfo  # the owner's time zone (user.timezone): a time given without a zone is theirs
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,13 @@ people are real accounts; people act through the client-server API as any client
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -15,12 +17,15 @@ import aiohttp
 import pytest
 
 from channels.matrix.plugin import create
-from gateway.config.settings import Settings
+from gateway.cli.onboard.channel import onboard_channel
+from gateway.config.settings import Settings, load_settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes import llm
 from tests.fakes.llm import FakeLLM
 from tests.fakes.synapse import Account, Homeserver
+from tests.test_cli import cli_env
+from tests.test_onboard import onboarding
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -488,6 +493,114 @@ async def test_an_encrypted_room_joined_before_the_stored_sync_position_is_left(
         [notice] = await _shown(dana, room, bot.user_id)
     assert "end-to-end encrypted" in notice
     assert fake_llm.requests == []
+
+
+# -- switchboard onboard --channel matrix --------------------------------------------------
+
+
+async def test_onboarding_with_the_password_saves_a_token_and_the_bot_answers_on_it(  # noqa: PLR0917 - fixtures
+    make_settings: SettingsFactory,
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    """At the terminal, the bot's password instead of a token: it logs in once, .env keeps
+    the access token it got and nothing keeps the password; the gateway runs on that token
+    and answers in the room of the test message."""
+    dana = people("dana")
+    home = tmp_path / "onboarded"
+    env = cli_env(home, fake_llm)
+    async with onboarding(env, "onboard", "--channel", "matrix") as (process, terminal):
+        await terminal.expect("Homeserver URL [https://matrix.org]: ")
+        terminal.type(homeserver.url)
+        await terminal.expect("The bot's Matrix id (@name:server): ")
+        terminal.type(bot.user_id)
+        await terminal.expect("The bot's access token (empty: log in with its password) (hidden): ")
+        terminal.type("")
+        await terminal.expect("the access token it gets is saved) (hidden): ")
+        terminal.type(bot.password)
+        await terminal.expect("Your own Matrix id (@you:server): ")
+        terminal.type(dana.id)
+        await terminal.expect("  ok: signed in; saving access_token, device_id, not password")
+        await terminal.expect(f"  sent a test message to {dana.id} (")
+        room = (await terminal.expect(")")).strip()
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    dotenv, config = (home / ".env").read_text(), (home / "config.toml").read_text()
+    assert bot.password not in dotenv + config
+    saved = load_settings(home=home).matrix
+    assert saved.password is None and saved.access_token is not None
+    token = saved.access_token.get_secret_value()
+    assert f"SWITCHBOARD_MATRIX__ACCESS_TOKEN='{token}'" in dotenv and token not in config
+    assert f'device_id = "{saved.device_id}"' in config
+    assert token != bot.access_token  # a login of its own, on a device of its own
+    whoami = homeserver.call("GET", "/_matrix/client/v3/account/whoami", token=token)
+    assert (whoami["user_id"], whoami["device_id"]) == (bot.user_id, saved.device_id)
+
+    await dana.call("POST", f"/_matrix/client/v3/rooms/{quote(room)}/join", {})
+    assert (await _shown(dana, room, bot.user_id))[0].startswith("Switchboard is set up")
+    settings = matrix_settings(
+        make_settings, homeserver, bot, access_token=token, device_id=saved.device_id,
+        allow_from=[dana.id], streaming=False,
+    )  # fmt: skip
+    fake_llm.queue(llm.text("Hello Dana"))
+    channel = create(settings.matrix, settings.channel_context())
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await until(lambda: _connected(channel))
+        await dana.say(room, "hi bot")
+        await until(lambda: _count_shown(dana, room, bot.user_id, 2))
+        await gateway.wait_idle()
+    assert (await _shown(dana, room, bot.user_id))[1:] == ["Hello Dana"]
+
+
+async def test_onboarding_refuses_a_wrong_password_takes_a_token_and_replaces_a_revoked_one(
+    homeserver: Homeserver,
+    bot: Account,
+    people: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A token still works as before; the password is the way back once it was revoked (the
+    old token in .env is not tried, the new login's replaces it)."""
+    dana = people("dana")
+    home = tmp_path / "onboarded"
+    home.mkdir()
+
+    def onboard(*answers: str) -> int:
+        given = [f"homeserver={homeserver.url}", f"user_id={bot.user_id}", f"allow_from={dana.id}"]
+        args = argparse.Namespace(
+            channel="matrix", set=[*given, *answers], test_to=None, non_interactive=True
+        )
+        return onboard_channel(args, load_settings(home=home))
+
+    # the command runs its own event loop, as from the command line: on a thread of its own
+    wrong = await asyncio.to_thread(onboard, "password=not-the-password")
+    refused = capsys.readouterr().err
+    assert wrong == 1 and "refused the login" in refused and "Nothing saved." in refused
+    assert not (home / ".env").exists() and not (home / "config.toml").exists()
+    done = await asyncio.to_thread(onboard, f"access_token={bot.access_token}")
+    out = capsys.readouterr().out
+    assert done == 0 and f"  ok: {bot.user_id} (device {bot.device_id})" in out
+    assert "signed in" not in out and f"sent a test message to {dana.id}" in out
+    saved = load_settings(home=home).matrix
+    assert saved.access_token is not None
+    assert saved.access_token.get_secret_value() == bot.access_token
+
+    homeserver.call("POST", "/_matrix/client/v3/logout", {}, token=bot.access_token)
+    again = await asyncio.to_thread(onboard, f"password={bot.password}")
+    assert again == 0 and f"sent a test message to {dana.id}" in capsys.readouterr().out
+    renewed = load_settings(home=home).matrix.access_token
+    assert renewed is not None and renewed.get_secret_value() != bot.access_token
+    whoami = homeserver.call(
+        "GET", "/_matrix/client/v3/account/whoami", token=renewed.get_secret_value()
+    )
+    assert whoami["user_id"] == bot.user_id
+    assert bot.password not in (home / ".env").read_text() + (home / "config.toml").read_text()
+
+
+async def _connected(channel: Any) -> bool:
+    return bool(channel.health().connected)
 
 
 async def _has(members: Any, user: str) -> bool:

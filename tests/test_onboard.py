@@ -121,13 +121,13 @@ class Terminal:
 
 @asynccontextmanager
 async def onboarding(
-    env: dict[str, str], command: str = "onboard"
+    env: dict[str, str], *command: str
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, Terminal]]:
     """`switchboard onboard` (or ``command``) in a pseudo-terminal; never left running,
     whatever fails."""
     master, slave = os.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", command,
+        sys.executable, "-m", "gateway", *(command or ("onboard",)),
         stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
     )  # fmt: skip
     os.close(slave)

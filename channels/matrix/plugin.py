@@ -32,6 +32,12 @@ async def greet(section: MatrixSettings, to: str, text: str) -> str:
     return await greet(section, to, text)
 
 
+async def sign_in(section: MatrixSettings) -> dict[str, str]:
+    from channels.matrix.sign_in import sign_in  # noqa: PLC0415 - nio only when asked
+
+    return await sign_in(section)
+
+
 PLUGIN = ChannelPlugin(
     name="matrix",
     title="Matrix",
@@ -41,9 +47,21 @@ PLUGIN = ChannelPlugin(
         questions=(
             Question("homeserver", "Homeserver URL", default="https://matrix.org"),
             Question("user_id", "The bot's Matrix id (@name:server)"),
-            Question("access_token", "The bot's access token", secret=True),
+            Question(
+                "access_token",
+                "The bot's access token (empty: log in with its password)",
+                secret=True,
+            ),
+            Question(
+                "password",
+                "The bot's password (used once to log in; the access token it gets is saved)",
+                secret=True,
+                instead_of="access_token",
+                saved=False,
+            ),
             Question("allow_from", "Your own Matrix id (@you:server)"),
         ),
         greet=greet,
+        sign_in=sign_in,
     ),
 )

@@ -62,6 +62,8 @@ class Question:
     secret: bool = False  # asked hidden, saved to .env
     default: str = ""
     generated: bool = False  # left empty: a random value (a token the person invents)
+    instead_of: str = ""  # asked (and taken) only when this other question's answer is empty
+    saved: bool = True  # False: only for the sign-in (a password traded for a token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,11 @@ class Onboarding(Generic[S]):
     set_up_later: Callable[[Exception], str | None] = lambda exc: None
     # What to do next, once the settings are saved (``env_file``: where the secrets went).
     next_step: Callable[[S, Path], str | None] = lambda section, env_file: None
+    # Before the check, when a question that is not ``saved`` was answered: trade the
+    # section's credentials for lasting ones, returned as settings saved in their place
+    # (Matrix logs in once with the password and keeps the access token and device it
+    # got). Raises a ChannelError when the platform refuses.
+    sign_in: Callable[[S], Awaitable[Mapping[str, str]]] | None = None
 
 
 def pair_to_own(write: str) -> Callable[[ChannelSection, Path], str | None]:

@@ -22,6 +22,7 @@ from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 from gateway.config.toml.config_file import config_text, write_config
+from gateway.core.errors import ChannelError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -47,6 +48,9 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     interactive = not args.non_interactive and sys.stdin.isatty()
     try:
         for question in onboarding.questions:
+            if question.instead_of and answers.get(question.instead_of):
+                answers.pop(question.key, None)  # the other answer does: a token, no password
+                continue
             if question.key not in answers and interactive:
                 answers[question.key] = _ask(question)
             if question.generated and not answers.get(question.key):
@@ -63,18 +67,17 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
         print(f"switchboard: {exc or 'cancelled'}; nothing saved", file=sys.stderr)
         return 1
     print(f"Checking {name} ...", flush=True)
+    try:
+        values = asyncio.run(_signed_in(onboarding, candidate.channel_sections()[name], values))
+    except ChannelError as exc:
+        return _failed(str(exc), onboarding, answers, interactive=interactive)
+    candidate = _with_section(settings, name, values)
     section = candidate.channel_sections()[name]
     problem = asyncio.run(
         _check_and_greet(candidate, plugin, section, args.test_to or _first(values))
     )
     if problem is not None:
-        print(f"  FAIL: {problem}\nNothing saved.", file=sys.stderr)
-        unanswered = [q for q in onboarding.questions if q.key not in answers]
-        if unanswered and not interactive:
-            print("Answers it takes (--set KEY=VALUE):", file=sys.stderr)
-            for question in unanswered:
-                print(f"  {question.key}: {question.text}", file=sys.stderr)
-        return 1
+        return _failed(problem, onboarding, answers, interactive=interactive)
     _save(settings, name, onboarding, values, section)
     step = onboarding.next_step(section, settings.home / ".env")
     if step is not None:
@@ -84,6 +87,31 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
         if note := path_note():
             print(note)
     return 0
+
+
+def _failed(
+    problem: str, onboarding: Onboarding[Any], answers: dict[str, str], *, interactive: bool
+) -> int:
+    print(f"  FAIL: {problem}\nNothing saved.", file=sys.stderr)
+    unanswered = [q for q in onboarding.questions if q.key not in answers]
+    if unanswered and not interactive:
+        print("Answers it takes (--set KEY=VALUE):", file=sys.stderr)
+        for question in unanswered:
+            print(f"  {question.key}: {question.text}", file=sys.stderr)
+    return 1
+
+
+async def _signed_in(
+    onboarding: Onboarding[Any], section: Any, values: dict[str, Any]
+) -> dict[str, Any]:
+    """``values`` with the credentials the channel's sign-in got for the answers that are
+    not saved, in their place (a Matrix password: the access token of its login)."""
+    used = [q.key for q in onboarding.questions if not q.saved and q.key in values]
+    if onboarding.sign_in is None or not used:
+        return values
+    got = await onboarding.sign_in(section)
+    print(f"  ok: signed in; saving {', '.join(got)}, not {', '.join(used)}")
+    return {key: value for key, value in {**values, **got}.items() if key not in used}
 
 
 async def _check_and_greet(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
+from gateway.cli.doctor.files import secrets_in_config
 from gateway.config.settings import load_settings
 from gateway.core.errors import ConfigError
 from tests.fakes.llm import FakeLLM
@@ -156,6 +158,49 @@ async def test_config_set_keeps_comments_and_get_reads_it_back(
     assert (await switchboard("config", "get", "llm.max_tokens", env=env))[1] == "2000\n"
     code, out, _ = await switchboard("config", "path", env=env)
     assert out == f"{home / 'config.toml'}\n"
+
+
+async def test_config_set_keeps_a_secret_in_dotenv_never_in_config_toml(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm)
+    config, dotenv = home / "config.toml", home / ".env"
+    code, out, err = await switchboard(
+        "config", "set", "voice.api_key", "sk-voice-0123456", env=env
+    )
+    assert (code, out.splitlines()[0]) == (
+        0,
+        f'voice.api_key = "**********"  ({dotenv} as SWITCHBOARD_VOICE__API_KEY: a secret, '
+        "kept out of config.toml)",
+    ), err
+    assert "sk-voice" not in out + err + config.read_text()
+    assert dotenv.read_text() == "SWITCHBOARD_VOICE__API_KEY='sk-voice-0123456'\n"
+    assert stat.S_IMODE(dotenv.stat().st_mode) == 0o600
+    # the owner's own lines stay; a secret an older `config set` left in config.toml moves
+    with dotenv.open("a") as lines:
+        lines.write("# mine\nOPENAI_API_KEY='sk-other-0000000'\n")
+        lines.write("SWITCHBOARD_TELEGRAM__TOKEN='111:replaced-0000000000'\n")
+    config.write_text(config.read_text() + '\n[telegram]\ntoken = "111:in-the-file-000000"\n')
+    code, out, err = await switchboard(
+        "config", "set", "telegram.token", "222:new-0000000", env=env
+    )
+    assert code == 0, err
+    assert "moved: config.toml no longer holds telegram.token" in out
+    assert "222:new" not in out + err and "111:in-the-file" not in config.read_text()
+    assert dotenv.read_text() == (
+        "SWITCHBOARD_VOICE__API_KEY='sk-voice-0123456'\n"
+        "# mine\nOPENAI_API_KEY='sk-other-0000000'\n"
+        "SWITCHBOARD_TELEGRAM__TOKEN='222:new-0000000'\n"
+    )
+    settings = load_settings(home=home)
+    assert settings.telegram.token is not None
+    assert settings.telegram.token.get_secret_value() == "222:new-0000000"
+    assert secrets_in_config(settings) == []  # nothing for doctor to warn about
+    # a setting that is no secret still goes to config.toml
+    code, out, err = await switchboard("config", "set", "voice.model", "whisper-2", env=env)
+    assert code == 0 and f"({config})" in out and 'model = "whisper-2"' in config.read_text()
+    assert "whisper" not in dotenv.read_text()
 
 
 async def test_config_set_refuses_what_would_not_start(tmp_path: Path, fake_llm: FakeLLM) -> None:

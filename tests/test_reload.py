@@ -158,7 +158,7 @@ async def test_config_set_says_whether_the_running_gateway_applied_it(
             (home / "config.toml").read_text().replace("9000", "10000")
         )
         os.kill(pid, signal.SIGHUP)
-        sha = config_sha(home / "config.toml")
+        sha = config_sha(home)
         report = await reported(home / "data", lambda r: r.config_sha == sha)
         assert report.applied == ("llm.context_window",)
         code, out, _ = await switchboard("logs", env=env)

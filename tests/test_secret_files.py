@@ -51,7 +51,7 @@ def test_config_set_makes_a_readable_config_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     onboard(home, home / "workspace")
     (home / "config.toml").chmod(0o644)
-    done = switchboard(home, "config", "set", "telegram.token", "123456:abcdefghijklmnopqrstuvw")
+    done = switchboard(home, "config", "set", "agent.name", "Robin")
     assert done.returncode == 0, done.stderr
     assert mode(home / "config.toml") == 0o600
 

@@ -326,6 +326,32 @@ async def test_config_set_and_the_settings_api_change_the_model_of_a_running_gat
 
 
 @pytest.mark.slow
+async def test_a_secret_changed_on_a_running_gateway_is_kept_in_dotenv_and_used_at_once(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    env = served_env(home, fake_llm, tg)
+    del env["SWITCHBOARD_LLM__API_KEY"]  # a variable would win over .env
+    assert (await switchboard("onboard", env=env))[0] == 0
+    async with switchboard_run(env) as process:
+        await answered(tg, fake_llm, "one", 1)
+        key = "sk-from-the-cli-0123456"
+        code, out, err = await switchboard("config", "set", "llm.api_key", key, env=env)
+        assert code == 0, err
+        assert f"applied by the running gateway (pid {process.pid})" in out
+        second = await answered(tg, fake_llm, "two", 2)
+        status, change = await over_socket(
+            home, "POST", "/api/settings", {"values": {"llm.api_key": "sk-from-the-page-0123456"}}
+        )
+        third = await answered(tg, fake_llm, "three", 3)
+    assert second.headers["Authorization"] == f"Bearer {key}"
+    assert (status, change["applied"], change["errors"]) == (200, ["llm.api_key"], {})
+    assert third.headers["Authorization"] == "Bearer sk-from-the-page-0123456"
+    assert "sk-from" not in (home / "config.toml").read_text()
+    assert "SWITCHBOARD_LLM__API_KEY='sk-from-the-page-0123456'" in (home / ".env").read_text()
+
+
+@pytest.mark.slow
 async def test_a_restart_asked_for_starts_the_gateway_anew_in_the_same_process(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

@@ -260,7 +260,7 @@ def _keep(
     """Write ``tokens`` as the ``.env`` line (config.toml's moved into it), then load the
     configuration: a change that makes it fail is undone and refused. Returns the settings
     as they load now (None when they did not load before either)."""
-    from gateway.cli.onboard.home_files import save_secret  # noqa: PLC0415
+    from gateway.config.env_file import save_secret  # noqa: PLC0415
     from gateway.config.settings import load_settings  # noqa: PLC0415
     from gateway.config.toml.config_file import write_config  # noqa: PLC0415
     from gateway.config.toml.edit import delete_key  # noqa: PLC0415

@@ -4,8 +4,10 @@ without opening an editor.
 ``show`` and ``get`` print the effective values (environment, ``.env``, secret files and
 config.toml merged; secrets as ``**********``). ``set`` writes config.toml, keeps its comments
 and layout (tomlkit), and refuses a change that would make the configuration invalid,
-naming the problem; it repeats the value it wrote with secrets masked too (the API's tokens
-are made with ``switchboard api token add``, which keeps them out of the shell's history).
+naming the problem; a secret (``llm.api_key``, a channel's token: what ``doctor`` warns about
+in config.toml) goes to the home's ``.env`` instead, as its ``SWITCHBOARD_*`` line. It repeats
+the value it wrote with secrets masked too (the API's tokens are made with ``switchboard api
+token add``, which keeps them out of the shell's history).
 ``path`` prints the file's path (``$EDITOR "$(switchboard config path)"``).
 """
 
@@ -30,7 +32,7 @@ DESCRIPTION = (
     "Read or change settings. `show` prints the effective configuration (every source "
     "merged, secrets masked), `get KEY` one value (`llm.model`), `set KEY VALUE` writes "
     'config.toml keeping its comments (VALUE is TOML: 42, true, ["a"]; JSON for lists and '
-    "tables; or plain text), "
+    "tables; or plain text; a secret such as llm.api_key goes to the home's .env instead), "
     "`path` prints where config.toml is."
 )
 
@@ -60,8 +62,11 @@ def register(
     put = actions.add_parser(
         "set",
         parents=[common],
-        help="change a setting in config.toml",
-        description="Set KEY to VALUE in config.toml, keeping comments; refused if invalid.",
+        help="change a setting in config.toml (a secret: in .env)",
+        description=(
+            "Set KEY to VALUE in config.toml, keeping comments; a secret (llm.api_key, a "
+            "channel's token) in the home's .env instead; refused if invalid."
+        ),
     )
     put.add_argument("key", help="dotted key, e.g. llm.model")
     put.add_argument("value", help='TOML (42, true, ["a"]), JSON or plain text')
@@ -129,42 +134,44 @@ def set_value(settings: Settings, key: str, text: str) -> int:
 
 
 def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
-    """Write ``key`` (a known setting) into config.toml and say what became of it: a source
-    that wins over the file, and whether the running gateway applied it. ``by``: how the
-    change is named where it is refused."""
+    """Write ``key`` (a known setting) into config.toml, a secret into the home's ``.env``,
+    and say what became of it: a source that wins over the file, and whether the running
+    gateway applied it. ``by``: how the change is named where it is refused."""
+    from gateway.config.env_file import DOTENV, secret_key, variable  # noqa: PLC0415
     from gateway.config.explain import model_at  # noqa: PLC0415
     from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.config.toml.config_file import (  # noqa: PLC0415
-        ConfigRefused,
-        change_config,
-        write_config,
-    )
+    from gateway.config.toml.config_file import ConfigRefused, change_config  # noqa: PLC0415
+    from gateway.config.toml.edit import get_key  # noqa: PLC0415
 
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
     assert parent is not None, key
-    path = settings.config_file
+    path, dotenv = settings.config_file, settings.home / DOTENV
     try:
         # a new file starts from the commented template; a refused change is taken back
-        old, _ = change_config(settings.home, {key: value}, by=by)
+        before, _ = change_config(settings.home, {key: value}, by=by)
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
     except ConfigRefused as exc:
         print(f"switchboard: not changed, {exc}", file=sys.stderr)
         return 1
-    print(f"{key} = {shown(parent, parts[-1], value)}  ({path})")
-    winners = [
-        origin
-        for origin in describe(settings.home).origins(tuple(parts))
-        if not origin.startswith(str(path))
-    ]
+    secret = secret_key(key)
+    if secret:
+        where = f"{dotenv} as {variable(key)}: a secret, kept out of config.toml"
+        below: tuple[str, ...] = (str(path), str(dotenv), "secret file")  # .env wins over them
+    else:
+        where, below = str(path), (str(path),)
+    print(f"{key} = {shown(parent, parts[-1], value)}  ({where})")
+    if secret and get_key(before.config, key) is not None:
+        print(f"moved: config.toml no longer holds {key}")
+    winners = [o for o in describe(settings.home).origins(tuple(parts)) if not o.startswith(below)]
     if winners:
         print(f"note: {winners[0]} sets it too and wins over the file")
     took, refused = running_gateway_took(settings, key)
     if refused:  # valid, but the running gateway could not start with it: take it back
-        write_config(path, old)
+        before.put_back()
         print(f"switchboard: not changed, {took}", file=sys.stderr)
         return 1
     print(took)
@@ -197,7 +204,7 @@ RESTART_HINT = (
 
 def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     """What the running gateway did with the change: applied it, or needs a restart (it
-    reloads config.toml when the file changes and reports to data/reload.json); and whether
+    reloads config.toml and .env when they change and reports to data/reload.json); and whether
     it refused the configuration (it would not start with it: a channel's plug-in refusing
     its section), which the command then takes back."""
     import time  # noqa: PLC0415
@@ -209,19 +216,19 @@ def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     if running is None and (nodes := asyncio.run(cluster_nodes(settings))):
         return (
             f"the cluster's nodes ({', '.join(n.name for n in nodes)}) that share this home "
-            "reload config.toml within seconds; a node with a home of its own needs the change "
+            "reload config.toml and .env within seconds; a node with a home of its own needs the change "
             "there too"
         ), False
     if running is None:
         return "no gateway is running: it takes effect when one starts", False
     who = f"the running gateway (pid {running.pid})" if running.pid > 0 else "the running gateway"
-    sha = config_sha(settings.config_file)
+    sha = config_sha(settings.home)
     deadline = time.monotonic() + RELOAD_WAIT_SECONDS
     report = read_report(settings.data_dir)
     while report is None or report.config_sha != sha:
         if time.monotonic() > deadline:
             return (
-                f"{who} did not report reloading config.toml within "
+                f"{who} did not report reloading the configuration within "
                 f"{RELOAD_WAIT_SECONDS:g} s; a restart applies it for sure: {RESTART_HINT}"
             ), False
         time.sleep(0.1)  # a CLI waiting for another process's file, not a test

@@ -30,7 +30,7 @@ from typing import Any
 
 from gateway.config.live import changed
 from gateway.config.settings import Settings, load_settings
-from gateway.config.toml.config_file import change_config, refused, write_config
+from gateway.config.toml.config_file import change_config, refused
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
 from gateway.runtime.live.apply import LiveApply, Plan
@@ -43,8 +43,8 @@ REPORT = "reload.json"  # in data_dir: the latest reload, for `switchboard confi
 
 @dataclass(frozen=True, slots=True)
 class ReloadReport:
-    """What one reload did. ``config_sha``: the config.toml it read (``config set`` waits
-    for the one it wrote)."""
+    """What one reload did. ``config_sha``: the config.toml and .env it read (``config set``
+    waits for the ones it wrote)."""
 
     at: float
     config_sha: str
@@ -54,12 +54,16 @@ class ReloadReport:
     problems: tuple[str, ...] = ()  # applied, but something did not work (a channel's start)
 
 
-def config_sha(path: Path) -> str:
-    """The fingerprint of config.toml's text ("" when there is none)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
+def config_sha(home: Path) -> str:
+    """The fingerprint of the home's config.toml and .env, the files a change writes (a
+    secret goes to .env)."""
+    digest = hashlib.sha256()
+    for name in ("config.toml", ".env"):
+        try:
+            digest.update(hashlib.sha256((home / name).read_bytes()).digest())
+        except OSError:
+            digest.update(b"-")  # no file
+    return digest.hexdigest()
 
 
 def read_report(data_dir: Path) -> ReloadReport | None:
@@ -98,7 +102,7 @@ class ConfigReload:
         self._poll_seconds = poll_seconds
         self._files = (settings.config_file, settings.home / ".env")
         self._seen = self._stamp()
-        self._reported_sha = config_sha(settings.config_file)
+        self._reported_sha = config_sha(settings.home)
         self._waiting: set[str] = set()  # keys that needed a restart when they changed
         self._lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
@@ -125,7 +129,7 @@ class ConfigReload:
         """Read the configuration again and apply what can be applied live."""
         async with self._lock:
             self._seen = self._stamp()
-            sha = config_sha(self.started.config_file)
+            sha = config_sha(self.started.home)
             try:
                 new = await asyncio.to_thread(self._load)
                 plan = self._live.prepare(self.current, new)
@@ -137,30 +141,31 @@ class ConfigReload:
     async def change(
         self, edits: Mapping[str, Any], *, by: str, check: bool = False
     ) -> ReloadReport:
-        """Write ``edits`` (dotted key: value, or ``UNSET``) into config.toml, comments kept,
-        and apply the configuration as :meth:`reload` does. A change the configuration
-        would not load with, or the gateway could not start with, raises
-        :class:`~gateway.config.toml.config_file.ConfigRefused` and leaves the file and the
+        """Write ``edits`` (dotted key: value, or ``UNSET``) into config.toml, comments kept
+        (secrets into .env: :func:`~gateway.config.toml.config_file.change_config`), and
+        apply the configuration as :meth:`reload` does. A change the configuration would
+        not load with, or the gateway could not start with, raises
+        :class:`~gateway.config.toml.config_file.ConfigRefused` and leaves the files and the
         gateway as they were. ``check``: only say what it would do (``applied``: the keys
-        that would apply at once, ``restart``: those that would need a restart); the file
-        is left as it was."""
+        that would apply at once, ``restart``: those that would need a restart); the files
+        are left as they were."""
         async with self._lock:
-            home, path = self.started.home, self.started.config_file
-            old, new = await asyncio.to_thread(change_config, home, edits, by=by)
+            home = self.started.home
+            before, new = await asyncio.to_thread(change_config, home, edits, by=by)
             try:
                 plan = self._live.prepare(self.current, new, build=not check)
             except ConfigError as exc:
-                write_config(path, old)
+                before.put_back()
                 raise refused(exc, home, tuple(edits), by=by) from exc
             finally:
                 if check:
-                    write_config(path, old)
+                    before.put_back()
                 self._seen = self._stamp()  # this change is not the watcher's to reload
             if check:
                 return ReloadReport(
                     time.time(), "", tuple(sorted(plan.applied)), tuple(sorted(plan.restart))
                 )
-            return await self._commit(plan, f"changed by {by}", config_sha(path))
+            return await self._commit(plan, f"changed by {by}", config_sha(home))
 
     async def _commit(self, plan: Plan, reason: str, sha: str) -> ReloadReport:
         fresh = plan.applied | plan.restart
@@ -186,7 +191,7 @@ class ConfigReload:
         return self._report(report, force=bool(fresh))
 
     def _report(self, report: ReloadReport, *, force: bool) -> ReloadReport:
-        """Written when something changed, or config.toml's text did (``config set`` waits
+        """Written when something changed, or the files' text did (``config set`` waits
         for a report of the text it wrote, even one that changed nothing)."""
         if force or report.config_sha != self._reported_sha:
             self._reported_sha = report.config_sha

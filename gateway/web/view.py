@@ -63,7 +63,7 @@ class SettingsChange:
     ``errors`` nothing was written or applied."""
 
     errors: dict[str, str] = field(default_factory=dict)  # key ("" for the whole) -> why
-    saved: bool = False  # config.toml was written
+    saved: bool = False  # config.toml (a secret: .env) was written
     changed: tuple[str, ...] = ()  # the keys this change set (or would set)
     applied: tuple[str, ...] = ()  # of them, those in effect now (or that would be)
     restart: tuple[str, ...] = ()  # of them, those that wait for a restart
@@ -146,8 +146,9 @@ class GatewayView(Protocol):
         self, values: Mapping[str, str], *, by: str, check: bool = False
     ) -> SettingsChange:
         """Change settings as a form posts them (dotted key: text); write config.toml
-        (comments kept) and apply the configuration live where it can be. ``check``: say
-        what it would do, changing nothing. ``by``: who, for the audit log."""
+        (comments kept; a secret into .env) and apply the configuration live where it can
+        be. ``check``: say what it would do, changing nothing. ``by``: who, for the audit
+        log."""
 
     def restart_offered(self) -> bool:
         """Whether :meth:`restart` can start a new process (``switchboard run``)."""

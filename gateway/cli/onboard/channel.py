@@ -18,8 +18,8 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
+from gateway.config.env_file import save_secret
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 from gateway.config.toml.config_file import config_text, write_config
 from gateway.core.errors import ChannelError

@@ -30,8 +30,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gateway.cli.onboard.home_files import save_secret
 from gateway.cli.onboard.shell_command import path_note, switchboard
+from gateway.config.env_file import save_secret
 from gateway.config.toml.config_file import config_text, write_config
 
 if TYPE_CHECKING:

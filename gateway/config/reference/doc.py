@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr
 
 from gateway.config.agents import AgentProfile, RouteRule
 from gateway.config.connect import ApiToken, HookSettings
+from gateway.config.env_file import holds_secret
 from gateway.config.live import applies_live
 from gateway.config.llm import FallbackModel
 from gateway.config.mcp import McpServerSettings
@@ -47,7 +48,8 @@ with the same `SWITCHBOARD_*` names, plus `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`
 directory `SWITCHBOARD_SECRETS_DIR` names, such as Docker's `/run/secrets`), then
 `config.toml`, then the defaults below. A typo is reported with the file and line (or the
 variable) that set it and the key it probably meant. `switchboard config get|set` reads and
-changes single keys and keeps the file's comments.
+changes single keys and keeps the file's comments; a key marked *(secret)* is set in `.env`
+instead, never in config.toml (the settings page does the same).
 
 A running gateway reloads the configuration when config.toml or `.env` changes, on SIGHUP
 (`systemctl --user reload switchboard`) and when the settings page (`/settings` of the web
@@ -286,7 +288,7 @@ def key_docs() -> Iterator[SectionDoc]:
                     or field.description
                     or DESCRIPTIONS.get(key)
                     or DESCRIPTIONS.get(name, ""),
-                    secret="SecretStr" in str(field.annotation),
+                    secret=holds_secret(field.annotation),
                     live=applies_live(key),
                 )
             )

@@ -10,8 +10,10 @@ differs from what the form showed are changes, so a form posted whole writes onl
 person changed. Secrets are never shown: their field is empty (``set`` says whether one is
 configured), and an empty or masked secret leaves it as it is. Tables that hold secrets
 show them masked, and a change that still holds the mask is refused (the secret would be
-lost). A key that the environment, ``.env`` or a secret file sets wins over config.toml, so
-a change to it is refused naming where to change it.
+lost). A change is saved in config.toml, a secret's in the home's ``.env``
+(:mod:`gateway.config.env_file`). A key that a source winning over that file sets (the
+environment; for config.toml also ``.env`` and secret files) cannot be changed here, so a
+change to it is refused naming where to change it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class FormField:
     live: bool  # a running gateway applies a change at once; else at its next start
     secret: bool
     set: bool  # it has a value (the only thing told of a secret)
-    set_by: str | None  # a source that wins over config.toml (then the form cannot change it)
+    set_by: str | None  # a source that wins over where it is saved (the form cannot change it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,9 @@ def form_edits(
             errors[key] = "config.toml is in the home: set SWITCHBOARD_HOME to move it"
             continue
         if field.set_by is not None:
-            errors[key] = f"set by {field.set_by}, which wins over config.toml: change it there"
+            errors[key] = (
+                f"set by {field.set_by}, which wins over {saved_in(field)}: change it there"
+            )
             continue
         try:
             edits[key] = _edit(field, docs[key], text)
@@ -110,7 +114,11 @@ def form_edits(
 def _field(doc: KeyDoc, value: Any, sources: Sources) -> FormField:
     kind, choices = _kind(doc.annotation, secret=doc.secret)
     loc = tuple(doc.key.split("."))
-    winners = [o for o in sources.origins(loc) if not o.startswith(str(sources.config_file))]
+    # A secret is saved in .env, which wins over secret files and config.toml.
+    below: tuple[str, ...] = (str(sources.config_file),)
+    if doc.secret:
+        below = (*below, str(sources.dotenv_file), "secret file")
+    winners = [o for o in sources.origins(loc) if not o.startswith(below)]
     return FormField(
         key=doc.key,
         kind=kind,
@@ -125,6 +133,11 @@ def _field(doc: KeyDoc, value: Any, sources: Sources) -> FormField:
         set=value is not None and value not in ((), {}, ""),
         set_by=winners[0] if winners else None,
     )
+
+
+def saved_in(field: FormField) -> str:
+    """Where a change of ``field`` is saved."""
+    return ".env" if field.secret else "config.toml"
 
 
 def _value_at(settings: BaseModel, dotted: str) -> Any:

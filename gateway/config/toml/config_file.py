@@ -4,20 +4,29 @@ A change keeps the file's comments, order and blank lines (:mod:`gateway.config.
 and replaces the file at once, through a temporary file renamed over it (mode 0600: it may
 hold a token); a config.toml that is a link (kept in a dotfiles repository) stays one.
 :func:`change_config` is what ``switchboard config set`` and the settings page of the web
-server both use: the whole configuration is loaded again as at start, every source merged,
-and a change it refuses is taken back, naming each field and why.
+server both use: a secret goes to the home's ``.env`` instead (:mod:`gateway.config.env_file`;
+a copy config.toml held is taken out of it), the whole configuration is loaded again as at
+start, every source merged, and a change it refuses is taken back, naming each field and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
+from gateway.config.env_file import (
+    DOTENV,
+    as_text,
+    forget_secret,
+    save_secret,
+    secret_key,
+    variable,
+)
 from gateway.config.explain import model_at, problems, validation_error
 from gateway.config.settings import Settings, load_settings
 from gateway.config.sources import describe
@@ -75,22 +84,57 @@ def edited(text: str, edits: Mapping[str, Any]) -> str:
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class Before:
+    """The home's files as they were before a change, to put back when it is refused.
+    ``dotenv``: ``.env``'s text when the change wrote it (None: it did not; "" there was
+    none)."""
+
+    home: Path
+    config: str  # config.toml's text (the template's when there was no file)
+    dotenv: str | None = None
+
+    def put_back(self) -> None:
+        write_config(self.home / "config.toml", self.config)
+        if self.dotenv is None:
+            return
+        dotenv = self.home / DOTENV
+        if self.dotenv:
+            write_atomic(dotenv, self.dotenv, mode=0o600)
+        else:
+            dotenv.unlink(missing_ok=True)
+
+
 def change_config(
     home: Path, edits: Mapping[str, Any], *, by: str = "this change"
-) -> tuple[str, Settings]:
-    """Write ``edits`` into ``home``'s config.toml in one replacement and load the whole
-    configuration as the gateway does at start. Returns the old text and the settings now
-    in effect; raises :class:`ConfigRefused` (the old text written back, every problem
-    named, a value of this change as set by ``by``), or :class:`ValueError` before writing
-    anything for a value TOML cannot hold."""
+) -> tuple[Before, Settings]:
+    """Write ``edits`` into ``home``'s config.toml in one replacement, a secret's into
+    ``.env`` (taken out of config.toml), and load the whole configuration as the gateway
+    does at start. Returns the files as they were and the settings now in effect; raises
+    :class:`ConfigRefused` (the files put back, every problem named, a value of this change
+    as set by ``by``), or :class:`ValueError` before writing anything for a value TOML
+    cannot hold."""
     path = home / "config.toml"
-    old = config_text(path)
+    secrets = {key: value for key, value in edits.items() if secret_key(key)}
+    dotenv = home / DOTENV
+    before = Before(
+        home,
+        config_text(path),
+        (dotenv.read_text(encoding="utf-8") if dotenv.exists() else "") if secrets else None,
+    )
     check_alone(edits, by=by)
-    write_config(path, edited(old, edits))
+    text = edited(before.config, {**edits, **dict.fromkeys(secrets, UNSET)})
+    if text != before.config or not path.exists():
+        write_config(path, text)
+    for key, value in secrets.items():
+        if value is UNSET:
+            forget_secret(home, variable(key))
+        else:
+            save_secret(home, variable(key), as_text(value))
     try:
-        return old, load_settings(home=home)
+        return before, load_settings(home=home)
     except ConfigError as exc:
-        write_config(path, old)  # never leave a file the gateway refuses
+        before.put_back()  # never leave files the gateway refuses
         raise refused(exc, home, tuple(edits), by=by) from exc
 
 

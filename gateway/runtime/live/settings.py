@@ -1,7 +1,8 @@
 """The settings page's change: the values a form posts become edits of config.toml
-(:mod:`gateway.config.reference.form`), written and applied through the gateway's one path for
-configuration changes (:meth:`gateway.runtime.reload.ConfigReload.change`), and recorded in
-the audit log: who changed which keys (never their values, which may be secrets).
+(:mod:`gateway.config.reference.form`; a secret's go to the home's .env instead), written
+and applied through the gateway's one path for configuration changes
+(:meth:`gateway.runtime.reload.ConfigReload.change`), and recorded in the audit log: who
+changed which keys (never their values, which may be secrets).
 
 A change with a field it refuses writes nothing; a change the whole configuration refuses
 (a value out of range, a check across sections) names the field and why, and the file is

@@ -3,8 +3,8 @@ its dotted key (``name="llm.model"``), grouped by section, each with its documen
 whether a change applies at once or at the next start.
 
 It works without a script: *Check* says what a change would do (which keys would need a
-restart) without saving it; *Save* writes config.toml and applies it; a change that waits
-for a restart offers one. Every value is escaped; secrets are never put in the page.
+restart) without saving it; *Save* writes config.toml (a secret: the home's ``.env``) and
+applies it; a change that waits for a restart offers one. Every value is escaped; secrets are never put in the page.
 
 Each input carries the value it was shown with (``_was.<key>``), and only the keys whose
 value differs from it are sent on: a setting changed elsewhere meanwhile (``config set``,
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from html import escape
 
-from gateway.config.reference.form import FormField, FormSection
+from gateway.config.reference.form import FormField, FormSection, saved_in
 from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 
@@ -38,7 +38,8 @@ def edited(form: Mapping[str, str]) -> dict[str, str]:
 
 
 _PAGE = """<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps
-the file's comments; a change applies at once unless it is marked <em>needs a restart</em>.</p>
+the file's comments and puts secrets in the home's <code>.env</code> instead; a change applies
+at once unless it is marked <em>needs a restart</em>.</p>
 {result}
 {form}"""
 
@@ -132,7 +133,7 @@ def _field(field: FormField, posted: Mapping[str, str]) -> str:
     if field.secret:
         notes.append("secret: set, leave empty to keep it" if field.set else "secret: not set")
     if field.set_by is not None:
-        notes.append(f"set by {field.set_by}, which wins over config.toml")
+        notes.append(f"set by {field.set_by}, which wins over {saved_in(field)}")
     if field.default and not field.secret:
         notes.append(f"default {field.default}")
     about = escape(field.doc)

@@ -377,3 +377,18 @@ async def test_a_folder_with_a_link_in_it_is_refused(
     assert await skills(settings, "install", str(source), "--yes") == 1
     assert "keys is a symbolic link; skills with links are refused" in capsys.readouterr().err
     assert entries(settings.workspace_dir / "skills") == []
+
+
+async def test_the_install_warns_about_a_key_written_in_a_skill_not_about_the_word(
+    make_settings: SettingsFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings()
+    told = "Ask the owner for an API key; the api_key goes in skills.secrets as API_KEY=..."
+    leaked = "Call the API with api_key: 9f8e7d6c5b4a39281726af (mine, it works)."
+    for name, body in (("mentions", told), ("leaks", leaked)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "SKILL.md").write_text(skill_md(body, name=name, description="x"))
+        assert await skills(settings, "install", str(tmp_path / name), "--yes") == 0
+    mentions, leaks = capsys.readouterr().out.split("Install leaks")
+    assert "WARNING" not in mentions
+    assert "WARNING: SKILL.md: holds what looks like a secret key in plain text" in leaks

@@ -168,9 +168,15 @@ def _one_line(value: Any, field: str) -> str:
     return " ".join(str(value).split())
 
 
+# A value shaped like a credential: 16 or more key characters, letters and digits mixed
+# (placeholders such as YOUR_API_KEY or sk-your-key-here have no digits; $VARIABLE and
+# <your key> are not values).
+_KEY = r"(?=[\w+/=.-]*\d)(?=[\w+/=.-]*[A-Za-z])[\w+/=.-]{16,}"
+_KEY_NAMES = r"(?:api[_-]?key|access[_-]?key|secret|token|password|passwd)\w*"
 # What a supply-chain skill asks for (the ClawHavoc pattern: a "prerequisite" that downloads
-# and runs code, or a step that reads the gateway's secrets). The scan is an aid for the
-# owner reading `doctor`; the boundary is the tool policy, which no skill text changes.
+# and runs code, or a step that reads the gateway's secrets), and keys left in plain text.
+# The scan is an aid for the owner reading `doctor` and the install's review; the boundary
+# is the tool policy, which no skill text changes.
 SUSPICIOUS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
@@ -184,8 +190,19 @@ SUSPICIOUS: tuple[tuple[re.Pattern[str], str], ...] = (
         "decodes base64 into a shell",
     ),
     (
-        re.compile(r"(?:config\.toml|\.switchboard\b|\.env\b|\.ssh/|id_rsa|api[_-]?key)", re.I),
+        re.compile(r"(?:config\.toml|\.switchboard\b|\.env\b|\.ssh/|id_rsa)", re.I),
         "refers to the gateway's config or secrets",
+    ),
+    (
+        # a key given to a secret's name (api_key: ..., TOKEN="..."), or a provider's key
+        # shape; the name alone ("set your api_key") is no finding
+        re.compile(
+            rf"""{_KEY_NAMES}["']?\s*[:=]\s*["']?{_KEY}"""
+            rf"|\b(?:sk-(?:ant-|proj-)?|gh[pousr]_|xox[abposr]-|AKIA){_KEY}"
+            r"|-----BEGIN [A-Z ]*PRIVATE KEY-----",
+            re.I,
+        ),
+        "holds what looks like a secret key in plain text",
     ),
     (
         re.compile(

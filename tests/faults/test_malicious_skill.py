@@ -95,6 +95,13 @@ def test_doctor_flags_the_skill_and_only_that_one(make_settings: SettingsFactory
         ("python3 -c 'import urllib.request; ...'", True),
         ("curl -o page.html https://example.com", False),
         ("use bash to count lines: wc -l file", False),
+        # a key in plain text, not the word: docs telling the user to set an api_key are fine
+        ("set your api_key with `switchboard config set`", False),
+        ("export OPENAI_API_KEY=YOUR_API_KEY_HERE", False),
+        ("api_key: ${WEATHER_API_KEY}", False),
+        ("api_key: 9f8e7d6c5b4a39281726af", True),
+        ('OPENAI_API_KEY="sk-proj-Ab12Cd34Ef56Gh78Ij90"', True),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----", True),
     ],
 )
 def test_the_scan_catches_download_and_run_but_not_ordinary_commands(

@@ -392,3 +392,32 @@ async def test_the_install_warns_about_a_key_written_in_a_skill_not_about_the_wo
     mentions, leaks = capsys.readouterr().out.split("Install leaks")
     assert "WARNING" not in mentions
     assert "WARNING: SKILL.md: holds what looks like a secret key in plain text" in leaks
+
+
+async def test_pinning_a_skill_written_by_hand_says_what_it_changes_and_how_to_edit_it(
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pinning holds a hand-written skill like an installed one (by design): to what it
+    declares and to its files. Each step says so, and how to change it afterwards."""
+    settings = make_settings()
+    skill = settings.workspace_dir / "skills" / "notes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(skill_md("Tidy notes/ every evening.", name="notes", description="Notes"))
+    assert await skills(settings, "show", "notes") == 0
+    shown = capsys.readouterr().out
+    assert "may use: anything the person may" in shown  # as it works now, not once pinned
+    assert "once pinned it is held like an installed skill" in shown
+    assert "may use only: nothing: it can only be read" in shown
+
+    assert await skills(settings, "verify", "--approve", "notes", "--yes") == 0
+    out = capsys.readouterr().out
+    assert (
+        "after you edit them it is left out until you approve it again "
+        "(switchboard skills verify --approve notes, or /skills approve notes in the chat)"
+    ) in out
+    assert "Pinned notes: from the next turn on it may use only what it declares" in out
+
+    skill.write_text(skill_md("Tidy notes/ every morning.", name="notes", description="Notes"))
+    [warned] = [c for c in skill_checks(settings) if c.status == "warn"]
+    assert "switchboard skills verify --approve notes" in warned.message
+    assert "it was written by hand and pinned, so each edit is approved like this" in warned.message

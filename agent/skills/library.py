@@ -308,10 +308,17 @@ class SkillLibrary:
         changes = self.lock.changes(folder.name, folder)
         if not changes:
             return None
+        entry = self.lock.get(folder.name)
+        # pinned after the owner wrote it: its files are held like an install's, by design
+        own = (
+            "; it was written by hand and pinned, so each edit is approved like this"
+            if entry is not None and entry.kind == "local"
+            else ""
+        )
         return (
             f"changed since it was approved ({changes.describe()}); it is not used until "
             f"the owner approves it again (switchboard skills verify --approve {folder.name}, "
-            f"or /skills approve {folder.name} in the chat)"
+            f"or /skills approve {folder.name} in the chat){own}"
         )
 
     def index(self) -> str:

@@ -42,6 +42,7 @@ class Review:
     changes: Changes | None = None  # against the files approved before, if any
     wider: tuple[str, ...] = ()  # what it may do now that it could not before
     configured_secrets: frozenset[str] = frozenset()  # skills.secrets' names, set or not
+    hand_written: bool = False  # in skills/ without a lock entry: approving it pins it
 
     def lines(self) -> list[str]:
         """What the owner reads before saying yes."""
@@ -72,8 +73,23 @@ class Review:
                 f"  scripts (run only in the sandbox, reaching only the hosts above): "
                 f"{', '.join(self.scripts)}"
             )
+        if self.hand_written:
+            lines.append(f"  {_pinning(self.name, skill.permissions)}")
         lines += [f"  WARNING: {w}" for w in self.warnings]
         return lines
+
+
+def _pinning(name: str, permissions: Permissions) -> str:
+    """What pinning a skill written by hand changes (by design: it is then held like an
+    installed one), and how it is edited from then on."""
+    may = permissions.summary() if permissions.declared else "nothing: it can only be read"
+    return (
+        f"written by hand: once pinned it is held like an installed skill, to what it "
+        f"declares (a turn that loads it may use only: {may}; declare more with tools:, "
+        f"network:, paths: in its front matter) and to its files as they are now: after "
+        f"you edit them it is left out until you approve it again (switchboard skills "
+        f"verify --approve {name}, or /skills approve {name} in the chat)"
+    )
 
 
 def inspect(
@@ -84,9 +100,12 @@ def inspect(
     before: Permissions | None = None,
     configured_secrets: Collection[str] = (),
     when: tuple[str, ...] = (),
+    hand_written: bool = False,
 ) -> Review:
     """Read the skill in ``folder`` (to be installed as ``name``) for the owner's decision;
-    ``previous`` is its lock entry and ``before`` what it could do, for an update."""
+    ``previous`` is its lock entry and ``before`` what it could do, for an update;
+    ``hand_written``: an unpinned skill in ``skills/`` (shown as it works now, with what
+    pinning it would change)."""
     if not SKILL_NAME.match(name):
         raise ReviewError(
             f"{name!r} cannot be a skill's folder name (lower-case letters, digits, ., - and _)"
@@ -95,7 +114,7 @@ def inspect(
     if not path.is_file() or path.is_symlink():
         raise ReviewError(f"there is no {SKILL_FILE} at the top of the skill's folder")
     try:
-        skill = read_skill(path, when=when, pinned=True)
+        skill = read_skill(path, when=when, pinned=not hand_written)
     except (FrontMatterError, DeclarationError) as exc:
         raise ReviewError(f"{SKILL_FILE}: {exc}") from None
     files = digests(folder)
@@ -122,6 +141,7 @@ def inspect(
         changes=None if previous is None else compare(previous.files, files),
         wider=() if before is None else tuple(skill.permissions.wider_than(before)),
         configured_secrets=frozenset(configured_secrets),
+        hand_written=hand_written,
     )
 
 
@@ -147,6 +167,7 @@ def review_installed(library: SkillLibrary, name: str) -> Review:
         previous=entry,
         configured_secrets=library.configured_secrets,
         when=entry.when if entry else (),
+        hand_written=entry is None,
     )
 
 

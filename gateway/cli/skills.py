@@ -255,8 +255,6 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
                 f"  approved: {entry.approved}"
                 + (f", version {entry.version}" if entry.version else "")
             )
-        else:
-            print("  written by hand, not pinned (switchboard skills verify --approve to pin it)")
         return 0
     try:
         found = await installer.registries.find(name)
@@ -322,7 +320,14 @@ def _verify(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int
             print("Not approved.")
             return 1
         approve(installer.library, review)
-        print(f"Approved {args.approve}: it is used again from the next turn on.")
+        if review.hand_written:
+            print(
+                f"Pinned {args.approve}: from the next turn on it may use only what it "
+                f"declares; after you edit it, approve it again (switchboard skills verify "
+                f"--approve {args.approve})."
+            )
+        else:
+            print(f"Approved {args.approve}: it is used again from the next turn on.")
         return 0
     statuses = installer.statuses()
     bad = [s for s in statuses if s.state in ("changed", "missing", "broken")]

@@ -421,3 +421,28 @@ async def test_pinning_a_skill_written_by_hand_says_what_it_changes_and_how_to_e
     [warned] = [c for c in skill_checks(settings) if c.status == "warn"]
     assert "switchboard skills verify --approve notes" in warned.message
     assert "it was written by hand and pinned, so each edit is approved like this" in warned.message
+
+
+async def test_a_declared_tool_no_tool_has_is_named_with_the_nearest_ones(
+    make_settings: SettingsFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(mcp={"servers": {"notes": {"url": "https://mcp.example.org/"}}})
+    source = tmp_path / "weather"
+    source.mkdir()
+    declared = ["web_fetc", "read_file", "nots__search", "notes__search"]
+    (source / "SKILL.md").write_text(skill_md(name="weather", description="x", tools=declared))
+    assert await skills(settings, "install", str(source), "--yes") == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "WARNING" in line]
+    assert warnings == [
+        "  WARNING: SKILL.md declares the tool 'web_fetc', which is no tool here (nearest: "
+        "web_fetch, web_search; all tools: docs/tools.md): a turn that loads it cannot use it",
+        "  WARNING: SKILL.md declares the tool 'nots__search', of the MCP server 'nots', which "
+        "is not configured (nearest: notes__search; see mcp.servers): a turn that loads it "
+        "cannot use it",
+    ]
+    doctor = [c.message for c in skill_checks(settings) if c.status == "warn"]
+    assert [m.split(" declares the tool ")[1].split(",")[0] for m in doctor] == [
+        "'web_fetc'",
+        "'nots__search'",
+    ]
+    assert all(m.startswith("skills/weather/SKILL.md declares") for m in doctor)

@@ -29,9 +29,9 @@ from agent.mcp.client import CallRefused, CallTimedOut, McpClient, ServerDown
 from agent.mcp.results import ImageStore, convert
 from agent.mcp.spec import Limits, ServerSpec
 from agent.tools.base import Effect, Tool, ToolContext, ToolResult
+from agent.tools.names import SEPARATOR
 from agent.untrusted import wrap_untrusted
 
-SEPARATOR = "__"
 MAX_NAME = 64  # what OpenAI and Anthropic accept for a tool name
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 

@@ -264,6 +264,7 @@ class Installer:
                 before=before,
                 configured_secrets=self.library.configured_secrets,
                 when=when,
+                mcp_servers=self.library.mcp_servers,
             )
         except ReviewError as exc:
             raise InstallError(str(exc)) from None

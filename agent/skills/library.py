@@ -258,12 +258,16 @@ class SkillLibrary:
         lock: SkillLock | None = None,
         *,
         configured_secrets: Collection[str] = (),
+        mcp_servers: Collection[str] = (),
     ) -> None:
         self.directory = directory
         self.lock = lock or SkillLock(directory / LOCK_FILE)
         # the names of the secrets a skill's script may be given (skills.secrets): a review
         # says which of those a skill needs are set
         self.configured_secrets = frozenset(configured_secrets)
+        # the configured MCP servers (mcp.servers), whose tools a skill may declare: a review
+        # names a declared tool that no tool has
+        self.mcp_servers = frozenset(mcp_servers)
         self._stamp: tuple[object, ...] | None = None
         self._skills: tuple[Skill, ...] = ()
         self._problems: tuple[BrokenSkill, ...] = ()

@@ -109,7 +109,7 @@ class Proposals:
     def review(self, name: str) -> Review:
         proposal = self._existing(name)
         try:
-            return inspect(proposal.folder, name)
+            return inspect(proposal.folder, name, mcp_servers=self.library.mcp_servers)
         except ReviewError as exc:
             raise ProposalError(str(exc)) from None
 

@@ -23,6 +23,7 @@ from agent.skills.library import (
 from agent.skills.lock import LINK, Changes, LockEntry, SkillLock, compare, digests, now
 from agent.skills.permissions import DeclarationError, Permissions
 from agent.skills.unpack import SKILL_FILE
+from agent.tools.names import unknown_tool
 
 MAX_SCANNED_BYTES = 256 * 1024  # of each text file, scanned for download-and-run lines
 SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".rb", ".pl")
@@ -101,11 +102,13 @@ def inspect(
     configured_secrets: Collection[str] = (),
     when: tuple[str, ...] = (),
     hand_written: bool = False,
+    mcp_servers: Collection[str] = (),
 ) -> Review:
     """Read the skill in ``folder`` (to be installed as ``name``) for the owner's decision;
     ``previous`` is its lock entry and ``before`` what it could do, for an update;
     ``hand_written``: an unpinned skill in ``skills/`` (shown as it works now, with what
-    pinning it would change)."""
+    pinning it would change); ``mcp_servers``: the configured ones, whose tools it may
+    declare (a declared tool no tool has is a warning)."""
     if not SKILL_NAME.match(name):
         raise ReviewError(
             f"{name!r} cannot be a skill's folder name (lower-case letters, digits, ., - and _)"
@@ -126,6 +129,11 @@ def inspect(
         f"{relative}: {reason}"
         for relative in (SKILL_FILE, *scripts)
         for reason in suspicious(_head(folder / relative))
+    ]
+    warnings += [
+        f"{SKILL_FILE} {why}"
+        for tool in skill.permissions.tools
+        if (why := unknown_tool(tool, mcp_servers)) is not None
     ]
     warnings += [
         f"it needs the secret {s}, which is not set (skills.secrets.{s} in .env or config.toml)"
@@ -168,6 +176,7 @@ def review_installed(library: SkillLibrary, name: str) -> Review:
         configured_secrets=library.configured_secrets,
         when=entry.when if entry else (),
         hand_written=entry is None,
+        mcp_servers=library.mcp_servers,
     )
 
 

@@ -132,7 +132,11 @@ def _installer(settings: Settings, agent: str, reach: Reach | None) -> Installer
     workspace = agent_settings(settings, agent).workspace_dir
     downloads = Downloads(reach)
     return Installer(
-        SkillLibrary(workspace / "skills", configured_secrets=settings.skills.secrets),
+        SkillLibrary(
+            workspace / "skills",
+            configured_secrets=settings.skills.secrets,
+            mcp_servers=settings.mcp.servers,
+        ),
         downloads=downloads,
         registries=Registries(settings.skills.registries, downloads),
     )

@@ -168,8 +168,10 @@ async def browser_check(settings: Settings) -> list[Check]:
 
 
 def skill_checks(settings: Settings) -> list[Check]:
-    """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say which."""
+    """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say
+    which; and those that look malicious, or declare a tool no tool has."""
     from agent.skills import SkillLibrary, suspicious  # noqa: PLC0415
+    from agent.tools.names import unknown_tool  # noqa: PLC0415
     from gateway.runtime.agents.assembly import workspaces  # noqa: PLC0415
 
     checks, loaded = [], 0
@@ -177,9 +179,14 @@ def skill_checks(settings: Settings) -> list[Check]:
         library = SkillLibrary(workspace / "skills")
         loaded += len(library.skills())
         for skill in library.skills():
+            where = skill.path.relative_to(workspace)
+            checks += [
+                Check("skills", "warn", f"{where} {why}")
+                for tool in skill.permissions.tools
+                if (why := unknown_tool(tool, settings.mcp.servers)) is not None
+            ]
             reasons = suspicious(skill.path.read_text(encoding="utf-8", errors="replace"))
             if reasons:
-                where = skill.path.relative_to(workspace)
                 checks.append(
                     Check(
                         "skills",

@@ -220,7 +220,9 @@ def build_agent(
         )
     workspace = build_workspace(settings, others=list(workspaces(top).values()))
     skills = SkillLibrary(
-        settings.workspace_dir / "skills", configured_secrets=settings.skills.secrets
+        settings.workspace_dir / "skills",
+        configured_secrets=settings.skills.secrets,
+        mcp_servers=settings.mcp.servers,
     )
     skills.problems()  # read now: a skill changed since it was approved is logged at start
     policy = build_policy(settings, deny=profile.deny_tools if profile else ())

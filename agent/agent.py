@@ -538,8 +538,8 @@ class Agent:
         so the model, reading it later, does not take "Stopped." for an answer to give."""
         control = request.control
         effects = await self.executor.side_effects(request.turn_id)
-        done = [e.tool for e in effects if e.state == "done"]
-        unknown = [e.tool for e in effects if e.state != "done"]
+        done = [e.described() for e in effects if e.state == "done"]
+        unknown = [e.described() for e in effects if e.state != "done"]
         text = stop_notice(done, unknown, dropped=control.dropped if control else 0)
         said = f"{cut.rstrip()}\n\n" if cut.strip() else ""
         final = ChatMessage("assistant", f"{said}{stop_mark(done, unknown)}")

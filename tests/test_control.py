@@ -41,8 +41,9 @@ class Gated(Tool):
 
     name: ClassVar[str] = "gated"
     description: ClassVar[str] = "wait for the gate"
-    parameters: ClassVar[dict[str, Any]] = schema({})
+    parameters: ClassVar[dict[str, Any]] = schema({"path": {"type": "string"}})
     effect: ClassVar[Effect] = Effect.WRITE
+    targets: ClassVar[tuple[str, ...]] = ("path",)
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
@@ -87,7 +88,7 @@ async def test_stop_after_a_side_effect_says_what_was_already_done(
     def respond(request: Recorded) -> Step:
         if "what happened" in request.last_user_text:
             return text("I stopped after the first step.")
-        return calls(("gated", {}))  # five steps, one after the other
+        return calls(("gated", {"path": "plan.md"}))  # five steps, one after the other
 
     fake_llm.responder = respond
     channel = MemoryChannel()
@@ -102,12 +103,13 @@ async def test_stop_after_a_side_effect_says_what_was_already_done(
         await channel.push("what happened?")
         await channel.wait_for(2)
         await gateway.wait_idle()
-    assert stopped.text.startswith("Stopped. Already done before the stop: gated.")
+    # what it acted on named too: the file it wrote
+    assert stopped.text.startswith("Stopped. Already done before the stop: gated plan.md.")
     assert tool.runs == 1  # the second step never ran
     assert len(fake_llm.requests) == 2  # the first step's call, and "what happened?"
     history = str(fake_llm.requests[-1].body)
     # it stays in history, as a mark rather than the notice (which the model would imitate)
-    assert "[the person stopped this answer here; already done: gated]" in history
+    assert "[the person stopped this answer here; already done: gated plan.md]" in history
     assert "Stopped. Already done" not in history
 
 

@@ -29,6 +29,10 @@ class LedgerEntry:
     result: str | None
     target: str = ""  # what the call acted on, as its arguments name it ("" for nothing)
 
+    def described(self) -> str:
+        """The call as a person reads it: "write_file notes/plan.md", "exec"."""
+        return f"{self.tool} {self.target}" if self.target else self.tool
+
 
 class ToolLedger:
     def __init__(self, db: Database, *, clock: Clock = time.time) -> None:

@@ -36,6 +36,7 @@ ACCESS = {"dm_policy": "allowlist", "allow_from": ["alice", "bob"], "owners": ["
 # estimate is $0.10 too.
 ANSWER = "A long and careful answer. " * 14 + "All done, that is all."
 OUTPUT_ONLY = {"max_tokens": 100, "prices": {"fake-model": {"input": 0, "output": 1000}}}
+ESSAY = "".join(f"Paragraph {n} goes on and on about the matter at hand. " for n in range(200))
 RESETS = re.compile(r"It resets in \d+ (h|min)[^(]*\(at 00:00 UTC\)\.")
 
 
@@ -130,7 +131,7 @@ async def test_usage_shows_each_person_the_caps_that_hold_them(
 async def test_a_calls_estimate_is_at_the_dearest_model_that_may_answer_it(
     make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
-    """The main model would cost $0.10, its fallback $0.30: a member with $0.20 left is
+    """The main model would cost $0.10, its fallback $0.30: a member with $0.20 a day is
     refused before the call (the fallback answered, and the cap was passed by half)."""
     fallback = {
         "provider": "openai",
@@ -152,9 +153,73 @@ async def test_a_calls_estimate_is_at_the_dearest_model_that_may_answer_it(
     async with Gateway(settings, channels=[channel]) as gateway:
         await ask(channel, gateway, "question", "alice")
     [told] = channel.texts("alice")
-    assert told.startswith("I stopped before asking the model: this request would cost up to")
-    assert "$0.30" in told
+    assert told.startswith(
+        "I stopped before asking the model: your daily allowance of $0.20 is too small for "
+        "one answer here. This request would cost up to about $0.30 "
+    )
     assert fake_llm.requests == [] and backup_llm.requests == []
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_cap_smaller_than_one_calls_estimate_gets_the_answer_it_pays_for(
+    run_gateway: Any, fake_llm: FakeLLM, provider: str
+) -> None:
+    """4,096 answer tokens at $1,000 a million would cost up to $4.10, more than a member's
+    whole $0.30 a day: the call asks for the 300 tokens $0.30 pays, the model stops there,
+    and the day's spending is the cap, not more."""
+    fake_llm.keeps_to_max_tokens = True
+    fake_llm.responder = lambda _: text(ESSAY)
+    channel = MemoryChannel("telegram")
+    llm = {**OUTPUT_ONLY, "provider": provider, "max_tokens": 4_096}
+    async with run_gateway(
+        channel=channel, telegram=ACCESS, limits={"person_daily_usd": 0.30}, llm=llm
+    ) as (gateway, _):
+        await ask(channel, gateway, "tell me everything", "alice")
+        await ask(channel, gateway, "and then?", "alice")
+        [spent] = await gateway.store.usage.spending([Spender("person", "telegram:alice")], since=0)
+    answer, refused = channel.texts("alice")
+    assert answer == ESSAY[: 300 * 4].strip()  # what 300 tokens pay of it
+    assert [r.body["max_tokens"] for r in fake_llm.requests] == [300]
+    assert abs(spent - 0.30) < 1e-9
+    assert refused.startswith("You've used today's allowance of my time ($0.30).")
+
+
+async def test_a_cap_that_pays_no_useful_answer_says_whether_waiting_helps(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """Below 256 answer tokens no call is made: ann's own $0.20 a day never pays one, so she
+    is told her cap is too small and which setting it is (not to wait for a reset that
+    would not help); bob, whose $0.30 does, is told what is left and when it resets."""
+    fake_llm.responder = answers
+    channel = MemoryChannel("telegram")
+    people = {"ann": {"ids": ["telegram:alice"], "daily_usd": 0.20}}
+    llm = {**OUTPUT_ONLY, "max_tokens": 4_096}
+    async with run_gateway(
+        channel=channel,
+        telegram=ACCESS,
+        people=people,
+        limits={"person_daily_usd": 0.30},
+        llm=llm,
+    ) as (gateway, _):
+        await ask(channel, gateway, "hello", "alice")
+        await ask(channel, gateway, "a question", "bob")  # $0.10 of his $0.30
+        await ask(channel, gateway, "another", "bob")
+    [too_small] = channel.texts("alice")
+    assert too_small.startswith(
+        "I stopped before asking the model: your daily allowance of $0.20 is too small for "
+        "one answer here. This request would cost up to about $0.2560 even with a short "
+        "answer (256 tokens)."
+    )
+    assert too_small.endswith("the cap is the setting people.ann.daily_usd.")
+    assert "resets" not in too_small
+    answered, left = channel.texts("bob")
+    assert answered == ANSWER
+    assert left.startswith(
+        "I stopped before asking the model: this request would cost up to about $0.2560 "
+        "and your daily allowance of $0.30 has $0.20 left."
+    )
+    assert RESETS.search(left), left
+    assert [r.body["max_tokens"] for r in fake_llm.requests] == [300]
 
 
 def test_money_under_a_cent_is_not_rounded_away() -> None:
@@ -179,8 +244,12 @@ async def test_a_prompt_estimated_to_pass_the_cap_is_refused_before_the_call(
         await ask(channel, gateway, "another short one", "alice")
     first, refused, third = channel.texts("alice")
     assert first == "echo: a short question"
-    assert refused.startswith("I stopped before asking the model: this request would cost up to")
-    assert "your daily allowance of $0.06 has $0.0" in refused and RESETS.search(refused)
+    # the cap's whole day would not pay it: told so, not to wait for the reset
+    assert refused.startswith(
+        "I stopped before asking the model: your daily allowance of $0.06 is too small for "
+        "one answer here. This request would cost up to about $0.1"
+    )
+    assert "A shorter message, or /new for a fresh conversation, costs less" in refused
     assert third == "echo: another short one"  # the cap was not spent by the refused call
     assert len(fake_llm.requests) == 2
 

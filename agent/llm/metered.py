@@ -18,7 +18,11 @@ request that fits the context window, and usage charged to someone.
   gateway's money caps left it) makes no call whose estimate would pass it: the whole prompt
   at the uncached price (our estimate scaled by what the provider counted for this model so
   far, :mod:`agent.llm.reconcile`) and the largest answer the call asks for, i.e. the most
-  the call can cost. Such a call raises :class:`OverAllowance` before it is made.
+  the call can cost, at the dearest model that may answer. When the money left pays the
+  prompt but not the whole answer, the call asks for the answer it pays for (``max_tokens``
+  lowered; the providers stop there), so a small cap still gets answers; when it pays less
+  than :data:`MIN_PAID_ANSWER` tokens of answer the call raises :class:`OverAllowance`
+  before it is made.
 - **Counted honestly.** Each call's estimate is compared with the provider's count
   (:class:`agent.llm.reconcile.Reconciler`), which is the one recorded.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -41,6 +46,9 @@ from gateway.core.usage import Purpose, usd
 log = logging.getLogger(__name__)
 
 MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate says
+# The shortest answer worth a call when the money caps leave too little for the whole
+# llm.max_tokens: a few paragraphs, or a tool call with its arguments.
+MIN_PAID_ANSWER = 256
 MIN_WINDOW = 512  # a window learned from refusals never goes below this
 
 
@@ -61,24 +69,43 @@ class Allowance:
     left_usd: float
     cap: str  # which cap: "your daily allowance of $0.50"
     resets: str  # when it starts afresh: "in 5 h 12 min (at 00:00 UTC)"
+    limit_usd: float  # the whole cap, what a fresh day or month has
+    setting: str  # the setting that made it: "limits.person_daily_usd"
 
 
 class OverAllowance(Exception):
-    """A model call refused before it was made: its estimate would pass the turn's cap."""
+    """A model call refused before it was made: even its shortest answer (``answer``
+    tokens) would pass the turn's cap; ``estimate_usd`` is the most that call can cost."""
 
-    def __init__(self, estimate_usd: float, left_usd: float, allowance: Allowance) -> None:
-        super().__init__(f"a call estimated at ${estimate_usd:.4f} with ${left_usd:.4f} left")
+    def __init__(
+        self, estimate_usd: float, left_usd: float, allowance: Allowance, *, answer: int
+    ) -> None:
+        super().__init__(
+            f"a call of at least {answer} answer tokens estimated at ${estimate_usd:.4f} "
+            f"with ${left_usd:.4f} left"
+        )
         self.estimate_usd = estimate_usd
         self.left_usd = left_usd
         self.allowance = allowance
+        self.answer = answer
 
     @property
     def notice(self) -> str:
+        allowance = self.allowance
+        cost = usd(self.estimate_usd)
+        if self.estimate_usd > allowance.limit_usd:
+            # a fresh day or month would not pay it either: waiting for the reset is no help
+            return (
+                f"I stopped before asking the model: {allowance.cap} is too small for one "
+                f"answer here. This request would cost up to about {cost} even with a short "
+                f"answer ({self.answer} tokens). A shorter message, or /new for a fresh "
+                f"conversation, costs less; the cap is the setting {allowance.setting}."
+            )
         left = max(0.0, self.left_usd)
         return (
             f"I stopped before asking the model: this request would cost up to about "
-            f"{usd(self.estimate_usd)} and {self.allowance.cap} has {usd(left)} left. "
-            f"It resets {self.allowance.resets}. A shorter message, or /new for a fresh "
+            f"{cost} and {allowance.cap} has {usd(left)} left. "
+            f"It resets {allowance.resets}. A shorter message, or /new for a fresh "
             f"conversation, costs less."
         )
 
@@ -285,7 +312,7 @@ class MeteredModel:
         room = output_room(prompt, self.context_window)
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
-        self._within_allowance(prompt, request, charge)
+        request = self._within_allowance(prompt, request, charge)
         try:
             if self._slots is None:  # a fallback chain: each of its models has its own cap
                 response = await self.provider.complete(request, on_text=on_text)
@@ -313,26 +340,47 @@ class MeteredModel:
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
 
-    def _within_allowance(self, prompt: int, request: LLMRequest, charge: Charge) -> None:
-        """Raise :class:`OverAllowance` when the most this call can cost would pass what
-        the turn may still spend."""
+    def _within_allowance(self, prompt: int, request: LLMRequest, charge: Charge) -> LLMRequest:
+        """``request`` as what the turn may still spend pays for it: as it is when that pays
+        the most it can cost; asking for a shorter answer when the money left pays only
+        that (at least :data:`MIN_PAID_ANSWER` tokens, or all it asked for); else
+        :class:`OverAllowance`."""
         meter = charge.meter
         if meter is None or meter.allowance is None:
-            return
-        estimates = [
-            price.cost(
-                input_tokens=round(prompt * self._reconciler.ratio(model)),
-                output_tokens=request.max_tokens,
+            return request
+        # per model that may answer: (its prompt, one answer token), in US dollars
+        rates = [
+            (
+                price.cost(
+                    input_tokens=round(prompt * self._reconciler.ratio(model)), output_tokens=0
+                ),
+                price.cost(input_tokens=0, output_tokens=1),
             )
             for model in (self.model, *self._fallbacks)
             if (price := self.prices.price(model)) is not None
         ]
-        if not estimates:
-            return  # no model of them has a price: free, as far as the caps know
-        most = max(estimates)
+        if not rates:
+            return request  # no model of them has a price: free, as far as the caps know
         left = meter.allowance.left_usd - meter.cost_usd
-        if most > left:
-            raise OverAllowance(most, left, meter.allowance)
+        asked = request.max_tokens
+        # any of the models may be the one that answers: the least answer of them is paid
+        paid = min(
+            answer_paid(left, prompt_usd, per_token, asked) for prompt_usd, per_token in rates
+        )
+        if paid >= asked:
+            return request
+        shortest = min(asked, MIN_PAID_ANSWER)
+        if paid < shortest:
+            most = max(prompt_usd + shortest * per_token for prompt_usd, per_token in rates)
+            raise OverAllowance(most, left, meter.allowance, answer=shortest)
+        log.info(
+            "a %s call asks for %d answer tokens instead of %d: that is what %s leaves",
+            self.model,
+            paid,
+            asked,
+            meter.allowance.setting,
+        )
+        return replace(request, max_tokens=paid)
 
     def _priced(self, model: str, usage: Usage) -> Usage:
         """``usage`` with its cost at ``model``'s price (a model without one: said once)."""
@@ -379,6 +427,16 @@ class MeteredModel:
             output_tokens=answer,
             estimated_tokens=prompt + answer,
         )
+
+
+def answer_paid(left: float, prompt_usd: float, per_token: float, asked: int) -> int:
+    """How many answer tokens (at most ``asked``) ``left`` dollars pay after a prompt that
+    costs ``prompt_usd``; -1 when they do not pay the prompt."""
+    if prompt_usd + asked * per_token <= left:
+        return asked
+    if prompt_usd > left:
+        return -1
+    return min(asked, math.floor((left - prompt_usd) / per_token))
 
 
 def answer_tokens(response: LLMResponse) -> int:

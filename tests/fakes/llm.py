@@ -18,7 +18,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from aiohttp import web
@@ -273,6 +273,11 @@ class FakeLLM(AnthropicWire):
         # "openai"; the servers' self-descriptions say so (``server_kind``).
         self.sees_images = True
         self.report_usage = True  # False: no usage at all (llama.cpp's server in a stream)
+        # True: the model stops at the request's max_tokens, as hosted models do (a longer
+        # text is cut there, 4 characters a token, and the answer says it was cut: OpenAI's
+        # finish_reason "length", Anthropic's stop_reason "max_tokens"); False: a server
+        # that ignores max_tokens
+        self.keeps_to_max_tokens = False
         # /v1/embeddings: the texts asked for, and an HTTP status to answer instead (a failure)
         self.embedded: list[str] = []
         self.embeddings_status = 200
@@ -457,6 +462,9 @@ class FakeLLM(AnthropicWire):
         body = await request.json()
         recorded = Recorded(request.path, body, dict(request.headers))
         step = await self._next_step(recorded)
+        most = int(body.get("max_tokens") or 0) * 4
+        if self.keeps_to_max_tokens and most and len(step.text) > most:
+            step = replace(step, text=step.text[:most], calls=(), finish_reason="length")
         if step.gate is not None and step.pause_after is None:
             self._gates.add(step.gate)
             await step.gate.wait()

@@ -43,7 +43,13 @@ class AnthropicWire:
                     "input": json.loads(args),
                 }
             )
-        stop = "tool_use" if step.calls else "end_turn"
+        stop = (
+            "max_tokens"
+            if step.finish_reason == "length"
+            else "tool_use"
+            if step.calls
+            else "end_turn"
+        )
         uncached, read, written = self._cache_usage(recorded.body)
         self.usage_totals["input"] += uncached
         self.usage_totals["read"] += read

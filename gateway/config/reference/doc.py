@@ -81,7 +81,7 @@ DESCRIPTIONS = {
     "llm.model": "model name as the provider knows it",
     "llm.vision": "hand pictures (photos, a scan's pages, screenshots) to the model as image parts; off: a model that sees none gets the words Tesseract reads off them. `switchboard onboard` sets it where the model's server says (llama.cpp, Ollama, LM Studio); a request with pictures that the server refuses is sent again without them, and the model is taken to see none until the next start (the pictures that come after it are read by OCR, as with this off)",
     "llm.context_window": "the model's context window in tokens; every call's prompt plus the answer it asks for stays under it. `switchboard onboard` reads it from the model's server (llama.cpp, Ollama, vLLM, LM Studio) or knows it for hosted models; a server that refuses a prompt naming a smaller window is believed until the next start",
-    "llm.max_tokens": "largest answer per model call (asked for less when the window is tight)",
+    "llm.max_tokens": "largest answer per model call (asked for less when the window is tight, or when a money cap leaves less)",
     "llm.timeout_seconds": "per model call, including streaming",
     "llm.max_retries": "SDK retries on 429/5xx/timeouts (Retry-After honoured)",
     "llm.temperature": "sampling temperature; unset: the provider's default",

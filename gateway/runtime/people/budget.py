@@ -12,8 +12,9 @@ call. The owner (whose wallet it is) is never limited by these.
 Then the money caps (:mod:`gateway.runtime.people.spend`): a turn past one of its caps is
 refused with when the cap resets; one within them starts with what the tightest cap has
 left (:class:`agent.llm.metered.Allowance`), and the model makes no call whose estimate
-would pass it. A scheduled job or background task is refused the same way; the heartbeat
-skips its check-ins instead (gateway/runtime/schedule/heartbeat.py).
+would pass it (it asks for a shorter answer where what is left pays only that). A
+scheduled job or background task is refused the same way; the heartbeat skips its
+check-ins instead (gateway/runtime/schedule/heartbeat.py).
 
 The refusal is told once per ``NOTICE_EVERY`` per person, so a flood gets one notice rather
 than an answer each; the rest are audited (``budget``) and get no reply. The owner's

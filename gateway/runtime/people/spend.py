@@ -259,7 +259,10 @@ class SpendCaps:
         if not states:
             return None
         tightest = min(states, key=lambda s: s.left_usd)
-        return Allowance(tightest.left_usd, describe(tightest.cap), self.resets(tightest))
+        cap = tightest.cap
+        return Allowance(
+            tightest.left_usd, describe(cap), self.resets(tightest), cap.limit_usd, cap.key
+        )
 
 
 MAX_KEPT = 10_000  # (spender, month, day) sums kept; a new day makes the old ones useless

@@ -17,13 +17,14 @@ from channels.memory import MemoryChannel
 from gateway.config.agents import AgentProfile
 from gateway.config.settings import LimitSettings
 from gateway.core.addressing import agent_of
-from gateway.core.messages import OutboundKind
+from gateway.core.messages import ChatRef, OutboundKind
 from gateway.core.principal import Principal, Role
 from gateway.core.usage import usd
 from gateway.runtime.app import Gateway
 from gateway.runtime.people.spend import SpendCaps
+from gateway.runtime.people.spend_notices import SpendWatch
 from gateway.runtime.turns.accounting import channel_of
-from gateway.store import Spender, UsageRecord
+from gateway.store import HomeChat, Spender, UsageRecord
 from gateway.web.status import snapshot
 from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
@@ -324,6 +325,94 @@ async def test_caps_and_notices_survive_a_restart(
         await gateway.wait_idle()
     assert notices(second, "olga") == []
     assert second.texts("alice")[0].startswith("I've used today's spending limit")
+
+
+async def test_a_notice_from_before_the_owner_had_a_home_chat_is_sent_once_they_have_one(
+    run_gateway: Any, make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A member reached her cap before the owner ever wrote to the assistant, so there was
+    no chat to tell the owner in: the notice is kept (across a restart) and comes with the
+    owner's first answer, once."""
+    fake_llm.responder = answers
+    settings = make_settings(telegram=ACCESS, limits={"person_daily_usd": 0.10}, llm=OUTPUT_ONLY)
+    first = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=first) as (gateway, _):
+        await ask(first, gateway, "question", "alice")  # $0.10: her cap reached
+        await ask(first, gateway, "another", "alice")
+    assert first.texts("alice")[1].startswith("You've used today's allowance of my time")
+    second = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=second) as (gateway, _):
+        await ask(second, gateway, "hello", "olga")  # her chat becomes the home
+        await second.wait_for(2, chat_id="olga")
+        await ask(second, gateway, "and again", "olga")
+        await gateway.wait_idle()
+    [told] = notices(second, "olga")
+    assert told.startswith(
+        "Spending limit reached. telegram:alice has used today's allowance ($0.10 of $0.10, "
+        "limits.person_daily_usd): their turns are refused until it resets in"
+    )
+    assert second.texts("olga") == [ANSWER, told, ANSWER]
+
+
+async def test_a_kept_notice_is_sent_once_and_not_after_its_day_is_over(
+    make_store: StoreFactory,
+) -> None:
+    """On both engines: a notice the owner could not be told is kept in the store; once
+    there is a home chat it is queued once (also when another process looks too), saying
+    when the cap resets from then on; one whose day ended meanwhile is dropped."""
+    now = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).timestamp()  # 10:00 in Berlin
+    clock = [now]
+    home: list[HomeChat | None] = [None]
+    woken: list[str] = []  # the channels whose outbox worker was told of a new message
+    alice = Principal("telegram", "alice")
+
+    async def owners_home() -> HomeChat | None:
+        return home[0]
+
+    async with make_store() as store:
+        caps = SpendCaps(
+            store.usage,
+            LimitSettings(person_daily_usd=0.10),
+            people={},
+            agents={},
+            timezone="Europe/Berlin",
+            clock=lambda: clock[0],
+        )
+
+        def node() -> SpendWatch:
+            return SpendWatch(
+                caps, store.spend_notices, home=owners_home, outbound_ready=woken.append
+            )
+
+        watch = node()
+
+        async def spend() -> None:
+            at = clock[0]
+            record = UsageRecord("telegram", "m", 1, 1, at=at, principal=alice.person, cost_usd=0.1)
+            await store.usage.record(f"turn-{at}", alice.person, record)
+            await watch.committed(alice, alice.person, [record])
+
+        async def home_known() -> list[str]:
+            home[0] = HomeChat(ChatRef("telegram", "olga"))
+            for process in (watch, node()):  # this one, and another node or a restart
+                await process.committed(None, "telegram:olga", [], home_changed=True)
+            return [r.message.text for r in await store.outbox.heads("telegram")]
+
+        await spend()  # her cap reached with no home chat to tell the owner in
+        clock[0] += 2 * 3_600
+        [told] = await home_known()
+        home[0] = None
+        clock[0] += 86_400  # the next day: reached again, kept again
+        await spend()
+        clock[0] += 86_400  # and that day is over before the owner has a home chat
+        assert await home_known() == [told]
+        assert await store.spend_notices.waiting() == []
+    assert woken == ["telegram"]
+    assert told == (
+        "Spending limit reached. telegram:alice has used today's allowance ($0.10 of $0.10, "
+        "limits.person_daily_usd): their turns are refused until it resets in 12 h "
+        "(at 00:00 Europe/Berlin)."
+    )
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ from gateway.store.journal import InboundRecord, Journal, LastTurn, OpenTurn, Op
 from gateway.store.ledger import KeyValue, LedgerEntry, ToolLedger
 from gateway.store.links import LinkCode, PersonLinks, StoredLink
 from gateway.store.memory_entries import MemoryEntries, Origin
-from gateway.store.metering.spend import SpendNotices
+from gateway.store.metering.spend import SpendNotices, WaitingNotice
 from gateway.store.metering.usage import (
     Spender,
     UsageGroup,
@@ -122,6 +122,7 @@ __all__ = [
     "UsageRecord",
     "UsageReport",
     "UsageTotals",
+    "WaitingNotice",
     "WebhookBodies",
 ]
 

@@ -241,6 +241,10 @@ class SpendCaps:
             self._earlier[key] = spent
         return self._earlier[key]
 
+    def over(self, state: CapState) -> bool:
+        """Whether ``state``'s period is over (its cap started afresh since)."""
+        return self._clock() >= state.resets.timestamp()
+
     # -- in words --------------------------------------------------------------------------
 
     def resets(self, state: CapState) -> str:

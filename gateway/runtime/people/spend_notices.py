@@ -9,22 +9,29 @@ direct chat): the notice and its record go into the store in one transaction
 node of a cluster tells it. Several levels passed at once are one message (the highest).
 
 A member's own cap is told at 100 % only (with many members, the halfway marks of each
-would be noise); the member is told at their next turn, with when it resets. With no home
-chat yet a notice waits (it is not recorded) until there is one.
+would be noise); the member is told at their next turn, with when it resets.
+
+With no home chat yet (the owner has not written to the assistant directly, and
+``heartbeat.target`` is unset) a notice is recorded as told and kept in the store, and sent
+once there is one: after the commit of the owner's turn that makes their chat the home, or
+after a later turn's commit (the first one of each process looks, so a crash in between
+loses none). One that waited past its day or month is dropped: the cap started afresh.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, tzinfo
+from typing import Any
 
 from gateway.core.addressing import agent_of
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.usage import usd
-from gateway.runtime.people.spend import CapState, SpendCaps
+from gateway.runtime.people.spend import Cap, CapState, SpendCaps
 from gateway.runtime.turns.accounting import channel_of
-from gateway.store import HomeChat, SpendNotices, UsageRecord
+from gateway.store import HomeChat, Spender, SpendNotices, UsageRecord, WaitingNotice
 from gateway.store.metering.usage import BACKGROUND_CHANNELS
 
 log = logging.getLogger(__name__)
@@ -47,23 +54,59 @@ class SpendWatch:
         self._home = home  # where the owner is told
         self._outbound_ready = outbound_ready  # wakes the channel's outbox worker
         self._told: dict[tuple[str, str], set[int]] = {}  # what this node knows was told
+        # Whether a notice may wait for the owner's home chat: None until this process
+        # looked, True from when one waits until they are sent.
+        self._waiting: bool | None = None
 
     async def committed(
-        self, principal: Principal | None, session_key: str, usage: Sequence[UsageRecord]
+        self,
+        principal: Principal | None,
+        session_key: str,
+        usage: Sequence[UsageRecord],
+        *,
+        home_changed: bool = False,
     ) -> None:
-        """A turn of ``session_key`` charged to ``principal`` was committed with ``usage``:
-        when it cost money, tell the owner of each level its caps passed for the first
-        time. Never raises: a notice is not worth a turn."""
-        if not self._caps.any or not any(record.cost_usd for record in usage):
+        """A turn of ``session_key`` charged to ``principal`` was committed with ``usage``
+        (``home_changed``: and made the owner's chat their home): when it cost money, tell
+        the owner of each level its caps passed for the first time; send the notices that
+        waited for a home chat. Never raises: a notice is not worth a turn."""
+        if not self._caps.any:
             return
         try:
-            await self.spent(
-                principal,
-                agent=agent_of(session_key),
-                background=channel_of(session_key) in BACKGROUND_CHANNELS,
-            )
+            if any(record.cost_usd for record in usage):
+                await self.spent(
+                    principal,
+                    agent=agent_of(session_key),
+                    background=channel_of(session_key) in BACKGROUND_CHANNELS,
+                )
+            if home_changed or self._waiting is not False:
+                await self.send_waiting()
         except Exception:
             log.exception("could not look at the money caps after a turn of %s", session_key)
+
+    async def send_waiting(self) -> None:
+        """Send the notices kept while the owner had no home chat, when they have one now;
+        those whose day or month is over are dropped."""
+        home = await self._home()
+        if home is None:
+            if self._waiting is None:
+                self._waiting = bool(await self._notices.waiting())
+            return
+        sends = [(notice, self._message(notice, home)) for notice in await self._notices.waiting()]
+        queued = await self._notices.send(sends) if sends else []
+        for notice in queued:
+            log.info("told the owner of %s, which waited for a home chat", notice.cap)
+        if queued:
+            self._outbound_ready(home.chat.channel)
+        self._waiting = False
+
+    def _message(self, waiting: WaitingNotice, home: HomeChat) -> OutboundMessage | None:
+        """The message of a notice that waited; ``None`` once its period is over."""
+        state, member = kept_state(waiting.detail, self._caps.zone)
+        if self._caps.over(state):
+            return None
+        text = notice_text(state, waiting.level, self._caps.resets(state), member)
+        return notice_to(home, text, f"spend:{waiting.cap}:{waiting.period}:{waiting.level}")
 
     async def spent(self, principal: Principal | None, *, agent: str, background: bool) -> None:
         """Money was spent for ``principal`` with ``agent``: tell the owner of each level
@@ -96,26 +139,63 @@ class SpendWatch:
             self._told = {key: told}
         home = await self._home()
         if home is None:
-            log.warning(
-                "%s is %d %% spent, but the owner has no home chat to be told in yet",
-                state.cap.key,
-                max(new),
+            kept = await self._notices.claim(
+                name, state.period_key, new, None, waiting=kept_detail(state, member)
             )
+            told.update(new)
+            if kept:
+                self._waiting = True
+                log.info(
+                    "%s is %d %% spent; the notice waits until the owner has a home chat",
+                    state.cap.key,
+                    max(new),
+                )
             return
         text = notice_text(state, max(new), self._caps.resets(state), member)
-        notice = OutboundMessage(
-            channel=home.chat.channel,
-            chat_id=home.chat.chat_id,
-            thread_id=home.chat.thread_id,
-            text=text,
-            kind=OutboundKind.NOTICE,
-            idempotency_key=f"spend:{name}:{state.period_key}:{max(new)}",
-        )
+        notice = notice_to(home, text, f"spend:{name}:{state.period_key}:{max(new)}")
         recorded = await self._notices.claim(name, state.period_key, new, notice)
         told.update(new)
         if recorded:
             log.info("told the owner: %s", text)
             self._outbound_ready(home.chat.channel)
+
+
+def notice_to(home: HomeChat, text: str, key: str) -> OutboundMessage:
+    """A notice in the owner's home chat (``key``: its idempotency key)."""
+    return OutboundMessage(
+        channel=home.chat.channel,
+        chat_id=home.chat.chat_id,
+        thread_id=home.chat.thread_id,
+        text=text,
+        kind=OutboundKind.NOTICE,
+        idempotency_key=key,
+    )
+
+
+def kept_detail(state: CapState, member: bool) -> dict[str, Any]:
+    """What a notice that waits for a home chat needs to be written when it is sent (its
+    reset told from then, not from when it was kept)."""
+    cap = state.cap
+    return {
+        "key": cap.key,
+        "scope": cap.spender.scope,
+        "subject": cap.spender.subject,
+        "period": cap.period,
+        "limit_usd": cap.limit_usd,
+        "spent_usd": state.spent_usd,
+        "starts": state.starts.timestamp(),
+        "resets": state.resets.timestamp(),
+        "member": member,
+    }
+
+
+def kept_state(detail: Mapping[str, Any], zone: tzinfo) -> tuple[CapState, bool]:
+    """The cap's state a kept notice tells, and whether it is a member's own cap."""
+    spender = Spender(detail["scope"], detail["subject"])
+    cap = Cap(detail["key"], spender, detail["period"], float(detail["limit_usd"]))
+    starts = datetime.fromtimestamp(detail["starts"], zone)
+    resets = datetime.fromtimestamp(detail["resets"], zone)
+    return CapState(cap, float(detail["spent_usd"]), starts, resets), bool(detail["member"])
 
 
 def notice_text(state: CapState, level: int, resets: str, member: bool) -> str:

@@ -85,4 +85,6 @@ class TurnCommitter:
             self._bus.outbound_ready(channel)
         await self._bus.progressed()
         if self._spend is not None:
-            await self._spend.committed(extra.principal, session_key, usage)
+            await self._spend.committed(
+                extra.principal, session_key, usage, home_changed=extra.home is not None
+            )

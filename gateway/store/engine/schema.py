@@ -555,6 +555,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tool_ledger ADD COLUMN target TEXT NOT NULL DEFAULT '';
     """,
+    # v31: a money cap's notice that found the owner without a home chat is kept (the
+    # notice's cap, spending and period, as JSON) and sent once they have one
+    # (gateway.runtime.people.spend_notices)
+    """
+    ALTER TABLE spend_notices ADD COLUMN waiting TEXT;
+    """,
 )
 
 

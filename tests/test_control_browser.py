@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 import pytest_asyncio
@@ -150,6 +152,27 @@ async def test_every_section_at_desktop_and_phone_width_in_light_and_dark(
         assert await name.evaluate("e => e.getClientRects().length") == 1  # no "fake-mo del"
         await context.close()
     assert errors == []
+
+
+async def test_the_usage_chart_ends_on_the_owners_today_not_the_browsers(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """The owner's day (user.timezone, Kiritimati: UTC+14) is a day ahead of a browser in
+    Los Angeles most of the time; the chart of days is the owner's, as its numbers are."""
+    owners = ZoneInfo("Pacific/Kiritimati")
+    settings = make_settings(web={"port": 0}, user={"timezone": "Pacific/Kiritimati"})
+    async with serving(settings) as gateway:
+        assert gateway.web is not None
+        context = await browser.new_context(timezone_id="America/Los_Angeles")
+        context.set_default_timeout(WAIT_MS)
+        page = await context.new_page()
+        await page.goto(gateway.web.sign_in_link())
+        before = f"{datetime.now(owners):%Y-%m-%d}"
+        await open_section(page, gateway, "usage")
+        last = await page.locator("#per-day ~ figure .axis-bottom span").last.text_content()
+        after = f"{datetime.now(owners):%Y-%m-%d}"
+        await context.close()
+    assert last in (before, after)
 
 
 async def test_approving_a_pairing_request_answers_the_person_on_telegram(

@@ -9,9 +9,10 @@ sees and does on the pages.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import aiohttp
 import pytest
@@ -25,7 +26,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
-from gateway.store import Job
+from gateway.store import Job, UsageRecord
 from gateway.web.control.names import Names
 from gateway.web.control.routes import ControlRoutes
 from gateway.web.pages import SECTIONS
@@ -570,6 +571,31 @@ async def test_usage_is_added_up_per_day_person_chat_and_model_with_its_cost(
     expected = (day["input_tokens"] * 1.0 + day["output_tokens"] * 2.0) / 1_000_000
     assert day["cost"] == pytest.approx(expected) and day["cost"] > 0
     assert person["cost"] == model["cost"] == day["cost"]
+
+
+async def test_the_usage_pages_days_are_the_owners_not_the_servers(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The owner lives on Kiritimati (UTC+14, user.timezone): a call at 00:30 their time
+    and one an hour earlier are on two of their days (one day in UTC, the server's zone),
+    and the chart of days ends on their today."""
+    owners = ZoneInfo("Pacific/Kiritimati")
+    settings = make_settings(web={"port": 0}, user={"timezone": "Pacific/Kiritimati"})
+    yesterday = datetime.now(owners).date() - timedelta(days=1)
+    after_midnight = datetime.combine(yesterday, time(0, 30), owners).timestamp()
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+        for number, at in enumerate((after_midnight - 3_600, after_midnight)):
+            record = UsageRecord("telegram", "m", 10, 5, at=at, principal="telegram:42")
+            await gateway.store.usage.record(f"turn-{number}", "telegram:42", record)
+        before = f"{datetime.now(owners):%Y-%m-%d}"
+        async with http.get(url + "api/usage") as response:
+            used = await response.json()
+        after = f"{datetime.now(owners):%Y-%m-%d}"
+    assert [(d["key"], d["turns"]) for d in used["by_day"]] == [
+        (f"{yesterday - timedelta(days=1)}", 1),
+        (f"{yesterday}", 1),
+    ]
+    assert used["today"] in (before, after)
 
 
 async def test_health_says_what_to_do_and_the_event_stream_reports_changes(

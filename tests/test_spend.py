@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -519,6 +520,43 @@ async def test_each_cap_counts_its_own_spending_and_a_month_adds_its_earlier_day
     assert caps.resets(day) == "in 14 h (at 00:00 Europe/Berlin)"
     assert states["limits.person_monthly_usd"].resets.isoformat() == "2026-12-01T00:00:00+01:00"
     assert owner == []  # the owner's own turns meet no cap of [limits]
+
+
+async def test_a_day_is_the_owners_for_the_usage_chart_the_caps_and_the_heartbeat_budget(
+    make_store: StoreFactory,
+) -> None:
+    """On both engines, whatever the zone of the machine or the database server: with the
+    owner on Kiritimati (UTC+14) a call at 00:30 their time is today's, one an hour
+    earlier yesterday's (both on the same day in UTC), for the chart of days, the daily cap
+    and the heartbeat's daily tokens alike."""
+    owners = ZoneInfo("Pacific/Kiritimati")
+    now = datetime(2026, 11, 27, 12, 0, tzinfo=owners).timestamp()
+    today = datetime(2026, 11, 27, 0, 30, tzinfo=owners).timestamp()
+    yesterday = today - 3_600  # 23:30 on the 26th, their time
+    assert (
+        datetime.fromtimestamp(today, UTC).date() == datetime.fromtimestamp(yesterday, UTC).date()
+    )
+
+    def row(at: float, cost: float) -> UsageRecord:
+        return UsageRecord("heartbeat", "m", 10, 5, at=at, principal="", cost_usd=cost)
+
+    async with make_store(zone=owners, clock=lambda: now) as store:
+        await store.usage.record("turn-1", "heartbeat:main", row(yesterday, 0.25))
+        await store.usage.record("turn-2", "heartbeat:main", row(today, 0.5))
+        days = await store.usage.since(2 * 86_400)
+        heartbeat_today = await store.usage.tokens_today("heartbeat:")
+        caps = SpendCaps(
+            store.usage,
+            LimitSettings(gateway_daily_usd=1.0),
+            people={},
+            agents={},
+            timezone="Pacific/Kiritimati",
+            clock=lambda: now,
+        )
+        [daily] = await caps.states(caps.gateway_caps())
+    assert [(d.key, d.cost_usd) for d in days] == [("2026-11-26", 0.25), ("2026-11-27", 0.5)]
+    assert heartbeat_today == 15
+    assert (daily.period_key, daily.spent_usd) == ("2026-11-27", 0.5)
 
 
 async def test_the_usage_footer_is_each_persons_own_choice(

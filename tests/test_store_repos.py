@@ -130,7 +130,7 @@ async def test_usage_per_day_per_session_and_per_person(make_store: StoreFactory
         today = await store.usage.tokens_today("t:c1")
         person = await store.usage.by_principal("t:u", since=now - 60, turns_since=now - 60)
     assert [(d.turns, d.input_tokens, d.output_tokens) for d in days] == [(1, 21, 7)]
-    assert days[0].key == datetime.fromtimestamp(now).strftime("%Y-%m-%d")
+    assert days[0].key == datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")  # its zone
     assert [(s.key, s.input_tokens) for s in sessions] == [("t:c1", 20), ("t:c2", 1)]
     assert today == 26  # the replaced row counts once
     assert (person.tokens, person.turns) == (26, 1)

@@ -37,3 +37,11 @@ class SystemClock:
 def seconds(clock: Clock) -> Callable[[], float]:
     """``clock``'s time as Unix seconds, for parts that count in seconds."""
     return lambda: clock.now().timestamp()
+
+
+def day_start(moment: datetime) -> datetime:
+    """The start of ``moment``'s day in its own zone: where the owner's day begins for
+    usage, the money caps and their resets (``moment`` in ``user.timezone``). Aware
+    datetimes add as wall-clock times, so ``day_start(m) + timedelta(days=1)`` is the next
+    midnight also across a change to or from summer time (a day of 23 or 25 hours)."""
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)

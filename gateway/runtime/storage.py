@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from gateway.config.settings import Settings
+from gateway.core.schedule_spec import zone
 from gateway.store import Store
 
 SQLITE_FILE = "switchboard.db"
@@ -40,4 +41,5 @@ def store_for(
         node=node_name(settings) if settings.storage.database_url() else "",
         backups=settings.home / BACKUPS,
         migrate=migrates and confirmed,
+        zone=zone(settings.timezone),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Literal
 
@@ -166,11 +167,13 @@ class Store(Service):
         node: str = "",
         backups: Path | None = None,
         migrate: bool = True,
+        zone: tzinfo = UTC,
     ) -> None:
         """The store in the SQLite file at ``path``, or in the PostgreSQL database of
         ``url`` (``storage.url``) when that is set; ``node``: this node of a cluster (its
         connection is named after it, and background tasks are recorded as its own).
-        ``backups`` and ``migrate``: a schema change's copy first (gateway/store/engine/backups.py)."""
+        ``backups`` and ``migrate``: a schema change's copy first (gateway/store/engine/backups.py).
+        ``zone``: the owner's (``user.timezone``), whose days usage is counted in."""
         engine = engine_for(
             path, url, synchronous=synchronous, node=node, backups=backups, migrate=migrate
         )
@@ -183,7 +186,7 @@ class Store(Service):
         self.homes = HomeChats(self.kv)
         self.pairings = Pairings(self.db, clock=clock)
         self.audit = AuditLog(self.db, clock=clock)
-        self.usage = UsageReport(self.db, clock=clock)
+        self.usage = UsageReport(self.db, clock=clock, zone=zone)
         self.jobs = Jobs(self.db, clock=clock)
         self.tasks = Tasks(self.db, clock=clock, node=node)
         self.pins = Pins(self.db, clock=clock)

@@ -11,12 +11,14 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.core.addressing import INTERNAL_CHANNELS
 from gateway.core.channel import SupportsHealth
+from gateway.core.schedule_spec import zone
 from gateway.core.system.logs import last_problem
 from gateway.core.workspace_files import listing
 from gateway.web.traces import TurnSummary, recent_turns, usage_from_traces
@@ -156,7 +158,10 @@ async def usage(gateway: GatewayView, trace_dir: Path) -> dict[str, Any]:
     source = "usage table"
     if not by_day:  # turns not recorded in the usage table yet: add up the traces
         turns = await asyncio.to_thread(usage_from_traces, trace_dir, USAGE_DAYS)
-        by_day = _group(turns, lambda t: time.strftime("%Y-%m-%d", time.localtime(t.finished_at)))
+        owners = zone(gateway.settings.timezone)  # the owner's days, as the usage table's
+        by_day = _group(
+            turns, lambda t: f"{datetime.fromtimestamp(t.finished_at, owners):%Y-%m-%d}"
+        )
         by_chat = _group(turns, lambda t: t.session_key)
         source = "traces"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from gateway import __version__
 from gateway.config.settings import Settings
-from gateway.core.clock import Clock
+from gateway.core.clock import Clock, day_start
 from gateway.core.load import NodeLoad
 from gateway.core.messages import InboundMessage
 from gateway.core.principal import Principal
@@ -124,8 +124,7 @@ class StatusText:
     async def _spend_lines(self, principal: Principal) -> list[str]:
         """Today's spend: the person's own, and everyone's for the owner and admins only
         (what others spend is no member's business, nor a member API token's)."""
-        midnight = self._clock.now().astimezone(zone(self._settings.timezone))
-        since = midnight.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        since = day_start(self._clock.now().astimezone(zone(self._settings.timezone))).timestamp()
         mine = await self._store.usage.spent(since, principal=principal.person)
         line = f"Today: you {self._spent(mine)}"
         if principal.is_admin:

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from agent.llm.metered import UsageEntry
 from agent.llm.types import Usage
+from gateway.core.clock import day_start
 from gateway.core.principal import Principal
 from gateway.core.usage import usd
 from gateway.runtime.people.spend import CapState, Period, SpendCaps
@@ -31,8 +32,7 @@ class UsageText:
         """The answer to ``/usage`` with ``args`` (the words after it)."""
         if args and args[0].lower() == "footer":
             return await self._footer(principal, [a.lower() for a in args[1:]])
-        now = datetime.now(self._caps.zone)
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        day = day_start(datetime.now(self._caps.zone))
         lines = ["Your usage:"]
         for label, since in (("today", day), ("this month", day.replace(day=1))):
             spent = await self._usage.spent(since.timestamp(), principal=principal.person)

@@ -33,6 +33,7 @@ from agent.llm.metered import Allowance
 from gateway.config.agents import AgentProfile
 from gateway.config.people import config_table
 from gateway.config.settings import LimitSettings
+from gateway.core.clock import day_start
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
 from gateway.core.usage import usd
@@ -208,9 +209,7 @@ class SpendCaps:
         rows; a month's earlier days once a day)."""
         if not caps:
             return []
-        now = datetime.fromtimestamp(self._clock(), self.zone)
-        # aware datetimes add as wall-clock times: a day of 23 or 25 hours still ends at 00:00
-        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        today = day_start(datetime.fromtimestamp(self._clock(), self.zone))
         tomorrow = today + timedelta(days=1)
         month = today.replace(day=1)
         next_month = (month + timedelta(days=32)).replace(day=1)

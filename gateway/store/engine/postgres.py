@@ -11,10 +11,7 @@ reopened for the next batch.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -69,22 +66,6 @@ class PostgresConnection:
         self.transaction.notify(topic, payload)
 
 
-def local_time_zone() -> str | None:
-    """This machine's IANA time zone name, so "today" in usage reports matches SQLite's
-    ``localtime`` (``None``: leave the server's setting)."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if name:
-        return name
-    try:
-        target = Path("/etc/localtime").resolve()
-    except OSError:
-        return None
-    parts = target.parts
-    if "zoneinfo" in parts:
-        return "/".join(parts[parts.index("zoneinfo") + 1 :]) or None
-    return None
-
-
 class PostgresEngine(Engine):
     dialect = POSTGRESQL
 
@@ -122,13 +103,6 @@ class PostgresEngine(Engine):
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot reach {self.description}: {str(exc).strip()}") from exc
         try:
-            zone = local_time_zone()
-            if zone is not None:
-                try:
-                    raw.execute("SELECT set_config('TimeZone', %s, false)", [zone])
-                except pg_errors.InvalidParameterValue:
-                    offset = -time.timezone // 60
-                    raw.execute(f"SET TIME ZONE INTERVAL '{offset:+d} minutes'")
             migrate_pg(raw, allowed=self._migrate, where=redacted(self.url))
         except BaseException:
             raw.close()

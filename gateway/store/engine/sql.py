@@ -191,12 +191,6 @@ class Dialect:
         """The function returning the larger of its arguments."""
         return "MAX" if self.name == "sqlite" else "GREATEST"
 
-    def local_day(self, expression: str) -> str:
-        """The local calendar day (YYYY-MM-DD) of a Unix time."""
-        if self.name == "sqlite":
-            return f"date({expression}, 'unixepoch', 'localtime')"
-        return f"to_char(to_timestamp({expression}), 'YYYY-MM-DD')"
-
     def before_colon(self, expression: str) -> str:
         """The text before the first ``:`` (a tool call key's turn id)."""
         if self.name == "sqlite":

@@ -9,6 +9,11 @@ background summary) get a row each as they happen. ``purpose`` says why the mode
 asked, ``principal`` whose allowance it counts against, ``agent`` which agent it served.
 Background work is told by its session's kind, which is the row's ``channel``
 (:data:`BACKGROUND_CHANNELS`).
+
+A day is the owner's (``user.timezone``, the store's ``zone``), as for the money caps
+(gateway/runtime/people/spend.py), whatever the zone of the machine or the database
+server: its bounds are worked out here (a day of 23 or 25 hours included) and the rows are
+counted between them, the same SQL on both engines.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 
+from gateway.core.clock import day_start
 from gateway.core.usage import Purpose
 from gateway.store.engine.db import Database
 from gateway.store.engine.retention import delete_batched
@@ -128,7 +135,8 @@ class Spender:
         return "1 = 1", ()
 
 
-# How usage is added up: per local day, conversation (session), person (principal), model.
+# How usage is added up: per day (the owner's), conversation (session), agent, person
+# (principal), model.
 UsageGroup = Literal["day", "session", "agent", "person", "model"]
 
 
@@ -139,9 +147,12 @@ class PersonUsage:
 
 
 class UsageReport:
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, clock: Callable[[], float] = time.time, zone: tzinfo = UTC
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._zone = zone  # whose days: the owner's (user.timezone)
 
     async def record(self, turn_id: str, session_key: str, record: UsageRecord) -> None:
         """A turn's usage for one purpose and model (replaces an earlier row of the same)."""
@@ -166,35 +177,56 @@ class UsageReport:
 
         return await self._db.run(query, durable=False)
 
-    def _group(self, by: UsageGroup) -> str:
-        if by == "day":
-            return self._db.dialect.local_day("at")
-        return {
-            "session": "session_key",
-            "agent": "agent",
-            "person": "COALESCE(principal, '')",
-            "model": "model",
-        }[by]
-
     async def since(self, seconds: float, *, by: UsageGroup = "day") -> list[UsageTotals]:
-        """Totals per day (local time), session, agent, person or model over the last
+        """Totals per day (the owner's), session, agent, person or model over the last
         ``seconds`` (usage charged to nobody, such as a heartbeat's, is the person ``""``)."""
-        group = self._group(by)
-        cutoff = self._clock() - seconds
+        now = self._clock()
+        cutoff = now - seconds
+        totals = (
+            "COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
+            " SUM(cache_read_tokens), SUM(estimated_tokens), SUM(cost_usd)"
+        )
+        params: list[object] = []
+        if by == "day":  # each row counted between the bounds of its day
+            days = self._days(cutoff, now)
+            bounds = ", ".join("(?, ?, ?)" for _ in days)
+            statement = (
+                f"WITH days (label, first_at, end_at) AS (VALUES {bounds})"
+                f" SELECT days.label, {totals} FROM usage"
+                " JOIN days ON usage.at >= days.first_at AND usage.at < days.end_at"
+                " WHERE usage.at >= ? GROUP BY days.label ORDER BY 1"
+            )
+            params = [value for day in days for value in day]
+        else:
+            group = {
+                "session": "session_key",
+                "agent": "agent",
+                "person": "COALESCE(principal, '')",
+                "model": "model",
+            }[by]
+            statement = (
+                f"SELECT {group}, {totals} FROM usage WHERE at >= ? GROUP BY {group} ORDER BY 1"
+            )
 
         def query(conn: Connection) -> list[UsageTotals]:
-            rows = conn.execute(
-                f"SELECT {group}, COUNT(DISTINCT turn_id), SUM(input_tokens), SUM(output_tokens),"
-                f" SUM(cache_read_tokens), SUM(estimated_tokens), SUM(cost_usd) FROM usage"
-                f" WHERE at >= ? GROUP BY {group} ORDER BY 1",
-                (cutoff,),
-            )
+            rows = conn.execute(statement, (*params, cutoff))
             return [
                 UsageTotals(str(k), int(n), int(i), int(o), int(c), int(e), _money(cost))
                 for k, n, i, o, c, e, cost in rows
             ]
 
         return await self._db.run(query, durable=False)
+
+    def _days(self, since: float, until: float) -> list[tuple[str, float, float]]:
+        """The owner's days from the one of ``since`` to the one of ``until`` (Unix times):
+        each its date (``2026-11-27``), start and end."""
+        day = day_start(datetime.fromtimestamp(since, self._zone))
+        days = []
+        while day.timestamp() <= until:
+            after = day + timedelta(days=1)
+            days.append((day.strftime("%Y-%m-%d"), day.timestamp(), after.timestamp()))
+            day = after
+        return days
 
     async def spending(
         self, spenders: Sequence[Spender], *, since: float, until: float | None = None
@@ -238,16 +270,14 @@ class UsageReport:
         return await self._db.run(query, durable=False)
 
     async def tokens_today(self, session_prefix: str = "") -> int:
-        """Input + output tokens since local midnight (for daily budgets)."""
-
-        day = self._db.dialect.local_day
+        """Input + output tokens since the owner's midnight (for daily budgets)."""
+        midnight = day_start(datetime.fromtimestamp(self._clock(), self._zone)).timestamp()
 
         def query(conn: Connection) -> int:
             (total,) = conn.execute(
                 "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM usage"
-                f" WHERE {day('at')} = {day('?')}"
-                " AND session_key LIKE ?",
-                (self._clock(), session_prefix + "%"),
+                " WHERE at >= ? AND session_key LIKE ?",
+                (midnight, session_prefix + "%"),
             ).fetchone()
             return int(total)
 

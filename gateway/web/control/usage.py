@@ -1,5 +1,6 @@
 """The control center's usage and cost: tokens and US dollars per day, person,
-conversation, agent and model over the last days.
+conversation, agent and model over the last days. A day is the owner's (``user.timezone``),
+as for the money caps and ``/usage``, not the server's or the browser's.
 
 The cost of each model call is stored with it, at the prices in effect when it was made
 (``[llm.prices]`` over the shipped table, gateway/config/prices.py); a group some of whose
@@ -8,8 +9,10 @@ calls had no price says so (``cost_incomplete``), and one with no priced call sh
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from gateway.core.schedule_spec import zone
 from gateway.store import UsageGroup
 from gateway.web.control.names import Names
 
@@ -47,6 +50,8 @@ async def report(gateway: GatewayView, *, days: int = DAYS) -> dict[str, Any]:
     by_day = await grouped("day", lambda key: key)
     return {
         "days": days,
+        # the owner's today (user.timezone), where the chart of days ends, as the days are theirs
+        "today": f"{datetime.now(zone(gateway.settings.timezone)):%Y-%m-%d}",
         "priced": any(row["cost"] is not None for row in by_day),
         "by_day": sorted(by_day, key=lambda r: r["key"]),
         "by_person": biggest(await grouped("person", names.person)),

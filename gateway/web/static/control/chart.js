@@ -22,14 +22,15 @@
   }
 
   // One column per day over the whole period (days without use are empty): rows
-  // [{label: "YYYY-MM-DD", value, note}], days: how many, ending today.
-  function days(rows, count, description) {
+  // [{label: "YYYY-MM-DD", value, note}], days: how many, ending on today ("YYYY-MM-DD",
+  // the owner's day as the server counts it, not the browser's).
+  function days(rows, count, description, today) {
     const byDay = new Map(rows.map((r) => [r.label, r]));
     const all = [];
-    const today = new Date();
+    const [year, month, date] = today.split("-").map(Number);
     for (let i = count - 1; i >= 0; i--) {
-      const day = new Date(today.getFullYear(), today.getMonth(), today.getDate() - i);
-      const label = `${day.getFullYear()}-${String(day.getMonth() + 1).padStart(2, "0")}-${String(day.getDate()).padStart(2, "0")}`;
+      const day = new Date(Date.UTC(year, month - 1, date - i)); // calendar days, no zone
+      const label = day.toISOString().slice(0, 10);
       all.push(byDay.get(label) || { label, value: 0, note: "nothing" });
     }
     const max = Math.max(1, ...all.map((r) => r.value));

@@ -77,7 +77,7 @@
               ),
             )
           : null,
-        block("per-day", "Per day", days(chartRows(data.by_day), data.days, `Tokens per day, last ${data.days} days`), rowsTable("Day", data.by_day)),
+        block("per-day", "Per day", days(chartRows(data.by_day), data.days, `Tokens per day, last ${data.days} days`, data.today), rowsTable("Day", data.by_day)),
         el(
           "div",
           { class: "grid wide" }, // wide enough for each table's five columns

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -103,6 +104,30 @@ async def test_streaming_delivers_fragments_and_the_same_result(
     await provider.aclose()
     [call] = tool_response.tool_calls
     assert (call.name, json.loads(call.arguments)) == ("read_file", {"path": "x"})
+
+
+async def test_a_reasoning_model_is_asked_in_the_words_it_takes(
+    fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OpenAI's reasoning models refuse max_tokens and a temperature of ours: the first
+    request is answered all the same, and every later one goes as they take it at once."""
+    fake_llm.reasoning = True
+    fake_llm.queue(text("thought it through"), Step(text="again", stream_chunks=2))
+    provider = make("openai", fake_llm)
+    asked = replace(request(), temperature=0.2)
+    first = await provider.complete(asked)
+    second = await provider.complete(asked, on_text=_ignore)
+    await provider.aclose()
+    assert (first.text, second.text) == ("thought it through", "again")
+    assert len(fake_llm.requests) == 2  # nothing refused after the first answer
+    for sent in fake_llm.requests:
+        assert sent.body["max_completion_tokens"] == 256
+        assert "max_tokens" not in sent.body and "temperature" not in sent.body
+    assert "refused llm.temperature" in caplog.text
+
+
+async def _ignore(fragment: str) -> None:
+    pass
 
 
 async def test_rate_limit_is_retried_after_retry_after(kind: str, fake_llm: FakeLLM) -> None:

@@ -12,6 +12,12 @@ asked again at once without them (the model is told they are not shown), and whe
 answered the model is taken to see no pictures until the next start (its
 :class:`~agent.llm.sight.Sight` says so to the gateway, which reads the words in later
 pictures by OCR instead).
+
+The answer's length goes as ``max_tokens``, which every such server reads. OpenAI's reasoning
+models (o-series, gpt-5) refuse it and want ``max_completion_tokens``, and refuse any
+``temperature`` but their own: a request refused for either (OpenAI names the parameter in
+the error) is asked again at once in the words the model takes, which this provider keeps
+using until the next start.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ log = logging.getLogger(__name__)
 # result starts with this marker, so the model does not have to guess from the wording.
 TOOL_ERROR_MARKER = "[tool error] "
 MAX_ID = 40
+UNSUPPORTED = frozenset({"unsupported_parameter", "unsupported_value"})  # OpenAI's codes
 
 
 class OpenAIProvider:
@@ -72,6 +79,8 @@ class OpenAIProvider:
     ) -> None:
         self.model = model
         self._sight = sight or Sight()  # llm.vision, until the server refuses a picture
+        self._length_key = "max_tokens"  # or max_completion_tokens, once the model asks for it
+        self._temperature = True  # False once the model refused one
         self._at = Endpoint(
             "openai", base_url, model, timeout, has_key=bool(api_key), setting=setting
         )
@@ -114,10 +123,19 @@ class OpenAIProvider:
     async def _complete(
         self, request: LLMRequest, on_text: TextSink | None, *, pictures: bool
     ) -> LLMResponse:
+        while True:
+            try:
+                return await self._ask(request, on_text, pictures=pictures)
+            except _Reworded:
+                continue  # refused before any text: asked again in the model's words
+
+    async def _ask(
+        self, request: LLMRequest, on_text: TextSink | None, *, pictures: bool
+    ) -> LLMResponse:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": _wire_messages(request, pictures=pictures),
-            "max_tokens": request.max_tokens,
+            self._length_key: request.max_tokens,
         }
         if request.tools:
             params["tools"] = [
@@ -131,7 +149,7 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        if request.temperature is not None:
+        if request.temperature is not None and self._temperature:
             params["temperature"] = request.temperature
         try:
             if on_text is None:
@@ -143,10 +161,32 @@ class OpenAIProvider:
                 )
                 return _from_completion(completion)
             return await self._stream(params, on_text)
+        except openai.BadRequestError as exc:
+            if self._reword(exc):
+                raise _Reworded from exc
+            raise _translate(exc, self._at) from exc
         except openai.APIError as exc:
             raise _translate(exc, self._at) from exc
         except ValueError as exc:  # the SDK could not decode a 200's body
             raise unreadable(self._at, f"not valid JSON: {exc}") from exc
+
+    def _reword(self, exc: openai.BadRequestError) -> bool:
+        """Whether the model refused a parameter it takes in other words (the answer's
+        length as ``max_completion_tokens``; no temperature): those are used from now on."""
+        refused, why = exc.param, exc.code  # too large a value is no other word's business
+        if refused == "max_tokens" and why in UNSUPPORTED and self._length_key == "max_tokens":
+            self._length_key = "max_completion_tokens"
+            log.info("%s takes max_completion_tokens, not max_tokens: asked so", self.model)
+            return True
+        if refused == "temperature" and why in UNSUPPORTED and self._temperature:
+            self._temperature = False
+            log.warning(
+                "%s refused llm.temperature (%s): it answers at its own from now on",
+                self.model,
+                exc.message,
+            )
+            return True
+        return False
 
     async def _stream(self, params: dict[str, Any], on_text: TextSink) -> LLMResponse:
         # Chunks as the JSON they are (``dict``), not the SDK's ChatCompletionChunk objects:
@@ -201,6 +241,10 @@ class OpenAIProvider:
             for index, slot in sorted(calls.items())
         )
         return LLMResponse("".join(text), tool_calls, stop_reason, usage)
+
+
+class _Reworded(Exception):
+    """A request refused for a parameter the model takes in other words: ask again."""
 
 
 def _wire_messages(request: LLMRequest, *, pictures: bool) -> list[dict[str, Any]]:

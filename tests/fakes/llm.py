@@ -236,6 +236,31 @@ def word_vector(text: str, dims: int = 32) -> list[float]:
     return vector
 
 
+def answer_limit(body: dict[str, Any]) -> int:
+    """The answer's length a Chat Completions request asks for (0: none), in either word."""
+    return int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+
+
+def _reasoning_refusal(body: dict[str, Any]) -> web.Response | None:
+    """OpenAI's 400 for what a reasoning model does not take, or None."""
+    if "max_tokens" in body:
+        message = (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead."
+        )
+        param, code = "max_tokens", "unsupported_parameter"
+    elif body.get("temperature") not in (None, 1):
+        message = (
+            f"Unsupported value: 'temperature' does not support {body['temperature']} with "
+            "this model. Only the default (1) value is supported."
+        )
+        param, code = "temperature", "unsupported_value"
+    else:
+        return None
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    return web.json_response({"error": error}, status=400)
+
+
 def echo(request: Recorded) -> Step:
     return text(f"echo: {request.last_user_text}")
 
@@ -278,6 +303,10 @@ class FakeLLM(AnthropicWire):
         # finish_reason "length", Anthropic's stop_reason "max_tokens"); False: a server
         # that ignores max_tokens
         self.keeps_to_max_tokens = False
+        # True: a reasoning model as OpenAI serves one (o-series, gpt-5): it refuses
+        # max_tokens (its word is max_completion_tokens) and any temperature but its own, as
+        # OpenAI refuses them (400, the parameter named); refused requests are not recorded
+        self.reasoning = False
         # /v1/embeddings: the texts asked for, and an HTTP status to answer instead (a failure)
         self.embedded: list[str] = []
         self.embeddings_status = 200
@@ -334,7 +363,7 @@ class FakeLLM(AnthropicWire):
             self.in_flight -= 1
 
     def _too_long(self, recorded: Recorded, prompt_tokens: int) -> web.Response | None:
-        asked = int(recorded.body.get("max_tokens") or 0)
+        asked = answer_limit(recorded.body)
         if self.context_window is None or prompt_tokens + asked <= self.context_window:
             return None
         if self.refusal_style == "llama.cpp":  # llama.cpp's server (tools/server, b5000+)
@@ -462,7 +491,7 @@ class FakeLLM(AnthropicWire):
         body = await request.json()
         recorded = Recorded(request.path, body, dict(request.headers))
         step = await self._next_step(recorded)
-        most = int(body.get("max_tokens") or 0) * 4
+        most = answer_limit(body) * 4
         if self.keeps_to_max_tokens and most and len(step.text) > most:
             step = replace(step, text=step.text[:most], calls=(), finish_reason="length")
         if step.gate is not None and step.pause_after is None:
@@ -495,6 +524,10 @@ class FakeLLM(AnthropicWire):
     # -- OpenAI ---------------------------------------------------------------------------
 
     async def _openai(self, request: web.Request) -> web.StreamResponse:
+        if self.reasoning:
+            refused = _reasoning_refusal(await request.json())
+            if refused is not None:
+                return refused
         recorded, step = await self._prepare(request)
         if step.status != 200:
             return web.json_response(step.error_body, status=step.status, headers=step.headers)

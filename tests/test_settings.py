@@ -57,6 +57,9 @@ def test_secrets_never_print(monkeypatch: pytest.MonkeyPatch) -> None:
             "voice.max_minutes_per_person_per_day",
         ),
         ("SWITCHBOARD_TOOLS__DOCUMENTS__MEMORY_MB", "16", "tools.documents.memory_mb"),
+        # a check-in to no chat there is would wait in the outbox forever
+        ("SWITCHBOARD_HEARTBEAT__TARGET", "nonsense", "heartbeat.target"),
+        ("SWITCHBOARD_HEARTBEAT__TARGET", "telegrm:42", "heartbeat.target"),
     ],
 )
 def test_invalid_values_name_the_field(

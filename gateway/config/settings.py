@@ -37,7 +37,7 @@ from gateway.config.agents import (
     valid_agent_name,
 )
 from gateway.config.channels import ChannelSection, StrList, WebSettings
-from gateway.config.connect import ApiSettings, HookSettings, valid_hook_name
+from gateway.config.connect import ApiSettings, HookSettings, parse_target, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.integrations import CalendarSettings, ImagesSettings
 from gateway.config.llm import LLMSettings, repeated_model
@@ -245,6 +245,15 @@ class HeartbeatSettings(Section):
     @classmethod
     def _hours_range(cls, value: str) -> str:
         return hours_range(value)
+
+    @field_validator("target")
+    @classmethod
+    def _chat(cls, value: str | None) -> str | None:
+        """A chat of a channel there is (a check-in to "nonsense" would wait forever)."""
+        if value is None or not value.strip():
+            return None
+        parse_target(value)
+        return value.strip()
 
 
 class SchedulerSettings(Section):

@@ -20,6 +20,7 @@ from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Protocol
 
+from gateway.config.connect import parse_target
 from gateway.config.settings import HeartbeatSettings, Settings
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal, Role
@@ -219,6 +220,5 @@ async def heartbeat_target(settings: HeartbeatSettings, homes: HomeSource) -> Ho
     (:class:`OwnersHome`; the status page, ``switchboard status`` and the heartbeat itself
     all ask this)."""
     if settings.target:
-        channel, _, chat_id = settings.target.partition(":")
-        return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
+        return HomeChat(parse_target(settings.target), ChatType.DM)
     return await homes.get()

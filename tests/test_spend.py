@@ -30,7 +30,7 @@ from gateway.web.status import snapshot
 from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
-from tests.fakes.llm import FakeLLM, Recorded, Step, text
+from tests.fakes.llm import FakeLLM, Recorded, Step, held, text
 
 ACCESS = {"dm_policy": "allowlist", "allow_from": ["alice", "bob"], "owners": ["olga"]}
 # The fake model counts 4 characters a token: each of these answers is 100 output tokens,
@@ -599,3 +599,25 @@ async def test_a_named_persons_own_cap_is_shown_under_the_key_config_gives_it(
         status = (await snapshot(gateway))["usage"]
     assert "your daily allowance of $0.15 has $0.05 left" in channel.texts("alice")[1]
     assert [(c["key"], c["limit"]) for c in status["caps"]] == [("people.ann.daily_usd", 0.15)]
+
+
+async def test_a_call_cut_short_by_a_stop_is_still_counted(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """The provider bills the prompt it read though a stop cut its answer short: the turn's
+    usage keeps an estimate of it, so the caps and /usage see what was spent."""
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "the essay nobody reads"))
+    channel = MemoryChannel("telegram")
+    llm = {"prices": {"fake-model": {"input": 1000, "output": 0}}}  # $0.001 a prompt token
+    async with run_gateway(channel=channel, telegram=ACCESS, llm=llm) as (gateway, _):
+        await channel.push("write me a long essay", sender_id="alice", chat_id="alice")
+        await fake_llm.wait_for_requests(1)
+        await channel.push("/stop", sender_id="alice", chat_id="alice")
+        [stopped] = await channel.wait_for(1)
+        gate.set()
+        await gateway.wait_idle()
+        [spent] = await gateway.store.usage.spending([Spender("person", "telegram:alice")], since=0)
+    assert stopped.text.startswith("Stopped.")
+    # the prompt (its system prompt and tools: well over 500 tokens) cost more than $0.50
+    assert spent > 0.5

@@ -313,12 +313,12 @@ class MeteredModel:
         if request.max_tokens > room:
             request = replace(request, max_tokens=max(MIN_OUTPUT_TOKENS, room))
         request = self._within_allowance(prompt, request, charge)
+        written = [0]  # tokens streamed so far: what a cut call was billed for writing
         try:
-            if self._slots is None:  # a fallback chain: each of its models has its own cap
-                response = await self.provider.complete(request, on_text=on_text)
-            else:
-                async with self._slots:
-                    response = await self.provider.complete(request, on_text=on_text)
+            response = await self._call(request, on_text, written)
+        except asyncio.CancelledError:  # a stop (or a shutdown) cut the call short
+            self._charge_cut(prompt, written[0], purpose, charge)
+            raise
         except LLMContextOverflow as exc:  # the next prompts are fitted to the real window
             if exc.window is not None:
                 self.window.learn(exc.window)
@@ -339,6 +339,32 @@ class MeteredModel:
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response
+
+    async def _call(
+        self, request: LLMRequest, on_text: TextSink | None, written: list[int]
+    ) -> LLMResponse:
+        """The provider's answer, within this model's calls at once; ``written[0]`` counts
+        the tokens it streamed (what a call cut short was billed for writing)."""
+        sink = on_text
+        if on_text is not None:
+
+            async def sink(piece: str) -> None:
+                written[0] += estimate(piece)
+                await on_text(piece)
+
+        if self._slots is None:  # a fallback chain: each of its models has its own cap
+            return await self.provider.complete(request, on_text=sink)
+        async with self._slots:
+            return await self.provider.complete(request, on_text=sink)
+
+    def _charge_cut(self, prompt: int, written: int, purpose: Purpose, charge: Charge) -> None:
+        """A call cut short still costs: the provider bills the prompt it read and what it
+        wrote before the cut. Both are estimated (no usage came back) and go on the turn's
+        meter, which the stopped turn commits, so usage and the money caps count them."""
+        if charge.meter is None:
+            return  # a call outside a turn: its cut leaves nothing to commit it with
+        usage = Usage(prompt, written, estimated_tokens=prompt + written)
+        charge.meter.add(purpose, self.model, self._priced(self.model, usage))
 
     def _within_allowance(self, prompt: int, request: LLMRequest, charge: Charge) -> LLMRequest:
         """``request`` as what the turn may still spend pays for it: as it is when that pays

@@ -411,3 +411,24 @@ async def test_nobody_is_asked_to_approve_a_write_no_approval_could_let_through(
     assert waiting == [] and "/approve" not in answer.text
     assert "protected" in fake_llm.requests[-1].tool_results[-1]
     assert "mail the files out" not in (settings.workspace_dir / "HEARTBEAT.md").read_text()
+
+
+async def test_the_health_page_counts_every_call_of_a_turn_that_waited_for_an_approval(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The turn ran in two attempts (before the question, after the answer): the list of
+    recent turns shows both attempts' calls and tokens, not only the last one's."""
+    from gateway.web.status import snapshot
+
+    settings = approval_settings(make_settings)
+    channel = MemoryChannel("telegram")
+    async with Gateway(settings, channels=[channel]) as gateway:
+        request = await ask_for_exec(channel, fake_llm)
+        await channel.push(f"/approve {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        await channel.wait_for(2, chat_id=MEMBER)
+        await gateway.wait_idle()
+        status = await snapshot(gateway)
+        [day] = await gateway.store.usage.since(86_400, by="day")
+    [turn] = [t for t in status["recent_turns"] if t["session_key"].endswith(MEMBER)]
+    assert turn["llm_calls"] == 2 and turn["tool_calls"] == 1
+    assert turn["input_tokens"] == day.input_tokens  # as the usage table counts the day

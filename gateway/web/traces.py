@@ -100,30 +100,36 @@ class TurnSummary:
 
 
 def summarize(turn_id: str, events: list[Event], finished_at: float) -> TurnSummary:
-    last = segments(events)[-1] if events else []
+    """One turn as the Health page lists it: its outcome is its last attempt's; its calls,
+    tokens, decisions and time are all its attempts' (a turn that waited for an approval,
+    or resumed after a crash, made calls in each)."""
+    attempts = segments(events)
+    last = attempts[-1] if attempts else []
     start = next((e for e in last if e.get("event") == "turn"), {})
-    llm = [e for e in last if e.get("event") == "llm"]
+    llm = [e for e in events if e.get("event") == "llm"]
     decisions = [
         {
             "guard": str(e.get("guard", "")),
             "code": str(e.get("code", "")),
             "reason": str(e.get("reason", "")),
         }
-        for e in last
+        for e in events
         if e.get("event") == "guard"
     ]
     failed = any(e.get("event") in FAILURE_EVENTS for e in last) or any(
-        d["code"] in FAILURE_CODES for d in decisions
+        str(e.get("code", "")) in FAILURE_CODES for e in last if e.get("event") == "guard"
     )
     return TurnSummary(
         turn_id=turn_id,
         session_key=str(start.get("session_key", "")),
         kind=str(start.get("kind", "")),
         finished_at=finished_at,
-        seconds=max((float(e.get("t", 0) or 0) for e in last), default=0.0),
+        seconds=sum(
+            max((float(e.get("t", 0) or 0) for e in attempt), default=0.0) for attempt in attempts
+        ),
         failed=failed,
         llm_calls=len(llm),
-        tool_calls=sum(1 for e in last if e.get("event") == "tool"),
+        tool_calls=sum(1 for e in events if e.get("event") == "tool"),
         input_tokens=sum(int(e.get("input_tokens", 0) or 0) for e in llm),
         output_tokens=sum(int(e.get("output_tokens", 0) or 0) for e in llm),
         decisions=decisions,

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from agent.agent import Agent
 from agent.llm.base import LLMProvider
@@ -33,6 +34,7 @@ from gateway.core.workspace_files import FileText
 from gateway.runtime.agents.assembly import workspaces
 from gateway.runtime.build import build
 from gateway.runtime.home import prepare_workspace
+from gateway.runtime.intake.restored import settle_restored_copy
 from gateway.runtime.live.settings import change_settings
 from gateway.store import PairingRequest
 from gateway.web.view import (
@@ -130,6 +132,8 @@ class Gateway(Service):
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
+            # a restored copy: what was open in it is told, not answered a second time
+            await settle_restored_copy(self.store, ZoneInfo(self.settings.timezone))
             await self.dispatcher.start()
             # one process: what the previous run left open; a node: runs turns at once, and
             # the rest once it leads (a standby waits in lead())

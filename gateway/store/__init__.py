@@ -23,6 +23,7 @@ from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
 from gateway.store.engine.backups import SOFTWARE_KEY, software
 from gateway.store.engine.db import Database, Engine
+from gateway.store.engine.integrity import COPY_TAKEN_KEY
 from gateway.store.engine.retention import Retention
 from gateway.store.engine.schema import MIGRATIONS
 from gateway.store.engine.sql import Connection
@@ -257,6 +258,29 @@ class Store(Service):
                 self.jobs.finish_statement(conn, finished_job)
 
         await self.db.run(commit, durable=False)
+
+    async def settle_copy(
+        self,
+        *,
+        turns: Sequence[OpenTurn],
+        records: Sequence[InboundRecord],
+        notices: Sequence[OutboundMessage],
+    ) -> None:
+        """Atomically, in a restored copy's first start: its open ``turns`` and waiting
+        ``records`` end without an answer (the original went on with them after the copy
+        was taken), their draft messages are forgotten without being touched (the original
+        finished them into its answers), ``notices`` are queued, and the copy's mark goes,
+        so this happens once (gateway/runtime/intake/restored.py)."""
+
+        def settle(conn: Connection) -> None:
+            for turn in turns:
+                self.journal.finish_statement(conn, turn.id, "failed")
+                conn.execute("DELETE FROM stream_drafts WHERE turn_id = ?", (turn.id,))
+            self.journal.close_statement(conn, [record.id for record in records])
+            self.outbox.enqueue_statement(conn, notices)
+            conn.execute("DELETE FROM kv WHERE key = ?", (COPY_TAKEN_KEY,))
+
+        await self.db.run(settle)
 
     async def park_turn(
         self,

@@ -193,14 +193,15 @@ class Journal:
     async def close_unanswered(self, record_ids: Sequence[int]) -> None:
         """Messages that get no turn of their own (dropped by ``/stop``, an edit of a message
         already answered, a control answered beside the queue without a reply)."""
-        if not record_ids:
-            return
+        if record_ids:
+            await self._db.run(lambda conn: self.close_statement(conn, record_ids))
+
+    def close_statement(self, conn: Connection, record_ids: Sequence[int]) -> None:
+        """:meth:`close_unanswered` as part of a transaction."""
         now = self._clock()
-        await self._db.run(
-            lambda conn: conn.executemany(
-                "UPDATE inbound SET state = 'done', updated_at = ? WHERE id = ? AND state = 'pending'",
-                [(now, record_id) for record_id in record_ids],
-            )
+        conn.executemany(
+            "UPDATE inbound SET state = 'done', updated_at = ? WHERE id = ? AND state = 'pending'",
+            [(now, record_id) for record_id in record_ids],
         )
 
     async def message(self, channel: str, platform_id: str) -> InboundMessage | None:

@@ -6,14 +6,16 @@ wrote, that a newer Switchboard wrote, or that was cut to zero bytes stops the s
 never answers such a file by creating a new, empty store in its place: that would drop every
 message waiting for an answer without a word.
 
-:func:`backup` uses SQLite's online backup API, so it is safe while the gateway writes;
-:func:`integrity_problems` is ``switchboard doctor``'s full ``PRAGMA integrity_check``.
+:func:`backup` uses SQLite's online backup API, so it is safe while the gateway writes, and
+marks the copy as one (:data:`COPY_TAKEN_KEY`); :func:`integrity_problems` is ``switchboard doctor``'s full ``PRAGMA integrity_check``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from gateway.core.errors import StoreDamagedError, StoreError
@@ -115,6 +117,12 @@ def backup(source: Path, target: Path) -> int:
     return target.stat().st_size
 
 
+# Set in every copy, never in a live store: when it was taken. A store started with it is a
+# restored copy, whose open work the original went on with after the copy was taken
+# (gateway/runtime/intake/restored.py).
+COPY_TAKEN_KEY = "copy_taken_at"
+
+
 def _copy(source: Path, partial: Path) -> list[str]:
     src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
     try:
@@ -122,6 +130,14 @@ def _copy(source: Path, partial: Path) -> list[str]:
         dst = sqlite3.connect(partial)
         try:
             src.backup(dst, pages=1024)
+            now = time.time()
+            with dst:
+                dst.execute(
+                    "INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+                    " updated_at = excluded.updated_at",
+                    (COPY_TAKEN_KEY, json.dumps(now), now),
+                )
             dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
             problems = [row[0] for row in dst.execute("PRAGMA integrity_check")]
         finally:

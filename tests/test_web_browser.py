@@ -314,3 +314,35 @@ async def test_on_a_phone_the_health_page_fits_and_the_chat_shows_it_is_working(
         assert width <= 390, f"the page is {width} px wide on a 390 px phone"
         icon = await page.request.get(gateway.web.url + "favicon.ico")
         assert icon.ok and icon.headers["content-type"].startswith("image/")
+
+
+async def test_a_chat_left_open_is_cut_off_when_its_browser_signs_out(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser, context: BrowserContext
+) -> None:
+    """Signed out in one tab, the chat open in another says so, shows the conversation no
+    more and does not reconnect: what another browser writes next never reaches it."""
+    fake_llm.queue(text("the answer only the phone sees"))
+    async with serving(make_settings(web={"port": 0})) as gateway:
+        assert gateway.web is not None
+        chat = await context.new_page()
+        await signed_in(chat, gateway)
+        await expect(chat.locator("#connection")).to_have_text("connected")
+        other_tab = await context.new_page()
+        await other_tab.goto(gateway.web.url + "conversations")
+        await other_tab.get_by_role("button", name="Sign out").click()
+        await expect(other_tab).to_have_url(re.compile(r"/login"))
+
+        await expect(chat.locator("#connection")).to_have_text("signed out")
+        await expect(chat.get_by_role("alert")).to_contain_text("Signed out: sign in again.")
+        phone_context = await browser.new_context(viewport={"width": 390, "height": 780})
+        try:
+            phone = await phone_context.new_page()
+            await signed_in(phone, gateway)
+            await send(phone, "plans for after the laptop signed out")
+            answer = phone.locator(".msg.assistant:not(.streaming)")
+            await expect(answer).to_contain_text("the answer only the phone sees")
+        finally:
+            await phone_context.close()
+        await expect(chat.locator(".msg")).to_have_count(0)
+        await expect(chat.locator("#connection")).to_have_text("signed out")  # not back
+        assert chat.url == gateway.web.url

@@ -12,15 +12,20 @@ MPTCP or anything else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
+import aiohttp
 import pexpect
 import pytest
+from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
 
 from agent.mcp.spec import StdioTarget
 from agent.tools.base import ToolError
@@ -31,18 +36,20 @@ from agent.workspace import Workspace
 from channels.memory import MemoryChannel
 from gateway.cli.doctor.tools import sandbox_checks
 from gateway.cli.web import sign_out_in_store
+from gateway.config.channels import WebSettings
 from gateway.core.system.portguard import PortGuard
 from gateway.runtime.agents.mcp import transports
+from gateway.web.access.security import WebGuard
 from gateway.web.access.sessions import GRACE_SECONDS, WebSessions
 from gateway.web.access.signin import KEY_FILE, SignInCodes
 from gateway.web.access.signin import sign_in_link as make_link
 from tests.conftest import SettingsFactory
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, text
 from tests.test_cli import cli_env
 from tests.test_cli import switchboard as cli
 from tests.test_sandbox import exec_tool
 from tests.test_tools import run
-from tests.test_web_server import client, owner, serving
+from tests.test_web_server import client, message_form, next_event, owner, serving
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 STRANGER = 65534
@@ -317,6 +324,60 @@ async def test_another_user_cannot_open_the_local_socket(make_settings: Settings
         assert out.decode().strip() == "refused 13"  # EACCES
 
 
+async def signed_out(page: aiohttp.ClientWebSocketResponse) -> str:
+    """How the server closed a page's socket: its reason, once the code says signed out."""
+    async with asyncio.timeout(10):
+        while (message := await page.receive()).type == WSMsgType.TEXT:
+            pass  # events the page got before
+    assert message.type == WSMsgType.CLOSE and message.data == 4401
+    return str(message.extra)
+
+
+async def ended(stream: aiohttp.ClientResponse) -> None:
+    """A control page's event stream ends (the server dropped its connection)."""
+    with contextlib.suppress(aiohttp.ClientPayloadError):
+        async with asyncio.timeout(10):
+            while await stream.content.readline():
+                pass
+
+
+async def test_signing_out_closes_that_browsers_open_chat_and_event_stream_at_once(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The laptop signs out in one tab: its chat open in another tab is cut off there and
+    then, so what the phone writes next never reaches it; the phone's chat goes on."""
+    fake_llm.queue(text("an answer for the phone only"))
+    settings = make_settings(web={"port": 0})
+    async with (
+        serving(settings) as (gateway, url, _chat),
+        owner(gateway) as laptop,
+        owner(gateway) as phone,
+    ):
+        origin = url.rstrip("/")
+        async with (
+            laptop.ws_connect(url + "api/chat/socket", origin=origin) as laptop_chat,
+            phone.ws_connect(url + "api/chat/socket", origin=origin) as phone_chat,
+            laptop.get(url + "api/events") as laptop_events,
+        ):
+            assert (await laptop_chat.receive_json())["type"] == "hello"
+            assert (await phone_chat.receive_json())["type"] == "hello"
+            assert (await laptop_events.content.readline()).startswith(b"event: pulse")
+            async with laptop.post(
+                url + "logout", headers={"Origin": origin}, allow_redirects=False
+            ) as response:
+                assert response.status == 303
+            assert await signed_out(laptop_chat) == "signed out: sign in again"
+            await ended(laptop_events)
+            async with phone.post(
+                url + "api/chat/messages",
+                data=message_form("plans for after the sign-out"),
+                headers={"Origin": origin},
+            ) as response:
+                assert response.status == 200
+            answer = await next_event(phone_chat, "message", "assistant")
+            assert answer["entry"]["text"] == "an answer for the phone only"
+
+
 async def test_signing_out_everywhere_ends_every_session_and_unused_link(
     make_settings: SettingsFactory,
 ) -> None:
@@ -325,8 +386,11 @@ async def test_signing_out_everywhere_ends_every_session_and_unused_link(
         unused = await sign_in_link(settings.home)
         async with http.get(url + "api/status") as response:
             assert response.status == 200
-        code, out = await switchboard(settings.home, "web", "--sign-out-all")
-        assert code == 0 and "Signed out 1 browser session" in out
+        async with http.ws_connect(url + "api/chat/socket", origin=url.rstrip("/")) as lost:
+            await lost.receive_json()
+            code, out = await switchboard(settings.home, "web", "--sign-out-all")
+            assert code == 0 and "Signed out 1 browser session" in out
+            assert await signed_out(lost) == "signed out: sign in again"  # the lost laptop's
         async with http.get(url + "api/status") as response:
             assert response.status == 401
         async with client() as other, other.get(unused, allow_redirects=False) as response:
@@ -346,8 +410,11 @@ async def test_a_sign_out_of_everyone_made_in_the_store_ends_the_sessions_of_a_r
         assert not await gateway.web.guard.follow_sign_outs()  # nothing new: nothing ends
         async with http.get(url + "api/status") as response:
             assert response.status == 200
-        assert await sign_out_in_store(settings) == 1
-        assert await gateway.web.guard.follow_sign_outs()  # its next look
+        async with http.ws_connect(url + "api/chat/socket", origin=url.rstrip("/")) as page:
+            await page.receive_json()
+            assert await sign_out_in_store(settings) == 1
+            assert await gateway.web.guard.follow_sign_outs()  # its next look
+            assert await signed_out(page) == "signed out: sign in again"
         async with http.get(url + "api/status") as response:
             assert response.status == 401
         async with client() as other, other.get(unused, allow_redirects=False) as response:
@@ -367,6 +434,48 @@ async def test_a_session_in_use_gets_a_new_id_and_the_old_one_soon_stops_working
     assert sessions.valid(first) and sessions.valid(second)  # requests already on their way
     now[0] += GRACE_SECONDS + 1
     assert not sessions.valid(first) and sessions.valid(second)
+
+
+async def test_an_open_page_outlives_its_sessions_new_id_and_ends_when_the_session_expires() -> (
+    None
+):
+    """A socket opened with an id that was renewed since stays open (the browser is still
+    signed in); once the session expires, the server's next look closes it."""
+    now = [time.time()]
+    sessions = WebSessions(b"", lifetime_seconds=7200, clock=lambda: now[0], renew_seconds=3600)
+    key = b"k" * 32
+    guard = WebGuard(WebSettings(), sessions=sessions, sign_in=SignInCodes(key))
+
+    async def open_page(request: web.Request) -> web.StreamResponse:  # as a channel's socket
+        sock = web.WebSocketResponse()
+        guard.prepare_stream(request, sock)
+        await sock.prepare(request)
+        async for _ in sock:
+            pass
+        return sock
+
+    async def page_data(request: web.Request) -> web.StreamResponse:
+        return web.json_response({})
+
+    app = web.Application(middlewares=[guard.middleware])
+    app.router.add_get("/signin", guard.sign_in)
+    app.router.add_get("/socket", open_page)
+    app.router.add_get("/data", page_data)
+    async with TestServer(app, host="127.0.0.1") as server, client() as browser:
+        url = str(server.make_url("/"))
+        async with browser.get(make_link(key, url), allow_redirects=False) as response:
+            assert response.status == 303
+        async with browser.ws_connect(url + "socket", origin=url.rstrip("/")) as page:
+            now[0] += 3601
+            async with browser.get(url + "data") as response:
+                assert "switchboard_auth" in response.cookies  # a new id
+            now[0] += GRACE_SECONDS + 1  # the id the page was opened with has ended
+            assert guard.end_streams() == 0
+            async with browser.get(url + "data") as response:
+                assert response.status == 200
+            now[0] += 7200
+            assert guard.end_streams() == 1
+            assert await signed_out(page) == "signed out: sign in again"
 
 
 DIAL = """

@@ -35,7 +35,8 @@ class ServesWeb(Protocol):
 
     def web_routes(self, prepare: Prepare) -> Sequence[web.RouteDef]:
         """Routes to add; ``prepare`` adds security headers and cookies to a response the
-        handler prepares itself (a WebSocket)."""
+        handler prepares itself (a WebSocket) and ties it to the browser's session: when
+        the browser is signed out, the server closes it."""
 
     async def close_web(self) -> None:
         """Close long-lived connections (sockets) before the server stops."""

@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SIGN_OUT_CHECK_SECONDS = 5.0  # how soon a sign-out of everyone from another process applies
+# how soon a sign-out of everyone from another process applies, and an expired session's
+# open pages close
+SESSION_CHECK_SECONDS = 5.0
 
 
 def every_node_paths(gateway: GatewayView) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -95,9 +97,9 @@ class WebServer:
             sign_in=SignInCodes(self._sign_in_key),
         )
         self.metrics = GatewayMetrics(gateway)
-        self.control = ControlRoutes(gateway, self.guard.decorate)
+        self.control = ControlRoutes(gateway, self.guard.prepare_stream)
         self._runner: web.AppRunner | None = None
-        self._sign_outs: asyncio.Task[None] | None = None
+        self._session_checks: asyncio.Task[None] | None = None
         self.port: int | None = None
 
     @property
@@ -139,15 +141,19 @@ class WebServer:
         self.port = int(address[1])
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
-        if self._gateway.settings.storage.url is not None:  # a store other processes share
-            self._sign_outs = asyncio.create_task(self._follow_sign_outs())
+        self._session_checks = asyncio.create_task(self._check_sessions())
         log.info("web chat and control center on %s", self.url)
 
-    async def _follow_sign_outs(self) -> None:
-        """Every few seconds: did `switchboard web --sign-out-all` sign everyone out from
-        another process (a cluster's)? On SQLite the command reaches this one instead."""
+    async def _check_sessions(self) -> None:
+        """Every few seconds: what pages keep open under an expired session ends; and with
+        a store other processes share, did `switchboard web --sign-out-all` sign everyone
+        out from another process (a cluster's)? On SQLite the command reaches this one."""
+        shared = self._gateway.settings.storage.url is not None
         while True:
-            await asyncio.sleep(SIGN_OUT_CHECK_SECONDS)
+            await asyncio.sleep(SESSION_CHECK_SECONDS)
+            self.guard.end_streams()
+            if not shared:
+                continue
             try:
                 if await self.guard.follow_sign_outs():
                     log.info("every browser signed out (switchboard web --sign-out-all)")
@@ -186,10 +192,10 @@ class WebServer:
         )
 
     async def stop(self) -> None:
-        if self._sign_outs is not None:
-            self._sign_outs.cancel()
-            await asyncio.gather(self._sign_outs, return_exceptions=True)
-            self._sign_outs = None
+        if self._session_checks is not None:
+            self._session_checks.cancel()
+            await asyncio.gather(self._session_checks, return_exceptions=True)
+            self._session_checks = None
         if self._runner is None:
             return
         self.control.close()  # the control center's event streams end
@@ -233,7 +239,7 @@ class WebServer:
         # Browsers ask for /favicon.ico on every page whatever the page links to.
         add("GET", "/favicon.ico", _icon)
         for channel in web_channels(self._gateway):
-            app.router.add_routes(channel.web_routes(self.guard.decorate))
+            app.router.add_routes(channel.web_routes(self.guard.prepare_stream))
         app.router.add_routes(self._webhooks)
         prefixes = tuple(p.program_prefix for p in self._programs)
         for resource in app.router.resources():  # the guard lets requests there through

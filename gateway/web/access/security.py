@@ -14,7 +14,8 @@ Every request passes :meth:`WebGuard.middleware`:
   whose peer the kernel names (``SO_PEERCRED``: the gateway's own user, for the command
   line, :mod:`gateway.core.system.local_socket`). Sessions are random server-side ids that expire,
   are renewed with a new id as they are used, and end at logout or ``switchboard web
-  --sign-out-all`` (:mod:`gateway.web.access.sessions`). Secrets are never read from a URL but the
+  --sign-out-all`` (:mod:`gateway.web.access.sessions`); what a page keeps open ends with
+  its session (:mod:`gateway.web.access.streams`). Secrets are never read from a URL but the
   one-time code of a link. Every failed credential counts against the client's address, and
   a throttled client is refused before its credential is checked
   (:mod:`gateway.web.access.throttle`).
@@ -48,9 +49,12 @@ from gateway.core.system.local_socket import is_gateway_user, peer_uid
 from gateway.web.access.login_page import SIGN_IN_HINT, login_page, used_link_page
 from gateway.web.access.sessions import WebSessions
 from gateway.web.access.signin import SignInCodes
+from gateway.web.access.streams import OpenStreams, Stream
 from gateway.web.access.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
 
 AUTH_COOKIE = "switchboard_auth"
+_SIGN_IN = web.RequestKey("sign_in", str)  # the sign-in a request's session continues
+_STREAM = web.RequestKey("stream", Stream)  # what its handler keeps open, if anything
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/signin", "/favicon.ico"})
@@ -127,6 +131,7 @@ class WebGuard:
             ipaddress.ip_network(p, strict=False) for p in settings.trusted_proxies
         )
         self._throttle = LoginThrottle(clock=clock, max_clients=max_clients)
+        self._streams = OpenStreams()
 
     @property
     def token_required(self) -> bool:
@@ -148,10 +153,14 @@ class WebGuard:
         scheme, _, credential = header.partition(" ")
         if scheme.lower() == "bearer" and credential:
             return "bearer" if self.token_matches(credential.strip()) else None
-        cookie = request.cookies.get(AUTH_COOKIE, "")
-        if cookie and self.sessions.valid(cookie):
+        if self.session_of(request) is not None:
             return "cookie"
         return None
+
+    def session_of(self, request: web.Request) -> str | None:
+        """The sign-in the request's session cookie continues, if the session is valid."""
+        cookie = request.cookies.get(AUTH_COOKIE, "")
+        return self.sessions.sign_in_of(cookie) if cookie else None
 
     @staticmethod
     def over_local_socket(request: web.Request) -> bool:
@@ -247,8 +256,26 @@ class WebGuard:
             return refusal
         if self.cross_site_refused(request, how):
             return _refused("cross-site request refused")
-        response = await handler(request)
-        if how == "cookie" and not response.prepared:
+        if how != "cookie":
+            return await handler(request)
+        return await self._signed_in_request(request, handler)
+
+    async def _signed_in_request(
+        self, request: web.Request, handler: Handler
+    ) -> web.StreamResponse:
+        """A browser's request with its session: what the handler keeps open is tied to
+        the sign-in (:meth:`prepare_stream`) until the handler is done, and a response sent
+        at once may carry a new session id."""
+        sign_in = self.session_of(request)
+        if sign_in is not None:
+            request[_SIGN_IN] = sign_in
+        try:
+            response = await handler(request)
+        finally:
+            stream = request.get(_STREAM)
+            if stream is not None:
+                self._streams.discard(stream)
+        if not response.prepared:
             await self._renew(request, response)
         return response
 
@@ -262,9 +289,23 @@ class WebGuard:
             headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="switchboard"'},
         )
 
+    def prepare_stream(self, request: web.Request, response: web.StreamResponse) -> None:
+        """The ``Prepare`` of a response a handler keeps open (a WebSocket, an event
+        stream), called before it is sent: the security headers, and, opened with a
+        session, it is tied to that sign-in and ends with it (:meth:`end_streams`)."""
+        self.decorate(request, response)
+        sign_in = request.get(_SIGN_IN)
+        if sign_in is not None:
+            request[_STREAM] = self._streams.add(sign_in, request, response)
+
+    def end_streams(self) -> int:
+        """End what pages keep open under sign-ins that ended (signed out, expired); how
+        many. Called at once where this server ends sessions, and every few seconds for
+        the ones that expire (:class:`gateway.web.server.WebServer`)."""
+        return self._streams.end(self.sessions.signed_in)
+
     def decorate(self, request: web.Request, response: web.StreamResponse) -> None:
-        """Security headers. A WebSocket handler calls this itself before its handshake
-        is sent."""
+        """Security headers (on a response a handler prepares itself: :meth:`prepare_stream`)."""
         headers = response.headers
         headers.setdefault("Content-Security-Policy", CSP)
         headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -340,6 +381,7 @@ class WebGuard:
         session = request.cookies.get(AUTH_COOKIE)
         if session:
             await self.sessions.revoke(session)
+            self.end_streams()  # this browser's other tabs: their chat stops at once
         response = redirect("/login")
         response.del_cookie(AUTH_COOKIE, path="/")
         return response
@@ -351,6 +393,7 @@ class WebGuard:
         if not await self.sessions.signed_out_elsewhere():
             return False
         self._sign_in.forget_links()
+        self.end_streams()
         return True
 
     async def sign_out_all(self, request: web.Request) -> web.StreamResponse:
@@ -358,6 +401,7 @@ class WebGuard:
         browser's session ends, and every sign-in link not used yet stops working."""
         ended = await self.sessions.revoke_all()
         self._sign_in.forget_links()
+        self.end_streams()
         response = web.json_response({"signed_out": ended})
         if AUTH_COOKIE in request.cookies:
             response.del_cookie(AUTH_COOKIE, path="/")

@@ -4,9 +4,12 @@ A sign-in link or the login form hands the browser a random session id (256 bits
 HttpOnly ``SameSite=Strict`` cookie; the server keeps only its SHA-256, when it expires
 (``web.session_hours``) and when it is due for a new id. A session in use gets a new id
 every ``RENEW_SECONDS`` (the old one keeps working for ``GRACE_SECONDS``, for requests the
-page had already sent), so a cookie copied once stops working soon. Logging out deletes
-it; ``switchboard web --sign-out-all`` deletes every one (:data:`SIGNED_OUT`, which the web
-servers of a store other processes share read every few seconds). Sessions are kept in the store's
+page had already sent), so a cookie copied once stops working soon. The ids one browser got
+this way are one *sign-in*: what a page keeps open (its WebSocket) belongs to the sign-in,
+so it outlives a renewal and ends with the sign-in (:mod:`gateway.web.access.streams`).
+Logging out ends the browser's sign-in, every id of it; ``switchboard web --sign-out-all``
+deletes every session (:data:`SIGNED_OUT`, which the web servers of a store other processes
+share read every few seconds). Sessions are kept in the store's
 key-value table, so a restart does not sign anyone out, together with a fingerprint of
 ``web.token``: when the token changes, every session made under the old one is revoked at
 the next start.
@@ -42,6 +45,7 @@ class KeyValueStore(Protocol):
 class _Session:
     expires: float  # wall clock
     renew_at: float  # when a request with it gets a new id
+    sign_in: str  # the sign-in it continues (the first id's digest); in memory only
 
 
 class WebSessions:
@@ -76,7 +80,7 @@ class WebSessions:
             sessions = stored.get("sessions")
             if isinstance(sessions, dict):
                 for digest, times in sessions.items():
-                    session = _parse(times, now)
+                    session = _parse(str(digest), times, now)
                     if session is None or session.expires <= now:
                         continue
                     if session.renew_at - self._renew < self._signed_out:
@@ -98,21 +102,36 @@ class WebSessions:
         return True
 
     def valid(self, session_id: str) -> bool:
+        return self.sign_in_of(session_id) is not None
+
+    def sign_in_of(self, session_id: str) -> str | None:
+        """The sign-in a valid session continues; ``None`` for an unknown or expired one."""
         digest = _digest(session_id)
         session = self._sessions.get(digest)
         if session is None:
-            return False
+            return None
         if session.expires <= self._clock():
             del self._sessions[digest]  # forgotten in the store at the next change
-            return False
-        return True
+            return None
+        return session.sign_in
+
+    def signed_in(self, sign_in: str) -> bool:
+        """Whether a sign-in goes on: some unexpired session continues it."""
+        now = self._clock()
+        return any(s.sign_in == sign_in and s.expires > now for s in self._sessions.values())
 
     async def create(self) -> str:
+        """A new sign-in's session id."""
+        return await self._add(None)
+
+    async def _add(self, sign_in: str | None) -> str:
+        """A new session id, continuing ``sign_in`` (``None``: it begins a sign-in)."""
         session_id = secrets.token_urlsafe(32)
+        digest = _digest(session_id)
         now = self._clock()
         self._sessions = {d: s for d, s in self._sessions.items() if s.expires > now}
-        self._sessions[_digest(session_id)] = _Session(
-            now + self.lifetime_seconds, now + self._renew
+        self._sessions[digest] = _Session(
+            now + self.lifetime_seconds, now + self._renew, sign_in or digest
         )
         while len(self._sessions) > self._max:
             oldest = min(self._sessions, key=lambda d: self._sessions[d].expires)
@@ -129,13 +148,18 @@ class WebSessions:
         if session is None or session.renew_at > now or session.expires <= now:
             return None
         self._sessions[digest] = _Session(
-            min(session.expires, now + GRACE_SECONDS), session.expires
+            min(session.expires, now + GRACE_SECONDS), session.expires, session.sign_in
         )
-        return await self.create()
+        return await self._add(session.sign_in)
 
     async def revoke(self, session_id: str) -> None:
-        if self._sessions.pop(_digest(session_id), None) is not None:
-            await self._save()
+        """The browser is signed out: every id of its sign-in ends, a renewed one's
+        predecessor still in its grace time too."""
+        session = self._sessions.get(_digest(session_id))
+        if session is None:
+            return
+        self._sessions = {d: s for d, s in self._sessions.items() if s.sign_in != session.sign_in}
+        await self._save()
 
     async def revoke_all(self) -> int:
         """Every browser is signed out, here and on every other web server of the store;
@@ -174,17 +198,18 @@ async def sign_out_stored(kv: KeyValueStore, now: float) -> int:
     return len(sessions) if isinstance(sessions, dict) else 0
 
 
-def _parse(times: object, now: float) -> _Session | None:
+def _parse(digest: str, times: object, now: float) -> _Session | None:
     """A stored session: ``[expires, renew_at]`` (or, as kept before renewal existed, the
-    expiry alone: due for a new id at its next use)."""
+    expiry alone: due for a new id at its next use). Each is a sign-in of its own: which
+    id replaced which is not kept, as no page stays open across a restart."""
     if isinstance(times, int | float):
-        return _Session(float(times), now)
+        return _Session(float(times), now, digest)
     if (
         isinstance(times, list)
         and len(times) == 2
         and all(isinstance(t, int | float) for t in times)
     ):
-        return _Session(float(times[0]), float(times[1]))
+        return _Session(float(times[0]), float(times[1]), digest)
     return None
 
 

@@ -64,7 +64,7 @@ def _address(text: str) -> str:
 class ControlRoutes:
     def __init__(self, gateway: GatewayView, prepare: Prepare) -> None:
         self._gateway = gateway
-        self._prepare = prepare  # security headers on a response prepared by hand
+        self._prepare = prepare  # security headers, and ends when the session does
         self._closing = asyncio.Event()
         self.streams = 0  # event streams open now (pages visible somewhere)
         self.unwatched = asyncio.Event()  # set while no stream is open: nothing is computed

@@ -12,6 +12,9 @@
 // voice note from any channel. It shows only where the gateway transcribes voice notes
 // (hello.hears: [voice] is set) and the browser lends a microphone, which browsers do only
 // for a secure page (https or this machine's own address) and after the person allows it.
+// When this browser is signed out (its Sign out, `switchboard web --sign-out-all`, expiry),
+// the server closes the socket with code 4401 and a reason: the conversation leaves the page,
+// the reason is shown, and nothing reconnects.
 
 (() => {
   const list = document.getElementById("messages");
@@ -27,6 +30,7 @@
   const recordButton = document.getElementById("record");
   const recordLabel = recordButton.querySelector(".sr");
   const MAX_RECORDING_MS = 5 * 60 * 1000;
+  const SIGNED_OUT = 4401; // the socket's close code when this browser's session ended
   let recording = null; // {recorder, stream, timer, started} while the microphone records
   let sending = 0; // messages sent whose own entry has not shown yet
   const seen = new Set();
@@ -207,7 +211,11 @@
       else if (data.type === "typing") showTyping();
       else if (data.type === "done") endTurn(data.turn, data.answered);
     };
-    socket.onclose = async () => {
+    socket.onclose = async (event) => {
+      if (event.code === SIGNED_OUT) {
+        signedOut(event.reason || "signed out: sign in again");
+        return;
+      }
       setConnection("closed", "reconnecting…");
       try {
         const check = await fetch("/api/status", { credentials: "same-origin" });
@@ -221,6 +229,26 @@
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 10000);
     };
+  }
+
+  function signedOut(reason) {
+    setConnection("closed", "signed out");
+    hideTyping();
+    setBusy(false);
+    seen.clear();
+    streaming.clear();
+    const note = document.createElement("div");
+    note.className = "empty";
+    note.setAttribute("role", "alert");
+    const text = document.createElement("p");
+    const what = document.createElement("strong");
+    what.textContent = reason.charAt(0).toUpperCase() + reason.slice(1) + ".";
+    const link = document.createElement("a");
+    link.href = "/login?next=/";
+    link.textContent = "Sign in";
+    text.append(what, " ", link);
+    note.append(text);
+    list.replaceChildren(note);
   }
 
   function showChosen() {

@@ -346,3 +346,26 @@ async def test_a_chat_left_open_is_cut_off_when_its_browser_signs_out(
         await expect(chat.locator(".msg")).to_have_count(0)
         await expect(chat.locator("#connection")).to_have_text("signed out")  # not back
         assert chat.url == gateway.web.url
+
+
+async def test_the_chat_and_a_turns_trace_have_sign_out_in_their_header(
+    make_settings: SettingsFactory, context: BrowserContext
+) -> None:
+    async with serving(make_settings(web={"port": 0})) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await signed_in(page, gateway, "trace/0123abcd")
+        trace_header = page.locator("header")
+        await expect(trace_header.get_by_role("button", name="Sign out")).to_be_visible()
+        await expect(trace_header.locator("#live")).to_have_text("live")  # as every section
+
+        await page.goto(gateway.web.url)
+        await expect(page.locator("#connection")).to_have_text("connected")
+        sign_out = page.locator("header").get_by_role("button", name="Sign out")
+        await expect(sign_out).to_be_visible()
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the chat is {width} px wide on a 390 px phone"
+        await sign_out.click()
+        await expect(page).to_have_url(re.compile(r"/login$"))
+        await page.goto(gateway.web.url)
+        await expect(page).to_have_url(re.compile(r"/login\?next=/$"))  # signed out for real

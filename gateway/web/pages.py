@@ -16,6 +16,12 @@ from aiohttp import web
 
 STATIC_DIR = Path(__file__).parent / "static"
 NAV_MARK = "<!--nav-->"
+SIGN_OUT_MARK = "<!--sign-out-->"
+# In every page's header: the browser's session ends (and with it what its pages keep open).
+SIGN_OUT = (
+    '<form method="post" action="/logout" class="signout">'
+    '<button type="submit" class="link">Sign out</button></form>'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,7 @@ _SHELL = """<!doctype html>
 <header class="bar">
   <h1><a href="/" class="home">Switchboard</a></h1>
   <span id="live" class="pill" data-state="connecting" role="status">connecting…</span>
-  <form method="post" action="/logout" class="signout"><button type="submit" class="link">Sign out</button></form>
+  {sign_out}
 </header>
 {nav}
 <main id="main" tabindex="-1">
@@ -89,6 +95,7 @@ def section_page(section: Section) -> web.Response:
             title=escape(section.title),
             name=section.name,
             nav=nav(section.name),
+            sign_out=SIGN_OUT,
             scripts="\n".join(
                 f'<script src="/static/control/{s}.js" defer></script>' for s in scripts
             ),
@@ -102,7 +109,11 @@ def framed(section: Section, body: str) -> str:
     """A section rendered on the server (``body`` is HTML, escaped by its maker) in the
     frame every page shares: the header, the navigation, no script of its own."""
     text = _SHELL.format(
-        title=escape(section.title), name=section.name, nav=nav(section.name), scripts=""
+        title=escape(section.title),
+        name=section.name,
+        nav=nav(section.name),
+        sign_out=SIGN_OUT,
+        scripts="",
     )
     loading = '<div id="content" aria-busy="true"><p class="muted">Loading…</p></div>'
     return text.replace(loading, f'<div id="content">{body}</div>')
@@ -113,8 +124,8 @@ def section_named(name: str) -> Section:
 
 
 def static_page(name: str, current: str) -> web.Response:
-    """A page of ``static/`` with the navigation put in at its ``<!--nav-->``."""
+    """A page of ``static/`` with the navigation put in at its ``<!--nav-->`` and the
+    sign-out at its ``<!--sign-out-->``."""
     text = (STATIC_DIR / name).read_text(encoding="utf-8")
-    return web.Response(
-        text=text.replace(NAV_MARK, nav(current)), content_type="text/html", charset="utf-8"
-    )
+    text = text.replace(NAV_MARK, nav(current)).replace(SIGN_OUT_MARK, SIGN_OUT)
+    return web.Response(text=text, content_type="text/html", charset="utf-8")

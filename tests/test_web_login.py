@@ -20,7 +20,8 @@ from gateway.web.access.sessions import WebSessions
 from gateway.web.access.signin import SignInCodes
 from gateway.web.access.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
-from tests.test_web_server import TOKEN, client, owner, serving
+from tests.fakes.llm import FakeLLM, text
+from tests.test_web_server import TOKEN, client, message_form, owner, serving
 
 OTHER_TOKEN = "another-token-0123456789abcdef"
 
@@ -147,6 +148,44 @@ async def test_wrong_session_cookies_count_as_failed_logins(make_settings: Setti
             assert await status(url, Cookie=cookie) == 401
         async with client() as http:
             assert (await log_in(http, url))[0] == 429
+
+
+async def test_a_guesser_on_the_owners_address_never_locks_the_owner_out(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """On a loopback bind every local program has the owner's address: its guesses are
+    refused, the owner's signed-in browser and a new sign-in link of theirs are not."""
+    fake_llm.queue(text("still answering"))
+    async with serving(make_settings(web={"port": 0})) as (gateway, url, _chat):
+        assert gateway.web is not None
+        async with owner(gateway) as browser:
+            guesses = []
+            for _ in range(LOGIN_MAX_FAILURES + 2):
+                cookie = f"switchboard_auth={secrets.token_urlsafe(32)}"
+                guesses.append(await status(url, Cookie=cookie))
+            for number in range(3):
+                async with (
+                    client() as guesser,
+                    guesser.get(url + f"signin?code=1.guess.{number}") as response,
+                ):
+                    guesses.append(response.status)
+            assert guesses[:LOGIN_MAX_FAILURES] == [401] * LOGIN_MAX_FAILURES
+            assert set(guesses[LOGIN_MAX_FAILURES:]) == {429}  # still slowed down
+            async with browser.get(url + "api/status") as response:
+                assert response.status == 200
+            async with browser.post(
+                url + "api/chat/messages",
+                data=message_form("can I still talk?"),
+                headers={"Origin": url.rstrip("/")},
+            ) as response:
+                assert response.status == 200
+        async with client() as new_browser:  # a link from `switchboard web`, say
+            async with new_browser.get(gateway.web.sign_in_link(), allow_redirects=False) as r:
+                assert r.status == 303
+            async with new_browser.get(url + "api/status") as response:
+                assert response.status == 200
+        await gateway.wait_idle()
+        assert len(fake_llm.requests) == 1
 
 
 async def test_behind_a_trusted_proxy_each_client_is_throttled_alone(

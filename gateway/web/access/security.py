@@ -18,7 +18,9 @@ Every request passes :meth:`WebGuard.middleware`:
   its session (:mod:`gateway.web.access.streams`). Secrets are never read from a URL but the
   one-time code of a link. Every failed credential counts against the client's address, and
   a throttled client is refused before its credential is checked
-  (:mod:`gateway.web.access.throttle`).
+  (:mod:`gateway.web.access.throttle`), unless it brings a valid session or sign-in link:
+  those cannot be guessed, so a guesser sharing the owner's address (every local program,
+  on a loopback bind) cannot lock the owner out.
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header or over the local socket, which no other site can make
@@ -219,6 +221,14 @@ class WebGuard:
     def throttled(self, request: web.Request) -> bool:
         return self._throttle.throttled(self.client(request))
 
+    def refused_as_guessing(self, request: web.Request) -> bool:
+        """Whether a browser's request is refused before its credential is checked: its
+        address is throttled and it brings no valid session. A session id (256 random
+        bits) cannot be guessed, so checking it first gives a guesser nothing, and the
+        owner's browser keeps working while a program on the same address (on a loopback
+        bind, every local one) guesses; what can be guessed, ``web.token``, is not checked."""
+        return self.throttled(request) and self.session_of(request) is None
+
     def record_failure(self, request: web.Request) -> None:
         self._throttle.record_failure(self.client(request))
 
@@ -244,8 +254,8 @@ class WebGuard:
                 return _refused("cross-site request refused")
             return await handler(request)
         presented = self.presents_credentials(request)
-        if presented and self.throttled(request):
-            return web.Response(status=429, text=TOO_MANY)  # before the credential is checked
+        if presented and self.refused_as_guessing(request):
+            return web.Response(status=429, text=TOO_MANY)  # before the token is checked
         how = self.authenticate(request)
         if how is None:
             refusal = self._unauthenticated(request)
@@ -327,7 +337,7 @@ class WebGuard:
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         """POST /login: a form with the token sets the session cookie."""
-        if self.throttled(request):
+        if self.refused_as_guessing(request):
             return web.Response(status=429, text=TOO_MANY)
         form = await request.post()
         token = form.get("token")
@@ -339,16 +349,16 @@ class WebGuard:
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         """GET /signin?code=...: a one-time link of ``switchboard run`` or ``switchboard
-        web`` sets the session cookie (:mod:`gateway.web.access.signin`)."""
+        web`` sets the session cookie (:mod:`gateway.web.access.signin`). A good link is
+        never throttled: its code carries a keyed MAC, which cannot be guessed."""
+        if self._sign_in.redeem(request.query.get("code", "")):
+            return await self._signed_in(request, redirect("/"))
+        if self.session_of(request) is not None:  # signed in already (by this link, say)
+            return redirect("/")
         if self.throttled(request):
             return web.Response(status=429, text=TOO_MANY)
-        code = request.query.get("code", "")
-        if not self._sign_in.redeem(code):
-            if self.authenticate(request) == "cookie":  # signed in already (by this link, say)
-                return redirect("/")
-            self.record_failure(request)
-            return used_link_page()
-        return await self._signed_in(request, redirect("/"))
+        self.record_failure(request)
+        return used_link_page()
 
     async def _signed_in(
         self, request: web.Request, response: web.StreamResponse

@@ -2,7 +2,10 @@
 
 Every failed credential counts (a wrong Bearer token, an unknown or expired session cookie,
 a wrong password in the login form), and a throttled client is refused *before* its
-credential is checked, so even a right guess gets nothing until the window has passed.
+credential is checked, so even a right guess gets nothing until the window has passed. The
+web server's guard lets a valid session or sign-in link through all the same (they cannot
+be guessed: :meth:`gateway.web.access.security.WebGuard.refused_as_guessing`), so a
+guesser on the owner's address does not lock the owner out.
 
 Behind a reverse proxy every request comes from the proxy's address; one guesser would
 lock out everyone. With ``web.trusted_proxies`` the client is the right-most address of

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import io
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -187,6 +188,53 @@ async def test_commands_beside_the_gateway_never_migrate_the_store(
         assert "Nothing was changed" in said and "Traceback" not in said
     assert schema_of(db) == PREVIOUS_SCHEMA
     assert not (home / "backups").exists() or not copies(home / "backups")
+
+
+async def test_a_taken_port_stops_the_start_before_the_store_is_migrated(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """What can fail cheaply is checked first: the store stays at the older version's
+    schema, so that version still starts on it (before, it was migrated and then the start
+    failed on the port, saying nothing about it)."""
+    home = tmp_path / "home"
+    db = home / "data" / "switchboard.db"
+    db.parent.mkdir(parents=True)
+    older_store(db, PREVIOUS_SCHEMA)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = cli_env(home, fake_llm, SWITCHBOARD_WEB__PORT=str(port))
+        code, _, err = await switchboard("run", env=env)
+    assert code != 0 and f"cannot listen on 127.0.0.1:{port}" in err, err
+    assert schema_of(db) == PREVIOUS_SCHEMA
+    assert not (home / "backups").exists() or not copies(home / "backups")
+
+
+async def test_a_start_that_migrated_and_then_failed_says_so_and_how_to_go_back(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """A start fails after the migration (Telegram refuses the token): the error says the
+    store was migrated, names the copy and `switchboard upgrade --rollback`, in the log too,
+    where the copy and the migration were logged as they happened."""
+    home = tmp_path / "home"
+    db = home / "data" / "switchboard.db"
+    db.parent.mkdir(parents=True)
+    older_store(db, PREVIOUS_SCHEMA)
+    env = {**telegram_env(home, fake_llm, tg), "SWITCHBOARD_TELEGRAM__TOKEN": "123:not-the-token"}
+    code, _, err = await switchboard("run", env=env)
+    assert code != 0 and "Telegram rejected the bot token" in err, err
+    [copy] = copies(home / "backups")
+    said = f"This start had migrated the store from schema v{PREVIOUS_SCHEMA} to v{len(MIGRATIONS)}"
+    assert said in err and str(copy.path) in err and "`switchboard upgrade --rollback`" in err
+    log = (home / "data" / "logs" / "switchboard.log").read_text()
+    assert said in log and "Traceback" not in err
+    assert f"copied the store {db} to {copy.path}; migrating it from schema" in log
+    assert f"migrated the store {db} to schema v{len(MIGRATIONS)}" in log
+
+    code, _, err = await switchboard("upgrade", "--rollback", env=env)  # as it says
+    assert code == 0, err
+    assert schema_of(db) == PREVIOUS_SCHEMA
 
 
 async def test_upgrade_check_names_a_damaged_or_truncated_store(

@@ -210,8 +210,9 @@ def _main(argv: Sequence[str] | None) -> int:
         _into_the_log_file(f"{args.command} refused: {exc}")
         return 3
     except SwitchboardError as exc:
-        print(f"switchboard: {exc}", file=sys.stderr)
-        _into_the_log_file(f"{args.command} failed: {exc}")
+        said = "\n".join([str(exc), *getattr(exc, "__notes__", ())])  # notes: what else to know
+        print(f"switchboard: {said}", file=sys.stderr)
+        _into_the_log_file(f"{args.command} failed: {said}")
         return 1
 
 

@@ -129,6 +129,9 @@ class Gateway(Service):
         parts = self.parts
         await self.guard.acquire()  # the data directory's lock, or a cluster joined
         try:
+            # what can fail cheaply first: a taken port stops us before the store is
+            # migrated (the older version would refuse it) and before any channel connects
+            self._check_port()
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
@@ -152,7 +155,6 @@ class Gateway(Service):
             await self.indexer.start()
             await self.scheduler.start()
             await self.approvals.start()
-            self._check_port()  # a taken port stops us before any channel connects
             for channel in self.channels.values():
                 if channel.name not in self._receiving:
                     await channel.start(StartContext(self.inbound, records=self.records))
@@ -162,8 +164,11 @@ class Gateway(Service):
                     provider.warm()
             await self._serve_web()
             await self.config_reload.start()
-        except BaseException:
+        except BaseException as exc:
             await self._shutdown()
+            copy = self.store.migrated_from
+            if copy is not None and isinstance(exc, Exception):
+                exc.add_note(copy.undo())  # said with the error (gateway/cli/main.py)
             raise
         log.info(
             "Switchboard %s ready (channels: %s)", __version__, ", ".join(self.channels) or "none"
@@ -173,7 +178,7 @@ class Gateway(Service):
             log.warning("%s", problem.explain())  # every turn will say so; say it now too
 
     def _check_port(self) -> None:
-        if self.settings.web.enabled and self.web is None:
+        if self.settings.web.enabled:
             from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
 
             check_port(self)
@@ -195,9 +200,8 @@ class Gateway(Service):
         early = [c for c in self.channels.values() if self.guard.receives_early(c)]
         if not early or not self.settings.web.enabled:
             return
-        from gateway.web import check_port, start_web  # noqa: PLC0415 - aiohttp when serving
+        from gateway.web import start_web  # noqa: PLC0415 - aiohttp when serving
 
-        check_port(self)
         for channel in early:
             await channel.start(StartContext(self.inbound, records=self.records))
             self._receiving.add(channel.name)

@@ -21,7 +21,7 @@ from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalS
 from gateway.store.cluster.nodes import NodeInfo, Nodes
 from gateway.store.deliveries import Deliveries, DeliveryStatus
 from gateway.store.drafts import Drafts
-from gateway.store.engine.backups import SOFTWARE_KEY, software
+from gateway.store.engine.backups import SOFTWARE_KEY, Backup, software
 from gateway.store.engine.db import Database, Engine
 from gateway.store.engine.integrity import COPY_TAKEN_KEY
 from gateway.store.engine.retention import Retention
@@ -212,6 +212,11 @@ class Store(Service):
 
     async def stop(self) -> None:
         await self.db.stop()
+
+    @property
+    def migrated_from(self) -> Backup | None:
+        """The copy made before this process migrated the store (None: it migrated none)."""
+        return self.db.engine.migrated_from
 
     async def commit_turn(
         self,

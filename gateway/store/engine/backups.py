@@ -23,6 +23,7 @@ from pathlib import Path
 from gateway import __version__
 from gateway.core.errors import StoreError
 from gateway.store.engine.integrity import backup, integrity_problems
+from gateway.store.engine.schema import MIGRATIONS
 
 KEPT = 3  # copies made before migrations, the newest
 SOFTWARE_KEY = "software"  # kv: the Switchboard that opened the store last, and its schema
@@ -40,6 +41,16 @@ class Backup:
     ran_by: str | None  # the Switchboard that opened it last (None: one older than the note)
     migrated_by: str  # the Switchboard that then migrated it
     made_at: str  # UTC, ISO 8601
+
+    def undo(self) -> str:
+        """Said when a start that migrated the store after making this copy then failed:
+        the Switchboard run before no longer starts on it, and how to go back."""
+        return (
+            f"This start had migrated the store from schema v{self.schema} to "
+            f"v{len(MIGRATIONS)}, which the Switchboard you ran before does not start on. "
+            f"The copy made before the migration is {self.path}: `switchboard upgrade "
+            f"--rollback` puts it back (then run {self.run_with})."
+        )
 
     @property
     def run_with(self) -> str:

@@ -61,12 +61,15 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from gateway.core.errors import StaleClaim, StorageFullError, StoreError
 from gateway.core.lifecycle import Service
 from gateway.store.cluster.fencing import FENCE, Fence
 from gateway.store.engine.sql import Connection, Cursor, Dialect, Statement
+
+if TYPE_CHECKING:
+    from gateway.store.engine.backups import Backup
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,8 @@ class Engine(ABC):
     """One connection to one database, used from the writer thread only."""
 
     dialect: Dialect
+    # the copy made before this process migrated the store (SQLite; None: no migration)
+    migrated_from: Backup | None = None
 
     @property
     @abstractmethod

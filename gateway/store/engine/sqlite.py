@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -16,6 +17,8 @@ from gateway.store.engine.db import Engine, Job, Reader, ReaderBusy, T
 from gateway.store.engine.integrity import check_before_open, check_opened, damaged, is_damage
 from gateway.store.engine.schema import MIGRATIONS, migrate
 from gateway.store.engine.sql import SQLITE, Connection, Cursor, Dialect, Statement
+
+log = logging.getLogger(__name__)
 
 _SQLITE_BUSY = 5
 _SQLITE_FULL = 13
@@ -94,8 +97,15 @@ class SqliteEngine(Engine):
             if not self._migrate:
                 refuse_older(self.path, version)
             if self._backups is not None and 0 < version < len(MIGRATIONS):
-                before_migration(self.path, self._backups, version)
+                copy = before_migration(self.path, self._backups, version)
+                log.info(
+                    "copied the store %s to %s; migrating it from schema v%d to v%d",
+                    self.path, copy.path, version, len(MIGRATIONS),
+                )  # fmt: skip
+                self.migrated_from = copy
             migrate(conn)
+            if 0 < version < len(MIGRATIONS):
+                log.info("migrated the store %s to schema v%d", self.path, len(MIGRATIONS))
         except sqlite3.Error as exc:
             conn.close()
             if is_damage(exc):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import shutil
 import signal
 import socket
 import sqlite3
@@ -24,6 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from gateway.cli.exit_codes import NOT_INSTALLED
 from gateway.core.errors import SchemaRefused
 from gateway.store import Store
 from gateway.store.cluster.membership import Membership
@@ -139,6 +142,97 @@ async def test_a_home_of_the_previous_release_is_copied_migrated_and_rolled_back
     seen = fake_llm.requests[-1].user_texts
     assert "remember: the code word is heron" in seen
     assert "what was the code word?" not in seen  # written after the copy: in the kept store
+
+
+def updated_code(tmp_path: Path, requirement: str, *, imported_by: str | None = None) -> Path:
+    """This code as a `git pull` leaves it when the update needs a package the environment
+    was not given (no `make install`): ``requirement`` added to pyproject.toml and, with
+    ``imported_by``, its package imported by that module."""
+    code = tmp_path / "updated"
+    for package in ("gateway", "agent", "channels", "workspace-template"):
+        shutil.copytree(
+            REPOSITORY / package, code / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    project = (REPOSITORY / "pyproject.toml").read_text()
+    (code / "pyproject.toml").write_text(
+        project.replace("dependencies = [\n", f'dependencies = [\n    "{requirement}",\n', 1)
+    )
+    if imported_by is not None:
+        module = code / imported_by
+        name = requirement.partition(">")[0].replace("-", "_")
+        text = module.read_text().replace(
+            "from __future__ import annotations\n",
+            f"from __future__ import annotations\n\nimport {name}  # noqa: F401\n",
+            1,
+        )
+        module.write_text(text)
+    return code
+
+
+async def in_code(code: Path, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """``switchboard ARGS`` of the code in ``code``, with this environment's packages."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        cwd=code,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_code_updated_without_reinstalling_says_what_to_install_not_a_traceback(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """After a `git pull` whose code imports a package not installed here, `run` and
+    `status` say which package and the command that installs it, in one line (before, a
+    ModuleNotFoundError traceback), with an exit status the service does not restart;
+    `doctor` fails its install check (before: "No problems")."""
+    code = updated_code(
+        tmp_path, "switchboard-absent-package>=1.0", imported_by="agent/calendar/events.py"
+    )
+    env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_WEB__ENABLED="false")
+    exit_code, out, _ = await in_code(code, "doctor", env=env)
+    assert exit_code == 1
+    assert "[FAIL] install       switchboard-absent-package is not installed: run " in out, out
+    for command in (("run",), ("status",)):
+        exit_code, out, err = await in_code(code, *command, env=env)
+        assert exit_code == NOT_INSTALLED, (command, out, err)
+        assert "Traceback" not in err
+        [line] = err.splitlines()
+        assert line.startswith(
+            "switchboard: this Switchboard needs the Python package switchboard-absent-package, "
+            f"which is not installed in {sys.prefix}"
+        ), line
+        assert "make install" in line or "pip install -e ." in line, line
+
+
+async def test_doctor_checks_the_installed_packages_against_what_the_code_needs(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The update needs a package that is missing and a newer one than installed: doctor
+    fails its install check naming both and the reinstall (before: "No problems")."""
+    code = updated_code(tmp_path, "switchboard-absent-package>=1.0")
+    project = code / "pyproject.toml"
+    project.write_text(project.read_text().replace('"tomlkit>=0.13"', '"tomlkit>=999"', 1))
+    env = cli_env(tmp_path / "home", fake_llm)
+    _, out, _ = await in_code(code, "doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    install = checks["install"]
+    assert install["status"] == "fail", install
+    assert "switchboard-absent-package is not installed" in install["message"]
+    assert "tomlkit " in install["message"] and "this code needs >=999" in install["message"]
+    assert "pip install -e ." in install["message"]
+    _, out, _ = await in_code(code, "upgrade", "--check", env=env)  # part of an upgrade
+    assert "packages: switchboard-absent-package is not installed; tomlkit " in out, out
+    _, out, _ = await switchboard("doctor", "--json", env=env)  # this code, as installed
+    assert {c["name"]: c for c in json.loads(out)["checks"]}["install"]["status"] == "ok"
 
 
 def older_store(path: Path, version: int) -> None:

@@ -16,25 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway import __version__
-from gateway.cli import (
-    admin,
-    api_tokens,
-    backup,
-    browser,
-    completion,
-    config,
-    logs,
-    run,
-    service,
-    skills,
-    status,
-    upgrade,
-    web,
-)
-from gateway.cli import mcp as mcp_cli
-from gateway.cli.doctor import command as doctor
-from gateway.cli.onboard import command as onboard
 from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
+
+# The commands' modules (and the packages they import) load in build_parser(), inside
+# main(): a package missing from an environment not reinstalled after an update is said in
+# one line, not a traceback (gateway/core/system/install.py).
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -56,6 +42,24 @@ def _description() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gateway.cli import (  # noqa: PLC0415 - see above
+        admin,
+        api_tokens,
+        backup,
+        browser,
+        completion,
+        config,
+        logs,
+        run,
+        service,
+        skills,
+        status,
+        upgrade,
+        web,
+    )
+    from gateway.cli.doctor import command as doctor  # noqa: PLC0415
+    from gateway.cli.onboard import command as onboard  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="switchboard",
         description=_description(),
@@ -119,6 +123,8 @@ def _register_chat(
 def _register_mcp(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
+    from gateway.cli import mcp as mcp_cli  # noqa: PLC0415
+
     mcp_cli.add_parser(commands, common)
     commands.choices["mcp"].set_defaults(
         handler=lambda args, settings: asyncio.run(mcp_cli.run(settings, args))
@@ -154,10 +160,22 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. A reader that goes away early (``switchboard status --json | head``)
-    ends it quietly, as it ends any Unix tool: exit 141 (128 + SIGPIPE), no traceback."""
+    ends it quietly, as it ends any Unix tool: exit 141 (128 + SIGPIPE), no traceback. A
+    package the code imports and the environment lacks is said in one line, with the command
+    that installs it."""
     try:
         code = _main(argv)
         sys.stdout.flush()  # a closed pipe shows here for output still in the buffer
+    except ImportError as exc:
+        from gateway.cli.exit_codes import NOT_INSTALLED  # noqa: PLC0415
+        from gateway.core.system.install import missing_package  # noqa: PLC0415
+
+        said = missing_package(exc)
+        if said is None:
+            raise
+        print(f"switchboard: {said}", file=sys.stderr)
+        _into_the_log_file(said)
+        return NOT_INSTALLED
     except BrokenPipeError:
         # Whatever is still buffered can never be written: point stdout at /dev/null so the
         # interpreter's flush at exit does not report the broken pipe again.
@@ -170,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (`switchboard completion`)
+        from gateway.cli import completion  # noqa: PLC0415
+
         completion.complete(parser)
     args = parser.parse_args(argv)
     if args.home is not None:

@@ -1,8 +1,9 @@
 """``switchboard upgrade``: what this version changes in a home, the migration of a
 PostgreSQL store, and the way back to the copy made before the last migration.
 
-* ``--check`` (the default): the store's schema and the one this Switchboard needs (and
-  whether starting migrates it at once), settings that moved (gateway/config/toml/moves.py),
+* ``--check`` (the default): whether the packages this code needs are installed (code
+  updated with ``git pull`` needs ``make install`` first), the store's schema and the one
+  this Switchboard needs (and whether starting migrates it at once), settings that moved (gateway/config/toml/moves.py),
   ``SWITCHBOARD_*`` variables that name no setting, the copies made before earlier
   migrations. Changes nothing.
 * ``--i-have-a-backup``: migrate now. The SQLite file is copied to ``backups/`` first
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "Say what this Switchboard changes in the home (the store's schema, settings that "
-    "moved) without changing anything; migrate a PostgreSQL store whose owner made a backup "
+    "moved) and whether the packages it needs are installed, without changing anything; migrate a PostgreSQL store whose owner made a backup "
     "(--i-have-a-backup); or put back the copy of the SQLite store made before the last "
     "migration (--rollback). See docs/reliability.md, Upgrades."
 )
@@ -70,10 +71,12 @@ def upgrade_command(args: argparse.Namespace, settings: Settings) -> int:
 def check(settings: Settings, problem: Exception | None) -> int:
     from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.toml.moves import pending, unknown_variables  # noqa: PLC0415
+    from gateway.core.system.install import install_problem  # noqa: PLC0415
     from gateway.runtime.storage import BACKUPS  # noqa: PLC0415
     from gateway.store.engine.backups import copies  # noqa: PLC0415
     from gateway.store.engine.schema import MIGRATIONS  # noqa: PLC0415
 
+    print(f"packages: {install_problem() or 'every package this code needs is installed'}")
     print(f"store: {_store_line(settings, len(MIGRATIONS))}")
     moved = pending(settings.home)
     for each in moved:

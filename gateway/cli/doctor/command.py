@@ -56,7 +56,7 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
 DESCRIPTION = (
-    "Check the configuration, every model (one test request each: the primary, its "
+    "Check the installed packages against what the code needs, the configuration, every model (one test request each: the primary, its "
     "fallbacks, other agents' models), the workspace, the exec sandbox, "
     "risky settings, every channel's login, webhooks and the API, the calendar's login, "
     "each with what to do. "
@@ -209,6 +209,7 @@ async def run_doctor(
 ) -> int:
     checks = [
         *config_checks(settings, config_problem),  # replaces the "config is valid" line
+        install_check(),
         *(c for c in workspace_checks(settings) if c.name != "config" or not config_problem),
         *file_checks(settings, fix=fix),
         *secrets_in_config(settings),
@@ -251,6 +252,17 @@ async def run_doctor(
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")
     print(f"\n{summary(failed, warned)}")
     return 1 if failed else 0
+
+
+def install_check() -> Check:
+    """The packages this code needs, each installed at a version it takes: code updated
+    (``git pull``) and not installed again lacks them."""
+    from gateway.core.system.install import install_problem  # noqa: PLC0415
+
+    problem = install_problem()
+    if problem is None:
+        return Check("install", "ok", "every package this code needs is installed")
+    return Check("install", "fail", problem)
 
 
 def config_checks(settings: Settings, problem: ConfigError | None) -> list[Check]:

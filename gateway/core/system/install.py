@@ -1,5 +1,7 @@
 """How this copy of Switchboard was installed, so a hint to add an optional part
-(``[browser]``, ``[matrix]``) gives the command that works here, not a generic one.
+(``[browser]``, ``[matrix]``) or to reinstall gives the command that works here, not a
+generic one; and whether what the code needs is installed (code updated with ``git pull``
+and not reinstalled lacks a package it imports, or has one too old).
 
 Four ways, told apart by what the installers leave behind: an editable install from a clone
 (``make``, ``pip install -e .``; the package's ``direct_url.json`` says editable and where),
@@ -11,8 +13,10 @@ path ``direct_url.json`` names, or from an index).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
+import tomllib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +24,9 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 DISTRIBUTION = "switchboard"
+OURS = ("gateway", "agent", "channels")  # the top-level packages of this code
+# where the code runs from a checkout: what it needs, changed by a pull before any reinstall
+CHECKOUT_PROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
 Kind = Literal["editable", "pipx", "uv", "pip"]
 
@@ -30,21 +37,45 @@ class Installation:
     prefix: Path  # the virtualenv (or Python) Switchboard is installed in
     source: Path | None = None  # the clone or directory it was installed from, if known
 
-    def command(self, extra: str, *, cwd: Path | None = None) -> str:
-        """The shell command that adds ``extra`` to this installation (run from ``cwd``)."""
+    def command(self, extra: str = "", *, cwd: Path | None = None) -> str:
+        """The shell command that adds ``extra`` to this installation (run from ``cwd``);
+        without one, that installs it again with what its code needs now."""
+        wanted = f"[{extra}]" if extra else ""
         if self.kind == "editable" and self.source is not None:
             pip = self.prefix / "bin" / "pip"
             if pip.is_relative_to(self.source):
                 pip = pip.relative_to(self.source)
-            here = (cwd or Path.cwd()).resolve() == self.source.resolve()
-            go = "" if here else f"cd {shlex.quote(str(self.source))} && "
-            return f"{go}{shlex.quote(str(pip))} install -e {shlex.quote(f'.[{extra}]')}"
-        requirement = shlex.quote(f"{self.source or DISTRIBUTION}[{extra}]")
+            go = self._go(cwd)
+            return f"{go}{shlex.quote(str(pip))} install -e {shlex.quote(f'.{wanted}')}"
+        requirement = shlex.quote(f"{self.source or DISTRIBUTION}{wanted}")
         if self.kind == "pipx":
             return f"pipx install --force {requirement}"
         if self.kind == "uv":
             return f"uv tool install --force {requirement}"
         return f"{shlex.quote(str(self.prefix / 'bin' / 'python'))} -m pip install {requirement}"
+
+    def reinstall(self, *, cwd: Path | None = None) -> str:
+        """What installs this copy again with the packages its code needs now, said to a
+        person: ``make install`` in a clone installed by make (into its ``.venv``), else
+        :meth:`command`."""
+        source = self.source
+        if (
+            self.kind == "editable"
+            and source is not None
+            and self.prefix == source / ".venv"
+            and (source / "Makefile").is_file()
+        ):
+            pip = f"`{self.command(cwd=source)}`"
+            if self._go(cwd):
+                return f"`make install` in {source} (or {pip} there)"
+            return f"`make install` (or {pip})"
+        return f"`{self.command(cwd=cwd)}`"
+
+    def _go(self, cwd: Path | None) -> str:
+        """``cd`` into the clone first, unless ``cwd`` is it."""
+        assert self.source is not None
+        here = (cwd or Path.cwd()).resolve() == self.source.resolve()
+        return "" if here else f"cd {shlex.quote(str(self.source))} && "
 
 
 def installation(prefix: Path | None = None) -> Installation:
@@ -77,3 +108,81 @@ def _direct_url() -> tuple[bool, Path | None]:
     if source is not None and not source.is_dir():  # built elsewhere (a Docker build stage)
         source = None
     return bool(found.get("dir_info", {}).get("editable")), source
+
+
+def requirements() -> list[str]:
+    """What this code needs installed, as requirement lines (``pydantic>=2.10``): its
+    checkout's pyproject.toml where it runs from one, else what the installed distribution
+    declares; optional parts (extras) left out."""
+    if CHECKOUT_PROJECT.is_file():
+        project = tomllib.loads(CHECKOUT_PROJECT.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == DISTRIBUTION:
+            return [str(line) for line in project.get("dependencies", [])]
+    try:
+        declared = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return []
+    return [line for line in declared if "extra ==" not in line]
+
+
+def unmet_requirements() -> list[str]:
+    """Each requirement of :func:`requirements` that is not installed, or installed at a
+    version outside its range, said as such (``recurring-ical-events is not installed``)."""
+    from packaging.requirements import Requirement  # noqa: PLC0415 - doctor only
+
+    unmet = []
+    for line in requirements():
+        wanted = Requirement(line)
+        if wanted.marker is not None and not wanted.marker.evaluate({"extra": ""}):
+            continue  # not on this platform
+        try:
+            found = metadata.version(wanted.name)
+        except metadata.PackageNotFoundError:
+            unmet.append(f"{wanted.name} is not installed")
+            continue
+        if not wanted.specifier.contains(found, prereleases=True):
+            unmet.append(
+                f"{wanted.name} {found} is installed and this code needs {wanted.specifier}"
+            )
+    return unmet
+
+
+def install_problem() -> str | None:
+    """What :func:`unmet_requirements` finds, with the command that installs what this code
+    needs; None when everything is installed."""
+    unmet = unmet_requirements()
+    return f"{'; '.join(unmet)}: run {installation().reinstall()}" if unmet else None
+
+
+def missing_package(exc: ImportError) -> str | None:
+    """What to say instead of a traceback when this code imports a package the environment
+    lacks, or has in a version too old to offer a name: which one, and the command that
+    installs what the code needs. None when the module is ours (a bug, or a damaged
+    checkout). Without :mod:`packaging`, which may be the package missing."""
+    module = (exc.name or "").split(".")[0]
+    if not module or module in OURS:
+        return None
+    owners = metadata.packages_distributions().get(module, [])
+    known = {_canonical(module), *map(_canonical, owners)}
+    named = (_name(line) for line in requirements())
+    package = next((n for n in named if _canonical(n) in known), owners[0] if owners else module)
+    if isinstance(exc, ModuleNotFoundError):
+        problem = f"the Python package {package}, which is not installed"
+    else:
+        problem = f"a newer {package} than the one installed ({exc})"
+    return (
+        f"this Switchboard needs {problem} in {sys.prefix}: its code was updated without "
+        f"installing what it needs. Run {installation().reinstall()}, then `switchboard "
+        "upgrade --check`."
+    )
+
+
+def _name(requirement: str) -> str:
+    """The distribution a requirement line names (``discord.py>=2.7`` names discord.py)."""
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return found[1] if found else requirement
+
+
+def _canonical(name: str) -> str:
+    """A distribution's name as indexes compare it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()

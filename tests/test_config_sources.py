@@ -77,6 +77,30 @@ async def test_doctor_reports_a_typo_as_one_failed_check_and_checks_the_rest(
     assert out.rstrip().endswith(f"2 problems found, {warnings} warning{'s' * (warnings > 1)}.")
 
 
+@pytest.mark.parametrize("name", ["config.toml", ".env"])
+async def test_a_byte_that_is_not_utf8_is_named_with_its_file_and_line(
+    tmp_path: Path, fake_llm: FakeLLM, name: str
+) -> None:
+    """A note saved by a Latin-1 editor: every command says which file, line and byte, and
+    `doctor` checks the rest (before: a UnicodeDecodeError traceback from each)."""
+    home = home_with(tmp_path, '[llm]\nmodel = "a"\n')
+    with (home / name).open("ab") as file:
+        file.write(b"# owner: Ren\xe9e\n")
+    line = 3 if name == "config.toml" else 1
+    said = f"{home / name} is not UTF-8 text: byte 0xe9 at line {line}, column 13"
+    env = cli_env(home, fake_llm)
+    for command in (("run",), ("status",), ("config", "show"), ("backup", str(tmp_path / "b"))):
+        code, _, err = await switchboard(*command, env=env)
+        assert code == 2 and said in err and "Traceback" not in err, (command, err)
+    code, out, err = await switchboard("upgrade", "--check", env=env)
+    assert code == 0 and f"configuration: {said}" in out and "Traceback" not in err, out + err
+    code, out, err = await switchboard("doctor", env=env)
+    assert code == 1 and "Traceback" not in err, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"[FAIL] config        {said}"), lines[0]
+    assert any(line.startswith("[FAIL] workspace ") for line in lines)  # it went on
+
+
 def test_dotenv_and_secret_files_are_sources_behind_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -111,15 +111,19 @@ async def test_each_reload_names_only_what_its_own_change_needs(
     ]
 
 
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [(b"\n[llm.oops\n", "is not valid TOML"), (b"\n# caf\xe9\n", "is not UTF-8 text: byte 0xe9")],
+)
 async def test_an_invalid_file_is_refused_and_the_running_settings_stay(
-    tmp_path: Path, fake_llm: FakeLLM
+    tmp_path: Path, fake_llm: FakeLLM, broken: bytes, said: str
 ) -> None:
     async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, _):
         settings = gateway.settings
-        config.write_text(config.read_text() + "\n[llm.oops\n")
+        config.write_bytes(config.read_bytes() + broken)
         report = await gateway.config_reload.reload()
         model = gateway.agent.model
-    assert report.error is not None and "not valid TOML" in report.error
+    assert report.error is not None and said in report.error, report.error
     assert model.context_window == settings.llm.context_window
 
 

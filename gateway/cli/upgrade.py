@@ -71,6 +71,7 @@ def upgrade_command(args: argparse.Namespace, settings: Settings) -> int:
 def check(settings: Settings, problem: Exception | None) -> int:
     from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.toml.moves import pending, unknown_variables  # noqa: PLC0415
+    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
     from gateway.core.system.install import install_problem  # noqa: PLC0415
     from gateway.runtime.storage import BACKUPS  # noqa: PLC0415
     from gateway.store.engine.backups import copies  # noqa: PLC0415
@@ -78,10 +79,11 @@ def check(settings: Settings, problem: Exception | None) -> int:
 
     print(f"packages: {install_problem() or 'every package this code needs is installed'}")
     print(f"store: {_store_line(settings, len(MIGRATIONS))}")
-    moved = pending(settings.home)
+    unreadable = isinstance(problem, ConfigFileUnreadable)  # said below; nothing to look in
+    moved = [] if unreadable else pending(settings.home)
     for each in moved:
         print(f"setting: {each.said()}")
-    for line in unknown_variables(settings.home, Settings.model_fields):
+    for line in [] if unreadable else unknown_variables(settings.home, Settings.model_fields):
         print(f"variable: {line}")
     if problem is not None and not moved:
         print(f"configuration: {problem}")

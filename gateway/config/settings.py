@@ -9,7 +9,6 @@ errors, so a typo fails at start naming the key, who set it and the key probably
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
@@ -54,11 +53,18 @@ from gateway.config.people import (
 )
 from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.skills import SkillSettings
-from gateway.config.sources import DEFAULT_HOME, describe, dotenv_api_key, home_from, sources_for
+from gateway.config.sources import (
+    DEFAULT_HOME,
+    describe,
+    dotenv_api_key,
+    home_from,
+    read_config,
+    read_toml,
+    sources_for,
+)
 from gateway.config.toml.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import ChannelContext
-from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from gateway.core.system.mail import SendMailSettings
@@ -558,12 +564,10 @@ def load_settings(*, move: bool = True, **overrides: Any) -> Settings:
     home = home_from(overrides)
     config_file = home / "config.toml"
     if config_file.exists():
-        try:
-            tomllib.loads(config_file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(
-                f"{config_file} is not valid TOML: {exc}", field=str(config_file)
-            ) from exc
+        read_toml(config_file)  # not UTF-8, or not TOML: refused here, naming the file
+    dotenv = home / ".env"
+    if dotenv.is_file():
+        read_config(dotenv)  # a byte that is not UTF-8: refused here, naming the file
     if move:
         move_keys(home)
     else:

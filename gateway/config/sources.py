@@ -9,7 +9,9 @@ the bare value, the way Docker and systemd hand out secrets.
 
 from __future__ import annotations
 
+import io
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from pydantic_settings import (
 )
 
 from gateway.config.explain import ENV_PREFIX, Sources
+from gateway.core.errors import ConfigFileUnreadable
 
 DEFAULT_HOME = Path("~/.switchboard")
 SECRETS_DIR_VARIABLE = f"{ENV_PREFIX}SECRETS_DIR"
@@ -54,8 +57,36 @@ def describe(home: Path) -> Sources:
     )
 
 
+def read_config(path: Path) -> str:
+    """The text of config.toml or ``.env``. A byte that is not UTF-8 (the file saved as
+    Latin-1, or damaged) is refused naming the file, its line and the byte, as every command
+    reads these files."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise ConfigFileUnreadable(
+            f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column "
+            f"{column} (offset {exc.start}) cannot be read; save the file as UTF-8, or type "
+            "that character again in an editor that does",
+            path=path,
+        ) from exc
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """config.toml's tables; refused naming the file when it is not UTF-8 or not TOML."""
+    try:
+        return tomllib.loads(read_config(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileUnreadable(f"{path} is not valid TOML: {exc}", path=path) from exc
+
+
 def read_dotenv(path: Path) -> dict[str, str | None]:
-    return dict(dotenv_values(path)) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    return dict(dotenv_values(stream=io.StringIO(read_config(path))))
 
 
 class HomeDotEnv(DotEnvSettingsSource):
@@ -87,6 +118,10 @@ def sources_for(
 
 def dotenv_api_key(home: Path, variable: str) -> str | None:
     """``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the home's ``.env`` (the real
-    environment is read by :meth:`LLMSettings.resolved_api_key` itself)."""
-    value = read_dotenv(home / ".env").get(variable)
+    environment is read by :meth:`LLMSettings.resolved_api_key` itself). A ``.env`` that
+    cannot be read has none: ``load_settings`` refuses it before, and ``doctor`` says so."""
+    try:
+        value = read_dotenv(home / ".env").get(variable)
+    except ConfigFileUnreadable:
+        return None
     return value or None

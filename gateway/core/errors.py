@@ -4,6 +4,7 @@ Retry and policy decisions branch on these types, never on message strings::
 
     SwitchboardError
     ├── ConfigError                 invalid or missing configuration (fail fast at start)
+    │   └── ConfigFileUnreadable    config.toml or .env cannot be read (not UTF-8, not TOML)
     ├── StoreError                  the durable store could not be used
     │   ├── StorageFullError        the disk is full; inbound is not acknowledged
     │   ├── StoreDamagedError       the database file is damaged, foreign or too new: no start
@@ -31,6 +32,15 @@ class ConfigError(SwitchboardError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class ConfigFileUnreadable(ConfigError):
+    """config.toml or ``.env`` cannot be read as it is (a byte that is not UTF-8, TOML that
+    does not parse): a person fixes it in the file, ``path``."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message, field=str(path))
+        self.path = path
 
 
 def not_set(field: str, *, secret: bool = False) -> ConfigError:

@@ -36,7 +36,7 @@ from gateway.cli.doctor.tools import (
     scan_check,
     skill_checks,
 )
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, ConfigFileUnreadable
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -274,6 +274,8 @@ def config_checks(settings: Settings, problem: ConfigError | None) -> list[Check
         return []
     text = str(problem).removeprefix("Invalid configuration:").strip()
     lines = [line.strip() for line in text.splitlines()]
+    if isinstance(problem, ConfigFileUnreadable):  # nothing else can be read in the file
+        return [Check("config", "fail", f"{problem} (other checks use the defaults)")]
     moved = [found.said() for found in pending(settings.home) if found.movable]
     if moved and sorted(lines) == sorted(moved):
         return [Check("config", "warn", said) for said in moved]

@@ -29,7 +29,7 @@ from gateway.config.env_file import (
 )
 from gateway.config.explain import model_at, problems, validation_error
 from gateway.config.settings import Settings, load_settings
-from gateway.config.sources import describe
+from gateway.config.sources import describe, read_config
 from gateway.config.toml.edit import delete_key, set_key
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
@@ -60,7 +60,7 @@ def config_template() -> str:
 
 def config_text(path: Path) -> str:
     """config.toml's text, or the template's while there is no file yet."""
-    return path.read_text(encoding="utf-8") if path.exists() else config_template()
+    return read_config(path) if path.exists() else config_template()
 
 
 def write_config(path: Path, text: str) -> None:
@@ -120,7 +120,7 @@ def change_config(
     before = Before(
         home,
         config_text(path),
-        (dotenv.read_text(encoding="utf-8") if dotenv.exists() else "") if secrets else None,
+        (read_config(dotenv) if dotenv.exists() else "") if secrets else None,
     )
     check_alone(edits, by=by)
     text = edited(before.config, {**edits, **dict.fromkeys(secrets, UNSET)})

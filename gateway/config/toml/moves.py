@@ -15,14 +15,13 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.config.explain import ENV_PREFIX, env_name
-from gateway.config.sources import read_dotenv, secrets_dir
+from gateway.config.sources import read_config, read_dotenv, read_toml, secrets_dir
 from gateway.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -75,7 +74,7 @@ def pending(home: Path, environ: Mapping[str, str] | None = None) -> list[Found]
     """Every moved setting the home's sources still give (nothing is changed)."""
     env = os.environ if environ is None else environ
     config = home / "config.toml"
-    document = _read(config) if config.exists() else None
+    document = read_toml(config) if config.exists() else None
     found = []
     for move in MOVES:
         if document is not None and _get(document, move.old) is not None:
@@ -110,7 +109,7 @@ def _rewrite(config: Path, found: list[Found]) -> None:
     """Move the keys of ``found`` in ``config``, keeping everything else as it was."""
     import tomlkit  # noqa: PLC0415 - only when a key moved (its import costs a start 0.1 s)
 
-    document = tomlkit.parse(config.read_text(encoding="utf-8"))
+    document = tomlkit.parse(read_config(config))
     for each in found:
         move = each.move
         assert move.new is not None
@@ -181,13 +180,6 @@ def _variable_sources(home: Path, env: Mapping[str, str], variable: str) -> list
     if secret.is_file():
         where.append(f"secret file {secret}")
     return where
-
-
-def _read(config: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(config.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{config} is not valid TOML: {exc}", field=str(config)) from exc
 
 
 def _get(document: Mapping[str, Any], dotted: str) -> Any:

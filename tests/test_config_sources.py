@@ -101,6 +101,23 @@ async def test_a_byte_that_is_not_utf8_is_named_with_its_file_and_line(
     assert any(line.startswith("[FAIL] workspace ") for line in lines)  # it went on
 
 
+async def test_invalid_toml_is_fixed_in_an_editor_and_config_set_names_the_file(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """`config show` pointed at `config set`, which then failed on the same file without
+    naming it ("Unexpected end of file at line 3 col 0")."""
+    home = home_with(tmp_path, '[telegram]\nallow_from = ["42","43')
+    config = home / "config.toml"
+    env = cli_env(home, fake_llm)
+    code, _, err = await switchboard("config", "show", env=env)
+    assert code == 2 and f"{config} is not valid TOML" in err
+    assert f"fix the above in an editor: $EDITOR {config}" in err and "config set" not in err
+    before = config.read_bytes()
+    code, _, err = await switchboard("config", "set", "agent.reflection", "false", env=env)
+    assert code == 1 and f"not changed, {config} is not valid TOML" in err, err
+    assert config.read_bytes() == before
+
+
 def test_dotenv_and_secret_files_are_sources_behind_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -280,8 +280,14 @@ async def test_commands_beside_the_gateway_never_migrate_the_store(
         said = out + err
         assert f"schema version {PREVIOUS_SCHEMA} and this Switchboard needs" in said, said
         assert "Nothing was changed" in said and "Traceback" not in said
+        # the advice names the flag that migrates (plain `upgrade` only checks)
+        assert "or `switchboard upgrade --i-have-a-backup` does" in said, said
     assert schema_of(db) == PREVIOUS_SCHEMA
     assert not (home / "backups").exists() or not copies(home / "backups")
+    code, _, err = await switchboard("upgrade", "--i-have-a-backup", env=env)  # as advised
+    assert code == 0, err
+    code, _, err = await switchboard("cron", "list", env=env)
+    assert code == 0, err
 
 
 async def test_a_taken_port_stops_the_start_before_the_store_is_migrated(

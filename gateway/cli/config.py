@@ -90,11 +90,7 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
         return set_value(settings, args.key, args.value)
     if problem is not None:
         print(f"switchboard: {problem}", file=sys.stderr)
-        print(
-            "(showing the valid settings; fix the above with `switchboard config set` or "
-            "in the file)",
-            file=sys.stderr,
-        )
+        print(f"({_showing(problem)})", file=sys.stderr)
     data = _masked(settings)
     if args.action == "show":
         print(json.dumps(data, indent=2) if args.json else tomlkit.dumps(_toml_ready(data)))
@@ -108,6 +104,15 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print("" if value is None else str(value).lower() if isinstance(value, bool) else value)
     return 0
+
+
+def _showing(problem: ConfigError) -> str:
+    """What `show` prints beside a configuration error, and where to fix it."""
+    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
+
+    if isinstance(problem, ConfigFileUnreadable):  # `config set` cannot edit it either
+        return f"showing the defaults; fix the above in an editor: $EDITOR {problem.path}"
+    return "showing the valid settings; fix the above with `switchboard config set` or in the file"
 
 
 def set_value(settings: Settings, key: str, text: str) -> int:
@@ -143,6 +148,7 @@ def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
     from gateway.config.sources import describe  # noqa: PLC0415
     from gateway.config.toml.config_file import ConfigRefused, change_config  # noqa: PLC0415
     from gateway.config.toml.edit import get_key  # noqa: PLC0415
+    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
 
     parts = key.split(".")
     parent = model_at(Settings, parts[:-1])
@@ -156,6 +162,9 @@ def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
         return 1
     except ConfigRefused as exc:
         print(f"switchboard: not changed, {exc}", file=sys.stderr)
+        return 1
+    except ConfigFileUnreadable as exc:
+        print(f"switchboard: not changed, {exc}; fix it in an editor first", file=sys.stderr)
         return 1
     secret = secret_key(key)
     if secret:

@@ -29,7 +29,7 @@ from gateway.config.env_file import (
 )
 from gateway.config.explain import model_at, problems, validation_error
 from gateway.config.settings import Settings, load_settings
-from gateway.config.sources import describe, read_config
+from gateway.config.sources import describe, read_config, read_toml
 from gateway.config.toml.edit import delete_key, set_key
 from gateway.core.errors import ConfigError
 from gateway.core.system.fileutil import write_atomic
@@ -112,9 +112,12 @@ def change_config(
     ``.env`` (taken out of config.toml), and load the whole configuration as the gateway
     does at start. Returns the files as they were and the settings now in effect; raises
     :class:`ConfigRefused` (the files put back, every problem named, a value of this change
-    as set by ``by``), or :class:`ValueError` before writing anything for a value TOML
-    cannot hold."""
+    as set by ``by``); before writing anything, :class:`ValueError` for a value TOML cannot
+    hold and :class:`~gateway.core.errors.ConfigFileUnreadable` for a config.toml or
+    ``.env`` that cannot be read (it is fixed in an editor)."""
     path = home / "config.toml"
+    if path.exists():
+        read_toml(path)
     secrets = {key: value for key, value in edits.items() if secret_key(key)}
     dotenv = home / DOTENV
     before = Before(

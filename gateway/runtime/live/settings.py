@@ -18,6 +18,7 @@ from gateway.config.reference.form import form_edits
 from gateway.config.settings import Settings
 from gateway.config.sources import describe
 from gateway.config.toml.config_file import ConfigRefused
+from gateway.core.errors import ConfigFileUnreadable
 from gateway.runtime.reload import ConfigReload
 from gateway.store import AuditLog
 from gateway.web.view import SettingsChange
@@ -49,6 +50,8 @@ async def change_settings(
         return SettingsChange(errors=_by_key(exc, keys), changed=keys)
     except ValueError as exc:  # a value TOML cannot hold where the key goes
         return SettingsChange(errors={"": str(exc)}, changed=keys)
+    except ConfigFileUnreadable as exc:  # fixed in an editor; nothing was written
+        return SettingsChange(errors={"": f"{exc}; fix it in an editor first"}, changed=keys)
     mine = set(keys)
     applied = tuple(k for k in report.applied if _within(k, mine))
     restart = tuple(k for k in report.restart if _within(k, mine))

@@ -244,6 +244,7 @@ def refuse_older(path: Path, version: int) -> None:
         raise SchemaRefused(
             f"the store {path} has schema version {version} and this Switchboard needs "
             f"{len(MIGRATIONS)}: the gateway migrates it when it starts (`switchboard run`, "
-            "after a copy), or `switchboard upgrade` does; a gateway of the older version may "
-            "be running on it. Nothing was changed."
+            "after a copy), or `switchboard upgrade --i-have-a-backup` does (the gateway "
+            "stopped; a copy first too); a gateway of the older version may be running on it. "
+            "Nothing was changed."
         )

@@ -255,6 +255,11 @@ async def test_every_migration_is_copied_first_and_the_last_three_copies_are_kep
     kept = copies(backups)
     assert [c.schema for c in kept] == [22, 21, 20][:KEPT]
     assert all(schema_of(c.path) == c.schema for c in kept)
+    # each copy and its note are yours only (the note was 0644 beside a 0600 copy)
+    assert {
+        (c.path.stat().st_mode & 0o777, c.path.with_suffix(".json").stat().st_mode & 0o777)
+        for c in kept
+    } == {(0o600, 0o600)}
     async with Store(tmp_path / "store-22.db", backups=backups):  # nothing to migrate
         pass
     assert len(copies(backups)) == KEPT

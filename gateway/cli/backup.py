@@ -52,6 +52,13 @@ def backup_command(args: argparse.Namespace, settings: Settings) -> int:
     target = Path(given).expanduser()
     if target.is_dir() or given.endswith("/"):  # a folder: the copy goes into it
         target = target / "switchboard.db"
+    if target.resolve() == source.resolve():
+        print(
+            f"switchboard: {target} is the store itself: name another file or folder for the "
+            "copy (it would replace the store the gateway runs on)",
+            file=sys.stderr,
+        )
+        return 1
     if target.exists():
         print(f"replacing {target}", file=sys.stderr)  # said: an earlier copy goes
     try:

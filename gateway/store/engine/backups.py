@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gateway import __version__
 from gateway.core.errors import StoreError
+from gateway.core.system.fileutil import write_atomic
 from gateway.store.engine.integrity import backup, integrity_problems
 from gateway.store.engine.schema import MIGRATIONS
 
@@ -91,7 +92,8 @@ def before_migration(db: Path, backups: Path, schema: int) -> Backup:
         "migrated_by": copy.migrated_by,
         "made_at": made_at,
     }
-    target.with_suffix(_NOTE).write_text(json.dumps(note, indent=2) + "\n", encoding="utf-8")
+    # yours only, as the copy beside it (0600)
+    write_atomic(target.with_suffix(_NOTE), json.dumps(note, indent=2) + "\n", mode=0o600)
     for old in copies(backups)[KEPT:]:
         old.path.unlink(missing_ok=True)
         old.path.with_suffix(_NOTE).unlink(missing_ok=True)

@@ -12,16 +12,23 @@ marks the copy as one (:data:`COPY_TAKEN_KEY`); :func:`integrity_problems` is ``
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
 
 from gateway.core.errors import StoreDamagedError, StoreError
 
+_SQLITE_IOERR = 10
 _SQLITE_CORRUPT = 11
+_SQLITE_FULL = 13
 _SQLITE_NOTADB = 26
+_SQLITE_IOERR_READ = 266
+_SQLITE_IOERR_SHORT_READ = 522
 _DAMAGED = (_SQLITE_CORRUPT, _SQLITE_NOTADB)
 
 ADVICE = (
@@ -97,24 +104,69 @@ def integrity_problems(path: Path) -> list[str]:
 def backup(source: Path, target: Path) -> int:
     """Copy the store at ``source`` to ``target`` with SQLite's online backup API (consistent
     while the gateway writes); the copy is checked before it replaces ``target``. Returns the
-    copy's size in bytes."""
+    copy's size in bytes. A copy that fails leaves no file of it behind (its journal and
+    write-ahead log included: a later copy would take them for its own), and says whether
+    reading the store or writing the copy failed."""
     if not source.exists():
         raise FileNotFoundError(f"there is no store at {source}")
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
-    partial.unlink(missing_ok=True)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove(partial)
         problems = _copy(source, partial)
-    except sqlite3.Error as exc:
-        partial.unlink(missing_ok=True)
-        if is_damage(exc):
+    except (sqlite3.Error, OSError) as exc:
+        _remove(partial)
+        if isinstance(exc, sqlite3.Error) and is_damage(exc):
             raise damaged(source, f"cannot be read ({exc})") from exc
-        raise StoreError(f"cannot back up {source}: {exc}") from exc
+        if not _writing(exc):
+            raise StoreError(f"cannot back up {source} to {target}: {exc}") from exc
+        raise StoreError(
+            f"cannot write the copy {target}: {_said(exc)}{_space(exc, target.parent)}; "
+            f"the store {source} was only read"
+        ) from exc
     if problems != ["ok"]:
-        partial.unlink(missing_ok=True)
+        _remove(partial)
         raise damaged(source, f"could not be copied soundly ({'; '.join(problems[:3])})")
     partial.replace(target)
     return target.stat().st_size
+
+
+def _remove(partial: Path) -> None:
+    """A copy not made: its file, and the journal, write-ahead log and shared memory SQLite
+    made beside it (the copy takes the store's WAL mode until it is made one file)."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        Path(f"{partial}{suffix}").unlink(missing_ok=True)
+
+
+def _writing(exc: sqlite3.Error | OSError) -> bool:
+    """Whether writing the copy failed, not reading the store (opened read-only): a full
+    disk, an I/O error other than a read, a file the copy could not make."""
+    if isinstance(exc, OSError):
+        return True
+    code = getattr(exc, "sqlite_errorcode", 0)
+    if code & 0xFF == _SQLITE_FULL:
+        return True
+    return code & 0xFF == _SQLITE_IOERR and code not in (
+        _SQLITE_IOERR_READ,
+        _SQLITE_IOERR_SHORT_READ,
+    )
+
+
+def _said(exc: sqlite3.Error | OSError) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
+def _space(exc: sqlite3.Error | OSError, folder: Path) -> str:
+    """The free space where the copy goes, when the disk is full."""
+    full = getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL
+    if not full and getattr(exc, "errno", None) != errno.ENOSPC:
+        return ""
+    free = ""
+    with contextlib.suppress(OSError):
+        free = f": {shutil.disk_usage(folder).free // 1024} KB free"
+    return f" (the disk holding {folder} is full{free})"
 
 
 # Set in every copy, never in a live store: when it was taken. A store started with it is a

@@ -11,7 +11,9 @@ import stat
 import threading
 from pathlib import Path
 
-from gateway.core.errors import StoreError
+import pytest
+
+from gateway.core.errors import StorageFullError, StoreError
 from gateway.core.messages import InboundMessage, OutboundMessage
 from gateway.store import NewMessage, Store
 from gateway.store.engine.sql import Connection
@@ -265,6 +267,51 @@ async def test_the_writer_survives_a_job_that_fails_after_the_disk_filled(
         assert all(isinstance(o, StoreError) for o in outcomes) or outcomes[0] == "ok"
         await store.db.run(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"))
         assert await asyncio.wait_for(store.db.run(small), 10) == "ok"  # still writing
+
+
+async def test_a_full_disk_is_warned_about_once_per_outage_not_at_every_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the disk is full every write fails, and a poller tries again each second: the
+    store warns once per outage (before: at every batch, about once a second)."""
+    async with Store(tmp_path / "db.sqlite") as store:
+        (pages,) = await store.db.run(lambda conn: conn.execute("PRAGMA page_count").fetchone())
+
+        def fill(conn: Connection) -> None:
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+
+        def big(conn: Connection) -> None:
+            conn.execute(
+                "INSERT INTO kv (key, value, updated_at) VALUES (?, ?, 0)",
+                (os.urandom(8).hex(), "x" * 200_000),
+            )
+
+        async def writes_in_one_batch() -> list[object]:
+            """Three writes queued while the writer waits: they run as one batch."""
+            gate = threading.Event()
+            held = asyncio.ensure_future(store.db.run(lambda conn: gate.wait(10)))
+
+            async def release() -> None:
+                gate.set()
+
+            *outcomes, _ = await asyncio.gather(
+                *(store.db.run(big) for _ in range(3)), release(), return_exceptions=True
+            )
+            await asyncio.gather(held, return_exceptions=True)  # in the batch, or alone before
+            return outcomes
+
+        def warned() -> int:
+            return sum("store transaction failed" in said for said in caplog.messages)
+
+        await store.db.run(fill)
+        for _ in range(3):
+            assert all(isinstance(o, StorageFullError) for o in await writes_in_one_batch())
+        assert warned() == 1
+        await store.db.run(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"))
+        await store.db.run(lambda conn: conn.execute("DELETE FROM kv"))  # space is back
+        await store.db.run(fill)  # and gone again: a second outage
+        assert all(isinstance(o, StorageFullError) for o in await writes_in_one_batch())
+        assert warned() == 2
 
 
 async def test_what_a_cluster_node_reads_to_take_a_session(make_store: StoreFactory) -> None:

@@ -58,6 +58,7 @@ class Poller:
         self._fetch: asyncio.Task[tuple[Update, ...]] | None = None
         self._stopping = asyncio.Event()
         self.last_update_at: float | None = None
+        self._refused = False  # the last batch had an update the gateway did not accept
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="telegram-poller")
@@ -114,7 +115,14 @@ class Poller:
                 self.last_update_at = time.time()
             if failure is not None:  # not journaled: keep the offset, fetch it again
                 update_id, error = failure
-                await self._failed(f"update {update_id} not accepted: {error}")
+                # said once until one is accepted: a full disk refuses every try (the
+                # gateway says so itself), and a retry each second must not flood the log
+                level = logging.DEBUG if self._refused else logging.WARNING
+                self._refused = True
+                await self._failed(f"update {update_id} not accepted: {error}", level=level)
+            elif self._refused:
+                self._refused = False
+                log.info("telegram: updates are accepted again")
 
     async def _handle_batch(
         self, updates: list[tuple[int, Update | None]]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +89,50 @@ async def test_disk_full_holds_messages_unacknowledged_tells_once_and_resumes(
     assert "Free space" in errors[0].getMessage()
     assert sum("storage writable again" in r.getMessage() for r in caplog.records) == 1
     assert gateway.bus.storage_full.outages == 1
+    # Telegram's updates were fetched again at every try: the log did not say so each time
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("not accepted" in said for said in warned) == 1, warned
+    assert sum("store transaction failed" in said for said in warned) <= 1, warned
+    assert "telegram: updates are accepted again" in caplog.messages
+
+
+# A process whose files may not grow past 4 KB writes its log file until that fails (as on
+# a full disk), then the file is emptied (space freed) and it logs one more line.
+LOG_ON_A_FULL_DISK = """
+import logging, os, resource, sys
+from pathlib import Path
+from gateway.core.system.logs import LogFile
+
+path = Path(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+handler = LogFile(path)
+log = logging.getLogger("full")
+log.addHandler(handler)
+for number in range(200):
+    log.warning("store transaction failed: the disk is full (%d)", number)
+os.truncate(path, 0)
+log.warning("space is back")
+"""
+
+
+async def test_a_log_file_that_cannot_be_written_is_said_once_not_a_traceback_a_line(
+    tmp_path: Path,
+) -> None:
+    """Before: "--- Logging error ---" and a traceback on the standard error for each line
+    (100 lines a second under a disk-full outage, into the journal on the same disk)."""
+    path = tmp_path / "switchboard.log"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LOG_ON_A_FULL_DISK, str(path), stderr=asyncio.subprocess.PIPE
+    )
+    _, raw = await asyncio.wait_for(process.communicate(), 60)
+    err = raw.decode()
+    assert process.returncode == 0, err
+    assert err.splitlines() == [
+        f"switchboard: cannot write the log file {path} (File too large); its lines are lost "
+        "until it can be written again",
+        f"switchboard: writing the log file {path} again",
+    ]
+    assert "space is back" in path.read_text()
 
 
 async def test_disk_full_mid_turn_keeps_the_answer_and_delivers_it_once_when_space_is_back(

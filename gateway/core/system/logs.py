@@ -10,11 +10,13 @@ in memory (:func:`last_problem`) so ``switchboard status`` can show it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import logging.handlers
 import os
 import re
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -105,6 +107,43 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class LogFile(logging.handlers.RotatingFileHandler):
+    """The log file (rotated at 5 MB, three kept). One it cannot write (its disk is full) is
+    said once on the standard error, and once more when it can write again; logging's own
+    handling printed a traceback for every line in between, on the disk-full outage a
+    gateway is busiest logging about. The console (a service's journal) keeps every line."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+        self._failing = False  # the last line could not be written
+        self._failed = False  # ... nor the one being written now
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)
+        if self._failing and not self._failed:
+            self._failing = False
+            self._say(f"writing the log file {self.baseFilename} again")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed = True
+        if self._failing:
+            return
+        self._failing = True
+        error = sys.exc_info()[1]
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        self._say(
+            f"cannot write the log file {self.baseFilename} ({reason}); its lines are lost "
+            "until it can be written again"
+        )
+
+    @staticmethod
+    def _say(line: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # no standard error either
+            sys.stderr.write(f"switchboard: {line}\n")
+            sys.stderr.flush()
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """The latest warning or error this process logged."""
@@ -167,13 +206,11 @@ def configure_logging(
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.touch(mode=0o600, exist_ok=True)
         log_file.chmod(0o600)
-        rotating = logging.handlers.RotatingFileHandler(
-            log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
-        )
-        rotating.setFormatter(formatter)
+        writing = LogFile(log_file)
+        writing.setFormatter(formatter)
         if file_level is not None:
-            rotating.setLevel(file_level.upper())
-        root.addHandler(rotating)
+            writing.setLevel(file_level.upper())
+        root.addHandler(writing)
     levels = [logging.getLevelName(name.upper()) for name in (level, file_level or level)]
     root.setLevel(min(levels))
     for noisy in ("httpx", "httpcore", "httpx2", *quiet):

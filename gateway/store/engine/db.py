@@ -222,6 +222,7 @@ class Database(Service):
         self._open_error: BaseException | None = None
         self._conn: Connection | None = None
         self._reader: Reader | None = None
+        self._full = False  # the last transaction failed for a full disk (writer thread)
 
     @property
     def dialect(self) -> Dialect:
@@ -366,6 +367,7 @@ class Database(Service):
                     outcomes.append((job, None, self._translate(exc)))
                 else:
                     engine.end(commit=True)
+                    self._full = False
                     outcomes.append((job, result, None))
                 self._loop_deliver(selected + outcomes)
                 return
@@ -383,6 +385,7 @@ class Database(Service):
                 else:
                     outcomes.append((job, result, None))
             engine.end(commit=True)
+            self._full = False
         except Exception as exc:
             error = self._batch_failed(exc.cause if isinstance(exc, _BatchRolledBack) else exc)
             outcomes = [(job, None, error) for job in batch]
@@ -430,8 +433,10 @@ class Database(Service):
             error = StoreError(f"the transaction was undone: {exc!r}")
             error.__cause__ = exc
             return error
-        if isinstance(error, StorageFullError):  # said once, with advice, by the runtime
-            log.warning("store transaction failed: %s", error)
+        if isinstance(error, StorageFullError):  # said with advice by the runtime
+            if not self._full:  # once per outage: every write fails until space is freed
+                log.warning("store transaction failed: %s", error)
+            self._full = True
         else:
             log.error("store transaction failed: %s", error)
         return error

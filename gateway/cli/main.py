@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway import __version__
-from gateway.core.errors import AnotherInstanceRunning, ConfigError, SwitchboardError
+from gateway.cli import exit_codes
+from gateway.core.errors import (
+    AnotherInstanceRunning,
+    ConfigError,
+    SchemaRefused,
+    StoreDamagedError,
+    SwitchboardError,
+)
 
 # The commands' modules (and the packages they import) load in build_parser(), inside
 # main(): a package missing from an environment not reinstalled after an update is said in
@@ -167,7 +174,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()  # a closed pipe shows here for output still in the buffer
     except ImportError as exc:
-        from gateway.cli.exit_codes import NOT_INSTALLED  # noqa: PLC0415
         from gateway.core.system.install import missing_package  # noqa: PLC0415
 
         said = missing_package(exc)
@@ -175,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"switchboard: {said}", file=sys.stderr)
         _into_the_log_file(said)
-        return NOT_INSTALLED
+        return exit_codes.NOT_INSTALLED
     except BrokenPipeError:
         # Whatever is still buffered can never be written: point stdout at /dev/null so the
         # interpreter's flush at exit does not report the broken pipe again.
@@ -204,7 +210,7 @@ def _main(argv: Sequence[str] | None) -> int:
         settings = _settings(args, needs)
     except ConfigError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.CONFIG
     from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
     from gateway.core.system.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
 
@@ -233,6 +239,8 @@ def _main(argv: Sequence[str] | None) -> int:
         said = "\n".join([str(exc), *getattr(exc, "__notes__", ())])  # notes: what else to know
         print(f"switchboard: {said}", file=sys.stderr)
         _into_the_log_file(f"{args.command} failed: {said}")
+        if isinstance(exc, SchemaRefused | StoreDamagedError):  # no retry changes the store
+            return exit_codes.STORE_REFUSED
         return 1
 
 

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gateway.cli.exit_codes import A_PERSON_MUST_ACT
+
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
@@ -122,8 +124,10 @@ def launchd_path() -> Path:
 
 
 def systemd_unit(settings: Settings, python: str = sys.executable) -> str:
-    """The user unit: restart on failure, SIGTERM with time to finish, output to the journal
-    (the gateway also writes data/logs/switchboard.log)."""
+    """The user unit: restart on failure, but not on an exit a person must act on first (a
+    configuration or store it refuses, a package missing: gateway/cli/exit_codes.py), SIGTERM
+    with time to finish, output to the journal (the gateway also writes
+    data/logs/switchboard.log)."""
     return f"""\
 [Unit]
 Description=Switchboard AI assistant gateway ({settings.home})
@@ -137,6 +141,7 @@ WorkingDirectory={str(settings.home).replace("%", "%%")}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec={RESTART_SECONDS}
+RestartPreventExitStatus={" ".join(map(str, A_PERSON_MUST_ACT))}
 KillSignal=SIGTERM
 TimeoutStopSec={STOP_TIMEOUT_SECONDS}
 

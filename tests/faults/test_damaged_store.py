@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cli.exit_codes import STORE_REFUSED
 from gateway.cli.main import main
 from gateway.core.errors import StoreDamagedError
 from gateway.core.messages import InboundMessage
@@ -113,7 +114,7 @@ async def test_the_cli_refuses_to_run_on_a_truncated_store(
     await _store_with_history(path)
     _truncate(path)
     code, _, err = await switchboard("chat", "-m", "hello", env=env, timeout=30)
-    assert code == 1
+    assert code == STORE_REFUSED  # a service is not restarted on it: no retry mends the file
     assert str(path) in err and "switchboard backup" in err and "Traceback" not in err
     code, out, _ = await switchboard("doctor", env=env, timeout=60)
     assert code == 1
@@ -176,7 +177,7 @@ def test_backup_of_a_damaged_store_fails_and_leaves_no_file(
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a database" * 500)
     target = tmp_path / "copy.db"
-    assert main(["backup", str(target)]) == 1
+    assert main(["backup", str(target)]) == STORE_REFUSED
     assert "cannot be read" in capsys.readouterr().err
     assert not target.exists()
     assert not any(name.endswith(".partial") for name in os.listdir(tmp_path))

@@ -38,6 +38,7 @@ def api_settings(make_settings: SettingsFactory, **overrides: Any) -> Settings:
                 {"name": "ops", "token": OWNER_TOKEN, "role": "owner"},
                 {"name": "script", "token": MEMBER_TOKEN, "role": "member"},
             ],
+            **overrides.pop("api", {}),
         },
         **overrides,
     )
@@ -483,3 +484,85 @@ async def test_each_request_and_each_answered_turn_is_one_info_line_without_secr
     assert int(found[1].replace(",", "")) > 0
     for secret in (OWNER_TOKEN, "wrong-token-0123456789abcdef", "France"):
         assert secret not in caplog.text
+
+
+@asynccontextmanager
+async def counting_sdk(
+    url: str, sent: list[str], *, on_request: Any = None, **options: Any
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The SDK with its own retries (``max_retries`` as given), recording each request it
+    sends (its ``x-stainless-retry-count``: "0", then "1", ... for its retries)."""
+
+    async def record(request: Any) -> None:
+        sent.append(request.headers.get("x-stainless-retry-count", ""))
+        if on_request is not None:
+            on_request(len(sent))
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [record]})
+    client = openai.AsyncOpenAI(base_url=url, api_key=OWNER_TOKEN, http_client=http, **options)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_an_sdk_retry_after_its_timeout_gets_the_first_requests_answer(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The official SDK sends a request again when it times out, without an Idempotency-Key:
+    each retry was a new turn (dogfood 9: one create() call, three turns, the question three
+    times in the history). Its retry is the request it repeats: one turn, and the retry gets
+    its answer."""
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "One answer, from one turn."))
+    sent: list[str] = []
+
+    def answer_once_retried(count: int) -> None:
+        if count == 2:  # the SDK gave up waiting and asks again: now the turn may end
+            gate.set()
+
+    async with (
+        serving(api_settings(make_settings)) as (gateway, url),
+        counting_sdk(url, sent, on_request=answer_once_retried, timeout=1.5, max_retries=3) as sdk,
+    ):
+        answer = await sdk.chat.completions.create(
+            model="main", user="me", messages=[{"role": "user", "content": "Plan my Tuesday."}]
+        )
+        await gateway.wait_idle()
+        _, stored = await gateway.store.history.load("api:ops:me", limit=10)
+    assert sent[:2] == ["0", "1"]  # it did retry
+    assert answer.choices[0].message.content == "One answer, from one turn."
+    assert len(fake_llm.requests) == 1
+    assert len(stored) == 2  # the question once, and its answer
+
+
+async def test_errors_tell_the_sdk_not_to_retry_what_would_run_again(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A 504 (the turn goes on) and a 409 were retried by the SDK twice each: three turns
+    for one call. They say ``x-should-retry: false`` now; the SDK sends each once."""
+    gate = asyncio.Event()
+    fake_llm.queue(text("The first answer."), held(gate, "A slow answer."))
+    sent: list[str] = []
+    settings = api_settings(make_settings, api={"answer_timeout_seconds": 0.5})
+    key = {"Idempotency-Key": "once-1"}
+    async with (
+        serving(settings) as (gateway, url),
+        counting_sdk(url, sent, max_retries=2, timeout=30) as sdk,
+    ):
+        await sdk.chat.completions.create(
+            model="main", messages=[{"role": "user", "content": "first"}], extra_headers=key
+        )
+        with pytest.raises(openai.ConflictError):  # the key again with another question
+            await sdk.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "other"}], extra_headers=key
+            )
+        with pytest.raises(openai.InternalServerError) as late:
+            await sdk.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "slow one"}]
+            )
+        gate.set()
+        await gateway.wait_idle()
+    assert late.value.status_code == 504
+    assert sent == ["0", "0", "0"]  # each sent once
+    assert [r.last_user_text for r in fake_llm.requests] == ["first", "slow one"]

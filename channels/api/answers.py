@@ -36,6 +36,8 @@ class Ask:
     text: str
     session: str | None = None
     key: str | None = None  # the client's Idempotency-Key
+    body: str = ""  # a digest of the request's body, as sent
+    retry: bool = False  # the client sends it again on its own (the SDK's retry count)
 
 
 @dataclass(frozen=True, slots=True)

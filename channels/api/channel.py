@@ -8,7 +8,10 @@ before anything is answered; its turn's answer comes back through the outbox to
 :meth:`ApiChannel.send` and is handed to the request waiting for it (streamed fragments
 through :meth:`stream`). One request per session runs at a time; the next waits its turn.
 A request's ``Idempotency-Key`` is its session's: the same key from another session of the
-token is another request, never an answer from someone else's conversation.
+token is another request, never an answer from someone else's conversation. The official
+SDKs retry on their own, without a key: a retry (``x-stainless-retry-count`` above 0) with
+the body of a request the session sent within :data:`RETRY_WINDOW` is that request, so it
+gets that request's answer and never starts a turn of its own.
 
 A message for a session nobody is waiting on (a background task's result, a scheduled job,
 an answer that waited for an approval) cannot be pushed to an HTTP client: it is already in
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 NAME = API_CHANNEL
 PREFIX = "/v1/"
 MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
+RETRY_WINDOW = 900.0  # seconds a request without a key is known to an SDK's retry of it
+MAX_RECENT = 1024  # requests without a key known to retries, at most
 _SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
 
 # The person's allowance (gateway/runtime/people/budget.py): None, or why a turn is refused.
@@ -88,6 +93,7 @@ class ApiChannel:
         self.chats = tuple(chats)  # the channels configured here: where a task may answer
         self.tasks = tasks
         self._allowance = allowance
+        self._clock = clock
         self.started_at = int(clock())
         self._sink: InboundSink | None = None
         self._records: ChannelRecords | None = None
@@ -95,6 +101,8 @@ class ApiChannel:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
         # by request id: what was asked (a digest) and the answer, for a repeat of it
         self._answered: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # requests without a key, by session and body: their id and when, for an SDK's retry
+        self._recent: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
         self._streams: set[asyncio.Task[object]] = set()
         self.requests: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
         self._last_request: float | None = None
@@ -180,11 +188,11 @@ class ApiChannel:
         time per session. Raises :class:`AlreadyAnswered` for a repeated request."""
         chat = ChatRef(NAME, ask.token.name, session_thread(ask.session))
         key = chat.session_key
+        message_id = self._request_id(ask, chat)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                message_id = _request_id(ask.token, chat.thread_id, ask.key)
                 if message_id in self._answered:
                     asked, answer = self._answered[message_id]
                     raise AlreadyAnswered(answer, other=asked != _digest(ask.text))
@@ -218,6 +226,28 @@ class ApiChannel:
         if accepted is not Accepted.NEW:  # the access gate has no say over this channel
             raise ChannelTransientError(f"the message was not taken ({accepted.value})")
 
+    def _request_id(self, ask: Ask, chat: ChatRef) -> str:
+        """The platform id of a request's message: with an Idempotency-Key, the token's, the
+        session's and the key's (so a key another user of the token sent runs this user's
+        own message; neither token nor thread names contain ``:``); an SDK's retry of a
+        request of the session, that request's; else a new one."""
+        if ask.key:
+            return f"{ask.token.name}:{chat.thread_id or ''}:{ask.key}"
+        now = self._clock()
+        while self._recent and (
+            len(self._recent) > MAX_RECENT
+            or next(iter(self._recent.values()))[1] < now - RETRY_WINDOW
+        ):
+            self._recent.popitem(last=False)
+        sent = (chat.session_key, ask.body)
+        known = self._recent.get(sent)
+        if ask.retry and known is not None:
+            return known[0]
+        message_id = new_id()
+        self._recent[sent] = (message_id, now)
+        self._recent.move_to_end(sent)
+        return message_id
+
     def _remember(self, message_id: str, asked: str, text: str) -> None:
         self._answered[message_id] = (_digest(asked), text)
         while len(self._answered) > MAX_REMEMBERED:
@@ -250,13 +280,6 @@ class ApiChannel:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _request_id(token: ApiToken, thread: str | None, key: str | None) -> str:
-    """The platform id of a request's message: with an Idempotency-Key, the token's, the
-    session's and the key's (so a key another user of the token sent runs this user's own
-    message; neither token nor thread names contain ``:``), else a new one."""
-    return f"{token.name}:{thread or ''}:{key}" if key else new_id()
 
 
 def _message(ask: Ask, chat: ChatRef, message_id: str) -> InboundMessage:

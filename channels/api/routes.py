@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -33,6 +34,7 @@ OPEN_WEBUI_CHAT = "X-OpenWebUI-Chat-Id"  # sent by Open WebUI with forwarded use
 KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
 KEEP_ALIVE_SECONDS = 15.0
 REPEAT_ID = "chatcmpl-repeat"  # the id of an answer given again to a repeated request
+RETRY_COUNT = "x-stainless-retry-count"  # the openai SDK's: 0, then 1, 2, ... on its retries
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authenticated = Callable[[web.Request, ApiToken], Awaitable[web.StreamResponse]]
@@ -57,24 +59,26 @@ def routes(api: ApiBackend, throttle: CredentialThrottle) -> list[web.RouteDef]:
     ]
 
 
-def error(status: int, message: str, kind: str, **fields: str | None) -> web.Response:
-    headers = {"x-should-retry": "false"} if status == 429 else None  # no SDK retry storm
-    return web.json_response(
-        wire.error_body(message, kind, **fields), status=status, headers=headers
-    )
-
-
-async def read_json(request: web.Request, limit: int) -> Any:
-    """The request's JSON body (at most ``limit`` bytes), or :class:`wire.BadRequest`."""
+async def read_json(request: web.Request, limit: int) -> tuple[Any, bytes]:
+    """The request's JSON body (at most ``limit`` bytes) and its bytes, or
+    :class:`wire.BadRequest`."""
+    too_large = f"the body is over {limit} bytes"
     if request.content_length is not None and request.content_length > limit:
-        raise wire.BadRequest(f"the body is over {limit} bytes")
+        raise wire.BadRequest(too_large)
     body = await read_capped(request.content, limit)
     if body is None:
-        raise wire.BadRequest(f"the body is over {limit} bytes")
+        raise wire.BadRequest(too_large)
     try:
-        return json.loads(body)
+        return json.loads(body), body
     except ValueError as exc:
         raise wire.BadRequest(f"the body is not JSON: {exc}") from None
+
+
+def is_retry(request: web.Request) -> bool:
+    """Whether the official SDKs (Stainless-made) sent this again on their own: after a
+    timeout, a lost connection or an error they retry, counting in this header."""
+    count = request.headers.get(RETRY_COUNT, "0").strip()
+    return count.isdigit() and int(count) > 0
 
 
 class ChatRoutes:
@@ -106,14 +110,14 @@ class ChatRoutes:
         """The response, and the token that asked (``None``: no valid one)."""
         if self._throttle.throttled(request):
             self._api.requests[(endpoint, "throttled")] += 1
-            return error(
+            return wire.error_response(
                 429, "too many failed attempts; wait a minute", "rate_limit_exceeded"
             ), None
         token = self._api.authenticate(request)
         if token is None:
             self._throttle.record_failure(request)
             self._api.requests[(endpoint, "unauthorized")] += 1
-            return error(
+            return wire.error_response(
                 401,
                 "a valid API token is required: Authorization: Bearer <token> ([api] tokens)",
                 "invalid_request_error",
@@ -130,13 +134,15 @@ class ChatRoutes:
     async def chat(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
         api = self._api
         try:
-            body = await read_json(request, api.settings.max_request_bytes)
+            body, raw = await read_json(request, api.settings.max_request_bytes)
             chat = wire.parse_chat(body)
         except wire.BadRequest as exc:
-            return error(400, str(exc), "invalid_request_error", param=exc.param, code=exc.code)
+            return wire.error_response(
+                400, str(exc), "invalid_request_error", param=exc.param, code=exc.code
+            )
         if chat.model not in api.agents:
             known = ", ".join(api.agents)
-            return error(
+            return wire.error_response(
                 404,
                 f"no agent named {chat.model!r} (models here: {known})",
                 "invalid_request_error",
@@ -147,7 +153,7 @@ class ChatRoutes:
         if command not in UNMETERED_COMMANDS:  # /status and /usage cost nothing
             refusal = await api.check_allowance(api.principal(token))
             if refusal is not None:
-                return error(429, refusal, "rate_limit_exceeded", code="allowance")
+                return wire.error_response(429, refusal, "rate_limit_exceeded", code="allowance")
         ask = Ask(
             token=token,
             agent=chat.model,
@@ -156,6 +162,8 @@ class ChatRoutes:
             or chat.user
             or request.headers.get(OPEN_WEBUI_CHAT),
             key=next((request.headers[h] for h in KEY_HEADERS if request.headers.get(h)), None),
+            body=hashlib.sha256(raw).hexdigest(),
+            retry=is_retry(request),
         )
         try:
             async with api.conversation(ask) as pending:
@@ -166,7 +174,7 @@ class ChatRoutes:
                 return web.json_response(wire.completion(_id(pending), chat.model, pending.text))
         except AlreadyAnswered as repeated:
             if repeated.other:
-                return error(
+                return wire.error_response(
                     409,
                     "this Idempotency-Key was used before for another question: a key is for "
                     "sending the same request again; use a new key for a new one",
@@ -174,7 +182,7 @@ class ChatRoutes:
                     code="idempotency_key_reused",
                 )
             if repeated.text is None:
-                return error(
+                return wire.error_response(
                     409,
                     "this request (its Idempotency-Key) was received before; its answer is "
                     "in the session's history",
@@ -185,11 +193,15 @@ class ChatRoutes:
                 return await _replay(request, chat.model, repeated.text)
             return web.json_response(wire.completion(REPEAT_ID, chat.model, repeated.text))
         except TimeoutError:
-            return error(504, "no answer in time; it will be in the session's history", "timeout")
-        except StorageFullError:
-            return error(507, "the gateway's disk is full; try again later", "server_error")
-        except ChannelTransientError as exc:
-            return error(503, str(exc), "server_error")
+            return wire.error_response(
+                504, "no answer in time; it will be in the session's history", "timeout"
+            )
+        except StorageFullError:  # not journaled: sent again later, it is taken then
+            return wire.error_response(
+                507, "the gateway's disk is full; try again later", "server_error", retry=True
+            )
+        except ChannelTransientError as exc:  # not journaled either
+            return wire.error_response(503, str(exc), "server_error", retry=True)
 
     async def _stream(
         self, request: web.Request, model: str, pending: PendingAnswer

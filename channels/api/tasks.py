@@ -96,7 +96,7 @@ def task_routes(
 def _error(
     status: int, message: str, kind: str = "invalid_request_error", **fields: Any
 ) -> web.Response:
-    return web.json_response(wire.error_body(message, kind, **fields), status=status)
+    return wire.error_response(status, message, kind, **fields)
 
 
 class TaskRoutes:
@@ -154,7 +154,9 @@ class TaskRoutes:
                 text=text, agent=agent, principal=principal, deliver_to=target, key=key
             )
         except StorageFullError:
-            return _error(507, "the gateway's disk is full; try again later", "server_error")
+            return _error(
+                507, "the gateway's disk is full; try again later", "server_error", retry=True
+            )
         return web.json_response(await self._view(record), status=202 if new else 200)
 
     async def show(self, request: web.Request, token: ApiToken) -> web.StreamResponse:

@@ -88,6 +88,26 @@ def error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def error_response(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    *,
+    retry: bool = False,
+    code: str | None = None,
+    param: str | None = None,
+) -> web.Response:
+    """An error in OpenAI's shape. The official SDKs retry 409, 429 and 5xx on their own
+    (twice by default), and a retry of a request that was taken would start its work again:
+    so every error says ``x-should-retry: false`` unless ``retry`` (nothing was taken: the
+    gateway is stopping, its disk is full), where a retry is what the client should do."""
+    return web.json_response(
+        error_body(message, kind, code=code, param=param),
+        status=status,
+        headers=None if retry else {"x-should-retry": "false"},
+    )
+
+
 def model_list(agents: list[str], created: int) -> dict[str, Any]:
     return {
         "object": "list",

@@ -332,6 +332,39 @@ async def test_controls_answered_beside_the_queue_reach_the_waiting_request(
     assert fake_llm.requests == []  # controls need no model
 
 
+async def test_an_api_client_stops_its_own_running_request_and_asks_for_status_meanwhile(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: /stop and /status sent while the session's streamed answer ran waited
+    behind it (answered when it had finished: "Nothing is running right now."), so a client
+    could not stop its own turn. They are answered beside the queue, as in a chat: /status
+    says what runs, /stop stops it, and the stopped request ends with the turn's own word."""
+    never = asyncio.Event()  # the model would go on writing only after this
+    fake_llm.queue(Step(text="one two three four", stream_chunks=4, gate=never, pause_after=1))
+    async with serving(api_settings(make_settings)) as (gateway, url), sdk(url) as client:
+
+        async def ask(content: str, **options: Any) -> Any:
+            return await client.chat.completions.create(
+                model="main", user="me", messages=[{"role": "user", "content": content}], **options
+            )
+
+        async def streamed() -> str:
+            stream = await ask("count slowly", stream=True)
+            return "".join([c.choices[0].delta.content or "" async for c in stream])
+
+        running = asyncio.create_task(streamed())
+        await fake_llm.wait_for_requests(1)
+        async with asyncio.timeout(10):  # before: until the turn ended, which it never does
+            status = await ask("/status")
+            stopped = await ask("/stop")
+            shown = await running
+        await gateway.wait_idle()
+    assert "Now: " in (status.choices[0].message.content or "")
+    assert (stopped.choices[0].message.content or "").startswith("Stopping it")
+    assert shown.startswith("one") and "Stopped." in shown
+    assert len(fake_llm.requests) == 1
+
+
 async def test_an_idempotency_key_is_per_session_so_another_user_gets_their_own_answer(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

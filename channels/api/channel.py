@@ -7,6 +7,8 @@ approvals and budget of a chat member (or of the token's role). The message is j
 before anything is answered; its turn's answer comes back through the outbox to
 :meth:`ApiChannel.send` and is handed to the request waiting for it (streamed fragments
 through :meth:`stream`). One request per session runs at a time; the next waits its turn.
+Controls (``/stop``, ``/status``, ``/new``, ``/help``) wait for nothing: answered beside the
+queue as in a chat, they reach a running request's turn (``/stop`` stops it).
 A request's ``Idempotency-Key`` is its session's: the same key from another session of the
 token is another request, never an answer from someone else's conversation. The official
 SDKs retry on their own, without a key: a retry (``x-stainless-retry-count`` above 0) with
@@ -97,7 +99,7 @@ class ApiChannel:
         self.started_at = int(clock())
         self._sink: InboundSink | None = None
         self._records: ChannelRecords | None = None
-        self._waiting: dict[str, PendingAnswer] = {}  # by the session's chat key
+        self._waiting: dict[str, PendingAnswer] = {}  # by request (message) id
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
         # by request id: what was asked (a digest) and the answer, for a repeat of it
         self._answered: OrderedDict[str, tuple[str, str]] = OrderedDict()
@@ -117,37 +119,31 @@ class ApiChannel:
         self._sink = None
 
     async def send(self, message: OutboundMessage) -> str | None:
-        pending = self._waiting.get(message.chat.session_key)
-        if pending is not None and pending.turn_id is None:
-            if pending.control:
-                pending.turn_id = message.turn_id  # the control's answer: its turn is this one
-            elif self._records is not None:
-                # the turn ran on another node of a cluster: its "started" was never seen here
-                pending.turn_id = await self._records.turn_of(NAME, pending.message_id)
-        if pending is None or not _belongs(pending, message):
+        answering = await self._answering(message)
+        if not answering:
             return "kept in the session's history"  # no request waits for it
         final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
-        pending.deliver(_with_files(message), final=final)
-        return f"answered {pending.message_id}"
+        for pending in answering:
+            pending.deliver(_with_files(message), final=final)
+        return "answered " + ", ".join(p.message_id for p in answering)
 
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
-        pending = self._waiting.get(chat.session_key)
-        if pending is not None and pending.turn_id == turn_id:
+        for pending in self._turn(chat, turn_id):
             pending.pieces.put_nowait(Piece("text", delta))
 
     async def activity(self, chat: ChatRef, turn_id: str, activity: TurnActivity) -> None:
-        pending = self._waiting.get(chat.session_key)
-        if pending is None:
-            return
-        if activity.kind == "started" and pending.message_id in activity.message_ids:
-            pending.turn_id = turn_id  # this turn answers the waiting request
-        elif activity.kind == "tool" and pending.turn_id == turn_id:
-            pending.pieces.put_nowait(Piece("tool", activity.detail))
+        if activity.kind == "started":
+            for pending in self._session(chat.session_key):
+                if pending.message_id in activity.message_ids:
+                    pending.turn_id = turn_id  # this turn answers the waiting request
+        else:
+            for pending in self._turn(chat, turn_id):
+                pending.pieces.put_nowait(Piece("tool", activity.detail))
 
     async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
-        pending = self._waiting.get(chat.session_key)
-        if pending is not None and pending.turn_id == turn_id and not answered:
-            pending.finish()  # nothing more comes (an answer already sent, or none)
+        if not answered:
+            for pending in self._turn(chat, turn_id):
+                pending.finish()  # nothing more comes (an answer already sent, or none)
 
     def counts(self) -> Mapping[tuple[str, str], int]:
         return dict(self.requests)
@@ -185,36 +181,48 @@ class ApiChannel:
     @contextlib.asynccontextmanager
     async def conversation(self, ask: Ask) -> AsyncIterator[PendingAnswer]:
         """Journal ``ask`` as a message of its session and yield what answers it; one at a
-        time per session. Raises :class:`AlreadyAnswered` for a repeated request."""
+        time per session, but a control (``/stop``, ``/status``, ...) is answered beside
+        the queue, as in a chat, so a client can stop its own running request. Raises
+        :class:`AlreadyAnswered` for a repeated request."""
         chat = ChatRef(NAME, ask.token.name, session_thread(ask.session))
-        key = chat.session_key
         message_id = self._request_id(ask, chat)
+        msg = _message(ask, chat, message_id)
+        if msg.command in CONTROL_COMMANDS:
+            async with self._asking(msg, ask, control=True) as pending:
+                yield pending
+            return
+        key = chat.session_key
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
-                if message_id in self._answered:
-                    asked, answer = self._answered[message_id]
-                    raise AlreadyAnswered(answer, other=asked != _digest(ask.text))
-                msg = _message(ask, chat, message_id)
-                # a control (/status, /stop, ...) is answered beside the queue, by no turn
-                # that says it answers this request: its first message does
-                control = msg.command in CONTROL_COMMANDS
-                pending = PendingAnswer(key, message_id, control=control)
-                self._waiting[key] = pending
-                try:
-                    await self._publish(msg)
-                    yield pending
-                    if pending.finished.is_set():
-                        self._remember(message_id, ask.text, pending.text)
-                finally:
-                    self._waiting.pop(key, None)
+            async with lock, self._asking(msg, ask) as pending:
+                yield pending
         finally:
             lock, users = self._locks[key]
             if users > 1:
                 self._locks[key] = (lock, users - 1)
             else:  # nobody else waits for this session: forget its lock
                 del self._locks[key]
+
+    @contextlib.asynccontextmanager
+    async def _asking(
+        self, msg: InboundMessage, ask: Ask, *, control: bool = False
+    ) -> AsyncIterator[PendingAnswer]:
+        message_id = msg.platform_message_id
+        if message_id in self._answered:
+            asked, answer = self._answered[message_id]
+            raise AlreadyAnswered(answer, other=asked != _digest(ask.text))
+        # a control is answered by a turn of its own, which no "started" names: its reply's
+        # turn is found in the journal (as is a turn another node of a cluster ran)
+        pending = PendingAnswer(msg.chat.session_key, message_id, control=control)
+        self._waiting[message_id] = pending
+        try:
+            await self._publish(msg)
+            yield pending
+            if pending.finished.is_set():
+                self._remember(message_id, ask.text, pending.text)
+        finally:
+            self._waiting.pop(message_id, None)
 
     async def _publish(self, msg: InboundMessage) -> None:
         if self._sink is None:
@@ -225,6 +233,31 @@ class ApiChannel:
             raise AlreadyAnswered(None)
         if accepted is not Accepted.NEW:  # the access gate has no say over this channel
             raise ChannelTransientError(f"the message was not taken ({accepted.value})")
+
+    def _session(self, key: str) -> list[PendingAnswer]:
+        """The session's requests that wait for their answer, in order."""
+        return [p for p in self._waiting.values() if p.chat_key == key and not p.finished.is_set()]
+
+    def _turn(self, chat: ChatRef, turn_id: str) -> list[PendingAnswer]:
+        """The requests ``turn_id`` answers (a turn may take in several messages)."""
+        return [p for p in self._session(chat.session_key) if p.turn_id == turn_id]
+
+    async def _answering(self, message: OutboundMessage) -> list[PendingAnswer]:
+        """The requests an outbox message answers: those of its turn; for a message
+        without a turn (an approval request), those of the turn that runs."""
+        waiting = self._session(message.chat.session_key)
+        if message.turn_id is None:
+            return [p for p in waiting if p.turn_id is not None and not p.control]
+        answering = [p for p in waiting if p.turn_id == message.turn_id]
+        if answering or self._records is None:
+            return answering
+        for pending in waiting:  # a turn whose start was not seen here
+            if pending.turn_id is None:
+                turn = await self._records.turn_of(NAME, pending.message_id)
+                if turn == message.turn_id:
+                    pending.turn_id = turn
+                    answering.append(pending)
+        return answering
 
     def _request_id(self, ask: Ask, chat: ChatRef) -> str:
         """The platform id of a request's message: with an Idempotency-Key, the token's, the
@@ -295,14 +328,6 @@ def _message(ask: Ask, chat: ChatRef, message_id: str) -> InboundMessage:
         mentioned=True,
         agent=ask.agent,
     )
-
-
-def _belongs(pending: PendingAnswer, message: OutboundMessage) -> bool:
-    """Whether an outbox message answers the waiting request: one of its turn's messages,
-    or a message without a turn (an approval request) while that turn runs."""
-    if pending.turn_id is None or pending.finished.is_set():
-        return False
-    return message.turn_id in (None, pending.turn_id)
 
 
 def _with_files(message: OutboundMessage) -> str:

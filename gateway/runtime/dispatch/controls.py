@@ -6,8 +6,9 @@ turn runs, so these never wait behind it.
   asks the running turn to stop: durably (a restart closes the turn instead of resuming it),
   then in memory (the turn stops at its next boundary: a model call is cut at once, a call
   with a side effect finishes first). The messages queued behind it are dropped. The turn's
-  own last message says what was stopped and what it had already done; a turn parked for an
-  approval is closed the same way. Only the person who started the turn, the channel's
+  own last message says what was stopped and what it had already done (an API client's
+  ``/stop``, a request of its own, is answered too); a turn parked for an approval is closed
+  the same way. Only the person who started the turn, the channel's
   admins and the owner may stop it. A second ``/stop`` is answered, and changes nothing.
 - ``/status`` says what the running turn does now, how full the conversation is, and what
   today cost; ``/help`` lists the commands; ``/new`` stops a running turn first, then starts
@@ -35,7 +36,7 @@ from collections.abc import Callable, Mapping
 
 from agent.request import TurnOutcome
 from gateway.config.channels import ChannelSection
-from gateway.core.addressing import PROGRAM_CHANNELS
+from gateway.core.addressing import API_CHANNEL, PROGRAM_CHANNELS
 from gateway.core.commands import CONTROL_COMMANDS
 from gateway.core.messages import InboundMessage, OutboundMessage, new_id
 from gateway.core.principal import Principal
@@ -49,6 +50,8 @@ from gateway.store import InboundRecord, Journal, OpenTurn
 log = logging.getLogger(__name__)
 
 _NOT_WORDS = re.compile(r"[^\w\s]+")
+# an API client's /stop: the request it stopped ends with what the turn had already done
+STOPPING = "Stopping it: the request it was answering ends with what it had done so far."
 
 # As whom another program's message acts (gateway/runtime/programs.py:ProgramRoutes.principal)
 ProgramPrincipal = Callable[[InboundMessage], Principal]
@@ -130,6 +133,8 @@ class Controls:
             await self._reply(record, session.key, "Nothing is running right now.")
         elif not stopped:
             await self._reply(record, session.key, "Already stopping.")
+        elif message.channel == API_CHANNEL:  # each request waits for an answer of its own
+            await self._reply(record, session.key, STOPPING)
         else:  # the stopped turn's own message answers it
             await self._journal.close_unanswered([record.id])
 

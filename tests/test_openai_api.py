@@ -424,6 +424,53 @@ async def test_a_repeated_streaming_request_gets_its_answer_as_a_stream(
     assert len(fake_llm.requests) == 1
 
 
+def streamed_text(events: list[bytes]) -> str:
+    """What a stream's ``data:`` events say, joined (``[DONE]`` last)."""
+    assert events[-1] == b"data: [DONE]\n"
+    return "".join(
+        json.loads(e[6:])["choices"][0]["delta"].get("content") or "" for e in events[:-1]
+    )
+
+
+async def test_a_request_asked_again_after_its_client_left_gets_the_answer_of_its_one_turn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: a stream dropped and sent again with its Idempotency-Key got 409
+    duplicate_request, also once the turn had finished: an answer was kept only if its client
+    was still there. A request outlives its client now: asked again, it gets the answer of
+    its one turn (as a stream when asked so), or waits for it while the turn runs."""
+    rest, slow = asyncio.Event(), asyncio.Event()
+    fake_llm.queue(
+        Step(text="one two three four", stream_chunks=4, gate=rest, pause_after=1),
+        held(slow, "The slow answer."),
+    )
+    settings = api_settings(make_settings, api={"answer_timeout_seconds": 2})
+    auth = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+    counting = {"model": "main", "stream": True, "messages": [{"role": "user", "content": "count"}]}
+    slowly = {"model": "main", "messages": [{"role": "user", "content": "take your time"}]}
+    async with serving(settings) as (gateway, url), aiohttp.ClientSession(headers=auth) as http:
+        chat = url + "/chat/completions"
+        first = await http.post(chat, json=counting, headers={"Idempotency-Key": "drop-1"})
+        await first.content.readline()  # the stream has begun
+        first.close()  # and the client goes
+        rest.set()
+        await gateway.wait_idle()  # answered, with nobody there
+        async with http.post(chat, json=counting, headers={"Idempotency-Key": "drop-1"}) as again:
+            assert again.status == 200
+            repeated = [line async for line in again.content if line.startswith(b"data: ")]
+        async with http.post(chat, json=slowly, headers={"Idempotency-Key": "slow-1"}) as late:
+            assert late.status == 504  # the turn goes on
+        joining = {**slowly, "stream": True}
+        async with http.post(chat, json=joining, headers={"Idempotency-Key": "slow-1"}) as joined:
+            await joined.content.readline()  # it waits on the running turn now
+            slow.set()
+            waited = [line async for line in joined.content if line.startswith(b"data: ")]
+        await gateway.wait_idle()
+    assert streamed_text(repeated) == "one two three four"
+    assert streamed_text(waited) == "The slow answer."
+    assert [r.last_user_text for r in fake_llm.requests] == ["count", "take your time"]
+
+
 async def test_a_client_that_leaves_its_stream_is_no_error(
     make_settings: SettingsFactory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -17,13 +17,12 @@ from gateway.config.connect import ApiToken
 
 
 class AlreadyAnswered(Exception):
-    """The request repeats one received before (its Idempotency-Key); ``text`` is its
-    answer when this process still has it. ``other``: the key came with another question
-    (a client's bug, never to be answered with the first one's answer)."""
+    """The request repeats one received before (its Idempotency-Key) whose answer this
+    process no longer has (it is in the session's history); ``other``: the key came with
+    another question (a client's bug, never to be answered with the first one's answer)."""
 
-    def __init__(self, text: str | None, *, other: bool = False) -> None:
+    def __init__(self, *, other: bool = False) -> None:
         super().__init__("this request was received before")
-        self.text = text
         self.other = other
 
 
@@ -48,15 +47,31 @@ class Piece:
 
 @dataclass(slots=True)
 class PendingAnswer:
+    """A request's answer as it comes. It outlives the HTTP request that asked: a client
+    that leaves (a dropped stream, a timeout) and asks again (the same Idempotency-Key, or
+    the SDK's retry) is answered from here, and never starts the work again."""
+
     chat_key: str
     message_id: str  # the platform id of the request's message
+    asked: str = ""  # a digest of the question: a repeat with another one is refused
     control: bool = False  # a control (/status, /stop, ...): answered by no turn of its own
     turn_id: str | None = None
+    attached: bool = False  # a request waits on it now
     messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    mid_text: bool = False  # asked again while the turn wrote: its text shows from the next step
+
+    def stream(self, delta: str) -> None:
+        if not self.mid_text:
+            self.pieces.put_nowait(Piece("text", delta))
+
+    def tool(self, name: str) -> None:
+        self.mid_text = False
+        self.pieces.put_nowait(Piece("tool", name))
 
     def deliver(self, text: str, *, final: bool) -> None:
+        self.mid_text = False
         self.messages.append(text)
         self.pieces.put_nowait(Piece("message", text))
         if final:
@@ -66,6 +81,17 @@ class PendingAnswer:
         if not self.finished.is_set():
             self.finished.set()
             self.pieces.put_nowait(Piece("end"))
+
+    def rejoin(self) -> None:
+        """A repeat of the request waits on it now: what came so far is given again (the
+        messages, whole), then what comes."""
+        self.pieces = asyncio.Queue()
+        for text in self.messages:
+            self.pieces.put_nowait(Piece("message", text))
+        if self.finished.is_set():
+            self.pieces.put_nowait(Piece("end"))
+        else:
+            self.mid_text = True
 
     @property
     def text(self) -> str:

@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 
 from aiohttp import web
 
-from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer, Piece
+from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer
 from channels.api.routes import routes
 from channels.api.tasks import TaskBackend
 from gateway.config.connect import ApiSettings, ApiToken
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 NAME = API_CHANNEL
 PREFIX = "/v1/"
 MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
+MAX_LEFT = 256  # requests whose client left before the answer, kept for a repeat of them
 RETRY_WINDOW = 900.0  # seconds a request without a key is known to an SDK's retry of it
 MAX_RECENT = 1024  # requests without a key known to retries, at most
 _SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
@@ -99,10 +100,11 @@ class ApiChannel:
         self.started_at = int(clock())
         self._sink: InboundSink | None = None
         self._records: ChannelRecords | None = None
-        self._waiting: dict[str, PendingAnswer] = {}  # by request (message) id
+        # by request (message) id: answers to come (also after their client left) ...
+        self._waiting: dict[str, PendingAnswer] = {}
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
-        # by request id: what was asked (a digest) and the answer, for a repeat of it
-        self._answered: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # ... and answered, for a repeat of the request
+        self._answered: OrderedDict[str, PendingAnswer] = OrderedDict()
         # requests without a key, by session and body: their id and when, for an SDK's retry
         self._recent: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
         self._streams: set[asyncio.Task[object]] = set()
@@ -125,11 +127,13 @@ class ApiChannel:
         final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
         for pending in answering:
             pending.deliver(_with_files(message), final=final)
+            if final:
+                self._answer(pending)
         return "answered " + ", ".join(p.message_id for p in answering)
 
     async def stream(self, chat: ChatRef, turn_id: str, delta: str) -> None:
         for pending in self._turn(chat, turn_id):
-            pending.pieces.put_nowait(Piece("text", delta))
+            pending.stream(delta)
 
     async def activity(self, chat: ChatRef, turn_id: str, activity: TurnActivity) -> None:
         if activity.kind == "started":
@@ -138,12 +142,13 @@ class ApiChannel:
                     pending.turn_id = turn_id  # this turn answers the waiting request
         else:
             for pending in self._turn(chat, turn_id):
-                pending.pieces.put_nowait(Piece("tool", activity.detail))
+                pending.tool(activity.detail)
 
     async def turn_ended(self, chat: ChatRef, turn_id: str, *, answered: bool) -> None:
         if not answered:
             for pending in self._turn(chat, turn_id):
                 pending.finish()  # nothing more comes (an answer already sent, or none)
+                self._answer(pending)
 
     def counts(self) -> Mapping[tuple[str, str], int]:
         return dict(self.requests)
@@ -208,29 +213,54 @@ class ApiChannel:
     async def _asking(
         self, msg: InboundMessage, ask: Ask, *, control: bool = False
     ) -> AsyncIterator[PendingAnswer]:
+        """The request's answer: journaled and waited for; or, for a repeat of a request
+        (asked again after its client left, or answered), that request's."""
         message_id = msg.platform_message_id
-        if message_id in self._answered:
-            asked, answer = self._answered[message_id]
-            raise AlreadyAnswered(answer, other=asked != _digest(ask.text))
-        # a control is answered by a turn of its own, which no "started" names: its reply's
-        # turn is found in the journal (as is a turn another node of a cluster ran)
-        pending = PendingAnswer(msg.chat.session_key, message_id, control=control)
-        self._waiting[message_id] = pending
+        asked = _digest(ask.text)
+        pending = self._waiting.get(message_id) or self._answered.get(message_id)
+        if pending is not None:
+            if pending.asked != asked:
+                raise AlreadyAnswered(other=True)
+            pending.rejoin()
+        else:
+            # a control is answered by a turn of its own, which no "started" names: its
+            # reply's turn is found in the journal (as is a turn another node of a cluster ran)
+            pending = PendingAnswer(msg.chat.session_key, message_id, asked, control=control)
+            self._waiting[message_id] = pending
+            try:
+                await self._publish(msg)
+            except BaseException:
+                del self._waiting[message_id]  # not taken: nothing will answer it
+                raise
+        pending.attached = True
         try:
-            await self._publish(msg)
             yield pending
-            if pending.finished.is_set():
-                self._remember(message_id, ask.text, pending.text)
         finally:
-            self._waiting.pop(message_id, None)
+            pending.attached = False
+            self._forget_left()
+
+    def _answer(self, pending: PendingAnswer) -> None:
+        """``pending`` has its whole answer: kept for a repeat of its request."""
+        if self._waiting.pop(pending.message_id, None) is None:
+            return
+        self._answered[pending.message_id] = pending
+        while len(self._answered) > MAX_REMEMBERED:
+            self._answered.popitem(last=False)
+
+    def _forget_left(self) -> None:
+        """Past :data:`MAX_LEFT` requests whose client left before their answer (a turn
+        that never answers), the oldest are forgotten: their answers stay in the history."""
+        left = [key for key, p in self._waiting.items() if not p.attached]
+        for key in left[: max(0, len(left) - MAX_LEFT)]:
+            del self._waiting[key]
 
     async def _publish(self, msg: InboundMessage) -> None:
         if self._sink is None:
             raise ChannelTransientError("the gateway is not running")
         accepted = await self._sink.publish_inbound(msg)  # durable before we answer
         self._last_request = time.time()
-        if accepted is Accepted.DUPLICATE:
-            raise AlreadyAnswered(None)
+        if accepted is Accepted.DUPLICATE:  # answered before this process started
+            raise AlreadyAnswered()
         if accepted is not Accepted.NEW:  # the access gate has no say over this channel
             raise ChannelTransientError(f"the message was not taken ({accepted.value})")
 
@@ -280,11 +310,6 @@ class ApiChannel:
         self._recent[sent] = (message_id, now)
         self._recent.move_to_end(sent)
         return message_id
-
-    def _remember(self, message_id: str, asked: str, text: str) -> None:
-        self._answered[message_id] = (_digest(asked), text)
-        while len(self._answered) > MAX_REMEMBERED:
-            self._answered.popitem(last=False)
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[None]:

@@ -33,7 +33,10 @@ SESSION_HEADER = "X-Switchboard-Session"
 OPEN_WEBUI_CHAT = "X-OpenWebUI-Chat-Id"  # sent by Open WebUI with forwarded user info
 KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
 KEEP_ALIVE_SECONDS = 15.0
-REPEAT_ID = "chatcmpl-repeat"  # the id of an answer given again to a repeated request
+NO_ANSWER_YET = (
+    "no answer in time; the turn goes on: its answer will be in the session's history, and "
+    "this request sent again with its Idempotency-Key gets it"
+)
 RETRY_COUNT = "x-stainless-retry-count"  # the openai SDK's: 0, then 1, 2, ... on its retries
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -181,21 +184,15 @@ class ChatRoutes:
                     "invalid_request_error",
                     code="idempotency_key_reused",
                 )
-            if repeated.text is None:
-                return wire.error_response(
-                    409,
-                    "this request (its Idempotency-Key) was received before; its answer is "
-                    "in the session's history",
-                    "invalid_request_error",
-                    code="duplicate_request",
-                )
-            if chat.stream:  # answered as it was asked for: a client reading a stream reads one
-                return await _replay(request, chat.model, repeated.text)
-            return web.json_response(wire.completion(REPEAT_ID, chat.model, repeated.text))
-        except TimeoutError:
             return wire.error_response(
-                504, "no answer in time; it will be in the session's history", "timeout"
+                409,
+                "this request (its Idempotency-Key) was received before; its answer is "
+                "in the session's history",
+                "invalid_request_error",
+                code="duplicate_request",
             )
+        except TimeoutError:
+            return wire.error_response(504, NO_ANSWER_YET, "timeout")
         except StorageFullError:  # not journaled: sent again later, it is taken then
             return wire.error_response(
                 507, "the gateway's disk is full; try again later", "server_error", retry=True
@@ -227,26 +224,12 @@ class ChatRoutes:
                         if out:
                             await response.write(wire.chunk(cid, model, {"content": out}))
             except TimeoutError:
-                body = wire.error_body(
-                    "no answer in time; it will be in the session's history", "timeout"
-                )
+                body = wire.error_body(NO_ANSWER_YET, "timeout")
                 await response.write(wire.sse(body))
                 return response
             await response.write(wire.chunk(cid, model, {}, "stop"))
             await response.write(wire.DONE)
         return response
-
-
-async def _replay(request: web.Request, model: str, text: str) -> web.StreamResponse:
-    """A repeated streaming request's answer, given before: as one event stream."""
-    response = wire.event_stream()
-    await response.prepare(request)
-    with contextlib.suppress(ConnectionResetError):  # the client left: it asked again anyway
-        await response.write(wire.chunk(REPEAT_ID, model, {"role": "assistant", "content": ""}))
-        await response.write(wire.chunk(REPEAT_ID, model, {"content": text}))
-        await response.write(wire.chunk(REPEAT_ID, model, {}, "stop"))
-        await response.write(wire.DONE)
-    return response
 
 
 async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:

@@ -471,6 +471,40 @@ async def test_a_request_asked_again_after_its_client_left_gets_the_answer_of_it
     assert [r.last_user_text for r in fake_llm.requests] == ["count", "take your time"]
 
 
+async def test_each_completion_has_an_id_of_its_own_and_a_repeat_gets_the_first_ones(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: streamed completions sent with an Idempotency-Key all had the id
+    ``chatcmpl-ops:my-long-session-n``, the token's and the session's names cut short."""
+    fake_llm.responder = lambda request: text(f"About {request.last_user_text}.")
+    auth = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+    ids = []
+    async with (
+        serving(api_settings(make_settings)) as (gateway, url),
+        aiohttp.ClientSession(headers=auth) as http,
+    ):
+        for key in ("req-0001", "req-0002", "req-0001"):  # the last: a repeat
+            body = {
+                "model": "main",
+                "user": "my-long-session-name",
+                "stream": True,
+                "messages": [{"role": "user", "content": f"request {key}"}],
+            }
+            headers = {"Idempotency-Key": key}
+            async with http.post(url + "/chat/completions", json=body, headers=headers) as r:
+                events = [line async for line in r.content if line.startswith(b"data: {")]
+            ids.append({json.loads(e[6:])["id"] for e in events})
+        async with http.post(
+            url + "/chat/completions",
+            json={"model": "main", "messages": [{"role": "user", "content": "plain"}]},
+        ) as r:
+            ids.append({(await r.json())["id"]})
+        await gateway.wait_idle()
+    first, second, repeated, plain = (one for [one] in map(list, ids))
+    assert len({first, second, plain}) == 3 and repeated == first
+    assert all(re.fullmatch(r"chatcmpl-[0-9a-f]{32}", i) for i in (first, second, plain))
+
+
 async def test_a_client_that_leaves_its_stream_is_no_error(
     make_settings: SettingsFactory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gateway.config.connect import ApiToken
+from gateway.core.messages import new_id
 
 
 class AlreadyAnswered(Exception):
@@ -61,6 +62,8 @@ class PendingAnswer:
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     mid_text: bool = False  # asked again while the turn wrote: its text shows from the next step
+    # the completion's id, its own (a repeat of the request gets it again)
+    completion_id: str = field(default_factory=lambda: f"chatcmpl-{new_id()}")
 
     def stream(self, delta: str) -> None:
         if not self.mid_text:

@@ -174,7 +174,9 @@ class ChatRoutes:
                     return await self._stream(request, chat.model, pending)
                 async with asyncio.timeout(api.settings.answer_timeout_seconds):
                     await pending.finished.wait()
-                return web.json_response(wire.completion(_id(pending), chat.model, pending.text))
+                return web.json_response(
+                    wire.completion(pending.completion_id, chat.model, pending.text)
+                )
         except AlreadyAnswered as repeated:
             if repeated.other:
                 return wire.error_response(
@@ -207,7 +209,7 @@ class ChatRoutes:
         outbox's messages; a comment every few seconds keeps idle connections open."""
         response = wire.event_stream()
         await response.prepare(request)
-        cid = _id(pending)
+        cid = pending.completion_id
         view = StreamText()
         with self._api.streaming():
             await response.write(wire.chunk(cid, model, {"role": "assistant", "content": ""}))
@@ -239,7 +241,3 @@ async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:
             async with asyncio.timeout(KEEP_ALIVE_SECONDS):
                 return await pending.pieces.get()
         await response.write(wire.KEEP_ALIVE)
-
-
-def _id(pending: PendingAnswer) -> str:
-    return f"chatcmpl-{(pending.turn_id or pending.message_id)[:24]}"

@@ -84,10 +84,19 @@ class ToolPolicy:
         if tool.roles is not None and principal.role not in tool.roles:
             allowed = " and ".join(f"{role}s" for role in sorted(tool.roles)) or "nobody"
             return Refusal(f"{tool.name} is only available to {allowed}")
+        return self.role_refusal(name, principal, shown=tool.name)
+
+    def role_refusal(
+        self, name: str, principal: Principal, *, shown: str | None = None
+    ) -> Refusal | None:
+        """What the owner keeps from members (``member_deny``) and admins (``admin_deny``):
+        tool ``name`` (``shown`` in the reason) for ``principal``'s role, or ``None``. The
+        task API asks it about ``spawn``: a task is what ``spawn`` starts."""
+        shown = shown or name
         if principal.role is Role.MEMBER and name in self.member_deny:
-            return Refusal(f"{tool.name} is only available to the owner and admins", askable=True)
+            return Refusal(f"{shown} is only available to the owner and admins", askable=True)
         if principal.role is Role.ADMIN and name in self.admin_deny:
-            return Refusal(f"{tool.name} is not available to admins", True, Role.OWNER)
+            return Refusal(f"{shown} is not available to admins", True, Role.OWNER)
         return None
 
     def refusal(self, tool: Tool, ctx: ToolContext) -> Refusal | None:

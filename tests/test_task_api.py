@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from channels.memory import MemoryChannel
-from gateway.config.settings import Settings
+from gateway.config.settings import MEMBER_DENY, Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Recorded, Step, calls, held, text
@@ -25,6 +25,8 @@ from tests.test_openai_api import MEMBER_TOKEN, OWNER_TOKEN, api_settings
 OWNER = {"Authorization": f"Bearer {OWNER_TOKEN}"}
 MEMBER = {"Authorization": f"Bearer {MEMBER_TOKEN}"}
 task_settings = api_settings  # an owner token (ops) and a member token (script)
+# the owner lets members use spawn (members' background tasks are refused by default)
+MEMBERS_SPAWN = {"member_deny": [name for name in MEMBER_DENY if name != "spawn"]}
 
 
 @asynccontextmanager
@@ -178,7 +180,7 @@ async def test_a_task_stopped_while_it_waits_for_approval_withdraws_its_request(
     import openai
 
     fake_llm.responder = lambda request: calls(("exec", {"command": "echo never-run"}))
-    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    settings = task_settings(make_settings, tools={"approvals": "ask", "policy": MEMBERS_SPAWN})
     async with serving(settings) as (gateway, url, http):
         _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
         approval = await _asked(gateway, http, f"{url}/{task['id']}")
@@ -258,7 +260,7 @@ async def test_owner_tokens_may_deliver_a_tasks_answer_to_a_chat_and_members_may
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
     fake_llm.responder = worker
-    settings = task_settings(make_settings, telegram=section(tg))
+    settings = task_settings(make_settings, telegram=section(tg), tools={"policy": MEMBERS_SPAWN})
     async with serving(settings, fast_channel(settings)) as (gateway, url, http):
         status, refused = await submit(
             http, url, {"text": "Survey it.", "deliver_to": "telegram:42"}, MEMBER
@@ -279,6 +281,30 @@ async def test_owner_tokens_may_deliver_a_tasks_answer_to_a_chat_and_members_may
     assert texts[0] == f"[task {task['id']}] Reading the workspace now."
     assert texts[1].startswith(f"Background task {task['id']} finished:")
     assert len(texts) == 2
+
+
+async def test_a_member_token_starts_a_task_only_where_a_member_may_use_spawn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: a member token's POST /v1/tasks was accepted and ran, while the same
+    member asking in a chat was refused spawn ("only available to the owner and admins").
+    A task is what spawn starts: the task API asks the same rule (tools.policy)."""
+    fake_llm.responder = lambda request: text("Surveyed.")
+    async with serving(task_settings(make_settings)) as (gateway, url, http):
+        status, refused = await submit(http, url, {"text": "Survey it."}, MEMBER)
+        await gateway.wait_idle()
+    assert status == 403
+    assert "spawn is only available to the owner and admins" in refused["error"]["message"]
+    assert fake_llm.requests == []
+    async with serving(task_settings(make_settings, tools={"policy": MEMBERS_SPAWN})) as (
+        gateway,
+        url,
+        http,
+    ):
+        status, task = await submit(http, url, {"text": "Survey it."}, MEMBER)
+        events = await follow(http, f"{url}/{task['id']}")
+        await gateway.wait_idle()
+    assert status == 202 and ("answer", "Surveyed.") in [(e["kind"], e["text"]) for e in events]
 
 
 async def test_a_repeated_submission_is_the_same_task(
@@ -308,7 +334,7 @@ async def test_a_task_waits_for_approval_and_goes_on_once_the_owner_approves(
         return text("The command ran after the owner's approval.")
 
     fake_llm.responder = work
-    settings = task_settings(make_settings, tools={"approvals": "ask"})
+    settings = task_settings(make_settings, tools={"approvals": "ask", "policy": MEMBERS_SPAWN})
     async with serving(settings) as (gateway, url, http):
         _, task = await submit(http, url, {"text": "Run the echo command please."}, MEMBER)
         approval = await _asked(gateway, http, f"{url}/{task['id']}")

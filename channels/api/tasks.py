@@ -3,8 +3,9 @@
 ``POST /v1/tasks`` (``text``, ``agent``, ``deliver_to``) → the task; ``GET /v1/tasks/{id}``
 → its state, progress notes and answer; ``GET /v1/tasks/{id}/events`` → server-sent events
 as it progresses (``Last-Event-ID`` resumes after an event); ``DELETE /v1/tasks/{id}`` stops
-it. A token sees the tasks it submitted; an owner token sees every task. Only owner and
-admin tokens may send a task's notes and answer to a chat (``deliver_to``): for anyone
+it. A token sees the tasks it submitted; an owner token sees every task. A token may start
+a task where its role may use ``spawn`` in a chat (members may not, by default). Only owner
+and admin tokens may send a task's notes and answer to a chat (``deliver_to``): for anyone
 else that would be a message to someone else's chat.
 """
 
@@ -49,6 +50,9 @@ class TaskBackend(Protocol):
         deliver_to: ChatRef | None,
         key: str | None,
     ) -> tuple[TaskRecord, bool]: ...
+
+    def refusal(self, agent: str, principal: Principal) -> str | None:
+        """Why ``principal`` may not start a task of ``agent`` (as ``spawn`` in a chat)."""
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
 
@@ -123,6 +127,14 @@ class TaskRoutes:
         if agent not in self._api.agents:
             known = ", ".join(self._api.agents)
             return _error(404, f"no agent named {agent!r} (agents: {known})", param="agent")
+        principal = self._api.principal(token)
+        refusal = self._tasks.refusal(agent, principal)
+        if refusal is not None:  # as the spawn tool is for this token's role in a chat
+            return _error(
+                403,
+                f"{refusal}, and a task is what spawn starts (tools.policy)",
+                "permission_error",
+            )
         target = None
         if body.get("deliver_to"):
             if token.role == "member":
@@ -144,7 +156,6 @@ class TaskRoutes:
                     f"answer could never be sent (configured: {configured})",
                     param="deliver_to",
                 )
-        principal = self._api.principal(token)
         refusal = await self._api.check_allowance(principal)
         if refusal is not None:
             return _error(429, refusal, "rate_limit_exceeded", code="allowance")

@@ -425,6 +425,14 @@ class Subagents:
 
     # -- stopping one -----------------------------------------------------------------------
 
+    def refusal(self, agent: str, principal: Principal) -> str | None:
+        """Why ``principal`` may not start a background task of ``agent`` through the task
+        API, or ``None``: the rule ``spawn`` has in a chat (``tools.policy``: members and
+        admins as the owner set it)."""
+        runs = self._agents.get(agent) or self._agents[DEFAULT_AGENT]
+        refusal = runs.policy.role_refusal("spawn", principal)
+        return None if refusal is None else refusal.reason
+
     async def stop_task(self, task_id: str, *, by: str) -> bool:
         """Stop an open task (the task API's DELETE) as ``/stop`` stops a chat's turn:
         recorded first (the task as stopped, its turn's stop in the journal), so no restart

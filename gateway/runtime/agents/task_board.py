@@ -63,6 +63,9 @@ class TaskBoard:
         assert stored is not None  # just written, or written before under the same key
         return stored, new
 
+    def refusal(self, agent: str, principal: Principal) -> str | None:
+        return self._subagents.refusal(agent, principal)
+
     async def get(self, task_id: str) -> TaskRecord | None:
         return await self._tasks.get(task_id)
 

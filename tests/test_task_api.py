@@ -315,9 +315,12 @@ async def test_a_repeated_submission_is_the_same_task(
     async with serving(task_settings(make_settings)) as (gateway, url, http):
         first_status, first = await submit(http, url, {"text": "Check the thing."}, headers)
         again_status, again = await submit(http, url, {"text": "Check the thing."}, headers)
+        # the key again with another task (dogfood 9: answered 200 with the first task)
+        other_status, other = await submit(http, url, {"text": "A different task."}, headers)
         await follow(http, f"{url}/{first['id']}")
         await gateway.wait_idle()
     assert (first_status, again_status) == (202, 200) and first["id"] == again["id"]
+    assert other_status == 409 and other["error"]["code"] == "idempotency_key_reused"
     assert len(fake_llm.requests) == 1
 
 

@@ -135,27 +135,9 @@ class TaskRoutes:
                 f"{refusal}, and a task is what spawn starts (tools.policy)",
                 "permission_error",
             )
-        target = None
-        if body.get("deliver_to"):
-            if token.role == "member":
-                return _error(
-                    403,
-                    "deliver_to is for owner and admin tokens: a member may not send to a chat",
-                    "permission_error",
-                    param="deliver_to",
-                )
-            try:
-                target = parse_target(str(body["deliver_to"]))
-            except ValueError as exc:
-                return _error(400, str(exc), param="deliver_to")
-            if target.channel not in self._api.chats:
-                configured = ", ".join(self._api.chats) or "none"
-                return _error(
-                    400,
-                    f"deliver_to: {target.channel} is not configured on this gateway, so the "
-                    f"answer could never be sent (configured: {configured})",
-                    param="deliver_to",
-                )
+        target = self._target(body.get("deliver_to"), token) if body.get("deliver_to") else None
+        if isinstance(target, web.Response):
+            return target
         refusal = await self._api.check_allowance(principal)
         if refusal is not None:
             return _error(429, refusal, "rate_limit_exceeded", code="allowance")
@@ -168,7 +150,37 @@ class TaskRoutes:
             return _error(
                 507, "the gateway's disk is full; try again later", "server_error", retry=True
             )
+        if not new and (record.prompt, record.agent, record.deliver_to) != (text, agent, target):
+            return _error(  # a client's bug: never answered with another task
+                409,
+                "this Idempotency-Key was used before for another task: a key is for sending "
+                "the same task again; use a new key for a new one",
+                code="idempotency_key_reused",
+            )
         return web.json_response(await self._view(record), status=202 if new else 200)
+
+    def _target(self, value: object, token: ApiToken) -> ChatRef | web.Response:
+        """The chat ``deliver_to`` names, or why the task may not go there."""
+        if token.role == "member":
+            return _error(
+                403,
+                "deliver_to is for owner and admin tokens: a member may not send to a chat",
+                "permission_error",
+                param="deliver_to",
+            )
+        try:
+            target = parse_target(str(value))
+        except ValueError as exc:
+            return _error(400, str(exc), param="deliver_to")
+        if target.channel not in self._api.chats:
+            configured = ", ".join(self._api.chats) or "none"
+            return _error(
+                400,
+                f"deliver_to: {target.channel} is not configured on this gateway, so the "
+                f"answer could never be sent (configured: {configured})",
+                param="deliver_to",
+            )
+        return target
 
     async def show(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
         record = await self._visible(request, token)

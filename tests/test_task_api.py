@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from channels.memory import MemoryChannel
+from channels.terminal.channel import TerminalChannel
 from gateway.config.settings import MEMBER_DENY, Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -305,6 +306,23 @@ async def test_a_member_token_starts_a_task_only_where_a_member_may_use_spawn(
         events = await follow(http, f"{url}/{task['id']}")
         await gateway.wait_idle()
     assert status == 202 and ("answer", "Surveyed.") in [(e["kind"], e["text"]) for e in events]
+
+
+async def test_a_chat_an_answer_could_never_reach_is_refused_as_a_tasks_target(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: deliver_to "terminal:owner" was taken (202), though the terminal's one
+    chat is "local": the answer then failed in the outbox for good. Refused now (400)."""
+    terminal = TerminalChannel(agent_name="Bot", model="m")
+    async with serving(task_settings(make_settings), MemoryChannel(), terminal) as (
+        gateway,
+        url,
+        http,
+    ):
+        status, refused = await submit(http, url, {"text": "x", "deliver_to": "terminal:owner"})
+        await gateway.wait_idle()
+    assert status == 400 and "the terminal's is terminal:local" in str(refused)
+    assert fake_llm.requests == []
 
 
 async def test_a_repeated_submission_is_the_same_task(

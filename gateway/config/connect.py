@@ -28,6 +28,16 @@ def target_channels() -> tuple[str, ...]:
     return (*channel_plugins(), "webchat", "terminal")
 
 
+# The chats of the owner's own channels, and how to name them: the web chat's "owner" (every
+# signed-in browser's; 24 hex digits: a browser's own from before they shared it, as
+# channels/webchat/transcript.py:CHAT_ID_RE) and the terminal's "local". An answer sent to
+# another chat of theirs could never be delivered.
+LOCAL_CHATS = {
+    "webchat": (re.compile(r"owner|[0-9a-f]{24}"), "webchat:owner"),
+    "terminal": (re.compile(r"local"), "terminal:local"),
+}
+
+
 def parse_target(value: str) -> ChatRef:
     """``"telegram:12345"`` → that chat; ``"slack:C123:1700000000.1"`` names a thread.
     Raises :class:`ValueError` saying what is wrong."""
@@ -38,6 +48,9 @@ def parse_target(value: str) -> ChatRef:
     if channel not in targets:
         raise ValueError(f"{value!r}: unknown channel {channel!r}; use one of {', '.join(targets)}")
     chat, _, thread = rest.strip().partition(":")
+    local = LOCAL_CHATS.get(channel)
+    if local is not None and (thread or not local[0].fullmatch(chat)):
+        raise ValueError(f"{value!r}: there is no such chat; the {channel}'s is {local[1]}")
     return ChatRef(channel, chat, thread or None)
 
 

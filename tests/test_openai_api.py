@@ -23,6 +23,7 @@ from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, Step, calls, held, streamed, text
+from tests.fakes.llm import error as llm_error
 
 OWNER_TOKEN = "owner-token-0123456789abcdef"
 MEMBER_TOKEN = "member-token-0123456789abcdef"
@@ -503,6 +504,43 @@ async def test_each_completion_has_an_id_of_its_own_and_a_repeat_gets_the_first_
     first, second, repeated, plain = (one for [one] in map(list, ids))
     assert len({first, second, plain}) == 3 and repeated == first
     assert all(re.fullmatch(r"chatcmpl-[0-9a-f]{32}", i) for i in (first, second, plain))
+
+
+async def test_a_turn_whose_model_fails_is_an_error_and_a_member_is_not_shown_its_address(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Dogfood 9: a model failure came back as 200 with finish_reason "stop", the failure
+    notice as the answer (the model server's URL in it, also for member tokens): a script
+    could not tell it from an answer. It is an OpenAI-shaped 502 now, streamed as an error
+    event; an owner's token reads the notice (the cause and the fix), others only that the
+    turn failed."""
+    fake_llm.responder = lambda request: llm_error(500, "model server exploded")
+    address = fake_llm.openai_url.split("/v1")[0]
+    async with (
+        serving(api_settings(make_settings)) as (gateway, url),
+        sdk(url) as owner,
+        sdk(url, MEMBER_TOKEN) as member,
+    ):
+        with pytest.raises(openai.APIStatusError) as owners:
+            await owner.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "please answer"}]
+            )
+        with pytest.raises(openai.APIStatusError) as members:
+            await member.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "please answer"}]
+            )
+        with pytest.raises(openai.APIError) as streamed:
+            stream = await member.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "again"}], stream=True
+            )
+            async for _ in stream:
+                pass
+        await gateway.wait_idle()
+    assert owners.value.status_code == members.value.status_code == 502
+    assert owners.value.code == members.value.code == "turn_failed"
+    assert address in owners.value.message and "HTTP 500" in owners.value.message
+    for refused in (members.value, streamed.value):
+        assert "could not answer" in refused.message and address not in refused.message
 
 
 async def test_a_client_that_leaves_its_stream_is_no_error(

@@ -3,7 +3,8 @@
 The turn is bound to the request when it starts (the turn's activity names the platform
 ids of the messages it answers). Then its streamed text, its tool steps and the messages
 the outbox delivers for it arrive here as :class:`Piece`; a reply or failure notice ends
-it, as does the turn's end without an answer. The outbox's messages are the answer; what
+it, as does the turn's end without an answer; a failed turn's notice is no answer, but
+the reason for an error. The outbox's messages are the answer; what
 was streamed is a preview of it, completed at the end (:meth:`StreamText.message`).
 """
 
@@ -42,7 +43,7 @@ class Ask:
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    kind: Literal["text", "tool", "message", "end"]
+    kind: Literal["text", "tool", "message", "failed", "end"]
     text: str = ""
 
 
@@ -59,6 +60,7 @@ class PendingAnswer:
     turn_id: str | None = None
     attached: bool = False  # a request waits on it now
     messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
+    failure: str | None = None  # the turn failed: its notice, which is no answer
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     mid_text: bool = False  # asked again while the turn wrote: its text shows from the next step
@@ -80,6 +82,12 @@ class PendingAnswer:
         if final:
             self.finish()
 
+    def fail(self, notice: str) -> None:
+        """The turn failed: ``notice`` says why (answered as an error, not as the answer)."""
+        self.failure = notice
+        self.pieces.put_nowait(Piece("failed", notice))
+        self.finish()
+
     def finish(self) -> None:
         if not self.finished.is_set():
             self.finished.set()
@@ -91,6 +99,8 @@ class PendingAnswer:
         self.pieces = asyncio.Queue()
         for text in self.messages:
             self.pieces.put_nowait(Piece("message", text))
+        if self.failure is not None:
+            self.pieces.put_nowait(Piece("failed", self.failure))
         if self.finished.is_set():
             self.pieces.put_nowait(Piece("end"))
         else:

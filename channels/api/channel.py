@@ -125,8 +125,12 @@ class ApiChannel:
         if not answering:
             return "kept in the session's history"  # no request waits for it
         final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
+        failed = await self._failed(message)
         for pending in answering:
-            pending.deliver(_with_files(message), final=final)
+            if failed:
+                pending.fail(message.text)
+            else:
+                pending.deliver(_with_files(message), final=final)
             if final:
                 self._answer(pending)
         return "answered " + ", ".join(p.message_id for p in answering)
@@ -288,6 +292,13 @@ class ApiChannel:
                     pending.turn_id = turn
                     answering.append(pending)
         return answering
+
+    async def _failed(self, message: OutboundMessage) -> bool:
+        """Whether ``message`` is the notice of a failed turn (a model that failed, a
+        timeout): not an answer, so the request gets an error."""
+        if message.kind is not OutboundKind.NOTICE or message.turn_id is None:
+            return False
+        return self._records is not None and await self._records.turn_failed(message.turn_id)
 
     def _request_id(self, ask: Ask, chat: ChatRef) -> str:
         """The platform id of a request's message: with an Idempotency-Key, the token's, the

@@ -24,6 +24,7 @@ from channels.api.tasks import TaskApi, task_routes
 from gateway.config.connect import ApiToken
 from gateway.core.commands import UNMETERED_COMMANDS
 from gateway.core.errors import ChannelTransientError, StorageFullError
+from gateway.core.principal import Role
 from gateway.core.system.bodies import read_capped
 from gateway.core.webhost import CredentialThrottle
 
@@ -36,6 +37,11 @@ KEEP_ALIVE_SECONDS = 15.0
 NO_ANSWER_YET = (
     "no answer in time; the turn goes on: its answer will be in the session's history, and "
     "this request sent again with its Idempotency-Key gets it"
+)
+FAILED = "turn_failed"  # the code of an error that a failed turn is
+FAILED_FOR_OTHERS = (
+    "the assistant could not answer this: its model failed or the turn ran out of time (the "
+    "owner finds why in the gateway's log). The message is kept in the session; ask again later."
 )
 RETRY_COUNT = "x-stainless-retry-count"  # the openai SDK's: 0, then 1, 2, ... on its retries
 
@@ -171,9 +177,13 @@ class ChatRoutes:
         try:
             async with api.conversation(ask) as pending:
                 if chat.stream:
-                    return await self._stream(request, chat.model, pending)
+                    return await self._stream(request, chat.model, pending, token)
                 async with asyncio.timeout(api.settings.answer_timeout_seconds):
                     await pending.finished.wait()
+                if pending.failure is not None:
+                    return wire.error_response(
+                        502, failure_text(pending.failure, token), "server_error", code=FAILED
+                    )
                 return web.json_response(
                     wire.completion(pending.completion_id, chat.model, pending.text)
                 )
@@ -203,10 +213,11 @@ class ChatRoutes:
             return wire.error_response(503, str(exc), "server_error", retry=True)
 
     async def _stream(
-        self, request: web.Request, model: str, pending: PendingAnswer
+        self, request: web.Request, model: str, pending: PendingAnswer, token: ApiToken
     ) -> web.StreamResponse:
         """The answer as server-sent events: fragments as the model writes, completed by the
-        outbox's messages; a comment every few seconds keeps idle connections open."""
+        outbox's messages; a comment every few seconds keeps idle connections open. A turn
+        that fails ends it with an error event, as OpenAI's streams do."""
         response = wire.event_stream()
         await response.prepare(request)
         cid = pending.completion_id
@@ -221,6 +232,11 @@ class ChatRoutes:
                         elif piece.kind == "tool":
                             out = ""
                             view.tool()
+                        elif piece.kind == "failed":
+                            reason = failure_text(piece.text, token)
+                            body = wire.error_body(reason, "server_error", code=FAILED)
+                            await response.write(wire.sse(body))
+                            return response
                         else:
                             out = view.message(piece.text)
                         if out:
@@ -232,6 +248,12 @@ class ChatRoutes:
             await response.write(wire.chunk(cid, model, {}, "stop"))
             await response.write(wire.DONE)
         return response
+
+
+def failure_text(notice: str, token: ApiToken) -> str:
+    """Why a turn failed, for the client: to an owner's token its notice (the cause and the
+    fix, which may name the model server's address), to others only that it failed."""
+    return notice if token.role is Role.OWNER else FAILED_FOR_OTHERS
 
 
 async def _next(pending: PendingAnswer, response: web.StreamResponse) -> Any:

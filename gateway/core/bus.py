@@ -80,6 +80,11 @@ class ChannelRecords(Protocol):
         one has: on whichever node of a cluster it runs, so a channel that waits for its
         answer knows which turn's messages answer it."""
 
+    async def turn_failed(self, turn_id: str) -> bool:
+        """Whether the turn failed (its model failed, it timed out or crashed): its notice
+        says it could not answer, so a channel that answers a program (the API) answers
+        with an error instead."""
+
     async def load_cursor(self, channel: str) -> str | None:
         """Where the channel's intake stopped (Matrix: the ``/sync`` token), or None."""
 

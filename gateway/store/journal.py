@@ -178,6 +178,16 @@ class Journal:
 
         return await self._db.run(query, durable=False)
 
+    async def failed(self, turn_id: str) -> bool:
+        """Whether the turn was committed as failed (a model that failed, a timeout, a
+        crash): its last message is a notice that it could not answer."""
+
+        def query(conn: Connection) -> bool:
+            row = conn.execute("SELECT state FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            return row is not None and row[0] == "failed"
+
+        return await self._db.run(query, durable=False)
+
     async def request_stop(self, turn_id: str) -> None:
         """Someone asked the turn to stop: durable, so a restart closes it instead of
         resuming it."""

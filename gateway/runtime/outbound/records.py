@@ -73,6 +73,9 @@ class StoredRecords:
         found = await self._journal.find(channel, message_id)
         return None if found is None else found[2]
 
+    async def turn_failed(self, turn_id: str) -> bool:
+        return await self._journal.failed(turn_id)
+
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         targets = self._owners(channel, about)
         if not targets:

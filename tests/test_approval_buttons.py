@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from typing import Any
 
+import aiohttp
+import openai
 import pytest
 
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
+from channels.hooks.signature import sign
 from channels.slack.adapter import SlackChannel
 from channels.telegram.adapter import TelegramChannel
 from gateway.core.backoff import Backoff
@@ -34,7 +38,7 @@ from tests.fakes.slack import (
     post_action,
     post_signed,
 )
-from tests.fakes.telegram import FAST_PACING, FakeTelegram, section
+from tests.fakes.telegram import FAST_PACING, FakeTelegram, fast_channel, section
 
 COMMAND = "echo ran >> runs.txt"
 APPROVALS = {"approvals": "ask", "exec": {"sandbox": "off"}}
@@ -97,6 +101,74 @@ async def test_telegram_owner_taps_approve_and_the_members_command_runs_once(
     [removed] = tg.called("editMessageReplyMarkup")  # only the owner's own tap
     assert removed.params["message_id"] == request.result["message_id"]
     assert len(answered) == 2  # every tap stops its spinner
+
+
+async def test_a_webhooks_and_a_member_tokens_requests_reach_the_owner_whose_tap_decides(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """Dogfood 9: a webhook turn's request reached the owner's Telegram with buttons, and
+    the owner's tap was answered "Only the owner or an admin ..." (its approvers were
+    "hook:*"); a member API token was sent the approver's prompt itself, and nobody on
+    Telegram heard of it. Neither has an owner of its own: the owners of the chat channels
+    are asked, their tap decides, and the member token is told that it waits."""
+    owner = 42
+    secret = "hook-secret-0123456789abcdef"
+    member_token = "member-token-0123456789abcdef"
+    settings = make_settings(
+        telegram=section(tg, owners=[str(owner)]),
+        tools=APPROVALS,
+        web={"port": 0},
+        hooks={"ci": {"secret": secret, "deliver_to": f"telegram:{owner}"}},
+        api={"enabled": True, "tokens": [{"name": "script", "token": member_token}]},
+    )
+    fake_llm.queue(
+        calls(("exec", {"command": COMMAND})),
+        text("Done for the webhook."),
+        calls(("exec", {"command": COMMAND})),
+        text("Done for the script."),
+    )
+    body = b'{"event": "deploy"}'
+    headers = {
+        "Content-Type": "application/json",
+        "X-Switchboard-Signature": sign(secret, body, "d-1", int(time.time())),
+        "X-Switchboard-Delivery": "d-1",
+    }
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        assert gateway.web is not None
+        hook = gateway.web.url + "hooks/ci"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(hook, data=body, headers=headers) as r,
+        ):
+            assert r.status == 202
+        [hooks_request] = await tg.wait_sent(1, chat_id=owner)
+        await tg.press(
+            hooks_request, f"/approve {code_in(hooks_request.params['text'])}", user_id=owner
+        )
+        for_the_hook = (await tg.wait_sent(3, chat_id=owner))[1:]
+        await gateway.wait_idle()
+        client = openai.AsyncOpenAI(
+            base_url=gateway.web.url + "v1", api_key=member_token, max_retries=0
+        )
+        async with client:
+            waiting = await client.chat.completions.create(
+                model="main", messages=[{"role": "user", "content": "run the echo command"}]
+            )
+        members_request = (await tg.wait_sent(4, chat_id=owner))[3]
+        await tg.press(
+            members_request, f"/approve {code_in(members_request.params['text'])}", user_id=owner
+        )
+        await tg.wait_sent(5, chat_id=owner)  # the owner is told it runs
+        await gateway.wait_idle()
+        _, history = await gateway.store.history.load("api:script", limit=10)
+    approved, answered = sorted(m.params["text"] for m in for_the_hook)
+    assert approved.startswith(f"Approved {code_in(hooks_request.params['text'])}: exec runs")
+    assert answered == "Done for the webhook."
+    told = waiting.choices[0].message.content or ""
+    assert "needs the owner's approval first" in told and "/approve" not in told
+    assert "exec" in members_request.params["text"] and members_request.params["reply_markup"]
+    assert runs(gateway) == 2
+    assert history[-1].body["content"] == "Done for the script."
 
 
 # -- Slack ------------------------------------------------------------------------------

@@ -217,9 +217,9 @@ async def _asked(gateway: Gateway, http: aiohttp.ClientSession, url: str) -> str
                 waiting = await response.json()
             if not asked():
                 await change.wait()
-    [note] = [n["text"] for n in waiting["notes"]]
-    found = re.search(r"/approve (\w+)", note)
-    assert found is not None and "exec" in note
+    [note] = [n["text"] for n in waiting["notes"]]  # told it waits, never the approver's prompt
+    found = re.search(r"needs the owner's approval first, so I asked \(request (\w+)\)", note)
+    assert found is not None and "exec" in note and "/approve" not in note
     return found.group(1)
 
 

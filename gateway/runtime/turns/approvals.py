@@ -18,6 +18,10 @@ local web chat), who could decide anything there anyway. A request goes to the r
 when they may decide it themselves (an owner or admin whose turn read outside content),
 else to the channel's owners (to its admins when it has no owner). Channels without access
 settings (the terminal, the local web chat) belong to whoever uses them: it goes back there.
+A webhook and an API token other than the owner's have no owner of their own: as on a
+channel without owners, the owners of the chat channels are asked (in their direct chats,
+with buttons that work), and the requester is told it waits; the owner's own API token is
+asked in its own session.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from agent.approval import PendingCall, fingerprint
 from agent.request import TurnRequest
 from gateway.config.channels import ChannelSection
+from gateway.core.addressing import API_CHANNEL, INTERNAL_CHANNELS, PROGRAM_CHANNELS
 from gateway.core.clock import Clock
 from gateway.core.lifecycle import Service
 from gateway.core.messages import (
@@ -204,8 +209,12 @@ class Approvals(Service):
         terminal)."""
         channel = principal.channel
         section = self._sections.get(channel)
-        if section is None:  # a local channel: its user is the owner
-            return (f"{channel}:*",), [(chat, False)]
+        if section is None and channel not in PROGRAM_CHANNELS:
+            return (f"{channel}:*",), [(chat, False)]  # a local channel: its user is the owner
+        if section is None:  # a webhook or an API token: no owner of its own
+            if channel == API_CHANNEL and principal.is_owner:  # the owner's token: its own words
+                return (f"{channel}:{principal.sender_id}",), [(chat, False)]
+            return self._owners_elsewhere(channel, (), chat)
         people = [*section.owners, *(section.admins if authority is Role.ADMIN else ())]
         approvers = tuple(f"{channel}:{person}" for person in dict.fromkeys(people))
         if f"{channel}:{principal.sender_id}" in approvers:  # they confirm it themselves
@@ -215,16 +224,26 @@ class Approvals(Service):
         asked = section.owners or (section.admins if authority is Role.ADMIN else ())
         if asked:
             return approvers, [(ChatRef(channel, person), True) for person in asked]
+        return self._owners_elsewhere(channel, approvers, chat)
+
+    def _owners_elsewhere(
+        self, channel: str, approvers: tuple[str, ...], chat: ChatRef
+    ) -> tuple[tuple[str, ...], list[tuple[ChatRef, bool]]]:
+        """For a channel without owners (or admins to ask): the owners of the other
+        channels, in their direct chats; and the request's own chat when it is the owner's
+        at the machine (a webhook answering in the web chat or the terminal)."""
         elsewhere = [
             ChatRef(name, owner)
             for name, other in self._sections.items()
             if name != channel
             for owner in other.owners
         ]
-        return (
-            (*approvers, *(f"{chat.channel}:{chat.chat_id}" for chat in elsewhere)),
-            [(chat, True) for chat in elsewhere],
-        )
+        targets = [(owner, True) for owner in elsewhere]
+        approvers = (*approvers, *(f"{owner.channel}:{owner.chat_id}" for owner in elsewhere))
+        if chat.channel not in (*self._sections, *PROGRAM_CHANNELS, *INTERNAL_CHANNELS):
+            targets.append((chat, False))
+            approvers = (*approvers, f"{chat.channel}:*")
+        return approvers, targets
 
     def _messages(
         self,

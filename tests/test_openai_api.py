@@ -284,6 +284,8 @@ async def test_a_member_over_its_allowance_gets_429_without_a_model_call(
         told = await client.chat.completions.create(**usage)  # type: ignore[call-overload]
         await gateway.wait_idle()
     assert refused.value.code == "allowance"
+    # the first refusal names the limit too (it was the chat's "more than I can take on")
+    assert "1 turns in the last hour (limit 1)" in refused.value.message
     assert len(fake_llm.requests) == 1
     assert "turn" in (told.choices[0].message.content or "").lower()
 

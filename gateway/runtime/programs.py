@@ -115,8 +115,10 @@ def program_channels(
         from channels.api import ApiChannel  # noqa: PLC0415
 
         async def allowance(principal: Principal) -> str | None:
+            """The limit reached, each time (a chat's notice, said once in a while, is
+            vaguer: "more requests than I can take on right now")."""
             refusal = await budget.check(principal)
-            return None if refusal is None else (refusal.notice or refusal.reason)
+            return None if refusal is None else f"over the allowance: {refusal.reason}"
 
         board = TaskBoard(store.tasks, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))

@@ -250,6 +250,26 @@ async def test_a_body_too_large_for_one_read_is_read_whole(
     assert fake_llm.requests[0].last_user_text == "thanks, and now?"
 
 
+async def test_a_request_over_a_limit_is_told_which_limit(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A body over api.max_request_bytes said only "the body is over 1000000 bytes"; it
+    names the setting now. A message over 100,000 characters names its limit too."""
+    headers = {"Authorization": f"Bearer {OWNER_TOKEN}"}
+    too_long = {"model": "main", "messages": [{"role": "user", "content": "x" * 100_001}]}
+    async with (
+        serving(api_settings(make_settings)) as (_, url),
+        aiohttp.ClientSession(headers=headers) as http,
+    ):
+        async with http.post(url + "/chat/completions", data=b"{" * 1_100_000) as r:
+            large = r.status, (await r.json())["error"]["message"]
+        async with http.post(url + "/chat/completions", json=too_long) as r:
+            long = r.status, (await r.json())["error"]["message"]
+    assert large == (400, "the body is over 1000000 bytes (api.max_request_bytes)")
+    assert long == (400, "the message is over 100000 characters")
+    assert fake_llm.requests == []
+
+
 async def test_a_streamed_answer_with_a_tool_step_shows_each_part_once(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

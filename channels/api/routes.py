@@ -71,7 +71,7 @@ def routes(api: ApiBackend, throttle: CredentialThrottle) -> list[web.RouteDef]:
 async def read_json(request: web.Request, limit: int) -> tuple[Any, bytes]:
     """The request's JSON body (at most ``limit`` bytes) and its bytes, or
     :class:`wire.BadRequest`."""
-    too_large = f"the body is over {limit} bytes"
+    too_large = f"the body is over {limit} bytes (api.max_request_bytes)"
     if request.content_length is not None and request.content_length > limit:
         raise wire.BadRequest(too_large)
     body = await read_capped(request.content, limit)

@@ -58,7 +58,7 @@ class PendingAnswer:
     asked: str = ""  # a digest of the question: a repeat with another one is refused
     control: bool = False  # a control (/status, /stop, ...): answered by no turn of its own
     turn_id: str | None = None
-    attached: bool = False  # a request waits on it now
+    attached: bool = True  # a request waits on it now (else what streams is not kept)
     messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
     failure: str | None = None  # the turn failed: its notice, which is no answer
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
@@ -69,42 +69,52 @@ class PendingAnswer:
 
     def stream(self, delta: str) -> None:
         if not self.mid_text:
-            self.pieces.put_nowait(Piece("text", delta))
+            self._put(Piece("text", delta))
 
     def tool(self, name: str) -> None:
         self.mid_text = False
-        self.pieces.put_nowait(Piece("tool", name))
+        self._put(Piece("tool", name))
 
     def deliver(self, text: str, *, final: bool) -> None:
         self.mid_text = False
         self.messages.append(text)
-        self.pieces.put_nowait(Piece("message", text))
+        self._put(Piece("message", text))
         if final:
             self.finish()
 
     def fail(self, notice: str) -> None:
         """The turn failed: ``notice`` says why (answered as an error, not as the answer)."""
         self.failure = notice
-        self.pieces.put_nowait(Piece("failed", notice))
+        self._put(Piece("failed", notice))
         self.finish()
 
     def finish(self) -> None:
         if not self.finished.is_set():
             self.finished.set()
-            self.pieces.put_nowait(Piece("end"))
+            self._put(Piece("end"))
+
+    def detach(self) -> None:
+        """Its request is gone: nobody reads what streams now (a repeat is given the
+        messages, whole)."""
+        self.attached = False
+        self.pieces = asyncio.Queue()
 
     def rejoin(self) -> None:
         """A repeat of the request waits on it now: what came so far is given again (the
         messages, whole), then what comes."""
-        self.pieces = asyncio.Queue()
+        self.attached = True
         for text in self.messages:
-            self.pieces.put_nowait(Piece("message", text))
+            self._put(Piece("message", text))
         if self.failure is not None:
-            self.pieces.put_nowait(Piece("failed", self.failure))
+            self._put(Piece("failed", self.failure))
         if self.finished.is_set():
-            self.pieces.put_nowait(Piece("end"))
+            self._put(Piece("end"))
         else:
             self.mid_text = True
+
+    def _put(self, piece: Piece) -> None:
+        if self.attached:
+            self.pieces.put_nowait(piece)
 
     @property
     def text(self) -> str:

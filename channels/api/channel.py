@@ -236,11 +236,10 @@ class ApiChannel:
             except BaseException:
                 del self._waiting[message_id]  # not taken: nothing will answer it
                 raise
-        pending.attached = True
         try:
             yield pending
         finally:
-            pending.attached = False
+            pending.detach()
             self._forget_left()
 
     def _answer(self, pending: PendingAnswer) -> None:

@@ -9,6 +9,7 @@ pictures are kept in build/screenshots/control/ for a person to look at after th
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -173,6 +174,40 @@ async def test_the_usage_chart_ends_on_the_owners_today_not_the_browsers(
         after = f"{datetime.now(owners):%Y-%m-%d}"
         await context.close()
     assert last in (before, after)
+
+
+async def test_usage_says_only_true_things_before_any_use_and_after_a_price_is_set(
+    tmp_path: Path, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """Nothing used: no 'highest: 1 tokens a day' over an empty chart. A price set after a
+    call: not 'No model in use has a price' (the model has one now; the call so far was
+    made before it, which is why it costs nothing)."""
+    home = tmp_path / "home"
+    write_home(home, fake_llm, web={"enabled": True, "port": 0})
+    chat = MemoryChannel()
+    async with serving(load_settings(home=home), chat) as gateway:
+        context, page = await owner_page(browser, gateway)
+
+        async def usage() -> str:
+            await open_section(page, gateway, "usage")
+            return await page.locator("#content").inner_text()
+
+        unused = await usage()
+        fake_llm.queue(text("Hello."))
+        await chat.push("hello")
+        await chat.wait_for(1)
+        await gateway.wait_idle()
+        used = await usage()
+        prices = json.dumps({"fake-model": {"input": 1.0, "output": 2.0}})
+        change = await gateway.change_settings({"llm.prices": prices}, by="test")
+        priced_later = await usage()
+        await context.close()
+    assert "nothing used on these days" in unused and "highest" not in unused
+    assert "Nothing used yet. fake-model (openai) has no price" in unused
+    assert "highest: " in used and "fake-model (openai) has no price" in used
+    assert "llm.prices" in change.applied
+    assert "no price" not in priced_later
+    assert "made before their model had a price" in priced_later
 
 
 async def test_approving_a_pairing_request_answers_the_person_on_telegram(

@@ -45,6 +45,7 @@ class ModelState:
     last_answer_at: float | None  # Unix time of its latest answer since the start
     cooling_until: float | None  # Unix time its cooldown ends; None: not cooling down
     last_error: str | None  # why it failed, while it cools down
+    priced: bool  # [llm.prices] or the shipped table has its price now
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,8 +69,9 @@ class ModelPool:
         self._providers: dict[tuple[object, ...], LLMProvider] = {}
         self._sights: dict[tuple[object, ...], Sight] = {}  # whether each is shown pictures
         self._main: tuple[object, ...] | None = None  # the gateway's model (``llm``)
-        # Every model an agent uses, by label: its display name and where it is configured.
-        self._used: dict[str, tuple[str, list[str]]] = {}
+        # Every model an agent uses, by label: its display name, the name its provider
+        # knows it by and where it is configured.
+        self._used: dict[str, tuple[str, str, list[str]]] = {}
 
     def recount(self) -> Callable[[], None]:
         """Count the models in use afresh: the agents are being built again (a changed
@@ -86,7 +87,9 @@ class ModelPool:
 
     def _use(self, llm: LLMSettings, setting: str) -> str:
         label = model_label(llm)
-        _, settings = self._used.setdefault(label, (f"{llm.model} ({llm.provider})", []))
+        *_, settings = self._used.setdefault(
+            label, (f"{llm.model} ({llm.provider})", llm.model, [])
+        )
         if setting not in settings:
             settings.append(setting)
         return label
@@ -140,7 +143,7 @@ class ModelPool:
     def states(self) -> list[ModelState]:
         """Every model in use, in the order the agents named them (the primary first)."""
         out = []
-        for label, (name, settings) in self._used.items():
+        for label, (name, model, settings) in self._used.items():
             health = self.cooldowns.health(label)
             out.append(
                 ModelState(
@@ -151,6 +154,7 @@ class ModelPool:
                     health.last_answer_at,
                     health.cooling_until,
                     health.last_error,
+                    priced=self.prices.price(model) is not None,
                 )
             )
         return out

@@ -5,6 +5,8 @@ as for the money caps and ``/usage``, not the server's or the browser's.
 The cost of each model call is stored with it, at the prices in effect when it was made
 (``[llm.prices]`` over the shipped table, gateway/config/prices.py); a group some of whose
 calls had no price says so (``cost_incomplete``), and one with no priced call shows none.
+Whether the models in use have a price is told apart (``unpriced``): a price set after the
+calls so far prices the next ones, not those.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ async def report(gateway: GatewayView, *, days: int = DAYS) -> dict[str, Any]:
         "days": days,
         # the owner's today (user.timezone), where the chart of days ends, as the days are theirs
         "today": f"{datetime.now(zone(gateway.settings.timezone)):%Y-%m-%d}",
-        "priced": any(row["cost"] is not None for row in by_day),
+        "priced": any(row["cost"] is not None for row in by_day),  # a call so far had a price
+        # the models in use now without a price (their next calls will count as free)
+        "unpriced": [m.name for m in gateway.model_states() if not m.priced],
         "by_day": sorted(by_day, key=lambda r: r["key"]),
         "by_person": biggest(await grouped("person", names.person)),
         "by_chat": biggest(await grouped("session", lambda key: names.session(key).title)),

@@ -33,7 +33,8 @@
       const label = day.toISOString().slice(0, 10);
       all.push(byDay.get(label) || { label, value: 0, note: "nothing" });
     }
-    const max = Math.max(1, ...all.map((r) => r.value));
+    const highest = Math.max(0, ...all.map((r) => r.value));
+    const max = Math.max(1, highest); // the scale of the bars
     const chart = svg("svg", { viewBox: `0 0 ${all.length * 10} 100`, preserveAspectRatio: "none", class: "chart columns", role: "img", "aria-label": description });
     chart.append(svg("title", {}, description));
     chart.append(svg("line", { class: "axis", x1: 0, x2: all.length * 10, y1: 99.5, y2: 99.5 }));
@@ -46,7 +47,7 @@
     return el(
       "figure",
       { class: "chart" },
-      el("p", { class: "hint axis-top" }, `highest: ${short(max)} tokens a day`),
+      el("p", { class: "hint axis-top" }, highest ? `highest: ${short(highest)} ${highest === 1 ? "token" : "tokens"} a day` : "nothing used on these days"),
       chart,
       el("p", { class: "hint axis-bottom" }, el("span", {}, all[0].label), el("span", {}, all[all.length - 1].label)),
     );

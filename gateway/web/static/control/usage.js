@@ -30,12 +30,24 @@
     return `${short(tokens(r))} tokens${r.cost !== null && r.cost !== undefined ? `, ${money(r.cost)}` : ""}`;
   }
 
+  // What the cost shown rests on. A call is priced when it is made: a price set later
+  // prices the calls after it, so "no price" is said of the models in use now, and calls
+  // made before their price are told apart from models that have none.
+  function priceNote(data) {
+    const missing = data.unpriced.length
+      ? ` ${data.unpriced.join(", ")} ${data.unpriced.length === 1 ? "has" : "have"} no price: add ${data.unpriced.length === 1 ? "it" : "them"} under [llm.prices] in Settings for cost estimates.`
+      : "";
+    if (data.priced) return `Each call's cost at the prices when it was made ([llm.prices] over the shipped table); a model without a price counts as free.${missing}`;
+    if (!data.by_day.length) return `Nothing used yet.${missing || " Each call's cost will be counted at its model's price when it is made."}`;
+    if (!missing) return "The calls so far were made before their model had a price, so they have no cost; the calls from now on are priced.";
+    return missing.trim();
+  }
+
   section({
     load: async (content) => {
       const data = await api("/api/usage");
       const total = data.by_day.reduce((sum, r) => sum + tokens(r), 0);
       const cost = data.by_day.reduce((sum, r) => sum + (r.cost || 0), 0);
-      const priced = data.priced;
       const chartRows = (rows) => rows.map((r) => ({ label: r.label, value: tokens(r), note: note(r) }));
       fill(content,
         el(
@@ -45,16 +57,9 @@
             "dl",
             { class: "facts" },
             el("dt", {}, `Tokens in the last ${data.days} days`), el("dd", {}, number(total)),
-            el("dt", {}, "Estimated cost"), el("dd", {}, priced ? money(cost) : "—"),
+            el("dt", {}, "Estimated cost"), el("dd", {}, data.priced ? money(cost) : "—"),
           ),
-          el(
-            "p",
-            { class: "hint" },
-            priced
-              ? "Each call's cost at the prices when it was made ([llm.prices] over the shipped table); a model without a price counts as free."
-              : "No model in use has a price: add it under [llm.prices] in Settings for cost estimates.",
-            data.by_day.some((r) => r.estimated_tokens) ? " ≈: counted by Switchboard where the model's server reported no usage." : "",
-          ),
+          el("p", { class: "hint" }, priceNote(data), data.by_day.some((r) => r.estimated_tokens) ? " ≈: counted by Switchboard where the model's server reported no usage." : ""),
         ),
         data.caps.length
           ? el(

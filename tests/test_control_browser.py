@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Dialog, Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from channels.memory import MemoryChannel
 from channels.webchat import create
@@ -208,6 +210,59 @@ async def test_usage_says_only_true_things_before_any_use_and_after_a_price_is_s
     assert "llm.prices" in change.applied
     assert "no price" not in priced_later
     assert "made before their model had a price" in priced_later
+
+
+# Whether, in the navigation's visible part (between the chevrons shown), the current
+# page's item can be seen, and the Health count can be, or is added up on a chevron.
+NAV_IN_SIGHT = """() => {
+  const box = document.querySelector("nav.sections .strip").getBoundingClientRect();
+  const edge = (side) => document.querySelector(`nav.sections .edge.${side}:not([hidden])`);
+  const start = edge("start"), end = edge("end");
+  const left = start ? start.getBoundingClientRect().right : box.left;
+  const right = end ? end.getBoundingClientRect().left : box.right;
+  const seen = (node) => {
+    const r = node.getBoundingClientRect();
+    return r.width > 0 && r.left >= left - 0.5 && r.right <= right + 0.5;
+  };
+  const problems = document.querySelector("[data-badge='problems']");
+  const summed = [start, end].some((e) => e && e.querySelector(".badge:not([hidden])")?.textContent === "1");
+  return seen(document.querySelector("nav.sections [aria-current='page']"))
+    && !problems.hidden && (seen(problems) || summed);
+}"""
+
+
+async def test_on_a_phone_the_navigation_shows_the_current_page_and_every_problem(
+    make_settings: SettingsFactory, browser: Browser
+) -> None:
+    """At 390 px the row of sections is twice as wide as the screen: each page opens with
+    its own item in sight, and Telegram being down (Health's count) is seen on every page,
+    added up on the chevron of the edge that hides Health."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "base_url": nobody})
+    async with Gateway(settings, channels=[create(settings), fast_channel(settings)]) as gateway:
+        assert gateway.web is not None
+        context, page = await owner_page(browser, gateway, width=390)
+        wide = await page.evaluate("document.querySelector('nav.sections .strip').scrollWidth")
+        in_sight = {}
+        for path in [*SECTIONS, "settings"]:
+            await page.goto(gateway.web.url + path)
+            await expect(page.locator("[data-badge='problems']")).to_have_text("1")
+            try:
+                await page.wait_for_function(NAV_IN_SIGHT, timeout=3000)
+                in_sight[path] = True
+            except PlaywrightTimeout:
+                in_sight[path] = False
+        await page.goto(gateway.web.url + "conversations")
+        more = page.locator("nav.sections .edge.end")
+        await expect(more.locator(".badge")).to_have_text("1")
+        await more.click()  # scrolls the row on
+        await expect(page.locator("nav.sections .edge.start")).to_be_visible()
+        await page.screenshot(path=shot("nav-390-scrolled"))
+        await context.close()
+    assert wide > 700
+    assert in_sight == dict.fromkeys([*SECTIONS, "settings"], True)
 
 
 async def test_approving_a_pairing_request_answers_the_person_on_telegram(

@@ -45,14 +45,19 @@ SECTIONS = (
 
 
 def nav(current: str) -> str:
-    """The navigation: Chat, then every section (``current`` marked for screen readers)."""
+    """The navigation: Chat, then every section (``current`` marked for screen readers),
+    with its script (static/nav.js: on a narrow screen the row scrolls, and the script
+    keeps the current item and the counts in sight)."""
     links = [("", "Chat", "")] + [(s.name, s.label, s.badge) for s in SECTIONS]
     items = []
     for name, label, badge in links:
         here = ' aria-current="page"' if name == current else ""
         count = f' <span class="badge" data-badge="{badge}" hidden></span>' if badge else ""
         items.append(f'<a href="/{name}"{here}>{escape(label)}{count}</a>')
-    return f'<nav class="sections" aria-label="Switchboard">{"".join(items)}</nav>'
+    return (
+        f'<nav class="sections" aria-label="Switchboard"><div class="strip">{"".join(items)}'
+        '</div></nav><script src="/static/nav.js" defer></script>'
+    )
 
 
 _SHELL = """<!doctype html>

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -28,10 +28,13 @@ from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, streamed, text
+from tests.fakes.mailservers import free_port
 from tests.fakes.telegram import FakeTelegram, fast_channel, random_token, section
 from tests.test_approvals import COMMAND, runs
+from tests.test_cli import switchboard
 from tests.test_control_center import job
 from tests.test_live_settings import write_home
+from tests.test_settings_routes import said, served_env, switchboard_run
 from tests.test_web_browser import WAIT_MS, browser, fake_llm, send, serving
 
 __all__ = ["browser", "fake_llm"]  # the module's fixtures, shared with test_web_browser
@@ -237,9 +240,7 @@ async def test_on_a_phone_the_navigation_shows_the_current_page_and_every_proble
     """At 390 px the row of sections is twice as wide as the screen: each page opens with
     its own item in sight, and Telegram being down (Health's count) is seen on every page,
     added up on the chevron of the edge that hides Health."""
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        nobody = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    nobody = f"http://127.0.0.1:{free_port()}"  # Telegram down
     settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "base_url": nobody})
     async with Gateway(settings, channels=[create(settings), fast_channel(settings)]) as gateway:
         assert gateway.web is not None
@@ -368,6 +369,46 @@ async def test_a_model_changed_on_the_settings_page_answers_the_next_turn(
         await context.close()
     assert [r.body["model"] for r in fake_llm.requests] == ["fake-model-2"]
     assert 'model = "fake-model-2"' in (home / "config.toml").read_text()
+
+
+@pytest.mark.slow
+async def test_restart_now_restarts_once_and_the_page_comes_back_by_itself(
+    tmp_path: Path, fake_llm: FakeLLM, browser: Browser, telegram_api: FakeTelegram
+) -> None:
+    """On a running `switchboard run`: a key that waits for a restart is saved, Restart
+    now is pressed, and the page goes back to the settings by itself once the gateway is
+    up again. Neither the saved page nor the restarting page posts anything when reloaded:
+    one save, one restart."""
+    home = tmp_path / "home"
+    # the same port after the restart, as a configured one is
+    env = served_env(home, fake_llm, telegram_api) | {"SWITCHBOARD_WEB__PORT": str(free_port())}
+    assert (await switchboard("onboard", env=env))[0] == 0
+    async with switchboard_run(env) as process:
+        code, out, _ = await switchboard("web", "--json", env=env)
+        assert code == 0
+        context = await browser.new_context()
+        context.set_default_timeout(WAIT_MS)
+        page = await context.new_page()
+        await page.goto(json.loads(out)["link"])
+        await page.goto(json.loads(out)["url"] + "settings")
+        await page.locator('[name="storage.retention_days"]').fill("15")
+        await page.get_by_role("button", name="Save", exact=True).click()
+        await expect(page.locator("#content [role=status]")).to_contain_text("needs a restart")
+        await page.reload()  # a GET: nothing is posted again
+        await page.get_by_role("button", name="Restart now").click()
+        await said(process, "restarting\n")
+        restarting = page.url
+        await said(process, "ready\n")
+        await page.wait_for_url("**/settings", timeout=30_000)
+        await page.goto(restarting)  # the restarting page again, as a reload would
+        await page.wait_for_url("**/settings", timeout=30_000)
+        await context.close()
+        running = process.returncode is None
+    with sqlite3.connect(home / "data" / "switchboard.db") as db:
+        kinds = [k for (k,) in db.execute("SELECT kind FROM audit ORDER BY id")]
+    assert "/settings/restarting?" in restarting
+    assert kinds.count("settings_changed") == 1 and kinds.count("restart_requested") == 1
+    assert running
 
 
 async def test_a_job_is_paused_resumed_and_deleted_from_the_jobs_page(

@@ -208,6 +208,57 @@ async def test_the_form_sends_only_what_was_changed_on_it_and_keeps_what_was_typ
     assert "timeout_seconds = 77" in written
 
 
+async def test_a_save_is_answered_with_a_redirect_so_a_reload_saves_nothing_again(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Post/Redirect/Get: the page a Save leads to is a GET showing what it did; reloading
+    it shows that again and posts nothing (the browser would ask to resubmit a POST)."""
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser:
+            async with browser.get(url + "/settings") as r:
+                form = form_of(await r.text()) | {"llm.model": "fake-model-2", "_action": "save"}
+            async with browser.post(
+                url + "/settings", data=form, headers={"Origin": url}, allow_redirects=False
+            ) as r:
+                status, location = r.status, r.headers.get("Location", "")
+            shown = []
+            for _ in range(2):  # the page, then a reload
+                async with browser.get(url + location) as r:
+                    shown.append(await r.text())
+            async with browser.get(url + "/settings") as r:
+                later = await r.text()
+        saves = await gateway.store.audit.recent(10, kind="settings_changed")
+    assert status == 303 and location.startswith("/settings?done=")
+    assert all("applied: <code>llm.model</code>" in page for page in shown)
+    assert "applied:" not in later
+    assert len(saves) == 1
+
+
+async def test_a_refused_value_is_told_in_one_sentence_under_its_key(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Not 'limits.max_concurrent_turns: limits.max_concurrent_turns: Input should be ...
+    (set by the settings page (web:owner (cookie)))': the key once, and no internals."""
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with (
+            owner(gateway) as browser,
+            browser.post(
+                url + "/api/settings",
+                json={"values": {"limits.max_concurrent_turns": "0", "agent.max_iterations": "0"}},
+                headers={"Origin": url},
+            ) as r,
+        ):
+            refused = await r.json()
+    assert refused["errors"] == {
+        "agent.max_iterations": "Input should be greater than or equal to 1",
+        "limits.max_concurrent_turns": "Input should be greater than or equal to 1",
+    }
+
+
 async def test_the_settings_api_lists_every_key_and_never_a_secret(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

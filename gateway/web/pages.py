@@ -94,31 +94,34 @@ _EXTRA_SCRIPTS = {"usage": ("chart",)}
 
 
 def section_page(section: Section) -> web.Response:
-    scripts = [*_EXTRA_SCRIPTS.get(section.name, ()), section.name]
+    scripts = (*_EXTRA_SCRIPTS.get(section.name, ()), section.name)
     return web.Response(
         text=_SHELL.format(
             title=escape(section.title),
             name=section.name,
             nav=nav(section.name),
             sign_out=SIGN_OUT,
-            scripts="\n".join(
-                f'<script src="/static/control/{s}.js" defer></script>' for s in scripts
-            ),
+            scripts=_script_tags(scripts),
         ),
         content_type="text/html",
         charset="utf-8",
     )
 
 
-def framed(section: Section, body: str) -> str:
+def _script_tags(names: tuple[str, ...]) -> str:
+    return "\n".join(f'<script src="/static/control/{s}.js" defer></script>' for s in names)
+
+
+def framed(section: Section, body: str, *, scripts: tuple[str, ...] = ()) -> str:
     """A section rendered on the server (``body`` is HTML, escaped by its maker) in the
-    frame every page shares: the header, the navigation, no script of its own."""
+    frame every page shares: the header, the navigation, and ``scripts`` of
+    static/control/ that make it handier (it works without them)."""
     text = _SHELL.format(
         title=escape(section.title),
         name=section.name,
         nav=nav(section.name),
         sign_out=SIGN_OUT,
-        scripts="",
+        scripts=_script_tags(scripts),
     )
     loading = '<div id="content" aria-busy="true"><p class="muted">Loading…</p></div>'
     return text.replace(loading, f'<div id="content">{body}</div>')

@@ -233,7 +233,9 @@ class WebServer:
         add("POST", "/api/pairing/{code}/{action}", self._pairing)
         add("POST", "/api/sessions/sign-out-all", self.guard.sign_out_all)
         add("GET", "/api/workspace/{name:.+}", self._workspace_file)
-        app.router.add_routes(SettingsRoutes(self._gateway, self.guard).routes())
+        settings_routes = SettingsRoutes(self._gateway, self.guard)
+        app.router.add_routes(settings_routes.routes())
+        app.on_shutdown.append(settings_routes.forget_restart)
         app.router.add_routes(self.control.routes())
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         # Browsers ask for /favicon.ico on every page whatever the page links to.

@@ -44,10 +44,11 @@ async def change_settings(
     if not edits:
         return SettingsChange()
     keys = tuple(sorted(edits))
+    page = f"the settings page ({by})"
     try:
-        report = await reload.change(edits, by=f"the settings page ({by})", check=check)
+        report = await reload.change(edits, by=page, check=check)
     except ConfigRefused as exc:
-        return SettingsChange(errors=_by_key(exc, keys), changed=keys)
+        return SettingsChange(errors=_by_key(exc, keys, page), changed=keys)
     except ValueError as exc:  # a value TOML cannot hold where the key goes
         return SettingsChange(errors={"": str(exc)}, changed=keys)
     except ConfigFileUnreadable as exc:  # fixed in an editor; nothing was written
@@ -80,11 +81,14 @@ def _within(key: str, edited: set[str]) -> bool:
     return any(key == e or key.startswith(f"{e}.") for e in edited)
 
 
-def _by_key(exc: ConfigRefused, keys: tuple[str, ...]) -> dict[str, str]:
-    """Each problem under the edited key it is about ("" for the rest)."""
+def _by_key(exc: ConfigRefused, keys: tuple[str, ...], page: str) -> dict[str, str]:
+    """Each problem under the edited key it is about ("" for the rest), told as the page
+    shows it beside that key: not naming the key again, nor the page as who set it (the
+    command line's message does both)."""
     errors: dict[str, str] = {}
     for where, why in exc.problems:
         key = next((k for k in keys if where == k or where.startswith(f"{k}.")), "")
-        told = why if key == where or not where else f"{where}: {why}"
+        what = why.removeprefix(f"{where}: ").removesuffix(f" (set by {page})")
+        told = what if key == where or not where else f"{where}: {what}"
         errors[key] = f"{errors[key]}; {told}" if key in errors else told
     return errors

@@ -7,9 +7,20 @@
   is what the change did (:class:`gateway.web.view.SettingsChange`), 400 with ``errors``
   when nothing was saved.
 * ``GET /settings`` and ``POST /settings``: the same as a server-rendered page and its
-  form (form-encoded, one input per dotted key).
+  form (form-encoded, one input per dotted key). A *Save* that went through answers with a
+  redirect to ``GET /settings?done=<id>``, which shows what it did (Post/Redirect/Get: a
+  reload shows it again instead of posting the form again); *Check* and a refused *Save*
+  answer with the page, the form as typed.
 * ``POST /api/restart``: stop, then start anew in a new process (the keys that wait for a
   restart); 409 when this gateway cannot (it was not started by ``switchboard run``).
+  The page's button (a form post) is redirected to ``GET /settings/restarting``, which
+  restarts nothing, so a reload is harmless. Its restart waits until that page has loaded
+  (its script posts the one-time ``ticket`` the redirect carried), at most
+  ``RESTART_GRACE_SECONDS`` (a page without a script): the web server is the first part
+  to stop, and the page would not load after it. The page then goes back to the settings
+  once a new start of the gateway answers.
+* ``GET /api/restart``: which start of the gateway answers (``{"start": "<id>"}``, new at
+  every start), how the restarting page knows the new one is up.
 
 Every route is behind the web guard like every page (gateway/web/access/security.py): only the
 owner's session, the web token or the gateway's own user on the local socket pass, and a
@@ -18,28 +29,53 @@ state-changing request from a browser needs the server's own ``Origin``.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import asyncio
+import secrets
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aiohttp import web
 
 from gateway.config.reference.form import sections_json
-from gateway.web.access.security import WebGuard
-from gateway.web.control.settings_page import CHECK, edited, restarting_page, settings_page
+from gateway.web.access.security import WebGuard, redirect
+from gateway.web.control.settings_page import (
+    CHECK,
+    edited,
+    restart_refused_page,
+    restarting_page,
+    settings_page,
+)
 from gateway.web.view import GatewayView, SettingsChange
+
+KEPT_RESULTS = 20  # the latest saves' results a redirected page can still show
+RESTART_GRACE_SECONDS = 3.0  # the page's restart begins by then without its script
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingRestart:
+    """A restart the page asked for, waiting for the restarting page to load."""
+
+    ticket: str  # what that page posts once it has loaded
+    timer: asyncio.TimerHandle  # the restart without it, after the grace
 
 
 class SettingsRoutes:
     def __init__(self, gateway: GatewayView, guard: WebGuard) -> None:
         self._gateway = gateway
         self._guard = guard
+        self._start = secrets.token_hex(8)  # this start of the gateway (GET /api/restart)
+        self._results: dict[str, SettingsChange] = {}  # by the id a redirect names
+        self._pending: _PendingRestart | None = None
+        self._restarting: asyncio.Task[bool] | None = None  # held: a task is not kept else
 
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/settings", self.page),
             web.post("/settings", self.save_form),
+            web.get("/settings/restarting", self.restarting),
             web.get("/api/settings", self.read),
             web.post("/api/settings", self.save),
+            web.get("/api/restart", self.started),
             web.post("/api/restart", self.restart),
         ]
 
@@ -72,7 +108,9 @@ class SettingsRoutes:
     async def page(self, request: web.Request) -> web.Response:
         return _html(
             settings_page(
-                self._gateway.settings_form(), restart_offered=self._gateway.restart_offered()
+                self._gateway.settings_form(),
+                result=self._results.get(request.query.get("done", "")),
+                restart_offered=self._gateway.restart_offered(),
             )
         )
 
@@ -82,26 +120,77 @@ class SettingsRoutes:
         change = await self._gateway.change_settings(
             edited(form), by=self._who(request), check=check
         )
+        if not check and not change.errors:
+            return redirect(f"/settings?done={self._keep(change)}")
         page = settings_page(
             self._gateway.settings_form(),
             result=change,
             checked=check,
             restart_offered=self._gateway.restart_offered(),
-            # what was typed stays in the form until it is saved
-            posted=form if check or change.errors else None,
+            posted=form,  # what was typed stays in the form until it is saved
         )
         return _html(page, status=400 if change.errors else 200)
 
+    def _keep(self, change: SettingsChange) -> str:
+        """Keep a save's result for the page the browser is sent to; returns its id."""
+        ident = secrets.token_urlsafe(8)
+        self._results[ident] = change
+        while len(self._results) > KEPT_RESULTS:
+            del self._results[next(iter(self._results))]
+        return ident
+
+    async def restarting(self, request: web.Request) -> web.Response:
+        query = request.query
+        return _html(restarting_page(query.get("from", ""), query.get("ticket", "")))
+
+    async def started(self, request: web.Request) -> web.Response:
+        return web.json_response({"start": self._start})
+
     async def restart(self, request: web.Request) -> web.Response:
-        started = await self._gateway.restart(by=self._who(request))
+        by = self._who(request)
         if request.content_type == "application/x-www-form-urlencoded":  # the page's button
-            return _html(restarting_page(), status=202 if started else 409)
-        if not started:
+            if not self._gateway.restart_offered():
+                return _html(restart_refused_page(), status=409)
+            return redirect(
+                f"/settings/restarting?from={self._start}&ticket={self._restart_soon(by)}"
+            )
+        try:
+            body: Any = await request.json() if request.can_read_body else None
+        except ValueError:
+            body = None
+        ticket: Any = body.get("ticket") if isinstance(body, dict) else None
+        if isinstance(ticket, str):  # the restarting page has loaded
+            pending = self._pending
+            if pending is None or ticket != pending.ticket:
+                return web.json_response({"error": "that restart began already"}, status=409)
+            pending.timer.cancel()
+            self._pending = None
+        if not await self._gateway.restart(by=by):
             return web.json_response(
                 {"error": "this gateway was not started by `switchboard run`: restart it there"},
                 status=409,
             )
         return web.json_response({"restarting": True}, status=202)
+
+    def _restart_soon(self, by: str) -> str:
+        """Restart once the restarting page has loaded, or after the grace; returns the
+        page's ticket. Asked again meanwhile: one restart, with the new ticket."""
+        if self._pending is not None:
+            self._pending.timer.cancel()
+        ticket = secrets.token_urlsafe(12)
+        timer = asyncio.get_running_loop().call_later(RESTART_GRACE_SECONDS, self._restart_now, by)
+        self._pending = _PendingRestart(ticket, timer)
+        return ticket
+
+    def _restart_now(self, by: str) -> None:
+        self._pending = None
+        self._restarting = asyncio.ensure_future(self._gateway.restart(by=by))
+
+    async def forget_restart(self, app: web.Application) -> None:
+        """The web server stops (``on_shutdown``): a restart still waiting is not made."""
+        if self._pending is not None:
+            self._pending.timer.cancel()
+            self._pending = None
 
     def _who(self, request: web.Request) -> str:
         """Who asked, for the audit log: the owner, and how they signed in."""

@@ -74,10 +74,26 @@ def settings_page(
     )
 
 
-def restarting_page() -> str:
+def restarting_page(start: str, ticket: str) -> str:
+    """What the browser shows while the gateway restarts. static/control/restarting.js
+    posts ``ticket`` (the restart begins: this page has loaded), then waits for a start of
+    the gateway other than ``start`` to answer and goes back to the settings."""
+    return framed(
+        section_named("settings"),
+        f'<div id="restarting" data-from="{escape(start, quote=True)}" '
+        f'data-ticket="{escape(ticket, quote=True)}" data-back="/settings">'
+        '<p role="status" id="restart-state">Restarting: the gateway stops and starts again. '
+        "This page goes back to the settings once it answers.</p>"
+        '<p><a href="/settings">Back to the settings</a></p></div>',
+        scripts=("restarting",),
+    )
+
+
+def restart_refused_page() -> str:
     return _framed(
-        '<p role="status">Restarting: the gateway stops and starts again. '
-        '<a href="/settings">Back to the settings</a> in a few seconds.</p>',
+        '<p class="error" role="alert">Not restarted: this gateway was not started by '
+        "<code>switchboard run</code>, so it cannot start itself again. Restart it where it "
+        'runs. <a href="/settings">Back to the settings</a></p>',
         "",
     )
 

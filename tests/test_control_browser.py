@@ -371,6 +371,52 @@ async def test_a_model_changed_on_the_settings_page_answers_the_next_turn(
     assert 'model = "fake-model-2"' in (home / "config.toml").read_text()
 
 
+async def test_settings_on_a_phone_find_a_key_count_the_changes_and_lead_to_a_refused_one(
+    tmp_path: Path, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """Save stays in sight (it was 56 screens below the model), the filter finds settings
+    by words of their description (also in a platform not set up), the changes not saved
+    are counted and marked, and a refused save leads to the field it is about."""
+    home = tmp_path / "home"
+    write_home(home, fake_llm, web={"enabled": True, "port": 0})
+    async with serving(load_settings(home=home)) as gateway:
+        assert gateway.web is not None
+        context, page = await owner_page(browser, gateway, width=390)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await page.goto(gateway.web.url + "settings")
+        save = page.get_by_role("button", name="Save", exact=True)
+        await expect(save).to_be_in_viewport()
+        wide = await page.evaluate("document.documentElement.scrollWidth")
+        find = page.get_by_label("Find a setting")
+        await find.fill("time zone")
+        visible = ".setting:visible"
+        shown = await page.locator(visible).evaluate_all("all => all.map(e => e.dataset.key)")
+        await expect(page.locator("#settings-found")).to_have_text(f"{len(shown)} settings match.")
+        await find.fill("imap host")  # in email, a channel not set up
+        await expect(page.locator('[name="email.imap_host"]')).to_be_visible()
+        await find.fill("")
+        await page.locator('[name="llm.model"]').fill("fake-model-2")
+        unsaved = page.locator("#settings-unsaved")
+        await expect(unsaved).to_have_text("1 unsaved change.")
+        await expect(page.locator("[id='field-llm.model'] [data-mark='changed']")).to_be_visible()
+        await page.locator('[name="agent.max_iterations"]').fill("0")
+        await expect(unsaved).to_have_text("2 unsaved changes.")
+        await save.click()
+        problems = page.locator("#settings-problems")
+        await expect(problems).to_be_focused()
+        await expect(unsaved).to_have_text("2 unsaved changes.")  # kept as typed
+        await problems.get_by_role("link", name="agent.max_iterations").click()
+        iterations = page.locator('[name="agent.max_iterations"]')
+        await expect(iterations).to_be_focused()
+        await expect(iterations).to_be_in_viewport()
+        await page.screenshot(path=shot("settings-refused-390"))
+        await context.close()
+    assert wide <= 390
+    assert "user.timezone" in shown and "llm.model" not in shown
+    assert errors == []
+
+
 @pytest.mark.slow
 async def test_restart_now_restarts_once_and_the_page_comes_back_by_itself(
     tmp_path: Path, fake_llm: FakeLLM, browser: Browser, telegram_api: FakeTelegram
@@ -391,9 +437,10 @@ async def test_restart_now_restarts_once_and_the_page_comes_back_by_itself(
         page = await context.new_page()
         await page.goto(json.loads(out)["link"])
         await page.goto(json.loads(out)["url"] + "settings")
+        await page.get_by_role("link", name="storage", exact=True).click()  # a closed section
         await page.locator('[name="storage.retention_days"]').fill("15")
         await page.get_by_role("button", name="Save", exact=True).click()
-        await expect(page.locator("#content [role=status]")).to_contain_text("needs a restart")
+        await expect(page.get_by_role("status").filter(has_text="needs a restart")).to_be_visible()
         await page.reload()  # a GET: nothing is posted again
         await page.get_by_role("button", name="Restart now").click()
         await said(process, "restarting\n")

@@ -259,6 +259,85 @@ async def test_a_refused_value_is_told_in_one_sentence_under_its_key(
     }
 
 
+def block(page: str, key: str) -> str:
+    """The markup of one setting of the page."""
+    start = page.index(f'<div class="setting" id="field-{key}"')
+    return page[start : page.index('<div class="setting"', start + 1)]
+
+
+def section_tag(page: str, title: str) -> str:
+    """The opening tag of a section of the page."""
+    start = page.index(f'id="section-{title}"')
+    return page[page.rindex("<details", 0, start) : page.index(">", start) + 1]
+
+
+async def test_the_settings_page_reads_like_the_reference_and_says_where_each_value_is_from(
+    tmp_path: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Descriptions are rendered markdown (code, not backticks; the docs page named, not
+    a raw link); "fields below" has the fields below; keys the page cannot save are
+    read-only and never posted; each value says where it comes from; deprecated keys that
+    nothing sets are left out; the sections in use are open, the platforms not set up
+    are together in one closed section."""
+    monkeypatch.setenv("SWITCHBOARD_AGENT__MAX_ITERATIONS", "7")
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser, browser.get(url + "/settings") as r:
+            page = await r.text()
+    form = form_of(page)
+    assert "`" not in page and "](" not in page
+    assert "<code>debug</code>, <code>info</code>" in block(page, "log_level")
+    assert "(<code>docs/connect.md</code>)" in block(page, "hooks")
+    assert "<code>[api]</code>: the OpenAI-compatible API" in page
+    fallbacks = block(page, "llm.fallbacks")
+    assert "<summary>Fields of each item: <code>llm.fallbacks[]</code></summary>" in fallbacks
+    assert "<td><code>api_key</code></td>" in fallbacks
+    # never posted: home (config.toml is in it), a key the environment sets
+    assert "home" not in form and "agent.max_iterations" not in form
+    assert " readonly" in block(page, "home") and "Not changed here" in block(page, "home")
+    iterations = block(page, "agent.max_iterations")
+    assert 'value="7"' in iterations and " readonly" in iterations
+    assert "set by the environment" in iterations
+    assert "SWITCHBOARD_AGENT__MAX_ITERATIONS" in iterations
+    assert "set in config.toml" in block(page, "llm.model")
+    assert "set in" not in block(page, "llm.temperature")  # its default
+    assert "llm.input_price_per_million" not in page  # deprecated, set nowhere
+    assert "needs a restart" in block(page, "storage.retention_days")
+    assert " open" in section_tag(page, "llm") and " open" in section_tag(page, "web")
+    assert " open" not in section_tag(page, "tools.exec")
+    off = page[page.index('id="section-channels-not-set-up"') :]
+    assert 'id="section-discord"' in off and 'id="section-email"' in off
+    assert " open" not in section_tag(page, "channels-not-set-up")
+    assert '<a href="#section-tools.exec">tools.exec</a>' in page  # the index
+
+
+async def test_a_refused_save_is_told_above_the_form_and_beside_the_field(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser:
+            async with browser.get(url + "/settings") as r:
+                form = form_of(await r.text())
+            form |= {"agent.max_iterations": "0", "_action": "save"}
+            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
+                status, page = r.status, await r.text()
+    why = "Input should be greater than or equal to 1"
+    summary = page[page.index('<div class="error-summary"') :]
+    assert status == 400
+    assert (
+        '<a href="#setting-agent.max_iterations"><code>agent.max_iterations</code></a>: ' + why
+    ) in summary
+    field = block(page, "agent.max_iterations")
+    assert 'aria-invalid="true"' in field
+    assert 'aria-describedby="error-agent.max_iterations about-agent.max_iterations"' in field
+    assert f'<p class="field-error" id="error-agent.max_iterations">{why}</p>' in field
+    assert 'value="0"' in field  # as typed
+    assert " open" in section_tag(page, "agent")
+
+
 async def test_the_settings_api_lists_every_key_and_never_a_secret(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

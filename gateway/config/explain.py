@@ -13,6 +13,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ Loc = tuple[int | str, ...]
 def env_name(loc: Loc) -> str:
     """The environment variable that sets a field: ``("llm", "model")`` → SWITCHBOARD_LLM__MODEL."""
     return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+class Origin(StrEnum):
+    """Where a setting's value in effect comes from (its default where none sets it)."""
+
+    ENVIRONMENT = "environment"
+    DOTENV = ".env"
+    SECRET_FILE = "secret file"  # noqa: S105 - a source of settings, not a secret
+    CONFIG_FILE = "config.toml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,19 @@ class Sources:
         if match is not None and (match[1] or not found):  # a containing table: a hint only
             found.append(f"{self.config_file} line {match[0]}")
         return found
+
+    def origin(self, loc: Loc) -> Origin | None:
+        """The source whose value of ``loc`` is in effect (setting it or a table holding
+        it), in the order sources win; ``None``: none sets it, its default applies."""
+        names = [env_name(loc[:depth]) for depth in range(len(loc), 0, -1)]
+        if any(_lookup(self.environ, name) is not None for name in names):
+            return Origin.ENVIRONMENT
+        if any(_lookup(self.dotenv, name) is not None for name in names):
+            return Origin.DOTENV
+        if any(_secret_file(self.secrets_dir, name) is not None for name in names):
+            return Origin.SECRET_FILE
+        match = toml_line(self.config_file, loc)
+        return Origin.CONFIG_FILE if match is not None and match[1] else None
 
 
 def validation_error(exc: ValidationError, root: type[BaseModel], sources: Sources) -> ConfigError:

@@ -256,6 +256,11 @@ class KeyDoc:
     secret: bool
     live: bool  # a running gateway applies it at once (gateway/config/live.py)
 
+    @property
+    def deprecated(self) -> bool:
+        """Still read, but replaced by another key: its meaning says which."""
+        return self.meaning.startswith("deprecated:")
+
 
 @dataclass(frozen=True, slots=True)
 class SectionDoc:
@@ -319,18 +324,43 @@ def render() -> str:
             f"## `{section.title}`\n\n{doc + chr(10) * 2 if doc else ''}| key | environment variable | default | live | meaning |\n| --- | --- | --- | --- | --- |"
         )
         out.append("\n".join(rows) + "\n")
-    out.append(
-        _table(
+    out.extend(_table(table) for table in item_tables())
+    return "\n".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTable:
+    """The fields of each item of a list or table setting (each fallback of
+    ``llm.fallbacks``), documented after the sections."""
+
+    key: str  # the setting whose items they are: "llm.fallbacks"
+    title: str  # "llm.fallbacks[]"
+    doc: str
+    model: type[BaseModel]
+    env: str  # how the environment sets the whole setting
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """Each field: its name, its default (markdown) and what it means."""
+        comments = _comments(self.model)
+        return [
+            (name, _default(field.default), comments.get(name) or DESCRIPTIONS.get(name, ""))
+            for name, field in self.model.model_fields.items()
+        ]
+
+
+def item_tables() -> tuple[ItemTable, ...]:
+    return (
+        ItemTable(
+            "llm.fallbacks",
             "llm.fallbacks[]",
             "One fallback model (`[[llm.fallbacks]]` in config.toml); timeouts, retries and the "
             "context window are the primary's. A refused key, an unknown model or a context "
             "overflow on the primary is reported, not failed over.",
             FallbackModel,
             "SWITCHBOARD_LLM__FALLBACKS (JSON list)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "llm.prices",
             'llm.prices."<model>"',
             "One model's prices in US dollars per million tokens, replacing or adding to the "
             f"shipped table (prices as of {shipped_prices().date}). A dated snapshot "
@@ -339,18 +369,16 @@ def render() -> str:
             "(a local model: free, said so).",
             ModelPrice,
             "SWITCHBOARD_LLM__PRICES (JSON)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "agents",
             "agents.<name>",
             "One more agent; unset fields inherit the top-level settings.",
             AgentProfile,
             "SWITCHBOARD_AGENTS (JSON)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "people",
             "people.<name>",
             'One known person, by one address (`[people."telegram:123456"]`) or by a name '
             'with many (`[people.ann] ids = ["telegram:123456", "slack:U0123"]`): their own '
@@ -358,53 +386,43 @@ def render() -> str:
             "person across channels (docs/channels.md, People across channels).",
             PersonSettings,
             "SWITCHBOARD_PEOPLE (JSON)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "routes",
             "[[routes]]",
             "A routing rule; every given field must match.",
             RouteRule,
             "SWITCHBOARD_ROUTES (JSON list)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "hooks",
             "hooks.<name>",
             "One signed webhook at `POST /hooks/<name>`; see [connect.md](connect.md).",
             HookSettings,
             "SWITCHBOARD_HOOKS (JSON), or SWITCHBOARD_HOOKS__<NAME>__<KEY>",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "api.tokens",
             "api.tokens[]",
             "One API client: `Authorization: Bearer <token>` acts as `name` with `role`.",
             ApiToken,
             "SWITCHBOARD_API__TOKENS (JSON list)",
-        )
-    )
-    out.append(
-        _table(
+        ),
+        ItemTable(
+            "mcp.servers",
             "mcp.servers.<name>",
             "One MCP server: `command` (stdio) or `url`; see [tools.md](tools.md).",
             McpServerSettings,
             "SWITCHBOARD_MCP__SERVERS (JSON)",
-        )
+        ),
     )
-    return "\n".join(out)
 
 
-def _table(title: str, doc: str, cls: type[BaseModel], env: str) -> str:
-    comments = _comments(cls)
-    rows = [
-        f"| `{name}` | {_default(field.default)} | {comments.get(name) or DESCRIPTIONS.get(name, '')} |"
-        for name, field in cls.model_fields.items()
-    ]
+def _table(table: ItemTable) -> str:
+    rows = [f"| `{name}` | {default} | {meaning} |" for name, default, meaning in table.rows()]
     return (
-        f"## `{title}`\n\n{doc} In the environment: `{env}`.\n\n| key | default | meaning |\n| --- | --- | --- |\n"
-        + "\n".join(rows)
-        + "\n"
+        f"## `{table.title}`\n\n{table.doc} In the environment: `{table.env}`.\n\n"
+        "| key | default | meaning |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
     )
 
 

@@ -13,7 +13,10 @@ show them masked, and a change that still holds the mask is refused (the secret 
 lost). A change is saved in config.toml, a secret's in the home's ``.env``
 (:mod:`gateway.config.env_file`). A key that a source winning over that file sets (the
 environment; for config.toml also ``.env`` and secret files) cannot be changed here, so a
-change to it is refused naming where to change it.
+change to it is refused naming where to change it, as is ``home`` (config.toml is in it):
+such a field is ``fixed``. Each field says where its value comes from (``origin``), and a
+section whether it is in use: a chat platform's when the channel is set up, another when
+one of its keys is set.
 """
 
 from __future__ import annotations
@@ -22,15 +25,16 @@ import json
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-from gateway.config.explain import Sources
-from gateway.config.reference.doc import KeyDoc, key_docs
+from gateway.config.explain import Origin, Sources
+from gateway.config.reference.doc import ItemTable, KeyDoc, item_tables, key_docs
+from gateway.config.settings import Settings
 from gateway.config.toml.config_file import UNSET
 from gateway.config.toml.edit import inline
 
@@ -55,6 +59,10 @@ class FormField:
     secret: bool
     set: bool  # it has a value (the only thing told of a secret)
     set_by: str | None  # a source that wins over where it is saved (the form cannot change it)
+    origin: Origin | None  # where its value comes from; None: the default
+    fixed: str | None  # why the form cannot change it ("set by ...: change it there")
+    deprecated: bool  # replaced by another key (its doc says which)
+    items: ItemTable | None  # the fields of each of its items (a list or table of tables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +70,37 @@ class FormSection:
     title: str  # "llm", "tools.exec", a channel's name, "top level"
     doc: str
     fields: tuple[FormField, ...]
+    channel: bool  # a chat platform's section ([telegram], ...)
+    in_use: bool  # a channel set up; another section: one of its keys is set
 
 
-def settings_form(settings: BaseModel, sources: Sources) -> list[FormSection]:
+def settings_form(settings: Settings, sources: Sources) -> list[FormSection]:
     """Every key of the reference with its value in ``settings``."""
-    return [
-        FormSection(
-            section.title,
-            section.doc,
-            tuple(_field(doc, _value_at(settings, doc.key), sources) for doc in section.keys),
+    channels = settings.channel_sections()
+    items = {table.key: table for table in item_tables()}
+    sections = []
+    for section in key_docs():
+        fields = tuple(
+            _field(doc, _value_at(settings, doc.key), sources, items.get(doc.key))
+            for doc in section.keys
         )
-        for section in key_docs()
-    ]
+        channel = channels.get(section.title)
+        sections.append(
+            FormSection(
+                section.title,
+                section.doc,
+                fields,
+                channel=channel is not None,
+                in_use=channel.enabled
+                if channel is not None
+                else any(f.origin is not None for f in fields),
+            )
+        )
+    return sections
 
 
 def form_edits(
-    settings: BaseModel, sources: Sources, values: Mapping[str, str]
+    settings: Settings, sources: Sources, values: Mapping[str, str]
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The changes in ``values`` (a posted form) as edits of config.toml (dotted key: TOML
     value, or ``UNSET`` to take it out), and the fields refused, with why (nothing should
@@ -93,13 +116,8 @@ def form_edits(
             continue
         if _unchanged(field, text):
             continue
-        if key == "home":
-            errors[key] = "config.toml is in the home: set SWITCHBOARD_HOME to move it"
-            continue
-        if field.set_by is not None:
-            errors[key] = (
-                f"set by {field.set_by}, which wins over {saved_in(field)}: change it there"
-            )
+        if field.fixed is not None:
+            errors[key] = field.fixed
             continue
         try:
             edits[key] = _edit(field, docs[key], text)
@@ -111,7 +129,7 @@ def form_edits(
 # -- reading ---------------------------------------------------------------------------
 
 
-def _field(doc: KeyDoc, value: Any, sources: Sources) -> FormField:
+def _field(doc: KeyDoc, value: Any, sources: Sources, items: ItemTable | None) -> FormField:
     kind, choices = _kind(doc.annotation, secret=doc.secret)
     loc = tuple(doc.key.split("."))
     # A secret is saved in .env, which wins over secret files and config.toml.
@@ -119,6 +137,14 @@ def _field(doc: KeyDoc, value: Any, sources: Sources) -> FormField:
     if doc.secret:
         below = (*below, str(sources.dotenv_file), "secret file")
     winners = [o for o in sources.origins(loc) if not o.startswith(below)]
+    set_by = winners[0] if winners else None
+    saved = ".env" if doc.secret else "config.toml"
+    if doc.key == "home":
+        fixed: str | None = "config.toml is in the home: set SWITCHBOARD_HOME to move it"
+    elif set_by is not None:
+        fixed = f"set by {set_by}, which wins over {saved}: change it there"
+    else:
+        fixed = None
     return FormField(
         key=doc.key,
         kind=kind,
@@ -131,13 +157,12 @@ def _field(doc: KeyDoc, value: Any, sources: Sources) -> FormField:
         live=doc.live,
         secret=doc.secret,
         set=value is not None and value not in ((), {}, ""),
-        set_by=winners[0] if winners else None,
+        set_by=set_by,
+        origin=sources.origin(loc),
+        fixed=fixed,
+        deprecated=doc.deprecated,
+        items=items,
     )
-
-
-def saved_in(field: FormField) -> str:
-    """Where a change of ``field`` is saved."""
-    return ".env" if field.secret else "config.toml"
 
 
 def _value_at(settings: BaseModel, dotted: str) -> Any:
@@ -309,4 +334,31 @@ def _parsed(field: FormField, text: str) -> Any:
 
 def sections_json(sections: Sequence[FormSection]) -> list[dict[str, Any]]:
     """The form as plain data (``GET /api/settings``)."""
-    return [asdict(section) for section in sections]
+    return [
+        {
+            "title": section.title,
+            "doc": section.doc,
+            "channel": section.channel,
+            "in_use": section.in_use,
+            "fields": [_field_json(field) for field in section.fields],
+        }
+        for section in sections
+    ]
+
+
+def _field_json(field: FormField) -> dict[str, Any]:
+    data = {f.name: getattr(field, f.name) for f in fields(FormField) if f.name != "items"}
+    table = field.items
+    data["items"] = (
+        None
+        if table is None
+        else {
+            "title": table.title,
+            "doc": table.doc,
+            "fields": [
+                {"key": name, "default": default, "meaning": meaning}
+                for name, default, meaning in table.rows()
+            ],
+        }
+    )
+    return data

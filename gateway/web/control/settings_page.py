@@ -1,10 +1,16 @@
 """``/settings`` as a plain server-rendered page: one form with an input per key, named by
 its dotted key (``name="llm.model"``), grouped by section, each with its documentation and
-whether a change applies at once or at the next start.
+whether a change applies at once or at the next start (one setting's markup:
+:mod:`gateway.web.control.settings_fields`).
 
 It works without a script: *Check* says what a change would do (which keys would need a
 restart) without saving it; *Save* writes config.toml (a secret: the home's ``.env``) and
-applies it; a change that waits for a restart offers one. Every value is escaped; secrets are never put in the page.
+applies it; a change that waits for a restart offers one. Every value is escaped; secrets
+are never put in the page. Sections are ``<details>``: the ones in use open, the others
+closed, the chat platforms not set up together in one; an index beside them leads to each.
+A refused save is listed above the form, each problem linking to its field, and told again
+under the field itself. static/control/settings.js adds what needs a script: a filter over
+keys and descriptions, and the count of unsaved changes in the bar that holds the buttons.
 
 Each input carries the value it was shown with (``_was.<key>``), and only the keys whose
 value differs from it are sent on: a setting changed elsewhere meanwhile (``config set``,
@@ -16,15 +22,16 @@ shown, so *Save* then saves it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from html import escape
 
-from gateway.config.reference.form import FormField, FormSection, saved_in
+from gateway.config.reference.form import FormSection
+from gateway.web.control.doc_markup import doc_html
+from gateway.web.control.settings_fields import WAS, input_id, setting, shown
 from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 
 CHECK, SAVE = "check", "save"  # the form's two buttons (name="_action")
-WAS = "_was."  # the value an input was first shown with: name="_was.llm.model"
+CHANNELS_OFF = "channels-not-set-up"  # the section holding the chat platforms not set up
 
 
 def edited(form: Mapping[str, str]) -> dict[str, str]:
@@ -39,21 +46,40 @@ def edited(form: Mapping[str, str]) -> dict[str, str]:
 
 _PAGE = """<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps
 the file's comments and puts secrets in the home's <code>.env</code> instead; a change applies
-at once unless it is marked <em>needs a restart</em>.</p>
+at once unless it is marked <em>needs a restart</em>. The sections in use are open.</p>
 {result}
 {form}"""
 
 
 def _framed(result: str, form: str) -> str:
-    return framed(section_named("settings"), _PAGE.format(result=result, form=form))
+    return framed(
+        section_named("settings"),
+        _PAGE.format(result=result, form=form),
+        scripts=("settings",),
+    )
 
 
-_FORM = """<form method="post" action="/settings">
+_FORM = """<form method="post" action="/settings" class="settings">
+<div class="settings-layout">
+<nav class="settings-index" aria-label="Sections of the settings">
+<div class="finder" hidden>
+<label for="settings-filter">Find a setting</label>
+<input type="search" id="settings-filter" placeholder="a key or words of its description"
+ autocomplete="off">
+<label class="only"><input type="checkbox" id="settings-only-set"> only those set or changed</label>
+<p class="hint" id="settings-found" role="status"></p>
+</div>
+<details class="index" open><summary>Sections</summary><ol>{index}</ol></details>
+</nav>
+<div class="settings-sections">
 {sections}
-<p class="actions">
-<button type="submit" name="_action" value="check">Check</button>
+</div>
+</div>
+<div class="savebar">
+<p class="hint" id="settings-unsaved" aria-live="polite"></p>
+<button type="submit" name="_action" value="check" class="secondary">Check</button>
 <button type="submit" name="_action" value="save">Save</button>
-</p>
+</div>
 </form>"""
 
 
@@ -68,9 +94,61 @@ def settings_page(
     """The page, with what the last post did above the form; ``posted``: that form, whose
     values the inputs keep (after a check, or a save that was refused)."""
     posted = posted or {}
+    errors = result.errors if result is not None else {}
+    shown_keys = {f.key for s in sections for f in s.fields if shown(f)}
+    # typed on the page (a secret's empty input is not: it keeps the secret)
+    typed = {key for key, value in edited(posted).items() if value or WAS + key in posted}
+    on = [s for s in sections if not s.channel or s.in_use]
+    off = [s for s in sections if s.channel and not s.in_use]
+
+    def opened(section: FormSection) -> bool:
+        keys = {f.key for f in section.fields}
+        return section.in_use or bool(keys & (set(errors) | typed))
+
+    groups = [_group(s, posted, errors, open_=opened(s)) for s in on]
+    index = [_entry(s) for s in on]
+    if off:
+        inner = "\n".join(_group(s, posted, errors, open_=opened(s)) for s in off)
+        names = ", ".join(s.title for s in off)
+        groups.append(
+            f'<details class="group channels-off" id="section-{CHANNELS_OFF}"'
+            f"{' open' if any(opened(s) for s in off) else ''}>"
+            f'<summary><h3 class="name">Channels not set up</h3>'
+            f'<span class="tally">{escape(names)}</span></summary>'
+            '<p class="section-doc">A channel starts once what it needs is set here (its '
+            "token or address), or with <code>switchboard onboard --channel NAME</code>, "
+            "which checks it (docs/channels.md).</p>"
+            f"{inner}</details>"
+        )
+        index.append(f'<li><a href="#section-{CHANNELS_OFF}">Channels not set up</a></li>')
     return _framed(
-        _result(result, checked=checked, restart_offered=restart_offered),
-        _FORM.format(sections="\n".join(_section(s, posted) for s in sections)),
+        _result(result, checked=checked, restart_offered=restart_offered, shown=shown_keys),
+        _FORM.format(index="".join(index), sections="\n".join(groups)),
+    )
+
+
+def _section_id(section: FormSection) -> str:
+    return "section-" + section.title.replace(" ", "-")
+
+
+def _entry(section: FormSection) -> str:
+    ident = escape(_section_id(section), quote=True)
+    return f'<li><a href="#{ident}">{escape(section.title)}</a></li>'
+
+
+def _group(
+    section: FormSection, posted: Mapping[str, str], errors: Mapping[str, str], *, open_: bool
+) -> str:
+    fields = [f for f in section.fields if shown(f)]
+    body = "\n".join(setting(f, posted, errors.get(f.key)) for f in fields)
+    doc = f'<p class="section-doc">{doc_html(section.doc)}</p>' if section.doc else ""
+    count = sum(f.origin is not None for f in fields)
+    tally = f"{count} set" if count else "all defaults"
+    return (
+        f'<details class="group" id="{escape(_section_id(section), quote=True)}"'
+        f"{' open' if open_ else ''}>"
+        f'<summary><h3 class="name">{escape(section.title)}</h3>'
+        f'<span class="tally">{tally}</span></summary>{doc}\n{body}\n</details>'
     )
 
 
@@ -90,23 +168,29 @@ def restarting_page(start: str, ticket: str) -> str:
 
 
 def restart_refused_page() -> str:
-    return _framed(
+    return framed(
+        section_named("settings"),
         '<p class="error" role="alert">Not restarted: this gateway was not started by '
         "<code>switchboard run</code>, so it cannot start itself again. Restart it where it "
         'runs. <a href="/settings">Back to the settings</a></p>',
-        "",
     )
 
 
-def _result(change: SettingsChange | None, *, checked: bool, restart_offered: bool) -> str:
+def _result(
+    change: SettingsChange | None, *, checked: bool, restart_offered: bool, shown: set[str]
+) -> str:
     if change is None:
         return ""
     if change.errors:
         items = "".join(
-            f"<li><code>{escape(key or 'settings')}</code>: {escape(why)}</li>"
-            for key, why in change.errors.items()
+            _problem(key, why, linked=key in shown) for key, why in change.errors.items()
         )
-        return f'<div class="error" role="alert"><p>Not saved:</p><ul>{items}</ul></div>'
+        count = len(change.errors)
+        return (
+            '<div class="error-summary" id="settings-problems" role="alert" tabindex="-1">'
+            f"<p><strong>Not saved:</strong> {'one setting needs' if count == 1 else f'{count} settings need'} "
+            f"a change.</p><ul>{items}</ul></div>"
+        )
     if not change.changed:
         return '<p role="status">Nothing changed.</p>'
     lines = []
@@ -129,61 +213,15 @@ def _result(change: SettingsChange | None, *, checked: bool, restart_offered: bo
     return f'<div role="status"><p>{lead}.</p><ul>{body}</ul>{offer}</div>'
 
 
+def _problem(key: str, why: str, *, linked: bool) -> str:
+    """One refused key, linking to its field where the page shows it."""
+    if not key:
+        return f"<li>{escape(why)}</li>"
+    name = f"<code>{escape(key)}</code>"
+    if linked:
+        name = f'<a href="#{escape(input_id(key), quote=True)}">{name}</a>'
+    return f"<li>{name}: {escape(why)}</li>"
+
+
 def _keys(keys: Sequence[str]) -> str:
     return ", ".join(f"<code>{escape(k)}</code>" for k in keys)
-
-
-def _section(section: FormSection, posted: Mapping[str, str]) -> str:
-    fields = "\n".join(_field(f, posted) for f in section.fields)
-    doc = f"<p>{escape(section.doc)}</p>" if section.doc else ""
-    return (
-        f'<fieldset class="group" id="{escape(section.title, quote=True)}">'
-        f"<legend>{escape(section.title)}</legend>{doc}\n{fields}\n</fieldset>"
-    )
-
-
-def _field(field: FormField, posted: Mapping[str, str]) -> str:
-    key = escape(field.key, quote=True)
-    ident = f"setting-{key}"
-    notes = ["applies at once" if field.live else "needs a restart"]
-    if field.secret:
-        notes.append("secret: set, leave empty to keep it" if field.set else "secret: not set")
-    if field.set_by is not None:
-        notes.append(f"set by {field.set_by}, which wins over {saved_in(field)}")
-    if field.default and not field.secret:
-        notes.append(f"default {field.default}")
-    about = escape(field.doc)
-    if field.secret:  # never in the page: empty keeps it
-        was = ""
-    else:
-        shown = posted.get(WAS + field.key, field.value)
-        was = f'<input type="hidden" name="{WAS}{key}" value="{escape(shown, quote=True)}">'
-        field = replace(field, value=posted.get(field.key, field.value))
-    return (
-        f'<div class="setting"><label for="{ident}">{escape(field.key)}</label>'
-        f'<div class="control">{_input(field, ident)}{was}'
-        f"<small>{about} ({escape('; '.join(notes))})</small></div></div>"
-    )
-
-
-def _input(field: FormField, ident: str) -> str:
-    name = escape(field.key, quote=True)
-    value = escape(field.value, quote=True)
-    if field.kind in ("boolean", "choice"):
-        options = ("true", "false") if field.kind == "boolean" else field.choices
-        blank = '<option value=""></option>' if field.optional else ""
-        chosen = "".join(
-            f"<option{' selected' if o == field.value else ''}>{escape(o)}</option>"
-            for o in options
-        )
-        return f'<select id="{ident}" name="{name}">{blank}{chosen}</select>'
-    if field.kind == "secret":
-        hint = "set; leave empty to keep" if field.set else "not set"
-        return (
-            f'<input type="password" id="{ident}" name="{name}" value="" '
-            f'placeholder="{hint}" autocomplete="off">'
-        )
-    if field.kind == "json":
-        return f'<textarea id="{ident}" name="{name}" rows="2">{escape(field.value)}</textarea>'
-    mode = ' inputmode="decimal"' if field.kind in ("integer", "number") else ""
-    return f'<input type="text" id="{ident}" name="{name}" value="{value}"{mode}>'

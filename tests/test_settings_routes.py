@@ -67,7 +67,9 @@ class Inputs(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = {k: v or "" for k, v in attrs}
         if tag == "input" and "name" in found:
-            self.values[found["name"]] = found.get("value", "")
+            box = found.get("type") == "checkbox"
+            if not box or "checked" in found:  # a box is sent only when ticked
+                self.values[found["name"]] = found.get("value", "on" if box else "")
         elif tag == "select":
             self._select = found["name"]
             self.values.setdefault(self._select, "")
@@ -336,6 +338,36 @@ async def test_a_refused_save_is_told_above_the_form_and_beside_the_field(
     assert f'<p class="field-error" id="error-agent.max_iterations">{why}</p>' in field
     assert 'value="0"' in field  # as typed
     assert " open" in section_tag(page, "agent")
+
+
+async def test_a_secret_is_removed_from_the_page_by_ticking_its_box(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """An empty secret keeps it (the page never shows it), so removing one is a box of its
+    own: its line leaves the home's .env, and the page says it is not set."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("SWITCHBOARD_CALENDAR__PASSWORD='cal-secret-1234'\n")
+    async with web_gateway(home, fake_llm) as (gateway, _):
+        assert gateway.web is not None
+        url = gateway.web.url.rstrip("/")
+        async with owner(gateway) as browser:
+            async with browser.get(url + "/settings") as r:
+                before = await r.text()
+            form = form_of(before) | {"_clear.calendar.password": "on", "_action": "save"}
+            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
+                after = await r.text()
+            async with browser.post(
+                url + "/api/settings", json={"clear": ["llm.model"]}, headers={"Origin": url}
+            ) as r:
+                not_a_secret = await r.json()
+    assert 'name="_clear.calendar.password"' in block(before, "calendar.password")
+    assert "set in .env" in block(before, "calendar.password")
+    assert "saved; needs a restart: <code>calendar.password</code></li></ul>" in after
+    assert "_clear.calendar.password" not in after
+    assert "not set" in block(after, "calendar.password")
+    assert "CALENDAR__PASSWORD" not in (home / ".env").read_text()
+    assert list(not_a_secret["errors"]) == ["llm.model"]
 
 
 async def test_the_settings_api_lists_every_key_and_never_a_secret(

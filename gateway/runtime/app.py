@@ -320,10 +320,15 @@ class Gateway(Service):
         return settings_form(settings, describe(settings.home))
 
     async def change_settings(
-        self, values: Mapping[str, str], *, by: str, check: bool = False
+        self,
+        values: Mapping[str, str],
+        *,
+        by: str,
+        check: bool = False,
+        clear: Sequence[str] = (),
     ) -> SettingsChange:
         return await change_settings(
-            self.config_reload, self.store.audit, values, by=by, check=check
+            self.config_reload, self.store.audit, values, by=by, check=check, clear=clear
         )
 
     def restart_offered(self) -> bool:

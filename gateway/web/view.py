@@ -10,7 +10,7 @@ audit log ("web:owner").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -144,12 +144,17 @@ class GatewayView(Protocol):
         and whether a change applies at once."""
 
     async def change_settings(
-        self, values: Mapping[str, str], *, by: str, check: bool = False
+        self,
+        values: Mapping[str, str],
+        *,
+        by: str,
+        check: bool = False,
+        clear: Sequence[str] = (),
     ) -> SettingsChange:
         """Change settings as a form posts them (dotted key: text); write config.toml
         (comments kept; a secret into .env) and apply the configuration live where it can
-        be. ``check``: say what it would do, changing nothing. ``by``: who, for the audit
-        log."""
+        be. ``clear``: secrets to remove (an empty secret keeps it). ``check``: say what it
+        would do, changing nothing. ``by``: who, for the audit log."""
 
     def restart_offered(self) -> bool:
         """Whether :meth:`restart` can start a new process (``switchboard run``)."""

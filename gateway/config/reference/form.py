@@ -8,7 +8,8 @@ words as typed, ``true``/``false`` (or ``on``) for switches, lists as JSON or
 comma-separated (``a, b``), tables and lists of tables as JSON. Only fields whose text
 differs from what the form showed are changes, so a form posted whole writes only what the
 person changed. Secrets are never shown: their field is empty (``set`` says whether one is
-configured), and an empty or masked secret leaves it as it is. Tables that hold secrets
+configured), and an empty or masked secret leaves it as it is; one is removed only when
+asked by name (``clear``). Tables that hold secrets
 show them masked, and a change that still holds the mask is refused (the secret would be
 lost). A change is saved in config.toml, a secret's in the home's ``.env``
 (:mod:`gateway.config.env_file`). A key that a source winning over that file sets (the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
@@ -100,11 +101,15 @@ def settings_form(settings: Settings, sources: Sources) -> list[FormSection]:
 
 
 def form_edits(
-    settings: Settings, sources: Sources, values: Mapping[str, str]
+    settings: Settings,
+    sources: Sources,
+    values: Mapping[str, str],
+    clear: Collection[str] = (),
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The changes in ``values`` (a posted form) as edits of config.toml (dotted key: TOML
-    value, or ``UNSET`` to take it out), and the fields refused, with why (nothing should
-    be written when there is one)."""
+    """The changes in ``values`` (a posted form) and the secrets to remove (``clear``) as
+    edits of config.toml (dotted key: TOML value, or ``UNSET`` to take it out; a secret's
+    go to .env), and the fields refused, with why (nothing should be written when there is
+    one)."""
     fields = {f.key: f for section in settings_form(settings, sources) for f in section.fields}
     docs = {doc.key: doc for section in key_docs() for doc in section.keys}
     edits: dict[str, Any] = {}
@@ -123,6 +128,18 @@ def form_edits(
             edits[key] = _edit(field, docs[key], text)
         except ValueError as exc:
             errors[key] = str(exc)
+    for key in clear:
+        field = fields.get(key)
+        if field is None or field.kind != "secret":
+            errors[key] = "only a secret is removed this way: empty its field to unset it"
+        elif key in edits:
+            errors[key] = "typed anew and marked to be removed: keep one of the two"
+        elif field.fixed is not None:
+            errors[key] = field.fixed
+        elif field.origin is Origin.SECRET_FILE:
+            errors[key] = "a secret file sets it: delete that file to remove it"
+        elif field.set:
+            edits[key] = UNSET
     return edits, errors
 
 

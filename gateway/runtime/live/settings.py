@@ -12,7 +12,7 @@ as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gateway.config.reference.form import form_edits
 from gateway.config.settings import Settings
@@ -35,10 +35,11 @@ async def change_settings(
     *,
     by: str,
     check: bool = False,
+    clear: Sequence[str] = (),
 ) -> SettingsChange:
     """See :meth:`gateway.web.view.GatewayView.change_settings`."""
     settings: Settings = reload.current
-    edits, errors = form_edits(settings, describe(settings.home), values)
+    edits, errors = form_edits(settings, describe(settings.home), values, clear)
     if errors:
         return SettingsChange(errors=errors)
     if not edits:

@@ -3,9 +3,10 @@
 * ``GET /api/settings``: the form as JSON (``sections``: each key with its value, type,
   allowed values, documentation, whether it applies live; secrets never included) and
   whether a restart can be asked for.
-* ``POST /api/settings``: ``{"values": {"llm.model": "..."}, "check": false}``; the answer
-  is what the change did (:class:`gateway.web.view.SettingsChange`), 400 with ``errors``
-  when nothing was saved.
+* ``POST /api/settings``: ``{"values": {"llm.model": "..."}, "check": false}``, and
+  ``"clear": ["llm.api_key"]`` for secrets to remove (an empty secret keeps it); the
+  answer is what the change did (:class:`gateway.web.view.SettingsChange`), 400 with
+  ``errors`` when nothing was saved.
 * ``GET /settings`` and ``POST /settings``: the same as a server-rendered page and its
   form (form-encoded, one input per dotted key). A *Save* that went through answers with a
   redirect to ``GET /settings?done=<id>``, which shows what it did (Post/Redirect/Get: a
@@ -40,6 +41,7 @@ from gateway.config.reference.form import sections_json
 from gateway.web.access.security import WebGuard, redirect
 from gateway.web.control.settings_page import (
     CHECK,
+    cleared,
     edited,
     restart_refused_page,
     restarting_page,
@@ -92,16 +94,23 @@ class SettingsRoutes:
             body: Any = await request.json()
         except ValueError:
             body = None
-        values = body.get("values") if isinstance(body, dict) else None
-        if not isinstance(values, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+        values = body.get("values", {}) if isinstance(body, dict) else None
+        clear = body.get("clear", []) if isinstance(body, dict) else None
+        if (
+            not isinstance(values, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
+            or not isinstance(clear, list)
+            or not all(isinstance(k, str) for k in clear)
         ):
             return web.json_response(
-                {"error": 'send {"values": {"dotted.key": "text", ...}, "check": false}'},
+                {
+                    "error": 'send {"values": {"dotted.key": "text", ...}, '
+                    '"clear": ["secret.key", ...], "check": false}'
+                },
                 status=400,
             )
         change = await self._gateway.change_settings(
-            values, by=self._who(request), check=body.get("check") is True
+            values, by=self._who(request), check=body.get("check") is True, clear=clear
         )
         return web.json_response(_plain(change), status=400 if change.errors else 200)
 
@@ -118,7 +127,7 @@ class SettingsRoutes:
         form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
         check = form.get("_action") == CHECK
         change = await self._gateway.change_settings(
-            edited(form), by=self._who(request), check=check
+            edited(form), by=self._who(request), check=check, clear=cleared(form)
         )
         if not check and not change.errors:
             return redirect(f"/settings?done={self._keep(change)}")

@@ -20,6 +20,7 @@ from gateway.config.reference.form import FormField
 from gateway.web.control.doc_markup import doc_html
 
 WAS = "_was."  # the value an input was first shown with: name="_was.llm.model"
+CLEAR = "_clear."  # a secret's box that removes it: name="_clear.llm.api_key"
 
 ORIGIN_MARKS = {
     Origin.CONFIG_FILE: "set in config.toml",
@@ -51,12 +52,19 @@ def setting(field: FormField, posted: Mapping[str, str], error: str | None) -> s
         field = replace(field, value=posted.get(field.key, field.value))
     described = f"{problem} {about}" if error else about
     told = f'<p class="field-error" id="{problem}">{escape(error)}</p>' if error else ""
+    remove = ""
+    if field.kind == "secret" and field.set and field.fixed is None:
+        ticked = " checked" if CLEAR + field.key in posted else ""
+        remove = (
+            f'<label class="clear"><input type="checkbox" name="{CLEAR}{key}"{ticked}> '
+            "Remove this secret</label>"
+        )
     origin = f' data-origin="{field.origin.value}"' if field.origin is not None else ""
     return (
         f'<div class="setting" id="field-{key}" data-key="{key}"{origin}>'
         f'<label for="{ident}">{escape(field.key)}</label>'
         f'<div class="control">{_input(field, ident, described, invalid=bool(error))}{was}'
-        f"{told}{_marks(field)}"
+        f"{remove}{told}{_marks(field)}"
         f'<div class="about" id="{about}">{_about(field)}</div>'
         f"{_items(field.items) if field.items is not None else ''}</div></div>"
     )
@@ -83,7 +91,11 @@ def _about(field: FormField) -> str:
     if field.fixed is not None:
         notes.append(f"Not changed here: {escape(field.fixed)}.")
     if field.kind == "secret":
-        kept = "set; leave it empty to keep it" if field.set else "not set"
+        kept = (
+            "set; leave it empty to keep it, or tick the box to remove it"
+            if field.set
+            else "not set"
+        )
         notes.append(f"A secret, kept in the home's <code>.env</code>, never shown: {kept}.")
     elif field.default:
         notes.append(f"Default: <code>{escape(field.default)}</code>.")

@@ -26,7 +26,7 @@ from html import escape
 
 from gateway.config.reference.form import FormSection
 from gateway.web.control.doc_markup import doc_html
-from gateway.web.control.settings_fields import WAS, input_id, setting, shown
+from gateway.web.control.settings_fields import CLEAR, WAS, input_id, setting, shown
 from gateway.web.pages import framed, section_named
 from gateway.web.view import SettingsChange
 
@@ -42,6 +42,11 @@ def edited(form: Mapping[str, str]) -> dict[str, str]:
         for key, value in form.items()
         if not key.startswith("_") and form.get(WAS + key) != value
     }
+
+
+def cleared(form: Mapping[str, str]) -> list[str]:
+    """The secrets a posted form removes (their box ticked)."""
+    return [key.removeprefix(CLEAR) for key in form if key.startswith(CLEAR)]
 
 
 _PAGE = """<p>Every setting of <code>config.toml</code> (docs/configuration.md). Saving keeps
@@ -98,6 +103,7 @@ def settings_page(
     shown_keys = {f.key for s in sections for f in s.fields if shown(f)}
     # typed on the page (a secret's empty input is not: it keeps the secret)
     typed = {key for key, value in edited(posted).items() if value or WAS + key in posted}
+    typed.update(cleared(posted))
     on = [s for s in sections if not s.channel or s.in_use]
     off = [s for s in sections if s.channel and not s.in_use]
 

@@ -442,9 +442,11 @@ async def test_restart_now_restarts_once_and_the_page_comes_back_by_itself(
         await page.get_by_role("button", name="Save", exact=True).click()
         await expect(page.get_by_role("status").filter(has_text="needs a restart")).to_be_visible()
         await page.reload()  # a GET: nothing is posted again
+        await page.screenshot(path=shot("settings-restart-offered"))
         await page.get_by_role("button", name="Restart now").click()
         await said(process, "restarting\n")
         restarting = page.url
+        await page.screenshot(path=shot("settings-restarting"))
         await said(process, "ready\n")
         await page.wait_for_url("**/settings", timeout=30_000)
         await page.goto(restarting)  # the restarting page again, as a reload would

@@ -294,7 +294,7 @@ async def test_the_settings_page_reads_like_the_reference_and_says_where_each_va
     assert "<code>[api]</code>: the OpenAI-compatible API" in page
     fallbacks = block(page, "llm.fallbacks")
     assert "<summary>Fields of each item: <code>llm.fallbacks[]</code></summary>" in fallbacks
-    assert "<td><code>api_key</code></td>" in fallbacks
+    assert '<td data-label="key"><code>api_key</code></td>' in fallbacks
     # never posted: home (config.toml is in it), a key the environment sets
     assert "home" not in form and "agent.max_iterations" not in form
     assert " readonly" in block(page, "home") and "Not changed here" in block(page, "home")

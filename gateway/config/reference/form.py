@@ -92,9 +92,10 @@ def settings_form(settings: Settings, sources: Sources) -> list[FormSection]:
                 section.doc,
                 fields,
                 channel=channel is not None,
+                # home: SWITCHBOARD_HOME sets it for every home but the default one
                 in_use=channel.enabled
                 if channel is not None
-                else any(f.origin is not None for f in fields),
+                else any(f.origin is not None for f in fields if f.key != "home"),
             )
         )
     return sections

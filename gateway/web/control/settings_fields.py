@@ -76,7 +76,7 @@ def _marks(field: FormField) -> str:
         marks.append(("origin", ORIGIN_MARKS[field.origin]))
     if field.fixed is not None:
         marks.append(("fixed", "read-only here"))
-    if not field.live:
+    if not field.live and field.fixed is None:
         marks.append(("restart", "needs a restart"))
     if field.deprecated:
         marks.append(("deprecated", "deprecated"))
@@ -133,15 +133,16 @@ def _input(field: FormField, ident: str, described: str, *, invalid: bool) -> st
 def _items(table: ItemTable) -> str:
     """The fields of each item, for a setting written as a list or table of tables."""
     rows = "".join(
-        f"<tr><td><code>{escape(name)}</code></td><td>{doc_html(default)}</td>"
-        f"<td>{doc_html(meaning)}</td></tr>"
+        f'<tr><td data-label="key"><code>{escape(name)}</code></td>'
+        f'<td data-label="default">{doc_html(default)}</td>'
+        f'<td data-label="meaning">{doc_html(meaning)}</td></tr>'
         for name, default, meaning in table.rows()
     )
     return (
         f'<details class="items"><summary>Fields of each item: <code>{escape(table.title)}'
         f"</code></summary><p>{doc_html(table.doc)} In the environment: "
         f"<code>{escape(table.env)}</code>.</p>"
-        '<div class="table-wrap"><table><thead><tr><th scope="col">key</th>'
+        '<div class="table-wrap"><table class="cards"><thead><tr><th scope="col">key</th>'
         '<th scope="col">default</th><th scope="col">meaning</th></tr></thead>'
         f"<tbody>{rows}</tbody></table></div></details>"
     )

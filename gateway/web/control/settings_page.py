@@ -198,7 +198,7 @@ def _result(
             f"a change.</p><ul>{items}</ul></div>"
         )
     if not change.changed:
-        return '<p role="status">Nothing changed.</p>'
+        return '<p class="notice" role="status">Nothing changed.</p>'
     lines = []
     verb = "would apply at once" if checked else "applied"
     if change.applied:
@@ -216,7 +216,7 @@ def _result(
         else ""
     )
     lead = "Checked, not saved" if checked else "Saved"
-    return f'<div role="status"><p>{lead}.</p><ul>{body}</ul>{offer}</div>'
+    return f'<div class="notice" role="status"><p>{lead}.</p><ul>{body}</ul>{offer}</div>'
 
 
 def _problem(key: str, why: str, *, linked: bool) -> str:

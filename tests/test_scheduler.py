@@ -15,6 +15,7 @@ from gateway.core.messages import ChatRef, ChatType
 from gateway.core.schedule_spec import ScheduleError, ScheduleSpec, parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.schedule.heartbeat import in_quiet_hours
+from gateway.runtime.schedule.scheduler import RETRY
 from gateway.store import Job, Store
 from gateway.web.status import schedule
 from tests.fakes.clock import FakeClock
@@ -499,3 +500,64 @@ async def test_check_ins_go_home_the_same_everywhere_and_never_to_a_forgotten_lo
     assert messages[-1].text == "Due today: the dentist." and messages[-1].chat_id == "1"
     assert terminal.texts() == ["echo: hi from the laptop", "echo: and again from the laptop"]
     assert page[0]["target"] == report["heartbeat_target"] == "telegram:1"
+
+
+async def test_a_heartbeat_file_in_another_encoding_is_read_and_reminders_keep_coming(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """HEARTBEAT.md saved as Latin-1 (a Windows editor): the check-in reads it (an
+    unreadable letter shown as such) and every reminder after it still comes."""
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "in 15 minutes", "message": "Tea!"})),
+        text("Set."),
+    )
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        heartbeat = gateway.settings.workspace_dir / "HEARTBEAT.md"
+        heartbeat.write_bytes("- Erinnere mich an die Müllabfuhr.\n".encode("latin-1"))
+        await channel.push("remind me of tea in 15 minutes")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Die Müllabfuhr kommt heute."))
+        await clock.advance(minutes=10, seconds=1)  # the check-in
+        await channel.wait_for(2)
+        await idle(gateway)
+        await clock.advance(minutes=5)  # the reminder (the next check-in is at 10:20)
+        await channel.wait_for(3)
+    assert "Erinnere mich an die M\ufffdllabfuhr" in fake_llm.requests[2].last_user_text
+    assert channel.texts()[1:] == ["Die Müllabfuhr kommt heute.", "Tea!"]
+
+
+async def test_a_job_that_cannot_run_does_not_stop_the_others(
+    make_settings: Any, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stored job whose zone this machine does not know (a database copied from another
+    machine, an image without the zone data) fails each time it is due: that is logged,
+    tried again a minute later (not on every round), and every other reminder still comes."""
+    settings = make_settings()
+    owner = {"channel": "memory", "sender_id": "user-1", "role": "owner"}
+    chat = ChatRef("memory", "user-1")
+    async with Store(settings.data_dir / "switchboard.db") as store:
+        broken = ScheduleSpec("cron", "Mars/Olympus", cron="*/5 * * * *")
+        due = START + timedelta(minutes=5)
+        await store.jobs.add(Job("broken", broken, None, "never", chat, owner, next_run=due))
+        for job_id, text_, at in (("tea", "Tea!", due), ("cake", "Cake!", due + RETRY)):
+            spec = ScheduleSpec("once", "UTC", at=at + timedelta(seconds=1))
+            await store.jobs.add(Job(job_id, spec, None, text_, chat, owner, next_run=spec.at))
+
+    def failures() -> int:
+        return sum("job broken failed" in r.getMessage() for r in caplog.records)
+
+    clock = FakeClock(START)
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        await clock.advance(minutes=5, seconds=1)
+        await channel.wait_for(1)
+        assert failures() == 1
+        await channel.push("hi")  # a while of real time: a failed job is not tried meanwhile
+        await channel.wait_for(2)
+        assert failures() == 1
+        await clock.advance(minutes=1)
+        await channel.wait_for(3)
+        await idle(gateway)
+    assert channel.texts() == ["Tea!", "echo: hi", "Cake!"]
+    assert failures() == 2

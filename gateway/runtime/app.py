@@ -258,7 +258,7 @@ class Gateway(Service):
         return WorkInProgress(self.dispatcher.running_turns, self.dispatcher.queued_messages)
 
     def schedule(self) -> list[ScheduledItem] | None:
-        return self.scheduler.snapshot()
+        return self.scheduler.snapshot() if self.scheduler.running else None
 
     def model_states(self) -> list[ModelState]:
         return self.parts.models.states()

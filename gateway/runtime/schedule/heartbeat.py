@@ -127,8 +127,8 @@ class Heartbeat:
         local = now.astimezone(zone(self.timezone))
         if in_quiet_hours(self.settings.quiet_hours, local):
             return Skip(f"quiet hours ({self.settings.quiet_hours} {self.timezone})")
-        try:
-            tasks = self._file.read_text(encoding="utf-8")
+        try:  # a file saved in another encoding (Latin-1 from a Windows editor) still reads
+            tasks = self._file.read_text(encoding="utf-8", errors="replace")
         except OSError:
             tasks = ""
         if not has_tasks(tasks):

@@ -10,10 +10,9 @@ fire everything at the same moment.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from gateway.config.settings import Settings
@@ -38,6 +37,7 @@ from gateway.store import Job, Jobs
 log = logging.getLogger(__name__)
 
 STORE_RETRY = 2.0  # seconds: a cluster node whose database is away tries again after this
+RETRY = timedelta(minutes=1)  # a job (or briefing) that failed is tried again after this
 
 PRUNE_EVERY = timedelta(hours=24)
 # The jobs are read again at least this often: a change made outside this process (the
@@ -72,6 +72,7 @@ class Scheduler(Service):
         self._zones = zones  # a job's owner's quiet hours, in their zone
         self._directory = directory  # where a person whose chats are one conversation is
         self._jobs: list[Job] = []
+        self._failed: dict[str, datetime] = {}  # job id -> not before: its last run failed
         self._wake = book.changed  # a job was added or removed: plan anew
         self._task: asyncio.Task[None] | None = None
         self._next_heartbeat: datetime | None = None
@@ -96,11 +97,15 @@ class Scheduler(Service):
         self._task = asyncio.create_task(self._loop(), name="scheduler")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])  # however it ended, the rest of the shutdown goes on
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop runs (it is not started on a cluster node that does not lead)."""
+        return self._task is not None and not self._task.done()
 
     async def configure(self, settings: Settings) -> None:
         """New ``[heartbeat]`` and ``[scheduler]`` settings (a configuration reload): the
@@ -142,36 +147,68 @@ class Scheduler(Service):
     # -- the loop -------------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        """Rounds until stopped: no error ends it (one would stop every reminder, job and
+        check-in for good, without a word until the next stop)."""
         while True:
             try:
                 await self._round()
             except StoreUnavailable as exc:  # a cluster's database is away: try again soon
                 log.warning("scheduler: the store is unavailable (%s); trying again", exc)
-                self._wake.clear()
-                await self._clock.sleep_until(
-                    self._clock.now() + timedelta(seconds=STORE_RETRY), self._wake
-                )
+                await self._pause(STORE_RETRY)
+            except Exception:
+                log.exception("scheduler: a round failed; trying again in %.0f s", RETRY)
+                await self._pause(RETRY.total_seconds())
+
+    async def _pause(self, seconds: float) -> None:
+        self._wake.clear()
+        await self._clock.sleep_until(self._clock.now() + timedelta(seconds=seconds), self._wake)
 
     async def _round(self) -> None:
-        """Fire what is due, then wait for the next due time (or a change)."""
+        """Fire what is due, then wait for the next due time (or a change). A job, check-in,
+        briefing or housekeeping that fails is logged and does not keep the others from
+        running; a job or briefing that failed is tried again after :data:`RETRY`."""
         now = self._clock.now()
-        for job in [j for j in self._jobs if j.next_run is not None and j.next_run <= now]:
-            await self._fire(job, now)
+        self._failed = {job_id: at for job_id, at in self._failed.items() if at > now}
+        for job in [j for j in self._jobs if (due := self._due(j)) is not None and due <= now]:
+            if await self._step(f"job {job.id}", self._fire(job, now)):
+                self._failed.pop(job.id, None)
+            else:
+                self._failed[job.id] = now + RETRY
         if self._next_heartbeat is not None and self._next_heartbeat <= now:
-            await self._beat(now)
+            await self._step("the heartbeat", self._beat(now))
         if self._next_briefing is not None and self._next_briefing <= now:
-            await self._brief(now)
+            await self._step("the morning briefing", self._brief(now))
         if self._next_prune is not None and self._next_prune <= now:
             self._next_prune = now + PRUNE_EVERY
-            removed = await self._housekeep(now.timestamp())
-            self.last_housekeeping = (now, removed)
-            self.housekept.set()
-        deadlines = [j.next_run for j in self._jobs if j.next_run is not None]
+            await self._step("housekeeping", self._prune(now))
+        deadlines = [d for d in map(self._due, self._jobs) if d is not None]
         planned = (self._next_heartbeat, self._next_briefing, self._next_prune)
         deadlines += [d for d in planned if d is not None]
         self._wake.clear()
         await self._clock.sleep_until(min([*deadlines, now + JOBS_REREAD]), self._wake)
         self._jobs = await self._stored_jobs.active()
+
+    def _due(self, job: Job) -> datetime | None:
+        """When the job runs next: its next run, or later while a failed run waits."""
+        if job.next_run is None:
+            return None
+        return max(job.next_run, self._failed.get(job.id, job.next_run))
+
+    async def _step(self, what: str, work: Awaitable[None]) -> bool:
+        """Run one piece of a round; whether it went well (a failure is logged)."""
+        try:
+            await work
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("scheduler: %s failed; the scheduler goes on", what)
+            return False
+        return True
+
+    async def _prune(self, now: datetime) -> None:
+        removed = await self._housekeep(now.timestamp())
+        self.last_housekeeping = (now, removed)
+        self.housekept.set()
 
     async def _fire(self, job: Job, now: datetime) -> None:
         current = await self._stored_jobs.get(job.id)  # removed meanwhile (CLI, another chat)?
@@ -245,6 +282,7 @@ class Scheduler(Service):
     async def _brief(self, now: datetime) -> None:
         briefing = self._briefing
         assert briefing is not None
+        self._next_briefing = now + RETRY  # what follows fails: it is tried again then
         if await briefing.due(now):
             plan = await briefing.plan(now)
             if isinstance(plan, Skip):

@@ -10,7 +10,7 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.schedule_spec import ScheduleError, parse_schedule
+from gateway.core.schedule_spec import ScheduleError, ScheduleSpec, parse_schedule
 
 MONDAY = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -66,6 +66,59 @@ def test_time_zones_and_daylight_saving() -> None:
     assert first is not None
     second = berlin.next_after(first, first)
     assert second is not None and second - first > timedelta(hours=23)  # 02:30 once, not twice
+
+
+# The night the clocks go back, in zones on either side of the world: (zone, from, to) in UTC.
+REPEATED_HOURS = (
+    (
+        "Europe/Berlin",
+        datetime(2027, 10, 30, 23, tzinfo=UTC),
+        datetime(2027, 10, 31, 3, tzinfo=UTC),
+    ),
+    (
+        "Europe/London",
+        datetime(2027, 10, 30, 23, tzinfo=UTC),
+        datetime(2027, 10, 31, 3, tzinfo=UTC),
+    ),
+    (
+        "America/New_York",
+        datetime(2027, 11, 7, 4, tzinfo=UTC),
+        datetime(2027, 11, 7, 8, tzinfo=UTC),
+    ),
+    (
+        "Australia/Sydney",
+        datetime(2027, 4, 3, 14, tzinfo=UTC),
+        datetime(2027, 4, 3, 18, tzinfo=UTC),
+    ),
+)
+
+
+@pytest.mark.parametrize(("tz", "night", "morning"), REPEATED_HOURS)
+@pytest.mark.parametrize("expr", ["30 2 * * *", "30 1 * * *", "45 2 * * 0", "15 1-3 * * *"])
+def test_a_time_the_clocks_repeat_comes_once_and_never_before_now(
+    tz: str, night: datetime, morning: datetime, expr: str
+) -> None:
+    """Asked at any minute of that night, the next run is after the time asked at (it was
+    the first pass of a repeated time, in the past: a job fired on every round); and
+    run after run, each wall time comes once."""
+    spec = parse_schedule(expr, now=night, timezone=tz)
+    after = night
+    while after < morning:
+        fire = spec.next_after(None, after)
+        assert fire is not None and fire > after, (expr, tz, after)
+        after += timedelta(minutes=1)
+    walls = [f"{fire:%m-%d %H:%M}" for fire in _chain(spec, night - timedelta(days=1), 6)]
+    assert len(set(walls)) == len(walls), walls
+
+
+def _chain(spec: ScheduleSpec, start: datetime, count: int) -> list[datetime]:
+    """The runs one after another, as the scheduler makes them (each asked from the last)."""
+    out: list[datetime] = []
+    previous = spec.next_after(None, start)
+    while previous is not None and len(out) < count:
+        out.append(previous)
+        previous = spec.next_after(previous, previous)
+    return out
 
 
 def test_bad_expressions_get_a_clear_error() -> None:

@@ -12,7 +12,8 @@ Accepted forms (case-insensitive; times in the given time zone):
 Cron expressions have standard (Vixie/Debian) cron semantics, computed by ``cronsim``:
 0 and 7 are Sunday, ranges, steps and names work in every field, and when both the
 day-of-month and the day-of-week are restricted a day matching *either* fires. A time that
-a daylight-saving jump skips runs once right after the jump; one that repeats runs once.
+a daylight-saving jump skips runs once right after the jump; one that repeats runs once, in
+its first pass.
 """
 
 from __future__ import annotations
@@ -178,13 +179,17 @@ def _unit(word: str) -> int:
 
 
 def cron_next(expr: str, timezone: str, after: datetime) -> datetime:
-    """The first time after ``after`` (strictly) that the cron expression fires, in ``timezone``."""
+    """The first time after ``after`` (strictly) that the cron expression fires, in ``timezone``.
+
+    A wall time the clocks repeat fires once, in its first pass: asked from the second pass,
+    cronsim answers with that first pass, which is before ``after`` and skipped here."""
     try:
-        return next(CronSim(expr, after.astimezone(zone(timezone))))
+        for fires in CronSim(expr, after.astimezone(zone(timezone))):
+            if fires > after:
+                return fires
     except CronSimError as exc:
         raise ScheduleError(f"invalid cron expression {expr!r}: {exc}") from exc
-    except StopIteration:
-        raise ScheduleError(f"cron expression {expr!r} never fires") from None
+    raise ScheduleError(f"cron expression {expr!r} never fires")
 
 
 def explain(expr: str) -> str:

@@ -55,6 +55,9 @@ class JobBook:
         if timezone is None:
             timezone = await self._zones.zone_of(principal.person)
         spec = parse_schedule(schedule, now=now, timezone=timezone)
+        first = spec.next_after(None, now)
+        if first is None or first < now:  # never tell a time that has passed
+            raise ScheduleError(f"{schedule!r} would first run at {first}, which has passed")
         mine = [j for j in await self._jobs.active() if j.owner_key == principal.person]
         scheduler = self._settings.scheduler
         cap = scheduler.max_jobs_per_user if principal.is_admin else scheduler.max_jobs_per_member
@@ -70,7 +73,7 @@ class JobBook:
             chat=chat,
             owner=principal.record(),
             task_type=task_type,
-            next_run=spec.next_after(None, now),
+            next_run=first,
             agent=agent,
             authorised_by=user_texts,
             tainted=tainted,

@@ -22,6 +22,7 @@ from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
+from gateway.core.schedule_spec import ScheduleError
 from gateway.core.services import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
@@ -223,6 +224,8 @@ class Scheduler(Service):
             log.info("job %s waits for the end of its owner's quiet hours (%s)", job.id, quiet)
             return
         following = job.spec.next_after(now, now) if job.spec.recurring else None
+        if following is not None and following <= now:  # it would fire on every round
+            raise ScheduleError(f"its next run {following} is not after {now}")
         await self._stored_jobs.record_run(job.id, now, following)  # at most once per due time
         self._jobs = await self._stored_jobs.active()
         await self._submit(job, one_shot=following is None)

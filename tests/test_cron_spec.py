@@ -111,6 +111,18 @@ def test_a_time_the_clocks_repeat_comes_once_and_never_before_now(
     assert len(set(walls)) == len(walls), walls
 
 
+def test_a_one_off_at_a_time_the_clocks_skip_or_repeat() -> None:
+    """Skipped: right after the jump, as cron; repeated: the next time the clock shows it."""
+    spring = datetime(2027, 3, 27, 12, tzinfo=UTC)  # Berlin jumps 02:00 -> 03:00 that night
+    for text in ("tomorrow at 2:30", "at 2:30", "2027-03-28 02:30"):
+        at = parse_schedule(text, now=spring, timezone="Europe/Berlin").at
+        assert at is not None and at.isoformat() == "2027-03-28T03:00:00+02:00", text
+    second_pass = datetime(2027, 10, 31, 1, 10, tzinfo=UTC)  # 02:10 CET, after 02:30 CEST
+    for text in ("at 2:30", "today at 2:30"):
+        at = parse_schedule(text, now=second_pass, timezone="Europe/Berlin").at
+        assert at is not None and at.isoformat() == "2027-10-31T02:30:00+01:00", text
+
+
 def _chain(spec: ScheduleSpec, start: datetime, count: int) -> list[datetime]:
     """The runs one after another, as the scheduler makes them (each asked from the last)."""
     out: list[datetime] = []

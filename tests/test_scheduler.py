@@ -641,3 +641,34 @@ async def test_a_job_whose_schedule_does_not_move_on_never_fires(
         await channel.wait_for(1)
         await idle(gateway)
     assert channel.texts() == ["echo: hi"]
+
+
+async def test_a_reminder_at_a_time_the_clocks_skip_comes_right_after_the_jump(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """Berlin's clocks jump from 02:00 to 03:00 on 28 March 2027: "tomorrow at 2:30" comes
+    at 03:00 CEST, as "every day at 2:30" does that night, and the model is told 03:00 (not
+    "02:30 CET", a time that does not exist, which came at 03:30)."""
+    clock = FakeClock(datetime(2027, 3, 27, 12, 0, tzinfo=UTC))
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "tomorrow at 2:30", "message": "Once"})),
+        text("Set."),
+        calls(("cron", {"action": "add", "schedule": "every day at 2:30", "message": "Daily"})),
+        text("Set."),
+    )
+    async with run_gateway(clock=clock, user=BERLIN) as (gateway, channel):
+        await channel.push("remind me tomorrow at 2:30")
+        await channel.wait_for(1)
+        once = fake_llm.requests[-1].tool_results[-1]
+        await channel.push("and every day at 2:30")
+        await channel.wait_for(2)
+        daily = fake_llm.requests[-1].tool_results[-1]
+        await clock.advance(hours=12, minutes=59)  # 02:59 CET
+        await channel.push("anything yet?")
+        await channel.wait_for(3)
+        await clock.advance(minutes=1, seconds=1)  # 03:00:01 CEST
+        await channel.wait_for(5)
+        await idle(gateway)
+    assert once.endswith("next run 2027-03-28 03:00 CEST")
+    assert daily.endswith("next run 2027-03-28 03:00 CEST")
+    assert channel.texts()[2:] == ["echo: anything yet?", "Once", "Daily"]

@@ -13,14 +13,15 @@ Cron expressions have standard (Vixie/Debian) cron semantics, computed by ``cron
 0 and 7 are Sunday, ranges, steps and names work in every field, and when both the
 day-of-month and the day-of-week are restricted a day matching *either* fires. A time that
 a daylight-saving jump skips runs once right after the jump; one that repeats runs once, in
-its first pass.
+its first pass. A one-off time follows the same rules (:func:`wall_time`), except that one
+asked for while the clocks repeat an hour is the next time the clock shows it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -140,13 +141,14 @@ def parse_schedule(text: str, *, now: datetime, timezone: str) -> ScheduleSpec:
         return ScheduleSpec("cron", timezone, cron=f"{minute} {hour} * * {_DAYS[match.group(1)]}")
     if match := _AT.match(raw):
         hour, minute = _clock(match.group(2), match.group(3), match.group(4))
-        at = local_now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-        if match.group(1) == "tomorrow":
-            at += timedelta(days=1)
-        elif at <= local_now:
+        day = local_now.date() + timedelta(days=1 if match.group(1) == "tomorrow" else 0)
+        at = wall_time(datetime.combine(day, time(hour, minute)), tz)
+        if at <= now and at.replace(fold=1) > now:  # the clocks went back: it comes again
+            at = at.replace(fold=1)
+        elif at <= now:
             if match.group(1) == "today":
                 raise ScheduleError(f"{hour:02d}:{minute:02d} today has already passed")
-            at += timedelta(days=1)
+            at = wall_time(datetime.combine(day + timedelta(days=1), time(hour, minute)), tz)
         return ScheduleSpec("once", timezone, at=at)
     if len(raw.split()) == 5 and not raw[0].isalpha():
         cron_next(raw, timezone, now)  # refuses what is not cron or never fires
@@ -159,10 +161,22 @@ def parse_schedule(text: str, *, now: datetime, timezone: str) -> ScheduleSpec:
             "'tomorrow at 8:30', '2026-12-01 09:00', 'every 2 hours', 'every weekday at 8:00' "
             "or a cron expression like '0 9 * * 1-5'"
         ) from None
-    at = at if at.tzinfo else at.replace(tzinfo=tz)
+    at = at if at.tzinfo else wall_time(at, tz)
     if at <= now:
         raise ScheduleError(f"{text!r} is in the past")
     return ScheduleSpec("once", timezone, at=at)
+
+
+def wall_time(wall: datetime, tz: ZoneInfo) -> datetime:
+    """A date and time on the clocks of ``tz`` as cron reads it: a time the clocks skip
+    (02:30 the night they jump from 02:00 to 03:00) is the moment right after the jump,
+    a time they repeat its first pass. (zoneinfo would give a skipped time the offset from
+    before the jump: 02:30 CET, which is 03:30 CEST.)"""
+    at = wall.replace(tzinfo=tz, fold=0)
+    while at.astimezone(UTC).astimezone(tz).replace(tzinfo=None) != at.replace(tzinfo=None):
+        wall += timedelta(minutes=1)  # as cronsim does
+        at = wall.replace(tzinfo=tz, fold=0)
+    return at
 
 
 def _unit(word: str) -> int:

@@ -672,3 +672,60 @@ async def test_a_reminder_at_a_time_the_clocks_skip_comes_right_after_the_jump(
     assert once.endswith("next run 2027-03-28 03:00 CEST")
     assert daily.endswith("next run 2027-03-28 03:00 CEST")
     assert channel.texts()[2:] == ["echo: anything yet?", "Once", "Daily"]
+
+
+async def test_check_ins_never_go_to_a_target_not_known_as_the_owners_chat(
+    make_settings: Any, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """heartbeat.target names a chat config knows nothing of (a typo of the owner's id, a
+    person paired later): no check-in goes there, with the owner's rights and memory; the
+    log says so once, the control center's last skip and `switchboard status` say why.
+    (A chat config knows is someone else's is refused at the start: tests/test_settings.py.)"""
+    settings = make_settings(
+        telegram={"owners": ["1"], "allow_from": ["1"]},
+        heartbeat={**HEARTBEAT, "target": "telegram:11"},
+    )
+    channel = MemoryChannel("telegram")
+    clock = FakeClock(START)
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        heartbeat_file(gateway, "- Tell me what is due today.\n")
+        await channel.push("hi", sender_id="1", chat_id="1")
+        await channel.wait_for(1)
+        for _ in range(3):
+            await clock.advance(seconds=601)
+        await channel.push("still nothing?", sender_id="1", chat_id="1")
+        await channel.wait_for(2)
+        await idle(gateway)
+        skipped = gateway.scheduler.heartbeat.last_skip
+    report = await stored_report(settings)
+    warned = [r for r in caplog.records if "heartbeat.target telegram:11" in r.getMessage()]
+    assert len(fake_llm.requests) == 2  # the owner's two messages: no check-in
+    assert [m.chat_id for m in channel.sent] == ["1", "1"]
+    assert skipped is not None and skipped.startswith("heartbeat.target telegram:11 is not known")
+    assert report["heartbeat_target"] is None and report["heartbeat_refused"] == skipped
+    assert len(warned) == 1
+
+
+async def test_check_ins_go_to_a_target_the_owner_wrote_from(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    """A Slack direct chat's id is not the person's: heartbeat.target "slack:D1" is known as
+    the owner's once the owner writes there."""
+    settings = make_settings(
+        slack={"owners": ["U1"], "allow_from": ["U1"]},
+        heartbeat={**HEARTBEAT, "target": "slack:D1"},
+    )
+    channel = MemoryChannel("slack")
+    clock = FakeClock(START)
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        heartbeat_file(gateway, "- Tell me what is due today.\n")
+        await clock.advance(seconds=601)
+        await idle(gateway)
+        assert len(fake_llm.requests) == 0  # not known as the owner's yet
+        await channel.push("hi", sender_id="U1", chat_id="D1")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Due today: the dentist."))
+        await clock.advance(seconds=601)
+        messages = await channel.wait_for(2)
+        await idle(gateway)
+    assert (messages[-1].text, messages[-1].chat_id) == ("Due today: the dentist.", "D1")

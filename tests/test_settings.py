@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,34 @@ def test_invalid_values_name_the_field(
         load_settings()
     assert caught.value.field == field
     assert field in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("target", "whose"),
+    [
+        ("telegram:77", "a member's direct chat (telegram.allow_from)"),
+        ("telegram:5", "an admin's direct chat (telegram.admins)"),
+        ("telegram:-100", "a group (telegram.group_allow_from)"),
+        ("telegram:88", 'the chat of people."telegram:88"'),
+        ("telegram:99", "the chat of people.dana"),
+    ],
+)
+def test_check_ins_are_refused_a_chat_config_says_is_someone_elses(
+    target: str, whose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check-in acts with the owner's rights and has the owner's memory in its prompt."""
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__OWNERS", "1")
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__ADMINS", "5")
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__ALLOW_FROM", "1,5,77")
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__GROUP_ALLOW_FROM", "-100")
+    people = {"telegram:88": {"timezone": "Asia/Tokyo"}, "dana": {"ids": ["telegram:99"]}}
+    monkeypatch.setenv("SWITCHBOARD_PEOPLE", json.dumps(people))
+    monkeypatch.setenv("SWITCHBOARD_HEARTBEAT__TARGET", target)
+    with pytest.raises(ConfigError, match=f"heartbeat.target: {target} is {re.escape(whose)}"):
+        load_settings()
+    for owners in ("telegram:1", "telegram:12345"):  # the owner's; unknown: checked at a tick
+        monkeypatch.setenv("SWITCHBOARD_HEARTBEAT__TARGET", owners)
+        assert load_settings().heartbeat.target == owners
 
 
 @pytest.mark.parametrize(

@@ -114,18 +114,19 @@ def programs(settings: Settings, url: str | None) -> dict[str, Any]:
 async def stored_report(settings: Settings) -> dict[str, Any]:
     from gateway.runtime.schedule.heartbeat import (  # noqa: PLC0415
         OwnersHome,
-        heartbeat_target,
+        Refused,
+        check_in_chat,
     )
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
     empty = {"store": "empty", "waiting": 0, "in_turn": 0, "unsent": 0, "failed": 0, "tasks": {}}
     if settings.storage.url is None and not path.exists():
-        return {**empty, "heartbeat_target": None, "nodes": []}
+        return {**empty, "heartbeat_target": None, "heartbeat_refused": None, "nodes": []}
     async with store_for(settings, migrates=False) as store:
         counts = await store.journal.counts()
-        found = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
-        target = None if found is None else found.label
+        found = await check_in_chat(settings.heartbeat, OwnersHome.stored(settings, store))
+        target = None if found is None or isinstance(found, Refused) else found.label
         return {
             "store": "ok",
             "waiting": counts.get("pending", 0),
@@ -135,6 +136,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
             # background tasks not finished, by state (queued, running, awaiting_approval)
             "tasks": await store.tasks.counts(),
             "heartbeat_target": target,
+            "heartbeat_refused": found.reason if isinstance(found, Refused) else None,
             # the nodes of a cluster on PostgreSQL (none with the SQLite file)
             "nodes": [node.to_dict(time.time()) for node in await store.nodes.listing()],
         }
@@ -189,6 +191,8 @@ def render(report: dict[str, Any]) -> list[str]:
     )
     if report.get("heartbeat_target"):
         lines.append(f"heartbeat goes to: {report['heartbeat_target']}")
+    if report.get("heartbeat_refused"):
+        lines.append(f"heartbeat goes nowhere: {report['heartbeat_refused']}")
     return lines
 
 

@@ -244,7 +244,10 @@ class HeartbeatSettings(Section):
     enabled: bool = True
     interval_seconds: int = Field(default=1_800, ge=60)
     quiet_hours: str = ""  # "22:00-07:00" in user.timezone; empty: none
-    target: str | None = None  # "channel:chat_id"; unset: the owner's person's home, or last DM
+    target: str | None = Field(
+        default=None,
+        description="\"channel:chat_id\", a chat of the owner's; unset: the owner's person's home, or last DM",
+    )
     daily_token_budget: int = Field(default=100_000, ge=0)
 
     @field_validator("quiet_hours")
@@ -461,6 +464,55 @@ class Settings(_Trailing, _Channels, _Leading):
                         f"channels ({', '.join(sorted(channels))})"
                     )
         return self
+
+    @model_validator(mode="after")
+    def _check_ins_go_to_the_owner(self) -> Settings:
+        """``heartbeat.target`` never names a chat config says is someone else's: a check-in
+        acts with the owner's rights and has the owner's memory in its prompt. A chat config
+        knows nothing of is checked when a check-in is planned
+        (gateway/runtime/schedule/heartbeat.py)."""
+        target = self.heartbeat.target
+        if target is None:
+            return self
+        chat = parse_target(target)
+        whose = self._whose_chat(chat.channel, chat.chat_id)
+        if whose is not None:
+            raise ValueError(
+                f"heartbeat.target: {target} is {whose}, not the owner's: a check-in acts "
+                "with the owner's rights and has the owner's memory in its prompt; name a "
+                "chat of the owner (their own address, like telegram:<owner id>) or leave it "
+                "unset for the owner's home chat"
+            )
+        return self
+
+    def _whose_chat(self, channel: str, chat_id: str) -> str | None:
+        """Whose chat config says ``channel:chat_id`` is when it is not the owner's (a
+        person's whose id it is, a group); None: the owner's, or config does not say."""
+        sections = self.channel_sections()
+        section = sections.get(channel)
+        if section is None or section.lists(chat_id, section.owners):
+            return None  # a local chat (the terminal, the web chat) is the owner's
+        address = f"{channel}:{chat_id}"
+        for key, person in self.people.items():
+            addresses = (key, *person.ids) if valid_person_key(key) else person.ids
+            if address in addresses:
+                if any(self._owners_address(a, sections) for a in addresses):
+                    return None
+                name = f'"{key}"' if valid_person_key(key) else key
+                return f"the chat of people.{name}"
+        if section.lists(chat_id, section.admins):
+            return f"an admin's direct chat ({channel}.admins)"
+        if chat_id in section.allow_from:
+            return f"a member's direct chat ({channel}.allow_from)"
+        if chat_id in section.group_allow_from or chat_id in section.groups:
+            return f"a group ({channel}.group_allow_from)"
+        return None
+
+    @staticmethod
+    def _owners_address(address: str, sections: dict[str, ChannelSection]) -> bool:
+        channel, _, sender = address.partition(":")
+        section = sections.get(channel)
+        return section is None or section.lists(sender, section.owners)
 
     @property
     def timezone(self) -> str:

@@ -207,10 +207,10 @@ def people_for(
 ) -> tuple[PeopleDirectory, Linking, Zones, OwnersHome]:
     """Who an address is (one person on many channels), the links people make, each
     person's time zone, and the owner's home chat (where check-ins and notices go)."""
-    owners_home = OwnersHome(settings, store.homes)
     directory = PeopleDirectory(
         settings.people, sections, store.links, store.kv, scope=settings.session.scope
     )
+    owners_home = OwnersHome(settings, store.homes, directory)
     linking = Linking(
         directory,
         store.links,

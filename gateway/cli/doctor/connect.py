@@ -83,7 +83,7 @@ async def _heartbeat_chat(settings: Settings) -> str | None:
         return None
     try:
         async with asyncio.timeout(10), store_for(settings, migrates=False) as store:
-            home = await heartbeat_target(settings.heartbeat, OwnersHome(settings, store.homes))
+            home = await heartbeat_target(settings.heartbeat, OwnersHome.stored(settings, store))
     except Exception:  # the store's own check says what is wrong with it
         return None
     return None if home is None else home.label

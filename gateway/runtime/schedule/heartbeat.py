@@ -28,10 +28,10 @@ from gateway.core.schedule_spec import zone
 from gateway.core.textutil import only_headings
 from gateway.core.turns import TurnKind
 from gateway.runtime.people.budget import UserBudget
-from gateway.runtime.people.directory import owners_home
+from gateway.runtime.people.directory import PeopleDirectory, owners_home
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.runs import ScheduledRun
-from gateway.store import HomeChat, HomeChats, KeyValue, Outbox, UsageReport
+from gateway.store import HomeChat, HomeChats, KeyValue, Outbox, Store, UsageReport
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class Heartbeat:
         self._running: ScheduledRun | None = None
         self.target: str | None = None  # "channel:chat" of the last check-in planned or looked up
         self.last_skip: str | None = None  # why the latest tick was skipped (None: it ran)
+        self._refused: str | None = None  # why heartbeat.target is not used, as last logged
 
     @property
     def running(self) -> bool:
@@ -134,6 +135,8 @@ class Heartbeat:
         if not has_tasks(tasks):
             return Skip("HEARTBEAT.md has no tasks")
         home = await self._target()
+        if isinstance(home, Refused):
+            return Skip(home.reason)
         if home is None:
             return Skip(
                 "no chat to deliver to yet (the owner has not written in a DM, and heartbeat.target is unset)"
@@ -166,9 +169,13 @@ class Heartbeat:
         self._running = run
         return run
 
-    async def _target(self) -> HomeChat | None:
-        found = await heartbeat_target(self.settings, self._homes)
-        self.target = None if found is None else found.label
+    async def _target(self) -> HomeChat | Refused | None:
+        found = await check_in_chat(self.settings, self._homes)
+        self.target = found.label if isinstance(found, HomeChat) else None
+        refused = found.reason if isinstance(found, Refused) else None
+        if refused is not None and refused != self._refused:  # said once, not at every tick
+            log.warning("heartbeat: %s", refused)
+        self._refused = refused
         return found
 
     async def looked_up_target(self) -> str | None:
@@ -199,14 +206,18 @@ class HomeSource(Protocol):
     async def get(self) -> HomeChat | None:
         """The owner's home chat (``None``: none known yet)."""
 
+    async def owns(self, chat: ChatRef) -> bool:
+        """Whether ``chat`` is a chat of the owner's."""
+
 
 class OwnersHome:
     """The owner's home chat: the ``home`` config gives the owner's person (``[people.<name>]
     home``), else the direct chat the owner wrote from last (the store's)."""
 
-    def __init__(self, settings: Settings, last: HomeChats) -> None:
+    def __init__(self, settings: Settings, last: HomeChats, directory: PeopleDirectory) -> None:
         self._configured = owners_home(settings.people, settings.channel_sections())
         self._last = last
+        self._directory = directory  # whose an address is
 
     async def get(self) -> HomeChat | None:
         if self._configured:
@@ -214,11 +225,58 @@ class OwnersHome:
             return HomeChat(ChatRef(channel, chat_id), ChatType.DM)
         return await self._last.get()
 
+    async def owns(self, chat: ChatRef) -> bool:
+        """An address of the owner's person (on a platform whose direct chat has the
+        person's id, like Telegram's; a local chat), the home config gives them, or the
+        direct chat the owner wrote from last."""
+        address = f"{chat.channel}:{chat.chat_id}"
+        if address == self._configured:
+            return True
+        if (await self._directory.identify(address)).role is Role.OWNER:
+            return True
+        last = await self._last.get()
+        return last is not None and last.label == address
+
+    @classmethod
+    def stored(cls, settings: Settings, store: Store) -> OwnersHome:
+        """As a command reads it from the store (the gateway's is built with its parts)."""
+        sections = settings.channel_sections()
+        directory = PeopleDirectory(
+            settings.people, sections, store.links, store.kv, scope=settings.session.scope
+        )
+        return cls(settings, store.homes, directory)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """``heartbeat.target`` names a chat not known to be the owner's: nothing goes there."""
+
+    reason: str
+
+
+async def check_in_chat(
+    settings: HeartbeatSettings, homes: HomeSource
+) -> HomeChat | Refused | None:
+    """Where check-ins go: ``heartbeat.target`` when it names a chat of the owner's (a
+    check-in acts with the owner's rights and has the owner's memory in its prompt; config
+    refuses a target it knows is someone else's, this one any it does not know as the
+    owner's), else the owner's home chat (:class:`OwnersHome`)."""
+    if not settings.target:
+        return await homes.get()
+    chat = parse_target(settings.target)
+    if await homes.owns(chat):
+        return HomeChat(chat, ChatType.DM)
+    return Refused(
+        f"heartbeat.target {settings.target} is not known as a chat of the owner's (their "
+        "own address, the home [people] gives them, or the direct chat they wrote from "
+        "last), so no check-in goes there: it would act with the owner's rights and show "
+        "the owner's memory"
+    )
+
 
 async def heartbeat_target(settings: HeartbeatSettings, homes: HomeSource) -> HomeChat | None:
-    """Where check-ins go: ``heartbeat.target``, else the owner's home chat
-    (:class:`OwnersHome`; the status page, ``switchboard status`` and the heartbeat itself
-    all ask this)."""
-    if settings.target:
-        return HomeChat(parse_target(settings.target), ChatType.DM)
-    return await homes.get()
+    """The owner's chat, as check-ins find it (:func:`check_in_chat`; ``None``: none, or
+    ``heartbeat.target`` is refused). The status page, ``switchboard status``, webhooks
+    without ``deliver_to`` and the owner's notices all ask this."""
+    found = await check_in_chat(settings, homes)
+    return found if isinstance(found, HomeChat) else None

@@ -729,3 +729,39 @@ async def test_check_ins_go_to_a_target_the_owner_wrote_from(
         messages = await channel.wait_for(2)
         await idle(gateway)
     assert (messages[-1].text, messages[-1].chat_id) == ("Due today: the dentist.", "D1")
+
+
+async def test_a_persons_jobs_are_theirs_from_each_of_their_addresses(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    """Dana writes from two Telegram accounts: a reminder made from either is listed and
+    removed from the other, and counts toward her limit from both."""
+    settings = make_settings(
+        telegram={"owners": ["1"], "allow_from": ["88", "99"]},
+        people={"dana": {"ids": ["telegram:88", "telegram:99"]}},
+        scheduler={"max_jobs_per_member": 1},
+    )
+    channel = MemoryChannel("telegram")
+    add = {"action": "add", "schedule": "tomorrow at 10:00", "message": "Buy milk"}
+    async with Gateway(settings, channels=[channel], clock=FakeClock(START)) as gateway:
+        fake_llm.queue(calls(("cron", add)), text("Set."))
+        await channel.push("remind me to buy milk", sender_id="99", chat_id="99")
+        await channel.wait_for(1)
+        [job] = await gateway.store.jobs.active()
+        fake_llm.queue(calls(("cron", {**add, "message": "Call the bank"})), text("No."))
+        await channel.push("and a reminder to call the bank", sender_id="88", chat_id="88")
+        await channel.wait_for(2)
+        capped = fake_llm.requests[-1].tool_results[-1]
+        fake_llm.queue(calls(("cron", {"action": "list"})), text("Listed."))
+        await channel.push("which reminders do I have?", sender_id="88", chat_id="88")
+        await channel.wait_for(3)
+        listed = fake_llm.requests[-1].tool_results[-1]
+        fake_llm.queue(calls(("cron", {"action": "remove", "id": job.id})), text("Removed."))
+        await channel.push("remove the milk reminder", sender_id="88", chat_id="88")
+        await channel.wait_for(4)
+        removed = fake_llm.requests[-1].tool_results[-1]
+        left = await gateway.store.jobs.active()
+    assert "you already have 1 scheduled jobs (at most 1)" in capped
+    assert job.id in listed and "Buy milk" in listed
+    assert removed.endswith(f"removed job {job.id}")
+    assert left == []

@@ -392,7 +392,7 @@ def build(
     )
     router = Router(settings.routes, tuple(settings.agents))
     # -- the agents, and the services their tools use
-    jobs = JobBook(settings, jobs=store.jobs, clock=clock, zones=zones)
+    jobs = JobBook(settings, jobs=store.jobs, clock=clock, zones=zones, directory=directory)
     tasks = TaskQueue(store.tasks)
     services = Services(
         jobs=jobs,

@@ -2,8 +2,8 @@
 
 Jobs are stored (:class:`gateway.store.Jobs`); :class:`JobBook` checks and records them and
 tells the scheduler (:attr:`JobBook.changed`), which fires them
-(:mod:`gateway.runtime.schedule.scheduler`). Each person sees and removes only their own jobs; the
-owner sees every job.
+(:mod:`gateway.runtime.schedule.scheduler`). Each person sees and removes only their own jobs
+(made from any of their addresses); the owner sees every job.
 """
 
 from __future__ import annotations
@@ -19,16 +19,26 @@ from gateway.core.principal import Principal
 from gateway.core.schedule_spec import ScheduleError, parse_schedule, zone
 from gateway.core.services import JobInfo
 from gateway.core.turns import TaskTypeName
+from gateway.runtime.people.directory import PeopleDirectory
 from gateway.runtime.people.zones import Zones
 from gateway.store import Job, Jobs
 
 
 class JobBook:
-    def __init__(self, settings: Settings, *, jobs: Jobs, clock: Clock, zones: Zones) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        jobs: Jobs,
+        clock: Clock,
+        zones: Zones,
+        directory: PeopleDirectory,
+    ) -> None:
         self._settings = settings
         self._jobs = jobs
         self._clock = clock
         self._zones = zones  # a job's times are in its owner's own zone
+        self._directory = directory  # a person's addresses: their jobs are made from any
         self.changed = asyncio.Event()  # set when a job was added: the scheduler plans anew
 
     def configure(self, settings: Settings) -> None:
@@ -58,7 +68,8 @@ class JobBook:
         first = spec.next_after(None, now)
         if first is None or first < now:  # never tell a time that has passed
             raise ScheduleError(f"{schedule!r} would first run at {first}, which has passed")
-        mine = [j for j in await self._jobs.active() if j.owner_key == principal.person]
+        addresses = await self._addresses(principal)
+        mine = [j for j in await self._jobs.active() if j.owner_key in addresses]
         scheduler = self._settings.scheduler
         cap = scheduler.max_jobs_per_user if principal.is_admin else scheduler.max_jobs_per_member
         if len(mine) >= cap:
@@ -88,7 +99,8 @@ class JobBook:
         return found
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]:
-        return [info(j) for j in await self._jobs.active() if visible(j, principal)]
+        addresses = await self._addresses(principal)
+        return [info(j) for j in await self._jobs.active() if visible(j, principal, addresses)]
 
     async def remove_job(self, job_id: str, principal: Principal) -> bool:
         """The ``cron`` tool's remove and the control center's Delete (``switchboard cron
@@ -126,11 +138,17 @@ class JobBook:
 
     async def _may_change(self, job_id: str, principal: Principal) -> bool:
         job = await self._jobs.get(job_id)
-        return job is not None and visible(job, principal)
+        return job is not None and visible(job, principal, await self._addresses(principal))
+
+    async def _addresses(self, principal: Principal) -> tuple[str, ...]:
+        """Every address of the person ``principal`` is: a job is theirs whichever of them
+        it was made from (it records that one)."""
+        return (await self._directory.identify(principal.address)).addresses
 
 
-def visible(job: Job, principal: Principal) -> bool:
-    return principal.is_owner or job.owner_key == principal.person
+def visible(job: Job, principal: Principal, addresses: tuple[str, ...]) -> bool:
+    """The owner sees every job; anyone else the jobs made from their ``addresses``."""
+    return principal.is_owner or job.owner_key in addresses
 
 
 def own_chat(chat: ChatRef, principal: Principal) -> bool:

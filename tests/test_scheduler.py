@@ -765,3 +765,34 @@ async def test_a_persons_jobs_are_theirs_from_each_of_their_addresses(
     assert job.id in listed and "Buy milk" in listed
     assert removed.endswith(f"removed job {job.id}")
     assert left == []
+
+
+async def test_a_paused_job_is_listed_as_paused_and_resumed_by_asking(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """The owner paused "drink water" (the control center, `switchboard cron pause`): asked
+    for their reminders, the assistant sees it, marked paused, and can resume it."""
+    from gateway.cli.admin import cron_cli
+
+    clock = FakeClock(START)
+    add = {"action": "add", "schedule": "every 30 minutes", "message": "Drink water"}
+    fake_llm.queue(calls(("cron", add)), text("Set."))
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("remind me to drink water every 30 minutes")
+        await channel.wait_for(1)
+        [job] = await gateway.store.jobs.active()
+        assert await cron_cli(gateway.settings, Namespace(action="pause", job_id=job.id)) == 0
+        fake_llm.queue(calls(("cron", {"action": "list"})), text("Listed."))
+        await channel.push("which reminders do I have?")
+        await channel.wait_for(2)
+        listed = fake_llm.requests[-1].tool_results[-1]
+        fake_llm.queue(calls(("cron", {"action": "resume", "id": job.id})), text("Resumed."))
+        await channel.push("resume the water reminder")
+        await channel.wait_for(3)
+        resumed = fake_llm.requests[-1].tool_results[-1]
+        await clock.advance(minutes=31)
+        await channel.wait_for(4)
+    assert listed.startswith(f"{job.id}: ")
+    assert listed.endswith("(paused: it does not run until resumed) - Drink water")
+    assert resumed.endswith(f"resumed job {job.id}")
+    assert channel.texts()[-1] == "Drink water"

@@ -1,7 +1,9 @@
 """The ``cron`` tool: reminders and recurring jobs the user asks for.
 
 A job runs either a fixed ``message`` (sent as is, no model call) or a ``prompt`` (a task the
-agent carries out at that time); its result goes to the chat that created it. Creating jobs
+agent carries out at that time); its result goes to the chat that created it. People list
+their jobs (paused ones marked: a job paused from the control center or ``switchboard cron
+pause`` still exists), remove, pause and resume them. Creating jobs
 follows the access policy (not from groups, not on outside content alone); members may
 create them for their own direct chat only, up to ``scheduler.max_jobs_per_member``
 (gateway/runtime/schedule/jobs.py). Times are in the person's own zone unless ``timezone`` names one.
@@ -13,6 +15,7 @@ from typing import Any
 
 from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
 from gateway.core.schedule_spec import ScheduleError
+from gateway.core.services import JobInfo
 from gateway.core.turns import TASK_TYPE_NAMES, task_type_name
 
 SCHEDULE_INTENT = (
@@ -33,16 +36,30 @@ SCHEDULE_INTENT = (
 )
 
 
+# action: what is said when it worked, the state the job must be in for it
+CHANGES = {
+    "remove": ("removed", "active or paused"),
+    "pause": ("paused", "active"),
+    "resume": ("resumed", "paused"),
+}
+
+
+def _line(job: JobInfo) -> str:
+    paused = " (paused: it does not run until resumed)" if job.paused else ""
+    return f"{job.id}: {job.description}{paused} - {job.what}"
+
+
 class Cron(Tool):
     name = "cron"
     description = (
         "Scheduled jobs. action=add needs schedule ('in 20 minutes', 'tomorrow at 8:30', "
         "'every weekday at 8:00', '0 9 * * 1-5') and message (sent as is) or prompt (a task "
-        "for then); remove needs id."
+        "for then); list shows paused jobs too; remove, pause (kept, not run) and resume "
+        "need id."
     )
     parameters = schema(
         {
-            "action": {"type": "string", "enum": ["add", "list", "remove"]},
+            "action": {"type": "string", "enum": ["add", "list", "remove", "pause", "resume"]},
             "schedule": {"type": "string"},
             "message": {"type": "string"},
             "prompt": {"type": "string"},
@@ -67,13 +84,15 @@ class Cron(Tool):
             listed = await jobs.list_jobs(ctx.principal)
             if not listed:
                 return ToolResult("no scheduled jobs")
-            return ToolResult("\n".join(f"{j.id}: {j.description} - {j.what}" for j in listed))
-        if action == "remove":
+            return ToolResult("\n".join(map(_line, listed)))
+        changes = {"remove": jobs.remove_job, "pause": jobs.pause_job, "resume": jobs.resume_job}
+        if action in changes:
             if not args.get("id"):
-                raise ToolError("remove needs the job id (see action=list)")
-            if await jobs.remove_job(args["id"], ctx.principal):
-                return ToolResult(f"removed job {args['id']}")
-            raise ToolError(f"no active job {args['id']} of yours")
+                raise ToolError(f"{action} needs the job id (see action=list)")
+            done, state = CHANGES[action]
+            if await changes[action](args["id"], ctx.principal):
+                return ToolResult(f"{done} job {args['id']}")
+            raise ToolError(f"no {state} job {args['id']} of yours")
         if not args.get("schedule"):
             raise ToolError("add needs a schedule")
         if bool(args.get("message")) == bool(args.get("prompt")):

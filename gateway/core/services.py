@@ -23,6 +23,7 @@ class JobInfo:
     what: str  # the prompt or the fixed message
     # its next run falls in its owner's quiet hours: it waits until then (their own zone)
     waits_until: datetime | None = None
+    paused: bool = False  # kept, not run until resumed
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +53,14 @@ class JobService(Protocol):
         tainted: bool = False,
     ) -> JobInfo: ...
 
-    async def list_jobs(self, principal: Principal) -> list[JobInfo]: ...
+    async def list_jobs(self, principal: Principal) -> list[JobInfo]:
+        """Their jobs still to run, paused ones too (the owner: everyone's)."""
 
     async def remove_job(self, job_id: str, principal: Principal) -> bool: ...
+
+    async def pause_job(self, job_id: str, principal: Principal) -> bool: ...
+
+    async def resume_job(self, job_id: str, principal: Principal) -> bool: ...
 
 
 class TaskService(Protocol):

@@ -100,7 +100,8 @@ class JobBook:
 
     async def list_jobs(self, principal: Principal) -> list[JobInfo]:
         addresses = await self._addresses(principal)
-        return [info(j) for j in await self._jobs.active() if visible(j, principal, addresses)]
+        listed = await self._jobs.listing()
+        return [info(j) for j in listed if visible(j, principal, addresses)]
 
     async def remove_job(self, job_id: str, principal: Principal) -> bool:
         """The ``cron`` tool's remove and the control center's Delete (``switchboard cron
@@ -160,4 +161,5 @@ def info(job: Job) -> JobInfo:
     """The job as the ``cron`` tool shows it: its next run in the job's own zone, as its
     description is (the time of "in 2 minutes" is counted in UTC)."""
     local = job.next_run.astimezone(zone(job.spec.timezone)) if job.next_run else None
-    return JobInfo(job.id, job.spec.describe(), local, job.message or job.prompt or "")
+    what = job.message or job.prompt or ""
+    return JobInfo(job.id, job.spec.describe(), local, what, paused=job.state == "paused")

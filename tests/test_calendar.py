@@ -297,6 +297,41 @@ async def test_the_morning_briefing_holds_the_days_events_in_the_owners_zone(
     assert len(fake_llm.requests) == 2
 
 
+async def test_one_briefing_a_day_though_the_owner_flies_west_after_it(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, radicale: Radicale
+) -> None:
+    """The briefing came at 07:31 in Berlin; the owner lands in London and says so: it is
+    06:31 there, still Monday, and 07:30 London comes an hour later without a second one."""
+    work = radicale.calendar("work")
+    radicale.put(work, "a", invitation("a", "Dentist", "20261123T090000"))
+    settings = make_settings(
+        telegram={"owners": [OWNER], "allow_from": [OWNER]},
+        calendar=radicale.settings(briefing="07:30"),
+        user={"timezone": "Europe/Berlin"},
+    )
+    channel = MemoryChannel("telegram")
+    clock = FakeClock(datetime(2026, 11, 23, 6, 0, tzinfo=UTC))  # 07:00 in Berlin
+    async with Gateway(settings, channels=[channel], clock=clock) as gateway:
+        await say(channel, "hello", 1)
+        await clock.advance(minutes=31)  # 07:31 in Berlin: the briefing
+        await channel.wait_for(2, chat_id=OWNER)
+        await gateway.wait_idle()
+        london = {"action": "set", "zone": "Europe/London"}
+        fake_llm.queue(calls(("timezone", london)), text("London?"))
+        await say(channel, "I just landed in London", 3)
+        fake_llm.queue(calls(("timezone", london)), text("Done."))
+        await say(channel, "yes", 4)
+        await gateway.wait_idle()
+        await clock.advance(hours=1)  # 07:31 in London: the briefing is looked at again
+        await say(channel, "thanks", 5)  # the time a briefing's turn would take
+        await clock.advance(minutes=20)
+        await say(channel, "and now?", 6)
+        await gateway.wait_idle()
+    briefings = [r for r in fake_llm.requests if "Morning briefing" in r.last_user_text]
+    assert len(briefings) == 1
+    assert channel.texts()[-3:] == ["Done.", "echo: thanks", "echo: and now?"]
+
+
 async def test_no_events_no_briefing_and_no_model_call(
     make_settings: SettingsFactory, fake_llm: FakeLLM, radicale: Radicale
 ) -> None:

@@ -317,6 +317,7 @@ def scheduler_for(
                 agenda=agenda,
                 heartbeat=settings.heartbeat,
                 homes=owners_home,
+                kv=store.kv,
             )
             if agenda is not None
             else None

@@ -8,12 +8,15 @@ invitation can make it act (its side effects would need the owner's own words, a
 scheduled turn has none). A briefing missed while the gateway was down is not sent late.
 
 The owner's zone is looked at again at least every :data:`REPLAN` (they may have set a new
-one, or written for the first time), so the briefing follows their clock.
+one, or written for the first time), so the briefing follows their clock. The day it went
+out (on the owner's clock) is kept in the store: a zone moved west after it does not bring
+a second one that day.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from agent.calendar.events import day_bounds
 from gateway.config.integrations import CalendarSettings
@@ -23,8 +26,10 @@ from gateway.core.turns import TurnKind
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.heartbeat import HomeSource, Skip, heartbeat_target
 from gateway.runtime.schedule.runs import ScheduledRun
+from gateway.store import KeyValue
 
 SESSION = "briefing:main"
+SENT_KEY = "briefing.day"  # kv: the owner's date (ISO) of the latest briefing
 REPLAN = timedelta(hours=1)
 GRACE = timedelta(minutes=10)  # a scheduler this late still sends the day's briefing
 HISTORY_LIMIT = 2
@@ -45,12 +50,14 @@ class Briefing:
         agenda: OwnersAgenda,
         heartbeat: HeartbeatSettings,
         homes: HomeSource,
+        kv: KeyValue,
     ) -> None:
         hours, minutes = settings.briefing.split(":")
         self.at = time(int(hours), int(minutes))
         self._agenda = agenda
         self._heartbeat = heartbeat  # heartbeat.target: where the briefing goes too
         self._homes = homes
+        self._kv = kv
         self.next_at: datetime | None = None  # the next briefing, as last planned
 
     async def wake_after(self, now: datetime) -> datetime:
@@ -59,12 +66,14 @@ class Briefing:
         return min(self.next_at, now + REPLAN)
 
     async def due(self, now: datetime) -> bool:
-        """Whether a briefing time (in the owner's zone as it is now) has just come."""
-        return await self.next_run(now - GRACE) <= now
+        """Whether a briefing time (in the owner's zone as it is now) has just come, and
+        the owner's today has had none yet."""
+        today = now.astimezone(await self._zone()).date().isoformat()
+        return await self.next_run(now - GRACE) <= now and await self._kv.get(SENT_KEY) != today
 
     async def next_run(self, now: datetime) -> datetime:
         """The first briefing time after ``now``, in the owner's zone."""
-        zone = await self._agenda.zone_of(await heartbeat_target(self._heartbeat, self._homes))
+        zone = await self._zone()
         local = now.astimezone(zone)
         due = datetime.combine(local.date(), self.at, tzinfo=zone)
         return (
@@ -73,13 +82,17 @@ class Briefing:
             else datetime.combine(due.date() + timedelta(days=1), self.at, tzinfo=zone)
         )
 
+    async def _zone(self) -> ZoneInfo:
+        return await self._agenda.zone_of(await heartbeat_target(self._heartbeat, self._homes))
+
     async def plan(self, now: datetime) -> ScheduledRun | Skip:
-        """Today's briefing, or why there is none."""
+        """Today's briefing, or why there is none; either way, today's is done."""
         home = await heartbeat_target(self._heartbeat, self._homes)
-        if home is None:
-            return Skip("no chat to deliver to yet (the owner has not written in a direct chat)")
         zone = await self._agenda.zone_of(home)
         today = now.astimezone(zone).date()
+        await self._kv.set(SENT_KEY, today.isoformat())
+        if home is None:
+            return Skip("no chat to deliver to yet (the owner has not written in a direct chat)")
         start, end = day_bounds(today, zone)
         events = await self._agenda.events(start, end)
         if events is None:

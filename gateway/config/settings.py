@@ -246,7 +246,8 @@ class HeartbeatSettings(Section):
     quiet_hours: str = ""  # "22:00-07:00" in user.timezone; empty: none
     target: str | None = Field(
         default=None,
-        description="\"channel:chat_id\", a chat of the owner's; unset: the owner's person's home, or last DM",
+        description="\"channel:chat_id\", a chat of the owner's; unset: the owner's person's home, else "
+        "their last direct chat (a platform's over the terminal's or web chat's)",
     )
     daily_token_budget: int = Field(default=100_000, ge=0)
 

@@ -212,7 +212,8 @@ class HomeSource(Protocol):
 
 class OwnersHome:
     """The owner's home chat: the ``home`` config gives the owner's person (``[people.<name>]
-    home``), else the direct chat the owner wrote from last (the store's)."""
+    home``), else the direct chat the owner wrote in last, a platform's over a local one
+    (the store's: gateway/store/home.py)."""
 
     def __init__(self, settings: Settings, last: HomeChats, directory: PeopleDirectory) -> None:
         self._configured = owners_home(settings.people, settings.channel_sections())
@@ -228,7 +229,7 @@ class OwnersHome:
     async def owns(self, chat: ChatRef) -> bool:
         """An address of the owner's person (on a platform whose direct chat has the
         person's id, like Telegram's; a local chat), the home config gives them, or the
-        direct chat the owner wrote from last."""
+        owner's home chat as the store has it."""
         address = f"{chat.channel}:{chat.chat_id}"
         if address == self._configured:
             return True

@@ -149,6 +149,15 @@ def test_the_description_says_it_in_words() -> None:
         spec.describe()
         == "cron '0 8 * * mon-fri': At 08:00 on Monday through Friday (Europe/Berlin)"
     )
+    repeats = ("every 2 hours", "every 90 minutes", "every 1 minute", "every 1 day", "every 36h")
+    described = [parse_schedule(r, now=MONDAY, timezone="UTC").describe() for r in repeats]
+    assert described == [
+        "every 2 hours",
+        "every 90 minutes",
+        "every minute",
+        "every day",
+        "every 36 hours",
+    ]
 
 
 # -- property: our schedule agrees with the library and with the rules ---------------------

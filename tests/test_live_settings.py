@@ -269,7 +269,7 @@ async def test_the_heartbeat_is_turned_on_and_its_interval_changed_while_running
         after = gateway.schedule() or []
     assert [i.id for i in before] == []
     assert on.applied == ("heartbeat.enabled", "heartbeat.interval_seconds")
-    assert [(i.id, i.description) for i in beating] == [("heartbeat", "every 600 seconds")]
+    assert [(i.id, i.description) for i in beating] == [("heartbeat", "every 10 minutes")]
     assert [i.id for i in after] == []
 
 

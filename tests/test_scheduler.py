@@ -142,6 +142,7 @@ async def test_a_recurring_job_runs_the_agent_each_time(
         await idle(gateway)
         await clock.advance(hours=2, seconds=1)
         await channel.wait_for(3)
+    assert ": every 2 hours; next run 2026-11-23 12:00 UTC" in fake_llm.requests[1].tool_results[-1]
     assert channel.texts()[1:] == ["Octopuses have three hearts.", "Honey never spoils."]
 
 
@@ -283,6 +284,24 @@ async def test_owner_lists_and_removes_jobs_from_the_cli(
     out = capsys.readouterr().out
     assert job.id in out and "Dinner" in out
     assert channel.texts() == ["Set for 18:00."]  # removed before it fired
+
+
+async def test_cron_list_shows_the_next_run_in_the_jobs_own_zone(
+    run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Beside "once at 18:00 Europe/Berlin" the next run is 18:00 CET, not 17:00 UTC."""
+    from gateway.cli.admin import cron_cli
+
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "at 18:00", "message": "Dinner"})),
+        text("Set for 18:00."),
+    )
+    async with run_gateway(clock=FakeClock(START), user=BERLIN) as (gateway, channel):
+        await channel.push("remind me at 6pm about dinner")
+        await channel.wait_for(1)
+        assert await cron_cli(gateway.settings, Namespace(action="list", json=False)) == 0
+    out = capsys.readouterr().out
+    assert "next 2026-11-23 18:00 CET  once at 2026-11-23 18:00 Europe/Berlin" in out
 
 
 async def test_the_model_is_told_the_next_run_in_the_persons_zone(

@@ -91,11 +91,14 @@ JOB_ID = "the job's id, or the start of it (as `cron list` shows it)"
 def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
     text = 'Scheduled jobs (people create them by asking: "remind me at 9").'
     cron = commands.add_parser(
-        "cron", parents=[common], help="list or remove scheduled jobs", description=text
+        "cron",
+        parents=[common],
+        help="list, pause, resume or remove scheduled jobs",
+        description=text,
     )
     actions = cron.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser(
-        "list", parents=[common], help="every active job", description=text
+        "list", parents=[common], help="every job still to run, paused ones too", description=text
     )
     listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
     actions.add_parser(
@@ -190,6 +193,7 @@ def make_owner(settings: Settings, channel: str, sender_id: str) -> int:
 async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
     """``switchboard cron list|remove``: works while the gateway runs (it re-checks a job
     before firing it)."""
+    from gateway.core.schedule_spec import zone  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     async with store_for(settings, migrates=False) as store:
@@ -237,7 +241,8 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
         if not jobs:
             print("No scheduled jobs.")
         for job in jobs:
-            when = f"{job.next_run:%Y-%m-%d %H:%M %Z}" if job.next_run else "-"
+            local = job.next_run.astimezone(zone(job.spec.timezone)) if job.next_run else None
+            when = f"{local:%Y-%m-%d %H:%M %Z}" if local else "-"  # in its schedule's zone
             if job.state == "paused":
                 when = "paused"
             what = job.message or job.prompt or ""

@@ -96,7 +96,8 @@ class ScheduleSpec:
                 f"once at {self.at.astimezone(zone(self.timezone)):%Y-%m-%d %H:%M} {self.timezone}"
             )
         if self.kind == "interval":
-            return f"every {self.every_seconds} seconds"
+            assert self.every_seconds is not None
+            return every(self.every_seconds)
         assert self.cron is not None
         return f"cron '{self.cron}': {explain(self.cron)} ({self.timezone})"
 
@@ -204,6 +205,15 @@ def cron_next(expr: str, timezone: str, after: datetime) -> datetime:
     except CronSimError as exc:
         raise ScheduleError(f"invalid cron expression {expr!r}: {exc}") from exc
     raise ScheduleError(f"cron expression {expr!r} never fires")
+
+
+def every(seconds: int) -> str:
+    """A repeat in words, in the largest unit that divides it ("every 2 hours")."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"every {unit}" if count == 1 else f"every {count} {unit}s"
+    return f"every {seconds} seconds"
 
 
 def explain(expr: str) -> str:

@@ -22,7 +22,7 @@ from gateway.core.errors import StoreUnavailable
 from gateway.core.lifecycle import Service
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
-from gateway.core.schedule_spec import ScheduleError
+from gateway.core.schedule_spec import ScheduleError, every
 from gateway.core.services import ScheduledItem
 from gateway.core.turns import TurnKind
 from gateway.runtime.dispatch.dispatcher import Dispatcher
@@ -302,12 +302,11 @@ class Scheduler(Service):
             for j in self._jobs
         ]
         if self._next_heartbeat is not None:
-            every = self.heartbeat.settings.interval_seconds
             items.append(
                 ScheduledItem(
                     "heartbeat",
                     TurnKind.HEARTBEAT,
-                    f"every {every} seconds",
+                    every(self.heartbeat.settings.interval_seconds),
                     self._next_heartbeat,
                     self.heartbeat.target,
                 )

@@ -249,3 +249,11 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def address_role(sections: Mapping[str, ChannelSection], address: str) -> Role:
+    """The role ``address`` has by its own channel's settings (a channel without any, the
+    terminal or the web chat, is the owner's: whoever uses it controls the machine)."""
+    channel, _, sender = address.partition(":")
+    section = sections.get(channel)
+    return Role.OWNER if section is None else section.role_of(sender)

@@ -141,3 +141,8 @@ class PersonSettings(BaseModel):
     @classmethod
     def _hours(cls, value: str) -> str:
         return hours_range(value)
+
+
+def configured_addresses(name: str, person: PersonSettings) -> tuple[str, ...]:
+    """The addresses config gives the person ``[people.<name>]`` (the first is their key)."""
+    return (name, *person.ids) if valid_person_key(name) else tuple(person.ids)

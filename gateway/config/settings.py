@@ -35,7 +35,7 @@ from gateway.config.agents import (
     RouteRule,
     valid_agent_name,
 )
-from gateway.config.channels import ChannelSection, StrList, WebSettings
+from gateway.config.channels import ChannelSection, StrList, WebSettings, address_role
 from gateway.config.connect import ApiSettings, HookSettings, parse_target, valid_hook_name
 from gateway.config.explain import ENV_PREFIX, env_name, settings_error, validation_error
 from gateway.config.integrations import CalendarSettings, ImagesSettings
@@ -47,6 +47,7 @@ from gateway.config.people import (
     PersonSettings,
     SessionSettings,
     UserSettings,
+    configured_addresses,
     hours_range,
     valid_person_key,
     valid_person_name,
@@ -65,6 +66,7 @@ from gateway.config.sources import (
 from gateway.config.toml.moves import move_keys, refuse_moved, report_unknown_variables
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import ChannelContext
+from gateway.core.principal import Role
 
 if TYPE_CHECKING:
     from gateway.core.system.mail import SendMailSettings
@@ -495,9 +497,9 @@ class Settings(_Trailing, _Channels, _Leading):
             return None  # a local chat (the terminal, the web chat) is the owner's
         address = f"{channel}:{chat_id}"
         for key, person in self.people.items():
-            addresses = (key, *person.ids) if valid_person_key(key) else person.ids
+            addresses = configured_addresses(key, person)
             if address in addresses:
-                if any(self._owners_address(a, sections) for a in addresses):
+                if any(address_role(sections, a) is Role.OWNER for a in addresses):
                     return None
                 name = f'"{key}"' if valid_person_key(key) else key
                 return f"the chat of people.{name}"
@@ -508,12 +510,6 @@ class Settings(_Trailing, _Channels, _Leading):
         if chat_id in section.group_allow_from or chat_id in section.groups:
             return f"a group ({channel}.group_allow_from)"
         return None
-
-    @staticmethod
-    def _owners_address(address: str, sections: dict[str, ChannelSection]) -> bool:
-        channel, _, sender = address.partition(":")
-        section = sections.get(channel)
-        return section is None or section.lists(sender, section.owners)
 
     @property
     def timezone(self) -> str:

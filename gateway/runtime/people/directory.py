@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gateway.config.channels import ChannelSection
-from gateway.config.people import PersonSettings, SessionScope, valid_person_key
+from gateway.config.channels import ChannelSection, address_role
+from gateway.config.people import PersonSettings, SessionScope, configured_addresses
 from gateway.core.addressing import person_conversation
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Role
@@ -33,19 +33,6 @@ _RANK = {Role.MEMBER: 0, Role.ADMIN: 1, Role.OWNER: 2}
 def highest(roles: Iterable[Role]) -> Role:
     """The role that may do the most of ``roles``."""
     return max(roles, key=_RANK.__getitem__, default=Role.MEMBER)
-
-
-def address_role(sections: Mapping[str, ChannelSection], address: str) -> Role:
-    """The role ``address`` has by its own channel's settings (a channel without any, the
-    terminal or the web chat, is the owner's: whoever uses it controls the machine)."""
-    channel, _, sender = address.partition(":")
-    section = sections.get(channel)
-    return Role.OWNER if section is None else section.role_of(sender)
-
-
-def configured_addresses(name: str, person: PersonSettings) -> tuple[str, ...]:
-    """The addresses config gives the person ``[people.<name>]`` (the first is their key)."""
-    return (name, *person.ids) if valid_person_key(name) else tuple(person.ids)
 
 
 def owners_home(

@@ -28,12 +28,17 @@ def cli_env(home: Path, fake: FakeLLM, **extra: str) -> dict[str, str]:
     return env
 
 
-async def switchboard(*args: str, env: dict[str, str], timeout: float = 60) -> tuple[int, str, str]:
+async def switchboard(
+    *args: str, env: dict[str, str], timeout: float = 60, cwd: Path | None = None
+) -> tuple[int, str, str]:
+    """``switchboard ARGS`` as a process (``cwd``: the code of another checkout, run with this
+    environment's packages)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "gateway",
         *args,
+        cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,  # never the developer's terminal: onboard would ask
         stdout=asyncio.subprocess.PIPE,

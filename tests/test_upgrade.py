@@ -100,19 +100,8 @@ async def test_a_home_of_the_previous_release_is_copied_migrated_and_rolled_back
     home = tmp_path / "home"
     env = telegram_env(home, fake_llm, tg)
     db = home / "data" / "switchboard.db"
-    onboard = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "onboard",
-        cwd=previous_release,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, errors = await asyncio.wait_for(onboard.communicate(), 60)
-    assert onboard.returncode == 0, errors
+    onboarded, _, errors = await switchboard("onboard", env=env, cwd=previous_release)
+    assert onboarded == 0, errors
     async with running(env, previous_release):
         await tg.say("remember: the code word is heron")
         await tg.wait_for(lambda: tg.visible(42) == ["echo: remember: the code word is heron"], 30)
@@ -169,24 +158,6 @@ def updated_code(tmp_path: Path, requirement: str, *, imported_by: str | None = 
     return code
 
 
-async def in_code(code: Path, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
-    """``switchboard ARGS`` of the code in ``code``, with this environment's packages."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        *args,
-        cwd=code,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def test_code_updated_without_reinstalling_says_what_to_install_not_a_traceback(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -198,11 +169,11 @@ async def test_code_updated_without_reinstalling_says_what_to_install_not_a_trac
         tmp_path, "switchboard-absent-package>=1.0", imported_by="agent/calendar/events.py"
     )
     env = cli_env(tmp_path / "home", fake_llm, SWITCHBOARD_WEB__ENABLED="false")
-    exit_code, out, _ = await in_code(code, "doctor", env=env)
+    exit_code, out, _ = await switchboard("doctor", env=env, cwd=code)
     assert exit_code == 1
     assert "[FAIL] install       switchboard-absent-package is not installed: run " in out, out
     for command in (("run",), ("status",)):
-        exit_code, out, err = await in_code(code, *command, env=env)
+        exit_code, out, err = await switchboard(*command, env=env, cwd=code)
         assert exit_code == NOT_INSTALLED, (command, out, err)
         assert "Traceback" not in err
         [line] = err.splitlines()
@@ -222,14 +193,14 @@ async def test_doctor_checks_the_installed_packages_against_what_the_code_needs(
     project = code / "pyproject.toml"
     project.write_text(project.read_text().replace('"tomlkit>=0.13"', '"tomlkit>=999"', 1))
     env = cli_env(tmp_path / "home", fake_llm)
-    _, out, _ = await in_code(code, "doctor", "--json", env=env)
+    _, out, _ = await switchboard("doctor", "--json", env=env, cwd=code)
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     install = checks["install"]
     assert install["status"] == "fail", install
     assert "switchboard-absent-package is not installed" in install["message"]
     assert "tomlkit " in install["message"] and "this code needs >=999" in install["message"]
     assert "pip install -e ." in install["message"]
-    _, out, _ = await in_code(code, "upgrade", "--check", env=env)  # part of an upgrade
+    _, out, _ = await switchboard("upgrade", "--check", env=env, cwd=code)  # part of an upgrade
     assert "packages: switchboard-absent-package is not installed; tomlkit " in out, out
     _, out, _ = await switchboard("doctor", "--json", env=env)  # this code, as installed
     assert {c["name"]: c for c in json.loads(out)["checks"]}["install"]["status"] == "ok"

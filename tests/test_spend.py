@@ -30,7 +30,7 @@ from gateway.web.status import snapshot
 from tests.backends import StoreFactory
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
-from tests.fakes.llm import FakeLLM, Recorded, Step, held, text
+from tests.fakes.llm import FakeLLM, Recorded, Step, calls, held, text
 
 ACCESS = {"dm_policy": "allowlist", "allow_from": ["alice", "bob"], "owners": ["olga"]}
 # The fake model counts 4 characters a token: each of these answers is 100 output tokens,
@@ -621,3 +621,36 @@ async def test_a_call_cut_short_by_a_stop_is_still_counted(
     assert stopped.text.startswith("Stopped.")
     # the prompt (its system prompt and tools: well over 500 tokens) cost more than $0.50
     assert spent > 0.5
+
+
+async def test_what_a_turn_spent_before_a_restart_counts_once_it_runs_again(
+    run_gateway: Any, make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A turn that runs tools stores what each call cost as it goes: a gateway stopped (or
+    killed) in the middle of the turn has not lost it from the caps, and the turn's run
+    after the restart adds its own calls to it instead of replacing them."""
+    gate = asyncio.Event()
+    fake_llm.queue(calls(("list_files", {"path": "."})), held(gate, "never seen"))
+    channel = MemoryChannel("telegram")
+    llm = {"prices": {"fake-model": {"input": 1000, "output": 0}}}  # $0.001 a prompt token
+    settings = make_settings(telegram=ACCESS, llm=llm)
+    alice = [Spender("person", "telegram:alice")]
+    async with run_gateway(settings, channel=channel) as (gateway, _):
+        await channel.push("what is in my folder?", sender_id="alice", chat_id="alice")
+        await fake_llm.wait_for_requests(2)  # the tool ran; the model is asked again
+        [before] = await gateway.store.usage.spending(alice, since=0)
+        await gateway.stop(drain_timeout=0)  # stopped (or killed) mid-turn
+    gate.set()
+    assert before > 0.5  # the first call's prompt, with its system prompt and tools
+
+    fake_llm.queue(text("Two files."))
+    channel = MemoryChannel("telegram")
+    async with run_gateway(settings, channel=channel) as (gateway, _):
+        [answer] = await channel.wait_for(1)
+        await gateway.wait_idle()
+        [after] = await gateway.store.usage.spending(alice, since=0)
+        [person] = await gateway.store.usage.since(3600, by="person")
+    assert answer.text == "Two files."
+    # the first run's call, and the second run's: its own prompt again, and more
+    assert after > 2 * before
+    assert person.turns == 1

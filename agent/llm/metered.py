@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -54,11 +55,12 @@ MIN_WINDOW = 512  # a window learned from refusals never goes below this
 
 @dataclass(frozen=True, slots=True)
 class UsageEntry:
-    """Tokens one purpose used on one model."""
+    """Tokens one purpose used on one model, in one run of a turn (``part``)."""
 
     purpose: Purpose
     model: str
     usage: Usage
+    part: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +114,15 @@ class OverAllowance(Exception):
 
 @dataclass(slots=True)
 class TurnUsage:
-    """What a running turn has used so far, by purpose and model, and what it may spend."""
+    """What a running turn has used so far, by purpose and model, and what it may spend.
+
+    ``part`` names this run of the turn: a turn run again (after a crash, a restart or an
+    approval) is metered anew, and its rows add to those an earlier run stored rather than
+    replace them."""
 
     _by: dict[tuple[Purpose, str], Usage] = field(default_factory=dict)
     allowance: Allowance | None = None  # None: no money cap applies to the turn
+    part: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def add(self, purpose: Purpose, model: str, usage: Usage) -> None:
         key = (purpose, model)
@@ -134,8 +141,11 @@ class TurnUsage:
     def cost_usd(self) -> float:
         return self.total.cost_usd or 0.0
 
+    def used(self, purpose: Purpose, model: str) -> Usage:
+        return self._by.get((purpose, model), Usage())
+
     def entries(self) -> tuple[UsageEntry, ...]:
-        return tuple(UsageEntry(p, m, u) for (p, m), u in self._by.items())
+        return tuple(UsageEntry(p, m, u, self.part) for (p, m), u in self._by.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,8 @@ class Charge:
         return replace(self, meter=None)
 
 
-# (charge, purpose, model, usage): store one call that no turn commits.
+# (charge, purpose, model, usage): store one call that no turn commits, or (the charge has
+# a meter) what the running turn has used so far for that purpose and model.
 UsageRecorder = Callable[[Charge, Purpose, str, Usage], Awaitable[None]]
 
 
@@ -331,11 +342,17 @@ class MeteredModel:
         model = response.model or self.model  # a fallback may have answered
         self._reconciler.observe(model, prompt, answer_tokens(response), response.usage)
         response = replace(response, usage=self._priced(model, response.usage))
+        usage = response.usage
         if charge.meter is not None:
-            charge.meter.add(purpose, model, response.usage)
-        elif self._record is not None:
+            charge.meter.add(purpose, model, usage)
+            if purpose is Purpose.TURN and not response.tool_calls:
+                return response  # the turn's last call: its commit follows at once
+            # the turn goes on (tools run, maybe for minutes): what it spent is stored now,
+            # so a crash or a restart before its commit does not lose it from the caps
+            usage = charge.meter.used(purpose, model)
+        if self._record is not None:
             try:
-                await self._record(charge, purpose, model, response.usage)
+                await self._record(charge, purpose, model, usage)
             except Exception as exc:  # the answer is not lost over its accounting
                 log.warning("could not record the usage of a %s call: %s", purpose.value, exc)
         return response

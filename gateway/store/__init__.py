@@ -301,9 +301,8 @@ class Store(Service):
         def park(conn: Connection) -> None:
             self.approval_requests.insert_statement(conn, approval)
             self.outbox.enqueue_statement(conn, messages)
-            for record in usage:  # rows of their own: the turn's commit writes its rest
-                row_id = f"{approval.turn_id}:{record.purpose}:{record.model}:{approval.id}"
-                record.insert_statement(conn, approval.turn_id, approval.session_key, row_id)
+            for record in usage:  # this run's rows: the resumed turn's run adds its own
+                record.insert_statement(conn, approval.turn_id, approval.session_key)
 
         await self.db.run(park)
 

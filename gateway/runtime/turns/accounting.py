@@ -4,6 +4,7 @@ per call for work outside a turn (see agent.llm.metered)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from agent.llm.metered import Charge, UsageEntry, UsageRecorder
 from agent.llm.types import Usage
@@ -18,7 +19,13 @@ def channel_of(session_key: str) -> str:
 
 
 def usage_record(
-    session_key: str, model: str, usage: Usage, purpose: Purpose, principal: str | None
+    session_key: str,
+    model: str,
+    usage: Usage,
+    purpose: Purpose,
+    principal: str | None,
+    *,
+    part: str = "",
 ) -> UsageRecord:
     return UsageRecord(
         channel=channel_of(session_key),
@@ -32,6 +39,7 @@ def usage_record(
         purpose=purpose,
         cost_usd=usage.cost_usd,
         agent=agent_of(session_key),
+        part=part,
     )
 
 
@@ -40,7 +48,7 @@ def turn_usage(
 ) -> list[UsageRecord]:
     """The rows a turn's commit writes (nothing for a turn that made no model call)."""
     return [
-        usage_record(session_key, e.model, e.usage, e.purpose, principal)
+        usage_record(session_key, e.model, e.usage, e.purpose, principal, part=e.part)
         for e in entries
         if e.usage.input_tokens or e.usage.output_tokens or e.usage.cost_usd  # a picture: cost only
     ]
@@ -51,6 +59,10 @@ def recorder(store: Store) -> UsageRecorder:
 
     async def record(charge: Charge, purpose: Purpose, model: str, usage: Usage) -> None:
         row = usage_record(charge.session_key, model, usage, purpose, charge.principal)
-        await store.usage.record_call(charge.turn_id, charge.session_key, row)
+        if charge.meter is None or charge.turn_id is None:
+            await store.usage.record_call(charge.turn_id, charge.session_key, row)
+        else:  # the running turn's row, which its commit replaces with the final count
+            part = replace(row, part=charge.meter.part)
+            await store.usage.record(charge.turn_id, charge.session_key, part)
 
     return record

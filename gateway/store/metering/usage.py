@@ -4,9 +4,12 @@
 (``NULL``: the model has no price).
 
 A turn's calls are committed with the turn, one row per purpose and model (keyed by the
-turn, so a repeated commit stores nothing twice); calls outside a turn (reflection, a
-background summary) get a row each as they happen. ``purpose`` says why the model was
-asked, ``principal`` whose allowance it counts against, ``agent`` which agent it served.
+turn and its run, so a repeated commit stores nothing twice). A turn that goes on after a
+call (to run tools) stores its count so far at once, in the row its commit replaces: a crash
+or a restart before the commit loses nothing from the caps, and the turn's next run adds
+rows of its own. Calls outside a turn (reflection, a background summary) get a row each as
+they happen. ``purpose`` says why the model was asked, ``principal`` whose allowance it
+counts against, ``agent`` which agent it served.
 Background work is told by its session's kind, which is the row's ``channel``
 (:data:`BACKGROUND_CHANNELS`).
 
@@ -70,12 +73,13 @@ class UsageRecord:
     estimated_tokens: int = 0  # of input + output: counted by us, the server reported none
     cost_usd: float | None = None  # at the model's price; None: it has none
     agent: str = "main"
+    part: str = ""  # the run of the turn (agent.llm.metered.TurnUsage.part); "": the turn's
 
     def insert_statement(
         self, conn: Connection, turn_id: str | None, session_key: str, row_id: str = ""
     ) -> None:
         """Insert (or, for the same id, replace) the row; the id defaults to the turn's
-        purpose and model."""
+        purpose, model and run of the turn."""
         conn.execute(
             "INSERT INTO usage (id, turn_id, session_key, channel, purpose, principal,"
             " at, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
@@ -83,7 +87,8 @@ class UsageRecord:
             " ?, ?)"
             f" ON CONFLICT (id) DO UPDATE SET {_REPLACE}",
             (
-                row_id or f"{turn_id}:{self.purpose}:{self.model}",
+                row_id
+                or f"{turn_id}:{self.purpose}:{self.model}" + (self.part and f":{self.part}"),
                 turn_id,
                 session_key,
                 self.channel,

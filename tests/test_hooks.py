@@ -138,6 +138,24 @@ async def test_a_bad_signature_is_refused_and_nothing_is_journaled(
     assert fake_llm.requests == [] and tg.sent() == []
 
 
+async def test_a_wrong_method_or_path_is_answered_in_the_hooks_json(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """A sender's log shows what came back: a GET of a hook, or a path under /hooks/ that no
+    hook has, were aiohttp's plain text; they are ``{"error": ...}`` like every other
+    answer of a hook, the 405 naming POST in ``Allow``."""
+    async with serving(hook_settings(make_settings, tg)) as (gateway, url):
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url + "github") as r:
+                got = r.status, r.headers.get("Allow"), await r.json()
+            async with http.post(url + "github/extra", data=b"{}") as r:
+                deeper = r.status, await r.json()
+        assert await gateway.store.journal.counts() == {}
+    assert got == (405, "POST", {"error": "GET is not allowed: a webhook is delivered with POST"})
+    assert deeper == (404, {"error": "no webhook at /hooks/github/extra (POST /hooks/<name>)"})
+    assert fake_llm.requests == []
+
+
 async def test_github_and_timestamped_signatures_are_accepted(
     make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

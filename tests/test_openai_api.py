@@ -270,6 +270,42 @@ async def test_a_request_over_a_limit_is_told_which_limit(
     assert fake_llm.requests == []
 
 
+async def test_an_unknown_path_or_a_wrong_method_is_an_openai_shaped_error(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Under /v1, a path no endpoint has and a method its endpoint does not take were
+    aiohttp's plain-text "404: Not Found" and "405: Method Not Allowed": a client reading
+    ``error.message`` failed on them, and the SDK's exception had no code. They are JSON in
+    OpenAI's shape now, the 405 with the methods the path takes in ``Allow``."""
+    async with serving(api_settings(make_settings)) as (_, url), sdk(url) as client:
+        with pytest.raises(openai.NotFoundError) as unknown:
+            await client.get("/embeddings", cast_to=object)
+        with pytest.raises(openai.APIStatusError) as wrong:
+            await client.delete("/chat/completions", cast_to=object)
+        async with aiohttp.ClientSession() as http:  # no token: still the API's error
+            async with http.put(url + "/models") as r:
+                put = r.status, r.headers.get("Allow", ""), r.content_type, await r.json()
+            async with http.get(url + "/tasks/t1/nothing") as r:
+                deeper = r.status, await r.json()
+    assert unknown.value.code == "unknown_url"
+    assert unknown.value.message.endswith(
+        "Invalid URL (GET /v1/embeddings): no such endpoint (docs/connect.md lists them)"
+    )
+    assert (wrong.value.status_code, wrong.value.code) == (405, "method_not_allowed")
+    assert wrong.value.response.headers["Allow"] == "POST"
+    status, allow, content_type, body = put
+    assert (status, content_type) == (405, "application/json")
+    assert set(allow.split(",")) == {"GET", "HEAD"}
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["code"] == "method_not_allowed"
+    assert (
+        body["error"]["message"]
+        == "Method not allowed (PUT /v1/models): /v1/models takes GET, HEAD"
+    )
+    assert deeper[0] == 404 and deeper[1]["error"]["code"] == "unknown_url"
+    assert fake_llm.requests == []
+
+
 async def test_a_streamed_answer_with_a_tool_step_shows_each_part_once(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

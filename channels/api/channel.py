@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from aiohttp import web
 
 from channels.api.answers import AlreadyAnswered, Ask, PendingAnswer
-from channels.api.routes import routes
+from channels.api.routes import routes, server_error
 from channels.api.tasks import TaskBackend
 from gateway.config.connect import ApiSettings, ApiToken
 from gateway.core.addressing import API_CHANNEL
@@ -340,6 +340,9 @@ class ApiChannel:
 
     def program_routes(self, throttle: CredentialThrottle) -> Sequence[web.RouteDef]:
         return routes(self, throttle)
+
+    def program_error(self, request: web.Request, error: web.HTTPException) -> web.Response:
+        return server_error(request, error)
 
     async def close_web(self) -> None:
         for task in list(self._streams):

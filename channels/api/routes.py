@@ -83,6 +83,33 @@ async def read_json(request: web.Request, limit: int) -> tuple[Any, bytes]:
         raise wire.BadRequest(f"the body is not JSON: {exc}") from None
 
 
+def server_error(request: web.Request, error: web.HTTPException) -> web.Response:
+    """What the web server answers under ``/v1`` itself (a path no endpoint has, a method
+    the endpoint does not take, a cluster node that does not lead, a handler that failed)
+    in OpenAI's shape: clients parse ``{"error": {...}}`` from every answer, and the SDKs
+    raise their usual exceptions (``NotFoundError``, ...) on it."""
+    where = f"{request.method} {request.path}"
+    kind, code, retry = "invalid_request_error", None, False
+    if error.status == 404:
+        message = f"Invalid URL ({where}): no such endpoint (docs/connect.md lists them)"
+        code = "unknown_url"
+    elif error.status == 405:
+        methods = error.allowed_methods if isinstance(error, web.HTTPMethodNotAllowed) else ()
+        allowed = ", ".join(sorted(methods))
+        message = f"Method not allowed ({where}): {request.path} takes {allowed}"
+        code = "method_not_allowed"
+    else:
+        message = error.text or error.reason
+        if error.status >= 500:
+            kind = "server_error"
+            retry = error.status == 503  # nothing was taken: sent again, it is
+    response = wire.error_response(error.status, message, kind, code=code, retry=retry)
+    for header in ("Allow", "Retry-After"):
+        if header in error.headers:
+            response.headers[header] = error.headers[header]
+    return response
+
+
 def is_retry(request: web.Request) -> bool:
     """Whether the official SDKs (Stainless-made) sent this again on their own: after a
     timeout, a lost connection or an error they retry, counting in this header."""

@@ -120,6 +120,20 @@ class HookChannel:
         """``POST /hooks/<name>``; ``throttle`` is not used (see the module docstring)."""
         return [web.post(PREFIX + "{name}", self._deliver)]
 
+    def program_error(self, request: web.Request, error: web.HTTPException) -> web.Response:
+        """As the hooks' own errors: ``{"error": why}`` (a sender logs what it got back)."""
+        if error.status == 404:
+            reason = f"no webhook at {request.path} (POST /hooks/<name>)"
+        elif error.status == 405:
+            reason = f"{request.method} is not allowed: a webhook is delivered with POST"
+        else:
+            reason = error.text or error.reason
+        response = _error(error.status, reason)
+        for header in ("Allow", "Retry-After"):
+            if header in error.headers:
+                response.headers[header] = error.headers[header]
+        return response
+
     async def close_web(self) -> None:
         return None
 

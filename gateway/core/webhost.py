@@ -11,7 +11,10 @@ platform's signature by the handler.
 A channel that implements :class:`ServesPrograms` (webhooks, the API) serves other
 programs, which authenticate every request themselves (a signature, a bearer token of their
 own): the guard's browser checks (the web token or cookie, Host, Origin) do not apply under
-its ``program_prefix``, and what authenticates there opens nothing anywhere else.
+its ``program_prefix``, and what authenticates there opens nothing anywhere else. What the
+server answers there itself (no such path, a method the path does not take, a node that
+does not lead, a handler that failed) is in the channel's own error format too
+(:meth:`ServesPrograms.program_error`): a program parses every answer it gets.
 
 A channel that is :class:`gateway.core.channel.ReceivesOnEveryNode` (WhatsApp, the signed
 hooks) is served by every node of a cluster, the ones that do not lead too: all it receives
@@ -74,6 +77,12 @@ class ServesPrograms(Protocol):
     def program_routes(self, throttle: CredentialThrottle) -> Sequence[web.RouteDef]:
         """Routes to add; each handler checks the request's own credential and reports a
         wrong one to ``throttle``."""
+
+    def program_error(self, request: web.Request, error: web.HTTPException) -> web.Response:
+        """``error`` (404: no route; 405: not this method, ``Allow`` in its headers; 503: this
+        node does not lead; 500: a handler failed) as this channel's clients parse errors:
+        the API's in OpenAI's shape, so an SDK raises its usual exception instead of failing
+        on a plain-text body. Keep ``error``'s ``Allow`` and ``Retry-After`` headers."""
 
     async def close_web(self) -> None:
         """End long-lived responses (event streams) before the server stops."""

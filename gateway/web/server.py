@@ -18,6 +18,10 @@ On a cluster node that does not lead, the server starts *limited* (``standby=Tru
 the signed hooks: :class:`gateway.core.channel.ReceivesOnEveryNode`) are served; everything
 else answers 503 (``/readyz`` too, so a load balancer checking it sends browsers and the API
 to the leader). :meth:`WebServer.serve_all` lifts that once the node leads.
+
+Under a program's prefix (``/v1/``, ``/hooks/``) every error is in that program's format
+(:meth:`WebServer._program_errors`), also those no handler of its answers: an unknown path,
+a wrong method, the standby's 503, a handler that failed.
 """
 
 from __future__ import annotations
@@ -175,6 +179,30 @@ class WebServer:
         self._standby = False
 
     @web.middleware
+    async def _program_errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Under a program's prefix, what the server itself would answer in plain text (404
+        for a path no route has, 405 for a method its route does not take) or not at all (a
+        handler's exception: aiohttp's bare 500) is answered in the program's format."""
+        program = self._program_at(request.path)
+        if program is None:
+            return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPException as error:
+            if error.status < 400:  # a redirect is no error
+                raise
+            return program.program_error(request, error)
+        except Exception:
+            if request.writer.output_size > 0:  # a response has begun: no other one now
+                raise
+            log.exception("%s %s failed", request.method, request.path)
+            return program.program_error(request, web.HTTPInternalServerError())
+
+    def _program_at(self, path: str) -> ServesPrograms | None:
+        """The program whose prefix ``path`` is under, if any."""
+        return next((p for p in self._programs if path.startswith(p.program_prefix)), None)
+
+    @web.middleware
     async def _standby_filter(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """While the node does not lead: liveness and what every node receives, nothing else."""
         if not self._standby or request.path == "/healthz":
@@ -182,6 +210,11 @@ class WebServer:
         paths, prefixes = self._every_node
         if request.path in paths or (prefixes and request.path.startswith(prefixes)):
             return await handler(request)
+        if self._program_at(request.path) is not None:  # in its format (_program_errors)
+            raise web.HTTPServiceUnavailable(
+                text="this node does not lead the cluster: the leader serves this",
+                headers={"Retry-After": "5"},
+            )
         return web.json_response(
             {
                 "error": "this node does not lead the cluster: the leader serves this",
@@ -215,7 +248,8 @@ class WebServer:
 
     def _app(self) -> web.Application:
         app = web.Application(
-            middlewares=[self._standby_filter, self.guard.middleware], client_max_size=1024**2
+            middlewares=[self._program_errors, self._standby_filter, self.guard.middleware],
+            client_max_size=1024**2,
         )
         add = app.router.add_route
         add("GET", "/", _static_page("chat.html", ""))

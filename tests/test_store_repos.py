@@ -331,6 +331,32 @@ async def test_a_tasks_states_notes_and_answer_are_numbered_events_kept_once(
     assert removed == 2 and left == []
 
 
+async def test_tasks_are_listed_newest_first_for_their_owner_a_page_after_another(
+    make_store: StoreFactory,
+) -> None:
+    """GET /v1/tasks's query: the owner read out of the stored JSON on either engine."""
+    now = [1_000.0]
+    ops = {"channel": "api", "sender_id": "ops", "role": "owner"}
+    script = {"channel": "api", "sender_id": "script", "role": "member"}
+    async with make_store(clock=lambda: now[0]) as store:
+        for n, owner in enumerate([ops, script, ops, script, OWNER]):
+            now[0] += 1
+            chat = ChatRef("task", f"t{n}")
+            await store.tasks.start(TaskRecord(f"t{n}", "x", "general", chat, owner, "queued"))
+
+        async def ids(limit: int, owner: tuple[str, str] | None, after: str | None) -> list[str]:
+            found = await store.tasks.recent(limit=limit, owner=owner, after=after)
+            return [task.id for task in found]
+
+        everyone = await ids(10, None, None)
+        first, rest = await ids(2, None, None), await ids(10, None, "t3")
+        scripts = await ids(10, ("api", "script"), None)
+        later_scripts = await ids(10, ("api", "script"), "t3")
+    assert everyone == ["t4", "t3", "t2", "t1", "t0"]
+    assert (first, rest) == (["t4", "t3"], ["t2", "t1", "t0"])
+    assert (scripts, later_scripts) == (["t3", "t1"], ["t1"])
+
+
 async def test_a_webhook_body_belongs_to_its_first_delivery_until_its_claim_expires(
     make_store: StoreFactory,
 ) -> None:

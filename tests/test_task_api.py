@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import openai
+from openai.pagination import AsyncCursorPage
 
 from channels.memory import MemoryChannel
 from channels.terminal.channel import TerminalChannel
@@ -90,6 +92,61 @@ async def test_a_task_is_submitted_and_followed_to_its_answer(
     assert shown["answer"] == "The workspace holds the bootstrap files and nothing else."
     assert [n["text"] for n in shown["notes"]] == ["Reading the workspace now."]
     assert "Survey the workspace." in fake_llm.requests[0].last_user_text
+
+
+class ListedTask(openai.BaseModel):
+    id: str
+    object: str
+    state: str
+    text: str
+
+
+async def test_tasks_are_listed_newest_first_a_page_at_a_time_each_token_its_own(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """There was no GET /v1/tasks (405: only POST): a client that lost a task's id could
+    not find it again. It lists the token's tasks (an owner token's: everyone's) newest
+    first, in OpenAI's list shape, so the SDK's cursor pages through them with ``after``."""
+    fake_llm.responder = lambda request: text("Done.")
+    settings = task_settings(make_settings, tools={"policy": MEMBERS_SPAWN})
+    submitted: list[tuple[str, str]] = []  # (who, task id), oldest first
+    async with serving(settings) as (gateway, url, http):
+        for n, (who, headers) in enumerate(
+            [("owner", OWNER), ("member", MEMBER), ("owner", OWNER), ("member", MEMBER)]
+        ):
+            status, task = await submit(http, url, {"text": f"Task {n}."}, headers)
+            assert status == 202, task
+            submitted.append((who, task["id"]))
+        base = url.removesuffix("/tasks")
+        listed = {}
+        for who, token in (("owner", OWNER_TOKEN), ("member", MEMBER_TOKEN)):
+            client = openai.AsyncOpenAI(base_url=base, api_key=token, max_retries=0)
+            pages = client.get_api_list(
+                "/tasks",
+                model=ListedTask,
+                page=AsyncCursorPage[ListedTask],
+                options={"params": {"limit": 1}},
+            )
+            listed[who] = [(task.id, task.object, task.text) async for task in pages]
+            await client.close()
+        async with http.get(url, params={"limit": "3"}, headers=OWNER) as response:
+            first_page = await response.json()
+        owners_task = submitted[0][1]
+        async with http.get(url, params={"after": owners_task}, headers=MEMBER) as response:
+            others_cursor = response.status, await response.json()
+        async with http.get(url, params={"limit": "0"}, headers=MEMBER) as response:
+            no_page = response.status
+        await gateway.wait_idle()
+    newest_first = [task_id for _, task_id in reversed(submitted)]
+    texts = {task_id: f"Task {n}." for n, (_, task_id) in enumerate(submitted)}
+    assert listed["owner"] == [(i, "task", texts[i]) for i in newest_first]
+    members = [task_id for who, task_id in reversed(submitted) if who == "member"]
+    assert listed["member"] == [(i, "task", texts[i]) for i in members]
+    assert first_page["object"] == "list" and first_page["has_more"] is True
+    assert [t["id"] for t in first_page["data"]] == newest_first[:3]
+    assert (first_page["first_id"], first_page["last_id"]) == (newest_first[0], newest_first[2])
+    assert others_cursor[0] == 400 and others_cursor[1]["error"]["param"] == "after"
+    assert no_page == 400
 
 
 async def test_a_long_task_read_over_several_reads_is_taken_and_an_oversized_one_says_so(

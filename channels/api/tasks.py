@@ -1,9 +1,11 @@
 """The task API: submit a background task, look at it, follow it, stop it.
 
-``POST /v1/tasks`` (``text``, ``agent``, ``deliver_to``) → the task; ``GET /v1/tasks/{id}``
-→ its state, progress notes and answer; ``GET /v1/tasks/{id}/events`` → server-sent events
-as it progresses (``Last-Event-ID`` resumes after an event); ``DELETE /v1/tasks/{id}`` stops
-it. A token sees the tasks it submitted; an owner token sees every task. A token may start
+``POST /v1/tasks`` (``text``, ``agent``, ``deliver_to``) → the task; ``GET /v1/tasks`` → the
+tasks, newest first, a page at a time (``limit``, ``after``: OpenAI's list shape, which the
+SDKs page through); ``GET /v1/tasks/{id}`` → its state, progress notes and answer;
+``GET /v1/tasks/{id}/events`` → server-sent events as it progresses (``Last-Event-ID``
+resumes after an event); ``DELETE /v1/tasks/{id}`` stops it. A token sees the tasks it
+submitted; an owner token sees every task. A token may start
 a task where its role may use ``spawn`` in a chat (members may not, by default). Only owner
 and admin tokens may send a task's notes and answer to a chat (``deliver_to``): for anyone
 else that would be a message to someone else's chat.
@@ -23,6 +25,7 @@ from aiohttp import web
 
 from channels.api import wire
 from gateway.config.connect import ApiSettings, ApiToken, parse_target
+from gateway.core.addressing import API_CHANNEL
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
@@ -31,6 +34,8 @@ from gateway.store import TaskEvent, TaskRecord
 from gateway.store.tasks import FINAL_STATES
 
 KEEP_ALIVE_SECONDS = 15.0
+PAGE = 20  # tasks in a page of GET /v1/tasks, unless ``limit`` says (OpenAI's default)
+MAX_PAGE = 100
 KEY_HEADERS = ("Idempotency-Key", "X-Switchboard-Delivery")
 MAX_TEXT_CHARS = 100_000
 
@@ -55,6 +60,12 @@ class TaskBackend(Protocol):
         """Why ``principal`` may not start a task of ``agent`` (as ``spawn`` in a chat)."""
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
+
+    async def recent(
+        self, *, limit: int, owner: tuple[str, str] | None, after: str | None
+    ) -> list[TaskRecord]:
+        """At most ``limit`` tasks, newest first: those acting for ``owner`` (channel,
+        sender id; ``None``: all), after task ``after`` in that order."""
 
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]: ...
 
@@ -91,6 +102,7 @@ def task_routes(
     handlers = TaskRoutes(api, api.tasks)
     return [
         web.post("/v1/tasks", authenticated("tasks", handlers.submit)),
+        web.get("/v1/tasks", authenticated("tasks", handlers.listing)),
         web.get("/v1/tasks/{id}", authenticated("tasks", handlers.show)),
         web.get("/v1/tasks/{id}/events", authenticated("task_events", handlers.follow)),
         web.delete("/v1/tasks/{id}", authenticated("tasks", handlers.stop)),
@@ -182,6 +194,30 @@ class TaskRoutes:
             )
         return target
 
+    async def listing(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
+        """The token's tasks (an owner token's: all), newest first, ``limit`` of them after
+        the task ``after``: ``{"object": "list", "data": [...], "has_more": ...}``."""
+        limit = request.query.get("limit", str(PAGE))
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+            return _error(400, f"limit must be from 1 to {MAX_PAGE}", param="limit")
+        after = request.query.get("after") or None
+        if after is not None:
+            last = await self._tasks.get(after)
+            if last is None or not _mine(last, token):  # another's: as if there were none
+                return _error(400, f"after: no task {after!r}", param="after")
+        owner = None if token.role == "owner" else (API_CHANNEL, token.name)
+        found = await self._tasks.recent(limit=int(limit) + 1, owner=owner, after=after)
+        page = found[: int(limit)]
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [await self._view(record) for record in page],
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+                "has_more": len(found) > len(page),
+            }
+        )
+
     async def show(self, request: web.Request, token: ApiToken) -> web.StreamResponse:
         record = await self._visible(request, token)
         if record is None:
@@ -252,10 +288,7 @@ class TaskRoutes:
     async def _visible(self, request: web.Request, token: ApiToken) -> TaskRecord | None:
         """The task, if this token may see it: its own, or any for an owner token."""
         record = await self._tasks.get(request.match_info["id"])
-        if record is None:
-            return None
-        mine = record.owner.get("channel") == "api" and record.owner.get("sender_id") == token.name
-        return record if mine or token.role == "owner" else None
+        return record if record is not None and _mine(record, token) else None
 
     async def _view(self, record: TaskRecord) -> dict[str, Any]:
         events = await self._tasks.events(record.id)
@@ -274,6 +307,13 @@ class TaskRoutes:
             "deliver_to": None if target is None else _target_text(target),
             "events_url": f"/v1/tasks/{record.id}/events",
         }
+
+
+def _mine(record: TaskRecord, token: ApiToken) -> bool:
+    """Whether ``token`` may see the task: one it submitted, or any for an owner token."""
+    owner = record.owner
+    submitted = owner.get("channel") == API_CHANNEL and owner.get("sender_id") == token.name
+    return submitted or token.role == "owner"
 
 
 def _target_text(chat: ChatRef) -> str:

@@ -259,6 +259,35 @@ class Tasks:
 
         return await self._db.run(query, durable=False)
 
+    async def recent(
+        self, *, limit: int, owner: tuple[str, str] | None = None, after: str | None = None
+    ) -> list[TaskRecord]:
+        """At most ``limit`` tasks, newest first: those acting for ``owner`` (its channel
+        and sender id; ``None``: everyone's), and with ``after`` only those that come after
+        that task in this order (the next page of a list that ended with it)."""
+        where: list[str] = ["1 = 1"]
+        params: list[object] = []
+        if owner is not None:
+            dialect = self._db.dialect
+            where.append(
+                f"{dialect.json_text('owner', 'channel')} = ?"
+                f" AND {dialect.json_text('owner', 'sender_id')} = ?"
+            )
+            params.extend(owner)
+        if after is not None:
+            where.append("(created_at, id) < (SELECT created_at, id FROM tasks WHERE id = ?)")
+            params.append(after)
+
+        def query(conn: Connection) -> list[TaskRecord]:
+            rows = conn.execute(
+                f"SELECT {self._COLUMNS} FROM tasks WHERE {' AND '.join(where)}"
+                " ORDER BY created_at DESC, id DESC LIMIT ?",
+                (*params, limit),
+            )
+            return [self._record(row) for row in rows]
+
+        return await self._db.run(query, durable=False)
+
     async def interrupted(self, *, gone_only: bool = False) -> list[TaskRecord]:
         """Tasks a previous process left open, now marked interrupted (where tasks are not
         resumed: a cluster). In a cluster only the tasks of this node's name (an earlier

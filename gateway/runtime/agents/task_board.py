@@ -69,6 +69,11 @@ class TaskBoard:
     async def get(self, task_id: str) -> TaskRecord | None:
         return await self._tasks.get(task_id)
 
+    async def recent(
+        self, *, limit: int, owner: tuple[str, str] | None, after: str | None
+    ) -> list[TaskRecord]:
+        return await self._tasks.recent(limit=limit, owner=owner, after=after)
+
     async def events(self, task_id: str, *, after: int = 0) -> list[TaskEvent]:
         return await self._tasks.events(task_id, after=after)
 

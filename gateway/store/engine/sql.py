@@ -197,6 +197,13 @@ class Dialect:
             return f"substr({expression}, 1, instr({expression}, ':') - 1)"
         return f"split_part({expression}, ':', 1)"
 
+    def json_text(self, column: str, key: str) -> str:
+        """The text at ``key`` of the JSON object in ``column`` (a constant key: it is part
+        of the statement)."""
+        if self.name == "sqlite":
+            return f"json_extract({column}, '$.{key}')"
+        return f"({column}::json ->> '{key}')"
+
     def search_statement(self, sessions: int) -> str:
         """Full-text search over ``messages_fts`` of ``sessions`` session keys, best first;
         parameters: the query (:meth:`search_query`), the session keys, the limit. Rows: the

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -183,6 +184,41 @@ async def test_github_and_timestamped_signatures_are_accepted(
     asked = [r.last_user_text for r in fake_llm.requests]
     assert len(asked) == 2
     assert "(event: ping)" in asked[0] and "(event: invoice.paid)" in asked[1]
+
+
+async def test_a_form_encoded_delivery_is_read_as_its_fields_and_signed_over_its_raw_body(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """A form body (Twilio's, a form service's) reached the model as the raw
+    ``From=%2B1555...&Body=Server+db-1+is+down``: it is read into its fields now, shown as a
+    JSON body would be; GitHub's form mode (``payload=<json>``) is that JSON. The signature
+    stays over the raw body: one over the decoded JSON is refused."""
+    fake_llm.responder = lambda request: text("Noted the event.")
+    sms = urlencode(
+        {"MessageSid": "SM0123", "From": "+15551234567", "Body": "Server db-1 is down"}
+    ).encode()
+    run = {"action": "completed", "workflow_run": {"name": "tests", "conclusion": "failure"}}
+    github = urlencode({"payload": json.dumps(run)}).encode()
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    github_headers = {**form, "X-GitHub-Delivery": "gh-1", "X-GitHub-Event": "workflow_run"}
+    async with serving(hook_settings(make_settings, tg)) as (gateway, url):
+        status, _, _ = await post(url + "github", sms, {**signed(sms, "sms-1"), **form})
+        assert status == 202
+        decoded = json.dumps(run).encode()  # signed over what the model is shown, not the body
+        forged = {**github_headers, "X-Hub-Signature-256": sign_body(SECRET, decoded)}
+        status, answer, _ = await post(url + "github", github, forged)
+        assert status == 401 and "does not match the body" in answer["error"]
+        good = {**github_headers, "X-Hub-Signature-256": sign_body(SECRET, github)}
+        status, _, _ = await post(url + "github", github, good)
+        assert status == 202
+        await tg.wait_sent(2, chat_id=OWNER)
+        await gateway.wait_idle()
+    texts = [request.last_user_text for request in fake_llm.requests]
+    assert len(texts) == 2
+    assert '"Body": "Server db-1 is down"' in texts[0] and '"From": "+15551234567"' in texts[0]
+    assert "Body=" not in texts[0]
+    assert "(event: workflow_run)" in texts[1] and '"conclusion": "failure"' in texts[1]
+    assert "payload=" not in texts[1]
 
 
 async def test_a_stale_future_or_re_addressed_signature_is_refused_and_nothing_is_journaled(
@@ -367,14 +403,16 @@ def test_a_hook_without_a_usable_secret_or_target_stops_the_start(
 
 
 def test_a_payload_is_read_capped_and_named_as_senders_send_it() -> None:
-    from urllib.parse import urlencode
-
     from channels.hooks import payload
 
     form = urlencode({"payload": json.dumps({"id": 7, "action": "opened"})}).encode()
     data = payload.parse(form, "application/x-www-form-urlencoded")  # GitHub's form mode
     assert data == {"id": 7, "action": "opened"}
     assert payload.parse(b"plain words", "text/plain") == "plain words"
+    fields = payload.parse(b"id=evt_7&tag=a&tag=b&type=form.sent", payload.FORM)  # a form's
+    assert fields == {"id": "evt_7", "tag": ["a", "b"], "type": "form.sent"}
+    assert payload.delivery_id({}, fields, b"") == "id:evt_7"
+    assert payload.event_of({}, fields) == "form.sent"
     assert payload.delivery_id({"X-GitHub-Delivery": "gh-1"}, data, form) == "gh-1"
     assert payload.delivery_id({}, data, form) == "id:7"
     assert payload.delivery_id({}, "plain words", b"plain words").startswith("sha256:")

@@ -18,21 +18,42 @@ GITHUB_DELIVERY = "X-GitHub-Delivery"
 GITHUB_EVENT = "X-GitHub-Event"
 EVENT = "X-Switchboard-Event"
 PLACEHOLDER = "{payload}"
+FORM = "application/x-www-form-urlencoded"
 MAX_ID_CHARS = 200
 _ID = re.compile(r"[\x21-\x7e]{1,200}")  # printable, no spaces
 
 
 def parse(body: bytes, content_type: str) -> Any:
-    """The payload: JSON (also GitHub's form-encoded ``payload=<json>``), or the text."""
+    """The payload: JSON, a form's fields, or the text.
+
+    A form (``application/x-www-form-urlencoded``: Twilio, Typeform, GitHub configured for
+    it) is read into the object a JSON body would be, ``{"field": "value"}`` (a repeated
+    field: the list of its values), so its ``id`` and ``type`` name the delivery and the
+    event as a JSON body's do. GitHub's and Slack's form mode send the JSON itself as
+    ``payload=<json>``: that JSON is the payload. Only what the model is shown is decoded:
+    the signature is checked over the raw body (channels/hooks/signature.py)."""
     text = body.decode("utf-8", errors="replace")
-    if content_type == "application/x-www-form-urlencoded":
-        form = parse_qs(text, keep_blank_values=True)
-        if "payload" in form:
-            text = form["payload"][0]
+    if content_type == FORM:
+        return _form(text)
     try:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _form(text: str) -> Any:
+    fields = parse_qs(text, keep_blank_values=True)
+    if not fields:
+        return text
+    decoded: dict[str, Any] = {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
+    inner = decoded.get("payload")
+    if not isinstance(inner, str):
+        return decoded
+    try:
+        decoded["payload"] = json.loads(inner)
+    except ValueError:
+        return decoded  # a field that happens to be called payload
+    return decoded["payload"] if len(decoded) == 1 else decoded  # alone: GitHub's form mode
 
 
 def is_delivery_id(value: str) -> bool:

@@ -152,6 +152,8 @@ async def finished_work(store: Store, clock: Clock, tag: str, at: float) -> None
         if outcome == "revoked":
             await store.pairings.revoke("t", f"{tag}-revoked")
     await store.audit.record("refused", channel="t", sender_id=f"{tag}-refused")
+    # an API request an SDK's retry would be matched to, for 15 minutes
+    await store.api_requests.remember("api:ops", f"{tag}-body", f"{tag}-request", keep=900)
 
 
 KINDS = {
@@ -169,6 +171,7 @@ KINDS = {
     "audit": "SELECT sender_id FROM audit",
     "usage": "SELECT turn_id FROM usage",
     "spend notices": "SELECT period FROM spend_notices",
+    "api requests": "SELECT message_id FROM api_requests",
 }
 
 
@@ -210,6 +213,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "audit": ["d120", "d20", "d3"],  # 180 days
         "usage": ["d20", "d3"],  # 90 days
         "spend notices": ["d20", "d3"],  # usage's 90 days
+        "api requests": [],  # their 15 minutes
     }
     assert removed == {
         "inbound": 3,
@@ -226,6 +230,7 @@ async def test_each_kind_of_finished_record_goes_after_its_own_retention(
         "audit": 1,
         "usage": 2,
         "spend notices": 4,
+        "api requests": 1,  # each request forgot the expired ones before it when it came
     }
     # the conversation itself is never pruned
     assert [m.body["content"] for m in history] == ["d200 hi", "d120 hi", "d20 hi", "d3 hi"]

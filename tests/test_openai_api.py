@@ -776,3 +776,87 @@ async def test_errors_tell_the_sdk_not_to_retry_what_would_run_again(
     assert late.value.status_code == 504
     assert sent == ["0", "0", "0"]  # each sent once
     assert [r.last_user_text for r in fake_llm.requests] == ["first", "slow one"]
+
+
+async def test_an_sdk_retry_after_a_restart_gets_the_answer_of_the_one_turn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The SDK's retry was matched to its first try in the process's memory only: a
+    restart between the two (the first try's connection cut by it) made the retry a new
+    turn beside the resumed one, the question twice in the history. The match is in the
+    store now: the retry is the first try's message, and gets the answer of the turn that
+    took it, resumed after the restart (here from the store: it answered before the retry
+    came)."""
+    cut = asyncio.Event()  # never set: the restart cuts the first process's model call
+    fake_llm.queue(held(cut, "Never sent."))
+    fake_llm.responder = lambda request: text(f"Answer of model call {len(fake_llm.requests)}.")
+    restarted = asyncio.Event()
+    sent: list[str] = []
+
+    async def hold_the_retry(request: Any) -> None:
+        sent.append(request.headers.get("x-stainless-retry-count", ""))
+        if len(sent) > 1:  # the SDK's retry goes out once the gateway is back
+            await restarted.wait()
+
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [hold_the_retry]})
+    settings = api_settings(make_settings)
+    async with Gateway(settings, channels=[MemoryChannel()]) as gateway:
+        assert gateway.web is not None and gateway.web.port is not None
+        port, url = gateway.web.port, gateway.web.url + "v1"
+        client = openai.AsyncOpenAI(
+            base_url=url, api_key=OWNER_TOKEN, http_client=http, max_retries=2, timeout=30
+        )
+        asking = asyncio.create_task(
+            client.chat.completions.create(
+                model="main", user="me", messages=[{"role": "user", "content": "Plan my Tuesday."}]
+            )
+        )
+        await fake_llm.wait_for_requests(1)  # journaled, and its turn runs
+        await gateway.stop(drain_timeout=0)  # the restart: the turn is cut, the client too
+    again = api_settings(make_settings, web={"port": port})
+    async with Gateway(again, channels=[MemoryChannel()]) as gateway:
+        await gateway.wait_idle()  # the turn resumed and answered, with nobody waiting
+        restarted.set()
+        answer = await asking
+        await gateway.wait_idle()
+        _, stored = await gateway.store.history.load("api:ops:me", limit=10)
+    await client.close()
+    assert sent == ["0", "1"]  # the first try, and the SDK's retry of it after the restart
+    assert answer.choices[0].message.content == "Answer of model call 2."  # the resumed turn's
+    assert len(fake_llm.requests) == 2  # the cut call, and the resumed turn's: no other turn
+    assert [m.body["role"] for m in stored] == ["user", "assistant"]  # the question once
+
+
+async def test_a_request_repeated_after_a_restart_waits_for_its_resumed_turn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A request sent again with its Idempotency-Key after a restart was 409
+    duplicate_request: the new process had not seen it. It waits now for the turn that
+    took it (resumed after the restart) and gets its answer, as a stream when asked so."""
+    cut, resumed = asyncio.Event(), asyncio.Event()
+    fake_llm.queue(held(cut, "Never sent."), held(resumed, "Tuesday: the dentist at 9."))
+    auth = {"Authorization": f"Bearer {OWNER_TOKEN}", "Idempotency-Key": "plan-1"}
+    body = {"model": "main", "messages": [{"role": "user", "content": "Plan my Tuesday."}]}
+    settings = api_settings(make_settings)
+    async with aiohttp.ClientSession(headers=auth) as http:
+        async with Gateway(settings, channels=[MemoryChannel()]) as gateway:
+            assert gateway.web is not None and gateway.web.port is not None
+            port, chat = gateway.web.port, gateway.web.url + "v1/chat/completions"
+            first = asyncio.create_task(http.post(chat, json=body))
+            await fake_llm.wait_for_requests(1)  # journaled, and its turn runs
+            await gateway.stop(drain_timeout=0)  # the restart cuts the turn and the request
+        with pytest.raises(aiohttp.ClientError):
+            await first
+        again = api_settings(make_settings, web={"port": port})
+        async with Gateway(again, channels=[MemoryChannel()]) as gateway:
+            await fake_llm.wait_for_requests(2)  # the turn resumed
+            async with http.post(chat, json={**body, "stream": True}) as repeated:
+                assert repeated.status == 200
+                await repeated.content.readline()  # it waits on the resumed turn now
+                resumed.set()
+                events = [line async for line in repeated.content if line.startswith(b"data: ")]
+            await gateway.wait_idle()
+            _, stored = await gateway.store.history.load("api:ops", limit=10)
+    assert streamed_text(events) == "Tuesday: the dentist at 9."
+    assert len(fake_llm.requests) == 2  # the cut call and the resumed turn's: no other turn
+    assert [m.body["role"] for m in stored] == ["user", "assistant"]

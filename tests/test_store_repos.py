@@ -376,6 +376,28 @@ async def test_a_webhook_body_belongs_to_its_first_delivery_until_its_claim_expi
         assert await bodies.claim("ci", "sha256:bb", "d-5", until=None) == "d-5"
 
 
+async def test_an_api_request_is_known_to_a_retry_of_it_for_its_window_only(
+    make_store: StoreFactory,
+) -> None:
+    now = [1_000.0]
+    async with make_store(clock=lambda: now[0]) as store:
+        requests = store.api_requests
+        await requests.remember("api:ops:me", "sha256:aa", "m1", keep=900)
+        await requests.remember("api:ops:you", "sha256:aa", "m2", keep=900)
+        assert await requests.find("api:ops:me", "sha256:aa") == "m1"  # per session
+        assert await requests.find("api:ops:me", "sha256:bb") is None
+        now[0] = 1_500.0
+        await requests.remember("api:ops:me", "sha256:aa", "m3", keep=900)  # the same again
+        assert await requests.find("api:ops:me", "sha256:aa") == "m3"
+        now[0] = 1_950.0  # the first window is over, the latest one's is not
+        assert await requests.find("api:ops:you", "sha256:aa") is None
+        assert await requests.find("api:ops:me", "sha256:aa") == "m3"
+        assert await requests.prune(now[0]) == 1  # the expired one
+        now[0] = 2_401.0
+        await requests.remember("api:ops:me", "sha256:cc", "m4", keep=900)  # forgets m3
+        assert await requests.prune(now[0]) == 0
+
+
 async def test_a_delivered_message_and_a_journaled_one_are_found_by_their_platform_ids(
     make_store: StoreFactory,
 ) -> None:

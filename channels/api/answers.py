@@ -59,7 +59,9 @@ class PendingAnswer:
     control: bool = False  # a control (/status, /stop, ...): answered by no turn of its own
     turn_id: str | None = None
     attached: bool = True  # a request waits on it now (else what streams is not kept)
-    messages: list[str] = field(default_factory=list)  # delivered for this turn, in order
+    # delivered for this turn, in order, by their outbox key: a message the store gave
+    # (after a restart) and the outbox delivers too is one message
+    delivered: dict[str, str] = field(default_factory=dict)
     failure: str | None = None  # the turn failed: its notice, which is no answer
     pieces: asyncio.Queue[Piece] = field(default_factory=asyncio.Queue)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -75,10 +77,13 @@ class PendingAnswer:
         self.mid_text = False
         self._put(Piece("tool", name))
 
-    def deliver(self, text: str, *, final: bool) -> None:
+    def deliver(self, text: str, *, final: bool, key: str = "") -> None:
+        """A message of the answer (``key``: the outbox's idempotency key, which makes it
+        once); ``final``: the answer is complete."""
         self.mid_text = False
-        self.messages.append(text)
-        self._put(Piece("message", text))
+        if not key or key not in self.delivered:
+            self.delivered[key or f"#{len(self.delivered)}"] = text
+            self._put(Piece("message", text))
         if final:
             self.finish()
 
@@ -115,6 +120,10 @@ class PendingAnswer:
     def _put(self, piece: Piece) -> None:
         if self.attached:
             self.pieces.put_nowait(piece)
+
+    @property
+    def messages(self) -> list[str]:
+        return list(self.delivered.values())
 
     @property
     def text(self) -> str:

@@ -13,7 +13,11 @@ A request's ``Idempotency-Key`` is its session's: the same key from another sess
 token is another request, never an answer from someone else's conversation. The official
 SDKs retry on their own, without a key: a retry (``x-stainless-retry-count`` above 0) with
 the body of a request the session sent within :data:`RETRY_WINDOW` is that request, so it
-gets that request's answer and never starts a turn of its own.
+gets that request's answer and never starts a turn of its own. What matches a retry to
+its first try is in the store (gateway/store/api_requests.py), and a repeated request this
+process never saw (its first try came before a restart) gets the answer of the turn that
+took it from the store (:meth:`ApiChannel._recover`): what most often cuts a request's
+connection, making its client try again, is the gateway restarting.
 
 A message for a session nobody is waiting on (a background task's result, a scheduled job,
 an answer that waited for an approval) cannot be pushed to an HTTP client: it is already in
@@ -53,6 +57,7 @@ from gateway.core.messages import (
 )
 from gateway.core.principal import Principal
 from gateway.core.webhost import CredentialThrottle
+from gateway.store import ApiRequests
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +66,7 @@ PREFIX = "/v1/"
 MAX_REMEMBERED = 256  # answers kept for a repeated request (same Idempotency-Key)
 MAX_LEFT = 256  # requests whose client left before the answer, kept for a repeat of them
 RETRY_WINDOW = 900.0  # seconds a request without a key is known to an SDK's retry of it
-MAX_RECENT = 1024  # requests without a key known to retries, at most
+FINAL = (OutboundKind.REPLY, OutboundKind.NOTICE)  # the kinds of message that end an answer
 _SESSION = re.compile(r"[A-Za-z0-9._@-]{1,128}")
 
 # The person's allowance (gateway/runtime/people/budget.py): None, or why a turn is refused.
@@ -85,6 +90,7 @@ class ApiChannel:
         self,
         settings: ApiSettings,
         *,
+        recent: ApiRequests,
         agents: Sequence[str],
         chats: Sequence[str] = (),
         tasks: TaskBackend | None = None,
@@ -92,6 +98,7 @@ class ApiChannel:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._recent = recent  # requests without a key, for the SDKs' retries of them
         self.agents = tuple(agents)
         self.chats = tuple(chats)  # the channels configured here: where a task may answer
         self.tasks = tasks
@@ -105,8 +112,6 @@ class ApiChannel:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # per session, with its users
         # ... and answered, for a repeat of the request
         self._answered: OrderedDict[str, PendingAnswer] = OrderedDict()
-        # requests without a key, by session and body: their id and when, for an SDK's retry
-        self._recent: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
         self._streams: set[asyncio.Task[object]] = set()
         self.requests: Counter[tuple[str, str]] = Counter()  # (endpoint, outcome) -> count
         self._last_request: float | None = None
@@ -124,13 +129,13 @@ class ApiChannel:
         answering = await self._answering(message)
         if not answering:
             return "kept in the session's history"  # no request waits for it
-        final = message.kind in (OutboundKind.REPLY, OutboundKind.NOTICE)
+        final = message.kind in FINAL
         failed = await self._failed(message)
         for pending in answering:
             if failed:
                 pending.fail(message.text)
             else:
-                pending.deliver(_with_files(message), final=final)
+                pending.deliver(_with_files(message), final=final, key=message.idempotency_key)
             if final:
                 self._answer(pending)
         return "answered " + ", ".join(p.message_id for p in answering)
@@ -194,7 +199,7 @@ class ApiChannel:
         the queue, as in a chat, so a client can stop its own running request. Raises
         :class:`AlreadyAnswered` for a repeated request."""
         chat = ChatRef(NAME, ask.token.name, session_thread(ask.session))
-        message_id = self._request_id(ask, chat)
+        message_id = await self._request_id(ask, chat)
         msg = _message(ask, chat, message_id)
         if msg.command in CONTROL_COMMANDS:
             async with self._asking(msg, ask, control=True) as pending:
@@ -218,7 +223,8 @@ class ApiChannel:
         self, msg: InboundMessage, ask: Ask, *, control: bool = False
     ) -> AsyncIterator[PendingAnswer]:
         """The request's answer: journaled and waited for; or, for a repeat of a request
-        (asked again after its client left, or answered), that request's."""
+        (asked again after its client left, or answered; or journaled before this process
+        started), that request's."""
         message_id = msg.platform_message_id
         asked = _digest(ask.text)
         pending = self._waiting.get(message_id) or self._answered.get(message_id)
@@ -232,9 +238,10 @@ class ApiChannel:
             pending = PendingAnswer(msg.chat.session_key, message_id, asked, control=control)
             self._waiting[message_id] = pending
             try:
-                await self._publish(msg)
+                if not await self._publish(msg):
+                    await self._recover(pending)
             except BaseException:
-                del self._waiting[message_id]  # not taken: nothing will answer it
+                self._waiting.pop(message_id, None)  # not taken: nothing will answer it here
                 raise
         try:
             yield pending
@@ -257,15 +264,53 @@ class ApiChannel:
         for key in left[: max(0, len(left) - MAX_LEFT)]:
             del self._waiting[key]
 
-    async def _publish(self, msg: InboundMessage) -> None:
+    async def _publish(self, msg: InboundMessage) -> bool:
+        """Journal ``msg``; whether it is new (``False``: journaled before, by a process
+        that is gone or by another node)."""
         if self._sink is None:
             raise ChannelTransientError("the gateway is not running")
         accepted = await self._sink.publish_inbound(msg)  # durable before we answer
         self._last_request = time.time()
-        if accepted is Accepted.DUPLICATE:  # answered before this process started
-            raise AlreadyAnswered()
+        if accepted is Accepted.DUPLICATE:
+            return False
         if accepted is not Accepted.NEW:  # the access gate has no say over this channel
             raise ChannelTransientError(f"the message was not taken ({accepted.value})")
+        return True
+
+    async def _recover(self, pending: PendingAnswer) -> None:
+        """``pending`` repeats a request journaled before this process knew of it (its first
+        try came before a restart): its answer is the one of the turn that took it in,
+        from the store as far as that turn got, then as the turn goes on. What the outbox
+        delivers meanwhile is kept and merged (once each, by its key). Raises
+        :class:`AlreadyAnswered` when the store has no answer any more (it is in the
+        session's history), or the journaled request asked another question."""
+        pending.detach()  # what comes while the store is read is kept, not streamed yet
+        found = None
+        if self._records is not None:
+            found = await self._records.answer_of(NAME, pending.message_id)
+        if found is None:
+            raise AlreadyAnswered()
+        if _digest(found.question) != pending.asked:
+            raise AlreadyAnswered(other=True)
+        if found.ended and not found.messages and not pending.finished.is_set():
+            raise AlreadyAnswered()  # answered long ago: its messages were pruned
+        pending.turn_id = pending.turn_id or found.turn_id
+        live, pending.delivered = pending.delivered, {}
+        for message in found.messages:
+            final = message.kind in FINAL
+            if final and found.failed and message.kind is OutboundKind.NOTICE:
+                pending.fail(message.text)
+            else:
+                pending.deliver(_with_files(message), final=final, key=message.idempotency_key)
+            if final:
+                break
+        for key, text in live.items():  # delivered while the store was read
+            pending.delivered.setdefault(key, text)
+        if found.ended:
+            pending.finish()
+        if pending.finished.is_set():
+            self._answer(pending)
+        pending.rejoin()  # its request waits on it now: given what came, then what comes
 
     def _session(self, key: str) -> list[PendingAnswer]:
         """The session's requests that wait for their answer, in order."""
@@ -299,32 +344,28 @@ class ApiChannel:
             return False
         return self._records is not None and await self._records.turn_failed(message.turn_id)
 
-    def _request_id(self, ask: Ask, chat: ChatRef) -> str:
+    async def _request_id(self, ask: Ask, chat: ChatRef) -> str:
         """The platform id of a request's message: with an Idempotency-Key, the token's, the
         session's and the key's (so a key another user of the token sent runs this user's
         own message; neither token nor thread names contain ``:``); an SDK's retry of a
-        request of the session, that request's; else a new one."""
+        request of the session of the last :data:`RETRY_WINDOW` seconds with the same body,
+        that request's (from the store: also after a restart); else a new one."""
         if ask.key:
             return f"{ask.token.name}:{chat.thread_id or ''}:{ask.key}"
-        now = self._clock()
-        while self._recent and (
-            len(self._recent) > MAX_RECENT
-            or next(iter(self._recent.values()))[1] < now - RETRY_WINDOW
-        ):
-            self._recent.popitem(last=False)
-        sent = (chat.session_key, ask.body)
-        known = self._recent.get(sent)
-        if ask.retry and known is not None:
-            return known[0]
+        if ask.retry:
+            known = await self._recent.find(chat.session_key, ask.body)
+            if known is not None:
+                return known
         message_id = new_id()
-        self._recent[sent] = (message_id, now)
-        self._recent.move_to_end(sent)
+        await self._recent.remember(chat.session_key, ask.body, message_id, keep=RETRY_WINDOW)
         return message_id
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[None]:
-        """Around a long response (an event stream): ended when the server stops, and
-        quietly when the client leaves (its answer stays in the session's history)."""
+        """Around a long response (an event stream, a wait for an answer): ended when the
+        server stops, so a stop is not held up by requests whose answers come after the
+        restart (sent again, they get them); and quietly when the client leaves (its
+        answer stays in the session's history)."""
         task = asyncio.current_task()
         if task is not None:
             self._streams.add(task)

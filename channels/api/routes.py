@@ -205,8 +205,9 @@ class ChatRoutes:
             async with api.conversation(ask) as pending:
                 if chat.stream:
                     return await self._stream(request, chat.model, pending, token)
-                async with asyncio.timeout(api.settings.answer_timeout_seconds):
-                    await pending.finished.wait()
+                with api.streaming():  # ended when the server stops, like a stream
+                    async with asyncio.timeout(api.settings.answer_timeout_seconds):
+                        await pending.finished.wait()
                 if pending.failure is not None:
                     return wire.error_response(
                         502, failure_text(pending.failure, token), "server_error", code=FAILED

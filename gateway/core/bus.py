@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.core.messages import InboundMessage, OutboundMessage
@@ -40,6 +41,19 @@ class InboundSink(Protocol):
         """Return once nothing ``channel`` handed in is waiting, running or unsent (bound
         it with ``asyncio.timeout``): ``switchboard chat -m`` waits so for its answer."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedAnswer:
+    """What the store holds of the answer to a journaled message
+    (:meth:`ChannelRecords.answer_of`): for a channel that answers a waiting request (the
+    API) and is asked for it again by a process that never saw the first request."""
+
+    question: str  # the message's text, as journaled
+    turn_id: str | None  # the turn that took it in (None: it waits for one)
+    ended: bool  # that turn is committed: ``messages`` is all it sent to the chat
+    failed: bool  # committed as failed: its last message is the notice that it could not answer
+    messages: tuple[OutboundMessage, ...]  # what the turn queued for the message's chat, in order
 
 
 class ChannelRecords(Protocol):
@@ -84,6 +98,11 @@ class ChannelRecords(Protocol):
         """Whether the turn failed (its model failed, it timed out or crashed): its notice
         says it could not answer, so a channel that answers a program (the API) answers
         with an error instead."""
+
+    async def answer_of(self, channel: str, message_id: str) -> RecordedAnswer | None:
+        """The answer to the channel's message ``message_id`` as far as the store has it
+        (``None``: no such message in the journal): so a request asked again after a
+        restart gets the answer of the turn that took it, sent or still to come."""
 
     async def load_cursor(self, channel: str) -> str | None:
         """Where the channel's intake stopped (Matrix: the ``/sync`` token), or None."""

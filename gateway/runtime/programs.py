@@ -123,6 +123,13 @@ def program_channels(
         board = TaskBoard(store.tasks, queue, subagents, bus=bus)
         channels.append(TaskChannel(board))
         channels.append(
-            ApiChannel(settings.api, agents=agents, chats=chats, tasks=board, allowance=allowance)
+            ApiChannel(
+                settings.api,
+                recent=store.api_requests,
+                agents=agents,
+                chats=chats,
+                tasks=board,
+                allowance=allowance,
+            )
         )
     return channels

@@ -17,6 +17,7 @@ from gateway.core.lifecycle import Service
 from gateway.core.messages import OutboundMessage
 from gateway.core.services import KnownChat
 from gateway.store.access import AuditEntry, AuditLog, PairingRequest, Pairings
+from gateway.store.api_requests import ApiRequests
 from gateway.store.approvals import ApprovalRequest, ApprovalRequests, ApprovalState
 from gateway.store.cluster.nodes import NodeInfo, Nodes
 from gateway.store.deliveries import Deliveries, DeliveryStatus
@@ -62,6 +63,7 @@ from gateway.store.webhook_bodies import WebhookBodies
 __all__ = [
     "AgentConversation",
     "AgentConversations",
+    "ApiRequests",
     "ApprovalRequest",
     "ApprovalRequests",
     "ApprovalState",
@@ -201,6 +203,7 @@ class Store(Service):
         self.links = PersonLinks(self.db)
         self.voice = VoiceMinutes(self.db, clock=clock)
         self.webhook_bodies = WebhookBodies(self.db, clock=clock)
+        self.api_requests = ApiRequests(self.db, clock=clock)
         self.recall = Recall(self.db, clock=clock)
         self.memory_entries = MemoryEntries(self.db)
         self.spend_notices = SpendNotices(self.db, self.outbox, clock=clock)
@@ -330,6 +333,8 @@ class Store(Service):
             "group context": await self.group_context.prune(now - retention.journal),
             # the webhook bodies already seen: as long as the deliveries they name
             "webhook bodies": await self.webhook_bodies.prune(now - retention.journal),
+            # the API's requests an SDK's retry is matched to: their window (15 minutes)
+            "api requests": await self.api_requests.prune(now),
             "audit": await self.audit.prune(now - retention.audit),
             # the minutes of speech transcribed count as usage too
             "usage": await self.usage.prune(now - retention.usage)

@@ -328,6 +328,20 @@ class Outbox:
 
         return await self._db.run(load, durable=False)
 
+    async def of_turn(self, channel: str, chat_key: str, turn_id: str) -> list[OutboundMessage]:
+        """What turn ``turn_id`` queued for the chat ``chat_key`` of ``channel`` (sent or
+        not), in the order it queued them."""
+
+        def load(conn: Connection) -> list[OutboundMessage]:
+            rows = conn.execute(
+                "SELECT payload FROM outbox WHERE chat_key = ? AND channel = ? AND turn_id = ?"
+                " ORDER BY id",
+                (chat_key, channel, turn_id),
+            )
+            return [OutboundMessage.from_dict(json.loads(payload)) for (payload,) in rows]
+
+        return await self._db.run(load, durable=False)
+
     async def sent_as(self, chat_key: str, platform_id: str) -> SentMessage | None:
         """The message delivered to chat ``chat_key`` (``channel:chat[:thread]``) that the
         platform calls ``platform_id`` (one of its parts, for a message sent in parts),

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from gateway.config.channels import ChannelSection
-from gateway.core.bus import OWNER_NOTE
+from gateway.core.bus import OWNER_NOTE, RecordedAnswer
 from gateway.core.messages import OutboundKind, OutboundMessage
 from gateway.store import Deliveries, Journal, KeyValue, Outbox
 from gateway.store.deliveries import DELIVERY_STATES
@@ -75,6 +75,20 @@ class StoredRecords:
 
     async def turn_failed(self, turn_id: str) -> bool:
         return await self._journal.failed(turn_id)
+
+    async def answer_of(self, channel: str, message_id: str) -> RecordedAnswer | None:
+        message = await self._journal.message(channel, message_id)
+        found = await self._journal.find(channel, message_id)
+        if message is None or found is None:
+            return None
+        turn = found[2]
+        if turn is None:
+            return RecordedAnswer(message.text, None, ended=False, failed=False, messages=())
+        # the turn's state first: once committed, every message of it is in the outbox
+        ended = await self._journal.finished(turn)
+        failed = ended and await self._journal.failed(turn)
+        sent = await self._outbox.of_turn(channel, message.chat.session_key, turn)
+        return RecordedAnswer(message.text, turn, ended, failed, tuple(sent))
 
     async def tell_owner(self, channel: str, text: str, *, key: str, about: str) -> None:
         targets = self._owners(channel, about)

@@ -561,6 +561,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE spend_notices ADD COLUMN waiting TEXT;
     """,
+    # v32: the API's requests without an idempotency key of the last 15 minutes, by session
+    # and body digest, so an SDK's retry after a restart is the request it repeats, not a
+    # second turn (gateway.store.api_requests)
+    """
+    CREATE TABLE api_requests (
+        session_key TEXT NOT NULL,
+        body TEXT NOT NULL,                          -- sha256 of the request's body, as sent
+        message_id TEXT NOT NULL,                    -- the platform id it was journaled as
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (session_key, body)
+    );
+    CREATE INDEX api_requests_expiry ON api_requests (expires_at);
+    """,
 )
 
 

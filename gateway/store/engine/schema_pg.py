@@ -543,6 +543,19 @@ PG_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE spend_notices ADD COLUMN waiting TEXT;
     """,
+    # v32: the API's requests without an idempotency key of the last 15 minutes, by session
+    # and body digest, so an SDK's retry after a restart is the request it repeats, not a
+    # second turn (gateway.store.api_requests)
+    """
+    CREATE TABLE api_requests (
+        session_key TEXT NOT NULL,
+        body TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_key, body)
+    );
+    CREATE INDEX api_requests_expiry ON api_requests (expires_at);
+    """,
 )
 
 

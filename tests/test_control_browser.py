@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -340,6 +341,92 @@ async def test_an_edit_of_memory_md_is_in_the_next_turns_prompt(
         await context.close()
     assert fact in fake_llm.requests[-1].system_text
     assert settings_memory.exists()
+
+
+async def assistant_notes(telegram: MemoryChannel, gateway: Gateway, fake_llm: FakeLLM) -> str:
+    """The assistant adds a line to MEMORY.md in a turn of the owner's Telegram chat (its
+    memory_append tool, under the lock its notes take); the line."""
+    fake_llm.queue(
+        calls(("memory_append", {"content": "Ann likes green tea.", "to": "memory"})),
+        text("Noted."),
+    )
+    await telegram.push("remember that Ann likes green tea", sender_id=OWNER, chat_id=OWNER)
+    await telegram.wait_for(1, chat_id=OWNER)
+    await gateway.wait_idle()
+    return "- Ann likes green tea.\n"
+
+
+async def test_a_note_the_assistant_wrote_while_the_owner_edited_is_kept_by_the_save(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """The owner opens MEMORY.md, the assistant adds a note to it meanwhile, the owner changes
+    the heading, reviews and saves: the note stays (the save merges, as the review shows),
+    where one more Save used to write the editor's text over it."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "owners": [OWNER]})
+    telegram = MemoryChannel("telegram")
+    memory = settings.workspace_dir / "MEMORY.md"
+    async with serving(settings, telegram) as gateway:
+        context, page = await owner_page(browser, gateway)
+        await open_section(page, gateway, "memory")
+        await page.get_by_role("button", name="MEMORY.md").click()
+        editor = page.get_by_label("Contents of MEMORY.md")
+        before = await editor.input_value()
+        note = await assistant_notes(telegram, gateway, fake_llm)
+        assert memory.read_text().endswith(note)
+        await editor.fill(before.replace("# Long-term memory", "# What I keep about Olga", 1))
+        await page.get_by_role("button", name="Review changes").click()
+        await expect(page.locator("#review")).to_contain_text("those changes are kept")
+        await expect(page.locator("pre.diff .add")).to_have_text(["+# What I keep about Olga"])
+        await expect(page.locator("pre.diff .del")).to_have_text(["-# Long-term memory"])
+        await expect(editor).to_have_value(re.compile("Ann likes green tea"))
+        await page.get_by_role("button", name="Save", exact=True).click()
+        await expect(page.locator("#review")).to_have_text("Saved MEMORY.md.")
+        await page.screenshot(path=shot("memory-merged-1280-light"), full_page=True)
+        await context.close()
+    saved = memory.read_text()
+    assert saved.startswith("# What I keep about Olga\n")
+    assert saved.endswith(note)
+
+
+async def test_where_both_changed_the_file_the_owner_decides_and_nothing_is_dropped(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """The owner adds a line at the end of MEMORY.md while the assistant adds its note
+    there: the review shows both as a conflict, nothing is written until the owner decides,
+    and "Keep both" saves both lines."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "owners": [OWNER]})
+    telegram = MemoryChannel("telegram")
+    memory = settings.workspace_dir / "MEMORY.md"
+    mine = "- The owner's cat is called Pixel.\n"
+    async with serving(settings, telegram) as gateway:
+        context, page = await owner_page(browser, gateway, width=390, scheme="dark")
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await open_section(page, gateway, "memory")
+        await page.get_by_role("button", name="MEMORY.md").click()
+        editor = page.get_by_label("Contents of MEMORY.md")
+        before = await editor.input_value()
+        await editor.fill(before + mine)
+        note = await assistant_notes(telegram, gateway, fake_llm)
+        noted = memory.read_text()
+        await page.get_by_role("button", name="Review changes").click()
+        conflict = page.get_by_role("group", name="Conflict 1 of 1")
+        await expect(conflict).to_contain_text(mine.strip())
+        await expect(conflict).to_contain_text(note.strip())
+        use = page.get_by_role("button", name="Use these choices")
+        await expect(use).to_be_disabled()
+        await expect(page.get_by_role("button", name="Save", exact=True)).to_have_count(0)
+        await page.screenshot(path=shot("memory-conflict-390-dark"), full_page=True)
+        untouched = memory.read_text()
+        await conflict.get_by_label("Keep both (the file's first)").check()
+        await use.click()
+        await expect(page.locator("pre.diff .add")).to_have_text(["+" + mine.strip()])
+        await page.get_by_role("button", name="Save", exact=True).click()
+        await expect(page.locator("#review")).to_have_text("Saved MEMORY.md.")
+        await context.close()
+    assert untouched == noted  # nothing was written while the conflict waited
+    assert memory.read_text() == before + note + mine
+    assert errors == []
 
 
 async def test_a_model_changed_on_the_settings_page_answers_the_next_turn(

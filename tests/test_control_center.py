@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import aiohttp
 import pytest
 
+from agent.memory import OWNER_SCOPE, append_note
 from channels.memory import MemoryChannel
 from channels.terminal import TerminalChannel
 from channels.webchat import create
@@ -476,6 +477,53 @@ async def test_a_workspace_edit_is_journaled_and_never_overwrites_a_change_made_
     assert saved == 200 and memory.read_text() == edited
     assert refused == [404, 404, 404, 409]  # the skill is editable: its digest was stale
     assert edit.sender_id == "web:owner" and edit.detail["path"] == "MEMORY.md"
+
+
+async def test_a_save_keeps_what_the_assistant_wrote_meanwhile_and_refuses_only_a_clash(
+    make_settings: SettingsFactory,
+) -> None:
+    """The page sends the version its text was made from: what the assistant appended to the
+    file since is merged in; a line both changed is refused with both versions, for the
+    owner to decide; a base that is not that version merges nothing."""
+    settings = make_settings(web={"port": 0})
+    memory = settings.workspace_dir / "MEMORY.md"
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as http:
+
+        async def save(text: str, base_text: str) -> tuple[int, dict[str, Any]]:
+            body = {"name": "MEMORY.md", "text": text, "base": opened["digest"]}
+            async with http.post(
+                url + "api/memory/save", json=body | {"base_text": base_text}, headers=origin(url)
+            ) as response:
+                return response.status, await response.json()
+
+        async with http.get(url + "api/workspace/MEMORY.md") as response:
+            opened = await response.json()
+        mine = opened["text"].replace("# Long-term memory", "# Olga's memory", 1)
+        now = datetime.now().astimezone()
+        append_note(
+            settings.workspace_dir, OWNER_SCOPE, ["Ann likes green tea."], to="memory", now=now
+        )
+        merged = await save(mine, opened["text"])
+        after_merge = memory.read_text()
+        clash = await save(
+            opened["text"].replace("# Long-term memory", "# Memory", 1), opened["text"]
+        )
+        after_clash = memory.read_text()
+        unknown = await save(mine + "- one more\n", "not what the editor opened")
+        edits = await gateway.store.audit.recent(kind="workspace-edited")
+    assert merged[0] == 200
+    assert merged[1]["message"].endswith("with the changes made to it since you opened it kept.")
+    assert after_merge == mine + "- Ann likes green tea.\n" == merged[1]["text"]
+    assert clash[0] == 409
+    [conflict] = [p for p in clash[1]["parts"] if "mine" in p]
+    assert conflict == {
+        "base": "# Long-term memory\n",
+        "mine": "# Memory\n",
+        "theirs": "# Olga's memory\n",
+    }
+    assert clash[1]["current"]["text"] == after_merge == after_clash  # nothing written
+    assert unknown[0] == 409 and after_clash == memory.read_text()
+    assert [e.detail["merged"] for e in edits] == [True]
 
 
 # -- jobs, usage, health ------------------------------------------------------------------------

@@ -4,7 +4,9 @@ The bootstrap files the agent reads into every prompt (agent/context.py), the he
 checklist, long-term memory and daily notes (the owner's, each person's, each group's:
 agent/memory.py) and skills (``skills/<name>/SKILL.md``). A name is looked up among the
 files listed here, never joined to the workspace's path as given: no other path, and no file
-reached through a symbolic link. All functions here do blocking file I/O.
+reached through a symbolic link. An edit is saved on top of what the file holds then,
+merged with what changed it since the editor read it (:func:`rebased`). All functions here
+do blocking file I/O.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from gateway.core.merge import Merge, merge
 
 BOOTSTRAP_FILES = (
     "AGENTS.md",
@@ -110,6 +114,18 @@ def read(workspace: Path, name: str) -> FileText | None:
     if not whole:
         text += f"\n[... shown up to {MAX_FILE_BYTES} bytes]"
     return FileText(name, text, digest(data), whole)
+
+
+def rebased(current: FileText, text: str, *, base: str, base_text: str | None) -> Merge:
+    """``text``, edited from the version of the file whose digest is ``base``, on top of
+    the file as it is now (``current``): as it is when the file did not change; merged with
+    what changed it meanwhile (the assistant's note) when ``base_text`` is that version;
+    else all of it is a conflict, since nothing tells the two changes apart."""
+    if current.digest == base:
+        return Merge((text,))
+    if base_text is None or digest(base_text.encode("utf-8")) != base:
+        base_text = ""
+    return merge(base_text, text, current.text)
 
 
 def _inside(path: Path, root: Path) -> bool:

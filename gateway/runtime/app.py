@@ -312,8 +312,10 @@ class Gateway(Service):
     async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:
         return await self.control.change_heartbeat(action, by=by)
 
-    async def save_workspace_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
-        return await self.control.save_file(name, text, base=base, by=by)
+    async def save_workspace_file(
+        self, name: str, text: str, *, base: str, base_text: str | None, by: str
+    ) -> FileText:
+        return await self.control.save_file(name, text, base=base, base_text=base_text, by=by)
 
     def settings_form(self) -> list[FormSection]:
         settings = self.settings

@@ -12,7 +12,9 @@ One place decides what each action means, wherever it is asked for:
   ``switchboard cron`` calls the same store methods), the heartbeat: the scheduler;
 - workspace files: written under the same lock the agent's memory notes take
   (``agent/memory.py:exclusive``), so a note the agent adds meanwhile is never lost: a save
-  of a file that changed since the page read it is refused, and the page shows it anew.
+  of a file that changed since the page read it is merged with that change
+  (gateway/core/merge.py), and refused when both changed the same part (the page shows
+  each conflict for the owner to decide).
 
 The page acts as the owner at the machine (like the terminal and the web chat: whoever has
 the owner's session), and every action is audited with who asked.
@@ -30,7 +32,7 @@ from agent.memory import exclusive
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.system.fileutil import write_atomic
-from gateway.core.workspace_files import FileText, digest, kind_of, path_of, read
+from gateway.core.workspace_files import FileText, digest, kind_of, path_of, read, rebased
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionView
 from gateway.runtime.intake.pairing import PairingDesk
@@ -207,15 +209,23 @@ class OwnerControls:
 
     # -- workspace files --------------------------------------------------------------------
 
-    async def save_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
-        saved = await asyncio.to_thread(self._write, name, text, base)
+    async def save_file(
+        self, name: str, text: str, *, base: str, base_text: str | None, by: str
+    ) -> FileText:
+        saved = await asyncio.to_thread(self._write, name, text, base, base_text)
         await self._audit(
-            "workspace-edited", by, path=name, before=base, after=saved.digest, chars=len(text)
+            "workspace-edited",
+            by,
+            path=name,
+            before=base,
+            after=saved.digest,
+            chars=len(saved.text),
+            merged=saved.text != text,
         )
         log.info("%s edited by %s", name, by)
         return saved
 
-    def _write(self, name: str, text: str, base: str) -> FileText:
+    def _write(self, name: str, text: str, base: str, base_text: str | None) -> FileText:
         path = path_of(self._workspace, name)
         if path is None:
             raise NotEditable(f"{name} is not a bootstrap, memory or skill file")
@@ -228,8 +238,10 @@ class OwnerControls:
                 raise NotEditable(f"{name} is gone")
             if not current.whole:
                 raise NotEditable(f"{name} is too long to edit here")
-            if current.digest != base:
-                raise WorkspaceConflict(current)
+            merged = rebased(current, text, base=base, base_text=base_text)
+            if merged.text is None:
+                raise WorkspaceConflict(current, merged)
+            text = merged.text
             data = text.encode("utf-8")
             write_atomic(path, data)
         return FileText(name, text, digest(data), whole=True)

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 from gateway.config.reference.form import FormSection
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
+from gateway.core.merge import Merge
 from gateway.core.services import ScheduledItem
 from gateway.core.workspace_files import FileText
 from gateway.store import PairingRequest, Store
@@ -98,12 +99,14 @@ class LinkedPerson:
 
 
 class WorkspaceConflict(Exception):
-    """The file changed since the editor read it (the agent wrote a note meanwhile):
-    nothing was saved; ``current`` is what it holds now."""
+    """The file changed since the editor read it (the agent wrote a note meanwhile) in a part
+    the owner changed too: nothing was saved; ``current`` is what it holds now, ``merge``
+    the owner's text merged with it, each conflict for the owner to decide."""
 
-    def __init__(self, current: FileText) -> None:
+    def __init__(self, current: FileText, merge: Merge) -> None:
         super().__init__(f"{current.name} changed since it was opened")
         self.current = current
+        self.merge = merge
 
 
 class NotEditable(Exception):
@@ -201,7 +204,11 @@ class GatewayView(Protocol):
     async def change_heartbeat(self, action: HeartbeatAction, *, by: str) -> bool:
         """Pause, resume or run the heartbeat now; whether it could be (it is on)."""
 
-    async def save_workspace_file(self, name: str, text: str, *, base: str, by: str) -> FileText:
-        """Write one of the owner's workspace files (gateway/core/workspace_files.py), if it
-        still holds what the editor read (``base``: its digest then), else raise
-        :class:`WorkspaceConflict`; :class:`NotEditable` when it is not such a file."""
+    async def save_workspace_file(
+        self, name: str, text: str, *, base: str, base_text: str | None, by: str
+    ) -> FileText:
+        """Write one of the owner's workspace files (gateway/core/workspace_files.py): the
+        editor's ``text``, made from the version whose digest is ``base`` (``base_text``),
+        merged with what changed the file since (gateway/core/merge.py). What was written;
+        :class:`WorkspaceConflict` when both changed the same part, :class:`NotEditable`
+        when it is not such a file."""

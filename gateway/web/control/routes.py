@@ -27,8 +27,10 @@ from aiohttp import web
 from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
 from gateway.core.lifecycle import waited
+from gateway.core.merge import Conflict, Merge
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
+from gateway.core.workspace_files import rebased
 from gateway.web.control import approvals, conversations, health, jobs, people, usage
 from gateway.web.pages import SECTIONS, section_page
 from gateway.web.view import HeartbeatAction, JobAction, NotEditable, WorkspaceConflict
@@ -223,7 +225,9 @@ class ControlRoutes:
         }
 
     async def diff(self, request: web.Request) -> Any:
-        """What saving ``text`` would change in the file as it is now."""
+        """What saving ``text`` would change in the file as it is now: the editor's text
+        (made from the version ``base``, ``base_text``) merged with what changed the file
+        since, as the save would merge it; or the conflicts the owner decides first."""
         body = await self._body(request)
         name, text = self._text(body, "name"), body.get("text")
         if not isinstance(text, str):
@@ -233,17 +237,28 @@ class ControlRoutes:
         )
         if current is None:
             return _error(404, "not a bootstrap, memory or skill file")
+        base = body.get("base")
+        base = base if isinstance(base, str) and base else current.digest
+        merged = rebased(current, text, base=base, base_text=_optional(body, "base_text"))
+        answer: dict[str, Any] = {
+            "name": name,
+            "digest": current.digest,
+            "changed_since": base != current.digest,
+        }
+        if answer["changed_since"]:
+            answer["now"] = current.text  # what the merged text is made on, from here on
+        if merged.text is None:
+            return answer | {"parts": _parts(merged)}
         lines = difflib.unified_diff(
             current.text.splitlines(keepends=True),
-            text.splitlines(keepends=True),
+            merged.text.splitlines(keepends=True),
             fromfile=f"{name} (now)",
             tofile=f"{name} (yours)",
         )
-        return {
-            "name": name,
+        return answer | {
             "diff": "".join(line if line.endswith("\n") else line + "\n" for line in lines),
-            "digest": current.digest,
-            "changed_since": body.get("base") != current.digest,
+            "text": merged.text,
+            "merged": merged.text != text,
         }
 
     async def save(self, request: web.Request) -> Any:
@@ -251,20 +266,27 @@ class ControlRoutes:
         name, base, text = self._text(body, "name"), self._text(body, "base"), body.get("text")
         if not isinstance(text, str):
             raise BadRequest("text is missing")
+        base_text = _optional(body, "base_text")
         try:
-            saved = await self._gateway.save_workspace_file(name, text, base=base, by=BY)
+            saved = await self._gateway.save_workspace_file(
+                name, text, base=base, base_text=base_text, by=BY
+            )
         except NotEditable as exc:
             return _error(404, str(exc))
         except WorkspaceConflict as exc:
             return web.json_response(
                 {
                     "error": f"{name} changed since you opened it (the assistant may have added "
-                    "a note): review the changes again.",
+                    "a note), in a part you changed too: decide what stays, then review again.",
                     "current": {"text": exc.current.text, "digest": exc.current.digest},
+                    "parts": _parts(exc.merge),
                 },
                 status=409,
             )
-        return {"name": saved.name, "digest": saved.digest, "message": f"Saved {name}."}
+        message = f"Saved {name}."
+        if saved.text != text:
+            message = f"Saved {name}, with the changes made to it since you opened it kept."
+        return {"name": saved.name, "digest": saved.digest, "text": saved.text, "message": message}
 
     # -- jobs, usage, health ----------------------------------------------------------------
 
@@ -375,6 +397,24 @@ def _page(name: str) -> Handler:
 
 def _done(action: str) -> str:
     return {"pause": "paused", "resume": "resumed", "run": "started", "delete": "deleted"}[action]
+
+
+def _optional(body: dict[str, Any], field: str) -> str | None:
+    value = body.get(field)
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"{field} is text")
+    return value
+
+
+def _parts(merge: Merge) -> list[dict[str, str]]:
+    """A merge as the page shows it: merged text as ``{"text"}``, each conflict as
+    ``{"base", "mine", "theirs"}`` (the file's lines before, the owner's, the file's now)."""
+    return [
+        {"base": p.base, "mine": p.mine, "theirs": p.theirs}
+        if isinstance(p, Conflict)
+        else {"text": p}
+        for p in merge.parts
+    ]
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -1,8 +1,9 @@
 "use strict";
 // Memory and workspace: MEMORY.md, daily notes, people's and groups' memory, the bootstrap
-// files and skills. Open one, edit it, review the changes as a diff, then save; a file the
-// assistant changed meanwhile is not overwritten (the diff is shown again). Each save is in
-// the audit log with who and when, listed below.
+// files and skills. Open one, edit it, review the changes as a diff, then save. What the
+// assistant wrote to the file meanwhile is never lost: it is merged with the owner's edit,
+// and where both changed the same lines the owner decides what stays. Each save is in the
+// audit log with who and when, listed below.
 
 (() => {
   const { el, fill, number, ago, timeEl, table, notice, api, post, section } = window.Control;
@@ -35,10 +36,69 @@
     return pre;
   }
 
+  // A conflict's lines as shown ("" : the side removed them).
+  function lines(text, removed) {
+    return el("pre", { class: "block" }, text || removed);
+  }
+
+  // The parts both sides changed, each for the owner to decide: their lines and the file's
+  // now, and which to keep. Nothing is kept or dropped until every one is decided.
+  function conflictsView(parts, resolved) {
+    const conflicts = parts.filter((p) => "mine" in p);
+    const choices = conflicts.map(() => null);
+    const use = el("button", { type: "button", disabled: true }, "Use these choices");
+    const items = conflicts.map((c, i) => {
+      const name = `conflict-${i}`;
+      const choice = (value, label) => {
+        const id = `${name}-${value}`;
+        const input = el("input", { type: "radio", name, id, value });
+        input.addEventListener("change", () => {
+          choices[i] = value;
+          use.disabled = choices.includes(null);
+        });
+        return el("label", { for: id, class: "choice" }, input, ` ${label}`);
+      };
+      return el(
+        "fieldset",
+        { class: "conflict" },
+        el("legend", {}, `Conflict ${i + 1} of ${conflicts.length}`),
+        el(
+          "div",
+          { class: "sides" },
+          el("div", {}, el("h4", {}, "Yours"), lines(c.mine, "(nothing: you removed these lines)")),
+          el("div", {}, el("h4", {}, "In the file now"), lines(c.theirs, "(nothing: these lines were removed)")),
+        ),
+        el("div", { class: "choices" }, choice("mine", "Keep yours"), choice("theirs", "Keep the file's"), choice("both", "Keep both (the file's first)")),
+      );
+    });
+    use.addEventListener("click", () => {
+      let k = 0;
+      const text = parts
+        .map((p) => {
+          if (!("mine" in p)) return p.text;
+          const chosen = choices[k++];
+          if (chosen === "mine") return p.mine;
+          if (chosen === "theirs") return p.theirs;
+          const gap = p.theirs && p.mine && !p.theirs.endsWith("\n") ? "\n" : "";
+          return p.theirs + gap + p.mine;
+        })
+        .join("");
+      resolved(text);
+    });
+    return [
+      el("h3", { id: "conflicts-title" }, "You and the assistant changed the same lines"),
+      el("p", { class: "notice error" }, "The file changed since you opened it (the assistant may have added a note) where you changed it too. Decide what stays in each place; the rest of both changes is kept."),
+      items,
+      el("div", { class: "actions" }, use),
+    ];
+  }
+
   async function open(name) {
     const file = await api(fileUrl(name));
     const content = document.getElementById("content");
-    let base = file.digest;
+    // the version the editor's text is made from: a save is merged with what changed the
+    // file since (the assistant's notes), never written over it
+    let base = { digest: file.digest, text: file.text };
     const area = el("textarea", { id: "editor", class: "field", spellcheck: "false", readonly: file.whole ? null : true }, "");
     area.value = file.text;
     const review = el("div", { id: "review" });
@@ -53,29 +113,52 @@
       history.replaceState(null, "", "/memory");
       window.Control.reload();
     });
-    const check = el("button", { type: "button", disabled: file.whole ? null : true }, "Review changes");
-    check.addEventListener("click", async () => {
+
+    // the editor's text on top of the file as it is now (``now``: its text, ``digest``)
+    function rebase(text, now, digest) {
+      area.value = text;
+      base = { digest, text: now };
+    }
+
+    function conflicted(parts, now, digest) {
+      fill(review, conflictsView(parts, (text) => {
+        rebase(text, now, digest);
+        reviewChanges();
+      }));
+      review.querySelector("input").focus();
+    }
+
+    async function reviewChanges() {
       try {
+        const answer = await post("/api/memory/diff", { name, text: area.value, base: base.digest, base_text: base.text });
+        if (answer.parts) {
+          conflicted(answer.parts, answer.now, answer.digest);
+          return;
+        }
+        if (answer.changed_since) rebase(answer.text, answer.now, answer.digest);
         const reviewed = area.value;
-        const answer = await post("/api/memory/diff", { name, text: reviewed, base });
-        base = answer.digest; // the save replaces what the diff was made against, nothing newer
         const save = el("button", { type: "button", disabled: answer.diff ? null : true }, "Save");
         save.addEventListener("click", async () => {
           save.disabled = true;
+          area.readOnly = true; // what is saved is what was reviewed
           try {
-            const saved = await post("/api/memory/save", { name, text: reviewed, base });
-            base = saved.digest;
+            const saved = await post("/api/memory/save", { name, text: reviewed, base: base.digest, base_text: base.text });
+            rebase(saved.text, saved.text, saved.digest);
             fill(review, el("p", { class: "notice", role: "status" }, saved.message));
           } catch (err) {
-            notice(err.message, true);
-            if (err.status === 409) {
-              fill(review, el("p", { class: "notice error" }, "The file changed meanwhile. Review the changes again before saving."));
+            if (err.status === 409 && err.answer && err.answer.parts) {
+              notice("");
+              conflicted(err.answer.parts, err.answer.current.text, err.answer.current.digest);
+            } else {
+              notice(err.message, true);
             }
+          } finally {
+            area.readOnly = false;
           }
         });
         fill(review,
           el("h3", { id: "diff-title" }, "Changes to save"),
-          answer.changed_since ? el("p", { class: "notice error" }, "The file changed since you opened it: the diff is against what it holds now.") : null,
+          answer.merged ? el("p", { class: "notice", role: "status" }, "The file changed since you opened it (the assistant may have added a note): those changes are kept, merged with yours, and shown in the editor.") : null,
           diffView(answer.diff),
           el("div", { class: "actions" }, save),
         );
@@ -83,7 +166,10 @@
       } catch (err) {
         notice(err.message, true);
       }
-    });
+    }
+
+    const check = el("button", { type: "button", disabled: file.whole ? null : true }, "Review changes");
+    check.addEventListener("click", reviewChanges);
     editing = true;
     history.replaceState(null, "", `/memory?file=${encodeURIComponent(name)}`);
     fill(content,

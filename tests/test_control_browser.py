@@ -623,6 +623,31 @@ async def test_a_running_turn_is_stopped_and_words_found_from_the_conversations_
     assert stopped.text.startswith("Stopped.")
 
 
+async def test_the_words_found_are_marked_and_everything_else_shows_as_written(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """A search result marks the words found (they showed as "[otters]"); brackets and
+    markup someone wrote are shown as the text they are, never taken for either."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "allow_from": ["42"]})
+    telegram = MemoryChannel("telegram")
+    said = 'Footnote [1]: <img src=x onerror="document.title=1"> <b>sea</b> otters hold hands'
+    fake_llm.queue(text("They do."))
+    async with serving(settings, telegram) as gateway:
+        await telegram.push(said, sender_id="42", chat_id="42", sender_name="Ann")
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        context, page = await owner_page(browser, gateway, width=390)
+        await open_section(page, gateway, "conversations?q=otters")
+        snippet = page.locator("#content .snippet")
+        await expect(snippet.locator("mark")).to_have_text(["otters"])
+        await expect(snippet).to_contain_text(said)
+        markup = await snippet.locator("img, b").count()
+        title = await page.title()
+        await page.screenshot(path=shot("search-390-light"))
+        await context.close()
+    assert markup == 0 and title != "1"
+
+
 async def test_a_waiting_command_is_approved_on_the_approvals_page_and_runs_once(
     make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
 ) -> None:

@@ -189,7 +189,7 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
     assert row["last_text"] == "The marmalade is ready." and row["last_role"] == "assistant"
     assert {r["role"] for r in found} == {"user", "assistant"}
     assert all(r["title"] == "Ann Lee (telegram)" for r in found)
-    assert any("[marmalade]" in r["snippet"] for r in found)
+    assert any({"text": "marmalade", "hit": True} in r["snippet"] for r in found)
     roles = [m["role"] for m in shown["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert "[guidance for this request]" in fake_llm.requests[0].raw_user_texts[-1]

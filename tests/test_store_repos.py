@@ -51,6 +51,22 @@ async def test_memory_search_finds_words_of_final_messages_in_the_given_sessions
     assert sorted(h.snippet.count("[heron]") for h in both) == [1, 1]
 
 
+async def test_a_search_tells_the_matching_words_from_brackets_the_person_typed(
+    make_store: StoreFactory,
+) -> None:
+    """The control center marks the words found; "[1]" in what someone wrote is text."""
+    async with make_store() as store:
+        await finished_turn(
+            store, "t:c1", "turn-1", ("user", "see note [1] and [heron] about the heron")
+        )
+        [hit] = await store.recall.keyword(["t:c1"], "heron", limit=8)
+    pieces = hit.pieces()
+    shown = "".join(text for text, _ in pieces)  # PostgreSQL's fragment leaves "see" out
+    assert [text for text, found in pieces if found] == ["heron", "heron"]
+    assert shown.endswith("note [1] and [heron] about the heron")
+    assert hit.snippet.endswith("note [1] and [[heron]] about the [heron]")  # the model's
+
+
 async def test_structured_and_appended_messages_are_searchable(make_store: StoreFactory) -> None:
     async with make_store() as store:
         await store.journal.start_turn("turn-1", "t:c1", "chat", [])

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.store.engine.db import Database
-from gateway.store.engine.sql import Connection
+from gateway.store.engine.sql import HIT_END, HIT_START, Connection
 from gateway.store.history import MessageRole, searchable
 
 Clock = Callable[[], float]
@@ -46,7 +46,21 @@ class Said:
 @dataclass(frozen=True, slots=True)
 class KeywordHit:
     message_id: int
-    snippet: str  # the matching words in [brackets]
+    marked: str  # the words around the matches, each match between HIT_START and HIT_END
+
+    @property
+    def snippet(self) -> str:
+        """The snippet as the model reads it: the matching words in ``[brackets]``."""
+        return self.marked.replace(HIT_START, "[").replace(HIT_END, "]")
+
+    def pieces(self) -> list[tuple[str, bool]]:
+        """The snippet in order, each piece with whether it is a matching word (the control
+        center marks those; a word in brackets the person wrote is not one)."""
+        pieces: list[tuple[str, bool]] = []
+        for number, outside in enumerate(self.marked.split(HIT_START)):
+            hit, _, rest = outside.rpartition(HIT_END) if number else ("", "", outside)
+            pieces += [(hit.replace(HIT_END, ""), True), (rest, False)]
+        return [(text, hit) for text, hit in pieces if text]
 
 
 @dataclass(frozen=True, slots=True)

@@ -207,18 +207,19 @@ class Dialect:
     def search_statement(self, sessions: int) -> str:
         """Full-text search over ``messages_fts`` of ``sessions`` session keys, best first;
         parameters: the query (:meth:`search_query`), the session keys, the limit. Rows: the
-        message id, a snippet with the matches in ``[brackets]``."""
+        message id, a snippet with each match between ``HIT_START`` and ``HIT_END``."""
         marks = ",".join("?" for _ in range(sessions))
         if self.name == "sqlite":
             return (
-                "SELECT message_id, snippet(messages_fts, 0, '[', ']', ' ... ', 24)"
+                f"SELECT message_id, snippet(messages_fts, 0, '{HIT_START}', '{HIT_END}',"
+                " ' ... ', 24)"
                 f" FROM messages_fts WHERE messages_fts MATCH ? AND session_key IN ({marks})"
                 " ORDER BY rank LIMIT ?"
             )
         return (
             "SELECT f.message_id, ts_headline('simple', f.content, q.query,"
-            " 'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2,"
-            ' FragmentDelimiter=" ... "\')'
+            f' \'StartSel="{HIT_START}", StopSel="{HIT_END}", MaxWords=24, MinWords=8,'
+            ' MaxFragments=2, FragmentDelimiter=" ... "\')'
             " FROM (SELECT websearch_to_tsquery('simple', ?) AS query) q, messages_fts f"
             f" WHERE f.tsv @@ q.query AND f.session_key IN ({marks})"
             " ORDER BY ts_rank(f.tsv, q.query) DESC, f.message_id LIMIT ?"
@@ -231,6 +232,11 @@ class Dialect:
             return " OR ".join(f'"{w}"' for w in words) or '""'
         return " or ".join(words)
 
+
+# Around each matching word of a search's snippet: characters of Unicode's private use
+# area, which no message's text means as anything, so the words a person wrote in brackets
+# are never taken for matches (gateway/store/recall.py:KeywordHit).
+HIT_START, HIT_END = "\ue000", "\ue001"
 
 # PostgreSQL NOTIFY topics of a cluster (gateway/store/cluster/listener.py listens to them)
 INBOUND_TOPIC = "switchboard_inbound"  # a message was journaled: some node should run it

@@ -132,7 +132,9 @@ async def search(gateway: GatewayView, query: str, *, limit: int = 50) -> list[d
                 "title": names.session(said.session_key).title,
                 "role": said.role,
                 "at": said.at,
-                "snippet": hit.snippet,
+                # the words around the matches, each piece marked when it is one: the page
+                # draws them as text, a match in <mark>
+                "snippet": [{"text": text, "hit": match} for text, match in hit.pieces()],
             }
         )
     return results

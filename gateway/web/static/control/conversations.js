@@ -58,7 +58,7 @@
         data.results.map((r) => [
           sessionLink(r.session, r.title),
           r.role === "user" ? "them" : "assistant",
-          el("p", { class: "snippet" }, r.snippet),
+          el("p", { class: "snippet" }, r.snippet.map((piece) => (piece.hit ? el("mark", {}, piece.text) : piece.text))),
           timeEl(r.at),
         ]),
         { empty: `Nothing said matches “${query}”.`, caption: `Messages with “${query}”` },

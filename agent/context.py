@@ -223,7 +223,12 @@ def user_message(
         or msg.untrusted_context
     )
     return ChatMessage(
-        role="user", content=text, images=tuple(images), files=files, untrusted=untrusted
+        role="user",
+        content=text,
+        images=tuple(images),
+        files=files,
+        untrusted=untrusted,
+        sender=f"{msg.channel}:{msg.sender_id}",
     )
 
 

@@ -623,6 +623,37 @@ async def test_a_running_turn_is_stopped_and_words_found_from_the_conversations_
     assert stopped.text.startswith("Stopped.")
 
 
+async def test_a_transcript_says_who_said_each_message_by_name(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
+) -> None:
+    """The owner's own words are "You" (they were "Them"), a member's are theirs by name, the
+    answers the assistant's by its name; a search names them the same way."""
+    settings = make_settings(
+        web={"port": 0},
+        agent={"name": "Pip"},
+        telegram={"token": "1:a", "owners": [OWNER], "allow_from": [OWNER, MEMBER]},
+    )
+    telegram = MemoryChannel("telegram")
+    fake_llm.queue(text("Hello Olga."), text("Hello Ann."))
+    async with serving(settings, telegram) as gateway:
+        await telegram.push("hi, it is me", sender_id=OWNER, chat_id=OWNER, sender_name="Olga")
+        await telegram.wait_for(1, chat_id=OWNER)
+        await telegram.push("hi from Ann", sender_id=MEMBER, chat_id=MEMBER, sender_name="Ann Lee")
+        await telegram.wait_for(1, chat_id=MEMBER)
+        await gateway.wait_idle()
+        context, page = await owner_page(browser, gateway)
+        who = page.locator(".entry header strong")
+        await open_section(page, gateway, f"conversations?session=telegram:{OWNER}")
+        await expect(who).to_have_text(["You", "Pip"])
+        await open_section(page, gateway, f"conversations?session=telegram:{MEMBER}")
+        await expect(who).to_have_text(["Ann Lee", "Pip"])
+        await open_section(page, gateway, "conversations?q=hi")
+        await expect(page.locator("#content td[data-label='Who']")).to_have_count(2)
+        found = await page.locator("#content td[data-label='Who']").all_text_contents()
+        await context.close()
+    assert sorted(found) == ["Ann Lee", "You"]
+
+
 async def test_the_words_found_are_marked_and_everything_else_shows_as_written(
     make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
 ) -> None:

@@ -27,7 +27,7 @@ from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import parse_schedule
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
-from gateway.store import Job, UsageRecord
+from gateway.store import Job, NewMessage, UsageRecord
 from gateway.web.control.names import Names
 from gateway.web.control.routes import ControlRoutes
 from gateway.web.pages import SECTIONS
@@ -192,6 +192,14 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
     assert any({"text": "marmalade", "hit": True} in r["snippet"] for r in found)
     roles = [m["role"] for m in shown["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
+    # Ann Lee is the owner here: her own words are "You" to her
+    assert [m["who"] for m in shown["messages"]] == [
+        "You",
+        "Switchboard",
+        "Tool result",
+        "Switchboard",
+    ]
+    assert {(r["role"], r["who"]) for r in found} == {("user", "You"), ("assistant", "Switchboard")}
     assert "[guidance for this request]" in fake_llm.requests[0].raw_user_texts[-1]
     said = shown["messages"][0]["text"]  # the person's words, not the guidance after them
     assert said.endswith("look up: is the marmalade ready?") and "guidance" not in said
@@ -200,6 +208,34 @@ async def test_conversations_are_listed_by_name_searched_and_read_with_their_too
     ]
     assert shown["messages"][2]["tool"] == "read_file"
     assert shown["messages"][0]["turn"] == shown["messages"][3]["turn"]  # one trace
+
+
+async def test_messages_kept_before_senders_were_recorded_are_named_by_their_chat(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """History written before each person's message recorded who wrote it: a direct chat's
+    words are its person's, the local chats' the owner's, a job's its own."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "allow_from": ["43"]})
+    telegram = MemoryChannel("telegram")
+    sessions = ("telegram:43", "webchat:owner", "cron:ab12cd34")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push("hello", sender_id="43", chat_id="43", sender_name="Ann Lee")
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        store = gateway.store
+        for number, session in enumerate(sessions):
+            turn = f"old-{number}"
+            await store.journal.start_turn(turn, session, "chat", [])
+            old = {"role": "user", "content": "said long ago"}
+            await store.history.add_checkpoints(session, turn, [NewMessage("user", old)])
+            await store.commit_turn(turn_id=turn, session_key=session, replies=[])
+        who = []
+        for session in sessions:
+            async with http.get(
+                url + "api/conversations/transcript", params={"session": session}
+            ) as response:
+                who.append((await response.json())["messages"][-1]["who"])
+    assert who == ["Ann Lee", "You", "Scheduled job ab12cd34"]
 
 
 async def test_stopping_a_turn_from_the_page_tells_its_chat_and_start_fresh_empties_it(

@@ -41,6 +41,9 @@ class ChatMessage:
     # Local files that came with a user message (attachments); never sent to the provider,
     # they decide which attachments the conversation's file tools may open.
     files: tuple[str, ...] = ()
+    # Who wrote a user message ("channel:sender id"), for the owner reading the transcript
+    # in the control center; never sent to the provider ("": not a person's message).
+    sender: str = ""
 
     def to_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -60,6 +63,8 @@ class ChatMessage:
             body["untrusted"] = True
         if self.files:
             body["files"] = list(self.files)
+        if self.sender:
+            body["sender"] = self.sender
         return body
 
     @classmethod
@@ -74,6 +79,7 @@ class ChatMessage:
             is_error=body.get("is_error", False),
             untrusted=body.get("untrusted", False),
             files=tuple(body.get("files", ())),
+            sender=body.get("sender", ""),
         )
 
 

@@ -549,6 +549,14 @@ class Settings(_Trailing, _Channels, _Leading):
     def config_file(self) -> Path:
         return self.home / "config.toml"
 
+    def agent_name(self, agent_id: str) -> str:
+        """The name an agent goes by (its identity, the control center's transcripts): the
+        main agent's ``agent.name``, another's ``agents.<id>.name``, else its id."""
+        if agent_id == DEFAULT_AGENT:
+            return self.agent.name
+        profile = self.agents.get(agent_id)
+        return (profile.name if profile is not None else None) or agent_id.capitalize()
+
     def channel_sections(self) -> dict[str, ChannelSection]:
         """The section of every registered chat channel, by channel name (its access
         settings, and what the platform does differently)."""

@@ -41,6 +41,7 @@ class Said:
     role: MessageRole
     at: float
     text: str
+    sender: str = ""  # who wrote a person's message ("channel:sender id"; "": not recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +192,13 @@ class Recall:
                 f" WHERE m.id IN ({marks})",
                 tuple(message_ids),
             )
-            return {
-                int(row_id): Said(int(row_id), key, scope, role, float(at), _text(body))
-                for row_id, key, scope, role, at, body in rows
-            }
+            found = {}
+            for row_id, key, scope, role, at, body in rows:
+                said = json.loads(body)
+                text = searchable(said.get("content")) or ""
+                sender = str(said.get("sender") or "")
+                found[int(row_id)] = Said(int(row_id), key, scope, role, float(at), text, sender)
+            return found
 
         return await self._db.run(query, durable=False)
 

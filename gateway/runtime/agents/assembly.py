@@ -84,7 +84,7 @@ def agent_settings(settings: Settings, agent_id: str) -> Settings:
         if profile.safe_mode is None
         else settings.tools.model_copy(update={"safe_mode": profile.safe_mode})
     )
-    agent = settings.agent.model_copy(update={"name": profile.name or agent_id.capitalize()})
+    agent = settings.agent.model_copy(update={"name": settings.agent_name(agent_id)})
     return settings.model_copy(
         update={"workspace": workspace, "llm": llm, "tools": tools, "agent": agent}
     )

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from gateway.store.history import ShownMessage, searchable, without_guidance
+from gateway.config.channels import address_role
+from gateway.core.addressing import INTERNAL_CHANNELS, PROGRAM_CHANNELS, agent_of
+from gateway.core.principal import Role
+from gateway.store.history import MessageRole, ShownMessage, searchable, without_guidance
 from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
@@ -64,6 +67,50 @@ async def listing(gateway: GatewayView) -> list[dict[str, Any]]:
     return rows
 
 
+class Speakers:
+    """Who said each message, as the owner reads it: "You" for the owner's own words (on any
+    of their addresses), the name of anyone else, the agent's name for its answers."""
+
+    def __init__(self, gateway: GatewayView, names: Names, owners: frozenset[str]) -> None:
+        self._settings = gateway.settings
+        self._sections = gateway.settings.channel_sections()
+        self._names = names
+        self._owners = owners  # the addresses of linked people who are owners
+
+    @classmethod
+    async def load(cls, gateway: GatewayView, names: Names) -> Speakers:
+        linked = await gateway.linked_people()
+        owners = {a for p in linked if p.role == Role.OWNER.value for a in p.addresses}
+        return cls(gateway, names, frozenset(owners))
+
+    def of(self, session_key: str, role: MessageRole, sender: str) -> str:
+        """``sender``: who wrote a person's message ("channel:sender id"; "" for messages
+        stored before it was recorded, and the prompts of scheduled work)."""
+        if role == "assistant":
+            return self._settings.agent_name(agent_of(session_key))
+        if role == "tool":
+            return "Tool result"
+        if role == "system":
+            return "System"
+        title = self._names.session(session_key)
+        if not sender:  # the session says who it can be, or nobody knows
+            if title.kind == "local":
+                return "You"
+            if title.kind in ("job", "heartbeat", "program", "internal"):
+                return title.title
+            people = self._names.members(session_key)
+            return self._person(people[0]) if len(people) == 1 else "Someone"
+        channel = sender.partition(":")[0]
+        if channel in PROGRAM_CHANNELS or channel in INTERNAL_CHANNELS:
+            return title.title
+        return self._person(sender)
+
+    def _person(self, address: str) -> str:
+        if address in self._owners or address_role(self._sections, address) is Role.OWNER:
+            return "You"
+        return self._names.known(address) or self._names.person(address)
+
+
 async def transcript(gateway: GatewayView, session_key: str) -> dict[str, Any] | None:
     """The session's transcript; ``None`` for one that never existed (a mistyped link)."""
     store = gateway.store
@@ -73,12 +120,16 @@ async def transcript(gateway: GatewayView, session_key: str) -> dict[str, Any] |
     unused = not messages and activity.state == "idle" and not activity.queued
     if unused and not await store.history.known(session_key):
         return None
+    speakers = await Speakers.load(gateway, names)
     return {
         "session": session_key,
         "title": names.session(session_key).title,
         "state": activity.state,
         "queued": activity.queued,
-        "messages": [shown(m) for m in messages],
+        "messages": [
+            shown(m) | {"who": speakers.of(session_key, m.role, str(m.body.get("sender") or ""))}
+            for m in messages
+        ],
     }
 
 
@@ -121,6 +172,7 @@ async def search(gateway: GatewayView, query: str, *, limit: int = 50) -> list[d
     hits = await store.recall.keyword(keys, query, limit=limit)
     found = await store.recall.messages([h.message_id for h in hits])
     names = await Names.load(store)
+    speakers = await Speakers.load(gateway, names)
     results = []
     for hit in hits:
         said = found.get(hit.message_id)
@@ -131,6 +183,7 @@ async def search(gateway: GatewayView, query: str, *, limit: int = 50) -> list[d
                 "session": said.session_key,
                 "title": names.session(said.session_key).title,
                 "role": said.role,
+                "who": speakers.of(said.session_key, said.role, said.sender),
                 "at": said.at,
                 # the words around the matches, each piece marked when it is one: the page
                 # draws them as text, a match in <mark>

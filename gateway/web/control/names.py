@@ -68,6 +68,11 @@ class Names:
         """The name on record for ``person``, if any."""
         return self._people.get(person)
 
+    def members(self, session_key: str) -> list[str]:
+        """The people who wrote in the session's chat (``channel:sender id`` each)."""
+        channel, _, rest = chat_of(session_key).partition(":")
+        return self._members.get((channel, rest.split(":", 1)[0]), [])
+
     def person(self, person: str) -> str:
         """``telegram:42`` -> ``Ann`` (or the id, when no name is on record)."""
         if not person:

@@ -57,7 +57,7 @@
         ["Conversation", "Who", "What was said", "When"],
         data.results.map((r) => [
           sessionLink(r.session, r.title),
-          r.role === "user" ? "them" : "assistant",
+          r.who,
           el("p", { class: "snippet" }, r.snippet.map((piece) => (piece.hit ? el("mark", {}, piece.text) : piece.text))),
           timeEl(r.at),
         ]),
@@ -67,7 +67,8 @@
   }
 
   function entry(m) {
-    const who = { user: "Them", assistant: "Assistant", tool: `Tool result: ${m.tool || "tool"}`, system: "System" }[m.role] || m.role;
+    // who said it, by name: "You" for the owner's own words, the agent's name for its answers
+    const who = m.role === "tool" ? `Tool result: ${m.tool || "tool"}` : m.who;
     const header = el(
       "header",
       {},

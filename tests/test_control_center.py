@@ -22,10 +22,11 @@ from channels.memory import MemoryChannel
 from channels.terminal import TerminalChannel
 from channels.webchat import create
 from gateway.config.settings import load_settings
-from gateway.core.messages import ChatRef
+from gateway.core.messages import ChatRef, ChatType, OutboundKind
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import parse_schedule
 from gateway.runtime.app import Gateway
+from gateway.runtime.control import STARTED_FRESH
 from gateway.runtime.intake.pairing import WELCOME
 from gateway.store import Job, NewMessage, UsageRecord
 from gateway.web.control.names import Names
@@ -266,16 +267,59 @@ async def test_stopping_a_turn_from_the_page_tells_its_chat_and_start_fresh_empt
             url + "api/conversations/new", json={"session": "telegram:42"}, headers=origin(url)
         ) as response:
             fresh = (await response.json())["message"]
+        told = (await telegram.wait_for(3))[2]
         gate.set()
+        await gateway.wait_idle()
+        sent = [m.text for m in telegram.sent]
         audit = [e.kind for e in await gateway.store.audit.recent(10)]
         left = await gateway.store.history.message_count("telegram:42")
     assert row["state"] == "running"
     assert stopping.startswith("Stopping")
     assert stopped.text.startswith("Stopped.")
     assert nothing == "Nothing is running in this conversation right now."
-    assert fresh.startswith("Started a fresh conversation")
+    assert fresh.startswith("Started a fresh conversation") and fresh.endswith(
+        "The chat is told so."
+    )
+    # Ann is told, once, that the assistant forgot: she would go on as if it remembered
+    assert told.text == STARTED_FRESH and told.chat_id == "42"
+    assert told.kind is OutboundKind.NOTICE
+    assert sent == ["first answer", stopped.text, STARTED_FRESH]
     assert left == 0
     assert audit[:3] == ["control-new", "control-stop", "control-stop"]
+
+
+async def test_start_fresh_tells_a_quiet_groups_thread_and_no_chat_of_a_job(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A conversation quiet for longer than the journal keeps its messages is found again
+    (a thread of a group, whose chat id and thread the session's key alone does not tell
+    apart); a job's conversation has nobody to tell."""
+    settings = make_settings(
+        web={"port": 0},
+        telegram={"token": "1:a", "allow_from": ["42"], "group_allow_from": ["-100"]},
+    )
+    telegram = MemoryChannel("telegram")
+    fake_llm.queue(text("Hello, group."))
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        await telegram.push(
+            "@bot hello", sender_id="42", chat_id="-100", thread_id="7", chat_type=ChatType.GROUP
+        )
+        await telegram.wait_for(1)
+        await gateway.wait_idle()
+        await gateway.store.journal.prune(0, now=datetime.now().timestamp() + 60)  # a week on
+        await gateway.store.jobs.add(job("ab12cd34"))
+        answers = []
+        for session in ("telegram:-100:7", "cron:ab12cd34"):
+            async with http.post(
+                url + "api/conversations/new", json={"session": session}, headers=origin(url)
+            ) as response:
+                answers.append((await response.json())["message"])
+        [_, told] = await telegram.wait_for(2)
+        await gateway.wait_idle()
+        sent = len(telegram.sent)
+    assert (told.text, told.chat_id, told.thread_id) == (STARTED_FRESH, "-100", "7")
+    assert answers[0].endswith("The chat is told so.")
+    assert not answers[1].endswith("The chat is told so.") and sent == 2
 
 
 # -- people, pairing, approvals ---------------------------------------------------------------

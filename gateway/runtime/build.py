@@ -27,7 +27,7 @@ from gateway.config.channels import ChannelSection, stream_after, streams_in
 from gateway.config.plugins import channel_plugins, token_patterns
 from gateway.config.prices import PriceTable
 from gateway.config.settings import Settings
-from gateway.core.addressing import INTERNAL_CHANNELS
+from gateway.core.addressing import INTERNAL_CHANNELS, PROGRAM_CHANNELS
 from gateway.core.bus import InboundSink
 from gateway.core.channel import Channel, StartContext
 from gateway.core.clock import Clock, SystemClock, seconds
@@ -494,7 +494,7 @@ def build(
     commands = Commands(
         agent_name=settings.agent.name,
         linking=linking,
-        history=store.history,
+        store=store,
         audit=store.audit,
         usage_report=store.usage,
         pairing=PairingDesk.of(store),
@@ -589,6 +589,11 @@ def build(
         workspace=settings.workspace_dir,
         on_outbound=bus.outbound_ready,
         linking=linking,
+        journal=store.journal,
+        outbox=store.outbox,
+        chat_channels=tuple(
+            name for name in by_name if name not in PROGRAM_CHANNELS | INTERNAL_CHANNELS
+        ),
     )
 
     def worker(channel: Channel) -> OutboundWorker:

@@ -3,7 +3,8 @@
 One place decides what each action means, wherever it is asked for:
 
 - stop a turn, start a conversation afresh: :class:`~gateway.runtime.dispatch.controls.Controls`
-  (``/stop``, ``/new``);
+  (``/stop``, ``/new``); a fresh start from the page also tells the conversation's chat, in
+  a notice queued with it;
 - approve or deny an approval request: :meth:`Approvals.resolve` (``/approve ID``);
 - pairing: :mod:`gateway.runtime.intake.pairing` (``switchboard pairing``, ``/pair``);
 - people's addresses linked and unlinked: :class:`~gateway.runtime.people.linking.Linking`
@@ -29,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.memory import exclusive
-from gateway.core.messages import ChatType
+from gateway.core.addressing import PERSON_CHANNEL, chat_of
+from gateway.core.messages import ChatRef, ChatType, OutboundKind, OutboundMessage, new_id
 from gateway.core.principal import Principal, Role
 from gateway.core.system.fileutil import write_atomic
 from gateway.core.workspace_files import FileText, digest, kind_of, path_of, read, rebased
@@ -41,7 +43,7 @@ from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import AuditLog, PairingRequest, PersonLinks
+from gateway.store import AuditLog, Journal, Outbox, PairingRequest, PersonLinks
 from gateway.web.view import (
     Activity,
     HeartbeatAction,
@@ -69,6 +71,10 @@ def owner_as(by: str) -> Principal:
 
 
 NOTHING_RUNS = "Nothing is running in this conversation right now."
+STARTED_FRESH = (
+    "This conversation was started fresh from the control center: I no longer have what we "
+    "said before in mind."
+)
 
 
 class OwnerControls:
@@ -87,6 +93,9 @@ class OwnerControls:
         workspace: Path,
         on_outbound: Callable[[str], None],
         linking: Linking,
+        journal: Journal,
+        outbox: Outbox,
+        chat_channels: tuple[str, ...],
     ) -> None:
         self._pairing = pairing
         self._links = links
@@ -100,6 +109,9 @@ class OwnerControls:
         self._heartbeat = heartbeat
         self._workspace = workspace
         self._on_outbound = on_outbound  # a message was queued on a channel: send it now
+        self._journal = journal
+        self._outbox = outbox
+        self._chat_channels = chat_channels  # the channels people write on (not programs')
 
     # -- conversations ----------------------------------------------------------------------
 
@@ -119,10 +131,50 @@ class OwnerControls:
         return "Stopping: the chat is told what it had done." if stopped else "Already stopping."
 
     async def start_fresh(self, session_key: str, *, by: str) -> str:
+        """As ``/new`` does; the chat is told, in a notice queued with the fresh start (the
+        person there would otherwise go on, not knowing the assistant forgot)."""
         view = SessionView(self._dispatcher, session_key)
-        text = await self._controls.start_afresh(view, by=by)
-        await self._audit("control-new", by, session=session_key)
-        return text
+        chat = await self._chat_of(session_key)
+        notices = []
+        if chat is not None:
+            notices.append(
+                OutboundMessage(
+                    channel=chat.channel,
+                    chat_id=chat.chat_id,
+                    thread_id=chat.thread_id,
+                    text=STARTED_FRESH,
+                    kind=OutboundKind.NOTICE,
+                    idempotency_key=f"started-fresh:{new_id()}",  # once per fresh start
+                )
+            )
+        text = await self._controls.start_afresh(view, by=by, notices=notices)
+        told = None if chat is None else f"{chat.channel}:{chat.chat_id}"
+        await self._audit("control-new", by, session=session_key, told=told)
+        if chat is None:
+            return text
+        self._on_outbound(chat.channel)
+        return f"{text} The chat is told so."
+
+    async def _chat_of(self, session_key: str) -> ChatRef | None:
+        """Where the people of a conversation are: the chat its person wrote from last
+        (the journal, a week), else the chat the session's key names (told apart as the
+        outbox sent there, a month; or as it reads, when nothing in it can be read two
+        ways), a person's conversation across channels where they are reached; ``None`` for
+        the gateway's own sessions (jobs, the heartbeat, programs, agents)."""
+        found = await self._journal.last_chat(session_key, self._chat_channels)
+        if found is not None:
+            return found
+        chat = chat_of(session_key)
+        channel, _, rest = chat.partition(":")
+        if channel == PERSON_CHANNEL:
+            directory = self._linking.directory
+            return await directory.reach(await directory.identify(rest))
+        if channel not in self._chat_channels or not rest:
+            return None
+        sent = await self._outbox.last_chat(chat)
+        if sent is not None:
+            return sent
+        return None if ":" in rest else ChatRef(channel, rest)
 
     # -- people and approvals ---------------------------------------------------------------
 

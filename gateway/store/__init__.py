@@ -267,6 +267,19 @@ class Store(Service):
 
         await self.db.run(commit, durable=False)
 
+    async def start_fresh(self, session_key: str, notices: Sequence[OutboundMessage]) -> int:
+        """Atomically: the session's conversation starts afresh (``/new``) and ``notices``
+        are queued (the word to its chat that the owner did it from the control center), so
+        the chat is told once, and never of a fresh start that did not happen. The new
+        generation."""
+
+        def start(conn: Connection) -> int:
+            generation = self.history.new_generation_statement(conn, session_key)
+            self.outbox.enqueue_statement(conn, notices)
+            return generation
+
+        return await self.db.run(start)
+
     async def settle_copy(
         self,
         *,

@@ -291,18 +291,17 @@ class History:
 
     async def new_generation(self, session_key: str) -> int:
         """Start a fresh conversation (``/new``); the old one stays on disk."""
+        return await self._db.run(lambda conn: self.new_generation_statement(conn, session_key))
 
-        def bump(conn: Connection) -> int:
-            conn.execute(
-                "INSERT INTO sessions (session_key, generation, last_active) VALUES (?, 1, ?)"
-                " ON CONFLICT (session_key) DO UPDATE SET generation = sessions.generation + 1,"
-                " summary = NULL, summary_upto = 0, summary_quotes = NULL,"
-                " last_active = excluded.last_active",
-                (session_key, self._clock()),
-            )
-            return _session(conn, session_key).generation
-
-        return await self._db.run(bump)
+    def new_generation_statement(self, conn: Connection, session_key: str) -> int:
+        conn.execute(
+            "INSERT INTO sessions (session_key, generation, last_active) VALUES (?, 1, ?)"
+            " ON CONFLICT (session_key) DO UPDATE SET generation = sessions.generation + 1,"
+            " summary = NULL, summary_upto = 0, summary_quotes = NULL,"
+            " last_active = excluded.last_active",
+            (session_key, self._clock()),
+        )
+        return _session(conn, session_key).generation
 
     async def continue_from(self, source: str, target: str, *, keep: int) -> int:
         """Let the conversation ``target`` go on where ``source`` is (its summary and its

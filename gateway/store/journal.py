@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import ChatRef, InboundMessage
 from gateway.core.turns import TurnKind
 from gateway.store.cluster.fencing import claim_statement, claimed_epoch
 from gateway.store.drafts import retire_statement
@@ -224,6 +224,25 @@ class Journal:
                 (channel, platform_id),
             ).fetchone()
             return None if row is None else InboundMessage.from_dict(json.loads(row[0]))
+
+        return await self._db.run(query, durable=False)
+
+    async def last_chat(self, session_key: str, channels: Sequence[str]) -> ChatRef | None:
+        """The chat (on one of ``channels``) of the newest journaled message a turn of the
+        session took: where its person wrote last. ``None`` when none is kept (a session of
+        the gateway's own work, or one quiet for longer than the journal keeps messages)."""
+        if not channels:
+            return None
+        marks = ",".join("?" for _ in channels)
+
+        def query(conn: Connection) -> ChatRef | None:
+            row = conn.execute(
+                "SELECT i.payload FROM turns t JOIN inbound i ON i.turn_id = t.id"
+                f" WHERE t.session_key = ? AND i.channel IN ({marks})"
+                " ORDER BY i.id DESC LIMIT 1",
+                (session_key, *channels),
+            ).fetchone()
+            return None if row is None else InboundMessage.from_dict(json.loads(row[0])).chat
 
         return await self._db.run(query, durable=False)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.channel import KnownMessage, SendAttempt
-from gateway.core.messages import OutboundMessage
+from gateway.core.messages import ChatRef, OutboundMessage
 from gateway.store.drafts import FORGET_SQL
 from gateway.store.engine.db import Database
 from gateway.store.engine.retention import delete_batched
@@ -360,6 +360,25 @@ class Outbox:
                     "SELECT payload, receipt, sent_at FROM outbox WHERE chat_key = ?"
                     " AND state = ? AND receipt IS NOT NULL ORDER BY id DESC LIMIT ?",
                     (chat_key, OutboxState.SENT.value, SENT_LOOKUP),
+                )
+            ],
+            parse,
+        )
+
+    async def last_chat(self, chat_key: str) -> ChatRef | None:
+        """The chat of the newest message kept for ``chat_key`` (``channel:chat[:thread]``):
+        the key's chat id and thread told apart as they were sent (a chat id may hold a
+        ``:``); ``None`` when none is kept."""
+
+        def parse(cursors: list[Cursor]) -> ChatRef | None:
+            row = cursors[0].fetchone()
+            return None if row is None else OutboundMessage.from_dict(json.loads(row[0])).chat
+
+        return await self._db.select(
+            [
+                (
+                    "SELECT payload FROM outbox WHERE chat_key = ? ORDER BY id DESC LIMIT 1",
+                    (chat_key,),
                 )
             ],
             parse,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from agent.agent import Agent
 from agent.prompt_report import Cached
 from gateway.core.commands import COMMANDS
-from gateway.core.messages import ChatRef, InboundMessage
+from gateway.core.messages import ChatRef, InboundMessage, OutboundMessage
 from gateway.core.principal import Principal
 from gateway.core.turns import TurnControl
 from gateway.runtime.dispatch import skills
@@ -19,7 +19,7 @@ from gateway.runtime.intake.pairing import PairingDesk
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.people.linking import Linking
 from gateway.runtime.turns.approvals import Approvals
-from gateway.store import AuditLog, History, UsageReport
+from gateway.store import AuditLog, Store, UsageReport
 
 _COMMAND_WORD = re.compile(r"/[a-z][a-z0-9_]{0,31}")
 
@@ -29,7 +29,7 @@ class Commands:
         self,
         *,
         agent_name: str,
-        history: History,
+        store: Store,
         audit: AuditLog,
         usage_report: UsageReport,
         pairing: PairingDesk,
@@ -41,7 +41,8 @@ class Commands:
     ) -> None:
         self._name = agent_name
         self._linking = linking
-        self._history = history
+        self._store = store
+        self._history = store.history
         self._audit = audit
         self._usage_report = usage_report
         self._pairing = pairing
@@ -61,9 +62,10 @@ class Commands:
             not msg.is_group and _COMMAND_WORD.fullmatch(command) is not None
         )
 
-    async def start_fresh(self, session_key: str) -> str:
-        """``/new``: a fresh conversation (also the control center's "Start fresh")."""
-        await self._history.new_generation(session_key)
+    async def start_fresh(self, session_key: str, notices: Sequence[OutboundMessage] = ()) -> str:
+        """``/new``: a fresh conversation (also the control center's "Start fresh", whose
+        ``notices`` tell the chat, queued with it)."""
+        await self._store.start_fresh(session_key, notices)
         return "Started a fresh conversation. Earlier messages are kept on disk but no longer in my context."
 
     async def run(

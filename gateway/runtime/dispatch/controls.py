@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.request import TurnOutcome
 from gateway.config.channels import ChannelSection
@@ -152,13 +152,16 @@ class Controls:
         text = await self.start_afresh(session, by=f"{message.channel}:{message.sender_id}")
         await self._reply(record, session.key, text)
 
-    async def start_afresh(self, session: SessionView, *, by: str) -> str:
-        """``/new`` once it is allowed (also the owner's control center): the running turn
-        stops first, then the conversation starts afresh; what to tell whoever asked."""
+    async def start_afresh(
+        self, session: SessionView, *, by: str, notices: Sequence[OutboundMessage] = ()
+    ) -> str:
+        """``/new`` once it is allowed (also the owner's control center, whose ``notices``
+        tell the chat, after what the stopped turn says): the running turn stops first, then
+        the conversation starts afresh; what to tell whoever asked."""
         if session.running is not None or _waiting(session) is not None:
             await self.stop(session, by=by)
             await session.turn_ended()
-        return await self._commands.start_fresh(session.key)
+        return await self._commands.start_fresh(session.key, notices)
 
     async def stop(self, session: SessionView, *, by: str) -> bool | None:
         """Stop the session's running (or parked, or about to be resumed) turn and drop

@@ -1,7 +1,7 @@
 "use strict";
 // Conversations: every session on every channel by name, search across all of them, and one
 // conversation's transcript (?session=KEY) with its tool calls, results and traces; stop its
-// running turn or start it afresh (what /stop and /new do).
+// running turn or start it afresh (what /stop and /new do; a fresh start tells the chat).
 
 (() => {
   const { el, fill, ago, timeEl, table, state, api, post, action, notice, section } = window.Control;
@@ -115,7 +115,7 @@
           action("Start fresh", () => post("/api/conversations/new", { session }), {
             class: "secondary",
             key: session,
-            confirm: "Start this conversation afresh? What was said stays on disk but leaves the assistant's context.",
+            confirm: "Start this conversation afresh? What was said stays on disk but leaves the assistant's context; the chat is told.",
           }),
         ),
       ),

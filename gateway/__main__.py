@@ -1,5 +1,5 @@
 """``python -m gateway`` is the same as the ``switchboard`` command."""
 
-from gateway.cli.main import main
+from gateway.cli.entry import main
 
 raise SystemExit(main())

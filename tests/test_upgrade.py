@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tarfile
+import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -182,6 +183,32 @@ async def test_code_updated_without_reinstalling_says_what_to_install_not_a_trac
             f"which is not installed in {sys.prefix}"
         ), line
         assert "make install" in line or "pip install -e ." in line, line
+
+
+async def test_a_package_missing_where_the_command_itself_starts_is_one_line_too(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The update imports the missing package at the top of the command's own module, which
+    the entry point imports before any command runs: `python -m gateway run` and the console
+    script that pyproject.toml names (as pip writes it) say the package in one line with
+    exit status 6 (before: a ModuleNotFoundError traceback, exit 1)."""
+    code = updated_code(
+        tmp_path, "switchboard-absent-package>=1.0", imported_by="gateway/cli/main.py"
+    )
+    scripts = tomllib.loads((code / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["switchboard"].partition(":")
+    console_script = f"import sys; from {module} import {function}; sys.exit({function}())"
+    env = cli_env(tmp_path / "home", fake_llm)
+    for command in (["-m", "gateway", "run"], ["-c", console_script, "run"]):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *command, cwd=code, env=env, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == NOT_INSTALLED, (command, err.decode())
+        [line] = err.decode().splitlines()
+        assert line.startswith(
+            "switchboard: this Switchboard needs the Python package switchboard-absent-package"
+        ), line
 
 
 async def test_doctor_checks_the_installed_packages_against_what_the_code_needs(

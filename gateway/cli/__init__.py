@@ -1,5 +1,2 @@
-"""The ``switchboard`` command line (also ``python -m gateway``)."""
-
-from gateway.cli.main import main
-
-__all__ = ["main"]
+"""The ``switchboard`` command line (also ``python -m gateway``); it starts in
+:mod:`gateway.cli.entry`, which imports nothing that may be missing."""

@@ -56,7 +56,8 @@ def default_tools(
         except SandboxUnavailable as exc:
             raise ConfigError(
                 f"tools.exec.sandbox is 'bwrap' but {exc}; install it, or set "
-                "SWITCHBOARD_TOOLS__EXEC__SANDBOX=auto to run commands without it"
+                "SWITCHBOARD_TOOLS__EXEC__SANDBOX=auto to run commands without it",
+                field="tools.exec.sandbox",
             ) from None
     tools: list[Tool] = [
         ReadFile(DocumentReader(settings.tools.documents, sees_images=lambda: settings.llm.vision)),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cli.exit_codes import PORT_IN_USE
 from gateway.cli.main import build_parser
 from gateway.config.plugins import channel_plugins
 from gateway.core.messages import InboundMessage
@@ -318,8 +319,12 @@ async def test_a_taken_web_port_stops_the_start_before_any_channel_and_is_logged
             SWITCHBOARD_TELEGRAM__BASE_URL=tg.base_url,
         )
         code, _, err = await switchboard("run", env=env)
-    assert code == 1
-    assert f"switchboard: the web server cannot listen on 127.0.0.1:{port}" in err
+    assert code == PORT_IN_USE  # the service does not restart on it (before: 1)
+    assert (
+        f"switchboard: the web server cannot listen on 127.0.0.1:{port}: another program "
+        f"listens on port {port}. Stop it, or set web.port (SWITCHBOARD_WEB__PORT) to a free "
+        "port, or web.enabled = false\n"
+    ) in err
     assert tg.calls == []  # Telegram was never contacted
     log = (home / "data" / "logs" / "switchboard.log").read_text()
     assert (

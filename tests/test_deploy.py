@@ -42,8 +42,8 @@ async def test_service_install_writes_a_unit_systemd_accepts(
     text = unit.read_text()
     assert "Restart=on-failure" in text
     # not restarted every 5 s forever on what a person must fix: the configuration (2), the
-    # store (5, newer or damaged), a package not installed (6)
-    assert "RestartPreventExitStatus=2 5 6" in text
+    # store (5, newer or damaged), a package not installed (6), a port taken (7)
+    assert "RestartPreventExitStatus=2 5 6 7" in text
     assert "ExecReload=/bin/kill -HUP $MAINPID" in text  # systemctl --user reload: new config
     assert f'Environment="SWITCHBOARD_HOME={home.resolve()}"' in text
     assert f'ExecStart="{sys.executable}" -m gateway run' in text

@@ -6,6 +6,7 @@ Slack signs them; bolt's own verification in the channel accepts or refuses them
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ import pytest
 from channels.slack.adapter import SlackChannel
 from gateway.config.settings import Settings
 from gateway.core.bus import Accepted
-from gateway.core.errors import StorageFullError
+from gateway.core.errors import PortInUse, StorageFullError
 from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.fakes.llm import FakeLLM
@@ -172,3 +173,22 @@ async def test_socket_mode_acknowledges_only_what_was_journaled(
         await channel.stop()
     assert first not in fake_slack.acks
     assert [m.text for m in sink.accepted] == ["keep me"]
+
+
+async def test_an_events_port_taken_when_it_binds_names_the_setting(
+    http_settings: Callable[..., Settings],
+) -> None:
+    """Taken between the gateway's check and the bind: the start fails naming the port's
+    setting, with the exit status of a taken port (before: an OSError traceback)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = http_settings(http_port=port)
+        slack = SlackChannel(settings.slack, settings.channel_context())
+        with pytest.raises(PortInUse) as caught:
+            await slack.start(started(FlakySink()))
+        await slack.stop()
+    assert caught.value.field == "slack.http_port"
+    assert f"another program listens on port {port}" in str(caught.value)
+    assert "SWITCHBOARD_SLACK__HTTP_PORT" in str(caught.value)

@@ -4,13 +4,15 @@ when the gateway cannot store an update."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import aiohttp
+import pytest
 
 from channels.telegram.adapter import TelegramChannel
 from channels.telegram.webhook import SECRET_HEADER
 from gateway.core.bus import Accepted
-from gateway.core.errors import StorageFullError
+from gateway.core.errors import PortInUse, StorageFullError
 from gateway.core.messages import InboundMessage
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -165,3 +167,22 @@ async def test_a_batch_is_stored_chat_by_chat_and_a_failure_holds_the_offset(
     assert texts.index("two: first") < texts.index("one: first")  # chat 2 did not wait
     offsets = [c.params.get("offset") for c in tg.called("getUpdates")]
     assert offsets[1] in (None, updates[0]["update_id"])  # not confirmed past the failure
+
+
+async def test_a_webhook_port_taken_when_it_binds_names_the_setting(
+    make_settings: SettingsFactory, tg: FakeTelegram
+) -> None:
+    """Taken between the gateway's check and the bind (or when a cluster node comes to
+    lead): the start fails naming the port's setting, with the exit status of a taken port
+    (before: an OSError traceback); Telegram was not told of a webhook."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        telegram = channel(make_settings(telegram=section(tg, **{**HOOK, "webhook_port": port})))
+        with pytest.raises(PortInUse) as caught:
+            await telegram.start(started(FlakySink(0)))
+    assert caught.value.field == "telegram.webhook_port"
+    assert f"another program listens on port {port}" in str(caught.value)
+    assert "SWITCHBOARD_TELEGRAM__WEBHOOK_PORT" in str(caught.value)
+    assert tg.webhook is None

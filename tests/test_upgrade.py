@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from gateway.cli.exit_codes import NOT_INSTALLED, STORE_REFUSED
+from gateway.cli.exit_codes import NOT_INSTALLED, PORT_IN_USE, STORE_REFUSED
 from gateway.core.errors import SchemaRefused
 from gateway.store import Store
 from gateway.store.cluster.membership import Membership
@@ -309,7 +309,7 @@ async def test_a_taken_port_stops_the_start_before_the_store_is_migrated(
         port = taken.getsockname()[1]
         env = cli_env(home, fake_llm, SWITCHBOARD_WEB__PORT=str(port))
         code, _, err = await switchboard("run", env=env)
-    assert code != 0 and f"cannot listen on 127.0.0.1:{port}" in err, err
+    assert code == PORT_IN_USE and f"cannot listen on 127.0.0.1:{port}" in err, err
     assert schema_of(db) == PREVIOUS_SCHEMA
     assert not (home / "backups").exists() or not copies(home / "backups")
 

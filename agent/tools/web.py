@@ -271,6 +271,7 @@ def web_browser(settings: WebToolSettings) -> Browser | None:
     if problem is not None:
         raise ConfigError(
             f"tools.web.browser is 'always' but {problem}; or set "
-            "SWITCHBOARD_TOOLS__WEB__BROWSER=auto to read pages without a browser"
+            "SWITCHBOARD_TOOLS__WEB__BROWSER=auto to read pages without a browser",
+            field="tools.web.browser",
         )
     return browser

@@ -186,7 +186,10 @@ class SlackChannel:
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._settings.http_listen, self._settings.http_port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # the port taken: say which setting, no traceback
+            raise self._settings.http_listener().refused(exc) from exc
         server: Any = site._server
         self.port = server.sockets[0].getsockname()[1] if server and server.sockets else None
         log.info(

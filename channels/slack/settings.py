@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.channels import LiveChannelSection, is_set
 from gateway.core.errors import ConfigError
+from gateway.core.system.listener import Listener
 
 
 class SlackSettings(LiveChannelSection):
@@ -56,6 +57,20 @@ class SlackSettings(LiveChannelSection):
 
     def listen_ports(self) -> tuple[int, ...]:
         return (self.http_port,) if self.mode != "socket" else ()
+
+    def listeners(self) -> tuple[Listener, ...]:
+        return (self.http_listener(),) if self.resolved_mode == "http" else ()
+
+    def http_listener(self) -> Listener:
+        """Where the HTTP Events API server listens, and the settings that say so."""
+        return Listener(
+            "Slack's Events API server",
+            self.http_listen,
+            self.http_port,
+            "slack.http_listen",
+            "slack.http_port",
+            "use Socket Mode (set slack.app_token)",
+        )
 
     @model_validator(mode="after")
     def _complete_credentials(self) -> SlackSettings:

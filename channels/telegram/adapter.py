@@ -132,7 +132,10 @@ class TelegramChannel:
                     port=self.settings.webhook_port,
                     path=self.settings.webhook_path,
                 )
-                await self.webhook.start()
+                try:
+                    await self.webhook.start()
+                except OSError as exc:  # the port taken: say which setting, no traceback
+                    raise self.settings.webhook_listener().refused(exc) from exc
             try:
                 await self._connect()
             except (TelegramError, OSError) as exc:

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr
 
 from gateway.config.channels import LiveChannelSection
 from gateway.config.media import VoiceSettings
+from gateway.core.system.listener import Listener
 
 
 class TelegramSettings(LiveChannelSection):
@@ -62,6 +63,20 @@ class TelegramSettings(LiveChannelSection):
 
     def listen_ports(self) -> tuple[int, ...]:
         return (self.webhook_port,) if self.mode == "webhook" else ()
+
+    def listeners(self) -> tuple[Listener, ...]:
+        return (self.webhook_listener(),) if self.mode == "webhook" else ()
+
+    def webhook_listener(self) -> Listener:
+        """Where the webhook server listens, and the settings that say so."""
+        return Listener(
+            "the Telegram webhook",
+            self.webhook_listen,
+            self.webhook_port,
+            "telegram.webhook_listen",
+            "telegram.webhook_port",
+            'telegram.mode = "polling"',
+        )
 
     def speech_settings(self, configured: VoiceSettings) -> VoiceSettings:
         """``[voice]``, or the older ``transcription_*`` keys when only those are set (kept

@@ -20,6 +20,7 @@ from gateway.cli import exit_codes
 from gateway.core.errors import (
     AnotherInstanceRunning,
     ConfigError,
+    PortInUse,
     SchemaRefused,
     StoreDamagedError,
     SwitchboardError,
@@ -27,7 +28,8 @@ from gateway.core.errors import (
 
 # The commands' modules (and the packages they import) load in build_parser(), inside
 # main(): a package missing from an environment not reinstalled after an update is said in
-# one line, not a traceback (gateway/core/system/install.py).
+# one line, not a traceback (gateway/core/system/install.py). One imported up here is said
+# so by the entry point (gateway/cli/entry.py), which imports this module.
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -187,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's flush at exit does not report the broken pipe again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 141
+        return exit_codes.BROKEN_PIPE
     return code
 
 
@@ -230,18 +232,29 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args.handler(args, settings))
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.INTERRUPTED
     except AnotherInstanceRunning as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         _into_the_log_file(f"{args.command} refused: {exc}")
-        return 3
+        return exit_codes.ANOTHER_INSTANCE
     except SwitchboardError as exc:
         said = "\n".join([str(exc), *getattr(exc, "__notes__", ())])  # notes: what else to know
         print(f"switchboard: {said}", file=sys.stderr)
         _into_the_log_file(f"{args.command} failed: {said}")
-        if isinstance(exc, SchemaRefused | StoreDamagedError):  # no retry changes the store
-            return exit_codes.STORE_REFUSED
-        return 1
+        return _exit_status(exc)
+
+
+def _exit_status(exc: SwitchboardError) -> int:
+    """The status of a command that failed with ``exc``: its own for what no restart
+    changes (gateway/cli/exit_codes.py), also when it shows only after the settings loaded
+    (a channel's settings, a token the platform refuses, a port taken), else 1."""
+    if isinstance(exc, PortInUse):
+        return exit_codes.PORT_IN_USE
+    if isinstance(exc, ConfigError):
+        return exit_codes.CONFIG
+    if isinstance(exc, SchemaRefused | StoreDamagedError):
+        return exit_codes.STORE_REFUSED
+    return exit_codes.FAILED
 
 
 def _into_the_log_file(message: str) -> None:

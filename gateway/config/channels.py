@@ -26,6 +26,7 @@ from pydantic_settings import NoDecode
 from gateway.config.media import VoiceSettings
 from gateway.core.errors import ConfigError
 from gateway.core.principal import Role
+from gateway.core.system.listener import Listener
 
 if TYPE_CHECKING:
     from gateway.core.system.mail import SendMailSettings
@@ -125,6 +126,13 @@ class ChannelSection(BaseModel):
         (gateway/config/ports.py); the web server's routes are not its own."""
         return ()
 
+    def listeners(self) -> tuple[Listener, ...]:
+        """The addresses the channel, once on, binds itself with these settings (the gateway
+        probes them before it starts anything: gateway/core/system/listener.py). Unlike
+        :meth:`listen_ports`, which the sandbox keeps away from whether or not they are in
+        use now, only what this start binds."""
+        return ()
+
     def is_new_account(self, sender_id: str, *, now: float) -> bool:
         """Whether ``sender_id``'s account was made recently, where the platform's ids tell:
         new accounts share one pairing slot, so a few throwaway ones cannot fill the queue."""
@@ -217,6 +225,12 @@ class WebSettings(BaseModel):
     @property
     def loopback(self) -> bool:
         return is_loopback_host(self.host)
+
+    def listener(self) -> Listener:
+        """Where the web server listens, and the settings that say so."""
+        return Listener(
+            "the web server", self.host, self.port, "web.host", "web.port", "web.enabled = false"
+        )
 
     @model_validator(mode="after")
     def _token_off_loopback(self) -> WebSettings:

@@ -4,7 +4,8 @@ Retry and policy decisions branch on these types, never on message strings::
 
     SwitchboardError
     ├── ConfigError                 invalid or missing configuration (fail fast at start)
-    │   └── ConfigFileUnreadable    config.toml or .env cannot be read (not UTF-8, not TOML)
+    │   ├── ConfigFileUnreadable    config.toml or .env cannot be read (not UTF-8, not TOML)
+    │   └── PortInUse               another program listens on a port a setting names
     ├── StoreError                  the durable store could not be used
     │   ├── StorageFullError        the disk is full; inbound is not acknowledged
     │   ├── StoreDamagedError       the database file is damaged, foreign or too new: no start
@@ -43,12 +44,27 @@ class ConfigFileUnreadable(ConfigError):
         self.path = path
 
 
+class PortInUse(ConfigError):
+    """Another program listens on the port a setting names (``field``; ``port``). No
+    restart frees it: a person stops that program or sets another port, so it has an exit
+    status of its own that the service does not restart on (gateway/cli/exit_codes.py)."""
+
+    def __init__(self, message: str, *, field: str, port: int) -> None:
+        super().__init__(message, field=field)
+        self.port = port
+
+
+def env_variable(field: str) -> str:
+    """The environment variable of a setting: ``web.port`` is ``SWITCHBOARD_WEB__PORT``."""
+    return "SWITCHBOARD_" + "__".join(part.upper() for part in field.split("."))
+
+
 def not_set(field: str, *, secret: bool = False) -> ConfigError:
     """A setting a channel cannot start without, named as config.toml and the environment
     name it: ``irc.server`` is ``server`` under ``[irc]``, or ``SWITCHBOARD_IRC__SERVER``;
     a secret belongs in ``.env``."""
     section, _, key = field.partition(".")
-    variable = f"SWITCHBOARD_{section.upper()}__{key.upper()}"
+    variable = env_variable(field)
     if secret:
         return ConfigError(f"{field} is not set: put {variable}=... in .env", field=field)
     return ConfigError(

@@ -51,6 +51,7 @@ from gateway.web.view import (
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from gateway.core.system.listener import Listener
     from gateway.web import WebServer
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class Gateway(Service):
         try:
             # what can fail cheaply first: a taken port stops us before the store is
             # migrated (the older version would refuse it) and before any channel connects
-            self._check_port()
+            self._check_ports()
             for workspace in workspaces(self.settings).values():
                 prepare_workspace(workspace)  # a new agent's workspace starts from the template
             await self.store.start()
@@ -177,11 +178,24 @@ class Gateway(Service):
         if isinstance(parts.llm, LazyProvider) and problem is not None:
             log.warning("%s", problem.explain())  # every turn will say so; say it now too
 
-    def _check_port(self) -> None:
+    def _check_ports(self) -> None:
+        """Raise what a listener's bind would (a port another program holds:
+        :class:`~gateway.core.errors.PortInUse`), before the store is opened or any channel
+        connects: the web server's, and the channels' own (Telegram's webhook, Slack's
+        Events API). A cluster node binds those only once it leads, maybe after a node on
+        the same machine that holds them now goes: it checks the web server's only."""
+        listeners: list[Listener] = []
         if self.settings.web.enabled:
-            from gateway.web import check_port  # noqa: PLC0415 - aiohttp only when serving
+            from gateway.web import web_listener  # noqa: PLC0415 - aiohttp only when serving
 
-            check_port(self)
+            listeners.extend(web_listener(self))
+        if self.guard.single_process:
+            sections = self.settings.channel_sections()
+            for name in self.channels:
+                if (section := sections.get(name)) is not None:
+                    listeners.extend(section.listeners())
+        for listener in listeners:
+            listener.probe()
 
     async def _serve_web(self) -> None:
         if self.web is not None:  # started before this node led: now serve it all

@@ -13,11 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gateway.core.system.listener import Listener
     from gateway.core.webhost import ServesWeb
     from gateway.web.server import WebServer
     from gateway.web.view import GatewayView
 
-__all__ = ["ServesWeb", "WebServer", "check_port", "start_web"]
+__all__ = ["ServesWeb", "WebServer", "start_web", "web_listener"]
 
 
 def __getattr__(name: str) -> Any:
@@ -57,28 +58,12 @@ async def start_web(gateway: GatewayView, *, standby: bool = False) -> WebServer
     return server
 
 
-def check_port(gateway: GatewayView) -> None:
-    """Raise the error :meth:`WebServer.start` would, before any channel connects: a port
-    another program holds stops the start while nothing is connected yet (not after
-    Telegram has started polling). A bind that works here is released at once."""
-    import socket  # noqa: PLC0415
-
-    from gateway.core.errors import ConfigError  # noqa: PLC0415
+def web_listener(gateway: GatewayView) -> tuple[Listener, ...]:
+    """The web server's address, to probe before anything starts (gateway/runtime/app.py);
+    none when it will not start (:func:`start_web`) or takes any free port."""
     from gateway.web.serving import serves_something  # noqa: PLC0415
 
     web = gateway.settings.web
     if not web.enabled or not web.port or not serves_something(gateway):
-        return
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            web.host or None, web.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
-            probe.bind(address)
-    except OSError as exc:
-        raise ConfigError(
-            f"the web server cannot listen on {web.host}:{web.port}: {exc.strerror or exc} "
-            "(set web.port / SWITCHBOARD_WEB__PORT, or web.enabled = false)",
-            field="web.port",
-        ) from exc
+        return ()
+    return (web.listener(),)

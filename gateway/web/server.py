@@ -134,12 +134,7 @@ class WebServer:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise ConfigError(
-                f"the web server cannot listen on {self.settings.host}:{self.settings.port}: "
-                f"{exc.strerror or exc} (set web.port / SWITCHBOARD_WEB__PORT, or "
-                "web.enabled = false)",
-                field="web.port",
-            ) from exc
+            raise self.settings.listener().refused(exc) from exc
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])

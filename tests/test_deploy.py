@@ -61,11 +61,17 @@ async def test_service_install_writes_a_unit_systemd_accepts(
     assert not unit.exists()
 
 
-def test_the_launchd_agent_restarts_on_failure(tmp_path: Path) -> None:
+def test_the_launchd_agent_restarts_on_a_crash_only(tmp_path: Path) -> None:
+    """launchd has no list of exit statuses not to restart on: the agent keeps the gateway
+    running while the stopped file that `switchboard run` writes on those is absent
+    (tests/test_exit_codes.py runs it); before, `SuccessfulExit = false` restarted every
+    failure, a configuration error too, every few seconds."""
     settings = Settings(home=tmp_path / "home")
     agent = plistlib.loads(launchd_plist(settings, python="/opt/py/bin/python").encode())
     assert agent["ProgramArguments"] == ["/opt/py/bin/python", "-m", "gateway", "run"]
-    assert agent["KeepAlive"] == {"SuccessfulExit": False}  # restarted unless it exited 0
+    stopped = str(settings.data_dir / "launchd-stopped")
+    assert agent["KeepAlive"] == {"PathState": {stopped: False}}  # alive while it is absent
+    assert agent["EnvironmentVariables"]["SWITCHBOARD_STOPPED_FILE"] == stopped
     assert agent["RunAtLoad"] is True
     assert agent["EnvironmentVariables"]["SWITCHBOARD_HOME"] == str(settings.home)
 

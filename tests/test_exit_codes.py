@@ -7,15 +7,22 @@ needs a process of its own: tests/test_upgrade.py."""
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gateway.cli import exit_codes
 from gateway.cli.entry import main
+from gateway.cli.launchd import STOPPED_FILE
+from gateway.cli.service import systemd_unit
 from gateway.config.settings import Settings
+from gateway.core.system.lock import ProcessLock
+from gateway.runtime.deployment import LOCK_FILE
 
+ROOT = Path(__file__).resolve().parents[1]
 WEBHOOK = {
     "SWITCHBOARD_TELEGRAM__TOKEN": "123456:telegram-token-of-this-test",
     "SWITCHBOARD_TELEGRAM__BASE_URL": "http://127.0.0.1:9",  # never reached: nothing starts
@@ -70,3 +77,46 @@ def test_a_channels_taken_port_stops_the_start_naming_its_setting(
         '(SWITCHBOARD_TELEGRAM__WEBHOOK_PORT) to a free port, or telegram.mode = "polling"'
     )
     assert not (Settings().data_dir / "switchboard.db").exists()
+
+
+def test_launchd_restarts_a_crash_but_not_what_a_person_must_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launchd agent keeps the gateway running while its stopped file is absent
+    (gateway/cli/service.py): a configuration error writes it (launchd would otherwise
+    start the gateway every few seconds, as it did on any status but 0); a start that
+    fails in a way a restart may change (another process holds the home: 3) leaves it
+    absent, and the exit statuses stay what they are."""
+    stopped = tmp_path / "home" / "data" / "launchd-stopped"
+    monkeypatch.setenv(STOPPED_FILE, str(stopped))
+    monkeypatch.setenv("SWITCHBOARD_WEB__PORT", "0")
+    monkeypatch.setenv("SWITCHBOARD_LLM__PROVIDER", "gemini")
+    assert main(["run"]) == exit_codes.CONFIG
+    assert "llm.provider" in capsys.readouterr().err
+    text = stopped.read_text()
+    assert "exited with status 2" in text and "deleting this file" in text
+
+    monkeypatch.delenv("SWITCHBOARD_LLM__PROVIDER")
+    with ProcessLock(Settings().data_dir / LOCK_FILE):  # a `switchboard run` in a terminal
+        assert main(["run"]) == exit_codes.ANOTHER_INSTANCE
+    assert "another Switchboard process" in said(capsys)
+    assert not stopped.exists()  # launchd starts it again (as systemd does)
+
+
+def test_the_exit_codes_table_lists_every_status_and_what_the_unit_restarts() -> None:
+    """docs/reliability.md's table is the one list of exit statuses: each of
+    gateway/cli/exit_codes.py, and "no" under "restarted" for exactly the ones the systemd
+    unit does not restart on."""
+    docs = (ROOT / "docs" / "reliability.md").read_text()
+    table = docs.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \|(.*)$", table, re.MULTILINE)
+    statuses = {
+        value for name, value in vars(exit_codes).items() if name.isupper() and type(value) is int
+    }
+    assert {int(code) for code, _ in rows} == statuses
+    not_restarted = {int(code) for code, rest in rows if rest.split("|")[-2].strip() == "no"}
+    assert not_restarted == {exit_codes.OK, *exit_codes.A_PERSON_MUST_ACT}
+    unit = systemd_unit(Settings())
+    prevented = re.search(r"^RestartPreventExitStatus=(.*)$", unit, re.MULTILINE)
+    assert prevented is not None
+    assert {int(code) for code in prevented[1].split()} == set(exit_codes.A_PERSON_MUST_ACT)

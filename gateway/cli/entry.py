@@ -4,7 +4,8 @@ It imports only the standard library and modules of this project that import not
 and the command itself (gateway/cli/main.py) inside a ``try``: code updated without
 reinstalling may import a package the environment lacks (or has too old) anywhere, at the
 top of the command's own module too, and that is said in one line naming the package and
-the command that installs it, with exit status 6, never as a traceback.
+the command that installs it, with exit status 6, never as a traceback. Under launchd it
+also keeps the agent's stopped file (gateway/cli/launchd.py).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from gateway.cli.exit_codes import NOT_INSTALLED
+from gateway.cli.launchd import supervised
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command (``argv``: its arguments, default the process's)."""
     args = sys.argv[1:] if argv is None else list(argv)
-    return _command(args)
+    return supervised(args, lambda: _command(args))
 
 
 def _command(args: list[str]) -> int:

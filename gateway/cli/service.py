@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.cli.exit_codes import A_PERSON_MUST_ACT
+from gateway.cli.launchd import LABEL as LAUNCHD_LABEL
+from gateway.cli.launchd import STOPPED_FILE
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 
 UNIT_NAME = "switchboard.service"
-LAUNCHD_LABEL = "dev.switchboard.gateway"
 RESTART_SECONDS = 5
 STOP_TIMEOUT_SECONDS = 30  # the gateway lets running turns finish for up to 10 s
 DESCRIPTION = (
@@ -77,6 +78,9 @@ def service_command(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         text = launchd_plist(settings) if macos else systemd_unit(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if macos:  # launchd changes into the home and opens the logs before the gateway runs
+            settings.home.mkdir(parents=True, exist_ok=True)
+            (settings.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote    {path}")
         _warn_about_environment()
@@ -125,7 +129,8 @@ def launchd_path() -> Path:
 
 def systemd_unit(settings: Settings, python: str = sys.executable) -> str:
     """The user unit: restart on failure, but not on an exit a person must act on first (a
-    configuration or store it refuses, a package missing: gateway/cli/exit_codes.py), SIGTERM
+    configuration or store it refuses, a package missing, a port taken:
+    gateway/cli/exit_codes.py), SIGTERM
     with time to finish, output to the journal (the gateway also writes
     data/logs/switchboard.log)."""
     return f"""\
@@ -151,21 +156,39 @@ WantedBy=default.target
 
 
 def launchd_plist(settings: Settings, python: str = sys.executable) -> str:
-    """The launchd agent: started at login, restarted unless it exited cleanly."""
+    """The launchd agent: started at login, restarted when it crashes, as the systemd unit
+    is: not when it was stopped or exited with a status a person must act on first.
+
+    launchd's ``KeepAlive`` tells exit statuses apart only as zero or not
+    (``SuccessfulExit``) and has no list of statuses not to restart on; ``Crashed`` counts
+    only a few signals, not an exception's exit 1. So the agent keeps the gateway running
+    while a file is absent (``PathState``), which ``switchboard run`` writes when it exits
+    in a way a restart does not change and removes when it starts (gateway/cli/launchd.py):
+    the exit status stays what it is (``launchctl print`` shows it)."""
     logs = settings.data_dir / "logs"
+    environment = {
+        "SWITCHBOARD_HOME": str(settings.home),
+        "PYTHONUNBUFFERED": "1",
+        STOPPED_FILE: str(launchd_stopped_file(settings)),
+    }
     agent = {
         "Label": LAUNCHD_LABEL,
         "ProgramArguments": [python, "-m", "gateway", "run"],
-        "EnvironmentVariables": {"SWITCHBOARD_HOME": str(settings.home), "PYTHONUNBUFFERED": "1"},
+        "EnvironmentVariables": environment,
         "WorkingDirectory": str(settings.home),
         "RunAtLoad": True,
-        "KeepAlive": {"SuccessfulExit": False},
+        "KeepAlive": {"PathState": {str(launchd_stopped_file(settings)): False}},
         "ThrottleInterval": RESTART_SECONDS,
         "ExitTimeOut": STOP_TIMEOUT_SECONDS,
         "StandardOutPath": str(logs / "service.out.log"),
         "StandardErrorPath": str(logs / "service.err.log"),
     }
     return plistlib.dumps(agent).decode("utf-8")
+
+
+def launchd_stopped_file(settings: Settings) -> Path:
+    """While this file exists, launchd does not start the gateway again (see above)."""
+    return settings.data_dir / "launchd-stopped"
 
 
 def _quoted(value: str) -> str:

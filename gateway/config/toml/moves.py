@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # SWITCHBOARD_* variables that are not settings: where the settings are
-NOT_SETTINGS = frozenset({f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}SECRETS_DIR"})
+# SWITCHBOARD_STOPPED_FILE: the launchd agent's (gateway/cli/launchd.py)
+NOT_SETTINGS = frozenset(
+    {f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}SECRETS_DIR", f"{ENV_PREFIX}STOPPED_FILE"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -311,7 +311,7 @@ async def test_status_explains_the_answers_waiting_to_be_sent(
             await gateway.bus.wait_until(both_answers_wait)
         await tg.say("/status", chat_id=7, user_id=7)
         [status] = await tg.wait_sent(1, chat_id=7)
-    lines = [line.lstrip("-⦁ ") for line in status.params["text"].splitlines()]
+    lines = [line.lstrip("-• ") for line in status.params["text"].splitlines()]
     assert any(line.endswith(" · messages waiting for a turn: 0") for line in lines), lines
     assert "Messages to send: 2 messages not delivered yet" in lines
     assert any(

@@ -1,4 +1,5 @@
-"""Markdown to safe HTML for the web chat (markdown-it-py, CommonMark).
+"""Markdown to safe HTML for the web chat, read as every formatting channel reads it
+(:mod:`channels._markdown`: CommonMark, and what is not markup shown as written).
 
 Raw HTML in model output is escaped, never passed through, so ``<script>`` shows as text.
 Links keep only http(s) and mailto targets and open in a new tab without a referrer.
@@ -16,11 +17,7 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-ALLOWED_SCHEMES = ("http://", "https://", "mailto:")
-
-
-def _validate_link(url: str) -> bool:
-    return url.strip().lower().startswith(ALLOWED_SCHEMES)
+from channels._markdown import markdown
 
 
 def _link_open(
@@ -36,9 +33,7 @@ def _link_open(
 
 
 def _build() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False})
-    md.enable("table").enable("strikethrough").disable(["image", "html_block", "html_inline"])
-    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md = markdown()
     md.add_render_rule("link_open", _link_open)
     return md
 

@@ -67,6 +67,12 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def utf16_slice(text: str, offset: int, length: int) -> str:
+    """The part of ``text`` an entity covers (Telegram counts in UTF-16 code units)."""
+    units = text.encode("utf-16-le")
+    return units[2 * offset : 2 * (offset + length)].decode("utf-16-le")
+
+
 @dataclass
 class Call:
     method: str
@@ -355,6 +361,15 @@ class FakeTelegram:
 
     def visible_entities(self, chat_id: int) -> list[list[dict[str, Any]]]:
         return [ents for (chat, _), (_, ents) in sorted(self.chat.items()) if chat == chat_id]
+
+    def formatted(self, chat_id: int) -> list[tuple[str, list[tuple[str, str]]]]:
+        """The chat's messages as the user sees them now: each text with what its entities
+        format, as (entity type, the text it covers), in order."""
+        return [
+            (text, [(e["type"], utf16_slice(text, e["offset"], e["length"])) for e in entities])
+            for (chat, _), (text, entities) in sorted(self.chat.items())
+            if chat == chat_id
+        ]
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         async def reached() -> None:

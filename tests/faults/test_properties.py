@@ -4,7 +4,9 @@ balanced in every chunk, no text lost, tool-call arguments always an object or a
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from datetime import UTC, datetime
 
 from hypothesis import given, settings
@@ -17,7 +19,9 @@ from channels.discord.render import MAX_MESSAGE as DISCORD_MAX
 from channels.discord.render import render as discord_render
 from channels.email.parse import parse_mail
 from channels.slack.render import render as slack_render
+from channels.telegram.render import convert as telegram_convert
 from channels.telegram.render import render as telegram_render
+from channels.webchat.render import render_markdown
 from gateway.core.schedule_spec import ScheduleError, parse_schedule
 
 # Markdown specials, a fence, RTL override, zero-width joiner/space, a 4-byte emoji, a
@@ -55,6 +59,20 @@ def test_telegram_parts_fit_and_entities_stay_inside(text: str, limit: int) -> N
         part.text.encode("utf-8")
         for entity in part.entities:
             assert entity.offset >= 0 and entity.offset + entity.length <= size
+
+
+def shown(text: str) -> str:
+    """The characters a reader sees, apart from spaces and what a layout adds (bullets,
+    table rules and bars, a rule's dashes, which the web chat draws instead of writing)."""
+    return "".join(c for c in text if not c.isspace() and c not in "•—|-+")
+
+
+@FAST
+@given(hostile_text)
+def test_telegram_shows_the_characters_the_web_chat_shows(text: str) -> None:
+    page = html.unescape(re.sub(r"<[^>]+>", "", render_markdown(text)))
+    telegram, _ = telegram_convert(text)
+    assert shown(telegram) == shown(page)
 
 
 @settings(max_examples=max(20, settings.default.max_examples // 100))

@@ -97,6 +97,26 @@ async def test_in_a_channel_only_a_message_with_the_nick_is_answered_there(
     assert "dana: lunch was good" in context
 
 
+@pytest.mark.parametrize("address", [f"@{BOT}", BOT])
+async def test_in_a_channel_the_nick_then_stop_stops_the_turn(
+    make_settings: SettingsFactory, ircd: Ircd, fake_llm: FakeLLM, address: str
+) -> None:
+    settings = irc_settings(make_settings, ircd, channels=["#lobby"])
+    gate = asyncio.Event()
+    fake_llm.queue(llm.held(gate, "an essay nobody wants any more"))
+    async with person(ircd, "dana", "#lobby") as dana, running(settings) as (gateway, _):
+        await dana.wait_for(lambda: any(f":{BOT}!" in s and " JOIN " in s for s in dana.lines))
+        await dana.say("#lobby", f"{BOT}: write another essay")
+        await fake_llm.wait_for_requests(1)
+        await dana.say("#lobby", f"{address} /stop")
+        await dana.wait_for(lambda: dana.texts("#lobby", source=BOT))
+        gate.set()
+        await gateway.wait_idle()
+    [stopped] = dana.texts("#lobby", source=BOT)  # no essay, no answer to the stop
+    assert stopped.startswith("Stopped.")
+    assert len(fake_llm.requests) == 1
+
+
 async def test_a_long_answer_arrives_complete_in_order_and_paced(
     make_settings: SettingsFactory, ircd: Ircd, fake_llm: FakeLLM
 ) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
+from channels.matrix.convert import Room, convert
 from channels.matrix.plugin import create
 from gateway.cli.onboard.channel import onboard_channel
 from gateway.config.settings import Settings, load_settings
@@ -626,3 +627,24 @@ async def _edited(person: Person, room: str, sender: str) -> bool:
 
 async def _shows(person: Person, room: str, sender: str, text: str) -> bool:
     return shown(await person.events(room), sender) == [text]
+
+
+def test_the_bots_name_goes_from_the_start_only_as_a_whole_word() -> None:
+    """The bot called Sam: ``Sam: /stop`` is the command; ``Samstag passt`` keeps its
+    first word (it lost ``Sam`` before: ``stag passt``)."""
+    room = Room("!room:example.org", direct=False, names={"@sam:example.org": "Sam"})
+
+    def text_of(body: str) -> str:
+        event = {
+            "type": "m.room.message",
+            "sender": "@dana:example.org",
+            "event_id": f"${uuid.uuid4().hex}",
+            "content": {"msgtype": "m.text", "body": body},
+        }
+        converted = convert(event, room, "@sam:example.org")
+        assert converted is not None
+        return converted.message.text
+
+    assert text_of("Sam: /stop") == "/stop"
+    assert text_of("@sam:example.org /stop") == "/stop"
+    assert text_of("Samstag passt mir, Sam") == "Samstag passt mir, Sam"

@@ -14,6 +14,7 @@ from tests.fakes.llm import FakeLLM, held, streamed, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 
 LONG = " ".join(f"word{i}" for i in range(200))
+GROUP = -1001234
 
 
 async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
@@ -58,3 +59,23 @@ async def test_an_edit_before_the_answer_replaces_the_message(
     second = fake_llm.requests[1]
     assert "book a table for four" in second.last_user_text
     assert "for two" not in str(second.body)
+
+
+@pytest.mark.parametrize("stop", ["/stop", "stop"])
+async def test_in_a_group_the_bot_addressed_first_then_stop_stops_the_turn(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, stop: str
+) -> None:
+    group = {"chat_id": GROUP, "chat_type": "supergroup"}
+    gate = asyncio.Event()
+    fake_llm.queue(held(gate, "an essay nobody wants any more"))
+    settings = make_settings(telegram=section(tg, group_allow_from=[str(GROUP)]))
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say(f"@{tg.username} write another essay", **group)
+        await fake_llm.wait_for_requests(1)
+        await tg.say(f"@{tg.username} {stop}", **group)
+        [stopped] = await tg.wait_sent(1, chat_id=GROUP)
+        gate.set()
+        await gateway.wait_idle()
+    assert stopped.params["text"].startswith("Stopped.")
+    assert tg.texts(GROUP) == [stopped.params["text"]]  # no essay, no answer to the stop
+    assert len(fake_llm.requests) == 1

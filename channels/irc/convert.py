@@ -83,10 +83,14 @@ def _addressed(text: str, bot: Names) -> bool:
 
 
 def _without_address(text: str, bot: Names) -> str:
-    """``switchboard: what's up`` → ``what's up`` (only at the start)."""
+    """``switchboard: what's up`` → ``what's up``, ``@switchboard /stop`` and
+    ``switchboard /stop`` → ``/stop`` (only at the start), so a command written after the
+    nick is a command. A bare nick before other words stays: ``switchboard is slow``."""
     head, sep, rest = text.partition(" ")
-    if sep and head.rstrip(":,") in bot and head[-1:] in (":", ","):
-        return rest.strip()
+    if not sep or head.removeprefix("@").rstrip(":,") not in bot:
+        return text
+    if head.startswith("@") or head[-1:] in (":", ",") or rest.lstrip().startswith("/"):
+        return rest.strip() or text
     return text
 
 

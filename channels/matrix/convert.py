@@ -183,9 +183,10 @@ def _addressed(
 
 
 def _strip_mention(text: str, bot_user_id: str, name: str | None) -> str:
-    """``@bot:example.org: hi`` or ``Bot: hi`` → ``hi`` (only at the start)."""
+    """``@bot:example.org: hi`` or ``Bot: hi`` → ``hi`` (only at the start, and only the
+    whole name: with the bot called Sam, ``Samstag?`` stays as it is)."""
     for who in (bot_user_id, name):
-        if who and text.lower().startswith(who.lower()):
+        if who and re.match(rf"{re.escape(who)}(?!\w)", text, re.IGNORECASE):
             return text[len(who) :].lstrip(":, ")
     return text
 

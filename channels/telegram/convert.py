@@ -7,7 +7,8 @@ the caller still confirms them (an update we cannot use must never block the one
 
 A forwarded message is someone else's words: its text goes to ``InboundMessage.forwarded``
 with its origin (:func:`forwarded`), never to ``text``, so it cannot pass for the forwarder's
-request, command or mention of the bot.
+request, command or mention of the bot. The bot's ``@username`` a message begins with is not
+part of its text (:func:`without_mention`), so ``@bot /stop`` is a command.
 
 Identity comes from numeric ids only: ``sender_id`` is the user's id (or the posting chat's
 id for anonymous admins and channel posts), never a username or display name, which anyone
@@ -18,6 +19,7 @@ Files are described here (:class:`MediaRef`) and downloaded by :mod:`channels.te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,7 +111,7 @@ def convert_update(update: Update, bot: BotIdentity) -> Converted | None:
         chat_id=str(msg.chat.id),
         sender_id=sender_id,
         sender_name=sender_name,
-        text="" if forward else text,
+        text="" if forward else without_mention(text, bot),
         platform_message_id=platform_message_id(msg.chat.id, msg.message_id),
         chat_type=chat_type,
         thread_id=str(msg.message_thread_id)
@@ -150,6 +152,19 @@ def _pressed(query: CallbackQuery) -> Converted | None:
         mentioned=True,
     )
     return Converted(inbound)
+
+
+def without_mention(text: str, bot: BotIdentity) -> str:
+    """``text`` without the bot's ``@username`` it starts with, as the other channels drop
+    their mention of the bot: ``@bot /stop`` is the command ``/stop`` (like ``/stop@bot``),
+    ``@bot stop`` the stop phrase, ``@bot what's up`` asks "what's up". A mention further
+    on is part of what was said; a message of nothing but the mention keeps it."""
+    if not bot.username:
+        return text
+    lead = re.match(rf"\s*@{re.escape(bot.username)}(?![\w@])[\s,:]*", text, re.IGNORECASE)
+    if lead is None or lead.end() == len(text):
+        return text
+    return text[lead.end() :]
 
 
 def addresses_bot(msg: Message, bot: BotIdentity) -> bool:

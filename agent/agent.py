@@ -44,7 +44,9 @@ from agent.turn.outcome import (
     INTERNAL_ERROR_NOTICE,
     TIMEOUT_NOTICE,
     decide,
+    kept_answer,
     notice,
+    outbound,
     provider_notice,
     stop_mark,
     stop_notice,
@@ -52,7 +54,7 @@ from agent.turn.outcome import (
 from agent.turn.scope import authorising_texts, file_view, loaded_skills, resumed_state
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
-from gateway.core.messages import ChatRef
+from gateway.core.messages import ChatRef, OutboundKind
 from gateway.core.principal import Principal
 from gateway.core.services import Services
 from gateway.core.system.storage import StorageAlarm, until_stored
@@ -535,7 +537,9 @@ class Agent:
         """The person stopped the turn: one message says so, and what it had already done
         (from the idempotency ledger). What was said and done stays in history: ``cut``, what
         the answer had said when it was cut, too. History keeps a plain mark, not the notice,
-        so the model, reading it later, does not take "Stopped." for an answer to give."""
+        so the model, reading it later, does not take "Stopped." for an answer to give. The
+        chat keeps those words too, where they were shown (:class:`OutboundKind.STOPPED`,
+        before the notice)."""
         control = request.control
         effects = await self.executor.side_effects(request.turn_id)
         done = [e.described() for e in effects if e.state == "done"]
@@ -545,6 +549,9 @@ class Agent:
         final = ChatMessage("assistant", f"{said}{stop_mark(done, unknown)}")
         await self._checkpoint(request, [final])
         outcome = notice(request, text)
+        if said and outcome.replies:  # the words shown stay (where they were), then the notice
+            kept = outbound(request, kept_answer(cut), OutboundKind.STOPPED)
+            outcome = replace(outcome, replies=(kept, *outcome.replies))
         return replace(outcome, failed=False, usage=state.meter.entries())
 
     def _now(self, request: TurnRequest) -> datetime:

@@ -69,8 +69,11 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
             lambda: any(t.startswith("Stopped.") for t in fake_discord.visible(DM_CHANNEL))
         )
         await gateway.wait_idle()
-    [shown] = fake_discord.visible(DM_CHANNEL)
-    assert shown.startswith("Stopped.") and draft.components == []  # the button went with it
+    kept, stopped = fake_discord.visible(DM_CHANNEL)
+    # the draft keeps what it had written, marked, without its button; the notice follows
+    assert draft.content == kept and draft.components == []
+    assert kept.startswith("word0 word1 ") and kept.endswith("\n\n_Stopped before it finished._")
+    assert stopped.startswith("Stopped.")
 
 
 async def test_commands_are_registered_once_and_a_slash_stop_stops(

@@ -102,8 +102,11 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
             lambda: any(t.startswith("Stopped.") for t in fake_slack.visible("D0001"))
         )
         await gateway.wait_idle()
-    [shown] = fake_slack.visible("D0001")
-    assert shown.startswith("Stopped.") and draft.blocks == []  # the button went with it
+    kept, stopped = fake_slack.visible("D0001")
+    # the draft keeps what it had written, marked, without its button; the notice follows
+    assert draft.text == kept and draft.blocks == []
+    assert kept.startswith("word0 word1 ") and kept.endswith("Stopped before it finished._")
+    assert stopped.startswith("Stopped.")
 
 
 async def test_a_slash_command_stops_the_running_turn(

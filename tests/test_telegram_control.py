@@ -33,8 +33,13 @@ async def test_the_stop_button_under_a_streamed_draft_stops_the_answer(
         await tg.press(draft, "/stop", user_id=42)
         await tg.wait_for(lambda: any(t.startswith("Stopped.") for t in tg.visible(42)))
         await gateway.wait_idle()
-    visible = tg.visible(42)
-    assert len(visible) == 1 and visible[0].startswith("Stopped.")  # the draft became it
+    kept, stopped = tg.visible(42)
+    shown = draft.result["message_id"]
+    # the draft keeps what it had written, marked, without its button; the notice follows
+    assert tg.chat[(42, shown)][0] == kept and (42, shown) not in tg.markup
+    assert kept.startswith("word0 word1 ") and kept.endswith("\n\nStopped before it finished.")
+    assert ("italic", "Stopped before it finished.") in tg.formatted(42)[0][1]
+    assert stopped.startswith("Stopped.")
     assert not any("word199" in t for t in tg.texts(42))
     [ended] = [r.getMessage() for r in caplog.records if r.name == "gateway.runtime.turns.chat"]
     assert " stopped by " in ended and "answered" not in ended  # the log says what happened
@@ -79,3 +84,20 @@ async def test_in_a_group_the_bot_addressed_first_then_stop_stops_the_turn(
     assert stopped.params["text"].startswith("Stopped.")
     assert tg.texts(GROUP) == [stopped.params["text"]]  # no essay, no answer to the stop
     assert len(fake_llm.requests) == 1
+
+
+async def test_a_stop_keeps_the_words_a_preview_showed_as_a_message(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    tg.draft_previews = True  # the words show in sendMessageDraft's preview, not a message
+    fake_llm.queue(streamed(LONG, chunks=100, over=20))
+    settings = make_settings(telegram=section(tg, streaming=True))
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say("write me something long")
+        await tg.wait_for(lambda: 42 in tg.previews)
+        await tg.say("/stop")
+        await tg.wait_for(lambda: any(t.startswith("Stopped.") for t in tg.visible(42)))
+        await gateway.wait_idle()
+    kept, stopped = tg.visible(42)
+    assert kept.startswith("word0 word1 ") and kept.endswith("\n\nStopped before it finished.")
+    assert stopped.startswith("Stopped.") and 42 not in tg.previews

@@ -99,6 +99,18 @@ def stop_notice(done: Sequence[str], unknown: Sequence[str], *, dropped: int = 0
     return " ".join(parts)
 
 
+STOPPED_MARK = "Stopped before it finished."
+
+
+def kept_answer(cut: str) -> str:
+    """What a chat keeps of an answer stopped while it was shown: its words as far as they
+    were written (a code block left open closed), then the mark the web chat shows too."""
+    words = cut.rstrip()
+    if words.count("```") % 2:
+        words += "\n```"
+    return f"{words}\n\n_{STOPPED_MARK}_"
+
+
 def stop_mark(done: Sequence[str], unknown: Sequence[str]) -> str:
     """What history keeps where a stopped answer ends (after what it had written): a plain
     mark, so the model reading it later neither repeats nor imitates the person's notice."""

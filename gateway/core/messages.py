@@ -30,6 +30,10 @@ class OutboundKind(enum.StrEnum):
     PROGRESS = "progress"  # interim text from the `message` or `notify` tool
     NOTICE = "notice"  # a failure or system notice (interrupted, provider down, ...)
     PROACTIVE = "proactive"  # heartbeat or scheduled-job output
+    # What a stopped answer had written: kept where it was shown (its streamed draft, or
+    # after the preview that showed it), marked as stopped; where nothing of it was shown,
+    # not sent at all (gateway/runtime/outbound/attempt.py)
+    STOPPED = "stopped"
 
 
 def utcnow() -> datetime:

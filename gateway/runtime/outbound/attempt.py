@@ -12,7 +12,9 @@ The rule that makes a crash at any instant harmless (gateway/store/outbox.py has
    is *resent*: the channel finds out what those attempts left and completes the message
    from there (:class:`~gateway.core.channel.LostSend`; per platform in
    docs/reliability.md). Channels that cannot find out (the web chat, the terminal: their
-   transcript is the message) simply send again.
+   transcript is the message) simply send again. What a stopped answer had written
+   (``OutboundKind.STOPPED``) finishes its draft, follows its preview, or, where nothing of
+   it was shown, is not sent at all.
 3. The worker records the result the moment the call returns (ahead of other store writes).
 
 An attempt made by another process (one that died, or a cluster leader that lost its lead)
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.channel import Channel, LostSend, SendAttempt, SupportsResend
+from gateway.core.messages import OutboundKind
 from gateway.runtime.outbound.drafts import KNOWN_LOOKBACK, DraftStreamer
 from gateway.store import Outbox, OutboxRecord
 from gateway.store.drafts import DraftMessages
@@ -71,8 +74,15 @@ class Delivery:
         message = record.message
         drafting = self._drafts.drafting(message)
         stored = DraftMessages()
+        previewed = False
         if drafting is not None and message.turn_id is not None:
+            previewed = self._drafts.previewed(message.chat, message.turn_id)
             stored = await self._drafts.close(message.chat, message.turn_id)
+        shown = stored.ids or stored.lost or stored.retired or previewed
+        if message.kind is OutboundKind.STOPPED and not shown:
+            # nothing of the stopped answer was shown here: nothing to keep (the web chat
+            # keeps what it streamed itself); recorded as done, and never sent
+            return await self._skipped(record)
         earlier = record.open_sends if record.lost else ()
         lost = (*earlier, *stored.lost)
         if lost and record.id not in self._own:  # maybe another process's: let it land first
@@ -100,6 +110,12 @@ class Delivery:
             # drafts a node that lost the session may still edit: the answer went apart
             await self._drafts.discard(message.chat, stored.retired)
         return Delivered(receipt, finished)
+
+    async def _skipped(self, record: OutboxRecord) -> Delivered | None:
+        marked = await self._outbox.mark_sending(
+            record.id, SendAttempt(self._clock(), None), fence=self._fence
+        )
+        return None if marked is None else Delivered(None, None)
 
     def forget(self, record_id: int) -> None:
         """The row is settled (sent or given up)."""

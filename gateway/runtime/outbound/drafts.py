@@ -80,7 +80,7 @@ class Known(Protocol):
     ) -> list[KnownMessage]: ...
 
 
-DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE})
+DRAFTED_KINDS = frozenset({OutboundKind.REPLY, OutboundKind.NOTICE, OutboundKind.STOPPED})
 KNOWN_LOOKBACK = 600.0  # seconds before a lost post whose records a channel is given
 ENDED_KEPT = 256  # drafts of ended turns kept for their delivery (answers with buttons never ask)
 # Seconds the first words wait before they are shown when they come after the turn's delay (a
@@ -111,6 +111,7 @@ class _Draft:
     # failed) may have posted drafts this process never saw
     committed: bool = False
     broken: bool = False  # the platform refused a draft: stop streaming this turn
+    previewed: bool = False  # the platform's preview showed some of it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.Task[None] | None = None
 
@@ -257,6 +258,7 @@ class DraftStreamer:
             log.info("%s: no previews (%s); streaming by editing", draft.chat.channel, exc)
             draft.preview = False
             return False
+        draft.previewed = True
         return True
 
     async def _post(self, draft: _Draft, part: str) -> str:
@@ -294,6 +296,13 @@ class DraftStreamer:
         ):
             return None
         return self._drafting(message.chat)
+
+    def previewed(self, chat: ChatRef, turn_id: str) -> bool:
+        """Whether this process showed some of the turn's answer in a preview (a preview is
+        no message: what a stopped answer had shown there is sent as one)."""
+        key = (chat.session_key, turn_id)
+        draft = self._ended.get(key) or self._live.get(key)
+        return draft is not None and draft.previewed
 
     async def close(self, chat: ChatRef, turn_id: str) -> DraftMessages:
         """Stop showing a turn's draft (waiting for a post or edit under way) and return

@@ -205,8 +205,8 @@ class _Writer:
             self.write("\n")
         current = self.lists[-1]
         indent = "  " * (len(self.lists) - 1)
-        if current[0]:
-            self.write(f"{indent}{current[1]}. ")
+        if current[0]:  # its number, with the model's own "." or ")"
+            self.write(f"{indent}{current[1]}{token.markup or '.'} ")
             current[1] += 1
         elif token.meta.get("task"):  # its box (☐, ☑) begins its text: no bullet
             self.write(indent)

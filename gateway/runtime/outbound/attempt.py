@@ -112,6 +112,8 @@ class Delivery:
         return Delivered(receipt, finished)
 
     async def _skipped(self, record: OutboxRecord) -> Delivered | None:
+        """Settle ``record`` without a platform call, under the same fence as a send (a node
+        that does not lead leaves it alone); a crash before it is recorded skips it again."""
         marked = await self._outbox.mark_sending(
             record.id, SendAttempt(self._clock(), None), fence=self._fence
         )

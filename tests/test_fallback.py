@@ -21,7 +21,7 @@ from gateway.runtime.agents.assembly import agent_settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
-from tests.fakes.llm import FakeLLM, Recorded, calls, error, text
+from tests.fakes.llm import SIGN_IN_PAGE, FakeLLM, Recorded, calls, error, text
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -150,6 +150,56 @@ async def test_when_every_model_fails_the_notice_names_each(
     assert "try again in a moment" in notice
     events = trace_events(settings)
     assert [e["status"] for e in events if e["event"] == "fallback"] == [503, 529]
+
+
+async def test_a_model_whose_url_answers_with_a_web_page_is_failed_over(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    """A base URL that reaches a sign-in page (200, HTML) is an outage like any other: the
+    fallback answers, and the trace says what the primary sent instead of an answer."""
+    fake_llm.web_page = SIGN_IN_PAGE
+    backup_llm.queue(text("Paris is the capital of France."))
+    settings = with_fallback(make_settings, backup_llm)
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel]) as gateway:
+        await channel.push("capital of France?")
+        await channel.wait_for(1)
+        await gateway.wait_idle()
+    assert channel.texts() == ["Paris is the capital of France."]
+    [failover] = [e for e in trace_events(settings) if e["event"] == "fallback"]
+    assert failover["error"] == "LLMUnavailable"
+    assert failover["reason"] == (
+        f'{fake_llm.openai_url} answered /chat/completions with an HTML page ("Sign in"), '
+        "not an OpenAI-compatible API."
+    )
+
+
+async def test_doctor_names_a_web_page_at_a_models_url_beside_its_other_checks(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    backup_llm: FakeLLM,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    backup_llm.web_page = SIGN_IN_PAGE
+    root = f"http://127.0.0.1:{backup_llm.port}"  # the site, not its /v1
+    settings = make_settings(llm={"fallbacks": [{"model": "backup-model", "base_url": root}]})
+    assert await run_doctor(settings) == 1
+    out = capsys.readouterr().out
+    checks = {
+        line[7:].split("  ", 1)[0].strip(): (line[1:5], line[7:].split("  ", 1)[1].strip())
+        for line in out.splitlines()
+        if line[:1] == "["
+    }
+    assert checks["llm fallback 1"] == (
+        "FAIL",
+        f'{root} answered /chat/completions with an HTML page ("Sign in"), not an '
+        "OpenAI-compatible API. Does it need /v1? Set llm.fallbacks[0].base_url (that entry "
+        "of SWITCHBOARD_LLM__FALLBACKS, or of the [[llm.fallbacks]] tables in config.toml) "
+        f"to the model server's /v1 root (such as {root}/v1).",
+    )
+    assert checks["llm"][0] == "ok  "
+    assert {"config", "workspace", "llm key", "security"} <= checks.keys()  # the rest, too
+    assert "1 problem found" in out
 
 
 @pytest.mark.parametrize(("primary", "backup"), [("anthropic", "openai"), ("openai", "anthropic")])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.llm import FakeLLM, ServerKind
+from tests.fakes.llm import SIGN_IN_PAGE, FakeLLM, ServerKind
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
 
@@ -94,6 +94,22 @@ async def test_a_failed_check_saves_nothing(tmp_path: Path, fake_llm: FakeLLM) -
     assert f"  FAIL: Nothing is listening at {url} (connection refused)." in out
     assert "Nothing saved (use --no-check to save anyway)." in err
     assert not (home / "config.toml").exists()  # `make chat` onboards again
+
+
+async def test_a_web_page_at_the_base_url_is_named_and_saves_nothing(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.web_page = SIGN_IN_PAGE  # a sign-in page where the model's API should be
+    home = tmp_path / "home"
+    code, out, err = await onboard_at(fake_llm, home)
+    assert code == 1
+    assert (
+        f'  FAIL: {fake_llm.openai_url} answered /chat/completions with an HTML page ("Sign in"), '
+        "not an OpenAI-compatible API. Is that the model server?"
+    ) in out
+    assert "Traceback" not in err
+    assert "Nothing saved (use --no-check to save anyway)." in err
+    assert not (home / "config.toml").exists()
 
 
 class Terminal:

@@ -20,6 +20,7 @@ from agent.llm.diagnose import (
     Endpoint,
     bad_request,
     connection_failed,
+    not_an_api,
     not_found,
     refused_key,
     server_error,
@@ -98,14 +99,18 @@ class AnthropicProvider:
                 # client.post rather than messages.create: skips the SDK's per-message
                 # request "transform"; our parameters are plain JSON already.
                 message = await self._client.post("/v1/messages", body=params, cast_to=Message)
-                return _from_message(message)
+                return _from_message(message, self._at)
             async with self._client.messages.stream(**params) as stream:
+                kind = stream.response.headers.get("content-type", "")
+                if "event-stream" not in kind:  # the SDK would find no events, and assert
+                    await stream.response.aread()
+                    raise not_an_api(self._at, None if "json" in kind else stream.response.text)
                 async for text in stream.text_stream:
                     await on_text(text)
                 final = await stream.get_final_message()
             if final.stop_reason is None:  # no message_stop: the stream was cut short
                 raise unreadable(self._at, "the stream ended before the model finished its answer")
-            return _from_message(final)
+            return _from_message(final, self._at)
         except anthropic.APIError as exc:
             raise _translate(exc, self._at) from exc
         except ValueError as exc:  # the SDK could not decode a 200's body
@@ -189,17 +194,26 @@ def _arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _from_message(message: Any) -> LLMResponse:
+def _from_message(message: object, at: Endpoint) -> LLMResponse:
+    """The answer in a message, which the SDK hands back as the body's text when it is not
+    JSON (a web page at the base URL), and with ``content`` unset when it is JSON of another
+    kind: neither is an answer, and both are said as such."""
+    if isinstance(message, str):
+        raise not_an_api(at, message)
+    # The SDK builds the object without validating it: any field may be missing or None.
+    answer: Any = message
+    if not isinstance(message, Message) or getattr(answer, "content", None) is None:
+        raise not_an_api(at, None)
     text: list[str] = []
     calls: list[ToolCall] = []
-    for block in message.content:
+    for block in answer.content:
         if block.type == "text":
             text.append(block.text)
         elif block.type == "tool_use":
             calls.append(
                 ToolCall(block.id, block.name, json.dumps(block.input, ensure_ascii=False))
             )
-    raw = message.usage
+    raw = answer.usage
     usage = Usage(
         input_tokens=(raw.input_tokens or 0)
         + (getattr(raw, "cache_read_input_tokens", 0) or 0)
@@ -208,7 +222,7 @@ def _from_message(message: Any) -> LLMResponse:
         cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
         cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
     )
-    return LLMResponse("".join(text), tuple(calls), message.stop_reason or "end_turn", usage)
+    return LLMResponse("".join(text), tuple(calls), answer.stop_reason or "end_turn", usage)
 
 
 def _translate(exc: anthropic.APIError, at: Endpoint) -> LLMError:

@@ -240,6 +240,55 @@ def unreadable(at: Endpoint, what: str) -> LLMUnavailable:
     )
 
 
+def not_an_api(at: Endpoint, body: str | None) -> LLMUnavailable:
+    """A 200 that is no model's answer: a web page (a sign-in page, a single-page app's
+    catch-all route, a proxy's splash page) or JSON of another kind. The base URL reaches
+    something, but not the model's API; the SDKs hand such a body back as text, without an
+    error, so this is said here. It is an outage for the turn (the fallbacks answer), and
+    the setting to look at for the operator."""
+    what = _what_it_is(body)
+    api = "an OpenAI-compatible API" if at.provider == "openai" else "Anthropic's API"
+    where = "/chat/completions" if at.provider == "openai" else "/v1/messages"
+    path = urlsplit(at.url).path.rstrip("/")
+    if at.provider == "openai" and not path.endswith("/v1"):
+        fix = (
+            f"Does it need /v1? Set {at.name('base_url')} to the model server's /v1 root "
+            f"(such as {at.url}/v1)."
+        )
+    else:
+        root = "/v1 root" if at.provider == "openai" else "address"
+        fix = (
+            f"Is that the model server? Set {at.name('base_url')} to the model server's "
+            f"{root}, not a web page in front of it."
+        )
+    return LLMUnavailable(
+        f"{at.url}{where} answered 200 with {what}",
+        user_message=f"{at.url} answered {where} with {what}, not {api}.",
+        fix=fix,
+    )
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+SHOWN = 60  # characters of a body quoted in the words
+
+
+def _what_it_is(body: str | None) -> str:
+    """A body that is not an answer, in words: an HTML page (with its title), text (its
+    start), JSON of another kind."""
+    if body is None:
+        return "JSON that is not an answer of the model"
+    text = " ".join(body.split())
+    if not text:
+        return "an empty body"
+    start = text[:1024].lower()
+    if start.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in start:
+        title = _TITLE.search(text)
+        named = " ".join(title.group(1).split())[:SHOWN] if title else ""
+        return f'an HTML page ("{named}")' if named else "an HTML page"
+    quoted = text if len(text) <= SHOWN else text[:SHOWN] + "…"
+    return f'text that is not JSON ("{quoted}")'
+
+
 def bad_request(at: Endpoint, status: int | None, message: str) -> LLMBadRequest:
     return LLMBadRequest(
         message,

@@ -5,7 +5,8 @@
     LLMError
     ├── LLMNotConfigured      no API key and no base URL: nothing to call (raised at once)
     ├── LLMRateLimited        429 after the SDK's own retries (carries retry_after)
-    ├── LLMUnavailable        5xx, overload, connection refused, DNS, timeout
+    ├── LLMUnavailable        5xx, overload, connection refused, DNS, timeout, a body
+    │   │                     that is no answer (a web page at the base URL)
     │   └── LLMAllModelsFailed  every model of a fallback chain failed one call
     ├── LLMContextOverflow    the prompt does not fit the model's window
     ├── LLMAuthError          bad or missing API key, no access to the model

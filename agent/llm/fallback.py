@@ -5,7 +5,7 @@ models, primary first (``llm.fallbacks``). Each call goes to the first model tha
 cooling down:
 
 - a **transient** failure (no connection, timeout, 5xx, overload, 429 after the SDK's
-  Retry-After retries) moves the same request on to the next model, and the failed model
+  Retry-After retries, a 200 that is no answer: a web page at the base URL) moves the same request on to the next model, and the failed model
   sits out ``llm.fallback_cooldown_seconds`` (at least its Retry-After): later calls, in
   this turn and the next ones, go straight to the next model until the cooldown passes;
 - a **refused key, a 404 or a rejected request from the primary** is a setting to fix, not

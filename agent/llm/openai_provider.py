@@ -37,6 +37,7 @@ from agent.llm.diagnose import (
     Endpoint,
     bad_request,
     connection_failed,
+    not_an_api,
     not_found,
     refused_key,
     server_error,
@@ -159,7 +160,7 @@ class OpenAIProvider:
                 completion = await self._client.post(
                     "/chat/completions", body=params, cast_to=ChatCompletion
                 )
-                return _from_completion(completion)
+                return _from_completion(completion, self._at)
             return await self._stream(params, on_text)
         except openai.BadRequestError as exc:
             if self._reword(exc):
@@ -233,7 +234,7 @@ class OpenAIProvider:
                 cast_to=ChatCompletion,
                 options={"max_retries": max(1, self._client.max_retries)},
             )
-            return _from_completion(completion)
+            return _from_completion(completion, self._at)
         if stop_reason is None:  # the body ended without saying the answer was complete
             raise unreadable(self._at, "the stream ended before the model finished its answer")
         tool_calls = tuple(
@@ -373,19 +374,26 @@ def _usage(raw: Any) -> Usage:
     )
 
 
-def _from_completion(completion: Any) -> LLMResponse:
-    if not completion.choices:
-        return LLMResponse(
-            "", (), "empty", _usage(completion.usage) if completion.usage else Usage()
-        )
-    choice = completion.choices[0]
+def _from_completion(completion: object, at: Endpoint) -> LLMResponse:
+    """The answer in a completion, which the SDK hands back as the body's text when it is
+    not JSON (a web page at the base URL), and with ``choices`` unset when it is JSON of
+    another kind: neither is an answer, and both are said as such."""
+    if isinstance(completion, str):
+        raise not_an_api(at, completion)
+    # The SDK builds the object without validating it: any field may be missing or None.
+    answer: Any = completion
+    if not isinstance(completion, ChatCompletion) or getattr(answer, "choices", None) is None:
+        raise not_an_api(at, None)
+    if not answer.choices:
+        return LLMResponse("", (), "empty", _usage(answer.usage) if answer.usage else Usage())
+    choice = answer.choices[0]
     message = choice.message
     calls = tuple(
         ToolCall(call.id, call.function.name, call.function.arguments or "{}")
         for call in (message.tool_calls or ())
         if getattr(call, "function", None) is not None
     )
-    usage = _usage(completion.usage) if completion.usage else Usage()
+    usage = _usage(answer.usage) if answer.usage else Usage()
     return LLMResponse(message.content or "", calls, choice.finish_reason or "stop", usage)
 
 

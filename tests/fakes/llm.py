@@ -3,7 +3,8 @@ OpenAI's images endpoint.
 
 The real ``openai`` and ``anthropic`` SDKs talk to it over HTTP on 127.0.0.1. Tests queue
 steps (a text answer, tool calls, an HTTP error, a held response) that are served in order;
-when the script is empty a ``responder`` function decides. Every request is recorded.
+when the script is empty a ``responder`` function decides. Every request is recorded;
+with ``web_page`` set, every request gets that HTML page instead (a base URL that is no API).
 ``/v1/images/generations`` answers with :data:`PICTURE` (as base64, or as an address to
 fetch, ``image_answer``) or with an error, and records each request in ``pictures``.
 """
@@ -26,6 +27,10 @@ from aiohttp import web
 from tests.fakes.llm_anthropic import AnthropicWire, pieces
 
 ServerKind = Literal["llama.cpp", "ollama", "ollama-default", "vllm", "lm-studio"]
+SIGN_IN_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>"
+    '<body><form method="post">Password <input type="password"></form></body></html>'
+)
 # A 1x1 PNG: what the fake images endpoint makes.
 PICTURE = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -313,6 +318,9 @@ class FakeLLM(AnthropicWire):
         # The images endpoint: each request (body and headers), and how it answers.
         self.pictures: list[Recorded] = []
         self.image_answer: Literal["b64_json", "url", "refuse"] = "b64_json"
+        # An HTML page answered (200, text/html) to every request instead: a base URL that
+        # reaches a web site, a sign-in page or a proxy's splash page, not a model's API.
+        self.web_page: str | None = None
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -354,6 +362,8 @@ class FakeLLM(AnthropicWire):
 
     @web.middleware
     async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.web_page is not None:
+            return web.Response(text=self.web_page, content_type="text/html")
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

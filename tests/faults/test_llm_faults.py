@@ -15,7 +15,7 @@ import pytest
 from agent.llm.errors import LLMError, LLMUnavailable
 from agent.llm.metered import MIN_ANSWER_CHARS
 from gateway.core.messages import OutboundKind
-from tests.fakes.llm import FakeLLM, Recorded, Step, calls, echo, held, text
+from tests.fakes.llm import SIGN_IN_PAGE, FakeLLM, Recorded, Step, calls, echo, held, text
 from tests.test_llm_providers import make, request
 
 
@@ -74,6 +74,34 @@ async def test_a_body_that_is_not_json_is_a_typed_error(fake_llm: FakeLLM, body:
     finally:
         await provider.aclose()
     assert "could not be read" in caught.value.explain()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_web_page_at_the_base_url_is_said_as_such(
+    fake_llm: FakeLLM, kind: str, streamed: bool
+) -> None:
+    """A base URL that reaches a sign-in page (200, HTML) instead of the model's API: the
+    SDKs hand the page back as the answer's text; it is an outage naming the page."""
+    fake_llm.web_page = SIGN_IN_PAGE
+    provider = make(kind, fake_llm, timeout=5)
+    try:
+        with pytest.raises(LLMUnavailable) as caught:
+            await provider.complete(request(), on_text=_sink if streamed else None)
+    finally:
+        await provider.aclose()
+    said = caught.value.explain()
+    if kind == "openai":
+        assert said.startswith(
+            f'{fake_llm.openai_url} answered /chat/completions with an HTML page ("Sign in"), '
+            "not an OpenAI-compatible API."
+        )
+        assert "Set SWITCHBOARD_LLM__BASE_URL to the model server's /v1 root" in said
+    else:
+        assert said.startswith(
+            f'{fake_llm.anthropic_url} answered /v1/messages with an HTML page ("Sign in"), '
+            "not Anthropic's API."
+        )
 
 
 @pytest.fixture

@@ -101,6 +101,48 @@ async def test_a_byte_that_is_not_utf8_is_named_with_its_file_and_line(
     assert any(line.startswith("[FAIL] workspace ") for line in lines)  # it went on
 
 
+async def test_a_dotenv_line_that_does_not_parse_is_named_with_its_file_and_line(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A quote left open in .env: every command names the file, the line and its variable
+    (not its value), and `doctor` checks the rest with the lines that parse (before: the
+    line was dropped, the setting silently not set, and python-dotenv warned three times
+    without naming the file)."""
+    home = home_with(tmp_path, '[llm]\nmodel = "a"\n')
+    dotenv = home / ".env"
+    dotenv.write_text('SWITCHBOARD_LLM__MAX_TOKENS=500\nSWITCHBOARD_LLM__MODEL="gpt-4o\n')
+    said = (
+        f"{dotenv} line 2: the value of SWITCHBOARD_LLM__MODEL cannot be read (a quote that "
+        "is not closed, or text after the closing quote); correct that line or delete it"
+    )
+    env = cli_env(home, fake_llm)
+    code, _, err = await switchboard("status", env=env)
+    assert code == 2 and err == f"switchboard: {said}\n"
+    code, out, err = await switchboard("doctor", "--json", env=env)
+    assert code == 1 and "python-dotenv" not in err, err
+    [config] = [c for c in json.loads(out)["checks"] if c["name"] == "config"]
+    assert config == {
+        "name": "config",
+        "status": "fail",
+        "message": f"{said} (other checks use the valid settings)",
+    }
+
+
+def test_a_dotenv_line_without_a_name_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text("SWITCHBOARD_LLM__MODEL=m\nsk-pasted-key-without-a-name here\n")
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(home))
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert str(refused.value) == (
+        f"{home / '.env'} line 2 is not a NAME=value line; correct it, delete it, or make it "
+        "a comment (#)"
+    )
+
+
 async def test_invalid_toml_is_fixed_in_an_editor_and_config_set_names_the_file(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -56,10 +56,10 @@ from gateway.config.plugins import channel_sections_model, plugin_problems
 from gateway.config.skills import SkillSettings
 from gateway.config.sources import (
     DEFAULT_HOME,
+    check_dotenv,
     describe,
     dotenv_api_key,
     home_from,
-    read_config,
     read_toml,
     sources_for,
 )
@@ -623,8 +623,7 @@ def load_settings(*, move: bool = True, **overrides: Any) -> Settings:
     if config_file.exists():
         read_toml(config_file)  # not UTF-8, or not TOML: refused here, naming the file
     dotenv = home / ".env"
-    if dotenv.is_file():
-        read_config(dotenv)  # a byte that is not UTF-8: refused here, naming the file
+    check_dotenv(dotenv)  # a byte that is not UTF-8, a line that does not parse: refused here
     if move:
         move_keys(home)
     else:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
+from dotenv.parser import parse_stream
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -24,9 +26,10 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     TomlConfigSettingsSource,
 )
+from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.config.explain import ENV_PREFIX, Sources
-from gateway.core.errors import ConfigFileUnreadable
+from gateway.core.errors import ConfigError, ConfigFileUnreadable
 
 DEFAULT_HOME = Path("~/.switchboard")
 SECRETS_DIR_VARIABLE = f"{ENV_PREFIX}SECRETS_DIR"
@@ -84,18 +87,56 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def read_dotenv(path: Path) -> dict[str, str | None]:
+    """The variables of ``.env``. A line that does not parse is left out here, silently
+    (python-dotenv would log a warning without the file's name each time the file is read):
+    :func:`check_dotenv` refuses it once, naming the file and the line."""
     if not path.is_file():
         return {}
-    return dict(dotenv_values(stream=io.StringIO(read_config(path))))
+    lines = parse_stream(io.StringIO(read_config(path)))
+    readable = "".join(line.original.string for line in lines if not line.error)
+    return dict(dotenv_values(stream=io.StringIO(readable)))
+
+
+_NAMED = re.compile(r"\s*(?:export\s+)?([^\s=#]+)\s*=")
+
+
+def check_dotenv(path: Path) -> None:
+    """Refuse a ``.env`` with a line that does not parse, naming the file, the line and its
+    variable (never its value: it may be a key). Such a line would otherwise be dropped,
+    and the setting it holds silently not set."""
+    if not path.is_file():
+        return
+    for line in parse_stream(io.StringIO(read_config(path))):
+        if not line.error:
+            continue
+        where = f"{path} line {line.original.line}"
+        named = _NAMED.match(line.original.string)
+        if named is not None:
+            raise ConfigError(
+                f"{where}: the value of {named.group(1)} cannot be read (a quote that is not "
+                "closed, or text after the closing quote); correct that line or delete it"
+            )
+        raise ConfigError(
+            f"{where} is not a NAME=value line; correct it, delete it, or make it a comment (#)"
+        )
 
 
 class HomeDotEnv(DotEnvSettingsSource):
     """``$SWITCHBOARD_HOME/.env``: only lines that name a setting; ``OPENAI_API_KEY`` and
-    other variables in the same file are not settings (and not errors)."""
+    other variables in the same file are not settings (and not errors). Read as
+    :func:`read_dotenv` reads it, the same for every source and command."""
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
         return {k: v for k, v in data.items() if k in self.settings_cls.model_fields}
+
+    def _read_env_file(self, file_path: Path) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            read_dotenv(file_path),
+            self.case_sensitive,
+            self.env_ignore_empty,
+            self.env_parse_none_str,
+        )
 
 
 def sources_for(

@@ -109,3 +109,54 @@ def test_doctor_names_a_secret_written_in_config_toml(tmp_path: Path) -> None:
     assert "config.toml holds the secret llm.api_key" in warning.message
     assert "as SWITCHBOARD_LLM__API_KEY=..." in warning.message
     assert "sk-in-the-file" not in warning.message
+
+
+NESTED_SECRETS = """
+[hooks.ci]
+secret = "hook-secret-0123456789abcdef"
+deliver_to = "telegram:12345"
+
+[mcp.servers.remote]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer mcp-header-value" }
+
+[agents.work]
+api_key = "sk-agent-key-value"
+
+[[llm.fallbacks]]
+provider = "anthropic"
+model = "claude-x"
+api_key = "sk-ant-fallback-value"
+
+[api]
+tokens = [{ name = "laptop", token = "api-token-0123456789abcdef", role = "owner" }]
+"""
+
+
+def test_doctor_names_a_secret_wherever_it_is_in_config_toml(tmp_path: Path) -> None:
+    """A hook's secret, an MCP server's headers, an agent's key, a fallback's key, an API
+    token: each a secret by its type, each named (before: only the sections' own keys,
+    such as llm.api_key)."""
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    config = home / "config.toml"
+    write_config(config, config_text(config) + NESTED_SECRETS)
+    warnings = secrets_in_config(load_settings(home=home))
+    dotenv = home / ".env"
+    assert [w.message for w in warnings] == [
+        "config.toml holds the secret llm.fallbacks[0].api_key: move the whole list "
+        f"llm.fallbacks to {dotenv} as SWITCHBOARD_LLM__FALLBACKS='[...]' (JSON) and delete "
+        "it from config.toml",
+        "config.toml holds the secret mcp.servers.remote.headers: move it to "
+        f"{dotenv} as SWITCHBOARD_MCP__SERVERS__REMOTE__HEADERS='{{...}}' (JSON) and delete "
+        "it from config.toml",
+        f"config.toml holds the secret hooks.ci.secret: move it to {dotenv} as "
+        "SWITCHBOARD_HOOKS__CI__SECRET=... and delete it from config.toml",
+        f"config.toml holds the secret agents.work.api_key: move it to {dotenv} as "
+        "SWITCHBOARD_AGENTS__WORK__API_KEY=... and delete it from config.toml",
+        "config.toml holds the secret api.tokens[0].token: move the whole list api.tokens "
+        f"to {dotenv} as SWITCHBOARD_API__TOKENS='[...]' (JSON) and delete it from "
+        "config.toml (`switchboard api token add` or `remove` moves the tokens there)",
+    ]
+    assert {w.status for w in warnings} == {"warn"}
+    assert not any("value" in w.message or "abcdef" in w.message for w in warnings)

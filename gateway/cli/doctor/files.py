@@ -83,28 +83,46 @@ def file_checks(settings: Settings, *, fix: bool = False) -> list[Check]:
 
 
 def secrets_in_config(settings: Settings) -> list[Check]:
-    """One warning per secret written in config.toml: the file is shared, copied and backed
-    up more readily than ``.env`` (both are yours only), and onboarding keeps secrets there."""
-    from gateway.config.reference.doc import key_docs  # noqa: PLC0415
+    """One warning per secret written in config.toml, wherever it is (a section, a named
+    table such as ``[hooks.ci]``, an item of ``[[llm.fallbacks]]``): the file is shared,
+    copied and backed up more readily than ``.env`` (both are yours only), and onboarding
+    keeps secrets there. Which keys are secrets is what the settings' types say."""
+    from gateway.config.env_file import dotted, variable, written_secrets  # noqa: PLC0415
 
     try:
         written = tomllib.loads(settings.config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []  # no file, or one the config check reports
+    dotenv = settings.home / ".env"
     checks = []
-    for section in key_docs():
-        for key in (k for k in section.keys if k.secret):
-            value: Any = written
-            for part in key.key.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            if not value or (key.key == "storage.url" and not urlsplit(str(value)).password):
-                continue  # not there; a database URL without a password is no secret
-            checks.append(
-                Check(
-                    "secrets",
-                    "warn",
-                    f"config.toml holds the secret {key.key}: move it to {settings.home / '.env'}"
-                    f" as {key.env}=... and delete it from config.toml",
-                )
+    for path in written_secrets(written):
+        value = _value_at(written, path)
+        if path == ("storage", "url") and not urlsplit(str(value)).password:
+            continue  # a database URL without a password is no secret
+        listed = next((i for i, part in enumerate(path) if isinstance(part, int)), None)
+        if listed is None:
+            name = dotted(path)
+            line = (
+                f"{variable(name)}='{{...}}' (JSON)"
+                if isinstance(value, dict)
+                else (f"{variable(name)}=...")
             )
+            fix = f"move it to {dotenv} as {line} and delete it from config.toml"
+        else:  # an item of a list: the list is one variable
+            items = dotted(path[:listed])
+            fix = (
+                f"move the whole list {items} to {dotenv} as {variable(items)}='[...]' (JSON) "
+                "and delete it from config.toml"
+            )
+            if path[:listed] == ("api", "tokens"):
+                fix += " (`switchboard api token add` or `remove` moves the tokens there)"
+        checks.append(
+            Check("secrets", "warn", f"config.toml holds the secret {dotted(path)}: {fix}")
+        )
     return checks
+
+
+def _value_at(data: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        data = data[part]
+    return data

@@ -58,6 +58,20 @@ def test_a_renamed_key_is_moved_in_config_toml_keeping_its_comments(
     assert "renamed" not in caplog.text
 
 
+def test_the_comment_above_a_renamed_key_goes_with_it(home: Path) -> None:
+    """A comment line right above the key describes it: left behind, it described nothing
+    under an empty [heartbeat]."""
+    (home / "config.toml").write_text(
+        '[heartbeat]\ninterval_seconds = 900\n\n# my zone, for quiet hours\ntimezone = "Asia/Tokyo"\n',
+        encoding="utf-8",
+    )
+    load_settings(home=home)
+    assert (home / "config.toml").read_text(encoding="utf-8") == (
+        "[heartbeat]\ninterval_seconds = 900\n\n"
+        '[user]\n# my zone, for quiet hours\ntimezone = "Asia/Tokyo"\n'
+    )
+
+
 def test_a_renamed_key_set_to_another_value_under_its_new_name_is_refused(home: Path) -> None:
     (home / "config.toml").write_text(CONFIG + 'timezone = "UTC"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="both are set, to different values"):
@@ -120,3 +134,56 @@ async def test_upgrade_check_lists_what_moved_and_changes_nothing(
     assert "SWITCHBOARD_FOO__BAR names no setting" in out
     assert "nothing was changed" in out
     assert (home / "config.toml").read_text(encoding="utf-8") == CONFIG
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("config", "get", "user.timezone"), ("config", "show"), ("api", "token", "list")],
+    ids=" ".join,
+)
+async def test_every_command_but_doctor_and_upgrade_moves_a_renamed_key(
+    tmp_path: Path, fake_llm: FakeLLM, command: tuple[str, ...]
+) -> None:
+    """`config get user.timezone` printed an empty line and `config show` refused the file,
+    while `status` moved the key: now every command that reads the configuration moves it,
+    but those that only report (`doctor`, `upgrade`)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = cli_env(home, fake_llm)
+    config = home / "config.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    if command[1] == "get":  # (`upgrade --check`: test_upgrade_check_lists_what_moved...)
+        await switchboard("doctor", env=env)
+        assert config.read_text(encoding="utf-8") == CONFIG
+    code, out, err = await switchboard(*command, env=env)
+    assert code == 0, err
+    assert (
+        f"switchboard: {config}: heartbeat.timezone was renamed to user.timezone; moved "
+        "(the file's other lines are as they were)\n"
+    ) in err
+    assert 'timezone = "Europe/Lisbon" # where I live' in config.read_text(encoding="utf-8")
+    if command[1] == "get":
+        assert out == "Europe/Lisbon\n"
+
+
+@pytest.mark.parametrize("verbose", [(), ("-v",)], ids=["chat", "chat -v"])
+async def test_a_move_and_a_variable_that_names_no_setting_reach_the_log_file(
+    tmp_path: Path, fake_llm: FakeLLM, verbose: tuple[str, ...]
+) -> None:
+    """Both were said before logging was set up: on the standard error only, never in the
+    log file that `switchboard logs` shows (where a service's owner looks)."""
+    home = tmp_path / "home"
+    env = cli_env(home, fake_llm, SWITCHBOARD_FOO__BAR="1")
+    await switchboard("onboard", env=env)
+    (home / "config.toml").write_text(CONFIG, encoding="utf-8")
+    code, out, err = await switchboard(*verbose, "chat", "-m", "hi", env=env)
+    assert (code, out) == (0, "echo: hi\n"), err
+    log = (home / "data" / "logs" / "switchboard.log").read_text(encoding="utf-8")
+    for said in (
+        "heartbeat.timezone was renamed to user.timezone; moved",
+        "SWITCHBOARD_FOO__BAR names no setting (there is no `foo`): ignored",
+    ):
+        assert f"WARNING gateway.config.toml.moves: {said}" in log or (
+            f"WARNING gateway.config.toml.moves: {home / 'config.toml'}: {said}" in log
+        )
+        assert said in err  # and on the console, as before

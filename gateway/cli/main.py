@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 # How a command needs the configuration: "valid" (refuse to start on an error), "partial"
 # (report the error and go on with what is valid: doctor, config), "none" (completion).
+# Every command moves renamed keys in config.toml as it reads it, but those that set
+# changes_nothing (doctor, upgrade: they report them).
 NEEDS_SETTINGS = "needs_settings"
 
 
@@ -208,9 +211,11 @@ def _main(argv: Sequence[str] | None) -> int:
     needs = getattr(args, NEEDS_SETTINGS)
     if needs == "none":
         return int(args.handler(args, None))
+    held = _Held()
     try:
-        settings = _settings(args, needs)
+        settings = held.while_reading(args, needs)
     except ConfigError as exc:
+        held.say(console=False)
         print(f"switchboard: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
     from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
@@ -229,6 +234,7 @@ def _main(argv: Sequence[str] | None) -> int:
         file_level=settings.log_level if args.command == "chat" else None,
         quiet=[logger for plugin in channel_plugins().values() for logger in plugin.loggers],
     )
+    held.say(console=not quiet_console)
     try:
         return int(args.handler(args, settings))
     except KeyboardInterrupt:
@@ -257,12 +263,46 @@ def _exit_status(exc: SwitchboardError) -> int:
     return exit_codes.FAILED
 
 
-def _into_the_log_file(message: str) -> None:
+class _Held(logging.Handler):
+    """What reading the settings logged (a renamed key moved in config.toml, a
+    ``SWITCHBOARD_*`` variable that names no setting), held until the command's logging is
+    set up: then it goes where the command's lines go (the console and, for ``run`` and
+    ``chat``, the log file that ``switchboard logs`` shows), not only to the standard error."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def while_reading(self, args: argparse.Namespace, needs: str) -> Settings:
+        root = logging.getLogger()
+        root.addHandler(self)
+        try:
+            return _settings(args, needs)
+        finally:
+            root.removeHandler(self)
+
+    def say(self, *, console: bool) -> None:
+        """Each line held, through the logging set up since (``console``: it has a console
+        handler), else on the standard error and into the log file, if the command has one."""
+        for record in self.records:
+            if console:
+                logging.getLogger(record.name).handle(record)
+            else:
+                print(f"switchboard: {record.getMessage()}", file=sys.stderr)
+                _into_the_log_file(record)
+
+
+def _into_the_log_file(said: str | logging.LogRecord) -> None:
     """A failure the console was told goes into the log file too (what a service's owner
     reads afterwards), without printing it twice."""
-    import logging  # noqa: PLC0415
-
-    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, "%s", (message,), None)
+    record = (
+        said
+        if isinstance(said, logging.LogRecord)
+        else logging.LogRecord(__name__, logging.ERROR, __file__, 0, "%s", (said,), None)
+    )
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)
@@ -275,6 +315,6 @@ def _settings(args: argparse.Namespace, needs: str) -> Settings:
         return load_settings()
     from gateway.config.partial import load_what_is_valid  # noqa: PLC0415
 
-    settings, problem = load_what_is_valid()
+    settings, problem = load_what_is_valid(move=not getattr(args, "changes_nothing", False))
     args.config_problem = problem  # the command reports it (doctor: a [FAIL] line)
     return settings

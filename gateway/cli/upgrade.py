@@ -56,8 +56,8 @@ def register(
         action="store_true",
         help="put back the copy of the store made before the last migration (SQLite)",
     )
-    # a moved setting must not stop it: it reports one
-    command.set_defaults(handler=upgrade_command, needs_settings="partial")
+    # a moved setting must not stop it: it reports one, and leaves config.toml as it is
+    command.set_defaults(handler=upgrade_command, needs_settings="partial", changes_nothing=True)
 
 
 def upgrade_command(args: argparse.Namespace, settings: Settings) -> int:

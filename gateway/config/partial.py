@@ -1,7 +1,7 @@
 """Settings for ``switchboard doctor`` when the configuration has errors.
 
 The gateway refuses to start on a bad key; ``doctor`` should report it as one failed check
-and still check everything else. So it loads what the sources say, drops the keys that
+and still check everything else (so do ``config``, ``api`` and ``upgrade``). So it loads what the sources say, drops the keys that
 failed, and validates the rest; if even that fails, the defaults stand in.
 """
 
@@ -41,10 +41,14 @@ class _GivenOnly(Settings):
         return (init_settings,)
 
 
-def load_what_is_valid(**overrides: Any) -> tuple[Settings, ConfigError | None]:
-    """The settings, and the error :func:`load_settings` raised (None when there was none)."""
+def load_what_is_valid(
+    *, move: bool = False, **overrides: Any
+) -> tuple[Settings, ConfigError | None]:
+    """The settings, and the error :func:`load_settings` raised (None when there was none).
+    ``move``: renamed keys are moved in config.toml first, as every command but ``doctor``
+    and ``upgrade`` (which report them, changing nothing) does."""
     try:
-        return load_settings(move=False, **overrides), None
+        return load_settings(move=move, **overrides), None
     except ConfigError as exc:
         problem = exc
     try:

@@ -79,7 +79,8 @@ def register(
         action="store_true",
         help="make secret and memory files readable by you only (chmod go-rwx)",
     )
-    command.set_defaults(handler=doctor_command, needs_settings="partial")
+    # a renamed key is reported, not moved: doctor changes nothing (but with --fix, modes)
+    command.set_defaults(handler=doctor_command, needs_settings="partial", changes_nothing=True)
 
 
 def doctor_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,9 +1,10 @@
 """Settings that moved: a renamed key is moved in config.toml, a removed one refused, and
 ``SWITCHBOARD_*`` variables that name no setting are reported. Never silently ignored.
 
-A release renames or removes a setting now and then (:data:`MOVES`). At start
-(:func:`gateway.config.settings.load_settings`) a renamed key in config.toml is moved to its
-new name in place, the file's comments and order kept (tomlkit), with a line in the log;
+A release renames or removes a setting now and then (:data:`MOVES`). At start, and when
+any command but ``doctor`` and ``upgrade`` reads the configuration
+(:func:`gateway.config.settings.load_settings`), a renamed key in config.toml is moved to
+its new name in place, the file's comments and order kept (tomlkit), with a line in the log;
 set in the environment, ``.env`` or a secret file it stops the start naming the variable
 to set instead (Switchboard does not edit those). A removed key stops the start saying
 what replaces it. ``switchboard upgrade --check`` lists all of it without changing
@@ -124,9 +125,9 @@ def _rewrite(config: Path, found: list[Found]) -> None:
                 f"({value!r}, {present!r}): keep only {move.new}",
                 field=move.new,
             )
-        comment = _delete(document, move.old)
+        comments = _delete(document, move.old)
         if present is None:
-            _set(document, move.new, value, comment)
+            _set(document, move.new, value, comments)
         log.warning("%s: %s; moved (the file's other lines are as they were)", config, move.told())
     text = tomlkit.dumps(document).rstrip("\n") + "\n"
     moved = tomlkit.parse(text)
@@ -194,27 +195,42 @@ def _get(document: Mapping[str, Any], dotted: str) -> Any:
     return current.unwrap() if hasattr(current, "unwrap") else current
 
 
-def _delete(document: TOMLDocument, dotted: str) -> str:
-    """Remove the key; returns the comment at the end of its line (it goes with it)."""
+def _delete(document: TOMLDocument, dotted: str) -> tuple[list[str], str]:
+    """Remove the key; returns the comment lines right above it (no blank line between:
+    they describe it) and the comment at the end of its line. Both go with it."""
+    from tomlkit.items import Comment, Null  # noqa: PLC0415 - see _rewrite
+
     *tables, key = dotted.split(".")
     table: Any = document
     for name in tables:
         table = table[name]
-    item = table.item(key)
+    # a table written in two parts (``[heartbeat.x]`` before ``[heartbeat]``) is a proxy
+    item = table.item(key) if hasattr(table, "item") else table[key]
     comment = str(item.trivia.comment) if hasattr(item, "trivia") else ""
+    container = getattr(table, "value", table)  # a table's, or the document's own
+    body = getattr(container, "body", [])
+    at = next((i for i, (name, _) in enumerate(body) if name and name.key == key), 0)
+    above: list[str] = []
+    while at > 0 and body[at - 1][0] is None and isinstance(body[at - 1][1], Comment):
+        at -= 1
+        above.insert(0, body[at][1].as_string().strip().lstrip("#").strip())
+        body[at] = (None, Null())  # its place kept: the table's index of its keys stays right
     del table[key]
-    return comment.lstrip("#").strip()
+    return above, comment.lstrip("#").strip()
 
 
-def _set(document: TOMLDocument, dotted: str, value: Any, comment: str) -> None:
+def _set(document: TOMLDocument, dotted: str, value: Any, comments: tuple[list[str], str]) -> None:
     import tomlkit  # noqa: PLC0415 - see _rewrite
 
+    above, comment = comments
     *tables, key = dotted.split(".")
     table: Any = document
     for name in tables:
         if name not in table:
             table[name] = tomlkit.table()
         table = table[name]
+    for line in above:
+        table.add(tomlkit.comment(line))
     item = tomlkit.item(value)
     if comment:
         item.comment(comment)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gateway.config.settings import load_settings
+from gateway.config.settings import Settings, load_settings
 from gateway.core.errors import ConfigError
 
 
@@ -142,6 +143,74 @@ def test_the_configuration_reference_is_up_to_date() -> None:
     assert doc.read_text(encoding="utf-8") == render(), (
         "run: python -m gateway.config.reference.doc > docs/configuration.md"
     )
+
+
+def test_every_setting_of_the_reference_says_what_it_is_and_marks_its_secrets() -> None:
+    """A section without a description (or with another section's), a key without a
+    meaning, a secret inside a per-name table or a list not marked *(secret)* (README: the
+    secrets are the keys the reference marks so; `config set` keeps them in .env)."""
+    from gateway.config.env_file import holds_secret
+    from gateway.config.reference.doc import item_tables, key_docs
+
+    for section in key_docs():
+        assert section.doc, f"[{section.title}] has no description"
+        if section.doc.startswith("``["):
+            assert section.doc.startswith(f"``[{section.title}]``"), section.doc
+        for key in section.keys:
+            assert key.meaning, f"{key.key} has no meaning"
+    for table in item_tables():
+        for name, _, meaning in table.rows():
+            secret = holds_secret(table.model.model_fields[name].annotation)
+            assert meaning.removesuffix(" (secret)"), f"{table.title} {name} has no meaning"
+            assert meaning.endswith(" (secret)") == secret, f"{table.title} {name}: {meaning}"
+
+
+@pytest.mark.parametrize(
+    ("form", "variable", "value", "read"),
+    [
+        (
+            "SWITCHBOARD_AGENTS__<NAME>__<KEY>",
+            "SWITCHBOARD_AGENTS__WORK__MODEL",
+            "gpt-work",
+            lambda s: s.agents["work"].model,
+        ),
+        (
+            "SWITCHBOARD_HOOKS__<NAME>__<KEY>",
+            "SWITCHBOARD_HOOKS__CI__PROMPT",
+            "CI says: {payload}",
+            lambda s: s.hooks["ci"].prompt,
+        ),
+        (
+            "SWITCHBOARD_MCP__SERVERS__<NAME>__<KEY>",
+            "SWITCHBOARD_MCP__SERVERS__NOTES__URL",
+            "https://mcp.example.com/mcp",
+            lambda s: s.mcp.servers["notes"].url,
+        ),
+        (
+            "SWITCHBOARD_PEOPLE__<NAME>__<KEY>",
+            "SWITCHBOARD_PEOPLE__ANN__QUIET_HOURS",
+            "22:00-07:00",
+            lambda s: s.people["ann"].quiet_hours,
+        ),
+    ],
+)
+def test_a_per_name_table_takes_the_variables_the_reference_names(  # noqa: PLR0917
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
+    variable: str,
+    value: str,
+    read: Callable[[Settings], object],
+) -> None:
+    from gateway.config.reference.doc import item_tables
+
+    assert any(form in table.env for table in item_tables())
+    monkeypatch.setenv("SWITCHBOARD_HOME", str(tmp_path))
+    monkeypatch.setenv("SWITCHBOARD_HOOKS__CI__SECRET", "hook-secret-0123456789abcdef")
+    monkeypatch.setenv("SWITCHBOARD_HOOKS__CI__DELIVER_TO", "telegram:1")
+    monkeypatch.setenv("SWITCHBOARD_PEOPLE__ANN__IDS", '["telegram:1"]')
+    monkeypatch.setenv(variable, value)
+    assert read(load_settings()) == value
 
 
 def test_the_configuration_reference_shows_the_defaults_whatever_is_configured_here(

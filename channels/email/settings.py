@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 
 class EmailSettings(ChannelSection):
+    """Email (docs/channels.md#email): sending (SMTP), which the agent's ``send_email`` tool
+    uses on its own, and the inbox channel (IMAP), on when the IMAP settings are set.
+    Ids are lower-cased bare addresses."""
+
     smtp_host: str | None = Field(
         default=None, description="SMTP server; with from_address, enables `send_email`"
     )

@@ -17,7 +17,7 @@ class MatrixSettings(LiveChannelSection):
     homeserver: str | None = None  # https://matrix.example.org
     user_id: str | None = None  # the bot's account, @switchboard:example.org
     access_token: SecretStr | None = None  # or password: a login at start
-    password: SecretStr | None = None
+    password: SecretStr | None = None  # instead of a token: the bot logs in at start
     device_id: str | None = None  # keep one device across restarts (set with the token)
     sync_timeout_seconds: int = Field(default=30, ge=0, le=120)  # long-poll of each /sync
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note

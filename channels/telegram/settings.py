@@ -13,6 +13,9 @@ from gateway.core.system.listener import Listener
 
 
 class TelegramSettings(LiveChannelSection):
+    """Telegram bot through the Bot API (docs/channels.md#telegram), by long polling or a
+    webhook. ``groups`` is keyed by chat id."""
+
     token: SecretStr | None = Field(
         default=None,
         description="the bot's token from @BotFather; the channel is on when set",

@@ -28,8 +28,14 @@ class WhatsAppSettings(LiveChannelSection):
     base_url: str = "https://graph.facebook.com/v23.0"  # Graph API root (a test fake)
     # Outside WhatsApp's 24-hour window only a pre-approved template may be sent: its name
     # (one body variable {{1}}, which gets the start of the message) and language code.
-    window_template: str | None = None
-    window_template_language: str = "en_US"
+    window_template: str | None = Field(
+        default=None,
+        description="an approved template sent instead of a message outside WhatsApp's "
+        "24-hour window (one body variable, which gets the start of the message)",
+    )
+    window_template_language: str = Field(
+        default="en_US", description="`window_template`'s language code"
+    )
     read_receipts: bool = True  # mark a message read (blue ticks) once it is journaled
     max_attachment_bytes: int = Field(default=20_000_000, ge=0)  # larger inbound files: a note
     # A send whose outcome is unknown (a crash, a time-out) first waits for Meta's tagged

@@ -69,7 +69,9 @@ def valid_agent_name(name: str) -> bool:
 
 
 class AgentsSection(BaseModel):
-    """``[agents]`` shared knobs."""
+    """``[agent_messages]``: messages between agents (``send_to_agent``): how many a
+    conversation may pass on, and what the default agent (``main``) may send and shows
+    the others; each other agent's own are its ``[agents.<name>]`` table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -30,10 +30,10 @@ class McpServerSettings(BaseModel):
 
     command: str | None = None  # program to start (stdio), e.g. "uvx" or "/usr/bin/node"
     args: tuple[str, ...] = ()  # its arguments
-    env: dict[str, SecretStr] = {}  # its only variables besides PATH, HOME, LANG, ... (secret)
+    env: dict[str, SecretStr] = {}  # its only variables besides PATH, HOME, LANG, ...
     cwd: Path | None = None  # working directory; default: $SWITCHBOARD_HOME/mcp/<name>
     url: str | None = None  # address of a remote server (instead of command)
-    headers: dict[str, SecretStr] = {}  # HTTP headers for url, e.g. Authorization (secret)
+    headers: dict[str, SecretStr] = {}  # HTTP headers for url, e.g. Authorization
     transport: Literal["http", "sse"] = "http"  # for url: streamable HTTP, or the older SSE
     enabled: bool = True  # false: configured but never started
     tools: StrList | None = None  # allowlist of the server's tool names; unset: all

@@ -132,6 +132,9 @@ class LimitSettings(Section):
 
 
 class ExecSettings(Section):
+    """``[tools.exec]``: the ``exec`` tool, shell commands in the workspace, in a bubblewrap
+    sandbox where it works (docs/security.md); the owner and admins only, by default."""
+
     enabled: bool = True
     timeout_seconds: float = Field(default=60.0, gt=0, le=3_600)
     max_output_chars: int = Field(default=10_000, ge=100)
@@ -229,6 +232,9 @@ class ToolPolicySettings(Section):
 
 
 class ToolSettings(Section):
+    """``[tools]``: what the agent's tools may do: the safe mode and approval requests here,
+    each tool's own settings in the tables below (docs/tools.md)."""
+
     safe_mode: bool = False  # turns off exec and file writes (memory tools stay)
     # A side effect the policy refuses but the owner could allow (docs/security.md, Approvals).
     approvals: Literal["ask", "refuse"] = "refuse"

@@ -10,9 +10,12 @@ what its settings mean).
 
 from __future__ import annotations
 
+import ast
 import inspect
+import io
 import json
-import re
+import textwrap
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -166,6 +169,7 @@ DESCRIPTIONS = {
     "scheduler.max_subagents": "background tasks running at once",
     "scheduler.subagent_timeout_seconds": "wall time per background task",
     "scheduler.max_jobs_per_user": "scheduled jobs one person may have",
+    "scheduler.max_jobs_per_member": "scheduled jobs a member (not the owner or an admin) may have, each for their own direct chat; their model calls count against the member's allowance",
     "new_in_groups": "who may `/new` in a group, which starts the group's shared conversation afresh for everyone there: `admins` (the owner and admins) or `members` (anyone allowed to talk there); in a direct chat the person always may",
     "dm_policy": "direct messages: `pairing`, `allowlist`, `open` or `disabled`",
     "group_policy": "groups/channels: `allowlist`, `open` or `disabled`",
@@ -200,22 +204,35 @@ DESCRIPTIONS = {
     "mentioned": "match only messages that do (or do not) address the bot",
 }
 
-_COMMENT = re.compile(r"^\s+(\w+)\s*:.*?#\s*(?P<comment>.+)$")
-
 
 def _comments(cls: type[BaseModel]) -> dict[str, str]:
+    """The comment of each field of ``cls`` (and of its bases): the one on its line, or on
+    any line of its statement when the formatter split it (``x: int = Field(\n...\n)  #
+    comment``, ``x: T | None = (\n    None  # comment\n)``)."""
     found: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
             continue
         try:
-            source = inspect.getsource(klass)
+            source = textwrap.dedent(inspect.getsource(klass))
         except (OSError, TypeError):
             continue
-        for line in source.splitlines():
-            match = _COMMENT.match(line)
-            if match and "noqa" not in match.group("comment"):
-                found[match.group(1)] = match.group("comment").strip()
+        said = {
+            token.start[0]: token.string.lstrip("#").strip()
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.COMMENT
+        }
+        [definition] = ast.parse(source).body
+        assert isinstance(definition, ast.ClassDef)
+        for statement in definition.body:
+            if not (
+                isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+            ):
+                continue
+            lines = range(statement.lineno, (statement.end_lineno or statement.lineno) + 1)
+            comments = [said[n] for n in lines if n in said and "noqa" not in said[n]]
+            if comments:
+                found[statement.target.id] = " ".join(comments)
     return found
 
 
@@ -340,10 +357,16 @@ class ItemTable:
     env: str  # how the environment sets the whole setting
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """Each field: its name, its default (markdown) and what it means."""
+        """Each field: its name, its default (markdown) and what it means (a secret says so,
+        as the sections' keys do: ``config set`` keeps it in ``.env``)."""
         comments = _comments(self.model)
         return [
-            (name, _default(field.default), comments.get(name) or DESCRIPTIONS.get(name, ""))
+            (
+                name,
+                _default(field.default),
+                (comments.get(name) or field.description or DESCRIPTIONS.get(name, ""))
+                + (" (secret)" if holds_secret(field.annotation) else ""),
+            )
             for name, field in self.model.model_fields.items()
         ]
 
@@ -375,7 +398,7 @@ def item_tables() -> tuple[ItemTable, ...]:
             "agents.<name>",
             "One more agent; unset fields inherit the top-level settings.",
             AgentProfile,
-            "SWITCHBOARD_AGENTS (JSON)",
+            "SWITCHBOARD_AGENTS (JSON), or SWITCHBOARD_AGENTS__<NAME>__<KEY>",
         ),
         ItemTable(
             "people",
@@ -385,7 +408,8 @@ def item_tables() -> tuple[ItemTable, ...]:
             "time zone and quiet hours (docs/channels.md, Each person's own time), one "
             "person across channels (docs/channels.md, People across channels).",
             PersonSettings,
-            "SWITCHBOARD_PEOPLE (JSON)",
+            "SWITCHBOARD_PEOPLE (JSON), or SWITCHBOARD_PEOPLE__<NAME>__<KEY> for a person "
+            "keyed by a name",
         ),
         ItemTable(
             "routes",
@@ -413,7 +437,7 @@ def item_tables() -> tuple[ItemTable, ...]:
             "mcp.servers.<name>",
             "One MCP server: `command` (stdio) or `url`; see [tools.md](tools.md).",
             McpServerSettings,
-            "SWITCHBOARD_MCP__SERVERS (JSON)",
+            "SWITCHBOARD_MCP__SERVERS (JSON), or SWITCHBOARD_MCP__SERVERS__<NAME>__<KEY>",
         ),
     )
 

@@ -13,6 +13,10 @@ import re
 from typing import Any
 
 import anthropic
+
+# The SDK waits between its retries with anyio, whose asyncio backend it imports on first
+# use: imported here, so a retry after "too many open files" does not fail on opening it.
+import anyio._backends._asyncio  # noqa: F401
 from anthropic.types import Message
 
 from agent.llm.base import TextSink
@@ -22,6 +26,7 @@ from agent.llm.diagnose import (
     connection_failed,
     not_an_api,
     not_found,
+    out_of_descriptors,
     refused_key,
     server_error,
     unreadable,
@@ -115,6 +120,10 @@ class AnthropicProvider:
             raise _translate(exc, self._at) from exc
         except ValueError as exc:  # the SDK could not decode a 200's body
             raise unreadable(self._at, f"not valid JSON: {exc}") from exc
+        except OSError as exc:  # raised past the SDK: no descriptor for what it opens
+            if not out_of_descriptors(exc):
+                raise
+            raise connection_failed(exc, self._at, timed_out=False) from exc
 
     def _wire_messages(self, messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
         wire: list[dict[str, Any]] = []

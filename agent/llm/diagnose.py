@@ -9,6 +9,7 @@ all three as a "timeout". The same text reaches the user's notice, the operator'
 
 from __future__ import annotations
 
+import errno
 import re
 import socket
 import ssl
@@ -104,6 +105,14 @@ def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> L
     causes = list(_chain(exc))
     innermost = causes[-1]  # the SDK's own words ("Request timed out.") can mislead
     detail = f"{type(innermost).__name__}: {innermost}"
+    if any(out_of_descriptors(c) for c in causes):
+        return LLMUnavailable(
+            f"cannot connect to {at.url}: no file descriptor left ({detail})",
+            user_message=f"The gateway could not open a connection to {at.url}: it has too "
+            "many files and connections open right now.",
+            fix="It passes as connections close; if it lasts, raise the open-files limit "
+            "(LimitNOFILE= of the service, ulimit -n) or lower limits.http_connections.",
+        )
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
         return LLMUnavailable(
             f"connection refused by {at.url} ({detail})",
@@ -136,6 +145,12 @@ def connection_failed(exc: BaseException, at: Endpoint, *, timed_out: bool) -> L
         user_message=f"Cannot connect to {at.url}: {innermost or type(innermost).__name__}.",
         fix=f"Check {at.name('base_url')}; " + DOCTOR,
     )
+
+
+def out_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process (or the system) has no file descriptor left: a
+    passing shortage (connections held by clients, a burst), not a wrong setting."""
+    return isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
 
 
 def refused_key(at: Endpoint, status: int | None, message: str) -> LLMAuthError:

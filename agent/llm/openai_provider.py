@@ -29,6 +29,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+# The SDK waits between its retries with anyio, whose asyncio backend it imports on first
+# use: imported here, so a retry after "too many open files" does not fail on opening it.
+import anyio._backends._asyncio  # noqa: F401
 import openai
 from openai.types.chat import ChatCompletion
 
@@ -39,6 +42,7 @@ from agent.llm.diagnose import (
     connection_failed,
     not_an_api,
     not_found,
+    out_of_descriptors,
     refused_key,
     server_error,
     unreadable,
@@ -170,6 +174,10 @@ class OpenAIProvider:
             raise _translate(exc, self._at) from exc
         except ValueError as exc:  # the SDK could not decode a 200's body
             raise unreadable(self._at, f"not valid JSON: {exc}") from exc
+        except OSError as exc:  # raised past the SDK: no descriptor for what it opens
+            if not out_of_descriptors(exc):
+                raise
+            raise connection_failed(exc, self._at, timed_out=False) from exc
 
     def _reword(self, exc: openai.BadRequestError) -> bool:
         """Whether the model refused a parameter it takes in other words (the answer's

@@ -61,6 +61,7 @@ from gateway.core.channel import (
 from gateway.core.commands import COMMANDS
 from gateway.core.errors import ConfigError, not_set
 from gateway.core.messages import ChatRef, OutboundMessage
+from gateway.core.system.http_sites import LimitedSite, app_runner
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class SlackChannel:
         if not section.enabled or section.bot_token is None:
             raise not_set("slack.bot_token", secret=True)
         self._settings = section
+        self._connection_limits = context.connection_limits
         self.mode = section.resolved_mode
         token = section.bot_token.get_secret_value().strip()
         # No retry handlers: a repeated chat.postMessage after a dropped connection may post
@@ -181,17 +183,23 @@ class SlackChannel:
 
     async def _start_http(self) -> None:
         web_app = self.app.web_app(path=self._settings.http_path)
-        self._runner = web.AppRunner(
-            web_app, handle_signals=False, access_log=None, shutdown_timeout=SETTLE_TIMEOUT
+        limits = self._connection_limits
+        self._runner = app_runner(
+            web_app, limits, handle_signals=False, access_log=None, shutdown_timeout=SETTLE_TIMEOUT
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._settings.http_listen, self._settings.http_port)
+        site = LimitedSite(
+            self._runner,
+            limits,
+            "slack: the Events API server",
+            host=self._settings.http_listen,
+            port=self._settings.http_port,
+        )
         try:
             await site.start()
         except OSError as exc:  # the port taken: say which setting, no traceback
             raise self._settings.http_listener().refused(exc) from exc
-        server: Any = site._server
-        self.port = server.sockets[0].getsockname()[1] if server and server.sockets else None
+        self.port = site.port
         log.info(
             "slack: Events API on http://%s:%s%s",
             self._settings.http_listen,

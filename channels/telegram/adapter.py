@@ -73,6 +73,7 @@ class TelegramChannel:
                 field="telegram.webhook_url",
             )
         self.settings = section
+        self._connection_limits = context.connection_limits
         token = section.token.get_secret_value()
         self._token_digest = token_digest(token)
         root = section.base_url.rstrip("/")
@@ -131,6 +132,7 @@ class TelegramChannel:
                     listen=self.settings.webhook_listen,
                     port=self.settings.webhook_port,
                     path=self.settings.webhook_path,
+                    limits=self._connection_limits,
                 )
                 try:
                     await self.webhook.start()

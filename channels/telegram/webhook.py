@@ -16,10 +16,12 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from telegram import Bot, Update
+
+from gateway.core.system.connections import ConnectionLimits
+from gateway.core.system.http_sites import LimitedSite, app_runner
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +33,18 @@ Handler = Callable[[Update], Awaitable[None]]
 
 class WebhookServer:
     def __init__(
-        self, bot: Bot, handle: Handler, *, secret: str, listen: str, port: int, path: str
+        self,
+        bot: Bot,
+        handle: Handler,
+        *,
+        secret: str,
+        listen: str,
+        port: int,
+        path: str,
+        limits: ConnectionLimits,
     ) -> None:
         self._bot = bot
+        self._limits = limits
         self._handle = handle
         self._secret = secret.encode()
         self._listen = listen
@@ -45,13 +56,13 @@ class WebhookServer:
     async def start(self) -> None:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post(self.path, self._receive)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = app_runner(app, self._limits, handle_signals=False, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._listen, self._port)
+        site = LimitedSite(
+            self._runner, self._limits, "telegram webhook", host=self._listen, port=self._port
+        )
         await site.start()
-        server: Any = site._server
-        if server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
+        self.port = site.port or self._port
         log.info("telegram webhook listening on %s:%d%s", self._listen, self.port, self.path)
 
     async def stop(self) -> None:

@@ -46,9 +46,12 @@ def register(
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    from gateway.core.system.connections import raise_open_files_limit  # noqa: PLC0415
     from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
 
     onboard(settings.home, settings.workspace_dir)  # first run: create what is missing
+    # room for every connection the HTTP servers may hold besides the gateway's own files
+    raise_open_files_limit()
     code = asyncio.run(run_gateway(settings))
     if code == RESTART:
         start_again()

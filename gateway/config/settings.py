@@ -67,6 +67,7 @@ from gateway.config.toml.moves import move_keys, refuse_moved, report_unknown_va
 from gateway.core.addressing import DEFAULT_AGENT
 from gateway.core.channel import ChannelContext
 from gateway.core.principal import Role
+from gateway.core.system.connections import ConnectionLimits
 
 if TYPE_CHECKING:
     from gateway.core.system.mail import SendMailSettings
@@ -129,6 +130,18 @@ class LimitSettings(Section):
     person_daily_usd: float = Field(default=0.0, ge=0)
     person_monthly_usd: float = Field(default=0.0, ge=0)
     background_daily_usd: float = Field(default=0.0, ge=0)
+    # The gateway's HTTP servers (gateway/core/system/connections.py): the web server,
+    # Slack's Events API, Telegram's webhook.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    http_connections: int = Field(default=512, ge=8)
+    http_connections_per_client: int = Field(default=64, ge=1)
+
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(
+            head_seconds=self.http_header_timeout_seconds,
+            per_server=self.http_connections,
+            per_client=self.http_connections_per_client,
+        )
 
 
 class ExecSettings(Section):
@@ -584,6 +597,7 @@ class Settings(_Trailing, _Channels, _Leading):
             agent_name=self.agent.name,
             web_server=self.web.enabled,
             zone=ZoneInfo(self.timezone),
+            connection_limits=self.limits.connection_limits(),
         )
 
     def outgoing_mail(self) -> SendMailSettings | None:

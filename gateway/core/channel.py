@@ -8,13 +8,14 @@ are separate protocols checked with ``isinstance``, so the base stays small.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.core.bus import ChannelRecords, InboundSink
 from gateway.core.messages import ChatRef, ChatType, OutboundMessage
+from gateway.core.system.connections import ConnectionLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class ChannelContext:
     agent_name: str  # the assistant's name, where the platform shows a sender's name
     web_server: bool  # whether the web server runs (where webhooks are served)
     zone: tzinfo  # the owner's time zone (user.timezone): a time given without a zone is theirs
+    # what an HTTP server of the channel's own holds ([limits] http_*): Slack's, Telegram's
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from gateway.core.channel import ReceivesOnEveryNode
 from gateway.core.errors import ConfigError, StoreError
+from gateway.core.system.http_sites import LimitedSite, app_runner
 from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.core.workspace_files import read as read_workspace
@@ -82,6 +83,7 @@ class WebServer:
         self._standby = standby
         self._every_node = every_node_paths(gateway)
         self.settings = gateway.settings.web
+        self._limits = gateway.settings.limits.connection_limits()
         token = self.settings.token.get_secret_value().strip() if self.settings.token else ""
         sessions = WebSessions(
             token.encode(),
@@ -127,17 +129,18 @@ class WebServer:
             )
         await self.guard.sessions.load()
         await self.metrics.start()
-        runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
+        runner = app_runner(self._app(), self._limits, handle_signals=False, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self.settings.host, self.settings.port)
+        site = LimitedSite(
+            runner, self._limits, "the web server", host=self.settings.host, port=self.settings.port
+        )
         try:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
             raise self.settings.listener().refused(exc) from exc
         self._runner = runner
-        address = runner.addresses[0]
-        self.port = int(address[1])
+        self.port = site.port
         await self._listen_locally(runner)
         write_endpoint(self._gateway.settings.data_dir, self.url)
         self._session_checks = asyncio.create_task(self._check_sessions())
@@ -166,7 +169,7 @@ class WebServer:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.unlink(missing_ok=True)  # left by a crash; the data directory's lock is ours
         with reachable(path) as name:
-            await web.UnixSite(runner, name).start()
+            await LimitedSite(runner, self._limits, "the web server's socket", path=name).start()
         path.chmod(0o600)  # only the gateway's user (and root) may connect
 
     def serve_all(self) -> None:

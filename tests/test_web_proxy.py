@@ -143,6 +143,19 @@ async def test_the_byte_budget_cuts_the_transfer_and_refuses_more(site: FakeSite
     assert site.requests == ["/endless"]
 
 
+async def test_a_client_holds_at_most_the_proxys_connections_at_once() -> None:
+    """A script (or a page) opening connection after connection gets cut off past the cap,
+    rather than holding the gateway's file descriptors."""
+    async with GuardedProxy(guard(), max_bytes=1_000_000, max_connections=2) as proxy:
+        held = [await asyncio.open_connection("127.0.0.1", proxy.port) for _ in range(2)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed at once, unanswered
+        writer.close()
+        for _, held_writer in held:
+            held_writer.close()
+
+
 def test_connect_targets_are_split_into_host_and_port() -> None:
     assert split_authority("example.org:8443") == ("example.org", 8443)
     assert split_authority("[::1]:443") == ("[::1]", 443)

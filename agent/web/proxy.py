@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 64 * 1024
 HEAD_TIMEOUT = 10.0
+# Connections from the browser (or a skill's script) open at once: Chromium opens at most
+# 32 to a proxy. A client past it is cut off, not queued: each one is a file descriptor
+# of the gateway's.
+MAX_CONNECTIONS = 64
 CONNECT_TIMEOUT = 10.0
 READ_SIZE = 64 * 1024
 REFUSED_HEADER = "X-Switchboard-Refused"
@@ -54,8 +58,11 @@ class Traffic:
 class GuardedProxy:
     """``async with GuardedProxy(guard, max_bytes=...) as proxy:`` then use ``proxy.server``."""
 
-    def __init__(self, guard: Guard, *, max_bytes: int) -> None:
+    def __init__(
+        self, guard: Guard, *, max_bytes: int, max_connections: int = MAX_CONNECTIONS
+    ) -> None:
         self.guard = guard
+        self.max_connections = max_connections
         self.traffic = Traffic(max_bytes)
         self.cut = asyncio.Event()  # set when the byte budget is spent and traffic was cut
         self._server: asyncio.Server | None = None
@@ -104,6 +111,10 @@ class GuardedProxy:
     # -- one connection from the browser ------------------------------------------------
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) >= self.max_connections:
+            log.debug("the guarded proxy refused a connection: %d are open", len(self._tasks))
+            _close(writer)
+            return
         # A task of our own (not the server's callback task), so stop() may cancel it.
         task = asyncio.create_task(self._handle(reader, writer))
         self._tasks.add(task)

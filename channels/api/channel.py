@@ -46,6 +46,7 @@ from gateway.core.addressing import API_CHANNEL
 from gateway.core.bus import Accepted, ChannelRecords, InboundSink
 from gateway.core.channel import ChannelHealth, StartContext, TurnActivity
 from gateway.core.commands import CONTROL_COMMANDS
+from gateway.core.credentials import as_bytes
 from gateway.core.errors import ChannelTransientError
 from gateway.core.messages import (
     ChatRef,
@@ -79,7 +80,7 @@ def session_thread(session: str | None) -> str | None:
         return None
     if _SESSION.fullmatch(session):
         return session
-    return "h-" + hashlib.sha256(session.encode()).hexdigest()[:32]
+    return "h-" + hashlib.sha256(as_bytes(session)).hexdigest()[:32]
 
 
 class ApiChannel:
@@ -185,7 +186,7 @@ class ApiChannel:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             return None
-        candidate = given.strip().encode()
+        candidate = as_bytes(given.strip())
         found = None
         for token in self.settings.tokens:
             if hmac.compare_digest(candidate, token.token.get_secret_value().encode()):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +24,7 @@ from gateway.config.connect import ApiToken
 from gateway.core.commands import UNMETERED_COMMANDS
 from gateway.core.errors import ChannelTransientError, StorageFullError
 from gateway.core.principal import Role
-from gateway.core.system.bodies import read_capped
+from gateway.core.system.bodies import parse_json, read_capped
 from gateway.core.webhost import CredentialThrottle
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ async def read_json(request: web.Request, limit: int) -> tuple[Any, bytes]:
     if body is None:
         raise wire.BadRequest(too_large)
     try:
-        return json.loads(body), body
+        return parse_json(body), body
     except ValueError as exc:
         raise wire.BadRequest(f"the body is not JSON: {exc}") from None
 

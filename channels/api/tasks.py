@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
@@ -29,7 +28,7 @@ from gateway.core.addressing import API_CHANNEL
 from gateway.core.errors import StorageFullError
 from gateway.core.messages import ChatRef
 from gateway.core.principal import Principal
-from gateway.core.system.bodies import read_capped
+from gateway.core.system.bodies import parse_json, read_capped
 from gateway.store import TaskEvent, TaskRecord
 from gateway.store.tasks import FINAL_STATES
 
@@ -126,7 +125,7 @@ class TaskRoutes:
         if raw is None:
             return _error(400, f"the body is over {limit} bytes (api.max_request_bytes)")
         try:
-            body = json.loads(raw)
+            body = parse_json(raw)
         except ValueError:
             return _error(400, "the body must be JSON: {text, agent, deliver_to}")
         if not isinstance(body, dict):

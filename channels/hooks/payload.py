@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
+from gateway.core.system.bodies import parse_json
+
 DELIVERY = "X-Switchboard-Delivery"
 GITHUB_DELIVERY = "X-GitHub-Delivery"
 GITHUB_EVENT = "X-GitHub-Event"
@@ -36,7 +38,7 @@ def parse(body: bytes, content_type: str) -> Any:
     if content_type == FORM:
         return _form(text)
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError:
         return text
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from channels.hooks.payload import DELIVERY, is_delivery_id
+from gateway.core.credentials import same_secret
 
 SIGNATURE = "X-Switchboard-Signature"
 GITHUB_SIGNATURE = "X-Hub-Signature-256"
@@ -94,7 +95,7 @@ def verify(secret: str, body: bytes, headers: Mapping[str, str], *, now: float) 
         algorithm, _, given = value.partition("=")
         if algorithm.lower() != "sha256" or not given:
             return Verdict(False, reason=f"{header} must be {form}")
-        if hmac.compare_digest(given.strip().lower(), digest(key, body)):
+        if same_secret(given.strip().lower(), digest(key, body)):
             return Verdict(True, scheme)
         return Verdict(False, reason=f"{header} does not match the body")
     return Verdict(
@@ -123,7 +124,7 @@ def _timestamped(key: bytes, body: bytes, header: str, delivery: str | None, now
         )
     signed = f"{at}." if delivery is None else f"{at}.{delivery}."
     expected = digest(key, signed.encode() + body)
-    if any(hmac.compare_digest(given.lower(), expected) for given in fields.get("v1", [])):
+    if any(same_secret(given.lower(), expected) for given in fields.get("v1", [])):
         return Verdict(True, "stripe" if delivery is None else "switchboard", signed_at=at)
     what = '"<t>.<body>"' if delivery is None else '"<t>.<delivery id>.<body>"'
     return Verdict(False, reason=f"no v1 signature matches the HMAC of {what}")

@@ -47,6 +47,7 @@ from channels.slack.convert import CHANNEL, Converted, convert, convert_command
 from channels.slack.lookups import SlackLookups
 from channels.slack.media import MediaStore
 from channels.slack.probe import probe as check_credentials
+from channels.slack.requests import well_formed
 from channels.slack.sender import Sender
 from channels.slack.settings import SlackSettings
 from channels.slack.working import WorkingMarks
@@ -183,6 +184,7 @@ class SlackChannel:
 
     async def _start_http(self) -> None:
         web_app = self.app.web_app(path=self._settings.http_path)
+        web_app.middlewares.append(well_formed)
         limits = self._connection_limits
         self._runner = app_runner(
             web_app, limits, handle_signals=False, access_log=None, shutdown_timeout=SETTLE_TIMEOUT

@@ -13,13 +13,13 @@ sender proved it knows the secret, so this is Telegram; redelivery would not fix
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from telegram import Bot, Update
 
+from gateway.core.credentials import same_secret
 from gateway.core.system.connections import ConnectionLimits
 from gateway.core.system.http_sites import LimitedSite, app_runner
 
@@ -72,8 +72,7 @@ class WebhookServer:
             self._runner = None
 
     async def _receive(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "").encode()
-        if not hmac.compare_digest(given, self._secret):
+        if not same_secret(request.headers.get(SECRET_HEADER, ""), self._secret):
             log.warning("telegram webhook: refused a request without the right secret token")
             return web.Response(status=403, text="forbidden")
         try:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+
+from gateway.core.credentials import same_secret
+from gateway.core.system.bodies import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,8 @@ class Webhook:
 
     async def _verify(self, request: web.Request) -> web.Response:
         query = request.query
-        given = query.get("hub.verify_token", "").encode()
-        if query.get("hub.mode") == "subscribe" and hmac.compare_digest(given, self._verify_token):
+        given = query.get("hub.verify_token", "")
+        if query.get("hub.mode") == "subscribe" and same_secret(given, self._verify_token):
             log.info("whatsapp: Meta verified the webhook at %s", self.path)
             return web.Response(text=query.get("hub.challenge", ""))
         log.warning("whatsapp: refused a webhook verification with the wrong verify token")
@@ -61,11 +63,11 @@ class Webhook:
             return web.Response(status=413, text="too large")
         body = await request.read()
         given = request.headers.get(SIGNATURE_HEADER, "")
-        if not hmac.compare_digest(given.encode(), signature(self._secret, body).encode()):
+        if not same_secret(given, signature(self._secret, body)):
             log.warning("whatsapp: refused a webhook POST without the right signature")
             return web.Response(status=401, text="bad signature")
         try:
-            data = json.loads(body)
+            data = parse_json(body)
         except ValueError as exc:
             log.warning("whatsapp: dropping a signed webhook body that is not JSON: %s", exc)
             return web.Response(text="ignored")

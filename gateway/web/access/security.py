@@ -35,7 +35,6 @@ Every request passes :meth:`WebGuard.middleware`:
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import re
 import socket
@@ -47,6 +46,7 @@ from urllib.parse import urlsplit
 from aiohttp import hdrs, web
 
 from gateway.config.channels import WebSettings
+from gateway.core.credentials import same_secret
 from gateway.core.system.local_socket import is_gateway_user, peer_uid
 from gateway.web.access.login_page import SIGN_IN_HINT, login_page, used_link_page
 from gateway.web.access.sessions import WebSessions
@@ -185,7 +185,7 @@ class WebGuard:
         return hdrs.AUTHORIZATION in request.headers or AUTH_COOKIE in request.cookies
 
     def token_matches(self, candidate: str) -> bool:
-        return self._token is not None and hmac.compare_digest(candidate.encode(), self._token)
+        return self._token is not None and same_secret(candidate, self._token)
 
     def same_origin(self, request: web.Request) -> bool:
         origin = request.headers.get(hdrs.ORIGIN)

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.core.credentials import as_bytes
+
 KEY = "web_sessions"
 # When `switchboard web --sign-out-all` last signed every browser out (Unix time): read by
 # every running web server (a cluster's leader is another process, maybe on another machine).
@@ -214,7 +216,7 @@ def _parse(digest: str, times: object, now: float) -> _Session | None:
 
 
 def _digest(session_id: str) -> str:
-    return hashlib.sha256(session_id.encode()).hexdigest()
+    return hashlib.sha256(as_bytes(session_id)).hexdigest()
 
 
 def _seconds(value: object) -> float:

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gateway.core.credentials import same_secret
+
 KEY_FILE = "web-signin.key"
 LIFETIME_SECONDS = 600
 MAX_REMEMBERED = 4096  # used nonces kept until they expire; beyond it the oldest go
@@ -87,7 +89,7 @@ class SignInCodes:
         if not expires_text.isdigit() or not nonce or len(nonce) > 64:
             return False
         expires = int(expires_text)
-        if not hmac.compare_digest(mac.encode(), _mac(self._key, expires, nonce).encode()):
+        if not same_secret(mac, _mac(self._key, expires, nonce)):
             return False
         now = self._clock()
         if not now < expires <= now + LIFETIME_SECONDS + 60 or nonce in self._used:

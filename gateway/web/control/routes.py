@@ -28,6 +28,7 @@ from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
 from gateway.core.lifecycle import waited
 from gateway.core.merge import Conflict, Merge
+from gateway.core.system.bodies import parse_json
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
 from gateway.core.workspace_files import rebased
@@ -123,7 +124,7 @@ class ControlRoutes:
     @staticmethod
     async def _body(request: web.Request) -> dict[str, Any]:
         try:
-            body = await request.json()
+            body = await request.json(loads=parse_json)
         except (ValueError, UnicodeDecodeError):
             raise BadRequest("send a JSON object") from None
         if not isinstance(body, dict):

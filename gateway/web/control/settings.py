@@ -38,6 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.config.reference.form import sections_json
+from gateway.core.system.bodies import parse_json
 from gateway.web.access.security import WebGuard, redirect
 from gateway.web.control.settings_page import (
     CHECK,
@@ -91,7 +92,7 @@ class SettingsRoutes:
 
     async def save(self, request: web.Request) -> web.Response:
         try:
-            body: Any = await request.json()
+            body: Any = await request.json(loads=parse_json)
         except ValueError:
             body = None
         values = body.get("values", {}) if isinstance(body, dict) else None
@@ -164,7 +165,7 @@ class SettingsRoutes:
                 f"/settings/restarting?from={self._start}&ticket={self._restart_soon(by)}"
             )
         try:
-            body: Any = await request.json() if request.can_read_body else None
+            body: Any = await request.json(loads=parse_json) if request.can_read_body else None
         except ValueError:
             body = None
         ticket: Any = body.get("ticket") if isinstance(body, dict) else None

@@ -143,6 +143,26 @@ async def test_a_wrong_token_is_refused_without_a_model_call(
     assert fake_llm.requests == []
 
 
+async def test_a_guesser_on_the_same_address_never_locks_a_valid_token_out(
+    make_settings: SettingsFactory,
+) -> None:
+    """On a loopback bind every local program has the clients' address: ten wrong tokens a
+    minute got Open WebUI and the owner's scripts refused (429) for as long as they went
+    on. Wrong tokens are throttled; a valid one is checked first and answered."""
+    async with serving(api_settings(make_settings)) as (_, url), aiohttp.ClientSession() as http:
+
+        async def models(token: str) -> int:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http.get(url + "/models", headers=headers) as response:
+                return response.status
+
+        refused = [await models(f"wrong-token-{n:04d}-0123456789") for n in range(11)]
+        assert refused == [401] * 10 + [429]
+        assert await models(OWNER_TOKEN) == 200
+        assert await models(MEMBER_TOKEN) == 200
+        assert await models("wrong-token-9999-0123456789") == 429
+
+
 async def test_a_member_token_is_refused_an_owner_only_tool(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

@@ -142,13 +142,16 @@ class ChatRoutes:
     async def _checked(
         self, endpoint: str, handler: Authenticated, request: web.Request
     ) -> tuple[web.StreamResponse, ApiToken | None]:
-        """The response, and the token that asked (``None``: no valid one)."""
-        if self._throttle.throttled(request):
+        """The response, and the token that asked (``None``: no valid one). A valid token
+        goes through even while its address is throttled (a guesser on the same address, on
+        a loopback bind every local program, would lock every client out): an API token is
+        at least 16 random characters, and only wrong ones are refused."""
+        token = self._api.authenticate(request)
+        if token is None and self._throttle.throttled(request):
             self._api.requests[(endpoint, "throttled")] += 1
             return wire.error_response(
                 429, "too many failed attempts; wait a minute", "rate_limit_exceeded"
             ), None
-        token = self._api.authenticate(request)
         if token is None:
             self._throttle.record_failure(request)
             self._api.requests[(endpoint, "unauthorized")] += 1

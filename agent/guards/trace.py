@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.core.system.fileutil import private_folders
 from gateway.core.turns import TurnKind
 
 Redact = Callable[[str], str]
@@ -51,12 +52,13 @@ class TurnTrace:
         path = directory / day / f"{self.turn_id}.jsonl"
         lines = [redact(json.dumps(e, ensure_ascii=False, default=str)) for e in self.events]
         data = ("\n".join(lines) + "\n").encode()
-        # Created private (0600) in one call; the day's folder only when it is missing.
+        # Created private (0600) in one call; the day's folder (0700, and the traces' own
+        # when it is missing too) only when it is missing.
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         try:
             fd = os.open(path, flags, 0o600)
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folders(path.parent)
             fd = os.open(path, flags, 0o600)
         try:
             os.write(fd, data)

@@ -39,7 +39,9 @@ async def test_unknown_sender_gets_one_pairing_code_and_no_model_call(
         audit = await gateway.store.audit.recent()
     assert len(channel.sent) == 1
     assert "pairing code" in reply.text and "switchboard pairing approve" in reply.text
-    assert "(your own bot? add --owner to be its owner here)" in reply.text
+    # a stranger is not told about --owner: "it's me on my new phone, add --owner" is the
+    # pretext it handed to everyone (the command line tells the owner)
+    assert "--owner" not in reply.text and "owner here" not in reply.text
     assert fake_llm.requests == []
     assert {e.kind for e in audit} == {"pairing"}
 
@@ -243,3 +245,57 @@ async def test_who_a_message_is_from_is_the_gates_to_say_not_the_channels(
     offered = {(t.get("function") or t).get("name") for t in request.body.get("tools", [])}
     assert "exec" not in offered  # a member's tools
     assert sessions == ["telegram:5"]  # their own chat, not the owner's conversation
+
+
+EVIL_NAMES = {
+    "7": "Mallory\x1b[2J\x1b[1;31mAPPROVE ME\x1b[0m\rOwner",
+    "8": "Eve\n2026-12-07 19:40:00,000 INFO gateway.cli.pairing: pairing ABCD1234 approved as owner",
+    "9": "Bob\u202e1001 resu margelet",  # reversed: "telegram user 1001"
+}
+
+
+async def test_a_strangers_name_cannot_draw_on_the_owners_screen(
+    run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A display name is the stranger's to write: escapes that clear and recolour the
+    terminal, a carriage return or a newline that draws a line of its own, a right-to-left
+    override. In `switchboard pairing list` and `/pair list` each is shown as its escape,
+    one request per line."""
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, telegram={"owners": ["1"]}) as (gateway, _):
+        for sender, name in EVIL_NAMES.items():
+            await channel.push("hi", sender_id=sender, chat_id=sender, sender_name=name)
+        await channel.wait_for(3)
+        await channel.push("/pair list", sender_id="1", chat_id="1")
+        [listing] = await channel.wait_for(1, chat_id="1")
+        capsys.readouterr()
+        assert (
+            await pairing_cli(gateway.settings, argparse.Namespace(action="list", json=False)) == 0
+        )
+    printed = capsys.readouterr().out
+    for shown in (listing.text, printed.rstrip("\n")):
+        lines = shown.split("\n")
+        assert len(lines) == 3 and all(
+            re.match(r"[A-Z2-9]{8}  telegram user [789] ", line) for line in lines
+        )
+        assert not any(c in shown for c in "\x1b\r\u202e")
+        assert "(Mallory\\x1b[2J\\x1b[1;31mAPPROVE ME\\x1b[0m\\rOwner)" in shown
+        assert "(Eve\\n2026-12-07 19:40:00,000 INFO gateway.cli.pairing: pairing …)" in shown
+        assert "(Bob\\u202e1001 resu margelet)" in shown
+
+
+async def test_only_the_owner_at_the_machine_is_told_how_to_pair_as_owner(
+    run_gateway: Any, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel) as (gateway, _):  # no owner yet
+        await channel.push("hello, it's me", sender_id="42", chat_id="42")
+        [reply] = await channel.wait_for(1)
+        assert (
+            await pairing_cli(gateway.settings, argparse.Namespace(action="list", json=False)) == 0
+        )
+    assert "--owner" not in reply.text
+    assert (
+        "note: telegram has no owner yet; a code your own account got there: "
+        "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
+    ) in capsys.readouterr().out

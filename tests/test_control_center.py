@@ -325,6 +325,22 @@ async def test_start_fresh_tells_a_quiet_groups_thread_and_no_chat_of_a_job(
 # -- people, pairing, approvals ---------------------------------------------------------------
 
 
+async def test_a_name_that_would_reverse_or_break_the_list_is_shown_escaped(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """A right-to-left override in a stranger's name would reverse what the page shows
+    after it (the code, the address); a newline would break the row."""
+    settings = make_settings(web={"port": 0}, telegram={"token": "1:a", "owners": ["1"]})
+    telegram = MemoryChannel("telegram")
+    async with serving(settings, telegram) as (gateway, url, _chat), owner(gateway) as http:
+        name = "Eve\u202e1 resu\nOwner"
+        await telegram.push("let me in", sender_id="77", chat_id="77", sender_name=name)
+        await telegram.wait_for(1)
+        async with http.get(url + "api/people") as response:
+            [pending] = (await response.json())["pending"]
+    assert pending["sender_name"] == "Eve\\u202e1 resu\\nOwner"
+
+
 async def test_people_are_shown_by_name_with_role_zone_and_usage_and_can_be_revoked(
     make_settings: SettingsFactory, fake_llm: FakeLLM
 ) -> None:

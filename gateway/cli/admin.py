@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
+    from gateway.store import PairingRequest
 
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -120,6 +121,7 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.core.textutil import shown_name  # noqa: PLC0415
     from gateway.runtime.intake.pairing import PairingDesk, describe  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
@@ -138,6 +140,7 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
                 print("No pairing requests and no paired users.")
             else:
                 print("\n".join(describe(r) for r in requests))
+                print(*_ownerless_hint(settings, requests), sep="\n")
             return 0
         if args.action == "clear":
             count = await desk.clear(by=by, channel=args.channel)
@@ -152,7 +155,7 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            name = request.sender_name or "no name"
+            name = shown_name(request.sender_name) if request.sender_name else "no name"
             print(
                 f"{args.action.capitalize()}d {request.channel} user {request.sender_id} ({name})."
             )
@@ -172,6 +175,25 @@ async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         print(f"{args.user_id} is not a paired user on {args.channel}.", file=sys.stderr)
         return 1
+
+
+def _ownerless_hint(settings: Settings, requests: list[PairingRequest]) -> list[str]:
+    """For the owner only (strangers are never told): how a code of their own account is
+    approved on a channel that has no owner yet."""
+    sections = settings.channel_sections()
+    ownerless = sorted(
+        {
+            r.channel
+            for r in requests
+            if r.state == "pending" and r.channel in sections and not sections[r.channel].owners
+        }
+    )
+    if not ownerless:
+        return []
+    return [
+        f"note: {', '.join(ownerless)} has no owner yet; a code your own account got there: "
+        "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
+    ]
 
 
 def make_owner(settings: Settings, channel: str, sender_id: str) -> int:

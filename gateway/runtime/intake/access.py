@@ -113,12 +113,14 @@ def _listed(sender: str, allowlist: tuple[str, ...], section: ChannelSection) ->
 
 
 def pairing_text(code: str, ttl_seconds: int) -> str:
+    """A stranger's one answer. It does not mention ``--owner``: told to every stranger,
+    it was a ready pretext ("it's me on my new phone, add --owner"); the command line tells
+    the owner (``switchboard pairing list``, onboarding's next step)."""
     minutes = max(1, ttl_seconds // 60)
     return (
         "Hi! I only talk to people my owner has approved. "
         f"Your pairing code is {code} (valid for {minutes} minutes). "
-        f"Ask the owner to run: switchboard pairing approve {code} "
-        "(your own bot? add --owner to be its owner here)"
+        f"Ask the owner to run: switchboard pairing approve {code}"
     )
 
 

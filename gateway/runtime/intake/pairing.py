@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from gateway.config.channels import ChannelSection
 from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.textutil import shown_name
 from gateway.store import AuditLog, Outbox, PairingRequest, Pairings, Store
 
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."
@@ -86,8 +87,10 @@ class PairingDesk:
 
 
 def describe(request: PairingRequest, *, now: float | None = None) -> str:
+    """One line of ``switchboard pairing list`` and ``/pair list``; the name the stranger
+    chose is shown escaped (:func:`shown_name`): it is theirs to write anything into."""
     now = time.time() if now is None else now
-    name = f" ({request.sender_name})" if request.sender_name else ""
+    name = f" ({shown_name(request.sender_name)})" if request.sender_name else ""
     if request.state == "pending":
         minutes = max(0, int((request.expires_at - now) // 60))
         return f"{request.code}  {request.channel} user {request.sender_id}{name}  pending, {minutes} min left"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.core.principal import Role
+from gateway.core.textutil import shown_name
 from gateway.web.control.names import Names
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
         if zone is None:
             zone, zone_from = settings.timezone, "the default (user.timezone)"
         usage = used.get(person)
-        name = names.known(person) or asked_as.get(person) or names.person(person)
+        name = shown_name(names.known(person) or asked_as.get(person) or names.person(person))
         people.append(
             (
                 list(Role).index(role),
@@ -137,7 +138,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
                 "code": r.code,
                 "channel": r.channel,
                 "sender_id": r.sender_id,
-                "sender_name": r.sender_name,
+                "sender_name": shown_name(r.sender_name),
                 "created_at": r.created_at,
                 "expires_at": r.expires_at,
             }

@@ -134,6 +134,24 @@ async def test_status_is_answered_while_the_turn_runs(run_gateway: Any, fake_llm
     assert replies[1].text == "finally done"
 
 
+async def test_a_members_status_does_not_list_the_gateways_channels(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """Which platforms the gateway serves is the owner's business, not a member's."""
+    telegram = MemoryChannel("telegram")
+    access = {"owners": ["1"], "allow_from": ["2"]}
+    token = {"name": "ops", "token": "owner-token-0123456789abcdef", "role": "owner"}
+    api = {"enabled": True, "tokens": [token]}
+    async with run_gateway(channel=telegram, telegram=access, api=api):
+        await telegram.push("/status", sender_id="2", chat_id="2")
+        [member] = await telegram.wait_for(1, chat_id="2")
+        await telegram.push("/status", sender_id="1", chat_id="1")
+        [owner] = await telegram.wait_for(1, chat_id="1")
+    assert "Channels:" not in member.text and "api" not in member.text
+    assert "Today: you" in member.text  # what is theirs stays
+    assert "Channels: telegram, api" in owner.text
+
+
 async def test_new_stops_the_running_turn_then_starts_afresh(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:

@@ -1,5 +1,7 @@
 """The ``/status`` answer: the gateway, this conversation, the models, and (for the owner and
-admins) everyone's spend today and, in a direct chat, the background work.
+admins) the channels, what waits to be sent where, everyone's spend today and, in a direct
+chat, the background work. A member sees what concerns them: not which channels the
+gateway serves, nor where the messages waiting to be sent go.
 
 Read from the store, the model pool and the node's load, so it needs nothing that runs the
 turns: it can be answered in the middle of one.
@@ -68,12 +70,13 @@ class StatusText:
         # What others asked for (task prompts, jobs) and why a platform refused a message
         # are for the owner and admins, in DMs.
         private = principal.is_admin and not msg.is_group
+        channels = f"Channels: {', '.join(self._channels) or 'none'}"
         lines = [
             f"Switchboard {__version__} · model {running.model if running and running.model else llm.model} ({llm.provider})",
-            f"Channels: {', '.join(self._channels) or 'none'}",
+            *([channels] if principal.is_admin else []),
             *([_now_line(running)] if running is not None else []),
             f"Other turns running: {max(0, others)} · messages waiting for a turn: {waiting}",
-            *await self._unsent_lines(errors=private),
+            *await self._unsent_lines(errors=private, where=principal.is_admin),
             f"This conversation: {history} messages in context",
             await self._context_line(session, running),
             *await self._spend_lines(principal),
@@ -83,13 +86,15 @@ class StatusText:
             lines.extend(await self._background_lines())
         return "\n".join(lines)
 
-    async def _unsent_lines(self, *, errors: bool) -> list[str]:
-        """What waits in the outbox, in words: how many messages to which channel, and why
-        each is not out yet (a failed try, the platform's rate limit, an earlier message);
-        ``errors``: with the platform's error (it may name a recipient)."""
+    async def _unsent_lines(self, *, errors: bool, where: bool) -> list[str]:
+        """What waits in the outbox, in words: how many messages, and (``where``) to which
+        channel and why each is not out yet (a failed try, the platform's rate limit, an
+        earlier message); ``errors``: with the platform's error (it may name a recipient)."""
         total = await self._store.outbox.pending_count()
         if not total:
             return ["Messages to send: none waiting"]
+        if not where:
+            return [f"Messages to send: {_count(total, 'message')} not delivered yet"]
         now = self._clock.now().timestamp()
         reasons: Counter[tuple[str, str]] = Counter(
             (m.channel, _why_unsent(m, now, errors=errors))

@@ -30,6 +30,7 @@ from gateway.store.cluster.membership import Membership
 from gateway.store.engine.schema_pg import MIGRATION_LOCK
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.test_web_server import sign_in
 
 pytestmark = pytest.mark.slow
 
@@ -159,7 +160,7 @@ async def test_metrics_and_status_show_every_node_its_role_sessions_and_connecti
         try:
             await asyncio.wait_for(b.guard.standby.wait(), 10)
             async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-                await http.get(a.web.sign_in_link())  # the owner's browser
+                await sign_in(http, a.web.sign_in_link())  # the owner's browser
 
                 async def listed() -> dict[str, Any]:
                     async with http.get(a.web.url + "api/status") as response:  # type: ignore[union-attr]

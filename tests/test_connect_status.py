@@ -22,6 +22,7 @@ from gateway.config.partial import load_what_is_valid
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, held, text
+from tests.test_web_server import sign_in
 
 SECRET = "hook-secret-0123456789abcdef"
 TOKEN = "api-token-0123456789abcdefgh"
@@ -115,7 +116,7 @@ async def test_status_and_metrics_show_hooks_the_api_and_tasks(
         async with http.get(url + "v1/models", headers={"Authorization": "Bearer nope"}) as r:
             assert r.status == 401
         report = await gather(settings)
-        await http.get(gateway.web.sign_in_link())  # /metrics is the owner's
+        await sign_in(http, gateway.web.sign_in_link())  # /metrics is the owner's
         async with http.get(url + "metrics") as r:
             metrics = await r.text()
         gate.set()

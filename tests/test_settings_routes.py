@@ -1,5 +1,6 @@
-"""The settings over the web (gateway/web/control/settings.py): the page at ``/settings`` whose form
-has an input per dotted key and saves by its submit, the JSON API beside it, and the
+"""The settings over the web (gateway/web/control/settings.py): the form of the page at
+``/settings`` (fetched and posted by its script with the page key, at
+``/api/settings/form``), with an input per dotted key, the JSON API beside it, and the
 restart; every route only for the owner. And the same path from the command line:
 ``switchboard config set`` and ``POST /api/settings`` on a running ``switchboard run``
 change the model for the next turn in the same process, and a restart starts it anew."""
@@ -35,7 +36,8 @@ WEB_TOKEN = "web-token-0123456789abcdefgh"
 MEMBER_TOKEN = "member-token-0123456789abcdef"
 ROUTES = [
     ("GET", "/settings"),
-    ("POST", "/settings"),
+    ("GET", "/api/settings/form"),
+    ("POST", "/api/settings/form"),
     ("GET", "/api/settings"),
     ("POST", "/api/settings"),
     ("POST", "/api/restart"),
@@ -98,6 +100,25 @@ def form_of(page: str) -> dict[str, str]:
     return parser.values
 
 
+async def form_page(browser: aiohttp.ClientSession, url: str, done: str = "") -> str:
+    """The settings page's form as its script fetches it (with the page key)."""
+    query = f"?done={done}" if done else ""
+    async with browser.get(url + "/api/settings/form" + query) as r:
+        assert r.status == 200, await r.text()
+        html: str = (await r.json())["html"]
+        return html
+
+
+async def post_form(
+    browser: aiohttp.ClientSession, url: str, form: dict[str, str]
+) -> tuple[int, str, str | None]:
+    """The form posted as the page's script posts it: the status, the form it answers
+    with, and the id of a save's result (``done``)."""
+    async with browser.post(url + "/api/settings/form", data=form, headers={"Origin": url}) as r:
+        answer = await r.json()
+        return r.status, answer["html"], answer["done"]
+
+
 async def test_every_settings_route_is_refused_without_the_owners_session(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
@@ -128,7 +149,8 @@ async def test_every_settings_route_is_refused_without_the_owners_session(
         after = (tmp_path / "home" / "config.toml").read_bytes()
     assert nobody == [
         ("/settings", 303, "/login?next=/settings"),  # a browser is sent to sign in
-        ("/settings", 401, None),
+        ("/api/settings/form", 303, "/login?next=/api/settings/form"),
+        ("/api/settings/form", 401, None),
         ("/api/settings", 303, "/login?next=/api/settings"),
         ("/api/settings", 401, None),
         ("/api/restart", 401, None),
@@ -145,16 +167,13 @@ async def test_the_settings_page_saves_by_its_form_and_the_next_turn_uses_it(
         assert gateway.web is not None
         url = gateway.web.url.rstrip("/")
         async with owner(gateway) as browser:
-            async with browser.get(url + "/settings") as r:
-                page = await r.text()
+            page = await form_page(browser, url)
             form = form_of(page)
             form["llm.model"] = "fake-model-2"  # the person changes one field, submits all
             form["_action"] = "save"
-            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
-                saved, saved_page = r.status, await r.text()
+            saved, saved_page, _ = await post_form(browser, url, form)
             form = form_of(saved_page) | {"storage.retention_days": "10", "_action": "check"}
-            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
-                checked_page = await r.text()
+            _, checked_page, _ = await post_form(browser, url, form)
         await channel.push("hello")
         await channel.wait_for(1)
     assert 'name="llm.model" value="fake-model"' in page
@@ -181,11 +200,9 @@ async def test_the_form_sends_only_what_was_changed_on_it_and_keeps_what_was_typ
         async with owner(gateway) as browser:
 
             async def post(form: dict[str, str]) -> str:
-                async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
-                    return await r.text()
+                return (await post_form(browser, url, form))[1]
 
-            async with browser.get(url + "/settings") as r:
-                opened = form_of(await r.text())
+            opened = form_of(await form_page(browser, url))
             # meanwhile, elsewhere (`config set`, another tab): the maximum answer length
             async with browser.post(
                 url + "/api/settings",
@@ -210,29 +227,23 @@ async def test_the_form_sends_only_what_was_changed_on_it_and_keeps_what_was_typ
     assert "timeout_seconds = 77" in written
 
 
-async def test_a_save_is_answered_with_a_redirect_so_a_reload_saves_nothing_again(
+async def test_a_save_is_named_in_the_pages_address_so_a_reload_saves_nothing_again(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
-    """Post/Redirect/Get: the page a Save leads to is a GET showing what it did; reloading
-    it shows that again and posts nothing (the browser would ask to resubmit a POST)."""
+    """A Save answers with what it did and the id of that result, which the page puts in
+    its address (``/settings?done=``): reloading it shows that again and posts nothing."""
     async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
         assert gateway.web is not None
         url = gateway.web.url.rstrip("/")
         async with owner(gateway) as browser:
-            async with browser.get(url + "/settings") as r:
-                form = form_of(await r.text()) | {"llm.model": "fake-model-2", "_action": "save"}
-            async with browser.post(
-                url + "/settings", data=form, headers={"Origin": url}, allow_redirects=False
-            ) as r:
-                status, location = r.status, r.headers.get("Location", "")
-            shown = []
-            for _ in range(2):  # the page, then a reload
-                async with browser.get(url + location) as r:
-                    shown.append(await r.text())
-            async with browser.get(url + "/settings") as r:
-                later = await r.text()
+            form = form_of(await form_page(browser, url))
+            form |= {"llm.model": "fake-model-2", "_action": "save"}
+            status, saved, done = await post_form(browser, url, form)
+            assert done is not None
+            shown = [saved] + [await form_page(browser, url, done) for _ in range(2)]
+            later = await form_page(browser, url)
         saves = await gateway.store.audit.recent(10, kind="settings_changed")
-    assert status == 303 and location.startswith("/settings?done=")
+    assert status == 200
     assert all("applied: <code>llm.model</code>" in page for page in shown)
     assert "applied:" not in later
     assert len(saves) == 1
@@ -285,8 +296,8 @@ async def test_the_settings_page_reads_like_the_reference_and_says_where_each_va
     async with web_gateway(tmp_path / "home", fake_llm) as (gateway, _):
         assert gateway.web is not None
         url = gateway.web.url.rstrip("/")
-        async with owner(gateway) as browser, browser.get(url + "/settings") as r:
-            page = await r.text()
+        async with owner(gateway) as browser:
+            page = await form_page(browser, url)
     form = form_of(page)
     assert "`" not in page and "](" not in page
     assert "<code>debug</code>, <code>info</code>" in block(page, "log_level")
@@ -321,11 +332,9 @@ async def test_a_refused_save_is_told_above_the_form_and_beside_the_field(
         assert gateway.web is not None
         url = gateway.web.url.rstrip("/")
         async with owner(gateway) as browser:
-            async with browser.get(url + "/settings") as r:
-                form = form_of(await r.text())
+            form = form_of(await form_page(browser, url))
             form |= {"agent.max_iterations": "0", "_action": "save"}
-            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
-                status, page = r.status, await r.text()
+            status, page, _ = await post_form(browser, url, form)
     why = "Input should be greater than or equal to 1"
     summary = page[page.index('<div class="error-summary"') :]
     assert status == 400
@@ -352,11 +361,9 @@ async def test_a_secret_is_removed_from_the_page_by_ticking_its_box(
         assert gateway.web is not None
         url = gateway.web.url.rstrip("/")
         async with owner(gateway) as browser:
-            async with browser.get(url + "/settings") as r:
-                before = await r.text()
+            before = await form_page(browser, url)
             form = form_of(before) | {"_clear.calendar.password": "on", "_action": "save"}
-            async with browser.post(url + "/settings", data=form, headers={"Origin": url}) as r:
-                after = await r.text()
+            _, after, _ = await post_form(browser, url, form)
             async with browser.post(
                 url + "/api/settings", json={"clear": ["llm.model"]}, headers={"Origin": url}
             ) as r:

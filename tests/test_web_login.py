@@ -15,13 +15,21 @@ from pydantic import SecretStr
 
 from gateway.config.channels import WebSettings
 from gateway.runtime.app import Gateway
-from gateway.web.access.security import WebGuard
+from gateway.web.access.security import KEY_HEADER, WebGuard
 from gateway.web.access.sessions import WebSessions
 from gateway.web.access.signin import SignInCodes
 from gateway.web.access.throttle import LOGIN_MAX_FAILURES, LOGIN_WINDOW_SECONDS
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, text
-from tests.test_web_server import TOKEN, client, message_form, owner, serving
+from tests.test_web_server import (
+    TOKEN,
+    client,
+    message_form,
+    owner,
+    page_key,
+    serving,
+    sign_in,
+)
 
 OTHER_TOKEN = "another-token-0123456789abcdef"
 
@@ -36,11 +44,18 @@ async def status(url: str, **headers: str) -> int:
 
 
 async def log_in(http: aiohttp.ClientSession, url: str, token: str = TOKEN) -> Any:
+    """The login form posted; its status, the session cookie it set and the page key."""
     origin = {"Origin": url.rstrip("/")}
     async with http.post(
         url + "login", data={"token": token}, headers=origin, allow_redirects=False
     ) as response:
-        return response.status, response.cookies.get("switchboard_auth")
+        key = page_key(await response.text()) if response.status == 200 else None
+        return response.status, response.cookies.get("switchboard_auth"), key
+
+
+def signed(cookie: Any, key: str) -> dict[str, str]:
+    """The headers of a page's request: the session cookie and the page key."""
+    return {"Cookie": f"switchboard_auth={cookie.value}", KEY_HEADER: key}
 
 
 async def test_requests_without_the_token_are_refused(make_settings: SettingsFactory) -> None:
@@ -85,12 +100,18 @@ async def test_login_sets_a_strict_httponly_cookie_that_is_not_the_token(
             headers=origin,
             allow_redirects=False,
         ) as response:
-            assert response.status == 303
-            assert response.headers["Location"] == "/status"
+            assert response.status == 200  # the page that hands its key to the origin
+            page = await response.text()
+            assert 'data-next="/status"' in page
+            key = page_key(page)
             cookie = response.cookies["switchboard_auth"]
             assert cookie["httponly"] is True
             assert cookie["samesite"] == "Strict"
-            assert TOKEN not in cookie.value
+            assert TOKEN not in cookie.value and key not in cookie.value
+            assert response.headers["Cache-Control"] == "no-store"
+        async with http.get(url + "api/status") as response:
+            assert response.status == 401  # the cookie alone
+        http.headers[KEY_HEADER] = key
         async with http.get(url + "api/status") as response:
             assert response.status == 200
         async with http.post(url + "logout", headers=origin, allow_redirects=False) as response:
@@ -103,7 +124,7 @@ async def test_login_sets_a_strict_httponly_cookie_that_is_not_the_token(
                 url + "login", data={"token": "guess"}, headers=origin, allow_redirects=False
             ) as response:
                 statuses.append(response.status)
-        assert statuses[0] == 303
+        assert statuses[0] == 303  # back to the form, which says it was not right
         assert statuses[-1] == 429
         async with http.post(
             url + "login", data={"token": TOKEN}, headers=origin, allow_redirects=False
@@ -180,8 +201,7 @@ async def test_a_guesser_on_the_owners_address_never_locks_the_owner_out(
             ) as response:
                 assert response.status == 200
         async with client() as new_browser:  # a link from `switchboard web`, say
-            async with new_browser.get(gateway.web.sign_in_link(), allow_redirects=False) as r:
-                assert r.status == 303
+            await sign_in(new_browser, gateway.web.sign_in_link())
             async with new_browser.get(url + "api/status") as response:
                 assert response.status == 200
         await gateway.wait_idle()
@@ -216,20 +236,24 @@ async def test_without_trusted_proxies_forwarded_addresses_are_ignored(
 async def test_sessions_are_random_and_end_at_logout(make_settings: SettingsFactory) -> None:
     settings = make_settings(web={"port": 0, "token": TOKEN, "session_hours": 12})
     async with serving(settings) as (_, url, _chat), client() as first, client() as second:
-        code, one = await log_in(first, url)
-        _, two = await log_in(second, url)
-        assert code == 303 and one.value != two.value
+        code, one, one_key = await log_in(first, url)
+        _, two, two_key = await log_in(second, url)
+        assert code == 200 and one.value != two.value and one_key != two_key
         assert one["max-age"] == str(12 * 3600)
-        copied = f"switchboard_auth={one.value}"
-        assert await status(url, Cookie=copied) == 200
+        assert await status(url, **signed(one, one_key)) == 200
+        assert await status(url, **signed(one, two_key)) == 401  # another sign-in's key
         async with first.post(
-            url + "logout", headers={"Origin": url.rstrip("/")}, allow_redirects=False
+            url + "logout",
+            headers={"Origin": url.rstrip("/"), KEY_HEADER: one_key},
+            allow_redirects=False,
         ) as response:
             assert response.status == 303
-        assert await status(url, Cookie=copied) == 401  # a copied cookie dies with the session
-        assert await status(url, Cookie=f"switchboard_auth={two.value}") == 200
-        _, three = await log_in(first, url)
+        # a copied cookie and key die with the session
+        assert await status(url, **signed(one, one_key)) == 401
+        assert await status(url, **signed(two, two_key)) == 200
+        _, three, three_key = await log_in(first, url)
         assert three.value not in (one.value, two.value)
+        assert three_key not in (one_key, two_key)
 
 
 async def test_sessions_survive_a_restart_but_not_a_new_token(
@@ -237,17 +261,18 @@ async def test_sessions_survive_a_restart_but_not_a_new_token(
 ) -> None:
     settings = make_settings(web={"port": 0, "token": TOKEN})
     async with serving(settings) as (_, url, _chat), client() as http:
-        _, cookie = await log_in(http, url)
-    session = f"switchboard_auth={cookie.value}"
+        _, cookie, key = await log_in(http, url)
+    session = signed(cookie, key)
     async with serving(settings) as (_, url, _chat):
-        assert await status(url, Cookie=session) == 200
+        assert await status(url, **session) == 200  # the page key too
+        assert await status(url, Cookie=session["Cookie"]) == 401
     changed = settings.model_copy(
         update={"web": settings.web.model_copy(update={"token": SecretStr(OTHER_TOKEN)})}
     )
     async with serving(changed) as (_, url, _chat):
-        assert await status(url, Cookie=session) == 401
+        assert await status(url, **session) == 401
     async with serving(settings) as (_, url, _chat):
-        assert await status(url, Cookie=session) == 401  # revoked for good, not just hidden
+        assert await status(url, **session) == 401  # revoked for good, not just hidden
 
 
 async def test_a_session_expires(make_settings: SettingsFactory) -> None:
@@ -257,7 +282,7 @@ async def test_a_session_expires(make_settings: SettingsFactory) -> None:
         sessions = WebSessions(
             b"t" * 32, lifetime_seconds=3600, kv=gateway.store.kv, clock=lambda: now[0]
         )
-        session = await sessions.create()
+        session = (await sessions.create()).session
         assert sessions.valid(session)
         now[0] += 3601
         assert not sessions.valid(session)

@@ -26,6 +26,7 @@ import pexpect
 import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from agent.mcp.spec import StdioTarget
 from agent.tools.base import ToolError
@@ -39,7 +40,8 @@ from gateway.cli.web import sign_out_in_store
 from gateway.config.channels import WebSettings
 from gateway.core.system.portguard import PortGuard
 from gateway.runtime.agents.mcp import transports
-from gateway.web.access.security import WebGuard
+from gateway.runtime.app import Gateway
+from gateway.web.access.security import KEY_HEADER, KEY_PROTOCOL, WebGuard
 from gateway.web.access.sessions import GRACE_SECONDS, WebSessions
 from gateway.web.access.signin import KEY_FILE, SignInCodes
 from gateway.web.access.signin import sign_in_link as make_link
@@ -49,7 +51,7 @@ from tests.test_cli import cli_env
 from tests.test_cli import switchboard as cli
 from tests.test_sandbox import exec_tool
 from tests.test_tools import run
-from tests.test_web_server import client, message_form, next_event, owner, serving
+from tests.test_web_server import client, message_form, next_event, owner, serving, sign_in
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 STRANGER = 65534
@@ -65,17 +67,19 @@ needs_bwrap = pytest.mark.skipif(
 )
 
 # What another local user's program does: a GET, a chat message, an approval; cookies kept,
-# a sign-in link followed first when one is given. Standard library only.
+# a sign-in link followed first when one is given (and the page key it hands the page sent
+# from then on, as the pages do). Standard library only.
 CLIENT = r"""
-import json, sys, urllib.request, urllib.error, http.cookiejar
+import json, re, sys, urllib.request, urllib.error, http.cookiejar
 url, link = sys.argv[1], sys.argv[2]
 origin = url.rstrip("/")
 opener = urllib.request.build_opener(
     urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
     urllib.request.ProxyHandler({}),
 )
+key = ""
 def call(method, path, body=None, kind=None):
-    headers = {"Origin": origin}
+    headers = {"Origin": origin, "X-Switchboard-Key": key}
     if kind:
         headers["Content-Type"] = kind
     request = urllib.request.Request(url + path, data=body, headers=headers, method=method)
@@ -87,6 +91,8 @@ def call(method, path, body=None, kind=None):
 results = {}
 if link:
     results["link"] = call("GET", link[len(url):])
+    found = re.search(r'data-key="([^"]+)"', results["link"][1])
+    key = found[1] if found else ""
 boundary = "b0undary"
 body = (
     f"--{boundary}\r\nContent-Disposition: form-data; name=\"id\"\r\n\r\nmsg-0000000009\r\n"
@@ -231,11 +237,105 @@ async def test_a_sign_in_link_lets_one_browser_in_once(
         link = await sign_in_link(settings.home)
         assert link.startswith(url + "signin?code=")
         first = await as_stranger(url, link)
-        assert first["link"][0] == 200  # the redirect to the chat page, followed
+        assert first["link"][0] == 200  # the page that hands the page key to the origin
         assert first["status"][0] == 200 and first["memory"][0] == 200
         again = await as_stranger(url, link)  # another browser with the same link
         assert again["link"][0] == 403 and "switchboard web" in str(again["link"][1])
         assert again["status"][0] == 401
+
+
+# What a browser's pages fetch: the owner's data, each refused to the session cookie alone.
+DATA = (
+    "api/status",
+    "api/workspace/MEMORY.md",
+    "api/conversations",
+    "api/conversations/transcript?session=webchat:owner",
+    "api/people",
+    "api/approvals",
+    "api/memory",
+    "api/jobs",
+    "api/usage",
+    "api/health",
+    "api/events",
+    "api/settings",
+    "api/settings/form",
+    "api/restart",
+    "api/traces/some-turn",
+    "api/chat/files/some-entry/0",
+    "metrics",
+)
+# The pages a browser navigates to: markup and scripts only, opened by the cookie alone.
+SHELLS = ("", "conversations", "people", "memory", "settings", "health", "trace/some-turn")
+
+
+async def test_the_session_cookie_alone_opens_the_page_shells_and_nothing_else(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """What a program that got hold of the owner's cookie can do with it (a browser sends
+    it to every port of 127.0.0.1): open the pages' markup, none of the owner's data, no
+    change, no socket. With the page key the sign-in handed the page, the same requests
+    are the owner's; a socket offers the key as its subprotocol, and is answered with the
+    plain one only."""
+    settings = make_settings(web={"port": 0})
+    (settings.workspace_dir / "MEMORY.md").write_text("the owner's secret memory")
+    async with serving(settings) as (gateway, url, _chat), owner(gateway) as browser:
+        key = browser.headers[KEY_HEADER]
+        cookie = browser.cookie_jar.filter_cookies(URL(url))["switchboard_auth"].value
+        origin = url.rstrip("/")
+        alone = {"Cookie": f"switchboard_auth={cookie}", "Origin": origin}
+        refused, shells, keyed = {}, {}, {}
+        async with aiohttp.ClientSession(headers=alone) as thief:
+            for path in DATA:
+                async with thief.get(url + path) as r:
+                    refused[path] = (r.status, (await r.json()).get("sign_in"))
+                async with browser.get(url + path) as r:
+                    keyed[path] = r.status
+            for path in SHELLS:
+                async with thief.get(url + path, headers={"Accept": "text/html"}) as r:
+                    body = await r.text()
+                    shells[path] = (r.status, r.content_type, "secret memory" in body)
+            async with thief.post(url + "api/chat/messages", data=message_form("hi")) as r:
+                refused["message"] = (r.status, (await r.json()).get("sign_in"))
+            with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
+                await thief.ws_connect(url + "api/chat/socket", protocols=["switchboard"])
+            refused["socket"] = (caught.value.status, None)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as caught:  # not as a page
+                await thief.ws_connect(url + "api/chat/socket", protocols=[KEY_PROTOCOL + key])
+            refused["key alone"] = (caught.value.status, None)
+            offered = ["switchboard", KEY_PROTOCOL + key]  # as the chat page opens it
+            async with thief.ws_connect(url + "api/chat/socket", protocols=offered) as page:
+                assert (await page.receive_json())["type"] == "hello"
+                answered_with = page.protocol
+        await gateway.wait_idle()
+        assert fake_llm.requests == []
+    assert refused == dict.fromkeys(DATA, (401, "key")) | {
+        "message": (401, "key"),
+        "socket": (401, None),
+        "key alone": (401, None),
+    }
+    assert shells == dict.fromkeys(SHELLS, (200, "text/html", False))
+    assert 401 not in keyed.values(), keyed
+    assert answered_with == "switchboard"  # the key is never echoed
+
+
+async def test_sessions_kept_before_page_keys_are_not_loaded(
+    make_settings: SettingsFactory,
+) -> None:
+    """A session kept by an older version has no page key: its browser has none either,
+    so it could open nothing; it is not loaded, and that browser signs in again."""
+    settings = make_settings()
+    async with Gateway(settings, channels=[]) as gateway:
+        kv = gateway.store.kv
+        sessions = WebSessions(b"", lifetime_seconds=3600, kv=kv)
+        await sessions.create()
+        kept = await kv.get("web_sessions")
+        [(digest, [expires, renew_at, _key])] = kept["sessions"].items()
+        again = WebSessions(b"", lifetime_seconds=3600, kv=kv)
+        await again.load()
+        await kv.set("web_sessions", kept | {"sessions": {digest: [expires, renew_at]}})
+        older = WebSessions(b"", lifetime_seconds=3600, kv=kv)
+        await older.load()
+    assert (again.count, older.count) == (1, 0)
 
 
 async def test_switchboard_run_in_a_terminal_prints_a_link_that_signs_the_browser_in(
@@ -255,8 +355,7 @@ async def test_switchboard_run_in_a_terminal_prints_a_link_that_signs_the_browse
         async with client() as http:
             async with http.get(url + "api/status") as response:
                 assert response.status == 401  # nothing without the link
-            async with http.get(link, allow_redirects=False) as response:
-                assert response.status == 303
+            await sign_in(http, link)
             async with http.get(url + "api/status") as response:
                 assert response.status == 200
     finally:
@@ -276,9 +375,10 @@ async def test_a_forged_or_stale_code_signs_nobody_in(make_settings: SettingsFac
         assert "switchboard_auth" not in {c.key for c in http.cookie_jar}
         # the good link signs in once; opened again, it takes a signed-in browser home
         # instead of saying it was used (a reload of the page it led to, say)
-        for status in (303, 303):
-            async with http.get(link, allow_redirects=False) as response:
-                assert (response.status, response.headers.get("Location")) == (status, "/")
+        async with http.get(link, allow_redirects=False) as response:
+            assert response.status == 200 and "Signed in" in await response.text()
+        async with http.get(link, allow_redirects=False) as response:
+            assert (response.status, response.headers.get("Location")) == (303, "/")
         async with client() as stranger, stranger.get(link, allow_redirects=False) as response:
             assert response.status == 403  # without the session, a used link signs nobody in
 
@@ -426,7 +526,7 @@ async def test_a_session_in_use_gets_a_new_id_and_the_old_one_soon_stops_working
     sessions = WebSessions(
         b"", lifetime_seconds=7 * 86_400, clock=lambda: now[0], renew_seconds=3600
     )
-    first = await sessions.create()
+    first = (await sessions.create()).session
     assert await sessions.renew(first) is None  # not due yet
     now[0] += 3601
     second = await sessions.renew(first)
@@ -463,8 +563,7 @@ async def test_an_open_page_outlives_its_sessions_new_id_and_ends_when_the_sessi
     app.router.add_get("/data", page_data)
     async with TestServer(app, host="127.0.0.1") as server, client() as browser:
         url = str(server.make_url("/"))
-        async with browser.get(make_link(key, url), allow_redirects=False) as response:
-            assert response.status == 303
+        await sign_in(browser, make_link(key, url))
         async with browser.ws_connect(url + "socket", origin=url.rstrip("/")) as page:
             now[0] += 3601
             async with browser.get(url + "data") as response:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.services import ScheduledItem
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME
+from gateway.web.access.security import KEY_HEADER
 from gateway.web.status import schedule
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
@@ -52,14 +54,31 @@ def client() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
 
 
+def page_key(signed_in_page: str) -> str:
+    """The page key a sign-in hands its page (what static/signin.js keeps)."""
+    found = re.search(r'data-key="([^"]+)"', signed_in_page)
+    assert found is not None, signed_in_page
+    return found[1]
+
+
 @asynccontextmanager
 async def owner(gateway: Gateway) -> AsyncIterator[aiohttp.ClientSession]:
-    """The owner's browser: signed in with a one-time link, as `switchboard run` prints."""
+    """The owner's browser: signed in with a one-time link, as `switchboard run` prints;
+    its pages send the page key the sign-in handed them with every request."""
     assert gateway.web is not None
     async with client() as http:
-        async with http.get(gateway.web.sign_in_link(), allow_redirects=False) as response:
-            assert response.status == 303, await response.text()
+        await sign_in(http, gateway.web.sign_in_link())
         yield http
+
+
+async def sign_in(http: aiohttp.ClientSession, link: str) -> str:
+    """Open a sign-in link as a browser does, and send the page key it hands the page with
+    every request from now on, as the pages do; the key."""
+    async with http.get(link, allow_redirects=False) as response:
+        assert response.status == 200, await response.text()
+        key = page_key(await response.text())
+    http.headers[KEY_HEADER] = key
+    return key
 
 
 def message_form(text_: str, client_id: str = "msg-0000000001") -> aiohttp.FormData:
@@ -265,7 +284,7 @@ async def test_the_conversation_survives_a_restart(
             async with serving(settings) as (gateway, url, _chat):
                 if round_ == 1:  # signed in once: the session outlives the restart
                     assert gateway.web is not None
-                    await http.get(gateway.web.sign_in_link())
+                    await sign_in(http, gateway.web.sign_in_link())
                 origin = url.rstrip("/")
                 async with http.ws_connect(url + "api/chat/socket", origin=origin) as ws:
                     hello = await ws.receive_json()

@@ -23,7 +23,7 @@ from channels.webchat.uploads import TooLarge, read_field, save_part
 from gateway.core.bus import Accepted
 from gateway.core.errors import ChannelTransientError, StorageFullError
 from gateway.core.messages import Attachment
-from gateway.core.webhost import Prepare
+from gateway.core.webhost import WEB_SOCKET_PROTOCOL, Prepare
 
 MAX_TEXT_BYTES = 100_000
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -94,7 +94,9 @@ class ChatRoutes:
     async def socket(self, request: web.Request) -> web.StreamResponse:
         """Live events for one page; starts with a snapshot, so nothing falls in a gap."""
         chat_id = OWNER_CHAT
-        sock = web.WebSocketResponse(heartbeat=25.0, max_msg_size=4096)
+        sock = web.WebSocketResponse(
+            heartbeat=25.0, max_msg_size=4096, protocols=(WEB_SOCKET_PROTOCOL,)
+        )
         self._prepare(request, sock)  # security headers go with the 101
         await sock.prepare(request)
         subscriber, hello = await self._channel.subscribe(chat_id)

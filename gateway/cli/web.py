@@ -1,7 +1,8 @@
 """``switchboard web``: a one-time link that signs a browser in to the web chat.
 
 A browser is the owner only with a secret the gateway issued (docs/security.md): it opens
-this link once, within ten minutes, and keeps a session cookie. Only the user who runs the
+this link once, within ten minutes, and keeps a session cookie and, in the page's own
+storage, the sign-in's page key (:mod:`gateway.web.access.security`). Only the user who runs the
 gateway can make a link: it is signed with a key the gateway keeps owner-only in
 ``data/web-signin.key`` (:mod:`gateway.web.access.signin`). ``--sign-out-all`` ends every
 browser's session and every link not used yet (a lost laptop, a shared link).

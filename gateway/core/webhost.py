@@ -31,6 +31,12 @@ from aiohttp import web
 
 Prepare = Callable[[web.Request, web.StreamResponse], None]
 
+# The subprotocol a page's WebSocket asks for, beside the one that carries its sign-in's page
+# key (a page cannot give a WebSocket a header: gateway/web/access/security.py). A handler
+# that opens a socket for pages accepts it (``WebSocketResponse(protocols=(...,))``): a
+# browser that offered subprotocols closes a socket whose answer names none.
+WEB_SOCKET_PROTOCOL = "switchboard"
+
 
 @runtime_checkable
 class ServesWeb(Protocol):

@@ -4,6 +4,11 @@ Each page is a static shell rendered here with the navigation every page shares 
 is one click from every section, and every section one click from the chat); the data comes
 from JSON endpoints and is drawn by the section's script with ``textContent`` only. No build
 step: the scripts and the stylesheet are plain files in ``gateway/web/static``.
+
+A shell holds nothing of the owner's: a navigation carries only the session cookie, which
+every port of the host gets too, not the page key (gateway/web/access/security.py). Every
+page loads ``static/session.js`` first, which sends the key with each request the page's
+scripts make, signs out with it, and sends a browser without it to sign in again.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from aiohttp import web
 STATIC_DIR = Path(__file__).parent / "static"
 NAV_MARK = "<!--nav-->"
 SIGN_OUT_MARK = "<!--sign-out-->"
-# In every page's header: the browser's session ends (and with it what its pages keep open).
+# In every page's header: the browser's session ends (and with it what its pages keep open);
+# static/session.js posts it with the page key (the cookie alone ends no session).
 SIGN_OUT = (
     '<form method="post" action="/logout" class="signout">'
     '<button type="submit" class="link">Sign out</button></form>'
@@ -69,6 +75,7 @@ _SHELL = """<!doctype html>
 <title>{title} · Switchboard</title>
 <link rel="stylesheet" href="/static/app.css">
 <link rel="icon" href="/static/icon.svg" type="image/svg+xml">
+<script src="/static/session.js" defer></script>
 <script src="/static/control/common.js" defer></script>
 {scripts}
 </head>
@@ -83,6 +90,8 @@ _SHELL = """<!doctype html>
 <main id="main" tabindex="-1">
 <h2 id="title">{title}</h2>
 <p id="notice" class="notice" role="status" hidden></p>
+<noscript><p class="error">These pages need JavaScript: they fetch what they show with this
+browser's sign-in key, which only their scripts hold.</p></noscript>
 <div id="content" aria-busy="true"><p class="muted">Loading…</p></div>
 </main>
 </body>

@@ -41,7 +41,7 @@ from gateway.core.system.http_sites import LimitedSite, app_runner
 from gateway.core.system.local_socket import reachable
 from gateway.core.webhost import ServesPrograms, ServesWeb, ServesWebhooks
 from gateway.core.workspace_files import read as read_workspace
-from gateway.web.access.security import Handler, WebGuard
+from gateway.web.access.security import Handler, WebGuard, page_route
 from gateway.web.access.sessions import WebSessions
 from gateway.web.access.signin import SignInCodes, ensure_key, sign_in_link
 from gateway.web.control.routes import ControlRoutes
@@ -250,9 +250,13 @@ class WebServer:
             client_max_size=1024**2,
         )
         add = app.router.add_route
-        add("GET", "/", _static_page("chat.html", ""))
-        add("GET", "/status", _moved("/health"))  # the status page became Health
-        add("GET", "/trace/{turn_id}", _static_page("trace.html", "health"))
+        app.router.add_routes(
+            [  # shells: their scripts fetch the data with the page key (gateway/web/pages.py)
+                page_route("/", _static_page("chat.html", ""), name="chat"),
+                page_route("/status", _moved("/health"), name="status"),  # it became Health
+                page_route("/trace/{turn_id}", _static_page("trace.html", "health"), name="trace"),
+            ]
+        )
         add("GET", "/login", self.guard.login_page)
         add("POST", "/login", self.guard.login)
         add("POST", "/logout", self.guard.logout)

@@ -7,9 +7,9 @@ Every request passes :meth:`WebGuard.middleware`:
   name at 127.0.0.1 (DNS rebinding) gets nothing. It grants nothing: it only refuses.
 * **Authentication**: nobody is the owner by where a connection comes from (an address, a
   port, a uid, a Host header). A request is the owner's when it presents a secret the gateway
-  issued or the owner chose: the HttpOnly ``SameSite=Strict`` session cookie that a one-time
-  sign-in link sets (``switchboard run`` in a terminal and ``switchboard web`` print one:
-  :mod:`gateway.web.access.signin`) or the login form sets with ``web.token``; ``Authorization:
+  issued or the owner chose: a browser's session (below), which a one-time sign-in link
+  begins (``switchboard run`` in a terminal and ``switchboard web`` print one:
+  :mod:`gateway.web.access.signin`) or the login form with ``web.token``; ``Authorization:
   Bearer <web.token>``; or it comes over the gateway's Unix socket in the data directory,
   whose peer the kernel names (``SO_PEERCRED``: the gateway's own user, for the command
   line, :mod:`gateway.core.system.local_socket`). Sessions are random server-side ids that expire,
@@ -21,6 +21,22 @@ Every request passes :meth:`WebGuard.middleware`:
   (:mod:`gateway.web.access.throttle`), unless it brings a valid session or sign-in link:
   those cannot be guessed, so a guesser sharing the owner's address (every local program,
   on a loopback bind) cannot lock the owner out.
+* **A browser's session is bound to the origin** (scheme, host *and* port). Its HttpOnly
+  ``SameSite=Strict`` cookie alone is not enough: cookies are kept per host, not per port,
+  so a browser sends the cookie of ``127.0.0.1`` to any program listening on another port
+  of it (another local user's, a sandboxed command with a network), which could replay it.
+  So the sign-in also hands the page a *page key* in the body of its answer
+  (:func:`gateway.web.access.login_page.signed_in_page`, never in a URL or a cookie), which
+  the page keeps in the origin's ``localStorage``, readable by this server's pages alone;
+  every request their scripts make carries it (:data:`KEY_HEADER`; a WebSocket, which
+  takes no header from a page, offers it as the subprotocol ``switchboard.key.<key>``
+  beside :data:`gateway.core.webhost.WEB_SOCKET_PROTOCOL`, the one it is answered with),
+  and the server checks cookie and key together. A navigation cannot carry the key, so the
+  only answers a cookie alone gets are the page *shells* (routes made with
+  :func:`page_route`: static markup and scripts, nothing of the owner's), and every byte of
+  data, every change and every socket needs the key. A cookie without its key (a cleared
+  storage, another program) gets 401, and the page sends the browser to sign in again,
+  saying why. Signing out needs the key too; the cookie alone only drops the cookie.
 * **Cross-site protection**: state-changing requests and WebSocket upgrades need an
   ``Origin`` equal to the server's own (or a trusted one). A request without ``Origin`` is
   accepted only with a Bearer header or over the local socket, which no other site can make
@@ -48,18 +64,34 @@ from aiohttp import hdrs, web
 from gateway.config.channels import WebSettings
 from gateway.core.credentials import same_secret
 from gateway.core.system.local_socket import is_gateway_user, peer_uid
-from gateway.web.access.login_page import SIGN_IN_HINT, login_page, used_link_page
+from gateway.core.webhost import WEB_SOCKET_PROTOCOL
+from gateway.web.access.login_page import (
+    SIGN_IN_HINT,
+    login_page,
+    signed_in_page,
+    used_link_page,
+)
 from gateway.web.access.sessions import WebSessions
 from gateway.web.access.signin import SignInCodes
 from gateway.web.access.streams import OpenStreams, Stream
 from gateway.web.access.throttle import MAX_TRACKED_CLIENTS, LoginThrottle, client_address
 
 AUTH_COOKIE = "switchboard_auth"
+KEY_HEADER = "X-Switchboard-Key"  # a page's requests carry its sign-in's page key in it
+KEY_PROTOCOL = "switchboard.key."  # a page's WebSocket offers its key as this subprotocol
+PAGE_ROUTE = "page"  # the name (and prefix) of routes that serve a page shell
+KEY_MISSING = (
+    "this browser has the session cookie but not the page key of its sign-in (kept by the "
+    "pages in this site's storage; cleared, or another browser profile): a cookie alone "
+    "opens nothing, so sign in again: "
+)
 _SIGN_IN = web.RequestKey("sign_in", str)  # the sign-in a request's session continues
 _STREAM = web.RequestKey("stream", Stream)  # what its handler keeps open, if anything
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/signin", "/favicon.ico"})
+# /logout checks its own credential: a page's sign-out ends the session, a cookie alone
+# only takes the cookie out of its browser
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/login", "/logout", "/signin", "/favicon.ico"})
 PUBLIC_PREFIXES = ("/static/",)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _NEXT_RE = re.compile(r"/[A-Za-z0-9/_-]*")
@@ -91,6 +123,40 @@ def is_loopback_name(name: str) -> bool:
 
 def is_websocket(request: web.Request) -> bool:
     return request.headers.get(hdrs.UPGRADE, "").lower() == "websocket"
+
+
+def page_route(path: str, handler: Handler, *, name: str) -> web.RouteDef:
+    """``GET path``, a page *shell*: markup and scripts that hold nothing of the owner's
+    (the scripts fetch the data with the page key). The one kind of answer a browser's
+    session cookie gets without its key, as a navigation carries none."""
+    return web.get(path, handler, name=f"{PAGE_ROUTE}.{name}")
+
+
+def is_page(request: web.Request) -> bool:
+    """Whether the request asks for a page shell (:func:`page_route`)."""
+    if request.method not in SAFE_METHODS or is_websocket(request):
+        return False
+    name = getattr(request.match_info.route.resource, "name", None) or ""
+    return name.startswith(f"{PAGE_ROUTE}.")
+
+
+def page_key(request: web.Request) -> str:
+    """The page key a request presents: its header, or a WebSocket's subprotocol. The
+    subprotocol counts only beside :data:`WEB_SOCKET_PROTOCOL`, the one the handler answers
+    with, as a page offers them (offered alone, aiohttp would log the subprotocols it was
+    offered, the key among them)."""
+    key = request.headers.get(KEY_HEADER, "")
+    if key or not is_websocket(request):
+        return key.strip()
+    offered = [
+        protocol.strip()
+        for header in request.headers.getall(hdrs.SEC_WEBSOCKET_PROTOCOL, ())
+        for protocol in header.split(",")
+    ]
+    if WEB_SOCKET_PROTOCOL not in offered:
+        return ""
+    keys = [p.removeprefix(KEY_PROTOCOL) for p in offered if p.startswith(KEY_PROTOCOL)]
+    return keys[0] if keys else ""
 
 
 def safe_next(value: str | None) -> str:
@@ -160,7 +226,15 @@ class WebGuard:
         return None
 
     def session_of(self, request: web.Request) -> str | None:
-        """The sign-in the request's session cookie continues, if the session is valid."""
+        """The sign-in the request's session cookie continues, if the session is valid and
+        the request presents its page key (see the module docstring)."""
+        cookie = request.cookies.get(AUTH_COOKIE, "")
+        key = page_key(request)
+        return self.sessions.sign_in_with(cookie, key) if cookie and key else None
+
+    def cookie_session(self, request: web.Request) -> str | None:
+        """The sign-in the request's session cookie continues, with or without its page key:
+        enough for a page shell, never for data."""
         cookie = request.cookies.get(AUTH_COOKIE, "")
         return self.sessions.sign_in_of(cookie) if cookie else None
 
@@ -223,11 +297,12 @@ class WebGuard:
 
     def refused_as_guessing(self, request: web.Request) -> bool:
         """Whether a browser's request is refused before its credential is checked: its
-        address is throttled and it brings no valid session. A session id (256 random
-        bits) cannot be guessed, so checking it first gives a guesser nothing, and the
-        owner's browser keeps working while a program on the same address (on a loopback
-        bind, every local one) guesses; what can be guessed, ``web.token``, is not checked."""
-        return self.throttled(request) and self.session_of(request) is None
+        address is throttled and it brings no valid session cookie. A session id (256
+        random bits) cannot be guessed, so checking it first gives a guesser nothing, and
+        the owner's browser keeps working, its page navigations (which carry no page key)
+        too, while a program on the same address (on a loopback bind, every local one)
+        guesses; what can be guessed, ``web.token``, is not checked."""
+        return self.throttled(request) and self.cookie_session(request) is None
 
     def record_failure(self, request: web.Request) -> None:
         self._throttle.record_failure(self.client(request))
@@ -257,6 +332,13 @@ class WebGuard:
         if presented and self.refused_as_guessing(request):
             return web.Response(status=429, text=TOO_MANY)  # before the token is checked
         how = self.authenticate(request)
+        if how is None and self.cookie_session(request) is not None:
+            # the session cookie without its page key: a page shell, nothing else. Not a
+            # failed guess (a key cannot be guessed either), and the cookie stays: it is
+            # the owner's browser whose storage was cleared, or a copy of the cookie.
+            if is_page(request):
+                return await handler(request)
+            return self._without_key()
         if how is None:
             refusal = self._unauthenticated(request)
             if presented:
@@ -299,6 +381,16 @@ class WebGuard:
             headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="switchboard"'},
         )
 
+    @staticmethod
+    def _without_key() -> web.Response:
+        """A session cookie without its page key asks for data: refused, saying why (the
+        pages send the browser to sign in again)."""
+        return web.json_response(
+            {"error": KEY_MISSING + SIGN_IN_HINT, "sign_in": "key"},
+            status=401,
+            headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="switchboard"'},
+        )
+
     def prepare_stream(self, request: web.Request, response: web.StreamResponse) -> None:
         """The ``Prepare`` of a response a handler keeps open (a WebSocket, an event
         stream), called before it is sent: the security headers, and, opened with a
@@ -333,10 +425,11 @@ class WebGuard:
             token_form=self.token_required,
             failed=request.query.get("failed") == "1",
             next_path=safe_next(request.query.get("next")),
+            key_lost=request.query.get("why") == "key",
         )
 
     async def login(self, request: web.Request) -> web.StreamResponse:
-        """POST /login: a form with the token sets the session cookie."""
+        """POST /login: a form with the token signs the browser in (:meth:`_signed_in`)."""
         if self.refused_as_guessing(request):
             return web.Response(status=429, text=TOO_MANY)
         form = await request.post()
@@ -345,26 +438,28 @@ class WebGuard:
         if not isinstance(token, str) or not self.token_matches(token):
             self.record_failure(request)
             return redirect(f"/login?failed=1&next={target}")
-        return await self._signed_in(request, redirect(target))
+        return await self._signed_in(request, target)
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         """GET /signin?code=...: a one-time link of ``switchboard run`` or ``switchboard
-        web`` sets the session cookie (:mod:`gateway.web.access.signin`). A good link is
+        web`` signs the browser in (:mod:`gateway.web.access.signin`). A good link is
         never throttled: its code carries a keyed MAC, which cannot be guessed."""
         if self._sign_in.redeem(request.query.get("code", "")):
-            return await self._signed_in(request, redirect("/"))
-        if self.session_of(request) is not None:  # signed in already (by this link, say)
+            return await self._signed_in(request, "/")
+        if self.cookie_session(request) is not None:  # signed in already (by this link, say)
             return redirect("/")
         if self.throttled(request):
             return web.Response(status=429, text=TOO_MANY)
         self.record_failure(request)
         return used_link_page()
 
-    async def _signed_in(
-        self, request: web.Request, response: web.StreamResponse
-    ) -> web.StreamResponse:
-        """``response`` with a new session's cookie: the browser is signed in from now on."""
-        self._set_session_cookie(request, response, await self.sessions.create())
+    async def _signed_in(self, request: web.Request, next_path: str) -> web.StreamResponse:
+        """A new sign-in: its session's cookie, and a page that hands its page key to the
+        origin's storage and goes on to ``next_path``. The key is in this answer's body
+        alone (no URL, no cookie, never cached), which only the page that asked reads."""
+        new = await self.sessions.create()
+        response = signed_in_page(new.key, next_path)
+        self._set_session_cookie(request, response, new.session)
         return response
 
     def _set_session_cookie(
@@ -387,9 +482,12 @@ class WebGuard:
             self._set_session_cookie(request, response, renewed)
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
-        """POST /logout: the session ends on the server too, so a copied cookie is dead."""
+        """POST /logout (a public path, same ``Origin`` only): with the page key, the
+        sign-in ends on the server too, so a copied cookie is dead. The cookie alone (a
+        form without the page's script, or a copy of the cookie) ends nothing: it only
+        takes the cookie out of the browser that sent it."""
         session = request.cookies.get(AUTH_COOKIE)
-        if session:
+        if session and self.session_of(request) is not None:
             await self.sessions.revoke(session)
             self.end_streams()  # this browser's other tabs: their chat stops at once
         response = redirect("/login")

@@ -1,18 +1,26 @@
 """Server-side sessions of signed-in browsers (the web chat and its pages).
 
 A sign-in link or the login form hands the browser a random session id (256 bits) in an
-HttpOnly ``SameSite=Strict`` cookie; the server keeps only its SHA-256, when it expires
-(``web.session_hours``) and when it is due for a new id. A session in use gets a new id
+HttpOnly ``SameSite=Strict`` cookie, and a second random secret, the sign-in's *page key*
+(256 bits), which the page keeps in the origin's own storage and sends with every request
+its scripts make. Both are needed: a browser sends a cookie of ``127.0.0.1`` to every port
+of that host, so a program listening on another port receives the cookie, but the key is
+kept by the origin (scheme, host and port), which only this server's pages can read
+(:mod:`gateway.web.access.security`). The server keeps only SHA-256 digests of both, when
+the session expires (``web.session_hours``) and when it is due for a new id. A session in use gets a new id
 every ``RENEW_SECONDS`` (the old one keeps working for ``GRACE_SECONDS``, for requests the
 page had already sent), so a cookie copied once stops working soon. The ids one browser got
-this way are one *sign-in*: what a page keeps open (its WebSocket) belongs to the sign-in,
-so it outlives a renewal and ends with the sign-in (:mod:`gateway.web.access.streams`).
+this way are one *sign-in*, with one page key (it is not renewed: the page keeps it, and
+an id renewed while another tab's request was on its way must still match it): what a page
+keeps open (its WebSocket) belongs to the sign-in, so it outlives a renewal and ends with the
+sign-in (:mod:`gateway.web.access.streams`).
 Logging out ends the browser's sign-in, every id of it; ``switchboard web --sign-out-all``
 deletes every session (:data:`SIGNED_OUT`, which the web servers of a store other processes
 share read every few seconds). Sessions are kept in the store's
 key-value table, so a restart does not sign anyone out, together with a fingerprint of
 ``web.token``: when the token changes, every session made under the old one is revoked at
-the next start.
+the next start. Sessions kept before sign-ins had a page key are not loaded: no browser
+holds a key for them, so their browsers sign in again.
 """
 
 from __future__ import annotations
@@ -47,7 +55,16 @@ class KeyValueStore(Protocol):
 class _Session:
     expires: float  # wall clock
     renew_at: float  # when a request with it gets a new id
+    key: str  # the SHA-256 of its sign-in's page key
     sign_in: str  # the sign-in it continues (the first id's digest); in memory only
+
+
+@dataclass(frozen=True, slots=True)
+class NewSignIn:
+    """What a browser that signs in is given: the cookie's session id and the page key."""
+
+    session: str
+    key: str
 
 
 class WebSessions:
@@ -82,7 +99,7 @@ class WebSessions:
             sessions = stored.get("sessions")
             if isinstance(sessions, dict):
                 for digest, times in sessions.items():
-                    session = _parse(str(digest), times, now)
+                    session = _parse(str(digest), times)
                     if session is None or session.expires <= now:
                         continue
                     if session.renew_at - self._renew < self._signed_out:
@@ -117,23 +134,36 @@ class WebSessions:
             return None
         return session.sign_in
 
+    def sign_in_with(self, session_id: str, key: str) -> str | None:
+        """The sign-in a valid session continues when ``key`` is its page key (compared in
+        constant time); ``None`` otherwise: the cookie alone is not enough."""
+        digest = _digest(session_id)
+        sign_in = self.sign_in_of(session_id)
+        if sign_in is None:
+            return None
+        if not hmac.compare_digest(_digest(key), self._sessions[digest].key):
+            return None
+        return sign_in
+
     def signed_in(self, sign_in: str) -> bool:
         """Whether a sign-in goes on: some unexpired session continues it."""
         now = self._clock()
         return any(s.sign_in == sign_in and s.expires > now for s in self._sessions.values())
 
-    async def create(self) -> str:
-        """A new sign-in's session id."""
-        return await self._add(None)
+    async def create(self) -> NewSignIn:
+        """A new sign-in: its first session id and its page key."""
+        key = secrets.token_urlsafe(32)
+        return NewSignIn(await self._add(None, _digest(key)), key)
 
-    async def _add(self, sign_in: str | None) -> str:
-        """A new session id, continuing ``sign_in`` (``None``: it begins a sign-in)."""
+    async def _add(self, sign_in: str | None, key: str) -> str:
+        """A new session id, continuing ``sign_in`` (``None``: it begins a sign-in) whose
+        page key's digest is ``key``."""
         session_id = secrets.token_urlsafe(32)
         digest = _digest(session_id)
         now = self._clock()
         self._sessions = {d: s for d, s in self._sessions.items() if s.expires > now}
         self._sessions[digest] = _Session(
-            now + self.lifetime_seconds, now + self._renew, sign_in or digest
+            now + self.lifetime_seconds, now + self._renew, key, sign_in or digest
         )
         while len(self._sessions) > self._max:
             oldest = min(self._sessions, key=lambda d: self._sessions[d].expires)
@@ -150,9 +180,9 @@ class WebSessions:
         if session is None or session.renew_at > now or session.expires <= now:
             return None
         self._sessions[digest] = _Session(
-            min(session.expires, now + GRACE_SECONDS), session.expires, session.sign_in
+            min(session.expires, now + GRACE_SECONDS), session.expires, session.key, session.sign_in
         )
-        return await self._add(session.sign_in)
+        return await self._add(session.sign_in, session.key)
 
     async def revoke(self, session_id: str) -> None:
         """The browser is signed out: every id of its sign-in ends, a renewed one's
@@ -185,7 +215,7 @@ class WebSessions:
         if self._kv is None:
             return
         async with self._lock:
-            snapshot = {d: [s.expires, s.renew_at] for d, s in self._sessions.items()}
+            snapshot = {d: [s.expires, s.renew_at, s.key] for d, s in self._sessions.items()}
             await self._kv.set(KEY, {"token": self._fingerprint, "sessions": snapshot})
 
 
@@ -200,19 +230,19 @@ async def sign_out_stored(kv: KeyValueStore, now: float) -> int:
     return len(sessions) if isinstance(sessions, dict) else 0
 
 
-def _parse(digest: str, times: object, now: float) -> _Session | None:
-    """A stored session: ``[expires, renew_at]`` (or, as kept before renewal existed, the
-    expiry alone: due for a new id at its next use). Each is a sign-in of its own: which
-    id replaced which is not kept, as no page stays open across a restart."""
-    if isinstance(times, int | float):
-        return _Session(float(times), now, digest)
-    if (
-        isinstance(times, list)
-        and len(times) == 2
-        and all(isinstance(t, int | float) for t in times)
-    ):
-        return _Session(float(times[0]), float(times[1]), digest)
-    return None
+def _parse(digest: str, stored: object) -> _Session | None:
+    """A stored session: ``[expires, renew_at, key digest]``. Each is a sign-in of its own:
+    which id replaced which is not kept, as no page stays open across a restart. One kept
+    before sign-ins had a page key (the expiry alone, or ``[expires, renew_at]``) is
+    ``None``: its browser holds no key, so it could open nothing."""
+    if not isinstance(stored, list) or len(stored) != 3:
+        return None
+    expires, renew_at, key = stored
+    if not isinstance(expires, int | float) or not isinstance(renew_at, int | float):
+        return None
+    if not isinstance(key, str) or len(key) != 64:
+        return None
+    return _Session(float(expires), float(renew_at), key, digest)
 
 
 def _digest(session_id: str) -> str:

@@ -4,9 +4,9 @@
 Only the user who runs the gateway can make a link: it is signed with a key kept in
 ``data/web-signin.key`` (created 0600 by the gateway), which no other uid can read. A link
 carries ``<expiry>.<nonce>.<HMAC>``; the server accepts each nonce once and only before the
-expiry (ten minutes), then hands the browser a server-side session cookie
-(:mod:`gateway.web.access.sessions`) and forgets the code. Without ``web.token`` it is the only way
-a browser becomes the owner; with a token it works too.
+expiry (ten minutes), then hands the browser a server-side session cookie and its page a
+page key (:mod:`gateway.web.access.sessions`) and forgets the code. Without ``web.token``
+it is the only way a browser becomes the owner; with a token it works too.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 stream that tells open pages what changed.
 
 Every route here sits behind :class:`gateway.web.access.security.WebGuard`: only the owner's
-session (a sign-in link, the web token, the command line's socket) gets in, and a request
-that changes something must come from the server's own pages (``Origin``). Each action goes
+session (a sign-in link's or the web token's cookie with its page key; the web token; the
+command line's socket) gets in, a section's page being a shell that holds nothing (the
+cookie alone opens it), and a request that changes something must come from the server's
+own pages (``Origin``). Each action goes
 through :class:`gateway.web.view.GatewayView`, which runs the code the chat commands and the
 command line run, and is audited there with ``by`` (``web:owner``).
 
@@ -32,6 +34,7 @@ from gateway.core.system.bodies import parse_json
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
 from gateway.core.workspace_files import rebased
+from gateway.web.access.security import page_route
 from gateway.web.control import approvals, conversations, health, jobs, people, usage
 from gateway.web.pages import SECTIONS, section_page
 from gateway.web.view import HeartbeatAction, JobAction, NotEditable, WorkspaceConflict
@@ -74,8 +77,8 @@ class ControlRoutes:
         self.unwatched.set()
 
     def routes(self) -> list[web.RouteDef]:
-        # /settings is a form the server renders and takes (gateway/web/control/settings.py)
-        pages = [web.get(f"/{s.name}", _page(s.name)) for s in SECTIONS if s.name != "settings"]
+        # shells only: their scripts fetch the data with the page key (gateway/web/pages.py)
+        pages = [page_route(f"/{s.name}", _page(s.name), name=s.name) for s in SECTIONS]
         return [
             *pages,
             web.get("/api/events", self.events),

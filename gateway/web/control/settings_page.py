@@ -1,16 +1,19 @@
-"""``/settings`` as a plain server-rendered page: one form with an input per key, named by
-its dotted key (``name="llm.model"``), grouped by section, each with its documentation and
-whether a change applies at once or at the next start (one setting's markup:
+"""The form of ``/settings``, rendered on the server: one form with an input per key, named
+by its dotted key (``name="llm.model"``), grouped by section, each with its documentation
+and whether a change applies at once or at the next start (one setting's markup:
 :mod:`gateway.web.control.settings_fields`).
 
-It works without a script: *Check* says what a change would do (which keys would need a
-restart) without saving it; *Save* writes config.toml (a secret: the home's ``.env``) and
-applies it; a change that waits for a restart offers one. Every value is escaped; secrets
-are never put in the page. Sections are ``<details>``: the ones in use open, the others
-closed, the chat platforms not set up together in one; an index beside them leads to each.
-A refused save is listed above the form, each problem linking to its field, and told again
-under the field itself. static/control/settings.js adds what needs a script: a filter over
-keys and descriptions, and the count of unsaved changes in the bar that holds the buttons.
+The page itself is a shell that holds no setting (a navigation carries no page key:
+gateway/web/access/security.py); static/control/settings.js fetches this form from
+``/api/settings/form`` with the page key, puts it in the page, and posts it back there:
+*Check* says what a change would do (which keys would need a restart) without saving it;
+*Save* writes config.toml (a secret: the home's ``.env``) and applies it; a change that
+waits for a restart offers one. Every value is escaped; secrets are never put in the form.
+Sections are ``<details>``: the ones in use open, the others closed, the chat platforms
+not set up together in one; an index beside them leads to each. A refused save is listed
+above the form, each problem linking to its field, and told again under the field itself.
+The script also adds a filter over keys and descriptions, and the count of unsaved changes
+in the bar that holds the buttons.
 
 Each input carries the value it was shown with (``_was.<key>``), and only the keys whose
 value differs from it are sent on: a setting changed elsewhere meanwhile (``config set``,
@@ -56,14 +59,6 @@ at once unless it is marked <em>needs a restart</em>. The sections in use are op
 {form}"""
 
 
-def _framed(result: str, form: str) -> str:
-    return framed(
-        section_named("settings"),
-        _PAGE.format(result=result, form=form),
-        scripts=("settings",),
-    )
-
-
 _FORM = """<form method="post" action="/settings" class="settings">
 <div class="settings-layout">
 <nav class="settings-index" aria-label="Sections of the settings">
@@ -88,7 +83,7 @@ _FORM = """<form method="post" action="/settings" class="settings">
 </form>"""
 
 
-def settings_page(
+def settings_form(
     sections: Sequence[FormSection],
     *,
     result: SettingsChange | None = None,
@@ -96,8 +91,9 @@ def settings_page(
     restart_offered: bool = False,
     posted: Mapping[str, str] | None = None,
 ) -> str:
-    """The page, with what the last post did above the form; ``posted``: that form, whose
-    values the inputs keep (after a check, or a save that was refused)."""
+    """The page's content (without its frame), with what the last post did above the
+    form; ``posted``: that form, whose values the inputs keep (after a check, or a save
+    that was refused)."""
     posted = posted or {}
     errors = result.errors if result is not None else {}
     shown_keys = {f.key for s in sections for f in s.fields if shown(f)}
@@ -127,9 +123,9 @@ def settings_page(
             f"{inner}</details>"
         )
         index.append(f'<li><a href="#section-{CHANNELS_OFF}">Channels not set up</a></li>')
-    return _framed(
-        _result(result, checked=checked, restart_offered=restart_offered, shown=shown_keys),
-        _FORM.format(index="".join(index), sections="\n".join(groups)),
+    return _PAGE.format(
+        result=_result(result, checked=checked, restart_offered=restart_offered, shown=shown_keys),
+        form=_FORM.format(index="".join(index), sections="\n".join(groups)),
     )
 
 
@@ -161,7 +157,8 @@ def _group(
 def restarting_page(start: str, ticket: str) -> str:
     """What the browser shows while the gateway restarts. static/control/restarting.js
     posts ``ticket`` (the restart begins: this page has loaded), then waits for a start of
-    the gateway other than ``start`` to answer and goes back to the settings."""
+    the gateway other than ``start`` to answer and goes back to the settings. A page shell
+    (it holds only what its own address says), so a reload opens it without the key."""
     return framed(
         section_named("settings"),
         f'<div id="restarting" data-from="{escape(start, quote=True)}" '
@@ -170,15 +167,6 @@ def restarting_page(start: str, ticket: str) -> str:
         "This page goes back to the settings once it answers.</p>"
         '<p><a href="/settings">Back to the settings</a></p></div>',
         scripts=("restarting",),
-    )
-
-
-def restart_refused_page() -> str:
-    return framed(
-        section_named("settings"),
-        '<p class="error" role="alert">Not restarted: this gateway was not started by '
-        "<code>switchboard run</code>, so it cannot start itself again. Restart it where it "
-        'runs. <a href="/settings">Back to the settings</a></p>',
     )
 
 
@@ -210,8 +198,8 @@ def _result(
     lines += [escape(p) for p in change.problems]
     body = "".join(f"<li>{line}</li>" for line in lines)
     offer = (
-        '<form method="post" action="/api/restart"><button type="submit">Restart now'
-        "</button></form>"
+        '<form method="post" action="/api/restart" class="restart"><button type="submit">'
+        "Restart now</button></form>"
         if change.restart and change.saved and restart_offered
         else ""
     )

@@ -14,9 +14,13 @@
 // for a secure page (https or this machine's own address) and after the person allows it.
 // When this browser is signed out (its Sign out, `switchboard web --sign-out-all`, expiry),
 // the server closes the socket with code 4401 and a reason: the conversation leaves the page,
-// the reason is shown, and nothing reconnects.
+// the reason is shown, and nothing reconnects. Every request carries the page key
+// (session.js): the socket offers it as a subprotocol, and files are fetched with it and
+// handed to the browser as a download, not opened by their address (a navigation carries
+// no key).
 
 (() => {
+  if (Session.leaving()) return; // no key: on the way to the sign-in page
   const list = document.getElementById("messages");
   const form = document.getElementById("composer");
   const textBox = document.getElementById("text");
@@ -96,8 +100,10 @@
         const link = document.createElement("a");
         link.href = `/api/chat/files/${encodeURIComponent(entry.id)}/${file.index}`;
         link.textContent = `${file.kind === "image" ? "image" : "file"}: ${file.name}`;
-        link.target = "_blank";
-        link.rel = "noopener";
+        link.addEventListener("click", (event) => {
+          event.preventDefault();
+          download(link.href, file.name);
+        });
         li.append(link);
         files.append(li);
       }
@@ -107,6 +113,33 @@
     meta.textContent = timeLabel(entry.at);
     item.append(meta);
     return item;
+  }
+
+  // A file of the conversation, fetched with the key and saved under its name.
+  async function download(path, name) {
+    showError("");
+    try {
+      const response = await Session.fetch(path);
+      if (response.status === 401) {
+        Session.signIn(await Session.refusal(response));
+        return;
+      }
+      if (!response.ok) {
+        const answer = await response.json().catch(() => ({}));
+        showError(answer.error || `Could not fetch ${name} (${response.status}).`);
+        return;
+      }
+      const url = URL.createObjectURL(await response.blob());
+      const save = document.createElement("a");
+      save.href = url;
+      save.download = name;
+      document.body.append(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (err) {
+      showError(`Could not reach the gateway to fetch ${name}.`);
+    }
   }
 
   function addEntry(entry) {
@@ -198,7 +231,7 @@
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    socket = new WebSocket(`${scheme}//${location.host}/api/chat/socket`);
+    socket = new WebSocket(`${scheme}//${location.host}/api/chat/socket`, Session.protocols());
     socket.onopen = () => {
       retryDelay = 500;
       setConnection("open", "connected");
@@ -218,9 +251,9 @@
       }
       setConnection("closed", "reconnecting…");
       try {
-        const check = await fetch("/api/status", { credentials: "same-origin" });
+        const check = await Session.fetch("/api/status");
         if (check.status === 401) {
-          location.assign("/login?next=/"); // signed out (or the token changed)
+          Session.signIn(await Session.refusal(check)); // signed out, or the key refused
           return;
         }
       } catch (err) {
@@ -279,18 +312,14 @@
       for (let attempt = 0; ; attempt++) {
         let response;
         try {
-          response = await fetch("/api/chat/messages", {
-            method: "POST",
-            body: data,
-            credentials: "same-origin",
-          });
+          response = await Session.fetch("/api/chat/messages", { method: "POST", body: data });
         } catch (err) {
           if (attempt < 2) continue; // same id: the gateway stores it once
           throw err;
         }
         if (response.status === 401) {
           sending = Math.max(0, sending - 1);
-          location.assign("/login?next=/");
+          Session.signIn(await Session.refusal(response));
           return;
         }
         const answer = await response.json().catch(() => ({}));

@@ -13,7 +13,7 @@
     return td;
   }
 
-  fetch(`/api/traces/${encodeURIComponent(turn)}`, { credentials: "same-origin" })
+  Control.request(`/api/traces/${encodeURIComponent(turn)}`)
     .then(async (response) => {
       const answer = await response.json().catch(() => ({}));
       if (!response.ok) {
@@ -42,7 +42,7 @@
       wrap.append(table);
       target.replaceChildren(wrap);
     })
-    .catch(() => {
-      target.textContent = "Gateway unreachable.";
+    .catch((err) => {
+      if (err.message !== "signed out") target.textContent = "Gateway unreachable.";
     });
 })();

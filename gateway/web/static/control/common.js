@@ -1,8 +1,10 @@
 "use strict";
 // What every section of the control center shares: building DOM nodes (text only: names,
 // messages and files come from chats and the workspace, never markup), talking to the JSON
-// endpoints, tables that turn into cards on a phone, and the one event stream that says what
-// changed. The stream is open only while the page is visible: a hidden page costs nothing.
+// endpoints (with the page key: session.js), tables that turn into cards on a phone, and the
+// one event stream that says what changed. The stream is open only while the page is
+// visible: a hidden page costs nothing. It is read with fetch, not EventSource, which
+// cannot send the key.
 
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -86,16 +88,18 @@
     box.setAttribute("role", isError ? "alert" : "status");
   }
 
-  function signIn() {
-    location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
+  // A request with the page key; a refused one sends the browser to sign in.
+  async function request(path, init) {
+    const response = await Session.fetch(path, init);
+    if (response.status === 401) {
+      Session.signIn(await Session.refusal(response));
+      throw new Error("signed out");
+    }
+    return response;
   }
 
   async function api(path) {
-    const response = await fetch(path, { credentials: "same-origin" });
-    if (response.status === 401) {
-      signIn();
-      throw new Error("signed out");
-    }
+    const response = await request(path);
     const answer = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(answer.error || `Could not load it (${response.status}).`);
     return answer;
@@ -103,16 +107,11 @@
 
   // A change: JSON body, the answer's message shown, its error shown as an alert.
   async function post(path, body) {
-    const response = await fetch(path, {
+    const response = await request(path, {
       method: "POST",
-      credentials: "same-origin",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body || {}),
     });
-    if (response.status === 401) {
-      signIn();
-      throw new Error("signed out");
-    }
     const answer = await response.json().catch(() => ({}));
     if (!response.ok) {
       const error = new Error(answer.error || `It did not work (${response.status}).`);
@@ -210,8 +209,8 @@
     }
   }
 
-  function onPulse(event) {
-    const pulse = JSON.parse(event.data);
+  function onPulse(data) {
+    const pulse = JSON.parse(data);
     badges(pulse);
     setLive("open", pulse.running ? `live · ${pulse.running} running` : "live");
     const topic = current && current.topic ? JSON.stringify(pulse.topics[current.topic]) : undefined;
@@ -221,28 +220,66 @@
     lastTopic = topic;
   }
 
-  function open() {
-    if (stream || document.hidden) return;
-    stream = new EventSource("/api/events");
-    stream.addEventListener("pulse", onPulse);
-    stream.onopen = () => {
-      retry = 1000;
-    };
-    stream.onerror = async () => {
-      close();
-      setLive("closed", "reconnecting…");
-      const check = await fetch("/api/status", { credentials: "same-origin" }).catch(() => null);
-      if (check && check.status === 401) {
-        signIn();
+  // The events of a server-sent stream as they come: "event:" and "data:" lines, a blank
+  // line ending each; comments (": still here") are skipped.
+  async function readEvents(body, onEvent) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value; // the server ends its lines with "\n" alone
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let name = "message";
+        const data = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        if (data.length) onEvent(name, data.join("\n"));
+      }
+    }
+  }
+
+  async function open() {
+    if (stream || document.hidden || Session.leaving()) return;
+    const mine = new AbortController();
+    stream = mine;
+    let refused = false;
+    try {
+      const response = await Session.fetch("/api/events", { signal: mine.signal, cache: "no-store" });
+      if (response.status === 401) {
+        refused = true;
+        Session.signIn(await Session.refusal(response));
         return;
       }
-      setTimeout(open, retry);
-      retry = Math.min(retry * 2, 15000);
-    };
+      if (response.ok && response.body) {
+        retry = 1000;
+        await readEvents(response.body, (name, data) => {
+          if (name === "pulse") onPulse(data);
+        });
+      }
+    } catch (err) {
+      // the connection dropped (signed out, the gateway stopped) or the page closed it
+    } finally {
+      if (stream === mine) stream = null;
+    }
+    if (refused || mine.signal.aborted || Session.leaving()) return; // closed on purpose
+    setLive("closed", "reconnecting…");
+    const check = await Session.fetch("/api/status").catch(() => null);
+    if (check && check.status === 401) {
+      Session.signIn(await Session.refusal(check));
+      return;
+    }
+    setTimeout(open, retry);
+    retry = Math.min(retry * 2, 15000);
   }
 
   function close() {
-    if (stream) stream.close();
+    if (stream) stream.abort();
     stream = null;
   }
 
@@ -256,6 +293,6 @@
     }
   });
 
-  window.Control = { $, el, fill, ago, when, number, money, timeEl, table, state, notice, api, post, action, section, reload };
+  window.Control = { $, el, fill, ago, when, number, money, timeEl, table, state, notice, request, api, post, action, section, reload };
   document.addEventListener("DOMContentLoaded", open);
 })();

@@ -1,6 +1,6 @@
 "use strict";
-// The page shown while the gateway restarts. The settings' Restart button is redirected
-// here (so a reload posts nothing); the restart waits for this page to load, as the web
+// The page shown while the gateway restarts. The settings' Restart button leads here (so
+// a reload posts nothing); the restart waits for this page to load, as the web
 // server is the first part to stop: this script says it has (the one-time ticket; a
 // reload's ticket is spent, and nothing restarts again). Then it asks which start of the
 // gateway answers (GET /api/restart) until one other than the one asked to restart does,
@@ -16,9 +16,9 @@
 
   async function poll() {
     try {
-      const response = await fetch("/api/restart", { credentials: "same-origin", cache: "no-store" });
+      const response = await Session.fetch("/api/restart", { cache: "no-store" });
       if (response.status === 401) {
-        location.assign(`/login?next=${encodeURIComponent(back)}`);
+        Session.signIn(await Session.refusal(response));
         return;
       }
       if (response.ok && (await response.json()).start !== from) {
@@ -36,9 +36,8 @@
 
   async function begin() {
     if (ticket) {
-      await fetch("/api/restart", {
+      await Session.fetch("/api/restart", {
         method: "POST",
-        credentials: "same-origin",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ ticket }),
       }).catch(() => null); // spent or already restarting: the polling tells

@@ -13,6 +13,7 @@ end. A browser that lost its key is sent to sign in again and told why.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -66,7 +67,7 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
     home = tmp_path / "home"
     config = write_home(home, fake_llm, web={"enabled": True, "port": 0})
     before = config.read_text()
-    fake_llm.queue(text("Still yours."))
+    fake_llm.queue(text("Your plans are kept in plans.txt."), text("Still yours."))
     async with serving(load_settings(home=home)) as gateway, listener() as (other, cookies):
         assert gateway.web is not None
         url = gateway.web.url
@@ -74,6 +75,12 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
         context, page = await owners_browser(browser)
         await page.goto(gateway.web.sign_in_link())
         await expect(page.locator("#connection")).to_have_text("connected")
+        await page.locator("#files").set_input_files(
+            {"name": "plans.txt", "mimeType": "text/plain", "buffer": b"the owner's plans"}
+        )
+        await send(page, "my plans")
+        await expect(page.locator(".msg.assistant:not(.streaming)")).to_have_count(1)
+        entry = await page.locator(".msg.user").get_attribute("data-id")
 
         # the owner opens the other program's page (a link, a bookmark, a typed address)
         elsewhere = await context.new_page()
@@ -103,6 +110,8 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
                 settings_page = (r.status, await r.text())
             async with thief.get(url + "api/events") as r:
                 refused["events"] = r.status
+            async with thief.get(url + f"api/chat/files/{entry}/0") as r:
+                refused["file"] = r.status
             for offered in (("switchboard",), ("switchboard", "switchboard.key.guess")):
                 with pytest.raises(aiohttp.WSServerHandshakeError) as socket_refused:
                     await thief.ws_connect(url + "api/chat/socket", protocols=offered)
@@ -110,10 +119,15 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
             async with thief.post(url + "logout", allow_redirects=False) as r:
                 refused["logout"] = r.status  # it only drops the cookie the thief sent
 
-        # the owner's pages go on: the chat, a control page, the settings
+        # the owner's pages go on: the chat and its files, a control page, the settings
         await expect(page.locator("#connection")).to_have_text("connected")
         await send(page, "is this still mine?")
-        await expect(page.locator(".msg.assistant:not(.streaming)")).to_contain_text("Still yours.")
+        answers = page.locator(".msg.assistant:not(.streaming)")
+        await expect(answers.last).to_contain_text("Still yours.")
+        async with page.expect_download() as downloading:
+            await page.get_by_role("link", name="file: plans.txt").click()
+        download = await downloading.value
+        saved = await asyncio.to_thread(Path(await download.path()).read_bytes)
         await page.goto(url + "health")
         await expect(page.locator("body[data-loaded='1']")).to_be_attached()
         await page.goto(url + "settings")
@@ -126,6 +140,7 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
         "change": 401,
         "form": 401,
         "events": 401,
+        "file": 401,
         "socket 1": 401,
         "socket 2": 401,
         "logout": 303,
@@ -135,7 +150,8 @@ async def test_a_listener_on_another_port_gets_the_cookie_but_its_replay_opens_n
     assert status == 200  # a page shell, which holds nothing of the owner's
     assert "fake-model" not in shell and 'name="llm.model"' not in shell
     assert config.read_text() == before  # nothing changed
-    assert [r.body["model"] for r in fake_llm.requests] == ["fake-model"]
+    assert [r.body["model"] for r in fake_llm.requests] == ["fake-model"] * 2
+    assert (download.suggested_filename, saved) == ("plans.txt", b"the owner's plans")
 
 
 async def test_a_browser_that_lost_its_key_is_sent_to_sign_in_again_and_told_why(

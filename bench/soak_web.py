@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from bench.soak_chats import ANSWER_TIMEOUT, Verdict
+from gateway.web.access.security import KEY_HEADER
 
 _ECHO = re.compile(r"echo: web-(\d+) ")
 
@@ -149,10 +150,15 @@ class WebUser:
 async def _signed_in(
     url: str, link: str
 ) -> AsyncIterator[tuple[aiohttp.ClientSession, aiohttp.ClientWebSocketResponse]]:
-    """A browser signed in with the one-time ``link``, its chat socket open."""
+    """A browser signed in with the one-time ``link``, its chat socket open; its requests
+    send the page key the sign-in handed the page, as the pages do."""
     jar = aiohttp.CookieJar(unsafe=True)  # keep cookies for 127.0.0.1
     async with aiohttp.ClientSession(cookie_jar=jar) as http:
         async with http.get(link, allow_redirects=False) as response:
             response.raise_for_status()
+            key = re.search(r'data-key="([^"]+)"', await response.text())
+        if key is None:
+            raise aiohttp.ClientError("the sign-in handed the page no key")
+        http.headers[KEY_HEADER] = key[1]
         async with http.ws_connect(url + "api/chat/socket", origin=url.rstrip("/")) as ws:
             yield http, ws

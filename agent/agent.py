@@ -51,7 +51,14 @@ from agent.turn.outcome import (
     stop_mark,
     stop_notice,
 )
-from agent.turn.scope import authorising_texts, file_view, loaded_skills, resumed_state
+from agent.turn.scope import (
+    authorising_texts,
+    file_view,
+    loaded_skills,
+    outside_at_start,
+    resumed_state,
+    seen_at_start,
+)
 from agent.window import ContextWindow, FittedPrompt, TurnFit
 from agent.workspace import Workspace
 from gateway.core.messages import ChatRef, OutboundKind
@@ -237,7 +244,14 @@ class Agent:
             pinned=pinned,
             quotes=state.summary_quotes,
         )
-        turn_state = resumed_state([*checkpoints, *new], chat=request.chat, tainted=request.tainted)
+        given = [*checkpoints, *new]
+        turn_state = resumed_state(
+            given,
+            chat=request.chat,
+            outside=outside_at_start(request),
+            seen=seen_at_start(request, given),
+            tool_of=self.executor.registry.get,
+        )
         # A resumed turn keeps the bounds of every skill it had loaded before.
         loaded = [*(r.skill.name for r in routed), *loaded_skills(checkpoints)]
         turn_state.bounds = self.context.skills.bounds(loaded)

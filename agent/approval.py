@@ -2,12 +2,17 @@
 
 The refusals themselves are decided where they always were (:mod:`agent.policy` for roles
 and taint, ``approval_refusal`` of ``send_email`` and ``message`` for a recipient a member
-typed or a member's cross-chat send); each says whether it is *askable* and who may allow
-it (:class:`agent.tools.base.Refusal`). :class:`ApprovalPolicy` decides, in one place, what
-becomes of it:
+typed or a member's cross-chat send); each says whether it is *askable*, who may allow it
+(:class:`agent.tools.base.Refusal`), whether the turn's own person may (``confirmable``: the
+owner's or an admin's own side effect after outside content), and what approvers must see
+verbatim besides the call (after outside content: what the turn read, and the person's
+words as a hint). :class:`ApprovalPolicy` decides, in one place, what becomes of it:
 
-- not askable, ``tools.approvals = "refuse"``, or a turn no one waits in (heartbeat, cron,
-  background task, a message from another agent): refused, as before;
+- refused whatever anyone decided (a protected file, a recipient found only in outside
+  content: ``Tool.refused_anyway``): refused, and nobody is asked;
+- not askable, ``tools.approvals = "refuse"`` (unless ``confirmable``: that request goes
+  to the person themselves, in their own chat), or a turn no one waits in (heartbeat,
+  cron, a message from another agent): refused, as before;
 - askable, no decision yet: :class:`AwaitingApproval` is raised out of the tool loop. The
   turn stops before the call (its earlier steps are checkpointed), the runtime stores the
   request, asks the approvers and parks the turn (gateway.runtime.turns.approvals);
@@ -70,12 +75,13 @@ class ApprovalPolicy:
         self.mode = mode
         self._book = book
 
-    def may_ask(self, ctx: ToolContext) -> bool:
-        """Whether this turn can wait for a person's decision: a chat turn of a person, or
-        a background task (it waits without a slot and resumes); a heartbeat or scheduled
+    def may_ask(self, ctx: ToolContext, refusal: Refusal | None = None) -> bool:
+        """Whether this turn can wait for a person's decision (on ``refusal``: one its own
+        person may confirm is asked with either mode): a chat turn of a person, or a
+        background task (it waits without a slot and resumes); a heartbeat or scheduled
         turn cannot be resumed, and nobody waits for it."""
         return (
-            self.mode == "ask"
+            (self.mode == "ask" or (refusal is not None and refusal.confirmable))
             and self._book is not None
             and ctx.turn_kind in (TurnKind.CHAT, TurnKind.SUBAGENT)
             and ctx.chat.channel != AGENT_CHANNEL
@@ -86,13 +92,13 @@ class ApprovalPolicy:
     ) -> ToolContext | ToolResult:
         """The context to run the call with (approved), or the refusal to return; raises
         :class:`AwaitingApproval` when the approvers must be asked first."""
-        if not refusal.askable or not self.may_ask(ctx):
+        if refusal.askable and (anyway := tool.refused_anyway(args, ctx)) is not None:
+            return ToolResult.error(anyway)  # nobody is asked what cannot run
+        if not refusal.askable or not self.may_ask(ctx, refusal):
             return ToolResult.error(refusal.reason)
         assert self._book is not None
         record = await self._book.for_call(ctx.idempotency_key)
         if record is None or record.pending:
-            if (anyway := tool.refused_anyway(args, ctx)) is not None:
-                return ToolResult.error(anyway)  # no approver is asked what cannot run
             shown = await tool.reach(args, ctx)
             raise AwaitingApproval(
                 PendingCall(
@@ -102,7 +108,7 @@ class ApprovalPolicy:
                     args,
                     refusal.reason,
                     refusal.authority,
-                    reach=shown.text,
+                    reach="\n".join(t for t in (shown.text, refusal.shown) if t),
                     files=shown.files,
                 )
             )

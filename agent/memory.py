@@ -28,6 +28,8 @@ from gateway.core.system.fileutil import private_folders, write_atomic
 from gateway.core.textutil import only_headings, without_comments
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+PEOPLE = "memory/people"  # a folder per person (their direct chats' memory)
+GROUPS = "memory/groups"  # a folder per group
 
 
 @dataclass(slots=True)
@@ -102,9 +104,7 @@ def scope_for(principal: Principal, chat: ChatRef) -> MemoryScope:
         name = _safe(
             f"{chat.channel}-{chat.chat_id}" + (f"-{chat.thread_id}" if chat.thread_id else "")
         )
-        return MemoryScope(
-            "group", f"memory/groups/{name}", f"the group {chat.channel}:{chat.chat_id}"
-        )
+        return MemoryScope("group", f"{GROUPS}/{name}", f"the group {chat.channel}:{chat.chat_id}")
     return person_scope(
         principal.person,
         owner=principal.is_owner,
@@ -118,7 +118,7 @@ def person_scope(person: str, *, owner: bool, label: str = "") -> MemoryScope:
     if owner:
         return OWNER_SCOPE
     name = _safe(person.replace(":", "-", 1))
-    return MemoryScope("person", f"memory/people/{name}", label or person)
+    return MemoryScope("person", f"{PEOPLE}/{name}", label or person)
 
 
 @dataclass(frozen=True, slots=True)

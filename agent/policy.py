@@ -10,9 +10,11 @@ Layers, in order:
    roles and chat types a tool allows itself (an MCP server's ``roles``, ``group_chats``);
 3. group context: a turn whose message brought what others said in the group writes no
    memory (:mod:`gateway.runtime.intake.group_context`);
-4. taint: once a turn has read untrusted content (a web page, an email, command output),
-   side effects that such content could have asked for need the user's own words in this
-   turn (``Tool.intent``), or they are refused;
+4. taint: once a turn has read outside content (a web page, an email, command output,
+   what another person or a group wrote), a call that such content could have asked for
+   (``Tool.guarded_action``: every side effect but a reply in this chat, and a fetch of a
+   web address the turn has not seen) runs only with an approval: the words of the
+   person's message are shown to the approver as a hint, and never authorise it;
 5. skills: a turn that loaded a skill uses no tool beyond what the skill declared
    (:mod:`agent.tools.bounds`), whoever asks and whatever they say.
 
@@ -22,6 +24,8 @@ command) is refused by layers 1 and 2 wherever that one is.
 A refusal says whether the owner could allow the call anyway (``askable``: a tool members or
 admins are denied, a side effect in a tainted turn); with ``tools.approvals = "ask"`` such
 tools are still offered, and :mod:`agent.approval` asks the approvers when one is called.
+A turn nobody could be asked in (a heartbeat, a scheduled job, a message between agents)
+is refused, and the model is told to say what it would have done.
 
 Which *file* a write targets is checked where the path is resolved: protected files
 (``HEARTBEAT.md``, ``USER.md``, the persona, skills; :mod:`agent.protected`) are refused in
@@ -33,16 +37,19 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.task_types import TaskType, fits
-from agent.tools.base import Effect, Refusal, Tool, ToolContext, asked_for
+from agent.tools.base import Effect, Outside, Refusal, Tool, ToolContext, asked_for
 from agent.tools.bounds import Bounds
 from gateway.config.settings import GROUP_DENY, MEMBER_DENY
+from gateway.core.addressing import AGENT_CHANNEL, API_CHANNEL, HOOK_CHANNEL
 from gateway.core.messages import ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
 
-TAINT_GUARDED = (Effect.WRITE, Effect.EXEC, Effect.SCHEDULE, Effect.SEND, Effect.REMOTE)
+SHOWN_WORDS = 300  # of the person's message, in the approver's block
+SHOWN_DETAIL = 200  # of what the turn read (an address, a path, a command), there too
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +106,7 @@ class ToolPolicy:
             return Refusal(f"{shown} is not available to admins", True, Role.OWNER)
         return None
 
-    def refusal(self, tool: Tool, ctx: ToolContext) -> Refusal | None:
+    def refusal(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
         static = self.static_refusal(tool, ctx.principal)
         if static is not None:
             return static
@@ -111,20 +118,45 @@ class ToolPolicy:
                 "this message came with what others said in the group; that is context for "
                 "this answer only and is never written to memory"
             )
-        if (
-            self.taint_guard
-            and ctx.state.read_untrusted
-            and tool.effect in TAINT_GUARDED
-            and tool.intent
-        ) and not asked_for(ctx.user_texts, tool.intent):
+        return self.taint_refusal(tool, args, ctx)
+
+    def taint_refusal(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
+        """After outside content: a call that content could have asked for waits for an
+        approver, who is told what the turn read and what the call does; in a turn nobody
+        could be asked in it is refused. Nothing the person wrote lets it through."""
+        if not (self.taint_guard and ctx.state.read_untrusted):
+            return None
+        does = tool.guarded_action(args, ctx)
+        if does is None:
+            return None
+        read = outside_kinds(ctx.state.outside)
+        why = (
+            f"{tool.name} {does}, and this turn has read outside content ({read}), which could "
+            "have asked for exactly that; a message's words never authorise it."
+        )
+        if unattended(ctx):
+            what = "scheduled run" if ctx.turn_kind.scheduled else "turn"
             return Refusal(
-                f"{tool.name} was refused: this turn has read outside content (a web page, a document, "
-                "email, someone else's message or command output), and the user did not ask for "
-                "this action in their own words. Tell the user what you would do and let them "
-                "confirm.",
-                askable=True,
+                f"{why} It was not done: in a {what} nobody waits in, nobody can approve it. "
+                "Say in your answer what you would have done and why, so that the owner can "
+                "ask for it."
             )
-        return None
+        own = confirms_own(ctx.principal)
+        advice = (
+            "Tell the user what you would do; they decide."
+            if self.ask_approval or own
+            else "Tell the user what you would do: approvals are off here "
+            '(tools.approvals = "refuse"), so they can only ask for it again in a new message.'
+        )
+        return Refusal(
+            f"{why} {advice}",
+            askable=True,
+            # An approval waives this check: who approves must be entitled to everything
+            # the turn may do (the owner's own turn is the owner's to allow).
+            authority=Role.OWNER if ctx.principal.is_owner else Role.ADMIN,
+            shown=_shown(ctx, tool),
+            confirmable=own,
+        )
 
     def offered(self, tool: Tool, principal: Principal) -> bool:
         refusal = self.static_refusal(tool, principal)
@@ -153,3 +185,50 @@ class ToolPolicy:
 
 
 _MEMORY_WRITES = frozenset({"memory_write", "memory_patch", "memory_append"})
+
+
+def unattended(ctx: ToolContext) -> bool:
+    """A turn no person could approve anything in: a heartbeat or a scheduled job (it
+    cannot be resumed), a message between agents."""
+    return ctx.turn_kind.scheduled or ctx.chat.channel == AGENT_CHANNEL
+
+
+def confirms_own(principal: Principal) -> bool:
+    """Whether a person may approve their own turn's side effects, in their own chat:
+    the owner and admins, where such a request goes to them and nobody else (not a
+    webhook's turn, which nobody waits in, nor an API token below the owner's, whose
+    requests go to the owners of the chat channels)."""
+    if principal.channel == HOOK_CHANNEL:
+        return False
+    if principal.channel == API_CHANNEL:
+        return principal.is_owner
+    return principal.is_admin
+
+
+def outside_kinds(outside: Iterable[Outside]) -> str:
+    """What outside content a turn read, in our own words: "a web page; command output"."""
+    kinds = list(dict.fromkeys(o.kind for o in outside))
+    return "; ".join(kinds) if kinds else "outside content"
+
+
+def _shown(ctx: ToolContext, tool: Tool) -> str:
+    """The lines approvers see verbatim beside the call: what the turn read (others chose
+    those addresses and names), and the person's own words, as a hint."""
+    lines = ["read in this turn:"]
+    lines += [
+        f"  {o.kind}" + (f": {_cut(o.detail, SHOWN_DETAIL)}" if o.detail else "")
+        for o in ctx.state.outside
+    ]
+    said = " ".join(ctx.user_texts)
+    if said.strip():
+        cut = _cut(said, SHOWN_WORDS)
+        named = not tool.intent or asked_for(ctx.user_texts, tool.intent)
+        hint = "" if named else " (it does not name this kind of action)"
+        lines.append(f"the message of this turn{hint}: {cut}")
+    return "\n".join(lines)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (an ellipsis says it was cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -48,7 +48,9 @@ class Workspace:
     attachment sent in it, say). ``protected`` files (:mod:`agent.protected`) can be read;
     they are written only when their rule and ``owner_writes`` (asked at the moment of the
     write: the turn's taint can change) allow it. Files under ``untrusted`` came from
-    outside, so reading them taints the turn.
+    outside or were written by others (attachments, other people's and groups' memory),
+    so reading them taints the turn, unless they lie under what this view trusts (a
+    person's own memory, in their own turns).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class Workspace:
         self._protected = tuple(protected)
         self._allowed = tuple(p.expanduser().resolve() for p in allowed)
         self._untrusted = tuple(p.expanduser().resolve() for p in untrusted)
+        self._trusted: tuple[Path, ...] = ()
         self._owner_writes = owner_writes
         # A turn that loaded a skill: only these paths, and these folders to read (confined).
         self._confined: tuple[Path, ...] | None = None
@@ -87,6 +90,13 @@ class Workspace:
         view._hidden = (*self._hidden, *hidden)
         view._hidden_folders = self._hidden_folders | frozenset(folders)
         view._allowed = (*self._allowed, *(p.expanduser().resolve() for p in allow))
+        return view
+
+    def trusting(self, path: str) -> Workspace:
+        """The same view with ``path`` (relative to the root) not outside content though it
+        lies under an untrusted folder: a person's own memory folder in their own turn."""
+        view = copy.copy(self)
+        view._trusted = (*self._trusted, Path(os.path.realpath(self.root / path)))
         return view
 
     def confined(self, paths: Sequence[str], *, reads: Sequence[Path], by: str) -> Workspace:
@@ -220,8 +230,9 @@ class Workspace:
         )
 
     def is_untrusted(self, path: Path) -> bool:
-        """True for files that came from outside (attachments people sent)."""
-        return _under(path, self._untrusted)
+        """True for files that came from outside or that others wrote (attachments people
+        sent, other people's and groups' memory)."""
+        return _under(path, self._untrusted) and not _under(path, self._trusted)
 
     def relative(self, path: Path) -> str:
         try:

@@ -242,7 +242,7 @@ async def test_another_agents_words_never_authorise_a_side_effect(
         await _wait_for_text(channel, "Work looked at it.")
         await gateway.wait_idle()
     work = [r for r in fake_llm.requests if agent_in(r) == "work" and r.tool_results]
-    assert "was refused" in work[0].tool_results[-1]
+    assert "It was not done: in a turn nobody waits in" in work[0].tool_results[-1]
     assert not (settings.workspace_dir / "pwned.txt").exists()
 
 

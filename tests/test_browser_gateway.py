@@ -174,7 +174,9 @@ async def test_the_model_signs_in_fills_the_form_and_the_submit_waits_for_approv
     channel = MemoryChannel("telegram")
     async with Gateway(settings, channels=[channel]) as gateway:
         await channel.push(  # a new channel object counts its message ids afresh
-            "Am I still signed in at the shop?",
+            # (the jump link named here: after a page, the browser opens only addresses the
+            # turn has seen)
+            f"Am I still signed in at the shop? And where does {shop.url('/jump')} lead?",
             sender_id=OWNER,
             chat_id=OWNER,
             message_id="after-restart",

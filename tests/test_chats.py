@@ -1,6 +1,7 @@
 """Chats the bot knows: "post this in #general on Slack", asked on Telegram, lands in Slack's
-#general (found by name with the ``chats`` tool), and only after the person confirmed a
-first send there.
+#general (found by name with the ``chats`` tool), and only after the person approved it:
+chat names are whatever their owners typed (outside content), so the send that follows the
+lookup waits for the owner's tap, which also confirms a first send there.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ async def test_post_in_general_from_telegram_lands_in_slacks_general(
     fake_llm.queue(
         calls(("chats", {"query": "general"})),
         calls(("message", post)),
-        text("Shall I post 'Standup moves to 10:00' in #general on Slack?"),
-        calls(("message", post)),
         text("Posted in #general."),
         calls(("chats", {})),
         text("I am in #general, #random and the family group."),
@@ -50,16 +49,20 @@ async def test_post_in_general_from_telegram_lands_in_slacks_general(
         await tg.say("dinner at 8?", user_id=OWNER, chat_id=FAMILY, chat_type="supergroup")
         await asyncio.wait_for(gateway.wait_idle(), 10)
         await say("post 'Standup moves to 10:00' in #general on Slack", 1)
+        [request] = tg.sent(OWNER)
         posted_before_yes = fake_slack.texts()
-        await say("yes", 2)
+        code = request.params["text"].split("/approve ", 1)[1].split()[0]
+        await tg.press(request, f"/approve {code}", user_id=OWNER)
         await fake_slack.wait_posts(1)
-        await say("which chats are you in?", 3)
+        await tg.wait_sent(3, chat_id=OWNER)  # "Approved", then the answer
+        await asyncio.wait_for(gateway.wait_idle(), 10)
+        await say("which chats are you in?", 4)
         sends = await gateway.store.audit.recent(kind="cross-chat-send")
-    _, asked, questioned, _, _, _, listed = fake_llm.requests
+    _, asked, _, _, listed = fake_llm.requests
     assert "slack chat_id=C0GENERAL #general" in asked.tool_results[0]
     assert "C0RANDOM" not in asked.tool_results[0]  # narrowed by the query
-    assert posted_before_yes == []  # a first send there waits for the person's yes
-    assert "never sent to" in questioned.tool_results[-1]
+    assert posted_before_yes == []  # the send waits for the person's yes
+    assert "chat names" in request.params["text"] and "C0GENERAL" in request.params["text"]
     assert [(p.channel, p.text) for p in fake_slack.posted] == [
         ("C0GENERAL", "Standup moves to 10:00")
     ]

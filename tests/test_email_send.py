@@ -293,25 +293,33 @@ async def test_an_address_from_a_fetched_page_is_refused(
     assert result.startswith("not sent: thief@evil.example is not an allowed recipient")
     assert "dana@example.test" in result  # says what would be allowed
     assert sink.attempts == 0  # nothing went out, not even to the allowed recipient
-    [entry] = [e for e in audit if e.kind == "recipient-policy"]
-    assert entry.detail["refused"] == ["thief@evil.example"]
+    assert "no approval can change that" in result  # so nobody was asked
+    [entry] = [e for e in audit if e.kind == "policy"]
+    assert "thief@evil.example" in str(entry.detail["reason"])
 
 
-async def test_after_reading_a_page_mail_needs_the_users_own_request(
+async def test_after_reading_a_page_mail_waits_for_approval_whatever_the_user_wrote(
     make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
 ) -> None:
+    """Mail after a page, even to an allowed recipient and with "send" in the request, is
+    the page's wish as much as the user's: the owner is asked; "/approve" sends it."""
     sink = await smtp()
     settings = make_settings(email=email_settings(sink))
-    result = await run_turn(
-        settings,
-        fake_llm,
-        {"to": DANA, "subject": "recipes", "body": "x"},
-        user_text="summarise https://recipes.example for me",  # no word about mail
-        extra_tools=(FetchPage(),),
-        before=(calls(("fetch_page", {"url": "https://recipes.example"})),),
+    fake_llm.queue(
+        calls(("fetch_page", {"url": "https://recipes.example"})),
+        calls(("send_email", {"to": DANA, "subject": "recipes", "body": "x"})),
+        text("Sent the recipes to Dana."),
     )
-    assert "send_email was refused" in result
-    assert sink.attempts == 0
+    channel = MemoryChannel()
+    async with Gateway(settings, channels=[channel], extra_tools=(FetchPage(),)) as gateway:
+        await channel.push("summarise https://recipes.example and send it to Dana")
+        [asked] = await channel.wait_for(1)
+        attempts_before = sink.attempts
+        await channel.push("/approve " + asked.text.split("/approve ", 1)[1].split()[0])
+        await sink.wait_for(1)
+        await gateway.wait_idle()
+    assert attempts_before == 0 and "tool: send_email" in asked.text
+    assert sink.received[0]["To"] == DANA
 
 
 async def test_an_address_from_a_workspace_file_is_refused(

@@ -207,7 +207,8 @@ def test_prompt_helpers_only_when_needed() -> None:
 
 
 def test_the_users_words_must_ask_for_the_action_as_whole_words() -> None:
-    assert asked_for(["Please add milk to my list"], FILE_INTENT)
+    """(A hint for the approver, never an authorisation: agent.policy.)"""
+    assert asked_for(["Please save milk to my list"], FILE_INTENT)
     assert asked_for(["remind me at 9"], SCHEDULE_INTENT)
     assert asked_for(["emailed the reminders?"], ("email", "remind"))
     assert asked_for(["can you check with the research agent"], ("check with",))

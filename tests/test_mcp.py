@@ -146,7 +146,7 @@ async def test_its_output_taints_the_turn(
                 "allowed_recipients": ["dana@example.test"],
             },
         )
-        await one_turn(
+        channel, _ = await one_turn(
             settings,
             fake_llm,
             calls(("demo__lookup_contact", {"name": "Bob"})),
@@ -156,29 +156,30 @@ async def test_its_output_taints_the_turn(
         )
     finally:
         await sink.stop()
-    lookup, email, event = fake_llm.requests[3].tool_results
+    lookup, email = fake_llm.requests[2].tool_results
     assert "mallory@evil.example" in lookup
     assert email.startswith(
         TOOL_ERROR_MARKER + "not sent: mallory@evil.example is not an allowed recipient"
     )
     assert sink.attempts == 0
-    # a side effect on the server the user did not ask for is refused too
-    assert "demo__add_event was refused" in event
+    # a side effect on the server waits for the owner, told what the turn read
+    [asked] = channel.texts()
+    assert "an MCP tool's answer" in asked and "tool: demo__add_event" in asked
     assert "call Bob (tainted)" not in _events(shared)
 
 
-async def test_a_side_effect_the_user_asked_for_runs(
+async def test_a_side_effect_before_any_outside_content_runs(
     make_settings: SettingsFactory, fake_llm: FakeLLM, shared: dict[str, Any]
 ) -> None:
     settings = make_settings(mcp={"servers": {"demo": {"url": shared["url"]}}})
     await one_turn(
         settings,
         fake_llm,
-        calls(("demo__now", {}), ("demo__add_event", {"title": "dentist", "when": "tuesday"})),
+        calls(("demo__add_event", {"title": "dentist", "when": "tuesday"}), ("demo__now", {})),
         message="add event: dentist on tuesday",
     )
     assert "tuesday dentist\n" in _events(shared)
-    assert "Added 'dentist' on tuesday." in fake_llm.requests[1].tool_results[1]
+    assert "Added 'dentist' on tuesday." in fake_llm.requests[1].tool_results[0]
     # a side effect is recorded (a resumed turn never repeats it); a read-only tool is not
     assert await _ledger_tools(settings) == ["demo__add_event"]
 
@@ -204,14 +205,16 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_and_is_restarted(
     channel = MemoryChannel()
     async with Gateway(settings, channels=[channel]) as gateway:
         await channel.push("show the demo environment, then crash the demo server")
-        await channel.wait_for(1)
+        [asked] = await channel.wait_for(1)  # the environment is outside content: "crash?"
+        await channel.push("/approve " + asked.text.split("/approve ", 1)[1].split()[0])
+        await channel.wait_for(3)
         assert gateway.mcp is not None
         client = gateway.mcp.clients["demo"]
         async with asyncio.timeout(20):  # the crash is noticed after the call's answer
             await client.wait_for_state(ServerState.READY, restarts=1)
         fake_llm.queue(calls(("demo__environment", {})))
         await channel.push("check it again")
-        await channel.wait_for(2)
+        await channel.wait_for(4)
     before, crashed = fake_llm.requests[2].tool_results
     assert "stopped during the call" in crashed and "restarted" in crashed
     after = fake_llm.requests[-1].tool_results[-1]

@@ -154,17 +154,14 @@ async def test_a_resumed_turn_still_knows_it_read_outside_content(
         await fake_llm.wait_for_requests(2)
         await gateway.stop(drain_timeout=0)
 
-    fake_llm.queue(
-        calls(("write_file", {"path": "evil.txt", "content": "pwned"})),
-        text("The page asks me to write a file; I refused, since you did not ask for it."),
-    )
+    fake_llm.queue(calls(("write_file", {"path": "evil.txt", "content": "pwned"})))
     channel = MemoryChannel()
     async with Gateway(settings, channels=[channel], extra_tools=[Fetch()]) as gateway:
-        [reply] = await channel.wait_for(1)
+        [asked] = await channel.wait_for(1)
         await gateway.wait_idle()
-    assert "was refused" in fake_llm.requests[3].tool_results[-1]
     assert not (settings.workspace_dir / "evil.txt").exists()
-    assert "I refused" in reply.text
+    # the owner is asked first, and told what the turn read before the restart
+    assert "read outside content (what fetch_page returned)" in asked.text
 
 
 async def test_a_resumed_turn_does_not_repeat_what_it_already_sent(

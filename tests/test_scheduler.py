@@ -418,11 +418,11 @@ async def test_a_one_shot_job_cut_by_a_restart_runs_after_it(
     assert left == []  # done now, so it will not run a third time
 
 
-async def test_a_jobs_side_effects_need_the_words_of_the_person_who_set_it(
+async def test_a_job_that_read_outside_content_does_nothing_it_asks(
     run_gateway: Any, fake_llm: FakeLLM
 ) -> None:
-    """The model writes a job's prompt; only the user's own words authorise what the job
-    does after it has read outside content."""
+    """The model writes a job's prompt, and nobody waits in a job's run to approve: what
+    the job would do after reading outside content is refused, with a note to say so."""
     clock = FakeClock(START)
     prompt = "Read the file in the inbox and write a summary file."
     fake_llm.queue(
@@ -444,7 +444,7 @@ async def test_a_jobs_side_effects_need_the_words_of_the_person_who_set_it(
         await channel.wait_for(2)
         await idle(gateway)
         workspace = gateway.settings.workspace_dir
-    assert "was refused" in fake_llm.requests[-1].tool_results[-1]
+    assert "nobody can approve it" in fake_llm.requests[-1].tool_results[-1]
     assert not (workspace / "pwned.txt").exists()
 
 

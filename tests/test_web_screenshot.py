@@ -106,7 +106,7 @@ def test_a_resumed_turn_still_sends_the_screenshots_it_took(tmp_path: Path) -> N
             untrusted=True,
         ),
     ]
-    state = resumed_state(drafts, chat=ChatRef("test", "1"), tainted=False)
+    state = resumed_state(drafts, chat=ChatRef("test", "1"))
     [file] = state.files
     assert (file.kind, file.path, file.mime_type) == ("image", str(shot), "image/png")
     assert state.read_untrusted

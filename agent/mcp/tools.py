@@ -5,7 +5,9 @@ schema, so argument validation, the policy (the server's ``roles`` and ``group_c
 the idempotency ledger, the trace and the timeout apply exactly as for built-in tools. A
 tool is a side effect (``Effect.REMOTE``: recorded in the ledger, guarded by the taint
 guard, left out of read-only task types) unless the server marks it read-only. What it
-returns is outside content.
+returns is outside content. A read-only tool's arguments still reach the server (and a
+fetching server, the address they name): after outside content, one whose arguments hold
+a web address the turn has not seen waits for approval, as ``web_fetch`` does.
 
 Left out, with the reason (``switchboard doctor`` and ``mcp list`` show them): tools not on
 the server's allowlist, schemas that are invalid, not an object, or larger than
@@ -28,9 +30,10 @@ from jsonschema.exceptions import SchemaError
 from agent.mcp.client import CallRefused, CallTimedOut, McpClient, ServerDown
 from agent.mcp.results import ImageStore, convert
 from agent.mcp.spec import Limits, ServerSpec
-from agent.tools.base import Effect, Tool, ToolContext, ToolResult
+from agent.tools.base import Effect, Outside, Tool, ToolContext, ToolResult
 from agent.tools.names import SEPARATOR
 from agent.untrusted import wrap_untrusted
+from agent.web.seen import first_unseen
 
 MAX_NAME = 64  # what OpenAI and Anthropic accept for a tool name
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
@@ -52,10 +55,24 @@ class McpTool(Tool):
     description = "A tool of an MCP server."
     parameters: ClassVar[dict[str, Any]] = {"type": "object"}
     time_sensitive = True  # another system: its answer may change on its own, so repeats run
+    does = "acts on another system through an MCP server"
 
     def __init__(self, client: McpClient, images: ImageStore | None) -> None:
         self._client = client
         self._images = images
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        if self.effect is not Effect.READ:
+            return self.does
+        if first_unseen(_strings(args), ctx.state.seen) is None:
+            return None
+        return (
+            "sends the MCP server a web address the turn has not seen (it could carry what "
+            "the turn read to that site)"
+        )
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("an MCP tool's answer", self.name)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -66,6 +83,17 @@ class McpTool(Tool):
             text = wrap_untrusted(f"error from {self.name}", str(exc))
             return ToolResult(text, is_error=True, untrusted=True)
         return await asyncio.to_thread(convert, result, source=self.name, images=self._images)
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside an argument value (nested lists and objects too)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def build_tools(

@@ -60,6 +60,7 @@ class RunSkillScript(Tool):
     )
     effect = Effect.EXEC
     intent = Exec.intent
+    does = "runs a skill's script"
     runs_as = "exec"
 
     def __init__(
@@ -211,6 +212,7 @@ class SkillPropose(Tool):
     )
     effect = Effect.WRITE
     intent = ("skill", "procedure", "remember how")
+    does = "proposes a skill to the owner"
     roles = frozenset({Role.OWNER, Role.ADMIN})
     group_chats = False
     rarely_used = True

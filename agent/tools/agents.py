@@ -4,6 +4,11 @@ The message is delivered to the other agent's own session with a "from agent X" 
 its answer comes back to this agent, which then answers the person. The access policy
 (``may_message`` in config) decides who may message whom; a conversation between agents
 is bounded in hops.
+
+A message sent after outside content carries the taint: every turn of the exchange is
+tainted, and an agent's turn has nobody to ask, so the other agent can act on nothing the
+content asked for (agent.policy); nor does its message count as words of the person. So
+the message itself needs no approval.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ class SendToAgent(Tool):
     )
     effect = Effect.SEND
     targets = ("agent", "agents")
-    intent = ("ask", "tell", "agent", "send", "message", "check with", "forward")
+    intent = ("agent", "check with")  # a hint for the approver (agent.policy)
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        return None  # the exchange is tainted with it (see the module's docstring)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         directory = ctx.services.agents

@@ -53,11 +53,43 @@ class ToolResult:
 class Refusal:
     """Why a call may not run. ``askable``: the policy refuses it, but the owner (or, for
     ``authority = "admin"``, the channel's admins too) could allow this one call; with
-    ``tools.approvals = "ask"`` the turn then waits for their decision (agent.approval)."""
+    ``tools.approvals = "ask"`` the turn then waits for their decision (agent.approval).
+    ``confirmable``: the person of this turn may allow it themselves, in their own chat (a
+    side effect after outside content in the owner's or an admin's own turn): it is asked
+    with either ``tools.approvals``, since it brings nobody else a request. ``shown``: lines
+    for the approvers' verbatim block (what the turn read, the person's words), never for
+    the prose around it: they hold text others wrote."""
 
     reason: str
     askable: bool = False
     authority: Role = Role.ADMIN  # ADMIN: the owner or the channel's admins; OWNER: the owner
+    shown: str = ""
+    confirmable: bool = False
+
+    def joined(self, other: Refusal | None) -> Refusal:
+        """This refusal and ``other`` as one request: both reasons, the stricter authority
+        (an approval waives every check that asked, so its approver must be entitled to
+        all of them)."""
+        if other is None:
+            return self
+        owner = Role.OWNER in (self.authority, other.authority)
+        return Refusal(
+            f"{self.reason} Also: {other.reason}",
+            self.askable and other.askable,
+            Role.OWNER if owner else Role.ADMIN,
+            "\n".join(s for s in (self.shown, other.shown) if s),
+            self.confirmable and other.confirmable,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outside:
+    """Outside content a turn read: ``kind`` in our own words, for the prose approvers read
+    ("a web page", "another person's memory"); ``detail`` which one (an address, a path),
+    shown to them only verbatim, since others chose it."""
+
+    kind: str
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +121,10 @@ class TurnState:
 
     sent_texts: list[str] = field(default_factory=list)  # what `message` already delivered
     read_untrusted: bool = False  # the turn has seen content from outside
+    outside: list[Outside] = field(default_factory=list)  # which, as far as known
+    # Web addresses the turn saw verbatim: in the person's own words or in what it read
+    # (agent.web.seen); a tainted turn fetches only these without approval.
+    seen: set[str] = field(default_factory=set)
     meter: TurnUsage = field(default_factory=TurnUsage)  # every model call the turn caused
     # Tools this turn may call whose schemas are not sent until find_tools surfaces them
     # (past the prompt budget for MCP tools), and the names it surfaced so far.
@@ -98,6 +134,12 @@ class TurnState:
     # The skills the turn loaded, and the tools, hosts and paths they leave it (narrowed
     # by each one: agent.tools.bounds).
     bounds: Bounds = field(default_factory=Bounds)
+
+    def read(self, what: Outside) -> None:
+        """The turn read outside content ``what``: it is tainted from now on."""
+        self.read_untrusted = True
+        if what not in self.outside:
+            self.outside.append(what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +194,15 @@ class Tool(ABC):
     # tool ledger keeps their values with the call, so the claims check tells "I deleted
     # report.pdf" from a write to todo.md (agent.guards.claims).
     targets: ClassVar[tuple[str, ...]] = ()
-    # Words that, in the user's own message, authorise this side effect in a turn that has
-    # read untrusted content (see agent.policy). Empty: not guarded by taint.
+    # Words a person uses asking for this kind of action: after outside content they are
+    # only a hint for the approver (agent.policy), never an authorisation.
     intent: ClassVar[tuple[str, ...]] = ()
+    # What a call does, in words for the approver, when outside content could have asked
+    # for it (see guarded_action); "" says it from the effect.
+    does: ClassVar[str] = ""
+    # Its results are text the model did not write (a page, search results): the web
+    # addresses in them count as seen by the turn (agent.web.seen).
+    shows_links: ClassVar[bool] = False
     # Who may use it at all; ``None``: the policy decides alone.
     roles: ClassVar[frozenset[Role] | None] = None
     group_chats: ClassVar[bool] = True  # offered in group chats (subject to the policy)
@@ -196,6 +244,20 @@ class Tool(ABC):
         arguments say it all."""
         return Reach()
 
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """What this call does that outside content could have asked for, in our own words
+        for the approver ("runs a command"), or ``None`` when it does nothing of the kind (a
+        read, a reply in this chat). In a turn that has read outside content such a call
+        runs only with an approval (agent.policy). Every side effect is guarded unless its
+        tool says otherwise."""
+        if not self.changes_state(args):
+            return None
+        return self.does or _DOES[self.effect]
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        """What outside content a call with ``args`` reads, when its result is marked so."""
+        return Outside(f"what {self.name} returned")
+
     def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
         """Why this call would be refused whatever an approver decided (a protected file),
         so that nobody is asked to approve it; ``None`` when an approval would let it run."""
@@ -203,6 +265,16 @@ class Tool(ABC):
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+_DOES = {
+    Effect.READ: "reads",
+    Effect.WRITE: "changes files or memory",
+    Effect.EXEC: "runs a program",
+    Effect.SEND: "sends something to someone",
+    Effect.SCHEDULE: "creates work for later",
+    Effect.REMOTE: "acts on another system",
+}
 
 
 def schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -216,8 +288,10 @@ def schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[s
 
 
 def asked_for(texts: Iterable[str], words: Iterable[str]) -> bool:
-    """Whether the user's own words ask for an action: any of ``words`` as a whole word or
-    phrase (plural and -ed/-ing forms count), so "address" does not count as "add"."""
+    """Whether the user's own words seem to ask for an action: any of ``words`` as a whole
+    word or phrase (plural and -ed/-ing forms count), so "address" does not count as "add".
+    A hint for an approver, never an authorisation: "tell me what this page says" holds
+    "tell" and asks for no message."""
     said = " ".join(texts).lower()
     return any(_word_pattern(word).search(said) for word in words)
 

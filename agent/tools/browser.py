@@ -15,6 +15,9 @@ admins, a member's own for a member; every request of its pages goes through the
   the page and the element marked, unless the site is in ``tools.browser.allowed_sites``.
   The page is looked at again just before the action runs: if what it would do is no
   longer what the owner approved, nothing is done.
+- After outside content, ``open`` goes without approval only to a web address the turn
+  has seen, as ``web_fetch`` (:func:`agent.tools.web.unseen`); the other actions follow
+  the page (a click goes where the page points) or are held by the rules above.
 - ``tools.browser.max_steps_per_turn`` calls per turn at most.
 """
 
@@ -30,6 +33,7 @@ from yarl import URL
 
 from agent.tools.base import (
     Effect,
+    Outside,
     Reach,
     Refusal,
     Tool,
@@ -38,7 +42,7 @@ from agent.tools.base import (
     ToolResult,
     schema,
 )
-from agent.tools.web import save_screenshot, web_guard
+from agent.tools.web import save_screenshot, unseen, web_guard
 from agent.untrusted import wrap_untrusted
 from agent.web.browser import Browser, BrowserSettings
 from agent.web.chromium import BrowserUnavailable
@@ -89,8 +93,18 @@ class BrowserTool(Tool):
         self._sessions = sessions
         self._allowed_sites = allowed_sites
 
+    shows_links = True  # the page's address, and what it shows, may be opened next
+
     def available(self) -> bool:
         return self._sessions.problem() is None
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """Only ``open`` goes where the model says; committing actions wait by their own
+        rule (approval_refusal), whether or not the turn read outside content."""
+        return unseen(str(args.get("url", "")), ctx) if args.get("action") == "open" else None
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("a web page in the browser", str(args.get("url", "")))
 
     # -- approval -------------------------------------------------------------------------
 

@@ -4,8 +4,8 @@ the words and the time zone of the person asking.
 What an event says (its title, place, notes, who organises it) comes from whoever sent the
 invitation, so every answer that quotes the server (a listing, the event changed, the
 calendar's name) is outside content: it taints the turn, and its text is marked as data
-(:func:`agent.untrusted.wrap_untrusted`). A change after such content needs the user's
-own words asking for it, or an approver's yes. A change that reaches other people needs the
+(:func:`agent.untrusted.wrap_untrusted`). A change after such content needs an approver's
+yes (agent.policy), whatever the user wrote. A change that reaches other people needs the
 owner's approval (with ``tools.approvals = "ask"``; refused otherwise): inviting anyone, and
 moving or deleting an event someone else organises or others are invited to (the server
 tells them). Whether an event is someone else's is read from the server before the call
@@ -47,12 +47,12 @@ from agent.calendar.events import (
 )
 from agent.tools.base import (
     Effect,
+    Outside,
     Refusal,
     Tool,
     ToolContext,
     ToolError,
     ToolResult,
-    asked_for,
     schema,
 )
 from agent.untrusted import wrap_untrusted
@@ -117,6 +117,8 @@ class CalendarTool(Tool):
     effect = Effect.REMOTE
     targets = ("id", "title")
     read_actions = frozenset({"list"})
+    intent = CALENDAR_INTENT
+    does = "changes the owner's calendar"
     time_sensitive = True  # the calendar changes on other devices
     group_chats = False  # the owner's schedule is not a group's business
 
@@ -124,6 +126,9 @@ class CalendarTool(Tool):
         self._client = client
         self._default_zone = default_zone
         self._clock = clock or SystemClock()
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("calendar events, written by whoever sent the invitations")
 
     # -- approval ---------------------------------------------------------------------------
 
@@ -135,8 +140,8 @@ class CalendarTool(Tool):
             return None  # run() says what is wrong
 
     async def _refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
-        """Why this call needs someone's yes, or ``None``: the owner's when it reaches other
-        people, an approver's when outside content may have asked for it."""
+        """Why this call needs the owner's yes, or ``None``: when it reaches other people
+        (after outside content, the policy asks an approver in any case)."""
         action = args["action"]
         if action == "list":
             return None
@@ -158,13 +163,6 @@ class CalendarTool(Tool):
                 "owner can allow it.",
                 askable=True,
                 authority=Role.OWNER,
-            )
-        if ctx.state.read_untrusted and not asked_for(ctx.user_texts, CALENDAR_INTENT):
-            return Refusal(
-                "this turn has read outside content (a calendar invitation, a web page, an "
-                "email) and the user did not ask for this calendar change in their own words. "
-                "Tell the user what you would change and let them confirm.",
-                askable=True,
             )
         return None
 

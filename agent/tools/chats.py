@@ -2,14 +2,17 @@
 
 So "post this in #general on Slack" resolves to Slack's channel id, which the ``message``
 tool needs. Chat names are the owner's business: owner and admins only (the same people who
-may send to another chat at all).
+may send to another chat at all). A chat's name is whatever whoever runs that chat (or the
+person, for a direct chat) typed, so a listing that holds names is outside content: marked
+so, and it taints the turn.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import Outside, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.untrusted import wrap_untrusted
 from gateway.core.principal import Role
 
 MAX_LISTED = 100
@@ -51,4 +54,9 @@ class Chats(Tool):
         if not known:
             lines.append("no chats found" + (f" matching {query!r}" if query else ""))
         lines.extend(notes)
-        return ToolResult("\n".join(lines))
+        if not known:
+            return ToolResult("\n".join(lines))
+        return ToolResult(wrap_untrusted("chat names", "\n".join(lines)), untrusted=True)
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("chat names, set by whoever runs those chats")

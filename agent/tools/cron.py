@@ -4,7 +4,7 @@ A job runs either a fixed ``message`` (sent as is, no model call) or a ``prompt`
 agent carries out at that time); its result goes to the chat that created it. People list
 their jobs (paused ones marked: a job paused from the control center or ``switchboard cron
 pause`` still exists), remove, pause and resume them. Creating jobs
-follows the access policy (not from groups, not on outside content alone); members may
+follows the access policy (not from groups; after outside content only with an approval); members may
 create them for their own direct chat only, up to ``scheduler.max_jobs_per_member``
 (gateway/runtime/schedule/jobs.py). Times are in the person's own zone unless ``timezone`` names one.
 """
@@ -18,22 +18,8 @@ from gateway.core.schedule_spec import ScheduleError
 from gateway.core.services import JobInfo
 from gateway.core.turns import TASK_TYPE_NAMES, task_type_name
 
-SCHEDULE_INTENT = (
-    "remind",
-    "reminder",
-    "alarm",
-    "schedule",
-    "every",
-    "tomorrow",
-    "later",
-    "daily",
-    "weekly",
-    "monthly",
-    "hourly",
-    "weekday",
-    "cron",
-    "job",
-)
+# Words of a request for a job: a hint for the approver (agent.policy), no more.
+SCHEDULE_INTENT = ("remind", "reminder", "alarm", "schedule", "cron", "job")
 
 
 # action: what is said when it worked, the state the job must be in for it
@@ -72,6 +58,7 @@ class Cron(Tool):
     effect = Effect.SCHEDULE
     targets = ("id",)
     intent = SCHEDULE_INTENT
+    does = "creates or changes a scheduled job"
     read_actions = frozenset({"list"})
     time_sensitive = True  # jobs fire, and other chats add and remove theirs
 

@@ -6,7 +6,9 @@ configured allowlist, the requesting user's own verified address, and addresses 
 typed in their own messages of this turn (by default only the owner and admins: otherwise
 any member could use the bot as an open relay from its address). Tool results, fetched
 pages and emails are not looked at. An address a member typed is a refusal the owner could
-waive: with ``tools.approvals = "ask"`` the send waits for approval (agent.approval).
+waive: with ``tools.approvals = "ask"`` the send waits for approval (agent.approval). After
+outside content every send waits for approval (agent.policy), and an address found only in
+that content is refused before anyone is asked: no approval could let it through.
 Everyone but the owner has a daily send cap, counted in
 the audit log (each sent mail is an ``email-sent`` entry). Idempotency comes from the executor (the call is recorded in the ledger before it
 runs) and from a Message-ID derived from the turn and call ids.
@@ -113,6 +115,18 @@ class RecipientPolicy:
             return None
         return refused
 
+    def never(self, refused: list[str], *, principal: Principal) -> str:
+        """Why no approval could let mail to ``refused`` through."""
+        allowed = ", ".join(self.allowed[:10]) + (" ..." if len(self.allowed) > 10 else "")
+        return (
+            f"not sent: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not an "
+            "allowed recipient, and no approval can change that. Email may go to the "
+            f"configured allowlist ({allowed or 'empty'}), to the user's own address "
+            f"({self.own_address(principal) or 'not known'}), or to an address written in the "
+            "user's own message this turn; addresses found in web pages, files, tool results "
+            "or emails never count. Ask the user to write the address themselves."
+        )
+
     def refusal(self, refused: list[str], *, principal: Principal) -> str:
         allowed = ", ".join(self.allowed[:10]) + (" ..." if len(self.allowed) > 10 else "")
         own = self.own_address(principal)
@@ -190,8 +204,8 @@ class SendEmail(Tool):
     )
     effect = Effect.SEND
     targets = ("to",)
-    # After the turn read outside content, the user must have asked for mail themselves.
-    intent = ("email", "e-mail", "mail", "send")
+    intent = ("email", "e-mail", "mail", "send")  # a hint for the approver (agent.policy)
+    does = "sends an email"
 
     def __init__(
         self,
@@ -219,6 +233,23 @@ class SendEmail(Tool):
         if refused is None:
             return None
         return Refusal(self.policy.refusal(refused, principal=principal), askable=True)
+
+    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """Recipients that even an approved send may not reach (found only in outside
+        content, say): nobody is asked about them."""
+        try:
+            recipients = parse_addresses(args["to"])
+        except ValueError:
+            return None  # run() explains
+        refused = [
+            r
+            for r in recipients
+            if self.policy.why_allowed(
+                r, principal=ctx.principal, user_texts=ctx.user_texts, approved=True
+            )
+            is None
+        ]
+        return self.policy.never(refused, principal=ctx.principal) if refused else None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = self._settings

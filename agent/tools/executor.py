@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from agent.approval import ApprovalPolicy
 from agent.tools.base import Refusal, Tool, ToolContext, ToolError, ToolResult
 from agent.tools.registry import ToolRegistry
+from agent.web.seen import addresses_in
 from gateway.store import LedgerEntry, ToolLedger
 
 log = logging.getLogger(__name__)
@@ -25,9 +26,9 @@ TARGET_CHARS = 300  # of what a call acts on, kept in the ledger
 
 
 class ToolGate(Protocol):
-    """Decides whether a tool may run for this turn; returns a refusal or ``None``."""
+    """Decides whether a call may run in this turn; returns a refusal or ``None``."""
 
-    def refusal(self, tool: Tool, ctx: ToolContext) -> Refusal | None: ...
+    def refusal(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Refusal | None: ...
 
 
 def truncate(text: str, limit: int) -> str:
@@ -75,9 +76,11 @@ class ToolExecutor:
             return ToolResult.error("invalid arguments:\n" + "\n".join(errors))
         return tool
 
-    async def refusal(self, tool: Tool, ctx: ToolContext) -> ToolResult | None:
+    async def refusal(
+        self, tool: Tool, args: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult | None:
         """The policy's refusal as an (audited) error result, or ``None`` when allowed."""
-        refusal = self._gate.refusal(tool, ctx)
+        refusal = self._gate.refusal(tool, args, ctx)
         if refusal is None:
             return None
         await ctx.audit("policy", tool=tool.name, reason=refusal.reason, turn=ctx.turn_id)
@@ -89,15 +92,18 @@ class ToolExecutor:
         """The context to run a call with, or its refusal (policy refusals are audited).
         Refuse or ask is decided by the approval gate alone; raises
         :class:`agent.approval.AwaitingApproval` when the call must wait for a decision."""
-        refusal = self._gate.refusal(tool, ctx)
+        refusal = self._gate.refusal(tool, args, ctx)
         by_policy = refusal is not None
-        if refusal is None and self._approvals.may_ask(ctx):
-            refusal = await tool.approval_refusal(args, ctx)  # else the tool refuses as it runs
+        if refusal is not None and refusal.askable:
+            # asked together with the tool's own, since one approval waives both
+            refusal = refusal.joined(await tool.approval_refusal(args, ctx))
+        elif refusal is None and self._approvals.may_ask(ctx):
+            refusal = await tool.approval_refusal(args, ctx)  # else it refuses as it runs
         if refusal is None:
             return ctx
         verdict = await self._approvals.decide(refusal, tool, args, ctx)
-        if by_policy and isinstance(verdict, ToolResult):
-            await ctx.audit("policy", tool=tool.name, reason=refusal.reason, turn=ctx.turn_id)
+        if by_policy and isinstance(verdict, ToolResult):  # what the model was told
+            await ctx.audit("policy", tool=tool.name, reason=verdict.content, turn=ctx.turn_id)
         return verdict
 
     async def run(self, tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -117,7 +123,9 @@ class ToolExecutor:
             stored = [result.content, result.is_error, result.untrusted]
             await self._ledger.finish(key, json.dumps(stored))
         if result.untrusted:
-            ctx.state.read_untrusted = True
+            ctx.state.read(tool.read_from(args))
+            if tool.shows_links:  # what a page links to: the turn may go there
+                ctx.state.seen |= addresses_in([result.content])
         ctx.state.files.extend(result.files)
         return result
 

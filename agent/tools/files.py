@@ -12,7 +12,8 @@ from agent.documents.formats import DocKind
 from agent.documents.ranges import parse_pages
 from agent.documents.reader import DocumentError, DocumentReader, document_kind
 from agent.llm.types import ImagePart
-from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.memory import GROUPS, PEOPLE
+from agent.tools.base import Effect, Outside, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.untrusted import wrap_untrusted
 from agent.workspace import PathDenied, Workspace
 from gateway.config.media import DocumentSettings
@@ -20,18 +21,8 @@ from gateway.core.system.fileutil import write_atomic
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 MAX_LIST_ENTRIES = 500
-FILE_INTENT = (
-    "write",
-    "save",
-    "create",
-    "edit",
-    "change",
-    "update",
-    "fix",
-    "add",
-    "file",
-    "rename",
-)
+# Words of a request for a file change: a hint for the approver (agent.policy), no more.
+FILE_INTENT = ("write", "save", "create", "edit", "rename")
 
 
 def _resolve(ctx: ToolContext, path: str, *, write: bool = False) -> Path:
@@ -107,8 +98,20 @@ class ReadFile(Tool):
             text = "".join(lines[start : start + limit if limit else None])
             if not text:
                 return ToolResult(f"(no lines from {offset or 1}; the file has {len(lines)} lines)")
-        # A file someone sent is outside content: reading it taints the turn like a web page.
-        return ToolResult(text or "(empty file)", untrusted=ctx.workspace.is_untrusted(path))
+        # A file someone sent, or memory someone else's turns wrote, is outside content:
+        # marked as such, and reading it taints the turn like a web page.
+        if ctx.workspace.is_untrusted(path):
+            shown = wrap_untrusted(f"file {ctx.workspace.relative(path)}", text or "(empty file)")
+            return ToolResult(shown, untrusted=True)
+        return ToolResult(text or "(empty file)")
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        path = os.path.normpath(str(args.get("path", "")).strip())
+        if path.startswith(f"{PEOPLE}/"):
+            return Outside("another person's memory", path)
+        if path.startswith(f"{GROUPS}/"):
+            return Outside("a group's memory", path)
+        return Outside("a file someone sent", path)
 
     async def _document(
         self, path: Path, kind: DocKind, args: dict[str, Any], ctx: ToolContext
@@ -186,6 +189,7 @@ class WriteFile(_Writes):
     )
     effect = Effect.WRITE
     intent = FILE_INTENT
+    does = "writes a workspace file"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _resolve(ctx, args["path"], write=True)
@@ -212,6 +216,7 @@ class EditFile(_Writes):
     )
     effect = Effect.WRITE
     intent = FILE_INTENT
+    does = "changes a workspace file"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _resolve(ctx, args["path"], write=True)

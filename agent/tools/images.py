@@ -145,7 +145,8 @@ class GenerateImage(Tool):
         ("prompt",),
     )
     effect = Effect.REMOTE  # costs money at another service
-    intent = IMAGE_INTENT  # after outside content, only when the user asked for a picture
+    intent = IMAGE_INTENT  # a hint for the approver (agent.policy)
+    does = "makes a picture at the images service (which may cost money)"
 
     def __init__(self, endpoint: ImagesEndpoint) -> None:
         self._endpoint = endpoint

@@ -7,7 +7,16 @@ an append (read, change, write) holds an exclusive ``flock`` on a lock file besi
 from (gateway/store/memory_entries.py); ``memory_search`` shows it.
 
 ``memory_search`` searches the scope's memory files and the past conversations the caller
-may see (:mod:`agent.recall.search`), by words and by meaning.
+may see (:mod:`agent.recall.search`), by words and by meaning. What it finds that another
+person wrote (a group's messages, another person's chat when the owner searches
+everywhere, a line another person's turn or outside content put in memory, a message that
+carried a forward or a quote) is outside content: the result is marked so and taints the
+turn, as a web page does.
+
+After outside content a write waits for approval (agent.policy), except in a group's own
+memory from a group's turn: every turn that reads that memory treats it as outside content
+already (a group's turns are tainted from their start, and others read it as a group's
+memory), so a write there cannot carry instructions to a turn that would follow them.
 """
 
 from __future__ import annotations
@@ -22,26 +31,16 @@ from typing import Any, ClassVar, Literal
 
 from agent.memory import MemoryScope, append_note, exclusive, read_note, scope_for
 from agent.recall.search import Found, Recaller, visible_sessions
-from agent.tools.base import Effect, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import Effect, Outside, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.files import write_text_atomic
+from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import ChatType
 from gateway.core.textutil import written_lines
 from gateway.store import MemoryEntries, Origin
 
-MEMORY_INTENT = (
-    "remember",
-    "memory",
-    "memorize",
-    "memorise",
-    "note",
-    "save",
-    "write down",
-    "forget",
-    "update",
-    "keep in mind",
-    "record",
-)
+# Words of a request to remember: a hint for the approver (agent.policy), no more.
+MEMORY_INTENT = ("remember", "memorize", "memorise", "save", "write down", "forget", "keep in mind")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -65,8 +64,13 @@ def _origin(ctx: ToolContext) -> Origin:
 class _Writes(Tool):
     """A memory tool that writes: records where each new line came from."""
 
+    does = "changes memory"
+
     def __init__(self, entries: MemoryEntries | None = None) -> None:
         self._entries = entries
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        return None if _scope(ctx).kind == "group" else self.does
 
     async def _record(self, ctx: ToolContext, path: Path, lines: Sequence[str]) -> None:
         if self._entries is not None and lines:
@@ -220,7 +224,14 @@ class MemorySearch(Tool):
             return ToolResult(f"nothing found for {query!r}")
         if not searched.by_meaning:
             lines.append(f"(searched by words only: {searched.why_words_only})")
-        return ToolResult("\n".join(lines))
+        body = "\n".join(lines)
+        if any(_by_others(hit, origins, ctx) for hit in searched.found):
+            # what another person wrote: data for the answer, never instructions
+            return ToolResult(wrap_untrusted(f"memory search for {query!r}", body), untrusted=True)
+        return ToolResult(body)
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("other people's words, found by memory_search", str(args.get("query", "")))
 
 
 def _entries(root: Path, scope: MemoryScope) -> list[tuple[str, str]]:
@@ -234,6 +245,21 @@ def _entries(root: Path, scope: MemoryScope) -> list[tuple[str, str]]:
     return [
         (relative, line) for relative in files for line in written_lines(read_note(root / relative))
     ]
+
+
+def _by_others(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext) -> bool:
+    """Whether a hit is text someone other than this turn's person wrote (or that came
+    from outside content): a group's message (whoever in the group said it, and the
+    answers given there), another person's conversation, a message that carried a forward
+    or a quote, a memory line another person's turn or outside content put there."""
+    if hit.said is None:
+        origin = origins.get((hit.path or "", hit.text))
+        return origin is not None and (origin.outside or origin.person != ctx.principal.person)
+    said = hit.said
+    kind, _, whose = (said.scope or "").partition("|")[2].partition(":")
+    if said.outside or kind == "group":
+        return True
+    return kind == "person" and whose != ctx.principal.person
 
 
 def _when(at: float) -> str:

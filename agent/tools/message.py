@@ -1,12 +1,13 @@
 """The ``message`` tool: say something now, in this chat or (for admins) another one.
 
 The channel policy guard lives here, in code: a reply goes to the chat the turn came from;
-sending to another chat or channel needs an admin, is never done from a group, never on the
-strength of outside content alone, never by a heartbeat (it acts with the owner's rights
-and sees the owner's memory, so it reports to the owner's chat only), and is refused (and
-audited) otherwise. The first send to a chat the person has never sent to is confirmed with
-them first (:meth:`Message._first_send`). A member's send and a send after outside content are refusals the owner
-could waive: with ``tools.approvals = "ask"`` they wait for approval (agent.approval).
+sending to another chat or channel needs an admin, is never done from a group, never by a
+heartbeat (it acts with the owner's rights and sees the owner's memory, so it reports to
+the owner's chat only), and is refused (and audited) otherwise. After outside content a
+send to another chat waits for approval whoever asks (:meth:`Message.guarded_action`,
+agent.policy). The first send to a chat the person has never sent to is confirmed with them
+first (:meth:`Message._first_send`). A member's send is a refusal the owner could waive:
+with ``tools.approvals = "ask"`` it waits for approval (agent.approval).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from agent.tools.base import (
     ToolContext,
     ToolError,
     ToolResult,
-    asked_for,
     schema,
 )
 from gateway.core.messages import ChatRef, ChatType, OutboundKind, OutboundMessage
 from gateway.core.turns import TurnKind
 
-SEND_INTENT = ("send", "post", "tell", "message", "forward", "share", "notify", "announce")
+# a hint for the approver only (agent.policy): "tell me what this says" asks for no send
+SEND_INTENT = ("send", "post", "message", "forward", "share", "notify", "announce")
 
 
 class Message(Tool):
@@ -46,12 +47,19 @@ class Message(Tool):
     effect = Effect.SEND
     targets = ("channel", "chat_id")
     repeatable = True
+    intent = SEND_INTENT
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """A reply in this chat is what the turn does anyway; another chat is a send."""
+        if _here(args, ctx):
+            return None
+        return "sends a message to another chat than this conversation"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content: str = args["content"]
         channel = args.get("channel") or ctx.chat.channel
         chat_id = args.get("chat_id") or ctx.chat.chat_id
-        here = channel == ctx.chat.channel and chat_id == ctx.chat.chat_id
+        here = _here(args, ctx)
         refusal = None if here else self._cross_chat_refusal(channel, ctx)
         if refusal is not None and not (refusal.askable and ctx.approved):
             await ctx.audit(
@@ -111,11 +119,9 @@ class Message(Tool):
         )
 
     async def approval_refusal(self, args: dict[str, Any], ctx: ToolContext) -> Refusal | None:
-        channel = args.get("channel") or ctx.chat.channel
-        chat_id = args.get("chat_id") or ctx.chat.chat_id
-        if channel == ctx.chat.channel and chat_id == ctx.chat.chat_id:
+        if _here(args, ctx):
             return None
-        refusal = self._cross_chat_refusal(channel, ctx)
+        refusal = self._cross_chat_refusal(args.get("channel") or ctx.chat.channel, ctx)
         return refusal if refusal is not None and refusal.askable else None
 
     @staticmethod
@@ -137,10 +143,11 @@ class Message(Tool):
                 "sending to another chat or channel needs an admin; reply in this chat instead",
                 askable=True,
             )
-        if ctx.state.read_untrusted and not asked_for(ctx.user_texts, SEND_INTENT):
-            return Refusal(
-                "this turn read outside content and the user did not ask for this send in "
-                "their own words",
-                askable=True,
-            )
         return None
+
+
+def _here(args: dict[str, Any], ctx: ToolContext) -> bool:
+    """Whether a call's target is the chat the turn answers in."""
+    channel = args.get("channel") or ctx.chat.channel
+    chat_id = args.get("chat_id") or ctx.chat.chat_id
+    return channel == ctx.chat.channel and chat_id == ctx.chat.chat_id

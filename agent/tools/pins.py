@@ -3,6 +3,10 @@
 Open goals and note titles are pinned into every turn's context from this state, so the
 agent keeps track of ongoing work without it being stored as conversation history. They
 belong to the agent and to the scope of the person (or group) it is talking with.
+
+Pinned text is shown in every later turn of the scope, so after outside content a change
+waits for approval (agent.policy), as a memory write does; a group's own pins too are
+read only by the group's turns, tainted from their start, and are free.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from agent.tools.base import (
     ToolContext,
     ToolError,
     ToolResult,
-    asked_for,
     schema,
 )
 from gateway.store import Pins
@@ -29,17 +32,16 @@ def pin_scope(ctx: ToolContext) -> str:
     return scope_for(ctx.principal, ctx.chat).directory or "owner"
 
 
-def refuse_if_injected(ctx: ToolContext, words: tuple[str, ...], what: str) -> None:
-    """Pinned text is shown in every later turn, so after outside content only the user's
-    own request may add it (completing, viewing and deleting stay free)."""
-    if ctx.state.read_untrusted and not asked_for(ctx.user_texts, words):
-        raise ToolError(
-            f"{what} was refused: this turn has read outside content and the user did not ask "
-            "for it in their own words. Tell the user what you would pin and let them confirm."
-        )
+class _Pins(Tool):
+    """A pinned-state tool: guarded after outside content, but not in a group's own scope."""
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        if scope_for(ctx.principal, ctx.chat).kind == "group":
+            return None
+        return super().guarded_action(args, ctx)
 
 
-class Goals(Tool):
+class Goals(_Pins):
     name = "goals"
     rarely_used = True
     description = "Goals: add (text), complete (id), list. Open goals stay pinned in your context."
@@ -55,6 +57,8 @@ class Goals(Tool):
     targets = ("id",)
     repeatable = True
     read_actions = frozenset({"list"})
+    intent = GOAL_INTENT
+    does = "changes the goals pinned into every later turn"
 
     def __init__(self, pins: Pins) -> None:
         self._pins = pins
@@ -65,7 +69,6 @@ class Goals(Tool):
         if action == "add":
             if not args.get("text"):
                 raise ToolError("add needs text")
-            refuse_if_injected(ctx, GOAL_INTENT, "adding a goal")
             goal_id = await self._pins.add_goal(ctx.agent, scope, args["text"])
             return ToolResult(f"goal {goal_id} added")
         if action == "complete":
@@ -82,7 +85,7 @@ class Goals(Tool):
         )
 
 
-class Notes(Tool):
+class Notes(_Pins):
     name = "notes"
     rarely_used = True
     description = "Named notes: write (title, content), view, delete (title), list."
@@ -98,6 +101,8 @@ class Notes(Tool):
     targets = ("title",)
     repeatable = True
     read_actions = frozenset({"list", "view"})
+    intent = NOTE_INTENT
+    does = "changes the notes pinned into every later turn"
 
     def __init__(self, pins: Pins) -> None:
         self._pins = pins
@@ -112,7 +117,6 @@ class Notes(Tool):
         if not title:
             raise ToolError(f"{action} needs a title")
         if action == "write":
-            refuse_if_injected(ctx, NOTE_INTENT, "writing a note")
             await self._pins.write_note(ctx.agent, scope, title, args.get("content", ""))
             return ToolResult(f"note {title!r} saved")
         if action == "delete":

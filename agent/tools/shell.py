@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.tools.base import Effect, Reach, Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import (
+    Effect,
+    Outside,
+    Reach,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    schema,
+)
 from agent.tools.sandbox import Bwrap, CannotLock
 from gateway.core.system.portguard import NetworkUnguarded
 
@@ -74,7 +83,11 @@ class Exec(Tool):
         ("command",),
     )
     effect = Effect.EXEC
-    intent = ("run", "execute", "command", "shell", "install", "exec")
+    intent = ("run", "execute", "command", "exec")  # a hint for the approver (agent.policy)
+    does = "runs a command"
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("command output", str(args.get("command", ""))[:200])
 
     def __init__(
         self,

@@ -29,16 +29,8 @@ class Spawn(Tool):
         ("task",),
     )
     effect = Effect.SCHEDULE
-    intent = (
-        "background",
-        "spawn",
-        "research",
-        "task",
-        "later",
-        "meanwhile",
-        "look into",
-        "investigate",
-    )
+    intent = ("background", "spawn", "meanwhile")  # a hint for the approver (agent.policy)
+    does = "starts a background task"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         tasks = ctx.services.tasks
@@ -66,6 +58,9 @@ class Notify(Tool):
     parameters = schema({"content": {"type": "string", "minLength": 1}}, ("content",))
     effect = Effect.SEND
     repeatable = True
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        return None  # to the chat the task reports to, as its answer will be
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         await ctx.send(

@@ -31,6 +31,7 @@ class TimeZone(Tool):
         ("action",),
     )
     effect = Effect.WRITE
+    does = "changes the person's time zone"
     read_actions = frozenset({"show"})
     time_sensitive = True  # a set depends on what the person answered meanwhile
     rarely_used = True

@@ -4,6 +4,13 @@ Both results carry ``untrusted=True`` (so guards know the turn has seen outside 
 are wrapped between marker lines that tell the model the text is data from outside, not
 instructions. Marker look-alikes inside the text are defused, so a page cannot close the
 wrapper early and continue as if it were us.
+
+A fetch reaches a server of the page's choosing with an address of the model's making:
+after outside content, ``web_fetch`` goes without approval only to an address the turn has
+seen (the person's message, a link on a page it read, a search result:
+:mod:`agent.web.seen`), never to one the model built, which could carry what the turn read
+(``?d=<the owner's memory>``). A search's words go only to the configured search service,
+which the page does not choose, so ``web_search`` stays free.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 from yarl import URL
 
 from agent.llm.metered import MeteredModel
-from agent.tools.base import Tool, ToolContext, ToolError, ToolResult, schema
+from agent.tools.base import Outside, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.untrusted import wrap_untrusted
 from agent.web.browser import Browser, BrowserSettings
 from agent.web.fetch import FetchError, FetchLimits, PageFetcher, UnsupportedContent
@@ -27,6 +34,7 @@ from agent.web.pages import CHARS_PER_TOKEN, Budget, Summarizer, fit, llm_summar
 from agent.web.reader import Mode, PageReader
 from agent.web.render import RenderLimits
 from agent.web.search import SearchBackend, SearchUnavailable, ddgs_backend
+from agent.web.seen import canonical
 from agent.web.ssrf import AddressPolicy, BlockedTarget, Guard, HostOutOfBounds
 from agent.workspace import ATTACHMENTS
 from gateway.config.settings import WebToolSettings
@@ -46,6 +54,7 @@ class WebSearch(Tool):
         },
         ("query",),
     )
+    shows_links = True  # a result's address may be read next
 
     def __init__(
         self,
@@ -83,6 +92,9 @@ class WebSearch(Tool):
         body = "\n".join(lines)
         return ToolResult(wrap_untrusted(f'search results for "{query}"', body), untrusted=True)
 
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("web search results", str(args.get("query", "")))
+
 
 def _unavailable(reason: str) -> str:
     return (
@@ -111,6 +123,7 @@ class WebFetch(Tool):
         },
         ("url",),
     )
+    shows_links = True  # a link on the page may be followed
 
     def __init__(
         self,
@@ -124,6 +137,12 @@ class WebFetch(Tool):
         self._reader = PageReader(fetcher or PageFetcher(), browser, mode)
         self._summarizer = summarizer
         self._budget = budget or Budget()
+
+    def guarded_action(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        return unseen(str(args["url"]), ctx)
+
+    def read_from(self, args: dict[str, Any]) -> Outside:
+        return Outside("a web page", str(args.get("url", "")))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         url = str(args["url"]).strip()
@@ -190,6 +209,20 @@ class WebFetch(Tool):
             untrusted=True,
             files=files,
         )
+
+
+def unseen(url: str, ctx: ToolContext) -> str | None:
+    """For a tainted turn's fetch: what going to ``url`` does when the turn has not seen
+    that address (the model built it, and it could carry what the turn read), else
+    ``None``."""
+    address = canonical(url)
+    if address is None or address in ctx.state.seen:
+        return None  # seen; or no web address at all, which the guard refuses as it runs
+    return (
+        "goes to a web address that is neither in the person's message nor in anything "
+        "the turn read (the model made it up or changed it, so the address itself could "
+        "carry what the turn read to that site)"
+    )
 
 
 async def save_screenshot(workspace: Path, url: str, png: bytes) -> Attachment:

@@ -28,10 +28,11 @@ from agent.llm.base import TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.metered import MeteredModel
 from agent.llm.types import ChatMessage, ImagePart, LLMResponse, ToolCall, ToolSpec
-from agent.tools.base import ToolResult
+from agent.tools.base import Outside, ToolResult
 from agent.tools.executor import ToolExecutor
 from agent.turn.inputs import TurnInputs, TurnLimits
 from agent.turn.review import Step, TurnReview
+from agent.web.seen import addresses_in
 from agent.window import shrink_old_results
 from gateway.core.turns import TurnStopped
 from gateway.core.usage import Purpose
@@ -188,6 +189,11 @@ class TurnLoop:
         if messages:
             self.conversation.extend(messages)
             self.trace.add("followup", messages=len(messages))
+            # the person's words (and what they forward) join the turn: their addresses
+            # count as seen, and a forward or a quote taints it as at the start
+            self.state.seen |= addresses_in([m.content for m in messages], bare=True)
+            if any(m.untrusted for m in messages):
+                self.state.read(Outside("outside content that came with a later message"))
 
     async def _stopped(self) -> RunResult:
         """Close the turn where it stopped: calls it had asked for are answered as not run
@@ -398,7 +404,7 @@ class TurnLoop:
         tool = self.executor.registry.get(call.name)
         if tool is not None and call.name not in self.offered:
             # Enforced again at call time: policy first (audited), then the turn's kind/type.
-            refused = await self.executor.refusal(tool, self.inputs.context_for(call))
+            refused = await self.executor.refusal(tool, parsed.args, self.inputs.context_for(call))
             self.trace.decision(
                 "policy", "NOT_OFFERED", "tool not available in this turn", tool=call.name
             )

@@ -240,7 +240,8 @@ class ToolPolicySettings(Section):
     member_deny: StrList = MEMBER_DENY
     group_deny: StrList = GROUP_DENY
     admin_deny: StrList = ()
-    # After reading outside content, side effects need the user's own words this turn.
+    # After reading outside content, side effects (and fetches of addresses the turn has not
+    # seen) wait for an approval (agent/policy.py).
     taint_guard: bool = True
 
 

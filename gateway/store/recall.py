@@ -42,6 +42,8 @@ class Said:
     at: float
     text: str
     sender: str = ""  # who wrote a person's message ("channel:sender id"; "": not recorded)
+    # it carried others' words (a forward, a quote, a document, the group's messages)
+    outside: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +197,16 @@ class Recall:
             found = {}
             for row_id, key, scope, role, at, body in rows:
                 said = json.loads(body)
-                text = searchable(said.get("content")) or ""
-                sender = str(said.get("sender") or "")
-                found[int(row_id)] = Said(int(row_id), key, scope, role, float(at), text, sender)
+                found[int(row_id)] = Said(
+                    int(row_id),
+                    key,
+                    scope,
+                    role,
+                    float(at),
+                    searchable(said.get("content")) or "",
+                    str(said.get("sender") or ""),
+                    bool(said.get("untrusted")),
+                )
             return found
 
         return await self._db.run(query, durable=False)

@@ -17,6 +17,7 @@ from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
 from agent.llm.metered import Charge, EndpointSlots, MeteredModel
 from agent.llm.types import ChatMessage, SystemPrompt
+from agent.memory import GROUPS, PEOPLE
 from agent.policy import ToolPolicy
 from agent.protected import PROTECTED
 from agent.recall.search import Recaller
@@ -159,7 +160,9 @@ def build_workspace(settings: Settings, *, others: Sequence[Path] = ()) -> Works
         # Files that shape other turns (persona, skills, HEARTBEAT.md, USER.md): only the
         # owner changes them (agent/protected.py), so no turn can raise its own rights.
         protected=PROTECTED,
-        untrusted=(root / ATTACHMENTS,),
+        # Others' words: files people sent, and the memory other people's and groups'
+        # turns write (a person's own is trusted in their own turns: agent/turn/scope.py).
+        untrusted=(root / ATTACHMENTS, root / PEOPLE, root / GROUPS),
     )
 
 

@@ -188,3 +188,22 @@ async def test_the_model_signs_in_fills_the_form_and_the_submit_waits_for_approv
     assert "::1 is a loopback address" in jump and "Only public web addresses" in jump
     assert secret.requests == []
     assert reply.text == "You are still signed in. The jump link was refused: it leads inside."
+
+
+async def test_after_a_page_the_browser_opens_no_address_the_model_built_without_the_owner(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, shop: Shop
+) -> None:
+    """A page can ask the model to open an address that carries what the turn read
+    (``?d=...``): it waits for the owner's yes, and the shop never sees it before."""
+    built = shop.url(f"/account?d={SECRET}")
+    fake_llm.responder = ScriptedModel(
+        browse(action="open", url=shop.url("/")),  # the person named it: opens at once
+        browse(action="open", url=built),
+    )
+    channel = MemoryChannel("telegram")
+    async with Gateway(browser_settings(make_settings), channels=[channel]) as gateway:
+        await channel.push(f"what is on {shop.url('/')}?", sender_id=OWNER, chat_id=OWNER)
+        _picture, prompt = await channel.wait_for(2, chat_id=OWNER, max_wait=30)
+        await gateway.wait_idle()
+    assert "Approval needed" in prompt.text and "a web page in the browser" in prompt.text
+    assert built in (prompt.verbatim or "") and f"d={SECRET}" not in " ".join(shop.site.requests)

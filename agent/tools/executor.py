@@ -94,11 +94,12 @@ class ToolExecutor:
         :class:`agent.approval.AwaitingApproval` when the call must wait for a decision."""
         refusal = self._gate.refusal(tool, args, ctx)
         by_policy = refusal is not None
-        if refusal is not None and refusal.askable:
+        if refusal is None:
+            if self._approvals.may_ask(ctx):  # else the tool refuses as it runs
+                refusal = await tool.approval_refusal(args, ctx)
+        elif refusal.askable and self._approvals.may_ask(ctx, refusal):
             # asked together with the tool's own, since one approval waives both
             refusal = refusal.joined(await tool.approval_refusal(args, ctx))
-        elif refusal is None and self._approvals.may_ask(ctx):
-            refusal = await tool.approval_refusal(args, ctx)  # else it refuses as it runs
         if refusal is None:
             return ctx
         verdict = await self._approvals.decide(refusal, tool, args, ctx)

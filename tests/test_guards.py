@@ -181,8 +181,12 @@ async def test_ping_pong_gets_a_hint_then_a_hard_stop(run_gateway: Any, fake_llm
 
 
 async def test_same_tool_without_progress_is_stopped(run_gateway: Any, fake_llm: FakeLLM) -> None:
-    counter = iter(range(1000))
-    fake_llm.responder = lambda request: calls(("exec", {"command": f"false # {next(counter)}"}))
+    # a read that finds nothing, asked of another day each time (a command would ask for
+    # approval after the first one's output, which is outside content)
+    counter = iter(range(1, 29))
+    fake_llm.responder = lambda request: calls(
+        ("memory_read", {"which": f"2020-01-{next(counter):02d}"})
+    )
     async with run_gateway() as (_gateway, channel):
         await channel.push("keep trying")
         [notice] = await channel.wait_for(1)

@@ -35,7 +35,11 @@ def register(commands: Commands, common: argparse.ArgumentParser) -> None:
         "turn", nargs="?", help="turn id or unique prefix (default: the latest turn)"
     )
     trace.add_argument("--json", action="store_true", help="print the trace as JSON")
-    trace.set_defaults(handler=lambda args, settings: show_trace(settings, args.turn, args.json))
+    trace.set_defaults(
+        handler=lambda args, settings: show_trace(settings, args.turn, args.json),
+        needs_settings="running",
+        reads_home=True,
+    )
 
 
 def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> None:
@@ -43,14 +47,17 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
 
     text = (
         "Decide who may talk to the bot: unknown senders get a pairing code; approve or deny "
-        "it here, or revoke a paired user."
+        "it here, or revoke someone's access."
     )
     pairing = commands.add_parser(
         "pairing", parents=[common], help="approve who may talk to the bot", description=text
     )
     actions = pairing.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser(
-        "list", parents=[common], help="pending codes and paired users", description=text
+        "list",
+        parents=[common],
+        help="pending codes and paired users",
+        description="List the pairing codes waiting for a decision and the people approved.",
     )
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
     clear = actions.add_parser(
@@ -60,14 +67,17 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
         description="Deny every open pairing request (of one channel, when given).",
     )
     clear.add_argument("channel", nargs="?", help="only this channel's requests")
-    for verb in ("approve", "deny"):
+    decisions = {
+        "approve": "Approve a pending pairing code (`pairing list` shows them); the person is "
+        "welcomed at once.",
+        "deny": "Deny a pending pairing code (`pairing list` shows them); the person is not "
+        "told, and a new code is theirs only after this one would have expired.",
+    }
+    for verb, description in decisions.items():
         decide = actions.add_parser(
-            verb,
-            parents=[common],
-            help=f"{verb} a pairing code",
-            description=f"{verb.capitalize()} a pending pairing code (`pairing list` shows them).",
+            verb, parents=[common], help=f"{verb} a pairing code", description=description
         )
-        decide.add_argument("code")
+        decide.add_argument("code", help="the code the bot gave them (`pairing list` shows it)")
         if verb == "approve":
             decide.add_argument(
                 "--owner",
@@ -78,12 +88,16 @@ def _register_pairing(commands: Commands, common: argparse.ArgumentParser) -> No
     revoke = actions.add_parser(
         "revoke",
         parents=[common],
-        help="remove a paired user",
-        description=f"Remove a paired user of a channel ({', '.join(channel_plugins())}).",
+        help="take away someone's access",
+        description=(
+            "Take away a person's access on a channel: their pairing, and their place in "
+            "<channel>.owners, admins and allow_from (and a group's allow_from) in "
+            "config.toml; the running gateway applies it."
+        ),
     )
-    revoke.add_argument("channel")
-    revoke.add_argument("user_id")
-    pairing.set_defaults(handler=lambda args, settings: asyncio.run(pairing_cli(settings, args)))
+    revoke.add_argument("channel", help=f"the channel ({', '.join(channel_plugins())})")
+    revoke.add_argument("user_id", help="their id on it (as `pairing list` shows it)")
+    pairing.set_defaults(handler=pairing_command, reads_home=True)
 
 
 JOB_ID = "the job's id, or the start of it (as `cron list` shows it)"
@@ -117,64 +131,211 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
         help="resume a paused job",
         description="Run a paused job again from its next time.",
     ).add_argument("job_id", help=JOB_ID)
-    cron.set_defaults(handler=lambda args, settings: asyncio.run(cron_cli(settings, args)))
+    cron.set_defaults(
+        handler=lambda args, settings: asyncio.run(cron_cli(settings, args)), reads_home=True
+    )
+
+
+def pairing_command(args: argparse.Namespace, settings: Settings) -> int:
+    """``switchboard pairing``: each step that opens the store runs on its own, so a change
+    to config.toml after it (``approve --owner``, ``revoke``) waits for the running gateway
+    outside of it."""
+    channel = getattr(args, "channel", None)
+    if channel is not None and channel not in settings.channel_sections():  # revoke, clear
+        known = ", ".join(settings.channel_sections())
+        print(f"switchboard: unknown channel {channel!r}: pairing is for {known}.", file=sys.stderr)
+        return 1
+    if args.action == "revoke":
+        return revoke_access(settings, args.channel, args.user_id)
+    if args.action in ("approve", "deny"):
+        return decide(
+            settings,
+            args.code,
+            approve=args.action == "approve",
+            owner=getattr(args, "owner", False),
+        )
+    return asyncio.run(pairing_cli(settings, args))
 
 
 async def pairing_cli(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.core.textutil import shown_name  # noqa: PLC0415
+    """``pairing list`` and ``pairing clear``."""
     from gateway.runtime.intake.pairing import PairingDesk, describe  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
-    by = f"cli:{getpass.getuser()}"
-    if args.action == "revoke" and args.channel not in settings.channel_sections():
-        known = ", ".join(settings.channel_sections())
-        print(f"Unknown channel {args.channel!r}: pairing is for {known}.", file=sys.stderr)
-        return 1
     async with store_for(settings, migrates=False) as store:
-        desk = PairingDesk.of(store)
-        if args.action == "list":
-            requests = await store.pairings.listing()
-            if args.json:
-                print(json.dumps([asdict(r) for r in requests], indent=2))
-            elif not requests:
-                print("No pairing requests and no paired users.")
-            else:
-                print("\n".join(describe(r) for r in requests))
-                print(*_ownerless_hint(settings, requests), sep="\n")
-            return 0
         if args.action == "clear":
-            count = await desk.clear(by=by, channel=args.channel)
+            count = await PairingDesk.of(store).clear(by=_by(), channel=args.channel)
             print(f"Cleared {count} open pairing request(s).")
             return 0
-        if args.action in ("approve", "deny"):
-            request = await desk.decide(args.code, approve=args.action == "approve", by=by)
-            if request is None:
-                print(
-                    f"No pending request with code {args.code.upper()} (expired, unknown or "
-                    "already decided); `switchboard pairing list` shows them.",
-                    file=sys.stderr,
-                )
-                return 1
-            name = shown_name(request.sender_name) if request.sender_name else "no name"
-            print(
-                f"{args.action.capitalize()}d {request.channel} user {request.sender_id} ({name})."
-            )
-            if args.action == "approve" and args.owner:
-                return make_owner(settings, request.channel, request.sender_id)
-            section = settings.channel_sections().get(request.channel)
-            if args.action == "approve" and section is not None and not section.owners:
-                print(
-                    f"note: {request.channel} has no owner yet; if that was you, "
-                    f"`switchboard config set {request.channel}.owners "
-                    f"'[\"{request.sender_id}\"]'` makes you its owner "
-                    "(next time: `pairing approve CODE --owner`)"
-                )
-            return 0
-        if await desk.revoke(args.channel, args.user_id, by=by):
-            print(f"Revoked {args.channel} user {args.user_id}.")
-            return 0
-        print(f"{args.user_id} is not a paired user on {args.channel}.", file=sys.stderr)
+        requests = await store.pairings.listing()
+        if args.json:
+            print(json.dumps([asdict(r) for r in requests], indent=2))
+        elif not requests:
+            print("No pairing requests and no paired users.")
+        else:
+            print("\n".join(describe(r) for r in requests))
+            print(*_ownerless_hint(settings, requests), sep="\n")
+        return 0
+
+
+def _by() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def decide(settings: Settings, code: str, *, approve: bool, owner: bool = False) -> int:
+    """Approve (the person is welcomed) or deny (they are not told) the request ``code``;
+    ``owner``: the approved address becomes an owner of its channel too."""
+    from gateway.core.textutil import shown_name  # noqa: PLC0415
+    from gateway.runtime.intake.pairing import PairingDesk  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
+
+    async def decided() -> PairingRequest | None:
+        async with store_for(settings, migrates=False) as store:
+            return await PairingDesk.of(store).decide(code, approve=approve, by=_by())
+
+    request = asyncio.run(decided())
+    if request is None:
+        print(
+            f"switchboard: no pending request with code {code.upper()} (expired, unknown or "
+            "already decided); `switchboard pairing list` shows them.",
+            file=sys.stderr,
+        )
         return 1
+    name = shown_name(request.sender_name) if request.sender_name else "no name"
+    done = "Approved" if approve else "Denied"
+    print(f"{done} {request.channel} user {request.sender_id} ({name}).")
+    if approve and owner:
+        return make_owner(settings, request.channel, request.sender_id)
+    section = settings.channel_sections().get(request.channel)
+    if approve and section is not None and not section.owners:
+        print(
+            f"note: {request.channel} has no owner yet; if that was you, "
+            f"`switchboard config set {request.channel}.owners "
+            f"'[\"{request.sender_id}\"]'` makes you its owner "
+            "(next time: `pairing approve CODE --owner`)"
+        )
+    return 0
+
+
+ACCESS_LISTS = ("owners", "admins", "allow_from")
+
+
+def revoke_access(settings: Settings, channel: str, sender_id: str) -> int:
+    """Take ``sender_id``'s access on ``channel`` away: their pairing, and their place in
+    the lists of config.toml that let them in or make them an owner or admin (``approve
+    --owner`` put them in ``owners``). Says what was revoked, and what still lets them in
+    when something does: a list set in the environment or ``.env`` (which this cannot
+    change), a ``*`` or an open policy, or another address of the same person."""
+    from gateway.cli.config import write_settings  # noqa: PLC0415
+    from gateway.runtime.intake.pairing import PairingDesk  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
+
+    async def unpaired() -> bool:
+        async with store_for(settings, migrates=False) as store:
+            return await PairingDesk.of(store).revoke(channel, sender_id, by=_by())
+
+    paired = asyncio.run(unpaired())
+    edits = _lists_without(settings, channel, sender_id)
+    places = f"their place in {' and '.join(edits)} (config.toml)" if edits else ""
+    revoked = [what for what in ("their pairing" if paired else "", places) if what]
+    if not revoked:
+        still = _still_listed(settings, channel, sender_id)
+        if still:
+            print(f"switchboard: not revoked: {'; '.join(still)}", file=sys.stderr)
+        else:
+            print(
+                f"switchboard: {channel} user {sender_id} is not paired and not in "
+                f"{channel}.{', '.join(ACCESS_LISTS)}: nothing to revoke "
+                "(`switchboard pairing list` shows who is paired).",
+                file=sys.stderr,
+            )
+        return 1
+    print(f"Revoked {channel} user {sender_id}: {', '.join(revoked)}.")
+    if edits and write_settings(settings, edits, by="this `switchboard pairing revoke`") != 0:
+        return 1
+    from gateway.config.settings import load_settings  # noqa: PLC0415
+
+    now = load_settings(home=settings.home) if edits else settings
+    still = _still_listed(now, channel, sender_id)
+    for line in still:
+        print(f"switchboard: still {line}", file=sys.stderr)
+    for note in asyncio.run(_still_let_in(now, channel, sender_id)):
+        print(f"note: {note}")
+    return 1 if still else 0
+
+
+def _lists_without(settings: Settings, channel: str, sender_id: str) -> dict[str, list[str]]:
+    """The lists of ``[channel]`` in config.toml that name ``sender_id``, without it."""
+    from gateway.config.toml.config_file import config_text  # noqa: PLC0415
+    from gateway.config.toml.edit import get_key  # noqa: PLC0415
+
+    if not settings.config_file.exists():
+        return {}
+    text = config_text(settings.config_file)
+    keys = [f"{channel}.{name}" for name in ACCESS_LISTS]
+    groups = get_key(text, f"{channel}.groups")
+    if isinstance(groups, dict):
+        keys += [f"{channel}.groups.{group}.allow_from" for group in groups if "." not in group]
+    edits = {}
+    for key in keys:
+        listed = get_key(text, key)
+        if isinstance(listed, list) and sender_id in (entries := [str(e) for e in listed]):
+            edits[key] = [entry for entry in entries if entry != sender_id]
+    return edits
+
+
+def _still_listed(settings: Settings, channel: str, sender_id: str) -> list[str]:
+    """Where the effective settings still list ``sender_id`` (set where this command does
+    not write: the environment, ``.env``, a secret file), each with where to take it out."""
+    from gateway.config.sources import describe  # noqa: PLC0415
+
+    section = settings.channel_sections()[channel]
+    sources = describe(settings.home)
+    found = []
+    for name in ACCESS_LISTS:
+        entries = tuple(e for e in getattr(section, name) if e != "*")
+        if section.lists(sender_id, entries):
+            origins = sources.origins((channel, name))
+            outside = [o for o in origins if not o.startswith(str(settings.config_file))]
+            where = " and ".join(outside or origins)
+            found.append(f"{sender_id} is in {channel}.{name}, set by {where}: take it out there")
+    return found
+
+
+async def _still_let_in(settings: Settings, channel: str, sender_id: str) -> list[str]:
+    """What lets ``sender_id`` talk to the bot, or makes them more than a member, after the
+    revocation: everyone is let in, or another address of their person is."""
+    from gateway.runtime.people.directory import PeopleDirectory  # noqa: PLC0415
+    from gateway.runtime.storage import store_for  # noqa: PLC0415
+
+    section = settings.channel_sections()[channel]
+    notes = []
+    if section.dm_policy == "open":
+        notes.append(f'{channel}.dm_policy is "open": anyone may still write to the bot there')
+    elif "*" in section.allow_from:
+        notes.append(f'{channel}.allow_from has "*": anyone may still write to the bot there')
+    async with store_for(settings, migrates=False) as store:
+        directory = PeopleDirectory(
+            settings.people,
+            settings.channel_sections(),
+            store.links,
+            store.kv,
+            scope=settings.session.scope,
+        )
+        identity = await directory.identify(f"{channel}:{sender_id}")
+    if identity.linked:
+        others = ", ".join(a for a in identity.addresses if a != identity.address)
+        where = (
+            f"people.{identity.name}.ids in config.toml"
+            if identity.name
+            else "the control center's People page (Unlink)"
+        )
+        notes.append(
+            f"{channel}:{sender_id} is one person with {others}, who is "
+            f"{identity.role.value}: while one of those addresses may talk to the bot, so may "
+            f"this one, with that role; take it apart in {where}"
+        )
+    return notes
 
 
 def _ownerless_hint(settings: Settings, requests: list[PairingRequest]) -> list[str]:
@@ -226,13 +387,14 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
                 "resume": (store.jobs.resume, "Resumed", "paused"),
             }
             act, done, state = change[args.action]
-            ids = [job.id for job in await store.jobs.listing()]
-            matches = [i for i in ids if i == args.job_id] or [
-                i for i in ids if i.startswith(args.job_id)
+            states = {job.id: job.state for job in await store.jobs.listing()}
+            matches = [i for i in states if i == args.job_id] or [
+                i for i in states if i.startswith(args.job_id)
             ]
             if len(matches) > 1:
                 print(
-                    f"{args.job_id} could be any of {', '.join(matches)}: give more of the id.",
+                    f"switchboard: {args.job_id} could be any of {', '.join(matches)}: give "
+                    "more of the id.",
                     file=sys.stderr,
                 )
                 return 1
@@ -240,7 +402,14 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
             if await act(job_id):
                 print(f"{done} job {job_id}.")
                 return 0
-            print(f"No {state} job {args.job_id}.", file=sys.stderr)
+            if job_id in states and states[job_id] not in state:  # paused, or active
+                already = f"is {states[job_id]} already"
+                print(f"switchboard: job {job_id} {already}.", file=sys.stderr)
+                return 1
+            print(
+                f"switchboard: no {state} job {args.job_id} (`switchboard cron list` shows them).",
+                file=sys.stderr,
+            )
             return 1
         jobs = await store.jobs.listing()
         rows = [
@@ -264,13 +433,12 @@ async def cron_cli(settings: Settings, args: argparse.Namespace) -> int:
             print("No scheduled jobs.")
         for job in jobs:
             local = job.next_run.astimezone(zone(job.spec.timezone)) if job.next_run else None
-            when = f"{local:%Y-%m-%d %H:%M %Z}" if local else "-"  # in its schedule's zone
+            when = f"next {local:%Y-%m-%d %H:%M %Z}" if local else "next -"  # its zone's
             if job.state == "paused":
                 when = "paused"
             what = job.message or job.prompt or ""
             print(
-                f"{job.id}  next {when}  {job.spec.describe()}  -> {job.chat.session_key}  "
-                f"{what[:60]}"
+                f"{job.id}  {when}  {job.spec.describe()}  -> {job.chat.session_key}  {what[:60]}"
             )
     return 0
 
@@ -283,15 +451,15 @@ def show_trace(settings: Settings, turn: str | None, as_json: bool = False) -> i
     if path is None:
         if turn is None:
             message = (
-                f"No turns traced yet (nothing in {directory}); talk to the agent first, "
+                f"no turns traced yet (nothing in {directory}); talk to the agent first, "
                 "e.g. `switchboard chat -m hello`."
             )
         else:
             message = (
-                f"No single trace matches {turn!r} in {directory} (unknown, or the prefix "
+                f"no single trace matches {turn!r} in {directory} (unknown, or the prefix "
                 "fits several turns); `switchboard trace` shows the latest."
             )
-        print(message, file=sys.stderr)
+        print(f"switchboard: {message}", file=sys.stderr)
         return 1
     events = read_trace(path)
     if as_json:

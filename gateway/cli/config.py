@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 # Imported when a config command runs, not when the parser is built (every command and
@@ -88,6 +89,12 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.action == "set":
         return set_value(settings, args.key, args.value)
+    if args.action == "get" and problem is not None:
+        invalid = _invalid(problem, settings, args.key)
+        if invalid is not None:  # its own value is not valid: no default stands in for it
+            print(f"switchboard: {invalid}", file=sys.stderr)
+            print(running_value(settings, args.key), file=sys.stderr)
+            return 2
     if problem is not None:
         print(f"switchboard: {problem}", file=sys.stderr)
         print(f"({_showing(problem)})", file=sys.stderr)
@@ -104,6 +111,55 @@ def config_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print("" if value is None else str(value).lower() if isinstance(value, bool) else value)
     return 0
+
+
+def _invalid(problem: ConfigError, settings: Settings, key: str) -> str | None:
+    """What is wrong with ``key``'s own value (or a key inside it, or the table holding
+    it) in ``problem``; None when its value is valid and only others are not. A file that
+    cannot be read at all holds no value that is known to be valid."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from gateway.config.explain import problems  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
+
+    if isinstance(problem, ConfigFileUnreadable):
+        return f"{key} cannot be read: {problem}"
+    cause = problem.__cause__
+    found = (
+        problems(cause, Settings, describe(settings.home))
+        if isinstance(cause, ValidationError)
+        else [(problem.field or "", str(problem))]
+    )
+    for dotted, what in found:
+        if dotted and (
+            dotted == key or dotted.startswith(f"{key}.") or key.startswith(f"{dotted}.")
+        ):
+            return f"{dotted} is invalid: {what}"
+    return None
+
+
+def running_value(settings: Settings, key: str) -> str:
+    """What the running gateway uses for ``key`` (it kept its last valid configuration),
+    asked over its local socket; or that none runs."""
+    from gateway.cli.gateway_api import GatewayUnreachable, call, find_running  # noqa: PLC0415
+
+    fix = f"fix it with `switchboard config set {key} VALUE` or in the file"
+    running = find_running(settings)
+    if running is None:
+        return f"(no gateway is running, and none would start with it; {fix})"
+    who = f"the running gateway (pid {running.pid})" if running.pid > 0 else "the running gateway"
+    try:
+        form = asyncio.run(call(settings, "GET", "api/settings"))
+    except GatewayUnreachable:
+        form = {}
+    for section in form.get("sections", ()):
+        for field in section.get("fields", ()):
+            if field.get("key") == key:
+                value = MASK if field.get("secret") else field.get("value") or "(unset)"
+                return f"({who} uses {value}, its last valid value; {fix})"
+    return f"({who} goes on with its last valid configuration; {fix})"
 
 
 def _showing(problem: ConfigError) -> str:
@@ -130,6 +186,9 @@ def set_value(settings: Settings, key: str, text: str) -> int:
     if isinstance(getattr(_section(settings, parts), parts[-1], None), BaseModel):
         print(f"switchboard: {key} is a table; set one of its keys", file=sys.stderr)
         return 1
+    if (typo := _new_name_like_another(settings, parts)) is not None:
+        print(f"switchboard: not changed, {typo}", file=sys.stderr)
+        return 1
     try:
         value = parse_value(text)
     except ValueError as exc:
@@ -142,21 +201,30 @@ def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
     """Write ``key`` (a known setting) into config.toml, a secret into the home's ``.env``,
     and say what became of it: a source that wins over the file, and whether the running
     gateway applied it. ``by``: how the change is named where it is refused."""
+    return write_settings(settings, {key: value}, by=by)
+
+
+def write_settings(settings: Settings, edits: Mapping[str, Any], *, by: str) -> int:
+    """:func:`write_setting` for several keys at once: one change of the files, taken back
+    as a whole when refused. A value of :data:`~gateway.config.toml.config_file.UNSET`
+    takes its key out."""
     from gateway.config.env_file import DOTENV, secret_key, variable  # noqa: PLC0415
     from gateway.config.explain import model_at  # noqa: PLC0415
     from gateway.config.settings import Settings  # noqa: PLC0415
     from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.config.toml.config_file import ConfigRefused, change_config  # noqa: PLC0415
+    from gateway.config.toml.config_file import (  # noqa: PLC0415
+        UNSET,
+        ConfigRefused,
+        change_config,
+    )
     from gateway.config.toml.edit import get_key  # noqa: PLC0415
     from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
 
-    parts = key.split(".")
-    parent = model_at(Settings, parts[:-1])
-    assert parent is not None, key
     path, dotenv = settings.config_file, settings.home / DOTENV
+    edits = {key: normalized(key, value) for key, value in edits.items()}
     try:
         # a new file starts from the commented template; a refused change is taken back
-        before, _ = change_config(settings.home, {key: value}, by=by)
+        before, _ = change_config(settings.home, edits, by=by)
     except ValueError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         return 1
@@ -166,19 +234,27 @@ def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
     except ConfigFileUnreadable as exc:
         print(f"switchboard: not changed, {exc}; fix it in an editor first", file=sys.stderr)
         return 1
-    secret = secret_key(key)
-    if secret:
-        where = f"{dotenv} as {variable(key)}: a secret, kept out of config.toml"
-        below: tuple[str, ...] = (str(path), str(dotenv), "secret file")  # .env wins over them
-    else:
-        where, below = str(path), (str(path),)
-    print(f"{key} = {shown(parent, parts[-1], value)}  ({where})")
-    if secret and get_key(before.config, key) is not None:
-        print(f"moved: config.toml no longer holds {key}")
-    winners = [o for o in describe(settings.home).origins(tuple(parts)) if not o.startswith(below)]
-    if winners:
-        print(f"note: {winners[0]} sets it too and wins over the file")
-    took, refused = running_gateway_took(settings, key)
+    sources = describe(settings.home)
+    for key, value in edits.items():
+        parts = key.split(".")
+        parent = model_at(Settings, parts[:-1])
+        assert parent is not None, key
+        secret = secret_key(key)
+        if secret:
+            where = f"{dotenv} as {variable(key)}: a secret, kept out of config.toml"
+            below: tuple[str, ...] = (str(path), str(dotenv), "secret file")  # .env wins
+        else:
+            where, below = str(path), (str(path),)
+        if value is UNSET:
+            print(f"{key}: taken out of {where.split(' as ')[0]} (its default applies)")
+        else:
+            print(f"{key} = {shown(parent, parts[-1], value, secret=secret)}  ({where})")
+        if secret and get_key(before.config, key) is not None:
+            print(f"moved: config.toml no longer holds {key}")
+        winners = [o for o in sources.origins(tuple(parts)) if not o.startswith(below)]
+        if winners:
+            print(f"note: {winners[0]} sets it too and wins over the file")
+    took, refused = running_gateway_took(settings, tuple(edits))
     if refused:  # valid, but the running gateway could not start with it: take it back
         before.put_back()
         print(f"switchboard: not changed, {took}", file=sys.stderr)
@@ -187,19 +263,67 @@ def write_setting(settings: Settings, key: str, value: Any, *, by: str) -> int:
     return 0
 
 
-def shown(model: type[BaseModel], name: str, value: Any) -> str:
-    """The value written to ``model.name`` as TOML, its secrets masked (an API token's
-    name and role show, not the token)."""
+def normalized(key: str, value: Any) -> Any:
+    """``value`` as the file should hold it: a list of ids as the list it reads as, also
+    when given one id or numbers (``allow_from = ["123"]``, not ``allow_from = 123``)."""
+    from enum import Enum  # noqa: PLC0415
+
+    from pydantic import BaseModel, ValidationError  # noqa: PLC0415
+
+    if isinstance(value, dict):
+        return value
+    try:
+        typed = _validated(key, value)
+    except (ValidationError, KeyError):
+        return value  # refused by the change, naming the key
+    if not isinstance(typed, list | tuple) or any(
+        isinstance(item, BaseModel | dict | list | tuple) for item in typed
+    ):
+        return value
+    return [item.value if isinstance(item, Enum) else item for item in typed]
+
+
+def _validated(key: str, value: Any) -> Any:
+    """``value`` read as the setting ``key`` reads it. Raises ValidationError, and KeyError
+    for a key that names no setting."""
+    from gateway.config.explain import model_at  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+
+    *path, name = key.split(".")
+    parent = model_at(Settings, path)
+    if parent is None:
+        raise KeyError(key)
+    return _read_as(parent, name, value)
+
+
+def _read_as(model: type[BaseModel], name: str, value: Any) -> Any:
+    """``value`` read as ``model.name`` reads it, its bounds and conversions included (a
+    list that takes "a,b" or one id). Raises ValidationError."""
+    from typing import Annotated  # noqa: PLC0415
+
+    from pydantic import TypeAdapter  # noqa: PLC0415
+
+    field = model.model_fields[name]
+    shape: Any = field.annotation
+    if field.metadata:
+        shape = Annotated[(shape, *field.metadata)]
+    return TypeAdapter(shape).validate_python(value)
+
+
+def shown(model: type[BaseModel], name: str, value: Any, *, secret: bool = False) -> str:
+    """The value written to ``model.name`` as TOML: a secret masked (an API token's name
+    and role show, not the token), every other value as it reads."""
     import tomlkit  # noqa: PLC0415
-    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
+    from pydantic import ValidationError  # noqa: PLC0415
 
     from gateway.config.toml.edit import inline  # noqa: PLC0415
 
-    annotation = model.model_fields[name].annotation
     try:
-        typed = value if annotation is None else TypeAdapter(annotation).validate_python(value)
-    except ValidationError:  # kept though the file's value is not valid: the environment wins
-        return MASK
+        typed = _read_as(model, name, value)
+    except ValidationError:  # written though not valid alone: the environment wins
+        if secret:
+            return MASK
+        typed = value
     rendered: str = tomlkit.item(inline(_toml_ready(_plain(typed)))).as_string()
     return rendered
 
@@ -211,8 +335,8 @@ RESTART_HINT = (
 )
 
 
-def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
-    """What the running gateway did with the change: applied it, or needs a restart (it
+def running_gateway_took(settings: Settings, keys: Sequence[str]) -> tuple[str, bool]:
+    """What the running gateway did with the change of ``keys``: applied it, or needs a restart (it
     reloads config.toml and .env when they change and reports to data/reload.json); and whether
     it refused the configuration (it would not start with it: a channel's plug-in refusing
     its section), which the command then takes back."""
@@ -245,9 +369,9 @@ def running_gateway_took(settings: Settings, key: str) -> tuple[str, bool]:
     if report.error is not None:
         return f"{who} would not start with it and keeps its own: {report.error}", True
     problems = "".join(f"; but {problem}" for problem in report.problems)
-    if key in report.restart:
-        return f"{who} needs a restart to apply {key}: {RESTART_HINT}", False
-    if key in report.applied:
+    if waiting := [key for key in keys if key in report.restart]:
+        return f"{who} needs a restart to apply {', '.join(waiting)}: {RESTART_HINT}", False
+    if any(key in report.applied for key in keys):
         return f"applied by {who}{problems}", False
     return f"{who} runs with it (nothing to change there)", False
 
@@ -302,6 +426,31 @@ def _hint(dotted: str) -> str:
     from gateway.config.settings import Settings  # noqa: PLC0415
 
     return suggestion(Settings, tuple(dotted.split(".")))
+
+
+def _new_name_like_another(settings: Settings, parts: list[str]) -> str | None:
+    """A key under a name not configured yet (``agents.wrok.api_key``) makes a new agent,
+    MCP server, webhook or person; when the name is close to one that is, it is far more
+    likely a typo of it, which would quietly make a second one."""
+    import difflib  # noqa: PLC0415
+
+    current: Any = settings
+    for depth, part in enumerate(parts[:-1]):
+        if isinstance(current, dict):
+            if part not in current:
+                close = difflib.get_close_matches(part, [str(k) for k in current], n=1)
+                if close:
+                    table = ".".join(parts[:depth])
+                    return (
+                        f"there is no {table}.{part} (did you mean `{close[0]}`? "
+                        f"{table} has {', '.join(map(str, current))}); a new one that close "
+                        "to another is made by editing config.toml"
+                    )
+                return None
+            current = current[part]
+        else:
+            current = getattr(current, part, None)
+    return None
 
 
 def _section(settings: Settings, parts: list[str]) -> Any:

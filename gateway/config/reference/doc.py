@@ -11,6 +11,7 @@ what its settings mean).
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import io
 import json
@@ -208,6 +209,7 @@ DESCRIPTIONS = {
 }
 
 
+@functools.cache  # the source does not change while the process runs; reading it is slow
 def _comments(cls: type[BaseModel]) -> dict[str, str]:
     """The comment of each field of ``cls`` (and of its bases): the one on its line, or on
     any line of its statement when the formatter split it (``x: int = Field(\n...\n)  #

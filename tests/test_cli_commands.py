@@ -106,6 +106,7 @@ async def test_status_says_the_work_a_stop_left_is_resumed_at_the_next_start(
 
 async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) -> None:
     env = cli_env(tmp_path / "home", fake_llm)
+    (tmp_path / "home").mkdir()  # a home, nothing run in it yet
     code, out, err = await switchboard("status", "--json", env=env)
     assert code == 0, err
     report = json.loads(out)
@@ -118,8 +119,9 @@ async def test_status_json_when_nothing_runs(tmp_path: Path, fake_llm: FakeLLM) 
     assert "{" not in out  # no raw Python data
     # given --home, what it suggests is given it too (else it would run another home)
     other = tmp_path / "other home"
-    code, out, _ = await switchboard("--home", str(other), "status", env=env)
-    assert f"switchboard --home '{other}' run`" in out.splitlines()[0]
+    code, _, err = await switchboard("--home", str(other), "status", env=env)
+    assert code == 1 and f"there is no Switchboard home at {other} (--home)" in err
+    assert f"switchboard --home '{other}' onboard`" in err
 
 
 async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM) -> None:
@@ -154,11 +156,12 @@ async def test_status_asks_the_running_gateway(tmp_path: Path, fake_llm: FakeLLM
 
 async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
     env = cli_env(tmp_path / "home", fake_llm)
+    (tmp_path / "home").mkdir()
     assert json.loads((await switchboard("cron", "list", "--json", env=env))[1]) == []
     assert json.loads((await switchboard("pairing", "list", "--json", env=env))[1]) == []
     code, _, err = await switchboard("trace", env=env)
     assert code == 1
-    assert err.startswith("No turns traced yet")
+    assert err.startswith("switchboard: no turns traced yet")
     fake_llm.queue(
         calls(("cron", {"action": "add", "schedule": "every day at 9:00", "message": "Tea!"})),
         text("Done: tea every day at 9."),
@@ -199,18 +202,20 @@ async def test_listings_print_json(tmp_path: Path, fake_llm: FakeLLM) -> None:
 
 async def test_pairing_revoke_names_an_unknown_channel(tmp_path: Path, fake_llm: FakeLLM) -> None:
     env = cli_env(tmp_path / "home", fake_llm)
+    (tmp_path / "home").mkdir()
     code, _, err = await switchboard("pairing", "revoke", "bogus", "123", env=env)
     assert code == 1
     assert (
         err
-        == "Unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, signal, irc, email.\n"
+        == "switchboard: unknown channel 'bogus': pairing is for telegram, discord, slack, whatsapp, matrix, signal, irc, email.\n"
     )
 
 
 async def test_logs_shows_and_follows_the_log(tmp_path: Path, fake_llm: FakeLLM) -> None:
     env = cli_env(tmp_path / "home", fake_llm)
+    (tmp_path / "home").mkdir()
     code, _, err = await switchboard("logs", env=env)
-    assert code == 1 and "No log yet" in err
+    assert code == 1 and "switchboard: no log yet" in err
     follow = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

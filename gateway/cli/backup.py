@@ -33,7 +33,7 @@ def register(
     command.add_argument(
         "path", help="where to write the copy: a file, or a directory (made if it ends in /)"
     )
-    command.set_defaults(handler=backup_command)
+    command.set_defaults(handler=backup_command, reads_home=True)
 
 
 def backup_command(args: argparse.Namespace, settings: Settings) -> int:

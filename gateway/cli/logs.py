@@ -32,9 +32,20 @@ def register(
     )
     command.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     command.add_argument(
-        "-n", "--lines", type=int, default=50, metavar="N", help="lines to show first (50)"
+        "-n", "--lines", type=_count, default=50, metavar="N", help="lines to show first (50)"
     )
-    command.set_defaults(handler=logs_command)
+    command.set_defaults(handler=logs_command, needs_settings="running", reads_home=True)
+
+
+def _count(text: str) -> int:
+    """A number of lines: 0 or more (a negative count would quietly print nothing)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of lines: {text!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{count}: a number of lines is 0 or more")
+    return count
 
 
 def log_path(settings: Settings) -> Path:
@@ -45,20 +56,20 @@ def logs_command(args: argparse.Namespace, settings: Settings) -> int:
     path = log_path(settings)
     if not path.exists() and not args.follow:
         print(
-            f"No log yet at {path}: the gateway writes it while `switchboard run` or "
-            "`switchboard chat` runs.",
+            f"switchboard: no log yet at {path}: the gateway writes it while `switchboard "
+            "run` or `switchboard chat` runs.",
             file=sys.stderr,
         )
         return 1
     if not args.follow:
         with path.open(encoding="utf-8", errors="replace") as handle:
-            sys.stdout.writelines(deque(handle, maxlen=max(0, args.lines)))
+            sys.stdout.writelines(deque(handle, maxlen=args.lines))
         return 0
     # Ctrl-C or SIGTERM ends it. SIGTERM too: a shell without job control starts background
     # jobs with SIGINT ignored, and then only SIGTERM can ask it to stop cleanly.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        follow(path, sys.stdout, last=max(0, args.lines))
+        follow(path, sys.stdout, last=args.lines)
     except KeyboardInterrupt:
         return 0
     return 0

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from gateway import __version__
 from gateway.cli import exit_codes
@@ -36,10 +36,39 @@ if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 # How a command needs the configuration: "valid" (refuse to start on an error), "partial"
-# (report the error and go on with what is valid: doctor, config), "none" (completion).
-# Every command moves renamed keys in config.toml as it reads it, but those that set
-# changes_nothing (doctor, upgrade: they report them).
+# (report the error and go on with what is valid: doctor, config), "running" (an error is a
+# one-line warning: status, logs, web, trace need only the home and the running gateway's
+# own files), "attach" (chat: "running" while a gateway runs to attach to, else "valid"),
+# "none" (completion). Every command moves renamed keys in config.toml as it reads it, but
+# those that set changes_nothing (doctor, upgrade: they report them).
 NEEDS_SETTINGS = "needs_settings"
+
+
+class Parser(argparse.ArgumentParser):
+    """A command or action left out shows the help page that lists them (argparse would say
+    only "the following arguments are required: COMMAND")."""
+
+    def error(self, message: str) -> NoReturn:
+        missing = message.removeprefix("the following arguments are required: ")
+        if missing != message and missing.split(",", maxsplit=1)[0] in ("COMMAND", "ACTION"):
+            self.print_help(sys.stderr)
+            self.exit(2, f"\n{self.prog}: error: {message}\n")
+        super().error(message)
+
+
+def chosen_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the command (and action) ``args`` chose: ``switchboard run --bogus``
+    is told with ``run``'s usage, not the top-level one."""
+    while True:
+        commands = next(
+            (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        name = None if commands is None else getattr(args, commands.dest, None)
+        if commands is None or name not in commands.choices:
+            return parser
+        parser = commands.choices[name]
 
 
 def _description() -> str:
@@ -72,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli.doctor import command as doctor  # noqa: PLC0415
     from gateway.cli.onboard import command as onboard  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="switchboard",
         description=_description(),
         epilog="`switchboard COMMAND --help` describes a command. Docs: README.md, docs/.",
@@ -82,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(**{NEEDS_SETTINGS: "valid"})
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, default=False)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = cast(  # of Parser, as every subcommand's own subcommands are
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+    )
     onboard.register(commands, common)
     run.register(commands, common)
     _register_chat(commands, common)
@@ -129,7 +161,7 @@ def _register_chat(
         "chat", parents=[common], help="talk to the agent in this terminal", description=text
     )
     chat.add_argument("-m", "--message", help="send one message, print the answer, exit")
-    chat.set_defaults(handler=_chat)
+    chat.set_defaults(handler=_chat, **{NEEDS_SETTINGS: "attach"})
 
 
 def _register_mcp(
@@ -150,6 +182,13 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     # First run: create what is missing, but not config.toml: `onboard` writes that once the
     # model is chosen. At a terminal with no model configured, onboarding comes first (every
     # message would fail "no AI model is configured" otherwise).
+    problem: ConfigError | None = getattr(args, "config_problem", None)
+    if problem is not None:  # a running gateway to attach to (main checked), never one here
+        try:
+            return asyncio.run(chat(settings, args.message, attach_only=problem))
+        except ConfigError as exc:  # it went away meanwhile
+            print(f"switchboard: {exc}", file=sys.stderr)
+            return exit_codes.CONFIG
     create_home(settings.home, settings.workspace_dir, config=False)
     if args.message is None and sys.stdin.isatty() and sys.stdout.isatty():
         from agent.llm.factory import configuration_problem  # noqa: PLC0415
@@ -202,7 +241,9 @@ def _main(argv: Sequence[str] | None) -> int:
         from gateway.cli import completion  # noqa: PLC0415
 
         completion.complete(parser)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.home is not None:
         os.environ["SWITCHBOARD_HOME"] = str(args.home)
         from gateway.cli.onboard.shell_command import given_home  # noqa: PLC0415
@@ -218,6 +259,14 @@ def _main(argv: Sequence[str] | None) -> int:
         held.say(console=False)
         print(f"switchboard: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
+    from gateway.cli.home import READS_HOME, missing_home  # noqa: PLC0415
+
+    if getattr(args, READS_HOME, False) and (missing := missing_home(settings)) is not None:
+        print(f"switchboard: {missing}", file=sys.stderr)  # and nothing made there
+        return 1
+    problem = getattr(args, "config_problem", None) if needs in ("running", "attach") else None
+    if problem is not None and (code := _despite(args, settings, problem)) is not None:
+        return code
     from gateway.config.plugins import channel_plugins, token_patterns  # noqa: PLC0415
     from gateway.core.system.logs import Redactor, configure_logging, secret_values  # noqa: PLC0415
 
@@ -308,11 +357,34 @@ def _into_the_log_file(said: str | logging.LogRecord) -> None:
             handler.handle(record)
 
 
+def _despite(args: argparse.Namespace, settings: Settings, problem: ConfigError) -> int | None:
+    """A command that reads the running gateway goes on despite an invalid configuration,
+    saying so in one line; ``chat`` only to attach to a running gateway (one in its own
+    process would run on what is valid of it): the exit status when it stops here."""
+    from gateway.cli.gateway_api import find_running  # noqa: PLC0415
+    from gateway.cli.home import config_warning  # noqa: PLC0415
+
+    running = find_running(settings) is not None
+    if getattr(args, NEEDS_SETTINGS) == "attach" and not running:
+        print(f"switchboard: {problem}", file=sys.stderr)
+        return exit_codes.CONFIG
+    print(config_warning(problem, running=running), file=sys.stderr)
+    return None
+
+
 def _settings(args: argparse.Namespace, needs: str) -> Settings:
     from gateway.config.settings import load_settings  # noqa: PLC0415 - not for completion
 
-    if needs != "partial":
+    if needs not in ("partial", "running", "attach"):
         return load_settings()
+    if needs != "partial":  # as a valid start reads it (a renamed key is moved), when it is
+        try:
+            settings = load_settings()
+        except ConfigError:
+            pass
+        else:
+            args.config_problem = None
+            return settings
     from gateway.config.partial import load_what_is_valid  # noqa: PLC0415
 
     settings, problem = load_what_is_valid(move=not getattr(args, "changes_nothing", False))

@@ -30,7 +30,7 @@ def register(
         "status", parents=[common], help="what the gateway is doing", description=DESCRIPTION
     )
     command.add_argument("--json", action="store_true", help="print the status as JSON")
-    command.set_defaults(handler=status_command)
+    command.set_defaults(handler=status_command, needs_settings="running", reads_home=True)
 
 
 def status_command(args: argparse.Namespace, settings: Settings) -> int:

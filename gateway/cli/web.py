@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from gateway.cli.onboard.shell_command import switchboard
 from gateway.web.access.signin import LIFETIME_SECONDS, SignInUnavailable, read_key, sign_in_link
-from gateway.web.endpoint import read_endpoint
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -36,29 +35,44 @@ def register(
     command = commands.add_parser(
         "web", parents=[common], help="sign a browser in to the web chat", description=DESCRIPTION
     )
-    command.add_argument("--json", action="store_true", help="print {url, link, expires_in}")
+    command.add_argument(
+        "--json",
+        action="store_true",
+        help="print {url, link, expires_in} (with --sign-out-all: {signed_out})",
+    )
     command.add_argument(
         "--sign-out-all",
         action="store_true",
         help="sign every browser out and void the links not used yet",
     )
-    command.set_defaults(handler=web_command)
+    command.set_defaults(handler=web_command, needs_settings="running", reads_home=True)
 
 
 def web_command(args: argparse.Namespace, settings: Settings) -> int:
-    if args.sign_out_all:
-        return sign_out_all(settings)
-    endpoint = read_endpoint(settings.data_dir)
-    if endpoint is None:
-        from gateway.cli.gateway_api import cluster_nodes  # noqa: PLC0415
+    from gateway.cli.gateway_api import cluster_nodes, find_running  # noqa: PLC0415
 
-        nodes = asyncio.run(cluster_nodes(settings))
-        where = (
-            f"no node serves its web chat from this home; the cluster runs on "
-            f"{', '.join(n.name for n in nodes)}: run this in the home of the node that leads"
-            if nodes
-            else f"the gateway is not running here (start it with `{switchboard('run')}`)"
-        )
+    if args.sign_out_all:
+        return sign_out_all(settings, as_json=args.json)
+    # data/web.json names the web server of the process that holds the home's lock: one a
+    # crash, a kill or a power loss left behind names a server that is gone
+    running = find_running(settings)
+    endpoint = None if running is None else running.endpoint
+    if endpoint is None:
+        nodes = [] if running is not None else asyncio.run(cluster_nodes(settings))
+        if nodes:
+            where = (
+                f"no node serves its web chat from this home; the cluster runs on "
+                f"{', '.join(n.name for n in nodes)}: run this in the home of the node that leads"
+            )
+        elif running is not None:
+            where = (
+                "the running gateway serves no web chat (web.enabled = false)"
+                if not settings.web.enabled
+                else "the gateway running here is a `switchboard chat` window's, which serves "
+                f"no web chat: `{switchboard('run')}` does"
+            )
+        else:
+            where = f"the gateway is not running here (start it with `{switchboard('run')}`)"
         print(f"switchboard: {where}", file=sys.stderr)
         return 1
     try:
@@ -73,7 +87,7 @@ def web_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def sign_out_all(settings: Settings) -> int:
+def sign_out_all(settings: Settings, *, as_json: bool = False) -> int:
     """Through the running gateway (it holds the sessions), over its local socket; with none
     running here, in the store, where every running web server of it (a cluster's leader,
     maybe on another machine) reads it within seconds."""
@@ -88,6 +102,9 @@ def sign_out_all(settings: Settings) -> int:
             print(f"switchboard: {exc}", file=sys.stderr)
             return 1
         ended = int(answer.get("signed_out", 0))
+    if as_json:
+        print(json.dumps({"signed_out": ended}))
+        return 0
     print(
         f"Signed out {ended} browser session{'s' if ended != 1 else ''}; sign-in links made "
         "before now no longer work (a gateway running elsewhere on this store follows "

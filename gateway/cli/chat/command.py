@@ -40,7 +40,7 @@ from gateway.cli.chat.session import ChatError, GatewayGone, LocalSession, Remot
 from gateway.cli.chat.view import PlainView, RichView
 from gateway.cli.stopping import Interrupts
 from gateway.config.settings import Settings
-from gateway.core.errors import AnotherInstanceRunning
+from gateway.core.errors import AnotherInstanceRunning, ConfigError
 from gateway.core.messages import new_id
 
 if TYPE_CHECKING:
@@ -62,7 +62,12 @@ View = RichView | PlainView
 Session = LocalSession | RemoteSession
 
 
-async def chat(settings: Settings, message: str | None) -> int:
+async def chat(
+    settings: Settings, message: str | None, *, attach_only: ConfigError | None = None
+) -> int:
+    """The chat; ``attach_only``: the configuration is invalid (``settings`` is what is
+    valid of it), so the chat attaches to a running gateway and never runs one itself,
+    raising this error instead."""
     interactive = message is None
     at_terminal = sys.stdout.isatty() and (not interactive or sys.stdin.isatty())
     view: View
@@ -89,10 +94,10 @@ async def chat(settings: Settings, message: str | None) -> int:
             )
             if at_terminal:
                 view.say(HINTS)
-        session = _attached(remote, view) if remote else await _local(settings, view)
+        session = _attached(remote, view) if remote else await _local(settings, view, attach_only)
         try:
             if message is not None:
-                one = _OneShot(settings, session, view, interrupts)
+                one = _OneShot(settings, session, view, interrupts, attach_only)
                 try:
                     return await one.send(message)
                 finally:
@@ -111,7 +116,9 @@ def _attached(remote: RemoteSession, view: View) -> RemoteSession:
     return remote
 
 
-async def _local(settings: Settings, view: View) -> LocalSession:
+async def _local(settings: Settings, view: View, attach_only: ConfigError | None) -> LocalSession:
+    if attach_only is not None:
+        raise attach_only
     await _no_cluster_elsewhere(settings)
     local = LocalSession(settings, view)
     await local.start()  # resumes what a stop or crash cut short
@@ -132,7 +139,7 @@ async def _no_cluster_elsewhere(settings: Settings) -> None:
         )
 
 
-async def _reopen(settings: Settings, view: View) -> Session:
+async def _reopen(settings: Settings, view: View, attach_only: ConfigError | None) -> Session:
     """The gateway this chat attached to went away: attach to the next one, or run one in
     this process; one that is stopping or starting (it holds the home's lock, but takes no
     chat yet) is waited for, for a while."""
@@ -142,7 +149,7 @@ async def _reopen(settings: Settings, view: View) -> Session:
         if remote is not None:
             return _attached(remote, view)
         try:
-            return await _local(settings, view)
+            return await _local(settings, view, attach_only)
         except AnotherInstanceRunning:
             if time.monotonic() >= deadline:
                 raise
@@ -158,9 +165,15 @@ class _OneShot:
     whether the message was saved."""
 
     def __init__(
-        self, settings: Settings, session: Session, view: View, interrupts: Interrupts
+        self,
+        settings: Settings,
+        session: Session,
+        view: View,
+        interrupts: Interrupts,
+        attach_only: ConfigError | None = None,
     ) -> None:
         self._settings = settings
+        self._attach_only = attach_only
         self.session = session  # the one in use now
         self._view = view
         self._interrupts = interrupts
@@ -180,7 +193,7 @@ class _OneShot:
                         raise ChatError(f"{exc}; your message was not sent") from exc
                     raise  # says whether the message was saved
             await self.session.close(self._interrupts)
-            self.session = await _reopen(self._settings, self._view)
+            self.session = await _reopen(self._settings, self._view, self._attach_only)
         raise AssertionError("unreachable")
 
     async def _attempt(self, message: str) -> int:

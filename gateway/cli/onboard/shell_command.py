@@ -23,6 +23,11 @@ def given_home(home: Path) -> None:
     _given_home[:] = [home]
 
 
+def home_given() -> Path | None:
+    """The ``--home`` this command was given, if any."""
+    return _given_home[0] if _given_home else None
+
+
 def switchboard(arguments: str) -> str:
     """``switchboard <arguments>`` as this person can type it (with this command's
     ``--home``, when it was given one)."""

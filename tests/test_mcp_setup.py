@@ -227,7 +227,7 @@ async def test_mcp_list_shows_servers_state_and_tools(
     assert code == 1  # one server does not work
     assert "demo__now  (read-only)" in out and "demo__add_event  (side effect)" in out
     assert "left out: hidden (not on the server's tools allowlist)" in out
-    assert "broken  stdio  stdio: /nonexistent/server" in out
+    assert "broken  stdio  /nonexistent/server" in out
     assert "FAILED: program not found: /nonexistent/server" in out
     assert "off  disabled" in out
     assert "2 MCP tool(s)" in out
@@ -241,8 +241,20 @@ async def test_mcp_test_connects_to_one_server(
     out = capsys.readouterr().out
     assert "instructions: A demo server for Switchboard's tests." in out
     assert "demo__environment  (read-only)" in out and "demo__crash  (side effect)" in out
-    assert await mcp_cli.run(settings, Namespace(action="test", name="nope")) == 2
-    assert "no MCP server 'nope' (configured: demo)" in capsys.readouterr().err
+    assert await mcp_cli.run(settings, Namespace(action="test", name="nope")) == 1  # not 2:
+    assert "no MCP server 'nope' (configured: demo)" in capsys.readouterr().err  # the config's
+
+
+async def test_a_sandboxed_server_whose_program_is_missing_is_said_so(
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "the server exited before it answered; it said: prlimit: failed to execute
+    /nonexistent/server: ...", naming the sandbox's helper instead of the program."""
+    settings = make_settings(mcp={"servers": {"broken": {"command": "/nonexistent/server"}}})
+    assert await mcp_cli.run(settings, Namespace(action="test", name="broken")) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: program not found: /nonexistent/server" in out
+    assert "prlimit" not in out
 
 
 async def test_doctor_checks_every_enabled_server(

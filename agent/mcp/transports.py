@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import AsyncIterator, Sequence
@@ -93,6 +94,11 @@ class Transports:
 
     @contextlib.asynccontextmanager
     async def _stdio(self, name: str, target: StdioTarget) -> AsyncIterator[TransportStreams]:
+        if self.sandboxed(target) and shutil.which(target.command) is None:
+            # said as unsandboxed, not as the wrapper that would fail to start it ("prlimit:
+            # failed to execute ...")
+            self._log_start.pop(name, None)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", target.command)
         command, *args = self.command_line(target)
         params = StdioServerParameters(
             command=command,

@@ -42,7 +42,7 @@ def add_parser(
         parents=parents,
         help="connect to one server and list its tools",
         description="Connect to one MCP server and list its tools and instructions.",
-    ).add_argument("name")
+    ).add_argument("name", help="the server's name, as in [mcp.servers.<name>]")
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
@@ -53,7 +53,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             print(
                 f"switchboard: no MCP server {args.name!r} (configured: {known})", file=sys.stderr
             )
-            return 2
+            return 1
         [result] = await probe_servers(settings, [args.name])
         for line in describe(result, verbose=True):
             print(line)
@@ -91,7 +91,7 @@ def describe(result: Probe, *, verbose: bool = False) -> list[str]:
     spec = result.spec
     roles = ", ".join(sorted(spec.roles))
     target = spec.target
-    where = f"stdio: {target.command}" if isinstance(target, StdioTarget) else target.url
+    where = target.command if isinstance(target, StdioTarget) else target.url
     head = f"{spec.name}  {spec.transport}  {where}  (roles: {roles})"
     if not result.ok:
         return [head, f"  FAILED: {result.error}"]

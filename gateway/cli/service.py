@@ -104,9 +104,12 @@ def service_command(args: argparse.Namespace, settings: Settings) -> int:
         if not macos and shutil.which("systemctl"):
             _run_all([["systemctl", "--user", "daemon-reload"]], check=False)
         return 0
-    if not path.exists():
-        print(f"No service installed (`switchboard service install` writes {path}).")
-        return 3
+    if not path.exists():  # 1 as every "no such thing"; 3 is `run`'s "another one runs"
+        print(
+            f"switchboard: no service installed (`switchboard service install` writes {path}).",
+            file=sys.stderr,
+        )
+        return 1
     command = (
         ["launchctl", "print", f"gui/{os.getuid()}/{LAUNCHD_LABEL}"]
         if macos

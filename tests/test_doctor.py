@@ -96,7 +96,8 @@ async def test_doctor_explains_an_unreachable_server(
     out = capsys.readouterr().out
     assert (
         "Nothing is listening at http://127.0.0.1:9/v1 (connection refused). Is the model "
-        "server running? Start it, or correct SWITCHBOARD_LLM__BASE_URL." in out
+        "server running? Start it, or correct llm.base_url in config.toml or "
+        "SWITCHBOARD_LLM__BASE_URL." in out
     )
     assert "switchboard onboard" in out  # the home does not exist yet
 

@@ -67,7 +67,8 @@ async def test_no_key_and_no_base_url_fails_at_once_without_a_request() -> None:
     assert lazy._provider is None  # no SDK client was even built
     assert caught.value.explain() == (
         "No AI model is configured (no API key and no base URL). Set SWITCHBOARD_LLM__API_KEY "
-        "(or OPENAI_API_KEY), or point SWITCHBOARD_LLM__BASE_URL at a local server such as "
+        "(or OPENAI_API_KEY), or point llm.base_url in config.toml or SWITCHBOARD_LLM__BASE_URL "
+        "at a local server such as "
         "Ollama (http://localhost:11434/v1). `switchboard onboard` asks for both; "
         "`switchboard doctor` checks the model settings."
     )
@@ -80,7 +81,7 @@ async def test_connection_refused_is_not_called_a_timeout(kind: str, closed_port
     assert isinstance(exc, LLMUnavailable) and exc.transient
     assert exc.explain() == (
         f"Nothing is listening at {url} (connection refused). Is the model server running? "
-        "Start it, or correct SWITCHBOARD_LLM__BASE_URL."
+        "Start it, or correct llm.base_url in config.toml or SWITCHBOARD_LLM__BASE_URL."
     )
 
 
@@ -100,7 +101,7 @@ async def test_a_base_url_without_v1_is_named_not_blamed_on_the_model(fake_llm: 
     assert isinstance(exc, LLMNotFound) and not exc.transient
     assert exc.explain() == (
         f"{root} has no /chat/completions (HTTP 404): the base URL is missing /v1. "
-        f"Set SWITCHBOARD_LLM__BASE_URL to {root}/v1."
+        f"Set llm.base_url in config.toml or SWITCHBOARD_LLM__BASE_URL to {root}/v1."
     )
     assert "model" not in exc.user_message
     # another version where /v1 belongs: replaced, not /v1 added after it (".../v2/v1")
@@ -108,7 +109,8 @@ async def test_a_base_url_without_v1_is_named_not_blamed_on_the_model(fake_llm: 
     assert isinstance(exc, LLMNotFound)
     assert exc.explain() == (
         f"{root}/v2 has no /chat/completions (HTTP 404): the base URL ends in /v2, and "
-        f"OpenAI-compatible servers answer at /v1. Set SWITCHBOARD_LLM__BASE_URL to {root}/v1."
+        f"OpenAI-compatible servers answer at /v1. Set llm.base_url in config.toml or "
+        f"SWITCHBOARD_LLM__BASE_URL to {root}/v1."
     )
 
 
@@ -116,7 +118,9 @@ async def test_an_anthropic_base_url_ending_in_v1_is_named(fake_llm: FakeLLM) ->
     exc = await failure(provider("anthropic", fake_llm.openai_url))
     assert isinstance(exc, LLMNotFound)
     assert "for Anthropic the base URL must not end in /v1 (the SDK adds it)" in exc.user_message
-    assert exc.fix == f"Set SWITCHBOARD_LLM__BASE_URL to {fake_llm.anthropic_url}."
+    assert exc.fix == (
+        f"Set llm.base_url in config.toml or SWITCHBOARD_LLM__BASE_URL to {fake_llm.anthropic_url}."
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -126,7 +130,8 @@ async def test_an_unknown_model_is_named(kind: str, fake_llm: FakeLLM) -> None:
     exc = await failure(provider(kind, url))
     assert isinstance(exc, LLMNotFound)
     assert exc.explain() == (
-        f"{url} does not know the model 'm' (HTTP 404). Check SWITCHBOARD_LLM__MODEL "
+        f"{url} does not know the model 'm' (HTTP 404). Check llm.model in config.toml or "
+        "SWITCHBOARD_LLM__MODEL "
         "(for Ollama, `ollama list` shows the models)."
     )
 

@@ -67,11 +67,14 @@ class Endpoint:
 
 
 def setting_name(setting: str, field: str) -> str:
-    """The setting to fix for ``field`` of the model configured at ``setting``: an
-    environment variable for the primary model, the entry's path for any other (a fallback
-    is one entry of a list: ``llm.fallbacks[1].base_url``)."""
+    """The setting to fix for ``field`` of the model configured at ``setting``: the primary
+    model's key and the two places it is set (its API key: the variable), the entry's path
+    for any other (a fallback is one entry of a list: ``llm.fallbacks[1].base_url``)."""
     if setting == "llm":
-        return f"SWITCHBOARD_LLM__{field.upper()}"
+        variable = f"SWITCHBOARD_LLM__{field.upper()}"
+        if field == "api_key":  # a secret: in .env or the environment, never config.toml
+            return variable
+        return f"llm.{field} in config.toml or {variable}"
     if setting == ONBOARD:  # the person just typed it, as a flag or at a prompt
         return ONBOARD_ANSWERS.get(field, f"the {field.replace('_', ' ')} you gave")
     if setting.startswith("llm.fallbacks["):
@@ -86,14 +89,27 @@ def not_configured(
     provider: Literal["openai", "anthropic"], setting: str = "llm"
 ) -> LLMNotConfigured:
     variable = KEY_VARIABLES[provider]
+    local = (  # Ollama and its like speak OpenAI's API, not Anthropic's
+        "an Anthropic-compatible server of your own"
+        if provider == "anthropic"
+        else "a local server such as Ollama (http://localhost:11434/v1)"
+    )
+    if setting == ONBOARD:  # none was given: not "the API key you gave"
+        return LLMNotConfigured(
+            "no API key and no base URL given",
+            fix=(
+                f"Give an API key (--api-key, or the API key answer) or set {variable}, or "
+                f"give the base URL (--base-url, or the Base URL answer) of {local}. "
+            )
+            + DOCTOR,
+        )
     key = setting_name(setting, "api_key")
-    local = "at a local server such as Ollama (http://localhost:11434/v1)"
     return LLMNotConfigured(
         "no API key and no base URL configured",
         fix=(
             (f"Set {key} (or {variable})" if setting == "llm" else f"Set {key} or {variable}")
             + ", or point "
-            + f"{setting_name(setting, 'base_url')} {local}. "
+            + f"{setting_name(setting, 'base_url')} at {local}. "
             + ("`switchboard onboard` asks for both; " if setting == "llm" else "")
             + DOCTOR
         ),

@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import getpass
 import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ValidationError
+
 from gateway.cli.onboard.shell_command import path_note, switchboard
 from gateway.config.env_file import save_secret
 from gateway.config.plugins import ChannelPlugin, Onboarding, Question, channel_plugins
 from gateway.config.toml.config_file import config_text, write_config
-from gateway.core.errors import ChannelError
+from gateway.core.errors import ChannelError, ConfigError
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from gateway.config.settings import Settings
 
 
@@ -45,6 +46,9 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     onboarding = plugin.onboarding
     assert onboarding is not None  # the parser offers only these
     answers = dict(_pairs(args.set or []))
+    if (unknown := _unknown_answer(name, onboarding, getattr(settings, name), answers)) is not None:
+        print(f"switchboard: {unknown}; nothing saved", file=sys.stderr)
+        return 1
     interactive = not args.non_interactive and sys.stdin.isatty()
     try:
         for question in onboarding.questions:
@@ -63,6 +67,13 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
         if "allow_from" in values:
             values.setdefault("owners", values["allow_from"])
         candidate = _with_section(settings, name, values)
+    except ValidationError as exc:  # an answer the section does not take, in one line
+        said = "; ".join(
+            f"{name}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        print(f"switchboard: {said}; nothing saved", file=sys.stderr)
+        return 1
     except (ValueError, EOFError, KeyboardInterrupt) as exc:
         print(f"switchboard: {exc or 'cancelled'}; nothing saved", file=sys.stderr)
         return 1
@@ -79,14 +90,57 @@ def onboard_channel(args: argparse.Namespace, settings: Settings) -> int:
     if problem is not None:
         return _failed(problem, onboarding, answers, interactive=interactive)
     _save(settings, name, onboarding, values, section)
+    _next(settings, name, onboarding, section)
+    return 0
+
+
+def _next(settings: Settings, name: str, onboarding: Onboarding[Any], section: Any) -> None:
+    """What to do next, once the answers are saved; a running gateway starts the channel
+    by itself."""
+    from gateway.cli.gateway_api import find_running  # noqa: PLC0415
+
+    running = find_running(settings)
+    if running is not None:  # it reloads config.toml and .env by itself
+        pid = f" (pid {running.pid})" if running.pid > 0 else ""
+        print(f"The running gateway{pid} starts {name} with these settings within seconds.")
     step = onboarding.next_step(section, settings.home / ".env")
     if step is not None:
+        if running is not None:  # the steps begin with starting one
+            step = step.replace("start `switchboard run`, ", "")
         # the commands it names, as this person can type them
         step = step.replace("`switchboard ", f"`{switchboard('').rstrip()} ")
         print(f"\nNext: `{switchboard('doctor')}`, then {step}.")
         if note := path_note():
             print(note)
-    return 0
+
+
+def _unknown_answer(
+    name: str, onboarding: Onboarding[Any], section: BaseModel, answers: dict[str, str]
+) -> str | None:
+    """An answer ``--set`` gave that is no setting of the channel's section, with the one
+    meant, when one is close."""
+    asked = [q.key for q in onboarding.questions]
+    for key in answers:
+        if key in asked or key in type(section).model_fields:
+            continue
+        close = difflib.get_close_matches(key, [*asked, *type(section).model_fields], n=1)
+        meant = f"; did you mean `{close[0]}`?" if close else ""
+        return f"unknown answer `{key}` for {name}{meant} (it asks for {', '.join(asked)})"
+    return None
+
+
+def _unanswered(name: str, onboarding: Onboarding[Any], problem: Exception) -> str | None:
+    """A setting the channel cannot start without, named as onboarding takes it (``--set
+    token=...``), not as the file or variable a running gateway reads it from."""
+    if not isinstance(problem, ConfigError):
+        return None
+    for question in onboarding.questions:
+        if problem.field == f"{name}.{question.key}":
+            return (
+                f"{problem.field} is not set: answer it with --set {question.key}=... (or run "
+                "this in a terminal, which asks)"
+            )
+    return None
 
 
 def _failed(
@@ -128,7 +182,7 @@ async def _check_and_greet(
     except (ChannelError, ConfigError) as exc:
         proved = onboarding.set_up_later(exc)
         if proved is None:
-            return str(exc)
+            return _unanswered(plugin.name, onboarding, exc) or str(exc)
         print(f"  note: {exc} (set it up next)")  # expected before the first run
         found = proved
     print(f"  ok: {found}")

@@ -50,13 +50,18 @@ SHOWN_MODELS = 10  # of a server's model list (a router lists hundreds)
 # much, and a window set too small only compacts sooner, where one too large gets prompts
 # refused.
 LOCAL_WINDOW = 8_192
-FLAGS_HINT = (
-    "Without a terminal, give the model as flags:\n"
-    "  switchboard onboard --base-url http://localhost:11434/v1 --model llama3.1\n"
-    "  switchboard onboard --provider anthropic --model claude-sonnet-4-5 --api-key sk-ant-...\n"
-    '(with make: make onboard ARGS="--base-url ... --model ...", or make onboard '
-    "BASE_URL=... MODEL=... API_KEY=...)"
-)
+
+
+def flags_hint() -> str:
+    """How to give the model without a terminal, as this person types the command."""
+    onboard = switchboard("onboard")
+    return (
+        "Without a terminal, give the model as flags:\n"
+        f"  {onboard} --base-url http://localhost:11434/v1 --model llama3.1\n"
+        f"  {onboard} --provider anthropic --model claude-sonnet-4-5 --api-key sk-ant-...\n"
+        '(with make: make onboard ARGS="--base-url ... --model ...", or make onboard '
+        "BASE_URL=... MODEL=... API_KEY=...)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,20 +131,25 @@ def register(
         help="set up a chat channel instead of the model: its questions, a check, a test message",
     )
     command.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="with --channel: answer a question"
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --channel: answer a question (token=..., allow_from=...; repeatable)",
     )
-    command.add_argument("--test-to", help="with --channel: who gets the test message")
+    command.add_argument(
+        "--test-to",
+        metavar="ID",
+        help="with --channel: who gets the test message, by their id on the platform (a "
+        "Telegram chat id, a Slack or Discord user id, a phone number, a Matrix id); default: "
+        "the allow_from answer",
+    )
     command.set_defaults(handler=onboard_command)
 
 
 def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
-    from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
-
-    report = onboard(settings.home, settings.workspace_dir, config=False)
-    for path in report.created:
-        print(f"created  {path}")
-    for path in report.kept:
-        print(f"kept     {path} (already there)")
+    if not args.channel and (args.set or args.test_to):  # they would be ignored
+        return _without_channel("--set" if args.set else "--test-to")
+    _make_home(settings)
     if args.channel:
         from gateway.cli.onboard.channel import onboard_channel  # noqa: PLC0415
 
@@ -182,6 +192,28 @@ def onboard_command(args: argparse.Namespace, settings: Settings) -> int:
     print()
     _what_next(settings, interactive=interactive)
     return 0
+
+
+def _make_home(settings: Settings) -> None:
+    """The home, what is missing of it made from the templates; each file said."""
+    from gateway.runtime.home import onboard  # noqa: PLC0415 - keep start-up lean
+
+    report = onboard(settings.home, settings.workspace_dir, config=False)
+    for path in report.created:
+        print(f"created  {path}")
+    for path in report.kept:
+        print(f"kept     {path} (already there)")
+
+
+def _without_channel(given: str) -> int:
+    from gateway.cli.onboard.channel import onboarding_channels  # noqa: PLC0415
+
+    print(
+        f"switchboard: {given} answers a channel's setup: give --channel too "
+        f"({', '.join(onboarding_channels())}); nothing done",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _what_next(settings: Settings, *, interactive: bool) -> None:
@@ -253,8 +285,9 @@ def _no_questions(settings: Settings) -> int:
         _next(f"`{switchboard('doctor')}`, then `{switchboard('chat')}`.")
         return 0
     print(
-        f"\nNo model is configured yet, and there is no terminal to ask in.\n{FLAGS_HINT}\n"
-        f"(or edit {settings.config_file}, or set SWITCHBOARD_LLM__* variables)",
+        f"\nNo model is configured yet, and there is no terminal to ask in.\n{flags_hint()}\n"
+        f"(or write [llm] in {settings.config_file} yourself, or set SWITCHBOARD_LLM__* "
+        "variables)",
         file=sys.stderr,
     )
     return 1

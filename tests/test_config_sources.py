@@ -69,11 +69,17 @@ async def test_doctor_reports_a_typo_as_one_failed_check_and_checks_the_rest(
     lines = out.splitlines()
     assert lines[0].startswith("[FAIL] config ")
     assert "llm.modle: unknown key; did you mean `model`?" in lines[0]
-    assert any(line.startswith("[ok  ] llm ") for line in lines)  # it went on and asked
+    # it went on and asked the model, but not one anybody configured: no [ok] for it
+    [llm] = [line for line in lines if line.startswith("[WARN] llm  ")]
+    assert llm.endswith(
+        "answered; but llm.modle is not valid, so this asked what the rest of [llm] names, "
+        "with defaults in its place: maybe not the model you meant"
+    )
     assert any(line.startswith("[FAIL] workspace ") for line in lines)  # never onboarded
     # config.toml written by hand (0644: readable by others), and running as root
     warnings = 3 if os.geteuid() == 0 else 2
     assert any("config.toml is mode 644" in line for line in lines)
+    warnings += 1  # the model's
     assert out.rstrip().endswith(f"2 problems found, {warnings} warning{'s' * (warnings > 1)}.")
 
 

@@ -113,7 +113,11 @@ def _register_cron(commands: Commands, common: argparse.ArgumentParser) -> None:
     )
     actions = cron.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser(
-        "list", parents=[common], help="every job still to run, paused ones too", description=text
+        "list",
+        parents=[common],
+        help="every job still to run, paused ones too",
+        description="List every job still to run, paused ones too, with its next run in its "
+        "schedule's time zone.",
     )
     listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
     actions.add_parser(

@@ -54,7 +54,10 @@ def register(
     )
     things = command.add_subparsers(dest="thing", required=True, metavar="THING")
     token = things.add_parser(
-        "token", parents=[common], help="add, list or remove API tokens", description=DESCRIPTION
+        "token",
+        parents=[common],
+        help="add, list or remove API tokens",
+        description="Add, list or remove the API's tokens: " + DESCRIPTION,
     )
     actions = token.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser(
@@ -84,7 +87,7 @@ def register(
         help="withdraw a token",
         description="Remove the token named NAME: its client is refused from then on.",
     )
-    remove.add_argument("name")
+    remove.add_argument("name", help="the token's name (as `api token list` shows it)")
     command.set_defaults(handler=api_command, needs_settings="partial")
 
 

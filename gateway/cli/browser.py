@@ -49,11 +49,19 @@ def register(
         "cookies for.",
     )
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
-    for name, text in (
-        ("create", "make a profile, so the session keeps its sign-ins"),
-        ("delete", "delete a profile: every site it was signed in to is forgotten"),
+    for name, text, description in (
+        (
+            "create",
+            "make a profile, so the session keeps its sign-ins",
+            "Make a profile, so the browser tool's sessions keep their sign-ins between runs.",
+        ),
+        (
+            "delete",
+            "delete a profile: every site it was signed in to is forgotten",
+            "Delete a profile: every site it was signed in to is forgotten.",
+        ),
     ):
-        action = actions.add_parser(name, parents=[common], help=text, description=text)
+        action = actions.add_parser(name, parents=[common], help=text, description=description)
         action.add_argument(
             "--agent", default=DEFAULT_AGENT, help=f"the agent (default: {DEFAULT_AGENT})"
         )

@@ -28,7 +28,7 @@ def register(
     command = commands.add_parser(
         "completion", parents=[common], help="shell completion script", description=text
     )
-    command.add_argument("shell", choices=SHELLS)
+    command.add_argument("shell", choices=SHELLS, help="the shell: bash, zsh or fish")
     command.set_defaults(handler=completion_command, needs_settings="none")
 
 

@@ -58,7 +58,8 @@ def register(
         help="one setting's value",
         description="Print one setting's effective value (secrets masked).",
     )
-    get.add_argument("key", help="dotted key, e.g. llm.model")
+    get_key = get.add_argument("key", help="dotted key, e.g. llm.model")
+    get_key.completer = setting_keys  # type: ignore[attr-defined]  # argcomplete's
     get.add_argument("--json", action="store_true", help="print the value as JSON")
     put = actions.add_parser(
         "set",
@@ -69,7 +70,8 @@ def register(
             "channel's token) in the home's .env instead; refused if invalid."
         ),
     )
-    put.add_argument("key", help="dotted key, e.g. llm.model")
+    put_key = put.add_argument("key", help="dotted key, e.g. llm.model")
+    put_key.completer = setting_keys  # type: ignore[attr-defined]
     put.add_argument("value", help='TOML (42, true, ["a"]), JSON or plain text')
     actions.add_parser(
         "path",
@@ -78,6 +80,28 @@ def register(
         description="Print config.toml's path.",
     )
     command.set_defaults(handler=config_command, needs_settings="partial")
+
+
+def setting_keys(prefix: str = "", **_: Any) -> list[str]:
+    """Every dotted key of the settings' sections that starts with ``prefix``: what the
+    shell completes after ``config get`` and ``config set`` (a key under a name, like
+    ``agents.<name>.model``, is typed; read from the model, not the reference, which reads
+    the source and takes seconds)."""
+    from pydantic import BaseModel  # noqa: PLC0415
+
+    from gateway.config.settings import Settings  # noqa: PLC0415
+
+    def keys(model: type[BaseModel], path: str) -> list[str]:
+        found = []
+        for name, field in model.model_fields.items():
+            inner = field.annotation
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found += keys(inner, f"{path}{name}.")
+            else:
+                found.append(f"{path}{name}")
+        return found
+
+    return [key for key in keys(Settings, "") if key.startswith(prefix)]
 
 
 def config_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -117,21 +141,11 @@ def _invalid(problem: ConfigError, settings: Settings, key: str) -> str | None:
     """What is wrong with ``key``'s own value (or a key inside it, or the table holding
     it) in ``problem``; None when its value is valid and only others are not. A file that
     cannot be read at all holds no value that is known to be valid."""
-    from pydantic import ValidationError  # noqa: PLC0415
+    from gateway.cli.home import problem_keys  # noqa: PLC0415
 
-    from gateway.config.explain import problems  # noqa: PLC0415
-    from gateway.config.settings import Settings  # noqa: PLC0415
-    from gateway.config.sources import describe  # noqa: PLC0415
-    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
-
-    if isinstance(problem, ConfigFileUnreadable):
+    found = problem_keys(problem, settings.home)
+    if found is None:
         return f"{key} cannot be read: {problem}"
-    cause = problem.__cause__
-    found = (
-        problems(cause, Settings, describe(settings.home))
-        if isinstance(cause, ValidationError)
-        else [(problem.field or "", str(problem))]
-    )
     for dotted, what in found:
         if dotted and (
             dotted == key or dotted.startswith(f"{key}.") or key.startswith(f"{dotted}.")

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from gateway.cli.onboard.shell_command import home_given, switchboard
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.config.settings import Settings
     from gateway.core.errors import ConfigError
 
@@ -64,3 +66,22 @@ def config_warning(problem: ConfigError, *, running: bool) -> str:
         f"switchboard: warning: the configuration is invalid ({one_line(problem)}); {then}; "
         f"`{switchboard('doctor')}` checks it"
     )
+
+
+def problem_keys(problem: ConfigError, home: Path) -> list[tuple[str, str]] | None:
+    """Each setting ``problem`` finds invalid, with what is wrong with it and who set it
+    ((dotted key, why) each; the key is "" for a check across sections); None when the
+    file cannot be read at all, so no value of it is known."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from gateway.config.explain import problems  # noqa: PLC0415
+    from gateway.config.settings import Settings  # noqa: PLC0415
+    from gateway.config.sources import describe  # noqa: PLC0415
+    from gateway.core.errors import ConfigFileUnreadable  # noqa: PLC0415
+
+    if isinstance(problem, ConfigFileUnreadable):
+        return None
+    cause = problem.__cause__
+    if isinstance(cause, ValidationError):
+        return problems(cause, Settings, describe(home))
+    return [(problem.field or "", str(problem))]

@@ -50,7 +50,11 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         missing = message.removeprefix("the following arguments are required: ")
-        if missing != message and missing.split(",", maxsplit=1)[0] in ("COMMAND", "ACTION"):
+        if missing != message and missing.split(",", maxsplit=1)[0] in (
+            "COMMAND",
+            "ACTION",
+            "THING",
+        ):
             self.print_help(sys.stderr)
             self.exit(2, f"\n{self.prog}: error: {message}\n")
         super().error(message)

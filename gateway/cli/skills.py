@@ -45,8 +45,10 @@ def register(
     )
     actions = command.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, text: str, *, json_output: bool = False) -> argparse.ArgumentParser:
-        parser = actions.add_parser(name, parents=[common], help=text, description=text)
+    def action(
+        name: str, text: str, description: str, *, json_output: bool = False
+    ) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, parents=[common], help=text, description=description)
         parser.add_argument(
             "--agent", default=DEFAULT_AGENT, help="the agent whose workspace (default: main)"
         )
@@ -55,11 +57,30 @@ def register(
         return parser
 
     action(
-        "list", "the installed skills, what each may do, and whether it changed", json_output=True
+        "list",
+        "the installed skills, what each may do, and whether it changed",
+        "List the installed skills: what each may do, and whether its files changed since "
+        "they were approved.",
+        json_output=True,
     )
-    action("search", "search the registries' indexes", json_output=True).add_argument("term")
-    action("show", "one skill, installed or in a registry", json_output=True).add_argument("name")
-    install = action("install", "install a skill from a SOURCE after showing what it may do")
+    action(
+        "search",
+        "search the registries' indexes",
+        "Search the indexes of the registries in skills.registries for TERM.",
+        json_output=True,
+    ).add_argument("term", help="words of the skill's name or description")
+    action(
+        "show",
+        "one skill, installed or in a registry",
+        "Show one skill, installed or in a registry: what it does and what it may use.",
+        json_output=True,
+    ).add_argument("name", help="the skill's name (as `skills list` or `skills search` shows)")
+    install = action(
+        "install",
+        "install a skill from a SOURCE after showing what it may do",
+        "Install a skill from SOURCE after showing what it may do; every file's sha256 is "
+        "pinned in the lock file.",
+    )
     install.add_argument(
         "source", help="a folder, git+https://...git@REF#FOLDER, an archive URL, or a name"
     )
@@ -72,12 +93,24 @@ def register(
         help="a phrase (or /pattern/) that loads the skill, besides its own when: (repeatable)",
     )
     install.add_argument("--yes", action="store_true", help="install without asking")
-    update = action("update", "fetch installed skills again; ask about what changed")
+    update = action(
+        "update",
+        "fetch installed skills again; ask about what changed",
+        "Fetch installed skills again from where they came from, and ask about what changed.",
+    )
     update.add_argument("name", nargs="?", help="one skill (default: every installed one)")
     update.add_argument("--yes", action="store_true", help="update without asking")
-    remove = action("remove", "delete a skill and its lock entry")
-    remove.add_argument("name")
-    verify = action("verify", "check every skill's files against the lock file", json_output=True)
+    remove = action(
+        "remove", "delete a skill and its lock entry", "Delete a skill and its lock entry."
+    )
+    remove.add_argument("name", help="the installed skill's name")
+    verify = action(
+        "verify",
+        "check every skill's files against the lock file",
+        "Check every skill's files against the lock file; a skill that changed is left out "
+        "until approved again (--approve).",
+        json_output=True,
+    )
     verify.add_argument("--approve", metavar="NAME", help="approve NAME's files as they are now")
     verify.add_argument("--yes", action="store_true", help="approve without asking")
     command.set_defaults(handler=lambda args, settings: asyncio.run(run(settings, args)))

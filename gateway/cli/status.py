@@ -211,7 +211,7 @@ def _gateway(report: dict[str, Any], alive: list[dict[str, Any]]) -> list[str]:
         lines.append(f"gateway: not running (start it with `{switchboard('run')}`)")
     else:
         pid = f"pid {report['pid']}" if report["pid"] else "pid unknown"
-        ready = {True: ", ready", False: ", NOT ready (no channel connected yet)"}.get(
+        ready = {True: ", ready", False: ", NOT ready (no channel connected)"}.get(
             report["ready"], ""
         )
         url = f", {report['url']}" if report["url"] else ""

@@ -236,6 +236,8 @@ async def run_doctor(
         memory_checks(settings),
         calendar_check(settings),
     )
+    if config_problem is not None:
+        llm = [_despite_invalid(check, settings, config_problem) for check in llm]
     checks += [*llm, *pictures, *others, *channels, *mcp, *browser, *connect, *memory, *calendar]
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
@@ -253,6 +255,24 @@ async def run_doctor(
         print(f"[{_MARK[check.status]}] {check.name:<{width}}  {check.message}")
     print(f"\n{summary(failed, warned)}")
     return 1 if failed else 0
+
+
+def _despite_invalid(check: Check, settings: Settings, problem: ConfigError) -> Check:
+    """The primary model's check when a key of ``[llm]`` is invalid: it asked the model the
+    valid settings name, with the default in that key's place, which is not the model
+    configured (an [ok] for a model nobody set would mislead)."""
+    from gateway.cli.home import problem_keys  # noqa: PLC0415
+
+    found = problem_keys(problem, settings.home)
+    invalid = ["config.toml"] if found is None else [k for k, _ in found if k.startswith("llm.")]
+    if not invalid:
+        return check
+    return Check(
+        check.name,
+        "warn" if check.status == "ok" else check.status,
+        f"{check.message}; but {', '.join(invalid)} is not valid, so this asked what the "
+        "rest of [llm] names, with defaults in its place: maybe not the model you meant",
+    )
 
 
 def install_check() -> Check:

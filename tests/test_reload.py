@@ -127,6 +127,25 @@ async def test_an_invalid_file_is_refused_and_the_running_settings_stay(
     assert model.context_window == settings.llm.context_window
 
 
+async def test_a_file_fixed_after_a_refused_reload_says_it_is_valid_again(
+    tmp_path: Path, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fixed file changed no setting, so nothing was logged: the log's last word about
+    the configuration stayed "configuration not reloaded", what `switchboard logs` shows."""
+    async with gateway_at(tmp_path / "home", fake_llm) as (gateway, config, _):
+        good = config.read_text()
+        config.write_text(good.replace('model = "fake-model"', 'model = "fake-model"\nmodle = 1'))
+        with caplog.at_level(logging.INFO, logger="gateway.runtime.reload"):
+            await gateway.config_reload.reload()
+            config.write_text(good)
+            report = await gateway.config_reload.reload()
+            await gateway.config_reload.reload()  # once only
+    assert report.error is None
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0].startswith("configuration not reloaded (asked): Invalid configuration:")
+    assert said[1:] == ["configuration valid again (asked): nothing to change"]
+
+
 async def test_editing_the_file_is_noticed_without_a_signal(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -104,6 +104,7 @@ class ConfigReload:
         self._seen = self._stamp()
         self._reported_sha = config_sha(settings.home)
         self._waiting: set[str] = set()  # keys that needed a restart when they changed
+        self._invalid = False  # the last reload refused the files: the log's last word
         self._lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
 
@@ -135,6 +136,7 @@ class ConfigReload:
                 plan = self._live.prepare(self.current, new)
             except ConfigError as exc:
                 log.error("configuration not reloaded (%s): %s", reason, exc)  # noqa: TRY400 - the error says it all
+                self._invalid = True
                 return self._report(ReloadReport(time.time(), sha, error=str(exc)), force=True)
             return await self._commit(plan, reason, sha)
 
@@ -176,6 +178,9 @@ class ConfigReload:
         applied = sorted(plan.applied)
         if applied:
             log.info("configuration reloaded (%s): applied %s", reason, ", ".join(applied))
+        elif self._invalid and not plan.restart:  # else "not reloaded" stays the last word
+            log.info("configuration valid again (%s): nothing to change", reason)
+        self._invalid = False
         for problem in problems:
             log.warning("configuration reloaded (%s), but %s", reason, problem)
         waiting = sorted(plan.restart)  # this change's own, not earlier ones again

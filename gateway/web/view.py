@@ -176,7 +176,8 @@ class GatewayView(Protocol):
         """Start the conversation afresh as ``/new`` does; what happened."""
 
     async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
-        """Revoke a paired person as ``switchboard pairing revoke`` does; whether they were."""
+        """Revoke a paired person's pairing (``switchboard pairing revoke`` also takes the
+        address out of config.toml's lists); whether they were paired."""
 
     async def linked_people(self) -> list[LinkedPerson]:
         """Everyone with more than one address: config's and those linked by ``/link``."""

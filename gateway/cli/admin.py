@@ -234,15 +234,15 @@ def revoke_access(settings: Settings, channel: str, sender_id: str) -> int:
     from gateway.runtime.intake.pairing import PairingDesk  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
-    async def unpaired() -> bool:
+    async def pairing(revoke: bool) -> bool:
         async with store_for(settings, migrates=False) as store:
+            if not revoke:
+                return await store.pairings.is_approved(channel, sender_id)
             return await PairingDesk.of(store).revoke(channel, sender_id, by=_by())
 
-    paired = asyncio.run(unpaired())
+    paired = asyncio.run(pairing(revoke=False))
     edits = _lists_without(settings, channel, sender_id)
-    places = f"their place in {' and '.join(edits)} (config.toml)" if edits else ""
-    revoked = [what for what in ("their pairing" if paired else "", places) if what]
-    if not revoked:
+    if not paired and not edits:
         still = _still_listed(settings, channel, sender_id)
         if still:
             print(f"switchboard: not revoked: {'; '.join(still)}", file=sys.stderr)
@@ -254,9 +254,13 @@ def revoke_access(settings: Settings, channel: str, sender_id: str) -> int:
                 file=sys.stderr,
             )
         return 1
-    print(f"Revoked {channel} user {sender_id}: {', '.join(revoked)}.")
+    # config.toml first: refused, nothing has changed (the pairing is kept too)
     if edits and write_settings(settings, edits, by="this `switchboard pairing revoke`") != 0:
         return 1
+    paired = paired and asyncio.run(pairing(revoke=True))
+    places = f"their place in {' and '.join(edits)} (config.toml)" if edits else ""
+    revoked = [what for what in ("their pairing" if paired else "", places) if what]
+    print(f"Revoked {channel} user {sender_id}: {', '.join(revoked)}.")
     from gateway.config.settings import load_settings  # noqa: PLC0415
 
     now = load_settings(home=settings.home) if edits else settings

@@ -183,9 +183,6 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
     from gateway.cli.chat.command import chat  # noqa: PLC0415 - the terminal chat (gateway/cli/chat/command.py)
     from gateway.runtime.home import onboard as create_home  # noqa: PLC0415
 
-    # First run: create what is missing, but not config.toml: `onboard` writes that once the
-    # model is chosen. At a terminal with no model configured, onboarding comes first (every
-    # message would fail "no AI model is configured" otherwise).
     problem: ConfigError | None = getattr(args, "config_problem", None)
     if problem is not None:  # a running gateway to attach to (main checked), never one here
         try:
@@ -193,6 +190,9 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
         except ConfigError as exc:  # it went away meanwhile
             print(f"switchboard: {exc}", file=sys.stderr)
             return exit_codes.CONFIG
+    # First run: create what is missing, but not config.toml: `onboard` writes that once the
+    # model is chosen. At a terminal with no model configured, onboarding comes first (every
+    # message would fail "no AI model is configured" otherwise).
     create_home(settings.home, settings.workspace_dir, config=False)
     if args.message is None and sys.stdin.isatty() and sys.stdout.isatty():
         from agent.llm.factory import configuration_problem  # noqa: PLC0415

@@ -249,6 +249,7 @@ async def test_output_into_a_closed_pipe_ends_quietly(
 ) -> None:
     """`switchboard status --json | head`: the reader is gone before the output is written
     (here it never existed), and the command ends like any Unix tool, without a traceback."""
+    (tmp_path / "home").mkdir()
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:

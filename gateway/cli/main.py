@@ -203,7 +203,8 @@ def _chat(args: argparse.Namespace, settings: Settings) -> int:
             print("No model is configured yet: choose one first (`switchboard onboard`).")
             asked = argparse.Namespace(
                 channel=None, provider=None, base_url=None, model=None, api_key=None,
-                context_window=None, non_interactive=False, no_check=False,
+                context_window=None, non_interactive=False, no_check=False, set=None,
+                test_to=None,
             )  # fmt: skip
             if (code := onboard_command(asked, settings)) != 0:
                 return code

@@ -3,7 +3,9 @@
 ``status``, ``logs``, ``web``, ``trace``, ``pairing``, ``cron`` and ``backup`` look at a home
 that exists: one mistyped in ``SWITCHBOARD_HOME`` (or ``--home``) is said to be none, and
 nothing is created there (opening the store would make ``data/`` and an empty database,
-and every later command would then report "nothing there" instead of "no home").
+and every later command would then report "nothing there" instead of "no home"). With
+``storage.url`` the store is a cluster's database, which a home of no node of its own
+looks at too (docs/scaling.md).
 
 A configuration error is said in one line by the commands that need only the home and the
 running gateway's own files (``status``, ``logs``, ``web``, ``trace``, ``chat`` attaching to
@@ -32,7 +34,7 @@ def missing_home(settings: Settings) -> str | None:
     """Why the command cannot read ``settings.home`` (it is not there), with where the path
     came from and how to make a home there; None when it exists."""
     home = settings.home
-    if home.is_dir():
+    if home.is_dir() or settings.storage.url is not None:  # a cluster's store is elsewhere
         return None
     if home_given() is not None:
         source = " (--home)"

@@ -124,7 +124,7 @@ async def test_a_dotenv_line_that_does_not_parse_is_named_with_its_file_and_line
         "is not closed, or text after the closing quote); correct that line or delete it"
     )
     env = cli_env(home, fake_llm)
-    code, _, err = await switchboard("status", env=env)
+    code, _, err = await switchboard("cron", "list", env=env)
     assert code == 2 and err == f"switchboard: {said}\n"
     code, out, err = await switchboard("doctor", "--json", env=env)
     assert code == 1 and "python-dotenv" not in err, err

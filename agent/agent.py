@@ -403,7 +403,6 @@ class Agent:
         # Work after the turn is charged to the same person, recorded on its own.
         save = self._facts_saver(request.principal, request.chat, request.turn_id)
         self.window.after_turn(request.session_key, system, tools, conversation, charge, save=save)
-        calls = sum(len(m.tool_calls) for m in conversation if m.role == "assistant")
         # A turn held to a skill's bounds writes no memory afterwards unless the skill may.
         remembers = state.bounds.tool_refusal("memory_write") is None
         if (
@@ -413,7 +412,7 @@ class Agent:
             and remembers
         ):
             recent = current_exchange(conversation)
-            if worth_reflecting(recent, tool_calls=calls, tainted=state.read_untrusted):
+            if worth_reflecting(recent, tainted=state.read_untrusted):
                 self._spawn(self._reflect(request, recent, charge.detached()))
 
     async def _reflect(

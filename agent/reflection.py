@@ -66,23 +66,19 @@ ASKED_TO_REMEMBER = re.compile(
 )
 
 
-def worth_reflecting(
-    conversation: Sequence[ChatMessage], *, tool_calls: int, tainted: bool
-) -> bool:
-    """Whether the exchange may hold something to keep: a long one, one with work done, or
-    one where the person asked for something to be remembered and the turn wrote no memory
-    (an answer of "I'll remember that" keeps nothing by itself)."""
+def worth_reflecting(exchange: Sequence[ChatMessage], *, tainted: bool) -> bool:
+    """Whether the turn's own exchange (:func:`current_exchange`) may hold something to
+    keep: a long one, one with work done (two tool calls or more in this turn: the ones of
+    earlier turns were looked at after those), or one where the person asked for something
+    to be remembered and the turn wrote no memory (an answer of "I'll remember that" keeps
+    nothing by itself). A short message after a busy conversation costs no extra call."""
     if tainted:
         return False
-    said = [m.content for m in conversation if m.role == "user"]
-    if tool_calls >= 2 or sum(map(len, said)) >= 300:
+    said = [m.content for m in exchange if m.role == "user"]
+    calls = [call.name for m in exchange if m.role == "assistant" for call in m.tool_calls]
+    if len(calls) >= 2 or sum(map(len, said)) >= 300:
         return True
-    wrote = any(
-        call.name in REFLECTION_TOOLS
-        for m in conversation
-        if m.role == "assistant"
-        for call in m.tool_calls
-    )
+    wrote = any(name in REFLECTION_TOOLS for name in calls)
     return not wrote and any(ASKED_TO_REMEMBER.search(text) for text in said)
 
 

@@ -271,6 +271,42 @@ async def test_asked_to_remember_it_keeps_it_though_the_answer_only_said_so(
     assert len(reflections) == 1  # "thanks" was not reflected on
 
 
+async def test_short_messages_after_a_busy_turn_cost_no_reflection(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """Reflection looks at the turn that just ended: two tool calls in it are work worth a
+    look, but the tool calls of earlier turns do not make every later short message cost a
+    second model call."""
+
+    def respond(request: Recorded) -> Step:
+        if "worth remembering" in request.last_user_text:
+            return text("DONE")
+        if request.last_user_text == "what is in my workspace?":
+            if request.body["messages"][-1]["role"] == "tool":
+                return text("Notes and memory.")
+            return calls(("list_dir", {"path": "."}), ("list_dir", {"path": "memory"}))
+        return text("Fine.")
+
+    fake_llm.responder = respond
+    async with run_gateway(agent={"reflection": True}) as (gateway, channel):
+        await channel.push("what is in my workspace?")
+        await channel.wait_for(1)
+        await asyncio.wait_for(_background_done(gateway), 10)
+        await channel.push("And we won't rent a car.")
+        await channel.wait_for(2)
+        await channel.push("Trains are fine.")
+        await channel.wait_for(3)
+        await asyncio.wait_for(_background_done(gateway), 10)
+    reflected_on = [
+        r.last_user_text.partition("Exchange:")[2]
+        for r in fake_llm.requests
+        if "worth remembering" in r.last_user_text
+    ]
+    assert len(reflected_on) == 1  # the busy turn's, and no other
+    assert "what is in my workspace?" in reflected_on[0]
+    assert channel.texts() == ["Notes and memory.", "Fine.", "Fine."]
+
+
 async def _background_done(gateway: Any) -> None:
     while gateway.agent._background:
         await asyncio.gather(*gateway.agent._background, return_exceptions=True)

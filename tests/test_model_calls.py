@@ -137,3 +137,40 @@ async def test_one_concurrency_cap_per_endpoint_holds_for_page_condensing_and_ag
         assert fake.max_in_flight == 1
     finally:
         await fake.stop()
+
+
+async def test_a_background_reflection_never_keeps_the_next_message_waiting(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """One slot at the model server (a local llama.cpp): the reflection after a long
+    message holds it when the person writes again. Their turn does not queue behind it:
+    the reflection gives the slot up, and is asked again once the turn is done."""
+    stuck = asyncio.Event()  # the first reflection call never finishes by itself
+    reflections: list[Recorded] = []
+
+    def respond(request: Recorded) -> Step:
+        if "worth remembering" in request.last_user_text:
+            if request.tool_results:
+                return text("DONE")
+            reflections.append(request)
+            if len(reflections) == 1:
+                return Step(text="DONE", gate=stuck)
+            return calls(("memory_append", {"content": "Trip: Lisbon in May", "to": "memory"}))
+        return text(f"echo: {request.last_user_text[:24]}")
+
+    fake_llm.responder = respond
+    async with run_gateway(agent={"reflection": True}, limits={"max_concurrent_llm_calls": 1}) as (
+        gateway,
+        channel,
+    ):
+        await channel.push("We are going to Lisbon in May, by train. " * 8)
+        await channel.wait_for(1)
+        await fake_llm.wait_for_requests(2)  # the reflection is at the server, held there
+        await channel.push("And we won't rent a car.")
+        replies = await asyncio.wait_for(channel.wait_for(2), 5)  # the slot is not held
+        await asyncio.wait_for(gateway.agent.settle(), 10)
+        memory = (gateway.settings.workspace_dir / "MEMORY.md").read_text()
+        stuck.set()
+    assert replies[-1].text == "echo: And we won't rent a car."
+    assert len(reflections) == 2  # cut for the person's turn, then asked again
+    assert "Trip: Lisbon in May" in memory  # nothing the reflection would keep is lost

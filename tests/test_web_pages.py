@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from agent.llm.metered import Charge, MeteredModel, TurnUsage
+from agent.llm.slots import ModelSlots
 from agent.web.pages import Budget, approx_tokens, chunk_text, fit, llm_summarizer
 from tests.fakes.llm import FakeLLM, text
 
@@ -162,7 +163,7 @@ async def test_llm_summarizer_sends_one_tool_less_request_per_chunk(
     )
     fake_llm.queue(text("Tomatoes need sun. [guide](https://example.org/1)"))
     meter = TurnUsage()
-    model = MeteredModel(llm, slots=asyncio.Semaphore(1), context_window=8_000)
+    model = MeteredModel(llm, slots=ModelSlots(1), context_window=8_000)
     summarize = llm_summarizer(model)(Charge("memory:chat-1", "turn-1", meter=meter))
     try:
         summary = await summarize("Keep the main points.", "## Tomatoes\nlong text")

@@ -3,7 +3,6 @@ errors; and one page read through the whole gateway."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent.llm.metered import MeteredModel
+from agent.llm.slots import ModelSlots
 from agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agent.tools.web import WebFetch, WebSearch
 from agent.toolset import default_tools
@@ -246,7 +246,7 @@ async def test_default_tools_condense_long_pages_with_the_given_llm(
         tools={"web": {"allow_private_hosts": ["127.0.0.1"], "page_token_budget": 500}}
     )
     llm = create_provider(settings.llm)
-    model = MeteredModel(llm, slots=asyncio.Semaphore(4), context_window=8_000)
+    model = MeteredModel(llm, slots=ModelSlots(4), context_window=8_000)
     fake_llm.responder = lambda request: text("Tomatoes like warm soil.")
     site.page("/long", article(200))
     try:

@@ -22,7 +22,6 @@ skipped travel with the response (the turn's trace, the usage table).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.errors import LLMAllModelsFailed, LLMContextOverflow, LLMError, LLMRateLimited
+from agent.llm.slots import ModelSlots
 from agent.llm.types import Failover, LLMRequest, LLMResponse
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class Candidate:
 
     provider: LLMProvider
     label: str  # "openai gpt-4o at https://api.openai.com/v1": the cooldown key, the trace
-    slots: asyncio.Semaphore | None = None
+    slots: ModelSlots | None = None
 
 
 class FallbackChain:
@@ -176,7 +176,7 @@ class FallbackChain:
     ) -> LLMResponse:
         if candidate.slots is None:
             return await candidate.provider.complete(request, on_text=on_text)
-        async with candidate.slots:
+        async with candidate.slots.hold():
             return await candidate.provider.complete(request, on_text=on_text)
 
     async def aclose(self) -> None:

@@ -1,10 +1,14 @@
 """Every model call of the gateway goes through here: one concurrency cap per endpoint, a
 request that fits the context window, and usage charged to someone.
 
-- **One cap per endpoint.** :class:`EndpointSlots` hands out one semaphore per provider
-  endpoint (provider and base URL) for the whole gateway, so every agent, subagent, summary,
-  reflection and page condensing that talks to one local model server shares
-  ``limits.max_concurrent_llm_calls``.
+- **One cap per endpoint, people first.** :class:`~agent.llm.slots.EndpointSlots` hands out
+  one :class:`~agent.llm.slots.ModelSlots` per provider endpoint (provider and base URL)
+  for the whole gateway, so every agent, subagent, summary, reflection and page condensing
+  that talks to one local model server shares ``limits.max_concurrent_llm_calls``. A call
+  made for work nobody waits for (:attr:`Charge.background`: reflection, a summary in the
+  background) never keeps a person's call waiting: it yields its slot, and is asked again
+  from the start when a slot is free (at most :data:`MAX_CUTS` times). It streams, so a
+  server that notices the closed request stops writing at once.
 - **Within the window.** A request asks for at most the output the window has room for
   after its prompt (``max_tokens`` is lowered, never the prompt cut: keeping the prompt
   small is the turn's job, see :mod:`agent.window`).
@@ -30,6 +34,7 @@ request that fits the context window, and usage charged to someone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import uuid
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from agent.llm.base import LLMProvider, TextSink
 from agent.llm.errors import LLMContextOverflow
 from agent.llm.reconcile import Reconciler
+from agent.llm.slots import BACKGROUND, ModelSlots
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, SystemPrompt, ToolSpec, Usage
 from agent.tokens import TokenCounter, estimate, message_tokens, tools_tokens
 from gateway.config.prices import PriceTable
@@ -51,6 +57,12 @@ MIN_OUTPUT_TOKENS = 128  # never ask for less than this, whatever the estimate s
 # llm.max_tokens: a few paragraphs, or a tool call with its arguments.
 MIN_PAID_ANSWER = 256
 MIN_WINDOW = 512  # a window learned from refusals never goes below this
+MAX_CUTS = 3  # a background call cut this often for people's calls is given up
+
+
+class CallCut(Exception):
+    """A background call given up: people's calls took its endpoint's slot each time it
+    was asked (:data:`MAX_CUTS` times)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,26 +168,17 @@ class Charge:
     turn_id: str | None = None
     principal: str | None = None  # whose allowance: Principal.person
     meter: TurnUsage | None = None  # the running turn's; None: recorded on its own
+    background: bool = False  # nobody waits for the call: it yields to people's calls
 
     def detached(self) -> Charge:
-        """The same payer, for work that outlives the turn (recorded on its own)."""
-        return replace(self, meter=None)
+        """The same payer, for work that outlives the turn (recorded on its own, and done
+        in the background: its calls never keep a person's call waiting)."""
+        return replace(self, meter=None, background=True)
 
 
 # (charge, purpose, model, usage): store one call that no turn commits, or (the charge has
 # a meter) what the running turn has used so far for that purpose and model.
 UsageRecorder = Callable[[Charge, Purpose, str, Usage], Awaitable[None]]
-
-
-class EndpointSlots:
-    """One concurrency cap per provider endpoint, shared by the whole gateway."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._slots: dict[str, asyncio.Semaphore] = {}
-
-    def for_endpoint(self, endpoint: str) -> asyncio.Semaphore:
-        return self._slots.setdefault(endpoint, asyncio.Semaphore(self._limit))
 
 
 def prompt_tokens(request: LLMRequest, tools: int | None = None) -> int:
@@ -259,7 +262,7 @@ class MeteredModel:
         self,
         provider: LLMProvider,
         *,
-        slots: asyncio.Semaphore | None,
+        slots: ModelSlots | None,
         context_window: int | WindowSize,
         record: UsageRecorder | None = None,
         counter: TokenCounter | None = None,
@@ -326,7 +329,7 @@ class MeteredModel:
         request = self._within_allowance(prompt, request, charge)
         written = [0]  # tokens streamed so far: what a cut call was billed for writing
         try:
-            response = await self._call(request, on_text, written)
+            response = await self._call(request, on_text, written, background=charge.background)
         except asyncio.CancelledError:  # a stop (or a shutdown) cut the call short
             self._charge_cut(prompt, written[0], purpose, charge)
             raise
@@ -358,6 +361,18 @@ class MeteredModel:
         return response
 
     async def _call(
+        self,
+        request: LLMRequest,
+        on_text: TextSink | None,
+        written: list[int],
+        *,
+        background: bool,
+    ) -> LLMResponse:
+        if background:
+            return await self._in_background(request, on_text, written)
+        return await self._held(request, on_text, written)
+
+    async def _held(
         self, request: LLMRequest, on_text: TextSink | None, written: list[int]
     ) -> LLMResponse:
         """The provider's answer, within this model's calls at once; ``written[0]`` counts
@@ -371,8 +386,44 @@ class MeteredModel:
 
         if self._slots is None:  # a fallback chain: each of its models has its own cap
             return await self.provider.complete(request, on_text=sink)
-        async with self._slots:
+        async with self._slots.hold():
             return await self.provider.complete(request, on_text=sink)
+
+    async def _in_background(
+        self, request: LLMRequest, on_text: TextSink | None, written: list[int]
+    ) -> LLMResponse:
+        """A call nobody waits for: in a task of its own, which the endpoint's slots may
+        cut for a person's call (:mod:`agent.llm.slots`); then it is asked again, once a
+        slot is free and no person waits. Streamed (unless someone reads it already), so a
+        server that notices the closed request stops writing at once."""
+
+        async def ignore(piece: str) -> None:
+            return None
+
+        async def call() -> LLMResponse:
+            BACKGROUND.set(True)  # in this task's own context only
+            return await self._held(request, on_text or ignore, written)
+
+        for attempt in range(MAX_CUTS):
+            task = asyncio.create_task(call())
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:  # the caller stops: so does its call
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise
+            if not task.cancelled():
+                return task.result()
+            written[0] = 0  # asked again from the start
+            log.info(
+                "a background call to %s gave its slot to a person's call (%d of %d); "
+                "asked again when a slot is free",
+                self.model,
+                attempt + 1,
+                MAX_CUTS,
+            )
+        raise CallCut(f"people's calls took the slot of {self.model} {MAX_CUTS} times")
 
     def _charge_cut(self, prompt: int, written: int, purpose: Purpose, charge: Charge) -> None:
         """A call cut short still costs: the provider bills the prompt it read and what it

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from agent.agent import Agent
 from agent.documents.reader import DocumentReader
 from agent.llm.base import LLMProvider
-from agent.llm.metered import EndpointSlots
+from agent.llm.slots import EndpointSlots
 from agent.tools.base import Tool
 from agent.tools.browser import browser_sessions
 from agent.tools.web import web_browser

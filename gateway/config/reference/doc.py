@@ -97,7 +97,7 @@ DESCRIPTIONS = {
     "llm.cached_input_price_per_million": 'deprecated: read as `[llm.prices."<llm.model>"].cached_input`',
     "agent.name": "the assistant's name in its identity block",
     "agent.max_turn_tokens": "input + output of every model call a turn causes (page condensing and the reviewer included)",
-    "limits.max_concurrent_llm_calls": "model calls in flight per model endpoint, for the whole gateway (all agents, summaries, reflection, page condensing); lower it for a local model server",
+    "limits.max_concurrent_llm_calls": "model calls in flight per model endpoint, for the whole gateway (all agents, summaries, reflection, page condensing); lower it for a local model server. People's turns come first: a call nobody waits for (reflection, a summary in the background) gives its slot up to them and is asked again later",
     "agent.max_iterations": "tool-loop steps per turn; then the model must answer",
     "agent.turn_timeout_seconds": "wall time per turn; then the user gets a notice",
     "agent.bootstrap_max_chars": "cap per bootstrap file (AGENTS.md, SOUL.md, ...)",

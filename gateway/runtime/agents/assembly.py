@@ -15,7 +15,8 @@ from agent.approval import ApprovalPolicy
 from agent.compaction import Compactor
 from agent.context import ContextBuilder
 from agent.llm.base import LLMProvider
-from agent.llm.metered import Charge, EndpointSlots, MeteredModel
+from agent.llm.metered import Charge, MeteredModel
+from agent.llm.slots import EndpointSlots
 from agent.llm.types import ChatMessage, SystemPrompt
 from agent.memory import GROUPS, PEOPLE
 from agent.policy import ToolPolicy

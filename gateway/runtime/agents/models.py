@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from agent.llm.base import LLMProvider
 from agent.llm.fallback import Candidate, Cooldowns, FallbackChain, Seconds, Tracked
 from agent.llm.lazy import LazyProvider
-from agent.llm.metered import EndpointSlots
 from agent.llm.reconcile import Reconciler
 from agent.llm.sight import Sight
+from agent.llm.slots import EndpointSlots
 from gateway.config.llm import DEFAULT_URLS, LLMSettings
 from gateway.config.prices import PriceTable
 from gateway.web.view import ModelState

@@ -5,17 +5,19 @@ after it (the day, who is talking, memory, the conversation summary, pinned goal
 provider's prompt cache covers a prefix: tools, system, then the conversation, so whatever
 changes in the system prompt makes the whole conversation after it uncached for that call.
 The dynamic part therefore changes only when the conversation does anyway (a summary, a new
-day) or rarely (goals): each message carries the time it was written and the guidance for
-its request, and memory is read once per stretch of conversation (``_memory_of``).
+day) or rarely (goals, memory): each message carries the time it was written and the
+guidance for its request, and the memory block is the memory files as they are
+(:class:`agent.memory.FileCache` reads a file again only when it changed), so it stays the
+same, byte for byte, while memory does, and a fact saved anywhere (this chat, another chat,
+reflection, the owner's editor) is in the next turn's prompt, also right after ``/new``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 from agent.llm.types import ChatMessage, ImagePart, SystemPrompt, ToolSpec
@@ -29,7 +31,6 @@ from gateway.core.turns import TurnKind
 from gateway.store.history import GUIDANCE_MARK
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "TOOLS.md")
-MEMORY_SNAPSHOTS = 1_000  # sessions whose memory block is held (the least recent go first)
 
 _RULES = """\
 Rules:
@@ -67,8 +68,6 @@ class ContextBuilder:
         self.skills = skills or SkillLibrary(workspace / "skills")
         self._stable_key: tuple[object, ...] | None = None
         self._stable_text = ""
-        # per session: (day, summary, scope) -> the memory block read then
-        self._memory_seen: OrderedDict[str, tuple[tuple[object, ...], str]] = OrderedDict()
 
     def bootstrap(self) -> list[tuple[str, str]]:
         files = []
@@ -120,7 +119,7 @@ class ContextBuilder:
             dynamic = [f"Today: {now:%Y-%m-%d} ({now:%A}), time zone {now:%Z}", self._who(request)]
         if guidance:
             dynamic.append(f"Guidance:\n{guidance}")
-        memory = self._memory_of(request, summary, now.date())
+        memory = self.memory.context(now.date(), scope_for(request.principal, request.chat))
         if memory:
             dynamic.append(memory)
         if summary:
@@ -130,24 +129,6 @@ class ContextBuilder:
         if pinned:
             dynamic.append(f"## Pinned\n{pinned}")
         return SystemPrompt(self.stable_prompt(tools), "\n\n".join(dynamic))
-
-    def _memory_of(self, request: TurnRequest, summary: str | None, today: date) -> str:
-        """The memory block as it was when this part of the conversation began: read again
-        on a new day, after a summary, or in a new process, never within a stretch of
-        conversation. A write in this chat is in its history already; one made elsewhere
-        (another chat, reflection, the owner's editor) shows from the next stretch on. So
-        the prompt before the conversation stays the same and the provider's cache holds."""
-        scope = scope_for(request.principal, request.chat)
-        key = (today, summary, scope)
-        held = self._memory_seen.get(request.session_key)
-        if held is not None and held[0] == key:
-            self._memory_seen.move_to_end(request.session_key)
-            return held[1]
-        text = self.memory.context(today, scope)
-        self._memory_seen[request.session_key] = (key, text)
-        while len(self._memory_seen) > MEMORY_SNAPSHOTS:
-            self._memory_seen.popitem(last=False)
-        return text
 
     @staticmethod
     def _who(request: TurnRequest) -> str:

@@ -34,14 +34,16 @@ GROUPS = "memory/groups"  # a folder per group
 
 @dataclass(slots=True)
 class _Cached:
-    stamp: tuple[int, int]
+    stamp: tuple[int, int, int]
     text: str
     written: bool  # something is written in it: not only headings, comments or blanks
     prompt: str  # what the prompt holds of it: the text without its comments
 
 
 class FileCache:
-    """Reads small text files, re-reading only when their mtime or size changed."""
+    """Reads small text files, re-reading only when they changed: another modification
+    time, size or file (a file written whole is a new one: the same size written twice
+    within one tick of the file system's clock is still seen)."""
 
     def __init__(self) -> None:
         self._entries: dict[Path, _Cached] = {}
@@ -61,7 +63,7 @@ class FileCache:
         except OSError:
             self._entries.pop(path, None)
             return None
-        stamp = (info.st_mtime_ns, info.st_size)
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
         cached = self._entries.get(path)
         if cached is not None and cached.stamp == stamp:
             return cached

@@ -176,7 +176,7 @@ class Agent:
             for failover in exc.failovers:
                 trace.add("fallback", **asdict(failover))
             trace.add("llm_error", error=type(exc).__name__, status=exc.status_code)
-            outcome = notice(request, provider_notice(exc))
+            outcome = notice(request, provider_notice(exc, owner=request.principal.is_owner))
         except Exception as exc:
             log.exception("turn %s failed", request.turn_id)
             trace.add("internal_error", error=type(exc).__name__)

@@ -5,8 +5,10 @@ operator's log and ``switchboard doctor`` all say the same thing."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,9 +24,13 @@ from agent.llm.errors import (
 from agent.llm.lazy import LazyProvider
 from agent.llm.openai_provider import OpenAIProvider
 from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt
+from channels.memory import MemoryChannel
+from gateway.cli.doctor.models import probe_model
 from gateway.config.llm import LLMSettings
 from gateway.config.settings import load_settings
 from gateway.core.errors import ConfigError
+from gateway.core.system.logs import Redactor
+from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, error, held
 from tests.test_cli import cli_env, switchboard
 
@@ -167,6 +173,76 @@ def test_a_base_url_without_a_scheme_stops_the_start(
         "llm.base_url: 'localhost:18080' is not an http:// or https:// URL; did you mean "
         "'http://localhost:18080/v1'? (set by environment variable SWITCHBOARD_LLM__BASE_URL)"
     ) in str(caught.value)
+
+
+# -- a user name and password in the base URL (a proxy's basic auth) -----------------------
+
+PASSWORD = "hunter2-s3cret"
+
+
+def with_password(url: str) -> str:
+    return url.replace("http://", f"http://proxyuser:{PASSWORD}@", 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_password_in_the_base_url_goes_as_basic_auth(kind: str, fake_llm: FakeLLM) -> None:
+    url = fake_llm.openai_url if kind == "openai" else fake_llm.anthropic_url
+    llm = provider(kind, with_password(url), key=None)
+    try:
+        response = await llm.complete(request())
+    finally:
+        await llm.aclose()
+    assert response.text == "echo: hi"
+    [asked] = fake_llm.requests
+    headers = {name.lower(): value for name, value in asked.headers.items()}
+    token = base64.b64encode(f"proxyuser:{PASSWORD}".encode()).decode()
+    assert headers["authorization"] == f"Basic {token}"
+
+
+async def test_a_password_in_the_base_url_is_never_shown(
+    run_gateway: Any,
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A member is told the model failed, without its address; the owner is told which
+    server failed, without the password; neither reaches the log or doctor either."""
+    settings = make_settings(
+        llm={"base_url": with_password(fake_llm.openai_url), "api_key": None},
+        telegram={"owners": ["1"], "allow_from": ["1", "3"]},
+    )
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(error(503, "upstream down"), error(503, "upstream down"))
+    async with run_gateway(settings, channel=channel):
+        await channel.push("Hello again", sender_id="3", chat_id="3")  # a member
+        await channel.push("Hello", sender_id="1", chat_id="1")  # the owner
+        member, owner = sorted(await channel.wait_for(2), key=lambda m: m.chat_id, reverse=True)
+    fake_llm.queue(error(503, "upstream down"))
+    doctor = await probe_model("llm", settings.llm)
+    assert member.text == (
+        "Sorry, I could not answer: the AI model behind me did not answer. This is on my "
+        "side, not a problem with your message; please try again in a moment."
+    )
+    assert owner.text.startswith(
+        f"Sorry, I could not answer. {fake_llm.openai_url} failed with an internal error "
+        "(HTTP 503)."
+    )
+    assert doctor.status == "fail" and fake_llm.openai_url in doctor.message
+    for shown in (member.text, owner.text, doctor.message, caplog.text):
+        assert PASSWORD not in shown and "proxyuser" not in shown
+
+
+def test_a_password_in_the_base_url_and_an_api_key_are_refused_together() -> None:
+    for provider_name in KINDS:
+        with pytest.raises(ValueError, match="one Authorization header"):
+            LLMSettings(
+                provider=provider_name, base_url="http://me:pw@127.0.0.1:8080/v1", api_key="sk-x"
+            )
+
+
+def test_the_log_hides_a_urls_user_name_and_password() -> None:
+    line = f"cannot reach http://proxyuser:{PASSWORD}@10.0.0.2:8080/v1 (refused)"
+    assert Redactor()(line) == "cannot reach http://[REDACTED]@10.0.0.2:8080/v1 (refused)"
 
 
 # -- through the real command line ----------------------------------------------------------

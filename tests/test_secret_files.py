@@ -160,3 +160,15 @@ def test_doctor_names_a_secret_wherever_it_is_in_config_toml(tmp_path: Path) -> 
     ]
     assert {w.status for w in warnings} == {"warn"}
     assert not any("value" in w.message or "abcdef" in w.message for w in warnings)
+
+
+def test_doctor_names_a_model_proxys_password_written_in_config_toml(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    onboard(home, home / "workspace")
+    config = home / "config.toml"
+    url = "http://proxyuser:hunter2-s3cret@10.0.0.2:8080/v1"
+    write_config(config, set_key(config_text(config), "llm.base_url", url))
+    [warning] = secrets_in_config(load_settings(home=home))
+    assert "config.toml holds the secret llm.base_url" in warning.message
+    assert "as SWITCHBOARD_LLM__BASE_URL=..." in warning.message
+    assert "hunter2" not in warning.message

@@ -42,6 +42,7 @@ from agent.llm.errors import (
 from agent.llm.images import image_base64
 from agent.llm.sight import Sight
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+from gateway.core.urls import basic_auth
 
 _CACHE = {"type": "ephemeral"}
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -61,12 +62,21 @@ class AnthropicProvider:
     ) -> None:
         self.model = model
         self._sight = sight or Sight()  # llm.vision
+        # A user name and password in the URL (a proxy's) go as HTTP basic auth.
+        base_url, basic = basic_auth(base_url)
         self._at = Endpoint(
-            "anthropic", base_url, model, timeout, has_key=bool(api_key), setting=setting
+            "anthropic",
+            base_url,
+            model,
+            timeout,
+            has_key=bool(api_key),
+            setting=setting,
+            password=basic is not None,
         )
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key or "no-key",
             base_url=base_url,
+            default_headers={"Authorization": basic} if basic else None,
             timeout=timeout,
             max_retries=max_retries,
             # aiohttp instead of the default httpx transport: ~0.5 ms less CPU per call.

@@ -3,8 +3,10 @@
 The providers map SDK exceptions to the types in :mod:`agent.llm.errors`; this module
 fills in the cause and the fix. It reads the exception chain (not message strings) to tell
 a refused connection from a timeout or a DNS failure: the SDKs' aiohttp transport reports
-all three as a "timeout". The same text reaches the user's notice, the operator's log and
-``switchboard doctor``.
+all three as a "timeout". The same text reaches the owner's notice, the operator's log and
+``switchboard doctor``; other people get a short notice without it
+(:func:`agent.turn.outcome.provider_notice`). A server's address is always shown without
+the user name and password a base URL may carry (:func:`gateway.core.urls.shown_url`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agent.llm.errors import (
     LLMNotFound,
     LLMUnavailable,
 )
+from gateway.core.urls import shown_url
 
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -47,10 +50,12 @@ class Endpoint:
     timeout: float
     has_key: bool
     setting: str = "llm"  # where the model is configured: "llm", "llm.fallbacks[0]", ...
+    password: bool = False  # the base URL's user name and password go as HTTP basic auth
 
     @property
     def url(self) -> str:
-        return (self.base_url or DEFAULT_URLS[self.provider]).rstrip("/")
+        """The server's address as it may be shown: never with a user name or password."""
+        return shown_url((self.base_url or DEFAULT_URLS[self.provider]).rstrip("/"))
 
     @property
     def key_settings(self) -> str:
@@ -177,6 +182,14 @@ def refused_key(at: Endpoint, status: int | None, message: str) -> LLMAuthError:
             user_message=f"{at.url} refused access (HTTP 403): the API key may not be allowed "
             f"to use the model {at.model!r}.",
             fix=f"Check the key's permissions, {at.key_settings} and {at.name('model')}.",
+        )
+    if at.password:
+        return LLMAuthError(
+            message,
+            status_code=status,
+            user_message=f"{at.url} refused the user name and password of the base URL "
+            f"(HTTP {status}).",
+            fix=f"Check the user name and password in {at.name('base_url')}.",
         )
     if not at.has_key:
         return LLMAuthError(

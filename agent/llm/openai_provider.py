@@ -60,6 +60,7 @@ from agent.llm.errors import (
 from agent.llm.images import image_base64
 from agent.llm.sight import Sight
 from agent.llm.types import ChatMessage, LLMRequest, LLMResponse, ToolCall, Usage
+from gateway.core.urls import basic_auth
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +87,22 @@ class OpenAIProvider:
         self._sight = sight or Sight()  # llm.vision, until the server refuses a picture
         self._length_key = "max_tokens"  # or max_completion_tokens, once the model asks for it
         self._temperature = True  # False once the model refused one
+        # A user name and password in the URL (a proxy's) go as HTTP basic auth.
+        base_url, basic = basic_auth(base_url)
         self._at = Endpoint(
-            "openai", base_url, model, timeout, has_key=bool(api_key), setting=setting
+            "openai",
+            base_url,
+            model,
+            timeout,
+            has_key=bool(api_key),
+            setting=setting,
+            password=basic is not None,
         )
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "no-key",
             base_url=base_url,
+            default_headers={"Authorization": basic} if basic else None,
             timeout=timeout,
             max_retries=max_retries,
             # aiohttp instead of the default httpx transport: ~0.5 ms less CPU per call.

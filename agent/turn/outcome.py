@@ -120,15 +120,32 @@ def stop_mark(done: Sequence[str], unknown: Sequence[str]) -> str:
     return f"[the person stopped this answer here{'; ' if facts else ''}{'; '.join(facts)}]"
 
 
-def provider_notice(exc: LLMError) -> str:
+MEMBER_NOTICE = (
+    "Sorry, I could not answer: the AI model behind me {problem}. This is on my side, not "
+    "a problem with your message; {after}"
+)
+
+
+def provider_notice(exc: LLMError, *, owner: bool) -> str:
     """The cause and the fix, then whether waiting helps (it does not for a wrong setting,
-    nor for a conversation too long for the model: a shorter text does)."""
+    nor for a conversation too long for the model: a shorter text does). The cause and the
+    fix are the owner's to read: anyone else is told only that the model failed and whether
+    to try again in a moment, never the model server's address or its settings."""
     if isinstance(exc, LLMContextOverflow):
         said = f"{exc.window} tokens, its server says; " if exc.window else ""
         return (
             "Sorry, I could not answer: the conversation is too long for the model's context "
             f"window ({said}set by llm.context_window). Please send a shorter message, or "
             "/new to start a fresh conversation."
+        )
+    if not owner:
+        if exc.transient:
+            return MEMBER_NOTICE.format(
+                problem="did not answer", after="please try again in a moment."
+            )
+        return MEMBER_NOTICE.format(
+            problem="is not working right now",
+            after="please try again later.",
         )
     after = (
         "please try again in a moment." if exc.transient else "send it again once this is fixed."

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from gateway.config.prices import ModelPrice
+from gateway.core.urls import has_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,20 @@ def model_base_url(value: str | None, provider: str | None) -> str | None:
     raise ValueError(f"{text!r} is not an http:// or https:// URL; did you mean {guess!r}?")
 
 
+def one_authorization(base_url: str | None, api_key: SecretStr | None) -> None:
+    """A base URL's user name and password go as HTTP basic auth, in the ``Authorization``
+    header, where the SDKs also send the API key (``Bearer``): with both set one would be
+    lost without a word, so the configuration is refused instead."""
+    if api_key is None or not has_userinfo(base_url):
+        return
+    raise ValueError(
+        "base_url has a user name and password (sent as HTTP basic auth) and api_key is set "
+        "too: a request has one Authorization header, so one of them would be lost. Leave "
+        "api_key unset (a proxy that asks for a password usually keeps the server's key "
+        "itself), or take the user name and password out of the URL"
+    )
+
+
 class FallbackModel(BaseModel):
     """One model to continue on when the ones before it fail (``llm.fallbacks``)."""
 
@@ -59,6 +74,12 @@ class FallbackModel(BaseModel):
     @classmethod
     def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         return model_base_url(value, info.data.get("provider"))
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_authorization(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        one_authorization(info.data.get("base_url"), value)
+        return value
 
 
 def same_server(provider: str, base_url: str | None, other: str, other_url: str | None) -> bool:
@@ -97,7 +118,8 @@ class LLMSettings(BaseModel):
 
     provider: Provider = "openai"
     model: str = Field(default="gpt-4o-mini", min_length=1)  # as its provider names it
-    base_url: str | None = None  # for openai the ``/v1`` root; Ollama: http://localhost:11434/v1
+    # the server's root (described in gateway/config/reference/doc.py: DESCRIPTIONS)
+    base_url: str | None = None
     api_key: SecretStr | None = None  # falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY
     context_window: int = Field(default=128_000, ge=2_048)
     max_tokens: int = Field(default=4_096, ge=64)
@@ -122,6 +144,12 @@ class LLMSettings(BaseModel):
     @classmethod
     def _url_with_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         return model_base_url(value, info.data.get("provider"))
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_authorization(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        one_authorization(info.data.get("base_url"), value)
+        return value
 
     @model_validator(mode="after")
     def _old_prices(self) -> LLMSettings:

@@ -95,7 +95,7 @@ def secrets_in_config(settings: Settings) -> list[Check]:
         return []  # no file, or one the config check reports
     dotenv = settings.home / ".env"
     checks = []
-    for path in written_secrets(written):
+    for path in (*written_secrets(written), *_password_urls(written)):
         value = _value_at(written, path)
         if path == ("storage", "url") and not urlsplit(str(value)).password:
             continue  # a database URL without a password is no secret
@@ -120,6 +120,22 @@ def secrets_in_config(settings: Settings) -> list[Check]:
             Check("secrets", "warn", f"config.toml holds the secret {dotted(path)}: {fix}")
         )
     return checks
+
+
+def _password_urls(written: Any) -> Iterator[tuple[str | int, ...]]:
+    """The models' base URLs written with a password in them (a proxy's basic auth:
+    ``http://user:password@host/v1``): secrets like a key, though their type is a string."""
+    llm = written.get("llm") if isinstance(written, dict) else None
+    agents = written.get("agents") if isinstance(written, dict) else None
+    tables: list[tuple[tuple[str | int, ...], Any]] = [(("llm",), llm)]
+    if isinstance(llm, dict) and isinstance(llm.get("fallbacks"), list):
+        tables += [(("llm", "fallbacks", n), f) for n, f in enumerate(llm["fallbacks"])]
+    if isinstance(agents, dict):
+        tables += [(("agents", name), table) for name, table in agents.items()]
+    for path, table in tables:
+        url = table.get("base_url") if isinstance(table, dict) else None
+        if isinstance(url, str) and urlsplit(url).password:
+            yield (*path, "base_url")
 
 
 def _value_at(data: Any, path: tuple[str | int, ...]) -> Any:

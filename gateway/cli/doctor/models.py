@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from agent.llm.diagnose import ONBOARD
 from gateway.cli.doctor.checks import Check
 from gateway.config.llm import DEFAULT_URLS, KEY_VARIABLES
+from gateway.core.urls import shown_url
 
 if TYPE_CHECKING:
     from gateway.config.llm import LLMSettings
@@ -50,7 +51,11 @@ async def probe_model(name: str, llm: LLMSettings, setting: str = "llm") -> Chec
     from agent.llm.factory import create_provider  # noqa: PLC0415
     from agent.llm.types import ChatMessage, LLMRequest, SystemPrompt  # noqa: PLC0415
 
-    where = llm.base_url or DEFAULT_URLS[llm.provider].removeprefix("https://").split("/")[0]
+    where = (
+        shown_url(llm.base_url)
+        if llm.base_url
+        else DEFAULT_URLS[llm.provider].removeprefix("https://").split("/")[0]
+    )
     try:
         provider = create_provider(
             llm.model_copy(update={"max_retries": 0, "timeout_seconds": 20}), setting=setting

@@ -82,6 +82,7 @@ DESCRIPTIONS = {
     "log_level": "`debug`, `info`, `warning` or `error`",
     "logging.format": "`text` (one readable line per record) or `json` (one JSON object per line: time, level, logger, message, exception) for log collectors",
     "llm.provider": "`openai` (any OpenAI-compatible server) or `anthropic`",
+    "llm.base_url": "for openai the `/v1` root; Ollama: http://localhost:11434/v1. A user name and password in it (`http://user:password@host/v1`, a proxy's basic auth) are sent as HTTP basic auth instead of `llm.api_key` (set both and the start is refused: one Authorization header carries one of them), and never shown: notices, the log and `switchboard doctor` name the server without them",
     "llm.model": "model name as the provider knows it",
     "llm.vision": "hand pictures (photos, a scan's pages, screenshots) to the model as image parts; off: a model that sees none gets the words Tesseract reads off them. `switchboard onboard` sets it where the model's server says (llama.cpp, Ollama, LM Studio); a request with pictures that the server refuses is sent again without them, and the model is taken to see none until the next start (the pictures that come after it are read by OCR, as with this off)",
     "llm.context_window": "the model's context window in tokens; every call's prompt plus the answer it asks for stays under it. `switchboard onboard` reads it from the model's server (llama.cpp, Ollama, vLLM, LM Studio) or knows it for hosted models; a server that refuses a prompt naming a smaller window is believed until the next start",

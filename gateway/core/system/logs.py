@@ -1,8 +1,9 @@
 """Logging in one place, with secret redaction on by default.
 
 Every configured secret value, plus anything shaped like a well-known token (model API keys,
-bearer tokens, and the shapes each channel names for its platform's credentials), is replaced
-by ``[REDACTED]`` in the final formatted line (message, arguments and tracebacks alike).
+bearer tokens, the user name and password in a URL such as ``http://user:secret@host``, and
+the shapes each channel names for its platform's credentials), is replaced by
+``[REDACTED]`` in the final formatted line (message, arguments and tracebacks alike).
 The log file and every rotated one are created with mode 0600, in a 0700 folder. Lines are
 text, or one JSON object each (``logging.format = "json"``) for log collectors. The latest
 warning or error is kept in memory (:func:`last_problem`) so ``switchboard status`` can
@@ -39,6 +40,7 @@ from gateway.core.system.fileutil import private_folders
 TOKEN_PATTERNS = (
     r"sk-(?:ant-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic keys
     r"(?i:(?<=bearer )[A-Za-z0-9._\-]{12,})",
+    r"(?<=://)[^\s/@:]+:[^\s/@]+(?=@)",  # a URL's user name and password
 )
 _KEY_NAMES = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd)")
 REDACTED = "[REDACTED]"

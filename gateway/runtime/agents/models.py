@@ -20,19 +20,23 @@ from agent.llm.sight import Sight
 from agent.llm.slots import EndpointSlots
 from gateway.config.llm import DEFAULT_URLS, LLMSettings
 from gateway.config.prices import PriceTable
+from gateway.core.urls import shown_url
 from gateway.web.view import ModelState
 
 
 def endpoint(llm: LLMSettings) -> str:
     """Which model server a provider setting talks to (one concurrency cap each)."""
-    return f"{llm.provider} {(llm.base_url or DEFAULT_URLS[llm.provider]).rstrip('/')}"
+    return f"{llm.provider} {_server(llm)}"
 
 
 def model_label(llm: LLMSettings) -> str:
-    """A model as the trace, the log and the cooldowns name it."""
-    return (
-        f"{llm.provider} {llm.model} at {(llm.base_url or DEFAULT_URLS[llm.provider]).rstrip('/')}"
-    )
+    """A model as the trace, the log, the status and the cooldowns name it."""
+    return f"{llm.provider} {llm.model} at {_server(llm)}"
+
+
+def _server(llm: LLMSettings) -> str:
+    """The model's server, without the user name and password its URL may carry."""
+    return shown_url((llm.base_url or DEFAULT_URLS[llm.provider]).rstrip("/"))
 
 
 def _identity(llm: LLMSettings) -> tuple[object, ...]:

@@ -281,6 +281,7 @@ class Agent:
             context_for=lambda call: self._tool_context(request, call.id, turn_state, files),
             checkpoint=lambda messages: self._checkpoint(request, messages),
             unattended=request.kind.unattended,
+            check_in=request.kind is TurnKind.HEARTBEAT,
             on_text=request.on_text,
             on_tool=request.on_tool,
             fit=None if limit is None else TurnFit(self.window, model.max_tokens, rebuild),

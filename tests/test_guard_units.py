@@ -134,10 +134,15 @@ def test_review_rules(
     assert (finding.code if finding else None) == code
 
 
-def test_autopilot_may_be_silent_but_not_ask() -> None:
+def test_autopilot_may_be_silent_but_not_ask_unless_it_is_a_check_in() -> None:
     assert review(final_text="", sent_texts=[], steps=[], unattended=True) is None
     finding = review(final_text="Should I remind you?", sent_texts=[], steps=[], unattended=True)
-    assert finding is not None and finding.code is Code.GENERIC
+    assert finding is not None and finding.code is Code.ASKS_ABSENT
+    assert "Nobody is waiting for this reply" in finding.fix
+    asked = review(
+        final_text="Should I remind you?", sent_texts=[], steps=[], unattended=True, check_in=True
+    )
+    assert asked is None
 
 
 @dataclass

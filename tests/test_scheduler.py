@@ -705,3 +705,71 @@ async def test_a_paused_job_is_listed_as_paused_and_resumed_by_asking(
     assert listed.endswith("(paused: it does not run until resumed) - Drink water")
     assert resumed.endswith(f"resumed job {job.id}")
     assert channel.texts()[-1] == "Drink water"
+
+
+async def test_a_check_in_may_end_with_a_question_for_the_owner(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """A check-in lands in the owner's chat, where they can answer it: a question there
+    is a fine end, sent as it is, for one model call."""
+    clock = FakeClock(START)
+    question = (
+        "Heads-up: the plumber comes Thursday at ten. Shall I set a reminder for Wednesday evening?"
+    )
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        heartbeat_file(gateway, "- Tell me about appointments this week.\n")
+        await channel.push("hi")
+        await channel.wait_for(1)
+        fake_llm.queue(text(question))
+        await clock.advance(seconds=601)
+        check_in = (await channel.wait_for(2))[-1]
+        await idle(gateway)
+    assert check_in.text == question
+    assert len(fake_llm.requests) == 2  # the chat's turn and the check-in: no review rounds
+
+
+async def test_a_jobs_question_is_sent_back_once_with_the_reason(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """A scheduled job's answer that ends on a question goes back to the model once, told
+    why (nobody is there to answer it); asked again, the answer goes out."""
+    clock = FakeClock(START)
+    fake_llm.queue(
+        calls(("cron", {"action": "add", "schedule": "every 2 hours", "prompt": "Fun fact."})),
+        text("Scheduled."),
+    )
+    async with run_gateway(clock=clock) as (gateway, channel):
+        await channel.push("every 2 hours give me a fun fact")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Want a fact about octopuses?"), text("Want one about honey?"))
+        await clock.advance(hours=2, seconds=1)
+        fact = (await channel.wait_for(2))[-1]
+        await idle(gateway)
+    _, again = fake_llm.requests[2:]
+    assert "Nobody is waiting for this reply" in again.last_user_text
+    assert "question" in again.last_user_text
+    assert fact.text == "Want one about honey?"
+    assert len(fake_llm.requests) == 4  # the job's question went back once, not twice
+
+
+async def test_a_check_in_is_not_shown_the_templates_commented_examples(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    clock = FakeClock(START)
+    async with run_gateway(clock=clock, heartbeat=HEARTBEAT) as (gateway, channel):
+        heartbeat_file(
+            gateway,
+            "# Heartbeat tasks\n"
+            "<!-- - Every morning, remind me of today's deadlines from MEMORY.md. -->\n"
+            "<!-- - If a file appears in inbox/, summarise it for me. -->\n"
+            "- Remind me to water the plants.\n",
+        )
+        await channel.push("hi")
+        await channel.wait_for(1)
+        fake_llm.queue(text("Time to water the plants!"))
+        await clock.advance(seconds=601)
+        await channel.wait_for(2)
+        await idle(gateway)
+    asked = fake_llm.requests[-1].last_user_text
+    assert "Remind me to water the plants." in asked
+    assert "deadlines" not in asked and "inbox/" not in asked and "<!--" not in asked

@@ -6,7 +6,10 @@ unmentioned, the gateway adds a short factual note (:func:`failure_note`) instea
 the model again. Re-prompts (at most K) are for answers that are empty, an acknowledgement
 or a status update, where asking again helps; if none of them turns substantive, an explicit
 failure notice is sent — never silence, never two answers. Autopilot turns (heartbeat,
-cron) may end silently but must not ask an absent user questions.
+cron) may end silently. A check-in (heartbeat) may end with a question for the owner: it
+goes to their chat, and their answer reaches the conversation that holds it. Other
+autopilot turns (a job, a background task) must not end on a question for someone who is
+not there: the model is told exactly that, once; if it asks again, the answer goes out.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Code(enum.StrEnum):
     ACK_ONLY = "ACK_ONLY"
     ERROR_UNRESOLVED = "ERROR_UNRESOLVED"
     UNVERIFIED_CLAIM = "UNVERIFIED_CLAIM"  # says it did what no call did (agent.guards.claims)
+    ASKS_ABSENT = "ASKS_ABSENT"  # a job's answer ends on a question nobody is there to answer
     GENERIC = "GENERIC"
 
 
@@ -59,6 +63,7 @@ FIXES = {
     Code.ACK_ONLY: "Your reply only announces work instead of delivering it. Do the work now with your tools, then answer with the result.",
     Code.ERROR_UNRESOLVED: "A tool failed and your reply does not deal with it. Either fix it and retry, or tell the user plainly what failed and why.",
     Code.UNVERIFIED_CLAIM: "Your reply says something was done that no successful tool call of this turn did. Do it now with your tools, or say plainly what was and was not done.",
+    Code.ASKS_ABSENT: "Nobody is waiting for this reply: it is delivered later, unasked, so a question at its end goes unanswered. Decide sensibly yourself, do what is due, and end with what you did or found, not with a question.",
     Code.GENERIC: "Your reply does not complete the request. Finish it, or explain what is missing.",
 }
 
@@ -69,6 +74,7 @@ FAILURE_NOTICES = {
     Code.ACK_ONLY: "Sorry, I could not finish this task. Please try again or break it into smaller steps.",
     Code.ERROR_UNRESOLVED: "Sorry, something I tried failed and I could not recover.",
     Code.UNVERIFIED_CLAIM: "Sorry, I could not finish this task. Please try again.",
+    Code.ASKS_ABSENT: "Sorry, I could not finish this task on my own.",
     Code.GENERIC: "Sorry, I could not complete this properly.",
 }
 
@@ -107,12 +113,15 @@ def review(
     sent_texts: Sequence[str],
     steps: Sequence[ToolStep],
     unattended: bool,
+    check_in: bool = False,
 ) -> Finding | None:
-    """The first problem with a finished turn, or ``None`` when it may end as it is."""
+    """The first problem with a finished turn, or ``None`` when it may end as it is.
+    ``check_in``: a heartbeat's, whose question the owner reads in their chat and may
+    answer."""
     text = final_text.strip()
     if unattended:
-        if text.endswith("?") and "HEARTBEAT_OK" not in text:
-            return Finding(Code.GENERIC, "unattended turn asked the absent user a question")
+        if not check_in and text.endswith("?") and "HEARTBEAT_OK" not in text:
+            return Finding(Code.ASKS_ABSENT, "unattended turn asked the absent user a question")
         return None
     visible = [t for t in (*sent_texts, text) if t.strip()]
     if not visible:

@@ -81,6 +81,7 @@ class TurnInputs:
     context_for: ContextFactory
     checkpoint: Checkpoint = _nothing
     unattended: bool = False  # nobody is waiting: silence is a valid end
+    check_in: bool = False  # a heartbeat's: it may end with a question for the owner
     on_text: TextSink | None = None  # answer text as the model writes it
     on_tool: ToolSink | None = None  # a tool's name just before it runs
     fit: Fit | None = None

@@ -101,6 +101,7 @@ class TurnLoop:
             state=inputs.state,
             trace=inputs.trace,
             unattended=inputs.unattended,
+            check_in=inputs.check_in,
             charge=inputs.charge,
             ledger=lambda: executor.side_effects(inputs.charge.turn_id or ""),
             effect_of=lambda name: (

@@ -67,6 +67,7 @@ class TurnReview:
         state: TurnState,
         trace: TurnTrace,
         unattended: bool,
+        check_in: bool = False,
         charge: Charge,
         ledger: Ledger,
         effect_of: EffectOf,
@@ -76,12 +77,14 @@ class TurnReview:
         self._state = state
         self._trace = trace
         self._unattended = unattended
+        self._check_in = check_in  # a heartbeat's: a question for the owner may end it
         self._charge = charge
         self._ledger = ledger
         self._effect_of = effect_of
         self.steps: list[Step] = []
         self.answers: list[str] = []  # answers the review sent back, in order
         self._claims_sent_back = 0  # answers returned to the model for an unbacked claim
+        self._questions_sent_back = 0  # unattended answers returned for ending on a question
         self._unbacked: dict[str, list[Claim]] = {}  # by answer: its claims no call backs
         self._acts: list[Act] = []  # the ledger, as last read
 
@@ -92,7 +95,10 @@ class TurnReview:
             sent_texts=self._state.sent_texts,
             steps=self.tool_steps(),
             unattended=self._unattended,
+            check_in=self._check_in,
         )
+        if finding is not None and finding.code is Code.ASKS_ABSENT:
+            self._questions_sent_back += 1
         if finding is None or finding.code is Code.ERROR_UNRESOLVED:
             finding = await self._claims(text) or finding
         if finding is None and self._limits.llm_review and not self._unattended and text.strip():
@@ -102,11 +108,14 @@ class TurnReview:
         return finding
 
     def deliver_anyway(self, finding: Finding, text: str) -> bool:
-        """A substantive answer that only leaves a failed tool unmentioned, or that still
-        claims what no call did after it went back once: asking (again) rarely fixes it, so
-        it is delivered with the note of what the ledger shows."""
+        """A substantive answer that only leaves a failed tool unmentioned, that still
+        claims what no call did after it went back once, or an unattended one that still
+        ends on a question after it was told why it should not: asking (again) rarely fixes
+        it, so it is delivered (with the note of what the ledger shows)."""
         if finding.code is Code.UNVERIFIED_CLAIM:
             return self._claims_sent_back > 1
+        if finding.code is Code.ASKS_ABSENT:  # told why once: asking again rarely helps
+            return self._questions_sent_back > 1 and substantive(text)
         return finding.code is Code.ERROR_UNRESOLVED and substantive(text)
 
     def kept_answer(self) -> str | None:

@@ -25,7 +25,7 @@ from gateway.config.settings import HeartbeatSettings, Settings
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
-from gateway.core.textutil import only_headings
+from gateway.core.textutil import only_headings, without_comments
 from gateway.core.turns import TurnKind
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.directory import PeopleDirectory, owners_home
@@ -154,7 +154,9 @@ class Heartbeat:
             admission = await self._budget.admit(principal, background=True)
             if admission.refusal is not None:
                 return Skip(admission.refusal.reason)
-        prompt = PROMPT.format(tasks=tasks.strip())
+        # the template's examples and hints are comments: they are not the owner's tasks
+        tasks = without_comments(tasks).strip()
+        prompt = PROMPT.format(tasks=tasks)
         events = await self._rest_of_day(home, now)
         run = ScheduledRun(
             kind=TurnKind.HEARTBEAT,

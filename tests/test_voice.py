@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
 from channels.slack.adapter import SlackChannel
+from gateway.cli.doctor.integrations import voice_check
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -62,6 +64,60 @@ async def test_a_telegram_voice_note_is_answered_in_words_and_aloud(
     [said] = speech.called("speech")
     assert said.fields["input"] == "The plumber comes Tuesday."  # no markdown read aloud
     assert said.fields["response_format"] == "opus"
+
+
+async def test_a_spoken_reply_that_fails_is_said_once_under_the_text(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, tg: FakeTelegram, speech: FakeSpeech
+) -> None:
+    """A speech server without /audio/speech: the answer still comes in writing, and the
+    person learns once why there is no voice message (the owner with the server's reason
+    and where to look; a member in a plain sentence), not at every voice note."""
+    speech.speaks = False
+    fake_llm.queue(text("The plumber comes Tuesday."), text("At ten."), text("Yes, Tuesday."))
+    settings = make_settings(
+        telegram=section(tg, owners=["42"], allow_from=["42", "43"]),
+        voice=voice(speech, reply="auto"),
+    )
+    async with Gateway(settings, channels=[fast_channel(settings)]) as gateway:
+        await tg.say(voice=tg_voice(tg, "f1"))
+        await tg.wait_sent(1)
+        await gateway.wait_idle()
+        await tg.say(voice=tg_voice(tg, "f2"))
+        await tg.wait_sent(2)
+        await gateway.wait_idle()
+        await tg.say(voice=tg_voice(tg, "f3"), chat_id=43, user_id=43, first_name="Jonas")
+        await tg.wait_sent(3)
+        await gateway.wait_idle()
+    first, second, member = (m.params["text"] for m in tg.sent())
+    assert {m.method for m in tg.sent()} == {"sendMessage"}  # no voice message, text delivered
+    assert first.startswith("The plumber comes Tuesday.\n\n(I could not answer with a voice")
+    assert "the speech server failed (Error code: 404" in first and "[voice]" in first
+    assert second == "At ten."  # told once
+    assert member == (
+        "Yes, Tuesday.\n\n(I could not answer with a voice message this time: the answer is "
+        "only in writing.)"
+    )
+    assert len(speech.called("speech")) == 3
+
+
+async def test_doctor_checks_the_speech_server(speech: FakeSpeech, tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home", voice=voice(speech, reply="auto"))
+    [works] = await voice_check(settings)
+    speech.speaks = False
+    [fails] = await voice_check(settings)
+    assert works.status == "ok" and "replies are spoken by tts-1" in works.message
+    assert [c.endpoint for c in speech.calls] == [
+        "transcriptions",
+        "speech",
+        "transcriptions",
+        "speech",
+    ]
+    assert fails.status == "fail"
+    assert fails.message.startswith(
+        f"voice notes are transcribed by whisper-1 at {speech.base_url}, but spoken replies "
+        f"fail: {speech.base_url}/audio/speech failed (Error code: 404"
+    )
+    assert 'voice.reply = "never"' in fails.message
 
 
 async def test_the_transcript_stays_with_the_message_for_what_did_i_say(

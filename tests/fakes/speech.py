@@ -32,6 +32,7 @@ class FakeSpeech:
     seconds: float = 4.0
     scripts: dict[bytes, tuple[str, float]] = field(default_factory=dict)  # by file content
     calls: list[Heard] = field(default_factory=list)
+    speaks: bool = True  # False: a server without /audio/speech (a whisper-only one): 404
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -75,4 +76,6 @@ class FakeSpeech:
     async def _speak(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.calls.append(Heard("speech", body))
+        if not self.speaks:
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.Response(body=SPOKEN, content_type="audio/ogg")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gateway.cli.doctor.checks import Check, Status
 from gateway.cli.doctor.connect import connect_checks
 from gateway.cli.doctor.files import file_checks, secrets_in_config
-from gateway.cli.doctor.integrations import calendar_check
+from gateway.cli.doctor.integrations import calendar_check, voice_check
 from gateway.cli.doctor.memory import memory_checks
 from gateway.cli.doctor.models import (
     llm_key_check,
@@ -59,6 +59,7 @@ DESCRIPTION = (
     "Check the installed packages against what the code needs, the configuration, every model (one test request each: the primary, its "
     "fallbacks, other agents' models), the workspace, the exec sandbox, "
     "risky settings, every channel's login, webhooks and the API, the calendar's login, "
+    "the speech server ([voice]: a moment of silence transcribed, a word spoken), "
     "each with what to do. "
     "Exit code 1 when a check fails."
 )
@@ -225,7 +226,18 @@ async def run_doctor(
     # Every model, every channel, MCP servers and the browser are asked at once: a slow one
     # costs its own timeout only.
     primary = [llm_reachability(settings)] if checks[-1].status != "fail" else []
-    llm, pictures, others, channels, mcp, browser, connect, memory, calendar = await asyncio.gather(
+    (
+        llm,
+        pictures,
+        others,
+        channels,
+        mcp,
+        browser,
+        connect,
+        memory,
+        calendar,
+        voice,
+    ) = await asyncio.gather(
         asyncio.gather(*primary),
         pictures_check(settings),
         other_model_checks(settings),
@@ -235,10 +247,12 @@ async def run_doctor(
         connect_checks(settings),
         memory_checks(settings),
         calendar_check(settings),
+        voice_check(settings),
     )
     if config_problem is not None:
         llm = [_despite_invalid(check, settings, config_problem) for check in llm]
     checks += [*llm, *pictures, *others, *channels, *mcp, *browser, *connect, *memory, *calendar]
+    checks += voice
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     if as_json:

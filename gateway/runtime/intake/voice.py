@@ -160,11 +160,14 @@ class SpokenReplies:
     """``voice.reply = "auto"``: whoever spoke (a voice note transcribed in the turn's last
     message) hears the answer too, as a voice message beside the text (Telegram's
     ``sendVoice``; an audio file where a platform has no voice messages). Answers over
-    ``max_reply_chars`` stay text only; a speech failure never holds the answer back."""
+    ``max_reply_chars`` stay text only; a speech failure never holds the answer back, and
+    the person is told under the text, once (again only after a spoken reply worked): the
+    owner with the server's reason and where to look, anyone else in a plain sentence."""
 
     def __init__(self, speech: Speech, root: Path) -> None:
         self._speech = speech
         self._root = root  # workspace/attachments/voice-replies: files that go out
+        self._told: set[str] = set()  # people told of a failure since speech last worked
 
     async def add(self, request: TurnRequest, outcome: TurnOutcome) -> TurnOutcome:
         last = request.messages[-1] if request.messages else None
@@ -183,13 +186,36 @@ class SpokenReplies:
                 await self._speech.speak(spoken, target)
             except (SpeechError, OSError) as exc:
                 log.warning("voice reply for turn %s failed: %s", request.turn_id, exc)
-                return outcome
+                note = self._failure_note(request, exc)
+                if not note:
+                    return outcome
+                replies[index] = replace(reply, text=f"{reply.text.rstrip()}\n\n{note}")
+                return replace(outcome, replies=tuple(replies))
+            self._told.clear()
             voice = Attachment(
                 "voice", path=str(target), mime_type="audio/ogg", filename="reply.ogg"
             )
             replies[index] = replace(reply, attachments=(*reply.attachments, voice))
             return replace(outcome, replies=tuple(replies))
         return outcome
+
+    def _failure_note(self, request: TurnRequest, exc: Exception) -> str:
+        """What the person is told of a spoken reply that failed; empty once they were."""
+        person = request.principal.person
+        if person in self._told:
+            return ""
+        self._told.add(person)
+        if not request.principal.is_owner:
+            return (
+                "(I could not answer with a voice message this time: the answer is only in "
+                "writing.)"
+            )
+        reason = " ".join(str(exc).split())[:200]
+        return (
+            f"(I could not answer with a voice message: the speech server failed ({reason}). "
+            '`switchboard doctor` checks [voice]; voice.reply = "never" turns spoken '
+            "replies off. I say this once, until one works again.)"
+        )
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm.server_facts import FoundWindow, detect
 from channels.telegram.adapter import TelegramChannel
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
@@ -116,6 +117,13 @@ def model_env(home: Path, base_url: str) -> dict[str, str]:
     return chat_env(
         home, base_url, SWITCHBOARD_LLM__MODEL="smollm2-135m", SWITCHBOARD_LLM__MAX_TOKENS="64"
     )
+
+
+async def test_onboarding_reads_the_window_the_server_was_started_with(llama: str) -> None:
+    """llama-cpp-python's server says its --n_ctx nowhere (no /props, a bare /v1/models):
+    its refusal of a longer prompt says it, and onboarding proposes that, not 128,000."""
+    facts = await detect("openai", llama, "smollm2-135m")
+    assert facts.window == FoundWindow(CONTEXT, "llama-cpp-python's refusal of a longer prompt")
 
 
 async def test_chat_gets_a_streamed_answer_from_a_real_model(tmp_path: Path, llama: str) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm.server_facts import PROBE_TOKENS, detect
 from tests.fakes.llm import SIGN_IN_PAGE, FakeLLM, ServerKind
 from tests.fakes.telegram import FakeTelegram
 from tests.test_cli import cli_env, switchboard
@@ -190,6 +191,7 @@ async def test_onboard_asks_in_a_terminal(tmp_path: Path, fake_llm: FakeLLM) -> 
     ("kind", "window", "source"),
     [
         ("llama.cpp", 8_192, "llama.cpp's /props (n_ctx)"),
+        ("llama-cpp-python", 2_048, "llama-cpp-python's refusal of a longer prompt"),
         ("ollama", 16_384, "Ollama's /api/show (num_ctx)"),
         ("ollama-default", 4_096, "Ollama's default window"),
         ("vllm", 32_768, "the server's model list (vLLM max_model_len)"),
@@ -211,6 +213,19 @@ async def test_onboard_saves_the_context_window_the_server_reports(
     assert f"context_window = {window}" in (home / "config.toml").read_text()
     code, out, _ = await switchboard("config", "get", "llm.context_window", env=env)
     assert out.strip() == str(window)
+    # only llama-cpp-python is sent the long prompt (Ollama would cut it to fit and read it)
+    assert bool(fake_llm.completion_prompts) is (kind == "llama-cpp-python")
+
+
+async def test_a_llama_cpp_python_window_past_the_probe_is_not_guessed(fake_llm: FakeLLM) -> None:
+    """A llama-cpp-python server with a window larger than the probe's prompt refuses it
+    for its stop word, before reading it: no window is claimed (onboarding asks, or keeps
+    the setting and names the flag)."""
+    fake_llm.server_kind = "llama-cpp-python"
+    fake_llm.reported_window = PROBE_TOKENS + 1
+    facts = await detect("openai", fake_llm.openai_url, "fake-model")
+    assert facts.window is None
+    assert fake_llm.completion_prompts == [PROBE_TOKENS]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,13 @@ way, all at once (one short request each; a server ignores the questions that ar
 - llama.cpp's server: ``GET /props``, ``default_generation_settings.n_ctx`` (the window it
   was started with, ``--ctx-size``; not the model's trained length) and
   ``modalities.vision`` (whether it was given the model's image projector, ``--mmproj``);
+- llama-cpp-python's server (what ``make local-model`` installs; it names itself in
+  ``GET /openapi.json``): it says its window (``--n_ctx``) nowhere but in the refusal of a
+  longer prompt, so it is sent one (:data:`PROBE_TOKENS` tokens, about 512 kB, which it
+  only counts): "This model's maximum context length is 2048 tokens". The request also
+  carries a stop word it cannot encode, which it reads after the length check and before
+  any work, so a window larger than the probe still costs no model work: the request is
+  refused for the stop word, and the window is not known;
 - Ollama: ``POST /api/show``, the model's ``num_ctx`` parameter. Without one, Ollama serves
   its default window (4,096 tokens unless the server sets ``OLLAMA_CONTEXT_LENGTH``) and
   silently cuts longer prompts, whatever ``model_info["<arch>.context_length"]`` allows.
@@ -36,8 +43,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from agent.llm.errors import window_from_error
+
 OLLAMA_DEFAULT = 4_096  # what Ollama serves a model without num_ctx (since 0.6; was 2,048)
 PROBE_SECONDS = 5.0
+LLAMA_CPP_PYTHON = "llama.cpp Python API"  # its OpenAPI title ("🦙 llama.cpp Python API")
+PROBE_TOKENS = 262_144  # " a" that many times: a token each in the tokenizers we know
 
 # Hosted models by name prefix, longest prefix wins. Only models whose window is published
 # and stable; anything else is asked for.
@@ -101,6 +112,7 @@ async def detect(
     async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
         asks: list[Callable[[], Awaitable[ServerFacts]]] = [
             lambda: _llama_cpp(http, base_url),
+            lambda: _llama_cpp_python(http, base_url),
             lambda: _listed(http, f"{base_url.rstrip('/')}/models", model, MODEL_LIST_FIELDS),
             lambda: _listed(http, f"{_root(base_url)}/api/v0/models", model, LM_STUDIO_FIELDS),
             lambda: _ollama(http, base_url, model),
@@ -180,6 +192,26 @@ async def _llama_cpp(http: aiohttp.ClientSession, base_url: str) -> ServerFacts:
         if isinstance(vision, bool)
         else None,
     )
+
+
+async def _llama_cpp_python(http: aiohttp.ClientSession, base_url: str) -> ServerFacts:
+    """llama-cpp-python's window, from its refusal of a prompt longer than it (only asked
+    of a server that names itself so: another, Ollama say, would cut such a prompt to fit
+    and read it)."""
+    async with http.get(f"{_root(base_url)}/openapi.json") as response:
+        data = await _json(response)
+    info = data.get("info") if isinstance(data, Mapping) else None
+    title = info.get("title") if isinstance(info, Mapping) else None
+    if not isinstance(title, str) or LLAMA_CPP_PYTHON not in title:
+        return ServerFacts()
+    # "\ud800" cannot be encoded: a prompt that fits is refused before it is read
+    probe = {"prompt": " a" * PROBE_TOKENS, "max_tokens": 1, "stop": ["\ud800"]}
+    async with http.post(f"{_root(base_url)}/v1/completions", json=probe) as response:
+        refusal = await response.text()
+    window = window_from_error(refusal) if response.status == 400 else None
+    if window is None:
+        return ServerFacts()
+    return ServerFacts(FoundWindow(window, "llama-cpp-python's refusal of a longer prompt"))
 
 
 def _entry(data: Any, model: str) -> Mapping[str, Any] | None:

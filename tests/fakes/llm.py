@@ -26,7 +26,9 @@ from aiohttp import web
 
 from tests.fakes.llm_anthropic import AnthropicWire, pieces
 
-ServerKind = Literal["llama.cpp", "ollama", "ollama-default", "vllm", "lm-studio"]
+ServerKind = Literal[
+    "llama.cpp", "llama-cpp-python", "ollama", "ollama-default", "vllm", "lm-studio"
+]
 SIGN_IN_PAGE = (
     "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>"
     '<body><form method="post">Password <input type="password"></form></body></html>'
@@ -297,6 +299,9 @@ class FakeLLM(AnthropicWire):
         self.server_kind: ServerKind | None = None
         self.reported_window: int | None = None
         self.served_model = "fake-model"
+        # The prompts (in tokens: llama-cpp-python's count of " a a a") sent to the legacy
+        # /v1/completions, which only llama-cpp-python's window probe uses.
+        self.completion_prompts: list[int] = []
         self.refusal_style: Literal["openai", "llama.cpp", "bare"] = "openai"
         # False: a model that sees no pictures. A request with an image part is refused as
         # llama.cpp's server refuses it (500), or as vLLM does (400) with refusal_style
@@ -331,6 +336,8 @@ class FakeLLM(AnthropicWire):
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/props", self._llama_props)
+        app.router.add_get("/openapi.json", self._openapi)
+        app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/api/show", self._ollama_show)
         app.router.add_get("/api/v0/models", self._lm_studio_models)
         app.router.add_post("/v1/embeddings", self._embeddings)
@@ -446,6 +453,40 @@ class FakeLLM(AnthropicWire):
         return web.json_response(
             {"default_generation_settings": settings, "total_slots": 1, "modalities": modalities}
         )
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        if self.server_kind != "llama-cpp-python":
+            return web.json_response({"detail": "Not Found"}, status=404)
+        info = {"title": "🦙 llama.cpp Python API", "version": "0.3.36"}
+        return web.json_response({"openapi": "3.1.0", "info": info, "paths": {}})
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        """llama-cpp-python's /v1/completions, as far as its window probe goes: a prompt of
+        the window or more is refused (400, its words); one that fits fails on a stop word
+        that cannot be encoded (500), which it reads before any work."""
+        body = await request.json()
+        tokens = len(str(body.get("prompt", "")).split())
+        self.completion_prompts.append(tokens)
+        if self.server_kind != "llama-cpp-python":
+            return web.json_response({"detail": "Not Found"}, status=404)
+        answer = int(body.get("max_tokens") or 16)
+        if tokens >= self._window:
+            message = (
+                f"This model's maximum context length is {self._window} tokens, however you "
+                f"requested {tokens + answer} tokens ({tokens} in your prompt; {answer} for the "
+                "completion). Please reduce your prompt; or completion length."
+            )
+            error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+            return web.json_response(
+                {"error": {**error, "code": "context_length_exceeded"}}, status=400
+            )
+        try:
+            for stop in body.get("stop") or []:
+                str(stop).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            error = {"message": str(exc), "type": "internal_server_error", "param": None}
+            return web.json_response({"error": {**error, "code": None}}, status=500)
+        return web.json_response({"error": {"message": "not scripted"}}, status=501)
 
     async def _ollama_show(self, request: web.Request) -> web.Response:
         if self.server_kind not in ("ollama", "ollama-default"):

@@ -96,7 +96,10 @@ async def test_a_web_page_at_the_base_url_is_said_as_such(
             f'{fake_llm.openai_url} answered /chat/completions with an HTML page ("Sign in"), '
             "not an OpenAI-compatible API."
         )
-        assert "Set SWITCHBOARD_LLM__BASE_URL to the model server's /v1 root" in said
+        assert (
+            "Set llm.base_url in config.toml or SWITCHBOARD_LLM__BASE_URL to the model server's /v1 root"
+            in said
+        )
     else:
         assert said.startswith(
             f'{fake_llm.anthropic_url} answered /v1/messages with an HTML page ("Sign in"), '

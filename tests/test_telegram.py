@@ -441,7 +441,7 @@ async def test_onboard_without_a_terminal_names_the_answers_it_was_not_given(
     )
     assert await asyncio.to_thread(onboard_channel, args, load_settings(home=home)) == 1
     err = capsys.readouterr().err
-    assert "telegram.token is not set: put SWITCHBOARD_TELEGRAM__TOKEN=... in .env" in err
+    assert "telegram.token is not set: answer it with --set token=..." in err
     assert "Nothing saved." in err
     assert "Answers it takes (--set KEY=VALUE):\n  token: " in err  # what to add, by name
     assert "base_url:" not in err  # given already

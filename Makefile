@@ -64,7 +64,7 @@ link: install
 	esac
 
 # Three workers on two cores: the tests wait on sockets, servers and child processes more
-# than they compute (two workers kept the cores about 75 % busy), so a third shortens the
+# than they compute (two workers kept one core busy of the two), so a third shortens the
 # run (13.8 to 8.8 minutes here) without the machine running short.
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n 3

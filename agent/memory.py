@@ -25,7 +25,7 @@ from typing import Literal
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal
 from gateway.core.system.fileutil import private_folders, write_atomic
-from gateway.core.textutil import only_headings, without_comments
+from gateway.core.text.textutil import only_headings, without_comments
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 PEOPLE = "memory/people"  # a folder per person (their direct chats' memory)

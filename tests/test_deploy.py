@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.cli.service import launchd_plist
+from gateway.cli.service.command import launchd_plist
 from gateway.config.settings import Settings
 from tests.fakes.llm import FakeLLM
 from tests.test_cli import cli_env, switchboard

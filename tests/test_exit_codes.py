@@ -16,8 +16,8 @@ import pytest
 
 from gateway.cli import exit_codes
 from gateway.cli.entry import main
-from gateway.cli.launchd import STOPPED_FILE
-from gateway.cli.service import systemd_unit
+from gateway.cli.service.command import systemd_unit
+from gateway.cli.service.launchd import STOPPED_FILE
 from gateway.config.settings import Settings
 from gateway.core.system.lock import ProcessLock
 from gateway.runtime.deployment import LOCK_FILE
@@ -83,7 +83,7 @@ def test_launchd_restarts_a_crash_but_not_what_a_person_must_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The launchd agent keeps the gateway running while its stopped file is absent
-    (gateway/cli/service.py): a configuration error writes it (launchd would otherwise
+    (gateway/cli/service/command.py): a configuration error writes it (launchd would otherwise
     start the gateway every few seconds, as it did on any status but 0); a start that
     fails in a way a restart may change (another process holds the home: 3) leaves it
     absent, and the exit statuses stay what they are."""

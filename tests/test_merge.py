@@ -1,10 +1,10 @@
-"""The three-way merge of the memory editor (gateway/core/merge.py): the owner's edit and
+"""The three-way merge of the memory editor (gateway/core/text/merge.py): the owner's edit and
 the assistant's note, both kept; where both changed the same lines, a conflict with each
 side's lines, never a choice made for the owner."""
 
 from __future__ import annotations
 
-from gateway.core.merge import Conflict, Merge, merge
+from gateway.core.text.merge import Conflict, Merge, merge
 
 BASE = "# Memory\n\n- Ann likes tea.\n- Bo plays chess.\n"
 

@@ -36,7 +36,7 @@ from agent.tools.files import write_text_atomic
 from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import ChatType
-from gateway.core.textutil import written_lines
+from gateway.core.text.textutil import written_lines
 from gateway.store import MemoryEntries, Origin
 
 # Words of a request to remember: a hint for the approver (agent.policy), no more.

@@ -18,7 +18,7 @@ from slackify_markdown import slackify_markdown  # type: ignore[import-untyped]
 
 from channels._text import split_message
 from gateway.core.messages import OutboundMessage
-from gateway.core.verbatim import unclosable
+from gateway.core.text.verbatim import unclosable
 
 log = logging.getLogger(__name__)
 

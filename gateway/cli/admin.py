@@ -189,7 +189,7 @@ def _by() -> str:
 def decide(settings: Settings, code: str, *, approve: bool, owner: bool = False) -> int:
     """Approve (the person is welcomed) or deny (they are not told) the request ``code``;
     ``owner``: the approved address becomes an owner of its channel too."""
-    from gateway.core.textutil import shown_name  # noqa: PLC0415
+    from gateway.core.text.textutil import shown_name  # noqa: PLC0415
     from gateway.runtime.intake.pairing import PairingDesk  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 

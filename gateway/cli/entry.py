@@ -5,7 +5,7 @@ and the command itself (gateway/cli/main.py) inside a ``try``: code updated with
 reinstalling may import a package the environment lacks (or has too old) anywhere, at the
 top of the command's own module too, and that is said in one line naming the package and
 the command that installs it, with exit status 6, never as a traceback. Under launchd it
-also keeps the agent's stopped file (gateway/cli/launchd.py).
+also keeps the agent's stopped file (gateway/cli/service/launchd.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway.cli.exit_codes import NOT_INSTALLED
-from gateway.cli.launchd import supervised
+from gateway.cli.service.launchd import supervised
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """What ``switchboard``'s exit status tells a supervisor beyond "failed" (1): the systemd
 unit does not restart the gateway for the ones a person must fix first
-(:data:`A_PERSON_MUST_ACT`, gateway/cli/service.py); restarting on them every few seconds
+(:data:`A_PERSON_MUST_ACT`, gateway/cli/service/command.py); restarting on them every few seconds
 would only repeat the error. docs/reliability.md#exit-codes lists them all, with what to do.
 
 Only standard-library imports here: the command's entry point (gateway/cli/entry.py) reads

@@ -96,7 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
         config,
         logs,
         run,
-        service,
         skills,
         status,
         upgrade,
@@ -104,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from gateway.cli.doctor import command as doctor  # noqa: PLC0415
     from gateway.cli.onboard import command as onboard  # noqa: PLC0415
+    from gateway.cli.service import command as service  # noqa: PLC0415
 
     parser = Parser(
         prog="switchboard",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from gateway.core.verbatim import fenced
+from gateway.core.text.verbatim import fenced
 
 
 class ChatType(enum.StrEnum):
@@ -261,7 +261,7 @@ class OutboundMessage:
     idempotency_key: str = field(default_factory=new_id)
     actions: tuple[Action, ...] = ()  # buttons, where the platform has them
     direct: bool = False
-    # ``text`` ends with this block as gateway.core.verbatim.fenced(verbatim), which every
+    # ``text`` ends with this block as gateway.core.text.verbatim.fenced(verbatim), which every
     # markdown renderer shows as written; channels that can (Telegram: a ``pre`` entity by
     # offsets) show ``verbatim`` itself without any markdown. Approval prompts use it.
     verbatim: str = ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gateway.core.merge import Merge, merge
+from gateway.core.text.merge import Merge, merge
 
 BOOTSTRAP_FILES = (
     "AGENTS.md",

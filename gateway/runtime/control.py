@@ -14,7 +14,7 @@ One place decides what each action means, wherever it is asked for:
 - workspace files: written under the same lock the agent's memory notes take
   (``agent/memory.py:exclusive``), so a note the agent adds meanwhile is never lost: a save
   of a file that changed since the page read it is merged with that change
-  (gateway/core/merge.py), and refused when both changed the same part (the page shows
+  (gateway/core/text/merge.py), and refused when both changed the same part (the page shows
   each conflict for the owner to decide).
 
 The page acts as the owner at the machine (like the terminal and the web chat: whoever has

@@ -17,8 +17,8 @@ from typing import Literal, Protocol
 from gateway.config.reference.form import FormSection
 from gateway.config.settings import Settings
 from gateway.core.channel import Channel
-from gateway.core.merge import Merge
 from gateway.core.services import ScheduledItem
+from gateway.core.text.merge import Merge
 from gateway.core.workspace_files import FileText
 from gateway.store import PairingRequest, Store
 
@@ -210,6 +210,6 @@ class GatewayView(Protocol):
     ) -> FileText:
         """Write one of the owner's workspace files (gateway/core/workspace_files.py): the
         editor's ``text``, made from the version whose digest is ``base`` (``base_text``),
-        merged with what changed the file since (gateway/core/merge.py). What was written;
+        merged with what changed the file since (gateway/core/text/merge.py). What was written;
         :class:`WorkspaceConflict` when both changed the same part, :class:`NotEditable`
         when it is not such a file."""

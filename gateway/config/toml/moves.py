@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # SWITCHBOARD_* variables that are not settings: where the settings are
-# SWITCHBOARD_STOPPED_FILE: the launchd agent's (gateway/cli/launchd.py)
+# SWITCHBOARD_STOPPED_FILE: the launchd agent's (gateway/cli/service/launchd.py)
 NOT_SETTINGS = frozenset(
     {f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}SECRETS_DIR", f"{ENV_PREFIX}STOPPED_FILE"}
 )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from gateway.config.channels import ChannelSection
 from gateway.core.messages import OutboundKind, OutboundMessage
-from gateway.core.textutil import shown_name
+from gateway.core.text.textutil import shown_name
 from gateway.store import AuditLog, Outbox, PairingRequest, Pairings, Store
 
 WELCOME = "You're approved - welcome! Just write to me like you would to a colleague."

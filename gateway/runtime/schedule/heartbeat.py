@@ -25,7 +25,7 @@ from gateway.config.settings import HeartbeatSettings, Settings
 from gateway.core.messages import ChatRef, ChatType
 from gateway.core.principal import Principal, Role
 from gateway.core.schedule_spec import zone
-from gateway.core.textutil import only_headings, without_comments
+from gateway.core.text.textutil import only_headings, without_comments
 from gateway.core.turns import TurnKind
 from gateway.runtime.people.budget import UserBudget
 from gateway.runtime.people.directory import PeopleDirectory, owners_home

@@ -1,7 +1,7 @@
 """What approvers and requesters read about an approval request (pure text, no I/O).
 
 Approvers see exactly what would run: the tool, who asked and every argument (redacted),
-inside one code block that no value can close or format (:mod:`gateway.core.verbatim`:
+inside one code block that no value can close or format (:mod:`gateway.core.text.verbatim`:
 the prompt's :attr:`OutboundMessage.verbatim`, a ``pre`` entity on Telegram), with
 bidirectional and zero-width characters spelled out. An argument too long for the prompt is
 cut there, and the prose outside the block (only our own words) says which, how long it
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.messages import Action
-from gateway.core.verbatim import fenced, visible
+from gateway.core.text.verbatim import fenced, visible
 from gateway.store import ApprovalRequest, ApprovalState
 
 MAX_VALUE_CHARS = 1_500  # per argument shown in the prompt; /show ID shows it all

@@ -1,6 +1,6 @@
 """The control center's approvals: the requests waiting for a decision, every argument in
 full as the chat's ``/show ID`` shows it (secrets redacted, invisible characters spelled
-out: :func:`gateway.core.verbatim.visible`), and the ones decided lately.
+out: :func:`gateway.core.text.verbatim.visible`), and the ones decided lately.
 
 The page decides through :meth:`GatewayView.decide_approval`, the code ``/approve ID`` runs.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gateway.core.verbatim import visible
+from gateway.core.text.verbatim import visible
 from gateway.store import ApprovalRequest
 from gateway.web.control.names import Names
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.core.principal import Role
-from gateway.core.textutil import shown_name
+from gateway.core.text.textutil import shown_name
 from gateway.web.control.names import Names
 
 if TYPE_CHECKING:

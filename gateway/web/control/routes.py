@@ -29,8 +29,8 @@ from aiohttp import web
 from gateway.config.people import valid_person_key
 from gateway.core.channel import SupportsHealth
 from gateway.core.lifecycle import waited
-from gateway.core.merge import Conflict, Merge
 from gateway.core.system.bodies import parse_json
+from gateway.core.text.merge import Conflict, Merge
 from gateway.core.workspace_files import listing as workspace_listing
 from gateway.core.workspace_files import read as read_workspace
 from gateway.core.workspace_files import rebased

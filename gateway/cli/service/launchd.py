@@ -3,7 +3,7 @@
 launchd's ``KeepAlive`` tells exit statuses apart only as zero or not (``SuccessfulExit``)
 and has no list of statuses not to restart on, as systemd's ``RestartPreventExitStatus``
 is; its ``Crashed`` counts only a few signals, not an exception's exit 1. So the agent
-(gateway/cli/service.py) keeps the gateway running while the file named by
+(gateway/cli/service/command.py) keeps the gateway running while the file named by
 ``SWITCHBOARD_STOPPED_FILE`` is absent (``PathState``): ``switchboard run`` removes it when
 it starts and writes it when it ends in a way no restart changes, stopped (0) or one of
 :data:`~gateway.cli.exit_codes.A_PERSON_MUST_ACT`. A crash (an exception, a signal, any

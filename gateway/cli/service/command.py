@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.cli.exit_codes import A_PERSON_MUST_ACT
-from gateway.cli.launchd import LABEL as LAUNCHD_LABEL
-from gateway.cli.launchd import STOPPED_FILE
+from gateway.cli.service.launchd import LABEL as LAUNCHD_LABEL
+from gateway.cli.service.launchd import STOPPED_FILE
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
@@ -166,7 +166,7 @@ def launchd_plist(settings: Settings, python: str = sys.executable) -> str:
     (``SuccessfulExit``) and has no list of statuses not to restart on; ``Crashed`` counts
     only a few signals, not an exception's exit 1. So the agent keeps the gateway running
     while a file is absent (``PathState``), which ``switchboard run`` writes when it exits
-    in a way a restart does not change and removes when it starts (gateway/cli/launchd.py):
+    in a way a restart does not change and removes when it starts (gateway/cli/service/launchd.py):
     the exit status stays what it is (``launchctl print`` shows it)."""
     logs = settings.data_dir / "logs"
     environment = {

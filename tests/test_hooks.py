@@ -14,15 +14,18 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 import pytest
+import tomlkit
 
 from channels.hooks.signature import sign, sign_body, sign_stripe
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, load_settings
 from gateway.runtime.app import Gateway
+from gateway.runtime.home import onboard
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, held, text
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
@@ -470,3 +473,44 @@ async def test_an_owner_hook_never_becomes_the_owners_home_chat(
         await gateway.wait_idle()
         home = await gateway.store.homes.get()
     assert home is None
+
+
+async def test_a_hook_without_deliver_to_follows_a_heartbeat_target_changed_live(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """``heartbeat.target`` applies at once (docs/configuration.md): a hook's answer with no
+    ``deliver_to`` goes to the owner's chat it names now, not the one it named at start."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        tomlkit.dumps(
+            {
+                "llm": {
+                    "base_url": fake_llm.openai_url,
+                    "model": "fake-model",
+                    "api_key": "sk-x-123456",
+                    "max_retries": 0,
+                },
+                "agent": {"reflection": False},
+                "telegram": section(tg, owners=[str(OWNER), "43"]),
+                "web": {"port": 0},
+                "heartbeat": {"target": f"telegram:{OWNER}"},
+                "hooks": {"github": {"secret": SECRET, "prompt": "Summarise:\n{payload}"}},
+            }
+        )
+    )
+    fake_llm.queue(text("First event."), text("Second event."))
+    settings = load_settings(home=home)
+    onboard(settings.home, settings.workspace_dir)
+    async with serving(settings) as (gateway, url):
+        body = json.dumps(CI_FAILURE).encode()
+        assert (await post(url + "github", body, signed(body, "d-1")))[0] == 202
+        await tg.wait_sent(1, chat_id=OWNER)
+        report = await gateway.config_reload.change({"heartbeat.target": "telegram:43"}, by="test")
+        assert report.applied == ("heartbeat.target",)
+        body = json.dumps({**CI_FAILURE, "action": "rerun"}).encode()
+        assert (await post(url + "github", body, signed(body, "d-2")))[0] == 202
+        await tg.wait_sent(1, chat_id=43)
+        await gateway.wait_idle()
+    assert tg.texts(OWNER) == ["First event."]
+    assert tg.texts(43) == ["Second event."]

@@ -112,11 +112,7 @@ def programs(settings: Settings, url: str | None) -> dict[str, Any]:
 
 
 async def stored_report(settings: Settings) -> dict[str, Any]:
-    from gateway.runtime.schedule.heartbeat import (  # noqa: PLC0415
-        OwnersHome,
-        Refused,
-        check_in_chat,
-    )
+    from gateway.runtime.schedule.heartbeat import OwnersChat, Refused  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     path = settings.data_dir / "switchboard.db"
@@ -125,7 +121,7 @@ async def stored_report(settings: Settings) -> dict[str, Any]:
         return {**empty, "heartbeat_target": None, "heartbeat_refused": None, "nodes": []}
     async with store_for(settings, migrates=False) as store:
         counts = await store.journal.counts()
-        found = await check_in_chat(settings.heartbeat, OwnersHome.stored(settings, store))
+        found = await OwnersChat.stored(settings, store).find()
         target = None if found is None or isinstance(found, Refused) else found.label
         return {
             "store": "ok",

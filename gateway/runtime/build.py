@@ -74,7 +74,7 @@ from gateway.runtime.programs import ProgramRoutes, program_channels
 from gateway.runtime.reload import ConfigReload
 from gateway.runtime.schedule.agenda import OwnersAgenda
 from gateway.runtime.schedule.briefing import Briefing
-from gateway.runtime.schedule.heartbeat import Heartbeat, OwnersHome, heartbeat_target
+from gateway.runtime.schedule.heartbeat import Heartbeat, OwnersChat, OwnersHome
 from gateway.runtime.schedule.housekeeping import housekeeping
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
@@ -204,13 +204,15 @@ def people_for(
     sections: Mapping[str, ChannelSection],
     *,
     clock: Clock,
-) -> tuple[PeopleDirectory, Linking, Zones, OwnersHome]:
+) -> tuple[PeopleDirectory, Linking, Zones, OwnersChat]:
     """Who an address is (one person on many channels), the links people make, each
-    person's time zone, and the owner's home chat (where check-ins and notices go)."""
+    person's time zone, and the owner's chat (where check-ins and notices go)."""
     directory = PeopleDirectory(
         settings.people, sections, store.links, store.kv, scope=settings.session.scope
     )
-    owners_home = OwnersHome(settings, store.homes, directory)
+    owners_chat = OwnersChat(
+        settings.heartbeat.target, OwnersHome(settings, store.homes, directory)
+    )
     linking = Linking(
         directory,
         store.links,
@@ -220,7 +222,7 @@ def people_for(
         keep=settings.agent.history_max_messages,
         audit=store.audit,
         outbox=store.outbox,
-        owner_home=lambda: heartbeat_target(settings.heartbeat, owners_home),
+        owner_home=owners_chat.get,
         on_outbound=bus.outbound_ready,
         clock=clock,
     )
@@ -231,7 +233,7 @@ def people_for(
         default=settings.timezone,
         clock=clock,
     )
-    return directory, linking, zones, owners_home
+    return directory, linking, zones, owners_chat
 
 
 def allowances(
@@ -240,7 +242,7 @@ def allowances(
     bus: LocalBus,
     directory: PeopleDirectory,
     *,
-    owners_home: OwnersHome,
+    owners_chat: OwnersChat,
 ) -> tuple[SpendCaps, SpendWatch, UserBudget]:
     """The money caps, the watch that tells the owner how far they are spent, and each
     person's allowance (turns, tokens, money)."""
@@ -254,7 +256,7 @@ def allowances(
     spend = SpendWatch(
         spend_caps,
         store.spend_notices,
-        home=lambda: heartbeat_target(settings.heartbeat, owners_home),
+        home=owners_chat.get,
         outbound_ready=bus.outbound_ready,
     )
     return (
@@ -270,7 +272,7 @@ def heartbeat_for(
     *,
     zones: Zones,
     budget: UserBudget,
-    owners_home: OwnersHome,
+    owners_chat: OwnersChat,
 ) -> Heartbeat:
     """The heartbeat, with the day's events when ``calendar.heartbeat`` says so."""
     agenda = owners_agenda(settings, zones)
@@ -279,7 +281,7 @@ def heartbeat_for(
         workspace=settings.workspace_dir,
         outbox=store.outbox,
         usage=store.usage,
-        homes=owners_home,
+        chat=owners_chat,
         kv=store.kv,
         timezone=settings.timezone,
         agenda=agenda if settings.calendar.heartbeat else None,
@@ -296,7 +298,7 @@ def scheduler_for(
     zones: Zones,
     directory: PeopleDirectory,
     heartbeat: Heartbeat,
-    owners_home: OwnersHome,
+    owners_chat: OwnersChat,
     clock: Clock,
 ) -> Scheduler:
     """Jobs, the heartbeat, the morning briefing and housekeeping, on the scheduler."""
@@ -315,8 +317,7 @@ def scheduler_for(
             Briefing(
                 settings.calendar,
                 agenda=agenda,
-                heartbeat=settings.heartbeat,
-                homes=owners_home,
+                chat=owners_chat,
                 kv=store.kv,
             )
             if agenda is not None
@@ -371,7 +372,7 @@ def build(
         sections,
         on_outbound=bus.outbound_ready,
     )
-    directory, linking, zones, owners_home = people_for(settings, store, bus, sections, clock=clock)
+    directory, linking, zones, owners_chat = people_for(settings, store, bus, sections, clock=clock)
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
     # the cooldowns of failed models (llm.fallbacks), shared by all agents
@@ -450,7 +451,7 @@ def build(
         control_center=settings.web.enabled,
     )
     # -- what people and background work may spend, and the owner told how far it went
-    spend_caps, spend, budget = allowances(settings, store, bus, directory, owners_home=owners_home)
+    spend_caps, spend, budget = allowances(settings, store, bus, directory, owners_chat=owners_chat)
     # -- background tasks, and the channels other programs use (webhooks, the API)
     subagents = Subagents(
         tasks,
@@ -466,7 +467,7 @@ def build(
         max_resume_attempts=settings.agent.max_resume_attempts,
         resume=guard.single_process,  # a cluster: a task of a node that went is interrupted
     )
-    programs = ProgramRoutes(settings, owners_home)
+    programs = ProgramRoutes(settings, owners_chat)
     if serve_programs:
         for channel in program_channels(
             settings,
@@ -518,7 +519,7 @@ def build(
             budget=budget,
             set_aside=SetAside(
                 store.journal,
-                lambda: heartbeat_target(settings.heartbeat, owners_home),
+                owners_chat.get,
                 max_resume_attempts=settings.agent.max_resume_attempts,
             ),
             sections=sections,
@@ -570,9 +571,9 @@ def build(
         zones=zones,
         directory=directory,
         heartbeat=heartbeat_for(
-            settings, store, zones=zones, budget=budget, owners_home=owners_home
+            settings, store, zones=zones, budget=budget, owners_chat=owners_chat
         ),
-        owners_home=owners_home,
+        owners_chat=owners_chat,
         clock=clock,
     )
     # -- what the owner's control center changes (through the same parts as the chats)
@@ -626,6 +627,7 @@ def build(
                 managed=channels is None and guard.single_process,
             ),
             scheduler=scheduler,
+            owners_chat=owners_chat,
             jobs=jobs,
             budget=budget,
             status=status,

@@ -29,7 +29,7 @@ from gateway.runtime.agents.subagents import Subagents, TaskQueue
 from gateway.runtime.agents.task_board import TaskBoard, TaskChannel
 from gateway.runtime.bus import Bus
 from gateway.runtime.people.budget import UserBudget
-from gateway.runtime.schedule.heartbeat import HomeSource, heartbeat_target
+from gateway.runtime.schedule.heartbeat import OwnersChat
 from gateway.runtime.turns.routes import Route
 from gateway.store import Store
 
@@ -38,9 +38,9 @@ class ProgramRoutes:
     """Where a program's turn answers and as whom it acts (see the module docstring);
     :class:`gateway.runtime.turns.routes.Routes` asks it about every message."""
 
-    def __init__(self, settings: Settings, homes: HomeSource) -> None:
+    def __init__(self, settings: Settings, owners_chat: OwnersChat) -> None:
         self._settings = settings
-        self._homes = homes
+        self._owners_chat = owners_chat
 
     async def route(self, msg: InboundMessage, agent: str) -> Route:
         """The route of a message on a program's channel (``PROGRAM_CHANNELS``)."""
@@ -80,7 +80,7 @@ class ProgramRoutes:
         hook = self._settings.hooks.get(hook_name)
         if hook is not None and hook.target is not None:
             return hook.target
-        home = await heartbeat_target(self._settings.heartbeat, self._homes)
+        home = await self._owners_chat.get()
         return None if home is None else home.chat
 
 

@@ -71,10 +71,7 @@ def _chat_channels(settings: Settings) -> set[str]:
 async def _heartbeat_chat(settings: Settings) -> str | None:
     """Where a hook without ``deliver_to`` answers: the heartbeat's chat (``heartbeat.target``,
     else the owner's home chat as the store remembers it), or None."""
-    from gateway.runtime.schedule.heartbeat import (  # noqa: PLC0415
-        OwnersHome,
-        heartbeat_target,
-    )
+    from gateway.runtime.schedule.heartbeat import OwnersChat  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
     if settings.heartbeat.target:
@@ -83,7 +80,7 @@ async def _heartbeat_chat(settings: Settings) -> str | None:
         return None
     try:
         async with asyncio.timeout(10), store_for(settings, migrates=False) as store:
-            home = await heartbeat_target(settings.heartbeat, OwnersHome.stored(settings, store))
+            home = await OwnersChat.stored(settings, store).get()
     except Exception:  # the store's own check says what is wrong with it
         return None
     return None if home is None else home.label

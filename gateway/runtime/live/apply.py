@@ -27,6 +27,7 @@ from gateway.runtime.agents.roster import AgentRoster
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.live.channels import ChannelChange, LiveChannels
 from gateway.runtime.people.budget import UserBudget
+from gateway.runtime.schedule.heartbeat import OwnersChat
 from gateway.runtime.schedule.jobs import JobBook
 from gateway.runtime.schedule.scheduler import Scheduler
 
@@ -72,6 +73,7 @@ class LiveApply:
         roster: AgentRoster,
         channels: LiveChannels,
         scheduler: Scheduler,
+        owners_chat: OwnersChat,
         jobs: JobBook,
         budget: UserBudget,
         status: StatusText,
@@ -79,6 +81,7 @@ class LiveApply:
         self._roster = roster
         self._channels = channels
         self._scheduler = scheduler
+        self._owners_chat = owners_chat
         self._jobs = jobs
         self._budget = budget
         self._status = status
@@ -135,6 +138,7 @@ class LiveApply:
                     provider.warm()  # a new model's SDK, imported on a thread
         if LivePart.SCHEDULE in plan.parts:
             self._jobs.configure(new)
+            self._owners_chat.configure(new.heartbeat.target)  # before the heartbeat looks
             await self._scheduler.configure(new)
         if LivePart.ALLOWANCE in plan.parts:
             self._budget.configure(new.limits)

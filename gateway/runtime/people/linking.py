@@ -41,7 +41,7 @@ CONFIRM_SECONDS = 86_400  # a link waiting for the owner, for a day
 MAX_REFUSALS = 10
 REFUSALS_WINDOW = 3_600.0
 
-Home = Callable[[], Awaitable[HomeChat | None]]  # the owner's chat (heartbeat_target)
+Home = Callable[[], Awaitable[HomeChat | None]]  # the owner's chat (OwnersChat.get)
 
 
 class LinkRefused(Exception):

@@ -20,11 +20,10 @@ from zoneinfo import ZoneInfo
 
 from agent.calendar.events import day_bounds
 from gateway.config.integrations import CalendarSettings
-from gateway.config.settings import HeartbeatSettings
 from gateway.core.principal import Principal, Role
 from gateway.core.turns import TurnKind
 from gateway.runtime.schedule.agenda import OwnersAgenda
-from gateway.runtime.schedule.heartbeat import HomeSource, Skip, heartbeat_target
+from gateway.runtime.schedule.heartbeat import OwnersChat, Skip
 from gateway.runtime.schedule.runs import ScheduledRun
 from gateway.store import KeyValue
 
@@ -48,15 +47,13 @@ class Briefing:
         settings: CalendarSettings,
         *,
         agenda: OwnersAgenda,
-        heartbeat: HeartbeatSettings,
-        homes: HomeSource,
+        chat: OwnersChat,
         kv: KeyValue,
     ) -> None:
         hours, minutes = settings.briefing.split(":")
         self.at = time(int(hours), int(minutes))
         self._agenda = agenda
-        self._heartbeat = heartbeat  # heartbeat.target: where the briefing goes too
-        self._homes = homes
+        self._chat = chat  # where the briefing goes: where check-ins go
         self._kv = kv
         self.next_at: datetime | None = None  # the next briefing, as last planned
 
@@ -83,11 +80,11 @@ class Briefing:
         )
 
     async def _zone(self) -> ZoneInfo:
-        return await self._agenda.zone_of(await heartbeat_target(self._heartbeat, self._homes))
+        return await self._agenda.zone_of(await self._chat.get())
 
     async def plan(self, now: datetime) -> ScheduledRun | Skip:
         """Today's briefing, or why there is none; either way, today's is done."""
-        home = await heartbeat_target(self._heartbeat, self._homes)
+        home = await self._chat.get()
         zone = await self._agenda.zone_of(home)
         today = now.astimezone(zone).date()
         await self._kv.set(SENT_KEY, today.isoformat())

@@ -82,7 +82,7 @@ class Heartbeat:
         workspace: Path,
         outbox: Outbox,
         usage: UsageReport,
-        homes: HomeSource,
+        chat: OwnersChat,
         kv: KeyValue,
         timezone: str = "UTC",
         agenda: OwnersAgenda | None = None,
@@ -93,7 +93,7 @@ class Heartbeat:
         self._file = workspace / "HEARTBEAT.md"
         self._outbox = outbox
         self._usage = usage
-        self._homes = homes
+        self._chat = chat  # where check-ins go
         self._agenda = agenda  # calendar.heartbeat: the rest of the day's events
         self._budget = budget  # the money caps of background work
         self._kv = kv
@@ -172,7 +172,7 @@ class Heartbeat:
         return run
 
     async def _target(self) -> HomeChat | Refused | None:
-        found = await check_in_chat(self.settings, self._homes)
+        found = await self._chat.find()
         self.target = found.label if isinstance(found, HomeChat) else None
         refused = found.reason if isinstance(found, Refused) else None
         if refused is not None and refused != self._refused:  # said once, not at every tick
@@ -257,29 +257,43 @@ class Refused:
     reason: str
 
 
-async def check_in_chat(
-    settings: HeartbeatSettings, homes: HomeSource
-) -> HomeChat | Refused | None:
-    """Where check-ins go: ``heartbeat.target`` when it names a chat of the owner's (a
-    check-in acts with the owner's rights and has the owner's memory in its prompt; config
-    refuses a target it knows is someone else's, this one any it does not know as the
-    owner's), else the owner's home chat (:class:`OwnersHome`)."""
-    if not settings.target:
-        return await homes.get()
-    chat = parse_target(settings.target)
-    if await homes.owns(chat):
-        return HomeChat(chat, ChatType.DM)
-    return Refused(
-        f"heartbeat.target {settings.target} is not known as a chat of the owner's (their "
-        "own address, the home [people] gives them, or the direct chat they wrote from "
-        "last), so no check-in goes there: it would act with the owner's rights and show "
-        "the owner's memory"
-    )
+class OwnersChat:
+    """Where the owner is written to unasked: check-ins, the morning briefing, webhooks
+    without ``deliver_to``, the money and set-aside notices, a link waiting for them, the
+    status page. ``heartbeat.target`` when it names a chat of the owner's (a check-in acts
+    with the owner's rights and has the owner's memory in its prompt; config refuses a
+    target it knows is someone else's, this one any it does not know as the owner's), else
+    the owner's home chat (:class:`OwnersHome`). One for the gateway, told of a changed
+    ``heartbeat.target`` by the live reload, so that all of them follow it at once."""
 
+    def __init__(self, target: str | None, homes: HomeSource) -> None:
+        self._target = target
+        self._homes = homes
 
-async def heartbeat_target(settings: HeartbeatSettings, homes: HomeSource) -> HomeChat | None:
-    """The owner's chat, as check-ins find it (:func:`check_in_chat`; ``None``: none, or
-    ``heartbeat.target`` is refused). The status page, ``switchboard status``, webhooks
-    without ``deliver_to`` and the owner's notices all ask this."""
-    found = await check_in_chat(settings, homes)
-    return found if isinstance(found, HomeChat) else None
+    def configure(self, target: str | None) -> None:
+        """A new ``heartbeat.target`` (a reload)."""
+        self._target = target
+
+    async def find(self) -> HomeChat | Refused | None:
+        """The chat, or why ``heartbeat.target`` is refused (``None``: none known yet)."""
+        if not self._target:
+            return await self._homes.get()
+        chat = parse_target(self._target)
+        if await self._homes.owns(chat):
+            return HomeChat(chat, ChatType.DM)
+        return Refused(
+            f"heartbeat.target {self._target} is not known as a chat of the owner's (their "
+            "own address, the home [people] gives them, or the direct chat they wrote from "
+            "last), so no check-in goes there: it would act with the owner's rights and show "
+            "the owner's memory"
+        )
+
+    async def get(self) -> HomeChat | None:
+        """The chat (``None``: none known, or ``heartbeat.target`` is refused)."""
+        found = await self.find()
+        return found if isinstance(found, HomeChat) else None
+
+    @classmethod
+    def stored(cls, settings: Settings, store: Store) -> OwnersChat:
+        """As a command reads it from the store (the gateway's is built with its parts)."""
+        return cls(settings.heartbeat.target, OwnersHome.stored(settings, store))

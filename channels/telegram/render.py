@@ -4,14 +4,14 @@ Why entities and not ``parse_mode``: MarkdownV2 needs every ``_*[]()~`>#+-=|{}.!
 and one missed character makes Telegram reject the whole message. Here the markdown is
 read into plain text plus ``MessageEntity`` ranges, which cannot be mis-escaped.
 
-It is read as the web chat reads it (:mod:`channels._markdown`), so the two show the same
-words: the markup goes and everything else stays as the model wrote it (``Vec<String>``,
-``2*3*4``, ``__init__``, ``&``). Headings are bold; list items keep a bullet (•) or their
-number, task items their box (☐ open, ☑ done) instead of the bullet, nested items are
-indented; a quote is one ``blockquote`` entity (Telegram nests none); code blocks are
-``pre`` with their language; a table is a ``pre`` block of aligned columns (a link in it
-shows its address, which a ``pre`` cannot link); a rule is ``———``. Inside a link, code is
-shown as text (Telegram lets no entity hold a ``code`` and a link at once).
+It is read as every channel reads it (:mod:`channels._markdown`), so it shows the same words
+as the web chat: the markup goes and everything else stays as the model wrote it
+(``Vec<String>``, ``2*3*4``, ``__init__``, ``&``). :mod:`channels._styled` writes the text
+and its ranges, as for Signal: headings bold, list items with a bullet (•) or their number,
+task items with their box (☐ open, ☑ done) instead of the bullet, code blocks ``pre`` with
+their language, a table a ``pre`` block of aligned columns. Here a link is a ``text_link``
+entity (inside it, code is shown as text: Telegram lets no entity hold a ``code`` and a
+link at once) and a quote one ``blockquote`` entity (Telegram nests none).
 
 Splitting happens on the markdown first (:func:`channels._text.split_message`, which keeps
 code fences balanced per chunk), then each chunk is converted on its own, so every entity
@@ -24,25 +24,25 @@ markdown: :func:`render_message`.
 
 from __future__ import annotations
 
-import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from markdown_it.token import Token
 from telegram import MessageEntity
 
-from channels._markdown import markdown
+from channels._styled import Kind, styled
 from channels._text import split_message, utf16_length
 from gateway.core.messages import OutboundMessage
 
 MAX_MESSAGE = 4096  # UTF-16 code units, as Telegram counts
 MAX_CAPTION = 1024
-RULE = "———"
-_INLINE = {
-    "strong": MessageEntity.BOLD,
-    "em": MessageEntity.ITALIC,
-    "s": MessageEntity.STRIKETHROUGH,
+_ENTITY: dict[Kind, str] = {
+    "bold": MessageEntity.BOLD,
+    "italic": MessageEntity.ITALIC,
+    "strike": MessageEntity.STRIKETHROUGH,
+    "code": MessageEntity.CODE,
+    "pre": MessageEntity.PRE,
+    "link": MessageEntity.TEXT_LINK,
+    "quote": MessageEntity.BLOCKQUOTE,
 }
-_MD = markdown()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +94,11 @@ def render_message(message: OutboundMessage, *, limit: int = MAX_MESSAGE) -> lis
 
 def convert(markdown: str) -> tuple[str, tuple[MessageEntity, ...]]:
     """``markdown`` as Telegram shows it: the text and its entities (UTF-16 offsets)."""
-    writer = _Writer()
-    writer.blocks(_MD.parse(markdown))
-    text = "".join(writer.out).rstrip()
-    size = utf16_length(text)
-    entities = sorted(
-        (
-            _clipped(entity, size)
-            for entity in writer.entities
-            if entity.offset < size and entity.length > 0
-        ),
-        key=lambda e: (e.offset, -e.length),
+    text, spans = styled(markdown, link_ranges=True, quote_ranges=True)
+    return text, tuple(
+        MessageEntity(_ENTITY[s.kind], s.offset, s.length, url=s.url, language=s.language)
+        for s in spans
     )
-    return text, tuple(entities)
 
 
 def _clipped(entity: MessageEntity, size: int) -> MessageEntity:
@@ -117,187 +109,6 @@ def _clipped(entity: MessageEntity, size: int) -> MessageEntity:
 
 def _entity(like: MessageEntity, offset: int, length: int) -> MessageEntity:
     return MessageEntity(like.type, offset, length, url=like.url, language=like.language)
-
-
-@dataclass(slots=True)
-class _Writer:
-    out: list[str] = field(default_factory=list)
-    entities: list[MessageEntity] = field(default_factory=list)
-    position: int = 0  # UTF-16 units written
-    lists: list[list[int]] = field(default_factory=list)  # per open list: [ordered, next number]
-    quotes: list[int] = field(default_factory=list)  # where each open quote began
-    fresh: bool = True  # a block (or a list item's bullet) just began: its text follows
-
-    def write(self, text: str) -> None:
-        if text:
-            self.out.append(text)
-            self.position += utf16_length(text)
-            self.fresh = False
-
-    def mark(
-        self, kind: str, start: int, *, url: str | None = None, language: str | None = None
-    ) -> None:
-        if self.position > start:
-            self.entities.append(
-                MessageEntity(kind, start, self.position - start, url=url, language=language)
-            )
-
-    def new_block(self) -> None:
-        """Separate what comes from what was written: a blank line, a line in a list."""
-        if not self.fresh:
-            self.write("\n" if self.lists else "\n\n")
-        self.fresh = True
-
-    def blocks(self, tokens: list[Token]) -> None:
-        heading = 0
-        index = 0
-        while index < len(tokens):
-            token = tokens[index]
-            kind = token.type
-            index += 1
-            if kind == "inline":
-                self.inline(token.children or [])
-            elif kind == "table_open":
-                index = self.table(tokens, index)
-            elif kind in ("paragraph_open", "heading_open"):
-                if not token.hidden:  # a tight list's paragraphs are hidden
-                    self.new_block()
-                heading = self.position
-            elif kind == "heading_close":
-                self.mark(MessageEntity.BOLD, heading)
-            elif kind in ("fence", "code_block", "hr"):
-                self.leaf(token)
-            else:
-                self.container(token)
-
-    def leaf(self, token: Token) -> None:
-        self.new_block()
-        if token.type == "hr":
-            self.write(RULE)
-            return
-        start = self.position
-        self.write(token.content.removesuffix("\n"))
-        language = token.info.split()[0] if token.info.strip() else None
-        self.mark(MessageEntity.PRE, start, language=language)
-
-    def container(self, token: Token) -> None:
-        """Lists, their items and quotes."""
-        kind = token.type
-        if kind in ("bullet_list_open", "ordered_list_open"):
-            if not self.lists:
-                self.new_block()
-            start = int(token.attrGet("start") or 1) if kind == "ordered_list_open" else 0
-            self.lists.append([kind == "ordered_list_open", start])
-        elif kind in ("bullet_list_close", "ordered_list_close"):
-            self.lists.pop()
-        elif kind == "list_item_open":
-            self.item(token)
-        elif kind == "blockquote_open":
-            self.new_block()
-            self.quotes.append(self.position)
-        elif kind == "blockquote_close":
-            start = self.quotes.pop()
-            if not self.quotes:  # the outermost only: Telegram nests no quotes
-                self.mark(MessageEntity.BLOCKQUOTE, start)
-
-    def item(self, token: Token) -> None:
-        if not self.fresh:
-            self.write("\n")
-        current = self.lists[-1]
-        indent = "  " * (len(self.lists) - 1)
-        if current[0]:  # its number, with the model's own "." or ")"
-            self.write(f"{indent}{current[1]}{token.markup or '.'} ")
-            current[1] += 1
-        elif token.meta.get("task"):  # its box (☐, ☑) begins its text: no bullet
-            self.write(indent)
-        else:
-            self.write(f"{indent}• ")
-        self.fresh = True
-
-    def inline(self, children: list[Token]) -> None:
-        opened: list[tuple[str, int, str | None, int]] = []  # (entity, start, link, in out)
-        for child in children:
-            kind = child.type
-            if kind == "text":
-                self.write(child.content)
-            elif kind in ("softbreak", "hardbreak"):
-                self.write("\n")
-            elif kind == "code_inline":
-                start = self.position
-                self.write(child.content)
-                if not any(link is not None for _, _, link, _ in opened):
-                    self.mark(MessageEntity.CODE, start)
-            elif kind.endswith("_open") and kind[:-5] in _INLINE:
-                opened.append((_INLINE[kind[:-5]], self.position, None, len(self.out)))
-            elif kind == "link_open":
-                href = str(child.attrGet("href"))
-                opened.append((MessageEntity.TEXT_LINK, self.position, href, len(self.out)))
-            elif kind.endswith("_close") and opened:
-                entity, start, link, written = opened.pop()
-                if link is None:
-                    self.mark(entity, start)
-                elif link.lower().startswith("mailto:"):  # no link entity: the address shows
-                    address = link[len("mailto:") :]
-                    if address not in "".join(self.out[written:]):
-                        self.write(f" ({address})")
-                else:
-                    self.mark(entity, start, url=link)
-
-    def table(self, tokens: list[Token], index: int) -> int:
-        """Write the table that starts before ``tokens[index]`` as a ``pre`` block of
-        aligned columns; returns the index after it."""
-        rows: list[list[str]] = []
-        while index < len(tokens) and tokens[index].type != "table_close":
-            token = tokens[index]
-            if token.type == "tr_open":
-                rows.append([])
-            elif token.type == "inline" and rows:
-                rows[-1].append(_cell(token.children or []))
-            index += 1
-        columns = max((len(row) for row in rows), default=0)
-        widths = [
-            max((_width(row[i]) for row in rows if i < len(row)), default=0) for i in range(columns)
-        ]
-        lines = []
-        for number, row in enumerate(rows):
-            cells = [*row, *[""] * (columns - len(row))]
-            line = " | ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths, strict=True))
-            lines.append(line.rstrip())
-            if number == 0 and len(rows) > 1:
-                lines.append("-+-".join("-" * w for w in widths))
-        self.new_block()
-        start = self.position
-        self.write("\n".join(lines))
-        self.mark(MessageEntity.PRE, start)
-        return index + 1
-
-
-def _cell(children: list[Token]) -> str:
-    """A table cell's words, as a ``pre`` block shows them: links with their address."""
-    out: list[str] = []
-    links: list[str] = []
-    for child in children:
-        if child.type in ("text", "code_inline"):
-            out.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            out.append(" ")
-        elif child.type == "link_open":
-            links.append(str(child.attrGet("href")))
-        elif child.type == "link_close" and links:
-            link = links.pop()
-            address = link.removeprefix("mailto:")
-            if not "".join(out).endswith(address):
-                out.append(f" ({address})")
-    return "".join(out)
-
-
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a monospace font: wide (CJK, emoji) characters two,
-    combining marks none."""
-    return sum(
-        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-        for c in text
-    )
 
 
 def _cut(text: str, entities: tuple[MessageEntity, ...], limit: int) -> list[Part]:

@@ -1,5 +1,9 @@
 """How an answer's markdown is read, the same for every channel that formats it from markdown
-(the web chat, Telegram), so what a person sees does not depend on where they read it.
+(the web chat and Matrix as HTML, Telegram and Signal as text with styled ranges through
+:mod:`channels._styled`, WhatsApp in its own markup), so what a person sees does not depend
+on where they read it. Each parses with an instance of :func:`markdown` of its own, and with
+no other parser. (Slack, Discord, IRC, email and the terminal chat convert answers their own
+way.)
 
 CommonMark (markdown-it-py) with tables and ``~~strikethrough~~``, and these rules, because
 a model's answer is not a document written for a markdown renderer: whatever is not markup

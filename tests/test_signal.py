@@ -77,6 +77,29 @@ async def test_a_direct_message_from_an_allowed_number_is_answered_once_with_sty
     assert len(fake_llm.requests) == 1
 
 
+async def test_tables_task_lists_quotes_and_links_read_as_text_with_styles(
+    make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
+) -> None:
+    fake_llm.queue(
+        llm.text(
+            "## Shopping\n\n| item | qty |\n|---|---|\n| milk | 2 |\n| 面包 | 10 |\n\n"
+            "- [x] ~~eggs~~\n- [ ] [the list](https://x.test/list)\n\n> from Ann"
+        )
+    )
+    async with running(signal_settings(make_settings, daemon), daemon) as gateway:
+        await daemon.say(DANA, "what do we need?")
+        await daemon.wait_for(lambda: daemon.shown(DANA))
+        await gateway.wait_idle()
+    [made] = daemon.made
+    assert made.text == (
+        "Shopping\n\n"
+        "item | qty\n-----+----\nmilk | 2\n面包 | 10\n\n"  # columns aligned: 面包 is two wide
+        "☑ eggs\n☐ the list (https://x.test/list)\n\n"  # Signal links nothing: the address
+        "> from Ann"
+    )
+    assert made.params["textStyle"] == ["0:8:BOLD", "10:38:MONOSPACE", "52:4:STRIKETHROUGH"]
+
+
 async def test_typing_shows_while_the_turn_runs(
     make_settings: SettingsFactory, daemon: FakeSignal, fake_llm: FakeLLM
 ) -> None:

@@ -115,6 +115,24 @@ async def test_a_text_is_journaled_before_the_200_and_answered_once_in_whatsapp_
     assert "Dana" in fake_llm.requests[0].system_text  # the profile name, not the id's owner
 
 
+async def test_task_lists_tables_and_struck_text_are_written_the_whatsapp_way(
+    wa_settings: Any, fake_llm: FakeLLM, graph: FakeGraph
+) -> None:
+    fake_llm.queue(
+        llm.text(
+            "- [x] ~~book~~ the flights\n- [ ] pick a `hotel`\n\n"
+            "| day | city |\n|---|---|\n| Mon | Rome |"
+        )
+    )
+    async with whatsapp_gateway(wa_settings()) as (gateway, url):
+        await post_signed(url, body(message(DANA, text="where are we?")))
+        await graph.wait_sent(1)
+        await gateway.wait_idle()
+    assert graph.visible(DANA) == [
+        "☑ ~book~ the flights\n☐ pick a `hotel`\n\nday | city\nMon | Rome"  # a box, no "- "
+    ]
+
+
 async def test_a_redelivered_message_makes_no_second_turn_even_after_a_restart(
     wa_settings: Any, fake_llm: FakeLLM, graph: FakeGraph
 ) -> None:

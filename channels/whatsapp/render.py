@@ -2,9 +2,11 @@
 
 WhatsApp knows ``*bold*``, ``_italic_``, ``~strike~``, ```` ```monospace``` ````, inline
 `` `code` ``, ``> `` quotes and ``- `` / ``1. `` lists, and nothing else: no headings, no
-links with a label, no tables. markdown-it-py parses the answer (so ``**`` inside code
-stays as written) and each construct is written the WhatsApp way: headings become bold
-lines, ``[label](url)`` becomes ``label (url)``, a table becomes one line per row.
+links with a label, no tables. The answer is read as every channel reads it
+(:mod:`channels._markdown`: ``**`` inside code, raw HTML such as ``Vec<String>``, ``2*3*4``
+and ``__init__`` stay as written; no images) and each construct is written the WhatsApp
+way: headings become bold lines, ``[label](url)`` becomes ``label (url)``, a task item
+shows its box (☐, ☑) instead of the ``- ``, a table becomes one line per row.
 
 Splitting happens on the markdown first (:func:`channels._text.split_message`, which keeps
 code fences balanced per part), then each part is converted, so a retry yields the same
@@ -14,14 +16,14 @@ labelled links; one still over the limit is cut again as plain text.
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from channels._markdown import markdown
 from channels._text import split_message
 
 MAX_MESSAGE = 4096  # characters of a text message's body
 _INLINE = {"strong": "*", "em": "_", "s": "~"}
-_parser = MarkdownIt("commonmark").enable(["strikethrough", "table"])
+_MD = markdown()
 
 
 def render(markdown: str, *, limit: int = MAX_MESSAGE) -> list[str]:
@@ -40,7 +42,7 @@ def render(markdown: str, *, limit: int = MAX_MESSAGE) -> list[str]:
 
 def to_whatsapp(markdown: str) -> str:
     lines: list[str] = []
-    _blocks(_parser.parse(markdown), lines)
+    _blocks(_MD.parse(markdown), lines)
     return "\n".join(lines).strip("\n")
 
 
@@ -75,7 +77,7 @@ class _Writer:
             if not self.lists:
                 self.out.append("")
         elif kind == "list_item_open":
-            self._item()
+            self._item(token)
         elif kind in ("blockquote_open", "blockquote_close"):
             self._quote(opening=kind == "blockquote_open")
         elif kind == "inline":
@@ -93,16 +95,15 @@ class _Writer:
             self.out.append("")
         elif kind == "hr":
             self.out.extend([self.prefix + "———", ""])
-        elif kind == "html_block":
-            lines = token.content.rstrip("\n").split("\n")
-            self.out.extend(self.prefix + line for line in lines)
 
-    def _item(self) -> None:
+    def _item(self, token: Token) -> None:
         indent = "  " * (len(self.lists) - 1)
         number = self.lists[-1][0]
-        self.item = f"{indent}{number}. " if number else f"{indent}- "
         if number:
+            self.item = f"{indent}{number}. "
             self.lists[-1][0] += 1
+        else:  # a task item's box (☐, ☑) begins its text: no "- "
+            self.item = indent if token.meta.get("task") else f"{indent}- "
 
     def _quote(self, *, opening: bool) -> None:
         if opening:
@@ -135,7 +136,7 @@ def _inline(children: list[Token]) -> str:
     link: list[str | None] = []
     for child in children:
         kind = child.type
-        if kind in {"text", "html_inline"}:
+        if kind == "text":
             text.append(child.content)
         elif kind == "code_inline":
             text.append(f"`{child.content}`")
@@ -154,9 +155,6 @@ def _inline(children: list[Token]) -> str:
             text.append(
                 label if label in (href, f"mailto:{label}") or not href else f"{label} ({href})"
             )
-        elif kind == "image":
-            alt = child.content or "image"
-            text.append(f"{alt} ({child.attrGet('src')})")
         elif kind in {"softbreak", "hardbreak"}:
             text.append("\n")
     return "".join(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +13,14 @@ import pytest
 from channels.discord.settings import DISCORD_EPOCH_MS
 from channels.memory import MemoryChannel
 from gateway.cli.admin import pairing_cli
+from gateway.config.settings import load_settings
 from gateway.core.bus import Accepted
 from gateway.core.messages import ChatType, InboundMessage
 from gateway.runtime.app import Gateway
 from gateway.runtime.intake.pairing import WELCOME, PairingDesk
 from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram import FakeTelegram
+from tests.test_live_settings import write_home
 
 
 def code_in(text: str) -> str:
@@ -299,3 +303,33 @@ async def test_only_the_owner_at_the_machine_is_told_how_to_pair_as_owner(
         "note: telegram has no owner yet; a code your own account got there: "
         "`switchboard pairing approve CODE --owner` (you are its owner from then on)"
     ) in capsys.readouterr().out
+
+
+async def test_pair_revoke_takes_a_member_config_lets_in_out_at_once_and_not_the_owner(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """`/pair revoke` took only a pairing: a member telegram.allow_from lets in was "not a
+    paired user" and talked on. It revokes as the control center and `switchboard pairing
+    revoke` do now; an admin may not revoke the owner."""
+    home = tmp_path / "home"
+    connect = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1}
+    lists = {"owners": ["1"], "admins": ["5"], "allow_from": ["42"]}
+    write_home(home, fake_llm, telegram=connect | lists)
+    async with Gateway(load_settings(home=home)):
+        await tg.say("/pair revoke 1", chat_id=5, user_id=5)
+        [admins] = await tg.wait_sent(1, chat_id=5)
+        await tg.say("/pair revoke 42", chat_id=1, user_id=1)
+        [owners] = await tg.wait_sent(1, chat_id=1)
+        await tg.say("hello", chat_id=42, user_id=42)
+        [stranger] = await tg.wait_sent(1, chat_id=42)
+    assert admins.params["text"] == (
+        "Not revoked: telegram user 1 is an owner, and only the owner may revoke an admin or "
+        "an owner."
+    )
+    assert owners.params["text"] == (
+        "Revoked telegram user 42: their place in telegram.allow_from (config.toml)."
+    )
+    assert "pairing code" in stranger.params["text"]
+    assert fake_llm.requests == []
+    after = load_settings(home=home).telegram
+    assert after.owners == ("1",) and after.allow_from == ()

@@ -9,6 +9,8 @@ sees and does on the pages.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -428,6 +430,105 @@ async def test_thats_me_makes_the_owners_own_new_account_an_owner(
     assert people["telegram:42"]["role"] == "owner"
     assert answer.params["text"].startswith("Models: "), answer.params  # not refused
     assert load_settings(home=home).telegram.owners == ("42",)  # kept across a restart
+
+
+@asynccontextmanager
+async def telegram_home(
+    home: Path, fake_llm: FakeLLM, tg: FakeTelegram, **telegram: Any
+) -> AsyncIterator[tuple[Gateway, aiohttp.ClientSession, str]]:
+    """A gateway built from config.toml as `switchboard run` builds it (its Telegram on the
+    fake Bot API, ``telegram`` besides), with the owner's browser signed in."""
+    connect = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1}
+    write_home(home, fake_llm, web={"enabled": True, "port": 0}, telegram=connect | telegram)
+    async with Gateway(load_settings(home=home)) as gateway, owner(gateway) as http:
+        assert gateway.web is not None
+        yield gateway, http, gateway.web.url
+
+
+async def revoke(http: aiohttp.ClientSession, url: str, sender_id: str) -> tuple[int, Any]:
+    """The People page's Revoke of a Telegram user."""
+    body = {"channel": "telegram", "sender_id": sender_id}
+    async with http.post(url + "api/people/revoke", json=body, headers=origin(url)) as response:
+        return response.status, await response.json()
+
+
+async def test_an_owner_only_config_lists_revoked_on_the_page_is_refused_at_once(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """An owner config.toml lists (as `approve --owner` adds them) and nothing pairs: the
+    page's Revoke answered 404 "not a paired person", and they stayed the owner."""
+    home = tmp_path / "home"
+    async with telegram_home(home, fake_llm, tg, owners=["42"]) as (gateway, http, url):
+        await tg.say("/model")
+        [models] = await tg.wait_sent(1)
+        status, answer = await revoke(http, url, "42")
+        await tg.say("/model")  # at once: no restart, no reload to wait for
+        *_, refused = await tg.wait_sent(2)
+        [audited] = await gateway.store.audit.recent(kind="access-revoked")
+    assert models.params["text"].startswith("Models: ")  # the owner's command
+    assert status == 200, answer
+    assert answer["message"] == (
+        "Revoked telegram user 42: their place in telegram.owners (config.toml)."
+    )
+    assert answer["still"] == []
+    assert "pairing code" in refused.params["text"]  # a stranger now: a code, nothing else
+    assert fake_llm.requests == []
+    assert load_settings(home=home).telegram.owners == ()  # gone from config.toml too
+    assert audited.sender_id == "42" and audited.detail["by"] == "web:owner"
+    assert audited.detail["lists"] == ["telegram.owners"]
+
+
+async def test_a_paired_person_config_also_allows_is_refused_once_revoked_on_the_page(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """Approved by their code, and in telegram.allow_from as well: the page's Revoke took
+    the pairing, said "Revoked", and allow_from let them talk on."""
+    home = tmp_path / "home"
+    async with telegram_home(home, fake_llm, tg, allow_from=["42", "7"]) as (gateway, http, url):
+        request = await gateway.store.pairings.request(
+            channel="telegram", sender_id="42", sender_name="Dana", chat_id="42"
+        )
+        assert request.request is not None
+        await gateway.decide_pairing(request.request.code, approve=True, by="web:owner")
+        await tg.wait_sent(1)  # the welcome
+        status, answer = await revoke(http, url, "42")
+        await tg.say("are you still there?")
+        *_, refused = await tg.wait_sent(2)
+        paired = await gateway.store.pairings.is_approved("telegram", "42")
+    assert status == 200, answer
+    assert answer["message"] == (
+        "Revoked telegram user 42: their pairing, their place in telegram.allow_from (config.toml)."
+    )
+    assert "pairing code" in refused.params["text"]
+    assert fake_llm.requests == []
+    assert not paired
+    assert load_settings(home=home).telegram.allow_from == ("7",)
+
+
+async def test_the_pages_answer_names_what_still_lets_a_revoked_owner_in(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """Everyone may write (allow_from has "*"): revoked, the owner is a member, let in as
+    anyone is, and the answer says so rather than 404 "not a paired person"."""
+    home = tmp_path / "home"
+    listed = {"owners": ["42"], "allow_from": ["*"]}
+    async with telegram_home(home, fake_llm, tg, **listed) as (_gateway, http, url):
+        status, answer = await revoke(http, url, "42")
+        await tg.say("/model")
+        [refused] = await tg.wait_sent(1)
+        again, nothing = await revoke(http, url, "42")
+    assert status == 200, answer
+    still = 'telegram.allow_from has "*": anyone may still write to the bot there'
+    assert answer["still"] == [still]
+    assert answer["message"] == (
+        f"Revoked telegram user 42: their place in telegram.owners (config.toml).\nNote: {still}."
+    )
+    assert refused.params["text"] == "Only the owner or an admin can switch the model."
+    assert again == 404  # nothing left to revoke
+    assert nothing["error"] == (
+        "Telegram user 42 is not paired and not in telegram.owners, admins, allow_from: "
+        "nothing to revoke."
+    )
 
 
 async def test_the_owner_sees_each_person_with_their_addresses_and_links_and_unlinks_them(

@@ -20,8 +20,12 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from gateway.config.settings import Settings
+    from gateway.runtime.intake.revoke import Written
     from gateway.store import PairingRequest
+    from gateway.web.view import Revoked
 
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -221,129 +225,63 @@ def decide(settings: Settings, code: str, *, approve: bool, owner: bool = False)
     return 0
 
 
-ACCESS_LISTS = ("owners", "admins", "allow_from")
-
-
 def revoke_access(settings: Settings, channel: str, sender_id: str) -> int:
-    """Take ``sender_id``'s access on ``channel`` away: their pairing, and their place in
+    """Take ``sender_id``'s access on ``channel`` away, as the control center and ``/pair
+    revoke`` do (:mod:`gateway.runtime.intake.revoke`): their pairing, and their place in
     the lists of config.toml that let them in or make them an owner or admin (``approve
-    --owner`` put them in ``owners``). Says what was revoked, and what still lets them in
-    when something does: a list set in the environment or ``.env`` (which this cannot
-    change), a ``*`` or an open policy, or another address of the same person."""
-    from gateway.cli.config import write_settings  # noqa: PLC0415
-    from gateway.runtime.intake.pairing import PairingDesk  # noqa: PLC0415
+    --owner`` put them in ``owners``), written as ``config set`` writes (and waiting for a
+    running gateway to apply it). Says what was revoked, and what still lets them in when
+    something does: a list set in the environment or ``.env`` (which this cannot change:
+    exit 1), a ``*`` or an open policy, or another address of the same person."""
+    from gateway.runtime.intake.revoke import Revocation  # noqa: PLC0415
     from gateway.runtime.storage import store_for  # noqa: PLC0415
 
-    async def pairing(revoke: bool) -> bool:
+    access = _FileAccess(settings)
+
+    async def revoked() -> Revoked:
         async with store_for(settings, migrates=False) as store:
-            if not revoke:
-                return await store.pairings.is_approved(channel, sender_id)
-            return await PairingDesk.of(store).revoke(channel, sender_id, by=_by())
+            return await Revocation(store, access).revoke(channel, sender_id, by=_by())
 
-    paired = asyncio.run(pairing(revoke=False))
-    edits = _lists_without(settings, channel, sender_id)
-    if not paired and not edits:
-        still = _still_listed(settings, channel, sender_id)
-        if still:
-            print(f"switchboard: not revoked: {'; '.join(still)}", file=sys.stderr)
-        else:
-            print(
-                f"switchboard: {channel} user {sender_id} is not paired and not in "
-                f"{channel}.{', '.join(ACCESS_LISTS)}: nothing to revoke "
-                "(`switchboard pairing list` shows who is paired).",
-                file=sys.stderr,
-            )
+    result = asyncio.run(revoked())
+    if not result.done:
+        if not access.refused:  # a refused change of config.toml said why already
+            hint = "" if result.still else " (`switchboard pairing list` shows who is paired)."
+            print(f"switchboard: {result.why_not()}{hint}", file=sys.stderr)
         return 1
-    # config.toml first: refused, nothing has changed (the pairing is kept too)
-    if edits and write_settings(settings, edits, by="this `switchboard pairing revoke`") != 0:
-        return 1
-    paired = paired and asyncio.run(pairing(revoke=True))
-    places = f"their place in {' and '.join(edits)} (config.toml)" if edits else ""
-    revoked = [what for what in ("their pairing" if paired else "", places) if what]
-    print(f"Revoked {channel} user {sender_id}: {', '.join(revoked)}.")
-    from gateway.config.settings import load_settings  # noqa: PLC0415
-
-    now = load_settings(home=settings.home) if edits else settings
-    still = _still_listed(now, channel, sender_id)
-    for line in still:
+    print(result.summary())
+    for line in result.still:
         print(f"switchboard: still {line}", file=sys.stderr)
-    for note in asyncio.run(_still_let_in(now, channel, sender_id)):
+    for note in result.notes:
         print(f"note: {note}")
-    return 1 if still else 0
+    return 1 if result.still else 0
 
 
-def _lists_without(settings: Settings, channel: str, sender_id: str) -> dict[str, list[str]]:
-    """The lists of ``[channel]`` in config.toml that name ``sender_id``, without it."""
-    from gateway.config.toml.config_file import config_text  # noqa: PLC0415
-    from gateway.config.toml.edit import get_key  # noqa: PLC0415
+class _FileAccess:
+    """config.toml as this command changes it
+    (:class:`~gateway.runtime.intake.revoke.AccessConfig`): written as ``config
+    set`` writes it, which says what it wrote and waits for a running gateway to apply it."""
 
-    if not settings.config_file.exists():
-        return {}
-    text = config_text(settings.config_file)
-    keys = [f"{channel}.{name}" for name in ACCESS_LISTS]
-    groups = get_key(text, f"{channel}.groups")
-    if isinstance(groups, dict):
-        keys += [f"{channel}.groups.{group}.allow_from" for group in groups if "." not in group]
-    edits = {}
-    for key in keys:
-        listed = get_key(text, key)
-        if isinstance(listed, list) and sender_id in (entries := [str(e) for e in listed]):
-            edits[key] = [entry for entry in entries if entry != sender_id]
-    return edits
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._written = False
+        self.refused = False  # config set's refusal was printed
 
+    def current(self) -> Settings:
+        from gateway.config.settings import load_settings  # noqa: PLC0415
 
-def _still_listed(settings: Settings, channel: str, sender_id: str) -> list[str]:
-    """Where the effective settings still list ``sender_id`` (set where this command does
-    not write: the environment, ``.env``, a secret file), each with where to take it out."""
-    from gateway.config.sources import describe  # noqa: PLC0415
+        return load_settings(home=self._settings.home) if self._written else self._settings
 
-    section = settings.channel_sections()[channel]
-    sources = describe(settings.home)
-    found = []
-    for name in ACCESS_LISTS:
-        entries = tuple(e for e in getattr(section, name) if e != "*")
-        if section.lists(sender_id, entries):
-            origins = sources.origins((channel, name))
-            outside = [o for o in origins if not o.startswith(str(settings.config_file))]
-            where = " and ".join(outside or origins)
-            found.append(f"{sender_id} is in {channel}.{name}, set by {where}: take it out there")
-    return found
+    async def write(self, edits: Mapping[str, list[str]], *, by: str) -> Written:
+        from gateway.cli.config import write_settings  # noqa: PLC0415
+        from gateway.runtime.intake.revoke import Written  # noqa: PLC0415
 
-
-async def _still_let_in(settings: Settings, channel: str, sender_id: str) -> list[str]:
-    """What lets ``sender_id`` talk to the bot, or makes them more than a member, after the
-    revocation: everyone is let in, or another address of their person is."""
-    from gateway.runtime.people.directory import PeopleDirectory  # noqa: PLC0415
-    from gateway.runtime.storage import store_for  # noqa: PLC0415
-
-    section = settings.channel_sections()[channel]
-    notes = []
-    if section.dm_policy == "open":
-        notes.append(f'{channel}.dm_policy is "open": anyone may still write to the bot there')
-    elif "*" in section.allow_from:
-        notes.append(f'{channel}.allow_from has "*": anyone may still write to the bot there')
-    async with store_for(settings, migrates=False) as store:
-        directory = PeopleDirectory(
-            settings.people,
-            settings.channel_sections(),
-            store.links,
-            store.kv,
-            scope=settings.session.scope,
-        )
-        identity = await directory.identify(f"{channel}:{sender_id}")
-    if identity.linked:
-        others = ", ".join(a for a in identity.addresses if a != identity.address)
-        where = (
-            f"people.{identity.name}.ids in config.toml"
-            if identity.name
-            else "the control center's People page (Unlink)"
-        )
-        notes.append(
-            f"{channel}:{sender_id} is one person with {others}, who is "
-            f"{identity.role.value}: while one of those addresses may talk to the bot, so may "
-            f"this one, with that role; take it apart in {where}"
-        )
-    return notes
+        command = "this `switchboard pairing revoke`"
+        # on a thread: it waits for the running gateway, and asks a cluster's nodes
+        if await asyncio.to_thread(write_settings, self._settings, edits, by=command) != 0:
+            self.refused = True  # it said why
+            return Written(refused="config.toml was not changed")
+        self._written = True
+        return Written()
 
 
 def _ownerless_hint(settings: Settings, requests: list[PairingRequest]) -> list[str]:

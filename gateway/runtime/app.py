@@ -44,6 +44,7 @@ from gateway.web.view import (
     JobAction,
     LinkedPerson,
     ModelState,
+    Revoked,
     SessionActivity,
     SettingsChange,
     WorkInProgress,
@@ -299,7 +300,7 @@ class Gateway(Service):
     async def start_fresh(self, session_key: str, *, by: str) -> str:
         return await self.control.start_fresh(session_key, by=by)
 
-    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
+    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> Revoked:
         return await self.control.revoke(channel, sender_id, by=by)
 
     async def linked_people(self) -> list[LinkedPerson]:

@@ -52,6 +52,7 @@ from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake.access import AccessGate
 from gateway.runtime.intake.pairing import PairingDesk
+from gateway.runtime.intake.revoke import Revocation
 from gateway.runtime.intake.routing import Router
 from gateway.runtime.intake.stages import chain
 from gateway.runtime.intake.storage_full import StorageFullWatch
@@ -59,6 +60,7 @@ from gateway.runtime.intake.understanding import Understanding, speech_for, spok
 from gateway.runtime.intake.voice import Allowance, Speech
 from gateway.runtime.live.apply import LiveApply
 from gateway.runtime.live.channels import LiveChannels
+from gateway.runtime.live.settings import LiveAccess
 from gateway.runtime.outbound.drafts import DraftStreamer
 from gateway.runtime.outbound.records import StoredRecords
 from gateway.runtime.outbound.worker import OutboundWorker
@@ -204,9 +206,12 @@ def people_for(
     sections: Mapping[str, ChannelSection],
     *,
     clock: Clock,
-) -> tuple[PeopleDirectory, Linking, Zones, OwnersChat]:
+    reload: Callable[[], ConfigReload],
+) -> tuple[PeopleDirectory, Linking, Zones, OwnersChat, Revocation]:
     """Who an address is (one person on many channels), the links people make, each
-    person's time zone, and the owner's chat (where check-ins and notices go)."""
+    person's time zone, the owner's chat (where check-ins and notices go), and revoking
+    someone's access (config.toml changed through ``reload``, asked for when a revocation
+    runs)."""
     directory = PeopleDirectory(
         settings.people, sections, store.links, store.kv, scope=settings.session.scope
     )
@@ -233,7 +238,8 @@ def people_for(
         default=settings.timezone,
         clock=clock,
     )
-    return directory, linking, zones, owners_chat
+    revocation = Revocation(store, LiveAccess(reload, store.audit))
+    return directory, linking, zones, owners_chat, revocation
 
 
 def allowances(
@@ -372,7 +378,11 @@ def build(
         sections,
         on_outbound=bus.outbound_ready,
     )
-    directory, linking, zones, owners_chat = people_for(settings, store, bus, sections, clock=clock)
+    # who is revoked leaves config.toml's lists through the reload, built last: it
+    # re-configures the scheduler, whose jobs reach the commands that revoke
+    directory, linking, zones, owners_chat, revocation = people_for(
+        settings, store, bus, sections, clock=clock, reload=lambda: config_reload
+    )
     # -- models: one concurrency cap per endpoint for everything that calls it (all agents,
     # their subagents, summaries, reflection, page condensing); one provider per model, and
     # the cooldowns of failed models (llm.fallbacks), shared by all agents
@@ -499,6 +509,7 @@ def build(
         audit=store.audit,
         usage_report=store.usage,
         pairing=PairingDesk.of(store),
+        revocation=revocation,
         status=status,
         usage=UsageText(store.usage, store.people, spend_caps),
         approvals=approvals,
@@ -579,6 +590,7 @@ def build(
     # -- what the owner's control center changes (through the same parts as the chats)
     control = OwnerControls(
         pairing=PairingDesk.of(store),
+        revocation=revocation,
         links=store.links,
         audit=store.audit,
         dispatcher=dispatcher,

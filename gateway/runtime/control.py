@@ -7,6 +7,8 @@ One place decides what each action means, wherever it is asked for:
   a notice queued with it;
 - approve or deny an approval request: :meth:`Approvals.resolve` (``/approve ID``);
 - pairing: :mod:`gateway.runtime.intake.pairing` (``switchboard pairing``, ``/pair``);
+  revoking someone's access: :mod:`gateway.runtime.intake.revoke` (``switchboard pairing
+  revoke``, ``/pair revoke``);
 - people's addresses linked and unlinked: :class:`~gateway.runtime.people.linking.Linking`
   (``/link``, ``/unlink``);
 - scheduled jobs: :class:`~gateway.runtime.schedule.jobs.JobBook` (the ``cron`` tool;
@@ -38,6 +40,7 @@ from gateway.core.workspace_files import FileText, digest, kind_of, path_of, rea
 from gateway.runtime.dispatch.controls import Controls
 from gateway.runtime.dispatch.dispatcher import Dispatcher, SessionView
 from gateway.runtime.intake.pairing import PairingDesk
+from gateway.runtime.intake.revoke import Revocation
 from gateway.runtime.people.linking import Linking, LinkRefused
 from gateway.runtime.schedule.heartbeat import Heartbeat
 from gateway.runtime.schedule.jobs import JobBook
@@ -51,6 +54,7 @@ from gateway.web.view import (
     JobAction,
     LinkedPerson,
     NotEditable,
+    Revoked,
     SessionActivity,
     WorkspaceConflict,
 )
@@ -82,6 +86,7 @@ class OwnerControls:
         self,
         *,
         pairing: PairingDesk,
+        revocation: Revocation,
         links: PersonLinks,
         audit: AuditLog,
         dispatcher: Dispatcher,
@@ -98,6 +103,7 @@ class OwnerControls:
         chat_channels: tuple[str, ...],
     ) -> None:
         self._pairing = pairing
+        self._revocation = revocation
         self._links = links
         self._audit_log = audit
         self._linking = linking
@@ -184,8 +190,8 @@ class OwnerControls:
             self._on_outbound(request.channel)  # deliver the welcome now
         return request
 
-    async def revoke(self, channel: str, sender_id: str, *, by: str) -> bool:
-        return await self._pairing.revoke(channel, sender_id, by=by)
+    async def revoke(self, channel: str, sender_id: str, *, by: str) -> Revoked:
+        return await self._revocation.revoke(channel, sender_id, by=by)
 
     async def linked_people(self) -> list[LinkedPerson]:
         directory = self._linking.directory

@@ -72,6 +72,59 @@ class SettingsChange:
     problems: tuple[str, ...] = ()  # applied, but something did not work (a channel's start)
 
 
+ACCESS_LISTS = ("owners", "admins", "allow_from")  # of a channel's section
+
+
+@dataclass(frozen=True, slots=True)
+class Revoked:
+    """What a revocation of someone's access did (:meth:`GatewayView.revoke_person`, ``/pair
+    revoke``, ``switchboard pairing revoke``: gateway/runtime/intake/revoke.py); nothing
+    (:attr:`done` false) when there was nothing it could take away, :meth:`why_not` says
+    why."""
+
+    channel: str
+    sender_id: str
+    pairing: bool = False  # their approved pairing was revoked
+    lists: tuple[str, ...] = ()  # the lists of config.toml they were taken out of
+    still: tuple[str, ...] = ()  # lists set elsewhere that still name them, and where
+    notes: tuple[str, ...] = ()  # what else still lets them in, or as more than a member
+    refused: str | None = None  # why nothing was changed though something could have been
+
+    @property
+    def done(self) -> bool:
+        return self.pairing or bool(self.lists)
+
+    @property
+    def who(self) -> str:
+        return f"{self.channel} user {self.sender_id}"
+
+    def summary(self) -> str:
+        """``Revoked telegram user 555: their pairing, their place in telegram.owners
+        (config.toml).``"""
+        places = f"their place in {' and '.join(self.lists)} (config.toml)" if self.lists else ""
+        revoked = [what for what in ("their pairing" if self.pairing else "", places) if what]
+        return f"Revoked {self.who}: {', '.join(revoked)}."
+
+    def why_not(self) -> str:
+        """Why nothing was revoked."""
+        if self.refused is not None:
+            return f"not revoked: {self.refused}"
+        if self.still:
+            return f"not revoked: {'; '.join(self.still)}"
+        lists = f"{self.channel}.{', '.join(ACCESS_LISTS)}"
+        return f"{self.who} is not paired and not in {lists}: nothing to revoke"
+
+    def text(self) -> str:
+        """All of it, as a chat answer (and the control center's message) shows it."""
+        if not self.done:
+            why = self.why_not()
+            return f"{why[0].upper()}{why[1:]}."
+        lines = [self.summary()]
+        lines += [f"Still: {line}." for line in self.still]
+        lines += [f"Note: {note}." for note in self.notes]
+        return "\n".join(lines)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionActivity:
     state: Activity
@@ -175,9 +228,10 @@ class GatewayView(Protocol):
     async def start_fresh(self, session_key: str, *, by: str) -> str:
         """Start the conversation afresh as ``/new`` does; what happened."""
 
-    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> bool:
-        """Revoke a paired person's pairing (``switchboard pairing revoke`` also takes the
-        address out of config.toml's lists); whether they were paired."""
+    async def revoke_person(self, channel: str, sender_id: str, *, by: str) -> Revoked:
+        """Take an address's access away as ``switchboard pairing revoke`` does: its pairing
+        and its place in its channel's lists in config.toml (applied at once); what was
+        revoked, and what still lets them in."""
 
     async def linked_people(self) -> list[LinkedPerson]:
         """Everyone with more than one address: config's and those linked by ``/link``."""

@@ -16,6 +16,7 @@ from gateway.runtime.dispatch import skills
 from gateway.runtime.dispatch.status_text import StatusText
 from gateway.runtime.dispatch.usage_text import UsageText
 from gateway.runtime.intake.pairing import PairingDesk
+from gateway.runtime.intake.revoke import Revocation
 from gateway.runtime.intake.routing import agent_for
 from gateway.runtime.people.linking import Linking
 from gateway.runtime.turns.approvals import Approvals
@@ -33,6 +34,7 @@ class Commands:
         audit: AuditLog,
         usage_report: UsageReport,
         pairing: PairingDesk,
+        revocation: Revocation,
         status: StatusText,
         usage: UsageText,
         approvals: Approvals,
@@ -46,6 +48,7 @@ class Commands:
         self._audit = audit
         self._usage_report = usage_report
         self._pairing = pairing
+        self._revocation = revocation
         self._status = status
         self._usage = usage
         self._approvals = approvals
@@ -153,9 +156,17 @@ class Commands:
                 )
             return f"{action.capitalize()}d {request.channel} user {request.sender_id}."
         if action == "revoke" and len(words) == 2:
-            if await self._pairing.revoke(msg.channel, words[1], by=by):
-                return f"Revoked {msg.channel} user {words[1]}."
-            return f"{words[1]} was not a paired user on {msg.channel}."
+            if words[1] == msg.sender_id:
+                return (
+                    "That is your own address: revoking it here would lock you out of this "
+                    "chat. `switchboard pairing revoke` at the machine does it."
+                )
+            # as the command line and the control center do: the pairing, and the place in
+            # config.toml's lists (an admin may not revoke an admin or an owner)
+            revoked = await self._revocation.revoke(
+                msg.channel, words[1], by=by, by_owner=principal.is_owner
+            )
+            return revoked.text()
         return "Usage: /pair [list | approve CODE | deny CODE | revoke USER_ID | clear]"
 
     async def _model(self, msg: InboundMessage, principal: Principal, session_key: str) -> str:

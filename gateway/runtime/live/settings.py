@@ -12,13 +12,15 @@ as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gateway.config.reference.form import form_edits
 from gateway.config.settings import Settings
 from gateway.config.sources import describe
 from gateway.config.toml.config_file import ConfigRefused
 from gateway.core.errors import ConfigFileUnreadable
+from gateway.runtime.intake.revoke import Written
 from gateway.runtime.reload import ConfigReload
 from gateway.store import AuditLog
 from gateway.web.view import SettingsChange
@@ -44,12 +46,29 @@ async def change_settings(
         return SettingsChange(errors=errors)
     if not edits:
         return SettingsChange()
+    return await change_keys(
+        reload, audit, edits, by=by, named=f"the settings page ({by})", check=check
+    )
+
+
+async def change_keys(
+    reload: ConfigReload,
+    audit: AuditLog,
+    edits: Mapping[str, Any],
+    *,
+    by: str,
+    named: str,
+    check: bool = False,
+) -> SettingsChange:
+    """Write ``edits`` (dotted key: value, or ``UNSET``) and apply them as the settings page
+    does, audited as a change of settings by ``by``; ``named``: the change as a refusal
+    names it ("the settings page (web:owner)"). Also what a revocation writes
+    (:mod:`gateway.runtime.intake.revoke`)."""
     keys = tuple(sorted(edits))
-    page = f"the settings page ({by})"
     try:
-        report = await reload.change(edits, by=page, check=check)
+        report = await reload.change(edits, by=named, check=check)
     except ConfigRefused as exc:
-        return SettingsChange(errors=_by_key(exc, keys, page), changed=keys)
+        return SettingsChange(errors=_by_key(exc, keys, named), changed=keys)
     except ValueError as exc:  # a value TOML cannot hold where the key goes
         return SettingsChange(errors={"": str(exc)}, changed=keys)
     except ConfigFileUnreadable as exc:  # fixed in an editor; nothing was written
@@ -93,3 +112,34 @@ def _by_key(exc: ConfigRefused, keys: tuple[str, ...], page: str) -> dict[str, s
         told = what if key == where or not where else f"{where}: {what}"
         errors[key] = f"{errors[key]}; {told}" if key in errors else told
     return errors
+
+
+class LiveAccess:
+    """The running gateway's configuration as a revocation reads and changes it
+    (:class:`gateway.runtime.intake.revoke.AccessConfig`): written and applied at once, as
+    the settings page's changes are. ``reload``: the gateway's, asked for when a revocation
+    runs (it is built after the commands that revoke: it re-configures the scheduler, whose
+    jobs reach them)."""
+
+    def __init__(self, reload: Callable[[], ConfigReload], audit: AuditLog) -> None:
+        self._reload = reload
+        self._audit = audit
+
+    def current(self) -> Settings:
+        return self._reload().current
+
+    async def write(self, edits: Mapping[str, list[str]], *, by: str) -> Written:
+        change = await change_keys(
+            self._reload(), self._audit, edits, by=by, named=f"a revocation ({by})"
+        )
+        if change.errors:
+            return Written(
+                refused="; ".join(f"{k}: {v}" if k else v for k, v in change.errors.items())
+            )
+        notes = list(change.problems)
+        if change.restart:
+            notes.append(
+                f"the running gateway applies {', '.join(change.restart)} only after a "
+                "restart: until then it lets them in as before"
+            )
+        return Written(notes=tuple(notes))

@@ -175,11 +175,22 @@ class ControlRoutes:
         return await people.listing(self._gateway)
 
     async def revoke(self, request: web.Request) -> Any:
+        """Their pairing and their place in config.toml's lists, as ``switchboard pairing
+        revoke`` takes them; 404 when there was nothing to take, 409 when something lets
+        them in that this cannot change (the environment's list); the answer names what
+        still lets them in."""
         body = await self._body(request)
         channel, sender = self._text(body, "channel"), self._text(body, "sender_id")
-        if not await self._gateway.revoke_person(channel, sender, by=BY):
-            return _error(404, f"{channel} user {sender} is not a paired person")
-        return {"message": f"Revoked {channel} user {sender}: they are asked to pair again."}
+        revoked = await self._gateway.revoke_person(channel, sender, by=BY)
+        if not revoked.done:
+            nothing = revoked.refused is None and not revoked.still
+            return _error(404 if nothing else 409, revoked.text())
+        return {
+            "message": revoked.text(),
+            "pairing": revoked.pairing,
+            "lists": list(revoked.lists),
+            "still": [*revoked.still, *revoked.notes],
+        }
 
     async def link(self, request: web.Request) -> Any:
         """``address`` becomes one of the person ``to`` is (``channel:id`` each)."""

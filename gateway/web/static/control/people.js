@@ -1,13 +1,17 @@
 "use strict";
 // People and access: pending pairing requests (Approve / Deny, as `switchboard pairing
 // approve` does), and everyone who may talk to the assistant, by name, with their role, how
-// they got in, their chats, time zone and usage; a paired person can be revoked. People
-// with several addresses (config's ids, or /link) are shown with all of them; the owner
-// links and unlinks addresses, and confirms a link that waits for their word.
+// they got in, their chats, time zone and usage; anyone paired or listed in config can be
+// revoked (as `switchboard pairing revoke`: the pairing and the place in config.toml's
+// lists; the answer says what still lets them in). People with several addresses (config's
+// ids, or /link) are shown with all of them; the owner links and unlinks addresses, and
+// confirms a link that waits for their word.
 
 (() => {
   const { el, fill, number, timeEl, table, api, post, action, section } = window.Control;
 
+  // what a revocation takes away: the pairing, and the place in config's lists
+  const LETS_IN = new Set(["owners", "admins", "allow_from", "paired"]);
   const HOW = { owners: "owner (config)", admins: "admin (config)", allow_from: "allowed (config)", paired: "paired", wrote: "wrote", linked: "linked" };
 
   function pending(requests) {
@@ -63,14 +67,14 @@
           p.chats.length ? p.chats.join("; ") : el("span", { class: "muted" }, "—"),
           el("span", { title: p.timezone_from }, p.timezone, el("br"), el("small", { class: "muted" }, p.timezone_from)),
           `${number(p.turns)} ${p.turns === 1 ? "turn" : "turns"}, ${number(p.tokens)} ${p.tokens === 1 ? "token" : "tokens"}`,
-          p.paired
+          p.how.some((h) => LETS_IN.has(h))
             ? action("Revoke", () => post("/api/people/revoke", { channel: p.channel, sender_id: p.sender_id }), {
                 class: "secondary",
                 key: p.person,
                 aria: `Revoke ${p.name}`,
-                confirm: `Revoke ${p.name}? They will have to ask to pair again.`,
+                confirm: `Revoke ${p.name}? Their pairing and their place in ${p.channel}'s owners, admins and allow_from in config.toml go at once; to talk to the assistant again they have to ask to pair.`,
               })
-            : el("span", { class: "muted", title: "Listed in config.toml: edit the channel's owners, admins or allow_from" }, "config"),
+            : el("span", { class: "muted" }, "—"),
         ]),
         { empty: "Nobody yet: people appear here once they are listed, paired or write." },
       ),

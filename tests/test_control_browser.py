@@ -308,6 +308,41 @@ async def test_approving_a_pairing_request_answers_the_person_on_telegram(
     assert links_after_no == []
 
 
+async def test_revoke_on_the_people_page_takes_a_listed_member_out_and_says_who_still_may_write(
+    tmp_path: Path, fake_llm: FakeLLM, browser: Browser, telegram_api: FakeTelegram
+) -> None:
+    """A member config.toml's telegram.allow_from lists had no Revoke (the row said
+    "config"); now the page revokes them as `switchboard pairing revoke` does, and its
+    answer shows, on a line of its own, that "*" still lets anyone write."""
+    home = tmp_path / "home"
+    connect = section(telegram_api, poll_timeout_seconds=1)
+    listed = {"owners": ["1"], "allow_from": ["*", "555"]}
+    write_home(home, fake_llm, web={"enabled": True, "port": 0}, telegram=connect | listed)
+    async with Gateway(load_settings(home=home)) as gateway:
+        context, page = await owner_page(browser, gateway, width=390)
+        await open_section(page, gateway, "people")
+        asked: list[str] = []
+
+        async def accept(dialog: Dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.accept()
+
+        page.once("dialog", accept)
+        row = page.locator("tr", has_text="555")
+        await row.get_by_role("button", name=re.compile("^Revoke")).click()
+        notice = page.locator("#notice")
+        await expect(notice).to_contain_text("Revoked telegram user 555")
+        shown = await notice.inner_text()
+        await expect(page.locator("tr", has_text="555")).to_have_count(0)
+        await context.close()
+    assert "allow_from in config.toml" in asked[0]
+    assert shown == (
+        "Revoked telegram user 555: their place in telegram.allow_from (config.toml).\n"
+        'Note: telegram.allow_from has "*": anyone may still write to the bot there.'
+    )
+    assert load_settings(home=home).telegram.allow_from == ("*",)
+
+
 async def test_an_edit_of_memory_md_is_in_the_next_turns_prompt(
     make_settings: SettingsFactory, fake_llm: FakeLLM, browser: Browser
 ) -> None:

@@ -464,7 +464,7 @@ async def test_an_owner_only_config_lists_revoked_on_the_page_is_refused_at_once
         status, answer = await revoke(http, url, "42")
         await tg.say("/model")  # at once: no restart, no reload to wait for
         *_, refused = await tg.wait_sent(2)
-        [audited] = await gateway.store.audit.recent(kind="access-revoked")
+        audit = await gateway.store.audit.recent(kind="access-revoked")
     assert models.params["text"].startswith("Models: ")  # the owner's command
     assert status == 200, answer
     assert answer["message"] == (
@@ -474,6 +474,7 @@ async def test_an_owner_only_config_lists_revoked_on_the_page_is_refused_at_once
     assert "pairing code" in refused.params["text"]  # a stranger now: a code, nothing else
     assert fake_llm.requests == []
     assert load_settings(home=home).telegram.owners == ()  # gone from config.toml too
+    [audited] = audit
     assert audited.sender_id == "42" and audited.detail["by"] == "web:owner"
     assert audited.detail["lists"] == ["telegram.owners"]
 
@@ -529,6 +530,24 @@ async def test_the_pages_answer_names_what_still_lets_a_revoked_owner_in(
         "Telegram user 42 is not paired and not in telegram.owners, admins, allow_from: "
         "nothing to revoke."
     )
+
+
+async def test_an_owner_only_the_environment_names_is_not_revoked_and_told_where(
+    tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing the page can take away lets them in, but something does: not "not a paired
+    person" (404), but where to take it out (409), and they stay the owner."""
+    monkeypatch.setenv("SWITCHBOARD_TELEGRAM__OWNERS", "42")
+    async with telegram_home(tmp_path / "home", fake_llm, tg) as (_gateway, http, url):
+        status, answer = await revoke(http, url, "42")
+        await tg.say("/model")
+        [models] = await tg.wait_sent(1)
+    assert status == 409
+    assert answer["error"] == (
+        "Not revoked: 42 is in telegram.owners, set by environment variable "
+        "SWITCHBOARD_TELEGRAM__OWNERS: take it out there."
+    )
+    assert models.params["text"].startswith("Models: ")
 
 
 async def test_the_owner_sees_each_person_with_their_addresses_and_links_and_unlinks_them(

@@ -7,6 +7,9 @@ changed which keys (never their values, which may be secrets).
 A change with a field it refuses writes nothing; a change the whole configuration refuses
 (a value out of range, a check across sections) names the field and why, and the file is
 as it was.
+
+A revocation of someone's access (:mod:`gateway.runtime.intake.revoke`) takes them out of
+config.toml's lists the same way (:func:`change_keys`, through :class:`LiveAccess`).
 """
 
 from __future__ import annotations

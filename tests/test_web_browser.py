@@ -212,6 +212,22 @@ async def test_model_output_with_script_is_shown_as_text(
         assert await page.evaluate("window.__pwned") is None
 
 
+async def test_a_task_list_shows_its_boxes_and_no_bullets(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
+) -> None:
+    fake_llm.queue(text("Your list:\n\n- [ ] buy milk\n- [x] call mum\n- plain item"))
+    async with serving(make_settings(web={"port": 0})) as gateway:
+        assert gateway.web is not None
+        page = await context.new_page()
+        await signed_in(page, gateway)
+        await send(page, "my list?")
+        items = page.locator(".msg.assistant:not(.streaming) li")
+        await expect(items).to_have_text(["☐ buy milk", "☑ call mum", "plain item"])
+        bullets = await items.evaluate_all("els => els.map(e => getComputedStyle(e).listStyleType)")
+    assert bullets[:2] == ["none", "none"]  # the box is the bullet
+    assert bullets[2] != "none"
+
+
 async def test_health_and_people_pages_show_channels_turns_traces_and_approve_pairing(
     make_settings: SettingsFactory, fake_llm: FakeLLM, context: BrowserContext
 ) -> None:

@@ -32,9 +32,23 @@ def _link_open(
     return renderer.renderToken(tokens, idx, options, env)
 
 
+def _list_item_open(
+    renderer: RendererHTML,
+    tokens: Sequence[Token],
+    idx: int,
+    options: OptionsDict,
+    env: EnvType,
+) -> str:
+    """A task item (its box ☐/☑ starts its text) is marked, so the page shows no bullet."""
+    if tokens[idx].meta.get("task"):
+        tokens[idx].attrSet("class", "task")
+    return renderer.renderToken(tokens, idx, options, env)
+
+
 def _build() -> MarkdownIt:
     md = markdown()
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("list_item_open", _list_item_open)
     return md
 
 

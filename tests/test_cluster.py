@@ -133,6 +133,9 @@ async def answered(tg: FakeTelegram, chats: range, per_chat: int, timeout: float
     )
 
 
+# its own waits bound each round (a minute per round, half a minute for the takeover): the
+# whole, three processes and a takeover on a loaded machine, may take longer than the default
+@pytest.mark.timeout(240)
 async def test_three_nodes_answer_every_message_once_in_order_across_a_kill(
     tmp_path: Path, fake_llm: FakeLLM, tg: FakeTelegram, pg_url: str
 ) -> None:

@@ -61,6 +61,7 @@ async def send_with_buttons(client: discord.Client, message: OutboundMessage) ->
                 content=part.content,
                 view=view(message) if last else discord.utils.MISSING,
                 allowed_mentions=ALLOWED_MENTIONS,
+                suppress_embeds=True,
             )
             sent.append(posted.id)
     return ",".join(str(i) for i in sent) or None
@@ -99,7 +100,7 @@ async def acknowledge(interaction: discord.Interaction) -> None:
     )
     try:
         if own_dm:
-            await interaction.response.edit_message(view=None)
+            await interaction.response.edit_message(view=None, suppress_embeds=True)
         else:
             await interaction.response.defer()
     except (discord.HTTPException, discord.InteractionResponded) as exc:

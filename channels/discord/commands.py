@@ -104,6 +104,6 @@ def convert(interaction: discord.Interaction) -> InboundMessage | None:
 async def acknowledge(interaction: discord.Interaction, text: str) -> None:
     """Discord waits 3 s for an answer to the invocation: a private note that it arrived."""
     try:
-        await interaction.response.send_message(f"`{text}`", ephemeral=True)
+        await interaction.response.send_message(f"`{text}`", ephemeral=True, suppress_embeds=True)
     except (discord.HTTPException, discord.InteractionResponded) as exc:
         log.info("discord: could not answer the command %s: %s", interaction.id, exc)

@@ -3,7 +3,9 @@
 Discord allows about five edits per five seconds in a channel; the gateway edits a chat's
 draft at most once a second (:data:`DRAFT_INTERVAL`), and discord.py waits out its route
 buckets. Drafts are posted without a reply reference and with mentions disabled, like
-every message the bot sends. The final answer (:func:`finish`) edits the drafts into its
+every message the bot sends, and with no link embedded (``SUPPRESS_EMBEDS`` on the post
+and on every edit: discord.py's ``PartialMessage.edit`` cannot send flags, so edits go
+through its HTTP client). The final answer (:func:`finish`) edits the drafts into its
 parts, posts what goes beyond them with the parts' nonces (a retry is answered with the
 message Discord already has), and deletes drafts left over. After a crash the same function
 delivers into what :mod:`channels.discord.recovery` read back from the channel.
@@ -15,11 +17,12 @@ import logging
 from collections.abc import Mapping, Sequence
 
 import discord
+from discord.http import handle_message_parameters
 
 from channels._text import split_message
 from channels.discord.buttons import view
 from channels.discord.convert import CHANNEL
-from channels.discord.render import ALLOWED_MENTIONS, MAX_MESSAGE, Part, render
+from channels.discord.render import ALLOWED_MENTIONS, MAX_MESSAGE, NO_EMBEDS, Part, render
 from channels.discord.sender import mapped_errors, send_part
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.messages import Action, ChatRef, OutboundMessage
@@ -48,7 +51,10 @@ def _stop_button() -> discord.ui.View:
 async def post(client: discord.Client, chat: ChatRef, text: str) -> str:
     with mapped_errors():
         sent = await _target(client, chat).send(
-            content=text, allowed_mentions=ALLOWED_MENTIONS, view=_stop_button()
+            content=text,
+            allowed_mentions=ALLOWED_MENTIONS,
+            view=_stop_button(),
+            suppress_embeds=True,
         )
     return str(sent.id)
 
@@ -56,13 +62,16 @@ async def post(client: discord.Client, chat: ChatRef, text: str) -> str:
 async def edit(
     client: discord.Client, chat: ChatRef, message_id: str, text: str, *, stop: bool = True
 ) -> None:
-    message = _target(client, chat).get_partial_message(int(message_id))
-    with mapped_errors():
-        await message.edit(
+    with (
+        mapped_errors(),
+        handle_message_parameters(
             content=text,
+            flags=NO_EMBEDS,
             allowed_mentions=ALLOWED_MENTIONS,
             view=_stop_button() if stop else None,
-        )
+        ) as params,
+    ):
+        await client.http.edit_message(_target(client, chat).id, int(message_id), params=params)
 
 
 async def delete(client: discord.Client, chat: ChatRef, message_id: str) -> None:

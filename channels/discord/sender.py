@@ -96,6 +96,7 @@ async def send_part(
             nonce=nonce(key, index),
             reference=reference,  # type: ignore[arg-type] # None is accepted at runtime
             allowed_mentions=ALLOWED_MENTIONS,
+            suppress_embeds=True,
         )
     finally:
         for file in files:

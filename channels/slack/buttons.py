@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.convert import CHANNEL
-from channels.slack.render import render_message
+from channels.slack.render import NO_UNFURL, render_message
 from channels.slack.sender import EVENT_TYPE, mapped_errors
 from gateway.core.messages import ChatType, InboundMessage, OutboundMessage
 
@@ -63,6 +63,7 @@ async def send_with_buttons(client: AsyncWebClient, message: OutboundMessage) ->
                 "event_type": EVENT_TYPE,
                 "event_payload": {"part": f"{message.idempotency_key}:0"},
             },
+            **NO_UNFURL,
         )
     return str(response.get("ts") or "") or None
 
@@ -101,7 +102,7 @@ async def clear_buttons(client: AsyncWebClient, body: dict[str, Any]) -> None:
     kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
     try:
         await client.chat_update(
-            channel=channel, ts=ts, text=message.get("text") or "", blocks=kept
+            channel=channel, ts=ts, text=message.get("text") or "", blocks=kept, **NO_UNFURL
         )
     except (SlackClientError, OSError) as exc:
         log.info("slack: could not take the buttons off %s: %s", ts, exc)

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._text import split_message
 from channels.slack.buttons import blocks
-from channels.slack.render import CHUNK, render
+from channels.slack.render import CHUNK, NO_UNFURL, render
 from channels.slack.sender import DRAFT_TYPE, mapped_errors
 from gateway.core.messages import Action, ChatRef, OutboundMessage
 
@@ -49,6 +49,7 @@ async def post(client: AsyncWebClient, chat: ChatRef, text: str) -> str:
             thread_ts=chat.thread_id,
             blocks=_with_stop(chat, shown),
             metadata={"event_type": DRAFT_TYPE, "event_payload": {}},
+            **NO_UNFURL,
         )
     return str(response.get("ts") or "")
 
@@ -57,5 +58,5 @@ async def edit(client: AsyncWebClient, chat: ChatRef, ts: str, text: str) -> Non
     shown = _shown(text)
     with mapped_errors(unsure_possible=False):
         await client.chat_update(
-            channel=chat.chat_id, ts=ts, text=shown, blocks=_with_stop(chat, shown)
+            channel=chat.chat_id, ts=ts, text=shown, blocks=_with_stop(chat, shown), **NO_UNFURL
         )

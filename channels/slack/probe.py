@@ -15,6 +15,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.slack.render import NO_UNFURL
 from channels.slack.settings import SlackSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
@@ -68,7 +69,7 @@ async def greet(settings: SlackSettings, to: str, text: str) -> str:
         token=bot_token, base_url=settings.base_url, retry_handlers=[], timeout=TIMEOUT
     )
     posted = await _call(
-        client.chat_postMessage(channel=to, text=text),
+        client.chat_postMessage(channel=to, text=text, **NO_UNFURL),
         where,
         "chat.postMessage",
         "bot token",

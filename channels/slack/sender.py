@@ -42,7 +42,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack.render import render_message
+from channels.slack.render import NO_UNFURL, render_message
 from gateway.core.channel import LostSend
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.messages import OutboundMessage
@@ -147,7 +147,7 @@ class Sender:
             with mapped_errors(unsure_possible=False):
                 # blocks=[]: the draft's Stop button goes with the final text
                 await self._client.chat_update(
-                    channel=message.chat_id, ts=ts, text=part.text, blocks=[]
+                    channel=message.chat_id, ts=ts, text=part.text, blocks=[], **NO_UNFURL
                 )
         except ChannelPermanentError as exc:
             log.info("slack: draft %s not edited (%s); posting the part", ts, exc)
@@ -187,6 +187,7 @@ class Sender:
                     "event_type": EVENT_TYPE,
                     "event_payload": {"part": f"{message.idempotency_key}:{index}"},
                 },
+                **NO_UNFURL,
             )
             return str(response.get("ts") or "")
 

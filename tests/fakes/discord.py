@@ -40,6 +40,7 @@ TEXT_CHANNEL = 310_000_000_000_000_500
 OTHER_CHANNEL = 310_000_000_000_000_501
 THREAD = 310_000_000_000_000_600
 MESSAGE_CONTENT = 1 << 15
+SUPPRESS_EMBEDS = 1 << 2  # a message flag: Discord embeds (fetches) none of its links
 
 
 def user(user_id: int, username: str, global_name: str | None = None) -> dict[str, Any]:
@@ -75,6 +76,7 @@ class Posted:
     reference: int | None
     files: dict[str, bytes] = field(default_factory=dict)
     components: list[dict[str, Any]] = field(default_factory=list)
+    flags: int = 0  # as posted, SUPPRESS_EMBEDS as the last edit that named it set it
 
 
 class FakeDiscord:
@@ -112,6 +114,7 @@ class FakeDiscord:
         self.fail_me: deque[float] = deque()  # answer GET /users/@me with 429, retry_after
         self.callbacks: list[tuple[int, dict[str, Any]]] = []  # (interaction id, response)
         self.edits: list[tuple[int, str]] = []  # (message id, new content)
+        self.edit_flags: list[int | None] = []  # the flags each edit asked for (None: none)
         self.deleted: list[int] = []
         self.command_registrations: list[list[dict[str, Any]]] = []
         self.holds = Holds()
@@ -419,6 +422,7 @@ class FakeDiscord:
             "pinned": False,
             "type": 0,
             "nonce": posted.nonce,
+            "flags": posted.flags,
         }
 
     # -- REST -----------------------------------------------------------------------------
@@ -504,6 +508,7 @@ class FakeDiscord:
             reference=int(reference["message_id"]) if reference.get("message_id") else None,
             files=files,
             components=body.get("components") or [],
+            flags=int(body.get("flags") or 0),
         )
         self.posted.append(posted)
         await self._notify()
@@ -544,7 +549,11 @@ class FakeDiscord:
         posted.content = body.get("content") or ""
         if "components" in body:  # absent: kept; [] takes them off
             posted.components = body["components"] or []
+        flags = body.get("flags")
+        if flags is not None:  # an edit may set or clear only SUPPRESS_EMBEDS
+            posted.flags = posted.flags & ~SUPPRESS_EMBEDS | int(flags) & SUPPRESS_EMBEDS
         self.edits.append((posted.id, posted.content))
+        self.edit_flags.append(flags)
         await self._notify()
         return json_response(self._message_payload(posted))
 

@@ -14,7 +14,15 @@ from channels.discord.connection import ReconnectPolicy
 from gateway.config.settings import Settings
 from gateway.runtime.app import Gateway
 from tests.conftest import edit_applied
-from tests.fakes.discord import BOT_ID, BOT_USER, TEXT_CHANNEL, FakeDiscord, dm_channel, user
+from tests.fakes.discord import (
+    BOT_ID,
+    BOT_USER,
+    SUPPRESS_EMBEDS,
+    TEXT_CHANNEL,
+    FakeDiscord,
+    dm_channel,
+    user,
+)
 from tests.fakes.llm import FakeLLM, held, streamed, text
 
 OWNER = user(42, "dana", "Dana")
@@ -101,7 +109,8 @@ async def test_commands_are_registered_once_and_a_slash_stop_stops(
     assert {"stop", "status", "new", "help", "model", "compact", "usage"} <= names
     assert stopped.content.startswith("Stopped.")
     [(_, note)] = [c for c in fake_discord.callbacks if c[1]["type"] == 4]
-    assert note["data"]["flags"] == 64  # only the person sees that it arrived
+    # only the person sees that it arrived (ephemeral), and no link in it is embedded
+    assert note["data"]["flags"] == 64 | SUPPRESS_EMBEDS
 
 
 async def test_a_members_slash_new_in_a_channel_is_refused_and_an_admins_starts_afresh(

@@ -8,7 +8,7 @@ by merely being sent. What the platform receives must say "no preview": Telegram
 ``link_preview_options``, Discord's ``SUPPRESS_EMBEDS`` flag, Slack's ``unfurl_links`` and
 ``unfurl_media``; on a whole answer, on a streamed answer's draft and on every edit of it,
 and on an approval request (which shows the address the model built before anyone
-approves it).
+approves it). WhatsApp's texts already said ``preview_url: false``; a test keeps it so.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ from typing import Any
 from channels.discord.adapter import DiscordChannel
 from channels.discord.connection import ReconnectPolicy
 from channels.slack.adapter import SlackChannel
+from channels.whatsapp.adapter import WhatsAppChannel
 from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.discord import SUPPRESS_EMBEDS, FakeDiscord, dm_channel, user
 from tests.fakes.llm import FakeLLM, calls, streamed, text
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, dm_of, event_body
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
+from tests.fakes.whatsapp import FakeGraph, body, message, post_signed
+from tests.test_whatsapp import DANA
+from tests.test_whatsapp import section as whatsapp_section
 
 LINK = "https://evil.example/c?d=owner-notes"
 ANSWER = f"The report is [here]({LINK}), that is {LINK}."
@@ -223,3 +227,22 @@ async def test_slack_approval_request_showing_an_address_unfurls_nothing(
         if name == "chat.postMessage" and args.get("channel") == "U0OWNER"
     ]
     assert (post.get("unfurl_links"), post.get("unfurl_media")) == (False, False)
+
+
+# -- WhatsApp ---------------------------------------------------------------------------
+
+
+async def test_whatsapp_answer_with_a_link_asks_for_no_preview(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, graph: FakeGraph
+) -> None:
+    fake_llm.queue(text(ANSWER))
+    settings = make_settings(whatsapp=whatsapp_section(graph), web={"port": 0})
+    channel = WhatsAppChannel(settings.whatsapp, settings.channel_context())
+    async with Gateway(settings, channels=[channel]) as gateway:
+        assert gateway.web is not None
+        url = f"http://127.0.0.1:{gateway.web.port}/whatsapp/webhook"
+        await post_signed(url, body(message(DANA, text="where is the report?")))
+        [sent] = await graph.wait_sent(1)
+        await gateway.wait_idle()
+    assert LINK in sent.body["text"]["body"]
+    assert sent.body["text"]["preview_url"] is False

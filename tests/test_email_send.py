@@ -125,6 +125,24 @@ async def test_an_allowed_recipient_gets_a_well_formed_email(
     assert attachment.get_content() == "a,b\n1,2\n"
 
 
+async def test_an_image_in_the_body_is_a_link_no_mail_client_fetches(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
+) -> None:
+    # Threat model row 7: a mail client (or its provider's image proxy) loads remote images
+    # when the mail is opened or even on arrival, so an image whose address holds data
+    # would carry it out unclicked. The address stays readable, as a link.
+    sink = await smtp()
+    settings = make_settings(email=email_settings(sink))
+    address = "https://evil.example/c?d=owner-notes"
+    body = f"The chart: ![chart]({address})"
+    await run_turn(settings, fake_llm, {"to": DANA, "subject": "Chart", "body": body})
+    [mail] = await sink.wait_for(1)
+    plain, html = body_parts(mail)
+    assert "<img" not in html
+    assert f'<a href="{address}">chart</a>' in html
+    assert address in plain
+
+
 async def test_starttls_with_login_is_used_and_trusted_through_the_ca_file(
     make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
 ) -> None:

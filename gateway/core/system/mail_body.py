@@ -6,6 +6,12 @@ text is what the HTML shows, without markdown's marks: ``**bold**`` and ``*itali
 their stars, a link is ``label <url>``, a heading is a line of its own, lists keep their
 ``-`` or numbers (nested ones indented), quotes their ``> ``, a table is one ``a | b`` line
 per row, and code is kept as written (a fence's lines without the fence).
+
+No images: ``![chart](https://…)`` is a link (``!chart``), never an ``<img>``. A mail
+client, or its provider's image proxy, loads a remote image when the mail is opened or as
+soon as it arrives, so an image whose address holds data would carry it out unclicked
+(docs/security.md, "Links in what the bot sends"), as the web chat and the chat channels
+avoid too (channels/_markdown.py).
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from markdown_it.token import Token
 __all__ = ["render_html", "render_text"]
 
 # Raw HTML in the model's markdown is escaped, not passed through; markdown-it also refuses
-# javascript:, vbscript:, file: and data: links.
-_markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
+# javascript:, vbscript:, file: and data: links. No image rule: see above.
+_markdown = (
+    MarkdownIt("commonmark", {"html": False, "breaks": True})
+    .enable(["table", "strikethrough"])
+    .disable("image")
 )
 _BLOCKS = frozenset({"paragraph_open", "heading_open", "blockquote_open", "table_open"})
 
@@ -127,8 +135,6 @@ def _inline(children: list[Token]) -> str:
             label = "".join(text[start:])
             if href and href not in (label, f"mailto:{label}"):
                 text.append(f" <{href}>")
-        elif kind == "image":
-            text.append(f"{child.content} <{child.attrGet('src')}>".lstrip())
         else:  # emphasis marks (strong, em, s) have no content: their text stays
             text.append(child.content)
     return "".join(text)

@@ -26,6 +26,7 @@ from tests.fakes.llm import FakeLLM, calls, streamed, text
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, dm_event, dm_of, event_body
 from tests.fakes.telegram import FakeTelegram, fast_channel, section
 from tests.fakes.whatsapp import FakeGraph, body, message, post_signed
+from tests.test_approval_buttons import APPROVALS
 from tests.test_whatsapp import DANA
 from tests.test_whatsapp import section as whatsapp_section
 
@@ -35,7 +36,6 @@ WORDS = " ".join(f"word{i}" for i in range(39))
 STREAMED = f"The report is at {LINK} and {WORDS}."
 # A member's command with the address in it: the owner's approval request shows it.
 COMMAND = f"curl -s '{LINK}'"
-APPROVALS = {"approvals": "ask", "exec": {"sandbox": "off"}}
 NO_PREVIEW = {"is_disabled": True}
 
 

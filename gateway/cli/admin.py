@@ -240,7 +240,7 @@ def revoke_access(settings: Settings, channel: str, sender_id: str) -> int:
 
     async def revoked() -> Revoked:
         async with store_for(settings, migrates=False) as store:
-            return await Revocation(store, access).revoke(channel, sender_id, by=_by())
+            return await Revocation.of(store, access).revoke(channel, sender_id, by=_by())
 
     result = asyncio.run(revoked())
     if not result.done:

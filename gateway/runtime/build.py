@@ -238,7 +238,7 @@ def people_for(
         default=settings.timezone,
         clock=clock,
     )
-    revocation = Revocation(store, LiveAccess(reload, store.audit))
+    revocation = Revocation.of(store, LiveAccess(reload, store.audit))
     return directory, linking, zones, owners_chat, revocation
 
 

@@ -30,7 +30,7 @@ from gateway.core.errors import ConfigFileUnreadable
 from gateway.core.principal import Role
 from gateway.runtime.intake.pairing import PairingDesk
 from gateway.runtime.people.directory import PeopleDirectory
-from gateway.store import Store
+from gateway.store import AuditLog, KeyValue, Pairings, PersonLinks, Store
 from gateway.web.view import ACCESS_LISTS, Revoked
 
 AUDIT_KIND = "access-revoked"
@@ -57,10 +57,33 @@ class AccessConfig(Protocol):
 
 
 class Revocation:
-    def __init__(self, store: Store, config: AccessConfig) -> None:
-        self._store = store
-        self._desk = PairingDesk.of(store)
+    def __init__(
+        self,
+        desk: PairingDesk,
+        *,
+        pairings: Pairings,
+        audit: AuditLog,
+        links: PersonLinks,
+        kv: KeyValue,
+        config: AccessConfig,
+    ) -> None:
+        self._desk = desk
+        self._pairings = pairings
+        self._audit = audit
+        self._links = links  # who else a revoked address is (what still lets them in)
+        self._kv = kv
         self._config = config
+
+    @classmethod
+    def of(cls, store: Store, config: AccessConfig) -> Revocation:
+        return cls(
+            PairingDesk.of(store),
+            pairings=store.pairings,
+            audit=store.audit,
+            links=store.links,
+            kv=store.kv,
+            config=config,
+        )
 
     async def revoke(
         self, channel: str, sender_id: str, *, by: str, by_owner: bool = True
@@ -76,7 +99,7 @@ class Revocation:
         if not by_owner and role is not Role.MEMBER:
             why = f"{channel} user {sender_id} is an {role.value}, and only the owner may revoke"
             return Revoked(channel, sender_id, refused=f"{why} an admin or an owner")
-        paired = await self._store.pairings.is_approved(channel, sender_id)
+        paired = await self._pairings.is_approved(channel, sender_id)
         try:
             edits = await asyncio.to_thread(lists_without, settings, channel, sender_id)
         except ConfigFileUnreadable as exc:
@@ -94,7 +117,7 @@ class Revocation:
         still = await asyncio.to_thread(still_listed, now, channel, sender_id)
         notes = [*written.notes, *await self._still_let_in(now, channel, sender_id)]
         revoked = Revoked(channel, sender_id, paired, tuple(edits), tuple(still), tuple(notes))
-        await self._store.audit.record(
+        await self._audit.record(
             AUDIT_KIND,
             channel=channel,
             sender_id=sender_id,
@@ -117,8 +140,8 @@ class Revocation:
         directory = PeopleDirectory(
             settings.people,
             settings.channel_sections(),
-            self._store.links,
-            self._store.kv,
+            self._links,
+            self._kv,
             scope=settings.session.scope,
         )
         identity = await directory.identify(f"{channel}:{sender_id}")

@@ -282,6 +282,7 @@ class Agent:
             checkpoint=lambda messages: self._checkpoint(request, messages),
             unattended=request.kind.unattended,
             check_in=request.kind is TurnKind.HEARTBEAT,
+            explain_failures=request.principal.is_admin,
             on_text=request.on_text,
             on_tool=request.on_tool,
             fit=None if limit is None else TurnFit(self.window, model.max_tokens, rebuild),

@@ -432,3 +432,20 @@ async def test_the_health_page_counts_every_call_of_a_turn_that_waited_for_an_ap
     [turn] = [t for t in status["recent_turns"] if t["session_key"].endswith(MEMBER)]
     assert turn["llm_calls"] == 2 and turn["tool_calls"] == 1
     assert turn["input_tokens"] == day.input_tokens  # as the usage table counts the day
+
+
+async def test_a_member_told_a_call_failed_is_not_shown_the_owners_reasons(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """The gateway's note under an answer that does not mention a failed call names the
+    call; its reason (here the denial, naming the owner's address) is for the owner's and
+    admins' turns only."""
+    settings = approval_settings(make_settings)
+    channel = MemoryChannel("telegram")
+    async with Gateway(settings, channels=[channel]) as gateway:
+        request = await ask_for_exec(channel, fake_llm, "All set.")
+        await channel.push(f"/deny {request_id(request)}", sender_id=OWNER, chat_id=OWNER)
+        answer = (await channel.wait_for(2, chat_id=MEMBER))[1]
+        await gateway.wait_idle()
+    assert answer.text == "All set.\n\nNote: exec failed."
+    assert OWNER not in answer.text and request_id(request) not in answer.text

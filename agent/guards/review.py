@@ -155,18 +155,20 @@ def substantive(text: str) -> bool:
 NOTE_REASON_CHARS = 160
 
 
-def failure_note(steps: Sequence[ToolStep]) -> str:
+def failure_note(steps: Sequence[ToolStep], *, explain: bool = True) -> str:
     """What failed, in the gateway's words: "Note: read_file failed 2 times (x does not exist)."
-    Only tools whose last call failed count (a retry that worked resolved it)."""
+    Only tools whose last call failed count (a retry that worked resolved it). Without
+    ``explain`` (a member's turn) only what failed: a reason can name what is not theirs to
+    know (the owner's address in a denied approval, a file they may not see)."""
     failures: dict[str, list[str]] = {}
     for step in steps:
         if step.is_error:
             failures.setdefault(step.tool, []).append(step.error)
     parts = []
     for tool in unresolved_errors(steps):
-        reasons = failures[tool]
-        times = f" {len(reasons)} times" if len(reasons) > 1 else ""
-        reason = " ".join(reasons[-1].split())
+        errors = failures[tool]
+        times = f" {len(errors)} times" if len(errors) > 1 else ""
+        reason = " ".join(errors[-1].split()) if explain else ""
         if len(reason) > NOTE_REASON_CHARS:
             reason = reason[: NOTE_REASON_CHARS - 1].rstrip() + "…"
         parts.append(f"{tool} failed{times} ({reason})" if reason else f"{tool} failed{times}")

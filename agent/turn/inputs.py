@@ -82,6 +82,9 @@ class TurnInputs:
     checkpoint: Checkpoint = _nothing
     unattended: bool = False  # nobody is waiting: silence is a valid end
     check_in: bool = False  # a heartbeat's: it may end with a question for the owner
+    # the reasons in the note of calls that failed unmentioned: the owner's and admins'
+    # turns; a member is told only what failed (a reason can name the owner's address)
+    explain_failures: bool = True
     on_text: TextSink | None = None  # answer text as the model writes it
     on_tool: ToolSink | None = None  # a tool's name just before it runs
     fit: Fit | None = None

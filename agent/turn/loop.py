@@ -102,6 +102,7 @@ class TurnLoop:
             trace=inputs.trace,
             unattended=inputs.unattended,
             check_in=inputs.check_in,
+            explain_failures=inputs.explain_failures,
             charge=inputs.charge,
             ledger=lambda: executor.side_effects(inputs.charge.turn_id or ""),
             effect_of=lambda name: (

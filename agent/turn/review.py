@@ -68,6 +68,7 @@ class TurnReview:
         trace: TurnTrace,
         unattended: bool,
         check_in: bool = False,
+        explain_failures: bool = True,
         charge: Charge,
         ledger: Ledger,
         effect_of: EffectOf,
@@ -78,6 +79,7 @@ class TurnReview:
         self._trace = trace
         self._unattended = unattended
         self._check_in = check_in  # a heartbeat's: a question for the owner may end it
+        self._explain_failures = explain_failures  # failure_note's reasons
         self._charge = charge
         self._ledger = ledger
         self._effect_of = effect_of
@@ -136,7 +138,7 @@ class TurnReview:
         ledger does not show."""
         steps = self.tool_steps()
         unbacked = self._unbacked.get(text)
-        notes = [failure_note(steps)]
+        notes = [failure_note(steps, explain=self._explain_failures)]
         if unbacked:
             notes.append(rules.note(unbacked, self._acts))
             if set(unresolved_errors(steps)) <= {a.tool for a in self._acts}:

@@ -121,9 +121,13 @@ async def test_update_to_a_new_version_names_what_it_may_do_now(
     assert "Update weather 1.1.0 from weather" in out
     assert "NEW: it may now also use host tiles.example.test" in out
     assert "changed since approved: changed SKILL.md" in out
+    assert "    --- SKILL.md (approved)\n    +++ SKILL.md (now)\n" in out
+    assert "     - api.example.test\n    +- tiles.example.test\n" in out
     assert (settings.workspace_dir / "skills" / "weather" / "SKILL.md").read_text() == wider
     assert lock_of(settings)["weather"]["version"] == "1.1.0"
-    assert entries(settings.workspace_dir / "skills") == ["skills.lock", "weather"]
+    assert entries(settings.workspace_dir / "skills") == [".approved", "skills.lock", "weather"]
+    # the approved text is kept to show the next change, the one it replaced is not
+    assert entries(settings.workspace_dir / "skills" / ".approved") == [sha256(wider)]
 
 
 async def test_a_tampered_archive_is_refused_and_nothing_is_written(
@@ -446,3 +450,25 @@ async def test_a_declared_tool_no_tool_has_is_named_with_the_nearest_ones(
         "'nots__search'",
     ]
     assert all(m.startswith("skills/weather/SKILL.md declares") for m in doctor)
+
+    # skills list, where one looks, names them too (it said [ok])
+    assert await skills(settings, "list") == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0] == f"weather  [unknown tool web_fetc, nots__search]  from {source}"
+    assert listed[2:4] == warnings
+    assert await skills(settings, "list", "--json") == 0
+    [row] = json.loads(capsys.readouterr().out)["skills"]
+    assert row["unknown_tools"] == ["web_fetc", "nots__search"]
+
+
+async def test_search_with_no_registry_says_so_and_how_to_add_one_and_nothing_else(
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await skills(make_settings(), "search", "weather") == 1
+    out, err = capsys.readouterr()
+    assert out == ""  # not "No skill matches 'weather'.": nothing was searched
+    assert err == (
+        "switchboard: no skill registries are configured, so there is nothing to search: add "
+        "one with switchboard config set skills.registries "
+        """'["https://skills.example.org/index.json"]'\n"""
+    )

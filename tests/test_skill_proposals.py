@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from channels.memory import MemoryChannel
 from tests.conftest import SettingsFactory
 from tests.fakes.llm import FakeLLM, calls, text
+from tests.test_skill_install import skills
 
 PROPOSAL = {
     "name": "plant-care",
@@ -21,7 +24,10 @@ PROPOSAL = {
 
 
 async def test_a_proposal_waits_is_approved_in_the_chat_and_then_loads_by_its_trigger(
-    run_gateway: Any, fake_llm: FakeLLM, make_settings: SettingsFactory
+    run_gateway: Any,
+    fake_llm: FakeLLM,
+    make_settings: SettingsFactory,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = make_settings()
     fake_llm.queue(
@@ -52,9 +58,7 @@ async def test_a_proposal_waits_is_approved_in_the_chat_and_then_loads_by_its_tr
     assert not draft.exists()  # moved into skills/plant-care
     assert "## Skill plant-care" not in fake_llm.requests[2].raw_user_texts[-1]
     assert "plant-care" not in fake_llm.requests[2].system_text
-    assert "waiting for you (/skills show NAME first):\n- plant-care (for memory:user-1" in (
-        listing.text
-    )
+    assert "waiting for you (/skills show NAME first):\n- plant-care (for you, 20" in listing.text
     assert "Water the basil daily" in shown.text and "tools: read_file" in shown.text
     assert approved.text == "Approved: plant-care is a skill now (may use: tools read_file)."
     last = fake_llm.requests[-1].raw_user_texts[-1]
@@ -62,6 +66,9 @@ async def test_a_proposal_waits_is_approved_in_the_chat_and_then_loads_by_its_tr
     assert "Water the basil daily" in last
     lock = json.loads((settings.workspace_dir / "skills" / "skills.lock").read_text())
     assert lock["skills"]["plant-care"]["kind"] == "proposal"
+    assert await skills(settings, "list") == 0  # on the terminal, where the owner is "you"
+    listed = capsys.readouterr().out
+    assert "plant-care  [ok]  proposed by the assistant for you, 20" in listed
 
 
 async def test_only_the_owner_decides_and_an_edit_is_checked_like_any_skill(
@@ -71,13 +78,16 @@ async def test_only_the_owner_decides_and_an_edit_is_checked_like_any_skill(
     fake_llm.queue(calls(("skill_propose", PROPOSAL)), text("Proposed."))
     channel = MemoryChannel("telegram")
     async with run_gateway(settings, channel=channel) as (gateway, _):
-        await channel.push("keep the watering routine as a skill", sender_id="2", chat_id="2")
+        await channel.push(
+            "keep the watering routine as a skill", sender_id="2", chat_id="2", sender_name="Ann"
+        )
         await channel.wait_for(1)
         await gateway.wait_idle()
         replies = []
         for sender, command in [
             ("2", "/skills approve plant-care"),  # an admin proposed it; the owner decides
             ("3", "/skills"),
+            ("1", "/skills"),
             ("1", "/skills edit plant-care\n---\nname: plant-care\ntools: {exec: yes}\n---\nx"),
             (
                 "1",
@@ -89,12 +99,15 @@ async def test_only_the_owner_decides_and_an_edit_is_checked_like_any_skill(
         ]:
             await channel.push(command, sender_id=sender, chat_id=sender)
             replies.append((await channel.wait_for(len(replies) + 2))[-1].text)
-    refused, member_list, bad_edit, edited, shown, dropped, after = replies
+    refused, member_list, owner_list, bad_edit, edited, shown, dropped, after = replies
     assert refused == "Only the owner decides which skills are used."
+    assert "- plant-care (for Ann, 20" in owner_list  # whom it is for, by name
+    assert "telegram:2" not in owner_list
     assert "plant-care" not in member_list  # proposals are the owner's business
     assert "the skill cannot be read: tools: a list of names" in bad_edit
     assert edited.startswith("Rewrote the proposal plant-care")
     assert "plant-care: Tidier." in shown and "Water the basil" not in shown
+    assert shown.startswith("Proposed by the assistant (for Ann, 20")
     assert dropped == "Dropped the proposal plant-care."
     assert "plant-care" not in after
     assert not (settings.workspace_dir / "skills" / "plant-care").exists()

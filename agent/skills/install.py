@@ -265,6 +265,7 @@ class Installer:
                 configured_secrets=self.library.configured_secrets,
                 when=when,
                 mcp_servers=self.library.mcp_servers,
+                lock=self.lock,
             )
         except ReviewError as exc:
             raise InstallError(str(exc)) from None

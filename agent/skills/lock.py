@@ -7,13 +7,21 @@ or removed, a link appeared) has *changed since it was approved*: the library le
 of every prompt and never loads or runs it until the owner approves it again
 (``switchboard skills verify --approve NAME`` or ``/skills approve NAME``), which records the
 files as they are now. A folder without an entry is a skill the owner wrote by hand.
+
+Beside it, ``skills/.approved/<sha256>`` keeps a copy of each approved *text* file (at most
+:data:`MAX_KEPT_BYTES`), by its digest, so the owner asked to approve a changed skill again
+is shown what changed, line by line (:mod:`agent.skills.diff`); a copy whose content no
+longer has its name's digest is not believed. Copies no entry names any more are deleted
+whenever an entry is written or dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -24,8 +32,11 @@ from gateway.core.system.fileutil import write_atomic
 
 LOCK_FILE = "skills.lock"
 FORMAT = 1
+KEPT = ".approved"  # beside the lock file: the approved text files' content, by sha256
+MAX_KEPT_BYTES = 256 * 1024  # a larger file is named as changed, never shown
 
 SourceKind = Literal["folder", "git", "archive", "registry", "proposal", "local"]
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 LINK = "link"  # what a symbolic link is recorded as: never a sha256, so never "unchanged"
 
 
@@ -98,6 +109,17 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def as_text(data: bytes) -> str | None:
+    """``data`` as text to show line by line; ``None`` for a binary file (not UTF-8, or with
+    a NUL byte) or one larger than :data:`MAX_KEPT_BYTES`."""
+    if len(data) > MAX_KEPT_BYTES or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def compare(recorded: dict[str, str], present: dict[str, str]) -> Changes:
     return Changes(
         added=tuple(sorted(set(present) - set(recorded))),
@@ -138,11 +160,54 @@ class SkillLock:
         entries = self.entries()
         entries[entry.name] = entry
         self._write(entries)
+        self._prune()
 
     def drop(self, name: str) -> None:
         entries = self.entries()
         if entries.pop(name, None) is not None:
             self._write(entries)
+            self._prune()
+
+    @property
+    def kept(self) -> Path:
+        return self.path.parent / KEPT
+
+    def keep(self, folder: Path, files: dict[str, str]) -> None:
+        """Keep a copy of each text file of ``files`` (relative path -> sha256, read from
+        ``folder``), before they are :meth:`put` as approved. A file that no longer has its
+        recorded digest is not kept (it is not what was reviewed)."""
+        for relative, digest in files.items():
+            target = self.kept / digest
+            if digest == LINK or target.exists():
+                continue
+            try:
+                if (folder / relative).stat().st_size > MAX_KEPT_BYTES:
+                    continue
+                data = (folder / relative).read_bytes()
+            except OSError:
+                continue
+            if as_text(data) is not None and hashlib.sha256(data).hexdigest() == digest:
+                write_atomic(target, data)
+
+    def approved_text(self, digest: str) -> str | None:
+        """The approved content with this sha256, if a copy was kept (``None`` for a file
+        approved before copies were kept, a binary or too large one, or a damaged copy)."""
+        try:
+            data = (self.kept / digest).read_bytes()
+        except (OSError, ValueError):
+            return None
+        return as_text(data) if hashlib.sha256(data).hexdigest() == digest else None
+
+    def _prune(self) -> None:
+        """Delete the kept copies no entry names."""
+        if not self.kept.is_dir():
+            return
+        named = {d for e in self.entries().values() for d in e.files.values()}
+        for copy in self.kept.iterdir():
+            if _DIGEST.match(copy.name) and copy.name not in named:
+                copy.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # none left: no folder either
+            self.kept.rmdir()
 
     def changes(self, name: str, folder: Path) -> Changes | None:
         """How ``folder`` differs from its entry; ``None`` when it has none (hand-written)."""

@@ -36,13 +36,27 @@ class ProposalError(Exception):
 class Proposal:
     name: str
     folder: Path
-    by: str  # the person whose turn proposed it
+    by: str  # the person whose turn proposed it (their key: an address)
     session: str
     at: str
+    by_owner: bool = False  # that person is the owner
+    by_name: str = ""  # their display name, as their channel gave it
 
     @property
     def path(self) -> Path:
         return self.folder / SKILL_FILE
+
+    def for_whom(self, *, reader: str = "", reader_is_owner: bool = True) -> str:
+        """Whom the assistant proposed it for, as ``reader`` (a person's key) reads it:
+        "you", "the owner", or the person's name (their address when it is not known)."""
+        if self.by == reader or (self.by_owner and reader_is_owner):
+            return "you"
+        return "the owner" if self.by_owner else (self.by_name or self.by)
+
+    def when(self) -> str:
+        """``at`` as a person reads it (``2026-12-07 23:44 UTC``)."""
+        day, _, time = self.at.partition("T")
+        return f"{day} {time[:5]} UTC" if time else self.at
 
 
 class Proposals:
@@ -50,7 +64,16 @@ class Proposals:
         self.library = library
         self.directory = library.directory / PROPOSED
 
-    def propose(self, name: str, text: str, *, by: str, session: str) -> Proposal:
+    def propose(
+        self,
+        name: str,
+        text: str,
+        *,
+        by: str,
+        session: str,
+        by_owner: bool = False,
+        by_name: str = "",
+    ) -> Proposal:
         if not SKILL_NAME.match(name):
             raise ProposalError(
                 f"{name!r} cannot be a skill's name: lower-case letters, digits, ., - and _"
@@ -65,8 +88,15 @@ class Proposals:
             )
         folder = self.directory / name
         self._write(folder, text)
-        proposal = Proposal(name, folder, by, session, now())
-        meta = {"by": by, "session": session, "at": proposal.at}
+        by_name = " ".join(by_name.split())[:80]
+        proposal = Proposal(name, folder, by, session, now(), by_owner, by_name)
+        meta = {
+            "by": by,
+            "session": session,
+            "at": proposal.at,
+            "by_owner": by_owner,
+            "by_name": by_name,
+        }
         write_atomic(self.directory / f"{name}.json", json.dumps(meta) + "\n")
         return proposal
 
@@ -90,6 +120,8 @@ class Proposals:
             str(meta.get("by", "?")),
             str(meta.get("session", "")),
             str(meta.get("at", "")),
+            meta.get("by_owner") is True,
+            str(meta.get("by_name", "")),
         )
 
     def text(self, proposal: Proposal) -> str:
@@ -123,7 +155,7 @@ class Proposals:
         entry = LockEntry(
             name=name,
             kind="proposal",
-            source=f"proposed by the assistant for {proposal.by} ({proposal.at})",
+            source=f"proposed by the assistant for {proposal.for_whom()}, {proposal.when()}",
         )
         pinned = pin(self.library.lock, review, entry)
         try:

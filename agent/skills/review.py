@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from agent.skills.diff import FileChange, code, file_changes, shown
 from agent.skills.library import (
     SKILL_NAME,
     FrontMatterError,
@@ -44,6 +45,17 @@ class Review:
     wider: tuple[str, ...] = ()  # what it may do now that it could not before
     configured_secrets: frozenset[str] = frozenset()  # skills.secrets' names, set or not
     hand_written: bool = False  # in skills/ without a lock entry: approving it pins it
+    change: tuple[FileChange, ...] = ()  # what changed, line by line (when copies were kept)
+
+    @property
+    def code(self) -> str:
+        """Stands for the files as they are now: approving a changed skill in the chat takes
+        it, as shown beside the change (:func:`agent.skills.diff.code`)."""
+        return code(self.name, self.files)
+
+    def change_lines(self, *, per_file: int, total: int) -> tuple[list[str], bool]:
+        """The change as diff lines, cut to fit; and whether all of it is there."""
+        return shown(self.change, per_file=per_file, total=total)
 
     def lines(self) -> list[str]:
         """What the owner reads before saying yes."""
@@ -103,12 +115,14 @@ def inspect(
     when: tuple[str, ...] = (),
     hand_written: bool = False,
     mcp_servers: Collection[str] = (),
+    lock: SkillLock | None = None,
 ) -> Review:
     """Read the skill in ``folder`` (to be installed as ``name``) for the owner's decision;
     ``previous`` is its lock entry and ``before`` what it could do, for an update;
     ``hand_written``: an unpinned skill in ``skills/`` (shown as it works now, with what
     pinning it would change); ``mcp_servers``: the configured ones, whose tools it may
-    declare (a declared tool no tool has is a warning)."""
+    declare (a declared tool no tool has is a warning); ``lock``: where the approved text
+    of ``previous``'s files is kept, to show what changed line by line."""
     if not SKILL_NAME.match(name):
         raise ReviewError(
             f"{name!r} cannot be a skill's folder name (lower-case letters, digits, ., - and _)"
@@ -130,31 +144,45 @@ def inspect(
         for relative in (SKILL_FILE, *scripts)
         for reason in suspicious(_head(folder / relative))
     ]
-    warnings += [
-        f"{SKILL_FILE} {why}"
-        for tool in skill.permissions.tools
-        if (why := unknown_tool(tool, mcp_servers)) is not None
-    ]
+    warnings += [f"{SKILL_FILE} {why}" for _, why in unknown_tools(skill, mcp_servers)]
     warnings += [
         f"it needs the secret {s}, which is not set (skills.secrets.{s} in .env or config.toml)"
         for s in skill.permissions.secrets
         if s not in configured_secrets
     ]
+    changes = None if previous is None else compare(previous.files, files)
     return Review(
         name=name,
         skill=skill,
         files=files,
         scripts=scripts,
         warnings=tuple(warnings),
-        changes=None if previous is None else compare(previous.files, files),
+        changes=changes,
         wider=() if before is None else tuple(skill.permissions.wider_than(before)),
         configured_secrets=frozenset(configured_secrets),
         hand_written=hand_written,
+        change=(
+            file_changes(lock, previous.files, folder, changes)
+            if lock is not None and previous is not None and changes
+            else ()
+        ),
     )
 
 
+def unknown_tools(skill: Skill, mcp_servers: Collection[str]) -> list[tuple[str, str]]:
+    """The tools ``skill`` declares that no tool here has, each with why (naming the nearest
+    known names): install, show, approve, ``skills list`` and doctor warn about them."""
+    return [
+        (tool, why)
+        for tool in skill.permissions.tools
+        if (why := unknown_tool(tool, mcp_servers)) is not None
+    ]
+
+
 def pin(lock: SkillLock, review: Review, entry: LockEntry) -> LockEntry:
-    """Record the reviewed files as the approved ones (``entry`` says where they came from)."""
+    """Record the reviewed files as the approved ones (``entry`` says where they came from),
+    keeping a copy of their text to show what changes later."""
+    lock.keep(review.skill.folder, review.files)
     pinned = replace(
         entry, name=review.name, files=dict(review.files), approved=now(), when=entry.when
     )
@@ -177,6 +205,7 @@ def review_installed(library: SkillLibrary, name: str) -> Review:
         when=entry.when if entry else (),
         hand_written=entry is None,
         mcp_servers=library.mcp_servers,
+        lock=library.lock,
     )
 
 

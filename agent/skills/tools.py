@@ -234,7 +234,12 @@ class SkillPropose(Tool):
         )
         try:
             proposal = self._proposals.propose(
-                args["name"], text, by=ctx.principal.person, session=ctx.session_key
+                args["name"],
+                text,
+                by=ctx.principal.person,
+                session=ctx.session_key,
+                by_owner=ctx.principal.is_owner,
+                by_name=ctx.principal.sender_name,
             )
         except ProposalError as exc:
             raise ToolError(str(exc)) from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -26,9 +27,16 @@ if TYPE_CHECKING:
     from agent.skills.install import Installer
     from agent.skills.library import SkillLibrary
     from agent.skills.registry import IndexEntry
+    from agent.skills.review import Review
     from gateway.config.settings import Settings
 
 Ask = Callable[[str], bool]
+NO_REGISTRIES = (
+    "no skill registries are configured, so there is nothing to search: add one with "
+    """switchboard config set skills.registries '["https://skills.example.org/index.json"]'"""
+)
+# Lines of a changed skill's diff shown on the terminal: of each file, and in all.
+CHANGE_PER_FILE, CHANGE_LINES = 400, 2000
 
 DESCRIPTION = (
     "Install skills from a folder, a git repository at a ref, an archive URL or a registry "
@@ -177,6 +185,7 @@ def _installer(settings: Settings, agent: str, reach: Reach | None) -> Installer
 
 def _list(installer: Installer, *, as_json: bool) -> int:
     from agent.skills.proposals import Proposals  # noqa: PLC0415
+    from agent.skills.review import unknown_tools  # noqa: PLC0415
 
     library = installer.library
     skills = {s.folder.name: s for s in library.skills()}
@@ -184,16 +193,20 @@ def _list(installer: Installer, *, as_json: bool) -> int:
     for status in installer.statuses():
         skill = skills.get(status.name)
         entry = status.entry
+        unknown = [] if skill is None else unknown_tools(skill, library.mcp_servers)
         rows.append(
             {
                 "name": status.name,
                 "state": status.state,
                 "detail": status.detail,
                 "version": entry.version if entry else "",
+                "kind": entry.kind if entry else "",
                 "source": entry.source if entry else "",
                 "description": skill.description if skill else "",
                 "loaded": skill is not None,  # left out (changed, broken, missing): not
                 "may_use": _permissions(library, status.name),
+                "unknown_tools": [tool for tool, _ in unknown],
+                "warnings": [f"SKILL.md {why}" for _, why in unknown],
             }
         )
     waiting = [p.name for p in Proposals(library).pending()]
@@ -204,12 +217,15 @@ def _list(installer: Installer, *, as_json: bool) -> int:
         print(f"No skills in {library.directory}.")
     for row in rows:
         version = f" {row['version']}" if row["version"] else ""
-        source = f"  from {row['source']}" if row["source"] else ""
-        print(f"{row['name']}{version}  [{row['state']}]{source}")
+        unknown = row["unknown_tools"]
+        state = f"unknown tool {', '.join(unknown)}" if unknown else row["state"]
+        print(f"{row['name']}{version}  [{state}]{_source(row)}")
         if row["description"]:
             print(f"  {row['description']}")
         if row["detail"]:
             print(f"  {row['detail']}")
+        for warning in row["warnings"]:
+            print(f"  WARNING: {warning}")
         if row["loaded"]:
             print(f"  may use: {_may(row['may_use'])}")
         else:
@@ -219,6 +235,16 @@ def _list(installer: Installer, *, as_json: bool) -> int:
             f"Proposed by the assistant, waiting for the owner (/skills in the chat): {', '.join(waiting)}"
         )
     return 0
+
+
+def _source(row: dict[str, Any]) -> str:
+    """Where a listed skill came from: ``from`` a folder, a URL or a registry; the
+    assistant's proposal and a skill written here say so themselves."""
+    if not row["source"]:
+        return ""
+    return (
+        f"  {row['source']}" if row["kind"] in ("proposal", "local") else f"  from {row['source']}"
+    )
 
 
 def _permissions(library: SkillLibrary, name: str) -> dict[str, Any] | None:
@@ -243,6 +269,9 @@ def _may(permissions: dict[str, Any] | None) -> str:
 
 
 async def _search(installer: Installer, term: str, *, as_json: bool) -> int:
+    if not installer.registries.urls:
+        print(f"switchboard: {NO_REGISTRIES}", file=sys.stderr)
+        return 1
     listing = await installer.registries.search(term)
     for problem in listing.problems:
         print(f"switchboard: {problem}", file=sys.stderr)
@@ -277,6 +306,9 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
                         "changed": bool(review.changes),
                         "may_use": _permissions(library, name),
                         "files": review.files,
+                        "change": review.change_lines(per_file=CHANGE_PER_FILE, total=CHANGE_LINES)[
+                            0
+                        ],
                         "warnings": list(review.warnings),
                     },
                     indent=2,
@@ -285,6 +317,7 @@ async def _show(installer: Installer, name: str, *, as_json: bool) -> int:
             return 0
         for line in review.lines():
             print(line)
+        _print_change(review)
         if entry is not None:
             origin = f" ({entry.origin})" if entry.origin not in ("", entry.source) else ""
             print(f"  source: {entry.source}{origin}")
@@ -335,6 +368,7 @@ async def _update(installer: Installer, name: str | None, confirm: Ask) -> int:
                     continue
                 for line in plan.lines():
                     print(line)
+                _print_change(plan.review)
                 if confirm(f"Update {each}?"):
                     installer.commit(plan)
                     print(f"Updated {each}.")
@@ -347,12 +381,13 @@ async def _update(installer: Installer, name: str | None, confirm: Ask) -> int:
 
 
 def _verify(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int:
-    from agent.skills.review import approve, review_installed  # noqa: PLC0415
+    from agent.skills.review import ReviewError, approve, review_installed  # noqa: PLC0415
 
     if args.approve:
         review = review_installed(installer.library, args.approve)
         for line in review.lines():
             print(line)
+        _print_change(review)
         if not confirm(f"Approve {args.approve} as it is now?"):
             print("Not approved.")
             return 1
@@ -375,6 +410,9 @@ def _verify(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int
     for status in statuses:
         detail = f": {status.detail}" if status.detail else ""
         print(f"{status.name}  {status.state}{detail}")
+        if status.state == "changed":
+            with contextlib.suppress(ReviewError):
+                _print_change(review_installed(installer.library, status.name))
     if bad:
         names = " ".join(s.name for s in bad if s.state == "changed")
         if names:
@@ -385,6 +423,18 @@ def _verify(installer: Installer, args: argparse.Namespace, confirm: Ask) -> int
         return 1
     print(f"{len(statuses)} skill(s) checked; none changed since approved.")
     return 0
+
+
+def _print_change(review: Review) -> None:
+    """What changed in a skill's files since they were approved: a diff of each text file
+    against the approved copy (characters that would hide or reorder text spelled out)."""
+    from gateway.core.text.verbatim import visible  # noqa: PLC0415
+
+    lines, _ = review.change_lines(per_file=CHANGE_PER_FILE, total=CHANGE_LINES)
+    if lines:
+        print("  what changed:")
+    for line in lines:
+        print(f"    {visible(line)}")
 
 
 def _entry(entry: IndexEntry) -> dict[str, str]:

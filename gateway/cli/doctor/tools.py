@@ -171,7 +171,7 @@ def skill_checks(settings: Settings) -> list[Check]:
     """Skills whose SKILL.md front matter cannot be read are left out of every prompt: say
     which; and those that look malicious, or declare a tool no tool has."""
     from agent.skills import SkillLibrary, suspicious  # noqa: PLC0415
-    from agent.tools.names import unknown_tool  # noqa: PLC0415
+    from agent.skills.review import unknown_tools  # noqa: PLC0415
     from gateway.runtime.agents.assembly import workspaces  # noqa: PLC0415
 
     checks, loaded = [], 0
@@ -182,8 +182,7 @@ def skill_checks(settings: Settings) -> list[Check]:
             where = skill.path.relative_to(workspace)
             checks += [
                 Check("skills", "warn", f"{where} {why}")
-                for tool in skill.permissions.tools
-                if (why := unknown_tool(tool, settings.mcp.servers)) is not None
+                for _, why in unknown_tools(skill, settings.mcp.servers)
             ]
             reasons = suspicious(skill.path.read_text(encoding="utf-8", errors="replace"))
             if reasons:

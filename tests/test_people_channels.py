@@ -462,6 +462,119 @@ async def test_unlink_makes_a_chat_its_own_again_and_config_links_stay(
     assert "person-unlinked" in audit
 
 
+class Chats:
+    """Ann's direct chats on Telegram and Slack (memory channels), each message waited for."""
+
+    def __init__(self, gateway: Gateway, chats: dict[str, MemoryChannel], run: int = 1) -> None:
+        self._gateway, self._chats, self._run = gateway, chats, run
+        self._said = 0
+
+    async def say(self, name: str, words: str) -> str:
+        channel = self._chats[name]
+        self._said += 1  # each message its own platform id, also after a restart
+        await channel.push(
+            words, chat_id="ann", sender_id="ann", message_id=f"{self._run}-{self._said}"
+        )
+        [*_, answer] = await channel.wait_for(len(channel.sent) + 1)
+        await asyncio.wait_for(self._gateway.wait_idle(), 10)
+        return answer.text
+
+    async def link(self) -> None:
+        code = _code(await self.say("telegram", "/link"))
+        assert (await self.say("slack", f"/link {code}")).startswith("Linked: ")
+
+
+def two_chats() -> dict[str, MemoryChannel]:
+    return {name: MemoryChannel(name) for name in ("telegram", "slack")}
+
+
+PORTO = "I am planning a trip to Porto in May"
+
+
+@pytest.mark.parametrize("way", ["/unlink in the chat", "/unlink slack:ann", "control center"])
+async def test_after_an_unlink_ann_keeps_the_conversation_and_the_chat_that_left_starts_afresh(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, way: str
+) -> None:
+    """Ann's Telegram and Slack share one conversation; her Slack leaves (however it is
+    unlinked): Telegram, her first address, goes on with what she said minutes ago (not
+    with its chat from before the link), and Slack starts afresh, as it is told."""
+    allowed = {"allow_from": ["ann"]}
+    settings = make_settings(telegram=allowed, slack=allowed, session={"scope": "person"})
+    chats = two_chats()
+    async with Gateway(settings, channels=list(chats.values())) as gateway:
+        ann = Chats(gateway, chats)
+        await ann.say("slack", "my old slack chat")  # before the link, each its own
+        await ann.say("telegram", "my old telegram chat")
+        await ann.link()
+        await ann.say("slack", PORTO)
+        await ann.say("telegram", "My favourite colour is teal")
+        if way == "control center":
+            unlinked = await gateway.unlink_address("slack:ann", by="web:owner")
+        elif way == "/unlink slack:ann":
+            unlinked = await ann.say("telegram", "/unlink slack:ann")
+        else:
+            unlinked = await ann.say("slack", "/unlink")
+        await ann.say("telegram", "where am I going in May?")
+        kept = fake_llm.requests[-1]
+        await ann.say("slack", "hello again")
+        fresh = fake_llm.requests[-1]
+        await ann.say("telegram", "and my favourite colour?")
+        after = fake_llm.requests[-1]
+    assert unlinked.startswith("Unlinked slack:ann from telegram:ann: each is its own again.")
+    starts = "This chat starts" if way == "/unlink in the chat" else "slack:ann starts"
+    assert f"{starts} a fresh conversation" in unlinked
+    assert "ours goes on in telegram:ann's chats" in unlinked
+    assert PORTO in kept.user_texts and "My favourite colour is teal" in kept.user_texts
+    assert fresh.user_texts == ["hello again"]  # nothing of before: not the old Slack chat
+    assert "hello again" not in after.user_texts and PORTO in after.user_texts
+
+
+async def test_relinking_goes_on_with_what_was_said_in_between(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    allowed = {"allow_from": ["ann"]}
+    settings = make_settings(telegram=allowed, slack=allowed, session={"scope": "person"})
+    chats = two_chats()
+    async with Gateway(settings, channels=list(chats.values())) as gateway:
+        ann = Chats(gateway, chats)
+        await ann.link()
+        await ann.say("telegram", PORTO)
+        await ann.say("slack", "/unlink")
+        await ann.say("telegram", "I booked the flight on Tuesday")  # alone, in between
+        code = _code(await ann.say("telegram", "/link"))
+        relinked = await ann.say("slack", f"/link {code}")
+        await ann.say("slack", "when did I book?")
+        asked = fake_llm.requests[-1]
+    assert relinked.endswith("Our conversation from telegram:ann goes on in all of these chats.")
+    assert PORTO in asked.user_texts and "I booked the flight on Tuesday" in asked.user_texts
+
+
+async def test_the_person_scope_turned_on_goes_on_with_the_chat_ann_writes_from(
+    make_settings: SettingsFactory, fake_llm: FakeLLM
+) -> None:
+    """Ann is one person on Telegram and Slack by config, each chat its own conversation;
+    the owner turns ``session.scope = "person"`` on (a restart): her next message goes on
+    with what she said on Telegram, not with an empty conversation."""
+    fake_llm.responder = remembers
+    allowed = {"allow_from": ["ann"]}
+    people = {"ann": {"ids": ["telegram:ann", "slack:ann"]}}
+    before = make_settings(telegram=allowed, slack=allowed, people=people)
+    chats = two_chats()
+    async with Gateway(before, channels=list(chats.values())) as gateway:
+        await Chats(gateway, chats).say("telegram", FACT)
+    after = make_settings(
+        telegram=allowed, slack=allowed, people=people, session={"scope": "person"}
+    )
+    chats = two_chats()
+    async with Gateway(after, channels=list(chats.values())) as gateway:
+        ann = Chats(gateway, chats, run=2)
+        on_telegram = await ann.say("telegram", QUESTION)
+        on_slack = await ann.say("slack", QUESTION)
+    assert on_telegram == "It is 4521."
+    assert on_slack == "It is 4521."  # one conversation now
+    assert fake_llm.requests[-1].user_texts == [FACT, QUESTION, QUESTION]
+
+
 # -- everything per person follows the person ------------------------------------------------
 
 

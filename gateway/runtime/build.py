@@ -537,6 +537,7 @@ def build(
             zones=zones,
             people=store.people,
             spoken=spoken_replies(speech, settings.workspace_dir),
+            first_turn=linking.first_turn,
         ),
         scheduled=ScheduledTurns(
             journal=store.journal, agents=agents, committer=committer, budget=budget, zones=zones

@@ -49,15 +49,14 @@ def principal_for(msg: InboundMessage, section: ChannelSection | None) -> Princi
 
 
 def stamped(msg: InboundMessage, identity: Identity) -> InboundMessage:
-    """``msg`` with who its sender is across channels (nothing for an address alone): what
-    a channel may have put there is replaced, so only the gate says it."""
+    """``msg`` with who its sender is across channels (for an address alone, only the
+    conversation it keeps: gateway/runtime/people/directory.py): what a channel may have
+    put there is replaced, so only the gate says it."""
+    conversation = "" if msg.is_group else identity.conversation
     if not identity.linked:
-        return replace(msg, person="", person_role="", conversation="")
+        return replace(msg, person="", person_role="", conversation=conversation)
     return replace(
-        msg,
-        person=identity.person,
-        person_role=identity.role.value,
-        conversation="" if msg.is_group else identity.conversation,
+        msg, person=identity.person, person_role=identity.role.value, conversation=conversation
     )
 
 

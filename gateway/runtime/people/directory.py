@@ -6,6 +6,12 @@ the database's ``person_links``). Their *key* is one of their addresses, the fir
 lists (else the one the others were linked to), so a person who gains an address keeps
 what was kept under their first one: usage, memory, zone, allowance, pairing.
 
+With ``session.scope = "person"`` a linked person's direct chats are one conversation
+(``person:<key>``). A person keeps it when only one address is left (an ``/unlink``, an
+address taken out of config's ``ids``): once a person has written in a shared conversation,
+or an unlink left them one, it is theirs (:meth:`PeopleDirectory.keeps`), so what they said
+minutes ago is not swapped for their chat's conversation from before the link.
+
 Everything kept per person is looked up under the key (``Principal.person``): the access
 gate stamps who a message is from on the message itself before it is journaled
 (:class:`Identity`: the key, the role the person holds, their one conversation), so the
@@ -102,6 +108,7 @@ class PeopleDirectory:
             for address in addresses:
                 self._by_address[address] = entry
         self._last: dict[str, ChatRef] = {}  # last chats already recorded
+        self._keeping: set[str] = set()  # people known to keep their one conversation
 
     # -- config ---------------------------------------------------------------------------
 
@@ -143,7 +150,7 @@ class PeopleDirectory:
         linked = await self._links.linked_to(roots)
         addresses = tuple(dict.fromkeys([key, *roots, *linked]))
         own = None if entry is None else entry.settings.session
-        one = (own or self._scope) == "person" and len(addresses) > 1
+        one = (own or self._scope) == "person" and (len(addresses) > 1 or await self._kept(key))
         return Identity(
             address,
             key,
@@ -154,14 +161,54 @@ class PeopleDirectory:
             () if entry is None else entry.addresses,
         )
 
+    # -- a person's one conversation --------------------------------------------------------
+
+    async def _kept(self, person: str) -> bool:
+        """Whether ``person`` (one address left) keeps a conversation of their own across
+        chats (:meth:`keeps`)."""
+        if person in self._keeping:
+            return True
+        if await self._kv.get(f"person-conversation:{person}") is None:
+            return False
+        self._keeping.add(person)
+        return True
+
+    async def keeps(self, person: str) -> None:
+        """``person``'s direct chats stay one conversation (``person:<key>``) also with one
+        address: they wrote in it, or an unlink left them one (read only under
+        ``session.scope = "person"``)."""
+        if person not in self._keeping:
+            await self._kv.set(f"person-conversation:{person}", True)
+            self._keeping.add(person)
+
+    async def parted(self, person: str, leaving: Iterable[str]) -> None:
+        """``leaving`` are no longer ``person``'s: a chat of theirs is not where the
+        person's messages go (a direct chat on a channel the person has no other address
+        on was one of theirs)."""
+        left = {address.partition(":")[0] for address in leaving}
+        staying = {a.partition(":")[0] for a in (await self.identify(person)).addresses}
+        last = await self.reach_last(person)
+        if last is not None and last.channel in left - staying:
+            await self._kv.set(f"person-chat:{person}", None)
+            self._last.pop(person, None)
+
     # -- where a person is ------------------------------------------------------------------
 
     async def wrote_from(self, person: str, chat: ChatRef) -> None:
-        """``person`` wrote from the direct chat ``chat`` last (written when it changes)."""
+        """``person`` wrote from the direct chat ``chat`` of their one conversation last
+        (written when it changes); the conversation is theirs to keep."""
         if self._last.get(person) == chat:
             return
+        await self.keeps(person)
         await self._kv.set(f"person-chat:{person}", {"channel": chat.channel, "chat": chat.chat_id})
         self._last[person] = chat
+
+    async def reach_last(self, person: str) -> ChatRef | None:
+        """The direct chat ``person`` wrote from last in their one conversation, if known."""
+        last = await self._kv.get(f"person-chat:{person}")
+        if not isinstance(last, dict):
+            return None
+        return ChatRef(str(last.get("channel", "")), str(last.get("chat", "")))
 
     async def reach(self, identity: Identity) -> ChatRef | None:
         """Where a message to a person whose chats are one conversation goes: their
@@ -170,7 +217,4 @@ class PeopleDirectory:
         if settings is not None and settings.home is not None:
             channel, _, chat_id = settings.home.partition(":")
             return ChatRef(channel, chat_id)
-        last = await self._kv.get(f"person-chat:{identity.person}")
-        if not isinstance(last, dict):
-            return None
-        return ChatRef(str(last.get("channel", "")), str(last.get("chat", "")))
+        return await self.reach_last(identity.person)

@@ -25,9 +25,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from agent.memory import fold_notes, person_recall, person_scope
-from gateway.core.addressing import PERSON_CHANNEL, agent_of, chat_of, qualify
+from gateway.core.addressing import (
+    PERSON_CHANNEL,
+    agent_of,
+    chat_of,
+    person_conversation,
+    qualify,
+)
 from gateway.core.clock import Clock
-from gateway.core.messages import OutboundKind, OutboundMessage
+from gateway.core.messages import InboundMessage, OutboundKind, OutboundMessage
 from gateway.core.principal import Principal, Role
 from gateway.runtime.people.directory import Identity, PeopleDirectory, highest
 from gateway.store import AuditLog, History, HomeChat, LinkCode, Outbox, PersonLinks, Recall
@@ -75,6 +81,7 @@ class Linking:
         self._owner_home = owner_home  # where the owner is asked to confirm a link
         self._on_outbound = on_outbound
         self._clock = clock
+        self._begun: set[str] = set()  # person conversations known to have begun
 
     def _now(self) -> float:
         return self._clock.now().timestamp()
@@ -227,7 +234,10 @@ class Linking:
         return _linked_text(address, asker)
 
     async def unlink(self, address: str, *, by: str) -> str:
-        """``address`` is its own person again (config's links stay: config changes them)."""
+        """``address`` is its own person again (config's links stay: config changes them).
+        The one path of ``/unlink``, ``/unlink ADDRESS`` and the control center. With one
+        conversation across the person's chats, the person keeps it (also with one address
+        left) and each address that leaves starts a fresh one (:meth:`_part`)."""
         identity = await self.directory.identify(address)
         if address in identity.listed:
             raise LinkRefused(
@@ -243,7 +253,29 @@ class Linking:
         if not removed:
             return f"{address} is not linked to any other chat."
         others = ", ".join(a for a in removed if a != address) or identity.person
-        return f"Unlinked {address} from {others}: each is its own again."
+        text = f"Unlinked {address} from {others}: each is its own again."
+        if not identity.one_conversation:
+            return text  # each chat was its own conversation all along
+        await self._part(identity.person, removed)
+        fresh = ", ".join(removed)
+        starts = (
+            "This chat starts" if removed == [by] else f"{fresh} start{'s' * (len(removed) == 1)}"
+        )
+        return (
+            f"{text} {starts} a fresh conversation (earlier messages are kept on disk but no "
+            f"longer in my context there); ours goes on in {identity.person}'s chats."
+        )
+
+    async def _part(self, person: str, leaving: list[str]) -> None:
+        """``leaving`` left ``person``: the person keeps their one conversation (also with
+        one address left), and each address that left starts one of its own, afresh (the
+        one it had before the link is not taken up again)."""
+        await self.directory.keeps(person)
+        await self.directory.parted(person, leaving)
+        for address in leaving:
+            await self.directory.keeps(address)
+            for agent in self._workspaces:
+                await self._history.new_generation(qualify(agent, person_conversation(address)))
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -311,11 +343,26 @@ class Linking:
         target = qualify(agent, conversation)
         source, whose = asked_in, code.address
         alone = not chat_of(asked_in).startswith(f"{PERSON_CHANNEL}:")
-        if alone and joining.linked and joining.conversation:
+        if alone and joining.conversation:
             source, whose = qualify(agent, joining.conversation), ", ".join(joining.addresses)
-        if target == source:
-            return ""  # it was the person's conversation already
+        if target == source:  # it was the person's conversation already: it goes on
+            return whose if await self._history.message_count(target) else ""
         return whose if await self._history.continue_from(source, target, keep=self._keep) else ""
+
+    async def first_turn(self, session_key: str, msg: InboundMessage) -> None:
+        """Before a turn of ``msg`` in ``session_key``: a person's one conversation across
+        chats that was never used goes on from the conversation of the chat ``msg`` came
+        from (``session.scope = "person"`` turned on for people linked already, config's
+        ``ids``, a link whose asking chat had nothing yet), so nothing said there is
+        dropped unsaid. Once used (or started afresh) it is never filled again."""
+        if not msg.conversation or chat_of(session_key) != msg.conversation:
+            return
+        if session_key in self._begun:
+            return
+        if not await self._history.known(session_key):
+            source = qualify(agent_of(session_key), msg.session_key)
+            await self._history.continue_from(source, session_key, keep=self._keep)
+        self._begun.add(session_key)
 
     async def _ask_owner(self, code: str, sender: str, asker: Identity, joining: Identity) -> None:
         home = await self._owner_home()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import tzinfo
 
@@ -63,6 +63,7 @@ class ChatTurns:
         zones: Zones,
         people: People,
         spoken: SpokenReplies | None = None,
+        first_turn: Callable[[str, InboundMessage], Awaitable[None]] | None = None,
     ) -> None:
         self._agent_conversations = agent_conversations
         self._homes = homes
@@ -81,6 +82,7 @@ class ChatTurns:
         self._zones = zones  # each person's own time zone
         self._people = people  # who wants the usage footer under their answers
         self._spoken = spoken  # voice.reply = "auto": a voice note is answered aloud too
+        self._first_turn = first_turn  # what a shared conversation goes on from (Linking)
 
     async def run(self, batch: TurnBatch) -> OpenTurn | None:
         """Answer the batch; returns the turn instead when it waits for an approval."""
@@ -94,6 +96,8 @@ class ChatTurns:
             await self._close_stopped(batch, request, agent)
             return None
         if batch.start is TurnStart.NEW:
+            if self._first_turn is not None:  # a person's one conversation, never used yet
+                await self._first_turn(batch.session_key, batch.records[0].message)
             ids = [r.id for r in batch.records]
             await self._journal.start_turn(batch.turn_id, batch.session_key, TurnKind.CHAT, ids)
         elif batch.start is TurnStart.RESUMED:  # cut short by a crash or a stop

@@ -520,13 +520,13 @@ async def test_after_an_unlink_ann_keeps_the_conversation_and_the_chat_that_left
         fresh = fake_llm.requests[-1]
         await ann.say("telegram", "and my favourite colour?")
         after = fake_llm.requests[-1]
+    assert PORTO in kept.user_texts and "My favourite colour is teal" in kept.user_texts
+    assert fresh.user_texts == ["hello again"]  # nothing of before: not the old Slack chat
+    assert "hello again" not in after.user_texts and PORTO in after.user_texts
     assert unlinked.startswith("Unlinked slack:ann from telegram:ann: each is its own again.")
     starts = "This chat starts" if way == "/unlink in the chat" else "slack:ann starts"
     assert f"{starts} a fresh conversation" in unlinked
     assert "ours goes on in telegram:ann's chats" in unlinked
-    assert PORTO in kept.user_texts and "My favourite colour is teal" in kept.user_texts
-    assert fresh.user_texts == ["hello again"]  # nothing of before: not the old Slack chat
-    assert "hello again" not in after.user_texts and PORTO in after.user_texts
 
 
 async def test_relinking_goes_on_with_what_was_said_in_between(
@@ -545,8 +545,8 @@ async def test_relinking_goes_on_with_what_was_said_in_between(
         relinked = await ann.say("slack", f"/link {code}")
         await ann.say("slack", "when did I book?")
         asked = fake_llm.requests[-1]
-    assert relinked.endswith("Our conversation from telegram:ann goes on in all of these chats.")
     assert PORTO in asked.user_texts and "I booked the flight on Tuesday" in asked.user_texts
+    assert relinked.endswith("Our conversation from telegram:ann goes on in all of these chats.")
 
 
 async def test_the_person_scope_turned_on_goes_on_with_the_chat_ann_writes_from(

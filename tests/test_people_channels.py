@@ -298,6 +298,8 @@ async def test_linked_chats_go_on_with_the_conversation_of_the_chat_that_asked(
         assert on_telegram == "It is 4521."
         asked = fake_llm.requests[-1]  # the Telegram question, after the Slack one: once each
         assert asked.user_texts.count(FACT) == 1 and asked.user_texts.count(QUESTION) == 2
+        # what was carried over says where it was written, as what follows does
+        assert re.match(rf"\[\d\d:\d\d on telegram\] {FACT}\b", asked.raw_user_texts[0])
     else:
         assert linked.endswith("(/unlink undoes it).")
         assert on_slack == "I don't know your locker code."
@@ -573,6 +575,7 @@ async def test_the_person_scope_turned_on_goes_on_with_the_chat_ann_writes_from(
     assert on_telegram == "It is 4521."
     assert on_slack == "It is 4521."  # one conversation now
     assert fake_llm.requests[-1].user_texts == [FACT, QUESTION, QUESTION]
+    assert re.match(rf"\[\d\d:\d\d on telegram\] {FACT}\b", fake_llm.requests[-1].raw_user_texts[0])
 
 
 # -- everything per person follows the person ------------------------------------------------

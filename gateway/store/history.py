@@ -11,6 +11,7 @@ on disk but leave the context. (A *draft* elsewhere is a streamed answer's platf
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -303,11 +304,15 @@ class History:
         )
         return _session(conn, session_key).generation
 
-    async def continue_from(self, source: str, target: str, *, keep: int) -> int:
+    async def continue_from(
+        self, source: str, target: str, *, keep: int, written_on: str | None = None
+    ) -> int:
         """Let the conversation ``target`` go on where ``source`` is (its summary and its
         newest ``keep`` messages after it), if ``target`` has nothing in it yet; how many
         messages it took. ``source`` keeps its own; the copies are not indexed again, so a
-        search finds each message once (in ``source``)."""
+        search finds each message once (in ``source``). ``written_on``: the channel of
+        ``source``'s chat, which the copied messages' stamps name (``[09:14 on telegram]``,
+        as in a conversation across channels)."""
 
         def carry(conn: Connection) -> int:
             mine = _session(conn, target)
@@ -343,7 +348,10 @@ class History:
             conn.executemany(
                 "INSERT INTO messages (session_key, generation, turn_id, status, role, body,"
                 " tokens, created_at) VALUES (?, ?, NULL, 'final', ?, ?, ?, ?)",
-                [(target, mine.generation, *row) for row in reversed(rows)],
+                [
+                    (target, mine.generation, role, _written_on(role, body, written_on), *rest)
+                    for role, body, *rest in reversed(rows)
+                ],
             )
             return len(rows)
 
@@ -524,6 +532,32 @@ class History:
             return int(count)
 
         return await self._db.run(query, durable=False)
+
+
+_STAMP = re.compile(r"\[(\d\d:\d\d)\] ")  # "[09:14] ": when, in one chat's conversation
+
+
+def _written_on(role: str, body: str, channel: str | None) -> str:
+    """A user message's stored ``body`` with its stamp naming ``channel`` ("[09:14] hi"
+    becomes "[09:14 on telegram] hi"; a message without a time, "[on telegram] hi")."""
+    if channel is None or role != "user":
+        return body
+    message = json.loads(body)
+    content = message.get("content")
+    part = content[0] if isinstance(content, list) and content else None
+    text = part.get("text") if isinstance(part, dict) else content
+    if not isinstance(text, str) or text.startswith("[on "):
+        return body
+    stamp = _STAMP.match(text)
+    if stamp is not None:
+        text = f"[{stamp.group(1)} on {channel}] {text[stamp.end() :]}"
+    elif not re.match(r"\[\d\d:\d\d on ", text):
+        text = f"[on {channel}] {text}"
+    if isinstance(part, dict):
+        message["content"] = [{**part, "text": text}, *content[1:]]
+    else:
+        message["content"] = text
+    return json.dumps(message, ensure_ascii=False)
 
 
 def _index(conn: Connection, indexed: Sequence[tuple[str, str, int]]) -> None:

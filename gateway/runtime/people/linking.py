@@ -347,7 +347,10 @@ class Linking:
             source, whose = qualify(agent, joining.conversation), ", ".join(joining.addresses)
         if target == source:  # it was the person's conversation already: it goes on
             return whose if await self._history.message_count(target) else ""
-        return whose if await self._history.continue_from(source, target, keep=self._keep) else ""
+        carried = await self._history.continue_from(
+            source, target, keep=self._keep, written_on=_channel_of(source)
+        )
+        return whose if carried else ""
 
     async def first_turn(self, session_key: str, msg: InboundMessage) -> None:
         """Before a turn of ``msg`` in ``session_key``: a person's one conversation across
@@ -361,7 +364,9 @@ class Linking:
             return
         if not await self._history.known(session_key):
             source = qualify(agent_of(session_key), msg.session_key)
-            await self._history.continue_from(source, session_key, keep=self._keep)
+            await self._history.continue_from(
+                source, session_key, keep=self._keep, written_on=msg.channel
+            )
         self._begun.add(session_key)
 
     async def _ask_owner(self, code: str, sender: str, asker: Identity, joining: Identity) -> None:
@@ -384,6 +389,13 @@ class Linking:
         )
         if await self._outbox.enqueue([notice]):
             self._on_outbound(home.chat.channel)
+
+
+def _channel_of(session_key: str) -> str | None:
+    """The channel of a chat's conversation (``None``: a person's, whose messages say
+    their channel already)."""
+    channel = chat_of(session_key).partition(":")[0]
+    return None if channel == PERSON_CHANNEL else channel
 
 
 def _higher(one: Identity, other: Identity) -> str:

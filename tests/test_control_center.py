@@ -585,8 +585,11 @@ async def test_the_owner_sees_each_person_with_their_addresses_and_links_and_unl
     assert linked[0] == 200 and linked[1]["message"].startswith("Linked: telegram:6")
     [ann] = after["linked"]
     assert ann["addresses"] == ["telegram:5", "email:ann@example.com", "telegram:6"]
-    ben = {p["person"]: p for p in after["people"]}["telegram:6"]
-    assert ben["linked_with"] == ["telegram:5", "email:ann@example.com"]
+    # one row a person: Ann's, with the address linked and what it used before the link
+    rows = {p["person"]: p for p in after["people"]}
+    assert "telegram:6" not in rows
+    assert rows["telegram:5"]["linked_with"] == ["email:ann@example.com", "telegram:6"]
+    assert rows["telegram:5"]["turns"] == 1 and rows["telegram:5"]["tokens"] > 0
     assert bad[0] == 400
     assert in_config[0] == 409 and "[people.ann] ids" in in_config[1]["error"]
     assert unlinked[0] == 200

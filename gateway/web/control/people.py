@@ -7,7 +7,8 @@ settings), how they got in, their channels, their time zone and what they used i
 code as ``switchboard pairing approve`` (gateway/runtime/intake/pairing.py).
 
 A person with several addresses (config's ``[people.<name>] ids``, or linked by ``/link``)
-is shown with all of them, under the role their person holds; the owner links and unlinks
+is one row with all of them, under the role their person holds and with what they used on
+each (under their key, and on each address before it was linked); the owner links and unlinks
 addresses here through the code ``/link`` and ``/unlink`` run
 (gateway/runtime/people/linking.py), and confirms a link that waits for their word.
 """
@@ -100,7 +101,7 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
     names = await Names.load(store)
     used = {u.key: u for u in await store.usage.since(USAGE_DAYS * 86_400, by="person")}
     people: list[tuple[int, str, dict[str, Any]]] = []
-    for person, found in sorted(rows.items()):
+    for person, found in sorted(_one_row_each(rows).items()):
         role = found.role_in(sections)
         configured = _configured(settings.people, found.key)
         zone, zone_from = found.zone, "set by asking"
@@ -108,7 +109,8 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
             zone, zone_from = configured.timezone, "[people] config"
         if zone is None:
             zone, zone_from = settings.timezone, "the default (user.timezone)"
-        usage = used.get(person)
+        # their key's, and what each address used before it was linked
+        usage = [used[a] for a in dict.fromkeys([person, *found.others()]) if a in used]
         name = shown_name(names.known(person) or asked_as.get(person) or names.person(person))
         people.append(
             (
@@ -126,8 +128,8 @@ async def listing(gateway: GatewayView) -> dict[str, Any]:
                     "linked_with": found.others(),
                     "timezone": zone,
                     "timezone_from": zone_from,
-                    "turns": usage.turns if usage else 0,
-                    "tokens": usage.input_tokens + usage.output_tokens if usage else 0,
+                    "turns": sum(u.turns for u in usage),
+                    "tokens": sum(u.input_tokens + u.output_tokens for u in usage),
                 },
             )
         )
@@ -183,6 +185,26 @@ def _mark_linked(
                 found = row(channel, sender_id)
                 found.person = person
                 found.how = found.how or ["linked"]
+
+
+def _one_row_each(rows: Mapping[str, _Row]) -> dict[str, _Row]:
+    """One row a person: a linked person's addresses are one, under the first of theirs
+    shown (their key, where its channel is on), with how each got in and their chats."""
+    shown: dict[str, _Row] = {}
+    for address, found in rows.items():
+        person = found.person
+        if person is None:
+            shown[address] = found
+            continue
+        mine = [rows[a] for a in person.addresses if a in rows]
+        if mine[0] is not found:
+            continue  # shown in the row of the first
+        one = shown[address] = _Row(found.channel, found.sender_id, person=person)
+        for each in mine:
+            one.how = list(dict.fromkeys([*one.how, *each.how]))
+            one.chats.extend(each.chats)
+            one.zone = one.zone or each.zone
+    return shown
 
 
 def _configured(people: Mapping[str, PersonSettings], key: str) -> PersonSettings | None:

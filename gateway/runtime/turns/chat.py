@@ -62,8 +62,8 @@ class ChatTurns:
         sections: Mapping[str, ChannelSection] | None = None,
         zones: Zones,
         people: People,
+        first_turn: Callable[[str, InboundMessage], Awaitable[None]],
         spoken: SpokenReplies | None = None,
-        first_turn: Callable[[str, InboundMessage], Awaitable[None]] | None = None,
     ) -> None:
         self._agent_conversations = agent_conversations
         self._homes = homes
@@ -96,8 +96,9 @@ class ChatTurns:
             await self._close_stopped(batch, request, agent)
             return None
         if batch.start is TurnStart.NEW:
-            if self._first_turn is not None:  # a person's one conversation, never used yet
-                await self._first_turn(batch.session_key, batch.records[0].message)
+            first = batch.records[0].message
+            if first.conversation:  # a person's one conversation: it may never have been used
+                await self._first_turn(batch.session_key, first)
             ids = [r.id for r in batch.records]
             await self._journal.start_turn(batch.turn_id, batch.session_key, TurnKind.CHAT, ids)
         elif batch.start is TurnStart.RESUMED:  # cut short by a crash or a stop

@@ -37,7 +37,9 @@ class ChatMessage:
     name: str | None = None  # tool name, on tool results
     images: tuple[ImagePart, ...] = ()
     is_error: bool = False  # a tool result that reports a failure
-    untrusted: bool = False  # content from outside (web page, email, tool output)
+    # content from outside (web page, email, tool output, others' words); on an answer in
+    # history: written by a turn after it read some (gateway.store.history.shaped_by_outside)
+    untrusted: bool = False
     # Local files that came with a user message (attachments); never sent to the provider,
     # they decide which attachments the conversation's file tools may open.
     files: tuple[str, ...] = ()

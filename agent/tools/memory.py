@@ -29,7 +29,14 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agent.memory import MemoryScope, append_note, exclusive, read_note, scope_for
+from agent.memory import (
+    MemoryScope,
+    append_note,
+    exclusive,
+    person_recall,
+    read_note,
+    scope_for,
+)
 from agent.recall.search import Found, Recaller, visible_sessions
 from agent.tools.base import Effect, Outside, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.files import write_text_atomic
@@ -251,15 +258,23 @@ def _by_others(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolCont
     """Whether a hit is text someone other than this turn's person wrote (or that came
     from outside content): a group's message (whoever in the group said it, and the
     answers given there), another person's conversation, a message that carried a forward
-    or a quote, a memory line another person's turn or outside content put there."""
+    or a quote, an answer written after reading outside content, a memory line another
+    person's turn or outside content put there. Whose a hit is follows recall's rule
+    (:func:`agent.memory.person_recall`): every owner identity's words are the owner's."""
+    owner = _scope(ctx).kind == "owner"
+    mine = person_recall(ctx.principal.person, owner=owner)
     if hit.said is None:
         origin = origins.get((hit.path or "", hit.text))
-        return origin is not None and (origin.outside or origin.person != ctx.principal.person)
+        # the line is in this turn's memory: in the owner's, only owner turns write
+        # (agent.memory.scope_for)
+        return origin is not None and (
+            origin.outside or person_recall(origin.person, owner=owner) != mine
+        )
     said = hit.said
-    kind, _, whose = (said.scope or "").partition("|")[2].partition(":")
-    if said.outside or kind == "group":
+    whose = (said.scope or "").partition("|")[2]
+    if said.outside or whose.startswith("group:"):
         return True
-    return kind == "person" and whose != ctx.principal.person
+    return bool(whose) and whose != mine
 
 
 def _when(at: float) -> str:
@@ -283,6 +298,8 @@ def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext)
     said = hit.said
     kind, _, whose = (said.scope or "").partition("|")[2].partition(":")
     when = _when(said.at)
+    if said.outside and said.role == "assistant":
+        when += ", after reading outside content"
     here = " (this chat)" if said.session_key == ctx.session_key else ""
     if kind == "group":
         channel, _, chat = whose.partition(":")

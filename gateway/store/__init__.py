@@ -234,6 +234,7 @@ class Store(Service):
         finished_job: str | None = None,
         scope: str | None = None,
         member: str | None = None,
+        tainted: bool = False,
     ) -> None:
         """Atomically: history drafts become final, replies are queued, the turn and its
         inbound messages are closed. After this, a crash of the process cannot repeat or
@@ -248,10 +249,11 @@ class Store(Service):
 
         ``scope``: whose conversation the session is (``agent/memory.py:recall_scope``);
         ``member``: the person a group's turn was for, who may search that group's
-        conversations from then on."""
+        conversations from then on; ``tainted``: the turn read outside content (its
+        answers are stored marked so, :func:`gateway.store.history.shaped_by_outside`)."""
 
         def commit(conn: Connection) -> None:
-            self.history.finalize_statement(conn, session_key, turn_id, scope)
+            self.history.finalize_statement(conn, session_key, turn_id, scope, tainted=tainted)
             if scope is not None and member is not None:
                 self.recall.member_statement(conn, scope, member)
             self.outbox.enqueue_statement(conn, replies)

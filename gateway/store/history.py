@@ -107,6 +107,25 @@ def searchable(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
+def shaped_by_outside(
+    messages: Sequence[tuple[MessageRole, dict[str, Any]]], *, tainted: bool
+) -> set[int]:
+    """Which of a turn's messages (their roles and bodies, in order) are answers written
+    after the turn read outside content, to be stored marked ``untrusted`` as the outside
+    content itself is: every answer of a turn that read some (``tainted``: its taint may
+    date from its start, a forward or a webhook's payload), and every answer after an
+    outside message of it (a stopped turn's outcome does not say it read any). Recalled
+    later, such an answer is outside content again (agent/tools/memory.py), so what it
+    repeats of a page or of another person's words cannot pass for the owner's own."""
+    marked: set[int] = set()
+    after = tainted
+    for number, (role, body) in enumerate(messages):
+        after = after or bool(body.get("untrusted"))
+        if role == "assistant" and after and not body.get("untrusted"):
+            marked.add(number)
+    return marked
+
+
 @dataclass(frozen=True, slots=True)
 class NewMessage:
     role: MessageRole
@@ -245,22 +264,42 @@ class History:
         )
 
     def finalize_statement(
-        self, conn: Connection, session_key: str, turn_id: str, scope: str | None = None
+        self,
+        conn: Connection,
+        session_key: str,
+        turn_id: str,
+        scope: str | None = None,
+        *,
+        tainted: bool = False,
     ) -> None:
         """The turn's checkpoints become history; its user and assistant text becomes
         searchable by words at once and is queued for its vectors (gateway.store.recall).
-        ``scope``: whose conversation the session is (kept when ``None``)."""
+        ``scope``: whose conversation the session is (kept when ``None``). The answers of a
+        turn that read outside content are marked so (:func:`shaped_by_outside`)."""
         now = self._clock()
         rows = conn.execute(
             "UPDATE messages SET status = 'final' WHERE turn_id = ? AND status = 'draft'"
             " RETURNING id, session_key, role, body",
             (turn_id,),
         ).fetchall()
+        # RETURNING's order is not defined
+        messages = [
+            (row_id, key, role, json.loads(body)) for row_id, key, role, body in sorted(rows)
+        ]
+        marked = shaped_by_outside([(role, body) for _, _, role, body in messages], tainted=tainted)
+        if marked:
+            conn.executemany(
+                "UPDATE messages SET body = ? WHERE id = ?",
+                [
+                    (json.dumps({**body, "untrusted": True}, ensure_ascii=False), row_id)
+                    for number, (row_id, _, _, body) in enumerate(messages)
+                    if number in marked
+                ],
+            )
         indexed = [
             (text, key, row_id)
-            for row_id, key, role, body in sorted(rows)  # RETURNING's order is not defined
-            if role in {"user", "assistant"}
-            and (text := searchable(json.loads(body).get("content")))
+            for row_id, key, role, body in messages
+            if role in {"user", "assistant"} and (text := searchable(body.get("content")))
         ]
         _index(conn, indexed)
         conn.execute(

@@ -372,6 +372,7 @@ class Subagents:
                 replies=(),
                 state="failed" if outcome.failed else "done",
                 usage=usage,
+                tainted=outcome.read_untrusted,
             )
             if self._spend is not None:
                 await self._spend.committed(principal, control.session_key, usage)

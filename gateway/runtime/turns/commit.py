@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.llm.types import ChatMessage
 from agent.memory import RecallScope
 from agent.request import TurnOutcome
 from gateway.core.principal import Principal
@@ -57,9 +58,11 @@ class TurnCommitter:
         self, turn_id: str, session_key: str, outcome: TurnOutcome, extra: Commit | None = None
     ) -> None:
         extra = extra or Commit()
+        tainted = outcome.read_untrusted  # its answers are stored marked so (recall)
+        answers = [ChatMessage("assistant", r.text, untrusted=tainted) for r in outcome.replies]
         recorded = [
-            (extra.record_in, NewMessage("assistant", {"role": "assistant", "content": r.text}))
-            for r in outcome.replies
+            (extra.record_in, NewMessage("assistant", answer.to_body()))
+            for answer in answers
             if extra.record_in is not None
         ]
         person = None if extra.principal is None else extra.principal.person
@@ -77,6 +80,7 @@ class TurnCommitter:
                 finished_job=extra.finished_job,
                 scope=None if scope is None else scope.key,
                 member=person if scope is not None and scope.group else None,
+                tainted=tainted,
             ),
             self._storage_full,
         )

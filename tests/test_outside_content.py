@@ -455,7 +455,7 @@ async def test_the_owners_note_from_telegram_is_their_own_in_the_terminal(
         await asyncio.wait_for(gateway.wait_idle(), 10)
         found = result_with(fake_llm, "seeds are in the shed (")
         waiting = await gateway.store.approval_requests.pending()
-    assert "the zucchini seeds are in the shed (from telegram" in found
+    assert "the zucchini seeds are in the shed (from Dana (telegram user 1001)," in found
     assert "untrusted" not in found
     assert answer.text == "Done, noted." and waiting == []
     assert "- sow the zucchini in May" in memory(gateway)

@@ -134,7 +134,7 @@ async def test_only_the_owner_searches_everywhere_and_only_when_asked(
     fake_llm.responder = respond
     channel = MemoryChannel("telegram")
     async with run_gateway(channel=channel, **PEOPLE) as (gateway, _):
-        await say(channel, SAID, "2", "2")
+        await say(channel, SAID, "2", "2", sender_name="Ann")
         await indexed(gateway)
         owner_own = await say(channel, "look it up", "1", "1")
         owner_everywhere = await say(channel, "look everywhere", "1", "1")
@@ -145,8 +145,33 @@ async def test_only_the_owner_searches_everywhere_and_only_when_asked(
     assert "Elm Street" not in owner_own  # another person's direct chat: not without asking
     assert (
         "Elm Street 12" in owner_everywhere
-        and "telegram:2 said in their direct chat" in owner_everywhere
+        and "Ann (telegram user 2) said in their direct chat" in owner_everywhere  # by name
     )
     assert "only the owner, in their own direct chat" in member_everywhere
     assert "only the owner, in their own direct chat" in owner_in_group
     assert "Elm Street" not in member_everywhere + owner_in_group
+
+
+async def test_an_earlier_answer_that_quoted_a_search_comes_after_what_was_said(
+    run_gateway: Any, fake_llm: FakeLLM
+) -> None:
+    """dog4's finding 5: the answer to an earlier search, which quoted its hits, is found
+    again by the same words; it comes after the message it quoted, and its quoted lines are
+    indented under it, not taken for hits of their own."""
+    fake_llm.responder = asking("dentist appointment")
+    channel = MemoryChannel("telegram")
+    async with run_gateway(channel=channel, **PEOPLE) as (gateway, _):
+        await say(channel, "My dentist appointment is on Thursday with Dr. Okafor", "1", "1")
+        await say(channel, "I must move the dentist appointment if work runs late", "1", "1")
+        await indexed(gateway)
+        first = await say(channel, "look it up", "1", "1")
+        await indexed(gateway)
+        again = await say(channel, "look it up", "1", "1")
+    hits = again.removeprefix("found: ").splitlines()
+    quoted = next(
+        n for n, line in enumerate(hits) if line.startswith("I said") and "said" in line[6:]
+    )
+    original = next(n for n, line in enumerate(hits) if "Thursday with Dr. Okafor" in line)
+    assert len(first.splitlines()) > 1  # the first answer quoted two hits
+    assert original < quoted
+    assert hits[quoted + 1].startswith("    you")  # its second quoted line

@@ -7,7 +7,9 @@ similarity of embeddings, :mod:`agent.recall.embedders`). The four rankings are 
 reciprocal rank fusion (each candidate scores ``1 / (60 + rank)`` in every list it is in),
 and a candidate's score is then weighed by its age: a message of today counts fully, one of
 a month ago 90%, a year-old one 80% (``RECENCY``). Without embeddings (``memory.embeddings
-= "off"``, or the model failing) the same fusion runs on the rankings by words alone.
+= "off"``, or the model failing) the same fusion runs on the rankings by words alone. An
+answer of a turn that searched (``SEARCH_TOOL``) may only repeat what that search found: it
+ranks after every other hit, so the original comes first.
 
 Whose conversations a search sees is decided here from the platform identity, never by the
 model (:func:`visible_sessions`).
@@ -42,6 +44,7 @@ RECENCY = 0.2  # the share of a score that fades with age...
 HALF_LIFE_DAYS = 30.0  # ...by half every month
 LINE_VECTORS = 4_096  # memory file lines whose vectors are held
 SHOWN_CHARS = 500  # of a message found by meaning (one found by words shows its matches)
+SEARCH_TOOL = "memory_search"  # the tool that searches (agent/tools/memory.py)
 
 Clock = Callable[[], float]
 Key = int | tuple[str, str]  # a message's id, or a memory entry: (file, line)
@@ -157,7 +160,7 @@ class Recaller:
             else:
                 path, line = key
                 found.append(Found("file", score, line, path=path))
-        found.sort(key=lambda f: f.score, reverse=True)
+        found.sort(key=lambda f: (_repeats_a_search(f), -f.score))
         return Searched(found[:limit], not why, why)
 
     async def _meaning(
@@ -202,6 +205,11 @@ class Recaller:
         )
         files: list[Key] = [entry for _, entry in scored[:CANDIDATES]]
         return [messages, files]
+
+
+def _repeats_a_search(hit: Found) -> bool:
+    """Whether a hit is an answer of a turn that searched: it may only repeat the hits."""
+    return hit.said is not None and SEARCH_TOOL in hit.said.calls
 
 
 def _head(text: str) -> str:

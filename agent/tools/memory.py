@@ -37,14 +37,14 @@ from agent.memory import (
     read_note,
     scope_for,
 )
-from agent.recall.search import Found, Recaller, visible_sessions
+from agent.recall.search import SEARCH_TOOL, Found, Recaller, visible_sessions
 from agent.tools.base import Effect, Outside, Tool, ToolContext, ToolError, ToolResult, schema
 from agent.tools.files import write_text_atomic
 from agent.untrusted import wrap_untrusted
 from gateway.core.addressing import PERSON_CHANNEL, chat_of
 from gateway.core.messages import ChatType
-from gateway.core.text.textutil import written_lines
-from gateway.store import MemoryEntries, Origin
+from gateway.core.text.textutil import shown_name, written_lines
+from gateway.store import MemoryEntries, Origin, People, Said
 
 # Words of a request to remember: a hint for the approver (agent.policy), no more.
 MEMORY_INTENT = ("remember", "memorize", "memorise", "save", "write down", "forget", "keep in mind")
@@ -188,7 +188,7 @@ class MemoryAppend(_Writes):
 
 
 class MemorySearch(Tool):
-    name = "memory_search"
+    name = SEARCH_TOOL
     description = (
         "Search memory, daily notes and past conversations (yours and the groups you are in), "
         "by words and by meaning: ask in any words. The owner may set everywhere=true in "
@@ -200,9 +200,15 @@ class MemorySearch(Tool):
     )
     max_hits: ClassVar[int] = 8
 
-    def __init__(self, recaller: Recaller, entries: MemoryEntries | None = None) -> None:
+    def __init__(
+        self,
+        recaller: Recaller,
+        entries: MemoryEntries | None = None,
+        people: People | None = None,
+    ) -> None:
         self._recaller = recaller
         self._entries = entries
+        self._people = people  # the names people write under, to say who said a hit
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         query: str = args["query"]
@@ -226,7 +232,9 @@ class MemorySearch(Tool):
         files = [(f.path, f.text) for f in searched.found if f.path is not None]
         if self._entries is not None and files:
             origins = await self._entries.origins(ctx.agent, files)
-        lines = [_shown(hit, origins, ctx) for hit in searched.found]
+        names = await self._names(searched.found, origins)
+        # a hit's further lines indented: never taken for hits of their own
+        lines = [_shown(hit, origins, ctx, names).replace("\n", "\n    ") for hit in searched.found]
         if not lines:
             return ToolResult(f"nothing found for {query!r}")
         if not searched.by_meaning:
@@ -239,6 +247,20 @@ class MemorySearch(Tool):
 
     def read_from(self, args: dict[str, Any]) -> Outside:
         return Outside("other people's words, found by memory_search", str(args.get("query", "")))
+
+    async def _names(
+        self, found: Sequence[Found], origins: dict[tuple[str, str], Origin]
+    ) -> dict[str, str]:
+        """The names on record of the people the hits name (who wrote a memory line, whose
+        direct chat a message is in)."""
+        persons = {origin.person for origin in origins.values()}
+        for hit in found:
+            kind, _, whose = _scope_of(hit.said) if hit.said is not None else ("", "", "")
+            if kind == "person":
+                persons.add(whose)
+        if self._people is None or not persons:
+            return {}
+        return await self._people.names(sorted(persons))
 
 
 def _entries(root: Path, scope: MemoryScope) -> list[tuple[str, str]]:
@@ -281,7 +303,23 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at).astimezone().strftime("%-d %b %Y %H:%M")
 
 
-def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext) -> str:
+def _scope_of(said: Said) -> tuple[str, str, str]:
+    """The kind of a message's conversation ("owner", "person", "group"; "" unknown) and
+    whose: ``(kind, ":", "<channel>:<id>")``."""
+    return (said.scope or "").partition("|")[2].partition(":")
+
+
+def _person(person: str, names: dict[str, str]) -> str:
+    """``telegram:111`` as approvals name a person: ``Ann (telegram user 111)`` (the
+    address alone when no name is on record)."""
+    name = names.get(person)
+    channel, _, sender = person.partition(":")
+    return f"{shown_name(name)} ({channel} user {sender})" if name else person
+
+
+def _shown(
+    hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext, names: dict[str, str]
+) -> str:
     """One hit, saying what it is: a memory entry and where it came from, or who said it,
     where and when."""
     if hit.said is None:
@@ -291,12 +329,12 @@ def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext)
             return f"{hit.path}: {hit.text}"
         chat = f"{origin.channel}:{origin.chat_id}"
         where = "" if chat == origin.person else f" in {chat}"  # not twice for a direct chat
-        came = f"from {origin.person}{where}, {_when(origin.at)}"
+        came = f"from {_person(origin.person, names)}{where}, {_when(origin.at)}"
         if origin.outside:
             came += ", after reading outside content"
         return f"{hit.path}: {hit.text} ({came})"
     said = hit.said
-    kind, _, whose = (said.scope or "").partition("|")[2].partition(":")
+    kind, _, whose = _scope_of(said)
     when = _when(said.at)
     if said.outside and said.role == "assistant":
         when += ", after reading outside content"
@@ -308,7 +346,8 @@ def _shown(hit: Found, origins: dict[tuple[str, str], Origin], ctx: ToolContext)
     channel = chat_of(said.session_key).partition(":")[0]
     shared = channel == PERSON_CHANNEL  # one conversation across their direct chats
     if kind == "person" and whose != ctx.principal.person:  # the owner, searching everywhere
-        who = f"I said to {whose}" if said.role == "assistant" else f"{whose} said"
+        who = _person(whose, names)
+        who = f"I said to {who}" if said.role == "assistant" else f"{who} said"
         where = "across their direct chats" if shared else f"in their direct chat on {channel}"
         return f"{who} {where}, {when}: {hit.text}"
     who = "I said" if said.role == "assistant" else "you said"

@@ -42,8 +42,11 @@ class Said:
     at: float
     text: str
     sender: str = ""  # who wrote a person's message ("channel:sender id"; "": not recorded)
-    # it carried others' words (a forward, a quote, a document, the group's messages)
+    # it carried others' words (a forward, a quote, a document, the group's messages), or an
+    # answer written after its turn read outside content (gateway.store.history)
     outside: bool = False
+    # the tools its turn called, for an answer (what it may have repeated: a search's hits)
+    calls: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,20 +185,25 @@ class Recall:
         return await self._db.run(run, durable=False)
 
     async def messages(self, message_ids: Sequence[int]) -> dict[int, Said]:
-        """The messages of ``message_ids`` (those that exist), with their session's scope."""
+        """The messages of ``message_ids`` (those that exist), with their session's scope,
+        and for an answer the tools its turn called."""
         if not message_ids:
             return {}
 
         def query(conn: Connection) -> dict[int, Said]:
             marks = ",".join("?" for _ in message_ids)
             rows = conn.execute(
-                "SELECT m.id, m.session_key, s.scope, m.role, m.created_at, m.body"
+                "SELECT m.id, m.session_key, s.scope, m.role, m.created_at, m.body, m.turn_id"
                 " FROM messages m LEFT JOIN sessions s ON s.session_key = m.session_key"
                 f" WHERE m.id IN ({marks})",
                 tuple(message_ids),
+            ).fetchall()
+            answered = sorted(
+                {turn for _, _, _, role, _, _, turn in rows if role == "assistant" and turn}
             )
+            calls = _calls(conn, answered)
             found = {}
-            for row_id, key, scope, role, at, body in rows:
+            for row_id, key, scope, role, at, body, turn in rows:
                 said = json.loads(body)
                 found[int(row_id)] = Said(
                     int(row_id),
@@ -206,6 +214,7 @@ class Recall:
                     searchable(said.get("content")) or "",
                     str(said.get("sender") or ""),
                     bool(said.get("untrusted")),
+                    calls.get(turn, frozenset()) if role == "assistant" else frozenset(),
                 )
             return found
 
@@ -304,6 +313,23 @@ class Recall:
             return int(count)
 
         return await self._db.run(query, durable=False)
+
+
+def _calls(conn: Connection, turns: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The names of the tools each of ``turns`` called (in its final messages)."""
+    if not turns:
+        return {}
+    marks = ",".join("?" for _ in turns)
+    rows = conn.execute(
+        "SELECT turn_id, body FROM messages WHERE role = 'assistant' AND status = 'final'"
+        f" AND turn_id IN ({marks})",
+        tuple(turns),
+    )
+    called: dict[str, set[str]] = {}
+    for turn, body in rows:
+        names = {str(c.get("name")) for c in json.loads(body).get("tool_calls", ())}
+        called.setdefault(str(turn), set()).update(names)
+    return {turn: frozenset(names) for turn, names in called.items()}
 
 
 def _text(body: str) -> str:

@@ -253,7 +253,9 @@ def build_agent(
             MemoryWrite(store.memory_entries),
             MemoryPatch(store.memory_entries),
             MemoryAppend(store.memory_entries),
-            MemorySearch(recaller or Recaller(store.recall, None), store.memory_entries),
+            MemorySearch(
+                recaller or Recaller(store.recall, None), store.memory_entries, store.people
+            ),
             GetSkill(skills),
             SkillPropose(Proposals(skills)),
             Cron(),

@@ -10,8 +10,9 @@ from (gateway/store/memory_entries.py); ``memory_search`` shows it.
 may see (:mod:`agent.recall.search`), by words and by meaning. What it finds that another
 person wrote (a group's messages, another person's chat when the owner searches
 everywhere, a line another person's turn or outside content put in memory, a message that
-carried a forward or a quote) is outside content: the result is marked so and taints the
-turn, as a web page does.
+carried a forward or a quote, an answer written after its turn read outside content) is
+outside content: the result is marked so and taints the turn, as a web page does. Every
+owner identity's words are the owner's (recall's own rule, :func:`agent.memory.person_recall`).
 
 After outside content a write waits for approval (agent.policy), except in a group's own
 memory from a group's turn: every turn that reads that memory treats it as outside content

@@ -80,6 +80,13 @@ def letter(
     return msg
 
 
+def quoted(mail: EmailMessage) -> str:
+    """``mail``'s text as a mail client quotes it in a reply: each line after ``> ``."""
+    body = mail.get_body(("plain",))
+    assert isinstance(body, EmailMessage)
+    return "\n".join(f"> {line}".rstrip() for line in body.get_content().splitlines())
+
+
 async def all_seen(dovecot: Dovecot, bot: str, count: int) -> None:  # noqa: F811
     """Wait until ``count`` messages are in the bot's inbox and all are marked \\Seen."""
     async with dovecot.mailbox(bot) as box:
@@ -104,7 +111,7 @@ async def test_a_mail_gets_one_reply_in_the_same_thread(
         [reply] = await sink.wait_for(1)
         follow_up = letter(
             bot,
-            f"Make it three.\n\nOn Mon, Bot <{bot}> wrote:\n> {reply.get_body().get_content()}",
+            f"Make it three.\n\nOn Mon, Bot <{bot}> wrote:\n{quoted(reply)}",
             subject=f"Re: {first['Subject']}",
             In_Reply_To=reply["Message-ID"],
             References=f"{first['Message-ID']} {reply['Message-ID']}",

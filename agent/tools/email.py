@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
-from pathlib import Path
 from typing import Any, Literal
 
 from agent.tools.base import Effect, Refusal, Tool, ToolContext, ToolError, ToolResult, schema
@@ -44,6 +43,7 @@ from gateway.core.system.mail import (
     message_id_for,
     normalize_address,
     parse_addresses,
+    sent_name,
 )
 from gateway.store import AuditLog
 
@@ -172,7 +172,7 @@ def read_attachment(workspace: Workspace, user_path: str, budget: int) -> MailFi
         data = handle.read(budget + 1)
     if len(data) > budget:
         raise ToolError(f"attachments are limited to {budget} bytes in total")
-    return MailFile(filename=Path(path).name, data=data)
+    return MailFile(filename=sent_name(workspace.relative(path)), data=data)
 
 
 class SendEmail(Tool):

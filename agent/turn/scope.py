@@ -73,8 +73,15 @@ def authorising_texts(request: TurnRequest) -> tuple[str, ...]:
     if request.authorising_texts is not None:
         return request.authorising_texts
     if request.messages:
-        return tuple(m.text for m in request.messages)
+        return tuple(own_words(m.text) for m in request.messages)
     return (request.prompt,) if request.prompt else ()
+
+
+def own_words(text: str) -> str:
+    """``text`` without its quoted lines (``> …``: what an email reply keeps of the mail it
+    answers, a markdown quote): someone else's words, shown for context, never the
+    person's own."""
+    return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(">"))
 
 
 def outside_at_start(request: TurnRequest) -> list[Outside]:

@@ -1,15 +1,14 @@
 """Attachments: inbound files into the workspace (size-capped, safe names), outbound files read.
 
-Inbound files go to ``workspace/attachments/email/<YYYY-MM-DD>/`` under a generated name
-(the sender's filename is only a hint: path separators, dots and control characters are
-stripped), written with ``O_EXCL | O_NOFOLLOW`` so nothing existing is overwritten.
+Inbound files go to ``workspace/attachments/email/<YYYY-MM-DD>/`` under a generated name,
+``<8 hex>-<name>`` (the sender's filename is only a hint: path separators, dots and control
+characters are stripped; ``send_email`` sends such a file on as ``<name>``), written with ``O_EXCL | O_NOFOLLOW`` so nothing existing is overwritten.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from channels.email.parse import MailFile as InboundFile
 from gateway.core.errors import ChannelPermanentError
 from gateway.core.messages import Attachment, AttachmentKind
 from gateway.core.messages import kind_of as mime_kind
-from gateway.core.system.mail import MailFile
+from gateway.core.system.mail import MailFile, stored_name
 
 VISION_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -64,7 +63,7 @@ def store_files(
             )
             continue
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{uuid.uuid4().hex[:8]}-{name}"
+        path = directory / stored_name(name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, 0o644)
         with os.fdopen(fd, "wb") as handle:

@@ -8,8 +8,10 @@ No I/O here. The adapter fetches bytes and acts on the answers:
 * :func:`auth_failure` — the server recorded that DKIM/SPF/DMARC failed for this From, so
   the sender address cannot be trusted as an identity.
 * :func:`parse_mail` — the body the model sees (quoted history, signatures and forwarded
-  content cut off), the attachments, and forwarded mails apart with their origin (a
-  "Forwarded message" in the body, mails attached as message/rfc822).
+  content cut off; the writer's text below or between quotes kept, with the quoted lines
+  it answers), the attachments, and forwarded mails apart with their origin (a
+  "Forwarded message" or Outlook's header block in a forward's body, mails attached as
+  message/rfc822).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from email.parser import BytesParser
 from email.policy import EmailPolicy
 from email.utils import getaddresses, parsedate_to_datetime
 
-from channels.email.html import html_to_text
+from channels.email.html import FORWARDED, html_to_text
 from gateway.core.messages import Said
 
 MAX_TEXT_CHARS = 50_000
 MAX_REFERENCES = 20
+CONTEXT_LINES = 3  # quoted lines kept above an answer in a bottom-posted or inline reply
+CONTEXT_CHARS = 200  # each cut to this
 
 NO_REPLY_LOCALPARTS = frozenset(
     {
@@ -61,12 +65,11 @@ _ATTRIBUTION = re.compile(
 )
 _ORIGINAL = re.compile(r"^\s*-{2,}\s*(Original Message|Ursprüngliche Nachricht)\s*-{2,}\s*$", re.I)
 _OUTLOOK_RULE = re.compile(r"^_{20,}\s*$")
+# FW/Fwd, German WG, French TR, Spanish/Portuguese RV/ENC, Nordic VS/VB, Dutch Doorst
+_FORWARD_PREFIX = re.compile(r"^\s*(fwd?|wg|tr|rv|enc|vs|vb|doorst)\s*:", re.IGNORECASE)
 _FORWARD_HEADER = re.compile(r"^\s*\*?(From|Date|Sent|Subject|To|Cc)\*?:\s*(.*)$", re.IGNORECASE)
+_TWELVE_HOUR = re.compile(r"\d\s*[AP]M\b", re.IGNORECASE)
 _ZONELESS = re.compile(r"\d:\d\d(:\d\d)?\s*$")  # "Mon, 7 Dec 2026 09:00": no zone after the time
-_FORWARDED = re.compile(
-    r"^\s*(-{2,}\s*Forwarded message\s*-{2,}|Begin forwarded message:|-{2,}\s*Forwarded Message\s*-{2,})\s*$",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,36 +225,122 @@ def auth_failure(
 # -- what the model reads -------------------------------------------------------------------
 
 
-def trim_reply(text: str) -> tuple[str, str]:
-    """(the writer's own words, forwarded content) with quotes and signature removed."""
+def trim_reply(text: str, *, forward: bool = False) -> tuple[str, str]:
+    """(the writer's own words, forwarded content) with quoted history and signature removed.
+
+    Quoted lines (``>``) and the attribution above them (``On … wrote:``) are dropped, and
+    the writer's text around them kept: above (top-posting), below (bottom-posting) and
+    between (inline answers). An answer keeps the last few quoted lines right above it
+    (:data:`CONTEXT_LINES`), still marked ``>``, so "Room 4" is read as the answer to "> Which
+    room?". A quote nobody answered below is history and goes. ``forward``: the mail is a
+    forward (:func:`is_forward`), so Outlook's header block (a rule or "Original Message",
+    then ``From:``) starts the forwarded mail instead of a quoted original."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    kept: list[str] = []
+    body: list[str] = []
     forwarded = ""
-    for index, line in enumerate(lines):
-        if _FORWARDED.match(line):
+    index = 0
+    while index < len(lines):
+        if FORWARDED.match(lines[index]) or (forward and _outlook_header(lines, index)):
             forwarded = "\n".join(lines[index:]).strip()
             break
         if _ends_own_text(lines, index):
             break
-        if not line.lstrip().startswith(">"):
-            kept.append(line.rstrip())
-    own = "\n".join(kept).strip()
-    own = re.sub(r"\n{3,}", "\n\n", own)
-    return own, forwarded
+        attribution = _attribution(lines, index)
+        if attribution:
+            if not _answered_below(lines, index + attribution):
+                break  # top-posted: the rest is history
+            index += attribution
+            continue
+        body.append(lines[index].rstrip())
+        index += 1
+    own = "\n".join(_answers_in_context(body)).strip()
+    return re.sub(r"\n{3,}", "\n\n", own), forwarded
+
+
+def is_forward(subject: str, in_reply_to: str | None) -> bool:
+    """Whether a mail is a forward, for Outlook's header block (the same for a reply and a
+    forward): its subject says so (``FW:``, ``Fwd:``, ``WG:`` …), or it answers no mail
+    (no ``In-Reply-To``, no ``Re:``), so the block can only be something passed on."""
+    if _FORWARD_PREFIX.match(subject):
+        return True
+    return in_reply_to is None and not _RE_PREFIX.match(subject)
+
+
+def _quoted(line: str) -> bool:
+    return line.lstrip().startswith(">")
 
 
 def _ends_own_text(lines: list[str], index: int) -> bool:
-    """Line ``index`` starts a signature, a quoted original or an "On ... wrote:" line."""
+    """Line ``index`` starts a signature or a quoted original (Outlook's, not ``>``-marked)."""
     line = lines[index]
-    if line in ("-- ", "--") or _ORIGINAL.match(line):
+    return line in ("-- ", "--") or _outlook_header(lines, index)
+
+
+def _outlook_header(lines: list[str], index: int) -> bool:
+    """Outlook's header block over the original: "-----Original Message-----", or a rule
+    followed by ``From:``."""
+    if _ORIGINAL.match(lines[index]):
         return True
-    if _OUTLOOK_RULE.match(line):
+    if _OUTLOOK_RULE.match(lines[index]):
         return any(following.startswith("From:") for following in lines[index + 1 : index + 3])
-    # The sender's client may wrap "On <date>, <name> wrote:" over two or three lines.
+    return False
+
+
+def _attribution(lines: list[str], index: int) -> int:
+    """How many lines the "On <date>, <name> wrote:" at ``index`` takes (the sender's client
+    may wrap it over two or three), 0 when there is none."""
     for count in (1, 2, 3):
         if _ATTRIBUTION.match(" ".join(part.strip() for part in lines[index : index + count])):
+            return count
+    return 0
+
+
+def _answered_below(lines: list[str], start: int) -> bool:
+    """Whether the quote from ``start`` (below an attribution) is answered: ``>`` lines, then
+    the writer's own text before the signature or the end. Not when the quote is not
+    ``>``-marked (some clients quote bare): nothing below it can be told apart."""
+    following = [i for i in range(start, len(lines)) if lines[i].strip()]
+    if not following or not _quoted(lines[following[0]]):
+        return False
+    index = following[0]
+    while index < len(lines):
+        if not lines[index].strip() or _quoted(lines[index]):
+            index += 1
+        elif FORWARDED.match(lines[index]) or _ends_own_text(lines, index):
+            return False
+        elif count := _attribution(lines, index):  # a quote in a quote: still history
+            index += count
+        else:
             return True
     return False
+
+
+def _answers_in_context(body: list[str]) -> list[str]:
+    """``body`` without the quoted lines, except the last :data:`CONTEXT_LINES` right above
+    each answer (``> …`` first when more were left out), each cut to
+    :data:`CONTEXT_CHARS`."""
+    out: list[str] = []
+    quote: list[str] = []  # the quoted lines since the last own line
+    gap: list[str] = []  # blank lines after the quote
+    for line in body:
+        if _quoted(line):
+            if line.lstrip(" >"):
+                quote.append(line.strip())
+            gap = []
+        elif not line.strip():
+            (gap if quote else out).append("")
+        else:
+            if quote:
+                shown = quote[-CONTEXT_LINES:]
+                out += ["> …"] if len(quote) > len(shown) else []
+                out += [_shortened(q) for q in shown] + gap
+                quote, gap = [], []
+            out.append(line)
+    return out
+
+
+def _shortened(line: str) -> str:
+    return line if len(line) <= CONTEXT_CHARS else line[: CONTEXT_CHARS - 1] + "…"
 
 
 def forwarded_in_body(block: str, zone: tzinfo) -> Said:
@@ -313,11 +402,14 @@ def _forwarded(author: str, date: str, subject: str, body: str, zone: tzinfo) ->
 
 def _time_of(date: str, zone: tzinfo) -> float | None:
     """Epoch seconds of an RFC 5322 date (Apple Mail, Thunderbird); None for the prose dates
-    of Gmail ("Mon, Nov 23, 2026 at 9:00 AM") or none at all.
+    of Gmail ("Mon, Nov 23, 2026 at 9:00 AM") and Outlook ("Monday, December 7, 2026 9:00
+    PM": a 12-hour clock) or none at all.
 
     A date that names no zone ("Mon, 7 Dec 2026 09:00") is a wall-clock time: the owner's,
     ``zone`` (``user.timezone``), as the owner would read it. ``-0000`` and a zone name
     nobody can read are UTC (RFC 5322 4.3: the time is UTC, its local zone unknown)."""
+    if _TWELVE_HOUR.search(date):  # Outlook's "9:00 PM" would be read as 09:00
+        return None
     try:
         when = parsedate_to_datetime(date)
     except (TypeError, ValueError, IndexError):
@@ -332,8 +424,9 @@ def reply_subject(subject: str) -> str:
     return subject if _RE_PREFIX.match(subject) else f"Re: {subject}"
 
 
-def body_text(msg: EmailMessage) -> str:
-    """The readable body: text/plain preferred, HTML converted (quoted blocks dropped)."""
+def body_text(msg: EmailMessage, *, forward: bool = False) -> str:
+    """The readable body: text/plain preferred, HTML converted (quoted blocks marked ``>``,
+    a reply's quoted original dropped; ``forward``: Outlook's block kept as a forward)."""
     part = msg.get_body(preferencelist=("plain", "html"))
     if part is None or not isinstance(part, EmailMessage):
         return ""
@@ -344,7 +437,9 @@ def body_text(msg: EmailMessage) -> str:
         content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
     if not isinstance(content, str):
         return ""
-    return html_to_text(content) if part.get_content_type() == "text/html" else content
+    if part.get_content_type() == "text/html":
+        return html_to_text(content, forward=forward)
+    return content
 
 
 def attachments(msg: EmailMessage, limit: int = 20) -> tuple[MailFile, ...]:
@@ -367,11 +462,12 @@ def parse_mail(raw: bytes, *, zone: tzinfo) -> ParsedMail:
     msg = BytesParser(policy=_READING).parsebytes(raw)
     assert isinstance(msg, EmailMessage)
     sender = sender_of(msg)
-    own, forwarded = trim_reply(body_text(msg))
+    in_reply_to = message_ids(header(msg, "In-Reply-To"))
+    forward = is_forward(header(msg, "Subject"), in_reply_to[0] if in_reply_to else None)
+    own, forwarded = trim_reply(body_text(msg, forward=forward), forward=forward)
     found = (forwarded_in_body(forwarded, zone),) if forwarded else ()
     if len(own) > MAX_TEXT_CHARS:
         own = own[:MAX_TEXT_CHARS] + "\n[... message truncated]"
-    in_reply_to = message_ids(header(msg, "In-Reply-To"))
     return ParsedMail(
         message_id=message_id_of(msg),
         sender=sender[0] if sender else None,

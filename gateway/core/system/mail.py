@@ -16,11 +16,13 @@ import ipaddress
 import mimetypes
 import re
 import ssl
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr, getaddresses
+from pathlib import PurePath
 from typing import Literal, Protocol
 
 import aiosmtplib
@@ -40,6 +42,8 @@ __all__ = [
     "message_id_for",
     "normalize_address",
     "parse_addresses",
+    "sent_name",
+    "stored_name",
 ]
 
 # A conservative addr-spec: dot-atom local part, a domain with at least one dot. Quoted local
@@ -182,6 +186,25 @@ def message_id_for(key: str, sender: str) -> str:
 
 
 # -- MIME ---------------------------------------------------------------------------------
+
+# A file that came by email is stored as attachments/email/<date>/<8 hex>-<name> (never two
+# alike); sent on, it goes by the name it came with.
+EMAIL_FILES = ("attachments", "email")
+_STORED_PREFIX = re.compile(r"^[0-9a-f]{8}-(?=.)")
+
+
+def stored_name(name: str) -> str:
+    """The file name an email's attachment ``name`` (already made safe) is stored under."""
+    return f"{uuid.uuid4().hex[:8]}-{name}"
+
+
+def sent_name(relative: str) -> str:
+    """The name a workspace file (``relative`` to the workspace) is attached under: its own,
+    but the name it came with for a file an email brought (:func:`stored_name`)."""
+    path = PurePath(relative)
+    if path.parts[:2] == EMAIL_FILES:
+        return _STORED_PREFIX.sub("", path.name)
+    return path.name
 
 
 def one_line(text: str) -> str:

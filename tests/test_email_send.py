@@ -125,6 +125,39 @@ async def test_an_allowed_recipient_gets_a_well_formed_email(
     assert attachment.get_content() == "a,b\n1,2\n"
 
 
+async def test_a_file_that_came_by_email_is_sent_on_under_its_own_name(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
+) -> None:
+    """The inbox stores Dana's budget.csv as attachments/email/<date>/<8 hex>-budget.csv;
+    whoever gets it from the assistant sees budget.csv. A file of the workspace's own is
+    sent as it is named, even when its name looks like a stored one."""
+    sink = await smtp()
+    settings = make_settings(email=email_settings(sink))
+    stored = settings.workspace_dir / "attachments/email/2026-12-07/1c985173-budget.csv"
+    stored.parent.mkdir(parents=True)
+    stored.write_text("item,eur\nrent,900\n")
+    (settings.workspace_dir / "0badcafe-plan.txt").write_text("plan")
+    await run_turn(
+        settings,
+        fake_llm,
+        {
+            "to": DANA,
+            "subject": "Budget",
+            "body": "Attached.",
+            "attachments": [
+                "attachments/email/2026-12-07/1c985173-budget.csv",
+                "0badcafe-plan.txt",
+            ],
+        },
+    )
+    [mail] = await sink.wait_for(1)
+    budget, plan = mail.iter_attachments()
+    assert budget.get_filename() == "budget.csv"
+    assert budget.get_content_type() == "text/csv"
+    assert budget.get_content() == "item,eur\nrent,900\n"
+    assert plan.get_filename() == "0badcafe-plan.txt"
+
+
 async def test_an_image_in_the_body_is_a_link_no_mail_client_fetches(
     make_settings: SettingsFactory, fake_llm: FakeLLM, smtp: Any
 ) -> None:

@@ -237,6 +237,59 @@ async def test_a_stranger_and_a_robot_get_no_turn_but_their_mail_is_marked_read(
     assert not any(t.address == "eve@elsewhere.example" for t in state.threads.values())
 
 
+async def test_an_answer_to_mail_the_assistant_sent_reaches_the_owner_and_stays_unread(
+    make_settings: SettingsFactory,
+    fake_llm: FakeLLM,
+    dovecot: Dovecot,  # noqa: F811
+    bot: str,
+    sink: SmtpSink,
+) -> None:
+    """The owner has the assistant write to newguy, who may not write to it; his answer is
+    not read by the model, but the owner is told and finds it unread. A stranger's other
+    mail is handled as before: marked read, nobody told."""
+    settings = make_settings(email=inbox(dovecot, bot, sink, owners=[DANA]))
+    newguy = "newguy@example.test"
+    fake_llm.queue(
+        calls(("send_email", {"to": newguy, "subject": "Meeting moved", "body": "It is at 3pm."})),
+        text("Sent."),
+    )
+    async with Gateway(settings, channels=build_channels(settings)) as gateway:
+        await dovecot.deliver(
+            letter(bot, f"Please email {newguy} and tell him the meeting moved to 3pm"), bot
+        )
+        received = await sink.wait_for(2)
+        [sent] = [m for m in received if m["To"] == newguy]
+        answer = letter(
+            bot,
+            "3pm doesn't work for me, can we do 4pm instead?",
+            sender=f"New Guy <{newguy}>",
+            subject="Re: Meeting moved",
+            In_Reply_To=sent["Message-ID"],
+            References=sent["Message-ID"],
+        )
+        await dovecot.deliver(answer, bot)
+        await dovecot.deliver(letter(bot, "hi", sender="eve@elsewhere.example"), bot)
+        notice = (await sink.wait_for(3))[2]
+        async with dovecot.mailbox(bot) as box:
+            mails = await box.wait_for(lambda msgs: len(msgs) == 3 and "\\Seen" in msgs[2][1])
+        await gateway.wait_idle()
+    assert len(fake_llm.requests) == 2  # Dana's turn (the call, then its answer) only
+    assert notice["To"] == DANA
+    body = notice.get_body(("plain",))
+    assert isinstance(body, EmailMessage)
+    assert body.get_content().strip() == (
+        f"{newguy} answered an email the assistant sent (“Re: Meeting moved”). They may not "
+        "write to the assistant, so it did not read or answer it; the mail is left unread in "
+        f"{bot}'s INBOX. To let them write to it, add {newguy} to email.allow_from."
+    )
+    assert [(m["From"], "\\Seen" in flags) for m, flags in mails] == [
+        (f"Dana <{DANA}>", True),
+        (f"New Guy <{newguy}>", False),
+        ("eve@elsewhere.example", True),
+    ]
+    assert len(sink.received) == 3  # eve's mail told nobody
+
+
 class FlakySink:
     """The gateway's intake as the channel sees it: fails once like a full disk, then
     accepts. Records whether the message was already marked \\Seen when it arrived."""

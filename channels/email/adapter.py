@@ -8,6 +8,9 @@ published to the gateway, and only after ``publish_inbound`` returned is it mark
 ``\\Seen`` and the UID cursor moved (persisted with UIDVALIDITY). A crash in between means
 the same Message-ID is published again next start and the journal calls it a duplicate.
 
+A refused sender's mail is read no further than its headers; one that answers mail the
+assistant sent is left unread, and the owner is told (:meth:`EmailChannel._tell_owner_of_answer`).
+
 Sending: gateway/core/system/mail.py builds the reply (In-Reply-To, References, "Re:", a Message-ID from
 the outbox key); replies handed to the server are remembered, and past ``max_replies_per_hour``
 to one correspondent the rest wait in the outbox for the hour (the owner's never do).
@@ -25,6 +28,7 @@ import hashlib
 import logging
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from email.message import EmailMessage
 
@@ -34,8 +38,10 @@ from channels.email.parse import (
     ParsedMail,
     auth_failure,
     from_headers,
+    header,
     loop_reason,
     message_id_of,
+    message_ids,
     oversized,
     parse_headers,
     parse_mail,
@@ -46,7 +52,7 @@ from channels.email.probe import probe as check_credentials
 from channels.email.settings import EmailSettings
 from channels.email.state import EmailState, ThreadInfo
 from gateway.core.backoff import Backoff
-from gateway.core.bus import Accepted, InboundSink
+from gateway.core.bus import Accepted, ChannelRecords, InboundSink
 from gateway.core.channel import ChannelContext, ChannelHealth, LostSend, StartContext
 from gateway.core.errors import ChannelPermanentError, ChannelRateLimited, ChannelTransientError
 from gateway.core.lifecycle import waited
@@ -58,9 +64,15 @@ from gateway.core.system.mail import (
     deliver,
     message_id_for,
     normalize_address,
+    one_line,
+    sent_by_us,
 )
 
 log = logging.getLogger(__name__)
+
+DAY = 86_400.0
+OWNER_NOTES_PER_DAY = 20  # notes of answers from refused senders (see _tell_owner_of_answer)
+FOR_THE_OWNER = "left unread for the owner"  # a refused answer to the assistant's mail
 
 Clock = Callable[[], float]
 
@@ -90,6 +102,8 @@ class EmailChannel:
             if a and "@" in a
         }
         self._sink: InboundSink | None = None
+        self._records: ChannelRecords | None = None
+        self._owner_notes: deque[float] = deque()  # when owners were told of answers
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._connected = False
@@ -102,6 +116,7 @@ class EmailChannel:
         async with self._lock:
             await self._load()
         self._sink = context.sink
+        self._records = context.records
         self._stop.clear()
         self._task = asyncio.create_task(self._run(), name="email:imap")
 
@@ -193,9 +208,9 @@ class EmailChannel:
         except Exception:  # a message we cannot parse must not block the mailbox forever
             log.exception("email: uid %d could not be read; skipped", uid)
             parsed, skip = None, "unreadable"
-        if parsed is not None and parsed.sender is not None and skip is None:
+        if parsed is not None and parsed.sender is not None and skip in (None, FOR_THE_OWNER):
             await self._publish(parsed, uid)  # raises (disk full): not marked seen
-        if skip != "gone":
+        if skip not in ("gone", FOR_THE_OWNER):
             await session.mark_seen(uid)
         await self._advance(uid)
 
@@ -224,13 +239,48 @@ class EmailChannel:
         if not await self._admits(headers):
             # Refused anyway: the gate only needs the sender (to audit, or to pair), so the
             # body and attachments of a stranger's mail are never downloaded or stored.
-            return from_headers(headers), None
+            told = await self._tell_owner_of_answer(headers)
+            return from_headers(headers), FOR_THE_OWNER if told else None
         if size is not None and size > settings.max_message_bytes:
             return oversized(headers, size, settings.max_message_bytes), None
         raw = await session.fetch_message(uid)
         if raw is None:
             return None, "gone"
         return parse_mail(raw, zone=self._zone), None
+
+    async def _tell_owner_of_answer(self, headers: EmailMessage) -> bool:
+        """A refused sender answered mail the assistant sent (``send_email`` for the owner,
+        or a reply): the owner is told, in their chat, and the mail is left unread for them.
+        At most :data:`OWNER_NOTES_PER_DAY` such notes a day, since the form of the
+        assistant's Message-IDs can be copied. Whether the owner was told."""
+        sender, records = sender_of(headers), self._records
+        from_address = self._settings.from_address
+        if sender is None or records is None or from_address is None:
+            return False
+        answered = [
+            *message_ids(header(headers, "In-Reply-To")),
+            *message_ids(header(headers, "References")),
+        ]
+        ours = next((m for m in answered if sent_by_us(m, from_address)), None)
+        now = self._clock()
+        while self._owner_notes and self._owner_notes[0] < now - DAY:
+            self._owner_notes.popleft()
+        if ours is None or len(self._owner_notes) >= OWNER_NOTES_PER_DAY:
+            return False
+        self._owner_notes.append(now)
+        subject = one_line(header(headers, "Subject"))[:120] or "(no subject)"
+        settings = self._settings
+        await records.tell_owner(
+            self.name,
+            f"{sender[0]} answered an email the assistant sent (“{subject}”). They may not "
+            "write to the assistant, so it did not read or answer it; the mail is left unread "
+            f"in {settings.imap_username}'s {settings.imap_mailbox}. To let them write to it, "
+            f"add {sender[0]} to email.allow_from.",
+            key=f"email-answer:{message_id_of(headers) or ours}:{sender[0]}",
+            about=sender[0],
+        )
+        log.info("email: %s answered %s but may not write; the owner is told", sender[0], ours)
+        return True
 
     async def _admits(self, headers: EmailMessage) -> bool:
         sender = sender_of(headers)

@@ -42,6 +42,7 @@ __all__ = [
     "message_id_for",
     "normalize_address",
     "parse_addresses",
+    "sent_by_us",
     "sent_name",
     "stored_name",
 ]
@@ -52,6 +53,7 @@ _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 ADDRESS_RE = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+")
 _FULL_ADDRESS = re.compile(rf"^{ADDRESS_RE.pattern}$")
+_OUR_ID = re.compile(r"<[0-9a-f]{32}\.switchboard@([^<>\s]+)>")
 
 
 class SmtpSettings(Protocol):
@@ -183,6 +185,13 @@ def message_id_for(key: str, sender: str) -> str:
     """A Message-ID that is the same every time ``key`` is sent (idempotent resends)."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"<{digest}.switchboard@{domain_of(sender)}>"
+
+
+def sent_by_us(message_id: str, sender: str) -> bool:
+    """Whether ``message_id`` has the form of one :func:`message_id_for` made for
+    ``sender``: mail the assistant sent (a form, which anyone who knows it can copy)."""
+    match = _OUR_ID.fullmatch(message_id)
+    return match is not None and match.group(1).lower() == domain_of(sender)
 
 
 # -- MIME ---------------------------------------------------------------------------------

@@ -578,7 +578,7 @@ async def test_an_outlook_forward_in_html_goes_with_the_message_as_a_forward(
     bot: str,
     sink: SmtpSink,
 ) -> None:
-    """ "Summarise this" with Outlook's FW: the model reads Bob's mail, labelled as his."""
+    """Outlook's FW: with "summarise this": the model reads Bob's mail, labelled as his."""
     settings = make_settings(email=inbox(dovecot, bot, sink, owners=[DANA]))
     forward = letter(bot, subject="FW: vendor contract")
     forward.set_content(OUTLOOK_HTML, subtype="html")

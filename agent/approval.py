@@ -92,7 +92,7 @@ class ApprovalPolicy:
     ) -> ToolContext | ToolResult:
         """The context to run the call with (approved), or the refusal to return; raises
         :class:`AwaitingApproval` when the approvers must be asked first."""
-        if refusal.askable and (anyway := tool.refused_anyway(args, ctx)) is not None:
+        if refusal.askable and (anyway := await tool.refused_anyway(args, ctx)) is not None:
             return ToolResult.error(anyway)  # nobody is asked what cannot run
         if not refusal.askable or not self.may_ask(ctx, refusal):
             return ToolResult.error(refusal.reason)

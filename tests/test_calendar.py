@@ -7,12 +7,14 @@ the heartbeat hold the day's events."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+import vobject
 from icalendar import Event
 
 from agent.calendar.caldav import CalDav
@@ -30,7 +32,7 @@ from gateway.runtime.app import Gateway
 from tests.conftest import SettingsFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.llm import FakeLLM, calls, text
-from tests.fakes.radicale import Radicale
+from tests.fakes.radicale import Radicale, start_radicale
 from tests.fakes.tool_context import tool_context
 
 ZONE = "America/New_York"
@@ -175,7 +177,14 @@ async def test_inviting_people_waits_for_the_owners_yes(
         await gateway.wait_idle()
         answers = channel.texts()
     assert "calendar" in request.text and "bob@example.org" in request.text
-    assert "it invites bob@example.org" in request.text and "Only the owner" in request.text
+    assert "Only the owner" in request.text
+    # Radicale sends no invitations: nobody claims it does, neither to the owner nor the model
+    assert "it names bob@example.org as invited" in request.text
+    assert "sends no invitations, so nobody is told" in request.text
+    assert "when: Wed 9 Dec 2026 12:30–13:30 (America/New_York)" in request.text
+    told = fake_llm.requests[-1].tool_results[-1]
+    assert "bob@example.org is recorded on the event as invited" in told
+    assert "no invitation was sent" in told and "Invitations go" not in told
     assert before == []  # nothing on the server before the yes
     [event] = radicale.stored(work)
     assert [str(a) for a in event.attendees] == ["mailto:bob@example.org"]
@@ -205,6 +214,9 @@ async def test_moving_someone_elses_event_asks_the_owner_and_a_no_leaves_it(
         await say(channel, f"/deny {code}", 3)
         await gateway.wait_idle()
     assert "carol@example.org organises this event" in request.text
+    # what the owner decides on: the event's title and time, now and after the change
+    assert "event: 'Board', Thu 10 Dec 2026 10:00–11:00 (America/New_York)" in request.text
+    assert "after the change: Thu 10 Dec 2026 15:00–16:00" in request.text
     [event] = radicale.stored(work)
     assert event.start == datetime(2026, 12, 10, 10, 0, tzinfo=NEW_YORK)  # unchanged
     assert "was denied" in fake_llm.requests[-1].tool_results[-1]
@@ -224,7 +236,7 @@ async def test_without_approvals_an_invitation_is_refused_and_nothing_is_sent(
     async with Gateway(settings, channels=[channel]) as gateway:
         await say(channel, "invite everyone@example.org to the party", 1)
         await gateway.wait_idle()
-    assert "reaches other people" in fake_llm.requests[-1].tool_results[-1]
+    assert "concerns other people" in fake_llm.requests[-1].tool_results[-1]
     assert radicale.stored(work) == []
 
 
@@ -257,7 +269,65 @@ async def test_an_invitation_that_gives_orders_cannot_make_the_assistant_act(
     [asked] = channel.texts()  # the owner is asked; "what do I have" authorises nothing
     assert "calendar events, written by whoever sent the invitations" in asked
     assert "tool: calendar" in asked and "dentist-1" in asked
+    assert "event: 'Dentist', Tue 8 Dec 2026 09:00–10:00 (America/New_York)" in asked
     assert sorted(str(e["UID"]) for e in radicale.stored(work)) == ["dentist-1", "sync-1"]
+
+
+async def test_the_owners_own_changes_run_one_after_another_without_approvals(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, radicale: Radicale
+) -> None:
+    """The owner's "add a conference, an early call, and move the standup": what the
+    assistant just wrote from the owner's words is not outside content, so no step waits
+    for a yes."""
+    work = radicale.calendar("work")
+    radicale.put(work, "standup-1", invitation("standup-1", "Standup", "20261215T090000"))
+    settings = owner_settings(make_settings, radicale, tools={"approvals": "ask"})
+    channel = MemoryChannel("telegram")
+    conference = {"action": "create", "title": "Conference", "start": "2026-12-14",
+                  "end": "2026-12-16"}  # fmt: skip
+    early = {"action": "create", "title": "Early call", "start": "2026-12-17T07:00"}
+    fake_llm.queue(
+        calls(("calendar", conference)),
+        calls(("calendar", early)),
+        calls(("calendar", {"action": "update", "id": "standup-1", "start": "2026-12-15T10:00"})),
+        text("All three done."),
+    )
+    async with Gateway(settings, channels=[channel]) as gateway:
+        replies = await say(channel, "add a conference, an early call, move the standup", 1)
+        await gateway.wait_idle()
+    assert [r.text for r in replies] == ["All three done."]  # no approval request between
+    results = fake_llm.requests[-1].tool_results
+    assert not any(r.startswith("[untrusted") for r in results)
+    assert "now Tue 15 Dec 2026 10:00–11:00" in results[-1]
+    assert sorted(str(e["SUMMARY"]) for e in radicale.stored(work)) == [
+        "Conference", "Early call", "Standup"
+    ]  # fmt: skip
+
+
+async def test_a_call_that_cannot_run_is_refused_before_anyone_is_asked(
+    make_settings: SettingsFactory, fake_llm: FakeLLM, radicale: Radicale
+) -> None:
+    """After a listing (outside content) a change waits for a yes; one whose time cannot be
+    read, or whose event is not there, is refused at once: nobody approves what would fail."""
+    work = radicale.calendar("work")
+    radicale.put(work, "dentist-1", invitation("dentist-1", "Dentist", "20261208T090000"))
+    settings = owner_settings(make_settings, radicale, tools={"approvals": "ask"})
+    channel = MemoryChannel("telegram")
+    fake_llm.queue(
+        calls(("calendar", {"action": "list", "start": "2026-12-08"})),
+        calls(("calendar", {"action": "create", "title": "Bad", "start": "tomorrow 3pm"})),
+        calls(("calendar", {"action": "delete", "id": "nope-1"})),
+        text("I could not do either."),
+    )
+    async with Gateway(settings, channels=[channel]) as gateway:
+        replies = await say(channel, "what's on tuesday? and add something tomorrow 3pm", 1)
+        await gateway.wait_idle()
+    assert [r.text for r in replies] == ["I could not do either."]
+    _, unreadable, missing = fake_llm.requests[-1].tool_results
+    assert "cannot read the time 'tomorrow 3pm'" in unreadable
+    assert "no event with id 'nope-1'" in missing
+    assert "outside content" not in unreadable + missing  # what cannot run, nothing else
+    assert [str(e["UID"]) for e in radicale.stored(work)] == ["dentist-1"]
 
 
 async def test_the_morning_briefing_holds_the_days_events_in_the_owners_zone(
@@ -399,9 +469,139 @@ async def test_a_whole_day_and_a_repeating_event(radicale: Radicale, tmp_path: P
     assert "Mon 14 Dec 2026 – Wed 16 Dec 2026 (all day)" in made.content
     assert "Mon 14 Dec 2026 – Wed 16 Dec 2026 (all day)  Trip" in listed.content
     assert "Tue 15 Dec 2026 18:00–19:00  Yoga" in listed.content and "repeats" in listed.content
-    assert listed.untrusted and made.untrusted  # the server's names and words
+    assert listed.untrusted  # the server's words
+    assert not made.untrusted  # the event it made from the person's words
     trip = next(e for e in radicale.stored(work) if str(e["SUMMARY"]) == "Trip")
     assert trip.start == date(2026, 12, 14) and trip.end == date(2026, 12, 17)  # DTEND: exclusive
+
+
+async def test_only_others_words_taint_the_turn(radicale: Radicale, tmp_path: Path) -> None:
+    """A listing and the event someone else organises are outside content; the event made
+    or changed from the person's own words is not."""
+    work = radicale.calendar("work")
+    radicale.put(work, "own-1", invitation("own-1", "Gym", "20261208T070000"))
+    board = invitation("board-1", "Board", "20261210T100000", organizer="carol@example.org")
+    radicale.put(work, "board-1", board)
+    calendar = tool(radicale)
+    ctx = tool_context(Workspace(tmp_path))
+    approved = replace(ctx, approved=True)  # Carol's event: the owner said yes
+    made = await calendar.run(
+        {"action": "create", "title": "Tea", "start": "2026-12-08T16:00"}, ctx
+    )
+    mine = await calendar.run({"action": "update", "id": "own-1", "title": "Swim"}, ctx)
+    theirs = await calendar.run({"action": "update", "id": "board-1", "title": "Board"}, approved)
+    gone = await calendar.run({"action": "delete", "id": "board-1"}, approved)
+    listed = await calendar.run({"action": "list", "start": "2026-12-08"}, ctx)
+    assert (made.untrusted, mine.untrusted) == (False, False)
+    assert "Created 'Tea', Tue 8 Dec 2026 16:00–17:00, in the calendar" in made.content
+    assert mine.content == "Updated 'Swim': now Tue 8 Dec 2026 07:00–08:00."
+    assert theirs.untrusted and theirs.content.startswith("[untrusted calendar event")
+    assert gone.untrusted and listed.untrusted
+    assert (
+        calendar.read_from({"action": "delete"}).kind == "a calendar event someone else organises"
+    )
+
+
+async def test_invitations_are_said_to_go_out_only_when_the_server_sends_them(
+    radicale: Radicale, tmp_path: Path
+) -> None:
+    """Radicale does no scheduling; a server that does names calendar-auto-schedule in its
+    DAV header (RFC 6638), and only then do the tool and the approval say it invites."""
+    radicale.calendar("work")
+    ctx = tool_context(Workspace(tmp_path))
+    lunch = {"action": "create", "title": "Lunch", "start": "2026-12-10T12:00",
+             "attendees": ["newguy@example.test"]}  # fmt: skip
+    plain = tool(radicale)
+    asked = await plain.approval_refusal(lunch, ctx)
+    made = await plain.run(lunch, replace(ctx, approved=True))
+    header = "1, 2, 3, calendar-access, calendar-auto-schedule"
+    with start_radicale(tmp_path / "scheduling", dav=header) as scheduling:
+        scheduling.calendar("work")
+        sends = CalendarTool(CalDav(CalendarSettings(**scheduling.settings())), default_zone=ZONE)
+        asked_there = await sends.approval_refusal(lunch, ctx)
+        made_there = await sends.run(lunch, replace(ctx, approved=True, call_id="c2"))
+    assert asked is not None and asked_there is not None
+    assert "it names newguy@example.test as invited" in asked.reason
+    assert "sends no invitations, so nobody is told" in asked.reason
+    assert "newguy@example.test is recorded on the event as invited" in made.content
+    assert "no invitation was sent" in made.content and "send_email" in made.content
+    assert "it invites newguy@example.test (your calendar server sends them" in asked_there.reason
+    assert "Invitations to newguy@example.test are sent by the calendar server." in (
+        made_there.content
+    )
+    assert "no invitation" not in made_there.content
+
+
+async def test_moving_a_series_keeps_its_days_and_its_past(
+    radicale: Radicale, tmp_path: Path
+) -> None:
+    """The standup moved "to 10" with a date of the coming week: every occurrence moves to
+    10:00, the first (and those before that date) stay, a week taken out stays out, and
+    the last one before UNTIL is still there."""
+    work = radicale.calendar("work")
+    weekly = invitation("standup-1", "Weekly standup", "20261130T090000").replace(
+        "DURATION:PT1H",
+        "DURATION:PT15M\r\nRRULE:FREQ=WEEKLY;BYDAY=MO;UNTIL=20261221T140000Z\r\n"
+        f"EXDATE;TZID={ZONE}:20261207T090000",
+    )
+    radicale.put(work, "standup-1", weekly)
+    calendar = tool(radicale)
+    ctx = tool_context(Workspace(tmp_path))
+    moved = await calendar.run(
+        {"action": "update", "id": "standup-1", "start": "2026-12-14T10:00"}, ctx
+    )
+    listed = await calendar.run({"action": "list", "start": "2026-11-30", "end": "2026-12-27"}, ctx)
+    with pytest.raises(ToolError, match="a repeating event keeps its days"):
+        await calendar.run({"action": "update", "id": "standup-1", "start": "2026-12-15"}, ctx)
+    found = re.findall(r"(\w{3} \d+ \w{3} 2026 [\d:–]+)  Weekly standup", listed.content)
+    assert found == [
+        "Mon 30 Nov 2026 10:00–10:15", "Mon 14 Dec 2026 10:00–10:15", "Mon 21 Dec 2026 10:00–10:15"
+    ]  # fmt: skip
+    assert "now 10:00–10:15, from Mon 30 Nov 2026 on" in moved.content
+    assert "only its time of day changed (the date given, Mon 14 Dec 2026, was not used" in (
+        moved.content
+    )
+    [event] = radicale.stored(work)
+    assert event.start == datetime(2026, 11, 30, 10, 0, tzinfo=NEW_YORK)
+
+
+async def test_an_event_moved_to_summer_gets_a_zone_that_knows_summer_time(
+    radicale: Radicale, tmp_path: Path
+) -> None:
+    """A client that goes by the VTIMEZONE in the object (vobject, Radicale's own reader)
+    places the moved event at 15:00 New York summer time, not an hour late."""
+    work = radicale.calendar("work")
+    calendar = tool(radicale)
+    ctx = tool_context(Workspace(tmp_path))
+    await calendar.run({"action": "create", "title": "Dentist", "start": "2026-12-08T15:00"}, ctx)
+    [made] = radicale.stored(work)
+    uid = str(made["UID"])
+    await calendar.run({"action": "update", "id": uid, "start": "2027-06-15T15:00"}, ctx)
+    text = radicale.item(work, uid)
+    strict = vobject.readOne(text)
+    assert strict.vevent.dtstart.value.astimezone(UTC) == datetime(2027, 6, 15, 19, 0, tzinfo=UTC)
+    assert text.count("BEGIN:VTIMEZONE") == 1
+
+
+async def test_a_time_the_clocks_skip_is_said_and_moved_past_the_gap(
+    radicale: Radicale, tmp_path: Path
+) -> None:
+    """02:30 on 14 March 2027 does not exist in New York (02:00 becomes 03:00): the event
+    is at 03:30 (RFC 5545's reading of that time), and both the approvers and the model
+    are told."""
+    work = radicale.calendar("work")
+    calendar = tool(radicale)
+    ctx = tool_context(Workspace(tmp_path))
+    early = {"action": "create", "title": "Early call", "start": "2027-03-14T02:30"}
+    shown = await calendar.reach(early, ctx)
+    made = await calendar.run(early, ctx)
+    [event] = radicale.stored(work)
+    assert event.start == datetime(2027, 3, 14, 3, 30, tzinfo=NEW_YORK)
+    assert "Sun 14 Mar 2027 03:30–04:30" in made.content
+    skipped = "Sun 14 Mar 2027 02:30 does not exist in America/New_York"
+    assert skipped in made.content and "so it starts at 03:30" in made.content
+    assert "when: Sun 14 Mar 2027 03:30–04:30 (America/New_York)" in shown.text
+    assert skipped in shown.text
 
 
 async def test_clear_errors_for_what_cannot_be_done(radicale: Radicale, tmp_path: Path) -> None:

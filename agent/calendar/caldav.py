@@ -3,7 +3,8 @@ and one event written or deleted.
 
 Only what the ``calendar`` tool needs of RFC 4791 and RFC 6638: discovery (the URL's own
 calendar, or ``current-user-principal`` → ``calendar-home-set`` → its calendars, through
-``/.well-known/caldav`` when the root does not say), ``calendar-query`` REPORTs (a time
+``/.well-known/caldav`` when the root does not say; whether it schedules, from the DAV
+header of OPTIONS), ``calendar-query`` REPORTs (a time
 range, or one UID), and PUT / DELETE guarded by the event's ETag, so a change made meanwhile
 on another device is never overwritten. Every request is asynchronous (nothing blocks the
 event loop) and carries the account's login; XML answers are parsed without entities or
@@ -62,12 +63,17 @@ class Reply:
     status: int
     url: str  # where it came from, after redirects
     body: bytes
+    dav: str = ""  # the DAV header: what the server supports (RFC 4918, RFC 6638)
 
 
 @dataclass(frozen=True, slots=True)
 class Account:
     calendars: tuple[Calendar, ...]
     addresses: frozenset[str]  # the account's own calendar user addresses, lower-case
+    # The server delivers invitations and changes to attendees itself (RFC 6638 implicit
+    # scheduling: ``calendar-auto-schedule`` in its DAV header). Radicale, for one, does not:
+    # an attendee is then only written on the event, and nobody is told.
+    schedules: bool = False
 
 
 def _propfind(*props: str) -> bytes:
@@ -131,7 +137,8 @@ class CalDav:
         if here is not None and _is_calendar(here[1]):
             principal = _href(here, "d:current-user-principal")
             addresses = await self._principal_addresses(http, principal)
-            return Account((_calendar(here[0], here[1]),), addresses)
+            calendar = _calendar(here[0], here[1])
+            return Account((calendar,), addresses, await self._schedules(http, calendar))
         principal = None if here is None else _href(here, "d:current-user-principal")
         if principal is None:  # the root does not say: ask the well-known address
             well_known = urljoin(self._url, "/.well-known/caldav")
@@ -157,7 +164,15 @@ class CalDav:
                     calendars.append(_calendar(url, found))
         if not calendars:
             raise CalendarError(f"the account has no calendar of events under {homes[0]}")
-        return Account(tuple(calendars), addresses | self._login_address())
+        schedules = await self._schedules(http, calendars[0])
+        return Account(tuple(calendars), addresses | self._login_address(), schedules)
+
+    async def _schedules(self, http: aiohttp.ClientSession, calendar: Calendar) -> bool:
+        """Whether the server schedules (RFC 6638 section 2: a server that does names
+        ``calendar-auto-schedule`` in the DAV header of OPTIONS on its calendars)."""
+        reply = await self._request(http, "OPTIONS", calendar.url, None, {})
+        features = {f.strip().lower() for f in reply.dav.split(",")}
+        return reply.status < 300 and "calendar-auto-schedule" in features
 
     async def _principal_addresses(
         self, http: aiohttp.ClientSession, principal: str | None
@@ -283,7 +298,8 @@ class CalDav:
                 data = await read_capped(response.content, MAX_RESPONSE_BYTES)
                 if data is None:
                     raise CalendarError(f"the answer of {url} is too large")
-                return Reply(response.status, str(response.url), data)
+                dav = ", ".join(response.headers.getall("DAV", []))
+                return Reply(response.status, str(response.url), data, dav)
         except (aiohttp.ClientError, TimeoutError) as exc:
             reason = str(exc) or type(exc).__name__
             raise CalendarError(f"cannot reach the calendar server at {url}: {reason}") from None

@@ -3,7 +3,14 @@ event expanded into the occurrences of a range) and written, and times in a pers
 
 A time without an offset ("2026-05-04T15:00") is in the person's own zone, and so are the
 times shown; a date alone ("2026-05-04") is a whole day. Events are written with the
-person's zone as their TZID (the server then keeps daylight saving right for repeats).
+person's zone as their TZID (the server then keeps daylight saving right for repeats) and
+a VTIMEZONE for it, made again whenever the times change (one made for a December day says
+nothing of June's daylight saving, and clients that go by it would be an hour off).
+
+A repeating event keeps its days: a new start changes the time of day (and a new end the
+length) of every occurrence, the series' first date stays, and so do its exceptions (the
+dates taken out of it and the occurrences changed alone, moved to the new time of day).
+Which days a series repeats on is not changed here.
 """
 
 from __future__ import annotations
@@ -11,12 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 import recurring_ical_events
 from icalendar import Calendar as ICalendar
-from icalendar import Event, vCalAddress
+from icalendar import Event, Timezone, vCalAddress
 from icalendar.error import InvalidCalendar
 
 from agent.calendar.caldav import Stored
@@ -25,6 +32,7 @@ log = logging.getLogger(__name__)
 
 PRODID = "-//Switchboard//calendar//EN"
 DEFAULT_LENGTH = timedelta(hours=1)
+SERIES_ZONE_YEARS = 20  # a series' VTIMEZONE covers this long from its first date (or its end)
 
 When = datetime | date
 
@@ -83,6 +91,17 @@ def parse_time(text: str, zone: tzinfo) -> When:
             "zone), or 2026-05-04 for the whole day"
         ) from None
     return moment.replace(tzinfo=zone) if moment.tzinfo is None else moment.astimezone(zone)
+
+
+def skipped(value: When) -> datetime | None:
+    """The time ``value`` really is when its clock time does not exist in its zone (the hour
+    skipped when the clocks go forward), else ``None``. Read as RFC 5545 (3.3.5) reads such
+    a time, with the offset before the gap: 02:30 on the night New York goes from 02:00 to
+    03:00 is 03:30."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        return None
+    real = value.astimezone(UTC).astimezone(value.tzinfo)
+    return None if real.replace(tzinfo=None) == value.replace(tzinfo=None) else real
 
 
 def day_bounds(day: date, zone: tzinfo) -> tuple[datetime, datetime]:
@@ -232,16 +251,24 @@ def new_event(
 
 
 def changed(stored: Stored, uid: str, change: Change, *, now: datetime) -> str:
-    """``stored`` with the event ``uid`` changed: moved (a new start keeps the length), renamed,
-    its place, notes or guests changed; the rest of the object (exceptions of a series,
-    alarms, time zones) kept."""
+    """``stored`` with the event ``uid`` changed: moved (a new start keeps the length; a
+    series keeps its days, see the module's words), renamed, its place, notes or guests
+    changed; the rest of the object (exceptions of a series, alarms, other zones) kept."""
     calendar = _parse(stored)
     event = None if calendar is None else _master_in(calendar, uid)
     if calendar is None or event is None:
         raise ValueError(f"the event {uid} is not in {stored.url}")
     if change.start is not None or change.end is not None:
-        start = change.start if change.start is not None else event.decoded("DTSTART")
-        _set_times(event, start, change.end or _moved_end(event, start))
+        start: When
+        end: When
+        if _repeats(event):
+            start, end = _series_times(event, change)
+            _keep_exceptions(calendar, event, start)
+        else:
+            start = change.start if change.start is not None else event.decoded("DTSTART")
+            end = change.end or _moved_end(event, start)
+        _set_times(event, start, end)
+        _drop_zones(calendar, event)  # made again below, for the new dates
     for key, value in (
         ("SUMMARY", change.title),
         ("LOCATION", change.location),
@@ -263,6 +290,62 @@ def changed(stored: Stored, uid: str, change: Change, *, now: datetime) -> str:
         event.add(key, now)
     _add_zones(calendar, event)
     return _text(calendar)
+
+
+def _series_times(event: Event, change: Change) -> tuple[datetime, datetime]:
+    """A series' new first start and end: on its own first day, at the time of day
+    ``change`` gives (its date is not used), as long as it gives (else as long as it was)."""
+    first = event.decoded("DTSTART")
+    given = [t for t in (change.start, change.end) if t is not None]
+    moments = [t for t in given if isinstance(t, datetime)]
+    if not isinstance(first, datetime) or len(moments) != len(given):
+        raise BadTime(
+            "a repeating event keeps its days: only the time of day of a timed series can "
+            "change here (give a time such as 2026-05-04T10:00; its date is not used)"
+        )
+    zone = moments[0].tzinfo or UTC
+    begin = as_moment(first, zone)
+    old_end = _end_of(event)
+    length = DEFAULT_LENGTH if old_end is None else as_moment(old_end, zone) - begin
+    if change.start is not None:
+        assert isinstance(change.start, datetime)
+        begin = datetime.combine(begin.date(), change.start.time(), tzinfo=zone)
+        if change.end is not None:
+            length = change.end - change.start
+    elif change.end is not None:  # the end of its first occurrence, at that time of day
+        assert isinstance(change.end, datetime)
+        length = datetime.combine(begin.date(), change.end.time(), tzinfo=zone) - begin
+    return begin, begin + length
+
+
+def _keep_exceptions(calendar: ICalendar, event: Event, start: datetime) -> None:
+    """A series moved to ``start``'s time of day: the dates taken out of it (EXDATE), added
+    to it (RDATE) and the occurrences changed alone (RECURRENCE-ID) name the occurrences at
+    the new time, so none comes back or goes; an UNTIL keeps its last occurrence."""
+    zone = start.tzinfo or UTC
+
+    def moved(value: Any) -> Any:
+        if not isinstance(value, datetime):
+            return value  # a day stays that day
+        return datetime.combine(as_moment(value, zone).date(), start.time(), tzinfo=zone)
+
+    for key in ("EXDATE", "RDATE"):
+        lists = _many(event.get(key))
+        if not lists:
+            continue
+        event.pop(key)
+        for dates in lists:
+            event.add(key, [moved(d.dt) for d in dates.dts])
+    uid = str(event.get("UID", ""))
+    for other in _events(calendar):
+        if other is not event and str(other.get("UID", "")) == uid and "RECURRENCE-ID" in other:
+            occurrence = moved(other.decoded("RECURRENCE-ID"))
+            other.pop("RECURRENCE-ID")
+            other.add("RECURRENCE-ID", occurrence)
+    rule = event.get("RRULE")
+    until = _many(rule.get("UNTIL")) if rule is not None else []
+    if until and isinstance(until[0], datetime) and until[0].tzinfo is not None:
+        rule["UNTIL"] = [max(until[0], moved(until[0])).astimezone(UTC)]
 
 
 def default_end(start: When) -> When:
@@ -314,9 +397,33 @@ def _text(calendar: ICalendar) -> str:
 
 
 def _add_zones(calendar: ICalendar, event: Event) -> None:
-    """A VTIMEZONE for each zone the object names and lacks, covering ``event``'s days only
-    (short, and what a server needs to place it)."""
+    """A VTIMEZONE for each zone the object names and lacks, covering ``event``'s days (a
+    series: until its UNTIL, else :data:`SERIES_ZONE_YEARS`): short, and what a client
+    needs to place every occurrence."""
     start, end = event.decoded("DTSTART"), _end_of(event) or event.decoded("DTSTART")
     first = start.date() if isinstance(start, datetime) else start
     last = end.date() if isinstance(end, datetime) else end
+    if _repeats(event):
+        rule = event.get("RRULE")
+        until = _many(rule.get("UNTIL")) if rule is not None else []
+        if until and event.get("RDATE") is None:
+            ends = until[0]
+            last = max(last, ends.date() if isinstance(ends, datetime) else ends)
+        else:
+            last = max(last, first + timedelta(days=366 * SERIES_ZONE_YEARS))
     calendar.add_missing_timezones(first_date=first, last_date=last + timedelta(days=1))
+
+
+def _drop_zones(calendar: ICalendar, event: Event) -> None:
+    """The VTIMEZONEs of the zones ``event``'s times name, taken out to be made again: one
+    made for other dates (another season) would place the event an hour off."""
+    named = {
+        str(event[key].params.get("TZID", ""))
+        for key in ("DTSTART", "DTEND")
+        if key in event and event[key].params.get("TZID")
+    }
+    calendar.subcomponents = [
+        c
+        for c in calendar.subcomponents
+        if not (isinstance(c, Timezone) and str(c.get("TZID", "")) in named)
+    ]

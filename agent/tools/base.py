@@ -258,9 +258,10 @@ class Tool(ABC):
         """What outside content a call with ``args`` reads, when its result is marked so."""
         return Outside(f"what {self.name} returned")
 
-    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
-        """Why this call would be refused whatever an approver decided (a protected file),
-        so that nobody is asked to approve it; ``None`` when an approval would let it run."""
+    async def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """Why this call would be refused whatever an approver decided (a protected file,
+        arguments it cannot run with, an event that is not on the calendar server), so that
+        nobody is asked to approve it; ``None`` when an approval would let it run."""
         return None
 
     @abstractmethod

@@ -234,7 +234,7 @@ class SendEmail(Tool):
             return None
         return Refusal(self.policy.refusal(refused, principal=principal), askable=True)
 
-    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+    async def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
         """Recipients that even an approved send may not reach (found only in outside
         content, say): nobody is asked about them."""
         try:

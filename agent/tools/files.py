@@ -173,7 +173,7 @@ class _Writes(Tool):
 
     targets = ("path",)
 
-    def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+    async def refused_anyway(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
         try:
             ctx.workspace.resolve(str(args.get("path", "")), write=True)
         except PathDenied as exc:  # a protected file, or outside what this turn may reach

@@ -4,8 +4,11 @@ storage in the test's own directory.
 
 Each test starts its own (about half a second). :meth:`Radicale.calendar` makes a calendar;
 :meth:`Radicale.put` stores an event the way another client (or an invitation) would;
-:meth:`Radicale.stored` reads back what the server holds. Without Radicale the calendar
-tests skip, saying so; under CI (``CI`` set) they fail instead.
+:meth:`Radicale.stored` reads back what the server holds, :meth:`Radicale.item` one object
+as the server serves it. Radicale does no scheduling (RFC 6638); ``start_radicale(dav=…)``
+makes it name other features in its DAV header (Radicale's ``[headers]`` setting), so a
+test can see what a client does with a server that says it schedules. Without Radicale
+the calendar tests skip, saying so; under CI (``CI`` set) they fail instead.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class Radicale:
         """Store an event as another client would (an invitation that arrived)."""
         self._call("PUT", f"{calendar}{uid}.ics", ical.encode(), "text/calendar")
 
+    def item(self, calendar: str, uid: str) -> str:
+        """The object ``uid`` as another client would download it (stored as ``<uid>.ics``)."""
+        return self._call("GET", f"{calendar}{uid}.ics", None, None)
+
     def stored(self, calendar: str) -> list[Event]:
         """Every event the calendar holds now."""
         text = self._call("GET", calendar, None, None)
@@ -97,7 +104,8 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def start_radicale(directory: Path) -> Iterator[Radicale]:
+def start_radicale(directory: Path, *, dav: str = "") -> Iterator[Radicale]:
+    """Radicale serving ``directory``; ``dav``: the DAV header it sends instead of its own."""
     try:
         import radicale  # noqa: F401
     except ImportError:
@@ -114,7 +122,7 @@ def start_radicale(directory: Path) -> Iterator[Radicale]:
         f"[auth]\ntype = htpasswd\nhtpasswd_filename = {directory / 'users'}\n"
         "htpasswd_encryption = plain\n"
         f"[storage]\nfilesystem_folder = {directory / 'collections'}\n"
-        "[logging]\nlevel = warning\n"
+        "[logging]\nlevel = warning\n" + (f"[headers]\nDAV = {dav}\n" if dav else "")
     )
     log = directory / "radicale.log"
     with log.open("wb") as out:

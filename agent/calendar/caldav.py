@@ -170,7 +170,10 @@ class CalDav:
     async def _schedules(self, http: aiohttp.ClientSession, calendar: Calendar) -> bool:
         """Whether the server schedules (RFC 6638 section 2: a server that does names
         ``calendar-auto-schedule`` in the DAV header of OPTIONS on its calendars)."""
-        reply = await self._request(http, "OPTIONS", calendar.url, None, {})
+        try:
+            reply = await self._request(http, "OPTIONS", calendar.url, None, {})
+        except CalendarError:
+            return False  # not said: nothing is claimed of it
         features = {f.strip().lower() for f in reply.dav.split(",")}
         return reply.status < 300 and "calendar-auto-schedule" in features
 

@@ -485,7 +485,7 @@ def _real(value: When, which: str) -> tuple[When, list[str]]:
     verb = "starts" if which == "start" else "ends"
     return real, [
         f"{describe_moment(value)} does not exist in {value.tzinfo} (the clocks go forward "
-        f"an hour that night), so it {verb} at {real:%H:%M}."
+        f"then), so it {verb} at {real:%H:%M}."
     ]
 
 

@@ -27,11 +27,17 @@ async def calendar_check(settings: Settings) -> list[Check]:
         return [Check("calendar", "fail", f"{exc}")]
     names = ", ".join(repr(c.name) for c in account.calendars)
     count = len(account.calendars)
+    invites = (
+        "it sends invitations to attendees itself"
+        if account.schedules
+        else "it sends no invitations (attendees are only recorded on the event)"
+    )
     return [
         Check(
             "calendar",
             "ok",
-            f"signed in at {client.url}: {count} calendar{'' if count == 1 else 's'} ({names})",
+            f"signed in at {client.url}: {count} calendar{'' if count == 1 else 's'} "
+            f"({names}); {invites}",
         )
     ]
 

@@ -536,14 +536,21 @@ async def test_moving_a_series_keeps_its_days_and_its_past(
     radicale: Radicale, tmp_path: Path
 ) -> None:
     """The standup moved "to 10" with a date of the coming week: every occurrence moves to
-    10:00, the first (and those before that date) stay, a week taken out stays out, and
-    the last one before UNTIL is still there."""
+    10:00, the first (and those before that date) stay, a week taken out stays out, one
+    moved alone (to 11:30) stays there and comes once, and the last one before UNTIL is
+    still there."""
     work = radicale.calendar("work")
     weekly = invitation("standup-1", "Weekly standup", "20261130T090000").replace(
         "DURATION:PT1H",
         "DURATION:PT15M\r\nRRULE:FREQ=WEEKLY;BYDAY=MO;UNTIL=20261221T140000Z\r\n"
         f"EXDATE;TZID={ZONE}:20261207T090000",
     )
+    alone = "\r\n".join([
+        "BEGIN:VEVENT", "UID:standup-1", "DTSTAMP:20261201T000000Z",
+        f"RECURRENCE-ID;TZID={ZONE}:20261214T090000", f"DTSTART;TZID={ZONE}:20261214T113000",
+        "DURATION:PT15M", "SUMMARY:Weekly standup", "END:VEVENT", "END:VCALENDAR",
+    ])  # fmt: skip
+    weekly = weekly.replace("END:VCALENDAR", alone)
     radicale.put(work, "standup-1", weekly)
     calendar = tool(radicale)
     ctx = tool_context(Workspace(tmp_path))
@@ -553,14 +560,14 @@ async def test_moving_a_series_keeps_its_days_and_its_past(
     listed = await calendar.run({"action": "list", "start": "2026-11-30", "end": "2026-12-27"}, ctx)
     found = re.findall(r"(\w{3} \d+ \w{3} 2026 [\d:–]+)  Weekly standup", listed.content)
     assert found == [
-        "Mon 30 Nov 2026 10:00–10:15", "Mon 14 Dec 2026 10:00–10:15", "Mon 21 Dec 2026 10:00–10:15"
+        "Mon 30 Nov 2026 10:00–10:15", "Mon 14 Dec 2026 11:30–11:45", "Mon 21 Dec 2026 10:00–10:15"
     ]  # fmt: skip
     assert "now 10:00–10:15, from Mon 30 Nov 2026 on" in moved.content
     assert "only its time of day changed (the date given, Mon 14 Dec 2026, was not used" in (
         moved.content
     )
-    [event] = radicale.stored(work)
-    assert event.start == datetime(2026, 11, 30, 10, 0, tzinfo=NEW_YORK)
+    first = next(e for e in radicale.stored(work) if "RECURRENCE-ID" not in e)
+    assert first.start == datetime(2026, 11, 30, 10, 0, tzinfo=NEW_YORK)
     with pytest.raises(ToolError, match="a repeating event keeps its days"):  # not a day
         await calendar.run({"action": "update", "id": "standup-1", "start": "2026-12-15"}, ctx)
 

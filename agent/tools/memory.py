@@ -247,7 +247,10 @@ class MemorySearch(Tool):
         return ToolResult(body)
 
     def read_from(self, args: dict[str, Any]) -> Outside:
-        return Outside("other people's words, found by memory_search", str(args.get("query", "")))
+        return Outside(
+            "other people's words or answers given after outside content, found by memory_search",
+            str(args.get("query", "")),
+        )
 
     async def _names(
         self, found: Sequence[Found], origins: dict[tuple[str, str], Origin]

@@ -196,22 +196,23 @@ def sent_by_us(message_id: str, sender: str) -> bool:
 
 # -- MIME ---------------------------------------------------------------------------------
 
-# A file that came by email is stored as attachments/email/<date>/<8 hex>-<name> (never two
-# alike); sent on, it goes by the name it came with.
-EMAIL_FILES = ("attachments", "email")
+# A file that came with a message is stored under attachments/<channel>/<date>/, as
+# <8 hex>-<name> where a channel names it with stored_name (never two alike); sent on, it
+# goes by the name it came with.
+RECEIVED_FILES = "attachments"
 _STORED_PREFIX = re.compile(r"^[0-9a-f]{8}-(?=.)")
 
 
 def stored_name(name: str) -> str:
-    """The file name an email's attachment ``name`` (already made safe) is stored under."""
+    """The file name a received attachment ``name`` (already made safe) is stored under."""
     return f"{uuid.uuid4().hex[:8]}-{name}"
 
 
 def sent_name(relative: str) -> str:
     """The name a workspace file (``relative`` to the workspace) is attached under: its own,
-    but the name it came with for a file an email brought (:func:`stored_name`)."""
+    but the name it came with for a file a message brought (:func:`stored_name`)."""
     path = PurePath(relative)
-    if path.parts[:2] == EMAIL_FILES:
+    if path.parts[:1] == (RECEIVED_FILES,):
         return _STORED_PREFIX.sub("", path.name)
     return path.name
 
